@@ -1,0 +1,50 @@
+// Shape: the extent of each axis of a tensor, up to kMaxDims axes, stored inline (no heap).
+//
+//   Shape s{2, 3, 4};
+//   s.ndim() == 3; s.Size() == 24; s.ToString() == "(2, 3, 4)"
+//   Shape t = Shape::Parse("(2, 3)");    // attribute text; throws weft::Error when malformed
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace weft {
+
+class Shape {
+ public:
+  static constexpr int kMaxDims = 8;
+
+  Shape() = default;  // a scalar: no axes, one element
+  Shape(std::initializer_list<int64_t> dims);
+  explicit Shape(std::span<const int64_t> dims);
+  // Accepts "(2, 3)", "[2,3]", "2,3", "()" and "(5,)"; every extent must be >= 0.
+  static Shape Parse(std::string_view text);
+
+  int ndim() const { return ndim_; }
+  int64_t operator[](int axis) const { return dims_[CheckedAxis(axis)]; }
+  int64_t& operator[](int axis) { return dims_[CheckedAxis(axis)]; }
+  std::span<const int64_t> dims() const { return {dims_.data(), static_cast<size_t>(ndim_)}; }
+  int64_t Size() const;  // number of elements (1 for a scalar)
+
+  // Normalizes a possibly negative axis (-1 is the last) and checks it is in range.
+  int NormalizeAxis(int axis) const;
+  void PushBack(int64_t extent);
+
+  std::string ToString() const;
+  friend bool operator==(const Shape& a, const Shape& b);
+  friend bool operator!=(const Shape& a, const Shape& b) { return !(a == b); }
+  friend std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << s.ToString(); }
+
+ private:
+  int CheckedAxis(int axis) const;
+
+  std::array<int64_t, kMaxDims> dims_{};
+  int ndim_ = 0;
+};
+
+}  // namespace weft

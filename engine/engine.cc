@@ -1,0 +1,48 @@
+#include "engine/engine.h"
+
+#include "core/env.h"
+#include "core/error.h"
+#include "engine/internal/naive_engine.h"
+#include "engine/internal/threaded_engine.h"
+
+namespace weft::engine {
+
+EngineOptions EngineOptions::FromEnv() {
+  EngineOptions options;
+  options.cpu_workers = GetEnvInt("WEFT_CPU_WORKERS", NumCores(), 1, 1024);
+  options.cpu_priority_workers = GetEnvInt("WEFT_CPU_PRIORITY_WORKERS", 1, 1, 1024);
+  options.profile_path = GetEnvString("WEFT_PROFILE", "");
+  return options;
+}
+
+EngineKind EngineKindFromEnv() {
+  std::string name = GetEnvString("WEFT_ENGINE", "threaded");
+  if (name == "threaded") return EngineKind::kThreaded;
+  if (name == "naive") return EngineKind::kNaive;
+  WEFT_THROW("environment variable WEFT_ENGINE: expected 'threaded' or 'naive', found '" << name << "'");
+}
+
+std::unique_ptr<Engine> CreateEngine(EngineKind kind, const EngineOptions& options) {
+  if (kind == EngineKind::kNaive) return std::make_unique<NaiveEngine>(options);
+  return std::make_unique<ThreadedEngine>(options);
+}
+
+Engine* Engine::Get() {
+  // Destroyed at exit, which shuts the engine down: queued work drains, workers are joined.
+  static const std::unique_ptr<Engine> engine = CreateEngine(EngineKindFromEnv(), EngineOptions::FromEnv());
+  return engine.get();
+}
+
+void Engine::PushAsync(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop,
+                       int priority, const char* name) {
+  WEFT_CHECK(fn != nullptr) << "op '" << (name ? name : "op") << "': the function is empty";
+  Push(nullptr, std::move(fn), PushArgs{device, reads, writes, prop, priority, name});
+}
+
+void Engine::PushSync(SyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop,
+                      int priority, const char* name) {
+  WEFT_CHECK(fn != nullptr) << "op '" << (name ? name : "op") << "': the function is empty";
+  Push(std::move(fn), nullptr, PushArgs{device, reads, writes, prop, priority, name});
+}
+
+}  // namespace weft::engine

@@ -1,0 +1,158 @@
+// The dependency engine: every piece of work in weft is an op pushed here with the variables it
+// reads and the variables it writes. Push returns at once; the engine runs the op on a worker
+// when every earlier op on those variables allows it:
+//   - writes to a variable run in push order;
+//   - reads between two writes may run concurrently;
+//   - among ready ops, a higher priority runs first.
+// An op that throws (or reports an error through OnComplete) stores its error on the variables
+// it writes; ops that read or write those variables are skipped and carry the error on; the
+// error comes out of WaitForVar on each affected variable and out of WaitForAll. The engine
+// stays usable.
+//
+//   Engine& engine = *Engine::Get();            // WEFT_ENGINE=threaded (default) | naive
+//   VarHandle a = engine.NewVariable(), b = engine.NewVariable();
+//   engine.PushSync([&](RunContext) { x = 1; }, Device::Cpu(), {}, {a}, FnProperty::kNormal, 0, "init");
+//   engine.PushSync([&](RunContext) { y = x + 1; }, Device::Cpu(), {a}, {b});
+//   engine.WaitForVar(b);                        // y == 2, or the op's exception is rethrown
+//   engine.DeleteVariable([](RunContext) {}, Device::Cpu(), a);
+//
+// Environment: WEFT_ENGINE, WEFT_CPU_WORKERS, WEFT_CPU_PRIORITY_WORKERS, WEFT_PROFILE=<file>.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+
+namespace weft::engine {
+
+// A variable is a token for a piece of state (an array's memory, a random generator, ...),
+// not the state itself. Created by NewVariable, owned by the engine until DeleteVariable.
+class Var;
+using VarHandle = Var*;
+
+// Where a ready op is sent. The copy and GPU kinds are routed to a device's copy or compute
+// workers by the GPU backend; a CPU-only build rejects them at push with a weft::Error.
+enum class FnProperty : uint8_t {
+  kNormal,          // compute on the op's device
+  kCopyToGpu,       // host-to-device copy (GPU copy workers)
+  kCopyFromGpu,     // device-to-host copy (GPU copy workers)
+  kCpuPrioritized,  // CPU work that must not wait behind normal work (prioritized pool)
+  kGpuPrioritized,  // GPU work on the prioritized stream
+  kAsync,           // tiny, non-blocking: runs on whichever thread makes it ready
+};
+
+// What a running op gets from its worker.
+struct RunContext {
+  Device device;
+  void* stream = nullptr;  // the worker's stream (cudaStream_t) for GPU ops; null on CPU
+  int worker = -1;         // index of the worker thread in its pool; -1 when run inline
+};
+
+// Handed to an async op, which calls it exactly once when its work is done, from any thread:
+// on_complete() for success, on_complete(error) for failure. An async op that throws before
+// calling it has failed with that exception and must not call it.
+class OnComplete {
+ public:
+  using Fn = void (*)(void* engine, void* op, std::exception_ptr error);
+  OnComplete(Fn fn, void* engine, void* op) : fn_(fn), engine_(engine), op_(op) {}
+  void operator()() const { fn_(engine_, op_, nullptr); }
+  void operator()(std::exception_ptr error) const { fn_(engine_, op_, std::move(error)); }
+
+ private:
+  Fn fn_;
+  void* engine_;
+  void* op_;
+};
+
+using SyncFn = std::function<void(RunContext)>;
+using AsyncFn = std::function<void(RunContext, OnComplete)>;
+
+// A read-only list of variables, built from a braced list, a vector or a span. A parameter type
+// only, like std::string_view: it does not own the list, and the engine copies what it needs at
+// push. Do not keep one built from a braced list beyond the call.
+class VarList {
+ public:
+  VarList() = default;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"
+  VarList(std::initializer_list<VarHandle> vars) : data_(vars.begin()), size_(vars.size()) {}
+#pragma GCC diagnostic pop
+  VarList(const std::vector<VarHandle>& vars) : data_(vars.data()), size_(vars.size()) {}
+  template <size_t N>
+  VarList(const VarHandle (&vars)[N]) : data_(vars), size_(N) {}
+  VarList(std::span<const VarHandle> vars) : data_(vars.data()), size_(vars.size()) {}
+  const VarHandle* begin() const { return data_; }
+  const VarHandle* end() const { return data_ + size_; }
+  size_t size() const { return size_; }
+
+ private:
+  const VarHandle* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+struct EngineOptions {
+  int cpu_workers = 1;           // WEFT_CPU_WORKERS (default: the cores)
+  int cpu_priority_workers = 1;  // WEFT_CPU_PRIORITY_WORKERS (default 1)
+  std::string profile_path;      // WEFT_PROFILE: Chrome trace JSON written at Shutdown
+  static EngineOptions FromEnv();
+};
+
+enum class EngineKind { kNaive, kThreaded };
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  // The process-wide engine, created on first use from the environment and shut down at exit.
+  static Engine* Get();
+
+  virtual VarHandle NewVariable() = 0;
+
+  // `name` (optional) labels the op in the profile and must outlive the op. A var listed in both
+  // `reads` and `writes` is a write; duplicates are ignored.
+  void PushAsync(AsyncFn fn, Device device, VarList reads, VarList writes,
+                 FnProperty prop = FnProperty::kNormal, int priority = 0, const char* name = nullptr);
+  void PushSync(SyncFn fn, Device device, VarList reads, VarList writes,
+                FnProperty prop = FnProperty::kNormal, int priority = 0, const char* name = nullptr);
+
+  // Runs `deleter` after every op already pushed on `var`, then frees the var. Nothing may be
+  // pushed on `var` afterwards. The deleter runs even if the var holds an error.
+  virtual void DeleteVariable(SyncFn deleter, Device device, VarHandle var) = 0;
+
+  // Blocks until every op pushed so far that writes `var` is done (reads still running are not
+  // waited for), then rethrows the error `var` holds, if any, once.
+  virtual void WaitForVar(VarHandle var) = 0;
+  // Blocks until every op pushed so far is done, then rethrows the first error no WaitForVar has
+  // reported since the last WaitForAll, and clears every error the engine holds.
+  virtual void WaitForAll() = 0;
+
+  // Drains all work, joins the workers and writes the profile. Idempotent; Get()'s engine runs
+  // it at exit. Pushing afterwards throws weft::Error.
+  virtual void Shutdown() = 0;
+
+  virtual EngineKind kind() const = 0;
+
+ protected:
+  struct PushArgs {
+    Device device;
+    VarList reads;
+    VarList writes;
+    FnProperty prop;
+    int priority;
+    const char* name;
+  };
+  // Exactly one of `sync`, `async` is set.
+  virtual void Push(SyncFn sync, AsyncFn async, const PushArgs& args) = 0;
+};
+
+std::unique_ptr<Engine> CreateEngine(EngineKind kind, const EngineOptions& options);
+// Reads WEFT_ENGINE: "threaded" (default) or "naive".
+EngineKind EngineKindFromEnv();
+
+}  // namespace weft::engine

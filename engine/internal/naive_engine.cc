@@ -1,0 +1,125 @@
+#include "engine/internal/naive_engine.h"
+
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+
+#include "core/error.h"
+#include "engine/internal/routing.h"
+#include "engine/internal/var.h"
+#include "engine/internal/worker_pool.h"
+
+namespace weft::engine {
+
+class NaiveEngine::NaiveVar : public Var {
+ public:
+  explicit NaiveVar(const void* owner) : Var(owner) {}
+};
+
+NaiveEngine::NaiveEngine(const EngineOptions& options)
+    : profiler_(options.profile_path.empty() ? nullptr : std::make_unique<Profiler>(options.profile_path)) {}
+
+NaiveEngine::~NaiveEngine() { Shutdown(); }
+
+VarHandle NaiveEngine::NewVariable() { return new NaiveVar(this); }
+
+NaiveEngine::NaiveVar* NaiveEngine::Checked(VarHandle v, const char* name) const {
+  WEFT_CHECK(v != nullptr) << "op '" << (name ? name : "op") << "': a variable is null";
+  WEFT_CHECK(v->owner() == this) << "op '" << (name ? name : "op") << "': a variable belongs to another engine";
+  return static_cast<NaiveVar*>(v);
+}
+
+std::exception_ptr NaiveEngine::Run(const SyncFn& sync, const AsyncFn& async, const PushArgs& args) {
+  RunContext ctx{args.device, nullptr, -1};
+  const int64_t start = profiler_ ? profiler_->NowNs() : 0;
+  std::exception_ptr raised;
+  try {
+    if (sync) {
+      sync(ctx);
+    } else {
+      // The op may complete on another thread; wait for it here.
+      struct Completion {
+        std::mutex mu;
+        std::condition_variable cv;
+        bool done = false;
+        std::exception_ptr error;
+      } completion;
+      auto complete = [](void*, void* c, std::exception_ptr error) {
+        auto* state = static_cast<Completion*>(c);
+        std::lock_guard<std::mutex> lock(state->mu);
+        state->error = std::move(error);
+        state->done = true;
+        state->cv.notify_all();
+      };
+      async(ctx, OnComplete(complete, this, &completion));
+      std::unique_lock<std::mutex> lock(completion.mu);
+      completion.cv.wait(lock, [&] { return completion.done; });
+      raised = completion.error;
+    }
+  } catch (...) {
+    raised = std::current_exception();
+  }
+  if (profiler_) profiler_->RecordSpan(args.name, WorkerPool::CurrentTrack(), start, profiler_->NowNs());
+  return raised;
+}
+
+void NaiveEngine::Push(SyncFn sync, AsyncFn async, const PushArgs& args) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  WEFT_CHECK(!shut_down_) << "op '" << (args.name ? args.name : "op") << "' pushed after the engine was shut down";
+  CheckRoutable(args.device, args.prop, args.name);
+  std::vector<NaiveVar*> reads, writes;
+  for (VarHandle v : args.reads) reads.push_back(Checked(v, args.name));
+  for (VarHandle v : args.writes) writes.push_back(Checked(v, args.name));
+  std::shared_ptr<Failure> failure;
+  for (const auto* list : {&reads, &writes}) {
+    for (NaiveVar* v : *list) {
+      if (!failure && v->LiveError()) failure = v->error_slot()->failure;
+    }
+  }
+  if (!failure) {
+    if (std::exception_ptr raised = Run(sync, async, args)) failure = failures_.Add(raised);
+  }
+  for (NaiveVar* v : writes) {
+    if (failure) {
+      v->SetError(failure);
+    } else {
+      v->ClearError();
+    }
+  }
+}
+
+void NaiveEngine::DeleteVariable(SyncFn deleter, Device device, VarHandle var) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  NaiveVar* v = Checked(var, "DeleteVariable");
+  CheckRoutable(device, FnProperty::kNormal, "DeleteVariable");
+  std::exception_ptr raised = Run(deleter, nullptr, PushArgs{device, {}, {var}, FnProperty::kNormal, 0, "DeleteVariable"});
+  delete v;
+  if (raised) failures_.Add(raised);
+}
+
+void NaiveEngine::WaitForVar(VarHandle var) {
+  std::shared_ptr<ErrorSlot> slot;
+  {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    slot = Checked(var, "WaitForVar")->error_slot();
+  }
+  RethrowIfLive(slot);
+}
+
+void NaiveEngine::WaitForAll() { failures_.RethrowAndRetire(); }
+
+void NaiveEngine::Shutdown() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  failures_.ReportUnobserved();
+  if (profiler_) {
+    try {
+      profiler_->Write();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "weft: %s\n", e.what());
+    }
+  }
+}
+
+}  // namespace weft::engine

@@ -1,0 +1,42 @@
+// NaiveEngine: runs each op at push, on the pushing thread, and waits for it to complete. The
+// reference the threaded engine is tested against, and the engine to debug with
+// (WEFT_ENGINE=naive): a failing op's stack is the pusher's.
+#pragma once
+
+#include <mutex>
+
+#include "engine/engine.h"
+#include "engine/internal/failure_log.h"
+#include "engine/internal/profiler.h"
+
+namespace weft::engine {
+
+class NaiveEngine final : public Engine {
+ public:
+  explicit NaiveEngine(const EngineOptions& options);
+  ~NaiveEngine() override;
+
+  VarHandle NewVariable() override;
+  void DeleteVariable(SyncFn deleter, Device device, VarHandle var) override;
+  void WaitForVar(VarHandle var) override;
+  void WaitForAll() override;
+  void Shutdown() override;
+  EngineKind kind() const override { return EngineKind::kNaive; }
+
+ protected:
+  void Push(SyncFn sync, AsyncFn async, const PushArgs& args) override;
+
+ private:
+  class NaiveVar;
+  // Runs the op now; returns what it raised.
+  std::exception_ptr Run(const SyncFn& sync, const AsyncFn& async, const PushArgs& args);
+  NaiveVar* Checked(VarHandle v, const char* name) const;
+
+  const std::unique_ptr<Profiler> profiler_;
+  FailureLog failures_;
+  // Serializes ops pushed from several threads; recursive so an op may push another op.
+  std::recursive_mutex mu_;
+  bool shut_down_ = false;  // guarded by mu_
+};
+
+}  // namespace weft::engine

@@ -1,0 +1,36 @@
+#include "engine/internal/routing.h"
+
+#include "core/error.h"
+
+namespace weft::engine {
+
+namespace {
+
+const char* PropertyName(FnProperty prop) {
+  switch (prop) {
+    case FnProperty::kNormal: return "normal";
+    case FnProperty::kCopyToGpu: return "copy to GPU";
+    case FnProperty::kCopyFromGpu: return "copy from GPU";
+    case FnProperty::kCpuPrioritized: return "CPU prioritized";
+    case FnProperty::kGpuPrioritized: return "GPU prioritized";
+    case FnProperty::kAsync: return "async";
+  }
+  return "unknown";
+}
+
+bool NeedsGpu(Device device, FnProperty prop) {
+  return device.is_gpu() || prop == FnProperty::kCopyToGpu || prop == FnProperty::kCopyFromGpu ||
+         prop == FnProperty::kGpuPrioritized;
+}
+
+}  // namespace
+
+void CheckRoutable(Device device, FnProperty prop, const char* name) {
+  if (NeedsGpu(device, prop)) {
+    WEFT_THROW("op '" << (name ? name : "op") << "' (" << PropertyName(prop) << ") on " << device
+                      << ": expected a CPU op; this engine has no GPU workers (GPU support "
+                         "comes with a --config=cuda build)");
+  }
+}
+
+}  // namespace weft::engine

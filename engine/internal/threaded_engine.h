@@ -1,0 +1,65 @@
+// ThreadedEngine: the default engine. Ops wait in per-var queues (ThreadedVar) until every var
+// grants them, then run on a worker pool; completion releases the vars, which grants the next
+// ops. See engine.h for the contract.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "engine/engine.h"
+#include "engine/internal/failure_log.h"
+#include "engine/internal/opr_block.h"
+#include "engine/internal/profiler.h"
+#include "engine/internal/worker_pool.h"
+
+namespace weft::engine {
+
+class ThreadedEngine final : public Engine {
+ public:
+  explicit ThreadedEngine(const EngineOptions& options);
+  ~ThreadedEngine() override;
+
+  VarHandle NewVariable() override;
+  void DeleteVariable(SyncFn deleter, Device device, VarHandle var) override;
+  void WaitForVar(VarHandle var) override;
+  void WaitForAll() override;
+  void Shutdown() override;
+  EngineKind kind() const override { return EngineKind::kThreaded; }
+
+ protected:
+  void Push(SyncFn sync, AsyncFn async, const PushArgs& args) override;
+
+ private:
+  OprBlock* NewOpr(SyncFn sync, AsyncFn async, const PushArgs& args);
+  // Checks the op's vars, appends it to each, and dispatches it if every var granted it.
+  void Register(OprBlock* op);
+  void Dispatch(OprBlock* op);
+  void Execute(OprBlock* op, int worker);
+  // Ends an op: stores its error (raised, or propagated from an input) on the vars it writes,
+  // releases its vars, frees it.
+  void Finish(OprBlock* op, std::shared_ptr<Failure> failure, std::exception_ptr raised);
+  static void CompleteAsync(void* engine, void* op, std::exception_ptr error);
+  void WaitUntilIdle();
+  void RecordSpan(const OprBlock& op, int64_t end_ns);
+
+  const EngineOptions options_;
+  const std::unique_ptr<Profiler> profiler_;  // null unless options_.profile_path is set
+  WorkerPool cpu_;
+  WorkerPool cpu_priority_;
+  FailureLog failures_;
+
+  // Ops pushed and not yet finished. seq_cst with idle_waiters_ (a Dekker pair): a finisher that
+  // takes this to zero either sees a waiter and notifies, or the waiter sees zero.
+  std::atomic<int64_t> pending_{0};
+  std::atomic<int> idle_waiters_{0};
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
+
+  std::mutex shutdown_mu_;
+  bool shut_down_ = false;           // guarded by shutdown_mu_
+  std::atomic<bool> accepting_{true};  // cleared by Shutdown; pushes after it throw
+};
+
+}  // namespace weft::engine

@@ -1,0 +1,47 @@
+#include "engine/internal/threaded_var.h"
+
+#include <mutex>
+
+#include "core/error.h"
+
+namespace weft::engine {
+
+void ThreadedVar::CheckNotDeleted() {
+  WEFT_CHECK(!deleted_.load(std::memory_order_relaxed)) << "an op was pushed on a variable after DeleteVariable";
+}
+
+void ThreadedVar::Enqueue(OprBlock* op, bool write) {
+  Waiter* waiter = ObjectPool<Waiter>::New(Waiter{op, nullptr, write});
+  if (tail_ == nullptr) {
+    head_ = tail_ = waiter;
+  } else {
+    tail_->next = waiter;
+    tail_ = waiter;
+  }
+}
+
+bool ThreadedVar::AppendRead(OprBlock* op) {
+  std::lock_guard<SpinLock> lock(lock_);
+  if (!running_write_ && head_ == nullptr) {
+    ++running_reads_;
+    return true;
+  }
+  Enqueue(op, /*write=*/false);
+  return false;
+}
+
+bool ThreadedVar::AppendWrite(OprBlock* op) {
+  std::lock_guard<SpinLock> lock(lock_);
+  if (!running_write_ && running_reads_ == 0 && head_ == nullptr) {
+    running_write_ = true;
+    return true;
+  }
+  Enqueue(op, /*write=*/true);
+  return false;
+}
+
+void ThreadedVar::MarkDeleted() {
+  deleted_.store(true, std::memory_order_relaxed);
+}
+
+}  // namespace weft::engine

@@ -1,0 +1,111 @@
+// Dependency tracking for one variable: the queue of ops waiting to read or write it.
+//
+// State (all guarded by lock_):
+//   running_reads_   reads granted and not yet completed
+//   running_write_   a write granted and not yet completed
+//   head_ .. tail_   accesses not yet granted, in push order
+// Invariants: running_write_ implies running_reads_ == 0; a granted access is never in the
+// queue; when the queue is non-empty and no write is running, its head is a write.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+
+#include "engine/internal/object_pool.h"
+#include "engine/internal/opr_block.h"
+#include "engine/internal/spin_lock.h"
+#include "engine/internal/var.h"
+
+namespace weft::engine {
+
+class ThreadedVar : public Var {
+ public:
+  explicit ThreadedVar(const void* owner) : Var(owner) {}
+
+  // Each returns true if the access is granted at once; otherwise the op is queued and granted
+  // later through the `grant` callback of a Complete* call.
+  bool AppendRead(OprBlock* op);
+  bool AppendWrite(OprBlock* op);
+
+  // Ends an access and calls grant(op) for every op it unblocks, outside the lock.
+  template <typename Grant>
+  void CompleteRead(Grant&& grant);
+  template <typename Grant>
+  void CompleteWrite(Grant&& grant);
+
+  // Throws weft::Error if DeleteVariable was pushed on this var. Checked for every var of an op
+  // before any is appended, so a rejected push leaves no trace.
+  void CheckNotDeleted();
+  // Called once DeleteVariable's op is appended: nothing may be pushed on the var afterwards.
+  void MarkDeleted();
+
+ private:
+  struct Waiter {
+    OprBlock* op;
+    Waiter* next;
+    bool write;
+  };
+  void Enqueue(OprBlock* op, bool write);
+
+  SpinLock lock_;
+  Waiter* head_ = nullptr;
+  Waiter* tail_ = nullptr;
+  int running_reads_ = 0;
+  bool running_write_ = false;
+  // Set when DeleteVariable is pushed; checked, without the lock, by later pushes (a usage
+  // check only: a correct program never pushes after the delete, so relaxed is enough).
+  std::atomic<bool> deleted_{false};
+};
+
+template <typename Grant>
+void ThreadedVar::CompleteRead(Grant&& grant) {
+  Waiter* next_write = nullptr;
+  {
+    std::lock_guard<SpinLock> lock(lock_);
+    if (--running_reads_ == 0 && head_ != nullptr) {  // head is a write (invariant)
+      next_write = head_;
+      head_ = head_->next;
+      if (head_ == nullptr) tail_ = nullptr;
+      running_write_ = true;
+    }
+  }
+  if (next_write != nullptr) {
+    OprBlock* op = next_write->op;
+    ObjectPool<Waiter>::Delete(next_write);
+    grant(op);
+  }
+}
+
+template <typename Grant>
+void ThreadedVar::CompleteWrite(Grant&& grant) {
+  Waiter* granted = nullptr;  // a detached list: one write, or the run of reads at the head
+  {
+    std::lock_guard<SpinLock> lock(lock_);
+    running_write_ = false;
+    if (head_ != nullptr) {
+      granted = head_;
+      Waiter* last = head_;
+      if (head_->write) {
+        running_write_ = true;
+      } else {
+        running_reads_ = 1;
+        while (last->next != nullptr && !last->next->write) {
+          last = last->next;
+          ++running_reads_;
+        }
+      }
+      head_ = last->next;
+      if (head_ == nullptr) tail_ = nullptr;
+      last->next = nullptr;
+    }
+  }
+  while (granted != nullptr) {
+    Waiter* next = granted->next;
+    OprBlock* op = granted->op;
+    ObjectPool<Waiter>::Delete(granted);
+    grant(op);
+    granted = next;
+  }
+}
+
+}  // namespace weft::engine

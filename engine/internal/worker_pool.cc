@@ -1,0 +1,80 @@
+#include "engine/internal/worker_pool.h"
+
+#include <atomic>
+#include <utility>
+
+namespace weft::engine {
+
+namespace {
+
+// What the calling thread is, if it is a worker. Set once when the worker starts.
+struct WorkerIdentity {
+  const WorkerPool* pool = nullptr;
+  int track = -1;
+  OprBlock* continuation = nullptr;  // the next op this worker runs, bypassing the queue
+};
+thread_local WorkerIdentity tls_worker;
+
+}  // namespace
+
+WorkerPool::WorkerPool(std::string name, int num_workers, int first_track, Runner run)
+    : name_(std::move(name)), num_workers_(num_workers), first_track_(first_track), run_(std::move(run)) {}
+
+WorkerPool::~WorkerPool() { Stop(); }
+
+bool WorkerPool::OnWorkerThread() { return tls_worker.pool != nullptr; }
+int WorkerPool::CurrentTrack() {
+  if (tls_worker.track >= 0) return tls_worker.track;
+  static std::atomic<int> next_other_track{kFirstOtherTrack};
+  thread_local int other_track = next_other_track.fetch_add(1, std::memory_order_relaxed);
+  return other_track;
+}
+
+void WorkerPool::Submit(OprBlock* op, int priority) {
+  if (tls_worker.pool == this && tls_worker.continuation == nullptr && priority == 0) {
+    tls_worker.continuation = op;
+    return;
+  }
+  std::call_once(started_, [this] { Start(); });
+  queue_.Push(op, priority);
+}
+
+void WorkerPool::Start() {
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  for (int i = 0; i < num_workers_; ++i) threads_.emplace_back([this, i] { WorkerLoop(i); });
+}
+
+void WorkerPool::WorkerLoop(int worker) {
+  tls_worker.pool = this;
+  tls_worker.track = track(worker);
+  while (OprBlock* op = queue_.Pop()) {
+    for (int chained = 0; op != nullptr; ++chained) {
+      run_(op, worker);
+      op = std::exchange(tls_worker.continuation, nullptr);
+      if (op != nullptr && chained >= kMaxContinuations) {
+        queue_.Push(op, 0);
+        op = nullptr;
+      }
+    }
+  }
+  tls_worker = WorkerIdentity{};
+}
+
+void WorkerPool::Stop() {
+  queue_.Close();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    threads.swap(threads_);
+  }
+  for (std::thread& t : threads) {
+    // A worker that stops its own pool (exit() inside an op) cannot join itself.
+    if (t.get_id() == std::this_thread::get_id()) {
+      t.detach();
+    } else {
+      t.join();
+    }
+  }
+}
+
+}  // namespace weft::engine

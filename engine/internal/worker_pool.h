@@ -1,0 +1,58 @@
+// A pool of CPU worker threads that run ready ops from one TaskQueue.
+//
+// When a worker's op completes and makes another op of the same pool ready, that op is kept in
+// the worker's continuation slot and run next on the same thread instead of going through the
+// queue (a chain of dependent ops costs no queue traffic or wake-ups). After kMaxContinuations in
+// a row the worker goes back to the queue, so a long chain cannot starve queued work.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/internal/task_queue.h"
+
+namespace weft::engine {
+
+class WorkerPool {
+ public:
+  // run(op, worker_index) executes one op. Threads start on the first Submit.
+  using Runner = std::function<void(OprBlock*, int)>;
+  WorkerPool(std::string name, int num_workers, int first_track, Runner run);
+  ~WorkerPool();  // Stop()s
+
+  void Submit(OprBlock* op, int priority);
+  // Lets the workers finish what is queued, then joins them. Idempotent.
+  void Stop();
+
+  const std::string& name() const { return name_; }
+  int num_workers() const { return num_workers_; }
+  // Profiler track of worker i.
+  int track(int worker) const { return first_track_ + worker; }
+
+  // True when the calling thread is a worker of any pool (used to reject WaitForVar inside ops).
+  static bool OnWorkerThread();
+  // The profiler track of the calling thread: its worker track, or for a thread that is not a
+  // worker (ops with FnProperty::kAsync run on the thread that makes them ready) a track of its
+  // own numbered from kFirstOtherTrack.
+  static int CurrentTrack();
+  static constexpr int kFirstOtherTrack = 100000;
+
+ private:
+  static constexpr int kMaxContinuations = 1024;
+  void Start();
+  void WorkerLoop(int worker);
+
+  const std::string name_;
+  const int num_workers_;
+  const int first_track_;
+  const Runner run_;
+  TaskQueue queue_;
+  std::once_flag started_;
+  std::mutex threads_mu_;
+  std::vector<std::thread> threads_;  // guarded by threads_mu_
+};
+
+}  // namespace weft::engine

@@ -1,0 +1,129 @@
+// core: errors and CHECK messages, devices, dtypes, shapes, environment settings.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/env.h"
+#include "core/error.h"
+#include "core/shape.h"
+
+namespace weft {
+namespace {
+
+std::string MessageOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(Check, FailureNamesTheExpressionBothValuesTheFileAndTheContext) {
+  int rows = 6, cols = 5;
+  std::string msg = MessageOf([&] { WEFT_CHECK_EQ(rows, cols) << "matmul: inner dims differ"; });
+  EXPECT_TRUE(Contains(msg, "rows == cols")) << msg;
+  EXPECT_TRUE(Contains(msg, "(6 vs. 5)")) << msg;
+  EXPECT_TRUE(Contains(msg, "tests/core_test.cc:")) << msg;
+  EXPECT_TRUE(Contains(msg, "matmul: inner dims differ")) << msg;
+}
+
+TEST(Check, PassingChecksDoNothingAndEvaluateOnce) {
+  int calls = 0;
+  auto next = [&] { return ++calls; };
+  WEFT_CHECK_EQ(next(), 1) << "never printed";
+  WEFT_CHECK(calls == 1);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(Check, WorksInsideAnUnbracedIfElse) {
+  bool reached_else = false;
+  if (false)
+    WEFT_CHECK(false) << "not taken";
+  else
+    reached_else = true;
+  EXPECT_TRUE(reached_else);
+}
+
+TEST(Check, ErrorIsAStdException) {
+  EXPECT_THROW(WEFT_CHECK_LT(3, 2), std::exception);
+  std::string msg = MessageOf([] { WEFT_THROW("expected " << 3 << " axes, found " << 2); });
+  EXPECT_TRUE(Contains(msg, "expected 3 axes, found 2")) << msg;
+}
+
+TEST(Device, ParsesAndPrints) {
+  EXPECT_EQ(Device::Parse("cpu"), Device::Cpu());
+  EXPECT_EQ(Device::Parse("gpu"), Device::Gpu(0));
+  EXPECT_EQ(Device::Parse("gpu:3"), Device::Gpu(3));
+  EXPECT_EQ(Device::Gpu(3).ToString(), "gpu:3");
+  EXPECT_NE(Device::Gpu(0), Device::Gpu(1));
+}
+
+TEST(Device, BadNamesSayWhatWasExpected) {
+  EXPECT_TRUE(Contains(MessageOf([] { Device::Parse("tpu:0"); }), "expected 'cpu', 'gpu' or 'gpu:N'"));
+  EXPECT_TRUE(Contains(MessageOf([] { Device::Parse("gpu:-1"); }), "found '-1'"));
+  EXPECT_TRUE(Contains(MessageOf([] { Device::Parse("gpu:x"); }), "found 'x'"));
+  EXPECT_TRUE(Contains(MessageOf([] { Device::Parse("cpu:2"); }), "id 0"));
+}
+
+TEST(DType, TableIsConsistent) {
+  EXPECT_EQ(DTypeSize(DType::kFloat32), 4u);
+  EXPECT_EQ(DTypeSize(DType::kBFloat16), 2u);
+  EXPECT_EQ(DTypeSize(DType::kInt64), 8u);
+  for (int i = 0; i < kNumDTypes; ++i) {
+    auto t = static_cast<DType>(i);
+    EXPECT_EQ(ParseDType(DTypeName(t)), t);
+  }
+  EXPECT_TRUE(IsFloatingPoint(DType::kFloat16));
+  EXPECT_FALSE(IsFloatingPoint(DType::kInt32));
+  EXPECT_TRUE(Contains(MessageOf([] { ParseDType("float33"); }), "unknown dtype 'float33'"));
+}
+
+TEST(Shape, SizeIndexingAndPrinting) {
+  Shape s{2, 3, 4};
+  EXPECT_EQ(s.ndim(), 3);
+  EXPECT_EQ(s.Size(), 24);
+  EXPECT_EQ(s[1], 3);
+  EXPECT_EQ(s.ToString(), "(2, 3, 4)");
+  EXPECT_EQ(Shape{5}.ToString(), "(5,)");
+  EXPECT_EQ(Shape().Size(), 1);
+  EXPECT_EQ(s.NormalizeAxis(-1), 2);
+  EXPECT_TRUE(Contains(MessageOf([&] { s.NormalizeAxis(3); }), "axis 3 is out of range for shape (2, 3, 4)"));
+  EXPECT_THROW(s[3], Error);
+}
+
+TEST(Shape, ParsesAttributeText) {
+  EXPECT_EQ(Shape::Parse("(2, 3)"), (Shape{2, 3}));
+  EXPECT_EQ(Shape::Parse("[2,3]"), (Shape{2, 3}));
+  EXPECT_EQ(Shape::Parse("(5,)"), Shape{5});
+  EXPECT_EQ(Shape::Parse("()"), Shape());
+  EXPECT_TRUE(Contains(MessageOf([] { Shape::Parse("(2, x)"); }), "found 'x'"));
+  EXPECT_TRUE(Contains(MessageOf([] { Shape::Parse("(2, -1)"); }), "found '-1'"));
+  EXPECT_TRUE(Contains(MessageOf([] { Shape::Parse("(1,1,1,1,1,1,1,1,1)"); }), "at most 8 axes"));
+  EXPECT_THROW((Shape{-1}), Error);
+}
+
+TEST(Env, ReadsAndValidatesSettings) {
+  setenv("WEFT_TEST_INT", "12", 1);
+  EXPECT_EQ(GetEnvInt("WEFT_TEST_INT", 3), 12);
+  EXPECT_EQ(GetEnvInt("WEFT_TEST_UNSET", 3), 3);
+  setenv("WEFT_TEST_INT", "twelve", 1);
+  std::string msg = MessageOf([] { GetEnvInt("WEFT_TEST_INT", 3); });
+  EXPECT_TRUE(Contains(msg, "WEFT_TEST_INT")) << msg;
+  EXPECT_TRUE(Contains(msg, "found 'twelve'")) << msg;
+  setenv("WEFT_TEST_INT", "0", 1);
+  EXPECT_THROW(GetEnvInt("WEFT_TEST_INT", 3, 1, 10), Error);
+  setenv("WEFT_TEST_BOOL", "off", 1);
+  EXPECT_FALSE(GetEnvBool("WEFT_TEST_BOOL", true));
+  setenv("WEFT_TEST_BOOL", "maybe", 1);
+  EXPECT_THROW(GetEnvBool("WEFT_TEST_BOOL", true), Error);
+  EXPECT_GE(NumCores(), 1);
+}
+
+}  // namespace
+}  // namespace weft
