@@ -5,61 +5,99 @@
 namespace weft::engine {
 
 void TaskQueue::Push(OprBlock* op, int priority) {
-  bool wake = false;
-  {
+  if (priority != 0 || !ring_.TryPush(op)) {
     std::lock_guard<std::mutex> lock(mu_);
     if (priority == 0) {
-      fifo_.push_back(op);
+      overflow_.push_back(op);
     } else {
       heap_.push(Entry{priority, seq_++, op});
     }
-    size_.fetch_add(1, std::memory_order_relaxed);
-    wake = sleepers_ > 0;
+    slow_size_.fetch_add(1, std::memory_order_relaxed);
   }
-  if (wake) cv_.notify_one();
+  size_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0 && spinners_.load(std::memory_order_seq_cst) == 0) {
+    WakeOne();
+  }
 }
 
-OprBlock* TaskQueue::TakeLocked() {
+void TaskQueue::WakeOne() {
+  std::lock_guard<std::mutex> lock(sleep_mu_);  // a sleeper is either waiting or re-checking
+  wake_.notify_one();
+}
+
+OprBlock* TaskQueue::TakeSlow() {
+  std::lock_guard<std::mutex> lock(mu_);
   OprBlock* op = nullptr;
-  if (!heap_.empty() && (heap_.top().priority > 0 || fifo_.empty())) {
+  if (!heap_.empty() && heap_.top().priority > 0) {
     op = heap_.top().op;
     heap_.pop();
-  } else if (!fifo_.empty()) {
-    op = fifo_.front();
-    fifo_.pop_front();
+  } else if ((op = ring_.TryPop()) != nullptr) {
+    return op;
+  } else if (!overflow_.empty()) {
+    op = overflow_.front();
+    overflow_.pop_front();
+  } else if (!heap_.empty()) {
+    op = heap_.top().op;
+    heap_.pop();
   }
+  if (op != nullptr) slow_size_.fetch_sub(1, std::memory_order_relaxed);
+  return op;
+}
+
+OprBlock* TaskQueue::TryTake() {
+  if (size_.load(std::memory_order_relaxed) <= 0) return nullptr;
+  OprBlock* op = slow_size_.load(std::memory_order_relaxed) > 0 ? TakeSlow() : ring_.TryPop();
   if (op != nullptr) size_.fetch_sub(1, std::memory_order_relaxed);
   return op;
 }
 
 // A worker that just ran out of work is likely to get more within microseconds (the pusher is
-// mid-loop); spinning a little avoids a futex sleep and wake per op.
+// mid-loop); spinning a little avoids a sleep and a wake-up per op. It yields now and then: on a
+// machine with as many workers as cores, the thread it waits for may need this core.
 bool TaskQueue::SpinForWork() {
-  for (int i = 0; i < 2000; ++i) {
-    if (size_.load(std::memory_order_relaxed) > 0) return true;
+  spinners_.fetch_add(1, std::memory_order_seq_cst);
+  bool found = false;
+  for (int i = 0; i < 2000 && !found; ++i) {
+    found = size_.load(std::memory_order_relaxed) > 0;
     if ((i & 63) == 63) std::this_thread::yield();
   }
-  return false;
+  spinners_.fetch_sub(1, std::memory_order_seq_cst);
+  return found;
+}
+
+void TaskQueue::Sleep() {
+  std::unique_lock<std::mutex> lock(sleep_mu_);
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  while (size_.load(std::memory_order_seq_cst) <= 0 && !closed_.load(std::memory_order_seq_cst)) {
+    wake_.wait(lock);
+  }
+  sleepers_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 OprBlock* TaskQueue::Pop() {
-  SpinForWork();
-  std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    if (OprBlock* op = TakeLocked()) return op;
-    if (closed_) return nullptr;
-    ++sleepers_;
-    cv_.wait(lock);
-    --sleepers_;
+    if (OprBlock* op = TryTake()) {
+      // More queued than this worker takes, and nobody spinning to take it: bring in another.
+      if (size_.load(std::memory_order_seq_cst) > 0 && sleepers_.load(std::memory_order_seq_cst) > 0 &&
+          spinners_.load(std::memory_order_seq_cst) == 0) {
+        WakeOne();
+      }
+      return op;
+    }
+    if (SpinForWork()) continue;
+    if (closed_.load(std::memory_order_seq_cst)) {
+      if (OprBlock* op = TryTake()) return op;
+      if (size_.load(std::memory_order_seq_cst) <= 0) return nullptr;
+      continue;
+    }
+    Sleep();
   }
 }
 
 void TaskQueue::Close() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    closed_ = true;
-  }
-  cv_.notify_all();
+  closed_.store(true, std::memory_order_seq_cst);
+  std::lock_guard<std::mutex> lock(sleep_mu_);
+  wake_.notify_all();
 }
 
 }  // namespace weft::engine

@@ -1,6 +1,12 @@
-// The queue of ready ops of one worker pool. Priority 0 (nearly everything) is a plain FIFO;
-// other priorities go to a heap, higher first, FIFO among equals. Pop prefers a positive-priority
-// op, then the FIFO, then negative priorities.
+// The queue of ready ops of one worker pool.
+//
+// Priority 0 (nearly everything) goes to a lock-free FIFO ring; when the ring is full, to an
+// overflow list. Other priorities go to a heap, higher first, FIFO among equals. Pop prefers a
+// positive-priority op, then priority 0, then negative priorities. (Order among priority-0 ops
+// is FIFO except across an overflow; dependencies never rely on it, the vars enforce them.)
+//
+// Idle workers spin briefly, then sleep on a condition variable; a push wakes one only when
+// someone sleeps, so a busy pool pays no wake-up per op.
 #pragma once
 
 #include <atomic>
@@ -9,7 +15,8 @@
 #include <deque>
 #include <mutex>
 #include <queue>
-#include <vector>
+
+#include "engine/internal/mpmc_ring.h"
 
 namespace weft::engine {
 
@@ -17,6 +24,7 @@ struct OprBlock;
 
 class TaskQueue {
  public:
+  TaskQueue() : ring_(kRingCapacity) {}
   void Push(OprBlock* op, int priority);
   // Blocks until an op is available; returns null once the queue is closed and empty.
   OprBlock* Pop();
@@ -24,6 +32,7 @@ class TaskQueue {
   void Close();
 
  private:
+  static constexpr size_t kRingCapacity = 8192;
   struct Entry {
     int priority;
     uint64_t seq;
@@ -32,19 +41,28 @@ class TaskQueue {
       return priority != o.priority ? priority < o.priority : seq > o.seq;
     }
   };
-  OprBlock* TakeLocked();
+  OprBlock* TryTake();
+  OprBlock* TakeSlow();
   bool SpinForWork();
+  void Sleep();
+  void WakeOne();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<OprBlock*> fifo_;           // guarded by mu_
-  std::priority_queue<Entry> heap_;      // guarded by mu_
-  uint64_t seq_ = 0;                     // guarded by mu_
-  int sleepers_ = 0;                     // Pops blocked on cv_; guarded by mu_
-  bool closed_ = false;                  // guarded by mu_
-  // Number of queued ops, readable without the lock so idle workers can spin on it briefly
-  // before sleeping. Only a hint (relaxed): the decision to sleep is re-made under mu_.
-  std::atomic<int64_t> size_{0};
+  MpmcRing<OprBlock> ring_;
+  std::mutex mu_;                     // guards the overflow list and the heap
+  std::deque<OprBlock*> overflow_;    // priority-0 ops that found the ring full
+  std::priority_queue<Entry> heap_;   // non-zero priorities
+  uint64_t seq_ = 0;
+  // Ops in overflow_ and heap_, readable without mu_ so Pop skips the lock when there are none.
+  std::atomic<int64_t> slow_size_{0};
+
+  // Queued ops, and Pops asleep. A Dekker pair (seq_cst both sides): a pusher that adds an op
+  // then sees no sleeper knows any Pop about to sleep will see the op first.
+  alignas(64) std::atomic<int64_t> size_{0};
+  alignas(64) std::atomic<int> sleepers_{0};
+  std::atomic<int> spinners_{0};
+  std::atomic<bool> closed_{false};
+  std::mutex sleep_mu_;  // only for sleeping and waking
+  std::condition_variable wake_;
 };
 
 }  // namespace weft::engine

@@ -69,7 +69,7 @@ void ThreadedEngine::Register(OprBlock* op) {
     throw;
   }
   if (op->deletes_var) op->vars.writes()[0]->MarkDeleted();
-  pending_.fetch_add(1, std::memory_order_seq_cst);
+  pushed_.fetch_add(1, std::memory_order_seq_cst);
   const int total = static_cast<int>(op->vars.all().size()) + 1;
   op->wait.store(total, std::memory_order_relaxed);
   int granted = 0;
@@ -158,8 +158,9 @@ void ThreadedEngine::Finish(OprBlock* op, std::shared_ptr<Failure> failure, std:
   for (ThreadedVar* v : op->vars.writes()) v->CompleteWrite(grant);
   if (op->deletes_var) ObjectPool<ThreadedVar>::Delete(op->vars.writes()[0]);
   ObjectPool<OprBlock>::Delete(op);
-  if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
-      idle_waiters_.load(std::memory_order_seq_cst) > 0) {
+  const int64_t finished = finished_.fetch_add(1, std::memory_order_seq_cst) + 1;
+  if (idle_waiters_.load(std::memory_order_seq_cst) > 0 &&
+      finished >= wait_target_.load(std::memory_order_seq_cst)) {
     std::lock_guard<std::mutex> lock(idle_mu_);
     idle_cv_.notify_all();
   }
@@ -201,12 +202,12 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
 }
 
 void ThreadedEngine::WaitUntilIdle() {
+  const int64_t target = pushed_.load(std::memory_order_seq_cst);
+  std::unique_lock<std::mutex> lock(idle_mu_);
   idle_waiters_.fetch_add(1, std::memory_order_seq_cst);
-  {
-    std::unique_lock<std::mutex> lock(idle_mu_);
-    idle_cv_.wait(lock, [this] { return pending_.load(std::memory_order_seq_cst) == 0; });
-  }
-  idle_waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  if (target > wait_target_.load(std::memory_order_seq_cst)) wait_target_.store(target, std::memory_order_seq_cst);
+  idle_cv_.wait(lock, [&] { return finished_.load(std::memory_order_seq_cst) >= target; });
+  if (idle_waiters_.fetch_sub(1, std::memory_order_seq_cst) == 1) wait_target_.store(0, std::memory_order_seq_cst);
 }
 
 void ThreadedEngine::WaitForAll() {

@@ -50,16 +50,20 @@ class ThreadedEngine final : public Engine {
   WorkerPool cpu_priority_;
   FailureLog failures_;
 
-  // Ops pushed and not yet finished. seq_cst with idle_waiters_ (a Dekker pair): a finisher that
-  // takes this to zero either sees a waiter and notifies, or the waiter sees zero.
-  std::atomic<int64_t> pending_{0};
-  std::atomic<int> idle_waiters_{0};
+  // Ops pushed, and ops finished, on separate cache lines so that pushing does not contend with
+  // the workers. WaitUntilIdle waits for finished_ to reach what pushed_ was when it started.
+  // finished_, idle_waiters_ and wait_target_ are a Dekker pair (seq_cst both sides): a finisher
+  // that reaches the target either sees the waiter and notifies, or the waiter sees the count.
+  alignas(64) std::atomic<int64_t> pushed_{0};
+  alignas(64) std::atomic<int64_t> finished_{0};
+  alignas(64) std::atomic<int> idle_waiters_{0};
+  std::atomic<int64_t> wait_target_{0};  // the largest target of the current waiters
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
 
   std::mutex shutdown_mu_;
   bool shut_down_ = false;           // guarded by shutdown_mu_
-  std::atomic<bool> accepting_{true};  // cleared by Shutdown; pushes after it throw
+  alignas(64) std::atomic<bool> accepting_{true};  // cleared by Shutdown; pushes after it throw
 };
 
 }  // namespace weft::engine
