@@ -19,9 +19,16 @@ class NaiveEngine::NaiveVar : public Var {
 NaiveEngine::NaiveEngine(const EngineOptions& options)
     : profiler_(options.profile_path.empty() ? nullptr : std::make_unique<Profiler>(options.profile_path)) {}
 
-NaiveEngine::~NaiveEngine() { Shutdown(); }
+NaiveEngine::~NaiveEngine() {
+  Shutdown();
+  vars_.DestroyAll([](Var* v) { delete static_cast<NaiveVar*>(v); });
+}
 
-VarHandle NaiveEngine::NewVariable() { return new NaiveVar(this); }
+VarHandle NaiveEngine::NewVariable() {
+  auto v = std::make_unique<NaiveVar>(this);
+  vars_.Add(v.get());
+  return v.release();  // owned by vars_ until DeleteVariable
+}
 
 NaiveEngine::NaiveVar* NaiveEngine::Checked(VarHandle v, const char* name) const {
   WEFT_CHECK(v != nullptr) << "op '" << (name ? name : "op") << "': a variable is null";
@@ -93,6 +100,7 @@ void NaiveEngine::DeleteVariable(SyncFn deleter, Device device, VarHandle var) {
   NaiveVar* v = Checked(var, "DeleteVariable");
   CheckRoutable(device, FnProperty::kNormal, "DeleteVariable");
   std::exception_ptr raised = Run(deleter, nullptr, PushArgs{device, {}, {var}, FnProperty::kNormal, 0, "DeleteVariable"});
+  vars_.Remove(v);
   delete v;
   if (raised) failures_.Add(raised);
 }

@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "engine/internal/failure_log.h"
 #include "engine/internal/profiler.h"
+#include "engine/internal/var.h"
 
 namespace weft::engine {
 
@@ -34,6 +35,7 @@ class NaiveEngine final : public Engine {
 
   const std::unique_ptr<Profiler> profiler_;
   FailureLog failures_;
+  VarRegistry vars_;
   // Serializes ops pushed from several threads; recursive so an op may push another op.
   std::recursive_mutex mu_;
   bool shut_down_ = false;  // guarded by mu_

@@ -33,9 +33,16 @@ ThreadedEngine::ThreadedEngine(const EngineOptions& options)
   }
 }
 
-ThreadedEngine::~ThreadedEngine() { Shutdown(); }
+ThreadedEngine::~ThreadedEngine() {
+  Shutdown();
+  vars_.DestroyAll([](Var* v) { ObjectPool<ThreadedVar>::Delete(static_cast<ThreadedVar*>(v)); });
+}
 
-VarHandle ThreadedEngine::NewVariable() { return ObjectPool<ThreadedVar>::New(this); }
+VarHandle ThreadedEngine::NewVariable() {
+  ThreadedVar* v = ObjectPool<ThreadedVar>::New(this);
+  vars_.Add(v);
+  return v;
+}
 
 OprBlock* ThreadedEngine::NewOpr(SyncFn sync, AsyncFn async, const PushArgs& args) {
   WEFT_CHECK(accepting_.load(std::memory_order_acquire))
@@ -156,7 +163,10 @@ void ThreadedEngine::Finish(OprBlock* op, std::shared_ptr<Failure> failure, std:
   };
   for (ThreadedVar* v : op->vars.reads()) v->CompleteRead(grant);
   for (ThreadedVar* v : op->vars.writes()) v->CompleteWrite(grant);
-  if (op->deletes_var) ObjectPool<ThreadedVar>::Delete(op->vars.writes()[0]);
+  if (op->deletes_var) {
+    vars_.Remove(op->vars.writes()[0]);
+    ObjectPool<ThreadedVar>::Delete(op->vars.writes()[0]);
+  }
   ObjectPool<OprBlock>::Delete(op);
   const int64_t finished = finished_.fetch_add(1, std::memory_order_seq_cst) + 1;
   if (idle_waiters_.load(std::memory_order_seq_cst) > 0 &&

@@ -12,6 +12,7 @@
 #include "engine/internal/failure_log.h"
 #include "engine/internal/opr_block.h"
 #include "engine/internal/profiler.h"
+#include "engine/internal/var.h"
 #include "engine/internal/worker_pool.h"
 
 namespace weft::engine {
@@ -49,6 +50,7 @@ class ThreadedEngine final : public Engine {
   WorkerPool cpu_;
   WorkerPool cpu_priority_;
   FailureLog failures_;
+  VarRegistry vars_;
 
   // Ops pushed, and ops finished, on separate cache lines so that pushing does not contend with
   // the workers. WaitUntilIdle waits for finished_ to reach what pushed_ was when it started.

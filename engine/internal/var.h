@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 #include "engine/internal/failure_log.h"
 
@@ -25,8 +26,46 @@ class Var {
   ~Var() = default;
 
  private:
+  friend class VarRegistry;
   const void* const owner_;
   std::shared_ptr<ErrorSlot> error_;
+  Var* registry_prev_ = nullptr;  // the engine's list of live vars; guarded by its VarRegistry
+  Var* registry_next_ = nullptr;
+};
+
+// The live vars of one engine, so that the engine frees the vars users never deleted when it is
+// destroyed. Thread-safe; O(1) per var.
+class VarRegistry {
+ public:
+  void Add(Var* v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    v->registry_next_ = first_;
+    if (first_ != nullptr) first_->registry_prev_ = v;
+    first_ = v;
+  }
+  void Remove(Var* v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (v->registry_prev_ != nullptr) {
+      v->registry_prev_->registry_next_ = v->registry_next_;
+    } else {
+      first_ = v->registry_next_;
+    }
+    if (v->registry_next_ != nullptr) v->registry_next_->registry_prev_ = v->registry_prev_;
+  }
+  // Calls destroy(v) for every var still registered, and forgets them. Only once no op can run.
+  template <typename Destroy>
+  void DestroyAll(Destroy&& destroy) {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (first_ != nullptr) {
+      Var* v = first_;
+      first_ = v->registry_next_;
+      destroy(v);
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  Var* first_ = nullptr;  // guarded by mu_
 };
 
 }  // namespace weft::engine

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs the Debian packages weft needs to build and test (Debian 12). Idempotent: when
+# everything is installed it only checks, in well under a second.
+#
+#   tools/setup.sh && bazel test //...
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap      # Bazel 4.2.3, builds offline with the stand-ins in tools/bazel/
+  bazel-platforms
+  bazel-rules-java
+  g++
+  libdnnl-dev          # oneDNN: CPU operators
+  libtbb-dev           # oneTBB: parallel loops; the peer in bench/engine_bench
+  libgtest-dev         # GoogleTest
+  nlohmann-json3-dev   # JSON: graphs, safetensors headers, traces in tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo_cmd=(sudo)
+  else
+    echo "setup: cannot install ${missing[*]}: not root and no sudo; install them as root" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+if ! "${sudo_cmd[@]}" apt-get install -y "${missing[@]}"; then
+  echo "setup: apt-get install failed; refreshing the package lists and retrying" >&2
+  if ! { "${sudo_cmd[@]}" apt-get update && "${sudo_cmd[@]}" apt-get install -y "${missing[@]}"; }; then
+    echo "setup: cannot install ${missing[*]}: is Debian's package archive reachable?" >&2
+    exit 1
+  fi
+fi
+echo "setup: done"
