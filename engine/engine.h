@@ -51,7 +51,9 @@ enum class FnProperty : uint8_t {
 struct RunContext {
   Device device;
   void* stream = nullptr;  // the worker's stream (cudaStream_t) for GPU ops; null on CPU
-  int worker = -1;         // index of the worker thread in its pool; -1 when run inline
+  // The worker thread running the op: unique within the engine across all its pools (0, 1, ...),
+  // so it can index per-worker resources; -1 when the op runs on a thread that is not a worker.
+  int worker = -1;
 };
 
 // Handed to an async op, which calls it exactly once when its work is done, from any thread:

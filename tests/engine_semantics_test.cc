@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -141,6 +143,29 @@ TEST_P(EngineSemantics, PrioritizedPoolRunsWhileNormalWorkersAreBusy) {
   EXPECT_TRUE(prioritized_ran.WaitFor(10s)) << "the prioritized op waited behind normal work";
   gate.Open();
   engine_->WaitForAll();
+}
+
+TEST_P(EngineSemantics, WorkerIdsAreUniqueAcrossPools) {
+  std::mutex mu;
+  std::map<int, std::set<std::thread::id>> threads_of_worker;
+  for (int i = 0; i < 400; ++i) {
+    engine_->PushSync([&](RunContext ctx) {
+      std::lock_guard<std::mutex> lock(mu);
+      threads_of_worker[ctx.worker].insert(std::this_thread::get_id());
+    }, kCpu, {}, {engine_->NewVariable()}, i % 2 ? FnProperty::kCpuPrioritized : FnProperty::kNormal);
+  }
+  engine_->WaitForAll();
+  const int total_workers = GetParam().workers + 1;  // normal pool + one prioritized worker
+  for (const auto& [worker, threads] : threads_of_worker) {
+    if (!threaded()) {
+      EXPECT_EQ(worker, -1) << "the naive engine runs ops on the caller";
+      continue;
+    }
+    EXPECT_GE(worker, 0);
+    EXPECT_LT(worker, total_workers);
+    EXPECT_EQ(threads.size(), 1u) << "worker id " << worker << " was used by several threads";
+  }
+  if (threaded()) EXPECT_TRUE(threads_of_worker.count(GetParam().workers)) << "the prioritized worker never ran";
 }
 
 TEST_P(EngineSemantics, DeleteVariableRunsAfterPendingOps) {

@@ -45,64 +45,67 @@ class ObjectPool {
     return *shared;
   }
 
-  // Per-thread free list; only its thread touches it.
-  class LocalList {
-   public:
-    ~LocalList() {  // hand everything back so other threads can reuse it
-      while (head_ != nullptr) PutBatch();
-    }
+  // Per-thread free list; only its thread touches it. Trivially destructible, so it stays usable
+  // while the thread exits (an engine destroyed at exit frees its vars on the main thread after
+  // that thread's thread_local objects are gone).
+  struct LocalList {
+    Slot* head;
+    size_t count;
+
     void* Take() {
-      if (head_ == nullptr) Refill();
-      Slot* slot = head_;
-      head_ = slot->next;
-      --count_;
+      if (head == nullptr) Refill();
+      Slot* slot = head;
+      head = slot->next;
+      --count;
       return slot;
     }
     void Give(T* object) {
       Slot* slot = reinterpret_cast<Slot*>(object);
-      slot->next = head_;
-      head_ = slot;
-      if (++count_ >= 2 * kBatch) PutBatch();
+      slot->next = head;
+      head = slot;
+      if (++count >= 2 * kBatch) PutBatch();
     }
-
-   private:
     void Refill() {
       Shared& g = Global();
       std::lock_guard<std::mutex> lock(g.mu);
       if (!g.batches.empty()) {
-        head_ = g.batches.back().first;
-        count_ = g.batches.back().second;
+        head = g.batches.back().first;
+        count = g.batches.back().second;
         g.batches.pop_back();
         return;
       }
-      {
-        g.chunks.push_back(std::make_unique<Slot[]>(kBatch));
-        Slot* chunk = g.chunks.back().get();
-        for (size_t i = 0; i + 1 < kBatch; ++i) chunk[i].next = &chunk[i + 1];
-        chunk[kBatch - 1].next = nullptr;
-        head_ = chunk;
-        count_ = kBatch;
-      }
+      g.chunks.push_back(std::make_unique<Slot[]>(kBatch));
+      Slot* chunk = g.chunks.back().get();
+      for (size_t i = 0; i + 1 < kBatch; ++i) chunk[i].next = &chunk[i + 1];
+      chunk[kBatch - 1].next = nullptr;
+      head = chunk;
+      count = kBatch;
     }
-    // Moves up to kBatch slots from the front of the local list to the shared list.
+    // Moves up to kBatch slots from the front of the list to the shared list.
     void PutBatch() {
-      Slot* first = head_;
-      Slot* last = head_;
+      Slot* first = head;
+      Slot* last = head;
       size_t n = 1;
       for (; n < kBatch && last->next != nullptr; ++n) last = last->next;
-      head_ = last->next;
+      head = last->next;
       last->next = nullptr;
-      count_ -= n;
+      count -= n;
       Shared& g = Global();
       std::lock_guard<std::mutex> lock(g.mu);
       g.batches.emplace_back(first, n);
     }
-
-    Slot* head_ = nullptr;
-    size_t count_ = 0;
+  };
+  // Hands a thread's free slots back to the shared list when the thread exits.
+  struct Flusher {
+    LocalList* list;
+    ~Flusher() {
+      while (list->head != nullptr) list->PutBatch();
+    }
   };
   static LocalList& Local() {
-    thread_local LocalList local;
+    thread_local LocalList local{nullptr, 0};
+    thread_local Flusher flusher{&local};
+    (void)flusher;
     return local;
   }
 };

@@ -69,6 +69,8 @@ std::string Profiler::ToJson() {
   std::ostringstream os;
   os << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   os << R"({"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"weft engine"}})";
+  os << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << kAsyncTrack
+     << ",\"args\":{\"name\":\"async completions\"}}";
   for (const auto& [track, name] : track_names_) {
     os << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << track
        << ",\"args\":{\"name\":";
@@ -84,10 +86,10 @@ std::string Profiler::ToJson() {
          << ",\"dur\":" << Micros(e.end_ns - e.start_ns) << "}";
     } else {
       ++async_id;
-      os << ",\"cat\":\"async\",\"ph\":\"b\",\"pid\":1,\"tid\":0,\"id\":" << async_id
+      os << ",\"cat\":\"async\",\"ph\":\"b\",\"pid\":1,\"tid\":" << kAsyncTrack << ",\"id\":" << async_id
          << ",\"ts\":" << Micros(e.start_ns) << "},\n{\"name\":";
       AppendJsonString(os, e.name);
-      os << ",\"cat\":\"async\",\"ph\":\"e\",\"pid\":1,\"tid\":0,\"id\":" << async_id
+      os << ",\"cat\":\"async\",\"ph\":\"e\",\"pid\":1,\"tid\":" << kAsyncTrack << ",\"id\":" << async_id
          << ",\"ts\":" << Micros(e.end_ns) << "}";
     }
   }

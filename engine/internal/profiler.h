@@ -17,6 +17,8 @@ namespace weft::engine {
 
 class Profiler {
  public:
+  static constexpr int kAsyncTrack = 99999;  // where async spans (start to completion) go
+
   explicit Profiler(std::string path);
 
   int64_t NowNs() const;

@@ -10,24 +10,19 @@
 
 namespace weft::engine {
 
-namespace {
-constexpr int kCpuTrackBase = 1;
-constexpr int kCpuPriorityTrackBase = 1000;
-}  // namespace
-
 ThreadedEngine::ThreadedEngine(const EngineOptions& options)
     : options_(options),
       profiler_(options.profile_path.empty() ? nullptr : std::make_unique<Profiler>(options.profile_path)),
-      cpu_("cpu worker", options.cpu_workers, kCpuTrackBase,
+      cpu_("cpu worker", options.cpu_workers, /*first_worker_id=*/0,
            [this](OprBlock* op, int worker) { Execute(op, worker); }),
-      cpu_priority_("cpu priority worker", options.cpu_priority_workers, kCpuPriorityTrackBase,
+      cpu_priority_("cpu priority worker", options.cpu_priority_workers, options.cpu_workers,
                     [this](OprBlock* op, int worker) { Execute(op, worker); }) {
   WEFT_CHECK_GE(options.cpu_workers, 1) << "the engine needs at least one CPU worker";
   WEFT_CHECK_GE(options.cpu_priority_workers, 1) << "the engine needs at least one priority worker";
   if (profiler_) {
     for (const WorkerPool* pool : {&cpu_, &cpu_priority_}) {
       for (int i = 0; i < pool->num_workers(); ++i) {
-        profiler_->NameTrack(pool->track(i), pool->name() + " " + std::to_string(i));
+        profiler_->NameTrack(pool->worker_id(i), pool->name() + " " + std::to_string(i));
       }
     }
   }

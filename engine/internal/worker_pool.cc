@@ -10,21 +10,23 @@ namespace {
 // What the calling thread is, if it is a worker. Set once when the worker starts.
 struct WorkerIdentity {
   const WorkerPool* pool = nullptr;
-  int track = -1;
+  int worker = -1;
   OprBlock* continuation = nullptr;  // the next op this worker runs, bypassing the queue
 };
 thread_local WorkerIdentity tls_worker;
 
 }  // namespace
 
-WorkerPool::WorkerPool(std::string name, int num_workers, int first_track, Runner run)
-    : name_(std::move(name)), num_workers_(num_workers), first_track_(first_track), run_(std::move(run)) {}
+WorkerPool::WorkerPool(std::string name, int num_workers, int first_worker_id, Runner run)
+    : name_(std::move(name)), num_workers_(num_workers), first_worker_id_(first_worker_id), run_(std::move(run)) {}
 
 WorkerPool::~WorkerPool() { Stop(); }
 
 bool WorkerPool::OnWorkerThread() { return tls_worker.pool != nullptr; }
+int WorkerPool::CurrentWorker() { return tls_worker.worker; }
+
 int WorkerPool::CurrentTrack() {
-  if (tls_worker.track >= 0) return tls_worker.track;
+  if (tls_worker.worker >= 0) return tls_worker.worker;
   static std::atomic<int> next_other_track{kFirstOtherTrack};
   thread_local int other_track = next_other_track.fetch_add(1, std::memory_order_relaxed);
   return other_track;
@@ -44,9 +46,10 @@ void WorkerPool::Start() {
   for (int i = 0; i < num_workers_; ++i) threads_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
-void WorkerPool::WorkerLoop(int worker) {
+void WorkerPool::WorkerLoop(int index) {
+  const int worker = worker_id(index);
   tls_worker.pool = this;
-  tls_worker.track = track(worker);
+  tls_worker.worker = worker;
   while (OprBlock* op = queue_.Pop()) {
     for (int chained = 0; op != nullptr; ++chained) {
       run_(op, worker);

@@ -18,9 +18,11 @@ namespace weft::engine {
 
 class WorkerPool {
  public:
-  // run(op, worker_index) executes one op. Threads start on the first Submit.
+  // run(op, worker_id) executes one op. Worker ids are first_worker_id .. + num_workers - 1,
+  // unique within an engine (they index per-worker resources and profiler tracks). Threads start
+  // on the first Submit.
   using Runner = std::function<void(OprBlock*, int)>;
-  WorkerPool(std::string name, int num_workers, int first_track, Runner run);
+  WorkerPool(std::string name, int num_workers, int first_worker_id, Runner run);
   ~WorkerPool();  // Stop()s
 
   void Submit(OprBlock* op, int priority);
@@ -29,25 +31,26 @@ class WorkerPool {
 
   const std::string& name() const { return name_; }
   int num_workers() const { return num_workers_; }
-  // Profiler track of worker i.
-  int track(int worker) const { return first_track_ + worker; }
+  int worker_id(int i) const { return first_worker_id_ + i; }
 
   // True when the calling thread is a worker of any pool (used to reject WaitForVar inside ops).
   static bool OnWorkerThread();
-  // The profiler track of the calling thread: its worker track, or for a thread that is not a
-  // worker (ops with FnProperty::kAsync run on the thread that makes them ready) a track of its
-  // own numbered from kFirstOtherTrack.
+  // The worker id of the calling thread, or -1 for a thread that is not a worker.
+  static int CurrentWorker();
+  // The profiler track of the calling thread: its worker id, or for a thread that is not a worker
+  // (ops with FnProperty::kAsync run on the thread that makes them ready) a track of its own
+  // numbered from kFirstOtherTrack.
   static int CurrentTrack();
   static constexpr int kFirstOtherTrack = 100000;
 
  private:
   static constexpr int kMaxContinuations = 1024;
   void Start();
-  void WorkerLoop(int worker);
+  void WorkerLoop(int index);
 
   const std::string name_;
   const int num_workers_;
-  const int first_track_;
+  const int first_worker_id_;
   const Runner run_;
   TaskQueue queue_;
   std::once_flag started_;
