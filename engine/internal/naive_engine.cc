@@ -121,13 +121,7 @@ void NaiveEngine::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   failures_.ReportUnobserved();
-  if (profiler_) {
-    try {
-      profiler_->Write();
-    } catch (const Error& e) {
-      std::fprintf(stderr, "weft: %s\n", e.what());
-    }
-  }
+  if (profiler_) profiler_->WriteOrReport();
 }
 
 }  // namespace weft::engine

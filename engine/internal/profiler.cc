@@ -115,4 +115,12 @@ void Profiler::Write() {
   }
 }
 
+void Profiler::WriteOrReport() {
+  try {
+    Write();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "weft: %s\n", e.what());
+  }
+}
+
 }  // namespace weft::engine

@@ -30,6 +30,9 @@ class Profiler {
   // Writes the trace to a temporary file and renames it over the path. Throws weft::Error when
   // the file cannot be written.
   void Write();
+  // Write(), saying on stderr why it failed instead of throwing (for Shutdown, which may run at
+  // exit).
+  void WriteOrReport();
 
   const std::string& path() const { return path_; }
 

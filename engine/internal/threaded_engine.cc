@@ -237,13 +237,7 @@ void ThreadedEngine::Shutdown() {
   failures_.ReportUnobserved();
   cpu_.Stop();
   cpu_priority_.Stop();
-  if (profiler_) {
-    try {
-      profiler_->Write();
-    } catch (const Error& e) {
-      std::fprintf(stderr, "weft: %s\n", e.what());
-    }
-  }
+  if (profiler_) profiler_->WriteOrReport();
 }
 
 }  // namespace weft::engine
