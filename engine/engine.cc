@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <cstdlib>
+
 #include "core/env.h"
 #include "core/error.h"
 #include "engine/internal/naive_engine.h"
@@ -27,10 +29,24 @@ std::unique_ptr<Engine> CreateEngine(EngineKind kind, const EngineOptions& optio
   return std::make_unique<ThreadedEngine>(options);
 }
 
+namespace {
+
+Engine* process_engine = nullptr;
+
+void ShutdownAtExit() { process_engine->Shutdown(); }
+
+}  // namespace
+
 Engine* Engine::Get() {
-  // Destroyed at exit, which shuts the engine down: queued work drains, workers are joined.
-  static const std::unique_ptr<Engine> engine = CreateEngine(EngineKindFromEnv(), EngineOptions::FromEnv());
-  return engine.get();
+  // Never destroyed, so objects destroyed at exit can still reach it (a push after shutdown is a
+  // weft::Error they can catch, never a dangling pointer). Shut down at exit: queued work drains
+  // and the workers are joined, before the statics constructed earlier are destroyed.
+  static Engine* const engine = [] {
+    process_engine = CreateEngine(EngineKindFromEnv(), EngineOptions::FromEnv()).release();
+    std::atexit(ShutdownAtExit);
+    return process_engine;
+  }();
+  return engine;
 }
 
 void Engine::PushAsync(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop,

@@ -58,7 +58,7 @@ struct RunContext {
 
 // Handed to an async op, which calls it exactly once when its work is done, from any thread:
 // on_complete() for success, on_complete(error) for failure. An async op that throws before
-// calling it has failed with that exception and must not call it.
+// calling it has failed with that exception and must not call it; it must not throw after.
 class OnComplete {
  public:
   using Fn = void (*)(void* engine, void* op, std::exception_ptr error);
@@ -111,7 +111,8 @@ class Engine {
  public:
   virtual ~Engine() = default;
 
-  // The process-wide engine, created on first use from the environment and shut down at exit.
+  // The process-wide engine, created on first use from the environment, shut down at exit and
+  // never destroyed.
   static Engine* Get();
 
   virtual VarHandle NewVariable() = 0;
@@ -130,8 +131,10 @@ class Engine {
   // Blocks until every op pushed so far that writes `var` is done (reads still running are not
   // waited for), then rethrows the error `var` holds, if any, once.
   virtual void WaitForVar(VarHandle var) = 0;
-  // Blocks until every op pushed so far is done, then rethrows the first error no WaitForVar has
-  // reported since the last WaitForAll, and clears every error the engine holds.
+  // Blocks until the engine is idle: every op pushed so far is done, and so is every op pushed
+  // meanwhile (by other threads, or by ops) up to a moment when nothing is pending. Then rethrows
+  // the first error no WaitForVar has reported since the last WaitForAll, and clears every error
+  // the engine holds. (So an op must never wait for a WaitForAll to return.)
   virtual void WaitForAll() = 0;
 
   // Drains all work, joins the workers and writes the profile. Idempotent; Get()'s engine runs

@@ -7,7 +7,7 @@ namespace weft::engine {
 
 void RethrowIfLive(const std::shared_ptr<ErrorSlot>& slot) {
   if (!slot || !slot->Live()) return;
-  slot->cleared.store(true, std::memory_order_release);
+  if (slot->cleared.exchange(true, std::memory_order_acq_rel)) return;  // another waiter reported it
   slot->failure->reported.store(true, std::memory_order_relaxed);
   std::rethrow_exception(slot->failure->error);
 }

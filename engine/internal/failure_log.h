@@ -12,7 +12,7 @@
 
 namespace weft::engine {
 
-struct Failure {
+struct Failure : std::enable_shared_from_this<Failure> {
   explicit Failure(std::exception_ptr e) : error(std::move(e)) {}
   const std::exception_ptr error;
   // Set by WaitForVar when it rethrows this failure; WaitForAll then does not rethrow it again.

@@ -9,6 +9,7 @@
 
 #include "core/device.h"
 #include "engine/engine.h"
+#include "engine/internal/failure_log.h"
 
 namespace weft::engine {
 
@@ -46,6 +47,10 @@ struct OprBlock {
   const char* name = nullptr;
   bool deletes_var = false;  // DeleteVariable's op: the var is freed when it completes
   bool no_skip = false;      // runs even when a var holds an error (deleters, waits)
+  // The failure of an input, found when a var granted the op (not when the op runs, so that a
+  // WaitForVar pushed after this op cannot clear it first): the op is skipped and passes it on.
+  // Set by the first granting thread to find one (CAS); the var's error slot keeps it alive.
+  std::atomic<Failure*> inherited{nullptr};
   int64_t start_ns = 0;      // profiler: when the op started
   int track = -1;            // profiler: the worker track it started on
 

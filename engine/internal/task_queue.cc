@@ -11,6 +11,7 @@ void TaskQueue::Push(OprBlock* op, int priority) {
       overflow_.push_back(op);
     } else {
       heap_.push(Entry{priority, seq_++, op});
+      if (priority > 0) urgent_.fetch_add(1, std::memory_order_relaxed);
     }
     slow_size_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -31,6 +32,7 @@ OprBlock* TaskQueue::TakeSlow() {
   if (!heap_.empty() && heap_.top().priority > 0) {
     op = heap_.top().op;
     heap_.pop();
+    urgent_.fetch_sub(1, std::memory_order_relaxed);
   } else if ((op = ring_.TryPop()) != nullptr) {
     return op;
   } else if (!overflow_.empty()) {

@@ -30,6 +30,8 @@ class TaskQueue {
   OprBlock* Pop();
   // Wakes every waiting Pop; ops still queued are handed out before Pop returns null.
   void Close();
+  // True while an op of positive priority is queued (a hint: relaxed).
+  bool HasUrgent() const { return urgent_.load(std::memory_order_relaxed) > 0; }
 
  private:
   static constexpr size_t kRingCapacity = 8192;
@@ -54,6 +56,7 @@ class TaskQueue {
   uint64_t seq_ = 0;
   // Ops in overflow_ and heap_, readable without mu_ so Pop skips the lock when there are none.
   std::atomic<int64_t> slow_size_{0};
+  std::atomic<int64_t> urgent_{0};  // queued ops of positive priority
 
   // Queued ops, and Pops asleep. A Dekker pair (seq_cst both sides): a pusher that adds an op
   // then sees no sleeper knows any Pop about to sleep will see the op first.

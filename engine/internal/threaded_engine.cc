@@ -1,6 +1,10 @@
 #include "engine/internal/threaded_engine.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
+#include <deque>
+#include <thread>
 #include <utility>
 
 #include "core/error.h"
@@ -30,6 +34,7 @@ ThreadedEngine::ThreadedEngine(const EngineOptions& options)
 
 ThreadedEngine::~ThreadedEngine() {
   Shutdown();
+  while (finishing_.load(std::memory_order_seq_cst) > 0) std::this_thread::yield();
   vars_.DestroyAll([](Var* v) { ObjectPool<ThreadedVar>::Delete(static_cast<ThreadedVar*>(v)); });
 }
 
@@ -40,8 +45,6 @@ VarHandle ThreadedEngine::NewVariable() {
 }
 
 OprBlock* ThreadedEngine::NewOpr(SyncFn sync, AsyncFn async, const PushArgs& args) {
-  WEFT_CHECK(accepting_.load(std::memory_order_acquire))
-      << "op '" << (args.name ? args.name : "op") << "' pushed after the engine was shut down";
   CheckRoutable(args.device, args.prop, args.name);
   OprBlock* op = ObjectPool<OprBlock>::New();
   try {
@@ -63,28 +66,84 @@ void ThreadedEngine::Push(SyncFn sync, AsyncFn async, const PushArgs& args) {
   Register(NewOpr(std::move(sync), std::move(async), args));
 }
 
-void ThreadedEngine::Register(OprBlock* op) {
+// Counts the op as pushed, then checks the engine still accepts work: Shutdown clears
+// accepting_ before it waits for pushed == finished, so either it sees this op or this op sees
+// the engine closed (and is counted as finished at once).
+void ThreadedEngine::Admit(OprBlock* op) {
+  pushed_.fetch_add(1, std::memory_order_seq_cst);
   try {
+    WEFT_CHECK(accepting_.load(std::memory_order_seq_cst))
+        << "op '" << (op->name ? op->name : "op") << "' pushed after the engine was shut down";
     for (ThreadedVar* v : op->vars.all()) v->CheckNotDeleted();
   } catch (...) {
     ObjectPool<OprBlock>::Delete(op);
+    CountFinished();
     throw;
   }
+}
+
+namespace {
+size_t all_size(const OprBlock& op) { return op.vars.all().size(); }
+}  // namespace
+
+void ThreadedEngine::Register(OprBlock* op) {
+  Admit(op);
   if (op->deletes_var) op->vars.writes()[0]->MarkDeleted();
-  pushed_.fetch_add(1, std::memory_order_seq_cst);
-  const int total = static_cast<int>(op->vars.all().size()) + 1;
-  op->wait.store(total, std::memory_order_relaxed);
+  op->wait.store(static_cast<int>(op->vars.all().size()) + 1, std::memory_order_relaxed);
+  // Lock every var in address order, append, unlock: see ThreadedVar::lock.
+  std::array<ThreadedVar*, OprVars::kInline> inline_order;
+  std::vector<ThreadedVar*> heap_order;
+  std::span<ThreadedVar*> order = SortedVars(*op, inline_order, heap_order);
+  for (ThreadedVar* v : order) v->lock();
+  // Which vars granted the op at once; only those may be read for errors now.
+  std::array<bool, OprVars::kInline> inline_granted{};
+  std::vector<bool> heap_granted(all_size(*op) > inline_granted.size() ? all_size(*op) : 0);
+  auto set_granted = [&](size_t i) {
+    if (heap_granted.empty()) inline_granted[i] = true; else heap_granted[i] = true;
+  };
   int granted = 0;
-  for (ThreadedVar* v : op->vars.writes()) granted += v->AppendWrite(op);
-  for (ThreadedVar* v : op->vars.reads()) granted += v->AppendRead(op);
+  const auto all = op->vars.all();
+  for (size_t i = 0; i < all.size(); ++i) {
+    const bool now = i < op->vars.writes().size() ? all[i]->AppendWriteLocked(op) : all[i]->AppendReadLocked(op);
+    if (now) ++granted, set_granted(i);
+  }
+  for (ThreadedVar* v : order) v->unlock();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (heap_granted.empty() ? inline_granted[i] : heap_granted[i]) InheritError(op, all[i]);
+  }
   // Drop the pusher's hold and the grants received; whoever takes the count to zero dispatches.
   if (op->wait.fetch_sub(granted + 1, std::memory_order_acq_rel) == granted + 1) Dispatch(op);
+}
+
+std::span<ThreadedVar*> ThreadedEngine::SortedVars(const OprBlock& op,
+                                                  std::array<ThreadedVar*, OprVars::kInline>& inline_order,
+                                                  std::vector<ThreadedVar*>& heap_order) {
+  const auto all = op.vars.all();
+  ThreadedVar** data = inline_order.data();
+  if (all.size() > inline_order.size()) {
+    heap_order.assign(all.begin(), all.end());
+    data = heap_order.data();
+  } else {
+    std::copy(all.begin(), all.end(), data);
+  }
+  std::sort(data, data + all.size());
+  return {data, all.size()};
+}
+
+// Called when `var` grants `op`, by the granting thread: the var's error (from the write before
+// this access) is what the op will see.
+void ThreadedEngine::InheritError(OprBlock* op, ThreadedVar* var) {
+  if (op->no_skip) return;
+  const ErrorSlot* error = var->LiveError();
+  if (error == nullptr) return;
+  Failure* expected = nullptr;
+  op->inherited.compare_exchange_strong(expected, error->failure.get(), std::memory_order_acq_rel);
 }
 
 void ThreadedEngine::Dispatch(OprBlock* op) {
   switch (op->prop) {
     case FnProperty::kAsync:
-      Execute(op, -1);
+      RunInline(op);
       return;
     case FnProperty::kCpuPrioritized:
       cpu_priority_.Submit(op, op->priority);
@@ -95,14 +154,29 @@ void ThreadedEngine::Dispatch(OprBlock* op) {
   }
 }
 
+// kAsync ops run on the thread that makes them ready. One made ready while another runs inline
+// on this thread waits in a thread-local queue, so a chain of them runs in a loop, not in nested
+// calls (a long chain would otherwise overflow the stack).
+void ThreadedEngine::RunInline(OprBlock* op) {
+  thread_local std::deque<OprBlock*>* queue = nullptr;
+  if (queue != nullptr) {
+    queue->push_back(op);
+    return;
+  }
+  std::deque<OprBlock*> local{op};
+  queue = &local;
+  while (!local.empty()) {
+    OprBlock* next = local.front();
+    local.pop_front();
+    Execute(next, -1);
+  }
+  queue = nullptr;
+}
+
 void ThreadedEngine::Execute(OprBlock* op, int worker) {
-  if (!op->no_skip) {
-    for (ThreadedVar* v : op->vars.all()) {
-      if (const ErrorSlot* error = v->LiveError()) {
-        Finish(op, error->failure, nullptr);
-        return;
-      }
-    }
+  if (Failure* failure = op->inherited.load(std::memory_order_acquire)) {
+    Finish(op, failure->shared_from_this(), nullptr);
+    return;
   }
   RunContext ctx{op->device, nullptr, worker};
   if (profiler_) {
@@ -153,22 +227,33 @@ void ThreadedEngine::Finish(OprBlock* op, std::shared_ptr<Failure> failure, std:
       v->ClearError();
     }
   }
-  auto grant = [this](OprBlock* next) {
-    if (next->DecrementWait()) Dispatch(next);
-  };
-  for (ThreadedVar* v : op->vars.reads()) v->CompleteRead(grant);
-  for (ThreadedVar* v : op->vars.writes()) v->CompleteWrite(grant);
+  {
+    WorkerPool::FinishScope finishing;  // ops made ready here may continue on this worker
+    auto grant = [this](OprBlock* next, ThreadedVar* var) {
+      InheritError(next, var);
+      if (next->DecrementWait()) Dispatch(next);
+    };
+    for (ThreadedVar* v : op->vars.reads()) v->CompleteRead(grant);
+    for (ThreadedVar* v : op->vars.writes()) v->CompleteWrite(grant);
+  }
   if (op->deletes_var) {
     vars_.Remove(op->vars.writes()[0]);
     ObjectPool<ThreadedVar>::Delete(op->vars.writes()[0]);
   }
   ObjectPool<OprBlock>::Delete(op);
+  CountFinished();
+}
+
+// The last thing Finish does with the engine. finishing_ covers the window in which a waiter
+// may already see the count and let the engine be destroyed: the destructor waits it out.
+void ThreadedEngine::CountFinished() {
+  finishing_.fetch_add(1, std::memory_order_seq_cst);
   const int64_t finished = finished_.fetch_add(1, std::memory_order_seq_cst) + 1;
-  if (idle_waiters_.load(std::memory_order_seq_cst) > 0 &&
-      finished >= wait_target_.load(std::memory_order_seq_cst)) {
+  if (idle_waiters_.load(std::memory_order_seq_cst) > 0 && finished == pushed_.load(std::memory_order_seq_cst)) {
     std::lock_guard<std::mutex> lock(idle_mu_);
     idle_cv_.notify_all();
   }
+  finishing_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void ThreadedEngine::DeleteVariable(SyncFn deleter, Device device, VarHandle var) {
@@ -206,13 +291,18 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
   RethrowIfLive(waiter.slot);
 }
 
+// Waits for an instant at which every op pushed so far has finished: finished_ read before
+// pushed_ and equal to it (both only grow, and an op is counted pushed before it can finish).
+bool ThreadedEngine::Idle() const {
+  const int64_t finished = finished_.load(std::memory_order_seq_cst);
+  return finished == pushed_.load(std::memory_order_seq_cst);
+}
+
 void ThreadedEngine::WaitUntilIdle() {
-  const int64_t target = pushed_.load(std::memory_order_seq_cst);
   std::unique_lock<std::mutex> lock(idle_mu_);
   idle_waiters_.fetch_add(1, std::memory_order_seq_cst);
-  if (target > wait_target_.load(std::memory_order_seq_cst)) wait_target_.store(target, std::memory_order_seq_cst);
-  idle_cv_.wait(lock, [&] { return finished_.load(std::memory_order_seq_cst) >= target; });
-  if (idle_waiters_.fetch_sub(1, std::memory_order_seq_cst) == 1) wait_target_.store(0, std::memory_order_seq_cst);
+  idle_cv_.wait(lock, [this] { return Idle(); });
+  idle_waiters_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void ThreadedEngine::WaitForAll() {
@@ -226,13 +316,16 @@ void ThreadedEngine::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (WorkerPool::OnWorkerThread()) {
-    // exit() called from inside an op: this thread cannot wait for itself. Nothing is joined;
-    // the process is ending.
-    accepting_.store(false, std::memory_order_release);
+    // exit() called from inside an op: this thread cannot wait for itself. Stop the pools (the
+    // other workers drain what is queued and are joined; this one is detached) so nothing runs
+    // while the engine is torn down around them.
+    accepting_.store(false, std::memory_order_seq_cst);
+    cpu_.Stop();
+    cpu_priority_.Stop();
     return;
   }
   WaitUntilIdle();  // ops may still push follow-up ops while draining
-  accepting_.store(false, std::memory_order_release);
+  accepting_.store(false, std::memory_order_seq_cst);
   WaitUntilIdle();
   failures_.ReportUnobserved();
   cpu_.Stop();

@@ -7,11 +7,14 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <span>
+#include <vector>
 
 #include "engine/engine.h"
 #include "engine/internal/failure_log.h"
 #include "engine/internal/opr_block.h"
 #include "engine/internal/profiler.h"
+#include "engine/internal/threaded_var.h"
 #include "engine/internal/var.h"
 #include "engine/internal/worker_pool.h"
 
@@ -34,14 +37,21 @@ class ThreadedEngine final : public Engine {
 
  private:
   OprBlock* NewOpr(SyncFn sync, AsyncFn async, const PushArgs& args);
+  void Admit(OprBlock* op);
   // Checks the op's vars, appends it to each, and dispatches it if every var granted it.
   void Register(OprBlock* op);
+  static std::span<ThreadedVar*> SortedVars(const OprBlock& op, std::array<ThreadedVar*, OprVars::kInline>& inline_order,
+                                            std::vector<ThreadedVar*>& heap_order);
+  void InheritError(OprBlock* op, ThreadedVar* var);
   void Dispatch(OprBlock* op);
+  void RunInline(OprBlock* op);
   void Execute(OprBlock* op, int worker);
   // Ends an op: stores its error (raised, or propagated from an input) on the vars it writes,
   // releases its vars, frees it.
   void Finish(OprBlock* op, std::shared_ptr<Failure> failure, std::exception_ptr raised);
   static void CompleteAsync(void* engine, void* op, std::exception_ptr error);
+  void CountFinished();
+  bool Idle() const;
   void WaitUntilIdle();
   void RecordSpan(const OprBlock& op, int64_t end_ns);
 
@@ -53,13 +63,13 @@ class ThreadedEngine final : public Engine {
   VarRegistry vars_;
 
   // Ops pushed, and ops finished, on separate cache lines so that pushing does not contend with
-  // the workers. WaitUntilIdle waits for finished_ to reach what pushed_ was when it started.
-  // finished_, idle_waiters_ and wait_target_ are a Dekker pair (seq_cst both sides): a finisher
-  // that reaches the target either sees the waiter and notifies, or the waiter sees the count.
+  // the workers. Idle when finished_ (read first) equals pushed_. finished_ and idle_waiters_ are
+  // a Dekker pair (seq_cst both sides): a finisher that makes the counts equal either sees the
+  // waiter and notifies, or the waiter sees the counts equal.
   alignas(64) std::atomic<int64_t> pushed_{0};
   alignas(64) std::atomic<int64_t> finished_{0};
   alignas(64) std::atomic<int> idle_waiters_{0};
-  std::atomic<int64_t> wait_target_{0};  // the largest target of the current waiters
+  std::atomic<int> finishing_{0};  // threads inside CountFinished (the destructor waits for 0)
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
 

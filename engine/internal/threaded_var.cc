@@ -20,8 +20,7 @@ void ThreadedVar::Enqueue(OprBlock* op, bool write) {
   }
 }
 
-bool ThreadedVar::AppendRead(OprBlock* op) {
-  std::lock_guard<SpinLock> lock(lock_);
+bool ThreadedVar::AppendReadLocked(OprBlock* op) {
   if (!running_write_ && head_ == nullptr) {
     ++running_reads_;
     return true;
@@ -30,8 +29,7 @@ bool ThreadedVar::AppendRead(OprBlock* op) {
   return false;
 }
 
-bool ThreadedVar::AppendWrite(OprBlock* op) {
-  std::lock_guard<SpinLock> lock(lock_);
+bool ThreadedVar::AppendWriteLocked(OprBlock* op) {
   if (!running_write_ && running_reads_ == 0 && head_ == nullptr) {
     running_write_ = true;
     return true;

@@ -22,12 +22,17 @@ class ThreadedVar : public Var {
  public:
   explicit ThreadedVar(const void* owner) : Var(owner) {}
 
-  // Each returns true if the access is granted at once; otherwise the op is queued and granted
-  // later through the `grant` callback of a Complete* call.
-  bool AppendRead(OprBlock* op);
-  bool AppendWrite(OprBlock* op);
+  // An op is appended to all its vars at once, with every one of their locks held (taken in
+  // address order), so that two threads pushing ops on overlapping vars queue them in the same
+  // order on every var (else each could hold a var the other waits for).
+  void lock() { lock_.lock(); }
+  void unlock() { lock_.unlock(); }
+  // With the lock held. Each returns true if the access is granted at once; otherwise the op is
+  // queued and granted later through the `grant` callback of a Complete* call.
+  bool AppendReadLocked(OprBlock* op);
+  bool AppendWriteLocked(OprBlock* op);
 
-  // Ends an access and calls grant(op) for every op it unblocks, outside the lock.
+  // Ends an access and calls grant(op, this) for every op it unblocks, outside the lock.
   template <typename Grant>
   void CompleteRead(Grant&& grant);
   template <typename Grant>
@@ -72,7 +77,7 @@ void ThreadedVar::CompleteRead(Grant&& grant) {
   if (next_write != nullptr) {
     OprBlock* op = next_write->op;
     ObjectPool<Waiter>::Delete(next_write);
-    grant(op);
+    grant(op, this);
   }
 }
 
@@ -103,7 +108,7 @@ void ThreadedVar::CompleteWrite(Grant&& grant) {
     Waiter* next = granted->next;
     OprBlock* op = granted->op;
     ObjectPool<Waiter>::Delete(granted);
-    grant(op);
+    grant(op, this);
     granted = next;
   }
 }

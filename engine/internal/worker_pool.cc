@@ -12,6 +12,7 @@ struct WorkerIdentity {
   const WorkerPool* pool = nullptr;
   int worker = -1;
   OprBlock* continuation = nullptr;  // the next op this worker runs, bypassing the queue
+  bool finishing = false;            // inside a FinishScope
 };
 thread_local WorkerIdentity tls_worker;
 
@@ -32,8 +33,12 @@ int WorkerPool::CurrentTrack() {
   return other_track;
 }
 
+WorkerPool::FinishScope::FinishScope() : previous_(tls_worker.finishing) { tls_worker.finishing = true; }
+WorkerPool::FinishScope::~FinishScope() { tls_worker.finishing = previous_; }
+
 void WorkerPool::Submit(OprBlock* op, int priority) {
-  if (tls_worker.pool == this && tls_worker.continuation == nullptr && priority == 0) {
+  if (tls_worker.pool == this && tls_worker.finishing && tls_worker.continuation == nullptr && priority == 0 &&
+      !queue_.HasUrgent()) {
     tls_worker.continuation = op;
     return;
   }
@@ -60,7 +65,8 @@ void WorkerPool::WorkerLoop(int index) {
       }
     }
   }
-  tls_worker = WorkerIdentity{};
+  tls_worker.pool = nullptr;
+  tls_worker.worker = -1;
 }
 
 void WorkerPool::Stop() {

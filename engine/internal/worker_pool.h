@@ -2,8 +2,11 @@
 //
 // When a worker's op completes and makes another op of the same pool ready, that op is kept in
 // the worker's continuation slot and run next on the same thread instead of going through the
-// queue (a chain of dependent ops costs no queue traffic or wake-ups). After kMaxContinuations in
-// a row the worker goes back to the queue, so a long chain cannot starve queued work.
+// queue (a chain of dependent ops costs no queue traffic or wake-ups). Only ops made ready by a
+// completion (inside a FinishScope) go there: an op pushed from inside a running op's body must
+// stay visible to idle workers. The slot is skipped while a positive-priority op is queued, and
+// after kMaxContinuations in a row the worker goes back to the queue, so a long chain cannot
+// starve queued work.
 #pragma once
 
 #include <functional>
@@ -35,6 +38,19 @@ class WorkerPool {
 
   // True when the calling thread is a worker of any pool (used to reject WaitForVar inside ops).
   static bool OnWorkerThread();
+
+  // Marks the calling thread as completing an op: ops it makes ready may use its continuation
+  // slot.
+  class FinishScope {
+   public:
+    FinishScope();
+    ~FinishScope();
+    FinishScope(const FinishScope&) = delete;
+    FinishScope& operator=(const FinishScope&) = delete;
+
+   private:
+    bool previous_;
+  };
   // The worker id of the calling thread, or -1 for a thread that is not a worker.
   static int CurrentWorker();
   // The profiler track of the calling thread: its worker id, or for a thread that is not a worker

@@ -1,0 +1,128 @@
+#include "ops/attrs.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace weft {
+
+namespace {
+
+std::string Trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+}  // namespace
+
+void AttrReader::Bad(const std::string& name, const std::string& value, const std::string& expected) const {
+  WEFT_THROW("op '" << op_ << "': attribute '" << name << "': expected " << expected << ", found '" << value << "'");
+}
+
+const std::string* AttrReader::Find(const std::string& name, bool required) {
+  read_.insert(name);
+  auto it = attrs_.find(name);
+  if (it != attrs_.end()) return &it->second;
+  if (required) WEFT_THROW("op '" << op_ << "': attribute '" << name << "' is required");
+  return nullptr;
+}
+
+int AttrReader::Int(const std::string& name, std::optional<int> fallback, int min, int max) {
+  const std::string* v = Find(name, !fallback);
+  if (v == nullptr) return *fallback;
+  std::string t = Trim(*v);
+  int result = 0;
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), result);
+  if (t.empty() || ec != std::errc() || end != t.data() + t.size()) Bad(name, *v, "an integer");
+  if (result < min || result > max) {
+    Bad(name, *v, "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+  }
+  return result;
+}
+
+double AttrReader::Float(const std::string& name, std::optional<double> fallback) {
+  const std::string* v = Find(name, !fallback);
+  if (v == nullptr) return *fallback;
+  std::string t = Trim(*v);
+  char* end = nullptr;
+  double result = std::strtod(t.c_str(), &end);
+  if (t.empty() || *end != '\0') Bad(name, *v, "a number");
+  return result;
+}
+
+bool AttrReader::Bool(const std::string& name, std::optional<bool> fallback) {
+  const std::string* v = Find(name, !fallback);
+  if (v == nullptr) return *fallback;
+  std::string t = Trim(*v);
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (t == "1" || t == "true") return true;
+  if (t == "0" || t == "false") return false;
+  Bad(name, *v, "true/false or 1/0");
+}
+
+std::string AttrReader::String(const std::string& name, std::optional<std::string> fallback) {
+  const std::string* v = Find(name, !fallback);
+  return v == nullptr ? *fallback : *v;
+}
+
+std::string AttrReader::Enum(const std::string& name, const std::vector<std::string>& choices,
+                             std::optional<std::string> fallback) {
+  const std::string* v = Find(name, !fallback);
+  if (v == nullptr) return *fallback;
+  std::string t = Trim(*v);
+  if (std::find(choices.begin(), choices.end(), t) != choices.end()) return t;
+  std::string expected = "one of";
+  for (const auto& c : choices) expected += " '" + c + "'";
+  Bad(name, *v, expected);
+}
+
+Shape AttrReader::ShapeAttr(const std::string& name, std::optional<Shape> fallback) {
+  const std::string* v = Find(name, !fallback);
+  if (v == nullptr) return *fallback;
+  try {
+    return Shape::Parse(*v);
+  } catch (const Error&) {
+    Bad(name, *v, "a shape such as (2, 3) with non-negative extents");
+  }
+}
+
+std::vector<int64_t> AttrReader::IntList(const std::string& name, std::optional<std::vector<int64_t>> fallback) {
+  const std::string* v = Find(name, !fallback);
+  if (v == nullptr) return *fallback;
+  std::string t = Trim(*v);
+  if (t.size() >= 2 && (t.front() == '(' || t.front() == '[')) t = t.substr(1, t.size() - 2);
+  std::vector<int64_t> out;
+  size_t pos = 0;
+  while (pos < t.size()) {
+    size_t comma = t.find(',', pos);
+    std::string item = Trim(t.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (item.empty() && comma == std::string::npos && !out.empty()) break;  // "(5,)"
+    int64_t x = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), x);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size()) {
+      Bad(name, *v, "a tuple of integers such as (0, -1)");
+    }
+    out.push_back(x);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+void AttrReader::CheckAllRead() const {
+  for (const auto& [name, value] : attrs_) {
+    if (read_.count(name) == 0) {
+      std::string known;
+      for (const auto& r : read_) known += (known.empty() ? "" : ", ") + r;
+      WEFT_THROW("op '" << op_ << "': unknown attribute '" << name << "' = '" << value << "'; expected one of: "
+                        << (known.empty() ? "(none)" : known));
+    }
+  }
+}
+
+}  // namespace weft

@@ -1,0 +1,203 @@
+#include "ops/op.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "core/error.h"
+#include "storage/workspace.h"
+
+namespace weft {
+
+void* OpContext::Workspace(size_t bytes) const { return Workspace::ForThisThread().Get(bytes); }
+
+// ---- GradBuilder ----
+
+GradEntry GradBuilder::Input(int i) const {
+  WEFT_CHECK(i >= 0 && i < static_cast<int>(input_grads_.size())) << "gradient rule: no forward input " << i;
+  return {GradEntry::Kind::kInput, i};
+}
+
+GradEntry GradBuilder::Output(int i) const {
+  WEFT_CHECK(i >= 0 && i < num_outputs_) << "gradient rule: no forward output " << i;
+  return {GradEntry::Kind::kOutput, i};
+}
+
+GradEntry GradBuilder::OutGrad(int i) const {
+  WEFT_CHECK(i >= 0 && i < num_outputs_) << "gradient rule: no forward output " << i;
+  return {GradEntry::Kind::kOutGrad, i};
+}
+
+GradEntry GradBuilder::Op(const std::string& op, std::vector<GradEntry> inputs, AttrMap attrs, int num_outputs) {
+  for (const GradEntry& e : inputs) {
+    WEFT_CHECK(e.kind != GradEntry::Kind::kNode || e.index < static_cast<int>(nodes_.size()))
+        << "gradient rule: node " << e.index << " used before it was built";
+  }
+  nodes_.push_back(GradNode{op, std::move(attrs), std::move(inputs), num_outputs});
+  return {GradEntry::Kind::kNode, static_cast<int>(nodes_.size()) - 1, 0};
+}
+
+GradEntry GradBuilder::NodeOutput(GradEntry node, int output) const {
+  WEFT_CHECK(node.kind == GradEntry::Kind::kNode) << "gradient rule: NodeOutput of something that is not a node";
+  WEFT_CHECK(output >= 0 && output < nodes_[node.index].num_outputs)
+      << "gradient rule: node '" << nodes_[node.index].op << "' has no output " << output;
+  return {GradEntry::Kind::kNode, node.index, output};
+}
+
+void GradBuilder::SetInputGrad(int input, GradEntry grad) {
+  WEFT_CHECK(input >= 0 && input < static_cast<int>(input_grads_.size())) << "gradient rule: no forward input " << input;
+  input_grads_[input] = grad;
+}
+
+// ---- Op setters ----
+
+Op& Op::Describe(std::string text) { description = std::move(text); return *this; }
+Op& Op::Inputs(std::vector<std::string> names) { input_names = std::move(names); return *this; }
+Op& Op::VariadicInputs(CountFn count) { num_inputs = std::move(count); return *this; }
+Op& Op::Outputs(int count) { num_outputs = [count](const Attrs&) { return count; }; return *this; }
+Op& Op::Outputs(CountFn count) { num_outputs = std::move(count); return *this; }
+Op& Op::InferShape(ShapeFn fn) { infer_shape = std::move(fn); return *this; }
+Op& Op::InferType(TypeFn fn) { infer_type = std::move(fn); return *this; }
+Op& Op::Compute(DeviceType device, ComputeFn fn) { compute[static_cast<int>(device)] = std::move(fn); return *this; }
+Op& Op::Gradient(GradientFn fn) { gradient = std::move(fn); return *this; }
+Op& Op::Resources(std::vector<Resource> r) { resources = std::move(r); return *this; }
+Op& Op::Inplace(std::vector<std::pair<int, int>> pairs) {
+  inplace = [pairs](const Attrs&) { return pairs; };
+  return *this;
+}
+Op& Op::MutateInputs(std::vector<int> inputs) {
+  mutate_inputs = [inputs](const Attrs&) { return inputs; };
+  return *this;
+}
+Op& Op::Random() {
+  random = true;
+  if (!NeedsResource(Resource::kRandom)) resources.push_back(Resource::kRandom);
+  return *this;
+}
+Op& Op::Stateful() { stateful = true; return *this; }
+Op& Op::Pointwise(std::string expression) { pointwise = std::move(expression); return *this; }
+
+bool Op::NeedsResource(Resource r) const { return std::find(resources.begin(), resources.end(), r) != resources.end(); }
+
+std::vector<int> Op::MutatedInputs(const Attrs& attrs) const { return mutate_inputs ? mutate_inputs(attrs) : std::vector<int>{}; }
+
+// ---- Registry ----
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<Op>> ops;  // guarded by mu; entries never move or die
+};
+
+Registry& GetRegistry() {
+  static Registry* registry = new Registry;  // ops are used by engine work at exit
+  return *registry;
+}
+
+// Edit distance, for "did you mean" in unknown-op errors.
+size_t Distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+Op& RegisterOp(const std::string& name) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto [it, inserted] = r.ops.emplace(name, std::make_unique<Op>());
+  WEFT_CHECK(inserted) << "op '" << name << "' is registered twice";
+  it->second->name = name;
+  return *it->second;
+}
+
+const Op* FindOp(const std::string& name) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.ops.find(name);
+  return it == r.ops.end() ? nullptr : it->second.get();
+}
+
+const Op& GetOp(const std::string& name) {
+  if (const Op* op = FindOp(name)) return *op;
+  std::string best;
+  size_t best_distance = 3;
+  for (const std::string& candidate : ListOps()) {
+    size_t d = Distance(name, candidate);
+    if (d < best_distance) best = candidate, best_distance = d;
+  }
+  WEFT_THROW("unknown op '" << name << "'" << (best.empty() ? "" : "; did you mean '" + best + "'?"));
+}
+
+std::vector<std::string> ListOps() {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<std::string> names;
+  for (const auto& [name, op] : r.ops) names.push_back(name);
+  return names;
+}
+
+Attrs ParseAttrs(const Op& op, const AttrMap& attrs) {
+  AttrReader reader(op.name, attrs);
+  std::shared_ptr<const void> parsed = op.parse ? op.parse(reader) : nullptr;
+  reader.CheckAllRead();
+  return Attrs(attrs, std::move(parsed));
+}
+
+int NumInputs(const Op& op, const Attrs& attrs) {
+  return op.num_inputs ? op.num_inputs(attrs) : static_cast<int>(op.input_names.size());
+}
+
+int NumOutputs(const Op& op, const Attrs& attrs) { return op.num_outputs ? op.num_outputs(attrs) : 1; }
+
+namespace {
+
+std::string ShapeList(const std::vector<Shape>& shapes) {
+  std::ostringstream os;
+  for (size_t i = 0; i < shapes.size(); ++i) os << (i ? ", " : "") << shapes[i];
+  return os.str();
+}
+
+}  // namespace
+
+std::vector<Shape> InferShapes(const Op& op, const Attrs& attrs, const std::vector<Shape>& inputs) {
+  const int expected = NumInputs(op, attrs);
+  if (static_cast<int>(inputs.size()) != expected) {
+    WEFT_THROW("op '" << op.name << "': expected " << expected << " input(s), found " << inputs.size());
+  }
+  WEFT_CHECK(op.infer_shape != nullptr) << "op '" << op.name << "' has no shape inference";
+  std::vector<Shape> out;
+  try {
+    out = op.infer_shape(attrs, inputs);
+  } catch (const Error& e) {
+    WEFT_THROW(e.what() << " [op '" << op.name << "', input shapes " << ShapeList(inputs) << "]");
+  }
+  WEFT_CHECK_EQ(static_cast<int>(out.size()), NumOutputs(op, attrs)) << "op '" << op.name << "': shape inference";
+  return out;
+}
+
+std::vector<DType> InferTypes(const Op& op, const Attrs& attrs, const std::vector<DType>& inputs) {
+  if (op.infer_type) return op.infer_type(attrs, inputs);
+  WEFT_CHECK(!inputs.empty()) << "op '" << op.name << "' has no inputs and no type inference";
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (inputs[i] != inputs[0]) {
+      WEFT_THROW("op '" << op.name << "': expected every input to be " << inputs[0] << ", found " << inputs[i]
+                        << " for input " << i);
+    }
+  }
+  return std::vector<DType>(NumOutputs(op, attrs), inputs[0]);
+}
+
+}  // namespace weft

@@ -1,0 +1,172 @@
+// The operator registry. An op is registered once, with everything the layers above need:
+// attribute parsing, input/output counts and names, shape and type inference, compute per device,
+// a gradient rule that builds backward nodes, resource requests, in-place options, and the flags
+// graph passes read (random, stateful, pointwise expression for the fusion code generator).
+//
+//   WEFT_REGISTER_OP(relu)
+//       .Describe("max(x, 0), elementwise")
+//       .Inputs({"data"})
+//       .InferShape(SameShapeAsInput0)
+//       .Compute(DeviceType::kCpu, ReluCpu)
+//       .Gradient([](const Attrs&, GradBuilder& g) {
+//         g.SetInputGrad(0, g.Op("_backward_relu", {g.OutGrad(0), g.Output(0)}));
+//       })
+//       .Pointwise("max(in0, 0)");
+//
+//   const Op& op = GetOp("relu");    // throws weft::Error: unknown op 'rleu'
+#pragma once
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/shape.h"
+#include "core/tensor_view.h"
+#include "engine/engine.h"
+#include "ops/attrs.h"
+#include "storage/random.h"
+
+namespace weft {
+
+// How an op writes each output.
+enum class OpReq : uint8_t {
+  kNull,          // not needed: skip it
+  kWrite,         // overwrite
+  kWriteInplace,  // overwrite; the output shares memory with an input (see Op::inplace)
+  kAddTo,         // add to what is there (gradient accumulation)
+};
+
+enum class Resource : uint8_t { kTempSpace, kRandom };
+
+// What a running op gets besides its tensors.
+struct OpContext {
+  engine::RunContext run;
+  bool is_train = false;
+  RandomKey random;  // the range reserved for this call, when the op requested Resource::kRandom
+  // Temporary memory, valid until the op returns; owned by the worker running the op.
+  void* Workspace(size_t bytes) const;
+};
+
+using ComputeFn = std::function<void(const OpContext& ctx, const Attrs& attrs, std::span<const TensorView> inputs,
+                                     std::span<const OpReq> req, std::span<const TensorView> outputs)>;
+
+// ---- Gradient rules -------------------------------------------------------------------------
+
+// What a backward node reads: a forward input, a forward output, the gradient flowing into a
+// forward output, or an output of a backward node the same rule built earlier.
+struct GradEntry {
+  enum class Kind : uint8_t { kInput, kOutput, kOutGrad, kNode };
+  Kind kind;
+  int index;       // which input/output/node
+  int output = 0;  // for kNode: which output of that node
+};
+
+struct GradNode {
+  std::string op;
+  AttrMap attrs;
+  std::vector<GradEntry> inputs;
+  int num_outputs = 1;
+};
+
+// Collects the backward nodes of one forward op and the gradient of each of its inputs.
+class GradBuilder {
+ public:
+  GradBuilder(int num_inputs, int num_outputs) : input_grads_(num_inputs), num_outputs_(num_outputs) {}
+  GradEntry Input(int i) const;
+  GradEntry Output(int i) const;
+  GradEntry OutGrad(int i) const;
+  // Appends a node running `op`; returns its first output (Node(...) names the others).
+  GradEntry Op(const std::string& op, std::vector<GradEntry> inputs, AttrMap attrs = {}, int num_outputs = 1);
+  GradEntry NodeOutput(GradEntry node_first_output, int output) const;
+  void SetInputGrad(int input, GradEntry grad);
+
+  const std::vector<GradNode>& nodes() const { return nodes_; }
+  // One per forward input; nullopt where the input gets no gradient (an index, a label).
+  const std::vector<std::optional<GradEntry>>& input_grads() const { return input_grads_; }
+
+ private:
+  std::vector<GradNode> nodes_;
+  std::vector<std::optional<GradEntry>> input_grads_;
+  int num_outputs_;
+};
+
+using GradientFn = std::function<void(const Attrs& attrs, GradBuilder& grad)>;
+
+// ---- The op ---------------------------------------------------------------------------------
+
+using ShapeFn = std::function<std::vector<Shape>(const Attrs&, const std::vector<Shape>& inputs)>;
+using TypeFn = std::function<std::vector<DType>(const Attrs&, const std::vector<DType>& inputs)>;
+using CountFn = std::function<int(const Attrs&)>;
+
+struct Op {
+  std::string name;
+  std::string description;
+  std::function<std::shared_ptr<const void>(AttrReader&)> parse;  // default: takes no attributes
+  CountFn num_inputs;                                              // default: input_names.size()
+  CountFn num_outputs;                                             // default: 1
+  std::vector<std::string> input_names;  // fixed names; variadic ops name inputs arg0, arg1, ...
+  ShapeFn infer_shape;                   // required
+  TypeFn infer_type;                     // default: every output has input 0's dtype
+  std::array<ComputeFn, kNumDeviceTypes> compute;
+  GradientFn gradient;                   // null: no gradient (not differentiable, or a backward op)
+  std::vector<Resource> resources;
+  std::function<std::vector<std::pair<int, int>>(const Attrs&)> inplace;  // (input, output) may share memory
+  std::function<std::vector<int>(const Attrs&)> mutate_inputs;  // inputs the op updates (optimizer state)
+  bool random = false;    // draws random numbers: never merged by CSE
+  bool stateful = false;  // keeps state between calls: never merged by CSE
+  std::string pointwise;  // for pointwise ops: the expression, in terms of in0, in1, ... (fusion)
+
+  // Builder setters used by WEFT_REGISTER_OP.
+  Op& Describe(std::string text);
+  template <typename P>
+  Op& Params(P (*parse_fn)(AttrReader&)) {
+    parse = [parse_fn](AttrReader& r) -> std::shared_ptr<const void> { return std::make_shared<const P>(parse_fn(r)); };
+    return *this;
+  }
+  Op& Inputs(std::vector<std::string> names);
+  Op& VariadicInputs(CountFn count);
+  Op& Outputs(int count);
+  Op& Outputs(CountFn count);
+  Op& InferShape(ShapeFn fn);
+  Op& InferType(TypeFn fn);
+  Op& Compute(DeviceType device, ComputeFn fn);
+  Op& Gradient(GradientFn fn);
+  Op& Resources(std::vector<Resource> resources);
+  Op& Inplace(std::vector<std::pair<int, int>> pairs);
+  Op& MutateInputs(std::vector<int> inputs);
+  Op& Random();
+  Op& Stateful();
+  Op& Pointwise(std::string expression);
+
+  bool NeedsResource(Resource r) const;
+  std::vector<int> MutatedInputs(const Attrs& attrs) const;
+};
+
+Op& RegisterOp(const std::string& name);
+const Op* FindOp(const std::string& name);  // null when unknown
+const Op& GetOp(const std::string& name);   // throws weft::Error naming the op
+std::vector<std::string> ListOps();
+
+// Parses `attrs` for `op`: typed, validated, and every attribute must be one the op reads.
+Attrs ParseAttrs(const Op& op, const AttrMap& attrs);
+// Shape and type inference with the op's checks, and errors that name the op and the shapes.
+std::vector<Shape> InferShapes(const Op& op, const Attrs& attrs, const std::vector<Shape>& inputs);
+std::vector<DType> InferTypes(const Op& op, const Attrs& attrs, const std::vector<DType>& inputs);
+int NumInputs(const Op& op, const Attrs& attrs);
+int NumOutputs(const Op& op, const Attrs& attrs);
+
+}  // namespace weft
+
+#define WEFT_OP_CONCAT_INNER_(a, b) a##b
+#define WEFT_OP_CONCAT_(a, b) WEFT_OP_CONCAT_INNER_(a, b)
+// Registers an op at static initialization. The library that holds registrations must be linked
+// with alwayslink = True so the registrations are not dropped.
+#define WEFT_REGISTER_OP(name) \
+  [[maybe_unused]] static ::weft::Op& WEFT_OP_CONCAT_(weft_registered_op_, __COUNTER__) = ::weft::RegisterOp(#name)

@@ -1,0 +1,139 @@
+#include "storage/internal/pooled_storage.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace weft {
+
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+class CpuRawAllocator final : public RawAllocator {
+ public:
+  void* Allocate(size_t bytes) override { return std::aligned_alloc(kAlignment, bytes); }
+  void Deallocate(void* ptr, size_t) override { std::free(ptr); }
+};
+
+}  // namespace
+
+std::unique_ptr<RawAllocator> NewCpuRawAllocator() { return std::make_unique<CpuRawAllocator>(); }
+
+size_t StorageSizeClass(size_t bytes) {
+  if (bytes <= kAlignment) return kAlignment;
+  // Four classes per power of two: round up to a multiple of 2^(floor(log2(bytes - 1)) - 2).
+  size_t high = size_t{1} << (63 - __builtin_clzll(bytes - 1));  // largest power of two < bytes
+  size_t step = std::max(kAlignment, high / 4);
+  return (bytes + step - 1) / step * step;
+}
+
+PooledStorage::PooledStorage(Device device, std::unique_ptr<RawAllocator> raw)
+    : device_(device), raw_(std::move(raw)) {}
+
+PooledStorage::~PooledStorage() { ReleaseCache(); }
+
+Block PooledStorage::Alloc(size_t bytes) {
+  if (bytes == 0) return Block{nullptr, 0, device_};
+  const size_t size = StorageSizeClass(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.allocations;
+  void* ptr = nullptr;
+  auto it = free_.find(size);
+  if (it != free_.end() && !it->second.empty()) {
+    ptr = it->second.back();
+    it->second.pop_back();
+    stats_.bytes_cached -= size;
+    ++stats_.reuses;
+  } else {
+    ptr = raw_->Allocate(size);
+    if (ptr == nullptr) {  // out of memory: give the cache back and try once more
+      ReleaseCacheLocked();
+      ptr = raw_->Allocate(size);
+    }
+    if (ptr == nullptr) {
+      WEFT_THROW("out of memory on " << device_ << ": asked for " << bytes << " bytes (" << size
+                                     << " with rounding); " << stats_.bytes_in_use << " bytes in use, "
+                                     << stats_.bytes_cached << " cached");
+    }
+  }
+  stats_.bytes_in_use += size;
+  stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+  return Block{ptr, size, device_};
+}
+
+void PooledStorage::Free(Block block) {
+  if (block.ptr == nullptr) return;
+  WEFT_CHECK(block.device == device_) << "a block of " << block.device << " freed to the pool of " << device_;
+  std::lock_guard<std::mutex> lock(mu_);
+  free_[block.size].push_back(block.ptr);
+  stats_.bytes_in_use -= block.size;
+  stats_.bytes_cached += block.size;
+}
+
+void PooledStorage::ReleaseCacheLocked() {
+  for (auto& [size, blocks] : free_) {
+    for (void* p : blocks) raw_->Deallocate(p, size);
+  }
+  free_.clear();
+  stats_.bytes_cached = 0;
+}
+
+void PooledStorage::ReleaseCache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ReleaseCacheLocked();
+}
+
+StorageStats PooledStorage::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void PooledStorage::ResetPeak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
+}
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::function<std::unique_ptr<Storage>(Device)> factories[kNumDeviceTypes];  // guarded by mu
+  std::unordered_map<Device, std::unique_ptr<Storage>> pools;                  // guarded by mu
+};
+
+Registry& GetRegistry() {
+  static Registry* registry = new Registry;  // never destroyed: ops free memory at exit
+  return *registry;
+}
+
+}  // namespace
+
+void RegisterStorageFactory(DeviceType type, std::function<std::unique_ptr<Storage>(Device)> factory) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.factories[static_cast<int>(type)] = std::move(factory);
+}
+
+Storage* Storage::Get(Device device) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.pools.find(device);
+  if (it != r.pools.end()) return it->second.get();
+  std::unique_ptr<Storage> pool;
+  if (device.is_cpu()) {
+    pool = std::make_unique<PooledStorage>(device, NewCpuRawAllocator());
+  } else if (auto& factory = r.factories[static_cast<int>(device.type)]) {
+    pool = factory(device);
+  } else {
+    WEFT_THROW("no memory pool for " << device << ": expected cpu; this build of weft has no GPU backend "
+                                     << "(GPU support comes with a --config=cuda build)");
+  }
+  Storage* result = pool.get();
+  r.pools.emplace(device, std::move(pool));
+  return result;
+}
+
+}  // namespace weft

@@ -1,0 +1,161 @@
+#include "storage/ndarray.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <sstream>
+
+#include "core/error.h"
+#include "storage/internal/chunk.h"
+#include "storage/random.h"
+
+namespace weft {
+
+using engine::Engine;
+using engine::RunContext;
+
+NDArray::NDArray(const Shape& shape, Device device, DType dtype)
+    : chunk_(std::make_shared<internal::Chunk>(static_cast<size_t>(shape.Size()) * DTypeSize(dtype), device)),
+      shape_(shape),
+      dtype_(dtype) {}
+
+void NDArray::CheckNotNone(const char* what) const {
+  WEFT_CHECK(chunk_ != nullptr) << what << ": the array is null (default-constructed)";
+}
+
+Device NDArray::device() const { return chunk_ ? chunk_->device() : Device::Cpu(); }
+
+engine::VarHandle NDArray::var() const {
+  CheckNotNone("var");
+  return chunk_->var();
+}
+
+TensorView NDArray::View() const {
+  CheckNotNone("View");
+  return TensorView(static_cast<char*>(chunk_->data()) + offset_, shape_, dtype_, chunk_->device());
+}
+
+void NDArray::WaitToRead() const {
+  CheckNotNone("WaitToRead");
+  Engine::Get()->WaitForVar(chunk_->var());
+}
+
+void NDArray::WaitToWrite() const {
+  CheckNotNone("WaitToWrite");
+  // A no-op write waits for every earlier read and write; waiting for it waits for them.
+  Engine::Get()->PushSync([](RunContext) {}, device(), {}, {chunk_->var()}, engine::FnProperty::kNormal, 0,
+                          "WaitToWrite");
+  Engine::Get()->WaitForVar(chunk_->var());
+}
+
+void NDArray::PushWrite(const char* name, std::function<void(const TensorView&)> fn) const {
+  CheckNotNone(name);
+  TensorView view = View();  // allocates now, on the pushing thread
+  auto chunk = chunk_;       // keeps the memory alive until the op has run
+  Engine::Get()->PushSync([view, chunk, fn = std::move(fn)](RunContext) { fn(view); }, device(), {},
+                          {chunk_->var()}, engine::FnProperty::kNormal, 0, name);
+}
+
+void NDArray::SyncCopyFromHost(const void* data, size_t bytes) const {
+  WEFT_CHECK_EQ(bytes, this->bytes()) << "SyncCopyFromHost into " << ToString();
+  PushWrite("SyncCopyFromHost", [data, bytes](const TensorView& v) { std::memcpy(v.raw(), data, bytes); });
+  WaitToRead();
+}
+
+void NDArray::SyncCopyToHost(void* data, size_t bytes) const {
+  CheckNotNone("SyncCopyToHost");
+  WEFT_CHECK_EQ(bytes, this->bytes()) << "SyncCopyToHost from " << ToString();
+  WaitToRead();
+  std::memcpy(data, View().raw(), bytes);
+}
+
+void NDArray::CopyTo(const NDArray& dst) const {
+  CheckNotNone("CopyTo");
+  dst.CheckNotNone("CopyTo");
+  WEFT_CHECK(shape_ == dst.shape_) << "CopyTo: copying " << ToString() << " into " << dst.ToString();
+  WEFT_CHECK(dtype_ == dst.dtype_) << "CopyTo: copying " << ToString() << " into " << dst.ToString();
+  WEFT_CHECK(device().is_cpu() && dst.device().is_cpu())
+      << "CopyTo: " << device() << " to " << dst.device() << " needs the GPU backend";
+  TensorView src = View(), out = dst.View();
+  auto keep = std::make_pair(chunk_, dst.chunk_);
+  Engine::Get()->PushSync([src, out, keep](RunContext) { std::memmove(out.raw(), src.raw(), src.bytes()); },
+                          dst.device(), {chunk_->var()}, {dst.chunk_->var()}, engine::FnProperty::kNormal, 0, "Copy");
+}
+
+NDArray NDArray::Copy(Device device) const {
+  CheckNotNone("Copy");
+  NDArray out(shape_, device, dtype_);
+  CopyTo(out);
+  return out;
+}
+
+NDArray NDArray::Reshape(const Shape& shape) const {
+  CheckNotNone("Reshape");
+  WEFT_CHECK_EQ(shape.Size(), size()) << "Reshape: cannot view " << shape_ << " as " << shape;
+  NDArray view = *this;
+  view.shape_ = shape;
+  return view;
+}
+
+NDArray NDArray::Slice(int64_t begin, int64_t end) const {
+  CheckNotNone("Slice");
+  WEFT_CHECK_GE(shape_.ndim(), 1) << "Slice: a scalar has no rows";
+  if (begin < 0 || end > shape_[0] || begin > end) {
+    WEFT_THROW("Slice: expected 0 <= begin <= end <= " << shape_[0] << " for " << ToString() << ", found [" << begin
+                                                       << ", " << end << ")");
+  }
+  NDArray view = *this;
+  view.shape_[0] = end - begin;
+  view.offset_ += static_cast<size_t>(begin * (size() / std::max<int64_t>(shape_[0], 1))) * DTypeSize(dtype_);
+  return view;
+}
+
+void NDArray::Fill(double value) const {
+  PushWrite("Fill", [value](const TensorView& v) {
+    WEFT_DTYPE_SWITCH(v.dtype(), T, "Fill", { std::fill_n(v.data<T>(), v.size(), static_cast<T>(value)); });
+  });
+}
+
+NDArray NDArray::Arange(int64_t n, double start, double step, Device device, DType dtype) {
+  WEFT_CHECK_GE(n, 0) << "Arange: a negative length";
+  NDArray a(Shape{n}, device, dtype);
+  a.PushWrite("Arange", [start, step](const TensorView& v) {
+    WEFT_DTYPE_SWITCH(v.dtype(), T, "Arange", {
+      T* p = v.data<T>();
+      for (int64_t i = 0; i < v.size(); ++i) p[i] = static_cast<T>(start + step * static_cast<double>(i));
+    });
+  });
+  return a;
+}
+
+void NDArray::FillUniform(double low, double high) const {
+  WEFT_CHECK_LT(low, high) << "FillUniform: expected low < high";
+  RandomKey key = ReserveRandom(device(), static_cast<uint64_t>(size()) * 2);
+  PushWrite("FillUniform", [key, low, high](const TensorView& v) {
+    PhiloxStream stream(key);
+    WEFT_FLOAT_SWITCH(v.dtype(), T, "FillUniform", {
+      T* p = v.data<T>();
+      for (int64_t i = 0; i < v.size(); ++i) p[i] = static_cast<T>(low + (high - low) * stream.UniformDouble());
+    });
+  });
+}
+
+void NDArray::FillNormal(double mean, double stddev) const {
+  WEFT_CHECK_GE(stddev, 0.0) << "FillNormal: expected stddev >= 0";
+  RandomKey key = ReserveRandom(device(), static_cast<uint64_t>(size()) * 2);
+  PushWrite("FillNormal", [key, mean, stddev](const TensorView& v) {
+    PhiloxStream stream(key);
+    WEFT_FLOAT_SWITCH(v.dtype(), T, "FillNormal", {
+      T* p = v.data<T>();
+      for (int64_t i = 0; i < v.size(); ++i) p[i] = static_cast<T>(mean + stddev * stream.Normal());
+    });
+  });
+}
+
+std::string NDArray::ToString() const {
+  if (is_none()) return "NDArray (null)";
+  std::ostringstream os;
+  os << "NDArray " << shape_ << " " << dtype_ << " " << device();
+  return os.str();
+}
+
+}  // namespace weft

@@ -1,0 +1,83 @@
+#include "storage/random.h"
+
+#include <atomic>
+#include <cmath>
+#include <mutex>
+#include <unordered_map>
+
+namespace weft {
+
+namespace {
+
+struct Streams {
+  std::mutex mu;
+  uint64_t seed = 0x5eed;                            // guarded by mu
+  std::unordered_map<Device, uint64_t> next_offset;  // guarded by mu
+};
+
+Streams& GetStreams() {
+  static Streams* streams = new Streams;  // never destroyed: ops may draw at exit
+  return *streams;
+}
+
+}  // namespace
+
+void SeedRandom(uint64_t seed) {
+  Streams& s = GetStreams();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.seed = seed;
+  s.next_offset.clear();
+}
+
+RandomKey ReserveRandom(Device device, uint64_t count) {
+  Streams& s = GetStreams();
+  std::lock_guard<std::mutex> lock(s.mu);
+  uint64_t& next = s.next_offset[device];
+  RandomKey key{s.seed ^ (static_cast<uint64_t>(device.type) << 56) ^ (static_cast<uint64_t>(device.id) << 48), next};
+  next += (count + 3) / 4 + 1;  // blocks of four; one spare for Box-Muller pairs
+  return key;
+}
+
+std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> ctr, std::array<uint32_t, 2> key) {
+  constexpr uint32_t kM0 = 0xD2511F53, kM1 = 0xCD9E8D57, kW0 = 0x9E3779B9, kW1 = 0xBB67AE85;
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = static_cast<uint64_t>(kM0) * ctr[0];
+    const uint64_t p1 = static_cast<uint64_t>(kM1) * ctr[2];
+    ctr = {static_cast<uint32_t>(p1 >> 32) ^ ctr[1] ^ key[0], static_cast<uint32_t>(p1),
+           static_cast<uint32_t>(p0 >> 32) ^ ctr[3] ^ key[1], static_cast<uint32_t>(p0)};
+    key = {key[0] + kW0, key[1] + kW1};
+  }
+  return ctr;
+}
+
+uint32_t PhiloxStream::NextU32() {
+  if (used_ == 4) {
+    const uint64_t c = key_.offset++;
+    block_ = Philox4x32({static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0, 0},
+                        {static_cast<uint32_t>(key_.seed), static_cast<uint32_t>(key_.seed >> 32)});
+    used_ = 0;
+  }
+  return block_[used_++];
+}
+
+float PhiloxStream::Uniform() { return static_cast<float>(NextU32() >> 8) * (1.0f / 16777216.0f); }
+
+double PhiloxStream::UniformDouble() {
+  const uint64_t hi = NextU32() >> 5, lo = NextU32() >> 6;
+  return static_cast<double>(hi * 67108864 + lo) * (1.0 / 9007199254740992.0);
+}
+
+float PhiloxStream::Normal() {
+  if (has_spare_) {
+    has_spare_ = false;
+    return spare_;
+  }
+  const float u1 = 1.0f - Uniform();  // (0, 1]
+  const float u2 = Uniform();
+  const float r = std::sqrt(-2.0f * std::log(u1));
+  spare_ = r * std::sin(6.2831853f * u2);
+  has_spare_ = true;
+  return r * std::cos(6.2831853f * u2);
+}
+
+}  // namespace weft

@@ -1,0 +1,49 @@
+// Reproducible random numbers: a counter-based generator (Philox4x32-10, Salmon et al., SC'11).
+// The n-th number of a stream depends only on (seed, stream offset + n), never on which thread
+// or worker draws it. An op that needs random numbers reserves a range of the global stream when
+// it is pushed (in push order, on the pushing thread), then draws from that range when it runs:
+// the same seed gives the same numbers whatever the number of workers.
+//
+//   SeedRandom(42);
+//   RandomKey key = ReserveRandom(Device::Cpu(), n);   // at push
+//   PhiloxStream s(key);  float u = s.Uniform();       // in the op
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace weft {
+
+struct RandomKey {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // first counter of the reserved range (in blocks of four 32-bit numbers)
+};
+
+// Sets the seed of every device's stream and restarts it.
+void SeedRandom(uint64_t seed);
+// Reserves enough of `device`'s stream for `count` 32-bit numbers. Thread-safe.
+RandomKey ReserveRandom(Device device, uint64_t count);
+
+// One Philox4x32-10 block: four 32-bit numbers for a 128-bit counter and 64-bit key.
+std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
+
+// Draws numbers from a reserved range, in order.
+class PhiloxStream {
+ public:
+  explicit PhiloxStream(RandomKey key) : key_(key) {}
+  uint32_t NextU32();
+  float Uniform();  // in [0, 1), 24 random bits
+  double UniformDouble();  // in [0, 1), 53 random bits
+  float Normal();   // standard normal (Box-Muller)
+
+ private:
+  RandomKey key_;
+  std::array<uint32_t, 4> block_{};
+  int used_ = 4;
+  bool has_spare_ = false;
+  float spare_ = 0;
+};
+
+}  // namespace weft

@@ -1,0 +1,200 @@
+#include "tests/op_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+#include "storage/ndarray.h"
+#include "weft/imperative.h"
+
+namespace weft::testing {
+
+namespace {
+
+Values DefaultInit(std::mt19937_64& rng, size_t n) {
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  Values v(n);
+  for (double& x : v) x = u(rng);
+  return v;
+}
+
+Inputs MakeInputs(const OpCase& c) {
+  std::mt19937_64 rng(std::hash<std::string>()(c.op) ^ c.input_shapes.size());
+  Inputs in;
+  for (size_t i = 0; i < c.input_shapes.size(); ++i) {
+    Values v = DefaultInit(rng, static_cast<size_t>(c.input_shapes[i].Size()));
+    if (c.init) c.init(static_cast<int>(i), v);
+    in.push_back(std::move(v));
+  }
+  return in;
+}
+
+template <typename T>
+std::vector<NDArray> ToArrays(const Inputs& in, const std::vector<Shape>& shapes) {
+  std::vector<NDArray> arrays;
+  for (size_t i = 0; i < in.size(); ++i) {
+    std::vector<T> v(in[i].begin(), in[i].end());
+    arrays.push_back(NDArray::FromVector(v, shapes[i]));
+  }
+  return arrays;
+}
+
+template <typename T>
+Values ToValues(const NDArray& a) {
+  std::vector<T> v = a.ToVector<T>();
+  return Values(v.begin(), v.end());
+}
+
+void ExpectClose(const Values& got, const Values& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_LE(std::abs(got[i] - want[i]), tol * (1 + std::abs(want[i])))
+        << what << ": element " << i << " is " << got[i] << ", expected " << want[i];
+  }
+}
+
+std::string Name(const OpCase& c) { return c.name.empty() ? c.op : c.name; }
+
+void CheckForward(const OpCase& c, const Inputs& in) {
+  // The reference sees the inputs as float32 would hold them.
+  Inputs rounded = in;
+  for (Values& v : rounded) for (double& x : v) x = static_cast<float>(x);
+  const Outputs want = c.reference(rounded);
+  std::vector<NDArray> outputs = Invoke(c.op, ToArrays<float>(in, c.input_shapes), c.attrs, {.is_train = c.is_train});
+  ASSERT_EQ(outputs.size(), want.size()) << Name(c) << ": output count";
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    ExpectClose(ToValues<float>(outputs[o]), want[o], c.tolerance, Name(c) + " forward output " + std::to_string(o));
+  }
+  // req kAddTo: start from known values, expect them plus the result.
+  std::vector<NDArray> acc;
+  std::vector<Values> before;
+  for (const NDArray& o : outputs) {
+    NDArray a(o.shape());
+    a.FillUniform(-1, 1);
+    before.push_back(ToValues<float>(a));
+    acc.push_back(a);
+  }
+  Invoke(c.op, ToArrays<float>(in, c.input_shapes), c.attrs,
+         {.outputs = acc, .req = std::vector<OpReq>(acc.size(), OpReq::kAddTo), .is_train = c.is_train});
+  for (size_t o = 0; o < acc.size(); ++o) {
+    Values expected = want[o];
+    for (size_t k = 0; k < expected.size(); ++k) expected[k] += before[o][k];
+    ExpectClose(ToValues<float>(acc[o]), expected, c.tolerance, Name(c) + " forward req=add output " + std::to_string(o));
+  }
+}
+
+// L = sum over outputs of sum(w * out), in float64.
+double Loss(const OpCase& c, const Inputs& in, const Outputs& weights) {
+  std::vector<NDArray> outputs = Invoke(c.op, ToArrays<double>(in, c.input_shapes), c.attrs, {.is_train = c.is_train});
+  double loss = 0;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    Values v = ToValues<double>(outputs[o]);
+    for (size_t k = 0; k < v.size(); ++k) loss += weights[o][k] * v[k];
+  }
+  return loss;
+}
+
+Values NumericGradient(const OpCase& c, Inputs in, const Outputs& weights, size_t input) {
+  const double eps = 1e-6;
+  Values grad(in[input].size());
+  for (size_t k = 0; k < grad.size(); ++k) {
+    const double x = in[input][k];
+    in[input][k] = x + eps;
+    const double plus = Loss(c, in, weights);
+    in[input][k] = x - eps;
+    const double minus = Loss(c, in, weights);
+    in[input][k] = x;
+    grad[k] = (plus - minus) / (2 * eps);
+  }
+  return grad;
+}
+
+bool HasGradient(const OpCase& c, size_t i) {
+  for (int j : c.no_gradient_inputs) if (static_cast<size_t>(j) == i) return false;
+  return true;
+}
+
+void CheckGradient(const OpCase& c, const Inputs& in) {
+  const Op& op = GetOp(c.op);
+  const Attrs attrs = ParseAttrs(op, c.attrs);
+  std::vector<NDArray> inputs = ToArrays<double>(in, c.input_shapes);
+  std::vector<NDArray> outputs = Invoke(op, attrs, inputs, {.is_train = c.is_train});
+  std::mt19937_64 rng(7);
+  Outputs weights;
+  std::vector<NDArray> out_grads;
+  for (const NDArray& o : outputs) {
+    weights.push_back(DefaultInit(rng, static_cast<size_t>(o.size())));
+    out_grads.push_back(NDArray::FromVector(weights.back(), o.shape()));
+  }
+  for (OpReq req : {OpReq::kWrite, OpReq::kAddTo}) {
+    std::vector<NDArray> grads;
+    std::vector<OpReq> reqs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      NDArray g(inputs[i].shape(), Device::Cpu(), DType::kFloat64);
+      g.Fill(req == OpReq::kAddTo ? 0.5 : 0.0);
+      grads.push_back(g);
+      reqs.push_back(HasGradient(c, i) ? req : OpReq::kNull);
+    }
+    InvokeBackward(op, attrs, inputs, outputs, out_grads, grads, reqs);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!HasGradient(c, i)) continue;
+      Values want = NumericGradient(c, in, weights, i);
+      if (req == OpReq::kAddTo) for (double& w : want) w += 0.5;
+      ExpectClose(ToValues<double>(grads[i]), want, c.gradient_tolerance,
+                  Name(c) + (req == OpReq::kAddTo ? " gradient req=add" : " gradient req=write") + " of input " +
+                      std::to_string(i));
+    }
+  }
+}
+
+}  // namespace
+
+void RunOpCase(const OpCase& c) {
+  SCOPED_TRACE(Name(c));
+  const Inputs in = MakeInputs(c);
+  CheckForward(c, in);
+  if (::testing::Test::HasFatalFailure()) return;
+  if (c.check_gradient) {
+    ASSERT_TRUE(GetOp(c.op).gradient != nullptr) << c.op << " has no gradient rule";
+    CheckGradient(c, in);
+  }
+}
+
+void ExpectOpError(const std::string& op, const AttrMap& attrs, const std::vector<Shape>& input_shapes,
+                   const std::vector<std::string>& parts) {
+  std::string message = "<no error>";
+  try {
+    std::vector<NDArray> inputs;
+    for (const Shape& s : input_shapes) {
+      NDArray a(s);
+      a.Fill(0);
+      inputs.push_back(a);
+    }
+    for (const NDArray& out : Invoke(op, inputs, attrs)) out.WaitToRead();
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  for (const std::string& part : parts) {
+    EXPECT_NE(message.find(part), std::string::npos) << "op '" << op << "': error message lacks '" << part << "':\n"
+                                                     << message;
+  }
+}
+
+void UniformAwayFromZero(int, Values& v) {
+  for (double& x : v) x = (x < 0 ? -0.2 : 0.2) + 0.8 * x;
+}
+
+void Positive(int, Values& v) {
+  for (double& x : v) x = 1.1 + 0.9 * x;
+}
+
+std::function<void(int, Values&)> ClassIndices(int which, int classes) {
+  return [which, classes](int i, Values& v) {
+    if (i != which) return;
+    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<double>((k * 7 + 3) % classes);
+  };
+}
+
+}  // namespace weft::testing

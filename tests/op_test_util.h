@@ -1,0 +1,59 @@
+// Declarative operator tests: an op, its attributes and input shapes, and a plain reference
+// implementation in double precision. RunOpCase checks, on the CPU:
+//   1. forward in float32 against the reference (req kWrite), within `tolerance`;
+//   2. forward with req kAddTo: the output is what was there plus the result;
+//   3. (differentiable ops) the gradient of L = sum(w * out) for a fixed random w, computed by the
+//      op's gradient rule in float64, against central finite differences in float64, with the
+//      gradient requests kWrite and kAddTo.
+//
+//   OpCase c{"relu", {}, {Shape{3, 4}}, [](const Inputs& in) { ... return Outputs{...}; }};
+//   c.init = AwayFromZero;     // keep inputs off relu's kink
+//   RunOpCase(c);
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/shape.h"
+#include "ops/attrs.h"
+
+namespace weft::testing {
+
+using Values = std::vector<double>;
+using Inputs = std::vector<Values>;
+using Outputs = std::vector<Values>;
+
+struct OpCase {
+  std::string op;
+  AttrMap attrs;
+  std::vector<Shape> input_shapes;
+  // Row-major inputs in, row-major outputs out; shapes as in input_shapes.
+  std::function<Outputs(const Inputs&)> reference;
+  // Fills input `i` (size already set); default: uniform in [-1, 1).
+  std::function<void(int i, Values& values)> init;
+  double tolerance = 1e-5;            // forward, float32: |got - want| <= tol * (1 + |want|)
+  double gradient_tolerance = 1e-5;   // gradient, float64: same form
+  bool check_gradient = true;
+  std::vector<int> no_gradient_inputs;  // inputs without a gradient (indices, labels)
+  bool is_train = false;
+  std::string name;  // what failures say; default: the op
+};
+
+void RunOpCase(const OpCase& c);
+
+// Calls the op on zero-filled float32 inputs of these shapes and expects a weft::Error whose
+// message contains every one of `parts` (at call time or, for compute errors, at WaitToRead).
+void ExpectOpError(const std::string& op, const AttrMap& attrs, const std::vector<Shape>& input_shapes,
+                   const std::vector<std::string>& parts);
+
+// Common input initializers.
+void UniformAwayFromZero(int i, Values& v);   // |x| in [0.2, 1): off kinks at 0
+void Positive(int i, Values& v);              // (0.2, 2): for log, sqrt, div
+// Integer class indices in [0, classes) for input `which`; others uniform in [-1, 1).
+std::function<void(int, Values&)> ClassIndices(int which, int classes);
+
+// Helpers for references.
+inline int64_t Size(const Shape& s) { return s.Size(); }
+
+}  // namespace weft::testing

@@ -1,0 +1,126 @@
+#include "weft/imperative.h"
+
+#include <memory>
+
+#include "core/error.h"
+
+namespace weft {
+
+namespace {
+
+// What one pushed call keeps alive until it has run.
+struct Call {
+  const Op* op;
+  Attrs attrs;
+  std::vector<NDArray> arrays;  // inputs then outputs: their memory must outlive the op
+  std::vector<TensorView> inputs, outputs;
+  std::vector<OpReq> req;
+  OpContext ctx;
+};
+
+void CheckInputs(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs) {
+  const int expected = NumInputs(op, attrs);
+  if (static_cast<int>(inputs.size()) != expected) {
+    WEFT_THROW("op '" << op.name << "': expected " << expected << " input(s), found " << inputs.size());
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].is_none()) WEFT_THROW("op '" << op.name << "': input " << i << " is a null array");
+    if (inputs[i].device() != inputs[0].device()) {
+      WEFT_THROW("op '" << op.name << "': expected every input on " << inputs[0].device() << ", found input " << i
+                        << " on " << inputs[i].device());
+    }
+  }
+}
+
+Device CallDevice(const Op& op, const std::vector<NDArray>& inputs, const InvokeOptions& options) {
+  if (!inputs.empty()) return inputs[0].device();
+  for (const NDArray& o : options.outputs) {
+    if (!o.is_none()) return o.device();
+  }
+  WEFT_THROW("op '" << op.name << "' has no inputs: pass its outputs to say which device it runs on");
+}
+
+std::vector<NDArray> PrepareOutputs(const Op& op, const std::vector<Shape>& shapes, const std::vector<DType>& types,
+                                    Device device, const InvokeOptions& options) {
+  if (options.outputs.empty()) {
+    std::vector<NDArray> out;
+    for (size_t i = 0; i < shapes.size(); ++i) out.emplace_back(shapes[i], device, types[i]);
+    return out;
+  }
+  if (options.outputs.size() != shapes.size()) {
+    WEFT_THROW("op '" << op.name << "': expected " << shapes.size() << " output array(s), found " << options.outputs.size());
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const NDArray& o = options.outputs[i];
+    if (o.is_none() || o.shape() != shapes[i] || o.dtype() != types[i] || o.device() != device) {
+      WEFT_THROW("op '" << op.name << "': output " << i << " must be " << shapes[i] << " " << types[i] << " on " << device
+                        << ", found " << o.ToString());
+    }
+  }
+  return options.outputs;
+}
+
+std::vector<OpReq> Requests(const Op& op, const std::vector<NDArray>& inputs, const std::vector<NDArray>& outputs,
+                            const InvokeOptions& options) {
+  if (!options.req.empty()) {
+    WEFT_CHECK_EQ(options.req.size(), outputs.size()) << "op '" << op.name << "': one request per output";
+    return options.req;
+  }
+  std::vector<OpReq> req(outputs.size(), OpReq::kWrite);
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    for (const NDArray& in : inputs) {
+      if (in.SharesMemoryWith(outputs[o])) req[o] = OpReq::kWriteInplace;
+    }
+  }
+  return req;
+}
+
+}  // namespace
+
+std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
+                            const InvokeOptions& options) {
+  CheckInputs(op, attrs, inputs);
+  const Device device = CallDevice(op, inputs, options);
+  const ComputeFn& compute = op.compute[static_cast<int>(device.type)];
+  if (!compute) WEFT_THROW("op '" << op.name << "' has no implementation for " << device);
+  std::vector<Shape> in_shapes;
+  std::vector<DType> in_types;
+  for (const NDArray& a : inputs) in_shapes.push_back(a.shape()), in_types.push_back(a.dtype());
+  std::vector<NDArray> outputs =
+      PrepareOutputs(op, InferShapes(op, attrs, in_shapes), InferTypes(op, attrs, in_types), device, options);
+
+  auto call = std::make_shared<Call>();
+  call->op = &op;
+  call->attrs = attrs;
+  call->req = Requests(op, inputs, outputs, options);
+  call->ctx.is_train = options.is_train;
+  std::vector<engine::VarHandle> reads, writes;
+  for (const NDArray& a : inputs) call->inputs.push_back(a.View()), reads.push_back(a.var());
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    call->outputs.push_back(outputs[o].View());
+    if (call->req[o] != OpReq::kNull) writes.push_back(outputs[o].var());
+  }
+  for (int i : op.MutatedInputs(attrs)) writes.push_back(inputs.at(i).var());
+  if (op.random) {
+    uint64_t count = 0;
+    for (const NDArray& o : outputs) count += static_cast<uint64_t>(o.size()) * 2;
+    call->ctx.random = ReserveRandom(device, count);
+  }
+  call->arrays = inputs;
+  call->arrays.insert(call->arrays.end(), outputs.begin(), outputs.end());
+  engine::Engine::Get()->PushSync(
+      [call, &compute](engine::RunContext run) {
+        call->ctx.run = run;
+        compute(call->ctx, call->attrs, call->inputs, call->req, call->outputs);
+      },
+      device, reads, writes, engine::FnProperty::kNormal, 0, op.name.c_str());
+  return outputs;
+}
+
+std::vector<NDArray> Invoke(const std::string& op, const std::vector<NDArray>& inputs, const AttrMap& attrs,
+                            const InvokeOptions& options) {
+  const Op& def = GetOp(op);
+  return Invoke(def, ParseAttrs(def, attrs), inputs, options);
+}
+
+}  // namespace weft
