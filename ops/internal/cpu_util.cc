@@ -47,6 +47,57 @@ void ConfigureOpenMPForThisThread() {
   }
 }
 
+namespace {
+
+constexpr size_t kPartAlignment = 64;  // what oneDNN wants, and a cache line
+
+// Splits one workspace request into parts of the given sizes; a part of size 0 is null.
+std::vector<void*> SplitWorkspace(const OpContext& ctx, const std::vector<size_t>& sizes) {
+  size_t total = 0;
+  for (size_t s : sizes) total += (s + kPartAlignment - 1) / kPartAlignment * kPartAlignment;
+  std::vector<void*> parts(sizes.size(), nullptr);
+  if (total == 0) return parts;
+  char* next = static_cast<char*>(ctx.Workspace(total));  // 64-byte aligned (storage/storage.h)
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) continue;
+    parts[i] = next;
+    next += (sizes[i] + kPartAlignment - 1) / kPartAlignment * kPartAlignment;
+  }
+  return parts;
+}
+
+}  // namespace
+
+StagedOutputs::StagedOutputs(const OpContext& ctx, std::span<const OpReq> req, std::span<const TensorView> outputs,
+                             bool inplace_ok, std::initializer_list<size_t> extra_bytes)
+    : req_(req), outputs_(outputs), targets_(outputs.begin(), outputs.end()) {
+  auto staged = [&](size_t i) {
+    return req[i] == OpReq::kAddTo || req[i] == OpReq::kNull || (req[i] == OpReq::kWriteInplace && !inplace_ok);
+  };
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i < outputs.size(); ++i) sizes.push_back(staged(i) ? outputs[i].bytes() : 0);
+  sizes.insert(sizes.end(), extra_bytes);
+  const std::vector<void*> parts = SplitWorkspace(ctx, sizes);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (staged(i)) targets_[i] = TensorView(parts[i], outputs[i].shape(), outputs[i].dtype(), outputs[i].device());
+  }
+  extras_.assign(parts.begin() + static_cast<std::ptrdiff_t>(outputs.size()), parts.end());
+}
+
+void StagedOutputs::Finish() const {
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const OpReq req = req_[i];
+    if (req == OpReq::kNull || targets_[i].raw() == outputs_[i].raw()) continue;
+    WEFT_FLOAT_SWITCH(outputs_[i].dtype(), T, "storing an op's output", {
+      const T* src = targets_[i].data<T>();
+      T* dst = outputs_[i].data<T>();
+      ParallelFor(outputs_[i].size(), 4096, [&](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k) Store(dst[k], req, src[k]);
+      });
+    });
+  }
+}
+
 void CheckNumInputs(const std::vector<Shape>& in, size_t n, const char* op) {
   if (in.size() != n) WEFT_THROW(op << ": expected " << n << " input(s), found " << in.size());
 }

@@ -2,7 +2,11 @@
 // intra-op threads does not exceed the cores, output requests, and shape checks.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -32,6 +36,46 @@ inline void Store(T& out, OpReq req, T value) {
   } else if (req != OpReq::kNull) {
     out = value;
   }
+}
+
+// Where a kernel writes its outputs, and how each result then reaches its output as the request
+// says. The kernel overwrites Target(i) with output i. Outputs with req kWrite, and kWriteInplace
+// when the kernel tolerates its output aliasing an input (`inplace_ok`), are their own target;
+// the others get scratch memory: Finish() adds a kAddTo result to what the output holds, copies an
+// aliasing kWriteInplace result, and drops a kNull one (so a kernel that computes several outputs
+// at once need not special-case the ones nobody wants). The workspace is requested once for the
+// scratch and for `extra_bytes` (the kernel's own temporaries, Extra(j)), because ctx.Workspace
+// keeps only its latest buffer valid. Every part is 64-byte aligned.
+//
+//   StagedOutputs out(ctx, req, outputs, /*inplace_ok=*/false, {tmp_bytes});
+//   Kernel(in, out.Target(0).data<float>(), out.Extra(0));
+//   out.Finish();
+class StagedOutputs {
+ public:
+  StagedOutputs(const OpContext& ctx, std::span<const OpReq> req, std::span<const TensorView> outputs,
+                bool inplace_ok, std::initializer_list<size_t> extra_bytes = {});
+  const TensorView& Target(int i) const { return targets_[i]; }
+  // Whether anyone reads output i (its req is not kNull).
+  bool Needed(int i) const { return req_[i] != OpReq::kNull; }
+  void* Extra(int j) const { return extras_[j]; }
+  void Finish() const;
+
+ private:
+  std::span<const OpReq> req_;
+  std::span<const TensorView> outputs_;
+  std::vector<TensorView> targets_;
+  std::vector<void*> extras_;
+};
+
+// log(sum_i exp(x[i * stride])) over n >= 1 values; the largest value is subtracted before exp,
+// so large logits do not overflow.
+template <typename T>
+T LogSumExp(const T* x, int64_t n, int64_t stride) {
+  T max = x[0];
+  for (int64_t i = 1; i < n; ++i) max = std::max(max, x[i * stride]);
+  T sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i * stride] - max);
+  return max + std::log(sum);
 }
 
 // Shape helpers for shape inference.

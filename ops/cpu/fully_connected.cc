@@ -1,0 +1,245 @@
+// FullyConnected: output = data * weight^T + bias, with MXNet's weight layout.
+//
+//   data    (N, d1, ..., dk)          flatten=true:  seen as (M, K) = (N, d1 * ... * dk)
+//           (d0, ..., dk-1, K)        flatten=false: seen as (M, K) = (d0 * ... * dk-1, K)
+//   weight  (num_hidden, K)
+//   bias    (num_hidden,)             absent when no_bias
+//   output  (N, num_hidden)           flatten=true
+//           (d0, ..., dk-1, num_hidden) flatten=false
+//
+// _backward_FullyConnected takes (out_grad, data, weight) and gives (d_data, d_weight, d_bias),
+// without d_bias when no_bias. float32 runs oneDNN's inner product (forward, backward data,
+// backward weights); float64 runs the loops below.
+#include <algorithm>
+
+#include "ops/internal/cpu_util.h"
+#include "ops/internal/dnnl_util.h"
+#include "ops/op.h"
+
+namespace weft::cpu {
+namespace {
+
+struct FcParam {
+  int num_hidden;
+  bool no_bias;
+  bool flatten;
+};
+
+FcParam ParseFc(AttrReader& r) {
+  return {r.Int("num_hidden", std::nullopt, 1), r.Bool("no_bias", false), r.Bool("flatten", true)};
+}
+
+// The (M, K) x (O, K)^T product of one call.
+struct FcDims {
+  int64_t m, k, o;
+};
+
+FcDims DimsOf(const FcParam& p, const Shape& data) {
+  const int64_t k = p.flatten ? data.Size() / data[0] : data[data.ndim() - 1];
+  return {data.Size() / k, k, p.num_hidden};
+}
+
+// Checks data, weight and (unless no_bias) bias; returns the output shape.
+Shape FcOutputShape(const FcParam& p, const std::vector<Shape>& in) {
+  const Shape& data = in[0];
+  if (data.ndim() < 1 || data.Size() == 0) {
+    WEFT_THROW("FullyConnected: data must be a non-empty array with at least one axis, found " << data);
+  }
+  const FcDims d = DimsOf(p, data);
+  const Shape weight{d.o, d.k};
+  if (in[1] != weight) WEFT_THROW("FullyConnected: weight must be " << weight << ", found " << in[1]);
+  if (!p.no_bias && in[2] != Shape{d.o}) WEFT_THROW("FullyConnected: bias must be " << Shape{d.o} << ", found " << in[2]);
+  if (p.flatten) return Shape{data[0], d.o};
+  Shape out(data.dims().first(data.ndim() - 1));
+  out.PushBack(d.o);
+  return out;
+}
+
+std::vector<Shape> FcShape(const Attrs& a, const std::vector<Shape>& in) { return {FcOutputShape(a.Get<FcParam>(), in)}; }
+
+// in: (out_grad, data, weight).
+std::vector<Shape> FcBackwardShape(const Attrs& a, const std::vector<Shape>& in) {
+  const FcParam& p = a.Get<FcParam>();
+  FcParam without_bias = p;
+  without_bias.no_bias = true;
+  const Shape out = FcOutputShape(without_bias, {in[1], in[2]});
+  if (in[0] != out) WEFT_THROW("_backward_FullyConnected: out_grad must be " << out << ", found " << in[0]);
+  if (p.no_bias) return {in[1], in[2]};
+  return {in[1], in[2], Shape{p.num_hidden}};
+}
+
+// ---- float32: oneDNN inner product ----
+
+dnnl::inner_product_forward::primitive_desc FcForwardDesc(const FcDims& d, bool bias) {
+  const auto src = PlainDesc(Shape{d.m, d.k}), weights = PlainDesc(Shape{d.o, d.k}), dst = PlainDesc(Shape{d.m, d.o});
+  const auto kind = dnnl::prop_kind::forward_training;
+  const auto desc = bias ? dnnl::inner_product_forward::desc(kind, src, weights, PlainDesc(Shape{d.o}), dst)
+                         : dnnl::inner_product_forward::desc(kind, src, weights, dst);
+  return {desc, ScratchpadAttr(), DnnlEngine()};
+}
+
+DnnlPrimitive FcForwardPrimitive(const FcDims& d, bool bias) {
+  return CachedPrimitive(PrimitiveKey("FullyConnected/forward", d.m, d.k, d.o, bias), [&] {
+    return MakePrimitive<dnnl::inner_product_forward>(FcForwardDesc(d, bias));
+  });
+}
+
+DnnlPrimitive FcBackwardDataPrimitive(const FcDims& d) {
+  return CachedPrimitive(PrimitiveKey("FullyConnected/backward_data", d.m, d.k, d.o), [&] {
+    const dnnl::inner_product_backward_data::desc desc(PlainDesc(Shape{d.m, d.k}), PlainDesc(Shape{d.o, d.k}),
+                                                       PlainDesc(Shape{d.m, d.o}));
+    return MakePrimitive<dnnl::inner_product_backward_data>(
+        {desc, ScratchpadAttr(), DnnlEngine(), FcForwardDesc(d, false)});
+  });
+}
+
+DnnlPrimitive FcBackwardWeightsPrimitive(const FcDims& d, bool bias) {
+  return CachedPrimitive(PrimitiveKey("FullyConnected/backward_weights", d.m, d.k, d.o, bias), [&] {
+    using Desc = dnnl::inner_product_backward_weights::desc;
+    const auto src = PlainDesc(Shape{d.m, d.k}), weights = PlainDesc(Shape{d.o, d.k}), dst = PlainDesc(Shape{d.m, d.o});
+    const Desc desc = bias ? Desc(src, weights, PlainDesc(Shape{d.o}), dst) : Desc(src, weights, dst);
+    return MakePrimitive<dnnl::inner_product_backward_weights>(
+        {desc, ScratchpadAttr(), DnnlEngine(), FcForwardDesc(d, bias)});
+  });
+}
+
+// ---- float64: loops ----
+
+// x (M, K), w (O, K), b (O,) or null -> y (M, O).
+template <typename T>
+void FcForwardLoops(const FcDims& d, const T* x, const T* w, const T* b, T* y) {
+  ParallelFor(d.m, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      for (int64_t o = 0; o < d.o; ++o) {
+        T sum = b ? b[o] : T(0);
+        for (int64_t k = 0; k < d.k; ++k) sum += x[i * d.k + k] * w[o * d.k + k];
+        y[i * d.o + o] = sum;
+      }
+    }
+  });
+}
+
+// dy (M, O), w (O, K) -> dx (M, K) = dy * w.
+template <typename T>
+void FcBackwardDataLoops(const FcDims& d, const T* dy, const T* w, T* dx) {
+  ParallelFor(d.m, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      std::fill_n(dx + i * d.k, d.k, T(0));
+      for (int64_t o = 0; o < d.o; ++o) {
+        for (int64_t k = 0; k < d.k; ++k) dx[i * d.k + k] += dy[i * d.o + o] * w[o * d.k + k];
+      }
+    }
+  });
+}
+
+// dy (M, O), x (M, K) -> dw (O, K) = dy^T * x, db (O,) = column sums of dy (db may be null).
+template <typename T>
+void FcBackwardWeightsLoops(const FcDims& d, const T* dy, const T* x, T* dw, T* db) {
+  ParallelFor(d.o, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o) {
+      std::fill_n(dw + o * d.k, d.k, T(0));
+      T bias_sum = 0;
+      for (int64_t i = 0; i < d.m; ++i) {
+        for (int64_t k = 0; k < d.k; ++k) dw[o * d.k + k] += dy[i * d.o + o] * x[i * d.k + k];
+        bias_sum += dy[i * d.o + o];
+      }
+      if (db) db[o] = bias_sum;
+    }
+  });
+}
+
+// ---- compute ----
+
+// in: (data, weight[, bias]); out: (output).
+void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
+               std::span<const TensorView> out) {
+  const FcParam& p = a.Get<FcParam>();
+  const FcDims d = DimsOf(p, in[0].shape());
+  if (req[0] == OpReq::kNull) return;
+  if (!UseDnnl(in[0].dtype(), "FullyConnected")) {
+    StagedOutputs staged(ctx, req, out, false);
+    FcForwardLoops<double>(d, in[0].data<double>(), in[1].data<double>(), p.no_bias ? nullptr : in[2].data<double>(),
+                           staged.Target(0).data<double>());
+    return staged.Finish();
+  }
+  const DnnlPrimitive prim = FcForwardPrimitive(d, !p.no_bias);
+  StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
+  DnnlArgs args = {{DNNL_ARG_SRC, DnnlMemory(in[0].Reshaped(Shape{d.m, d.k}))},
+                   {DNNL_ARG_WEIGHTS, DnnlMemory(in[1])},
+                   {DNNL_ARG_DST, DnnlMemory(staged.Target(0).Reshaped(Shape{d.m, d.o}))}};
+  if (!p.no_bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(in[2]));
+  ExecutePrimitive(prim, std::move(args), staged.Extra(0));
+  staged.Finish();
+}
+
+// float64 backward; outputs the staging marks unneeded are computed into scratch and dropped.
+void FcBackwardF64(const FcDims& d, bool bias, std::span<const TensorView> in, const StagedOutputs& staged) {
+  const double *dy = in[0].data<double>(), *x = in[1].data<double>(), *w = in[2].data<double>();
+  if (staged.Needed(0)) FcBackwardDataLoops(d, dy, w, staged.Target(0).data<double>());
+  if (staged.Needed(1) || (bias && staged.Needed(2))) {
+    FcBackwardWeightsLoops(d, dy, x, staged.Target(1).data<double>(), bias ? staged.Target(2).data<double>() : nullptr);
+  }
+}
+
+void FcBackwardF32(const FcDims& d, bool bias, std::span<const TensorView> in, const StagedOutputs& staged,
+                   const DnnlPrimitive& data_prim, const DnnlPrimitive& weights_prim) {
+  const dnnl::memory dy = DnnlMemory(in[0].Reshaped(Shape{d.m, d.o}));
+  if (staged.Needed(0)) {
+    ExecutePrimitive(data_prim,
+                     {{DNNL_ARG_DIFF_DST, dy},
+                      {DNNL_ARG_WEIGHTS, DnnlMemory(in[2])},
+                      {DNNL_ARG_DIFF_SRC, DnnlMemory(staged.Target(0).Reshaped(Shape{d.m, d.k}))}},
+                     staged.Extra(0));
+  }
+  if (!staged.Needed(1) && !(bias && staged.Needed(2))) return;
+  DnnlArgs args = {{DNNL_ARG_SRC, DnnlMemory(in[1].Reshaped(Shape{d.m, d.k}))},
+                   {DNNL_ARG_DIFF_DST, dy},
+                   {DNNL_ARG_DIFF_WEIGHTS, DnnlMemory(staged.Target(1))}};
+  if (bias) args.emplace(DNNL_ARG_DIFF_BIAS, DnnlMemory(staged.Target(2)));
+  ExecutePrimitive(weights_prim, std::move(args), staged.Extra(0));
+}
+
+// in: (out_grad, data, weight); out: (d_data, d_weight[, d_bias]).
+void FcBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
+                std::span<const TensorView> out) {
+  const FcParam& p = a.Get<FcParam>();
+  const FcDims d = DimsOf(p, in[1].shape());
+  if (!UseDnnl(in[0].dtype(), "_backward_FullyConnected")) {
+    StagedOutputs staged(ctx, req, out, false);
+    FcBackwardF64(d, !p.no_bias, in, staged);
+    return staged.Finish();
+  }
+  const DnnlPrimitive data_prim = FcBackwardDataPrimitive(d);
+  const DnnlPrimitive weights_prim = FcBackwardWeightsPrimitive(d, !p.no_bias);
+  StagedOutputs staged(ctx, req, out, false, {std::max(ScratchpadBytes(data_prim), ScratchpadBytes(weights_prim))});
+  FcBackwardF32(d, !p.no_bias, in, staged, data_prim, weights_prim);
+  staged.Finish();
+}
+
+const bool registered = [] {
+  WEFT_REGISTER_OP(FullyConnected)
+      .Describe("data * weight^T + bias; weight is (num_hidden, K); flatten folds data to (N, K)")
+      .Params(ParseFc)
+      .Inputs({"data", "weight", "bias"})
+      .VariadicInputs([](const Attrs& a) { return a.Get<FcParam>().no_bias ? 2 : 3; })
+      .InferShape(FcShape)
+      .Resources({Resource::kTempSpace})
+      .Compute(DeviceType::kCpu, FcForward)
+      .Gradient([](const Attrs& a, GradBuilder& g) {
+        const int grads = a.Get<FcParam>().no_bias ? 2 : 3;
+        GradEntry d = g.Op("_backward_FullyConnected", {g.OutGrad(0), g.Input(0), g.Input(1)}, a.raw(), grads);
+        for (int i = 0; i < grads; ++i) g.SetInputGrad(i, g.NodeOutput(d, i));
+      });
+  WEFT_REGISTER_OP(_backward_FullyConnected)
+      .Describe("gradient of FullyConnected")
+      .Params(ParseFc)
+      .Inputs({"out_grad", "data", "weight"})
+      .Outputs([](const Attrs& a) { return a.Get<FcParam>().no_bias ? 2 : 3; })
+      .InferShape(FcBackwardShape)
+      .Resources({Resource::kTempSpace})
+      .Compute(DeviceType::kCpu, FcBackward);
+  return true;
+}();
+
+}  // namespace
+}  // namespace weft::cpu

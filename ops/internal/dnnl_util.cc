@@ -1,0 +1,140 @@
+#include "ops/internal/dnnl_util.h"
+
+#include <list>
+#include <mutex>
+#include <utility>
+
+#include "core/error.h"
+#include "ops/internal/cpu_util.h"
+
+namespace weft::cpu {
+
+namespace {
+
+// Distinct (op, shapes, attributes) combinations kept; the least recently used goes first.
+constexpr size_t kCacheCapacity = 1024;
+
+// The process's primitives. mu_ protects every member. Primitives are created outside the lock
+// (creation can take milliseconds and must not stall other workers' hits), so two threads that
+// miss on one key may both create it: both count as misses and the first insert is kept.
+class PrimitiveCache {
+ public:
+  DnnlPrimitive Get(const std::string& key, const std::function<DnnlPrimitive()>& create) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = index_.find(key);
+      if (it != index_.end()) {
+        ++hits_;
+        lru_.splice(lru_.begin(), lru_, it->second);
+        return it->second->second;
+      }
+      ++misses_;
+    }
+    DnnlPrimitive created = Create(key, create);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, inserted] = index_.emplace(key, lru_.end());
+    if (!inserted) return it->second->second;
+    lru_.emplace_front(key, created);
+    it->second = lru_.begin();
+    if (lru_.size() > kCacheCapacity) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return created;
+  }
+
+  PrimitiveCacheStats Stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {hits_, misses_, static_cast<int64_t>(lru_.size())};
+  }
+
+ private:
+  static DnnlPrimitive Create(const std::string& key, const std::function<DnnlPrimitive()>& create) {
+    try {
+      return create();
+    } catch (const dnnl::error& e) {
+      WEFT_THROW("oneDNN cannot create primitive " << key << ": " << e.what() << " (status " << e.status << ")");
+    }
+  }
+
+  using Lru = std::list<std::pair<std::string, DnnlPrimitive>>;  // most recently used first
+  std::mutex mu_;
+  Lru lru_;
+  std::unordered_map<std::string, Lru::iterator> index_;
+  int64_t hits_ = 0;
+  int64_t misses_ = 0;
+};
+
+// The engine and the cache are never destroyed: ops still queued at exit run during the engine's
+// shutdown, which an atexit handler registered before these were constructed performs after
+// their destructors would have run.
+PrimitiveCache& Cache() {
+  static PrimitiveCache& cache = *new PrimitiveCache;
+  return cache;
+}
+
+dnnl::stream& ThisThreadStream() {
+  thread_local dnnl::stream stream(DnnlEngine());
+  return stream;
+}
+
+}  // namespace
+
+bool UseDnnl(DType dtype, const char* op) {
+  if (dtype == DType::kFloat32) return true;
+  if (dtype == DType::kFloat64) return false;
+  WEFT_THROW(op << ": expected float32 or float64, found " << dtype);
+}
+
+const dnnl::engine& DnnlEngine() {
+  static const dnnl::engine& engine = *new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::memory::desc PlainDesc(const Shape& shape) {
+  dnnl::memory::dims dims(shape.dims().begin(), shape.dims().end());
+  dnnl::memory::dims strides(dims.size());
+  int64_t stride = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= dims[i];
+  }
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+}
+
+dnnl::memory DnnlMemory(const TensorView& t) {
+  WEFT_CHECK(t.dtype() == DType::kFloat32) << "oneDNN kernels take float32 here, found " << t.dtype();
+  return dnnl::memory(PlainDesc(t.shape()), DnnlEngine(), t.raw());
+}
+
+dnnl::primitive_attr ScratchpadAttr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+DnnlPrimitive CachedPrimitive(const std::string& key, const std::function<DnnlPrimitive()>& create) {
+  return Cache().Get(key, create);
+}
+
+PrimitiveCacheStats GetPrimitiveCacheStats() { return Cache().Stats(); }
+
+size_t ScratchpadBytes(const DnnlPrimitive& p) { return p.desc.scratchpad_desc().get_size(); }
+
+size_t WorkspaceBytes(const DnnlPrimitive& p) { return p.desc.workspace_desc().get_size(); }
+
+void ExecutePrimitive(const DnnlPrimitive& p, DnnlArgs args, void* scratchpad) {
+  ConfigureOpenMPForThisThread();
+  const dnnl::memory::desc pad = p.desc.scratchpad_desc();
+  if (pad.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(pad, DnnlEngine(), scratchpad));
+  try {
+    dnnl::stream& stream = ThisThreadStream();
+    p.primitive.execute(stream, args);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    WEFT_THROW("oneDNN primitive " << p.desc.impl_info_str() << " failed: " << e.what() << " (status " << e.status
+                                   << ")");
+  }
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,86 @@
+// oneDNN plumbing for the CPU operators: the CPU engine, a stream per thread, memory descriptors
+// for weft's dense row-major float32 tensors, and a process-wide cache of primitives.
+//
+// Primitives are created with a user-managed scratchpad (ScratchpadAttr): a cached primitive then
+// runs on whichever engine worker picks up the op, concurrently with itself, each run using
+// scratch from its own worker's workspace. (oneDNN's library-managed scratchpad, in Debian's
+// build, ties a primitive to the thread that created it.)
+//
+//   DnnlPrimitive p = CachedPrimitive(PrimitiveKey("softmax/fwd", x.shape(), axis), [&] {
+//     dnnl::softmax_v2_forward::desc d(...);
+//     return MakePrimitive<dnnl::softmax_v2_forward>({d, ScratchpadAttr(), DnnlEngine()});
+//   });
+//   StagedOutputs out(ctx, req, outputs, /*inplace_ok=*/true, {ScratchpadBytes(p)});
+//   ExecutePrimitive(p, {{DNNL_ARG_SRC, DnnlMemory(x)}, {DNNL_ARG_DST, DnnlMemory(out.Target(0))}},
+//                    out.Extra(0));
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "core/dtype.h"
+#include "core/shape.h"
+#include "core/tensor_view.h"
+
+namespace weft::cpu {
+
+// True for float32 (computed with oneDNN), false for float64 (oneDNN has no f64 kernels here:
+// the op's loops compute it); any other dtype is a weft::Error naming `op`.
+bool UseDnnl(DType dtype, const char* op);
+
+const dnnl::engine& DnnlEngine();
+
+// A float32 descriptor for a dense row-major tensor of `shape` (any rank oneDNN supports).
+dnnl::memory::desc PlainDesc(const Shape& shape);
+// A float32 memory over the tensor's own buffer, described by PlainDesc(t.shape()).
+dnnl::memory DnnlMemory(const TensorView& t);
+
+// Attributes every cached primitive is created with: a user-managed scratchpad.
+dnnl::primitive_attr ScratchpadAttr();
+
+// A primitive with the descriptor it was created from (for its scratchpad and workspace sizes).
+struct DnnlPrimitive {
+  dnnl::primitive primitive;
+  dnnl::primitive_desc_base desc;
+};
+
+template <typename P>
+DnnlPrimitive MakePrimitive(const typename P::primitive_desc& pd) {
+  return {P(pd), pd};
+}
+
+// A cache key: `parts` streamed with separators. Build it from everything the primitive depends
+// on (kind and direction, shapes, attributes); every cached primitive is float32.
+template <typename... Parts>
+std::string PrimitiveKey(const Parts&... parts) {
+  std::ostringstream os;
+  ((os << parts << '|'), ...);
+  return os.str();
+}
+
+// The primitive cached under `key`, made by `create` on the first call (a miss). Thread-safe.
+// A oneDNN error while creating is a weft::Error that names the key.
+DnnlPrimitive CachedPrimitive(const std::string& key, const std::function<DnnlPrimitive()>& create);
+
+struct PrimitiveCacheStats {
+  int64_t hits = 0;
+  int64_t misses = 0;  // primitives created
+  int64_t size = 0;    // primitives held now
+};
+PrimitiveCacheStats GetPrimitiveCacheStats();
+
+size_t ScratchpadBytes(const DnnlPrimitive& p);
+// The bytes of the workspace (DNNL_ARG_WORKSPACE) a forward-training primitive fills; 0 if none.
+size_t WorkspaceBytes(const DnnlPrimitive& p);
+
+using DnnlArgs = std::unordered_map<int, dnnl::memory>;
+// Runs `p` on this thread's stream and waits for it; `scratchpad` must hold ScratchpadBytes(p).
+// Sets this thread's OpenMP thread count first (cpu::ConfigureOpenMPForThisThread).
+void ExecutePrimitive(const DnnlPrimitive& p, DnnlArgs args, void* scratchpad);
+
+}  // namespace weft::cpu
