@@ -14,6 +14,7 @@
 
 #include "ops/internal/cpu_util.h"
 #include "ops/internal/dnnl_util.h"
+#include "ops/internal/layer_util.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
@@ -155,48 +156,19 @@ void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView>
                std::span<const TensorView> out) {
   const FcParam& p = a.Get<FcParam>();
   const FcDims d = DimsOf(p, in[0].shape());
+  const TensorView* bias = p.no_bias ? nullptr : &in[2];
   if (req[0] == OpReq::kNull) return;
   if (!UseDnnl(in[0].dtype(), "FullyConnected")) {
     StagedOutputs staged(ctx, req, out, false);
-    FcForwardLoops<double>(d, in[0].data<double>(), in[1].data<double>(), p.no_bias ? nullptr : in[2].data<double>(),
+    FcForwardLoops<double>(d, in[0].data<double>(), in[1].data<double>(), bias ? bias->data<double>() : nullptr,
                            staged.Target(0).data<double>());
-    return staged.Finish();
+    staged.Finish();
+    return;
   }
-  const DnnlPrimitive prim = FcForwardPrimitive(d, !p.no_bias);
+  const DnnlPrimitive prim = FcForwardPrimitive(d, bias != nullptr);
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
-  DnnlArgs args = {{DNNL_ARG_SRC, DnnlMemory(in[0].Reshaped(Shape{d.m, d.k}))},
-                   {DNNL_ARG_WEIGHTS, DnnlMemory(in[1])},
-                   {DNNL_ARG_DST, DnnlMemory(staged.Target(0).Reshaped(Shape{d.m, d.o}))}};
-  if (!p.no_bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(in[2]));
-  ExecutePrimitive(prim, std::move(args), staged.Extra(0));
+  RunLayerForward(prim, in[0].Reshaped(Shape{d.m, d.k}), in[1], bias, Shape{d.m, d.o}, staged);
   staged.Finish();
-}
-
-// float64 backward; outputs the staging marks unneeded are computed into scratch and dropped.
-void FcBackwardF64(const FcDims& d, bool bias, std::span<const TensorView> in, const StagedOutputs& staged) {
-  const double *dy = in[0].data<double>(), *x = in[1].data<double>(), *w = in[2].data<double>();
-  if (staged.Needed(0)) FcBackwardDataLoops(d, dy, w, staged.Target(0).data<double>());
-  if (staged.Needed(1) || (bias && staged.Needed(2))) {
-    FcBackwardWeightsLoops(d, dy, x, staged.Target(1).data<double>(), bias ? staged.Target(2).data<double>() : nullptr);
-  }
-}
-
-void FcBackwardF32(const FcDims& d, bool bias, std::span<const TensorView> in, const StagedOutputs& staged,
-                   const DnnlPrimitive& data_prim, const DnnlPrimitive& weights_prim) {
-  const dnnl::memory dy = DnnlMemory(in[0].Reshaped(Shape{d.m, d.o}));
-  if (staged.Needed(0)) {
-    ExecutePrimitive(data_prim,
-                     {{DNNL_ARG_DIFF_DST, dy},
-                      {DNNL_ARG_WEIGHTS, DnnlMemory(in[2])},
-                      {DNNL_ARG_DIFF_SRC, DnnlMemory(staged.Target(0).Reshaped(Shape{d.m, d.k}))}},
-                     staged.Extra(0));
-  }
-  if (!staged.Needed(1) && !(bias && staged.Needed(2))) return;
-  DnnlArgs args = {{DNNL_ARG_SRC, DnnlMemory(in[1].Reshaped(Shape{d.m, d.k}))},
-                   {DNNL_ARG_DIFF_DST, dy},
-                   {DNNL_ARG_DIFF_WEIGHTS, DnnlMemory(staged.Target(1))}};
-  if (bias) args.emplace(DNNL_ARG_DIFF_BIAS, DnnlMemory(staged.Target(2)));
-  ExecutePrimitive(weights_prim, std::move(args), staged.Extra(0));
 }
 
 // in: (out_grad, data, weight); out: (d_data, d_weight[, d_bias]).
@@ -204,40 +176,28 @@ void FcBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView
                 std::span<const TensorView> out) {
   const FcParam& p = a.Get<FcParam>();
   const FcDims d = DimsOf(p, in[1].shape());
+  const bool bias = !p.no_bias;
   if (!UseDnnl(in[0].dtype(), "_backward_FullyConnected")) {
     StagedOutputs staged(ctx, req, out, false);
-    FcBackwardF64(d, !p.no_bias, in, staged);
-    return staged.Finish();
+    const double *dy = in[0].data<double>(), *x = in[1].data<double>(), *w = in[2].data<double>();
+    if (staged.Needed(0)) FcBackwardDataLoops(d, dy, w, staged.Target(0).data<double>());
+    if (NeedsWeightGrads(staged, bias)) {
+      FcBackwardWeightsLoops(d, dy, x, staged.Target(1).data<double>(), bias ? staged.Target(2).data<double>() : nullptr);
+    }
+    staged.Finish();
+    return;
   }
-  const DnnlPrimitive data_prim = FcBackwardDataPrimitive(d);
-  const DnnlPrimitive weights_prim = FcBackwardWeightsPrimitive(d, !p.no_bias);
+  const DnnlPrimitive data_prim = FcBackwardDataPrimitive(d), weights_prim = FcBackwardWeightsPrimitive(d, bias);
   StagedOutputs staged(ctx, req, out, false, {std::max(ScratchpadBytes(data_prim), ScratchpadBytes(weights_prim))});
-  FcBackwardF32(d, !p.no_bias, in, staged, data_prim, weights_prim);
+  RunLayerBackward(data_prim, weights_prim, in[0].Reshaped(Shape{d.m, d.o}), in[1].Reshaped(Shape{d.m, d.k}), in[2],
+                   bias, staged);
   staged.Finish();
 }
 
 const bool registered = [] {
-  WEFT_REGISTER_OP(FullyConnected)
-      .Describe("data * weight^T + bias; weight is (num_hidden, K); flatten folds data to (N, K)")
-      .Params(ParseFc)
-      .Inputs({"data", "weight", "bias"})
-      .VariadicInputs([](const Attrs& a) { return a.Get<FcParam>().no_bias ? 2 : 3; })
-      .InferShape(FcShape)
-      .Resources({Resource::kTempSpace})
-      .Compute(DeviceType::kCpu, FcForward)
-      .Gradient([](const Attrs& a, GradBuilder& g) {
-        const int grads = a.Get<FcParam>().no_bias ? 2 : 3;
-        GradEntry d = g.Op("_backward_FullyConnected", {g.OutGrad(0), g.Input(0), g.Input(1)}, a.raw(), grads);
-        for (int i = 0; i < grads; ++i) g.SetInputGrad(i, g.NodeOutput(d, i));
-      });
-  WEFT_REGISTER_OP(_backward_FullyConnected)
-      .Describe("gradient of FullyConnected")
-      .Params(ParseFc)
-      .Inputs({"out_grad", "data", "weight"})
-      .Outputs([](const Attrs& a) { return a.Get<FcParam>().no_bias ? 2 : 3; })
-      .InferShape(FcBackwardShape)
-      .Resources({Resource::kTempSpace})
-      .Compute(DeviceType::kCpu, FcBackward);
+  RegisterLayerOp<FcParam>({"FullyConnected",
+                            "data * weight^T + bias; weight is (num_hidden, K); flatten folds data to (N, K)", ParseFc,
+                            FcShape, FcBackwardShape, FcForward, FcBackward});
   return true;
 }();
 

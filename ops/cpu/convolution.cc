@@ -1,0 +1,260 @@
+// Convolution: 2-D cross-correlation over NCHW data (no dilation, no groups).
+//
+//   data    (N, C, H, W)
+//   weight  (F, C, kh, kw)          F = num_filter, (kh, kw) = kernel
+//   bias    (F,)                    absent when no_bias
+//   output  (N, F, OH, OW)          OH = (H + 2 * pad_h - kh) / stride_h + 1 (floor; the same for OW)
+//   output[n, f, y, x] = bias[f] + sum_{c, i, j} data[n, c, y * stride_h - pad_h + i,
+//                                                   x * stride_w - pad_w + j] * weight[f, c, i, j]
+//   with taps in the padding contributing zero.
+//
+// _backward_Convolution takes (out_grad, data, weight) and gives (d_data, d_weight, d_bias),
+// without d_bias when no_bias. float32 runs oneDNN's convolution (forward, backward data,
+// backward weights) on plain NCHW / OIHW memory; float64 runs the direct loops below.
+#include <algorithm>
+
+#include "ops/internal/cpu_util.h"
+#include "ops/internal/dnnl_util.h"
+#include "ops/internal/layer_util.h"
+#include "ops/internal/window2d.h"
+#include "ops/op.h"
+
+namespace weft::cpu {
+namespace {
+
+struct ConvParam {
+  Window2d window;
+  int num_filter;
+  bool no_bias;
+};
+
+ConvParam ParseConv(AttrReader& r) {
+  return {ParseWindow2d(r, std::nullopt), r.Int("num_filter", std::nullopt, 1), r.Bool("no_bias", false)};
+}
+
+// Extents of one call: the window geometry and the filter count.
+struct ConvDims {
+  Geometry2d g;
+  int64_t f;
+};
+
+// Checks data, weight and (unless no_bias) bias.
+ConvDims CheckConv(const ConvParam& p, const std::vector<Shape>& in) {
+  const Window2d& win = p.window;
+  const ConvDims d{Geometry2dOf("Convolution", win, in[0]), p.num_filter};
+  const Shape weight{d.f, d.g.c, win.kernel[0], win.kernel[1]};
+  if (in[1] != weight) WEFT_THROW("Convolution: weight must be " << weight << ", found " << in[1]);
+  if (!p.no_bias && in[2] != Shape{d.f}) WEFT_THROW("Convolution: bias must be " << Shape{d.f} << ", found " << in[2]);
+  return d;
+}
+
+Shape ConvOutput(const ConvDims& d) { return Shape{d.g.n, d.f, d.g.oh, d.g.ow}; }
+
+std::vector<Shape> ConvShape(const Attrs& a, const std::vector<Shape>& in) {
+  return {ConvOutput(CheckConv(a.Get<ConvParam>(), in))};
+}
+
+// in: (out_grad, data, weight).
+std::vector<Shape> ConvBackwardShape(const Attrs& a, const std::vector<Shape>& in) {
+  ConvParam p = a.Get<ConvParam>();
+  const bool bias = !p.no_bias;
+  p.no_bias = true;
+  const Shape out = ConvOutput(CheckConv(p, {in[1], in[2]}));
+  if (in[0] != out) WEFT_THROW("_backward_Convolution: out_grad must be " << out << ", found " << in[0]);
+  if (!bias) return {in[1], in[2]};
+  return {in[1], in[2], Shape{p.num_filter}};
+}
+
+// ---- float32: oneDNN convolution ----
+
+// The plain descriptors of one call: data, weight, bias, output.
+struct ConvDescs {
+  dnnl::memory::desc src, weights, bias, dst;
+  dnnl::memory::dims strides, padding;
+};
+
+ConvDescs DescsOf(const Window2d& win, const ConvDims& d) {
+  return {PlainDesc(Shape{d.g.n, d.g.c, d.g.h, d.g.w}),
+          PlainDesc(Shape{d.f, d.g.c, win.kernel[0], win.kernel[1]}),
+          PlainDesc(Shape{d.f}),
+          PlainDesc(ConvOutput(d)),
+          {win.stride[0], win.stride[1]},
+          {win.pad[0], win.pad[1]}};
+}
+
+// Everything a convolution primitive depends on, for the cache key.
+std::string ConvKey(const char* direction, const Window2d& win, const ConvDims& d, bool bias) {
+  return PrimitiveKey("Convolution", direction, Shape{d.g.n, d.g.c, d.g.h, d.g.w}, d.f, win.kernel[0], win.kernel[1],
+                      win.stride[0], win.stride[1], win.pad[0], win.pad[1], bias);
+}
+
+dnnl::convolution_forward::primitive_desc ConvForwardDesc(const Window2d& win, const ConvDims& d, bool bias) {
+  using Desc = dnnl::convolution_forward::desc;
+  const ConvDescs m = DescsOf(win, d);
+  const auto kind = dnnl::prop_kind::forward_training;
+  const auto algo = dnnl::algorithm::convolution_direct;
+  const Desc desc = bias ? Desc(kind, algo, m.src, m.weights, m.bias, m.dst, m.strides, m.padding, m.padding)
+                         : Desc(kind, algo, m.src, m.weights, m.dst, m.strides, m.padding, m.padding);
+  return {desc, ScratchpadAttr(), DnnlEngine()};
+}
+
+DnnlPrimitive ConvForwardPrimitive(const Window2d& win, const ConvDims& d, bool bias) {
+  return CachedPrimitive(ConvKey("forward", win, d, bias), [&] {
+    return MakePrimitive<dnnl::convolution_forward>(ConvForwardDesc(win, d, bias));
+  });
+}
+
+DnnlPrimitive ConvBackwardDataPrimitive(const Window2d& win, const ConvDims& d) {
+  return CachedPrimitive(ConvKey("backward_data", win, d, false), [&] {
+    const ConvDescs m = DescsOf(win, d);
+    const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, m.src, m.weights, m.dst,
+                                                     m.strides, m.padding, m.padding);
+    return MakePrimitive<dnnl::convolution_backward_data>(
+        {desc, ScratchpadAttr(), DnnlEngine(), ConvForwardDesc(win, d, false)});
+  });
+}
+
+DnnlPrimitive ConvBackwardWeightsPrimitive(const Window2d& win, const ConvDims& d, bool bias) {
+  return CachedPrimitive(ConvKey("backward_weights", win, d, bias), [&] {
+    using Desc = dnnl::convolution_backward_weights::desc;
+    const ConvDescs m = DescsOf(win, d);
+    const auto algo = dnnl::algorithm::convolution_direct;
+    const Desc desc = bias ? Desc(algo, m.src, m.weights, m.bias, m.dst, m.strides, m.padding, m.padding)
+                           : Desc(algo, m.src, m.weights, m.dst, m.strides, m.padding, m.padding);
+    return MakePrimitive<dnnl::convolution_backward_weights>(
+        {desc, ScratchpadAttr(), DnnlEngine(), ConvForwardDesc(win, d, bias)});
+  });
+}
+
+// ---- float64: direct loops ----
+
+// x (N, C, H, W), w (F, C, kh, kw), b (F,) or null -> y (N, F, OH, OW).
+template <typename T>
+void ConvForwardLoops(const Window2d& win, const ConvDims& d, const T* x, const T* w, const T* b, T* y) {
+  const Geometry2d& g = d.g;
+  const int64_t plane = g.h * g.w, filter = g.c * win.kernel[0] * win.kernel[1];
+  ParallelFor(g.n * d.f, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t nf = begin; nf < end; ++nf) {
+      const int64_t n = nf / d.f, f = nf % d.f;
+      for (int64_t oh = 0; oh < g.oh; ++oh) {
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          T sum = b ? b[f] : T(0);
+          for (int64_t c = 0; c < g.c; ++c) {
+            const T* xc = x + (n * g.c + c) * plane;
+            const T* wc = w + f * filter + c * win.kernel[0] * win.kernel[1];
+            ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) { sum += xc[at] * wc[i * win.kernel[1] + j]; });
+          }
+          y[(nf * g.oh + oh) * g.ow + ow] = sum;
+        }
+      }
+    }
+  });
+}
+
+// dy (N, F, OH, OW), w (F, C, kh, kw) -> dx (N, C, H, W): each output's gradient scattered back
+// through the taps that produced it.
+template <typename T>
+void ConvBackwardDataLoops(const Window2d& win, const ConvDims& d, const T* dy, const T* w, T* dx) {
+  const Geometry2d& g = d.g;
+  const int64_t plane = g.h * g.w, filter = g.c * win.kernel[0] * win.kernel[1];
+  ParallelFor(g.n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      std::fill_n(dx + n * g.c * plane, g.c * plane, T(0));
+      for (int64_t f = 0; f < d.f; ++f) {
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+          for (int64_t ow = 0; ow < g.ow; ++ow) {
+            const T grad = dy[((n * d.f + f) * g.oh + oh) * g.ow + ow];
+            for (int64_t c = 0; c < g.c; ++c) {
+              T* dxc = dx + (n * g.c + c) * plane;
+              const T* wc = w + f * filter + c * win.kernel[0] * win.kernel[1];
+              ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) { dxc[at] += grad * wc[i * win.kernel[1] + j]; });
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// dy (N, F, OH, OW), x (N, C, H, W) -> dw (F, C, kh, kw), db (F,) (db may be null).
+template <typename T>
+void ConvBackwardWeightsLoops(const Window2d& win, const ConvDims& d, const T* dy, const T* x, T* dw, T* db) {
+  const Geometry2d& g = d.g;
+  const int64_t plane = g.h * g.w, filter = g.c * win.kernel[0] * win.kernel[1];
+  ParallelFor(d.f, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t f = begin; f < end; ++f) {
+      std::fill_n(dw + f * filter, filter, T(0));
+      T bias_sum = 0;
+      for (int64_t n = 0; n < g.n; ++n) {
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+          for (int64_t ow = 0; ow < g.ow; ++ow) {
+            const T grad = dy[((n * d.f + f) * g.oh + oh) * g.ow + ow];
+            bias_sum += grad;
+            for (int64_t c = 0; c < g.c; ++c) {
+              const T* xc = x + (n * g.c + c) * plane;
+              T* dwc = dw + f * filter + c * win.kernel[0] * win.kernel[1];
+              ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) { dwc[i * win.kernel[1] + j] += grad * xc[at]; });
+            }
+          }
+        }
+      }
+      if (db) db[f] = bias_sum;
+    }
+  });
+}
+
+// ---- compute ----
+
+// in: (data, weight[, bias]); out: (output).
+void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
+                 std::span<const TensorView> out) {
+  const ConvParam& p = a.Get<ConvParam>();
+  const ConvDims d{Geometry2dOf("Convolution", p.window, in[0].shape()), p.num_filter};
+  const TensorView* bias = p.no_bias ? nullptr : &in[2];
+  if (req[0] == OpReq::kNull) return;
+  if (!UseDnnl(in[0].dtype(), "Convolution")) {
+    StagedOutputs staged(ctx, req, out, false);
+    ConvForwardLoops<double>(p.window, d, in[0].data<double>(), in[1].data<double>(),
+                             bias ? bias->data<double>() : nullptr, staged.Target(0).data<double>());
+    staged.Finish();
+    return;
+  }
+  const DnnlPrimitive prim = ConvForwardPrimitive(p.window, d, bias != nullptr);
+  StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
+  RunLayerForward(prim, in[0], in[1], bias, out[0].shape(), staged);
+  staged.Finish();
+}
+
+// in: (out_grad, data, weight); out: (d_data, d_weight[, d_bias]).
+void ConvBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
+                  std::span<const TensorView> out) {
+  const ConvParam& p = a.Get<ConvParam>();
+  const ConvDims d{Geometry2dOf("_backward_Convolution", p.window, in[1].shape()), p.num_filter};
+  const bool bias = !p.no_bias;
+  if (!UseDnnl(in[0].dtype(), "_backward_Convolution")) {
+    StagedOutputs staged(ctx, req, out, false);
+    const double *dy = in[0].data<double>(), *x = in[1].data<double>(), *w = in[2].data<double>();
+    if (staged.Needed(0)) ConvBackwardDataLoops(p.window, d, dy, w, staged.Target(0).data<double>());
+    if (NeedsWeightGrads(staged, bias)) {
+      ConvBackwardWeightsLoops(p.window, d, dy, x, staged.Target(1).data<double>(),
+                               bias ? staged.Target(2).data<double>() : nullptr);
+    }
+    staged.Finish();
+    return;
+  }
+  const DnnlPrimitive data_prim = ConvBackwardDataPrimitive(p.window, d);
+  const DnnlPrimitive weights_prim = ConvBackwardWeightsPrimitive(p.window, d, bias);
+  StagedOutputs staged(ctx, req, out, false, {std::max(ScratchpadBytes(data_prim), ScratchpadBytes(weights_prim))});
+  RunLayerBackward(data_prim, weights_prim, in[0], in[1], in[2], bias, staged);
+  staged.Finish();
+}
+
+const bool registered = [] {
+  RegisterLayerOp<ConvParam>({"Convolution",
+                              "2-D convolution (cross-correlation) over NCHW data with an (F, C, kh, kw) weight",
+                              ParseConv, ConvShape, ConvBackwardShape, ConvForward, ConvBackward});
+  return true;
+}();
+
+}  // namespace
+}  // namespace weft::cpu
