@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,223 @@ TEST(Convolution, BadInputsSayWhatWasExpected) {
                 {"Convolution", "kernel", "required"});
   ExpectOpError("Convolution", {{"kernel", "(3, 3)"}, {"num_filter", "1"}, {"no_bias", "true"}},
                 {Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, Shape{1}}, {"Convolution", "expected 2 input(s), found 3"});
+}
+
+// ---- Pooling ----
+
+// Max: the largest input under the window (padding never wins). Avg: the sum of the inputs under
+// the window divided by kh * kw (padding counts as zeros). global_pool: the window is the plane.
+OpCase PoolingCase(const Shape& data, const std::string& type, const Window& given, bool global) {
+  const int64_t N = data[0], C = data[1], H = data[2], W = data[3];
+  const Window win = global ? Window{H, W, 1, 1, 0, 0} : given;
+  const int64_t OH = win.OutRows(H), OW = win.OutCols(W);
+  AttrMap attrs = global ? AttrMap{{"global_pool", "true"}} : given.Attrs();
+  attrs["pool_type"] = type;
+  OpCase c{"Pooling", attrs, {data}, [=](const Inputs& in) {
+             Values y(N * C * OH * OW);
+             for (int64_t plane = 0; plane < N * C; ++plane)
+               for (int64_t oy = 0; oy < OH; ++oy)
+                 for (int64_t ox = 0; ox < OW; ++ox) {
+                   double best = -std::numeric_limits<double>::infinity(), sum = 0;
+                   for (int64_t i = 0; i < win.kh; ++i)
+                     for (int64_t j = 0; j < win.kw; ++j) {
+                       const int64_t row = oy * win.sh - win.ph + i, col = ox * win.sw - win.pw + j;
+                       if (row < 0 || row >= H || col < 0 || col >= W) continue;
+                       best = std::max(best, in[0][(plane * H + row) * W + col]);
+                       sum += in[0][(plane * H + row) * W + col];
+                     }
+                   y[(plane * OH + oy) * OW + ox] = type == "max" ? best : sum / static_cast<double>(win.kh * win.kw);
+                 }
+             return Outputs{y};
+           }};
+  c.tolerance = kForwardTolerance;
+  c.gradient_tolerance = kGradientTolerance;
+  c.name = "Pooling " + type + " data " + data.ToString() + (global ? " global" : " kernel " + attrs["kernel"] +
+           " stride " + attrs["stride"] + " pad " + attrs["pad"]);
+  return c;
+}
+
+TEST(Pooling, MaxAndAvgWithStrideAndPadding) {
+  for (const char* type : {"max", "avg"}) {
+    RunOpCase(PoolingCase(Shape{2, 2, 5, 5}, type, {3, 3, 2, 2, 1, 1}, false));
+    RunOpCase(PoolingCase(Shape{1, 3, 4, 6}, type, {2, 3, 2, 1, 1, 1}, false));
+    RunOpCase(PoolingCase(Shape{2, 1, 4, 4}, type, {2, 2, 2, 2, 0, 0}, false));
+  }
+}
+
+TEST(Pooling, GlobalPoolCoversThePlane) {
+  for (const char* type : {"max", "avg"}) RunOpCase(PoolingCase(Shape{2, 3, 4, 5}, type, {}, true));
+  NDArray x(Shape{2, 3, 4, 5});
+  EXPECT_EQ(Invoke("Pooling", {x}, {{"global_pool", "1"}, {"kernel", "(2, 2)"}})[0].shape(), (Shape{2, 3, 1, 1}));
+}
+
+TEST(Pooling, BadInputsSayWhatWasExpected) {
+  ExpectOpError("Pooling", {{"kernel", "(4, 4)"}}, {Shape{1, 1, 3, 3}},
+                {"Pooling", "kernel (4, 4) is larger than the padded input (3, 3)"});
+  ExpectOpError("Pooling", {{"kernel", "(2, 2)"}, {"pad", "(2, 1)"}}, {Shape{1, 1, 3, 3}},
+                {"Pooling", "'pad'", "less than the kernel (2, 2)", "found (2, 1)"});
+  ExpectOpError("Pooling", {{"kernel", "(2, 2)"}, {"pool_type", "min"}}, {Shape{1, 1, 3, 3}},
+                {"Pooling", "pool_type", "'min'", "'max'", "'avg'"});
+  ExpectOpError("Pooling", {{"pool_type", "max"}}, {Shape{1, 1, 3, 3}}, {"Pooling", "kernel", "required"});
+  ExpectOpError("Pooling", {{"kernel", "(2, 2)"}}, {Shape{3, 3}}, {"Pooling", "4-D (N, C, H, W), found (3, 3)"});
+  ExpectOpError("Pooling", {{"kernel", "(2, 2)"}}, {Shape{1, 1, 3, 3}, Shape{1}}, {"Pooling", "expected 1 input(s), found 2"});
+}
+
+// ---- softmax, log_softmax ----
+
+// Along `axis` of a (2, 3, 4) input: exp(x) / sum(exp(x)), or x - log(sum(exp(x))).
+OpCase SoftmaxCase(const std::string& op, int axis) {
+  const Shape shape{2, 3, 4};
+  const int a = axis < 0 ? axis + 3 : axis;
+  int64_t stride = 1;
+  for (int i = a + 1; i < 3; ++i) stride *= shape[i];
+  const int64_t n = shape[a];
+  OpCase c{op, {{"axis", std::to_string(axis)}}, {shape}, [=](const Inputs& in) {
+             Values y(in[0].size());
+             for (int64_t at = 0; at < static_cast<int64_t>(y.size()); ++at) {
+               const int64_t first = at - (at / stride % n) * stride;  // this row's first element
+               double sum = 0;
+               for (int64_t k = 0; k < n; ++k) sum += std::exp(in[0][first + k * stride]);
+               y[at] = op == "softmax" ? std::exp(in[0][at]) / sum : in[0][at] - std::log(sum);
+             }
+             return Outputs{y};
+           }};
+  c.tolerance = kForwardTolerance;
+  c.gradient_tolerance = kGradientTolerance;
+  c.name = op + " axis " + std::to_string(axis);
+  return c;
+}
+
+TEST(Softmax, AlongTheLastAndTheFirstAxis) {
+  for (const char* op : {"softmax", "log_softmax"}) {
+    for (int axis : {-1, 0, 1}) RunOpCase(SoftmaxCase(op, axis));
+  }
+}
+
+// An array's values as doubles, whichever float dtype it holds.
+std::vector<double> AsDoubles(const NDArray& a) {
+  if (a.dtype() == DType::kFloat64) return a.ToVector<double>();
+  const std::vector<float> v = a.ToVector<float>();
+  return std::vector<double>(v.begin(), v.end());
+}
+
+NDArray FromDoubles(const std::vector<double>& v, const Shape& s, DType dtype) {
+  if (dtype == DType::kFloat64) return NDArray::FromVector(v, s);
+  return NDArray::FromVector(std::vector<float>(v.begin(), v.end()), s);
+}
+
+TEST(Softmax, LargeLogitsDoNotOverflow) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    const NDArray x = FromDoubles({1000, 0, -1000}, Shape{1, 3}, dtype);
+    const std::vector<double> probs = AsDoubles(Invoke("softmax", {x})[0]);
+    const std::vector<double> logs = AsDoubles(Invoke("log_softmax", {x})[0]);
+    // oneDNN's float32 exp and log are accurate to a few units in the last place.
+    EXPECT_NEAR(probs[0], 1.0, 1e-5) << dtype;
+    EXPECT_EQ(probs[2], 0.0) << dtype;
+    EXPECT_NEAR(logs[0], 0.0, 1e-5) << dtype;
+    EXPECT_NEAR(logs[1], -1000.0, 1e-3) << dtype;
+  }
+}
+
+TEST(Softmax, RunsInPlace) {
+  NDArray x(Shape{3, 5});
+  x.FillUniform(-2, 2);
+  const std::vector<float> want = Invoke("softmax", {x})[0].ToVector<float>();
+  Invoke("softmax", {x}, {}, {.outputs = {x}});  // req kWriteInplace
+  EXPECT_EQ(x.ToVector<float>(), want);
+}
+
+TEST(Softmax, BadInputsSayWhatWasExpected) {
+  ExpectOpError("softmax", {{"axis", "3"}}, {Shape{2, 3, 4}}, {"softmax", "axis 3 is out of range", "(2, 3, 4)"});
+  ExpectOpError("log_softmax", {{"axis", "-4"}}, {Shape{2, 3, 4}}, {"log_softmax", "axis -4", "(2, 3, 4)"});
+  ExpectOpError("softmax", {{"axis", "last"}}, {Shape{2}}, {"softmax", "axis", "'last'"});
+  ExpectOpError("log_softmax", {}, {Shape{2}, Shape{2}}, {"log_softmax", "expected 1 input(s), found 2"});
+}
+
+// ---- SoftmaxCrossEntropy ----
+
+TEST(SoftmaxCrossEntropy, IsMinusLogSoftmaxAtTheLabel) {
+  const int64_t N = 6, C = 5;
+  OpCase c{"SoftmaxCrossEntropy", {}, {Shape{N, C}, Shape{N}}, [=](const Inputs& in) {
+             Values loss(N);
+             for (int64_t n = 0; n < N; ++n) {
+               double sum = 0;
+               for (int64_t k = 0; k < C; ++k) sum += std::exp(in[0][n * C + k]);
+               loss[n] = std::log(sum) - in[0][n * C + static_cast<int64_t>(in[1][n])];
+             }
+             return Outputs{loss};
+           }};
+  c.init = ClassIndices(1, C);
+  c.no_gradient_inputs = {1};
+  c.tolerance = kForwardTolerance;
+  c.gradient_tolerance = kGradientTolerance;
+  RunOpCase(c);
+}
+
+TEST(SoftmaxCrossEntropy, LargeLogitsDoNotOverflow) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    const NDArray x = FromDoubles({1000, 0, -1000, 0, 1000, 0}, Shape{2, 3}, dtype);
+    const NDArray label = FromDoubles({0, 0}, Shape{2}, dtype);
+    const std::vector<double> loss = AsDoubles(Invoke("SoftmaxCrossEntropy", {x, label})[0]);
+    EXPECT_NEAR(loss[0], 0.0, 1e-6) << dtype;
+    EXPECT_NEAR(loss[1], 1000.0, 1e-3) << dtype;
+  }
+}
+
+TEST(SoftmaxCrossEntropy, LabelOutOfRangeSurfacesAtWaitToRead) {
+  NDArray x(Shape{3, 4});
+  x.Fill(0);
+  for (const std::vector<float>& labels : {std::vector<float>{0, 4, 1}, std::vector<float>{0, -1, 1},
+                                           std::vector<float>{0, 1.5f, 1}}) {
+    NDArray label = NDArray::FromVector(labels, Shape{3});
+    NDArray loss = Invoke("SoftmaxCrossEntropy", {x, label})[0];  // the call itself succeeds
+    std::string message = "<no error>";
+    try {
+      loss.WaitToRead();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    std::ostringstream value;
+    value << labels[1];
+    EXPECT_NE(message.find("SoftmaxCrossEntropy"), std::string::npos) << message;
+    EXPECT_NE(message.find("row 1 is " + value.str()), std::string::npos) << message;
+    EXPECT_NE(message.find("[0, 4)"), std::string::npos) << message;
+  }
+}
+
+TEST(SoftmaxCrossEntropy, BadInputsSayWhatWasExpected) {
+  ExpectOpError("SoftmaxCrossEntropy", {}, {Shape{4, 3}, Shape{4, 1}},
+                {"SoftmaxCrossEntropy", "label must be (4,), found (4, 1)"});
+  ExpectOpError("SoftmaxCrossEntropy", {}, {Shape{4, 3, 2}, Shape{4}},
+                {"SoftmaxCrossEntropy", "(N, C)", "found (4, 3, 2)"});
+  ExpectOpError("SoftmaxCrossEntropy", {}, {Shape{4, 3}}, {"SoftmaxCrossEntropy", "expected 2 input(s), found 1"});
+}
+
+// ---- Output requests the harness does not cover ----
+
+// _backward_FullyConnected called directly, with d_data not requested (kNull): d_data is left
+// alone, d_weight and d_bias are what a call that requests everything gives.
+TEST(OutputRequests, NullDataGradientLeavesItAloneAndStillGivesWeightGradients) {
+  const AttrMap attrs = {{"num_hidden", "3"}};
+  const std::vector<Shape> shapes = {Shape{4, 3}, Shape{4, 5}, Shape{3, 5}};  // out_grad, data, weight
+  const std::vector<Shape> grad_shapes = {Shape{4, 5}, Shape{3, 5}, Shape{3}};
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    std::vector<NDArray> in;
+    for (const Shape& s : shapes) in.emplace_back(s, Device::Cpu(), dtype);
+    for (const NDArray& a : in) a.FillUniform(-1, 1);
+    auto gradients = [&](OpReq data_req) {
+      std::vector<NDArray> g;
+      for (const Shape& s : grad_shapes) g.emplace_back(s, Device::Cpu(), dtype);
+      for (const NDArray& a : g) a.Fill(7);
+      Invoke("_backward_FullyConnected", in, attrs, {.outputs = g, .req = {data_req, OpReq::kWrite, OpReq::kWrite}});
+      return g;
+    };
+    const std::vector<NDArray> all = gradients(OpReq::kWrite), some = gradients(OpReq::kNull);
+    EXPECT_EQ(AsDoubles(some[0]), std::vector<double>(20, 7.0)) << dtype;
+    EXPECT_NE(AsDoubles(all[0]), std::vector<double>(20, 7.0)) << dtype;
+    EXPECT_EQ(AsDoubles(some[1]), AsDoubles(all[1])) << dtype;
+    EXPECT_EQ(AsDoubles(some[2]), AsDoubles(all[2])) << dtype;
+  }
 }
 
 // ---- The primitive cache ----

@@ -1,0 +1,231 @@
+// Pooling: 2-D max or average pooling over NCHW data.
+//
+//   data    (N, C, H, W)
+//   output  (N, C, OH, OW)   OH = (H + 2 * pad_h - kh) / stride_h + 1 (floor, MXNet's "valid"; the
+//                            same for OW); global_pool: (N, C, 1, 1)
+//
+// pool_type max: the largest of the window's taps inside the input; padding never wins.
+// pool_type avg: the sum of the taps inside the input divided by kh * kw, i.e. padding counts as
+//   zeros (MXNet's default count_include_pad = true; oneDNN's pooling_avg_include_padding).
+// pad must be smaller than the kernel on each axis, so that every window covers input.
+// global_pool: the window is the whole (H, W) plane, stride (1, 1), pad (0, 0); kernel, stride and
+//   pad are then ignored and may be left out.
+//
+// _backward_Pooling takes (out_grad, data) and gives d_data. Max pooling sends each window's
+// gradient to its largest input (the first in row-major order on ties, in the float64 loops).
+// oneDNN's max-pooling backward needs the workspace its forward-training pass fills; rather than
+// keep that workspace as a hidden second output of Pooling (which every user and graph pass would
+// then see), the backward recomputes the forward into scratch: one extra forward pass per backward.
+#include <limits>
+
+#include "ops/internal/cpu_util.h"
+#include "ops/internal/dnnl_util.h"
+#include "ops/internal/window2d.h"
+#include "ops/op.h"
+
+namespace weft::cpu {
+namespace {
+
+struct PoolParam {
+  Window2d window;  // ignored when global
+  bool max;
+  bool global;
+};
+
+PoolParam ParsePool(AttrReader& r) {
+  const bool global = r.Bool("global_pool", false);
+  const bool max = r.Enum("pool_type", {"max", "avg"}, "max") == "max";
+  const Window2d win = ParseWindow2d(r, global ? std::optional<Shape>(Shape{1, 1}) : std::nullopt);
+  if (!global && (win.pad[0] >= win.kernel[0] || win.pad[1] >= win.kernel[1])) {
+    WEFT_THROW("op 'Pooling': attribute 'pad': expected less than the kernel " << Shape({win.kernel[0], win.kernel[1]})
+                                                                               << " on each axis, found "
+                                                                               << Shape({win.pad[0], win.pad[1]}));
+  }
+  return {win, max, global};
+}
+
+// The window of one call: the attributes', or the whole plane for global pooling.
+Window2d WindowOf(const PoolParam& p, const Shape& data) {
+  if (!p.global || data.ndim() != 4) return p.window;
+  return Window2d{{data[2], data[3]}, {1, 1}, {0, 0}};
+}
+
+Geometry2d GeometryOf(const PoolParam& p, const Shape& data) { return Geometry2dOf("Pooling", WindowOf(p, data), data); }
+
+Shape PoolOutput(const Geometry2d& g) { return Shape{g.n, g.c, g.oh, g.ow}; }
+
+std::vector<Shape> PoolShape(const Attrs& a, const std::vector<Shape>& in) {
+  return {PoolOutput(GeometryOf(a.Get<PoolParam>(), in[0]))};
+}
+
+// in: (out_grad, data).
+std::vector<Shape> PoolBackwardShape(const Attrs& a, const std::vector<Shape>& in) {
+  const Shape out = PoolOutput(GeometryOf(a.Get<PoolParam>(), in[1]));
+  if (in[0] != out) WEFT_THROW("_backward_Pooling: out_grad must be " << out << ", found " << in[0]);
+  return {in[1]};
+}
+
+// ---- float32: oneDNN pooling ----
+
+dnnl::pooling_forward::primitive_desc PoolForwardDesc(const Window2d& win, const Geometry2d& g, bool max,
+                                                      dnnl::prop_kind kind) {
+  const dnnl::pooling_forward::desc desc(
+      kind, max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_include_padding,
+      PlainDesc(Shape{g.n, g.c, g.h, g.w}), PlainDesc(PoolOutput(g)), {win.stride[0], win.stride[1]},
+      {win.kernel[0], win.kernel[1]}, {win.pad[0], win.pad[1]}, {win.pad[0], win.pad[1]});
+  return {desc, ScratchpadAttr(), DnnlEngine()};
+}
+
+std::string PoolKey(const char* direction, const Window2d& win, const Geometry2d& g, bool max) {
+  return PrimitiveKey("Pooling", direction, max ? "max" : "avg", Shape{g.n, g.c, g.h, g.w}, win.kernel[0],
+                      win.kernel[1], win.stride[0], win.stride[1], win.pad[0], win.pad[1]);
+}
+
+// Inference needs no workspace; training fills the workspace max pooling's backward reads.
+DnnlPrimitive PoolForwardPrimitive(const Window2d& win, const Geometry2d& g, bool max, bool training) {
+  const auto kind = training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+  return CachedPrimitive(PoolKey(training ? "forward_training" : "forward_inference", win, g, max), [&] {
+    return MakePrimitive<dnnl::pooling_forward>(PoolForwardDesc(win, g, max, kind));
+  });
+}
+
+DnnlPrimitive PoolBackwardPrimitive(const Window2d& win, const Geometry2d& g, bool max) {
+  return CachedPrimitive(PoolKey("backward", win, g, max), [&] {
+    const dnnl::pooling_backward::desc desc(
+        max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_include_padding,
+        PlainDesc(Shape{g.n, g.c, g.h, g.w}), PlainDesc(PoolOutput(g)), {win.stride[0], win.stride[1]},
+        {win.kernel[0], win.kernel[1]}, {win.pad[0], win.pad[1]}, {win.pad[0], win.pad[1]});
+    return MakePrimitive<dnnl::pooling_backward>(
+        {desc, ScratchpadAttr(), DnnlEngine(), PoolForwardDesc(win, g, max, dnnl::prop_kind::forward_training)});
+  });
+}
+
+// dy (N, C, OH, OW) -> dx (N, C, H, W). Max pooling runs the forward first, for its workspace.
+void PoolBackwardF32(const OpContext& ctx, const Window2d& win, const Geometry2d& g, bool max,
+                     std::span<const TensorView> in, std::span<const OpReq> req, std::span<const TensorView> out) {
+  const DnnlPrimitive backward = PoolBackwardPrimitive(win, g, max);
+  if (!max) {
+    StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(backward)});
+    ExecutePrimitive(backward, {{DNNL_ARG_DIFF_DST, DnnlMemory(in[0])}, {DNNL_ARG_DIFF_SRC, DnnlMemory(staged.Target(0))}},
+                     staged.Extra(0));
+    staged.Finish();
+    return;
+  }
+  const DnnlPrimitive forward = PoolForwardPrimitive(win, g, true, true);
+  StagedOutputs staged(ctx, req, out, false,
+                       {in[0].bytes(), WorkspaceBytes(forward), std::max(ScratchpadBytes(forward), ScratchpadBytes(backward))});
+  const dnnl::memory workspace(forward.desc.workspace_desc(), DnnlEngine(), staged.Extra(1));
+  const TensorView forward_output(staged.Extra(0), in[0].shape(), DType::kFloat32, in[0].device());
+  ExecutePrimitive(forward,
+                   {{DNNL_ARG_SRC, DnnlMemory(in[1])}, {DNNL_ARG_DST, DnnlMemory(forward_output)},
+                    {DNNL_ARG_WORKSPACE, workspace}},
+                   staged.Extra(2));
+  ExecutePrimitive(backward,
+                   {{DNNL_ARG_DIFF_DST, DnnlMemory(in[0])}, {DNNL_ARG_DIFF_SRC, DnnlMemory(staged.Target(0))},
+                    {DNNL_ARG_WORKSPACE, workspace}},
+                   staged.Extra(2));
+  staged.Finish();
+}
+
+// ---- float64: loops ----
+
+// x (N, C, H, W) -> y (N, C, OH, OW).
+template <typename T>
+void PoolForwardLoops(const Window2d& win, const Geometry2d& g, bool max, const T* x, T* y) {
+  const T area = static_cast<T>(win.kernel[0] * win.kernel[1]);
+  ParallelFor(g.n * g.c, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const T* xp = x + plane * g.h * g.w;
+      for (int64_t oh = 0; oh < g.oh; ++oh) {
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          T acc = max ? -std::numeric_limits<T>::infinity() : T(0);
+          ForEachTap(win, g, oh, ow, [&](int64_t, int64_t, int64_t at) { acc = max ? std::max(acc, xp[at]) : acc + xp[at]; });
+          y[(plane * g.oh + oh) * g.ow + ow] = max ? acc : acc / area;
+        }
+      }
+    }
+  });
+}
+
+// dy (N, C, OH, OW), x (N, C, H, W) -> dx (N, C, H, W).
+template <typename T>
+void PoolBackwardLoops(const Window2d& win, const Geometry2d& g, bool max, const T* dy, const T* x, T* dx) {
+  const T area = static_cast<T>(win.kernel[0] * win.kernel[1]);
+  ParallelFor(g.n * g.c, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const T* xp = x + plane * g.h * g.w;
+      T* dxp = dx + plane * g.h * g.w;
+      std::fill_n(dxp, g.h * g.w, T(0));
+      for (int64_t oh = 0; oh < g.oh; ++oh) {
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          const T grad = dy[(plane * g.oh + oh) * g.ow + ow];
+          int64_t best = -1;  // max: the first largest tap
+          ForEachTap(win, g, oh, ow, [&](int64_t, int64_t, int64_t at) {
+            if (!max) dxp[at] += grad / area;
+            else if (best < 0 || xp[at] > xp[best]) best = at;
+          });
+          if (max) dxp[best] += grad;
+        }
+      }
+    }
+  });
+}
+
+// ---- compute ----
+
+// in: (data); out: (output).
+void PoolForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
+                 std::span<const TensorView> out) {
+  const PoolParam& p = a.Get<PoolParam>();
+  const Window2d win = WindowOf(p, in[0].shape());
+  const Geometry2d g = Geometry2dOf("Pooling", win, in[0].shape());
+  if (req[0] == OpReq::kNull) return;
+  if (!UseDnnl(in[0].dtype(), "Pooling")) {
+    StagedOutputs staged(ctx, req, out, false);
+    PoolForwardLoops<double>(win, g, p.max, in[0].data<double>(), staged.Target(0).data<double>());
+    staged.Finish();
+    return;
+  }
+  const DnnlPrimitive prim = PoolForwardPrimitive(win, g, p.max, false);
+  StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
+  ExecutePrimitive(prim, {{DNNL_ARG_SRC, DnnlMemory(in[0])}, {DNNL_ARG_DST, DnnlMemory(staged.Target(0))}},
+                   staged.Extra(0));
+  staged.Finish();
+}
+
+// in: (out_grad, data); out: (d_data).
+void PoolBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
+                  std::span<const TensorView> out) {
+  const PoolParam& p = a.Get<PoolParam>();
+  const Window2d win = WindowOf(p, in[1].shape());
+  const Geometry2d g = Geometry2dOf("_backward_Pooling", win, in[1].shape());
+  if (req[0] == OpReq::kNull) return;
+  if (UseDnnl(in[0].dtype(), "_backward_Pooling")) return PoolBackwardF32(ctx, win, g, p.max, in, req, out);
+  StagedOutputs staged(ctx, req, out, false);
+  PoolBackwardLoops<double>(win, g, p.max, in[0].data<double>(), in[1].data<double>(), staged.Target(0).data<double>());
+  staged.Finish();
+}
+
+const bool registered = [] {
+  WEFT_REGISTER_OP(Pooling)
+      .Describe("2-D max or average pooling over NCHW data; avg counts padding as zeros")
+      .Params(ParsePool)
+      .Inputs({"data"})
+      .InferShape(PoolShape)
+      .Resources({Resource::kTempSpace})
+      .Compute(DeviceType::kCpu, PoolForward)
+      .Gradient([](const Attrs& a, GradBuilder& g) {
+        g.SetInputGrad(0, g.Op("_backward_Pooling", {g.OutGrad(0), g.Input(0)}, a.raw()));
+      });
+  WEFT_REGISTER_OP(_backward_Pooling)
+      .Describe("gradient of Pooling")
+      .Params(ParsePool)
+      .Inputs({"out_grad", "data"})
+      .InferShape(PoolBackwardShape)
+      .Resources({Resource::kTempSpace})
+      .Compute(DeviceType::kCpu, PoolBackward);
+  return true;
+}();
+
+}  // namespace
+}  // namespace weft::cpu
