@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,6 +24,80 @@ namespace {
 // float32 forward: oneDNN may sum in another order than the reference.
 constexpr double kForwardTolerance = 2e-5;
 constexpr double kGradientTolerance = 1e-5;
+
+// float32 gradients (oneDNN's backward primitives) against float64 ones (the loops).
+constexpr double kFloat32GradientTolerance = 1e-4;
+
+// An array's values as doubles, whichever float dtype it holds.
+std::vector<double> AsDoubles(const NDArray& a) {
+  if (a.dtype() == DType::kFloat64) return a.ToVector<double>();
+  const std::vector<float> v = a.ToVector<float>();
+  return std::vector<double>(v.begin(), v.end());
+}
+
+NDArray FromDoubles(const std::vector<double>& v, const Shape& s, DType dtype) {
+  if (dtype == DType::kFloat64) return NDArray::FromVector(v, s);
+  return NDArray::FromVector(std::vector<float>(v.begin(), v.end()), s);
+}
+
+// The harness checks gradients in float64 only, where the ops run their loops. This runs the
+// gradient rule on the same inputs in float32 too, where they run oneDNN's backward primitives,
+// with req write and req add, and compares with float64.
+void CheckFloat32GradientMatchesFloat64(const OpCase& c) {
+  SCOPED_TRACE(c.name + " float32 gradient");
+  std::mt19937_64 rng(42);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  auto random = [&](int64_t n) {
+    Values v(n);
+    for (double& x : v) x = static_cast<float>(uniform(rng));
+    return v;
+  };
+  Inputs in;
+  for (size_t i = 0; i < c.input_shapes.size(); ++i) {
+    in.push_back(random(c.input_shapes[i].Size()));
+    if (c.init) c.init(static_cast<int>(i), in.back());
+  }
+  const Op& op = GetOp(c.op);
+  const Attrs attrs = ParseAttrs(op, c.attrs);
+  Outputs out_grads;
+  for (const Shape& s : InferShapes(op, attrs, c.input_shapes)) out_grads.push_back(random(s.Size()));
+  auto has_gradient = [&](size_t i) {
+    return std::find(c.no_gradient_inputs.begin(), c.no_gradient_inputs.end(), static_cast<int>(i)) ==
+           c.no_gradient_inputs.end();
+  };
+  auto gradients = [&](DType dtype, OpReq req) {
+    std::vector<NDArray> inputs, grads, dy;
+    std::vector<OpReq> reqs;
+    for (size_t i = 0; i < in.size(); ++i) {
+      inputs.push_back(FromDoubles(in[i], c.input_shapes[i], dtype));
+      grads.emplace_back(c.input_shapes[i], Device::Cpu(), dtype);
+      grads.back().Fill(req == OpReq::kAddTo ? 0.5 : 0.0);
+      reqs.push_back(has_gradient(i) ? req : OpReq::kNull);
+    }
+    const std::vector<NDArray> outputs = Invoke(op, attrs, inputs);
+    for (size_t o = 0; o < outputs.size(); ++o) dy.push_back(FromDoubles(out_grads[o], outputs[o].shape(), dtype));
+    InvokeBackward(op, attrs, inputs, outputs, dy, grads, reqs);
+    Outputs values;
+    for (const NDArray& g : grads) values.push_back(AsDoubles(g));
+    return values;
+  };
+  const Outputs want = gradients(DType::kFloat64, OpReq::kWrite);
+  const Outputs written = gradients(DType::kFloat32, OpReq::kWrite), added = gradients(DType::kFloat32, OpReq::kAddTo);
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!has_gradient(i)) continue;
+    for (size_t k = 0; k < want[i].size(); ++k) {
+      const double tol = kFloat32GradientTolerance * (1 + std::abs(want[i][k]));
+      ASSERT_NEAR(written[i][k], want[i][k], tol) << "req write, input " << i << ", element " << k;
+      ASSERT_NEAR(added[i][k] - 0.5, want[i][k], tol) << "req add, input " << i << ", element " << k;
+    }
+  }
+}
+
+// Every case: the harness's checks, then float32 gradients against float64.
+void RunNnCase(const OpCase& c) {
+  RunOpCase(c);
+  if (!::testing::Test::HasFatalFailure() && c.check_gradient) CheckFloat32GradientMatchesFloat64(c);
+}
 
 // ---- FullyConnected ----
 
@@ -55,14 +130,14 @@ OpCase FullyConnectedCase(const Shape& data, int64_t hidden, bool bias, bool fla
 }
 
 TEST(FullyConnected, MatchesReferenceWithAndWithoutBias) {
-  RunOpCase(FullyConnectedCase(Shape{4, 6}, 5, true, true));
-  RunOpCase(FullyConnectedCase(Shape{4, 6}, 5, false, true));
+  RunNnCase(FullyConnectedCase(Shape{4, 6}, 5, true, true));
+  RunNnCase(FullyConnectedCase(Shape{4, 6}, 5, false, true));
 }
 
 TEST(FullyConnected, FlattenFoldsTrailingAxesElseUsesTheLastAxis) {
-  RunOpCase(FullyConnectedCase(Shape{3, 2, 4}, 5, true, true));    // (3, 8) x (5, 8)^T
-  RunOpCase(FullyConnectedCase(Shape{3, 2, 4}, 5, true, false));   // (6, 4) x (5, 4)^T
-  RunOpCase(FullyConnectedCase(Shape{2, 3, 4}, 3, false, false));
+  RunNnCase(FullyConnectedCase(Shape{3, 2, 4}, 5, true, true));    // (3, 8) x (5, 8)^T
+  RunNnCase(FullyConnectedCase(Shape{3, 2, 4}, 5, true, false));   // (6, 4) x (5, 4)^T
+  RunNnCase(FullyConnectedCase(Shape{2, 3, 4}, 3, false, false));
 }
 
 TEST(FullyConnected, OutputShapeKeepsLeadingAxesWithoutFlatten) {
@@ -138,14 +213,14 @@ OpCase ConvolutionCase(const Shape& data, int64_t filters, const Window& win, bo
 }
 
 TEST(Convolution, StrideTwoWithPaddingAndMoreFiltersThanChannels) {
-  RunOpCase(ConvolutionCase(Shape{2, 3, 5, 5}, 4, {3, 3, 2, 2, 1, 1}, true));
-  RunOpCase(ConvolutionCase(Shape{2, 3, 5, 5}, 4, {3, 3, 2, 2, 1, 1}, false));
+  RunNnCase(ConvolutionCase(Shape{2, 3, 5, 5}, 4, {3, 3, 2, 2, 1, 1}, true));
+  RunNnCase(ConvolutionCase(Shape{2, 3, 5, 5}, 4, {3, 3, 2, 2, 1, 1}, false));
 }
 
 TEST(Convolution, NonSquareKernelsStridesAndPads) {
-  RunOpCase(ConvolutionCase(Shape{1, 2, 6, 5}, 3, {2, 3, 1, 2, 0, 1}, false));
-  RunOpCase(ConvolutionCase(Shape{2, 4, 4, 4}, 2, {3, 2, 2, 1, 1, 0}, true));
-  RunOpCase(ConvolutionCase(Shape{1, 1, 3, 7}, 2, {1, 4, 1, 3, 0, 2}, true));
+  RunNnCase(ConvolutionCase(Shape{1, 2, 6, 5}, 3, {2, 3, 1, 2, 0, 1}, false));
+  RunNnCase(ConvolutionCase(Shape{2, 4, 4, 4}, 2, {3, 2, 2, 1, 1, 0}, true));
+  RunNnCase(ConvolutionCase(Shape{1, 1, 3, 7}, 2, {1, 4, 1, 3, 0, 2}, true));
 }
 
 TEST(Convolution, BadInputsSayWhatWasExpected) {
@@ -207,14 +282,14 @@ OpCase PoolingCase(const Shape& data, const std::string& type, const Window& giv
 
 TEST(Pooling, MaxAndAvgWithStrideAndPadding) {
   for (const char* type : {"max", "avg"}) {
-    RunOpCase(PoolingCase(Shape{2, 2, 5, 5}, type, {3, 3, 2, 2, 1, 1}, false));
-    RunOpCase(PoolingCase(Shape{1, 3, 4, 6}, type, {2, 3, 2, 1, 1, 1}, false));
-    RunOpCase(PoolingCase(Shape{2, 1, 4, 4}, type, {2, 2, 2, 2, 0, 0}, false));
+    RunNnCase(PoolingCase(Shape{2, 2, 5, 5}, type, {3, 3, 2, 2, 1, 1}, false));
+    RunNnCase(PoolingCase(Shape{1, 3, 4, 6}, type, {2, 3, 2, 1, 1, 1}, false));
+    RunNnCase(PoolingCase(Shape{2, 1, 4, 4}, type, {2, 2, 2, 2, 0, 0}, false));
   }
 }
 
 TEST(Pooling, GlobalPoolCoversThePlane) {
-  for (const char* type : {"max", "avg"}) RunOpCase(PoolingCase(Shape{2, 3, 4, 5}, type, {}, true));
+  for (const char* type : {"max", "avg"}) RunNnCase(PoolingCase(Shape{2, 3, 4, 5}, type, {}, true));
   NDArray x(Shape{2, 3, 4, 5});
   EXPECT_EQ(Invoke("Pooling", {x}, {{"global_pool", "1"}, {"kernel", "(2, 2)"}})[0].shape(), (Shape{2, 3, 1, 1}));
 }
@@ -258,20 +333,8 @@ OpCase SoftmaxCase(const std::string& op, int axis) {
 
 TEST(Softmax, AlongTheLastAndTheFirstAxis) {
   for (const char* op : {"softmax", "log_softmax"}) {
-    for (int axis : {-1, 0, 1}) RunOpCase(SoftmaxCase(op, axis));
+    for (int axis : {-1, 0, 1}) RunNnCase(SoftmaxCase(op, axis));
   }
-}
-
-// An array's values as doubles, whichever float dtype it holds.
-std::vector<double> AsDoubles(const NDArray& a) {
-  if (a.dtype() == DType::kFloat64) return a.ToVector<double>();
-  const std::vector<float> v = a.ToVector<float>();
-  return std::vector<double>(v.begin(), v.end());
-}
-
-NDArray FromDoubles(const std::vector<double>& v, const Shape& s, DType dtype) {
-  if (dtype == DType::kFloat64) return NDArray::FromVector(v, s);
-  return NDArray::FromVector(std::vector<float>(v.begin(), v.end()), s);
 }
 
 TEST(Softmax, LargeLogitsDoNotOverflow) {
@@ -319,7 +382,7 @@ TEST(SoftmaxCrossEntropy, IsMinusLogSoftmaxAtTheLabel) {
   c.no_gradient_inputs = {1};
   c.tolerance = kForwardTolerance;
   c.gradient_tolerance = kGradientTolerance;
-  RunOpCase(c);
+  RunNnCase(c);
 }
 
 TEST(SoftmaxCrossEntropy, LargeLogitsDoNotOverflow) {
