@@ -50,17 +50,28 @@ Window2d WindowOf(const PoolParam& p, const Shape& data) {
   return Window2d{{data[2], data[3]}, {1, 1}, {0, 0}};
 }
 
-Geometry2d GeometryOf(const PoolParam& p, const Shape& data) { return Geometry2dOf("Pooling", WindowOf(p, data), data); }
+// What one call computes: max or avg pooling with this window over data of this geometry.
+struct PoolCall {
+  Window2d win;
+  Geometry2d g;
+  bool max;
+};
+
+PoolCall PoolCallOf(const Attrs& a, const Shape& data) {
+  const PoolParam& p = a.Get<PoolParam>();
+  const Window2d win = WindowOf(p, data);
+  return {win, Geometry2dOf("Pooling", win, data), p.max};
+}
 
 Shape PoolOutput(const Geometry2d& g) { return Shape{g.n, g.c, g.oh, g.ow}; }
 
 std::vector<Shape> PoolShape(const Attrs& a, const std::vector<Shape>& in) {
-  return {PoolOutput(GeometryOf(a.Get<PoolParam>(), in[0]))};
+  return {PoolOutput(PoolCallOf(a, in[0]).g)};
 }
 
 // in: (out_grad, data).
 std::vector<Shape> PoolBackwardShape(const Attrs& a, const std::vector<Shape>& in) {
-  const Shape out = PoolOutput(GeometryOf(a.Get<PoolParam>(), in[1]));
+  const Shape out = PoolOutput(PoolCallOf(a, in[1]).g);
   if (in[0] != out) WEFT_THROW("_backward_Pooling: out_grad must be " << out << ", found " << in[0]);
   return {in[1]};
 }
@@ -101,17 +112,17 @@ DnnlPrimitive PoolBackwardPrimitive(const Window2d& win, const Geometry2d& g, bo
 }
 
 // dy (N, C, OH, OW) -> dx (N, C, H, W). Max pooling runs the forward first, for its workspace.
-void PoolBackwardF32(const OpContext& ctx, const Window2d& win, const Geometry2d& g, bool max,
-                     std::span<const TensorView> in, std::span<const OpReq> req, std::span<const TensorView> out) {
-  const DnnlPrimitive backward = PoolBackwardPrimitive(win, g, max);
-  if (!max) {
+void PoolBackwardF32(const OpContext& ctx, const PoolCall& call, std::span<const TensorView> in,
+                     std::span<const OpReq> req, std::span<const TensorView> out) {
+  const DnnlPrimitive backward = PoolBackwardPrimitive(call.win, call.g, call.max);
+  if (!call.max) {
     StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(backward)});
     ExecutePrimitive(backward, {{DNNL_ARG_DIFF_DST, DnnlMemory(in[0])}, {DNNL_ARG_DIFF_SRC, DnnlMemory(staged.Target(0))}},
                      staged.Extra(0));
     staged.Finish();
     return;
   }
-  const DnnlPrimitive forward = PoolForwardPrimitive(win, g, true, true);
+  const DnnlPrimitive forward = PoolForwardPrimitive(call.win, call.g, true, true);
   StagedOutputs staged(ctx, req, out, false,
                        {in[0].bytes(), WorkspaceBytes(forward), std::max(ScratchpadBytes(forward), ScratchpadBytes(backward))});
   const dnnl::memory workspace(forward.desc.workspace_desc(), DnnlEngine(), staged.Extra(1));
@@ -176,17 +187,15 @@ void PoolBackwardLoops(const Window2d& win, const Geometry2d& g, bool max, const
 // in: (data); out: (output).
 void PoolForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
                  std::span<const TensorView> out) {
-  const PoolParam& p = a.Get<PoolParam>();
-  const Window2d win = WindowOf(p, in[0].shape());
-  const Geometry2d g = Geometry2dOf("Pooling", win, in[0].shape());
+  const PoolCall call = PoolCallOf(a, in[0].shape());
   if (req[0] == OpReq::kNull) return;
   if (!UseDnnl(in[0].dtype(), "Pooling")) {
     StagedOutputs staged(ctx, req, out, false);
-    PoolForwardLoops<double>(win, g, p.max, in[0].data<double>(), staged.Target(0).data<double>());
+    PoolForwardLoops<double>(call.win, call.g, call.max, in[0].data<double>(), staged.Target(0).data<double>());
     staged.Finish();
     return;
   }
-  const DnnlPrimitive prim = PoolForwardPrimitive(win, g, p.max, false);
+  const DnnlPrimitive prim = PoolForwardPrimitive(call.win, call.g, call.max, false);
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
   ExecutePrimitive(prim, {{DNNL_ARG_SRC, DnnlMemory(in[0])}, {DNNL_ARG_DST, DnnlMemory(staged.Target(0))}},
                    staged.Extra(0));
@@ -196,13 +205,12 @@ void PoolForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
 // in: (out_grad, data); out: (d_data).
 void PoolBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
                   std::span<const TensorView> out) {
-  const PoolParam& p = a.Get<PoolParam>();
-  const Window2d win = WindowOf(p, in[1].shape());
-  const Geometry2d g = Geometry2dOf("_backward_Pooling", win, in[1].shape());
+  const PoolCall call = PoolCallOf(a, in[1].shape());
   if (req[0] == OpReq::kNull) return;
-  if (UseDnnl(in[0].dtype(), "_backward_Pooling")) return PoolBackwardF32(ctx, win, g, p.max, in, req, out);
+  if (UseDnnl(in[0].dtype(), "_backward_Pooling")) return PoolBackwardF32(ctx, call, in, req, out);
   StagedOutputs staged(ctx, req, out, false);
-  PoolBackwardLoops<double>(win, g, p.max, in[0].data<double>(), in[1].data<double>(), staged.Target(0).data<double>());
+  PoolBackwardLoops<double>(call.win, call.g, call.max, in[0].data<double>(), in[1].data<double>(),
+                            staged.Target(0).data<double>());
   staged.Finish();
 }
 

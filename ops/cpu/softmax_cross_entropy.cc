@@ -70,28 +70,20 @@ void SceBackwardLoops(int64_t n, int64_t c, const T* dy, const T* x, const T* la
   });
 }
 
-// in: (data, label); out: (loss).
-void SceForward(const OpContext& ctx, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
+// Forward, in: (data, label), out: (loss); backward, in: (out_grad, data, label), out: (d_data).
+template <bool kBackward>
+void SceCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
                 std::span<const TensorView> out) {
-  const auto [n, c] = CheckSce("SoftmaxCrossEntropy", in[0].shape(), in[1].shape());
-  WEFT_FLOAT_SWITCH(in[0].dtype(), T, "SoftmaxCrossEntropy", {
-    CheckLabels("SoftmaxCrossEntropy", in[1].data<T>(), n, c);
+  const std::string op = kBackward ? "_backward_SoftmaxCrossEntropy" : "SoftmaxCrossEntropy";
+  const TensorView &data = in[kBackward ? 1 : 0], &label = in[kBackward ? 2 : 1];
+  const auto [n, c] = CheckSce(op, data.shape(), label.shape());
+  WEFT_FLOAT_SWITCH(data.dtype(), T, op, {
+    CheckLabels(op, label.data<T>(), n, c);
     if (req[0] == OpReq::kNull) return;
     StagedOutputs staged(ctx, req, out, false);
-    SceForwardLoops(n, c, in[0].data<T>(), in[1].data<T>(), staged.Target(0).data<T>());
-    staged.Finish();
-  });
-}
-
-// in: (out_grad, data, label); out: (d_data).
-void SceBackward(const OpContext& ctx, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
-                 std::span<const TensorView> out) {
-  const auto [n, c] = CheckSce("_backward_SoftmaxCrossEntropy", in[1].shape(), in[2].shape());
-  WEFT_FLOAT_SWITCH(in[1].dtype(), T, "_backward_SoftmaxCrossEntropy", {
-    CheckLabels("_backward_SoftmaxCrossEntropy", in[2].data<T>(), n, c);
-    if (req[0] == OpReq::kNull) return;
-    StagedOutputs staged(ctx, req, out, false);
-    SceBackwardLoops(n, c, in[0].data<T>(), in[1].data<T>(), in[2].data<T>(), staged.Target(0).data<T>());
+    T* target = staged.Target(0).data<T>();
+    if (kBackward) SceBackwardLoops(n, c, in[0].data<T>(), data.data<T>(), label.data<T>(), target);
+    else SceForwardLoops(n, c, data.data<T>(), label.data<T>(), target);
     staged.Finish();
   });
 }
@@ -102,7 +94,7 @@ const bool registered = [] {
       .Inputs({"data", "label"})
       .InferShape(SceShape)
       .Resources({Resource::kTempSpace})
-      .Compute(DeviceType::kCpu, SceForward)
+      .Compute(DeviceType::kCpu, SceCompute<false>)
       .Gradient([](const Attrs&, GradBuilder& g) {
         g.SetInputGrad(0, g.Op("_backward_SoftmaxCrossEntropy", {g.OutGrad(0), g.Input(0), g.Input(1)}));
       });
@@ -111,7 +103,7 @@ const bool registered = [] {
       .Inputs({"out_grad", "data", "label"})
       .InferShape(SceBackwardShape)
       .Resources({Resource::kTempSpace})
-      .Compute(DeviceType::kCpu, SceBackward);
+      .Compute(DeviceType::kCpu, SceCompute<true>);
   return true;
 }();
 
