@@ -109,7 +109,8 @@ OpCase FullyConnectedCase(const Shape& data, int64_t hidden, bool bias, bool fla
   std::vector<Shape> shapes = {data, Shape{hidden, k}};
   if (bias) shapes.push_back(Shape{hidden});
   OpCase c{"FullyConnected",
-           {{"num_hidden", std::to_string(hidden)}, {"no_bias", bias ? "false" : "true"},
+           {{"num_hidden", std::to_string(hidden)},
+            {"no_bias", bias ? "false" : "true"},
             {"flatten", flatten ? "true" : "false"}},
            shapes,
            [=](const Inputs& in) {
@@ -135,8 +136,8 @@ TEST(FullyConnected, MatchesReferenceWithAndWithoutBias) {
 }
 
 TEST(FullyConnected, FlattenFoldsTrailingAxesElseUsesTheLastAxis) {
-  RunNnCase(FullyConnectedCase(Shape{3, 2, 4}, 5, true, true));    // (3, 8) x (5, 8)^T
-  RunNnCase(FullyConnectedCase(Shape{3, 2, 4}, 5, true, false));   // (6, 4) x (5, 4)^T
+  RunNnCase(FullyConnectedCase(Shape{3, 2, 4}, 5, true, true));   // (3, 8) x (5, 8)^T
+  RunNnCase(FullyConnectedCase(Shape{3, 2, 4}, 5, true, false));  // (6, 4) x (5, 4)^T
   RunNnCase(FullyConnectedCase(Shape{2, 3, 4}, 3, false, false));
 }
 
@@ -158,7 +159,8 @@ TEST(FullyConnected, BadInputsSayWhatWasExpected) {
                 {"FullyConnected", "expected 3 input(s), found 2"});
   ExpectOpError("FullyConnected", {{"num_hidden", "0"}}, {Shape{2, 3}, Shape{0, 3}, Shape{0}},
                 {"FullyConnected", "num_hidden", "found '0'"});
-  ExpectOpError("FullyConnected", {}, {Shape{2, 3}, Shape{4, 3}, Shape{4}}, {"FullyConnected", "num_hidden", "required"});
+  ExpectOpError("FullyConnected", {}, {Shape{2, 3}, Shape{4, 3}, Shape{4}},
+                {"FullyConnected", "num_hidden", "required"});
   ExpectOpError("FullyConnected", {{"num_hidden", "4"}, {"flatten", "maybe"}}, {Shape{2, 3}, Shape{4, 3}, Shape{4}},
                 {"FullyConnected", "flatten", "'maybe'"});
   ExpectOpError("FullyConnected", {{"num_hidden", "4"}}, {Shape{0, 3}, Shape{4, 3}, Shape{4}},
@@ -167,44 +169,66 @@ TEST(FullyConnected, BadInputsSayWhatWasExpected) {
 
 // ---- Convolution ----
 
+// A tap of a window: kernel position (i, j) over input position (row, col).
+struct Tap {
+  int64_t i, j, row, col;
+};
+
 // A 2-D window: kernel, stride and pad per axis (rows, columns).
 struct Window {
   int64_t kh, kw, sh, sw, ph, pw;
+
   AttrMap Attrs() const {
-    return {{"kernel", Shape{kh, kw}.ToString()}, {"stride", Shape{sh, sw}.ToString()}, {"pad", Shape{ph, pw}.ToString()}};
+    return {
+        {"kernel", Shape{kh, kw}.ToString()}, {"stride", Shape{sh, sw}.ToString()}, {"pad", Shape{ph, pw}.ToString()}};
   }
   int64_t OutRows(int64_t h) const { return (h + 2 * ph - kh) / sh + 1; }
   int64_t OutCols(int64_t w) const { return (w + 2 * pw - kw) / sw + 1; }
+  // The taps of the window at output (oy, ox) that fall inside an (h, w) input.
+  std::vector<Tap> Taps(int64_t oy, int64_t ox, int64_t h, int64_t w) const {
+    std::vector<Tap> taps;
+    for (int64_t i = 0; i < kh; ++i) {
+      for (int64_t j = 0; j < kw; ++j) {
+        const int64_t row = oy * sh - ph + i, col = ox * sw - pw + j;
+        if (row >= 0 && row < h && col >= 0 && col < w) taps.push_back({i, j, row, col});
+      }
+    }
+    return taps;
+  }
 };
 
 // y[n, f, oy, ox] = b[f] + sum over c, i, j of x[n, c, oy * sh - ph + i, ox * sw - pw + j] * w[f, c, i, j],
 // where rows and columns outside the input (the padding) are zero.
-OpCase ConvolutionCase(const Shape& data, int64_t filters, const Window& win, bool bias) {
+Values ConvolutionReference(const Inputs& in, const Shape& data, int64_t filters, const Window& win, bool bias) {
   const int64_t N = data[0], C = data[1], H = data[2], W = data[3];
   const int64_t OH = win.OutRows(H), OW = win.OutCols(W);
-  std::vector<Shape> shapes = {data, Shape{filters, C, win.kh, win.kw}};
+  Values y(N * filters * OH * OW);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t f = 0; f < filters; ++f) {
+      for (int64_t oy = 0; oy < OH; ++oy) {
+        for (int64_t ox = 0; ox < OW; ++ox) {
+          double sum = bias ? in[2][f] : 0.0;
+          for (const Tap& t : win.Taps(oy, ox, H, W)) {
+            for (int64_t c = 0; c < C; ++c) {
+              sum += in[0][((n * C + c) * H + t.row) * W + t.col] * in[1][((f * C + c) * win.kh + t.i) * win.kw + t.j];
+            }
+          }
+          y[((n * filters + f) * OH + oy) * OW + ox] = sum;
+        }
+      }
+    }
+  }
+  return y;
+}
+
+OpCase ConvolutionCase(const Shape& data, int64_t filters, const Window& win, bool bias) {
+  std::vector<Shape> shapes = {data, Shape{filters, data[1], win.kh, win.kw}};
   if (bias) shapes.push_back(Shape{filters});
   AttrMap attrs = win.Attrs();
   attrs["num_filter"] = std::to_string(filters);
   attrs["no_bias"] = bias ? "0" : "1";
-  OpCase c{"Convolution", attrs, shapes, [=](const Inputs& in) {
-             Values y(N * filters * OH * OW);
-             for (int64_t n = 0; n < N; ++n)
-               for (int64_t f = 0; f < filters; ++f)
-                 for (int64_t oy = 0; oy < OH; ++oy)
-                   for (int64_t ox = 0; ox < OW; ++ox) {
-                     double sum = bias ? in[2][f] : 0.0;
-                     for (int64_t ch = 0; ch < C; ++ch)
-                       for (int64_t i = 0; i < win.kh; ++i)
-                         for (int64_t j = 0; j < win.kw; ++j) {
-                           const int64_t row = oy * win.sh - win.ph + i, col = ox * win.sw - win.pw + j;
-                           if (row < 0 || row >= H || col < 0 || col >= W) continue;
-                           sum += in[0][((n * C + ch) * H + row) * W + col] * in[1][((f * C + ch) * win.kh + i) * win.kw + j];
-                         }
-                     y[((n * filters + f) * OH + oy) * OW + ox] = sum;
-                   }
-             return Outputs{y};
-           }};
+  OpCase c{"Convolution", attrs, shapes,
+           [=](const Inputs& in) { return Outputs{ConvolutionReference(in, data, filters, win, bias)}; }};
   c.tolerance = kForwardTolerance;
   c.gradient_tolerance = kGradientTolerance;
   c.name = "Convolution data " + data.ToString() + " filters " + std::to_string(filters) + " " + attrs["kernel"] +
@@ -249,34 +273,37 @@ TEST(Convolution, BadInputsSayWhatWasExpected) {
 // ---- Pooling ----
 
 // Max: the largest input under the window (padding never wins). Avg: the sum of the inputs under
-// the window divided by kh * kw (padding counts as zeros). global_pool: the window is the plane.
-OpCase PoolingCase(const Shape& data, const std::string& type, const Window& given, bool global) {
-  const int64_t N = data[0], C = data[1], H = data[2], W = data[3];
-  const Window win = global ? Window{H, W, 1, 1, 0, 0} : given;
+// the window divided by kh * kw (padding counts as zeros).
+Values PoolingReference(const Values& x, const Shape& data, bool max, const Window& win) {
+  const int64_t planes = data[0] * data[1], H = data[2], W = data[3];
   const int64_t OH = win.OutRows(H), OW = win.OutCols(W);
+  Values y(planes * OH * OW);
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t oy = 0; oy < OH; ++oy) {
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        double best = -std::numeric_limits<double>::infinity(), sum = 0;
+        for (const Tap& t : win.Taps(oy, ox, H, W)) {
+          best = std::max(best, x[(p * H + t.row) * W + t.col]);
+          sum += x[(p * H + t.row) * W + t.col];
+        }
+        y[(p * OH + oy) * OW + ox] = max ? best : sum / static_cast<double>(win.kh * win.kw);
+      }
+    }
+  }
+  return y;
+}
+
+// global_pool: the window is the whole plane.
+OpCase PoolingCase(const Shape& data, const std::string& type, const Window& given, bool global) {
+  const Window win = global ? Window{data[2], data[3], 1, 1, 0, 0} : given;
   AttrMap attrs = global ? AttrMap{{"global_pool", "true"}} : given.Attrs();
   attrs["pool_type"] = type;
-  OpCase c{"Pooling", attrs, {data}, [=](const Inputs& in) {
-             Values y(N * C * OH * OW);
-             for (int64_t plane = 0; plane < N * C; ++plane)
-               for (int64_t oy = 0; oy < OH; ++oy)
-                 for (int64_t ox = 0; ox < OW; ++ox) {
-                   double best = -std::numeric_limits<double>::infinity(), sum = 0;
-                   for (int64_t i = 0; i < win.kh; ++i)
-                     for (int64_t j = 0; j < win.kw; ++j) {
-                       const int64_t row = oy * win.sh - win.ph + i, col = ox * win.sw - win.pw + j;
-                       if (row < 0 || row >= H || col < 0 || col >= W) continue;
-                       best = std::max(best, in[0][(plane * H + row) * W + col]);
-                       sum += in[0][(plane * H + row) * W + col];
-                     }
-                   y[(plane * OH + oy) * OW + ox] = type == "max" ? best : sum / static_cast<double>(win.kh * win.kw);
-                 }
-             return Outputs{y};
-           }};
+  OpCase c{"Pooling", attrs, {data},
+           [=](const Inputs& in) { return Outputs{PoolingReference(in[0], data, type == "max", win)}; }};
   c.tolerance = kForwardTolerance;
   c.gradient_tolerance = kGradientTolerance;
-  c.name = "Pooling " + type + " data " + data.ToString() + (global ? " global" : " kernel " + attrs["kernel"] +
-           " stride " + attrs["stride"] + " pad " + attrs["pad"]);
+  c.name = "Pooling " + type + " data " + data.ToString() +
+           (global ? " global" : " kernel " + attrs["kernel"] + " stride " + attrs["stride"] + " pad " + attrs["pad"]);
   return c;
 }
 
@@ -303,7 +330,8 @@ TEST(Pooling, BadInputsSayWhatWasExpected) {
                 {"Pooling", "pool_type", "'min'", "'max'", "'avg'"});
   ExpectOpError("Pooling", {{"pool_type", "max"}}, {Shape{1, 1, 3, 3}}, {"Pooling", "kernel", "required"});
   ExpectOpError("Pooling", {{"kernel", "(2, 2)"}}, {Shape{3, 3}}, {"Pooling", "4-D (N, C, H, W), found (3, 3)"});
-  ExpectOpError("Pooling", {{"kernel", "(2, 2)"}}, {Shape{1, 1, 3, 3}, Shape{1}}, {"Pooling", "expected 1 input(s), found 2"});
+  ExpectOpError("Pooling", {{"kernel", "(2, 2)"}}, {Shape{1, 1, 3, 3}, Shape{1}},
+                {"Pooling", "expected 1 input(s), found 2"});
 }
 
 // ---- softmax, log_softmax ----
@@ -398,8 +426,8 @@ TEST(SoftmaxCrossEntropy, LargeLogitsDoNotOverflow) {
 TEST(SoftmaxCrossEntropy, LabelOutOfRangeSurfacesAtWaitToRead) {
   NDArray x(Shape{3, 4});
   x.Fill(0);
-  for (const std::vector<float>& labels : {std::vector<float>{0, 4, 1}, std::vector<float>{0, -1, 1},
-                                           std::vector<float>{0, 1.5f, 1}}) {
+  for (const std::vector<float>& labels :
+       {std::vector<float>{0, 4, 1}, std::vector<float>{0, -1, 1}, std::vector<float>{0, 1.5f, 1}}) {
     NDArray label = NDArray::FromVector(labels, Shape{3});
     NDArray loss = Invoke("SoftmaxCrossEntropy", {x, label})[0];  // the call itself succeeds
     std::string message = "<no error>";

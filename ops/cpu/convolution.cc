@@ -99,9 +99,8 @@ dnnl::convolution_forward::primitive_desc ConvForwardDesc(const Window2d& win, c
 }
 
 DnnlPrimitive ConvForwardPrimitive(const Window2d& win, const ConvDims& d, bool bias) {
-  return CachedPrimitive(ConvKey("forward", win, d, bias), [&] {
-    return MakePrimitive<dnnl::convolution_forward>(ConvForwardDesc(win, d, bias));
-  });
+  return CachedPrimitive(ConvKey("forward", win, d, bias),
+                         [&] { return MakePrimitive<dnnl::convolution_forward>(ConvForwardDesc(win, d, bias)); });
 }
 
 DnnlPrimitive ConvBackwardDataPrimitive(const Window2d& win, const ConvDims& d) {
@@ -142,7 +141,8 @@ void ConvForwardLoops(const Window2d& win, const ConvDims& d, const T* x, const 
           for (int64_t c = 0; c < g.c; ++c) {
             const T* xc = x + (n * g.c + c) * plane;
             const T* wc = w + f * filter + c * win.kernel[0] * win.kernel[1];
-            ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) { sum += xc[at] * wc[i * win.kernel[1] + j]; });
+            ForEachTap(win, g, oh, ow,
+                       [&](int64_t i, int64_t j, int64_t at) { sum += xc[at] * wc[i * win.kernel[1] + j]; });
           }
           y[(nf * g.oh + oh) * g.ow + ow] = sum;
         }
@@ -167,7 +167,8 @@ void ConvBackwardDataLoops(const Window2d& win, const ConvDims& d, const T* dy, 
             for (int64_t c = 0; c < g.c; ++c) {
               T* dxc = dx + (n * g.c + c) * plane;
               const T* wc = w + f * filter + c * win.kernel[0] * win.kernel[1];
-              ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) { dxc[at] += grad * wc[i * win.kernel[1] + j]; });
+              ForEachTap(win, g, oh, ow,
+                         [&](int64_t i, int64_t j, int64_t at) { dxc[at] += grad * wc[i * win.kernel[1] + j]; });
             }
           }
         }
@@ -193,7 +194,8 @@ void ConvBackwardWeightsLoops(const Window2d& win, const ConvDims& d, const T* d
             for (int64_t c = 0; c < g.c; ++c) {
               const T* xc = x + (n * g.c + c) * plane;
               T* dwc = dw + f * filter + c * win.kernel[0] * win.kernel[1];
-              ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) { dwc[i * win.kernel[1] + j] += grad * xc[at]; });
+              ForEachTap(win, g, oh, ow,
+                         [&](int64_t i, int64_t j, int64_t at) { dwc[i * win.kernel[1] + j] += grad * xc[at]; });
             }
           }
         }

@@ -49,14 +49,18 @@ Shape FcOutputShape(const FcParam& p, const std::vector<Shape>& in) {
   const FcDims d = DimsOf(p, data);
   const Shape weight{d.o, d.k};
   if (in[1] != weight) WEFT_THROW("FullyConnected: weight must be " << weight << ", found " << in[1]);
-  if (!p.no_bias && in[2] != Shape{d.o}) WEFT_THROW("FullyConnected: bias must be " << Shape{d.o} << ", found " << in[2]);
+  if (!p.no_bias && in[2] != Shape{d.o}) {
+    WEFT_THROW("FullyConnected: bias must be " << Shape{d.o} << ", found " << in[2]);
+  }
   if (p.flatten) return Shape{data[0], d.o};
   Shape out(data.dims().first(data.ndim() - 1));
   out.PushBack(d.o);
   return out;
 }
 
-std::vector<Shape> FcShape(const Attrs& a, const std::vector<Shape>& in) { return {FcOutputShape(a.Get<FcParam>(), in)}; }
+std::vector<Shape> FcShape(const Attrs& a, const std::vector<Shape>& in) {
+  return {FcOutputShape(a.Get<FcParam>(), in)};
+}
 
 // in: (out_grad, data, weight).
 std::vector<Shape> FcBackwardShape(const Attrs& a, const std::vector<Shape>& in) {
@@ -80,9 +84,8 @@ dnnl::inner_product_forward::primitive_desc FcForwardDesc(const FcDims& d, bool 
 }
 
 DnnlPrimitive FcForwardPrimitive(const FcDims& d, bool bias) {
-  return CachedPrimitive(PrimitiveKey("FullyConnected/forward", d.m, d.k, d.o, bias), [&] {
-    return MakePrimitive<dnnl::inner_product_forward>(FcForwardDesc(d, bias));
-  });
+  return CachedPrimitive(PrimitiveKey("FullyConnected/forward", d.m, d.k, d.o, bias),
+                         [&] { return MakePrimitive<dnnl::inner_product_forward>(FcForwardDesc(d, bias)); });
 }
 
 DnnlPrimitive FcBackwardDataPrimitive(const FcDims& d) {
@@ -182,7 +185,8 @@ void FcBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView
     const double *dy = in[0].data<double>(), *x = in[1].data<double>(), *w = in[2].data<double>();
     if (staged.Needed(0)) FcBackwardDataLoops(d, dy, w, staged.Target(0).data<double>());
     if (NeedsWeightGrads(staged, bias)) {
-      FcBackwardWeightsLoops(d, dy, x, staged.Target(1).data<double>(), bias ? staged.Target(2).data<double>() : nullptr);
+      FcBackwardWeightsLoops(d, dy, x, staged.Target(1).data<double>(),
+                             bias ? staged.Target(2).data<double>() : nullptr);
     }
     staged.Finish();
     return;

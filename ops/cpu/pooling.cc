@@ -37,9 +37,8 @@ PoolParam ParsePool(AttrReader& r) {
   const bool max = r.Enum("pool_type", {"max", "avg"}, "max") == "max";
   const Window2d win = ParseWindow2d(r, global ? std::optional<Shape>(Shape{1, 1}) : std::nullopt);
   if (!global && (win.pad[0] >= win.kernel[0] || win.pad[1] >= win.kernel[1])) {
-    WEFT_THROW("op 'Pooling': attribute 'pad': expected less than the kernel " << Shape({win.kernel[0], win.kernel[1]})
-                                                                               << " on each axis, found "
-                                                                               << Shape({win.pad[0], win.pad[1]}));
+    WEFT_THROW("op 'Pooling': attribute 'pad': expected less than the kernel "
+               << Shape({win.kernel[0], win.kernel[1]}) << " on each axis, found " << Shape({win.pad[0], win.pad[1]}));
   }
   return {win, max, global};
 }
@@ -95,9 +94,8 @@ std::string PoolKey(const char* direction, const Window2d& win, const Geometry2d
 // Inference needs no workspace; training fills the workspace max pooling's backward reads.
 DnnlPrimitive PoolForwardPrimitive(const Window2d& win, const Geometry2d& g, bool max, bool training) {
   const auto kind = training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
-  return CachedPrimitive(PoolKey(training ? "forward_training" : "forward_inference", win, g, max), [&] {
-    return MakePrimitive<dnnl::pooling_forward>(PoolForwardDesc(win, g, max, kind));
-  });
+  return CachedPrimitive(PoolKey(training ? "forward_training" : "forward_inference", win, g, max),
+                         [&] { return MakePrimitive<dnnl::pooling_forward>(PoolForwardDesc(win, g, max, kind)); });
 }
 
 DnnlPrimitive PoolBackwardPrimitive(const Window2d& win, const Geometry2d& g, bool max) {
@@ -117,22 +115,25 @@ void PoolBackwardF32(const OpContext& ctx, const PoolCall& call, std::span<const
   const DnnlPrimitive backward = PoolBackwardPrimitive(call.win, call.g, call.max);
   if (!call.max) {
     StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(backward)});
-    ExecutePrimitive(backward, {{DNNL_ARG_DIFF_DST, DnnlMemory(in[0])}, {DNNL_ARG_DIFF_SRC, DnnlMemory(staged.Target(0))}},
+    ExecutePrimitive(backward,
+                     {{DNNL_ARG_DIFF_DST, DnnlMemory(in[0])}, {DNNL_ARG_DIFF_SRC, DnnlMemory(staged.Target(0))}},
                      staged.Extra(0));
     staged.Finish();
     return;
   }
   const DnnlPrimitive forward = PoolForwardPrimitive(call.win, call.g, true, true);
-  StagedOutputs staged(ctx, req, out, false,
-                       {in[0].bytes(), WorkspaceBytes(forward), std::max(ScratchpadBytes(forward), ScratchpadBytes(backward))});
+  StagedOutputs staged(
+      ctx, req, out, false,
+      {in[0].bytes(), WorkspaceBytes(forward), std::max(ScratchpadBytes(forward), ScratchpadBytes(backward))});
   const dnnl::memory workspace(forward.desc.workspace_desc(), DnnlEngine(), staged.Extra(1));
   const TensorView forward_output(staged.Extra(0), in[0].shape(), DType::kFloat32, in[0].device());
-  ExecutePrimitive(forward,
-                   {{DNNL_ARG_SRC, DnnlMemory(in[1])}, {DNNL_ARG_DST, DnnlMemory(forward_output)},
-                    {DNNL_ARG_WORKSPACE, workspace}},
-                   staged.Extra(2));
+  ExecutePrimitive(
+      forward,
+      {{DNNL_ARG_SRC, DnnlMemory(in[1])}, {DNNL_ARG_DST, DnnlMemory(forward_output)}, {DNNL_ARG_WORKSPACE, workspace}},
+      staged.Extra(2));
   ExecutePrimitive(backward,
-                   {{DNNL_ARG_DIFF_DST, DnnlMemory(in[0])}, {DNNL_ARG_DIFF_SRC, DnnlMemory(staged.Target(0))},
+                   {{DNNL_ARG_DIFF_DST, DnnlMemory(in[0])},
+                    {DNNL_ARG_DIFF_SRC, DnnlMemory(staged.Target(0))},
                     {DNNL_ARG_WORKSPACE, workspace}},
                    staged.Extra(2));
   staged.Finish();
@@ -150,7 +151,8 @@ void PoolForwardLoops(const Window2d& win, const Geometry2d& g, bool max, const 
       for (int64_t oh = 0; oh < g.oh; ++oh) {
         for (int64_t ow = 0; ow < g.ow; ++ow) {
           T acc = max ? -std::numeric_limits<T>::infinity() : T(0);
-          ForEachTap(win, g, oh, ow, [&](int64_t, int64_t, int64_t at) { acc = max ? std::max(acc, xp[at]) : acc + xp[at]; });
+          ForEachTap(win, g, oh, ow,
+                     [&](int64_t, int64_t, int64_t at) { acc = max ? std::max(acc, xp[at]) : acc + xp[at]; });
           y[(plane * g.oh + oh) * g.ow + ow] = max ? acc : acc / area;
         }
       }
@@ -172,8 +174,11 @@ void PoolBackwardLoops(const Window2d& win, const Geometry2d& g, bool max, const
           const T grad = dy[(plane * g.oh + oh) * g.ow + ow];
           int64_t best = -1;  // max: the first largest tap
           ForEachTap(win, g, oh, ow, [&](int64_t, int64_t, int64_t at) {
-            if (!max) dxp[at] += grad / area;
-            else if (best < 0 || xp[at] > xp[best]) best = at;
+            if (!max) {
+              dxp[at] += grad / area;
+            } else if (best < 0 || xp[at] > xp[best]) {
+              best = at;
+            }
           });
           if (max) dxp[best] += grad;
         }

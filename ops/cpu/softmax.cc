@@ -92,7 +92,10 @@ template <typename T>
 void SoftmaxBackwardLoops(const Rows& r, bool log, const T* dy, const T* y, T* dx) {
   ForEachRow(r, [&](int64_t first) {
     T sum = 0;
-    for (int64_t k = 0; k < r.n; ++k) sum += log ? dy[first + k * r.inner] : dy[first + k * r.inner] * y[first + k * r.inner];
+    for (int64_t k = 0; k < r.n; ++k) {
+      const int64_t at = first + k * r.inner;
+      sum += log ? dy[at] : dy[at] * y[at];
+    }
     for (int64_t k = 0; k < r.n; ++k) {
       const int64_t at = first + k * r.inner;
       dx[at] = log ? dy[at] - std::exp(y[at]) * sum : y[at] * (dy[at] - sum);
@@ -102,9 +105,7 @@ void SoftmaxBackwardLoops(const Rows& r, bool log, const T* dy, const T* y, T* d
 
 // ---- float32: oneDNN softmax_v2 ----
 
-dnnl::algorithm AlgorithmOf(bool log) {
-  return log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
-}
+dnnl::algorithm AlgorithmOf(bool log) { return log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate; }
 
 dnnl::softmax_v2_forward::primitive_desc SoftmaxForwardDesc(const Shape& s, int axis, bool log) {
   const dnnl::softmax_v2_forward::desc desc(dnnl::prop_kind::forward_training, AlgorithmOf(log), PlainDesc(s),
@@ -113,12 +114,13 @@ dnnl::softmax_v2_forward::primitive_desc SoftmaxForwardDesc(const Shape& s, int 
 }
 
 DnnlPrimitive SoftmaxPrimitive(const Shape& s, int axis, bool log, bool backward) {
-  return CachedPrimitive(PrimitiveKey(log ? "log_softmax" : "softmax", backward ? "backward" : "forward", s, axis), [&] {
-    if (!backward) return MakePrimitive<dnnl::softmax_v2_forward>(SoftmaxForwardDesc(s, axis, log));
-    const dnnl::softmax_v2_backward::desc desc(AlgorithmOf(log), PlainDesc(s), PlainDesc(s), PlainDesc(s), axis);
-    return MakePrimitive<dnnl::softmax_v2_backward>(
-        {desc, ScratchpadAttr(), DnnlEngine(), SoftmaxForwardDesc(s, axis, log)});
-  });
+  return CachedPrimitive(
+      PrimitiveKey(log ? "log_softmax" : "softmax", backward ? "backward" : "forward", s, axis), [&] {
+        if (!backward) return MakePrimitive<dnnl::softmax_v2_forward>(SoftmaxForwardDesc(s, axis, log));
+        const dnnl::softmax_v2_backward::desc desc(AlgorithmOf(log), PlainDesc(s), PlainDesc(s), PlainDesc(s), axis);
+        return MakePrimitive<dnnl::softmax_v2_backward>(
+            {desc, ScratchpadAttr(), DnnlEngine(), SoftmaxForwardDesc(s, axis, log)});
+      });
 }
 
 // ---- compute ----
@@ -135,8 +137,11 @@ ComputeFn SoftmaxCompute(const std::string& op, bool log, bool backward) {
     if (!UseDnnl(in[0].dtype(), op.c_str())) {
       StagedOutputs staged(ctx, req, out, inplace_ok);
       double* dst = staged.Target(0).data<double>();
-      if (backward) SoftmaxBackwardLoops(RowsOf(s, axis), log, in[0].data<double>(), in[1].data<double>(), dst);
-      else SoftmaxLoops(RowsOf(s, axis), log, in[0].data<double>(), dst);
+      if (backward) {
+        SoftmaxBackwardLoops(RowsOf(s, axis), log, in[0].data<double>(), in[1].data<double>(), dst);
+      } else {
+        SoftmaxLoops(RowsOf(s, axis), log, in[0].data<double>(), dst);
+      }
       staged.Finish();
       return;
     }
@@ -144,8 +149,9 @@ ComputeFn SoftmaxCompute(const std::string& op, bool log, bool backward) {
     StagedOutputs staged(ctx, req, out, inplace_ok, {ScratchpadBytes(prim)});
     const dnnl::memory dst = DnnlMemory(staged.Target(0));
     if (backward) {
-      ExecutePrimitive(prim, {{DNNL_ARG_DIFF_DST, DnnlMemory(in[0])}, {DNNL_ARG_DST, DnnlMemory(in[1])}, {DNNL_ARG_DIFF_SRC, dst}},
-                       staged.Extra(0));
+      ExecutePrimitive(
+          prim, {{DNNL_ARG_DIFF_DST, DnnlMemory(in[0])}, {DNNL_ARG_DST, DnnlMemory(in[1])}, {DNNL_ARG_DIFF_SRC, dst}},
+          staged.Extra(0));
     } else {
       ExecutePrimitive(prim, {{DNNL_ARG_SRC, DnnlMemory(in[0])}, {DNNL_ARG_DST, dst}}, staged.Extra(0));
     }

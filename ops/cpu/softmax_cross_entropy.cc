@@ -31,7 +31,9 @@ std::vector<Shape> SceShape(const Attrs&, const std::vector<Shape>& in) {
 // in: (out_grad, data, label).
 std::vector<Shape> SceBackwardShape(const Attrs&, const std::vector<Shape>& in) {
   const int64_t n = CheckSce("_backward_SoftmaxCrossEntropy", in[1], in[2]).first;
-  if (in[0] != Shape{n}) WEFT_THROW("_backward_SoftmaxCrossEntropy: out_grad must be " << Shape{n} << ", found " << in[0]);
+  if (in[0] != Shape{n}) {
+    WEFT_THROW("_backward_SoftmaxCrossEntropy: out_grad must be " << Shape{n} << ", found " << in[0]);
+  }
   return {in[1]};
 }
 
@@ -82,8 +84,11 @@ void SceCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> 
     if (req[0] == OpReq::kNull) return;
     StagedOutputs staged(ctx, req, out, false);
     T* target = staged.Target(0).data<T>();
-    if (kBackward) SceBackwardLoops(n, c, in[0].data<T>(), data.data<T>(), label.data<T>(), target);
-    else SceForwardLoops(n, c, data.data<T>(), label.data<T>(), target);
+    if (kBackward) {
+      SceBackwardLoops(n, c, in[0].data<T>(), data.data<T>(), label.data<T>(), target);
+    } else {
+      SceForwardLoops(n, c, data.data<T>(), label.data<T>(), target);
+    }
     staged.Finish();
   });
 }
