@@ -40,11 +40,18 @@ NDArray FromDoubles(const std::vector<double>& v, const Shape& s, DType dtype) {
   return NDArray::FromVector(std::vector<float>(v.begin(), v.end()), s);
 }
 
-// The harness checks gradients in float64 only, where the ops run their loops. This runs the
-// gradient rule on the same inputs in float32 too, where they run oneDNN's backward primitives,
-// with req write and req add, and compares with float64.
-void CheckFloat32GradientMatchesFloat64(const OpCase& c) {
-  SCOPED_TRACE(c.name + " float32 gradient");
+bool HasGradient(const OpCase& c, size_t input) {
+  const auto& none = c.no_gradient_inputs;
+  return std::find(none.begin(), none.end(), static_cast<int>(input)) == none.end();
+}
+
+// Inputs and output gradients for one gradient evaluation, exactly representable in float32.
+struct GradientProblem {
+  Inputs inputs;
+  Outputs out_grads;
+};
+
+GradientProblem MakeGradientProblem(const OpCase& c) {
   std::mt19937_64 rng(42);
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
   auto random = [&](int64_t n) {
@@ -52,39 +59,48 @@ void CheckFloat32GradientMatchesFloat64(const OpCase& c) {
     for (double& x : v) x = static_cast<float>(uniform(rng));
     return v;
   };
-  Inputs in;
+  GradientProblem p;
   for (size_t i = 0; i < c.input_shapes.size(); ++i) {
-    in.push_back(random(c.input_shapes[i].Size()));
-    if (c.init) c.init(static_cast<int>(i), in.back());
+    p.inputs.push_back(random(c.input_shapes[i].Size()));
+    if (c.init) c.init(static_cast<int>(i), p.inputs.back());
   }
   const Op& op = GetOp(c.op);
+  for (const Shape& s : InferShapes(op, ParseAttrs(op, c.attrs), c.input_shapes)) p.out_grads.push_back(random(s.Size()));
+  return p;
+}
+
+// The gradient of every input, computed in `dtype` by the op's gradient rule with request `req`
+// into arrays that hold 0.5 beforehand.
+Outputs GradientsIn(const OpCase& c, const GradientProblem& p, DType dtype, OpReq req) {
+  const Op& op = GetOp(c.op);
   const Attrs attrs = ParseAttrs(op, c.attrs);
-  Outputs out_grads;
-  for (const Shape& s : InferShapes(op, attrs, c.input_shapes)) out_grads.push_back(random(s.Size()));
-  auto has_gradient = [&](size_t i) {
-    return std::find(c.no_gradient_inputs.begin(), c.no_gradient_inputs.end(), static_cast<int>(i)) ==
-           c.no_gradient_inputs.end();
-  };
-  auto gradients = [&](DType dtype, OpReq req) {
-    std::vector<NDArray> inputs, grads, dy;
-    std::vector<OpReq> reqs;
-    for (size_t i = 0; i < in.size(); ++i) {
-      inputs.push_back(FromDoubles(in[i], c.input_shapes[i], dtype));
-      grads.emplace_back(c.input_shapes[i], Device::Cpu(), dtype);
-      grads.back().Fill(req == OpReq::kAddTo ? 0.5 : 0.0);
-      reqs.push_back(has_gradient(i) ? req : OpReq::kNull);
-    }
-    const std::vector<NDArray> outputs = Invoke(op, attrs, inputs);
-    for (size_t o = 0; o < outputs.size(); ++o) dy.push_back(FromDoubles(out_grads[o], outputs[o].shape(), dtype));
-    InvokeBackward(op, attrs, inputs, outputs, dy, grads, reqs);
-    Outputs values;
-    for (const NDArray& g : grads) values.push_back(AsDoubles(g));
-    return values;
-  };
-  const Outputs want = gradients(DType::kFloat64, OpReq::kWrite);
-  const Outputs written = gradients(DType::kFloat32, OpReq::kWrite), added = gradients(DType::kFloat32, OpReq::kAddTo);
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (!has_gradient(i)) continue;
+  std::vector<NDArray> inputs, grads, dy;
+  std::vector<OpReq> reqs;
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    inputs.push_back(FromDoubles(p.inputs[i], c.input_shapes[i], dtype));
+    grads.emplace_back(c.input_shapes[i], Device::Cpu(), dtype);
+    grads.back().Fill(0.5);
+    reqs.push_back(HasGradient(c, i) ? req : OpReq::kNull);
+  }
+  const std::vector<NDArray> outputs = Invoke(op, attrs, inputs);
+  for (size_t o = 0; o < outputs.size(); ++o) dy.push_back(FromDoubles(p.out_grads[o], outputs[o].shape(), dtype));
+  InvokeBackward(op, attrs, inputs, outputs, dy, grads, reqs);
+  Outputs values;
+  for (const NDArray& g : grads) values.push_back(AsDoubles(g));
+  return values;
+}
+
+// The harness checks gradients in float64 only, where the ops run their loops. This runs the
+// gradient rule on the same inputs in float32 too, where they run oneDNN's backward primitives,
+// with req write and req add, and compares with float64.
+void CheckFloat32GradientMatchesFloat64(const OpCase& c) {
+  SCOPED_TRACE(c.name + " float32 gradient");
+  const GradientProblem p = MakeGradientProblem(c);
+  const Outputs want = GradientsIn(c, p, DType::kFloat64, OpReq::kWrite);
+  const Outputs written = GradientsIn(c, p, DType::kFloat32, OpReq::kWrite);
+  const Outputs added = GradientsIn(c, p, DType::kFloat32, OpReq::kAddTo);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!HasGradient(c, i)) continue;
     for (size_t k = 0; k < want[i].size(); ++k) {
       const double tol = kFloat32GradientTolerance * (1 + std::abs(want[i][k]));
       ASSERT_NEAR(written[i][k], want[i][k], tol) << "req write, input " << i << ", element " << k;
