@@ -517,5 +517,28 @@ TEST(PrimitiveCache, SecondCallWithTheSameShapesReusesThePrimitive) {
   EXPECT_EQ(Invoke("FullyConnected", {x, w, b}, attrs)[0].ToVector<float>(), y1);
 }
 
+// Independent calls of one shape: the engine may run them on several workers at once, all on
+// the one cached primitive, each with the scratchpad from its own worker's workspace.
+TEST(PrimitiveCache, ConcurrentCallsOnOnePrimitiveGiveTheSerialResults) {
+  NDArray w(Shape{16, 32}), b(Shape{16});
+  w.FillUniform(-1, 1);
+  b.FillUniform(-1, 1);
+  std::vector<NDArray> xs;
+  std::vector<std::vector<float>> want;
+  for (int i = 0; i < 8; ++i) {
+    xs.emplace_back(Shape{8, 32});
+    xs.back().FillUniform(-1, 1);
+    want.push_back(Invoke("FullyConnected", {xs.back(), w, b}, {{"num_hidden", "16"}})[0].ToVector<float>());
+  }
+  std::vector<NDArray> ys;
+  for (int round = 0; round < 4; ++round) {
+    for (const NDArray& x : xs) ys.push_back(Invoke("FullyConnected", {x, w, b}, {{"num_hidden", "16"}})[0]);
+  }
+  for (size_t i = 0; i < ys.size(); ++i) {
+    const std::vector<float> got = ys[i].ToVector<float>(),& expected = want[i % xs.size()];
+    for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], expected[k], 1e-5) << "call " << i << ", element " << k;
+  }
+}
+
 }  // namespace
 }  // namespace weft::testing
