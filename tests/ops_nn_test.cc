@@ -394,12 +394,22 @@ TEST(Softmax, LargeLogitsDoNotOverflow) {
   }
 }
 
+// Forward over data, backward over out_grad (req kWriteInplace): the results of separate outputs.
 TEST(Softmax, RunsInPlace) {
-  NDArray x(Shape{3, 5});
-  x.FillUniform(-2, 2);
-  const std::vector<float> want = Invoke("softmax", {x})[0].ToVector<float>();
-  Invoke("softmax", {x}, {}, {.outputs = {x}});  // req kWriteInplace
-  EXPECT_EQ(x.ToVector<float>(), want);
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    for (const std::string op : {"softmax", "log_softmax"}) {
+      NDArray x(Shape{3, 5}, Device::Cpu(), dtype), dy(Shape{3, 5}, Device::Cpu(), dtype);
+      x.FillUniform(-2, 2);
+      dy.FillUniform(-1, 1);
+      const NDArray y = Invoke(op, {x})[0];
+      const std::vector<double> want_y = AsDoubles(y);
+      const std::vector<double> want_dx = AsDoubles(Invoke("_backward_" + op, {dy, y})[0]);
+      Invoke(op, {x}, {}, {.outputs = {x}});
+      Invoke("_backward_" + op, {dy, y}, {}, {.outputs = {dy}});
+      EXPECT_EQ(AsDoubles(x), want_y) << op << " " << dtype;
+      EXPECT_EQ(AsDoubles(dy), want_dx) << op << " " << dtype;
+    }
+  }
 }
 
 TEST(Softmax, BadInputsSayWhatWasExpected) {
@@ -535,7 +545,8 @@ TEST(PrimitiveCache, ConcurrentCallsOnOnePrimitiveGiveTheSerialResults) {
     for (const NDArray& x : xs) ys.push_back(Invoke("FullyConnected", {x, w, b}, {{"num_hidden", "16"}})[0]);
   }
   for (size_t i = 0; i < ys.size(); ++i) {
-    const std::vector<float> got = ys[i].ToVector<float>(),& expected = want[i % xs.size()];
+    const std::vector<float> got = ys[i].ToVector<float>();
+    const std::vector<float>& expected = want[i % xs.size()];
     for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], expected[k], 1e-5) << "call " << i << ", element " << k;
   }
 }
