@@ -65,7 +65,9 @@ GradientProblem MakeGradientProblem(const OpCase& c) {
     if (c.init) c.init(static_cast<int>(i), p.inputs.back());
   }
   const Op& op = GetOp(c.op);
-  for (const Shape& s : InferShapes(op, ParseAttrs(op, c.attrs), c.input_shapes)) p.out_grads.push_back(random(s.Size()));
+  for (const Shape& s : InferShapes(op, ParseAttrs(op, c.attrs), c.input_shapes)) {
+    p.out_grads.push_back(random(s.Size()));
+  }
   return p;
 }
 
@@ -88,6 +90,16 @@ Outputs GradientsIn(const OpCase& c, const GradientProblem& p, DType dtype, OpRe
   Outputs values;
   for (const NDArray& g : grads) values.push_back(AsDoubles(g));
   return values;
+}
+
+// The message of the error that waiting for `a` rethrows, or "<no error>".
+std::string ErrorAtWaitToRead(const NDArray& a) {
+  try {
+    a.WaitToRead();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
 }
 
 // The harness checks gradients in float64 only, where the ops run their loops. This runs the
@@ -181,6 +193,15 @@ TEST(FullyConnected, BadInputsSayWhatWasExpected) {
                 {"FullyConnected", "flatten", "'maybe'"});
   ExpectOpError("FullyConnected", {{"num_hidden", "4"}}, {Shape{0, 3}, Shape{4, 3}, Shape{4}},
                 {"FullyConnected", "non-empty", "(0, 3)"});
+}
+
+TEST(FullyConnected, IntegerInputsAreAnErrorAtWaitToRead) {
+  std::vector<NDArray> in = {NDArray(Shape{2, 3}, Device::Cpu(), DType::kInt32),
+                             NDArray(Shape{4, 3}, Device::Cpu(), DType::kInt32)};
+  for (const NDArray& a : in) a.Fill(1);
+  const NDArray y = Invoke("FullyConnected", in, {{"num_hidden", "4"}, {"no_bias", "1"}})[0];
+  const std::string message = ErrorAtWaitToRead(y);
+  EXPECT_NE(message.find("FullyConnected: expected float32 or float64, found int32"), std::string::npos) << message;
 }
 
 // ---- Convolution ----
@@ -455,13 +476,8 @@ TEST(SoftmaxCrossEntropy, LabelOutOfRangeSurfacesAtWaitToRead) {
   for (const std::vector<float>& labels :
        {std::vector<float>{0, 4, 1}, std::vector<float>{0, -1, 1}, std::vector<float>{0, 1.5f, 1}}) {
     NDArray label = NDArray::FromVector(labels, Shape{3});
-    NDArray loss = Invoke("SoftmaxCrossEntropy", {x, label})[0];  // the call itself succeeds
-    std::string message = "<no error>";
-    try {
-      loss.WaitToRead();
-    } catch (const Error& e) {
-      message = e.what();
-    }
+    // The call itself succeeds: the labels are read when the op runs.
+    const std::string message = ErrorAtWaitToRead(Invoke("SoftmaxCrossEntropy", {x, label})[0]);
     std::ostringstream value;
     value << labels[1];
     EXPECT_NE(message.find("SoftmaxCrossEntropy"), std::string::npos) << message;

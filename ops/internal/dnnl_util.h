@@ -53,11 +53,12 @@ DnnlPrimitive MakePrimitive(const typename P::primitive_desc& pd) {
   return {P(pd), pd};
 }
 
-// A cache key: `parts` streamed with separators. Build it from everything the primitive depends
-// on (kind and direction, shapes, attributes); every cached primitive is float32.
+// A cache key: `parts` streamed with separators, after the dtype. Build it from everything else
+// the primitive depends on (op, direction, shapes, attributes). Every cached primitive is float32.
 template <typename... Parts>
 std::string PrimitiveKey(const Parts&... parts) {
   std::ostringstream os;
+  os << DType::kFloat32 << '|';
   ((os << parts << '|'), ...);
   return os.str();
 }
