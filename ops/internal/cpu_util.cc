@@ -23,13 +23,8 @@ int IntraOpThreads() {
   return threads;
 }
 
-void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
-  if (n <= 0) return;
+void ParallelForSplit(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
   const int threads = IntraOpThreads();
-  if (threads == 1 || n <= grain) {
-    f(0, n);
-    return;
-  }
   // One arena per calling thread, so that engine workers do not share (or wait on) TBB threads.
   thread_local std::unique_ptr<oneapi::tbb::task_arena> arena;
   if (!arena) arena = std::make_unique<oneapi::tbb::task_arena>(threads);

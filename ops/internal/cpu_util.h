@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -18,7 +19,17 @@ namespace weft::cpu {
 int IntraOpThreads();
 
 // Runs f(begin, end) over [0, n) in chunks of at least `grain`, on IntraOpThreads() threads.
-void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
+// Small ranges (and one thread) run inline, with no type erasure or allocation.
+void ParallelForSplit(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
+template <typename F>
+inline void ParallelFor(int64_t n, int64_t grain, F&& f) {
+  if (n <= 0) return;
+  if (n <= grain || IntraOpThreads() == 1) {
+    f(int64_t{0}, n);
+    return;
+  }
+  ParallelForSplit(n, grain, f);
+}
 
 // Sets the calling thread's OpenMP thread count (oneDNN's runtime in Debian's build) to
 // IntraOpThreads(); cheap after the first call on a thread.
