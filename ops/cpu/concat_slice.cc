@@ -238,9 +238,7 @@ const bool registered = [] {
       .Inputs({"data"})
       .InferShape(SliceShape)
       .Compute(DeviceType::kCpu, SliceCompute)
-      .Gradient([](const Attrs& a, GradBuilder& g) {
-        g.SetInputGrad(0, g.Op("_backward_slice", {g.OutGrad(0), g.Input(0)}, a.raw()));
-      });
+      .Gradient(GradientFromBackwardOp("slice"));
   WEFT_REGISTER_OP(_backward_slice)
       .Describe("gradient of slice: takes (out_grad, data), gives out_grad inside the box and 0 elsewhere")
       .Params(ParseSlice)

@@ -48,41 +48,46 @@ void CheckIndices(const char* op, const T* data, int64_t n, int input_dim) {
   }
 }
 
-// data: n indices; weight: (input_dim, output_dim); out: (n, output_dim).
-void EmbeddingCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                      std::span<const TensorView> out) {
-  const EmbeddingParam& p = a.Get<EmbeddingParam>();
-  const int64_t n = in[0].size(), dim = p.output_dim;
-  WEFT_FLOAT_SWITCH(in[1].dtype(), T, "Embedding", {
-    const T *idx = in[0].data<T>(), *w = in[1].data<T>();
-    CheckIndices("Embedding", idx, n, p.input_dim);
-    if (req[0] == OpReq::kNull) return;
-    T* y = out[0].data<T>();
-    ParallelFor(n, std::max<int64_t>(1, 16384 / dim), [&](int64_t b, int64_t e) {
-      for (int64_t k = b; k < e; ++k) StoreN(y + k * dim, req[0], w + static_cast<int64_t>(idx[k]) * dim, dim);
-    });
+// idx: n checked indices; w: (input_dim, dim); y: (n, dim). y[k, :] = w[idx[k], :].
+template <typename T>
+void GatherRows(const T* idx, int64_t n, const T* w, int64_t dim, OpReq req, T* y) {
+  ParallelFor(n, std::max<int64_t>(1, 16384 / dim), [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) StoreN(y + k * dim, req, w + static_cast<int64_t>(idx[k]) * dim, dim);
   });
 }
 
-// out_grad: (n, output_dim); data: n indices; d weight: (input_dim, output_dim).
-void EmbeddingBackwardCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in,
-                              std::span<const OpReq> req, std::span<const TensorView> out) {
+// dy: (n, dim); idx: n checked indices; dw: (input_dim, dim). dw[idx[k], :] += dy[k, :], after
+// zeroing dw unless the request is kAddTo.
+template <typename T>
+void ScatterAddRows(const T* dy, const T* idx, int64_t n, int64_t dim, OpReq req, T* dw, int64_t dw_size) {
+  if (req != OpReq::kAddTo) std::fill_n(dw, dw_size, T(0));
+  // Columns split across threads: rows that repeat an index never race.
+  ParallelFor(dim, 64, [&](int64_t c0, int64_t c1) {
+    for (int64_t k = 0; k < n; ++k) {
+      T* row = dw + static_cast<int64_t>(idx[k]) * dim;
+      const T* g = dy + k * dim;
+      for (int64_t c = c0; c < c1; ++c) row[c] += g[c];
+    }
+  });
+}
+
+// Forward: in = (data, weight), out = rows of weight. Backward: in = (out_grad, data), out = d
+// weight. Both check every index first, so a bad one fails the op before anything is written.
+template <bool kBackward>
+void EmbeddingCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
+                      std::span<const TensorView> out) {
   const EmbeddingParam& p = a.Get<EmbeddingParam>();
-  const int64_t n = in[1].size(), dim = p.output_dim;
-  WEFT_FLOAT_SWITCH(in[0].dtype(), T, "_backward_Embedding", {
-    const T *dy = in[0].data<T>(), *idx = in[1].data<T>();
-    CheckIndices("_backward_Embedding", idx, n, p.input_dim);
+  const TensorView &data = in[kBackward ? 1 : 0], &rows = in[kBackward ? 0 : 1];
+  const char* op = kBackward ? "_backward_Embedding" : "Embedding";
+  WEFT_FLOAT_SWITCH(rows.dtype(), T, op, {
+    const T* idx = data.data<T>();
+    CheckIndices(op, idx, data.size(), p.input_dim);
     if (req[0] == OpReq::kNull) return;
-    T* dw = out[0].data<T>();
-    if (req[0] != OpReq::kAddTo) std::fill_n(dw, out[0].size(), T(0));
-    // Columns split across threads: rows that repeat an index never race.
-    ParallelFor(dim, 64, [&](int64_t c0, int64_t c1) {
-      for (int64_t k = 0; k < n; ++k) {
-        T* row = dw + static_cast<int64_t>(idx[k]) * dim;
-        const T* g = dy + k * dim;
-        for (int64_t c = c0; c < c1; ++c) row[c] += g[c];
-      }
-    });
+    if (kBackward) {
+      ScatterAddRows(rows.data<T>(), idx, data.size(), p.output_dim, req[0], out[0].data<T>(), out[0].size());
+    } else {
+      GatherRows(idx, data.size(), rows.data<T>(), p.output_dim, req[0], out[0].data<T>());
+    }
   });
 }
 
@@ -93,10 +98,8 @@ const bool registered = [] {
       .Params(ParseEmbedding)
       .Inputs({"data", "weight"})
       .InferShape(EmbeddingShape)
-      .Compute(DeviceType::kCpu, EmbeddingCompute)
-      .Gradient([](const Attrs& a, GradBuilder& g) {
-        g.SetInputGrad(1, g.Op("_backward_Embedding", {g.OutGrad(0), g.Input(0)}, a.raw()));
-      });
+      .Compute(DeviceType::kCpu, EmbeddingCompute<false>)
+      .Gradient(GradientFromBackwardOp("Embedding", 1));  // data gets none
   WEFT_REGISTER_OP(_backward_Embedding)
       .Describe("gradient of Embedding for weight: takes (out_grad, data), sums out_grad rows by index")
       .Params(ParseEmbedding)
@@ -108,7 +111,7 @@ const bool registered = [] {
         CheckSameShape(in[0], out, "the output gradient and the output");
         return std::vector<Shape>{Shape{p.input_dim, p.output_dim}};
       })
-      .Compute(DeviceType::kCpu, EmbeddingBackwardCompute);
+      .Compute(DeviceType::kCpu, EmbeddingCompute<true>);
   return true;
 }();
 

@@ -248,9 +248,7 @@ void RegisterReduce(const std::string& name, Reduce kind, const std::string& des
           }
         });
       })
-      .Gradient([name](const Attrs& a, GradBuilder& g) {
-        g.SetInputGrad(0, g.Op("_backward_" + name, {g.OutGrad(0), g.Input(0)}, a.raw()));
-      });
+      .Gradient(GradientFromBackwardOp(name));
 }
 
 void RegisterReduceBackward(const std::string& name, Reduce kind) {

@@ -55,6 +55,12 @@ void CheckSameShape(const Shape& a, const Shape& b, const char* what) {
   if (a != b) WEFT_THROW(what << ": expected equal shapes, found " << a << " and " << b);
 }
 
+GradientFn GradientFromBackwardOp(const std::string& op, int input) {
+  return [backward = "_backward_" + op, input](const Attrs& a, GradBuilder& g) {
+    g.SetInputGrad(input, g.Op(backward, {g.OutGrad(0), g.Input(0)}, a.raw()));
+  };
+}
+
 int NormalizeAxis(const std::string& op, int64_t axis, int ndim, const Shape& shape) {
   if (axis < -ndim || axis >= ndim) {
     WEFT_THROW(op << ": axis " << axis << " is out of range for input " << shape << ": expected an axis in ["

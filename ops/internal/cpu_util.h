@@ -49,6 +49,11 @@ inline void StoreN(T* out, OpReq req, const T* in, int64_t n) {
   }
 }
 
+// The gradient rule of an op `op` whose backward op `_backward_<op>` takes (the gradient of
+// output 0, forward input 0) and the forward attributes, and gives the gradient of forward input
+// `input` (the other inputs get none).
+GradientFn GradientFromBackwardOp(const std::string& op, int input = 0);
+
 // Shape helpers for shape inference.
 void CheckNumInputs(const std::vector<Shape>& in, size_t n, const char* op);
 void CheckSameShape(const Shape& a, const Shape& b, const char* what);
