@@ -138,8 +138,8 @@ struct SliceBox {
 
 SliceBox MakeSliceBox(const SliceParam& p, const Shape& in) {
   if (static_cast<int>(p.begin.size()) > in.ndim()) {
-    WEFT_THROW("slice: expected at most one begin/end entry per axis of the input " << in << ", found begin="
-                                                                                    << FormatTuple(p.begin));
+    WEFT_THROW("slice: expected at most one begin/end entry per axis of the input "
+               << in << ", found begin=" << FormatTuple(p.begin));
   }
   SliceBox box;
   for (int a = 0; a < in.ndim(); ++a) {
@@ -188,9 +188,8 @@ void SliceCompute(const OpContext&, const Attrs& a, std::span<const TensorView> 
   WEFT_DTYPE_SWITCH(in[0].dtype(), T, "slice", {
     const T* x = in[0].data<T>();
     T* y = out[0].data<T>();
-    ForEachSliceRow(box, in[0].shape(), [&](int64_t at_in, int64_t at_out, int64_t len) {
-      StoreN(y + at_out, req[0], x + at_in, len);
-    });
+    ForEachSliceRow(box, in[0].shape(),
+                    [&](int64_t at_in, int64_t at_out, int64_t len) { StoreN(y + at_out, req[0], x + at_in, len); });
   });
 }
 
@@ -205,9 +204,8 @@ void SliceBackwardCompute(const OpContext&, const Attrs& a, std::span<const Tens
     const T* dy = in[0].data<T>();
     T* dx = out[0].data<T>();
     if (inside == OpReq::kWrite) std::fill_n(dx, out[0].size(), T(0));
-    ForEachSliceRow(box, in[1].shape(), [&](int64_t at_in, int64_t at_out, int64_t len) {
-      StoreN(dx + at_in, inside, dy + at_out, len);
-    });
+    ForEachSliceRow(box, in[1].shape(),
+                    [&](int64_t at_in, int64_t at_out, int64_t len) { StoreN(dx + at_in, inside, dy + at_out, len); });
   });
 }
 

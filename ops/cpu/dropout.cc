@@ -66,16 +66,21 @@ void DropoutCompute(const OpContext& ctx, const Attrs& a, std::span<const Tensor
 
 const bool registered = [] {
   WEFT_REGISTER_OP(Dropout)
-      .Describe("in training, zeroes each element with probability p (default 0.5) and scales the rest by "
-                "1/(1-p); else the identity. Outputs: the result and the mask (0 or 1/(1-p); 1 outside training)")
+      .Describe(
+          "in training, zeroes each element with probability p (default 0.5) and scales the rest by "
+          "1/(1-p); else the identity. Outputs: the result and the mask (0 or 1/(1-p); 1 outside training)")
       .Params(ParseDropout)
       .Inputs({"data"})
       .Outputs(2)
-      .InferShape([](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0], in[0]}; })
+      .InferShape([](const Attrs&, const std::vector<Shape>& in) {
+        return std::vector<Shape>{in[0], in[0]};
+      })
       .Inplace({{0, 0}})
       .Random()
       .Compute(DeviceType::kCpu, DropoutCompute)
-      .Gradient([](const Attrs&, GradBuilder& g) { g.SetInputGrad(0, g.Op("mul", {g.OutGrad(0), g.Output(1)})); });
+      .Gradient([](const Attrs&, GradBuilder& g) {
+        g.SetInputGrad(0, g.Op("mul", {g.OutGrad(0), g.Output(1)}));
+      });
   return true;
 }();
 

@@ -93,8 +93,9 @@ void EmbeddingCompute(const OpContext&, const Attrs& a, std::span<const TensorVi
 
 const bool registered = [] {
   WEFT_REGISTER_OP(Embedding)
-      .Describe("rows of weight (input_dim, output_dim) picked by the indices in data; output data.shape + "
-                "(output_dim,)")
+      .Describe(
+          "rows of weight (input_dim, output_dim) picked by the indices in data; output data.shape + "
+          "(output_dim,)")
       .Params(ParseEmbedding)
       .Inputs({"data", "weight"})
       .InferShape(EmbeddingShape)

@@ -10,6 +10,7 @@
 //
 // The backward ops `_backward_<op>` take (out_grad, data) and give d data; they read data for its
 // shape (and, for max, its values).
+#include <functional>
 #include <limits>
 
 #include "ops/internal/cpu_util.h"
@@ -25,7 +26,9 @@ struct ReduceParam {
   bool keepdims;
 };
 
-ReduceParam ParseReduce(AttrReader& r) { return {r.IntList("axis", std::vector<int64_t>{}), r.Bool("keepdims", false)}; }
+ReduceParam ParseReduce(AttrReader& r) {
+  return {r.IntList("axis", std::vector<int64_t>{}), r.Bool("keepdims", false)};
+}
 
 // Which axes of `in` the reduction removes; errors name `op`.
 std::vector<bool> ReducedAxes(const std::string& op, const ReduceParam& p, const Shape& in) {
@@ -99,7 +102,9 @@ ReduceLayout MakeLayout(const Shape& in, const std::vector<bool>& reduced) {
   ReduceLayout l;
   size_t first = 0;
   if (!groups.empty() && !groups[0].reduced) l.inner = groups[first++].extent;
-  for (size_t g = groups.size(); g-- > first;) (groups[g].reduced ? l.reduced : l.blocks).Add(groups[g].extent, groups[g].stride);
+  for (size_t g = groups.size(); g-- > first;) {  // outermost first
+    (groups[g].reduced ? l.reduced : l.blocks).Add(groups[g].extent, groups[g].stride);
+  }
   return l;
 }
 
@@ -222,66 +227,74 @@ ReduceLayout LayoutFor(const std::string& op, const Attrs& attrs, const Shape& i
   return MakeLayout(in, ReducedAxes(op, attrs.Get<ReduceParam>(), in));
 }
 
-void RegisterReduce(const std::string& name, Reduce kind, const std::string& description) {
-  RegisterOp(name)
+// What the sum is multiplied by: 1, or for the mean 1 / (reduced positions per output).
+template <typename T>
+T Scale(Reduce kind, const ReduceLayout& l) {
+  return kind == Reduce::kMean ? T(1) / static_cast<T>(l.reduced.Size()) : T(1);
+}
+
+// in: (data); out: data reduced over the axes.
+void ReduceCompute(const std::string& op, Reduce kind, const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                   std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const ReduceLayout l = LayoutFor(op, a, in[0].shape());
+  WEFT_FLOAT_SWITCH(in[0].dtype(), T, op, {
+    if (kind == Reduce::kMax) {
+      MaxForward<T>(l, in[0].data<T>(), req[0], out[0].data<T>());
+    } else {
+      SumForward<T>(l, Scale<T>(kind, l), in[0].data<T>(), req[0], out[0].data<T>());
+    }
+  });
+}
+
+// in: (out_grad, data); out: d data, data's shape.
+void ReduceBackwardCompute(const std::string& op, Reduce kind, const OpContext&, const Attrs& a,
+                           std::span<const TensorView> in, std::span<const OpReq> req,
+                           std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const ReduceLayout l = LayoutFor(op, a, in[1].shape());
+  WEFT_FLOAT_SWITCH(in[0].dtype(), T, "_backward_" + op, {
+    if (kind == Reduce::kMax) {
+      MaxBackward<T>(l, in[0].data<T>(), in[1].data<T>(), req[0], out[0].data<T>());
+    } else {
+      SumBackward<T>(l, Scale<T>(kind, l), in[0].data<T>(), req[0], out[0].data<T>());
+    }
+  });
+}
+
+std::vector<Shape> ReduceShape(const std::string& op, Reduce kind, const Attrs& a, const Shape& in) {
+  const Shape out = ReducedShape(op, a.Get<ReduceParam>(), in);
+  if (kind == Reduce::kMax && in.Size() == 0 && out.Size() > 0) {
+    WEFT_THROW(op << ": expected reduced axes with at least one element each, found input " << in << " reduced to "
+                  << out);
+  }
+  return {out};
+}
+
+// Registers `op` and `_backward_<op>`.
+void RegisterReduce(const std::string& op, Reduce kind, const std::string& description) {
+  RegisterOp(op)
       .Describe(description + " over `axis` (default: every axis), keepdims to keep reduced axes as 1")
       .Params(ParseReduce)
       .Inputs({"data"})
-      .InferShape([name, kind](const Attrs& a, const std::vector<Shape>& in) {
-        const Shape out = ReducedShape(name, a.Get<ReduceParam>(), in[0]);
-        if (kind == Reduce::kMax && in[0].Size() == 0 && out.Size() > 0) {
-          WEFT_THROW(name << ": expected reduced axes with at least one element each, found input " << in[0]
-                          << " reduced to " << out);
-        }
-        return std::vector<Shape>{out};
-      })
-      .Compute(DeviceType::kCpu, [name, kind](const OpContext&, const Attrs& a, std::span<const TensorView> in,
-                                              std::span<const OpReq> req, std::span<const TensorView> out) {
-        if (req[0] == OpReq::kNull) return;
-        const ReduceLayout l = LayoutFor(name, a, in[0].shape());
-        WEFT_FLOAT_SWITCH(in[0].dtype(), T, name, {
-          if (kind == Reduce::kMax) {
-            MaxForward<T>(l, in[0].data<T>(), req[0], out[0].data<T>());
-          } else {
-            const T scale = kind == Reduce::kMean ? T(1) / static_cast<T>(l.reduced.Size()) : T(1);
-            SumForward<T>(l, scale, in[0].data<T>(), req[0], out[0].data<T>());
-          }
-        });
-      })
-      .Gradient(GradientFromBackwardOp(name));
-}
-
-void RegisterReduceBackward(const std::string& name, Reduce kind) {
-  RegisterOp("_backward_" + name)
-      .Describe("gradient of " + name + ": takes (out_grad, data), gives d data")
+      .InferShape([op, kind](const Attrs& a, const std::vector<Shape>& in) { return ReduceShape(op, kind, a, in[0]); })
+      .Compute(DeviceType::kCpu, std::bind_front(ReduceCompute, op, kind))
+      .Gradient(GradientFromBackwardOp(op));
+  RegisterOp("_backward_" + op)
+      .Describe("gradient of " + op + ": takes (out_grad, data), gives d data")
       .Params(ParseReduce)
       .Inputs({"out_grad", "data"})
-      .InferShape([name](const Attrs& a, const std::vector<Shape>& in) {
-        CheckSameShape(in[0], ReducedShape(name, a.Get<ReduceParam>(), in[1]), "the output gradient and the output");
+      .InferShape([op](const Attrs& a, const std::vector<Shape>& in) {
+        CheckSameShape(in[0], ReducedShape(op, a.Get<ReduceParam>(), in[1]), "the output gradient and the output");
         return std::vector<Shape>{in[1]};
       })
-      .Compute(DeviceType::kCpu, [name, kind](const OpContext&, const Attrs& a, std::span<const TensorView> in,
-                                              std::span<const OpReq> req, std::span<const TensorView> out) {
-        if (req[0] == OpReq::kNull) return;
-        const ReduceLayout l = LayoutFor(name, a, in[1].shape());
-        WEFT_FLOAT_SWITCH(in[0].dtype(), T, "_backward_" + name, {
-          if (kind == Reduce::kMax) {
-            MaxBackward<T>(l, in[0].data<T>(), in[1].data<T>(), req[0], out[0].data<T>());
-          } else {
-            const T scale = kind == Reduce::kMean ? T(1) / static_cast<T>(l.reduced.Size()) : T(1);
-            SumBackward<T>(l, scale, in[0].data<T>(), req[0], out[0].data<T>());
-          }
-        });
-      });
+      .Compute(DeviceType::kCpu, std::bind_front(ReduceBackwardCompute, op, kind));
 }
 
 const bool registered = [] {
   RegisterReduce("sum", Reduce::kSum, "the sum");
   RegisterReduce("mean", Reduce::kMean, "the mean");
   RegisterReduce("max", Reduce::kMax, "the maximum (NaN if any value is NaN)");
-  for (auto [name, kind] : {std::pair{"sum", Reduce::kSum}, {"mean", Reduce::kMean}, {"max", Reduce::kMax}}) {
-    RegisterReduceBackward(name, kind);
-  }
   return true;
 }();
 

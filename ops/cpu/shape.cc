@@ -6,8 +6,6 @@
 // request no resource in any build: CSE must treat them the same way whatever library
 // implements them (DESIGN.md, CSE). Their gradient is reshape_like(out_grad, data), exact.
 // Data-movement kernels accept every dtype (float32, float64, int32, int64, uint8).
-#include <cstring>
-
 #include "ops/internal/cpu_util.h"
 #include "ops/op.h"
 
@@ -53,7 +51,9 @@ ReshapeParam ParseReshape(AttrReader& r) {
     }
     inferred += d == -1;
   }
-  if (inferred > 1) WEFT_THROW("op 'reshape': attribute 'shape': expected at most one -1, found " << FormatTuple(p.shape));
+  if (inferred > 1) {
+    WEFT_THROW("op 'reshape': attribute 'shape': expected at most one -1, found " << FormatTuple(p.shape));
+  }
   if (p.shape.size() > Shape::kMaxDims) {
     WEFT_THROW("op 'reshape': attribute 'shape': expected at most " << Shape::kMaxDims << " axes, found "
                                                                     << FormatTuple(p.shape));
@@ -142,8 +142,8 @@ TransposeParam ParseTranspose(AttrReader& r) {
   std::vector<bool> seen(p.axes.size(), false);
   for (int64_t& a : p.axes) {
     if (a < -n || a >= n || seen[a < 0 ? a + n : a]) {
-      WEFT_THROW("op 'transpose': attribute 'axes': expected a permutation of 0.." << n - 1 << " (negative counts from "
-                 << "the end), found " << FormatTuple(given));
+      WEFT_THROW("op 'transpose': attribute 'axes': expected a permutation of 0.."
+                 << n - 1 << " (negative counts from the end), found " << FormatTuple(given));
     }
     if (a < 0) a += n;
     seen[a] = true;
@@ -161,8 +161,8 @@ std::vector<int64_t> Permutation(const TransposeParam& p, int ndim) {
 std::vector<Shape> TransposeShape(const Attrs& a, const std::vector<Shape>& in) {
   const TransposeParam& p = a.Get<TransposeParam>();
   if (!p.axes.empty() && static_cast<int>(p.axes.size()) != in[0].ndim()) {
-    WEFT_THROW("transpose: expected one entry of axes per axis of the input " << in[0] << ", found axes="
-                                                                              << FormatTuple(p.axes));
+    WEFT_THROW("transpose: expected one entry of axes per axis of the input "
+               << in[0] << ", found axes=" << FormatTuple(p.axes));
   }
   Shape out;
   for (int64_t a : Permutation(p, in[0].ndim())) out.PushBack(in[0][static_cast<int>(a)]);
