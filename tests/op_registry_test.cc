@@ -97,3 +97,24 @@ TEST(Invoke, BackwardAccumulatesWhenAsked) {
 
 }  // namespace
 }  // namespace weft
+
+namespace weft {
+namespace {
+
+TEST(Invoke, AnOutputMayAliasAnInputOnlyWhereTheOpAllowsIt) {
+  NDArray a = NDArray::Arange(6).Reshape(Shape{2, 3});
+  // transpose cannot work in place: writing its output over its input would corrupt it.
+  try {
+    Invoke("transpose", {a.Reshape(Shape{3, 2})}, {}, {.outputs = {a}});
+    FAIL() << "an aliasing output was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot work in place"), std::string::npos) << e.what();
+  }
+  // Disjoint parts of one array are fine.
+  NDArray b = NDArray::Arange(8).Reshape(Shape{4, 2});
+  Invoke("neg", {b.Slice(0, 2)}, {}, {.outputs = {b.Slice(2, 4)}});
+  EXPECT_EQ(b.ToVector<float>(), (std::vector<float>{0, 1, 2, 3, -0.0f, -1, -2, -3}));
+}
+
+}  // namespace
+}  // namespace weft

@@ -1,5 +1,6 @@
 #include "weft/imperative.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "core/error.h"
@@ -62,16 +63,26 @@ std::vector<NDArray> PrepareOutputs(const Op& op, const std::vector<Shape>& shap
   return options.outputs;
 }
 
-std::vector<OpReq> Requests(const Op& op, const std::vector<NDArray>& inputs, const std::vector<NDArray>& outputs,
-                            const InvokeOptions& options) {
+// An output that overlaps an input is allowed only as an in-place pair the op declares, on
+// exactly the same memory; it is then written with kWriteInplace (unless the caller asked for
+// something else).
+std::vector<OpReq> Requests(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
+                            const std::vector<NDArray>& outputs, const InvokeOptions& options) {
   if (!options.req.empty()) {
     WEFT_CHECK_EQ(options.req.size(), outputs.size()) << "op '" << op.name << "': one request per output";
-    return options.req;
   }
-  std::vector<OpReq> req(outputs.size(), OpReq::kWrite);
+  std::vector<OpReq> req = options.req.empty() ? std::vector<OpReq>(outputs.size(), OpReq::kWrite) : options.req;
+  const auto pairs = op.inplace ? op.inplace(attrs) : std::vector<std::pair<int, int>>{};
   for (size_t o = 0; o < outputs.size(); ++o) {
-    for (const NDArray& in : inputs) {
-      if (in.SharesMemoryWith(outputs[o])) req[o] = OpReq::kWriteInplace;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].Overlaps(outputs[o])) continue;
+      const bool declared = std::count(pairs.begin(), pairs.end(), std::pair<int, int>(i, o)) > 0;
+      if (!declared || !inputs[i].SameMemoryAs(outputs[o])) {
+        WEFT_THROW("op '" << op.name << "': output " << o << " overlaps input " << i
+                          << (declared ? " without being the same memory" : ", and the op cannot work in place on it")
+                          << "; expected separate output arrays");
+      }
+      if (req[o] == OpReq::kWrite) req[o] = OpReq::kWriteInplace;
     }
   }
   return req;
@@ -94,7 +105,7 @@ std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<
   auto call = std::make_shared<Call>();
   call->compute = &compute;
   call->attrs = attrs;
-  const std::vector<OpReq> req = Requests(op, inputs, outputs, options);
+  const std::vector<OpReq> req = Requests(op, attrs, inputs, outputs, options);
   for (OpReq r : req) call->req.push_back(r);
   call->ctx.is_train = options.is_train;
   SmallVector<engine::VarHandle, 6> reads, writes;
