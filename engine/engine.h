@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "engine/function.h"
 
 namespace weft::engine {
 
@@ -72,8 +73,9 @@ class OnComplete {
   void* op_;
 };
 
-using SyncFn = std::function<void(RunContext)>;
-using AsyncFn = std::function<void(RunContext, OnComplete)>;
+// Move-only, with small closures stored inline (engine/function.h).
+using SyncFn = Function<void(RunContext)>;
+using AsyncFn = Function<void(RunContext, OnComplete)>;
 
 // A read-only list of variables, built from a braced list, a vector or a span. A parameter type
 // only, like std::string_view: it does not own the list, and the engine copies what it needs at

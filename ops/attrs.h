@@ -51,18 +51,24 @@ class AttrReader {
 };
 
 // An op instance's attributes: the strings the user gave and the parsed parameter struct.
+// Immutable and cheap to copy (two shared pointers): a pushed call keeps a copy.
 class Attrs {
  public:
-  Attrs() = default;
-  Attrs(AttrMap raw, std::shared_ptr<const void> parsed) : raw_(std::move(raw)), parsed_(std::move(parsed)) {}
-  const AttrMap& raw() const { return raw_; }
+  Attrs() : raw_(EmptyMap()) {}
+  Attrs(AttrMap raw, std::shared_ptr<const void> parsed)
+      : raw_(raw.empty() ? EmptyMap() : std::make_shared<const AttrMap>(std::move(raw))), parsed_(std::move(parsed)) {}
+  const AttrMap& raw() const { return *raw_; }
   template <typename P>
   const P& Get() const {
     return *static_cast<const P*>(parsed_.get());
   }
 
  private:
-  AttrMap raw_;
+  static const std::shared_ptr<const AttrMap>& EmptyMap() {
+    static const auto* empty = new std::shared_ptr<const AttrMap>(std::make_shared<const AttrMap>());
+    return *empty;
+  }
+  std::shared_ptr<const AttrMap> raw_;
   std::shared_ptr<const void> parsed_;
 };
 

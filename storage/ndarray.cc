@@ -29,6 +29,11 @@ engine::VarHandle NDArray::var() const {
   return chunk_->var();
 }
 
+bool NDArray::Overlaps(const NDArray& other) const {
+  if (!SharesMemoryWith(other) || bytes() == 0 || other.bytes() == 0) return false;
+  return offset_ < other.offset_ + other.bytes() && other.offset_ < offset_ + bytes();
+}
+
 TensorView NDArray::View() const {
   CheckNotNone("View");
   return TensorView(static_cast<char*>(chunk_->data()) + offset_, shape_, dtype_, chunk_->device());

@@ -1,20 +1,23 @@
 #include "weft/imperative.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "core/error.h"
+#include "core/small_vector.h"
 
 namespace weft {
 
 namespace {
 
-// What one pushed call keeps alive until it has run.
+// What one pushed call keeps alive until it has run (one allocation; no per-array heap lists for
+// the usual handful of inputs and outputs).
 struct Call {
-  const Op* op;
+  const ComputeFn* compute;
   Attrs attrs;
-  std::vector<NDArray> arrays;  // inputs then outputs: their memory must outlive the op
-  std::vector<TensorView> inputs, outputs;
-  std::vector<OpReq> req;
+  SmallVector<std::shared_ptr<const void>, 6> memory;  // the inputs' and outputs': must outlive the op
+  SmallVector<TensorView, 4> inputs, outputs;
+  SmallVector<OpReq, 4> req;
   OpContext ctx;
 };
 
@@ -60,16 +63,26 @@ std::vector<NDArray> PrepareOutputs(const Op& op, const std::vector<Shape>& shap
   return options.outputs;
 }
 
-std::vector<OpReq> Requests(const Op& op, const std::vector<NDArray>& inputs, const std::vector<NDArray>& outputs,
-                            const InvokeOptions& options) {
+// An output that overlaps an input is allowed only as an in-place pair the op declares, on
+// exactly the same memory; it is then written with kWriteInplace (unless the caller asked for
+// something else).
+std::vector<OpReq> Requests(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
+                            const std::vector<NDArray>& outputs, const InvokeOptions& options) {
   if (!options.req.empty()) {
     WEFT_CHECK_EQ(options.req.size(), outputs.size()) << "op '" << op.name << "': one request per output";
-    return options.req;
   }
-  std::vector<OpReq> req(outputs.size(), OpReq::kWrite);
+  std::vector<OpReq> req = options.req.empty() ? std::vector<OpReq>(outputs.size(), OpReq::kWrite) : options.req;
+  const auto pairs = op.inplace ? op.inplace(attrs) : std::vector<std::pair<int, int>>{};
   for (size_t o = 0; o < outputs.size(); ++o) {
-    for (const NDArray& in : inputs) {
-      if (in.SharesMemoryWith(outputs[o])) req[o] = OpReq::kWriteInplace;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].Overlaps(outputs[o])) continue;
+      const bool declared = std::count(pairs.begin(), pairs.end(), std::pair<int, int>(i, o)) > 0;
+      if (!declared || !inputs[i].SameMemoryAs(outputs[o])) {
+        WEFT_THROW("op '" << op.name << "': output " << o << " overlaps input " << i
+                          << (declared ? " without being the same memory" : ", and the op cannot work in place on it")
+                          << "; expected separate output arrays");
+      }
+      if (req[o] == OpReq::kWrite) req[o] = OpReq::kWriteInplace;
     }
   }
   return req;
@@ -90,30 +103,33 @@ std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<
       PrepareOutputs(op, InferShapes(op, attrs, in_shapes), InferTypes(op, attrs, in_types), device, options);
 
   auto call = std::make_shared<Call>();
-  call->op = &op;
+  call->compute = &compute;
   call->attrs = attrs;
-  call->req = Requests(op, inputs, outputs, options);
+  const std::vector<OpReq> req = Requests(op, attrs, inputs, outputs, options);
+  for (OpReq r : req) call->req.push_back(r);
   call->ctx.is_train = options.is_train;
-  std::vector<engine::VarHandle> reads, writes;
+  SmallVector<engine::VarHandle, 6> reads, writes;
   for (const NDArray& a : inputs) call->inputs.push_back(a.View()), reads.push_back(a.var());
   for (size_t o = 0; o < outputs.size(); ++o) {
     call->outputs.push_back(outputs[o].View());
-    if (call->req[o] != OpReq::kNull) writes.push_back(outputs[o].var());
+    if (req[o] != OpReq::kNull) writes.push_back(outputs[o].var());
   }
-  for (int i : op.MutatedInputs(attrs)) writes.push_back(inputs.at(i).var());
+  if (op.mutate_inputs) {
+    for (int i : op.MutatedInputs(attrs)) writes.push_back(inputs.at(i).var());
+  }
   if (op.random) {
     uint64_t count = 0;
     for (const NDArray& o : outputs) count += static_cast<uint64_t>(o.size()) * 2;
     call->ctx.random = ReserveRandom(device, count);
   }
-  call->arrays = inputs;
-  call->arrays.insert(call->arrays.end(), outputs.begin(), outputs.end());
+  for (const NDArray& a : inputs) call->memory.push_back(a.MemoryOwner());
+  for (const NDArray& a : outputs) call->memory.push_back(a.MemoryOwner());
   engine::Engine::Get()->PushSync(
-      [call, &compute](engine::RunContext run) {
+      [call](engine::RunContext run) {
         call->ctx.run = run;
-        compute(call->ctx, call->attrs, call->inputs, call->req, call->outputs);
+        (*call->compute)(call->ctx, call->attrs, call->inputs.span(), call->req.span(), call->outputs.span());
       },
-      device, reads, writes, engine::FnProperty::kNormal, 0, op.name.c_str());
+      device, reads.span(), writes.span(), engine::FnProperty::kNormal, 0, op.name.c_str());
   return outputs;
 }
 

@@ -71,12 +71,15 @@ void InvokeBackward(const Op& op, const Attrs& attrs, const std::vector<NDArray>
     for (const GradEntry& e : node.inputs) node_inputs.push_back(run.Resolve(e));
     InvokeOptions options;
     std::vector<Shape> shapes;
-    for (const NDArray& a : node_inputs) shapes.push_back(a.shape());
+    std::vector<DType> types;
+    for (const NDArray& a : node_inputs) shapes.push_back(a.shape()), types.push_back(a.dtype());
     const std::vector<Shape> out_shapes = InferShapes(node_op, node_attrs, shapes);
+    const std::vector<DType> out_types = InferTypes(node_op, node_attrs, types);
     for (int o = 0; o < static_cast<int>(out_shapes.size()); ++o) {
       auto it = targets.find({static_cast<int>(n), o});
       const bool direct = it != targets.end();
-      options.outputs.push_back(direct ? input_grads[it->second] : NDArray(out_shapes[o], node_inputs.at(0).device()));
+      options.outputs.push_back(direct ? input_grads[it->second]
+                                       : NDArray(out_shapes[o], node_inputs.at(0).device(), out_types[o]));
       options.req.push_back(direct ? (req[it->second] == OpReq::kAddTo ? OpReq::kAddTo : OpReq::kWrite) : OpReq::kWrite);
       if (direct) done[it->second] = true;
     }

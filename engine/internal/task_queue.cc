@@ -1,5 +1,6 @@
 #include "engine/internal/task_queue.h"
 
+#include <chrono>
 #include <thread>
 
 namespace weft::engine {
@@ -54,14 +55,19 @@ OprBlock* TaskQueue::TryTake() {
 }
 
 // A worker that just ran out of work is likely to get more within microseconds (the pusher is
-// mid-loop); spinning a little avoids a sleep and a wake-up per op. It yields now and then: on a
-// machine with as many workers as cores, the thread it waits for may need this core.
+// mid-loop); spinning a while (kSpin) avoids a sleep and a futex wake-up per op, which costs the
+// pusher more than the op. It yields now and then: on a machine with as many workers as cores,
+// the thread it waits for may need this core.
 bool TaskQueue::SpinForWork() {
   spinners_.fetch_add(1, std::memory_order_seq_cst);
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
   bool found = false;
-  for (int i = 0; i < 2000 && !found; ++i) {
+  for (int i = 1; !found; ++i) {
     found = size_.load(std::memory_order_relaxed) > 0;
-    if ((i & 63) == 63) std::this_thread::yield();
+    if (i % 64 == 0) {
+      if (std::chrono::steady_clock::now() > deadline) break;
+      std::this_thread::yield();
+    }
   }
   spinners_.fetch_sub(1, std::memory_order_seq_cst);
   return found;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -35,6 +36,7 @@ class TaskQueue {
 
  private:
   static constexpr size_t kRingCapacity = 8192;
+  static constexpr std::chrono::microseconds kSpin{50};
   struct Entry {
     int priority;
     uint64_t seq;

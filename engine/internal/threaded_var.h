@@ -13,7 +13,7 @@
 
 #include "engine/internal/object_pool.h"
 #include "engine/internal/opr_block.h"
-#include "engine/internal/spin_lock.h"
+#include "core/spin_lock.h"
 #include "engine/internal/var.h"
 
 namespace weft::engine {

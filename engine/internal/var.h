@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/spin_lock.h"
 #include "engine/internal/failure_log.h"
 
 namespace weft::engine {
@@ -38,13 +39,13 @@ class Var {
 class VarRegistry {
  public:
   void Add(Var* v) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinLock> lock(mu_);
     v->registry_next_ = first_;
     if (first_ != nullptr) first_->registry_prev_ = v;
     first_ = v;
   }
   void Remove(Var* v) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinLock> lock(mu_);
     if (v->registry_prev_ != nullptr) {
       v->registry_prev_->registry_next_ = v->registry_next_;
     } else {
@@ -55,7 +56,7 @@ class VarRegistry {
   // Calls destroy(v) for every var still registered, and forgets them. Only once no op can run.
   template <typename Destroy>
   void DestroyAll(Destroy&& destroy) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinLock> lock(mu_);
     while (first_ != nullptr) {
       Var* v = first_;
       first_ = v->registry_next_;
@@ -64,7 +65,7 @@ class VarRegistry {
   }
 
  private:
-  std::mutex mu_;
+  SpinLock mu_;
   Var* first_ = nullptr;  // guarded by mu_
 };
 

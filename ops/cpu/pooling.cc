@@ -227,9 +227,7 @@ const bool registered = [] {
       .InferShape(PoolShape)
       .Resources({Resource::kTempSpace})
       .Compute(DeviceType::kCpu, PoolForward)
-      .Gradient([](const Attrs& a, GradBuilder& g) {
-        g.SetInputGrad(0, g.Op("_backward_Pooling", {g.OutGrad(0), g.Input(0)}, a.raw()));
-      });
+      .Gradient(GradientFromBackwardOp("Pooling"));
   WEFT_REGISTER_OP(_backward_Pooling)
       .Describe("gradient of Pooling")
       .Params(ParsePool)

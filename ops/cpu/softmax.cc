@@ -25,22 +25,12 @@ struct SoftmaxParam {
 
 SoftmaxParam ParseSoftmax(AttrReader& r) { return {r.Int("axis", -1)}; }
 
-// The axis in [0, ndim) that `axis` names; an error naming `op` when there is none.
-int AxisOf(const std::string& op, int axis, const Shape& data) {
-  const int ndim = data.ndim();
-  if (axis < -ndim || axis >= ndim) {
-    WEFT_THROW(op << ": axis " << axis << " is out of range for data " << data << ": expected " << -ndim
-                  << " <= axis < " << ndim);
-  }
-  return axis < 0 ? axis + ndim : axis;
-}
-
 ShapeFn SoftmaxShape(const std::string& op) {
   return [op](const Attrs& a, const std::vector<Shape>& in) {
     if (in[0].ndim() < 1 || in[0].Size() == 0) {
       WEFT_THROW(op << ": data must be a non-empty array with at least one axis, found " << in[0]);
     }
-    AxisOf(op, a.Get<SoftmaxParam>().axis, in[0]);
+    NormalizeAxis(op, a.Get<SoftmaxParam>().axis, in[0].ndim(), in[0]);
     return std::vector<Shape>{in[0]};
   };
 }
@@ -125,17 +115,17 @@ DnnlPrimitive SoftmaxPrimitive(const Shape& s, int axis, bool log, bool backward
 
 // ---- compute ----
 
-// Forward, in: (data); backward, in: (out_grad, output). out: (output) or (d_data). Writing over
-// in[0] is safe for both, writing over anything else goes through scratch.
+// Forward, in: (data); backward, in: (out_grad, output). out: (output) or (d_data). Both may
+// write over in[0], the declared in-place pair: Invoke gives kWriteInplace only for that pair on
+// the same memory.
 ComputeFn SoftmaxCompute(const std::string& op, bool log, bool backward) {
   return [op, log, backward](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                              std::span<const OpReq> req, std::span<const TensorView> out) {
     const Shape& s = in[0].shape();
-    const int axis = AxisOf(op, a.Get<SoftmaxParam>().axis, s);
+    const int axis = NormalizeAxis(op, a.Get<SoftmaxParam>().axis, s.ndim(), s);
     if (req[0] == OpReq::kNull) return;
-    const bool inplace_ok = out[0].raw() == in[0].raw();
     if (!UseDnnl(in[0].dtype(), op.c_str())) {
-      StagedOutputs staged(ctx, req, out, inplace_ok);
+      StagedOutputs staged(ctx, req, out, /*inplace_ok=*/true);
       double* dst = staged.Target(0).data<double>();
       if (backward) {
         SoftmaxBackwardLoops(RowsOf(s, axis), log, in[0].data<double>(), in[1].data<double>(), dst);
@@ -146,7 +136,7 @@ ComputeFn SoftmaxCompute(const std::string& op, bool log, bool backward) {
       return;
     }
     const DnnlPrimitive prim = SoftmaxPrimitive(s, axis, log, backward);
-    StagedOutputs staged(ctx, req, out, inplace_ok, {ScratchpadBytes(prim)});
+    StagedOutputs staged(ctx, req, out, /*inplace_ok=*/true, {ScratchpadBytes(prim)});
     const dnnl::memory dst = DnnlMemory(staged.Target(0));
     if (backward) {
       ExecutePrimitive(

@@ -23,13 +23,8 @@ int IntraOpThreads() {
   return threads;
 }
 
-void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
-  if (n <= 0) return;
+void ParallelForSplit(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
   const int threads = IntraOpThreads();
-  if (threads == 1 || n <= grain) {
-    f(0, n);
-    return;
-  }
   // One arena per calling thread, so that engine workers do not share (or wait on) TBB threads.
   thread_local std::unique_ptr<oneapi::tbb::task_arena> arena;
   if (!arena) arena = std::make_unique<oneapi::tbb::task_arena>(threads);
@@ -91,9 +86,7 @@ void StagedOutputs::Finish() const {
     WEFT_FLOAT_SWITCH(outputs_[i].dtype(), T, "storing an op's output", {
       const T* src = targets_[i].data<T>();
       T* dst = outputs_[i].data<T>();
-      ParallelFor(outputs_[i].size(), 4096, [&](int64_t b, int64_t e) {
-        for (int64_t k = b; k < e; ++k) Store(dst[k], req, src[k]);
-      });
+      ParallelFor(outputs_[i].size(), 4096, [&](int64_t b, int64_t e) { StoreN(dst + b, req, src + b, e - b); });
     });
   }
 }
@@ -104,6 +97,36 @@ void CheckNumInputs(const std::vector<Shape>& in, size_t n, const char* op) {
 
 void CheckSameShape(const Shape& a, const Shape& b, const char* what) {
   if (a != b) WEFT_THROW(what << ": expected equal shapes, found " << a << " and " << b);
+}
+
+GradientFn GradientFromBackwardOp(const std::string& op, int input) {
+  return [backward = "_backward_" + op, input](const Attrs& a, GradBuilder& g) {
+    g.SetInputGrad(input, g.Op(backward, {g.OutGrad(0), g.Input(0)}, a.raw()));
+  };
+}
+
+int NormalizeAxis(const std::string& op, int64_t axis, int ndim, const Shape& shape) {
+  if (axis < -ndim || axis >= ndim) {
+    WEFT_THROW(op << ": axis " << axis << " is out of range for input " << shape << ": expected an axis in ["
+                  << -ndim << ", " << ndim - 1 << "]");
+  }
+  return static_cast<int>(axis < 0 ? axis + ndim : axis);
+}
+
+std::array<int64_t, Shape::kMaxDims> Strides(const Shape& shape) {
+  std::array<int64_t, Shape::kMaxDims> strides{};
+  int64_t stride = 1;
+  for (int a = shape.ndim() - 1; a >= 0; --a) {
+    strides[a] = stride;
+    stride *= shape[a];
+  }
+  return strides;
+}
+
+std::string FormatTuple(const std::vector<int64_t>& values) {
+  std::string s = "(";
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
+  return s + (values.size() == 1 ? ",)" : ")");
 }
 
 }  // namespace weft::cpu

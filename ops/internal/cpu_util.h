@@ -3,11 +3,13 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -22,7 +24,17 @@ namespace weft::cpu {
 int IntraOpThreads();
 
 // Runs f(begin, end) over [0, n) in chunks of at least `grain`, on IntraOpThreads() threads.
-void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
+// Small ranges (and one thread) run inline, with no type erasure or allocation.
+void ParallelForSplit(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
+template <typename F>
+inline void ParallelFor(int64_t n, int64_t grain, F&& f) {
+  if (n <= 0) return;
+  if (n <= grain || IntraOpThreads() == 1) {
+    f(int64_t{0}, n);
+    return;
+  }
+  ParallelForSplit(n, grain, f);
+}
 
 // Sets the calling thread's OpenMP thread count (oneDNN's runtime in Debian's build) to
 // IntraOpThreads(); cheap after the first call on a thread.
@@ -37,6 +49,23 @@ inline void Store(T& out, OpReq req, T value) {
     out = value;
   }
 }
+
+// Stores in[0, n) into out[0, n) as the request says. A kWriteInplace onto the same memory is
+// already done; the ranges must not overlap otherwise.
+template <typename T>
+inline void StoreN(T* out, OpReq req, const T* in, int64_t n) {
+  if (req == OpReq::kNull || (req == OpReq::kWriteInplace && out == in)) return;
+  if (req == OpReq::kAddTo) {
+    for (int64_t i = 0; i < n; ++i) out[i] += in[i];
+  } else {
+    std::copy(in, in + n, out);
+  }
+}
+
+// The gradient rule of an op `op` whose backward op `_backward_<op>` takes (the gradient of
+// output 0, forward input 0) and the forward attributes, and gives the gradient of forward input
+// `input` (the other inputs get none).
+GradientFn GradientFromBackwardOp(const std::string& op, int input = 0);
 
 // Where a kernel writes its outputs, and how each result then reaches its output as the request
 // says. The kernel overwrites Target(i) with output i. Outputs with req kWrite, and kWriteInplace
@@ -81,5 +110,15 @@ T LogSumExp(const T* x, int64_t n, int64_t stride) {
 // Shape helpers for shape inference.
 void CheckNumInputs(const std::vector<Shape>& in, size_t n, const char* op);
 void CheckSameShape(const Shape& a, const Shape& b, const char* what);
+
+// Normalizes an axis of an op's attribute: `axis` + `ndim` when negative. Throws a weft::Error
+// naming `op` and `shape` unless -ndim <= axis < ndim. (expand_dims passes ndim + 1.)
+int NormalizeAxis(const std::string& op, int64_t axis, int ndim, const Shape& shape);
+
+// Row-major strides of `shape`, in elements.
+std::array<int64_t, Shape::kMaxDims> Strides(const Shape& shape);
+
+// A tuple attribute as users write it, for error messages: "(4, -1)", "(5,)".
+std::string FormatTuple(const std::vector<int64_t>& values);
 
 }  // namespace weft::cpu

@@ -92,14 +92,10 @@ const dnnl::engine& DnnlEngine() {
 }
 
 dnnl::memory::desc PlainDesc(const Shape& shape) {
-  dnnl::memory::dims dims(shape.dims().begin(), shape.dims().end());
-  dnnl::memory::dims strides(dims.size());
-  int64_t stride = 1;
-  for (size_t i = dims.size(); i-- > 0;) {
-    strides[i] = stride;
-    stride *= dims[i];
-  }
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+  const auto strides = Strides(shape);
+  return dnnl::memory::desc(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()),
+                            dnnl::memory::data_type::f32,
+                            dnnl::memory::dims(strides.begin(), strides.begin() + shape.ndim()));
 }
 
 dnnl::memory DnnlMemory(const TensorView& t) {

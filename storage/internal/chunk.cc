@@ -10,12 +10,17 @@ Chunk::Chunk(size_t bytes, Device device)
 }
 
 void* Chunk::data() {
-  std::call_once(allocated_, [this] { block_ = Storage::Get(device_)->Alloc(bytes_); });
+  if (void* p = data_.load(std::memory_order_acquire)) return p;
+  std::lock_guard<std::mutex> lock(alloc_mu_);
+  if (block_.ptr == nullptr && bytes_ > 0) {
+    block_ = Storage::Get(device_)->Alloc(bytes_);
+    data_.store(block_.ptr, std::memory_order_release);
+  }
   return block_.ptr;
 }
 
 Chunk::~Chunk() {
-  // Whoever calls data() did so under allocated_; by destruction no one else holds the chunk.
+  // By destruction no one else holds the chunk, so block_ is stable.
   Block block = block_;
   Device device = device_;
   try {

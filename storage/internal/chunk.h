@@ -1,6 +1,7 @@
 // The memory behind one or more NDArrays (an array and its views), with its engine variable.
 #pragma once
 
+#include <atomic>
 #include <mutex>
 
 #include "engine/engine.h"
@@ -27,8 +28,10 @@ class Chunk {
   const size_t bytes_;
   const Device device_;
   const engine::VarHandle var_;
-  std::once_flag allocated_;
-  Block block_;  // written once, under allocated_
+  // The memory: data_ is published (release) once block_ is set, under alloc_mu_.
+  std::atomic<void*> data_{nullptr};
+  std::mutex alloc_mu_;
+  Block block_;
 };
 
 }  // namespace weft::internal

@@ -1,6 +1,7 @@
 #include "storage/internal/pooled_storage.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <unordered_map>
 
@@ -38,7 +39,7 @@ PooledStorage::~PooledStorage() { ReleaseCache(); }
 Block PooledStorage::Alloc(size_t bytes) {
   if (bytes == 0) return Block{nullptr, 0, device_};
   const size_t size = StorageSizeClass(bytes);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   ++stats_.allocations;
   void* ptr = nullptr;
   auto it = free_.find(size);
@@ -67,7 +68,7 @@ Block PooledStorage::Alloc(size_t bytes) {
 void PooledStorage::Free(Block block) {
   if (block.ptr == nullptr) return;
   WEFT_CHECK(block.device == device_) << "a block of " << block.device << " freed to the pool of " << device_;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   free_[block.size].push_back(block.ptr);
   stats_.bytes_in_use -= block.size;
   stats_.bytes_cached += block.size;
@@ -82,17 +83,17 @@ void PooledStorage::ReleaseCacheLocked() {
 }
 
 void PooledStorage::ReleaseCache() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   ReleaseCacheLocked();
 }
 
 StorageStats PooledStorage::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   return stats_;
 }
 
 void PooledStorage::ResetPeak() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   stats_.peak_bytes_in_use = stats_.bytes_in_use;
 }
 
@@ -111,6 +112,8 @@ Registry& GetRegistry() {
 
 }  // namespace
 
+Storage* GetFromRegistry(Device device);
+
 void RegisterStorageFactory(DeviceType type, std::function<std::unique_ptr<Storage>(Device)> factory) {
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
@@ -118,6 +121,17 @@ void RegisterStorageFactory(DeviceType type, std::function<std::unique_ptr<Stora
 }
 
 Storage* Storage::Get(Device device) {
+  // The CPU pool is asked for on every array's allocation and free: skip the registry lock.
+  static std::atomic<Storage*> cpu_pool{nullptr};
+  if (device.is_cpu()) {
+    if (Storage* pool = cpu_pool.load(std::memory_order_acquire)) return pool;
+  }
+  Storage* pool = GetFromRegistry(device);
+  if (device.is_cpu()) cpu_pool.store(pool, std::memory_order_release);
+  return pool;
+}
+
+Storage* GetFromRegistry(Device device) {
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.pools.find(device);

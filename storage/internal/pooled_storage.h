@@ -1,11 +1,13 @@
 // The pooled allocator behind Storage, over a raw allocator for one device (aligned host memory
-// on the CPU; cudaMalloc on a GPU). Thread-safe: one mutex guards the free lists and counters.
+// on the CPU; cudaMalloc on a GPU). Thread-safe: one spin lock guards the free lists and counters
+// (held for a map lookup; the raw allocator is called under it only on a cache miss).
 #pragma once
 
 #include <map>
 #include <mutex>
 #include <vector>
 
+#include "core/spin_lock.h"
 #include "storage/storage.h"
 
 namespace weft {
@@ -31,7 +33,7 @@ class PooledStorage final : public Storage {
   void ReleaseCacheLocked();
   const Device device_;
   const std::unique_ptr<RawAllocator> raw_;
-  mutable std::mutex mu_;
+  mutable SpinLock mu_;
   std::map<size_t, std::vector<void*>> free_;  // size class -> cached blocks; guarded by mu_
   StorageStats stats_;                         // guarded by mu_
 };

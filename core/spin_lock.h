@@ -1,10 +1,11 @@
-// A test-and-test-and-set lock for critical sections of a few instructions (a var's queue).
+// A test-and-test-and-set lock for critical sections of a few instructions (a var's queue, a
+// memory pool's free list), where a mutex would put a briefly contended thread to sleep.
 #pragma once
 
 #include <atomic>
 #include <thread>
 
-namespace weft::engine {
+namespace weft {
 
 class SpinLock {
  public:
@@ -22,4 +23,4 @@ class SpinLock {
   std::atomic<bool> locked_{false};
 };
 
-}  // namespace weft::engine
+}  // namespace weft

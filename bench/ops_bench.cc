@@ -1,0 +1,161 @@
+// Operator speed against PyTorch on the CPU, in the same run, at the same thread count:
+//   FullyConnected forward + backward, batch 128, 784 -> 1024
+//   Convolution forward + backward, batch 64, 32 -> 64 channels, 3x3, padding 1, 28x28
+//   a tiny imperative op: 100,000 adds on a 1-element array, waited once at the end, in place and
+//   allocating the output (engine included)
+// Each figure is a median; the ratio is weft / PyTorch (lower is better for weft).
+//
+//   bazel run --config=opt //bench:ops_bench -- --threads=2 --reps=10 [--tiny_only=1]
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "ops/op.h"
+#include "storage/ndarray.h"
+#include "weft/imperative.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using weft::NDArray;
+using weft::Shape;
+
+double MedianMs(int reps, const std::function<void()>& step) {
+  step();  // warm-up: primitive caches, pools
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = Clock::now();
+    step();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+NDArray Random(const Shape& shape) {
+  NDArray a(shape);
+  a.FillNormal(0, 0.1);
+  return a;
+}
+
+// Forward then backward of one op, waited.
+std::function<void()> ForwardBackward(const std::string& name, const weft::AttrMap& attrs, std::vector<NDArray> inputs,
+                                      const Shape& out_shape) {
+  const weft::Op& op = weft::GetOp(name);
+  const weft::Attrs parsed = weft::ParseAttrs(op, attrs);
+  NDArray dy = Random(out_shape);
+  std::vector<NDArray> grads;
+  for (const NDArray& in : inputs) grads.emplace_back(in.shape());
+  return [=, &op] {
+    std::vector<NDArray> out = weft::Invoke(op, parsed, inputs);
+    weft::InvokeBackward(op, parsed, inputs, out, {dy}, grads,
+                         std::vector<weft::OpReq>(inputs.size(), weft::OpReq::kWrite));
+    weft::engine::Engine::Get()->WaitForAll();
+  };
+}
+
+double TinyAddUs(bool allocate) {
+  constexpr int kAdds = 100000;
+  NDArray a(Shape{1}), b(Shape{1});
+  a.Fill(0);
+  b.Fill(1);
+  const weft::Op& add = weft::GetOp("add");
+  const weft::Attrs attrs = weft::ParseAttrs(add, {});
+  const double ms = MedianMs(3, [&] {
+    for (int i = 0; i < kAdds; ++i) {
+      if (allocate) {
+        weft::Invoke(add, attrs, {a, b});
+      } else {
+        weft::Invoke(add, attrs, {a, b}, {.outputs = {a}});
+      }
+    }
+    weft::engine::Engine::Get()->WaitForAll();
+  });
+  return ms * 1e3 / kAdds;
+}
+
+nlohmann::json RunTorch(int threads, int reps) {
+  // Debian's PyTorch is installed for Debian's python3, which a user's PATH may shadow.
+  const char* python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  std::string cmd = std::string(python) + " bench/torch_peer.py " + std::to_string(threads) + " " + std::to_string(reps) + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  if (pipe != nullptr) {
+    std::array<char, 4096> buf;
+    while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
+    pclose(pipe);
+  }
+  try {
+    return nlohmann::json::parse(out.substr(out.rfind('{')));
+  } catch (...) {
+    return {{"available", false}, {"error", out.empty() ? "python3 did not run" : out}};
+  }
+}
+
+int IntFlag(int argc, char** argv, const char* name, int fallback) {
+  const std::string prefix = std::string("--") + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return std::atoi(argv[i] + prefix.size());
+  }
+  return fallback;
+}
+
+void Row(const char* what, const char* unit, double weft, const nlohmann::json& torch, const char* key) {
+  if (torch.value("available", false)) {
+    const double peer = torch[key].get<double>();
+    std::printf("%-44s %10.3f %10.3f %8.2f   %s\n", what, weft, peer, weft / peer, unit);
+  } else {
+    std::printf("%-44s %10.3f %10s %8s   %s\n", what, weft, "n/a", "n/a", unit);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = IntFlag(argc, argv, "threads", 2);
+  const int reps = IntFlag(argc, argv, "reps", 10);
+  // One engine worker whose ops use `threads` threads, as PyTorch runs one op at a time on
+  // `threads` threads. Set before the engine starts.
+  setenv("WEFT_CPU_WORKERS", "1", 0);
+  setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
+  // bazel run starts in the runfiles tree; the peer script is in the source tree.
+  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) (void)!chdir(ws);
+
+  const bool tiny_only = IntFlag(argc, argv, "tiny_only", 0) != 0;  // skip the big ops (quick overhead runs)
+  const double fc = tiny_only ? 0 : MedianMs(reps, ForwardBackward("FullyConnected", {{"num_hidden", "1024"}},
+                                                   {Random({128, 784}), Random({1024, 784}), Random({1024})},
+                                                   Shape{128, 1024}));
+  const double conv = tiny_only ? 0 : MedianMs(std::max(3, reps / 2),
+                               ForwardBackward("Convolution", {{"kernel", "(3, 3)"}, {"num_filter", "64"}, {"pad", "(1, 1)"}},
+                                               {Random({64, 32, 28, 28}), Random({64, 32, 3, 3}), Random({64})},
+                                               Shape{64, 64, 28, 28}));
+  const double add_inplace = TinyAddUs(false);
+  const double add_alloc = TinyAddUs(true);
+  const nlohmann::json torch = RunTorch(threads, reps);
+
+  std::printf("weft vs PyTorch on the CPU, %d thread(s)\n", threads);
+  if (torch.value("available", false)) {
+    std::printf("PyTorch %s, %d thread(s); %s\n\n", torch["version"].get<std::string>().c_str(),
+                torch["threads"].get<int>(), torch["blas"].get<std::string>().c_str());
+  } else {
+    std::printf("PyTorch not available: %s\n\n", torch.value("error", std::string("?")).c_str());
+  }
+  std::printf("%-44s %10s %10s %8s\n", "workload", "weft", "PyTorch", "ratio");
+  Row("FullyConnected fwd+bwd 128x784->1024", "ms", fc, torch, "fc_ms");
+  Row("Convolution fwd+bwd 64x32x28x28, 3x3 -> 64", "ms", conv, torch, "conv_ms");
+  Row("tiny add, in place (per op)", "us", add_inplace, torch, "add_inplace_us");
+  Row("tiny add, allocating the output (per op)", "us", add_alloc, torch, "add_alloc_us");
+  weft::engine::Engine::Get()->Shutdown();
+  return 0;
+}

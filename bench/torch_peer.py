@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""The PyTorch side of bench/ops_bench: the same workloads, timed the same way.
+
+Prints one JSON object: {"available": bool, "blas": str, "threads": int, "fc_ms": ..., "conv_ms": ...,
+"add_inplace_us": ..., "add_alloc_us": ...}. Run by ops_bench in the same run as weft's figures.
+"""
+import json
+import sys
+import time
+
+
+def median_ms(fn, reps):
+    fn()  # warm-up
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main():
+    threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+    reps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    try:
+        import torch
+    except ImportError as e:
+        print(json.dumps({"available": False, "error": str(e)}))
+        return
+    torch.set_num_threads(threads)
+    config = torch.__config__.show()
+    blas = "unknown"
+    for line in config.splitlines():
+        if "BLAS_INFO" in line or "Use BLAS" in line:
+            blas = line.strip()
+    # FullyConnected forward + backward: batch 128, 784 -> 1024.
+    x = torch.randn(128, 784, requires_grad=True)
+    fc = torch.nn.Linear(784, 1024)
+    dy = torch.randn(128, 1024)
+
+    def fc_step():
+        y = fc(x)
+        y.backward(dy)
+
+    # Convolution forward + backward: batch 64, 32 -> 64 channels, 3x3, padding 1, 28x28.
+    xc = torch.randn(64, 32, 28, 28, requires_grad=True)
+    conv = torch.nn.Conv2d(32, 64, 3, padding=1)
+    dyc = torch.randn(64, 64, 28, 28)
+
+    def conv_step():
+        y = conv(xc)
+        y.backward(dyc)
+
+    a = torch.ones(1)
+    b = torch.ones(1)
+    n = 100000
+
+    def add_inplace():
+        for _ in range(n):
+            a.add_(b)
+
+    def add_alloc():
+        for _ in range(n):
+            torch.add(a, b)
+
+    with torch.no_grad():
+        inplace_us = median_ms(add_inplace, 3) * 1e3 / n
+        alloc_us = median_ms(add_alloc, 3) * 1e3 / n
+    print(json.dumps({
+        "available": True,
+        "version": torch.__version__,
+        "blas": blas,
+        "threads": torch.get_num_threads(),
+        "fc_ms": median_ms(fc_step, reps),
+        "conv_ms": median_ms(conv_step, max(3, reps // 2)),
+        "add_inplace_us": inplace_us,
+        "add_alloc_us": alloc_us,
+    }))
+
+
+if __name__ == "__main__":
+    main()

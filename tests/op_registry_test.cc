@@ -1,0 +1,120 @@
+// The registry and imperative invocation: every op the CPU library promises is registered with
+// what the layers above need; calls with bad input fail at the call with errors that say why.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/error.h"
+#include "ops/op.h"
+#include "storage/ndarray.h"
+#include "tests/op_test_util.h"
+#include "weft/imperative.h"
+
+namespace weft {
+namespace {
+
+bool IsBackward(const std::string& name) { return name.rfind("_backward_", 0) == 0; }
+
+TEST(OpRegistry, EveryOpHasShapeInferenceAndACpuKernel) {
+  const std::vector<std::string> ops = ListOps();
+  EXPECT_GE(ops.size(), 40u);
+  for (const std::string& name : ops) {
+    const Op& op = GetOp(name);
+    EXPECT_TRUE(op.infer_shape != nullptr) << name;
+    EXPECT_TRUE(op.compute[static_cast<int>(DeviceType::kCpu)] != nullptr) << name;
+    EXPECT_FALSE(op.description.empty()) << name;
+    if (op.gradient) EXPECT_FALSE(IsBackward(name)) << name << ": backward ops are not differentiated again";
+  }
+}
+
+TEST(OpRegistry, BackwardOpsNamedByGradientRulesExist) {
+  for (const std::string& name : ListOps()) {
+    const Op& op = GetOp(name);
+    if (!op.gradient) continue;
+    // Build the rule with default-ish attributes where parsing allows it.
+    Attrs attrs;
+    try {
+      attrs = ParseAttrs(op, {});
+    } catch (const Error&) {
+      continue;  // needs required attributes: covered by the op's own tests
+    }
+    GradBuilder g(NumInputs(op, attrs), NumOutputs(op, attrs));
+    op.gradient(attrs, g);
+    for (const GradNode& node : g.nodes()) EXPECT_NE(FindOp(node.op), nullptr) << name << " uses " << node.op;
+  }
+}
+
+TEST(OpRegistry, PointwiseOpsCarryAnExpression) {
+  for (const char* name : {"exp", "relu", "add", "mul", "add_scalar", "gelu"}) {
+    EXPECT_FALSE(GetOp(name).pointwise.empty()) << name;
+  }
+}
+
+TEST(Invoke, RejectsBadCallsBeforeAnythingRuns) {
+  NDArray a(Shape{2, 3}), b(Shape{2, 3});
+  a.Fill(1);
+  b.Fill(2);
+  auto message = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "<no error>";
+  };
+  EXPECT_NE(message([&] { Invoke("add", {a, NDArray()}); }).find("input 1 is a null array"), std::string::npos);
+  EXPECT_NE(message([&] { Invoke("add", {a, b}, {}, {.outputs = {NDArray(Shape{3, 2})}}); }).find("output 0 must be (2, 3)"),
+            std::string::npos);
+  EXPECT_NE(message([&] { Invoke("relu", {a}, {{"axis", "1"}}); }).find("unknown attribute 'axis'"), std::string::npos);
+  EXPECT_NE(message([&] { Invoke("nope", {a}); }).find("unknown op 'nope'"), std::string::npos);
+  // Nothing was written: the arrays are intact.
+  EXPECT_EQ(a.ToVector<float>(), std::vector<float>(6, 1));
+}
+
+TEST(Invoke, RequestsAreHonoured) {
+  NDArray x = NDArray::FromVector(std::vector<float>{1, 2, 3}, Shape{3});
+  NDArray out = NDArray::FromVector(std::vector<float>{10, 20, 30}, Shape{3});
+  Invoke("mul_scalar", {x}, {{"scalar", "2"}}, {.outputs = {out}, .req = {OpReq::kAddTo}});
+  EXPECT_EQ(out.ToVector<float>(), (std::vector<float>{12, 24, 36}));
+  Invoke("mul_scalar", {x}, {{"scalar", "2"}}, {.outputs = {out}, .req = {OpReq::kNull}});
+  EXPECT_EQ(out.ToVector<float>(), (std::vector<float>{12, 24, 36})) << "kNull writes nothing";
+  Invoke("neg", {x}, {}, {.outputs = {x}});  // in place
+  EXPECT_EQ(x.ToVector<float>(), (std::vector<float>{-1, -2, -3}));
+}
+
+TEST(Invoke, BackwardAccumulatesWhenAsked) {
+  NDArray x = NDArray::FromVector(std::vector<float>{1, 2, 3}, Shape{3});
+  const Op& op = GetOp("square");
+  const Attrs attrs = ParseAttrs(op, {});
+  NDArray y = Invoke(op, attrs, {x})[0];
+  NDArray dy = NDArray::FromVector(std::vector<float>{1, 1, 1}, Shape{3});
+  NDArray dx = NDArray::FromVector(std::vector<float>{100, 100, 100}, Shape{3});
+  InvokeBackward(op, attrs, {x}, {y}, {dy}, {dx}, {OpReq::kAddTo});
+  EXPECT_EQ(dx.ToVector<float>(), (std::vector<float>{102, 104, 106}));
+  InvokeBackward(op, attrs, {x}, {y}, {dy}, {dx}, {OpReq::kWrite});
+  EXPECT_EQ(dx.ToVector<float>(), (std::vector<float>{2, 4, 6}));
+}
+
+}  // namespace
+}  // namespace weft
+
+namespace weft {
+namespace {
+
+TEST(Invoke, AnOutputMayAliasAnInputOnlyWhereTheOpAllowsIt) {
+  NDArray a = NDArray::Arange(6).Reshape(Shape{2, 3});
+  // transpose cannot work in place: writing its output over its input would corrupt it.
+  try {
+    Invoke("transpose", {a.Reshape(Shape{3, 2})}, {}, {.outputs = {a}});
+    FAIL() << "an aliasing output was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot work in place"), std::string::npos) << e.what();
+  }
+  // Disjoint parts of one array are fine.
+  NDArray b = NDArray::Arange(8).Reshape(Shape{4, 2});
+  Invoke("neg", {b.Slice(0, 2)}, {}, {.outputs = {b.Slice(2, 4)}});
+  EXPECT_EQ(b.ToVector<float>(), (std::vector<float>{0, 1, 2, 3, -0.0f, -1, -2, -3}));
+}
+
+}  // namespace
+}  // namespace weft

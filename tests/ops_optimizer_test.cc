@@ -1,0 +1,90 @@
+// Optimizer update ops write the weights (and their state) in place, and match a plain
+// reference over several steps, with gradient rescaling, clipping and weight decay.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "storage/ndarray.h"
+#include "tests/op_test_util.h"
+#include "weft/imperative.h"
+
+namespace weft {
+namespace {
+
+std::vector<float> Gradients(int step) {
+  return {0.5f * step, -2.0f, 0.01f, 3.0f - step, -0.3f, 1.5f};
+}
+
+float Clipped(float g, float rescale, float clip) {
+  g *= rescale;
+  return clip > 0 ? std::max(-clip, std::min(clip, g)) : g;
+}
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << "element " << i;
+}
+
+TEST(OptimizerOps, SgdUpdatesTheWeightInPlace) {
+  std::vector<float> w = {1, 2, 3, 4, 5, 6};
+  NDArray weight = NDArray::FromVector(w, Shape{2, 3});
+  const AttrMap attrs = {{"lr", "0.1"}, {"wd", "0.01"}, {"rescale_grad", "0.5"}, {"clip_gradient", "0.6"}};
+  for (int step = 0; step < 3; ++step) {
+    NDArray grad = NDArray::FromVector(Gradients(step), Shape{2, 3});
+    std::vector<NDArray> out = Invoke("sgd_update", {weight, grad}, attrs, {.outputs = {weight}});
+    EXPECT_TRUE(out[0].SharesMemoryWith(weight));
+    for (size_t i = 0; i < w.size(); ++i) w[i] -= 0.1f * (Clipped(Gradients(step)[i], 0.5f, 0.6f) + 0.01f * w[i]);
+  }
+  ExpectNear(weight.ToVector<float>(), w);
+}
+
+TEST(OptimizerOps, SgdMomentumUpdatesWeightAndMomentum) {
+  std::vector<float> w = {1, -2, 3, -4, 5, -6}, m(6, 0.0f);
+  NDArray weight = NDArray::FromVector(w, Shape{6}), mom = NDArray::FromVector(m, Shape{6});
+  const AttrMap attrs = {{"lr", "0.05"}, {"momentum", "0.9"}, {"wd", "0.001"}};
+  for (int step = 0; step < 4; ++step) {
+    NDArray grad = NDArray::FromVector(Gradients(step), Shape{6});
+    Invoke("sgd_mom_update", {weight, grad, mom}, attrs, {.outputs = {weight}});
+    for (size_t i = 0; i < w.size(); ++i) {
+      m[i] = 0.9f * m[i] - 0.05f * (Gradients(step)[i] + 0.001f * w[i]);
+      w[i] += m[i];
+    }
+  }
+  ExpectNear(weight.ToVector<float>(), w);
+  ExpectNear(mom.ToVector<float>(), m);
+}
+
+TEST(OptimizerOps, AdamUpdatesWeightAndBothMoments) {
+  std::vector<float> w = {0.5f, -0.5f, 1, -1, 2, -2}, m(6, 0.0f), v(6, 0.0f);
+  NDArray weight = NDArray::FromVector(w, Shape{3, 2}), mean = NDArray::FromVector(m, Shape{3, 2}),
+          var = NDArray::FromVector(v, Shape{3, 2});
+  const AttrMap attrs = {{"lr", "0.01"}, {"beta1", "0.8"}, {"beta2", "0.99"}, {"epsilon", "1e-6"}, {"clip_gradient", "2"}};
+  for (int step = 0; step < 5; ++step) {
+    NDArray grad = NDArray::FromVector(Gradients(step), Shape{3, 2});
+    Invoke("adam_update", {weight, grad, mean, var}, attrs, {.outputs = {weight}});
+    for (size_t i = 0; i < w.size(); ++i) {
+      const float g = Clipped(Gradients(step)[i], 1.0f, 2.0f);
+      m[i] = 0.8f * m[i] + 0.2f * g;
+      v[i] = 0.99f * v[i] + 0.01f * g * g;
+      w[i] -= 0.01f * m[i] / (std::sqrt(v[i]) + 1e-6f);
+    }
+  }
+  ExpectNear(weight.ToVector<float>(), w);
+  ExpectNear(mean.ToVector<float>(), m);
+  ExpectNear(var.ToVector<float>(), v);
+}
+
+TEST(OptimizerOps, BadInputsSayWhatWasExpected) {
+  testing::ExpectOpError("sgd_update", {}, {Shape{3}, Shape{3}}, {"sgd_update", "'lr'", "required"});
+  testing::ExpectOpError("sgd_update", {{"lr", "0.1"}}, {Shape{3}, Shape{4}}, {"sgd_update", "(3,)", "(4,)"});
+  testing::ExpectOpError("sgd_update", {{"lr", "-1"}}, {Shape{3}, Shape{3}}, {"sgd_update", "lr", ">= 0", "-1"});
+  testing::ExpectOpError("sgd_mom_update", {{"lr", "0.1"}}, {Shape{3}, Shape{3}}, {"sgd_mom_update", "expected 3 input(s), found 2"});
+  testing::ExpectOpError("adam_update", {{"lr", "0.1"}, {"beta1", "1.5"}}, {Shape{2}, Shape{2}, Shape{2}, Shape{2}},
+                         {"adam_update", "beta1", "1.5"});
+  testing::ExpectOpError("adam_update", {{"lr", "0.1"}, {"momentum", "0.9"}}, {Shape{2}, Shape{2}, Shape{2}, Shape{2}},
+                         {"adam_update", "unknown attribute 'momentum'"});
+}
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,68 @@
+#include "weft/ops.h"
+
+#include <sstream>
+#include <string>
+
+namespace weft {
+
+namespace {
+
+std::string Number(double x) {
+  std::ostringstream os;
+  os.precision(17);
+  os << x;
+  return os.str();
+}
+
+NDArray WithScalar(const char* op, const NDArray& a, double s) { return Invoke(op, {a}, {{"scalar", Number(s)}})[0]; }
+
+}  // namespace
+
+namespace op {
+
+NDArray add_n(const std::vector<NDArray>& inputs) {
+  return Invoke("add_n", inputs, {{"num_args", std::to_string(inputs.size())}})[0];
+}
+
+NDArray FullyConnected(const NDArray& data, const NDArray& weight, const NDArray& bias, const AttrMap& attrs) {
+  return Invoke("FullyConnected", {data, weight, bias}, attrs)[0];
+}
+NDArray FullyConnected(const NDArray& data, const NDArray& weight, const AttrMap& attrs) {
+  return Invoke("FullyConnected", {data, weight}, attrs)[0];
+}
+NDArray Convolution(const NDArray& data, const NDArray& weight, const NDArray& bias, const AttrMap& attrs) {
+  return Invoke("Convolution", {data, weight, bias}, attrs)[0];
+}
+NDArray Pooling(const NDArray& data, const AttrMap& attrs) { return Invoke("Pooling", {data}, attrs)[0]; }
+NDArray softmax(const NDArray& data, const AttrMap& attrs) { return Invoke("softmax", {data}, attrs)[0]; }
+NDArray log_softmax(const NDArray& data, const AttrMap& attrs) { return Invoke("log_softmax", {data}, attrs)[0]; }
+NDArray SoftmaxCrossEntropy(const NDArray& logits, const NDArray& labels) {
+  return Invoke("SoftmaxCrossEntropy", {logits, labels})[0];
+}
+
+void sgd_update(const NDArray& weight, const NDArray& grad, const AttrMap& attrs) {
+  Invoke("sgd_update", {weight, grad}, attrs, {.outputs = {weight}});
+}
+void sgd_mom_update(const NDArray& weight, const NDArray& grad, const NDArray& mom, const AttrMap& attrs) {
+  Invoke("sgd_mom_update", {weight, grad, mom}, attrs, {.outputs = {weight}});
+}
+void adam_update(const NDArray& weight, const NDArray& grad, const NDArray& mean, const NDArray& var,
+                 const AttrMap& attrs) {
+  Invoke("adam_update", {weight, grad, mean, var}, attrs, {.outputs = {weight}});
+}
+
+}  // namespace op
+
+NDArray operator+(const NDArray& a, const NDArray& b) { return Invoke("add", {a, b})[0]; }
+NDArray operator-(const NDArray& a, const NDArray& b) { return Invoke("sub", {a, b})[0]; }
+NDArray operator*(const NDArray& a, const NDArray& b) { return Invoke("mul", {a, b})[0]; }
+NDArray operator/(const NDArray& a, const NDArray& b) { return Invoke("div", {a, b})[0]; }
+NDArray operator-(const NDArray& a) { return Invoke("neg", {a})[0]; }
+NDArray operator+(const NDArray& a, double s) { return WithScalar("add_scalar", a, s); }
+NDArray operator-(const NDArray& a, double s) { return WithScalar("sub_scalar", a, s); }
+NDArray operator*(const NDArray& a, double s) { return WithScalar("mul_scalar", a, s); }
+NDArray operator/(const NDArray& a, double s) { return WithScalar("div_scalar", a, s); }
+NDArray operator*(double s, const NDArray& a) { return WithScalar("mul_scalar", a, s); }
+NDArray operator-(double s, const NDArray& a) { return WithScalar("rsub_scalar", a, s); }
+
+}  // namespace weft

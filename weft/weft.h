@@ -1,0 +1,23 @@
+// weft: the embedding API. Include this, depend on the Bazel target //weft, and you have:
+//   NDArray        asynchronous arrays on the engine (storage/ndarray.h)
+//   Invoke         any registered op on arrays, with its gradient (weft/imperative.h)
+//   op::...        typed op calls and arithmetic operators (weft/ops.h)
+//   SeedRandom     reproducible random numbers (storage/random.h)
+//
+//   #include "weft/weft.h"
+//   weft::NDArray x(weft::Shape{2, 3});
+//   x.FillUniform(-1, 1);
+//   weft::NDArray y = weft::op::relu(x * 2.0);
+//   std::vector<float> v = y.ToVector<float>();   // waits for the ops before it
+#pragma once
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "engine/engine.h"
+#include "storage/ndarray.h"
+#include "storage/random.h"
+#include "storage/storage.h"
+#include "weft/imperative.h"
+#include "weft/ops.h"
