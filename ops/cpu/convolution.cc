@@ -67,7 +67,8 @@ std::vector<Shape> ConvBackwardShape(const Attrs& a, const std::vector<Shape>& i
 
 // ---- float32: oneDNN convolution ----
 
-// The plain descriptors of one call: data, weight, bias, output.
+// The plain descriptors of one call: data, weight, bias, output, and the padding used on both
+// sides (oneDNN's own shape check divides with floor, as the output extent here does).
 struct ConvDescs {
   dnnl::memory::desc src, weights, bias, dst;
   dnnl::memory::dims strides, padding;

@@ -16,6 +16,7 @@
 // oneDNN's max-pooling backward needs the workspace its forward-training pass fills; rather than
 // keep that workspace as a hidden second output of Pooling (which every user and graph pass would
 // then see), the backward recomputes the forward into scratch: one extra forward pass per backward.
+#include <algorithm>
 #include <limits>
 
 #include "ops/internal/cpu_util.h"

@@ -17,10 +17,11 @@
 
 #include <cstdint>
 #include <functional>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <sstream>
 #include <string>
 #include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include "core/dtype.h"
 #include "core/shape.h"
