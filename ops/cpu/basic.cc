@@ -1,5 +1,5 @@
-// zeros_like and ones_like: an array of the input's shape and dtype filled with 0 or 1. The
-// gradient pass uses zeros_like for outputs that receive no gradient.
+// Small utility ops: zeros_like and ones_like (arrays of the input's shape filled with 0 or 1; the
+// gradient pass uses zeros_like for outputs that receive no gradient), _copy, and stop_gradient.
 #include "ops/internal/cpu_util.h"
 #include "ops/op.h"
 
@@ -64,6 +64,13 @@ const bool copy_registered = [] {
       .Pointwise("in0")
       .Compute(DeviceType::kCpu, CopyCompute)
       .Gradient([](const Attrs&, GradBuilder& g) { g.SetInputGrad(0, g.OutGrad(0)); });
+  WEFT_REGISTER_OP(stop_gradient)
+      .Describe("the input, through which no gradient flows (to output predictions beside a loss)")
+      .Inputs({"data"})
+      .InferShape([](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; })
+      .Inplace({{0, 0}})
+      .Compute(DeviceType::kCpu, CopyCompute)
+      .Gradient([](const Attrs&, GradBuilder&) {});
   return true;
 }();
 
