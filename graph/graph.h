@@ -34,9 +34,9 @@ struct Node {
   std::string name;
   Attrs attrs;  // parsed for `op`; raw() is what the user wrote
   std::vector<NodeEntry> inputs;
-  // For backward nodes: the forward node they differentiate (shape inference and memory planning
-  // use it); -1 otherwise.
+  // For backward nodes: the forward node they differentiate; -1 for forward nodes.
   int64_t forward_node = -1;
+  bool is_backward() const { return forward_node >= 0; }
 
   bool is_variable() const { return op == nullptr; }
   uint32_t num_outputs() const { return op == nullptr ? 1 : static_cast<uint32_t>(NumOutputs(*op, attrs)); }
@@ -57,6 +57,12 @@ class Graph {
  public:
   std::vector<Node> nodes;  // inputs before users
   std::vector<NodeEntry> outputs;
+
+  // Outputs [0, num_forward_outputs) are the forward outputs; the gradient pass appends the
+  // gradients it was asked for; head_grads[i] is the variable node holding the gradient that
+  // flows into forward output i.
+  size_t num_forward_outputs = 0;
+  std::vector<uint32_t> head_grads;
 
   // Typed attributes set by passes (absent until the pass ran).
   std::optional<std::vector<Shape>> shapes;  // per entry

@@ -104,6 +104,7 @@ Graph Symbol::ToGraph() const {
     }
   }
   for (const SymEntry& out : outputs_) g.outputs.push_back({index.at(out.node.get()), out.index});
+  g.num_forward_outputs = g.outputs.size();
   g.Reindex();
   // Arguments are bound by name: two different variables may not share one.
   std::map<std::string, uint32_t> seen;

@@ -114,6 +114,16 @@ NDArray NDArray::Slice(int64_t begin, int64_t end) const {
   return view;
 }
 
+NDArray NDArray::Alias(const Shape& shape, DType dtype) const {
+  CheckNotNone("Alias");
+  const size_t need = static_cast<size_t>(shape.Size()) * DTypeSize(dtype);
+  WEFT_CHECK_LE(need, bytes()) << "Alias: " << shape << " " << dtype << " does not fit in " << ToString();
+  NDArray view = *this;
+  view.shape_ = shape;
+  view.dtype_ = dtype;
+  return view;
+}
+
 void NDArray::Fill(double value) const {
   PushWrite("Fill", [value](const TensorView& v) {
     WEFT_DTYPE_SWITCH(v.dtype(), T, "Fill", { std::fill_n(v.data<T>(), v.size(), static_cast<T>(value)); });

@@ -77,6 +77,9 @@ class NDArray {
   // Views that share memory and ordering with this array.
   NDArray Reshape(const Shape& shape) const;  // same number of elements
   NDArray Slice(int64_t begin, int64_t end) const;  // rows [begin, end) of the first axis
+  // The first bytes of this array's memory seen with another shape and dtype (for a memory plan
+  // that lets entries of different types share one buffer). Needs shape's bytes <= bytes().
+  NDArray Alias(const Shape& shape, DType dtype) const;
 
   // Initialization, pushed like any op.
   void Fill(double value) const;

@@ -1,0 +1,76 @@
+// Executor: a symbol bound to a device and to arrays. Bind runs the passes (CSE, gradient, shape
+// and type inference, memory planning), allocates the plan's buffers, and prepares one engine op
+// per node (or per segment of consecutive nodes: bulk execution). Forward and Backward push them.
+//
+//   auto exec = Executor::Bind(loss, Device::Cpu(), args, arg_grads, grad_reqs);
+//   exec->Forward(/*is_train=*/true);
+//   exec->Backward();                 // a loss: head gradients of ones
+//   optimizer.Update(i, args["fc1_weight"], arg_grads["fc1_weight"]);
+//
+// Arrays are bound by argument name (Symbol::ListArguments). A gradient request per argument:
+// kWrite (overwrite the gradient array), kAdd (accumulate into it), kNull (not computed; work only
+// it needs is pruned). Environment: WEFT_ELIMINATE_COMMON_EXPR=0 turns CSE off,
+// WEFT_PLAN_MEMORY=0 gives every entry its own buffer, WEFT_EXEC_BULK_SIZE sets how many
+// consecutive nodes run as one engine op (1: one op per node).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/symbol.h"
+#include "storage/ndarray.h"
+
+namespace weft {
+
+enum class GradReq { kNull, kWrite, kAdd };
+
+struct ExecutorStats {
+  size_t forward_nodes = 0;   // nodes the forward pass runs
+  size_t backward_nodes = 0;  // nodes the backward pass runs
+  size_t engine_ops_pushed = 0;  // by the last Forward or Backward call
+  size_t plan_bytes = 0;         // internal buffers the memory plan allocated
+  size_t naive_bytes = 0;        // what one buffer per internal entry would need
+};
+
+class Executor {
+ public:
+  using ArrayMap = std::map<std::string, NDArray>;
+
+  // Throws weft::Error naming the argument when one is missing or its shape or device is wrong,
+  // and naming the node when inference fails.
+  static std::unique_ptr<Executor> Bind(const Symbol& symbol, Device device, const ArrayMap& args,
+                                        const ArrayMap& arg_grads = {},
+                                        const std::map<std::string, GradReq>& grad_reqs = {});
+  ~Executor();
+
+  void Forward(bool is_train);
+  // head_grads: one per output; empty: ones (the outputs are losses to minimize).
+  void Backward(const std::vector<NDArray>& head_grads = {});
+
+  const std::vector<NDArray>& outputs() const { return outputs_; }
+  const ArrayMap& args() const { return args_; }
+  const ArrayMap& arg_grads() const { return arg_grads_; }
+  const ExecutorStats& stats() const { return stats_; }
+
+  // The same symbol bound again for new argument shapes (e.g. another batch size): arguments
+  // whose shape is unchanged keep their arrays (and gradients); the others get new arrays.
+  std::unique_ptr<Executor> Reshape(const std::map<std::string, Shape>& shapes) const;
+
+ private:
+  struct Impl;
+  explicit Executor(std::unique_ptr<Impl> impl);
+  void Push(bool backward, bool is_train);
+
+  std::unique_ptr<Impl> impl_;
+  Symbol symbol_;
+  Device device_;
+  ArrayMap args_, arg_grads_;
+  std::map<std::string, GradReq> grad_reqs_;
+  std::vector<NDArray> outputs_;
+  ExecutorStats stats_;
+};
+
+}  // namespace weft

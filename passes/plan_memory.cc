@@ -1,0 +1,103 @@
+#include "passes/plan_memory.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.h"
+
+namespace weft {
+
+namespace {
+
+class Planner {
+ public:
+  Planner(const Graph& g, const std::vector<bool>& external, const PlanOptions& options)
+      : g_(g), external_(external), options_(options), uses_(g.EntryUseCounts()) {
+    plan_.storage_id.assign(g.num_entries(), MemoryPlan::kExternal);
+    plan_.inplace.assign(g.num_entries(), false);
+    owner_.assign(g.num_entries(), true);
+  }
+
+  MemoryPlan Run() {
+    for (uint32_t n = 0; n < g_.nodes.size(); ++n) {
+      const Node& node = g_.nodes[n];
+      if (node.is_variable()) continue;
+      for (uint32_t o = 0; o < node.num_outputs(); ++o) Assign(n, o);
+      for (const NodeEntry& in : node.inputs) Release(g_.EntryId(in));
+      for (uint32_t o = 0; o < node.num_outputs(); ++o) {
+        if (uses_[g_.EntryId({n, o})] == 0) Free(g_.EntryId({n, o}));  // nothing reads it
+      }
+    }
+    for (size_t bytes : plan_.storage_bytes) plan_.total_bytes += bytes;
+    return plan_;
+  }
+
+ private:
+  size_t Bytes(uint32_t e) const { return static_cast<size_t>((*g_.shapes)[e].Size()) * DTypeSize((*g_.dtypes)[e]); }
+
+  void Assign(uint32_t n, uint32_t o) {
+    const uint32_t e = g_.EntryId({n, o});
+    if (external_[e]) return;
+    plan_.naive_bytes += Bytes(e);
+    if (options_.inplace && TryInplace(n, o, e)) return;
+    plan_.storage_id[e] = options_.reuse ? TakeFree(Bytes(e)) : -1;
+    if (plan_.storage_id[e] < 0) {
+      plan_.storage_id[e] = static_cast<int>(plan_.storage_bytes.size());
+      plan_.storage_bytes.push_back(Bytes(e));
+    }
+  }
+
+  // Writes output o over input i when the op allows it, this node is the input's last reader,
+  // and the two have the same size.
+  bool TryInplace(uint32_t n, uint32_t o, uint32_t e) {
+    const Node& node = g_.nodes[n];
+    if (!node.op->inplace) return false;
+    for (const auto& [i, out] : node.op->inplace(node.attrs)) {
+      if (out != static_cast<int>(o) || i >= static_cast<int>(node.inputs.size())) continue;
+      const uint32_t in = g_.EntryId(node.inputs[i]);
+      if (plan_.storage_id[in] < 0 || !owner_[in] || uses_[in] != 1 || Bytes(in) != Bytes(e)) continue;
+      plan_.storage_id[e] = plan_.storage_id[in];
+      plan_.inplace[e] = true;
+      owner_[in] = false;  // the buffer now belongs to the output
+      return true;
+    }
+    return false;
+  }
+
+  int TakeFree(size_t bytes) {
+    auto it = free_.lower_bound(bytes);
+    if (it == free_.end() || it->first > 2 * bytes) return -1;
+    const int id = it->second;
+    free_.erase(it);
+    return id;
+  }
+
+  void Release(uint32_t e) {
+    if (uses_[e] > 0 && --uses_[e] == 0) Free(e);
+  }
+
+  void Free(uint32_t e) {
+    if (plan_.storage_id[e] < 0 || !owner_[e]) return;
+    owner_[e] = false;
+    free_.emplace(plan_.storage_bytes[plan_.storage_id[e]], plan_.storage_id[e]);
+  }
+
+  const Graph& g_;
+  const std::vector<bool>& external_;
+  const PlanOptions options_;
+  std::vector<uint32_t> uses_;        // per entry: readers not yet planned
+  std::vector<bool> owner_;           // per entry: it (still) holds its buffer
+  std::multimap<size_t, int> free_;   // bytes -> storage id, buffers nobody holds
+  MemoryPlan plan_;
+};
+
+}  // namespace
+
+Graph PlanMemory(Graph g, const std::vector<bool>& external, const PlanOptions& options) {
+  WEFT_CHECK(g.shapes && g.dtypes) << "PlanMemory: run shape and type inference first";
+  WEFT_CHECK_EQ(external.size(), g.num_entries()) << "PlanMemory: one 'external' flag per entry";
+  g.memory = Planner(g, external, options).Run();
+  return g;
+}
+
+}  // namespace weft

@@ -1,0 +1,26 @@
+// Memory planning: gives every internal entry (not bound to a user array) a storage id, so that
+// entries whose lifetimes do not overlap share a buffer, and an op that allows it writes its output
+// over an input that nothing reads afterwards (in place). Entries are visited in node order; an
+// entry's buffer goes back to the free list after its last reader; a new entry takes the smallest
+// free buffer that fits (and is at most twice its size), else a new one.
+//
+//   Graph g = PlanMemory(InferShapesAndTypes(...), external);
+//   g.memory->total_bytes < g.memory->naive_bytes
+#pragma once
+
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace weft {
+
+struct PlanOptions {
+  bool reuse = true;    // share buffers between entries whose lifetimes do not overlap
+  bool inplace = true;  // run ops in place where they allow it
+};
+
+// `external[e]`: entry e is bound to a user array (arguments, head gradients, outputs).
+// Needs the shapes and dtypes from InferShapesAndTypes.
+Graph PlanMemory(Graph graph, const std::vector<bool>& external, const PlanOptions& options = {});
+
+}  // namespace weft

@@ -1,0 +1,96 @@
+// graph/: symbols compose, list their arguments and outputs, freeze into the IR, and their JSON
+// form round-trips exactly; malformed JSON is rejected with an error that says what is wrong.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "graph/symbol.h"
+
+namespace weft {
+namespace {
+
+Symbol Mlp() {
+  Symbol x = Symbol::Variable("data");
+  Symbol h = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "16"}}, "fc1");
+  Symbol a = Symbol::Op("relu", {h}, {}, "relu1");
+  Symbol y = Symbol::Op("FullyConnected", {a}, {{"num_hidden", "4"}}, "fc2");
+  return Symbol::Op("SoftmaxCrossEntropy", {y, Symbol::Variable("label")}, {}, "loss");
+}
+
+std::string MessageOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(Symbol, ComposesAndListsArgumentsInOrder) {
+  Symbol loss = Mlp();
+  EXPECT_EQ(loss.ListArguments(),
+            (std::vector<std::string>{"data", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias", "label"}));
+  EXPECT_EQ(loss.ListOutputs(), std::vector<std::string>{"loss_output"});
+  Graph g = loss.ToGraph();
+  EXPECT_EQ(g.nodes.size(), 10u);
+  EXPECT_EQ(g.outputs.size(), 1u);
+  for (uint32_t n = 0; n < g.nodes.size(); ++n) {
+    for (const NodeEntry& e : g.nodes[n].inputs) EXPECT_LT(e.node, n) << "inputs come before their users";
+  }
+}
+
+TEST(Symbol, GroupsAndSelectsOutputs) {
+  Symbol x = Symbol::Variable("x");
+  Symbol d = Symbol::Op("Dropout", {x}, {{"p", "0.5"}}, "drop");
+  EXPECT_EQ(d.num_outputs(), 2u);
+  Symbol both = Symbol::Group({Symbol::Op("relu", {d[0]}, {}, "r"), Symbol::Op("exp", {x}, {}, "e")});
+  EXPECT_EQ(both.ListOutputs(), (std::vector<std::string>{"r_output", "e_output"}));
+  EXPECT_EQ(both.ListArguments(), std::vector<std::string>{"x"});
+  EXPECT_NE(MessageOf([&] { Symbol::Op("relu", {d}); }).find("has 2 outputs"), std::string::npos);
+}
+
+TEST(Symbol, JsonRoundTripsExactly) {
+  Symbol loss = Mlp();
+  const std::string json = loss.ToJson();
+  Symbol loaded = Symbol::FromJson(json);
+  EXPECT_EQ(loaded.ToJson(), json);
+  EXPECT_EQ(loaded.ListArguments(), loss.ListArguments());
+  Graph a = loss.ToGraph(), b = loaded.ToGraph();
+  ASSERT_EQ(a.nodes.size(), b.nodes.size());
+  for (size_t n = 0; n < a.nodes.size(); ++n) {
+    EXPECT_EQ(a.nodes[n].name, b.nodes[n].name);
+    EXPECT_EQ(a.nodes[n].op, b.nodes[n].op);
+    EXPECT_EQ(a.nodes[n].attrs.raw(), b.nodes[n].attrs.raw());
+    EXPECT_TRUE(a.nodes[n].inputs == b.nodes[n].inputs);
+  }
+}
+
+TEST(Symbol, MalformedJsonIsAClearError) {
+  EXPECT_NE(MessageOf([] { Symbol::FromJson("{not json"); }).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(MessageOf([] { Symbol::FromJson(R"({"nodes": [], "outputs": []})"); }).find("weft_graph"), std::string::npos);
+  const std::string cycle = R"({"weft_graph": 1, "nodes": [
+      {"op": "null", "name": "x", "inputs": []},
+      {"op": "relu", "name": "r", "inputs": [[2, 0]]},
+      {"op": "relu", "name": "s", "inputs": [[1, 0]]}], "outputs": [[2, 0]]})";
+  EXPECT_NE(MessageOf([&] { Symbol::FromJson(cycle); }).find("refers to node 2, expected a node defined before it"),
+            std::string::npos);
+  const std::string unknown = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"},
+      {"op": "rleu", "name": "r", "inputs": [[0, 0]]}], "outputs": [[1, 0]]})";
+  EXPECT_NE(MessageOf([&] { Symbol::FromJson(unknown); }).find("unknown op 'rleu'"), std::string::npos);
+  const std::string bad_attr = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"},
+      {"op": "Activation", "name": "a", "attrs": {"act_type": "swish"}, "inputs": [[0, 0]]}], "outputs": [[1, 0]]})";
+  EXPECT_NE(MessageOf([&] { Symbol::FromJson(bad_attr); }).find("'swish'"), std::string::npos);
+  const std::string missing_input = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"},
+      {"op": "add", "name": "a", "inputs": [[0, 0]]}], "outputs": [[1, 0]]})";
+  EXPECT_NE(MessageOf([&] { Symbol::FromJson(missing_input); }).find("expected 2 input(s), found 1"), std::string::npos);
+  const std::string bad_output = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"}], "outputs": [[0, 3]]})";
+  EXPECT_NE(MessageOf([&] { Symbol::FromJson(bad_output); }).find("found output 3"), std::string::npos);
+}
+
+TEST(Symbol, TwoVariablesWithOneNameAreRejected) {
+  Symbol a = Symbol::Variable("x"), b = Symbol::Variable("x");
+  EXPECT_NE(MessageOf([&] { Symbol::Op("add", {a, b}).ToGraph(); }).find("two different variables are named 'x'"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace weft

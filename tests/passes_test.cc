@@ -1,0 +1,121 @@
+// passes/: each pass alone. CSE on the XLNet pattern from the MXNet seed, random ops kept apart,
+// workspace-requesting ops merged; the gradient pass's structure; memory planning smaller than one
+// buffer per entry, with in-place runs.
+#include <gtest/gtest.h>
+
+#include "graph/symbol.h"
+#include "ops/op.h"
+#include "passes/cse.h"
+#include "passes/gradient.h"
+#include "passes/infer.h"
+#include "passes/plan_memory.h"
+
+namespace weft {
+namespace {
+
+size_t CountOps(const Graph& g, const std::string& op) {
+  size_t n = 0;
+  for (const Node& node : g.nodes) n += !node.is_variable() && node.op->name == op;
+  return n;
+}
+
+// seeds/runtime-fusion-regression-issue.txt: one input reshaped 12 times the same way, each
+// reshape followed by the same 12 expand_dims. MXNet's CSE kept the 144 expand_dims (oneDNN
+// builds gave expand_dims a workspace request), and the fused kernel's parameters overflowed.
+Symbol XlnetPattern() {
+  Symbol x = Symbol::Variable("x");
+  std::vector<Symbol> outs;
+  for (int r = 0; r < 12; ++r) {
+    Symbol reshaped = Symbol::Op("reshape", {x}, {{"shape", "(0, 2, -1)"}});
+    for (int e = 0; e < 12; ++e) outs.push_back(Symbol::Op("expand_dims", {reshaped}, {{"axis", "1"}}));
+  }
+  return Symbol::Group(outs);
+}
+
+TEST(Cse, XlnetPatternCollapsesToOneReshapeAndOneExpandDims) {
+  Graph before = XlnetPattern().ToGraph();
+  EXPECT_EQ(CountOps(before, "reshape"), 12u);
+  EXPECT_EQ(CountOps(before, "expand_dims"), 144u);
+  Graph after = EliminateCommonExpr(before);
+  EXPECT_EQ(CountOps(after, "reshape"), 1u);
+  EXPECT_EQ(CountOps(after, "expand_dims"), 1u);
+  ASSERT_EQ(after.outputs.size(), 144u) << "every output is still there";
+  for (const NodeEntry& e : after.outputs) EXPECT_TRUE(e == after.outputs[0]) << "all read the one expand_dims";
+}
+
+TEST(Cse, RandomOpsAreNeverMerged) {
+  Symbol x = Symbol::Variable("x");
+  Symbol a = Symbol::Op("Dropout", {x}, {{"p", "0.5"}}), b = Symbol::Op("Dropout", {x}, {{"p", "0.5"}});
+  Graph g = EliminateCommonExpr(Symbol::Group({a[0], b[0]}).ToGraph());
+  EXPECT_EQ(CountOps(g, "Dropout"), 2u);
+}
+
+TEST(Cse, DifferentAttributesOrInputsAreNotMerged) {
+  Symbol x = Symbol::Variable("x"), y = Symbol::Variable("y");
+  Graph g = EliminateCommonExpr(Symbol::Group({Symbol::Op("add_scalar", {x}, {{"scalar", "1"}}),
+                                                Symbol::Op("add_scalar", {x}, {{"scalar", "2"}}),
+                                                Symbol::Op("add_scalar", {y}, {{"scalar", "1"}})})
+                                     .ToGraph());
+  EXPECT_EQ(CountOps(g, "add_scalar"), 3u);
+}
+
+// An op that asks for temporary workspace, registered for this test only.
+const bool workspace_op_registered = [] {
+  RegisterOp("_test_workspace_identity")
+      .Describe("identity that requests workspace (test only)")
+      .Inputs({"data"})
+      .Resources({Resource::kTempSpace})
+      .InferShape([](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; });
+  return true;
+}();
+
+TEST(Cse, OpsThatRequestWorkspaceAreMerged) {
+  ASSERT_TRUE(GetOp("_test_workspace_identity").NeedsResource(Resource::kTempSpace));
+  Symbol x = Symbol::Variable("x");
+  Graph g = EliminateCommonExpr(Symbol::Group({Symbol::Op("_test_workspace_identity", {x}),
+                                                Symbol::Op("_test_workspace_identity", {x})})
+                                     .ToGraph());
+  EXPECT_EQ(CountOps(g, "_test_workspace_identity"), 1u);
+}
+
+TEST(GradientPass, SumsGradientsOfSharedEntriesAndPrunesWhatIsNotNeeded) {
+  // y = exp(x) * exp(x) + w: x's entry exp(x) feeds two inputs of mul.
+  Symbol x = Symbol::Variable("x"), w = Symbol::Variable("w");
+  Symbol e = Symbol::Op("exp", {x}, {}, "e");
+  Symbol y = Symbol::Op("add", {Symbol::Op("mul", {e, e}, {}, "m"), w}, {}, "y");
+  Graph fwd = y.ToGraph();
+  uint32_t x_node = fwd.ArgumentNodes()[0], w_node = fwd.ArgumentNodes()[1];
+  Graph both = Gradient(fwd, {x_node, w_node});
+  EXPECT_EQ(both.outputs.size(), 3u);
+  EXPECT_EQ(both.num_forward_outputs, 1u);
+  EXPECT_EQ(CountOps(both, "add_n"), 1u) << "the two gradients into exp(x) are summed once";
+  EXPECT_EQ(CountOps(both, "_backward_exp"), 1u);
+  Graph only_w = Gradient(fwd, {w_node});
+  EXPECT_EQ(CountOps(only_w, "_backward_exp"), 0u) << "x's gradient was not asked for: its work is pruned";
+  EXPECT_EQ(CountOps(only_w, "_backward_mul"), 0u);
+}
+
+TEST(PlanMemory, ReusesBuffersAndRunsInPlace) {
+  // A chain of elementwise ops: each intermediate dies right after its user.
+  Symbol x = Symbol::Variable("x");
+  Symbol h = x;
+  for (int i = 0; i < 8; ++i) h = Symbol::Op(i % 2 ? "relu" : "exp", {h});
+  Graph g = InferShapesAndTypes(h.ToGraph(), {{"x", Shape{256, 256}}});
+  std::vector<bool> external(g.num_entries(), false);
+  external[g.EntryId({0, 0})] = true;
+  external[g.EntryId(g.outputs[0])] = true;
+  Graph planned = PlanMemory(g, external);
+  const MemoryPlan& plan = *planned.memory;
+  EXPECT_EQ(plan.naive_bytes, 7u * 256 * 256 * 4);
+  EXPECT_EQ(plan.total_bytes, 256u * 256 * 4) << "one buffer, used in place by every op";
+  size_t inplace = 0;
+  for (bool b : plan.inplace) inplace += b;
+  EXPECT_EQ(inplace, 6u);
+  Graph no_inplace = PlanMemory(g, external, {.reuse = true, .inplace = false});
+  EXPECT_EQ(no_inplace.memory->total_bytes, 2u * 256 * 256 * 4) << "two buffers, alternating";
+  Graph naive = PlanMemory(g, external, {.reuse = false, .inplace = false});
+  EXPECT_EQ(naive.memory->total_bytes, naive.memory->naive_bytes);
+}
+
+}  // namespace
+}  // namespace weft
