@@ -29,11 +29,14 @@ def main():
         print(json.dumps({"available": False, "error": str(e)}))
         return
     torch.set_num_threads(threads)
-    config = torch.__config__.show()
-    blas = "unknown"
-    for line in config.splitlines():
-        if "BLAS_INFO" in line or "Use BLAS" in line:
-            blas = line.strip()
+    # Debian's PyTorch calls the system BLAS (libblas.so.3), whatever the alternatives point at:
+    # report the library actually mapped after a matrix product.
+    torch.mm(torch.ones(64, 64), torch.ones(64, 64))
+    blas = "BLAS: unknown"
+    with open("/proc/self/maps") as maps:
+        libs = sorted({line.split()[-1] for line in maps if "blas" in line.lower() and ".so" in line})
+    if libs:
+        blas = "BLAS loaded: " + ", ".join(libs)
     # FullyConnected forward + backward: batch 128, 784 -> 1024.
     x = torch.randn(128, 784, requires_grad=True)
     fc = torch.nn.Linear(784, 1024)

@@ -18,7 +18,7 @@ namespace weft {
 template <typename T, size_t N>
 class SmallVector {
  public:
-  SmallVector() = default;
+  SmallVector() {}  // user-provided: value-initialization must not zero the inline slots
   SmallVector(const SmallVector& other) {
     for (const T& x : other) push_back(x);
   }

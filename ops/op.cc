@@ -62,14 +62,8 @@ Op& Op::InferType(TypeFn fn) { infer_type = std::move(fn); return *this; }
 Op& Op::Compute(DeviceType device, ComputeFn fn) { compute[static_cast<int>(device)] = std::move(fn); return *this; }
 Op& Op::Gradient(GradientFn fn) { gradient = std::move(fn); return *this; }
 Op& Op::Resources(std::vector<Resource> r) { resources = std::move(r); return *this; }
-Op& Op::Inplace(std::vector<std::pair<int, int>> pairs) {
-  inplace = [pairs](const Attrs&) { return pairs; };
-  return *this;
-}
-Op& Op::MutateInputs(std::vector<int> inputs) {
-  mutate_inputs = [inputs](const Attrs&) { return inputs; };
-  return *this;
-}
+Op& Op::Inplace(std::vector<std::pair<int, int>> pairs) { inplace = std::move(pairs); return *this; }
+Op& Op::MutateInputs(std::vector<int> inputs) { mutate_inputs = std::move(inputs); return *this; }
 Op& Op::Random() {
   random = true;
   if (!NeedsResource(Resource::kRandom)) resources.push_back(Resource::kRandom);
@@ -80,7 +74,6 @@ Op& Op::Pointwise(std::string expression) { pointwise = std::move(expression); r
 
 bool Op::NeedsResource(Resource r) const { return std::find(resources.begin(), resources.end(), r) != resources.end(); }
 
-std::vector<int> Op::MutatedInputs(const Attrs& attrs) const { return mutate_inputs ? mutate_inputs(attrs) : std::vector<int>{}; }
 
 // ---- Registry ----
 

@@ -117,8 +117,8 @@ struct Op {
   std::array<ComputeFn, kNumDeviceTypes> compute;
   GradientFn gradient;                   // null: no gradient (not differentiable, or a backward op)
   std::vector<Resource> resources;
-  std::function<std::vector<std::pair<int, int>>(const Attrs&)> inplace;  // (input, output) may share memory
-  std::function<std::vector<int>(const Attrs&)> mutate_inputs;  // inputs the op updates (optimizer state)
+  std::vector<std::pair<int, int>> inplace;  // (input, output) pairs that may share memory
+  std::vector<int> mutate_inputs;            // inputs the op updates (optimizer state)
   bool random = false;    // draws random numbers: never merged by CSE
   bool stateful = false;  // keeps state between calls: never merged by CSE
   std::string pointwise;  // for pointwise ops: the expression, in terms of in0, in1, ... (fusion)
@@ -146,7 +146,6 @@ struct Op {
   Op& Pointwise(std::string expression);
 
   bool NeedsResource(Resource r) const;
-  std::vector<int> MutatedInputs(const Attrs& attrs) const;
 };
 
 Op& RegisterOp(const std::string& name);

@@ -51,8 +51,7 @@ class Planner {
   // and the two have the same size.
   bool TryInplace(uint32_t n, uint32_t o, uint32_t e) {
     const Node& node = g_.nodes[n];
-    if (!node.op->inplace) return false;
-    for (const auto& [i, out] : node.op->inplace(node.attrs)) {
+    for (const auto& [i, out] : node.op->inplace) {
       if (out != static_cast<int>(o) || i >= static_cast<int>(node.inputs.size())) continue;
       const uint32_t in = g_.EntryId(node.inputs[i]);
       if (plan_.storage_id[in] < 0 || !owner_[in] || uses_[in] != 1 || Bytes(in) != Bytes(e)) continue;

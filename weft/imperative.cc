@@ -13,7 +13,8 @@ namespace {
 // What one pushed call keeps alive until it has run (one allocation; no per-array heap lists for
 // the usual handful of inputs and outputs).
 struct Call {
-  const ComputeFn* compute;
+  Call() {}  // user-provided, so make_shared does not zero the inline storage first
+  const ComputeFn* compute = nullptr;
   Attrs attrs;
   SmallVector<std::shared_ptr<const void>, 6> memory;  // the inputs' and outputs': must outlive the op
   SmallVector<TensorView, 4> inputs, outputs;
@@ -66,13 +67,14 @@ std::vector<NDArray> PrepareOutputs(const Op& op, const std::vector<Shape>& shap
 // An output that overlaps an input is allowed only as an in-place pair the op declares, on
 // exactly the same memory; it is then written with kWriteInplace (unless the caller asked for
 // something else).
-std::vector<OpReq> Requests(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
-                            const std::vector<NDArray>& outputs, const InvokeOptions& options) {
+SmallVector<OpReq, 4> Requests(const Op& op, const std::vector<NDArray>& inputs, const std::vector<NDArray>& outputs,
+                               const InvokeOptions& options) {
   if (!options.req.empty()) {
     WEFT_CHECK_EQ(options.req.size(), outputs.size()) << "op '" << op.name << "': one request per output";
   }
-  std::vector<OpReq> req = options.req.empty() ? std::vector<OpReq>(outputs.size(), OpReq::kWrite) : options.req;
-  const auto pairs = op.inplace ? op.inplace(attrs) : std::vector<std::pair<int, int>>{};
+  SmallVector<OpReq, 4> req;
+  for (size_t o = 0; o < outputs.size(); ++o) req.push_back(options.req.empty() ? OpReq::kWrite : options.req[o]);
+  const auto& pairs = op.inplace;
   for (size_t o = 0; o < outputs.size(); ++o) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i].Overlaps(outputs[o])) continue;
@@ -96,8 +98,11 @@ std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<
   const Device device = CallDevice(op, inputs, options);
   const ComputeFn& compute = op.compute[static_cast<int>(device.type)];
   if (!compute) WEFT_THROW("op '" << op.name << "' has no implementation for " << device);
-  std::vector<Shape> in_shapes;
-  std::vector<DType> in_types;
+  // Reused per thread: a call on a hot path should not allocate for its own bookkeeping.
+  thread_local std::vector<Shape> in_shapes;
+  thread_local std::vector<DType> in_types;
+  in_shapes.clear();
+  in_types.clear();
   for (const NDArray& a : inputs) in_shapes.push_back(a.shape()), in_types.push_back(a.dtype());
   std::vector<NDArray> outputs =
       PrepareOutputs(op, InferShapes(op, attrs, in_shapes), InferTypes(op, attrs, in_types), device, options);
@@ -105,8 +110,8 @@ std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<
   auto call = std::make_shared<Call>();
   call->compute = &compute;
   call->attrs = attrs;
-  const std::vector<OpReq> req = Requests(op, attrs, inputs, outputs, options);
-  for (OpReq r : req) call->req.push_back(r);
+  call->req = Requests(op, inputs, outputs, options);
+  const SmallVector<OpReq, 4>& req = call->req;
   call->ctx.is_train = options.is_train;
   SmallVector<engine::VarHandle, 6> reads, writes;
   for (const NDArray& a : inputs) call->inputs.push_back(a.View()), reads.push_back(a.var());
@@ -114,9 +119,7 @@ std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<
     call->outputs.push_back(outputs[o].View());
     if (req[o] != OpReq::kNull) writes.push_back(outputs[o].var());
   }
-  if (op.mutate_inputs) {
-    for (int i : op.MutatedInputs(attrs)) writes.push_back(inputs.at(i).var());
-  }
+  for (int i : op.mutate_inputs) writes.push_back(inputs.at(i).var());
   if (op.random) {
     uint64_t count = 0;
     for (const NDArray& o : outputs) count += static_cast<uint64_t>(o.size()) * 2;
