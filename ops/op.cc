@@ -59,6 +59,7 @@ Op& Op::Outputs(int count) { num_outputs = [count](const Attrs&) { return count;
 Op& Op::Outputs(CountFn count) { num_outputs = std::move(count); return *this; }
 Op& Op::InferShape(ShapeFn fn) { infer_shape = std::move(fn); return *this; }
 Op& Op::InferType(TypeFn fn) { infer_type = std::move(fn); return *this; }
+Op& Op::InferInputShapes(InputShapeFn fn) { infer_input_shapes = std::move(fn); return *this; }
 Op& Op::Compute(DeviceType device, ComputeFn fn) { compute[static_cast<int>(device)] = std::move(fn); return *this; }
 Op& Op::Gradient(GradientFn fn) { gradient = std::move(fn); return *this; }
 Op& Op::Resources(std::vector<Resource> r) { resources = std::move(r); return *this; }

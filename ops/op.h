@@ -102,6 +102,9 @@ using GradientFn = std::function<void(const Attrs& attrs, GradBuilder& grad)>;
 // ---- The op ---------------------------------------------------------------------------------
 
 using ShapeFn = std::function<std::vector<Shape>(const Attrs&, const std::vector<Shape>& inputs)>;
+// Fills in the shapes of inputs it can derive from the others (a layer's weight from its data), so
+// a graph's parameter shapes follow from its data shape. Entries already known stay as they are.
+using InputShapeFn = std::function<void(const Attrs&, std::vector<std::optional<Shape>>& inputs)>;
 using TypeFn = std::function<std::vector<DType>(const Attrs&, const std::vector<DType>& inputs)>;
 using CountFn = std::function<int(const Attrs&)>;
 
@@ -113,6 +116,7 @@ struct Op {
   CountFn num_outputs;                                             // default: 1
   std::vector<std::string> input_names;  // fixed names; variadic ops name inputs arg0, arg1, ...
   ShapeFn infer_shape;                   // required
+  InputShapeFn infer_input_shapes;       // optional (layers with parameters)
   TypeFn infer_type;                     // default: every output has input 0's dtype
   std::array<ComputeFn, kNumDeviceTypes> compute;
   GradientFn gradient;                   // null: no gradient (not differentiable, or a backward op)
@@ -136,6 +140,7 @@ struct Op {
   Op& Outputs(CountFn count);
   Op& InferShape(ShapeFn fn);
   Op& InferType(TypeFn fn);
+  Op& InferInputShapes(InputShapeFn fn);
   Op& Compute(DeviceType device, ComputeFn fn);
   Op& Gradient(GradientFn fn);
   Op& Resources(std::vector<Resource> resources);

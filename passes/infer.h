@@ -13,10 +13,13 @@
 
 namespace weft {
 
-// Arguments missing from `dtypes` are float32. An argument missing from `shapes` is an error that
-// names it, unless its shape follows from an op that constrains it (not supported yet: all are
-// required).
+// Arguments missing from `dtypes` are float32. An argument missing from `shapes` takes the shape
+// its reader's op derives for it (a layer's weight and bias from its data); otherwise the error
+// names the argument and the node.
 Graph InferShapesAndTypes(Graph graph, const std::map<std::string, Shape>& shapes,
                           const std::map<std::string, DType>& dtypes = {});
+
+// Every argument's shape, from the shapes given (typically just the data's).
+std::map<std::string, Shape> InferArgumentShapes(const Graph& graph, const std::map<std::string, Shape>& shapes);
 
 }  // namespace weft

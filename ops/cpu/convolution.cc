@@ -252,10 +252,18 @@ void ConvBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   staged.Finish();
 }
 
+// weight (F, C, kh, kw) and bias (F,) from data (N, C, H, W).
+void ConvInputShapes(const Attrs& a, std::vector<std::optional<Shape>>& in) {
+  const ConvParam& p = a.Get<ConvParam>();
+  if (!in[0] || in[0]->ndim() != 4) return;
+  if (!in[1]) in[1] = Shape{p.num_filter, (*in[0])[1], p.window.kernel[0], p.window.kernel[1]};
+  if (in.size() > 2 && !in[2]) in[2] = Shape{p.num_filter};
+}
+
 const bool registered = [] {
   RegisterLayerOp<ConvParam>({"Convolution",
                               "2-D convolution (cross-correlation) over NCHW data with an (F, C, kh, kw) weight",
-                              ParseConv, ConvShape, ConvBackwardShape, ConvForward, ConvBackward});
+                              ParseConv, ConvShape, ConvBackwardShape, ConvInputShapes, ConvForward, ConvBackward});
   return true;
 }();
 

@@ -198,10 +198,20 @@ void FcBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView
   staged.Finish();
 }
 
+// weight (num_hidden, K) and bias (num_hidden,) from data.
+void FcInputShapes(const Attrs& a, std::vector<std::optional<Shape>>& in) {
+  const FcParam& p = a.Get<FcParam>();
+  if (!in[0] || in[0]->ndim() < 1) return;
+  const Shape& data = *in[0];
+  const int64_t k = p.flatten ? (data[0] > 0 ? data.Size() / data[0] : 0) : data[data.ndim() - 1];
+  if (!in[1]) in[1] = Shape{p.num_hidden, k};
+  if (in.size() > 2 && !in[2]) in[2] = Shape{p.num_hidden};
+}
+
 const bool registered = [] {
   RegisterLayerOp<FcParam>({"FullyConnected",
                             "data * weight^T + bias; weight is (num_hidden, K); flatten folds data to (N, K)", ParseFc,
-                            FcShape, FcBackwardShape, FcForward, FcBackward});
+                            FcShape, FcBackwardShape, FcInputShapes, FcForward, FcBackward});
   return true;
 }();
 

@@ -24,6 +24,7 @@ struct LayerOpDef {
   P (*parse)(AttrReader&);
   ShapeFn infer_shape;           // (data, weight[, bias]) -> (output)
   ShapeFn infer_backward_shape;  // (out_grad, data, weight) -> (d_data, d_weight[, d_bias])
+  InputShapeFn infer_input_shapes;  // weight and bias from data
   ComputeFn forward;
   ComputeFn backward;
 };
@@ -39,6 +40,7 @@ void RegisterLayerOp(const LayerOpDef<P>& def) {
       .Inputs({"data", "weight", "bias"})
       .VariadicInputs(with_bias)
       .InferShape(def.infer_shape)
+      .InferInputShapes(def.infer_input_shapes)
       .Resources({Resource::kTempSpace})
       .Compute(DeviceType::kCpu, def.forward)
       .Gradient([backward, with_bias](const Attrs& a, GradBuilder& g) {

@@ -1,0 +1,41 @@
+// The training driver the examples share: load and split a data set, bind a network with its
+// loss, train it with a progress bar per epoch, report loss and accuracy, and save the trained
+// parameters (safetensors) and the inference symbol (JSON).
+//
+//   examples::TrainOptions options = examples::ParseTrainFlags("train_mlp", "...", argc, argv);
+//   examples::Train(MyNet(), options);   // MyNet(): logits (N, classes) from variable "data"
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "weft/weft.h"
+
+namespace examples {
+
+struct TrainOptions {
+  int epochs = 20;
+  int batch_size = 64;
+  double lr = 0.1;
+  std::string optimizer = "sgd";  // sgd (momentum 0.9) or adam
+  uint64_t seed = 1;
+  weft::Device device;
+  std::string data;         // digits CSV (label last), or "images-idx3,labels-idx1" (MNIST)
+  std::string save_prefix;  // writes <prefix>.safetensors and <prefix>.json; empty: no save
+  bool images = false;      // data as (N, 1, H, W) for convolutional nets
+};
+
+// Parses the shared flags (with defaults for the named example); nullopt after --help.
+std::optional<TrainOptions> ParseTrainFlags(const std::string& program, const std::string& description,
+                                            const TrainOptions& defaults, int argc, char** argv);
+
+struct TrainResult {
+  double train_loss = 0;
+  double test_accuracy = 0;
+};
+
+// `logits` maps variable "data" to (N, classes). Prints one line per epoch.
+TrainResult Train(const weft::Symbol& logits, const TrainOptions& options);
+
+}  // namespace examples
