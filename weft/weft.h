@@ -3,6 +3,7 @@
 //   Invoke         any registered op on arrays, with its gradient (weft/imperative.h)
 //   op::...        typed op calls and arithmetic operators (weft/ops.h)
 //   SeedRandom     reproducible random numbers (storage/random.h)
+//   Save, Load     named arrays in safetensors files (weft/serialization.h)
 //
 //   #include "weft/weft.h"
 //   weft::NDArray x(weft::Shape{2, 3});
@@ -21,3 +22,4 @@
 #include "storage/storage.h"
 #include "weft/imperative.h"
 #include "weft/ops.h"
+#include "weft/serialization.h"
