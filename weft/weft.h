@@ -4,6 +4,7 @@
 //   op::...        typed op calls and arithmetic operators (weft/ops.h)
 //   SeedRandom     reproducible random numbers (storage/random.h)
 //   Save, Load     named arrays in safetensors files (weft/serialization.h)
+//   ArrayIter, CsvIter, MnistIter   batches for training (weft/data_iter.h)
 //
 //   #include "weft/weft.h"
 //   weft::NDArray x(weft::Shape{2, 3});
@@ -20,6 +21,7 @@
 #include "storage/ndarray.h"
 #include "storage/random.h"
 #include "storage/storage.h"
+#include "weft/data_iter.h"
 #include "weft/imperative.h"
 #include "weft/ops.h"
 #include "weft/serialization.h"
