@@ -4,29 +4,20 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <fstream>
-#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "examples/common/data.h"
+#include "tests/weft_test_util.h"
 #include "weft/weft.h"
 
 namespace weft {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
-
-std::string WriteFile(const std::string& name, const std::string& bytes) {
-  const std::string path = TempPath(name);
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
-}
+using testing::ExpectErrorContains;
+using testing::TempPath;
+using testing::WriteTempFile;
 
 // Samples 0..n-1: sample i is the row [10 i, 10 i + 1] with label i.
 Dataset Numbered(int64_t n) {
@@ -59,15 +50,6 @@ std::vector<float> Flatten(const Epoch& epoch) {
   std::vector<float> all;
   for (const auto& batch : epoch.labels) all.insert(all.end(), batch.begin(), batch.end());
   return all;
-}
-
-void ExpectErrorContains(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected weft::Error";
-  } catch (const Error& e) {
-    for (const std::string& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
 }
 
 TEST(ArrayIter, PadsTheLastBatchWithSamplesFromTheStart) {
@@ -179,7 +161,7 @@ TEST(ArrayIter, BadArgumentsSayWhatWasExpected) {
 // ---- CSV ----------------------------------------------------------------------------------------
 
 TEST(CsvIter, ReadsFeaturesAndTheLabelColumn) {
-  const std::string path = WriteFile("small.csv", "1,2,3\r\n\n 4.5 , -6e1,7\n8,9,10\n\n");
+  const std::string path = WriteTempFile("small.csv", "1,2,3\r\n\n 4.5 , -6e1,7\n8,9,10\n\n");
   Dataset last = ReadCsv(path);
   EXPECT_EQ(last.data.shape(), (Shape{3, 2}));
   EXPECT_EQ(last.data.ToVector<float>(), (std::vector<float>{1, 2, 4.5f, -60, 8, 9}));
@@ -231,7 +213,7 @@ TEST(CsvIter, ParsingIsStrictAndNamesFileLineAndColumn) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.text);
-    const std::string path = WriteFile("bad.csv", c.text);
+    const std::string path = WriteTempFile("bad.csv", c.text);
     std::vector<std::string> expected = c.expected;
     expected.push_back(path);
     ExpectErrorContains([&] { ReadCsv(path, c.label_column); }, expected);
@@ -263,8 +245,8 @@ std::vector<uint8_t> FivePixels() {
 }
 
 TEST(MnistIter, ReadsIdxImagesAndLabelsScaledToOne) {
-  const std::string images = WriteFile("five-images-idx3-ubyte", IdxImages(5, 2, 3, FivePixels()));
-  const std::string labels = WriteFile("five-labels-idx1-ubyte", IdxLabels({9, 8, 7, 6, 5}));
+  const std::string images = WriteTempFile("five-images-idx3-ubyte", IdxImages(5, 2, 3, FivePixels()));
+  const std::string labels = WriteTempFile("five-labels-idx1-ubyte", IdxLabels({9, 8, 7, 6, 5}));
   Dataset d = ReadMnist(images, labels);
   EXPECT_EQ(d.data.shape(), (Shape{5, 1, 2, 3}));
   std::vector<float> want;
@@ -319,7 +301,7 @@ TEST(MnistIter, BadFilesNameTheFileAndTheProblem) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
-    const std::string images = WriteFile("bad-images", c.images), labels = WriteFile("bad-labels", c.labels);
+    const std::string images = WriteTempFile("bad-images", c.images), labels = WriteTempFile("bad-labels", c.labels);
     std::vector<std::string> expected = c.expected;
     expected.push_back("'" + (c.bad_file == "images" ? images : labels) + "'");
     ExpectErrorContains([&] { ReadMnist(images, labels); }, expected);
