@@ -77,6 +77,13 @@ TEST(Serialization, RoundTripsEveryDTypeAndShapeExactly) {
   EXPECT_FALSE(FileExists(path + ".tmp"));
 }
 
+TEST(Serialization, AnEmptySetOfArraysRoundTrips) {
+  const std::string path = TempPath("empty.safetensors");
+  Save(path, {});
+  EXPECT_EQ(ReadBytes(path).size(), 16u) << "the length and \"{}\" padded to 8 bytes";
+  EXPECT_TRUE(Load(path).empty());
+}
+
 TEST(Serialization, WritesTheFormatByteForByte) {
   const std::string path = TempPath("layout.safetensors");
   NDArray w = NDArray::FromVector(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{2, 3});
@@ -175,6 +182,7 @@ std::vector<MalformedCase> MalformedCases() {
       {"header past the end", LittleEndian64(1000) + "{}", {"header length 1000", "larger than the 2 bytes"}},
       {"huge header length", LittleEndian64(~0ull) + "{}", {"header length 18446744073709551615"}},
       {"invalid JSON", SafetensorsBytes(R"({"a": {)", ""), {"invalid JSON"}},
+      {"invalid UTF-8", SafetensorsBytes("{\"\xff\": 1}", ""), {"invalid JSON"}},
       {"not an object", SafetensorsBytes("[1, 2]", ""), {"expected the header to be a JSON object", "[1,2]"}},
       {"non-object entry", SafetensorsBytes(R"({"a": 3})", ""), {"tensor 'a'", "expected an object, found 3"}},
       {"unknown dtype",

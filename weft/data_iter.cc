@@ -1,6 +1,7 @@
 #include "weft/data_iter.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
