@@ -3,6 +3,11 @@
 //   Invoke         any registered op on arrays, with its gradient (weft/imperative.h)
 //   op::...        typed op calls and arithmetic operators (weft/ops.h)
 //   SeedRandom     reproducible random numbers (storage/random.h)
+//   Save, Load     named arrays in safetensors files (weft/serialization.h)
+//   ArrayIter, CsvIter, MnistIter   batches for training (weft/data_iter.h)
+//   Xavier, Uniform, Normal, ...    parameter initializers (weft/initializer.h)
+//   SGD, Adam      optimizers that update weights in place (weft/optimizer.h)
+//   Accuracy, CrossEntropy          evaluation metrics (weft/metric.h)
 //
 //   #include "weft/weft.h"
 //   weft::NDArray x(weft::Shape{2, 3});
@@ -19,5 +24,10 @@
 #include "storage/ndarray.h"
 #include "storage/random.h"
 #include "storage/storage.h"
+#include "weft/data_iter.h"
 #include "weft/imperative.h"
+#include "weft/initializer.h"
+#include "weft/metric.h"
 #include "weft/ops.h"
+#include "weft/optimizer.h"
+#include "weft/serialization.h"

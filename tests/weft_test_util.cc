@@ -1,0 +1,35 @@
+#include "tests/weft_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace weft::testing {
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+std::string WriteTempFile(const std::string& name, const std::string& bytes) {
+  const std::string path = TempPath(name);
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+  EXPECT_TRUE(out.good()) << "cannot write " << path;
+  return path;
+}
+
+void ExpectErrorContains(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected weft::Error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const std::string& part : parts) EXPECT_NE(message.find(part), std::string::npos) << message;
+  }
+}
+
+}  // namespace weft::testing

@@ -1,0 +1,21 @@
+// Helpers for the public-API tests (weft_*_test): scratch files in the test's temporary folder,
+// and checks that a call throws weft::Error with every expected part in its message.
+//
+//   std::string path = WriteTempFile("bad.csv", "1,x\n");
+//   ExpectErrorContains([&] { ReadCsv(path); }, {path, "column 2"});
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace weft::testing {
+
+// `name` inside $TEST_TMPDIR (/tmp outside Bazel).
+std::string TempPath(const std::string& name);
+// Writes `bytes` to TempPath(name) and returns that path.
+std::string WriteTempFile(const std::string& name, const std::string& bytes);
+// Runs `fn`; adds a test failure unless it throws weft::Error whose message contains every part.
+void ExpectErrorContains(const std::function<void()>& fn, const std::vector<std::string>& parts);
+
+}  // namespace weft::testing

@@ -1,0 +1,106 @@
+#include "weft/optimizer.h"
+
+#include <charconv>
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "weft/ops.h"
+
+namespace weft {
+namespace {
+
+// The shortest text that reads back as the same double: the ops parse attributes with strtod,
+// so the update runs with exactly the optimizer's numbers.
+std::string Text(double value) {
+  char buffer[32];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, end);
+}
+
+void CheckRate(const char* optimizer, const char* what, double value) {
+  if (!(value >= 0)) WEFT_THROW(optimizer << ": expected " << what << " >= 0, found " << value);
+}
+
+}  // namespace
+
+Optimizer::Optimizer(const char* name, double lr, double wd, double rescale_grad, double clip_gradient)
+    : name_(name), lr_(lr), wd_(wd), rescale_grad_(rescale_grad), clip_gradient_(clip_gradient) {
+  CheckRate(name, "a learning rate", lr);
+  CheckRate(name, "weight decay", wd);
+  if (!std::isfinite(rescale_grad)) WEFT_THROW(name << ": expected a finite rescale_grad, found " << rescale_grad);
+}
+
+void Optimizer::set_learning_rate(double lr) {
+  CheckRate(name_, "a learning rate", lr);
+  lr_ = lr;
+}
+
+AttrMap Optimizer::CommonAttrs(double lr) const {
+  return {{"lr", Text(lr)},
+          {"wd", Text(wd_)},
+          {"rescale_grad", Text(rescale_grad_)},
+          {"clip_gradient", Text(clip_gradient_)}};
+}
+
+void Optimizer::CheckArguments(const NDArray& weight, const NDArray& grad) const {
+  WEFT_CHECK(!weight.is_none() && !grad.is_none()) << name_ << ": the weight or its gradient is a null array";
+  if (weight.shape() != grad.shape() || weight.dtype() != grad.dtype()) {
+    WEFT_THROW(name_ << ": expected a gradient like its weight, " << weight.shape() << " " << weight.dtype()
+                     << ", found " << grad.shape() << " " << grad.dtype());
+  }
+}
+
+NDArray& Optimizer::State(std::map<int, NDArray>& states, int index, const NDArray& weight) const {
+  auto [it, created] = states.try_emplace(index);
+  if (created) {
+    it->second = NDArray(weight.shape(), weight.device(), weight.dtype());
+    it->second.Fill(0);
+  } else if (it->second.shape() != weight.shape() || it->second.dtype() != weight.dtype()) {
+    WEFT_THROW(name_ << ": index " << index << " was first updated with a weight of " << it->second.shape() << " "
+                     << it->second.dtype() << ", now " << weight.shape() << " " << weight.dtype()
+                     << ": expected one index per parameter");
+  }
+  return it->second;
+}
+
+SGD::SGD(double lr, double momentum, double wd, double rescale_grad, double clip_gradient)
+    : Optimizer("SGD", lr, wd, rescale_grad, clip_gradient), momentum_(momentum) {
+  CheckRate("SGD", "momentum", momentum);
+}
+
+void SGD::Update(int index, const NDArray& weight, const NDArray& grad) {
+  CheckArguments(weight, grad);
+  AttrMap attrs = CommonAttrs(learning_rate());
+  if (momentum_ == 0) {
+    op::sgd_update(weight, grad, attrs);
+    return;
+  }
+  attrs["momentum"] = Text(momentum_);
+  op::sgd_mom_update(weight, grad, State(mom_, index, weight), attrs);
+}
+
+Adam::Adam(double lr, double beta1, double beta2, double epsilon, double wd, double rescale_grad, double clip_gradient)
+    : Optimizer("Adam", lr, wd, rescale_grad, clip_gradient), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {
+  if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1)) {
+    WEFT_THROW("Adam: expected beta1 and beta2 in [0, 1), found " << beta1 << " and " << beta2);
+  }
+  WEFT_CHECK(epsilon > 0) << "Adam: expected epsilon > 0, found " << epsilon;
+}
+
+void Adam::Update(int index, const NDArray& weight, const NDArray& grad) {
+  CheckArguments(weight, grad);
+  NDArray& mean = State(mean_, index, weight);
+  NDArray& var = State(var_, index, weight);
+  const int64_t t = steps_[index] + 1;
+  const double t_double = static_cast<double>(t);
+  const double lr_t = learning_rate() * std::sqrt(1 - std::pow(beta2_, t_double)) / (1 - std::pow(beta1_, t_double));
+  AttrMap attrs = CommonAttrs(lr_t);
+  attrs["beta1"] = Text(beta1_);
+  attrs["beta2"] = Text(beta2_);
+  attrs["epsilon"] = Text(epsilon_);
+  op::adam_update(weight, grad, mean, var, attrs);
+  steps_[index] = t;  // counted once the update is pushed
+}
+
+}  // namespace weft
