@@ -2,6 +2,8 @@
 //   NDArray        asynchronous arrays on the engine (storage/ndarray.h)
 //   Invoke         any registered op on arrays, with its gradient (weft/imperative.h)
 //   op::...        typed op calls and arithmetic operators (weft/ops.h)
+//   Symbol         graphs built by composing ops, with a JSON form (graph/symbol.h, weft/symbol_file.h)
+//   Executor       a symbol bound to a device and arrays: Forward, Backward (executor/executor.h)
 //   SeedRandom     reproducible random numbers (storage/random.h)
 //   Save, Load     named arrays in safetensors files (weft/serialization.h)
 //   ArrayIter, CsvIter, MnistIter   batches for training (weft/data_iter.h)
@@ -21,6 +23,9 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "engine/engine.h"
+#include "executor/executor.h"
+#include "graph/symbol.h"
+#include "passes/infer.h"
 #include "storage/ndarray.h"
 #include "storage/random.h"
 #include "storage/storage.h"
@@ -31,3 +36,4 @@
 #include "weft/ops.h"
 #include "weft/optimizer.h"
 #include "weft/serialization.h"
+#include "weft/symbol_file.h"
