@@ -97,7 +97,9 @@ nlohmann::json RunTorch(int threads, int reps) {
     pclose(pipe);
   }
   try {
-    return nlohmann::json::parse(out.substr(out.rfind('{')));
+    // The peer prints its result as the last line; anything before it is noise (warnings).
+    const size_t line = out.rfind("\n{");
+    return nlohmann::json::parse(out.substr(line == std::string::npos ? out.find('{') : line + 1));
   } catch (...) {
     return {{"available", false}, {"error", out.empty() ? "python3 did not run" : out}};
   }

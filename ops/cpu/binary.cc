@@ -23,9 +23,9 @@ struct Mul { template <typename T> static T Fwd(T l, T r) { return l * r; }
 struct Div { template <typename T> static T Fwd(T l, T r) { return l / r; }
              template <typename T> static T DL(T, T r) { return 1 / r; } template <typename T> static T DR(T l, T r) { return -l / (r * r); } };
 struct Max { template <typename T> static T Fwd(T l, T r) { return l >= r ? l : r; }
-             template <typename T> static T DL(T l, T r) { return l >= r ? 1 : 0; } template <typename T> static T DR(T l, T r) { return l >= r ? 0 : 1; } };
+             template <typename T> static T DL(T l, T r) { return static_cast<T>(l >= r); } template <typename T> static T DR(T l, T r) { return static_cast<T>(l < r); } };
 struct Min { template <typename T> static T Fwd(T l, T r) { return l <= r ? l : r; }
-             template <typename T> static T DL(T l, T r) { return l <= r ? 1 : 0; } template <typename T> static T DR(T l, T r) { return l <= r ? 0 : 1; } };
+             template <typename T> static T DL(T l, T r) { return static_cast<T>(l <= r); } template <typename T> static T DR(T l, T r) { return static_cast<T>(l > r); } };
 
 Shape BroadcastShape(const Shape& a, const Shape& b) {
   const int n = std::max(a.ndim(), b.ndim());
@@ -87,7 +87,7 @@ void Forward(const TensorView& l, const TensorView& r, OpReq req, const TensorVi
     T* y = out.data<T>();
     if (l.shape() == r.shape()) {
       ParallelFor(out.size(), 4096, [&](int64_t s, int64_t e) {
-        for (int64_t i = s; i < e; ++i) Store(y[i], req, F::Fwd(a[i], b[i]));
+        StoreRange(y, req, s, e, [&](int64_t i) { return F::Fwd(a[i], b[i]); });
       });
     } else {
       BroadcastIndexer(out.shape(), l.shape(), r.shape()).ForEach([&](int64_t o, int64_t ia, int64_t ib) {
@@ -106,10 +106,8 @@ void Backward(const OpContext& ctx, std::span<const TensorView> in, std::span<co
     if (l.shape() == r.shape()) {
       T *ga = dl.data<T>(), *gb = dr.data<T>();
       ParallelFor(dy.size(), 4096, [&](int64_t s, int64_t e) {
-        for (int64_t i = s; i < e; ++i) {
-          Store(ga[i], req[0], g[i] * F::DL(a[i], b[i]));
-          Store(gb[i], req[1], g[i] * F::DR(a[i], b[i]));
-        }
+        StoreRange(ga, req[0], s, e, [&](int64_t i) { return g[i] * F::DL(a[i], b[i]); });
+        StoreRange(gb, req[1], s, e, [&](int64_t i) { return g[i] * F::DR(a[i], b[i]); });
       });
       return;
     }

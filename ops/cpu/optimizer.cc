@@ -70,7 +70,7 @@ void SgdCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in
     const T *w = in[0].data<T>(), *g = in[1].data<T>();
     T* y = out[0].data<T>();
     ParallelFor(in[0].size(), 4096, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) Store(y[i], req[0], w[i] - static_cast<T>(p.lr) * Gradient(p, g[i], w[i]));
+      StoreRange(y, req[0], b, e, [&](int64_t i) { return w[i] - static_cast<T>(p.lr) * Gradient(p, g[i], w[i]); });
     });
   });
 }
@@ -83,10 +83,10 @@ void SgdMomCompute(const OpContext&, const Attrs& a, std::span<const TensorView>
     T* mom = in[2].data<T>();
     T* y = out[0].data<T>();
     ParallelFor(in[0].size(), 4096, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
+      StoreRange(y, req[0], b, e, [&](int64_t i) {
         mom[i] = static_cast<T>(p.momentum) * mom[i] - static_cast<T>(p.lr) * Gradient(p, g[i], w[i]);
-        Store(y[i], req[0], w[i] + mom[i]);
-      }
+        return w[i] + mom[i];
+      });
     });
   });
 }

@@ -3,6 +3,7 @@
 //
 // Each function is a functor with Fwd(x) and Grad(x, y) = dy/dx (given x and y = Fwd(x)). The
 // backward op `_backward_<name>` takes (dy, x, y) and gives dx = dy * Grad(x, y).
+#include <algorithm>
 #include <cmath>
 
 #include "ops/internal/cpu_util.h"
@@ -18,13 +19,15 @@ struct Exp { template <typename T> static T Fwd(T x, T) { return std::exp(x); } 
 struct Log { template <typename T> static T Fwd(T x, T) { return std::log(x); } template <typename T> static T Grad(T x, T, T) { return 1 / x; } };
 struct Sqrt { template <typename T> static T Fwd(T x, T) { return std::sqrt(x); } template <typename T> static T Grad(T, T y, T) { return T(0.5) / y; } };
 struct Square { template <typename T> static T Fwd(T x, T) { return x * x; } template <typename T> static T Grad(T x, T, T) { return 2 * x; } };
-struct Abs { template <typename T> static T Fwd(T x, T) { return std::abs(x); } template <typename T> static T Grad(T x, T, T) { return x > 0 ? 1 : (x < 0 ? -1 : 0); } };
+struct Abs { template <typename T> static T Fwd(T x, T) { return std::abs(x); } template <typename T> static T Grad(T x, T, T) { return static_cast<T>(x > 0) - static_cast<T>(x < 0); } };
 struct Sigmoid {
   template <typename T> static T Fwd(T x, T) { return 1 / (1 + std::exp(-x)); }
   template <typename T> static T Grad(T, T y, T) { return y * (1 - y); }
 };
 struct Tanh { template <typename T> static T Fwd(T x, T) { return std::tanh(x); } template <typename T> static T Grad(T, T y, T) { return 1 - y * y; } };
-struct Relu { template <typename T> static T Fwd(T x, T) { return x > 0 ? x : 0; } template <typename T> static T Grad(T x, T, T) { return x > 0 ? 1 : 0; } };
+// Branch-free forms (a compare turned into a mask): with a branch per element the loop does not
+// vectorize and mispredicts on half the elements of random data.
+struct Relu { template <typename T> static T Fwd(T x, T) { return std::max(x, T(0)); } template <typename T> static T Grad(T x, T, T) { return x > 0 ? T(1) : T(0); } };
 struct SoftRelu {  // log(1 + exp(x)), computed without overflow
   template <typename T> static T Fwd(T x, T) { return x > 20 ? x : std::log1p(std::exp(x)); }
   template <typename T> static T Grad(T x, T, T) { return 1 / (1 + std::exp(-x)); }
@@ -46,8 +49,8 @@ struct RSubScalar { template <typename T> static T Fwd(T x, T s) { return s - x;
 struct MulScalar { template <typename T> static T Fwd(T x, T s) { return x * s; } template <typename T> static T Grad(T, T, T s) { return s; } };
 struct DivScalar { template <typename T> static T Fwd(T x, T s) { return x / s; } template <typename T> static T Grad(T, T, T s) { return 1 / s; } };
 struct RDivScalar { template <typename T> static T Fwd(T x, T s) { return s / x; } template <typename T> static T Grad(T x, T, T s) { return -s / (x * x); } };
-struct MaxScalar { template <typename T> static T Fwd(T x, T s) { return x > s ? x : s; } template <typename T> static T Grad(T x, T, T s) { return x > s ? 1 : 0; } };
-struct MinScalar { template <typename T> static T Fwd(T x, T s) { return x < s ? x : s; } template <typename T> static T Grad(T x, T, T s) { return x < s ? 1 : 0; } };
+struct MaxScalar { template <typename T> static T Fwd(T x, T s) { return std::max(x, s); } template <typename T> static T Grad(T x, T, T s) { return static_cast<T>(x > s); } };
+struct MinScalar { template <typename T> static T Fwd(T x, T s) { return std::min(x, s); } template <typename T> static T Grad(T x, T, T s) { return static_cast<T>(x < s); } };
 
 struct ScalarParam {
   double scalar;
@@ -68,8 +71,8 @@ void Forward(double scalar, const TensorView& x, OpReq req, const TensorView& y)
     const T* in = x.data<T>();
     T* out = y.data<T>();
     const T s = static_cast<T>(scalar);
-    ParallelFor(x.size(), 4096, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) Store(out[i], req, F::Fwd(in[i], s));
+    ParallelFor(x.size(), 4096, [=](int64_t b, int64_t e) {
+      StoreRange(out, req, b, e, [=](int64_t i) { return F::Fwd(in[i], s); });
     });
   });
 }
@@ -81,8 +84,9 @@ void Backward(double scalar, const TensorView& dy, const TensorView& x, const Te
     const T *g = dy.data<T>(), *in = x.data<T>(), *out = y.data<T>();
     T* grad = dx.data<T>();
     const T s = static_cast<T>(scalar);
-    ParallelFor(dx.size(), 4096, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) Store(grad[i], req, g[i] * F::Grad(in[i], out[i], s));
+    // By value: pointers the loop holds in registers, so it vectorizes.
+    ParallelFor(dx.size(), 4096, [=](int64_t b, int64_t e) {
+      StoreRange(grad, req, b, e, [=](int64_t i) { return g[i] * F::Grad(in[i], out[i], s); });
     });
   });
 }

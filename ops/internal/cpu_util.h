@@ -23,7 +23,8 @@ namespace weft::cpu {
 // the engine's CPU workers (at least 1).
 int IntraOpThreads();
 
-// Runs f(begin, end) over [0, n) in chunks of at least `grain`, on IntraOpThreads() threads.
+// Runs f(begin, end) over [0, n) in chunks of at least `grain`, on IntraOpThreads() threads (the
+// calling worker's OpenMP team, which oneDNN's primitives use too).
 // Small ranges (and one thread) run inline, with no type erasure or allocation.
 void ParallelForSplit(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
 template <typename F>
@@ -47,6 +48,27 @@ inline void Store(T& out, OpReq req, T value) {
     out += value;
   } else if (req != OpReq::kNull) {
     out = value;
+  }
+}
+
+// Stores f(i) into out[i] for i in [begin, end) as the request says. The request is checked once,
+// outside the loop, and the loop is marked for SIMD: f(i) may read out[i] itself (in place) but
+// no other element of it, so the lanes are independent. (Left to itself, GCC keeps such loops
+// scalar when it cannot prove the arrays apart, with a mispredicted branch per element in masked
+// loops such as relu's gradient: 30 times slower.)
+template <typename T, typename F>
+inline void StoreRange(T* out, OpReq req, int64_t begin, int64_t end, F&& f) {
+  switch (req) {
+    case OpReq::kNull:
+      return;
+    case OpReq::kAddTo:
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) out[i] += f(i);
+      return;
+    default:
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) out[i] = f(i);
+      return;
   }
 }
 

@@ -1,0 +1,161 @@
+// Training-step time and peak memory against PyTorch on the CPU, in the same run, at the same
+// thread count: MLPs 64-256-256-10 (train_mlp's network) and 784-1024-1024-10, batch 128, SGD
+// with momentum 0.9, softmax cross-entropy. One step = forward, backward, and the updates of every
+// parameter; steps are pushed back to back and waited for once, as a training loop would.
+// Peak memory: weft's pooled allocator high-water mark (every array weft allocates), PyTorch's
+// growth of peak resident memory (tensors and everything else).
+//
+//   bazel run --config=opt //bench:train_bench -- --threads=2 --steps=50
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "weft/weft.h"
+
+namespace {
+
+using weft::Executor;
+using weft::NDArray;
+using weft::Shape;
+using weft::Symbol;
+
+struct Net {
+  std::string name;
+  std::vector<int> sizes;
+};
+constexpr int kBatch = 128;
+
+Symbol Mlp(const std::vector<int>& sizes) {
+  Symbol x = Symbol::Variable("data");
+  for (size_t i = 1; i < sizes.size(); ++i) {
+    x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(sizes[i])}}, "fc" + std::to_string(i));
+    if (i + 1 < sizes.size()) x = Symbol::Op("relu", {x});
+  }
+  return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
+}
+
+struct Result {
+  double ms_per_step;
+  size_t peak_bytes;
+};
+
+// Arguments of the net for a batch: random data, integer labels, parameters as train_mlp's.
+Executor::ArrayMap MakeArgs(const Symbol& loss, const Net& net, Executor::ArrayMap& grads,
+                            std::map<std::string, weft::GradReq>& reqs, std::vector<std::string>& params) {
+  const auto shapes =
+      weft::InferArgumentShapes(loss.ToGraph(), {{"data", Shape{kBatch, net.sizes[0]}}, {"label", Shape{kBatch}}});
+  Executor::ArrayMap args;
+  weft::Xavier init;
+  for (const auto& [name, shape] : shapes) {
+    args[name] = NDArray(shape);
+    if (name == "label") {
+      std::vector<float> labels(kBatch);
+      for (int i = 0; i < kBatch; ++i) labels[i] = static_cast<float>(i % net.sizes.back());
+      args[name].CopyFrom(labels);
+    } else if (name == "data") {
+      args[name].FillNormal(0, 1);
+    } else {
+      init.Initialize(name, args[name]);
+      params.push_back(name);
+      grads[name] = NDArray(shape);
+      reqs[name] = weft::GradReq::kWrite;
+    }
+  }
+  return args;
+}
+
+Result RunWeft(const Net& net, int steps) {
+  weft::Storage& pool = *weft::Storage::Get(weft::Device::Cpu());
+  weft::engine::Engine::Get()->WaitForAll();
+  pool.ReleaseCache();
+  pool.ResetPeak();
+  const size_t base = pool.Stats().bytes_in_use;
+  const Symbol loss = Mlp(net.sizes);
+  Executor::ArrayMap grads;
+  std::map<std::string, weft::GradReq> reqs;
+  std::vector<std::string> params;
+  const Executor::ArrayMap args = MakeArgs(loss, net, grads, reqs, params);
+  auto exec = Executor::Bind(loss, weft::Device::Cpu(), args, grads, reqs);
+  weft::SGD sgd(0.01, 0.9, 0, 1.0 / kBatch);
+  auto step = [&] {
+    exec->Forward(true);
+    exec->Backward();
+    for (size_t i = 0; i < params.size(); ++i) sgd.Update(static_cast<int>(i), args.at(params[i]), grads.at(params[i]));
+  };
+  for (int i = 0; i < 5; ++i) step();
+  weft::engine::Engine::Get()->WaitForAll();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  weft::engine::Engine::Get()->WaitForAll();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
+  return {ms, pool.Stats().peak_bytes_in_use - base};
+}
+
+nlohmann::json RunTorch(int threads, int steps) {
+  const char* python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  const std::string cmd =
+      std::string(python) + " bench/torch_train_peer.py " + std::to_string(threads) + " " + std::to_string(steps) + " 2>&1";
+  std::string out;
+  if (FILE* pipe = popen(cmd.c_str(), "r")) {
+    std::array<char, 4096> buf;
+    while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
+    pclose(pipe);
+  }
+  try {
+    // The peer prints its result as the last line; anything before it is noise (warnings).
+    const size_t line = out.rfind("\n{");
+    return nlohmann::json::parse(out.substr(line == std::string::npos ? out.find('{') : line + 1));
+  } catch (...) {
+    return {{"available", false}, {"error", out.empty() ? "python3 did not run" : out}};
+  }
+}
+
+int IntFlag(int argc, char** argv, const char* name, int fallback) {
+  const std::string prefix = std::string("--") + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return std::atoi(argv[i] + prefix.size());
+  }
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = IntFlag(argc, argv, "threads", 2);
+  const int steps = IntFlag(argc, argv, "steps", 50);
+  setenv("WEFT_CPU_WORKERS", "1", 0);  // one worker whose ops use `threads` threads, like PyTorch
+  setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
+  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) (void)!chdir(ws);
+  const std::vector<Net> nets = {{"mlp 64-256-256-10", {64, 256, 256, 10}}, {"mlp 784-1024-1024-10", {784, 1024, 1024, 10}}};
+  std::vector<Result> weft_results;
+  for (const Net& net : nets) weft_results.push_back(RunWeft(net, steps));
+  const nlohmann::json torch = RunTorch(threads, steps);
+  const bool peer = torch.value("available", false);
+  std::printf("training step (forward, backward, SGD update), batch %d, %d thread(s), %d steps\n", kBatch, threads, steps);
+  if (peer) {
+    std::printf("PyTorch %s, %d thread(s); BLAS loaded: %s\n\n", torch["version"].get<std::string>().c_str(),
+                torch["threads"].get<int>(), torch["blas"].get<std::string>().c_str());
+  } else {
+    std::printf("PyTorch not available: %s\n\n", torch.value("error", std::string("?")).c_str());
+  }
+  std::printf("%-24s %10s %10s %7s %14s %14s\n", "network", "weft ms", "torch ms", "ratio", "weft peak MB", "torch peak MB");
+  for (size_t i = 0; i < nets.size(); ++i) {
+    const double w = weft_results[i].ms_per_step, wm = weft_results[i].peak_bytes / 1048576.0;
+    if (peer) {
+      const double t = torch["nets"][i]["ms_per_step"].get<double>(), tm = torch["nets"][i]["peak_bytes"].get<double>() / 1048576.0;
+      std::printf("%-24s %10.3f %10.3f %7.2f %14.1f %14.1f\n", nets[i].name.c_str(), w, t, w / t, wm, tm);
+    } else {
+      std::printf("%-24s %10.3f %10s %7s %14.1f %14s\n", nets[i].name.c_str(), w, "n/a", "n/a", wm, "n/a");
+    }
+  }
+  weft::engine::Engine::Get()->Shutdown();
+  return 0;
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The training examples end to end: train_mlp reaches 90% test accuracy on the digits in a few
+# epochs and saves its model; embed_infer loads it and classifies; train_cnn trains too; bad flags
+# and bad files are clear errors.
+set -euo pipefail
+mlp="$1"; cnn="$2"; infer="$3"; data="$4"
+prefix="$TEST_TMPDIR/mlp"
+
+out=$("$mlp" --data="$data" --epochs=6 --save_prefix="$prefix")
+echo "$out"
+acc=$(echo "$out" | sed -n 's/^final test accuracy \([0-9.]*\)%/\1/p')
+awk -v a="$acc" 'BEGIN { exit !(a >= 90.0) }' || { echo "FAIL: train_mlp reached $acc% < 90%"; exit 1; }
+echo "$out" | grep -q "epoch 6/6 \[=*\] 23/23" || { echo "FAIL: no progress bar line"; exit 1; }
+[ -s "$prefix.safetensors" ] && [ -s "$prefix.json" ] || { echo "FAIL: model not saved"; exit 1; }
+[ ! -e "$prefix.safetensors.tmp" ] || { echo "FAIL: a temporary file was left"; exit 1; }
+
+out=$("$infer" --model="$prefix" --csv="$data" --rows=2)
+echo "$out"
+echo "$out" | grep -qE "^row 0: predicted [0-9] \(p=" || { echo "FAIL: no prediction printed"; exit 1; }
+correct=$(echo "$out" | sed -n 's/^\([0-9]*\) of 1797 rows.*/\1/p')
+[ "${correct:-0}" -ge 1617 ] || { echo "FAIL: embed_infer got $correct of 1797 right"; exit 1; }
+
+out=$("$cnn" --data="$data" --epochs=4 --save_prefix="")
+acc=$(echo "$out" | sed -n 's/^final test accuracy \([0-9.]*\)%/\1/p')
+awk -v a="$acc" 'BEGIN { exit !(a >= 85.0) }' || { echo "FAIL: train_cnn reached $acc% < 85%"; exit 1; }
+
+if err=$("$mlp" --optimizer=rmsprop 2>&1); then echo "FAIL: a bad optimizer was accepted"; exit 1; fi
+echo "$err" | grep -q "expected 'sgd' or 'adam', found 'rmsprop'" || { echo "FAIL: unclear error: $err"; exit 1; }
+printf '1,2\n3\n' > "$TEST_TMPDIR/bad.csv"
+if err=$("$mlp" --data="$TEST_TMPDIR/bad.csv" 2>&1); then echo "FAIL: a ragged CSV was accepted"; exit 1; fi
+echo "$err" | grep -q "bad.csv" || { echo "FAIL: the error does not name the file: $err"; exit 1; }
+if err=$("$infer" --model="$TEST_TMPDIR/none" 2>&1); then echo "FAIL: a missing model was accepted"; exit 1; fi
+echo "$err" | grep -q "none.json" || { echo "FAIL: unclear error: $err"; exit 1; }
+echo PASS
