@@ -23,7 +23,9 @@ TEST(OpRegistry, EveryOpHasShapeInferenceAndACpuKernel) {
     EXPECT_TRUE(op.infer_shape != nullptr) << name;
     EXPECT_TRUE(op.compute[static_cast<int>(DeviceType::kCpu)] != nullptr) << name;
     EXPECT_FALSE(op.description.empty()) << name;
-    if (op.gradient) EXPECT_FALSE(IsBackward(name)) << name << ": backward ops are not differentiated again";
+    if (op.gradient) {
+      EXPECT_FALSE(IsBackward(name)) << name << ": backward ops are not differentiated again";
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 # everything is installed it only checks, in well under a second.
 #
 #   tools/setup.sh && bazel test //...
+#   tools/setup.sh --bench        # also PyTorch and OpenBLAS, the peers in bench/
 set -euo pipefail
 
 packages=(
@@ -15,6 +16,10 @@ packages=(
   libgtest-dev         # GoogleTest
   nlohmann-json3-dev   # JSON: graphs, safetensors headers, traces in tests
 )
+
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(python3-torch libopenblas0-openmp)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
