@@ -28,8 +28,9 @@ int main(int argc, char** argv) {
     // As in training: scaled, and shaped as the model's samples (the CNN reads 1x8x8 images).
     weft::NDArray data = rows.data * (1.0 / std::stod(meta.count("input_scale") ? meta["input_scale"] : "1"));
     const int64_t n = data.shape()[0];
+    const weft::Shape sample = weft::Shape::Parse(meta.count("input_shape") ? meta["input_shape"] : "(64,)");
     weft::Shape shape{n};
-    for (int64_t d : weft::Shape::Parse(meta.count("input_shape") ? meta["input_shape"] : "(64,)").dims()) shape.PushBack(d);
+    for (int64_t d : sample.dims()) shape.PushBack(d);
     args["data"] = data.Reshape(shape);
 
     auto exec = weft::Executor::Bind(net, weft::Device::Cpu(), args);

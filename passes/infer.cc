@@ -103,8 +103,8 @@ class Inference {
   }
 
   const Graph& g_;
-  const std::map<std::string, Shape>& given_;
-  const std::map<std::string, DType>& dtypes_;
+  const std::map<std::string, Shape> given_;  // copies: callers may pass temporaries
+  const std::map<std::string, DType> dtypes_;
   std::vector<std::optional<Shape>> s_;  // per entry
   std::vector<DType> t_;                 // per entry
 };

@@ -107,7 +107,7 @@ std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<
   std::vector<NDArray> outputs =
       PrepareOutputs(op, InferShapes(op, attrs, in_shapes), InferTypes(op, attrs, in_types), device, options);
 
-  auto call = std::make_shared<Call>();
+  auto call = std::make_unique<Call>();  // owned by the pushed op from here on
   call->compute = &compute;
   call->attrs = attrs;
   call->req = Requests(op, inputs, outputs, options);
@@ -128,7 +128,7 @@ std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<
   for (const NDArray& a : inputs) call->memory.push_back(a.MemoryOwner());
   for (const NDArray& a : outputs) call->memory.push_back(a.MemoryOwner());
   engine::Engine::Get()->PushSync(
-      [call](engine::RunContext run) {
+      [call = std::move(call)](engine::RunContext run) {
         call->ctx.run = run;
         (*call->compute)(call->ctx, call->attrs, call->inputs.span(), call->req.span(), call->outputs.span());
       },
