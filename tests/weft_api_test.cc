@@ -23,6 +23,18 @@ TEST(WeftApi, ArithmeticAndTypedCalls) {
   EXPECT_EQ(op::Call("abs", {a})[0].ToVector<float>(), (std::vector<float>{1, 2, 3, 4}));
 }
 
+TEST(WeftApi, CompoundAssignmentWorksInPlace) {
+  NDArray a = NDArray::FromVector(std::vector<float>{1, 2, 3, 4}, Shape{2, 2});
+  NDArray alias = a;  // same memory
+  NDArray b = NDArray::FromVector(std::vector<float>{10, 20}, Shape{2});
+  a += b;
+  a *= b;
+  a -= b;
+  a /= b;
+  EXPECT_EQ(alias.ToVector<float>(), (std::vector<float>{10, 21, 12, 23}));  // ((x + b) * b - b) / b
+  EXPECT_THROW(b += a, Error) << "a (2,) array cannot hold a (2, 2) result";
+}
+
 // Host memory standing in for a device's pool, so that an array can live on gpu:7 in a CPU-only
 // build. Only the checks that compare devices are under test: no op runs there.
 class HostBackedStorage : public Storage {

@@ -22,7 +22,7 @@ struct Call {
   OpContext ctx;
 };
 
-void CheckInputs(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs) {
+void CheckInputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs) {
   const int expected = NumInputs(op, attrs);
   if (static_cast<int>(inputs.size()) != expected) {
     WEFT_THROW("op '" << op.name << "': expected " << expected << " input(s), found " << inputs.size());
@@ -36,44 +36,52 @@ void CheckInputs(const Op& op, const Attrs& attrs, const std::vector<NDArray>& i
   }
 }
 
-Device CallDevice(const Op& op, const std::vector<NDArray>& inputs, const InvokeOptions& options) {
+Device CallDevice(const Op& op, std::span<const NDArray> inputs, std::span<const NDArray> outputs) {
   if (!inputs.empty()) return inputs[0].device();
-  for (const NDArray& o : options.outputs) {
+  for (const NDArray& o : outputs) {
     if (!o.is_none()) return o.device();
   }
   WEFT_THROW("op '" << op.name << "' has no inputs: pass its outputs to say which device it runs on");
 }
 
-std::vector<NDArray> PrepareOutputs(const Op& op, const std::vector<Shape>& shapes, const std::vector<DType>& types,
-                                    Device device, const InvokeOptions& options) {
-  if (options.outputs.empty()) {
-    std::vector<NDArray> out;
-    for (size_t i = 0; i < shapes.size(); ++i) out.emplace_back(shapes[i], device, types[i]);
-    return out;
-  }
-  if (options.outputs.size() != shapes.size()) {
-    WEFT_THROW("op '" << op.name << "': expected " << shapes.size() << " output array(s), found " << options.outputs.size());
+// The output shapes and dtypes the op infers for these inputs.
+void InferOutputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs, std::vector<Shape>& shapes,
+                  std::vector<DType>& types) {
+  // Reused per thread: a call on a hot path should not allocate for its own bookkeeping.
+  thread_local std::vector<Shape> in_shapes;
+  thread_local std::vector<DType> in_types;
+  in_shapes.clear();
+  in_types.clear();
+  for (const NDArray& a : inputs) in_shapes.push_back(a.shape()), in_types.push_back(a.dtype());
+  shapes = InferShapes(op, attrs, in_shapes);
+  types = InferTypes(op, attrs, in_types);
+}
+
+void CheckOutputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs, std::span<const NDArray> outputs,
+                  Device device) {
+  std::vector<Shape> shapes;
+  std::vector<DType> types;
+  InferOutputs(op, attrs, inputs, shapes, types);
+  if (outputs.size() != shapes.size()) {
+    WEFT_THROW("op '" << op.name << "': expected " << shapes.size() << " output array(s), found " << outputs.size());
   }
   for (size_t i = 0; i < shapes.size(); ++i) {
-    const NDArray& o = options.outputs[i];
+    const NDArray& o = outputs[i];
     if (o.is_none() || o.shape() != shapes[i] || o.dtype() != types[i] || o.device() != device) {
       WEFT_THROW("op '" << op.name << "': output " << i << " must be " << shapes[i] << " " << types[i] << " on " << device
                         << ", found " << o.ToString());
     }
   }
-  return options.outputs;
 }
 
 // An output that overlaps an input is allowed only as an in-place pair the op declares, on
 // exactly the same memory; it is then written with kWriteInplace (unless the caller asked for
 // something else).
-SmallVector<OpReq, 4> Requests(const Op& op, const std::vector<NDArray>& inputs, const std::vector<NDArray>& outputs,
-                               const InvokeOptions& options) {
-  if (!options.req.empty()) {
-    WEFT_CHECK_EQ(options.req.size(), outputs.size()) << "op '" << op.name << "': one request per output";
-  }
+SmallVector<OpReq, 4> Requests(const Op& op, std::span<const NDArray> inputs, std::span<const NDArray> outputs,
+                               std::span<const OpReq> asked) {
+  if (!asked.empty()) WEFT_CHECK_EQ(asked.size(), outputs.size()) << "op '" << op.name << "': one request per output";
   SmallVector<OpReq, 4> req;
-  for (size_t o = 0; o < outputs.size(); ++o) req.push_back(options.req.empty() ? OpReq::kWrite : options.req[o]);
+  for (size_t o = 0; o < outputs.size(); ++o) req.push_back(asked.empty() ? OpReq::kWrite : asked[o]);
   const auto& pairs = op.inplace;
   for (size_t o = 0; o < outputs.size(); ++o) {
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -90,36 +98,20 @@ SmallVector<OpReq, 4> Requests(const Op& op, const std::vector<NDArray>& inputs,
   return req;
 }
 
-}  // namespace
-
-std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
-                            const InvokeOptions& options) {
-  CheckInputs(op, attrs, inputs);
-  const Device device = CallDevice(op, inputs, options);
-  const ComputeFn& compute = op.compute[static_cast<int>(device.type)];
-  if (!compute) WEFT_THROW("op '" << op.name << "' has no implementation for " << device);
-  // Reused per thread: a call on a hot path should not allocate for its own bookkeeping.
-  thread_local std::vector<Shape> in_shapes;
-  thread_local std::vector<DType> in_types;
-  in_shapes.clear();
-  in_types.clear();
-  for (const NDArray& a : inputs) in_shapes.push_back(a.shape()), in_types.push_back(a.dtype());
-  std::vector<NDArray> outputs =
-      PrepareOutputs(op, InferShapes(op, attrs, in_shapes), InferTypes(op, attrs, in_types), device, options);
-
+// Pushes the call; the outputs exist and have been checked.
+void Push(const Op& op, const Attrs& attrs, const ComputeFn& compute, Device device, std::span<const NDArray> inputs,
+          std::span<const NDArray> outputs, SmallVector<OpReq, 4> req, bool is_train) {
   auto call = std::make_unique<Call>();  // owned by the pushed op from here on
   call->compute = &compute;
   call->attrs = attrs;
-  call->req = Requests(op, inputs, outputs, options);
-  const SmallVector<OpReq, 4>& req = call->req;
-  call->ctx.is_train = options.is_train;
+  call->ctx.is_train = is_train;
   SmallVector<engine::VarHandle, 6> reads, writes;
   for (const NDArray& a : inputs) call->inputs.push_back(a.View()), reads.push_back(a.var());
   for (size_t o = 0; o < outputs.size(); ++o) {
     call->outputs.push_back(outputs[o].View());
     if (req[o] != OpReq::kNull) writes.push_back(outputs[o].var());
   }
-  for (int i : op.mutate_inputs) writes.push_back(inputs.at(i).var());
+  for (int i : op.mutate_inputs) writes.push_back(inputs[i].var());
   if (op.random) {
     uint64_t count = 0;
     for (const NDArray& o : outputs) count += static_cast<uint64_t>(o.size()) * 2;
@@ -127,12 +119,47 @@ std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<
   }
   for (const NDArray& a : inputs) call->memory.push_back(a.MemoryOwner());
   for (const NDArray& a : outputs) call->memory.push_back(a.MemoryOwner());
+  call->req = std::move(req);
   engine::Engine::Get()->PushSync(
       [call = std::move(call)](engine::RunContext run) {
         call->ctx.run = run;
         (*call->compute)(call->ctx, call->attrs, call->inputs.span(), call->req.span(), call->outputs.span());
       },
       device, reads.span(), writes.span(), engine::FnProperty::kNormal, 0, op.name.c_str());
+}
+
+const ComputeFn& ComputeFor(const Op& op, Device device) {
+  const ComputeFn& compute = op.compute[static_cast<int>(device.type)];
+  if (!compute) WEFT_THROW("op '" << op.name << "' has no implementation for " << device);
+  return compute;
+}
+
+}  // namespace
+
+void InvokeInto(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs, std::span<const NDArray> outputs,
+                std::span<const OpReq> req, bool is_train) {
+  CheckInputs(op, attrs, inputs);
+  const Device device = CallDevice(op, inputs, outputs);
+  const ComputeFn& compute = ComputeFor(op, device);
+  CheckOutputs(op, attrs, inputs, outputs, device);
+  Push(op, attrs, compute, device, inputs, outputs, Requests(op, inputs, outputs, req), is_train);
+}
+
+std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
+                            const InvokeOptions& options) {
+  if (!options.outputs.empty()) {
+    InvokeInto(op, attrs, inputs, options.outputs, options.req, options.is_train);
+    return options.outputs;
+  }
+  CheckInputs(op, attrs, inputs);
+  const Device device = CallDevice(op, inputs, {});
+  const ComputeFn& compute = ComputeFor(op, device);
+  std::vector<Shape> shapes;
+  std::vector<DType> types;
+  InferOutputs(op, attrs, inputs, shapes, types);
+  std::vector<NDArray> outputs;
+  for (size_t i = 0; i < shapes.size(); ++i) outputs.emplace_back(shapes[i], device, types[i]);
+  Push(op, attrs, compute, device, inputs, outputs, Requests(op, inputs, outputs, options.req), options.is_train);
   return outputs;
 }
 

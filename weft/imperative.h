@@ -9,6 +9,7 @@
 // here; errors inside the op's compute come out of the outputs' WaitToRead.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ std::vector<NDArray> Invoke(const std::string& op, const std::vector<NDArray>& i
                             const InvokeOptions& options = {});
 std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
                             const InvokeOptions& options = {});
+// The same into outputs that exist (checked against what the op infers), with nothing returned:
+// the leanest call, for in-place updates on hot paths. `req` empty: kWrite (or kWriteInplace).
+void InvokeInto(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs, std::span<const NDArray> outputs,
+                std::span<const OpReq> req = {}, bool is_train = false);
 
 // Runs the gradient rule of `op` on arrays: given the forward call's inputs and outputs and the
 // gradients of its outputs, writes (req kWrite) or adds (kAddTo) the gradient of each input into

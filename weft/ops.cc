@@ -1,5 +1,6 @@
 #include "weft/ops.h"
 
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -15,6 +16,33 @@ std::string Number(double x) {
 }
 
 NDArray WithScalar(const char* op, const NDArray& a, double s) { return Invoke(op, {a}, {{"scalar", Number(s)}})[0]; }
+
+// An op without attributes, looked up and its attributes parsed once (operators run on hot paths).
+struct CachedOp {
+  const Op* op;
+  Attrs attrs;
+};
+const CachedOp& Cached(const char* name) {
+  static const std::map<std::string, CachedOp>* cache = [] {
+    auto* m = new std::map<std::string, CachedOp>;
+    for (const char* n : {"add", "sub", "mul", "div", "neg"}) (*m)[n] = CachedOp{&GetOp(n), ParseAttrs(GetOp(n), {})};
+    return m;
+  }();
+  return cache->at(name);
+}
+
+NDArray Apply(const char* name, const std::vector<NDArray>& inputs) {
+  const CachedOp& c = Cached(name);
+  return Invoke(*c.op, c.attrs, inputs)[0];
+}
+
+// a = a <op> b, in place.
+NDArray& InPlace(const char* name, NDArray& a, const NDArray& b) {
+  const CachedOp& c = Cached(name);
+  const NDArray inputs[] = {a, b};
+  InvokeInto(*c.op, c.attrs, inputs, {&a, 1});
+  return a;
+}
 
 }  // namespace
 
@@ -53,16 +81,20 @@ void adam_update(const NDArray& weight, const NDArray& grad, const NDArray& mean
 
 }  // namespace op
 
-NDArray operator+(const NDArray& a, const NDArray& b) { return Invoke("add", {a, b})[0]; }
-NDArray operator-(const NDArray& a, const NDArray& b) { return Invoke("sub", {a, b})[0]; }
-NDArray operator*(const NDArray& a, const NDArray& b) { return Invoke("mul", {a, b})[0]; }
-NDArray operator/(const NDArray& a, const NDArray& b) { return Invoke("div", {a, b})[0]; }
-NDArray operator-(const NDArray& a) { return Invoke("neg", {a})[0]; }
+NDArray operator+(const NDArray& a, const NDArray& b) { return Apply("add", {a, b}); }
+NDArray operator-(const NDArray& a, const NDArray& b) { return Apply("sub", {a, b}); }
+NDArray operator*(const NDArray& a, const NDArray& b) { return Apply("mul", {a, b}); }
+NDArray operator/(const NDArray& a, const NDArray& b) { return Apply("div", {a, b}); }
+NDArray operator-(const NDArray& a) { return Apply("neg", {a}); }
 NDArray operator+(const NDArray& a, double s) { return WithScalar("add_scalar", a, s); }
 NDArray operator-(const NDArray& a, double s) { return WithScalar("sub_scalar", a, s); }
 NDArray operator*(const NDArray& a, double s) { return WithScalar("mul_scalar", a, s); }
 NDArray operator/(const NDArray& a, double s) { return WithScalar("div_scalar", a, s); }
 NDArray operator*(double s, const NDArray& a) { return WithScalar("mul_scalar", a, s); }
 NDArray operator-(double s, const NDArray& a) { return WithScalar("rsub_scalar", a, s); }
+NDArray& operator+=(NDArray& a, const NDArray& b) { return InPlace("add", a, b); }
+NDArray& operator-=(NDArray& a, const NDArray& b) { return InPlace("sub", a, b); }
+NDArray& operator*=(NDArray& a, const NDArray& b) { return InPlace("mul", a, b); }
+NDArray& operator/=(NDArray& a, const NDArray& b) { return InPlace("div", a, b); }
 
 }  // namespace weft

@@ -84,5 +84,10 @@ NDArray operator*(const NDArray& a, double s);
 NDArray operator/(const NDArray& a, double s);
 NDArray operator*(double s, const NDArray& a);
 NDArray operator-(double s, const NDArray& a);
+// In place, on `a`'s memory (b broadcast to a's shape).
+NDArray& operator+=(NDArray& a, const NDArray& b);
+NDArray& operator-=(NDArray& a, const NDArray& b);
+NDArray& operator*=(NDArray& a, const NDArray& b);
+NDArray& operator/=(NDArray& a, const NDArray& b);
 
 }  // namespace weft
