@@ -45,8 +45,6 @@ class NDArray {
   size_t bytes() const { return static_cast<size_t>(size()) * DTypeSize(dtype_); }
   // The engine variable every op on this array (and on its views) reads or writes.
   engine::VarHandle var() const;
-  // Keeps this array's memory alive (for closures that hold views of it).
-  std::shared_ptr<const void> MemoryOwner() const { return chunk_; }
   // True when the two arrays' bytes overlap.
   bool Overlaps(const NDArray& other) const;
   // True when both are the same memory seen the same way (same start and size).

@@ -10,13 +10,14 @@ namespace weft {
 
 namespace {
 
-// What one pushed call keeps alive until it has run (one allocation; no per-array heap lists for
-// the usual handful of inputs and outputs).
+// What one pushed call keeps until it has run (one allocation; no per-array heap lists for the
+// usual handful of inputs and outputs). It need not keep the arrays' memory alive: an array's
+// memory is freed by an engine op on its var (Chunk's DeleteVariable), which runs only after
+// every op pushed on that var before it, this one included.
 struct Call {
   Call() {}  // user-provided, so make_shared does not zero the inline storage first
   const ComputeFn* compute = nullptr;
   Attrs attrs;
-  SmallVector<std::shared_ptr<const void>, 6> memory;  // the inputs' and outputs': must outlive the op
   SmallVector<TensorView, 4> inputs, outputs;
   SmallVector<OpReq, 4> req;
   OpContext ctx;
@@ -59,8 +60,8 @@ void InferOutputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inp
 
 void CheckOutputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs, std::span<const NDArray> outputs,
                   Device device) {
-  std::vector<Shape> shapes;
-  std::vector<DType> types;
+  thread_local std::vector<Shape> shapes;
+  thread_local std::vector<DType> types;
   InferOutputs(op, attrs, inputs, shapes, types);
   if (outputs.size() != shapes.size()) {
     WEFT_THROW("op '" << op.name << "': expected " << shapes.size() << " output array(s), found " << outputs.size());
@@ -117,8 +118,6 @@ void Push(const Op& op, const Attrs& attrs, const ComputeFn& compute, Device dev
     for (const NDArray& o : outputs) count += static_cast<uint64_t>(o.size()) * 2;
     call->ctx.random = ReserveRandom(device, count);
   }
-  for (const NDArray& a : inputs) call->memory.push_back(a.MemoryOwner());
-  for (const NDArray& a : outputs) call->memory.push_back(a.MemoryOwner());
   call->req = std::move(req);
   engine::Engine::Get()->PushSync(
       [call = std::move(call)](engine::RunContext run) {
