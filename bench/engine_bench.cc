@@ -20,6 +20,7 @@
 #include <oneapi/tbb/flow_graph.h>
 #include <oneapi/tbb/global_control.h>
 
+#include "bench/peer.h"
 #include "engine/engine.h"
 
 namespace {
@@ -111,19 +112,11 @@ double MedianNsPerOp(int reps, int64_t ops, F&& run) {
   return ns[ns.size() / 2];
 }
 
-int IntFlag(int argc, char** argv, const char* name, int fallback) {
-  std::string prefix = std::string("--") + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return std::atoi(argv[i] + prefix.size());
-  }
-  return fallback;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int workers = IntFlag(argc, argv, "workers", 2);
-  const int reps = IntFlag(argc, argv, "reps", 5);
+  const int workers = bench::IntFlag(argc, argv, "workers", 2);
+  const int reps = bench::IntFlag(argc, argv, "reps", 5);
   weft::engine::EngineOptions options;
   options.cpu_workers = workers;
   auto engine = weft::engine::CreateEngine(weft::engine::EngineKind::kThreaded, options);

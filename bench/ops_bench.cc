@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/peer.h"
+
 #include "engine/engine.h"
 #include "ops/op.h"
 #include "storage/ndarray.h"
@@ -85,34 +87,6 @@ double TinyAddUs(bool allocate) {
   return ms * 1e3 / kAdds;
 }
 
-nlohmann::json RunTorch(int threads, int reps) {
-  // Debian's PyTorch is installed for Debian's python3, which a user's PATH may shadow.
-  const char* python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-  std::string cmd = std::string(python) + " bench/torch_peer.py " + std::to_string(threads) + " " + std::to_string(reps) + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  if (pipe != nullptr) {
-    std::array<char, 4096> buf;
-    while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-    pclose(pipe);
-  }
-  try {
-    // The peer prints its result as the last line; anything before it is noise (warnings).
-    const size_t line = out.rfind("\n{");
-    return nlohmann::json::parse(out.substr(line == std::string::npos ? out.find('{') : line + 1));
-  } catch (...) {
-    return {{"available", false}, {"error", out.empty() ? "python3 did not run" : out}};
-  }
-}
-
-int IntFlag(int argc, char** argv, const char* name, int fallback) {
-  const std::string prefix = std::string("--") + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return std::atoi(argv[i] + prefix.size());
-  }
-  return fallback;
-}
-
 void Row(const char* what, const char* unit, double weft, const nlohmann::json& torch, const char* key) {
   if (torch.value("available", false)) {
     const double peer = torch[key].get<double>();
@@ -125,16 +99,16 @@ void Row(const char* what, const char* unit, double weft, const nlohmann::json& 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = IntFlag(argc, argv, "threads", 2);
-  const int reps = IntFlag(argc, argv, "reps", 10);
+  const int threads = bench::IntFlag(argc, argv, "threads", 2);
+  const int reps = bench::IntFlag(argc, argv, "reps", 10);
   // One engine worker whose ops use `threads` threads, as PyTorch runs one op at a time on
   // `threads` threads. Set before the engine starts.
   setenv("WEFT_CPU_WORKERS", "1", 0);
   setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
   // bazel run starts in the runfiles tree; the peer script is in the source tree.
-  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) (void)!chdir(ws);
+  bench::ChdirToWorkspace();
 
-  const bool tiny_only = IntFlag(argc, argv, "tiny_only", 0) != 0;  // skip the big ops (quick overhead runs)
+  const bool tiny_only = bench::IntFlag(argc, argv, "tiny_only", 0) != 0;  // skip the big ops (quick overhead runs)
   const double fc = tiny_only ? 0 : MedianMs(reps, ForwardBackward("FullyConnected", {{"num_hidden", "1024"}},
                                                    {Random({128, 784}), Random({1024, 784}), Random({1024})},
                                                    Shape{128, 1024}));
@@ -144,7 +118,7 @@ int main(int argc, char** argv) {
                                                Shape{64, 64, 28, 28}));
   const double add_inplace = TinyAddUs(false);
   const double add_alloc = TinyAddUs(true);
-  const nlohmann::json torch = RunTorch(threads, reps);
+  const nlohmann::json torch = bench::RunPeer("bench/torch_peer.py", std::to_string(threads) + " " + std::to_string(reps));
 
   std::printf("weft vs PyTorch on the CPU, %d thread(s)\n", threads);
   if (torch.value("available", false)) {

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/peer.h"
+
 #include "weft/weft.h"
 
 namespace {
@@ -99,45 +101,18 @@ Result RunWeft(const Net& net, int steps) {
   return {ms, pool.Stats().peak_bytes_in_use - base};
 }
 
-nlohmann::json RunTorch(int threads, int steps) {
-  const char* python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-  const std::string cmd =
-      std::string(python) + " bench/torch_train_peer.py " + std::to_string(threads) + " " + std::to_string(steps) + " 2>&1";
-  std::string out;
-  if (FILE* pipe = popen(cmd.c_str(), "r")) {
-    std::array<char, 4096> buf;
-    while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-    pclose(pipe);
-  }
-  try {
-    // The peer prints its result as the last line; anything before it is noise (warnings).
-    const size_t line = out.rfind("\n{");
-    return nlohmann::json::parse(out.substr(line == std::string::npos ? out.find('{') : line + 1));
-  } catch (...) {
-    return {{"available", false}, {"error", out.empty() ? "python3 did not run" : out}};
-  }
-}
-
-int IntFlag(int argc, char** argv, const char* name, int fallback) {
-  const std::string prefix = std::string("--") + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return std::atoi(argv[i] + prefix.size());
-  }
-  return fallback;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = IntFlag(argc, argv, "threads", 2);
-  const int steps = IntFlag(argc, argv, "steps", 50);
+  const int threads = bench::IntFlag(argc, argv, "threads", 2);
+  const int steps = bench::IntFlag(argc, argv, "steps", 50);
   setenv("WEFT_CPU_WORKERS", "1", 0);  // one worker whose ops use `threads` threads, like PyTorch
   setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
-  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) (void)!chdir(ws);
+  bench::ChdirToWorkspace();
   const std::vector<Net> nets = {{"mlp 64-256-256-10", {64, 256, 256, 10}}, {"mlp 784-1024-1024-10", {784, 1024, 1024, 10}}};
   std::vector<Result> weft_results;
   for (const Net& net : nets) weft_results.push_back(RunWeft(net, steps));
-  const nlohmann::json torch = RunTorch(threads, steps);
+  const nlohmann::json torch = bench::RunPeer("bench/torch_train_peer.py", std::to_string(threads) + " " + std::to_string(steps));
   const bool peer = torch.value("available", false);
   std::printf("training step (forward, backward, SGD update), batch %d, %d thread(s), %d steps\n", kBatch, threads, steps);
   if (peer) {

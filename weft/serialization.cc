@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/file.h"
 
 namespace weft {
 namespace {
@@ -59,23 +60,6 @@ std::optional<DType> ParseFileDType(std::string_view name) {
 std::string SystemError() { return std::strerror(errno); }
 
 // ---- Save ---------------------------------------------------------------------------------------
-
-// Removes the temporary file unless the save was committed (renamed into place).
-class TempFile {
- public:
-  explicit TempFile(std::string path) : path_(std::move(path)) {}
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (!committed_) std::remove(path_.c_str());
-  }
-  const std::string& path() const { return path_; }
-  void Commit() { committed_ = true; }
-
- private:
-  std::string path_;
-  bool committed_ = false;
-};
 
 void CheckSaveable(const std::string& path, const std::map<std::string, NDArray>& arrays) {
   for (const auto& [name, array] : arrays) {
@@ -124,18 +108,16 @@ void Save(const std::string& path, const std::map<std::string, NDArray>& arrays,
           const std::map<std::string, std::string>& metadata) {
   CheckSaveable(path, arrays);
   const std::string header = BuildHeader(arrays, metadata);
-  TempFile temp(path + ".tmp");
-  std::ofstream out(temp.path(), std::ios::binary | std::ios::trunc);
-  if (!out) WEFT_THROW("Save '" << path << "': cannot create '" << temp.path() << "': " << SystemError());
-  WriteLength(out, header.size());
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  for (const auto& [name, array] : arrays) WriteArray(out, array);
-  out.close();
-  if (!out) WEFT_THROW("Save '" << path << "': writing '" << temp.path() << "' failed: " << SystemError());
-  if (std::rename(temp.path().c_str(), path.c_str()) != 0) {
-    WEFT_THROW("Save '" << path << "': cannot rename '" << temp.path() << "' into place: " << SystemError());
+  try {
+    AtomicFile file(path);  // a failed save leaves no file behind
+    std::ofstream& out = file.stream();
+    WriteLength(out, header.size());
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    for (const auto& [name, array] : arrays) WriteArray(out, array);
+    file.Commit();
+  } catch (const Error& e) {
+    WEFT_THROW("Save '" << path << "': " << e.what());
   }
-  temp.Commit();
 }
 
 namespace {

@@ -5,24 +5,15 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file.h"
 
 namespace weft {
 
 void SaveSymbol(const std::string& path, const Symbol& symbol) {
-  const std::string json = symbol.ToJson();
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << json;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      WEFT_THROW("SaveSymbol: cannot write '" << tmp << "'");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    WEFT_THROW("SaveSymbol: cannot rename '" << tmp << "' to '" << path << "'");
+  try {
+    WriteFileAtomically(path, symbol.ToJson());
+  } catch (const Error& e) {
+    WEFT_THROW("SaveSymbol: " << e.what());
   }
 }
 

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/file.h"
 
 namespace weft::engine {
 
@@ -98,20 +99,10 @@ std::string Profiler::ToJson() {
 }
 
 void Profiler::Write() {
-  std::string json = ToJson();
-  std::string tmp = path_ + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << json;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      WEFT_THROW("profiler: cannot write the trace to '" << tmp << "'");
-    }
-  }
-  if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    WEFT_THROW("profiler: cannot rename '" << tmp << "' to '" << path_ << "'");
+  try {
+    WriteFileAtomically(path_, ToJson());
+  } catch (const Error& e) {
+    WEFT_THROW("profiler: cannot write the trace to '" << path_ << "': " << e.what());
   }
 }
 
