@@ -24,6 +24,27 @@ out=$("$cnn" --data="$data" --epochs=4 --save_prefix="")
 acc=$(echo "$out" | sed -n 's/^final test accuracy \([0-9.]*\)%/\1/p')
 awk -v a="$acc" 'BEGIN { exit !(a >= 85.0) }' || { echo "FAIL: train_cnn reached $acc% < 85%"; exit 1; }
 
+# --help on every example.
+for bin in "$mlp" "$cnn" "$infer"; do
+  "$bin" --help | grep -q "^usage: " || { echo "FAIL: $bin --help"; exit 1; }
+done
+
+# MNIST idx files (the format train_mlp's --data also reads): the digits as 8x8 images.
+images="$TEST_TMPDIR/images.idx3"; labels="$TEST_TMPDIR/labels.idx1"
+awk -F, -v images="$images" -v labels="$labels" '
+  function be32(n) { return sprintf("%c%c%c%c", int(n / 16777216) % 256, int(n / 65536) % 256, int(n / 256) % 256, n % 256) }
+  { for (i = 1; i <= 64; i++) px[NR, i] = $i * 16; lab[NR] = $65; n = NR }
+  END {
+    printf "%s%s%s%s", be32(2051), be32(n), be32(8), be32(8) > images
+    for (r = 1; r <= n; r++) for (i = 1; i <= 64; i++) printf "%c", (px[r, i] > 255 ? 255 : px[r, i]) > images
+    printf "%s%s", be32(2049), be32(n) > labels
+    for (r = 1; r <= n; r++) printf "%c", lab[r] > labels
+  }' LC_ALL=C "$data"
+out=$(LC_ALL=C "$mlp" --data="$images,$labels" --epochs=4 --save_prefix="")
+acc=$(echo "$out" | sed -n 's/^final test accuracy \([0-9.]*\)%/\1/p')
+echo "MNIST idx: $acc%"
+awk -v a="$acc" 'BEGIN { exit !(a >= 80.0) }' || { echo "FAIL: train_mlp on MNIST idx files reached $acc%"; exit 1; }
+
 if err=$("$mlp" --optimizer=rmsprop 2>&1); then echo "FAIL: a bad optimizer was accepted"; exit 1; fi
 echo "$err" | grep -q "expected 'sgd' or 'adam', found 'rmsprop'" || { echo "FAIL: unclear error: $err"; exit 1; }
 printf '1,2\n3\n' > "$TEST_TMPDIR/bad.csv"

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "executor/executor.h"
 #include "graph/symbol.h"
+#include "passes/infer.h"
 #include "storage/ndarray.h"
 #include "weft/imperative.h"
 
@@ -160,6 +161,47 @@ TEST(Executor, MemoryPlanningChangesNoResult) {
   }
   unsetenv("WEFT_PLAN_MEMORY");
   EXPECT_EQ(results[0], results[1]);
+}
+
+TEST(Executor, NullRequestPushesFewerEngineOps) {
+  setenv("WEFT_EXEC_BULK_SIZE", "1", 1);  // one engine op per node, so ops count nodes run
+  auto values = RandomValues(7);
+  auto all = Executor::Bind(Loss(), Device::Cpu(), Arrays(values), ZeroGrads(), AllReqs(GradReq::kWrite));
+  auto only_b = Executor::Bind(Loss(), Device::Cpu(), Arrays(values), ZeroGrads(),
+                               {{"x", GradReq::kNull}, {"w", GradReq::kNull}, {"b", GradReq::kWrite}});
+  unsetenv("WEFT_EXEC_BULK_SIZE");
+  all->Forward(true);
+  all->Backward();
+  const size_t all_ops = all->stats().engine_ops_pushed;
+  only_b->Forward(true);
+  only_b->Backward();
+  EXPECT_EQ(all_ops, all->stats().backward_nodes);
+  EXPECT_LT(only_b->stats().engine_ops_pushed, all_ops);
+}
+
+TEST(Executor, MemoryPlanOfAnMlpTrainingGraphIsSmallerThanNaive) {
+  Symbol h = Symbol::Variable("data");
+  for (int i = 1; i <= 3; ++i) {
+    h = Symbol::Op("FullyConnected", {h}, {{"num_hidden", "64"}}, "fc" + std::to_string(i));
+    if (i < 3) h = Symbol::Op("relu", {h});
+  }
+  Symbol loss = Symbol::Op("SoftmaxCrossEntropy", {h, Symbol::Variable("label")});
+  auto shapes = InferArgumentShapes(loss.ToGraph(), {{"data", Shape{32, 20}}, {"label", Shape{32}}});
+  Executor::ArrayMap args, grads;
+  std::map<std::string, GradReq> reqs;
+  for (const auto& [name, shape] : shapes) {
+    args[name] = NDArray(shape);
+    args[name].Fill(name == "label" ? 1 : 0.1);
+    if (name == "data" || name == "label") continue;
+    grads[name] = NDArray(shape);
+    reqs[name] = GradReq::kWrite;
+  }
+  auto exec = Executor::Bind(loss, Device::Cpu(), args, grads, reqs);
+  EXPECT_GT(exec->stats().naive_bytes, 0u);
+  EXPECT_LT(exec->stats().plan_bytes, exec->stats().naive_bytes);
+  exec->Forward(true);
+  exec->Backward();
+  EXPECT_TRUE(std::isfinite(grads["fc1_weight"].ToVector<float>()[0]));
 }
 
 TEST(Executor, BindingErrorsNameTheArgument) {

@@ -120,3 +120,30 @@ TEST(Invoke, AnOutputMayAliasAnInputOnlyWhereTheOpAllowsIt) {
 
 }  // namespace
 }  // namespace weft
+
+namespace weft {
+namespace {
+
+// Every registered op, backward ops included, rejects a call with the wrong number of inputs
+// (or, when it needs attributes, a call without them) with an error that names it.
+TEST(OpRegistry, EveryOpRejectsBadInputWithAnErrorNamingIt) {
+  for (const std::string& name : ListOps()) {
+    if (name.rfind("_test_", 0) == 0) continue;
+    const Op& op = GetOp(name);
+    std::string message = "<no error>";
+    try {
+      const Attrs attrs = ParseAttrs(op, {});
+      std::vector<NDArray> inputs;
+      for (int i = 0; i <= NumInputs(op, attrs); ++i) inputs.emplace_back(Shape{2});  // one too many
+      for (const NDArray& out : Invoke(op, attrs, inputs)) out.WaitToRead();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find(name), std::string::npos) << name << ": " << message;
+    EXPECT_TRUE(message.find("input(s), found") != std::string::npos || message.find("required") != std::string::npos)
+        << name << ": " << message;
+  }
+}
+
+}  // namespace
+}  // namespace weft
