@@ -83,9 +83,20 @@ dnnl::inner_product_forward::primitive_desc FcForwardDesc(const FcDims& d, bool 
   return {desc, ScratchpadAttr(), DnnlEngine()};
 }
 
+// The weight (O, K), row-major, seen as the (K, O) operand of y = x * w^T.
+dnnl::memory::desc TransposedWeightDesc(const FcDims& d) {
+  return dnnl::memory::desc({d.k, d.o}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, d.k});
+}
+
+// Forward as a matmul on the transposed weight: measured faster than inner_product_forward on
+// plain layouts (which used a slower path than its own backward, for the same GEMM sizes).
 DnnlPrimitive FcForwardPrimitive(const FcDims& d, bool bias) {
-  return CachedPrimitive(PrimitiveKey("FullyConnected/forward", d.m, d.k, d.o, bias),
-                         [&] { return MakePrimitive<dnnl::inner_product_forward>(FcForwardDesc(d, bias)); });
+  return CachedPrimitive(PrimitiveKey("FullyConnected/forward_matmul", d.m, d.k, d.o, bias), [&] {
+    const auto src = PlainDesc(Shape{d.m, d.k}), dst = PlainDesc(Shape{d.m, d.o});
+    const auto desc = bias ? dnnl::matmul::desc(src, TransposedWeightDesc(d), PlainDesc(Shape{1, d.o}), dst)
+                           : dnnl::matmul::desc(src, TransposedWeightDesc(d), dst);
+    return MakePrimitive<dnnl::matmul>({desc, ScratchpadAttr(), DnnlEngine()});
+  });
 }
 
 DnnlPrimitive FcBackwardDataPrimitive(const FcDims& d) {
@@ -170,7 +181,11 @@ void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView>
   }
   const DnnlPrimitive prim = FcForwardPrimitive(d, bias != nullptr);
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
-  RunLayerForward(prim, in[0].Reshaped(Shape{d.m, d.k}), in[1], bias, Shape{d.m, d.o}, staged);
+  DnnlArgs args = {{DNNL_ARG_SRC, DnnlMemory(in[0].Reshaped(Shape{d.m, d.k}))},
+                   {DNNL_ARG_WEIGHTS, dnnl::memory(TransposedWeightDesc(d), DnnlEngine(), in[1].raw())},
+                   {DNNL_ARG_DST, DnnlMemory(staged.Target(0).Reshaped(Shape{d.m, d.o}))}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(bias->Reshaped(Shape{1, d.o})));
+  ExecutePrimitive(prim, std::move(args), staged.Extra(0));
   staged.Finish();
 }
 
