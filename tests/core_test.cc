@@ -1,6 +1,8 @@
 // core: errors and CHECK messages, devices, dtypes, shapes, environment settings.
 #include <gtest/gtest.h>
 
+#include "tests/weft_test_util.h"
+
 #include <cstdlib>
 #include <string>
 
@@ -13,20 +15,11 @@
 namespace weft {
 namespace {
 
-std::string MessageOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
 bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 TEST(Check, FailureNamesTheExpressionBothValuesTheFileAndTheContext) {
   int rows = 6, cols = 5;
-  std::string msg = MessageOf([&] { WEFT_CHECK_EQ(rows, cols) << "matmul: inner dims differ"; });
+  std::string msg = testing::ErrorMessage([&] { WEFT_CHECK_EQ(rows, cols) << "matmul: inner dims differ"; });
   EXPECT_TRUE(Contains(msg, "rows == cols")) << msg;
   EXPECT_TRUE(Contains(msg, "(6 vs. 5)")) << msg;
   EXPECT_TRUE(Contains(msg, "tests/core_test.cc:")) << msg;
@@ -52,7 +45,7 @@ TEST(Check, WorksInsideAnUnbracedIfElse) {
 
 TEST(Check, ErrorIsAStdException) {
   EXPECT_THROW(WEFT_CHECK_LT(3, 2), std::exception);
-  std::string msg = MessageOf([] { WEFT_THROW("expected " << 3 << " axes, found " << 2); });
+  std::string msg = testing::ErrorMessage([] { WEFT_THROW("expected " << 3 << " axes, found " << 2); });
   EXPECT_TRUE(Contains(msg, "expected 3 axes, found 2")) << msg;
 }
 
@@ -65,10 +58,10 @@ TEST(Device, ParsesAndPrints) {
 }
 
 TEST(Device, BadNamesSayWhatWasExpected) {
-  EXPECT_TRUE(Contains(MessageOf([] { Device::Parse("tpu:0"); }), "expected 'cpu', 'gpu' or 'gpu:N'"));
-  EXPECT_TRUE(Contains(MessageOf([] { Device::Parse("gpu:-1"); }), "found '-1'"));
-  EXPECT_TRUE(Contains(MessageOf([] { Device::Parse("gpu:x"); }), "found 'x'"));
-  EXPECT_TRUE(Contains(MessageOf([] { Device::Parse("cpu:2"); }), "id 0"));
+  EXPECT_TRUE(Contains(testing::ErrorMessage([] { Device::Parse("tpu:0"); }), "expected 'cpu', 'gpu' or 'gpu:N'"));
+  EXPECT_TRUE(Contains(testing::ErrorMessage([] { Device::Parse("gpu:-1"); }), "found '-1'"));
+  EXPECT_TRUE(Contains(testing::ErrorMessage([] { Device::Parse("gpu:x"); }), "found 'x'"));
+  EXPECT_TRUE(Contains(testing::ErrorMessage([] { Device::Parse("cpu:2"); }), "id 0"));
 }
 
 TEST(DType, TableIsConsistent) {
@@ -81,7 +74,7 @@ TEST(DType, TableIsConsistent) {
   }
   EXPECT_TRUE(IsFloatingPoint(DType::kFloat16));
   EXPECT_FALSE(IsFloatingPoint(DType::kInt32));
-  EXPECT_TRUE(Contains(MessageOf([] { ParseDType("float33"); }), "unknown dtype 'float33'"));
+  EXPECT_TRUE(Contains(testing::ErrorMessage([] { ParseDType("float33"); }), "unknown dtype 'float33'"));
 }
 
 TEST(Shape, SizeIndexingAndPrinting) {
@@ -93,7 +86,7 @@ TEST(Shape, SizeIndexingAndPrinting) {
   EXPECT_EQ(Shape{5}.ToString(), "(5,)");
   EXPECT_EQ(Shape().Size(), 1);
   EXPECT_EQ(s.NormalizeAxis(-1), 2);
-  EXPECT_TRUE(Contains(MessageOf([&] { s.NormalizeAxis(3); }), "axis 3 is out of range for shape (2, 3, 4)"));
+  EXPECT_TRUE(Contains(testing::ErrorMessage([&] { s.NormalizeAxis(3); }), "axis 3 is out of range for shape (2, 3, 4)"));
   EXPECT_THROW(s[3], Error);
 }
 
@@ -102,9 +95,9 @@ TEST(Shape, ParsesAttributeText) {
   EXPECT_EQ(Shape::Parse("[2,3]"), (Shape{2, 3}));
   EXPECT_EQ(Shape::Parse("(5,)"), Shape{5});
   EXPECT_EQ(Shape::Parse("()"), Shape());
-  EXPECT_TRUE(Contains(MessageOf([] { Shape::Parse("(2, x)"); }), "found 'x'"));
-  EXPECT_TRUE(Contains(MessageOf([] { Shape::Parse("(2, -1)"); }), "found '-1'"));
-  EXPECT_TRUE(Contains(MessageOf([] { Shape::Parse("(1,1,1,1,1,1,1,1,1)"); }), "at most 8 axes"));
+  EXPECT_TRUE(Contains(testing::ErrorMessage([] { Shape::Parse("(2, x)"); }), "found 'x'"));
+  EXPECT_TRUE(Contains(testing::ErrorMessage([] { Shape::Parse("(2, -1)"); }), "found '-1'"));
+  EXPECT_TRUE(Contains(testing::ErrorMessage([] { Shape::Parse("(1,1,1,1,1,1,1,1,1)"); }), "at most 8 axes"));
   EXPECT_THROW((Shape{-1}), Error);
 }
 
@@ -113,7 +106,7 @@ TEST(Env, ReadsAndValidatesSettings) {
   EXPECT_EQ(GetEnvInt("WEFT_TEST_INT", 3), 12);
   EXPECT_EQ(GetEnvInt("WEFT_TEST_UNSET", 3), 3);
   setenv("WEFT_TEST_INT", "twelve", 1);
-  std::string msg = MessageOf([] { GetEnvInt("WEFT_TEST_INT", 3); });
+  std::string msg = testing::ErrorMessage([] { GetEnvInt("WEFT_TEST_INT", 3); });
   EXPECT_TRUE(Contains(msg, "WEFT_TEST_INT")) << msg;
   EXPECT_TRUE(Contains(msg, "found 'twelve'")) << msg;
   setenv("WEFT_TEST_INT", "0", 1);

@@ -3,6 +3,8 @@
 // argument, and memory planning changes no result.
 #include <gtest/gtest.h>
 
+#include "tests/weft_test_util.h"
+
 #include <cmath>
 #include <random>
 
@@ -205,14 +207,7 @@ TEST(Executor, MemoryPlanOfAnMlpTrainingGraphIsSmallerThanNaive) {
 }
 
 TEST(Executor, BindingErrorsNameTheArgument) {
-  auto message = [](const std::function<void()>& f) -> std::string {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "<no error>";
-  };
+  const auto message = testing::ErrorMessage;
   Executor::ArrayMap args = Arrays(RandomValues(6));
   Executor::ArrayMap missing = args;
   missing.erase("w");

@@ -2,6 +2,8 @@
 // form round-trips exactly; malformed JSON is rejected with an error that says what is wrong.
 #include <gtest/gtest.h>
 
+#include "tests/weft_test_util.h"
+
 #include "core/error.h"
 #include "graph/symbol.h"
 
@@ -14,15 +16,6 @@ Symbol Mlp() {
   Symbol a = Symbol::Op("relu", {h}, {}, "relu1");
   Symbol y = Symbol::Op("FullyConnected", {a}, {{"num_hidden", "4"}}, "fc2");
   return Symbol::Op("SoftmaxCrossEntropy", {y, Symbol::Variable("label")}, {}, "loss");
-}
-
-std::string MessageOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 TEST(Symbol, ComposesAndListsArgumentsInOrder) {
@@ -45,7 +38,7 @@ TEST(Symbol, GroupsAndSelectsOutputs) {
   Symbol both = Symbol::Group({Symbol::Op("relu", {d[0]}, {}, "r"), Symbol::Op("exp", {x}, {}, "e")});
   EXPECT_EQ(both.ListOutputs(), (std::vector<std::string>{"r_output", "e_output"}));
   EXPECT_EQ(both.ListArguments(), std::vector<std::string>{"x"});
-  EXPECT_NE(MessageOf([&] { Symbol::Op("relu", {d}); }).find("has 2 outputs"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { Symbol::Op("relu", {d}); }).find("has 2 outputs"), std::string::npos);
 }
 
 TEST(Symbol, JsonRoundTripsExactly) {
@@ -65,30 +58,30 @@ TEST(Symbol, JsonRoundTripsExactly) {
 }
 
 TEST(Symbol, MalformedJsonIsAClearError) {
-  EXPECT_NE(MessageOf([] { Symbol::FromJson("{not json"); }).find("not valid JSON"), std::string::npos);
-  EXPECT_NE(MessageOf([] { Symbol::FromJson(R"({"nodes": [], "outputs": []})"); }).find("weft_graph"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([] { Symbol::FromJson("{not json"); }).find("not valid JSON"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([] { Symbol::FromJson(R"({"nodes": [], "outputs": []})"); }).find("weft_graph"), std::string::npos);
   const std::string cycle = R"({"weft_graph": 1, "nodes": [
       {"op": "null", "name": "x", "inputs": []},
       {"op": "relu", "name": "r", "inputs": [[2, 0]]},
       {"op": "relu", "name": "s", "inputs": [[1, 0]]}], "outputs": [[2, 0]]})";
-  EXPECT_NE(MessageOf([&] { Symbol::FromJson(cycle); }).find("refers to node 2, expected a node defined before it"),
+  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(cycle); }).find("refers to node 2, expected a node defined before it"),
             std::string::npos);
   const std::string unknown = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"},
       {"op": "rleu", "name": "r", "inputs": [[0, 0]]}], "outputs": [[1, 0]]})";
-  EXPECT_NE(MessageOf([&] { Symbol::FromJson(unknown); }).find("unknown op 'rleu'"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(unknown); }).find("unknown op 'rleu'"), std::string::npos);
   const std::string bad_attr = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"},
       {"op": "Activation", "name": "a", "attrs": {"act_type": "swish"}, "inputs": [[0, 0]]}], "outputs": [[1, 0]]})";
-  EXPECT_NE(MessageOf([&] { Symbol::FromJson(bad_attr); }).find("'swish'"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(bad_attr); }).find("'swish'"), std::string::npos);
   const std::string missing_input = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"},
       {"op": "add", "name": "a", "inputs": [[0, 0]]}], "outputs": [[1, 0]]})";
-  EXPECT_NE(MessageOf([&] { Symbol::FromJson(missing_input); }).find("expected 2 input(s), found 1"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(missing_input); }).find("expected 2 input(s), found 1"), std::string::npos);
   const std::string bad_output = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"}], "outputs": [[0, 3]]})";
-  EXPECT_NE(MessageOf([&] { Symbol::FromJson(bad_output); }).find("found output 3"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(bad_output); }).find("found output 3"), std::string::npos);
 }
 
 TEST(Symbol, TwoVariablesWithOneNameAreRejected) {
   Symbol a = Symbol::Variable("x"), b = Symbol::Variable("x");
-  EXPECT_NE(MessageOf([&] { Symbol::Op("add", {a, b}).ToGraph(); }).find("two different variables are named 'x'"),
+  EXPECT_NE(testing::ErrorMessage([&] { Symbol::Op("add", {a, b}).ToGraph(); }).find("two different variables are named 'x'"),
             std::string::npos);
 }
 

@@ -2,6 +2,8 @@
 // what the layers above need; calls with bad input fail at the call with errors that say why.
 #include <gtest/gtest.h>
 
+#include "tests/weft_test_util.h"
+
 #include <set>
 
 #include "core/error.h"
@@ -56,14 +58,7 @@ TEST(Invoke, RejectsBadCallsBeforeAnythingRuns) {
   NDArray a(Shape{2, 3}), b(Shape{2, 3});
   a.Fill(1);
   b.Fill(2);
-  auto message = [](const std::function<void()>& f) -> std::string {
-    try {
-      f();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "<no error>";
-  };
+  const auto message = testing::ErrorMessage;
   EXPECT_NE(message([&] { Invoke("add", {a, NDArray()}); }).find("input 1 is a null array"), std::string::npos);
   EXPECT_NE(message([&] { Invoke("add", {a, b}, {}, {.outputs = {NDArray(Shape{3, 2})}}); }).find("output 0 must be (2, 3)"),
             std::string::npos);

@@ -9,6 +9,15 @@
 
 namespace weft::testing {
 
+std::string ErrorMessage(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
   return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;

@@ -15,6 +15,8 @@ namespace weft::testing {
 std::string TempPath(const std::string& name);
 // Writes `bytes` to TempPath(name) and returns that path.
 std::string WriteTempFile(const std::string& name, const std::string& bytes);
+// Runs `fn` and returns the message of the weft::Error it throws, or "<no error>".
+std::string ErrorMessage(const std::function<void()>& fn);
 // Runs `fn`; adds a test failure unless it throws weft::Error whose message contains every part.
 void ExpectErrorContains(const std::function<void()>& fn, const std::vector<std::string>& parts);
 
