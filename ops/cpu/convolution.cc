@@ -74,11 +74,19 @@ struct ConvDescs {
   dnnl::memory::dims strides, padding;
 };
 
+// The data, weight and output descriptors leave the layout to oneDNN (format_tag::any): on plain
+// NCHW it falls back to im2col + GEMM, while its direct kernels want blocked layouts. The tensors
+// are reordered in and out (LayoutBuffer), which costs far less than it saves.
+dnnl::memory::desc AnyLayout(const Shape& shape) {
+  return dnnl::memory::desc(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()),
+                            dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+}
+
 ConvDescs DescsOf(const Window2d& win, const ConvDims& d) {
-  return {PlainDesc(Shape{d.g.n, d.g.c, d.g.h, d.g.w}),
-          PlainDesc(Shape{d.f, d.g.c, win.kernel[0], win.kernel[1]}),
+  return {AnyLayout(Shape{d.g.n, d.g.c, d.g.h, d.g.w}),
+          AnyLayout(Shape{d.f, d.g.c, win.kernel[0], win.kernel[1]}),
           PlainDesc(Shape{d.f}),
-          PlainDesc(ConvOutput(d)),
+          AnyLayout(ConvOutput(d)),
           {win.stride[0], win.stride[1]},
           {win.pad[0], win.pad[1]}};
 }
@@ -224,8 +232,38 @@ void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
   }
   const DnnlPrimitive prim = ConvForwardPrimitive(p.window, d, bias != nullptr);
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
-  RunLayerForward(prim, in[0], in[1], bias, out[0].shape(), staged);
+  LayoutBuffer src, weights, dst;
+  DnnlArgs args = {{DNNL_ARG_SRC, src.Input(in[0], prim.desc.src_desc())},
+                   {DNNL_ARG_WEIGHTS, weights.Input(in[1], prim.desc.weights_desc())},
+                   {DNNL_ARG_DST, dst.Output(staged.Target(0), prim.desc.dst_desc())}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(*bias));
+  ExecutePrimitive(prim, std::move(args), staged.Extra(0));
+  dst.Flush();
   staged.Finish();
+}
+
+// float32 backward: d_data, then d_weight and d_bias, each skipped when nothing reads it.
+void ConvBackwardDnnl(const Window2d& win, const ConvDims& d, bool bias, std::span<const TensorView> in,
+                      const StagedOutputs& staged) {
+  const DnnlPrimitive data_prim = ConvBackwardDataPrimitive(win, d);
+  const DnnlPrimitive weights_prim = ConvBackwardWeightsPrimitive(win, d, bias);
+  if (staged.Needed(0)) {
+    LayoutBuffer dy, w, dx;
+    ExecutePrimitive(data_prim,
+                     {{DNNL_ARG_DIFF_DST, dy.Input(in[0], data_prim.desc.diff_dst_desc())},
+                      {DNNL_ARG_WEIGHTS, w.Input(in[2], data_prim.desc.weights_desc())},
+                      {DNNL_ARG_DIFF_SRC, dx.Output(staged.Target(0), data_prim.desc.diff_src_desc())}},
+                     staged.Extra(0));
+    dx.Flush();
+  }
+  if (!NeedsWeightGrads(staged, bias)) return;
+  LayoutBuffer dy, x, dw;
+  DnnlArgs args = {{DNNL_ARG_SRC, x.Input(in[1], weights_prim.desc.src_desc())},
+                   {DNNL_ARG_DIFF_DST, dy.Input(in[0], weights_prim.desc.diff_dst_desc())},
+                   {DNNL_ARG_DIFF_WEIGHTS, dw.Output(staged.Target(1), weights_prim.desc.diff_weights_desc())}};
+  if (bias) args.emplace(DNNL_ARG_DIFF_BIAS, DnnlMemory(staged.Target(2)));
+  ExecutePrimitive(weights_prim, std::move(args), staged.Extra(0));
+  dw.Flush();
 }
 
 // in: (out_grad, data, weight); out: (d_data, d_weight[, d_bias]).
@@ -248,7 +286,7 @@ void ConvBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   const DnnlPrimitive data_prim = ConvBackwardDataPrimitive(p.window, d);
   const DnnlPrimitive weights_prim = ConvBackwardWeightsPrimitive(p.window, d, bias);
   StagedOutputs staged(ctx, req, out, false, {std::max(ScratchpadBytes(data_prim), ScratchpadBytes(weights_prim))});
-  RunLayerBackward(data_prim, weights_prim, in[0], in[1], in[2], bias, staged);
+  ConvBackwardDnnl(p.window, d, bias, in, staged);
   staged.Finish();
 }
 

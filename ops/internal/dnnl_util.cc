@@ -133,4 +133,43 @@ void ExecutePrimitive(const DnnlPrimitive& p, DnnlArgs args, void* scratchpad) {
   }
 }
 
+namespace {
+
+void Reorder(const dnnl::memory& from, const dnnl::memory& to) {
+  ConfigureOpenMPForThisThread();
+  dnnl::stream& stream = ThisThreadStream();
+  dnnl::reorder(from, to).execute(stream, const_cast<dnnl::memory&>(from), const_cast<dnnl::memory&>(to));
+  stream.wait();
+}
+
+}  // namespace
+
+LayoutBuffer::~LayoutBuffer() { Storage::Get(Device::Cpu())->Free(block_); }
+
+void* LayoutBuffer::Reserve(size_t bytes) {
+  WEFT_CHECK(block_.ptr == nullptr) << "LayoutBuffer: one tensor per buffer";
+  block_ = Storage::Get(Device::Cpu())->Alloc(bytes);
+  return block_.ptr;
+}
+
+dnnl::memory LayoutBuffer::Input(const TensorView& t, const dnnl::memory::desc& want) {
+  dnnl::memory plain = DnnlMemory(t);
+  if (want == plain.get_desc()) return plain;
+  dnnl::memory chosen(want, DnnlEngine(), Reserve(want.get_size()));
+  Reorder(plain, chosen);
+  return chosen;
+}
+
+dnnl::memory LayoutBuffer::Output(const TensorView& t, const dnnl::memory::desc& want) {
+  dnnl::memory plain = DnnlMemory(t);
+  if (want == plain.get_desc()) return plain;
+  chosen_ = dnnl::memory(want, DnnlEngine(), Reserve(want.get_size()));
+  plain_ = plain;
+  return chosen_;
+}
+
+void LayoutBuffer::Flush() {
+  if (chosen_) Reorder(chosen_, plain_);
+}
+
 }  // namespace weft::cpu

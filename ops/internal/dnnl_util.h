@@ -16,6 +16,8 @@
 #pragma once
 
 #include <cstdint>
+
+#include "storage/storage.h"
 #include <functional>
 #include <sstream>
 #include <string>
@@ -83,5 +85,26 @@ using DnnlArgs = std::unordered_map<int, dnnl::memory>;
 // Runs `p` on this thread's stream and waits for it; `scratchpad` must hold ScratchpadBytes(p).
 // Sets this thread's OpenMP thread count first (cpu::ConfigureOpenMPForThisThread).
 void ExecutePrimitive(const DnnlPrimitive& p, DnnlArgs args, void* scratchpad);
+
+// Memory in the layout a primitive chose (format_tag::any), for a tensor stored plain. Holds a
+// buffer from the CPU pool while the layouts differ.
+class LayoutBuffer {
+ public:
+  LayoutBuffer() = default;
+  ~LayoutBuffer();
+  LayoutBuffer(const LayoutBuffer&) = delete;
+  LayoutBuffer& operator=(const LayoutBuffer&) = delete;
+  // The tensor as `want`: its own memory when the layouts agree, else a reordered copy.
+  dnnl::memory Input(const TensorView& t, const dnnl::memory::desc& want);
+  // Memory for a primitive to write `t` in `want`; call Flush() after it ran.
+  dnnl::memory Output(const TensorView& t, const dnnl::memory::desc& want);
+  // Copies an Output written in another layout back into the tensor.
+  void Flush();
+
+ private:
+  void* Reserve(size_t bytes);
+  Block block_;
+  dnnl::memory chosen_, plain_;  // set by Output when the layouts differ
+};
 
 }  // namespace weft::cpu
