@@ -13,7 +13,7 @@ void FillCompute(const OpContext&, const Attrs&, std::span<const TensorView>, st
   WEFT_DTYPE_SWITCH(out[0].dtype(), T, "fill", {
     T* y = out[0].data<T>();
     ParallelFor(out[0].size(), 1 << 14, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) Store(y[i], req[0], static_cast<T>(kValue));
+      StoreRange(y, req[0], b, e, [](int64_t) { return static_cast<T>(kValue); });
     });
   });
 }
@@ -50,7 +50,7 @@ void CopyCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
     T* y = out[0].data<T>();
     if (req[0] != OpReq::kAddTo && x == y) return;  // in place
     ParallelFor(out[0].size(), 1 << 14, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) Store(y[i], req[0], x[i]);
+      StoreRange(y, req[0], b, e, [x](int64_t i) { return x[i]; });
     });
   });
 }

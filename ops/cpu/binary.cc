@@ -120,8 +120,8 @@ void Backward(const OpContext& ctx, std::span<const TensorView> in, std::span<co
       sb[ib] += g[o] * F::DR(a[ia], b[ib]);
     });
     T *ga = dl.data<T>(), *gb = dr.data<T>();
-    for (int64_t i = 0; i < l.size(); ++i) Store(ga[i], req[0], sa[i]);
-    for (int64_t i = 0; i < r.size(); ++i) Store(gb[i], req[1], sb[i]);
+    StoreN(ga, req[0], sa, l.size());
+    StoreN(gb, req[1], sb, r.size());
   });
 }
 

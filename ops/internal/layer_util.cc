@@ -4,15 +4,6 @@
 
 namespace weft::cpu {
 
-void RunLayerForward(const DnnlPrimitive& prim, const TensorView& x, const TensorView& w, const TensorView* bias,
-                     const Shape& dst_shape, const StagedOutputs& staged) {
-  DnnlArgs args = {{DNNL_ARG_SRC, DnnlMemory(x)},
-                   {DNNL_ARG_WEIGHTS, DnnlMemory(w)},
-                   {DNNL_ARG_DST, DnnlMemory(staged.Target(0).Reshaped(dst_shape))}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(*bias));
-  ExecutePrimitive(prim, std::move(args), staged.Extra(0));
-}
-
 void RunLayerBackward(const DnnlPrimitive& data_prim, const DnnlPrimitive& weights_prim, const TensorView& dy,
                       const TensorView& x, const TensorView& w, bool bias, const StagedOutputs& staged) {
   const dnnl::memory diff_dst = DnnlMemory(dy);

@@ -3,10 +3,12 @@
 //   <op>(data, weight[, bias]) -> output                   bias absent when no_bias
 //   _backward_<op>(out_grad, data, weight) -> (d_data, d_weight[, d_bias])
 //
-// registered the same way, and on float32 both run a oneDNN forward primitive (src, weights,
-// bias, dst) and a backward-data plus a backward-weights primitive.
+// registered the same way. On float32 each runs its own oneDNN forward primitive (FullyConnected a
+// matmul, Convolution a convolution in layouts oneDNN picks) and a backward-data plus a
+// backward-weights primitive; RunLayerBackward runs that pair on plain layouts.
 //
-//   RegisterLayerOp<FcParam>({"FullyConnected", "...", ParseFc, FcShape, FcBackwardShape, FcForward, FcBackward});
+//   RegisterLayerOp<FcParam>({"FullyConnected", "...", ParseFc, FcShape, FcBackwardShape, FcInputShapes,
+//                             FcForward, FcBackward});
 #pragma once
 
 #include <string>
@@ -62,11 +64,6 @@ void RegisterLayerOp(const LayerOpDef<P>& def) {
 inline bool NeedsWeightGrads(const StagedOutputs& staged, bool bias) {
   return staged.Needed(1) || (bias && staged.Needed(2));
 }
-
-// float32 forward: output 0 (viewed as `dst_shape`) = prim(x, w, bias); `bias` null when none.
-// x and w are viewed as the primitive expects them.
-void RunLayerForward(const DnnlPrimitive& prim, const TensorView& x, const TensorView& w, const TensorView* bias,
-                     const Shape& dst_shape, const StagedOutputs& staged);
 
 // float32 backward: d_data (viewed as x's shape) through data_prim, then d_weight and d_bias
 // through weights_prim; each step is skipped when nothing reads its outputs. dy and x are viewed
