@@ -83,6 +83,8 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::map<std::string, std::unique_ptr<Op>> ops;  // guarded by mu; entries never move or die
+  // RegisterCompute calls that came before their op's RegisterOp; guarded by mu.
+  std::multimap<std::string, std::pair<DeviceType, ComputeFn>> pending;
 };
 
 Registry& GetRegistry() {
@@ -114,7 +116,29 @@ Op& RegisterOp(const std::string& name) {
   auto [it, inserted] = r.ops.emplace(name, std::make_unique<Op>());
   WEFT_CHECK(inserted) << "op '" << name << "' is registered twice";
   it->second->name = name;
+  auto [first, last] = r.pending.equal_range(name);
+  for (auto p = first; p != last; ++p) it->second->compute[static_cast<int>(p->second.first)] = std::move(p->second.second);
+  r.pending.erase(first, last);
   return *it->second;
+}
+
+void RegisterCompute(const std::string& name, DeviceType device, ComputeFn fn) {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.ops.find(name);
+  if (it == r.ops.end()) {
+    r.pending.emplace(name, std::make_pair(device, std::move(fn)));
+  } else {
+    it->second->compute[static_cast<int>(device)] = std::move(fn);
+  }
+}
+
+std::vector<std::string> UnmatchedComputeRegistrations() {
+  Registry& r = GetRegistry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : r.pending) names.push_back(name);
+  return names;
 }
 
 const Op* FindOp(const std::string& name) {

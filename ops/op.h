@@ -154,6 +154,12 @@ struct Op {
 };
 
 Op& RegisterOp(const std::string& name);
+// For device backends that live in files of their own (the GPU operators): sets op `name`'s
+// compute on `device`, whether the op is registered before or after this call (static
+// initialization order across files is unspecified).
+void RegisterCompute(const std::string& name, DeviceType device, ComputeFn fn);
+// Names given to RegisterCompute that no op was registered under (a typo in a GPU file).
+std::vector<std::string> UnmatchedComputeRegistrations();
 const Op* FindOp(const std::string& name);  // null when unknown
 const Op& GetOp(const std::string& name);   // throws weft::Error naming the op
 std::vector<std::string> ListOps();
@@ -172,5 +178,8 @@ int NumOutputs(const Op& op, const Attrs& attrs);
 #define WEFT_OP_CONCAT_(a, b) WEFT_OP_CONCAT_INNER_(a, b)
 // Registers an op at static initialization. The library that holds registrations must be linked
 // with alwayslink = True so the registrations are not dropped.
+#define WEFT_REGISTER_COMPUTE(name, device, fn)                                                   \
+  [[maybe_unused]] static const bool WEFT_OP_CONCAT_(weft_registered_compute_, __COUNTER__) = \
+      (::weft::RegisterCompute(#name, device, fn), true)
 #define WEFT_REGISTER_OP(name) \
   [[maybe_unused]] static ::weft::Op& WEFT_OP_CONCAT_(weft_registered_op_, __COUNTER__) = ::weft::RegisterOp(#name)

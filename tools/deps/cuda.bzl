@@ -51,3 +51,10 @@ cuda_configure = repository_rule(
     environ = ["WEFT_CUDA_PATH"],
     local = True,
 )
+
+def if_cuda(if_true, if_false = []):
+    """`if_true` in a --config=cuda build, else `if_false` (GPU targets are empty without it)."""
+    return select({
+        "//tools/deps:cuda_enabled": if_true,
+        "//conditions:default": if_false,
+    })
