@@ -10,7 +10,7 @@
 
 namespace weft {
 
-void* OpContext::Workspace(size_t bytes) const { return Workspace::ForThisThread().Get(bytes); }
+void* OpContext::Workspace(size_t bytes) const { return Workspace::For(run).Get(bytes); }
 
 // ---- GradBuilder ----
 

@@ -1,7 +1,10 @@
 #include "storage/ndarray.h"
 
 #include <condition_variable>
+#include <cmath>
+#include <cstddef>
 #include <cstring>
+#include <vector>
 #include <sstream>
 
 #include "core/error.h"
@@ -52,12 +55,24 @@ void NDArray::WaitToWrite() const {
   Engine::Get()->WaitForVar(chunk_->var());
 }
 
+// On a GPU the values are made on the host by the copy worker, then copied in (pageable memory
+// is staged by the driver before cudaMemcpyAsync returns, so the host buffer may go at once).
 void NDArray::PushWrite(const char* name, std::function<void(const TensorView&)> fn) const {
   CheckNotNone(name);
   TensorView view = View();  // allocates now, on the pushing thread
   auto chunk = chunk_;       // keeps the memory alive until the op has run
-  Engine::Get()->PushSync([view, chunk, fn = std::move(fn)](RunContext) { fn(view); }, device(), {},
-                          {chunk_->var()}, engine::FnProperty::kNormal, 0, name);
+  if (device().is_cpu()) {
+    Engine::Get()->PushSync([view, chunk, fn = std::move(fn)](RunContext) { fn(view); }, device(), {},
+                            {chunk_->var()}, engine::FnProperty::kNormal, 0, name);
+    return;
+  }
+  Engine::Get()->PushSync(
+      [view, chunk, fn = std::move(fn)](RunContext run) {
+        std::vector<std::max_align_t> host((view.bytes() + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t));
+        fn(TensorView(host.data(), view.shape(), view.dtype(), Device::Cpu()));
+        Storage::Get(view.device())->Copy(view.raw(), host.data(), view.bytes(), run.stream);
+      },
+      device(), {}, {chunk_->var()}, engine::FnProperty::kCopyToGpu, 0, name);
 }
 
 void NDArray::SyncCopyFromHost(const void* data, size_t bytes) const {
@@ -69,8 +84,26 @@ void NDArray::SyncCopyFromHost(const void* data, size_t bytes) const {
 void NDArray::SyncCopyToHost(void* data, size_t bytes) const {
   CheckNotNone("SyncCopyToHost");
   WEFT_CHECK_EQ(bytes, this->bytes()) << "SyncCopyToHost from " << ToString();
-  WaitToRead();
-  std::memcpy(data, View().raw(), bytes);
+  if (device().is_cpu()) {
+    WaitToRead();
+    std::memcpy(data, View().raw(), bytes);
+    return;
+  }
+  // A copy op that writes a var of its own; waiting for that var waits for the copy's event.
+  Engine* engine = Engine::Get();
+  engine::VarHandle done = engine->NewVariable();
+  TensorView src = View();
+  auto chunk = chunk_;
+  engine->PushSync([src, chunk, data](RunContext run) { Storage::Get(src.device())->Copy(data, src.raw(), src.bytes(), run.stream); },
+                   device(), {chunk_->var()}, {done}, engine::FnProperty::kCopyFromGpu, 0, "SyncCopyToHost");
+  std::exception_ptr error;
+  try {
+    engine->WaitForVar(done);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  engine->DeleteVariable([](RunContext) {}, Device::Cpu(), done);
+  if (error) std::rethrow_exception(error);
 }
 
 void NDArray::CopyTo(const NDArray& dst) const {
@@ -78,12 +111,18 @@ void NDArray::CopyTo(const NDArray& dst) const {
   dst.CheckNotNone("CopyTo");
   WEFT_CHECK(shape_ == dst.shape_) << "CopyTo: copying " << ToString() << " into " << dst.ToString();
   WEFT_CHECK(dtype_ == dst.dtype_) << "CopyTo: copying " << ToString() << " into " << dst.ToString();
-  WEFT_CHECK(device().is_cpu() && dst.device().is_cpu())
-      << "CopyTo: " << device() << " to " << dst.device() << " needs the GPU backend";
   TensorView src = View(), out = dst.View();
   auto keep = std::make_pair(chunk_, dst.chunk_);
-  Engine::Get()->PushSync([src, out, keep](RunContext) { std::memmove(out.raw(), src.raw(), src.bytes()); },
-                          dst.device(), {chunk_->var()}, {dst.chunk_->var()}, engine::FnProperty::kNormal, 0, "Copy");
+  // Host-to-device and device-to-host copies go to the GPU's copy workers; a copy between GPU
+  // arrays runs on the destination's compute workers.
+  const Device from = device(), to = dst.device();
+  const Device runs_on = to.is_gpu() ? to : from;
+  const engine::FnProperty prop = from.is_cpu() == to.is_cpu() ? engine::FnProperty::kNormal
+                                  : from.is_cpu()             ? engine::FnProperty::kCopyToGpu
+                                                              : engine::FnProperty::kCopyFromGpu;
+  Engine::Get()->PushSync(
+      [src, out, keep, runs_on](RunContext run) { Storage::Get(runs_on)->Copy(out.raw(), src.raw(), src.bytes(), run.stream); },
+      runs_on, {chunk_->var()}, {dst.chunk_->var()}, prop, 0, "Copy");
 }
 
 NDArray NDArray::Copy(Device device) const {
@@ -125,6 +164,13 @@ NDArray NDArray::Alias(const Shape& shape, DType dtype) const {
 }
 
 void NDArray::Fill(double value) const {
+  if (value == 0 && !std::signbit(value) && device().is_gpu()) {  // +0.0: all zero bits in every dtype
+    TensorView view = View();
+    auto chunk = chunk_;
+    Engine::Get()->PushSync([view, chunk](RunContext run) { Storage::Get(view.device())->Zero(view.raw(), view.bytes(), run.stream); },
+                            device(), {}, {chunk_->var()}, engine::FnProperty::kNormal, 0, "Fill");
+    return;
+  }
   PushWrite("Fill", [value](const TensorView& v) {
     WEFT_DTYPE_SWITCH(v.dtype(), T, "Fill", { std::fill_n(v.data<T>(), v.size(), static_cast<T>(value)); });
   });

@@ -33,7 +33,9 @@ RandomKey ReserveRandom(Device device, uint64_t count) {
   Streams& s = GetStreams();
   std::lock_guard<std::mutex> lock(s.mu);
   uint64_t& next = s.next_offset[device];
-  RandomKey key{s.seed ^ (static_cast<uint64_t>(device.type) << 56) ^ (static_cast<uint64_t>(device.id) << 48), next};
+  // The key is the seed alone: each device has its own position in the same sequence, so the
+  // same program gives the same numbers on the CPU and on a GPU.
+  RandomKey key{s.seed, next};
   next += (count + 3) / 4 + 1;  // blocks of four; one spare for Box-Muller pairs
   return key;
 }

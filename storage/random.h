@@ -2,7 +2,8 @@
 // The n-th number of a stream depends only on (seed, stream offset + n), never on which thread
 // or worker draws it. An op that needs random numbers reserves a range of the global stream when
 // it is pushed (in push order, on the pushing thread), then draws from that range when it runs:
-// the same seed gives the same numbers whatever the number of workers.
+// the same seed gives the same numbers whatever the number of workers. Each device keeps its own
+// position in one sequence per seed, so a program gives the same numbers on the CPU and on a GPU.
 //
 //   SeedRandom(42);
 //   RandomKey key = ReserveRandom(Device::Cpu(), n);   // at push

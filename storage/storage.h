@@ -44,6 +44,13 @@ class Storage {
   // the bytes in use and cached, when memory runs out even after releasing the cache.
   virtual Block Alloc(size_t bytes) = 0;
   virtual void Free(Block block) = 0;
+  // Frees `block` once the device work queued on `stream` so far is done (stream-ordered free:
+  // a GPU op's memory goes back while its kernels may still run). Host pools free at once.
+  virtual void FreeAfter(Block block, void* stream) { Free(block); }
+  // Copies `bytes` between memory of this device and memory of this device or the host, queued
+  // on `stream` (a GPU op's stream; null on the CPU, where it is done at once). Zero likewise.
+  virtual void Copy(void* dst, const void* src, size_t bytes, void* stream);
+  virtual void Zero(void* dst, size_t bytes, void* stream);
   virtual void ReleaseCache() = 0;
   virtual StorageStats Stats() const = 0;
   virtual void ResetPeak() = 0;

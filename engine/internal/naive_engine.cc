@@ -36,11 +36,19 @@ NaiveEngine::NaiveVar* NaiveEngine::Checked(VarHandle v, const char* name) const
   return static_cast<NaiveVar*>(v);
 }
 
+void* NaiveEngine::GpuStream(int device) {
+  if (static_cast<int>(gpu_streams_.size()) <= device) gpu_streams_.resize(device + 1, nullptr);
+  if (gpu_streams_[device] == nullptr) gpu_streams_[device] = gpu_->CreateStream(device, StreamKind::kCompute);
+  gpu_->BindThread(device);
+  return gpu_streams_[device];
+}
+
 std::exception_ptr NaiveEngine::Run(const SyncFn& sync, const AsyncFn& async, const PushArgs& args) {
   RunContext ctx{args.device, nullptr, -1};
   const int64_t start = profiler_ ? profiler_->NowNs() : 0;
   std::exception_ptr raised;
   try {
+    if (args.device.is_gpu()) ctx.stream = GpuStream(args.device.id);
     if (sync) {
       sync(ctx);
     } else {
@@ -63,6 +71,8 @@ std::exception_ptr NaiveEngine::Run(const SyncFn& sync, const AsyncFn& async, co
       completion.cv.wait(lock, [&] { return completion.done; });
       raised = completion.error;
     }
+    // Every op's device work is done before the next op runs: no var needs device ordering.
+    if (ctx.stream != nullptr) gpu_->Synchronize(ctx.stream);
   } catch (...) {
     raised = std::current_exception();
   }
@@ -120,6 +130,10 @@ void NaiveEngine::Shutdown() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (shut_down_) return;
   shut_down_ = true;
+  for (size_t d = 0; d < gpu_streams_.size(); ++d) {
+    if (gpu_streams_[d] != nullptr) gpu_->DestroyStream(static_cast<int>(d), gpu_streams_[d]);
+  }
+  gpu_streams_.clear();
   failures_.ReportUnobserved();
   if (profiler_) profiler_->WriteOrReport();
 }

@@ -5,6 +5,7 @@
 
 #include <mutex>
 
+#include "engine/device_backend.h"
 #include "engine/engine.h"
 #include "engine/internal/failure_log.h"
 #include "engine/internal/profiler.h"
@@ -32,6 +33,8 @@ class NaiveEngine final : public Engine {
   // Runs the op now; returns what it raised.
   std::exception_ptr Run(const SyncFn& sync, const AsyncFn& async, const PushArgs& args);
   NaiveVar* Checked(VarHandle v, const char* name) const;
+  // The stream GPU ops on `device` run on (made on first use); synchronized after each op.
+  void* GpuStream(int device);
 
   const std::unique_ptr<Profiler> profiler_;
   FailureLog failures_;
@@ -39,6 +42,8 @@ class NaiveEngine final : public Engine {
   // Serializes ops pushed from several threads; recursive so an op may push another op.
   std::recursive_mutex mu_;
   bool shut_down_ = false;  // guarded by mu_
+  DeviceBackend* const gpu_ = GetDeviceBackend(DeviceType::kGpu);  // null on a CPU-only build
+  std::vector<void*> gpu_streams_;  // by device id; guarded by mu_
 };
 
 }  // namespace weft::engine

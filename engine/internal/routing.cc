@@ -1,6 +1,7 @@
 #include "engine/internal/routing.h"
 
 #include "core/error.h"
+#include "engine/device_backend.h"
 
 namespace weft::engine {
 
@@ -26,11 +27,22 @@ bool NeedsGpu(Device device, FnProperty prop) {
 }  // namespace
 
 void CheckRoutable(Device device, FnProperty prop, const char* name) {
-  if (NeedsGpu(device, prop)) {
-    WEFT_THROW("op '" << (name ? name : "op") << "' (" << PropertyName(prop) << ") on " << device
-                      << ": expected a CPU op; this engine has no GPU workers (GPU support "
-                         "comes with a --config=cuda build)");
+  if (!NeedsGpu(device, prop)) return;
+  DeviceBackend* gpu = GetDeviceBackend(DeviceType::kGpu);
+  if (gpu != nullptr) {
+    if (!device.is_gpu()) {
+      WEFT_THROW("op '" << (name ? name : "op") << "' (" << PropertyName(prop) << ") on " << device
+                        << ": expected a GPU device for a GPU property (a copy runs on the GPU it copies to or from)");
+    }
+    if (prop == FnProperty::kAsync) {
+      WEFT_THROW("op '" << (name ? name : "op") << "' on " << device << ": expected an async op on the CPU");
+    }
+    gpu->CheckDevice(device.id);
+    return;
   }
+  WEFT_THROW("op '" << (name ? name : "op") << "' (" << PropertyName(prop) << ") on " << device
+                    << ": expected a CPU op; this build has no GPU backend (GPU support comes with a "
+                       "--config=cuda build)");
 }
 
 }  // namespace weft::engine

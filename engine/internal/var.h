@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "core/spin_lock.h"
+#include "engine/device_backend.h"
 #include "engine/internal/failure_log.h"
 
 namespace weft::engine {
@@ -21,6 +22,8 @@ class Var {
   void ClearError() { error_.reset(); }
   // The engine that created this var; an op may only use vars of the engine it is pushed to.
   const void* owner() const { return owner_; }
+  // Pending device work on this var (engine/device_backend.h); empty on a CPU-only build.
+  VarSyncSlot& sync() { return sync_; }
 
  protected:
   explicit Var(const void* owner) : owner_(owner) {}
@@ -30,6 +33,7 @@ class Var {
   friend class VarRegistry;
   const void* const owner_;
   std::shared_ptr<ErrorSlot> error_;
+  VarSyncSlot sync_;
   Var* registry_prev_ = nullptr;  // the engine's list of live vars; guarded by its VarRegistry
   Var* registry_next_ = nullptr;
 };

@@ -18,8 +18,12 @@ thread_local WorkerIdentity tls_worker;
 
 }  // namespace
 
-WorkerPool::WorkerPool(std::string name, int num_workers, int first_worker_id, Runner run)
-    : name_(std::move(name)), num_workers_(num_workers), first_worker_id_(first_worker_id), run_(std::move(run)) {}
+WorkerPool::WorkerPool(std::string name, int num_workers, int first_worker_id, Runner run, DeviceSetup device)
+    : name_(std::move(name)),
+      num_workers_(num_workers),
+      first_worker_id_(first_worker_id),
+      run_(std::move(run)),
+      device_(std::move(device)) {}
 
 WorkerPool::~WorkerPool() { Stop(); }
 
@@ -53,11 +57,20 @@ void WorkerPool::Start() {
 
 void WorkerPool::WorkerLoop(int index) {
   const int worker = worker_id(index);
+  void* const stream = device_.streams.empty() ? nullptr : device_.streams[index];
+  if (device_.bind_thread) {
+    try {
+      device_.bind_thread();
+    } catch (...) {
+      // The device could be bound at push (the streams were made there); a failure now shows up
+      // as the ops' own errors.
+    }
+  }
   tls_worker.pool = this;
   tls_worker.worker = worker;
   while (OprBlock* op = queue_.Pop()) {
     for (int chained = 0; op != nullptr; ++chained) {
-      run_(op, worker);
+      run_(op, worker, stream);
       op = std::exchange(tls_worker.continuation, nullptr);
       if (op != nullptr && chained >= kMaxContinuations) {
         queue_.Push(op, 0);

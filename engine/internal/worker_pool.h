@@ -21,11 +21,17 @@ namespace weft::engine {
 
 class WorkerPool {
  public:
-  // run(op, worker_id) executes one op. Worker ids are first_worker_id .. + num_workers - 1,
-  // unique within an engine (they index per-worker resources and profiler tracks). Threads start
-  // on the first Submit.
-  using Runner = std::function<void(OprBlock*, int)>;
-  WorkerPool(std::string name, int num_workers, int first_worker_id, Runner run);
+  // run(op, worker_id, stream) executes one op. Worker ids are first_worker_id .. + num_workers
+  // - 1, unique within an engine (they index per-worker resources and profiler tracks). Threads
+  // start on the first Submit.
+  using Runner = std::function<void(OprBlock*, int, void*)>;
+  // For a device's pool: each worker's stream (one per worker), and what a worker thread runs
+  // before its first op (making its device current).
+  struct DeviceSetup {
+    std::vector<void*> streams;
+    std::function<void()> bind_thread;
+  };
+  WorkerPool(std::string name, int num_workers, int first_worker_id, Runner run, DeviceSetup device = {});
   ~WorkerPool();  // Stop()s
 
   void Submit(OprBlock* op, int priority);
@@ -68,6 +74,7 @@ class WorkerPool {
   const int num_workers_;
   const int first_worker_id_;
   const Runner run_;
+  const DeviceSetup device_;
   TaskQueue queue_;
   std::once_flag started_;
   std::mutex threads_mu_;

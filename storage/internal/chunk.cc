@@ -25,7 +25,7 @@ Chunk::~Chunk() {
   Device device = device_;
   try {
     engine::Engine::Get()->DeleteVariable(
-        [block](engine::RunContext) { Storage::Get(block.device)->Free(block); }, device, var_);
+        [block](engine::RunContext run) { Storage::Get(block.device)->FreeAfter(block, run.stream); }, device, var_);
   } catch (const Error&) {
     // The engine has shut down (an array that outlives it, e.g. a static): nothing runs any
     // more, so the memory can go back now. The var is the engine's to free.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -22,6 +23,14 @@ class CpuRawAllocator final : public RawAllocator {
 }  // namespace
 
 std::unique_ptr<RawAllocator> NewCpuRawAllocator() { return std::make_unique<CpuRawAllocator>(); }
+
+void Storage::Copy(void* dst, const void* src, size_t bytes, void*) {
+  if (bytes > 0) std::memmove(dst, src, bytes);
+}
+
+void Storage::Zero(void* dst, size_t bytes, void*) {
+  if (bytes > 0) std::memset(dst, 0, bytes);
+}
 
 size_t StorageSizeClass(size_t bytes) {
   if (bytes <= kAlignment) return kAlignment;

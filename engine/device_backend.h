@@ -1,0 +1,78 @@
+// How a device backend plugs its streams and events into the engine. The engine core knows no
+// CUDA: the CUDA build's engine/gpu registers a DeviceBackend for DeviceType::kGpu at start-up,
+// and the engine then gives each GPU worker a stream and calls the backend around every op to
+// order device work through the op's vars:
+//
+//   before an op runs:  for each var it reads, WaitForWriter; for each var it writes, WaitForAll.
+//                       On a device op (ctx.stream set) these make the stream wait (no CPU wait);
+//                       on a CPU op they block until the device work is done.
+//   after it returned:  a device op records one completion on its stream (RecordCompletion) and
+//                       attaches it to its vars (AddReader / SetWriter); a CPU op that wrote a
+//                       var clears the var's device work (SetWriter with null), since it waited
+//                       for all of it first.
+//
+// An op's device work is therefore complete, for every later consumer, when the event recorded
+// after it on its worker's stream is: the engine never synchronizes a stream per op.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "core/device.h"
+#include "engine/engine.h"
+
+namespace weft::engine {
+
+enum class StreamKind : uint8_t { kCompute, kCopyToDevice, kCopyFromDevice, kPrioritized };
+
+// Pending device work on one var, owned by the backend (the engine only stores the pointer).
+class VarDeviceState {
+ public:
+  virtual ~VarDeviceState() = default;
+};
+
+// One slot per var. `state` is null until a device op touches the var.
+struct VarSyncSlot {
+  std::atomic<VarDeviceState*> state{nullptr};
+};
+
+// A recorded completion (an event): reference counted by the backend.
+using Completion = void*;
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual DeviceType type() const = 0;
+  // Throws weft::Error when `device` cannot be used (absent, or no driver).
+  virtual void CheckDevice(int device) = 0;
+  // Streams for one engine's workers. Created on the pushing thread (errors reach the caller);
+  // destroyed after the engine has drained.
+  virtual void* CreateStream(int device, StreamKind kind) = 0;
+  virtual void DestroyStream(int device, void* stream) = 0;
+  // On a worker thread before its first op (makes the device current).
+  virtual void BindThread(int device) = 0;
+  virtual int StreamCount(StreamKind kind) const = 0;  // workers per device of each kind
+
+  // Ordering, with the op's access to the var granted (see the file comment).
+  virtual void WaitForWriter(const RunContext& ctx, VarSyncSlot& var) = 0;
+  virtual void WaitForAll(const RunContext& ctx, VarSyncSlot& var) = 0;
+  virtual Completion RecordCompletion(const RunContext& ctx) = 0;
+  virtual void AddReader(VarSyncSlot& var, Completion done) = 0;
+  virtual void SetWriter(VarSyncSlot& var, Completion done) = 0;  // done may be null (CPU write)
+  virtual void Release(Completion done) = 0;
+  // A reference to the device work that last wrote `var` (null if none), for WaitForVar: taken
+  // while the var is held, waited for (and released) after.
+  virtual Completion CaptureWriter(VarSyncSlot& var) = 0;
+  virtual void WaitAndRelease(Completion done) = 0;
+  // Frees a var's state (the var is being deleted; nothing can wait on it any more).
+  virtual void DestroyState(VarSyncSlot& var) = 0;
+  // Blocks until the work queued on `stream` is done (the naive engine after each op; WaitForAll).
+  virtual void Synchronize(void* stream) = 0;
+};
+
+// Called once by a backend at static initialization.
+void RegisterDeviceBackend(std::unique_ptr<DeviceBackend> backend);
+// The backend for `type`, or null (the CPU-only build has none).
+DeviceBackend* GetDeviceBackend(DeviceType type);
+
+}  // namespace weft::engine

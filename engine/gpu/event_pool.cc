@@ -1,0 +1,49 @@
+#include "engine/gpu/event_pool.h"
+
+#include <mutex>
+
+#include "core/gpu/cuda_check.h"
+
+namespace weft::gpu {
+
+EventPool& EventPool::Get() {
+  static EventPool* pool = new EventPool;  // never destroyed: see the header
+  return *pool;
+}
+
+PooledEvent* EventPool::Acquire(int device) {
+  WEFT_CHECK(device >= 0 && device < kMaxDevices) << "expected a GPU id below " << kMaxDevices << ", found " << device;
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    if (!free_[device].empty()) {
+      PooledEvent* e = free_[device].back();
+      free_[device].pop_back();
+      return e;
+    }
+  }
+  auto* e = new PooledEvent;
+  e->device = device;
+  DeviceGuard guard(device);
+  WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&e->event, cudaEventDisableTiming));
+  return e;
+}
+
+PooledEvent* EventPool::Record(int device, cudaStream_t stream) {
+  PooledEvent* e = Acquire(device);
+  const cudaError_t error = cudaEventRecord(e->event, stream);
+  if (error != cudaSuccess) {
+    Release(e);  // refs is 0: straight back to the free list
+    ThrowCudaError(error, "cudaEventRecord(event, stream)", __FILE__, __LINE__);
+  }
+  e->stream = stream;
+  e->refs.store(1, std::memory_order_relaxed);
+  return e;
+}
+
+void EventPool::Release(PooledEvent* e) {
+  if (e->refs.load(std::memory_order_relaxed) > 0 && e->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  std::lock_guard<SpinLock> lock(mu_);
+  free_[e->device].push_back(e);
+}
+
+}  // namespace weft::gpu

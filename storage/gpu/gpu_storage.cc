@@ -1,0 +1,152 @@
+#include "storage/gpu/gpu_storage.h"
+
+#include <cuda_runtime.h>
+
+#include <deque>
+#include <mutex>
+
+#include "core/gpu/cuda_check.h"
+#include "core/spin_lock.h"
+#include "engine/gpu/event_pool.h"
+#include "storage/internal/pooled_storage.h"
+
+namespace weft::gpu {
+
+namespace {
+
+class CudaRawAllocator final : public RawAllocator {
+ public:
+  explicit CudaRawAllocator(int device) : device_(device) {}
+  void* Allocate(size_t bytes) override {
+    DeviceGuard guard(device_);
+    void* ptr = nullptr;
+    const cudaError_t error = cudaMalloc(&ptr, bytes);
+    if (error == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky: clear it, and let the pool release its cache and retry
+      return nullptr;
+    }
+    if (error != cudaSuccess) ThrowCudaError(error, "cudaMalloc(&ptr, bytes)", __FILE__, __LINE__);
+    return ptr;
+  }
+  void Deallocate(void* ptr, size_t) override {
+    DeviceGuard guard(device_);
+    cudaFree(ptr);
+  }
+
+ private:
+  const int device_;
+};
+
+class PinnedRawAllocator final : public RawAllocator {
+ public:
+  void* Allocate(size_t bytes) override {
+    void* ptr = nullptr;
+    const cudaError_t error = cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable);
+    if (error == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    if (error != cudaSuccess) ThrowCudaError(error, "cudaHostAlloc(&ptr, bytes)", __FILE__, __LINE__);
+    return ptr;
+  }
+  void Deallocate(void* ptr, size_t) override { cudaFreeHost(ptr); }
+};
+
+class GpuStorage final : public Storage {
+ public:
+  explicit GpuStorage(Device device) : device_(device), pool_(device, std::make_unique<CudaRawAllocator>(device.id)) {}
+
+  Block Alloc(size_t bytes) override {
+    Reclaim(/*wait=*/false);
+    try {
+      return pool_.Alloc(bytes);
+    } catch (const Error&) {
+      if (!Reclaim(/*wait=*/true)) throw;
+      return pool_.Alloc(bytes);  // pending frees came back: one more try
+    }
+  }
+
+  void Free(Block block) override { FreeAfter(block, cudaStreamLegacy); }
+
+  void FreeAfter(Block block, void* stream) override {
+    if (block.ptr == nullptr) return;
+    WEFT_CHECK(block.device == device_) << "a block of " << block.device << " freed to the pool of " << device_;
+    PooledEvent* done = EventPool::Get().Record(device_.id, static_cast<cudaStream_t>(stream));
+    std::lock_guard<SpinLock> lock(mu_);
+    pending_.push_back({block, done});
+  }
+
+  void ReleaseCache() override {
+    Reclaim(/*wait=*/true);
+    pool_.ReleaseCache();
+  }
+
+  // Blocks waiting for their stream count as in use until they are reclaimed.
+  StorageStats Stats() const override { return pool_.Stats(); }
+
+  void ResetPeak() override { pool_.ResetPeak(); }
+
+  // With unified addressing the runtime tells host from device pointers (cudaMemcpyDefault).
+  void Copy(void* dst, const void* src, size_t bytes, void* stream) override {
+    if (bytes == 0) return;
+    WEFT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
+  }
+
+  void Zero(void* dst, size_t bytes, void* stream) override {
+    if (bytes == 0) return;
+    WEFT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)));
+  }
+
+ private:
+  struct Pending {
+    Block block;
+    PooledEvent* done;
+  };
+
+  // Returns finished pending blocks to the pool (with `wait`, all of them); true if any came back.
+  bool Reclaim(bool wait) {
+    std::deque<Pending> ready;
+    {
+      std::lock_guard<SpinLock> lock(mu_);
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        if (wait || cudaEventQuery(it->done->event) == cudaSuccess) {
+          ready.push_back(*it);
+          it = pending_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    cudaGetLastError();  // cudaEventQuery's cudaErrorNotReady is not an error
+    for (const Pending& p : ready) {
+      if (wait) cudaEventSynchronize(p.done->event);
+      EventPool::Get().Release(p.done);
+      pool_.Free(p.block);
+    }
+    return !ready.empty();
+  }
+
+  const Device device_;
+  PooledStorage pool_;
+  mutable SpinLock mu_;
+  std::deque<Pending> pending_;  // guarded by mu_
+};
+
+}  // namespace
+
+Storage* PinnedHostStorage() {
+  static Storage* pinned = new PooledStorage(Device::Cpu(), std::make_unique<PinnedRawAllocator>());
+  return pinned;
+}
+
+namespace {
+[[maybe_unused]] const bool registered = [] {
+  RegisterStorageFactory(DeviceType::kGpu, [](Device device) -> std::unique_ptr<Storage> {
+    CheckGpu(device.id);
+    return std::make_unique<GpuStorage>(device);
+  });
+  return true;
+}();
+}  // namespace
+
+}  // namespace weft::gpu
