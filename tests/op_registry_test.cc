@@ -29,6 +29,8 @@ TEST(OpRegistry, EveryOpHasShapeInferenceAndACpuKernel) {
       EXPECT_FALSE(IsBackward(name)) << name << ": backward ops are not differentiated again";
     }
   }
+  // A device's kernel registered from its own file names an op that exists.
+  EXPECT_EQ(UnmatchedComputeRegistrations(), std::vector<std::string>{});
 }
 
 TEST(OpRegistry, BackwardOpsNamedByGradientRulesExist) {

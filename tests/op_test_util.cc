@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "storage/ndarray.h"
+#include "storage/random.h"
 #include "weft/imperative.h"
 
 namespace weft::testing {
@@ -32,11 +33,11 @@ Inputs MakeInputs(const OpCase& c) {
 }
 
 template <typename T>
-std::vector<NDArray> ToArrays(const Inputs& in, const std::vector<Shape>& shapes) {
+std::vector<NDArray> ToArrays(const Inputs& in, const std::vector<Shape>& shapes, Device device = Device::Cpu()) {
   std::vector<NDArray> arrays;
   for (size_t i = 0; i < in.size(); ++i) {
     std::vector<T> v(in[i].begin(), in[i].end());
-    arrays.push_back(NDArray::FromVector(v, shapes[i]));
+    arrays.push_back(NDArray::FromVector(v, shapes[i], device));
   }
   return arrays;
 }
@@ -149,11 +150,105 @@ void CheckGradient(const OpCase& c, const Inputs& in) {
   }
 }
 
+// ---- On a GPU: against the reference and the CPU, float32 --------------------------------------
+
+constexpr uint64_t kSeed = 20261130;
+
+// The op on `device` with req `req`; for kAddTo the outputs start from `start`.
+std::vector<Values> ForwardOn(const OpCase& c, const Inputs& in, Device device, OpReq req, const Outputs& start) {
+  SeedRandom(kSeed);
+  std::vector<NDArray> outputs;
+  if (req == OpReq::kAddTo) {
+    const Op& op = GetOp(c.op);
+    const std::vector<Shape> shapes = InferShapes(op, ParseAttrs(op, c.attrs), c.input_shapes);
+    for (size_t o = 0; o < start.size(); ++o) {
+      outputs.push_back(NDArray::FromVector(std::vector<float>(start[o].begin(), start[o].end()), shapes[o], device));
+    }
+    Invoke(c.op, ToArrays<float>(in, c.input_shapes, device), c.attrs,
+           {.outputs = outputs, .req = std::vector<OpReq>(outputs.size(), req), .is_train = c.is_train});
+  } else {
+    outputs = Invoke(c.op, ToArrays<float>(in, c.input_shapes, device), c.attrs, {.is_train = c.is_train});
+  }
+  std::vector<Values> values;
+  for (const NDArray& o : outputs) values.push_back(ToValues<float>(o));
+  return values;
+}
+
+void CheckForwardOnGpu(const OpCase& c, const Inputs& in, Device gpu) {
+  Inputs rounded = in;
+  for (Values& v : rounded) for (double& x : v) x = static_cast<float>(x);
+  const Outputs want = c.reference(rounded);
+  for (OpReq req : {OpReq::kWrite, OpReq::kAddTo}) {
+    Outputs start;
+    std::mt19937_64 rng(11);
+    for (const Values& w : want) start.push_back(DefaultInit(rng, w.size()));
+    for (Values& v : start) for (double& x : v) x = static_cast<float>(x);
+    const std::vector<Values> cpu = ForwardOn(c, in, Device::Cpu(), req, start);
+    const std::vector<Values> got = ForwardOn(c, in, gpu, req, start);
+    ASSERT_EQ(got.size(), want.size()) << Name(c) << ": output count";
+    const std::string what = Name(c) + (req == OpReq::kAddTo ? " forward req=add" : " forward") + " on " + gpu.ToString();
+    for (size_t o = 0; o < got.size(); ++o) {
+      Values expected = want[o];
+      if (req == OpReq::kAddTo) for (size_t k = 0; k < expected.size(); ++k) expected[k] += start[o][k];
+      ExpectClose(got[o], expected, c.tolerance, what + " output " + std::to_string(o) + " vs reference");
+      ExpectClose(got[o], cpu[o], kGpuTolerance, what + " output " + std::to_string(o) + " vs CPU");
+    }
+  }
+}
+
+// The input gradients on `device` (float32) for output gradients `weights`, with request `req`
+// (kAddTo starts from 0.5).
+std::vector<Values> GradientOn(const OpCase& c, const Inputs& in, const Outputs& weights, Device device, OpReq req) {
+  const Op& op = GetOp(c.op);
+  const Attrs attrs = ParseAttrs(op, c.attrs);
+  std::vector<NDArray> inputs = ToArrays<float>(in, c.input_shapes, device);
+  SeedRandom(kSeed);
+  std::vector<NDArray> outputs = Invoke(op, attrs, inputs, {.is_train = c.is_train});
+  std::vector<NDArray> out_grads, grads;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    out_grads.push_back(NDArray::FromVector(std::vector<float>(weights[o].begin(), weights[o].end()), outputs[o].shape(), device));
+  }
+  std::vector<OpReq> reqs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    grads.emplace_back(inputs[i].shape(), device);
+    grads.back().Fill(req == OpReq::kAddTo ? 0.5 : 0.0);
+    reqs.push_back(HasGradient(c, i) ? req : OpReq::kNull);
+  }
+  InvokeBackward(op, attrs, inputs, outputs, out_grads, grads, reqs);
+  std::vector<Values> values;
+  for (const NDArray& g : grads) values.push_back(ToValues<float>(g));
+  return values;
+}
+
+void CheckGradientOnGpu(const OpCase& c, const Inputs& in, Device gpu) {
+  std::mt19937_64 rng(7);
+  Outputs weights;
+  for (const Shape& s : InferShapes(GetOp(c.op), ParseAttrs(GetOp(c.op), c.attrs), c.input_shapes)) {
+    weights.push_back(DefaultInit(rng, static_cast<size_t>(s.Size())));
+  }
+  for (OpReq req : {OpReq::kWrite, OpReq::kAddTo}) {
+    const std::vector<Values> cpu = GradientOn(c, in, weights, Device::Cpu(), req);
+    const std::vector<Values> got = GradientOn(c, in, weights, gpu, req);
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (!HasGradient(c, i)) continue;
+      ExpectClose(got[i], cpu[i], kGpuTolerance,
+                  Name(c) + (req == OpReq::kAddTo ? " gradient req=add" : " gradient req=write") + " of input " +
+                      std::to_string(i) + " on " + gpu.ToString() + " vs CPU");
+    }
+  }
+}
+
 }  // namespace
 
 void RunOpCase(const OpCase& c) {
   SCOPED_TRACE(Name(c));
   const Inputs in = MakeInputs(c);
+  if (TestDevice().is_gpu()) {
+    CheckForwardOnGpu(c, in, TestDevice());
+    if (::testing::Test::HasFatalFailure() || !c.check_gradient) return;
+    CheckGradientOnGpu(c, in, TestDevice());
+    return;
+  }
   CheckForward(c, in);
   if (::testing::Test::HasFatalFailure()) return;
   if (c.check_gradient) {
@@ -168,7 +263,7 @@ void ExpectOpError(const std::string& op, const AttrMap& attrs, const std::vecto
   try {
     std::vector<NDArray> inputs;
     for (const Shape& s : input_shapes) {
-      NDArray a(s);
+      NDArray a(s, TestDevice());
       a.Fill(0);
       inputs.push_back(a);
     }
@@ -180,6 +275,11 @@ void ExpectOpError(const std::string& op, const AttrMap& attrs, const std::vecto
     EXPECT_NE(message.find(part), std::string::npos) << "op '" << op << "': error message lacks '" << part << "':\n"
                                                      << message;
   }
+}
+
+std::vector<DType> TestFloatTypes() {
+  if (TestDevice().is_gpu()) return {DType::kFloat32};
+  return {DType::kFloat32, DType::kFloat64};
 }
 
 void UniformAwayFromZero(int, Values& v) {

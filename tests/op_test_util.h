@@ -1,10 +1,20 @@
 // Declarative operator tests: an op, its attributes and input shapes, and a plain reference
-// implementation in double precision. RunOpCase checks, on the CPU:
+// implementation in double precision. The same test files build twice: against :op_test_util
+// (TestDevice() is the CPU) and against :op_test_util_gpu (TestDevice() is gpu:0).
+//
+// On the CPU, RunOpCase checks:
 //   1. forward in float32 against the reference (req kWrite), within `tolerance`;
 //   2. forward with req kAddTo: the output is what was there plus the result;
 //   3. (differentiable ops) the gradient of L = sum(w * out) for a fixed random w, computed by the
 //      op's gradient rule in float64, against central finite differences in float64, with the
 //      gradient requests kWrite and kAddTo.
+//
+// On a GPU it checks, in float32:
+//   1. forward against the reference (within `tolerance`) and against the CPU's result (within
+//      kGpuTolerance), with req kWrite and kAddTo;
+//   2. (differentiable ops) the gradient rule's backward ops on the GPU against the same ops on
+//      the CPU, with the gradient requests kWrite and kAddTo, within kGpuTolerance.
+// Random ops draw the same numbers on both (the same seed before each).
 //
 //   OpCase c{"relu", {}, {Shape{3, 4}}, [](const Inputs& in) { ... return Outputs{...}; }};
 //   c.init = AwayFromZero;     // keep inputs off relu's kink
@@ -15,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
+#include "core/dtype.h"
 #include "core/shape.h"
 #include "ops/attrs.h"
 
@@ -41,6 +53,15 @@ struct OpCase {
 };
 
 void RunOpCase(const OpCase& c);
+
+// Where this build of the op tests runs its ops (op_test_device_{cpu,gpu}.cc).
+Device TestDevice();
+// GPU against CPU, both float32: |gpu - cpu| <= kGpuTolerance * (1 + |cpu|). Sums in another
+// order (cuBLAS, cuDNN, tree reductions) differ from oneDNN's in the last bits of float32.
+inline constexpr double kGpuTolerance = 2e-4;
+// The floating-point types ops are tested in on TestDevice(): float32 and float64 on the CPU,
+// float32 on a GPU (the GPU operators are float32 and bf16).
+std::vector<DType> TestFloatTypes();
 
 // Calls the op on zero-filled float32 inputs of these shapes and expects a weft::Error whose
 // message contains every one of `parts` (at call time or, for compute errors, at WaitToRead).

@@ -36,8 +36,8 @@ std::vector<double> AsDoubles(const NDArray& a) {
 }
 
 NDArray FromDoubles(const std::vector<double>& v, const Shape& s, DType dtype) {
-  if (dtype == DType::kFloat64) return NDArray::FromVector(v, s);
-  return NDArray::FromVector(std::vector<float>(v.begin(), v.end()), s);
+  if (dtype == DType::kFloat64) return NDArray::FromVector(v, s, TestDevice());
+  return NDArray::FromVector(std::vector<float>(v.begin(), v.end()), s, TestDevice());
 }
 
 bool HasGradient(const OpCase& c, size_t input) {
@@ -80,7 +80,7 @@ Outputs GradientsIn(const OpCase& c, const GradientProblem& p, DType dtype, OpRe
   std::vector<OpReq> reqs;
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     inputs.push_back(FromDoubles(p.inputs[i], c.input_shapes[i], dtype));
-    grads.emplace_back(c.input_shapes[i], Device::Cpu(), dtype);
+    grads.emplace_back(c.input_shapes[i], TestDevice(), dtype);
     grads.back().Fill(0.5);
     reqs.push_back(HasGradient(c, i) ? req : OpReq::kNull);
   }
@@ -122,8 +122,10 @@ void CheckFloat32GradientMatchesFloat64(const OpCase& c) {
 }
 
 // Every case: the harness's checks, then float32 gradients against float64.
+// (On a GPU, RunOpCase compares the float32 gradients with the CPU's instead.)
 void RunNnCase(const OpCase& c) {
   RunOpCase(c);
+  if (TestDevice().is_gpu()) return;
   if (!::testing::Test::HasFatalFailure() && c.check_gradient) CheckFloat32GradientMatchesFloat64(c);
 }
 
@@ -170,10 +172,10 @@ TEST(FullyConnected, FlattenFoldsTrailingAxesElseUsesTheLastAxis) {
 }
 
 TEST(FullyConnected, OutputShapeKeepsLeadingAxesWithoutFlatten) {
-  NDArray x(Shape{2, 3, 4}), w(Shape{7, 4}), b(Shape{7});
+  NDArray x(Shape{2, 3, 4}, TestDevice()), w(Shape{7, 4}, TestDevice()), b(Shape{7}, TestDevice());
   EXPECT_EQ(Invoke("FullyConnected", {x, w, b}, {{"num_hidden", "7"}, {"flatten", "false"}})[0].shape(),
             (Shape{2, 3, 7}));
-  EXPECT_EQ(Invoke("FullyConnected", {x, NDArray(Shape{7, 12}), b}, {{"num_hidden", "7"}})[0].shape(), (Shape{2, 7}));
+  EXPECT_EQ(Invoke("FullyConnected", {x, NDArray(Shape{7, 12}, TestDevice()), b}, {{"num_hidden", "7"}})[0].shape(), (Shape{2, 7}));
 }
 
 TEST(FullyConnected, BadInputsSayWhatWasExpected) {
@@ -196,8 +198,8 @@ TEST(FullyConnected, BadInputsSayWhatWasExpected) {
 }
 
 TEST(FullyConnected, IntegerInputsAreAnErrorAtWaitToRead) {
-  std::vector<NDArray> in = {NDArray(Shape{2, 3}, Device::Cpu(), DType::kInt32),
-                             NDArray(Shape{4, 3}, Device::Cpu(), DType::kInt32)};
+  std::vector<NDArray> in = {NDArray(Shape{2, 3}, TestDevice(), DType::kInt32),
+                             NDArray(Shape{4, 3}, TestDevice(), DType::kInt32)};
   for (const NDArray& a : in) a.Fill(1);
   const NDArray y = Invoke("FullyConnected", in, {{"num_hidden", "4"}, {"no_bias", "1"}})[0];
   const std::string message = ErrorAtWaitToRead(y);
@@ -354,7 +356,7 @@ TEST(Pooling, MaxAndAvgWithStrideAndPadding) {
 
 TEST(Pooling, GlobalPoolCoversThePlane) {
   for (const char* type : {"max", "avg"}) RunNnCase(PoolingCase(Shape{2, 3, 4, 5}, type, {}, true));
-  NDArray x(Shape{2, 3, 4, 5});
+  NDArray x(Shape{2, 3, 4, 5}, TestDevice());
   EXPECT_EQ(Invoke("Pooling", {x}, {{"global_pool", "1"}, {"kernel", "(2, 2)"}})[0].shape(), (Shape{2, 3, 1, 1}));
 }
 
@@ -403,7 +405,7 @@ TEST(Softmax, AlongTheLastAndTheFirstAxis) {
 }
 
 TEST(Softmax, LargeLogitsDoNotOverflow) {
-  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+  for (DType dtype : TestFloatTypes()) {
     const NDArray x = FromDoubles({1000, 0, -1000}, Shape{1, 3}, dtype);
     const std::vector<double> probs = AsDoubles(Invoke("softmax", {x})[0]);
     const std::vector<double> logs = AsDoubles(Invoke("log_softmax", {x})[0]);
@@ -417,9 +419,9 @@ TEST(Softmax, LargeLogitsDoNotOverflow) {
 
 // Forward over data, backward over out_grad (req kWriteInplace): the results of separate outputs.
 TEST(Softmax, RunsInPlace) {
-  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+  for (DType dtype : TestFloatTypes()) {
     for (const std::string op : {"softmax", "log_softmax"}) {
-      NDArray x(Shape{3, 5}, Device::Cpu(), dtype), dy(Shape{3, 5}, Device::Cpu(), dtype);
+      NDArray x(Shape{3, 5}, TestDevice(), dtype), dy(Shape{3, 5}, TestDevice(), dtype);
       x.FillUniform(-2, 2);
       dy.FillUniform(-1, 1);
       const NDArray y = Invoke(op, {x})[0];
@@ -461,7 +463,7 @@ TEST(SoftmaxCrossEntropy, IsMinusLogSoftmaxAtTheLabel) {
 }
 
 TEST(SoftmaxCrossEntropy, LargeLogitsDoNotOverflow) {
-  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+  for (DType dtype : TestFloatTypes()) {
     const NDArray x = FromDoubles({1000, 0, -1000, 0, 1000, 0}, Shape{2, 3}, dtype);
     const NDArray label = FromDoubles({0, 0}, Shape{2}, dtype);
     const std::vector<double> loss = AsDoubles(Invoke("SoftmaxCrossEntropy", {x, label})[0]);
@@ -471,11 +473,11 @@ TEST(SoftmaxCrossEntropy, LargeLogitsDoNotOverflow) {
 }
 
 TEST(SoftmaxCrossEntropy, LabelOutOfRangeSurfacesAtWaitToRead) {
-  NDArray x(Shape{3, 4});
+  NDArray x(Shape{3, 4}, TestDevice());
   x.Fill(0);
   for (const std::vector<float>& labels :
        {std::vector<float>{0, 4, 1}, std::vector<float>{0, -1, 1}, std::vector<float>{0, 1.5f, 1}}) {
-    NDArray label = NDArray::FromVector(labels, Shape{3});
+    NDArray label = NDArray::FromVector(labels, Shape{3}, TestDevice());
     // The call itself succeeds: the labels are read when the op runs.
     const std::string message = ErrorAtWaitToRead(Invoke("SoftmaxCrossEntropy", {x, label})[0]);
     std::ostringstream value;
@@ -502,13 +504,13 @@ TEST(OutputRequests, NullDataGradientLeavesItAloneAndStillGivesWeightGradients) 
   const AttrMap attrs = {{"num_hidden", "3"}};
   const std::vector<Shape> shapes = {Shape{4, 3}, Shape{4, 5}, Shape{3, 5}};  // out_grad, data, weight
   const std::vector<Shape> grad_shapes = {Shape{4, 5}, Shape{3, 5}, Shape{3}};
-  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+  for (DType dtype : TestFloatTypes()) {
     std::vector<NDArray> in;
-    for (const Shape& s : shapes) in.emplace_back(s, Device::Cpu(), dtype);
+    for (const Shape& s : shapes) in.emplace_back(s, TestDevice(), dtype);
     for (const NDArray& a : in) a.FillUniform(-1, 1);
     auto gradients = [&](OpReq data_req) {
       std::vector<NDArray> g;
-      for (const Shape& s : grad_shapes) g.emplace_back(s, Device::Cpu(), dtype);
+      for (const Shape& s : grad_shapes) g.emplace_back(s, TestDevice(), dtype);
       for (const NDArray& a : g) a.Fill(7);
       Invoke("_backward_FullyConnected", in, attrs, {.outputs = g, .req = {data_req, OpReq::kWrite, OpReq::kWrite}});
       return g;
@@ -524,8 +526,9 @@ TEST(OutputRequests, NullDataGradientLeavesItAloneAndStillGivesWeightGradients) 
 // ---- The primitive cache ----
 
 TEST(PrimitiveCache, SecondCallWithTheSameShapesReusesThePrimitive) {
+  if (TestDevice().is_gpu()) GTEST_SKIP() << "oneDNN's primitive cache serves the CPU operators";
   // Shapes no other test uses, so the first call creates the primitive.
-  NDArray x(Shape{3, 17}), w(Shape{11, 17}), b(Shape{11});
+  NDArray x(Shape{3, 17}, TestDevice()), w(Shape{11, 17}, TestDevice()), b(Shape{11}, TestDevice());
   for (const NDArray& a : {x, w, b}) a.FillUniform(-1, 1);
   const AttrMap attrs = {{"num_hidden", "11"}};
   Invoke("FullyConnected", {x, w, b}, attrs)[0].WaitToRead();
@@ -536,7 +539,7 @@ TEST(PrimitiveCache, SecondCallWithTheSameShapesReusesThePrimitive) {
   EXPECT_EQ(second.hits, first.hits + 1);
   EXPECT_EQ(second.size, first.size);
   // Another batch size is another primitive.
-  NDArray other_batch(Shape{5, 17});
+  NDArray other_batch(Shape{5, 17}, TestDevice());
   other_batch.Fill(1);
   Invoke("FullyConnected", {other_batch, w, b}, attrs)[0].WaitToRead();
   EXPECT_EQ(cpu::GetPrimitiveCacheStats().misses, second.misses + 1);
@@ -546,13 +549,13 @@ TEST(PrimitiveCache, SecondCallWithTheSameShapesReusesThePrimitive) {
 // Independent calls of one shape: the engine may run them on several workers at once, all on
 // the one cached primitive, each with the scratchpad from its own worker's workspace.
 TEST(PrimitiveCache, ConcurrentCallsOnOnePrimitiveGiveTheSerialResults) {
-  NDArray w(Shape{16, 32}), b(Shape{16});
+  NDArray w(Shape{16, 32}, TestDevice()), b(Shape{16}, TestDevice());
   w.FillUniform(-1, 1);
   b.FillUniform(-1, 1);
   std::vector<NDArray> xs;
   std::vector<std::vector<float>> want;
   for (int i = 0; i < 8; ++i) {
-    xs.emplace_back(Shape{8, 32});
+    xs.emplace_back(Shape{8, 32}, TestDevice());
     xs.back().FillUniform(-1, 1);
     want.push_back(Invoke("FullyConnected", {xs.back(), w, b}, {{"num_hidden", "16"}})[0].ToVector<float>());
   }

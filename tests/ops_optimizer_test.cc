@@ -28,10 +28,10 @@ void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
 
 TEST(OptimizerOps, SgdUpdatesTheWeightInPlace) {
   std::vector<float> w = {1, 2, 3, 4, 5, 6};
-  NDArray weight = NDArray::FromVector(w, Shape{2, 3});
+  NDArray weight = NDArray::FromVector(w, Shape{2, 3}, testing::TestDevice());
   const AttrMap attrs = {{"lr", "0.1"}, {"wd", "0.01"}, {"rescale_grad", "0.5"}, {"clip_gradient", "0.6"}};
   for (int step = 0; step < 3; ++step) {
-    NDArray grad = NDArray::FromVector(Gradients(step), Shape{2, 3});
+    NDArray grad = NDArray::FromVector(Gradients(step), Shape{2, 3}, testing::TestDevice());
     std::vector<NDArray> out = Invoke("sgd_update", {weight, grad}, attrs, {.outputs = {weight}});
     EXPECT_TRUE(out[0].SharesMemoryWith(weight));
     for (size_t i = 0; i < w.size(); ++i) w[i] -= 0.1f * (Clipped(Gradients(step)[i], 0.5f, 0.6f) + 0.01f * w[i]);
@@ -41,10 +41,10 @@ TEST(OptimizerOps, SgdUpdatesTheWeightInPlace) {
 
 TEST(OptimizerOps, SgdMomentumUpdatesWeightAndMomentum) {
   std::vector<float> w = {1, -2, 3, -4, 5, -6}, m(6, 0.0f);
-  NDArray weight = NDArray::FromVector(w, Shape{6}), mom = NDArray::FromVector(m, Shape{6});
+  NDArray weight = NDArray::FromVector(w, Shape{6}, testing::TestDevice()), mom = NDArray::FromVector(m, Shape{6}, testing::TestDevice());
   const AttrMap attrs = {{"lr", "0.05"}, {"momentum", "0.9"}, {"wd", "0.001"}};
   for (int step = 0; step < 4; ++step) {
-    NDArray grad = NDArray::FromVector(Gradients(step), Shape{6});
+    NDArray grad = NDArray::FromVector(Gradients(step), Shape{6}, testing::TestDevice());
     Invoke("sgd_mom_update", {weight, grad, mom}, attrs, {.outputs = {weight}});
     for (size_t i = 0; i < w.size(); ++i) {
       m[i] = 0.9f * m[i] - 0.05f * (Gradients(step)[i] + 0.001f * w[i]);
@@ -57,11 +57,11 @@ TEST(OptimizerOps, SgdMomentumUpdatesWeightAndMomentum) {
 
 TEST(OptimizerOps, AdamUpdatesWeightAndBothMoments) {
   std::vector<float> w = {0.5f, -0.5f, 1, -1, 2, -2}, m(6, 0.0f), v(6, 0.0f);
-  NDArray weight = NDArray::FromVector(w, Shape{3, 2}), mean = NDArray::FromVector(m, Shape{3, 2}),
-          var = NDArray::FromVector(v, Shape{3, 2});
+  NDArray weight = NDArray::FromVector(w, Shape{3, 2}, testing::TestDevice()), mean = NDArray::FromVector(m, Shape{3, 2}, testing::TestDevice()),
+          var = NDArray::FromVector(v, Shape{3, 2}, testing::TestDevice());
   const AttrMap attrs = {{"lr", "0.01"}, {"beta1", "0.8"}, {"beta2", "0.99"}, {"epsilon", "1e-6"}, {"clip_gradient", "2"}};
   for (int step = 0; step < 5; ++step) {
-    NDArray grad = NDArray::FromVector(Gradients(step), Shape{3, 2});
+    NDArray grad = NDArray::FromVector(Gradients(step), Shape{3, 2}, testing::TestDevice());
     Invoke("adam_update", {weight, grad, mean, var}, attrs, {.outputs = {weight}});
     for (size_t i = 0; i < w.size(); ++i) {
       const float g = Clipped(Gradients(step)[i], 1.0f, 2.0f);

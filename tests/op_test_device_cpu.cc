@@ -1,0 +1,5 @@
+#include "tests/op_test_util.h"
+
+namespace weft::testing {
+Device TestDevice() { return Device::Cpu(); }
+}  // namespace weft::testing
