@@ -1,7 +1,7 @@
 // embed_infer: the embedding API in a few lines. Loads a saved symbol and its parameters (from
 // train_mlp or train_cnn), classifies the rows of a CSV file, and prints the predictions.
 //
-//   bazel run //examples:train_mlp && bazel run //examples:embed_infer -- --model=mlp --rows=5
+//   bazel run //examples:train_mlp && bazel run //examples:embed_infer -- --model=mlp --rows=5 [--device=gpu]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   flags.AddString("model", "mlp", "prefix of <model>.json and <model>.safetensors");
   flags.AddString("csv", examples::DefaultDigitsPath(argv[0]), "rows of 64 pixels, with or without a label last");
   flags.AddInt("rows", 10, "how many predictions to print");
+  flags.AddString("device", "cpu", "cpu or gpu:N");
   try {
     if (!flags.Parse(argc, argv)) return 0;
     const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");  // where bazel run started
@@ -33,7 +34,9 @@ int main(int argc, char** argv) {
     for (int64_t d : sample.dims()) shape.PushBack(d);
     args["data"] = data.Reshape(shape);
 
-    auto exec = weft::Executor::Bind(net, weft::Device::Cpu(), args);
+    const weft::Device device = weft::Device::Parse(flags.GetString("device"));
+    for (auto& [name, array] : args) array = array.Copy(device);
+    auto exec = weft::Executor::Bind(net, device, args);
     exec->Forward(/*is_train=*/false);
     const std::vector<float> probs = exec->outputs()[0].ToVector<float>();  // (n, classes)
     const std::vector<float> labels = rows.label.ToVector<float>();

@@ -1,0 +1,33 @@
+// bfloat16 on the host: the upper 16 bits of a float32, rounded to nearest even. GPU kernels use
+// CUDA's __nv_bfloat16, which has the same layout; the host needs it for conversions and tests.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace weft {
+
+struct BFloat16 {
+  uint16_t bits = 0;
+
+  static BFloat16 FromFloat(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof(u));
+    BFloat16 b;
+    if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it a (quiet) NaN
+      b.bits = static_cast<uint16_t>((u >> 16) | 0x40u);
+      return b;
+    }
+    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+    b.bits = static_cast<uint16_t>(u >> 16);
+    return b;
+  }
+  float ToFloat() const {
+    const uint32_t u = static_cast<uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof(f));
+    return f;
+  }
+};
+
+}  // namespace weft
