@@ -8,7 +8,7 @@ with a message that says where it looked, so the CPU-only build never depends on
 _CUDA_BUILD = """
 cc_library(
     name = "cuda",
-    hdrs = glob(["include/*.h", "include/*.hpp", "include/crt/**"]),
+    hdrs = glob(["include/*.h", "include/*.hpp", "include/crt/**", "include/nv/**"]),
     includes = ["include"],
     linkopts = [
         "-L{lib}",
