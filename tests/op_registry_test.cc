@@ -50,6 +50,12 @@ TEST(OpRegistry, BackwardOpsNamedByGradientRulesExist) {
   }
 }
 
+// A device's compute registered from its own file (the GPU ops, in the CUDA build) names an op
+// that exists: a misspelt name would leave the op without that device's compute.
+TEST(OpRegistry, EveryDeviceComputeNamesARegisteredOp) {
+  EXPECT_EQ(UnmatchedComputeRegistrations(), std::vector<std::string>{});
+}
+
 TEST(OpRegistry, PointwiseOpsCarryAnExpression) {
   for (const char* name : {"exp", "relu", "add", "mul", "add_scalar", "gelu"}) {
     EXPECT_FALSE(GetOp(name).pointwise.empty()) << name;

@@ -16,27 +16,12 @@
 #include "ops/internal/cpu_util.h"
 #include "ops/internal/dnnl_util.h"
 #include "ops/internal/layer_util.h"
+#include "ops/internal/nn_params.h"
 #include "ops/internal/window2d.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
 namespace {
-
-struct ConvParam {
-  Window2d window;
-  int num_filter;
-  bool no_bias;
-};
-
-ConvParam ParseConv(AttrReader& r) {
-  return {ParseWindow2d(r, std::nullopt), r.Int("num_filter", std::nullopt, 1), r.Bool("no_bias", false)};
-}
-
-// Extents of one call: the window geometry and the filter count.
-struct ConvDims {
-  Geometry2d g;
-  int64_t f;
-};
 
 // Checks data, weight and (unless no_bias) bias.
 ConvDims CheckConv(const ConvParam& p, const std::vector<Shape>& in) {

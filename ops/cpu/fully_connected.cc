@@ -15,30 +15,11 @@
 #include "ops/internal/cpu_util.h"
 #include "ops/internal/dnnl_util.h"
 #include "ops/internal/layer_util.h"
+#include "ops/internal/nn_params.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
 namespace {
-
-struct FcParam {
-  int num_hidden;
-  bool no_bias;
-  bool flatten;
-};
-
-FcParam ParseFc(AttrReader& r) {
-  return {r.Int("num_hidden", std::nullopt, 1), r.Bool("no_bias", false), r.Bool("flatten", true)};
-}
-
-// The (M, K) x (O, K)^T product of one call.
-struct FcDims {
-  int64_t m, k, o;
-};
-
-FcDims DimsOf(const FcParam& p, const Shape& data) {
-  const int64_t k = p.flatten ? data.Size() / data[0] : data[data.ndim() - 1];
-  return {data.Size() / k, k, p.num_hidden};
-}
 
 // Checks data, weight and (unless no_bias) bias; returns the output shape.
 Shape FcOutputShape(const FcParam& p, const std::vector<Shape>& in) {
@@ -46,7 +27,7 @@ Shape FcOutputShape(const FcParam& p, const std::vector<Shape>& in) {
   if (data.ndim() < 1 || data.Size() == 0) {
     WEFT_THROW("FullyConnected: data must be a non-empty array with at least one axis, found " << data);
   }
-  const FcDims d = DimsOf(p, data);
+  const FcDims d = FcDimsOf(p, data);
   const Shape weight{d.o, d.k};
   if (in[1] != weight) WEFT_THROW("FullyConnected: weight must be " << weight << ", found " << in[1]);
   if (!p.no_bias && in[2] != Shape{d.o}) {
@@ -169,7 +150,7 @@ void FcBackwardWeightsLoops(const FcDims& d, const T* dy, const T* x, T* dw, T* 
 void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
                std::span<const TensorView> out) {
   const FcParam& p = a.Get<FcParam>();
-  const FcDims d = DimsOf(p, in[0].shape());
+  const FcDims d = FcDimsOf(p, in[0].shape());
   const TensorView* bias = p.no_bias ? nullptr : &in[2];
   if (req[0] == OpReq::kNull) return;
   if (!UseDnnl(in[0].dtype(), "FullyConnected")) {
@@ -193,7 +174,7 @@ void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView>
 void FcBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
                 std::span<const TensorView> out) {
   const FcParam& p = a.Get<FcParam>();
-  const FcDims d = DimsOf(p, in[1].shape());
+  const FcDims d = FcDimsOf(p, in[1].shape());
   const bool bias = !p.no_bias;
   if (!UseDnnl(in[0].dtype(), "_backward_FullyConnected")) {
     StagedOutputs staged(ctx, req, out, false);

@@ -21,47 +21,12 @@
 
 #include "ops/internal/cpu_util.h"
 #include "ops/internal/dnnl_util.h"
+#include "ops/internal/nn_params.h"
 #include "ops/internal/window2d.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
 namespace {
-
-struct PoolParam {
-  Window2d window;  // ignored when global
-  bool max;
-  bool global;
-};
-
-PoolParam ParsePool(AttrReader& r) {
-  const bool global = r.Bool("global_pool", false);
-  const bool max = r.Enum("pool_type", {"max", "avg"}, "max") == "max";
-  const Window2d win = ParseWindow2d(r, global ? std::optional<Shape>(Shape{1, 1}) : std::nullopt);
-  if (!global && (win.pad[0] >= win.kernel[0] || win.pad[1] >= win.kernel[1])) {
-    WEFT_THROW("op 'Pooling': attribute 'pad': expected less than the kernel "
-               << Shape({win.kernel[0], win.kernel[1]}) << " on each axis, found " << Shape({win.pad[0], win.pad[1]}));
-  }
-  return {win, max, global};
-}
-
-// The window of one call: the attributes', or the whole plane for global pooling.
-Window2d WindowOf(const PoolParam& p, const Shape& data) {
-  if (!p.global || data.ndim() != 4) return p.window;
-  return Window2d{{data[2], data[3]}, {1, 1}, {0, 0}};
-}
-
-// What one call computes: max or avg pooling with this window over data of this geometry.
-struct PoolCall {
-  Window2d win;
-  Geometry2d g;
-  bool max;
-};
-
-PoolCall PoolCallOf(const Attrs& a, const Shape& data) {
-  const PoolParam& p = a.Get<PoolParam>();
-  const Window2d win = WindowOf(p, data);
-  return {win, Geometry2dOf("Pooling", win, data), p.max};
-}
 
 Shape PoolOutput(const Geometry2d& g) { return Shape{g.n, g.c, g.oh, g.ow}; }
 

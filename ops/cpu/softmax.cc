@@ -14,16 +14,11 @@
 
 #include "ops/internal/cpu_util.h"
 #include "ops/internal/dnnl_util.h"
+#include "ops/internal/nn_params.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
 namespace {
-
-struct SoftmaxParam {
-  int axis;
-};
-
-SoftmaxParam ParseSoftmax(AttrReader& r) { return {r.Int("axis", -1)}; }
 
 ShapeFn SoftmaxShape(const std::string& op) {
   return [op](const Attrs& a, const std::vector<Shape>& in) {

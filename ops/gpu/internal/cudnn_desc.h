@@ -1,0 +1,54 @@
+// Owners of cuDNN descriptors and the builders that fill them for weft's dense row-major
+// tensors: each made by one small function, so no op spells a descriptor out twice.
+//
+//   const TensorDesc x = NchwDesc("Pooling", DType::kFloat32, Shape{n, c, h, w});
+//   WEFT_CUDNN_CHECK(cudnnPoolingForward(handle, pool.get(), ..., x.get(), ...));
+#pragma once
+
+#include <cudnn.h>
+
+#include "core/dtype.h"
+#include "core/shape.h"
+#include "ops/gpu/library_handles.h"
+#include "ops/internal/window2d.h"
+
+namespace weft::gpu {
+
+// Move-only owner of one cuDNN descriptor.
+template <typename T, cudnnStatus_t (*kCreate)(T*), cudnnStatus_t (*kDestroy)(T)>
+class CudnnDescriptor {
+ public:
+  CudnnDescriptor() { WEFT_CUDNN_CHECK(kCreate(&desc_)); }
+  ~CudnnDescriptor() {
+    if (desc_ != nullptr) kDestroy(desc_);
+  }
+  CudnnDescriptor(CudnnDescriptor&& other) noexcept : desc_(other.desc_) { other.desc_ = nullptr; }
+  CudnnDescriptor& operator=(CudnnDescriptor&&) = delete;
+  CudnnDescriptor(const CudnnDescriptor&) = delete;
+  CudnnDescriptor& operator=(const CudnnDescriptor&) = delete;
+  T get() const { return desc_; }
+
+ private:
+  T desc_ = nullptr;
+};
+
+using TensorDesc = CudnnDescriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using FilterDesc = CudnnDescriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using ConvolutionDesc =
+    CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+using PoolingDesc = CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
+
+// A packed NCHW tensor of a 4-D `shape`; throws, naming `op`, where an extent exceeds int.
+TensorDesc NchwDesc(const char* op, DType dtype, const Shape& shape);
+// A per-channel vector (1, c, 1, 1), as a bias is seen against NCHW data.
+TensorDesc ChannelDesc(const char* op, DType dtype, int64_t c);
+// A packed KCRS (= OIHW) filter of a 4-D `shape`.
+FilterDesc FilterOf(const char* op, DType dtype, const Shape& shape);
+// A cross-correlation with `win`'s stride and symmetric padding, no dilation, computing in
+// `dtype`. float32 is restricted to FMA kernels (no TF32 tensor-core rounding), so results match
+// the CPU's float32 within its tolerances.
+ConvolutionDesc ConvolutionOf(DType dtype, const cpu::Window2d& win);
+// Max pooling (padding never wins), or average pooling that counts padding as zeros.
+PoolingDesc PoolingOf(const cpu::Window2d& win, bool max);
+
+}  // namespace weft::gpu
