@@ -19,7 +19,9 @@ int IntFlag(int argc, char** argv, const char* name, int fallback) {
 
 nlohmann::json RunPeer(const std::string& script, const std::string& args) {
   // Debian's PyTorch is installed for Debian's python3, which a user's PATH may shadow.
-  const char* python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  // WEFT_PEER_PYTHON picks another interpreter (a GPU machine's PyTorch may live elsewhere).
+  const char* python = std::getenv("WEFT_PEER_PYTHON");
+  if (python == nullptr) python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
   const std::string cmd = std::string(python) + " " + script + " " + args + " 2>&1";
   std::string out;
   if (FILE* pipe = popen(cmd.c_str(), "r")) {

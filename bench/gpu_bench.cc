@@ -1,0 +1,181 @@
+// weft on a GPU against PyTorch (bench/torch_gpu_peer.py) on the same GPU, in the same run:
+//   (a) the MLP training step (forward, backward, SGD with momentum) for three nets, float32 and
+//       bf16 (bf16 parameters and activations, the loss in float32 after a Cast);
+//   (b) imperative launch overhead: microseconds per tiny op, 10,000 ops pushed, one wait;
+//   (c) one elementwise op (relu) on 64M floats: GB/s moved, against a device-to-device copy.
+// Steps are pushed back to back and waited for once, as a training loop would; times are the
+// median of --reps repetitions.
+//
+//   tools/gpu_bundle.sh; then on the GPU machine: gpu_bundle/bin/gpu_bench [--reps=5]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/peer.h"
+#include "weft/weft.h"
+
+namespace {
+
+using weft::DType;
+using weft::Executor;
+using weft::NDArray;
+using weft::Shape;
+using weft::Symbol;
+
+const weft::Device kGpu = weft::Device::Gpu(0);
+
+struct Net {
+  std::string name;
+  std::vector<int> sizes;
+  int batch;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Milliseconds per call of `fn` over `n` calls, waiting once at the end; median over reps.
+template <typename Fn>
+double TimeMs(int reps, int n, Fn&& fn) {
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    weft::engine::Engine::Get()->WaitForAll();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) fn();
+    weft::engine::Engine::Get()->WaitForAll();
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / n);
+  }
+  return Median(times);
+}
+
+Symbol Mlp(const std::vector<int>& sizes, DType dtype) {
+  Symbol x = Symbol::Variable("data");
+  for (size_t i = 1; i < sizes.size(); ++i) {
+    x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(sizes[i])}}, "fc" + std::to_string(i));
+    if (i + 1 < sizes.size()) x = Symbol::Op("relu", {x});
+  }
+  if (dtype != DType::kFloat32) x = Symbol::Op("Cast", {x}, {{"dtype", "float32"}});
+  return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
+}
+
+// ms per training step of `net` in `dtype` on the GPU.
+double MlpStep(const Net& net, DType dtype, int reps) {
+  const Symbol loss = Mlp(net.sizes, dtype);
+  const auto shapes = weft::InferArgumentShapes(loss.ToGraph(), {{"data", Shape{net.batch, net.sizes[0]}}, {"label", Shape{net.batch}}});
+  Executor::ArrayMap args, grads;
+  std::map<std::string, weft::GradReq> reqs;
+  std::vector<std::string> params;
+  for (const auto& [name, shape] : shapes) {
+    NDArray host(shape);
+    if (name == "label") {
+      std::vector<float> labels(net.batch);
+      for (int i = 0; i < net.batch; ++i) labels[i] = static_cast<float>(i % net.sizes.back());
+      host.CopyFrom(labels);
+      args[name] = host.Copy(kGpu);
+      continue;
+    }
+    host.FillNormal(0, name == "data" ? 1.0 : 0.02);
+    NDArray gpu = host.Copy(kGpu);
+    args[name] = dtype == DType::kFloat32 ? gpu : weft::Invoke("Cast", {gpu}, {{"dtype", "bfloat16"}})[0];
+    if (name == "data") continue;
+    params.push_back(name);
+    grads[name] = NDArray(shape, kGpu, dtype);
+    reqs[name] = weft::GradReq::kWrite;
+  }
+  auto exec = Executor::Bind(loss, kGpu, args, grads, reqs);
+  weft::SGD sgd(0.01, 0.9, 0, 1.0 / net.batch);
+  auto step = [&] {
+    exec->Forward(true);
+    exec->Backward();
+    for (size_t i = 0; i < params.size(); ++i) sgd.Update(static_cast<int>(i), args.at(params[i]), grads.at(params[i]));
+  };
+  for (int i = 0; i < 10; ++i) step();
+  return TimeMs(reps, 50, step);
+}
+
+// Microseconds per tiny in-place add (16 floats), 10,000 pushed, one wait.
+double LaunchOverheadUs(int reps) {
+  NDArray a(Shape{16}, kGpu), b(Shape{16}, kGpu);
+  a.Fill(0), b.Fill(1);
+  const weft::Op& add = weft::GetOp("add");
+  const weft::Attrs attrs = weft::ParseAttrs(add, {});
+  const std::vector<NDArray> in = {a, b}, out = {a};
+  auto op = [&] { weft::InvokeInto(add, attrs, in, out); };
+  for (int i = 0; i < 1000; ++i) op();
+  return 1000 * TimeMs(reps, 10000, op);
+}
+
+struct Bandwidth {
+  double relu_gbs, copy_gbs;
+};
+
+// relu and a device-to-device copy of 64M floats: bytes read plus bytes written per second.
+Bandwidth ElementwiseBandwidth(int reps) {
+  const int64_t n = int64_t{64} << 20;
+  NDArray x(Shape{n}, kGpu), y(Shape{n}, kGpu);
+  x.Fill(-0.5);
+  const weft::Op& relu = weft::GetOp("relu");
+  const weft::Attrs attrs = weft::ParseAttrs(relu, {});
+  const std::vector<NDArray> in = {x}, out = {y};
+  const double bytes = 2.0 * n * sizeof(float);
+  const double relu_ms = TimeMs(reps, 20, [&] { weft::InvokeInto(relu, attrs, in, out); });
+  const double copy_ms = TimeMs(reps, 20, [&] { x.CopyTo(y); });
+  return {bytes / relu_ms / 1e6, bytes / copy_ms / 1e6};
+}
+
+void PrintRow(const char* what, double weft_value, const nlohmann::json& peer, const char* key, const char* unit) {
+  if (peer.contains(key)) {
+    const double t = peer[key].get<double>();
+    std::printf("%-44s %12.3f %12.3f %8.2f  %s\n", what, weft_value, t, weft_value / t, unit);
+  } else {
+    std::printf("%-44s %12.3f %12s %8s  %s\n", what, weft_value, "n/a", "n/a", unit);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const int reps = bench::IntFlag(argc, argv, "reps", 5);
+    bench::ChdirToWorkspace();
+    const std::vector<Net> nets = {{"64-256-256-10", {64, 256, 256, 10}, 128},
+                                   {"784-1024-1024-10", {784, 1024, 1024, 10}, 128},
+                                   {"4096-4096-4096-10", {4096, 4096, 4096, 10}, 1024}};
+    nlohmann::json ours;
+    for (const Net& net : nets) {
+      for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+        const std::string key = "mlp " + net.name + " b" + std::to_string(net.batch) + " " + std::string(weft::DTypeName(dtype));
+        ours[key] = MlpStep(net, dtype, reps);
+      }
+    }
+    ours["tiny op us"] = LaunchOverheadUs(reps);
+    const Bandwidth bw = ElementwiseBandwidth(reps);
+    ours["relu GB/s"] = bw.relu_gbs;
+    ours["copy GB/s"] = bw.copy_gbs;
+    weft::engine::Engine::Get()->WaitForAll();
+
+    const nlohmann::json torch = bench::RunPeer("bench/torch_gpu_peer.py", std::to_string(reps));
+    if (torch.value("available", false)) {
+      std::printf("PyTorch %s on %s\n", torch["version"].get<std::string>().c_str(), torch["device"].get<std::string>().c_str());
+    } else {
+      std::printf("PyTorch not available: %s\n", torch.value("error", std::string("?")).c_str());
+    }
+    std::printf("%-44s %12s %12s %8s\n", "workload", "weft", "torch", "ratio");
+    for (auto it = ours.begin(); it != ours.end(); ++it) {
+      const std::string& key = it.key();
+      const char* unit = key.find("GB/s") != std::string::npos ? "GB/s" : key.find(" us") != std::string::npos ? "us/op" : "ms/step";
+      PrintRow(key.c_str(), it.value().get<double>(), torch.value("results", nlohmann::json::object()), key.c_str(), unit);
+    }
+    std::printf("weft relu reaches %.1f%% of weft's device-to-device copy bandwidth\n", 100 * bw.relu_gbs / bw.copy_gbs);
+    weft::engine::Engine::Get()->Shutdown();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

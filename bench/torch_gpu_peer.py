@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""The PyTorch side of bench/gpu_bench: the same workloads on the same GPU, eager mode.
+
+Usage: torch_gpu_peer.py REPS. Prints one JSON object on its last line:
+{"available": bool, "version": str, "device": str, "results": {workload: value, ...}} with the
+workload names gpu_bench uses (ms per step, us per op, GB/s).
+"""
+import json
+import statistics
+import sys
+import time
+
+NETS = [("64-256-256-10", [64, 256, 256, 10], 128),
+        ("784-1024-1024-10", [784, 1024, 1024, 10], 128),
+        ("4096-4096-4096-10", [4096, 4096, 4096, 10], 1024)]
+
+
+def time_ms(torch, reps, n, fn):
+    times = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e3 / n)
+    return statistics.median(times)
+
+
+def mlp_step(torch, sizes, batch, dtype, reps):
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+        if i + 2 < len(sizes):
+            layers.append(torch.nn.ReLU())
+    net = torch.nn.Sequential(*layers).cuda().to(dtype)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(batch, sizes[0], device="cuda", dtype=dtype)
+    y = torch.randint(0, sizes[-1], (batch,), device="cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        torch.nn.functional.cross_entropy(net(x).float(), y, reduction="sum").backward()
+        opt.step()
+
+    for _ in range(10):
+        step()
+    return time_ms(torch, reps, 50, step)
+
+
+def main():
+    reps = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    try:
+        import torch
+        assert torch.cuda.is_available(), "no CUDA device"
+    except Exception as e:  # noqa: BLE001
+        print(json.dumps({"available": False, "error": str(e)}))
+        return
+    results = {}
+    for name, sizes, batch in NETS:
+        for dtype, dname in ((torch.float32, "float32"), (torch.bfloat16, "bfloat16")):
+            results[f"mlp {name} b{batch} {dname}"] = mlp_step(torch, sizes, batch, dtype, reps)
+    a = torch.zeros(16, device="cuda")
+    b = torch.ones(16, device="cuda")
+    for _ in range(1000):
+        a.add_(b)
+    results["tiny op us"] = 1e3 * time_ms(torch, reps, 10000, lambda: a.add_(b))
+    n = 64 << 20
+    x = torch.full((n,), -0.5, device="cuda")
+    y = torch.empty(n, device="cuda")
+    moved = 2.0 * n * 4
+    results["relu GB/s"] = moved / time_ms(torch, reps, 20, lambda: torch.relu(x, out=y)) / 1e6
+    results["copy GB/s"] = moved / time_ms(torch, reps, 20, lambda: y.copy_(x)) / 1e6
+    print(json.dumps({"available": True, "version": torch.__version__,
+                      "device": torch.cuda.get_device_name(0), "results": results}))
+
+
+if __name__ == "__main__":
+    main()
