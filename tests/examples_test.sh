@@ -52,4 +52,11 @@ if err=$("$mlp" --data="$TEST_TMPDIR/bad.csv" 2>&1); then echo "FAIL: a ragged C
 echo "$err" | grep -q "bad.csv" || { echo "FAIL: the error does not name the file: $err"; exit 1; }
 if err=$("$infer" --model="$TEST_TMPDIR/none" 2>&1); then echo "FAIL: a missing model was accepted"; exit 1; fi
 echo "$err" | grep -q "none.json" || { echo "FAIL: unclear error: $err"; exit 1; }
+# Without a usable GPU (CI), --device=gpu says why it cannot run.
+if err=$("$mlp" --device=gpu:0 --epochs=1 --save_prefix="" 2>&1); then
+  echo "a GPU is present: train_mlp --device=gpu:0 ran"
+else
+  echo "$err" | grep -q "GPU" || { echo "FAIL: unclear error for --device=gpu:0: $err"; exit 1; }
+  echo "--device=gpu:0 without a GPU: $err"
+fi
 echo PASS
