@@ -1,0 +1,18 @@
+// main() for GPU tests: with no usable GPU (no driver, no device) the tests are not run, and the
+// one test that reports it is skipped with the reason, so a --config=cuda build runs cleanly on a
+// machine without a GPU and says why nothing ran.
+#include <gtest/gtest.h>
+
+#include "core/gpu/cuda_check.h"
+
+namespace {
+
+TEST(NoGpu, EveryGpuTestIsSkipped) { GTEST_SKIP() << "no CUDA GPU: " << weft::gpu::NoGpuReason(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  GTEST_FLAG_SET(filter, weft::gpu::GpuCount() == 0 ? "NoGpu.*" : GTEST_FLAG_GET(filter) + ":-NoGpu.*");
+  return RUN_ALL_TESTS();
+}
