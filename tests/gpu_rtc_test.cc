@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -95,6 +96,19 @@ TEST(KernelLibrary, SecondRequestIsAnsweredFromTheProcessCache) {
   other.options = {"-DUNUSED=1"};  // other options: another kernel
   library.Get(other, 0);
   EXPECT_EQ(library.stats().compiles, 2);
+}
+
+TEST(KernelLibrary, ThreadsAskingAtOnceShareOneCompile) {
+  KernelLibrary library("");
+  std::vector<std::thread> threads;
+  std::vector<cudaKernel_t> handles(8);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] { handles[t] = library.Get(Ramp(), 0).handle(); });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(library.stats().compiles, 1);
+  EXPECT_EQ(library.stats().memory_hits, 7);
+  for (cudaKernel_t h : handles) EXPECT_EQ(h, handles[0]);
 }
 
 TEST(KernelLibrary, DiskCacheIsWrittenAndReusedByAFreshLibrary) {

@@ -109,7 +109,7 @@ __global__ void BinaryGradPerBlock(const T* dy, const T* l, const T* r, T* out, 
     partial[threadIdx.x] = sum;
     __syncthreads();
     for (int half = kGpuBlock / 2; half > 0; half /= 2) {
-      if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+      if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
       __syncthreads();
     }
     if (threadIdx.x == 0) Store1(out + j, partial[0], req);

@@ -2,8 +2,6 @@
 
 #include <nvrtc.h>
 
-#include <sstream>
-
 #include "core/error.h"
 #include "ops/gpu/rtc/embedded.h"
 

@@ -1,7 +1,5 @@
 #include "ops/gpu/rtc/kernel_library.h"
 
-#include <cstdio>
-
 #include "core/env.h"
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"

@@ -8,7 +8,7 @@
 //   KernelRequest r{"unary.cuh", "", "weft::UnaryForward<weft::Relu, float, 4>"};
 //   Kernel k = KernelLibrary::Global().Get(r, /*device=*/0);   // throws weft::Error with the log
 //   void* args[] = {&x, &y, &n, &scalar, &req};
-//   k.Launch(grid, kBlock, args, stream);
+//   k.Launch(dim3(blocks), dim3(256), args, stream);
 //
 //   std::string error;                                         // fusion: a status, not a throw
 //   std::optional<Kernel> f = KernelLibrary::Global().TryGet({"fused_3", text, "fused_3"}, 0, &error);
