@@ -1,0 +1,18 @@
+// The attributes GPU computes read. The CPU files parse them into structs private to those
+// files, so the GPU side reads the same attribute strings again, with the same defaults (which
+// must stay equal to ops/cpu's: the attributes were validated by the CPU parser already).
+#pragma once
+
+#include <string>
+
+#include "ops/attrs.h"
+#include "ops/gpu/kernels/params.cuh"
+
+namespace weft::gpu {
+
+double ScalarAttr(const std::string& op, const Attrs& attrs);        // `scalar` of add_scalar, ...
+std::string ActTypeAttr(const std::string& op, const Attrs& attrs);  // Activation's act_type
+double DropoutPAttr(const Attrs& attrs);                             // Dropout's p
+GpuUpdateParams UpdateAttrs(const std::string& op, const Attrs& attrs);
+
+}  // namespace weft::gpu

@@ -1,0 +1,123 @@
+#include "ops/gpu/internal/launch.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/gpu/cuda_check.h"
+#include "ops/gpu/rtc/kernel_library.h"
+
+namespace weft::gpu {
+namespace {
+
+std::string TypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "float";
+    case DType::kFloat64: return "double";
+    case DType::kBFloat16: return "weft::bf16";
+    case DType::kInt32: return "int";
+    case DType::kInt64: return "long long";
+    case DType::kUInt8: return "unsigned char";
+    default: return "";
+  }
+}
+
+// Blocks of a grid-stride kernel that keep every SM busy: past that, more blocks only add
+// scheduling. Read once per device.
+int64_t MaxBlocks(int device) {
+  static std::mutex mu;
+  static std::unordered_map<int, int64_t>* max_blocks = new std::unordered_map<int, int64_t>;  // guarded by mu
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = max_blocks->find(device);
+  if (it != max_blocks->end()) return it->second;
+  int sms = 0, threads_per_sm = 0;
+  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
+  const int64_t blocks = static_cast<int64_t>(sms) * (threads_per_sm / kGpuBlock) * 4;
+  return max_blocks->emplace(device, blocks).first->second;
+}
+
+}  // namespace
+
+std::string KernelType(const std::string& op, std::span<const DType> allowed, std::span<const TensorView> inputs,
+                       std::span<const TensorView> outputs) {
+  const DType dtype = outputs.empty() ? inputs[0].dtype() : outputs[0].dtype();
+  for (std::span<const TensorView> group : {inputs, outputs}) {
+    for (const TensorView& t : group) {
+      if (t.dtype() != dtype) {
+        WEFT_THROW(op << " on GPU: expected every array to be " << dtype << ", found " << t.dtype());
+      }
+    }
+  }
+  if (std::find(allowed.begin(), allowed.end(), dtype) == allowed.end()) {
+    std::ostringstream names;
+    for (size_t i = 0; i < allowed.size(); ++i) names << (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") << allowed[i];
+    WEFT_THROW(op << " on GPU: expected " << names.str() << ", found " << dtype);
+  }
+  return TypeName(dtype);
+}
+
+std::string Instance(const std::string& tmpl, std::initializer_list<std::string> args) {
+  std::string name = tmpl + "<";
+  for (const std::string& a : args) name += (name.back() == '<' ? "" : ", ") + a;
+  return name + ">";
+}
+
+int ReqCode(OpReq req) {
+  switch (req) {
+    case OpReq::kNull: return kReqNull;
+    case OpReq::kAddTo: return kReqAdd;
+    default: return kReqWrite;
+  }
+}
+
+int PackWidth(DType dtype, std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return 1;
+  }
+  return static_cast<int>(16 / DTypeSize(dtype));
+}
+
+void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name, int64_t items, bool block_per_item,
+                void** args) {
+  if (items <= 0) return;
+  const int device = ctx.run.device.id;
+  const rtc::Kernel kernel = rtc::KernelLibrary::Global().Get({file, "", name, {}}, device);
+  const int64_t wanted = block_per_item ? items : (items + kGpuBlock - 1) / kGpuBlock;
+  const unsigned blocks = static_cast<unsigned>(std::min(wanted, MaxBlocks(device)));
+  kernel.Launch(dim3(blocks), dim3(kGpuBlock), args, static_cast<cudaStream_t>(ctx.run.stream));
+}
+
+void FillGpu(const OpContext& ctx, double value, OpReq req, const TensorView& y) {
+  if (req == OpReq::kNull || (req == OpReq::kAddTo && value == 0)) return;
+  const std::string t = KernelType("fill", kFillTypes, {}, {&y, 1});
+  const int64_t n = y.size();
+  if (value == 0 && req != OpReq::kAddTo) {
+    WEFT_CUDA_CHECK(cudaMemsetAsync(y.raw(), 0, y.bytes(), static_cast<cudaStream_t>(ctx.run.stream)));
+    return;
+  }
+  const int v = PackWidth(y.dtype(), {y.raw()});
+  Launch(ctx, "fill.cuh", Instance("weft::Fill", {t, std::to_string(v)}), Packs(n, v), y.raw(), n, value,
+         ReqCode(req));
+}
+
+void CopyGpu(const OpContext& ctx, const TensorView& x, OpReq req, const TensorView& y) {
+  if (req == OpReq::kNull || (req != OpReq::kAddTo && x.raw() == y.raw())) return;
+  if (req != OpReq::kAddTo) {
+    WEFT_CHECK_EQ(x.bytes(), y.bytes()) << "copy on GPU: the arrays differ in size";
+    WEFT_CUDA_CHECK(cudaMemcpyAsync(y.raw(), x.raw(), y.bytes(), cudaMemcpyDeviceToDevice,
+                                    static_cast<cudaStream_t>(ctx.run.stream)));
+    return;
+  }
+  const std::string t = KernelType("copy (add to)", kElementwiseTypes, {&x, 1}, {&y, 1});
+  const int64_t n = y.size();
+  const int v = PackWidth(y.dtype(), {x.raw(), y.raw()});
+  Launch(ctx, "unary.cuh", Instance("weft::UnaryForward", {"weft::Identity", t, std::to_string(v)}), Packs(n, v),
+         x.raw(), y.raw(), n, 0.0, ReqCode(req));
+}
+
+}  // namespace weft::gpu

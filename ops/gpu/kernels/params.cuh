@@ -1,0 +1,38 @@
+// What the host passes to kernels by value, in one definition read by both sides: the host's
+// C++ compiler (ops/gpu/*.cc) and NVRTC (the kernel sources #include it). Plain structs of plain
+// types only, so that both lay them out alike.
+#pragma once
+
+namespace weft {
+
+// Threads per block of every kernel in ops/gpu/kernels (block reductions assume it).
+constexpr int kGpuBlock = 256;
+// Axes after merging those that can be (Shape::kMaxDims at most).
+constexpr int kGpuMaxDims = 8;
+// Inputs one add_n launch sums; more take several launches.
+constexpr int kGpuMaxAddN = 32;
+
+// An output request, as kernels see it (OpReq kWrite and kWriteInplace are both a write).
+enum GpuReq : int { kReqNull = 0, kReqWrite = 1, kReqAdd = 2 };
+
+// A row-major walk over `ndim` axes of extents dim[], with, for each of three arrays (0: the
+// output or output gradient, 1: lhs, 2: rhs), the stride of each axis in elements (0 along an
+// axis the array is broadcast over).
+struct GpuAxes {
+  int ndim;
+  long long dim[kGpuMaxDims];
+  long long stride[3][kGpuMaxDims];
+};
+
+// The arrays one add_n launch sums.
+struct GpuAddNArgs {
+  const void* in[kGpuMaxAddN];
+  int count;
+};
+
+// Optimizer attributes (ops/cpu/optimizer.cc has their meaning).
+struct GpuUpdateParams {
+  double lr, momentum, beta1, beta2, epsilon, wd, rescale_grad, clip_gradient;
+};
+
+}  // namespace weft

@@ -1,0 +1,112 @@
+#include "tests/gpu_op_test_util.h"
+
+#include <cstring>
+#include <memory>
+
+#include "core/error.h"
+#include "core/gpu/cuda_check.h"
+#include "core/tensor_view.h"
+
+namespace weft::testing {
+
+DeviceBuffer::DeviceBuffer(size_t bytes) { WEFT_CUDA_CHECK(cudaMalloc(&data_, bytes == 0 ? 1 : bytes)); }
+DeviceBuffer::~DeviceBuffer() { cudaFree(data_); }
+void DeviceBuffer::Upload(const void* host, size_t bytes) {
+  WEFT_CUDA_CHECK(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice));
+}
+void DeviceBuffer::Download(void* host, size_t bytes) const {
+  WEFT_CUDA_CHECK(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost));
+}
+
+TestStream::TestStream() { WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+TestStream::~TestStream() { cudaStreamDestroy(stream_); }
+void TestStream::Synchronize() const { WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+uint16_t ToBf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+float FromBf16(uint16_t bits) {
+  const uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+namespace {
+
+// One array in the memory of the device a compute runs on.
+class TestArray {
+ public:
+  TestArray(Device device, DType dtype, const Shape& shape, const std::vector<float>& values)
+      : device_(device), dtype_(dtype), shape_(shape) {
+    WEFT_CHECK_EQ(static_cast<int64_t>(values.size()), shape.Size()) << "test array of shape " << shape;
+    host_.resize(values.size() * DTypeSize(dtype));
+    if (dtype == DType::kBFloat16) {
+      auto* bits = reinterpret_cast<uint16_t*>(host_.data());
+      for (size_t i = 0; i < values.size(); ++i) bits[i] = ToBf16(values[i]);
+    } else {
+      std::memcpy(host_.data(), values.data(), host_.size());
+    }
+    if (device.is_gpu()) {
+      device_memory_ = std::make_unique<DeviceBuffer>(host_.size());
+      device_memory_->Upload(host_.data(), host_.size());
+    }
+  }
+  TensorView View() const {
+    return TensorView(device_memory_ ? device_memory_->get() : const_cast<char*>(host_.data()), shape_, dtype_, device_);
+  }
+  std::vector<float> Values() {
+    if (device_memory_) device_memory_->Download(host_.data(), host_.size());
+    std::vector<float> values(shape_.Size());
+    if (dtype_ == DType::kBFloat16) {
+      const auto* bits = reinterpret_cast<const uint16_t*>(host_.data());
+      for (size_t i = 0; i < values.size(); ++i) values[i] = FromBf16(bits[i]);
+    } else {
+      std::memcpy(values.data(), host_.data(), host_.size());
+    }
+    return values;
+  }
+
+ private:
+  Device device_;
+  DType dtype_;
+  Shape shape_;
+  std::vector<char> host_;
+  std::unique_ptr<DeviceBuffer> device_memory_;
+};
+
+}  // namespace
+
+void RunCompute(const OpCall& call, Device device, DType dtype, std::vector<std::vector<float>>& inputs,
+                const std::vector<OpReq>& req, std::vector<std::vector<float>>& outputs) {
+  const Op& op = GetOp(call.op);
+  const Attrs attrs = ParseAttrs(op, call.attrs);
+  const std::vector<Shape> out_shapes = InferShapes(op, attrs, call.input_shapes);
+  WEFT_CHECK(op.compute[static_cast<int>(device.type)]) << call.op << " has no compute on " << device;
+  std::vector<std::unique_ptr<TestArray>> in, out;
+  std::vector<TensorView> in_views, out_views;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in.push_back(std::make_unique<TestArray>(device, dtype, call.input_shapes[i], inputs[i]));
+    in_views.push_back(in.back()->View());
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    out.push_back(std::make_unique<TestArray>(device, dtype, out_shapes[i], outputs[i]));
+    out_views.push_back(out.back()->View());
+  }
+  std::unique_ptr<TestStream> stream = device.is_gpu() ? std::make_unique<TestStream>() : nullptr;
+  OpContext ctx;
+  ctx.run.device = device;
+  ctx.run.stream = stream ? stream->get() : nullptr;
+  ctx.is_train = call.is_train;
+  ctx.random = call.random;
+  op.compute[static_cast<int>(device.type)](ctx, attrs, in_views, req, out_views);
+  if (stream) stream->Synchronize();
+  for (size_t i = 0; i < inputs.size(); ++i) inputs[i] = in[i]->Values();
+  for (size_t i = 0; i < outputs.size(); ++i) outputs[i] = out[i]->Values();
+}
+
+}  // namespace weft::testing

@@ -1,0 +1,73 @@
+// Helpers for tests of GPU kernels and GPU operator computes: device memory and a stream owned by
+// the test, and running one op's compute directly (no engine, no NDArray) on the CPU or on GPU 0
+// from host arrays, so a GPU result can be compared with the CPU's.
+//
+//   OpCall call{"add", {}, {Shape{4, 6}, Shape{6}}};
+//   std::vector<std::vector<float>> in = {..., ...}, out = {std::vector<float>(24)};
+//   RunCompute(call, Device::Gpu(0), DType::kFloat32, in, {OpReq::kWrite}, out);
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/shape.h"
+#include "ops/op.h"
+#include "storage/random.h"
+
+namespace weft::testing {
+
+// Device memory on the current GPU, freed at the end of the scope.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return data_; }
+  void Upload(const void* host, size_t bytes);          // synchronous
+  void Download(void* host, size_t bytes) const;        // synchronous
+
+ private:
+  void* data_ = nullptr;
+};
+
+// A stream of the current GPU, destroyed at the end of the scope.
+class TestStream {
+ public:
+  TestStream();
+  ~TestStream();
+  TestStream(const TestStream&) = delete;
+  TestStream& operator=(const TestStream&) = delete;
+  cudaStream_t get() const { return stream_; }
+  void Synchronize() const;
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// float <-> bfloat16 bits, rounding to nearest even (as the kernels do).
+uint16_t ToBf16(float x);
+float FromBf16(uint16_t bits);
+
+struct OpCall {
+  std::string op;
+  AttrMap attrs;
+  std::vector<Shape> input_shapes;
+  bool is_train = false;
+  RandomKey random;
+};
+
+// Runs the compute of `call.op` for `device` (Cpu or Gpu(0)) with `inputs` (one array per
+// input, stored as `dtype`: float32, or bfloat16 on the GPU) and requests `req`. `outputs` holds
+// each output's initial values (what kAddTo adds to) and receives the results; `inputs` receives
+// the inputs' values after the call (optimizer state is updated in place).
+void RunCompute(const OpCall& call, Device device, DType dtype, std::vector<std::vector<float>>& inputs,
+                const std::vector<OpReq>& req, std::vector<std::vector<float>>& outputs);
+
+}  // namespace weft::testing
