@@ -7,7 +7,8 @@
 #
 #   tools/gpu_bundle.sh                 # here (needs the CUDA toolkit, no GPU)
 #   gpu_bundle/run_tests.sh             # there, from the repository root
-#   gpu_bundle/run_tests.sh --sanitize  # the same under compute-sanitizer (memcheck, racecheck, synccheck)
+#   gpu_bundle/run_tests.sh --sanitize  # the same under compute-sanitizer (memcheck, racecheck, synccheck),
+#                                       # leaving out the tests that provoke CUDA errors on purpose
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,7 +52,10 @@ for t in bin/gpu_*_test; do
   if [ "${1:-}" = "--sanitize" ]; then
     for tool in memcheck racecheck synccheck; do
       echo "== compute-sanitizer --tool $tool $t"
-      if compute-sanitizer --tool "$tool" --error-exitcode 1 "$t" --gtest_brief=1; then
+      # Tests that make CUDA calls fail on purpose (error propagation, out of memory) would be
+      # reported as API errors; they run in the plain pass.
+      if timeout 600 compute-sanitizer --tool "$tool" --error-exitcode 1 "$t" --gtest_brief=1 \
+          --gtest_filter='-*CudaError*:*OutOfMemory*'; then
         passed=$((passed + 1))
       else
         failed=$((failed + 1)); echo "FAILED: $tool $t"
@@ -59,7 +63,7 @@ for t in bin/gpu_*_test; do
     done
   else
     echo "== $t"
-    if "$t" --gtest_brief=1; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $t"; fi
+    if timeout 300 "$t" --gtest_brief=1; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $t"; fi
   fi
 done
 echo "${passed} passed, ${failed} failed"

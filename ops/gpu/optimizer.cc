@@ -12,7 +12,7 @@ namespace {
 // in: (weight, grad[, state...]) of one shape; out: the weight's shape (usually the weight).
 void Update(const OpContext& ctx, const char* op, const char* kernel, const Attrs& a, std::span<const TensorView> in,
             OpReq req, const TensorView& y) {
-  const std::string t = KernelType(op, kFloatTypes, in, {&y, 1});
+  const std::string t = KernelType(op, kElementwiseTypes, in, {&y, 1});
   const int64_t n = y.size();
   const GpuUpdateParams p = UpdateAttrs(op, a);
   switch (in.size()) {

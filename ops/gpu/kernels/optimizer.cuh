@@ -1,5 +1,6 @@
-// Optimizer updates, as ops/cpu/optimizer.cc computes them, in the array's own type T (float32
-// or float64), with the same order of operations so that results match the CPU's.
+// Optimizer updates, as ops/cpu/optimizer.cc computes them, in the array's arithmetic type
+// (float32, float64; float for bf16 weights and state), with the same order of operations so that
+// results match the CPU's.
 #pragma once
 
 #include "common.cuh"
@@ -8,7 +9,7 @@ namespace weft {
 
 // clip(rescale_grad * grad) + wd * weight.
 template <typename T>
-__device__ inline T UpdateGradient(const GpuUpdateParams& p, T grad, T weight) {
+__device__ inline T UpdateGradient(const GpuUpdateParams& p, T grad, T weight) {  // T: arithmetic type
   T g = static_cast<T>(p.rescale_grad) * grad;
   if (p.clip_gradient > 0) {
     const T c = static_cast<T>(p.clip_gradient);
@@ -20,18 +21,21 @@ __device__ inline T UpdateGradient(const GpuUpdateParams& p, T grad, T weight) {
 // y = w - lr * g; n elements (y may be w).
 template <typename T>
 __global__ void SgdUpdate(const T* w, const T* grad, T* y, int64 n, GpuUpdateParams p, int req) {
+  typedef typename Arith<T>::type A;
   for (int64 i = GlobalThread(); i < n; i += GridThreads()) {
-    Store1(y + i, w[i] - static_cast<T>(p.lr) * UpdateGradient(p, grad[i], w[i]), req);
+    const A weight = ToArith(w[i]);
+    Store1(y + i, weight - static_cast<A>(p.lr) * UpdateGradient<A>(p, ToArith(grad[i]), weight), req);
   }
 }
 
 // mom = momentum * mom - lr * g; y = w + mom.
 template <typename T>
 __global__ void SgdMomUpdate(const T* w, const T* grad, T* mom, T* y, int64 n, GpuUpdateParams p, int req) {
+  typedef typename Arith<T>::type A;
   for (int64 i = GlobalThread(); i < n; i += GridThreads()) {
-    const T weight = w[i];
-    const T m = static_cast<T>(p.momentum) * mom[i] - static_cast<T>(p.lr) * UpdateGradient(p, grad[i], weight);
-    mom[i] = m;
+    const A weight = ToArith(w[i]);
+    const A m = static_cast<A>(p.momentum) * ToArith(mom[i]) - static_cast<A>(p.lr) * UpdateGradient<A>(p, ToArith(grad[i]), weight);
+    mom[i] = FromArith<T>(m);
     Store1(y + i, weight + m, req);
   }
 }
@@ -39,15 +43,16 @@ __global__ void SgdMomUpdate(const T* w, const T* grad, T* mom, T* y, int64 n, G
 // m and v updated in place (also when y is not wanted, as on the CPU); y = w - lr * m / (sqrt(v) + eps).
 template <typename T>
 __global__ void AdamUpdate(const T* w, const T* grad, T* m, T* v, T* y, int64 n, GpuUpdateParams p, int req) {
-  const T b1 = static_cast<T>(p.beta1), b2 = static_cast<T>(p.beta2);
+  typedef typename Arith<T>::type A;
+  const A b1 = static_cast<A>(p.beta1), b2 = static_cast<A>(p.beta2);
   for (int64 i = GlobalThread(); i < n; i += GridThreads()) {
-    const T weight = w[i];
-    const T g = UpdateGradient(p, grad[i], weight);
-    const T mi = b1 * m[i] + (1 - b1) * g;
-    const T vi = b2 * v[i] + (1 - b2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    Store1(y + i, weight - static_cast<T>(p.lr) * mi / (Sqrt(vi) + static_cast<T>(p.epsilon)), req);
+    const A weight = ToArith(w[i]);
+    const A g = UpdateGradient<A>(p, ToArith(grad[i]), weight);
+    const A mi = b1 * ToArith(m[i]) + (1 - b1) * g;
+    const A vi = b2 * ToArith(v[i]) + (1 - b2) * g * g;
+    m[i] = FromArith<T>(mi);
+    v[i] = FromArith<T>(vi);
+    Store1(y + i, weight - static_cast<A>(p.lr) * mi / (Sqrt(vi) + static_cast<A>(p.epsilon)), req);
   }
 }
 
