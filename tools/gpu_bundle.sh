@@ -23,13 +23,14 @@ bazel build "${flags[@]}" $tests "${extras[@]}"
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-for t in $tests "${extras[@]}"; do
+for t in $(echo $tests | tr ' ' '\n' | grep -v gpu_examples_test) "${extras[@]}"; do
   path="bazel-bin/$(echo "${t#//}" | tr ':' '/')"
   cp "$path" "$out/bin/"
   chmod u+w "$out/bin/$(basename "$path")"
   strip --strip-debug "$out/bin/$(basename "$path")"
 done
 cp examples/data/digits.csv "$out/"
+cp tests/gpu_examples_test.sh "$out/bin/"
 
 # Shared libraries that are neither the C runtime nor the CUDA toolkit's.
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libnvrtc|libcublas|libcudnn|libnvJitLink)'
@@ -48,7 +49,13 @@ cd "$(dirname "$0")"
 for f in lib/*.xz; do [ -e "$f" ] && xz -dkf "$f"; done
 export LD_LIBRARY_PATH="$PWD/lib:${LD_LIBRARY_PATH:-}"
 passed=0 failed=0
-for t in bin/gpu_*_test; do
+for t in bin/gpu_*_test bin/gpu_examples_test.sh; do
+  if [ "$t" = bin/gpu_examples_test.sh ]; then
+    [ "${1:-}" = "--sanitize" ] && continue
+    echo "== $t"
+    if timeout 300 "$t" bin/train_mlp bin/train_cnn bin/embed_infer digits.csv; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $t"; fi
+    continue
+  fi
   if [ "${1:-}" = "--sanitize" ]; then
     for tool in memcheck racecheck synccheck; do
       echo "== compute-sanitizer --tool $tool $t"

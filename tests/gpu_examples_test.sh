@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The examples on a GPU: train_mlp and train_cnn reach the same test accuracy with --device=gpu
+# as on the CPU (same seed, same initial values: the random streams are device-independent), and
+# embed_infer classifies on the GPU what it does on the CPU. Skips, saying why, without a GPU.
+# Arguments: train_mlp, train_cnn, embed_infer, digits.csv (the GPU bundle passes its own copies).
+set -euo pipefail
+mlp="$1"; cnn="$2"; infer="$3"; data="$4"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+
+if ! probe=$("$mlp" --data="$data" --device=gpu --epochs=1 --save_prefix="" 2>&1); then
+  if echo "$probe" | grep -q "found none\|no GPU backend"; then echo "SKIPPED: no usable GPU: $probe"; exit 0; fi
+  echo "FAIL: train_mlp --device=gpu: $probe"; exit 1
+fi
+
+accuracy() { sed -n 's/^final test accuracy \([0-9.]*\)%/\1/p'; }
+for example in "$mlp" "$cnn"; do
+  name=$(basename "$example")
+  cpu=$("$example" --data="$data" --device=cpu --save_prefix="$tmp/$name-cpu" | accuracy)
+  gpu=$("$example" --data="$data" --device=gpu --save_prefix="$tmp/$name-gpu" | accuracy)
+  echo "$name: test accuracy ${cpu}% on the CPU, ${gpu}% on the GPU"
+  # Summation order differs (cuBLAS/cuDNN vs oneDNN), so a sample near a decision boundary may
+  # flip; allow one test sample in 360 either way.
+  awk -v c="$cpu" -v g="$gpu" 'BEGIN { d = c - g; if (d < 0) d = -d; exit !(d <= 0.3) }' ||
+    { echo "FAIL: $name on the GPU reached $gpu%, on the CPU $cpu%"; exit 1; }
+done
+
+rows() { sed -n 's/^\([0-9]*\) of 1797 rows.*/\1/p'; }
+cpu=$("$infer" --model="$tmp/train_mlp-cpu" --csv="$data" --rows=0 --device=cpu | rows)
+gpu=$("$infer" --model="$tmp/train_mlp-cpu" --csv="$data" --rows=0 --device=gpu | rows)
+echo "embed_infer: $cpu rows right on the CPU, $gpu on the GPU"
+[ "$cpu" = "$gpu" ] || { echo "FAIL: embed_infer differs between devices"; exit 1; }
+echo PASS
