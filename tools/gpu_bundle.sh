@@ -35,7 +35,7 @@ cp tests/gpu_examples_test.sh "$out/bin/"
 # Shared libraries that are neither the C runtime nor the CUDA toolkit's.
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libnvrtc|libcublas|libcudnn|libnvJitLink)'
 for bin in "$out"/bin/*; do
-  ldd "$bin" | awk '$3 ~ /^\// {print $1, $3}'
+  { ldd "$bin" 2>/dev/null || true; } | awk '$3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if [[ ! "$name" =~ $skip ]]; then cp -L "$path" "$out/lib/$name"; fi
 done

@@ -1,15 +1,21 @@
 // The engine's GPU backend (engine/device_backend.h), registered at start-up by the CUDA build.
 //
-// Per var it keeps the device work an access must wait for: the event recorded after the last
-// writing op, and the latest event of each stream that read the var since (a later event on a
-// stream implies the earlier ones). A device op waits with cudaStreamWaitEvent (skipped for work
-// on its own stream); a CPU op synchronizes on the event.
+// Per var it keeps the device work an access must wait for: the completion of the last writing
+// op, and the latest completion of each stream that read the var since (a later one on a stream
+// implies the earlier ones). A completion is a point on a worker's stream after an op's work. Its
+// event is recorded lazily, the first time a consumer needs it: a consumer on the same stream
+// needs none (the stream orders it), so a chain of ops on one stream records no events. Recorded
+// later, the event also covers work queued after the op, which only adds waiting, never removes
+// it; and it can form no cycle, since an event covers only work already queued. A device op on
+// another stream waits with cudaStreamWaitEvent (once per stream and completion); a CPU op
+// synchronizes on the event.
 //
 // Environment: WEFT_GPU_COMPUTE_WORKERS (default 2), WEFT_GPU_COPY_WORKERS (default 1, each way).
 #include <cuda_runtime.h>
 
 #include <cstdlib>
 #include <mutex>
+#include <vector>
 
 #include "core/env.h"
 #include "core/gpu/cuda_check.h"
@@ -27,13 +33,85 @@ using engine::RunContext;
 using engine::StreamKind;
 using engine::VarSyncSlot;
 
-struct CudaVarState final : engine::VarDeviceState {
-  SpinLock mu;                            // guards readers (concurrent reading ops add to it)
-  PooledEvent* writer = nullptr;          // changed only by an op holding the var for writing
-  SmallVector<PooledEvent*, 4> readers;  // one per stream
+// A point on a stream after an op's work; its event is made when first needed (see above).
+struct StreamPoint {
+  cudaStream_t stream = nullptr;
+  int device = 0;
+  std::atomic<int> refs{0};
+  std::atomic<PooledEvent*> event{nullptr};
+  std::atomic<uint64_t> waited_by{0};  // streams (by StreamId) already made to wait on it
 };
 
-PooledEvent* AsEvent(Completion c) { return static_cast<PooledEvent*>(c); }
+// Pooled StreamPoints: one per GPU op, so no allocation per op.
+class PointPool {
+ public:
+  StreamPoint* Acquire(cudaStream_t stream, int device) {
+    StreamPoint* p = nullptr;
+    {
+      std::lock_guard<SpinLock> lock(mu_);
+      if (!free_.empty()) p = free_.back(), free_.pop_back();
+    }
+    if (p == nullptr) p = new StreamPoint;
+    p->stream = stream;
+    p->device = device;
+    p->event.store(nullptr, std::memory_order_relaxed);
+    p->waited_by.store(0, std::memory_order_relaxed);
+    p->refs.store(1, std::memory_order_release);
+    return p;
+  }
+  void Release(StreamPoint* p) {
+    if (p->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (PooledEvent* e = p->event.load(std::memory_order_acquire)) EventPool::Get().Release(e);
+    std::lock_guard<SpinLock> lock(mu_);
+    free_.push_back(p);
+  }
+
+ private:
+  SpinLock mu_;
+  std::vector<StreamPoint*> free_;  // guarded by mu_; never freed (process lifetime)
+};
+
+PointPool& Points() {
+  static PointPool* pool = new PointPool;
+  return *pool;
+}
+
+void AddRef(StreamPoint* p) { p->refs.fetch_add(1, std::memory_order_relaxed); }
+
+// The point's event, recorded now on its stream if no consumer has needed it before.
+PooledEvent* EventOf(StreamPoint* p) {
+  if (PooledEvent* e = p->event.load(std::memory_order_acquire)) return e;
+  PooledEvent* fresh = EventPool::Get().Record(p->device, p->stream);
+  PooledEvent* expected = nullptr;
+  if (p->event.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) return fresh;
+  EventPool::Get().Release(fresh);  // another consumer recorded it first
+  return expected;
+}
+
+// A small id per stream (bit positions of StreamPoint::waited_by); -1 past 64 streams.
+int StreamId(cudaStream_t stream) {
+  thread_local cudaStream_t cached_stream = nullptr;
+  thread_local int cached_id = -1;
+  if (stream == cached_stream) return cached_id;
+  static SpinLock mu;
+  static std::vector<cudaStream_t>* ids = new std::vector<cudaStream_t>;
+  std::lock_guard<SpinLock> lock(mu);
+  int id = -1;
+  for (size_t i = 0; i < ids->size(); ++i) {
+    if ((*ids)[i] == stream) id = static_cast<int>(i);
+  }
+  if (id < 0 && ids->size() < 64) id = static_cast<int>(ids->size()), ids->push_back(stream);
+  cached_stream = stream, cached_id = id;
+  return id;
+}
+
+struct CudaVarState final : engine::VarDeviceState {
+  SpinLock mu;                            // guards readers (concurrent reading ops add to it)
+  StreamPoint* writer = nullptr;          // changed only by an op holding the var for writing
+  SmallVector<StreamPoint*, 4> readers;  // one per stream
+};
+
+StreamPoint* AsPoint(Completion c) { return static_cast<StreamPoint*>(c); }
 
 CudaVarState* StateOf(VarSyncSlot& slot) { return static_cast<CudaVarState*>(slot.state.load(std::memory_order_acquire)); }
 
@@ -46,13 +124,20 @@ CudaVarState& MakeState(VarSyncSlot& slot) {
   return *static_cast<CudaVarState*>(expected);
 }
 
-// Makes `ctx`'s work wait for `e`: on its stream, or on the CPU.
-void WaitOn(const RunContext& ctx, PooledEvent* e) {
-  if (ctx.stream == nullptr) {
-    WEFT_CUDA_CHECK(cudaEventSynchronize(e->event));
-  } else if (e->stream != ctx.stream) {
-    WEFT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(ctx.stream), e->event, 0));
+// Makes `ctx`'s work wait for `p`: on its stream (nothing on p's own stream, or on a stream that
+// already waited for it), or on the CPU.
+void WaitOn(const RunContext& ctx, StreamPoint* p) {
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  if (stream == nullptr) {
+    WEFT_CUDA_CHECK(cudaEventSynchronize(EventOf(p)->event));
+    return;
   }
+  if (p->stream == stream) return;
+  const int id = StreamId(stream);
+  const uint64_t bit = id < 0 ? 0 : uint64_t{1} << id;
+  if (bit != 0 && (p->waited_by.load(std::memory_order_acquire) & bit)) return;
+  WEFT_CUDA_CHECK(cudaStreamWaitEvent(stream, EventOf(p)->event, 0));
+  p->waited_by.fetch_or(bit, std::memory_order_acq_rel);
 }
 
 class CudaBackend final : public engine::DeviceBackend {
@@ -111,54 +196,57 @@ class CudaBackend final : public engine::DeviceBackend {
     CudaVarState* s = StateOf(var);
     if (s == nullptr) return;
     if (s->writer) WaitOn(ctx, s->writer);
-    for (PooledEvent* r : s->readers) WaitOn(ctx, r);
+    for (StreamPoint* r : s->readers) WaitOn(ctx, r);
   }
 
   Completion RecordCompletion(const RunContext& ctx) override {
-    return EventPool::Get().Record(ctx.device.id, static_cast<cudaStream_t>(ctx.stream));
+    return Points().Acquire(static_cast<cudaStream_t>(ctx.stream), ctx.device.id);
   }
 
   void AddReader(VarSyncSlot& var, Completion done) override {
     CudaVarState& s = MakeState(var);
-    PooledEvent* e = AsEvent(done);
-    EventPool::AddRef(e);
-    PooledEvent* replaced = nullptr;
+    StreamPoint* p = AsPoint(done);
+    AddRef(p);
+    StreamPoint* replaced = nullptr;
     {
       std::lock_guard<SpinLock> lock(s.mu);
-      for (PooledEvent*& r : s.readers) {
-        if (r->stream == e->stream) {
+      for (StreamPoint*& r : s.readers) {
+        if (r->stream == p->stream) {
           replaced = r;
-          r = e;
+          r = p;
           break;
         }
       }
-      if (replaced == nullptr) s.readers.push_back(e);
+      if (replaced == nullptr) s.readers.push_back(p);
     }
-    if (replaced != nullptr) EventPool::Get().Release(replaced);
+    if (replaced != nullptr) Points().Release(replaced);
   }
 
   void SetWriter(VarSyncSlot& var, Completion done) override {
     CudaVarState& s = MakeState(var);
     ClearLocked(s);
     if (done != nullptr) {
-      EventPool::AddRef(AsEvent(done));
-      s.writer = AsEvent(done);
+      AddRef(AsPoint(done));
+      s.writer = AsPoint(done);
     }
   }
 
-  void Release(Completion done) override { EventPool::Get().Release(AsEvent(done)); }
+  void Release(Completion done) override { Points().Release(AsPoint(done)); }
 
+  // Records the writer's event now (on the pushing thread's behalf), so that the wait after needs
+  // only the event.
   Completion CaptureWriter(VarSyncSlot& var) override {
     CudaVarState* s = StateOf(var);
     if (s == nullptr || s->writer == nullptr) return nullptr;
-    EventPool::AddRef(s->writer);
+    AddRef(s->writer);
+    EventOf(s->writer);
     return s->writer;
   }
 
   void WaitAndRelease(Completion done) override {
-    PooledEvent* e = AsEvent(done);
-    const cudaError_t error = cudaEventSynchronize(e->event);
-    EventPool::Get().Release(e);
+    StreamPoint* p = AsPoint(done);
+    const cudaError_t error = cudaEventSynchronize(p->event.load(std::memory_order_acquire)->event);
+    Points().Release(p);
     if (error != cudaSuccess) ThrowCudaError(error, "cudaEventSynchronize(event)", __FILE__, __LINE__);
   }
 
@@ -174,9 +262,9 @@ class CudaBackend final : public engine::DeviceBackend {
  private:
   // With the var held for writing (no reader can run).
   static void ClearLocked(CudaVarState& s) {
-    if (s.writer) EventPool::Get().Release(s.writer);
+    if (s.writer) Points().Release(s.writer);
     s.writer = nullptr;
-    for (PooledEvent* r : s.readers) EventPool::Get().Release(r);
+    for (StreamPoint* r : s.readers) Points().Release(r);
     s.readers.clear();
   }
 

@@ -28,7 +28,17 @@ std::string TypeName(DType dtype) {
 
 // Blocks of a grid-stride kernel that keep every SM busy: past that, more blocks only add
 // scheduling. Read once per device.
+int64_t MaxBlocksLocked(int device);
+
+// Per thread in front of the shared table: a launch should take no lock.
 int64_t MaxBlocks(int device) {
+  thread_local std::unordered_map<int, int64_t> cache;
+  auto it = cache.find(device);
+  if (it != cache.end()) return it->second;
+  return cache.emplace(device, MaxBlocksLocked(device)).first->second;
+}
+
+int64_t MaxBlocksLocked(int device) {
   static std::mutex mu;
   static std::unordered_map<int, int64_t>* max_blocks = new std::unordered_map<int, int64_t>;  // guarded by mu
   std::lock_guard<std::mutex> lock(mu);
@@ -82,11 +92,25 @@ int PackWidth(DType dtype, std::initializer_list<const void*> pointers) {
   return static_cast<int>(16 / DTypeSize(dtype));
 }
 
+// The kernel for (file, name, device): from a per-thread cache in front of the library (a launch
+// is on every op's hot path; the library takes a lock and builds its key).
+rtc::Kernel CachedKernel(const char* file, const std::string& name, int device) {
+  thread_local std::unordered_map<std::string, cudaKernel_t> cache;
+  std::string key;
+  key.reserve(name.size() + 24);
+  key.append(file).append(1, '\0').append(name).append(1, '\0').append(std::to_string(device));
+  auto it = cache.find(key);
+  if (it != cache.end()) return rtc::Kernel(it->second);
+  const rtc::Kernel kernel = rtc::KernelLibrary::Global().Get({file, "", name, {}}, device);
+  cache.emplace(std::move(key), kernel.handle());
+  return kernel;
+}
+
 void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name, int64_t items, bool block_per_item,
                 void** args) {
   if (items <= 0) return;
   const int device = ctx.run.device.id;
-  const rtc::Kernel kernel = rtc::KernelLibrary::Global().Get({file, "", name, {}}, device);
+  const rtc::Kernel kernel = CachedKernel(file, name, device);
   const int64_t wanted = block_per_item ? items : (items + kGpuBlock - 1) / kGpuBlock;
   const unsigned blocks = static_cast<unsigned>(std::min(wanted, MaxBlocks(device)));
   kernel.Launch(dim3(blocks), dim3(kGpuBlock), args, static_cast<cudaStream_t>(ctx.run.stream));
