@@ -1,0 +1,138 @@
+// GPU compute of concat and slice (ops/cpu/concat_slice.cc) and of their backward ops, on
+// float32, float64, bfloat16, int32, int64 and uint8. Every piece is one strided move
+// (internal/move.h): concat and its gradient one per input, slice and its gradient one for the
+// box (after zeroing the gradient outside it, unless adding to it).
+#include <string>
+#include <vector>
+
+#include "ops/gpu/internal/axes.h"
+#include "ops/gpu/internal/launch.h"
+#include "ops/gpu/internal/move.h"
+#include "ops/op.h"
+
+namespace weft::gpu {
+namespace {
+
+// ---- concat ----
+
+// The concat axis of `shape` (attribute dim, default 1, as checked by shape inference).
+int ConcatAxis(const std::string& op, const Attrs& attrs, const Shape& shape) {
+  AttrReader r(op, attrs.raw());
+  return shape.NormalizeAxis(r.Int("dim", 1));
+}
+
+// Input `part` (a block of `len` elements in each of `outer` rows) against the joined array,
+// whose rows hold `total` elements: a walk with the joined array's strides as array `joined`
+// and the part's as the other of arrays 0 and 1.
+GpuAxes PartWalk(int64_t outer, int64_t len, int64_t total, int joined) {
+  WalkAxis rows{outer, {len, len, 0}}, cols{len, {1, 1, 0}};
+  rows.stride[joined] = total;
+  return MergeAxes({rows, cols});
+}
+
+// Calls f(i, offset of part i in a joined row, its length per row, the joined row length, rows).
+template <typename F>
+void ForEachPart(std::span<const TensorView> parts, int axis, F&& f) {
+  int64_t outer = 1, total = 0;
+  for (int a = 0; a < axis; ++a) outer *= parts[0].shape()[a];
+  std::vector<int64_t> len;
+  for (const TensorView& p : parts) {
+    len.push_back(outer == 0 ? 0 : p.size() / outer);
+    total += len.back();
+  }
+  int64_t offset = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    f(i, offset, len[i], total, outer);
+    offset += len[i];
+  }
+}
+
+// in: num_args arrays that agree but on `dim`; out: them side by side along `dim`.
+void ConcatCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
+                   std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const std::string t = KernelType("concat", kFillTypes, in, out);
+  const size_t size = DTypeSize(out[0].dtype());
+  ForEachPart(in, ConcatAxis("concat", a, in[0].shape()), [&](size_t i, int64_t offset, int64_t len, int64_t total,
+                                                              int64_t outer) {
+    StridedMoveGpu(ctx, t, size, in[i].raw(), ElementAt(out[0].raw(), offset, size), PartWalk(outer, len, total, 0),
+                   in[i].size(), req[0]);
+  });
+}
+
+// in: (out_grad, arg0, ..., arg{n-1}), the args read for their shapes; out: n gradients.
+void ConcatBackwardCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                           std::span<const OpReq> req, std::span<const TensorView> out) {
+  const std::string t = KernelType("_backward_concat", kFillTypes, in.first(1), out);
+  const size_t size = DTypeSize(in[0].dtype());
+  ForEachPart(out, ConcatAxis("_backward_concat", a, out[0].shape()),
+              [&](size_t i, int64_t offset, int64_t len, int64_t total, int64_t outer) {
+                StridedMoveGpu(ctx, t, size, ElementAt(in[0].raw(), offset, size), out[i].raw(),
+                               PartWalk(outer, len, total, 1), out[i].size(), req[i]);
+              });
+}
+
+// ---- slice ----
+
+// The box of `in` that slice takes, as a walk over its positions with the strides of `in` as
+// array `whole` and the box's own row-major ones as the other of arrays 0 and 1, and the offset
+// in `in` of its first element. begin and end as checked by shape inference.
+struct Box {
+  GpuAxes walk;
+  int64_t first = 0, size = 1;
+};
+
+Box MakeBox(const std::string& op, const Attrs& attrs, const Shape& in, int whole) {
+  AttrReader r(op, attrs.raw());
+  const std::vector<int64_t> begin = r.IntList("begin", std::nullopt), end = r.IntList("end", std::nullopt);
+  const auto in_strides = RowMajorStrides(in);
+  Shape box_shape;
+  Box box;
+  for (int a = 0; a < in.ndim(); ++a) {
+    const bool given = a < static_cast<int>(begin.size());
+    const int64_t b = !given ? 0 : begin[a] < 0 ? begin[a] + in[a] : begin[a];
+    const int64_t e = !given ? in[a] : end[a] < 0 ? end[a] + in[a] : end[a];
+    box_shape.PushBack(e - b);
+    box.first += b * in_strides[a];
+  }
+  const auto box_strides = RowMajorStrides(box_shape);
+  std::vector<WalkAxis> axes;
+  for (int a = 0; a < in.ndim(); ++a) {
+    WalkAxis axis{box_shape[a], {box_strides[a], box_strides[a], 0}};
+    axis.stride[whole] = in_strides[a];
+    axes.push_back(axis);
+  }
+  box.walk = MergeAxes(axes);
+  box.size = box_shape.Size();
+  return box;
+}
+
+// data: any shape; out: the box.
+void SliceCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
+                  std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const std::string t = KernelType("slice", kFillTypes, in, out);
+  const size_t size = DTypeSize(in[0].dtype());
+  const Box box = MakeBox("slice", a, in[0].shape(), 1);
+  StridedMoveGpu(ctx, t, size, ElementAt(in[0].raw(), box.first, size), out[0].raw(), box.walk, box.size, req[0]);
+}
+
+// in: (out_grad: the box, data); out: d data, data's shape: out_grad inside the box, 0 elsewhere.
+void SliceBackwardCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                          std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const std::string t = KernelType("_backward_slice", kFillTypes, in.first(1), out);
+  const size_t size = DTypeSize(in[0].dtype());
+  const OpReq inside = req[0] == OpReq::kAddTo ? OpReq::kAddTo : OpReq::kWrite;
+  if (inside == OpReq::kWrite) FillGpu(ctx, 0, OpReq::kWrite, out[0]);
+  const Box box = MakeBox("_backward_slice", a, in[1].shape(), 0);
+  StridedMoveGpu(ctx, t, size, in[0].raw(), ElementAt(out[0].raw(), box.first, size), box.walk, box.size, inside);
+}
+
+WEFT_REGISTER_COMPUTE(concat, DeviceType::kGpu, ConcatCompute);
+WEFT_REGISTER_COMPUTE(_backward_concat, DeviceType::kGpu, ConcatBackwardCompute);
+WEFT_REGISTER_COMPUTE(slice, DeviceType::kGpu, SliceCompute);
+WEFT_REGISTER_COMPUTE(_backward_slice, DeviceType::kGpu, SliceBackwardCompute);
+
+}  // namespace
+}  // namespace weft::gpu

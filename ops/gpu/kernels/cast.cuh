@@ -1,0 +1,41 @@
+// Cast (ops/cpu/cast.cc): conversion between float32, float64, bfloat16, int32, int64 and uint8,
+// through double as on the CPU: bfloat16 rounds to nearest even (from the float nearest the
+// double), integers truncate toward zero, uint8 keeps the low byte of the int32 truncation (as
+// x86's conversion does). Adding to the output adds in double, then converts once. A value
+// outside the target's range (NaN into an integer, 3e9 into int32) is undefined in C++; the GPU
+// saturates where x86 gives INT_MIN.
+#pragma once
+
+#include "common.cuh"
+
+namespace weft {
+
+template <typename X>
+__device__ inline double CastLoad(X v) { return static_cast<double>(ToArith(v)); }
+
+template <typename Y>
+__device__ inline Y CastStore(double v) { return static_cast<Y>(v); }
+template <>
+__device__ inline bf16 CastStore<bf16>(double v) { return FromArith<bf16>(static_cast<float>(v)); }
+template <>
+__device__ inline unsigned char CastStore<unsigned char>(double v) {
+  return static_cast<unsigned char>(static_cast<int>(v));
+}
+
+// y = cast(x), n elements, in packs of V where the host found both arrays aligned to them.
+template <typename X, typename Y, int V>
+__global__ void Cast(const X* x, Y* y, int64 n, int req) {
+  ForEachPack<V>(n, [&](int64 i, auto width) {
+    constexpr int W = decltype(width)::value;
+    const Pack<X, W> in = *reinterpret_cast<const Pack<X, W>*>(x + i);
+    Pack<Y, W> out;
+    if (req == kReqAdd) out = *reinterpret_cast<const Pack<Y, W>*>(y + i);
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+      out.v[j] = CastStore<Y>(CastLoad(in.v[j]) + (req == kReqAdd ? CastLoad(out.v[j]) : 0.0));
+    }
+    *reinterpret_cast<Pack<Y, W>*>(y + i) = out;
+  });
+}
+
+}  // namespace weft

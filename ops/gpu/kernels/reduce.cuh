@@ -1,0 +1,155 @@
+// Reductions over axes (sum, mean, max) and their gradients, as ops/cpu/reduce.cc defines them.
+//
+// The host describes a reduction as three nested loops over the input x (ReduceLayout there):
+// outer positions b (the walk `outer` over the kept axes outside `inner`), reduced positions r
+// (the walk `reduced`, in row-major order of the reduced axes) and `inner` kept positions that
+// are contiguous in x and in the output. Output o = b * inner + i reduces the x elements at
+// Offset(outer, b) + i + Offset(reduced, r) for r in [0, n_reduced); walks use array 0 of GpuAxes.
+//
+// Each output is reduced either by a group of G threads (1, a warp, or a block) that split its r,
+// or, where inner is wide, by a block that takes 32 neighbouring outputs with 8 threads on each
+// (ReduceColumns: reads coalesced along inner). Partial results meet in a tree in shared memory;
+// the arithmetic type accumulates (float for float32 and bfloat16).
+#pragma once
+
+#include "common.cuh"
+
+namespace weft {
+
+// A running sum.
+template <typename A>
+struct SumAcc {
+  A v;
+  static SumAcc Identity() { return {A(0)}; }
+  void Add(A x, int64) { v += x; }
+  static SumAcc Combine(SumAcc a, SumAcc b) { return {a.v + b.v}; }
+};
+
+// The maximum and the reduced position of the first one: NaN beats every number (so the result
+// is NaN where any value is), a larger number beats a smaller one, and between equals (two NaNs
+// too) the earlier position wins. That order is total, so a tree finds the same position as the
+// CPU's scan in row-major order.
+template <typename A>
+struct MaxAcc {
+  A v;
+  int64 at;  // -1: nothing seen yet
+  static MaxAcc Identity() { return {A(0), -1}; }
+  void Add(A x, int64 r) { *this = Combine(*this, MaxAcc{x, r}); }
+  static MaxAcc Combine(MaxAcc a, MaxAcc b) {
+    if (a.at < 0 || b.at < 0) return a.at < 0 ? b : a;
+    const bool a_nan = a.v != a.v, b_nan = b.v != b.v;
+    if (a_nan != b_nan) return a_nan ? a : b;
+    if (!a_nan && a.v != b.v) return a.v > b.v ? a : b;
+    return a.at < b.at ? a : b;
+  }
+};
+
+// Offset in x of element (b, i), the first of the reduced positions of output b * inner + i.
+__device__ inline int64 ReduceBase(const GpuAxes& outer, int64 b, int64 i) {
+  int64 off[3] = {i, 0, 0};
+  AddOffsets(outer, b, off);
+  return off[0];
+}
+
+__device__ inline int64 ReducedOffset(const GpuAxes& reduced, int64 r) {
+  int64 off[3] = {0, 0, 0};
+  AddOffsets(reduced, r, off);
+  return off[0];
+}
+
+// Folds the reduced positions r = first, first + step, ... of the output at x + base into acc.
+template <class Acc, typename T>
+__device__ inline void Accumulate(Acc& acc, const T* x, int64 base, const GpuAxes& reduced, int64 n_reduced,
+                                  int64 first, int step) {
+  for (int64 r = first; r < n_reduced; r += step) acc.Add(ToArith(x[base + ReducedOffset(reduced, r)]), r);
+}
+
+// What a reduction kernel does with the result `acc` of the output o (x + base):
+// forward (kGrad false): out[o] = acc * scale, by one thread of the output's group (`leader`);
+// max's gradient (kGrad true): out, x's shape, gets dy[o] at the maximum and 0 at the other
+// reduced positions first, first + step, ...
+template <bool kGrad, class Acc, typename T>
+__device__ inline void Finish(const Acc& acc, const T* dy, T* out, int64 o, int64 base, const GpuAxes& reduced,
+                              int64 n_reduced, int64 first, int step, bool leader, double scale, int req) {
+  typedef typename Arith<T>::type A;
+  if constexpr (!kGrad) {
+    if (leader) Store1(out + o, acc.v * static_cast<A>(scale), req);
+  } else {
+    const A g = ToArith(dy[o]);
+    for (int64 r = first; r < n_reduced; r += step) {
+      Store1(out + base + ReducedOffset(reduced, r), r == acc.at ? g : A(0), req);
+    }
+  }
+}
+
+// Groups of G threads (G divides kGpuBlock), one output each. kGrad: max's gradient (Finish).
+template <template <typename> class AccOf, typename T, int G, bool kGrad>
+__global__ void ReducePerGroup(const T* x, const T* dy, T* out, GpuAxes outer, GpuAxes reduced, int64 inner,
+                               int64 n_out, int64 n_reduced, double scale, int req) {
+  typedef AccOf<typename Arith<T>::type> Acc;
+  constexpr int kGroups = kGpuBlock / G;
+  __shared__ Acc partial[G > 1 ? kGpuBlock : 1];
+  const int lane = threadIdx.x % G;
+  // Every thread of the block runs the same number of iterations: the barriers stay uniform.
+  for (int64 first_o = static_cast<int64>(blockIdx.x) * kGroups; first_o < n_out;
+       first_o += static_cast<int64>(gridDim.x) * kGroups) {
+    const int64 o = first_o + threadIdx.x / G;
+    const bool active = o < n_out;
+    const int64 base = active ? ReduceBase(outer, o / inner, o % inner) : 0;
+    Acc acc = Acc::Identity();
+    if (active) Accumulate(acc, x, base, reduced, n_reduced, lane, G);
+    if (G > 1) {
+      partial[threadIdx.x] = acc;
+      __syncthreads();
+      for (int half = G / 2; half > 0; half /= 2) {
+        if (lane < half) partial[threadIdx.x] = Acc::Combine(partial[threadIdx.x], partial[threadIdx.x + half]);
+        __syncthreads();
+      }
+      acc = partial[threadIdx.x - lane];
+      __syncthreads();  // read before the next iteration overwrites it
+    }
+    if (active) Finish<kGrad>(acc, dy, out, o, base, reduced, n_reduced, lane, G, lane == 0, scale, req);
+  }
+}
+
+// Tiles of 32 neighbouring outputs (along inner) of one outer position b, each reduced by the 8
+// threads (one per warp) at its lane. For inner >= 32.
+template <template <typename> class AccOf, typename T, bool kGrad>
+__global__ void ReduceColumns(const T* x, const T* dy, T* out, GpuAxes outer, GpuAxes reduced, int64 inner,
+                              int64 n_out, int64 n_reduced, double scale, int req) {
+  typedef AccOf<typename Arith<T>::type> Acc;
+  constexpr int kRows = kGpuBlock / 32;
+  __shared__ Acc partial[kGpuBlock];
+  const int lane = threadIdx.x % 32, row = threadIdx.x / 32;
+  const int64 tiles_per_b = (inner + 31) / 32, tiles = n_out / inner * tiles_per_b;
+  for (int64 t = blockIdx.x; t < tiles; t += gridDim.x) {  // the same count for the whole block
+    const int64 b = t / tiles_per_b, i = t % tiles_per_b * 32 + lane;
+    const bool active = i < inner;
+    const int64 base = active ? ReduceBase(outer, b, i) : 0;
+    Acc acc = Acc::Identity();
+    if (active) Accumulate(acc, x, base, reduced, n_reduced, row, kRows);
+    partial[threadIdx.x] = acc;
+    __syncthreads();
+    for (int half = kRows / 2; half > 0; half /= 2) {
+      if (row < half) partial[threadIdx.x] = Acc::Combine(partial[threadIdx.x], partial[threadIdx.x + half * 32]);
+      __syncthreads();
+    }
+    acc = partial[lane];
+    __syncthreads();  // read before the next tile overwrites it
+    if (active) Finish<kGrad>(acc, dy, out, b * inner + i, base, reduced, n_reduced, row, kRows, row == 0, scale, req);
+  }
+}
+
+// The gradient of sum and mean: dx = scale * dy broadcast over the reduced axes; n elements of
+// dx, walked by `walk` (array 0: dx, 1: dy, stride 0 along the reduced axes).
+template <typename T>
+__global__ void ReduceSumBackward(const T* dy, T* dx, GpuAxes walk, int64 n, double scale, int req) {
+  typedef typename Arith<T>::type A;
+  for (int64 j = GlobalThread(); j < n; j += GridThreads()) {
+    int64 off[3] = {0, 0, 0};
+    AddOffsets(walk, j, off);
+    Store1(dx + off[0], ToArith(dy[off[1]]) * static_cast<A>(scale), req);
+  }
+}
+
+}  // namespace weft

@@ -1,0 +1,141 @@
+// GPU compute of the reductions of ops/cpu/reduce.cc (sum, mean, max over `axis`, keepdims) and
+// of their backward ops, on float32, float64 and bfloat16 (accumulated in float), with the CPU's
+// semantics: the sum of an empty axis is 0 and its mean NaN, max is NaN where a value is, and
+// max's gradient goes to the first maximum in row-major order of the reduced axes. Kernels in
+// kernels/reduce.cuh. Each output is reduced by one group of threads, deterministically: a
+// reduction to very few outputs (a whole-array sum) runs on one block per output.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ops/gpu/internal/axes.h"
+#include "ops/gpu/internal/launch.h"
+#include "ops/op.h"
+
+namespace weft::gpu {
+namespace {
+
+enum class Reduce : uint8_t { kSum, kMean, kMax };
+
+// The input x as outer positions x reduced positions x inner positions (kernels/reduce.cuh):
+// `outer` and `reduced` walk x's kept and reduced axes (array 0: x's strides); `inner` is the
+// product of the kept axes after the last reduced one (contiguous in x and in the output).
+struct Layout {
+  GpuAxes outer, reduced;
+  int64_t inner = 1, n_out = 1, n_reduced = 1;
+};
+
+// Which axes of `in` are reduced (the attributes were checked by shape inference).
+std::vector<bool> ReducedAxes(const std::string& op, const Attrs& attrs, const Shape& in) {
+  AttrReader r(op, attrs.raw());
+  const std::vector<int64_t> axis = r.IntList("axis", std::vector<int64_t>{});
+  std::vector<bool> reduced(in.ndim(), axis.empty());
+  for (int64_t a : axis) reduced[in.NormalizeAxis(static_cast<int>(a))] = true;
+  return reduced;
+}
+
+Layout MakeLayout(const Shape& in, const std::vector<bool>& reduced) {
+  const auto strides = RowMajorStrides(in);
+  int last_reduced = -1;
+  for (int a = 0; a < in.ndim(); ++a) last_reduced = reduced[a] && in[a] != 1 ? a : last_reduced;
+  Layout l;
+  std::vector<WalkAxis> outer, red;
+  for (int a = 0; a < in.ndim(); ++a) {
+    const WalkAxis axis{in[a], {strides[a], 0, 0}};
+    if (reduced[a]) {
+      red.push_back(axis), l.n_reduced *= in[a];
+    } else {
+      l.n_out *= in[a];
+      if (a > last_reduced) {
+        l.inner *= in[a];
+      } else {
+        outer.push_back(axis);
+      }
+    }
+  }
+  l.outer = MergeAxes(outer);
+  l.reduced = MergeAxes(red);
+  return l;
+}
+
+// Runs the reduction kernel that suits the layout: ReduceColumns where 32 neighbouring outputs
+// share their reads and are too few to give each a thread, else groups of 1, 32 or 256 threads
+// per output as the reduced extent grows. grad: max's gradient (x, dy), else the forward (x).
+void LaunchReduce(const OpContext& ctx, Reduce kind, bool grad, const std::string& t, const Layout& l,
+                  const TensorView& x, const TensorView* dy, OpReq req, const TensorView& out) {
+  const std::string acc = kind == Reduce::kMax ? "weft::MaxAcc" : "weft::SumAcc", g = grad ? "true" : "false";
+  const void* xp = x.raw();
+  const void* dyp = dy == nullptr ? nullptr : dy->raw();
+  void* outp = out.raw();
+  GpuAxes outer = l.outer, reduced = l.reduced;
+  int64_t inner = l.inner, n_out = l.n_out, n_reduced = l.n_reduced;
+  double scale = kind == Reduce::kMean ? 1.0 / static_cast<double>(l.n_reduced) : 1.0;
+  int req_code = ReqCode(req);
+  void* args[] = {&xp, &dyp, &outp, &outer, &reduced, &inner, &n_out, &n_reduced, &scale, &req_code};
+  if (l.inner >= 32 && l.n_reduced >= 16 && l.n_out < (1 << 16)) {
+    const int64_t tiles = l.n_out / l.inner * ((l.inner + 31) / 32);
+    return LaunchArgs(ctx, "reduce.cuh", Instance("weft::ReduceColumns", {acc, t, g}), tiles, true, args);
+  }
+  const int group = l.inner >= 32 ? 1 : l.n_reduced >= 1024 ? 256 : l.n_reduced >= 32 ? 32 : 1;
+  const int64_t blocks = (l.n_out + kGpuBlock / group - 1) / (kGpuBlock / group);
+  LaunchArgs(ctx, "reduce.cuh", Instance("weft::ReducePerGroup", {acc, t, std::to_string(group), g}), blocks, true,
+             args);
+}
+
+// in: (data); out: data reduced over the axes.
+void ReduceCompute(const std::string& op, Reduce kind, const OpContext& ctx, const Attrs& a,
+                   std::span<const TensorView> in, std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const std::string t = KernelType(op, kElementwiseTypes, in, out);
+  const Layout l = MakeLayout(in[0].shape(), ReducedAxes(op, a, in[0].shape()));
+  if (l.n_out > 0) LaunchReduce(ctx, kind, false, t, l, in[0], nullptr, req[0], out[0]);
+}
+
+// dx = scale * dy broadcast: a walk over dx's axes (array 0) with dy's strides (array 1: the
+// output's row-major strides along kept axes, 0 along reduced ones).
+void SumBackward(const OpContext& ctx, const std::string& t, double scale, const std::vector<bool>& reduced,
+                 const TensorView& dy, OpReq req, const TensorView& dx) {
+  const Shape& shape = dx.shape();
+  const auto strides = RowMajorStrides(shape);
+  std::vector<WalkAxis> axes(shape.ndim());
+  int64_t dy_stride = 1;
+  for (int a = shape.ndim() - 1; a >= 0; --a) {
+    axes[a] = {shape[a], {strides[a], reduced[a] ? 0 : dy_stride, 0}};
+    dy_stride *= reduced[a] ? 1 : shape[a];
+  }
+  const int64_t n = dx.size();
+  Launch(ctx, "reduce.cuh", Instance("weft::ReduceSumBackward", {t}), n, dy.raw(), dx.raw(), MergeAxes(axes), n,
+         scale, ReqCode(req));
+}
+
+// in: (out_grad, data); out: d data, data's shape.
+void ReduceBackwardCompute(const std::string& op, Reduce kind, const OpContext& ctx, const Attrs& a,
+                           std::span<const TensorView> in, std::span<const OpReq> req,
+                           std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const std::string backward = "_backward_" + op;
+  const std::string t = KernelType(backward, kElementwiseTypes, in, out);
+  const std::vector<bool> reduced = ReducedAxes(backward, a, in[1].shape());
+  const Layout l = MakeLayout(in[1].shape(), reduced);
+  if (kind == Reduce::kMax) {
+    if (l.n_out > 0) LaunchReduce(ctx, kind, true, t, l, in[1], &in[0], req[0], out[0]);
+    return;
+  }
+  const double scale = kind == Reduce::kMean ? 1.0 / static_cast<double>(l.n_reduced) : 1.0;
+  SumBackward(ctx, t, scale, reduced, in[0], req[0], out[0]);
+}
+
+void RegisterReduce(const std::string& op, Reduce kind) {
+  RegisterCompute(op, DeviceType::kGpu, std::bind_front(ReduceCompute, op, kind));
+  RegisterCompute("_backward_" + op, DeviceType::kGpu, std::bind_front(ReduceBackwardCompute, op, kind));
+}
+
+const bool registered = [] {
+  RegisterReduce("sum", Reduce::kSum);
+  RegisterReduce("mean", Reduce::kMean);
+  RegisterReduce("max", Reduce::kMax);
+  return true;
+}();
+
+}  // namespace
+}  // namespace weft::gpu
