@@ -69,7 +69,7 @@ def main():
     x = torch.full((n,), -0.5, device="cuda")
     y = torch.empty(n, device="cuda")
     moved = 2.0 * n * 4
-    results["relu GB/s"] = moved / time_ms(torch, reps, 20, lambda: torch.relu(x, out=y)) / 1e6
+    results["relu GB/s"] = moved / time_ms(torch, reps, 20, lambda: torch.clamp(x, min=0, out=y)) / 1e6
     results["copy GB/s"] = moved / time_ms(torch, reps, 20, lambda: y.copy_(x)) / 1e6
     print(json.dumps({"available": True, "version": torch.__version__,
                       "device": torch.cuda.get_device_name(0), "results": results}))

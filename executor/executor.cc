@@ -122,13 +122,16 @@ void Executor::Backward(const std::vector<NDArray>& head_grads) {
   if (!head_grads.empty() && head_grads.size() != b.head_grads().size()) {
     WEFT_THROW("Backward: expected " << b.head_grads().size() << " head gradient(s), one per output, found " << head_grads.size());
   }
+  // Ones by default: filled once and kept (head gradients are external to the memory plan, so
+  // nothing overwrites them) until the caller passes its own.
   for (size_t i = 0; i < b.head_grads().size(); ++i) {
-    if (head_grads.empty()) {
-      b.head_grads()[i].Fill(1.0);
-    } else {
+    if (!head_grads.empty()) {
       head_grads[i].CopyTo(b.head_grads()[i]);
+    } else if (!head_grads_are_ones_) {
+      b.head_grads()[i].Fill(1.0);
     }
   }
+  head_grads_are_ones_ = head_grads.empty();
   stats_.engine_ops_pushed = b.Push(/*backward=*/true, /*is_train=*/true);
 }
 

@@ -71,6 +71,7 @@ class Executor {
   std::map<std::string, GradReq> grad_reqs_;
   std::vector<NDArray> outputs_;
   ExecutorStats stats_;
+  bool head_grads_are_ones_ = false;  // the head gradients hold the default ones
 };
 
 }  // namespace weft

@@ -8,17 +8,14 @@
 //   forward   y^T  (O, M) = (w as (K, O))^T . (x as (K, M))      gemm(T, N, O, M, K)
 //   d_data    dx^T (K, M) = (w as (K, O)) . (dy as (O, M))       gemm(N, N, K, M, O)
 //   d_weight  dw^T (K, O) = (x as (K, M)) . (dy as (O, M))^T     gemm(N, T, K, O, M)
-// Bias takes one more GEMM against a vector of M ones built in the workspace:
-//   forward   y^T (O, M) += b (O, 1) . ones (1, M)
-//   d_bias    db  (O, 1)  = (dy as (O, M)) . ones (M, 1)
-// (a cuBLASLt bias epilogue would fold the forward one into the main GEMM; this keeps one
-// mechanism for both directions and all three dtypes).
+// Bias (kernels/fully_connected.cuh): the forward writes the bias rows into y and the GEMM adds
+// to them (beta = 1), so a bf16 output is rounded once; d_bias sums dy's rows in a kernel.
 #include <cstdint>
-#include <cstring>
 #include <span>
+#include <string>
 
-#include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
+#include "ops/gpu/internal/launch.h"
 #include "ops/internal/nn_params.h"
 #include "ops/op.h"
 
@@ -50,34 +47,11 @@ void RunGemm(const GpuCall& call, DType dtype, OpReq req, const Gemm& g) {
                                  compute, CUBLAS_GEMM_DEFAULT));
 }
 
-// Fills `ones` (room for `count` elements of `dtype`) with 1, on the call's stream. cudnnSetTensor
-// writes 32- or 64-bit values; two bfloat16 ones are the 32-bit pattern 0x3F803F80, which
-// float32 represents exactly (about 1.0039), so a float32 fill writes them bit for bit.
-void FillOnes(const GpuCall& call, DType dtype, int64_t count, void* ones) {
-  DType fill_type = dtype;
-  double value = 1.0;
-  if (dtype == DType::kBFloat16) {
-    fill_type = DType::kFloat32;
-    count = (count + 1) / 2;
-    const uint32_t pair = 0x3F803F80u;
-    float word;
-    static_assert(sizeof(word) == sizeof(pair));
-    std::memcpy(&word, &pair, sizeof(word));
-    value = word;
-  }
-  TensorDesc desc = ChannelDesc("FullyConnected", fill_type, count);
-  const Scalar fill(fill_type, value);
-  WEFT_CUDNN_CHECK(cudnnSetTensor(call.cudnn(), desc.get(), ones, fill.get()));
-}
-
 constexpr std::initializer_list<DType> kFcTypes = {DType::kFloat32, DType::kFloat64, DType::kBFloat16};
 
-// A vector of m ones of `dtype`, in the call's workspace (one element more than m, for the
-// bfloat16 fill's last 32-bit word).
-const void* Ones(const GpuCall& call, DType dtype, int64_t m) {
-  void* ones = call.Workspace({static_cast<size_t>(m + 1) * DTypeSize(dtype)})[0];
-  FillOnes(call, dtype, m, ones);
-  return ones;
+// The kernels' name for `dtype` (kernels/fully_connected.cuh).
+std::string KernelTypeOf(DType dtype) {
+  return dtype == DType::kFloat64 ? "double" : dtype == DType::kBFloat16 ? "weft::bf16" : "float";
 }
 
 // in: (data (M, K), weight (O, K)[, bias (O,)]); out: (output (M, O)).
@@ -90,10 +64,13 @@ void FcForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   CheckDType("FullyConnected", dtype, kFcTypes);
   const GpuCall call(ctx);
   void* y = out[0].raw();
-  RunGemm(call, dtype, req[0], {CUBLAS_OP_T, CUBLAS_OP_N, d.o, d.m, d.k, in[1].raw(), d.k, in[0].raw(), d.k, y, d.o});
-  if (p.no_bias) return;
-  const void* ones = Ones(call, dtype, d.m);
-  RunGemm(call, dtype, OpReq::kAddTo, {CUBLAS_OP_N, CUBLAS_OP_N, d.o, d.m, 1, in[2].raw(), d.o, ones, 1, y, d.o});
+  OpReq gemm_req = req[0];
+  if (!p.no_bias) {  // y starts from the bias rows; the GEMM adds x * W^T to them
+    Launch(ctx, "fully_connected.cuh", Instance("weft::BiasRows", {KernelTypeOf(dtype)}), d.m * d.o, in[2].raw(), y,
+           d.m, d.o, ReqCode(req[0]));
+    gemm_req = OpReq::kAddTo;
+  }
+  RunGemm(call, dtype, gemm_req, {CUBLAS_OP_T, CUBLAS_OP_N, d.o, d.m, d.k, in[1].raw(), d.k, in[0].raw(), d.k, y, d.o});
 }
 
 // in: (out_grad (M, O), data (M, K), weight (O, K)); out: (d_data, d_weight[, d_bias]), each
@@ -113,8 +90,8 @@ void FcBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
     RunGemm(call, dtype, req[1], {CUBLAS_OP_N, CUBLAS_OP_T, d.k, d.o, d.m, x, d.k, dy, d.o, out[1].raw(), d.k});
   }
   if (p.no_bias || req[2] == OpReq::kNull) return;
-  const void* ones = Ones(call, dtype, d.m);
-  RunGemm(call, dtype, req[2], {CUBLAS_OP_N, CUBLAS_OP_N, d.o, 1, d.m, dy, d.o, ones, d.m, out[2].raw(), d.o});
+  Launch(ctx, "fully_connected.cuh", Instance("weft::ColumnSums", {KernelTypeOf(dtype)}), d.o, dy, out[2].raw(), d.m,
+         d.o, ReqCode(req[2]));
 }
 
 WEFT_REGISTER_COMPUTE(FullyConnected, DeviceType::kGpu, FcForwardGpu);

@@ -1,10 +1,6 @@
 // SoftmaxCrossEntropy and its backward op on the GPU (ops/cpu/softmax_cross_entropy.cc says what
-// they compute). float32 and float64.
-//
-//   forward   logp = log_softmax(data) (cuDNN, into the workspace); loss[n] = -logp[n, label[n]]
-//   backward  p = softmax(data) (cuDNN, into the workspace);
-//             d_data[n, c] = out_grad[n] * (p[n, c] - (c == label[n]))
-// The label lookups are two small kernels (kernels/softmax_cross_entropy.cuh, compiled by NVRTC).
+// they compute), float32 and float64: one kernel each way (kernels/softmax_cross_entropy.cuh),
+// a warp per row.
 //
 // Labels: the CPU op raises a weft::Error for a label that is not a class index in [0, C); here
 // the labels live on the GPU, and checking them on the host would synchronize the stream. So the
@@ -12,7 +8,6 @@
 #include <span>
 #include <string>
 
-#include "ops/gpu/internal/cudnn_softmax.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
 #include "ops/op.h"
@@ -34,18 +29,16 @@ void SceGpu(const OpContext& ctx, const Attrs&, std::span<const TensorView> in, 
   CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64});
   const int64_t n = data.shape()[0], classes = data.shape()[1];
   const int accumulate = req[0] == OpReq::kAddTo ? 1 : 0;
-  const GpuCall call(ctx);
-  void* probs = call.Workspace({data.bytes()})[0];  // p (backward) or log p (forward)
-  SoftmaxForward(call, dtype, {n, classes, 1}, /*log=*/!kBackward, data.raw(), OpReq::kWrite, probs);
-  const void* labels = label.raw();
+  const void *x = data.raw(), *labels = label.raw();
   void* result = out[0].raw();
   const std::string t = dtype == DType::kFloat64 ? "double" : "float";
+  constexpr int64_t kWarp = 32;  // threads per row
   if (kBackward) {
-    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceGrad", {t}), n * classes, n, classes, in[0].raw(),
-           static_cast<const void*>(probs), labels, accumulate, result);
+    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceGrad", {t}), n * kWarp, n, classes, in[0].raw(), x,
+           labels, accumulate, result);
   } else {
-    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceLoss", {t}), n, n, classes,
-           static_cast<const void*>(probs), labels, accumulate, result);
+    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceLoss", {t}), n * kWarp, n, classes, x, labels,
+           accumulate, result);
   }
 }
 

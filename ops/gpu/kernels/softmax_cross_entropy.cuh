@@ -1,6 +1,8 @@
-// SoftmaxCrossEntropy's label lookups (ops/gpu/softmax_cross_entropy.cc), in the array's type T
-// (float or double). A label that is not a class index in [0, classes) gives NaN: the GPU cannot
-// raise an error without the host waiting for it.
+// SoftmaxCrossEntropy (ops/gpu/softmax_cross_entropy.cc): one warp per row computes the row's
+// maximum and sum of exponentials, then the loss -(x[label] - max - log(sum)), or the gradient
+// out_grad * (softmax(x) - onehot(label)); one launch each way, in the array's type T (float or
+// double). A label that is not a class index in [0, classes) gives NaN: the GPU cannot raise an
+// error without the host waiting for it.
 #pragma once
 
 #include "common.cuh"
@@ -17,24 +19,64 @@ __device__ inline int64 ClassOf(T label, int64 classes) {
 template <typename T>
 __device__ inline T NotANumber() { return static_cast<T>(__longlong_as_double(0x7ff8000000000000LL)); }
 
-// loss[i] = -logp[i, label[i]] (added to loss when accumulate); logp (n, classes).
 template <typename T>
-__global__ void SceLoss(int64 n, int64 classes, const T* logp, const T* label, int accumulate, T* loss) {
-  for (int64 i = GlobalThread(); i < n; i += GridThreads()) {
+__device__ inline T WarpMax(T v) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const T other = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = other > v ? other : v;
+  }
+  return v;
+}
+
+template <typename T>
+__device__ inline T WarpSum(T v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The maximum of row x and the sum of exp(x - max), reduced over the warp (every lane gets them).
+template <typename T>
+__device__ inline void RowStats(const T* x, int64 classes, int lane, T& max, T& sum) {
+  T m = -static_cast<T>(__longlong_as_double(0x7ff0000000000000LL));  // -infinity
+  for (int64 c = lane; c < classes; c += 32) m = x[c] > m ? x[c] : m;
+  max = WarpMax(m);
+  T s = 0;
+  for (int64 c = lane; c < classes; c += 32) s += Exp(x[c] - max);
+  sum = WarpSum(s);
+}
+
+// The rows a warp handles: row, row + step, ... (every lane of a warp takes the same ones).
+#define WEFT_FOR_EACH_WARP_ROW(row, n)                                  \
+  const int lane = threadIdx.x % 32;                                    \
+  for (int64 row = GlobalThread() / 32; row < (n); row += GridThreads() / 32)
+
+// loss[i] = -(x[i, label[i]] - max - log(sum)) (added to loss when accumulate).
+template <typename T>
+__global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int accumulate, T* loss) {
+  WEFT_FOR_EACH_WARP_ROW(i, n) {
+    T max, sum;
+    RowStats(x + i * classes, classes, lane, max, sum);
+    if (lane != 0) continue;
     const int64 c = ClassOf(label[i], classes);
-    const T v = c < 0 ? NotANumber<T>() : -logp[i * classes + c];
+    const T v = c < 0 ? NotANumber<T>() : -(x[i * classes + c] - max - Log(sum));
     loss[i] = accumulate ? loss[i] + v : v;
   }
 }
 
-// dx[i, c] = dy[i] * (p[i, c] - (c == label[i])) (added to dx when accumulate); p (n, classes).
+// dx[i, c] = dy[i] * (softmax(x)[i, c] - (c == label[i])) (added to dx when accumulate).
 template <typename T>
-__global__ void SceGrad(int64 n, int64 classes, const T* dy, const T* p, const T* label, int accumulate, T* dx) {
-  for (int64 at = GlobalThread(); at < n * classes; at += GridThreads()) {
-    const int64 i = at / classes;
-    const int64 c = ClassOf(label[i], classes);
-    const T v = c < 0 ? NotANumber<T>() : dy[i] * (p[at] - (at % classes == c ? T(1) : T(0)));
-    dx[at] = accumulate ? dx[at] + v : v;
+__global__ void SceGrad(int64 n, int64 classes, const T* dy, const T* x, const T* label, int accumulate, T* dx) {
+  WEFT_FOR_EACH_WARP_ROW(i, n) {
+    T max, sum;
+    const T* row = x + i * classes;
+    RowStats(row, classes, lane, max, sum);
+    const int64 label_class = ClassOf(label[i], classes);
+    for (int64 c = lane; c < classes; c += 32) {
+      const T p = Exp(row[c] - max) / sum;
+      const T v = label_class < 0 ? NotANumber<T>() : dy[i] * (p - (c == label_class ? T(1) : T(0)));
+      T& out = dx[i * classes + c];
+      out = accumulate ? out + v : v;
+    }
   }
 }
 
