@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/gpu_floor.h"
 #include "bench/peer.h"
 #include "weft/weft.h"
 
@@ -162,6 +163,7 @@ int main(int argc, char** argv) {
       }
     }
     ours["tiny op us"] = LaunchOverheadUs(reps);
+    const double raw_launch = bench::RawLaunchUs(reps), empty_op = bench::EmptyEngineOpUs(reps);
     const Bandwidth bw = ElementwiseBandwidth(reps);
     ours["relu GB/s"] = bw.relu_gbs;
     ours["copy GB/s"] = bw.copy_gbs;
@@ -180,6 +182,8 @@ int main(int argc, char** argv) {
       PrintRow(key.c_str(), it.value().get<double>(), torch.value("results", nlohmann::json::object()), key.c_str(), unit);
     }
     std::printf("weft relu reaches %.1f%% of weft's device-to-device copy bandwidth\n", 100 * bw.relu_gbs / bw.copy_gbs);
+    std::printf("floors: the same tiny kernel launched directly on one stream %.2f us; an empty GPU op through "
+                "the engine %.2f us\n", raw_launch, empty_op);
     weft::engine::Engine::Get()->Shutdown();
     return 0;
   } catch (const std::exception& e) {
