@@ -18,9 +18,9 @@ for example in "$mlp" "$cnn"; do
   cpu=$("$example" --data="$data" --device=cpu --save_prefix="$tmp/$name-cpu" | accuracy)
   gpu=$("$example" --data="$data" --device=gpu --save_prefix="$tmp/$name-gpu" | accuracy)
   echo "$name: test accuracy ${cpu}% on the CPU, ${gpu}% on the GPU"
-  # Summation order differs (cuBLAS/cuDNN vs oneDNN), so a sample near a decision boundary may
-  # flip; allow one test sample in 360 either way.
-  awk -v c="$cpu" -v g="$gpu" 'BEGIN { d = c - g; if (d < 0) d = -d; exit !(d <= 0.3) }' ||
+  # Summation order differs (cuBLAS/cuDNN vs oneDNN), so 20 epochs of training drift apart and a
+  # few samples near a decision boundary may flip: allow one point (under 4 of the 360) either way.
+  awk -v c="$cpu" -v g="$gpu" 'BEGIN { d = c - g; if (d < 0) d = -d; exit !(d <= 1.0) }' ||
     { echo "FAIL: $name on the GPU reached $gpu%, on the CPU $cpu%"; exit 1; }
 done
 
