@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "ops/gpu/internal/axes.h"
 #include "ops/gpu/internal/launch.h"
 #include "ops/op.h"
 
@@ -13,10 +14,7 @@ namespace weft::gpu {
 namespace {
 
 // One axis of a broadcast walk: its extent and the stride of the output (0), lhs (1), rhs (2).
-struct Axis {
-  int64_t dim;
-  int64_t stride[3];
-};
+using Axis = WalkAxis;
 
 // The axes of `out`, with each operand aligned at its last axis and stride 0 where broadcast.
 // Axes of extent 1 are left out: they move nothing.
@@ -38,28 +36,6 @@ std::vector<Axis> BroadcastAxes(const Shape& out, const Shape& l, const Shape& r
   return axes;
 }
 
-// The axes as kernels take them, neighbours merged where all three arrays run on across them.
-GpuAxes ToGpuAxes(const std::vector<Axis>& axes) {
-  std::vector<Axis> merged;
-  for (const Axis& x : axes) {
-    Axis* outer = merged.empty() ? nullptr : &merged.back();
-    bool contiguous = outer != nullptr;
-    for (int a = 0; a < 3 && contiguous; ++a) contiguous = outer->stride[a] == x.stride[a] * x.dim;
-    if (contiguous) {
-      *outer = Axis{outer->dim * x.dim, {x.stride[0], x.stride[1], x.stride[2]}};
-    } else {
-      merged.push_back(x);
-    }
-  }
-  GpuAxes g{};
-  g.ndim = static_cast<int>(merged.size());
-  for (int d = 0; d < g.ndim; ++d) {
-    g.dim[d] = merged[d].dim;
-    for (int a = 0; a < 3; ++a) g.stride[a][d] = merged[d].stride[a];
-  }
-  return g;
-}
-
 // in: (lhs, rhs), broadcastable; out: their broadcast shape (may be lhs or rhs when it has that shape).
 void Forward(const OpContext& ctx, const std::string& op, const std::string& functor, std::span<const TensorView> in,
              OpReq req, const TensorView& y) {
@@ -72,7 +48,7 @@ void Forward(const OpContext& ctx, const std::string& op, const std::string& fun
            in[0].raw(), in[1].raw(), y.raw(), n, ReqCode(req));
     return;
   }
-  const GpuAxes axes = ToGpuAxes(BroadcastAxes(y.shape(), in[0].shape(), in[1].shape()));
+  const GpuAxes axes = MergeAxes(BroadcastAxes(y.shape(), in[0].shape(), in[1].shape()));
   Launch(ctx, "binary.cuh", Instance("weft::BinaryBroadcast", {functor, t}), n, in[0].raw(), in[1].raw(), y.raw(),
          axes, n, ReqCode(req));
 }
@@ -91,7 +67,7 @@ void ReduceGradient(const OpContext& ctx, const std::string& functor, const std:
   const std::string name =
       Instance(per_block ? "weft::BinaryGradPerBlock" : "weft::BinaryGradPerThread", {functor, std::to_string(side), t});
   void *dy = in[0].raw(), *l = in[1].raw(), *r = in[2].raw(), *g = grad.raw();
-  GpuAxes kept_axes = ToGpuAxes(kept), reduced_axes = ToGpuAxes(reduced);
+  GpuAxes kept_axes = MergeAxes(kept), reduced_axes = MergeAxes(reduced);
   int req_code = ReqCode(req);
   void* args[] = {&dy, &l, &r, &g, &kept_axes, &reduced_axes, &n_out, &n_reduced, &req_code};
   LaunchArgs(ctx, "binary.cuh", name, n_out, per_block, args);
