@@ -163,7 +163,8 @@ int main(int argc, char** argv) {
       }
     }
     ours["tiny op us"] = LaunchOverheadUs(reps);
-    const double raw_launch = bench::RawLaunchUs(reps), empty_op = bench::EmptyEngineOpUs(reps);
+    const double raw_launch = bench::RawLaunchUs(reps, true), raw_nonblocking = bench::RawLaunchUs(reps, false);
+    const double empty_op = bench::EmptyEngineOpUs(reps);
     const Bandwidth bw = ElementwiseBandwidth(reps);
     ours["relu GB/s"] = bw.relu_gbs;
     ours["copy GB/s"] = bw.copy_gbs;
@@ -182,8 +183,8 @@ int main(int argc, char** argv) {
       PrintRow(key.c_str(), it.value().get<double>(), torch.value("results", nlohmann::json::object()), key.c_str(), unit);
     }
     std::printf("weft relu reaches %.1f%% of weft's device-to-device copy bandwidth\n", 100 * bw.relu_gbs / bw.copy_gbs);
-    std::printf("floors: the same tiny kernel launched directly on one stream %.2f us; an empty GPU op through "
-                "the engine %.2f us\n", raw_launch, empty_op);
+    std::printf("floors: the same tiny kernel launched directly on one stream %.2f us (%.2f us on a non-blocking "
+                "stream); an empty GPU op through the engine %.2f us\n", raw_launch, raw_nonblocking, empty_op);
     weft::engine::Engine::Get()->Shutdown();
     return 0;
   } catch (const std::exception& e) {

@@ -30,7 +30,7 @@ double MedianUs(int reps, int n, Fn&& fn, void (*wait)()) {
 
 }  // namespace
 
-double RawLaunchUs(int reps) {
+double RawLaunchUs(int reps, bool blocking_stream) {
   WEFT_CUDA_CHECK(cudaSetDevice(0));
   const weft::gpu::rtc::Kernel add =
       weft::gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0);
@@ -38,7 +38,7 @@ double RawLaunchUs(int reps) {
   WEFT_CUDA_CHECK(cudaMalloc(&a, 64));
   WEFT_CUDA_CHECK(cudaMalloc(&b, 64));
   static cudaStream_t stream = nullptr;
-  WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
+  WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, blocking_stream ? cudaStreamDefault : cudaStreamNonBlocking));
   long long n = 16;
   int req = 1;
   void* args[] = {&a, &b, &a, &n, &req};

@@ -5,7 +5,9 @@
 
 namespace bench {
 
-double RawLaunchUs(int reps);
+// `blocking_stream`: a stream that synchronizes with the legacy default stream (as weft's
+// workers' are) or a non-blocking one.
+double RawLaunchUs(int reps, bool blocking_stream);
 double EmptyEngineOpUs(int reps);
 
 }  // namespace bench

@@ -187,6 +187,13 @@ TEST(GpuPointwiseOps, UnsupportedDTypeIsAClearError) {
       {"sgd_update on GPU", "expected float32, float64 or bfloat16", "found int32"});
 }
 
+// The whole library, not only the pointwise ops: every operator the CPU has runs on a GPU.
+TEST(GpuPointwiseOps, EveryOperatorHasAGpuCompute) {
+  for (const std::string& name : ListOps()) {
+    EXPECT_TRUE(GetOp(name).compute[static_cast<int>(DeviceType::kGpu)] != nullptr) << name << " has no GPU compute";
+  }
+}
+
 TEST(GpuPointwiseOps, EveryGpuComputeNamesARegisteredOp) {
   EXPECT_TRUE(UnmatchedComputeRegistrations().empty());
   for (const char* op : {"relu", "_backward_gelu", "add", "_backward_div", "add_n", "zeros_like", "_copy",

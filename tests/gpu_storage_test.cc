@@ -74,6 +74,18 @@ TEST(GpuStorage, PinnedHostMemoryIsPageLocked) {
   gpu::PinnedHostStorage()->Free(b);
 }
 
+TEST(GpuNDArray, CopiesWithPageableMemoryAreStagedThroughPinnedMemory) {
+  Storage& pinned = *gpu::PinnedHostStorage();
+  const size_t before = pinned.Stats().allocations;
+  std::vector<float> values(1 << 20);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 1000);
+  NDArray gpu = NDArray::FromVector(values, Shape{1 << 20}).Copy(kGpu);   // host to device
+  NDArray host(Shape{1 << 20});
+  gpu.CopyTo(host);                                                         // device to host
+  EXPECT_EQ(host.ToVector<float>(), values);
+  EXPECT_GE(pinned.Stats().allocations, before + 2) << "both directions stage through pinned memory";
+}
+
 TEST(GpuNDArray, CopiesBothWaysAndBetweenGpuArrays) {
   std::vector<float> values(1 << 16);
   for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * static_cast<float>(i);

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <deque>
 #include <mutex>
 
@@ -52,9 +53,23 @@ class PinnedRawAllocator final : public RawAllocator {
   void Deallocate(void* ptr, size_t) override { cudaFreeHost(ptr); }
 };
 
-class GpuStorage final : public Storage {
+// The device of `stream` (cudaStreamLegacy: the current device), for the events of its frees.
+int DeviceOf(cudaStream_t stream) {
+  int device = 0;
+  if (stream == cudaStreamLegacy || stream == nullptr) {
+    WEFT_CUDA_CHECK(cudaGetDevice(&device));
+  } else {
+    WEFT_CUDA_CHECK(cudaStreamGetDevice(stream, &device));
+  }
+  return device;
+}
+
+// A pooled allocator whose frees are stream-ordered: a block freed with FreeAfter stays reserved
+// until the event recorded on the stream at that moment has completed; Alloc reclaims finished
+// ones first, and, out of memory, waits for all of them and tries once more.
+class StreamOrderedStorage : public Storage {
  public:
-  explicit GpuStorage(Device device) : device_(device), pool_(device, std::make_unique<CudaRawAllocator>(device.id)) {}
+  StreamOrderedStorage(Device device, std::unique_ptr<RawAllocator> raw) : device_(device), pool_(device, std::move(raw)) {}
 
   Block Alloc(size_t bytes) override {
     Reclaim(/*wait=*/false);
@@ -66,12 +81,14 @@ class GpuStorage final : public Storage {
     }
   }
 
+  // Without a stream: after all work queued so far on the blocking streams (the legacy stream).
   void Free(Block block) override { FreeAfter(block, cudaStreamLegacy); }
 
   void FreeAfter(Block block, void* stream) override {
     if (block.ptr == nullptr) return;
     WEFT_CHECK(block.device == device_) << "a block of " << block.device << " freed to the pool of " << device_;
-    PooledEvent* done = EventPool::Get().Record(device_.id, static_cast<cudaStream_t>(stream));
+    const auto s = static_cast<cudaStream_t>(stream);
+    PooledEvent* done = EventPool::Get().Record(device_.is_gpu() ? device_.id : DeviceOf(s), s);
     std::lock_guard<SpinLock> lock(mu_);
     pending_.push_back({block, done});
   }
@@ -83,19 +100,7 @@ class GpuStorage final : public Storage {
 
   // Blocks waiting for their stream count as in use until they are reclaimed.
   StorageStats Stats() const override { return pool_.Stats(); }
-
   void ResetPeak() override { pool_.ResetPeak(); }
-
-  // With unified addressing the runtime tells host from device pointers (cudaMemcpyDefault).
-  void Copy(void* dst, const void* src, size_t bytes, void* stream) override {
-    if (bytes == 0) return;
-    WEFT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
-  }
-
-  void Zero(void* dst, size_t bytes, void* stream) override {
-    if (bytes == 0) return;
-    WEFT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)));
-  }
 
  private:
   struct Pending {
@@ -132,10 +137,68 @@ class GpuStorage final : public Storage {
   std::deque<Pending> pending_;  // guarded by mu_
 };
 
+bool IsPageable(const void* host) {
+  cudaPointerAttributes attrs{};
+  if (cudaPointerGetAttributes(&attrs, host) != cudaSuccess) {
+    cudaGetLastError();
+    return true;
+  }
+  return attrs.type == cudaMemoryTypeUnregistered;
+}
+
+struct HostCopy {
+  void* dst;
+  const void* src;
+  size_t bytes;
+};
+
+// One GPU's memory. Copies with pageable host memory go through pinned staging buffers, so that
+// neither direction waits on the CPU: host-to-device copies the data into pinned memory and queues
+// the DMA; device-to-host queues the DMA into pinned memory and then, on the stream, a host
+// function that copies it out. Each staging buffer is freed in stream order.
+class GpuStorage final : public StreamOrderedStorage {
+ public:
+  explicit GpuStorage(Device device) : StreamOrderedStorage(device, std::make_unique<CudaRawAllocator>(device.id)) {}
+
+  void Copy(void* dst, const void* src, size_t bytes, void* stream) override {
+    if (bytes == 0) return;
+    const auto s = static_cast<cudaStream_t>(stream);
+    Storage& pinned = *PinnedHostStorage();
+    if (IsPageable(src)) {
+      const Block staging = pinned.Alloc(bytes);
+      std::memcpy(staging.ptr, src, bytes);
+      WEFT_CUDA_CHECK(cudaMemcpyAsync(dst, staging.ptr, bytes, cudaMemcpyDefault, s));
+      pinned.FreeAfter(staging, stream);
+    } else if (IsPageable(dst)) {
+      const Block staging = pinned.Alloc(bytes);
+      WEFT_CUDA_CHECK(cudaMemcpyAsync(staging.ptr, src, bytes, cudaMemcpyDefault, s));
+      auto* copy = new HostCopy{dst, staging.ptr, bytes};
+      const cudaError_t error = cudaLaunchHostFunc(
+          s,
+          [](void* c) {
+            auto* h = static_cast<HostCopy*>(c);
+            std::memcpy(h->dst, h->src, h->bytes);
+            delete h;
+          },
+          copy);
+      if (error != cudaSuccess) delete copy;
+      pinned.FreeAfter(staging, stream);
+      if (error != cudaSuccess) ThrowCudaError(error, "cudaLaunchHostFunc(stream, copy out)", __FILE__, __LINE__);
+    } else {
+      WEFT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+    }
+  }
+
+  void Zero(void* dst, size_t bytes, void* stream) override {
+    if (bytes == 0) return;
+    WEFT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)));
+  }
+};
+
 }  // namespace
 
 Storage* PinnedHostStorage() {
-  static Storage* pinned = new PooledStorage(Device::Cpu(), std::make_unique<PinnedRawAllocator>());
+  static Storage* pinned = new StreamOrderedStorage(Device::Cpu(), std::make_unique<PinnedRawAllocator>());
   return pinned;
 }
 

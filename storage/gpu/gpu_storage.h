@@ -1,6 +1,7 @@
 // GPU memory: a pooled allocator per device over cudaMalloc, with stream-ordered frees, and a
-// pooled allocator of pinned host memory for copies. Registered at start-up by the CUDA build,
-// so Storage::Get(Device::Gpu(n)) returns device n's pool.
+// pooled allocator of pinned host memory, also stream-ordered, through which copies with pageable
+// host memory are staged (Storage::Copy), so that neither direction blocks the CPU. Registered at
+// start-up by the CUDA build, so Storage::Get(Device::Gpu(n)) returns device n's pool.
 //
 // A block freed with FreeAfter(block, stream) stays reserved until the event recorded on the
 // stream at that moment has completed; Alloc reclaims finished ones first. Free(block) without a
@@ -14,7 +15,8 @@
 
 namespace weft::gpu {
 
-// Page-locked host memory (cudaHostAlloc), pooled. For staging copies between host and device.
+// Page-locked host memory (cudaHostAlloc), pooled, with stream-ordered frees (FreeAfter). For
+// staging copies between host and device.
 Storage* PinnedHostStorage();
 
 }  // namespace weft::gpu
