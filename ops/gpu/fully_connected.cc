@@ -8,14 +8,17 @@
 //   forward   y^T  (O, M) = (w as (K, O))^T . (x as (K, M))      gemm(T, N, O, M, K)
 //   d_data    dx^T (K, M) = (w as (K, O)) . (dy as (O, M))       gemm(N, N, K, M, O)
 //   d_weight  dw^T (K, O) = (x as (K, M)) . (dy as (O, M))^T     gemm(N, T, K, O, M)
-// Bias (kernels/fully_connected.cuh): the forward writes the bias rows into y and the GEMM adds
-// to them (beta = 1), so a bf16 output is rounded once; d_bias sums dy's rows in a kernel.
+// Bias: the forward adds it in cuBLASLt's epilogue (internal/lt_matmul.h; float32 and bfloat16),
+// or, for float64, writes the bias rows into y and lets the GEMM add to them (beta = 1); either
+// way a bf16 output is rounded once. d_bias sums dy's rows in a kernel
+// (kernels/fully_connected.cuh).
 #include <cstdint>
 #include <span>
 #include <string>
 
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
+#include "ops/gpu/internal/lt_matmul.h"
 #include "ops/internal/nn_params.h"
 #include "ops/op.h"
 
@@ -64,6 +67,10 @@ void FcForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   CheckDType("FullyConnected", dtype, kFcTypes);
   const GpuCall call(ctx);
   void* y = out[0].raw();
+  if (!p.no_bias && LtBiasGemmSupports(dtype)) {  // the bias in cuBLASLt's epilogue
+    LtBiasGemm(call, dtype, {d.o, d.m, d.k}, in[1].raw(), in[0].raw(), in[2].raw(), y, req[0] == OpReq::kAddTo);
+    return;
+  }
   OpReq gemm_req = req[0];
   if (!p.no_bias) {  // y starts from the bias rows; the GEMM adds x * W^T to them
     Launch(ctx, "fully_connected.cuh", Instance("weft::BiasRows", {KernelTypeOf(dtype)}), d.m * d.o, in[2].raw(), y,
