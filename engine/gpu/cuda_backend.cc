@@ -23,6 +23,7 @@
 #include "core/spin_lock.h"
 #include "engine/device_backend.h"
 #include "engine/gpu/event_pool.h"
+#include "engine/gpu/stream_point.h"
 
 namespace weft::gpu {
 
@@ -32,78 +33,6 @@ using engine::Completion;
 using engine::RunContext;
 using engine::StreamKind;
 using engine::VarSyncSlot;
-
-// A point on a stream after an op's work; its event is made when first needed (see above).
-struct StreamPoint {
-  cudaStream_t stream = nullptr;
-  int device = 0;
-  std::atomic<int> refs{0};
-  std::atomic<PooledEvent*> event{nullptr};
-  std::atomic<uint64_t> waited_by{0};  // streams (by StreamId) already made to wait on it
-};
-
-// Pooled StreamPoints: one per GPU op, so no allocation per op.
-class PointPool {
- public:
-  StreamPoint* Acquire(cudaStream_t stream, int device) {
-    StreamPoint* p = nullptr;
-    {
-      std::lock_guard<SpinLock> lock(mu_);
-      if (!free_.empty()) p = free_.back(), free_.pop_back();
-    }
-    if (p == nullptr) p = new StreamPoint;
-    p->stream = stream;
-    p->device = device;
-    p->event.store(nullptr, std::memory_order_relaxed);
-    p->waited_by.store(0, std::memory_order_relaxed);
-    p->refs.store(1, std::memory_order_release);
-    return p;
-  }
-  void Release(StreamPoint* p) {
-    if (p->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    if (PooledEvent* e = p->event.load(std::memory_order_acquire)) EventPool::Get().Release(e);
-    std::lock_guard<SpinLock> lock(mu_);
-    free_.push_back(p);
-  }
-
- private:
-  SpinLock mu_;
-  std::vector<StreamPoint*> free_;  // guarded by mu_; never freed (process lifetime)
-};
-
-PointPool& Points() {
-  static PointPool* pool = new PointPool;
-  return *pool;
-}
-
-void AddRef(StreamPoint* p) { p->refs.fetch_add(1, std::memory_order_relaxed); }
-
-// The point's event, recorded now on its stream if no consumer has needed it before.
-PooledEvent* EventOf(StreamPoint* p) {
-  if (PooledEvent* e = p->event.load(std::memory_order_acquire)) return e;
-  PooledEvent* fresh = EventPool::Get().Record(p->device, p->stream);
-  PooledEvent* expected = nullptr;
-  if (p->event.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) return fresh;
-  EventPool::Get().Release(fresh);  // another consumer recorded it first
-  return expected;
-}
-
-// A small id per stream (bit positions of StreamPoint::waited_by); -1 past 64 streams.
-int StreamId(cudaStream_t stream) {
-  thread_local cudaStream_t cached_stream = nullptr;
-  thread_local int cached_id = -1;
-  if (stream == cached_stream) return cached_id;
-  static SpinLock mu;
-  static std::vector<cudaStream_t>* ids = new std::vector<cudaStream_t>;
-  std::lock_guard<SpinLock> lock(mu);
-  int id = -1;
-  for (size_t i = 0; i < ids->size(); ++i) {
-    if ((*ids)[i] == stream) id = static_cast<int>(i);
-  }
-  if (id < 0 && ids->size() < 64) id = static_cast<int>(ids->size()), ids->push_back(stream);
-  cached_stream = stream, cached_id = id;
-  return id;
-}
 
 struct CudaVarState final : engine::VarDeviceState {
   SpinLock mu;                            // guards readers (concurrent reading ops add to it)
@@ -200,7 +129,7 @@ class CudaBackend final : public engine::DeviceBackend {
   }
 
   Completion RecordCompletion(const RunContext& ctx) override {
-    return Points().Acquire(static_cast<cudaStream_t>(ctx.stream), ctx.device.id);
+    return AcquirePoint(static_cast<cudaStream_t>(ctx.stream), ctx.device.id);
   }
 
   void AddReader(VarSyncSlot& var, Completion done) override {
@@ -219,7 +148,7 @@ class CudaBackend final : public engine::DeviceBackend {
       }
       if (replaced == nullptr) s.readers.push_back(p);
     }
-    if (replaced != nullptr) Points().Release(replaced);
+    if (replaced != nullptr) ReleasePoint(replaced);
   }
 
   void SetWriter(VarSyncSlot& var, Completion done) override {
@@ -231,7 +160,7 @@ class CudaBackend final : public engine::DeviceBackend {
     }
   }
 
-  void Release(Completion done) override { Points().Release(AsPoint(done)); }
+  void Release(Completion done) override { ReleasePoint(AsPoint(done)); }
 
   // Records the writer's event now (on the pushing thread's behalf), so that the wait after needs
   // only the event.
@@ -246,7 +175,7 @@ class CudaBackend final : public engine::DeviceBackend {
   void WaitAndRelease(Completion done) override {
     StreamPoint* p = AsPoint(done);
     const cudaError_t error = cudaEventSynchronize(p->event.load(std::memory_order_acquire)->event);
-    Points().Release(p);
+    ReleasePoint(p);
     if (error != cudaSuccess) ThrowCudaError(error, "cudaEventSynchronize(event)", __FILE__, __LINE__);
   }
 
@@ -262,9 +191,9 @@ class CudaBackend final : public engine::DeviceBackend {
  private:
   // With the var held for writing (no reader can run).
   static void ClearLocked(CudaVarState& s) {
-    if (s.writer) Points().Release(s.writer);
+    if (s.writer) ReleasePoint(s.writer);
     s.writer = nullptr;
-    for (StreamPoint* r : s.readers) Points().Release(r);
+    for (StreamPoint* r : s.readers) ReleasePoint(r);
     s.readers.clear();
   }
 
