@@ -144,6 +144,17 @@ int main(int argc, char** argv) {
   try {
     const int reps = bench::IntFlag(argc, argv, "reps", 5);
     bench::ChdirToWorkspace();
+    if (bench::IntFlag(argc, argv, "floors_only", 0)) {  // --floors_only=1: the launch floors alone
+      std::printf("launch floors (us): runtime %.2f, non-blocking stream %.2f, driver API %.2f, empty engine op %.2f\n",
+                  bench::RawLaunchUs(reps, true), bench::RawLaunchUs(reps, false), bench::DriverLaunchUs(reps),
+                  bench::EmptyEngineOpUs(reps));
+      for (int nodes : {16, 256}) {
+        const bench::GraphCosts g = bench::GraphLaunchUs(reps, nodes);
+        std::printf("graph of %d tiny kernels, per kernel (us): instantiated each time %.2f, updated %.2f, replayed %.2f\n",
+                    nodes, g.instantiate_us, g.update_us, g.replay_us);
+      }
+      return 0;
+    }
     const std::vector<Net> nets = {{"64-256-256-10", {64, 256, 256, 10}, 128},
                                    {"784-1024-1024-10", {784, 1024, 1024, 10}, 128},
                                    {"4096-4096-4096-10", {4096, 4096, 4096, 10}, 1024}};
@@ -164,7 +175,7 @@ int main(int argc, char** argv) {
     }
     ours["tiny op us"] = LaunchOverheadUs(reps);
     const double raw_launch = bench::RawLaunchUs(reps, true), raw_nonblocking = bench::RawLaunchUs(reps, false);
-    const double empty_op = bench::EmptyEngineOpUs(reps);
+    const double driver_launch = bench::DriverLaunchUs(reps), empty_op = bench::EmptyEngineOpUs(reps);
     const Bandwidth bw = ElementwiseBandwidth(reps);
     ours["relu GB/s"] = bw.relu_gbs;
     ours["copy GB/s"] = bw.copy_gbs;
@@ -184,7 +195,8 @@ int main(int argc, char** argv) {
     }
     std::printf("weft relu reaches %.1f%% of weft's device-to-device copy bandwidth\n", 100 * bw.relu_gbs / bw.copy_gbs);
     std::printf("floors: the same tiny kernel launched directly on one stream %.2f us (%.2f us on a non-blocking "
-                "stream); an empty GPU op through the engine %.2f us\n", raw_launch, raw_nonblocking, empty_op);
+                "stream; %.2f us through the driver API); an empty GPU op through the engine %.2f us\n", raw_launch,
+                raw_nonblocking, driver_launch, empty_op);
     weft::engine::Engine::Get()->Shutdown();
     return 0;
   } catch (const std::exception& e) {

@@ -68,6 +68,8 @@ class DeviceBackend {
   virtual void DestroyState(VarSyncSlot& var) = 0;
   // Blocks until the work queued on `stream` is done (the naive engine after each op; WaitForAll).
   virtual void Synchronize(void* stream) = 0;
+  // The stream's worker has no more work for now (it may push out work it has been holding).
+  virtual void StreamIdle(void* stream) {}
 };
 
 // Called once by a backend at static initialization.

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
+#include "core/gpu/launch_batch.h"
 #include "core/tensor_view.h"
 
 namespace weft::testing {
@@ -20,7 +21,10 @@ void DeviceBuffer::Download(void* host, size_t bytes) const {
 
 TestStream::TestStream() { WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
 TestStream::~TestStream() { cudaStreamDestroy(stream_); }
-void TestStream::Synchronize() const { WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void TestStream::Synchronize() const {
+  gpu::FlushLaunches(stream_);  // kernels launched on the stream may still be batched (core/gpu/launch_batch.h)
+  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
 uint16_t ToBf16(float x) {
   uint32_t u;

@@ -73,6 +73,13 @@ for t in bin/gpu_*_test bin/gpu_examples_test.sh; do
     if timeout 300 "$t" --gtest_brief=1; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $t"; fi
   fi
 done
+if [ "${1:-}" != "--sanitize" ]; then
+  # Kernel launch batching off: every kernel goes straight to its stream.
+  for t in bin/gpu_launch_batch_test bin/gpu_ops_tensor_test; do
+    echo "== WEFT_GPU_LAUNCH_BATCH=0 $t"
+    if WEFT_GPU_LAUNCH_BATCH=0 timeout 300 "$t" --gtest_brief=1; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $t"; fi
+  done
+fi
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]
 RUN

@@ -19,6 +19,7 @@
 
 #include "core/env.h"
 #include "core/gpu/cuda_check.h"
+#include "core/gpu/launch_batch.h"
 #include "core/small_vector.h"
 #include "core/spin_lock.h"
 #include "engine/device_backend.h"
@@ -99,7 +100,13 @@ class CudaBackend final : public engine::DeviceBackend {
 
   void DestroyStream(int device, void* stream) override {
     DeviceGuard guard(device);
+    try {
+      FlushLaunches(static_cast<cudaStream_t>(stream));
+    } catch (const Error&) {
+      // A device fault was already reported by the op that caused it; the stream goes anyway.
+    }
     cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+    ForgetStream(static_cast<cudaStream_t>(stream));
     cudaStreamDestroy(static_cast<cudaStream_t>(stream));
   }
 
@@ -186,7 +193,12 @@ class CudaBackend final : public engine::DeviceBackend {
     delete s;
   }
 
-  void Synchronize(void* stream) override { WEFT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); }
+  void Synchronize(void* stream) override {
+    FlushLaunches(static_cast<cudaStream_t>(stream));
+    WEFT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  }
+
+  void StreamIdle(void* stream) override { FlushLaunches(static_cast<cudaStream_t>(stream)); }
 
  private:
   // With the var held for writing (no reader can run).

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "core/gpu/cuda_check.h"
+#include "core/gpu/launch_batch.h"
 
 namespace weft::gpu {
 
@@ -29,6 +30,7 @@ PooledEvent* EventPool::Acquire(int device) {
 }
 
 PooledEvent* EventPool::Record(int device, cudaStream_t stream) {
+  FlushLaunches(stream);  // the event must follow the kernels batched so far
   PooledEvent* e = Acquire(device);
   const cudaError_t error = cudaEventRecord(e->event, stream);
   if (error != cudaSuccess) {

@@ -35,6 +35,13 @@ std::unique_ptr<WorkerPool> DeviceWorkers::MakePool(const std::string& name, Str
   DeviceBackend* backend = &backend_;
   const int id = device_.id;
   setup.bind_thread = [backend, id] { backend->BindThread(id); };
+  setup.on_idle = [backend](void* stream) {
+    try {
+      backend->StreamIdle(stream);
+    } catch (const Error&) {
+      // Reported again, with its op, by whoever waits on the stream next.
+    }
+  };
   auto pool = std::make_unique<WorkerPool>(name, count, next_id, run, std::move(setup));
   next_id += count;
   return pool;

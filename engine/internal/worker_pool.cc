@@ -77,6 +77,7 @@ void WorkerPool::WorkerLoop(int index) {
         op = nullptr;
       }
     }
+    if (device_.on_idle && queue_.Empty()) device_.on_idle(stream);
   }
   tls_worker.pool = nullptr;
   tls_worker.worker = -1;

@@ -30,6 +30,7 @@ class WorkerPool {
   struct DeviceSetup {
     std::vector<void*> streams;
     std::function<void()> bind_thread;
+    std::function<void(void*)> on_idle;  // with the worker's stream, when its queue runs dry
   };
   WorkerPool(std::string name, int num_workers, int first_worker_id, Runner run, DeviceSetup device = {});
   ~WorkerPool();  // Stop()s

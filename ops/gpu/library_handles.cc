@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/gpu/cuda_check.h"
+#include "core/gpu/launch_batch.h"
 
 namespace weft::gpu {
 
@@ -128,8 +129,15 @@ H HandleFor(int device, cudaStream_t stream) {
 
 }  // namespace
 
-cudnnHandle_t CudnnHandle(int device, cudaStream_t stream) { return HandleFor<cudnnHandle_t>(device, stream); }
+// A library call follows every kernel launched so far on the stream (core/gpu/launch_batch.h).
+cudnnHandle_t CudnnHandle(int device, cudaStream_t stream) {
+  FlushLaunches(stream);
+  return HandleFor<cudnnHandle_t>(device, stream);
+}
 
-cublasHandle_t CublasHandle(int device, cudaStream_t stream) { return HandleFor<cublasHandle_t>(device, stream); }
+cublasHandle_t CublasHandle(int device, cudaStream_t stream) {
+  FlushLaunches(stream);
+  return HandleFor<cublasHandle_t>(device, stream);
+}
 
 }  // namespace weft::gpu

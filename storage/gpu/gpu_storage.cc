@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/gpu/cuda_check.h"
+#include "core/gpu/launch_batch.h"
 #include "core/spin_lock.h"
 #include "engine/gpu/event_pool.h"
 #include "storage/internal/pooled_storage.h"
@@ -163,6 +164,7 @@ class GpuStorage final : public StreamOrderedStorage {
   void Copy(void* dst, const void* src, size_t bytes, void* stream) override {
     if (bytes == 0) return;
     const auto s = static_cast<cudaStream_t>(stream);
+    FlushLaunches(s);
     Storage& pinned = *PinnedHostStorage();
     if (IsPageable(src)) {
       const Block staging = pinned.Alloc(bytes);
@@ -191,6 +193,7 @@ class GpuStorage final : public StreamOrderedStorage {
 
   void Zero(void* dst, size_t bytes, void* stream) override {
     if (bytes == 0) return;
+    FlushLaunches(static_cast<cudaStream_t>(stream));
     WEFT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)));
   }
 };

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
+#include "core/gpu/launch_batch.h"
 #include "ops/gpu/rtc/kernel_library.h"
 
 namespace weft::gpu {
@@ -121,6 +122,7 @@ void FillGpu(const OpContext& ctx, double value, OpReq req, const TensorView& y)
   const std::string t = KernelType("fill", kFillTypes, {}, {&y, 1});
   const int64_t n = y.size();
   if (value == 0 && req != OpReq::kAddTo) {
+    FlushLaunches(static_cast<cudaStream_t>(ctx.run.stream));
     WEFT_CUDA_CHECK(cudaMemsetAsync(y.raw(), 0, y.bytes(), static_cast<cudaStream_t>(ctx.run.stream)));
     return;
   }
@@ -133,6 +135,7 @@ void CopyGpu(const OpContext& ctx, const TensorView& x, OpReq req, const TensorV
   if (req == OpReq::kNull || (req != OpReq::kAddTo && x.raw() == y.raw())) return;
   if (req != OpReq::kAddTo) {
     WEFT_CHECK_EQ(x.bytes(), y.bytes()) << "copy on GPU: the arrays differ in size";
+    FlushLaunches(static_cast<cudaStream_t>(ctx.run.stream));
     WEFT_CUDA_CHECK(cudaMemcpyAsync(y.raw(), x.raw(), y.bytes(), cudaMemcpyDeviceToDevice,
                                     static_cast<cudaStream_t>(ctx.run.stream)));
     return;

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "core/gpu/launch_batch.h"
 #include "ops/gpu/library_handles.h"
 
 namespace weft::gpu {
@@ -82,6 +83,7 @@ bool LtBiasGemmSupports(DType dtype) { return dtype == DType::kFloat32 || dtype 
 
 void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a, const void* b,
                 const void* bias, void* d, bool accumulate) {
+  FlushLaunches(call.stream());  // after the kernels batched so far on the stream
   Plan& p = PlanFor(dtype, shape, call.device());
   WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   const float alpha = 1, beta = accumulate ? 1 : 0;

@@ -3,6 +3,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
+#include "core/gpu/launch_batch.h"
 #include "ops/gpu/rtc/compile.h"
 #include "ops/gpu/rtc/disk_cache.h"
 #include "ops/gpu/rtc/embedded.h"
@@ -58,7 +59,7 @@ std::string DiskKey(const std::string& source, const std::string& kernel, const 
 }  // namespace
 
 void Kernel::Launch(dim3 grid, dim3 block, void** args, cudaStream_t stream, size_t shared_bytes) const {
-  WEFT_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(handle_), grid, block, args, shared_bytes, stream));
+  LaunchKernel(reinterpret_cast<const void*>(handle_), grid, block, args, shared_bytes, stream);  // batched
 }
 
 // One (source, kernel, options): its CUBIN per architecture and its library per device.
