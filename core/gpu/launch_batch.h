@@ -5,7 +5,7 @@
 //   - anything else is about to be queued on the stream: every such place in weft calls
 //     FlushLaunches first (event records, copies, memsets, library calls through the library
 //     handles, stream synchronization, stream destruction);
-//   - the chain reaches kMaxBatch kernels;
+//   - the chain reaches kMaxBatch kernels (64; 256 measured no better);
 //   - the stream's worker runs out of work (the engine's idle hook).
 // Waits (cudaStreamWaitEvent) need no flush: one queued before pending kernels of earlier ops
 // only makes them wait longer. Executable graphs are kept per stream and chain length and

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -94,16 +95,21 @@ int PackWidth(DType dtype, std::initializer_list<const void*> pointers) {
 }
 
 // The kernel for (file, name, device): from a per-thread cache in front of the library (a launch
-// is on every op's hot path; the library takes a lock and builds its key).
+// is on every op's hot path; the library takes a lock and builds its key). Keyed by the name
+// alone, per device, with the file checked: no key is built per launch.
 rtc::Kernel CachedKernel(const char* file, const std::string& name, int device) {
-  thread_local std::unordered_map<std::string, cudaKernel_t> cache;
-  std::string key;
-  key.reserve(name.size() + 24);
-  key.append(file).append(1, '\0').append(name).append(1, '\0').append(std::to_string(device));
-  auto it = cache.find(key);
-  if (it != cache.end()) return rtc::Kernel(it->second);
+  struct Cached {
+    const char* file;
+    cudaKernel_t kernel;
+  };
+  constexpr int kMaxDevices = 16;
+  thread_local std::unordered_map<std::string, Cached> cache[kMaxDevices];
+  if (device >= 0 && device < kMaxDevices) {
+    auto it = cache[device].find(name);
+    if (it != cache[device].end() && std::strcmp(it->second.file, file) == 0) return rtc::Kernel(it->second.kernel);
+  }
   const rtc::Kernel kernel = rtc::KernelLibrary::Global().Get({file, "", name, {}}, device);
-  cache.emplace(std::move(key), kernel.handle());
+  if (device >= 0 && device < kMaxDevices) cache[device][name] = Cached{file, kernel.handle()};
   return kernel;
 }
 
