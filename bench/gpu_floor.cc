@@ -29,27 +29,37 @@ double MedianUs(int reps, int n, Fn&& fn, void (*wait)()) {
   return times[times.size() / 2];
 }
 
+// y = a + b on 16 floats: the tiny kernel every floor launches, its arguments and a stream. The
+// stream is a static so that the wait lambdas (plain function pointers) can reach it.
+struct TinyAdd {
+  static inline cudaStream_t stream = nullptr;
+  weft::gpu::rtc::Kernel kernel{nullptr};
+  float *a = nullptr, *b = nullptr;
+  long long n = 16;
+  int req = 1;
+  void* args[5] = {&a, &b, &a, &n, &req};
+
+  explicit TinyAdd(bool blocking_stream = true) {
+    WEFT_CUDA_CHECK(cudaSetDevice(0));
+    kernel = weft::gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0);
+    WEFT_CUDA_CHECK(cudaMalloc(&a, 64));
+    WEFT_CUDA_CHECK(cudaMalloc(&b, 64));
+    WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, blocking_stream ? cudaStreamDefault : cudaStreamNonBlocking));
+  }
+  ~TinyAdd() {
+    cudaStreamDestroy(stream);
+    cudaFree(a), cudaFree(b);
+  }
+  static void Wait() { WEFT_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+};
+
 }  // namespace
 
 double RawLaunchUs(int reps, bool blocking_stream) {
-  WEFT_CUDA_CHECK(cudaSetDevice(0));
-  const weft::gpu::rtc::Kernel add =
-      weft::gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0);
-  float *a = nullptr, *b = nullptr;
-  WEFT_CUDA_CHECK(cudaMalloc(&a, 64));
-  WEFT_CUDA_CHECK(cudaMalloc(&b, 64));
-  static cudaStream_t stream = nullptr;
-  WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, blocking_stream ? cudaStreamDefault : cudaStreamNonBlocking));
-  long long n = 16;
-  int req = 1;
-  void* args[] = {&a, &b, &a, &n, &req};
-  const double us = MedianUs(reps, 10000, [&] {
-    WEFT_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(add.handle()), dim3(1), dim3(256), args, 0, stream));
-  },
-                             [] { WEFT_CUDA_CHECK(cudaStreamSynchronize(stream)); });
-  cudaStreamDestroy(stream);
-  cudaFree(a), cudaFree(b);
-  return us;
+  TinyAdd t(blocking_stream);
+  const void* kernel = reinterpret_cast<const void*>(t.kernel.handle());
+  return MedianUs(reps, 10000, [&] { WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(1), dim3(256), t.args, 0, t.stream)); },
+                  &TinyAdd::Wait);
 }
 
 double DriverLaunchUs(int reps) {
@@ -61,38 +71,19 @@ double DriverLaunchUs(int reps) {
   WEFT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuKernelGetFunction", &get, 12000, cudaEnableDefault, &found));
   WEFT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &launch, 12000, cudaEnableDefault, &found));
   if (get == nullptr || launch == nullptr) return -1;
-  const weft::gpu::rtc::Kernel add =
-      weft::gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0);
+  TinyAdd t;
   CUfunction function = nullptr;
-  if (reinterpret_cast<GetFunction>(get)(&function, reinterpret_cast<CUkernel>(add.handle())) != CUDA_SUCCESS) return -1;
-  float *a = nullptr, *b = nullptr;
-  WEFT_CUDA_CHECK(cudaMalloc(&a, 64));
-  WEFT_CUDA_CHECK(cudaMalloc(&b, 64));
-  static cudaStream_t stream = nullptr;
-  WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
-  long long n = 16;
-  int req = 1;
-  void* args[] = {&a, &b, &a, &n, &req};
+  if (reinterpret_cast<GetFunction>(get)(&function, reinterpret_cast<CUkernel>(t.kernel.handle())) != CUDA_SUCCESS) return -1;
   auto launch_fn = reinterpret_cast<LaunchKernel>(launch);
-  const double us = MedianUs(reps, 10000, [&] { launch_fn(function, 1, 1, 1, 256, 1, 1, 0, stream, args, nullptr); },
-                             [] { WEFT_CUDA_CHECK(cudaStreamSynchronize(stream)); });
-  cudaStreamDestroy(stream);
-  cudaFree(a), cudaFree(b);
-  return us;
+  return MedianUs(reps, 10000, [&] { launch_fn(function, 1, 1, 1, 256, 1, 1, 0, t.stream, t.args, nullptr); },
+                  &TinyAdd::Wait);
 }
 
 GraphCosts GraphLaunchUs(int reps, int nodes) {
-  WEFT_CUDA_CHECK(cudaSetDevice(0));
-  const weft::gpu::rtc::Kernel add =
-      weft::gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0);
-  float *a = nullptr, *b = nullptr;
-  WEFT_CUDA_CHECK(cudaMalloc(&a, 64));
-  WEFT_CUDA_CHECK(cudaMalloc(&b, 64));
-  static cudaStream_t stream = nullptr;
-  WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
-  long long n = 16;
-  int req = 1;
-  void* args[] = {&a, &b, &a, &n, &req};
+  TinyAdd t;
+  cudaStream_t stream = t.stream;
+  void** args = t.args;
+  const weft::gpu::rtc::Kernel add = t.kernel;
   // A chain of `nodes` kernel nodes, built by hand.
   auto build = [&] {
     cudaGraph_t graph = nullptr;
@@ -117,7 +108,7 @@ GraphCosts GraphLaunchUs(int reps, int nodes) {
     WEFT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(g);
-  }, [] { WEFT_CUDA_CHECK(cudaStreamSynchronize(stream)); }) / nodes;
+  }, &TinyAdd::Wait) / nodes;
   // (2) build, update one cached executable graph, launch.
   cudaGraph_t first = build();
   cudaGraphExec_t cached = nullptr;
@@ -128,14 +119,11 @@ GraphCosts GraphLaunchUs(int reps, int nodes) {
     WEFT_CUDA_CHECK(cudaGraphExecUpdate(cached, g, &info));
     WEFT_CUDA_CHECK(cudaGraphLaunch(cached, stream));
     cudaGraphDestroy(g);
-  }, [] { WEFT_CUDA_CHECK(cudaStreamSynchronize(stream)); }) / nodes;
+  }, &TinyAdd::Wait) / nodes;
   // (3) launch the same executable graph again (the floor of replay).
-  costs.replay_us = MedianUs(reps, 20, [&] { WEFT_CUDA_CHECK(cudaGraphLaunch(cached, stream)); },
-                             [] { WEFT_CUDA_CHECK(cudaStreamSynchronize(stream)); }) / nodes;
+  costs.replay_us = MedianUs(reps, 20, [&] { WEFT_CUDA_CHECK(cudaGraphLaunch(cached, stream)); }, &TinyAdd::Wait) / nodes;
   cudaGraphExecDestroy(cached);
   cudaGraphDestroy(first);
-  cudaStreamDestroy(stream);
-  cudaFree(a), cudaFree(b);
   return costs;
 }
 
