@@ -35,23 +35,10 @@ struct Net {
   int batch;
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // Milliseconds per call of `fn` over `n` calls, waiting once at the end; median over reps.
 template <typename Fn>
 double TimeMs(int reps, int n, Fn&& fn) {
-  std::vector<double> times;
-  for (int r = 0; r < reps; ++r) {
-    weft::engine::Engine::Get()->WaitForAll();
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < n; ++i) fn();
-    weft::engine::Engine::Get()->WaitForAll();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / n);
-  }
-  return Median(times);
+  return bench::MedianUs(reps, n, fn, [] { weft::engine::Engine::Get()->WaitForAll(); }) / 1000;
 }
 
 Symbol Mlp(const std::vector<int>& sizes, DType dtype) {

@@ -15,20 +15,6 @@ namespace bench {
 
 namespace {
 
-template <typename Fn>
-double MedianUs(int reps, int n, Fn&& fn, void (*wait)()) {
-  std::vector<double> times;
-  for (int r = 0; r < reps; ++r) {
-    wait();
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < n; ++i) fn();
-    wait();
-    times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / n);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 // y = a + b on 16 floats: the tiny kernel every floor launches, its arguments and a stream. The
 // stream is a static so that the wait lambdas (plain function pointers) can reach it.
 struct TinyAdd {

@@ -3,7 +3,27 @@
 // engine (no kernel), each in microseconds per call over 10,000 calls.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
 namespace bench {
+
+// Microseconds per call of `fn` over `n` calls, with `wait` before and after each repetition;
+// the median over `reps` repetitions.
+template <typename Fn>
+double MedianUs(int reps, int n, Fn&& fn, void (*wait)()) {
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    wait();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) fn();
+    wait();
+    times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / n);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
 
 // `blocking_stream`: a stream that synchronizes with the legacy default stream (as weft's
 // workers' are) or a non-blocking one.

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/bfloat16.h"
 #include "core/gpu/cuda_check.h"
 #include "core/gpu/launch_batch.h"
 #include "core/tensor_view.h"
@@ -26,19 +27,9 @@ void TestStream::Synchronize() const {
   WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-uint16_t ToBf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
+uint16_t ToBf16(float x) { return BFloat16::FromFloat(x).bits; }
 
-float FromBf16(uint16_t bits) {
-  const uint32_t u = static_cast<uint32_t>(bits) << 16;
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+float FromBf16(uint16_t bits) { return BFloat16{bits}.ToFloat(); }
 
 namespace {
 

@@ -36,7 +36,8 @@ std::map<cudaStream_t, std::unique_ptr<Batch>>& Registry() {
 }
 
 // The stream's batch; null when `create` is false and there is none. Batches live until
-// ForgetStream, so a worker thread caches its own stream's.
+// ForgetStream, so each thread caches the last one it found (usually its own worker stream's):
+// flushes run before every event record, copy and library call, and should take no lock.
 Batch* BatchOf(cudaStream_t stream, bool create) {
   thread_local cudaStream_t cached_stream = nullptr;
   thread_local Batch* cached = nullptr;
@@ -49,7 +50,7 @@ Batch* BatchOf(cudaStream_t stream, bool create) {
     if (!create) return nullptr;
     it = Registry().emplace(stream, std::make_unique<Batch>()).first;
   }
-  if (create) cached_stream = stream, cached = it->second.get(), cached_generation = generation;
+  cached_stream = stream, cached = it->second.get(), cached_generation = generation;
   return it->second.get();
 }
 

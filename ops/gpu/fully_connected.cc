@@ -52,11 +52,6 @@ void RunGemm(const GpuCall& call, DType dtype, OpReq req, const Gemm& g) {
 
 constexpr std::initializer_list<DType> kFcTypes = {DType::kFloat32, DType::kFloat64, DType::kBFloat16};
 
-// The kernels' name for `dtype` (kernels/fully_connected.cuh).
-std::string KernelTypeOf(DType dtype) {
-  return dtype == DType::kFloat64 ? "double" : dtype == DType::kBFloat16 ? "weft::bf16" : "float";
-}
-
 // in: (data (M, K), weight (O, K)[, bias (O,)]); out: (output (M, O)).
 void FcForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
                   std::span<const TensorView> out) {
@@ -73,7 +68,7 @@ void FcForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   }
   OpReq gemm_req = req[0];
   if (!p.no_bias) {  // y starts from the bias rows; the GEMM adds x * W^T to them
-    Launch(ctx, "fully_connected.cuh", Instance("weft::BiasRows", {KernelTypeOf(dtype)}), d.m * d.o, in[2].raw(), y,
+    Launch(ctx, "fully_connected.cuh", Instance("weft::BiasRows", {TypeName(dtype)}), d.m * d.o, in[2].raw(), y,
            d.m, d.o, ReqCode(req[0]));
     gemm_req = OpReq::kAddTo;
   }
@@ -97,7 +92,7 @@ void FcBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
     RunGemm(call, dtype, req[1], {CUBLAS_OP_N, CUBLAS_OP_T, d.k, d.o, d.m, x, d.k, dy, d.o, out[1].raw(), d.k});
   }
   if (p.no_bias || req[2] == OpReq::kNull) return;
-  Launch(ctx, "fully_connected.cuh", Instance("weft::ColumnSums", {KernelTypeOf(dtype)}), d.o, dy, out[2].raw(), d.m,
+  Launch(ctx, "fully_connected.cuh", Instance("weft::ColumnSums", {TypeName(dtype)}), d.o, dy, out[2].raw(), d.m,
          d.o, ReqCode(req[2]));
 }
 

@@ -31,7 +31,7 @@ void SceGpu(const OpContext& ctx, const Attrs&, std::span<const TensorView> in, 
   const int accumulate = req[0] == OpReq::kAddTo ? 1 : 0;
   const void *x = data.raw(), *labels = label.raw();
   void* result = out[0].raw();
-  const std::string t = dtype == DType::kFloat64 ? "double" : "float";
+  const std::string t = TypeName(dtype);
   constexpr int64_t kWarp = 32;  // threads per row
   if (kBackward) {
     Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceGrad", {t}), n * kWarp, n, classes, in[0].raw(), x,

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <sstream>
 #include <unordered_map>
 
@@ -15,6 +14,20 @@
 
 namespace weft::gpu {
 namespace {
+
+// Blocks of a grid-stride kernel that keep every SM busy: past that, more blocks only add
+// scheduling. Read once per thread and device (a launch should take no lock).
+int64_t MaxBlocks(int device) {
+  thread_local std::unordered_map<int, int64_t> cache;
+  auto it = cache.find(device);
+  if (it != cache.end()) return it->second;
+  int sms = 0, threads_per_sm = 0;
+  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
+  return cache.emplace(device, static_cast<int64_t>(sms) * (threads_per_sm / kGpuBlock) * 4).first->second;
+}
+
+}  // namespace
 
 std::string TypeName(DType dtype) {
   switch (dtype) {
@@ -27,33 +40,6 @@ std::string TypeName(DType dtype) {
     default: return "";
   }
 }
-
-// Blocks of a grid-stride kernel that keep every SM busy: past that, more blocks only add
-// scheduling. Read once per device.
-int64_t MaxBlocksLocked(int device);
-
-// Per thread in front of the shared table: a launch should take no lock.
-int64_t MaxBlocks(int device) {
-  thread_local std::unordered_map<int, int64_t> cache;
-  auto it = cache.find(device);
-  if (it != cache.end()) return it->second;
-  return cache.emplace(device, MaxBlocksLocked(device)).first->second;
-}
-
-int64_t MaxBlocksLocked(int device) {
-  static std::mutex mu;
-  static std::unordered_map<int, int64_t>* max_blocks = new std::unordered_map<int, int64_t>;  // guarded by mu
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = max_blocks->find(device);
-  if (it != max_blocks->end()) return it->second;
-  int sms = 0, threads_per_sm = 0;
-  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
-  const int64_t blocks = static_cast<int64_t>(sms) * (threads_per_sm / kGpuBlock) * 4;
-  return max_blocks->emplace(device, blocks).first->second;
-}
-
-}  // namespace
 
 std::string KernelType(const std::string& op, std::span<const DType> allowed, std::span<const TensorView> inputs,
                        std::span<const TensorView> outputs) {

@@ -30,6 +30,10 @@ inline constexpr DType kFillTypes[] = {DType::kFloat32, DType::kFloat64, DType::
 // The kernels' name for the dtype shared by every tensor of `inputs` and `outputs` ("float",
 // "double", "weft::bf16", "int", ...). Throws weft::Error "<op> on GPU: expected ..., found ..."
 // when they differ or the dtype is not in `allowed`.
+// The kernels' name for `dtype` ("float", "double", "weft::bf16", "int", ...); empty for a dtype
+// the kernels have no type for.
+std::string TypeName(DType dtype);
+
 std::string KernelType(const std::string& op, std::span<const DType> allowed, std::span<const TensorView> inputs,
                        std::span<const TensorView> outputs);
 
