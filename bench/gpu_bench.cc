@@ -7,12 +7,15 @@
 // median of --reps repetitions.
 //
 //   tools/gpu_bundle.sh; then on the GPU machine: gpu_bundle/bin/gpu_bench [--reps=5]
+//   (--mlp=0, --tiny=0, --relu=0 leave a part out, --peer=0 PyTorch; --floors_only=1 prints the
+//   launch floors, graph costs and the relu kernel alone)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include <cuda_runtime.h>
 #include <nlohmann/json.hpp>
 
 #include "bench/gpu_floor.h"
@@ -137,16 +140,28 @@ int main(int argc, char** argv) {
                   bench::EmptyEngineOpUs(reps));
       for (int nodes : {16, 256}) {
         const bench::GraphCosts g = bench::GraphLaunchUs(reps, nodes);
-        std::printf("graph of %d tiny kernels, per kernel (us): instantiated each time %.2f, updated %.2f, replayed %.2f\n",
-                    nodes, g.instantiate_us, g.update_us, g.replay_us);
+        std::printf("graph of %d tiny kernels, per kernel (us): built %.2f, parameters set %.2f (host only); "
+                    "built and instantiated %.2f, built and updated %.2f, parameters set %.2f, replayed %.2f (each "
+                    "with its launch)\n", nodes, g.build_us, g.set_params_host_us, g.instantiate_us, g.update_us,
+                    g.set_params_us, g.replay_us);
       }
+      int sms = 0;
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+      const unsigned wave = 8u * sms;  // resident blocks of 256 threads
+      std::printf("relu kernel on 64M floats alone, CUDA events (GB/s): 1 wave of blocks %.0f, 4 waves %.0f, a 16-byte "
+                  "pack per thread (%u blocks) %.0f; cudaMemcpyAsync %.0f\n", bench::KernelOnlyGbs(reps, wave, false),
+                  bench::KernelOnlyGbs(reps, 4 * wave, false), 65536u, bench::KernelOnlyGbs(reps, 65536, false),
+                  bench::KernelOnlyGbs(reps, 0, true));
       return 0;
     }
+    // --mlp=0, --tiny=0, --relu=0 leave a part out; --peer=0 leaves PyTorch out.
+    const bool mlp = bench::IntFlag(argc, argv, "mlp", 1), tiny = bench::IntFlag(argc, argv, "tiny", 1);
+    const bool relu = bench::IntFlag(argc, argv, "relu", 1), peer = bench::IntFlag(argc, argv, "peer", 1);
     const std::vector<Net> nets = {{"64-256-256-10", {64, 256, 256, 10}, 128},
                                    {"784-1024-1024-10", {784, 1024, 1024, 10}, 128},
                                    {"4096-4096-4096-10", {4096, 4096, 4096, 10}, 1024}};
     nlohmann::json ours;
-    for (const Net& net : nets) {
+    for (const Net& net : mlp ? nets : std::vector<Net>{}) {
       for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
         const std::string key = "mlp " + net.name + " b" + std::to_string(net.batch) + " " + std::string(weft::DTypeName(dtype));
         try {
@@ -160,15 +175,15 @@ int main(int argc, char** argv) {
         }
       }
     }
-    ours["tiny op us"] = LaunchOverheadUs(reps);
+    if (tiny) ours["tiny op us"] = LaunchOverheadUs(reps);
+    const Bandwidth bw = relu ? ElementwiseBandwidth(reps) : Bandwidth{0, 0};
+    if (relu) ours["relu GB/s"] = bw.relu_gbs, ours["copy GB/s"] = bw.copy_gbs;
+    weft::engine::Engine::Get()->WaitForAll();
     const double raw_launch = bench::RawLaunchUs(reps, true), raw_nonblocking = bench::RawLaunchUs(reps, false);
     const double driver_launch = bench::DriverLaunchUs(reps), empty_op = bench::EmptyEngineOpUs(reps);
-    const Bandwidth bw = ElementwiseBandwidth(reps);
-    ours["relu GB/s"] = bw.relu_gbs;
-    ours["copy GB/s"] = bw.copy_gbs;
-    weft::engine::Engine::Get()->WaitForAll();
 
-    const nlohmann::json torch = bench::RunPeer("bench/torch_gpu_peer.py", std::to_string(reps));
+    const nlohmann::json torch = peer ? bench::RunPeer("bench/torch_gpu_peer.py", std::to_string(reps))
+                                      : nlohmann::json{{"available", false}, {"error", "left out (--peer=0)"}};
     if (torch.value("available", false)) {
       std::printf("PyTorch %s on %s\n", torch["version"].get<std::string>().c_str(), torch["device"].get<std::string>().c_str());
     } else {
@@ -180,7 +195,7 @@ int main(int argc, char** argv) {
       const char* unit = key.find("GB/s") != std::string::npos ? "GB/s" : key.find(" us") != std::string::npos ? "us/op" : "ms/step";
       PrintRow(key.c_str(), it.value().get<double>(), torch.value("results", nlohmann::json::object()), key.c_str(), unit);
     }
-    std::printf("weft relu reaches %.1f%% of weft's device-to-device copy bandwidth\n", 100 * bw.relu_gbs / bw.copy_gbs);
+    if (relu) std::printf("weft relu reaches %.1f%% of weft's device-to-device copy bandwidth\n", 100 * bw.relu_gbs / bw.copy_gbs);
     std::printf("floors: the same tiny kernel launched directly on one stream %.2f us (%.2f us on a non-blocking "
                 "stream; %.2f us through the driver API); an empty GPU op through the engine %.2f us\n", raw_launch,
                 raw_nonblocking, driver_launch, empty_op);

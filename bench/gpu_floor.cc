@@ -70,23 +70,25 @@ GraphCosts GraphLaunchUs(int reps, int nodes) {
   cudaStream_t stream = t.stream;
   void** args = t.args;
   const weft::gpu::rtc::Kernel add = t.kernel;
+  cudaKernelNodeParams p{};
+  p.func = reinterpret_cast<void*>(add.handle());
+  p.gridDim = dim3(1), p.blockDim = dim3(256), p.kernelParams = args;
   // A chain of `nodes` kernel nodes, built by hand.
-  auto build = [&] {
+  auto build = [&](std::vector<cudaGraphNode_t>* made = nullptr) {
     cudaGraph_t graph = nullptr;
     WEFT_CUDA_CHECK(cudaGraphCreate(&graph, 0));
     cudaGraphNode_t last = nullptr;
     for (int i = 0; i < nodes; ++i) {
-      cudaKernelNodeParams p{};
-      p.func = reinterpret_cast<void*>(add.handle());
-      p.gridDim = dim3(1), p.blockDim = dim3(256), p.kernelParams = args;
       cudaGraphNode_t node = nullptr;
       WEFT_CUDA_CHECK(cudaGraphAddKernelNode(&node, graph, last ? &last : nullptr, last ? 1 : 0, &p));
       last = node;
+      if (made != nullptr) made->push_back(node);
     }
     return graph;
   };
   GraphCosts costs;
-  // (1) build, instantiate, launch each time.
+  costs.build_us = MedianUs(reps, 20, [&] { cudaGraphDestroy(build()); }, &TinyAdd::Wait) / nodes;
+  // Build, instantiate, launch each time.
   costs.instantiate_us = MedianUs(reps, 20, [&] {
     cudaGraph_t g = build();
     cudaGraphExec_t exec = nullptr;
@@ -95,8 +97,9 @@ GraphCosts GraphLaunchUs(int reps, int nodes) {
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(g);
   }, &TinyAdd::Wait) / nodes;
-  // (2) build, update one cached executable graph, launch.
-  cudaGraph_t first = build();
+  // Build, update one cached executable graph, launch.
+  std::vector<cudaGraphNode_t> first_nodes;
+  cudaGraph_t first = build(&first_nodes);
   cudaGraphExec_t cached = nullptr;
   WEFT_CUDA_CHECK(cudaGraphInstantiate(&cached, first, 0));
   costs.update_us = MedianUs(reps, 20, [&] {
@@ -106,11 +109,60 @@ GraphCosts GraphLaunchUs(int reps, int nodes) {
     WEFT_CUDA_CHECK(cudaGraphLaunch(cached, stream));
     cudaGraphDestroy(g);
   }, &TinyAdd::Wait) / nodes;
-  // (3) launch the same executable graph again (the floor of replay).
+  // Set every node's parameters in the cached executable graph, launch.
+  costs.set_params_us = MedianUs(reps, 20, [&] {
+    for (cudaGraphNode_t node : first_nodes) WEFT_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(cached, node, &p));
+    WEFT_CUDA_CHECK(cudaGraphLaunch(cached, stream));
+  }, &TinyAdd::Wait) / nodes;
+  costs.set_params_host_us = MedianUs(reps, 20, [&] {
+    for (cudaGraphNode_t node : first_nodes) WEFT_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(cached, node, &p));
+  }, &TinyAdd::Wait) / nodes;
+  // Launch the same executable graph again (the floor of replay).
   costs.replay_us = MedianUs(reps, 20, [&] { WEFT_CUDA_CHECK(cudaGraphLaunch(cached, stream)); }, &TinyAdd::Wait) / nodes;
   cudaGraphExecDestroy(cached);
   cudaGraphDestroy(first);
   return costs;
+}
+
+double KernelOnlyGbs(int reps, unsigned blocks, bool copy) {
+  const long long n = 64ll << 20;
+  float *x = nullptr, *y = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  WEFT_CUDA_CHECK(cudaSetDevice(0));
+  const auto relu = weft::gpu::rtc::KernelLibrary::Global().Get({"unary.cuh", "", "weft::UnaryForward<weft::Relu, float, 4>", {}}, 0);
+  WEFT_CUDA_CHECK(cudaMalloc(&x, n * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaMalloc(&y, n * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaMemset(x, 0, n * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
+  WEFT_CUDA_CHECK(cudaEventCreate(&start));
+  WEFT_CUDA_CHECK(cudaEventCreate(&stop));
+  double scalar = 0;
+  int req = 1;
+  void* args[] = {&x, &y, const_cast<long long*>(&n), &scalar, &req};
+  const void* kernel = reinterpret_cast<const void*>(relu.handle());
+  auto once = [&] {
+    if (copy) {
+      WEFT_CUDA_CHECK(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    } else {
+      WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(blocks), dim3(256), args, 0, stream));
+    }
+  };
+  std::vector<double> gbs;
+  for (int r = 0; r < reps + 1; ++r) {  // the first repetition warms up
+    WEFT_CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int i = 0; i < 20; ++i) once();
+    WEFT_CUDA_CHECK(cudaEventRecord(stop, stream));
+    WEFT_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    WEFT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (r > 0) gbs.push_back(20 * 2.0 * n * sizeof(float) / (ms * 1e6));
+  }
+  cudaEventDestroy(start), cudaEventDestroy(stop);
+  cudaStreamDestroy(stream);
+  cudaFree(x), cudaFree(y);
+  std::sort(gbs.begin(), gbs.end());
+  return gbs[gbs.size() / 2];
 }
 
 double EmptyEngineOpUs(int reps) {

@@ -32,11 +32,18 @@ double RawLaunchUs(int reps, bool blocking_stream);
 double DriverLaunchUs(int reps);
 double EmptyEngineOpUs(int reps);
 
-// Per kernel node of a chain of `nodes` tiny kernels as a CUDA graph: built and instantiated each
-// time; built and used to update one cached executable graph; the cached one replayed.
+// Per kernel node of a chain of `nodes` tiny kernels as a CUDA graph: built and destroyed (host
+// only); built and instantiated each time; built and used to update one cached executable graph;
+// the cached one with each node's parameters set again (cudaGraphExecKernelNodeSetParams); the
+// parameters set alone (host only); the cached one replayed.
 struct GraphCosts {
-  double instantiate_us, update_us, replay_us;
+  double build_us, instantiate_us, update_us, set_params_us, set_params_host_us, replay_us;
 };
 GraphCosts GraphLaunchUs(int reps, int nodes);
+
+// GB/s (bytes read plus written) of weft's relu kernel alone on 64M floats, launched straight onto
+// a stream and timed with CUDA events, with `blocks` blocks of 256 threads; and of a device-to-
+// device cudaMemcpyAsync of the same size (blocks ignored).
+double KernelOnlyGbs(int reps, unsigned blocks, bool copy);
 
 }  // namespace bench

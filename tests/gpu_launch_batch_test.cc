@@ -1,10 +1,18 @@
 // Kernel launches batched into CUDA graphs per stream (core/gpu/launch_batch.h): long chains of
 // tiny ops cross many batch boundaries and still give exact results; reads from the CPU, copies
-// and consumers on other streams in the middle of a chain see every kernel before them.
+// and consumers on other streams in the middle of a chain see every kernel before them; a large
+// kernel, launched at once, still runs after the small ones batched before it on its stream.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
+#include "core/env.h"
+#include "core/error.h"
+#include "core/gpu/cuda_check.h"
+#include "core/gpu/launch_batch.h"
+#include "ops/gpu/rtc/kernel_library.h"
 #include "storage/ndarray.h"
 #include "weft/imperative.h"
 #include "weft/ops.h"
@@ -47,6 +55,68 @@ TEST(GpuLaunchBatch, ConsumersOnOtherStreamsAndCopiesSeeEarlierKernels) {
   for (NDArray& x : xs) x += one;
   EXPECT_EQ(host.ToVector<float>(), std::vector<float>(1024, 400.f));
   EXPECT_EQ(xs[3].ToVector<float>(), std::vector<float>(1024, 51.f));
+}
+
+// On one stream: x[0:16] += 1 (a tiny kernel, batched), then z += x over 2M floats (large enough
+// to be launched at once), ten times. Were the large kernel launched before the batch, it would
+// read x before the tiny add and z[0] would fall short of 1 + 2 + ... + 10.
+TEST(GpuLaunchBatch, ALargeKernelRunsAfterTheBatchBeforeIt) {
+  const auto add = gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0);
+  const auto kernel = reinterpret_cast<const void*>(add.handle());
+  constexpr long long kBig = 1 << 21;
+  float *x = nullptr, *z = nullptr, *one = nullptr;
+  cudaStream_t stream = nullptr;
+  WEFT_CUDA_CHECK(cudaMalloc(&x, kBig * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaMalloc(&z, kBig * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaMalloc(&one, 16 * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
+  WEFT_CUDA_CHECK(cudaMemset(x, 0, kBig * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaMemset(z, 0, kBig * sizeof(float)));
+  const std::vector<float> ones(16, 1.f);
+  WEFT_CUDA_CHECK(cudaMemcpy(one, ones.data(), sizeof(float) * 16, cudaMemcpyHostToDevice));
+  long long small_n = 16, big_n = kBig;
+  int write = 1;
+  void* small_args[] = {&x, &one, &x, &small_n, &write};
+  void* big_args[] = {&z, &x, &z, &big_n, &write};
+  const unsigned big_blocks = static_cast<unsigned>(gpu::kDirectLaunchThreads / 256);
+  for (int i = 0; i < 10; ++i) {
+    gpu::LaunchKernel(kernel, dim3(1), dim3(256), small_args, 0, stream);
+    gpu::LaunchKernel(kernel, dim3(big_blocks), dim3(256), big_args, 0, stream);
+  }
+  gpu::FlushLaunches(stream);
+  std::vector<float> head(16);
+  WEFT_CUDA_CHECK(cudaMemcpyAsync(head.data(), z, sizeof(float) * 16, cudaMemcpyDeviceToHost, stream));
+  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(head, std::vector<float>(16, 55.f));
+  gpu::ForgetStream(stream);
+  cudaStreamDestroy(stream);
+  cudaFree(x), cudaFree(z), cudaFree(one);
+}
+
+// A batched launch copies each argument by the kernel's parameter sizes, so more arguments than
+// the kernel has parameters is an error naming the count (a direct launch cannot tell).
+TEST(GpuLaunchBatch, ExtraArgumentsRaiseACudaError) {
+  if (!GetEnvBool("WEFT_GPU_LAUNCH_BATCH", true)) GTEST_SKIP() << "launches are not batched (WEFT_GPU_LAUNCH_BATCH=0)";
+  const auto add = gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0);
+  float* x = nullptr;
+  cudaStream_t stream = nullptr;
+  WEFT_CUDA_CHECK(cudaMalloc(&x, 16 * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
+  long long n = 16;
+  int write = 1, extra = 0;
+  void* args[] = {&x, &x, &x, &n, &write, &extra};
+  try {
+    gpu::LaunchKernel(reinterpret_cast<const void*>(add.handle()), dim3(1), dim3(256), args, 0, stream);
+    ADD_FAILURE() << "six arguments for a kernel of five parameters were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("6 arguments given, but the kernel has no parameter 5"), std::string::npos)
+        << e.what();
+  }
+  gpu::FlushLaunches(stream);
+  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  gpu::ForgetStream(stream);
+  cudaStreamDestroy(stream);
+  cudaFree(x);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
+#include "core/gpu/launch_batch.h"
 #include "ops/gpu/library_handles.h"
 
 namespace weft::gpu {
@@ -22,7 +23,10 @@ class TestStream {
     DeviceGuard guard(0);
     WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
-  ~TestStream() { cudaStreamDestroy(stream_); }
+  ~TestStream() {
+    ForgetStream(stream_);  // a later stream may get this one's address (core/gpu/launch_batch.h)
+    cudaStreamDestroy(stream_);
+  }
   cudaStream_t get() const { return stream_; }
 
  private:

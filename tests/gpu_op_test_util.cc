@@ -21,7 +21,11 @@ void DeviceBuffer::Download(void* host, size_t bytes) const {
 }
 
 TestStream::TestStream() { WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-TestStream::~TestStream() { cudaStreamDestroy(stream_); }
+TestStream::~TestStream() {
+  gpu::FlushLaunches(stream_);
+  gpu::ForgetStream(stream_);  // a later stream may get this one's address
+  cudaStreamDestroy(stream_);
+}
 void TestStream::Synchronize() const {
   gpu::FlushLaunches(stream_);  // kernels launched on the stream may still be batched (core/gpu/launch_batch.h)
   WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_));

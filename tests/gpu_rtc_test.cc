@@ -85,6 +85,40 @@ TEST(KernelLibrary, RunsAnEmbeddedTemplateKernel) {
   for (float v : host) ASSERT_EQ(v, 3.25f);
 }
 
+// Libraries loaded and unloaded in turn while one stream batches their kernels (core/gpu/
+// launch_batch.h keeps each kernel's parameter sizes and chains naming it): a kernel of a new
+// library, perhaps at an unloaded one's address, with other parameters, still gets its own.
+TEST(KernelLibrary, KernelsOfUnloadedLibrariesLeaveNothingBehind) {
+  const char* set_source = R"(
+extern "C" __global__ void set(int unused, float* y, double value, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] = (float)value;
+})";
+  const std::string dir = FreshDir("rtc_cache_reload");
+  const long long n = 1000;
+  DeviceBuffer y(n * sizeof(float));
+  void* y_ptr = y.get();
+  TestStream stream;  // one stream throughout: its batch outlives every library
+  for (int round = 0; round < 12; ++round) {
+    KernelLibrary library(dir);
+    const bool ramp = round % 2 == 0;
+    const Kernel k = library.Get(ramp ? Ramp() : KernelRequest{"set_test.cu", set_source, "set", {}}, 0);
+    long long count = n;
+    float scale = 0.5f;
+    int unused = 0, small_n = static_cast<int>(n);
+    double value = round;
+    void* ramp_args[] = {&y_ptr, &count, &scale};
+    void* set_args[] = {&unused, &y_ptr, &value, &small_n};
+    k.Launch(dim3(4), dim3(256), ramp ? std::span<void* const>(ramp_args) : std::span<void* const>(set_args),
+             stream.get());
+    stream.Synchronize();
+    std::vector<float> host(n);
+    y.Download(host.data(), n * sizeof(float));
+    for (long long i = 0; i < n; ++i) {
+      ASSERT_EQ(host[i], ramp ? i * 0.5f : static_cast<float>(round)) << "round " << round << " at " << i;
+    }
+  }
+}
+
 TEST(KernelLibrary, SecondRequestIsAnsweredFromTheProcessCache) {
   KernelLibrary library("");
   const Kernel first = library.Get(Ramp(), 0);

@@ -4,24 +4,30 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/object_pool.h"
 #include "core/small_vector.h"
 
 namespace weft {
 
 namespace {
 
-// What one pushed call keeps until it has run (one allocation; no per-array heap lists for the
-// usual handful of inputs and outputs). It need not keep the arrays' memory alive: an array's
-// memory is freed by an engine op on its var (Chunk's DeleteVariable), which runs only after
-// every op pushed on that var before it, this one included.
+// What one pushed call keeps until it has run (from a per-thread pool, not malloc: it is made on
+// the pushing thread and freed on a worker; no per-array heap lists for the usual handful of
+// inputs and outputs). It need not keep the arrays' memory alive: an array's memory is freed by
+// an engine op on its var (Chunk's DeleteVariable), which runs only after every op pushed on that
+// var before it, this one included.
 struct Call {
-  Call() {}  // user-provided, so make_shared does not zero the inline storage first
+  Call() {}  // user-provided: the inline storage is not zeroed first
   const ComputeFn* compute = nullptr;
   Attrs attrs;
   SmallVector<TensorView, 4> inputs, outputs;
   SmallVector<OpReq, 4> req;
   OpContext ctx;
 };
+struct ReturnCall {
+  void operator()(Call* call) const { ObjectPool<Call>::Delete(call); }
+};
+using CallPtr = std::unique_ptr<Call, ReturnCall>;
 
 void CheckInputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs) {
   const int expected = NumInputs(op, attrs);
@@ -102,7 +108,7 @@ SmallVector<OpReq, 4> Requests(const Op& op, std::span<const NDArray> inputs, st
 // Pushes the call; the outputs exist and have been checked.
 void Push(const Op& op, const Attrs& attrs, const ComputeFn& compute, Device device, std::span<const NDArray> inputs,
           std::span<const NDArray> outputs, SmallVector<OpReq, 4> req, bool is_train) {
-  auto call = std::make_unique<Call>();  // owned by the pushed op from here on
+  CallPtr call(ObjectPool<Call>::New());  // owned by the pushed op from here on
   call->compute = &compute;
   call->attrs = attrs;
   call->ctx.is_train = is_train;

@@ -1,30 +1,41 @@
 // Kernel launches batched per stream into CUDA graphs. Launching a kernel costs the host several
-// microseconds (3.7 to 5.1 on the H200 machine, whatever the API), more than a tiny kernel runs;
+// microseconds (3.7 to 5.4 on the H200 machine, whatever the API), more than a tiny kernel runs;
 // a chain of kernel nodes in a graph costs about 1.2 per node. So each stream collects the
-// kernels launched on it as a chain of graph nodes, and launches the chain as one graph when:
+// kernels launched on it (their arguments copied), and launches them as one chain graph when:
 //   - anything else is about to be queued on the stream: every such place in weft calls
 //     FlushLaunches first (event records, copies, memsets, library calls through the library
 //     handles, stream synchronization, stream destruction);
 //   - the chain reaches kMaxBatch kernels (64; 256 measured no better);
 //   - the stream's worker runs out of work (the engine's idle hook).
+// A large kernel (kDirectLaunchThreads threads or more) is launched at once, after the chain: it
+// runs longer than a launch costs, so batching it gains nothing and would only delay it.
 // Waits (cudaStreamWaitEvent) need no flush: one queued before pending kernels of earlier ops
-// only makes them wait longer. Executable graphs are kept per stream and chain length and
-// updated in place (cudaGraphExecUpdate), which is cheap; only a new length instantiates.
+// only makes them wait longer. Executable chains are kept per stream and length; a flush sets
+// each node's kernel and arguments (cudaGraphExecKernelNodeSetParams) and launches the chain:
+// cheaper than building a graph, which costs about 0.9 us per node. Each length has two, used in
+// turn, so the one set is not the one the GPU may still run; only a new length instantiates.
 // WEFT_GPU_LAUNCH_BATCH=0 launches every kernel at once instead.
 //
+//   void* args[] = {&x, &n};
 //   LaunchKernel(kernel, grid, block, args, 0, stream);   // queued in the stream's batch
 //   FlushLaunches(stream);                                // before cudaMemcpyAsync(..., stream)
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <span>
+
 namespace weft::gpu {
 
 inline constexpr int kMaxBatch = 64;
+inline constexpr uint64_t kDirectLaunchThreads = uint64_t{1} << 19;
 
 // Launches `kernel` (a function pointer or a cudaKernel_t cast to it) on `stream`, or adds it to
-// the stream's batch. `args` are copied before this returns.
-void LaunchKernel(const void* kernel, dim3 grid, dim3 block, void** args, size_t shared_bytes, cudaStream_t stream);
+// the stream's batch. `args` points at each of the kernel's arguments, in order; their values are
+// copied before this returns. Throws weft::Error when the kernel has fewer parameters.
+void LaunchKernel(const void* kernel, dim3 grid, dim3 block, std::span<void* const> args, size_t shared_bytes,
+                  cudaStream_t stream);
 
 // Launches the kernels batched for `stream` so far (nothing when there are none). Thread-safe:
 // any thread about to queue work on a stream may call it.
@@ -32,5 +43,10 @@ void FlushLaunches(cudaStream_t stream);
 
 // Forgets `stream`'s batch state (after a flush), before the stream is destroyed.
 void ForgetStream(cudaStream_t stream);
+
+// Launches every stream's batch and forgets what names kernels (executable chains, parameter
+// sizes), before kernels are unloaded (cudaLibraryUnload): a kernel loaded later may reuse an
+// unloaded one's address.
+void ForgetKernels();
 
 }  // namespace weft::gpu

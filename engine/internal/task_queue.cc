@@ -57,15 +57,17 @@ OprBlock* TaskQueue::TryTake() {
 // A worker that just ran out of work is likely to get more within microseconds (the pusher is
 // mid-loop); spinning a while (kSpin) avoids a sleep and a futex wake-up per op, which costs the
 // pusher more than the op. It yields now and then: on a machine with as many workers as cores,
-// the thread it waits for may need this core.
-bool TaskQueue::SpinForWork() {
+// the thread it waits for may need this core. After kIdleGrace it calls `on_idle` (once).
+bool TaskQueue::SpinForWork(const std::function<void()>& on_idle, bool& idle_called) {
   spinners_.fetch_add(1, std::memory_order_seq_cst);
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  const auto start = std::chrono::steady_clock::now();
   bool found = false;
   for (int i = 1; !found; ++i) {
     found = size_.load(std::memory_order_relaxed) > 0;
-    if (i % 64 == 0) {
-      if (std::chrono::steady_clock::now() > deadline) break;
+    if (i % 64 == 0 && !found) {
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (waited > kSpin) break;
+      if (waited > kIdleGrace && !idle_called && on_idle) idle_called = true, on_idle();
       std::this_thread::yield();
     }
   }
@@ -82,7 +84,8 @@ void TaskQueue::Sleep() {
   sleepers_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-OprBlock* TaskQueue::Pop() {
+OprBlock* TaskQueue::Pop(const std::function<void()>& on_idle) {
+  bool idle_called = false;
   while (true) {
     if (OprBlock* op = TryTake()) {
       // More queued than this worker takes, and nobody spinning to take it: bring in another.
@@ -92,7 +95,12 @@ OprBlock* TaskQueue::Pop() {
       }
       return op;
     }
-    if (SpinForWork()) continue;
+    if (SpinForWork(on_idle, idle_called)) continue;
+    if (!idle_called && on_idle) {
+      idle_called = true;
+      on_idle();
+      continue;  // look again before sleeping: the hook took time
+    }
     if (closed_.load(std::memory_order_seq_cst)) {
       if (OprBlock* op = TryTake()) return op;
       if (size_.load(std::memory_order_seq_cst) <= 0) return nullptr;

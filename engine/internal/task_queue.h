@@ -6,7 +6,9 @@
 // is FIFO except across an overflow; dependencies never rely on it, the vars enforce them.)
 //
 // Idle workers spin briefly, then sleep on a condition variable; a push wakes one only when
-// someone sleeps, so a busy pool pays no wake-up per op.
+// someone sleeps, so a busy pool pays no wake-up per op. A worker that has found no work for
+// kIdleGrace (or is about to sleep) calls its idle hook once: a GPU worker launches the kernels
+// it batched then, not between two ops of a stream that is still coming.
 #pragma once
 
 #include <atomic>
@@ -14,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <queue>
 
@@ -27,8 +30,9 @@ class TaskQueue {
  public:
   TaskQueue() : ring_(kRingCapacity) {}
   void Push(OprBlock* op, int priority);
-  // Blocks until an op is available; returns null once the queue is closed and empty.
-  OprBlock* Pop();
+  // Blocks until an op is available; returns null once the queue is closed and empty. `on_idle`
+  // (may be empty) runs at most once per call, when no op came for kIdleGrace or before sleeping.
+  OprBlock* Pop(const std::function<void()>& on_idle = {});
   // Wakes every waiting Pop; ops still queued are handed out before Pop returns null.
   void Close();
   // True when nothing is queued (a hint: relaxed).
@@ -39,6 +43,7 @@ class TaskQueue {
  private:
   static constexpr size_t kRingCapacity = 8192;
   static constexpr std::chrono::microseconds kSpin{50};
+  static constexpr std::chrono::microseconds kIdleGrace{10};
   struct Entry {
     int priority;
     uint64_t seq;
@@ -49,7 +54,7 @@ class TaskQueue {
   };
   OprBlock* TryTake();
   OprBlock* TakeSlow();
-  bool SpinForWork();
+  bool SpinForWork(const std::function<void()>& on_idle, bool& idle_called);
   void Sleep();
   void WakeOne();
 

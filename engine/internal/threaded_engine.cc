@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
-#include "engine/internal/object_pool.h"
+#include "core/object_pool.h"
 #include "engine/internal/routing.h"
 #include "engine/internal/threaded_var.h"
 

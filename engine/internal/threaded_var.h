@@ -11,7 +11,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "engine/internal/object_pool.h"
+#include "core/object_pool.h"
 #include "engine/internal/opr_block.h"
 #include "core/spin_lock.h"
 #include "engine/internal/var.h"

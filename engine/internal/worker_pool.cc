@@ -68,7 +68,9 @@ void WorkerPool::WorkerLoop(int index) {
   }
   tls_worker.pool = this;
   tls_worker.worker = worker;
-  while (OprBlock* op = queue_.Pop()) {
+  std::function<void()> idle;
+  if (device_.on_idle) idle = [this, stream] { device_.on_idle(stream); };
+  while (OprBlock* op = queue_.Pop(idle)) {
     for (int chained = 0; op != nullptr; ++chained) {
       run_(op, worker, stream);
       op = std::exchange(tls_worker.continuation, nullptr);
@@ -77,7 +79,6 @@ void WorkerPool::WorkerLoop(int index) {
         op = nullptr;
       }
     }
-    if (device_.on_idle && queue_.Empty()) device_.on_idle(stream);
   }
   tls_worker.pool = nullptr;
   tls_worker.worker = -1;

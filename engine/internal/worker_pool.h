@@ -30,7 +30,8 @@ class WorkerPool {
   struct DeviceSetup {
     std::vector<void*> streams;
     std::function<void()> bind_thread;
-    std::function<void(void*)> on_idle;  // with the worker's stream, when its queue runs dry
+    // With the worker's stream, once its queue has stayed dry for TaskQueue::kIdleGrace.
+    std::function<void(void*)> on_idle;
   };
   WorkerPool(std::string name, int num_workers, int first_worker_id, Runner run, DeviceSetup device = {});
   ~WorkerPool();  // Stop()s

@@ -51,7 +51,7 @@ inline int64_t Packs(int64_t n, int width) { return (n + width - 1) / width; }
 // block, enough blocks for `items` grid-stride items (a block per item when `block_per_item`).
 // Each argument is passed by value and must have the kernel parameter's exact layout.
 void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name, int64_t items, bool block_per_item,
-                void** args);
+                std::span<void* const> args);
 
 template <typename... Args>
 void Launch(const OpContext& ctx, const char* file, const std::string& name, int64_t items, Args... args) {

@@ -19,7 +19,9 @@ class LoadedLibrary {
     WEFT_CUDA_CHECK(cudaLibraryLoadData(&library_, cubin.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
   }
   ~LoadedLibrary() {
-    if (library_ != nullptr) cudaLibraryUnload(library_);
+    if (library_ == nullptr) return;
+    ForgetKernels();  // batched launches and cached chains may name this library's kernels
+    cudaLibraryUnload(library_);
   }
   LoadedLibrary(LoadedLibrary&& other) noexcept : library_(std::exchange(other.library_, nullptr)) {}
   LoadedLibrary& operator=(LoadedLibrary&& other) noexcept {
@@ -58,7 +60,7 @@ std::string DiskKey(const std::string& source, const std::string& kernel, const 
 
 }  // namespace
 
-void Kernel::Launch(dim3 grid, dim3 block, void** args, cudaStream_t stream, size_t shared_bytes) const {
+void Kernel::Launch(dim3 grid, dim3 block, std::span<void* const> args, cudaStream_t stream, size_t shared_bytes) const {
   LaunchKernel(reinterpret_cast<const void*>(handle_), grid, block, args, shared_bytes, stream);  // batched
 }
 

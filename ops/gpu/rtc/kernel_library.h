@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -42,8 +43,9 @@ struct KernelRequest {
 class Kernel {
  public:
   explicit Kernel(cudaKernel_t handle) : handle_(handle) {}
-  // `args` points at each argument, in order, as cudaLaunchKernel expects. Does not synchronize.
-  void Launch(dim3 grid, dim3 block, void** args, cudaStream_t stream, size_t shared_bytes = 0) const;
+  // `args` points at each argument, in order, as cudaLaunchKernel expects (a `void* args[]` array
+  // converts). Batched per stream (core/gpu/launch_batch.h); does not synchronize.
+  void Launch(dim3 grid, dim3 block, std::span<void* const> args, cudaStream_t stream, size_t shared_bytes = 0) const;
   cudaKernel_t handle() const { return handle_; }
 
  private:
