@@ -89,14 +89,25 @@ double MlpStep(const Net& net, DType dtype, int reps) {
   return TimeMs(reps, 50, step);
 }
 
-// Microseconds per tiny in-place add (16 floats), 10,000 pushed, one wait.
-double LaunchOverheadUs(int reps) {
-  NDArray a(Shape{16}, kGpu), b(Shape{16}, kGpu);
-  a.Fill(0), b.Fill(1);
+// Microseconds per tiny in-place add (16 floats), 10,000 pushed, one wait: a += b each time (as
+// PyTorch's a.add_(b)), or with `arrays` > 1, a_0 += b, a_1 += b, ... in turn (3 arrays: no batch
+// of 64 repeats the last one's arguments, so every graph node is set again).
+double LaunchOverheadUs(int reps, int arrays = 1) {
+  NDArray b(Shape{16}, kGpu);
+  b.Fill(1);
+  std::vector<std::vector<NDArray>> ins, outs;
+  for (int i = 0; i < arrays; ++i) {
+    NDArray a(Shape{16}, kGpu);
+    a.Fill(0);
+    ins.push_back({a, b}), outs.push_back({a});
+  }
   const weft::Op& add = weft::GetOp("add");
   const weft::Attrs attrs = weft::ParseAttrs(add, {});
-  const std::vector<NDArray> in = {a, b}, out = {a};
-  auto op = [&] { weft::InvokeInto(add, attrs, in, out); };
+  int next = 0;
+  auto op = [&] {
+    weft::InvokeInto(add, attrs, ins[next], outs[next]);
+    next = next + 1 == arrays ? 0 : next + 1;
+  };
   for (int i = 0; i < 1000; ++i) op();
   return 1000 * TimeMs(reps, 10000, op);
 }
@@ -175,7 +186,10 @@ int main(int argc, char** argv) {
         }
       }
     }
-    if (tiny) ours["tiny op us"] = LaunchOverheadUs(reps);
+    if (tiny) {
+      ours["tiny op us"] = LaunchOverheadUs(reps);
+      ours["tiny op us, 3 arrays in turn"] = LaunchOverheadUs(reps, 3);
+    }
     const Bandwidth bw = relu ? ElementwiseBandwidth(reps) : Bandwidth{0, 0};
     if (relu) ours["relu GB/s"] = bw.relu_gbs, ours["copy GB/s"] = bw.copy_gbs;
     weft::engine::Engine::Get()->WaitForAll();

@@ -93,6 +93,40 @@ TEST(GpuLaunchBatch, ALargeKernelRunsAfterTheBatchBeforeIt) {
   cudaFree(x), cudaFree(z), cudaFree(one);
 }
 
+// Chains are kept per length and only nodes whose arguments changed are set again: one node of
+// four full batches alternates between two arrays, and each batch must see its own arguments.
+TEST(GpuLaunchBatch, ANodeWhoseArgumentsChangedIsSetAgain) {
+  const auto add = gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0);
+  const auto kernel = reinterpret_cast<const void*>(add.handle());
+  float *a0 = nullptr, *a1 = nullptr, *one = nullptr;
+  cudaStream_t stream = nullptr;
+  for (float** p : {&a0, &a1, &one}) WEFT_CUDA_CHECK(cudaMalloc(p, 16 * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
+  WEFT_CUDA_CHECK(cudaMemset(a0, 0, 16 * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaMemset(a1, 0, 16 * sizeof(float)));
+  const std::vector<float> ones(16, 1.f);
+  WEFT_CUDA_CHECK(cudaMemcpy(one, ones.data(), sizeof(float) * 16, cudaMemcpyHostToDevice));
+  long long n = 16;
+  int write = 1;
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < gpu::kMaxBatch; ++i) {
+      float* a = i == 17 && round % 2 == 1 ? a1 : a0;
+      void* args[] = {&a, &one, &a, &n, &write};
+      gpu::LaunchKernel(kernel, dim3(1), dim3(256), args, 0, stream);
+    }
+  }
+  gpu::FlushLaunches(stream);
+  std::vector<float> h0(16), h1(16);
+  WEFT_CUDA_CHECK(cudaMemcpyAsync(h0.data(), a0, sizeof(float) * 16, cudaMemcpyDeviceToHost, stream));
+  WEFT_CUDA_CHECK(cudaMemcpyAsync(h1.data(), a1, sizeof(float) * 16, cudaMemcpyDeviceToHost, stream));
+  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(h0, std::vector<float>(16, 4.f * gpu::kMaxBatch - 2));
+  EXPECT_EQ(h1, std::vector<float>(16, 2.f));
+  gpu::ForgetStream(stream);
+  cudaStreamDestroy(stream);
+  cudaFree(a0), cudaFree(a1), cudaFree(one);
+}
+
 // A batched launch copies each argument by the kernel's parameter sizes, so more arguments than
 // the kernel has parameters is an error naming the count (a direct launch cannot tell).
 TEST(GpuLaunchBatch, ExtraArgumentsRaiseACudaError) {
@@ -117,6 +151,43 @@ TEST(GpuLaunchBatch, ExtraArgumentsRaiseACudaError) {
   gpu::ForgetStream(stream);
   cudaStreamDestroy(stream);
   cudaFree(x);
+}
+
+// A kernel that cannot launch (2048 threads a block) between two good ones: the good ones still
+// run, and the error is raised by the stream's next flush even when the idle hook flushed first.
+TEST(GpuLaunchBatch, ABadLaunchRaisesACudaErrorAtTheNextFlush) {
+  if (!GetEnvBool("WEFT_GPU_LAUNCH_BATCH", true)) GTEST_SKIP() << "launches are not batched (WEFT_GPU_LAUNCH_BATCH=0)";
+  const auto add = gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0);
+  const auto kernel = reinterpret_cast<const void*>(add.handle());
+  float *x = nullptr, *one = nullptr;
+  cudaStream_t stream = nullptr;
+  WEFT_CUDA_CHECK(cudaMalloc(&x, 16 * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaMalloc(&one, 16 * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
+  WEFT_CUDA_CHECK(cudaMemset(x, 0, 16 * sizeof(float)));
+  const std::vector<float> ones(16, 1.f);
+  WEFT_CUDA_CHECK(cudaMemcpy(one, ones.data(), sizeof(float) * 16, cudaMemcpyHostToDevice));
+  long long n = 16;
+  int write = 1;
+  void* args[] = {&x, &one, &x, &n, &write};
+  gpu::LaunchKernel(kernel, dim3(1), dim3(256), args, 0, stream);
+  gpu::LaunchKernel(kernel, dim3(1), dim3(2048), args, 0, stream);
+  gpu::LaunchKernel(kernel, dim3(1), dim3(256), args, 0, stream);
+  gpu::FlushLaunchesWhenIdle(stream);  // keeps the failure
+  try {
+    gpu::FlushLaunches(stream);
+    ADD_FAILURE() << "the failed launch was not raised";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("launching a batch of kernels: cudaErrorInvalid"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(gpu::FlushLaunches(stream)) << "raised once";
+  std::vector<float> host(16);
+  WEFT_CUDA_CHECK(cudaMemcpyAsync(host.data(), x, sizeof(float) * 16, cudaMemcpyDeviceToHost, stream));
+  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(host, std::vector<float>(16, 2.f)) << "the good kernels around the bad one ran";
+  gpu::ForgetStream(stream);
+  cudaStreamDestroy(stream);
+  cudaFree(x), cudaFree(one);
 }
 
 }  // namespace

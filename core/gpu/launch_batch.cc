@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -18,31 +19,55 @@ namespace weft::gpu {
 namespace {
 
 // A kernel waiting in a batch: its launch configuration, and its arguments copied into the
-// batch's argument bytes (from `arg_begin`, one kArgAlign-aligned slot per argument).
+// batch's argument bytes [bytes_begin, bytes_end) (argument i's kArgAlign-aligned slot starts at
+// arg_offsets[arg_begin + i]).
 struct PendingKernel {
   const void* kernel;
   dim3 grid, block;
   unsigned shared_bytes;
   uint32_t arg_begin, num_args;
+  size_t bytes_begin, bytes_end;
+};
+
+// What a node of an executable chain was last set to: a node set again to the same kernel,
+// configuration and argument bytes (a training loop's steady state) is left as it is.
+struct NodeState {
+  const void* kernel = nullptr;
+  dim3 grid, block;
+  unsigned shared_bytes = 0;
+  std::vector<unsigned char> args;
+
+  bool Same(const cudaKernelNodeParams& p, std::span<const unsigned char> arg_bytes) const {
+    return kernel == p.func && grid.x == p.gridDim.x && grid.y == p.gridDim.y && grid.z == p.gridDim.z &&
+           block.x == p.blockDim.x && block.y == p.blockDim.y && block.z == p.blockDim.z &&
+           shared_bytes == p.sharedMemBytes && args.size() == arg_bytes.size() &&
+           std::memcmp(args.data(), arg_bytes.data(), args.size()) == 0;
+  }
+  void Assign(const cudaKernelNodeParams& p, std::span<const unsigned char> arg_bytes) {
+    kernel = p.func, grid = p.gridDim, block = p.blockDim, shared_bytes = p.sharedMemBytes;
+    args.assign(arg_bytes.begin(), arg_bytes.end());
+  }
 };
 
 // An instantiated chain of one length: the graph it came from (whose nodes name the executable
-// graph's nodes) and two executable graphs, launched in turn so that the one whose parameters are
-// set is never the one launched last.
+// graph's nodes), the executable graph, and what each of its nodes holds.
 struct Chain {
   cudaGraph_t graph = nullptr;
   std::vector<cudaGraphNode_t> nodes;
-  cudaGraphExec_t exec[2] = {nullptr, nullptr};
-  int next = 0;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<NodeState> state;
 };
 
-// One stream's pending kernels, and its chains by length.
+// One stream's pending kernels, and its chains by length. Never freed (ForgetStream empties it),
+// so a pointer to it stays valid in every thread's cache and in a flush that found it.
 struct Batch {
   std::mutex mu;  // guards everything below
+  int device = 0;  // the stream's GPU (current when its first pending kernel came)
   std::vector<PendingKernel> pending;
   std::vector<size_t> arg_offsets;       // per argument, into arg_bytes
   std::vector<unsigned char> arg_bytes;  // the pending kernels' arguments
   std::map<int, Chain> chains;
+  std::string failure;  // a failed launch not yet raised by FlushLaunches
 };
 
 constexpr size_t kArgAlign = 16;
@@ -53,29 +78,26 @@ bool Enabled() {
 }
 
 std::mutex registry_mu;
-std::atomic<uint64_t> registry_generation{0};  // bumped by ForgetStream: per-thread caches go stale
 std::map<cudaStream_t, std::unique_ptr<Batch>>& Registry() {
   static auto* batches = new std::map<cudaStream_t, std::unique_ptr<Batch>>;  // guarded by registry_mu
   return *batches;
 }
 
-// The stream's batch; null when `create` is false and there is none. Batches live until
-// ForgetStream, so each thread caches the last one it found (usually its own worker stream's):
-// flushes run before every event record, copy and library call, and should take no lock.
+// The stream's batch; null when `create` is false and there is none. Each thread caches the last
+// one it found (usually its own worker stream's): flushes run before every event record, copy
+// and library call, and should take no lock.
 Batch* BatchOf(cudaStream_t stream, bool create) {
   thread_local cudaStream_t cached_stream = nullptr;
   thread_local Batch* cached = nullptr;
-  thread_local uint64_t cached_generation = 0;
-  const uint64_t generation = registry_generation.load(std::memory_order_acquire);
-  if (stream == cached_stream && cached != nullptr && cached_generation == generation) return cached;
+  if (stream == cached_stream && cached != nullptr) return cached;
   std::lock_guard<std::mutex> lock(registry_mu);
   auto it = Registry().find(stream);
   if (it == Registry().end()) {
     if (!create) return nullptr;
     it = Registry().emplace(stream, std::make_unique<Batch>()).first;
   }
-  cached_stream = stream, cached = it->second.get(), cached_generation = generation;
-  return it->second.get();
+  cached_stream = stream, cached = it->second.get();
+  return cached;
 }
 
 std::atomic<uint64_t> kernel_generation{0};  // bumped by ForgetKernels: cached parameter sizes go stale
@@ -106,15 +128,20 @@ const std::vector<size_t>& ParamSizes(const void* kernel, size_t count) {
 
 void Append(Batch& b, const void* kernel, dim3 grid, dim3 block, std::span<void* const> args, size_t shared_bytes) {
   const std::vector<size_t>& sizes = ParamSizes(kernel, args.size());
-  if (b.pending.empty()) b.arg_bytes.clear();
-  b.pending.push_back({kernel, grid, block, static_cast<unsigned>(shared_bytes), static_cast<uint32_t>(b.arg_offsets.size()),
-                       static_cast<uint32_t>(sizes.size())});
+  if (b.pending.empty()) {
+    b.arg_bytes.clear();
+    WEFT_CUDA_CHECK(cudaGetDevice(&b.device));
+  }
+  PendingKernel k{kernel, grid, block, static_cast<unsigned>(shared_bytes), static_cast<uint32_t>(b.arg_offsets.size()),
+                  static_cast<uint32_t>(sizes.size()), b.arg_bytes.size(), 0};
   for (size_t i = 0; i < sizes.size(); ++i) {
     const size_t offset = b.arg_bytes.size();
-    b.arg_bytes.resize(offset + (sizes[i] + kArgAlign - 1) / kArgAlign * kArgAlign);
+    b.arg_bytes.resize(offset + (sizes[i] + kArgAlign - 1) / kArgAlign * kArgAlign);  // padding zeroed
     std::memcpy(b.arg_bytes.data() + offset, args[i], sizes[i]);
     b.arg_offsets.push_back(offset);
   }
+  k.bytes_end = b.arg_bytes.size();
+  b.pending.push_back(k);  // last: a throw above leaves the pending kernels as they were
 }
 
 // Node parameters of pending kernel `k`; `pointers` receives its argument pointers.
@@ -127,38 +154,84 @@ cudaKernelNodeParams NodeParams(Batch& b, const PendingKernel& k, std::vector<vo
   return p;
 }
 
-// A chain of kernel nodes with `params`, instantiated twice.
-Chain BuildChain(const std::vector<cudaKernelNodeParams>& params) {
-  Chain c;
-  WEFT_CUDA_CHECK(cudaGraphCreate(&c.graph, 0));
-  for (const cudaKernelNodeParams& p : params) {
-    cudaGraphNode_t node = nullptr;
-    cudaGraphNode_t* last = c.nodes.empty() ? nullptr : &c.nodes.back();
-    WEFT_CUDA_CHECK(cudaGraphAddKernelNode(&node, c.graph, last, last ? 1 : 0, &p));
-    c.nodes.push_back(node);
-  }
-  for (cudaGraphExec_t& exec : c.exec) WEFT_CUDA_CHECK(cudaGraphInstantiate(&exec, c.graph, 0));
-  return c;
+void DestroyChain(Chain& c) {
+  if (c.exec != nullptr) cudaGraphExecDestroy(c.exec);  // a running one is freed when done
+  if (c.graph != nullptr) cudaGraphDestroy(c.graph);
+  c = Chain{};
 }
 
+// A chain of kernel nodes with `params`, instantiated; on failure, nothing (and the error).
+cudaError_t BuildChain(const std::vector<cudaKernelNodeParams>& params, Chain& c) {
+  cudaError_t error = cudaGraphCreate(&c.graph, 0);
+  for (size_t i = 0; i < params.size() && error == cudaSuccess; ++i) {
+    cudaGraphNode_t node = nullptr;
+    cudaGraphNode_t* last = c.nodes.empty() ? nullptr : &c.nodes.back();
+    error = cudaGraphAddKernelNode(&node, c.graph, last, last ? 1 : 0, &params[i]);
+    c.nodes.push_back(node);
+  }
+  if (error == cudaSuccess) error = cudaGraphInstantiate(&c.exec, c.graph, 0);
+  if (error != cudaSuccess) DestroyChain(c);
+  return error;
+}
+
+// Launches `params` (kernel i's argument bytes: `args[i]`) on the stream as the cached chain of
+// their length, setting in place the nodes that differ from what they hold.
+cudaError_t LaunchChain(Batch& b, const std::vector<cudaKernelNodeParams>& params,
+                        const std::vector<std::span<const unsigned char>>& args, cudaStream_t stream) {
+  const int count = static_cast<int>(params.size());
+  Chain& c = b.chains[count];
+  if (c.exec == nullptr) {
+    const cudaError_t error = BuildChain(params, c);
+    if (error != cudaSuccess) return error;
+    c.state.assign(count, NodeState{});
+    for (int i = 0; i < count; ++i) c.state[i].Assign(params[i], args[i]);
+  }
+  for (int i = 0; i < count; ++i) {
+    if (c.state[i].Same(params[i], args[i])) continue;
+    const cudaError_t error = cudaGraphExecKernelNodeSetParams(c.exec, c.nodes[i], &params[i]);
+    if (error != cudaSuccess) {
+      for (NodeState& s : c.state) s = NodeState{};  // unknown now: set every node next time
+      return error;
+    }
+    c.state[i].Assign(params[i], args[i]);
+  }
+  return cudaGraphLaunch(c.exec, stream);
+}
+
+// Launches the pending kernels (with the stream's device current). On failure the kernels are
+// launched one by one, so that the good ones still run, and the first error is kept in `failure`.
 void FlushLocked(Batch& b, cudaStream_t stream) {
   if (b.pending.empty()) return;
+  DeviceGuard guard(b.device);  // a flush may come from a thread bound to another GPU
   thread_local std::vector<void*> pointers;
   thread_local std::vector<cudaKernelNodeParams> params;
-  pointers.clear(), params.clear();
+  thread_local std::vector<std::span<const unsigned char>> args;
+  pointers.clear(), params.clear(), args.clear();
   pointers.reserve(b.arg_offsets.size());  // no reallocation: params point into it
-  for (const PendingKernel& k : b.pending) params.push_back(NodeParams(b, k, pointers));
-  const int count = static_cast<int>(b.pending.size());
+  for (const PendingKernel& k : b.pending) {
+    params.push_back(NodeParams(b, k, pointers));
+    args.emplace_back(b.arg_bytes.data() + k.bytes_begin, k.bytes_end - k.bytes_begin);
+  }
   b.pending.clear(), b.arg_offsets.clear();
-  auto it = b.chains.find(count);
-  if (it == b.chains.end()) it = b.chains.emplace(count, BuildChain(params)).first;
-  Chain& c = it->second;
-  cudaGraphExec_t exec = c.exec[c.next];
-  c.next ^= 1;
-  cudaError_t error = cudaSuccess;
-  for (int i = 0; i < count && error == cudaSuccess; ++i) error = cudaGraphExecKernelNodeSetParams(exec, c.nodes[i], &params[i]);
-  if (error == cudaSuccess) error = cudaGraphLaunch(exec, stream);
-  if (error != cudaSuccess) ThrowCudaError(error, "launching a batch of kernels (cudaGraphLaunch)", __FILE__, __LINE__);
+  cudaError_t error = LaunchChain(b, params, args, stream);
+  if (error == cudaSuccess) return;
+  cudaGetLastError();
+  error = cudaSuccess;
+  for (const cudaKernelNodeParams& p : params) {
+    const cudaError_t e = cudaLaunchKernel(p.func, p.gridDim, p.blockDim, p.kernelParams, p.sharedMemBytes, stream);
+    if (e != cudaSuccess && error == cudaSuccess) error = e;
+  }
+  if (error == cudaSuccess) return;
+  cudaGetLastError();
+  if (b.failure.empty()) {
+    b.failure = std::string("launching a batch of kernels: ") + cudaGetErrorName(error) + ": " + cudaGetErrorString(error);
+  }
+}
+
+// FlushLocked, then raises a kept failure.
+void FlushOrThrow(Batch& b, cudaStream_t stream) {
+  FlushLocked(b, stream);
+  if (!b.failure.empty()) throw Error(std::exchange(b.failure, std::string()));
 }
 
 }  // namespace
@@ -173,12 +246,12 @@ void LaunchKernel(const void* kernel, dim3 grid, dim3 block, std::span<void* con
   Batch& b = *BatchOf(stream, /*create=*/true);
   std::lock_guard<std::mutex> lock(b.mu);
   if (static_cast<uint64_t>(grid.x) * grid.y * grid.z * block.x * block.y * block.z >= kDirectLaunchThreads) {
-    FlushLocked(b, stream);  // after the kernels before it
+    FlushOrThrow(b, stream);  // after the kernels before it
     WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, grid, block, arg_pointers, shared_bytes, stream));
     return;
   }
   Append(b, kernel, grid, block, args, shared_bytes);
-  if (static_cast<int>(b.pending.size()) == kMaxBatch) FlushLocked(b, stream);
+  if (static_cast<int>(b.pending.size()) == kMaxBatch) FlushOrThrow(b, stream);
 }
 
 void FlushLaunches(cudaStream_t stream) {
@@ -189,49 +262,55 @@ void FlushLaunches(cudaStream_t stream) {
       std::lock_guard<std::mutex> lock(registry_mu);
       for (auto& [s, b] : Registry()) all.emplace_back(s, b.get());
     }
-    for (auto& [s, b] : all) {
+    for (auto& [s, b] : all) {  // batches are never freed
       std::lock_guard<std::mutex> lock(b->mu);
-      FlushLocked(*b, s);
+      FlushOrThrow(*b, s);
     }
     return;
   }
   Batch* b = BatchOf(stream, /*create=*/false);
   if (b == nullptr) return;
   std::lock_guard<std::mutex> lock(b->mu);
-  FlushLocked(*b, stream);
+  FlushOrThrow(*b, stream);
 }
 
-namespace {
-
-void DestroyChains(Batch& b) {
-  for (auto& [count, chain] : b.chains) {
-    for (cudaGraphExec_t exec : chain.exec) cudaGraphExecDestroy(exec);  // a running one is freed when done
-    cudaGraphDestroy(chain.graph);
+void FlushLaunchesWhenIdle(cudaStream_t stream) noexcept {
+  if (!Enabled() || stream == nullptr) return;
+  Batch* b = nullptr;
+  try {
+    b = BatchOf(stream, /*create=*/false);
+  } catch (...) {  // the registry could not be read: the next flush does the work
+    return;
   }
-  b.chains.clear();
+  if (b == nullptr) return;
+  std::lock_guard<std::mutex> lock(b->mu);
+  try {
+    FlushLocked(*b, stream);
+  } catch (...) {  // the device guard failed: the kernels stay pending for the next flush
+  }
 }
-
-}  // namespace
 
 void ForgetStream(cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(registry_mu);
   auto it = Registry().find(stream);
   if (it == Registry().end()) return;
-  DestroyChains(*it->second);
-  Registry().erase(it);
-  registry_generation.fetch_add(1, std::memory_order_acq_rel);
+  Batch& b = *it->second;
+  std::lock_guard<std::mutex> batch_lock(b.mu);
+  for (auto& [count, chain] : b.chains) DestroyChain(chain);
+  b.chains.clear(), b.pending.clear(), b.arg_offsets.clear(), b.arg_bytes.clear(), b.failure.clear();
 }
 
-void ForgetKernels() {
+void ForgetKernels() noexcept {
   std::lock_guard<std::mutex> lock(registry_mu);
   for (auto& [stream, b] : Registry()) {
     std::lock_guard<std::mutex> batch_lock(b->mu);
     try {
-      FlushLocked(*b, stream);
-    } catch (const Error&) {
-      // The stream's next synchronization reports it.
+      FlushLocked(*b, stream);  // a failed launch stays for the stream's next flush
+    } catch (const Error&) {    // the device guard failed: the device is gone, and the kernels with it
+      b->pending.clear(), b->arg_offsets.clear();
     }
-    DestroyChains(*b);
+    for (auto& [count, chain] : b->chains) DestroyChain(chain);
+    b->chains.clear();
   }
   kernel_generation.fetch_add(1, std::memory_order_acq_rel);
 }

@@ -198,7 +198,7 @@ class CudaBackend final : public engine::DeviceBackend {
     WEFT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
   }
 
-  void StreamIdle(void* stream) override { FlushLaunches(static_cast<cudaStream_t>(stream)); }
+  void StreamIdle(void* stream) override { FlushLaunchesWhenIdle(static_cast<cudaStream_t>(stream)); }
 
  private:
   // With the var held for writing (no reader can run).

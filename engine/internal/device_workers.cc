@@ -39,7 +39,7 @@ std::unique_ptr<WorkerPool> DeviceWorkers::MakePool(const std::string& name, Str
     try {
       backend->StreamIdle(stream);
     } catch (const Error&) {
-      // Reported again, with its op, by whoever waits on the stream next.
+      // StreamIdle keeps its failures for the stream's next flush, which raises them to an op.
     }
   };
   auto pool = std::make_unique<WorkerPool>(name, count, next_id, run, std::move(setup));

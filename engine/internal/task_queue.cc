@@ -67,7 +67,12 @@ bool TaskQueue::SpinForWork(const std::function<void()>& on_idle, bool& idle_cal
     if (i % 64 == 0 && !found) {
       const auto waited = std::chrono::steady_clock::now() - start;
       if (waited > kSpin) break;
-      if (waited > kIdleGrace && !idle_called && on_idle) idle_called = true, on_idle();
+      if (waited > kIdleGrace && !idle_called && on_idle) {
+        idle_called = true;
+        spinners_.fetch_sub(1, std::memory_order_seq_cst);  // pushes wake sleepers meanwhile
+        on_idle();
+        spinners_.fetch_add(1, std::memory_order_seq_cst);
+      }
       std::this_thread::yield();
     }
   }
