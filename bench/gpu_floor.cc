@@ -125,7 +125,7 @@ GraphCosts GraphLaunchUs(int reps, int nodes) {
 }
 
 double KernelOnlyGbs(int reps, unsigned blocks, bool copy) {
-  const long long n = 64ll << 20;
+  long long n = 64ll << 20;
   float *x = nullptr, *y = nullptr;
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -139,7 +139,7 @@ double KernelOnlyGbs(int reps, unsigned blocks, bool copy) {
   WEFT_CUDA_CHECK(cudaEventCreate(&stop));
   double scalar = 0;
   int req = 1;
-  void* args[] = {&x, &y, const_cast<long long*>(&n), &scalar, &req};
+  void* args[] = {&x, &y, &n, &scalar, &req};
   const void* kernel = reinterpret_cast<const void*>(relu.handle());
   auto once = [&] {
     if (copy) {

@@ -1,7 +1,8 @@
 // Fixed-size objects for hot paths (the engine's op blocks and var queue entries, the imperative
 // layer's call records) without a malloc per push: a malloc on the pushing thread freed on a
-// worker thread makes both contend for the allocator's arena lock. Each thread keeps a small free list; full batches move to and from a shared list under a
-// mutex, so objects freed on worker threads return to the pushing thread in bulk.
+// worker thread makes both contend for the allocator's arena lock. Each thread keeps a small
+// free list; full batches move to and from a shared list under a mutex, so objects freed on
+// worker threads return to the pushing thread in bulk.
 //
 //   OprBlock* op = ObjectPool<OprBlock>::New();  ...  ObjectPool<OprBlock>::Delete(op);
 #pragma once

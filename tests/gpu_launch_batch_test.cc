@@ -2,7 +2,6 @@
 // tiny ops cross many batch boundaries and still give exact results; reads from the CPU, copies
 // and consumers on other streams in the middle of a chain see every kernel before them; a large
 // kernel, launched at once, still runs after the small ones batched before it on its stream.
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -10,15 +9,18 @@
 
 #include "core/env.h"
 #include "core/error.h"
-#include "core/gpu/cuda_check.h"
 #include "core/gpu/launch_batch.h"
 #include "ops/gpu/rtc/kernel_library.h"
 #include "storage/ndarray.h"
+#include "tests/gpu_op_test_util.h"
 #include "weft/imperative.h"
 #include "weft/ops.h"
 
 namespace weft {
 namespace {
+
+using testing::DeviceBuffer;
+using testing::TestStream;
 
 const Device kGpu = Device::Gpu(0);
 
@@ -57,137 +59,111 @@ TEST(GpuLaunchBatch, ConsumersOnOtherStreamsAndCopiesSeeEarlierKernels) {
   EXPECT_EQ(xs[3].ToVector<float>(), std::vector<float>(1024, 51.f));
 }
 
+// weft::BinaryForward<weft::Add, float, 4>: y = a + b on n floats, arguments {&a, &b, &y, &n, &req}.
+const void* AddKernel() {
+  static const void* kernel = reinterpret_cast<const void*>(
+      gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0).handle());
+  return kernel;
+}
+
+void Upload(DeviceBuffer& buffer, long long n, float value) {
+  const std::vector<float> host(n, value);
+  buffer.Upload(host.data(), n * sizeof(float));
+}
+
+std::vector<float> Download(const DeviceBuffer& buffer, long long n) {
+  std::vector<float> host(n);
+  buffer.Download(host.data(), n * sizeof(float));
+  return host;
+}
+
 // On one stream: x[0:16] += 1 (a tiny kernel, batched), then z += x over 2M floats (large enough
 // to be launched at once), ten times. Were the large kernel launched before the batch, it would
 // read x before the tiny add and z[0] would fall short of 1 + 2 + ... + 10.
 TEST(GpuLaunchBatch, ALargeKernelRunsAfterTheBatchBeforeIt) {
-  const auto add = gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0);
-  const auto kernel = reinterpret_cast<const void*>(add.handle());
   constexpr long long kBig = 1 << 21;
-  float *x = nullptr, *z = nullptr, *one = nullptr;
-  cudaStream_t stream = nullptr;
-  WEFT_CUDA_CHECK(cudaMalloc(&x, kBig * sizeof(float)));
-  WEFT_CUDA_CHECK(cudaMalloc(&z, kBig * sizeof(float)));
-  WEFT_CUDA_CHECK(cudaMalloc(&one, 16 * sizeof(float)));
-  WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
-  WEFT_CUDA_CHECK(cudaMemset(x, 0, kBig * sizeof(float)));
-  WEFT_CUDA_CHECK(cudaMemset(z, 0, kBig * sizeof(float)));
-  const std::vector<float> ones(16, 1.f);
-  WEFT_CUDA_CHECK(cudaMemcpy(one, ones.data(), sizeof(float) * 16, cudaMemcpyHostToDevice));
+  DeviceBuffer x_buffer(kBig * sizeof(float)), z_buffer(kBig * sizeof(float)), one_buffer(16 * sizeof(float));
+  Upload(x_buffer, kBig, 0), Upload(z_buffer, kBig, 0), Upload(one_buffer, 16, 1);
+  void *x = x_buffer.get(), *z = z_buffer.get(), *one = one_buffer.get();
   long long small_n = 16, big_n = kBig;
   int write = 1;
   void* small_args[] = {&x, &one, &x, &small_n, &write};
   void* big_args[] = {&z, &x, &z, &big_n, &write};
   const unsigned big_blocks = static_cast<unsigned>(gpu::kDirectLaunchThreads / 256);
+  TestStream stream;
   for (int i = 0; i < 10; ++i) {
-    gpu::LaunchKernel(kernel, dim3(1), dim3(256), small_args, 0, stream);
-    gpu::LaunchKernel(kernel, dim3(big_blocks), dim3(256), big_args, 0, stream);
+    gpu::LaunchKernel(AddKernel(), dim3(1), dim3(256), small_args, 0, stream.get());
+    gpu::LaunchKernel(AddKernel(), dim3(big_blocks), dim3(256), big_args, 0, stream.get());
   }
-  gpu::FlushLaunches(stream);
-  std::vector<float> head(16);
-  WEFT_CUDA_CHECK(cudaMemcpyAsync(head.data(), z, sizeof(float) * 16, cudaMemcpyDeviceToHost, stream));
-  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  EXPECT_EQ(head, std::vector<float>(16, 55.f));
-  gpu::ForgetStream(stream);
-  cudaStreamDestroy(stream);
-  cudaFree(x), cudaFree(z), cudaFree(one);
+  stream.Synchronize();
+  EXPECT_EQ(Download(z_buffer, 16), std::vector<float>(16, 55.f));
 }
 
 // Chains are kept per length and only nodes whose arguments changed are set again: one node of
 // four full batches alternates between two arrays, and each batch must see its own arguments.
 TEST(GpuLaunchBatch, ANodeWhoseArgumentsChangedIsSetAgain) {
-  const auto add = gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0);
-  const auto kernel = reinterpret_cast<const void*>(add.handle());
-  float *a0 = nullptr, *a1 = nullptr, *one = nullptr;
-  cudaStream_t stream = nullptr;
-  for (float** p : {&a0, &a1, &one}) WEFT_CUDA_CHECK(cudaMalloc(p, 16 * sizeof(float)));
-  WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
-  WEFT_CUDA_CHECK(cudaMemset(a0, 0, 16 * sizeof(float)));
-  WEFT_CUDA_CHECK(cudaMemset(a1, 0, 16 * sizeof(float)));
-  const std::vector<float> ones(16, 1.f);
-  WEFT_CUDA_CHECK(cudaMemcpy(one, ones.data(), sizeof(float) * 16, cudaMemcpyHostToDevice));
+  DeviceBuffer a0_buffer(16 * sizeof(float)), a1_buffer(16 * sizeof(float)), one_buffer(16 * sizeof(float));
+  Upload(a0_buffer, 16, 0), Upload(a1_buffer, 16, 0), Upload(one_buffer, 16, 1);
+  void* one = one_buffer.get();
   long long n = 16;
   int write = 1;
+  TestStream stream;
   for (int round = 0; round < 4; ++round) {
     for (int i = 0; i < gpu::kMaxBatch; ++i) {
-      float* a = i == 17 && round % 2 == 1 ? a1 : a0;
+      void* a = i == 17 && round % 2 == 1 ? a1_buffer.get() : a0_buffer.get();
       void* args[] = {&a, &one, &a, &n, &write};
-      gpu::LaunchKernel(kernel, dim3(1), dim3(256), args, 0, stream);
+      gpu::LaunchKernel(AddKernel(), dim3(1), dim3(256), args, 0, stream.get());
     }
   }
-  gpu::FlushLaunches(stream);
-  std::vector<float> h0(16), h1(16);
-  WEFT_CUDA_CHECK(cudaMemcpyAsync(h0.data(), a0, sizeof(float) * 16, cudaMemcpyDeviceToHost, stream));
-  WEFT_CUDA_CHECK(cudaMemcpyAsync(h1.data(), a1, sizeof(float) * 16, cudaMemcpyDeviceToHost, stream));
-  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  EXPECT_EQ(h0, std::vector<float>(16, 4.f * gpu::kMaxBatch - 2));
-  EXPECT_EQ(h1, std::vector<float>(16, 2.f));
-  gpu::ForgetStream(stream);
-  cudaStreamDestroy(stream);
-  cudaFree(a0), cudaFree(a1), cudaFree(one);
+  stream.Synchronize();
+  EXPECT_EQ(Download(a0_buffer, 16), std::vector<float>(16, 4.f * gpu::kMaxBatch - 2));
+  EXPECT_EQ(Download(a1_buffer, 16), std::vector<float>(16, 2.f));
 }
 
 // A batched launch copies each argument by the kernel's parameter sizes, so more arguments than
 // the kernel has parameters is an error naming the count (a direct launch cannot tell).
 TEST(GpuLaunchBatch, ExtraArgumentsRaiseACudaError) {
   if (!GetEnvBool("WEFT_GPU_LAUNCH_BATCH", true)) GTEST_SKIP() << "launches are not batched (WEFT_GPU_LAUNCH_BATCH=0)";
-  const auto add = gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0);
-  float* x = nullptr;
-  cudaStream_t stream = nullptr;
-  WEFT_CUDA_CHECK(cudaMalloc(&x, 16 * sizeof(float)));
-  WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
+  DeviceBuffer x_buffer(16 * sizeof(float));
+  void* x = x_buffer.get();
   long long n = 16;
   int write = 1, extra = 0;
   void* args[] = {&x, &x, &x, &n, &write, &extra};
+  TestStream stream;
   try {
-    gpu::LaunchKernel(reinterpret_cast<const void*>(add.handle()), dim3(1), dim3(256), args, 0, stream);
+    gpu::LaunchKernel(AddKernel(), dim3(1), dim3(256), args, 0, stream.get());
     ADD_FAILURE() << "six arguments for a kernel of five parameters were accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("6 arguments given, but the kernel has no parameter 5"), std::string::npos)
         << e.what();
   }
-  gpu::FlushLaunches(stream);
-  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  gpu::ForgetStream(stream);
-  cudaStreamDestroy(stream);
-  cudaFree(x);
+  stream.Synchronize();
 }
 
 // A kernel that cannot launch (2048 threads a block) between two good ones: the good ones still
 // run, and the error is raised by the stream's next flush even when the idle hook flushed first.
 TEST(GpuLaunchBatch, ABadLaunchRaisesACudaErrorAtTheNextFlush) {
   if (!GetEnvBool("WEFT_GPU_LAUNCH_BATCH", true)) GTEST_SKIP() << "launches are not batched (WEFT_GPU_LAUNCH_BATCH=0)";
-  const auto add = gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0);
-  const auto kernel = reinterpret_cast<const void*>(add.handle());
-  float *x = nullptr, *one = nullptr;
-  cudaStream_t stream = nullptr;
-  WEFT_CUDA_CHECK(cudaMalloc(&x, 16 * sizeof(float)));
-  WEFT_CUDA_CHECK(cudaMalloc(&one, 16 * sizeof(float)));
-  WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
-  WEFT_CUDA_CHECK(cudaMemset(x, 0, 16 * sizeof(float)));
-  const std::vector<float> ones(16, 1.f);
-  WEFT_CUDA_CHECK(cudaMemcpy(one, ones.data(), sizeof(float) * 16, cudaMemcpyHostToDevice));
+  DeviceBuffer x_buffer(16 * sizeof(float)), one_buffer(16 * sizeof(float));
+  Upload(x_buffer, 16, 0), Upload(one_buffer, 16, 1);
+  void *x = x_buffer.get(), *one = one_buffer.get();
   long long n = 16;
   int write = 1;
   void* args[] = {&x, &one, &x, &n, &write};
-  gpu::LaunchKernel(kernel, dim3(1), dim3(256), args, 0, stream);
-  gpu::LaunchKernel(kernel, dim3(1), dim3(2048), args, 0, stream);
-  gpu::LaunchKernel(kernel, dim3(1), dim3(256), args, 0, stream);
-  gpu::FlushLaunchesWhenIdle(stream);  // keeps the failure
+  TestStream stream;
+  gpu::LaunchKernel(AddKernel(), dim3(1), dim3(256), args, 0, stream.get());
+  gpu::LaunchKernel(AddKernel(), dim3(1), dim3(2048), args, 0, stream.get());
+  gpu::LaunchKernel(AddKernel(), dim3(1), dim3(256), args, 0, stream.get());
+  gpu::FlushLaunchesWhenIdle(stream.get());  // keeps the failure
   try {
-    gpu::FlushLaunches(stream);
+    gpu::FlushLaunches(stream.get());
     ADD_FAILURE() << "the failed launch was not raised";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("launching a batch of kernels: cudaErrorInvalid"), std::string::npos) << e.what();
   }
-  EXPECT_NO_THROW(gpu::FlushLaunches(stream)) << "raised once";
-  std::vector<float> host(16);
-  WEFT_CUDA_CHECK(cudaMemcpyAsync(host.data(), x, sizeof(float) * 16, cudaMemcpyDeviceToHost, stream));
-  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  EXPECT_EQ(host, std::vector<float>(16, 2.f)) << "the good kernels around the bad one ran";
-  gpu::ForgetStream(stream);
-  cudaStreamDestroy(stream);
-  cudaFree(x), cudaFree(one);
+  EXPECT_NO_THROW(gpu::FlushLaunches(stream.get())) << "raised once";
+  stream.Synchronize();
+  EXPECT_EQ(Download(x_buffer, 16), std::vector<float>(16, 2.f)) << "the good kernels around the bad one ran";
 }
 
 }  // namespace

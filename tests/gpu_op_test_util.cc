@@ -15,6 +15,9 @@ DeviceBuffer::DeviceBuffer(size_t bytes) { WEFT_CUDA_CHECK(cudaMalloc(&data_, by
 DeviceBuffer::~DeviceBuffer() { cudaFree(data_); }
 void DeviceBuffer::Upload(const void* host, size_t bytes) {
   WEFT_CUDA_CHECK(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice));
+  // From pageable memory the copy may still be in flight when cudaMemcpy returns, and a
+  // non-blocking stream (TestStream) does not wait for it.
+  WEFT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 void DeviceBuffer::Download(void* host, size_t bytes) const {
   WEFT_CUDA_CHECK(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost));

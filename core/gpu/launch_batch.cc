@@ -276,12 +276,7 @@ void FlushLaunches(cudaStream_t stream) {
 
 void FlushLaunchesWhenIdle(cudaStream_t stream) noexcept {
   if (!Enabled() || stream == nullptr) return;
-  Batch* b = nullptr;
-  try {
-    b = BatchOf(stream, /*create=*/false);
-  } catch (...) {  // the registry could not be read: the next flush does the work
-    return;
-  }
+  Batch* b = BatchOf(stream, /*create=*/false);
   if (b == nullptr) return;
   std::lock_guard<std::mutex> lock(b->mu);
   try {

@@ -13,9 +13,10 @@
 // only makes them wait longer. Executable chains are kept per stream and length; a flush sets
 // each node's kernel and arguments (cudaGraphExecKernelNodeSetParams, about 0.35 us a node; it
 // leaves launches already queued alone) and launches the chain: cheaper than building a graph
-// (about 0.5 to 0.9 us a node). A node whose kernel, configuration and argument bytes are those it
-// already holds (a loop's steady state) is not set again. Only a new length instantiates. A launch that fails is kept and
-// raised by the stream's next flush too, so an error the idle hook met is not lost.
+// (about 0.5 to 0.9 us a node). A node whose kernel, configuration and argument bytes are those
+// it already holds (a loop's steady state) is not set again. Only a new length instantiates. A
+// launch that fails is kept and raised by the stream's next flush, so an error the idle hook met
+// is not lost.
 // WEFT_GPU_LAUNCH_BATCH=0 launches every kernel at once instead.
 //
 //   void* args[] = {&x, &n};

@@ -35,8 +35,6 @@ class TaskQueue {
   OprBlock* Pop(const std::function<void()>& on_idle = {});
   // Wakes every waiting Pop; ops still queued are handed out before Pop returns null.
   void Close();
-  // True when nothing is queued (a hint: relaxed).
-  bool Empty() const { return size_.load(std::memory_order_relaxed) == 0; }
   // True while an op of positive priority is queued (a hint: relaxed).
   bool HasUrgent() const { return urgent_.load(std::memory_order_relaxed) > 0; }
 

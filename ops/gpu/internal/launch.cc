@@ -66,8 +66,12 @@ std::string Instance(const std::string& tmpl, std::initializer_list<std::string>
   name.reserve(96);  // one allocation: a name is built on every launch
   name += tmpl;
   name += '<';
-  for (const std::string& a : args) name += (name.back() == '<' ? "" : ", ") + a;
-  return name + ">";
+  for (const std::string& a : args) {
+    if (name.back() != '<') name += ", ";
+    name += a;
+  }
+  name += '>';
+  return name;
 }
 
 int ReqCode(OpReq req) {
