@@ -70,15 +70,12 @@ std::string AttrReader::String(const std::string& name, std::optional<std::strin
   return v == nullptr ? *fallback : *v;
 }
 
-std::string AttrReader::Enum(const std::string& name, const std::vector<std::string>& choices,
-                             std::optional<std::string> fallback) {
-  const std::string* v = Find(name, !fallback);
-  if (v == nullptr) return *fallback;
-  std::string t = Trim(*v);
-  if (std::find(choices.begin(), choices.end(), t) != choices.end()) return t;
-  std::string expected = "one of";
-  for (const auto& c : choices) expected += " '" + c + "'";
-  Bad(name, *v, expected);
+std::string AttrReader::Trimmed(const std::string& s) { return Trim(s); }
+
+void Attrs::WrongType(const std::type_info& asked) const {
+  const std::string op = op_ == nullptr ? std::string("(unknown)") : *op_;
+  if (type_ == nullptr) WEFT_THROW("op '" << op << "' has no parameters; asked for " << asked.name());
+  WEFT_THROW("op '" << op << "': parameters are " << type_->name() << ", asked for " << asked.name());
 }
 
 Shape AttrReader::ShapeAttr(const std::string& name, std::optional<Shape> fallback) {

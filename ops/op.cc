@@ -71,7 +71,10 @@ Op& Op::Random() {
   return *this;
 }
 Op& Op::Stateful() { stateful = true; return *this; }
-Op& Op::Pointwise(std::string expression) { pointwise = std::move(expression); return *this; }
+Op& Op::Pointwise(PointwiseKind kind, std::string functor) {
+  pointwise = {kind, std::move(functor)};
+  return *this;
+}
 
 bool Op::NeedsResource(Resource r) const { return std::find(resources.begin(), resources.end(), r) != resources.end(); }
 
@@ -169,9 +172,9 @@ std::vector<std::string> ListOps() {
 
 Attrs ParseAttrs(const Op& op, const AttrMap& attrs) {
   AttrReader reader(op.name, attrs);
-  std::shared_ptr<const void> parsed = op.parse ? op.parse(reader) : nullptr;
+  ParsedParams parsed = op.parse ? op.parse(reader) : ParsedParams{};
   reader.CheckAllRead();
-  return Attrs(attrs, std::move(parsed));
+  return Attrs(attrs, std::move(parsed), &op.name);
 }
 
 int NumInputs(const Op& op, const Attrs& attrs) {

@@ -11,7 +11,7 @@
 //       .Gradient([](const Attrs&, GradBuilder& g) {
 //         g.SetInputGrad(0, g.Op("_backward_relu", {g.OutGrad(0), g.Output(0)}));
 //       })
-//       .Pointwise("max(in0, 0)");
+//       .Pointwise(PointwiseKind::kUnary, "weft::fn::Relu");   // ops/math/unary.h
 //
 //   const Op& op = GetOp("relu");    // throws weft::Error: unknown op 'rleu'
 #pragma once
@@ -99,6 +99,27 @@ class GradBuilder {
 
 using GradientFn = std::function<void(const Attrs& attrs, GradBuilder& grad)>;
 
+// ---- Pointwise ops --------------------------------------------------------------------------
+
+// Which member of its functor a pointwise op applies, elementwise (ops/math/ defines the functors).
+enum class PointwiseKind : uint8_t {
+  kNone,            // not pointwise
+  kUnary,           // y = F::Fwd(x, scalar)                      (ops/math/unary.h)
+  kUnaryBackward,   // dx = dy * F::Grad(x, y, scalar)            (ops/math/unary.h)
+  kBinary,          // y = F::Fwd(l, r), with broadcasting        (ops/math/binary.h)
+  kBinaryBackward,  // dl = dy * F::DL(l, r), dr = dy * F::DR(l, r)
+  kAddN,            // y = x0 + x1 + ... (no functor)
+  kUpdate,          // an optimizer update: F::Step(...)          (ops/math/optimizer.h)
+};
+
+// The code a pointwise op runs, named so that the fusion code generator calls exactly the functor
+// the op's CPU and GPU computes call: never an expression of its own.
+struct PointwiseFn {
+  PointwiseKind kind = PointwiseKind::kNone;
+  std::string functor;  // "weft::fn::Relu"; empty for kAddN
+  explicit operator bool() const { return kind != PointwiseKind::kNone; }
+};
+
 // ---- The op ---------------------------------------------------------------------------------
 
 using ShapeFn = std::function<std::vector<Shape>(const Attrs&, const std::vector<Shape>& inputs)>;
@@ -111,7 +132,7 @@ using CountFn = std::function<int(const Attrs&)>;
 struct Op {
   std::string name;
   std::string description;
-  std::function<std::shared_ptr<const void>(AttrReader&)> parse;  // default: takes no attributes
+  std::function<ParsedParams(AttrReader&)> parse;  // default: takes no attributes
   CountFn num_inputs;                                              // default: input_names.size()
   CountFn num_outputs;                                             // default: 1
   std::vector<std::string> input_names;  // fixed names; variadic ops name inputs arg0, arg1, ...
@@ -125,13 +146,13 @@ struct Op {
   std::vector<int> mutate_inputs;            // inputs the op updates (optimizer state)
   bool random = false;    // draws random numbers: never merged by CSE
   bool stateful = false;  // keeps state between calls: never merged by CSE
-  std::string pointwise;  // for pointwise ops: the expression, in terms of in0, in1, ... (fusion)
+  PointwiseFn pointwise;  // for pointwise ops: the functor they apply (fusion)
 
   // Builder setters used by WEFT_REGISTER_OP.
   Op& Describe(std::string text);
   template <typename P>
   Op& Params(P (*parse_fn)(AttrReader&)) {
-    parse = [parse_fn](AttrReader& r) -> std::shared_ptr<const void> { return std::make_shared<const P>(parse_fn(r)); };
+    parse = [parse_fn](AttrReader& r) { return ParsedParams::Of<P>(parse_fn(r)); };
     return *this;
   }
   Op& Inputs(std::vector<std::string> names);
@@ -148,7 +169,7 @@ struct Op {
   Op& MutateInputs(std::vector<int> inputs);
   Op& Random();
   Op& Stateful();
-  Op& Pointwise(std::string expression);
+  Op& Pointwise(PointwiseKind kind, std::string functor = {});
 
   bool NeedsResource(Resource r) const;
 };

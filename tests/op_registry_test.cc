@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "ops/elementwise/unary_ops.h"
 #include "ops/op.h"
 #include "storage/ndarray.h"
 #include "tests/op_test_util.h"
@@ -56,10 +57,35 @@ TEST(OpRegistry, EveryDeviceComputeNamesARegisteredOp) {
   EXPECT_EQ(UnmatchedComputeRegistrations(), std::vector<std::string>{});
 }
 
-TEST(OpRegistry, PointwiseOpsCarryAnExpression) {
-  for (const char* name : {"exp", "relu", "add", "mul", "add_scalar", "gelu"}) {
-    EXPECT_FALSE(GetOp(name).pointwise.empty()) << name;
+TEST(OpRegistry, PointwiseOpsNameTheirFunctor) {
+  for (const char* name : {"exp", "relu", "add", "mul", "add_scalar", "gelu", "_backward_relu"}) {
+    EXPECT_TRUE(GetOp(name).pointwise) << name;
+    EXPECT_EQ(GetOp(name).pointwise.functor.rfind("weft::fn::", 0), 0u) << name;
   }
+  EXPECT_EQ(GetOp("relu").pointwise.functor, "weft::fn::Relu");
+  EXPECT_EQ(GetOp("_backward_relu").pointwise.kind, PointwiseKind::kUnaryBackward);
+  EXPECT_FALSE(GetOp("FullyConnected").pointwise);
+}
+
+// Parameters read as another type than the op parsed them into are an error naming the op, not
+// a reinterpreted struct.
+TEST(Attrs, ReadingParametersAsTheWrongTypeNamesTheOp) {
+  const Attrs scalar = ParseAttrs(GetOp("add_scalar"), {{"scalar", "2.5"}});
+  EXPECT_EQ(scalar.Get<ScalarParam>().scalar, 2.5);
+  const std::string wrong = testing::ErrorMessage([&] { scalar.Get<ActivationParam>(); });
+  EXPECT_NE(wrong.find("op 'add_scalar': parameters are"), std::string::npos) << wrong;
+  const Attrs none = ParseAttrs(GetOp("relu"), {});
+  const std::string absent = testing::ErrorMessage([&] { none.Get<ScalarParam>(); });
+  EXPECT_NE(absent.find("op 'relu' has no parameters"), std::string::npos) << absent;
+}
+
+// Closed sets are parsed once into their enum; anything else lists the choices.
+TEST(Attrs, ChoicesParseIntoEnumsOnce) {
+  EXPECT_EQ(ParseAttrs(GetOp("Activation"), {{"act_type", " gelu "}}).Get<ActivationParam>().act_type, ActType::kGelu);
+  const std::string bad = testing::ErrorMessage([&] { ParseAttrs(GetOp("Activation"), {{"act_type", "swish"}}); });
+  EXPECT_NE(bad.find("attribute 'act_type': expected one of 'relu' 'sigmoid' 'tanh' 'softrelu' 'gelu', found 'swish'"),
+            std::string::npos)
+      << bad;
 }
 
 TEST(Invoke, RejectsBadCallsBeforeAnythingRuns) {

@@ -61,7 +61,7 @@ const bool copy_registered = [] {
       .Inputs({"data"})
       .InferShape([](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; })
       .Inplace({{0, 0}})
-      .Pointwise("in0")
+      .Pointwise(PointwiseKind::kUnary, "weft::fn::Identity")
       .Compute(DeviceType::kCpu, CopyCompute)
       .Gradient([](const Attrs&, GradBuilder& g) { g.SetInputGrad(0, g.OutGrad(0)); });
   WEFT_REGISTER_OP(stop_gradient)

@@ -139,7 +139,7 @@ void RegisterBinary(const std::string& name, const std::string& description, con
       .Inputs({"lhs", "rhs"})
       .InferShape(BinaryShape)
       .Inplace({{0, 0}, {1, 0}})
-      .Pointwise(expression)
+      .Pointwise(PointwiseKind::kBinary, expression)
       .Compute(DeviceType::kCpu, [](const OpContext&, const Attrs&, std::span<const TensorView> in,
                                     std::span<const OpReq> req, std::span<const TensorView> out) {
         Forward<F>(in[0], in[1], req[0], out[0]);
@@ -190,19 +190,19 @@ void AddNCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
 }
 
 const bool registered = [] {
-  RegisterBinary<Add>("add", "lhs + rhs", "in0 + in1");
-  RegisterBinary<Sub>("sub", "lhs - rhs", "in0 - in1");
-  RegisterBinary<Mul>("mul", "lhs * rhs", "in0 * in1");
-  RegisterBinary<Div>("div", "lhs / rhs", "in0 / in1");
-  RegisterBinary<Max>("maximum", "max(lhs, rhs)", "fmax(in0, in1)");
-  RegisterBinary<Min>("minimum", "min(lhs, rhs)", "fmin(in0, in1)");
+  RegisterBinary<Add>("add", "lhs + rhs", "weft::fn::Add");
+  RegisterBinary<Sub>("sub", "lhs - rhs", "weft::fn::Sub");
+  RegisterBinary<Mul>("mul", "lhs * rhs", "weft::fn::Mul");
+  RegisterBinary<Div>("div", "lhs / rhs", "weft::fn::Div");
+  RegisterBinary<Max>("maximum", "max(lhs, rhs)", "weft::fn::Max");
+  RegisterBinary<Min>("minimum", "min(lhs, rhs)", "weft::fn::Min");
   WEFT_REGISTER_OP(add_n)
       .Describe("the sum of num_args arrays of one shape (aggregates gradients)")
       .Params(ParseAddN)
       .VariadicInputs([](const Attrs& a) { return a.Get<AddNParam>().num_args; })
       .InferShape(AddNShape)
       .Inplace({{0, 0}})
-      .Pointwise("sum(in*)")
+      .Pointwise(PointwiseKind::kAddN)
       .Compute(DeviceType::kCpu, AddNCompute)
       .Gradient([](const Attrs& a, GradBuilder& g) {
         for (int i = 0; i < a.Get<AddNParam>().num_args; ++i) g.SetInputGrad(i, g.OutGrad(0));

@@ -14,7 +14,14 @@ struct CastParam {
 };
 
 CastParam ParseCast(AttrReader& r) {
-  return {ParseDType(r.Enum("dtype", {"float32", "float64", "bfloat16", "int32", "int64", "uint8"}, std::nullopt))};
+  return {r.Choice<DType>("dtype",
+                          {{"float32", DType::kFloat32},
+                           {"float64", DType::kFloat64},
+                           {"bfloat16", DType::kBFloat16},
+                           {"int32", DType::kInt32},
+                           {"int64", DType::kInt64},
+                           {"uint8", DType::kUInt8}},
+                          std::nullopt)};
 }
 
 // Loads and stores as double, through BFloat16 for bf16 (exact for every dtype listed).

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "core/tensor_view.h"
+#include "ops/internal/op_util.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
@@ -84,11 +85,6 @@ inline void StoreN(T* out, OpReq req, const T* in, int64_t n) {
   }
 }
 
-// The gradient rule of an op `op` whose backward op `_backward_<op>` takes (the gradient of
-// output 0, forward input 0) and the forward attributes, and gives the gradient of forward input
-// `input` (the other inputs get none).
-GradientFn GradientFromBackwardOp(const std::string& op, int input = 0);
-
 // Where a kernel writes its outputs, and how each result then reaches its output as the request
 // says. The kernel overwrites Target(i) with output i. Outputs with req kWrite, and kWriteInplace
 // when the kernel tolerates its output aliasing an input (`inplace_ok`), are their own target;
@@ -128,19 +124,5 @@ T LogSumExp(const T* x, int64_t n, int64_t stride) {
   for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i * stride] - max);
   return max + std::log(sum);
 }
-
-// Shape helpers for shape inference.
-void CheckNumInputs(const std::vector<Shape>& in, size_t n, const char* op);
-void CheckSameShape(const Shape& a, const Shape& b, const char* what);
-
-// Normalizes an axis of an op's attribute: `axis` + `ndim` when negative. Throws a weft::Error
-// naming `op` and `shape` unless -ndim <= axis < ndim. (expand_dims passes ndim + 1.)
-int NormalizeAxis(const std::string& op, int64_t axis, int ndim, const Shape& shape);
-
-// Row-major strides of `shape`, in elements.
-std::array<int64_t, Shape::kMaxDims> Strides(const Shape& shape);
-
-// A tuple attribute as users write it, for error messages: "(4, -1)", "(5,)".
-std::string FormatTuple(const std::vector<int64_t>& values);
 
 }  // namespace weft::cpu

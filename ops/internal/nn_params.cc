@@ -19,7 +19,7 @@ ConvParam ParseConv(AttrReader& r) {
 
 PoolParam ParsePool(AttrReader& r) {
   const bool global = r.Bool("global_pool", false);
-  const bool max = r.Enum("pool_type", {"max", "avg"}, "max") == "max";
+  const bool max = r.Choice<bool>("pool_type", {{"max", true}, {"avg", false}}, true);
   const Window2d win = ParseWindow2d(r, global ? std::optional<Shape>(Shape{1, 1}) : std::nullopt);
   if (!global && (win.pad[0] >= win.kernel[0] || win.pad[1] >= win.kernel[1])) {
     WEFT_THROW("op 'Pooling': attribute 'pad': expected less than the kernel "

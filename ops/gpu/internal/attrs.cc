@@ -4,16 +4,6 @@
 
 namespace weft::gpu {
 
-double ScalarAttr(const std::string& op, const Attrs& attrs) {
-  AttrReader r(op, attrs.raw());
-  return r.Float("scalar", std::nullopt);
-}
-
-std::string ActTypeAttr(const std::string& op, const Attrs& attrs) {
-  AttrReader r(op, attrs.raw());
-  return r.String("act_type", std::nullopt);
-}
-
 double DropoutPAttr(const Attrs& attrs) {
   AttrReader r("Dropout", attrs.raw());
   return r.Float("p", 0.5);

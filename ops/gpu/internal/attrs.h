@@ -10,8 +10,6 @@
 
 namespace weft::gpu {
 
-double ScalarAttr(const std::string& op, const Attrs& attrs);        // `scalar` of add_scalar, ...
-std::string ActTypeAttr(const std::string& op, const Attrs& attrs);  // Activation's act_type
 double DropoutPAttr(const Attrs& attrs);                             // Dropout's p
 GpuUpdateParams UpdateAttrs(const std::string& op, const Attrs& attrs);
 

@@ -144,7 +144,7 @@ void CopyGpu(const OpContext& ctx, const TensorView& x, OpReq req, const TensorV
   const std::string t = KernelType("copy (add to)", kElementwiseTypes, {&x, 1}, {&y, 1});
   const int64_t n = y.size();
   const int v = PackWidth(y.dtype(), {x.raw(), y.raw()});
-  Launch(ctx, "unary.cuh", Instance("weft::UnaryForward", {"weft::Identity", t, std::to_string(v)}), Packs(n, v),
+  Launch(ctx, "unary.cuh", Instance("weft::UnaryForward", {"weft::fn::Identity", t, std::to_string(v)}), Packs(n, v),
          x.raw(), y.raw(), n, 0.0, ReqCode(req));
 }
 

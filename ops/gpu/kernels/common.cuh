@@ -4,6 +4,7 @@
 // loop. NVRTC only: no host code and no system headers.
 #pragma once
 
+#include "ops/math/base.h"
 #include "params.cuh"
 
 namespace weft {
@@ -29,16 +30,13 @@ template <> __device__ inline bf16 FromArith<bf16>(float v) {
   return bf16{static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
 }
 
-#define WEFT_GPU_MATH(Name, f32, f64)                          \
-  __device__ inline float Name(float x) { return f32(x); }     \
-  __device__ inline double Name(double x) { return f64(x); }
-WEFT_GPU_MATH(Exp, expf, exp)
-WEFT_GPU_MATH(Log, logf, log)
-WEFT_GPU_MATH(Log1p, log1pf, log1p)
-WEFT_GPU_MATH(Sqrt, sqrtf, sqrt)
-WEFT_GPU_MATH(Tanh, tanhf, tanh)
-WEFT_GPU_MATH(Fabs, fabsf, fabs)
-#undef WEFT_GPU_MATH
+// Math functions by type, as the host's ops call them (ops/math/base.h).
+using math::Exp;
+using math::Fabs;
+using math::Log;
+using math::Log1p;
+using math::Sqrt;
+using math::Tanh;
 
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Pack {

@@ -1,45 +1,11 @@
-// Elementwise unary ops, their scalar-operand forms and their gradients, as ops/cpu/unary.cc
-// defines them: each functor has Fwd(x, scalar) and Grad(x, y, scalar) = dy/dx, in the
-// arithmetic type A (float for float32 and bfloat16, double for float64). Comparisons are written
-// as std::max and std::min are, so NaN goes the same way as on the CPU.
+// The kernels of the elementwise unary ops and their gradients: F is a functor of
+// ops/math/unary.h (the CPU loops call the same one), applied in the arithmetic type of T.
 #pragma once
 
 #include "common.cuh"
+#include "ops/math/unary.h"
 
 namespace weft {
-
-struct Identity { template <typename A> __device__ static A Fwd(A x, A) { return x; } template <typename A> __device__ static A Grad(A, A, A) { return 1; } };
-struct Neg { template <typename A> __device__ static A Fwd(A x, A) { return -x; } template <typename A> __device__ static A Grad(A, A, A) { return -1; } };
-struct ExpF { template <typename A> __device__ static A Fwd(A x, A) { return Exp(x); } template <typename A> __device__ static A Grad(A, A y, A) { return y; } };
-struct LogF { template <typename A> __device__ static A Fwd(A x, A) { return Log(x); } template <typename A> __device__ static A Grad(A x, A, A) { return 1 / x; } };
-struct SqrtF { template <typename A> __device__ static A Fwd(A x, A) { return Sqrt(x); } template <typename A> __device__ static A Grad(A, A y, A) { return A(0.5) / y; } };
-struct Square { template <typename A> __device__ static A Fwd(A x, A) { return x * x; } template <typename A> __device__ static A Grad(A x, A, A) { return 2 * x; } };
-struct Abs { template <typename A> __device__ static A Fwd(A x, A) { return Fabs(x); } template <typename A> __device__ static A Grad(A x, A, A) { return static_cast<A>(x > 0) - static_cast<A>(x < 0); } };
-struct Sigmoid { template <typename A> __device__ static A Fwd(A x, A) { return 1 / (1 + Exp(-x)); } template <typename A> __device__ static A Grad(A, A y, A) { return y * (1 - y); } };
-struct TanhF { template <typename A> __device__ static A Fwd(A x, A) { return Tanh(x); } template <typename A> __device__ static A Grad(A, A y, A) { return 1 - y * y; } };
-struct Relu { template <typename A> __device__ static A Fwd(A x, A) { return x < A(0) ? A(0) : x; } template <typename A> __device__ static A Grad(A x, A, A) { return x > 0 ? A(1) : A(0); } };
-struct SoftRelu {  // log(1 + exp(x)), computed without overflow
-  template <typename A> __device__ static A Fwd(A x, A) { return x > 20 ? x : Log1p(Exp(x)); }
-  template <typename A> __device__ static A Grad(A x, A, A) { return 1 / (1 + Exp(-x)); }
-};
-struct Gelu {  // the tanh approximation
-  template <typename A> __device__ static A Fwd(A x, A) {
-    return A(0.5) * x * (1 + Tanh(A(0.7978845608028654) * (x + A(0.044715) * x * x * x)));
-  }
-  template <typename A> __device__ static A Grad(A x, A, A) {
-    const A u = A(0.7978845608028654) * (x + A(0.044715) * x * x * x);
-    const A t = Tanh(u);
-    return A(0.5) * (1 + t) + A(0.5) * x * (1 - t * t) * A(0.7978845608028654) * (1 + 3 * A(0.044715) * x * x);
-  }
-};
-struct AddScalar { template <typename A> __device__ static A Fwd(A x, A s) { return x + s; } template <typename A> __device__ static A Grad(A, A, A) { return 1; } };
-struct SubScalar { template <typename A> __device__ static A Fwd(A x, A s) { return x - s; } template <typename A> __device__ static A Grad(A, A, A) { return 1; } };
-struct RSubScalar { template <typename A> __device__ static A Fwd(A x, A s) { return s - x; } template <typename A> __device__ static A Grad(A, A, A) { return -1; } };
-struct MulScalar { template <typename A> __device__ static A Fwd(A x, A s) { return x * s; } template <typename A> __device__ static A Grad(A, A, A s) { return s; } };
-struct DivScalar { template <typename A> __device__ static A Fwd(A x, A s) { return x / s; } template <typename A> __device__ static A Grad(A, A, A s) { return 1 / s; } };
-struct RDivScalar { template <typename A> __device__ static A Fwd(A x, A s) { return s / x; } template <typename A> __device__ static A Grad(A x, A, A s) { return -s / (x * x); } };
-struct MaxScalar { template <typename A> __device__ static A Fwd(A x, A s) { return x < s ? s : x; } template <typename A> __device__ static A Grad(A x, A, A s) { return static_cast<A>(x > s); } };
-struct MinScalar { template <typename A> __device__ static A Fwd(A x, A s) { return s < x ? s : x; } template <typename A> __device__ static A Grad(A x, A, A s) { return static_cast<A>(x < s); } };
 
 // y = F(x), n elements (in place allowed: y == x).
 template <class F, typename T, int V>

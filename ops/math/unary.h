@@ -1,0 +1,109 @@
+// The math of the elementwise unary ops (ops/elementwise/unary.cc defines the ops), written once
+// for the CPU loops, the GPU kernels and the fusion code generator (ops/math/base.h says how).
+//
+// Each functor has Fwd(x, s) and Grad(x, y, s) = dy/dx at x, given y = Fwd(x, s), in the
+// arithmetic type A (float for float32 and bfloat16, double for float64); s is the op's `scalar`
+// attribute (0 for ops without one). The backward op `_backward_<name>` gives dx = dy * Grad.
+//
+// NaN, infinities and signed zeros: comparisons are written `x < c ? c : x` (std::max's form),
+// so a NaN x stays NaN (relu, maximum_scalar) and -0 stays -0; gradients of comparisons are 0 at
+// NaN. Only Exp, Log, Log1p, Tanh (and what uses them) differ between the devices, by the
+// documented ulps of the two math libraries.
+#pragma once
+
+#include "ops/math/base.h"
+
+namespace weft::fn {
+
+struct Identity {  // _copy
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return x; }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A, A) { return A(1); }
+};
+struct Neg {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return -x; }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A, A) { return A(-1); }
+};
+struct Exp {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return math::Exp(x); }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A y, A) { return y; }
+};
+struct Log {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return math::Log(x); }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A) { return A(1) / x; }
+};
+struct Sqrt {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return math::Sqrt(x); }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A y, A) { return A(0.5) / y; }
+};
+struct Square {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return x * x; }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A) { return A(2) * x; }
+};
+struct Abs {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return math::Fabs(x); }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A) { return static_cast<A>(x > 0) - static_cast<A>(x < 0); }
+};
+struct Sigmoid {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return A(1) / (A(1) + math::Exp(-x)); }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A y, A) { return y * (A(1) - y); }
+};
+struct Tanh {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return math::Tanh(x); }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A y, A) { return A(1) - y * y; }
+};
+// Branch-free on the CPU (a compare turned into a mask, so the loop vectorizes).
+struct Relu {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return x < A(0) ? A(0) : x; }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A) { return x > A(0) ? A(1) : A(0); }
+};
+struct SoftRelu {  // log(1 + exp(x)), computed without overflow
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return x > A(20) ? x : math::Log1p(math::Exp(x)); }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A) { return A(1) / (A(1) + math::Exp(-x)); }
+};
+struct Gelu {  // the tanh approximation, as in BERT and GPT-2
+  template <typename A> WEFT_HOST_DEVICE static A Inner(A x) {
+    return A(0.7978845608028654) * (x + A(0.044715) * x * x * x);  // sqrt(2 / pi) (x + 0.044715 x^3)
+  }
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return A(0.5) * x * (A(1) + math::Tanh(Inner(x))); }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A) {
+    const A t = math::Tanh(Inner(x));
+    return A(0.5) * (A(1) + t) +
+           A(0.5) * x * (A(1) - t * t) * A(0.7978845608028654) * (A(1) + A(3) * A(0.044715) * x * x);
+  }
+};
+
+// Scalar forms: s is the attribute `scalar`.
+struct AddScalar {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return x + s; }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A, A) { return A(1); }
+};
+struct SubScalar {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return x - s; }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A, A) { return A(1); }
+};
+struct RSubScalar {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return s - x; }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A, A) { return A(-1); }
+};
+struct MulScalar {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return x * s; }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A, A s) { return s; }
+};
+struct DivScalar {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return x / s; }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A, A s) { return A(1) / s; }
+};
+struct RDivScalar {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return s / x; }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A s) { return -s / (x * x); }
+};
+struct MaxScalar {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return x < s ? s : x; }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A s) { return static_cast<A>(x > s); }
+};
+struct MinScalar {
+  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return s < x ? s : x; }
+  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A s) { return static_cast<A>(x < s); }
+};
+
+}  // namespace weft::fn
