@@ -1,5 +1,6 @@
-// Small utility ops: zeros_like and ones_like (arrays of the input's shape filled with 0 or 1; the
-// gradient pass uses zeros_like for outputs that receive no gradient), _copy, and stop_gradient.
+// CPU compute of the small utility ops (ops/tensor/basic.cc defines them and says what they
+// compute): zeros_like and ones_like fill, _copy and stop_gradient copy (nothing to do in place),
+// on every dtype.
 #include "ops/internal/cpu_util.h"
 #include "ops/op.h"
 
@@ -18,30 +19,6 @@ void FillCompute(const OpContext&, const Attrs&, std::span<const TensorView>, st
   });
 }
 
-std::vector<Shape> SameShape(const Attrs&, const std::vector<Shape>& in) { return {in[0]}; }
-
-const bool registered = [] {
-  WEFT_REGISTER_OP(zeros_like)
-      .Describe("zeros of the input's shape and dtype (the input is read for its shape only)")
-      .Inputs({"data"})
-      .InferShape(SameShape)
-      .Compute(DeviceType::kCpu, FillCompute<0>)
-      .Gradient([](const Attrs&, GradBuilder& g) {});
-  WEFT_REGISTER_OP(ones_like)
-      .Describe("ones of the input's shape and dtype (the input is read for its shape only)")
-      .Inputs({"data"})
-      .InferShape(SameShape)
-      .Compute(DeviceType::kCpu, FillCompute<1>)
-      .Gradient([](const Attrs&, GradBuilder& g) {});
-  return true;
-}();
-
-}  // namespace
-}  // namespace weft::cpu
-
-namespace weft::cpu {
-namespace {
-
 void CopyCompute(const OpContext&, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
                  std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
@@ -55,24 +32,10 @@ void CopyCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
   });
 }
 
-const bool copy_registered = [] {
-  WEFT_REGISTER_OP(_copy)
-      .Describe("the input, copied (the gradient pass uses it where one entry must fill two outputs)")
-      .Inputs({"data"})
-      .InferShape([](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; })
-      .Inplace({{0, 0}})
-      .Pointwise(PointwiseKind::kUnary, "weft::fn::Identity")
-      .Compute(DeviceType::kCpu, CopyCompute)
-      .Gradient([](const Attrs&, GradBuilder& g) { g.SetInputGrad(0, g.OutGrad(0)); });
-  WEFT_REGISTER_OP(stop_gradient)
-      .Describe("the input, through which no gradient flows (to output predictions beside a loss)")
-      .Inputs({"data"})
-      .InferShape([](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; })
-      .Inplace({{0, 0}})
-      .Compute(DeviceType::kCpu, CopyCompute)
-      .Gradient([](const Attrs&, GradBuilder&) {});
-  return true;
-}();
+WEFT_REGISTER_COMPUTE(zeros_like, DeviceType::kCpu, FillCompute<0>);
+WEFT_REGISTER_COMPUTE(ones_like, DeviceType::kCpu, FillCompute<1>);
+WEFT_REGISTER_COMPUTE(_copy, DeviceType::kCpu, CopyCompute);
+WEFT_REGISTER_COMPUTE(stop_gradient, DeviceType::kCpu, CopyCompute);
 
 }  // namespace
 }  // namespace weft::cpu

@@ -1,28 +1,11 @@
-// Cast: the input converted to another dtype (float32, float64, bfloat16, int32, int64, uint8),
-// rounding to nearest (even) into bfloat16 and truncating toward zero into integers. Its gradient
-// is the output gradient cast back to the input's dtype (_backward_Cast reads the input for it).
-// Mixed precision casts bf16 activations to float32 before a loss, and back.
+// CPU compute of Cast and _backward_Cast (ops/tensor/cast.cc defines them and says what they
+// compute): one conversion, from the input's dtype to the output's, for both.
 #include "core/bfloat16.h"
 #include "ops/internal/cpu_util.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
 namespace {
-
-struct CastParam {
-  DType dtype;
-};
-
-CastParam ParseCast(AttrReader& r) {
-  return {r.Choice<DType>("dtype",
-                          {{"float32", DType::kFloat32},
-                           {"float64", DType::kFloat64},
-                           {"bfloat16", DType::kBFloat16},
-                           {"int32", DType::kInt32},
-                           {"int64", DType::kInt64},
-                           {"uint8", DType::kUInt8}},
-                          std::nullopt)};
-}
 
 // Loads and stores as double, through BFloat16 for bf16 (exact for every dtype listed).
 template <typename T>
@@ -62,27 +45,8 @@ void CastCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
   CastTensor(in[0], req[0], out[0]);
 }
 
-std::vector<Shape> FirstShape(const Attrs&, const std::vector<Shape>& in) { return {in[0]}; }
-
-const bool registered = [] {
-  WEFT_REGISTER_OP(Cast)
-      .Describe("the input converted to `dtype` (bf16 rounds to nearest even; integers truncate)")
-      .Params(ParseCast)
-      .Inputs({"data"})
-      .InferShape(FirstShape)
-      .InferType([](const Attrs& a, const std::vector<DType>&) { return std::vector<DType>{a.Get<CastParam>().dtype}; })
-      .Compute(DeviceType::kCpu, CastCompute)
-      .Gradient([](const Attrs&, GradBuilder& g) {
-        g.SetInputGrad(0, g.Op("_backward_Cast", {g.OutGrad(0), g.Input(0)}));
-      });
-  WEFT_REGISTER_OP(_backward_Cast)
-      .Describe("Cast's gradient: out_grad converted to the dtype of data (read for its dtype only)")
-      .Inputs({"out_grad", "data"})
-      .InferShape(FirstShape)
-      .InferType([](const Attrs&, const std::vector<DType>& in) { return std::vector<DType>{in[1]}; })
-      .Compute(DeviceType::kCpu, CastCompute);
-  return true;
-}();
+WEFT_REGISTER_COMPUTE(Cast, DeviceType::kCpu, CastCompute);
+WEFT_REGISTER_COMPUTE(_backward_Cast, DeviceType::kCpu, CastCompute);
 
 }  // namespace
 }  // namespace weft::cpu

@@ -1,54 +1,17 @@
-// Convolution: 2-D cross-correlation over NCHW data (no dilation, no groups).
-//
-//   data    (N, C, H, W)
-//   weight  (F, C, kh, kw)          F = num_filter, (kh, kw) = kernel
-//   bias    (F,)                    absent when no_bias
-//   output  (N, F, OH, OW)          OH = (H + 2 * pad_h - kh) / stride_h + 1 (floor; the same for OW)
-//   output[n, f, y, x] = bias[f] + sum_{c, i, j} data[n, c, y * stride_h - pad_h + i,
-//                                                   x * stride_w - pad_w + j] * weight[f, c, i, j]
-//   with taps in the padding contributing zero.
-//
-// _backward_Convolution takes (out_grad, data, weight) and gives (d_data, d_weight, d_bias),
-// without d_bias when no_bias. float32 runs oneDNN's convolution (forward, backward data,
-// backward weights) on plain NCHW / OIHW memory; float64 runs the direct loops below.
+// CPU compute of Convolution and _backward_Convolution (ops/nn/convolution.cc defines them and
+// says what they compute). float32 runs oneDNN's convolution (forward, backward data, backward
+// weights); float64 runs the direct loops below.
 #include <algorithm>
 
 #include "ops/internal/cpu_util.h"
 #include "ops/internal/dnnl_util.h"
 #include "ops/internal/layer_util.h"
-#include "ops/internal/nn_params.h"
-#include "ops/internal/window2d.h"
+#include "ops/nn/nn_params.h"
+#include "ops/nn/window2d.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
 namespace {
-
-// Checks data, weight and (unless no_bias) bias.
-ConvDims CheckConv(const ConvParam& p, const std::vector<Shape>& in) {
-  const Window2d& win = p.window;
-  const ConvDims d{Geometry2dOf("Convolution", win, in[0]), p.num_filter};
-  const Shape weight{d.f, d.g.c, win.kernel[0], win.kernel[1]};
-  if (in[1] != weight) WEFT_THROW("Convolution: weight must be " << weight << ", found " << in[1]);
-  if (!p.no_bias && in[2] != Shape{d.f}) WEFT_THROW("Convolution: bias must be " << Shape{d.f} << ", found " << in[2]);
-  return d;
-}
-
-Shape ConvOutput(const ConvDims& d) { return Shape{d.g.n, d.f, d.g.oh, d.g.ow}; }
-
-std::vector<Shape> ConvShape(const Attrs& a, const std::vector<Shape>& in) {
-  return {ConvOutput(CheckConv(a.Get<ConvParam>(), in))};
-}
-
-// in: (out_grad, data, weight).
-std::vector<Shape> ConvBackwardShape(const Attrs& a, const std::vector<Shape>& in) {
-  ConvParam p = a.Get<ConvParam>();
-  const bool bias = !p.no_bias;
-  p.no_bias = true;
-  const Shape out = ConvOutput(CheckConv(p, {in[1], in[2]}));
-  if (in[0] != out) WEFT_THROW("_backward_Convolution: out_grad must be " << out << ", found " << in[0]);
-  if (!bias) return {in[1], in[2]};
-  return {in[1], in[2], Shape{p.num_filter}};
-}
 
 // ---- float32: oneDNN convolution ----
 
@@ -71,7 +34,7 @@ ConvDescs DescsOf(const Window2d& win, const ConvDims& d) {
   return {AnyLayout(Shape{d.g.n, d.g.c, d.g.h, d.g.w}),
           AnyLayout(Shape{d.f, d.g.c, win.kernel[0], win.kernel[1]}),
           PlainDesc(Shape{d.f}),
-          AnyLayout(ConvOutput(d)),
+          AnyLayout(d.Output()),
           {win.stride[0], win.stride[1]},
           {win.pad[0], win.pad[1]}};
 }
@@ -275,20 +238,8 @@ void ConvBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   staged.Finish();
 }
 
-// weight (F, C, kh, kw) and bias (F,) from data (N, C, H, W).
-void ConvInputShapes(const Attrs& a, std::vector<std::optional<Shape>>& in) {
-  const ConvParam& p = a.Get<ConvParam>();
-  if (!in[0] || in[0]->ndim() != 4) return;
-  if (!in[1]) in[1] = Shape{p.num_filter, (*in[0])[1], p.window.kernel[0], p.window.kernel[1]};
-  if (in.size() > 2 && !in[2]) in[2] = Shape{p.num_filter};
-}
-
-const bool registered = [] {
-  RegisterLayerOp<ConvParam>({"Convolution",
-                              "2-D convolution (cross-correlation) over NCHW data with an (F, C, kh, kw) weight",
-                              ParseConv, ConvShape, ConvBackwardShape, ConvInputShapes, ConvForward, ConvBackward});
-  return true;
-}();
+WEFT_REGISTER_COMPUTE(Convolution, DeviceType::kCpu, ConvForward);
+WEFT_REGISTER_COMPUTE(_backward_Convolution, DeviceType::kCpu, ConvBackward);
 
 }  // namespace
 }  // namespace weft::cpu

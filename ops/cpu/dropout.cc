@@ -1,32 +1,14 @@
-// Dropout: in training, zeroes each element with probability p and scales the rest by 1/(1-p);
-// outside training, the identity.
-//
-// Attribute p, default 0.5, in [0, 1). Two visible outputs: 0, the result; 1, the mask, of the
-// same shape, holding 0 or 1/(1-p) (all 1 outside training), so that output = data * mask and
-// the gradient is out_grad * mask (the `mul` op: exact, and no second draw).
-//
-// Random numbers: element i is kept when the i-th uniform number of the range the op reserved
-// at push time is >= p. Which thread draws it does not matter (each chunk of four elements
-// starts its own stream at its own Philox block), so a seed gives the same mask whatever the
-// number of engine workers or intra-op threads.
+// CPU compute of Dropout (ops/nn/dropout.cc defines it and says what it computes). Which thread
+// draws a number does not matter: each chunk of four elements starts its own stream at its own
+// Philox block, so a seed gives the same mask whatever the number of engine workers or intra-op
+// threads.
 #include "ops/internal/cpu_util.h"
+#include "ops/nn/nn_params.h"
 #include "ops/op.h"
 #include "storage/random.h"
 
 namespace weft::cpu {
 namespace {
-
-struct DropoutParam {
-  double p;
-};
-
-DropoutParam ParseDropout(AttrReader& r) {
-  const double p = r.Float("p", 0.5);
-  if (!(p >= 0 && p < 1)) {
-    WEFT_THROW("op 'Dropout': attribute 'p': expected a probability in [0, 1), found " << p);
-  }
-  return {p};
-}
 
 constexpr int64_t kPerBlock = 4;  // 32-bit numbers in one Philox block (RandomKey::offset counts blocks)
 
@@ -64,25 +46,7 @@ void DropoutCompute(const OpContext& ctx, const Attrs& a, std::span<const Tensor
   });
 }
 
-const bool registered = [] {
-  WEFT_REGISTER_OP(Dropout)
-      .Describe(
-          "in training, zeroes each element with probability p (default 0.5) and scales the rest by "
-          "1/(1-p); else the identity. Outputs: the result and the mask (0 or 1/(1-p); 1 outside training)")
-      .Params(ParseDropout)
-      .Inputs({"data"})
-      .Outputs(2)
-      .InferShape([](const Attrs&, const std::vector<Shape>& in) {
-        return std::vector<Shape>{in[0], in[0]};
-      })
-      .Inplace({{0, 0}})
-      .Random()
-      .Compute(DeviceType::kCpu, DropoutCompute)
-      .Gradient([](const Attrs&, GradBuilder& g) {
-        g.SetInputGrad(0, g.Op("mul", {g.OutGrad(0), g.Output(1)}));
-      });
-  return true;
-}();
+WEFT_REGISTER_COMPUTE(Dropout, DeviceType::kCpu, DropoutCompute);
 
 }  // namespace
 }  // namespace weft::cpu

@@ -1,18 +1,7 @@
-// Pooling: 2-D max or average pooling over NCHW data.
+// CPU compute of Pooling and _backward_Pooling (ops/nn/pooling.cc defines them and says what they
+// compute): oneDNN's pooling on float32 (avg as pooling_avg_include_padding), the loops below on
+// float64. Max pooling's gradient goes to the first largest input on ties, in the float64 loops.
 //
-//   data    (N, C, H, W)
-//   output  (N, C, OH, OW)   OH = (H + 2 * pad_h - kh) / stride_h + 1 (floor, MXNet's "valid"; the
-//                            same for OW); global_pool: (N, C, 1, 1)
-//
-// pool_type max: the largest of the window's taps inside the input; padding never wins.
-// pool_type avg: the sum of the taps inside the input divided by kh * kw, i.e. padding counts as
-//   zeros (MXNet's default count_include_pad = true; oneDNN's pooling_avg_include_padding).
-// pad must be smaller than the kernel on each axis, so that every window covers input.
-// global_pool: the window is the whole (H, W) plane, stride (1, 1), pad (0, 0); kernel, stride and
-//   pad are then ignored and may be left out.
-//
-// _backward_Pooling takes (out_grad, data) and gives d_data. Max pooling sends each window's
-// gradient to its largest input (the first in row-major order on ties, in the float64 loops).
 // oneDNN's max-pooling backward needs the workspace its forward-training pass fills; rather than
 // keep that workspace as a hidden second output of Pooling (which every user and graph pass would
 // then see), the backward recomputes the forward into scratch: one extra forward pass per backward.
@@ -21,25 +10,14 @@
 
 #include "ops/internal/cpu_util.h"
 #include "ops/internal/dnnl_util.h"
-#include "ops/internal/nn_params.h"
-#include "ops/internal/window2d.h"
+#include "ops/nn/nn_params.h"
+#include "ops/nn/window2d.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
 namespace {
 
-Shape PoolOutput(const Geometry2d& g) { return Shape{g.n, g.c, g.oh, g.ow}; }
-
-std::vector<Shape> PoolShape(const Attrs& a, const std::vector<Shape>& in) {
-  return {PoolOutput(PoolCallOf(a, in[0]).g)};
-}
-
-// in: (out_grad, data).
-std::vector<Shape> PoolBackwardShape(const Attrs& a, const std::vector<Shape>& in) {
-  const Shape out = PoolOutput(PoolCallOf(a, in[1]).g);
-  if (in[0] != out) WEFT_THROW("_backward_Pooling: out_grad must be " << out << ", found " << in[0]);
-  return {in[1]};
-}
+bool IsMax(const PoolCall& call) { return call.type == PoolType::kMax; }
 
 // ---- float32: oneDNN pooling ----
 
@@ -47,7 +25,7 @@ dnnl::pooling_forward::primitive_desc PoolForwardDesc(const Window2d& win, const
                                                       dnnl::prop_kind kind) {
   const dnnl::pooling_forward::desc desc(
       kind, max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_include_padding,
-      PlainDesc(Shape{g.n, g.c, g.h, g.w}), PlainDesc(PoolOutput(g)), {win.stride[0], win.stride[1]},
+      PlainDesc(Shape{g.n, g.c, g.h, g.w}), PlainDesc(PoolOutputShape(g)), {win.stride[0], win.stride[1]},
       {win.kernel[0], win.kernel[1]}, {win.pad[0], win.pad[1]}, {win.pad[0], win.pad[1]});
   return {desc, ScratchpadAttr(), DnnlEngine()};
 }
@@ -68,7 +46,7 @@ DnnlPrimitive PoolBackwardPrimitive(const Window2d& win, const Geometry2d& g, bo
   return CachedPrimitive(PoolKey("backward", win, g, max), [&] {
     const dnnl::pooling_backward::desc desc(
         max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_include_padding,
-        PlainDesc(Shape{g.n, g.c, g.h, g.w}), PlainDesc(PoolOutput(g)), {win.stride[0], win.stride[1]},
+        PlainDesc(Shape{g.n, g.c, g.h, g.w}), PlainDesc(PoolOutputShape(g)), {win.stride[0], win.stride[1]},
         {win.kernel[0], win.kernel[1]}, {win.pad[0], win.pad[1]}, {win.pad[0], win.pad[1]});
     return MakePrimitive<dnnl::pooling_backward>(
         {desc, ScratchpadAttr(), DnnlEngine(), PoolForwardDesc(win, g, max, dnnl::prop_kind::forward_training)});
@@ -78,8 +56,8 @@ DnnlPrimitive PoolBackwardPrimitive(const Window2d& win, const Geometry2d& g, bo
 // dy (N, C, OH, OW) -> dx (N, C, H, W). Max pooling runs the forward first, for its workspace.
 void PoolBackwardF32(const OpContext& ctx, const PoolCall& call, std::span<const TensorView> in,
                      std::span<const OpReq> req, std::span<const TensorView> out) {
-  const DnnlPrimitive backward = PoolBackwardPrimitive(call.win, call.g, call.max);
-  if (!call.max) {
+  const DnnlPrimitive backward = PoolBackwardPrimitive(call.win, call.g, IsMax(call));
+  if (!IsMax(call)) {
     StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(backward)});
     ExecutePrimitive(backward,
                      {{DNNL_ARG_DIFF_DST, DnnlMemory(in[0])}, {DNNL_ARG_DIFF_SRC, DnnlMemory(staged.Target(0))}},
@@ -162,11 +140,11 @@ void PoolForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
   if (req[0] == OpReq::kNull) return;
   if (!UseDnnl(in[0].dtype(), "Pooling")) {
     StagedOutputs staged(ctx, req, out, false);
-    PoolForwardLoops<double>(call.win, call.g, call.max, in[0].data<double>(), staged.Target(0).data<double>());
+    PoolForwardLoops<double>(call.win, call.g, IsMax(call), in[0].data<double>(), staged.Target(0).data<double>());
     staged.Finish();
     return;
   }
-  const DnnlPrimitive prim = PoolForwardPrimitive(call.win, call.g, call.max, false);
+  const DnnlPrimitive prim = PoolForwardPrimitive(call.win, call.g, IsMax(call), false);
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
   ExecutePrimitive(prim, {{DNNL_ARG_SRC, DnnlMemory(in[0])}, {DNNL_ARG_DST, DnnlMemory(staged.Target(0))}},
                    staged.Extra(0));
@@ -180,29 +158,13 @@ void PoolBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   if (req[0] == OpReq::kNull) return;
   if (UseDnnl(in[0].dtype(), "_backward_Pooling")) return PoolBackwardF32(ctx, call, in, req, out);
   StagedOutputs staged(ctx, req, out, false);
-  PoolBackwardLoops<double>(call.win, call.g, call.max, in[0].data<double>(), in[1].data<double>(),
+  PoolBackwardLoops<double>(call.win, call.g, IsMax(call), in[0].data<double>(), in[1].data<double>(),
                             staged.Target(0).data<double>());
   staged.Finish();
 }
 
-const bool registered = [] {
-  WEFT_REGISTER_OP(Pooling)
-      .Describe("2-D max or average pooling over NCHW data; avg counts padding as zeros")
-      .Params(ParsePool)
-      .Inputs({"data"})
-      .InferShape(PoolShape)
-      .Resources({Resource::kTempSpace})
-      .Compute(DeviceType::kCpu, PoolForward)
-      .Gradient(GradientFromBackwardOp("Pooling"));
-  WEFT_REGISTER_OP(_backward_Pooling)
-      .Describe("gradient of Pooling")
-      .Params(ParsePool)
-      .Inputs({"out_grad", "data"})
-      .InferShape(PoolBackwardShape)
-      .Resources({Resource::kTempSpace})
-      .Compute(DeviceType::kCpu, PoolBackward);
-  return true;
-}();
+WEFT_REGISTER_COMPUTE(Pooling, DeviceType::kCpu, PoolForward);
+WEFT_REGISTER_COMPUTE(_backward_Pooling, DeviceType::kCpu, PoolBackward);
 
 }  // namespace
 }  // namespace weft::cpu

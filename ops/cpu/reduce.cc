@@ -1,58 +1,14 @@
-// Reductions over axes: sum, mean and max, and their backward ops.
-//
-// Attributes: axis, a tuple of axes (negative counts from the end; absent or "()": every axis;
-// an axis given twice is an error), and keepdims (default false: the reduced axes are dropped;
-// true: they stay, with extent 1). Reducing every axis without keepdims gives a scalar, shape ().
-// The sum of an empty axis is 0, its mean NaN; the max of an empty axis is a shape error.
-//
-// max returns NaN where the reduced values hold one; its gradient goes to one position per
-// output, the first maximum in row-major order of the reduced axes (the first NaN, if any).
-//
-// The backward ops `_backward_<op>` take (out_grad, data) and give d data; they read data for its
-// shape (and, for max, its values).
+// CPU compute of the reductions of ops/tensor/tensor_params.h (sum, mean, max) and of their
+// backward ops (ops/tensor/reduce.cc defines them and says what they compute).
 #include <functional>
 #include <limits>
 
 #include "ops/internal/cpu_util.h"
 #include "ops/op.h"
+#include "ops/tensor/tensor_params.h"
 
 namespace weft::cpu {
 namespace {
-
-enum class Reduce : uint8_t { kSum, kMean, kMax };
-
-struct ReduceParam {
-  std::vector<int64_t> axis;  // as given; empty: every axis
-  bool keepdims;
-};
-
-ReduceParam ParseReduce(AttrReader& r) {
-  return {r.IntList("axis", std::vector<int64_t>{}), r.Bool("keepdims", false)};
-}
-
-// Which axes of `in` the reduction removes; errors name `op`.
-std::vector<bool> ReducedAxes(const std::string& op, const ReduceParam& p, const Shape& in) {
-  std::vector<bool> reduced(in.ndim(), p.axis.empty());
-  for (int64_t a : p.axis) {
-    const int axis = NormalizeAxis(op, a, in.ndim(), in);
-    if (reduced[axis]) WEFT_THROW(op << ": axis " << axis << " appears twice in axis=" << FormatTuple(p.axis));
-    reduced[axis] = true;
-  }
-  return reduced;
-}
-
-Shape ReducedShape(const std::string& op, const ReduceParam& p, const Shape& in) {
-  const std::vector<bool> reduced = ReducedAxes(op, p, in);
-  Shape out;
-  for (int a = 0; a < in.ndim(); ++a) {
-    if (!reduced[a]) {
-      out.PushBack(in[a]);
-    } else if (p.keepdims) {
-      out.PushBack(1);
-    }
-  }
-  return out;
-}
 
 // Some axes of the input: extents and input strides, outermost first.
 struct Axes {
@@ -229,17 +185,17 @@ ReduceLayout LayoutFor(const std::string& op, const Attrs& attrs, const Shape& i
 
 // What the sum is multiplied by: 1, or for the mean 1 / (reduced positions per output).
 template <typename T>
-T Scale(Reduce kind, const ReduceLayout& l) {
-  return kind == Reduce::kMean ? T(1) / static_cast<T>(l.reduced.Size()) : T(1);
+T Scale(ReduceKind kind, const ReduceLayout& l) {
+  return kind == ReduceKind::kMean ? T(1) / static_cast<T>(l.reduced.Size()) : T(1);
 }
 
 // in: (data); out: data reduced over the axes.
-void ReduceCompute(const std::string& op, Reduce kind, const OpContext&, const Attrs& a, std::span<const TensorView> in,
-                   std::span<const OpReq> req, std::span<const TensorView> out) {
+void ReduceCompute(const std::string& op, ReduceKind kind, const OpContext&, const Attrs& a,
+                   std::span<const TensorView> in, std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const ReduceLayout l = LayoutFor(op, a, in[0].shape());
   WEFT_FLOAT_SWITCH(in[0].dtype(), T, op, {
-    if (kind == Reduce::kMax) {
+    if (kind == ReduceKind::kMax) {
       MaxForward<T>(l, in[0].data<T>(), req[0], out[0].data<T>());
     } else {
       SumForward<T>(l, Scale<T>(kind, l), in[0].data<T>(), req[0], out[0].data<T>());
@@ -248,13 +204,13 @@ void ReduceCompute(const std::string& op, Reduce kind, const OpContext&, const A
 }
 
 // in: (out_grad, data); out: d data, data's shape.
-void ReduceBackwardCompute(const std::string& op, Reduce kind, const OpContext&, const Attrs& a,
+void ReduceBackwardCompute(const std::string& op, ReduceKind kind, const OpContext&, const Attrs& a,
                            std::span<const TensorView> in, std::span<const OpReq> req,
                            std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const ReduceLayout l = LayoutFor(op, a, in[1].shape());
   WEFT_FLOAT_SWITCH(in[0].dtype(), T, "_backward_" + op, {
-    if (kind == Reduce::kMax) {
+    if (kind == ReduceKind::kMax) {
       MaxBackward<T>(l, in[0].data<T>(), in[1].data<T>(), req[0], out[0].data<T>());
     } else {
       SumBackward<T>(l, Scale<T>(kind, l), in[0].data<T>(), req[0], out[0].data<T>());
@@ -262,39 +218,15 @@ void ReduceBackwardCompute(const std::string& op, Reduce kind, const OpContext&,
   });
 }
 
-std::vector<Shape> ReduceShape(const std::string& op, Reduce kind, const Attrs& a, const Shape& in) {
-  const Shape out = ReducedShape(op, a.Get<ReduceParam>(), in);
-  if (kind == Reduce::kMax && in.Size() == 0 && out.Size() > 0) {
-    WEFT_THROW(op << ": expected reduced axes with at least one element each, found input " << in << " reduced to "
-                  << out);
-  }
-  return {out};
-}
-
-// Registers `op` and `_backward_<op>`.
-void RegisterReduce(const std::string& op, Reduce kind, const std::string& description) {
-  RegisterOp(op)
-      .Describe(description + " over `axis` (default: every axis), keepdims to keep reduced axes as 1")
-      .Params(ParseReduce)
-      .Inputs({"data"})
-      .InferShape([op, kind](const Attrs& a, const std::vector<Shape>& in) { return ReduceShape(op, kind, a, in[0]); })
-      .Compute(DeviceType::kCpu, std::bind_front(ReduceCompute, op, kind))
-      .Gradient(GradientFromBackwardOp(op));
-  RegisterOp("_backward_" + op)
-      .Describe("gradient of " + op + ": takes (out_grad, data), gives d data")
-      .Params(ParseReduce)
-      .Inputs({"out_grad", "data"})
-      .InferShape([op](const Attrs& a, const std::vector<Shape>& in) {
-        CheckSameShape(in[0], ReducedShape(op, a.Get<ReduceParam>(), in[1]), "the output gradient and the output");
-        return std::vector<Shape>{in[1]};
-      })
-      .Compute(DeviceType::kCpu, std::bind_front(ReduceBackwardCompute, op, kind));
+void RegisterReduce(const std::string& op, ReduceKind kind) {
+  RegisterCompute(op, DeviceType::kCpu, std::bind_front(ReduceCompute, op, kind));
+  RegisterCompute("_backward_" + op, DeviceType::kCpu, std::bind_front(ReduceBackwardCompute, op, kind));
 }
 
 const bool registered = [] {
-  RegisterReduce("sum", Reduce::kSum, "the sum");
-  RegisterReduce("mean", Reduce::kMean, "the mean");
-  RegisterReduce("max", Reduce::kMax, "the maximum (NaN if any value is NaN)");
+#define WEFT_REDUCE_CPU(name, kind, description) RegisterReduce(#name, ReduceKind::kind);
+  WEFT_REDUCE_OPS(WEFT_REDUCE_CPU)
+#undef WEFT_REDUCE_CPU
   return true;
 }();
 

@@ -1,13 +1,9 @@
-// Shape ops: reshape, expand_dims, flatten and reshape_like, which change only the shape, and
-// transpose, which permutes the axes.
-//
-// The first four copy their input unchanged in row-major order. They declare .Inplace({{0, 0}})
-// so that a memory planner may alias output and input (the copy is then a no-op), and they
-// request no resource in any build: CSE must treat them the same way whatever library
-// implements them (DESIGN.md, CSE). Their gradient is reshape_like(out_grad, data), exact.
-// Data-movement kernels accept every dtype (float32, float64, int32, int64, uint8).
+// CPU compute of the shape ops (ops/tensor/shape.cc defines them and says what they compute):
+// reshape, expand_dims, flatten and reshape_like copy their input in row-major order; transpose
+// gathers each output row. Every dtype (float32, float64, int32, int64, uint8).
 #include "ops/internal/cpu_util.h"
 #include "ops/op.h"
+#include "ops/tensor/tensor_params.h"
 
 namespace weft::cpu {
 namespace {
@@ -22,160 +18,13 @@ void CopyCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
   });
 }
 
-// The gradient of every pure reshape: out_grad, seen with data's shape.
-void ReshapeLikeGradient(const Attrs&, GradBuilder& g) {
-  g.SetInputGrad(0, g.Op("reshape_like", {g.OutGrad(0), g.Input(0)}));
-}
-
-// Registers a pure reshape whose output shape `infer` gives.
-Op& RegisterReshapeOp(const std::string& name, const std::string& description, ShapeFn infer) {
-  return RegisterOp(name)
-      .Describe(description)
-      .InferShape(std::move(infer))
-      .Inplace({{0, 0}})
-      .Compute(DeviceType::kCpu, CopyCompute);
-}
-
-// ---- reshape ----
-
-struct ReshapeParam {
-  std::vector<int64_t> shape;  // extents, 0 (copy the input's extent) or one -1 (infer)
-};
-
-ReshapeParam ParseReshape(AttrReader& r) {
-  ReshapeParam p{r.IntList("shape", std::nullopt)};
-  int inferred = 0;
-  for (int64_t d : p.shape) {
-    if (d < -1) {
-      WEFT_THROW("op 'reshape': attribute 'shape': expected extents >= 0 or -1, found " << FormatTuple(p.shape));
-    }
-    inferred += d == -1;
-  }
-  if (inferred > 1) {
-    WEFT_THROW("op 'reshape': attribute 'shape': expected at most one -1, found " << FormatTuple(p.shape));
-  }
-  if (p.shape.size() > Shape::kMaxDims) {
-    WEFT_THROW("op 'reshape': attribute 'shape': expected at most " << Shape::kMaxDims << " axes, found "
-                                                                    << FormatTuple(p.shape));
-  }
-  return p;
-}
-
-Shape ReshapedShape(const std::vector<int64_t>& target, const Shape& in) {
-  auto fail = [&] {
-    WEFT_THROW("reshape: cannot reshape " << in << " (" << in.Size() << " elements) into " << FormatTuple(target));
-  };
-  Shape out;
-  int infer = -1;
-  int64_t known = 1;
-  for (int i = 0; i < static_cast<int>(target.size()); ++i) {
-    int64_t d = target[i];
-    if (d == 0 && i >= in.ndim()) fail();  // 0 copies an axis the input does not have
-    if (d == 0) d = in[i];
-    if (d == -1) {
-      infer = i;
-      d = 1;
-    } else {
-      known *= d;
-    }
-    out.PushBack(d);
-  }
-  if (infer >= 0) {
-    if (known == 0 || in.Size() % known != 0) fail();
-    out[infer] = in.Size() / known;
-  }
-  if (out.Size() != in.Size()) fail();
-  return out;
-}
-
-// ---- expand_dims ----
-
-struct ExpandDimsParam {
-  int axis;  // in [-ndim - 1, ndim]: where the new axis goes
-};
-
-ExpandDimsParam ParseExpandDims(AttrReader& r) { return {r.Int("axis", std::nullopt)}; }
-
-std::vector<Shape> ExpandDimsShape(const Attrs& a, const std::vector<Shape>& in) {
-  if (in[0].ndim() == Shape::kMaxDims) {
-    WEFT_THROW("expand_dims: expected an input with fewer than " << Shape::kMaxDims << " axes, found " << in[0]);
-  }
-  const int axis = NormalizeAxis("expand_dims", a.Get<ExpandDimsParam>().axis, in[0].ndim() + 1, in[0]);
-  Shape out;
-  for (int i = 0; i <= in[0].ndim(); ++i) {
-    if (i == axis) out.PushBack(1);
-    if (i < in[0].ndim()) out.PushBack(in[0][i]);
-  }
-  return {out};
-}
-
-// ---- flatten ----
-
-// (N, d1, d2, ...) -> (N, d1 * d2 * ...); (N,) -> (N, 1).
-std::vector<Shape> FlattenShape(const Attrs&, const std::vector<Shape>& in) {
-  if (in[0].ndim() == 0) WEFT_THROW("flatten: expected an input with at least 1 axis, found " << in[0]);
-  int64_t rest = 1;
-  for (int a = 1; a < in[0].ndim(); ++a) rest *= in[0][a];
-  return {Shape{in[0][0], rest}};
-}
-
-// ---- reshape_like ----
-
-std::vector<Shape> ReshapeLikeShape(const Attrs&, const std::vector<Shape>& in) {
-  if (in[0].Size() != in[1].Size()) {
-    WEFT_THROW("reshape_like: cannot reshape " << in[0] << " (" << in[0].Size() << " elements) like " << in[1] << " ("
-                                               << in[1].Size() << " elements)");
-  }
-  return {in[1]};
-}
-
-// ---- transpose ----
-
-struct TransposeParam {
-  std::vector<int64_t> axes;  // a permutation, negative entries normalized; empty: reverse
-};
-
-TransposeParam ParseTranspose(AttrReader& r) {
-  const std::vector<int64_t> given = r.IntList("axes", std::vector<int64_t>{});
-  TransposeParam p{given};
-  const int64_t n = static_cast<int64_t>(p.axes.size());
-  std::vector<bool> seen(p.axes.size(), false);
-  for (int64_t& a : p.axes) {
-    if (a < -n || a >= n || seen[a < 0 ? a + n : a]) {
-      WEFT_THROW("op 'transpose': attribute 'axes': expected a permutation of 0.."
-                 << n - 1 << " (negative counts from the end), found " << FormatTuple(given));
-    }
-    if (a < 0) a += n;
-    seen[a] = true;
-  }
-  return p;
-}
-
-std::vector<int64_t> Permutation(const TransposeParam& p, int ndim) {
-  if (!p.axes.empty()) return p.axes;
-  std::vector<int64_t> reverse(ndim);
-  for (int k = 0; k < ndim; ++k) reverse[k] = ndim - 1 - k;
-  return reverse;
-}
-
-std::vector<Shape> TransposeShape(const Attrs& a, const std::vector<Shape>& in) {
-  const TransposeParam& p = a.Get<TransposeParam>();
-  if (!p.axes.empty() && static_cast<int>(p.axes.size()) != in[0].ndim()) {
-    WEFT_THROW("transpose: expected one entry of axes per axis of the input "
-               << in[0] << ", found axes=" << FormatTuple(p.axes));
-  }
-  Shape out;
-  for (int64_t a : Permutation(p, in[0].ndim())) out.PushBack(in[0][static_cast<int>(a)]);
-  return {out};
-}
-
 // x: (d_0, ..., d_{n-1}); y: (d_{axes[0]}, ..., d_{axes[n-1]}), y[c] = x[c_k at axis axes[k]].
 void TransposeCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
                       std::span<const TensorView> out) {
   const int n = in[0].ndim();
   if (req[0] == OpReq::kNull) return;
   if (n <= 1) return CopyCompute(ctx, a, in, req, out);
-  const std::vector<int64_t> axes = Permutation(a.Get<TransposeParam>(), n);
+  const std::vector<int64_t> axes = TransposePermutation(a.Get<TransposeParam>(), n);
   const std::array<int64_t, Shape::kMaxDims> in_strides = Strides(in[0].shape());
   const Shape& shape = out[0].shape();
   const int64_t len = shape[n - 1], step = in_strides[axes[n - 1]], rows = len == 0 ? 0 : shape.Size() / len;
@@ -193,47 +42,11 @@ void TransposeCompute(const OpContext& ctx, const Attrs& a, std::span<const Tens
   });
 }
 
-void TransposeGradient(const Attrs& a, GradBuilder& g) {
-  const TransposeParam& p = a.Get<TransposeParam>();
-  AttrMap attrs;  // the inverse permutation; reversing is its own inverse
-  if (!p.axes.empty()) {
-    std::vector<int64_t> inverse(p.axes.size());
-    for (size_t k = 0; k < p.axes.size(); ++k) inverse[p.axes[k]] = static_cast<int64_t>(k);
-    attrs["axes"] = FormatTuple(inverse);
-  }
-  g.SetInputGrad(0, g.Op("transpose", {g.OutGrad(0)}, attrs));
-}
-
 const bool registered = [] {
-  RegisterReshapeOp("reshape",
-                    "the input with another shape of the same size; in `shape`, 0 copies the input's extent at that "
-                    "position and one -1 is inferred from the rest",
-                    [](const Attrs& a, const std::vector<Shape>& in) {
-                      return std::vector<Shape>{ReshapedShape(a.Get<ReshapeParam>().shape, in[0])};
-                    })
-      .Params(ParseReshape)
-      .Inputs({"data"})
-      .Gradient(ReshapeLikeGradient);
-  RegisterReshapeOp("expand_dims", "the input with a new axis of extent 1 at `axis` (in [-ndim - 1, ndim])",
-                    ExpandDimsShape)
-      .Params(ParseExpandDims)
-      .Inputs({"data"})
-      .Gradient(ReshapeLikeGradient);
-  RegisterReshapeOp("flatten", "(N, d1, d2, ...) -> (N, d1 * d2 * ...)", FlattenShape)
-      .Inputs({"data"})
-      .Gradient(ReshapeLikeGradient);
-  RegisterReshapeOp("reshape_like", "lhs with the shape of rhs (same size); rhs is read only for its shape",
-                    ReshapeLikeShape)
-      .Inputs({"lhs", "rhs"})
-      .InferType([](const Attrs&, const std::vector<DType>& in) { return std::vector<DType>{in[0]}; })
-      .Gradient(ReshapeLikeGradient);  // lhs only: the output does not depend on rhs's values
-  WEFT_REGISTER_OP(transpose)
-      .Describe("the input with its axes permuted: output axis k is input axis axes[k] (default: reversed)")
-      .Params(ParseTranspose)
-      .Inputs({"data"})
-      .InferShape(TransposeShape)
-      .Compute(DeviceType::kCpu, TransposeCompute)
-      .Gradient(TransposeGradient);
+  for (const char* name : {"reshape", "expand_dims", "flatten", "reshape_like"}) {
+    RegisterCompute(name, DeviceType::kCpu, CopyCompute);
+  }
+  RegisterCompute("transpose", DeviceType::kCpu, TransposeCompute);
   return true;
 }();
 

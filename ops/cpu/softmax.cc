@@ -1,42 +1,15 @@
-// softmax and log_softmax along one axis.
-//
-//   data    any non-empty shape; attribute axis (default -1) picks the axis normalized along
-//   output  data's shape
-//   softmax(x)_i     = exp(x_i - m) / sum_j exp(x_j - m)         m = max_j x_j (for stability)
-//   log_softmax(x)_i = x_i - m - log(sum_j exp(x_j - m))
-//
-// _backward_softmax and _backward_log_softmax take (out_grad, output) and give d_data:
-//   softmax:      dx = y * (dy - sum(dy * y))
-//   log_softmax:  dx = dy - exp(y) * sum(dy)
-// The forward may write over data and the backward over out_grad (in place). float32 runs
-// oneDNN's softmax_v2 (softmax_accurate, softmax_log); float64 runs the loops below.
+// CPU compute of softmax, log_softmax and their backward ops (ops/nn/softmax.cc defines them and
+// says what they compute). float32 runs oneDNN's softmax_v2 (softmax_accurate, softmax_log);
+// float64 runs the loops below.
 #include <cmath>
 
 #include "ops/internal/cpu_util.h"
 #include "ops/internal/dnnl_util.h"
-#include "ops/internal/nn_params.h"
+#include "ops/nn/nn_params.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
 namespace {
-
-ShapeFn SoftmaxShape(const std::string& op) {
-  return [op](const Attrs& a, const std::vector<Shape>& in) {
-    if (in[0].ndim() < 1 || in[0].Size() == 0) {
-      WEFT_THROW(op << ": data must be a non-empty array with at least one axis, found " << in[0]);
-    }
-    NormalizeAxis(op, a.Get<SoftmaxParam>().axis, in[0].ndim(), in[0]);
-    return std::vector<Shape>{in[0]};
-  };
-}
-
-// in: (out_grad, output).
-ShapeFn SoftmaxBackwardShape(const std::string& op) {
-  return [op](const Attrs& a, const std::vector<Shape>& in) {
-    if (in[0] != in[1]) WEFT_THROW(op << ": out_grad must have the output's shape " << in[1] << ", found " << in[0]);
-    return SoftmaxShape(op)(a, {in[1]});
-  };
-}
 
 // ---- float64: loops ----
 
@@ -144,32 +117,12 @@ ComputeFn SoftmaxCompute(const std::string& op, bool log, bool backward) {
   };
 }
 
-void RegisterSoftmax(const std::string& name, bool log, const std::string& description) {
-  const std::string backward = "_backward_" + name;
-  RegisterOp(name)
-      .Describe(description)
-      .Params(ParseSoftmax)
-      .Inputs({"data"})
-      .InferShape(SoftmaxShape(name))
-      .Inplace({{0, 0}})
-      .Resources({Resource::kTempSpace})
-      .Compute(DeviceType::kCpu, SoftmaxCompute(name, log, false))
-      .Gradient([backward](const Attrs& a, GradBuilder& g) {
-        g.SetInputGrad(0, g.Op(backward, {g.OutGrad(0), g.Output(0)}, a.raw()));
-      });
-  RegisterOp(backward)
-      .Describe("gradient of " + name)
-      .Params(ParseSoftmax)
-      .Inputs({"out_grad", "output"})
-      .InferShape(SoftmaxBackwardShape(backward))
-      .Inplace({{0, 0}})
-      .Resources({Resource::kTempSpace})
-      .Compute(DeviceType::kCpu, SoftmaxCompute(backward, log, true));
-}
-
 const bool registered = [] {
-  RegisterSoftmax("softmax", false, "exp(x) / sum(exp(x)) along axis (default -1)");
-  RegisterSoftmax("log_softmax", true, "x - log(sum(exp(x))) along axis (default -1)");
+  for (const bool log : {false, true}) {
+    const std::string name = log ? "log_softmax" : "softmax", backward = "_backward_" + name;
+    RegisterCompute(name, DeviceType::kCpu, SoftmaxCompute(name, log, false));
+    RegisterCompute(backward, DeviceType::kCpu, SoftmaxCompute(backward, log, true));
+  }
   return true;
 }();
 

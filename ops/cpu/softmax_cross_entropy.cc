@@ -1,14 +1,7 @@
-// SoftmaxCrossEntropy: per sample, the cross-entropy of softmax(data) against a class label.
-//
-//   data    (N, C) logits
-//   label   (N,)   class indices in [0, C), stored in data's dtype
-//   output  (N,)   loss[n] = -log softmax(data[n])[label[n]] = logsumexp(data[n]) - data[n, label[n]]
-//
-// _backward_SoftmaxCrossEntropy takes (out_grad, data, label) and gives d_data:
-//   d_data[n, c] = out_grad[n] * (softmax(data[n])_c - (c == label[n] ? 1 : 0))
-// The label gets no gradient. A label that is not an integer in [0, C) is a weft::Error raised
-// while the op runs, so it surfaces at the output's WaitToRead. Both dtypes run the loops below
-// (oneDNN has no fused op for this); each row's max is subtracted before exp.
+// CPU compute of SoftmaxCrossEntropy and its backward op (ops/nn/softmax_cross_entropy.cc defines
+// them and says what they compute). A label that is not an integer in [0, C) is a weft::Error
+// raised while the op runs, so it surfaces at the output's WaitToRead. Both dtypes run the loops
+// below (oneDNN has no fused op for this); each row's max is subtracted before exp.
 #include <cmath>
 
 #include "ops/internal/cpu_util.h"
@@ -16,26 +9,6 @@
 
 namespace weft::cpu {
 namespace {
-
-// Checks data (N, C) and label (N,); returns (N, C).
-std::pair<int64_t, int64_t> CheckSce(const std::string& op, const Shape& data, const Shape& label) {
-  if (data.ndim() != 2 || data.Size() == 0) WEFT_THROW(op << ": data must be non-empty (N, C) logits, found " << data);
-  if (label != Shape{data[0]}) WEFT_THROW(op << ": label must be " << Shape{data[0]} << ", found " << label);
-  return {data[0], data[1]};
-}
-
-std::vector<Shape> SceShape(const Attrs&, const std::vector<Shape>& in) {
-  return {Shape{CheckSce("SoftmaxCrossEntropy", in[0], in[1]).first}};
-}
-
-// in: (out_grad, data, label).
-std::vector<Shape> SceBackwardShape(const Attrs&, const std::vector<Shape>& in) {
-  const int64_t n = CheckSce("_backward_SoftmaxCrossEntropy", in[1], in[2]).first;
-  if (in[0] != Shape{n}) {
-    WEFT_THROW("_backward_SoftmaxCrossEntropy: out_grad must be " << Shape{n} << ", found " << in[0]);
-  }
-  return {in[1]};
-}
 
 // Throws, naming the op, the row and the value, at the first label that is not a class index.
 template <typename T>
@@ -78,7 +51,7 @@ void SceCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> 
                 std::span<const TensorView> out) {
   const std::string op = kBackward ? "_backward_SoftmaxCrossEntropy" : "SoftmaxCrossEntropy";
   const TensorView &data = in[kBackward ? 1 : 0], &label = in[kBackward ? 2 : 1];
-  const auto [n, c] = CheckSce(op, data.shape(), label.shape());
+  const int64_t n = data.shape()[0], c = data.shape()[1];  // (N, C), as shape inference checked
   WEFT_FLOAT_SWITCH(data.dtype(), T, op, {
     CheckLabels(op, label.data<T>(), n, c);
     if (req[0] == OpReq::kNull) return;
@@ -93,24 +66,8 @@ void SceCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> 
   });
 }
 
-const bool registered = [] {
-  WEFT_REGISTER_OP(SoftmaxCrossEntropy)
-      .Describe("per-sample -log softmax(data)[label] of (N, C) logits and (N,) class indices")
-      .Inputs({"data", "label"})
-      .InferShape(SceShape)
-      .Resources({Resource::kTempSpace})
-      .Compute(DeviceType::kCpu, SceCompute<false>)
-      .Gradient([](const Attrs&, GradBuilder& g) {
-        g.SetInputGrad(0, g.Op("_backward_SoftmaxCrossEntropy", {g.OutGrad(0), g.Input(0), g.Input(1)}));
-      });
-  WEFT_REGISTER_OP(_backward_SoftmaxCrossEntropy)
-      .Describe("gradient of SoftmaxCrossEntropy with respect to data")
-      .Inputs({"out_grad", "data", "label"})
-      .InferShape(SceBackwardShape)
-      .Resources({Resource::kTempSpace})
-      .Compute(DeviceType::kCpu, SceCompute<true>);
-  return true;
-}();
+WEFT_REGISTER_COMPUTE(SoftmaxCrossEntropy, DeviceType::kCpu, SceCompute<false>);
+WEFT_REGISTER_COMPUTE(_backward_SoftmaxCrossEntropy, DeviceType::kCpu, SceCompute<true>);
 
 }  // namespace
 }  // namespace weft::cpu

@@ -1,4 +1,4 @@
-// GPU compute of the small utility ops of ops/cpu/basic.cc: zeros_like and ones_like (float32,
+// GPU compute of the small utility ops of ops/tensor/basic.cc: zeros_like and ones_like (float32,
 // float64, bfloat16, int32, int64, uint8), _copy and stop_gradient (any dtype; adding to the
 // output: float32, float64, bfloat16).
 #include "ops/gpu/internal/launch.h"

@@ -1,4 +1,4 @@
-// GPU compute of Cast and _backward_Cast (ops/cpu/cast.cc) between float32, float64, bfloat16,
+// GPU compute of Cast and _backward_Cast (ops/tensor/cast.cc) between float32, float64, bfloat16,
 // int32, int64 and uint8, converting as the CPU does (kernels/cast.cuh). Cast's gradient is the
 // output gradient cast back to the input's dtype: the same conversion.
 #include <cstdint>

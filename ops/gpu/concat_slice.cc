@@ -1,4 +1,4 @@
-// GPU compute of concat and slice (ops/cpu/concat_slice.cc) and of their backward ops, on
+// GPU compute of concat and slice (ops/tensor/concat_slice.cc) and of their backward ops, on
 // float32, float64, bfloat16, int32, int64 and uint8. Every piece is one strided move
 // (internal/move.h): concat and its gradient one per input, slice and its gradient one for the
 // box (after zeroing the gradient outside it, unless adding to it).
@@ -9,17 +9,15 @@
 #include "ops/gpu/internal/launch.h"
 #include "ops/gpu/internal/move.h"
 #include "ops/op.h"
+#include "ops/tensor/tensor_params.h"
 
 namespace weft::gpu {
 namespace {
 
 // ---- concat ----
 
-// The concat axis of `shape` (attribute dim, default 1, as checked by shape inference).
-int ConcatAxis(const std::string& op, const Attrs& attrs, const Shape& shape) {
-  AttrReader r(op, attrs.raw());
-  return shape.NormalizeAxis(r.Int("dim", 1));
-}
+// The concat axis of `shape` (attribute dim, as checked by shape inference).
+int ConcatAxis(const Attrs& attrs, const Shape& shape) { return shape.NormalizeAxis(attrs.Get<ConcatParam>().dim); }
 
 // Input `part` (a block of `len` elements in each of `outer` rows) against the joined array,
 // whose rows hold `total` elements: a walk with the joined array's strides as array `joined`
@@ -53,8 +51,8 @@ void ConcatCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorV
   if (req[0] == OpReq::kNull) return;
   const std::string t = KernelType("concat", kFillTypes, in, out);
   const size_t size = DTypeSize(out[0].dtype());
-  ForEachPart(in, ConcatAxis("concat", a, in[0].shape()), [&](size_t i, int64_t offset, int64_t len, int64_t total,
-                                                              int64_t outer) {
+  ForEachPart(in, ConcatAxis(a, in[0].shape()), [&](size_t i, int64_t offset, int64_t len, int64_t total,
+                                                    int64_t outer) {
     StridedMoveGpu(ctx, t, size, in[i].raw(), ElementAt(out[0].raw(), offset, size), PartWalk(outer, len, total, 0),
                    in[i].size(), req[0]);
   });
@@ -65,7 +63,7 @@ void ConcatBackwardCompute(const OpContext& ctx, const Attrs& a, std::span<const
                            std::span<const OpReq> req, std::span<const TensorView> out) {
   const std::string t = KernelType("_backward_concat", kFillTypes, in.first(1), out);
   const size_t size = DTypeSize(in[0].dtype());
-  ForEachPart(out, ConcatAxis("_backward_concat", a, out[0].shape()),
+  ForEachPart(out, ConcatAxis(a, out[0].shape()),
               [&](size_t i, int64_t offset, int64_t len, int64_t total, int64_t outer) {
                 StridedMoveGpu(ctx, t, size, ElementAt(in[0].raw(), offset, size), out[i].raw(),
                                PartWalk(outer, len, total, 1), out[i].size(), req[i]);
@@ -76,34 +74,25 @@ void ConcatBackwardCompute(const OpContext& ctx, const Attrs& a, std::span<const
 
 // The box of `in` that slice takes, as a walk over its positions with the strides of `in` as
 // array `whole` and the box's own row-major ones as the other of arrays 0 and 1, and the offset
-// in `in` of its first element. begin and end as checked by shape inference.
+// in `in` of its first element.
 struct Box {
   GpuAxes walk;
   int64_t first = 0, size = 1;
 };
 
-Box MakeBox(const std::string& op, const Attrs& attrs, const Shape& in, int whole) {
-  AttrReader r(op, attrs.raw());
-  const std::vector<int64_t> begin = r.IntList("begin", std::nullopt), end = r.IntList("end", std::nullopt);
-  const auto in_strides = RowMajorStrides(in);
-  Shape box_shape;
+Box MakeBox(const Attrs& attrs, const Shape& in, int whole) {
+  const SliceBox slice = MakeSliceBox(attrs.Get<SliceParam>(), in);
+  const auto in_strides = RowMajorStrides(in), box_strides = RowMajorStrides(slice.out);
   Box box;
-  for (int a = 0; a < in.ndim(); ++a) {
-    const bool given = a < static_cast<int>(begin.size());
-    const int64_t b = !given ? 0 : begin[a] < 0 ? begin[a] + in[a] : begin[a];
-    const int64_t e = !given ? in[a] : end[a] < 0 ? end[a] + in[a] : end[a];
-    box_shape.PushBack(e - b);
-    box.first += b * in_strides[a];
-  }
-  const auto box_strides = RowMajorStrides(box_shape);
   std::vector<WalkAxis> axes;
   for (int a = 0; a < in.ndim(); ++a) {
-    WalkAxis axis{box_shape[a], {box_strides[a], box_strides[a], 0}};
+    box.first += slice.begin[a] * in_strides[a];
+    WalkAxis axis{slice.out[a], {box_strides[a], box_strides[a], 0}};
     axis.stride[whole] = in_strides[a];
     axes.push_back(axis);
   }
   box.walk = MergeAxes(axes);
-  box.size = box_shape.Size();
+  box.size = slice.out.Size();
   return box;
 }
 
@@ -113,7 +102,7 @@ void SliceCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   if (req[0] == OpReq::kNull) return;
   const std::string t = KernelType("slice", kFillTypes, in, out);
   const size_t size = DTypeSize(in[0].dtype());
-  const Box box = MakeBox("slice", a, in[0].shape(), 1);
+  const Box box = MakeBox(a, in[0].shape(), 1);
   StridedMoveGpu(ctx, t, size, ElementAt(in[0].raw(), box.first, size), out[0].raw(), box.walk, box.size, req[0]);
 }
 
@@ -125,7 +114,7 @@ void SliceBackwardCompute(const OpContext& ctx, const Attrs& a, std::span<const 
   const size_t size = DTypeSize(in[0].dtype());
   const OpReq inside = req[0] == OpReq::kAddTo ? OpReq::kAddTo : OpReq::kWrite;
   if (inside == OpReq::kWrite) FillGpu(ctx, 0, OpReq::kWrite, out[0]);
-  const Box box = MakeBox("_backward_slice", a, in[1].shape(), 0);
+  const Box box = MakeBox(a, in[1].shape(), 0);
   StridedMoveGpu(ctx, t, size, in[0].raw(), ElementAt(out[0].raw(), box.first, size), box.walk, box.size, inside);
 }
 

@@ -1,5 +1,5 @@
 // Convolution and _backward_Convolution on the GPU, through cuDNN's convolution API
-// (ops/cpu/convolution.cc says what they compute). float32 and float64; float32 runs FMA kernels
+// (ops/nn/convolution.cc says what they compute). float32 and float64; float32 runs FMA kernels
 // only (no TF32), so it matches the CPU's float32.
 //
 // Algorithms: cudnnGet*Algorithm_v7 ranks them by cuDNN's heuristics without running anything (the
@@ -15,15 +15,11 @@
 
 #include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
-#include "ops/internal/nn_params.h"
+#include "ops/nn/nn_params.h"
 #include "ops/op.h"
 
 namespace weft::gpu {
 namespace {
-
-using cpu::ConvDims;
-using cpu::ConvParam;
-using cpu::Window2d;
 
 constexpr std::initializer_list<DType> kConvTypes = {DType::kFloat32, DType::kFloat64};
 
@@ -37,7 +33,7 @@ struct ConvDescs {
 
 ConvDescs DescsOf(DType dtype, const Window2d& win, const ConvDims& d) {
   const char* op = "Convolution";
-  const cpu::Geometry2d& g = d.g;
+  const Geometry2d& g = d.g;
   return {NchwDesc(op, dtype, Shape{g.n, g.c, g.h, g.w}), NchwDesc(op, dtype, Shape{g.n, d.f, g.oh, g.ow}),
           FilterOf(op, dtype, Shape{d.f, g.c, win.kernel[0], win.kernel[1]}), ConvolutionOf(dtype, win)};
 }
@@ -163,7 +159,7 @@ struct ConvCall {
 ConvCall ConvCallOf(const GpuCall& call, const char* op, const ConvParam& p, const TensorView& data) {
   const DType dtype = data.dtype();
   CheckDType(op, dtype, kConvTypes);
-  const ConvDims d{cpu::Geometry2dOf(op, p.window, data.shape()), p.num_filter};
+  const ConvDims d{Geometry2dOf(op, p.window, data.shape()), p.num_filter};
   return {dtype, DescsOf(dtype, p.window, d), KeyOf(call.device(), dtype, p.window, d)};
 }
 

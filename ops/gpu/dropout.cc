@@ -1,9 +1,9 @@
-// GPU compute of Dropout (ops/cpu/dropout.cc) on float32, float64 and bfloat16. In training the
+// GPU compute of Dropout (ops/nn/dropout.cc) on float32, float64 and bfloat16. In training the
 // mask comes from the op's RandomKey through the same Philox4x32-10 numbers and the same
 // uniform conversion as on the CPU, so a seed gives the same mask on either device. Its
 // gradient is the `mul` op (binary.cc).
-#include "ops/gpu/internal/attrs.h"
 #include "ops/gpu/internal/launch.h"
+#include "ops/nn/nn_params.h"
 #include "ops/op.h"
 
 namespace weft::gpu {
@@ -12,7 +12,7 @@ namespace {
 // data: any shape; out[0] (result) and out[1] (mask): data's shape (out[0] may be data).
 void DropoutCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
                     std::span<const TensorView> out) {
-  const double p = DropoutPAttr(a);
+  const double p = a.Get<DropoutParam>().p;
   const std::string t = KernelType("Dropout", kElementwiseTypes, in, out);
   if (!ctx.is_train || p == 0) {
     CopyGpu(ctx, in[0], req[0], out[0]);

@@ -1,4 +1,4 @@
-// FullyConnected and _backward_FullyConnected on the GPU, through cuBLAS (ops/cpu/fully_connected.cc
+// FullyConnected and _backward_FullyConnected on the GPU, through cuBLAS (ops/nn/fully_connected.cc
 // says what they compute). float32 and float64, and bfloat16 with float32 accumulation
 // (cublasGemmEx, CUBLAS_COMPUTE_32F); float32 runs true float32 FMA GEMMs (cuBLAS's default math
 // mode, no TF32).
@@ -19,14 +19,11 @@
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
 #include "ops/gpu/internal/lt_matmul.h"
-#include "ops/internal/nn_params.h"
+#include "ops/nn/nn_params.h"
 #include "ops/op.h"
 
 namespace weft::gpu {
 namespace {
-
-using cpu::FcDims;
-using cpu::FcParam;
 
 // One column-major GEMM: c (m, n) = op(a) op(b) + beta * c, where beta comes from the request.
 struct Gemm {
@@ -56,7 +53,7 @@ constexpr std::initializer_list<DType> kFcTypes = {DType::kFloat32, DType::kFloa
 void FcForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
                   std::span<const TensorView> out) {
   const FcParam& p = a.Get<FcParam>();
-  const FcDims d = cpu::FcDimsOf(p, in[0].shape());
+  const FcDims d = FcDimsOf(p, in[0].shape());
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
   CheckDType("FullyConnected", dtype, kFcTypes);
@@ -80,7 +77,7 @@ void FcForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
 void FcBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
                    std::span<const TensorView> out) {
   const FcParam& p = a.Get<FcParam>();
-  const FcDims d = cpu::FcDimsOf(p, in[1].shape());
+  const FcDims d = FcDimsOf(p, in[1].shape());
   const DType dtype = in[0].dtype();
   CheckDType("_backward_FullyConnected", dtype, kFcTypes);
   const GpuCall call(ctx);

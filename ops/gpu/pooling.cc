@@ -1,4 +1,4 @@
-// Pooling and _backward_Pooling on the GPU, through cuDNN (ops/cpu/pooling.cc says what they
+// Pooling and _backward_Pooling on the GPU, through cuDNN (ops/nn/pooling.cc says what they
 // compute). float32 and float64. Max pooling: padding never wins (CUDNN_POOLING_MAX); average
 // pooling counts padding as zeros (CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING), as on the CPU.
 //
@@ -8,13 +8,11 @@
 
 #include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
-#include "ops/internal/nn_params.h"
+#include "ops/nn/nn_params.h"
 #include "ops/op.h"
 
 namespace weft::gpu {
 namespace {
-
-using cpu::PoolCall;
 
 // The descriptors of one call: data x (N, C, H, W), output y (N, C, OH, OW), the pooling.
 struct PoolDescs {
@@ -24,9 +22,9 @@ struct PoolDescs {
 
 PoolDescs DescsOf(const char* op, DType dtype, const PoolCall& call) {
   CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64});
-  const cpu::Geometry2d& g = call.g;
+  const Geometry2d& g = call.g;
   return {NchwDesc(op, dtype, Shape{g.n, g.c, g.h, g.w}), NchwDesc(op, dtype, Shape{g.n, g.c, g.oh, g.ow}),
-          PoolingOf(call.win, call.max)};
+          PoolingOf(call.win, call.type)};
 }
 
 void RunPoolForward(const GpuCall& call, const PoolDescs& m, DType dtype, const void* x, OpReq req, void* y) {
@@ -37,7 +35,7 @@ void RunPoolForward(const GpuCall& call, const PoolDescs& m, DType dtype, const 
 // in: (data); out: (output).
 void PoolForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
                     std::span<const TensorView> out) {
-  const PoolCall pool = cpu::PoolCallOf(a, in[0].shape());
+  const PoolCall pool = PoolCallOf(a, in[0].shape());
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
   const PoolDescs m = DescsOf("Pooling", dtype, pool);
@@ -48,7 +46,7 @@ void PoolForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
 // in: (out_grad, data); out: (d_data).
 void PoolBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
                      std::span<const TensorView> out) {
-  const PoolCall pool = cpu::PoolCallOf(a, in[1].shape());
+  const PoolCall pool = PoolCallOf(a, in[1].shape());
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
   const PoolDescs m = DescsOf("_backward_Pooling", dtype, pool);

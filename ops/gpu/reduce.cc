@@ -1,4 +1,4 @@
-// GPU compute of the reductions of ops/cpu/reduce.cc (sum, mean, max over `axis`, keepdims) and
+// GPU compute of the reductions of ops/tensor/reduce.cc (sum, mean, max over `axis`, keepdims) and
 // of their backward ops, on float32, float64 and bfloat16 (accumulated in float), with the CPU's
 // semantics: the sum of an empty axis is 0 and its mean NaN, max is NaN where a value is, and
 // max's gradient goes to the first maximum in row-major order of the reduced axes. Kernels in
@@ -11,11 +11,10 @@
 #include "ops/gpu/internal/axes.h"
 #include "ops/gpu/internal/launch.h"
 #include "ops/op.h"
+#include "ops/tensor/tensor_params.h"
 
 namespace weft::gpu {
 namespace {
-
-enum class Reduce : uint8_t { kSum, kMean, kMax };
 
 // The input x as outer positions x reduced positions x inner positions (kernels/reduce.cuh):
 // `outer` and `reduced` walk x's kept and reduced axes (array 0: x's strides); `inner` is the
@@ -24,15 +23,6 @@ struct Layout {
   GpuAxes outer, reduced;
   int64_t inner = 1, n_out = 1, n_reduced = 1;
 };
-
-// Which axes of `in` are reduced (the attributes were checked by shape inference).
-std::vector<bool> ReducedAxes(const std::string& op, const Attrs& attrs, const Shape& in) {
-  AttrReader r(op, attrs.raw());
-  const std::vector<int64_t> axis = r.IntList("axis", std::vector<int64_t>{});
-  std::vector<bool> reduced(in.ndim(), axis.empty());
-  for (int64_t a : axis) reduced[in.NormalizeAxis(static_cast<int>(a))] = true;
-  return reduced;
-}
 
 Layout MakeLayout(const Shape& in, const std::vector<bool>& reduced) {
   const auto strides = RowMajorStrides(in);
@@ -61,15 +51,15 @@ Layout MakeLayout(const Shape& in, const std::vector<bool>& reduced) {
 // Runs the reduction kernel that suits the layout: ReduceColumns where 32 neighbouring outputs
 // share their reads and are too few to give each a thread, else groups of 1, 32 or 256 threads
 // per output as the reduced extent grows. grad: max's gradient (x, dy), else the forward (x).
-void LaunchReduce(const OpContext& ctx, Reduce kind, bool grad, const std::string& t, const Layout& l,
+void LaunchReduce(const OpContext& ctx, ReduceKind kind, bool grad, const std::string& t, const Layout& l,
                   const TensorView& x, const TensorView* dy, OpReq req, const TensorView& out) {
-  const std::string acc = kind == Reduce::kMax ? "weft::MaxAcc" : "weft::SumAcc", g = grad ? "true" : "false";
+  const std::string acc = kind == ReduceKind::kMax ? "weft::MaxAcc" : "weft::SumAcc", g = grad ? "true" : "false";
   const void* xp = x.raw();
   const void* dyp = dy == nullptr ? nullptr : dy->raw();
   void* outp = out.raw();
   GpuAxes outer = l.outer, reduced = l.reduced;
   int64_t inner = l.inner, n_out = l.n_out, n_reduced = l.n_reduced;
-  double scale = kind == Reduce::kMean ? 1.0 / static_cast<double>(l.n_reduced) : 1.0;
+  double scale = kind == ReduceKind::kMean ? 1.0 / static_cast<double>(l.n_reduced) : 1.0;
   int req_code = ReqCode(req);
   void* args[] = {&xp, &dyp, &outp, &outer, &reduced, &inner, &n_out, &n_reduced, &scale, &req_code};
   if (l.inner >= 32 && l.n_reduced >= 16 && l.n_out < (1 << 16)) {
@@ -83,11 +73,11 @@ void LaunchReduce(const OpContext& ctx, Reduce kind, bool grad, const std::strin
 }
 
 // in: (data); out: data reduced over the axes.
-void ReduceCompute(const std::string& op, Reduce kind, const OpContext& ctx, const Attrs& a,
+void ReduceCompute(const std::string& op, ReduceKind kind, const OpContext& ctx, const Attrs& a,
                    std::span<const TensorView> in, std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const std::string t = KernelType(op, kElementwiseTypes, in, out);
-  const Layout l = MakeLayout(in[0].shape(), ReducedAxes(op, a, in[0].shape()));
+  const Layout l = MakeLayout(in[0].shape(), ReducedAxes(op, a.Get<ReduceParam>(), in[0].shape()));
   if (l.n_out > 0) LaunchReduce(ctx, kind, false, t, l, in[0], nullptr, req[0], out[0]);
 }
 
@@ -109,31 +99,31 @@ void SumBackward(const OpContext& ctx, const std::string& t, double scale, const
 }
 
 // in: (out_grad, data); out: d data, data's shape.
-void ReduceBackwardCompute(const std::string& op, Reduce kind, const OpContext& ctx, const Attrs& a,
+void ReduceBackwardCompute(const std::string& op, ReduceKind kind, const OpContext& ctx, const Attrs& a,
                            std::span<const TensorView> in, std::span<const OpReq> req,
                            std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const std::string backward = "_backward_" + op;
   const std::string t = KernelType(backward, kElementwiseTypes, in, out);
-  const std::vector<bool> reduced = ReducedAxes(backward, a, in[1].shape());
+  const std::vector<bool> reduced = ReducedAxes(backward, a.Get<ReduceParam>(), in[1].shape());
   const Layout l = MakeLayout(in[1].shape(), reduced);
-  if (kind == Reduce::kMax) {
+  if (kind == ReduceKind::kMax) {
     if (l.n_out > 0) LaunchReduce(ctx, kind, true, t, l, in[1], &in[0], req[0], out[0]);
     return;
   }
-  const double scale = kind == Reduce::kMean ? 1.0 / static_cast<double>(l.n_reduced) : 1.0;
+  const double scale = kind == ReduceKind::kMean ? 1.0 / static_cast<double>(l.n_reduced) : 1.0;
   SumBackward(ctx, t, scale, reduced, in[0], req[0], out[0]);
 }
 
-void RegisterReduce(const std::string& op, Reduce kind) {
+void RegisterReduce(const std::string& op, ReduceKind kind) {
   RegisterCompute(op, DeviceType::kGpu, std::bind_front(ReduceCompute, op, kind));
   RegisterCompute("_backward_" + op, DeviceType::kGpu, std::bind_front(ReduceBackwardCompute, op, kind));
 }
 
 const bool registered = [] {
-  RegisterReduce("sum", Reduce::kSum);
-  RegisterReduce("mean", Reduce::kMean);
-  RegisterReduce("max", Reduce::kMax);
+#define WEFT_REDUCE_GPU(name, kind, description) RegisterReduce(#name, ReduceKind::kind);
+  WEFT_REDUCE_OPS(WEFT_REDUCE_GPU)
+#undef WEFT_REDUCE_GPU
   return true;
 }();
 

@@ -1,4 +1,4 @@
-// GPU compute of the shape ops of ops/cpu/shape.cc on float32, float64, bfloat16, int32, int64
+// GPU compute of the shape ops of ops/tensor/shape.cc on float32, float64, bfloat16, int32, int64
 // and uint8. reshape, expand_dims, flatten and reshape_like copy their input unchanged (nothing
 // at all when the output is the input's memory); transpose moves the elements with a tiled
 // kernel where the innermost axis changes (kernels/move.cuh) and a strided copy where it does
@@ -12,6 +12,7 @@
 #include "ops/gpu/internal/launch.h"
 #include "ops/gpu/internal/move.h"
 #include "ops/op.h"
+#include "ops/tensor/tensor_params.h"
 
 namespace weft::gpu {
 namespace {
@@ -28,16 +29,6 @@ void MoveAll(const OpContext& ctx, const TensorView& x, OpReq req, const TensorV
 void ReshapeCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
                     std::span<const TensorView> out) {
   if (req[0] != OpReq::kNull) MoveAll(ctx, in[0], req[0], out[0]);
-}
-
-// transpose's axes attribute, with ops/cpu/shape.cc's meaning: output axis k is input axis
-// axes[k], negative entries count from the end, none given: reversed.
-std::vector<int> Permutation(const Attrs& attrs, int ndim) {
-  AttrReader r("transpose", attrs.raw());
-  const std::vector<int64_t> given = r.IntList("axes", std::vector<int64_t>{});
-  std::vector<int> perm(ndim);
-  for (int k = 0; k < ndim; ++k) perm[k] = given.empty() ? ndim - 1 - k : static_cast<int>((given[k] + ndim) % ndim);
-  return perm;
 }
 
 // The tiled kernel for a walk (array 0: y, 1: x) whose last axis is not x's innermost one, when
@@ -72,7 +63,7 @@ void TransposeCompute(const OpContext& ctx, const Attrs& a, std::span<const Tens
   const TensorView &x = in[0], &y = out[0];
   if (req[0] == OpReq::kNull) return;
   const std::string t = KernelType("transpose", kFillTypes, in, out);
-  const std::vector<int> perm = Permutation(a, x.ndim());
+  const std::vector<int64_t> perm = TransposePermutation(a.Get<TransposeParam>(), x.ndim());
   const auto x_strides = RowMajorStrides(x.shape()), y_strides = RowMajorStrides(y.shape());
   std::vector<WalkAxis> axes;
   for (int k = 0; k < y.ndim(); ++k) axes.push_back({y.shape()[k], {y_strides[k], x_strides[perm[k]], 0}});

@@ -1,4 +1,4 @@
-// softmax, log_softmax and their backward ops on the GPU, through cuDNN (ops/cpu/softmax.cc says
+// softmax, log_softmax and their backward ops on the GPU, through cuDNN (ops/nn/softmax.cc says
 // what they compute). float32 and float64. The forward may write over data and the backward over
 // out_grad (req kWriteInplace, the ops' declared in-place pair): cuDNN does not promise in-place
 // softmax, so such a call computes into the workspace and copies the result over its input.
@@ -8,7 +8,7 @@
 #include "core/gpu/launch_batch.h"
 #include "ops/gpu/internal/cudnn_softmax.h"
 #include "ops/gpu/internal/gpu_call.h"
-#include "ops/internal/nn_params.h"
+#include "ops/nn/nn_params.h"
 #include "ops/op.h"
 
 namespace weft::gpu {
@@ -20,7 +20,7 @@ ComputeFn SoftmaxGpu(const std::string& op, bool log, bool backward) {
                              std::span<const OpReq> req, std::span<const TensorView> out) {
     if (req[0] == OpReq::kNull) return;
     const Shape& s = in[0].shape();
-    const int axis = a.Get<cpu::SoftmaxParam>().axis;  // in range: shape inference checked it
+    const int axis = a.Get<SoftmaxParam>().axis;  // in range: shape inference checked it
     const SoftmaxRows rows = SoftmaxRowsOf(s, axis < 0 ? axis + s.ndim() : axis);
     const DType dtype = in[0].dtype();
     CheckDType(op.c_str(), dtype, {DType::kFloat32, DType::kFloat64});

@@ -1,4 +1,4 @@
-// SoftmaxCrossEntropy and its backward op on the GPU (ops/cpu/softmax_cross_entropy.cc says what
+// SoftmaxCrossEntropy and its backward op on the GPU (ops/nn/softmax_cross_entropy.cc says what
 // they compute), float32 and float64: one kernel each way (kernels/softmax_cross_entropy.cuh),
 // a warp per row.
 //

@@ -4,11 +4,6 @@
 
 namespace weft::gpu {
 
-double DropoutPAttr(const Attrs& attrs) {
-  AttrReader r("Dropout", attrs.raw());
-  return r.Float("p", 0.5);
-}
-
 // Defaults as in ops/cpu/optimizer.cc (ParseCommon, ParseSgdMom, ParseAdam).
 GpuUpdateParams UpdateAttrs(const std::string& op, const Attrs& attrs) {
   AttrReader r(op, attrs.raw());

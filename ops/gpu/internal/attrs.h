@@ -10,7 +10,6 @@
 
 namespace weft::gpu {
 
-double DropoutPAttr(const Attrs& attrs);                             // Dropout's p
 GpuUpdateParams UpdateAttrs(const std::string& op, const Attrs& attrs);
 
 }  // namespace weft::gpu

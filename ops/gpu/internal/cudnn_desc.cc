@@ -26,7 +26,7 @@ FilterDesc FilterOf(const char* op, DType dtype, const Shape& shape) {
   return desc;
 }
 
-ConvolutionDesc ConvolutionOf(DType dtype, const cpu::Window2d& win) {
+ConvolutionDesc ConvolutionOf(DType dtype, const Window2d& win) {
   ConvolutionDesc desc;
   WEFT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
       desc.get(), static_cast<int>(win.pad[0]), static_cast<int>(win.pad[1]), static_cast<int>(win.stride[0]),
@@ -35,9 +35,10 @@ ConvolutionDesc ConvolutionOf(DType dtype, const cpu::Window2d& win) {
   return desc;
 }
 
-PoolingDesc PoolingOf(const cpu::Window2d& win, bool max) {
+PoolingDesc PoolingOf(const Window2d& win, PoolType type) {
   PoolingDesc desc;
-  const cudnnPoolingMode_t mode = max ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+  const cudnnPoolingMode_t mode =
+      type == PoolType::kMax ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
   WEFT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(desc.get(), mode, CUDNN_NOT_PROPAGATE_NAN, static_cast<int>(win.kernel[0]),
                                                static_cast<int>(win.kernel[1]), static_cast<int>(win.pad[0]),
                                                static_cast<int>(win.pad[1]), static_cast<int>(win.stride[0]),

@@ -10,7 +10,8 @@
 #include "core/dtype.h"
 #include "core/shape.h"
 #include "ops/gpu/library_handles.h"
-#include "ops/internal/window2d.h"
+#include "ops/nn/nn_params.h"
+#include "ops/nn/window2d.h"
 
 namespace weft::gpu {
 
@@ -47,8 +48,8 @@ FilterDesc FilterOf(const char* op, DType dtype, const Shape& shape);
 // A cross-correlation with `win`'s stride and symmetric padding, no dilation, computing in
 // `dtype`. float32 is restricted to FMA kernels (no TF32 tensor-core rounding), so results match
 // the CPU's float32 within its tolerances.
-ConvolutionDesc ConvolutionOf(DType dtype, const cpu::Window2d& win);
+ConvolutionDesc ConvolutionOf(DType dtype, const Window2d& win);
 // Max pooling (padding never wins), or average pooling that counts padding as zeros.
-PoolingDesc PoolingOf(const cpu::Window2d& win, bool max);
+PoolingDesc PoolingOf(const Window2d& win, PoolType type);
 
 }  // namespace weft::gpu

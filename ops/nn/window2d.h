@@ -2,6 +2,9 @@
 // kernel/stride/pad attributes, the output extent, and the taps of one window that fall inside
 // the input.
 //
+// Device neutral: the definitions (ops/nn/convolution.cc, pooling.cc) parse and check it, and both
+// devices' computes read it.
+//
 // Convention (MXNet's "valid"): the padded input is (H + 2 * pad_h, W + 2 * pad_w) and the output
 // has floor((H + 2 * pad_h - kernel_h) / stride_h) + 1 rows (the same for columns): every window
 // lies entirely inside the padded input.
@@ -17,7 +20,7 @@
 #include "core/shape.h"
 #include "ops/attrs.h"
 
-namespace weft::cpu {
+namespace weft {
 
 struct Window2d {
   int64_t kernel[2];
@@ -54,4 +57,4 @@ void ForEachTap(const Window2d& win, const Geometry2d& g, int64_t oh, int64_t ow
   }
 }
 
-}  // namespace weft::cpu
+}  // namespace weft

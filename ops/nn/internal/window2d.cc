@@ -1,8 +1,8 @@
-#include "ops/internal/window2d.h"
+#include "ops/nn/window2d.h"
 
 #include "core/error.h"
 
-namespace weft::cpu {
+namespace weft {
 
 namespace {
 
@@ -44,4 +44,4 @@ Geometry2d Geometry2dOf(const char* op, const Window2d& win, const Shape& data) 
   return g;
 }
 
-}  // namespace weft::cpu
+}  // namespace weft

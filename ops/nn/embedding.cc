@@ -1,0 +1,65 @@
+// Embedding: looks up rows of a weight matrix by index, and its backward op.
+//
+// Inputs: data, indices of any shape stored as float32/float64 (the fractional part is dropped),
+// and weight, (input_dim, output_dim), of the same dtype. Attributes input_dim and output_dim,
+// both required, >= 1. The output is data.shape + (output_dim,): out[k, :] = weight[data[k], :].
+// An index outside [0, input_dim) is found while the op runs (each device's compute says what it
+// does then).
+//
+// Gradient: only for weight. `_backward_Embedding` takes (out_grad, data) and gives d weight,
+// whose row j is the sum of the out_grad rows whose index is j. data gets no gradient.
+// Compute: ops/cpu/embedding.cc, ops/gpu/embedding.cc.
+#include "core/error.h"
+#include "ops/internal/op_util.h"
+#include "ops/nn/nn_params.h"
+#include "ops/op.h"
+
+namespace weft {
+namespace {
+
+EmbeddingParam ParseEmbedding(AttrReader& r) {
+  return {r.Int("input_dim", std::nullopt, 1), r.Int("output_dim", std::nullopt, 1)};
+}
+
+std::vector<Shape> EmbeddingShape(const Attrs& a, const std::vector<Shape>& in) {
+  const EmbeddingParam& p = a.Get<EmbeddingParam>();
+  const Shape weight{p.input_dim, p.output_dim};
+  if (in[1] != weight) {
+    WEFT_THROW("Embedding: expected weight of shape " << weight << " (input_dim, output_dim), found " << in[1]);
+  }
+  if (in[0].ndim() == Shape::kMaxDims) {
+    WEFT_THROW("Embedding: expected data with fewer than " << Shape::kMaxDims << " axes, found " << in[0]);
+  }
+  Shape out = in[0];
+  out.PushBack(p.output_dim);
+  return {out};
+}
+
+// in: (out_grad, data).
+std::vector<Shape> EmbeddingBackwardShape(const Attrs& a, const std::vector<Shape>& in) {
+  const EmbeddingParam& p = a.Get<EmbeddingParam>();
+  Shape out = in[1];
+  out.PushBack(p.output_dim);
+  CheckSameShape(in[0], out, "the output gradient and the output");
+  return {Shape{p.input_dim, p.output_dim}};
+}
+
+const bool defined = [] {
+  WEFT_REGISTER_OP(Embedding)
+      .Describe(
+          "rows of weight (input_dim, output_dim) picked by the indices in data; output data.shape + "
+          "(output_dim,)")
+      .Params(ParseEmbedding)
+      .Inputs({"data", "weight"})
+      .InferShape(EmbeddingShape)
+      .Gradient(GradientFromBackwardOp("Embedding", 1));  // data gets none
+  WEFT_REGISTER_OP(_backward_Embedding)
+      .Describe("gradient of Embedding for weight: takes (out_grad, data), sums out_grad rows by index")
+      .Params(ParseEmbedding)
+      .Inputs({"out_grad", "data"})
+      .InferShape(EmbeddingBackwardShape);
+  return true;
+}();
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,55 @@
+// What the definitions of FullyConnected and Convolution share: both are layers with weights,
+//
+//   <op>(data, weight[, bias]) -> output                   bias absent when no_bias
+//   _backward_<op>(out_grad, data, weight) -> (d_data, d_weight[, d_bias])
+//
+// defined the same way, with the gradient rule that connects them. No compute: each device
+// registers its own for both ops (ops/cpu/*.cc, ops/gpu/*.cc).
+//
+//   DefineLayerOp<FcParam>({"FullyConnected", "...", ParseFc, FcShape, FcBackwardShape, FcInputShapes});
+#pragma once
+
+#include <string>
+
+#include "ops/op.h"
+
+namespace weft {
+
+template <typename P>  // P has `bool no_bias`
+struct LayerOpDef {
+  std::string name;
+  std::string description;
+  P (*parse)(AttrReader&);
+  ShapeFn infer_shape;              // (data, weight[, bias]) -> (output)
+  ShapeFn infer_backward_shape;     // (out_grad, data, weight) -> (d_data, d_weight[, d_bias])
+  InputShapeFn infer_input_shapes;  // weight and bias from data
+};
+
+// Registers <name> and _backward_<name>, with the gradient rule that connects them.
+template <typename P>
+void DefineLayerOp(const LayerOpDef<P>& def) {
+  const CountFn with_bias = [](const Attrs& a) { return a.Get<P>().no_bias ? 2 : 3; };
+  const std::string backward = "_backward_" + def.name;
+  RegisterOp(def.name)
+      .Describe(def.description)
+      .Params(def.parse)
+      .Inputs({"data", "weight", "bias"})
+      .VariadicInputs(with_bias)
+      .InferShape(def.infer_shape)
+      .InferInputShapes(def.infer_input_shapes)
+      .Resources({Resource::kTempSpace})
+      .Gradient([backward, with_bias](const Attrs& a, GradBuilder& g) {
+        const int grads = with_bias(a);
+        GradEntry d = g.Op(backward, {g.OutGrad(0), g.Input(0), g.Input(1)}, a.raw(), grads);
+        for (int i = 0; i < grads; ++i) g.SetInputGrad(i, g.NodeOutput(d, i));
+      });
+  RegisterOp(backward)
+      .Describe("gradient of " + def.name)
+      .Params(def.parse)
+      .Inputs({"out_grad", "data", "weight"})
+      .Outputs(with_bias)
+      .InferShape(def.infer_backward_shape)
+      .Resources({Resource::kTempSpace});
+}
+
+}  // namespace weft

@@ -1,0 +1,108 @@
+// Joining and cutting: concat (num_args inputs along axis `dim`) and slice (a box of the input
+// given by begin and end on its leading axes), with their backward ops.
+//
+// concat: attributes num_args (required, >= 1) and dim (default 1, negative counts from the end);
+// every input has the same extents but on `dim`. `_backward_concat` takes (out_grad, arg0, ...)
+// (the forward inputs, read only for their shapes) and splits out_grad into num_args gradients.
+//
+// slice: attributes begin and end, tuples of one entry per leading axis (axes after them are
+// kept whole); a negative index counts from the end of its axis; after that 0 <= begin <= end <=
+// extent must hold (no clamping, no step). `_backward_slice` takes (out_grad, data) and gives d
+// data: out_grad inside the box, 0 elsewhere.
+//
+// Compute: ops/cpu/concat_slice.cc, ops/gpu/concat_slice.cc (every dtype).
+#include "core/error.h"
+#include "ops/internal/op_util.h"
+#include "ops/op.h"
+#include "ops/tensor/tensor_params.h"
+
+namespace weft {
+namespace {
+
+// ---- concat ----
+
+ConcatParam ParseConcat(AttrReader& r) { return {r.Int("num_args", std::nullopt, 1), r.Int("dim", 1)}; }
+
+// The output of concat, checking that `parts` agree on every axis but the concat axis.
+Shape ConcatShape(const std::vector<Shape>& parts, int dim) {
+  const int axis = NormalizeAxis("concat", dim, parts[0].ndim(), parts[0]);
+  Shape out = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) {
+    bool match = parts[i].ndim() == parts[0].ndim();
+    for (int a = 0; match && a < parts[0].ndim(); ++a) match = a == axis || parts[i][a] == parts[0][a];
+    if (!match) {
+      WEFT_THROW("concat: expected input " << i << " to match input 0 " << parts[0] << " on every axis but " << axis
+                                           << ", found " << parts[i]);
+    }
+    out[axis] += parts[i][axis];
+  }
+  return out;
+}
+
+void ConcatGradient(const Attrs& a, GradBuilder& g) {
+  const int n = a.Get<ConcatParam>().num_args;
+  std::vector<GradEntry> inputs = {g.OutGrad(0)};
+  for (int i = 0; i < n; ++i) inputs.push_back(g.Input(i));
+  const GradEntry split = g.Op("_backward_concat", inputs, a.raw(), n);
+  for (int i = 0; i < n; ++i) g.SetInputGrad(i, g.NodeOutput(split, i));
+}
+
+// in: (out_grad, arg0, ..., arg{n-1}).
+std::vector<Shape> ConcatBackwardShape(const Attrs& a, const std::vector<Shape>& in) {
+  const std::vector<Shape> args(in.begin() + 1, in.end());
+  CheckSameShape(in[0], ConcatShape(args, a.Get<ConcatParam>().dim), "the output gradient and the output");
+  return args;
+}
+
+// ---- slice ----
+
+SliceParam ParseSlice(AttrReader& r) {
+  SliceParam p{r.IntList("begin", std::nullopt), r.IntList("end", std::nullopt)};
+  if (p.begin.size() != p.end.size()) {
+    WEFT_THROW("op 'slice': attributes 'begin' and 'end': expected one entry each per sliced axis, found begin="
+               << FormatTuple(p.begin) << " and end=" << FormatTuple(p.end));
+  }
+  return p;
+}
+
+std::vector<Shape> SliceShape(const Attrs& a, const std::vector<Shape>& in) {
+  return {MakeSliceBox(a.Get<SliceParam>(), in[0]).out};
+}
+
+// in: (out_grad, data).
+std::vector<Shape> SliceBackwardShape(const Attrs& a, const std::vector<Shape>& in) {
+  CheckSameShape(in[0], SliceShape(a, {in[1]})[0], "the output gradient and the output");
+  return {in[1]};
+}
+
+const bool defined = [] {
+  WEFT_REGISTER_OP(concat)
+      .Describe("num_args arrays joined along axis `dim` (default 1); they agree on every other axis")
+      .Params(ParseConcat)
+      .VariadicInputs([](const Attrs& a) { return a.Get<ConcatParam>().num_args; })
+      .InferShape([](const Attrs& a, const std::vector<Shape>& in) {
+        return std::vector<Shape>{ConcatShape(in, a.Get<ConcatParam>().dim)};
+      })
+      .Gradient(ConcatGradient);
+  WEFT_REGISTER_OP(_backward_concat)
+      .Describe("gradient of concat: takes (out_grad, arg0, ...), splits out_grad into one gradient per arg")
+      .Params(ParseConcat)
+      .VariadicInputs([](const Attrs& a) { return a.Get<ConcatParam>().num_args + 1; })
+      .Outputs([](const Attrs& a) { return a.Get<ConcatParam>().num_args; })
+      .InferShape(ConcatBackwardShape);
+  WEFT_REGISTER_OP(slice)
+      .Describe("the box [begin, end) of the input's leading axes (negative indices count from the end)")
+      .Params(ParseSlice)
+      .Inputs({"data"})
+      .InferShape(SliceShape)
+      .Gradient(GradientFromBackwardOp("slice"));
+  WEFT_REGISTER_OP(_backward_slice)
+      .Describe("gradient of slice: takes (out_grad, data), gives out_grad inside the box and 0 elsewhere")
+      .Params(ParseSlice)
+      .Inputs({"out_grad", "data"})
+      .InferShape(SliceBackwardShape);
+  return true;
+}();
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,49 @@
+#include "ops/tensor/tensor_params.h"
+
+#include "core/error.h"
+#include "ops/internal/op_util.h"
+
+namespace weft {
+
+std::vector<bool> ReducedAxes(const std::string& op, const ReduceParam& p, const Shape& in) {
+  std::vector<bool> reduced(in.ndim(), p.axis.empty());
+  for (int64_t a : p.axis) {
+    const int axis = NormalizeAxis(op, a, in.ndim(), in);
+    if (reduced[axis]) WEFT_THROW(op << ": axis " << axis << " appears twice in axis=" << FormatTuple(p.axis));
+    reduced[axis] = true;
+  }
+  return reduced;
+}
+
+std::vector<int64_t> TransposePermutation(const TransposeParam& p, int ndim) {
+  if (!p.axes.empty()) return p.axes;
+  std::vector<int64_t> reverse(ndim);
+  for (int k = 0; k < ndim; ++k) reverse[k] = ndim - 1 - k;
+  return reverse;
+}
+
+SliceBox MakeSliceBox(const SliceParam& p, const Shape& in) {
+  if (static_cast<int>(p.begin.size()) > in.ndim()) {
+    WEFT_THROW("slice: expected at most one begin/end entry per axis of the input "
+               << in << ", found begin=" << FormatTuple(p.begin));
+  }
+  SliceBox box;
+  for (int a = 0; a < in.ndim(); ++a) {
+    if (a >= static_cast<int>(p.begin.size())) {
+      box.out.PushBack(in[a]);
+      continue;
+    }
+    const int64_t d = in[a];
+    const int64_t b = p.begin[a] < 0 ? p.begin[a] + d : p.begin[a], e = p.end[a] < 0 ? p.end[a] + d : p.end[a];
+    if (b < 0 || e > d || b > e) {
+      WEFT_THROW("slice: axis " << a << " of input " << in << ": expected " << -d << " <= begin, end <= " << d
+                                << " and begin <= end once negative indices count from the end, found begin "
+                                << p.begin[a] << " and end " << p.end[a]);
+    }
+    box.begin[a] = b;
+    box.out.PushBack(e - b);
+  }
+  return box;
+}
+
+}  // namespace weft

@@ -1,0 +1,87 @@
+// The parameter structs of the tensor ops (reductions, shape ops, concat and slice, Cast), device
+// neutral: the definitions (ops/tensor/*.cc) parse them, and the CPU and GPU computes read them
+// through Attrs::Get<P>(), with the helpers below that turn them into what one call does.
+//
+// And the reductions, listed once: each row is an op's name, its kind and its description; the
+// definitions (reduce.cc) and each device's compute (ops/cpu/reduce.cc, ops/gpu/reduce.cc) expand
+// the list.
+//
+//   const std::vector<bool> reduced = ReducedAxes("sum", attrs.Get<ReduceParam>(), data.shape());
+//   const SliceBox box = MakeSliceBox(attrs.Get<SliceParam>(), data.shape());
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/shape.h"
+
+// X(name, kind, description)
+#define WEFT_REDUCE_OPS(X)     \
+  X(sum, kSum, "the sum")      \
+  X(mean, kMean, "the mean")   \
+  X(max, kMax, "the maximum (NaN if any value is NaN)")
+
+namespace weft {
+
+// ---- sum, mean, max and their backward ops ----
+
+#define WEFT_REDUCE_KIND(name, kind, description) kind,
+enum class ReduceKind : uint8_t { WEFT_REDUCE_OPS(WEFT_REDUCE_KIND) };
+#undef WEFT_REDUCE_KIND
+
+struct ReduceParam {
+  std::vector<int64_t> axis;  // as given; empty: every axis
+  bool keepdims;
+};
+
+// Which axes of `in` the reduction removes. Throws, naming `op`, for an axis out of range or
+// given twice.
+std::vector<bool> ReducedAxes(const std::string& op, const ReduceParam& p, const Shape& in);
+
+// ---- reshape, expand_dims, transpose ----
+
+struct ReshapeParam {
+  std::vector<int64_t> shape;  // extents, 0 (copy the input's extent) or one -1 (infer)
+};
+
+struct ExpandDimsParam {
+  int axis;  // in [-ndim - 1, ndim]: where the new axis goes
+};
+
+struct TransposeParam {
+  std::vector<int64_t> axes;  // a permutation, negative entries normalized; empty: reverse
+};
+
+// Output axis k is input axis perm[k], for an input of `ndim` axes.
+std::vector<int64_t> TransposePermutation(const TransposeParam& p, int ndim);
+
+// ---- concat, slice and their backward ops ----
+
+struct ConcatParam {
+  int num_args;
+  int dim;  // as given: checked against the inputs' axes by shape inference
+};
+
+struct SliceParam {
+  std::vector<int64_t> begin, end;  // as given: one entry each per sliced leading axis
+};
+
+// The box of one slice call: where it starts in the input, and the output's shape.
+struct SliceBox {
+  std::array<int64_t, Shape::kMaxDims> begin{};
+  Shape out;
+};
+
+// Throws, naming the axis and the indices, where `p` does not fit `in`.
+SliceBox MakeSliceBox(const SliceParam& p, const Shape& in);
+
+// ---- Cast ----
+
+struct CastParam {
+  DType dtype;
+};
+
+}  // namespace weft
