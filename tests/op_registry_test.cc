@@ -4,7 +4,10 @@
 
 #include "tests/weft_test_util.h"
 
+#include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "ops/elementwise/unary_ops.h"
@@ -34,20 +37,76 @@ TEST(OpRegistry, EveryOpHasShapeInferenceAndACpuKernel) {
   EXPECT_EQ(UnmatchedComputeRegistrations(), std::vector<std::string>{});
 }
 
+// Valid attributes for every op that has required ones, so that the checks over every op below
+// reach those ops too. ExampleAttributesCoverEveryOpThatNeedsThem fails for an op with required
+// attributes until it has a row here.
+const std::map<std::string, AttrMap>& ExampleAttrs() {
+  static const auto* const table = [] {
+    auto* t = new std::map<std::string, AttrMap>{
+        {"Activation", {{"act_type", "tanh"}}},
+        {"_backward_Activation", {{"act_type", "tanh"}}},
+        {"FullyConnected", {{"num_hidden", "4"}}},
+        {"_backward_FullyConnected", {{"num_hidden", "4"}}},
+        {"Convolution", {{"kernel", "(3, 3)"}, {"num_filter", "2"}}},
+        {"_backward_Convolution", {{"kernel", "(3, 3)"}, {"num_filter", "2"}}},
+        {"Pooling", {{"kernel", "(2, 2)"}}},
+        {"_backward_Pooling", {{"kernel", "(2, 2)"}}},
+        {"Embedding", {{"input_dim", "5"}, {"output_dim", "3"}}},
+        {"_backward_Embedding", {{"input_dim", "5"}, {"output_dim", "3"}}},
+        {"Cast", {{"dtype", "float64"}}},
+        {"reshape", {{"shape", "(-1,)"}}},
+        {"expand_dims", {{"axis", "0"}}},
+        {"concat", {{"num_args", "2"}}},
+        {"_backward_concat", {{"num_args", "2"}}},
+        {"slice", {{"begin", "(0,)"}, {"end", "(1,)"}}},
+        {"_backward_slice", {{"begin", "(0,)"}, {"end", "(1,)"}}},
+        {"add_n", {{"num_args", "3"}}},
+        {"sgd_update", {{"lr", "0.1"}}},
+        {"sgd_mom_update", {{"lr", "0.1"}}},
+        {"adam_update", {{"lr", "0.1"}}},
+    };
+#define WEFT_SCALAR_EXAMPLE(name, functor, description, has_scalar) \
+  if (has_scalar) t->insert({{#name, {{"scalar", "2"}}}, {"_backward_" #name, {{"scalar", "2"}}}});
+    WEFT_UNARY_OPS(WEFT_SCALAR_EXAMPLE)
+#undef WEFT_SCALAR_EXAMPLE
+    return t;
+  }();
+  return *table;
+}
+
+// The op's example attributes, or none.
+Attrs ExampleParsed(const Op& op) {
+  const auto it = ExampleAttrs().find(op.name);
+  return ParseAttrs(op, it == ExampleAttrs().end() ? AttrMap{} : it->second);
+}
+
+TEST(OpRegistry, ExampleAttributesCoverEveryOpThatNeedsThem) {
+  for (const std::string& name : ListOps()) {
+    if (name.rfind("_test_", 0) == 0 || ExampleAttrs().contains(name)) continue;
+    EXPECT_NO_THROW(ParseAttrs(GetOp(name), {})) << name << " has required attributes: give it a row in ExampleAttrs";
+  }
+  for (const auto& [name, attrs] : ExampleAttrs()) {
+    ASSERT_NE(FindOp(name), nullptr) << "ExampleAttrs names an op that does not exist: " << name;
+    EXPECT_NO_THROW(ParseAttrs(GetOp(name), attrs)) << name;
+  }
+}
+
+// Every gradient rule, built with each op's example attributes, calls ops that exist, with
+// attributes they accept.
 TEST(OpRegistry, BackwardOpsNamedByGradientRulesExist) {
   for (const std::string& name : ListOps()) {
     const Op& op = GetOp(name);
     if (!op.gradient) continue;
-    // Build the rule with default-ish attributes where parsing allows it.
-    Attrs attrs;
-    try {
-      attrs = ParseAttrs(op, {});
-    } catch (const Error&) {
-      continue;  // needs required attributes: covered by the op's own tests
-    }
+    const Attrs attrs = ExampleParsed(op);
     GradBuilder g(NumInputs(op, attrs), NumOutputs(op, attrs));
     op.gradient(attrs, g);
-    for (const GradNode& node : g.nodes()) EXPECT_NE(FindOp(node.op), nullptr) << name << " uses " << node.op;
+    for (const GradNode& node : g.nodes()) {
+      const Op* backward = FindOp(node.op);
+      EXPECT_NE(backward, nullptr) << name << " uses " << node.op;
+      if (backward != nullptr) {
+        EXPECT_NO_THROW(ParseAttrs(*backward, node.attrs)) << name << " uses " << node.op;
+      }
+    }
   }
 }
 
@@ -170,6 +229,28 @@ TEST(OpRegistry, EveryOpRejectsBadInputWithAnErrorNamingIt) {
     }
     EXPECT_NE(message.find(name), std::string::npos) << name << ": " << message;
     EXPECT_TRUE(message.find("input(s), found") != std::string::npos || message.find("required") != std::string::npos)
+        << name << ": " << message;
+  }
+}
+
+// The same with each op's example attributes: ops with required attributes check their input
+// count too.
+TEST(OpRegistry, EveryOpRejectsTheWrongInputCountWithItsExampleAttributes) {
+  for (const std::string& name : ListOps()) {
+    if (name.rfind("_test_", 0) == 0) continue;
+    const Op& op = GetOp(name);
+    std::string message = "<no error>";
+    try {
+      const Attrs attrs = ExampleParsed(op);
+      std::vector<NDArray> inputs;
+      for (int i = 0; i <= NumInputs(op, attrs); ++i) inputs.emplace_back(Shape{2});  // one too many
+      for (const NDArray& out : Invoke(op, attrs, inputs)) out.WaitToRead();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("op '" + name + "': expected " + std::to_string(NumInputs(op, ExampleParsed(op))) +
+                           " input(s), found"),
+              std::string::npos)
         << name << ": " << message;
   }
 }

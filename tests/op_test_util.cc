@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <random>
+#include <set>
+#include <string>
 
 #include "core/error.h"
 #include "storage/ndarray.h"
@@ -42,10 +44,19 @@ std::vector<NDArray> ToArrays(const Inputs& in, const std::vector<Shape>& shapes
   return arrays;
 }
 
-template <typename T>
+// An array's values, whichever float dtype it holds (an op's output dtype may differ from its
+// inputs': Cast).
 Values ToValues(const NDArray& a) {
-  std::vector<T> v = a.ToVector<T>();
+  if (a.dtype() == DType::kFloat64) return a.ToVector<double>();
+  const std::vector<float> v = a.ToVector<float>();
   return Values(v.begin(), v.end());
+}
+
+// `v` as an array of `dtype` (float32 or float64) on `device`.
+NDArray ArrayOf(const Values& v, const Shape& shape, DType dtype, Device device) {
+  if (dtype == DType::kFloat64) return NDArray::FromVector(v, shape, device);
+  WEFT_CHECK(dtype == DType::kFloat32) << "op tests read and write float32 and float64 arrays, found " << dtype;
+  return NDArray::FromVector(std::vector<float>(v.begin(), v.end()), shape, device);
 }
 
 void ExpectClose(const Values& got, const Values& want, double tol, const std::string& what) {
@@ -66,15 +77,15 @@ void CheckForward(const OpCase& c, const Inputs& in) {
   std::vector<NDArray> outputs = Invoke(c.op, ToArrays<float>(in, c.input_shapes), c.attrs, {.is_train = c.is_train});
   ASSERT_EQ(outputs.size(), want.size()) << Name(c) << ": output count";
   for (size_t o = 0; o < outputs.size(); ++o) {
-    ExpectClose(ToValues<float>(outputs[o]), want[o], c.tolerance, Name(c) + " forward output " + std::to_string(o));
+    ExpectClose(ToValues(outputs[o]), want[o], c.tolerance, Name(c) + " forward output " + std::to_string(o));
   }
   // req kAddTo: start from known values, expect them plus the result.
   std::vector<NDArray> acc;
   std::vector<Values> before;
   for (const NDArray& o : outputs) {
-    NDArray a(o.shape());
+    NDArray a(o.shape(), o.device(), o.dtype());
     a.FillUniform(-1, 1);
-    before.push_back(ToValues<float>(a));
+    before.push_back(ToValues(a));
     acc.push_back(a);
   }
   Invoke(c.op, ToArrays<float>(in, c.input_shapes), c.attrs,
@@ -82,7 +93,7 @@ void CheckForward(const OpCase& c, const Inputs& in) {
   for (size_t o = 0; o < acc.size(); ++o) {
     Values expected = want[o];
     for (size_t k = 0; k < expected.size(); ++k) expected[k] += before[o][k];
-    ExpectClose(ToValues<float>(acc[o]), expected, c.tolerance, Name(c) + " forward req=add output " + std::to_string(o));
+    ExpectClose(ToValues(acc[o]), expected, c.tolerance, Name(c) + " forward req=add output " + std::to_string(o));
   }
 }
 
@@ -91,7 +102,7 @@ double Loss(const OpCase& c, const Inputs& in, const Outputs& weights) {
   std::vector<NDArray> outputs = Invoke(c.op, ToArrays<double>(in, c.input_shapes), c.attrs, {.is_train = c.is_train});
   double loss = 0;
   for (size_t o = 0; o < outputs.size(); ++o) {
-    Values v = ToValues<double>(outputs[o]);
+    Values v = ToValues(outputs[o]);
     for (size_t k = 0; k < v.size(); ++k) loss += weights[o][k] * v[k];
   }
   return loss;
@@ -127,7 +138,7 @@ void CheckGradient(const OpCase& c, const Inputs& in) {
   std::vector<NDArray> out_grads;
   for (const NDArray& o : outputs) {
     weights.push_back(DefaultInit(rng, static_cast<size_t>(o.size())));
-    out_grads.push_back(NDArray::FromVector(weights.back(), o.shape()));
+    out_grads.push_back(ArrayOf(weights.back(), o.shape(), o.dtype(), Device::Cpu()));
   }
   for (OpReq req : {OpReq::kWrite, OpReq::kAddTo}) {
     std::vector<NDArray> grads;
@@ -143,7 +154,7 @@ void CheckGradient(const OpCase& c, const Inputs& in) {
       if (!HasGradient(c, i)) continue;
       Values want = NumericGradient(c, in, weights, i);
       if (req == OpReq::kAddTo) for (double& w : want) w += 0.5;
-      ExpectClose(ToValues<double>(grads[i]), want, c.gradient_tolerance,
+      ExpectClose(ToValues(grads[i]), want, c.gradient_tolerance,
                   Name(c) + (req == OpReq::kAddTo ? " gradient req=add" : " gradient req=write") + " of input " +
                       std::to_string(i));
     }
@@ -160,17 +171,18 @@ std::vector<Values> ForwardOn(const OpCase& c, const Inputs& in, Device device, 
   std::vector<NDArray> outputs;
   if (req == OpReq::kAddTo) {
     const Op& op = GetOp(c.op);
-    const std::vector<Shape> shapes = InferShapes(op, ParseAttrs(op, c.attrs), c.input_shapes);
-    for (size_t o = 0; o < start.size(); ++o) {
-      outputs.push_back(NDArray::FromVector(std::vector<float>(start[o].begin(), start[o].end()), shapes[o], device));
-    }
+    const Attrs attrs = ParseAttrs(op, c.attrs);
+    const std::vector<Shape> shapes = InferShapes(op, attrs, c.input_shapes);
+    const std::vector<DType> types =
+        InferTypes(op, attrs, std::vector<DType>(c.input_shapes.size(), DType::kFloat32));
+    for (size_t o = 0; o < start.size(); ++o) outputs.push_back(ArrayOf(start[o], shapes[o], types[o], device));
     Invoke(c.op, ToArrays<float>(in, c.input_shapes, device), c.attrs,
            {.outputs = outputs, .req = std::vector<OpReq>(outputs.size(), req), .is_train = c.is_train});
   } else {
     outputs = Invoke(c.op, ToArrays<float>(in, c.input_shapes, device), c.attrs, {.is_train = c.is_train});
   }
   std::vector<Values> values;
-  for (const NDArray& o : outputs) values.push_back(ToValues<float>(o));
+  for (const NDArray& o : outputs) values.push_back(ToValues(o));
   return values;
 }
 
@@ -206,7 +218,7 @@ std::vector<Values> GradientOn(const OpCase& c, const Inputs& in, const Outputs&
   std::vector<NDArray> outputs = Invoke(op, attrs, inputs, {.is_train = c.is_train});
   std::vector<NDArray> out_grads, grads;
   for (size_t o = 0; o < outputs.size(); ++o) {
-    out_grads.push_back(NDArray::FromVector(std::vector<float>(weights[o].begin(), weights[o].end()), outputs[o].shape(), device));
+    out_grads.push_back(ArrayOf(weights[o], outputs[o].shape(), outputs[o].dtype(), device));
   }
   std::vector<OpReq> reqs;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -216,7 +228,7 @@ std::vector<Values> GradientOn(const OpCase& c, const Inputs& in, const Outputs&
   }
   InvokeBackward(op, attrs, inputs, outputs, out_grads, grads, reqs);
   std::vector<Values> values;
-  for (const NDArray& g : grads) values.push_back(ToValues<float>(g));
+  for (const NDArray& g : grads) values.push_back(ToValues(g));
   return values;
 }
 
@@ -238,6 +250,23 @@ void CheckGradientOnGpu(const OpCase& c, const Inputs& in, Device gpu) {
   }
 }
 
+// ---- Coverage -------------------------------------------------------------------------------
+
+std::set<std::string>& Covered() {
+  static auto* const covered = new std::set<std::string>;  // the tests of one binary run on one thread
+  return *covered;
+}
+
+// The ops the backward nodes of c's gradient rule call: what InvokeBackward ran for it.
+void CoverGradientOps(const OpCase& c) {
+  const Op& op = GetOp(c.op);
+  if (!op.gradient) return;
+  const Attrs attrs = ParseAttrs(op, c.attrs);
+  GradBuilder g(static_cast<int>(c.input_shapes.size()), NumOutputs(op, attrs));
+  op.gradient(attrs, g);
+  for (const GradNode& node : g.nodes()) Covered().insert(node.op);
+}
+
 }  // namespace
 
 void RunOpCase(const OpCase& c) {
@@ -245,17 +274,23 @@ void RunOpCase(const OpCase& c) {
   const Inputs in = MakeInputs(c);
   if (TestDevice().is_gpu()) {
     CheckForwardOnGpu(c, in, TestDevice());
+    Covered().insert(c.op);
     if (::testing::Test::HasFatalFailure() || !c.check_gradient) return;
     CheckGradientOnGpu(c, in, TestDevice());
+    CoverGradientOps(c);
     return;
   }
   CheckForward(c, in);
+  Covered().insert(c.op);
   if (::testing::Test::HasFatalFailure()) return;
   if (c.check_gradient) {
     ASSERT_TRUE(GetOp(c.op).gradient != nullptr) << c.op << " has no gradient rule";
     CheckGradient(c, in);
+    CoverGradientOps(c);
   }
 }
+
+const std::set<std::string>& CoveredOps() { return Covered(); }
 
 void ExpectOpError(const std::string& op, const AttrMap& attrs, const std::vector<Shape>& input_shapes,
                    const std::vector<std::string>& parts) {

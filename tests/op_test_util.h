@@ -16,12 +16,17 @@
 //      the CPU, with the gradient requests kWrite and kAddTo, within kGpuTolerance.
 // Random ops draw the same numbers on both (the same seed before each).
 //
+// Every op a case ran on TestDevice() is recorded (CoveredOps): tests/op_coverage_test.cc links
+// every ops test file into one binary per device and checks, after all of them, that every op
+// with a compute on that device was run by a case, forward or through a gradient rule.
+//
 //   OpCase c{"relu", {}, {Shape{3, 4}}, [](const Inputs& in) { ... return Outputs{...}; }};
 //   c.init = AwayFromZero;     // keep inputs off relu's kink
 //   RunOpCase(c);
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +58,10 @@ struct OpCase {
 };
 
 void RunOpCase(const OpCase& c);
+
+// The ops RunOpCase ran on TestDevice() in this process: each case's op once its forward checks
+// ran, and the ops its gradient rule calls (its backward ops) once its gradient checks ran.
+const std::set<std::string>& CoveredOps();
 
 // Where this build of the op tests runs its ops (op_test_device_{cpu,gpu}.cc).
 Device TestDevice();

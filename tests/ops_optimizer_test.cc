@@ -2,7 +2,10 @@
 // reference over several steps, with gradient rescaling, clipping and weight decay.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "storage/ndarray.h"
@@ -84,6 +87,45 @@ TEST(OptimizerOps, BadInputsSayWhatWasExpected) {
                          {"adam_update", "beta1", "1.5"});
   testing::ExpectOpError("adam_update", {{"lr", "0.1"}, {"momentum", "0.9"}}, {Shape{2}, Shape{2}, Shape{2}, Shape{2}},
                          {"adam_update", "unknown attribute 'momentum'"});
+}
+
+// One step of each update as a declarative case (tests/op_test_util.h): the output is the
+// updated weight, against the same formulas as above; the updates have no gradient.
+testing::OpCase UpdateCase(const std::string& op, const AttrMap& attrs, int inputs,
+                           std::function<double(const testing::Values& in)> step) {
+  auto reference = [inputs, step](const testing::Inputs& x) {
+    testing::Values y(x[0].size());
+    for (size_t i = 0; i < y.size(); ++i) {
+      testing::Values at;  // element i of every input
+      for (int k = 0; k < inputs; ++k) at.push_back(x[k][i]);
+      y[i] = step(at);
+    }
+    return testing::Outputs{y};
+  };
+  testing::OpCase c{op, attrs, std::vector<Shape>(inputs, Shape{2, 3}), reference};
+  c.check_gradient = false;
+  return c;
+}
+
+double ClippedGrad(double g, double rescale, double clip) { return std::max(-clip, std::min(clip, g * rescale)); }
+
+TEST(OptimizerOps, OneStepOfEachUpdateMatchesItsFormula) {
+  const AttrMap sgd = {{"lr", "0.1"}, {"wd", "0.01"}, {"rescale_grad", "0.5"}, {"clip_gradient", "0.3"}};
+  testing::RunOpCase(UpdateCase("sgd_update", sgd, 2, [](const testing::Values& in) {
+    return in[0] - 0.1 * (ClippedGrad(in[1], 0.5, 0.3) + 0.01 * in[0]);
+  }));
+  testing::RunOpCase(UpdateCase("sgd_mom_update", {{"lr", "0.05"}, {"momentum", "0.9"}}, 3,
+                                [](const testing::Values& in) { return in[0] + 0.9 * in[2] - 0.05 * in[1]; }));
+  testing::OpCase adam = UpdateCase("adam_update", {{"lr", "0.01"}, {"beta1", "0.8"}, {"beta2", "0.99"}}, 4,
+                                     [](const testing::Values& in) {
+                                       const double m = 0.8 * in[2] + 0.2 * in[1];
+                                       const double v = 0.99 * in[3] + 0.01 * in[1] * in[1];
+                                       return in[0] - 0.01 * m / (std::sqrt(v) + 1e-8);
+                                     });
+  adam.init = [](int i, testing::Values& v) {
+    if (i == 3) testing::Positive(i, v);  // a variance
+  };
+  testing::RunOpCase(adam);
 }
 
 }  // namespace

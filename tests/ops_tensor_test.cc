@@ -481,5 +481,25 @@ TEST(Dropout, ASeedGivesTheSameOutputWhateverTheWorkersAndThreads) {
   }
 }
 
+// ---- Cast and the utility ops ----
+
+TEST(Cast, ToFloat64KeepsTheValuesAndItsGradientCastsBack) {
+  OpCase c{"Cast", {{"dtype", "float64"}}, {Shape{3, 4}}, [](const Inputs& x) { return Outputs{x[0]}; }};
+  RunOpCase(c);  // the gradient runs _backward_Cast
+  EXPECT_EQ(Invoke("Cast", {NDArray(Shape{2}, TestDevice())}, {{"dtype", "float64"}})[0].dtype(), DType::kFloat64);
+}
+
+TEST(UtilityOps, FillsAndCopiesMatchTheirDefinitions) {
+  OpCase zeros{"zeros_like", {}, {Shape{2, 3}}, [](const Inputs& x) { return Outputs{Values(x[0].size(), 0.0)}; }};
+  RunOpCase(zeros);  // no gradient flows to the input: finite differences give 0 too
+  OpCase ones{"ones_like", {}, {Shape{4}}, [](const Inputs& x) { return Outputs{Values(x[0].size(), 1.0)}; }};
+  RunOpCase(ones);
+  OpCase copy{"_copy", {}, {Shape{3, 2}}, [](const Inputs& x) { return Outputs{x[0]}; }};
+  RunOpCase(copy);
+  OpCase stop{"stop_gradient", {}, {Shape{5}}, [](const Inputs& x) { return Outputs{x[0]}; }};
+  stop.no_gradient_inputs = {0};  // by definition: its rule gives the input none
+  RunOpCase(stop);
+}
+
 }  // namespace
 }  // namespace weft::testing
