@@ -75,9 +75,9 @@ const std::map<std::string, AttrMap>& ExampleAttrs() {
 }
 
 // The op's example attributes, or none.
-Attrs ExampleParsed(const Op& op) {
-  const auto it = ExampleAttrs().find(op.name);
-  return ParseAttrs(op, it == ExampleAttrs().end() ? AttrMap{} : it->second);
+AttrMap ExampleAttrsOf(const std::string& op) {
+  const auto it = ExampleAttrs().find(op);
+  return it == ExampleAttrs().end() ? AttrMap{} : it->second;
 }
 
 TEST(OpRegistry, ExampleAttributesCoverEveryOpThatNeedsThem) {
@@ -97,7 +97,7 @@ TEST(OpRegistry, BackwardOpsNamedByGradientRulesExist) {
   for (const std::string& name : ListOps()) {
     const Op& op = GetOp(name);
     if (!op.gradient) continue;
-    const Attrs attrs = ExampleParsed(op);
+    const Attrs attrs = ParseAttrs(op, ExampleAttrsOf(name));
     GradBuilder g(NumInputs(op, attrs), NumOutputs(op, attrs));
     op.gradient(attrs, g);
     for (const GradNode& node : g.nodes()) {
@@ -212,21 +212,26 @@ TEST(Invoke, AnOutputMayAliasAnInputOnlyWhereTheOpAllowsIt) {
 namespace weft {
 namespace {
 
+// The error of calling `op` with `attrs` and one input too many, or "<no error>".
+std::string OneInputTooManyError(const Op& op, const AttrMap& attrs) {
+  try {
+    const Attrs parsed = ParseAttrs(op, attrs);
+    std::vector<NDArray> inputs;
+    for (int i = 0; i <= NumInputs(op, parsed); ++i) inputs.emplace_back(Shape{2});
+    for (const NDArray& out : Invoke(op, parsed, inputs)) out.WaitToRead();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
 // Every registered op, backward ops included, rejects a call with the wrong number of inputs
 // (or, when it needs attributes, a call without them) with an error that names it.
 TEST(OpRegistry, EveryOpRejectsBadInputWithAnErrorNamingIt) {
   for (const std::string& name : ListOps()) {
     if (name.rfind("_test_", 0) == 0) continue;
     const Op& op = GetOp(name);
-    std::string message = "<no error>";
-    try {
-      const Attrs attrs = ParseAttrs(op, {});
-      std::vector<NDArray> inputs;
-      for (int i = 0; i <= NumInputs(op, attrs); ++i) inputs.emplace_back(Shape{2});  // one too many
-      for (const NDArray& out : Invoke(op, attrs, inputs)) out.WaitToRead();
-    } catch (const Error& e) {
-      message = e.what();
-    }
+    const std::string message = OneInputTooManyError(op, {});
     EXPECT_NE(message.find(name), std::string::npos) << name << ": " << message;
     EXPECT_TRUE(message.find("input(s), found") != std::string::npos || message.find("required") != std::string::npos)
         << name << ": " << message;
@@ -239,18 +244,10 @@ TEST(OpRegistry, EveryOpRejectsTheWrongInputCountWithItsExampleAttributes) {
   for (const std::string& name : ListOps()) {
     if (name.rfind("_test_", 0) == 0) continue;
     const Op& op = GetOp(name);
-    std::string message = "<no error>";
-    try {
-      const Attrs attrs = ExampleParsed(op);
-      std::vector<NDArray> inputs;
-      for (int i = 0; i <= NumInputs(op, attrs); ++i) inputs.emplace_back(Shape{2});  // one too many
-      for (const NDArray& out : Invoke(op, attrs, inputs)) out.WaitToRead();
-    } catch (const Error& e) {
-      message = e.what();
-    }
-    EXPECT_NE(message.find("op '" + name + "': expected " + std::to_string(NumInputs(op, ExampleParsed(op))) +
-                           " input(s), found"),
-              std::string::npos)
+    const AttrMap attrs = ExampleAttrsOf(name);
+    const std::string message = OneInputTooManyError(op, attrs);
+    const std::string expected = std::to_string(NumInputs(op, ParseAttrs(op, attrs)));
+    EXPECT_NE(message.find("op '" + name + "': expected " + expected + " input(s), found"), std::string::npos)
         << name << ": " << message;
   }
 }
