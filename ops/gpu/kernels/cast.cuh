@@ -1,4 +1,4 @@
-// Cast (ops/cpu/cast.cc): conversion between float32, float64, bfloat16, int32, int64 and uint8,
+// Cast (ops/tensor/cast.cc): conversion between float32, float64, bfloat16, int32, int64 and uint8,
 // through double as on the CPU: bfloat16 rounds to nearest even (from the float nearest the
 // double), integers truncate toward zero, uint8 keeps the low byte of the int32 truncation (as
 // x86's conversion does). Adding to the output adds in double, then converts once. A value

@@ -1,4 +1,4 @@
-// Embedding (ops/cpu/embedding.cc): rows of a weight matrix (input_dim, dim) picked by indices
+// Embedding (ops/nn/embedding.cc): rows of a weight matrix (input_dim, dim) picked by indices
 // stored as float32 or float64 (the fractional part dropped), and the weight's gradient.
 //
 // An index outside [0, input_dim), or NaN, is an error on the CPU; a kernel cannot raise one

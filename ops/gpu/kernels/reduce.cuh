@@ -1,4 +1,4 @@
-// Reductions over axes (sum, mean, max) and their gradients, as ops/cpu/reduce.cc defines them.
+// Reductions over axes (sum, mean, max) and their gradients, as ops/tensor/reduce.cc defines them.
 //
 // The host describes a reduction as three nested loops over the input x (ReduceLayout there):
 // outer positions b (the walk `outer` over the kept axes outside `inner`), reduced positions r
