@@ -11,6 +11,5 @@
 namespace weft::gpu {
 
 double DropoutPAttr(const Attrs& attrs);                             // Dropout's p
-GpuUpdateParams UpdateAttrs(const std::string& op, const Attrs& attrs);
 
 }  // namespace weft::gpu
