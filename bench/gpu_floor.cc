@@ -27,7 +27,7 @@ struct TinyAdd {
 
   explicit TinyAdd(bool blocking_stream = true) {
     WEFT_CUDA_CHECK(cudaSetDevice(0));
-    kernel = weft::gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0);
+    kernel = weft::gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::fn::Add, float, 4>", {}}, 0);
     WEFT_CUDA_CHECK(cudaMalloc(&a, 64));
     WEFT_CUDA_CHECK(cudaMalloc(&b, 64));
     WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, blocking_stream ? cudaStreamDefault : cudaStreamNonBlocking));
@@ -130,7 +130,7 @@ double KernelOnlyGbs(int reps, unsigned blocks, bool copy) {
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
   WEFT_CUDA_CHECK(cudaSetDevice(0));
-  const auto relu = weft::gpu::rtc::KernelLibrary::Global().Get({"unary.cuh", "", "weft::UnaryForward<weft::Relu, float, 4>", {}}, 0);
+  const auto relu = weft::gpu::rtc::KernelLibrary::Global().Get({"unary.cuh", "", "weft::UnaryForward<weft::fn::Relu, float, 4>", {}}, 0);
   WEFT_CUDA_CHECK(cudaMalloc(&x, n * sizeof(float)));
   WEFT_CUDA_CHECK(cudaMalloc(&y, n * sizeof(float)));
   WEFT_CUDA_CHECK(cudaMemset(x, 0, n * sizeof(float)));

@@ -59,10 +59,10 @@ TEST(GpuLaunchBatch, ConsumersOnOtherStreamsAndCopiesSeeEarlierKernels) {
   EXPECT_EQ(xs[3].ToVector<float>(), std::vector<float>(1024, 51.f));
 }
 
-// weft::BinaryForward<weft::Add, float, 4>: y = a + b on n floats, arguments {&a, &b, &y, &n, &req}.
+// weft::BinaryForward<weft::fn::Add, float, 4>: y = a + b on n floats, arguments {&a, &b, &y, &n, &req}.
 const void* AddKernel() {
   static const void* kernel = reinterpret_cast<const void*>(
-      gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::Add, float, 4>", {}}, 0).handle());
+      gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::fn::Add, float, 4>", {}}, 0).handle());
   return kernel;
 }
 

@@ -1,46 +1,20 @@
-// Elementwise binary ops with numpy-style broadcasting (add, sub, mul, div, maximum, minimum),
-// their backward ops, and add_n (the n-ary sum that aggregates gradients).
+// CPU compute of the elementwise binary ops of ops/elementwise/binary_ops.h with broadcasting,
+// their backward ops, and add_n: loops over the functors of ops/math/binary.h.
 //
-// Broadcasting: shapes are aligned at their last axis; each pair of extents must be equal or one
-// of them 1; the output takes the larger. The backward op `_backward_<name>` takes (dy, lhs, rhs)
-// and gives (dlhs, drhs), summing over the axes each operand was broadcast along.
+// Sums (a broadcast operand's gradient, add_n) start from -0, the identity of IEEE addition (+0
+// is not: +0 + -0 = +0), so that a sum of one term is that term, -0 included; they add in the
+// order of the output's row-major positions (add_n: of the inputs).
 #include <algorithm>
 #include <array>
-#include <cstring>
+#include <string>
 
+#include "ops/elementwise/binary_ops.h"
 #include "ops/internal/cpu_util.h"
+#include "ops/math/binary.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
 namespace {
-
-struct Add { template <typename T> static T Fwd(T l, T r) { return l + r; }
-             template <typename T> static T DL(T, T) { return 1; } template <typename T> static T DR(T, T) { return 1; } };
-struct Sub { template <typename T> static T Fwd(T l, T r) { return l - r; }
-             template <typename T> static T DL(T, T) { return 1; } template <typename T> static T DR(T, T) { return -1; } };
-struct Mul { template <typename T> static T Fwd(T l, T r) { return l * r; }
-             template <typename T> static T DL(T, T r) { return r; } template <typename T> static T DR(T l, T) { return l; } };
-struct Div { template <typename T> static T Fwd(T l, T r) { return l / r; }
-             template <typename T> static T DL(T, T r) { return 1 / r; } template <typename T> static T DR(T l, T r) { return -l / (r * r); } };
-struct Max { template <typename T> static T Fwd(T l, T r) { return l >= r ? l : r; }
-             template <typename T> static T DL(T l, T r) { return static_cast<T>(l >= r); } template <typename T> static T DR(T l, T r) { return static_cast<T>(l < r); } };
-struct Min { template <typename T> static T Fwd(T l, T r) { return l <= r ? l : r; }
-             template <typename T> static T DL(T l, T r) { return static_cast<T>(l <= r); } template <typename T> static T DR(T l, T r) { return static_cast<T>(l > r); } };
-
-Shape BroadcastShape(const Shape& a, const Shape& b) {
-  const int n = std::max(a.ndim(), b.ndim());
-  Shape out;
-  for (int i = 0; i < n; ++i) {
-    const int ia = a.ndim() - n + i, ib = b.ndim() - n + i;
-    const int64_t ea = ia >= 0 ? a[ia] : 1, eb = ib >= 0 ? b[ib] : 1;
-    if (ea != eb && ea != 1 && eb != 1) {
-      WEFT_THROW("operands cannot be broadcast together: " << a << " and " << b << " (axis " << i << ": " << ea
-                                                            << " vs " << eb << ")");
-    }
-    out.PushBack(ea == 1 ? eb : ea);
-  }
-  return out;
-}
 
 // Walks the output in row-major order, tracking the matching element of each operand.
 struct BroadcastIndexer {
@@ -111,10 +85,10 @@ void Backward(const OpContext& ctx, std::span<const TensorView> in, std::span<co
       });
       return;
     }
-    // Broadcast: sum into zeroed scratch, then store as requested.
+    // Broadcast: sum into scratch (from -0), then store as requested.
     T* sa = static_cast<T*>(ctx.Workspace((l.size() + r.size()) * sizeof(T)));
     T* sb = sa + l.size();
-    std::fill_n(sa, l.size() + r.size(), T(0));
+    std::fill_n(sa, l.size() + r.size(), T(-0.0));
     BroadcastIndexer(dy.shape(), l.shape(), r.shape()).ForEach([&](int64_t o, int64_t ia, int64_t ib) {
       sa[ia] += g[o] * F::DL(a[ia], b[ib]);
       sb[ib] += g[o] * F::DR(a[ia], b[ib]);
@@ -125,63 +99,24 @@ void Backward(const OpContext& ctx, std::span<const TensorView> in, std::span<co
   });
 }
 
-std::vector<Shape> BinaryShape(const Attrs&, const std::vector<Shape>& in) { return {BroadcastShape(in[0], in[1])}; }
-
-std::vector<Shape> BinaryBackwardShape(const Attrs&, const std::vector<Shape>& in) {
-  CheckSameShape(in[0], BroadcastShape(in[1], in[2]), "the output gradient and the broadcast operands");
-  return {in[1], in[2]};
-}
-
 template <typename F>
-void RegisterBinary(const std::string& name, const std::string& description, const std::string& expression) {
-  RegisterOp(name)
-      .Describe(description + ", with numpy-style broadcasting")
-      .Inputs({"lhs", "rhs"})
-      .InferShape(BinaryShape)
-      .Inplace({{0, 0}, {1, 0}})
-      .Pointwise(PointwiseKind::kBinary, expression)
-      .Compute(DeviceType::kCpu, [](const OpContext&, const Attrs&, std::span<const TensorView> in,
-                                    std::span<const OpReq> req, std::span<const TensorView> out) {
-        Forward<F>(in[0], in[1], req[0], out[0]);
-      })
-      .Gradient([name](const Attrs&, GradBuilder& g) {
-        GradEntry d = g.Op("_backward_" + name, {g.OutGrad(0), g.Input(0), g.Input(1)}, {}, 2);
-        g.SetInputGrad(0, g.NodeOutput(d, 0));
-        g.SetInputGrad(1, g.NodeOutput(d, 1));
-      });
-  RegisterOp("_backward_" + name)
-      .Describe("gradient of " + name)
-      .Inputs({"out_grad", "lhs", "rhs"})
-      .Outputs(2)
-      .InferShape(BinaryBackwardShape)
-      .Resources({Resource::kTempSpace})
-      .Compute(DeviceType::kCpu, [](const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
-                                    std::span<const OpReq> req, std::span<const TensorView> out) {
-        Backward<F>(ctx, in, req, out);
-      });
+void RegisterBinary(const std::string& name) {
+  RegisterCompute(name, DeviceType::kCpu,
+                  [](const OpContext&, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
+                     std::span<const TensorView> out) { Forward<F>(in[0], in[1], req[0], out[0]); });
+  RegisterCompute("_backward_" + name, DeviceType::kCpu,
+                  [](const OpContext& ctx, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
+                     std::span<const TensorView> out) { Backward<F>(ctx, in, req, out); });
 }
 
-// ---- add_n ----
-
-struct AddNParam {
-  int num_args;
-};
-AddNParam ParseAddN(AttrReader& r) { return {r.Int("num_args", std::nullopt, 1)}; }
-
-std::vector<Shape> AddNShape(const Attrs&, const std::vector<Shape>& in) {
-  for (size_t i = 1; i < in.size(); ++i) {
-    if (in[i] != in[0]) WEFT_THROW("add_n: expected every input to have shape " << in[0] << ", found " << in[i] << " for input " << i);
-  }
-  return {in[0]};
-}
-
+// in: num_args arrays of one shape; out: that shape (may be in[0]).
 void AddNCompute(const OpContext&, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
                  std::span<const TensorView> out) {
   WEFT_FLOAT_SWITCH(out[0].dtype(), T, "add_n", {
     T* y = out[0].data<T>();
     ParallelFor(out[0].size(), 4096, [&](int64_t s, int64_t e) {
       for (int64_t i = s; i < e; ++i) {
-        T sum = 0;
+        T sum = T(-0.0);
         for (const TensorView& x : in) sum += x.data<T>()[i];
         Store(y[i], req[0], sum);
       }
@@ -190,23 +125,10 @@ void AddNCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
 }
 
 const bool registered = [] {
-  RegisterBinary<Add>("add", "lhs + rhs", "weft::fn::Add");
-  RegisterBinary<Sub>("sub", "lhs - rhs", "weft::fn::Sub");
-  RegisterBinary<Mul>("mul", "lhs * rhs", "weft::fn::Mul");
-  RegisterBinary<Div>("div", "lhs / rhs", "weft::fn::Div");
-  RegisterBinary<Max>("maximum", "max(lhs, rhs)", "weft::fn::Max");
-  RegisterBinary<Min>("minimum", "min(lhs, rhs)", "weft::fn::Min");
-  WEFT_REGISTER_OP(add_n)
-      .Describe("the sum of num_args arrays of one shape (aggregates gradients)")
-      .Params(ParseAddN)
-      .VariadicInputs([](const Attrs& a) { return a.Get<AddNParam>().num_args; })
-      .InferShape(AddNShape)
-      .Inplace({{0, 0}})
-      .Pointwise(PointwiseKind::kAddN)
-      .Compute(DeviceType::kCpu, AddNCompute)
-      .Gradient([](const Attrs& a, GradBuilder& g) {
-        for (int i = 0; i < a.Get<AddNParam>().num_args; ++i) g.SetInputGrad(i, g.OutGrad(0));
-      });
+#define WEFT_BINARY_CPU(name, functor, description) RegisterBinary<fn::functor>(#name);
+  WEFT_BINARY_OPS(WEFT_BINARY_CPU)
+#undef WEFT_BINARY_CPU
+  RegisterCompute("add_n", DeviceType::kCpu, AddNCompute);
   return true;
 }();
 

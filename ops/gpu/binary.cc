@@ -1,11 +1,12 @@
-// GPU compute of the binary ops of ops/cpu/binary.cc (add, sub, mul, div, maximum, minimum) with
-// the same broadcasting, of their _backward_* ops (the gradient of a broadcast operand summed
-// over the axes it was broadcast along), and of add_n; float32, float64 and bfloat16.
+// GPU compute of the elementwise binary ops of ops/elementwise/binary_ops.h with broadcasting, of
+// their _backward_* ops (the gradient of a broadcast operand summed over the axes it was
+// broadcast along), and of add_n, on float32, float64 and bfloat16: the kernels of
+// kernels/binary.cuh instantiated with the functors of ops/math/binary.h.
 #include <algorithm>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "ops/elementwise/binary_ops.h"
 #include "ops/gpu/internal/axes.h"
 #include "ops/gpu/internal/launch.h"
 #include "ops/op.h"
@@ -119,14 +120,12 @@ void AddNCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView>
 }
 
 const bool registered = [] {
-  const std::pair<const char*, const char*> ops[] = {
-      {"add", "weft::Add"}, {"sub", "weft::Sub"},         {"mul", "weft::Mul"},
-      {"div", "weft::Div"}, {"maximum", "weft::Max"}, {"minimum", "weft::Min"},
-  };
-  for (const auto& [op, functor] : ops) RegisterBinary(op, functor);
+#define WEFT_BINARY_GPU(name, functor, description) RegisterBinary(#name, "weft::fn::" #functor);
+  WEFT_BINARY_OPS(WEFT_BINARY_GPU)
+#undef WEFT_BINARY_GPU
+  RegisterCompute("add_n", DeviceType::kGpu, AddNCompute);
   return true;
 }();
-WEFT_REGISTER_COMPUTE(add_n, DeviceType::kGpu, AddNCompute);
 
 }  // namespace
 }  // namespace weft::gpu

@@ -1,28 +1,18 @@
-// Elementwise binary ops with broadcasting and their gradients, as ops/cpu/binary.cc defines
-// them (Fwd(l, r), DL = d/dl, DR = d/dr), and add_n.
+// The kernels of the elementwise binary ops with broadcasting and their gradients: F is a functor
+// of ops/math/binary.h (the CPU loops call the same one), applied in the arithmetic type of T.
+// And add_n.
 //
 // Broadcasting is described by GpuAxes (params.cuh) that the host builds with the axes merged
 // wherever the three arrays are contiguous across them. A gradient is reduced over the axes its
 // operand was broadcast along: `kept` walks the operand's own elements (in its row-major order),
-// `reduced` walks the output positions that each of them receives from.
+// `reduced` walks the output positions that each of them receives from. Sums start from -0, the
+// identity of IEEE addition, as on the CPU (a sum of one term is that term, -0 included).
 #pragma once
 
 #include "common.cuh"
+#include "ops/math/binary.h"
 
 namespace weft {
-
-struct Add { template <typename A> __device__ static A Fwd(A l, A r) { return l + r; }
-             template <typename A> __device__ static A DL(A, A) { return 1; } template <typename A> __device__ static A DR(A, A) { return 1; } };
-struct Sub { template <typename A> __device__ static A Fwd(A l, A r) { return l - r; }
-             template <typename A> __device__ static A DL(A, A) { return 1; } template <typename A> __device__ static A DR(A, A) { return -1; } };
-struct Mul { template <typename A> __device__ static A Fwd(A l, A r) { return l * r; }
-             template <typename A> __device__ static A DL(A, A r) { return r; } template <typename A> __device__ static A DR(A l, A) { return l; } };
-struct Div { template <typename A> __device__ static A Fwd(A l, A r) { return l / r; }
-             template <typename A> __device__ static A DL(A, A r) { return 1 / r; } template <typename A> __device__ static A DR(A l, A r) { return -l / (r * r); } };
-struct Max { template <typename A> __device__ static A Fwd(A l, A r) { return l >= r ? l : r; }
-             template <typename A> __device__ static A DL(A l, A r) { return static_cast<A>(l >= r); } template <typename A> __device__ static A DR(A l, A r) { return static_cast<A>(l < r); } };
-struct Min { template <typename A> __device__ static A Fwd(A l, A r) { return l <= r ? l : r; }
-             template <typename A> __device__ static A DL(A l, A r) { return static_cast<A>(l <= r); } template <typename A> __device__ static A DR(A l, A r) { return static_cast<A>(l > r); } };
 
 // y = F(l, r); all three of n elements (y may be l or r).
 template <class F, typename T, int V>
@@ -89,7 +79,7 @@ __global__ void BinaryGradPerThread(const T* dy, const T* l, const T* r, T* out,
   for (int64 j = GlobalThread(); j < n_out; j += GridThreads()) {
     int64 base[3] = {0, 0, 0};
     AddOffsets(kept, j, base);
-    A sum = 0;
+    A sum = A(-0.0);
     for (int64 k = 0; k < n_reduced; ++k) sum += GradTerm<F, kSide>(dy, l, r, reduced, base, k);
     Store1(out + j, sum, req);
   }
@@ -104,7 +94,7 @@ __global__ void BinaryGradPerBlock(const T* dy, const T* l, const T* r, T* out, 
   for (int64 j = blockIdx.x; j < n_out; j += gridDim.x) {
     int64 base[3] = {0, 0, 0};
     AddOffsets(kept, j, base);
-    A sum = 0;
+    A sum = A(-0.0);
     for (int64 k = threadIdx.x; k < n_reduced; k += blockDim.x) sum += GradTerm<F, kSide>(dy, l, r, reduced, base, k);
     partial[threadIdx.x] = sum;
     __syncthreads();
@@ -117,7 +107,7 @@ __global__ void BinaryGradPerBlock(const T* dy, const T* l, const T* r, T* out, 
   }
 }
 
-// y = the sum of args.count arrays of n elements, in order (y may be args.in[0]).
+// y = the sum of args.count arrays of n elements, in order, from -0 (y may be args.in[0]).
 template <typename T, int V>
 __global__ void AddN(GpuAddNArgs args, T* y, int64 n, int req) {
   typedef typename Arith<T>::type A;
@@ -125,7 +115,7 @@ __global__ void AddN(GpuAddNArgs args, T* y, int64 n, int req) {
     constexpr int W = decltype(w)::value;
     A sum[W], x[W];
 #pragma unroll
-    for (int j = 0; j < W; ++j) sum[j] = 0;
+    for (int j = 0; j < W; ++j) sum[j] = A(-0.0);
     for (int k = 0; k < args.count; ++k) {
       LoadN<W>(static_cast<const T*>(args.in[k]) + i, x);
 #pragma unroll

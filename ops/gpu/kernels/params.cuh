@@ -30,9 +30,4 @@ struct GpuAddNArgs {
   int count;
 };
 
-// Optimizer attributes (ops/cpu/optimizer.cc has their meaning).
-struct GpuUpdateParams {
-  double lr, momentum, beta1, beta2, epsilon, wd, rescale_grad, clip_gradient;
-};
-
 }  // namespace weft

@@ -1,0 +1,74 @@
+// The math of the optimizer updates (ops/optimizer/update.cc defines the ops), written once for
+// the CPU loops, the GPU kernels and the fusion code generator (ops/math/base.h says how), and
+// their parameters, which the definitions parse into, both devices read with attrs.Get<P>(), and
+// kernels take by value (plain doubles, laid out alike by both compilers).
+//
+// Each update rescales the gradient, clips it to [-clip_gradient, clip_gradient] when
+// clip_gradient > 0, and adds weight decay wd * weight:
+//   g = clip(rescale_grad * grad) + wd * weight
+// then takes one step. F::Step(p, weight, grad, state) returns the new weight and updates the
+// F::kStates values of state[] (momentum; Adam's mean and variance) in place, all in the
+// arithmetic type A (float for float32 and bfloat16, double for float64). The order of operations
+// is the contract: both devices run exactly this code, so their results agree bit for bit
+// (Sqrt is correctly rounded on both). A NaN gradient stays NaN through the clip.
+#pragma once
+
+#include "ops/math/base.h"
+
+namespace weft {
+
+// The attributes of every update (each update parses those it takes; the others stay 0).
+struct UpdateParam {
+  double lr, momentum, beta1, beta2, epsilon, wd, rescale_grad, clip_gradient;
+};
+
+}  // namespace weft
+
+namespace weft::fn {
+
+// The most state arrays an update keeps (the computes hold them in arrays of this size).
+constexpr int kMaxUpdateStates = 2;
+
+// clip(rescale_grad * grad) + wd * weight.
+template <typename A>
+WEFT_HOST_DEVICE inline A UpdateGradient(const UpdateParam& p, A grad, A weight) {
+  A g = static_cast<A>(p.rescale_grad) * grad;
+  if (p.clip_gradient > 0) {
+    const A c = static_cast<A>(p.clip_gradient);
+    g = g > c ? c : (g < -c ? -c : g);
+  }
+  return g + static_cast<A>(p.wd) * weight;
+}
+
+// weight - lr * g.
+struct SgdUpdate {
+  static constexpr int kStates = 0;
+  template <typename A> WEFT_HOST_DEVICE static A Step(const UpdateParam& p, A weight, A grad, A*) {
+    return weight - static_cast<A>(p.lr) * UpdateGradient(p, grad, weight);
+  }
+};
+
+// mom = momentum * mom - lr * g; weight + mom. state: {mom}.
+struct SgdMomUpdate {
+  static constexpr int kStates = 1;
+  template <typename A> WEFT_HOST_DEVICE static A Step(const UpdateParam& p, A weight, A grad, A* state) {
+    state[0] = static_cast<A>(p.momentum) * state[0] - static_cast<A>(p.lr) * UpdateGradient(p, grad, weight);
+    return weight + state[0];
+  }
+};
+
+// Adam without bias correction (the Adam optimizer folds it into lr, as in MXNet):
+// m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2; weight - lr m / (sqrt(v) + epsilon).
+// state: {m, v}.
+struct AdamUpdate {
+  static constexpr int kStates = 2;
+  template <typename A> WEFT_HOST_DEVICE static A Step(const UpdateParam& p, A weight, A grad, A* state) {
+    const A b1 = static_cast<A>(p.beta1), b2 = static_cast<A>(p.beta2);
+    const A g = UpdateGradient(p, grad, weight);
+    state[0] = b1 * state[0] + (A(1) - b1) * g;
+    state[1] = b2 * state[1] + (A(1) - b2) * g * g;
+    return weight - static_cast<A>(p.lr) * state[0] / (math::Sqrt(state[1]) + static_cast<A>(p.epsilon));
+  }
+};
+
+}  // namespace weft::fn

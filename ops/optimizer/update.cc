@@ -1,0 +1,91 @@
+// The optimizer updates of update_ops.h (sgd_update, sgd_mom_update, adam_update): attributes,
+// inputs, shapes and the functor each applies. They have no gradient. Compute: ops/cpu/optimizer.cc,
+// ops/gpu/optimizer.cc; math: ops/math/optimizer.h.
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ops/op.h"
+#include "ops/optimizer/update_ops.h"
+
+namespace weft {
+namespace {
+
+UpdateParam ParseCommon(AttrReader& r) {
+  UpdateParam p{};
+  p.lr = r.Float("lr", std::nullopt);
+  p.wd = r.Float("wd", 0.0);
+  p.rescale_grad = r.Float("rescale_grad", 1.0);
+  p.clip_gradient = r.Float("clip_gradient", -1.0);
+  if (p.lr < 0) WEFT_THROW(r.op() << ": attribute 'lr': expected a learning rate >= 0, found " << p.lr);
+  if (p.wd < 0) WEFT_THROW(r.op() << ": attribute 'wd': expected weight decay >= 0, found " << p.wd);
+  return p;
+}
+
+// The attributes of update F, and the names of its state inputs (F::kStates of them: the return
+// type checks the count).
+template <typename F> UpdateParam Parse(AttrReader& r);
+template <typename F> std::array<const char*, F::kStates> StateInputs();
+
+template <> UpdateParam Parse<fn::SgdUpdate>(AttrReader& r) { return ParseCommon(r); }
+template <> std::array<const char*, 0> StateInputs<fn::SgdUpdate>() { return {}; }
+
+template <> UpdateParam Parse<fn::SgdMomUpdate>(AttrReader& r) {
+  UpdateParam p = ParseCommon(r);
+  p.momentum = r.Float("momentum", 0.0);
+  return p;
+}
+template <> std::array<const char*, 1> StateInputs<fn::SgdMomUpdate>() { return {"mom"}; }
+
+template <> UpdateParam Parse<fn::AdamUpdate>(AttrReader& r) {
+  UpdateParam p = ParseCommon(r);
+  p.beta1 = r.Float("beta1", 0.9);
+  p.beta2 = r.Float("beta2", 0.999);
+  p.epsilon = r.Float("epsilon", 1e-8);
+  if (p.beta1 < 0 || p.beta1 >= 1 || p.beta2 < 0 || p.beta2 >= 1) {
+    WEFT_THROW(r.op() << ": expected beta1 and beta2 in [0, 1), found " << p.beta1 << " and " << p.beta2);
+  }
+  return p;
+}
+template <> std::array<const char*, 2> StateInputs<fn::AdamUpdate>() { return {"mean", "var"}; }
+
+// Every input has the weight's shape; the output is the (updated) weight.
+std::vector<Shape> UpdateShape(const Attrs&, const std::vector<Shape>& in) {
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i] != in[0]) {
+      WEFT_THROW("expected every input to have the weight's shape " << in[0] << ", found " << in[i] << " for input "
+                                                                      << i);
+    }
+  }
+  return {in[0]};
+}
+
+template <typename F>
+void DefineUpdate(const std::string& name, const std::string& description, const std::string& functor) {
+  std::vector<std::string> inputs = {"weight", "grad"};
+  std::vector<int> states;
+  for (const char* state : StateInputs<F>()) {
+    states.push_back(static_cast<int>(inputs.size()));
+    inputs.push_back(state);
+  }
+  RegisterOp(name)
+      .Describe(description)
+      .Params(Parse<F>)
+      .Inputs(inputs)
+      .InferShape(UpdateShape)
+      .Inplace({{0, 0}})
+      .MutateInputs(states)
+      .Pointwise(PointwiseKind::kUpdate, functor);
+}
+
+const bool defined = [] {
+#define WEFT_DEFINE_UPDATE(name, functor, description) \
+  DefineUpdate<fn::functor>(#name, description, "weft::fn::" #functor);
+  WEFT_UPDATE_OPS(WEFT_DEFINE_UPDATE)
+#undef WEFT_DEFINE_UPDATE
+  return true;
+}();
+
+}  // namespace
+}  // namespace weft
