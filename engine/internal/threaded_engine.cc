@@ -43,6 +43,7 @@ ThreadedEngine::~ThreadedEngine() {
 }
 
 VarHandle ThreadedEngine::NewVariable() {
+  if (Var* v = vars_.Revive()) return v;
   ThreadedVar* v = ObjectPool<ThreadedVar>::New(this);
   vars_.Add(v);
   return v;
@@ -73,13 +74,12 @@ void ThreadedEngine::Push(SyncFn sync, AsyncFn async, const PushArgs& args) {
 
 // Counts the op as pushed, then checks the engine still accepts work: Shutdown clears
 // accepting_ before it waits for pushed == finished, so either it sees this op or this op sees
-// the engine closed (and is counted as finished at once).
+// the engine closed (and is counted as finished at once). Its vars were checked by NewOpr.
 void ThreadedEngine::Admit(OprBlock* op) {
   pushed_.fetch_add(1, std::memory_order_seq_cst);
   try {
     WEFT_CHECK(accepting_.load(std::memory_order_seq_cst))
         << "op '" << (op->name ? op->name : "op") << "' pushed after the engine was shut down";
-    for (ThreadedVar* v : op->vars.all()) v->CheckNotDeleted();
   } catch (...) {
     ObjectPool<OprBlock>::Delete(op);
     CountFinished();
@@ -259,8 +259,7 @@ void ThreadedEngine::Finish(OprBlock* op, std::shared_ptr<Failure> failure, std:
   }
   if (op->deletes_var) {
     if (gpu_) gpu_->DestroyState(op->vars.writes()[0]->sync());
-    vars_.Remove(op->vars.writes()[0]);
-    ObjectPool<ThreadedVar>::Delete(op->vars.writes()[0]);
+    vars_.Retire(op->vars.writes()[0]);  // its queue is empty: the delete was its last access
   }
   ObjectPool<OprBlock>::Delete(op);
   CountFinished();
