@@ -126,8 +126,10 @@ class Engine {
   void PushSync(SyncFn fn, Device device, VarList reads, VarList writes,
                 FnProperty prop = FnProperty::kNormal, int priority = 0, const char* name = nullptr);
 
-  // Runs `deleter` after every op already pushed on `var`, then frees the var. Nothing may be
-  // pushed on `var` afterwards. The deleter runs even if the var holds an error.
+  // Runs `deleter` after every op already pushed on `var`, then frees the var for reuse by a
+  // later NewVariable. The deleter runs even if the var holds an error. Nothing may be pushed on
+  // `var` afterwards: a push on it, a second delete or a wait is a weft::Error (until a later
+  // NewVariable returns the same handle).
   virtual void DeleteVariable(SyncFn deleter, Device device, VarHandle var) = 0;
 
   // Blocks until every op pushed so far that writes `var` is done (reads still running are not

@@ -5,7 +5,9 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <set>
+#include <string>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -184,17 +186,77 @@ TEST_P(EngineSemantics, DeleteVariableRunsAfterPendingOps) {
   EXPECT_EQ(done_when_deleted, 100);
 }
 
+// Tries every use of `deleted`: each must be a weft::Error that names DeleteVariable. `live` is
+// the other var of a rejected write; the ops would count in `ran` had they run.
+void ExpectDeletedVarRejected(Engine& engine, VarHandle deleted, VarHandle live, int& ran) {
+  auto expect_rejected = [&](auto&& use, const char* what) {
+    try {
+      use();
+      ADD_FAILURE() << what << " on a deleted variable was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("DeleteVariable"), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  expect_rejected([&] { engine.PushSync([&](RunContext) { ++ran; }, kCpu, {deleted}, {}); }, "a read");
+  expect_rejected([&] { engine.PushSync([&](RunContext) { ++ran; }, kCpu, {live}, {deleted}); }, "a write");
+  expect_rejected([&] { engine.DeleteVariable([&](RunContext) { ++ran; }, kCpu, deleted); }, "a second delete");
+  expect_rejected([&] { engine.WaitForVar(deleted); }, "WaitForVar");
+}
+
 TEST_P(EngineSemantics, PushAfterDeleteVariableIsAnError) {
-  VarHandle v = engine_->NewVariable();
+  VarHandle v = engine_->NewVariable(), live = engine_->NewVariable();
+  int ran = 0;
   Latch gate;
   if (!threaded()) gate.Open();  // the naive engine runs the op right here
   engine_->PushSync([&](RunContext) { gate.WaitFor(10s); }, kCpu, {}, {v});
   engine_->DeleteVariable([](RunContext) {}, kCpu, v);
-  if (threaded()) {  // the var is still alive (the delete is queued), so the misuse is caught
-    EXPECT_THROW(engine_->PushSync([](RunContext) {}, kCpu, {v}, {}), Error);
-    gate.Open();
-  }
+  // Threaded: the delete is still queued behind the gated op. Naive: it has run.
+  ExpectDeletedVarRejected(*engine_, v, live, ran);
+  gate.Open();
   engine_->WaitForAll();
+  // Both: the delete has run and the var is gone, and the misuse is still caught.
+  ExpectDeletedVarRejected(*engine_, v, live, ran);
+  // A rejected push leaves no trace: none of its ops ran and its other var is untouched.
+  engine_->PushSync([&](RunContext) { ran += 10; }, kCpu, {}, {live});
+  engine_->WaitForVar(live);
+  EXPECT_EQ(ran, 10);
+  engine_->WaitForAll();
+}
+
+// The same misuse gives the same message on both engines.
+TEST(EngineDeletedVariable, BothEnginesRejectItTheSameWay) {
+  std::vector<std::string> messages;
+  for (engine::EngineKind kind : {engine::EngineKind::kNaive, engine::EngineKind::kThreaded}) {
+    std::unique_ptr<Engine> engine = EngineConfig{kind, 2}.Create();
+    VarHandle v = engine->NewVariable();
+    engine->DeleteVariable([](RunContext) {}, kCpu, v);
+    engine->WaitForAll();
+    try {
+      engine->PushSync([](RunContext) {}, kCpu, {v}, {}, FnProperty::kNormal, 0, "late_op");
+      ADD_FAILURE() << EngineConfig{kind, 2}.Name() << " accepted a push on a deleted variable";
+    } catch (const Error& e) {
+      messages.push_back(e.what());
+    }
+  }
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_EQ(messages[0], messages[1]);
+  EXPECT_NE(messages[0].find("late_op"), std::string::npos) << messages[0];
+}
+
+// A deleted var is kept for the next NewVariable, so a long program that creates and deletes vars
+// holds no more of them than it had alive at once; a reused var is live again.
+TEST_P(EngineSemantics, DeletedVariablesAreReused) {
+  std::set<VarHandle> handles;
+  int runs = 0;
+  for (int i = 0; i < 100; ++i) {
+    VarHandle v = engine_->NewVariable();
+    handles.insert(v);
+    engine_->PushSync([&](RunContext) { ++runs; }, kCpu, {}, {v});
+    engine_->DeleteVariable([](RunContext) {}, kCpu, v);
+    engine_->WaitForAll();
+  }
+  EXPECT_EQ(runs, 100);
+  EXPECT_EQ(handles.size(), 1u) << "deleted vars were not reused";
 }
 
 TEST_P(EngineSemantics, WaitForVarWaitsOnlyForWhatItMust) {

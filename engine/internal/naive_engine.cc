@@ -25,14 +25,14 @@ NaiveEngine::~NaiveEngine() {
 }
 
 VarHandle NaiveEngine::NewVariable() {
+  if (Var* v = vars_.Revive()) return v;
   auto v = std::make_unique<NaiveVar>(this);
   vars_.Add(v.get());
-  return v.release();  // owned by vars_ until DeleteVariable
+  return v.release();  // owned by vars_
 }
 
 NaiveEngine::NaiveVar* NaiveEngine::Checked(VarHandle v, const char* name) const {
-  WEFT_CHECK(v != nullptr) << "op '" << (name ? name : "op") << "': a variable is null";
-  WEFT_CHECK(v->owner() == this) << "op '" << (name ? name : "op") << "': a variable belongs to another engine";
+  CheckVar(v, this, name);
   return static_cast<NaiveVar*>(v);
 }
 
@@ -109,9 +109,9 @@ void NaiveEngine::DeleteVariable(SyncFn deleter, Device device, VarHandle var) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   NaiveVar* v = Checked(var, "DeleteVariable");
   CheckRoutable(device, FnProperty::kNormal, "DeleteVariable");
+  v->MarkDeleted();  // before the deleter runs, as on the threaded engine
   std::exception_ptr raised = Run(deleter, nullptr, PushArgs{device, {}, {var}, FnProperty::kNormal, 0, "DeleteVariable"});
-  vars_.Remove(v);
-  delete v;
+  vars_.Retire(v);
   if (raised) failures_.Add(raised);
 }
 

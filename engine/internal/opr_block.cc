@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "core/error.h"
 #include "engine/internal/threaded_var.h"
 
 namespace weft::engine {
@@ -10,9 +9,7 @@ namespace weft::engine {
 namespace {
 
 ThreadedVar* Checked(VarHandle v, const void* owner, const char* name) {
-  WEFT_CHECK(v != nullptr) << "op '" << (name ? name : "op") << "': a variable is null";
-  WEFT_CHECK(v->owner() == owner) << "op '" << (name ? name : "op")
-                                  << "': a variable belongs to another engine";
+  CheckVar(v, owner, name);
   return static_cast<ThreadedVar*>(v);
 }
 

@@ -20,8 +20,9 @@ class ThreadedVar;
 class OprVars {
  public:
   static constexpr size_t kInline = 6;
-  // Copies and deduplicates; a var in both lists is a write. Throws weft::Error on a null var
-  // or a var of another engine (`owner`); `name` is the op's, for the message.
+  // Copies and deduplicates; a var in both lists is a write. Throws weft::Error on a null var, a
+  // var of another engine (`owner`) or a deleted var (CheckVar); `name` is the op's, for the
+  // message. Runs before the op is appended to any var, so a rejected push leaves no trace.
   void Assign(VarList reads, VarList writes, const void* owner, const char* name);
   std::span<ThreadedVar* const> writes() const { return {data(), num_writes_}; }
   std::span<ThreadedVar* const> reads() const { return {data() + num_writes_, num_reads_}; }
@@ -45,7 +46,7 @@ struct OprBlock {
   FnProperty prop = FnProperty::kNormal;
   int priority = 0;
   const char* name = nullptr;
-  bool deletes_var = false;  // DeleteVariable's op: the var is freed when it completes
+  bool deletes_var = false;  // DeleteVariable's op: the var is retired when it completes
   bool no_skip = false;      // runs even when a var holds an error (deleters, waits)
   // The failure of an input, found when a var granted the op (not when the op runs, so that a
   // WaitForVar pushed after this op cannot clear it first): the op is skipped and passes it on.

@@ -17,11 +17,10 @@ namespace weft::engine {
 ThreadedEngine::ThreadedEngine(const EngineOptions& options)
     : options_(options),
       profiler_(options.profile_path.empty() ? nullptr : std::make_unique<Profiler>(options.profile_path)),
-      cpu_("cpu worker", options.cpu_workers, /*first_worker_id=*/0,
-           [this](OprBlock* op, int worker, void* stream) { Execute(op, worker, stream); }),
-      cpu_priority_("cpu priority worker", options.cpu_priority_workers, options.cpu_workers,
-                    [this](OprBlock* op, int worker, void* stream) { Execute(op, worker, stream); }),
-      next_worker_id_(options.cpu_workers + options.cpu_priority_workers) {
+      cpu_("cpu worker", options.cpu_workers, /*first_worker_id=*/0, WorkerRunner()),
+      cpu_priority_("cpu priority worker", options.cpu_priority_workers, options.cpu_workers, WorkerRunner()),
+      device_(GetDeviceBackend(DeviceType::kGpu), options.cpu_workers + options.cpu_priority_workers, WorkerRunner(),
+              accepting_, profiler_.get()) {
   WEFT_CHECK_GE(options.cpu_workers, 1) << "the engine needs at least one CPU worker";
   WEFT_CHECK_GE(options.cpu_priority_workers, 1) << "the engine needs at least one priority worker";
   if (profiler_) {
@@ -37,12 +36,17 @@ ThreadedEngine::~ThreadedEngine() {
   Shutdown();
   while (finishing_.load(std::memory_order_seq_cst) > 0) std::this_thread::yield();
   vars_.DestroyAll([this](Var* v) {
-    if (gpu_) gpu_->DestroyState(v->sync());
+    if (device_.enabled()) device_.DestroyState(v->sync());
     ObjectPool<ThreadedVar>::Delete(static_cast<ThreadedVar*>(v));
   });
 }
 
+WorkerPool::Runner ThreadedEngine::WorkerRunner() {
+  return [this](OprBlock* op, int worker, void* stream) { Execute(op, worker, stream); };
+}
+
 VarHandle ThreadedEngine::NewVariable() {
+  if (Var* v = vars_.Revive()) return v;
   ThreadedVar* v = ObjectPool<ThreadedVar>::New(this);
   vars_.Add(v);
   return v;
@@ -50,7 +54,7 @@ VarHandle ThreadedEngine::NewVariable() {
 
 OprBlock* ThreadedEngine::NewOpr(SyncFn sync, AsyncFn async, const PushArgs& args) {
   CheckRoutable(args.device, args.prop, args.name);
-  if (args.device.is_gpu()) GpuWorkers(args.device.id);
+  if (args.device.is_gpu()) device_.Workers(args.device.id);
   OprBlock* op = ObjectPool<OprBlock>::New();
   try {
     op->vars.Assign(args.reads, args.writes, this, args.name);
@@ -73,13 +77,12 @@ void ThreadedEngine::Push(SyncFn sync, AsyncFn async, const PushArgs& args) {
 
 // Counts the op as pushed, then checks the engine still accepts work: Shutdown clears
 // accepting_ before it waits for pushed == finished, so either it sees this op or this op sees
-// the engine closed (and is counted as finished at once).
+// the engine closed (and is counted as finished at once). Its vars were checked by NewOpr.
 void ThreadedEngine::Admit(OprBlock* op) {
   pushed_.fetch_add(1, std::memory_order_seq_cst);
   try {
     WEFT_CHECK(accepting_.load(std::memory_order_seq_cst))
         << "op '" << (op->name ? op->name : "op") << "' pushed after the engine was shut down";
-    for (ThreadedVar* v : op->vars.all()) v->CheckNotDeleted();
   } catch (...) {
     ObjectPool<OprBlock>::Delete(op);
     CountFinished();
@@ -155,7 +158,7 @@ void ThreadedEngine::Dispatch(OprBlock* op) {
       return;
     default:
       if (op->device.is_gpu()) {
-        gpu_workers_[op->device.id].load(std::memory_order_acquire)->Submit(op);
+        device_.Submit(op);
         return;
       }
       cpu_.Submit(op, op->priority);
@@ -187,9 +190,9 @@ void ThreadedEngine::Execute(OprBlock* op, int worker, void* stream) {
     Finish(op, failure->shared_from_this(), nullptr);
     return;
   }
-  if (gpu_ && op->device_sync) {
+  if (device_.enabled() && op->device_sync) {
     try {
-      PrepareDevice(op, stream);
+      device_.Prepare(op, stream);
     } catch (...) {
       Finish(op, nullptr, std::current_exception());
       return;
@@ -236,7 +239,7 @@ void ThreadedEngine::RecordSpan(const OprBlock& op, int64_t end_ns) {
 
 void ThreadedEngine::Finish(OprBlock* op, std::shared_ptr<Failure> failure, std::exception_ptr raised) {
   if (op->ran) {
-    std::exception_ptr device_error = CompleteDevice(op);
+    std::exception_ptr device_error = device_.Complete(op);
     if (!raised) raised = std::move(device_error);
   }
   if (raised) failure = failures_.Add(std::move(raised));
@@ -258,9 +261,8 @@ void ThreadedEngine::Finish(OprBlock* op, std::shared_ptr<Failure> failure, std:
     for (ThreadedVar* v : op->vars.writes()) v->CompleteWrite(grant);
   }
   if (op->deletes_var) {
-    if (gpu_) gpu_->DestroyState(op->vars.writes()[0]->sync());
-    vars_.Remove(op->vars.writes()[0]);
-    ObjectPool<ThreadedVar>::Delete(op->vars.writes()[0]);
+    if (device_.enabled()) device_.DestroyState(op->vars.writes()[0]->sync());
+    vars_.Retire(op->vars.writes()[0]);  // its queue is empty: the delete was its last access
   }
   ObjectPool<OprBlock>::Delete(op);
   CountFinished();
@@ -299,12 +301,12 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
   // A read that runs inline as soon as every earlier write is done; it never waits for reads.
   const VarHandle reads[] = {var};
   PushArgs args{Device::Cpu(), reads, {}, FnProperty::kAsync, 0, "WaitForVar"};
-  DeviceBackend* gpu = gpu_;
+  DeviceOrdering* device = &device_;
   OprBlock* op = NewOpr(
-      [&waiter, var, gpu](RunContext) {
+      [&waiter, var, device](RunContext) {
         std::lock_guard<std::mutex> lock(waiter.mu);
         waiter.slot = var->error_slot();
-        if (gpu) waiter.device_write = gpu->CaptureWriter(static_cast<ThreadedVar*>(var)->sync());
+        if (device->enabled()) waiter.device_write = device->CaptureWriter(static_cast<ThreadedVar*>(var)->sync());
         waiter.done = true;
         waiter.cv.notify_all();  // under the lock: `waiter` dies once the waiter sees done
       },
@@ -314,7 +316,7 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
   Register(op);
   std::unique_lock<std::mutex> lock(waiter.mu);
   waiter.cv.wait(lock, [&] { return waiter.done; });
-  if (waiter.device_write != nullptr) gpu_->WaitAndRelease(waiter.device_write);
+  if (waiter.device_write != nullptr) device_.WaitAndRelease(waiter.device_write);
   RethrowIfLive(waiter.slot);
 }
 
@@ -335,10 +337,7 @@ void ThreadedEngine::WaitUntilIdle() {
 void ThreadedEngine::WaitForAll() {
   WEFT_CHECK(!WorkerPool::OnWorkerThread()) << "WaitForAll called inside an engine op would deadlock";
   WaitUntilIdle();
-  {
-    std::lock_guard<std::mutex> lock(gpu_mu_);
-    for (auto& workers : gpu_owned_) workers->Synchronize();
-  }
+  device_.Synchronize();
   failures_.RethrowAndRetire();
 }
 
@@ -353,8 +352,7 @@ void ThreadedEngine::Shutdown() {
     accepting_.store(false, std::memory_order_seq_cst);
     cpu_.Stop();
     cpu_priority_.Stop();
-    std::lock_guard<std::mutex> gpu_lock(gpu_mu_);
-    for (auto& workers : gpu_owned_) workers->Stop();  // kept: this thread may be one of theirs
+    device_.StopKeeping();  // this thread may be one of theirs
     return;
   }
   WaitUntilIdle();  // ops may still push follow-up ops while draining
@@ -363,70 +361,8 @@ void ThreadedEngine::Shutdown() {
   failures_.ReportUnobserved();
   cpu_.Stop();
   cpu_priority_.Stop();
-  StopGpuWorkers();
+  device_.Stop();
   if (profiler_) profiler_->WriteOrReport();
-}
-
-// ---- Device work (GPU) ----
-
-DeviceWorkers* ThreadedEngine::GpuWorkers(int device) {
-  WEFT_CHECK(device >= 0 && device < kMaxGpus) << "expected a GPU id in [0, " << kMaxGpus << "), found " << device;
-  if (DeviceWorkers* w = gpu_workers_[device].load(std::memory_order_acquire)) return w;
-  std::lock_guard<std::mutex> lock(gpu_mu_);
-  if (DeviceWorkers* w = gpu_workers_[device].load(std::memory_order_acquire)) return w;
-  WEFT_CHECK(accepting_.load()) << "GPU work pushed after the engine was shut down";
-  auto workers = std::make_unique<DeviceWorkers>(
-      *gpu_, Device::Gpu(device), next_worker_id_,
-      [this](OprBlock* op, int worker, void* stream) { Execute(op, worker, stream); });
-  next_worker_id_ += workers->num_workers();
-  if (profiler_) workers->NameTracks(*profiler_);
-  gpu_workers_[device].store(workers.get(), std::memory_order_release);
-  gpu_owned_.push_back(std::move(workers));
-  return gpu_owned_.back().get();
-}
-
-// The op holds all its vars: make its stream wait for (or, on the CPU, block until) the device
-// work it depends on. Vars no device op has touched cost one load.
-void ThreadedEngine::PrepareDevice(OprBlock* op, void* stream) {
-  op->ran = true;
-  op->stream = stream;
-  const RunContext ctx{op->device, stream, -1};
-  for (ThreadedVar* v : op->vars.writes()) {
-    if (v->sync().state.load(std::memory_order_acquire)) gpu_->WaitForAll(ctx, v->sync());
-  }
-  for (ThreadedVar* v : op->vars.reads()) {
-    if (v->sync().state.load(std::memory_order_acquire)) gpu_->WaitForWriter(ctx, v->sync());
-  }
-}
-
-// Before the op releases its vars: a device op's work is done when the event recorded now on its
-// stream is; a CPU op that wrote a var waited for all of the var's device work.
-std::exception_ptr ThreadedEngine::CompleteDevice(OprBlock* op) {
-  try {
-    if (op->stream == nullptr) {
-      for (ThreadedVar* v : op->vars.writes()) {
-        if (v->sync().state.load(std::memory_order_acquire)) gpu_->SetWriter(v->sync(), nullptr);
-      }
-      return nullptr;
-    }
-    Completion done = gpu_->RecordCompletion(RunContext{op->device, op->stream, -1});
-    for (ThreadedVar* v : op->vars.writes()) gpu_->SetWriter(v->sync(), done);
-    for (ThreadedVar* v : op->vars.reads()) gpu_->AddReader(v->sync(), done);
-    gpu_->Release(done);
-    return nullptr;
-  } catch (...) {
-    return std::current_exception();
-  }
-}
-
-void ThreadedEngine::StopGpuWorkers() {
-  std::vector<std::unique_ptr<DeviceWorkers>> owned;
-  {
-    std::lock_guard<std::mutex> lock(gpu_mu_);
-    for (auto& slot : gpu_workers_) slot.store(nullptr, std::memory_order_release);
-    owned.swap(gpu_owned_);
-  }
-  owned.clear();  // joins the workers, waits for their streams, destroys them
 }
 
 }  // namespace weft::engine

@@ -1,6 +1,7 @@
-// ThreadedEngine: the default engine. Ops wait in per-var queues (ThreadedVar) until every var
-// grants them, then run on a worker pool; completion releases the vars, which grants the next
-// ops. See engine.h for the contract.
+// ThreadedEngine: the default engine, and its dependency tracker. Ops wait in per-var queues
+// (ThreadedVar) until every var grants them, then run on a worker pool; completion releases the
+// vars, which grants the next ops. Where a GPU op runs and how its device work is ordered is
+// DeviceOrdering's (device_ordering.h). See engine.h for the contract.
 #pragma once
 
 #include <atomic>
@@ -10,9 +11,8 @@
 #include <span>
 #include <vector>
 
-#include "engine/device_backend.h"
 #include "engine/engine.h"
-#include "engine/internal/device_workers.h"
+#include "engine/internal/device_ordering.h"
 #include "engine/internal/failure_log.h"
 #include "engine/internal/opr_block.h"
 #include "engine/internal/profiler.h"
@@ -48,12 +48,8 @@ class ThreadedEngine final : public Engine {
   void Dispatch(OprBlock* op);
   void RunInline(OprBlock* op);
   void Execute(OprBlock* op, int worker, void* stream);
-  // The GPU's workers, made on first use (at push, so errors reach the pusher).
-  DeviceWorkers* GpuWorkers(int device);
-  // Device ordering around an op: waits before it runs, its completion after (device_backend.h).
-  void PrepareDevice(OprBlock* op, void* stream);
-  std::exception_ptr CompleteDevice(OprBlock* op);
-  void StopGpuWorkers();
+  // What every worker pool runs an op with: Execute.
+  WorkerPool::Runner WorkerRunner();
   // Ends an op: stores its error (raised, or propagated from an input) on the vars it writes,
   // releases its vars, frees it.
   void Finish(OprBlock* op, std::shared_ptr<Failure> failure, std::exception_ptr raised);
@@ -67,12 +63,7 @@ class ThreadedEngine final : public Engine {
   const std::unique_ptr<Profiler> profiler_;  // null unless options_.profile_path is set
   WorkerPool cpu_;
   WorkerPool cpu_priority_;
-  DeviceBackend* const gpu_ = GetDeviceBackend(DeviceType::kGpu);  // null on a CPU-only build
-  static constexpr int kMaxGpus = 16;
-  std::array<std::atomic<DeviceWorkers*>, kMaxGpus> gpu_workers_{};  // published under gpu_mu_
-  std::mutex gpu_mu_;
-  std::vector<std::unique_ptr<DeviceWorkers>> gpu_owned_;  // guarded by gpu_mu_
-  int next_worker_id_;                                     // guarded by gpu_mu_
+  DeviceOrdering device_;  // the GPU workers and the device work around ops
   FailureLog failures_;
   VarRegistry vars_;
 

@@ -2,13 +2,7 @@
 
 #include <mutex>
 
-#include "core/error.h"
-
 namespace weft::engine {
-
-void ThreadedVar::CheckNotDeleted() {
-  WEFT_CHECK(!deleted_.load(std::memory_order_relaxed)) << "an op was pushed on a variable after DeleteVariable";
-}
 
 void ThreadedVar::Enqueue(OprBlock* op, bool write) {
   Waiter* waiter = ObjectPool<Waiter>::New(Waiter{op, nullptr, write});
@@ -36,10 +30,6 @@ bool ThreadedVar::AppendWriteLocked(OprBlock* op) {
   }
   Enqueue(op, /*write=*/true);
   return false;
-}
-
-void ThreadedVar::MarkDeleted() {
-  deleted_.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace weft::engine

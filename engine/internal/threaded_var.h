@@ -8,7 +8,6 @@
 // queue; when the queue is non-empty and no write is running, its head is a write.
 #pragma once
 
-#include <atomic>
 #include <mutex>
 
 #include "core/object_pool.h"
@@ -38,12 +37,6 @@ class ThreadedVar : public Var {
   template <typename Grant>
   void CompleteWrite(Grant&& grant);
 
-  // Throws weft::Error if DeleteVariable was pushed on this var. Checked for every var of an op
-  // before any is appended, so a rejected push leaves no trace.
-  void CheckNotDeleted();
-  // Called once DeleteVariable's op is appended: nothing may be pushed on the var afterwards.
-  void MarkDeleted();
-
  private:
   struct Waiter {
     OprBlock* op;
@@ -57,9 +50,6 @@ class ThreadedVar : public Var {
   Waiter* tail_ = nullptr;
   int running_reads_ = 0;
   bool running_write_ = false;
-  // Set when DeleteVariable is pushed; checked, without the lock, by later pushes (a usage
-  // check only: a correct program never pushes after the delete, so relaxed is enough).
-  std::atomic<bool> deleted_{false};
 };
 
 template <typename Grant>
