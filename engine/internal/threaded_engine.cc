@@ -18,9 +18,9 @@ ThreadedEngine::ThreadedEngine(const EngineOptions& options)
     : options_(options),
       profiler_(options.profile_path.empty() ? nullptr : std::make_unique<Profiler>(options.profile_path)),
       cpu_("cpu worker", options.cpu_workers, /*first_worker_id=*/0,
-           [this](OprBlock* op, int worker, void* stream) { Execute(op, worker, stream); }),
+           [this](OprBlock* op, int worker, GpuStream* stream) { Execute(op, worker, stream); }),
       cpu_priority_("cpu priority worker", options.cpu_priority_workers, options.cpu_workers,
-                    [this](OprBlock* op, int worker, void* stream) { Execute(op, worker, stream); }),
+                    [this](OprBlock* op, int worker, GpuStream* stream) { Execute(op, worker, stream); }),
       next_worker_id_(options.cpu_workers + options.cpu_priority_workers) {
   WEFT_CHECK_GE(options.cpu_workers, 1) << "the engine needs at least one CPU worker";
   WEFT_CHECK_GE(options.cpu_priority_workers, 1) << "the engine needs at least one priority worker";
@@ -182,7 +182,7 @@ void ThreadedEngine::RunInline(OprBlock* op) {
   queue = nullptr;
 }
 
-void ThreadedEngine::Execute(OprBlock* op, int worker, void* stream) {
+void ThreadedEngine::Execute(OprBlock* op, int worker, GpuStream* stream) {
   if (Failure* failure = op->inherited.load(std::memory_order_acquire)) {
     Finish(op, failure->shared_from_this(), nullptr);
     return;
@@ -377,7 +377,7 @@ DeviceWorkers* ThreadedEngine::GpuWorkers(int device) {
   WEFT_CHECK(accepting_.load()) << "GPU work pushed after the engine was shut down";
   auto workers = std::make_unique<DeviceWorkers>(
       *gpu_, Device::Gpu(device), next_worker_id_,
-      [this](OprBlock* op, int worker, void* stream) { Execute(op, worker, stream); });
+      [this](OprBlock* op, int worker, GpuStream* stream) { Execute(op, worker, stream); });
   next_worker_id_ += workers->num_workers();
   if (profiler_) workers->NameTracks(*profiler_);
   gpu_workers_[device].store(workers.get(), std::memory_order_release);
@@ -387,7 +387,7 @@ DeviceWorkers* ThreadedEngine::GpuWorkers(int device) {
 
 // The op holds all its vars: make its stream wait for (or, on the CPU, block until) the device
 // work it depends on. Vars no device op has touched cost one load.
-void ThreadedEngine::PrepareDevice(OprBlock* op, void* stream) {
+void ThreadedEngine::PrepareDevice(OprBlock* op, GpuStream* stream) {
   op->ran = true;
   op->stream = stream;
   const RunContext ctx{op->device, stream, -1};

@@ -47,11 +47,11 @@ class ThreadedEngine final : public Engine {
   void InheritError(OprBlock* op, ThreadedVar* var);
   void Dispatch(OprBlock* op);
   void RunInline(OprBlock* op);
-  void Execute(OprBlock* op, int worker, void* stream);
+  void Execute(OprBlock* op, int worker, GpuStream* stream);
   // The GPU's workers, made on first use (at push, so errors reach the pusher).
   DeviceWorkers* GpuWorkers(int device);
   // Device ordering around an op: waits before it runs, its completion after (device_backend.h).
-  void PrepareDevice(OprBlock* op, void* stream);
+  void PrepareDevice(OprBlock* op, GpuStream* stream);
   std::exception_ptr CompleteDevice(OprBlock* op);
   void StopGpuWorkers();
   // Ends an op: stores its error (raised, or propagated from an input) on the vars it writes,
