@@ -40,10 +40,11 @@ TEST(GpuStorage, FreedBlocksAreReusedAndCounted) {
 // A block freed after work that cannot have run yet (it waits behind a gate on its stream) is
 // not handed out again until the stream has done that work. Between the gate and Open() the test
 // only queues work, queries events and takes a block from the pool's cache (no cudaMalloc, no
-// wait for the device), so nothing it does waits for the gated stream.
+// wait for the device), so nothing it does waits for the gated stream; the stream is
+// non-blocking, so not even work on the legacy stream would.
 TEST(GpuStorage, AStreamOrderedFreeWaitsForTheStream) {
   Storage& pool = *Storage::Get(kGpu);
-  engine::GpuStream stream(0);
+  engine::GpuStream stream(0, {.blocking = false});
   Block a = pool.Alloc(1 << 20);
   pool.Free(pool.Alloc(1 << 20));  // a cached block of a's size class, for the Alloc below
   WEFT_CUDA_CHECK(cudaDeviceSynchronize());
