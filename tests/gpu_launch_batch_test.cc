@@ -280,5 +280,30 @@ TEST_F(WorkAfterABatchedKernel, ALibraryCallOnTheRawStreamReadsWhatTheKernelWrot
   EXPECT_EQ(Download(y_, kN), std::vector<float>(kN, kAfter));
 }
 
+// An event on the legacy stream after all streams (what a pool's Free without a stream records)
+// follows the kernels still batched on every blocking stream: it launches their batches first.
+TEST(GpuLaunchBatch, AnEventAfterAllStreamsCompletesAfterTheirBatchedKernels) {
+  constexpr long long kN = 16;
+  PinnedFloats x(kN), one(kN);
+  std::fill_n(x.get(), kN, 0.f);
+  std::fill_n(one.get(), kN, 1.f);
+  engine::GpuStream a(0), b(0);  // blocking, as the engine's: the legacy stream orders after them
+  void *x_ptr = x.get(), *one_ptr = one.get();
+  long long n = kN;
+  int write = 1;
+  void* args[] = {&x_ptr, &one_ptr, &x_ptr, &n, &write};
+  a.Launch(AddKernel(), dim3(1), dim3(256), args);  // x += 1, in a's batch
+  cudaEvent_t event = nullptr;
+  WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  engine::GpuStream::RecordAfterAll(event);
+  WEFT_CUDA_CHECK(cudaEventSynchronize(event));
+  EXPECT_EQ(x.Values(), std::vector<float>(kN, 1.f));
+  b.Launch(AddKernel(), dim3(1), dim3(256), args);  // and again, in b's batch
+  engine::GpuStream::RecordAfterAll(event);
+  WEFT_CUDA_CHECK(cudaEventSynchronize(event));
+  EXPECT_EQ(x.Values(), std::vector<float>(kN, 2.f));
+  cudaEventDestroy(event);
+}
+
 }  // namespace
 }  // namespace weft

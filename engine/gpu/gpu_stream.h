@@ -79,7 +79,7 @@ class GpuStream {
               cudaMemcpyKind kind = cudaMemcpyDefault);
   void Memset(void* dst, int value, size_t bytes);
   // fn(data) on a CUDA thread once the work before it is done; the stream's later work waits for
-  // it to return.
+  // it to return. fn must make no CUDA call.
   void HostFunc(cudaHostFn_t fn, void* data);
   // Any thread (see the file comment).
   void Record(cudaEvent_t event);

@@ -45,8 +45,10 @@ inline constexpr uint64_t kDirectLaunchThreads = uint64_t{1} << 19;
 // Threads: Launch is called by the stream's owner only (one thread at a time: the worker that
 // owns the stream). Flush, FlushWhenIdle, FlushAll and ForgetKernels may be called from any
 // thread (a consumer on another stream records the stream's event lazily; work on the legacy
-// stream flushes every batch); a mutex per batch orders them with Launch. Destroy a batch only
-// once no other thread can flush it (the engine destroys its streams after draining).
+// stream flushes every batch); a mutex per batch orders them with Launch. FlushAll and
+// ForgetKernels find batches through a registry whose lock the destructor takes too, so they never
+// see a batch being destroyed; any other thread must be done with the batch's stream before it
+// goes (the engine destroys its streams after draining).
 class LaunchBatch {
  public:
   // For `stream` of `device`.
