@@ -1,7 +1,8 @@
 // How a device backend plugs its streams and events into the engine. The engine core knows no
 // CUDA: the CUDA build's engine/gpu registers a DeviceBackend for DeviceType::kGpu at start-up,
-// and the engine then gives each GPU worker a stream and calls the backend around every op to
-// order device work through the op's vars:
+// and the engine then gives each GPU worker a stream (a GpuStream, opaque here, which the worker
+// owns: only it queues work there) and calls the backend around every op to order device work
+// through the op's vars:
 //
 //   before an op runs:  for each var it reads, WaitForWriter; for each var it writes, WaitForAll.
 //                       On a device op (ctx.stream set) these make the stream wait (no CPU wait);
@@ -46,9 +47,9 @@ class DeviceBackend {
   // Throws weft::Error when `device` cannot be used (absent, or no driver).
   virtual void CheckDevice(int device) = 0;
   // Streams for one engine's workers. Created on the pushing thread (errors reach the caller);
-  // destroyed after the engine has drained.
-  virtual void* CreateStream(int device, StreamKind kind) = 0;
-  virtual void DestroyStream(int device, void* stream) = 0;
+  // destroyed after the engine has drained (no op runs and none can be pushed).
+  virtual GpuStream* CreateStream(int device, StreamKind kind) = 0;
+  virtual void DestroyStream(int device, GpuStream* stream) = 0;
   // On a worker thread before its first op (makes the device current).
   virtual void BindThread(int device) = 0;
   virtual int StreamCount(StreamKind kind) const = 0;  // workers per device of each kind
@@ -67,9 +68,9 @@ class DeviceBackend {
   // Frees a var's state (the var is being deleted; nothing can wait on it any more).
   virtual void DestroyState(VarSyncSlot& var) = 0;
   // Blocks until the work queued on `stream` is done (the naive engine after each op; WaitForAll).
-  virtual void Synchronize(void* stream) = 0;
+  virtual void Synchronize(GpuStream* stream) = 0;
   // The stream's worker has no more work for now (it may push out work it has been holding).
-  virtual void StreamIdle(void* stream) {}
+  virtual void StreamIdle(GpuStream* stream) {}
 };
 
 // Called once by a backend at static initialization.

@@ -48,10 +48,14 @@ enum class FnProperty : uint8_t {
   kAsync,           // tiny, non-blocking: runs on whichever thread makes it ready
 };
 
+// A GPU worker's stream, and the only way an op queues work on it (engine/gpu/gpu_stream.h, in
+// the CUDA build). Opaque to the engine core, which knows no CUDA.
+class GpuStream;
+
 // What a running op gets from its worker.
 struct RunContext {
   Device device;
-  void* stream = nullptr;  // the worker's stream (cudaStream_t) for GPU ops; null on CPU
+  GpuStream* stream = nullptr;  // the worker's stream for GPU ops (owned by the engine); null on CPU
   // The worker thread running the op: unique within the engine across all its pools (0, 1, ...),
   // so it can index per-worker resources; -1 when the op runs on a thread that is not a worker.
   int worker = -1;

@@ -19,6 +19,10 @@
 
 namespace weft {
 
+namespace engine {
+class GpuStream;  // a GPU op's stream (engine/gpu/gpu_stream.h); the engine's, not storage's
+}  // namespace engine
+
 struct Block {
   void* ptr = nullptr;
   size_t size = 0;  // the size class actually reserved (>= what was asked)
@@ -45,12 +49,14 @@ class Storage {
   virtual Block Alloc(size_t bytes) = 0;
   virtual void Free(Block block) = 0;
   // Frees `block` once the device work queued on `stream` so far is done (stream-ordered free:
-  // a GPU op's memory goes back while its kernels may still run). Host pools free at once.
-  virtual void FreeAfter(Block block, void* stream) { Free(block); }
+  // a GPU op's memory goes back while its kernels may still run; a null stream on a GPU: after
+  // the work queued so far on every stream, as Free). Host pools free at once.
+  virtual void FreeAfter(Block block, engine::GpuStream* stream) { Free(block); }
   // Copies `bytes` between memory of this device and memory of this device or the host, queued
-  // on `stream` (a GPU op's stream; null on the CPU, where it is done at once). Zero likewise.
-  virtual void Copy(void* dst, const void* src, size_t bytes, void* stream);
-  virtual void Zero(void* dst, size_t bytes, void* stream);
+  // on `stream` (a GPU op's stream, required for a GPU's pool; null on the CPU, where it is done
+  // at once). Zero likewise.
+  virtual void Copy(void* dst, const void* src, size_t bytes, engine::GpuStream* stream);
+  virtual void Zero(void* dst, size_t bytes, engine::GpuStream* stream);
   virtual void ReleaseCache() = 0;
   virtual StorageStats Stats() const = 0;
   virtual void ResetPeak() = 0;

@@ -28,9 +28,9 @@ class Workspace {
   size_t capacity() const { return block_.size; }
 
  private:
-  Workspace(Device device, void* stream) : device_(device), stream_(stream) {}
+  Workspace(Device device, engine::GpuStream* stream) : device_(device), stream_(stream) {}
   const Device device_;
-  void* const stream_;  // null on the CPU
+  engine::GpuStream* const stream_;  // null on the CPU
   Block block_;
 };
 

@@ -1,38 +1,48 @@
 // The engine on a GPU: ordering through events across compute streams, copy streams and CPU
-// workers; the join of a library's auxiliary streams; CUDA errors as weft::Error.
+// workers; the join of a library's auxiliary streams; CUDA errors as weft::Error. Orders the
+// tests depend on are forced (a gate on a stream, a latch between ops), never left to sleeps.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
+#include "core/env.h"
 #include "core/gpu/cuda_check.h"
-#include "core/gpu/stream_join.h"
 #include "engine/engine.h"
+#include "engine/gpu/gpu_stream.h"
+#include "engine/gpu/stream_join.h"
 #include "tests/engine_test_util.h"
+#include "tests/gpu_stream_gate.h"
 #include "tests/weft_test_util.h"
 
 namespace weft {
 namespace {
 
 using engine::FnProperty;
+using engine::GpuStream;
 using engine::RunContext;
 using engine::VarHandle;
 
-// A cuBLAS handle for the calling thread and stream (test-only; ops use ops/gpu's handles).
-cublasHandle_t Blas(void* stream) {
-  thread_local std::map<void*, cublasHandle_t> handles;
-  cublasHandle_t& h = handles[stream];
-  if (h == nullptr) {
-    EXPECT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
-    cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
-  }
-  cublasSetStream(h, static_cast<cudaStream_t>(stream));
-  return h;
+// y = alpha * x + y with cuBLAS on the op's stream (a test-only handle per thread and stream; ops
+// use ops/gpu's handles).
+cublasStatus_t Saxpy(GpuStream& stream, int n, float alpha, const float* x, float* y) {
+  return stream.Library([&](cudaStream_t s) {
+    thread_local std::map<cudaStream_t, cublasHandle_t> handles;
+    cublasHandle_t& h = handles[s];
+    if (h == nullptr) {
+      EXPECT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+      cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
+    }
+    cublasSetStream(h, s);
+    return cublasSaxpy(h, n, &alpha, x, 1, y, 1);
+  });
 }
 
 // ---- Random programs: CPU ops, GPU ops on several streams, copies both ways -----------------
@@ -108,16 +118,12 @@ void PushOp(engine::Engine& engine, const Op& op, Buffers& b, const std::vector<
                       Device::Cpu(), {vars[op.x]}, {vars[op.y]});
       return;
     case Kind::kGpuAxpy:
-      engine.PushSync([=](RunContext run) {
-        float alpha = a;
-        ASSERT_EQ(cublasSaxpy(Blas(run.stream), kLength, &alpha, x, 1, y, 1), CUBLAS_STATUS_SUCCESS);
-      }, Device::Gpu(0), {vars[op.x]}, {vars[op.y]});
+      engine.PushSync([=](RunContext run) { ASSERT_EQ(Saxpy(*run.stream, kLength, a, x, y), CUBLAS_STATUS_SUCCESS); },
+                      Device::Gpu(0), {vars[op.x]}, {vars[op.y]});
       return;
     case Kind::kCopyToGpu:
     case Kind::kCopyFromGpu:
-      engine.PushSync([=](RunContext run) {
-        WEFT_CUDA_CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(run.stream)));
-      }, Device::Gpu(0), {vars[op.x]}, {vars[op.y]},
+      engine.PushSync([=](RunContext run) { run.stream->Copy(y, x, bytes); }, Device::Gpu(0), {vars[op.x]}, {vars[op.y]},
          op.kind == Kind::kCopyToGpu ? FnProperty::kCopyToGpu : FnProperty::kCopyFromGpu);
       return;
   }
@@ -152,21 +158,52 @@ TEST(GpuEngine, RandomProgramsMatchTheNaiveEngine) {
 
 // ---- Joining a library's auxiliary stream ----------------------------------------------------
 
-// Like cuDNN's RNN backward data: the op's result is written on a stream the op does not own,
-// after a delay. Without the join, work after the op on the worker's stream can overtake it.
+// Like cuDNN's RNN backward data: the op's result is written on a stream the op does not own
+// (`aux`, a blocking stream like a library's own), where it waits behind a gate the test holds.
 void PushAuxStreamWrite(engine::Engine& engine, VarHandle var, float* out, const float* pinned_values, size_t n,
-                        bool join) {
+                        cudaStream_t aux, bool join) {
   engine.PushSync([=](RunContext run) {
-    thread_local cudaStream_t aux = [] {
-      cudaStream_t s = nullptr;
-      WEFT_CUDA_CHECK(cudaStreamCreate(&s));  // a blocking stream, like a library's own
-      return s;
-    }();
-    WEFT_CUDA_CHECK(cudaLaunchHostFunc(aux, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); },
-                                       nullptr));
     WEFT_CUDA_CHECK(cudaMemcpyAsync(out, pinned_values, n * sizeof(float), cudaMemcpyHostToDevice, aux));
-    if (join) gpu::JoinLibraryStreams(static_cast<cudaStream_t>(run.stream));
+    if (join) gpu::JoinLibraryStreams(*run.stream);
   }, Device::Gpu(0), {}, {var}, FnProperty::kNormal, 0, "aux_stream_write");
+}
+
+// One run: the auxiliary write (held at a gate), then its consumer, a device-to-device copy on a
+// compute stream ordered after the write's op by the engine's events. Returns whether the copy
+// read what the auxiliary stream wrote.
+//   Without the join the copy does not wait for the auxiliary stream, and the gate opens only
+//   after the copy is complete (WaitForVar on its output): it must read the zeros from before the
+//   write. Nothing that wait needs is behind the gate: the copy's stream waits only for the op's
+//   own stream, nothing runs on the legacy stream, and no other host function is queued.
+//   With the join every blocking stream waits for the gated write (the join's event is on the
+//   legacy stream), so the gate opens once the copy has been queued (a host latch the consumer
+//   opens; queuing never blocks the host) and before anything waits for the device: the copy must
+//   read the written values.
+bool AuxWriteReadsBack(engine::Engine& engine, cudaStream_t aux, float* out, float* copy, const float* pinned, size_t n,
+                       bool join) {
+  VarHandle out_var = engine.NewVariable(), copy_var = engine.NewVariable();
+  WEFT_CUDA_CHECK(cudaMemset(out, 0, n * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaDeviceSynchronize());
+  testing::StreamGate gate(aux);
+  PushAuxStreamWrite(engine, out_var, out, pinned, n, aux, join);
+  testing::Latch copy_queued;
+  engine.PushSync([=, &copy_queued](RunContext run) {
+    run.stream->Copy(copy, out, n * sizeof(float), cudaMemcpyDeviceToDevice);
+    copy_queued.Open();
+  }, Device::Gpu(0), {out_var}, {copy_var});
+  if (join) {
+    EXPECT_TRUE(copy_queued.WaitFor(std::chrono::minutes(1))) << "the consumer never ran";
+  } else {
+    engine.WaitForVar(copy_var);
+  }
+  gate.Open();
+  engine.WaitForAll();
+  WEFT_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> got(n);
+  WEFT_CUDA_CHECK(cudaMemcpy(got.data(), copy, n * sizeof(float), cudaMemcpyDeviceToHost));
+  engine.DeleteVariable([](RunContext) {}, Device::Cpu(), out_var);
+  engine.DeleteVariable([](RunContext) {}, Device::Cpu(), copy_var);
+  return std::equal(got.begin(), got.end(), pinned);
 }
 
 // Returns how many of `runs` read back the values written on the auxiliary stream.
@@ -178,36 +215,23 @@ int CorrectRuns(bool join, int runs) {
   for (size_t i = 0; i < n; ++i) pinned[i] = 1.0f + static_cast<float>(i);
   WEFT_CUDA_CHECK(cudaMalloc(&out, n * sizeof(float)));
   WEFT_CUDA_CHECK(cudaMalloc(&copy, n * sizeof(float)));
-  VarHandle out_var = engine->NewVariable(), copy_var = engine->NewVariable();
+  cudaStream_t aux = nullptr;
+  WEFT_CUDA_CHECK(cudaStreamCreate(&aux));
   int correct = 0;
-  for (int r = 0; r < runs; ++r) {
-    WEFT_CUDA_CHECK(cudaMemset(out, 0, n * sizeof(float)));
-    WEFT_CUDA_CHECK(cudaDeviceSynchronize());
-    PushAuxStreamWrite(*engine, out_var, out, pinned, n, join);
-    // The consumer: a device-to-device copy on a compute stream, ordered by the engine's events.
-    engine->PushSync([=](RunContext run) {
-      WEFT_CUDA_CHECK(cudaMemcpyAsync(copy, out, n * sizeof(float), cudaMemcpyDeviceToDevice,
-                                      static_cast<cudaStream_t>(run.stream)));
-    }, Device::Gpu(0), {out_var}, {copy_var});
-    engine->WaitForAll();
-    WEFT_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<float> got(n);
-    WEFT_CUDA_CHECK(cudaMemcpy(got.data(), copy, n * sizeof(float), cudaMemcpyDeviceToHost));
-    bool ok = true;
-    for (size_t i = 0; i < n; ++i) ok = ok && got[i] == pinned[i];
-    correct += ok;
-  }
+  for (int r = 0; r < runs; ++r) correct += AuxWriteReadsBack(*engine, aux, out, copy, pinned, n, join);
   engine->Shutdown();
+  cudaStreamDestroy(aux);
   cudaFree(out), cudaFree(copy), cudaFreeHost(pinned);
   return correct;
 }
 
 TEST(GpuEngine, JoiningAuxiliaryStreamsOrdersTheirWorkBeforeConsumers) {
+  testing::Watchdog watchdog(std::chrono::seconds(240), "aux-stream join (a gated stream deadlocked)");
   const int runs = 10;
   const int without = CorrectRuns(/*join=*/false, runs);
   const int with = CorrectRuns(/*join=*/true, runs);
   std::printf("aux-stream writes read back correctly: %d/%d without the join, %d/%d with it\n", without, runs, with, runs);
-  EXPECT_LT(without, runs) << "the test must show the race: without the join some runs read stale data";
+  EXPECT_EQ(without, 0) << "without the join every consumer runs before the gated write";
   EXPECT_EQ(with, runs);
 }
 
@@ -218,8 +242,7 @@ TEST(GpuEngine, CudaErrorsInOpsComeOutOfWaitForVar) {
   VarHandle v = engine->NewVariable();
   engine->PushSync([](RunContext run) {
     // A copy from a null device pointer of a non-zero size is an invalid argument.
-    WEFT_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void*>(16), nullptr, 1024, cudaMemcpyDeviceToDevice,
-                                    static_cast<cudaStream_t>(run.stream)));
+    run.stream->Copy(reinterpret_cast<void*>(16), nullptr, 1024, cudaMemcpyDeviceToDevice);
   }, Device::Gpu(0), {}, {v}, FnProperty::kNormal, 0, "bad_copy");
   testing::ExpectErrorContains([&] { engine->WaitForVar(v); }, {"CUDA error", "cudaMemcpyAsync"});
   // The engine stays usable.
@@ -241,26 +264,42 @@ TEST(GpuEngine, AnAbsentGpuIsRejectedAtPush) {
   engine->Shutdown();
 }
 
+// Two independent compute ops that each wait (on the host) until the other has started can only
+// both finish on two compute workers at once: so on two streams. Copies in each direction run on
+// their copy worker's stream, never on a compute stream.
 TEST(GpuEngine, GpuOpsRunOnSeveralStreamsAndCopyWorkersHaveTheirOwn) {
+  if (GetEnvInt("WEFT_GPU_COMPUTE_WORKERS", 2, 1, 64) < 2) GTEST_SKIP() << "one compute worker per GPU";
   auto engine = engine::CreateEngine(engine::EngineKind::kThreaded, engine::EngineOptions{});
   std::mutex mu;
-  std::map<FnProperty, std::set<void*>> streams;
+  std::map<FnProperty, std::set<GpuStream*>> streams;  // guarded by mu
+  auto note = [&](FnProperty prop, GpuStream* s) {
+    std::lock_guard<std::mutex> lock(mu);
+    streams[prop].insert(s);
+  };
+  testing::Latch started[2];
+  VarHandle a = engine->NewVariable(), b = engine->NewVariable();
+  for (int i = 0; i < 2; ++i) {
+    engine->PushSync([&, i](RunContext run) {
+      note(FnProperty::kNormal, run.stream);
+      started[i].Open();
+      EXPECT_TRUE(started[1 - i].WaitFor(std::chrono::minutes(1))) << "the other compute op never ran alongside";
+    }, Device::Gpu(0), {}, {i == 0 ? a : b});
+  }
   std::vector<VarHandle> vars;
-  for (int i = 0; i < 64; ++i) vars.push_back(engine->NewVariable());
-  for (int i = 0; i < 64; ++i) {
-    for (FnProperty prop : {FnProperty::kNormal, FnProperty::kCopyToGpu, FnProperty::kCopyFromGpu}) {
-      engine->PushSync([&, prop](RunContext run) {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-        std::lock_guard<std::mutex> lock(mu);
-        streams[prop].insert(run.stream);
-      }, Device::Gpu(0), {}, {vars[i]}, prop);
+  for (int i = 0; i < 16; ++i) vars.push_back(engine->NewVariable());
+  for (VarHandle v : vars) {
+    for (FnProperty prop : {FnProperty::kCopyToGpu, FnProperty::kCopyFromGpu}) {
+      engine->PushSync([&, prop](RunContext run) { note(prop, run.stream); }, Device::Gpu(0), {}, {v}, prop);
     }
   }
   engine->WaitForAll();
-  EXPECT_GE(streams[FnProperty::kNormal].size(), 2u) << "independent GPU ops should spread over the compute streams";
+  EXPECT_EQ(streams[FnProperty::kNormal].size(), 2u) << "the two compute ops ran on two streams";
   EXPECT_EQ(streams[FnProperty::kCopyToGpu].size(), 1u);
   EXPECT_EQ(streams[FnProperty::kCopyFromGpu].size(), 1u);
-  for (void* s : streams[FnProperty::kCopyToGpu]) EXPECT_EQ(streams[FnProperty::kNormal].count(s), 0u);
+  EXPECT_NE(streams[FnProperty::kCopyToGpu], streams[FnProperty::kCopyFromGpu]);
+  for (FnProperty copy : {FnProperty::kCopyToGpu, FnProperty::kCopyFromGpu}) {
+    for (GpuStream* s : streams[copy]) EXPECT_EQ(streams[FnProperty::kNormal].count(s), 0u);
+  }
   engine->Shutdown();
 }
 

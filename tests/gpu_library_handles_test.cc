@@ -10,27 +10,22 @@
 
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
-#include "core/gpu/launch_batch.h"
+#include "engine/gpu/gpu_stream.h"
 #include "ops/gpu/library_handles.h"
 
 namespace weft::gpu {
 namespace {
 
-// A non-blocking stream on gpu:0 for the test's scope.
+// A non-blocking stream on gpu:0 for the test's scope, and its raw CUDA stream (what a handle
+// bound to it reports).
 class TestStream {
  public:
-  TestStream() {
-    DeviceGuard guard(0);
-    WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  }
-  ~TestStream() {
-    ForgetStream(stream_);  // a later stream may get this one's address (core/gpu/launch_batch.h)
-    cudaStreamDestroy(stream_);
-  }
-  cudaStream_t get() const { return stream_; }
+  TestStream() : stream_(0, {.blocking = false}) {}
+  engine::GpuStream& get() { return stream_; }
+  cudaStream_t raw() { return stream_.Library([](cudaStream_t s) { return s; }); }
 
  private:
-  cudaStream_t stream_ = nullptr;
+  engine::GpuStream stream_;
 };
 
 cudaStream_t StreamOf(cudnnHandle_t h) {
@@ -46,41 +41,41 @@ cudaStream_t StreamOf(cublasHandle_t h) {
 }
 
 TEST(LibraryHandles, TwoStreamsGetDifferentHandlesBoundToThem) {
-  const TestStream a, b;
-  const cudnnHandle_t dnn_a = CudnnHandle(0, a.get()), dnn_b = CudnnHandle(0, b.get());
+  TestStream a, b;
+  const cudnnHandle_t dnn_a = CudnnHandle(a.get()), dnn_b = CudnnHandle(b.get());
   EXPECT_NE(dnn_a, dnn_b);
-  EXPECT_EQ(StreamOf(dnn_a), a.get());
-  EXPECT_EQ(StreamOf(dnn_b), b.get());
-  const cublasHandle_t blas_a = CublasHandle(0, a.get()), blas_b = CublasHandle(0, b.get());
+  EXPECT_EQ(StreamOf(dnn_a), a.raw());
+  EXPECT_EQ(StreamOf(dnn_b), b.raw());
+  const cublasHandle_t blas_a = CublasHandle(a.get()), blas_b = CublasHandle(b.get());
   EXPECT_NE(blas_a, blas_b);
-  EXPECT_EQ(StreamOf(blas_a), a.get());
-  EXPECT_EQ(StreamOf(blas_b), b.get());
+  EXPECT_EQ(StreamOf(blas_a), a.raw());
+  EXPECT_EQ(StreamOf(blas_b), b.raw());
 }
 
 TEST(LibraryHandles, TheSameThreadAndStreamGetTheSameHandle) {
-  const TestStream a;
-  EXPECT_EQ(CudnnHandle(0, a.get()), CudnnHandle(0, a.get()));
-  EXPECT_EQ(CublasHandle(0, a.get()), CublasHandle(0, a.get()));
+  TestStream a;
+  EXPECT_EQ(CudnnHandle(a.get()), CudnnHandle(a.get()));
+  EXPECT_EQ(CublasHandle(a.get()), CublasHandle(a.get()));
 }
 
 TEST(LibraryHandles, AnotherThreadOnTheSameStreamGetsItsOwnHandle) {
-  const TestStream a;
-  const cudnnHandle_t mine = CudnnHandle(0, a.get());
+  TestStream a;
+  const cudnnHandle_t mine = CudnnHandle(a.get());
   cudnnHandle_t theirs = nullptr;
-  std::thread([&] { theirs = CudnnHandle(0, a.get()); }).join();
+  std::thread([&] { theirs = CudnnHandle(a.get()); }).join();
   EXPECT_NE(mine, theirs);
-  EXPECT_EQ(StreamOf(theirs), a.get());
+  EXPECT_EQ(StreamOf(theirs), a.raw());
 }
 
 // A thread's handles go back to the pool when it exits; the next thread takes one and binds it to
 // its own stream.
 TEST(LibraryHandles, AnExitedThreadsHandleIsReusedAndRebound) {
-  const TestStream a, b;
+  TestStream a, b;
   cublasHandle_t first = nullptr, second = nullptr;
-  std::thread([&] { first = CublasHandle(0, a.get()); }).join();
-  std::thread([&] { second = CublasHandle(0, b.get()); }).join();
+  std::thread([&] { first = CublasHandle(a.get()); }).join();
+  std::thread([&] { second = CublasHandle(b.get()); }).join();
   EXPECT_EQ(first, second);
-  EXPECT_EQ(StreamOf(second), b.get());
+  EXPECT_EQ(StreamOf(second), b.raw());
 }
 
 // The message of the weft::Error that `f` throws, or "<no error>".

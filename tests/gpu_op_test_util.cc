@@ -6,7 +6,6 @@
 #include "core/error.h"
 #include "core/bfloat16.h"
 #include "core/gpu/cuda_check.h"
-#include "core/gpu/launch_batch.h"
 #include "core/tensor_view.h"
 
 namespace weft::testing {
@@ -23,16 +22,17 @@ void DeviceBuffer::Download(void* host, size_t bytes) const {
   WEFT_CUDA_CHECK(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost));
 }
 
-TestStream::TestStream() { WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-TestStream::~TestStream() {
-  gpu::FlushLaunches(stream_);
-  gpu::ForgetStream(stream_);  // a later stream may get this one's address
-  cudaStreamDestroy(stream_);
+namespace {
+
+int CurrentDevice() {
+  int device = 0;
+  WEFT_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
 }
-void TestStream::Synchronize() const {
-  gpu::FlushLaunches(stream_);  // kernels launched on the stream may still be batched (core/gpu/launch_batch.h)
-  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-}
+
+}  // namespace
+
+TestStream::TestStream() : stream_(CurrentDevice(), {.blocking = false}) {}
 
 uint16_t ToBf16(float x) { return BFloat16::FromFloat(x).bits; }
 
@@ -102,7 +102,7 @@ void RunCompute(const OpCall& call, Device device, DType dtype, std::vector<std:
   std::unique_ptr<TestStream> stream = device.is_gpu() ? std::make_unique<TestStream>() : nullptr;
   OpContext ctx;
   ctx.run.device = device;
-  ctx.run.stream = stream ? stream->get() : nullptr;
+  ctx.run.stream = stream ? &stream->get() : nullptr;
   ctx.is_train = call.is_train;
   ctx.random = call.random;
   op.compute[static_cast<int>(device.type)](ctx, attrs, in_views, req, out_views);

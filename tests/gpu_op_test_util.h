@@ -17,6 +17,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/shape.h"
+#include "engine/gpu/gpu_stream.h"
 #include "ops/op.h"
 #include "storage/random.h"
 
@@ -37,18 +38,16 @@ class DeviceBuffer {
   void* data_ = nullptr;
 };
 
-// A stream of the current GPU, destroyed at the end of the scope.
+// A non-blocking stream of the current GPU, destroyed at the end of the scope. Work goes on it
+// through get() (engine/gpu/gpu_stream.h), as an op's does.
 class TestStream {
  public:
   TestStream();
-  ~TestStream();
-  TestStream(const TestStream&) = delete;
-  TestStream& operator=(const TestStream&) = delete;
-  cudaStream_t get() const { return stream_; }
-  void Synchronize() const;
+  engine::GpuStream& get() { return stream_; }
+  void Synchronize() { stream_.Synchronize(); }  // launches what is batched, then waits
 
  private:
-  cudaStream_t stream_ = nullptr;
+  engine::GpuStream stream_;
 };
 
 // float <-> bfloat16 bits, rounding to nearest even (as the kernels do).

@@ -161,7 +161,7 @@ TEST(GpuPointwiseOps, MisalignedArraysTakeTheElementPath) {
   testing::TestStream stream;
   OpContext ctx;
   ctx.run.device = Device::Gpu(0);
-  ctx.run.stream = stream.get();
+  ctx.run.stream = &stream.get();
   // One float past a 256-byte boundary: not 16-byte aligned.
   const TensorView in(static_cast<float*>(x.get()) + 1, Shape{n}, DType::kFloat32, Device::Gpu(0));
   const TensorView out(static_cast<float*>(y.get()) + 1, Shape{n}, DType::kFloat32, Device::Gpu(0));

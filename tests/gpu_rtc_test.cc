@@ -85,7 +85,7 @@ TEST(KernelLibrary, RunsAnEmbeddedTemplateKernel) {
   for (float v : host) ASSERT_EQ(v, 3.25f);
 }
 
-// Libraries loaded and unloaded in turn while one stream batches their kernels (core/gpu/
+// Libraries loaded and unloaded in turn while one stream batches their kernels (engine/gpu/
 // launch_batch.h keeps each kernel's parameter sizes and chains naming it): a kernel of a new
 // library, perhaps at an unloaded one's address, with other parameters, still gets its own.
 TEST(KernelLibrary, KernelsOfUnloadedLibrariesLeaveNothingBehind) {

@@ -3,16 +3,16 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <thread>
 #include <vector>
 
 #include "core/gpu/cuda_check.h"
+#include "engine/gpu/gpu_stream.h"
 #include "storage/gpu/gpu_storage.h"
 #include "storage/ndarray.h"
 #include "storage/random.h"
 #include "storage/storage.h"
 #include "storage/workspace.h"
+#include "tests/gpu_stream_gate.h"
 #include "tests/weft_test_util.h"
 
 namespace weft {
@@ -37,23 +37,27 @@ TEST(GpuStorage, FreedBlocksAreReusedAndCounted) {
   pool.Free(b);
 }
 
+// A block freed after work that cannot have run yet (it waits behind a gate on its stream) is
+// not handed out again until the stream has done that work. Between the gate and Open() the test
+// only queues work, queries events and takes a block from the pool's cache (no cudaMalloc, no
+// wait for the device), so nothing it does waits for the gated stream; the stream is
+// non-blocking, so not even work on the legacy stream would.
 TEST(GpuStorage, AStreamOrderedFreeWaitsForTheStream) {
   Storage& pool = *Storage::Get(kGpu);
-  cudaStream_t stream = nullptr;
-  WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
+  engine::GpuStream stream(0, {.blocking = false});
   Block a = pool.Alloc(1 << 20);
-  // Work still queued on the stream when the block is freed.
-  WEFT_CUDA_CHECK(cudaLaunchHostFunc(stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); },
-                                     nullptr));
-  WEFT_CUDA_CHECK(cudaMemsetAsync(a.ptr, 0, a.size, stream));
-  pool.FreeAfter(a, stream);
+  pool.Free(pool.Alloc(1 << 20));  // a cached block of a's size class, for the Alloc below
+  WEFT_CUDA_CHECK(cudaDeviceSynchronize());
+  testing::StreamGate gate(stream);
+  stream.Memset(a.ptr, 0, a.size);  // queued behind the gate: still to run
+  pool.FreeAfter(a, &stream);
   Block b = pool.Alloc(1 << 20);
   EXPECT_NE(b.ptr, a.ptr) << "a block was handed out while its stream could still write it";
-  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  gate.Open();
+  stream.Synchronize();
   Block c = pool.Alloc(1 << 20);
   EXPECT_EQ(c.ptr, a.ptr) << "once the stream is done the block comes back";
   pool.Free(b), pool.Free(c);
-  cudaStreamDestroy(stream);
 }
 
 TEST(GpuStorage, OutOfMemorySaysHowMuchWasAskedAndHeld) {
@@ -140,7 +144,9 @@ TEST(GpuNDArray, ManyArraysComeAndGoWithoutGrowingThePool) {
 }
 
 TEST(GpuNDArray, WorkspaceBelongsToTheStream) {
-  engine::RunContext a{kGpu, reinterpret_cast<void*>(0x10), 0}, b{kGpu, reinterpret_cast<void*>(0x20), 0};
+  // Stand-ins for two workers' streams: Workspace::For only tells them apart.
+  engine::RunContext a{kGpu, reinterpret_cast<engine::GpuStream*>(0x10), 0};
+  engine::RunContext b{kGpu, reinterpret_cast<engine::GpuStream*>(0x20), 0};
   Workspace& wa = Workspace::For(a);
   Workspace& wb = Workspace::For(b);
   EXPECT_NE(&wa, &wb);

@@ -10,6 +10,14 @@
 // another stream waits with cudaStreamWaitEvent (once per stream and completion); a CPU op
 // synchronizes on the event.
 //
+// What each field relies on: a var's `writer` changes only while an op holds the var for writing
+// (no reader or other writer runs), so reads of it need no lock; `readers` is changed by
+// concurrent reading ops and has a spin lock. A point's `waited_by` bit for a stream is tested
+// and then set without a lock (WaitOn): only that stream's owner makes it wait, one thread at a
+// time (engine/gpu/gpu_stream.h), so the test and the set cannot interleave with another for the
+// same bit. Each stream's work is queued only by its owner, except event records, which any
+// consumer may make (stream_point.h).
+//
 // Environment: WEFT_GPU_COMPUTE_WORKERS (default 2), WEFT_GPU_COPY_WORKERS (default 1, each way).
 #include <cuda_runtime.h>
 
@@ -19,11 +27,11 @@
 
 #include "core/env.h"
 #include "core/gpu/cuda_check.h"
-#include "core/gpu/launch_batch.h"
 #include "core/small_vector.h"
 #include "core/spin_lock.h"
 #include "engine/device_backend.h"
 #include "engine/gpu/event_pool.h"
+#include "engine/gpu/gpu_stream.h"
 #include "engine/gpu/stream_point.h"
 
 namespace weft::gpu {
@@ -31,6 +39,7 @@ namespace weft::gpu {
 namespace {
 
 using engine::Completion;
+using engine::GpuStream;
 using engine::RunContext;
 using engine::StreamKind;
 using engine::VarSyncSlot;
@@ -55,18 +64,19 @@ CudaVarState& MakeState(VarSyncSlot& slot) {
 }
 
 // Makes `ctx`'s work wait for `p`: on its stream (nothing on p's own stream, or on a stream that
-// already waited for it), or on the CPU.
+// already waited for it), or on the CPU. The test of the stream's bit and its setting are not one
+// atomic step: see the file comment for why that is safe.
 void WaitOn(const RunContext& ctx, StreamPoint* p) {
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  GpuStream* const stream = ctx.stream;
   if (stream == nullptr) {
     WEFT_CUDA_CHECK(cudaEventSynchronize(EventOf(p)->event));
     return;
   }
   if (p->stream == stream) return;
-  const int id = StreamId(stream);
+  const int id = stream->id();
   const uint64_t bit = id < 0 ? 0 : uint64_t{1} << id;
   if (bit != 0 && (p->waited_by.load(std::memory_order_acquire) & bit)) return;
-  WEFT_CUDA_CHECK(cudaStreamWaitEvent(stream, EventOf(p)->event, 0));
+  stream->Wait(EventOf(p)->event);
   p->waited_by.fetch_or(bit, std::memory_order_acq_rel);
 }
 
@@ -86,28 +96,20 @@ class CudaBackend final : public engine::DeviceBackend {
     std::call_once(once, [] { std::atexit([] { engine::Engine::Get()->Shutdown(); }); });
   }
 
-  void* CreateStream(int device, StreamKind kind) override {
+  // The stream belongs to the worker it is made for (engine/gpu/gpu_stream.h says who else may
+  // touch it). Blocking: work recorded on cudaStreamLegacy waits for it, which is what joining a
+  // library's auxiliary streams relies on (engine/gpu/stream_join.h).
+  GpuStream* CreateStream(int device, StreamKind kind) override {
     DeviceGuard guard(device);
     int least = 0, greatest = 0;
     WEFT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    // Blocking streams (the default flag): work recorded on cudaStreamLegacy waits for them, which
-    // is what joining a library's auxiliary streams relies on (core/gpu/stream_join.h).
-    cudaStream_t stream = nullptr;
-    WEFT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream, cudaStreamDefault,
-                                                 kind == StreamKind::kPrioritized ? greatest : least));
-    return stream;
+    return new GpuStream(device, {.blocking = true, .priority = kind == StreamKind::kPrioritized ? greatest : least});
   }
 
-  void DestroyStream(int device, void* stream) override {
+  // After the engine has drained: no op and no consumer can use the stream any more.
+  void DestroyStream(int device, GpuStream* stream) override {
     DeviceGuard guard(device);
-    try {
-      FlushLaunches(static_cast<cudaStream_t>(stream));
-    } catch (const Error&) {
-      // A device fault was already reported by the op that caused it; the stream goes anyway.
-    }
-    cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
-    ForgetStream(static_cast<cudaStream_t>(stream));
-    cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+    delete stream;  // launches what is batched and waits for the stream first
   }
 
   void BindThread(int device) override { WEFT_CUDA_CHECK(cudaSetDevice(device)); }
@@ -136,7 +138,7 @@ class CudaBackend final : public engine::DeviceBackend {
   }
 
   Completion RecordCompletion(const RunContext& ctx) override {
-    return AcquirePoint(static_cast<cudaStream_t>(ctx.stream), ctx.device.id);
+    return AcquirePoint(ctx.stream);
   }
 
   void AddReader(VarSyncSlot& var, Completion done) override {
@@ -193,12 +195,9 @@ class CudaBackend final : public engine::DeviceBackend {
     delete s;
   }
 
-  void Synchronize(void* stream) override {
-    FlushLaunches(static_cast<cudaStream_t>(stream));
-    WEFT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
-  }
+  void Synchronize(GpuStream* stream) override { stream->Synchronize(); }
 
-  void StreamIdle(void* stream) override { FlushLaunchesWhenIdle(static_cast<cudaStream_t>(stream)); }
+  void StreamIdle(GpuStream* stream) override { stream->FlushWhenIdle(); }
 
  private:
   // With the var held for writing (no reader can run).

@@ -3,7 +3,6 @@
 #include <mutex>
 
 #include "core/gpu/cuda_check.h"
-#include "core/gpu/launch_batch.h"
 
 namespace weft::gpu {
 
@@ -29,17 +28,26 @@ PooledEvent* EventPool::Acquire(int device) {
   return e;
 }
 
-PooledEvent* EventPool::Record(int device, cudaStream_t stream) {
-  FlushLaunches(stream);  // the event must follow the kernels batched so far
+template <typename RecordFn>
+PooledEvent* EventPool::RecordWith(int device, RecordFn record) {
   PooledEvent* e = Acquire(device);
-  const cudaError_t error = cudaEventRecord(e->event, stream);
-  if (error != cudaSuccess) {
+  try {
+    record(e->event);
+  } catch (...) {
     Release(e);  // refs is 0: straight back to the free list
-    ThrowCudaError(error, "cudaEventRecord(event, stream)", __FILE__, __LINE__);
+    throw;
   }
-  e->stream = stream;
   e->refs.store(1, std::memory_order_relaxed);
   return e;
+}
+
+PooledEvent* EventPool::Record(engine::GpuStream& stream) {
+  return RecordWith(stream.device(), [&](cudaEvent_t event) { stream.Record(event); });
+}
+
+PooledEvent* EventPool::RecordAfterAll(int device) {
+  DeviceGuard guard(device);  // the legacy stream of the event's device
+  return RecordWith(device, [](cudaEvent_t event) { engine::GpuStream::RecordAfterAll(event); });
 }
 
 void EventPool::Release(PooledEvent* e) {

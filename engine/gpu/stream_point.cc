@@ -12,7 +12,7 @@ namespace {
 // Pooled StreamPoints: one per GPU op, so no allocation per op.
 class PointPool {
  public:
-  StreamPoint* Acquire(cudaStream_t stream, int device) {
+  StreamPoint* Acquire(engine::GpuStream* stream) {
     StreamPoint* p = nullptr;
     {
       std::lock_guard<SpinLock> lock(mu_);
@@ -20,7 +20,6 @@ class PointPool {
     }
     if (p == nullptr) p = new StreamPoint;
     p->stream = stream;
-    p->device = device;
     p->event.store(nullptr, std::memory_order_relaxed);
     p->waited_by.store(0, std::memory_order_relaxed);
     p->refs.store(1, std::memory_order_release);
@@ -45,35 +44,18 @@ PointPool& Points() {
 
 }  // namespace
 
-StreamPoint* AcquirePoint(cudaStream_t stream, int device) { return Points().Acquire(stream, device); }
+StreamPoint* AcquirePoint(engine::GpuStream* stream) { return Points().Acquire(stream); }
 
 void ReleasePoint(StreamPoint* p) { Points().Release(p); }
 
 // The point's event, recorded now on its stream if no consumer has needed it before.
 PooledEvent* EventOf(StreamPoint* p) {
   if (PooledEvent* e = p->event.load(std::memory_order_acquire)) return e;
-  PooledEvent* fresh = EventPool::Get().Record(p->device, p->stream);
+  PooledEvent* fresh = EventPool::Get().Record(*p->stream);
   PooledEvent* expected = nullptr;
   if (p->event.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) return fresh;
   EventPool::Get().Release(fresh);  // another consumer recorded it first
   return expected;
-}
-
-// A small id per stream (bit positions of StreamPoint::waited_by); -1 past 64 streams.
-int StreamId(cudaStream_t stream) {
-  thread_local cudaStream_t cached_stream = nullptr;
-  thread_local int cached_id = -1;
-  if (stream == cached_stream) return cached_id;
-  static SpinLock mu;
-  static std::vector<cudaStream_t>* ids = new std::vector<cudaStream_t>;
-  std::lock_guard<SpinLock> lock(mu);
-  int id = -1;
-  for (size_t i = 0; i < ids->size(); ++i) {
-    if ((*ids)[i] == stream) id = static_cast<int>(i);
-  }
-  if (id < 0 && ids->size() < 64) id = static_cast<int>(ids->size()), ids->push_back(stream);
-  cached_stream = stream, cached_id = id;
-  return id;
 }
 
 }  // namespace weft::gpu

@@ -3,34 +3,37 @@
 // lazily, the first time a consumer on another stream or the CPU needs it (EventOf): a later
 // record covers the op's work and possibly more, never less. Points are pooled and reference
 // counted; their events go back to the EventPool with them.
+//
+// A point names its stream without owning it: the engine destroys a stream only after draining,
+// when no op can run and no WaitForVar can be pushed, so no consumer records a point's event on a
+// stream that is gone. (Vars may keep points after that; they are only released.)
 #pragma once
-
-#include <cuda_runtime.h>
 
 #include <atomic>
 #include <cstdint>
 
 #include "engine/gpu/event_pool.h"
+#include "engine/gpu/gpu_stream.h"
 
 namespace weft::gpu {
 
 struct StreamPoint {
-  cudaStream_t stream = nullptr;
-  int device = 0;
+  engine::GpuStream* stream = nullptr;
   std::atomic<int> refs{0};
-  std::atomic<PooledEvent*> event{nullptr};
-  std::atomic<uint64_t> waited_by{0};  // streams (by StreamId) already made to wait on it
+  std::atomic<PooledEvent*> event{nullptr};  // recorded once, by whichever consumer needs it first (CAS)
+  // The streams (bit GpuStream::id()) already made to wait on this point. A stream's bit is read
+  // and then set without a lock (cuda_backend.cc, WaitOn): safe because only the stream's owner
+  // (one thread at a time) makes it wait, so no two threads test and set the same bit; bits of
+  // other streams are set with fetch_or and do not interfere.
+  std::atomic<uint64_t> waited_by{0};
 };
 
-// A point of `stream` (on `device`) with one reference.
-StreamPoint* AcquirePoint(cudaStream_t stream, int device);
+// A point of `stream` with one reference.
+StreamPoint* AcquirePoint(engine::GpuStream* stream);
 inline void AddRef(StreamPoint* p) { p->refs.fetch_add(1, std::memory_order_relaxed); }
 void ReleasePoint(StreamPoint* p);
 
 // The point's event, recorded now on its stream if no consumer has needed it before.
 PooledEvent* EventOf(StreamPoint* p);
-
-// A small id per stream (bit positions of StreamPoint::waited_by); -1 past 64 streams.
-int StreamId(cudaStream_t stream);
 
 }  // namespace weft::gpu

@@ -28,7 +28,7 @@ DeviceWorkers* DeviceOrdering::Workers(int device) {
 }
 
 // Vars no device op has touched cost one load.
-void DeviceOrdering::Prepare(OprBlock* op, void* stream) {
+void DeviceOrdering::Prepare(OprBlock* op, GpuStream* stream) {
   op->ran = true;
   op->stream = stream;
   const RunContext ctx{op->device, stream, -1};

@@ -38,7 +38,7 @@ class DeviceOrdering {
 
   // With every var of the op granted: makes the op's stream wait for (or, for a CPU op, blocks
   // until) the device work it depends on.
-  void Prepare(OprBlock* op, void* stream);
+  void Prepare(OprBlock* op, GpuStream* stream);
   // Before the op releases its vars: attaches the op's device work to them. Returns what failed.
   std::exception_ptr Complete(OprBlock* op);
   // For WaitForVar: the device work that last wrote `var`, taken while the var is held, then

@@ -18,7 +18,7 @@ DeviceWorkers::DeviceWorkers(DeviceBackend& backend, Device device, int first_wo
     copy_from_ = MakePool(prefix + "copy-from worker", StreamKind::kCopyFromDevice, next_id, run);
     priority_ = MakePool(prefix + "priority worker", StreamKind::kPrioritized, next_id, run);
   } catch (...) {
-    for (void* s : streams_) backend_.DestroyStream(device_.id, s);
+    for (GpuStream* s : streams_) backend_.DestroyStream(device_.id, s);
     throw;
   }
 }
@@ -35,7 +35,7 @@ std::unique_ptr<WorkerPool> DeviceWorkers::MakePool(const std::string& name, Str
   DeviceBackend* backend = &backend_;
   const int id = device_.id;
   setup.bind_thread = [backend, id] { backend->BindThread(id); };
-  setup.on_idle = [backend](void* stream) {
+  setup.on_idle = [backend](GpuStream* stream) {
     try {
       backend->StreamIdle(stream);
     } catch (const Error&) {
@@ -49,7 +49,7 @@ std::unique_ptr<WorkerPool> DeviceWorkers::MakePool(const std::string& name, Str
 
 DeviceWorkers::~DeviceWorkers() {
   Stop();
-  for (void* s : streams_) backend_.DestroyStream(device_.id, s);
+  for (GpuStream* s : streams_) backend_.DestroyStream(device_.id, s);
 }
 
 void DeviceWorkers::Submit(OprBlock* op) {
@@ -73,7 +73,7 @@ void DeviceWorkers::Stop() {
 }
 
 void DeviceWorkers::Synchronize() {
-  for (void* s : streams_) backend_.Synchronize(s);
+  for (GpuStream* s : streams_) backend_.Synchronize(s);
 }
 
 int DeviceWorkers::num_workers() const { return static_cast<int>(streams_.size()); }

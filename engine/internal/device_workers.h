@@ -36,7 +36,7 @@ class DeviceWorkers {
 
   DeviceBackend& backend_;
   const Device device_;
-  std::vector<void*> streams_;  // every worker's, in pool order
+  std::vector<GpuStream*> streams_;  // every worker's, in pool order
   std::unique_ptr<WorkerPool> compute_, copy_to_, copy_from_, priority_;
   bool stopped_ = false;
 };

@@ -36,7 +36,7 @@ NaiveEngine::NaiveVar* NaiveEngine::Checked(VarHandle v, const char* name) const
   return static_cast<NaiveVar*>(v);
 }
 
-void* NaiveEngine::GpuStream(int device) {
+GpuStream* NaiveEngine::StreamOf(int device) {
   if (static_cast<int>(gpu_streams_.size()) <= device) gpu_streams_.resize(device + 1, nullptr);
   if (gpu_streams_[device] == nullptr) gpu_streams_[device] = gpu_->CreateStream(device, StreamKind::kCompute);
   gpu_->BindThread(device);
@@ -48,7 +48,7 @@ std::exception_ptr NaiveEngine::Run(const SyncFn& sync, const AsyncFn& async, co
   const int64_t start = profiler_ ? profiler_->NowNs() : 0;
   std::exception_ptr raised;
   try {
-    if (args.device.is_gpu()) ctx.stream = GpuStream(args.device.id);
+    if (args.device.is_gpu()) ctx.stream = StreamOf(args.device.id);
     if (sync) {
       sync(ctx);
     } else {

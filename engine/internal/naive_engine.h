@@ -34,7 +34,7 @@ class NaiveEngine final : public Engine {
   std::exception_ptr Run(const SyncFn& sync, const AsyncFn& async, const PushArgs& args);
   NaiveVar* Checked(VarHandle v, const char* name) const;
   // The stream GPU ops on `device` run on (made on first use); synchronized after each op.
-  void* GpuStream(int device);
+  GpuStream* StreamOf(int device);
 
   const std::unique_ptr<Profiler> profiler_;
   FailureLog failures_;
@@ -43,7 +43,7 @@ class NaiveEngine final : public Engine {
   std::recursive_mutex mu_;
   bool shut_down_ = false;  // guarded by mu_
   DeviceBackend* const gpu_ = GetDeviceBackend(DeviceType::kGpu);  // null on a CPU-only build
-  std::vector<void*> gpu_streams_;  // by device id; guarded by mu_
+  std::vector<GpuStream*> gpu_streams_;  // by device id; guarded by mu_
 };
 
 }  // namespace weft::engine

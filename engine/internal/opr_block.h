@@ -55,7 +55,7 @@ struct OprBlock {
   // Device ordering (engine/device_backend.h): set when the op ran with a backend present.
   bool device_sync = true;   // false for WaitForVar's op, which captures the writer instead
   bool ran = false;          // the backend's waits were made: its completion must be recorded
-  void* stream = nullptr;    // the worker's stream (null: a CPU op)
+  GpuStream* stream = nullptr;  // the worker's stream (null: a CPU op)
   int64_t start_ns = 0;      // profiler: when the op started
   int track = -1;            // profiler: the worker track it started on
 

@@ -42,7 +42,7 @@ ThreadedEngine::~ThreadedEngine() {
 }
 
 WorkerPool::Runner ThreadedEngine::WorkerRunner() {
-  return [this](OprBlock* op, int worker, void* stream) { Execute(op, worker, stream); };
+  return [this](OprBlock* op, int worker, GpuStream* stream) { Execute(op, worker, stream); };
 }
 
 VarHandle ThreadedEngine::NewVariable() {
@@ -185,7 +185,7 @@ void ThreadedEngine::RunInline(OprBlock* op) {
   queue = nullptr;
 }
 
-void ThreadedEngine::Execute(OprBlock* op, int worker, void* stream) {
+void ThreadedEngine::Execute(OprBlock* op, int worker, GpuStream* stream) {
   if (Failure* failure = op->inherited.load(std::memory_order_acquire)) {
     Finish(op, failure->shared_from_this(), nullptr);
     return;

@@ -47,7 +47,7 @@ class ThreadedEngine final : public Engine {
   void InheritError(OprBlock* op, ThreadedVar* var);
   void Dispatch(OprBlock* op);
   void RunInline(OprBlock* op);
-  void Execute(OprBlock* op, int worker, void* stream);
+  void Execute(OprBlock* op, int worker, GpuStream* stream);
   // What every worker pool runs an op with: Execute.
   WorkerPool::Runner WorkerRunner();
   // Ends an op: stores its error (raised, or propagated from an input) on the vars it writes,

@@ -57,7 +57,7 @@ void WorkerPool::Start() {
 
 void WorkerPool::WorkerLoop(int index) {
   const int worker = worker_id(index);
-  void* const stream = device_.streams.empty() ? nullptr : device_.streams[index];
+  GpuStream* const stream = device_.streams.empty() ? nullptr : device_.streams[index];
   if (device_.bind_thread) {
     try {
       device_.bind_thread();

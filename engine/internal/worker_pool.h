@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/engine.h"
 #include "engine/internal/task_queue.h"
 
 namespace weft::engine {
@@ -24,14 +25,14 @@ class WorkerPool {
   // run(op, worker_id, stream) executes one op. Worker ids are first_worker_id .. + num_workers
   // - 1, unique within an engine (they index per-worker resources and profiler tracks). Threads
   // start on the first Submit.
-  using Runner = std::function<void(OprBlock*, int, void*)>;
+  using Runner = std::function<void(OprBlock*, int, GpuStream*)>;
   // For a device's pool: each worker's stream (one per worker), and what a worker thread runs
   // before its first op (making its device current).
   struct DeviceSetup {
-    std::vector<void*> streams;
+    std::vector<GpuStream*> streams;
     std::function<void()> bind_thread;
     // With the worker's stream, once its queue has stayed dry for TaskQueue::kIdleGrace.
-    std::function<void(void*)> on_idle;
+    std::function<void(GpuStream*)> on_idle;
   };
   WorkerPool(std::string name, int num_workers, int first_worker_id, Runner run, DeviceSetup device = {});
   ~WorkerPool();  // Stop()s

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "core/gpu/cuda_check.h"
-#include "core/gpu/launch_batch.h"
 
 namespace weft::gpu {
 
@@ -129,15 +128,14 @@ H HandleFor(int device, cudaStream_t stream) {
 
 }  // namespace
 
-// A library call follows every kernel launched so far on the stream (core/gpu/launch_batch.h).
-cudnnHandle_t CudnnHandle(int device, cudaStream_t stream) {
-  FlushLaunches(stream);
-  return HandleFor<cudnnHandle_t>(device, stream);
+// Library flushes the stream's batch, so a library call made with the handle at once follows
+// every kernel launched so far on the stream (engine/gpu/launch_batch.h).
+cudnnHandle_t CudnnHandle(engine::GpuStream& stream) {
+  return stream.Library([&](cudaStream_t s) { return HandleFor<cudnnHandle_t>(stream.device(), s); });
 }
 
-cublasHandle_t CublasHandle(int device, cudaStream_t stream) {
-  FlushLaunches(stream);
-  return HandleFor<cublasHandle_t>(device, stream);
+cublasHandle_t CublasHandle(engine::GpuStream& stream) {
+  return stream.Library([&](cudaStream_t s) { return HandleFor<cublasHandle_t>(stream.device(), s); });
 }
 
 }  // namespace weft::gpu

@@ -2,9 +2,13 @@
 // stream; and the checks that turn a failed cuDNN or cuBLAS call into a weft::Error. Compiled
 // only by --config=cuda.
 //
-//   cudnnHandle_t dnn = CudnnHandle(ctx.run.device.id, stream);   // cudnnGetStream(dnn) == stream
-//   WEFT_CUDNN_CHECK(cudnnSoftmaxForward(dnn, ...));
-//   WEFT_CUBLAS_CHECK(cublasGemmEx(CublasHandle(device, stream), ...));
+//   engine::GpuStream& stream = *ctx.run.stream;
+//   WEFT_CUDNN_CHECK(cudnnSoftmaxForward(CudnnHandle(stream), ...));   // bound to the stream
+//   WEFT_CUBLAS_CHECK(cublasGemmEx(CublasHandle(stream), ...));
+//
+// A handle is got through the stream object (GpuStream::Library), which first launches the
+// kernels batched on the stream: a library call made with it at once follows them. Anything
+// launched through the stream between getting the handle and calling the library would not.
 //
 // A handle is used by one thread at a time: the thread that got it. An engine worker's stream
 // never changes, so a worker holds one handle per library; a thread that runs GPU ops on several
@@ -24,12 +28,14 @@
 #include <cudnn.h>
 
 #include "core/error.h"
+#include "engine/gpu/gpu_stream.h"
 
 namespace weft::gpu {
 
-// The calling thread's handle for `stream` on `device`, bound to `stream`.
-cudnnHandle_t CudnnHandle(int device, cudaStream_t stream);
-cublasHandle_t CublasHandle(int device, cudaStream_t stream);
+// The calling thread's handle for `stream` (on its device), bound to it, after the kernels
+// batched on it so far.
+cudnnHandle_t CudnnHandle(engine::GpuStream& stream);
+cublasHandle_t CublasHandle(engine::GpuStream& stream);
 
 // Throw weft::Error "<file>:<line>: cuDNN error: <call>: <status string>" (and the same for
 // cuBLAS, with the status name and its description).

@@ -5,7 +5,6 @@
 #include <span>
 #include <string>
 
-#include "core/gpu/launch_batch.h"
 #include "ops/gpu/internal/cudnn_softmax.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/nn/nn_params.h"
@@ -33,10 +32,7 @@ ComputeFn SoftmaxGpu(const std::string& op, bool log, bool backward) {
     } else {
       SoftmaxForward(call, dtype, rows, log, in[0].raw(), target_req, target);
     }
-    if (aliased) {
-      FlushLaunches(call.stream());
-      WEFT_CUDA_CHECK(cudaMemcpyAsync(out[0].raw(), target, out[0].bytes(), cudaMemcpyDeviceToDevice, call.stream()));
-    }
+    if (aliased) call.stream().Copy(out[0].raw(), target, out[0].bytes(), cudaMemcpyDeviceToDevice);
   };
 }
 

@@ -7,9 +7,9 @@
 #include <mutex>
 
 #include "core/gpu/cuda_check.h"
-#include "core/gpu/launch_batch.h"
 #include "core/spin_lock.h"
 #include "engine/gpu/event_pool.h"
+#include "engine/gpu/gpu_stream.h"
 #include "storage/internal/pooled_storage.h"
 
 namespace weft::gpu {
@@ -54,14 +54,11 @@ class PinnedRawAllocator final : public RawAllocator {
   void Deallocate(void* ptr, size_t) override { cudaFreeHost(ptr); }
 };
 
-// The device of `stream` (cudaStreamLegacy: the current device), for the events of its frees.
-int DeviceOf(cudaStream_t stream) {
+using engine::GpuStream;
+
+int CurrentDevice() {
   int device = 0;
-  if (stream == cudaStreamLegacy || stream == nullptr) {
-    WEFT_CUDA_CHECK(cudaGetDevice(&device));
-  } else {
-    WEFT_CUDA_CHECK(cudaStreamGetDevice(stream, &device));
-  }
+  WEFT_CUDA_CHECK(cudaGetDevice(&device));
   return device;
 }
 
@@ -83,13 +80,14 @@ class StreamOrderedStorage : public Storage {
   }
 
   // Without a stream: after all work queued so far on the blocking streams (the legacy stream).
-  void Free(Block block) override { FreeAfter(block, cudaStreamLegacy); }
+  void Free(Block block) override { FreeAfter(block, nullptr); }
 
-  void FreeAfter(Block block, void* stream) override {
+  // The event is of the stream's device; for the pinned pool without a stream, of the current one.
+  void FreeAfter(Block block, GpuStream* stream) override {
     if (block.ptr == nullptr) return;
     WEFT_CHECK(block.device == device_) << "a block of " << block.device << " freed to the pool of " << device_;
-    const auto s = static_cast<cudaStream_t>(stream);
-    PooledEvent* done = EventPool::Get().Record(device_.is_gpu() ? device_.id : DeviceOf(s), s);
+    PooledEvent* done = stream != nullptr ? EventPool::Get().Record(*stream)
+                                          : EventPool::Get().RecordAfterAll(device_.is_gpu() ? device_.id : CurrentDevice());
     std::lock_guard<SpinLock> lock(mu_);
     pending_.push_back({block, done});
   }
@@ -102,6 +100,9 @@ class StreamOrderedStorage : public Storage {
   // Blocks waiting for their stream count as in use until they are reclaimed.
   StorageStats Stats() const override { return pool_.Stats(); }
   void ResetPeak() override { pool_.ResetPeak(); }
+
+ protected:
+  Device device() const { return device_; }
 
  private:
   struct Pending {
@@ -161,40 +162,56 @@ class GpuStorage final : public StreamOrderedStorage {
  public:
   explicit GpuStorage(Device device) : StreamOrderedStorage(device, std::make_unique<CudaRawAllocator>(device.id)) {}
 
-  void Copy(void* dst, const void* src, size_t bytes, void* stream) override {
+  void Copy(void* dst, const void* src, size_t bytes, GpuStream* stream) override {
     if (bytes == 0) return;
-    const auto s = static_cast<cudaStream_t>(stream);
-    FlushLaunches(s);
+    GpuStream& s = StreamFor("Copy", stream);
     Storage& pinned = *PinnedHostStorage();
     if (IsPageable(src)) {
       const Block staging = pinned.Alloc(bytes);
       std::memcpy(staging.ptr, src, bytes);
-      WEFT_CUDA_CHECK(cudaMemcpyAsync(dst, staging.ptr, bytes, cudaMemcpyDefault, s));
-      pinned.FreeAfter(staging, stream);
+      s.Copy(dst, staging.ptr, bytes);
+      pinned.FreeAfter(staging, &s);
     } else if (IsPageable(dst)) {
       const Block staging = pinned.Alloc(bytes);
-      WEFT_CUDA_CHECK(cudaMemcpyAsync(staging.ptr, src, bytes, cudaMemcpyDefault, s));
-      auto* copy = new HostCopy{dst, staging.ptr, bytes};
-      const cudaError_t error = cudaLaunchHostFunc(
-          s,
+      s.Copy(staging.ptr, src, bytes);
+      try {
+        CopyOutOnStream(s, HostCopy{dst, staging.ptr, bytes});
+      } catch (...) {
+        pinned.FreeAfter(staging, &s);
+        throw;
+      }
+      pinned.FreeAfter(staging, &s);
+    } else {
+      s.Copy(dst, src, bytes);
+    }
+  }
+
+  void Zero(void* dst, size_t bytes, GpuStream* stream) override {
+    if (bytes == 0) return;
+    StreamFor("Zero", stream).Memset(dst, 0, bytes);
+  }
+
+ private:
+  GpuStream& StreamFor(const char* what, GpuStream* stream) const {
+    WEFT_CHECK(stream != nullptr) << what << " on " << device() << ": expected a GPU op's stream, found none";
+    return *stream;
+  }
+
+  // Queues, on `s`, a host function that copies `copy` out (from pinned staging memory).
+  static void CopyOutOnStream(GpuStream& s, const HostCopy& copy) {
+    auto* pending = new HostCopy(copy);
+    try {
+      s.HostFunc(
           [](void* c) {
             auto* h = static_cast<HostCopy*>(c);
             std::memcpy(h->dst, h->src, h->bytes);
             delete h;
           },
-          copy);
-      if (error != cudaSuccess) delete copy;
-      pinned.FreeAfter(staging, stream);
-      if (error != cudaSuccess) ThrowCudaError(error, "cudaLaunchHostFunc(stream, copy out)", __FILE__, __LINE__);
-    } else {
-      WEFT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+          pending);
+    } catch (...) {
+      delete pending;
+      throw;
     }
-  }
-
-  void Zero(void* dst, size_t bytes, void* stream) override {
-    if (bytes == 0) return;
-    FlushLaunches(static_cast<cudaStream_t>(stream));
-    WEFT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)));
   }
 };
 

@@ -24,11 +24,11 @@ class CpuRawAllocator final : public RawAllocator {
 
 std::unique_ptr<RawAllocator> NewCpuRawAllocator() { return std::make_unique<CpuRawAllocator>(); }
 
-void Storage::Copy(void* dst, const void* src, size_t bytes, void*) {
+void Storage::Copy(void* dst, const void* src, size_t bytes, engine::GpuStream*) {
   if (bytes > 0) std::memmove(dst, src, bytes);
 }
 
-void Storage::Zero(void* dst, size_t bytes, void*) {
+void Storage::Zero(void* dst, size_t bytes, engine::GpuStream*) {
   if (bytes > 0) std::memset(dst, 0, bytes);
 }
 

@@ -6,11 +6,14 @@
 
 namespace weft::gpu {
 
+engine::GpuStream& StreamOf(const OpContext& ctx) {
+  WEFT_CHECK(ctx.run.stream != nullptr) << "a GPU op on " << ctx.run.device
+                                        << ": expected the stream of a GPU worker, found none";
+  return *ctx.run.stream;
+}
+
 GpuCall::GpuCall(const OpContext& ctx)
-    : ctx_(ctx),
-      device_(ctx.run.device.id),
-      stream_(static_cast<cudaStream_t>(ctx.run.stream)),
-      guard_(ctx.run.device.id) {}
+    : ctx_(ctx), device_(ctx.run.device.id), stream_(StreamOf(ctx)), guard_(ctx.run.device.id) {}
 
 std::vector<void*> GpuCall::Workspace(std::initializer_list<size_t> bytes) const {
   constexpr size_t kAlign = 256;

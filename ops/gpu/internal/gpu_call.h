@@ -10,7 +10,9 @@
 //   }
 //
 // Requests: kWrite and kWriteInplace overwrite (beta 0), kAddTo accumulates (beta 1); the caller
-// skips kNull. Work is only ever queued on the call's stream; nothing here synchronizes.
+// skips kNull. Work is only ever queued on the call's stream, through the stream object
+// (engine/gpu/gpu_stream.h), which launches batched kernels before anything else; nothing here
+// synchronizes.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,19 +22,26 @@
 
 #include "core/dtype.h"
 #include "core/gpu/cuda_check.h"
+#include "engine/gpu/gpu_stream.h"
 #include "ops/gpu/library_handles.h"
 #include "ops/op.h"
 
 namespace weft::gpu {
+
+// The stream of the GPU op running with `ctx`. Throws weft::Error when there is none (the op is
+// not running on a GPU worker).
+engine::GpuStream& StreamOf(const OpContext& ctx);
 
 // One GPU op call: makes its device current for the call's scope.
 class GpuCall {
  public:
   explicit GpuCall(const OpContext& ctx);
   int device() const { return device_; }
-  cudaStream_t stream() const { return stream_; }
-  cudnnHandle_t cudnn() const { return CudnnHandle(device_, stream_); }
-  cublasHandle_t cublas() const { return CublasHandle(device_, stream_); }
+  engine::GpuStream& stream() const { return stream_; }
+  // Handles bound to the call's stream, after the kernels batched on it so far: make the library
+  // call with one at once (library_handles.h).
+  cudnnHandle_t cudnn() const { return CudnnHandle(stream_); }
+  cublasHandle_t cublas() const { return CublasHandle(stream_); }
   // The call's workspace as parts of these sizes, each 256-byte aligned, from one request
   // (ctx.Workspace keeps only its latest buffer valid). A part of 0 bytes is null.
   std::vector<void*> Workspace(std::initializer_list<size_t> bytes) const;
@@ -40,7 +49,7 @@ class GpuCall {
  private:
   const OpContext& ctx_;
   int device_;
-  cudaStream_t stream_;
+  engine::GpuStream& stream_;
   DeviceGuard guard_;
 };
 

@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
-#include "core/gpu/launch_batch.h"
+#include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/rtc/kernel_library.h"
 
 namespace weft::gpu {
@@ -115,7 +115,7 @@ void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name,
   const rtc::Kernel kernel = CachedKernel(file, name, device);
   const int64_t wanted = block_per_item ? items : (items + kGpuBlock - 1) / kGpuBlock;
   const unsigned blocks = static_cast<unsigned>(std::min(wanted, MaxBlocks(device)));
-  kernel.Launch(dim3(blocks), dim3(kGpuBlock), args, static_cast<cudaStream_t>(ctx.run.stream));
+  kernel.Launch(dim3(blocks), dim3(kGpuBlock), args, StreamOf(ctx));
 }
 
 void FillGpu(const OpContext& ctx, double value, OpReq req, const TensorView& y) {
@@ -123,8 +123,7 @@ void FillGpu(const OpContext& ctx, double value, OpReq req, const TensorView& y)
   const std::string t = KernelType("fill", kFillTypes, {}, {&y, 1});
   const int64_t n = y.size();
   if (value == 0 && req != OpReq::kAddTo) {
-    FlushLaunches(static_cast<cudaStream_t>(ctx.run.stream));
-    WEFT_CUDA_CHECK(cudaMemsetAsync(y.raw(), 0, y.bytes(), static_cast<cudaStream_t>(ctx.run.stream)));
+    StreamOf(ctx).Memset(y.raw(), 0, y.bytes());
     return;
   }
   const int v = PackWidth(y.dtype(), {y.raw()});
@@ -136,9 +135,7 @@ void CopyGpu(const OpContext& ctx, const TensorView& x, OpReq req, const TensorV
   if (req == OpReq::kNull || (req != OpReq::kAddTo && x.raw() == y.raw())) return;
   if (req != OpReq::kAddTo) {
     WEFT_CHECK_EQ(x.bytes(), y.bytes()) << "copy on GPU: the arrays differ in size";
-    FlushLaunches(static_cast<cudaStream_t>(ctx.run.stream));
-    WEFT_CUDA_CHECK(cudaMemcpyAsync(y.raw(), x.raw(), y.bytes(), cudaMemcpyDeviceToDevice,
-                                    static_cast<cudaStream_t>(ctx.run.stream)));
+    StreamOf(ctx).Copy(y.raw(), x.raw(), y.bytes(), cudaMemcpyDeviceToDevice);
     return;
   }
   const std::string t = KernelType("copy (add to)", kElementwiseTypes, {&x, 1}, {&y, 1});

@@ -6,7 +6,6 @@
 #include <mutex>
 #include <tuple>
 
-#include "core/gpu/launch_batch.h"
 #include "ops/gpu/library_handles.h"
 
 namespace weft::gpu {
@@ -83,13 +82,14 @@ bool LtBiasGemmSupports(DType dtype) { return dtype == DType::kFloat32 || dtype 
 
 void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a, const void* b,
                 const void* bias, void* d, bool accumulate) {
-  FlushLaunches(call.stream());  // after the kernels batched so far on the stream
   Plan& p = PlanFor(dtype, shape, call.device());
   WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   const float alpha = 1, beta = accumulate ? 1 : 0;
   void* workspace = p.workspace == 0 ? nullptr : call.Workspace({p.workspace})[0];
-  WEFT_CUBLAS_CHECK(cublasLtMatmul(LtHandle(), p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &p.algo,
-                                   workspace, p.workspace, call.stream()));
+  call.stream().Library([&](cudaStream_t s) {  // after the kernels batched so far on the stream
+    WEFT_CUBLAS_CHECK(cublasLtMatmul(LtHandle(), p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &p.algo,
+                                     workspace, p.workspace, s));
+  });
 }
 
 }  // namespace weft::gpu

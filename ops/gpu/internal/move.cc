@@ -2,8 +2,7 @@
 
 #include <cuda_runtime.h>
 
-#include "core/gpu/launch_batch.h"
-#include "core/gpu/cuda_check.h"
+#include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
 
 namespace weft::gpu {
@@ -20,9 +19,7 @@ bool TryMemcpy2D(const OpContext& ctx, size_t element_size, const void* x, void*
   const size_t y_pitch = walk.ndim == 2 ? walk.stride[0][0] * element_size : width;
   const size_t x_pitch = walk.ndim == 2 ? walk.stride[1][0] * element_size : width;
   if (y_pitch >= (size_t{1} << 30) || x_pitch >= (size_t{1} << 30)) return false;
-  FlushLaunches(static_cast<cudaStream_t>(ctx.run.stream));
-  WEFT_CUDA_CHECK(cudaMemcpy2DAsync(y, y_pitch, x, x_pitch, width, height, cudaMemcpyDeviceToDevice,
-                                    static_cast<cudaStream_t>(ctx.run.stream)));
+  StreamOf(ctx).Copy2D(y, y_pitch, x, x_pitch, width, height, cudaMemcpyDeviceToDevice);
   return true;
 }
 

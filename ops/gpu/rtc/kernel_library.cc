@@ -3,7 +3,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
-#include "core/gpu/launch_batch.h"
+#include "engine/gpu/launch_batch.h"
 #include "ops/gpu/rtc/compile.h"
 #include "ops/gpu/rtc/disk_cache.h"
 #include "ops/gpu/rtc/embedded.h"
@@ -20,7 +20,7 @@ class LoadedLibrary {
   }
   ~LoadedLibrary() {
     if (library_ == nullptr) return;
-    ForgetKernels();  // batched launches and cached chains may name this library's kernels
+    LaunchBatch::ForgetKernels();  // batched launches and cached chains may name this library's kernels
     cudaLibraryUnload(library_);
   }
   LoadedLibrary(LoadedLibrary&& other) noexcept : library_(std::exchange(other.library_, nullptr)) {}
@@ -60,8 +60,9 @@ std::string DiskKey(const std::string& source, const std::string& kernel, const 
 
 }  // namespace
 
-void Kernel::Launch(dim3 grid, dim3 block, std::span<void* const> args, cudaStream_t stream, size_t shared_bytes) const {
-  LaunchKernel(reinterpret_cast<const void*>(handle_), grid, block, args, shared_bytes, stream);  // batched
+void Kernel::Launch(dim3 grid, dim3 block, std::span<void* const> args, engine::GpuStream& stream,
+                    size_t shared_bytes) const {
+  stream.Launch(reinterpret_cast<const void*>(handle_), grid, block, args, shared_bytes);  // batched
 }
 
 // One (source, kernel, options): its CUBIN per architecture and its library per device.

@@ -1,14 +1,14 @@
 // The run-time kernel library: CUDA C++ kept as files in ops/gpu/kernels (embedded into the
 // binary at build time), or source text generated at run time (the fusion pass), compiled by
 // NVRTC for the architecture of the GPU it runs on, loaded with the runtime's library API and
-// launched on a stream. Compiled once per (source, kernel, options, device) in the process and,
+// launched on a stream (through the stream object, engine/gpu/gpu_stream.h). Compiled once per (source, kernel, options, device) in the process and,
 // when WEFT_RTC_CACHE names a folder, kept there across processes. Only cudart and NVRTC are
 // used (no driver API).
 //
 //   KernelRequest r{"unary.cuh", "", "weft::UnaryForward<weft::Relu, float, 4>"};
 //   Kernel k = KernelLibrary::Global().Get(r, /*device=*/0);   // throws weft::Error with the log
 //   void* args[] = {&x, &y, &n, &scalar, &req};
-//   k.Launch(dim3(blocks), dim3(256), args, stream);
+//   k.Launch(dim3(blocks), dim3(256), args, *ctx.run.stream);
 //
 //   std::string error;                                         // fusion: a status, not a throw
 //   std::optional<Kernel> f = KernelLibrary::Global().TryGet({"fused_3", text, "fused_3"}, 0, &error);
@@ -25,6 +25,8 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "engine/gpu/gpu_stream.h"
 
 namespace weft::gpu::rtc {
 
@@ -44,8 +46,9 @@ class Kernel {
  public:
   explicit Kernel(cudaKernel_t handle) : handle_(handle) {}
   // `args` points at each argument, in order, as cudaLaunchKernel expects (a `void* args[]` array
-  // converts). Batched per stream (core/gpu/launch_batch.h); does not synchronize.
-  void Launch(dim3 grid, dim3 block, std::span<void* const> args, cudaStream_t stream, size_t shared_bytes = 0) const;
+  // converts). Batched per stream (engine/gpu/launch_batch.h); does not synchronize.
+  void Launch(dim3 grid, dim3 block, std::span<void* const> args, engine::GpuStream& stream,
+              size_t shared_bytes = 0) const;
   cudaKernel_t handle() const { return handle_; }
 
  private:

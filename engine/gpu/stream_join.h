@@ -8,16 +8,16 @@
 // work queued so far on every blocking stream, auxiliary ones included, then a wait on that
 // event by the worker's stream. No CPU thread waits.
 //
-//   cudnnRNNBackwardData_v8(handle, ...);
+//   stream.Library([&](cudaStream_t s) { WEFT_CUDNN_CHECK(cudnnRNNBackwardData_v8(handle, ...)); });
 //   JoinLibraryStreams(stream);    // before the op returns
 #pragma once
 
-#include <cuda_runtime.h>
+#include "engine/gpu/gpu_stream.h"
 
 namespace weft::gpu {
 
-// Makes `stream` (current device's) wait for all work queued so far on the device's blocking
-// streams. Throws weft::Error on a CUDA error.
-void JoinLibraryStreams(cudaStream_t stream);
+// Makes `stream` wait for all work queued so far on its device's blocking streams (`stream`'s
+// device must be current). Throws weft::Error on a CUDA error.
+void JoinLibraryStreams(engine::GpuStream& stream);
 
 }  // namespace weft::gpu

@@ -1,7 +1,9 @@
-#include "core/gpu/launch_batch.h"
+#include "engine/gpu/launch_batch.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -58,18 +60,6 @@ struct Chain {
   std::vector<NodeState> state;
 };
 
-// One stream's pending kernels, and its chains by length. Never freed (ForgetStream empties it),
-// so a pointer to it stays valid in every thread's cache and in a flush that found it.
-struct Batch {
-  std::mutex mu;  // guards everything below
-  int device = 0;  // the stream's GPU (current when its first pending kernel came)
-  std::vector<PendingKernel> pending;
-  std::vector<size_t> arg_offsets;       // per argument, into arg_bytes
-  std::vector<unsigned char> arg_bytes;  // the pending kernels' arguments
-  std::map<int, Chain> chains;
-  std::string failure;  // a failed launch not yet raised by FlushLaunches
-};
-
 constexpr size_t kArgAlign = 16;
 
 bool Enabled() {
@@ -77,27 +67,33 @@ bool Enabled() {
   return enabled;
 }
 
-std::mutex registry_mu;
-std::map<cudaStream_t, std::unique_ptr<Batch>>& Registry() {
-  static auto* batches = new std::map<cudaStream_t, std::unique_ptr<Batch>>;  // guarded by registry_mu
-  return *batches;
-}
+}  // namespace
 
-// The stream's batch; null when `create` is false and there is none. Each thread caches the last
-// one it found (usually its own worker stream's): flushes run before every event record, copy
-// and library call, and should take no lock.
-Batch* BatchOf(cudaStream_t stream, bool create) {
-  thread_local cudaStream_t cached_stream = nullptr;
-  thread_local Batch* cached = nullptr;
-  if (stream == cached_stream && cached != nullptr) return cached;
-  std::lock_guard<std::mutex> lock(registry_mu);
-  auto it = Registry().find(stream);
-  if (it == Registry().end()) {
-    if (!create) return nullptr;
-    it = Registry().emplace(stream, std::make_unique<Batch>()).first;
-  }
-  cached_stream = stream, cached = it->second.get();
-  return cached;
+// One stream's pending kernels, and its chains by length.
+struct LaunchBatch::State {
+  State(cudaStream_t s, int d) : stream(s), device(d) {}
+  const cudaStream_t stream;
+  const int device;  // the stream's GPU: current while a flush launches
+  std::mutex mu;     // guards everything below
+  std::vector<PendingKernel> pending;
+  std::vector<size_t> arg_offsets;       // per argument, into arg_bytes
+  std::vector<unsigned char> arg_bytes;  // the pending kernels' arguments
+  std::map<int, Chain> chains;
+  std::string failure;  // a failed launch not yet raised by Flush
+};
+
+namespace {
+
+using State = LaunchBatch::State;
+
+// Every live batch, for FlushAll and ForgetKernels. A batch is added by its constructor and
+// removed by its destructor, both under registry_mu; FlushAll and ForgetKernels hold registry_mu
+// while they use the batches they found, so none is freed under them. Lock order: registry_mu,
+// then a batch's mu.
+std::mutex registry_mu;
+std::vector<State*>& Registry() {
+  static auto* batches = new std::vector<State*>;  // guarded by registry_mu; never destroyed
+  return *batches;
 }
 
 std::atomic<uint64_t> kernel_generation{0};  // bumped by ForgetKernels: cached parameter sizes go stale
@@ -126,12 +122,9 @@ const std::vector<size_t>& ParamSizes(const void* kernel, size_t count) {
   return sizes;
 }
 
-void Append(Batch& b, const void* kernel, dim3 grid, dim3 block, std::span<void* const> args, size_t shared_bytes) {
+void Append(State& b, const void* kernel, dim3 grid, dim3 block, std::span<void* const> args, size_t shared_bytes) {
   const std::vector<size_t>& sizes = ParamSizes(kernel, args.size());
-  if (b.pending.empty()) {
-    b.arg_bytes.clear();
-    WEFT_CUDA_CHECK(cudaGetDevice(&b.device));
-  }
+  if (b.pending.empty()) b.arg_bytes.clear();
   PendingKernel k{kernel, grid, block, static_cast<unsigned>(shared_bytes), static_cast<uint32_t>(b.arg_offsets.size()),
                   static_cast<uint32_t>(sizes.size()), b.arg_bytes.size(), 0};
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -145,7 +138,7 @@ void Append(Batch& b, const void* kernel, dim3 grid, dim3 block, std::span<void*
 }
 
 // Node parameters of pending kernel `k`; `pointers` receives its argument pointers.
-cudaKernelNodeParams NodeParams(Batch& b, const PendingKernel& k, std::vector<void*>& pointers) {
+cudaKernelNodeParams NodeParams(State& b, const PendingKernel& k, std::vector<void*>& pointers) {
   for (uint32_t i = 0; i < k.num_args; ++i) pointers.push_back(b.arg_bytes.data() + b.arg_offsets[k.arg_begin + i]);
   cudaKernelNodeParams p{};
   p.func = const_cast<void*>(k.kernel);
@@ -176,8 +169,8 @@ cudaError_t BuildChain(const std::vector<cudaKernelNodeParams>& params, Chain& c
 
 // Launches `params` (kernel i's argument bytes: `args[i]`) on the stream as the cached chain of
 // their length, setting in place the nodes that differ from what they hold.
-cudaError_t LaunchChain(Batch& b, const std::vector<cudaKernelNodeParams>& params,
-                        const std::vector<std::span<const unsigned char>>& args, cudaStream_t stream) {
+cudaError_t LaunchChain(State& b, const std::vector<cudaKernelNodeParams>& params,
+                        const std::vector<std::span<const unsigned char>>& args) {
   const int count = static_cast<int>(params.size());
   Chain& c = b.chains[count];
   if (c.exec == nullptr) {
@@ -195,12 +188,12 @@ cudaError_t LaunchChain(Batch& b, const std::vector<cudaKernelNodeParams>& param
     }
     c.state[i].Assign(params[i], args[i]);
   }
-  return cudaGraphLaunch(c.exec, stream);
+  return cudaGraphLaunch(c.exec, b.stream);
 }
 
 // Launches the pending kernels (with the stream's device current). On failure the kernels are
 // launched one by one, so that the good ones still run, and the first error is kept in `failure`.
-void FlushLocked(Batch& b, cudaStream_t stream) {
+void FlushLocked(State& b) {
   if (b.pending.empty()) return;
   DeviceGuard guard(b.device);  // a flush may come from a thread bound to another GPU
   thread_local std::vector<void*> pointers;
@@ -213,12 +206,12 @@ void FlushLocked(Batch& b, cudaStream_t stream) {
     args.emplace_back(b.arg_bytes.data() + k.bytes_begin, k.bytes_end - k.bytes_begin);
   }
   b.pending.clear(), b.arg_offsets.clear();
-  cudaError_t error = LaunchChain(b, params, args, stream);
+  cudaError_t error = LaunchChain(b, params, args);
   if (error == cudaSuccess) return;
   cudaGetLastError();
   error = cudaSuccess;
   for (const cudaKernelNodeParams& p : params) {
-    const cudaError_t e = cudaLaunchKernel(p.func, p.gridDim, p.blockDim, p.kernelParams, p.sharedMemBytes, stream);
+    const cudaError_t e = cudaLaunchKernel(p.func, p.gridDim, p.blockDim, p.kernelParams, p.sharedMemBytes, b.stream);
     if (e != cudaSuccess && error == cudaSuccess) error = e;
   }
   if (error == cudaSuccess) return;
@@ -229,79 +222,81 @@ void FlushLocked(Batch& b, cudaStream_t stream) {
 }
 
 // FlushLocked, then raises a kept failure.
-void FlushOrThrow(Batch& b, cudaStream_t stream) {
-  FlushLocked(b, stream);
+void FlushOrThrow(State& b) {
+  FlushLocked(b);
   if (!b.failure.empty()) throw Error(std::exchange(b.failure, std::string()));
 }
 
 }  // namespace
 
-void LaunchKernel(const void* kernel, dim3 grid, dim3 block, std::span<void* const> args, size_t shared_bytes,
-                  cudaStream_t stream) {
+LaunchBatch::LaunchBatch(cudaStream_t stream, int device) : state_(std::make_unique<State>(stream, device)) {
+  std::lock_guard<std::mutex> lock(registry_mu);
+  Registry().push_back(state_.get());
+}
+
+LaunchBatch::~LaunchBatch() {
+  std::lock_guard<std::mutex> lock(registry_mu);
+  std::vector<State*>& all = Registry();
+  all.erase(std::find(all.begin(), all.end(), state_.get()));
+  std::lock_guard<std::mutex> batch_lock(state_->mu);
+  for (auto& [count, chain] : state_->chains) DestroyChain(chain);
+}
+
+void LaunchBatch::Launch(const void* kernel, dim3 grid, dim3 block, std::span<void* const> args, size_t shared_bytes) {
+  State& b = *state_;
   void** const arg_pointers = const_cast<void**>(args.data());
-  if (!Enabled() || stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
-    WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, grid, block, arg_pointers, shared_bytes, stream));
+  if (!Enabled()) {
+    WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, grid, block, arg_pointers, shared_bytes, b.stream));
     return;
   }
-  Batch& b = *BatchOf(stream, /*create=*/true);
   std::lock_guard<std::mutex> lock(b.mu);
   if (static_cast<uint64_t>(grid.x) * grid.y * grid.z * block.x * block.y * block.z >= kDirectLaunchThreads) {
-    FlushOrThrow(b, stream);  // after the kernels before it
-    WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, grid, block, arg_pointers, shared_bytes, stream));
+    FlushOrThrow(b);  // after the kernels before it
+    WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, grid, block, arg_pointers, shared_bytes, b.stream));
     return;
   }
   Append(b, kernel, grid, block, args, shared_bytes);
-  if (static_cast<int>(b.pending.size()) == kMaxBatch) FlushOrThrow(b, stream);
+  if (static_cast<int>(b.pending.size()) == kMaxBatch) FlushOrThrow(b);
 }
 
-void FlushLaunches(cudaStream_t stream) {
-  if (!Enabled() || stream == nullptr) return;
-  if (stream == cudaStreamLegacy) {  // the legacy stream orders after every blocking stream
-    std::vector<std::pair<cudaStream_t, Batch*>> all;
-    {
-      std::lock_guard<std::mutex> lock(registry_mu);
-      for (auto& [s, b] : Registry()) all.emplace_back(s, b.get());
-    }
-    for (auto& [s, b] : all) {  // batches are never freed
-      std::lock_guard<std::mutex> lock(b->mu);
-      FlushOrThrow(*b, s);
-    }
-    return;
-  }
-  Batch* b = BatchOf(stream, /*create=*/false);
-  if (b == nullptr) return;
-  std::lock_guard<std::mutex> lock(b->mu);
-  FlushOrThrow(*b, stream);
+void LaunchBatch::Flush() {
+  if (!Enabled()) return;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  FlushOrThrow(*state_);
 }
 
-void FlushLaunchesWhenIdle(cudaStream_t stream) noexcept {
-  if (!Enabled() || stream == nullptr) return;
-  Batch* b = BatchOf(stream, /*create=*/false);
-  if (b == nullptr) return;
-  std::lock_guard<std::mutex> lock(b->mu);
+void LaunchBatch::FlushWhenIdle() noexcept {
+  if (!Enabled()) return;
+  std::lock_guard<std::mutex> lock(state_->mu);
   try {
-    FlushLocked(*b, stream);
+    FlushLocked(*state_);
   } catch (...) {  // the device guard failed: the kernels stay pending for the next flush
   }
 }
 
-void ForgetStream(cudaStream_t stream) {
+// Every batch is flushed even when one raises; the first failure is raised after.
+void LaunchBatch::FlushAll() {
+  if (!Enabled()) return;
+  std::exception_ptr first;
   std::lock_guard<std::mutex> lock(registry_mu);
-  auto it = Registry().find(stream);
-  if (it == Registry().end()) return;
-  Batch& b = *it->second;
-  std::lock_guard<std::mutex> batch_lock(b.mu);
-  for (auto& [count, chain] : b.chains) DestroyChain(chain);
-  b.chains.clear(), b.pending.clear(), b.arg_offsets.clear(), b.arg_bytes.clear(), b.failure.clear();
-}
-
-void ForgetKernels() noexcept {
-  std::lock_guard<std::mutex> lock(registry_mu);
-  for (auto& [stream, b] : Registry()) {
+  for (State* b : Registry()) {
     std::lock_guard<std::mutex> batch_lock(b->mu);
     try {
-      FlushLocked(*b, stream);  // a failed launch stays for the stream's next flush
-    } catch (const Error&) {    // the device guard failed: the device is gone, and the kernels with it
+      FlushOrThrow(*b);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+void LaunchBatch::ForgetKernels() noexcept {
+  std::lock_guard<std::mutex> lock(registry_mu);
+  for (State* b : Registry()) {
+    std::lock_guard<std::mutex> batch_lock(b->mu);
+    try {
+      FlushLocked(*b);  // a failed launch stays for the stream's next flush
+    } catch (const Error&) {  // the device guard failed: the device is gone, and the kernels with it
       b->pending.clear(), b->arg_offsets.clear();
     }
     for (auto& [count, chain] : b->chains) DestroyChain(chain);
