@@ -548,6 +548,15 @@ TEST(PointwiseSpecialValues, StatedSemantics) {
              "clipping keeps a NaN gradient NaN");
   ExpectBits(Apply("sgd_mom_update", {1, 1, nan}, {{"lr", "0.1"}, {"momentum", "0.9"}}), nan,
              "a NaN momentum makes a NaN weight");
+  // Cast is no pointwise op of the registry's (it changes dtype) but moves the same values.
+  for (const char* dtype : {"float64", "bfloat16", "float32"}) {
+    const NDArray x = NDArray::FromVector(std::vector<float>{-0.0f, nan, -inf}, Shape{3}).Copy(TestDevice());
+    const NDArray back = CastTo(CastTo(x, dtype), "float32").Copy(Device::Cpu());
+    const std::vector<float> v = back.ToVector<float>();
+    ExpectBits(v[0], -0.0f, std::string("Cast to ") + dtype + " and back keeps -0");
+    ExpectBits(v[1], nan, std::string("Cast to ") + dtype + " and back keeps NaN");
+    ExpectBits(v[2], -inf, std::string("Cast to ") + dtype + " and back keeps -inf");
+  }
 }
 
 }  // namespace

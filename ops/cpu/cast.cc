@@ -34,7 +34,8 @@ void CastTensor(const TensorView& in, OpReq req, const TensorView& out) {
       Y* y = static_cast<Y*>(out.raw());
       const bool add = req == OpReq::kAddTo;
       ParallelFor(out.size(), 1 << 14, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) y[i] = Convert<Y>(Load(x, i) + (add ? Load(y, i) : 0.0));
+        // Not x + (add ? y : 0): -0 + 0 is +0, and a cast must keep the sign of zero.
+        for (int64_t i = b; i < e; ++i) y[i] = Convert<Y>(add ? Load(x, i) + Load(y, i) : Load(x, i));
       });
     });
   });

@@ -32,7 +32,8 @@ __global__ void Cast(const X* x, Y* y, int64 n, int req) {
     if (req == kReqAdd) out = *reinterpret_cast<const Pack<Y, W>*>(y + i);
 #pragma unroll
     for (int j = 0; j < W; ++j) {
-      out.v[j] = CastStore<Y>(CastLoad(in.v[j]) + (req == kReqAdd ? CastLoad(out.v[j]) : 0.0));
+      // Not x + (add ? y : 0): -0 + 0 is +0, and a cast must keep the sign of zero.
+      out.v[j] = CastStore<Y>(req == kReqAdd ? CastLoad(in.v[j]) + CastLoad(out.v[j]) : CastLoad(in.v[j]));
     }
     *reinterpret_cast<Pack<Y, W>*>(y + i) = out;
   });
