@@ -24,10 +24,10 @@ TEST(Symbol, ComposesAndListsArgumentsInOrder) {
             (std::vector<std::string>{"data", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias", "label"}));
   EXPECT_EQ(loss.ListOutputs(), std::vector<std::string>{"loss_output"});
   Graph g = loss.ToGraph();
-  EXPECT_EQ(g.nodes.size(), 10u);
-  EXPECT_EQ(g.outputs.size(), 1u);
-  for (uint32_t n = 0; n < g.nodes.size(); ++n) {
-    for (const NodeEntry& e : g.nodes[n].inputs) EXPECT_LT(e.node, n) << "inputs come before their users";
+  EXPECT_EQ(g.nodes().size(), 10u);
+  EXPECT_EQ(g.outputs().size(), 1u);
+  for (uint32_t n = 0; n < g.nodes().size(); ++n) {
+    for (const NodeEntry& e : g.node(n).inputs) EXPECT_LT(e.node, n) << "inputs come before their users";
   }
 }
 
@@ -48,12 +48,12 @@ TEST(Symbol, JsonRoundTripsExactly) {
   EXPECT_EQ(loaded.ToJson(), json);
   EXPECT_EQ(loaded.ListArguments(), loss.ListArguments());
   Graph a = loss.ToGraph(), b = loaded.ToGraph();
-  ASSERT_EQ(a.nodes.size(), b.nodes.size());
-  for (size_t n = 0; n < a.nodes.size(); ++n) {
-    EXPECT_EQ(a.nodes[n].name, b.nodes[n].name);
-    EXPECT_EQ(a.nodes[n].op, b.nodes[n].op);
-    EXPECT_EQ(a.nodes[n].attrs.raw(), b.nodes[n].attrs.raw());
-    EXPECT_TRUE(a.nodes[n].inputs == b.nodes[n].inputs);
+  ASSERT_EQ(a.nodes().size(), b.nodes().size());
+  for (size_t n = 0; n < a.nodes().size(); ++n) {
+    EXPECT_EQ(a.node(n).name, b.node(n).name);
+    EXPECT_EQ(a.node(n).op, b.node(n).op);
+    EXPECT_EQ(a.node(n).attrs.raw(), b.node(n).attrs.raw());
+    EXPECT_TRUE(a.node(n).inputs == b.node(n).inputs);
   }
 }
 

@@ -76,7 +76,9 @@ const bool registered = [] {
         return std::vector<Shape>{in[0], in[0]};
       })
       .Inplace({{0, 0}})
-      .Random()
+      .Random([](const Attrs& a, std::span<const TensorView> in, bool train) -> uint64_t {
+        return train && a.Get<DropoutParam>().p > 0 ? in[0].size() : 0;  // one number per element, as computed
+      })
       .Compute(DeviceType::kCpu, DropoutCompute)
       .Gradient([](const Attrs&, GradBuilder& g) {
         g.SetInputGrad(0, g.Op("mul", {g.OutGrad(0), g.Output(1)}));
