@@ -22,9 +22,9 @@ class Planner {
     for (uint32_t n = 0; n < g_.nodes().size(); ++n) {
       const Node& node = g_.node(n);
       if (node.is_variable()) continue;
-      for (uint32_t o = 0; o < node.num_outputs(); ++o) Assign(n, o);
+      for (uint32_t o = 0; o < g_.num_outputs(n); ++o) Assign(n, o);
       for (const NodeEntry& in : node.inputs) Release(g_.EntryId(in));
-      for (uint32_t o = 0; o < node.num_outputs(); ++o) {
+      for (uint32_t o = 0; o < g_.num_outputs(n); ++o) {
         if (uses_[g_.EntryId({n, o})] == 0) Free(g_.EntryId({n, o}));  // nothing reads it
       }
     }

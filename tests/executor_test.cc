@@ -327,6 +327,21 @@ TEST(Executor, RandomOpsInOneSegmentDrawDisjointRangesHoweverItIsCut) {
   }
 }
 
+TEST(Executor, ABoundDropoutDrawsWhatTheImperativeOneDraws) {
+  // One description of the call (ops/invocation.h) on both paths: the same seed, the same mask,
+  // and the same position of the stream afterwards.
+  const NDArray x = NDArray::FromVector(std::vector<float>(1001, 3.0f), Shape{7, 143});
+  SeedRandom(5);
+  const std::vector<float> imperative = Invoke("Dropout", {x}, {{"p", "0.3"}}, {.is_train = true})[1].ToVector<float>();
+  const uint64_t imperative_next = ReserveRandom(Device::Cpu(), 1).offset;
+  auto exec = Executor::Bind(Symbol::Op("Dropout", {Symbol::Variable("x")}, {{"p", "0.3"}})[1], Device::Cpu(), {{"x", x}});
+  SeedRandom(5);
+  exec->Forward(/*is_train=*/true);
+  EXPECT_EQ(exec->outputs()[0].ToVector<float>(), imperative);
+  EXPECT_EQ(ReserveRandom(Device::Cpu(), 1).offset, imperative_next);
+  EXPECT_EQ(imperative_next, RandomBlocks(1001));
+}
+
 // An imperative SoftmaxCrossEntropy whose label is out of range: it fails while it runs.
 NDArray FailingImperativeOp() {
   NDArray logits = NDArray::FromVector(std::vector<float>{1, 2, 3}, Shape{1, 3});
@@ -362,7 +377,7 @@ TEST(Executor, DestroyingAnExecutorWaitsOnlyForItsOwnOps) {
   {
     auto exec = UnrelatedExecutor();
     exec->Forward(false);
-    testing::Watchdog watchdog(std::chrono::seconds(60), "~Executor waited for an op that is not its own");
+    testing::Watchdog watchdog(std::chrono::seconds(20), "~Executor waited for an op that is not its own");
     exec.reset();
   }
   gate.Open();

@@ -79,6 +79,31 @@ TEST(Symbol, MalformedJsonIsAClearError) {
   EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(bad_output); }).find("found output 3"), std::string::npos);
 }
 
+TEST(Graph, FreezeChecksThatInputsComeBeforeTheirUsers) {
+  GraphBuilder b = Mlp().ToGraph().ToBuilder();
+  b.nodes[1].inputs.push_back({9, 0});  // fc1 reading the loss
+  EXPECT_NE(testing::ErrorMessage([&] { std::move(b).Freeze(); }).find("reads node 9, expected a node before it"),
+            std::string::npos);
+  GraphBuilder bad_output = Mlp().ToGraph().ToBuilder();
+  bad_output.outputs.push_back({0, 1});  // a variable has one output
+  EXPECT_NE(testing::ErrorMessage([&] { std::move(bad_output).Freeze(); }).find("reads a missing output of node 'data'"),
+            std::string::npos);
+}
+
+TEST(Graph, TypedAttributesComeWithANewGraphValue) {
+  const Graph g = Mlp().ToGraph();
+  const Graph typed = g.WithTypes(std::vector<Shape>(g.num_entries(), Shape{2}),
+                                  std::vector<DType>(g.num_entries(), DType::kFloat64));
+  EXPECT_FALSE(g.has_types()) << "the original is unchanged";
+  EXPECT_TRUE(typed.has_types());
+  EXPECT_EQ(typed.dtypes()[typed.EntryId(typed.outputs()[0])], DType::kFloat64);
+  EXPECT_EQ(&typed.nodes(), &g.nodes()) << "both share one frozen structure";
+  EXPECT_NE(testing::ErrorMessage([&] { g.shapes(); }).find("run InferShapesAndTypes first"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { typed.memory(); }).find("run PlanMemory first"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { g.WithTypes({Shape{1}}, {DType::kFloat32}); }).find("one shape per entry"),
+            std::string::npos);
+}
+
 TEST(Symbol, TwoVariablesWithOneNameAreRejected) {
   Symbol a = Symbol::Variable("x"), b = Symbol::Variable("x");
   EXPECT_NE(testing::ErrorMessage([&] { Symbol::Op("add", {a, b}).ToGraph(); }).find("two different variables are named 'x'"),
