@@ -17,8 +17,10 @@
 //   engine.PushSync([&](RunContext run) { ctx.run = run; call.Run(ctx); }, call.device(), call.reads(), call.writes());
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/device.h"
 #include "core/small_vector.h"
@@ -37,13 +39,22 @@ class Invocation {
   // A call of `op` with `attrs` (parsed for it) on `device`. Throws as ComputeFor does.
   Invocation(const Op& op, const Attrs& attrs, Device device);
 
-  // Inputs, then outputs, in the op's order.
-  void AddInput(const TensorView& view, engine::VarHandle var);
-  void AddOutput(const TensorView& view, engine::VarHandle var, OpReq req);
+  // Inputs, then outputs, in the op's order. (Inline: imperative calls build one per push.)
+  void AddInput(const TensorView& view, engine::VarHandle var) {
+    (Mutates(inputs_.size()) ? writes_ : reads_).push_back(var);
+    inputs_.push_back(view);
+  }
+  void AddOutput(const TensorView& view, engine::VarHandle var, OpReq req) {
+    outputs_.push_back(view);
+    req_.push_back(req);
+    if (req != OpReq::kNull) writes_.push_back(var);
+  }
 
   // The number of 32-bit random numbers this call draws: Op::random_draws for these inputs, 0
   // for an op that is not random. OpContext::random must hold a range of that many.
-  uint64_t RandomDraws(bool is_train) const;
+  uint64_t RandomDraws(bool is_train) const {
+    return op_->random ? op_->random_draws(attrs_, inputs_.span(), is_train) : 0;
+  }
   // Runs the compute on this call's tensors.
   void Run(const OpContext& ctx) const { (*compute_)(ctx, attrs_, inputs_.span(), req_.span(), outputs_.span()); }
 
@@ -57,7 +68,10 @@ class Invocation {
   std::span<const engine::VarHandle> writes() const { return writes_.span(); }
 
  private:
-  bool Mutates(size_t input) const;
+  bool Mutates(size_t input) const {
+    const std::vector<int>& mutated = op_->mutate_inputs;
+    return !mutated.empty() && std::find(mutated.begin(), mutated.end(), static_cast<int>(input)) != mutated.end();
+  }
 
   const Op* op_ = nullptr;
   const ComputeFn* compute_ = nullptr;
