@@ -2,9 +2,10 @@
 // planned graph, every entry's array (user arrays for arguments, gradients and outputs; views of
 // the memory plan's buffers for the rest), one Invocation per op node, and the segments of
 // consecutive nodes that are pushed to the engine as one op each. It pushes nothing: a GraphRun
-// (graph_run.h) pushes its segments, and must be done before the BoundGraph is destroyed.
+// (graph_run.h) pushes its segments, and is destroyed (which waits for them) before it. Immutable
+// after construction, so engine workers may run several of its segments at once.
 //
-//   BoundGraph plan(std::move(graph), device, args, arg_grads, grad_args, grad_reqs);
+//   BoundGraph plan(graph, device, args, arg_grads, grad_args, grad_reqs);
 //   for (uint32_t s : plan.segments(Phase::kForward)) ... plan.segment(s).reads ...
 //   plan.RunSegment(s, is_train, key, run);   // on the engine worker
 #pragma once
