@@ -334,7 +334,8 @@ TEST(Executor, ABoundDropoutDrawsWhatTheImperativeOneDraws) {
   SeedRandom(5);
   const std::vector<float> imperative = Invoke("Dropout", {x}, {{"p", "0.3"}}, {.is_train = true})[1].ToVector<float>();
   const uint64_t imperative_next = ReserveRandom(Device::Cpu(), 1).offset;
-  auto exec = Executor::Bind(Symbol::Op("Dropout", {Symbol::Variable("x")}, {{"p", "0.3"}})[1], Device::Cpu(), {{"x", x}});
+  Symbol mask = Symbol::Op("Dropout", {Symbol::Variable("x")}, {{"p", "0.3"}})[1];
+  auto exec = Executor::Bind(mask, Device::Cpu(), {{"x", x}});
   SeedRandom(5);
   exec->Forward(/*is_train=*/true);
   EXPECT_EQ(exec->outputs()[0].ToVector<float>(), imperative);

@@ -86,7 +86,8 @@ TEST(Graph, FreezeChecksThatInputsComeBeforeTheirUsers) {
             std::string::npos);
   GraphBuilder bad_output = Mlp().ToGraph().ToBuilder();
   bad_output.outputs.push_back({0, 1});  // a variable has one output
-  EXPECT_NE(testing::ErrorMessage([&] { std::move(bad_output).Freeze(); }).find("reads a missing output of node 'data'"),
+  EXPECT_NE(testing::ErrorMessage([&] { std::move(bad_output).Freeze(); })
+                .find("reads a missing output of node 'data'"),
             std::string::npos);
 }
 

@@ -48,7 +48,9 @@ void BoundGraph::AllocateEntries(const std::map<std::string, NDArray>& args,
                                  const std::vector<std::string>& grad_args) {
   const Graph& g = graph_;
   const MemoryPlan& plan = g.memory();
-  for (size_t bytes : plan.storage_bytes) buffers_.emplace_back(Shape{static_cast<int64_t>(bytes)}, device_, DType::kUInt8);
+  for (size_t bytes : plan.storage_bytes) {
+    buffers_.emplace_back(Shape{static_cast<int64_t>(bytes)}, device_, DType::kUInt8);
+  }
   entries_.resize(g.num_entries());
   for (uint32_t e = 0; e < g.num_entries(); ++e) {
     if (plan.storage_id[e] >= 0) entries_[e] = buffers_[plan.storage_id[e]].Alias(g.shapes()[e], g.dtypes()[e]);
@@ -147,7 +149,9 @@ void BoundGraph::RunSegment(uint32_t s, bool is_train, RandomKey key, const engi
 
 std::vector<NDArray> BoundGraph::forward_outputs() const {
   std::vector<NDArray> out;
-  for (size_t o = 0; o < graph_.num_forward_outputs(); ++o) out.push_back(entries_[graph_.EntryId(graph_.outputs()[o])]);
+  for (size_t o = 0; o < graph_.num_forward_outputs(); ++o) {
+    out.push_back(entries_[graph_.EntryId(graph_.outputs()[o])]);
+  }
   return out;
 }
 
