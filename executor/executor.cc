@@ -5,9 +5,8 @@
 
 #include "core/env.h"
 #include "core/error.h"
-#include "core/small_vector.h"
-#include "engine/engine.h"
-#include "executor/internal/binding.h"
+#include "executor/internal/bound_graph.h"
+#include "executor/internal/graph_run.h"
 #include "passes/cse.h"
 #include "passes/gradient.h"
 #include "passes/infer.h"
@@ -23,10 +22,10 @@ Graph BuildGraph(const Symbol& symbol, const std::map<std::string, GradReq>& req
   if (GetEnvBool("WEFT_ELIMINATE_COMMON_EXPR", true)) g = EliminateCommonExpr(g);
   std::vector<uint32_t> wrt;
   for (uint32_t n : g.ArgumentNodes()) {
-    auto it = reqs.find(g.nodes[n].name);
+    auto it = reqs.find(g.node(n).name);
     if (it != reqs.end() && it->second != GradReq::kNull) {
       wrt.push_back(n);
-      grad_args.push_back(g.nodes[n].name);
+      grad_args.push_back(g.node(n).name);
     }
   }
   return wrt.empty() ? g : Gradient(g, wrt);
@@ -35,15 +34,17 @@ Graph BuildGraph(const Symbol& symbol, const std::map<std::string, GradReq>& req
 std::string Names(const Graph& g) {
   std::ostringstream os;
   for (uint32_t n : g.ArgumentNodes()) {
-    if (std::count(g.head_grads.begin(), g.head_grads.end(), n) == 0) os << (os.tellp() > 0 ? ", " : "") << g.nodes[n].name;
+    if (std::count(g.head_grads().begin(), g.head_grads().end(), n) == 0) {
+      os << (os.tellp() > 0 ? ", " : "") << g.node(n).name;
+    }
   }
   return os.str();
 }
 
 void CheckArguments(const Graph& g, Device device, const Executor::ArrayMap& args) {
   for (uint32_t n : g.ArgumentNodes()) {
-    if (std::count(g.head_grads.begin(), g.head_grads.end(), n)) continue;
-    const std::string& name = g.nodes[n].name;
+    if (std::count(g.head_grads().begin(), g.head_grads().end(), n)) continue;
+    const std::string& name = g.node(n).name;
     auto it = args.find(name);
     if (it == args.end() || it->second.is_none()) {
       WEFT_THROW("Bind: argument '" << name << "' is missing; expected arrays for: " << Names(g));
@@ -72,19 +73,16 @@ void CheckGradients(const Graph& g, const std::vector<std::string>& grad_args, c
 }  // namespace
 
 struct Executor::Impl {
-  Binding binding;
+  Impl(const Graph& graph, Device device, const ArrayMap& args, const ArrayMap& arg_grads,
+       const std::vector<std::string>& grad_args, const std::map<std::string, GradReq>& grad_reqs)
+      : plan(graph, device, args, arg_grads, grad_args, grad_reqs), run(plan) {}
+  const BoundGraph plan;  // computed once by Bind
+  GraphRun run;           // destroyed first: waits for what it pushed
 };
 
 Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Executor::~Executor() {
-  // Pushed ops refer to this executor's bindings: let them finish first.
-  try {
-    engine::Engine::Get()->WaitForAll();
-  } catch (const std::exception&) {
-    // Their errors were the caller's to wait for; the executor only needs them done.
-  }
-}
+Executor::~Executor() = default;
 
 std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, const ArrayMap& args,
                                          const ArrayMap& arg_grads, const std::map<std::string, GradReq>& grad_reqs) {
@@ -95,44 +93,42 @@ std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, co
   std::map<std::string, Shape> shapes;
   std::map<std::string, DType> dtypes;
   for (const auto& [name, array] : args) shapes[name] = array.shape(), dtypes[name] = array.dtype();
-  g = InferShapesAndTypes(std::move(g), shapes, dtypes);
-  auto impl = std::make_unique<Impl>();
-  impl->binding = Binding::Create(std::move(g), device, args, arg_grads, grad_args, grad_reqs);
-  std::unique_ptr<Executor> exec(new Executor(std::move(impl)));
+  g = InferShapesAndTypes(g, shapes, dtypes);
+  std::unique_ptr<Executor> exec(
+      new Executor(std::make_unique<Impl>(g, device, args, arg_grads, grad_args, grad_reqs)));
   exec->symbol_ = symbol;
   exec->device_ = device;
   exec->args_ = args;
   exec->arg_grads_ = arg_grads;
   exec->grad_reqs_ = grad_reqs;
-  exec->outputs_ = exec->impl_->binding.forward_outputs();
-  exec->stats_.forward_nodes = exec->impl_->binding.NumNodes(/*backward=*/false);
-  exec->stats_.backward_nodes = exec->impl_->binding.NumNodes(/*backward=*/true);
-  exec->stats_.plan_bytes = exec->impl_->binding.graph().memory->total_bytes;
-  exec->stats_.naive_bytes = exec->impl_->binding.graph().memory->naive_bytes;
+  exec->outputs_ = exec->impl_->plan.forward_outputs();
   return exec;
 }
 
-void Executor::Forward(bool is_train) { stats_.engine_ops_pushed = impl_->binding.Push(/*backward=*/false, is_train); }
+void Executor::Forward(bool is_train) { impl_->run.Push(Phase::kForward, is_train); }
 
 void Executor::Backward(const std::vector<NDArray>& head_grads) {
-  Binding& b = impl_->binding;
-  if (b.NumNodes(/*backward=*/true) == 0 && b.head_grads().empty()) {
+  const BoundGraph& plan = impl_->plan;
+  if (plan.NumNodes(Phase::kBackward) == 0 && plan.head_grads().empty()) {
     WEFT_THROW("Backward: no gradient was requested when the executor was bound (every grad_req is null)");
   }
-  if (!head_grads.empty() && head_grads.size() != b.head_grads().size()) {
-    WEFT_THROW("Backward: expected " << b.head_grads().size() << " head gradient(s), one per output, found " << head_grads.size());
+  if (!head_grads.empty() && head_grads.size() != plan.head_grads().size()) {
+    WEFT_THROW("Backward: expected " << plan.head_grads().size() << " head gradient(s), one per output, found "
+                                     << head_grads.size());
   }
-  // Ones by default: filled once and kept (head gradients are external to the memory plan, so
-  // nothing overwrites them) until the caller passes its own.
-  for (size_t i = 0; i < b.head_grads().size(); ++i) {
-    if (!head_grads.empty()) {
-      head_grads[i].CopyTo(b.head_grads()[i]);
-    } else if (!head_grads_are_ones_) {
-      b.head_grads()[i].Fill(1.0);
-    }
-  }
-  head_grads_are_ones_ = head_grads.empty();
-  stats_.engine_ops_pushed = b.Push(/*backward=*/true, /*is_train=*/true);
+  impl_->run.SetHeadGrads(head_grads);
+  impl_->run.Push(Phase::kBackward, /*is_train=*/true);
+}
+
+ExecutorStats Executor::stats() const {
+  const BoundGraph& plan = impl_->plan;
+  ExecutorStats stats;
+  stats.forward_nodes = plan.NumNodes(Phase::kForward);
+  stats.backward_nodes = plan.NumNodes(Phase::kBackward);
+  stats.plan_bytes = plan.graph().memory().total_bytes;
+  stats.naive_bytes = plan.graph().memory().naive_bytes;
+  stats.engine_ops_pushed = impl_->run.stats().engine_ops_pushed;
+  return stats;
 }
 
 std::unique_ptr<Executor> Executor::Reshape(const std::map<std::string, Shape>& shapes) const {

@@ -1,6 +1,8 @@
 // Executor: a symbol bound to a device and to arrays. Bind runs the passes (CSE, gradient, shape
 // and type inference, memory planning), allocates the plan's buffers, and prepares one engine op
-// per node (or per segment of consecutive nodes: bulk execution). Forward and Backward push them.
+// per node (or per segment of consecutive nodes: bulk execution): a description computed once and
+// never changed (internal/bound_graph.h). Forward and Backward push it through the executor's run
+// (internal/graph_run.h), which holds all per-run state, statistics included.
 //
 //   auto exec = Executor::Bind(loss, Device::Cpu(), args, arg_grads, grad_reqs);
 //   exec->Forward(/*is_train=*/true);
@@ -28,11 +30,13 @@ namespace weft {
 enum class GradReq { kNull, kWrite, kAdd };
 
 struct ExecutorStats {
+  // Of the bound graph:
   size_t forward_nodes = 0;   // nodes the forward pass runs
   size_t backward_nodes = 0;  // nodes the backward pass runs
+  size_t plan_bytes = 0;      // internal buffers the memory plan allocated
+  size_t naive_bytes = 0;     // what one buffer per internal entry would need
+  // Of the run:
   size_t engine_ops_pushed = 0;  // by the last Forward or Backward call
-  size_t plan_bytes = 0;         // internal buffers the memory plan allocated
-  size_t naive_bytes = 0;        // what one buffer per internal entry would need
 };
 
 class Executor {
@@ -44,6 +48,8 @@ class Executor {
   static std::unique_ptr<Executor> Bind(const Symbol& symbol, Device device, const ArrayMap& args,
                                         const ArrayMap& arg_grads = {},
                                         const std::map<std::string, GradReq>& grad_reqs = {});
+  // Waits for the engine ops this executor pushed, and for nothing else; reports no error (an
+  // error of its ops stays on the arrays they wrote, for their WaitToRead and WaitForAll).
   ~Executor();
 
   void Forward(bool is_train);
@@ -53,7 +59,7 @@ class Executor {
   const std::vector<NDArray>& outputs() const { return outputs_; }
   const ArrayMap& args() const { return args_; }
   const ArrayMap& arg_grads() const { return arg_grads_; }
-  const ExecutorStats& stats() const { return stats_; }
+  ExecutorStats stats() const;
 
   // The same symbol bound again for new argument shapes (e.g. another batch size): arguments
   // whose shape is unchanged keep their arrays (and gradients); the others get new arrays.
@@ -62,16 +68,13 @@ class Executor {
  private:
   struct Impl;
   explicit Executor(std::unique_ptr<Impl> impl);
-  void Push(bool backward, bool is_train);
 
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Impl> impl_;  // the bound graph and its run
   Symbol symbol_;
   Device device_;
   ArrayMap args_, arg_grads_;
   std::map<std::string, GradReq> grad_reqs_;
   std::vector<NDArray> outputs_;
-  ExecutorStats stats_;
-  bool head_grads_are_ones_ = false;  // the head gradients hold the default ones
 };
 
 }  // namespace weft

@@ -20,7 +20,7 @@ constexpr int kFormatVersion = 1;
 
 nlohmann::json EntryJson(const NodeEntry& e) { return nlohmann::json::array({e.node, e.index}); }
 
-NodeEntry ParseEntry(const nlohmann::json& j, const Graph& g, size_t before, const std::string& where) {
+NodeEntry ParseEntry(const nlohmann::json& j, const GraphBuilder& g, size_t before, const std::string& where) {
   if (!j.is_array() || j.size() != 2 || !j[0].is_number_unsigned() || !j[1].is_number_unsigned()) {
     WEFT_THROW("graph JSON: " << where << ": expected an entry [node, output], found " << j.dump());
   }
@@ -36,7 +36,7 @@ NodeEntry ParseEntry(const nlohmann::json& j, const Graph& g, size_t before, con
   return e;
 }
 
-Node ParseNode(const nlohmann::json& j, const Graph& g, size_t position) {
+Node ParseNode(const nlohmann::json& j, const GraphBuilder& g, size_t position) {
   const std::string where = "node " + std::to_string(position);
   if (!j.is_object() || !j.contains("op") || !j.contains("name") || !j["op"].is_string() || !j["name"].is_string()) {
     WEFT_THROW("graph JSON: " << where << ": expected an object with string fields \"op\" and \"name\"");
@@ -73,13 +73,13 @@ Node ParseNode(const nlohmann::json& j, const Graph& g, size_t position) {
 std::string Symbol::ToJson() const {
   const Graph g = ToGraph();
   nlohmann::json nodes = nlohmann::json::array();
-  for (const Node& n : g.nodes) {
+  for (const Node& n : g.nodes()) {
     nlohmann::json inputs = nlohmann::json::array();
     for (const NodeEntry& e : n.inputs) inputs.push_back(EntryJson(e));
     nodes.push_back({{"op", n.op ? n.op->name : "null"}, {"name", n.name}, {"attrs", n.attrs.raw()}, {"inputs", inputs}});
   }
   nlohmann::json outputs = nlohmann::json::array();
-  for (const NodeEntry& e : g.outputs) outputs.push_back(EntryJson(e));
+  for (const NodeEntry& e : g.outputs()) outputs.push_back(EntryJson(e));
   return nlohmann::json{{"weft_graph", kFormatVersion}, {"nodes", nodes}, {"outputs", outputs}}.dump(1);
 }
 
@@ -96,14 +96,13 @@ Symbol Symbol::FromJson(const std::string& text) {
   if (!j.contains("nodes") || !j["nodes"].is_array() || !j.contains("outputs") || !j["outputs"].is_array()) {
     WEFT_THROW("graph JSON: expected arrays \"nodes\" and \"outputs\"");
   }
-  Graph g;
+  GraphBuilder g;
   for (size_t n = 0; n < j["nodes"].size(); ++n) g.nodes.push_back(ParseNode(j["nodes"][n], g, n));
   for (size_t o = 0; o < j["outputs"].size(); ++o) {
     g.outputs.push_back(ParseEntry(j["outputs"][o], g, g.nodes.size(), "output " + std::to_string(o)));
   }
   if (g.outputs.empty()) WEFT_THROW("graph JSON: the graph has no outputs");
-  g.Reindex();
-  return FromGraph(g);
+  return FromGraph(std::move(g).Freeze());
 }
 
 }  // namespace weft

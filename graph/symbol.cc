@@ -82,7 +82,7 @@ Symbol Symbol::operator[](size_t output) const {
 
 Graph Symbol::ToGraph() const {
   // Iterative post-order walk from the outputs: every node after its inputs, each once.
-  Graph g;
+  GraphBuilder g;
   std::unordered_map<const SymNode*, uint32_t> index;
   std::vector<std::pair<const SymNode*, size_t>> stack;
   for (const SymEntry& out : outputs_) {
@@ -105,19 +105,19 @@ Graph Symbol::ToGraph() const {
   }
   for (const SymEntry& out : outputs_) g.outputs.push_back({index.at(out.node.get()), out.index});
   g.num_forward_outputs = g.outputs.size();
-  g.Reindex();
+  Graph frozen = std::move(g).Freeze();
   // Arguments are bound by name: two different variables may not share one.
   std::map<std::string, uint32_t> seen;
-  for (uint32_t n : g.ArgumentNodes()) {
-    auto [it, inserted] = seen.emplace(g.nodes[n].name, n);
-    if (!inserted) WEFT_THROW("graph: two different variables are named '" << g.nodes[n].name << "'");
+  for (uint32_t n : frozen.ArgumentNodes()) {
+    auto [it, inserted] = seen.emplace(frozen.node(n).name, n);
+    if (!inserted) WEFT_THROW("graph: two different variables are named '" << frozen.node(n).name << "'");
   }
-  return g;
+  return frozen;
 }
 
 Symbol Symbol::FromGraph(const Graph& g) {
   std::vector<std::shared_ptr<SymNode>> nodes;
-  for (const Node& n : g.nodes) {
+  for (const Node& n : g.nodes()) {
     auto node = std::make_shared<SymNode>();
     node->op = n.op;
     node->name = n.name;
@@ -126,14 +126,14 @@ Symbol Symbol::FromGraph(const Graph& g) {
     nodes.push_back(node);
   }
   Symbol s;
-  for (const NodeEntry& e : g.outputs) s.outputs_.push_back({nodes.at(e.node), e.index});
+  for (const NodeEntry& e : g.outputs()) s.outputs_.push_back({nodes.at(e.node), e.index});
   return s;
 }
 
 std::vector<std::string> Symbol::ListArguments() const {
   const Graph g = ToGraph();
   std::vector<std::string> names;
-  for (uint32_t n : g.ArgumentNodes()) names.push_back(g.nodes[n].name);
+  for (uint32_t n : g.ArgumentNodes()) names.push_back(g.node(n).name);
   return names;
 }
 

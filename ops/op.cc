@@ -65,8 +65,10 @@ Op& Op::Gradient(GradientFn fn) { gradient = std::move(fn); return *this; }
 Op& Op::Resources(std::vector<Resource> r) { resources = std::move(r); return *this; }
 Op& Op::Inplace(std::vector<std::pair<int, int>> pairs) { inplace = std::move(pairs); return *this; }
 Op& Op::MutateInputs(std::vector<int> inputs) { mutate_inputs = std::move(inputs); return *this; }
-Op& Op::Random() {
+Op& Op::Random(RandomDrawsFn draws) {
+  WEFT_CHECK(draws != nullptr) << "op '" << name << "': Random needs the number of draws per call";
   random = true;
+  random_draws = std::move(draws);
   if (!NeedsResource(Resource::kRandom)) resources.push_back(Resource::kRandom);
   return *this;
 }

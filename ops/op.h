@@ -49,7 +49,7 @@ enum class Resource : uint8_t { kTempSpace, kRandom };
 struct OpContext {
   engine::RunContext run;
   bool is_train = false;
-  RandomKey random;  // the range reserved for this call, when the op requested Resource::kRandom
+  RandomKey random;  // the range reserved for this call (Op::random_draws numbers), for random ops
   // Temporary memory, valid until the op returns; owned by the worker running the op.
   void* Workspace(size_t bytes) const;
 };
@@ -128,6 +128,12 @@ using ShapeFn = std::function<std::vector<Shape>(const Attrs&, const std::vector
 using InputShapeFn = std::function<void(const Attrs&, std::vector<std::optional<Shape>>& inputs)>;
 using TypeFn = std::function<std::vector<DType>(const Attrs&, const std::vector<DType>& inputs)>;
 using CountFn = std::function<int(const Attrs&)>;
+// How many 32-bit random numbers one call draws, for these inputs and mode (Dropout: one per
+// element in training, none outside it). Declared with the op's compute, where it is true; the
+// call's OpContext::random is a range of exactly that many (storage/random.h), and a bound
+// graph's bulk segment hands each of its ops a range of its own. Read through
+// Invocation::RandomDraws (ops/invocation.h).
+using RandomDrawsFn = std::function<uint64_t(const Attrs&, std::span<const TensorView> inputs, bool is_train)>;
 
 struct Op {
   std::string name;
@@ -145,6 +151,7 @@ struct Op {
   std::vector<std::pair<int, int>> inplace;  // (input, output) pairs that may share memory
   std::vector<int> mutate_inputs;            // inputs the op updates (optimizer state)
   bool random = false;    // draws random numbers: never merged by CSE
+  RandomDrawsFn random_draws;  // set with `random`
   bool stateful = false;  // keeps state between calls: never merged by CSE
   PointwiseFn pointwise;  // for pointwise ops: the functor they apply (fusion)
 
@@ -167,7 +174,7 @@ struct Op {
   Op& Resources(std::vector<Resource> resources);
   Op& Inplace(std::vector<std::pair<int, int>> pairs);
   Op& MutateInputs(std::vector<int> inputs);
-  Op& Random();
+  Op& Random(RandomDrawsFn draws);
   Op& Stateful();
   Op& Pointwise(PointwiseKind kind, std::string functor = {});
 

@@ -9,35 +9,44 @@ namespace weft {
 
 namespace {
 
-bool Mergeable(const Node& node) { return !node.is_variable() && !node.op->random && !node.op->stateful; }
+// Ops whose call does more than compute its outputs from its inputs: two such calls are two
+// effects, whatever their inputs.
+bool HasEffects(const Op& op) { return op.random || op.stateful || !op.mutate_inputs.empty(); }
 
-// Everything that makes two nodes compute the same outputs.
-std::string Key(const Node& node) {
+// Everything that makes two nodes compute the same outputs: op, attributes, inputs, and the
+// version of each input (how many mutating nodes have updated it before this node).
+std::string Key(const Graph& g, const Node& node, const std::vector<uint32_t>& version) {
   std::ostringstream key;
   key << node.op->name << '|';
   for (const auto& [name, value] : node.attrs.raw()) key << name << '=' << value << ';';
   key << '|';
-  for (const NodeEntry& e : node.inputs) key << e.node << ':' << e.index << ',';
+  for (const NodeEntry& e : node.inputs) key << e.node << ':' << e.index << '@' << version[g.EntryId(e)] << ',';
   return key.str();
 }
 
-// One sweep; returns how many nodes were merged into an earlier twin.
-size_t MergeOnce(Graph& g) {
-  std::vector<uint32_t> canonical(g.nodes.size());
+// One sweep over `b`, a copy of `g`'s structure: points every input at its node's earliest twin;
+// returns how many nodes were merged into an earlier twin.
+size_t MergeOnce(const Graph& g, GraphBuilder& b) {
+  std::vector<uint32_t> canonical(b.nodes.size());
+  std::vector<uint32_t> version(g.num_entries(), 0);  // per entry of g (canonical entries only)
   std::unordered_map<std::string, uint32_t> first;
   size_t merged = 0;
-  for (uint32_t n = 0; n < g.nodes.size(); ++n) {
+  for (uint32_t n = 0; n < b.nodes.size(); ++n) {
     canonical[n] = n;
-    Node& node = g.nodes[n];
+    Node& node = b.nodes[n];
     for (NodeEntry& e : node.inputs) e.node = canonical[e.node];
-    if (!Mergeable(node)) continue;
-    auto [it, inserted] = first.emplace(Key(node), n);
+    if (node.is_variable()) continue;
+    if (HasEffects(*node.op)) {
+      for (int i : node.op->mutate_inputs) ++version[g.EntryId(node.inputs[i])];
+      continue;
+    }
+    auto [it, inserted] = first.emplace(Key(g, node, version), n);
     if (!inserted) {
       canonical[n] = it->second;
       ++merged;
     }
   }
-  for (NodeEntry& e : g.outputs) e.node = canonical[e.node];
+  for (NodeEntry& e : b.outputs) e.node = canonical[e.node];
   return merged;
 }
 
@@ -45,12 +54,11 @@ size_t MergeOnce(Graph& g) {
 
 Graph EliminateCommonExpr(const Graph& graph) {
   Graph g = graph;
-  while (MergeOnce(g) > 0) {
-    g.Reindex();
-    g = Prune(g);
+  for (;;) {
+    GraphBuilder b = g.ToBuilder();
+    if (MergeOnce(g, b) == 0) return g;
+    g = Prune(std::move(b).Freeze());
   }
-  g.Reindex();
-  return g;
 }
 
 }  // namespace weft

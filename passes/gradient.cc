@@ -12,7 +12,7 @@ namespace {
 class GradientBuilder {
  public:
   GradientBuilder(const Graph& forward, const std::vector<uint32_t>& wrt)
-      : g_(forward), forward_nodes_(static_cast<uint32_t>(forward.nodes.size())), wrt_(wrt) {}
+      : g_(forward.ToBuilder()), forward_nodes_(static_cast<uint32_t>(forward.nodes().size())), wrt_(wrt) {}
 
   Graph Build() {
     MarkNodesOnPaths();
@@ -22,8 +22,7 @@ class GradientBuilder {
     }
     g_.num_forward_outputs = g_.outputs.size();
     for (uint32_t arg : wrt_) g_.outputs.push_back(OwnEntry(Sum({arg, 0}), g_.nodes[arg].name + "_grad"));
-    g_.Reindex();
-    return Prune(g_);
+    return Prune(std::move(g_).Freeze());
   }
 
  private:
@@ -112,7 +111,7 @@ class GradientBuilder {
     }
   }
 
-  Graph g_;
+  GraphBuilder g_;
   const uint32_t forward_nodes_;
   const std::vector<uint32_t> wrt_;
   std::vector<bool> on_path_;

@@ -11,8 +11,8 @@ namespace {
 
 // The forward output whose gradient head-grad variable `n` carries, if it is one.
 const NodeEntry* HeadGradOutput(const Graph& g, uint32_t n) {
-  for (size_t i = 0; i < g.head_grads.size(); ++i) {
-    if (g.head_grads[i] == n) return &g.outputs[i];
+  for (size_t i = 0; i < g.head_grads().size(); ++i) {
+    if (g.head_grads()[i] == n) return &g.outputs()[i];
   }
   return nullptr;
 }
@@ -23,8 +23,8 @@ class Inference {
       : g_(g), given_(shapes), dtypes_(dtypes), s_(g.num_entries()), t_(g.num_entries(), DType::kFloat32) {}
 
   void Run() {
-    for (uint32_t n = 0; n < g_.nodes.size(); ++n) {
-      if (g_.nodes[n].is_variable()) {
+    for (uint32_t n = 0; n < g_.nodes().size(); ++n) {
+      if (g_.node(n).is_variable()) {
         Variable(n);
       } else {
         OpNode(n);
@@ -41,7 +41,7 @@ class Inference {
   std::map<std::string, Shape> ArgumentShapes() const {
     std::map<std::string, Shape> out;
     for (uint32_t n : g_.ArgumentNodes()) {
-      if (const auto& s = s_[g_.EntryId({n, 0})]) out[g_.nodes[n].name] = *s;
+      if (const auto& s = s_[g_.EntryId({n, 0})]) out[g_.node(n).name] = *s;
     }
     return out;
   }
@@ -54,29 +54,29 @@ class Inference {
       t_[e] = t_[g_.EntryId(*out)];
       return;
     }
-    auto it = given_.find(g_.nodes[n].name);
+    auto it = given_.find(g_.node(n).name);
     if (it != given_.end()) s_[e] = it->second;  // else: perhaps inferred from a node that reads it
-    auto dt = dtypes_.find(g_.nodes[n].name);
+    auto dt = dtypes_.find(g_.node(n).name);
     t_[e] = dt == dtypes_.end() ? DType::kFloat32 : dt->second;
   }
 
   // Shapes of variables this node reads that nothing gave: from the op, when it can tell.
   void FillInputs(uint32_t n, std::vector<std::optional<Shape>>& in) {
-    const Node& node = g_.nodes[n];
+    const Node& node = g_.node(n);
     if (node.op->infer_input_shapes) node.op->infer_input_shapes(node.attrs, in);
     for (size_t i = 0; i < in.size(); ++i) {
       const uint32_t e = g_.EntryId(node.inputs[i]);
-      if (!s_[e] && in[i] && g_.nodes[node.inputs[i].node].is_variable()) s_[e] = in[i];
+      if (!s_[e] && in[i] && g_.node(node.inputs[i].node).is_variable()) s_[e] = in[i];
       if (!s_[e]) {
         WEFT_THROW("shape inference: node '" << node.name << "' (op '" << node.op->name << "'): input " << i << " ('"
-                                             << g_.nodes[node.inputs[i].node].name
+                                             << g_.node(node.inputs[i].node).name
                                              << "') has no shape; give a shape for every argument it depends on");
       }
     }
   }
 
   void OpNode(uint32_t n) {
-    const Node& node = g_.nodes[n];
+    const Node& node = g_.node(n);
     std::vector<std::optional<Shape>> known;
     for (const NodeEntry& e : node.inputs) known.push_back(s_[g_.EntryId(e)]);
     FillInputs(n, known);
@@ -91,7 +91,7 @@ class Inference {
     } catch (const Error& e) {
       std::ostringstream inputs;
       for (size_t i = 0; i < node.inputs.size(); ++i) {
-        inputs << (i ? ", " : "") << g_.nodes[node.inputs[i].node].name << " " << in_shapes[i];
+        inputs << (i ? ", " : "") << g_.node(node.inputs[i].node).name << " " << in_shapes[i];
       }
       WEFT_THROW("shape inference failed at node '" << node.name << "' (op '" << node.op->name << "', inputs: "
                                                      << inputs.str() << "): " << e.what());
@@ -111,13 +111,11 @@ class Inference {
 
 }  // namespace
 
-Graph InferShapesAndTypes(Graph g, const std::map<std::string, Shape>& shapes,
+Graph InferShapesAndTypes(const Graph& g, const std::map<std::string, Shape>& shapes,
                           const std::map<std::string, DType>& dtypes) {
   Inference inference(g, shapes, dtypes);
   inference.Run();
-  g.shapes = inference.shapes();
-  g.dtypes = inference.dtypes();
-  return g;
+  return g.WithTypes(inference.shapes(), inference.dtypes());
 }
 
 std::map<std::string, Shape> InferArgumentShapes(const Graph& g, const std::map<std::string, Shape>& shapes) {

@@ -3,7 +3,7 @@
 // come from its op's inference. Errors name the node, its op and the shapes it was given.
 //
 //   Graph g = InferShapesAndTypes(graph, {{"data", Shape{128, 64}}, ...}, {{"data", DType::kFloat32}});
-//   (*g.shapes)[g.EntryId({n, 0})]
+//   g.shapes()[g.EntryId({n, 0})]
 #pragma once
 
 #include <map>
@@ -16,7 +16,7 @@ namespace weft {
 // Arguments missing from `dtypes` are float32. An argument missing from `shapes` takes the shape
 // its reader's op derives for it (a layer's weight and bias from its data); otherwise the error
 // names the argument and the node.
-Graph InferShapesAndTypes(Graph graph, const std::map<std::string, Shape>& shapes,
+Graph InferShapesAndTypes(const Graph& graph, const std::map<std::string, Shape>& shapes,
                           const std::map<std::string, DType>& dtypes = {});
 
 // Every argument's shape, from the shapes given (typically just the data's).

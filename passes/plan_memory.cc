@@ -19,12 +19,12 @@ class Planner {
   }
 
   MemoryPlan Run() {
-    for (uint32_t n = 0; n < g_.nodes.size(); ++n) {
-      const Node& node = g_.nodes[n];
+    for (uint32_t n = 0; n < g_.nodes().size(); ++n) {
+      const Node& node = g_.node(n);
       if (node.is_variable()) continue;
-      for (uint32_t o = 0; o < node.num_outputs(); ++o) Assign(n, o);
+      for (uint32_t o = 0; o < g_.num_outputs(n); ++o) Assign(n, o);
       for (const NodeEntry& in : node.inputs) Release(g_.EntryId(in));
-      for (uint32_t o = 0; o < node.num_outputs(); ++o) {
+      for (uint32_t o = 0; o < g_.num_outputs(n); ++o) {
         if (uses_[g_.EntryId({n, o})] == 0) Free(g_.EntryId({n, o}));  // nothing reads it
       }
     }
@@ -33,7 +33,7 @@ class Planner {
   }
 
  private:
-  size_t Bytes(uint32_t e) const { return static_cast<size_t>((*g_.shapes)[e].Size()) * DTypeSize((*g_.dtypes)[e]); }
+  size_t Bytes(uint32_t e) const { return static_cast<size_t>(g_.shapes()[e].Size()) * DTypeSize(g_.dtypes()[e]); }
 
   void Assign(uint32_t n, uint32_t o) {
     const uint32_t e = g_.EntryId({n, o});
@@ -50,7 +50,7 @@ class Planner {
   // Writes output o over input i when the op allows it, this node is the input's last reader,
   // and the two have the same size.
   bool TryInplace(uint32_t n, uint32_t o, uint32_t e) {
-    const Node& node = g_.nodes[n];
+    const Node& node = g_.node(n);
     for (const auto& [i, out] : node.op->inplace) {
       if (out != static_cast<int>(o) || i >= static_cast<int>(node.inputs.size())) continue;
       const uint32_t in = g_.EntryId(node.inputs[i]);
@@ -92,11 +92,10 @@ class Planner {
 
 }  // namespace
 
-Graph PlanMemory(Graph g, const std::vector<bool>& external, const PlanOptions& options) {
-  WEFT_CHECK(g.shapes && g.dtypes) << "PlanMemory: run shape and type inference first";
+Graph PlanMemory(const Graph& g, const std::vector<bool>& external, const PlanOptions& options) {
+  WEFT_CHECK(g.has_types()) << "PlanMemory: run shape and type inference first";
   WEFT_CHECK_EQ(external.size(), g.num_entries()) << "PlanMemory: one 'external' flag per entry";
-  g.memory = Planner(g, external, options).Run();
-  return g;
+  return g.WithMemoryPlan(Planner(g, external, options).Run());
 }
 
 }  // namespace weft

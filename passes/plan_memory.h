@@ -5,7 +5,7 @@
 // free buffer that fits (and is at most twice its size), else a new one.
 //
 //   Graph g = PlanMemory(InferShapesAndTypes(...), external);
-//   g.memory->total_bytes < g.memory->naive_bytes
+//   g.memory().total_bytes < g.memory().naive_bytes
 #pragma once
 
 #include <vector>
@@ -21,6 +21,6 @@ struct PlanOptions {
 
 // `external[e]`: entry e is bound to a user array (arguments, head gradients, outputs).
 // Needs the shapes and dtypes from InferShapesAndTypes.
-Graph PlanMemory(Graph graph, const std::vector<bool>& external, const PlanOptions& options = {});
+Graph PlanMemory(const Graph& graph, const std::vector<bool>& external, const PlanOptions& options = {});
 
 }  // namespace weft

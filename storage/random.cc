@@ -29,15 +29,21 @@ void SeedRandom(uint64_t seed) {
   s.next_offset.clear();
 }
 
-RandomKey ReserveRandom(Device device, uint64_t count) {
+RandomKey AdvanceRandom(RandomKey key, uint64_t count) { return {key.seed, key.offset + RandomBlocks(count)}; }
+
+RandomKey ReserveRandom(Device device, uint64_t count) { return ReserveRandom(device, std::span(&count, 1)); }
+
+RandomKey ReserveRandom(Device device, std::span<const uint64_t> counts) {
   Streams& s = GetStreams();
   std::lock_guard<std::mutex> lock(s.mu);
   uint64_t& next = s.next_offset[device];
   // The key is the seed alone: each device has its own position in the same sequence, so the
   // same program gives the same numbers on the CPU and on a GPU.
-  RandomKey key{s.seed, next};
-  next += (count + 3) / 4 + 1;  // blocks of four; one spare for Box-Muller pairs
-  return key;
+  const RandomKey first{s.seed, next};
+  RandomKey end = first;
+  for (uint64_t count : counts) end = AdvanceRandom(end, count);
+  next = end.offset;
+  return first;
 }
 
 std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> ctr, std::array<uint32_t, 2> key) {

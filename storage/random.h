@@ -5,6 +5,10 @@
 // the same seed gives the same numbers whatever the number of workers. Each device keeps its own
 // position in one sequence per seed, so a program gives the same numbers on the CPU and on a GPU.
 //
+// A range of n numbers takes RandomBlocks(n) whole Philox blocks and starts on a block, and the
+// range after it starts at AdvanceRandom(key, n): the one rule by which reservations are laid
+// out, here and where a bulk segment of a bound graph cuts one reservation among its ops.
+//
 //   SeedRandom(42);
 //   RandomKey key = ReserveRandom(Device::Cpu(), n);   // at push
 //   PhiloxStream s(key);  float u = s.Uniform();       // in the op
@@ -12,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 
 #include "core/device.h"
 
@@ -22,10 +27,20 @@ struct RandomKey {
   uint64_t offset = 0;  // first counter of the reserved range (in blocks of four 32-bit numbers)
 };
 
+// Philox blocks (four 32-bit numbers each) that a range of `count` numbers takes.
+constexpr uint64_t RandomBlocks(uint64_t count) { return (count + 3) / 4; }
+// The first key after the range of `count` numbers that starts at `key`.
+RandomKey AdvanceRandom(RandomKey key, uint64_t count);
+
 // Sets the seed of every device's stream and restarts it.
 void SeedRandom(uint64_t seed);
-// Reserves enough of `device`'s stream for `count` 32-bit numbers. Thread-safe.
+// Reserves the next `count` 32-bit numbers of `device`'s stream: exactly RandomBlocks(count)
+// blocks, so the next reservation starts at AdvanceRandom(key, count). Thread-safe.
 RandomKey ReserveRandom(Device device, uint64_t count);
+// Reserves consecutive ranges of counts[0], counts[1], ... numbers at once and returns the key of
+// the first; range i + 1 starts at AdvanceRandom(key of range i, counts[i]) (a zero count takes
+// nothing). Thread-safe.
+RandomKey ReserveRandom(Device device, std::span<const uint64_t> counts);
 
 // One Philox4x32-10 block: four 32-bit numbers for a 128-bit counter and 64-bit key.
 std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);

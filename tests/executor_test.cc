@@ -1,18 +1,24 @@
 // executor/: a bound graph computes what the imperative ops compute, its gradients match finite
 // differences, gradient requests (write, add, null) do what they say, binding errors name the
-// argument, and memory planning changes no result.
+// argument, and memory planning changes no result. Ops that mutate an input all run, random ops
+// draw disjoint ranges however the graph is cut into bulk segments, and destroying an executor
+// waits only for its own ops and leaves other errors to their waiters.
 #include <gtest/gtest.h>
 
+#include "tests/engine_test_util.h"
 #include "tests/weft_test_util.h"
 
+#include <chrono>
 #include <cmath>
 #include <random>
 
 #include "core/error.h"
+#include "engine/engine.h"
 #include "executor/executor.h"
 #include "graph/symbol.h"
 #include "passes/infer.h"
 #include "storage/ndarray.h"
+#include "storage/random.h"
 #include "weft/imperative.h"
 
 namespace weft {
@@ -236,6 +242,148 @@ TEST(Executor, ReshapeRebindsForANewBatchSize) {
   EXPECT_EQ(bigger->outputs()[0].ToVector<float>(), std::vector<float>(7, 6.0f));
   exec->Forward(false);
   EXPECT_EQ(exec->outputs()[0].ToVector<float>(), std::vector<float>(4, 3.0f)) << "the original is untouched";
+}
+
+// Sets WEFT_EXEC_BULK_SIZE for what is bound in its lifetime.
+class BulkSize {
+ public:
+  explicit BulkSize(int nodes) { setenv("WEFT_EXEC_BULK_SIZE", std::to_string(nodes).c_str(), 1); }
+  ~BulkSize() { unsetenv("WEFT_EXEC_BULK_SIZE"); }
+};
+
+std::vector<double> Values(const NDArray& a) { return a.ToVector<double>(); }
+
+TEST(Executor, TwoIdenticalOptimizerUpdatesInOneGraphBothRun) {
+  // Same weight, gradient, momentum and attributes: each node updates the momentum in place, so
+  // the second sees the first's update. By hand, with lr 0.5 and momentum 0.9:
+  //   mom1 = 0.9 * mom - 0.5 * g = (-0.025, 0.95)    a = w + mom1 = (0.975, 2.95)
+  //   mom2 = 0.9 * mom1 - 0.5 * g = (-0.2725, 1.355) b = w + mom2 = (0.7275, 3.355)
+  const AttrMap attrs = {{"lr", "0.5"}, {"momentum", "0.9"}};
+  Symbol w = Symbol::Variable("w"), g = Symbol::Variable("g"), mom = Symbol::Variable("mom");
+  Symbol updates = Symbol::Group({Symbol::Op("sgd_mom_update", {w, g, mom}, attrs, "a"),
+                                  Symbol::Op("sgd_mom_update", {w, g, mom}, attrs, "b")});
+  for (int bulk : {1, 8}) {
+    Executor::ArrayMap args = {{"w", NDArray::FromVector(std::vector<double>{1, 2}, Shape{2})},
+                               {"g", NDArray::FromVector(std::vector<double>{0.5, -1}, Shape{2})},
+                               {"mom", NDArray::FromVector(std::vector<double>{0.25, 0.5}, Shape{2})}};
+    std::unique_ptr<Executor> exec;
+    {
+      BulkSize size(bulk);
+      exec = Executor::Bind(updates, Device::Cpu(), args);
+    }
+    exec->Forward(/*is_train=*/false);
+    const std::vector<double> a = Values(exec->outputs()[0]), b = Values(exec->outputs()[1]), m = Values(args["mom"]);
+    const std::vector<double> a_want = {0.975, 2.95}, b_want = {0.7275, 3.355}, m_want = {-0.2725, 1.355};
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_NEAR(a[i], a_want[i], 1e-12) << "bulk " << bulk << ", a[" << i << "]";
+      EXPECT_NEAR(b[i], b_want[i], 1e-12) << "bulk " << bulk << ", b[" << i << "]: the momentum applied twice";
+      EXPECT_NEAR(m[i], m_want[i], 1e-12) << "bulk " << bulk << ", mom[" << i << "]";
+    }
+  }
+}
+
+// Dropout's mask for a range that starts at block `offset` of seed `seed`'s stream, computed from
+// the generator alone: element i is kept (x 2) when the stream's i-th uniform number is >= 0.5.
+std::vector<float> ReferenceMask(uint64_t seed, uint64_t offset, int64_t n) {
+  PhiloxStream stream(RandomKey{seed, offset});
+  std::vector<float> mask;
+  for (int64_t i = 0; i < n; ++i) mask.push_back(stream.Uniform() >= 0.5f ? 2.0f : 0.0f);
+  return mask;
+}
+
+TEST(Executor, RandomOpsInOneSegmentDrawDisjointRangesHoweverItIsCut) {
+  // Three Dropouts of 10, 3 and 7 elements (3, 1 and 2 Philox blocks), in this node order. Bound
+  // with segments of 1, 2, 3 and 8 nodes, each must draw exactly its own range, right after the
+  // previous one's: blocks [0, 3), [3, 4) and [4, 6) of the stream; the next reservation starts at
+  // block 6. Masks equal to the generator's numbers for those ranges prove the ranges are
+  // disjoint (and that no node's numbers depend on where the segments are cut).
+  constexpr uint64_t kSeed = 2024;
+  const int64_t sizes[] = {10, 3, 7};
+  const uint64_t offsets[] = {0, 3, 4};
+  std::vector<Symbol> masks;
+  Executor::ArrayMap args;
+  for (int i = 0; i < 3; ++i) {
+    const std::string x = "x" + std::to_string(i);
+    masks.push_back(Symbol::Op("Dropout", {Symbol::Variable(x)}, {{"p", "0.5"}}, "drop" + std::to_string(i))[1]);
+    args[x] = NDArray::FromVector(std::vector<float>(sizes[i], 1.0f), Shape{sizes[i]});
+  }
+  for (int bulk : {1, 2, 3, 8}) {
+    std::unique_ptr<Executor> exec;
+    {
+      BulkSize size(bulk);
+      exec = Executor::Bind(Symbol::Group(masks), Device::Cpu(), args);
+    }
+    SeedRandom(kSeed);
+    exec->Forward(/*is_train=*/true);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(exec->outputs()[i].ToVector<float>(), ReferenceMask(kSeed, offsets[i], sizes[i]))
+          << "bulk " << bulk << ", Dropout " << i << ": blocks from " << offsets[i];
+    }
+    EXPECT_EQ(ReserveRandom(Device::Cpu(), 1).offset, 6u) << "bulk " << bulk << ": reserved exactly what was drawn";
+    SeedRandom(kSeed);
+    exec->Forward(/*is_train=*/false);
+    EXPECT_EQ(exec->outputs()[0].ToVector<float>(), std::vector<float>(sizes[0], 1.0f));
+    EXPECT_EQ(ReserveRandom(Device::Cpu(), 1).offset, 0u) << "bulk " << bulk << ": outside training nothing is drawn";
+  }
+}
+
+TEST(Executor, ABoundDropoutDrawsWhatTheImperativeOneDraws) {
+  // One description of the call (ops/invocation.h) on both paths: the same seed, the same mask,
+  // and the same position of the stream afterwards.
+  const NDArray x = NDArray::FromVector(std::vector<float>(1001, 3.0f), Shape{7, 143});
+  SeedRandom(5);
+  const std::vector<float> imperative = Invoke("Dropout", {x}, {{"p", "0.3"}}, {.is_train = true})[1].ToVector<float>();
+  const uint64_t imperative_next = ReserveRandom(Device::Cpu(), 1).offset;
+  Symbol mask = Symbol::Op("Dropout", {Symbol::Variable("x")}, {{"p", "0.3"}})[1];
+  auto exec = Executor::Bind(mask, Device::Cpu(), {{"x", x}});
+  SeedRandom(5);
+  exec->Forward(/*is_train=*/true);
+  EXPECT_EQ(exec->outputs()[0].ToVector<float>(), imperative);
+  EXPECT_EQ(ReserveRandom(Device::Cpu(), 1).offset, imperative_next);
+  EXPECT_EQ(imperative_next, RandomBlocks(1001));
+}
+
+// An imperative SoftmaxCrossEntropy whose label is out of range: it fails while it runs.
+NDArray FailingImperativeOp() {
+  NDArray logits = NDArray::FromVector(std::vector<float>{1, 2, 3}, Shape{1, 3});
+  NDArray label = NDArray::FromVector(std::vector<float>{7}, Shape{1});
+  return Invoke("SoftmaxCrossEntropy", {logits, label})[0];
+}
+
+std::unique_ptr<Executor> UnrelatedExecutor() {
+  NDArray x = NDArray::FromVector(std::vector<float>{-1, 2}, Shape{2});
+  return Executor::Bind(Symbol::Op("relu", {Symbol::Variable("x")}), Device::Cpu(), {{"x", x}});
+}
+
+TEST(Executor, DestroyingAnExecutorLeavesOtherErrorsToTheirWaiters) {
+  engine::Engine* engine = engine::Engine::Get();
+  engine->WaitForAll();  // nothing pending from earlier tests
+  FailingImperativeOp();
+  {
+    auto exec = UnrelatedExecutor();
+    exec->Forward(false);
+    EXPECT_EQ(exec->outputs()[0].ToVector<float>(), (std::vector<float>{0, 2}));
+  }  // destroyed: must neither report nor clear the imperative op's error
+  EXPECT_NE(testing::ErrorMessage([&] { engine->WaitForAll(); }).find("label of row 0 is 7"), std::string::npos);
+}
+
+TEST(Executor, DestroyingAnExecutorWaitsOnlyForItsOwnOps) {
+  // An unrelated op that runs until the test opens the gate, after the executor is gone: had the
+  // destructor waited for all work, it would never return (the watchdog turns that into a failure).
+  engine::Engine* engine = engine::Engine::Get();
+  engine::VarHandle unrelated = engine->NewVariable();
+  testing::Latch gate;
+  engine->PushSync([&gate](engine::RunContext) { gate.WaitFor(std::chrono::seconds(120)); }, Device::Cpu(), {},
+                   {unrelated}, engine::FnProperty::kCpuPrioritized);
+  {
+    auto exec = UnrelatedExecutor();
+    exec->Forward(false);
+    testing::Watchdog watchdog(std::chrono::seconds(20), "~Executor waited for an op that is not its own");
+    exec.reset();
+  }
+  gate.Open();
+  engine->WaitForVar(unrelated);
+  engine->DeleteVariable([](engine::RunContext) {}, Device::Cpu(), unrelated);
 }
 
 }  // namespace

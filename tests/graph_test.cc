@@ -24,10 +24,10 @@ TEST(Symbol, ComposesAndListsArgumentsInOrder) {
             (std::vector<std::string>{"data", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias", "label"}));
   EXPECT_EQ(loss.ListOutputs(), std::vector<std::string>{"loss_output"});
   Graph g = loss.ToGraph();
-  EXPECT_EQ(g.nodes.size(), 10u);
-  EXPECT_EQ(g.outputs.size(), 1u);
-  for (uint32_t n = 0; n < g.nodes.size(); ++n) {
-    for (const NodeEntry& e : g.nodes[n].inputs) EXPECT_LT(e.node, n) << "inputs come before their users";
+  EXPECT_EQ(g.nodes().size(), 10u);
+  EXPECT_EQ(g.outputs().size(), 1u);
+  for (uint32_t n = 0; n < g.nodes().size(); ++n) {
+    for (const NodeEntry& e : g.node(n).inputs) EXPECT_LT(e.node, n) << "inputs come before their users";
   }
 }
 
@@ -48,12 +48,12 @@ TEST(Symbol, JsonRoundTripsExactly) {
   EXPECT_EQ(loaded.ToJson(), json);
   EXPECT_EQ(loaded.ListArguments(), loss.ListArguments());
   Graph a = loss.ToGraph(), b = loaded.ToGraph();
-  ASSERT_EQ(a.nodes.size(), b.nodes.size());
-  for (size_t n = 0; n < a.nodes.size(); ++n) {
-    EXPECT_EQ(a.nodes[n].name, b.nodes[n].name);
-    EXPECT_EQ(a.nodes[n].op, b.nodes[n].op);
-    EXPECT_EQ(a.nodes[n].attrs.raw(), b.nodes[n].attrs.raw());
-    EXPECT_TRUE(a.nodes[n].inputs == b.nodes[n].inputs);
+  ASSERT_EQ(a.nodes().size(), b.nodes().size());
+  for (size_t n = 0; n < a.nodes().size(); ++n) {
+    EXPECT_EQ(a.node(n).name, b.node(n).name);
+    EXPECT_EQ(a.node(n).op, b.node(n).op);
+    EXPECT_EQ(a.node(n).attrs.raw(), b.node(n).attrs.raw());
+    EXPECT_TRUE(a.node(n).inputs == b.node(n).inputs);
   }
 }
 
@@ -77,6 +77,32 @@ TEST(Symbol, MalformedJsonIsAClearError) {
   EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(missing_input); }).find("expected 2 input(s), found 1"), std::string::npos);
   const std::string bad_output = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"}], "outputs": [[0, 3]]})";
   EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(bad_output); }).find("found output 3"), std::string::npos);
+}
+
+TEST(Graph, FreezeChecksThatInputsComeBeforeTheirUsers) {
+  GraphBuilder b = Mlp().ToGraph().ToBuilder();
+  b.nodes[1].inputs.push_back({9, 0});  // fc1 reading the loss
+  EXPECT_NE(testing::ErrorMessage([&] { std::move(b).Freeze(); }).find("reads node 9, expected a node before it"),
+            std::string::npos);
+  GraphBuilder bad_output = Mlp().ToGraph().ToBuilder();
+  bad_output.outputs.push_back({0, 1});  // a variable has one output
+  EXPECT_NE(testing::ErrorMessage([&] { std::move(bad_output).Freeze(); })
+                .find("reads a missing output of node 'data'"),
+            std::string::npos);
+}
+
+TEST(Graph, TypedAttributesComeWithANewGraphValue) {
+  const Graph g = Mlp().ToGraph();
+  const Graph typed = g.WithTypes(std::vector<Shape>(g.num_entries(), Shape{2}),
+                                  std::vector<DType>(g.num_entries(), DType::kFloat64));
+  EXPECT_FALSE(g.has_types()) << "the original is unchanged";
+  EXPECT_TRUE(typed.has_types());
+  EXPECT_EQ(typed.dtypes()[typed.EntryId(typed.outputs()[0])], DType::kFloat64);
+  EXPECT_EQ(&typed.nodes(), &g.nodes()) << "both share one frozen structure";
+  EXPECT_NE(testing::ErrorMessage([&] { g.shapes(); }).find("run InferShapesAndTypes first"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { typed.memory(); }).find("run PlanMemory first"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { g.WithTypes({Shape{1}}, {DType::kFloat32}); }).find("one shape per entry"),
+            std::string::npos);
 }
 
 TEST(Symbol, TwoVariablesWithOneNameAreRejected) {

@@ -15,7 +15,7 @@ namespace {
 
 size_t CountOps(const Graph& g, const std::string& op) {
   size_t n = 0;
-  for (const Node& node : g.nodes) n += !node.is_variable() && node.op->name == op;
+  for (const Node& node : g.nodes()) n += !node.is_variable() && node.op->name == op;
   return n;
 }
 
@@ -39,8 +39,8 @@ TEST(Cse, XlnetPatternCollapsesToOneReshapeAndOneExpandDims) {
   Graph after = EliminateCommonExpr(before);
   EXPECT_EQ(CountOps(after, "reshape"), 1u);
   EXPECT_EQ(CountOps(after, "expand_dims"), 1u);
-  ASSERT_EQ(after.outputs.size(), 144u) << "every output is still there";
-  for (const NodeEntry& e : after.outputs) EXPECT_TRUE(e == after.outputs[0]) << "all read the one expand_dims";
+  ASSERT_EQ(after.outputs().size(), 144u) << "every output is still there";
+  for (const NodeEntry& e : after.outputs()) EXPECT_TRUE(e == after.outputs()[0]) << "all read the one expand_dims";
 }
 
 TEST(Cse, RandomOpsAreNeverMerged) {
@@ -48,6 +48,30 @@ TEST(Cse, RandomOpsAreNeverMerged) {
   Symbol a = Symbol::Op("Dropout", {x}, {{"p", "0.5"}}), b = Symbol::Op("Dropout", {x}, {{"p", "0.5"}});
   Graph g = EliminateCommonExpr(Symbol::Group({a[0], b[0]}).ToGraph());
   EXPECT_EQ(CountOps(g, "Dropout"), 2u);
+}
+
+TEST(Cse, OpsThatMutateAnInputAreNeverMerged) {
+  Symbol w = Symbol::Variable("w"), g = Symbol::Variable("g"), mom = Symbol::Variable("mom");
+  const AttrMap attrs = {{"lr", "0.1"}, {"momentum", "0.9"}};
+  Graph merged = EliminateCommonExpr(Symbol::Group({Symbol::Op("sgd_mom_update", {w, g, mom}, attrs),
+                                                     Symbol::Op("sgd_mom_update", {w, g, mom}, attrs)})
+                                         .ToGraph());
+  EXPECT_EQ(CountOps(merged, "sgd_mom_update"), 2u) << "two updates of one momentum are two updates";
+}
+
+TEST(Cse, ReadsOfAStateBeforeAndAfterItIsMutatedAreNotMerged) {
+  // relu(mom) twice before an update of mom, once after it: the two before are one value, the one
+  // after another.
+  Symbol w = Symbol::Variable("w"), g = Symbol::Variable("g"), mom = Symbol::Variable("mom");
+  Graph merged = EliminateCommonExpr(
+      Symbol::Group({Symbol::Op("relu", {mom}), Symbol::Op("relu", {mom}),
+                     Symbol::Op("sgd_mom_update", {w, g, mom}, {{"lr", "0.1"}, {"momentum", "0.9"}}),
+                     Symbol::Op("relu", {mom})})
+          .ToGraph());
+  EXPECT_EQ(CountOps(merged, "relu"), 2u);
+  ASSERT_EQ(merged.outputs().size(), 4u);
+  EXPECT_TRUE(merged.outputs()[0] == merged.outputs()[1]);
+  EXPECT_FALSE(merged.outputs()[3] == merged.outputs()[0]);
 }
 
 TEST(Cse, DifferentAttributesOrInputsAreNotMerged) {
@@ -86,8 +110,8 @@ TEST(GradientPass, SumsGradientsOfSharedEntriesAndPrunesWhatIsNotNeeded) {
   Graph fwd = y.ToGraph();
   uint32_t x_node = fwd.ArgumentNodes()[0], w_node = fwd.ArgumentNodes()[1];
   Graph both = Gradient(fwd, {x_node, w_node});
-  EXPECT_EQ(both.outputs.size(), 3u);
-  EXPECT_EQ(both.num_forward_outputs, 1u);
+  EXPECT_EQ(both.outputs().size(), 3u);
+  EXPECT_EQ(both.num_forward_outputs(), 1u);
   EXPECT_EQ(CountOps(both, "add_n"), 1u) << "the two gradients into exp(x) are summed once";
   EXPECT_EQ(CountOps(both, "_backward_exp"), 1u);
   Graph only_w = Gradient(fwd, {w_node});
@@ -103,18 +127,18 @@ TEST(PlanMemory, ReusesBuffersAndRunsInPlace) {
   Graph g = InferShapesAndTypes(h.ToGraph(), {{"x", Shape{256, 256}}});
   std::vector<bool> external(g.num_entries(), false);
   external[g.EntryId({0, 0})] = true;
-  external[g.EntryId(g.outputs[0])] = true;
+  external[g.EntryId(g.outputs()[0])] = true;
   Graph planned = PlanMemory(g, external);
-  const MemoryPlan& plan = *planned.memory;
+  const MemoryPlan& plan = planned.memory();
   EXPECT_EQ(plan.naive_bytes, 7u * 256 * 256 * 4);
   EXPECT_EQ(plan.total_bytes, 256u * 256 * 4) << "one buffer, used in place by every op";
   size_t inplace = 0;
   for (bool b : plan.inplace) inplace += b;
   EXPECT_EQ(inplace, 6u);
   Graph no_inplace = PlanMemory(g, external, {.reuse = true, .inplace = false});
-  EXPECT_EQ(no_inplace.memory->total_bytes, 2u * 256 * 256 * 4) << "two buffers, alternating";
+  EXPECT_EQ(no_inplace.memory().total_bytes, 2u * 256 * 256 * 4) << "two buffers, alternating";
   Graph naive = PlanMemory(g, external, {.reuse = false, .inplace = false});
-  EXPECT_EQ(naive.memory->total_bytes, naive.memory->naive_bytes);
+  EXPECT_EQ(naive.memory().total_bytes, naive.memory().naive_bytes);
 }
 
 }  // namespace

@@ -6,22 +6,20 @@
 #include "core/error.h"
 #include "core/object_pool.h"
 #include "core/small_vector.h"
+#include "ops/invocation.h"
 
 namespace weft {
 
 namespace {
 
 // What one pushed call keeps until it has run (from a per-thread pool, not malloc: it is made on
-// the pushing thread and freed on a worker; no per-array heap lists for the usual handful of
-// inputs and outputs). It need not keep the arrays' memory alive: an array's memory is freed by
-// an engine op on its var (Chunk's DeleteVariable), which runs only after every op pushed on that
-// var before it, this one included.
+// the pushing thread and freed on a worker; the Invocation keeps the usual handful of inputs,
+// outputs and vars inline). It need not keep the arrays' memory alive: an array's memory is
+// freed by an engine op on its var (Chunk's DeleteVariable), which runs only after every op
+// pushed on that var before it, this one included.
 struct Call {
-  Call() {}  // user-provided: the inline storage is not zeroed first
-  const ComputeFn* compute = nullptr;
-  Attrs attrs;
-  SmallVector<TensorView, 4> inputs, outputs;
-  SmallVector<OpReq, 4> req;
+  Call(const Op& op, const Attrs& attrs, Device device) : invocation(op, attrs, device) {}
+  Invocation invocation;
   OpContext ctx;
 };
 struct ReturnCall {
@@ -105,38 +103,22 @@ SmallVector<OpReq, 4> Requests(const Op& op, std::span<const NDArray> inputs, st
   return req;
 }
 
-// Pushes the call; the outputs exist and have been checked.
-void Push(const Op& op, const Attrs& attrs, const ComputeFn& compute, Device device, std::span<const NDArray> inputs,
-          std::span<const NDArray> outputs, SmallVector<OpReq, 4> req, bool is_train) {
-  CallPtr call(ObjectPool<Call>::New());  // owned by the pushed op from here on
-  call->compute = &compute;
-  call->attrs = attrs;
+// Pushes the call; the outputs exist and have been checked, and the op has a compute for `device`.
+void Push(const Op& op, const Attrs& attrs, Device device, std::span<const NDArray> inputs,
+          std::span<const NDArray> outputs, const SmallVector<OpReq, 4>& req, bool is_train) {
+  CallPtr call(ObjectPool<Call>::New(op, attrs, device));  // owned by the pushed op from here on
+  Invocation& invocation = call->invocation;
+  for (const NDArray& a : inputs) invocation.AddInput(a.View(), a.var());
+  for (size_t o = 0; o < outputs.size(); ++o) invocation.AddOutput(outputs[o].View(), outputs[o].var(), req[o]);
   call->ctx.is_train = is_train;
-  SmallVector<engine::VarHandle, 6> reads, writes;
-  for (const NDArray& a : inputs) call->inputs.push_back(a.View()), reads.push_back(a.var());
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    call->outputs.push_back(outputs[o].View());
-    if (req[o] != OpReq::kNull) writes.push_back(outputs[o].var());
-  }
-  for (int i : op.mutate_inputs) writes.push_back(inputs[i].var());
-  if (op.random) {
-    uint64_t count = 0;
-    for (const NDArray& o : outputs) count += static_cast<uint64_t>(o.size()) * 2;
-    call->ctx.random = ReserveRandom(device, count);
-  }
-  call->req = std::move(req);
+  if (const uint64_t draws = invocation.RandomDraws(is_train)) call->ctx.random = ReserveRandom(device, draws);
+  // The var lists live in the call, which the engine holds until the op has run.
   engine::Engine::Get()->PushSync(
       [call = std::move(call)](engine::RunContext run) {
         call->ctx.run = run;
-        (*call->compute)(call->ctx, call->attrs, call->inputs.span(), call->req.span(), call->outputs.span());
+        call->invocation.Run(call->ctx);
       },
-      device, reads.span(), writes.span(), engine::FnProperty::kNormal, 0, op.name.c_str());
-}
-
-const ComputeFn& ComputeFor(const Op& op, Device device) {
-  const ComputeFn& compute = op.compute[static_cast<int>(device.type)];
-  if (!compute) WEFT_THROW("op '" << op.name << "' has no implementation for " << device);
-  return compute;
+      device, invocation.reads(), invocation.writes(), engine::FnProperty::kNormal, 0, op.name.c_str());
 }
 
 }  // namespace
@@ -145,9 +127,9 @@ void InvokeInto(const Op& op, const Attrs& attrs, std::span<const NDArray> input
                 std::span<const OpReq> req, bool is_train) {
   CheckInputs(op, attrs, inputs);
   const Device device = CallDevice(op, inputs, outputs);
-  const ComputeFn& compute = ComputeFor(op, device);
+  ComputeFor(op, device);
   CheckOutputs(op, attrs, inputs, outputs, device);
-  Push(op, attrs, compute, device, inputs, outputs, Requests(op, inputs, outputs, req), is_train);
+  Push(op, attrs, device, inputs, outputs, Requests(op, inputs, outputs, req), is_train);
 }
 
 std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
@@ -158,13 +140,13 @@ std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<
   }
   CheckInputs(op, attrs, inputs);
   const Device device = CallDevice(op, inputs, {});
-  const ComputeFn& compute = ComputeFor(op, device);
+  ComputeFor(op, device);
   std::vector<Shape> shapes;
   std::vector<DType> types;
   InferOutputs(op, attrs, inputs, shapes, types);
   std::vector<NDArray> outputs;
   for (size_t i = 0; i < shapes.size(); ++i) outputs.emplace_back(shapes[i], device, types[i]);
-  Push(op, attrs, compute, device, inputs, outputs, Requests(op, inputs, outputs, options.req), options.is_train);
+  Push(op, attrs, device, inputs, outputs, Requests(op, inputs, outputs, options.req), options.is_train);
   return outputs;
 }
 

@@ -12,6 +12,8 @@
 #include "ops/nn/nn_params.h"
 #include "ops/op.h"
 
+#include <span>
+
 namespace weft {
 namespace {
 
@@ -35,7 +37,9 @@ const bool defined = [] {
         return std::vector<Shape>{in[0], in[0]};
       })
       .Inplace({{0, 0}})
-      .Random()
+      .Random([](const Attrs& a, std::span<const TensorView> in, bool train) -> uint64_t {
+        return train && a.Get<DropoutParam>().p > 0 ? in[0].size() : 0;  // one number per element, as computed
+      })
       .Gradient([](const Attrs&, GradBuilder& g) {
         g.SetInputGrad(0, g.Op("mul", {g.OutGrad(0), g.Output(1)}));
       });

@@ -1,0 +1,162 @@
+#include "executor/internal/bound_graph.h"
+
+#include <algorithm>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "passes/plan_memory.h"
+
+namespace weft {
+
+namespace {
+
+// Entries bound to user arrays: arguments, head gradients, and every graph output.
+std::vector<bool> ExternalEntries(const Graph& g) {
+  std::vector<bool> external(g.num_entries(), false);
+  for (uint32_t n : g.ArgumentNodes()) external[g.EntryId({n, 0})] = true;
+  for (const NodeEntry& e : g.outputs()) external[g.EntryId(e)] = true;
+  return external;
+}
+
+// Gradient output entry -> its request.
+std::map<uint32_t, OpReq> GradientRequests(const Graph& g, const std::map<std::string, GradReq>& grad_reqs,
+                                           const std::vector<std::string>& grad_args) {
+  std::map<uint32_t, OpReq> req;
+  for (size_t o = g.num_forward_outputs(); o < g.outputs().size(); ++o) {
+    const GradReq r = grad_reqs.at(grad_args[o - g.num_forward_outputs()]);
+    req[g.EntryId(g.outputs()[o])] = r == GradReq::kAdd ? OpReq::kAddTo : OpReq::kWrite;
+  }
+  return req;
+}
+
+}  // namespace
+
+BoundGraph::BoundGraph(const Graph& graph, Device device, const std::map<std::string, NDArray>& args,
+                       const std::map<std::string, NDArray>& arg_grads, const std::vector<std::string>& grad_args,
+                       const std::map<std::string, GradReq>& grad_reqs)
+    : device_(device) {
+  PlanOptions options;
+  options.reuse = options.inplace = GetEnvBool("WEFT_PLAN_MEMORY", true);
+  graph_ = PlanMemory(graph, ExternalEntries(graph), options);
+  AllocateEntries(args, arg_grads, grad_args);
+  PrepareNodes(grad_reqs, grad_args);
+  BuildSegments();
+}
+
+void BoundGraph::AllocateEntries(const std::map<std::string, NDArray>& args,
+                                 const std::map<std::string, NDArray>& arg_grads,
+                                 const std::vector<std::string>& grad_args) {
+  const Graph& g = graph_;
+  const MemoryPlan& plan = g.memory();
+  for (size_t bytes : plan.storage_bytes) {
+    buffers_.emplace_back(Shape{static_cast<int64_t>(bytes)}, device_, DType::kUInt8);
+  }
+  entries_.resize(g.num_entries());
+  for (uint32_t e = 0; e < g.num_entries(); ++e) {
+    if (plan.storage_id[e] >= 0) entries_[e] = buffers_[plan.storage_id[e]].Alias(g.shapes()[e], g.dtypes()[e]);
+  }
+  for (uint32_t n : g.ArgumentNodes()) {
+    auto it = args.find(g.node(n).name);
+    if (it != args.end()) entries_[g.EntryId({n, 0})] = it->second;
+  }
+  for (uint32_t h : g.head_grads()) {
+    const uint32_t e = g.EntryId({h, 0});
+    head_grads_.emplace_back(g.shapes()[e], device_, g.dtypes()[e]);
+    entries_[e] = head_grads_.back();
+  }
+  for (size_t o = 0; o < g.outputs().size(); ++o) {
+    const uint32_t e = g.EntryId(g.outputs()[o]);
+    if (o >= g.num_forward_outputs()) {
+      entries_[e] = arg_grads.at(grad_args[o - g.num_forward_outputs()]);
+    } else if (entries_[e].is_none()) {
+      entries_[e] = NDArray(g.shapes()[e], device_, g.dtypes()[e]);
+    }
+  }
+}
+
+Invocation BoundGraph::NodeInvocation(uint32_t n, const std::vector<uint32_t>& uses,
+                                      const std::map<uint32_t, OpReq>& grad_req) const {
+  const Graph& g = graph_;
+  const Node& node = g.node(n);
+  Invocation call;
+  try {
+    call = Invocation(*node.op, node.attrs, device_);
+  } catch (const Error& e) {
+    WEFT_THROW("Bind: node '" << node.name << "': " << e.what());
+  }
+  for (const NodeEntry& in : node.inputs) {
+    const NDArray& a = entries_[g.EntryId(in)];
+    call.AddInput(a.View(), a.var());
+  }
+  for (uint32_t o = 0; o < g.num_outputs(n); ++o) {
+    const uint32_t e = g.EntryId({n, o});
+    OpReq req = uses[e] == 0 ? OpReq::kNull : (g.memory().inplace[e] ? OpReq::kWriteInplace : OpReq::kWrite);
+    if (auto it = grad_req.find(e); it != grad_req.end()) req = it->second;
+    call.AddOutput(entries_[e].View(), entries_[e].var(), req);
+  }
+  return call;
+}
+
+void BoundGraph::PrepareNodes(const std::map<std::string, GradReq>& grad_reqs,
+                              const std::vector<std::string>& grad_args) {
+  const std::vector<uint32_t> uses = graph_.EntryUseCounts();
+  const std::map<uint32_t, OpReq> grad_req = GradientRequests(graph_, grad_reqs, grad_args);
+  for (uint32_t n = 0; n < graph_.nodes().size(); ++n) {
+    const Node& node = graph_.node(n);
+    if (node.is_variable()) continue;
+    invocations_.push_back(NodeInvocation(n, uses, grad_req));
+    phase_.push_back(node.is_backward() ? Phase::kBackward : Phase::kForward);
+  }
+}
+
+// Consecutive nodes of one phase, up to WEFT_EXEC_BULK_SIZE of them, run as one engine op that
+// reads and writes the union of their vars. Fewer engine ops for small graphs, at the price of
+// holding all of a segment's vars for the whole segment.
+void BoundGraph::BuildSegments() {
+  const size_t bulk = static_cast<size_t>(GetEnvInt("WEFT_EXEC_BULK_SIZE", 8, 1, 1 << 16));
+  for (uint32_t i = 0; i < invocations_.size(); ++i) {
+    const bool start = segments_.empty() || segments_.back().nodes.size() >= bulk ||
+                       phase_[segments_.back().nodes.back()] != phase_[i];
+    if (start) {
+      segments_.emplace_back();
+      segments_.back().name = invocations_[i].op().name.c_str();
+      phase_segments_[static_cast<int>(phase_[i])].push_back(static_cast<uint32_t>(segments_.size() - 1));
+    }
+    Segment& seg = segments_.back();
+    const Invocation& call = invocations_[i];
+    seg.nodes.push_back(i);
+    seg.reads.insert(seg.reads.end(), call.reads().begin(), call.reads().end());
+    seg.writes.insert(seg.writes.end(), call.writes().begin(), call.writes().end());
+    for (int train = 0; train < 2; ++train) {
+      seg.draws[train].push_back(call.RandomDraws(train == 1));
+      seg.random[train] = seg.random[train] || seg.draws[train].back() > 0;
+    }
+  }
+}
+
+void BoundGraph::RunSegment(uint32_t s, bool is_train, RandomKey key, const engine::RunContext& run) const {
+  const Segment& seg = segments_[s];
+  const std::vector<uint64_t>& draws = seg.draws[is_train];
+  OpContext ctx;
+  ctx.run = run;
+  ctx.is_train = is_train;
+  for (size_t k = 0; k < seg.nodes.size(); ++k) {
+    ctx.random = key;
+    key = AdvanceRandom(key, draws[k]);
+    invocations_[seg.nodes[k]].Run(ctx);
+  }
+}
+
+std::vector<NDArray> BoundGraph::forward_outputs() const {
+  std::vector<NDArray> out;
+  for (size_t o = 0; o < graph_.num_forward_outputs(); ++o) {
+    out.push_back(entries_[graph_.EntryId(graph_.outputs()[o])]);
+  }
+  return out;
+}
+
+size_t BoundGraph::NumNodes(Phase phase) const {
+  return static_cast<size_t>(std::count(phase_.begin(), phase_.end(), phase));
+}
+
+}  // namespace weft

@@ -1,0 +1,85 @@
+// BoundGraph: what binding computes once, and never changes after: the optimized, typed and
+// planned graph, every entry's array (user arrays for arguments, gradients and outputs; views of
+// the memory plan's buffers for the rest), one Invocation per op node, and the segments of
+// consecutive nodes that are pushed to the engine as one op each. It pushes nothing: a GraphRun
+// (graph_run.h) pushes its segments, and is destroyed (which waits for them) before it. Immutable
+// after construction, so engine workers may run several of its segments at once.
+//
+//   BoundGraph plan(graph, device, args, arg_grads, grad_args, grad_reqs);
+//   for (uint32_t s : plan.segments(Phase::kForward)) ... plan.segment(s).reads ...
+//   plan.RunSegment(s, is_train, key, run);   // on the engine worker
+#pragma once
+
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "executor/executor.h"
+#include "graph/graph.h"
+#include "ops/invocation.h"
+#include "storage/ndarray.h"
+#include "storage/random.h"
+
+namespace weft {
+
+enum class Phase : uint8_t { kForward, kBackward };
+
+class BoundGraph {
+ public:
+  // Consecutive nodes of one phase, run in order by one engine op that reads and writes the
+  // union of their vars.
+  struct Segment {
+    std::vector<uint32_t> nodes;  // indices into the invocations, in graph order
+    std::vector<engine::VarHandle> reads, writes;
+    // Random numbers each node draws, [0] outside training and [1] in training: the segment
+    // reserves their ranges at once, and node k gets range k (ReserveRandom(device, counts)).
+    std::array<std::vector<uint64_t>, 2> draws;
+    std::array<bool, 2> random{};  // some node draws
+    const char* name = nullptr;    // its first node's op, for the profile
+  };
+
+  // `graph` has been through inference; this plans its memory, binds every entry to an array and
+  // prepares every node. Throws weft::Error naming the node when an op cannot run on `device`.
+  BoundGraph(const Graph& graph, Device device, const std::map<std::string, NDArray>& args,
+             const std::map<std::string, NDArray>& arg_grads, const std::vector<std::string>& grad_args,
+             const std::map<std::string, GradReq>& grad_reqs);
+  BoundGraph(const BoundGraph&) = delete;
+  BoundGraph& operator=(const BoundGraph&) = delete;
+
+  // Runs segment `s`'s nodes in order on the engine worker `run`; `key` is the segment's
+  // reservation, cut among its nodes by AdvanceRandom, so no node's numbers depend on how the
+  // nodes are grouped.
+  void RunSegment(uint32_t s, bool is_train, RandomKey key, const engine::RunContext& run) const;
+
+  const Graph& graph() const { return graph_; }
+  Device device() const { return device_; }
+  const Segment& segment(uint32_t s) const { return segments_[s]; }
+  const std::vector<uint32_t>& segments(Phase phase) const { return phase_segments_[static_cast<int>(phase)]; }
+  std::vector<NDArray> forward_outputs() const;
+  // One per forward output: arrays of the bound graph, which the run fills before Backward.
+  const std::vector<NDArray>& head_grads() const { return head_grads_; }
+  size_t NumNodes(Phase phase) const;
+
+ private:
+  void AllocateEntries(const std::map<std::string, NDArray>& args, const std::map<std::string, NDArray>& arg_grads,
+                       const std::vector<std::string>& grad_args);
+  void PrepareNodes(const std::map<std::string, GradReq>& grad_reqs, const std::vector<std::string>& grad_args);
+  // Node n's call: its entries' arrays, each output's request (`grad_req` for gradient outputs).
+  Invocation NodeInvocation(uint32_t n, const std::vector<uint32_t>& uses,
+                            const std::map<uint32_t, OpReq>& grad_req) const;
+  void BuildSegments();
+
+  Graph graph_;
+  Device device_;
+  std::vector<NDArray> entries_;           // per entry
+  std::vector<NDArray> buffers_;           // per storage id of the memory plan
+  std::vector<NDArray> head_grads_;        // per forward output
+  std::vector<Invocation> invocations_;    // the graph's op nodes, in order
+  std::vector<Phase> phase_;               // per invocation
+  std::vector<Segment> segments_;
+  std::array<std::vector<uint32_t>, 2> phase_segments_;  // per phase, in push order
+};
+
+}  // namespace weft

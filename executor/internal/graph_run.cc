@@ -1,0 +1,57 @@
+#include "executor/internal/graph_run.h"
+
+#include <future>
+
+#include "core/error.h"
+
+namespace weft {
+
+GraphRun::GraphRun(const BoundGraph& plan) : plan_(plan), fence_(engine::Engine::Get()->NewVariable()) {
+  for (Phase phase : {Phase::kForward, Phase::kBackward}) {
+    for (uint32_t s : plan.segments(phase)) {
+      if (reads_.size() <= s) reads_.resize(s + 1);
+      reads_[s] = plan.segment(s).reads;
+      reads_[s].push_back(fence_);
+    }
+  }
+}
+
+GraphRun::~GraphRun() {
+  std::promise<void> done;
+  std::future<void> pushed_ops_finished = done.get_future();
+  try {
+    engine::Engine::Get()->DeleteVariable([&done](engine::RunContext) { done.set_value(); }, Device::Cpu(), fence_);
+  } catch (const Error&) {
+    return;  // the engine has shut down: nothing runs any more
+  }
+  pushed_ops_finished.wait();
+}
+
+void GraphRun::Push(Phase phase, bool is_train) {
+  const std::vector<uint32_t>& segments = plan_.segments(phase);
+  for (uint32_t s : segments) {
+    const BoundGraph::Segment& seg = plan_.segment(s);
+    SegmentCall call{&plan_, s, is_train, {}};
+    if (seg.random[is_train]) call.random = ReserveRandom(plan_.device(), seg.draws[is_train]);
+    engine::Engine::Get()->PushSync(
+        [call](engine::RunContext run) { call.plan->RunSegment(call.segment, call.is_train, call.random, run); },
+        plan_.device(), reads_[s], seg.writes, engine::FnProperty::kNormal, 0, seg.name);
+  }
+  stats_.engine_ops_pushed = segments.size();
+}
+
+// Ones by default: filled once and kept (head gradients are external to the memory plan, so
+// nothing overwrites them) until the caller passes its own.
+void GraphRun::SetHeadGrads(const std::vector<NDArray>& given) {
+  const std::vector<NDArray>& heads = plan_.head_grads();
+  for (size_t i = 0; i < heads.size(); ++i) {
+    if (!given.empty()) {
+      given[i].CopyTo(heads[i]);
+    } else if (!head_grads_are_ones_) {
+      heads[i].Fill(1.0);
+    }
+  }
+  head_grads_are_ones_ = given.empty();
+}
+
+}  // namespace weft

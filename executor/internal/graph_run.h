@@ -1,0 +1,58 @@
+// GraphRun: one run of a BoundGraph, everything Forward and Backward change. It pushes a phase's
+// segments (reserving each segment's random numbers at push, in push order, so a seed gives the
+// same numbers whatever the engine), fills the head gradients, and keeps the statistics of its
+// last push.
+//
+// Its destructor waits for the ops it pushed and for nothing else: each of them also reads a var
+// of the run's own (fence_), and the engine runs that var's deleter after all of them, whatever
+// they threw. No error is reported or cleared by the wait: errors stay on the vars the failed ops
+// wrote, for whoever waits on those. Not thread-safe: one thread drives a run.
+//
+//   GraphRun run(plan);
+//   run.Push(Phase::kForward, /*is_train=*/true);
+//   run.SetHeadGrads({});  run.Push(Phase::kBackward, true);
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "engine/engine.h"
+#include "executor/internal/bound_graph.h"
+#include "storage/ndarray.h"
+
+namespace weft {
+
+struct RunStats {
+  size_t engine_ops_pushed = 0;  // by the last Push
+};
+
+class GraphRun {
+ public:
+  explicit GraphRun(const BoundGraph& plan);  // `plan` must outlive the run
+  ~GraphRun();
+  GraphRun(const GraphRun&) = delete;
+  GraphRun& operator=(const GraphRun&) = delete;
+
+  void Push(Phase phase, bool is_train);
+  // Before a backward Push: the head gradients become copies of `given` (one per forward
+  // output, checked by the caller), or ones when `given` is empty.
+  void SetHeadGrads(const std::vector<NDArray>& given);
+  const RunStats& stats() const { return stats_; }
+
+ private:
+  // What one pushed segment carries (fits engine::Function's inline storage).
+  struct SegmentCall {
+    const BoundGraph* plan;
+    uint32_t segment;
+    bool is_train;
+    RandomKey random;
+  };
+
+  const BoundGraph& plan_;
+  engine::VarHandle fence_;                            // read by every op this run pushes
+  std::vector<std::vector<engine::VarHandle>> reads_;  // per segment: its reads, and fence_
+  bool head_grads_are_ones_ = false;  // the head gradients hold the default ones
+  RunStats stats_;
+};
+
+}  // namespace weft

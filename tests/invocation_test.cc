@@ -1,0 +1,72 @@
+// ops/invocation.h: what one op call reads, writes and draws, as imperative calls and bound graphs
+// both push it.
+#include <gtest/gtest.h>
+
+#include "tests/weft_test_util.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "ops/invocation.h"
+#include "storage/ndarray.h"
+
+namespace weft {
+namespace {
+
+bool Contains(std::span<const engine::VarHandle> vars, engine::VarHandle v) {
+  return std::find(vars.begin(), vars.end(), v) != vars.end();
+}
+
+TEST(Invocation, AnInputTheOpMutatesIsWrittenAndAnOutputNotNeededIsNot) {
+  const Op& op = GetOp("sgd_mom_update");
+  NDArray w(Shape{3}), g(Shape{3}), mom(Shape{3}), out(Shape{3});
+  Invocation call(op, ParseAttrs(op, {{"lr", "0.1"}}), Device::Cpu());
+  for (const NDArray* a : {&w, &g, &mom}) call.AddInput(a->View(), a->var());
+  call.AddOutput(out.View(), out.var(), OpReq::kWrite);
+  EXPECT_TRUE(Contains(call.reads(), w.var()));
+  EXPECT_TRUE(Contains(call.reads(), g.var()));
+  EXPECT_TRUE(Contains(call.writes(), mom.var())) << "the momentum is updated in place";
+  EXPECT_TRUE(Contains(call.writes(), out.var()));
+  EXPECT_EQ(call.writes().size(), 2u);
+
+  Invocation unused(op, ParseAttrs(op, {{"lr", "0.1"}}), Device::Cpu());
+  for (const NDArray* a : {&w, &g, &mom}) unused.AddInput(a->View(), a->var());
+  unused.AddOutput(out.View(), out.var(), OpReq::kNull);
+  EXPECT_FALSE(Contains(unused.writes(), out.var()));
+  EXPECT_TRUE(Contains(unused.writes(), mom.var())) << "mutating is not an output request";
+}
+
+TEST(Invocation, RandomDrawsAreWhatTheComputeDraws) {
+  const Op& dropout = GetOp("Dropout");
+  NDArray x(Shape{5, 3}), y(Shape{5, 3}), mask(Shape{5, 3});
+  Invocation call(dropout, ParseAttrs(dropout, {{"p", "0.5"}}), Device::Cpu());
+  call.AddInput(x.View(), x.var());
+  call.AddOutput(y.View(), y.var(), OpReq::kWrite);
+  call.AddOutput(mask.View(), mask.var(), OpReq::kWrite);
+  EXPECT_EQ(call.RandomDraws(/*is_train=*/true), 15u) << "one uniform number per element";
+  EXPECT_EQ(call.RandomDraws(/*is_train=*/false), 0u) << "outside training Dropout is the identity";
+  Invocation none(dropout, ParseAttrs(dropout, {{"p", "0"}}), Device::Cpu());
+  none.AddInput(x.View(), x.var());
+  EXPECT_EQ(none.RandomDraws(true), 0u) << "p = 0 keeps everything without drawing";
+  const Op& relu = GetOp("relu");
+  Invocation plain(relu, ParseAttrs(relu, {}), Device::Cpu());
+  plain.AddInput(x.View(), x.var());
+  EXPECT_EQ(plain.RandomDraws(true), 0u);
+}
+
+TEST(Invocation, AnOpWithoutComputeForTheDeviceIsAClearError) {
+  static const bool registered = [] {
+    RegisterOp("_test_no_compute").Inputs({"data"}).InferShape([](const Attrs&, const std::vector<Shape>& in) {
+      return std::vector<Shape>{in[0]};
+    });
+    return true;
+  }();
+  ASSERT_TRUE(registered);
+  const Op& op = GetOp("_test_no_compute");
+  testing::ExpectErrorContains([&] { Invocation(op, ParseAttrs(op, {}), Device::Cpu()); },
+                               {"op '_test_no_compute' has no implementation for cpu"});
+}
+
+}  // namespace
+}  // namespace weft
