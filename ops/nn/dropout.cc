@@ -8,11 +8,11 @@
 // Random numbers: element i is kept when the i-th uniform number of the range the op reserved
 // at push time is >= p, on every device, so a seed gives the same mask whatever the device, the
 // number of engine workers or intra-op threads. Compute: ops/cpu/dropout.cc, ops/gpu/dropout.cc.
+#include <span>
+
 #include "core/error.h"
 #include "ops/nn/nn_params.h"
 #include "ops/op.h"
-
-#include <span>
 
 namespace weft {
 namespace {
