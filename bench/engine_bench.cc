@@ -7,6 +7,9 @@
 // Both sides get the same number of threads; each figure is the median of --reps runs.
 //
 //   bazel run --config=opt //bench:engine_bench -- --workers=2 --reps=5
+#include <oneapi/tbb/flow_graph.h>
+#include <oneapi/tbb/global_control.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,9 +19,6 @@
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <oneapi/tbb/flow_graph.h>
-#include <oneapi/tbb/global_control.h>
 
 #include "bench/peer.h"
 #include "engine/engine.h"

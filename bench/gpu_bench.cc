@@ -9,14 +9,14 @@
 //   tools/gpu_bundle.sh; then on the GPU machine: gpu_bundle/bin/gpu_bench [--reps=5]
 //   (--mlp=0, --tiny=0, --relu=0 leave a part out, --peer=0 PyTorch; --floors_only=1 prints the
 //   launch floors, graph costs and the relu kernel alone)
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <cuda_runtime.h>
-#include <nlohmann/json.hpp>
 
 #include "bench/gpu_floor.h"
 #include "bench/peer.h"
@@ -57,7 +57,8 @@ Symbol Mlp(const std::vector<int>& sizes, DType dtype) {
 // ms per training step of `net` in `dtype` on the GPU.
 double MlpStep(const Net& net, DType dtype, int reps) {
   const Symbol loss = Mlp(net.sizes, dtype);
-  const auto shapes = weft::InferArgumentShapes(loss.ToGraph(), {{"data", Shape{net.batch, net.sizes[0]}}, {"label", Shape{net.batch}}});
+  const auto shapes = weft::InferArgumentShapes(
+      loss.ToGraph(), {{"data", Shape{net.batch, net.sizes[0]}}, {"label", Shape{net.batch}}});
   Executor::ArrayMap args, grads;
   std::map<std::string, weft::GradReq> reqs;
   std::vector<std::string> params;
@@ -151,18 +152,20 @@ int main(int argc, char** argv) {
                   bench::EmptyEngineOpUs(reps));
       for (int nodes : {16, 256}) {
         const bench::GraphCosts g = bench::GraphLaunchUs(reps, nodes);
-        std::printf("graph of %d tiny kernels, per kernel (us): built %.2f, parameters set %.2f (host only); "
-                    "built and instantiated %.2f, built and updated %.2f, parameters set %.2f, replayed %.2f (each "
-                    "with its launch)\n", nodes, g.build_us, g.set_params_host_us, g.instantiate_us, g.update_us,
-                    g.set_params_us, g.replay_us);
+        std::printf(
+            "graph of %d tiny kernels, per kernel (us): built %.2f, parameters set %.2f (host only); "
+            "built and instantiated %.2f, built and updated %.2f, parameters set %.2f, replayed %.2f (each "
+            "with its launch)\n",
+            nodes, g.build_us, g.set_params_host_us, g.instantiate_us, g.update_us, g.set_params_us, g.replay_us);
       }
       int sms = 0;
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
       const unsigned wave = 8u * sms;  // resident blocks of 256 threads
-      std::printf("relu kernel on 64M floats alone, CUDA events (GB/s): 1 wave of blocks %.0f, 4 waves %.0f, a 16-byte "
-                  "pack per thread (%u blocks) %.0f; cudaMemcpyAsync %.0f\n", bench::KernelOnlyGbs(reps, wave, false),
-                  bench::KernelOnlyGbs(reps, 4 * wave, false), 65536u, bench::KernelOnlyGbs(reps, 65536, false),
-                  bench::KernelOnlyGbs(reps, 0, true));
+      std::printf(
+          "relu kernel on 64M floats alone, CUDA events (GB/s): 1 wave of blocks %.0f, 4 waves %.0f, a 16-byte "
+          "pack per thread (%u blocks) %.0f; cudaMemcpyAsync %.0f\n",
+          bench::KernelOnlyGbs(reps, wave, false), bench::KernelOnlyGbs(reps, 4 * wave, false), 65536u,
+          bench::KernelOnlyGbs(reps, 65536, false), bench::KernelOnlyGbs(reps, 0, true));
       return 0;
     }
     // --mlp=0, --tiny=0, --relu=0 leave a part out; --peer=0 leaves PyTorch out.
@@ -174,7 +177,8 @@ int main(int argc, char** argv) {
     nlohmann::json ours;
     for (const Net& net : mlp ? nets : std::vector<Net>{}) {
       for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
-        const std::string key = "mlp " + net.name + " b" + std::to_string(net.batch) + " " + std::string(weft::DTypeName(dtype));
+        const std::string key =
+            "mlp " + net.name + " b" + std::to_string(net.batch) + " " + std::string(weft::DTypeName(dtype));
         try {
           ours[key] = MlpStep(net, dtype, reps);
         } catch (const weft::Error& e) {  // report the workload, measure the others
@@ -199,20 +203,27 @@ int main(int argc, char** argv) {
     const nlohmann::json torch = peer ? bench::RunPeer("bench/torch_gpu_peer.py", std::to_string(reps))
                                       : nlohmann::json{{"available", false}, {"error", "left out (--peer=0)"}};
     if (torch.value("available", false)) {
-      std::printf("PyTorch %s on %s\n", torch["version"].get<std::string>().c_str(), torch["device"].get<std::string>().c_str());
+      std::printf("PyTorch %s on %s\n", torch["version"].get<std::string>().c_str(),
+                  torch["device"].get<std::string>().c_str());
     } else {
       std::printf("PyTorch not available: %s\n", torch.value("error", std::string("?")).c_str());
     }
     std::printf("%-44s %12s %12s %8s\n", "workload", "weft", "torch", "ratio");
     for (auto it = ours.begin(); it != ours.end(); ++it) {
       const std::string& key = it.key();
-      const char* unit = key.find("GB/s") != std::string::npos ? "GB/s" : key.find(" us") != std::string::npos ? "us/op" : "ms/step";
-      PrintRow(key.c_str(), it.value().get<double>(), torch.value("results", nlohmann::json::object()), key.c_str(), unit);
+      const char* unit = key.find("GB/s") != std::string::npos  ? "GB/s"
+                         : key.find(" us") != std::string::npos ? "us/op"
+                                                                : "ms/step";
+      PrintRow(key.c_str(), it.value().get<double>(), torch.value("results", nlohmann::json::object()), key.c_str(),
+               unit);
     }
-    if (relu) std::printf("weft relu reaches %.1f%% of weft's device-to-device copy bandwidth\n", 100 * bw.relu_gbs / bw.copy_gbs);
-    std::printf("floors: the same tiny kernel launched directly on one stream %.2f us (%.2f us on a non-blocking "
-                "stream; %.2f us through the driver API); an empty GPU op through the engine %.2f us\n", raw_launch,
-                raw_nonblocking, driver_launch, empty_op);
+    if (relu)
+      std::printf("weft relu reaches %.1f%% of weft's device-to-device copy bandwidth\n",
+                  100 * bw.relu_gbs / bw.copy_gbs);
+    std::printf(
+        "floors: the same tiny kernel launched directly on one stream %.2f us (%.2f us on a non-blocking "
+        "stream; %.2f us through the driver API); an empty GPU op through the engine %.2f us\n",
+        raw_launch, raw_nonblocking, driver_launch, empty_op);
     weft::engine::Engine::Get()->Shutdown();
     return 0;
   } catch (const std::exception& e) {

@@ -27,7 +27,8 @@ struct TinyAdd {
 
   explicit TinyAdd(bool blocking_stream = true) {
     WEFT_CUDA_CHECK(cudaSetDevice(0));
-    kernel = weft::gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::fn::Add, float, 4>", {}}, 0);
+    kernel = weft::gpu::rtc::KernelLibrary::Global().Get(
+        {"binary.cuh", "", "weft::BinaryForward<weft::fn::Add, float, 4>", {}}, 0);
     WEFT_CUDA_CHECK(cudaMalloc(&a, 64));
     WEFT_CUDA_CHECK(cudaMalloc(&b, 64));
     WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, blocking_stream ? cudaStreamDefault : cudaStreamNonBlocking));
@@ -44,8 +45,9 @@ struct TinyAdd {
 double RawLaunchUs(int reps, bool blocking_stream) {
   TinyAdd t(blocking_stream);
   const void* kernel = reinterpret_cast<const void*>(t.kernel.handle());
-  return MedianUs(reps, 10000, [&] { WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(1), dim3(256), t.args, 0, t.stream)); },
-                  &TinyAdd::Wait);
+  return MedianUs(
+      reps, 10000, [&] { WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(1), dim3(256), t.args, 0, t.stream)); },
+      &TinyAdd::Wait);
 }
 
 double DriverLaunchUs(int reps) {
@@ -59,10 +61,11 @@ double DriverLaunchUs(int reps) {
   if (get == nullptr || launch == nullptr) return -1;
   TinyAdd t;
   CUfunction function = nullptr;
-  if (reinterpret_cast<GetFunction>(get)(&function, reinterpret_cast<CUkernel>(t.kernel.handle())) != CUDA_SUCCESS) return -1;
+  if (reinterpret_cast<GetFunction>(get)(&function, reinterpret_cast<CUkernel>(t.kernel.handle())) != CUDA_SUCCESS)
+    return -1;
   auto launch_fn = reinterpret_cast<LaunchKernel>(launch);
-  return MedianUs(reps, 10000, [&] { launch_fn(function, 1, 1, 1, 256, 1, 1, 0, t.stream, t.args, nullptr); },
-                  &TinyAdd::Wait);
+  return MedianUs(
+      reps, 10000, [&] { launch_fn(function, 1, 1, 1, 256, 1, 1, 0, t.stream, t.args, nullptr); }, &TinyAdd::Wait);
 }
 
 GraphCosts GraphLaunchUs(int reps, int nodes) {
@@ -87,38 +90,60 @@ GraphCosts GraphLaunchUs(int reps, int nodes) {
     return graph;
   };
   GraphCosts costs;
-  costs.build_us = MedianUs(reps, 20, [&] { cudaGraphDestroy(build()); }, &TinyAdd::Wait) / nodes;
+  costs.build_us = MedianUs(
+                       reps, 20, [&] { cudaGraphDestroy(build()); }, &TinyAdd::Wait) /
+                   nodes;
   // Build, instantiate, launch each time.
-  costs.instantiate_us = MedianUs(reps, 20, [&] {
-    cudaGraph_t g = build();
-    cudaGraphExec_t exec = nullptr;
-    WEFT_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
-    WEFT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(g);
-  }, &TinyAdd::Wait) / nodes;
+  costs.instantiate_us = MedianUs(
+                             reps, 20,
+                             [&] {
+                               cudaGraph_t g = build();
+                               cudaGraphExec_t exec = nullptr;
+                               WEFT_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+                               WEFT_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+                               cudaGraphExecDestroy(exec);
+                               cudaGraphDestroy(g);
+                             },
+                             &TinyAdd::Wait) /
+                         nodes;
   // Build, update one cached executable graph, launch.
   std::vector<cudaGraphNode_t> first_nodes;
   cudaGraph_t first = build(&first_nodes);
   cudaGraphExec_t cached = nullptr;
   WEFT_CUDA_CHECK(cudaGraphInstantiate(&cached, first, 0));
-  costs.update_us = MedianUs(reps, 20, [&] {
-    cudaGraph_t g = build();
-    cudaGraphExecUpdateResultInfo info{};
-    WEFT_CUDA_CHECK(cudaGraphExecUpdate(cached, g, &info));
-    WEFT_CUDA_CHECK(cudaGraphLaunch(cached, stream));
-    cudaGraphDestroy(g);
-  }, &TinyAdd::Wait) / nodes;
+  costs.update_us = MedianUs(
+                        reps, 20,
+                        [&] {
+                          cudaGraph_t g = build();
+                          cudaGraphExecUpdateResultInfo info{};
+                          WEFT_CUDA_CHECK(cudaGraphExecUpdate(cached, g, &info));
+                          WEFT_CUDA_CHECK(cudaGraphLaunch(cached, stream));
+                          cudaGraphDestroy(g);
+                        },
+                        &TinyAdd::Wait) /
+                    nodes;
   // Set every node's parameters in the cached executable graph, launch.
-  costs.set_params_us = MedianUs(reps, 20, [&] {
-    for (cudaGraphNode_t node : first_nodes) WEFT_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(cached, node, &p));
-    WEFT_CUDA_CHECK(cudaGraphLaunch(cached, stream));
-  }, &TinyAdd::Wait) / nodes;
-  costs.set_params_host_us = MedianUs(reps, 20, [&] {
-    for (cudaGraphNode_t node : first_nodes) WEFT_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(cached, node, &p));
-  }, &TinyAdd::Wait) / nodes;
+  costs.set_params_us = MedianUs(
+                            reps, 20,
+                            [&] {
+                              for (cudaGraphNode_t node : first_nodes)
+                                WEFT_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(cached, node, &p));
+                              WEFT_CUDA_CHECK(cudaGraphLaunch(cached, stream));
+                            },
+                            &TinyAdd::Wait) /
+                        nodes;
+  costs.set_params_host_us = MedianUs(
+                                 reps, 20,
+                                 [&] {
+                                   for (cudaGraphNode_t node : first_nodes)
+                                     WEFT_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(cached, node, &p));
+                                 },
+                                 &TinyAdd::Wait) /
+                             nodes;
   // Launch the same executable graph again (the floor of replay).
-  costs.replay_us = MedianUs(reps, 20, [&] { WEFT_CUDA_CHECK(cudaGraphLaunch(cached, stream)); }, &TinyAdd::Wait) / nodes;
+  costs.replay_us = MedianUs(
+                        reps, 20, [&] { WEFT_CUDA_CHECK(cudaGraphLaunch(cached, stream)); }, &TinyAdd::Wait) /
+                    nodes;
   cudaGraphExecDestroy(cached);
   cudaGraphDestroy(first);
   return costs;
@@ -130,7 +155,8 @@ double KernelOnlyGbs(int reps, unsigned blocks, bool copy) {
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
   WEFT_CUDA_CHECK(cudaSetDevice(0));
-  const auto relu = weft::gpu::rtc::KernelLibrary::Global().Get({"unary.cuh", "", "weft::UnaryForward<weft::fn::Relu, float, 4>", {}}, 0);
+  const auto relu = weft::gpu::rtc::KernelLibrary::Global().Get(
+      {"unary.cuh", "", "weft::UnaryForward<weft::fn::Relu, float, 4>", {}}, 0);
   WEFT_CUDA_CHECK(cudaMalloc(&x, n * sizeof(float)));
   WEFT_CUDA_CHECK(cudaMalloc(&y, n * sizeof(float)));
   WEFT_CUDA_CHECK(cudaMemset(x, 0, n * sizeof(float)));
@@ -168,9 +194,9 @@ double KernelOnlyGbs(int reps, unsigned blocks, bool copy) {
 double EmptyEngineOpUs(int reps) {
   weft::engine::Engine* engine = weft::engine::Engine::Get();
   weft::engine::VarHandle v = engine->NewVariable();
-  const double us = MedianUs(reps, 10000, [&] {
-    engine->PushSync([](weft::engine::RunContext) {}, weft::Device::Gpu(0), {}, {v});
-  }, [] { weft::engine::Engine::Get()->WaitForAll(); });
+  const double us = MedianUs(
+      reps, 10000, [&] { engine->PushSync([](weft::engine::RunContext) {}, weft::Device::Gpu(0), {}, {v}); },
+      [] { weft::engine::Engine::Get()->WaitForAll(); });
   engine->DeleteVariable([](weft::engine::RunContext) {}, weft::Device::Cpu(), v);
   return us;
 }

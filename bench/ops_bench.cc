@@ -6,22 +6,21 @@
 // Each figure is a median; the ratio is weft / PyTorch (lower is better for weft).
 //
 //   bazel run --config=opt //bench:ops_bench -- --threads=2 --reps=10 [--tiny_only=1]
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <unistd.h>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "bench/peer.h"
-
 #include "engine/engine.h"
 #include "ops/op.h"
 #include "storage/ndarray.h"
@@ -113,14 +112,20 @@ int main(int argc, char** argv) {
   const double add_inplace = TinyAddUs(false);
   const double add_alloc = TinyAddUs(true);
   const bool tiny_only = bench::IntFlag(argc, argv, "tiny_only", 0) != 0;  // skip the big ops (quick overhead runs)
-  const double fc = tiny_only ? 0 : MedianMs(reps, ForwardBackward("FullyConnected", {{"num_hidden", "1024"}},
-                                                   {Random({128, 784}), Random({1024, 784}), Random({1024})},
-                                                   Shape{128, 1024}));
-  const double conv = tiny_only ? 0 : MedianMs(std::max(3, reps / 2),
-                               ForwardBackward("Convolution", {{"kernel", "(3, 3)"}, {"num_filter", "64"}, {"pad", "(1, 1)"}},
-                                               {Random({64, 32, 28, 28}), Random({64, 32, 3, 3}), Random({64})},
-                                               Shape{64, 64, 28, 28}));
-  const nlohmann::json torch = bench::RunPeer("bench/torch_peer.py", std::to_string(threads) + " " + std::to_string(reps));
+  const double fc = tiny_only
+                        ? 0
+                        : MedianMs(reps, ForwardBackward("FullyConnected", {{"num_hidden", "1024"}},
+                                                         {Random({128, 784}), Random({1024, 784}), Random({1024})},
+                                                         Shape{128, 1024}));
+  const double conv =
+      tiny_only
+          ? 0
+          : MedianMs(std::max(3, reps / 2),
+                     ForwardBackward("Convolution", {{"kernel", "(3, 3)"}, {"num_filter", "64"}, {"pad", "(1, 1)"}},
+                                     {Random({64, 32, 28, 28}), Random({64, 32, 3, 3}), Random({64})},
+                                     Shape{64, 64, 28, 28}));
+  const nlohmann::json torch =
+      bench::RunPeer("bench/torch_peer.py", std::to_string(threads) + " " + std::to_string(reps));
 
   std::printf("weft vs PyTorch on the CPU, %d thread(s)\n", threads);
   if (torch.value("available", false)) {

@@ -2,9 +2,8 @@
 // in the same run and reading the JSON object it prints last.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace bench {
 

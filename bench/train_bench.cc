@@ -13,13 +13,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "bench/peer.h"
-
 #include "weft/weft.h"
 
 namespace {
@@ -109,23 +107,28 @@ int main(int argc, char** argv) {
   setenv("WEFT_CPU_WORKERS", "1", 0);  // one worker whose ops use `threads` threads, like PyTorch
   setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
   bench::ChdirToWorkspace();
-  const std::vector<Net> nets = {{"mlp 64-256-256-10", {64, 256, 256, 10}}, {"mlp 784-1024-1024-10", {784, 1024, 1024, 10}}};
+  const std::vector<Net> nets = {{"mlp 64-256-256-10", {64, 256, 256, 10}},
+                                 {"mlp 784-1024-1024-10", {784, 1024, 1024, 10}}};
   std::vector<Result> weft_results;
   for (const Net& net : nets) weft_results.push_back(RunWeft(net, steps));
-  const nlohmann::json torch = bench::RunPeer("bench/torch_train_peer.py", std::to_string(threads) + " " + std::to_string(steps));
+  const nlohmann::json torch =
+      bench::RunPeer("bench/torch_train_peer.py", std::to_string(threads) + " " + std::to_string(steps));
   const bool peer = torch.value("available", false);
-  std::printf("training step (forward, backward, SGD update), batch %d, %d thread(s), %d steps\n", kBatch, threads, steps);
+  std::printf("training step (forward, backward, SGD update), batch %d, %d thread(s), %d steps\n", kBatch, threads,
+              steps);
   if (peer) {
     std::printf("PyTorch %s, %d thread(s); BLAS loaded: %s\n\n", torch["version"].get<std::string>().c_str(),
                 torch["threads"].get<int>(), torch["blas"].get<std::string>().c_str());
   } else {
     std::printf("PyTorch not available: %s\n\n", torch.value("error", std::string("?")).c_str());
   }
-  std::printf("%-24s %10s %10s %7s %14s %14s\n", "network", "weft ms", "torch ms", "ratio", "weft peak MB", "torch peak MB");
+  std::printf("%-24s %10s %10s %7s %14s %14s\n", "network", "weft ms", "torch ms", "ratio", "weft peak MB",
+              "torch peak MB");
   for (size_t i = 0; i < nets.size(); ++i) {
     const double w = weft_results[i].ms_per_step, wm = weft_results[i].peak_bytes / 1048576.0;
     if (peer) {
-      const double t = torch["nets"][i]["ms_per_step"].get<double>(), tm = torch["nets"][i]["peak_bytes"].get<double>() / 1048576.0;
+      const double t = torch["nets"][i]["ms_per_step"].get<double>(),
+                   tm = torch["nets"][i]["peak_bytes"].get<double>() / 1048576.0;
       std::printf("%-24s %10.3f %10.3f %7.2f %14.1f %14.1f\n", nets[i].name.c_str(), w, t, w / t, wm, tm);
     } else {
       std::printf("%-24s %10.3f %10s %7s %14.1f %14s\n", nets[i].name.c_str(), w, "n/a", "n/a", wm, "n/a");

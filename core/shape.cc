@@ -26,16 +26,15 @@ int64_t Shape::Size() const {
 }
 
 int Shape::CheckedAxis(int axis) const {
-  WEFT_CHECK(axis >= 0 && axis < ndim_)
-      << "axis " << axis << " is out of range for shape " << ToString();
+  WEFT_CHECK(axis >= 0 && axis < ndim_) << "axis " << axis << " is out of range for shape " << ToString();
   return axis;
 }
 
 int Shape::NormalizeAxis(int axis) const {
   int normalized = axis < 0 ? axis + ndim_ : axis;
   if (normalized < 0 || normalized >= ndim_) {
-    WEFT_THROW("axis " << axis << " is out of range for shape " << ToString() << ": expected "
-                       << -ndim_ << " <= axis < " << ndim_);
+    WEFT_THROW("axis " << axis << " is out of range for shape " << ToString() << ": expected " << -ndim_
+                       << " <= axis < " << ndim_);
   }
   return normalized;
 }
@@ -64,8 +63,8 @@ std::string_view StripBrackets(std::string_view text) {
   auto is_space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
   while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
   while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
-  if (text.size() >= 2 && ((text.front() == '(' && text.back() == ')') ||
-                           (text.front() == '[' && text.back() == ']'))) {
+  if (text.size() >= 2 &&
+      ((text.front() == '(' && text.back() == ')') || (text.front() == '[' && text.back() == ']'))) {
     text = text.substr(1, text.size() - 2);
   }
   return text;

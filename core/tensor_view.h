@@ -18,11 +18,26 @@ namespace weft {
 // The C++ type of each dtype, for dispatch. bf16/fp16 have no arithmetic type on the CPU yet.
 template <typename T>
 struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
-template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUInt8; };
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kFloat32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kFloat64;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kInt32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kInt64;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::kUInt8;
+};
 
 class TensorView {
  public:
@@ -63,20 +78,50 @@ inline TensorView TensorView::Reshaped(const Shape& shape) const {
 // another dtype is a weft::Error naming `what`.
 //
 //   WEFT_DTYPE_SWITCH(x.dtype(), T, "add", { Add(x.data<T>(), ...); });
-#define WEFT_DTYPE_SWITCH(dtype, T, what, ...)                                                   \
-  switch (dtype) {                                                                              \
-    case ::weft::DType::kFloat32: { using T = float; __VA_ARGS__; break; }                      \
-    case ::weft::DType::kFloat64: { using T = double; __VA_ARGS__; break; }                     \
-    case ::weft::DType::kInt32: { using T = int32_t; __VA_ARGS__; break; }                      \
-    case ::weft::DType::kInt64: { using T = int64_t; __VA_ARGS__; break; }                      \
-    case ::weft::DType::kUInt8: { using T = uint8_t; __VA_ARGS__; break; }                      \
-    default: WEFT_THROW(what << ": dtype " << (dtype) << " is not supported here");            \
+#define WEFT_DTYPE_SWITCH(dtype, T, what, ...)                               \
+  switch (dtype) {                                                           \
+    case ::weft::DType::kFloat32: {                                          \
+      using T = float;                                                       \
+      __VA_ARGS__;                                                           \
+      break;                                                                 \
+    }                                                                        \
+    case ::weft::DType::kFloat64: {                                          \
+      using T = double;                                                      \
+      __VA_ARGS__;                                                           \
+      break;                                                                 \
+    }                                                                        \
+    case ::weft::DType::kInt32: {                                            \
+      using T = int32_t;                                                     \
+      __VA_ARGS__;                                                           \
+      break;                                                                 \
+    }                                                                        \
+    case ::weft::DType::kInt64: {                                            \
+      using T = int64_t;                                                     \
+      __VA_ARGS__;                                                           \
+      break;                                                                 \
+    }                                                                        \
+    case ::weft::DType::kUInt8: {                                            \
+      using T = uint8_t;                                                     \
+      __VA_ARGS__;                                                           \
+      break;                                                                 \
+    }                                                                        \
+    default:                                                                 \
+      WEFT_THROW(what << ": dtype " << (dtype) << " is not supported here"); \
   }
 
 // The same for the floating-point dtypes weft computes in on the CPU (float32, float64).
-#define WEFT_FLOAT_SWITCH(dtype, T, what, ...)                                                   \
-  switch (dtype) {                                                                              \
-    case ::weft::DType::kFloat32: { using T = float; __VA_ARGS__; break; }                      \
-    case ::weft::DType::kFloat64: { using T = double; __VA_ARGS__; break; }                     \
-    default: WEFT_THROW(what << ": expected float32 or float64, found " << (dtype));            \
+#define WEFT_FLOAT_SWITCH(dtype, T, what, ...)                                \
+  switch (dtype) {                                                            \
+    case ::weft::DType::kFloat32: {                                           \
+      using T = float;                                                        \
+      __VA_ARGS__;                                                            \
+      break;                                                                  \
+    }                                                                         \
+    case ::weft::DType::kFloat64: {                                           \
+      using T = double;                                                       \
+      __VA_ARGS__;                                                            \
+      break;                                                                  \
+    }                                                                         \
+    default:                                                                  \
+      WEFT_THROW(what << ": expected float32 or float64, found " << (dtype)); \
   }

@@ -49,14 +49,14 @@ Engine* Engine::Get() {
   return engine;
 }
 
-void Engine::PushAsync(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop,
-                       int priority, const char* name) {
+void Engine::PushAsync(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop, int priority,
+                       const char* name) {
   WEFT_CHECK(fn != nullptr) << "op '" << (name ? name : "op") << "': the function is empty";
   Push(nullptr, std::move(fn), PushArgs{device, reads, writes, prop, priority, name});
 }
 
-void Engine::PushSync(SyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop,
-                      int priority, const char* name) {
+void Engine::PushSync(SyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop, int priority,
+                      const char* name) {
   WEFT_CHECK(fn != nullptr) << "op '" << (name ? name : "op") << "': the function is empty";
   Push(std::move(fn), nullptr, PushArgs{device, reads, writes, prop, priority, name});
 }

@@ -125,10 +125,10 @@ class Engine {
 
   // `name` (optional) labels the op in the profile and must outlive the op. A var listed in both
   // `reads` and `writes` is a write; duplicates are ignored.
-  void PushAsync(AsyncFn fn, Device device, VarList reads, VarList writes,
-                 FnProperty prop = FnProperty::kNormal, int priority = 0, const char* name = nullptr);
-  void PushSync(SyncFn fn, Device device, VarList reads, VarList writes,
-                FnProperty prop = FnProperty::kNormal, int priority = 0, const char* name = nullptr);
+  void PushAsync(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop = FnProperty::kNormal,
+                 int priority = 0, const char* name = nullptr);
+  void PushSync(SyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop = FnProperty::kNormal,
+                int priority = 0, const char* name = nullptr);
 
   // Runs `deleter` after every op already pushed on `var`, then frees the var for reuse by a
   // later NewVariable. The deleter runs even if the var holds an error. Nothing may be pushed on

@@ -62,7 +62,9 @@ class Function<R(Args...)> {
   Function& operator=(const Function&) = delete;
   ~Function() { Reset(); }
 
-  R operator()(Args... args) const { return invoke_(const_cast<unsigned char*>(storage_), std::forward<Args>(args)...); }
+  R operator()(Args... args) const {
+    return invoke_(const_cast<unsigned char*>(storage_), std::forward<Args>(args)...);
+  }
   explicit operator bool() const { return invoke_ != nullptr; }
   friend bool operator==(const Function& f, std::nullptr_t) { return !f; }
   friend bool operator!=(const Function& f, std::nullptr_t) { return static_cast<bool>(f); }

@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
                     static_cast<long long>(best), probs[i * classes + best], static_cast<int>(labels[i]));
       }
     }
-    std::printf("%d of %lld rows predicted correctly (%.1f%%)\n", correct, static_cast<long long>(n), 100.0 * correct / n);
+    std::printf("%d of %lld rows predicted correctly (%.1f%%)\n", correct, static_cast<long long>(n),
+                100.0 * correct / n);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -86,27 +86,32 @@ int Run(const std::string& data_path) {
   engine.PushSync([&](RunContext ctx) { log.Run("load", ctx, [&] { digits = examples::LoadDigitsCsv(data_path); }); },
                   cpu, {}, {data}, weft::engine::FnProperty::kNormal, 0, "load");
   for (int k = 0; k < kClasses; ++k) {
-    engine.PushSync([&, k](RunContext ctx) {
-      log.Run("class_mean[" + std::to_string(k) + "]", ctx, [&] { means[k] = examples::ClassMean(digits, k, /*train=*/true); });
-    }, cpu, {data}, {mean_vars[k]}, weft::engine::FnProperty::kNormal, 0, "class_mean");
+    engine.PushSync(
+        [&, k](RunContext ctx) {
+          log.Run("class_mean[" + std::to_string(k) + "]", ctx,
+                  [&] { means[k] = examples::ClassMean(digits, k, /*train=*/true); });
+        },
+        cpu, {data}, {mean_vars[k]}, weft::engine::FnProperty::kNormal, 0, "class_mean");
   }
   std::vector<VarHandle> eval_reads = mean_vars;
   eval_reads.push_back(data);
-  engine.PushSync([&](RunContext ctx) {
-    log.Run("evaluate", ctx, [&] {
-      int correct = 0, total = 0;
-      for (int i = 0; i < digits.count(); ++i) {
-        if (examples::IsTrainSample(i)) continue;
-        int best = 0;
-        for (int k = 1; k < kClasses; ++k) {
-          if (Distance(digits.image(i), means[k]) < Distance(digits.image(i), means[best])) best = k;
-        }
-        correct += best == digits.labels[i];
-        ++total;
-      }
-      accuracy = static_cast<float>(correct) / static_cast<float>(total);
-    });
-  }, cpu, eval_reads, {result}, weft::engine::FnProperty::kNormal, 0, "evaluate");
+  engine.PushSync(
+      [&](RunContext ctx) {
+        log.Run("evaluate", ctx, [&] {
+          int correct = 0, total = 0;
+          for (int i = 0; i < digits.count(); ++i) {
+            if (examples::IsTrainSample(i)) continue;
+            int best = 0;
+            for (int k = 1; k < kClasses; ++k) {
+              if (Distance(digits.image(i), means[k]) < Distance(digits.image(i), means[best])) best = k;
+            }
+            correct += best == digits.labels[i];
+            ++total;
+          }
+          accuracy = static_cast<float>(correct) / static_cast<float>(total);
+        });
+      },
+      cpu, eval_reads, {result}, weft::engine::FnProperty::kNormal, 0, "evaluate");
   const weft::engine::EngineOptions options = weft::engine::EngineOptions::FromEnv();
   std::printf("engine: %s, %d CPU worker(s); pushed %d ops, waiting for the result\n\n",
               engine.kind() == weft::engine::EngineKind::kNaive ? "naive" : "threaded", options.cpu_workers,
@@ -123,7 +128,8 @@ int Run(const std::string& data_path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  examples::Flags flags("engine_dag", "Pushes a nearest-centroid classifier over the digits data to weft's engine "
+  examples::Flags flags("engine_dag",
+                        "Pushes a nearest-centroid classifier over the digits data to weft's engine "
                         "as a DAG of ops and prints what ran, in what order, on which worker.");
   flags.AddString("data", examples::DefaultDigitsPath(argv[0]), "digits CSV: 64 pixel values then the label, per row");
   try {

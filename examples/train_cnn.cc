@@ -38,8 +38,8 @@ int main(int argc, char** argv) {
     defaults.lr = 0.05;
     defaults.save_prefix = "cnn";
     defaults.images = true;
-    auto options = examples::ParseTrainFlags("train_cnn", "Trains a small convolutional network on the digits, as 1x8x8 images.",
-                                             defaults, argc, argv);
+    auto options = examples::ParseTrainFlags(
+        "train_cnn", "Trains a small convolutional network on the digits, as 1x8x8 images.", defaults, argc, argv);
     if (!options) return 0;
     const examples::TrainResult r = examples::Train(Cnn(), *options);
     std::printf("final test accuracy %.1f%%\n", 100 * r.test_accuracy);

@@ -17,7 +17,8 @@ namespace weft {
 namespace {
 
 // The graph the executor runs: forward, CSE'd, with the backward graph for requested gradients.
-Graph BuildGraph(const Symbol& symbol, const std::map<std::string, GradReq>& reqs, std::vector<std::string>& grad_args) {
+Graph BuildGraph(const Symbol& symbol, const std::map<std::string, GradReq>& reqs,
+                 std::vector<std::string>& grad_args) {
   Graph g = symbol.ToGraph();
   if (GetEnvBool("WEFT_ELIMINATE_COMMON_EXPR", true)) g = EliminateCommonExpr(g);
   std::vector<uint32_t> wrt;

@@ -51,8 +51,8 @@ GraphBuilder Graph::ToBuilder() const {
 
 uint32_t Graph::EntryId(NodeEntry e) const {
   WEFT_CHECK_LT(e.node, s_->nodes.size()) << "graph: no node " << e.node;
-  WEFT_CHECK_LT(e.index, num_outputs(e.node)) << "graph: node '" << s_->nodes[e.node].name << "' has no output "
-                                              << e.index;
+  WEFT_CHECK_LT(e.index, num_outputs(e.node))
+      << "graph: node '" << s_->nodes[e.node].name << "' has no output " << e.index;
   return s_->entry_offset[e.node] + e.index;
 }
 

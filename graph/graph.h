@@ -52,7 +52,7 @@ struct Node {
 // kExternal for entries bound to user arrays (arguments, gradients, outputs).
 struct MemoryPlan {
   static constexpr int kExternal = -1;
-  std::vector<int> storage_id;       // per entry
+  std::vector<int> storage_id;        // per entry
   std::vector<size_t> storage_bytes;  // per storage id
   std::vector<bool> inplace;          // per entry: shares its input's storage (the op runs in place)
   size_t total_bytes = 0;             // what the plan allocates

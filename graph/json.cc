@@ -30,8 +30,8 @@ NodeEntry ParseEntry(const nlohmann::json& j, const GraphBuilder& g, size_t befo
                               << static_cast<int64_t>(before) - 1 << ")");
   }
   if (e.index >= g.nodes[e.node].num_outputs()) {
-    WEFT_THROW("graph JSON: " << where << ": node '" << g.nodes[e.node].name << "' has " << g.nodes[e.node].num_outputs()
-                              << " output(s), found output " << e.index);
+    WEFT_THROW("graph JSON: " << where << ": node '" << g.nodes[e.node].name << "' has "
+                              << g.nodes[e.node].num_outputs() << " output(s), found output " << e.index);
   }
   return e;
 }
@@ -45,7 +45,8 @@ Node ParseNode(const nlohmann::json& j, const GraphBuilder& g, size_t position) 
   node.name = j["name"].get<std::string>();
   AttrMap attrs;
   if (j.contains("attrs")) {
-    if (!j["attrs"].is_object()) WEFT_THROW("graph JSON: " << where << " (" << node.name << "): \"attrs\" must be an object");
+    if (!j["attrs"].is_object())
+      WEFT_THROW("graph JSON: " << where << " (" << node.name << "): \"attrs\" must be an object");
     for (const auto& [key, value] : j["attrs"].items()) {
       if (!value.is_string()) WEFT_THROW("graph JSON: " << where << ": attribute '" << key << "' must be a string");
       attrs[key] = value.get<std::string>();
@@ -76,7 +77,8 @@ std::string Symbol::ToJson() const {
   for (const Node& n : g.nodes()) {
     nlohmann::json inputs = nlohmann::json::array();
     for (const NodeEntry& e : n.inputs) inputs.push_back(EntryJson(e));
-    nodes.push_back({{"op", n.op ? n.op->name : "null"}, {"name", n.name}, {"attrs", n.attrs.raw()}, {"inputs", inputs}});
+    nodes.push_back(
+        {{"op", n.op ? n.op->name : "null"}, {"name", n.name}, {"attrs", n.attrs.raw()}, {"inputs", inputs}});
   }
   nlohmann::json outputs = nlohmann::json::array();
   for (const NodeEntry& e : g.outputs()) outputs.push_back(EntryJson(e));

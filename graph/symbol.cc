@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
-#include <unordered_map>
-
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -58,7 +57,8 @@ Symbol Symbol::Op(const std::string& op_name, const std::vector<Symbol>& inputs,
     node->inputs.push_back(inputs[i].outputs_[0]);
   }
   for (int i = static_cast<int>(inputs.size()); i < expected; ++i) {
-    const std::string input = i < static_cast<int>(op.input_names.size()) ? op.input_names[i] : "arg" + std::to_string(i);
+    const std::string input =
+        i < static_cast<int>(op.input_names.size()) ? op.input_names[i] : "arg" + std::to_string(i);
     node->inputs.push_back(Variable(node->name + "_" + input).outputs_[0]);
   }
   Symbol s;

@@ -116,8 +116,8 @@ void AttrReader::CheckAllRead() const {
     if (read_.count(name) == 0) {
       std::string known;
       for (const auto& r : read_) known += (known.empty() ? "" : ", ") + r;
-      WEFT_THROW("op '" << op_ << "': unknown attribute '" << name << "' = '" << value << "'; expected one of: "
-                        << (known.empty() ? "(none)" : known));
+      WEFT_THROW("op '" << op_ << "': unknown attribute '" << name << "' = '" << value
+                        << "'; expected one of: " << (known.empty() ? "(none)" : known));
     }
   }
 }

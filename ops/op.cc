@@ -46,25 +46,65 @@ GradEntry GradBuilder::NodeOutput(GradEntry node, int output) const {
 }
 
 void GradBuilder::SetInputGrad(int input, GradEntry grad) {
-  WEFT_CHECK(input >= 0 && input < static_cast<int>(input_grads_.size())) << "gradient rule: no forward input " << input;
+  WEFT_CHECK(input >= 0 && input < static_cast<int>(input_grads_.size()))
+      << "gradient rule: no forward input " << input;
   input_grads_[input] = grad;
 }
 
 // ---- Op setters ----
 
-Op& Op::Describe(std::string text) { description = std::move(text); return *this; }
-Op& Op::Inputs(std::vector<std::string> names) { input_names = std::move(names); return *this; }
-Op& Op::VariadicInputs(CountFn count) { num_inputs = std::move(count); return *this; }
-Op& Op::Outputs(int count) { num_outputs = [count](const Attrs&) { return count; }; return *this; }
-Op& Op::Outputs(CountFn count) { num_outputs = std::move(count); return *this; }
-Op& Op::InferShape(ShapeFn fn) { infer_shape = std::move(fn); return *this; }
-Op& Op::InferType(TypeFn fn) { infer_type = std::move(fn); return *this; }
-Op& Op::InferInputShapes(InputShapeFn fn) { infer_input_shapes = std::move(fn); return *this; }
-Op& Op::Compute(DeviceType device, ComputeFn fn) { compute[static_cast<int>(device)] = std::move(fn); return *this; }
-Op& Op::Gradient(GradientFn fn) { gradient = std::move(fn); return *this; }
-Op& Op::Resources(std::vector<Resource> r) { resources = std::move(r); return *this; }
-Op& Op::Inplace(std::vector<std::pair<int, int>> pairs) { inplace = std::move(pairs); return *this; }
-Op& Op::MutateInputs(std::vector<int> inputs) { mutate_inputs = std::move(inputs); return *this; }
+Op& Op::Describe(std::string text) {
+  description = std::move(text);
+  return *this;
+}
+Op& Op::Inputs(std::vector<std::string> names) {
+  input_names = std::move(names);
+  return *this;
+}
+Op& Op::VariadicInputs(CountFn count) {
+  num_inputs = std::move(count);
+  return *this;
+}
+Op& Op::Outputs(int count) {
+  num_outputs = [count](const Attrs&) { return count; };
+  return *this;
+}
+Op& Op::Outputs(CountFn count) {
+  num_outputs = std::move(count);
+  return *this;
+}
+Op& Op::InferShape(ShapeFn fn) {
+  infer_shape = std::move(fn);
+  return *this;
+}
+Op& Op::InferType(TypeFn fn) {
+  infer_type = std::move(fn);
+  return *this;
+}
+Op& Op::InferInputShapes(InputShapeFn fn) {
+  infer_input_shapes = std::move(fn);
+  return *this;
+}
+Op& Op::Compute(DeviceType device, ComputeFn fn) {
+  compute[static_cast<int>(device)] = std::move(fn);
+  return *this;
+}
+Op& Op::Gradient(GradientFn fn) {
+  gradient = std::move(fn);
+  return *this;
+}
+Op& Op::Resources(std::vector<Resource> r) {
+  resources = std::move(r);
+  return *this;
+}
+Op& Op::Inplace(std::vector<std::pair<int, int>> pairs) {
+  inplace = std::move(pairs);
+  return *this;
+}
+Op& Op::MutateInputs(std::vector<int> inputs) {
+  mutate_inputs = std::move(inputs);
+  return *this;
+}
 Op& Op::Random(RandomDrawsFn draws) {
   WEFT_CHECK(draws != nullptr) << "op '" << name << "': Random needs the number of draws per call";
   random = true;
@@ -72,14 +112,16 @@ Op& Op::Random(RandomDrawsFn draws) {
   if (!NeedsResource(Resource::kRandom)) resources.push_back(Resource::kRandom);
   return *this;
 }
-Op& Op::Stateful() { stateful = true; return *this; }
+Op& Op::Stateful() {
+  stateful = true;
+  return *this;
+}
 Op& Op::Pointwise(PointwiseKind kind, std::string functor) {
   pointwise = {kind, std::move(functor)};
   return *this;
 }
 
 bool Op::NeedsResource(Resource r) const { return std::find(resources.begin(), resources.end(), r) != resources.end(); }
-
 
 // ---- Registry ----
 
@@ -122,7 +164,8 @@ Op& RegisterOp(const std::string& name) {
   WEFT_CHECK(inserted) << "op '" << name << "' is registered twice";
   it->second->name = name;
   auto [first, last] = r.pending.equal_range(name);
-  for (auto p = first; p != last; ++p) it->second->compute[static_cast<int>(p->second.first)] = std::move(p->second.second);
+  for (auto p = first; p != last; ++p)
+    it->second->compute[static_cast<int>(p->second.first)] = std::move(p->second.second);
   r.pending.erase(first, last);
   return *it->second;
 }

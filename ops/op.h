@@ -139,21 +139,21 @@ struct Op {
   std::string name;
   std::string description;
   std::function<ParsedParams(AttrReader&)> parse;  // default: takes no attributes
-  CountFn num_inputs;                                              // default: input_names.size()
-  CountFn num_outputs;                                             // default: 1
-  std::vector<std::string> input_names;  // fixed names; variadic ops name inputs arg0, arg1, ...
-  ShapeFn infer_shape;                   // required
-  InputShapeFn infer_input_shapes;       // optional (layers with parameters)
-  TypeFn infer_type;                     // default: every output has input 0's dtype
+  CountFn num_inputs;                              // default: input_names.size()
+  CountFn num_outputs;                             // default: 1
+  std::vector<std::string> input_names;            // fixed names; variadic ops name inputs arg0, arg1, ...
+  ShapeFn infer_shape;                             // required
+  InputShapeFn infer_input_shapes;                 // optional (layers with parameters)
+  TypeFn infer_type;                               // default: every output has input 0's dtype
   std::array<ComputeFn, kNumDeviceTypes> compute;
-  GradientFn gradient;                   // null: no gradient (not differentiable, or a backward op)
+  GradientFn gradient;  // null: no gradient (not differentiable, or a backward op)
   std::vector<Resource> resources;
   std::vector<std::pair<int, int>> inplace;  // (input, output) pairs that may share memory
   std::vector<int> mutate_inputs;            // inputs the op updates (optimizer state)
-  bool random = false;    // draws random numbers: never merged by CSE
-  RandomDrawsFn random_draws;  // set with `random`
-  bool stateful = false;  // keeps state between calls: never merged by CSE
-  PointwiseFn pointwise;  // for pointwise ops: the functor they apply (fusion)
+  bool random = false;                       // draws random numbers: never merged by CSE
+  RandomDrawsFn random_draws;                // set with `random`
+  bool stateful = false;                     // keeps state between calls: never merged by CSE
+  PointwiseFn pointwise;                     // for pointwise ops: the functor they apply (fusion)
 
   // Builder setters used by WEFT_REGISTER_OP.
   Op& Describe(std::string text);
@@ -206,7 +206,7 @@ int NumOutputs(const Op& op, const Attrs& attrs);
 #define WEFT_OP_CONCAT_(a, b) WEFT_OP_CONCAT_INNER_(a, b)
 // Registers an op at static initialization. The library that holds registrations must be linked
 // with alwayslink = True so the registrations are not dropped.
-#define WEFT_REGISTER_COMPUTE(name, device, fn)                                                   \
+#define WEFT_REGISTER_COMPUTE(name, device, fn)                                               \
   [[maybe_unused]] static const bool WEFT_OP_CONCAT_(weft_registered_compute_, __COUNTER__) = \
       (::weft::RegisterCompute(#name, device, fn), true)
 #define WEFT_REGISTER_OP(name) \

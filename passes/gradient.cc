@@ -30,7 +30,8 @@ class GradientBuilder {
   void MarkNodesOnPaths() {
     on_path_.assign(forward_nodes_, false);
     for (uint32_t arg : wrt_) {
-      WEFT_CHECK(arg < forward_nodes_ && g_.nodes[arg].is_variable()) << "gradient: node " << arg << " is not an argument";
+      WEFT_CHECK(arg < forward_nodes_ && g_.nodes[arg].is_variable())
+          << "gradient: node " << arg << " is not an argument";
       on_path_[arg] = true;
     }
     for (uint32_t n = 0; n < forward_nodes_; ++n) {
@@ -41,8 +42,8 @@ class GradientBuilder {
   void AddHeadGrads() {
     for (size_t i = 0; i < g_.outputs.size(); ++i) {
       const NodeEntry out = g_.outputs[i];
-      const uint32_t var = AddNode(Node{nullptr, g_.nodes[out.node].name + "_output" + std::to_string(out.index) +
-                                                     "_head_grad", {}, {}, -1});
+      const uint32_t var = AddNode(
+          Node{nullptr, g_.nodes[out.node].name + "_output" + std::to_string(out.index) + "_head_grad", {}, {}, -1});
       g_.head_grads.push_back(var);
       grads_[out].push_back({var, 0});
     }
@@ -83,7 +84,8 @@ class GradientBuilder {
 
   void Differentiate(uint32_t n) {
     const Node fwd = g_.nodes[n];  // a copy: AddNode may reallocate
-    if (!fwd.op->gradient) WEFT_THROW("gradient: node '" << fwd.name << "' (op '" << fwd.op->name << "') has no gradient");
+    if (!fwd.op->gradient)
+      WEFT_THROW("gradient: node '" << fwd.name << "' (op '" << fwd.op->name << "') has no gradient");
     GradBuilder rule(static_cast<int>(fwd.inputs.size()), static_cast<int>(fwd.num_outputs()));
     fwd.op->gradient(fwd.attrs, rule);
     std::vector<NodeEntry> out_grads;
@@ -91,10 +93,14 @@ class GradientBuilder {
     std::vector<uint32_t> built;
     auto resolve = [&](const GradEntry& e) -> NodeEntry {
       switch (e.kind) {
-        case GradEntry::Kind::kInput: return fwd.inputs.at(e.index);
-        case GradEntry::Kind::kOutput: return {n, static_cast<uint32_t>(e.index)};
-        case GradEntry::Kind::kOutGrad: return out_grads.at(e.index);
-        case GradEntry::Kind::kNode: return {built.at(e.index), static_cast<uint32_t>(e.output)};
+        case GradEntry::Kind::kInput:
+          return fwd.inputs.at(e.index);
+        case GradEntry::Kind::kOutput:
+          return {n, static_cast<uint32_t>(e.index)};
+        case GradEntry::Kind::kOutGrad:
+          return out_grads.at(e.index);
+        case GradEntry::Kind::kNode:
+          return {built.at(e.index), static_cast<uint32_t>(e.output)};
       }
       return {};
     };

@@ -82,7 +82,8 @@ class Inference {
     FillInputs(n, known);
     std::vector<Shape> in_shapes;
     std::vector<DType> in_types;
-    for (const NodeEntry& e : node.inputs) in_shapes.push_back(*s_[g_.EntryId(e)]), in_types.push_back(t_[g_.EntryId(e)]);
+    for (const NodeEntry& e : node.inputs)
+      in_shapes.push_back(*s_[g_.EntryId(e)]), in_types.push_back(t_[g_.EntryId(e)]);
     std::vector<Shape> out_shapes;
     std::vector<DType> out_types;
     try {
@@ -93,8 +94,8 @@ class Inference {
       for (size_t i = 0; i < node.inputs.size(); ++i) {
         inputs << (i ? ", " : "") << g_.node(node.inputs[i].node).name << " " << in_shapes[i];
       }
-      WEFT_THROW("shape inference failed at node '" << node.name << "' (op '" << node.op->name << "', inputs: "
-                                                     << inputs.str() << "): " << e.what());
+      WEFT_THROW("shape inference failed at node '" << node.name << "' (op '" << node.op->name
+                                                    << "', inputs: " << inputs.str() << "): " << e.what());
     }
     for (uint32_t o = 0; o < out_shapes.size(); ++o) {
       s_[g_.EntryId({n, o})] = out_shapes[o];

@@ -84,9 +84,9 @@ class Planner {
   const Graph& g_;
   const std::vector<bool>& external_;
   const PlanOptions options_;
-  std::vector<uint32_t> uses_;        // per entry: readers not yet planned
-  std::vector<bool> owner_;           // per entry: it (still) holds its buffer
-  std::multimap<size_t, int> free_;   // bytes -> storage id, buffers nobody holds
+  std::vector<uint32_t> uses_;       // per entry: readers not yet planned
+  std::vector<bool> owner_;          // per entry: it (still) holds its buffer
+  std::multimap<size_t, int> free_;  // bytes -> storage id, buffers nobody holds
   MemoryPlan plan_;
 };
 

@@ -1,11 +1,11 @@
 #include "storage/ndarray.h"
 
-#include <condition_variable>
 #include <cmath>
+#include <condition_variable>
 #include <cstddef>
 #include <cstring>
-#include <vector>
 #include <sstream>
+#include <vector>
 
 #include "core/error.h"
 #include "storage/internal/chunk.h"
@@ -62,8 +62,8 @@ void NDArray::PushWrite(const char* name, std::function<void(const TensorView&)>
   TensorView view = View();  // allocates now, on the pushing thread
   auto chunk = chunk_;       // keeps the memory alive until the op has run
   if (device().is_cpu()) {
-    Engine::Get()->PushSync([view, chunk, fn = std::move(fn)](RunContext) { fn(view); }, device(), {},
-                            {chunk_->var()}, engine::FnProperty::kNormal, 0, name);
+    Engine::Get()->PushSync([view, chunk, fn = std::move(fn)](RunContext) { fn(view); }, device(), {}, {chunk_->var()},
+                            engine::FnProperty::kNormal, 0, name);
     return;
   }
   Engine::Get()->PushSync(
@@ -94,7 +94,8 @@ void NDArray::SyncCopyToHost(void* data, size_t bytes) const {
   engine::VarHandle done = engine->NewVariable();
   TensorView src = View();
   auto chunk = chunk_;
-  engine->PushSync([src, chunk, data](RunContext run) { Storage::Get(src.device())->Copy(data, src.raw(), src.bytes(), run.stream); },
+  engine->PushSync([src, chunk, data](
+                       RunContext run) { Storage::Get(src.device())->Copy(data, src.raw(), src.bytes(), run.stream); },
                    device(), {chunk_->var()}, {done}, engine::FnProperty::kCopyFromGpu, 0, "SyncCopyToHost");
   std::exception_ptr error;
   try {
@@ -118,10 +119,12 @@ void NDArray::CopyTo(const NDArray& dst) const {
   const Device from = device(), to = dst.device();
   const Device runs_on = to.is_gpu() ? to : from;
   const engine::FnProperty prop = from.is_cpu() == to.is_cpu() ? engine::FnProperty::kNormal
-                                  : from.is_cpu()             ? engine::FnProperty::kCopyToGpu
-                                                              : engine::FnProperty::kCopyFromGpu;
+                                  : from.is_cpu()              ? engine::FnProperty::kCopyToGpu
+                                                               : engine::FnProperty::kCopyFromGpu;
   Engine::Get()->PushSync(
-      [src, out, keep, runs_on](RunContext run) { Storage::Get(runs_on)->Copy(out.raw(), src.raw(), src.bytes(), run.stream); },
+      [src, out, keep, runs_on](RunContext run) {
+        Storage::Get(runs_on)->Copy(out.raw(), src.raw(), src.bytes(), run.stream);
+      },
       runs_on, {chunk_->var()}, {dst.chunk_->var()}, prop, 0, "Copy");
 }
 
@@ -167,8 +170,9 @@ void NDArray::Fill(double value) const {
   if (value == 0 && !std::signbit(value) && device().is_gpu()) {  // +0.0: all zero bits in every dtype
     TensorView view = View();
     auto chunk = chunk_;
-    Engine::Get()->PushSync([view, chunk](RunContext run) { Storage::Get(view.device())->Zero(view.raw(), view.bytes(), run.stream); },
-                            device(), {}, {chunk_->var()}, engine::FnProperty::kNormal, 0, "Fill");
+    Engine::Get()->PushSync(
+        [view, chunk](RunContext run) { Storage::Get(view.device())->Zero(view.raw(), view.bytes(), run.stream); },
+        device(), {}, {chunk_->var()}, engine::FnProperty::kNormal, 0, "Fill");
     return;
   }
   PushWrite("Fill", [value](const TensorView& v) {

@@ -73,7 +73,7 @@ class NDArray {
   void CopyTo(const NDArray& dst) const;  // same shape and dtype; devices may differ
 
   // Views that share memory and ordering with this array.
-  NDArray Reshape(const Shape& shape) const;  // same number of elements
+  NDArray Reshape(const Shape& shape) const;        // same number of elements
   NDArray Slice(int64_t begin, int64_t end) const;  // rows [begin, end) of the first axis
   // The first bytes of this array's memory seen with another shape and dtype (for a memory plan
   // that lets entries of different types share one buffer). Needs shape's bytes <= bytes().
@@ -83,7 +83,7 @@ class NDArray {
   void Fill(double value) const;
   static NDArray Arange(int64_t n, double start = 0, double step = 1, Device device = Device::Cpu(),
                         DType dtype = DType::kFloat32);
-  void FillUniform(double low, double high) const;   // reproducible: see storage/random.h
+  void FillUniform(double low, double high) const;  // reproducible: see storage/random.h
   void FillNormal(double mean, double stddev) const;
 
   std::string ToString() const;  // "NDArray (2, 3) float32 cpu"

@@ -50,9 +50,9 @@ class PhiloxStream {
  public:
   explicit PhiloxStream(RandomKey key) : key_(key) {}
   uint32_t NextU32();
-  float Uniform();  // in [0, 1), 24 random bits
+  float Uniform();         // in [0, 1), 24 random bits
   double UniformDouble();  // in [0, 1), 53 random bits
-  float Normal();   // standard normal (Box-Muller)
+  float Normal();          // standard normal (Box-Muller)
 
  private:
   RandomKey key_;

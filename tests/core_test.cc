@@ -1,8 +1,6 @@
 // core: errors and CHECK messages, devices, dtypes, shapes, environment settings.
 #include <gtest/gtest.h>
 
-#include "tests/weft_test_util.h"
-
 #include <cstdlib>
 #include <string>
 
@@ -11,6 +9,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "tests/weft_test_util.h"
 
 namespace weft {
 namespace {
@@ -86,7 +85,8 @@ TEST(Shape, SizeIndexingAndPrinting) {
   EXPECT_EQ(Shape{5}.ToString(), "(5,)");
   EXPECT_EQ(Shape().Size(), 1);
   EXPECT_EQ(s.NormalizeAxis(-1), 2);
-  EXPECT_TRUE(Contains(testing::ErrorMessage([&] { s.NormalizeAxis(3); }), "axis 3 is out of range for shape (2, 3, 4)"));
+  EXPECT_TRUE(
+      Contains(testing::ErrorMessage([&] { s.NormalizeAxis(3); }), "axis 3 is out of range for shape (2, 3, 4)"));
   EXPECT_THROW(s[3], Error);
 }
 

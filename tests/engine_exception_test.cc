@@ -91,7 +91,7 @@ TEST_P(EngineExceptions, NewWorkRunsAfterAnError) {
   engine_->PushSync([&](RunContext) { value = 2; }, kCpu, {a_}, {b_});
   EXPECT_EQ(WaitMessage(b_), "f failed: bad input");
   EXPECT_EQ(value, 1);
-  EXPECT_EQ(WaitAllMessage(), "<no error>");  // every failure has been reported
+  EXPECT_EQ(WaitAllMessage(), "<no error>");                            // every failure has been reported
   engine_->PushSync([&](RunContext) { value = 3; }, kCpu, {a_}, {b_});  // WaitForAll retired a's error
   engine_->WaitForAll();
   EXPECT_EQ(value, 3);
@@ -114,9 +114,11 @@ TEST_P(EngineExceptions, ManyFailuresInParallelEachReachTheirVars) {
   for (int i = 0; i < 200; ++i) {
     VarHandle v = engine_->NewVariable();
     vars.push_back(v);
-    engine_->PushSync([i](RunContext) {
-      if (i % 2 == 0) throw std::runtime_error("op " + std::to_string(i));
-    }, kCpu, {}, {v});
+    engine_->PushSync(
+        [i](RunContext) {
+          if (i % 2 == 0) throw std::runtime_error("op " + std::to_string(i));
+        },
+        kCpu, {}, {v});
   }
   for (int i = 0; i < 200; ++i) {
     EXPECT_EQ(WaitMessage(vars[i]), i % 2 == 0 ? "op " + std::to_string(i) : "<no error>");

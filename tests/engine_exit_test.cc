@@ -2,16 +2,14 @@
 // the workers are joined, the exit status is 0, and nothing hangs (each run has a time limit).
 // Runs engine_exit_child many times in each mode.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace {
 

@@ -5,11 +5,10 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
 #include "tests/engine_test_util.h"
@@ -33,12 +32,12 @@ json RunAndTrace(engine::EngineKind kind, const std::string& name) {
   std::vector<engine::VarHandle> vars;
   for (int i = 0; i < 8; ++i) vars.push_back(engine->NewVariable());
   for (int i = 0; i < 400; ++i) {
-    engine->PushSync([](RunContext) {}, Device::Cpu(), {vars[i % 8]}, {vars[(i + 1) % 8]},
-                     engine::FnProperty::kNormal, 0, "step \"quoted\"");
+    engine->PushSync([](RunContext) {}, Device::Cpu(), {vars[i % 8]}, {vars[(i + 1) % 8]}, engine::FnProperty::kNormal,
+                     0, "step \"quoted\"");
   }
   testing::Completer completer(std::chrono::milliseconds(2));
-  engine->PushAsync([&](RunContext, engine::OnComplete done) { completer.Hand(done); }, Device::Cpu(), {},
-                    {vars[0]}, engine::FnProperty::kNormal, 0, "async_op");
+  engine->PushAsync([&](RunContext, engine::OnComplete done) { completer.Hand(done); }, Device::Cpu(), {}, {vars[0]},
+                    engine::FnProperty::kNormal, 0, "async_op");
   engine->PushSync([](RunContext) {}, Device::Cpu(), {}, {vars[1]}, engine::FnProperty::kCpuPrioritized, 0,
                    "prioritized");
   engine->WaitForAll();
@@ -50,17 +49,15 @@ json RunAndTrace(engine::EngineKind kind, const std::string& name) {
 
 void ExpectSpansNest(const std::vector<Span>& spans_in, int tid) {
   std::vector<Span> spans = spans_in;
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-    return a.start != b.start ? a.start < b.start : a.end > b.end;
-  });
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.start != b.start ? a.start < b.start : a.end > b.end; });
   std::vector<Span> open;
   for (const Span& s : spans) {
     ASSERT_GE(s.end, s.start);
     while (!open.empty() && open.back().end <= s.start) open.pop_back();
     if (!open.empty()) {
-      ASSERT_LE(s.end, open.back().end) << "span [" << s.start << ", " << s.end << "] on track " << tid
-                                        << " overlaps [" << open.back().start << ", " << open.back().end
-                                        << "] without nesting";
+      ASSERT_LE(s.end, open.back().end) << "span [" << s.start << ", " << s.end << "] on track " << tid << " overlaps ["
+                                        << open.back().start << ", " << open.back().end << "] without nesting";
     }
     open.push_back(s);
   }

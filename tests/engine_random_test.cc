@@ -82,10 +82,12 @@ void PushProgram(engine::Engine& engine, Program& p, const std::vector<VarHandle
     for (int r : op.reads) reads.push_back(vars[r]);
     for (int w : op.writes) writes.push_back(vars[w]);
     if (op.async) {
-      engine.PushAsync([&p, i](RunContext, engine::OnComplete done) {
-        p.RunOp(i);
-        done();
-      }, Device::Cpu(), reads, writes, op.prop, op.priority, "random_async");
+      engine.PushAsync(
+          [&p, i](RunContext, engine::OnComplete done) {
+            p.RunOp(i);
+            done();
+          },
+          Device::Cpu(), reads, writes, op.prop, op.priority, "random_async");
     } else {
       engine.PushSync([&p, i](RunContext) { p.RunOp(i); }, Device::Cpu(), reads, writes, op.prop, op.priority,
                       "random");

@@ -40,13 +40,14 @@ TEST_P(EngineRegression, WaitForAllWaitsForEveryOpPushedBeforeIt) {
   Latch release_slow, child_done;
   std::atomic<bool> slow_done{false};
   Engine* engine = engine_.get();
-  engine_->PushSync([&](RunContext) {
-    release_slow.WaitFor(10s);
-    slow_done = true;
-  }, kCpu, {}, {engine_->NewVariable()});
-  engine_->PushSync([&, engine](RunContext) {
-    engine->PushSync([&](RunContext) { child_done.Open(); }, kCpu, {}, {});
-  }, kCpu, {}, {});
+  engine_->PushSync(
+      [&](RunContext) {
+        release_slow.WaitFor(10s);
+        slow_done = true;
+      },
+      kCpu, {}, {engine_->NewVariable()});
+  engine_->PushSync([&, engine](RunContext) { engine->PushSync([&](RunContext) { child_done.Open(); }, kCpu, {}, {}); },
+                    kCpu, {}, {});
   ASSERT_TRUE(child_done.WaitFor(10s));
   std::thread releaser([&] {
     std::this_thread::sleep_for(20ms);  // let WaitForAll start waiting first (not required)
@@ -79,11 +80,13 @@ TEST_P(EngineRegression, ReadyChildIsNotHiddenFromIdleWorkers) {
   if (!threaded_with(2)) GTEST_SKIP() << "needs two workers";
   Engine* engine = engine_.get();
   std::atomic<bool> child_ran_meanwhile{false};
-  engine_->PushSync([&, engine](RunContext) {
-    auto child = std::make_shared<Latch>();
-    engine->PushSync([child](RunContext) { child->Open(); }, kCpu, {}, {});
-    child_ran_meanwhile = child->WaitFor(10s);
-  }, kCpu, {}, {});
+  engine_->PushSync(
+      [&, engine](RunContext) {
+        auto child = std::make_shared<Latch>();
+        engine->PushSync([child](RunContext) { child->Open(); }, kCpu, {}, {});
+        child_ran_meanwhile = child->WaitFor(10s);
+      },
+      kCpu, {}, {});
   engine_->WaitForAll();
   EXPECT_TRUE(child_ran_meanwhile.load()) << "the ready child waited for the op that pushed it";
 }
@@ -126,10 +129,12 @@ TEST_P(EngineRegression, EngineMayBeDestroyedRightAfterAForeignCompletion) {
     auto engine = GetParam().Create();
     std::optional<engine::OnComplete> done;
     Latch handed;
-    engine->PushAsync([&](RunContext, engine::OnComplete d) {
-      done.emplace(d);
-      handed.Open();
-    }, kCpu, {}, {});
+    engine->PushAsync(
+        [&](RunContext, engine::OnComplete d) {
+          done.emplace(d);
+          handed.Open();
+        },
+        kCpu, {}, {});
     ASSERT_TRUE(handed.WaitFor(10s));
     std::thread completer([&] { (*done)(); });
     engine.reset();  // Shutdown waits for the completion, then the engine is freed

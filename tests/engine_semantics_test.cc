@@ -6,9 +6,9 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -54,14 +54,18 @@ TEST_P(EngineSemantics, ReadsOfOneVarRunConcurrently) {
   // reads, the first would time out waiting for the second.
   Latch first_arrived, second_arrived;
   std::atomic<bool> first_saw_second{false}, second_saw_first{false};
-  engine_->PushSync([&](RunContext) {
-    first_arrived.Open();
-    first_saw_second = second_arrived.WaitFor(10s);
-  }, kCpu, {v}, {});
-  engine_->PushSync([&](RunContext) {
-    second_arrived.Open();
-    second_saw_first = first_arrived.WaitFor(10s);
-  }, kCpu, {v}, {});
+  engine_->PushSync(
+      [&](RunContext) {
+        first_arrived.Open();
+        first_saw_second = second_arrived.WaitFor(10s);
+      },
+      kCpu, {v}, {});
+  engine_->PushSync(
+      [&](RunContext) {
+        second_arrived.Open();
+        second_saw_first = first_arrived.WaitFor(10s);
+      },
+      kCpu, {v}, {});
   engine_->WaitForAll();
   EXPECT_TRUE(first_saw_second);
   EXPECT_TRUE(second_saw_first);
@@ -71,10 +75,12 @@ TEST_P(EngineSemantics, ReadAfterWriteSeesTheWrite) {
   VarHandle v = engine_->NewVariable(), out = engine_->NewVariable();
   int value = 0, seen = -1;
   for (int round = 1; round <= 200; ++round) {
-    engine_->PushSync([&, round](RunContext) {
-      if (round % 50 == 0) std::this_thread::sleep_for(1ms);
-      value = round;
-    }, kCpu, {}, {v});
+    engine_->PushSync(
+        [&, round](RunContext) {
+          if (round % 50 == 0) std::this_thread::sleep_for(1ms);
+          value = round;
+        },
+        kCpu, {}, {v});
     engine_->PushSync([&](RunContext) { seen = value; }, kCpu, {v}, {out});
     engine_->WaitForVar(out);
     ASSERT_EQ(seen, round);
@@ -86,10 +92,12 @@ TEST_P(EngineSemantics, WriteAfterReadWaitsForTheRead) {
   int value = 7;
   std::vector<int> seen(100, -1);
   for (int i = 0; i < 100; ++i) {
-    engine_->PushSync([&, i](RunContext) {
-      if (i % 10 == 0) std::this_thread::sleep_for(1ms);
-      seen[i] = value;
-    }, kCpu, {v}, {});
+    engine_->PushSync(
+        [&, i](RunContext) {
+          if (i % 10 == 0) std::this_thread::sleep_for(1ms);
+          seen[i] = value;
+        },
+        kCpu, {v}, {});
   }
   engine_->PushSync([&](RunContext) { value = 8; }, kCpu, {}, {v});
   engine_->WaitForAll();
@@ -114,19 +122,23 @@ TEST_P(EngineSemantics, WriteAfterWriteKeepsTheLastValue) {
 TEST_P(EngineSemantics, PrioritiesOrderReadyOps) {
   if (!threaded() || GetParam().workers != 1) GTEST_SKIP() << "needs exactly one worker";
   Latch gate, gate_running;
-  engine_->PushSync([&](RunContext) {
-    gate_running.Open();
-    ASSERT_TRUE(gate.WaitFor(10s));
-  }, kCpu, {}, {engine_->NewVariable()});
+  engine_->PushSync(
+      [&](RunContext) {
+        gate_running.Open();
+        ASSERT_TRUE(gate.WaitFor(10s));
+      },
+      kCpu, {}, {engine_->NewVariable()});
   ASSERT_TRUE(gate_running.WaitFor(10s));  // the only worker is busy: what follows queues up
   std::mutex mu;
   std::vector<int> order;
   const std::vector<int> priorities = {0, 5, -3, 10, 0, 2, -1, 5};
   for (size_t i = 0; i < priorities.size(); ++i) {
-    engine_->PushSync([&, i](RunContext) {
-      std::lock_guard<std::mutex> lock(mu);
-      order.push_back(static_cast<int>(i));
-    }, kCpu, {}, {engine_->NewVariable()}, FnProperty::kNormal, priorities[i]);
+    engine_->PushSync(
+        [&, i](RunContext) {
+          std::lock_guard<std::mutex> lock(mu);
+          order.push_back(static_cast<int>(i));
+        },
+        kCpu, {}, {engine_->NewVariable()}, FnProperty::kNormal, priorities[i]);
   }
   gate.Open();
   engine_->WaitForAll();
@@ -151,10 +163,12 @@ TEST_P(EngineSemantics, WorkerIdsAreUniqueAcrossPools) {
   std::mutex mu;
   std::map<int, std::set<std::thread::id>> threads_of_worker;
   for (int i = 0; i < 400; ++i) {
-    engine_->PushSync([&](RunContext ctx) {
-      std::lock_guard<std::mutex> lock(mu);
-      threads_of_worker[ctx.worker].insert(std::this_thread::get_id());
-    }, kCpu, {}, {engine_->NewVariable()}, i % 2 ? FnProperty::kCpuPrioritized : FnProperty::kNormal);
+    engine_->PushSync(
+        [&](RunContext ctx) {
+          std::lock_guard<std::mutex> lock(mu);
+          threads_of_worker[ctx.worker].insert(std::this_thread::get_id());
+        },
+        kCpu, {}, {engine_->NewVariable()}, i % 2 ? FnProperty::kCpuPrioritized : FnProperty::kNormal);
   }
   engine_->WaitForAll();
   const int total_workers = GetParam().workers + 1;  // normal pool + one prioritized worker
@@ -176,10 +190,12 @@ TEST_P(EngineSemantics, DeleteVariableRunsAfterPendingOps) {
   int done_when_deleted = -1;
   for (int i = 0; i < 100; ++i) {
     bool write = i % 3 == 0;
-    engine_->PushSync([&, i](RunContext) {
-      if (i % 25 == 0) std::this_thread::sleep_for(1ms);
-      ++done;
-    }, kCpu, write ? engine::VarList{} : engine::VarList{v}, write ? engine::VarList{v} : engine::VarList{});
+    engine_->PushSync(
+        [&, i](RunContext) {
+          if (i % 25 == 0) std::this_thread::sleep_for(1ms);
+          ++done;
+        },
+        kCpu, write ? engine::VarList{} : engine::VarList{v}, write ? engine::VarList{v} : engine::VarList{});
   }
   engine_->DeleteVariable([&](RunContext) { done_when_deleted = done.load(); }, kCpu, v);
   engine_->WaitForAll();
@@ -279,10 +295,12 @@ TEST_P(EngineSemantics, AsyncOpsCompleteFromAnotherThread) {
   VarHandle v = engine_->NewVariable(), out = engine_->NewVariable();
   int value = 0, seen = 0;
   testing::Completer completer(5ms);
-  engine_->PushAsync([&](RunContext, engine::OnComplete on_complete) {
-    value = 99;  // the op's "device work"; it is complete only when the completer says so
-    completer.Hand(on_complete);
-  }, kCpu, {}, {v});
+  engine_->PushAsync(
+      [&](RunContext, engine::OnComplete on_complete) {
+        value = 99;  // the op's "device work"; it is complete only when the completer says so
+        completer.Hand(on_complete);
+      },
+      kCpu, {}, {v});
   engine_->PushSync([&](RunContext) { seen = value; }, kCpu, {v}, {out});
   engine_->WaitForVar(out);
   EXPECT_EQ(seen, 99);

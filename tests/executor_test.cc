@@ -3,10 +3,9 @@
 // argument, and memory planning changes no result. Ops that mutate an input all run, random ops
 // draw disjoint ranges however the graph is cut into bulk segments, and destroying an executor
 // waits only for its own ops and leaves other errors to their waiters.
-#include <gtest/gtest.h>
+#include "executor/executor.h"
 
-#include "tests/engine_test_util.h"
-#include "tests/weft_test_util.h"
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
@@ -14,11 +13,12 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
-#include "executor/executor.h"
 #include "graph/symbol.h"
 #include "passes/infer.h"
 #include "storage/ndarray.h"
 #include "storage/random.h"
+#include "tests/engine_test_util.h"
+#include "tests/weft_test_util.h"
 #include "weft/imperative.h"
 
 namespace weft {
@@ -226,8 +226,9 @@ TEST(Executor, BindingErrorsNameTheArgument) {
   EXPECT_NE(m.find("w (5,)"), std::string::npos) << m;
   Executor::ArrayMap grads = ZeroGrads();
   grads["b"] = NDArray(Shape{4}, Device::Cpu(), DType::kFloat64);
-  EXPECT_NE(message([&] { Executor::Bind(Loss(), Device::Cpu(), args, grads, AllReqs(GradReq::kWrite)); })
-                .find("gradient of 'b' must be (4, 1)"),
+  EXPECT_NE(message([&] {
+              Executor::Bind(Loss(), Device::Cpu(), args, grads, AllReqs(GradReq::kWrite));
+            }).find("gradient of 'b' must be (4, 1)"),
             std::string::npos);
 }
 
@@ -260,8 +261,8 @@ TEST(Executor, TwoIdenticalOptimizerUpdatesInOneGraphBothRun) {
   //   mom2 = 0.9 * mom1 - 0.5 * g = (-0.2725, 1.355) b = w + mom2 = (0.7275, 3.355)
   const AttrMap attrs = {{"lr", "0.5"}, {"momentum", "0.9"}};
   Symbol w = Symbol::Variable("w"), g = Symbol::Variable("g"), mom = Symbol::Variable("mom");
-  Symbol updates = Symbol::Group({Symbol::Op("sgd_mom_update", {w, g, mom}, attrs, "a"),
-                                  Symbol::Op("sgd_mom_update", {w, g, mom}, attrs, "b")});
+  Symbol updates = Symbol::Group(
+      {Symbol::Op("sgd_mom_update", {w, g, mom}, attrs, "a"), Symbol::Op("sgd_mom_update", {w, g, mom}, attrs, "b")});
   for (int bulk : {1, 8}) {
     Executor::ArrayMap args = {{"w", NDArray::FromVector(std::vector<double>{1, 2}, Shape{2})},
                                {"g", NDArray::FromVector(std::vector<double>{0.5, -1}, Shape{2})},

@@ -69,8 +69,9 @@ TEST(GpuBf16, FullyConnectedForwardAndBackwardMatchFloat32) {
     InvokeBackward(fc, parsed, cpu, {y_cpu}, {dy_cpu}, g_cpu, std::vector<OpReq>(3, req));
     InvokeBackward(fc, parsed, gpu, {y_gpu}, {dy_gpu}, g_gpu, std::vector<OpReq>(3, req));
     for (int i = 0; i < 3; ++i) {
-      ExpectClose(ToHostFloat(g_gpu[i]), g_cpu[i].ToVector<float>(),
-                  "FullyConnected bf16 gradient of input " + std::to_string(i) + (req == OpReq::kAddTo ? " (add)" : ""));
+      ExpectClose(
+          ToHostFloat(g_gpu[i]), g_cpu[i].ToVector<float>(),
+          "FullyConnected bf16 gradient of input " + std::to_string(i) + (req == OpReq::kAddTo ? " (add)" : ""));
     }
   }
 }
@@ -87,8 +88,8 @@ TEST(GpuBf16, ElementwiseOpsOfAnMlpMatchFloat32) {
 }
 
 TEST(GpuBf16, CastRoundsToNearestEvenLikeTheCpu) {
-  const NDArray x = NDArray::FromVector(std::vector<float>{1.0f, 1.00390625f, 1.01171875f, -3.3f, 65504.5f, 1e-30f},
-                                        Shape{6});
+  const NDArray x =
+      NDArray::FromVector(std::vector<float>{1.0f, 1.00390625f, 1.01171875f, -3.3f, 65504.5f, 1e-30f}, Shape{6});
   const NDArray cpu = Invoke("Cast", {x}, {{"dtype", "bfloat16"}})[0];
   const NDArray gpu = Invoke("Cast", {x.Copy(kGpu)}, {{"dtype", "bfloat16"}})[0];
   EXPECT_EQ(ToHostFloat(gpu), Invoke("Cast", {cpu}, {{"dtype", "float32"}})[0].ToVector<float>());

@@ -69,10 +69,18 @@ std::vector<Op> MakeProgram(uint64_t seed, int length) {
     Op op{static_cast<Kind>(kind(rng)), 0, 0, sign(rng) ? 1.f : -1.f};
     const int cpu_x = half(rng), cpu_y = half(rng), gpu_x = half(rng) + kVars / 2, gpu_y = half(rng) + kVars / 2;
     switch (op.kind) {
-      case Kind::kCpuAxpy: op.x = cpu_x, op.y = cpu_y; break;
-      case Kind::kGpuAxpy: op.x = gpu_x, op.y = gpu_y; break;
-      case Kind::kCopyToGpu: op.x = cpu_x, op.y = gpu_y; break;
-      case Kind::kCopyFromGpu: op.x = gpu_x, op.y = cpu_y; break;
+      case Kind::kCpuAxpy:
+        op.x = cpu_x, op.y = cpu_y;
+        break;
+      case Kind::kGpuAxpy:
+        op.x = gpu_x, op.y = gpu_y;
+        break;
+      case Kind::kCopyToGpu:
+        op.x = cpu_x, op.y = gpu_y;
+        break;
+      case Kind::kCopyFromGpu:
+        op.x = gpu_x, op.y = cpu_y;
+        break;
     }
     if (op.x == op.y && op.kind != Kind::kCopyToGpu && op.kind != Kind::kCopyFromGpu) op.y = op.x ^ 1;
     ops.push_back(op);
@@ -114,8 +122,11 @@ void PushOp(engine::Engine& engine, const Op& op, Buffers& b, const std::vector<
   const size_t bytes = kLength * sizeof(float);
   switch (op.kind) {
     case Kind::kCpuAxpy:
-      engine.PushSync([=](RunContext) { for (int i = 0; i < kLength; ++i) y[i] = a * x[i] + y[i]; },
-                      Device::Cpu(), {vars[op.x]}, {vars[op.y]});
+      engine.PushSync(
+          [=](RunContext) {
+            for (int i = 0; i < kLength; ++i) y[i] = a * x[i] + y[i];
+          },
+          Device::Cpu(), {vars[op.x]}, {vars[op.y]});
       return;
     case Kind::kGpuAxpy:
       engine.PushSync([=](RunContext run) { ASSERT_EQ(Saxpy(*run.stream, kLength, a, x, y), CUBLAS_STATUS_SUCCESS); },
@@ -123,8 +134,8 @@ void PushOp(engine::Engine& engine, const Op& op, Buffers& b, const std::vector<
       return;
     case Kind::kCopyToGpu:
     case Kind::kCopyFromGpu:
-      engine.PushSync([=](RunContext run) { run.stream->Copy(y, x, bytes); }, Device::Gpu(0), {vars[op.x]}, {vars[op.y]},
-         op.kind == Kind::kCopyToGpu ? FnProperty::kCopyToGpu : FnProperty::kCopyFromGpu);
+      engine.PushSync([=](RunContext run) { run.stream->Copy(y, x, bytes); }, Device::Gpu(0), {vars[op.x]},
+                      {vars[op.y]}, op.kind == Kind::kCopyToGpu ? FnProperty::kCopyToGpu : FnProperty::kCopyFromGpu);
       return;
   }
 }
@@ -162,10 +173,12 @@ TEST(GpuEngine, RandomProgramsMatchTheNaiveEngine) {
 // (`aux`, a blocking stream like a library's own), where it waits behind a gate the test holds.
 void PushAuxStreamWrite(engine::Engine& engine, VarHandle var, float* out, const float* pinned_values, size_t n,
                         cudaStream_t aux, bool join) {
-  engine.PushSync([=](RunContext run) {
-    WEFT_CUDA_CHECK(cudaMemcpyAsync(out, pinned_values, n * sizeof(float), cudaMemcpyHostToDevice, aux));
-    if (join) gpu::JoinLibraryStreams(*run.stream);
-  }, Device::Gpu(0), {}, {var}, FnProperty::kNormal, 0, "aux_stream_write");
+  engine.PushSync(
+      [=](RunContext run) {
+        WEFT_CUDA_CHECK(cudaMemcpyAsync(out, pinned_values, n * sizeof(float), cudaMemcpyHostToDevice, aux));
+        if (join) gpu::JoinLibraryStreams(*run.stream);
+      },
+      Device::Gpu(0), {}, {var}, FnProperty::kNormal, 0, "aux_stream_write");
 }
 
 // One run: the auxiliary write (held at a gate), then its consumer, a device-to-device copy on a
@@ -187,10 +200,12 @@ bool AuxWriteReadsBack(engine::Engine& engine, cudaStream_t aux, float* out, flo
   testing::StreamGate gate(aux);
   PushAuxStreamWrite(engine, out_var, out, pinned, n, aux, join);
   testing::Latch copy_queued;
-  engine.PushSync([=, &copy_queued](RunContext run) {
-    run.stream->Copy(copy, out, n * sizeof(float), cudaMemcpyDeviceToDevice);
-    copy_queued.Open();
-  }, Device::Gpu(0), {out_var}, {copy_var});
+  engine.PushSync(
+      [=, &copy_queued](RunContext run) {
+        run.stream->Copy(copy, out, n * sizeof(float), cudaMemcpyDeviceToDevice);
+        copy_queued.Open();
+      },
+      Device::Gpu(0), {out_var}, {copy_var});
   if (join) {
     EXPECT_TRUE(copy_queued.WaitFor(std::chrono::minutes(1))) << "the consumer never ran";
   } else {
@@ -230,7 +245,8 @@ TEST(GpuEngine, JoiningAuxiliaryStreamsOrdersTheirWorkBeforeConsumers) {
   const int runs = 10;
   const int without = CorrectRuns(/*join=*/false, runs);
   const int with = CorrectRuns(/*join=*/true, runs);
-  std::printf("aux-stream writes read back correctly: %d/%d without the join, %d/%d with it\n", without, runs, with, runs);
+  std::printf("aux-stream writes read back correctly: %d/%d without the join, %d/%d with it\n", without, runs, with,
+              runs);
   EXPECT_EQ(without, 0) << "without the join every consumer runs before the gated write";
   EXPECT_EQ(with, runs);
 }
@@ -240,10 +256,12 @@ TEST(GpuEngine, JoiningAuxiliaryStreamsOrdersTheirWorkBeforeConsumers) {
 TEST(GpuEngine, CudaErrorsInOpsComeOutOfWaitForVar) {
   auto engine = engine::CreateEngine(engine::EngineKind::kThreaded, engine::EngineOptions{});
   VarHandle v = engine->NewVariable();
-  engine->PushSync([](RunContext run) {
-    // A copy from a null device pointer of a non-zero size is an invalid argument.
-    run.stream->Copy(reinterpret_cast<void*>(16), nullptr, 1024, cudaMemcpyDeviceToDevice);
-  }, Device::Gpu(0), {}, {v}, FnProperty::kNormal, 0, "bad_copy");
+  engine->PushSync(
+      [](RunContext run) {
+        // A copy from a null device pointer of a non-zero size is an invalid argument.
+        run.stream->Copy(reinterpret_cast<void*>(16), nullptr, 1024, cudaMemcpyDeviceToDevice);
+      },
+      Device::Gpu(0), {}, {v}, FnProperty::kNormal, 0, "bad_copy");
   testing::ExpectErrorContains([&] { engine->WaitForVar(v); }, {"CUDA error", "cudaMemcpyAsync"});
   // The engine stays usable.
   int ran = 0;
@@ -279,11 +297,13 @@ TEST(GpuEngine, GpuOpsRunOnSeveralStreamsAndCopyWorkersHaveTheirOwn) {
   testing::Latch started[2];
   VarHandle a = engine->NewVariable(), b = engine->NewVariable();
   for (int i = 0; i < 2; ++i) {
-    engine->PushSync([&, i](RunContext run) {
-      note(FnProperty::kNormal, run.stream);
-      started[i].Open();
-      EXPECT_TRUE(started[1 - i].WaitFor(std::chrono::minutes(1))) << "the other compute op never ran alongside";
-    }, Device::Gpu(0), {}, {i == 0 ? a : b});
+    engine->PushSync(
+        [&, i](RunContext run) {
+          note(FnProperty::kNormal, run.stream);
+          started[i].Open();
+          EXPECT_TRUE(started[1 - i].WaitFor(std::chrono::minutes(1))) << "the other compute op never ran alongside";
+        },
+        Device::Gpu(0), {}, {i == 0 ? a : b});
   }
   std::vector<VarHandle> vars;
   for (int i = 0; i < 16; ++i) vars.push_back(engine->NewVariable());

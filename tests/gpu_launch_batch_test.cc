@@ -66,8 +66,10 @@ TEST(GpuLaunchBatch, ConsumersOnOtherStreamsAndCopiesSeeEarlierKernels) {
 
 // weft::BinaryForward<weft::fn::Add, float, 4>: y = a + b on n floats, arguments {&a, &b, &y, &n, &req}.
 const void* AddKernel() {
-  static const void* kernel = reinterpret_cast<const void*>(
-      gpu::rtc::KernelLibrary::Global().Get({"binary.cuh", "", "weft::BinaryForward<weft::fn::Add, float, 4>", {}}, 0).handle());
+  static const void* kernel =
+      reinterpret_cast<const void*>(gpu::rtc::KernelLibrary::Global()
+                                        .Get({"binary.cuh", "", "weft::BinaryForward<weft::fn::Add, float, 4>", {}}, 0)
+                                        .handle());
   return kernel;
 }
 
@@ -164,7 +166,8 @@ TEST(GpuLaunchBatch, ABadLaunchRaisesACudaErrorAtTheNextFlush) {
     stream.get().Flush();
     ADD_FAILURE() << "the failed launch was not raised";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("launching a batch of kernels: cudaErrorInvalid"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("launching a batch of kernels: cudaErrorInvalid"), std::string::npos)
+        << e.what();
   }
   EXPECT_NO_THROW(stream.get().Flush()) << "raised once";
   stream.Synchronize();
@@ -252,10 +255,12 @@ TEST_F(WorkAfterABatchedKernel, AHostFunctionSeesWhatTheKernelWrote) {
     const float* x;
     std::vector<float> values;
   } seen{x_.get(), {}};
-  stream().HostFunc([](void* p) {
-    auto* s = static_cast<Seen*>(p);
-    s->values.assign(s->x, s->x + kN);
-  }, &seen);
+  stream().HostFunc(
+      [](void* p) {
+        auto* s = static_cast<Seen*>(p);
+        s->values.assign(s->x, s->x + kN);
+      },
+      &seen);
   stream().Synchronize();
   EXPECT_EQ(seen.values, std::vector<float>(kN, kAfter));
 }
@@ -273,9 +278,8 @@ TEST_F(WorkAfterABatchedKernel, AnEventCompletesAfterTheKernel) {
 
 TEST_F(WorkAfterABatchedKernel, ALibraryCallOnTheRawStreamReadsWhatTheKernelWrote) {
   AddOneToX();
-  stream().Library([&](cudaStream_t raw) {
-    WEFT_CUDA_CHECK(cudaMemcpyAsync(y_.get(), x_.get(), kBytes, cudaMemcpyDefault, raw));
-  });
+  stream().Library(
+      [&](cudaStream_t raw) { WEFT_CUDA_CHECK(cudaMemcpyAsync(y_.get(), x_.get(), kBytes, cudaMemcpyDefault, raw)); });
   stream().Synchronize();
   EXPECT_EQ(Download(y_, kN), std::vector<float>(kN, kAfter));
 }

@@ -22,7 +22,9 @@ class TestStream {
  public:
   TestStream() : stream_(0, {.blocking = false}) {}
   engine::GpuStream& get() { return stream_; }
-  cudaStream_t raw() { return stream_.Library([](cudaStream_t s) { return s; }); }
+  cudaStream_t raw() {
+    return stream_.Library([](cudaStream_t s) { return s; });
+  }
 
  private:
   engine::GpuStream stream_;

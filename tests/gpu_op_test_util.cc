@@ -3,8 +3,8 @@
 #include <cstring>
 #include <memory>
 
-#include "core/error.h"
 #include "core/bfloat16.h"
+#include "core/error.h"
 #include "core/gpu/cuda_check.h"
 #include "core/tensor_view.h"
 
@@ -59,7 +59,8 @@ class TestArray {
     }
   }
   TensorView View() const {
-    return TensorView(device_memory_ ? device_memory_->get() : const_cast<char*>(host_.data()), shape_, dtype_, device_);
+    return TensorView(device_memory_ ? device_memory_->get() : const_cast<char*>(host_.data()), shape_, dtype_,
+                      device_);
   }
   std::vector<float> Values() {
     if (device_memory_) device_memory_->Download(host_.data(), host_.size());

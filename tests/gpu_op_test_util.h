@@ -31,8 +31,8 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   void* get() const { return data_; }
-  void Upload(const void* host, size_t bytes);          // synchronous
-  void Download(void* host, size_t bytes) const;        // synchronous
+  void Upload(const void* host, size_t bytes);    // synchronous
+  void Download(void* host, size_t bytes) const;  // synchronous
 
  private:
   void* data_ = nullptr;

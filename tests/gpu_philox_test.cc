@@ -75,7 +75,7 @@ void ExpectSameDropout(const Shape& shape, double p, RandomKey key, std::vector<
 }
 
 TEST(Philox, GpuDropoutMaskEqualsTheCpuMask) {
-  ExpectSameDropout(Shape{37, 29}, 0.3, {1234, 0}, {OpReq::kWrite, OpReq::kWrite});      // 1073: a partial last block
+  ExpectSameDropout(Shape{37, 29}, 0.3, {1234, 0}, {OpReq::kWrite, OpReq::kWrite});       // 1073: a partial last block
   ExpectSameDropout(Shape{4096}, 0.5, {99, 1ull << 33}, {OpReq::kWrite, OpReq::kWrite});  // packs of four
   ExpectSameDropout(Shape{1001}, 0.9, {7, 3}, {OpReq::kAddTo, OpReq::kAddTo});
   ExpectSameDropout(Shape{1001}, 0.1, {7, 3}, {OpReq::kWrite, OpReq::kNull});

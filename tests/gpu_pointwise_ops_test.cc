@@ -71,8 +71,10 @@ void ExpectGpuMatchesCpu(const Case& c, DType dtype, OpReq req) {
   RunCompute(call, Device::Gpu(0), dtype, gpu_in, reqs, gpu_out);
   const double tolerance = bf16 ? 1.6e-2 : 2e-5;
   const std::string what = c.op + (bf16 ? " bfloat16" : " float32") + (req == OpReq::kAddTo ? " add-to" : " write");
-  for (size_t i = 0; i < out.size(); ++i) ExpectClose(gpu_out[i], cpu_out[i], tolerance, what + " output " + std::to_string(i));
-  for (size_t i = 0; i < in.size(); ++i) ExpectClose(gpu_in[i], cpu_in[i], tolerance, what + " input " + std::to_string(i));
+  for (size_t i = 0; i < out.size(); ++i)
+    ExpectClose(gpu_out[i], cpu_out[i], tolerance, what + " output " + std::to_string(i));
+  for (size_t i = 0; i < in.size(); ++i)
+    ExpectClose(gpu_in[i], cpu_in[i], tolerance, what + " input " + std::to_string(i));
 }
 
 void ExpectGpuMatchesCpu(const std::vector<Case>& cases, std::vector<DType> dtypes) {
@@ -91,10 +93,11 @@ std::vector<Case> UnaryCases() {
     cases.push_back({op, attrs, {s}, positive});
     cases.push_back({"_backward_" + op, attrs, {s, s, s}, positive});
   };
-  for (const char* op : {"neg", "exp", "square", "abs", "sigmoid", "tanh", "relu", "softrelu", "gelu"}) add(op, {}, false);
+  for (const char* op : {"neg", "exp", "square", "abs", "sigmoid", "tanh", "relu", "softrelu", "gelu"})
+    add(op, {}, false);
   for (const char* op : {"log", "sqrt"}) add(op, {}, true);
-  for (const char* op : {"add_scalar", "sub_scalar", "rsub_scalar", "mul_scalar", "div_scalar", "maximum_scalar",
-                         "minimum_scalar"}) {
+  for (const char* op :
+       {"add_scalar", "sub_scalar", "rsub_scalar", "mul_scalar", "div_scalar", "maximum_scalar", "minimum_scalar"}) {
     add(op, {{"scalar", "0.75"}}, false);
   }
   add("rdiv_scalar", {{"scalar", "-1.5"}}, true);
@@ -105,12 +108,12 @@ std::vector<Case> UnaryCases() {
 // Each binary op on one shape and broadcast, forward, and backward on (dy, lhs, rhs).
 std::vector<Case> BinaryCases() {
   const std::vector<std::pair<Shape, Shape>> shapes = {
-      {Shape{5, 203}, Shape{5, 203}},   // no broadcasting
-      {Shape{4, 5, 6}, Shape{6}},       // a bias
-      {Shape{3, 1, 5}, Shape{4, 1}},    // both broadcast
-      {Shape{2, 3, 4}, Shape{1}},       // a scalar
-      {Shape{6}, Shape{2, 3, 6}},       // lhs broadcast
-      {Shape{256, 512}, Shape{512}},    // a gradient per thread (lhs) and per block (rhs)
+      {Shape{5, 203}, Shape{5, 203}},      // no broadcasting
+      {Shape{4, 5, 6}, Shape{6}},          // a bias
+      {Shape{3, 1, 5}, Shape{4, 1}},       // both broadcast
+      {Shape{2, 3, 4}, Shape{1}},          // a scalar
+      {Shape{6}, Shape{2, 3, 6}},          // lhs broadcast
+      {Shape{256, 512}, Shape{512}},       // a gradient per thread (lhs) and per block (rhs)
       {Shape{70000, 2}, Shape{70000, 1}},  // short sums, a thread each
   };
   std::vector<Case> cases;
@@ -177,14 +180,12 @@ TEST(GpuPointwiseOps, MisalignedArraysTakeTheElementPath) {
 TEST(GpuPointwiseOps, UnsupportedDTypeIsAClearError) {
   const OpCall call{"relu", {}, {Shape{8}}};
   Arrays in = {std::vector<float>(8)}, out = {std::vector<float>(8)};
-  testing::ExpectErrorContains(
-      [&] { RunCompute(call, Device::Gpu(0), DType::kInt32, in, {OpReq::kWrite}, out); },
-      {"relu on GPU", "expected float32, float64 or bfloat16", "found int32"});
+  testing::ExpectErrorContains([&] { RunCompute(call, Device::Gpu(0), DType::kInt32, in, {OpReq::kWrite}, out); },
+                               {"relu on GPU", "expected float32, float64 or bfloat16", "found int32"});
   const OpCall sgd{"sgd_update", {{"lr", "0.1"}}, {Shape{8}, Shape{8}}};
   Arrays sgd_in = {std::vector<float>(8), std::vector<float>(8)};
-  testing::ExpectErrorContains(
-      [&] { RunCompute(sgd, Device::Gpu(0), DType::kInt32, sgd_in, {OpReq::kWrite}, out); },
-      {"sgd_update on GPU", "expected float32, float64 or bfloat16", "found int32"});
+  testing::ExpectErrorContains([&] { RunCompute(sgd, Device::Gpu(0), DType::kInt32, sgd_in, {OpReq::kWrite}, out); },
+                               {"sgd_update on GPU", "expected float32, float64 or bfloat16", "found int32"});
 }
 
 // The whole library, not only the pointwise ops: every operator the CPU has runs on a GPU.

@@ -208,8 +208,7 @@ TEST(KernelLibrary, CompileErrorNamesTheKernelAndHoldsTheLog) {
 
 TEST(KernelLibrary, UnknownEmbeddedSourceIsAnError) {
   KernelLibrary library("");
-  weft::testing::ExpectErrorContains([&] { library.Get({"no_such_file.cuh", "", "k", {}}, 0); },
-                                     {"no_such_file.cuh"});
+  weft::testing::ExpectErrorContains([&] { library.Get({"no_such_file.cuh", "", "k", {}}, 0); }, {"no_such_file.cuh"});
   EXPECT_FALSE(EmbeddedSourceNames().empty());
 }
 

@@ -1,5 +1,7 @@
 // GPU memory and GPU NDArrays: pooling, stream-ordered frees, out-of-memory errors, copies in
 // both directions, initialization with the same numbers as on the CPU, views, errors.
+#include "storage/gpu/gpu_storage.h"
+
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -7,7 +9,6 @@
 
 #include "core/gpu/cuda_check.h"
 #include "engine/gpu/gpu_stream.h"
-#include "storage/gpu/gpu_storage.h"
 #include "storage/ndarray.h"
 #include "storage/random.h"
 #include "storage/storage.h"
@@ -63,8 +64,9 @@ TEST(GpuStorage, AStreamOrderedFreeWaitsForTheStream) {
 TEST(GpuStorage, OutOfMemorySaysHowMuchWasAskedAndHeld) {
   Storage& pool = *Storage::Get(kGpu);
   Block held = pool.Alloc(1 << 20);
-  testing::ExpectErrorContains([&] { pool.Alloc(size_t{1} << 50); },
-                               {"out of memory on gpu:0", "asked for 1125899906842624 bytes", "bytes in use", "cached"});
+  testing::ExpectErrorContains(
+      [&] { pool.Alloc(size_t{1} << 50); },
+      {"out of memory on gpu:0", "asked for 1125899906842624 bytes", "bytes in use", "cached"});
   Block after = pool.Alloc(1 << 20);  // still usable
   EXPECT_NE(after.ptr, nullptr);
   pool.Free(held), pool.Free(after);
@@ -83,9 +85,9 @@ TEST(GpuNDArray, CopiesWithPageableMemoryAreStagedThroughPinnedMemory) {
   const size_t before = pinned.Stats().allocations;
   std::vector<float> values(1 << 20);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 1000);
-  NDArray gpu = NDArray::FromVector(values, Shape{1 << 20}).Copy(kGpu);   // host to device
+  NDArray gpu = NDArray::FromVector(values, Shape{1 << 20}).Copy(kGpu);  // host to device
   NDArray host(Shape{1 << 20});
-  gpu.CopyTo(host);                                                         // device to host
+  gpu.CopyTo(host);  // device to host
   EXPECT_EQ(host.ToVector<float>(), values);
   EXPECT_GE(pinned.Stats().allocations, before + 2) << "both directions stage through pinned memory";
 }

@@ -43,10 +43,18 @@ std::vector<float> Generate(int64_t n, int seed, Fill fill, int bound, bool bf16
     state ^= state << 13, state ^= state >> 17, state ^= state << 5;
     const float u = static_cast<float>(state >> 8) / 16777216.0f;
     switch (fill) {
-      case Fill::kSpread: x = std::floor(32 * u) / 8 - 2; break;
-      case Fill::kTies: x = std::floor(4 * u); break;
-      case Fill::kTiesAndNaN: x = state % 17 == 0 ? NAN : std::floor(4 * u); break;
-      case Fill::kIndices: x = std::floor(bound * u); break;
+      case Fill::kSpread:
+        x = std::floor(32 * u) / 8 - 2;
+        break;
+      case Fill::kTies:
+        x = std::floor(4 * u);
+        break;
+      case Fill::kTiesAndNaN:
+        x = state % 17 == 0 ? NAN : std::floor(4 * u);
+        break;
+      case Fill::kIndices:
+        x = std::floor(bound * u);
+        break;
     }
     if (bf16) x = FromBf16(ToBf16(x));
   }
@@ -64,7 +72,8 @@ void ExpectSameOnGpu(const TensorCase& c, DType dtype, OpReq req) {
     const Fill fill = static_cast<int>(i) == c.filled_input ? c.fill : Fill::kSpread;
     in.push_back(Generate(c.shapes[i].Size(), i, fill, c.bound, bf16));
   }
-  for (size_t i = 0; i < out_shapes.size(); ++i) out.push_back(Generate(out_shapes[i].Size(), 30 + i, Fill::kSpread, 0, bf16));
+  for (size_t i = 0; i < out_shapes.size(); ++i)
+    out.push_back(Generate(out_shapes[i].Size(), 30 + i, Fill::kSpread, 0, bf16));
   std::vector<std::vector<float>> cpu_in = in, gpu_in = in, cpu_out = out, gpu_out = out;
   const std::vector<OpReq> reqs(out.size(), req);
   const OpCall call{c.op, c.attrs, c.shapes};
@@ -97,16 +106,16 @@ Shape OutShape(const std::string& op, const AttrMap& attrs, const std::vector<Sh
 
 // (shape, axis attribute) pairs that take each reduction kernel.
 const std::vector<std::pair<Shape, std::string>> kReductions = {
-    {Shape{3, 5000}, "(1,)"},           // a block per output
-    {Shape{70, 100}, "(1,)"},           // a warp per output
-    {Shape{40, 9}, "(-1,)"},            // a thread per output
-    {Shape{5000, 3}, "(0,)"},           // a block per output, reads 3 apart
-    {Shape{40, 64}, "(0,)"},            // column tiles
-    {Shape{300, 3, 40}, "(0, 1)"},      // column tiles, the last one partial
-    {Shape{20, 100000}, "(0,)"},        // a thread per output (many outputs)
-    {Shape{4, 50, 6, 70}, "(1, 3)"},    // two reduced axes apart
-    {Shape{20, 3000}, ""},              // everything, to a scalar
-    {Shape{2, 0, 3}, "(1,)"},           // an empty axis: sum 0, mean NaN (max: a shape error)
+    {Shape{3, 5000}, "(1,)"},         // a block per output
+    {Shape{70, 100}, "(1,)"},         // a warp per output
+    {Shape{40, 9}, "(-1,)"},          // a thread per output
+    {Shape{5000, 3}, "(0,)"},         // a block per output, reads 3 apart
+    {Shape{40, 64}, "(0,)"},          // column tiles
+    {Shape{300, 3, 40}, "(0, 1)"},    // column tiles, the last one partial
+    {Shape{20, 100000}, "(0,)"},      // a thread per output (many outputs)
+    {Shape{4, 50, 6, 70}, "(1, 3)"},  // two reduced axes apart
+    {Shape{20, 3000}, ""},            // everything, to a scalar
+    {Shape{2, 0, 3}, "(1,)"},         // an empty axis: sum 0, mean NaN (max: a shape error)
 };
 
 TEST(GpuTensorOps, ReductionsMatchCpu) {
@@ -147,15 +156,16 @@ TEST(GpuTensorOps, MaxAndItsGradientPickTheFirstMaximumAmongTiesAndNaNs) {
 
 TEST(GpuTensorOps, TransposesMatchCpu) {
   const std::vector<std::pair<Shape, std::string>> transposes = {
-      {Shape{1000, 700}, ""},             // tiles, partial at both edges
-      {Shape{3, 37, 45}, "(0, 2, 1)"},    // a batch of tiles
+      {Shape{1000, 700}, ""},           // tiles, partial at both edges
+      {Shape{3, 37, 45}, "(0, 2, 1)"},  // a batch of tiles
       {Shape{5, 6, 7, 8}, "(3, 1, 0, 2)"},
-      {Shape{64, 3}, ""},                 // too narrow for tiles: strided
+      {Shape{64, 3}, ""},                     // too narrow for tiles: strided
       {Shape{8, 16, 4, 32}, "(0, 2, 1, 3)"},  // the innermost axis stays: strided
       {Shape{33, 1, 70}, "(2, 1, 0)"},
   };
   std::vector<TensorCase> cases;
-  for (const auto& [shape, axes] : transposes) cases.push_back({"transpose", axes.empty() ? AttrMap{} : AttrMap{{"axes", axes}}, {shape}});
+  for (const auto& [shape, axes] : transposes)
+    cases.push_back({"transpose", axes.empty() ? AttrMap{} : AttrMap{{"axes", axes}}, {shape}});
   ExpectSameOnGpu(cases, {DType::kFloat32, DType::kBFloat16});
 }
 
@@ -170,7 +180,7 @@ TEST(GpuTensorOps, ConcatAndSliceMatchCpu) {
   std::vector<TensorCase> cases;
   const std::vector<std::pair<std::vector<Shape>, int>> concats = {
       {{Shape{50, 30}, Shape{50, 1}, Shape{50, 20}}, 1},
-      {{Shape{10, 30}, Shape{20, 30}}, 0},                 // whole blocks
+      {{Shape{10, 30}, Shape{20, 30}}, 0},                     // whole blocks
       {{Shape{4, 5, 6}, Shape{4, 0, 6}, Shape{4, 7, 6}}, -2},  // an empty part
   };
   for (const auto& [parts, dim] : concats) {
@@ -199,8 +209,12 @@ TEST(GpuTensorOps, EmbeddingMatchesCpu) {
            {Shape{8, 50}, 100, 64}, {Shape{300}, 3, 33}, {Shape{16, 16}, 1000, 2}}) {
     const AttrMap attrs = {{"input_dim", std::to_string(input_dim)}, {"output_dim", std::to_string(dim)}};
     cases.push_back({"Embedding", attrs, {data, Shape{input_dim, dim}}, Fill::kIndices, 0, input_dim});
-    cases.push_back({"_backward_Embedding", attrs, {OutShape("Embedding", attrs, {data, Shape{input_dim, dim}}), data},
-                     Fill::kIndices, 1, input_dim});
+    cases.push_back({"_backward_Embedding",
+                     attrs,
+                     {OutShape("Embedding", attrs, {data, Shape{input_dim, dim}}), data},
+                     Fill::kIndices,
+                     1,
+                     input_dim});
   }
   ExpectSameOnGpu(cases);
 }

@@ -2,10 +2,9 @@
 // form round-trips exactly; malformed JSON is rejected with an error that says what is wrong.
 #include <gtest/gtest.h>
 
-#include "tests/weft_test_util.h"
-
 #include "core/error.h"
 #include "graph/symbol.h"
+#include "tests/weft_test_util.h"
 
 namespace weft {
 namespace {
@@ -59,12 +58,15 @@ TEST(Symbol, JsonRoundTripsExactly) {
 
 TEST(Symbol, MalformedJsonIsAClearError) {
   EXPECT_NE(testing::ErrorMessage([] { Symbol::FromJson("{not json"); }).find("not valid JSON"), std::string::npos);
-  EXPECT_NE(testing::ErrorMessage([] { Symbol::FromJson(R"({"nodes": [], "outputs": []})"); }).find("weft_graph"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([] { Symbol::FromJson(R"({"nodes": [], "outputs": []})"); }).find("weft_graph"),
+            std::string::npos);
   const std::string cycle = R"({"weft_graph": 1, "nodes": [
       {"op": "null", "name": "x", "inputs": []},
       {"op": "relu", "name": "r", "inputs": [[2, 0]]},
       {"op": "relu", "name": "s", "inputs": [[1, 0]]}], "outputs": [[2, 0]]})";
-  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(cycle); }).find("refers to node 2, expected a node defined before it"),
+  EXPECT_NE(testing::ErrorMessage([&] {
+              Symbol::FromJson(cycle);
+            }).find("refers to node 2, expected a node defined before it"),
             std::string::npos);
   const std::string unknown = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"},
       {"op": "rleu", "name": "r", "inputs": [[0, 0]]}], "outputs": [[1, 0]]})";
@@ -74,7 +76,8 @@ TEST(Symbol, MalformedJsonIsAClearError) {
   EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(bad_attr); }).find("'swish'"), std::string::npos);
   const std::string missing_input = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"},
       {"op": "add", "name": "a", "inputs": [[0, 0]]}], "outputs": [[1, 0]]})";
-  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(missing_input); }).find("expected 2 input(s), found 1"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(missing_input); }).find("expected 2 input(s), found 1"),
+            std::string::npos);
   const std::string bad_output = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"}], "outputs": [[0, 3]]})";
   EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(bad_output); }).find("found output 3"), std::string::npos);
 }
@@ -86,15 +89,15 @@ TEST(Graph, FreezeChecksThatInputsComeBeforeTheirUsers) {
             std::string::npos);
   GraphBuilder bad_output = Mlp().ToGraph().ToBuilder();
   bad_output.outputs.push_back({0, 1});  // a variable has one output
-  EXPECT_NE(testing::ErrorMessage([&] { std::move(bad_output).Freeze(); })
-                .find("reads a missing output of node 'data'"),
-            std::string::npos);
+  EXPECT_NE(
+      testing::ErrorMessage([&] { std::move(bad_output).Freeze(); }).find("reads a missing output of node 'data'"),
+      std::string::npos);
 }
 
 TEST(Graph, TypedAttributesComeWithANewGraphValue) {
   const Graph g = Mlp().ToGraph();
-  const Graph typed = g.WithTypes(std::vector<Shape>(g.num_entries(), Shape{2}),
-                                  std::vector<DType>(g.num_entries(), DType::kFloat64));
+  const Graph typed =
+      g.WithTypes(std::vector<Shape>(g.num_entries(), Shape{2}), std::vector<DType>(g.num_entries(), DType::kFloat64));
   EXPECT_FALSE(g.has_types()) << "the original is unchanged";
   EXPECT_TRUE(typed.has_types());
   EXPECT_EQ(typed.dtypes()[typed.EntryId(typed.outputs()[0])], DType::kFloat64);
@@ -107,7 +110,9 @@ TEST(Graph, TypedAttributesComeWithANewGraphValue) {
 
 TEST(Symbol, TwoVariablesWithOneNameAreRejected) {
   Symbol a = Symbol::Variable("x"), b = Symbol::Variable("x");
-  EXPECT_NE(testing::ErrorMessage([&] { Symbol::Op("add", {a, b}).ToGraph(); }).find("two different variables are named 'x'"),
+  EXPECT_NE(testing::ErrorMessage([&] {
+              Symbol::Op("add", {a, b}).ToGraph();
+            }).find("two different variables are named 'x'"),
             std::string::npos);
 }
 

@@ -1,15 +1,15 @@
 // ops/invocation.h: what one op call reads, writes and draws, as imperative calls and bound graphs
 // both push it.
-#include <gtest/gtest.h>
+#include "ops/invocation.h"
 
-#include "tests/weft_test_util.h"
+#include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "core/error.h"
 #include "engine/engine.h"
-#include "ops/invocation.h"
 #include "storage/ndarray.h"
+#include "tests/weft_test_util.h"
 
 namespace weft {
 namespace {

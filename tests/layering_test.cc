@@ -20,8 +20,8 @@
 namespace {
 
 // DESIGN.md's layers, in order: each may use only those before it.
-constexpr std::array<std::string_view, 8> kLayers = {"core",   "engine", "storage",  "ops",
-                                                     "graph",  "passes", "executor", "weft"};
+constexpr std::array<std::string_view, 8> kLayers = {"core",  "engine", "storage",  "ops",
+                                                     "graph", "passes", "executor", "weft"};
 // Folders after the layers: they may include any layer, and each other.
 constexpr std::array<std::string_view, 4> kUsers = {"examples", "tests", "bench", "tools"};
 constexpr int kUsersRank = static_cast<int>(kLayers.size());
@@ -64,8 +64,10 @@ std::optional<std::string> Violation(std::string_view file, std::string_view inc
   if (!file_rank || !include_rank) return std::nullopt;
   const std::string file_top = FirstComponent(file), include_top = FirstComponent(include);
   if (*include_rank > *file_rank) {
-    return "a file of layer '" + file_top + "' may include only its own layer and those before it in DESIGN.md's "
-           "order (" + LayerList() + "), found '" + include_top + "', which comes after it";
+    return "a file of layer '" + file_top +
+           "' may include only its own layer and those before it in DESIGN.md's "
+           "order (" +
+           LayerList() + "), found '" + include_top + "', which comes after it";
   }
   if (IsInternal(include) && file_top != include_top && file_top != "tests") {
     return "an internal/ header of layer '" + include_top + "' may be included only from inside '" + include_top +
@@ -102,15 +104,15 @@ std::vector<std::string> Sources() {
 TEST(Layering, TheRuleFollowsDesignOrder) {
   EXPECT_FALSE(Violation("storage/ndarray.cc", "engine/engine.h"));
   EXPECT_FALSE(Violation("weft/ops.cc", "core/error.h"));
-  EXPECT_FALSE(Violation("ops/nn/conv.cc", "ops/internal/dnnl_util.h"));      // a folder inside ops
+  EXPECT_FALSE(Violation("ops/nn/conv.cc", "ops/internal/dnnl_util.h"));  // a folder inside ops
   EXPECT_FALSE(Violation("engine/gpu/cuda_backend.cc", "engine/internal/var.h"));
-  EXPECT_FALSE(Violation("tests/engine_test.cc", "engine/internal/var.h"));   // tests may test internals
+  EXPECT_FALSE(Violation("tests/engine_test.cc", "engine/internal/var.h"));  // tests may test internals
   EXPECT_FALSE(Violation("examples/train_mlp.cc", "weft/weft.h"));
-  EXPECT_FALSE(Violation("core/error.cc", "gtest/gtest.h"));                  // not a weft path
+  EXPECT_FALSE(Violation("core/error.cc", "gtest/gtest.h"));  // not a weft path
   EXPECT_TRUE(Violation("engine/engine.cc", "storage/ndarray.h"));
   EXPECT_TRUE(Violation("core/device.cc", "weft/weft.h"));
   EXPECT_TRUE(Violation("ops/math/dot.cc", "graph/graph.h"));
-  EXPECT_TRUE(Violation("weft/ops.cc", "tests/op_test_util.h"));             // layers never use tests
+  EXPECT_TRUE(Violation("weft/ops.cc", "tests/op_test_util.h"));  // layers never use tests
   EXPECT_TRUE(Violation("storage/ndarray.cc", "engine/internal/var.h"));
   EXPECT_TRUE(Violation("ops/gpu/gemm.cc", "storage/gpu/internal/pool.h"));
   EXPECT_TRUE(Violation("examples/engine_dag.cc", "engine/internal/profiler.h"));

@@ -1,5 +1,7 @@
 // NDArray: operations are asynchronous yet results are as if run in order; views share memory
 // and ordering; errors thrown inside an op reach WaitToRead; memory comes back to the pool.
+#include "storage/ndarray.h"
+
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -7,7 +9,6 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
-#include "storage/ndarray.h"
 #include "storage/random.h"
 #include "storage/storage.h"
 #include "weft/imperative.h"

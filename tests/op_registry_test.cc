@@ -2,8 +2,6 @@
 // what the layers above need; calls with bad input fail at the call with errors that say why.
 #include <gtest/gtest.h>
 
-#include "tests/weft_test_util.h"
-
 #include <map>
 #include <set>
 #include <string>
@@ -14,6 +12,7 @@
 #include "ops/op.h"
 #include "storage/ndarray.h"
 #include "tests/op_test_util.h"
+#include "tests/weft_test_util.h"
 #include "weft/imperative.h"
 
 namespace weft {
@@ -153,7 +152,9 @@ TEST(Invoke, RejectsBadCallsBeforeAnythingRuns) {
   b.Fill(2);
   const auto message = testing::ErrorMessage;
   EXPECT_NE(message([&] { Invoke("add", {a, NDArray()}); }).find("input 1 is a null array"), std::string::npos);
-  EXPECT_NE(message([&] { Invoke("add", {a, b}, {}, {.outputs = {NDArray(Shape{3, 2})}}); }).find("output 0 must be (2, 3)"),
+  EXPECT_NE(message([&] {
+              Invoke("add", {a, b}, {}, {.outputs = {NDArray(Shape{3, 2})}});
+            }).find("output 0 must be (2, 3)"),
             std::string::npos);
   EXPECT_NE(message([&] { Invoke("relu", {a}, {{"axis", "1"}}); }).find("unknown attribute 'axis'"), std::string::npos);
   EXPECT_NE(message([&] { Invoke("nope", {a}); }).find("unknown op 'nope'"), std::string::npos);

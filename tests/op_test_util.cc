@@ -72,7 +72,8 @@ std::string Name(const OpCase& c) { return c.name.empty() ? c.op : c.name; }
 void CheckForward(const OpCase& c, const Inputs& in) {
   // The reference sees the inputs as float32 would hold them.
   Inputs rounded = in;
-  for (Values& v : rounded) for (double& x : v) x = static_cast<float>(x);
+  for (Values& v : rounded)
+    for (double& x : v) x = static_cast<float>(x);
   const Outputs want = c.reference(rounded);
   std::vector<NDArray> outputs = Invoke(c.op, ToArrays<float>(in, c.input_shapes), c.attrs, {.is_train = c.is_train});
   ASSERT_EQ(outputs.size(), want.size()) << Name(c) << ": output count";
@@ -124,7 +125,8 @@ Values NumericGradient(const OpCase& c, Inputs in, const Outputs& weights, size_
 }
 
 bool HasGradient(const OpCase& c, size_t i) {
-  for (int j : c.no_gradient_inputs) if (static_cast<size_t>(j) == i) return false;
+  for (int j : c.no_gradient_inputs)
+    if (static_cast<size_t>(j) == i) return false;
   return true;
 }
 
@@ -153,7 +155,8 @@ void CheckGradient(const OpCase& c, const Inputs& in) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!HasGradient(c, i)) continue;
       Values want = NumericGradient(c, in, weights, i);
-      if (req == OpReq::kAddTo) for (double& w : want) w += 0.5;
+      if (req == OpReq::kAddTo)
+        for (double& w : want) w += 0.5;
       ExpectClose(ToValues(grads[i]), want, c.gradient_tolerance,
                   Name(c) + (req == OpReq::kAddTo ? " gradient req=add" : " gradient req=write") + " of input " +
                       std::to_string(i));
@@ -173,8 +176,7 @@ std::vector<Values> ForwardOn(const OpCase& c, const Inputs& in, Device device, 
     const Op& op = GetOp(c.op);
     const Attrs attrs = ParseAttrs(op, c.attrs);
     const std::vector<Shape> shapes = InferShapes(op, attrs, c.input_shapes);
-    const std::vector<DType> types =
-        InferTypes(op, attrs, std::vector<DType>(c.input_shapes.size(), DType::kFloat32));
+    const std::vector<DType> types = InferTypes(op, attrs, std::vector<DType>(c.input_shapes.size(), DType::kFloat32));
     for (size_t o = 0; o < start.size(); ++o) outputs.push_back(ArrayOf(start[o], shapes[o], types[o], device));
     Invoke(c.op, ToArrays<float>(in, c.input_shapes, device), c.attrs,
            {.outputs = outputs, .req = std::vector<OpReq>(outputs.size(), req), .is_train = c.is_train});
@@ -188,20 +190,24 @@ std::vector<Values> ForwardOn(const OpCase& c, const Inputs& in, Device device, 
 
 void CheckForwardOnGpu(const OpCase& c, const Inputs& in, Device gpu) {
   Inputs rounded = in;
-  for (Values& v : rounded) for (double& x : v) x = static_cast<float>(x);
+  for (Values& v : rounded)
+    for (double& x : v) x = static_cast<float>(x);
   const Outputs want = c.reference(rounded);
   for (OpReq req : {OpReq::kWrite, OpReq::kAddTo}) {
     Outputs start;
     std::mt19937_64 rng(11);
     for (const Values& w : want) start.push_back(DefaultInit(rng, w.size()));
-    for (Values& v : start) for (double& x : v) x = static_cast<float>(x);
+    for (Values& v : start)
+      for (double& x : v) x = static_cast<float>(x);
     const std::vector<Values> cpu = ForwardOn(c, in, Device::Cpu(), req, start);
     const std::vector<Values> got = ForwardOn(c, in, gpu, req, start);
     ASSERT_EQ(got.size(), want.size()) << Name(c) << ": output count";
-    const std::string what = Name(c) + (req == OpReq::kAddTo ? " forward req=add" : " forward") + " on " + gpu.ToString();
+    const std::string what =
+        Name(c) + (req == OpReq::kAddTo ? " forward req=add" : " forward") + " on " + gpu.ToString();
     for (size_t o = 0; o < got.size(); ++o) {
       Values expected = want[o];
-      if (req == OpReq::kAddTo) for (size_t k = 0; k < expected.size(); ++k) expected[k] += start[o][k];
+      if (req == OpReq::kAddTo)
+        for (size_t k = 0; k < expected.size(); ++k) expected[k] += start[o][k];
       ExpectClose(got[o], expected, c.tolerance, what + " output " + std::to_string(o) + " vs reference");
       ExpectClose(got[o], cpu[o], kGpuTolerance, what + " output " + std::to_string(o) + " vs CPU");
     }

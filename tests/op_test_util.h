@@ -49,8 +49,8 @@ struct OpCase {
   std::function<Outputs(const Inputs&)> reference;
   // Fills input `i` (size already set); default: uniform in [-1, 1).
   std::function<void(int i, Values& values)> init;
-  double tolerance = 1e-5;            // forward, float32: |got - want| <= tol * (1 + |want|)
-  double gradient_tolerance = 1e-5;   // gradient, float64: same form
+  double tolerance = 1e-5;           // forward, float32: |got - want| <= tol * (1 + |want|)
+  double gradient_tolerance = 1e-5;  // gradient, float64: same form
   bool check_gradient = true;
   std::vector<int> no_gradient_inputs;  // inputs without a gradient (indices, labels)
   bool is_train = false;
@@ -78,8 +78,8 @@ void ExpectOpError(const std::string& op, const AttrMap& attrs, const std::vecto
                    const std::vector<std::string>& parts);
 
 // Common input initializers.
-void UniformAwayFromZero(int i, Values& v);   // |x| in [0.2, 1): off kinks at 0
-void Positive(int i, Values& v);              // (0.2, 2): for log, sqrt, div
+void UniformAwayFromZero(int i, Values& v);  // |x| in [0.2, 1): off kinks at 0
+void Positive(int i, Values& v);             // (0.2, 2): for log, sqrt, div
 // Integer class indices in [0, classes) for input `which`; others uniform in [-1, 1).
 std::function<void(int, Values&)> ClassIndices(int which, int classes);
 

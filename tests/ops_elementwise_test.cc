@@ -114,8 +114,10 @@ OpCase Binary(const std::string& op, std::function<double(double, double)> f, Sh
 
 TEST(ElementwiseOps, BinaryOpsBroadcast) {
   const std::vector<std::pair<std::string, std::function<double(double, double)>>> ops = {
-      {"add", [](double a, double b) { return a + b; }},       {"sub", [](double a, double b) { return a - b; }},
-      {"mul", [](double a, double b) { return a * b; }},       {"div", [](double a, double b) { return a / b; }},
+      {"add", [](double a, double b) { return a + b; }},
+      {"sub", [](double a, double b) { return a - b; }},
+      {"mul", [](double a, double b) { return a * b; }},
+      {"div", [](double a, double b) { return a / b; }},
       {"maximum", [](double a, double b) { return std::max(a, b); }},
       {"minimum", [](double a, double b) { return std::min(a, b); }},
   };
@@ -125,11 +127,17 @@ TEST(ElementwiseOps, BinaryOpsBroadcast) {
     for (const auto& [lhs, rhs] : shapes) {
       OpCase c = Binary(op, f, lhs, rhs);
       if (op == "div") {
-        c.init = [](int i, Values& v) { if (i == 1) Positive(i, v); };
+        c.init = [](int i, Values& v) {
+          if (i == 1) Positive(i, v);
+        };
       }
       if (op == "maximum" || op == "minimum") {  // keep operands apart: no ties at the kink
-        c.init = [](int i, Values& v) { for (double& x : v) x = i == 0 ? x : x + (x > 0 ? 0.05 : -0.05); };
-        c.init = [](int i, Values& v) { for (size_t k = 0; k < v.size(); ++k) v[k] = i == 0 ? v[k] * 0.5 : (k % 2 ? 0.8 : -0.8); };
+        c.init = [](int i, Values& v) {
+          for (double& x : v) x = i == 0 ? x : x + (x > 0 ? 0.05 : -0.05);
+        };
+        c.init = [](int i, Values& v) {
+          for (size_t k = 0; k < v.size(); ++k) v[k] = i == 0 ? v[k] * 0.5 : (k % 2 ? 0.8 : -0.8);
+        };
       }
       RunOpCase(c);
     }

@@ -175,7 +175,8 @@ TEST(FullyConnected, OutputShapeKeepsLeadingAxesWithoutFlatten) {
   NDArray x(Shape{2, 3, 4}, TestDevice()), w(Shape{7, 4}, TestDevice()), b(Shape{7}, TestDevice());
   EXPECT_EQ(Invoke("FullyConnected", {x, w, b}, {{"num_hidden", "7"}, {"flatten", "false"}})[0].shape(),
             (Shape{2, 3, 7}));
-  EXPECT_EQ(Invoke("FullyConnected", {x, NDArray(Shape{7, 12}, TestDevice()), b}, {{"num_hidden", "7"}})[0].shape(), (Shape{2, 7}));
+  EXPECT_EQ(Invoke("FullyConnected", {x, NDArray(Shape{7, 12}, TestDevice()), b}, {{"num_hidden", "7"}})[0].shape(),
+            (Shape{2, 7}));
 }
 
 TEST(FullyConnected, BadInputsSayWhatWasExpected) {
@@ -339,8 +340,9 @@ OpCase PoolingCase(const Shape& data, const std::string& type, const Window& giv
   const Window win = global ? Window{data[2], data[3], 1, 1, 0, 0} : given;
   AttrMap attrs = global ? AttrMap{{"global_pool", "true"}} : given.Attrs();
   attrs["pool_type"] = type;
-  OpCase c{"Pooling", attrs, {data},
-           [=](const Inputs& in) { return Outputs{PoolingReference(in[0], data, type == "max", win)}; }};
+  OpCase c{"Pooling", attrs, {data}, [=](const Inputs& in) {
+             return Outputs{PoolingReference(in[0], data, type == "max", win)};
+           }};
   c.tolerance = kForwardTolerance;
   c.gradient_tolerance = kGradientTolerance;
   c.name = "Pooling " + type + " data " + data.ToString() +

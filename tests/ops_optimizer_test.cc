@@ -15,9 +15,7 @@
 namespace weft {
 namespace {
 
-std::vector<float> Gradients(int step) {
-  return {0.5f * step, -2.0f, 0.01f, 3.0f - step, -0.3f, 1.5f};
-}
+std::vector<float> Gradients(int step) { return {0.5f * step, -2.0f, 0.01f, 3.0f - step, -0.3f, 1.5f}; }
 
 float Clipped(float g, float rescale, float clip) {
   g *= rescale;
@@ -26,7 +24,8 @@ float Clipped(float g, float rescale, float clip) {
 
 void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << "element " << i;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << "element " << i;
 }
 
 TEST(OptimizerOps, SgdUpdatesTheWeightInPlace) {
@@ -44,7 +43,8 @@ TEST(OptimizerOps, SgdUpdatesTheWeightInPlace) {
 
 TEST(OptimizerOps, SgdMomentumUpdatesWeightAndMomentum) {
   std::vector<float> w = {1, -2, 3, -4, 5, -6}, m(6, 0.0f);
-  NDArray weight = NDArray::FromVector(w, Shape{6}, testing::TestDevice()), mom = NDArray::FromVector(m, Shape{6}, testing::TestDevice());
+  NDArray weight = NDArray::FromVector(w, Shape{6}, testing::TestDevice()),
+          mom = NDArray::FromVector(m, Shape{6}, testing::TestDevice());
   const AttrMap attrs = {{"lr", "0.05"}, {"momentum", "0.9"}, {"wd", "0.001"}};
   for (int step = 0; step < 4; ++step) {
     NDArray grad = NDArray::FromVector(Gradients(step), Shape{6}, testing::TestDevice());
@@ -60,9 +60,11 @@ TEST(OptimizerOps, SgdMomentumUpdatesWeightAndMomentum) {
 
 TEST(OptimizerOps, AdamUpdatesWeightAndBothMoments) {
   std::vector<float> w = {0.5f, -0.5f, 1, -1, 2, -2}, m(6, 0.0f), v(6, 0.0f);
-  NDArray weight = NDArray::FromVector(w, Shape{3, 2}, testing::TestDevice()), mean = NDArray::FromVector(m, Shape{3, 2}, testing::TestDevice()),
+  NDArray weight = NDArray::FromVector(w, Shape{3, 2}, testing::TestDevice()),
+          mean = NDArray::FromVector(m, Shape{3, 2}, testing::TestDevice()),
           var = NDArray::FromVector(v, Shape{3, 2}, testing::TestDevice());
-  const AttrMap attrs = {{"lr", "0.01"}, {"beta1", "0.8"}, {"beta2", "0.99"}, {"epsilon", "1e-6"}, {"clip_gradient", "2"}};
+  const AttrMap attrs = {
+      {"lr", "0.01"}, {"beta1", "0.8"}, {"beta2", "0.99"}, {"epsilon", "1e-6"}, {"clip_gradient", "2"}};
   for (int step = 0; step < 5; ++step) {
     NDArray grad = NDArray::FromVector(Gradients(step), Shape{3, 2}, testing::TestDevice());
     Invoke("adam_update", {weight, grad, mean, var}, attrs, {.outputs = {weight}});
@@ -82,7 +84,8 @@ TEST(OptimizerOps, BadInputsSayWhatWasExpected) {
   testing::ExpectOpError("sgd_update", {}, {Shape{3}, Shape{3}}, {"sgd_update", "'lr'", "required"});
   testing::ExpectOpError("sgd_update", {{"lr", "0.1"}}, {Shape{3}, Shape{4}}, {"sgd_update", "(3,)", "(4,)"});
   testing::ExpectOpError("sgd_update", {{"lr", "-1"}}, {Shape{3}, Shape{3}}, {"sgd_update", "lr", ">= 0", "-1"});
-  testing::ExpectOpError("sgd_mom_update", {{"lr", "0.1"}}, {Shape{3}, Shape{3}}, {"sgd_mom_update", "expected 3 input(s), found 2"});
+  testing::ExpectOpError("sgd_mom_update", {{"lr", "0.1"}}, {Shape{3}, Shape{3}},
+                         {"sgd_mom_update", "expected 3 input(s), found 2"});
   testing::ExpectOpError("adam_update", {{"lr", "0.1"}, {"beta1", "1.5"}}, {Shape{2}, Shape{2}, Shape{2}, Shape{2}},
                          {"adam_update", "beta1", "1.5"});
   testing::ExpectOpError("adam_update", {{"lr", "0.1"}, {"momentum", "0.9"}}, {Shape{2}, Shape{2}, Shape{2}, Shape{2}},
@@ -117,11 +120,11 @@ TEST(OptimizerOps, OneStepOfEachUpdateMatchesItsFormula) {
   testing::RunOpCase(UpdateCase("sgd_mom_update", {{"lr", "0.05"}, {"momentum", "0.9"}}, 3,
                                 [](const testing::Values& in) { return in[0] + 0.9 * in[2] - 0.05 * in[1]; }));
   testing::OpCase adam = UpdateCase("adam_update", {{"lr", "0.01"}, {"beta1", "0.8"}, {"beta2", "0.99"}}, 4,
-                                     [](const testing::Values& in) {
-                                       const double m = 0.8 * in[2] + 0.2 * in[1];
-                                       const double v = 0.99 * in[3] + 0.01 * in[1] * in[1];
-                                       return in[0] - 0.01 * m / (std::sqrt(v) + 1e-8);
-                                     });
+                                    [](const testing::Values& in) {
+                                      const double m = 0.8 * in[2] + 0.2 * in[1];
+                                      const double v = 0.99 * in[3] + 0.01 * in[1] * in[1];
+                                      return in[0] - 0.01 * m / (std::sqrt(v) + 1e-8);
+                                    });
   adam.init = [](int i, testing::Values& v) {
     if (i == 3) testing::Positive(i, v);  // a variance
   };

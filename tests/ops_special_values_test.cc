@@ -60,13 +60,25 @@ using Arrays = std::vector<std::vector<T>>;
 template <typename T>
 std::vector<T> SpecialValues() {
   using L = std::numeric_limits<T>;
-  return {L::quiet_NaN(),      L::infinity(),       -L::infinity(),
-          T(0),                -T(0),                                   // 3, 4
-          L::denorm_min(),     -L::denorm_min(),                        // 5, 6: the smallest denormal
-          T(0.75) * L::min(),  -T(0.75) * L::min(),                     // 7, 8: a middle denormal
-          L::min(),            L::max(),            L::lowest(),        // 9, 10, 11
-          T(1),                T(-1),               T(0.5),           T(-0.5),
-          T(3),                T(30),               T(-30)};
+  return {L::quiet_NaN(),
+          L::infinity(),
+          -L::infinity(),
+          T(0),
+          -T(0),  // 3, 4
+          L::denorm_min(),
+          -L::denorm_min(),  // 5, 6: the smallest denormal
+          T(0.75) * L::min(),
+          -T(0.75) * L::min(),  // 7, 8: a middle denormal
+          L::min(),
+          L::max(),
+          L::lowest(),  // 9, 10, 11
+          T(1),
+          T(-1),
+          T(0.5),
+          T(-0.5),
+          T(3),
+          T(30),
+          T(-30)};
 }
 
 // The same values as bfloat16 holds them (its own denormals and largest finite), as float.
@@ -101,8 +113,8 @@ struct Call {
   PointwiseKind kind;
   std::string functor;
   std::vector<Shape> shapes;
-  int arity;                 // inputs are every arity-tuple of the values, one component per input
-  bool sums_terms = false;   // a broadcast gradient that sums several terms (CPU only)
+  int arity;                // inputs are every arity-tuple of the values, one component per input
+  bool sums_terms = false;  // a broadcast gradient that sums several terms (CPU only)
   std::string What() const {
     std::string s = op;
     for (const auto& [k, v] : attrs) s += " " + k + "=" + v;
@@ -188,10 +200,14 @@ std::vector<Call> AllCalls(int64_t n) {
     for (Call& c : CallsOf(GetOp(name), n)) calls.push_back(std::move(c));
   }
   const int64_t n3 = n * n * n;
-#define WEFT_ACTIVATION_CALLS(value, name, functor)                                                                \
+#define WEFT_ACTIVATION_CALLS(value, name, functor)                                                                   \
   calls.push_back({"Activation", {{"act_type", name}}, PointwiseKind::kUnary, "weft::fn::" #functor, {Shape{n}}, 1}); \
-  calls.push_back({"_backward_Activation", {{"act_type", name}}, PointwiseKind::kUnaryBackward,                      \
-                   "weft::fn::" #functor, std::vector<Shape>(3, Shape{n3}), 3});
+  calls.push_back({"_backward_Activation",                                                                            \
+                   {{"act_type", name}},                                                                              \
+                   PointwiseKind::kUnaryBackward,                                                                     \
+                   "weft::fn::" #functor,                                                                             \
+                   std::vector<Shape>(3, Shape{n3}),                                                                  \
+                   3});
   WEFT_ACTIVATIONS(WEFT_ACTIVATION_CALLS)
 #undef WEFT_ACTIVATION_CALLS
   return calls;
@@ -391,8 +407,8 @@ void ExpectMatch(const Arrays<T>& got, const Arrays<T>& want, const Arrays<T>& i
       std::string at;
       for (const std::vector<T>& x : inputs) at += x.size() == got[a].size() ? " " + Show(x[i]) : " (broadcast)";
       ADD_FAILURE() << what << " " << a << " element " << i << ": got " << Show(got[a][i]) << ", expected "
-                    << Show(want[a][i]) << (ulps > 0 ? " within " + std::to_string(ulps) + " ulps" : "")
-                    << "; inputs" << at;
+                    << Show(want[a][i]) << (ulps > 0 ? " within " + std::to_string(ulps) + " ulps" : "") << "; inputs"
+                    << at;
       return;
     }
   }

@@ -54,7 +54,7 @@ TEST(Cse, OpsThatMutateAnInputAreNeverMerged) {
   Symbol w = Symbol::Variable("w"), g = Symbol::Variable("g"), mom = Symbol::Variable("mom");
   const AttrMap attrs = {{"lr", "0.1"}, {"momentum", "0.9"}};
   Graph merged = EliminateCommonExpr(Symbol::Group({Symbol::Op("sgd_mom_update", {w, g, mom}, attrs),
-                                                     Symbol::Op("sgd_mom_update", {w, g, mom}, attrs)})
+                                                    Symbol::Op("sgd_mom_update", {w, g, mom}, attrs)})
                                          .ToGraph());
   EXPECT_EQ(CountOps(merged, "sgd_mom_update"), 2u) << "two updates of one momentum are two updates";
 }
@@ -76,10 +76,10 @@ TEST(Cse, ReadsOfAStateBeforeAndAfterItIsMutatedAreNotMerged) {
 
 TEST(Cse, DifferentAttributesOrInputsAreNotMerged) {
   Symbol x = Symbol::Variable("x"), y = Symbol::Variable("y");
-  Graph g = EliminateCommonExpr(Symbol::Group({Symbol::Op("add_scalar", {x}, {{"scalar", "1"}}),
-                                                Symbol::Op("add_scalar", {x}, {{"scalar", "2"}}),
-                                                Symbol::Op("add_scalar", {y}, {{"scalar", "1"}})})
-                                     .ToGraph());
+  Graph g = EliminateCommonExpr(
+      Symbol::Group({Symbol::Op("add_scalar", {x}, {{"scalar", "1"}}), Symbol::Op("add_scalar", {x}, {{"scalar", "2"}}),
+                     Symbol::Op("add_scalar", {y}, {{"scalar", "1"}})})
+          .ToGraph());
   EXPECT_EQ(CountOps(g, "add_scalar"), 3u);
 }
 
@@ -96,9 +96,9 @@ const bool workspace_op_registered = [] {
 TEST(Cse, OpsThatRequestWorkspaceAreMerged) {
   ASSERT_TRUE(GetOp("_test_workspace_identity").NeedsResource(Resource::kTempSpace));
   Symbol x = Symbol::Variable("x");
-  Graph g = EliminateCommonExpr(Symbol::Group({Symbol::Op("_test_workspace_identity", {x}),
-                                                Symbol::Op("_test_workspace_identity", {x})})
-                                     .ToGraph());
+  Graph g = EliminateCommonExpr(
+      Symbol::Group({Symbol::Op("_test_workspace_identity", {x}), Symbol::Op("_test_workspace_identity", {x})})
+          .ToGraph());
   EXPECT_EQ(CountOps(g, "_test_workspace_identity"), 1u);
 }
 

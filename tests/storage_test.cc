@@ -1,12 +1,13 @@
 // storage: the pooled allocator reuses freed blocks, keeps statistics, releases its cache; the
 // workspace grows and is reused; random streams are reproducible.
+#include "storage/storage.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "core/error.h"
 #include "storage/random.h"
-#include "storage/storage.h"
 #include "storage/workspace.h"
 
 namespace weft {
@@ -74,7 +75,8 @@ TEST(Workspace, GrowsOnDemandAndIsReused) {
 
 TEST(Random, PhiloxMatchesTheReferenceVectors) {
   // Known-answer tests from Random123 (kat_vectors): philox4x32, 10 rounds.
-  EXPECT_EQ(Philox4x32({0, 0, 0, 0}, {0, 0}), (std::array<uint32_t, 4>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  EXPECT_EQ(Philox4x32({0, 0, 0, 0}, {0, 0}),
+            (std::array<uint32_t, 4>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
   EXPECT_EQ(Philox4x32({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}),
             (std::array<uint32_t, 4>{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
   EXPECT_EQ(Philox4x32({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}),

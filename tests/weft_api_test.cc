@@ -1,7 +1,6 @@
 // The embedding API as a user sees it: one header, one target. Arithmetic, typed op calls,
 // device checks, and the intra-op thread budget.
 #include <gtest/gtest.h>
-
 #include <omp.h>
 
 #include <cstdlib>
@@ -78,10 +77,12 @@ TEST(WeftApi, IntraOpThreadsTimesWorkersFitTheCores) {
   EXPECT_LE(cpu::IntraOpThreads() * workers, std::max(NumCores(), workers));
   int threads_in_op = 0;
   NDArray x(Shape{1});
-  engine::Engine::Get()->PushSync([&](engine::RunContext) {
-    cpu::ConfigureOpenMPForThisThread();  // what every oneDNN kernel does first
-    threads_in_op = omp_get_max_threads();
-  }, Device::Cpu(), {}, {x.var()});
+  engine::Engine::Get()->PushSync(
+      [&](engine::RunContext) {
+        cpu::ConfigureOpenMPForThisThread();  // what every oneDNN kernel does first
+        threads_in_op = omp_get_max_threads();
+      },
+      Device::Cpu(), {}, {x.var()});
   x.WaitToRead();
   EXPECT_EQ(threads_in_op, cpu::IntraOpThreads());
 }

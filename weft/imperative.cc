@@ -73,8 +73,8 @@ void CheckOutputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inp
   for (size_t i = 0; i < shapes.size(); ++i) {
     const NDArray& o = outputs[i];
     if (o.is_none() || o.shape() != shapes[i] || o.dtype() != types[i] || o.device() != device) {
-      WEFT_THROW("op '" << op.name << "': output " << i << " must be " << shapes[i] << " " << types[i] << " on " << device
-                        << ", found " << o.ToString());
+      WEFT_THROW("op '" << op.name << "': output " << i << " must be " << shapes[i] << " " << types[i] << " on "
+                        << device << ", found " << o.ToString());
     }
   }
 }

@@ -16,10 +16,14 @@ struct BackwardRun {
 
   NDArray Resolve(const GradEntry& e) const {
     switch (e.kind) {
-      case GradEntry::Kind::kInput: return inputs.at(e.index);
-      case GradEntry::Kind::kOutput: return outputs.at(e.index);
-      case GradEntry::Kind::kOutGrad: return output_grads.at(e.index);
-      case GradEntry::Kind::kNode: return node_outputs.at(e.index).at(e.output);
+      case GradEntry::Kind::kInput:
+        return inputs.at(e.index);
+      case GradEntry::Kind::kOutput:
+        return outputs.at(e.index);
+      case GradEntry::Kind::kOutGrad:
+        return output_grads.at(e.index);
+      case GradEntry::Kind::kNode:
+        return node_outputs.at(e.index).at(e.output);
     }
     return NDArray();
   }
@@ -32,7 +36,7 @@ bool SameEntry(const GradEntry& a, const GradEntry& b) {
 // For each node output that is the gradient of exactly one input and read by nothing else, that
 // input: the node can then write (or add) straight into the caller's gradient array.
 std::map<std::pair<int, int>, int> DirectTargets(const GradBuilder& g, const std::vector<NDArray>& input_grads,
-                                                  const std::vector<OpReq>& req) {
+                                                 const std::vector<OpReq>& req) {
   std::map<std::pair<int, int>, int> uses;  // (node, output) -> times read
   for (const GradNode& n : g.nodes()) {
     for (const GradEntry& e : n.inputs) {
@@ -45,7 +49,8 @@ std::map<std::pair<int, int>, int> DirectTargets(const GradBuilder& g, const std
     if (!grad || grad->kind != GradEntry::Kind::kNode || input_grads[i].is_none() || req[i] == OpReq::kNull) continue;
     int sharing = 0;
     for (const auto& other : g.input_grads()) sharing += other && SameEntry(*other, *grad);
-    if (sharing == 1 && uses[{grad->index, grad->output}] == 0) targets[{grad->index, grad->output}] = static_cast<int>(i);
+    if (sharing == 1 && uses[{grad->index, grad->output}] == 0)
+      targets[{grad->index, grad->output}] = static_cast<int>(i);
   }
   return targets;
 }
@@ -80,7 +85,8 @@ void InvokeBackward(const Op& op, const Attrs& attrs, const std::vector<NDArray>
       const bool direct = it != targets.end();
       options.outputs.push_back(direct ? input_grads[it->second]
                                        : NDArray(out_shapes[o], node_inputs.at(0).device(), out_types[o]));
-      options.req.push_back(direct ? (req[it->second] == OpReq::kAddTo ? OpReq::kAddTo : OpReq::kWrite) : OpReq::kWrite);
+      options.req.push_back(direct ? (req[it->second] == OpReq::kAddTo ? OpReq::kAddTo : OpReq::kWrite)
+                                   : OpReq::kWrite);
       if (direct) done[it->second] = true;
     }
     run.node_outputs.push_back(Invoke(node_op, node_attrs, node_inputs, options));

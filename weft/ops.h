@@ -16,15 +16,16 @@
 namespace weft::op {
 
 // Any op by name, for ops without a typed call below.
-inline std::vector<NDArray> Call(const std::string& name, const std::vector<NDArray>& inputs, const AttrMap& attrs = {}) {
+inline std::vector<NDArray> Call(const std::string& name, const std::vector<NDArray>& inputs,
+                                 const AttrMap& attrs = {}) {
   return Invoke(name, inputs, attrs);
 }
 
 #define WEFT_UNARY_OP(name) \
   inline NDArray name(const NDArray& x, const AttrMap& attrs = {}) { return Invoke(#name, {x}, attrs)[0]; }
-#define WEFT_BINARY_OP(name)                                                        \
+#define WEFT_BINARY_OP(name)                                                           \
   inline NDArray name(const NDArray& a, const NDArray& b, const AttrMap& attrs = {}) { \
-    return Invoke(#name, {a, b}, attrs)[0];                                          \
+    return Invoke(#name, {a, b}, attrs)[0];                                            \
   }
 
 WEFT_UNARY_OP(neg)

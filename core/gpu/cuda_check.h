@@ -43,10 +43,10 @@ class DeviceGuard {
 
 }  // namespace weft::gpu
 
-#define WEFT_CUDA_CHECK(call)                                                             \
-  do {                                                                                    \
-    const cudaError_t weft_cuda_error_ = (call);                                          \
-    if (weft_cuda_error_ != cudaSuccess) {                                                \
-      ::weft::gpu::ThrowCudaError(weft_cuda_error_, #call, __FILE__, __LINE__);           \
-    }                                                                                     \
+#define WEFT_CUDA_CHECK(call)                                                   \
+  do {                                                                          \
+    const cudaError_t weft_cuda_error_ = (call);                                \
+    if (weft_cuda_error_ != cudaSuccess) {                                      \
+      ::weft::gpu::ThrowCudaError(weft_cuda_error_, #call, __FILE__, __LINE__); \
+    }                                                                           \
   } while (0)

@@ -45,14 +45,16 @@ using engine::StreamKind;
 using engine::VarSyncSlot;
 
 struct CudaVarState final : engine::VarDeviceState {
-  SpinLock mu;                            // guards readers (concurrent reading ops add to it)
-  StreamPoint* writer = nullptr;          // changed only by an op holding the var for writing
+  SpinLock mu;                           // guards readers (concurrent reading ops add to it)
+  StreamPoint* writer = nullptr;         // changed only by an op holding the var for writing
   SmallVector<StreamPoint*, 4> readers;  // one per stream
 };
 
 StreamPoint* AsPoint(Completion c) { return static_cast<StreamPoint*>(c); }
 
-CudaVarState* StateOf(VarSyncSlot& slot) { return static_cast<CudaVarState*>(slot.state.load(std::memory_order_acquire)); }
+CudaVarState* StateOf(VarSyncSlot& slot) {
+  return static_cast<CudaVarState*>(slot.state.load(std::memory_order_acquire));
+}
 
 CudaVarState& MakeState(VarSyncSlot& slot) {
   if (CudaVarState* s = StateOf(slot)) return *s;
@@ -116,10 +118,13 @@ class CudaBackend final : public engine::DeviceBackend {
 
   int StreamCount(StreamKind kind) const override {
     switch (kind) {
-      case StreamKind::kCompute: return compute_workers_;
+      case StreamKind::kCompute:
+        return compute_workers_;
       case StreamKind::kCopyToDevice:
-      case StreamKind::kCopyFromDevice: return copy_workers_;
-      case StreamKind::kPrioritized: return 1;
+      case StreamKind::kCopyFromDevice:
+        return copy_workers_;
+      case StreamKind::kPrioritized:
+        return 1;
     }
     return 1;
   }
@@ -137,9 +142,7 @@ class CudaBackend final : public engine::DeviceBackend {
     for (StreamPoint* r : s->readers) WaitOn(ctx, r);
   }
 
-  Completion RecordCompletion(const RunContext& ctx) override {
-    return AcquirePoint(ctx.stream);
-  }
+  Completion RecordCompletion(const RunContext& ctx) override { return AcquirePoint(ctx.stream); }
 
   void AddReader(VarSyncSlot& var, Completion done) override {
     CudaVarState& s = MakeState(var);

@@ -125,8 +125,14 @@ const std::vector<size_t>& ParamSizes(const void* kernel, size_t count) {
 void Append(State& b, const void* kernel, dim3 grid, dim3 block, std::span<void* const> args, size_t shared_bytes) {
   const std::vector<size_t>& sizes = ParamSizes(kernel, args.size());
   if (b.pending.empty()) b.arg_bytes.clear();
-  PendingKernel k{kernel, grid, block, static_cast<unsigned>(shared_bytes), static_cast<uint32_t>(b.arg_offsets.size()),
-                  static_cast<uint32_t>(sizes.size()), b.arg_bytes.size(), 0};
+  PendingKernel k{kernel,
+                  grid,
+                  block,
+                  static_cast<unsigned>(shared_bytes),
+                  static_cast<uint32_t>(b.arg_offsets.size()),
+                  static_cast<uint32_t>(sizes.size()),
+                  b.arg_bytes.size(),
+                  0};
   for (size_t i = 0; i < sizes.size(); ++i) {
     const size_t offset = b.arg_bytes.size();
     b.arg_bytes.resize(offset + (sizes[i] + kArgAlign - 1) / kArgAlign * kArgAlign);  // padding zeroed
@@ -217,7 +223,8 @@ void FlushLocked(State& b) {
   if (error == cudaSuccess) return;
   cudaGetLastError();
   if (b.failure.empty()) {
-    b.failure = std::string("launching a batch of kernels: ") + cudaGetErrorName(error) + ": " + cudaGetErrorString(error);
+    b.failure =
+        std::string("launching a batch of kernels: ") + cudaGetErrorName(error) + ": " + cudaGetErrorString(error);
   }
 }
 
@@ -295,7 +302,7 @@ void LaunchBatch::ForgetKernels() noexcept {
   for (State* b : Registry()) {
     std::lock_guard<std::mutex> batch_lock(b->mu);
     try {
-      FlushLocked(*b);  // a failed launch stays for the stream's next flush
+      FlushLocked(*b);        // a failed launch stays for the stream's next flush
     } catch (const Error&) {  // the device guard failed: the device is gone, and the kernels with it
       b->pending.clear(), b->arg_offsets.clear();
     }

@@ -12,8 +12,8 @@ void JoinLibraryStreams(engine::GpuStream& stream) {
   // called, so re-recording it on the next join is safe. Never destroyed (process lifetime).
   constexpr int kMaxDevices = 16;
   thread_local cudaEvent_t events[kMaxDevices] = {};
-  WEFT_CHECK(device >= 0 && device < kMaxDevices) << "JoinLibraryStreams: expected a GPU id below " << kMaxDevices
-                                                  << ", found " << device;
+  WEFT_CHECK(device >= 0 && device < kMaxDevices)
+      << "JoinLibraryStreams: expected a GPU id below " << kMaxDevices << ", found " << device;
   cudaEvent_t& event = events[device];
   if (event == nullptr) WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   WEFT_CUDA_CHECK(cudaEventRecord(event, cudaStreamLegacy));

@@ -10,7 +10,10 @@ namespace weft::engine {
 
 DeviceOrdering::DeviceOrdering(DeviceBackend* backend, int first_worker_id, WorkerPool::Runner run,
                                const std::atomic<bool>& accepting, Profiler* profiler)
-    : backend_(backend), run_(std::move(run)), accepting_(accepting), profiler_(profiler),
+    : backend_(backend),
+      run_(std::move(run)),
+      accepting_(accepting),
+      profiler_(profiler),
       next_worker_id_(first_worker_id) {}
 
 DeviceWorkers* DeviceOrdering::Workers(int device) {

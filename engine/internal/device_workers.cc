@@ -6,8 +6,7 @@
 
 namespace weft::engine {
 
-DeviceWorkers::DeviceWorkers(DeviceBackend& backend, Device device, int first_worker_id,
-                             const WorkerPool::Runner& run)
+DeviceWorkers::DeviceWorkers(DeviceBackend& backend, Device device, int first_worker_id, const WorkerPool::Runner& run)
     : backend_(backend), device_(device) {
   backend_.CheckDevice(device.id);
   int next_id = first_worker_id;
@@ -54,10 +53,18 @@ DeviceWorkers::~DeviceWorkers() {
 
 void DeviceWorkers::Submit(OprBlock* op) {
   switch (op->prop) {
-    case FnProperty::kCopyToGpu: copy_to_->Submit(op, op->priority); return;
-    case FnProperty::kCopyFromGpu: copy_from_->Submit(op, op->priority); return;
-    case FnProperty::kGpuPrioritized: priority_->Submit(op, op->priority); return;
-    default: compute_->Submit(op, op->priority); return;
+    case FnProperty::kCopyToGpu:
+      copy_to_->Submit(op, op->priority);
+      return;
+    case FnProperty::kCopyFromGpu:
+      copy_from_->Submit(op, op->priority);
+      return;
+    case FnProperty::kGpuPrioritized:
+      priority_->Submit(op, op->priority);
+      return;
+    default:
+      compute_->Submit(op, op->priority);
+      return;
   }
 }
 

@@ -110,7 +110,8 @@ void NaiveEngine::DeleteVariable(SyncFn deleter, Device device, VarHandle var) {
   NaiveVar* v = Checked(var, "DeleteVariable");
   CheckRoutable(device, FnProperty::kNormal, "DeleteVariable");
   v->MarkDeleted();  // before the deleter runs, as on the threaded engine
-  std::exception_ptr raised = Run(deleter, nullptr, PushArgs{device, {}, {var}, FnProperty::kNormal, 0, "DeleteVariable"});
+  std::exception_ptr raised =
+      Run(deleter, nullptr, PushArgs{device, {}, {var}, FnProperty::kNormal, 0, "DeleteVariable"});
   vars_.Retire(v);
   if (raised) failures_.Add(raised);
 }

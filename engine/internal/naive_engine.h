@@ -41,9 +41,9 @@ class NaiveEngine final : public Engine {
   VarRegistry vars_;
   // Serializes ops pushed from several threads; recursive so an op may push another op.
   std::recursive_mutex mu_;
-  bool shut_down_ = false;  // guarded by mu_
+  bool shut_down_ = false;                                         // guarded by mu_
   DeviceBackend* const gpu_ = GetDeviceBackend(DeviceType::kGpu);  // null on a CPU-only build
-  std::vector<GpuStream*> gpu_streams_;  // by device id; guarded by mu_
+  std::vector<GpuStream*> gpu_streams_;                            // by device id; guarded by mu_
 };
 
 }  // namespace weft::engine

@@ -39,7 +39,7 @@ class OprVars {
 };
 
 struct OprBlock {
-  SyncFn sync;    // exactly one of sync/async is set
+  SyncFn sync;  // exactly one of sync/async is set
   AsyncFn async;
   OprVars vars;
   Device device;
@@ -53,11 +53,11 @@ struct OprBlock {
   // Set by the first granting thread to find one (CAS); the var's error slot keeps it alive.
   std::atomic<Failure*> inherited{nullptr};
   // Device ordering (engine/device_backend.h): set when the op ran with a backend present.
-  bool device_sync = true;   // false for WaitForVar's op, which captures the writer instead
-  bool ran = false;          // the backend's waits were made: its completion must be recorded
+  bool device_sync = true;      // false for WaitForVar's op, which captures the writer instead
+  bool ran = false;             // the backend's waits were made: its completion must be recorded
   GpuStream* stream = nullptr;  // the worker's stream (null: a CPU op)
-  int64_t start_ns = 0;      // profiler: when the op started
-  int track = -1;            // profiler: the worker track it started on
+  int64_t start_ns = 0;         // profiler: when the op started
+  int track = -1;               // profiler: the worker track it started on
 
   // Vars not yet granted, plus one held by the pusher until every var has been appended, so the
   // op cannot be dispatched half-registered. The op is ready when this reaches zero; acq_rel

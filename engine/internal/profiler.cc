@@ -16,10 +16,18 @@ void AppendJsonString(std::ostringstream& os, std::string_view text) {
   os << '"';
   for (char c : text) {
     switch (c) {
-      case '"': os << "\\\""; break;
-      case '\\': os << "\\\\"; break;
-      case '\n': os << "\\n"; break;
-      case '\t': os << "\\t"; break;
+      case '"':
+        os << "\\\"";
+        break;
+      case '\\':
+        os << "\\\\";
+        break;
+      case '\n':
+        os << "\\n";
+        break;
+      case '\t':
+        os << "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -36,8 +44,7 @@ void AppendJsonString(std::ostringstream& os, std::string_view text) {
 // Chrome trace timestamps are microseconds; keep nanosecond precision as a fraction.
 std::string Micros(int64_t ns) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%lld.%03lld", static_cast<long long>(ns / 1000),
-                static_cast<long long>(ns % 1000));
+  std::snprintf(buf, sizeof(buf), "%lld.%03lld", static_cast<long long>(ns / 1000), static_cast<long long>(ns % 1000));
   return buf;
 }
 
@@ -46,8 +53,7 @@ std::string Micros(int64_t ns) {
 Profiler::Profiler(std::string path) : path_(std::move(path)), origin_(std::chrono::steady_clock::now()) {}
 
 int64_t Profiler::NowNs() const {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin_)
-      .count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin_).count();
 }
 
 void Profiler::NameTrack(int track, std::string name) {
@@ -73,8 +79,7 @@ std::string Profiler::ToJson() {
   os << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << kAsyncTrack
      << ",\"args\":{\"name\":\"async completions\"}}";
   for (const auto& [track, name] : track_names_) {
-    os << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << track
-       << ",\"args\":{\"name\":";
+    os << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << track << ",\"args\":{\"name\":";
     AppendJsonString(os, name);
     os << "}}";
   }

@@ -48,7 +48,7 @@ class Profiler {
   const std::string path_;
   const std::chrono::steady_clock::time_point origin_;
   std::mutex mu_;
-  std::vector<Event> events_;             // guarded by mu_
+  std::vector<Event> events_;               // guarded by mu_
   std::map<int, std::string> track_names_;  // guarded by mu_
 };
 

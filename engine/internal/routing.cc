@@ -9,12 +9,18 @@ namespace {
 
 const char* PropertyName(FnProperty prop) {
   switch (prop) {
-    case FnProperty::kNormal: return "normal";
-    case FnProperty::kCopyToGpu: return "copy to GPU";
-    case FnProperty::kCopyFromGpu: return "copy from GPU";
-    case FnProperty::kCpuPrioritized: return "CPU prioritized";
-    case FnProperty::kGpuPrioritized: return "GPU prioritized";
-    case FnProperty::kAsync: return "async";
+    case FnProperty::kNormal:
+      return "normal";
+    case FnProperty::kCopyToGpu:
+      return "copy to GPU";
+    case FnProperty::kCopyFromGpu:
+      return "copy from GPU";
+    case FnProperty::kCpuPrioritized:
+      return "CPU prioritized";
+    case FnProperty::kGpuPrioritized:
+      return "GPU prioritized";
+    case FnProperty::kAsync:
+      return "async";
   }
   return "unknown";
 }

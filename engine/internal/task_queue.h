@@ -57,9 +57,9 @@ class TaskQueue {
   void WakeOne();
 
   MpmcRing<OprBlock> ring_;
-  std::mutex mu_;                     // guards the overflow list and the heap
-  std::deque<OprBlock*> overflow_;    // priority-0 ops that found the ring full
-  std::priority_queue<Entry> heap_;   // non-zero priorities
+  std::mutex mu_;                    // guards the overflow list and the heap
+  std::deque<OprBlock*> overflow_;   // priority-0 ops that found the ring full
+  std::priority_queue<Entry> heap_;  // non-zero priorities
   uint64_t seq_ = 0;
   // Ops in overflow_ and heap_, readable without mu_ so Pop skips the lock when there are none.
   std::atomic<int64_t> slow_size_{0};

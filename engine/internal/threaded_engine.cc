@@ -107,7 +107,10 @@ void ThreadedEngine::Register(OprBlock* op) {
   std::array<bool, OprVars::kInline> inline_granted{};
   std::vector<bool> heap_granted(all_size(*op) > inline_granted.size() ? all_size(*op) : 0);
   auto set_granted = [&](size_t i) {
-    if (heap_granted.empty()) inline_granted[i] = true; else heap_granted[i] = true;
+    if (heap_granted.empty())
+      inline_granted[i] = true;
+    else
+      heap_granted[i] = true;
   };
   int granted = 0;
   const auto all = op->vars.all();
@@ -124,8 +127,8 @@ void ThreadedEngine::Register(OprBlock* op) {
 }
 
 std::span<ThreadedVar*> ThreadedEngine::SortedVars(const OprBlock& op,
-                                                  std::array<ThreadedVar*, OprVars::kInline>& inline_order,
-                                                  std::vector<ThreadedVar*>& heap_order) {
+                                                   std::array<ThreadedVar*, OprVars::kInline>& inline_order,
+                                                   std::vector<ThreadedVar*>& heap_order) {
   const auto all = op.vars.all();
   ThreadedVar** data = inline_order.data();
   if (all.size() > inline_order.size()) {

@@ -42,7 +42,8 @@ class ThreadedEngine final : public Engine {
   void Admit(OprBlock* op);
   // Checks the op's vars, appends it to each, and dispatches it if every var granted it.
   void Register(OprBlock* op);
-  static std::span<ThreadedVar*> SortedVars(const OprBlock& op, std::array<ThreadedVar*, OprVars::kInline>& inline_order,
+  static std::span<ThreadedVar*> SortedVars(const OprBlock& op,
+                                            std::array<ThreadedVar*, OprVars::kInline>& inline_order,
                                             std::vector<ThreadedVar*>& heap_order);
   void InheritError(OprBlock* op, ThreadedVar* var);
   void Dispatch(OprBlock* op);
@@ -79,7 +80,7 @@ class ThreadedEngine final : public Engine {
   std::condition_variable idle_cv_;
 
   std::mutex shutdown_mu_;
-  bool shut_down_ = false;           // guarded by shutdown_mu_
+  bool shut_down_ = false;                         // guarded by shutdown_mu_
   alignas(64) std::atomic<bool> accepting_{true};  // cleared by Shutdown; pushes after it throw
 };
 

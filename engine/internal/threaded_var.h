@@ -11,8 +11,8 @@
 #include <mutex>
 
 #include "core/object_pool.h"
-#include "engine/internal/opr_block.h"
 #include "core/spin_lock.h"
+#include "engine/internal/opr_block.h"
 #include "engine/internal/var.h"
 
 namespace weft::engine {

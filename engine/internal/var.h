@@ -55,7 +55,8 @@ class Var {
 // WaitForVar and DeleteVariable) with it, so a misuse gives the same message on either. A
 // deleted var is caught for as long as the engine keeps it as a tombstone (VarRegistry).
 inline void CheckVar(const Var* v, const void* owner, const char* name) {
-  if (v == nullptr || v->owner() != owner || v->deleted()) [[unlikely]] ThrowBadVar(v, owner, name);
+  if (v == nullptr || v->owner() != owner || v->deleted()) [[unlikely]]
+    ThrowBadVar(v, owner, name);
 }
 
 // The vars of one engine: the live ones, so that the engine frees the vars users never deleted
@@ -132,9 +133,9 @@ class VarRegistry {
   }
 
   SpinLock mu_;
-  Var* live_ = nullptr;             // doubly linked; guarded by mu_
-  Var* tombstones_head_ = nullptr;  // singly linked, oldest first; guarded by mu_
-  Var* tombstones_tail_ = nullptr;  // guarded by mu_
+  Var* live_ = nullptr;                    // doubly linked; guarded by mu_
+  Var* tombstones_head_ = nullptr;         // singly linked, oldest first; guarded by mu_
+  Var* tombstones_tail_ = nullptr;         // guarded by mu_
   std::atomic<size_t> num_tombstones_{0};  // written under mu_
 };
 

@@ -1,10 +1,11 @@
 #include "examples/common/data.h"
 
+#include <sys/stat.h>
+
 #include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <string_view>
-#include <sys/stat.h>
 
 #include "core/error.h"
 
@@ -30,7 +31,9 @@ void ParseRow(std::string_view line, const std::string& path, int line_no, Digit
     const int max = is_label ? 9 : 16;
     if (ec != std::errc() || end != item.data() + item.size() || value < 0 || value > max || fields > Digits::kPixels) {
       WEFT_THROW(path << ":" << line_no << ": field " << fields + 1 << ": expected "
-                      << (fields > Digits::kPixels ? "65 fields per row" : is_label ? "a label in 0..9" : "a pixel in 0..16")
+                      << (fields > Digits::kPixels ? "65 fields per row"
+                          : is_label               ? "a label in 0..9"
+                                                   : "a pixel in 0..16")
                       << ", found '" << item << "'");
     }
     if (is_label) {

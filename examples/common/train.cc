@@ -58,8 +58,9 @@ Dataset Scaled(const Dataset& d, float* scale) {
 
 Split LoadSplit(const TrainOptions& o) {
   const size_t comma = o.data.find(',');
-  Dataset all = comma == std::string::npos ? weft::ReadCsv(o.data, -1)
-                                           : weft::ReadMnist(o.data.substr(0, comma), o.data.substr(comma + 1), !o.images);
+  Dataset all = comma == std::string::npos
+                    ? weft::ReadCsv(o.data, -1)
+                    : weft::ReadMnist(o.data.substr(0, comma), o.data.substr(comma + 1), !o.images);
   float scale = 1;
   all = Scaled(all, &scale);
   return {Subset(all, true, o.images), Subset(all, false, o.images), scale};
@@ -76,7 +77,8 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program, const st
   flags.AddString("optimizer", defaults.optimizer, "sgd (momentum 0.9) or adam");
   flags.AddInt("seed", static_cast<int>(defaults.seed), "seed for initialization and shuffling");
   flags.AddString("device", "cpu", "cpu or gpu:N");
-  flags.AddString("data", DefaultDigitsPath(argv[0]), "a CSV file (label in the last column) or 'images,labels' MNIST idx files");
+  flags.AddString("data", DefaultDigitsPath(argv[0]),
+                  "a CSV file (label in the last column) or 'images,labels' MNIST idx files");
   flags.AddString("save_prefix", defaults.save_prefix, "write <prefix>.safetensors and <prefix>.json ('' to skip)");
   if (!flags.Parse(argc, argv)) return std::nullopt;
   TrainOptions o = defaults;

@@ -73,11 +73,11 @@ class BoundGraph {
 
   Graph graph_;
   Device device_;
-  std::vector<NDArray> entries_;           // per entry
-  std::vector<NDArray> buffers_;           // per storage id of the memory plan
-  std::vector<NDArray> head_grads_;        // per forward output
-  std::vector<Invocation> invocations_;    // the graph's op nodes, in order
-  std::vector<Phase> phase_;               // per invocation
+  std::vector<NDArray> entries_;         // per entry
+  std::vector<NDArray> buffers_;         // per storage id of the memory plan
+  std::vector<NDArray> head_grads_;      // per forward output
+  std::vector<Invocation> invocations_;  // the graph's op nodes, in order
+  std::vector<Phase> phase_;             // per invocation
   std::vector<Segment> segments_;
   std::array<std::vector<uint32_t>, 2> phase_segments_;  // per phase, in push order
 };

@@ -51,7 +51,7 @@ class GraphRun {
   const BoundGraph& plan_;
   engine::VarHandle fence_;                            // read by every op this run pushes
   std::vector<std::vector<engine::VarHandle>> reads_;  // per segment: its reads, and fence_
-  bool head_grads_are_ones_ = false;  // the head gradients hold the default ones
+  bool head_grads_are_ones_ = false;                   // the head gradients hold the default ones
   RunStats stats_;
 };
 

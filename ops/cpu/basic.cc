@@ -26,9 +26,8 @@ void CopyCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
     const T* x = in[0].data<T>();
     T* y = out[0].data<T>();
     if (req[0] != OpReq::kAddTo && x == y) return;  // in place
-    ParallelFor(out[0].size(), 1 << 14, [&](int64_t b, int64_t e) {
-      StoreRange(y, req[0], b, e, [x](int64_t i) { return x[i]; });
-    });
+    ParallelFor(out[0].size(), 1 << 14,
+                [&](int64_t b, int64_t e) { StoreRange(y, req[0], b, e, [x](int64_t i) { return x[i]; }); });
   });
 }
 

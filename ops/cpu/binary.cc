@@ -4,13 +4,14 @@
 // Sums (a broadcast operand's gradient, add_n) start from -0, the identity of IEEE addition (+0
 // is not: +0 + -0 = +0), so that a sum of one term is that term, -0 included; they add in the
 // order of the output's row-major positions (add_n: of the inputs).
+#include "ops/math/binary.h"
+
 #include <algorithm>
 #include <array>
 #include <string>
 
 #include "ops/elementwise/binary_ops.h"
 #include "ops/internal/cpu_util.h"
-#include "ops/math/binary.h"
 #include "ops/op.h"
 
 namespace weft::cpu {

@@ -9,20 +9,28 @@ namespace {
 
 // Loads and stores as double, through BFloat16 for bf16 (exact for every dtype listed).
 template <typename T>
-double Load(const T* p, int64_t i) { return static_cast<double>(p[i]); }
+double Load(const T* p, int64_t i) {
+  return static_cast<double>(p[i]);
+}
 template <>
-double Load(const BFloat16* p, int64_t i) { return p[i].ToFloat(); }
+double Load(const BFloat16* p, int64_t i) {
+  return p[i].ToFloat();
+}
 template <typename T>
-T Convert(double v) { return static_cast<T>(v); }
+T Convert(double v) {
+  return static_cast<T>(v);
+}
 template <>
-BFloat16 Convert(double v) { return BFloat16::FromFloat(static_cast<float>(v)); }
+BFloat16 Convert(double v) {
+  return BFloat16::FromFloat(static_cast<float>(v));
+}
 
-#define WEFT_CAST_SWITCH(dtype, T, ...)                                                      \
-  if ((dtype) == DType::kBFloat16) {                                                          \
-    using T = BFloat16;                                                                       \
-    __VA_ARGS__;                                                                              \
-  } else {                                                                                    \
-    WEFT_DTYPE_SWITCH(dtype, T, "Cast", __VA_ARGS__);                                         \
+#define WEFT_CAST_SWITCH(dtype, T, ...)               \
+  if ((dtype) == DType::kBFloat16) {                  \
+    using T = BFloat16;                               \
+    __VA_ARGS__;                                      \
+  } else {                                            \
+    WEFT_DTYPE_SWITCH(dtype, T, "Cast", __VA_ARGS__); \
   }
 
 // out = cast(in), or out += cast(in) (through double: a bf16 sum rounds once).

@@ -26,8 +26,8 @@ struct ConvDescs {
 // NCHW it falls back to im2col + GEMM, while its direct kernels want blocked layouts. The tensors
 // are reordered in and out (LayoutBuffer), which costs far less than it saves.
 dnnl::memory::desc AnyLayout(const Shape& shape) {
-  return dnnl::memory::desc(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()),
-                            dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+  return dnnl::memory::desc(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()), dnnl::memory::data_type::f32,
+                            dnnl::memory::format_tag::any);
 }
 
 ConvDescs DescsOf(const Window2d& win, const ConvDims& d) {

@@ -1,8 +1,9 @@
 // CPU compute of the elementwise unary ops of ops/elementwise/unary_ops.h, their *_scalar forms,
 // Activation, and their backward ops: vectorizable loops over the functors of ops/math/unary.h.
+#include "ops/math/unary.h"
+
 #include "ops/elementwise/unary_ops.h"
 #include "ops/internal/cpu_util.h"
-#include "ops/math/unary.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
@@ -15,9 +16,8 @@ void Forward(double scalar, const TensorView& x, OpReq req, const TensorView& y)
     const T* in = x.data<T>();
     T* out = y.data<T>();
     const T s = static_cast<T>(scalar);
-    ParallelFor(x.size(), 4096, [=](int64_t b, int64_t e) {
-      StoreRange(out, req, b, e, [=](int64_t i) { return F::Fwd(in[i], s); });
-    });
+    ParallelFor(x.size(), 4096,
+                [=](int64_t b, int64_t e) { StoreRange(out, req, b, e, [=](int64_t i) { return F::Fwd(in[i], s); }); });
   });
 }
 

@@ -25,7 +25,7 @@ Shape BroadcastShape(const Shape& a, const Shape& b) {
     const int64_t ea = ia >= 0 ? a[ia] : 1, eb = ib >= 0 ? b[ib] : 1;
     if (ea != eb && ea != 1 && eb != 1) {
       WEFT_THROW("operands cannot be broadcast together: " << a << " and " << b << " (axis " << i << ": " << ea
-                                                            << " vs " << eb << ")");
+                                                           << " vs " << eb << ")");
     }
     out.PushBack(ea == 1 ? eb : ea);
   }
@@ -65,7 +65,8 @@ AddNParam ParseAddN(AttrReader& r) { return {r.Int("num_args", std::nullopt, 1)}
 
 std::vector<Shape> AddNShape(const Attrs&, const std::vector<Shape>& in) {
   for (size_t i = 1; i < in.size(); ++i) {
-    if (in[i] != in[0]) WEFT_THROW("add_n: expected every input to have shape " << in[0] << ", found " << in[i] << " for input " << i);
+    if (in[i] != in[0])
+      WEFT_THROW("add_n: expected every input to have shape " << in[0] << ", found " << in[i] << " for input " << i);
   }
   return {in[0]};
 }

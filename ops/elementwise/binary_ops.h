@@ -5,12 +5,12 @@
 #pragma once
 
 // X(name, functor, description)
-#define WEFT_BINARY_OPS(X)          \
-  X(add, Add, "lhs + rhs")          \
-  X(sub, Sub, "lhs - rhs")          \
-  X(mul, Mul, "lhs * rhs")          \
-  X(div, Div, "lhs / rhs")          \
-  X(maximum, Max, "max(lhs, rhs)")  \
+#define WEFT_BINARY_OPS(X)         \
+  X(add, Add, "lhs + rhs")         \
+  X(sub, Sub, "lhs - rhs")         \
+  X(mul, Mul, "lhs * rhs")         \
+  X(div, Div, "lhs / rhs")         \
+  X(maximum, Max, "max(lhs, rhs)") \
   X(minimum, Min, "min(lhs, rhs)")
 
 namespace weft {

@@ -40,7 +40,10 @@ void DefineUnaryPair(const std::string& name, const std::string& description, P 
     g.SetInputGrad(0, g.Op(backward, {g.OutGrad(0), g.Input(0), g.Output(0)}, a.raw()));
   });
   Op& bwd = RegisterOp(backward);
-  bwd.Describe("gradient of " + name).Inputs({"out_grad", "data", "output"}).InferShape(BackwardShape).Inplace({{0, 0}});
+  bwd.Describe("gradient of " + name)
+      .Inputs({"out_grad", "data", "output"})
+      .InferShape(BackwardShape)
+      .Inplace({{0, 0}});
   if (parse != nullptr) fwd.Params(parse), bwd.Params(parse);
   if (!functor.empty()) {
     fwd.Pointwise(PointwiseKind::kUnary, functor);

@@ -11,33 +11,33 @@
 #include "ops/attrs.h"
 
 // X(name, functor, description, has_scalar)
-#define WEFT_UNARY_OPS(X)                                                  \
-  X(neg, Neg, "-x", false)                                                 \
-  X(exp, Exp, "exp(x)", false)                                             \
-  X(log, Log, "natural logarithm", false)                                  \
-  X(sqrt, Sqrt, "square root", false)                                      \
-  X(square, Square, "x * x", false)                                        \
-  X(abs, Abs, "|x|", false)                                                \
-  X(sigmoid, Sigmoid, "1 / (1 + exp(-x))", false)                          \
-  X(tanh, Tanh, "hyperbolic tangent", false)                               \
-  X(relu, Relu, "max(x, 0)", false)                                        \
-  X(softrelu, SoftRelu, "log(1 + exp(x))", false)                          \
-  X(gelu, Gelu, "x * Phi(x), tanh approximation", false)                   \
-  X(add_scalar, AddScalar, "x + scalar", true)                             \
-  X(sub_scalar, SubScalar, "x - scalar", true)                             \
-  X(rsub_scalar, RSubScalar, "scalar - x", true)                           \
-  X(mul_scalar, MulScalar, "x * scalar", true)                             \
-  X(div_scalar, DivScalar, "x / scalar", true)                             \
-  X(rdiv_scalar, RDivScalar, "scalar / x", true)                           \
-  X(maximum_scalar, MaxScalar, "max(x, scalar)", true)                     \
+#define WEFT_UNARY_OPS(X)                                \
+  X(neg, Neg, "-x", false)                               \
+  X(exp, Exp, "exp(x)", false)                           \
+  X(log, Log, "natural logarithm", false)                \
+  X(sqrt, Sqrt, "square root", false)                    \
+  X(square, Square, "x * x", false)                      \
+  X(abs, Abs, "|x|", false)                              \
+  X(sigmoid, Sigmoid, "1 / (1 + exp(-x))", false)        \
+  X(tanh, Tanh, "hyperbolic tangent", false)             \
+  X(relu, Relu, "max(x, 0)", false)                      \
+  X(softrelu, SoftRelu, "log(1 + exp(x))", false)        \
+  X(gelu, Gelu, "x * Phi(x), tanh approximation", false) \
+  X(add_scalar, AddScalar, "x + scalar", true)           \
+  X(sub_scalar, SubScalar, "x - scalar", true)           \
+  X(rsub_scalar, RSubScalar, "scalar - x", true)         \
+  X(mul_scalar, MulScalar, "x * scalar", true)           \
+  X(div_scalar, DivScalar, "x / scalar", true)           \
+  X(rdiv_scalar, RDivScalar, "scalar / x", true)         \
+  X(maximum_scalar, MaxScalar, "max(x, scalar)", true)   \
   X(minimum_scalar, MinScalar, "min(x, scalar)", true)
 
 // X(value, name, functor)
-#define WEFT_ACTIVATIONS(X)            \
-  X(kRelu, "relu", Relu)               \
-  X(kSigmoid, "sigmoid", Sigmoid)      \
-  X(kTanh, "tanh", Tanh)               \
-  X(kSoftRelu, "softrelu", SoftRelu)   \
+#define WEFT_ACTIVATIONS(X)          \
+  X(kRelu, "relu", Relu)             \
+  X(kSigmoid, "sigmoid", Sigmoid)    \
+  X(kTanh, "tanh", Tanh)             \
+  X(kSoftRelu, "softrelu", SoftRelu) \
   X(kGelu, "gelu", Gelu)
 
 namespace weft {

@@ -50,8 +50,8 @@ void Forward(const OpContext& ctx, const std::string& op, const std::string& fun
     return;
   }
   const GpuAxes axes = MergeAxes(BroadcastAxes(y.shape(), in[0].shape(), in[1].shape()));
-  Launch(ctx, "binary.cuh", Instance("weft::BinaryBroadcast", {functor, t}), n, in[0].raw(), in[1].raw(), y.raw(),
-         axes, n, ReqCode(req));
+  Launch(ctx, "binary.cuh", Instance("weft::BinaryBroadcast", {functor, t}), n, in[0].raw(), in[1].raw(), y.raw(), axes,
+         n, ReqCode(req));
 }
 
 // The gradient of operand `side` (0: lhs, 1: rhs) of a broadcast op, summed into its shape.
@@ -65,8 +65,8 @@ void ReduceGradient(const OpContext& ctx, const std::string& functor, const std:
   // A thread per element where there are enough of them to fill the GPU, else a block each.
   int64_t n_out = grad.size(), n_reduced = n_out == 0 ? 0 : in[0].size() / n_out;
   const bool per_block = n_out < (1 << 16);
-  const std::string name =
-      Instance(per_block ? "weft::BinaryGradPerBlock" : "weft::BinaryGradPerThread", {functor, std::to_string(side), t});
+  const std::string name = Instance(per_block ? "weft::BinaryGradPerBlock" : "weft::BinaryGradPerThread",
+                                    {functor, std::to_string(side), t});
   void *dy = in[0].raw(), *l = in[1].raw(), *r = in[2].raw(), *g = grad.raw();
   GpuAxes kept_axes = MergeAxes(kept), reduced_axes = MergeAxes(reduced);
   int req_code = ReqCode(req);
@@ -75,8 +75,8 @@ void ReduceGradient(const OpContext& ctx, const std::string& functor, const std:
 }
 
 // in: (dy, lhs, rhs), dy of the broadcast shape; out: (dlhs, drhs), of the operands' shapes.
-void Backward(const OpContext& ctx, const std::string& op, const std::string& functor,
-              std::span<const TensorView> in, std::span<const OpReq> req, std::span<const TensorView> out) {
+void Backward(const OpContext& ctx, const std::string& op, const std::string& functor, std::span<const TensorView> in,
+              std::span<const OpReq> req, std::span<const TensorView> out) {
   const std::string t = KernelType(op, kElementwiseTypes, in, out);
   if (in[1].shape() != in[2].shape()) {
     ReduceGradient(ctx, functor, t, 0, in, req[0], out[0]);
@@ -86,8 +86,8 @@ void Backward(const OpContext& ctx, const std::string& op, const std::string& fu
   if (req[0] == OpReq::kNull && req[1] == OpReq::kNull) return;
   const int64_t n = in[0].size();
   const int v = PackWidth(in[0].dtype(), {in[0].raw(), in[1].raw(), in[2].raw(), out[0].raw(), out[1].raw()});
-  Launch(ctx, "binary.cuh", Instance("weft::BinaryBackward", {functor, t, std::to_string(v)}), Packs(n, v),
-         in[0].raw(), in[1].raw(), in[2].raw(), out[0].raw(), out[1].raw(), n, ReqCode(req[0]), ReqCode(req[1]));
+  Launch(ctx, "binary.cuh", Instance("weft::BinaryBackward", {functor, t, std::to_string(v)}), Packs(n, v), in[0].raw(),
+         in[1].raw(), in[2].raw(), out[0].raw(), out[1].raw(), n, ReqCode(req[0]), ReqCode(req[1]));
 }
 
 void RegisterBinary(const std::string& op, const std::string& functor) {

@@ -51,11 +51,11 @@ void ConcatCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorV
   if (req[0] == OpReq::kNull) return;
   const std::string t = KernelType("concat", kFillTypes, in, out);
   const size_t size = DTypeSize(out[0].dtype());
-  ForEachPart(in, ConcatAxis(a, in[0].shape()), [&](size_t i, int64_t offset, int64_t len, int64_t total,
-                                                    int64_t outer) {
-    StridedMoveGpu(ctx, t, size, in[i].raw(), ElementAt(out[0].raw(), offset, size), PartWalk(outer, len, total, 0),
-                   in[i].size(), req[0]);
-  });
+  ForEachPart(in, ConcatAxis(a, in[0].shape()),
+              [&](size_t i, int64_t offset, int64_t len, int64_t total, int64_t outer) {
+                StridedMoveGpu(ctx, t, size, in[i].raw(), ElementAt(out[0].raw(), offset, size),
+                               PartWalk(outer, len, total, 0), in[i].size(), req[0]);
+              });
 }
 
 // in: (out_grad, arg0, ..., arg{n-1}), the args read for their shapes; out: n gradients.

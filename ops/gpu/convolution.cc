@@ -47,13 +47,16 @@ struct Forward {
   static cudnnStatus_t Query(cudnnHandle_t h, const ConvDescs& c, int n, int* got, Perf* perf) {
     return cudnnGetConvolutionForwardAlgorithm_v7(h, c.x.get(), c.w.get(), c.conv.get(), c.y.get(), n, got, perf);
   }
-  static cudnnStatus_t WorkspaceSize(cudnnHandle_t h, const ConvDescs& c, cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+  static cudnnStatus_t WorkspaceSize(cudnnHandle_t h, const ConvDescs& c, cudnnConvolutionFwdAlgo_t algo,
+                                     size_t* bytes) {
     return cudnnGetConvolutionForwardWorkspaceSize(h, c.x.get(), c.w.get(), c.conv.get(), c.y.get(), algo, bytes);
   }
   // first: x, second: w -> y
   static cudnnStatus_t Run(cudnnHandle_t h, const ConvDescs& c, const void* alpha, const void* first,
-                           const void* second, cudnnConvolutionFwdAlgo_t algo, void* ws, size_t bytes, const void* beta, void* out) {
-    return cudnnConvolutionForward(h, alpha, c.x.get(), first, c.w.get(), second, c.conv.get(), algo, ws, bytes, beta, c.y.get(), out);
+                           const void* second, cudnnConvolutionFwdAlgo_t algo, void* ws, size_t bytes, const void* beta,
+                           void* out) {
+    return cudnnConvolutionForward(h, alpha, c.x.get(), first, c.w.get(), second, c.conv.get(), algo, ws, bytes, beta,
+                                   c.y.get(), out);
   }
 };
 
@@ -66,13 +69,16 @@ struct BackwardData {
   static cudnnStatus_t Query(cudnnHandle_t h, const ConvDescs& c, int n, int* got, Perf* perf) {
     return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c.w.get(), c.y.get(), c.conv.get(), c.x.get(), n, got, perf);
   }
-  static cudnnStatus_t WorkspaceSize(cudnnHandle_t h, const ConvDescs& c, cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+  static cudnnStatus_t WorkspaceSize(cudnnHandle_t h, const ConvDescs& c, cudnnConvolutionBwdDataAlgo_t algo,
+                                     size_t* bytes) {
     return cudnnGetConvolutionBackwardDataWorkspaceSize(h, c.w.get(), c.y.get(), c.conv.get(), c.x.get(), algo, bytes);
   }
   // first: w, second: dy -> dx
   static cudnnStatus_t Run(cudnnHandle_t h, const ConvDescs& c, const void* alpha, const void* first,
-                           const void* second, cudnnConvolutionBwdDataAlgo_t algo, void* ws, size_t bytes, const void* beta, void* out) {
-    return cudnnConvolutionBackwardData(h, alpha, c.w.get(), first, c.y.get(), second, c.conv.get(), algo, ws, bytes, beta, c.x.get(), out);
+                           const void* second, cudnnConvolutionBwdDataAlgo_t algo, void* ws, size_t bytes,
+                           const void* beta, void* out) {
+    return cudnnConvolutionBackwardData(h, alpha, c.w.get(), first, c.y.get(), second, c.conv.get(), algo, ws, bytes,
+                                        beta, c.x.get(), out);
   }
 };
 
@@ -86,13 +92,17 @@ struct BackwardFilter {
     return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, c.x.get(), c.y.get(), c.conv.get(), c.w.get(), n, got,
                                                          perf);
   }
-  static cudnnStatus_t WorkspaceSize(cudnnHandle_t h, const ConvDescs& c, cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
-    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c.x.get(), c.y.get(), c.conv.get(), c.w.get(), algo, bytes);
+  static cudnnStatus_t WorkspaceSize(cudnnHandle_t h, const ConvDescs& c, cudnnConvolutionBwdFilterAlgo_t algo,
+                                     size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c.x.get(), c.y.get(), c.conv.get(), c.w.get(), algo,
+                                                          bytes);
   }
   // first: x, second: dy -> dw
   static cudnnStatus_t Run(cudnnHandle_t h, const ConvDescs& c, const void* alpha, const void* first,
-                           const void* second, cudnnConvolutionBwdFilterAlgo_t algo, void* ws, size_t bytes, const void* beta, void* out) {
-    return cudnnConvolutionBackwardFilter(h, alpha, c.x.get(), first, c.y.get(), second, c.conv.get(), algo, ws, bytes, beta, c.w.get(), out);
+                           const void* second, cudnnConvolutionBwdFilterAlgo_t algo, void* ws, size_t bytes,
+                           const void* beta, void* out) {
+    return cudnnConvolutionBackwardFilter(h, alpha, c.x.get(), first, c.y.get(), second, c.conv.get(), algo, ws, bytes,
+                                          beta, c.w.get(), out);
   }
 };
 
@@ -130,14 +140,14 @@ using AlgoKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t
                            int64_t, int64_t>;
 
 AlgoKey KeyOf(int device, DType dtype, const Window2d& win, const ConvDims& d) {
-  return {device,         static_cast<int>(dtype), d.g.n,         d.g.c,         d.g.h,      d.g.w,     d.f,
+  return {device,        static_cast<int>(dtype), d.g.n,         d.g.c,         d.g.h,      d.g.w,     d.f,
           win.kernel[0], win.kernel[1],           win.stride[0], win.stride[1], win.pad[0], win.pad[1]};
 }
 
 // QueryAlgo once per key, for the process.
 template <typename Direction>
 AlgoChoice<Direction> CachedAlgo(const GpuCall& call, const ConvDescs& c, DType dtype, const AlgoKey& key) {
-  static std::mutex mu;  // guards cache
+  static std::mutex mu;                                                     // guards cache
   static auto* const cache = new std::map<AlgoKey, AlgoChoice<Direction>>;  // immortal, like the handles
   {
     std::lock_guard<std::mutex> lock(mu);

@@ -24,7 +24,8 @@ void DropoutCompute(const OpContext& ctx, const Attrs& a, std::span<const Tensor
   // Packs of four (one Philox block) where all three arrays allow it.
   const size_t four = 4 * DTypeSize(in[0].dtype());
   bool aligned = true;
-  for (const void* ptr : {in[0].raw(), out[0].raw(), out[1].raw()}) aligned &= reinterpret_cast<uintptr_t>(ptr) % four == 0;
+  for (const void* ptr : {in[0].raw(), out[0].raw(), out[1].raw()})
+    aligned &= reinterpret_cast<uintptr_t>(ptr) % four == 0;
   Launch(ctx, "dropout.cuh", Instance("weft::DropoutTrain", {t, aligned ? "4" : "1"}), (n + 3) / 4, in[0].raw(),
          out[0].raw(), out[1].raw(), n, static_cast<unsigned long long>(ctx.random.seed),
          static_cast<unsigned long long>(ctx.random.offset), p, 1 / (1 - p), ReqCode(req[0]), ReqCode(req[1]));

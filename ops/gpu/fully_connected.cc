@@ -65,8 +65,8 @@ void FcForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   }
   OpReq gemm_req = req[0];
   if (!p.no_bias) {  // y starts from the bias rows; the GEMM adds x * W^T to them
-    Launch(ctx, "fully_connected.cuh", Instance("weft::BiasRows", {TypeName(dtype)}), d.m * d.o, in[2].raw(), y,
-           d.m, d.o, ReqCode(req[0]));
+    Launch(ctx, "fully_connected.cuh", Instance("weft::BiasRows", {TypeName(dtype)}), d.m * d.o, in[2].raw(), y, d.m,
+           d.o, ReqCode(req[0]));
     gemm_req = OpReq::kAddTo;
   }
   RunGemm(call, dtype, gemm_req, {CUBLAS_OP_T, CUBLAS_OP_N, d.o, d.m, d.k, in[1].raw(), d.k, in[0].raw(), d.k, y, d.o});
@@ -89,8 +89,8 @@ void FcBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
     RunGemm(call, dtype, req[1], {CUBLAS_OP_N, CUBLAS_OP_T, d.k, d.o, d.m, x, d.k, dy, d.o, out[1].raw(), d.k});
   }
   if (p.no_bias || req[2] == OpReq::kNull) return;
-  Launch(ctx, "fully_connected.cuh", Instance("weft::ColumnSums", {TypeName(dtype)}), d.o, dy, out[2].raw(), d.m,
-         d.o, ReqCode(req[2]));
+  Launch(ctx, "fully_connected.cuh", Instance("weft::ColumnSums", {TypeName(dtype)}), d.o, dy, out[2].raw(), d.m, d.o,
+         ReqCode(req[2]));
 }
 
 WEFT_REGISTER_COMPUTE(FullyConnected, DeviceType::kGpu, FcForwardGpu);

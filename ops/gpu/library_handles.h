@@ -44,18 +44,18 @@ cublasHandle_t CublasHandle(engine::GpuStream& stream);
 
 }  // namespace weft::gpu
 
-#define WEFT_CUDNN_CHECK(call)                                                  \
-  do {                                                                          \
-    const cudnnStatus_t weft_cudnn_status_ = (call);                            \
-    if (weft_cudnn_status_ != CUDNN_STATUS_SUCCESS) {                           \
+#define WEFT_CUDNN_CHECK(call)                                                     \
+  do {                                                                             \
+    const cudnnStatus_t weft_cudnn_status_ = (call);                               \
+    if (weft_cudnn_status_ != CUDNN_STATUS_SUCCESS) {                              \
       ::weft::gpu::ThrowCudnnError(weft_cudnn_status_, #call, __FILE__, __LINE__); \
-    }                                                                           \
+    }                                                                              \
   } while (0)
 
-#define WEFT_CUBLAS_CHECK(call)                                                   \
-  do {                                                                            \
-    const cublasStatus_t weft_cublas_status_ = (call);                            \
-    if (weft_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                           \
+#define WEFT_CUBLAS_CHECK(call)                                                      \
+  do {                                                                               \
+    const cublasStatus_t weft_cublas_status_ = (call);                               \
+    if (weft_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                              \
       ::weft::gpu::ThrowCublasError(weft_cublas_status_, #call, __FILE__, __LINE__); \
-    }                                                                             \
+    }                                                                                \
   } while (0)

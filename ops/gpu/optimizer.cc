@@ -20,17 +20,17 @@ void Update(const OpContext& ctx, const char* op, const char* functor, int state
   const int64_t n = y.size();
   void* s0 = states > 0 ? in[2].raw() : nullptr;
   void* s1 = states > 1 ? in[3].raw() : nullptr;
-  Launch(ctx, "optimizer.cuh", Instance("weft::Update", {functor, t}), n, in[0].raw(), in[1].raw(), s0, s1, y.raw(),
-         n, a.Get<UpdateParam>(), ReqCode(req));
+  Launch(ctx, "optimizer.cuh", Instance("weft::Update", {functor, t}), n, in[0].raw(), in[1].raw(), s0, s1, y.raw(), n,
+         a.Get<UpdateParam>(), ReqCode(req));
 }
 
 const bool registered = [] {
-#define WEFT_UPDATE_GPU(name, functor, description)                                                          \
-  static_assert(fn::functor::kStates <= fn::kMaxUpdateStates);                                               \
-  RegisterCompute(#name, DeviceType::kGpu,                                                                   \
-                  [](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,                   \
-                     std::span<const OpReq> req, std::span<const TensorView> out) {                          \
-                    Update(ctx, #name, "weft::fn::" #functor, fn::functor::kStates, a, in, req[0], out[0]); \
+#define WEFT_UPDATE_GPU(name, functor, description)                                                                    \
+  static_assert(fn::functor::kStates <= fn::kMaxUpdateStates);                                                         \
+  RegisterCompute(#name, DeviceType::kGpu,                                                                             \
+                  [](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req, \
+                     std::span<const TensorView> out) {                                                                \
+                    Update(ctx, #name, "weft::fn::" #functor, fn::functor::kStates, a, in, req[0], out[0]);            \
                   });
   WEFT_UPDATE_OPS(WEFT_UPDATE_GPU)
 #undef WEFT_UPDATE_GPU

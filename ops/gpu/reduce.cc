@@ -94,8 +94,8 @@ void SumBackward(const OpContext& ctx, const std::string& t, double scale, const
     dy_stride *= reduced[a] ? 1 : shape[a];
   }
   const int64_t n = dx.size();
-  Launch(ctx, "reduce.cuh", Instance("weft::ReduceSumBackward", {t}), n, dy.raw(), dx.raw(), MergeAxes(axes), n,
-         scale, ReqCode(req));
+  Launch(ctx, "reduce.cuh", Instance("weft::ReduceSumBackward", {t}), n, dy.raw(), dx.raw(), MergeAxes(axes), n, scale,
+         ReqCode(req));
 }
 
 // in: (out_grad, data); out: d data, data's shape.

@@ -34,8 +34,8 @@ void ReshapeCompute(const OpContext& ctx, const Attrs&, std::span<const TensorVi
 // The tiled kernel for a walk (array 0: y, 1: x) whose last axis is not x's innermost one, when
 // both sides of a tile are at least 4 (below that a tile is mostly idle). The batch is every axis
 // but those two.
-bool TryTransposeTiles(const OpContext& ctx, const std::string& t, const GpuAxes& walk, const TensorView& x,
-                       OpReq req, const TensorView& y) {
+bool TryTransposeTiles(const OpContext& ctx, const std::string& t, const GpuAxes& walk, const TensorView& x, OpReq req,
+                       const TensorView& y) {
   const int last = walk.ndim - 1;
   int rows_axis = -1;
   for (int d = 0; d < last; ++d) rows_axis = walk.stride[1][d] == 1 ? d : rows_axis;
@@ -50,7 +50,8 @@ bool TryTransposeTiles(const OpContext& ctx, const std::string& t, const GpuAxes
   const void* xp = x.raw();
   void* yp = y.raw();
   GpuAxes batch_walk = MergeAxes(batch);
-  int64_t n = n_batch, r = rows, c = cols, y_row_stride = walk.stride[0][rows_axis], x_col_stride = walk.stride[1][last];
+  int64_t n = n_batch, r = rows, c = cols, y_row_stride = walk.stride[0][rows_axis],
+          x_col_stride = walk.stride[1][last];
   int req_code = ReqCode(req);
   void* args[] = {&xp, &yp, &batch_walk, &n, &r, &c, &y_row_stride, &x_col_stride, &req_code};
   LaunchArgs(ctx, "move.cuh", Instance("weft::TransposeTiles", {t}), tiles, /*block_per_item=*/true, args);

@@ -28,8 +28,8 @@ void Backward(const OpContext& ctx, const std::string& op, const std::string& fu
   const std::string t = KernelType(op, kElementwiseTypes, in, {&dx, 1});
   const int v = PackWidth(dx.dtype(), {in[0].raw(), in[1].raw(), in[2].raw(), dx.raw()});
   const int64_t n = dx.size();
-  Launch(ctx, "unary.cuh", Instance("weft::UnaryBackward", {functor, t, std::to_string(v)}), Packs(n, v),
-         in[0].raw(), in[1].raw(), in[2].raw(), dx.raw(), n, scalar, ReqCode(req));
+  Launch(ctx, "unary.cuh", Instance("weft::UnaryBackward", {functor, t, std::to_string(v)}), Packs(n, v), in[0].raw(),
+         in[1].raw(), in[2].raw(), dx.raw(), n, scalar, ReqCode(req));
 }
 
 void RegisterUnary(const std::string& op, const std::string& functor, bool has_scalar) {
@@ -60,8 +60,8 @@ const char* ActivationFunctor(const Attrs& a) {
   return "";
 }
 
-void ActivationForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
-                       std::span<const OpReq> req, std::span<const TensorView> out) {
+void ActivationForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
+                       std::span<const TensorView> out) {
   Forward(ctx, "Activation", ActivationFunctor(a), 0.0, in[0], req[0], out[0]);
 }
 

@@ -6,7 +6,6 @@
 #include <memory>
 #include <mutex>
 
-
 #include "core/env.h"
 #include "engine/engine.h"
 
@@ -27,7 +26,7 @@ int IntraOpThreads() {
 void ParallelForSplit(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
   ConfigureOpenMPForThisThread();
   const int64_t chunks = std::min<int64_t>(IntraOpThreads(), (n + grain - 1) / std::max<int64_t>(grain, 1));
-#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static)
+#pragma omp parallel for num_threads(static_cast <int>(chunks)) schedule(static)
   for (int64_t c = 0; c < chunks; ++c) f(n * c / chunks, n * (c + 1) / chunks);
 }
 

@@ -99,8 +99,8 @@ inline void StoreN(T* out, OpReq req, const T* in, int64_t n) {
 //   out.Finish();
 class StagedOutputs {
  public:
-  StagedOutputs(const OpContext& ctx, std::span<const OpReq> req, std::span<const TensorView> outputs,
-                bool inplace_ok, std::initializer_list<size_t> extra_bytes = {});
+  StagedOutputs(const OpContext& ctx, std::span<const OpReq> req, std::span<const TensorView> outputs, bool inplace_ok,
+                std::initializer_list<size_t> extra_bytes = {});
   const TensorView& Target(int i) const { return targets_[i]; }
   // Whether anyone reads output i (its req is not kNull).
   bool Needed(int i) const { return req_[i] != OpReq::kNull; }

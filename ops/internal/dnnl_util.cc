@@ -93,8 +93,7 @@ const dnnl::engine& DnnlEngine() {
 
 dnnl::memory::desc PlainDesc(const Shape& shape) {
   const auto strides = Strides(shape);
-  return dnnl::memory::desc(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()),
-                            dnnl::memory::data_type::f32,
+  return dnnl::memory::desc(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()), dnnl::memory::data_type::f32,
                             dnnl::memory::dims(strides.begin(), strides.begin() + shape.ndim()));
 }
 

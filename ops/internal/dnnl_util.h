@@ -16,18 +16,16 @@
 #pragma once
 
 #include <cstdint>
-
-#include "storage/storage.h"
 #include <functional>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <sstream>
 #include <string>
 #include <unordered_map>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include "core/dtype.h"
 #include "core/shape.h"
 #include "core/tensor_view.h"
+#include "storage/storage.h"
 
 namespace weft::cpu {
 

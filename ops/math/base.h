@@ -21,12 +21,12 @@
 namespace weft::math {
 
 #if defined(__CUDACC_RTC__)
-#define WEFT_MATH_FUNCTION(Name, f32, f64, host)                    \
-  WEFT_HOST_DEVICE inline float Name(float x) { return f32(x); }    \
+#define WEFT_MATH_FUNCTION(Name, f32, f64, host)                 \
+  WEFT_HOST_DEVICE inline float Name(float x) { return f32(x); } \
   WEFT_HOST_DEVICE inline double Name(double x) { return f64(x); }
 #else
-#define WEFT_MATH_FUNCTION(Name, f32, f64, host)                    \
-  inline float Name(float x) { return std::host(x); }               \
+#define WEFT_MATH_FUNCTION(Name, f32, f64, host)      \
+  inline float Name(float x) { return std::host(x); } \
   inline double Name(double x) { return std::host(x); }
 #endif
 WEFT_MATH_FUNCTION(Exp, expf, exp, exp)

@@ -17,34 +17,88 @@
 namespace weft::fn {
 
 struct Add {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A l, A r) { return l + r; }
-  template <typename A> WEFT_HOST_DEVICE static A DL(A, A) { return A(1); }
-  template <typename A> WEFT_HOST_DEVICE static A DR(A, A) { return A(1); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A l, A r) {
+    return l + r;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A DL(A, A) {
+    return A(1);
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A DR(A, A) {
+    return A(1);
+  }
 };
 struct Sub {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A l, A r) { return l - r; }
-  template <typename A> WEFT_HOST_DEVICE static A DL(A, A) { return A(1); }
-  template <typename A> WEFT_HOST_DEVICE static A DR(A, A) { return A(-1); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A l, A r) {
+    return l - r;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A DL(A, A) {
+    return A(1);
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A DR(A, A) {
+    return A(-1);
+  }
 };
 struct Mul {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A l, A r) { return l * r; }
-  template <typename A> WEFT_HOST_DEVICE static A DL(A, A r) { return r; }
-  template <typename A> WEFT_HOST_DEVICE static A DR(A l, A) { return l; }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A l, A r) {
+    return l * r;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A DL(A, A r) {
+    return r;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A DR(A l, A) {
+    return l;
+  }
 };
 struct Div {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A l, A r) { return l / r; }
-  template <typename A> WEFT_HOST_DEVICE static A DL(A, A r) { return A(1) / r; }
-  template <typename A> WEFT_HOST_DEVICE static A DR(A l, A r) { return -l / (r * r); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A l, A r) {
+    return l / r;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A DL(A, A r) {
+    return A(1) / r;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A DR(A l, A r) {
+    return -l / (r * r);
+  }
 };
 struct Max {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A l, A r) { return l >= r ? l : r; }
-  template <typename A> WEFT_HOST_DEVICE static A DL(A l, A r) { return static_cast<A>(l >= r); }
-  template <typename A> WEFT_HOST_DEVICE static A DR(A l, A r) { return static_cast<A>(l < r); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A l, A r) {
+    return l >= r ? l : r;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A DL(A l, A r) {
+    return static_cast<A>(l >= r);
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A DR(A l, A r) {
+    return static_cast<A>(l < r);
+  }
 };
 struct Min {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A l, A r) { return l <= r ? l : r; }
-  template <typename A> WEFT_HOST_DEVICE static A DL(A l, A r) { return static_cast<A>(l <= r); }
-  template <typename A> WEFT_HOST_DEVICE static A DR(A l, A r) { return static_cast<A>(l > r); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A l, A r) {
+    return l <= r ? l : r;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A DL(A l, A r) {
+    return static_cast<A>(l <= r);
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A DR(A l, A r) {
+    return static_cast<A>(l > r);
+  }
 };
 
 }  // namespace weft::fn

@@ -43,7 +43,8 @@ WEFT_HOST_DEVICE inline A UpdateGradient(const UpdateParam& p, A grad, A weight)
 // weight - lr * g.
 struct SgdUpdate {
   static constexpr int kStates = 0;
-  template <typename A> WEFT_HOST_DEVICE static A Step(const UpdateParam& p, A weight, A grad, A*) {
+  template <typename A>
+  WEFT_HOST_DEVICE static A Step(const UpdateParam& p, A weight, A grad, A*) {
     return weight - static_cast<A>(p.lr) * UpdateGradient(p, grad, weight);
   }
 };
@@ -51,7 +52,8 @@ struct SgdUpdate {
 // mom = momentum * mom - lr * g; weight + mom. state: {mom}.
 struct SgdMomUpdate {
   static constexpr int kStates = 1;
-  template <typename A> WEFT_HOST_DEVICE static A Step(const UpdateParam& p, A weight, A grad, A* state) {
+  template <typename A>
+  WEFT_HOST_DEVICE static A Step(const UpdateParam& p, A weight, A grad, A* state) {
     state[0] = static_cast<A>(p.momentum) * state[0] - static_cast<A>(p.lr) * UpdateGradient(p, grad, weight);
     return weight + state[0];
   }
@@ -62,7 +64,8 @@ struct SgdMomUpdate {
 // state: {m, v}.
 struct AdamUpdate {
   static constexpr int kStates = 2;
-  template <typename A> WEFT_HOST_DEVICE static A Step(const UpdateParam& p, A weight, A grad, A* state) {
+  template <typename A>
+  WEFT_HOST_DEVICE static A Step(const UpdateParam& p, A weight, A grad, A* state) {
     const A b1 = static_cast<A>(p.beta1), b2 = static_cast<A>(p.beta2);
     const A g = UpdateGradient(p, grad, weight);
     state[0] = b1 * state[0] + (A(1) - b1) * g;

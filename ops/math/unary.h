@@ -16,56 +16,127 @@
 namespace weft::fn {
 
 struct Identity {  // _copy
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return x; }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A, A) { return A(1); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    return x;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A, A, A) {
+    return A(1);
+  }
 };
 struct Neg {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return -x; }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A, A) { return A(-1); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    return -x;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A, A, A) {
+    return A(-1);
+  }
 };
 struct Exp {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return math::Exp(x); }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A y, A) { return y; }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    return math::Exp(x);
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A, A y, A) {
+    return y;
+  }
 };
 struct Log {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return math::Log(x); }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A) { return A(1) / x; }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    return math::Log(x);
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A x, A, A) {
+    return A(1) / x;
+  }
 };
 struct Sqrt {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return math::Sqrt(x); }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A y, A) { return A(0.5) / y; }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    return math::Sqrt(x);
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A, A y, A) {
+    return A(0.5) / y;
+  }
 };
 struct Square {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return x * x; }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A) { return A(2) * x; }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    return x * x;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A x, A, A) {
+    return A(2) * x;
+  }
 };
 struct Abs {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return math::Fabs(x); }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A) { return static_cast<A>(x > 0) - static_cast<A>(x < 0); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    return math::Fabs(x);
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A x, A, A) {
+    return static_cast<A>(x > 0) - static_cast<A>(x < 0);
+  }
 };
 struct Sigmoid {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return A(1) / (A(1) + math::Exp(-x)); }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A y, A) { return y * (A(1) - y); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    return A(1) / (A(1) + math::Exp(-x));
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A, A y, A) {
+    return y * (A(1) - y);
+  }
 };
 struct Tanh {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return math::Tanh(x); }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A y, A) { return A(1) - y * y; }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    return math::Tanh(x);
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A, A y, A) {
+    return A(1) - y * y;
+  }
 };
 // Branch-free on the CPU (a compare turned into a mask, so the loop vectorizes).
 struct Relu {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return x < A(0) ? A(0) : x; }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A) { return x > A(0) ? A(1) : A(0); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    return x < A(0) ? A(0) : x;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A x, A, A) {
+    return x > A(0) ? A(1) : A(0);
+  }
 };
 struct SoftRelu {  // log(1 + exp(x)), computed without overflow
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return x > A(20) ? x : math::Log1p(math::Exp(x)); }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A) { return A(1) / (A(1) + math::Exp(-x)); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    return x > A(20) ? x : math::Log1p(math::Exp(x));
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A x, A, A) {
+    return A(1) / (A(1) + math::Exp(-x));
+  }
 };
 struct Gelu {  // the tanh approximation, as in BERT and GPT-2
-  template <typename A> WEFT_HOST_DEVICE static A Inner(A x) {
+  template <typename A>
+  WEFT_HOST_DEVICE static A Inner(A x) {
     return A(0.7978845608028654) * (x + A(0.044715) * x * x * x);  // sqrt(2 / pi) (x + 0.044715 x^3)
   }
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return A(0.5) * x * (A(1) + math::Tanh(Inner(x))); }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A) {
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    return A(0.5) * x * (A(1) + math::Tanh(Inner(x)));
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A x, A, A) {
     const A t = math::Tanh(Inner(x));
     return A(0.5) * (A(1) + t) +
            A(0.5) * x * (A(1) - t * t) * A(0.7978845608028654) * (A(1) + A(3) * A(0.044715) * x * x);
@@ -74,36 +145,84 @@ struct Gelu {  // the tanh approximation, as in BERT and GPT-2
 
 // Scalar forms: s is the attribute `scalar`.
 struct AddScalar {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return x + s; }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A, A) { return A(1); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A s) {
+    return x + s;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A, A, A) {
+    return A(1);
+  }
 };
 struct SubScalar {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return x - s; }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A, A) { return A(1); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A s) {
+    return x - s;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A, A, A) {
+    return A(1);
+  }
 };
 struct RSubScalar {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return s - x; }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A, A) { return A(-1); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A s) {
+    return s - x;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A, A, A) {
+    return A(-1);
+  }
 };
 struct MulScalar {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return x * s; }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A, A s) { return s; }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A s) {
+    return x * s;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A, A, A s) {
+    return s;
+  }
 };
 struct DivScalar {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return x / s; }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A, A, A s) { return A(1) / s; }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A s) {
+    return x / s;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A, A, A s) {
+    return A(1) / s;
+  }
 };
 struct RDivScalar {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return s / x; }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A s) { return -s / (x * x); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A s) {
+    return s / x;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A x, A, A s) {
+    return -s / (x * x);
+  }
 };
 struct MaxScalar {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return x < s ? s : x; }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A s) { return static_cast<A>(x > s); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A s) {
+    return x < s ? s : x;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A x, A, A s) {
+    return static_cast<A>(x > s);
+  }
 };
 struct MinScalar {
-  template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A s) { return s < x ? s : x; }
-  template <typename A> WEFT_HOST_DEVICE static A Grad(A x, A, A s) { return static_cast<A>(x < s); }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A s) {
+    return s < x ? s : x;
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A x, A, A s) {
+    return static_cast<A>(x < s);
+  }
 };
 
 }  // namespace weft::fn

@@ -25,20 +25,33 @@ UpdateParam ParseCommon(AttrReader& r) {
 
 // The attributes of update F, and the names of its state inputs (F::kStates of them: the return
 // type checks the count).
-template <typename F> UpdateParam Parse(AttrReader& r);
-template <typename F> std::array<const char*, F::kStates> StateInputs();
+template <typename F>
+UpdateParam Parse(AttrReader& r);
+template <typename F>
+std::array<const char*, F::kStates> StateInputs();
 
-template <> UpdateParam Parse<fn::SgdUpdate>(AttrReader& r) { return ParseCommon(r); }
-template <> std::array<const char*, 0> StateInputs<fn::SgdUpdate>() { return {}; }
+template <>
+UpdateParam Parse<fn::SgdUpdate>(AttrReader& r) {
+  return ParseCommon(r);
+}
+template <>
+std::array<const char*, 0> StateInputs<fn::SgdUpdate>() {
+  return {};
+}
 
-template <> UpdateParam Parse<fn::SgdMomUpdate>(AttrReader& r) {
+template <>
+UpdateParam Parse<fn::SgdMomUpdate>(AttrReader& r) {
   UpdateParam p = ParseCommon(r);
   p.momentum = r.Float("momentum", 0.0);
   return p;
 }
-template <> std::array<const char*, 1> StateInputs<fn::SgdMomUpdate>() { return {"mom"}; }
+template <>
+std::array<const char*, 1> StateInputs<fn::SgdMomUpdate>() {
+  return {"mom"};
+}
 
-template <> UpdateParam Parse<fn::AdamUpdate>(AttrReader& r) {
+template <>
+UpdateParam Parse<fn::AdamUpdate>(AttrReader& r) {
   UpdateParam p = ParseCommon(r);
   p.beta1 = r.Float("beta1", 0.9);
   p.beta2 = r.Float("beta2", 0.999);
@@ -48,14 +61,17 @@ template <> UpdateParam Parse<fn::AdamUpdate>(AttrReader& r) {
   }
   return p;
 }
-template <> std::array<const char*, 2> StateInputs<fn::AdamUpdate>() { return {"mean", "var"}; }
+template <>
+std::array<const char*, 2> StateInputs<fn::AdamUpdate>() {
+  return {"mean", "var"};
+}
 
 // Every input has the weight's shape; the output is the (updated) weight.
 std::vector<Shape> UpdateShape(const Attrs&, const std::vector<Shape>& in) {
   for (size_t i = 1; i < in.size(); ++i) {
     if (in[i] != in[0]) {
       WEFT_THROW("expected every input to have the weight's shape " << in[0] << ", found " << in[i] << " for input "
-                                                                      << i);
+                                                                    << i);
     }
   }
   return {in[0]};

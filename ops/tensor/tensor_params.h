@@ -19,9 +19,9 @@
 #include "core/shape.h"
 
 // X(name, kind, description)
-#define WEFT_REDUCE_OPS(X)     \
-  X(sum, kSum, "the sum")      \
-  X(mean, kMean, "the mean")   \
+#define WEFT_REDUCE_OPS(X)   \
+  X(sum, kSum, "the sum")    \
+  X(mean, kMean, "the mean") \
   X(max, kMax, "the maximum (NaN if any value is NaN)")
 
 namespace weft {

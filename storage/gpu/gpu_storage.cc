@@ -67,7 +67,8 @@ int CurrentDevice() {
 // ones first, and, out of memory, waits for all of them and tries once more.
 class StreamOrderedStorage : public Storage {
  public:
-  StreamOrderedStorage(Device device, std::unique_ptr<RawAllocator> raw) : device_(device), pool_(device, std::move(raw)) {}
+  StreamOrderedStorage(Device device, std::unique_ptr<RawAllocator> raw)
+      : device_(device), pool_(device, std::move(raw)) {}
 
   Block Alloc(size_t bytes) override {
     Reclaim(/*wait=*/false);
@@ -86,8 +87,9 @@ class StreamOrderedStorage : public Storage {
   void FreeAfter(Block block, GpuStream* stream) override {
     if (block.ptr == nullptr) return;
     WEFT_CHECK(block.device == device_) << "a block of " << block.device << " freed to the pool of " << device_;
-    PooledEvent* done = stream != nullptr ? EventPool::Get().Record(*stream)
-                                          : EventPool::Get().RecordAfterAll(device_.is_gpu() ? device_.id : CurrentDevice());
+    PooledEvent* done = stream != nullptr
+                            ? EventPool::Get().Record(*stream)
+                            : EventPool::Get().RecordAfterAll(device_.is_gpu() ? device_.id : CurrentDevice());
     std::lock_guard<SpinLock> lock(mu_);
     pending_.push_back({block, done});
   }

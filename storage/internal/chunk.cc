@@ -4,8 +4,7 @@
 
 namespace weft::internal {
 
-Chunk::Chunk(size_t bytes, Device device)
-    : bytes_(bytes), device_(device), var_(engine::Engine::Get()->NewVariable()) {
+Chunk::Chunk(size_t bytes, Device device) : bytes_(bytes), device_(device), var_(engine::Engine::Get()->NewVariable()) {
   Storage::Get(device);  // a device this build cannot reach fails here, not inside an op
 }
 

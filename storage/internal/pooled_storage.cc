@@ -64,9 +64,8 @@ Block PooledStorage::Alloc(size_t bytes) {
       ptr = raw_->Allocate(size);
     }
     if (ptr == nullptr) {
-      WEFT_THROW("out of memory on " << device_ << ": asked for " << bytes << " bytes (" << size
-                                     << " with rounding); " << stats_.bytes_in_use << " bytes in use, "
-                                     << stats_.bytes_cached << " cached");
+      WEFT_THROW("out of memory on " << device_ << ": asked for " << bytes << " bytes (" << size << " with rounding); "
+                                     << stats_.bytes_in_use << " bytes in use, " << stats_.bytes_cached << " cached");
     }
   }
   stats_.bytes_in_use += size;

@@ -39,10 +39,10 @@ PoolingDesc PoolingOf(const Window2d& win, PoolType type) {
   PoolingDesc desc;
   const cudnnPoolingMode_t mode =
       type == PoolType::kMax ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
-  WEFT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(desc.get(), mode, CUDNN_NOT_PROPAGATE_NAN, static_cast<int>(win.kernel[0]),
-                                               static_cast<int>(win.kernel[1]), static_cast<int>(win.pad[0]),
-                                               static_cast<int>(win.pad[1]), static_cast<int>(win.stride[0]),
-                                               static_cast<int>(win.stride[1])));
+  WEFT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(desc.get(), mode, CUDNN_NOT_PROPAGATE_NAN,
+                                               static_cast<int>(win.kernel[0]), static_cast<int>(win.kernel[1]),
+                                               static_cast<int>(win.pad[0]), static_cast<int>(win.pad[1]),
+                                               static_cast<int>(win.stride[0]), static_cast<int>(win.stride[1])));
   return desc;
 }
 

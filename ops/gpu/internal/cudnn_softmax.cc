@@ -6,7 +6,9 @@ namespace weft::gpu {
 
 namespace {
 
-TensorDesc RowsDesc(DType dtype, const SoftmaxRows& r) { return NchwDesc("softmax", dtype, Shape{r.outer, r.n, r.inner, 1}); }
+TensorDesc RowsDesc(DType dtype, const SoftmaxRows& r) {
+  return NchwDesc("softmax", dtype, Shape{r.outer, r.n, r.inner, 1});
+}
 
 cudnnSoftmaxAlgorithm_t AlgorithmOf(bool log) { return log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE; }
 
@@ -26,8 +28,8 @@ void SoftmaxForward(const GpuCall& call, DType dtype, const SoftmaxRows& rows, b
                                        desc.get(), x, BetaFor(req, dtype).get(), desc.get(), y));
 }
 
-void SoftmaxBackward(const GpuCall& call, DType dtype, const SoftmaxRows& rows, bool log, const void* dy,
-                     const void* y, OpReq req, void* dx) {
+void SoftmaxBackward(const GpuCall& call, DType dtype, const SoftmaxRows& rows, bool log, const void* dy, const void* y,
+                     OpReq req, void* dx) {
   const TensorDesc desc = RowsDesc(dtype, rows);
   WEFT_CUDNN_CHECK(cudnnSoftmaxBackward(call.cudnn(), AlgorithmOf(log), CUDNN_SOFTMAX_MODE_CHANNEL, One(dtype).get(),
                                         desc.get(), y, desc.get(), dy, BetaFor(req, dtype).get(), desc.get(), dx));

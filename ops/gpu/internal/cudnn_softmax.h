@@ -28,7 +28,7 @@ void SoftmaxForward(const GpuCall& call, DType dtype, const SoftmaxRows& rows, b
 
 // dx from dy and the forward output y: y * (dy - sum(dy * y)), or for log_softmax
 // dy - exp(y) * sum(dy); written or added as `req` says. dx must not alias dy or y.
-void SoftmaxBackward(const GpuCall& call, DType dtype, const SoftmaxRows& rows, bool log, const void* dy,
-                     const void* y, OpReq req, void* dx);
+void SoftmaxBackward(const GpuCall& call, DType dtype, const SoftmaxRows& rows, bool log, const void* dy, const void* y,
+                     OpReq req, void* dx);
 
 }  // namespace weft::gpu

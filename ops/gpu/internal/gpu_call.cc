@@ -44,24 +44,33 @@ void CheckDType(const char* op, DType dtype, std::initializer_list<DType> allowe
 
 cudnnDataType_t CudnnType(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return CUDNN_DATA_FLOAT;
-    case DType::kFloat64: return CUDNN_DATA_DOUBLE;
-    case DType::kBFloat16: return CUDNN_DATA_BFLOAT16;
-    default: WEFT_THROW("cuDNN: expected float32, float64 or bfloat16, found " << dtype);
+    case DType::kFloat32:
+      return CUDNN_DATA_FLOAT;
+    case DType::kFloat64:
+      return CUDNN_DATA_DOUBLE;
+    case DType::kBFloat16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      WEFT_THROW("cuDNN: expected float32, float64 or bfloat16, found " << dtype);
   }
 }
 
 cudaDataType_t CudaType(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return CUDA_R_32F;
-    case DType::kFloat64: return CUDA_R_64F;
-    case DType::kBFloat16: return CUDA_R_16BF;
-    default: WEFT_THROW("cuBLAS: expected float32, float64 or bfloat16, found " << dtype);
+    case DType::kFloat32:
+      return CUDA_R_32F;
+    case DType::kFloat64:
+      return CUDA_R_64F;
+    case DType::kBFloat16:
+      return CUDA_R_16BF;
+    default:
+      WEFT_THROW("cuBLAS: expected float32, float64 or bfloat16, found " << dtype);
   }
 }
 
 int CheckedInt(const char* op, int64_t value) {
-  if (value > INT_MAX) WEFT_THROW(op << " on the GPU: expected an extent of at most " << INT_MAX << ", found " << value);
+  if (value > INT_MAX)
+    WEFT_THROW(op << " on the GPU: expected an extent of at most " << INT_MAX << ", found " << value);
   return static_cast<int>(value);
 }
 

@@ -33,13 +33,20 @@ int64_t MaxBlocks(int device) {
 
 std::string TypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float";
-    case DType::kFloat64: return "double";
-    case DType::kBFloat16: return "weft::bf16";
-    case DType::kInt32: return "int";
-    case DType::kInt64: return "long long";
-    case DType::kUInt8: return "unsigned char";
-    default: return "";
+    case DType::kFloat32:
+      return "float";
+    case DType::kFloat64:
+      return "double";
+    case DType::kBFloat16:
+      return "weft::bf16";
+    case DType::kInt32:
+      return "int";
+    case DType::kInt64:
+      return "long long";
+    case DType::kUInt8:
+      return "unsigned char";
+    default:
+      return "";
   }
 }
 
@@ -55,7 +62,8 @@ std::string KernelType(const std::string& op, std::span<const DType> allowed, st
   }
   if (std::find(allowed.begin(), allowed.end(), dtype) == allowed.end()) {
     std::ostringstream names;
-    for (size_t i = 0; i < allowed.size(); ++i) names << (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") << allowed[i];
+    for (size_t i = 0; i < allowed.size(); ++i)
+      names << (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") << allowed[i];
     WEFT_THROW(op << " on GPU: expected " << names.str() << ", found " << dtype);
   }
   return TypeName(dtype);
@@ -76,9 +84,12 @@ std::string Instance(const std::string& tmpl, std::initializer_list<std::string>
 
 int ReqCode(OpReq req) {
   switch (req) {
-    case OpReq::kNull: return kReqNull;
-    case OpReq::kAddTo: return kReqAdd;
-    default: return kReqWrite;
+    case OpReq::kNull:
+      return kReqNull;
+    case OpReq::kAddTo:
+      return kReqAdd;
+    default:
+      return kReqWrite;
   }
 }
 
@@ -127,8 +138,7 @@ void FillGpu(const OpContext& ctx, double value, OpReq req, const TensorView& y)
     return;
   }
   const int v = PackWidth(y.dtype(), {y.raw()});
-  Launch(ctx, "fill.cuh", Instance("weft::Fill", {t, std::to_string(v)}), Packs(n, v), y.raw(), n, value,
-         ReqCode(req));
+  Launch(ctx, "fill.cuh", Instance("weft::Fill", {t, std::to_string(v)}), Packs(n, v), y.raw(), n, value, ReqCode(req));
 }
 
 void CopyGpu(const OpContext& ctx, const TensorView& x, OpReq req, const TensorView& y) {

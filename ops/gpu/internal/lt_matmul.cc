@@ -61,7 +61,8 @@ Plan MakePlan(DType dtype, const LtGemmShape& s) {
       cublasLtMatmulAlgoGetHeuristic(LtHandle(), p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   WEFT_CUBLAS_CHECK(status);
-  if (found == 0) WEFT_THROW("FullyConnected on the GPU: cuBLASLt has no algorithm for " << s.m << "x" << s.n << "x" << s.k);
+  if (found == 0)
+    WEFT_THROW("FullyConnected on the GPU: cuBLASLt has no algorithm for " << s.m << "x" << s.n << "x" << s.k);
   p.algo = result.algo;
   p.workspace = result.workspaceSize;
   return p;

@@ -62,7 +62,7 @@ __global__ void BinaryBackward(const T* dy, const T* l, const T* r, T* dl, T* dr
 // One term of a broadcast gradient: dy * D(l, r) at position k of `reduced` from `base`.
 template <class F, int kSide, typename T>
 __device__ inline typename Arith<T>::type GradTerm(const T* dy, const T* l, const T* r, const GpuAxes& reduced,
-                                                  const int64 (&base)[3], int64 k) {
+                                                   const int64 (&base)[3], int64 k) {
   typedef typename Arith<T>::type A;
   int64 off[3] = {base[0], base[1], base[2]};
   AddOffsets(reduced, k, off);

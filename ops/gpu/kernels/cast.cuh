@@ -11,12 +11,18 @@
 namespace weft {
 
 template <typename X>
-__device__ inline double CastLoad(X v) { return static_cast<double>(ToArith(v)); }
+__device__ inline double CastLoad(X v) {
+  return static_cast<double>(ToArith(v));
+}
 
 template <typename Y>
-__device__ inline Y CastStore(double v) { return static_cast<Y>(v); }
+__device__ inline Y CastStore(double v) {
+  return static_cast<Y>(v);
+}
 template <>
-__device__ inline bf16 CastStore<bf16>(double v) { return FromArith<bf16>(static_cast<float>(v)); }
+__device__ inline bf16 CastStore<bf16>(double v) {
+  return FromArith<bf16>(static_cast<float>(v));
+}
 template <>
 __device__ inline unsigned char CastStore<unsigned char>(double v) {
   return static_cast<unsigned char>(static_cast<int>(v));

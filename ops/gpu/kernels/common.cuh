@@ -16,15 +16,28 @@ struct bf16 {
   unsigned short bits;
 };
 
-template <typename T> struct Arith { typedef T type; };
-template <> struct Arith<bf16> { typedef float type; };
+template <typename T>
+struct Arith {
+  typedef T type;
+};
+template <>
+struct Arith<bf16> {
+  typedef float type;
+};
 
-template <typename T> __device__ inline T ToArith(T x) { return x; }
+template <typename T>
+__device__ inline T ToArith(T x) {
+  return x;
+}
 __device__ inline float ToArith(bf16 x) { return __uint_as_float(static_cast<unsigned int>(x.bits) << 16); }
 
-template <typename T> __device__ inline T FromArith(typename Arith<T>::type v) { return v; }
+template <typename T>
+__device__ inline T FromArith(typename Arith<T>::type v) {
+  return v;
+}
 // Round to nearest, ties to even; NaN stays a (quiet) NaN.
-template <> __device__ inline bf16 FromArith<bf16>(float v) {
+template <>
+__device__ inline bf16 FromArith<bf16>(float v) {
   const unsigned int u = __float_as_uint(v);
   if ((u & 0x7fffffffu) > 0x7f800000u) return bf16{static_cast<unsigned short>((u >> 16) | 0x40u)};
   return bf16{static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
@@ -68,7 +81,10 @@ __device__ inline void Store1(T* p, typename Arith<T>::type v, int req) {
   StoreN<1>(p, one, req);
 }
 
-template <int N> struct Width { static constexpr int value = N; };
+template <int N>
+struct Width {
+  static constexpr int value = N;
+};
 
 __device__ inline int64 GlobalThread() { return static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ inline int64 GridThreads() { return static_cast<int64>(gridDim.x) * blockDim.x; }

@@ -31,7 +31,9 @@ __device__ inline PhiloxBlock Philox4x32(unsigned long long seed, unsigned long 
 }
 
 // PhiloxStream::Uniform: the top 24 bits, in [0, 1).
-__device__ inline float PhiloxUniform(unsigned int bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
+__device__ inline float PhiloxUniform(unsigned int bits) {
+  return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
+}
 
 // out[i] = number i of the range (seed, offset), for i < n: what PhiloxStream::NextU32 draws.
 __global__ void PhiloxRaw(unsigned long long seed, unsigned long long offset, unsigned int* out, int64 n) {

@@ -115,8 +115,8 @@ __global__ void ReducePerGroup(const T* x, const T* dy, T* out, GpuAxes outer, G
 // Tiles of 32 neighbouring outputs (along inner) of one outer position b, each reduced by the 8
 // threads (one per warp) at its lane. For inner >= 32.
 template <template <typename> class AccOf, typename T, bool kGrad>
-__global__ void ReduceColumns(const T* x, const T* dy, T* out, GpuAxes outer, GpuAxes reduced, int64 inner,
-                              int64 n_out, int64 n_reduced, double scale, int req) {
+__global__ void ReduceColumns(const T* x, const T* dy, T* out, GpuAxes outer, GpuAxes reduced, int64 inner, int64 n_out,
+                              int64 n_reduced, double scale, int req) {
   typedef AccOf<typename Arith<T>::type> Acc;
   constexpr int kRows = kGpuBlock / 32;
   __shared__ Acc partial[kGpuBlock];

@@ -17,7 +17,9 @@ __device__ inline int64 ClassOf(T label, int64 classes) {
 }
 
 template <typename T>
-__device__ inline T NotANumber() { return static_cast<T>(__longlong_as_double(0x7ff8000000000000LL)); }
+__device__ inline T NotANumber() {
+  return static_cast<T>(__longlong_as_double(0x7ff8000000000000LL));
+}
 
 template <typename T>
 __device__ inline T WarpMax(T v) {
@@ -46,8 +48,8 @@ __device__ inline void RowStats(const T* x, int64 classes, int lane, T& max, T& 
 }
 
 // The rows a warp handles: row, row + step, ... (every lane of a warp takes the same ones).
-#define WEFT_FOR_EACH_WARP_ROW(row, n)                                  \
-  const int lane = threadIdx.x % 32;                                    \
+#define WEFT_FOR_EACH_WARP_ROW(row, n) \
+  const int lane = threadIdx.x % 32;   \
   for (int64 row = GlobalThread() / 32; row < (n); row += GridThreads() / 32)
 
 // loss[i] = -(x[i, label[i]] - max - log(sum)) (added to loss when accumulate).

@@ -17,8 +17,7 @@ class Program {
       names.push_back(kEmbeddedFiles[i].name);
       texts.push_back(kEmbeddedFiles[i].text);
     }
-    Check(nvrtcCreateProgram(&program_, source.c_str(), label.c_str(), kNumEmbeddedFiles, texts.data(),
-                             names.data()),
+    Check(nvrtcCreateProgram(&program_, source.c_str(), label.c_str(), kNumEmbeddedFiles, texts.data(), names.data()),
           "nvrtcCreateProgram");
   }
   ~Program() { nvrtcDestroyProgram(&program_); }
@@ -63,8 +62,8 @@ std::vector<std::string> CompileOptions(int arch, const std::vector<std::string>
   // CPU's bit for bit wherever the math library is not involved (these kernels are bound by
   // memory bandwidth: the fused form would not make them faster). -default-device: kernel
   // sources hold device code only, so lambdas and helpers need no __device__.
-  std::vector<std::string> options = {"--gpu-architecture=sm_" + std::to_string(arch), "-std=c++17",
-                                      "--fmad=false", "-default-device"};
+  std::vector<std::string> options = {"--gpu-architecture=sm_" + std::to_string(arch), "-std=c++17", "--fmad=false",
+                                      "-default-device"};
   options.insert(options.end(), extra.begin(), extra.end());
   return options;
 }

@@ -122,13 +122,13 @@ void KernelLibrary::Build(const KernelRequest& request, int device, Entry& entry
   const int arch = ComputeCapability(device);
   Entry::ForArch& for_arch = entry.by_arch[arch];
   if (!for_arch.cubin && for_arch.error.empty()) {
-    const std::string& source = request.source.empty() ? std::string(EmbeddedSource(request.source_name))
-                                                       : request.source;
+    const std::string& source =
+        request.source.empty() ? std::string(EmbeddedSource(request.source_name)) : request.source;
     const std::vector<std::string> options = CompileOptions(arch, request.options);
     const std::string key = DiskKey(source, request.kernel, options);
     Cubin cubin;
-    const CacheRead read = disk_cache_dir_.empty() ? CacheRead::kMissing
-                                                   : ReadCachedCubin(disk_cache_dir_, key, &cubin);
+    const CacheRead read =
+        disk_cache_dir_.empty() ? CacheRead::kMissing : ReadCachedCubin(disk_cache_dir_, key, &cubin);
     if (read == CacheRead::kHit) {
       for_arch.cubin = std::move(cubin);
     } else {
