@@ -1,9 +1,12 @@
 #include "ops/attrs.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <memory>
 
 #include "core/error.h"
 
@@ -72,10 +75,22 @@ std::string AttrReader::String(const std::string& name, std::optional<std::strin
 
 std::string AttrReader::Trimmed(const std::string& s) { return Trim(s); }
 
+namespace {
+
+// "weft::ScalarParam" rather than the mangled "N4weft11ScalarParamE".
+std::string TypeName(const std::type_info& type) {
+  int status = 0;
+  const std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status),
+                                                    std::free);
+  return status == 0 && name ? std::string(name.get()) : std::string(type.name());
+}
+
+}  // namespace
+
 void Attrs::WrongType(const std::type_info& asked) const {
   const std::string op = op_ == nullptr ? std::string("(unknown)") : *op_;
-  if (type_ == nullptr) WEFT_THROW("op '" << op << "' has no parameters; asked for " << asked.name());
-  WEFT_THROW("op '" << op << "': parameters are " << type_->name() << ", asked for " << asked.name());
+  if (type_ == nullptr) WEFT_THROW("op '" << op << "' has no parameters; asked for " << TypeName(asked));
+  WEFT_THROW("op '" << op << "': parameters are " << TypeName(*type_) << ", asked for " << TypeName(asked));
 }
 
 Shape AttrReader::ShapeAttr(const std::string& name, std::optional<Shape> fallback) {
