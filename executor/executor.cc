@@ -8,6 +8,7 @@
 #include "executor/internal/bound_graph.h"
 #include "executor/internal/graph_run.h"
 #include "passes/cse.h"
+#include "passes/fuse_pointwise.h"
 #include "passes/gradient.h"
 #include "passes/infer.h"
 #include "passes/plan_memory.h"
@@ -95,6 +96,7 @@ std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, co
   std::map<std::string, DType> dtypes;
   for (const auto& [name, array] : args) shapes[name] = array.shape(), dtypes[name] = array.dtype();
   g = InferShapesAndTypes(g, shapes, dtypes);
+  if (GetEnvBool("WEFT_USE_FUSION", true)) g = FusePointwise(g);
   std::unique_ptr<Executor> exec(
       new Executor(std::make_unique<Impl>(g, device, args, arg_grads, grad_args, grad_reqs)));
   exec->symbol_ = symbol;

@@ -13,4 +13,11 @@ const ComputeFn& ComputeFor(const Op& op, Device device) {
 Invocation::Invocation(const Op& op, const Attrs& attrs, Device device)
     : op_(&op), compute_(&ComputeFor(op, device)), attrs_(attrs), device_(device) {}
 
+void Invocation::Prepare() {
+  const PrepareFn& prepare = op_->prepare[static_cast<int>(device_.type)];
+  if (!prepare) return;
+  prepared_ = std::make_shared<const ComputeFn>(prepare(attrs_, device_, inputs_.span(), req_.span(), outputs_.span()));
+  compute_ = prepared_.get();
+}
+
 }  // namespace weft

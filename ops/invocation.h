@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -55,6 +56,10 @@ class Invocation {
   uint64_t RandomDraws(bool is_train) const {
     return op_->random ? op_->random_draws(attrs_, inputs_.span(), is_train) : 0;
   }
+  // For a call whose tensors will not change (a bound graph's node): runs the op's bind-time
+  // preparation for the device, if it has one, and from then on Run runs what it returned.
+  // Call after the last AddOutput. Throws what the preparation throws.
+  void Prepare();
   // Runs the compute on this call's tensors.
   void Run(const OpContext& ctx) const { (*compute_)(ctx, attrs_, inputs_.span(), req_.span(), outputs_.span()); }
 
@@ -75,6 +80,7 @@ class Invocation {
 
   const Op* op_ = nullptr;
   const ComputeFn* compute_ = nullptr;
+  std::shared_ptr<const ComputeFn> prepared_;  // what Prepare returned; compute_ points at it
   Attrs attrs_;
   Device device_;
   SmallVector<TensorView, 4> inputs_, outputs_;

@@ -117,7 +117,11 @@ Op& Op::Stateful() {
   return *this;
 }
 Op& Op::Pointwise(PointwiseKind kind, std::string functor) {
-  pointwise = {kind, std::move(functor)};
+  pointwise = {kind, std::move(functor), nullptr, nullptr};
+  return *this;
+}
+Op& Op::Pointwise(PointwiseFn fn) {
+  pointwise = std::move(fn);
   return *this;
 }
 
@@ -130,8 +134,9 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::map<std::string, std::unique_ptr<Op>> ops;  // guarded by mu; entries never move or die
-  // RegisterCompute calls that came before their op's RegisterOp; guarded by mu.
-  std::multimap<std::string, std::pair<DeviceType, ComputeFn>> pending;
+  // RegisterCompute and RegisterPrepare calls that came before their op's RegisterOp, as what
+  // they set on the op; guarded by mu.
+  std::multimap<std::string, std::function<void(Op&)>> pending;
 };
 
 Registry& GetRegistry() {
@@ -164,21 +169,33 @@ Op& RegisterOp(const std::string& name) {
   WEFT_CHECK(inserted) << "op '" << name << "' is registered twice";
   it->second->name = name;
   auto [first, last] = r.pending.equal_range(name);
-  for (auto p = first; p != last; ++p)
-    it->second->compute[static_cast<int>(p->second.first)] = std::move(p->second.second);
+  for (auto p = first; p != last; ++p) p->second(*it->second);
   r.pending.erase(first, last);
   return *it->second;
 }
 
-void RegisterCompute(const std::string& name, DeviceType device, ComputeFn fn) {
+namespace {
+
+// Applies `set` to op `name` now, or when the op is registered.
+void SetOnOp(const std::string& name, std::function<void(Op&)> set) {
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.ops.find(name);
   if (it == r.ops.end()) {
-    r.pending.emplace(name, std::make_pair(device, std::move(fn)));
+    r.pending.emplace(name, std::move(set));
   } else {
-    it->second->compute[static_cast<int>(device)] = std::move(fn);
+    set(*it->second);
   }
+}
+
+}  // namespace
+
+void RegisterCompute(const std::string& name, DeviceType device, ComputeFn fn) {
+  SetOnOp(name, [device, fn = std::move(fn)](Op& op) { op.compute[static_cast<int>(device)] = fn; });
+}
+
+void RegisterPrepare(const std::string& name, DeviceType device, PrepareFn fn) {
+  SetOnOp(name, [device, fn = std::move(fn)](Op& op) { op.prepare[static_cast<int>(device)] = fn; });
 }
 
 std::vector<std::string> UnmatchedComputeRegistrations() {

@@ -109,6 +109,9 @@ enum class PointwiseKind : uint8_t {
   kBinary,          // y = F::Fwd(l, r), with broadcasting        (ops/math/binary.h)
   kBinaryBackward,  // dl = dy * F::DL(l, r), dr = dy * F::DR(l, r)
   kAddN,            // y = x0 + x1 + ... (no functor)
+  kCast,            // y = x converted to the output's dtype (inputs after the first: dtype only)
+  kReshape,         // y = x seen with another shape of the same size (inputs after the first:
+                    // shape only); row-major, so an identity on the flat index
   kUpdate,          // an optimizer update: F::Step(...)          (ops/math/optimizer.h)
 };
 
@@ -116,9 +119,23 @@ enum class PointwiseKind : uint8_t {
 // the op's CPU and GPU computes call: never an expression of its own.
 struct PointwiseFn {
   PointwiseKind kind = PointwiseKind::kNone;
-  std::string functor;  // "weft::fn::Relu"; empty for kAddN
+  std::string functor;  // "weft::fn::Relu"; empty for kAddN, kCast, kReshape
+  // For ops whose functor or scalar an attribute chooses (Activation's act_type, the `scalar` of
+  // the *_scalar forms); null: `functor`, and a scalar of 0.
+  std::function<std::string(const Attrs&)> functor_of;
+  std::function<double(const Attrs&)> scalar_of;
+
   explicit operator bool() const { return kind != PointwiseKind::kNone; }
+  std::string Functor(const Attrs& a) const { return functor_of ? functor_of(a) : functor; }
+  double Scalar(const Attrs& a) const { return scalar_of ? scalar_of(a) : 0.0; }
 };
+
+// Bind-time preparation of one call whose tensors will not change (a bound graph's node: the
+// memory plan's buffers never move): returns the compute to run for exactly these tensors and
+// requests, free to hold what it prepared (a compiled kernel, a table of pointers). Ops without
+// one run their ordinary compute.
+using PrepareFn = std::function<ComputeFn(const Attrs& attrs, Device device, std::span<const TensorView> inputs,
+                                          std::span<const OpReq> req, std::span<const TensorView> outputs)>;
 
 // ---- The op ---------------------------------------------------------------------------------
 
@@ -154,6 +171,7 @@ struct Op {
   RandomDrawsFn random_draws;                // set with `random`
   bool stateful = false;                     // keeps state between calls: never merged by CSE
   PointwiseFn pointwise;                     // for pointwise ops: the functor they apply (fusion)
+  std::array<PrepareFn, kNumDeviceTypes> prepare;  // optional, per device (Invocation::Prepare)
 
   // Builder setters used by WEFT_REGISTER_OP.
   Op& Describe(std::string text);
@@ -177,6 +195,7 @@ struct Op {
   Op& Random(RandomDrawsFn draws);
   Op& Stateful();
   Op& Pointwise(PointwiseKind kind, std::string functor = {});
+  Op& Pointwise(PointwiseFn fn);
 
   bool NeedsResource(Resource r) const;
 };
@@ -186,7 +205,10 @@ Op& RegisterOp(const std::string& name);
 // compute on `device`, whether the op is registered before or after this call (static
 // initialization order across files is unspecified).
 void RegisterCompute(const std::string& name, DeviceType device, ComputeFn fn);
-// Names given to RegisterCompute that no op was registered under (a typo in a GPU file).
+// The same for a bind-time preparation (Op::prepare).
+void RegisterPrepare(const std::string& name, DeviceType device, PrepareFn fn);
+// Names given to RegisterCompute or RegisterPrepare that no op was registered under (a typo in a
+// GPU file).
 std::vector<std::string> UnmatchedComputeRegistrations();
 const Op* FindOp(const std::string& name);  // null when unknown
 const Op& GetOp(const std::string& name);   // throws weft::Error naming the op

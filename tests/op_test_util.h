@@ -62,6 +62,9 @@ void RunOpCase(const OpCase& c);
 // The ops RunOpCase ran on TestDevice() in this process: each case's op once its forward checks
 // ran, and the ops its gradient rule calls (its backward ops) once its gradient checks ran.
 const std::set<std::string>& CoveredOps();
+// For ops no case can call directly (the fused op, which only the fusion pass makes): records
+// `op` as run on TestDevice() by a test that checked its results in another way.
+void MarkCovered(const std::string& op);
 
 // Where this build of the op tests runs its ops (op_test_device_{cpu,gpu}.cc).
 Device TestDevice();

@@ -163,6 +163,7 @@ bool HasScalar(const std::string& functor) {
 std::vector<Call> CallsOf(const Op& op, int64_t n) {
   const PointwiseFn& pw = op.pointwise;
   std::vector<Call> calls;
+  if (pw.functor_of) return calls;  // Activation: AllCalls adds one call per act_type
   switch (pw.kind) {
     case PointwiseKind::kUnary:
     case PointwiseKind::kUnaryBackward: {
@@ -187,6 +188,8 @@ std::vector<Call> CallsOf(const Op& op, int64_t n) {
         calls.push_back({op.name, attrs, pw.kind, pw.functor, std::vector<Shape>(arity, Shape{size}), arity});
       }
       return calls;
+    case PointwiseKind::kCast:  // conversions and views: no arithmetic to get wrong
+    case PointwiseKind::kReshape:
     case PointwiseKind::kNone:
       break;
   }

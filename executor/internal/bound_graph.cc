@@ -94,6 +94,11 @@ Invocation BoundGraph::NodeInvocation(uint32_t n, const std::vector<uint32_t>& u
     if (auto it = grad_req.find(e); it != grad_req.end()) req = it->second;
     call.AddOutput(entries_[e].View(), entries_[e].var(), req);
   }
+  try {
+    call.Prepare();  // the tensors of a bound node never change
+  } catch (const Error& e) {
+    WEFT_THROW("Bind: node '" << node.name << "': " << e.what());
+  }
   return call;
 }
 

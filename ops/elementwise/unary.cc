@@ -28,11 +28,14 @@ std::vector<Shape> BackwardShape(const Attrs&, const std::vector<Shape>& in) {
   return {in[0]};
 }
 
+double ScalarOf(const Attrs& a) { return a.Get<ScalarParam>().scalar; }
+std::string ActivationFunctorOf(const Attrs& a) { return ActivationFunctor(a.Get<ActivationParam>().act_type); }
+
 // Registers `name` and `_backward_<name>`, parsing attributes with `parse` (null: none), and
-// applying `functor` (empty for Activation, whose functor act_type chooses).
+// applying the functor `pointwise` names (its kind is set here).
 template <typename P>
 void DefineUnaryPair(const std::string& name, const std::string& description, P (*parse)(AttrReader&),
-                     const std::string& functor) {
+                     PointwiseFn pointwise) {
   const std::string backward = "_backward_" + name;
   Op& fwd = RegisterOp(name);
   fwd.Describe(description).Inputs({"data"}).InferShape(SameAsInput0).Inplace({{0, 0}});
@@ -45,20 +48,22 @@ void DefineUnaryPair(const std::string& name, const std::string& description, P 
       .InferShape(BackwardShape)
       .Inplace({{0, 0}});
   if (parse != nullptr) fwd.Params(parse), bwd.Params(parse);
-  if (!functor.empty()) {
-    fwd.Pointwise(PointwiseKind::kUnary, functor);
-    bwd.Pointwise(PointwiseKind::kUnaryBackward, functor);
-  }
+  pointwise.kind = PointwiseKind::kUnary;
+  fwd.Pointwise(pointwise);
+  pointwise.kind = PointwiseKind::kUnaryBackward;
+  bwd.Pointwise(std::move(pointwise));
 }
 
 const bool defined = [] {
   using NoParams = ScalarParam (*)(AttrReader&);
-#define WEFT_DEFINE_UNARY(name, functor, description, has_scalar) \
-  DefineUnaryPair(#name, description, has_scalar ? ParseScalar : NoParams{}, "weft::fn::" #functor);
+#define WEFT_DEFINE_UNARY(name, functor, description, has_scalar)                 \
+  DefineUnaryPair(#name, description, has_scalar ? ParseScalar : NoParams{},        \
+                  PointwiseFn{PointwiseKind::kNone, "weft::fn::" #functor, nullptr, \
+                              has_scalar ? ScalarOf : std::function<double(const Attrs&)>{}});
   WEFT_UNARY_OPS(WEFT_DEFINE_UNARY)
 #undef WEFT_DEFINE_UNARY
   DefineUnaryPair("Activation", "elementwise activation: act_type is relu, sigmoid, tanh, softrelu or gelu",
-                  ParseActivation, "");
+                  ParseActivation, PointwiseFn{PointwiseKind::kNone, "", ActivationFunctorOf, nullptr});
   return true;
 }();
 

@@ -56,4 +56,16 @@ struct ActivationParam {
   ActType act_type;
 };
 
+// The functor of ops/math/unary.h an act_type applies ("weft::fn::Relu").
+inline const char* ActivationFunctor(ActType act) {
+  switch (act) {
+#define WEFT_ACT_CASE(value, name, functor) \
+  case ActType::value:                      \
+    return "weft::fn::" #functor;
+    WEFT_ACTIVATIONS(WEFT_ACT_CASE)
+#undef WEFT_ACT_CASE
+  }
+  return "";
+}
+
 }  // namespace weft

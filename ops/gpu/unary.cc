@@ -48,26 +48,14 @@ void RegisterUnary(const std::string& op, const std::string& functor, bool has_s
                   });
 }
 
-// The functor of Activation's act_type.
-const char* ActivationFunctor(const Attrs& a) {
-  switch (a.Get<ActivationParam>().act_type) {
-#define WEFT_ACT_CASE(value, name, functor) \
-  case ActType::value:                      \
-    return "weft::fn::" #functor;
-    WEFT_ACTIVATIONS(WEFT_ACT_CASE)
-#undef WEFT_ACT_CASE
-  }
-  return "";
-}
-
 void ActivationForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
                        std::span<const TensorView> out) {
-  Forward(ctx, "Activation", ActivationFunctor(a), 0.0, in[0], req[0], out[0]);
+  Forward(ctx, "Activation", ActivationFunctor(a.Get<ActivationParam>().act_type), 0.0, in[0], req[0], out[0]);
 }
 
 void ActivationBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                         std::span<const OpReq> req, std::span<const TensorView> out) {
-  Backward(ctx, "_backward_Activation", ActivationFunctor(a), 0.0, in, req[0], out[0]);
+  Backward(ctx, "_backward_Activation", ActivationFunctor(a.Get<ActivationParam>().act_type), 0.0, in, req[0], out[0]);
 }
 
 const bool registered = [] {

@@ -29,6 +29,7 @@ Op& DefineReshapeOp(const std::string& name, const std::string& description, Sha
       .Describe(description)
       .InferShape(std::move(infer))
       .Inplace({{0, 0}})
+      .Pointwise(PointwiseKind::kReshape)
       .Gradient(ReshapeLikeGradient);
 }
 

@@ -1,0 +1,155 @@
+// CPU compute of _fused_pointwise (ops/fusion/fused_group.h): the group's steps run over tiles of
+// its iteration space, each step through its op's own CPU compute on one tile before the next tile
+// is loaded. A tile of every value between steps stays in L1, so a chain of k pointwise ops reads
+// its inputs and writes its outputs in main memory once instead of k times, and computes exactly
+// what the unfused ops compute (the same code on the same elements: bit for bit). Tiles run in
+// parallel with the op's thread budget (ParallelFor). Broadcast inputs are gathered into a tile of
+// their own for each binary step that reads them.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "ops/fusion/fused_group.h"
+#include "ops/fusion/internal/step_plan.h"
+#include "ops/internal/cpu_util.h"
+#include "ops/op.h"
+
+namespace weft::cpu {
+namespace {
+
+constexpr int64_t kTileBudgetBytes = 24 << 10;  // one tile of every slot and gathered input: in L1
+constexpr int64_t kMaxTile = 4096;              // elements; the ops' own ParallelFor grain: inline
+constexpr int64_t kMinTile = 256;
+
+// The elements of a broadcast input that positions [begin, begin + n) of its reader's output
+// (row-major, shape `out`) read: stride 0 along the axes it is broadcast along.
+class BroadcastGather {
+ public:
+  BroadcastGather(const Shape& in, const Shape& out, DType dtype) : esize_(DTypeSize(dtype)), ndim_(out.ndim()) {
+    int64_t stride = 1;
+    for (int d = ndim_ - 1; d >= 0; --d) {
+      const int di = in.ndim() - ndim_ + d;
+      const int64_t extent = di >= 0 ? in[di] : 1;
+      extent_[d] = out[d];
+      stride_[d] = extent == 1 ? 0 : stride;
+      stride *= extent;
+    }
+  }
+
+  void Gather(const void* src, int64_t begin, int64_t n, void* dst) const {
+    int64_t idx[Shape::kMaxDims] = {};
+    int64_t offset = 0;
+    for (int d = ndim_ - 1; d >= 0; --d) {
+      idx[d] = begin % extent_[d];
+      begin /= extent_[d];
+      offset += idx[d] * stride_[d];
+    }
+    const char* from = static_cast<const char*>(src);
+    char* to = static_cast<char*>(dst);
+    for (int64_t j = 0; j < n; ++j) {
+      std::memcpy(to + j * esize_, from + offset * esize_, esize_);
+      for (int d = ndim_ - 1; d >= 0; --d) {  // the next position, row-major
+        offset += stride_[d];
+        if (++idx[d] < extent_[d]) break;
+        offset -= stride_[d] * extent_[d];
+        idx[d] = 0;
+      }
+    }
+  }
+
+ private:
+  size_t esize_;
+  int ndim_;
+  int64_t extent_[Shape::kMaxDims] = {}, stride_[Shape::kMaxDims] = {};
+};
+
+class FusedCpu {
+ public:
+  FusedCpu(std::shared_ptr<const FusedGroup> group, std::span<const OpReq> req)
+      : group_(std::move(group)), plan_(*group_, Device::Cpu(), req) {
+    const FusedGroup& g = *group_;
+    size_t max_esize = 1, per_element = 0;
+    for (DType t : g.dtypes) max_esize = std::max(max_esize, DTypeSize(t));
+    slot_bytes_per_element_ = max_esize;
+    per_element += static_cast<size_t>(plan_.num_slots()) * max_esize;
+    for (const StepPlan::BroadcastUse& u : plan_.broadcast_uses()) {
+      const FusedGroup::Step& step = g.steps[u.step];
+      gathers_.emplace_back(g.shapes[u.input], g.shapes[step.first_output], g.dtypes[u.input]);
+      per_element += max_esize;
+    }
+    tile_ = per_element == 0 ? kMaxTile : kTileBudgetBytes / static_cast<int64_t>(per_element);
+    tile_ = std::clamp<int64_t>(tile_ / 64 * 64, kMinTile, kMaxTile);
+    for (uint32_t i = 0; i < g.num_inputs; ++i) input_kind_.push_back(g.input_kind(i));
+  }
+
+  void Run(const OpContext& ctx, std::span<const TensorView> in, std::span<const TensorView> out) const {
+    const int64_t tiles = (group_->size + tile_ - 1) / tile_;
+    ParallelFor(tiles, std::max<int64_t>(1, (1 << 16) / tile_), [&](int64_t first, int64_t last) {
+      const size_t uses = plan_.broadcast_uses().size();
+      std::vector<double> memory(((plan_.num_slots() + uses) * slot_bytes_per_element_ * tile_ + 7) / 8);
+      std::vector<TensorView> values(group_->num_values()), outs(out.size()), gathered(uses);
+      for (int64_t t = first; t < last; ++t) {
+        const int64_t begin = t * tile_, n = std::min(tile_, group_->size - begin);
+        RunTile(ctx, in, out, begin, n, reinterpret_cast<char*>(memory.data()), values, outs, gathered);
+      }
+    });
+  }
+
+ private:
+  static TensorView Slice(const TensorView& t, int64_t begin, int64_t n) {
+    return TensorView(static_cast<char*>(t.raw()) + begin * DTypeSize(t.dtype()), Shape{n}, t.dtype(), t.device());
+  }
+
+  void RunTile(const OpContext& ctx, std::span<const TensorView> in, std::span<const TensorView> out, int64_t begin,
+               int64_t n, char* memory, std::vector<TensorView>& values, std::vector<TensorView>& outs,
+               std::vector<TensorView>& gathered) const {
+    const FusedGroup& g = *group_;
+    const size_t slot_bytes = slot_bytes_per_element_ * tile_;
+    for (uint32_t i = 0; i < g.num_inputs; ++i) {
+      values[i] = input_kind_[i] == FusedGroup::InputKind::kFull ? Slice(in[i], begin, n) : in[i];
+    }
+    for (uint32_t v = g.num_inputs; v < g.num_values(); ++v) {
+      const int slot = plan_.slot(v);
+      void* data = slot >= 0 ? memory + slot * slot_bytes : nullptr;
+      values[v] = TensorView(data, Shape{n}, g.dtypes[v], Device::Cpu());
+    }
+    for (size_t k = 0; k < out.size(); ++k) outs[k] = Slice(out[k], begin, n);
+    char* next = memory + plan_.num_slots() * slot_bytes;
+    for (size_t u = 0; u < gathered.size(); ++u, next += slot_bytes) {
+      const uint32_t input = plan_.broadcast_uses()[u].input;
+      gathers_[u].Gather(in[input].raw(), begin, n, next);
+      gathered[u] = TensorView(next, Shape{n}, g.dtypes[input], Device::Cpu());
+    }
+    plan_.Run(ctx, values, outs, gathered);
+  }
+
+  std::shared_ptr<const FusedGroup> group_;
+  StepPlan plan_;
+  std::vector<BroadcastGather> gathers_;  // per broadcast use
+  std::vector<FusedGroup::InputKind> input_kind_;
+  size_t slot_bytes_per_element_ = 1;
+  int64_t tile_ = kMaxTile;  // elements
+};
+
+// Bind time: the plan, once for the node's requests.
+ComputeFn PrepareFused(const Attrs& attrs, Device, std::span<const TensorView>, std::span<const OpReq> req,
+                       std::span<const TensorView>) {
+  auto fused = std::make_shared<const FusedCpu>(attrs.Get<FusedParam>().group, req);
+  return [fused](const OpContext& ctx, const Attrs&, std::span<const TensorView> in, std::span<const OpReq>,
+                 std::span<const TensorView> out) { fused->Run(ctx, in, out); };
+}
+
+void FusedCompute(const OpContext& ctx, const Attrs& attrs, std::span<const TensorView> in, std::span<const OpReq> req,
+                  std::span<const TensorView> out) {
+  FusedCpu(attrs.Get<FusedParam>().group, req).Run(ctx, in, out);
+}
+
+const bool registered = [] {
+  RegisterCompute("_fused_pointwise", DeviceType::kCpu, FusedCompute);
+  RegisterPrepare("_fused_pointwise", DeviceType::kCpu, PrepareFused);
+  return true;
+}();
+
+}  // namespace
+}  // namespace weft::cpu

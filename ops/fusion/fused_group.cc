@@ -1,0 +1,64 @@
+#include "ops/fusion/fused_group.h"
+
+#include "core/error.h"
+
+namespace weft {
+
+// Meta when no step reads it as data: only as a later input of a cast or reshape step.
+FusedGroup::InputKind FusedGroup::input_kind(uint32_t input) const {
+  bool data = false;
+  for (const Step& s : steps) {
+    const PointwiseKind kind = s.op->pointwise.kind;
+    const bool first_only = kind == PointwiseKind::kCast || kind == PointwiseKind::kReshape;
+    for (size_t a = 0; a < s.args.size(); ++a) data = data || (s.args[a] == input && (a == 0 || !first_only));
+  }
+  if (!data) return InputKind::kMeta;
+  return shapes[input].Size() == size ? InputKind::kFull : InputKind::kBroadcast;
+}
+
+std::vector<int> FusedGroup::Producers() const {
+  std::vector<int> producer(num_values(), -1);
+  for (size_t s = 0; s < steps.size(); ++s) {
+    for (uint32_t o = 0; o < steps[s].num_outputs; ++o) producer[steps[s].first_output + o] = static_cast<int>(s);
+  }
+  return producer;
+}
+
+std::vector<int> FusedGroup::OutputIndex() const {
+  std::vector<int> index(num_values(), -1);
+  for (size_t k = 0; k < outputs.size(); ++k) index[outputs[k]] = static_cast<int>(k);
+  return index;
+}
+
+void FusedGroup::Check() const {
+  uint32_t next = num_inputs;
+  for (const Step& s : steps) {
+    WEFT_CHECK(s.op != nullptr && s.op->pointwise) << label << ": step '" << s.name << "' is not a pointwise op";
+    WEFT_CHECK_EQ(s.first_output, next) << label << ": step '" << s.name << "' outputs out of order";
+    for (uint32_t a : s.args) {
+      WEFT_CHECK(a < s.first_output) << label << ": step '" << s.name << "' reads value " << a << " before it exists";
+    }
+    for (uint32_t o = 0; o < s.num_outputs; ++o) {
+      WEFT_CHECK_EQ(shapes[next + o].Size(), size) << label << ": step '" << s.name << "' output " << o;
+    }
+    next += s.num_outputs;
+  }
+  WEFT_CHECK_EQ(next, num_values()) << label << ": values";
+  for (uint32_t i = 0; i < num_inputs; ++i) {
+    if (input_kind(i) != InputKind::kBroadcast) continue;
+    for (const Step& s : steps) {
+      for (uint32_t a : s.args) {
+        WEFT_CHECK(a != i || s.op->pointwise.kind == PointwiseKind::kBinary)
+            << label << ": broadcast input " << i << " read by '" << s.name << "'";
+      }
+    }
+  }
+  for (uint32_t v : outputs) WEFT_CHECK(v >= num_inputs && v < num_values()) << label << ": output value " << v;
+}
+
+Attrs FusedAttrs(std::shared_ptr<const FusedGroup> group) {
+  static const std::string* name = &GetOp("_fused_pointwise").name;
+  return Attrs({}, ParsedParams::Of(FusedParam{std::move(group)}), name);
+}
+
+}  // namespace weft

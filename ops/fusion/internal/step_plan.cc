@@ -1,0 +1,141 @@
+#include "ops/fusion/internal/step_plan.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/small_vector.h"
+#include "ops/invocation.h"
+
+namespace weft {
+
+namespace {
+
+bool IsReshape(const FusedGroup::Step& s) { return s.op->pointwise.kind == PointwiseKind::kReshape; }
+
+// For each value, the last step that reads it (-1: none), counting a reshape's reads of its
+// alias as reads of the aliased value; `kEnd` for values an output copies at the end.
+constexpr int kEnd = 1 << 30;
+
+}  // namespace
+
+StepPlan::StepPlan(const FusedGroup& group, Device device, std::span<const OpReq> out_req)
+    : group_(group), out_req_(out_req.begin(), out_req.end()) {
+  WEFT_CHECK_EQ(out_req.size(), group.outputs.size()) << group.label << ": output requests";
+  std::vector<int> last_read(group.num_values(), -1);
+  for (size_t s = 0; s < group.steps.size(); ++s) {
+    for (uint32_t a : group.steps[s].args) last_read[a] = static_cast<int>(s);
+  }
+  AssignHomes(last_read);
+  for (auto [value, output] : at_end_) last_read[value] = kEnd;
+  for (size_t s = group.steps.size(); s-- > 0;) {  // an alias keeps its source alive
+    const FusedGroup::Step& step = group.steps[s];
+    if (home_[step.first_output] == Home::kAlias) {
+      last_read[step.args[0]] = std::max(last_read[step.args[0]], last_read[step.first_output]);
+    }
+  }
+  AssignSlots(last_read);
+  for (const FusedGroup::Step& step : group.steps) compute_.push_back(&ComputeFor(*step.op, device));
+  copy_ = &ComputeFor(GetOp("_copy"), device);
+  IndexBroadcastUses();
+}
+
+void StepPlan::AssignHomes(const std::vector<int>& last_read) {
+  const FusedGroup& g = group_;
+  const std::vector<int> out_index = g.OutputIndex();
+  home_.assign(g.num_values(), Home::kInput);
+  for (const FusedGroup::Step& step : g.steps) {
+    req_.emplace_back();
+    for (uint32_t v = step.first_output; v < step.first_output + step.num_outputs; ++v) {
+      const bool read = last_read[v] >= 0;
+      const int k = out_index[v];
+      const OpReq r = k < 0 ? OpReq::kNull : (out_req_[k] == OpReq::kWriteInplace ? OpReq::kWrite : out_req_[k]);
+      Home home;
+      if (IsReshape(step) && read) {
+        home = Home::kAlias;  // its readers read the source; an output gets a copy at the end
+        if (r != OpReq::kNull) at_end_.emplace_back(v, k);
+      } else if (r == OpReq::kNull) {
+        home = read ? Home::kScratch : Home::kUnused;
+      } else if (r == OpReq::kAddTo && read) {
+        home = Home::kScratch;  // later steps read the value, not the sum
+        at_end_.emplace_back(v, k);
+      } else {
+        home = Home::kOutput;
+      }
+      home_[v] = home;
+      req_.back().push_back(home == Home::kOutput ? r : home == Home::kScratch ? OpReq::kWrite : OpReq::kNull);
+    }
+  }
+}
+
+// Slots by first fit in step order: a step's outputs never share a slot with its own arguments
+// (those are freed after it), so no op runs in place on a slot.
+void StepPlan::AssignSlots(const std::vector<int>& last_read) {
+  slot_.assign(group_.num_values(), -1);
+  std::vector<int> free_slots;
+  std::vector<std::vector<uint32_t>> dies(group_.steps.size());  // values whose last read is step s
+  for (uint32_t v = group_.num_inputs; v < group_.num_values(); ++v) {
+    if (home_[v] == Home::kScratch && last_read[v] >= 0 && last_read[v] != kEnd) dies[last_read[v]].push_back(v);
+  }
+  for (size_t s = 0; s < group_.steps.size(); ++s) {
+    const FusedGroup::Step& step = group_.steps[s];
+    for (uint32_t v = step.first_output; v < step.first_output + step.num_outputs; ++v) {
+      if (home_[v] != Home::kScratch) continue;
+      if (free_slots.empty()) {
+        slot_[v] = num_slots_++;
+      } else {
+        slot_[v] = free_slots.back();
+        free_slots.pop_back();
+      }
+    }
+    for (uint32_t v : dies[s]) free_slots.push_back(slot_[v]);
+  }
+}
+
+void StepPlan::IndexBroadcastUses() {
+  for (size_t s = 0; s < group_.steps.size(); ++s) {
+    const FusedGroup::Step& step = group_.steps[s];
+    arg_offset_.push_back(static_cast<uint32_t>(broadcast_use_of_.size()));
+    for (size_t a = 0; a < step.args.size(); ++a) {
+      const uint32_t v = step.args[a];
+      const bool broadcast = v < group_.num_inputs && group_.input_kind(v) == FusedGroup::InputKind::kBroadcast;
+      broadcast_use_of_.push_back(broadcast ? static_cast<int>(broadcast_uses_.size()) : -1);
+      if (broadcast) broadcast_uses_.push_back({static_cast<uint32_t>(s), static_cast<uint32_t>(a), v});
+    }
+  }
+}
+
+void StepPlan::Run(const OpContext& ctx, std::vector<TensorView>& values, std::span<const TensorView> outputs,
+                   std::span<const TensorView> broadcast) const {
+  const FusedGroup& g = group_;
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    if (home_[g.outputs[k]] == Home::kOutput) values[g.outputs[k]] = outputs[k];
+  }
+  SmallVector<TensorView, 4> in, out;
+  for (size_t s = 0; s < g.steps.size(); ++s) {
+    const FusedGroup::Step& step = g.steps[s];
+    const uint32_t v0 = step.first_output;
+    if (home_[v0] == Home::kAlias) {  // the same memory; whole tensors take the step's shape
+      const TensorView& src = values[step.args[0]];
+      values[v0] = src.size() == g.shapes[v0].Size() ? src.Reshaped(g.shapes[v0]) : src;
+      continue;
+    }
+    const std::vector<OpReq>& req = req_[s];
+    if (std::all_of(req.begin(), req.end(), [](OpReq r) { return r == OpReq::kNull; })) continue;
+    in.clear();
+    out.clear();
+    for (size_t a = 0; a < step.args.size(); ++a) {
+      const int use = broadcast.empty() ? -1 : broadcast_use_of_[arg_offset_[s] + a];
+      in.push_back(use >= 0 ? broadcast[use] : values[step.args[a]]);
+    }
+    for (uint32_t o = 0; o < step.num_outputs; ++o) out.push_back(values[v0 + o]);
+    (*compute_[s])(ctx, step.attrs, in.span(), req, out.span());
+  }
+  for (auto [value, output] : at_end_) {
+    const TensorView& dst = outputs[output];
+    const OpReq r = out_req_[output] == OpReq::kWriteInplace ? OpReq::kWrite : out_req_[output];
+    const TensorView src = values[value];
+    (*copy_)(ctx, Attrs(), {&src, 1}, {&r, 1}, {&dst, 1});
+  }
+}
+
+}  // namespace weft
