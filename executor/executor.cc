@@ -96,7 +96,8 @@ std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, co
   std::map<std::string, DType> dtypes;
   for (const auto& [name, array] : args) shapes[name] = array.shape(), dtypes[name] = array.dtype();
   g = InferShapesAndTypes(g, shapes, dtypes);
-  if (GetEnvBool("WEFT_USE_FUSION", true)) g = FusePointwise(g);
+  FusionStats fusion;
+  if (GetEnvBool("WEFT_USE_FUSION", true)) g = FusePointwise(g, &fusion);
   std::unique_ptr<Executor> exec(
       new Executor(std::make_unique<Impl>(g, device, args, arg_grads, grad_args, grad_reqs)));
   exec->symbol_ = symbol;
@@ -105,6 +106,8 @@ std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, co
   exec->arg_grads_ = arg_grads;
   exec->grad_reqs_ = grad_reqs;
   exec->outputs_ = exec->impl_->plan.forward_outputs();
+  exec->fused_groups_ = fusion.groups;
+  exec->fused_nodes_ = fusion.fused_nodes;
   return exec;
 }
 
@@ -131,6 +134,8 @@ ExecutorStats Executor::stats() const {
   stats.plan_bytes = plan.graph().memory().total_bytes;
   stats.naive_bytes = plan.graph().memory().naive_bytes;
   stats.engine_ops_pushed = impl_->run.stats().engine_ops_pushed;
+  stats.fused_groups = fused_groups_;
+  stats.fused_nodes = fused_nodes_;
   return stats;
 }
 

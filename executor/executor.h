@@ -35,6 +35,8 @@ struct ExecutorStats {
   size_t backward_nodes = 0;  // nodes the backward pass runs
   size_t plan_bytes = 0;      // internal buffers the memory plan allocated
   size_t naive_bytes = 0;     // what one buffer per internal entry would need
+  size_t fused_groups = 0;    // fused nodes the fusion pass made (passes/fuse_pointwise.h)
+  size_t fused_nodes = 0;     // the nodes they replace
   // Of the run:
   size_t engine_ops_pushed = 0;  // by the last Forward or Backward call
 };
@@ -75,6 +77,7 @@ class Executor {
   ArrayMap args_, arg_grads_;
   std::map<std::string, GradReq> grad_reqs_;
   std::vector<NDArray> outputs_;
+  size_t fused_groups_ = 0, fused_nodes_ = 0;
 };
 
 }  // namespace weft

@@ -124,6 +124,14 @@ Op& Op::Pointwise(PointwiseFn fn) {
   pointwise = std::move(fn);
   return *this;
 }
+Op& Op::PassOnly(const std::string& pass) {
+  pass_only = true;
+  parse = [op = name, pass](AttrReader&) -> ParsedParams {
+    WEFT_THROW("op '" << op << "' is made by " << pass << " when a graph is bound; it cannot be called or written "
+                      << "in a graph");
+  };
+  return *this;
+}
 
 bool Op::NeedsResource(Resource r) const { return std::find(resources.begin(), resources.end(), r) != resources.end(); }
 

@@ -171,6 +171,7 @@ struct Op {
   RandomDrawsFn random_draws;                // set with `random`
   bool stateful = false;                     // keeps state between calls: never merged by CSE
   PointwiseFn pointwise;                     // for pointwise ops: the functor they apply (fusion)
+  bool pass_only = false;                    // made only by a graph pass: never called, never in JSON
   std::array<PrepareFn, kNumDeviceTypes> prepare;  // optional, per device (Invocation::Prepare)
 
   // Builder setters used by WEFT_REGISTER_OP.
@@ -196,6 +197,9 @@ struct Op {
   Op& Stateful();
   Op& Pointwise(PointwiseKind kind, std::string functor = {});
   Op& Pointwise(PointwiseFn fn);
+  // An op that only a graph pass creates (the fused op): parsing attributes for it, as a call or
+  // a graph's JSON would, is an error saying so.
+  Op& PassOnly(const std::string& pass);
 
   bool NeedsResource(Resource r) const;
 };

@@ -144,6 +144,7 @@ RunResult BindAndRun(const Symbol& s, const std::map<std::string, Shape>& shapes
     reqs[name] = req;
   }
   auto exec = Executor::Bind(s, TestDevice(), args, req == GradReq::kNull ? Executor::ArrayMap{} : grads, reqs);
+  EXPECT_EQ(exec->stats().fused_groups > 0, fusion) << "the graph has a group to fuse";
   exec->Forward(/*is_train=*/true);
   if (req != GradReq::kNull) exec->Backward();
   RunResult run;
@@ -258,6 +259,11 @@ TEST(Fusion, AnAddedOutputThatLaterStepsReadStaysTheValue) {
       ASSERT_NEAR(ev[i], std::exp(relu), 1e-6 * std::exp(relu)) << i;
     }
   }
+}
+
+TEST(Fusion, TheFusedOpCannotBeCalledOrLoaded) {
+  ExpectErrorContains([] { Symbol::Op("_fused_pointwise", {Var("x")}); }, {"_fused_pointwise", "fusion pass"});
+  ExpectErrorContains([] { ParseAttrs(GetOp("_fused_pointwise"), {}); }, {"cannot be called"});
 }
 
 TEST(Fusion, ABadSwitchValueIsAnErrorNamingIt) {

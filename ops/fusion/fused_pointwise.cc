@@ -36,6 +36,7 @@ std::vector<DType> FusedTypes(const Attrs& a, const std::vector<DType>&) {
 const bool defined = [] {
   RegisterOp("_fused_pointwise")
       .Describe("connected pointwise ops run as one (made by the fusion pass when a graph is bound)")
+      .PassOnly("the pointwise fusion pass")
       .VariadicInputs([](const Attrs& a) { return static_cast<int>(GroupOf(a).num_inputs); })
       .Outputs([](const Attrs& a) { return static_cast<int>(GroupOf(a).outputs.size()); })
       .InferShape(FusedShapes)
