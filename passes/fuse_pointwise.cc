@@ -181,15 +181,20 @@ class Rewriter {
   }
 
   Graph Run(FusionStats* stats) {
-    if (stats != nullptr) {
-      stats->groups = groups_.size();
-      for (const auto& members : groups_) stats->fused_nodes += members.size();
-    }
+    if (stats != nullptr) *stats = Stats();
     if (groups_.empty()) return g_;
+    std::vector<uint32_t> order = Order();
+    if (order.size() != NumUnits()) {  // a cycle through groups: dissolve the groups on cycles
+      DissolveCycles();
+      if (stats != nullptr) *stats = Stats();
+      if (groups_.empty()) return g_;
+      order = Order();
+      WEFT_CHECK_EQ(order.size(), NumUnits()) << "fusion: the fused graph has a cycle";
+    }
     new_index_.assign(g_.nodes().size() + groups_.size(), 0);
     value_of_.assign(g_.num_entries(), -1);
     MarkExternalUses();
-    for (uint32_t u : Order()) {
+    for (uint32_t u : order) {
       if (u < g_.nodes().size()) {
         EmitNode(u);
       } else {
@@ -213,18 +218,34 @@ class Rewriter {
     for (const NodeEntry& e : g_.outputs()) external_[g_.EntryId(e)] = true;
   }
 
+  FusionStats Stats() const {
+    FusionStats stats;
+    stats.groups = groups_.size();
+    for (const auto& members : groups_) stats.fused_nodes += members.size();
+    return stats;
+  }
+  size_t NumUnits() const { return g_.nodes().size() + groups_.size() - Stats().fused_nodes; }
+
+  // The condensed graph: for each unit, the units that read it (once per edge of the graph).
+  std::vector<std::vector<uint32_t>> Successors() const {
+    std::vector<std::vector<uint32_t>> next(g_.nodes().size() + groups_.size());
+    for (uint32_t n = 0; n < g_.nodes().size(); ++n) {
+      for (const NodeEntry& in : g_.node(n).inputs) {
+        if (unit_[in.node] != unit_[n]) next[unit_[in.node]].push_back(unit_[n]);
+      }
+    }
+    return next;
+  }
+
   // Kahn's algorithm over units, smallest first node first (the old order where it is valid).
+  // Shorter than NumUnits() when groups close a cycle.
   std::vector<uint32_t> Order() const {
     const size_t n_nodes = g_.nodes().size(), n_units = n_nodes + groups_.size();
     std::vector<uint32_t> indegree(n_units, 0), first(n_units, 0);
-    std::vector<std::vector<uint32_t>> next(n_units);
-    for (uint32_t n = 0; n < n_nodes; ++n) {
-      first[n] = n;
-      for (const NodeEntry& in : g_.node(n).inputs) {
-        if (unit_[in.node] == unit_[n]) continue;
-        next[unit_[in.node]].push_back(unit_[n]);
-        ++indegree[unit_[n]];
-      }
+    const std::vector<std::vector<uint32_t>> next = Successors();
+    for (uint32_t u = 0; u < n_units; ++u) {
+      if (u < n_nodes) first[u] = u;
+      for (uint32_t v : next[u]) ++indegree[v];
     }
     for (size_t gi = 0; gi < groups_.size(); ++gi) first[n_nodes + gi] = groups_[gi].front();
     using Item = std::pair<uint32_t, uint32_t>;  // (first node, unit)
@@ -242,15 +263,10 @@ class Rewriter {
         if (--indegree[v] == 0) ready.push({first[v], v});
       }
     }
-    WEFT_CHECK_EQ(order.size(), n_units - CountMembers()) << "fusion: the fused graph has a cycle";
     return order;
   }
 
-  size_t CountMembers() const {
-    size_t members = 0;
-    for (const auto& m : groups_) members += m.size();
-    return members;
-  }
+  void DissolveCycles();
 
   NodeEntry Map(const NodeEntry& e) const { return new_entry_[g_.EntryId(e)]; }
 
@@ -285,6 +301,63 @@ class Rewriter {
   std::vector<Shape> shapes_;
   std::vector<DType> dtypes_;
 };
+
+// The partition keeps each group convex as far as the groups that reach each node tell; when
+// groups that grew later meet (each reaching the other only through the other's later members),
+// the condensed graph can still have a cycle. Every group on one is split back into its nodes:
+// the strongly connected components (Tarjan, iterative) of the condensed graph that hold more
+// than one unit. One round is enough: a cycle left would contract to one in the graph before.
+void Rewriter::DissolveCycles() {
+  const std::vector<std::vector<uint32_t>> next = Successors();
+  const uint32_t n_units = static_cast<uint32_t>(next.size()), none = UINT32_MAX;
+  std::vector<uint32_t> index(n_units, none), low(n_units, 0), stack, component(n_units, none);
+  std::vector<bool> on_stack(n_units, false), dissolve(groups_.size(), false);
+  uint32_t counter = 0;
+  std::vector<std::pair<uint32_t, size_t>> calls;  // (unit, next successor to visit)
+  for (uint32_t root = 0; root < n_units; ++root) {
+    if (index[root] != none) continue;
+    calls.push_back({root, 0});
+    index[root] = low[root] = counter++;
+    stack.push_back(root), on_stack[root] = true;
+    while (!calls.empty()) {
+      auto& [u, i] = calls.back();
+      if (i < next[u].size()) {
+        const uint32_t v = next[u][i++];
+        if (index[v] == none) {
+          index[v] = low[v] = counter++;
+          stack.push_back(v), on_stack[v] = true;
+          calls.push_back({v, 0});
+        } else if (on_stack[v]) {
+          low[u] = std::min(low[u], index[v]);
+        }
+        continue;
+      }
+      const uint32_t done = u;
+      calls.pop_back();
+      if (!calls.empty()) low[calls.back().first] = std::min(low[calls.back().first], low[done]);
+      if (low[done] != index[done]) continue;
+      std::vector<uint32_t> scc;
+      for (uint32_t w = none; w != done;) {
+        w = stack.back();
+        stack.pop_back(), on_stack[w] = false;
+        scc.push_back(w);
+      }
+      if (scc.size() < 2) continue;
+      for (uint32_t w : scc) {
+        if (w >= g_.nodes().size()) dissolve[w - g_.nodes().size()] = true;
+      }
+    }
+  }
+  std::vector<std::vector<uint32_t>> kept;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    if (!dissolve[gi]) kept.push_back(std::move(groups_[gi]));
+  }
+  groups_ = std::move(kept);
+  for (uint32_t n = 0; n < g_.nodes().size(); ++n) unit_[n] = n;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    for (uint32_t n : groups_[gi]) unit_[n] = static_cast<uint32_t>(g_.nodes().size() + gi);
+  }
+}
 
 // "fused(mul_scalar, add_scalar, relu)", naming at most 10 ops.
 std::string Label(const Graph& g, const std::vector<uint32_t>& members) {

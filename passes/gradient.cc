@@ -1,6 +1,8 @@
 #include "passes/gradient.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "passes/prune.h"
@@ -21,7 +23,17 @@ class GradientBuilder {
       if (on_path_[n] && !g_.nodes[n].is_variable()) Differentiate(n);
     }
     g_.num_forward_outputs = g_.outputs.size();
-    for (uint32_t arg : wrt_) g_.outputs.push_back(OwnEntry(Sum({arg, 0}), g_.nodes[arg].name + "_grad"));
+    std::vector<NodeEntry> sums;
+    for (uint32_t arg : wrt_) sums.push_back(Sum({arg, 0}));
+    std::set<NodeEntry> read;  // by some node
+    for (const Node& node : g_.nodes) read.insert(node.inputs.begin(), node.inputs.end());
+    for (size_t i = 0; i < wrt_.size(); ++i) {
+      const NodeEntry e = sums[i];
+      const bool own = g_.nodes[e.node].is_backward() && !read.contains(e) &&
+                       std::count(sums.begin(), sums.end(), e) == 1 &&
+                       std::find(g_.outputs.begin(), g_.outputs.end(), e) == g_.outputs.end();
+      g_.outputs.push_back(own ? e : Copy(e, g_.nodes[wrt_[i]].name + "_grad"));
+    }
     return Prune(std::move(g_).Freeze());
   }
 
@@ -49,13 +61,11 @@ class GradientBuilder {
     }
   }
 
-  // Each gradient output must be an entry of its own that only it uses: the executor writes (or
-  // adds) it into the user's gradient array. A variable (a head gradient) or an entry already
-  // taken by another output is copied.
-  NodeEntry OwnEntry(NodeEntry e, const std::string& name) {
-    bool taken = !g_.nodes[e.node].is_backward();  // a variable, or a forward entry
-    for (const NodeEntry& out : g_.outputs) taken = taken || out == e;
-    if (!taken) return e;
+  // Each gradient output must be an entry of its own that nothing else reads (Build): the
+  // executor writes (or adds) it into the user's gradient array, so a reader would see the array
+  // after the addition. A head gradient, a forward entry, an output, an entry a node reads or the
+  // gradient of several arguments is given a copy, one per output.
+  NodeEntry Copy(NodeEntry e, const std::string& name) {
     const Op& copy = GetOp("_copy");
     return {AddNode(Node{&copy, name + "_copy", ParseAttrs(copy, {}), {e}, static_cast<int64_t>(e.node)}), 0};
   }

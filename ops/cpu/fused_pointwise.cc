@@ -121,7 +121,7 @@ class FusedCpu {
       gathers_[u].Gather(in[input].raw(), begin, n, next);
       gathered[u] = TensorView(next, Shape{n}, g.dtypes[input], Device::Cpu());
     }
-    plan_.Run(ctx, values, outs, gathered);
+    plan_.Run(ctx, StepPlan::Layout::kTiles, values, outs, gathered);
   }
 
   std::shared_ptr<const FusedGroup> group_;

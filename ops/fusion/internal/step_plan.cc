@@ -104,8 +104,8 @@ void StepPlan::IndexBroadcastUses() {
   }
 }
 
-void StepPlan::Run(const OpContext& ctx, std::vector<TensorView>& values, std::span<const TensorView> outputs,
-                   std::span<const TensorView> broadcast) const {
+void StepPlan::Run(const OpContext& ctx, Layout layout, std::vector<TensorView>& values,
+                   std::span<const TensorView> outputs, std::span<const TensorView> broadcast) const {
   const FusedGroup& g = group_;
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     if (home_[g.outputs[k]] == Home::kOutput) values[g.outputs[k]] = outputs[k];
@@ -116,7 +116,7 @@ void StepPlan::Run(const OpContext& ctx, std::vector<TensorView>& values, std::s
     const uint32_t v0 = step.first_output;
     if (home_[v0] == Home::kAlias) {  // the same memory; whole tensors take the step's shape
       const TensorView& src = values[step.args[0]];
-      values[v0] = src.size() == g.shapes[v0].Size() ? src.Reshaped(g.shapes[v0]) : src;
+      values[v0] = layout == Layout::kTiles ? src : src.Reshaped(g.shapes[v0]);
       continue;
     }
     const std::vector<OpReq>& req = req_[s];

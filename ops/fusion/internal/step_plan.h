@@ -49,8 +49,10 @@ class StepPlan {
   // must be right); Run points the kOutput values at `outputs` (the fused node's, one per output)
   // and the kAlias ones at their source. `broadcast`: one view per broadcast use, replacing the
   // input's own view there (a CPU tile gathers them); empty to pass broadcast inputs as they are
-  // (whole tensors, which the binary op broadcasts itself).
-  void Run(const OpContext& ctx, std::vector<TensorView>& values, std::span<const TensorView> outputs,
+  // (whole tensors, which the binary op broadcasts itself). `layout`: whether every view is a
+  // flat tile (a reshape's alias is then its source's view) or a whole tensor of its value's shape.
+  enum class Layout : uint8_t { kTiles, kWholeTensors };
+  void Run(const OpContext& ctx, Layout layout, std::vector<TensorView>& values, std::span<const TensorView> outputs,
            std::span<const TensorView> broadcast) const;
 
  private:
