@@ -9,7 +9,9 @@
 // the group and comes back, so the fused graph has no cycle. Groups of one node are left as they
 // are. The partition visits each node once, in topological order, keeping for every node the few
 // groups that reach it (at most kReachCap of them; past that it is conservative and fuses less),
-// so it is linear in the graph's size.
+// so it is linear in the graph's size. Groups that grow after an outside node read them can still
+// meet in a cycle of the condensed graph; the rewrite finds those (one pass over the strongly
+// connected components, only when its topological sort fails) and splits the groups on them back.
 //
 //   Graph fused = FusePointwise(typed);   // typed.has_types()
 //   FusionStats stats;  FusePointwise(typed, &stats);   // stats.groups, stats.fused_nodes
