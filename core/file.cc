@@ -1,5 +1,7 @@
 #include "core/file.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -33,6 +35,15 @@ void WriteFileAtomically(const std::string& path, const std::string& contents) {
   AtomicFile file(path);
   file.stream() << contents;
   file.Commit();
+}
+
+std::optional<std::string> OpenForReading(const std::string& path, std::ifstream& in) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) return std::string(std::strerror(errno));
+  if (S_ISDIR(info.st_mode)) return std::string("is a directory, expected a file");
+  in.open(path, std::ios::binary);
+  if (!in) return std::string(std::strerror(errno));
+  return std::nullopt;
 }
 
 }  // namespace weft

@@ -5,9 +5,13 @@
 //   file.stream() << ...;
 //   file.Commit();                           // renames into place; throws on failure
 //   WriteFileAtomically(path, json_text);    // the same in one call
+//
+// Reading: OpenForReading says why a path cannot be read, a directory included (a stream on a
+// directory opens on Linux, and then every read fails).
 #pragma once
 
 #include <fstream>
+#include <optional>
 #include <string>
 
 namespace weft {
@@ -31,5 +35,9 @@ class AtomicFile {
 };
 
 void WriteFileAtomically(const std::string& path, const std::string& contents);
+
+// Opens `path` for binary reading into `in`. Returns why it cannot be read ("is a directory", or
+// the system's reason), or nullopt when `in` is open.
+std::optional<std::string> OpenForReading(const std::string& path, std::ifstream& in);
 
 }  // namespace weft

@@ -1,10 +1,11 @@
 #include "executor/executor.h"
 
 #include <algorithm>
-#include <sstream>
+#include <set>
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "executor/internal/bound_graph.h"
 #include "executor/internal/graph_run.h"
 #include "passes/cse.h"
@@ -33,14 +34,31 @@ Graph BuildGraph(const Symbol& symbol, const std::map<std::string, GradReq>& req
   return wrt.empty() ? g : Gradient(g, wrt);
 }
 
-std::string Names(const Graph& g) {
-  std::ostringstream os;
+// The arguments a user binds: the graph's variables but the head gradients the gradient pass added.
+std::vector<std::string> ArgumentNames(const Graph& g) {
+  std::vector<std::string> names;
   for (uint32_t n : g.ArgumentNodes()) {
-    if (std::count(g.head_grads().begin(), g.head_grads().end(), n) == 0) {
-      os << (os.tellp() > 0 ? ", " : "") << g.node(n).name;
-    }
+    if (std::count(g.head_grads().begin(), g.head_grads().end(), n) == 0) names.push_back(g.node(n).name);
   }
-  return os.str();
+  return names;
+}
+
+std::string Names(const Graph& g) { return QuotedList(ArgumentNames(g)); }
+
+// Every name given to Bind must be an argument of the graph: a misspelt one would be ignored.
+void CheckNames(const Graph& g, const Executor::ArrayMap& args, const Executor::ArrayMap& grads,
+                const std::map<std::string, GradReq>& reqs) {
+  const std::vector<std::string> known = ArgumentNames(g);
+  const std::set<std::string> known_set(known.begin(), known.end());
+  const auto check = [&](const char* what, const std::string& name) {
+    if (known_set.count(name) != 0) return;
+    WEFT_THROW("Bind: " << what << " '" << Abbreviate(name)
+                        << "' is not an argument of the graph; the graph's arguments are " << QuotedList(known)
+                        << DidYouMean(name, known));
+  };
+  for (const auto& [name, array] : args) check("argument", name);
+  for (const auto& [name, array] : grads) check("gradient array", name);
+  for (const auto& [name, req] : reqs) check("gradient request", name);
 }
 
 void CheckArguments(const Graph& g, Device device, const Executor::ArrayMap& args) {
@@ -49,10 +67,11 @@ void CheckArguments(const Graph& g, Device device, const Executor::ArrayMap& arg
     const std::string& name = g.node(n).name;
     auto it = args.find(name);
     if (it == args.end() || it->second.is_none()) {
-      WEFT_THROW("Bind: argument '" << name << "' is missing; expected arrays for: " << Names(g));
+      WEFT_THROW("Bind: argument '" << Abbreviate(name) << "' is missing; expected arrays for: " << Names(g));
     }
     if (it->second.device() != device) {
-      WEFT_THROW("Bind: argument '" << name << "' is on " << it->second.device() << ", expected " << device);
+      WEFT_THROW("Bind: argument '" << Abbreviate(name) << "' is on " << it->second.device() << ", expected "
+                                    << device);
     }
   }
 }
@@ -62,12 +81,12 @@ void CheckGradients(const Graph& g, const std::vector<std::string>& grad_args, c
   for (const std::string& name : grad_args) {
     auto it = grads.find(name);
     if (it == grads.end() || it->second.is_none()) {
-      WEFT_THROW("Bind: a gradient is requested for '" << name << "' but no gradient array was given");
+      WEFT_THROW("Bind: a gradient is requested for '" << Abbreviate(name) << "' but no gradient array was given");
     }
     const NDArray& arg = args.at(name);
     if (it->second.shape() != arg.shape() || it->second.dtype() != arg.dtype() || it->second.device() != arg.device()) {
-      WEFT_THROW("Bind: gradient of '" << name << "' must be " << arg.shape() << " " << arg.dtype() << " on "
-                                       << arg.device() << ", found " << it->second.ToString());
+      WEFT_THROW("Bind: gradient of '" << Abbreviate(name) << "' must be " << arg.shape() << " " << arg.dtype()
+                                       << " on " << arg.device() << ", found " << it->second.ToString());
     }
   }
 }
@@ -90,14 +109,19 @@ std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, co
                                          const ArrayMap& arg_grads, const std::map<std::string, GradReq>& grad_reqs) {
   std::vector<std::string> grad_args;
   Graph g = BuildGraph(symbol, grad_reqs, grad_args);
+  CheckNames(g, args, arg_grads, grad_reqs);
   CheckArguments(g, device, args);
-  CheckGradients(g, grad_args, args, arg_grads);
   std::map<std::string, Shape> shapes;
   std::map<std::string, DType> dtypes;
   for (const auto& [name, array] : args) shapes[name] = array.shape(), dtypes[name] = array.dtype();
+<<<<<<< HEAD
   g = InferShapesAndTypes(g, shapes, dtypes);
   FusionStats fusion;
   if (GetEnvBool("WEFT_USE_FUSION", true)) g = FusePointwise(g, &fusion);
+=======
+  g = InferShapesAndTypes(g, shapes, dtypes);  // a wrong argument is named here, before its gradient
+  CheckGradients(g, grad_args, args, arg_grads);
+>>>>>>> h17a
   std::unique_ptr<Executor> exec(
       new Executor(std::make_unique<Impl>(g, device, args, arg_grads, grad_args, grad_reqs)));
   exec->symbol_ = symbol;

@@ -45,8 +45,10 @@ class Executor {
  public:
   using ArrayMap = std::map<std::string, NDArray>;
 
-  // Throws weft::Error naming the argument when one is missing or its shape or device is wrong,
-  // and naming the node when inference fails.
+  // Throws weft::Error naming the argument when one is missing or its shape or device is wrong
+  // (arguments are checked before their gradient arrays), naming the node when inference fails,
+  // and for a name in `args`, `arg_grads` or `grad_reqs` that is not an argument of the graph
+  // (listing those, with the closest as "did you mean").
   static std::unique_ptr<Executor> Bind(const Symbol& symbol, Device device, const ArrayMap& args,
                                         const ArrayMap& arg_grads = {},
                                         const std::map<std::string, GradReq>& grad_reqs = {});

@@ -1,6 +1,7 @@
 #include "graph/graph.h"
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace weft {
 
@@ -8,7 +9,7 @@ namespace {
 
 // "node 'fc1' input 2", or "output 0" when `user` is past the last node.
 std::string Where(const std::vector<Node>& nodes, size_t user, size_t slot) {
-  return user < nodes.size() ? "node '" + nodes[user].name + "' input " + std::to_string(slot)
+  return user < nodes.size() ? "node '" + Abbreviate(nodes[user].name) + "' input " + std::to_string(slot)
                              : "output " + std::to_string(slot);
 }
 
@@ -19,7 +20,8 @@ void CheckEntry(const std::vector<Node>& nodes, const std::vector<uint32_t>& off
   WEFT_CHECK_LT(e.node, user) << "graph: " << Where(nodes, user, slot) << " reads node " << e.node
                               << ", expected a node before it";
   WEFT_CHECK_LT(e.index, offset[e.node + 1] - offset[e.node])
-      << "graph: " << Where(nodes, user, slot) << " reads a missing output of node '" << nodes[e.node].name << "'";
+      << "graph: " << Where(nodes, user, slot) << " reads a missing output of node '" << Abbreviate(nodes[e.node].name)
+      << "'";
 }
 
 }  // namespace
@@ -52,7 +54,7 @@ GraphBuilder Graph::ToBuilder() const {
 uint32_t Graph::EntryId(NodeEntry e) const {
   WEFT_CHECK_LT(e.node, s_->nodes.size()) << "graph: no node " << e.node;
   WEFT_CHECK_LT(e.index, num_outputs(e.node))
-      << "graph: node '" << s_->nodes[e.node].name << "' has no output " << e.index;
+      << "graph: node '" << Abbreviate(s_->nodes[e.node].name) << "' has no output " << e.index;
   return s_->entry_offset[e.node] + e.index;
 }
 

@@ -6,10 +6,14 @@
 //    "outputs": [[3, 0]]}
 // Nodes are in topological order and refer to their inputs by position, so a file whose input
 // points at a later node (a cycle) or at no node is rejected. Attributes are the strings the user
-// gave; loading parses them again with the op's checks.
+// gave; loading parses them again with the op's checks. The text is untrusted: its nesting is
+// limited, ids of any width are checked against the graph, and messages quote only a few dozen
+// bytes of any value (core/json.h).
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json.h"
+#include "core/text.h"
 #include "graph/symbol.h"
 
 namespace weft {
@@ -17,23 +21,28 @@ namespace weft {
 namespace {
 
 constexpr int kFormatVersion = 1;
+// The format nests five levels (the graph, its nodes, a node, its inputs, an input); deeper text
+// is refused before it is parsed.
+constexpr int kMaxDepth = 8;
 
 nlohmann::json EntryJson(const NodeEntry& e) { return nlohmann::json::array({e.node, e.index}); }
 
+// Ids are read at their full width (64 bits) and checked before they are narrowed to the IR's.
 NodeEntry ParseEntry(const nlohmann::json& j, const GraphBuilder& g, size_t before, const std::string& where) {
   if (!j.is_array() || j.size() != 2 || !j[0].is_number_unsigned() || !j[1].is_number_unsigned()) {
-    WEFT_THROW("graph JSON: " << where << ": expected an entry [node, output], found " << j.dump());
+    WEFT_THROW("graph JSON: " << where << ": expected an entry [node, output], found " << JsonForMessage(j));
   }
-  const NodeEntry e{j[0].get<uint32_t>(), j[1].get<uint32_t>()};
-  if (e.node >= before) {
-    WEFT_THROW("graph JSON: " << where << ": refers to node " << e.node << ", expected a node defined before it (0.."
+  const uint64_t node = j[0].get<uint64_t>(), index = j[1].get<uint64_t>();
+  if (node >= before) {
+    WEFT_THROW("graph JSON: " << where << ": refers to node " << node << ", expected a node defined before it (0.."
                               << static_cast<int64_t>(before) - 1 << ")");
   }
-  if (e.index >= g.nodes[e.node].num_outputs()) {
-    WEFT_THROW("graph JSON: " << where << ": node '" << g.nodes[e.node].name << "' has "
-                              << g.nodes[e.node].num_outputs() << " output(s), found output " << e.index);
+  const Node& input = g.nodes[node];
+  if (index >= input.num_outputs()) {
+    WEFT_THROW("graph JSON: " << where << ": node '" << Abbreviate(input.name) << "' has " << input.num_outputs()
+                              << " output(s), found output " << index);
   }
-  return e;
+  return NodeEntry{static_cast<uint32_t>(node), static_cast<uint32_t>(index)};
 }
 
 Node ParseNode(const nlohmann::json& j, const GraphBuilder& g, size_t position) {
@@ -46,16 +55,23 @@ Node ParseNode(const nlohmann::json& j, const GraphBuilder& g, size_t position) 
   AttrMap attrs;
   if (j.contains("attrs")) {
     if (!j["attrs"].is_object())
-      WEFT_THROW("graph JSON: " << where << " (" << node.name << "): \"attrs\" must be an object");
+      WEFT_THROW("graph JSON: " << where << " (" << Abbreviate(node.name) << "): \"attrs\" must be an object");
     for (const auto& [key, value] : j["attrs"].items()) {
-      if (!value.is_string()) WEFT_THROW("graph JSON: " << where << ": attribute '" << key << "' must be a string");
+      if (!value.is_string()) {
+        WEFT_THROW("graph JSON: " << where << ": attribute '" << Abbreviate(key) << "' must be a string, found "
+                                  << JsonForMessage(value));
+      }
       attrs[key] = value.get<std::string>();
     }
   }
   const std::string op = j["op"].get<std::string>();
   if (op != "null") {
-    node.op = &GetOp(op);
-    node.attrs = ParseAttrs(*node.op, attrs);
+    try {
+      node.op = &GetOp(op);
+      node.attrs = ParseAttrs(*node.op, attrs);
+    } catch (const Error& e) {
+      WEFT_THROW("graph JSON: " << where << " (" << Abbreviate(node.name) << "): " << e.what());
+    }
   }
   const nlohmann::json inputs = j.value("inputs", nlohmann::json::array());
   if (!inputs.is_array()) WEFT_THROW("graph JSON: " << where << ": \"inputs\" must be an array");
@@ -63,7 +79,7 @@ Node ParseNode(const nlohmann::json& j, const GraphBuilder& g, size_t position) 
     node.inputs.push_back(ParseEntry(inputs[i], g, position, where + " input " + std::to_string(i)));
   }
   if (node.op != nullptr && static_cast<int>(node.inputs.size()) != NumInputs(*node.op, node.attrs)) {
-    WEFT_THROW("graph JSON: " << where << " (" << node.name << ", op '" << op << "'): expected "
+    WEFT_THROW("graph JSON: " << where << " (" << Abbreviate(node.name) << ", op '" << Abbreviate(op) << "'): expected "
                               << NumInputs(*node.op, node.attrs) << " input(s), found " << node.inputs.size());
   }
   return node;
@@ -86,13 +102,10 @@ std::string Symbol::ToJson() const {
 }
 
 Symbol Symbol::FromJson(const std::string& text) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    WEFT_THROW("graph JSON: not valid JSON: " << e.what());
-  }
-  if (!j.is_object() || j.value("weft_graph", 0) != kFormatVersion) {
+  ParsedJson parsed = ParseJson(text, kMaxDepth);
+  if (!parsed.ok()) WEFT_THROW("graph JSON: expected a graph, found " << parsed.error);
+  const nlohmann::json& j = parsed.value;
+  if (!j.is_object() || !j.contains("weft_graph") || j["weft_graph"] != kFormatVersion) {
     WEFT_THROW("graph JSON: expected an object with \"weft_graph\": " << kFormatVersion);
   }
   if (!j.contains("nodes") || !j["nodes"].is_array() || !j.contains("outputs") || !j["outputs"].is_array()) {

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace weft {
 
@@ -15,7 +16,26 @@ struct Symbol::SymNode {
   std::string name;
   Attrs attrs;
   std::vector<SymEntry> inputs;
+
+  ~SymNode();
 };
+
+// Releasing the inputs one by one would destroy a chain recursively, a stack frame per node: a
+// 20,000-node chain overflows the stack. Instead, an input this node is the last owner of gives
+// up its own inputs to a work list first, so each node dies with no inputs left. use_count() == 1
+// is exact here: no other owner exists, and with no weak pointers none can appear.
+Symbol::SymNode::~SymNode() {
+  std::vector<std::shared_ptr<const SymNode>> pending;
+  for (SymEntry& e : inputs) pending.push_back(std::move(e.node));
+  while (!pending.empty()) {
+    std::shared_ptr<const SymNode> node = std::move(pending.back());
+    pending.pop_back();
+    if (node.use_count() != 1) continue;  // another owner keeps it alive
+    // Made by make_shared<SymNode>: not a const object, only viewed through const pointers.
+    for (SymEntry& e : const_cast<SymNode&>(*node).inputs) pending.push_back(std::move(e.node));
+    node.reset();  // the last owner: it dies here, with no inputs left to release
+  }
+}
 
 namespace {
 
@@ -110,7 +130,7 @@ Graph Symbol::ToGraph() const {
   std::map<std::string, uint32_t> seen;
   for (uint32_t n : frozen.ArgumentNodes()) {
     auto [it, inserted] = seen.emplace(frozen.node(n).name, n);
-    if (!inserted) WEFT_THROW("graph: two different variables are named '" << frozen.node(n).name << "'");
+    if (!inserted) WEFT_THROW("graph: two different variables are named '" << Abbreviate(frozen.node(n).name) << "'");
   }
   return frozen;
 }

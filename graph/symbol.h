@@ -40,8 +40,10 @@ class Symbol {
   Graph ToGraph() const;
   static Symbol FromGraph(const Graph& graph);
   std::string ToJson() const;
-  // Throws weft::Error saying what is wrong with the text (not JSON, unknown op, an input that
-  // refers to a node not defined before it, a bad attribute, ...).
+  // Throws weft::Error saying what is wrong with the text (not JSON, nested deeper than 8 levels,
+  // unknown op, an input that refers to a node not defined before it, whatever the id's width, a
+  // bad attribute, ...), quoting a few dozen bytes of a bad value at most. Destroying a symbol,
+  // like every walk of its graph, is iterative: chains of any length are fine.
   static Symbol FromJson(const std::string& json);
 
  private:

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace weft {
 
@@ -23,8 +24,11 @@ std::string Trim(const std::string& s) {
 
 }  // namespace
 
+// Every attribute error is formed here or in CheckAllRead, which quote a few dozen bytes of what the
+// user gave (a value may be megabytes long) and say how long it was.
 void AttrReader::Bad(const std::string& name, const std::string& value, const std::string& expected) const {
-  WEFT_THROW("op '" << op_ << "': attribute '" << name << "': expected " << expected << ", found '" << value << "'");
+  WEFT_THROW("op '" << op_ << "': attribute '" << Abbreviate(name) << "': expected " << expected << ", found '"
+                    << Abbreviate(value) << "'");
 }
 
 const std::string* AttrReader::Find(const std::string& name, bool required) {
@@ -131,8 +135,9 @@ void AttrReader::CheckAllRead() const {
     if (read_.count(name) == 0) {
       std::string known;
       for (const auto& r : read_) known += (known.empty() ? "" : ", ") + r;
-      WEFT_THROW("op '" << op_ << "': unknown attribute '" << name << "' = '" << value
-                        << "'; expected one of: " << (known.empty() ? "(none)" : known));
+      WEFT_THROW("op '" << op_ << "': unknown attribute '" << Abbreviate(name) << "' = '" << Abbreviate(value)
+                        << "'; expected one of: " << (known.empty() ? "(none)" : known)
+                        << DidYouMean(name, {read_.begin(), read_.end()}));
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "storage/workspace.h"
 
 namespace weft {
@@ -152,22 +153,6 @@ Registry& GetRegistry() {
   return *registry;
 }
 
-// Edit distance, for "did you mean" in unknown-op errors.
-size_t Distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 }  // namespace
 
 Op& RegisterOp(const std::string& name) {
@@ -223,13 +208,7 @@ const Op* FindOp(const std::string& name) {
 
 const Op& GetOp(const std::string& name) {
   if (const Op* op = FindOp(name)) return *op;
-  std::string best;
-  size_t best_distance = 3;
-  for (const std::string& candidate : ListOps()) {
-    size_t d = Distance(name, candidate);
-    if (d < best_distance) best = candidate, best_distance = d;
-  }
-  WEFT_THROW("unknown op '" << name << "'" << (best.empty() ? "" : "; did you mean '" + best + "'?"));
+  WEFT_THROW("unknown op '" << Abbreviate(name) << "'" << DidYouMean(name, ListOps()));
 }
 
 std::vector<std::string> ListOps() {

@@ -1,4 +1,5 @@
-// core: errors and CHECK messages, devices, dtypes, shapes, environment settings.
+// core: errors and CHECK messages, devices, dtypes, shapes, environment settings, text for
+// messages about untrusted input, and parsing JSON from outside.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -8,7 +9,9 @@
 #include "core/dtype.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "core/shape.h"
+#include "core/text.h"
 #include "tests/weft_test_util.h"
 
 namespace weft {
@@ -116,6 +119,50 @@ TEST(Env, ReadsAndValidatesSettings) {
   setenv("WEFT_TEST_BOOL", "maybe", 1);
   EXPECT_THROW(GetEnvBool("WEFT_TEST_BOOL", true), Error);
   EXPECT_GE(NumCores(), 1);
+}
+
+TEST(Text, AbbreviateKeepsShortTextAndSaysHowLongTheRestWas) {
+  EXPECT_EQ(Abbreviate("relu"), "relu");
+  EXPECT_EQ(Abbreviate(std::string(kMaxQuotedBytes, 'x')), std::string(kMaxQuotedBytes, 'x'));
+  EXPECT_EQ(Abbreviate(std::string(1'000'000, 'x')), std::string(kMaxQuotedBytes, 'x') + "... (1000000 bytes)");
+  EXPECT_EQ(Abbreviate("abcdef", 3), "abc... (6 bytes)");
+  // e-acute is two bytes in UTF-8: the cut never splits it.
+  EXPECT_EQ(Abbreviate("ab\u00e9cd", 3), "ab... (6 bytes)");
+}
+
+TEST(Text, ClosestNameIsAtMostTwoEditsAway) {
+  const std::vector<std::string> names = {"data", "fc_weight", "fc_bias"};
+  EXPECT_EQ(ClosestName("fc_wieght", names), "fc_weight");
+  EXPECT_EQ(ClosestName("Data", names), "data");
+  EXPECT_EQ(ClosestName("labels", names), "");
+  EXPECT_EQ(ClosestName(std::string(10'000'000, 'x'), names), "") << "skipped by length, not compared";
+  EXPECT_EQ(DidYouMean("fc_bais", names), "; did you mean 'fc_bias'?");
+  EXPECT_EQ(DidYouMean("labels", names), "");
+  EXPECT_EQ(QuotedList(names), "'data', 'fc_weight', 'fc_bias'");
+  EXPECT_EQ(QuotedList({}), "(none)");
+  EXPECT_EQ(QuotedList(names, 2), "'data', 'fc_weight', ... (3 in all)");
+}
+
+TEST(Json, ParsesShallowTextAndRefusesDeepNestingAndRepeatedKeys) {
+  const ParsedJson ok = ParseJson(R"({"a": [1, {"b": "c"}]})", 3);
+  ASSERT_TRUE(ok.ok()) << ok.error;
+  EXPECT_EQ(ok.value["a"][1]["b"], "c");
+  EXPECT_TRUE(Contains(ParseJson("[[[1]]]", 2).error, "nested deeper than 2 levels")) << ParseJson("[[[1]]]", 2).error;
+  const std::string deep = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  EXPECT_TRUE(Contains(ParseJson(deep, 8).error, "nested deeper than 8 levels"));
+  EXPECT_EQ(ParseJson(R"({"a": 1, "b": {"a": 2}})", 4).error, "") << "one key per object, not per text";
+  EXPECT_EQ(ParseJson(R"({"a": 1, "a": 2})", 4).error, "duplicate key 'a'");
+  const std::string open_string = "[\"" + std::string(1'000'000, 'x');
+  const ParsedJson bad = ParseJson(open_string, 4);
+  EXPECT_TRUE(Contains(bad.error, "invalid JSON")) << bad.error.substr(0, 1000);
+  EXPECT_LT(bad.error.size(), 300u) << bad.error.substr(0, 1000);
+  EXPECT_TRUE(bad.value.is_null());
+}
+
+TEST(Json, ValuesForMessagesAreAbbreviated) {
+  EXPECT_EQ(JsonForMessage(nlohmann::json::parse("[1, 2.5]")), "[1,2.5]");
+  const std::string message = JsonForMessage(nlohmann::json(std::string(1'000'000, 'x')));
+  EXPECT_EQ(message, "\"" + std::string(kMaxQuotedBytes - 1, 'x') + "... (1000002 bytes)");
 }
 
 }  // namespace

@@ -232,6 +232,68 @@ TEST(Executor, BindingErrorsNameTheArgument) {
             std::string::npos);
 }
 
+// data (2, 4) -> fc (5 units): fc_weight must be (5, 4), fc_bias (5,).
+Symbol OneLayer() { return Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "5"}}, "fc"); }
+
+Executor::ArrayMap OneLayerArrays(const Shape& weight) {
+  Executor::ArrayMap arrays = {
+      {"data", NDArray(Shape{2, 4})}, {"fc_weight", NDArray(weight)}, {"fc_bias", NDArray(Shape{5})}};
+  for (auto& [name, array] : arrays) array.Fill(0);
+  return arrays;
+}
+
+TEST(Executor, AWrongArgumentIsBlamedRatherThanItsRightGradient) {
+  const Executor::ArrayMap args = OneLayerArrays(Shape{5, 3});  // the weight is wrong
+  const Executor::ArrayMap grads = {{"fc_weight", NDArray(Shape{5, 4})}, {"fc_bias", NDArray(Shape{5})}};
+  const std::map<std::string, GradReq> reqs = {{"fc_weight", GradReq::kWrite}, {"fc_bias", GradReq::kWrite}};
+  const std::string m = testing::ErrorMessage([&] { Executor::Bind(OneLayer(), Device::Cpu(), args, grads, reqs); });
+  EXPECT_EQ(m.find("gradient of"), std::string::npos) << m;
+  EXPECT_NE(m.find("fc_weight (5, 3)"), std::string::npos) << m;
+  EXPECT_NE(m.find("weight must be (5, 4), found (5, 3)"), std::string::npos) << m;
+}
+
+TEST(Executor, NamesTheGraphDoesNotHaveAreErrors) {
+  const Executor::ArrayMap args = OneLayerArrays(Shape{5, 4});
+  const Executor::ArrayMap grads = {{"fc_weight", NDArray(Shape{5, 4})}, {"fc_bias", NDArray(Shape{5})}};
+  const std::map<std::string, GradReq> reqs = {{"fc_weight", GradReq::kWrite}, {"fc_bias", GradReq::kWrite}};
+  const std::string known = "the graph's arguments are 'data', 'fc_weight', 'fc_bias'";
+  Executor::ArrayMap typo_arg = args;
+  typo_arg["fc_wieght"] = NDArray(Shape{5, 4});
+  testing::ExpectErrorContains([&] { Executor::Bind(OneLayer(), Device::Cpu(), typo_arg, grads, reqs); },
+                               {"Bind", "argument 'fc_wieght'", known, "did you mean 'fc_weight'?"});
+  Executor::ArrayMap typo_grad = grads;
+  typo_grad["fc_bais"] = NDArray(Shape{5});
+  testing::ExpectErrorContains([&] { Executor::Bind(OneLayer(), Device::Cpu(), args, typo_grad, reqs); },
+                               {"Bind", "gradient array 'fc_bais'", known, "did you mean 'fc_bias'?"});
+  std::map<std::string, GradReq> typo_req = reqs;
+  typo_req["Data"] = GradReq::kNull;
+  testing::ExpectErrorContains([&] { Executor::Bind(OneLayer(), Device::Cpu(), args, grads, typo_req); },
+                               {"Bind", "gradient request 'Data'", known, "did you mean 'data'?"});
+  Executor::ArrayMap unlike = args;
+  unlike["labels"] = NDArray(Shape{2});
+  const std::string m = testing::ErrorMessage([&] { Executor::Bind(OneLayer(), Device::Cpu(), unlike); });
+  EXPECT_NE(m.find("argument 'labels'"), std::string::npos) << m;
+  EXPECT_EQ(m.find("did you mean"), std::string::npos) << "nothing is close to 'labels': " << m;
+  EXPECT_NO_THROW(Executor::Bind(OneLayer(), Device::Cpu(), args, grads, reqs));
+}
+
+// A chain of 30,000 nodes binds (every pass walks it), runs forward and backward, and is
+// destroyed, on a 512 KB stack: nothing recurses per node.
+TEST(Executor, ALongChainBindsRunsAndIsDestroyedWithoutRecursion) {
+  constexpr int kNodes = 30'000;
+  testing::RunOnSmallStack(512 << 10, [&] {
+    Symbol y = Symbol::Variable("x");  // y = relu(-(-(...-x))), an odd number of negations
+    for (int n = 0; n < kNodes - 1; ++n) y = Symbol::Op("neg", {y});
+    y = Symbol::Op("relu", {y});
+    NDArray x = NDArray::FromVector(std::vector<float>{-1, 2}, Shape{2}), grad(Shape{2});
+    auto exec = Executor::Bind(y, Device::Cpu(), {{"x", x}}, {{"x", grad}}, {{"x", GradReq::kWrite}});
+    exec->Forward(true);
+    exec->Backward();
+    EXPECT_EQ(exec->outputs()[0].ToVector<float>(), (std::vector<float>{1, 0}));
+    EXPECT_EQ(grad.ToVector<float>(), (std::vector<float>{-1, 0}));
+  });
+}
+
 TEST(Executor, ReshapeRebindsForANewBatchSize) {
   // y = relu(x) summed over axis 1: reshaping x from (4, 3) to (7, 3) changes the output shape.
   Symbol y = Symbol::Op("sum", {Symbol::Op("relu", {Symbol::Variable("x")})}, {{"axis", "(1,)"}});

@@ -1,6 +1,6 @@
 // Helpers for the public-API tests (weft_*_test): scratch files in the test's temporary folder,
-// checks that a call throws weft::Error with every expected part in its message, and an
-// environment variable set for one scope.
+// checks that a call throws weft::Error with every expected part in its message, an environment
+// variable set for one scope, and a thread with a small stack for the tests of long graphs.
 //
 //   std::string path = WriteTempFile("bad.csv", "1,x\n");
 //   ExpectErrorContains([&] { ReadCsv(path); }, {path, "column 2"});
@@ -21,6 +21,9 @@ std::string WriteTempFile(const std::string& name, const std::string& bytes);
 std::string ErrorMessage(const std::function<void()>& fn);
 // Runs `fn`; adds a test failure unless it throws weft::Error whose message contains every part.
 void ExpectErrorContains(const std::function<void()>& fn, const std::vector<std::string>& parts);
+// Runs `fn` on a thread whose stack has `bytes`, and joins it: a walk that recursed once per node
+// of a long graph overflows it in any build (frame sizes differ between -O1, -O0 and ASan).
+void RunOnSmallStack(size_t bytes, const std::function<void()>& fn);
 
 // Sets an environment variable for one scope; restores its old value (or its absence) after.
 class ScopedEnv {

@@ -81,6 +81,31 @@ TEST(Metric, BadInputsSayWhatWasExpected) {
   EXPECT_EQ(acc.num_samples(), 0) << "a failed update adds nothing";
 }
 
+TEST(Metric, AccuracyRefusesLabelsOutsideTheClasses) {
+  Accuracy acc;
+  const NDArray scores = Floats({0.1f, 0.9f, 0.8f, 0.2f}, Shape{2, 2});  // 2 samples of 2 classes
+  ExpectErrorContains(
+      [&] {
+        acc.Update(Floats({0, -1}, Shape{2}), scores);
+      },
+      {"accuracy", "label 1", "class index in [0, 2)", "found -1"});
+  ExpectErrorContains(
+      [&] {
+        acc.Update(Floats({2, 0}, Shape{2}), scores);
+      },
+      {"accuracy", "label 0", "class index in [0, 2)", "found 2"});
+  NDArray ten_classes(Shape{1, 10});
+  ten_classes.Fill(0);
+  ExpectErrorContains([&] { acc.Update(NDArray::FromVector(std::vector<int32_t>{12}, Shape{1}), ten_classes); },
+                      {"accuracy", "class index in [0, 10)", "found 12"});
+  // Predicted classes shaped like the labels: no class count, but a class is never negative.
+  ExpectErrorContains([&] { acc.Update(Floats({-1}, Shape{1}), Floats({0}, Shape{1})); },
+                      {"accuracy", "label 0", "non-negative class index", "found -1"});
+  ExpectErrorContains([&] { acc.Update(Floats({0}, Shape{1}), Floats({-3}, Shape{1})); },
+                      {"accuracy (predicted classes)", "found -3"});
+  EXPECT_EQ(acc.num_samples(), 0) << "a failed update adds nothing";
+}
+
 // ---- Initializers -------------------------------------------------------------------------------
 
 struct Moments {

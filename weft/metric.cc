@@ -36,14 +36,17 @@ std::vector<double> HostValues(const NDArray& array, const std::string& metric, 
   return values;
 }
 
-// Labels as class indices: each must be an integer, in [0, num_classes) when num_classes > 0.
+// Labels as class indices: each must be an integer in [0, num_classes), or (num_classes 0: the
+// count is not known) a non-negative integer.
 std::vector<int64_t> ClassIndices(const std::vector<double>& labels, int64_t num_classes, const std::string& metric) {
   std::vector<int64_t> classes(labels.size());
   for (size_t i = 0; i < labels.size(); ++i) {
     const double label = labels[i];
-    if (label != std::floor(label) || (num_classes > 0 && (label < 0 || label >= static_cast<double>(num_classes)))) {
-      WEFT_THROW(metric << ": label " << i << ": expected a class index"
-                        << (num_classes > 0 ? " in [0, " + std::to_string(num_classes) + ")" : std::string())
+    const bool in_range = label >= 0 && (num_classes == 0 || label < static_cast<double>(num_classes));
+    if (label != std::floor(label) || !in_range) {  // NaN fails both
+      WEFT_THROW(metric << ": label " << i << ": expected "
+                        << (num_classes > 0 ? "a class index in [0, " + std::to_string(num_classes) + ")"
+                                            : std::string("a non-negative class index"))
                         << ", found " << label);
     }
     classes[i] = static_cast<int64_t>(label);
@@ -70,13 +73,15 @@ bool IsScoresFor(const NDArray& predictions, int64_t n) {
 
 // labels (N,); predictions (N, C) scores, or classes shaped like the labels.
 void Accuracy::Update(const NDArray& labels, const NDArray& predictions) {
-  const std::vector<int64_t> truth = ClassIndices(HostValues(labels, name(), "labels"), 0, name());
-  const auto n = static_cast<int64_t>(truth.size());
+  const std::vector<double> label_values = HostValues(labels, name(), "labels");
+  const auto n = static_cast<int64_t>(label_values.size());
   const std::vector<double> values = HostValues(predictions, name(), "predictions");
-  std::vector<int64_t> predicted;
+  std::vector<int64_t> truth, predicted;
   if (predictions.shape() == labels.shape()) {
+    truth = ClassIndices(label_values, 0, name());
     predicted = ClassIndices(values, 0, name() + " (predicted classes)");
   } else if (IsScoresFor(predictions, n)) {
+    truth = ClassIndices(label_values, predictions.shape()[1], name());
     predicted = ArgmaxRows(values, n, predictions.shape()[1]);
   } else {
     WEFT_THROW(name() << ": expected predictions (" << n << ", C) or shaped like the labels " << labels.shape()

@@ -39,7 +39,7 @@ class Metric {
 
 // The fraction of samples whose predicted class is the label. Predictions are scores (N, C),
 // whose largest entry per row is the prediction (the first, on ties), or classes of the labels'
-// shape.
+// shape. Labels are class indices: in [0, C) with scores, non-negative with classes.
 class Accuracy : public Metric {
  public:
   void Update(const NDArray& labels, const NDArray& predictions) override;

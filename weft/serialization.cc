@@ -9,12 +9,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <tuple>
 #include <vector>
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/json.h"
+#include "core/text.h"
 
 namespace weft {
 namespace {
@@ -29,6 +30,9 @@ constexpr uint64_t kHeaderLengthBytes = 8;
 // The reference implementation refuses larger headers; so does weft, before allocating one.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr const char* kMetadataKey = "__metadata__";
+// The format nests three levels (the header, an entry, its shape); one more lets a shape of lists
+// get the shape's own message. Deeper headers are refused before they are parsed.
+constexpr int kMaxHeaderDepth = 4;
 
 // The format's name of each DType, one row per DType in enum order.
 constexpr std::array<std::pair<DType, std::string_view>, kNumDTypes> kFileDTypes = {{
@@ -142,14 +146,17 @@ struct Header {
 
 Header ReadHeader(const std::string& path, std::ifstream& in) {
   in.seekg(0, std::ios::end);
-  const auto file_size = static_cast<uint64_t>(in.tellg());
+  const std::streamoff end = in.tellg();
   in.seekg(0);
+  if (end < 0 || !in) WEFT_THROW("Load '" << path << "': cannot find the file's size (is it a regular file?)");
+  const auto file_size = static_cast<uint64_t>(end);
   if (file_size < kHeaderLengthBytes) {
     WEFT_THROW("Load '" << path << "': expected at least the 8-byte header length, found a file of " << file_size
                         << " bytes");
   }
   std::array<unsigned char, kHeaderLengthBytes> bytes;
   in.read(reinterpret_cast<char*>(bytes.data()), bytes.size());
+  if (!in) WEFT_THROW("Load '" << path << "': reading the header length failed: " << SystemError());
   uint64_t length = 0;
   for (size_t i = 0; i < bytes.size(); ++i) length |= static_cast<uint64_t>(bytes[i]) << (8 * i);
   if (length > kMaxHeaderBytes || length > file_size - kHeaderLengthBytes) {
@@ -166,38 +173,31 @@ Header ReadHeader(const std::string& path, std::ifstream& in) {
 // Parses the header, refusing a key repeated in any object (JSON parsers keep only one of them;
 // a file with two tensors of one name is corrupt, not a choice to make silently).
 Json ParseHeaderJson(const std::string& path, const std::string& text) {
-  std::vector<std::set<std::string>> keys;  // the keys seen, per open object
-  std::optional<std::string> duplicate;
-  auto track = [&](int, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::object_start) keys.emplace_back();
-    if (event == Json::parse_event_t::object_end) keys.pop_back();
-    if (event == Json::parse_event_t::key && !keys.back().insert(parsed.get<std::string>()).second && !duplicate) {
-      duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
-  Json header;
-  try {
-    header = Json::parse(text, track);
-  } catch (const Json::exception& e) {
-    WEFT_THROW("Load '" << path << "': expected a JSON header, found invalid JSON: " << e.what());
+  ParsedJson parsed = ParseJson(text, kMaxHeaderDepth);
+  if (!parsed.ok()) WEFT_THROW("Load '" << path << "': expected a JSON header, found " << parsed.error);
+  if (!parsed.value.is_object()) {
+    WEFT_THROW("Load '" << path << "': expected the header to be a JSON object, found "
+                        << JsonForMessage(parsed.value));
   }
-  if (duplicate) WEFT_THROW("Load '" << path << "': duplicate name or key '" << *duplicate << "' in the header");
-  if (!header.is_object())
-    WEFT_THROW("Load '" << path << "': expected the header to be a JSON object, found " << header.dump());
-  return header;
+  return std::move(parsed.value);
 }
 
 void ParseMetadata(const std::string& path, const Json& value, std::map<std::string, std::string>* metadata) {
   if (!value.is_object())
-    WEFT_THROW("Load '" << path << "': expected " << kMetadataKey << " to be an object, found " << value.dump());
+    WEFT_THROW("Load '" << path << "': expected " << kMetadataKey << " to be an object, found "
+                        << JsonForMessage(value));
   for (const auto& [key, item] : value.items()) {
     if (!item.is_string()) {
-      WEFT_THROW("Load '" << path << "': expected " << kMetadataKey << " to map strings to strings, found '" << key
-                          << "': " << item.dump());
+      WEFT_THROW("Load '" << path << "': expected " << kMetadataKey << " to map strings to strings, found '"
+                          << Abbreviate(key) << "': " << JsonForMessage(item));
     }
     if (metadata != nullptr) (*metadata)[key] = item.get<std::string>();
   }
+}
+
+// "Load '<path>': tensor '<name>'", the start of every message about one tensor.
+std::string InTensor(const std::string& path, const std::string& name) {
+  return "Load '" + path + "': tensor '" + Abbreviate(name) + "'";
 }
 
 // A JSON array of non-negative integers, at most `max_size` of them (or exactly, when `exact`).
@@ -206,24 +206,24 @@ std::vector<uint64_t> ParseUnsignedList(const std::string& path, const std::stri
   bool ok = value.is_array() && (exact ? value.size() == max_size : value.size() <= max_size);
   for (size_t i = 0; ok && i < value.size(); ++i) ok = value[i].is_number_unsigned();
   if (!ok) {
-    WEFT_THROW("Load '" << path << "': tensor '" << name << "': expected '" << key << "' to be a list of "
-                        << (exact ? "exactly " : "at most ") << max_size << " non-negative integers, found "
-                        << value.dump());
+    WEFT_THROW(InTensor(path, name) << ": expected '" << key << "' to be a list of "
+                                    << (exact ? "exactly " : "at most ") << max_size << " non-negative integers, found "
+                                    << JsonForMessage(value));
   }
   return value.get<std::vector<uint64_t>>();
 }
 
 const Json& RequiredKey(const std::string& path, const std::string& name, const Json& entry, const char* key) {
   auto it = entry.find(key);
-  if (it == entry.end()) WEFT_THROW("Load '" << path << "': tensor '" << name << "': missing key '" << key << "'");
+  if (it == entry.end()) WEFT_THROW(InTensor(path, name) << ": missing key '" << key << "'");
   return *it;
 }
 
 DType ParseEntryDType(const std::string& path, const std::string& name, const Json& value) {
   std::optional<DType> dtype = value.is_string() ? ParseFileDType(value.get<std::string>()) : std::nullopt;
   if (!dtype) {
-    WEFT_THROW("Load '" << path << "': tensor '" << name << "': unknown dtype " << value.dump()
-                        << ": expected one of F32, F64, F16, BF16, I32, I64, U8, BOOL");
+    WEFT_THROW(InTensor(path, name) << ": unknown dtype " << JsonForMessage(value)
+                                    << ": expected one of F32, F64, F16, BF16, I32, I64, U8, BOOL");
   }
   return *dtype;
 }
@@ -238,12 +238,11 @@ std::optional<uint64_t> ShapeBytes(const std::vector<uint64_t>& dims, DType dtyp
 }
 
 Entry ParseEntry(const std::string& path, const std::string& name, const Json& value) {
-  if (!value.is_object())
-    WEFT_THROW("Load '" << path << "': tensor '" << name << "': expected an object, found " << value.dump());
+  if (!value.is_object()) WEFT_THROW(InTensor(path, name) << ": expected an object, found " << JsonForMessage(value));
   for (const auto& [key, item] : value.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets") {
-      WEFT_THROW("Load '" << path << "': tensor '" << name << "': unexpected key '" << key
-                          << "': expected only dtype, shape and data_offsets");
+      WEFT_THROW(InTensor(path, name) << ": unexpected key '" << Abbreviate(key)
+                                      << "': expected only dtype, shape and data_offsets");
     }
   }
   const DType dtype = ParseEntryDType(path, name, RequiredKey(path, name, value, "dtype"));
@@ -252,15 +251,15 @@ Entry ParseEntry(const std::string& path, const std::string& name, const Json& v
   const std::vector<uint64_t> offsets =
       ParseUnsignedList(path, name, "data_offsets", RequiredKey(path, name, value, "data_offsets"), 2, true);
   if (offsets[0] > offsets[1]) {
-    WEFT_THROW("Load '" << path << "': tensor '" << name << "': data_offsets out of order: begin " << offsets[0]
-                        << " > end " << offsets[1]);
+    WEFT_THROW(InTensor(path, name) << ": data_offsets out of order: begin " << offsets[0] << " > end " << offsets[1]);
   }
   const std::optional<uint64_t> bytes = ShapeBytes(dims, dtype);
   if (!bytes || *bytes != offsets[1] - offsets[0]) {
-    WEFT_THROW("Load '" << path << "': tensor '" << name << "': shape " << value["shape"].dump() << " of "
-                        << kFileDTypes[static_cast<size_t>(dtype)].second << " needs "
-                        << (bytes ? std::to_string(*bytes) : "more than 2^64") << " bytes, but data_offsets ["
-                        << offsets[0] << ", " << offsets[1] << "] hold " << offsets[1] - offsets[0]);
+    WEFT_THROW(InTensor(path, name) << ": shape " << JsonForMessage(value["shape"]) << " of "
+                                    << kFileDTypes[static_cast<size_t>(dtype)].second << " needs "
+                                    << (bytes ? std::to_string(*bytes) : "more than 2^64")
+                                    << " bytes, but data_offsets [" << offsets[0] << ", " << offsets[1] << "] hold "
+                                    << offsets[1] - offsets[0]);
   }
   std::vector<int64_t> extents(dims.begin(), dims.end());
   return Entry{name, dtype, Shape(extents), offsets[0], offsets[1]};
@@ -275,13 +274,16 @@ void CheckTiling(const std::string& path, std::vector<Entry>& entries, uint64_t 
   const std::string* previous = nullptr;
   for (const Entry& e : entries) {
     if (e.end > data_size) {
-      WEFT_THROW("Load '" << path << "': tensor '" << e.name << "': data_offsets [" << e.begin << ", " << e.end
-                          << "] run past the end of the file (the data section has " << data_size << " bytes)");
+      WEFT_THROW(InTensor(path, e.name) << ": data_offsets [" << e.begin << ", " << e.end
+                                        << "] run past the end of the file (the data section has " << data_size
+                                        << " bytes)");
     }
     if (e.begin != expected) {
-      WEFT_THROW("Load '" << path << "': tensor '" << e.name << "': expected its data to begin at " << expected
-                          << (previous ? " (where '" + *previous + "' ends)" : std::string(" (the first tensor)"))
-                          << ", found " << e.begin << (e.begin < expected ? ": the tensors overlap" : ": a gap"));
+      WEFT_THROW(InTensor(path, e.name) << ": expected its data to begin at " << expected
+                                        << (previous ? " (where '" + Abbreviate(*previous) + "' ends)"
+                                                     : std::string(" (the first tensor)"))
+                                        << ", found " << e.begin
+                                        << (e.begin < expected ? ": the tensors overlap" : ": a gap"));
     }
     expected = e.end;
     previous = &e.name;
@@ -292,21 +294,23 @@ void CheckTiling(const std::string& path, std::vector<Entry>& entries, uint64_t 
   }
 }
 
-NDArray ReadArray(const std::string& path, std::ifstream& in, const Header& header, const Entry& e) {
+// Reads the tensor that starts where `in` is (the tensors tile the data section, so reading them in
+// offset order needs no seek). The file is read straight into the new array's memory: no op has
+// been pushed on it and nothing else holds it, so the host may write it without an engine op (one
+// per tensor, with its thread switches, would dominate a file of many small tensors).
+NDArray ReadArray(const std::string& path, std::ifstream& in, const Entry& e) {
   NDArray array(e.shape, Device::Cpu(), e.dtype);
-  std::vector<char> bytes(e.end - e.begin);
-  in.seekg(static_cast<std::streamoff>(header.data_start + e.begin));
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!in) WEFT_THROW("Load '" << path << "': reading tensor '" << e.name << "' failed: " << SystemError());
-  array.SyncCopyFromHost(bytes.data(), bytes.size());
+  if (e.end == e.begin) return array;
+  in.read(static_cast<char*>(array.View().raw()), static_cast<std::streamsize>(e.end - e.begin));
+  if (!in) WEFT_THROW("Load '" << path << "': reading tensor '" << Abbreviate(e.name) << "' failed: " << SystemError());
   return array;
 }
 
 }  // namespace
 
 std::map<std::string, NDArray> Load(const std::string& path, std::map<std::string, std::string>* metadata) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) WEFT_THROW("Load '" << path << "': cannot open the file: " << SystemError());
+  std::ifstream in;
+  if (auto why = OpenForReading(path, in)) WEFT_THROW("Load '" << path << "': cannot open the file: " << *why);
   if (metadata != nullptr) metadata->clear();
   const Header header = ReadHeader(path, in);
   const Json json = ParseHeaderJson(path, header.json);
@@ -320,7 +324,8 @@ std::map<std::string, NDArray> Load(const std::string& path, std::map<std::strin
   }
   CheckTiling(path, entries, header.data_size);
   std::map<std::string, NDArray> arrays;
-  for (const Entry& e : entries) arrays.emplace(e.name, ReadArray(path, in, header, e));
+  in.seekg(static_cast<std::streamoff>(header.data_start));
+  for (const Entry& e : entries) arrays.emplace(e.name, ReadArray(path, in, e));  // in offset order
   return arrays;
 }
 

@@ -29,11 +29,13 @@ void Save(const std::string& path, const std::map<std::string, NDArray>& arrays,
           const std::map<std::string, std::string>& metadata = {});
 
 // Reads every array of the file at `path` into new CPU arrays; the file's metadata goes to
-// `*metadata` when it is not null. Throws weft::Error naming the file and what is wrong with it:
-// too short, a header length past the end, invalid JSON, duplicate names or keys, an entry that
-// is not an object or lacks a key, an unknown dtype, a shape that is not a list of non-negative
-// integers, offsets that disagree with the shape and dtype, run past the end, overlap, leave a gap
-// or are out of order.
+// `*metadata` when it is not null. Time is linear in the file's size and number of tensors.
+// Throws weft::Error naming the file and what is wrong with it: a directory, too short, a header
+// length past the end, invalid JSON, JSON nested deeper than four levels, duplicate names or keys,
+// an entry that is not an object or lacks a key, an unknown dtype, a shape that is not a list of
+// non-negative integers, offsets that disagree with the shape and dtype, run past the end,
+// overlap, leave a gap or are out of order. A message quotes a few dozen bytes of a bad value at
+// most, and says how long it was.
 std::map<std::string, NDArray> Load(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 
 }  // namespace weft
