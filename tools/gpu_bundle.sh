@@ -60,7 +60,8 @@ for t in bin/gpu_*_test; do
   fi
 done
 if [ "${1:-}" != "--sanitize" ]; then
-  run bin/gpu_examples_test.sh timeout 300 bin/gpu_examples_test.sh bin/train_mlp bin/train_cnn bin/embed_infer digits.csv
+  run bin/gpu_examples_test.sh \
+    timeout 300 bin/gpu_examples_test.sh bin/train_mlp bin/train_cnn bin/embed_infer digits.csv
   # Kernel launch batching off: every kernel goes straight to its stream.
   for t in bin/gpu_launch_batch_test bin/gpu_ops_tensor_test; do
     run "WEFT_GPU_LAUNCH_BATCH=0 $t" env WEFT_GPU_LAUNCH_BATCH=0 timeout 300 "$t" --gtest_brief=1
