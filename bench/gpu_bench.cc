@@ -203,8 +203,8 @@ int main(int argc, char** argv) {
     const nlohmann::json torch = peer ? bench::RunPeer("bench/torch_gpu_peer.py", std::to_string(reps))
                                       : nlohmann::json{{"available", false}, {"error", "left out (--peer=0)"}};
     if (torch.value("available", false)) {
-      std::printf("PyTorch %s on %s\n", torch["version"].get<std::string>().c_str(),
-                  torch["device"].get<std::string>().c_str());
+      std::printf("PyTorch %s on %s (%s)\n", torch["version"].get<std::string>().c_str(),
+                  torch["device"].get<std::string>().c_str(), torch["python"].get<std::string>().c_str());
     } else {
       std::printf("PyTorch not available: %s\n", torch.value("error", std::string("?")).c_str());
     }

@@ -1,5 +1,13 @@
 // What the benchmarks share: integer flags, and running a peer (a Python script timing PyTorch)
 // in the same run and reading the JSON object it prints last.
+//
+//   nlohmann::json torch = bench::RunPeer("bench/torch_peer.py", "2 10");
+//   if (torch.value("available", false)) ... torch["results"] ...;   // else torch["error"] says why
+//
+// The script is found from the binary, so a benchmark runs from any folder: through `bazel run`,
+// straight from bazel-bin, or from the GPU bundle (tools/gpu_bundle.sh), which keeps the same
+// runfiles layout. The interpreter is $WEFT_PEER_PYTHON, else the first python3 on $PATH that
+// imports torch (a GPU machine's /usr/bin/python3 often has no PyTorch; a virtualenv's may).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,11 +18,22 @@ namespace bench {
 // --name=value, or `fallback`.
 int IntFlag(int argc, char** argv, const char* name, int fallback);
 
-// Runs `script` (relative to the workspace) with Debian's python3 and `args`; returns the JSON it
-// printed on its last line, or {"available": false, "error": ...} when it did not run.
-nlohmann::json RunPeer(const std::string& script, const std::string& args);
+// $WEFT_PEER_PYTHON when set (not checked), else the first `python3` on $PATH (empty entries
+// skipped) for which `python3 -c "import torch"` succeeds. Empty when there is none; `*why` then
+// says which interpreters were tried.
+std::string FindPeerPython(std::string* why);
 
-// bazel run starts in the runfiles tree: move to the workspace, where the peer scripts are.
+// The file at `path` (relative to the workspace, e.g. "bench/torch_peer.py") in the runfiles of
+// this binary (<binary>.runfiles, else $RUNFILES_DIR), else relative to the current folder, else
+// to $BUILD_WORKSPACE_DIRECTORY. Empty when none exists; `*why` then lists where it looked.
+std::string FindPeerScript(const std::string& path, std::string* why);
+
+// Runs the script at `path` (found by FindPeerScript) with FindPeerPython's interpreter and
+// `args`; returns the JSON object it printed on its last line, with "python" set to the
+// interpreter, or {"available": false, "error": ...} saying why it did not run.
+nlohmann::json RunPeer(const std::string& path, const std::string& args);
+
+// bazel run starts in the runfiles tree: move to the workspace where it was started.
 void ChdirToWorkspace();
 
 }  // namespace bench

@@ -21,7 +21,12 @@ void Shape::PushBack(int64_t extent) {
 
 int64_t Shape::Size() const {
   int64_t n = 1;
-  for (int i = 0; i < ndim_; ++i) n *= dims_[i];
+  bool overflow = false;
+  for (int i = 0; i < ndim_; ++i) {
+    if (dims_[i] == 0) return 0;
+    overflow |= __builtin_mul_overflow(n, dims_[i], &n);
+  }
+  if (overflow) WEFT_THROW("shape " << ToString() << " has more elements than a 64-bit count holds");
   return n;
 }
 

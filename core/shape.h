@@ -29,7 +29,8 @@ class Shape {
   int64_t operator[](int axis) const { return dims_[CheckedAxis(axis)]; }
   int64_t& operator[](int axis) { return dims_[CheckedAxis(axis)]; }
   std::span<const int64_t> dims() const { return {dims_.data(), static_cast<size_t>(ndim_)}; }
-  int64_t Size() const;  // number of elements (1 for a scalar)
+  // Number of elements (1 for a scalar); throws weft::Error when it does not fit in an int64_t.
+  int64_t Size() const;
 
   // Normalizes a possibly negative axis (-1 is the last) and checks it is in range.
   int NormalizeAxis(int axis) const;

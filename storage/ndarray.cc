@@ -77,7 +77,10 @@ void NDArray::PushWrite(const char* name, std::function<void(const TensorView&)>
 
 void NDArray::SyncCopyFromHost(const void* data, size_t bytes) const {
   WEFT_CHECK_EQ(bytes, this->bytes()) << "SyncCopyFromHost into " << ToString();
-  PushWrite("SyncCopyFromHost", [data, bytes](const TensorView& v) { std::memcpy(v.raw(), data, bytes); });
+  // An empty array has no buffer: memcpy's pointers must not be null, even for no bytes.
+  PushWrite("SyncCopyFromHost", [data, bytes](const TensorView& v) {
+    if (bytes != 0) std::memcpy(v.raw(), data, bytes);
+  });
   WaitToRead();
 }
 
@@ -86,7 +89,7 @@ void NDArray::SyncCopyToHost(void* data, size_t bytes) const {
   WEFT_CHECK_EQ(bytes, this->bytes()) << "SyncCopyToHost from " << ToString();
   if (device().is_cpu()) {
     WaitToRead();
-    std::memcpy(data, View().raw(), bytes);
+    if (bytes != 0) std::memcpy(data, View().raw(), bytes);
     return;
   }
   // A copy op that writes a var of its own; waiting for that var waits for the copy's event.

@@ -104,6 +104,17 @@ TEST(Shape, ParsesAttributeText) {
   EXPECT_THROW((Shape{-1}), Error);
 }
 
+// Found by the op_attrs fuzzer: reshape's inference multiplied the extents of a parsed shape past
+// int64 (undefined behaviour). A size that does not fit is an error; a zero extent makes any
+// size 0.
+TEST(Shape, SizeThatDoesNotFitInInt64IsAnError) {
+  const Shape huge = Shape::Parse("(888888888888888882, 3, 4)");
+  EXPECT_TRUE(Contains(testing::ErrorMessage([&] { (void)huge.Size(); }),
+                       "shape (888888888888888882, 3, 4) has more elements than a 64-bit count holds"));
+  EXPECT_EQ((Shape{int64_t{1} << 62, 4, 0}).Size(), 0);
+  EXPECT_EQ((Shape{int64_t{1} << 62, 1}).Size(), int64_t{1} << 62);
+}
+
 TEST(Env, ReadsAndValidatesSettings) {
   setenv("WEFT_TEST_INT", "12", 1);
   EXPECT_EQ(GetEnvInt("WEFT_TEST_INT", 3), 12);

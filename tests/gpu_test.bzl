@@ -4,10 +4,11 @@ Without --config=cuda the target still exists and reports one skipped test sayin
 without a usable GPU, tests/gpu_test_main.cc skips every test with the reason.
 """
 
+load("//tools/bazel:cc.bzl", "cc_test")
 load("//tools/deps:cuda.bzl", "if_cuda")
 
 def weft_gpu_test(name, srcs, deps = [], size = "medium", **kwargs):
-    native.cc_test(
+    cc_test(
         name = name,
         size = size,
         srcs = if_cuda(srcs, ["gpu_not_built_test.cc"]),

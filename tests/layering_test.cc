@@ -23,7 +23,7 @@ namespace {
 constexpr std::array<std::string_view, 8> kLayers = {"core",  "engine", "storage",  "ops",
                                                      "graph", "passes", "executor", "weft"};
 // Folders after the layers: they may include any layer, and each other.
-constexpr std::array<std::string_view, 4> kUsers = {"examples", "tests", "bench", "tools"};
+constexpr std::array<std::string_view, 5> kUsers = {"examples", "tests", "bench", "tools", "fuzz"};
 constexpr int kUsersRank = static_cast<int>(kLayers.size());
 
 const char* g_manifest = nullptr;  // argv[1]

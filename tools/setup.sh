@@ -4,6 +4,7 @@
 #
 #   tools/setup.sh && bazel test //...
 #   tools/setup.sh --bench        # also PyTorch and OpenBLAS, the peers in bench/
+#   tools/setup.sh --fuzz         # also clang and libFuzzer, for --config=fuzz (fuzz/)
 set -euo pipefail
 
 packages=(
@@ -17,9 +18,13 @@ packages=(
   nlohmann-json3-dev   # JSON: graphs, safetensors headers, traces in tests
 )
 
-if [ "${1:-}" = "--bench" ]; then
-  packages+=(python3-torch libopenblas0-openmp)
-fi
+for option in "$@"; do
+  case "$option" in
+    --bench) packages+=(python3-torch libopenblas0-openmp) ;;
+    --fuzz) packages+=(clang-14 libfuzzer-14-dev) ;;  # Debian 12's clang (tools/bazel/clang.bzl)
+    *) echo "setup: unknown option '$option' (expected --bench or --fuzz)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -68,8 +68,8 @@ Shape ReshapedShape(const std::vector<int64_t>& target, const Shape& in) {
     if (d == -1) {
       infer = i;
       d = 1;
-    } else {
-      known *= d;
+    } else if (__builtin_mul_overflow(known, d, &known)) {
+      fail();
     }
     out.PushBack(d);
   }

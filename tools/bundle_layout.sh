@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Lays out a bundle of binaries that runs on another machine, from any folder and in any order
+# (tools/gpu_bundle.sh makes the GPU bundle with it):
+#
+#   OUT/bin/NAME        a wrapper per binary: the one to run, from anywhere (also through a symlink)
+#   OUT/libexec/NAME    the binary; OUT/libexec/NAME.runfiles -> runfiles, the data files it looks
+#                       for beside itself as under Bazel (examples/data/digits.csv, bench/*.py)
+#   OUT/libexec/env.sh  what each wrapper sources first: decompresses OUT/lib/*.xz on first use
+#                       (atomically; concurrent first runs are safe) and puts the libraries on
+#                       LD_LIBRARY_PATH
+#   OUT/lib/            the shared libraries the binaries need that are neither the C and C++
+#                       runtimes nor CUDA's (the machine brings those); larger ones xz-compressed
+#
+#   tools/bundle_layout.sh OUT [--data=PATH]... BINARY...
+#
+# PATH is relative to the current folder, and to the runfiles (the workspace root, or a test's
+# runfiles). WEFT_BUNDLE_XZ_LEVEL sets the compression (default 6; 0 is fastest).
+set -euo pipefail
+
+out=$1
+shift
+data=()
+while [ $# -gt 0 ] && [[ "$1" == --data=* ]]; do
+  data+=("${1#--data=}")
+  shift
+done
+[ $# -gt 0 ] || { echo "usage: $0 OUT [--data=PATH]... BINARY..." >&2; exit 2; }
+
+mkdir -p "$out/bin" "$out/libexec/runfiles/weft" "$out/lib"
+for f in "${data[@]}"; do
+  mkdir -p "$out/libexec/runfiles/weft/$(dirname "$f")"
+  cp -L "$f" "$out/libexec/runfiles/weft/$f"
+done
+
+for path in "$@"; do
+  name=$(basename "$path")
+  cp -L "$path" "$out/libexec/$name"
+  chmod u+w "$out/libexec/$name"
+  case "$(head -c 4 "$path" | od -An -c | tr -d ' ')" in
+    177ELF) strip --strip-debug "$out/libexec/$name" ;;
+  esac
+  ln -sfn runfiles "$out/libexec/$name.runfiles"
+  cat >"$out/bin/$name" <<WRAPPER
+#!/usr/bin/env bash
+# Runs libexec/$name with this bundle's libraries, from any folder (see libexec/env.sh).
+here=\$(dirname "\$(readlink -f "\${BASH_SOURCE[0]}")")
+source "\$here/../libexec/env.sh" || exit 1
+exec "\$here/../libexec/$name" "\$@"
+WRAPPER
+  chmod +x "$out/bin/$name"
+done
+
+# Shared libraries that are neither the C and C++ runtimes nor the CUDA toolkit's.
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libnvrtc|libcublas|libcudnn|libnvJitLink)'
+for bin in "$out"/libexec/*; do
+  [ -f "$bin" ] && [ -x "$bin" ] || continue
+  { ldd "$bin" 2>/dev/null || true; } | awk '$3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  if [[ ! "$name" =~ $skip ]]; then cp -L "$path" "$out/lib/$name"; fi
+done
+# Compress the large ones (oneDNN is most of the bundle).
+find "$out/lib" -maxdepth 1 -type f -size +4M ! -name '*.xz' -exec xz -T2 "-${WEFT_BUNDLE_XZ_LEVEL:-6}" {} +
+
+cat >"$out/libexec/env.sh" <<'ENV'
+# Sourced by the bundle's wrappers (bin/*) and run_tests.sh. Makes lib/ usable whatever runs
+# first and from whichever folder: each lib/NAME.xz is decompressed once, to a temporary file
+# renamed into place (so a concurrent first run never sees half a library), into lib/, or when
+# the bundle is read-only into a folder of $TMPDIR; those folders go first on LD_LIBRARY_PATH.
+weft_bundle=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+
+weft_bundle_unpack() {  # weft_bundle_unpack LIB.xz DIR
+  local so="$2/$(basename "${1%.xz}")" tmp
+  [ -e "$so" ] && return 0
+  tmp=$(mktemp "$so.XXXXXX") || return 1
+  if command -v xz >/dev/null 2>&1; then
+    xz -dc "$1" >"$tmp"
+  else  # no xz-utils: Python's lzma reads the same format
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1" >"$tmp"
+  fi && chmod 755 "$tmp" && mv -f "$tmp" "$so" && return 0
+  rm -f "$tmp"
+  echo "weft bundle: cannot decompress $1 into $2" >&2
+  return 1
+}
+
+weft_bundle_libs=$weft_bundle/lib
+if [ ! -w "$weft_bundle_libs" ]; then
+  weft_bundle_libs=${TMPDIR:-/tmp}/weft-bundle-$(id -u)-$(printf '%s' "$weft_bundle" | cksum | cut -d' ' -f1)
+  mkdir -p "$weft_bundle_libs" || return 1
+fi
+for weft_xz in "$weft_bundle"/lib/*.xz; do
+  [ -e "$weft_xz" ] || continue
+  weft_bundle_unpack "$weft_xz" "$weft_bundle_libs" || return 1
+done
+[ "$weft_bundle_libs" = "$weft_bundle/lib" ] || weft_bundle_libs="$weft_bundle_libs:$weft_bundle/lib"
+export LD_LIBRARY_PATH="$weft_bundle_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+unset weft_xz weft_bundle_libs
+ENV
