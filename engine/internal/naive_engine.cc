@@ -71,8 +71,9 @@ std::exception_ptr NaiveEngine::Run(const SyncFn& sync, const AsyncFn& async, co
       completion.cv.wait(lock, [&] { return completion.done; });
       raised = completion.error;
     }
-    // Every op's device work is done before the next op runs: no var needs device ordering.
-    if (ctx.stream != nullptr) gpu_->Synchronize(ctx.stream);
+    // Every op's device work is done before the next op runs: no var needs device ordering. The
+    // wait raises a CUDA error, or an error the op's kernels found in its inputs.
+    if (ctx.stream != nullptr) gpu_->WaitAndRelease(gpu_->RecordCompletion(ctx));
   } catch (...) {
     raised = std::current_exception();
   }
