@@ -114,8 +114,7 @@ TEST(GpuDeviceErrors, OfSeveralBadRowsTheFirstIsNamed) {
 
 TEST(GpuDeviceErrors, ValidInputRaisesNothing) {
   for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
-    EXPECT_EQ(CheckedOpErrors(kGpu, dtype, {0, 3, 2.0}, {4, 0, 2.9, 1}),
-              std::vector<std::string>(4, kNoError));
+    EXPECT_EQ(CheckedOpErrors(kGpu, dtype, {0, 3, 2.0}, {4, 0, 2.9, 1}), std::vector<std::string>(4, kNoError));
   }
   EXPECT_EQ(AtWaitForAll(), kNoError);
 }
@@ -126,8 +125,8 @@ TEST(GpuDeviceErrors, TheDeviceStaysUsable) {
   const NDArray bad = Invoke("SoftmaxCrossEntropy", {x, Array({0, 9, 1}, Shape{3}, kGpu, DType::kFloat32)})[0];
   ASSERT_NE(AtWaitToRead(bad), kNoError);
   const NDArray good = Invoke("SoftmaxCrossEntropy", {x, Array({0, 3, 1}, Shape{3}, kGpu, DType::kFloat32)})[0];
-  const NDArray on_cpu = Invoke("SoftmaxCrossEntropy", {Logits(3, kCpu, DType::kFloat32),
-                                                         Array({0, 3, 1}, Shape{3}, kCpu, DType::kFloat32)})[0];
+  const NDArray on_cpu = Invoke(
+      "SoftmaxCrossEntropy", {Logits(3, kCpu, DType::kFloat32), Array({0, 3, 1}, Shape{3}, kCpu, DType::kFloat32)})[0];
   const std::vector<float> got = good.ToVector<float>(), want = on_cpu.ToVector<float>();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
@@ -146,8 +145,8 @@ std::vector<std::string> ErrorsAlongTheEdges(Device device) {
   const NDArray copy = dependent.Copy(kCpu);
   const NDArray on_cpu = Invoke("relu", {copy})[0];
   const NDArray unrelated = Invoke("relu", {x})[0];
-  return {AtWaitToRead(loss),   AtWaitToRead(loss),   AtWaitToRead(dependent), AtWaitToRead(second),
-          AtWaitToRead(copy),   AtWaitToRead(on_cpu), AtWaitToRead(unrelated), AtWaitForAll()};
+  return {AtWaitToRead(loss), AtWaitToRead(loss),   AtWaitToRead(dependent), AtWaitToRead(second),
+          AtWaitToRead(copy), AtWaitToRead(on_cpu), AtWaitToRead(unrelated), AtWaitForAll()};
 }
 
 TEST(GpuDeviceErrors, TheErrorFollowsTheDependenciesAsOnTheCpu) {
@@ -159,9 +158,9 @@ TEST(GpuDeviceErrors, TheErrorFollowsTheDependenciesAsOnTheCpu) {
 
 // No wait raised it: WaitForAll does, once, and retires it (a wait after raises nothing).
 std::vector<std::string> ErrorsAfterWaitForAll(Device device) {
-  const NDArray out = Invoke("Embedding", {Array({3, 0, 8, 1}, Shape{4}, device, DType::kFloat32),
-                                           Table(device, DType::kFloat32)},
-                             kEmbedding)[0];
+  const NDArray out =
+      Invoke("Embedding", {Array({3, 0, 8, 1}, Shape{4}, device, DType::kFloat32), Table(device, DType::kFloat32)},
+             kEmbedding)[0];
   return {AtWaitForAll(), AtWaitToRead(out), AtWaitForAll()};
 }
 
@@ -197,7 +196,7 @@ gpu::DeviceErrors RunOn(engine::GpuStream& stream, const std::string& op, const 
   for (const DeviceArray* a : in) inputs.push_back(a->view);
   const OpReq req[] = {OpReq::kWrite};
   definition.compute[static_cast<int>(DeviceType::kGpu)](ctx, ParseAttrs(definition, attrs), inputs, req,
-                                                          {&out.view, 1});
+                                                         {&out.view, 1});
   return stream.TakeErrors();
 }
 
@@ -213,7 +212,8 @@ std::string FailureOf(const gpu::DeviceErrors& errors) {
 std::vector<std::string> ThreeOpsInOneBatch(engine::GpuStream& stream) {
   const DeviceArray x({0, 1, 2, 3, 4, 5, 6, 7}, Shape{2, 4}), loss({0, 0}, Shape{2});
   const DeviceArray bad_label({0, 5}, Shape{2}), good_label({3, 2}, Shape{2});
-  const DeviceArray bad_index({1, 0, -1}, Shape{3}), table({0, 1, 2, 3}, Shape{2, 2}), rows(std::vector<float>(6), Shape{3, 2});
+  const DeviceArray bad_index({1, 0, -1}, Shape{3}), table({0, 1, 2, 3}, Shape{2, 2}),
+      rows(std::vector<float>(6), Shape{3, 2});
   const AttrMap attrs = {{"input_dim", "2"}, {"output_dim", "2"}};
   const gpu::DeviceErrors first = RunOn(stream, "SoftmaxCrossEntropy", {}, {&x, &bad_label}, loss);
   const gpu::DeviceErrors second = RunOn(stream, "SoftmaxCrossEntropy", {}, {&x, &good_label}, loss);

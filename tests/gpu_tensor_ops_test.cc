@@ -228,8 +228,9 @@ TEST(GpuTensorOps, EmbeddingIndicesOutOfRangeFailTheOpAsOnTheCpu) {
   const std::vector<float> indices = {0, 7, -1, NAN, 2.9f};
   for (Device device : {Device::Cpu(), Device::Gpu(0)}) {
     std::vector<std::vector<float>> in = {indices, {1, 2, 3, 4, 5, 6}}, out = {std::vector<float>(10, 9)};
-    const std::string forward = testing::ErrorMessage(
-        [&] { RunCompute({"Embedding", attrs, {Shape{5}, Shape{3, 2}}}, device, DType::kFloat32, in, {OpReq::kWrite}, out); });
+    const std::string forward = testing::ErrorMessage([&] {
+      RunCompute({"Embedding", attrs, {Shape{5}, Shape{3, 2}}}, device, DType::kFloat32, in, {OpReq::kWrite}, out);
+    });
     EXPECT_NE(forward.find("Embedding: index 7 at position 1 of data is out of range: expected 0 <= index < 3 "
                            "(input_dim)"),
               std::string::npos)
@@ -237,8 +238,8 @@ TEST(GpuTensorOps, EmbeddingIndicesOutOfRangeFailTheOpAsOnTheCpu) {
     in = {std::vector<float>(10, 1), indices};
     out = {std::vector<float>(6, 9)};
     const std::string backward = testing::ErrorMessage([&] {
-      RunCompute({"_backward_Embedding", attrs, {Shape{5, 2}, Shape{5}}}, device, DType::kFloat32, in,
-                 {OpReq::kWrite}, out);
+      RunCompute({"_backward_Embedding", attrs, {Shape{5, 2}, Shape{5}}}, device, DType::kFloat32, in, {OpReq::kWrite},
+                 out);
     });
     EXPECT_NE(backward.find("_backward_Embedding: index 7 at position 1 of data"), std::string::npos)
         << device << ": " << backward;

@@ -63,7 +63,8 @@ class RecordPool {
   }
 
   AcquiredRecord Acquire(int device, DeviceErrorMessage message) {
-    WEFT_CHECK(device >= 0 && device < kMaxDevices) << "expected a GPU id below " << kMaxDevices << ", found " << device;
+    WEFT_CHECK(device >= 0 && device < kMaxDevices)
+        << "expected a GPU id below " << kMaxDevices << ", found " << device;
     std::lock_guard<std::mutex> lock(mu_);
     DeviceErrorRecord* r = Take(device);
     r->ticket = next_ticket_++;
@@ -130,7 +131,8 @@ class RecordPool {
     unsigned long long* notes = nullptr;
     WEFT_CUDA_CHECK(cudaMalloc(&notes, kChunk * sizeof(*notes)));
     void* host = nullptr;
-    WEFT_CUDA_CHECK(cudaHostAlloc(&host, kChunk * sizeof(DeviceErrorReport), cudaHostAllocMapped | cudaHostAllocPortable));
+    WEFT_CUDA_CHECK(
+        cudaHostAlloc(&host, kChunk * sizeof(DeviceErrorReport), cudaHostAllocMapped | cudaHostAllocPortable));
     std::memset(host, 0, kChunk * sizeof(DeviceErrorReport));  // tickets start at 1: no use is done
     void* mapped = nullptr;
     WEFT_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, host, 0));
@@ -147,7 +149,7 @@ class RecordPool {
   }
 
   std::mutex mu_;
-  uint64_t next_ticket_ = 1;  // guarded by mu_
+  uint64_t next_ticket_ = 1;                               // guarded by mu_
   std::vector<DeviceErrorRecord*> fresh_[kMaxDevices];     // never used
   std::vector<DeviceErrorRecord*> free_[kMaxDevices];      // used, and free again
   std::vector<DeviceErrorRecord*> released_[kMaxDevices];  // no references left, maybe not free

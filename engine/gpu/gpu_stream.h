@@ -108,8 +108,8 @@ class GpuStream {
   // A slot for the op running now to check an input in (engine/gpu/device_error.h): its kernels
   // note bad items there, then the op queues ReportFirstBad on this stream, and the op's
   // completion raises `message(item, value)` at the waits on its outputs. Owner only. Throws
-  // weft::Error on a CUDA error. An op's work must be queued before it returns: an async op
-  // (PushAsync) that completes later cannot check, as the next op may have taken its slots.
+  // weft::Error on a CUDA error. Not for an async GPU op (PushAsync): its completion, recorded
+  // when it completes, would take the slots of the ops its worker ran meanwhile too.
   gpu::DeviceErrorSlot ErrorSlot(gpu::DeviceErrorMessage message);
   // The records of the slots handed out since the last call: the completion of the op that used
   // them takes them (a test that runs an op's compute itself, after Synchronize). Any thread.

@@ -29,8 +29,8 @@ DeviceErrorMessage BadIndex(const char* op, int input_dim) {
 
 // A check of the indices in `data` against [0, input_dim).
 BadItems IndexCheck(const OpContext& ctx, const char* op, const TensorView& data, int input_dim) {
-  return BadItems(ctx, data.dtype() == DType::kFloat32 ? BadIndex<float>(op, input_dim)
-                                                       : BadIndex<double>(op, input_dim));
+  return BadItems(ctx,
+                  data.dtype() == DType::kFloat32 ? BadIndex<float>(op, input_dim) : BadIndex<double>(op, input_dim));
 }
 
 // in: (data: indices, any shape; weight: (input_dim, dim)); out: data.shape + (dim,).

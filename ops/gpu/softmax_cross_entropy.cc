@@ -23,11 +23,11 @@ namespace {
 template <typename T>
 DeviceErrorMessage BadLabel(const char* op, int64_t classes) {
   return [op, classes](int64_t row, double value) {
-    return internal::FormatError(__FILE__, __LINE__,
-                                 (std::ostringstream() << op << ": label of row " << row << " is "
-                                                       << static_cast<T>(value) << ", expected a class index in [0, "
-                                                       << classes << ")")
-                                     .str());
+    return internal::FormatError(
+        __FILE__, __LINE__,
+        (std::ostringstream() << op << ": label of row " << row << " is " << static_cast<T>(value)
+                              << ", expected a class index in [0, " << classes << ")")
+            .str());
   };
 }
 

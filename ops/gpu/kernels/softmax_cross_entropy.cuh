@@ -55,8 +55,7 @@ __device__ inline void RowStats(const T* x, int64 classes, int lane, T& max, T& 
 
 // loss[i] = -(x[i, label[i]] - max - log(sum)) (added to loss when accumulate).
 template <typename T>
-__global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int accumulate, T* loss,
-                        GpuErrorSlot bad) {
+__global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int accumulate, T* loss, GpuErrorSlot bad) {
   WEFT_FOR_EACH_WARP_ROW(i, n) {
     T max, sum;
     RowStats(x + i * classes, classes, lane, max, sum);
