@@ -14,9 +14,16 @@
 //
 // An op's device work is therefore complete, for every later consumer, when the event recorded
 // after it on its worker's stream is: the engine never synchronizes a stream per op.
+//
+// Errors that kernels find in their inputs (a bad label) are known only once the device work is
+// done, after the op has finished as far as the engine is concerned. They belong to the op's
+// completion, which passes them on to the completions of the device ops that depend on it
+// (CarryErrors); host waits raise them: WaitAndRelease (WaitForVar), a CPU op after its waits
+// (TakeWriterError: the op fails with it, as with an input's error), WaitForAll (RetireErrors).
 #pragma once
 
 #include <atomic>
+#include <exception>
 #include <memory>
 
 #include "core/device.h"
@@ -58,17 +65,28 @@ class DeviceBackend {
   virtual void WaitForWriter(const RunContext& ctx, VarSyncSlot& var) = 0;
   virtual void WaitForAll(const RunContext& ctx, VarSyncSlot& var) = 0;
   virtual Completion RecordCompletion(const RunContext& ctx) = 0;
+  // Before `done` (the op's, just recorded) is attached to the op's vars: it carries on the
+  // errors the device work that last wrote `var` may have found.
+  virtual void CarryErrors(Completion done, VarSyncSlot& var) {}
+  // For a CPU op, after its waits: the error of the device work that last wrote `var`, which the
+  // op then raises as its own (null if none).
+  virtual std::exception_ptr TakeWriterError(VarSyncSlot& var) { return nullptr; }
   virtual void AddReader(VarSyncSlot& var, Completion done) = 0;
   virtual void SetWriter(VarSyncSlot& var, Completion done) = 0;  // done may be null (CPU write)
   virtual void Release(Completion done) = 0;
   // A reference to the device work that last wrote `var` (null if none), for WaitForVar: taken
-  // while the var is held, waited for (and released) after.
+  // while the var is held, waited for (and released) after. WaitAndRelease throws a CUDA error,
+  // or the error the work found in its inputs: raised by one WaitForVar on the var, as a CPU
+  // error slot is reported once.
   virtual Completion CaptureWriter(VarSyncSlot& var) = 0;
   virtual void WaitAndRelease(Completion done) = 0;
   // Frees a var's state (the var is being deleted; nothing can wait on it any more).
   virtual void DestroyState(VarSyncSlot& var) = 0;
-  // Blocks until the work queued on `stream` is done (the naive engine after each op; WaitForAll).
+  // Blocks until the work queued on `stream` is done (WaitForAll).
   virtual void Synchronize(GpuStream* stream) = 0;
+  // For WaitForAll, after every stream is synchronized: the first error kernels found that no
+  // wait has raised (null if none); retires them all.
+  virtual std::exception_ptr RetireErrors() { return nullptr; }
   // The stream's worker has no more work for now (it may push out work it has been holding).
   virtual void StreamIdle(GpuStream* stream) {}
 };

@@ -1,6 +1,7 @@
 #include "tests/gpu_op_test_util.h"
 
 #include <cstring>
+#include <exception>
 #include <memory>
 
 #include "core/bfloat16.h"
@@ -33,6 +34,11 @@ int CurrentDevice() {
 }  // namespace
 
 TestStream::TestStream() : stream_(CurrentDevice(), {.blocking = false}) {}
+
+void TestStream::Synchronize() {
+  stream_.Synchronize();
+  if (std::exception_ptr error = stream_.TakeErrors().TakeFailure()) std::rethrow_exception(error);
+}
 
 uint16_t ToBf16(float x) { return BFloat16::FromFloat(x).bits; }
 

@@ -482,15 +482,9 @@ TEST(SoftmaxCrossEntropy, LabelOutOfRangeSurfacesAtWaitToRead) {
   for (const std::vector<float>& labels :
        {std::vector<float>{0, 4, 1}, std::vector<float>{0, -1, 1}, std::vector<float>{0, 1.5f, 1}}) {
     NDArray label = NDArray::FromVector(labels, Shape{3}, TestDevice());
-    // The call itself succeeds: the labels are read when the op runs.
+    // The call itself succeeds: the labels are read when the op runs (on a GPU, by its kernel,
+    // which reports the bad one through the op's completion).
     const NDArray loss = Invoke("SoftmaxCrossEntropy", {x, label})[0];
-    if (TestDevice().is_gpu()) {
-      // A GPU kernel cannot raise without the host waiting for it: the row's loss is NaN.
-      const std::vector<float> got = loss.ToVector<float>();
-      EXPECT_TRUE(std::isnan(got[1])) << "label " << labels[1];
-      EXPECT_FALSE(std::isnan(got[0]) || std::isnan(got[2]));
-      continue;
-    }
     const std::string message = ErrorAtWaitToRead(loss);
     std::ostringstream value;
     value << labels[1];

@@ -18,10 +18,20 @@
 // same bit. Each stream's work is queued only by its owner, except event records, which any
 // consumer may make (stream_point.h).
 //
+// Errors kernels find in their inputs (engine/gpu/device_error.h) ride on points: a device op's
+// point carries its own checks and those of the last writers of its vars (CarryErrors). A host
+// wait reads them once it is over. As a CPU error slot is reported by one WaitForVar, a var's
+// `errors_taken` names the writer whose errors a WaitForVar took: later WaitForVars on the var
+// do not raise them. (Ops that access the var later still carry them on: unlike a CPU error slot,
+// which that WaitForVar clears; an op granted just before the wait may run after it, so clearing
+// could not tell the two apart.) It is set by concurrent WaitForVar ops (exchange: one takes
+// them) and reset by the next writer (which holds the var alone).
+//
 // Environment: WEFT_GPU_COMPUTE_WORKERS (default 2), WEFT_GPU_COPY_WORKERS (default 1, each way).
 #include <cuda_runtime.h>
 
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <vector>
 
@@ -30,6 +40,7 @@
 #include "core/small_vector.h"
 #include "core/spin_lock.h"
 #include "engine/device_backend.h"
+#include "engine/gpu/device_error.h"
 #include "engine/gpu/event_pool.h"
 #include "engine/gpu/gpu_stream.h"
 #include "engine/gpu/stream_point.h"
@@ -48,9 +59,15 @@ struct CudaVarState final : engine::VarDeviceState {
   SpinLock mu;                           // guards readers (concurrent reading ops add to it)
   StreamPoint* writer = nullptr;         // changed only by an op holding the var for writing
   SmallVector<StreamPoint*, 4> readers;  // one per stream
+  std::atomic<StreamPoint*> errors_taken{nullptr};  // null, or `writer`: see the file comment
 };
 
 StreamPoint* AsPoint(Completion c) { return static_cast<StreamPoint*>(c); }
+
+// The last writer of the var, if it carries errors.
+StreamPoint* WriterWithErrors(CudaVarState* s) {
+  return s == nullptr || s->writer == nullptr || s->writer->errors.empty() ? nullptr : s->writer;
+}
 
 CudaVarState* StateOf(VarSyncSlot& slot) {
   return static_cast<CudaVarState*>(slot.state.load(std::memory_order_acquire));
@@ -142,7 +159,20 @@ class CudaBackend final : public engine::DeviceBackend {
     for (StreamPoint* r : s->readers) WaitOn(ctx, r);
   }
 
-  Completion RecordCompletion(const RunContext& ctx) override { return AcquirePoint(ctx.stream); }
+  Completion RecordCompletion(const RunContext& ctx) override {
+    return AcquirePoint(ctx.stream, ctx.stream->TakeErrors());
+  }
+
+  // The op holds `var`, so its writer is stable; `done` is not shared yet.
+  void CarryErrors(Completion done, VarSyncSlot& var) override {
+    if (StreamPoint* w = WriterWithErrors(StateOf(var))) AsPoint(done)->errors.Inherit(w->errors);
+  }
+
+  // The CPU op holds `var` and has waited for its writer: the writer's checks are done.
+  std::exception_ptr TakeWriterError(VarSyncSlot& var) override {
+    StreamPoint* w = WriterWithErrors(StateOf(var));
+    return w ? w->errors.TakeFailure() : nullptr;
+  }
 
   void AddReader(VarSyncSlot& var, Completion done) override {
     CudaVarState& s = MakeState(var);
@@ -175,20 +205,38 @@ class CudaBackend final : public engine::DeviceBackend {
   void Release(Completion done) override { ReleasePoint(AsPoint(done)); }
 
   // Records the writer's event now (on the pushing thread's behalf), so that the wait after needs
-  // only the event.
+  // only the event. The wait raises the writer's errors unless an earlier WaitForVar on the var
+  // took them: then it gets a point of its own with the writer's event and no errors.
   Completion CaptureWriter(VarSyncSlot& var) override {
     CudaVarState* s = StateOf(var);
     if (s == nullptr || s->writer == nullptr) return nullptr;
-    AddRef(s->writer);
-    EventOf(s->writer);
-    return s->writer;
+    PooledEvent* event = EventOf(s->writer);
+    const bool raises =
+        !s->writer->errors.empty() && s->errors_taken.exchange(s->writer, std::memory_order_acq_rel) != s->writer;
+    if (raises || s->writer->errors.empty()) {
+      AddRef(s->writer);
+      return s->writer;
+    }
+    StreamPoint* own = AcquirePoint(s->writer->stream);
+    EventPool::AddRef(event);
+    own->event.store(event, std::memory_order_release);
+    return own;
   }
 
+  // Recorded by CaptureWriter (or, for the naive engine's op, now, by the stream's owner).
   void WaitAndRelease(Completion done) override {
     StreamPoint* p = AsPoint(done);
-    const cudaError_t error = cudaEventSynchronize(p->event.load(std::memory_order_acquire)->event);
+    cudaError_t error = cudaSuccess;
+    std::exception_ptr found;
+    try {
+      error = cudaEventSynchronize(EventOf(p)->event);
+      if (error == cudaSuccess) found = p->errors.TakeFailure();
+    } catch (...) {
+      found = std::current_exception();
+    }
     ReleasePoint(p);
     if (error != cudaSuccess) ThrowCudaError(error, "cudaEventSynchronize(event)", __FILE__, __LINE__);
+    if (found) std::rethrow_exception(found);
   }
 
   void DestroyState(VarSyncSlot& var) override {
@@ -200,6 +248,8 @@ class CudaBackend final : public engine::DeviceBackend {
 
   void Synchronize(GpuStream* stream) override { stream->Synchronize(); }
 
+  std::exception_ptr RetireErrors() override { return RetireDeviceErrors(); }
+
   void StreamIdle(GpuStream* stream) override { stream->FlushWhenIdle(); }
 
  private:
@@ -207,6 +257,7 @@ class CudaBackend final : public engine::DeviceBackend {
   static void ClearLocked(CudaVarState& s) {
     if (s.writer) ReleasePoint(s.writer);
     s.writer = nullptr;
+    s.errors_taken.store(nullptr, std::memory_order_relaxed);
     for (StreamPoint* r : s.readers) ReleasePoint(r);
     s.readers.clear();
   }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <utility>
 
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
@@ -96,6 +97,22 @@ void GpuStream::Wait(cudaEvent_t event) { WEFT_CUDA_CHECK(cudaStreamWaitEvent(ha
 void GpuStream::Synchronize() {
   Flush();
   WEFT_CUDA_CHECK(cudaStreamSynchronize(handle_.stream));
+}
+
+gpu::DeviceErrorSlot GpuStream::ErrorSlot(gpu::DeviceErrorMessage message) {
+  const gpu::AcquiredRecord acquired = gpu::AcquireErrorRecord(device_, std::move(message));
+  {
+    std::lock_guard<SpinLock> lock(errors_mu_);
+    errors_.Add(acquired.record);
+  }
+  // Before the check's kernels; later uses find it cleared by the report of the use before.
+  if (acquired.fresh) Memset(acquired.slot.first_bad, 0xff, sizeof(*acquired.slot.first_bad));
+  return acquired.slot;
+}
+
+gpu::DeviceErrors GpuStream::TakeErrors() {
+  std::lock_guard<SpinLock> lock(errors_mu_);
+  return std::move(errors_);
 }
 
 void GpuStream::RecordAfterAll(cudaEvent_t event) {

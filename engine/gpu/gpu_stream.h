@@ -32,7 +32,9 @@
 #include <span>
 #include <utility>
 
+#include "core/spin_lock.h"
 #include "engine/engine.h"
+#include "engine/gpu/device_error.h"
 #include "engine/gpu/launch_batch.h"
 
 namespace weft::engine {
@@ -103,6 +105,16 @@ class GpuStream {
   // Blocks until the stream's work is done.
   void Synchronize();
 
+  // A slot for the op running now to check an input in (engine/gpu/device_error.h): its kernels
+  // note bad items there, then the op queues ReportFirstBad on this stream, and the op's
+  // completion raises `message(item, value)` at the waits on its outputs. Owner only. Throws
+  // weft::Error on a CUDA error. Not for an async GPU op (PushAsync): its completion, recorded
+  // when it completes, would take the slots of the ops its worker ran meanwhile too.
+  gpu::DeviceErrorSlot ErrorSlot(gpu::DeviceErrorMessage message);
+  // The records of the slots handed out since the last call: the completion of the op that used
+  // them takes them (a test that runs an op's compute itself, after Synchronize). Any thread.
+  gpu::DeviceErrors TakeErrors();
+
   // Records `event` on the legacy default stream after launching every stream's batch: it
   // completes once all work queued so far on the device's blocking streams has (the current
   // device's, which must be the event's).
@@ -120,6 +132,8 @@ class GpuStream {
   const int device_;
   Handle handle_;
   gpu::LaunchBatch batch_;
+  SpinLock errors_mu_;
+  gpu::DeviceErrors errors_;  // guarded by errors_mu_
 };
 
 }  // namespace weft::engine

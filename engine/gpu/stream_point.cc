@@ -1,6 +1,7 @@
 #include "engine/gpu/stream_point.h"
 
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "core/spin_lock.h"
@@ -12,7 +13,7 @@ namespace {
 // Pooled StreamPoints: one per GPU op, so no allocation per op.
 class PointPool {
  public:
-  StreamPoint* Acquire(engine::GpuStream* stream) {
+  StreamPoint* Acquire(engine::GpuStream* stream, DeviceErrors errors) {
     StreamPoint* p = nullptr;
     {
       std::lock_guard<SpinLock> lock(mu_);
@@ -22,12 +23,14 @@ class PointPool {
     p->stream = stream;
     p->event.store(nullptr, std::memory_order_relaxed);
     p->waited_by.store(0, std::memory_order_relaxed);
+    p->errors = std::move(errors);
     p->refs.store(1, std::memory_order_release);
     return p;
   }
   void Release(StreamPoint* p) {
     if (p->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     if (PooledEvent* e = p->event.load(std::memory_order_acquire)) EventPool::Get().Release(e);
+    p->errors.Clear();
     std::lock_guard<SpinLock> lock(mu_);
     free_.push_back(p);
   }
@@ -44,7 +47,9 @@ PointPool& Points() {
 
 }  // namespace
 
-StreamPoint* AcquirePoint(engine::GpuStream* stream) { return Points().Acquire(stream); }
+StreamPoint* AcquirePoint(engine::GpuStream* stream, DeviceErrors errors) {
+  return Points().Acquire(stream, std::move(errors));
+}
 
 void ReleasePoint(StreamPoint* p) { Points().Release(p); }
 

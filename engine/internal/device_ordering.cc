@@ -41,6 +41,14 @@ void DeviceOrdering::Prepare(OprBlock* op, GpuStream* stream) {
   for (ThreadedVar* v : op->vars.reads()) {
     if (v->sync().state.load(std::memory_order_acquire)) backend_->WaitForWriter(ctx, v->sync());
   }
+  if (stream == nullptr && !op->no_skip) RaiseDeviceError(*op);
+}
+
+void DeviceOrdering::RaiseDeviceError(const OprBlock& op) {
+  for (ThreadedVar* v : op.vars.all()) {
+    if (!v->sync().state.load(std::memory_order_acquire)) continue;
+    if (std::exception_ptr error = backend_->TakeWriterError(v->sync())) std::rethrow_exception(error);
+  }
 }
 
 // A device op's work is done when the event recorded now on its stream is; a CPU op that wrote
@@ -54,6 +62,9 @@ std::exception_ptr DeviceOrdering::Complete(OprBlock* op) {
       return nullptr;
     }
     Completion done = backend_->RecordCompletion(RunContext{op->device, op->stream, -1});
+    for (ThreadedVar* v : op->vars.all()) {
+      if (v->sync().state.load(std::memory_order_acquire)) backend_->CarryErrors(done, v->sync());
+    }
     for (ThreadedVar* v : op->vars.writes()) backend_->SetWriter(v->sync(), done);
     for (ThreadedVar* v : op->vars.reads()) backend_->AddReader(v->sync(), done);
     backend_->Release(done);

@@ -37,9 +37,11 @@ class DeviceOrdering {
   void Submit(OprBlock* op) { workers_[op->device.id].load(std::memory_order_acquire)->Submit(op); }
 
   // With every var of the op granted: makes the op's stream wait for (or, for a CPU op, blocks
-  // until) the device work it depends on.
+  // until) the device work it depends on. A CPU op then throws the error that work found in its
+  // inputs (device_backend.h), unless it runs whatever its vars hold (no_skip).
   void Prepare(OprBlock* op, GpuStream* stream);
-  // Before the op releases its vars: attaches the op's device work to them. Returns what failed.
+  // Before the op releases its vars: attaches the op's device work to them, with the errors of
+  // the device work it depended on. Returns what failed.
   std::exception_ptr Complete(OprBlock* op);
   // For WaitForVar: the device work that last wrote `var`, taken while the var is held, then
   // waited for (and released) by the waiting thread.
@@ -50,6 +52,8 @@ class DeviceOrdering {
 
   // Blocks until every stream's queued device work is done (WaitForAll).
   void Synchronize();
+  // After Synchronize: the first error kernels found that no wait has raised; retires them all.
+  std::exception_ptr RetireErrors() { return backend_->RetireErrors(); }
   // Lets the workers drain and joins them, but keeps them: for a shutdown from inside an op,
   // whose thread may be one of theirs.
   void StopKeeping();
@@ -58,6 +62,8 @@ class DeviceOrdering {
 
  private:
   static constexpr int kMaxGpus = 16;
+  // A CPU op's vars, after its waits: throws the first device error they hold.
+  void RaiseDeviceError(const OprBlock& op);
   DeviceBackend* const backend_;  // null on a CPU-only build
   const WorkerPool::Runner run_;
   const std::atomic<bool>& accepting_;

@@ -43,38 +43,55 @@ GpuStream* NaiveEngine::StreamOf(int device) {
   return gpu_streams_[device];
 }
 
+namespace {
+
+// Runs an op's function on this thread, and waits for an async op to complete (maybe on another
+// thread). Returns what an async op completed with; throws what the function throws.
+std::exception_ptr CallOp(const SyncFn& sync, const AsyncFn& async, const RunContext& ctx, void* engine) {
+  if (sync) {
+    sync(ctx);
+    return nullptr;
+  }
+  struct Completion {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::exception_ptr error;
+  } completion;
+  auto complete = [](void*, void* c, std::exception_ptr error) {
+    auto* state = static_cast<Completion*>(c);
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->error = std::move(error);
+    state->done = true;
+    state->cv.notify_all();
+  };
+  async(ctx, OnComplete(complete, engine, &completion));
+  std::unique_lock<std::mutex> lock(completion.mu);
+  completion.cv.wait(lock, [&] { return completion.done; });
+  return completion.error;
+}
+
+}  // namespace
+
 std::exception_ptr NaiveEngine::Run(const SyncFn& sync, const AsyncFn& async, const PushArgs& args) {
   RunContext ctx{args.device, nullptr, -1};
   const int64_t start = profiler_ ? profiler_->NowNs() : 0;
   std::exception_ptr raised;
   try {
     if (args.device.is_gpu()) ctx.stream = StreamOf(args.device.id);
-    if (sync) {
-      sync(ctx);
-    } else {
-      // The op may complete on another thread; wait for it here.
-      struct Completion {
-        std::mutex mu;
-        std::condition_variable cv;
-        bool done = false;
-        std::exception_ptr error;
-      } completion;
-      auto complete = [](void*, void* c, std::exception_ptr error) {
-        auto* state = static_cast<Completion*>(c);
-        std::lock_guard<std::mutex> lock(state->mu);
-        state->error = std::move(error);
-        state->done = true;
-        state->cv.notify_all();
-      };
-      async(ctx, OnComplete(complete, this, &completion));
-      std::unique_lock<std::mutex> lock(completion.mu);
-      completion.cv.wait(lock, [&] { return completion.done; });
-      raised = completion.error;
-    }
-    // Every op's device work is done before the next op runs: no var needs device ordering.
-    if (ctx.stream != nullptr) gpu_->Synchronize(ctx.stream);
+    raised = CallOp(sync, async, ctx, this);
   } catch (...) {
     raised = std::current_exception();
+  }
+  // Every op's device work is done before the next op runs: no var needs device ordering. The
+  // wait raises a CUDA error, or an error the op's kernels found in its inputs; it takes those
+  // from a failed op too, so that they never become the next op's.
+  if (ctx.stream != nullptr) {
+    try {
+      gpu_->WaitAndRelease(gpu_->RecordCompletion(ctx));
+    } catch (...) {
+      if (!raised) raised = std::current_exception();
+    }
   }
   if (profiler_) profiler_->RecordSpan(args.name, WorkerPool::CurrentTrack(), start, profiler_->NowNs());
   return raised;

@@ -341,7 +341,10 @@ void ThreadedEngine::WaitForAll() {
   WEFT_CHECK(!WorkerPool::OnWorkerThread()) << "WaitForAll called inside an engine op would deadlock";
   WaitUntilIdle();
   device_.Synchronize();
+  // Errors kernels found that no wait raised are retired with the ops' failures, which come first.
+  const std::exception_ptr device_error = device_.enabled() ? device_.RetireErrors() : nullptr;
   failures_.RethrowAndRetire();
+  if (device_error) std::rethrow_exception(device_error);
 }
 
 void ThreadedEngine::Shutdown() {

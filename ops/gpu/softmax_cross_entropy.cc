@@ -2,18 +2,34 @@
 // they compute), float32 and float64: one kernel each way (kernels/softmax_cross_entropy.cuh),
 // a warp per row.
 //
-// Labels: the CPU op raises a weft::Error for a label that is not a class index in [0, C); here
-// the labels live on the GPU, and checking them on the host would synchronize the stream. So the
-// GPU op writes NaN instead: the row's loss, and every d_data element of that row.
+// Labels: a label that is not a class index in [0, C) fails the op with the CPU's message (the
+// first such row, its label, the range), raised at the next wait on the op's outputs; the kernel
+// notes it on the device and nothing waits for it (internal/bad_input.h). The row's results are
+// NaN meanwhile.
 #include <span>
+#include <sstream>
 #include <string>
 
+#include "core/error.h"
+#include "ops/gpu/internal/bad_input.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
 #include "ops/op.h"
 
 namespace weft::gpu {
 namespace {
+
+// What ops/cpu/softmax_cross_entropy.cc throws for the label `value` of row `row`, printed as a T.
+template <typename T>
+DeviceErrorMessage BadLabel(const char* op, int64_t classes) {
+  return [op, classes](int64_t row, double value) {
+    return internal::FormatError(
+        __FILE__, __LINE__,
+        (std::ostringstream() << op << ": label of row " << row << " is " << static_cast<T>(value)
+                              << ", expected a class index in [0, " << classes << ")")
+            .str());
+  };
+}
 
 // ---- compute ----
 
@@ -32,14 +48,16 @@ void SceGpu(const OpContext& ctx, const Attrs&, std::span<const TensorView> in, 
   const void *x = data.raw(), *labels = label.raw();
   void* result = out[0].raw();
   const std::string t = TypeName(dtype);
+  const BadItems bad(ctx, dtype == DType::kFloat32 ? BadLabel<float>(op, classes) : BadLabel<double>(op, classes));
   constexpr int64_t kWarp = 32;  // threads per row
   if (kBackward) {
     Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceGrad", {t}), n * kWarp, n, classes, in[0].raw(), x,
-           labels, accumulate, result);
+           labels, accumulate, result, bad.slot());
   } else {
     Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceLoss", {t}), n * kWarp, n, classes, x, labels,
-           accumulate, result);
+           accumulate, result, bad.slot());
   }
+  bad.Report(label);
 }
 
 WEFT_REGISTER_COMPUTE(SoftmaxCrossEntropy, DeviceType::kGpu, SceGpu<false>);

@@ -30,4 +30,20 @@ struct GpuAddNArgs {
   int count;
 };
 
+// A check of an input by an op's kernels (device_error.cuh), laid out as the engine's
+// DeviceErrorReport and DeviceErrorSlot (engine/gpu/device_error.h; ops/gpu/internal/bad_input.cc
+// asserts they agree). The report is host memory the device writes.
+struct GpuErrorReport {
+  unsigned long long failed;  // the ticket of the last use that found a bad item
+  unsigned long long done;    // the ticket of the last use whose check is complete
+  long long item;             // that use's smallest bad item
+  double value;               // and its value
+};
+
+struct GpuErrorSlot {
+  unsigned long long* first_bad;  // device memory: the smallest bad item noted, ~0 while none
+  GpuErrorReport* report;
+  unsigned long long ticket;
+};
+
 }  // namespace weft

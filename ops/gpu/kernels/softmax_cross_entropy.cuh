@@ -1,11 +1,12 @@
 // SoftmaxCrossEntropy (ops/gpu/softmax_cross_entropy.cc): one warp per row computes the row's
 // maximum and sum of exponentials, then the loss -(x[label] - max - log(sum)), or the gradient
 // out_grad * (softmax(x) - onehot(label)); one launch each way, in the array's type T (float or
-// double). A label that is not a class index in [0, classes) gives NaN: the GPU cannot raise an
-// error without the host waiting for it.
+// double). A label that is not a class index in [0, classes) is noted in `bad` (its row), and the
+// row's results are NaN; the op then fails (device_error.cuh).
 #pragma once
 
 #include "common.cuh"
+#include "device_error.cuh"
 
 namespace weft {
 
@@ -54,12 +55,13 @@ __device__ inline void RowStats(const T* x, int64 classes, int lane, T& max, T& 
 
 // loss[i] = -(x[i, label[i]] - max - log(sum)) (added to loss when accumulate).
 template <typename T>
-__global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int accumulate, T* loss) {
+__global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int accumulate, T* loss, GpuErrorSlot bad) {
   WEFT_FOR_EACH_WARP_ROW(i, n) {
     T max, sum;
     RowStats(x + i * classes, classes, lane, max, sum);
     if (lane != 0) continue;
     const int64 c = ClassOf(label[i], classes);
+    if (c < 0) NoteBadItem(bad, i);
     const T v = c < 0 ? NotANumber<T>() : -(x[i * classes + c] - max - Log(sum));
     loss[i] = accumulate ? loss[i] + v : v;
   }
@@ -67,12 +69,14 @@ __global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int 
 
 // dx[i, c] = dy[i] * (softmax(x)[i, c] - (c == label[i])) (added to dx when accumulate).
 template <typename T>
-__global__ void SceGrad(int64 n, int64 classes, const T* dy, const T* x, const T* label, int accumulate, T* dx) {
+__global__ void SceGrad(int64 n, int64 classes, const T* dy, const T* x, const T* label, int accumulate, T* dx,
+                        GpuErrorSlot bad) {
   WEFT_FOR_EACH_WARP_ROW(i, n) {
     T max, sum;
     const T* row = x + i * classes;
     RowStats(row, classes, lane, max, sum);
     const int64 label_class = ClassOf(label[i], classes);
+    if (label_class < 0 && lane == 0) NoteBadItem(bad, i);
     for (int64 c = lane; c < classes; c += 32) {
       const T p = Exp(row[c] - max) / sum;
       const T v = label_class < 0 ? NotANumber<T>() : dy[i] * (p - (c == label_class ? T(1) : T(0)));
