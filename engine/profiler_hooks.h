@@ -57,7 +57,8 @@ struct DeviceActivity {
   uint64_t op = 0;                   // the profiled op that queued it; 0 when unknown
   uint64_t bytes = 0;                // copies and memsets
   uint32_t correlation = 0;          // the tracer's id of the call that queued it
-  std::string detail;                // "grid [x, y, z] block [x, y, z]" for kernels
+  // Kernels: "grid [x, y, z] block [x, y, z]", then " graph <id>" when replayed from a CUDA graph.
+  std::string detail;
 };
 
 // A stream of the engine's, with the name of the worker that owns it ("gpu:0 compute 1").
