@@ -63,12 +63,20 @@ Records& Delivered() {
 // Set by Start once CUPTI records, cleared by Stop before it disables it.
 std::atomic<bool> recording{false};
 
-// The ops of each attributed launch, by launch id (unique in the process, so an id from an
-// earlier trace is simply not found).
+// An attributed launch: the op of each kernel, in order, and CUPTI's id of the stream it was
+// launched into (the kernels of a graph belong on that stream's track).
+struct Launch {
+  std::vector<uint64_t> ops;
+  uint32_t stream = 0;
+  bool stream_known = false;
+};
+using LaunchMap = std::unordered_map<uint64_t, Launch>;
+
+// Attributed launches by id (unique in the process, so an id from an earlier trace is not found).
 std::atomic<uint64_t> next_launch{1};
 std::mutex launches_mu;
-std::unordered_map<uint64_t, std::vector<uint64_t>>& Launches() {
-  static auto* launches = new std::unordered_map<uint64_t, std::vector<uint64_t>>;  // guarded by launches_mu
+LaunchMap& Launches() {
+  static auto* launches = new LaunchMap;  // guarded by launches_mu; never destroyed
   return *launches;
 }
 
@@ -179,10 +187,14 @@ uint64_t CUPTIAPI ProfilerClock() { return static_cast<uint64_t>(engine::Profile
 
 // Once per process, before any activity kind is enabled. Returns what failed.
 std::string Setup() {
-  const CUptiResult clock = cuptiActivityRegisterTimestampCallback(&ProfilerClock);
-  (void)clock;  // without it, Start measures the offset between the clocks
   const CUptiResult buffers = cuptiActivityRegisterCallbacks(&BufferRequested, &BufferCompleted);
-  return buffers == CUPTI_SUCCESS ? "" : CuptiError("cuptiActivityRegisterCallbacks", buffers);
+  if (buffers != CUPTI_SUCCESS) return CuptiError("cuptiActivityRegisterCallbacks", buffers);
+  // Without it, Start measures the offset between CUPTI's clock and the profiler's.
+  (void)cuptiActivityRegisterTimestampCallback(&ProfilerClock);
+  // A trace still running at exit is written by the engine's shutdown: registered now, after
+  // CUPTI started, it runs before CUPTI's and the CUDA runtime's own teardown.
+  std::atexit([] { engine::Engine::Get()->Shutdown(); });
+  return "";
 }
 
 // The profiler's clock minus CUPTI's: 0 when CUPTI takes its timestamps from the profiler's clock.
@@ -198,8 +210,7 @@ int64_t ClockOffset() {
 
 // Resolves each piece of work's op (file comment of device_tracer.h) and moves its times to the
 // profiler's clock.
-std::vector<DeviceActivity> Resolve(Records& r, const std::unordered_map<uint64_t, std::vector<uint64_t>>& launches,
-                                    int64_t offset_ns) {
+std::vector<DeviceActivity> Resolve(Records& r, const LaunchMap& launches, int64_t offset_ns) {
   std::unordered_map<uint32_t, std::vector<DeviceActivity*>> launched;  // by graph launch call
   for (DeviceActivity& a : r.work) {
     a.start_ns += offset_ns, a.end_ns += offset_ns;
@@ -214,9 +225,13 @@ std::vector<DeviceActivity> Resolve(Records& r, const std::unordered_map<uint64_
   for (auto& [correlation, kernels] : launched) {
     std::sort(kernels.begin(), kernels.end(),
               [](const DeviceActivity* x, const DeviceActivity* y) { return x->start_ns < y->start_ns; });
-    auto ops = launches.find(r.external[correlation].launch);
-    if (ops == launches.end()) continue;
-    for (size_t i = 0; i < kernels.size() && i < ops->second.size(); ++i) kernels[i]->op = ops->second[i];
+    auto it = launches.find(r.external[correlation].launch);
+    if (it == launches.end()) continue;
+    const Launch& launch = it->second;
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      if (i < launch.ops.size()) kernels[i]->op = launch.ops[i];
+      if (launch.stream_known) kernels[i]->stream = launch.stream;
+    }
   }
   return std::move(r.work);
 }
@@ -316,7 +331,7 @@ engine::DeviceTrace CuptiTracer::Stop(std::span<const engine::NamedStream> strea
     std::lock_guard<std::mutex> lock(records_mu);
     records = std::exchange(Delivered(), Records{});
   }
-  std::unordered_map<uint64_t, std::vector<uint64_t>> launches;
+  LaunchMap launches;
   {
     std::lock_guard<std::mutex> lock(launches_mu);
     launches.swap(Launches());
@@ -337,12 +352,14 @@ engine::DeviceTrace CuptiTracer::Stop(std::span<const engine::NamedStream> strea
 
 bool TracingDevice() { return recording.load(std::memory_order_relaxed); }
 
-LaunchAttribution::LaunchAttribution(std::span<const uint64_t> ops) {
+LaunchAttribution::LaunchAttribution(std::span<const uint64_t> ops, cudaStream_t stream) {
   if (ops.empty() || !recording.load(std::memory_order_relaxed)) return;
   const uint64_t id = next_launch.fetch_add(1, std::memory_order_relaxed);
+  Launch launch{{ops.begin(), ops.end()}};
+  launch.stream_known = cuptiGetStreamIdEx(nullptr, stream, 0, &launch.stream) == CUPTI_SUCCESS;
   {
     std::lock_guard<std::mutex> lock(launches_mu);
-    Launches()[id].assign(ops.begin(), ops.end());
+    Launches()[id] = std::move(launch);
   }
   active_ = cuptiActivityPushExternalCorrelationId(kLaunchKind, id) == CUPTI_SUCCESS;
 }

@@ -13,12 +13,15 @@
 //     thread flushes the batch (the next op, the worker's idle hook, a consumer recording an
 //     event): the flush pushes a launch id (CUSTOM1) that maps to the ops of the chain's kernels,
 //     in order, and the kernels of that launch, sorted by start, are the chain's nodes in order
-//     (each node of a chain waits for the one before it).
+//     (each node of a chain waits for the one before it); they are shown on the track of the
+//     stream the chain was launched into.
 //   A launch id wins over an op id: a flush inside op B may launch op A's kernels.
 // The executable chains are dropped when the tracer starts and when it stops
 // (LaunchBatch::ForgetKernels): every graph replayed in a trace was instantiated while CUPTI
 // traced, and none instantiated then outlives the trace.
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <cstdint>
 #include <span>
@@ -29,12 +32,12 @@ namespace weft::gpu {
 // may not be attributed.
 bool TracingDevice();
 
-// For its lifetime, the CUDA calls of the calling thread launch the kernels of `ops`, in order:
-// kernel i was queued by op ops[i] (0: by none). Nothing when `ops` is empty or the tracer does
-// not record. One at a time per thread.
+// For its lifetime, the CUDA calls of the calling thread launch the kernels of `ops`, in order,
+// into `stream`: kernel i was queued by op ops[i] (0: by none), and is shown on `stream`'s track.
+// Nothing when `ops` is empty or the tracer does not record. One at a time per thread.
 class LaunchAttribution {
  public:
-  explicit LaunchAttribution(std::span<const uint64_t> ops);
+  LaunchAttribution(std::span<const uint64_t> ops, cudaStream_t stream);
   ~LaunchAttribution();
   LaunchAttribution(const LaunchAttribution&) = delete;
   LaunchAttribution& operator=(const LaunchAttribution&) = delete;

@@ -221,7 +221,7 @@ void FlushLocked(State& b) {
   b.pending.clear(), b.arg_offsets.clear();
   cudaError_t error = cudaSuccess;
   {
-    LaunchAttribution attribution(ops);
+    LaunchAttribution attribution(ops, b.stream);
     error = LaunchChain(b, params, args);
   }
   if (error == cudaSuccess) return;
@@ -229,7 +229,8 @@ void FlushLocked(State& b) {
   error = cudaSuccess;
   for (size_t i = 0; i < params.size(); ++i) {
     const cudaKernelNodeParams& p = params[i];
-    LaunchAttribution attribution(traced ? std::span<const uint64_t>(&ops[i], 1) : std::span<const uint64_t>());
+    LaunchAttribution attribution(traced ? std::span<const uint64_t>(&ops[i], 1) : std::span<const uint64_t>(),
+                                  b.stream);
     const cudaError_t e = cudaLaunchKernel(p.func, p.gridDim, p.blockDim, p.kernelParams, p.sharedMemBytes, b.stream);
     if (e != cudaSuccess && error == cudaSuccess) error = e;
   }
