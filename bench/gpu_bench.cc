@@ -8,7 +8,8 @@
 //
 //   tools/gpu_bundle.sh; then on the GPU machine: gpu_bundle/bin/gpu_bench [--reps=5]
 //   (--mlp=0, --tiny=0, --relu=0 leave a part out, --peer=0 PyTorch; --floors_only=1 prints the
-//   launch floors, graph costs and the relu kernel alone)
+//   launch floors, graph costs and the relu kernel alone; --profile_cost=1 the tiny op and an MLP
+//   step with the profiler never started, running, and stopped again)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -140,12 +141,34 @@ void PrintRow(const char* what, double weft_value, const nlohmann::json& peer, c
   }
 }
 
+// The profiler's cost: a tiny op and an MLP step before it ever started (what every run pays for
+// its hooks), while it traces (host spans, CUPTI, memory samples), and after it stopped.
+int ProfileCost(int reps) {
+  const Net net{"784-1024-1024-10", {784, 1024, 1024, 10}, 128};
+  const std::string trace = "/tmp/weft_gpu_bench_profile.json";
+  double tiny[3], step[3];
+  for (int phase = 0; phase < 3; ++phase) {
+    if (phase == 1) weft::Profiler::Start(trace);
+    tiny[phase] = LaunchOverheadUs(reps);
+    step[phase] = MlpStep(net, DType::kFloat32, reps);
+    if (phase == 1) weft::Profiler::Stop();
+  }
+  std::remove(trace.c_str());
+  std::printf("%-44s %12s %12s %12s\n", "profiler", "never on", "on", "off again");
+  std::printf("%-44s %12.3f %12.3f %12.3f  us/op\n", "tiny op us", tiny[0], tiny[1], tiny[2]);
+  std::printf("%-44s %12.3f %12.3f %12.3f  ms/step\n", ("mlp " + net.name + " b128 float32").c_str(), step[0], step[1],
+              step[2]);
+  weft::engine::Engine::Get()->Shutdown();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     const int reps = bench::IntFlag(argc, argv, "reps", 5);
     bench::ChdirToWorkspace();
+    if (bench::IntFlag(argc, argv, "profile_cost", 0)) return ProfileCost(reps);
     if (bench::IntFlag(argc, argv, "floors_only", 0)) {  // --floors_only=1: the launch floors alone
       std::printf("launch floors (us): runtime %.2f, non-blocking stream %.2f, driver API %.2f, empty engine op %.2f\n",
                   bench::RawLaunchUs(reps, true), bench::RawLaunchUs(reps, false), bench::DriverLaunchUs(reps),

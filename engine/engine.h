@@ -16,6 +16,10 @@
 //   engine.WaitForVar(b);                        // y == 2, or the op's exception is rethrown
 //   engine.DeleteVariable([](RunContext) {}, Device::Cpu(), a);
 //
+// Profiling: StartProfiling(path) ... StopProfiling() writes a Chrome trace of the ops run between
+// them (and, in a CUDA build, of their kernels, copies and memsets), or WEFT_PROFILE=<file> from
+// the engine's start to its Shutdown.
+//
 // Environment: WEFT_ENGINE, WEFT_CPU_WORKERS, WEFT_CPU_PRIORITY_WORKERS, WEFT_PROFILE=<file>.
 #pragma once
 
@@ -107,7 +111,7 @@ class VarList {
 struct EngineOptions {
   int cpu_workers = 1;           // WEFT_CPU_WORKERS (default: the cores)
   int cpu_priority_workers = 1;  // WEFT_CPU_PRIORITY_WORKERS (default 1)
-  std::string profile_path;      // WEFT_PROFILE: Chrome trace JSON written at Shutdown
+  std::string profile_path;      // WEFT_PROFILE: profile from the start; the trace is written at Shutdown
   static EngineOptions FromEnv();
 };
 
@@ -148,6 +152,20 @@ class Engine {
   // Drains all work, joins the workers and writes the profile. Idempotent; Get()'s engine runs
   // it at exit. Pushing afterwards throws weft::Error.
   virtual void Shutdown() = 0;
+
+  // Starts tracing (engine/internal/profiler.h): every op that starts from now on gets a span on
+  // the track of the worker that runs it; with a GPU backend, every kernel, memcpy and memset gets
+  // one on its stream's track, with an arrow from its op's span; the memory pools' bytes in use and
+  // cached are counters. Throws weft::Error when a profiler already runs in this process.
+  virtual void StartProfiling(const std::string& path) = 0;
+  // Waits for the work pushed so far (device work included; errors are not rethrown here, they
+  // stay for WaitForVar and WaitForAll), then writes the trace to the path StartProfiling was
+  // given: a Chrome trace that Perfetto and chrome://tracing open, written through a temporary
+  // file renamed into place. Throws weft::Error when no profiler runs on this engine, inside an op
+  // (it would wait for itself), or when the file cannot be written (nothing is left at the path;
+  // profiling has stopped anyway).
+  virtual void StopProfiling() = 0;
+  virtual bool profiling() const = 0;
 
   virtual EngineKind kind() const = 0;
 

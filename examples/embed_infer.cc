@@ -9,6 +9,7 @@
 
 #include "examples/common/data.h"
 #include "examples/common/flags.h"
+#include "examples/common/profile.h"
 #include "weft/weft.h"
 
 int main(int argc, char** argv) {
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   flags.AddString("csv", examples::DefaultDigitsPath(argv[0]), "rows of 64 pixels, with or without a label last");
   flags.AddInt("rows", 10, "how many predictions to print");
   flags.AddString("device", "cpu", "cpu or gpu:N");
+  flags.AddString("profile", "", examples::kProfileHelp);
   try {
     if (!flags.Parse(argc, argv)) return 0;
     const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");  // where bazel run started
@@ -35,10 +37,12 @@ int main(int argc, char** argv) {
     args["data"] = data.Reshape(shape);
 
     const weft::Device device = weft::Device::Parse(flags.GetString("device"));
+    examples::ProfileScope profile(flags.GetString("profile"));  // the copies and the forward pass
     for (auto& [name, array] : args) array = array.Copy(device);
     auto exec = weft::Executor::Bind(net, device, args);
     exec->Forward(/*is_train=*/false);
     const std::vector<float> probs = exec->outputs()[0].ToVector<float>();  // (n, classes)
+    profile.Stop();
     const std::vector<float> labels = rows.label.ToVector<float>();
     const int64_t classes = exec->outputs()[0].shape()[1];
     int correct = 0;

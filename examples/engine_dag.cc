@@ -6,9 +6,10 @@
 //
 // Every op is pushed at once with the vars it reads and writes; the engine runs each when its
 // inputs are ready. Run with WEFT_CPU_WORKERS=N to change the worker count, WEFT_ENGINE=naive to
-// run everything on the calling thread, WEFT_PROFILE=trace.json for a Perfetto trace.
+// run everything on the calling thread, --profile=trace.json (or WEFT_PROFILE=trace.json) for a
+// trace to open in Perfetto.
 //
-//   bazel run //examples:engine_dag -- [--data=path/to/digits.csv]
+//   bazel run //examples:engine_dag -- [--data=path/to/digits.csv] [--profile=trace.json]
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include "engine/engine.h"
 #include "examples/common/data.h"
 #include "examples/common/flags.h"
+#include "examples/common/profile.h"
 
 namespace {
 
@@ -71,8 +73,9 @@ float Distance(const float* image, const std::array<float, 64>& centroid) {
   return d;
 }
 
-int Run(const std::string& data_path) {
+int Run(const std::string& data_path, const std::string& profile_path) {
   auto& engine = *weft::engine::Engine::Get();
+  examples::ProfileScope profile(profile_path);
   const weft::Device cpu = weft::Device::Cpu();
   RunLog log;
   examples::Digits digits;
@@ -122,6 +125,7 @@ int Run(const std::string& data_path) {
   std::printf("\nnearest-centroid test accuracy on %d held-out digits: %.1f%%\n",
               digits.count() - examples::NumTrainSamples(digits.count()), 100.0 * accuracy);
   engine.WaitForAll();
+  profile.Stop();
   return 0;
 }
 
@@ -132,9 +136,10 @@ int main(int argc, char** argv) {
                         "Pushes a nearest-centroid classifier over the digits data to weft's engine "
                         "as a DAG of ops and prints what ran, in what order, on which worker.");
   flags.AddString("data", examples::DefaultDigitsPath(argv[0]), "digits CSV: 64 pixel values then the label, per row");
+  flags.AddString("profile", "", examples::kProfileHelp);
   try {
     if (!flags.Parse(argc, argv)) return 0;  // --help
-    return Run(flags.GetString("data"));
+    return Run(flags.GetString("data"), flags.GetString("profile"));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

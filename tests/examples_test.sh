@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The training examples end to end: train_mlp reaches 90% test accuracy on the digits in a few
-# epochs and saves its model; embed_infer loads it and classifies; train_cnn trains too; bad flags
-# and bad files are clear errors.
+# epochs and saves its model; embed_infer loads it and classifies; train_cnn trains too; --profile
+# writes a trace; bad flags and bad files are clear errors.
 set -euo pipefail
 mlp="$1"; cnn="$2"; infer="$3"; data="$4"
 prefix="$TEST_TMPDIR/mlp"
@@ -23,6 +23,17 @@ correct=$(echo "$out" | sed -n 's/^\([0-9]*\) of 1797 rows.*/\1/p')
 out=$("$cnn" --data="$data" --epochs=4 --save_prefix="")
 acc=$(echo "$out" | sed -n 's/^final test accuracy \([0-9.]*\)%/\1/p')
 awk -v a="$acc" 'BEGIN { exit !(a >= 85.0) }' || { echo "FAIL: train_cnn reached $acc% < 85%"; exit 1; }
+
+# --profile: a Chrome trace of the training, with the ops' spans and the CPU pool's memory.
+trace="$TEST_TMPDIR/mlp_trace.json"
+out=$("$mlp" --data="$data" --epochs=1 --save_prefix="" --profile="$trace")
+echo "$out" | grep -q "wrote the profile to $trace" || { echo "FAIL: no profile written: $out"; exit 1; }
+grep -q '"name":"FullyConnected","cat":"op","ph":"X"' "$trace" || { echo "FAIL: no FullyConnected span in the trace"; exit 1; }
+grep -q '"name":"memory cpu","cat":"memory","ph":"C"' "$trace" || { echo "FAIL: no memory counter in the trace"; exit 1; }
+if err=$("$mlp" --data="$data" --epochs=1 --save_prefix="" --profile="$TEST_TMPDIR/none/trace.json" 2>&1); then
+  echo "FAIL: a profile that cannot be written was accepted"; exit 1
+fi
+echo "$err" | grep -q "cannot write the trace to '$TEST_TMPDIR/none/trace.json'" || { echo "FAIL: unclear error: $err"; exit 1; }
 
 # --help on every example.
 for bin in "$mlp" "$cnn" "$infer"; do

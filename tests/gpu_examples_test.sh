@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The examples on a GPU: train_mlp and train_cnn reach the same test accuracy with --device=gpu
 # as on the CPU (same seed, same initial values: the random streams are device-independent), and
-# embed_infer classifies on the GPU what it does on the CPU. Skips, saying why, without a GPU.
+# embed_infer classifies on the GPU what it does on the CPU; --profile on the GPU traces kernels on
+# the compute streams' tracks with arrows from their ops. Skips, saying why, without a GPU.
 # Arguments: train_mlp, train_cnn, embed_infer, digits.csv (the GPU bundle passes its own copies).
 set -euo pipefail
 mlp="$1"; cnn="$2"; infer="$3"; data="$4"
@@ -29,4 +30,11 @@ cpu=$("$infer" --model="$tmp/train_mlp-cpu" --csv="$data" --rows=0 --device=cpu 
 gpu=$("$infer" --model="$tmp/train_mlp-cpu" --csv="$data" --rows=0 --device=gpu | rows)
 echo "embed_infer: $cpu rows right on the CPU, $gpu on the GPU"
 [ "$cpu" = "$gpu" ] || { echo "FAIL: embed_infer differs between devices"; exit 1; }
+trace="$tmp/gpu_trace.json"
+"$mlp" --data="$data" --device=gpu --epochs=1 --save_prefix="" --profile="$trace" >/dev/null
+grep -q '"cat":"kernel","ph":"X"' "$trace" || { echo "FAIL: no kernel in the GPU trace"; exit 1; }
+grep -qE '"args":\{"name":"gpu:0 compute [0-9]+"\}' "$trace" || { echo "FAIL: no gpu:0 compute stream track"; exit 1; }
+grep -q '"cat":"launch","ph":"f"' "$trace" || { echo "FAIL: no arrow from an op to its kernels"; exit 1; }
+grep -q '"name":"memory gpu:0"' "$trace" || { echo "FAIL: no gpu:0 memory counter"; exit 1; }
+echo "GPU profile: $(grep -c '"cat":"kernel"' "$trace") kernels traced"
 echo PASS

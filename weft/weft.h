@@ -10,6 +10,7 @@
 //   Xavier, Uniform, Normal, ...    parameter initializers (weft/initializer.h)
 //   SGD, Adam      optimizers that update weights in place (weft/optimizer.h)
 //   Accuracy, CrossEntropy          evaluation metrics (weft/metric.h)
+//   Profiler       Start/Stop a trace of ops, GPU kernels and memory (weft/profiler.h)
 //
 //   #include "weft/weft.h"
 //   weft::NDArray x(weft::Shape{2, 3});
@@ -35,5 +36,6 @@
 #include "weft/metric.h"
 #include "weft/ops.h"
 #include "weft/optimizer.h"
+#include "weft/profiler.h"
 #include "weft/serialization.h"
 #include "weft/symbol_file.h"

@@ -64,6 +64,9 @@ class GpuStream {
   // destructor waited for the stream's work: every event it waited for had completed, so a new
   // stream that inherits the bit only skips waits for work that is done.
   int id() const { return handle_.id; }
+  // The CUDA stream itself, to name it (the profiler's device tracks). Queue nothing on it: work
+  // goes through this object (Library for library calls).
+  cudaStream_t handle() const { return handle_.stream; }
 
   // Launches a kernel (a function pointer or a cudaKernel_t cast to it) with `args` (one pointer
   // per kernel parameter, values copied before this returns), or adds it to the stream's batch.

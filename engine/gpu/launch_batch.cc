@@ -15,6 +15,8 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
+#include "engine/gpu/device_tracer.h"
+#include "engine/profiler_hooks.h"
 
 namespace weft::gpu {
 
@@ -29,6 +31,7 @@ struct PendingKernel {
   unsigned shared_bytes;
   uint32_t arg_begin, num_args;
   size_t bytes_begin, bytes_end;
+  uint64_t op;  // the profiled op that launched it (engine::CurrentProfiledOp), for the device tracer
 };
 
 // What a node of an executable chain was last set to: a node set again to the same kernel,
@@ -132,7 +135,8 @@ void Append(State& b, const void* kernel, dim3 grid, dim3 block, std::span<void*
                   static_cast<uint32_t>(b.arg_offsets.size()),
                   static_cast<uint32_t>(sizes.size()),
                   b.arg_bytes.size(),
-                  0};
+                  0,
+                  engine::CurrentProfiledOp()};
   for (size_t i = 0; i < sizes.size(); ++i) {
     const size_t offset = b.arg_bytes.size();
     b.arg_bytes.resize(offset + (sizes[i] + kArgAlign - 1) / kArgAlign * kArgAlign);  // padding zeroed
@@ -205,18 +209,28 @@ void FlushLocked(State& b) {
   thread_local std::vector<void*> pointers;
   thread_local std::vector<cudaKernelNodeParams> params;
   thread_local std::vector<std::span<const unsigned char>> args;
-  pointers.clear(), params.clear(), args.clear();
+  thread_local std::vector<uint64_t> ops;  // each kernel's op, while the device tracer records
+  pointers.clear(), params.clear(), args.clear(), ops.clear();
   pointers.reserve(b.arg_offsets.size());  // no reallocation: params point into it
+  const bool traced = TracingDevice();
   for (const PendingKernel& k : b.pending) {
     params.push_back(NodeParams(b, k, pointers));
     args.emplace_back(b.arg_bytes.data() + k.bytes_begin, k.bytes_end - k.bytes_begin);
+    if (traced) ops.push_back(k.op);
   }
   b.pending.clear(), b.arg_offsets.clear();
-  cudaError_t error = LaunchChain(b, params, args);
+  cudaError_t error = cudaSuccess;
+  {
+    LaunchAttribution attribution(ops, b.stream);
+    error = LaunchChain(b, params, args);
+  }
   if (error == cudaSuccess) return;
   cudaGetLastError();
   error = cudaSuccess;
-  for (const cudaKernelNodeParams& p : params) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const cudaKernelNodeParams& p = params[i];
+    LaunchAttribution attribution(traced ? std::span<const uint64_t>(&ops[i], 1) : std::span<const uint64_t>(),
+                                  b.stream);
     const cudaError_t e = cudaLaunchKernel(p.func, p.gridDim, p.blockDim, p.kernelParams, p.sharedMemBytes, b.stream);
     if (e != cudaSuccess && error == cudaSuccess) error = e;
   }

@@ -20,6 +20,9 @@
 // it already holds (a loop's steady state) is not set again. Only a new length instantiates. A
 // launch that fails is kept and raised by the stream's next flush, so an error the idle hook met
 // is not lost.
+// While the profiler's device tracer records, each batched kernel keeps the profiled op that
+// launched it, and a flush tells the tracer which op each node of the chain came from
+// (engine/gpu/device_tracer.h), so the trace draws an arrow from an op to its replayed kernels.
 // WEFT_GPU_LAUNCH_BATCH=0 launches every kernel at once instead.
 //
 //   LaunchBatch batch(stream, device);

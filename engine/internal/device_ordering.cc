@@ -79,6 +79,13 @@ void DeviceOrdering::Synchronize() {
   for (auto& workers : owned_) workers->Synchronize();
 }
 
+std::vector<NamedStream> DeviceOrdering::Streams() {
+  std::vector<NamedStream> streams;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& workers : owned_) workers->AppendStreams(streams);
+  return streams;
+}
+
 void DeviceOrdering::StopKeeping() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& workers : owned_) workers->Stop();

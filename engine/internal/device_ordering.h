@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/device_backend.h"
+#include "engine/profiler_hooks.h"
 #include "engine/internal/device_workers.h"
 #include "engine/internal/opr_block.h"
 #include "engine/internal/worker_pool.h"
@@ -54,6 +55,8 @@ class DeviceOrdering {
   void Synchronize();
   // After Synchronize: the first error kernels found that no wait has raised; retires them all.
   std::exception_ptr RetireErrors() { return backend_->RetireErrors(); }
+  // Every worker's stream, named after its worker (for the profiler's device tracks).
+  std::vector<NamedStream> Streams();
   // Lets the workers drain and joins them, but keeps them: for a shutdown from inside an op,
   // whose thread may be one of theirs.
   void StopKeeping();

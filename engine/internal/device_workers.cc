@@ -93,4 +93,19 @@ void DeviceWorkers::NameTracks(Profiler& profiler) const {
   }
 }
 
+void DeviceWorkers::AppendStreams(std::vector<NamedStream>& streams) const {
+  const std::string prefix = device_.ToString() + " ";
+  size_t next = 0;  // streams_ is in pool order
+  const std::pair<const WorkerPool*, const char*> pools[] = {{compute_.get(), "compute"},
+                                                              {copy_to_.get(), "copy h2d"},
+                                                              {copy_from_.get(), "copy d2h"},
+                                                              {priority_.get(), "priority"}};
+  for (const auto& [pool, label] : pools) {
+    const bool indexed = pool == compute_.get() || pool->num_workers() > 1;
+    for (int i = 0; i < pool->num_workers(); ++i) {
+      streams.push_back({streams_[next++], prefix + label + (indexed ? " " + std::to_string(i) : "")});
+    }
+  }
+}
+
 }  // namespace weft::engine

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/device_backend.h"
+#include "engine/profiler_hooks.h"
 #include "engine/internal/worker_pool.h"
 
 namespace weft::engine {
@@ -29,6 +30,9 @@ class DeviceWorkers {
   void Synchronize();
   int num_workers() const;
   void NameTracks(Profiler& profiler) const;
+  // Each worker's stream, named after it: "gpu:0 compute 1", "gpu:0 copy h2d", "gpu:0 copy d2h",
+  // "gpu:0 priority" (with the worker's index after it when its pool has several).
+  void AppendStreams(std::vector<NamedStream>& streams) const;
 
  private:
   std::unique_ptr<WorkerPool> MakePool(const std::string& name, StreamKind kind, int& next_id,

@@ -16,8 +16,9 @@ class NaiveEngine::NaiveVar : public Var {
   explicit NaiveVar(const void* owner) : Var(owner) {}
 };
 
-NaiveEngine::NaiveEngine(const EngineOptions& options)
-    : profiler_(options.profile_path.empty() ? nullptr : std::make_unique<Profiler>(options.profile_path)) {}
+NaiveEngine::NaiveEngine(const EngineOptions& options) {
+  if (!options.profile_path.empty()) profiler_.Start(options.profile_path);
+}
 
 NaiveEngine::~NaiveEngine() {
   Shutdown();
@@ -75,9 +76,10 @@ std::exception_ptr CallOp(const SyncFn& sync, const AsyncFn& async, const RunCon
 
 std::exception_ptr NaiveEngine::Run(const SyncFn& sync, const AsyncFn& async, const PushArgs& args) {
   RunContext ctx{args.device, nullptr, -1};
-  const int64_t start = profiler_ ? profiler_->NowNs() : 0;
+  const ProfileStamp stamp = profiler_.Begin();
   std::exception_ptr raised;
   try {
+    ProfiledOpScope profiled(stamp.op);
     if (args.device.is_gpu()) ctx.stream = StreamOf(args.device.id);
     raised = CallOp(sync, async, ctx, this);
   } catch (...) {
@@ -93,7 +95,7 @@ std::exception_ptr NaiveEngine::Run(const SyncFn& sync, const AsyncFn& async, co
       if (!raised) raised = std::current_exception();
     }
   }
-  if (profiler_) profiler_->RecordSpan(args.name, WorkerPool::CurrentTrack(), start, profiler_->NowNs());
+  if (stamp.op != 0) profiler_.RecordSpan(args.name, stamp, ProfilerClockNs());
   return raised;
 }
 
@@ -148,12 +150,27 @@ void NaiveEngine::Shutdown() {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (shut_down_) return;
   shut_down_ = true;
+  if (profiler_.running()) profiler_.StopOrReport(NamedStreams());  // before the streams go
   for (size_t d = 0; d < gpu_streams_.size(); ++d) {
     if (gpu_streams_[d] != nullptr) gpu_->DestroyStream(static_cast<int>(d), gpu_streams_[d]);
   }
   gpu_streams_.clear();
   failures_.ReportUnobserved();
-  if (profiler_) profiler_->WriteOrReport();
+}
+
+// Every op's device work was done before its push returned: there is nothing to wait for.
+void NaiveEngine::StopProfiling() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  profiler_.Stop(NamedStreams());
+}
+
+std::vector<NamedStream> NaiveEngine::NamedStreams() const {
+  std::vector<NamedStream> streams;
+  for (size_t d = 0; d < gpu_streams_.size(); ++d) {
+    if (gpu_streams_[d] == nullptr) continue;
+    streams.push_back({gpu_streams_[d], Device::Gpu(static_cast<int>(d)).ToString() + " naive"});
+  }
+  return streams;
 }
 
 }  // namespace weft::engine

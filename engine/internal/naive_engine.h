@@ -23,6 +23,9 @@ class NaiveEngine final : public Engine {
   void WaitForVar(VarHandle var) override;
   void WaitForAll() override;
   void Shutdown() override;
+  void StartProfiling(const std::string& path) override { profiler_.Start(path); }
+  void StopProfiling() override;
+  bool profiling() const override { return profiler_.running(); }
   EngineKind kind() const override { return EngineKind::kNaive; }
 
  protected:
@@ -35,8 +38,10 @@ class NaiveEngine final : public Engine {
   NaiveVar* Checked(VarHandle v, const char* name) const;
   // The stream GPU ops on `device` run on (made on first use); synchronized after each op.
   GpuStream* StreamOf(int device);
+  // The GPU streams, named for the profiler's device tracks. With mu_ held.
+  std::vector<NamedStream> NamedStreams() const;
 
-  const std::unique_ptr<Profiler> profiler_;
+  Profiler profiler_;
   FailureLog failures_;
   VarRegistry vars_;
   // Serializes ops pushed from several threads; recursive so an op may push another op.

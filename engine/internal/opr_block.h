@@ -10,6 +10,7 @@
 #include "core/device.h"
 #include "engine/engine.h"
 #include "engine/internal/failure_log.h"
+#include "engine/internal/profiler.h"
 
 namespace weft::engine {
 
@@ -56,8 +57,7 @@ struct OprBlock {
   bool device_sync = true;      // false for WaitForVar's op, which captures the writer instead
   bool ran = false;             // the backend's waits were made: its completion must be recorded
   GpuStream* stream = nullptr;  // the worker's stream (null: a CPU op)
-  int64_t start_ns = 0;         // profiler: when the op started
-  int track = -1;               // profiler: the worker track it started on
+  ProfileStamp profile;         // when and where it started, if the profiler traces it
 
   // Vars not yet granted, plus one held by the pusher until every var has been appended, so the
   // op cannot be dispatched half-registered. The op is ready when this reaches zero; acq_rel

@@ -1,59 +1,166 @@
 #include "engine/internal/profiler.h"
 
+#include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
-#include <string_view>
+#include <utility>
 
 #include "core/error.h"
 #include "core/file.h"
+#include "engine/internal/worker_pool.h"
 
 namespace weft::engine {
 
 namespace {
 
-void AppendJsonString(std::ostringstream& os, std::string_view text) {
-  os << '"';
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        os << "\\\"";
-        break;
-      case '\\':
-        os << "\\\\";
-        break;
-      case '\n':
-        os << "\\n";
-        break;
-      case '\t':
-        os << "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          os << buf;
-        } else {
-          os << c;
-        }
-    }
-  }
-  os << '"';
+// What the process has one of: the running session's owner and memory samples, and what was
+// registered at static initialization. Never destroyed (pools free memory at exit).
+struct ProcessProfile {
+  // Set (under mu) while a session runs. Relaxed readers only decide whether to take the lock.
+  std::atomic<bool> running{false};
+  std::mutex mu;
+  const Profiler* owner = nullptr;   // guarded by mu
+  std::string owner_path;            // guarded by mu
+  std::vector<MemorySample> memory;  // guarded by mu
+  std::vector<void (*)()> samplers;  // guarded by mu
+  DeviceTracer* tracer = nullptr;    // written at static initialization, read afterwards
+};
+
+ProcessProfile& Process() {
+  static auto* process = new ProcessProfile;
+  return *process;
 }
 
-// Chrome trace timestamps are microseconds; keep nanosecond precision as a fraction.
-std::string Micros(int64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%lld.%03lld", static_cast<long long>(ns / 1000), static_cast<long long>(ns % 1000));
-  return buf;
+// Ids of profiled ops, unique in the process, so a session knows its own by the first it gave.
+std::atomic<uint64_t> next_op{1};
+thread_local uint64_t current_op = 0;
+
+void RunSamplers() {
+  std::vector<void (*)()> samplers;
+  {
+    ProcessProfile& p = Process();
+    std::lock_guard<std::mutex> lock(p.mu);
+    samplers = p.samplers;
+  }
+  for (auto* sample : samplers) sample();
 }
 
 }  // namespace
 
-Profiler::Profiler(std::string path) : path_(std::move(path)), origin_(std::chrono::steady_clock::now()) {}
+bool ProfilerRunning() { return Process().running.load(std::memory_order_relaxed); }
 
-int64_t Profiler::NowNs() const {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin_).count();
+int64_t ProfilerClockNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void RecordMemory(Device device, const char* pool, size_t bytes_in_use, size_t bytes_cached, int64_t ns) {
+  ProcessProfile& p = Process();
+  if (!p.running.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.owner != nullptr) p.memory.push_back(MemorySample{device, pool, bytes_in_use, bytes_cached, ns});
+}
+
+void AddProfilerSampler(void (*sample)()) {
+  ProcessProfile& p = Process();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.samplers.push_back(sample);
+}
+
+uint64_t CurrentProfiledOp() { return current_op; }
+
+void RegisterDeviceTracer(DeviceTracer* tracer) {
+  DeviceTracer*& slot = Process().tracer;
+  WEFT_CHECK(slot == nullptr) << "a device tracer is registered twice";
+  slot = tracer;
+}
+
+void ProfiledOpScope::Enter() {
+  previous_ = current_op;
+  current_op = op_;
+  if (DeviceTracer* tracer = Process().tracer) tracer->EnterOp(op_);
+}
+
+void ProfiledOpScope::Leave() {
+  if (DeviceTracer* tracer = Process().tracer) tracer->LeaveOp();
+  current_op = previous_;
+}
+
+Profiler::~Profiler() {
+  if (!running()) return;
+  ProcessProfile& p = Process();
+  if (tracing_device_) p.tracer->Stop({});
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.running.store(false, std::memory_order_relaxed);
+  p.owner = nullptr;
+  p.memory.clear();
+}
+
+void Profiler::Start(const std::string& path) {
+  std::lock_guard<std::mutex> control(control_mu_);
+  ProcessProfile& p = Process();
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    WEFT_CHECK(p.owner == nullptr) << "profiler: Start('" << path << "') while it is already running (writing to '"
+                                   << p.owner_path << "'); Stop it first";
+    p.owner = this;
+    p.owner_path = path;
+    p.memory.clear();
+    {
+      std::lock_guard<std::mutex> session(mu_);
+      path_ = path;
+      origin_ns_ = ProfilerClockNs();
+      first_op_ = next_op.load(std::memory_order_relaxed);
+      spans_.clear();
+    }
+    running_.store(true, std::memory_order_relaxed);
+    p.running.store(true, std::memory_order_relaxed);
+  }
+  device_warning_ = p.tracer ? p.tracer->Start() : "";
+  tracing_device_ = p.tracer != nullptr && device_warning_.empty();
+  if (!device_warning_.empty()) std::fprintf(stderr, "weft: profiler: %s\n", device_warning_.c_str());
+  RunSamplers();
+}
+
+TraceData Profiler::Collect(std::span<const NamedStream> streams, std::string* path) {
+  CheckRunning();
+  RunSamplers();
+  TraceData data;
+  if (tracing_device_) data.device = Process().tracer->Stop(streams);
+  if (!device_warning_.empty()) data.device.warning = device_warning_;
+  tracing_device_ = false;
+  {
+    ProcessProfile& p = Process();
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.running.store(false, std::memory_order_relaxed);
+    p.owner = nullptr;
+    data.memory.swap(p.memory);
+  }
+  std::lock_guard<std::mutex> session(mu_);
+  running_.store(false, std::memory_order_relaxed);
+  data.origin_ns = origin_ns_;
+  data.track_names = track_names_;
+  data.spans.swap(spans_);
+  *path = path_;
+  return data;
+}
+
+void Profiler::Stop(std::span<const NamedStream> streams) {
+  std::lock_guard<std::mutex> control(control_mu_);
+  std::string path;
+  const TraceData data = Collect(streams, &path);
+  try {
+    WriteFileAtomically(path, TraceJson(data));
+  } catch (const Error& e) {
+    WEFT_THROW("profiler: cannot write the trace to '" << path << "': " << e.what());
+  }
+}
+
+void Profiler::StopOrReport(std::span<const NamedStream> streams) {
+  try {
+    Stop(streams);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "weft: %s\n", e.what());
+  }
 }
 
 void Profiler::NameTrack(int track, std::string name) {
@@ -61,62 +168,27 @@ void Profiler::NameTrack(int track, std::string name) {
   track_names_[track] = std::move(name);
 }
 
-void Profiler::RecordSpan(const char* name, int track, int64_t start_ns, int64_t end_ns) {
+ProfileStamp Profiler::Begin() {
+  if (!running()) return {};
+  return ProfileStamp{next_op.fetch_add(1, std::memory_order_relaxed), ProfilerClockNs(), WorkerPool::CurrentTrack()};
+}
+
+void Profiler::CheckRunning() const {
+  WEFT_CHECK(running()) << "profiler: Stop without Start: no trace is being recorded";
+}
+
+void Profiler::Record(const char* name, const ProfileStamp& stamp, int64_t end_ns, bool async) {
   std::lock_guard<std::mutex> lock(mu_);
-  events_.push_back(Event{name ? name : "op", track, start_ns, end_ns});
+  if (!running() || stamp.op < first_op_) return;  // not this session's op
+  spans_.push_back(TraceSpan{name ? name : "op", stamp.op, stamp.track, stamp.start_ns, end_ns, async});
 }
 
-void Profiler::RecordAsyncSpan(const char* name, int64_t start_ns, int64_t end_ns) {
-  std::lock_guard<std::mutex> lock(mu_);
-  events_.push_back(Event{name ? name : "op", -1, start_ns, end_ns});
+void Profiler::RecordSpan(const char* name, const ProfileStamp& stamp, int64_t end_ns) {
+  Record(name, stamp, end_ns, false);
 }
 
-std::string Profiler::ToJson() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::ostringstream os;
-  os << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-  os << R"({"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"weft engine"}})";
-  os << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << kAsyncTrack
-     << ",\"args\":{\"name\":\"async completions\"}}";
-  for (const auto& [track, name] : track_names_) {
-    os << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << track << ",\"args\":{\"name\":";
-    AppendJsonString(os, name);
-    os << "}}";
-  }
-  int64_t async_id = 0;
-  for (const Event& e : events_) {
-    os << ",\n{\"name\":";
-    AppendJsonString(os, e.name);
-    if (e.track >= 0) {
-      os << ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":1,\"tid\":" << e.track << ",\"ts\":" << Micros(e.start_ns)
-         << ",\"dur\":" << Micros(e.end_ns - e.start_ns) << "}";
-    } else {
-      ++async_id;
-      os << ",\"cat\":\"async\",\"ph\":\"b\",\"pid\":1,\"tid\":" << kAsyncTrack << ",\"id\":" << async_id
-         << ",\"ts\":" << Micros(e.start_ns) << "},\n{\"name\":";
-      AppendJsonString(os, e.name);
-      os << ",\"cat\":\"async\",\"ph\":\"e\",\"pid\":1,\"tid\":" << kAsyncTrack << ",\"id\":" << async_id
-         << ",\"ts\":" << Micros(e.end_ns) << "}";
-    }
-  }
-  os << "\n]}\n";
-  return os.str();
-}
-
-void Profiler::Write() {
-  try {
-    WriteFileAtomically(path_, ToJson());
-  } catch (const Error& e) {
-    WEFT_THROW("profiler: cannot write the trace to '" << path_ << "': " << e.what());
-  }
-}
-
-void Profiler::WriteOrReport() {
-  try {
-    Write();
-  } catch (const Error& e) {
-    std::fprintf(stderr, "weft: %s\n", e.what());
-  }
+void Profiler::RecordAsyncSpan(const char* name, const ProfileStamp& stamp, int64_t end_ns) {
+  Record(name, stamp, end_ns, true);
 }
 
 }  // namespace weft::engine

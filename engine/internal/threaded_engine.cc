@@ -16,20 +16,18 @@ namespace weft::engine {
 
 ThreadedEngine::ThreadedEngine(const EngineOptions& options)
     : options_(options),
-      profiler_(options.profile_path.empty() ? nullptr : std::make_unique<Profiler>(options.profile_path)),
       cpu_("cpu worker", options.cpu_workers, /*first_worker_id=*/0, WorkerRunner()),
       cpu_priority_("cpu priority worker", options.cpu_priority_workers, options.cpu_workers, WorkerRunner()),
       device_(GetDeviceBackend(DeviceType::kGpu), options.cpu_workers + options.cpu_priority_workers, WorkerRunner(),
-              accepting_, profiler_.get()) {
+              accepting_, &profiler_) {
   WEFT_CHECK_GE(options.cpu_workers, 1) << "the engine needs at least one CPU worker";
   WEFT_CHECK_GE(options.cpu_priority_workers, 1) << "the engine needs at least one priority worker";
-  if (profiler_) {
-    for (const WorkerPool* pool : {&cpu_, &cpu_priority_}) {
-      for (int i = 0; i < pool->num_workers(); ++i) {
-        profiler_->NameTrack(pool->worker_id(i), pool->name() + " " + std::to_string(i));
-      }
+  for (const WorkerPool* pool : {&cpu_, &cpu_priority_}) {
+    for (int i = 0; i < pool->num_workers(); ++i) {
+      profiler_.NameTrack(pool->worker_id(i), pool->name() + " " + std::to_string(i));
     }
   }
+  if (!options.profile_path.empty()) profiler_.Start(options.profile_path);
 }
 
 ThreadedEngine::~ThreadedEngine() {
@@ -202,42 +200,39 @@ void ThreadedEngine::Execute(OprBlock* op, int worker, GpuStream* stream) {
     }
   }
   RunContext ctx{op->device, stream, worker};
-  if (profiler_) {
-    op->start_ns = profiler_->NowNs();
-    op->track = WorkerPool::CurrentTrack();
-  }
+  // The op may finish (and be freed) inside an async function: keep what the span needs.
+  const ProfileStamp stamp = op->profile = profiler_.Begin();
+  const char* name = op->name;
   if (op->sync) {
     std::exception_ptr raised;
-    try {
-      op->sync(ctx);
-    } catch (...) {
-      raised = std::current_exception();
+    {
+      ProfiledOpScope profiled(stamp.op);
+      try {
+        op->sync(ctx);
+      } catch (...) {
+        raised = std::current_exception();
+      }
     }
-    if (profiler_) RecordSpan(*op, profiler_->NowNs());
+    if (stamp.op != 0) profiler_.RecordSpan(name, stamp, ProfilerClockNs());
     Finish(op, nullptr, std::move(raised));
     return;
   }
-  // The op may finish (and be freed) inside its function: keep what the span needs.
-  const char* name = op->name;
-  const int64_t start_ns = op->start_ns;
-  const int track = op->track;
-  try {
-    op->async(ctx, OnComplete(&ThreadedEngine::CompleteAsync, this, op));
-  } catch (...) {
-    Finish(op, nullptr, std::current_exception());
+  {
+    ProfiledOpScope profiled(stamp.op);
+    try {
+      op->async(ctx, OnComplete(&ThreadedEngine::CompleteAsync, this, op));
+    } catch (...) {
+      Finish(op, nullptr, std::current_exception());
+    }
   }
-  if (profiler_) profiler_->RecordSpan(name, track, start_ns, profiler_->NowNs());
+  if (stamp.op != 0) profiler_.RecordSpan(name, stamp, ProfilerClockNs());
 }
 
 void ThreadedEngine::CompleteAsync(void* engine, void* op, std::exception_ptr error) {
   auto* self = static_cast<ThreadedEngine*>(engine);
   auto* block = static_cast<OprBlock*>(op);
-  if (self->profiler_) self->profiler_->RecordAsyncSpan(block->name, block->start_ns, self->profiler_->NowNs());
+  if (block->profile.op != 0) self->profiler_.RecordAsyncSpan(block->name, block->profile, ProfilerClockNs());
   self->Finish(block, nullptr, std::move(error));
-}
-
-void ThreadedEngine::RecordSpan(const OprBlock& op, int64_t end_ns) {
-  profiler_->RecordSpan(op.name, op.track, op.start_ns, end_ns);
 }
 
 void ThreadedEngine::Finish(OprBlock* op, std::shared_ptr<Failure> failure, std::exception_ptr raised) {
@@ -367,8 +362,29 @@ void ThreadedEngine::Shutdown() {
   failures_.ReportUnobserved();
   cpu_.Stop();
   cpu_priority_.Stop();
+  if (profiler_.running()) StopProfilingWhenIdle(/*report_only=*/true);  // before the streams go
   device_.Stop();
-  if (profiler_) profiler_->WriteOrReport();
+}
+
+void ThreadedEngine::StopProfiling() {
+  WEFT_CHECK(!WorkerPool::OnWorkerThread()) << "StopProfiling called inside an engine op would deadlock";
+  profiler_.CheckRunning();
+  WaitUntilIdle();
+  StopProfilingWhenIdle(/*report_only=*/false);
+}
+
+void ThreadedEngine::StopProfilingWhenIdle(bool report_only) {
+  try {
+    device_.Synchronize();
+  } catch (const Error&) {
+    // A device fault belongs to the op that caused it, which reports it; the trace is written.
+  }
+  const std::vector<NamedStream> streams = device_.Streams();
+  if (report_only) {
+    profiler_.StopOrReport(streams);
+  } else {
+    profiler_.Stop(streams);
+  }
 }
 
 }  // namespace weft::engine

@@ -32,6 +32,9 @@ class ThreadedEngine final : public Engine {
   void WaitForVar(VarHandle var) override;
   void WaitForAll() override;
   void Shutdown() override;
+  void StartProfiling(const std::string& path) override { profiler_.Start(path); }
+  void StopProfiling() override;
+  bool profiling() const override { return profiler_.running(); }
   EngineKind kind() const override { return EngineKind::kThreaded; }
 
  protected:
@@ -58,10 +61,11 @@ class ThreadedEngine final : public Engine {
   void CountFinished();
   bool Idle() const;
   void WaitUntilIdle();
-  void RecordSpan(const OprBlock& op, int64_t end_ns);
+  // With the engine idle: waits for the device work queued so far, then writes the trace.
+  void StopProfilingWhenIdle(bool report_only);
 
   const EngineOptions options_;
-  const std::unique_ptr<Profiler> profiler_;  // null unless options_.profile_path is set
+  Profiler profiler_;
   WorkerPool cpu_;
   WorkerPool cpu_priority_;
   DeviceOrdering device_;  // the GPU workers and the device work around ops

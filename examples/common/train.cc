@@ -8,6 +8,7 @@
 
 #include "examples/common/data.h"
 #include "examples/common/flags.h"
+#include "examples/common/profile.h"
 #include "examples/common/progress.h"
 
 namespace examples {
@@ -80,6 +81,7 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program, const st
   flags.AddString("data", DefaultDigitsPath(argv[0]),
                   "a CSV file (label in the last column) or 'images,labels' MNIST idx files");
   flags.AddString("save_prefix", defaults.save_prefix, "write <prefix>.safetensors and <prefix>.json ('' to skip)");
+  flags.AddString("profile", "", kProfileHelp);
   if (!flags.Parse(argc, argv)) return std::nullopt;
   TrainOptions o = defaults;
   o.epochs = flags.GetInt("epochs");
@@ -90,6 +92,7 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program, const st
   o.device = weft::Device::Parse(flags.GetString("device"));
   o.data = flags.GetString("data");
   o.save_prefix = flags.GetString("save_prefix");
+  o.profile = flags.GetString("profile");
   if (o.epochs < 1 || o.batch_size < 1 || o.lr <= 0) {
     WEFT_THROW(program << ": expected epochs >= 1, batch_size >= 1 and lr > 0");
   }
@@ -208,6 +211,7 @@ TrainResult Train(const Symbol& logits, const TrainOptions& o) {
               static_cast<long long>(iter.num_samples()), static_cast<long long>(split.test.data.shape()[0]),
               model.params.size(), o.optimizer.c_str(), o.lr, o.batch_size);
   TrainResult result;
+  ProfileScope profile(o.profile);  // the training epochs, not the loading and binding before them
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     Progress bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs), batches);
     weft::Accuracy train_acc;
@@ -218,6 +222,7 @@ TrainResult Train(const Symbol& logits, const TrainOptions& o) {
                   100 * train_acc.Get(), 100 * result.test_accuracy);
     bar.Finish(summary);
   }
+  profile.Stop();
   if (!o.save_prefix.empty()) SaveModel(model, *exec, o.save_prefix, split.scale);
   return result;
 }

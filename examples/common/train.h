@@ -24,6 +24,7 @@ struct TrainOptions {
   std::string data;         // digits CSV (label last), or "images-idx3,labels-idx1" (MNIST)
   std::string save_prefix;  // writes <prefix>.safetensors and <prefix>.json; empty: no save
   bool images = false;      // data as (N, 1, H, W) for convolutional nets
+  std::string profile;      // a Chrome trace of the training epochs goes there; empty: none
 };
 
 // Parses the shared flags (with defaults for the named example); nullopt after --help.

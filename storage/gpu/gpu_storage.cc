@@ -67,8 +67,9 @@ int CurrentDevice() {
 // ones first, and, out of memory, waits for all of them and tries once more.
 class StreamOrderedStorage : public Storage {
  public:
-  StreamOrderedStorage(Device device, std::unique_ptr<RawAllocator> raw)
-      : device_(device), pool_(device, std::move(raw)) {}
+  // `name` labels the pool's memory counters in the profiler's trace (by default the device's).
+  StreamOrderedStorage(Device device, std::unique_ptr<RawAllocator> raw, std::string name = "")
+      : device_(device), pool_(device, std::move(raw), std::move(name)) {}
 
   Block Alloc(size_t bytes) override {
     Reclaim(/*wait=*/false);
@@ -220,7 +221,8 @@ class GpuStorage final : public StreamOrderedStorage {
 }  // namespace
 
 Storage* PinnedHostStorage() {
-  static Storage* pinned = new StreamOrderedStorage(Device::Cpu(), std::make_unique<PinnedRawAllocator>());
+  static Storage* pinned =
+      new StreamOrderedStorage(Device::Cpu(), std::make_unique<PinnedRawAllocator>(), "pinned host");
   return pinned;
 }
 

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "engine/profiler_hooks.h"
 
 namespace weft {
 
@@ -40,15 +41,55 @@ size_t StorageSizeClass(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
-PooledStorage::PooledStorage(Device device, std::unique_ptr<RawAllocator> raw)
-    : device_(device), raw_(std::move(raw)) {}
+namespace {
 
-PooledStorage::~PooledStorage() { ReleaseCache(); }
+// Every live pool, for the profiler's samples at its start and end. Lock order: live_mu, then a
+// pool's lock, then the profiler's.
+std::mutex live_mu;
+std::vector<PooledStorage*>& LivePools() {
+  static auto* pools = new std::vector<PooledStorage*>;  // guarded by live_mu; never destroyed
+  return *pools;
+}
+
+void ReportLivePools() {
+  std::lock_guard<std::mutex> lock(live_mu);
+  for (PooledStorage* pool : LivePools()) pool->ReportToProfiler();
+}
+
+[[maybe_unused]] const bool sampler_registered = (engine::AddProfilerSampler(&ReportLivePools), true);
+
+}  // namespace
+
+PooledStorage::PooledStorage(Device device, std::unique_ptr<RawAllocator> raw, std::string name)
+    : device_(device), name_(name.empty() ? device.ToString() : std::move(name)), raw_(std::move(raw)) {
+  std::lock_guard<std::mutex> lock(live_mu);
+  LivePools().push_back(this);
+}
+
+PooledStorage::~PooledStorage() {
+  {
+    std::lock_guard<std::mutex> lock(live_mu);
+    std::vector<PooledStorage*>& pools = LivePools();
+    pools.erase(std::find(pools.begin(), pools.end(), this));
+  }
+  ReleaseCache();
+}
 
 Block PooledStorage::Alloc(size_t bytes) {
   if (bytes == 0) return Block{nullptr, 0, device_};
   const size_t size = StorageSizeClass(bytes);
-  std::lock_guard<SpinLock> lock(mu_);
+  Block block;
+  Sample sample;
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    block = AllocLocked(bytes, size);
+    sample = SampleLocked();
+  }
+  Report(sample);
+  return block;
+}
+
+Block PooledStorage::AllocLocked(size_t bytes, size_t size) {
   ++stats_.allocations;
   void* ptr = nullptr;
   auto it = free_.find(size);
@@ -76,10 +117,33 @@ Block PooledStorage::Alloc(size_t bytes) {
 void PooledStorage::Free(Block block) {
   if (block.ptr == nullptr) return;
   WEFT_CHECK(block.device == device_) << "a block of " << block.device << " freed to the pool of " << device_;
-  std::lock_guard<SpinLock> lock(mu_);
-  free_[block.size].push_back(block.ptr);
-  stats_.bytes_in_use -= block.size;
-  stats_.bytes_cached += block.size;
+  Sample sample;
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    free_[block.size].push_back(block.ptr);
+    stats_.bytes_in_use -= block.size;
+    stats_.bytes_cached += block.size;
+    sample = SampleLocked();
+  }
+  Report(sample);
+}
+
+PooledStorage::Sample PooledStorage::SampleLocked() const {
+  if (!engine::ProfilerRunning()) return {};
+  return Sample{stats_.bytes_in_use, stats_.bytes_cached, engine::ProfilerClockNs()};
+}
+
+void PooledStorage::Report(const Sample& sample) const {
+  if (sample.ns >= 0) engine::RecordMemory(device_, name_.c_str(), sample.in_use, sample.cached, sample.ns);
+}
+
+void PooledStorage::ReportToProfiler() {
+  Sample sample;
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    sample = SampleLocked();
+  }
+  Report(sample);
 }
 
 void PooledStorage::ReleaseCacheLocked() {
@@ -91,8 +155,13 @@ void PooledStorage::ReleaseCacheLocked() {
 }
 
 void PooledStorage::ReleaseCache() {
-  std::lock_guard<SpinLock> lock(mu_);
-  ReleaseCacheLocked();
+  Sample sample;
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    ReleaseCacheLocked();
+    sample = SampleLocked();
+  }
+  Report(sample);
 }
 
 StorageStats PooledStorage::Stats() const {
