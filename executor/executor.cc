@@ -114,14 +114,10 @@ std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, co
   std::map<std::string, Shape> shapes;
   std::map<std::string, DType> dtypes;
   for (const auto& [name, array] : args) shapes[name] = array.shape(), dtypes[name] = array.dtype();
-<<<<<<< HEAD
-  g = InferShapesAndTypes(g, shapes, dtypes);
-  FusionStats fusion;
-  if (GetEnvBool("WEFT_USE_FUSION", true)) g = FusePointwise(g, &fusion);
-=======
   g = InferShapesAndTypes(g, shapes, dtypes);  // a wrong argument is named here, before its gradient
   CheckGradients(g, grad_args, args, arg_grads);
->>>>>>> h17a
+  FusionStats fusion;
+  if (GetEnvBool("WEFT_USE_FUSION", true)) g = FusePointwise(g, &fusion);
   std::unique_ptr<Executor> exec(
       new Executor(std::make_unique<Impl>(g, device, args, arg_grads, grad_args, grad_reqs)));
   exec->symbol_ = symbol;
