@@ -91,6 +91,12 @@ void CheckGradients(const Graph& g, const std::vector<std::string>& grad_args, c
   }
 }
 
+// Whether the device's backend runs fused groups (every backend built with weft does; one that
+// does not keeps its graphs unfused rather than failing to bind).
+bool CanFuse(Device device) {
+  return GetOp("_fused_pointwise").compute[static_cast<int>(device.type)] != nullptr;
+}
+
 }  // namespace
 
 struct Executor::Impl {
@@ -117,7 +123,7 @@ std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, co
   g = InferShapesAndTypes(g, shapes, dtypes);  // a wrong argument is named here, before its gradient
   CheckGradients(g, grad_args, args, arg_grads);
   FusionStats fusion;
-  if (GetEnvBool("WEFT_USE_FUSION", true)) g = FusePointwise(g, &fusion);
+  if (GetEnvBool("WEFT_USE_FUSION", true) && CanFuse(device)) g = FusePointwise(g, &fusion);
   std::unique_ptr<Executor> exec(
       new Executor(std::make_unique<Impl>(g, device, args, arg_grads, grad_args, grad_reqs)));
   exec->symbol_ = symbol;
