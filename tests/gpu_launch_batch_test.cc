@@ -15,7 +15,6 @@
 #include "core/gpu/cuda_check.h"
 #include "engine/gpu/gpu_stream.h"
 #include "engine/gpu/launch_batch.h"
-#include "ops/gpu/rtc/kernel_library.h"
 #include "storage/ndarray.h"
 #include "tests/gpu_op_test_util.h"
 #include "weft/imperative.h"
@@ -24,6 +23,7 @@
 namespace weft {
 namespace {
 
+using testing::AddKernel;
 using testing::DeviceBuffer;
 using testing::TestStream;
 
@@ -62,15 +62,6 @@ TEST(GpuLaunchBatch, ConsumersOnOtherStreamsAndCopiesSeeEarlierKernels) {
   for (NDArray& x : xs) x += one;
   EXPECT_EQ(host.ToVector<float>(), std::vector<float>(1024, 400.f));
   EXPECT_EQ(xs[3].ToVector<float>(), std::vector<float>(1024, 51.f));
-}
-
-// weft::BinaryForward<weft::fn::Add, float, 4>: y = a + b on n floats, arguments {&a, &b, &y, &n, &req}.
-const void* AddKernel() {
-  static const void* kernel =
-      reinterpret_cast<const void*>(gpu::rtc::KernelLibrary::Global()
-                                        .Get({"binary.cuh", "", "weft::BinaryForward<weft::fn::Add, float, 4>", {}}, 0)
-                                        .handle());
-  return kernel;
 }
 
 void Upload(DeviceBuffer& buffer, long long n, float value) {

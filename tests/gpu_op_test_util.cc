@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
 #include "core/tensor_view.h"
+#include "ops/gpu/rtc/kernel_library.h"
 
 namespace weft::testing {
 
@@ -21,6 +22,14 @@ void DeviceBuffer::Upload(const void* host, size_t bytes) {
 }
 void DeviceBuffer::Download(void* host, size_t bytes) const {
   WEFT_CUDA_CHECK(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost));
+}
+
+const void* AddKernel() {
+  static const void* kernel =
+      reinterpret_cast<const void*>(gpu::rtc::KernelLibrary::Global()
+                                        .Get({"binary.cuh", "", "weft::BinaryForward<weft::fn::Add, float, 4>", {}}, 0)
+                                        .handle());
+  return kernel;
 }
 
 namespace {

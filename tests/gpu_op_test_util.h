@@ -52,6 +52,11 @@ class TestStream {
   engine::GpuStream stream_;
 };
 
+// weft::BinaryForward<weft::fn::Add, float, 4> for GPU 0, compiled on first use: y = a + b on n
+// floats, arguments {&a, &b, &y, &n, &req} (long long n; int req, 1 to write). A launch of a few
+// blocks is batched (engine/gpu/launch_batch.h).
+const void* AddKernel();
+
 // float <-> bfloat16 bits, rounding to nearest even (as the kernels do).
 uint16_t ToBf16(float x);
 float FromBf16(uint16_t bits);

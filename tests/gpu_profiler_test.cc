@@ -18,7 +18,6 @@
 #include "core/env.h"
 #include "engine/engine.h"
 #include "engine/gpu/gpu_stream.h"
-#include "ops/gpu/rtc/kernel_library.h"
 #include "tests/engine_test_util.h"
 #include "tests/gpu_op_test_util.h"
 #include "tests/gpu_stream_gate.h"
@@ -29,6 +28,7 @@ namespace weft {
 namespace {
 
 using nlohmann::json;
+using testing::AddKernel;
 using testing::TempPath;
 
 const Device kGpu = Device::Gpu(0);
@@ -196,15 +196,6 @@ TEST(GpuProfiler, KernelsAndCopiesAreOnTheirStreamsWithArrowsFromTheirOps) {
   }
   for (const Event* c : CheckWork(t, "Fill", "memcpy", after)) EXPECT_EQ(c->name, "memcpy HtoD");
   EXPECT_GE(t.PeakInUse("memory gpu:0", kGpu0Pid), 4.0 * (1 << 22) * 2) << "large and b are in use";
-}
-
-// y[0:16] += one[0:16] (binary.cuh), a kernel small enough to be batched.
-const void* AddKernel() {
-  static const void* kernel =
-      reinterpret_cast<const void*>(gpu::rtc::KernelLibrary::Global()
-                                        .Get({"binary.cuh", "", "weft::BinaryForward<weft::fn::Add, float, 4>", {}}, 0)
-                                        .handle());
-  return kernel;
 }
 
 // The clocks are aligned even when the GPU runs a kernel long after its op: the kernel waits
