@@ -11,6 +11,9 @@
 // bytes of any value (core/json.h).
 #include <nlohmann/json.hpp>
 
+#include <set>
+#include <string>
+
 #include "core/error.h"
 #include "core/json.h"
 #include "core/text.h"
@@ -112,7 +115,14 @@ Symbol Symbol::FromJson(const std::string& text) {
     WEFT_THROW("graph JSON: expected arrays \"nodes\" and \"outputs\"");
   }
   GraphBuilder g;
-  for (size_t n = 0; n < j["nodes"].size(); ++n) g.nodes.push_back(ParseNode(j["nodes"][n], g, n));
+  std::set<std::string> variables;  // a graph with two variables of one name could not be saved again
+  for (size_t n = 0; n < j["nodes"].size(); ++n) {
+    g.nodes.push_back(ParseNode(j["nodes"][n], g, n));
+    if (g.nodes.back().is_variable() && !variables.insert(g.nodes.back().name).second) {
+      WEFT_THROW("graph JSON: node " << n << ": expected distinct variable names, found a second variable named '"
+                                     << Abbreviate(g.nodes.back().name) << "'");
+    }
+  }
   for (size_t o = 0; o < j["outputs"].size(); ++o) {
     g.outputs.push_back(ParseEntry(j["outputs"][o], g, g.nodes.size(), "output " + std::to_string(o)));
   }
