@@ -71,35 +71,46 @@ TEST_P(EngineSemantics, ReadsOfOneVarRunConcurrently) {
   EXPECT_TRUE(second_saw_first);
 }
 
+// The write is held until the read has been pushed (the naive engine runs each op at its push, so
+// there the gate starts open): a read the engine let overtake the write would run while the write
+// is held, and see the last round's value.
 TEST_P(EngineSemantics, ReadAfterWriteSeesTheWrite) {
   VarHandle v = engine_->NewVariable(), out = engine_->NewVariable();
   int value = 0, seen = -1;
   for (int round = 1; round <= 200; ++round) {
+    Latch write_may_run;
+    if (!threaded()) write_may_run.Open();
     engine_->PushSync(
         [&, round](RunContext) {
-          if (round % 50 == 0) std::this_thread::sleep_for(1ms);
+          EXPECT_TRUE(write_may_run.WaitFor(10s));
           value = round;
         },
         kCpu, {}, {v});
     engine_->PushSync([&](RunContext) { seen = value; }, kCpu, {v}, {out});
+    write_may_run.Open();
     engine_->WaitForVar(out);
     ASSERT_EQ(seen, round);
   }
 }
 
+// The reads are held until the write has been pushed (open from the start on the naive engine):
+// a write the engine let overtake them would run while they are held, and they would see 8.
 TEST_P(EngineSemantics, WriteAfterReadWaitsForTheRead) {
   VarHandle v = engine_->NewVariable();
   int value = 7;
   std::vector<int> seen(100, -1);
+  Latch reads_may_run;
+  if (!threaded()) reads_may_run.Open();
   for (int i = 0; i < 100; ++i) {
     engine_->PushSync(
         [&, i](RunContext) {
-          if (i % 10 == 0) std::this_thread::sleep_for(1ms);
+          EXPECT_TRUE(reads_may_run.WaitFor(10s));
           seen[i] = value;
         },
         kCpu, {v}, {});
   }
   engine_->PushSync([&](RunContext) { value = 8; }, kCpu, {}, {v});
+  reads_may_run.Open();
   engine_->WaitForAll();
   for (int i = 0; i < 100; ++i) EXPECT_EQ(seen[i], 7) << "read " << i << " ran after the write";
   EXPECT_EQ(value, 8);
