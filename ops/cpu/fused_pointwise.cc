@@ -80,7 +80,7 @@ class FusedCpu {
     }
     tile_ = per_element == 0 ? kMaxTile : kTileBudgetBytes / static_cast<int64_t>(per_element);
     tile_ = std::clamp<int64_t>(tile_ / 64 * 64, kMinTile, kMaxTile);
-    for (uint32_t i = 0; i < g.num_inputs; ++i) input_kind_.push_back(g.input_kind(i));
+    input_kind_ = g.InputKinds();
   }
 
   void Run(const OpContext& ctx, std::span<const TensorView> in, std::span<const TensorView> out) const {

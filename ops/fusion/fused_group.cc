@@ -4,17 +4,25 @@
 
 namespace weft {
 
-// Meta when no step reads it as data: only as a later input of a cast or reshape step.
-FusedGroup::InputKind FusedGroup::input_kind(uint32_t input) const {
-  bool data = false;
+// Meta when no step reads it as data: only as a later input of a cast or reshape step. One pass
+// over every step's arguments.
+std::vector<FusedGroup::InputKind> FusedGroup::InputKinds() const {
+  std::vector<bool> data(num_inputs, false);
   for (const Step& s : steps) {
     const PointwiseKind kind = s.op->pointwise.kind;
     const bool first_only = kind == PointwiseKind::kCast || kind == PointwiseKind::kReshape;
-    for (size_t a = 0; a < s.args.size(); ++a) data = data || (s.args[a] == input && (a == 0 || !first_only));
+    for (size_t a = 0; a < s.args.size(); ++a) {
+      if (s.args[a] < num_inputs && (a == 0 || !first_only)) data[s.args[a]] = true;
+    }
   }
-  if (!data) return InputKind::kMeta;
-  return shapes[input].Size() == size ? InputKind::kFull : InputKind::kBroadcast;
+  std::vector<InputKind> kinds;
+  for (uint32_t i = 0; i < num_inputs; ++i) {
+    kinds.push_back(!data[i] ? InputKind::kMeta : shapes[i].Size() == size ? InputKind::kFull : InputKind::kBroadcast);
+  }
+  return kinds;
 }
+
+FusedGroup::InputKind FusedGroup::input_kind(uint32_t input) const { return InputKinds()[input]; }
 
 std::vector<int> FusedGroup::Producers() const {
   std::vector<int> producer(num_values(), -1);
@@ -44,13 +52,11 @@ void FusedGroup::Check() const {
     next += s.num_outputs;
   }
   WEFT_CHECK_EQ(next, num_values()) << label << ": values";
-  for (uint32_t i = 0; i < num_inputs; ++i) {
-    if (input_kind(i) != InputKind::kBroadcast) continue;
-    for (const Step& s : steps) {
-      for (uint32_t a : s.args) {
-        WEFT_CHECK(a != i || s.op->pointwise.kind == PointwiseKind::kBinary)
-            << label << ": broadcast input " << i << " read by '" << s.name << "'";
-      }
+  const std::vector<InputKind> kinds = InputKinds();
+  for (const Step& s : steps) {
+    for (uint32_t a : s.args) {
+      WEFT_CHECK(a >= num_inputs || kinds[a] != InputKind::kBroadcast || s.op->pointwise.kind == PointwiseKind::kBinary)
+          << label << ": broadcast input " << a << " read by '" << s.name << "'";
     }
   }
   for (uint32_t v : outputs) WEFT_CHECK(v >= num_inputs && v < num_values()) << label << ": output value " << v;

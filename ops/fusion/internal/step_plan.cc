@@ -35,6 +35,9 @@ StepPlan::StepPlan(const FusedGroup& group, Device device, std::span<const OpReq
   }
   AssignSlots(last_read);
   for (const FusedGroup::Step& step : group.steps) compute_.push_back(&ComputeFor(*step.op, device));
+  for (const std::vector<OpReq>& req : req_) {
+    runs_.push_back(std::any_of(req.begin(), req.end(), [](OpReq r) { return r != OpReq::kNull; }));
+  }
   copy_ = &ComputeFor(GetOp("_copy"), device);
   IndexBroadcastUses();
 }
@@ -92,12 +95,13 @@ void StepPlan::AssignSlots(const std::vector<int>& last_read) {
 }
 
 void StepPlan::IndexBroadcastUses() {
+  const std::vector<FusedGroup::InputKind> kinds = group_.InputKinds();
   for (size_t s = 0; s < group_.steps.size(); ++s) {
     const FusedGroup::Step& step = group_.steps[s];
     arg_offset_.push_back(static_cast<uint32_t>(broadcast_use_of_.size()));
     for (size_t a = 0; a < step.args.size(); ++a) {
       const uint32_t v = step.args[a];
-      const bool broadcast = v < group_.num_inputs && group_.input_kind(v) == FusedGroup::InputKind::kBroadcast;
+      const bool broadcast = v < group_.num_inputs && kinds[v] == FusedGroup::InputKind::kBroadcast;
       broadcast_use_of_.push_back(broadcast ? static_cast<int>(broadcast_uses_.size()) : -1);
       if (broadcast) broadcast_uses_.push_back({static_cast<uint32_t>(s), static_cast<uint32_t>(a), v});
     }
@@ -120,7 +124,7 @@ void StepPlan::Run(const OpContext& ctx, Layout layout, std::vector<TensorView>&
       continue;
     }
     const std::vector<OpReq>& req = req_[s];
-    if (std::all_of(req.begin(), req.end(), [](OpReq r) { return r == OpReq::kNull; })) continue;
+    if (!runs_[s]) continue;  // nothing reads any of its outputs
     in.clear();
     out.clear();
     for (size_t a = 0; a < step.args.size(); ++a) {

@@ -65,6 +65,7 @@ class StepPlan {
   std::vector<Home> home_;               // per value
   std::vector<int> slot_;                // per value
   std::vector<std::vector<OpReq>> req_;  // per step, per output
+  std::vector<bool> runs_;               // per step: some output is not kNull
   std::vector<const ComputeFn*> compute_;  // per step
   const ComputeFn* copy_ = nullptr;        // _copy's: the copies at the end
   // (value, output index): values copied into their output after the last step, as its request
