@@ -1,8 +1,9 @@
 // The fused-kernel generator (ops/gpu/fusion/codegen.h, kernel_plan.h) on a machine without a GPU:
 // the sources it writes for many groups (forward and backward, broadcast, reshapes, add_n, casts,
 // float64 and bfloat16, the seed's 144 outputs, 3,000 outputs) compile with NVRTC for sm_90 in
-// every mode (pack width, index type, arguments by value or in a table), and NVRTC agrees with
-// the host on the argument struct's size (the source asserts it); the text is canonical (groups
+// every mode (pack width, index type, arguments by value or in a table, in parts), and NVRTC
+// agrees with the host on the argument struct's size (the source asserts it; the fields are in
+// an order that leaves no padding, so their offsets follow); the text is canonical (groups
 // that differ only in scalars give the same text, naming no op or node); the plan carries only
 // what the code reads; the parameter budget follows the toolkit, driver and device facts; the
 // test-only bad code is rejected. Built with --config=cuda; NVRTC needs no device.
@@ -100,10 +101,9 @@ void ExpectEveryModeCompiles(const FusedGroup& g, OpReq req) {
 // Two opposite modes (packs of 4, 32-bit, by value, one function; one element, 64-bit, a table,
 // a function per step), for the groups below: every mode costs a compile of about a second.
 void ExpectCompiles(const FusedGroup& g, OpReq req) {
-  const std::string narrow = Source(g, PlanKernel(g, Requests(g, req), false), {4, false, 90});
-  ASSERT_EQ(CompileError(narrow), "") << g.label;
-  const std::string wide = Source(g, PlanKernel(g, Requests(g, req), true), {1, true, 90, false, 1});
-  ASSERT_EQ(CompileError(wide), "") << g.label;
+  const KernelPlan narrow = PlanKernel(g, Requests(g, req), false), wide = PlanKernel(g, Requests(g, req), true);
+  ASSERT_EQ(CompileError(Source(g, narrow, {4, false, 90})), "") << g.label;
+  ASSERT_EQ(CompileError(Source(g, wide, {1, true, 90, false, 1})), "") << g.label;
 }
 
 TEST(FusedCodegen, TheChainCompilesInEveryMode) {

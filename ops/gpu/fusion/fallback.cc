@@ -12,15 +12,11 @@ FusedFallback::FusedFallback(std::shared_ptr<const FusedGroup> group, Device dev
     const int slot = plan_.slot(v);
     if (slot >= 0) slot_bytes[slot] = std::max(slot_bytes[slot], g.shapes[v].Size() * DTypeSize(g.dtypes[v]));
   }
-  std::vector<void*> slot_data;
-  for (size_t bytes : slot_bytes) {
-    slots_.emplace_back(Shape{static_cast<int64_t>(bytes)}, device, DType::kUInt8);
-    slot_data.push_back(slots_.back().View().raw());  // allocated now: the pointers never move
-  }
+  for (size_t bytes : slot_bytes) slots_.emplace_back(device, bytes);
   values_.resize(g.num_values());
   for (uint32_t v = g.num_inputs; v < g.num_values(); ++v) {
     const int slot = plan_.slot(v);
-    values_[v] = TensorView(slot >= 0 ? slot_data[slot] : nullptr, g.shapes[v], g.dtypes[v], device);
+    values_[v] = TensorView(slot >= 0 ? slots_[slot].data() : nullptr, g.shapes[v], g.dtypes[v], device);
   }
 }
 

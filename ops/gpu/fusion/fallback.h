@@ -1,7 +1,8 @@
 // A fused group run unfused on a GPU, for a group whose generated kernel cannot be used (it did
 // not compile, or cannot launch): the steps one after another through each op's own GPU compute
-// (ops/fusion/internal/step_plan.h) over whole tensors, the values between steps in scratch arrays
-// allocated when it is built (for a bound graph: once, at Bind) and freed, stream-ordered, with it.
+// (ops/fusion/internal/step_plan.h) over whole tensors, the values between steps in scratch memory
+// allocated when it is built (for a bound graph: once, at Bind) and freed with it after the work
+// queued on it (device_memory.h).
 //
 //   FusedFallback fallback(group, Device::Gpu(0), req);
 //   fallback.Run(ctx, inputs, outputs);   // on the op's stream, like the unfused ops
@@ -16,7 +17,7 @@
 #include "ops/fusion/fused_group.h"
 #include "ops/fusion/internal/step_plan.h"
 #include "ops/op.h"
-#include "storage/ndarray.h"
+#include "ops/gpu/fusion/device_memory.h"
 
 namespace weft::gpu {
 
@@ -32,7 +33,7 @@ class FusedFallback {
  private:
   std::shared_ptr<const FusedGroup> group_;
   StepPlan plan_;
-  std::vector<NDArray> slots_;
+  std::vector<DeviceMemory> slots_;
   std::vector<TensorView> values_;  // scratch values on their slots, unused ones unbound; the rest set by Run
 };
 

@@ -20,7 +20,7 @@
 #include "ops/gpu/fusion/param_budget.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
-#include "storage/ndarray.h"
+#include "ops/gpu/fusion/device_memory.h"
 #include "storage/storage.h"
 
 namespace weft::gpu {
@@ -117,8 +117,7 @@ class FusedKernel {
   std::vector<OpReq> req_;
   Config config_;
   bool direct_;
-  NDArray table_;  // the arguments in device memory, when uploaded at bind time
-  void* table_data_ = nullptr;
+  DeviceMemory table_;  // the arguments in device memory, when uploaded at bind time
   // After a failed direct launch: the unfused steps, made once (under fallback_once_), used from then on.
   mutable std::once_flag fallback_once_;
   mutable std::unique_ptr<FusedFallback> fallback_;
@@ -130,9 +129,8 @@ FusedKernel::FusedKernel(std::shared_ptr<const FusedGroup> group, Device device,
     : group_(std::move(group)), device_(device), req_(req.begin(), req.end()), config_(std::move(config)) {
   direct_ = !config_.table && bytes() > kGraphParamBytes;
   if (!config_.table || !at_bind) return;
-  table_ = NDArray(Shape{static_cast<int64_t>(bytes())}, device_, DType::kUInt8);
-  table_data_ = table_.View().raw();  // allocated now: the kernel reads it through a pointer that never moves
-  table_.SyncCopyFromHost(config_.args.data(), bytes());
+  table_ = DeviceMemory(device_, bytes());
+  UploadNow(table_, config_.args.data(), bytes());
 }
 
 void FusedKernel::Run(const OpContext& ctx, std::span<const TensorView> in, std::span<const TensorView> out) const {
@@ -140,7 +138,7 @@ void FusedKernel::Run(const OpContext& ctx, std::span<const TensorView> in, std:
   engine::GpuStream& stream = StreamOf(ctx);
   const dim3 grid(config_.blocks), block(kGpuBlock);
   if (config_.table) {
-    void* table = table_data_ != nullptr ? table_data_ : TableForCall(ctx, stream);
+    void* table = table_.data() != nullptr ? table_.data() : TableForCall(ctx, stream);
     void* args[] = {&table};
     return config_.kernel.Launch(grid, block, args, stream);
   }
