@@ -10,7 +10,6 @@
 // and, for an input that is an offset view, one element at a time.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -69,19 +68,7 @@ Symbol ManyOutputs(int n) {
   return Symbol::Group(outs);
 }
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using weft::testing::ScopedEnv;
 
 // x: n values in [-2, 2), on gpu:0.
 NDArray Input(int64_t n, uint64_t seed = 1) {

@@ -2,7 +2,8 @@
 // functors: each step calls exactly what its unfused GPU kernel calls (kernels/unary.cuh,
 // binary.cuh, cast.cuh, on the functors of ops/math), in the same arithmetic type (float for
 // float32 and bfloat16, double for float64); values stay in registers between steps. The output
-// requests, the pack width, the index type and where the arguments live are baked in.
+// requests, the pack width, the index type and where the arguments live are baked in; a kernel
+// of many steps is written as several device functions (kernel_parts.h) to keep NVVM fast.
 //
 // The text is canonical: names come from value, field and walk numbers only, never from op or
 // node names, and it has no comments; so two groups of the same structure (scalars and sizes
