@@ -26,37 +26,22 @@
 #include "passes/fuse_pointwise.h"
 #include "passes/gradient.h"
 #include "passes/infer.h"
+#include "tests/fusion_test_util.h"
 
 namespace weft::gpu {
 namespace {
 
 using GroupPtr = std::shared_ptr<const FusedGroup>;
 
-Symbol Var(const std::string& name) { return Symbol::Variable(name); }
-Symbol Op1(const std::string& op, const Symbol& x, AttrMap attrs = {}) { return Symbol::Op(op, {x}, attrs); }
-Symbol Op2(const std::string& op, const Symbol& a, const Symbol& b) { return Symbol::Op(op, {a, b}); }
-Symbol Scalar(const std::string& op, const Symbol& x, double s) {
-  return Symbol::Op(op, {x}, {{"scalar", std::to_string(s)}});
-}
-
-// sigmoid(relu(x * a + b) * c - d) * e + f, with the scalars given.
-Symbol Chain(const Symbol& x, double first_scalar) {
-  Symbol y = Scalar("add_scalar", Scalar("mul_scalar", x, first_scalar), 0.25);
-  y = Scalar("sub_scalar", Scalar("mul_scalar", Op1("relu", y), 0.75), 0.5);
-  return Scalar("add_scalar", Scalar("mul_scalar", Op1("sigmoid", y), 2.0), -1.0);
-}
-
-std::vector<GroupPtr> GroupsOf(const Graph& g) {
-  std::vector<GroupPtr> groups;
-  for (const Node& n : g.nodes()) {
-    if (!n.is_variable() && n.op->name == "_fused_pointwise") groups.push_back(n.attrs.Get<FusedParam>().group);
-  }
-  return groups;
-}
+using testing::Chain;
+using testing::Op1;
+using testing::Op2;
+using testing::Scalar;
+using testing::Var;
 
 std::vector<GroupPtr> Fuse(const Symbol& s, const std::map<std::string, Shape>& shapes,
                            const std::map<std::string, DType>& dtypes = {}) {
-  return GroupsOf(FusePointwise(InferShapesAndTypes(s.ToGraph(), shapes, dtypes)));
+  return testing::FusedGroupsOf(FusePointwise(InferShapesAndTypes(s.ToGraph(), shapes, dtypes)));
 }
 
 // The groups of the forward and backward graph of sum(s) with respect to every argument.
@@ -64,7 +49,7 @@ std::vector<GroupPtr> FuseWithGradient(const Symbol& s, const std::map<std::stri
   Graph g = Op1("sum", s).ToGraph();
   std::vector<uint32_t> wrt;
   for (uint32_t n : g.ArgumentNodes()) wrt.push_back(n);
-  return GroupsOf(FusePointwise(InferShapesAndTypes(Gradient(g, wrt), shapes)));
+  return testing::FusedGroupsOf(FusePointwise(InferShapesAndTypes(Gradient(g, wrt), shapes)));
 }
 
 std::vector<OpReq> Requests(const FusedGroup& g, OpReq req) { return std::vector<OpReq>(g.outputs.size(), req); }
@@ -156,13 +141,7 @@ TEST(FusedCodegen, Float64AndBfloat16GroupsCompile) {
 
 // The seed's pattern (CSE off: the pass never merges): 144 outputs of 4 dimensions each.
 TEST(FusedCodegen, TheSeedsXLNetPatternCompilesAndOnlyItsPointersAreArguments) {
-  const Symbol h = Op1("relu", Var("x"));
-  std::vector<Symbol> outs;
-  for (int r = 0; r < 12; ++r) {
-    Symbol reshaped = Op1("reshape", h, {{"shape", "(16, 8, 4)"}});
-    for (int e = 0; e < 12; ++e) outs.push_back(Op1("expand_dims", reshaped, {{"axis", std::to_string(e % 4)}}));
-  }
-  const std::vector<GroupPtr> groups = Fuse(Symbol::Group(outs), {{"x", Shape{32, 16}}});
+  const std::vector<GroupPtr> groups = Fuse(testing::XLNetPattern(Var("x")), {{"x", Shape{32, 16}}});
   ASSERT_EQ(groups.size(), 1u);
   ASSERT_EQ(groups[0]->outputs.size(), 144u);
   const KernelPlan plan = PlanKernel(*groups[0], Requests(*groups[0], OpReq::kWrite), false);

@@ -28,6 +28,7 @@
 #include "passes/fuse_pointwise.h"
 #include "passes/infer.h"
 #include "storage/ndarray.h"
+#include "tests/fusion_test_util.h"
 #include "tests/weft_test_util.h"
 
 namespace weft::gpu {
@@ -35,30 +36,10 @@ namespace {
 
 const Device kGpu = Device::Gpu(0);
 
-Symbol Var(const std::string& name) { return Symbol::Variable(name); }
-Symbol Op1(const std::string& op, const Symbol& x, AttrMap attrs = {}) { return Symbol::Op(op, {x}, attrs); }
-Symbol Scalar(const std::string& op, const Symbol& x, double s) {
-  return Symbol::Op(op, {x}, {{"scalar", std::to_string(s)}});
-}
-
-// sigmoid(relu(x * a + b) * c - d) * e + f.
-Symbol Chain(const Symbol& x) {
-  Symbol y = Scalar("add_scalar", Scalar("mul_scalar", x, 1.5), 0.25);
-  y = Scalar("sub_scalar", Scalar("mul_scalar", Op1("relu", y), 0.75), 0.5);
-  return Scalar("add_scalar", Scalar("mul_scalar", Op1("sigmoid", y), 2.0), -1.0);
-}
-
-// The seed (apache/mxnet#19316): one value reshaped 12 times, each reshape followed by 12
-// expand_dims: with CSE off, one group of 144 outputs.
-Symbol XLNetPattern() {
-  const Symbol h = Op1("relu", Var("x"));
-  std::vector<Symbol> outs;
-  for (int r = 0; r < 12; ++r) {
-    Symbol reshaped = Op1("reshape", h, {{"shape", "(16, 8, 4)"}});
-    for (int e = 0; e < 12; ++e) outs.push_back(Op1("expand_dims", reshaped, {{"axis", std::to_string(e % 4)}}));
-  }
-  return Symbol::Group(outs);
-}
+using testing::Chain;
+using testing::Op1;
+using testing::Scalar;
+using testing::Var;
 
 // relu(x) and then `n` add_scalar with distinct scalars, each an output.
 Symbol ManyOutputs(int n) {
@@ -110,7 +91,7 @@ TEST(FusedGpu, ReportsTheParameterBudgetItAsked) {
 TEST(FusedGpu, TheSeedsXLNetPatternRunsWithItsArgumentsByValue) {
   ScopedEnv no_cse("WEFT_ELIMINATE_COMMON_EXPR", "0");
   const FusedGpuStats before = StatsNow();
-  ExpectFusedEqualsUnfused(XLNetPattern(), {{"x", Input(512).Reshape(Shape{32, 16})}});
+  ExpectFusedEqualsUnfused(testing::XLNetPattern(Var("x")), {{"x", Input(512).Reshape(Shape{32, 16})}});
   const FusedGpuStats after = StatsNow();
   EXPECT_EQ(after.kernels - before.kernels, 1);  // one group of 144 outputs: 1,168 bytes
   EXPECT_EQ(after.tables, before.tables);
@@ -121,7 +102,7 @@ TEST(FusedGpu, TheSeedsXLNetPatternRunsWithItsArgumentsInATable) {
   ScopedEnv no_cse("WEFT_ELIMINATE_COMMON_EXPR", "0");
   ScopedEnv small("WEFT_FUSION_TEST_PARAM_BUDGET", "256");
   const FusedGpuStats before = StatsNow();
-  ExpectFusedEqualsUnfused(XLNetPattern(), {{"x", Input(512).Reshape(Shape{32, 16})}});
+  ExpectFusedEqualsUnfused(testing::XLNetPattern(Var("x")), {{"x", Input(512).Reshape(Shape{32, 16})}});
   const FusedGpuStats after = StatsNow();
   EXPECT_EQ(after.kernels - before.kernels, 1);
   EXPECT_EQ(after.tables - before.tables, 1);

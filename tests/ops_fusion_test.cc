@@ -24,6 +24,7 @@
 #include "passes/gradient.h"
 #include "passes/infer.h"
 #include "storage/ndarray.h"
+#include "tests/fusion_test_util.h"
 #include "tests/op_test_util.h"
 #include "tests/weft_test_util.h"
 
@@ -32,20 +33,6 @@ namespace {
 
 // Fused float32 against unfused float32 on a GPU: one rounding of an FMA instead of two.
 constexpr double kFusedGpuTolerance = 1e-6;
-
-Symbol Var(const std::string& name) { return Symbol::Variable(name); }
-Symbol Op1(const std::string& op, const Symbol& x, AttrMap attrs = {}) { return Symbol::Op(op, {x}, attrs); }
-Symbol Op2(const std::string& op, const Symbol& a, const Symbol& b) { return Symbol::Op(op, {a, b}); }
-Symbol Scalar(const std::string& op, const Symbol& x, double s) {
-  return Symbol::Op(op, {x}, {{"scalar", std::to_string(s)}});
-}
-
-// sigmoid(relu(x * a + b) * c - d) * e + f: the benchmark's 8-op chain.
-Symbol Chain(const Symbol& x) {
-  Symbol y = Scalar("add_scalar", Scalar("mul_scalar", x, 1.5), 0.25);
-  y = Scalar("sub_scalar", Scalar("mul_scalar", Op1("relu", y), 0.75), 0.5);
-  return Scalar("add_scalar", Scalar("mul_scalar", Op1("sigmoid", y), 2.0), -1.0);
-}
 
 Graph Typed(const Symbol& s, const std::map<std::string, Shape>& shapes) {
   return InferShapesAndTypes(s.ToGraph(), shapes);
