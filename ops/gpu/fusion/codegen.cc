@@ -30,7 +30,7 @@ class Generator {
     if (o_.bad_code) os_ << "#error WEFT_FUSION_TEST_BAD_CODE\n";
     Prelude();
     for (size_t w = 0; w < plan_.walks.size(); ++w) Offset(w);
-    parts_ = SplitIntoParts(g_, plan_, code_, o_.steps_per_part);
+    parts_ = SplitIntoParts(g_, plan_, code_, o_.part_size);
     for (int lanes : Lanes()) {
       for (size_t p = 0; p < parts_.size() && parts_.size() > 1; ++p) Part(p, lanes);
       Elements(lanes);

@@ -32,7 +32,7 @@ struct CodegenOptions {
   bool table = false;  // the kernel takes a pointer to its arguments in device memory, else them by value
   int arch = 90;       // the target, major * 10 + minor: by value as __grid_constant__ from 70 on
   bool bad_code = false;  // tests only: a source NVRTC rejects (the fallback's test)
-  size_t steps_per_part = 128;  // live steps per device function (kernel_parts.h); tests make it small
+  size_t part_size = 256;  // values and stores per device function (kernel_parts.h); tests make it small
 };
 
 // The source, or nullopt with the reason in *error (a dtype or kind the generator has no code for).

@@ -27,12 +27,15 @@ std::vector<Operand> ReadsOf(const KernelPart& part, const StepCode& code) {
 }  // namespace
 
 std::vector<KernelPart> SplitIntoParts(const FusedGroup& group, const KernelPlan& plan, const StepCode& code,
-                                       size_t steps_per_part) {
+                                       size_t part_size) {
   std::vector<KernelPart> parts;
+  size_t size = 0;  // of the last part
   for (uint32_t s = 0; s < group.steps.size(); ++s) {
     if (!plan.live[s]) continue;
-    if (parts.empty() || parts.back().steps.size() >= steps_per_part) parts.emplace_back();
+    const size_t step_size = code.Defines(s).size() + code.Stores(s).size();
+    if (parts.empty() || (size + step_size > part_size && size > 0)) parts.emplace_back(), size = 0;
     parts.back().steps.push_back(s);
+    size += step_size;
   }
   if (parts.size() < 2) return parts;
   std::map<Key, int> defined_in, last_read_in;
