@@ -191,7 +191,6 @@ TEST(GpuPointwiseOps, UnsupportedDTypeIsAClearError) {
 // The whole library, not only the pointwise ops: every operator the CPU has runs on a GPU.
 TEST(GpuPointwiseOps, EveryOperatorHasAGpuCompute) {
   for (const std::string& name : ListOps()) {
-    if (name == "_fused_pointwise") continue;  // the GPU's fusion code generator is not in yet (issue 11)
     EXPECT_TRUE(GetOp(name).compute[static_cast<int>(DeviceType::kGpu)] != nullptr) << name << " has no GPU compute";
   }
 }

@@ -24,6 +24,7 @@
 #include "passes/gradient.h"
 #include "passes/infer.h"
 #include "storage/ndarray.h"
+#include "tests/fusion_test_util.h"
 #include "tests/op_test_util.h"
 #include "tests/weft_test_util.h"
 
@@ -32,20 +33,6 @@ namespace {
 
 // Fused float32 against unfused float32 on a GPU: one rounding of an FMA instead of two.
 constexpr double kFusedGpuTolerance = 1e-6;
-
-Symbol Var(const std::string& name) { return Symbol::Variable(name); }
-Symbol Op1(const std::string& op, const Symbol& x, AttrMap attrs = {}) { return Symbol::Op(op, {x}, attrs); }
-Symbol Op2(const std::string& op, const Symbol& a, const Symbol& b) { return Symbol::Op(op, {a, b}); }
-Symbol Scalar(const std::string& op, const Symbol& x, double s) {
-  return Symbol::Op(op, {x}, {{"scalar", std::to_string(s)}});
-}
-
-// sigmoid(relu(x * a + b) * c - d) * e + f: the benchmark's 8-op chain.
-Symbol Chain(const Symbol& x) {
-  Symbol y = Scalar("add_scalar", Scalar("mul_scalar", x, 1.5), 0.25);
-  y = Scalar("sub_scalar", Scalar("mul_scalar", Op1("relu", y), 0.75), 0.5);
-  return Scalar("add_scalar", Scalar("mul_scalar", Op1("sigmoid", y), 2.0), -1.0);
-}
 
 Graph Typed(const Symbol& s, const std::map<std::string, Shape>& shapes) {
   return InferShapesAndTypes(s.ToGraph(), shapes);
@@ -152,12 +139,7 @@ void ExpectClose(const std::vector<float>& fused, const std::vector<float>& unfu
   }
 }
 
-// Whether the test device's backend runs fused groups (the GPU's code generator is not in yet:
-// issue 11; the executor then binds unfused graphs there).
-bool FusesOnTestDevice() { return GetOp("_fused_pointwise").compute[static_cast<int>(TestDevice().type)] != nullptr; }
-
 void ExpectFusedEqualsUnfused(const Symbol& s, const std::map<std::string, Shape>& shapes, const std::string& what) {
-  if (!FusesOnTestDevice()) GTEST_SKIP() << "no fused compute on " << TestDevice().ToString() << " yet";
   for (GradReq req : {GradReq::kNull, GradReq::kWrite, GradReq::kAdd}) {
     const std::string label = what + " (grad_req " + std::to_string(static_cast<int>(req)) + ")";
     const RunResult fused = BindAndRun(s, shapes, true, req, 7), unfused = BindAndRun(s, shapes, false, req, 7);
@@ -210,7 +192,6 @@ TEST(Fusion, TheSeedsXLNetPatternWithoutCse) {
   Graph g = FusePointwise(Typed(all, {{"x", Shape{32, 16}}}), &stats);
   ASSERT_EQ(stats.groups, 1u);
   EXPECT_EQ(Groups(g)[0]->outputs.size(), 144u);
-  if (!FusesOnTestDevice()) GTEST_SKIP() << "no fused compute on " << TestDevice().ToString() << " yet";
   const RunResult fused = BindAndRun(all, {{"x", Shape{32, 16}}}, true, GradReq::kNull, 3);
   const RunResult unfused = BindAndRun(all, {{"x", Shape{32, 16}}}, false, GradReq::kNull, 3);
   ASSERT_EQ(fused.outputs.size(), 144u);
@@ -227,7 +208,6 @@ TEST(Fusion, AnAddedOutputThatLaterStepsReadStaysTheValue) {
   for (const Node& n : g.nodes()) fused = n.is_variable() ? fused : &n;
   ASSERT_EQ(fused->op->name, "_fused_pointwise");
   ASSERT_EQ(fused->attrs.Get<FusedParam>().group->outputs.size(), 2u);
-  if (!FusesOnTestDevice()) GTEST_SKIP() << "no fused compute on " << TestDevice().ToString() << " yet";
   std::vector<float> xv(3000), old(3000, 10.0f);
   for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 7) - 3.0f;
   NDArray x = NDArray::FromVector(xv, Shape{3000}, TestDevice());
@@ -267,7 +247,6 @@ TEST(Fusion, ABadSwitchValueIsAnErrorNamingIt) {
 // Fusion happens at binding: a bound symbol's JSON has no fused node, and loads and runs as saved
 // with fusion off.
 TEST(Fusion, TheJsonFormNeverHoldsFusedNodes) {
-  if (!FusesOnTestDevice()) GTEST_SKIP() << "no fused compute on " << TestDevice().ToString() << " yet";
   const Symbol s = Chain(Var("x"));
   Executor::ArrayMap args{{"x", NDArray::FromVector(std::vector<float>(8, 0.5f), Shape{8}, TestDevice())}};
   auto exec = Executor::Bind(s, TestDevice(), args);

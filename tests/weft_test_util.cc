@@ -19,6 +19,13 @@ std::string ErrorMessage(const std::function<void()>& fn) {
   return "<no error>";
 }
 
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+  if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+  setenv(name, value, 1);
+}
+
+ScopedEnv::~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
   return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
@@ -41,13 +48,6 @@ void ExpectErrorContains(const std::function<void()>& fn, const std::vector<std:
     for (const std::string& part : parts) EXPECT_NE(message.find(part), std::string::npos) << message;
   }
 }
-
-ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
-  if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-  setenv(name, value, 1);
-}
-
-ScopedEnv::~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
 
 void RunOnSmallStack(size_t bytes, const std::function<void()>& fn) {
   pthread_attr_t attr;

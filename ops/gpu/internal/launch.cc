@@ -119,13 +119,17 @@ rtc::Kernel CachedKernel(const char* file, const std::string& name, int device) 
   return kernel;
 }
 
+unsigned GridBlocks(int device, int64_t items) {
+  return static_cast<unsigned>(std::min((items + kGpuBlock - 1) / kGpuBlock, MaxBlocks(device)));
+}
+
 void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name, int64_t items, bool block_per_item,
                 std::span<void* const> args) {
   if (items <= 0) return;
   const int device = ctx.run.device.id;
   const rtc::Kernel kernel = CachedKernel(file, name, device);
-  const int64_t wanted = block_per_item ? items : (items + kGpuBlock - 1) / kGpuBlock;
-  const unsigned blocks = static_cast<unsigned>(std::min(wanted, MaxBlocks(device)));
+  const unsigned blocks =
+      block_per_item ? static_cast<unsigned>(std::min(items, MaxBlocks(device))) : GridBlocks(device, items);
   kernel.Launch(dim3(blocks), dim3(kGpuBlock), args, StreamOf(ctx));
 }
 

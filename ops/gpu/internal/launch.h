@@ -47,6 +47,10 @@ int PackWidth(DType dtype, std::initializer_list<const void*> pointers);
 // Work items of a ForEachPack loop over n elements in packs of `width`.
 inline int64_t Packs(int64_t n, int width) { return (n + width - 1) / width; }
 
+// Blocks of kGpuBlock threads for `items` grid-stride items on `device`: one item a thread, up to
+// a cap of resident waves (what LaunchArgs launches).
+unsigned GridBlocks(int device, int64_t items);
+
 // Launches kernel `name` of ops/gpu/kernels/`file` on the op's stream, kGpuBlock threads per
 // block, enough blocks for `items` grid-stride items (a block per item when `block_per_item`).
 // Each argument is passed by value and must have the kernel parameter's exact layout.
