@@ -47,21 +47,6 @@ Symbol Chain(const Symbol& x) {
   return Scalar("add_scalar", Scalar("mul_scalar", Op1("sigmoid", y), 2.0), -1.0);
 }
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
-
 Graph Typed(const Symbol& s, const std::map<std::string, Shape>& shapes) {
   return InferShapesAndTypes(s.ToGraph(), shapes);
 }

@@ -41,4 +41,11 @@ void ExpectErrorContains(const std::function<void()>& fn, const std::vector<std:
   }
 }
 
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+  if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+  setenv(name, value, 1);
+}
+
+ScopedEnv::~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+
 }  // namespace weft::testing

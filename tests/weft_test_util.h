@@ -1,8 +1,10 @@
 // Helpers for the public-API tests (weft_*_test): scratch files in the test's temporary folder,
-// and checks that a call throws weft::Error with every expected part in its message.
+// checks that a call throws weft::Error with every expected part in its message, and an
+// environment variable set for one scope.
 //
 //   std::string path = WriteTempFile("bad.csv", "1,x\n");
 //   ExpectErrorContains([&] { ReadCsv(path); }, {path, "column 2"});
+//   { ScopedEnv off("WEFT_USE_FUSION", "0"); Executor::Bind(...); }   // restored after
 #pragma once
 
 #include <functional>
@@ -19,5 +21,19 @@ std::string WriteTempFile(const std::string& name, const std::string& bytes);
 std::string ErrorMessage(const std::function<void()>& fn);
 // Runs `fn`; adds a test failure unless it throws weft::Error whose message contains every part.
 void ExpectErrorContains(const std::function<void()>& fn, const std::vector<std::string>& parts);
+
+// Sets an environment variable for one scope; restores its old value (or its absence) after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
 
 }  // namespace weft::testing
