@@ -55,7 +55,9 @@
 #include "passes/gradient.h"
 #include "passes/infer.h"
 #include "storage/ndarray.h"
+#include "storage/random.h"
 #include "tests/op_test_util.h"
+#include "weft/imperative.h"
 #include "tests/weft_test_util.h"
 
 namespace weft::testing {
@@ -746,7 +748,7 @@ void ExpectFusedEqualsUnfused(const RandomGraph& g) {
   MarkCovered("_fused_pointwise");
 }
 
-Symbol Op(const std::string& op, const std::vector<Symbol>& in, const AttrMap& attrs = {}) {
+Symbol Call(const std::string& op, const std::vector<Symbol>& in, const AttrMap& attrs = {}) {
   return Symbol::Op(op, in, attrs);
 }
 
@@ -754,8 +756,8 @@ Symbol Op(const std::string& op, const std::vector<Symbol>& in, const AttrMap& a
 // (flat), like the operand beside it, not a tensor of the reshape's shape broadcast against it.
 TEST(FusionPropertyFound, AReshapeOfAWholeTileStaysATile) {
   const Symbol x = Symbol::Variable("x"), y = Symbol::Variable("y");
-  const Symbol m = Op("minimum", {Op("expand_dims", {x}, {{"axis", "2"}}), y});
-  ExpectFusedEqualsUnfused(Directed(Op("rsub_scalar", {m}, {{"scalar", "1"}}),
+  const Symbol m = Call("minimum", {Call("expand_dims", {x}, {{"axis", "2"}}), y});
+  ExpectFusedEqualsUnfused(Directed(Call("rsub_scalar", {m}, {{"scalar", "1"}}),
                                     {{"x", Shape{8, 8}, {-2, 2}}, {"y", Shape{8, 8, 1}, {-1, 1}}}));
 }
 
@@ -763,7 +765,7 @@ TEST(FusionPropertyFound, AReshapeOfAWholeTileStaysATile) {
 // into a's array; b's gradient is that value, not a's array after the addition.
 TEST(FusionPropertyFound, AGradientAddedIntoItsArrayIsNotWhatAnotherGradientReads) {
   const Symbol a = Symbol::Variable("a"), b = Symbol::Variable("b");
-  const Symbol y = Op("exp", {Op("add_n", {a, b}, {{"num_args", "2"}})});
+  const Symbol y = Call("exp", {Call("add_n", {a, b}, {{"num_args", "2"}})});
   const RandomGraph add = Directed(y, {{"a", Shape{3, 4}, {-1, 1}, GradReq::kAdd}, {"b", Shape{3, 4}, {-1, 1}, GradReq::kWrite}});
   RandomGraph write = add;
   write.args[0].req = GradReq::kWrite;
@@ -778,8 +780,8 @@ TEST(FusionPropertyFound, AGradientAddedIntoItsArrayIsNotWhatAnotherGradientRead
 // add that sigmoid's group takes in: the two groups must not both be made.
 TEST(FusionPropertyFound, AShapeOnlyReadCountsWhenGroupsMeet) {
   const Symbol x = Symbol::Variable("x");
-  const Symbol a = Op("exp", {x}), s = Op("sigmoid", {x});
-  const Symbol out = Symbol::Group({Op("reshape_like", {a, s}), Op("add", {s, Op("neg", {a})})});
+  const Symbol a = Call("exp", {x}), s = Call("sigmoid", {x});
+  const Symbol out = Symbol::Group({Call("reshape_like", {a, s}), Call("add", {s, Call("neg", {a})})});
   ExpectFusedEqualsUnfused(Directed(out, {{"x", Shape{4}, {-2, 2}}}));
 }
 
@@ -787,9 +789,70 @@ TEST(FusionPropertyFound, AShapeOnlyReadCountsWhenGroupsMeet) {
 // visited: sigmoid's group must then not take transpose(a) in.
 TEST(FusionPropertyFound, AGroupThatGrowsLaterStillCannotCloseACycle) {
   const Symbol x = Symbol::Variable("x");
-  const Symbol a = Op("exp", {x}), t = Op("transpose", {a}), b = Op("sigmoid", {x}), u = Op("transpose", {b});
-  const Symbol out = Symbol::Group({Op("add", {a, u}), Op("add", {t, b})});
+  const Symbol a = Call("exp", {x}), t = Call("transpose", {a}), b = Call("sigmoid", {x}), u = Call("transpose", {b});
+  const Symbol out = Symbol::Group({Call("add", {a, u}), Call("add", {t, b})});
   ExpectFusedEqualsUnfused(Directed(out, {{"x", Shape{3, 3}, {-2, 2}}}));
+}
+
+// ---- A training loop ---------------------------------------------------------------------
+
+// An MLP whose hidden layers are FullyConnected without bias, + bias, GELU and Dropout (the fusion
+// benchmark's model, small): fusion merges bias and GELU forward, and the dropout mask, GELU and
+// bias gradients backward. logits (16, 5) from data (16, 12).
+Symbol GeluMlp() {
+  Symbol x = Symbol::Variable("data");
+  for (const std::string fc : {"fc1", "fc2"}) {
+    x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "20"}, {"no_bias", "true"}}, fc);
+    x = Call("Dropout", {Call("gelu", {Call("add", {x, Symbol::Variable(fc + "_bias")})})}, {{"p", "0.25"}})[0];
+  }
+  x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "5"}}, "fc3");
+  return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
+}
+
+const std::map<std::string, Shape> kGeluMlpParams = {
+    {"fc1_weight", Shape{20, 12}}, {"fc1_bias", Shape{20}},      {"fc2_weight", Shape{20, 20}},
+    {"fc2_bias", Shape{20}},       {"fc3_weight", Shape{5, 20}}, {"fc3_bias", Shape{5}}};
+
+// Five SGD steps from one seed (initial values and dropout masks): every loss, then the weights.
+std::vector<std::vector<float>> TrainGeluMlp(bool fusion) {
+  ScopedEnv env("WEFT_USE_FUSION", fusion ? "1" : "0");
+  SeedRandom(kSeed);
+  std::mt19937_64 rng(kSeed);
+  const std::map<std::string, Shape>& params = kGeluMlpParams;
+  Executor::ArrayMap args = {{"data", Filled(Shape{16, 12}, {-1, 1}, rng)}}, grads;
+  std::vector<float> labels(16);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<float>(i % 5);
+  args["label"] = NDArray::FromVector(labels, Shape{16}, TestDevice());
+  std::map<std::string, GradReq> reqs;
+  for (const auto& [name, shape] : params) {
+    args[name] = Filled(shape, {-0.5, 0.5}, rng), grads[name] = NDArray(shape, TestDevice()), reqs[name] = GradReq::kWrite;
+  }
+  auto exec = Executor::Bind(GeluMlp(), TestDevice(), args, grads, reqs);
+  const Op& sgd = GetOp("sgd_update");
+  const Attrs lr = ParseAttrs(sgd, {{"lr", "0.1"}});
+  std::vector<std::vector<float>> seen;
+  for (int step = 0; step < 5; ++step) {
+    exec->Forward(/*is_train=*/true);
+    exec->Backward();
+    for (const auto& [name, shape] : params) InvokeInto(sgd, lr, std::vector<NDArray>{args[name], grads[name]}, std::vector<NDArray>{args[name]});
+    seen.push_back(exec->outputs()[0].ToVector<float>());
+  }
+  for (const auto& [name, shape] : params) seen.push_back(args[name].ToVector<float>());
+  return seen;
+}
+
+TEST(FusionTraining, AnMlpWithBiasGeluAndDropoutTrainsTheSameFusedAndUnfused) {
+  std::vector<Argument> args = {{"data", Shape{16, 12}, {-1, 1}}, {"label", Shape{16}, {0, 4}}};
+  for (const auto& [name, shape] : kGeluMlpParams) args.push_back({name, shape, {-1, 1}, GradReq::kWrite});
+  FusionStats stats;
+  FusedAsBound(Directed(GeluMlp(), args), &stats);
+  EXPECT_GE(stats.groups, 4u);  // bias + GELU twice forward, their gradients twice backward
+  const std::vector<std::vector<float>> fused = TrainGeluMlp(true), unfused = TrainGeluMlp(false);
+  ASSERT_EQ(fused.size(), unfused.size());
+  for (size_t k = 0; k < fused.size(); ++k) {
+    EXPECT_EQ(Difference(fused[k], unfused[k]), "") << (k < 5 ? "losses of step " : "weights ") << k;
+  }
+  MarkCovered("_fused_pointwise");
 }
 
 }  // namespace
