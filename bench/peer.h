@@ -1,11 +1,15 @@
-// What the benchmarks share: integer flags, and running a peer (a Python script timing PyTorch)
-// in the same run and reading the JSON object it prints last.
+// What the benchmarks share: integer flags, a median time, and running a peer (a Python script
+// timing PyTorch) in the same run and reading the JSON object it prints last.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
 namespace bench {
+
+// Milliseconds of one call of `step`: the median of `reps` calls, after one call to warm up.
+double MedianMs(int reps, const std::function<void()>& step);
 
 // --name=value, or `fallback`.
 int IntFlag(int argc, char** argv, const char* name, int fallback);
