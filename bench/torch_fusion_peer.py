@@ -8,18 +8,8 @@ is the forward and the backward (dx for a given dy) of x with requires_grad.
 """
 import json
 import sys
-import time
 
-
-def median_ms(fn, reps):
-    fn()  # warm-up
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
+from torch_peer import median_ms  # the same timing as ops_bench's peer (this folder is on sys.path)
 
 
 def chain(torch, x):
