@@ -87,9 +87,10 @@ void PassRows(int reps) {
     }
     const double per_node = 1e3 * ms / static_cast<double>(nodes);
     if (per_node_first == 0) per_node_first = per_node;
-    std::printf("fusion pass, random graph: %6zu nodes, %5zu groups of %6zu ops, %8.3f ms, %.3f us/node (%.2fx the "
-                "first graph's)\n",
-                nodes, stats.groups, stats.fused_nodes, ms, per_node, per_node / per_node_first);
+    std::printf(
+        "fusion pass, random graph: %6zu nodes, %5zu groups of %6zu ops, %8.3f ms, %.3f us/node (%.2fx the "
+        "first graph's)\n",
+        nodes, stats.groups, stats.fused_nodes, ms, per_node, per_node / per_node_first);
   }
 }
 
@@ -115,15 +116,21 @@ ChainTimes TimeChain(bool fusion, int reps) {
   auto training = Executor::Bind(chain, weft::Device::Cpu(), {{"x", x}}, {{"x", dx}}, {{"x", weft::GradReq::kWrite}});
   unsetenv("WEFT_USE_FUSION");
   ChainTimes t;
-  t.forward_ms = MedianWallAndCpuMs(reps, [&] {
-    inference->Forward(/*is_train=*/false);
-    inference->outputs()[0].WaitToRead();
-  }, &t.forward_cpu_ms);
-  t.step_ms = MedianWallAndCpuMs(reps, [&] {
-    training->Forward(/*is_train=*/true);
-    training->Backward({dy});
-    dx.WaitToRead();
-  }, &t.step_cpu_ms);
+  t.forward_ms = MedianWallAndCpuMs(
+      reps,
+      [&] {
+        inference->Forward(/*is_train=*/false);
+        inference->outputs()[0].WaitToRead();
+      },
+      &t.forward_cpu_ms);
+  t.step_ms = MedianWallAndCpuMs(
+      reps,
+      [&] {
+        training->Forward(/*is_train=*/true);
+        training->Backward({dy});
+        dx.WaitToRead();
+      },
+      &t.step_cpu_ms);
   return t;
 }
 
@@ -160,22 +167,24 @@ void ChainRows(int threads, int reps, bool with_peer) {
   const double copy = CopyMs(reps);
   const nlohmann::json torch =
       with_peer ? bench::RunPeer("bench/torch_fusion_peer.py", std::to_string(threads) + " " + std::to_string(reps) +
-                                                                  " " + std::to_string(kChainElements))
+                                                                   " " + std::to_string(kChainElements))
                 : nlohmann::json{{"available", false}, {"error", "left out (--peer=0)"}};
-  std::printf("\nthe 8-op chain on %lld float32 (16M), %d thread(s); ", static_cast<long long>(kChainElements), threads);
+  std::printf("\nthe 8-op chain on %lld float32 (16M), %d thread(s); ", static_cast<long long>(kChainElements),
+              threads);
   if (torch.value("available", false)) {
     std::printf("PyTorch %s, %d thread(s)\n", torch["version"].get<std::string>().c_str(), torch["threads"].get<int>());
   } else {
     std::printf("PyTorch not available: %s\n", torch.value("error", std::string("?")).c_str());
   }
-  std::printf("%-34s %9s %9s %9s %8s %7s   %6s %6s %6s\n", "ms (then GB/s)", "fused", "unfused", "torch",
-              "unf/fus", "tor/fus", "fused", "unfus", "torch");
+  std::printf("%-34s %9s %9s %9s %8s %7s   %6s %6s %6s\n", "ms (then GB/s)", "fused", "unfused", "torch", "unf/fus",
+              "tor/fus", "fused", "unfus", "torch");
   ChainRow("inference (x -> y)", fused.forward_ms, unfused.forward_ms, torch, "forward_ms", 2);
   ChainRow("training step (x, dy -> y, dx)", fused.step_ms, unfused.step_ms, torch, "step_ms", 4);
-  std::printf("CPU time (all threads; ms): inference %.2f fused, %.2f unfused (%.2fx); training step %.2f fused, "
-              "%.2f unfused (%.2fx)\n", fused.forward_cpu_ms, unfused.forward_cpu_ms,
-              unfused.forward_cpu_ms / fused.forward_cpu_ms, fused.step_cpu_ms, unfused.step_cpu_ms,
-              unfused.step_cpu_ms / fused.step_cpu_ms);
+  std::printf(
+      "CPU time (all threads; ms): inference %.2f fused, %.2f unfused (%.2fx); training step %.2f fused, "
+      "%.2f unfused (%.2fx)\n",
+      fused.forward_cpu_ms, unfused.forward_cpu_ms, unfused.forward_cpu_ms / fused.forward_cpu_ms, fused.step_cpu_ms,
+      unfused.step_cpu_ms, unfused.step_cpu_ms / fused.step_cpu_ms);
   std::printf("a copy of the 16M floats: %.2f ms, %.1f GB/s\n", copy, Gbs(2, copy));
 }
 
@@ -184,10 +193,12 @@ double MlpStepMs(bool fusion, int reps) {
   bench::TrainStep step = bench::BindGeluMlp({784, 1024, 1024, 10}, 128, weft::Device::Cpu());
   unsetenv("WEFT_USE_FUSION");
   for (int i = 0; i < 3; ++i) step.Run();
-  return bench::MedianMs(reps, [&] {
-    for (int i = 0; i < 5; ++i) step.Run();
-    weft::engine::Engine::Get()->WaitForAll();
-  }) / 5;
+  return bench::MedianMs(reps,
+                         [&] {
+                           for (int i = 0; i < 5; ++i) step.Run();
+                           weft::engine::Engine::Get()->WaitForAll();
+                         }) /
+         5;
 }
 
 }  // namespace
@@ -203,9 +214,10 @@ int main(int argc, char** argv) {
     if (bench::IntFlag(argc, argv, "chain", 1)) ChainRows(threads, reps, bench::IntFlag(argc, argv, "peer", 1) != 0);
     if (bench::IntFlag(argc, argv, "mlp", 1)) {
       const double on = MlpStepMs(true, reps), off = MlpStepMs(false, reps);
-      std::printf("\nMLP 784-1024-1024-10 (bias, GELU, dropout 0.1), batch 128, SGD: a training step %.3f ms fused, "
-                  "%.3f ms unfused (%.2fx)\n",
-                  on, off, off / on);
+      std::printf(
+          "\nMLP 784-1024-1024-10 (bias, GELU, dropout 0.1), batch 128, SGD: a training step %.3f ms fused, "
+          "%.3f ms unfused (%.2fx)\n",
+          on, off, off / on);
     }
     weft::engine::Engine::Get()->Shutdown();
     return 0;

@@ -46,7 +46,8 @@ Symbol XLNetPattern() {
   std::vector<Symbol> outs;
   for (int r = 0; r < 12; ++r) {
     const Symbol reshaped = Symbol::Op("reshape", {h}, {{"shape", "(16, 8, 4)"}});
-    for (int e = 0; e < 12; ++e) outs.push_back(Symbol::Op("expand_dims", {reshaped}, {{"axis", std::to_string(e % 4)}}));
+    for (int e = 0; e < 12; ++e)
+      outs.push_back(Symbol::Op("expand_dims", {reshaped}, {{"axis", std::to_string(e % 4)}}));
   }
   return Symbol::Group(outs);
 }
@@ -64,12 +65,26 @@ Symbol RandomGraph(int nodes, uint64_t seed) {
   for (int i = 0; i < nodes; ++i) {
     const size_t a = v.size() - 1 - pick(std::min<size_t>(v.size(), 8)), b = pick(v.size());
     switch (pick(10)) {
-      case 0: v.push_back(Symbol::Op("transpose", {v[a]})); break;
-      case 1: v.push_back(Symbol::Op("sub", {v[a], Symbol::Op("mean", {v[a]}, {{"axis", "-1"}, {"keepdims", "true"}})})); break;
-      case 2: v.push_back(Symbol::Op("add", {v[a], bias})); break;
-      case 3: v.push_back(Scalar("mul_scalar", v[a], 0.5)); break;
-      case 4: case 5: case 6: v.push_back(Symbol::Op(kUnary[pick(5)], {v[a]})); break;
-      default: v.push_back(Symbol::Op(kBinary[pick(4)], {v[a], v[b]})), read[b] = true; break;
+      case 0:
+        v.push_back(Symbol::Op("transpose", {v[a]}));
+        break;
+      case 1:
+        v.push_back(Symbol::Op("sub", {v[a], Symbol::Op("mean", {v[a]}, {{"axis", "-1"}, {"keepdims", "true"}})}));
+        break;
+      case 2:
+        v.push_back(Symbol::Op("add", {v[a], bias}));
+        break;
+      case 3:
+        v.push_back(Scalar("mul_scalar", v[a], 0.5));
+        break;
+      case 4:
+      case 5:
+      case 6:
+        v.push_back(Symbol::Op(kUnary[pick(5)], {v[a]}));
+        break;
+      default:
+        v.push_back(Symbol::Op(kBinary[pick(4)], {v[a], v[b]})), read[b] = true;
+        break;
     }
     read[a] = true;
     read.push_back(false);

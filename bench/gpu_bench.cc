@@ -215,16 +215,19 @@ void FusionRows(int reps, double copy_gbs, const nlohmann::json& torch) {
   for (const char* error : {"chain compile error", "chain eager error"}) {
     if (r.contains(error)) std::printf("PyTorch %s: %s\n", error, r[error].get<std::string>().c_str());
   }
-  std::printf("fused forward: %.1f%% of weft's device copy (%.0f GB/s), %.2fx unfused", 100 * ChainGbs(2, fused.forward_ms) / copy_gbs,
-              copy_gbs, unfused.forward_ms / fused.forward_ms);
+  std::printf("fused forward: %.1f%% of weft's device copy (%.0f GB/s), %.2fx unfused",
+              100 * ChainGbs(2, fused.forward_ms) / copy_gbs, copy_gbs, unfused.forward_ms / fused.forward_ms);
   if (r.contains("chain forward ms compile")) {
     std::printf(", %.2fx torch.compile's speed", r["chain forward ms compile"].get<double>() / fused.forward_ms);
   }
   std::printf("; backward %.2fx unfused\n", unfused.backward_ms / fused.backward_ms);
-  std::printf("the chain's first bind (NVRTC compile) %.1f ms (goal < 200), bound again (cached) %.3f ms (goal < 1)%s\n",
-              first_bind, cached_bind, std::getenv("WEFT_RTC_CACHE") ? " [WEFT_RTC_CACHE is set]" : "");
-  std::printf("MLP 784-1024-1024-10 (bias, GELU, dropout), batch 128, training step: %.3f ms fused, %.3f ms unfused "
-              "(%.2fx)\n", mlp_on, mlp_off, mlp_off / mlp_on);
+  std::printf(
+      "the chain's first bind (NVRTC compile) %.1f ms (goal < 200), bound again (cached) %.3f ms (goal < 1)%s\n",
+      first_bind, cached_bind, std::getenv("WEFT_RTC_CACHE") ? " [WEFT_RTC_CACHE is set]" : "");
+  std::printf(
+      "MLP 784-1024-1024-10 (bias, GELU, dropout), batch 128, training step: %.3f ms fused, %.3f ms unfused "
+      "(%.2fx)\n",
+      mlp_on, mlp_off, mlp_off / mlp_on);
 }
 
 void PrintRow(const char* what, double weft_value, const nlohmann::json& peer, const char* key, const char* unit) {

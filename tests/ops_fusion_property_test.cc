@@ -58,8 +58,8 @@
 #include "storage/ndarray.h"
 #include "storage/random.h"
 #include "tests/op_test_util.h"
-#include "weft/imperative.h"
 #include "tests/weft_test_util.h"
+#include "weft/imperative.h"
 
 namespace weft::testing {
 namespace {
@@ -71,7 +71,7 @@ constexpr int kGraphs = 1000;
 // all of them.
 int GraphsToRun() { return GetEnvInt("WEFT_FUSION_PROPERTY_GRAPHS", kGraphs, 4, kGraphs); }
 constexpr uint64_t kSeed = 20261130;
-constexpr double kBound = 8;       // |every value| <= kBound
+constexpr double kBound = 8;        // |every value| <= kBound
 constexpr double kPositive = 0.25;  // what log, sqrt, rdiv_scalar and divisors need
 // Fused against unfused float32 on a GPU: |fused - unfused| <= kGpuTolerance * (|unfused| + scale),
 // scale = max(1, max |unfused|) over the array (see the top of the file). Measured on the CPU for
@@ -101,58 +101,76 @@ double Relu(double x) { return std::max(x, 0.0); }
 // or nullopt where the op is not well-conditioned on x.
 struct UnaryRule {
   enum class Scalar { kNone, kAny, kDivisor, kClamp } scalar = Scalar::kNone;
-  std::function<MaybeRange(Range x, double s)> range;
+  MaybeRange (*range)(Range x, double s) = nullptr;
 };
 using S = UnaryRule::Scalar;
 
-MaybeRange Positive(Range x, double (*f)(double)) { return x.lo >= kPositive ? MaybeRange(Increasing(x, f)) : std::nullopt; }
+// The rules, each the bounds of its op's result for an input within `x` (and the scalar `s`).
+MaybeRange Same(Range x, double) { return x; }
+MaybeRange Neg(Range x, double) { return Range{-x.hi, -x.lo}; }
+MaybeRange Exp(Range x, double) { return x.hi <= 3 ? MaybeRange(Increasing(x, std::exp)) : std::nullopt; }
+MaybeRange Log(Range x, double) { return x.lo >= kPositive ? MaybeRange(Increasing(x, std::log)) : std::nullopt; }
+MaybeRange Sqrt(Range x, double) { return x.lo >= kPositive ? MaybeRange(Increasing(x, std::sqrt)) : std::nullopt; }
+double Below(Range x) { return x.lo > 0 ? x.lo : x.hi < 0 ? -x.hi : 0; }  // the least |value|
+MaybeRange Square(Range x, double) { return Range{Below(x) * Below(x), x.Magnitude() * x.Magnitude()}; }
+MaybeRange Abs(Range x, double) { return Range{Below(x), x.Magnitude()}; }
+MaybeRange SigmoidOf(Range x, double) { return Increasing(x, Sigmoid); }
+MaybeRange TanhOf(Range x, double) { return Increasing(x, std::tanh); }
+MaybeRange ReluOf(Range x, double) { return Increasing(x, Relu); }
+MaybeRange SoftReluOf(Range x, double) { return Increasing(x, SoftRelu); }
+// x * Phi(x) lies in [min(x, 0), max(x, 0)] and above -0.17.
+MaybeRange Gelu(Range x, double) { return Range{std::max(std::min(x.lo, 0.0), -0.2), Relu(x.hi)}; }
+MaybeRange AddS(Range x, double s) { return Range{x.lo + s, x.hi + s}; }
+MaybeRange SubS(Range x, double s) { return Range{x.lo - s, x.hi - s}; }
+MaybeRange RSubS(Range x, double s) { return Range{s - x.hi, s - x.lo}; }
+MaybeRange MulS(Range x, double s) { return Product(x, {s, s}); }
+MaybeRange DivS(Range x, double s) { return Product(x, {1 / s, 1 / s}); }
+MaybeRange RDivS(Range x, double s) {
+  return x.lo >= kPositive ? MaybeRange(Product({s, s}, {1 / x.hi, 1 / x.lo})) : std::nullopt;
+}
+MaybeRange MaxS(Range x, double s) { return Range{std::max(x.lo, s), std::max(x.hi, s)}; }
+MaybeRange MinS(Range x, double s) { return Range{std::min(x.lo, s), std::min(x.hi, s)}; }
 
 const std::map<std::string, UnaryRule>& UnaryRules() {
   static const std::map<std::string, UnaryRule> rules = {
-      {"_copy", {S::kNone, [](Range x, double) -> MaybeRange { return x; }}},
-      {"neg", {S::kNone, [](Range x, double) -> MaybeRange { return Range{-x.hi, -x.lo}; }}},
-      {"exp", {S::kNone, [](Range x, double) { return x.hi <= 3 ? MaybeRange(Increasing(x, std::exp)) : std::nullopt; }}},
-      {"log", {S::kNone, [](Range x, double) { return Positive(x, std::log); }}},
-      {"sqrt", {S::kNone, [](Range x, double) { return Positive(x, std::sqrt); }}},
-      {"square", {S::kNone, [](Range x, double) -> MaybeRange {
-         return Range{x.lo > 0 ? x.lo * x.lo : x.hi < 0 ? x.hi * x.hi : 0, x.Magnitude() * x.Magnitude()};
-       }}},
-      {"abs", {S::kNone, [](Range x, double) -> MaybeRange {
-         return Range{x.lo > 0 ? x.lo : x.hi < 0 ? -x.hi : 0, x.Magnitude()};
-       }}},
-      {"sigmoid", {S::kNone, [](Range x, double) -> MaybeRange { return Increasing(x, Sigmoid); }}},
-      {"tanh", {S::kNone, [](Range x, double) -> MaybeRange { return Increasing(x, std::tanh); }}},
-      {"relu", {S::kNone, [](Range x, double) -> MaybeRange { return Increasing(x, Relu); }}},
-      {"softrelu", {S::kNone, [](Range x, double) -> MaybeRange { return Increasing(x, SoftRelu); }}},
-      // x * Phi(x) lies in [min(x, 0), max(x, 0)] and above -0.17.
-      {"gelu", {S::kNone, [](Range x, double) -> MaybeRange { return Range{std::max(std::min(x.lo, 0.0), -0.2), Relu(x.hi)}; }}},
-      {"add_scalar", {S::kAny, [](Range x, double s) -> MaybeRange { return Range{x.lo + s, x.hi + s}; }}},
-      {"sub_scalar", {S::kAny, [](Range x, double s) -> MaybeRange { return Range{x.lo - s, x.hi - s}; }}},
-      {"rsub_scalar", {S::kAny, [](Range x, double s) -> MaybeRange { return Range{s - x.hi, s - x.lo}; }}},
-      {"mul_scalar", {S::kAny, [](Range x, double s) -> MaybeRange { return Product(x, {s, s}); }}},
-      {"div_scalar", {S::kDivisor, [](Range x, double s) -> MaybeRange { return Product(x, {1 / s, 1 / s}); }}},
-      {"rdiv_scalar", {S::kAny, [](Range x, double s) -> MaybeRange {
-         return x.lo >= kPositive ? MaybeRange(Product({s, s}, {1 / x.hi, 1 / x.lo})) : std::nullopt;
-       }}},
-      {"maximum_scalar", {S::kClamp, [](Range x, double s) -> MaybeRange { return Range{std::max(x.lo, s), std::max(x.hi, s)}; }}},
-      {"minimum_scalar", {S::kClamp, [](Range x, double s) -> MaybeRange { return Range{std::min(x.lo, s), std::min(x.hi, s)}; }}},
+      {"_copy", {S::kNone, Same}},
+      {"neg", {S::kNone, Neg}},
+      {"exp", {S::kNone, Exp}},
+      {"log", {S::kNone, Log}},
+      {"sqrt", {S::kNone, Sqrt}},
+      {"square", {S::kNone, Square}},
+      {"abs", {S::kNone, Abs}},
+      {"sigmoid", {S::kNone, SigmoidOf}},
+      {"tanh", {S::kNone, TanhOf}},
+      {"relu", {S::kNone, ReluOf}},
+      {"softrelu", {S::kNone, SoftReluOf}},
+      {"gelu", {S::kNone, Gelu}},
+      {"add_scalar", {S::kAny, AddS}},
+      {"sub_scalar", {S::kAny, SubS}},
+      {"rsub_scalar", {S::kAny, RSubS}},
+      {"mul_scalar", {S::kAny, MulS}},
+      {"div_scalar", {S::kDivisor, DivS}},
+      {"rdiv_scalar", {S::kAny, RDivS}},
+      {"maximum_scalar", {S::kClamp, MaxS}},
+      {"minimum_scalar", {S::kClamp, MinS}},
   };
   return rules;
 }
 
-using BinaryRule = std::function<MaybeRange(Range l, Range r)>;
+using BinaryRule = MaybeRange (*)(Range l, Range r);
+
+MaybeRange Add(Range l, Range r) { return Range{l.lo + r.lo, l.hi + r.hi}; }
+MaybeRange Sub(Range l, Range r) { return Range{l.lo - r.hi, l.hi - r.lo}; }
+MaybeRange Mul(Range l, Range r) { return Product(l, r); }
+MaybeRange Div(Range l, Range r) {
+  return r.lo >= kPositive ? MaybeRange(Product(l, {1 / r.hi, 1 / r.lo})) : std::nullopt;
+}
+MaybeRange Max(Range l, Range r) { return Range{std::max(l.lo, r.lo), std::max(l.hi, r.hi)}; }
+MaybeRange Min(Range l, Range r) { return Range{std::min(l.lo, r.lo), std::min(l.hi, r.hi)}; }
 
 const std::map<std::string, BinaryRule>& BinaryRules() {
-  static const std::map<std::string, BinaryRule> rules = {
-      {"add", [](Range l, Range r) -> MaybeRange { return Range{l.lo + r.lo, l.hi + r.hi}; }},
-      {"sub", [](Range l, Range r) -> MaybeRange { return Range{l.lo - r.hi, l.hi - r.lo}; }},
-      {"mul", [](Range l, Range r) -> MaybeRange { return Product(l, r); }},
-      {"div", [](Range l, Range r) {
-         return r.lo >= kPositive ? MaybeRange(Product(l, {1 / r.hi, 1 / r.lo})) : std::nullopt;
-       }},
-      {"maximum", [](Range l, Range r) -> MaybeRange { return Range{std::max(l.lo, r.lo), std::max(l.hi, r.hi)}; }},
-      {"minimum", [](Range l, Range r) -> MaybeRange { return Range{std::min(l.lo, r.lo), std::min(l.hi, r.hi)}; }},
-  };
+  static const std::map<std::string, BinaryRule> rules = {{"add", Add}, {"sub", Sub},     {"mul", Mul},
+                                                          {"div", Div}, {"maximum", Max}, {"minimum", Min}};
   return rules;
 }
 
@@ -305,10 +323,17 @@ std::optional<Value> GraphGenerator::Unary(const Value& x) {
   const UnaryRule& r = UnaryRules().at(rule);
   double s = 0;  // multiples of 1/4: exact in the attribute's text and in float
   switch (r.scalar) {
-    case S::kNone: break;
-    case S::kAny: s = Int(-8, 8) / 4.0; break;
-    case S::kDivisor: s = (Chance(0.5) ? 1 : -1) * Int(2, 8) / 4.0; break;
-    case S::kClamp: s = Int(-4, 4) / 4.0; break;
+    case S::kNone:
+      break;
+    case S::kAny:
+      s = Int(-8, 8) / 4.0;
+      break;
+    case S::kDivisor:
+      s = (Chance(0.5) ? 1 : -1) * Int(2, 8) / 4.0;
+      break;
+    case S::kClamp:
+      s = Int(-4, 4) / 4.0;
+      break;
   }
   if (r.scalar != S::kNone) attrs["scalar"] = Number(s);
   return Apply(op, {x}, attrs, r.range(x.range, s));
@@ -490,7 +515,8 @@ RandomGraph GraphGenerator::Finish(size_t first_op_value) {
     a.req = !g.backward ? GradReq::kNull : u < 45 ? GradReq::kWrite : u < 80 ? GradReq::kAdd : GradReq::kNull;
     g.args.push_back(a);
   }
-  if (g.backward && std::none_of(g.args.begin(), g.args.end(), [](const Argument& a) { return a.req != GradReq::kNull; })) {
+  if (g.backward &&
+      std::none_of(g.args.begin(), g.args.end(), [](const Argument& a) { return a.req != GradReq::kNull; })) {
     g.args[0].req = GradReq::kWrite;
   }
   return g;
@@ -625,7 +651,8 @@ RunResult BindAndRun(const RandomGraph& g, uint64_t data_seed, bool fusion) {
 
 // Where `fused` first differs from `unfused` by more than the device allows, or "".
 std::string Difference(const std::vector<float>& fused, const std::vector<float>& unfused) {
-  if (fused.size() != unfused.size()) return "sizes " + std::to_string(fused.size()) + " vs " + std::to_string(unfused.size());
+  if (fused.size() != unfused.size())
+    return "sizes " + std::to_string(fused.size()) + " vs " + std::to_string(unfused.size());
   double scale = 1;
   for (float u : unfused) scale = std::max(scale, std::abs(static_cast<double>(u)));
   const bool exact = TestDevice().type == DeviceType::kCpu;
@@ -643,6 +670,8 @@ std::string Difference(const std::vector<float>& fused, const std::vector<float>
   return "";
 }
 
+const char* ReqName(GradReq r) { return r == GradReq::kWrite ? "write" : r == GradReq::kAdd ? "add" : "null"; }
+
 // Every difference between the fused and unfused runs of `g`, one per line ("" when none).
 std::string Compare(const RandomGraph& g, uint64_t data_seed) {
   const RunResult fused = BindAndRun(g, data_seed, true), unfused = BindAndRun(g, data_seed, false);
@@ -655,7 +684,7 @@ std::string Compare(const RandomGraph& g, uint64_t data_seed) {
   for (const Argument& a : g.args) {
     if (a.req == GradReq::kNull) continue;
     const std::string d = Difference(fused.grads[k], unfused.grads[k]);
-    if (!d.empty()) os << "gradient of " << a.name << " (grad_req " << static_cast<int>(a.req) << ")" << d << "\n";
+    if (!d.empty()) os << "gradient of " << a.name << " (grad_req " << ReqName(a.req) << ")" << d << "\n";
     ++k;
   }
   return os.str();
@@ -664,8 +693,8 @@ std::string Compare(const RandomGraph& g, uint64_t data_seed) {
 std::string Describe(const RandomGraph& g) {
   std::ostringstream os;
   for (const Argument& a : g.args) {
-    os << a.name << " " << a.shape << " in [" << a.range.lo << ", " << a.range.hi << "], grad_req "
-       << static_cast<int>(a.req) << "\n";
+    os << a.name << " " << a.shape << " in [" << a.range.lo << ", " << a.range.hi << "], grad_req " << ReqName(a.req)
+       << "\n";
   }
   os << (g.backward ? "forward and backward" : "forward only") << "; the graph:\n" << g.symbol.ToJson();
   return os.str();
@@ -722,13 +751,15 @@ TEST(FusionPropertyGraphs, TheRandomGraphsCoverWhatFusionMustHandle) {
   EXPECT_GE(c.several_tiles, 40);
   for (PointwiseKind kind : {PointwiseKind::kUnary, PointwiseKind::kBinary, PointwiseKind::kAddN, PointwiseKind::kCast,
                              PointwiseKind::kReshape}) {
-    for (const std::string& op : ForwardPointwiseOps(kind)) EXPECT_TRUE(c.ops_drawn.count(op)) << op << " is never drawn";
+    for (const std::string& op : ForwardPointwiseOps(kind))
+      EXPECT_TRUE(c.ops_drawn.count(op)) << op << " is never drawn";
   }
   for (const std::string& act : ActTypes()) EXPECT_TRUE(c.act_types_drawn.count(act)) << "act_type " << act;
-  std::printf("of %d graphs: %d fused (%d of %d with backward fused); groups with a broadcast input in two frames %d, "
-              "an output read inside %d, several outputs %d, a reshape %d, a cast %d, add_n %d, several tiles %d\n",
-              c.graphs, c.fused, c.backward_fused, c.with_backward, c.broadcast_in_two_frames, c.output_read_inside,
-              c.several_outputs, c.reshape_inside, c.cast_inside, c.add_n_inside, c.several_tiles);
+  std::printf(
+      "of %d graphs: %d fused (%d of %d with backward fused); groups with a broadcast input in two frames %d, "
+      "an output read inside %d, several outputs %d, a reshape %d, a cast %d, add_n %d, several tiles %d\n",
+      c.graphs, c.fused, c.backward_fused, c.with_backward, c.broadcast_in_two_frames, c.output_read_inside,
+      c.several_outputs, c.reshape_inside, c.cast_inside, c.add_n_inside, c.several_tiles);
 }
 
 // ---- Graphs the random ones found, kept as they were minimized -----------------------------
@@ -772,7 +803,8 @@ TEST(FusionPropertyFound, AReshapeOfAWholeTileStaysATile) {
 TEST(FusionPropertyFound, AGradientAddedIntoItsArrayIsNotWhatAnotherGradientReads) {
   const Symbol a = Symbol::Variable("a"), b = Symbol::Variable("b");
   const Symbol y = Call("exp", {Call("add_n", {a, b}, {{"num_args", "2"}})});
-  const RandomGraph add = Directed(y, {{"a", Shape{3, 4}, {-1, 1}, GradReq::kAdd}, {"b", Shape{3, 4}, {-1, 1}, GradReq::kWrite}});
+  const RandomGraph add =
+      Directed(y, {{"a", Shape{3, 4}, {-1, 1}, GradReq::kAdd}, {"b", Shape{3, 4}, {-1, 1}, GradReq::kWrite}});
   RandomGraph write = add;
   write.args[0].req = GradReq::kWrite;
   for (bool fusion : {false, true}) {  // the same draws: the requests differ, not the arrays
@@ -815,9 +847,9 @@ Symbol GeluMlp() {
   return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
 }
 
-const std::map<std::string, Shape> kGeluMlpParams = {
-    {"fc1_weight", Shape{20, 12}}, {"fc1_bias", Shape{20}},      {"fc2_weight", Shape{20, 20}},
-    {"fc2_bias", Shape{20}},       {"fc3_weight", Shape{5, 20}}, {"fc3_bias", Shape{5}}};
+const std::map<std::string, Shape> kGeluMlpParams = {{"fc1_weight", Shape{20, 12}}, {"fc1_bias", Shape{20}},
+                                                     {"fc2_weight", Shape{20, 20}}, {"fc2_bias", Shape{20}},
+                                                     {"fc3_weight", Shape{5, 20}},  {"fc3_bias", Shape{5}}};
 
 // Five SGD steps from one seed (initial values and dropout masks): every loss, then the weights.
 std::vector<std::vector<float>> TrainGeluMlp(bool fusion) {
@@ -831,7 +863,8 @@ std::vector<std::vector<float>> TrainGeluMlp(bool fusion) {
   args["label"] = NDArray::FromVector(labels, Shape{16}, TestDevice());
   std::map<std::string, GradReq> reqs;
   for (const auto& [name, shape] : params) {
-    args[name] = Filled(shape, {-0.5, 0.5}, rng), grads[name] = NDArray(shape, TestDevice()), reqs[name] = GradReq::kWrite;
+    args[name] = Filled(shape, {-0.5, 0.5}, rng), grads[name] = NDArray(shape, TestDevice()),
+    reqs[name] = GradReq::kWrite;
   }
   auto exec = Executor::Bind(GeluMlp(), TestDevice(), args, grads, reqs);
   const Op& sgd = GetOp("sgd_update");
@@ -840,7 +873,8 @@ std::vector<std::vector<float>> TrainGeluMlp(bool fusion) {
   for (int step = 0; step < 5; ++step) {
     exec->Forward(/*is_train=*/true);
     exec->Backward();
-    for (const auto& [name, shape] : params) InvokeInto(sgd, lr, std::vector<NDArray>{args[name], grads[name]}, std::vector<NDArray>{args[name]});
+    for (const auto& [name, shape] : params)
+      InvokeInto(sgd, lr, std::vector<NDArray>{args[name], grads[name]}, std::vector<NDArray>{args[name]});
     seen.push_back(exec->outputs()[0].ToVector<float>());
   }
   for (const auto& [name, shape] : params) seen.push_back(args[name].ToVector<float>());
