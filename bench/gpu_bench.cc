@@ -2,23 +2,32 @@
 //   (a) the MLP training step (forward, backward, SGD with momentum) for three nets, float32 and
 //       bf16 (bf16 parameters and activations, the loss in float32 after a Cast);
 //   (b) imperative launch overhead: microseconds per tiny op, 10,000 ops pushed, one wait;
-//   (c) one elementwise op (relu) on 64M floats: GB/s moved, against a device-to-device copy.
+//   (c) one elementwise op (relu) on 64M floats: GB/s moved, against a device-to-device copy;
+//   (d) pointwise fusion (issue 11): the 8-op chain sigmoid(relu(x * a + b) * c - d) * e + f on
+//       64M float32, forward and backward, fused and unfused (WEFT_USE_FUSION at Bind) against
+//       PyTorch eager and torch.compile, as GB/s counting one read per input and one write per
+//       output (forward x -> y; backward x, dy -> dx), against the device copy (goal: fused >= 95%
+//       of the copy, and faster than torch.compile); the chain's first bind (NVRTC compile; goal
+//       < 0.2 s) and the same graph bound again (cached; goal < 1 ms); a training step of an MLP
+//       with bias, GELU and dropout (784-1024-1024-10, batch 128), fusion on and off.
 // Steps are pushed back to back and waited for once, as a training loop would; times are the
 // median of --reps repetitions.
 //
 //   tools/gpu_bundle.sh; then on the GPU machine: gpu_bundle/bin/gpu_bench [--reps=5]
-//   (--mlp=0, --tiny=0, --relu=0 leave a part out, --peer=0 PyTorch; --floors_only=1 prints the
-//   launch floors, graph costs and the relu kernel alone; --profile_cost=1 the tiny op and an MLP
-//   step with the profiler never started, running, and stopped again)
+//   (--mlp=0, --tiny=0, --relu=0, --fusion=0 leave a part out, --peer=0 PyTorch; --floors_only=1
+//   prints the launch floors, graph costs and the relu kernel alone; --profile_cost=1 the tiny op
+//   and an MLP step with the profiler never started, running, and stopped again)
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "bench/fusion_graphs.h"
 #include "bench/gpu_floor.h"
 #include "bench/peer.h"
 #include "weft/weft.h"
@@ -132,6 +141,96 @@ Bandwidth ElementwiseBandwidth(int reps) {
   return {bytes / relu_ms / 1e6, bytes / copy_ms / 1e6};
 }
 
+// ---- (d) pointwise fusion ----
+
+constexpr int64_t kChainElements = int64_t{64} << 20;
+
+struct ChainTimes {
+  double forward_ms, backward_ms;
+};
+
+// The chain on 64M floats bound with fusion on or off, twice: for inference (a forward that keeps
+// nothing for a backward), and for training, whose backward (dx for a fixed dy) runs after one
+// forward.
+ChainTimes TimeChain(bool fusion, int reps) {
+  setenv("WEFT_USE_FUSION", fusion ? "1" : "0", 1);
+  NDArray host(Shape{kChainElements});
+  host.FillUniform(-2, 2);
+  NDArray x = host.Copy(kGpu), dy = host.Copy(kGpu), dx(Shape{kChainElements}, kGpu);
+  const Symbol chain = bench::Chain(Symbol::Variable("x"));
+  auto inference = Executor::Bind(chain, kGpu, {{"x", x}});
+  auto training = Executor::Bind(chain, kGpu, {{"x", x}}, {{"x", dx}}, {{"x", weft::GradReq::kWrite}});
+  unsetenv("WEFT_USE_FUSION");
+  ChainTimes t;
+  inference->Forward(/*is_train=*/false);
+  t.forward_ms = TimeMs(reps, 20, [&] { inference->Forward(/*is_train=*/false); });
+  training->Forward(/*is_train=*/true);
+  training->Backward({dy});
+  t.backward_ms = TimeMs(reps, 20, [&] { training->Backward({dy}); });
+  return t;
+}
+
+// Milliseconds of Executor::Bind of the chain on 4096 floats, fused: the first bind in this
+// process compiles its kernel; the second finds it in the cache.
+std::pair<double, double> ChainBindMs() {
+  NDArray x(Shape{4096}, kGpu);
+  x.Fill(0.5);
+  const Symbol chain = bench::Chain(Symbol::Variable("x"));
+  double ms[2];
+  for (double& m : ms) {
+    weft::engine::Engine::Get()->WaitForAll();
+    const auto start = std::chrono::steady_clock::now();
+    auto exec = Executor::Bind(chain, kGpu, {{"x", x}});
+    m = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+  return {ms[0], ms[1]};
+}
+
+double MlpGeluStepMs(bool fusion, int reps) {
+  setenv("WEFT_USE_FUSION", fusion ? "1" : "0", 1);
+  bench::TrainStep step = bench::BindGeluMlp({784, 1024, 1024, 10}, 128, kGpu);
+  unsetenv("WEFT_USE_FUSION");
+  for (int i = 0; i < 10; ++i) step.Run();
+  return TimeMs(reps, 50, [&] { step.Run(); });
+}
+
+double ChainGbs(double arrays, double ms) { return arrays * kChainElements * sizeof(float) / ms / 1e6; }
+
+// One row: GB/s of weft fused, weft unfused, torch eager, torch.compile (n/a when absent).
+void ChainRow(const char* what, double arrays, double fused_ms, double unfused_ms, const nlohmann::json& r,
+              const std::string& key) {
+  auto peer = [&](const std::string& k) { return r.contains(k) ? ChainGbs(arrays, r[k].get<double>()) : 0.0; };
+  std::printf("%-36s %10.0f %10.0f %10.0f %10.0f\n", what, ChainGbs(arrays, fused_ms), ChainGbs(arrays, unfused_ms),
+              peer(key + " eager"), peer(key + " compile"));
+}
+
+void FusionRows(int reps, double copy_gbs, const nlohmann::json& torch) {
+  const auto [first_bind, cached_bind] = ChainBindMs();
+  const ChainTimes fused = TimeChain(true, reps), unfused = TimeChain(false, reps);
+  const double mlp_on = MlpGeluStepMs(true, reps), mlp_off = MlpGeluStepMs(false, reps);
+  const nlohmann::json r = torch.value("results", nlohmann::json::object());
+  std::printf("\nthe 8-op chain on 64M float32, GB/s (0: not measured)  %10s %10s %10s %10s\n", "fused", "unfused",
+              "eager", "compile");
+  ChainRow("forward (x -> y)", 2, fused.forward_ms, unfused.forward_ms, r, "chain forward ms");
+  ChainRow("backward (x, dy -> dx)", 3, fused.backward_ms, unfused.backward_ms, r, "chain backward ms");
+  for (const char* error : {"chain compile error", "chain eager error"}) {
+    if (r.contains(error)) std::printf("PyTorch %s: %s\n", error, r[error].get<std::string>().c_str());
+  }
+  std::printf("fused forward: %.1f%% of weft's device copy (%.0f GB/s), %.2fx unfused",
+              100 * ChainGbs(2, fused.forward_ms) / copy_gbs, copy_gbs, unfused.forward_ms / fused.forward_ms);
+  if (r.contains("chain forward ms compile")) {
+    std::printf(", %.2fx torch.compile's speed", r["chain forward ms compile"].get<double>() / fused.forward_ms);
+  }
+  std::printf("; backward %.2fx unfused\n", unfused.backward_ms / fused.backward_ms);
+  std::printf(
+      "the chain's first bind (NVRTC compile) %.1f ms (goal < 200), bound again (cached) %.3f ms (goal < 1)%s\n",
+      first_bind, cached_bind, std::getenv("WEFT_RTC_CACHE") ? " [WEFT_RTC_CACHE is set]" : "");
+  std::printf(
+      "MLP 784-1024-1024-10 (bias, GELU, dropout), batch 128, training step: %.3f ms fused, %.3f ms unfused "
+      "(%.2fx)\n",
+      mlp_on, mlp_off, mlp_off / mlp_on);
+}
+
 void PrintRow(const char* what, double weft_value, const nlohmann::json& peer, const char* key, const char* unit) {
   if (peer.contains(key)) {
     const double t = peer[key].get<double>();
@@ -194,6 +293,7 @@ int main(int argc, char** argv) {
     // --mlp=0, --tiny=0, --relu=0 leave a part out; --peer=0 leaves PyTorch out.
     const bool mlp = bench::IntFlag(argc, argv, "mlp", 1), tiny = bench::IntFlag(argc, argv, "tiny", 1);
     const bool relu = bench::IntFlag(argc, argv, "relu", 1), peer = bench::IntFlag(argc, argv, "peer", 1);
+    const bool fusion = bench::IntFlag(argc, argv, "fusion", 1);
     const std::vector<Net> nets = {{"64-256-256-10", {64, 256, 256, 10}, 128},
                                    {"784-1024-1024-10", {784, 1024, 1024, 10}, 128},
                                    {"4096-4096-4096-10", {4096, 4096, 4096, 10}, 1024}};
@@ -217,7 +317,7 @@ int main(int argc, char** argv) {
       ours["tiny op us"] = LaunchOverheadUs(reps);
       ours["tiny op us, 3 arrays in turn"] = LaunchOverheadUs(reps, 3);
     }
-    const Bandwidth bw = relu ? ElementwiseBandwidth(reps) : Bandwidth{0, 0};
+    const Bandwidth bw = relu || fusion ? ElementwiseBandwidth(reps) : Bandwidth{0, 0};
     if (relu) ours["relu GB/s"] = bw.relu_gbs, ours["copy GB/s"] = bw.copy_gbs;
     weft::engine::Engine::Get()->WaitForAll();
     const double raw_launch = bench::RawLaunchUs(reps, true), raw_nonblocking = bench::RawLaunchUs(reps, false);
@@ -247,6 +347,7 @@ int main(int argc, char** argv) {
         "floors: the same tiny kernel launched directly on one stream %.2f us (%.2f us on a non-blocking "
         "stream; %.2f us through the driver API); an empty GPU op through the engine %.2f us\n",
         raw_launch, raw_nonblocking, driver_launch, empty_op);
+    if (fusion) FusionRows(reps, bw.copy_gbs, torch);
     weft::engine::Engine::Get()->Shutdown();
     return 0;
   } catch (const std::exception& e) {

@@ -29,21 +29,9 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::MedianMs;
 using weft::NDArray;
 using weft::Shape;
-
-double MedianMs(int reps, const std::function<void()>& step) {
-  step();  // warm-up: primitive caches, pools
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    const auto start = Clock::now();
-    step();
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 NDArray Random(const Shape& shape) {
   NDArray a(shape);

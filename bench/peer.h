@@ -1,5 +1,5 @@
-// What the benchmarks share: integer flags, and running a peer (a Python script timing PyTorch)
-// in the same run and reading the JSON object it prints last.
+// What the benchmarks share: integer flags, a median time, and running a peer (a Python script
+// timing PyTorch) in the same run and reading the JSON object it prints last.
 //
 //   nlohmann::json torch = bench::RunPeer("bench/torch_peer.py", "2 10");
 //   if (torch.value("available", false)) ... torch["results"] ...;   // else torch["error"] says why
@@ -10,10 +10,14 @@
 // imports torch (a GPU machine's /usr/bin/python3 often has no PyTorch; a virtualenv's may).
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
 namespace bench {
+
+// Milliseconds of one call of `step`: the median of `reps` calls, after one call to warm up.
+double MedianMs(int reps, const std::function<void()>& step);
 
 // --name=value, or `fallback`.
 int IntFlag(int argc, char** argv, const char* name, int fallback);

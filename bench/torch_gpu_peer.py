@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""The PyTorch side of bench/gpu_bench: the same workloads on the same GPU, eager mode.
+"""The PyTorch side of bench/gpu_bench: the same workloads on the same GPU, eager mode; and the
+8-op chain of the fusion rows also through torch.compile.
 
 Usage: torch_gpu_peer.py REPS. Prints one JSON object on its last line:
 {"available": bool, "version": str, "device": str, "results": {workload: value, ...}} with the
-workload names gpu_bench uses (ms per step, us per op, GB/s).
+workload names gpu_bench uses (ms per step, us per op, GB/s; the chain: "chain forward ms eager",
+"chain forward ms compile", "chain backward ms eager", "chain backward ms compile"; a compile
+that fails leaves its keys out and says why in "chain compile error").
 """
 import json
 import statistics
@@ -48,6 +51,34 @@ def mlp_step(torch, sizes, batch, dtype, reps):
     return time_ms(torch, reps, 50, step)
 
 
+def chain(torch, x):
+    return torch.sigmoid(torch.relu(x * 1.5 + 0.25) * 0.75 - 0.5) * 2.0 + -1.0
+
+
+def chain_rows(torch, reps, results):
+    """The chain on 64M float32: forward (no autograd) and backward (dx for dy, the graph kept)."""
+    n = 64 << 20
+    x = torch.rand(n, device="cuda") * 4 - 2
+    dy = torch.rand(n, device="cuda") * 4 - 2
+    xg = x.clone().requires_grad_(True)
+    variants = [("eager", lambda t: chain(torch, t))]
+    try:
+        variants.append(("compile", torch.compile(lambda t: chain(torch, t))))
+    except Exception as e:  # noqa: BLE001
+        results["chain compile error"] = str(e)
+    for name, fn in variants:
+        try:
+            with torch.no_grad():
+                fn(x)
+                results["chain forward ms " + name] = time_ms(torch, reps, 20, lambda: fn(x))
+            y = fn(xg)
+            torch.autograd.grad(y, xg, dy, retain_graph=True)
+            results["chain backward ms " + name] = time_ms(
+                torch, reps, 20, lambda: torch.autograd.grad(y, xg, dy, retain_graph=True))
+        except Exception as e:  # noqa: BLE001 (torch.compile needs Triton and a C compiler)
+            results["chain " + name + " error"] = str(e)[:500]
+
+
 def main():
     reps = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     try:
@@ -71,6 +102,8 @@ def main():
     moved = 2.0 * n * 4
     results["relu GB/s"] = moved / time_ms(torch, reps, 20, lambda: torch.clamp(x, min=0, out=y)) / 1e6
     results["copy GB/s"] = moved / time_ms(torch, reps, 20, lambda: y.copy_(x)) / 1e6
+    del x, y
+    chain_rows(torch, reps, results)
     print(json.dumps({"available": True, "version": torch.__version__,
                       "device": torch.cuda.get_device_name(0), "results": results}))
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The training examples end to end: train_mlp reaches 90% test accuracy on the digits in a few
 # epochs and saves its model; embed_infer loads it and classifies; train_cnn trains too; --profile
-# writes a trace; bad flags and bad files are clear errors.
+# writes a trace; bad flags and bad files are clear errors. With pointwise fusion on and off
+# (WEFT_USE_FUSION), train_mlp reaches the README's 97.5% with the same loss and accuracies every
+# epoch (on the CPU a fused group computes what its ops compute, bit for bit).
 set -euo pipefail
 mlp="$1"; cnn="$2"; infer="$3"; data="$4"
 prefix="$TEST_TMPDIR/mlp"
@@ -13,6 +15,19 @@ awk -v a="$acc" 'BEGIN { exit !(a >= 90.0) }' || { echo "FAIL: train_mlp reached
 echo "$out" | grep -q "epoch 6/6 \[=*\] 23/23" || { echo "FAIL: no progress bar line"; exit 1; }
 [ -s "$prefix.safetensors" ] && [ -s "$prefix.json" ] || { echo "FAIL: model not saved"; exit 1; }
 [ ! -e "$prefix.safetensors.tmp" ] || { echo "FAIL: a temporary file was left"; exit 1; }
+
+# Fusion on and off: the 20 epochs of the README, the same figures (all but the speed) each epoch.
+figures() { sed -n 's/^\(epoch [0-9/]*\) .* samples\/s  ETA [0-9.]*s  \(.*\)$/\1 \2/p'; }
+fused=$(WEFT_USE_FUSION=1 "$mlp" --data="$data" --save_prefix="")
+unfused=$(WEFT_USE_FUSION=0 "$mlp" --data="$data" --save_prefix="")
+for out in "$fused" "$unfused"; do
+  acc=$(echo "$out" | sed -n 's/^final test accuracy \([0-9.]*\)%/\1/p')
+  awk -v a="$acc" 'BEGIN { exit !(a >= 97.5) }' || { echo "FAIL: train_mlp reached $acc% < 97.5% (README)"; exit 1; }
+done
+[ "$(echo "$fused" | figures | wc -l)" = 20 ] || { echo "FAIL: no per-epoch figures in: $fused"; exit 1; }
+[ "$(echo "$fused" | figures)" = "$(echo "$unfused" | figures)" ] ||
+  { echo "FAIL: train_mlp differs with fusion on and off:"; echo "$fused"; echo "$unfused"; exit 1; }
+echo "train_mlp, fusion on and off: $(echo "$fused" | tail -1)"
 
 out=$("$infer" --model="$prefix" --csv="$data" --rows=2)
 echo "$out"

@@ -1,0 +1,228 @@
+// Pointwise fusion on the CPU (issue 11), in one run:
+//   (a) the fusion pass's own time (FusePointwise on a typed graph): the seed's XLNet pattern with
+//       CSE off (144 outputs; goal under 2 ms), and random graphs of 10,000, 20,000 and 40,000
+//       nodes: microseconds per node stay flat when the pass is linear;
+//   (b) the 8-op chain sigmoid(relu(x * a + b) * c - d) * e + f on 16M float32, bound for
+//       inference (x -> y) and for training (a step: forward, and backward from a given dy to dx),
+//       each with WEFT_USE_FUSION=1 and =0, against PyTorch eager (bench/torch_fusion_peer.py) at
+//       the same thread count; GB/s count one read per input and one write per output (x, y; a
+//       step also dy, dx); and the CPU time, which a machine shared with other work inflates less
+//       than the wall time; goal: fused at least 3x faster than unfused;
+//   (c) a training step of an MLP with bias, GELU and dropout (784-1024-1024-10, batch 128, SGD),
+//       fusion on and off.
+// Figures are medians over --reps; one engine worker whose ops use --threads threads, as PyTorch.
+//
+//   bazel run --config=opt //bench:fusion_bench -- --threads=2 --reps=10
+//   (--pass=0, --chain=0, --mlp=0 leave a part out; --peer=0 PyTorch)
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/fusion_graphs.h"
+#include "bench/peer.h"
+#include "graph/graph.h"
+#include "passes/fuse_pointwise.h"
+#include "passes/infer.h"
+#include "weft/weft.h"
+
+namespace {
+
+using weft::Executor;
+using weft::NDArray;
+using weft::Shape;
+using weft::Symbol;
+
+constexpr int64_t kChainElements = int64_t{16} << 20;
+
+double ProcessCpuMs() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+// bench::MedianMs, and the median CPU time the process spent in one call (all its threads: on a
+// machine shared with other work, what the call costs when it is not waiting for a core).
+double MedianWallAndCpuMs(int reps, const std::function<void()>& step, double* cpu_ms) {
+  std::vector<double> cpu;
+  const double wall = bench::MedianMs(reps, [&] {
+    const double start = ProcessCpuMs();
+    step();
+    cpu.push_back(ProcessCpuMs() - start);
+  });
+  std::sort(cpu.begin() + 1, cpu.end());  // [0] is the warm-up
+  *cpu_ms = cpu[1 + (cpu.size() - 1) / 2];
+  return wall;
+}
+
+// Milliseconds of FusePointwise on `symbol` typed with `shapes`; *stats gets what it made.
+double PassMs(const Symbol& symbol, const std::map<std::string, Shape>& shapes, int reps, size_t* nodes,
+              weft::FusionStats* stats) {
+  const weft::Graph typed = weft::InferShapesAndTypes(symbol.ToGraph(), shapes);
+  *nodes = typed.nodes().size();
+  weft::FusePointwise(typed, stats);
+  return bench::MedianMs(reps, [&] { weft::FusePointwise(typed); });
+}
+
+void PassRows(int reps) {
+  size_t nodes = 0;
+  weft::FusionStats stats;
+  const double xlnet = PassMs(bench::XLNetPattern(), {{"x", Shape{32, 16}}}, reps * 10, &nodes, &stats);
+  std::printf("fusion pass, XLNet pattern (CSE off): %zu nodes, %zu group(s) of %zu ops, %.3f ms (goal < 2 ms)\n",
+              nodes, stats.groups, stats.fused_nodes, xlnet);
+  double per_node_first = 0;
+  for (int n : {10000, 20000, 40000}) {
+    stats = {};  // FusePointwise adds to it
+    double ms = 0;
+    try {
+      ms = PassMs(bench::RandomGraph(n, 11), bench::RandomGraphShapes(), reps, &nodes, &stats);
+    } catch (const weft::Error& e) {  // report the workload, measure the others
+      std::printf("fusion pass, random graph of %d ops: error: %s\n", n, e.what());
+      continue;
+    }
+    const double per_node = 1e3 * ms / static_cast<double>(nodes);
+    if (per_node_first == 0) per_node_first = per_node;
+    std::printf(
+        "fusion pass, random graph: %6zu nodes, %5zu groups of %6zu ops, %8.3f ms, %.3f us/node (%.2fx the "
+        "first graph's)\n",
+        nodes, stats.groups, stats.fused_nodes, ms, per_node, per_node / per_node_first);
+  }
+}
+
+// Fills x with values in [-2, 2].
+NDArray Uniform(int64_t n) {
+  NDArray a(Shape{n});
+  a.FillUniform(-2, 2);
+  return a;
+}
+
+struct ChainTimes {
+  double forward_ms, step_ms;          // forward; forward + backward
+  double forward_cpu_ms, step_cpu_ms;  // their CPU time
+};
+
+// The chain bound twice with fusion on or off: for inference (no gradient: the forward keeps
+// nothing for a backward) and for training (dx for a given dy).
+ChainTimes TimeChain(bool fusion, int reps) {
+  setenv("WEFT_USE_FUSION", fusion ? "1" : "0", 1);
+  const Symbol chain = bench::Chain(Symbol::Variable("x"));
+  NDArray x = Uniform(kChainElements), dx(Shape{kChainElements}), dy = Uniform(kChainElements);
+  auto inference = Executor::Bind(chain, weft::Device::Cpu(), {{"x", x}});
+  auto training = Executor::Bind(chain, weft::Device::Cpu(), {{"x", x}}, {{"x", dx}}, {{"x", weft::GradReq::kWrite}});
+  unsetenv("WEFT_USE_FUSION");
+  ChainTimes t;
+  t.forward_ms = MedianWallAndCpuMs(
+      reps,
+      [&] {
+        inference->Forward(/*is_train=*/false);
+        inference->outputs()[0].WaitToRead();
+      },
+      &t.forward_cpu_ms);
+  t.step_ms = MedianWallAndCpuMs(
+      reps,
+      [&] {
+        training->Forward(/*is_train=*/true);
+        training->Backward({dy});
+        dx.WaitToRead();
+      },
+      &t.step_cpu_ms);
+  return t;
+}
+
+double CopyMs(int reps) {
+  NDArray x = Uniform(kChainElements), y(Shape{kChainElements});
+  return bench::MedianMs(reps, [&] {
+    x.CopyTo(y);
+    y.WaitToRead();
+  });
+}
+
+double Gbs(double arrays, double ms) { return arrays * kChainElements * sizeof(float) / ms / 1e6; }
+
+// `format` applied to v, or "n/a" when the peer did not run.
+std::string Cell(bool available, const char* format, double v) {
+  if (!available) return "n/a";
+  char text[32];
+  std::snprintf(text, sizeof text, format, v);
+  return text;
+}
+
+// ms fused, unfused, PyTorch; unfused / fused and PyTorch / fused; GB/s of each (`arrays` moved).
+void ChainRow(const char* what, double fused, double unfused, const nlohmann::json& torch, const char* key,
+              double arrays) {
+  const bool peer = torch.value("available", false);
+  const double t = peer ? torch[key].get<double>() : 0;
+  std::printf("%-34s %9.2f %9.2f %9s %7.2fx %7s   %6.1f %6.1f %6s\n", what, fused, unfused,
+              Cell(peer, "%.2f", t).c_str(), unfused / fused, Cell(peer, "%.2fx", t / fused).c_str(),
+              Gbs(arrays, fused), Gbs(arrays, unfused), Cell(peer, "%.1f", Gbs(arrays, t)).c_str());
+}
+
+void ChainRows(int threads, int reps, bool with_peer) {
+  const ChainTimes fused = TimeChain(true, reps), unfused = TimeChain(false, reps);
+  const double copy = CopyMs(reps);
+  const nlohmann::json torch =
+      with_peer ? bench::RunPeer("bench/torch_fusion_peer.py", std::to_string(threads) + " " + std::to_string(reps) +
+                                                                   " " + std::to_string(kChainElements))
+                : nlohmann::json{{"available", false}, {"error", "left out (--peer=0)"}};
+  std::printf("\nthe 8-op chain on %lld float32 (16M), %d thread(s); ", static_cast<long long>(kChainElements),
+              threads);
+  if (torch.value("available", false)) {
+    std::printf("PyTorch %s, %d thread(s)\n", torch["version"].get<std::string>().c_str(), torch["threads"].get<int>());
+  } else {
+    std::printf("PyTorch not available: %s\n", torch.value("error", std::string("?")).c_str());
+  }
+  std::printf("%-34s %9s %9s %9s %8s %7s   %6s %6s %6s\n", "ms (then GB/s)", "fused", "unfused", "torch", "unf/fus",
+              "tor/fus", "fused", "unfus", "torch");
+  ChainRow("inference (x -> y)", fused.forward_ms, unfused.forward_ms, torch, "forward_ms", 2);
+  ChainRow("training step (x, dy -> y, dx)", fused.step_ms, unfused.step_ms, torch, "step_ms", 4);
+  std::printf(
+      "CPU time (all threads; ms): inference %.2f fused, %.2f unfused (%.2fx); training step %.2f fused, "
+      "%.2f unfused (%.2fx)\n",
+      fused.forward_cpu_ms, unfused.forward_cpu_ms, unfused.forward_cpu_ms / fused.forward_cpu_ms, fused.step_cpu_ms,
+      unfused.step_cpu_ms, unfused.step_cpu_ms / fused.step_cpu_ms);
+  std::printf("a copy of the 16M floats: %.2f ms, %.1f GB/s\n", copy, Gbs(2, copy));
+}
+
+double MlpStepMs(bool fusion, int reps) {
+  setenv("WEFT_USE_FUSION", fusion ? "1" : "0", 1);
+  bench::TrainStep step = bench::BindGeluMlp({784, 1024, 1024, 10}, 128, weft::Device::Cpu());
+  unsetenv("WEFT_USE_FUSION");
+  for (int i = 0; i < 3; ++i) step.Run();
+  return bench::MedianMs(reps,
+                         [&] {
+                           for (int i = 0; i < 5; ++i) step.Run();
+                           weft::engine::Engine::Get()->WaitForAll();
+                         }) /
+         5;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const int threads = bench::IntFlag(argc, argv, "threads", 2);
+    const int reps = bench::IntFlag(argc, argv, "reps", 10);
+    setenv("WEFT_CPU_WORKERS", "1", 0);
+    setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
+    bench::ChdirToWorkspace();
+    if (bench::IntFlag(argc, argv, "pass", 1)) PassRows(reps);
+    if (bench::IntFlag(argc, argv, "chain", 1)) ChainRows(threads, reps, bench::IntFlag(argc, argv, "peer", 1) != 0);
+    if (bench::IntFlag(argc, argv, "mlp", 1)) {
+      const double on = MlpStepMs(true, reps), off = MlpStepMs(false, reps);
+      std::printf(
+          "\nMLP 784-1024-1024-10 (bias, GELU, dropout 0.1), batch 128, SGD: a training step %.3f ms fused, "
+          "%.3f ms unfused (%.2fx)\n",
+          on, off, off / on);
+    }
+    weft::engine::Engine::Get()->Shutdown();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
