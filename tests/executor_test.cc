@@ -165,7 +165,9 @@ TEST(Executor, MemoryPlanningChangesNoResult) {
       std::vector<double> g = grads[name].ToVector<double>();
       results[planned].insert(results[planned].end(), g.begin(), g.end());
     }
-    if (planned) EXPECT_LT(exec->stats().plan_bytes, exec->stats().naive_bytes);
+    if (planned) {
+      EXPECT_LT(exec->stats().plan_bytes, exec->stats().naive_bytes);
+    }
   }
   unsetenv("WEFT_PLAN_MEMORY");
   EXPECT_EQ(results[0], results[1]);

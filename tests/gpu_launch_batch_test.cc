@@ -38,7 +38,9 @@ TEST(GpuLaunchBatch, AChainOfTinyOpsCrossesBatchesExactly) {
   for (int i = 1; i <= 1000; ++i) {
     InvokeInto(add, attrs, in, out);
     // A CPU read now and then: the kernels still batched must run before it.
-    if (i % 97 == 0) ASSERT_EQ(a.ToVector<float>()[5], static_cast<float>(i)) << "after " << i << " adds";
+    if (i % 97 == 0) {
+      ASSERT_EQ(a.ToVector<float>()[5], static_cast<float>(i)) << "after " << i << " adds";
+    }
   }
   EXPECT_EQ(a.ToVector<float>(), std::vector<float>(16, 1000.f));
 }

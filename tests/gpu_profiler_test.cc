@@ -207,13 +207,23 @@ TEST(GpuProfiler, AKernelHeldBehindAGateStartsAfterTheHostOpensIt) {
   void *y = y_buffer.get(), *one = one_buffer.get();
   long long n = 16;
   int write = 1;
-  AddKernel();  // compiled and loaded now, not while the stream is held
   engine::Engine& engine = *engine::Engine::Get();
-  engine::VarHandle gated = engine.NewVariable(), opened = engine.NewVariable();
+  engine::VarHandle warm = engine.NewVariable(), gated = engine.NewVariable(), opened = engine.NewVariable();
   std::unique_ptr<testing::StreamGate> gate;
   testing::Latch queued;
   const std::string path = TempPath("gpu_gate_trace.json");
   Profiler::Start(path);
+  // The kernel launched once, ungated, while CUPTI records: loading it (and asking the driver for
+  // its parameters) may wait for the device, so it must not happen while a stream is held.
+  testing::DeviceBuffer scratch(16 * sizeof(float));
+  void* s = scratch.get();
+  engine.PushSync(
+      [&](engine::RunContext run) {
+        void* args[] = {&s, &one, &s, &n, &write};
+        run.stream->Launch(AddKernel(), dim3(1), dim3(256), args);
+      },
+      kGpu, {}, {warm}, engine::FnProperty::kNormal, 0, "warm-up");
+  engine.WaitForVar(warm);
   engine.PushSync(
       [&](engine::RunContext run) {
         gate = std::make_unique<testing::StreamGate>(*run.stream);

@@ -48,7 +48,9 @@ class DeviceErrorRecord {
   // Holders: DeviceErrors lists (a stream's, completions'). Relaxed increments (a holder already
   // has one); the last release (acq_rel) hands the record back to the pool.
   std::atomic<int> refs{0};
-  std::atomic<Fate> fate{Fate::kOpen};  // CAS from kOpen; written by waits, WaitForAll and the pool
+  // CAS from kOpen; written by waits, WaitForAll and the pool. A record never used is retired: its
+  // zeroed report reads as done and failed for ticket 0, and there is nothing to raise.
+  std::atomic<Fate> fate{Fate::kRetired};
 };
 
 namespace {

@@ -275,7 +275,7 @@ std::string CuptiTracer::Start() {
   offset_ns_ = ClockOffset();
   enabled_ = true;
   recording.store(true, std::memory_order_relaxed);
-  LaunchBatch::ForgetKernels();  // chains instantiated before CUPTI traced are rebuilt under it
+  LaunchBatch::ForgetChains();  // chains instantiated before CUPTI traced are rebuilt under it
   return "";
 }
 
@@ -325,7 +325,7 @@ engine::DeviceTrace CuptiTracer::Stop(std::span<const engine::NamedStream> strea
   trace.streams = StreamNames(streams);
   recording.store(false, std::memory_order_relaxed);
   Disable();
-  LaunchBatch::ForgetKernels();  // no chain instantiated while CUPTI traced outlives the trace
+  LaunchBatch::ForgetChains();  // no chain instantiated while CUPTI traced outlives the trace
   Records records;
   {
     std::lock_guard<std::mutex> lock(records_mu);

@@ -17,7 +17,7 @@
 //     stream the chain was launched into.
 //   A launch id wins over an op id: a flush inside op B may launch op A's kernels.
 // The executable chains are dropped when the tracer starts and when it stops
-// (LaunchBatch::ForgetKernels): every graph replayed in a trace was instantiated while CUPTI
+// (LaunchBatch::ForgetChains): every graph replayed in a trace was instantiated while CUPTI
 // traced, and none instantiated then outlives the trace.
 #pragma once
 

@@ -101,9 +101,26 @@ std::vector<State*>& Registry() {
 
 std::atomic<uint64_t> kernel_generation{0};  // bumped by ForgetKernels: cached parameter sizes go stale
 
-// The byte sizes of the first `count` parameters of `kernel` (cudaFuncGetParamInfo), cached per
-// thread until kernels are unloaded (ForgetKernels): a new kernel may then have an old one's
-// address. (CUDA has no parameter count to ask for; the caller's argument count is asked for.)
+// The byte sizes of the first `count` parameters of `kernel`, as cudaFuncGetParamInfo reports
+// them. (CUDA has no parameter count to ask for; the caller's argument count is asked for.)
+std::vector<size_t> AskParamSizes(const void* kernel, size_t count) {
+  std::vector<size_t> sizes;
+  for (size_t i = 0, offset = 0, size = 0; i < count; ++i) {
+    const cudaError_t error = cudaFuncGetParamInfo(kernel, i, &offset, &size);
+    if (error != cudaSuccess) {
+      cudaGetLastError();
+      WEFT_THROW("launching a kernel: " << count << " arguments given, but the kernel has no parameter " << i
+                                        << " (cudaFuncGetParamInfo: " << cudaGetErrorString(error) << ")");
+    }
+    sizes.push_back(size);
+  }
+  return sizes;
+}
+
+// AskParamSizes, cached per thread (no lock on the launch path) over a cache of the process (a
+// kernel is asked for once, whichever worker launches it first: the driver's answer may wait for
+// the device), both until kernels are unloaded (ForgetKernels): a new kernel may then have an old
+// one's address.
 const std::vector<size_t>& ParamSizes(const void* kernel, size_t count) {
   thread_local std::unordered_map<const void*, std::vector<size_t>> cache;
   thread_local uint64_t cache_generation = 0;
@@ -111,18 +128,21 @@ const std::vector<size_t>& ParamSizes(const void* kernel, size_t count) {
   if (generation != cache_generation) cache.clear(), cache_generation = generation;
   std::vector<size_t>& sizes = cache[kernel];
   if (sizes.size() == count) return sizes;
-  sizes.clear();
-  for (size_t i = 0, offset = 0, size = 0; i < count; ++i) {
-    const cudaError_t error = cudaFuncGetParamInfo(kernel, i, &offset, &size);
-    if (error != cudaSuccess) {
-      cudaGetLastError();
-      cache.erase(kernel);
-      WEFT_THROW("launching a kernel: " << count << " arguments given, but the kernel has no parameter " << i
-                                        << " (cudaFuncGetParamInfo: " << cudaGetErrorString(error) << ")");
+  static std::mutex shared_mu;
+  static auto* shared = new std::unordered_map<const void*, std::vector<size_t>>;  // guarded by shared_mu
+  static uint64_t shared_generation = 0;                                             // guarded by shared_mu
+  std::lock_guard<std::mutex> lock(shared_mu);
+  if (generation != shared_generation) shared->clear(), shared_generation = generation;
+  std::vector<size_t>& known = (*shared)[kernel];
+  if (known.size() != count) {
+    try {
+      known = AskParamSizes(kernel, count);
+    } catch (...) {
+      shared->erase(kernel), cache.erase(kernel);
+      throw;
     }
-    sizes.push_back(size);
   }
-  return sizes;
+  return sizes = known;
 }
 
 void Append(State& b, const void* kernel, dim3 grid, dim3 block, std::span<void* const> args, size_t shared_bytes) {
@@ -312,6 +332,11 @@ void LaunchBatch::FlushAll() {
 }
 
 void LaunchBatch::ForgetKernels() noexcept {
+  ForgetChains();
+  kernel_generation.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void LaunchBatch::ForgetChains() noexcept {
   std::lock_guard<std::mutex> lock(registry_mu);
   for (State* b : Registry()) {
     std::lock_guard<std::mutex> batch_lock(b->mu);
@@ -323,7 +348,6 @@ void LaunchBatch::ForgetKernels() noexcept {
     for (auto& [count, chain] : b->chains) DestroyChain(chain);
     b->chains.clear();
   }
-  kernel_generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
 }  // namespace weft::gpu

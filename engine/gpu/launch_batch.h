@@ -80,6 +80,11 @@ class LaunchBatch {
   // before kernels are unloaded (cudaLibraryUnload): a kernel loaded later may reuse an unloaded
   // one's address.
   static void ForgetKernels() noexcept;
+  // Launches every batch and destroys the executable chains, which are rebuilt at their next use
+  // (the device tracer: a graph instantiated before CUPTI traced is not traced). Parameter sizes
+  // stay known: asking the driver again may wait for the device (lazy loading), and a stream may
+  // be held then.
+  static void ForgetChains() noexcept;
 
   struct State;  // defined in launch_batch.cc
 
