@@ -91,6 +91,74 @@ void CheckGradients(const Graph& g, const std::vector<std::string>& grad_args, c
   }
 }
 
+// The graph with the extension's nodes appended, checked against what GraphExtension promises.
+Graph Extend(const Graph& g, const std::vector<std::string>& grad_args, const GraphExtension& extension) {
+  if (!extension.append) {
+    WEFT_CHECK(extension.write_back.empty()) << "Bind: write_back arguments without an extension that appends them";
+    return g;
+  }
+  Graph out = extension.append(g, grad_args);
+  WEFT_CHECK_EQ(out.outputs().size(), g.outputs().size() + extension.write_back.size())
+      << "Bind: the graph extension must append one output per write_back argument";
+  WEFT_CHECK_EQ(out.num_forward_outputs(), g.num_forward_outputs()) << "Bind: the graph extension changed the outputs";
+  for (uint32_t n = static_cast<uint32_t>(g.nodes().size()); n < out.nodes().size(); ++n) {
+    const Node& node = out.node(n);
+    WEFT_CHECK(node.is_variable() || node.is_backward())
+        << "Bind: the graph extension's node '" << node.name << "' must be a backward node";
+  }
+  return out;
+}
+
+// Each write-back output (outputs from `first` on) matches the argument it is written into.
+void CheckWriteBacks(const Graph& g, size_t first, const std::vector<std::string>& write_back,
+                     const Executor::ArrayMap& args) {
+  for (size_t i = 0; i < write_back.size(); ++i) {
+    const uint32_t e = g.EntryId(g.outputs()[first + i]);
+    auto it = args.find(write_back[i]);
+    if (it == args.end()) WEFT_THROW("Bind: write_back argument '" << Abbreviate(write_back[i]) << "' is not bound");
+    if (g.shapes()[e] != it->second.shape() || g.dtypes()[e] != it->second.dtype()) {
+      WEFT_THROW("Bind: argument '" << Abbreviate(write_back[i]) << "' (" << it->second.shape() << " "
+                                    << it->second.dtype() << ") cannot take the output written into it, "
+                                    << g.shapes()[e] << " " << g.dtypes()[e]);
+    }
+  }
+}
+
+// The nodes of the outputs from `first` on (the write-backs) moved after every other node, in
+// their order. Nothing reads their outputs, so the order stays topological, and every other
+// reader of the arguments they write runs before them: fusion orders nodes by readiness, which
+// could put an update before a reader of the old weight.
+Graph WriteBacksLast(const Graph& g, size_t first) {
+  std::vector<bool> last(g.nodes().size(), false);
+  for (size_t o = first; o < g.outputs().size(); ++o) last[g.outputs()[o].node] = true;
+  std::vector<uint32_t> order, index(g.nodes().size());  // old node per new position; new index per old node
+  for (bool moved : {false, true}) {
+    for (uint32_t n = 0; n < g.nodes().size(); ++n) {
+      if (last[n] == moved) index[n] = static_cast<uint32_t>(order.size()), order.push_back(n);
+    }
+  }
+  GraphBuilder b;
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  for (uint32_t n : order) {
+    Node node = g.node(n);
+    for (NodeEntry& in : node.inputs) {
+      WEFT_CHECK(!last[in.node]) << "Bind: node '" << node.name << "' reads a write_back output";
+      in.node = index[in.node];
+    }
+    if (node.forward_node >= 0) node.forward_node = index[node.forward_node];
+    for (uint32_t o = 0; o < g.num_outputs(n); ++o) {
+      shapes.push_back(g.shapes()[g.EntryId({n, o})]);
+      dtypes.push_back(g.dtypes()[g.EntryId({n, o})]);
+    }
+    b.nodes.push_back(std::move(node));
+  }
+  for (const NodeEntry& e : g.outputs()) b.outputs.push_back({index[e.node], e.index});
+  b.num_forward_outputs = g.num_forward_outputs();
+  for (uint32_t h : g.head_grads()) b.head_grads.push_back(index[h]);
+  return std::move(b).Freeze().WithTypes(std::move(shapes), std::move(dtypes));
+}
+
 // Whether the device's backend runs fused groups (every backend built with weft does; one that
 // does not keeps its graphs unfused rather than failing to bind).
 bool CanFuse(Device device) {
@@ -101,8 +169,9 @@ bool CanFuse(Device device) {
 
 struct Executor::Impl {
   Impl(const Graph& graph, Device device, const ArrayMap& args, const ArrayMap& arg_grads,
-       const std::vector<std::string>& grad_args, const std::map<std::string, GradReq>& grad_reqs)
-      : plan(graph, device, args, arg_grads, grad_args, grad_reqs), run(plan) {}
+       const std::vector<std::string>& grad_args, const std::map<std::string, GradReq>& grad_reqs,
+       const std::vector<std::string>& write_back)
+      : plan(graph, device, args, arg_grads, grad_args, grad_reqs, write_back), run(plan) {}
   const BoundGraph plan;  // computed once by Bind
   GraphRun run;           // destroyed first: waits for what it pushed
 };
@@ -111,10 +180,16 @@ Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Executor::~Executor() = default;
 
-std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, const ArrayMap& args,
-                                         const ArrayMap& arg_grads, const std::map<std::string, GradReq>& grad_reqs) {
-  std::vector<std::string> grad_args;
+namespace {
+
+// What Bind runs: the symbol's graph with its gradients and the extension, checked against the
+// arrays, typed, fused, and with the write-backs last.
+Graph BindGraph(const Symbol& symbol, Device device, const Executor::ArrayMap& args,
+                const Executor::ArrayMap& arg_grads, const std::map<std::string, GradReq>& grad_reqs,
+                const GraphExtension& extension, std::vector<std::string>& grad_args, FusionStats& fusion) {
   Graph g = BuildGraph(symbol, grad_reqs, grad_args);
+  const size_t first_write_back = g.outputs().size();
+  g = Extend(g, grad_args, extension);
   CheckNames(g, args, arg_grads, grad_reqs);
   CheckArguments(g, device, args);
   std::map<std::string, Shape> shapes;
@@ -122,15 +197,27 @@ std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, co
   for (const auto& [name, array] : args) shapes[name] = array.shape(), dtypes[name] = array.dtype();
   g = InferShapesAndTypes(g, shapes, dtypes);  // a wrong argument is named here, before its gradient
   CheckGradients(g, grad_args, args, arg_grads);
-  FusionStats fusion;
+  CheckWriteBacks(g, first_write_back, extension.write_back, args);
   if (GetEnvBool("WEFT_USE_FUSION", true) && CanFuse(device)) g = FusePointwise(g, &fusion);
-  std::unique_ptr<Executor> exec(
-      new Executor(std::make_unique<Impl>(g, device, args, arg_grads, grad_args, grad_reqs)));
+  return extension.write_back.empty() ? g : WriteBacksLast(g, first_write_back);
+}
+
+}  // namespace
+
+std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, const ArrayMap& args,
+                                         const ArrayMap& arg_grads, const std::map<std::string, GradReq>& grad_reqs,
+                                         const GraphExtension& extension) {
+  std::vector<std::string> grad_args;
+  FusionStats fusion;
+  const Graph g = BindGraph(symbol, device, args, arg_grads, grad_reqs, extension, grad_args, fusion);
+  std::unique_ptr<Executor> exec(new Executor(
+      std::make_unique<Impl>(g, device, args, arg_grads, grad_args, grad_reqs, extension.write_back)));
   exec->symbol_ = symbol;
   exec->device_ = device;
   exec->args_ = args;
   exec->arg_grads_ = arg_grads;
   exec->grad_reqs_ = grad_reqs;
+  exec->extension_ = extension;
   exec->outputs_ = exec->impl_->plan.forward_outputs();
   exec->fused_groups_ = fusion.groups;
   exec->fused_nodes_ = fusion.fused_nodes;
@@ -175,7 +262,7 @@ std::unique_ptr<Executor> Executor::Reshape(const std::map<std::string, Shape>& 
     auto g = grads.find(name);
     if (g != grads.end()) g->second = NDArray(shape, device_, g->second.dtype());
   }
-  return Bind(symbol_, device_, args, grads, grad_reqs_);
+  return Bind(symbol_, device_, args, grads, grad_reqs_, extension_);
 }
 
 }  // namespace weft

@@ -14,8 +14,13 @@
 // it needs is pruned). Environment: WEFT_ELIMINATE_COMMON_EXPR=0 turns CSE off,
 // WEFT_PLAN_MEMORY=0 gives every entry its own buffer, WEFT_EXEC_BULK_SIZE sets how many
 // consecutive nodes run as one engine op (1: one op per node).
+//
+// A GraphExtension appends nodes after the gradient pass (weft::Trainer appends gradient clipping
+// and the optimizer's updates), so that fusion, memory planning and bulk execution see them with
+// the rest, and Backward runs them after the gradients.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,6 +33,21 @@
 namespace weft {
 
 enum class GradReq { kNull, kWrite, kAdd };
+
+// Nodes appended to the graph Bind runs, after the gradient pass and before inference, fusion and
+// memory planning.
+struct GraphExtension {
+  // Gets the graph after the gradient pass (its forward outputs, then the gradient of each of
+  // `grad_args`, argument names, in that order) and returns it with nodes appended and one output
+  // appended per `write_back` name. Appended op nodes must be backward nodes (forward_node set):
+  // Backward runs them. Appended variables are arguments, bound by name like the others.
+  std::function<Graph(const Graph& graph, const std::vector<std::string>& grad_args)> append;
+  // Per appended output, in order: the argument it is written into, in place (an optimizer
+  // update's new weight), which must match it in shape and dtype. No node may read the output:
+  // the executor moves these nodes after every other node, in their order, so that every other
+  // reader of the arguments they write runs before them.
+  std::vector<std::string> write_back;
+};
 
 struct ExecutorStats {
   // Of the bound graph:
@@ -48,16 +68,19 @@ class Executor {
   // Throws weft::Error naming the argument when one is missing or its shape or device is wrong
   // (arguments are checked before their gradient arrays), naming the node when inference fails,
   // and for a name in `args`, `arg_grads` or `grad_reqs` that is not an argument of the graph
-  // (listing those, with the closest as "did you mean").
+  // (listing those, with the closest as "did you mean"), and for a write_back argument whose
+  // array does not match the output written into it.
   static std::unique_ptr<Executor> Bind(const Symbol& symbol, Device device, const ArrayMap& args,
                                         const ArrayMap& arg_grads = {},
-                                        const std::map<std::string, GradReq>& grad_reqs = {});
+                                        const std::map<std::string, GradReq>& grad_reqs = {},
+                                        const GraphExtension& extension = {});
   // Waits for the engine ops this executor pushed, and for nothing else; reports no error (an
   // error of its ops stays on the arrays they wrote, for their WaitToRead and WaitForAll).
   ~Executor();
 
   void Forward(bool is_train);
-  // head_grads: one per output; empty: ones (the outputs are losses to minimize).
+  // head_grads: one per output; empty: ones (the outputs are losses to minimize). Runs the
+  // backward nodes, then those of the extension.
   void Backward(const std::vector<NDArray>& head_grads = {});
 
   const std::vector<NDArray>& outputs() const { return outputs_; }
@@ -78,6 +101,7 @@ class Executor {
   Device device_;
   ArrayMap args_, arg_grads_;
   std::map<std::string, GradReq> grad_reqs_;
+  GraphExtension extension_;
   std::vector<NDArray> outputs_;
   size_t fused_groups_ = 0, fused_nodes_ = 0;
 };

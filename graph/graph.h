@@ -40,7 +40,9 @@ struct Node {
   std::string name;
   Attrs attrs;  // parsed for `op`; raw() is what the user wrote
   std::vector<NodeEntry> inputs;
-  // For backward nodes: the forward node they differentiate; -1 for forward nodes.
+  // For backward nodes: the forward node they differentiate (for the nodes an executor's
+  // GraphExtension appends after the gradients, such as optimizer updates: the one they serve);
+  // -1 for forward nodes.
   int64_t forward_node = -1;
   bool is_backward() const { return forward_node >= 0; }
 

@@ -52,6 +52,12 @@ int AttrReader::Int(const std::string& name, std::optional<int> fallback, int mi
   return result;
 }
 
+std::string FloatAttr(double value) {
+  char buffer[32];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, end);
+}
+
 double AttrReader::Float(const std::string& name, std::optional<double> fallback) {
   const std::string* v = Find(name, !fallback);
   if (v == nullptr) return *fallback;

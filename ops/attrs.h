@@ -25,6 +25,10 @@ namespace weft {
 
 using AttrMap = std::map<std::string, std::string>;
 
+// The shortest text that AttrReader::Float reads back as exactly `value` (callers that build
+// attributes from numbers: an op then runs with exactly those numbers).
+std::string FloatAttr(double value);
+
 // Reads typed values out of an AttrMap for one op; remembers what was read.
 class AttrReader {
  public:

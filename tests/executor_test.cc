@@ -347,6 +347,73 @@ TEST(Executor, TwoIdenticalOptimizerUpdatesInOneGraphBothRun) {
   }
 }
 
+// An extension appends, after the gradients of loss = sum(x * w1) + sum(x * w2) (each gradient
+// is the column sums of x), u1 = sgd_update(w1, g1) written back into w1, then r = g2 * w1 and
+// u2 = sgd_update(w2, r) written back into w2. r is after u1 in the appended order, yet reads w1's
+// old value: the executor runs write-backs after every other node.
+TEST(Executor, AnExtensionsWriteBacksRunAfterEveryOtherReaderOfTheirArgument) {
+  Symbol x = Symbol::Variable("x"), w1 = Symbol::Variable("w1"), w2 = Symbol::Variable("w2");
+  Symbol loss = Symbol::Op("add", {Symbol::Op("sum", {Symbol::Op("mul", {x, w1})}),
+                                   Symbol::Op("sum", {Symbol::Op("mul", {x, w2})})});
+  GraphExtension extension;
+  extension.write_back = {"w1", "w2"};
+  extension.append = [](const Graph& g, const std::vector<std::string>& grad_args) {
+    GraphBuilder b = g.ToBuilder();
+    std::map<std::string, NodeEntry> var, grad;
+    for (uint32_t n : g.ArgumentNodes()) var[g.node(n).name] = {n, 0};
+    for (size_t i = 0; i < grad_args.size(); ++i) grad[grad_args[i]] = g.outputs()[g.num_forward_outputs() + i];
+    const auto add = [&](const std::string& op, const AttrMap& attrs, std::vector<NodeEntry> in, const char* param) {
+      Node node;
+      node.op = &GetOp(op);
+      node.name = op + std::to_string(b.nodes.size());
+      node.attrs = ParseAttrs(*node.op, attrs);
+      node.inputs = std::move(in);
+      node.forward_node = var.at(param).node;
+      b.nodes.push_back(std::move(node));
+      return NodeEntry{static_cast<uint32_t>(b.nodes.size() - 1), 0};
+    };
+    b.outputs.push_back(add("sgd_update", {{"lr", "0.5"}}, {var.at("w1"), grad.at("w1")}, "w1"));
+    const NodeEntry r = add("mul", {}, {grad.at("w2"), var.at("w1")}, "w2");
+    b.outputs.push_back(add("sgd_update", {{"lr", "0.5"}}, {var.at("w2"), r}, "w2"));
+    return std::move(b).Freeze();
+  };
+  const std::vector<double> xs = {1, 2, 3, 4, 5, 6}, w1_old = {0.5, -1, 2}, w2_old = {1, 1, -3};
+  for (int bulk : {1, 8}) {
+    Executor::ArrayMap args = {{"x", NDArray::FromVector(xs, Shape{2, 3})},
+                               {"w1", NDArray::FromVector(w1_old, Shape{3})},
+                               {"w2", NDArray::FromVector(w2_old, Shape{3})}};
+    Executor::ArrayMap grads = {{"w1", NDArray(Shape{3}, Device::Cpu(), DType::kFloat64)},
+                                {"w2", NDArray(Shape{3}, Device::Cpu(), DType::kFloat64)}};
+    std::unique_ptr<Executor> exec;
+    {
+      BulkSize size(bulk);
+      exec = Executor::Bind(loss, Device::Cpu(), args, grads, {{"w1", GradReq::kWrite}, {"w2", GradReq::kWrite}},
+                            extension);
+    }
+    exec->Forward(/*is_train=*/true);
+    exec->Backward();
+    const std::vector<double> w1 = Values(args["w1"]), w2 = Values(args["w2"]);
+    for (size_t i = 0; i < 3; ++i) {
+      const double g = xs[i] + xs[i + 3];
+      EXPECT_DOUBLE_EQ(w1[i], w1_old[i] - 0.5 * g) << "bulk " << bulk << ", w1[" << i << "]";
+      EXPECT_DOUBLE_EQ(w2[i], w2_old[i] - 0.5 * g * w1_old[i]) << "bulk " << bulk << ", w2[" << i << "]: r read "
+                                                                << "the new w1";
+    }
+  }
+  GraphExtension wrong = extension;
+  wrong.write_back = {"x", "w2"};
+  Executor::ArrayMap args = {{"x", NDArray(Shape{2, 3}, Device::Cpu(), DType::kFloat64)},
+                             {"w1", NDArray(Shape{3}, Device::Cpu(), DType::kFloat64)},
+                             {"w2", NDArray(Shape{3}, Device::Cpu(), DType::kFloat64)}};
+  Executor::ArrayMap grads = {{"w1", NDArray(Shape{3}, Device::Cpu(), DType::kFloat64)},
+                              {"w2", NDArray(Shape{3}, Device::Cpu(), DType::kFloat64)}};
+  testing::ExpectErrorContains(
+      [&] {
+        Executor::Bind(loss, Device::Cpu(), args, grads, {{"w1", GradReq::kWrite}, {"w2", GradReq::kWrite}}, wrong);
+      },
+      {"argument 'x' ((2, 3) float64) cannot take the output written into it, (3,) float64"});
+}
+
 // Dropout's mask for a range that starts at block `offset` of seed `seed`'s stream, computed from
 // the generator alone: element i is kept (x 2) when the stream's i-th uniform number is >= 0.5.
 std::vector<float> ReferenceMask(uint64_t seed, uint64_t offset, int64_t n) {

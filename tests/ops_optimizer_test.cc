@@ -6,8 +6,10 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "storage/ndarray.h"
 #include "tests/op_test_util.h"
 #include "weft/imperative.h"
@@ -90,6 +92,83 @@ TEST(OptimizerOps, BadInputsSayWhatWasExpected) {
                          {"adam_update", "beta1", "1.5"});
   testing::ExpectOpError("adam_update", {{"lr", "0.1"}, {"momentum", "0.9"}}, {Shape{2}, Shape{2}, Shape{2}, Shape{2}},
                          {"adam_update", "unknown attribute 'momentum'"});
+}
+
+// With lr_input=true the learning rate is the last input (one float64, on the weight's device):
+// over several steps with a different rate each, every update gives bit for bit what the same
+// rate as the attribute gives, weight and state.
+TEST(OptimizerOps, TheLearningRateAsAnInputGivesWhatTheAttributeGives) {
+  const Device d = testing::TestDevice();
+  const std::vector<std::pair<std::string, AttrMap>> updates = {
+      {"sgd_update", {{"wd", "0.01"}, {"rescale_grad", "0.5"}, {"clip_gradient", "0.6"}}},
+      {"sgd_mom_update", {{"momentum", "0.9"}, {"wd", "0.001"}}},
+      {"adam_update", {{"beta1", "0.8"}, {"beta2", "0.99"}, {"clip_gradient", "2"}}}};
+  const std::vector<double> rates = {0.1, 0.0371, 1.0 / 3};
+  for (const auto& [op, attrs] : updates) {
+    const int states = op == "sgd_update" ? 0 : op == "sgd_mom_update" ? 1 : 2;
+    std::vector<NDArray> by_attr, by_input;  // weight, then states
+    for (int k = 0; k <= states; ++k) {
+      const std::vector<float> init = {0.5f, -1, 2, 0.25f, 3, -0.75f};
+      by_attr.push_back(NDArray::FromVector(init, Shape{2, 3}, d));
+      by_input.push_back(NDArray::FromVector(init, Shape{2, 3}, d));
+      if (k > 0) by_attr[k].Fill(0.1 * k), by_input[k].Fill(0.1 * k);
+    }
+    NDArray lr(Shape{1}, d, DType::kFloat64);
+    AttrMap with_input = attrs;
+    with_input["lr_input"] = "true";
+    for (int step = 0; step < 3; ++step) {
+      NDArray grad = NDArray::FromVector(Gradients(step), Shape{2, 3}, d);
+      AttrMap with_attr = attrs;
+      with_attr["lr"] = std::to_string(rates[step]);
+      lr.Fill(std::stod(with_attr["lr"]));
+      std::vector<NDArray> in_attr = {by_attr[0], grad}, in_input = {by_input[0], grad};
+      for (int k = 1; k <= states; ++k) in_attr.push_back(by_attr[k]), in_input.push_back(by_input[k]);
+      in_input.push_back(lr);
+      Invoke(op, in_attr, with_attr, {.outputs = {by_attr[0]}});
+      Invoke(op, in_input, with_input, {.outputs = {by_input[0]}});
+    }
+    for (int k = 0; k <= states; ++k) {
+      EXPECT_EQ(by_input[k].ToVector<float>(), by_attr[k].ToVector<float>()) << op << ", array " << k;
+    }
+    EXPECT_NE(by_input[0].ToVector<float>(), (std::vector<float>{0.5f, -1, 2, 0.25f, 3, -0.75f})) << op;
+  }
+}
+
+// Runs `call`, which must throw weft::Error with every one of `parts` in its message.
+void ExpectCallError(const std::function<void()>& call, const std::vector<std::string>& parts) {
+  try {
+    call();
+    ADD_FAILURE() << "no error; expected one with: " << parts[0];
+  } catch (const Error& e) {
+    for (const std::string& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST(OptimizerOps, ALearningRateInputMustBeOneFloat64AndComeAlone) {
+  const Device d = testing::TestDevice();
+  NDArray w(Shape{3}, d), g(Shape{3}, d), lr(Shape{1}, d, DType::kFloat64), lr2(Shape{2}, d, DType::kFloat64),
+      lr32(Shape{1}, d);
+  for (const NDArray& a : {w, g, lr, lr2, lr32}) a.Fill(0);
+  ExpectCallError(
+      [&] {
+        Invoke("sgd_update", {w, g, lr}, {{"lr_input", "true"}, {"lr", "0.1"}}, {.outputs = {w}});
+      },
+      {"sgd_update", "'lr'", "expected none with lr_input=true", "0.1"});
+  ExpectCallError(
+      [&] {
+        Invoke("sgd_update", {w, g, lr2}, {{"lr_input", "true"}}, {.outputs = {w}});
+      },
+      {"sgd_update", "learning rate (input 2)", "one element", "(2,)"});
+  ExpectCallError(
+      [&] {
+        Invoke("sgd_update", {w, g, lr32}, {{"lr_input", "true"}}, {.outputs = {w}});
+      },
+      {"sgd_update", "learning rate (input 2)", "float64", "float32"});
+  ExpectCallError(
+      [&] {
+        Invoke("sgd_update", {w, g}, {{"lr_input", "true"}}, {.outputs = {w}});
+      },
+      {"sgd_update", "expected 3 input(s), found 2"});
 }
 
 // One step of each update as a declarative case (tests/op_test_util.h): the output is the

@@ -1,6 +1,5 @@
 #include "weft/optimizer.h"
 
-#include <charconv>
 #include <cmath>
 #include <string>
 
@@ -9,14 +8,6 @@
 
 namespace weft {
 namespace {
-
-// The shortest text that reads back as the same double: the ops parse attributes with strtod,
-// so the update runs with exactly the optimizer's numbers.
-std::string Text(double value) {
-  char buffer[32];
-  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  return std::string(buffer, end);
-}
 
 void CheckRate(const char* optimizer, const char* what, double value) {
   if (!(value >= 0)) WEFT_THROW(optimizer << ": expected " << what << " >= 0, found " << value);
@@ -36,12 +27,13 @@ void Optimizer::set_learning_rate(double lr) {
   lr_ = lr;
 }
 
-AttrMap Optimizer::CommonAttrs(double lr) const {
-  return {{"lr", Text(lr)},
-          {"wd", Text(wd_)},
-          {"rescale_grad", Text(rescale_grad_)},
-          {"clip_gradient", Text(clip_gradient_)}};
+AttrMap Optimizer::CommonAttrs() const {
+  return {{"wd", FloatAttr(wd_)},
+          {"rescale_grad", FloatAttr(rescale_grad_)},
+          {"clip_gradient", FloatAttr(clip_gradient_)}};
 }
+
+double Optimizer::StepLearningRate(double lr, int64_t) const { return lr; }
 
 void Optimizer::CheckArguments(const NDArray& weight, const NDArray& grad) const {
   WEFT_CHECK(!weight.is_none() && !grad.is_none()) << name_ << ": the weight or its gradient is a null array";
@@ -69,14 +61,25 @@ SGD::SGD(double lr, double momentum, double wd, double rescale_grad, double clip
   CheckRate("SGD", "momentum", momentum);
 }
 
+Optimizer::GraphUpdate SGD::ForGraph() const {
+  if (momentum_ == 0) return {"sgd_update", CommonAttrs()};
+  AttrMap attrs = CommonAttrs();
+  attrs["momentum"] = FloatAttr(momentum_);
+  return {"sgd_mom_update", attrs};
+}
+
+std::unique_ptr<Optimizer> SGD::Clone() const {
+  return std::make_unique<SGD>(learning_rate(), momentum_, wd(), rescale_grad(), clip_gradient());
+}
+
 void SGD::Update(int index, const NDArray& weight, const NDArray& grad) {
   CheckArguments(weight, grad);
-  AttrMap attrs = CommonAttrs(learning_rate());
+  AttrMap attrs = ForGraph().attrs;
+  attrs["lr"] = FloatAttr(learning_rate());
   if (momentum_ == 0) {
     op::sgd_update(weight, grad, attrs);
     return;
   }
-  attrs["momentum"] = Text(momentum_);
   op::sgd_mom_update(weight, grad, State(mom_, index, weight), attrs);
 }
 
@@ -88,17 +91,30 @@ Adam::Adam(double lr, double beta1, double beta2, double epsilon, double wd, dou
   WEFT_CHECK(epsilon > 0) << "Adam: expected epsilon > 0, found " << epsilon;
 }
 
+Optimizer::GraphUpdate Adam::ForGraph() const {
+  AttrMap attrs = CommonAttrs();
+  attrs["beta1"] = FloatAttr(beta1_);
+  attrs["beta2"] = FloatAttr(beta2_);
+  attrs["epsilon"] = FloatAttr(epsilon_);
+  return {"adam_update", attrs};
+}
+
+double Adam::StepLearningRate(double lr, int64_t t) const {
+  const double t_double = static_cast<double>(t);
+  return lr * std::sqrt(1 - std::pow(beta2_, t_double)) / (1 - std::pow(beta1_, t_double));
+}
+
+std::unique_ptr<Optimizer> Adam::Clone() const {
+  return std::make_unique<Adam>(learning_rate(), beta1_, beta2_, epsilon_, wd(), rescale_grad(), clip_gradient());
+}
+
 void Adam::Update(int index, const NDArray& weight, const NDArray& grad) {
   CheckArguments(weight, grad);
   NDArray& mean = State(mean_, index, weight);
   NDArray& var = State(var_, index, weight);
   const int64_t t = steps_[index] + 1;
-  const double t_double = static_cast<double>(t);
-  const double lr_t = learning_rate() * std::sqrt(1 - std::pow(beta2_, t_double)) / (1 - std::pow(beta1_, t_double));
-  AttrMap attrs = CommonAttrs(lr_t);
-  attrs["beta1"] = Text(beta1_);
-  attrs["beta2"] = Text(beta2_);
-  attrs["epsilon"] = Text(epsilon_);
+  AttrMap attrs = ForGraph().attrs;
+  attrs["lr"] = FloatAttr(StepLearningRate(learning_rate(), t));
   op::adam_update(weight, grad, mean, var, attrs);
   steps_[index] = t;  // counted once the update is pushed
 }

@@ -10,10 +10,16 @@
 // Every optimizer first rescales the gradient, clips it to [-clip_gradient, clip_gradient] when
 // clip_gradient > 0, and adds weight decay: g = clip(rescale_grad * grad) + wd * weight.
 // Not thread-safe: one thread calls Update (the ops it pushes run on the engine's workers).
+//
+// A graph can carry the updates instead (weft::Trainer, weft/trainer.h): ForGraph says which
+// update op and attributes to add per parameter, StepLearningRate which rate the t-th update runs
+// with; Update pushes the same op with the same numbers, so both ways compute the same.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <string>
 
 #include "ops/attrs.h"
 #include "storage/ndarray.h"
@@ -27,14 +33,30 @@ class Optimizer {
   // Throws weft::Error when the shapes differ or the index was first used for another shape.
   virtual void Update(int index, const NDArray& weight, const NDArray& grad) = 0;
 
+  // The update op a graph runs per parameter ("sgd_update", "sgd_mom_update", "adam_update") and
+  // its attributes but the learning rate, which the graph passes as an input (lr_input).
+  struct GraphUpdate {
+    std::string op;
+    AttrMap attrs;
+  };
+  virtual GraphUpdate ForGraph() const = 0;
+  // The rate the t-th update of a parameter (t >= 1) runs with, for the base rate `lr`: `lr`, or
+  // for Adam with the bias correction folded in.
+  virtual double StepLearningRate(double lr, int64_t t) const;
+  // The same settings, without any state.
+  virtual std::unique_ptr<Optimizer> Clone() const = 0;
+
   const char* name() const { return name_; }
   double learning_rate() const { return lr_; }
   void set_learning_rate(double lr);  // for schedules; >= 0
+  double rescale_grad() const { return rescale_grad_; }
 
  protected:
   Optimizer(const char* name, double lr, double wd, double rescale_grad, double clip_gradient);
-  // The attributes every update op takes, with the learning rate `lr`.
-  AttrMap CommonAttrs(double lr) const;
+  // The attributes every update op takes, but the learning rate.
+  AttrMap CommonAttrs() const;
+  double wd() const { return wd_; }
+  double clip_gradient() const { return clip_gradient_; }
   // The state array `states[index]` for `weight`: created with zeros on first use, then checked
   // to still match the weight's shape and dtype.
   NDArray& State(std::map<int, NDArray>& states, int index, const NDArray& weight) const;
@@ -52,6 +74,8 @@ class SGD : public Optimizer {
   explicit SGD(double lr = 0.01, double momentum = 0, double wd = 0, double rescale_grad = 1,
                double clip_gradient = -1);
   void Update(int index, const NDArray& weight, const NDArray& grad) override;
+  GraphUpdate ForGraph() const override;
+  std::unique_ptr<Optimizer> Clone() const override;
 
  private:
   double momentum_;
@@ -67,6 +91,9 @@ class Adam : public Optimizer {
   explicit Adam(double lr = 0.001, double beta1 = 0.9, double beta2 = 0.999, double epsilon = 1e-8, double wd = 0,
                 double rescale_grad = 1, double clip_gradient = -1);
   void Update(int index, const NDArray& weight, const NDArray& grad) override;
+  GraphUpdate ForGraph() const override;
+  double StepLearningRate(double lr, int64_t t) const override;
+  std::unique_ptr<Optimizer> Clone() const override;
 
  private:
   double beta1_, beta2_, epsilon_;

@@ -9,6 +9,8 @@
 //   ArrayIter, CsvIter, MnistIter   batches for training (weft/data_iter.h)
 //   Xavier, Uniform, Normal, ...    parameter initializers (weft/initializer.h)
 //   SGD, Adam      optimizers that update weights in place (weft/optimizer.h)
+//   Trainer        a training step bound as one graph: forward, backward, updates, a learning-rate
+//                  schedule (weft/trainer.h, weft/lr_schedule.h); Save/Load resume it exactly
 //   Accuracy, CrossEntropy          evaluation metrics (weft/metric.h)
 //   Profiler       Start/Stop a trace of ops, GPU kernels and memory (weft/profiler.h)
 //
@@ -33,9 +35,11 @@
 #include "weft/data_iter.h"
 #include "weft/imperative.h"
 #include "weft/initializer.h"
+#include "weft/lr_schedule.h"
 #include "weft/metric.h"
 #include "weft/ops.h"
 #include "weft/optimizer.h"
 #include "weft/profiler.h"
 #include "weft/serialization.h"
 #include "weft/symbol_file.h"
+#include "weft/trainer.h"

@@ -18,13 +18,18 @@ std::vector<bool> ExternalEntries(const Graph& g) {
   return external;
 }
 
-// Gradient output entry -> its request.
-std::map<uint32_t, OpReq> GradientRequests(const Graph& g, const std::map<std::string, GradReq>& grad_reqs,
-                                           const std::vector<std::string>& grad_args) {
+// Gradient output entry -> its request; write-back output entry (the outputs after the
+// gradients) -> in place.
+std::map<uint32_t, OpReq> OutputRequests(const Graph& g, const std::map<std::string, GradReq>& grad_reqs,
+                                         const std::vector<std::string>& grad_args) {
   std::map<uint32_t, OpReq> req;
+  const size_t grads_end = g.num_forward_outputs() + grad_args.size();
   for (size_t o = g.num_forward_outputs(); o < g.outputs().size(); ++o) {
-    const GradReq r = grad_reqs.at(grad_args[o - g.num_forward_outputs()]);
-    req[g.EntryId(g.outputs()[o])] = r == GradReq::kAdd ? OpReq::kAddTo : OpReq::kWrite;
+    OpReq r = OpReq::kWriteInplace;  // a write-back
+    if (o < grads_end) {
+      r = grad_reqs.at(grad_args[o - g.num_forward_outputs()]) == GradReq::kAdd ? OpReq::kAddTo : OpReq::kWrite;
+    }
+    req[g.EntryId(g.outputs()[o])] = r;
   }
   return req;
 }
@@ -33,19 +38,20 @@ std::map<uint32_t, OpReq> GradientRequests(const Graph& g, const std::map<std::s
 
 BoundGraph::BoundGraph(const Graph& graph, Device device, const std::map<std::string, NDArray>& args,
                        const std::map<std::string, NDArray>& arg_grads, const std::vector<std::string>& grad_args,
-                       const std::map<std::string, GradReq>& grad_reqs)
+                       const std::map<std::string, GradReq>& grad_reqs, const std::vector<std::string>& write_back)
     : device_(device) {
   PlanOptions options;
   options.reuse = options.inplace = GetEnvBool("WEFT_PLAN_MEMORY", true);
   graph_ = PlanMemory(graph, ExternalEntries(graph), options);
-  AllocateEntries(args, arg_grads, grad_args);
+  AllocateEntries(args, arg_grads, grad_args, write_back);
   PrepareNodes(grad_reqs, grad_args);
   BuildSegments();
 }
 
 void BoundGraph::AllocateEntries(const std::map<std::string, NDArray>& args,
                                  const std::map<std::string, NDArray>& arg_grads,
-                                 const std::vector<std::string>& grad_args) {
+                                 const std::vector<std::string>& grad_args,
+                                 const std::vector<std::string>& write_back) {
   const Graph& g = graph_;
   const MemoryPlan& plan = g.memory();
   for (size_t bytes : plan.storage_bytes) {
@@ -64,9 +70,12 @@ void BoundGraph::AllocateEntries(const std::map<std::string, NDArray>& args,
     head_grads_.emplace_back(g.shapes()[e], device_, g.dtypes()[e]);
     entries_[e] = head_grads_.back();
   }
+  const size_t grads_end = g.num_forward_outputs() + grad_args.size();
   for (size_t o = 0; o < g.outputs().size(); ++o) {
     const uint32_t e = g.EntryId(g.outputs()[o]);
-    if (o >= g.num_forward_outputs()) {
+    if (o >= grads_end) {
+      entries_[e] = args.at(write_back[o - grads_end]);
+    } else if (o >= g.num_forward_outputs()) {
       entries_[e] = arg_grads.at(grad_args[o - g.num_forward_outputs()]);
     } else if (entries_[e].is_none()) {
       entries_[e] = NDArray(g.shapes()[e], device_, g.dtypes()[e]);
@@ -75,7 +84,7 @@ void BoundGraph::AllocateEntries(const std::map<std::string, NDArray>& args,
 }
 
 Invocation BoundGraph::NodeInvocation(uint32_t n, const std::vector<uint32_t>& uses,
-                                      const std::map<uint32_t, OpReq>& grad_req) const {
+                                      const std::map<uint32_t, OpReq>& output_req) const {
   const Graph& g = graph_;
   const Node& node = g.node(n);
   Invocation call;
@@ -91,7 +100,7 @@ Invocation BoundGraph::NodeInvocation(uint32_t n, const std::vector<uint32_t>& u
   for (uint32_t o = 0; o < g.num_outputs(n); ++o) {
     const uint32_t e = g.EntryId({n, o});
     OpReq req = uses[e] == 0 ? OpReq::kNull : (g.memory().inplace[e] ? OpReq::kWriteInplace : OpReq::kWrite);
-    if (auto it = grad_req.find(e); it != grad_req.end()) req = it->second;
+    if (auto it = output_req.find(e); it != output_req.end()) req = it->second;
     call.AddOutput(entries_[e].View(), entries_[e].var(), req);
   }
   try {
@@ -105,11 +114,11 @@ Invocation BoundGraph::NodeInvocation(uint32_t n, const std::vector<uint32_t>& u
 void BoundGraph::PrepareNodes(const std::map<std::string, GradReq>& grad_reqs,
                               const std::vector<std::string>& grad_args) {
   const std::vector<uint32_t> uses = graph_.EntryUseCounts();
-  const std::map<uint32_t, OpReq> grad_req = GradientRequests(graph_, grad_reqs, grad_args);
+  const std::map<uint32_t, OpReq> output_req = OutputRequests(graph_, grad_reqs, grad_args);
   for (uint32_t n = 0; n < graph_.nodes().size(); ++n) {
     const Node& node = graph_.node(n);
     if (node.is_variable()) continue;
-    invocations_.push_back(NodeInvocation(n, uses, grad_req));
+    invocations_.push_back(NodeInvocation(n, uses, output_req));
     phase_.push_back(node.is_backward() ? Phase::kBackward : Phase::kForward);
   }
 }

@@ -41,10 +41,12 @@ class BoundGraph {
   };
 
   // `graph` has been through inference; this plans its memory, binds every entry to an array and
-  // prepares every node. Throws weft::Error naming the node when an op cannot run on `device`.
+  // prepares every node. Its outputs are the forward outputs, the gradients of `grad_args`, then
+  // one per `write_back` name, bound to that argument's array (GraphExtension). Throws
+  // weft::Error naming the node when an op cannot run on `device`.
   BoundGraph(const Graph& graph, Device device, const std::map<std::string, NDArray>& args,
              const std::map<std::string, NDArray>& arg_grads, const std::vector<std::string>& grad_args,
-             const std::map<std::string, GradReq>& grad_reqs);
+             const std::map<std::string, GradReq>& grad_reqs, const std::vector<std::string>& write_back = {});
   BoundGraph(const BoundGraph&) = delete;
   BoundGraph& operator=(const BoundGraph&) = delete;
 
@@ -64,11 +66,12 @@ class BoundGraph {
 
  private:
   void AllocateEntries(const std::map<std::string, NDArray>& args, const std::map<std::string, NDArray>& arg_grads,
-                       const std::vector<std::string>& grad_args);
+                       const std::vector<std::string>& grad_args, const std::vector<std::string>& write_back);
   void PrepareNodes(const std::map<std::string, GradReq>& grad_reqs, const std::vector<std::string>& grad_args);
-  // Node n's call: its entries' arrays, each output's request (`grad_req` for gradient outputs).
+  // Node n's call: its entries' arrays, each output's request (`output_req` for gradient and
+  // write-back outputs).
   Invocation NodeInvocation(uint32_t n, const std::vector<uint32_t>& uses,
-                            const std::map<uint32_t, OpReq>& grad_req) const;
+                            const std::map<uint32_t, OpReq>& output_req) const;
   void BuildSegments();
 
   Graph graph_;

@@ -11,17 +11,20 @@
 namespace weft::gpu {
 namespace {
 
-// in: (weight, grad, then `states` state arrays) of one shape; y: the weight's shape (usually the
-// weight).
+// in: (weight, grad, then `states` state arrays) of one shape, then with lr_input the learning
+// rate (one float64, read by the kernel: the launch's parameters stay the same when it changes);
+// y: the weight's shape (usually the weight).
 void Update(const OpContext& ctx, const char* op, const char* functor, int states, const Attrs& a,
             std::span<const TensorView> in, OpReq req, const TensorView& y) {
   if (req == OpReq::kNull && states == 0) return;
-  const std::string t = KernelType(op, kElementwiseTypes, in, {&y, 1});
+  const UpdateParam& p = a.Get<UpdateParam>();
+  const std::string t = KernelType(op, kElementwiseTypes, in.first(2 + states), {&y, 1});
   const int64_t n = y.size();
   void* s0 = states > 0 ? in[2].raw() : nullptr;
   void* s1 = states > 1 ? in[3].raw() : nullptr;
+  const void* lr = p.lr_input ? in.back().raw() : nullptr;
   Launch(ctx, "optimizer.cuh", Instance("weft::Update", {functor, t}), n, in[0].raw(), in[1].raw(), s0, s1, y.raw(), n,
-         a.Get<UpdateParam>(), ReqCode(req));
+         lr, p, ReqCode(req));
 }
 
 const bool registered = [] {

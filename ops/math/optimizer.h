@@ -1,7 +1,7 @@
 // The math of the optimizer updates (ops/optimizer/update.cc defines the ops), written once for
 // the CPU loops, the GPU kernels and the fusion code generator (ops/math/base.h says how), and
 // their parameters, which the definitions parse into, both devices read with attrs.Get<P>(), and
-// kernels take by value (plain doubles, laid out alike by both compilers).
+// kernels take by value (plain doubles and one flag, laid out alike by both compilers).
 //
 // Each update rescales the gradient, clips it to [-clip_gradient, clip_gradient] when
 // clip_gradient > 0, and adds weight decay wd * weight:
@@ -18,8 +18,12 @@
 namespace weft {
 
 // The attributes of every update (each update parses those it takes; the others stay 0).
+// With lr_input, the learning rate is not an attribute but the update's last input, one float64
+// element (a device scalar: a bound training step changes it without being rebound); the computes
+// read it into `lr` before calling the functor, so the functors below never see the difference.
 struct UpdateParam {
   double lr, momentum, beta1, beta2, epsilon, wd, rescale_grad, clip_gradient;
+  bool lr_input;
 };
 
 }  // namespace weft

@@ -1,7 +1,12 @@
 // The optimizer updates of update_ops.h (sgd_update, sgd_mom_update, adam_update): attributes,
 // inputs, shapes and the functor each applies. They have no gradient. Compute: ops/cpu/optimizer.cc,
 // ops/gpu/optimizer.cc; math: ops/math/optimizer.h.
+//
+// The learning rate is the attribute `lr`, or, with lr_input=true, the last input `lr`: a float64
+// array of one element on the weight's device, which a bound graph (weft::Trainer) rewrites
+// between steps without changing its nodes.
 #include <array>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,7 +19,13 @@ namespace {
 
 UpdateParam ParseCommon(AttrReader& r) {
   UpdateParam p{};
-  p.lr = r.Float("lr", std::nullopt);
+  p.lr_input = r.Bool("lr_input", false);
+  p.lr = r.Float("lr", p.lr_input ? std::optional<double>(NAN) : std::nullopt);
+  if (p.lr_input && !std::isnan(p.lr)) {
+    WEFT_THROW(r.op() << ": attribute 'lr': expected none with lr_input=true (the learning rate is the last input), "
+                      << "found " << p.lr);
+  }
+  if (p.lr_input) p.lr = 0;  // read from the input by the computes
   p.wd = r.Float("wd", 0.0);
   p.rescale_grad = r.Float("rescale_grad", 1.0);
   p.clip_gradient = r.Float("clip_gradient", -1.0);
@@ -66,12 +77,35 @@ std::array<const char*, 2> StateInputs<fn::AdamUpdate>() {
   return {"mean", "var"};
 }
 
-// Every input has the weight's shape; the output is the (updated) weight.
-std::vector<Shape> UpdateShape(const Attrs&, const std::vector<Shape>& in) {
-  for (size_t i = 1; i < in.size(); ++i) {
+// Every input has the weight's shape, but the learning rate's (one element); the output is the
+// (updated) weight.
+std::vector<Shape> UpdateShape(const Attrs& a, const std::vector<Shape>& in) {
+  const bool lr_input = a.Get<UpdateParam>().lr_input;
+  const size_t tensors = in.size() - (lr_input ? 1 : 0);
+  if (lr_input && in.back().Size() != 1) {
+    WEFT_THROW("expected the learning rate (input " << tensors << ") to have one element, found " << in.back());
+  }
+  for (size_t i = 1; i < tensors; ++i) {
     if (in[i] != in[0]) {
       WEFT_THROW("expected every input to have the weight's shape " << in[0] << ", found " << in[i] << " for input "
                                                                     << i);
+    }
+  }
+  return {in[0]};
+}
+
+// The weight's dtype for every input but the learning rate, which is float64.
+std::vector<DType> UpdateType(const std::string& op, const Attrs& a, const std::vector<DType>& in) {
+  const bool lr_input = a.Get<UpdateParam>().lr_input;
+  const size_t tensors = in.size() - (lr_input ? 1 : 0);
+  if (lr_input && in.back() != DType::kFloat64) {
+    WEFT_THROW("op '" << op << "': expected the learning rate (input " << tensors << ") to be " << DType::kFloat64
+                      << ", found " << in.back());
+  }
+  for (size_t i = 1; i < tensors; ++i) {
+    if (in[i] != in[0]) {
+      WEFT_THROW("op '" << op << "': expected every input to be " << in[0] << ", found " << in[i] << " for input "
+                        << i);
     }
   }
   return {in[0]};
@@ -85,11 +119,15 @@ void DefineUpdate(const std::string& name, const std::string& description, const
     states.push_back(static_cast<int>(inputs.size()));
     inputs.push_back(state);
   }
+  inputs.push_back("lr");  // only with lr_input
+  const int tensors = static_cast<int>(inputs.size()) - 1;
   RegisterOp(name)
       .Describe(description)
       .Params(Parse<F>)
       .Inputs(inputs)
+      .VariadicInputs([tensors](const Attrs& a) { return tensors + (a.Get<UpdateParam>().lr_input ? 1 : 0); })
       .InferShape(UpdateShape)
+      .InferType([name](const Attrs& a, const std::vector<DType>& in) { return UpdateType(name, a, in); })
       .Inplace({{0, 0}})
       .MutateInputs(states)
       .Pointwise(PointwiseKind::kUpdate, functor);

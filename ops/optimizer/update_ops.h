@@ -2,7 +2,8 @@
 // ops/math/optimizer.h (namespace weft::fn) and its description. The op definitions (update.cc)
 // and each device's compute (ops/cpu/optimizer.cc, ops/gpu/optimizer.cc) expand this list. Every
 // update takes (weight, grad) and then the functor's kStates state arrays, which it updates in
-// place (MutateInputs); its output is the new weight (call it with the weight as the output).
+// place (MutateInputs), and with lr_input=true the learning rate as a last input (one float64);
+// its output is the new weight (call it with the weight as the output).
 // Their parameters, UpdateParam, are in ops/math/optimizer.h: the kernels take them by value.
 #pragma once
 

@@ -1,0 +1,258 @@
+#include "weft/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/text.h"
+#include "passes/infer.h"
+
+namespace weft {
+namespace {
+
+// The trainer's own argument: the learning rate every update reads (float64, shape (1,)).
+const char kLrName[] = "trainer.lr";
+// Keeps the clip's scale finite for a zero gradient, as torch.nn.utils.clip_grad_norm_ does.
+constexpr double kClipEpsilon = 1e-6;
+
+std::vector<std::string> Keys(const std::map<std::string, NDArray>& arrays) {
+  std::vector<std::string> keys;
+  for (const auto& [name, array] : arrays) keys.push_back(name);
+  return keys;
+}
+
+// Appends nodes to the graph after its gradient pass. Every node it adds is a backward node, run
+// by Backward after the gradients: its forward node is the parameter variable it serves.
+class Appender {
+ public:
+  explicit Appender(const Graph& g) : b_(g.ToBuilder()) {
+    for (uint32_t n : g.ArgumentNodes()) vars_[g.node(n).name] = n;
+  }
+  NodeEntry Variable(const std::string& name) {
+    Node v;
+    v.name = name;
+    return Push(std::move(v));
+  }
+  NodeEntry Op(const std::string& op, const AttrMap& attrs, std::vector<NodeEntry> inputs, const std::string& name,
+               const std::string& param) {
+    Node node;
+    node.op = &GetOp(op);
+    node.name = name;
+    node.attrs = ParseAttrs(*node.op, attrs);
+    node.inputs = std::move(inputs);
+    node.forward_node = Param(param).node;
+    return Push(std::move(node));
+  }
+  NodeEntry Param(const std::string& name) const { return {vars_.at(name), 0}; }
+  GraphBuilder& builder() { return b_; }
+
+ private:
+  NodeEntry Push(Node node) {
+    b_.nodes.push_back(std::move(node));
+    return {static_cast<uint32_t>(b_.nodes.size() - 1), 0};
+  }
+  GraphBuilder b_;
+  std::map<std::string, uint32_t> vars_;  // argument name -> its variable node
+};
+
+// What the trainer appends to the step's graph: clipping (clip > 0) and one update per parameter.
+// Copied into the executor's GraphExtension (a Reshape appends again), so it holds values only.
+struct StepUpdates {
+  Optimizer::GraphUpdate update;
+  std::vector<std::string> states, params;
+  double clip = 0, rescale = 1;
+
+  Graph Append(const Graph& g, const std::vector<std::string>& grad_args) const;
+  void ClipByGlobalNorm(Appender& a, std::map<std::string, NodeEntry>& grads) const;
+};
+
+// grads[p] *= min(1, clip / (rescale * sqrt(sum_p sum(grads[p]^2)) + epsilon)), as trainer.h says.
+void StepUpdates::ClipByGlobalNorm(Appender& a, std::map<std::string, NodeEntry>& grads) const {
+  std::vector<NodeEntry> sums;
+  for (const auto& [p, g] : grads) {
+    sums.push_back(a.Op("sum", {}, {a.Op("square", {}, {g}, p + "_grad_square", p)}, p + "_grad_sumsq", p));
+  }
+  const std::string& first = grads.begin()->first;  // the scalar nodes' owner
+  const auto scalar_op = [&](const char* op, double value, NodeEntry x, const std::string& name) {
+    return a.Op(op, {{"scalar", FloatAttr(value)}}, {x}, name, first);
+  };
+  NodeEntry x = sums[0];
+  if (sums.size() > 1) x = a.Op("add_n", {{"num_args", std::to_string(sums.size())}}, sums, "grad_sumsq", first);
+  x = scalar_op("mul_scalar", rescale, a.Op("sqrt", {}, {x}, "grad_root", first), "grad_norm");
+  x = scalar_op("add_scalar", kClipEpsilon, x, "grad_norm_eps");
+  x = scalar_op("minimum_scalar", 1, scalar_op("rdiv_scalar", clip, x, "grad_clip_ratio"), "grad_clip_scale");
+  for (auto& [p, g] : grads) g = a.Op("mul", {}, {g, x}, p + "_grad_clipped", p);
+}
+
+Graph StepUpdates::Append(const Graph& g, const std::vector<std::string>& grad_args) const {
+  Appender a(g);
+  std::map<std::string, NodeEntry> grads;
+  for (size_t i = 0; i < grad_args.size(); ++i) grads[grad_args[i]] = g.outputs()[g.num_forward_outputs() + i];
+  if (clip > 0) ClipByGlobalNorm(a, grads);
+  const NodeEntry lr = a.Variable(kLrName);
+  AttrMap attrs = update.attrs;
+  attrs["lr_input"] = "true";
+  for (const std::string& p : params) {
+    std::vector<NodeEntry> inputs = {a.Param(p), grads.at(p)};
+    for (const std::string& s : states) inputs.push_back(a.Variable(p + "." + s));
+    inputs.push_back(lr);
+    a.builder().outputs.push_back(a.Op(update.op, attrs, std::move(inputs), p + "_update", p));
+  }
+  return std::move(a.builder()).Freeze();
+}
+
+// Every argument's shape, from the data inputs', which must be arguments of the loss.
+std::map<std::string, Shape> ArgumentShapes(const Symbol& loss, const std::map<std::string, Shape>& data_shapes) {
+  const std::vector<std::string> args = loss.ListArguments();
+  for (const auto& [name, shape] : data_shapes) {
+    if (std::find(args.begin(), args.end(), name) != args.end()) continue;
+    WEFT_THROW("Trainer: data input '" << Abbreviate(name) << "' is not an argument of the loss; its arguments are "
+                                       << QuotedList(args) << DidYouMean(name, args));
+  }
+  return InferArgumentShapes(loss.ToGraph(), data_shapes);
+}
+
+// The trainer's own argument names must not be arguments of the loss already.
+void CheckOwnNames(const std::map<std::string, Shape>& shapes, const std::vector<std::string>& own) {
+  for (const std::string& name : own) {
+    if (shapes.count(name) != 0) {
+      WEFT_THROW("Trainer: the loss has an argument named '" << Abbreviate(name)
+                                                             << "', a name the trainer uses for its own arrays");
+    }
+  }
+}
+
+}  // namespace
+
+Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_shapes, const Initializer& init,
+                 const Optimizer& optimizer, const TrainerOptions& options)
+    : optimizer_(optimizer.Clone()), update_(optimizer.ForGraph()), options_(options), lr_written_(NAN) {
+  options_.schedule.Check();
+  if (!(options.clip_global_norm >= 0 && std::isfinite(options.clip_global_norm))) {
+    WEFT_THROW("Trainer: expected clip_global_norm >= 0 (0: no clipping), found " << options.clip_global_norm);
+  }
+  if (options_.predict.num_outputs() == 0) options_.predict = loss;
+  const std::vector<std::string>& inputs = GetOp(update_.op).input_names;  // weight, grad, states..., lr
+  states_.assign(inputs.begin() + 2, inputs.end() - 1);
+  BindStep(loss, data_shapes, init);
+}
+
+Trainer::~Trainer() = default;
+
+// The data, parameter, gradient and state arrays, parameters initialized in name order (the
+// order of `shapes`), after the names are checked.
+void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
+                             const std::map<std::string, Shape>& data_shapes, const Initializer& init) {
+  std::vector<std::string> own = {kLrName};
+  for (const auto& [name, shape] : shapes) {
+    if (data_shapes.count(name) != 0) continue;
+    params_.push_back(name);
+    for (const std::string& s : states_) own.push_back(name + "." + s);
+  }
+  if (params_.empty()) WEFT_THROW("Trainer: the loss has no parameter to train (every argument is a data input)");
+  CheckOwnNames(shapes, own);
+  const Device d = options_.device;
+  for (const auto& [name, shape] : shapes) {
+    if (data_shapes.count(name) != 0) {
+      inputs_.push_back(name);
+      data_[name] = NDArray(shape, d);
+      continue;
+    }
+    params_arrays_[name] = NDArray(shape, d);
+    init.Initialize(name, params_arrays_[name]);
+    grads_[name] = NDArray(shape, d);
+    for (const std::string& s : states_) {
+      NDArray& state = state_arrays_[name + "." + s] = NDArray(shape, d);
+      state.Fill(0);
+    }
+  }
+  lr_ = NDArray(Shape{1}, d, DType::kFloat64);
+}
+
+void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& data_shapes, const Initializer& init) {
+  AllocateArrays(ArgumentShapes(loss, data_shapes), data_shapes, init);
+  ArrayMap args = data_;
+  args.insert(params_arrays_.begin(), params_arrays_.end());
+  args.insert(state_arrays_.begin(), state_arrays_.end());
+  args[kLrName] = lr_;
+  std::map<std::string, GradReq> reqs;
+  for (const std::string& p : params_) reqs[p] = GradReq::kWrite;
+  StepUpdates updates{update_, states_, params_, options_.clip_global_norm, optimizer_->rescale_grad()};
+  GraphExtension extension{[updates](const Graph& g, const std::vector<std::string>& grad_args) {
+                             return updates.Append(g, grad_args);
+                           },
+                           params_};
+  exec_ = Executor::Bind(loss, options_.device, args, grads_, reqs, extension);
+}
+
+double Trainer::learning_rate(int64_t t) const {
+  const int64_t step = t == 0 ? steps_ + 1 : t;
+  return options_.schedule.Rate(optimizer_->learning_rate(), step);
+}
+
+void Trainer::Step() {
+  const int64_t t = steps_ + 1;
+  const double lr = optimizer_->StepLearningRate(learning_rate(t), t);
+  if (!(lr == lr_written_)) {  // NaN: never written
+    lr_.Fill(lr);
+    lr_written_ = lr;
+  }
+  exec_->Forward(/*is_train=*/true);
+  exec_->Backward();
+  steps_ = t;
+}
+
+void Trainer::CheckBatch(const ArrayMap& batch) const {
+  for (const auto& [name, array] : batch) {
+    const NDArray& bound = Find(data_, "data input", name);
+    if (array.is_none() || array.shape() != bound.shape()) {
+      WEFT_THROW("Trainer: data input '" << Abbreviate(name) << "': expected " << bound.shape() << ", found "
+                                         << (array.is_none() ? std::string("a null array") : array.ToString()));
+    }
+  }
+  for (const std::string& name : inputs_) {
+    if (batch.count(name) == 0) {
+      WEFT_THROW("Trainer: the batch has no data input '" << Abbreviate(name) << "'; expected "
+                                                          << QuotedList(inputs_));
+    }
+  }
+}
+
+void Trainer::Step(const ArrayMap& batch) {
+  CheckBatch(batch);
+  for (const auto& [name, array] : batch) array.CopyTo(data_.at(name));
+  Step();
+}
+
+Trainer::ArrayMap Trainer::ArraysOf(const DataBatch& batch, const std::vector<std::string>& inputs) const {
+  ArrayMap arrays;
+  for (const std::string& name : inputs) {
+    if (name == "data") arrays[name] = batch.data;
+    if (name == "label") arrays[name] = batch.label;
+  }
+  return arrays;
+}
+
+void Trainer::Step(const DataBatch& batch) { Step(ArraysOf(batch, inputs_)); }
+
+const std::vector<NDArray>& Trainer::outputs() const { return exec_->outputs(); }
+
+ExecutorStats Trainer::stats() const { return exec_->stats(); }
+
+const NDArray& Trainer::Find(const ArrayMap& arrays, const std::string& what, const std::string& name) const {
+  auto it = arrays.find(name);
+  if (it == arrays.end()) {
+    const std::vector<std::string> names = Keys(arrays);
+    WEFT_THROW("Trainer: no " << what << " named '" << Abbreviate(name) << "'; the trainer's are "
+                              << QuotedList(names) << DidYouMean(name, names));
+  }
+  return it->second;
+}
+
+const NDArray& Trainer::parameter(const std::string& name) const { return Find(params_arrays_, "parameter", name); }
+const NDArray& Trainer::gradient(const std::string& name) const { return Find(grads_, "parameter", name); }
+const NDArray& Trainer::state(const std::string& name) const { return Find(state_arrays_, "optimizer state", name); }
+const NDArray& Trainer::data(const std::string& name) const { return Find(data_, "data input", name); }
+std::vector<std::string> Trainer::state_names() const { return Keys(state_arrays_); }
+
+}  // namespace weft

@@ -1,0 +1,158 @@
+// Trainer: a model's training step bound as one unit. It binds a loss symbol for fixed data shapes
+// on a device, initializes the parameters, and appends to the bound graph, after the gradients,
+// the optimizer's update of every parameter (sgd_update, sgd_mom_update or adam_update, with the
+// optimizer state as graph arguments) and, as an option, the clipping of the gradients by their
+// global norm: one Step pushes forward, backward and updates of ONE bound graph, which fusion,
+// memory planning and bulk execution see whole (executor/executor.h, GraphExtension). It owns the
+// parameters, their gradients, the optimizer state and the step count; Predict and Evaluate bind
+// an inference graph over the same parameter arrays.
+//
+//   Trainer trainer(loss, {{"data", Shape{64, 784}}, {"label", Shape{64}}}, Xavier(),
+//                   SGD(/*lr=*/0.1, /*momentum=*/0.9, /*wd=*/0, /*rescale_grad=*/1.0 / 64),
+//                   {.schedule = {.decay = LrSchedule::Cosine{.steps = 1000}, .warmup_steps = 100}});
+//   for (iter.Reset(); iter.Next();) trainer.Step(iter.Current());   // "data", "label"
+//   double accuracy = trainer.Evaluate(test_iter, metric);           // options.predict's output 0
+//   trainer.Save("step.safetensors");   // later, in a trainer built the same way: Load, train on
+//
+// The step as the engine sees it, and as a CUDA graph capture would. From construction on, the
+// bound graph's nodes, their attributes and every array they touch (the memory plan's buffers,
+// the data arrays, parameters, gradients, optimizer state and the learning rate) never change, so
+// every step pushes the same engine ops on the same memory. Step pushes, in order:
+//   1. copies of the batch into the bound data arrays (Step() alone skips them);
+//   2. when the rate changes, one fill of the learning-rate array: a float64 device scalar that
+//      every update reads as its last input (lr_input), holding the schedule's rate for this step
+//      with Adam's bias correction folded in (Optimizer::StepLearningRate), computed in double on
+//      the host; nothing of the schedule or the step count is an attribute of a node;
+//   3. the bound graph's segments, each one engine op: forward, backward, then the clipping (the
+//      norm and the scale stay on the device: no host read inside a step) and the updates, which
+//      run after every other reader of the weights they write.
+// A capture records 3 once and replays it; 1 and 2 are copies into fixed addresses before the
+// replay. The one per-step value 3 takes by argument is the random-number key of segments with a
+// random op (Dropout): a replay must advance it as the pushes do.
+//
+// Gradient clipping by global norm (TrainerOptions::clip_global_norm = c > 0): with
+// norm = rescale_grad * sqrt(sum over every parameter's gradient of sum(grad^2)), every gradient
+// is multiplied by min(1, c / (norm + 1e-6)) before its update (which then rescales, clips
+// elementwise and decays as the optimizer says). The gradient arrays keep the unclipped values.
+//
+// Save writes the parameters (by name), the optimizer state ("<parameter>.<state>": .mom, .mean,
+// .var) and, as metadata, the step count and the update op; Load restores them all, so training
+// resumes exactly where it stopped (the global random stream is not saved: reseed it for Dropout).
+// Not thread-safe: one thread drives a trainer; its steps run on the engine's workers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/device.h"
+#include "executor/executor.h"
+#include "graph/symbol.h"
+#include "storage/ndarray.h"
+#include "weft/data_iter.h"
+#include "weft/initializer.h"
+#include "weft/lr_schedule.h"
+#include "weft/metric.h"
+#include "weft/optimizer.h"
+
+namespace weft {
+
+struct TrainerOptions {
+  Device device = Device::Cpu();
+  LrSchedule schedule;          // constant: the optimizer's rate at every step
+  double clip_global_norm = 0;  // > 0: clip the gradients to this global norm; 0: no clipping
+  // The inference graph of Predict and Evaluate, over the loss's parameters (a classifier's
+  // probabilities); a symbol with no outputs (the default): the loss symbol itself.
+  Symbol predict;
+};
+
+class Trainer {
+ public:
+  using ArrayMap = std::map<std::string, NDArray>;
+
+  // Binds `loss`, whose every output is a loss to minimize (head gradient one; stop_gradient
+  // outputs get none), for the data inputs `data_shapes` (float32 arrays by name). Every other
+  // argument is a parameter: shaped by inference, initialized by `init` in name order, updated by
+  // `optimizer` (its settings are copied). Throws weft::Error for a data name that is not an
+  // argument of the loss, a loss with no parameter, a parameter whose shape cannot be inferred, an
+  // argument named like the trainer's own arrays (".mom", ".mean", ".var", "trainer.lr"), a bad
+  // schedule or a clip_global_norm < 0.
+  Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_shapes, const Initializer& init,
+          const Optimizer& optimizer, const TrainerOptions& options = {});
+  ~Trainer();  // waits for the work the trainer pushed
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // One training step on `batch`: every data input by name, with its bound shape (a missing,
+  // unknown or misshapen one is a weft::Error, thrown before anything is pushed). Returns at once.
+  void Step(const ArrayMap& batch);
+  // The same with the data inputs "data" and "label" from an iterator's batch (those the loss has).
+  void Step(const DataBatch& batch);
+  // A step on the data arrays as they are (data(name); a benchmark fills them once).
+  void Step();
+
+  // The loss symbol's outputs, written by each step (read them before the next one is pushed).
+  const std::vector<NDArray>& outputs() const;
+  int64_t steps() const { return steps_; }  // steps pushed (or loaded)
+  // The schedule's rate for step `t` (default: the next step), before any bias correction.
+  double learning_rate(int64_t t = 0) const;
+
+  // The inference graph (TrainerOptions::predict) run with is_train false on `inputs` (its
+  // non-parameter arguments by name; any batch size), after the steps pushed so far. Returns its
+  // outputs, valid until the next Predict. Rebinds only when the inputs' shapes change. Throws
+  // weft::Error for a missing or unknown input.
+  std::vector<NDArray> Predict(const ArrayMap& inputs);
+  // One pass of `iter` (reset first) through Predict, with each batch's "data" and "label" (those
+  // the graph has); `metric` gets the labels and Predict's output `output`, without the padding
+  // of a last batch. Returns metric.Get().
+  double Evaluate(DataIter& iter, Metric& metric, size_t output = 0);
+
+  // Arrays by name; each throws weft::Error for an unknown name (saying what the names are).
+  const std::vector<std::string>& parameter_names() const { return params_; }
+  const NDArray& parameter(const std::string& name) const;
+  const NDArray& gradient(const std::string& name) const;  // of the last step, before clipping
+  std::vector<std::string> state_names() const;            // "fc1_weight.mom", ...
+  const NDArray& state(const std::string& name) const;
+  const NDArray& data(const std::string& name) const;  // a bound data input
+
+  // Throws weft::Error when the file cannot be written (weft/serialization.h), or, for Load, is
+  // not a trainer file for this model and optimizer (naming the array or setting that differs);
+  // a Load that throws has changed nothing.
+  void Save(const std::string& path) const;
+  void Load(const std::string& path);
+
+  ExecutorStats stats() const;  // of the bound training step
+
+ private:
+  struct Inference {  // the inference graph, bound for inputs of these shapes and dtypes
+    std::map<std::string, std::pair<Shape, DType>> inputs;
+    std::unique_ptr<Executor> exec;
+  };
+
+  void AllocateArrays(const std::map<std::string, Shape>& shapes, const std::map<std::string, Shape>& data_shapes,
+                      const Initializer& init);
+  void BindStep(const Symbol& loss, const std::map<std::string, Shape>& data_shapes, const Initializer& init);
+  std::unique_ptr<Executor> BindInference(const ArrayMap& inputs) const;
+  std::vector<std::string> InferenceInputs() const;  // the inference graph's non-parameter arguments
+  const NDArray& Find(const ArrayMap& arrays, const std::string& what, const std::string& name) const;
+  void CheckBatch(const ArrayMap& batch) const;
+  ArrayMap ArraysOf(const DataBatch& batch, const std::vector<std::string>& inputs) const;
+
+  std::unique_ptr<Optimizer> optimizer_;
+  Optimizer::GraphUpdate update_;     // the op each parameter's update runs
+  std::vector<std::string> states_;   // the update op's state inputs ("mom"; "mean", "var")
+  TrainerOptions options_;
+  std::vector<std::string> params_;   // in name order
+  std::vector<std::string> inputs_;   // the data inputs, in name order
+  ArrayMap data_, params_arrays_, grads_, state_arrays_;
+  NDArray lr_;                        // float64 (1,): the rate every update reads
+  double lr_written_;                 // what lr_ holds (NaN: not written yet)
+  int64_t steps_ = 0;
+  std::unique_ptr<Executor> exec_;    // the training step
+  std::unique_ptr<Inference> infer_;  // bound on the first Predict
+};
+
+}  // namespace weft
