@@ -1,5 +1,6 @@
-// train_mlp: a multilayer perceptron (64-256-256-10) on the 8x8 digits, trained on weft's
-// executor with a progress bar per epoch; saves the parameters (safetensors) and the symbol (JSON).
+// train_mlp: a multilayer perceptron (64-256-256-10) on the 8x8 digits, trained by weft::Trainer
+// (forward, backward and updates as one bound graph per step) with a progress bar per epoch;
+// saves the parameters (safetensors) and the symbol (JSON).
 //
 //   bazel run //examples:train_mlp -- [--epochs=20] [--optimizer=adam] [--data=mnist-images,mnist-labels]
 #include <cstdio>

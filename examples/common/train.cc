@@ -16,7 +16,6 @@ namespace examples {
 namespace {
 
 using weft::Dataset;
-using weft::Executor;
 using weft::NDArray;
 using weft::Shape;
 using weft::Symbol;
@@ -112,35 +111,12 @@ namespace {
 struct Model {
   Symbol train;    // outputs: per-sample loss (N,), class probabilities (N, C) (no gradient)
   Symbol predict;  // class probabilities (N, C)
-  std::vector<std::string> params;
 };
 
 Model MakeModel(const Symbol& logits) {
   Symbol probs = Symbol::Op("softmax", {logits}, {}, "probs");
   Symbol loss = Symbol::Op("SoftmaxCrossEntropy", {logits, Symbol::Variable("label")}, {}, "loss");
-  Model m{Symbol::Group({loss, Symbol::Op("stop_gradient", {probs}, {}, "probs_out")}), probs, {}};
-  for (const std::string& name : m.train.ListArguments()) {
-    if (name != "data" && name != "label") m.params.push_back(name);
-  }
-  return m;
-}
-
-std::unique_ptr<Executor> BindTraining(const Model& m, const TrainOptions& o, const Shape& data_shape) {
-  Shape batch = data_shape;
-  batch[0] = o.batch_size;
-  const std::map<std::string, Shape> shapes =
-      weft::InferArgumentShapes(m.train.ToGraph(), {{"data", batch}, {"label", Shape{o.batch_size}}});
-  Executor::ArrayMap args, grads;
-  std::map<std::string, weft::GradReq> reqs;
-  weft::Xavier init(weft::Xavier::RandType::kUniform, weft::Xavier::FactorType::kAvg, 2.0);
-  for (const auto& [name, shape] : shapes) {
-    args[name] = NDArray(shape, o.device);
-    if (name == "data" || name == "label") continue;
-    init.Initialize(name, args[name]);
-    grads[name] = NDArray(shape, o.device);
-    reqs[name] = weft::GradReq::kWrite;
-  }
-  return Executor::Bind(m.train, o.device, args, grads, reqs);
+  return {Symbol::Group({loss, Symbol::Op("stop_gradient", {probs}, {}, "probs_out")}), probs};
 }
 
 std::unique_ptr<weft::Optimizer> MakeOptimizer(const TrainOptions& o) {
@@ -150,47 +126,36 @@ std::unique_ptr<weft::Optimizer> MakeOptimizer(const TrainOptions& o) {
 }
 
 // One pass over the training set; returns the mean loss.
-double TrainEpoch(Executor& exec, const Model& m, weft::ArrayIter& iter, weft::Optimizer& opt, weft::Metric& acc,
-                  Progress& bar) {
+double TrainEpoch(weft::Trainer& trainer, weft::ArrayIter& iter, weft::Metric& acc, Progress& bar) {
   double loss_sum = 0;
   int64_t samples = 0;
   for (iter.Reset(); iter.Next();) {
     const weft::DataBatch& batch = iter.Current();
-    batch.data.CopyTo(exec.args().at("data"));
-    batch.label.CopyTo(exec.args().at("label"));
-    exec.Forward(/*is_train=*/true);
-    exec.Backward();
-    for (size_t i = 0; i < m.params.size(); ++i) {
-      opt.Update(static_cast<int>(i), exec.args().at(m.params[i]), exec.arg_grads().at(m.params[i]));
-    }
-    for (float l : exec.outputs()[0].ToVector<float>()) loss_sum += l;
+    trainer.Step(batch);
+    for (float l : trainer.outputs()[0].ToVector<float>()) loss_sum += l;
     samples += batch.data.shape()[0];
-    acc.Update(batch.label, exec.outputs()[1]);
+    acc.Update(batch.label, trainer.outputs()[1]);
     bar.Step(static_cast<int>(batch.data.shape()[0]));
   }
   return loss_sum / static_cast<double>(samples);
 }
 
-double TestAccuracy(const Executor& train, const Dataset& test) {
-  auto exec = train.Reshape({{"data", test.data.shape()}, {"label", test.label.shape()}});
-  test.data.CopyTo(exec->args().at("data"));
-  test.label.CopyTo(exec->args().at("label"));
-  exec->Forward(/*is_train=*/false);
+double TestAccuracy(weft::Trainer& trainer, const Dataset& test) {
   weft::Accuracy acc;
-  acc.Update(test.label, exec->outputs()[1]);
+  acc.Update(test.label, trainer.Predict({{"data", test.data}})[0]);
   return acc.Get();
 }
 
 // The parameters, with what embed_infer must do to new rows in the metadata: the scaling and
 // the shape of one sample.
-void SaveModel(const Model& m, const Executor& exec, const std::string& prefix, float scale) {
+void SaveModel(const Model& m, const weft::Trainer& trainer, const std::string& prefix, float scale) {
   Shape sample;
-  const Shape& data = exec.args().at("data").shape();
+  const Shape& data = trainer.data("data").shape();
   for (int i = 1; i < data.ndim(); ++i) sample.PushBack(data[i]);
   std::string dir;
   if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) dir = std::string(ws) + "/";  // bazel run
   std::map<std::string, NDArray> params;
-  for (const std::string& name : m.params) params[name] = exec.args().at(name);
+  for (const std::string& name : trainer.parameter_names()) params[name] = trainer.parameter(name);
   weft::Save(dir + prefix + ".safetensors", params,
              {{"input_scale", std::to_string(scale)}, {"input_shape", sample.ToString()}});
   weft::SaveSymbol(dir + prefix + ".json", m.predict);
@@ -203,27 +168,30 @@ TrainResult Train(const Symbol& logits, const TrainOptions& o) {
   weft::SeedRandom(o.seed);
   const Split split = LoadSplit(o);
   const Model model = MakeModel(logits);
-  auto exec = BindTraining(model, o, split.train.data.shape());
-  auto opt = MakeOptimizer(o);
+  Shape batch = split.train.data.shape();
+  batch[0] = o.batch_size;
+  weft::Trainer trainer(model.train, {{"data", batch}, {"label", Shape{o.batch_size}}},
+                        weft::Xavier(weft::Xavier::RandType::kUniform, weft::Xavier::FactorType::kAvg, 2.0),
+                        *MakeOptimizer(o), {.device = o.device, .predict = model.predict});
   weft::ArrayIter iter(split.train, {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed});
   const int batches = static_cast<int>((iter.num_samples() + o.batch_size - 1) / o.batch_size);
   std::printf("%lld training and %lld test samples; %zu parameter arrays; %s, lr %g, batch %d\n",
               static_cast<long long>(iter.num_samples()), static_cast<long long>(split.test.data.shape()[0]),
-              model.params.size(), o.optimizer.c_str(), o.lr, o.batch_size);
+              trainer.parameter_names().size(), o.optimizer.c_str(), o.lr, o.batch_size);
   TrainResult result;
   ProfileScope profile(o.profile);  // the training epochs, not the loading and binding before them
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     Progress bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs), batches);
     weft::Accuracy train_acc;
-    result.train_loss = TrainEpoch(*exec, model, iter, *opt, train_acc, bar);
-    result.test_accuracy = TestAccuracy(*exec, split.test);
+    result.train_loss = TrainEpoch(trainer, iter, train_acc, bar);
+    result.test_accuracy = TestAccuracy(trainer, split.test);
     char summary[128];
     std::snprintf(summary, sizeof(summary), "loss %.4f  train acc %.1f%%  test acc %.1f%%", result.train_loss,
                   100 * train_acc.Get(), 100 * result.test_accuracy);
     bar.Finish(summary);
   }
   profile.Stop();
-  if (!o.save_prefix.empty()) SaveModel(model, *exec, o.save_prefix, split.scale);
+  if (!o.save_prefix.empty()) SaveModel(model, trainer, o.save_prefix, split.scale);
   return result;
 }
 

@@ -1,6 +1,6 @@
 // The training driver the examples share: load and split a data set, bind a network with its
-// loss, train it with a progress bar per epoch, report loss and accuracy, and save the trained
-// parameters (safetensors) and the inference symbol (JSON).
+// loss as a weft::Trainer, train it with a progress bar per epoch, report loss and accuracy, and
+// save the trained parameters (safetensors) and the inference symbol (JSON).
 //
 //   examples::TrainOptions options = examples::ParseTrainFlags("train_mlp", "...", argc, argv);
 //   examples::Train(MyNet(), options);   // MyNet(): logits (N, classes) from variable "data"
