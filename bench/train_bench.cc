@@ -1,7 +1,9 @@
 // Training-step time and peak memory against PyTorch on the CPU, in the same run, at the same
 // thread count: MLPs 64-256-256-10 (train_mlp's network) and 784-1024-1024-10, batch 128, SGD
 // with momentum 0.9, softmax cross-entropy. One step = forward, backward, and the updates of every
-// parameter; steps are pushed back to back and waited for once, as a training loop would.
+// parameter; steps are pushed back to back and waited for once, as a training loop would. weft's
+// step two ways: the loop (an executor's Forward and Backward, then one imperative update per
+// parameter) and weft::Trainer (the same step bound as one graph, updates included).
 // Peak memory: weft's pooled allocator high-water mark (every array weft allocates), PyTorch's
 // growth of peak resident memory (tensors and everything else).
 //
@@ -13,6 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -72,24 +76,15 @@ Executor::ArrayMap MakeArgs(const Symbol& loss, const Net& net, Executor::ArrayM
   return args;
 }
 
-Result RunWeft(const Net& net, int steps) {
+// Times `steps` steps of the step function `bind` returns (after 5 untimed ones); the peak counts
+// what binding allocates too.
+Result Measure(const std::function<std::function<void()>()>& bind, int steps) {
   weft::Storage& pool = *weft::Storage::Get(weft::Device::Cpu());
   weft::engine::Engine::Get()->WaitForAll();
   pool.ReleaseCache();
   pool.ResetPeak();
   const size_t base = pool.Stats().bytes_in_use;
-  const Symbol loss = Mlp(net.sizes);
-  Executor::ArrayMap grads;
-  std::map<std::string, weft::GradReq> reqs;
-  std::vector<std::string> params;
-  const Executor::ArrayMap args = MakeArgs(loss, net, grads, reqs, params);
-  auto exec = Executor::Bind(loss, weft::Device::Cpu(), args, grads, reqs);
-  weft::SGD sgd(0.01, 0.9, 0, 1.0 / kBatch);
-  auto step = [&] {
-    exec->Forward(true);
-    exec->Backward();
-    for (size_t i = 0; i < params.size(); ++i) sgd.Update(static_cast<int>(i), args.at(params[i]), grads.at(params[i]));
-  };
+  const std::function<void()> step = bind();
   for (int i = 0; i < 5; ++i) step();
   weft::engine::Engine::Get()->WaitForAll();
   const auto start = std::chrono::steady_clock::now();
@@ -97,6 +92,41 @@ Result RunWeft(const Net& net, int steps) {
   weft::engine::Engine::Get()->WaitForAll();
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
   return {ms, pool.Stats().peak_bytes_in_use - base};
+}
+
+// Today's loop: Forward, Backward, then one imperative update per parameter.
+std::function<void()> BindLoop(const Net& net) {
+  struct Loop {
+    Executor::ArrayMap args, grads;
+    std::vector<std::string> params;
+    std::unique_ptr<Executor> exec;
+    weft::SGD sgd{0.01, 0.9, 0, 1.0 / kBatch};
+  };
+  auto loop = std::make_shared<Loop>();
+  const Symbol loss = Mlp(net.sizes);
+  std::map<std::string, weft::GradReq> reqs;
+  loop->args = MakeArgs(loss, net, loop->grads, reqs, loop->params);
+  loop->exec = Executor::Bind(loss, weft::Device::Cpu(), loop->args, loop->grads, reqs);
+  return [loop] {
+    loop->exec->Forward(true);
+    loop->exec->Backward();
+    for (size_t i = 0; i < loop->params.size(); ++i) {
+      loop->sgd.Update(static_cast<int>(i), loop->args.at(loop->params[i]), loop->grads.at(loop->params[i]));
+    }
+  };
+}
+
+// The same step as one bound graph: weft::Trainer on data filled once, as the loop's.
+std::function<void()> BindTrainer(const Net& net) {
+  const Symbol loss = Mlp(net.sizes);
+  auto trainer = std::make_shared<weft::Trainer>(
+      loss, std::map<std::string, Shape>{{"data", Shape{kBatch, net.sizes[0]}}, {"label", Shape{kBatch}}},
+      weft::Xavier(), weft::SGD(0.01, 0.9, 0, 1.0 / kBatch));
+  std::vector<float> labels(kBatch);
+  for (int i = 0; i < kBatch; ++i) labels[i] = static_cast<float>(i % net.sizes.back());
+  trainer->data("label").CopyFrom(labels);
+  trainer->data("data").FillNormal(0, 1);
+  return [trainer] { trainer->Step(); };
 }
 
 }  // namespace
@@ -109,29 +139,35 @@ int main(int argc, char** argv) {
   bench::ChdirToWorkspace();
   const std::vector<Net> nets = {{"mlp 64-256-256-10", {64, 256, 256, 10}},
                                  {"mlp 784-1024-1024-10", {784, 1024, 1024, 10}}};
-  std::vector<Result> weft_results;
-  for (const Net& net : nets) weft_results.push_back(RunWeft(net, steps));
+  std::vector<Result> loop_results, trainer_results;
+  for (const Net& net : nets) {
+    loop_results.push_back(Measure([&] { return BindLoop(net); }, steps));
+    trainer_results.push_back(Measure([&] { return BindTrainer(net); }, steps));
+  }
   const nlohmann::json torch =
       bench::RunPeer("bench/torch_train_peer.py", std::to_string(threads) + " " + std::to_string(steps));
   const bool peer = torch.value("available", false);
   std::printf("training step (forward, backward, SGD update), batch %d, %d thread(s), %d steps\n", kBatch, threads,
               steps);
   if (peer) {
-    std::printf("PyTorch %s, %d thread(s); BLAS loaded: %s\n\n", torch["version"].get<std::string>().c_str(),
+    std::printf("PyTorch %s, %d thread(s); BLAS loaded: %s\n", torch["version"].get<std::string>().c_str(),
                 torch["threads"].get<int>(), torch["blas"].get<std::string>().c_str());
   } else {
-    std::printf("PyTorch not available: %s\n\n", torch.value("error", std::string("?")).c_str());
+    std::printf("PyTorch not available: %s\n", torch.value("error", std::string("?")).c_str());
   }
-  std::printf("%-24s %10s %10s %7s %14s %14s\n", "network", "weft ms", "torch ms", "ratio", "weft peak MB",
-              "torch peak MB");
+  std::printf("loop: Executor Forward/Backward + an imperative update per parameter; trainer: weft::Trainer::Step\n\n");
+  std::printf("%-22s %8s %10s %9s %13s %14s %8s %10s %9s\n", "network", "loop ms", "trainer ms", "torch ms",
+              "trainer/loop", "trainer/torch", "loop MB", "trainer MB", "torch MB");
   for (size_t i = 0; i < nets.size(); ++i) {
-    const double w = weft_results[i].ms_per_step, wm = weft_results[i].peak_bytes / 1048576.0;
+    const double l = loop_results[i].ms_per_step, w = trainer_results[i].ms_per_step;
+    const double lm = loop_results[i].peak_bytes / 1048576.0, wm = trainer_results[i].peak_bytes / 1048576.0;
+    std::printf("%-22s %8.3f %10.3f ", nets[i].name.c_str(), l, w);
     if (peer) {
       const double t = torch["nets"][i]["ms_per_step"].get<double>(),
                    tm = torch["nets"][i]["peak_bytes"].get<double>() / 1048576.0;
-      std::printf("%-24s %10.3f %10.3f %7.2f %14.1f %14.1f\n", nets[i].name.c_str(), w, t, w / t, wm, tm);
+      std::printf("%9.3f %13.2f %14.2f %8.1f %10.1f %9.1f\n", t, w / l, w / t, lm, wm, tm);
     } else {
-      std::printf("%-24s %10.3f %10s %7s %14.1f %14s\n", nets[i].name.c_str(), w, "n/a", "n/a", wm, "n/a");
+      std::printf("%9s %13.2f %14s %8.1f %10.1f %9s\n", "n/a", w / l, "n/a", lm, wm, "n/a");
     }
   }
   weft::engine::Engine::Get()->Shutdown();
