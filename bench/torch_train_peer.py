@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The PyTorch side of bench/train_bench: the same MLPs, batch, optimizer and thread count.
 
-Usage: torch_train_peer.py THREADS STEPS. Prints one JSON object:
+Usage: torch_train_peer.py THREADS STEPS [ROUNDS]. ms_per_step is the median of ROUNDS (default 1)
+rounds of STEPS steps. Prints one JSON object:
 {"available": bool, "blas": str, "nets": [{"name": str, "ms_per_step": float, "peak_bytes": int}, ...]}.
 peak_bytes is the growth of the process's peak resident memory while the net was built and
 trained (ru_maxrss after, minus the resident size before).
@@ -20,7 +21,7 @@ def rss_bytes():
         return int(f.read().split()[1]) * resource.getpagesize()
 
 
-def run(torch, sizes, steps):
+def run(torch, sizes, steps, rounds):
     before = rss_bytes()
     layers = []
     for i in range(len(sizes) - 1):
@@ -40,10 +41,13 @@ def run(torch, sizes, steps):
 
     for _ in range(5):
         step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    ms = (time.perf_counter() - start) * 1e3 / steps
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        times.append((time.perf_counter() - start) * 1e3 / steps)
+    ms = sorted(times)[len(times) // 2]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
     return ms, max(peak, 0)
 
@@ -51,6 +55,7 @@ def run(torch, sizes, steps):
 def main():
     threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 50
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     try:
         import torch
     except ImportError as e:
@@ -62,7 +67,7 @@ def main():
         libs = sorted({line.split()[-1] for line in maps if "blas" in line.lower() and ".so" in line})
     nets = []
     for name, sizes in NETS:
-        ms, peak = run(torch, sizes, steps)
+        ms, peak = run(torch, sizes, steps, rounds)
         nets.append({"name": name, "ms_per_step": ms, "peak_bytes": peak})
     print(json.dumps({"available": True, "version": torch.__version__, "threads": torch.get_num_threads(),
                       "blas": ", ".join(libs) or "unknown", "nets": nets}))

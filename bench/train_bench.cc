@@ -3,13 +3,15 @@
 // with momentum 0.9, softmax cross-entropy. One step = forward, backward, and the updates of every
 // parameter; steps are pushed back to back and waited for once, as a training loop would. weft's
 // step two ways: the loop (an executor's Forward and Backward, then one imperative update per
-// parameter) and weft::Trainer (the same step bound as one graph, updates included).
+// parameter) and weft::Trainer (the same step bound as one graph, updates included). Each figure
+// is the median of `rounds` rounds of `steps` steps (weft's two alternate round by round).
 // Peak memory: weft's pooled allocator high-water mark (every array weft allocates), PyTorch's
 // growth of peak resident memory (tensors and everything else).
 //
-//   bazel run --config=opt //bench:train_bench -- --threads=2 --steps=50
+//   bazel run --config=opt //bench:train_bench -- --threads=2 --steps=50 --rounds=5
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -76,24 +78,6 @@ Executor::ArrayMap MakeArgs(const Symbol& loss, const Net& net, Executor::ArrayM
   return args;
 }
 
-// Times `steps` steps of the step function `bind` returns (after 5 untimed ones); the peak counts
-// what binding allocates too.
-Result Measure(const std::function<std::function<void()>()>& bind, int steps) {
-  weft::Storage& pool = *weft::Storage::Get(weft::Device::Cpu());
-  weft::engine::Engine::Get()->WaitForAll();
-  pool.ReleaseCache();
-  pool.ResetPeak();
-  const size_t base = pool.Stats().bytes_in_use;
-  const std::function<void()> step = bind();
-  for (int i = 0; i < 5; ++i) step();
-  weft::engine::Engine::Get()->WaitForAll();
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  weft::engine::Engine::Get()->WaitForAll();
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
-  return {ms, pool.Stats().peak_bytes_in_use - base};
-}
-
 // Today's loop: Forward, Backward, then one imperative update per parameter.
 std::function<void()> BindLoop(const Net& net) {
   struct Loop {
@@ -129,11 +113,58 @@ std::function<void()> BindTrainer(const Net& net) {
   return [trainer] { trainer->Step(); };
 }
 
+// A bound step and what binding it and 5 untimed steps allocated at the peak.
+struct Setup {
+  std::function<void()> step;
+  size_t peak_bytes;
+};
+
+Setup Bind(const std::function<std::function<void()>()>& bind) {
+  weft::Storage& pool = *weft::Storage::Get(weft::Device::Cpu());
+  weft::engine::Engine::Get()->WaitForAll();
+  pool.ReleaseCache();
+  pool.ResetPeak();
+  const size_t base = pool.Stats().bytes_in_use;
+  Setup setup{bind(), 0};
+  for (int i = 0; i < 5; ++i) setup.step();
+  weft::engine::Engine::Get()->WaitForAll();
+  setup.peak_bytes = pool.Stats().peak_bytes_in_use - base;
+  return setup;
+}
+
+// Milliseconds per step of `steps` steps pushed back to back and waited for once.
+double RoundMs(const std::function<void()>& step, int steps) {
+  weft::engine::Engine::Get()->WaitForAll();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  weft::engine::Engine::Get()->WaitForAll();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The loop and the trainer on one net, in alternating rounds (a machine shared with other work
+// slows both alike): the median round of each.
+std::array<Result, 2> RunWeft(const Net& net, int steps, int rounds) {
+  const Setup loop = Bind([&] { return BindLoop(net); });
+  const Setup trainer = Bind([&] { return BindTrainer(net); });
+  std::vector<double> loop_ms, trainer_ms;
+  for (int r = 0; r < rounds; ++r) {
+    loop_ms.push_back(RoundMs(loop.step, steps));
+    trainer_ms.push_back(RoundMs(trainer.step, steps));
+  }
+  return {Result{Median(loop_ms), loop.peak_bytes}, Result{Median(trainer_ms), trainer.peak_bytes}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int threads = bench::IntFlag(argc, argv, "threads", 2);
   const int steps = bench::IntFlag(argc, argv, "steps", 50);
+  const int rounds = bench::IntFlag(argc, argv, "rounds", 5);
   setenv("WEFT_CPU_WORKERS", "1", 0);  // one worker whose ops use `threads` threads, like PyTorch
   setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
   bench::ChdirToWorkspace();
@@ -141,14 +172,15 @@ int main(int argc, char** argv) {
                                  {"mlp 784-1024-1024-10", {784, 1024, 1024, 10}}};
   std::vector<Result> loop_results, trainer_results;
   for (const Net& net : nets) {
-    loop_results.push_back(Measure([&] { return BindLoop(net); }, steps));
-    trainer_results.push_back(Measure([&] { return BindTrainer(net); }, steps));
+    const std::array<Result, 2> r = RunWeft(net, steps, rounds);
+    loop_results.push_back(r[0]);
+    trainer_results.push_back(r[1]);
   }
-  const nlohmann::json torch =
-      bench::RunPeer("bench/torch_train_peer.py", std::to_string(threads) + " " + std::to_string(steps));
+  const std::string peer_args = std::to_string(threads) + " " + std::to_string(steps) + " " + std::to_string(rounds);
+  const nlohmann::json torch = bench::RunPeer("bench/torch_train_peer.py", peer_args);
   const bool peer = torch.value("available", false);
-  std::printf("training step (forward, backward, SGD update), batch %d, %d thread(s), %d steps\n", kBatch, threads,
-              steps);
+  std::printf("training step (forward, backward, SGD update), batch %d, %d thread(s), %d rounds of %d steps\n", kBatch,
+              threads, rounds, steps);
   if (peer) {
     std::printf("PyTorch %s, %d thread(s); BLAS loaded: %s\n", torch["version"].get<std::string>().c_str(),
                 torch["threads"].get<int>(), torch["blas"].get<std::string>().c_str());
