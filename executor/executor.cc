@@ -134,6 +134,7 @@ std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, co
   exec->outputs_ = exec->impl_->plan.forward_outputs();
   exec->fused_groups_ = fusion.groups;
   exec->fused_nodes_ = fusion.fused_nodes;
+  exec->recomputed_nodes_ = fusion.recomputed;
   return exec;
 }
 
@@ -162,6 +163,7 @@ ExecutorStats Executor::stats() const {
   stats.engine_ops_pushed = impl_->run.stats().engine_ops_pushed;
   stats.fused_groups = fused_groups_;
   stats.fused_nodes = fused_nodes_;
+  stats.recomputed_nodes = recomputed_nodes_;
   return stats;
 }
 
