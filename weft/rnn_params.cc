@@ -34,8 +34,8 @@ const NDArray& Checked(const std::map<std::string, NDArray>& tensors, const std:
     WEFT_THROW("BuildRnnParameters: tensor '" << name << "' must be " << t.shape << ", found " << a.shape());
   }
   if (first != nullptr && (a.dtype() != first->dtype() || a.device() != first->device())) {
-    WEFT_THROW("BuildRnnParameters: tensor '" << name << "' is " << a.ToString() << "; expected "
-                                              << first->dtype() << " on " << first->device() << " like the others");
+    WEFT_THROW("BuildRnnParameters: tensor '" << name << "' is " << a.ToString() << "; expected " << first->dtype()
+                                              << " on " << first->device() << " like the others");
   }
   return a;
 }

@@ -77,7 +77,8 @@ std::vector<Shape> RnnBackwardShape(const Attrs& a, const std::vector<Shape>& in
     WEFT_THROW("_backward_RNN: reserve must be the forward's (bytes,), found " << in[RnnSlots::kBackwardReserve]);
   }
   for (const int o : {RnnSlots::kBackwardOut, s.BackwardOutGrad(RnnSlots::kOut)}) {
-    if (in[o] != d.Output()) WEFT_THROW("_backward_RNN: out and its gradient must be " << d.Output() << ", found " << in[o]);
+    if (in[o] != d.Output())
+      WEFT_THROW("_backward_RNN: out and its gradient must be " << d.Output() << ", found " << in[o]);
   }
   for (const int o : {s.state_out, s.state_cell_out}) {
     if (o >= 0) CheckState(d, in[s.BackwardOutGrad(o)], "the gradient of a state output");

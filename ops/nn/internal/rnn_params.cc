@@ -1,6 +1,6 @@
-#include <sstream>
-
 #include "ops/nn/rnn_params.h"
+
+#include <sstream>
 
 namespace weft {
 
@@ -31,8 +31,8 @@ int RnnGates(RnnMode mode) {
 
 RnnDims RnnDimsOf(const RnnParam& p, const Shape& data) {
   const bool plain = data.ndim() == 3;
-  return {plain ? data[0] : 0,    plain ? data[1] : 0, plain ? data[2] : 0,  p.state_size,
-          p.num_layers,           p.bidirectional ? 2 : 1, RnnGates(p.mode)};
+  return {plain ? data[0] : 0, plain ? data[1] : 0,     plain ? data[2] : 0, p.state_size,
+          p.num_layers,        p.bidirectional ? 2 : 1, RnnGates(p.mode)};
 }
 
 RnnParamLayout::RnnParamLayout(const RnnParam& p, int64_t input_size)
@@ -84,7 +84,10 @@ std::string RnnParamLayout::Describe() const {
     const int64_t block = rows * (Block(l, 0).input + h + 2);
     os << (l ? " + " : "") << dirs_ << " x " << block;
   }
-  os << " (PyTorch's nn." << (p_.mode == RnnMode::kLstm ? "LSTM" : p_.mode == RnnMode::kGru ? "GRU" : "RNN")
+  os << " (PyTorch's nn."
+     << (p_.mode == RnnMode::kLstm  ? "LSTM"
+         : p_.mode == RnnMode::kGru ? "GRU"
+                                    : "RNN")
      << " layout)";
   return os.str();
 }
