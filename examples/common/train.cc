@@ -212,8 +212,9 @@ void SaveModel(const Model& m, const Executor& exec, const TrainOptions& o, floa
   for (const std::string& name : m.params) params[name] = exec.args().at(name);
   std::string zero_inputs;
   for (const std::string& name : o.zero_inputs) zero_inputs += (zero_inputs.empty() ? "" : ",") + name;
-  weft::Save(dir + prefix + ".safetensors", params,
-             {{"input_scale", std::to_string(scale)}, {"input_shape", sample.ToString()}, {"zero_inputs", zero_inputs}});
+  const std::map<std::string, std::string> meta = {
+      {"input_scale", std::to_string(scale)}, {"input_shape", sample.ToString()}, {"zero_inputs", zero_inputs}};
+  weft::Save(dir + prefix + ".safetensors", params, meta);
   weft::SaveSymbol(dir + prefix + ".json", m.predict);
   std::printf("saved %s%s.safetensors and %s%s.json\n", dir.c_str(), prefix.c_str(), dir.c_str(), prefix.c_str());
 }
