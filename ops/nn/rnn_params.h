@@ -77,8 +77,10 @@
 //   -> (d_data, d_parameters, d_state[, d_state_cell])
 // takes the forward's attributes, its outputs reserve (first, the input it changes) and out, the
 // gradients of its visible outputs and its inputs (RnnSlots places them). sequence_length gets no
-// gradient. Each output's request is honoured on its own: kNull for d_parameters skips the
-// weight-gradient work (oneDNN's and cuDNN's backward weights), kAddTo adds.
+// gradient. Each output's request is honoured on its own, kAddTo adds; kNull for d_parameters
+// skips the weight-gradient work where the library allows it (cuDNN's backward weights, the
+// CPU's loops), but oneDNN's RNN backward computes the weight gradients with the data gradients,
+// with no way to leave them out: the CPU's oneDNN path computes them into scratch and drops them.
 #pragma once
 
 #include <cstdint>
