@@ -1,15 +1,17 @@
 // Training-step time and peak memory against PyTorch on the CPU, in the same run, at the same
-// thread count: MLPs 64-256-256-10 (train_mlp's network) and 784-1024-1024-10, batch 128, SGD
-// with momentum 0.9, softmax cross-entropy. One step = forward, backward, and the updates of every
-// parameter; steps are pushed back to back and waited for once, as a training loop would.
-// Peak memory: weft's pooled allocator high-water mark (every array weft allocates), PyTorch's
-// growth of peak resident memory (tensors and everything else).
+// thread count: MLPs 64-256-256-10 (train_mlp's network) and 784-1024-1024-10, batch 128, and a
+// 2-layer bidirectional LSTM (T 32, batch 32, 64 inputs, 128 units) with a dense head on its last
+// step's output; SGD with momentum 0.9, softmax cross-entropy. One step = forward, backward, and
+// the updates of every parameter; steps are pushed back to back and waited for once, as a
+// training loop would. Peak memory: weft's pooled allocator high-water mark (every array weft
+// allocates), PyTorch's growth of peak resident memory (tensors and everything else).
 //
 //   bazel run --config=opt //bench:train_bench -- --threads=2 --steps=50
 #include <unistd.h>
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,19 +29,41 @@ using weft::NDArray;
 using weft::Shape;
 using weft::Symbol;
 
+// A network with its loss, the shape of its data, and its classes.
 struct Net {
   std::string name;
-  std::vector<int> sizes;
+  Symbol loss;
+  Shape data;
+  int classes;
 };
 constexpr int kBatch = 128;
+constexpr int kLstmSteps = 32, kLstmBatch = 32, kLstmInput = 64, kLstmHidden = 128;
 
-Symbol Mlp(const std::vector<int>& sizes) {
+Symbol Loss(const Symbol& logits) {
+  return Symbol::Op("SoftmaxCrossEntropy", {logits, Symbol::Variable("label")}, {}, "loss");
+}
+
+Net Mlp(const std::string& name, const std::vector<int>& sizes) {
   Symbol x = Symbol::Variable("data");
   for (size_t i = 1; i < sizes.size(); ++i) {
     x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(sizes[i])}}, "fc" + std::to_string(i));
     if (i + 1 < sizes.size()) x = Symbol::Op("relu", {x});
   }
-  return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
+  return {name, Loss(x), Shape{kBatch, sizes[0]}, sizes.back()};
+}
+
+// data (T, N, I) -> 2-layer bidirectional LSTM (T, N, 2H) -> the last step (N, 2H) -> dense (N, 10).
+Net Lstm(const std::string& name) {
+  Symbol x = Symbol::Op(
+      "RNN", {Symbol::Variable("data")},
+      {{"mode", "lstm"}, {"state_size", std::to_string(kLstmHidden)}, {"num_layers", "2"}, {"bidirectional", "true"}},
+      "lstm");
+  x = Symbol::Op(
+      "slice", {x},
+      {{"begin", "(" + std::to_string(kLstmSteps - 1) + ",)"}, {"end", "(" + std::to_string(kLstmSteps) + ",)"}});
+  x = Symbol::Op("reshape", {x}, {{"shape", "(" + std::to_string(kLstmBatch) + ", -1)"}});
+  x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "10"}}, "fc");
+  return {name, Loss(x), Shape{kLstmSteps, kLstmBatch, kLstmInput}, 10};
 }
 
 struct Result {
@@ -47,27 +71,38 @@ struct Result {
   size_t peak_bytes;
 };
 
-// Arguments of the net for a batch: random data, integer labels, parameters as train_mlp's.
-Executor::ArrayMap MakeArgs(const Symbol& loss, const Net& net, Executor::ArrayMap& grads,
-                            std::map<std::string, weft::GradReq>& reqs, std::vector<std::string>& params) {
-  const auto shapes =
-      weft::InferArgumentShapes(loss.ToGraph(), {{"data", Shape{kBatch, net.sizes[0]}}, {"label", Shape{kBatch}}});
+// Arguments of the net for a batch: random data, integer labels, parameters as the examples
+// initialize them (an LSTM's uniform in +-1/sqrt(H), as PyTorch's), zero initial states.
+Executor::ArrayMap MakeArgs(const Net& net, Executor::ArrayMap& grads, std::map<std::string, weft::GradReq>& reqs,
+                            std::vector<std::string>& params) {
+  const int64_t batch = net.data.ndim() == 3 ? net.data[1] : net.data[0];
+  const auto shapes = weft::InferArgumentShapes(net.loss.ToGraph(), {{"data", net.data}, {"label", Shape{batch}}});
   Executor::ArrayMap args;
   weft::Xavier init;
   for (const auto& [name, shape] : shapes) {
     args[name] = NDArray(shape);
     if (name == "label") {
-      std::vector<float> labels(kBatch);
-      for (int i = 0; i < kBatch; ++i) labels[i] = static_cast<float>(i % net.sizes.back());
+      std::vector<float> labels(batch);
+      for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<float>(i % net.classes);
       args[name].CopyFrom(labels);
-    } else if (name == "data") {
+      continue;
+    }
+    if (name == "data") {
       args[name].FillNormal(0, 1);
+      continue;
+    }
+    if (name == "lstm_state" || name == "lstm_state_cell") {
+      args[name].Fill(0);
+      continue;
+    }
+    if (name == "lstm_parameters") {
+      weft::Uniform(1 / std::sqrt(static_cast<double>(kLstmHidden))).InitWeight(name, args[name]);
     } else {
       init.Initialize(name, args[name]);
-      params.push_back(name);
-      grads[name] = NDArray(shape);
-      reqs[name] = weft::GradReq::kWrite;
     }
+    params.push_back(name);
+    grads[name] = NDArray(shape);
+    reqs[name] = weft::GradReq::kWrite;
   }
   return args;
 }
@@ -78,13 +113,12 @@ Result RunWeft(const Net& net, int steps) {
   pool.ReleaseCache();
   pool.ResetPeak();
   const size_t base = pool.Stats().bytes_in_use;
-  const Symbol loss = Mlp(net.sizes);
   Executor::ArrayMap grads;
   std::map<std::string, weft::GradReq> reqs;
   std::vector<std::string> params;
-  const Executor::ArrayMap args = MakeArgs(loss, net, grads, reqs, params);
-  auto exec = Executor::Bind(loss, weft::Device::Cpu(), args, grads, reqs);
-  weft::SGD sgd(0.01, 0.9, 0, 1.0 / kBatch);
+  const Executor::ArrayMap args = MakeArgs(net, grads, reqs, params);
+  auto exec = Executor::Bind(net.loss, weft::Device::Cpu(), args, grads, reqs);
+  weft::SGD sgd(0.01, 0.9, 0, 1.0 / args.at("label").size());
   auto step = [&] {
     exec->Forward(true);
     exec->Backward();
@@ -107,15 +141,15 @@ int main(int argc, char** argv) {
   setenv("WEFT_CPU_WORKERS", "1", 0);  // one worker whose ops use `threads` threads, like PyTorch
   setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
   bench::ChdirToWorkspace();
-  const std::vector<Net> nets = {{"mlp 64-256-256-10", {64, 256, 256, 10}},
-                                 {"mlp 784-1024-1024-10", {784, 1024, 1024, 10}}};
+  const std::vector<Net> nets = {Mlp("mlp 64-256-256-10", {64, 256, 256, 10}),
+                                 Mlp("mlp 784-1024-1024-10", {784, 1024, 1024, 10}), Lstm("lstm 2x bidi H128 T32")};
   std::vector<Result> weft_results;
   for (const Net& net : nets) weft_results.push_back(RunWeft(net, steps));
   const nlohmann::json torch =
       bench::RunPeer("bench/torch_train_peer.py", std::to_string(threads) + " " + std::to_string(steps));
   const bool peer = torch.value("available", false);
-  std::printf("training step (forward, backward, SGD update), batch %d, %d thread(s), %d steps\n", kBatch, threads,
-              steps);
+  std::printf("training step (forward, backward, SGD update), MLPs batch %d, LSTM batch %d, %d thread(s), %d steps\n",
+              kBatch, kLstmBatch, threads, steps);
   if (peer) {
     std::printf("PyTorch %s, %d thread(s); BLAS loaded: %s\n\n", torch["version"].get<std::string>().c_str(),
                 torch["threads"].get<int>(), torch["blas"].get<std::string>().c_str());

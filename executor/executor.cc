@@ -120,7 +120,7 @@ std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, co
   std::map<std::string, Shape> shapes;
   std::map<std::string, DType> dtypes;
   for (const auto& [name, array] : args) shapes[name] = array.shape(), dtypes[name] = array.dtype();
-  g = InferShapesAndTypes(g, shapes, dtypes);  // a wrong argument is named here, before its gradient
+  g = InferShapesAndTypes(g, shapes, dtypes, device.type);  // a wrong argument is named here, before its gradient
   CheckGradients(g, grad_args, args, arg_grads);
   FusionStats fusion;
   if (GetEnvBool("WEFT_USE_FUSION", true) && CanFuse(device)) g = FusePointwise(g, &fusion);

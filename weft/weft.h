@@ -11,6 +11,7 @@
 //   SGD, Adam      optimizers that update weights in place (weft/optimizer.h)
 //   Accuracy, CrossEntropy          evaluation metrics (weft/metric.h)
 //   Profiler       Start/Stop a trace of ops, GPU kernels and memory (weft/profiler.h)
+//   SplitRnnParameters, BuildRnnParameters   the RNN op's weights as PyTorch names them (weft/rnn_params.h)
 //
 //   #include "weft/weft.h"
 //   weft::NDArray x(weft::Shape{2, 3});
@@ -37,5 +38,6 @@
 #include "weft/ops.h"
 #include "weft/optimizer.h"
 #include "weft/profiler.h"
+#include "weft/rnn_params.h"
 #include "weft/serialization.h"
 #include "weft/symbol_file.h"

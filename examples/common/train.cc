@@ -1,5 +1,6 @@
 #include "examples/common/train.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -115,14 +116,23 @@ struct Model {
   std::vector<std::string> params;
 };
 
-Model MakeModel(const Symbol& logits) {
+bool IsZeroInput(const TrainOptions& o, const std::string& name) {
+  return std::find(o.zero_inputs.begin(), o.zero_inputs.end(), name) != o.zero_inputs.end();
+}
+
+Model MakeModel(const Symbol& logits, const TrainOptions& o) {
   Symbol probs = Symbol::Op("softmax", {logits}, {}, "probs");
   Symbol loss = Symbol::Op("SoftmaxCrossEntropy", {logits, Symbol::Variable("label")}, {}, "loss");
   Model m{Symbol::Group({loss, Symbol::Op("stop_gradient", {probs}, {}, "probs_out")}), probs, {}};
   for (const std::string& name : m.train.ListArguments()) {
-    if (name != "data" && name != "label") m.params.push_back(name);
+    if (name != "data" && name != "label" && !IsZeroInput(o, name)) m.params.push_back(name);
   }
   return m;
+}
+
+// Zeroes the zero inputs of `exec` (after Bind and Reshape, which leave new arrays as they are).
+void ZeroInputs(const Executor& exec, const TrainOptions& o) {
+  for (const std::string& name : o.zero_inputs) exec.args().at(name).Fill(0);
 }
 
 std::unique_ptr<Executor> BindTraining(const Model& m, const TrainOptions& o, const Shape& data_shape) {
@@ -135,12 +145,14 @@ std::unique_ptr<Executor> BindTraining(const Model& m, const TrainOptions& o, co
   weft::Xavier init(weft::Xavier::RandType::kUniform, weft::Xavier::FactorType::kAvg, 2.0);
   for (const auto& [name, shape] : shapes) {
     args[name] = NDArray(shape, o.device);
-    if (name == "data" || name == "label") continue;
-    init.Initialize(name, args[name]);
+    if (name == "data" || name == "label" || IsZeroInput(o, name)) continue;
+    if (!o.initialize || !o.initialize(name, args[name])) init.Initialize(name, args[name]);
     grads[name] = NDArray(shape, o.device);
     reqs[name] = weft::GradReq::kWrite;
   }
-  return Executor::Bind(m.train, o.device, args, grads, reqs);
+  auto exec = Executor::Bind(m.train, o.device, args, grads, reqs);
+  ZeroInputs(*exec, o);
+  return exec;
 }
 
 std::unique_ptr<weft::Optimizer> MakeOptimizer(const TrainOptions& o) {
@@ -171,8 +183,14 @@ double TrainEpoch(Executor& exec, const Model& m, weft::ArrayIter& iter, weft::O
   return loss_sum / static_cast<double>(samples);
 }
 
-double TestAccuracy(const Executor& train, const Dataset& test) {
-  auto exec = train.Reshape({{"data", test.data.shape()}, {"label", test.label.shape()}});
+double TestAccuracy(const Executor& train, const Model& m, const Dataset& test, const TrainOptions& o) {
+  std::map<std::string, Shape> shapes = {{"data", test.data.shape()}, {"label", test.label.shape()}};
+  if (!o.zero_inputs.empty()) {  // their shapes follow the batch's
+    const std::map<std::string, Shape> all = weft::InferArgumentShapes(m.train.ToGraph(), shapes);
+    for (const std::string& name : o.zero_inputs) shapes[name] = all.at(name);
+  }
+  auto exec = train.Reshape(shapes);
+  ZeroInputs(*exec, o);
   test.data.CopyTo(exec->args().at("data"));
   test.label.CopyTo(exec->args().at("label"));
   exec->Forward(/*is_train=*/false);
@@ -183,7 +201,8 @@ double TestAccuracy(const Executor& train, const Dataset& test) {
 
 // The parameters, with what embed_infer must do to new rows in the metadata: the scaling and
 // the shape of one sample.
-void SaveModel(const Model& m, const Executor& exec, const std::string& prefix, float scale) {
+void SaveModel(const Model& m, const Executor& exec, const TrainOptions& o, float scale) {
+  const std::string& prefix = o.save_prefix;
   Shape sample;
   const Shape& data = exec.args().at("data").shape();
   for (int i = 1; i < data.ndim(); ++i) sample.PushBack(data[i]);
@@ -191,8 +210,11 @@ void SaveModel(const Model& m, const Executor& exec, const std::string& prefix, 
   if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) dir = std::string(ws) + "/";  // bazel run
   std::map<std::string, NDArray> params;
   for (const std::string& name : m.params) params[name] = exec.args().at(name);
-  weft::Save(dir + prefix + ".safetensors", params,
-             {{"input_scale", std::to_string(scale)}, {"input_shape", sample.ToString()}});
+  std::string zero_inputs;
+  for (const std::string& name : o.zero_inputs) zero_inputs += (zero_inputs.empty() ? "" : ",") + name;
+  const std::map<std::string, std::string> meta = {
+      {"input_scale", std::to_string(scale)}, {"input_shape", sample.ToString()}, {"zero_inputs", zero_inputs}};
+  weft::Save(dir + prefix + ".safetensors", params, meta);
   weft::SaveSymbol(dir + prefix + ".json", m.predict);
   std::printf("saved %s%s.safetensors and %s%s.json\n", dir.c_str(), prefix.c_str(), dir.c_str(), prefix.c_str());
 }
@@ -202,7 +224,7 @@ void SaveModel(const Model& m, const Executor& exec, const std::string& prefix, 
 TrainResult Train(const Symbol& logits, const TrainOptions& o) {
   weft::SeedRandom(o.seed);
   const Split split = LoadSplit(o);
-  const Model model = MakeModel(logits);
+  const Model model = MakeModel(logits, o);
   auto exec = BindTraining(model, o, split.train.data.shape());
   auto opt = MakeOptimizer(o);
   weft::ArrayIter iter(split.train, {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed});
@@ -216,14 +238,14 @@ TrainResult Train(const Symbol& logits, const TrainOptions& o) {
     Progress bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs), batches);
     weft::Accuracy train_acc;
     result.train_loss = TrainEpoch(*exec, model, iter, *opt, train_acc, bar);
-    result.test_accuracy = TestAccuracy(*exec, split.test);
+    result.test_accuracy = TestAccuracy(*exec, model, split.test, o);
     char summary[128];
     std::snprintf(summary, sizeof(summary), "loss %.4f  train acc %.1f%%  test acc %.1f%%", result.train_loss,
                   100 * train_acc.Get(), 100 * result.test_accuracy);
     bar.Finish(summary);
   }
   profile.Stop();
-  if (!o.save_prefix.empty()) SaveModel(model, *exec, o.save_prefix, split.scale);
+  if (!o.save_prefix.empty()) SaveModel(model, *exec, o, split.scale);
   return result;
 }
 

@@ -100,7 +100,11 @@ inline void StoreN(T* out, OpReq req, const T* in, int64_t n) {
 class StagedOutputs {
  public:
   StagedOutputs(const OpContext& ctx, std::span<const OpReq> req, std::span<const TensorView> outputs, bool inplace_ok,
-                std::initializer_list<size_t> extra_bytes = {});
+                std::initializer_list<size_t> extra_bytes = {})
+      : StagedOutputs(ctx, req, outputs, inplace_ok, std::span<const size_t>(extra_bytes.begin(), extra_bytes.size())) {
+  }
+  StagedOutputs(const OpContext& ctx, std::span<const OpReq> req, std::span<const TensorView> outputs, bool inplace_ok,
+                std::span<const size_t> extra_bytes);
   const TensorView& Target(int i) const { return targets_[i]; }
   // Whether anyone reads output i (its req is not kNull).
   bool Needed(int i) const { return req_[i] != OpReq::kNull; }
