@@ -9,8 +9,9 @@
 // Outputs too large to stay in cache (kStreamBytes) and written, not added to, are computed into a
 // tile of their own and then stored with non-temporal (streaming) stores, on x86-64: a plain store
 // first reads each line it misses (a read for ownership), a third of the memory traffic of a
-// chain that reads x and writes y. (On the 8-op chain on 16M floats here: 27.4 ms fused on one
-// thread with plain stores, 24.4 ms streaming, best of 5 runs of 10.)
+// chain that reads x and writes y. (The 8-op chain on 16M floats, one thread, AVX-512 loops, on
+// the 2-core machine weft is developed on: 27.3 ms with plain stores, 24.4 ms streaming, the best
+// of 5 runs of 10.)
 #include <algorithm>
 #include <cstring>
 #include <memory>
