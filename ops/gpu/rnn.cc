@@ -436,6 +436,12 @@ void BackwardWeights(const GpuCall& call, const GpuRnnCall& c, const CallData& d
   if (add) AddInto(call, c.dtype, dw.size(), flat, dw.raw());
 }
 
+// The join after backward data (the file comment says why), counted for tests.
+void JoinBackwardData(const GpuCall& call) {
+  JoinLibraryStreams(call.stream());
+  backward_joins.fetch_add(1, std::memory_order_relaxed);
+}
+
 // Backward data, then the join (the file comment says why), on every path.
 void BackwardData(const GpuCall& call, const GpuRnnCall& c, const CallData& data, std::span<const TensorView> in,
                   std::span<const OpReq> req, std::span<const TensorView> out, const std::vector<void*>& ws,
@@ -455,8 +461,7 @@ void BackwardData(const GpuCall& call, const GpuRnnCall& c, const CallData& data
       in[s.BackwardOutGrad(RnnSlots::kOut)].raw(), data.x, dx, c.plan->h.get(),
       in[s.BackwardInput(RnnSlots::kState)].raw(), dhy, dhx_ptr, c.plan->h.get(), cx, dcy, dcx_ptr,
       c.plan->weight_bytes, weights, c.plan->work_bytes, ws[1], c.plan->reserve_bytes, reserve.raw()));
-  JoinLibraryStreams(call.stream());
-  backward_joins.fetch_add(1, std::memory_order_relaxed);
+  JoinBackwardData(call);
   FinishOutput(call, req[0], &out[0], ws[6]);
   FinishOutput(call, req[RnnSlots::kState], dhx, ws[7]);
   if (dcx) FinishOutput(call, req[s.state_cell], dcx, ws[8]);
