@@ -84,7 +84,7 @@ struct CopyRun {
 };
 
 // Everything a plan depends on.
-using PlanKey = std::tuple<cudnnHandle_t, int, int, int, int64_t, int64_t, int, int, int64_t, int64_t, double>;
+using PlanKey = std::tuple<cudnnHandle_t, int, int, int, int64_t, int64_t, int, int64_t, int64_t, double>;
 
 // A call shape's descriptors and sizes; immutable once built.
 struct RnnPlan {
@@ -183,8 +183,7 @@ const RnnPlan& PlanOf(cudnnHandle_t h, const RnnParam& p, const RnnDims& d, DTyp
                       cudnnDropoutDescriptor_t dropout) {
   static std::mutex mu;                                            // guards plans
   static auto* const plans = new std::map<PlanKey, RnnPlan*>;      // immortal, like the handles
-  const PlanKey key{h,   static_cast<int>(dtype), static_cast<int>(p.mode), d.layers, d.i, d.h, d.dirs, 0,
-                    d.t, d.n,                     p.p};
+  const PlanKey key{h, static_cast<int>(dtype), static_cast<int>(p.mode), d.layers, d.i, d.h, d.dirs, d.t, d.n, p.p};
   {
     std::lock_guard<std::mutex> lock(mu);
     const auto it = plans->find(key);
@@ -421,7 +420,7 @@ void BackwardWeights(const GpuCall& call, const GpuRnnCall& c, const CallData& d
                      OpReq req, const TensorView& dw, const std::vector<void*>& ws) {
   const RnnPlan& plan = *c.plan;
   const RnnSlots& s = c.s;
-  void* space = plan.zero_copy ? dw.raw() : ws[4];
+  void* space = plan.zero_copy ? dw.raw() : ws[3];
   if (!plan.zero_copy || req != OpReq::kAddTo) call.stream().Memset(space, 0, plan.weight_bytes);
   const TensorView& reserve = in[RnnSlots::kBackwardReserve];
   WEFT_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(
@@ -431,7 +430,7 @@ void BackwardWeights(const GpuCall& call, const GpuRnnCall& c, const CallData& d
       reserve.raw()));
   if (plan.zero_copy) return;
   const bool add = req == OpReq::kAddTo;
-  char* flat = static_cast<char*>(add ? ws[5] : dw.raw());
+  char* flat = static_cast<char*>(add ? ws[4] : dw.raw());
   CopyRuns(call, plan, DTypeSize(c.dtype), flat, static_cast<char*>(space), false);
   if (add) AddInto(call, c.dtype, dw.size(), flat, dw.raw());
 }
@@ -452,9 +451,9 @@ void BackwardData(const GpuCall& call, const GpuRnnCall& c, const CallData& data
   const void* dhy = s.state_out < 0 ? nullptr : in[s.BackwardOutGrad(s.state_out)].raw();
   const void* dcy = s.state_cell_out < 0 ? nullptr : in[s.BackwardOutGrad(s.state_cell_out)].raw();
   const void* cx = s.state_cell < 0 ? nullptr : in[s.BackwardInput(s.state_cell)].raw();
-  void* dx = TargetOf(req[0], &out[0], ws[6], true);
-  void* dhx_ptr = TargetOf(req[RnnSlots::kState], dhx, ws[7], false);
-  void* dcx_ptr = dcx ? TargetOf(req[s.state_cell], dcx, ws[8], false) : nullptr;
+  void* dx = TargetOf(req[0], &out[0], ws[5], true);
+  void* dhx_ptr = TargetOf(req[RnnSlots::kState], dhx, ws[6], false);
+  void* dcx_ptr = dcx ? TargetOf(req[s.state_cell], dcx, ws[7], false) : nullptr;
   const TensorView& reserve = in[RnnSlots::kBackwardReserve];
   WEFT_CUDNN_CHECK(cudnnRNNBackwardData_v8(
       call.cudnn(), c.plan->rnn.get(), static_cast<const int32_t*>(ws[2]), data.y, in[RnnSlots::kBackwardOut].raw(),
@@ -462,9 +461,9 @@ void BackwardData(const GpuCall& call, const GpuRnnCall& c, const CallData& data
       in[s.BackwardInput(RnnSlots::kState)].raw(), dhy, dhx_ptr, c.plan->h.get(), cx, dcy, dcx_ptr,
       c.plan->weight_bytes, weights, c.plan->work_bytes, ws[1], c.plan->reserve_bytes, reserve.raw()));
   JoinBackwardData(call);
-  FinishOutput(call, req[0], &out[0], ws[6]);
-  FinishOutput(call, req[RnnSlots::kState], dhx, ws[7]);
-  if (dcx) FinishOutput(call, req[s.state_cell], dcx, ws[8]);
+  FinishOutput(call, req[0], &out[0], ws[5]);
+  FinishOutput(call, req[RnnSlots::kState], dhx, ws[6]);
+  if (dcx) FinishOutput(call, req[s.state_cell], dcx, ws[7]);
 }
 
 // in: _backward_RNN's inputs (rnn_params.h); out: the gradients of data, parameters, the states.
@@ -485,9 +484,11 @@ void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
   const OpReq dw_req = req[RnnSlots::kParams];
   const TensorView* dcx = Optional(out, c.s.state_cell);
   const bool dw_space = dw_req != OpReq::kNull && !plan.zero_copy;
+  // weight space, workspace, device lengths, d_parameters' weight space and flat scratch, then the
+  // scratch of d_data, d_state, d_state_cell (TargetOf).
   const std::vector<void*> ws = call.Workspace(
       {plan.zero_copy ? 0 : plan.weight_bytes, plan.work_bytes, c.d.n * sizeof(int32_t),
-       /*unused*/ 0, dw_space ? plan.weight_bytes : 0, dw_space && dw_req == OpReq::kAddTo ? out[1].bytes() : 0,
+       dw_space ? plan.weight_bytes : 0, dw_space && dw_req == OpReq::kAddTo ? out[1].bytes() : 0,
        ScratchBytes(req[0], &out[0], true), ScratchBytes(req[RnnSlots::kState], &out[RnnSlots::kState], false),
        dcx ? ScratchBytes(req[c.s.state_cell], dcx, false) : 0});
   const void* weights = WeightSpace(call, c, fwd[RnnSlots::kParams], ws[0]);
