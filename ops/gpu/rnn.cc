@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "engine/gpu/stream_join.h"
+#include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/rnn_gpu.h"
 #include "ops/nn/rnn_params.h"
@@ -50,23 +51,9 @@ namespace {
 std::atomic<int64_t> backward_joins{0};
 std::atomic<int64_t> backward_calls{0};
 
-template <typename T, cudnnStatus_t (*kCreate)(T*), cudnnStatus_t (*kDestroy)(T)>
-class Desc {
- public:
-  Desc() { WEFT_CUDNN_CHECK(kCreate(&desc_)); }
-  ~Desc() { kDestroy(desc_); }
-  Desc(const Desc&) = delete;
-  Desc& operator=(const Desc&) = delete;
-  T get() const { return desc_; }
-
- private:
-  T desc_ = nullptr;
-};
-
-using RnnDesc = Desc<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestroyRNNDescriptor>;
-using DataDesc = Desc<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor, cudnnDestroyRNNDataDescriptor>;
-using StateDesc = Desc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
-using DropoutDesc = Desc<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor, cudnnDestroyDropoutDescriptor>;
+using RnnDesc = CudnnDescriptor<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestroyRNNDescriptor>;
+using DataDesc = CudnnDescriptor<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor, cudnnDestroyRNNDataDescriptor>;
+using DropoutDesc = CudnnDescriptor<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor, cudnnDestroyDropoutDescriptor>;
 
 cudnnRNNMode_t CellOf(RnnMode mode) {
   switch (mode) {
@@ -90,7 +77,7 @@ using PlanKey = std::tuple<cudnnHandle_t, int, int, int, int64_t, int64_t, int, 
 struct RnnPlan {
   RnnDesc rnn;
   DataDesc x, y;  // all lengths T (the lengths path builds its own per call)
-  StateDesc h;    // (L*D, N, H)
+  TensorDesc h;    // (L*D, N, H)
   size_t weight_bytes = 0, work_bytes = 0, reserve_bytes = 0;
   std::vector<CopyRun> runs;
   bool zero_copy = false;
@@ -121,7 +108,7 @@ void SetRnn(cudnnRNNDescriptor_t desc, const RnnParam& p, const RnnDims& d, DTyp
 // the start of its weight space.
 std::pair<int64_t, int64_t> SpaceOffsets(cudnnHandle_t h, const RnnPlan& plan, int pseudo, int id, size_t elem) {
   char* const base = reinterpret_cast<char*>(uintptr_t{1} << 30);  // never read: only offsets matter
-  StateDesc m, b;
+  TensorDesc m, b;
   void *m_addr = nullptr, *b_addr = nullptr;
   WEFT_CUDNN_CHECK(cudnnGetRNNWeightParams(h, plan.rnn.get(), pseudo, plan.weight_bytes, base, id, m.get(), &m_addr,
                                            b.get(), &b_addr));
@@ -323,7 +310,7 @@ void CopyRuns(const GpuCall& call, const RnnPlan& plan, size_t elem, char* flat,
 
 // dst += src over n elements of dtype, on the call's stream.
 void AddInto(const GpuCall& call, DType dtype, int64_t n, const void* src, void* dst) {
-  StateDesc desc;
+  TensorDesc desc;
   WEFT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc.get(), CUDNN_TENSOR_NCHW, CudnnType(dtype), 1, 1, 1,
                                               CheckedInt("RNN", n)));
   WEFT_CUDNN_CHECK(cudnnAddTensor(call.cudnn(), One(dtype).get(), desc.get(), src, One(dtype).get(), desc.get(), dst));
