@@ -142,6 +142,17 @@ double CopyMs(int reps) {
   });
 }
 
+// The vector unit the CPU's elementwise loops run on: the clone the loader picks
+// (WEFT_CPU_VECTOR_CLONES, ops/internal/cpu_util.h), by the same test.
+const char* LoopVectors() {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
+  if (__builtin_cpu_supports("avx512f")) return "AVX-512";
+  if (__builtin_cpu_supports("avx2")) return "AVX2";
+#endif
+  return "the build's baseline";
+}
+
 double Gbs(double arrays, double ms) { return arrays * kChainElements * sizeof(float) / ms / 1e6; }
 
 // `format` applied to v, or "n/a" when the peer did not run.
@@ -169,8 +180,8 @@ void ChainRows(int threads, int reps, bool with_peer) {
       with_peer ? bench::RunPeer("bench/torch_fusion_peer.py", std::to_string(threads) + " " + std::to_string(reps) +
                                                                    " " + std::to_string(kChainElements))
                 : nlohmann::json{{"available", false}, {"error", "left out (--peer=0)"}};
-  std::printf("\nthe 8-op chain on %lld float32 (16M), %d thread(s); ", static_cast<long long>(kChainElements),
-              threads);
+  std::printf("\nthe 8-op chain on %lld float32 (16M), %d thread(s), loops on %s; ",
+              static_cast<long long>(kChainElements), threads, LoopVectors());
   if (torch.value("available", false)) {
     std::printf("PyTorch %s, %d thread(s)\n", torch["version"].get<std::string>().c_str(), torch["threads"].get<int>());
   } else {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch side of bench/train_bench: the same MLPs, batch, optimizer and thread count.
+"""The PyTorch side of bench/train_bench: the same MLPs and LSTM, batches, optimizer and thread count.
 
 Usage: torch_train_peer.py THREADS STEPS [ROUNDS]. ms_per_step is the median of ROUNDS (default 1)
 rounds of STEPS steps. Prints one JSON object:
@@ -12,8 +12,10 @@ import resource
 import sys
 import time
 
-NETS = [("mlp 64-256-256-10", [64, 256, 256, 10]), ("mlp 784-1024-1024-10", [784, 1024, 1024, 10])]
+NETS = [("mlp 64-256-256-10", [64, 256, 256, 10]), ("mlp 784-1024-1024-10", [784, 1024, 1024, 10]),
+        ("lstm 2x bidi H128 T32", None)]
 BATCH = 128
+LSTM_STEPS, LSTM_BATCH, LSTM_INPUT, LSTM_HIDDEN = 32, 32, 64, 128
 
 
 def rss_bytes():
@@ -21,18 +23,36 @@ def rss_bytes():
         return int(f.read().split()[1]) * resource.getpagesize()
 
 
-def run(torch, sizes, steps, rounds):
-    before = rss_bytes()
+def mlp(torch, sizes):
     layers = []
     for i in range(len(sizes) - 1):
         layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
         if i + 2 < len(sizes):
             layers.append(torch.nn.ReLU())
-    net = torch.nn.Sequential(*layers)
+    return torch.nn.Sequential(*layers), torch.randn(BATCH, sizes[0]), torch.randint(0, sizes[-1], (BATCH,))
+
+
+def lstm(torch):
+    """A 2-layer bidirectional LSTM (zero initial states) and a dense head on its last step."""
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(LSTM_INPUT, LSTM_HIDDEN, num_layers=2, bidirectional=True)
+            self.fc = torch.nn.Linear(2 * LSTM_HIDDEN, 10)
+
+        def forward(self, x):
+            return self.fc(self.lstm(x)[0][-1])
+
+    x = torch.randn(LSTM_STEPS, LSTM_BATCH, LSTM_INPUT)
+    return Net(), x, torch.randint(0, 10, (LSTM_BATCH,))
+
+
+def run(torch, sizes, steps, rounds):
+    before = rss_bytes()
+    net, x, y = mlp(torch, sizes) if sizes else lstm(torch)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
-    x = torch.randn(BATCH, sizes[0])
-    y = torch.randint(0, sizes[-1], (BATCH,))
 
     def step():
         opt.zero_grad()

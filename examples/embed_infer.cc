@@ -1,9 +1,10 @@
 // embed_infer: the embedding API in a few lines. Loads a saved symbol and its parameters (from
-// train_mlp or train_cnn), classifies the rows of a CSV file, and prints the predictions.
+// train_mlp, train_cnn or train_lstm), classifies the rows of a CSV file, and prints the predictions.
 //
 //   bazel run //examples:train_mlp && bazel run //examples:embed_infer -- --model=mlp --rows=5 [--device=gpu]
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,8 @@
 #include "weft/weft.h"
 
 int main(int argc, char** argv) {
-  examples::Flags flags("embed_infer", "Classifies the rows of a CSV file with a model saved by train_mlp/train_cnn.");
+  examples::Flags flags("embed_infer",
+                        "Classifies the rows of a CSV file with a model saved by train_mlp, train_cnn or train_lstm.");
   flags.AddString("model", "mlp", "prefix of <model>.json and <model>.safetensors");
   flags.AddString("csv", examples::DefaultDigitsPath(argv[0]), "rows of 64 pixels, with or without a label last");
   flags.AddInt("rows", 10, "how many predictions to print");
@@ -35,6 +37,10 @@ int main(int argc, char** argv) {
     weft::Shape shape{n};
     for (int64_t d : sample.dims()) shape.PushBack(d);
     args["data"] = data.Reshape(shape);
+    // Inputs the model holds at zero (an LSTM's initial states), shaped for this many rows.
+    std::istringstream zeros(meta.count("zero_inputs") ? meta["zero_inputs"] : "");
+    const auto shapes = weft::InferArgumentShapes(net.ToGraph(), {{"data", shape}});
+    for (std::string name; std::getline(zeros, name, ',');) (args[name] = weft::NDArray(shapes.at(name))).Fill(0);
 
     const weft::Device device = weft::Device::Parse(flags.GetString("device"));
     examples::ProfileScope profile(flags.GetString("profile"));  // the copies and the forward pass

@@ -195,7 +195,7 @@ Graph BindGraph(const Symbol& symbol, Device device, const Executor::ArrayMap& a
   std::map<std::string, Shape> shapes;
   std::map<std::string, DType> dtypes;
   for (const auto& [name, array] : args) shapes[name] = array.shape(), dtypes[name] = array.dtype();
-  g = InferShapesAndTypes(g, shapes, dtypes);  // a wrong argument is named here, before its gradient
+  g = InferShapesAndTypes(g, shapes, dtypes, device.type);  // a wrong argument is named here, before its gradient
   CheckGradients(g, grad_args, args, arg_grads);
   CheckWriteBacks(g, first_write_back, extension.write_back, args);
   if (GetEnvBool("WEFT_USE_FUSION", true) && CanFuse(device)) g = FusePointwise(g, &fusion);
@@ -221,6 +221,7 @@ std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, co
   exec->outputs_ = exec->impl_->plan.forward_outputs();
   exec->fused_groups_ = fusion.groups;
   exec->fused_nodes_ = fusion.fused_nodes;
+  exec->recomputed_nodes_ = fusion.recomputed;
   return exec;
 }
 
@@ -249,6 +250,7 @@ ExecutorStats Executor::stats() const {
   stats.engine_ops_pushed = impl_->run.stats().engine_ops_pushed;
   stats.fused_groups = fused_groups_;
   stats.fused_nodes = fused_nodes_;
+  stats.recomputed_nodes = recomputed_nodes_;
   return stats;
 }
 

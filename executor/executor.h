@@ -57,6 +57,7 @@ struct ExecutorStats {
   size_t naive_bytes = 0;     // what one buffer per internal entry would need
   size_t fused_groups = 0;    // fused nodes the fusion pass made (passes/fuse_pointwise.h)
   size_t fused_nodes = 0;     // the nodes they replace
+  size_t recomputed_nodes = 0;  // forward nodes the backward recomputes instead of reading (passes/rematerialize.h)
   // Of the run:
   size_t engine_ops_pushed = 0;  // by the last Forward or Backward call
 };
@@ -103,7 +104,7 @@ class Executor {
   std::map<std::string, GradReq> grad_reqs_;
   GraphExtension extension_;
   std::vector<NDArray> outputs_;
-  size_t fused_groups_ = 0, fused_nodes_ = 0;
+  size_t fused_groups_ = 0, fused_nodes_ = 0, recomputed_nodes_ = 0;
 };
 
 }  // namespace weft

@@ -76,13 +76,13 @@ Symbol Symbol::Op(const std::string& op_name, const std::vector<Symbol>& inputs,
     }
     node->inputs.push_back(inputs[i].outputs_[0]);
   }
+  const std::vector<std::string> names = InputNames(op, node->attrs);
   for (int i = static_cast<int>(inputs.size()); i < expected; ++i) {
-    const std::string input =
-        i < static_cast<int>(op.input_names.size()) ? op.input_names[i] : "arg" + std::to_string(i);
+    const std::string input = i < static_cast<int>(names.size()) ? names[i] : "arg" + std::to_string(i);
     node->inputs.push_back(Variable(node->name + "_" + input).outputs_[0]);
   }
   Symbol s;
-  const uint32_t outputs = static_cast<uint32_t>(NumOutputs(op, node->attrs));
+  const uint32_t outputs = static_cast<uint32_t>(NumVisibleOutputs(op, node->attrs));
   for (uint32_t o = 0; o < outputs; ++o) s.outputs_.push_back({node, o});
   return s;
 }

@@ -62,6 +62,10 @@ Op& Op::Inputs(std::vector<std::string> names) {
   input_names = std::move(names);
   return *this;
 }
+Op& Op::Inputs(std::function<std::vector<std::string>(const Attrs&)> names_of) {
+  input_names_of = std::move(names_of);
+  return *this;
+}
 Op& Op::VariadicInputs(CountFn count) {
   num_inputs = std::move(count);
   return *this;
@@ -72,6 +76,10 @@ Op& Op::Outputs(int count) {
 }
 Op& Op::Outputs(CountFn count) {
   num_outputs = std::move(count);
+  return *this;
+}
+Op& Op::VisibleOutputs(CountFn count) {
+  visible_outputs = std::move(count);
   return *this;
 }
 Op& Op::InferShape(ShapeFn fn) {
@@ -191,6 +199,10 @@ void RegisterPrepare(const std::string& name, DeviceType device, PrepareFn fn) {
   SetOnOp(name, [device, fn = std::move(fn)](Op& op) { op.prepare[static_cast<int>(device)] = fn; });
 }
 
+void RegisterDeviceShape(const std::string& name, DeviceType device, DeviceShapeFn fn) {
+  SetOnOp(name, [device, fn = std::move(fn)](Op& op) { op.device_shape[static_cast<int>(device)] = fn; });
+}
+
 std::vector<std::string> UnmatchedComputeRegistrations() {
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
@@ -227,10 +239,19 @@ Attrs ParseAttrs(const Op& op, const AttrMap& attrs) {
 }
 
 int NumInputs(const Op& op, const Attrs& attrs) {
-  return op.num_inputs ? op.num_inputs(attrs) : static_cast<int>(op.input_names.size());
+  if (op.num_inputs) return op.num_inputs(attrs);
+  return static_cast<int>(op.input_names_of ? op.input_names_of(attrs).size() : op.input_names.size());
+}
+
+std::vector<std::string> InputNames(const Op& op, const Attrs& attrs) {
+  return op.input_names_of ? op.input_names_of(attrs) : op.input_names;
 }
 
 int NumOutputs(const Op& op, const Attrs& attrs) { return op.num_outputs ? op.num_outputs(attrs) : 1; }
+
+int NumVisibleOutputs(const Op& op, const Attrs& attrs) {
+  return op.visible_outputs ? op.visible_outputs(attrs) : NumOutputs(op, attrs);
+}
 
 namespace {
 
@@ -242,7 +263,8 @@ std::string ShapeList(const std::vector<Shape>& shapes) {
 
 }  // namespace
 
-std::vector<Shape> InferShapes(const Op& op, const Attrs& attrs, const std::vector<Shape>& inputs) {
+std::vector<Shape> InferShapes(const Op& op, const Attrs& attrs, const std::vector<Shape>& inputs,
+                               std::optional<DeviceType> device) {
   const int expected = NumInputs(op, attrs);
   if (static_cast<int>(inputs.size()) != expected) {
     WEFT_THROW("op '" << op.name << "': expected " << expected << " input(s), found " << inputs.size());
@@ -251,6 +273,8 @@ std::vector<Shape> InferShapes(const Op& op, const Attrs& attrs, const std::vect
   std::vector<Shape> out;
   try {
     out = op.infer_shape(attrs, inputs);
+    const DeviceShapeFn* refine = device ? &op.device_shape[static_cast<int>(*device)] : nullptr;
+    if (refine != nullptr && *refine) (*refine)(attrs, inputs, out);
   } catch (const Error& e) {
     WEFT_THROW(e.what() << " [op '" << op.name << "', input shapes " << ShapeList(inputs) << "]");
   }

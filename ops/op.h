@@ -144,6 +144,11 @@ using ShapeFn = std::function<std::vector<Shape>(const Attrs&, const std::vector
 // a graph's parameter shapes follow from its data shape. Entries already known stay as they are.
 using InputShapeFn = std::function<void(const Attrs&, std::vector<std::optional<Shape>>& inputs)>;
 using TypeFn = std::function<std::vector<DType>(const Attrs&, const std::vector<DType>& inputs)>;
+// For outputs whose size only a device's library knows (the RNN's reserve space: what oneDNN's
+// forward hands its backward on the CPU, cuDNN's reserve on a GPU): given the shapes infer_shape
+// gave, sets those outputs' shapes for calls on that device. It may change no other output.
+using DeviceShapeFn =
+    std::function<void(const Attrs&, const std::vector<Shape>& inputs, std::vector<Shape>& outputs)>;
 using CountFn = std::function<int(const Attrs&)>;
 // How many 32-bit random numbers one call draws, for these inputs and mode (Dropout: one per
 // element in training, none outside it). Declared with the op's compute, where it is true; the
@@ -158,9 +163,14 @@ struct Op {
   std::function<ParsedParams(AttrReader&)> parse;  // default: takes no attributes
   CountFn num_inputs;                              // default: input_names.size()
   CountFn num_outputs;                             // default: 1
+  // The outputs a Symbol shows, the first ones (default: all). The rest are the op's own, for its
+  // backward (the RNN's reserve): entries of the graph, ordered and freed by the engine like any.
+  CountFn visible_outputs;
   std::vector<std::string> input_names;            // fixed names; variadic ops name inputs arg0, arg1, ...
+  std::function<std::vector<std::string>(const Attrs&)> input_names_of;  // names that attributes choose
   ShapeFn infer_shape;                             // required
   InputShapeFn infer_input_shapes;                 // optional (layers with parameters)
+  std::array<DeviceShapeFn, kNumDeviceTypes> device_shape;  // optional, per device
   TypeFn infer_type;                               // default: every output has input 0's dtype
   std::array<ComputeFn, kNumDeviceTypes> compute;
   GradientFn gradient;  // null: no gradient (not differentiable, or a backward op)
@@ -182,9 +192,11 @@ struct Op {
     return *this;
   }
   Op& Inputs(std::vector<std::string> names);
+  Op& Inputs(std::function<std::vector<std::string>(const Attrs&)> names_of);
   Op& VariadicInputs(CountFn count);
   Op& Outputs(int count);
   Op& Outputs(CountFn count);
+  Op& VisibleOutputs(CountFn count);
   Op& InferShape(ShapeFn fn);
   Op& InferType(TypeFn fn);
   Op& InferInputShapes(InputShapeFn fn);
@@ -211,6 +223,8 @@ Op& RegisterOp(const std::string& name);
 void RegisterCompute(const std::string& name, DeviceType device, ComputeFn fn);
 // The same for a bind-time preparation (Op::prepare).
 void RegisterPrepare(const std::string& name, DeviceType device, PrepareFn fn);
+// The same for a device's output shapes (Op::device_shape).
+void RegisterDeviceShape(const std::string& name, DeviceType device, DeviceShapeFn fn);
 // Names given to RegisterCompute or RegisterPrepare that no op was registered under (a typo in a
 // GPU file).
 std::vector<std::string> UnmatchedComputeRegistrations();
@@ -220,11 +234,17 @@ std::vector<std::string> ListOps();
 
 // Parses `attrs` for `op`: typed, validated, and every attribute must be one the op reads.
 Attrs ParseAttrs(const Op& op, const AttrMap& attrs);
-// Shape and type inference with the op's checks, and errors that name the op and the shapes.
-std::vector<Shape> InferShapes(const Op& op, const Attrs& attrs, const std::vector<Shape>& inputs);
+// Shape and type inference with the op's checks, and errors that name the op and the shapes. With
+// `device`, the shapes of a call on that device (Op::device_shape); without, the device-neutral
+// ones, which are enough for everything but allocating such an op's own outputs.
+std::vector<Shape> InferShapes(const Op& op, const Attrs& attrs, const std::vector<Shape>& inputs,
+                               std::optional<DeviceType> device = std::nullopt);
 std::vector<DType> InferTypes(const Op& op, const Attrs& attrs, const std::vector<DType>& inputs);
 int NumInputs(const Op& op, const Attrs& attrs);
 int NumOutputs(const Op& op, const Attrs& attrs);
+// The inputs' names (Op::input_names_of, else Op::input_names; variadic ops may name fewer).
+std::vector<std::string> InputNames(const Op& op, const Attrs& attrs);
+int NumVisibleOutputs(const Op& op, const Attrs& attrs);
 
 }  // namespace weft
 

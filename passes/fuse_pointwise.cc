@@ -7,40 +7,12 @@
 
 #include "core/error.h"
 #include "ops/fusion/fused_group.h"
+#include "passes/fusable.h"
+#include "passes/rematerialize.h"
 
 namespace weft {
 
 namespace {
-
-bool FloatType(DType t) { return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kBFloat16; }
-
-// Whether the input at `pos` of a node of `kind` is read as data (not only for shape or dtype).
-bool IsDataInput(PointwiseKind kind, size_t pos) {
-  return pos == 0 || (kind != PointwiseKind::kCast && kind != PointwiseKind::kReshape);
-}
-
-// The element count of node n's outputs when n can be a member of a group, else -1.
-int64_t FusableSize(const Graph& g, uint32_t n) {
-  const Node& node = g.node(n);
-  if (node.is_variable()) return -1;
-  const Op& op = *node.op;
-  const PointwiseKind kind = op.pointwise.kind;
-  if (kind == PointwiseKind::kNone || kind == PointwiseKind::kUpdate) return -1;
-  if (op.random || op.stateful || !op.mutate_inputs.empty()) return -1;
-  const int64_t size = g.shapes()[g.EntryId({n, 0})].Size();
-  for (uint32_t o = 0; o < g.num_outputs(n); ++o) {
-    const uint32_t e = g.EntryId({n, o});
-    if (g.shapes()[e].Size() != size || !FloatType(g.dtypes()[e])) return -1;
-  }
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    if (!IsDataInput(kind, i)) continue;
-    const uint32_t e = g.EntryId(node.inputs[i]);
-    if (!FloatType(g.dtypes()[e])) return -1;
-    const int64_t in = g.shapes()[e].Size();
-    if (in != size && !(kind == PointwiseKind::kBinary && in < size)) return -1;
-  }
-  return size > 0 ? size : -1;
-}
 
 // A set of group ids, at most kReachCap of them; past that, "any group" (saturated).
 struct GroupSet {
@@ -441,9 +413,13 @@ Graph Rewriter::Finish() {
 
 Graph FusePointwise(const Graph& graph, FusionStats* stats) {
   WEFT_CHECK(graph.has_types()) << "fusion: run shape and type inference first";
-  Partition partition(graph);
+  size_t recomputed = 0;
+  const Graph g = Rematerialize(graph, &recomputed);
+  Partition partition(g);
   partition.Run();
-  return Rewriter(graph, partition).Run(stats);
+  Graph fused = Rewriter(g, partition).Run(stats);
+  if (stats != nullptr) stats->recomputed = recomputed;
+  return fused;
 }
 
 }  // namespace weft

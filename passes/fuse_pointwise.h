@@ -12,6 +12,8 @@
 // so it is linear in the graph's size. Groups that grow after an outside node read them can still
 // meet in a cycle of the condensed graph; the rewrite finds those (one pass over the strongly
 // connected components, only when its topological sort fails) and splits the groups on them back.
+// Before it partitions, the pass lets backward ops recompute cheap forward values instead of
+// reading them (passes/rematerialize.h).
 //
 //   Graph fused = FusePointwise(typed);   // typed.has_types()
 //   FusionStats stats;  FusePointwise(typed, &stats);   // stats.groups, stats.fused_nodes
@@ -26,6 +28,7 @@ namespace weft {
 struct FusionStats {
   size_t groups = 0;       // fused nodes made
   size_t fused_nodes = 0;  // unfused nodes they replace
+  size_t recomputed = 0;   // forward nodes copied into the backward phase (passes/rematerialize.h)
 };
 
 inline constexpr size_t kReachCap = 32;

@@ -19,8 +19,14 @@ const NodeEntry* HeadGradOutput(const Graph& g, uint32_t n) {
 
 class Inference {
  public:
-  Inference(const Graph& g, const std::map<std::string, Shape>& shapes, const std::map<std::string, DType>& dtypes)
-      : g_(g), given_(shapes), dtypes_(dtypes), s_(g.num_entries()), t_(g.num_entries(), DType::kFloat32) {}
+  Inference(const Graph& g, const std::map<std::string, Shape>& shapes, const std::map<std::string, DType>& dtypes,
+            std::optional<DeviceType> device)
+      : g_(g),
+        given_(shapes),
+        dtypes_(dtypes),
+        device_(device),
+        s_(g.num_entries()),
+        t_(g.num_entries(), DType::kFloat32) {}
 
   void Run() {
     for (uint32_t n = 0; n < g_.nodes().size(); ++n) {
@@ -87,7 +93,7 @@ class Inference {
     std::vector<Shape> out_shapes;
     std::vector<DType> out_types;
     try {
-      out_shapes = InferShapes(*node.op, node.attrs, in_shapes);
+      out_shapes = InferShapes(*node.op, node.attrs, in_shapes, device_);
       out_types = InferTypes(*node.op, node.attrs, in_types);
     } catch (const Error& e) {
       std::ostringstream inputs;
@@ -106,6 +112,7 @@ class Inference {
   const Graph& g_;
   const std::map<std::string, Shape> given_;  // copies: callers may pass temporaries
   const std::map<std::string, DType> dtypes_;
+  const std::optional<DeviceType> device_;
   std::vector<std::optional<Shape>> s_;  // per entry
   std::vector<DType> t_;                 // per entry
 };
@@ -113,14 +120,14 @@ class Inference {
 }  // namespace
 
 Graph InferShapesAndTypes(const Graph& g, const std::map<std::string, Shape>& shapes,
-                          const std::map<std::string, DType>& dtypes) {
-  Inference inference(g, shapes, dtypes);
+                          const std::map<std::string, DType>& dtypes, std::optional<DeviceType> device) {
+  Inference inference(g, shapes, dtypes, device);
   inference.Run();
   return g.WithTypes(inference.shapes(), inference.dtypes());
 }
 
 std::map<std::string, Shape> InferArgumentShapes(const Graph& g, const std::map<std::string, Shape>& shapes) {
-  Inference inference(g, shapes, {});
+  Inference inference(g, shapes, {}, std::nullopt);
   inference.Run();
   return inference.ArgumentShapes();
 }

@@ -7,17 +7,21 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
+#include "core/device.h"
 #include "graph/graph.h"
 
 namespace weft {
 
 // Arguments missing from `dtypes` are float32. An argument missing from `shapes` takes the shape
 // its reader's op derives for it (a layer's weight and bias from its data); otherwise the error
-// names the argument and the node.
+// names the argument and the node. With `device`, the shapes of a graph bound to that device
+// (outputs an op sizes per device: Op::device_shape); without, the device-neutral ones.
 Graph InferShapesAndTypes(const Graph& graph, const std::map<std::string, Shape>& shapes,
-                          const std::map<std::string, DType>& dtypes = {});
+                          const std::map<std::string, DType>& dtypes = {},
+                          std::optional<DeviceType> device = std::nullopt);
 
 // Every argument's shape, from the shapes given (typically just the data's).
 std::map<std::string, Shape> InferArgumentShapes(const Graph& graph, const std::map<std::string, Shape>& shapes);

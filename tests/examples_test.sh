@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The training examples end to end: train_mlp reaches 90% test accuracy on the digits in a few
-# epochs and saves its model; embed_infer loads it and classifies; train_cnn trains too; --profile
+# epochs and saves its model; embed_infer loads it and classifies; train_cnn trains too;
+# train_lstm (a bidirectional LSTM reading the rows) reaches 95% and embed_infer classifies with
+# its model (whose initial states it makes as zeros); --profile
 # writes a trace; bad flags and bad files are clear errors. With pointwise fusion on and off
 # (WEFT_USE_FUSION), train_mlp reaches the README's 97.5% with the same loss and accuracies every
 # epoch (on the CPU a fused group computes what its ops compute, bit for bit).
 set -euo pipefail
-mlp="$1"; cnn="$2"; infer="$3"; data="$4"
+mlp="$1"; cnn="$2"; infer="$3"; data="$4"; lstm="$5"
 prefix="$TEST_TMPDIR/mlp"
 
 out=$("$mlp" --data="$data" --epochs=6 --save_prefix="$prefix")
@@ -39,6 +41,20 @@ out=$("$cnn" --data="$data" --epochs=4 --save_prefix="")
 acc=$(echo "$out" | sed -n 's/^final test accuracy \([0-9.]*\)%/\1/p')
 awk -v a="$acc" 'BEGIN { exit !(a >= 85.0) }' || { echo "FAIL: train_cnn reached $acc% < 85%"; exit 1; }
 
+# train_lstm: the digits row by row through a bidirectional LSTM, 95% at least; embed_infer with it.
+lprefix="$TEST_TMPDIR/lstm"
+out=$("$lstm" --data="$data" --save_prefix="$lprefix")
+echo "$out"
+acc=$(echo "$out" | sed -n 's/^final test accuracy \([0-9.]*\)%/\1/p')
+awk -v a="$acc" 'BEGIN { exit !(a >= 95.0) }' || { echo "FAIL: train_lstm reached $acc% < 95%"; exit 1; }
+echo "$out" | grep -q "epoch 15/15 \[=*\] 23/23" || { echo "FAIL: no progress bar line from train_lstm"; exit 1; }
+[ -s "$lprefix.safetensors" ] && [ -s "$lprefix.json" ] || { echo "FAIL: train_lstm's model not saved"; exit 1; }
+grep -q '"op": *"RNN"' "$lprefix.json" || { echo "FAIL: no RNN node in lstm.json"; exit 1; }
+out=$("$infer" --model="$lprefix" --csv="$data" --rows=2)
+echo "$out"
+correct=$(echo "$out" | sed -n 's/^\([0-9]*\) of 1797 rows.*/\1/p')
+[ "${correct:-0}" -ge 1707 ] || { echo "FAIL: embed_infer --model=lstm got $correct of 1797 right"; exit 1; }
+
 # --profile: a Chrome trace of the training, with the ops' spans and the CPU pool's memory.
 trace="$TEST_TMPDIR/mlp_trace.json"
 out=$("$mlp" --data="$data" --epochs=1 --save_prefix="" --profile="$trace")
@@ -51,7 +67,7 @@ fi
 echo "$err" | grep -q "cannot write the trace to '$TEST_TMPDIR/none/trace.json'" || { echo "FAIL: unclear error: $err"; exit 1; }
 
 # --help on every example.
-for bin in "$mlp" "$cnn" "$infer"; do
+for bin in "$mlp" "$cnn" "$infer" "$lstm"; do
   "$bin" --help | grep -q "^usage: " || { echo "FAIL: $bin --help"; exit 1; }
 done
 

@@ -51,6 +51,8 @@ const std::map<std::string, AttrMap>& ExampleAttrs() {
         {"Pooling", {{"kernel", "(2, 2)"}}},
         {"_backward_Pooling", {{"kernel", "(2, 2)"}}},
         {"Embedding", {{"input_dim", "5"}, {"output_dim", "3"}}},
+        {"RNN", {{"mode", "lstm"}, {"state_size", "4"}}},
+        {"_backward_RNN", {{"mode", "lstm"}, {"state_size", "4"}}},
         {"_backward_Embedding", {{"input_dim", "5"}, {"output_dim", "3"}}},
         {"Cast", {{"dtype", "float64"}}},
         {"reshape", {{"shape", "(-1,)"}}},

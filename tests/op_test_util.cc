@@ -69,6 +69,23 @@ void ExpectClose(const Values& got, const Values& want, double tol, const std::s
 
 std::string Name(const OpCase& c) { return c.name.empty() ? c.op : c.name; }
 
+// The outputs the reference gives: the visible ones. The others are the op's own (the RNN's
+// reserve): written with kWrite, never compared, and given zero gradients.
+size_t Visible(const OpCase& c) {
+  const Op& op = GetOp(c.op);
+  return static_cast<size_t>(NumVisibleOutputs(op, ParseAttrs(op, c.attrs)));
+}
+
+// The request for output o when the visible ones get `req`.
+OpReq RequestFor(const OpCase& c, size_t o, OpReq req) { return o < Visible(c) ? req : OpReq::kWrite; }
+
+// A zero gradient for a hidden output.
+NDArray Zeros(const NDArray& like) {
+  NDArray z(like.shape(), like.device(), like.dtype());
+  z.Fill(0);
+  return z;
+}
+
 void CheckForward(const OpCase& c, const Inputs& in) {
   // The reference sees the inputs as float32 would hold them.
   Inputs rounded = in;
@@ -76,22 +93,22 @@ void CheckForward(const OpCase& c, const Inputs& in) {
     for (double& x : v) x = static_cast<float>(x);
   const Outputs want = c.reference(rounded);
   std::vector<NDArray> outputs = Invoke(c.op, ToArrays<float>(in, c.input_shapes), c.attrs, {.is_train = c.is_train});
-  ASSERT_EQ(outputs.size(), want.size()) << Name(c) << ": output count";
-  for (size_t o = 0; o < outputs.size(); ++o) {
+  ASSERT_EQ(Visible(c), want.size()) << Name(c) << ": output count";
+  for (size_t o = 0; o < want.size(); ++o) {
     ExpectClose(ToValues(outputs[o]), want[o], c.tolerance, Name(c) + " forward output " + std::to_string(o));
   }
   // req kAddTo: start from known values, expect them plus the result.
   std::vector<NDArray> acc;
   std::vector<Values> before;
-  for (const NDArray& o : outputs) {
-    NDArray a(o.shape(), o.device(), o.dtype());
-    a.FillUniform(-1, 1);
-    before.push_back(ToValues(a));
+  std::vector<OpReq> reqs;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    NDArray a(outputs[o].shape(), outputs[o].device(), outputs[o].dtype());
+    reqs.push_back(RequestFor(c, o, OpReq::kAddTo));
+    if (o < want.size()) a.FillUniform(-1, 1), before.push_back(ToValues(a));
     acc.push_back(a);
   }
-  Invoke(c.op, ToArrays<float>(in, c.input_shapes), c.attrs,
-         {.outputs = acc, .req = std::vector<OpReq>(acc.size(), OpReq::kAddTo), .is_train = c.is_train});
-  for (size_t o = 0; o < acc.size(); ++o) {
+  Invoke(c.op, ToArrays<float>(in, c.input_shapes), c.attrs, {.outputs = acc, .req = reqs, .is_train = c.is_train});
+  for (size_t o = 0; o < want.size(); ++o) {
     Values expected = want[o];
     for (size_t k = 0; k < expected.size(); ++k) expected[k] += before[o][k];
     ExpectClose(ToValues(acc[o]), expected, c.tolerance, Name(c) + " forward req=add output " + std::to_string(o));
@@ -102,7 +119,7 @@ void CheckForward(const OpCase& c, const Inputs& in) {
 double Loss(const OpCase& c, const Inputs& in, const Outputs& weights) {
   std::vector<NDArray> outputs = Invoke(c.op, ToArrays<double>(in, c.input_shapes), c.attrs, {.is_train = c.is_train});
   double loss = 0;
-  for (size_t o = 0; o < outputs.size(); ++o) {
+  for (size_t o = 0; o < Visible(c); ++o) {
     Values v = ToValues(outputs[o]);
     for (size_t k = 0; k < v.size(); ++k) loss += weights[o][k] * v[k];
   }
@@ -138,9 +155,13 @@ void CheckGradient(const OpCase& c, const Inputs& in) {
   std::mt19937_64 rng(7);
   Outputs weights;
   std::vector<NDArray> out_grads;
-  for (const NDArray& o : outputs) {
-    weights.push_back(DefaultInit(rng, static_cast<size_t>(o.size())));
-    out_grads.push_back(ArrayOf(weights.back(), o.shape(), o.dtype(), Device::Cpu()));
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (o >= Visible(c)) {
+      out_grads.push_back(Zeros(outputs[o]));
+      continue;
+    }
+    weights.push_back(DefaultInit(rng, static_cast<size_t>(outputs[o].size())));
+    out_grads.push_back(ArrayOf(weights.back(), outputs[o].shape(), outputs[o].dtype(), Device::Cpu()));
   }
   for (OpReq req : {OpReq::kWrite, OpReq::kAddTo}) {
     std::vector<NDArray> grads;
@@ -175,16 +196,21 @@ std::vector<Values> ForwardOn(const OpCase& c, const Inputs& in, Device device, 
   if (req == OpReq::kAddTo) {
     const Op& op = GetOp(c.op);
     const Attrs attrs = ParseAttrs(op, c.attrs);
-    const std::vector<Shape> shapes = InferShapes(op, attrs, c.input_shapes);
+    const std::vector<Shape> shapes = InferShapes(op, attrs, c.input_shapes, device.type);
     const std::vector<DType> types = InferTypes(op, attrs, std::vector<DType>(c.input_shapes.size(), DType::kFloat32));
-    for (size_t o = 0; o < start.size(); ++o) outputs.push_back(ArrayOf(start[o], shapes[o], types[o], device));
+    std::vector<OpReq> reqs;
+    for (size_t o = 0; o < shapes.size(); ++o) {
+      outputs.push_back(o < start.size() ? ArrayOf(start[o], shapes[o], types[o], device)
+                                         : NDArray(shapes[o], device, types[o]));
+      reqs.push_back(RequestFor(c, o, req));
+    }
     Invoke(c.op, ToArrays<float>(in, c.input_shapes, device), c.attrs,
-           {.outputs = outputs, .req = std::vector<OpReq>(outputs.size(), req), .is_train = c.is_train});
+           {.outputs = outputs, .req = reqs, .is_train = c.is_train});
   } else {
     outputs = Invoke(c.op, ToArrays<float>(in, c.input_shapes, device), c.attrs, {.is_train = c.is_train});
   }
   std::vector<Values> values;
-  for (const NDArray& o : outputs) values.push_back(ToValues(o));
+  for (size_t o = 0; o < Visible(c); ++o) values.push_back(ToValues(outputs[o]));
   return values;
 }
 
@@ -224,7 +250,8 @@ std::vector<Values> GradientOn(const OpCase& c, const Inputs& in, const Outputs&
   std::vector<NDArray> outputs = Invoke(op, attrs, inputs, {.is_train = c.is_train});
   std::vector<NDArray> out_grads, grads;
   for (size_t o = 0; o < outputs.size(); ++o) {
-    out_grads.push_back(ArrayOf(weights[o], outputs[o].shape(), outputs[o].dtype(), device));
+    out_grads.push_back(o < weights.size() ? ArrayOf(weights[o], outputs[o].shape(), outputs[o].dtype(), device)
+                                           : Zeros(outputs[o]));
   }
   std::vector<OpReq> reqs;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -241,9 +268,8 @@ std::vector<Values> GradientOn(const OpCase& c, const Inputs& in, const Outputs&
 void CheckGradientOnGpu(const OpCase& c, const Inputs& in, Device gpu) {
   std::mt19937_64 rng(7);
   Outputs weights;
-  for (const Shape& s : InferShapes(GetOp(c.op), ParseAttrs(GetOp(c.op), c.attrs), c.input_shapes)) {
-    weights.push_back(DefaultInit(rng, static_cast<size_t>(s.Size())));
-  }
+  const std::vector<Shape> shapes = InferShapes(GetOp(c.op), ParseAttrs(GetOp(c.op), c.attrs), c.input_shapes);
+  for (size_t o = 0; o < Visible(c); ++o) weights.push_back(DefaultInit(rng, static_cast<size_t>(shapes[o].Size())));
   for (OpReq req : {OpReq::kWrite, OpReq::kAddTo}) {
     const std::vector<Values> cpu = GradientOn(c, in, weights, Device::Cpu(), req);
     const std::vector<Values> got = GradientOn(c, in, weights, gpu, req);

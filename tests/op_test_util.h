@@ -14,7 +14,9 @@
 //      kGpuTolerance), with req kWrite and kAddTo;
 //   2. (differentiable ops) the gradient rule's backward ops on the GPU against the same ops on
 //      the CPU, with the gradient requests kWrite and kAddTo, within kGpuTolerance.
-// Random ops draw the same numbers on both (the same seed before each).
+// Random ops draw the same numbers on both (the same seed before each). An op's hidden outputs
+// (those after Op::visible_outputs: the RNN's reserve) are its own: the reference gives only the
+// visible ones, the hidden ones are written with kWrite, never compared, and get zero gradients.
 //
 // Every op a case ran on TestDevice() is recorded (CoveredOps): tests/op_coverage_test.cc links
 // every ops test file into one binary per device and checks, after all of them, that every op

@@ -544,6 +544,7 @@ struct Coverage {
   int graphs = 0, fused = 0, backward_fused = 0, with_backward = 0;
   int broadcast_in_two_frames = 0, output_read_inside = 0, several_outputs = 0;
   int reshape_inside = 0, cast_inside = 0, add_n_inside = 0, several_tiles = 0;
+  int recomputed = 0;  // graphs whose backward recomputes forward values (passes/rematerialize.h)
   std::set<std::string> ops_drawn, act_types_drawn;
   std::vector<std::string> pass_errors;  // graphs the fusion pass (or the gradient) threw on
 
@@ -586,8 +587,9 @@ void Coverage::Add(const RandomGraph& rg) {
     if (n.op->name == "Activation") act_types_drawn.insert(n.attrs.raw().at("act_type"));
   }
   Graph g;
+  FusionStats stats;
   try {
-    g = FusedAsBound(rg, nullptr);
+    g = FusedAsBound(rg, &stats);
   } catch (const Error& e) {
     pass_errors.push_back("graph " + std::to_string(graphs - 1) + ": " + e.what());
     return;
@@ -606,6 +608,7 @@ void Coverage::Add(const RandomGraph& rg) {
     if (HasStep(group, PointwiseKind::kAddN)) seen.insert("add_n");
     if (group.size > 4096) seen.insert("tiles");
   }
+  recomputed += stats.recomputed > 0;
   fused += seen.count("fused"), backward_fused += seen.count("backward");
   broadcast_in_two_frames += seen.count("frames"), output_read_inside += seen.count("read");
   several_outputs += seen.count("outputs"), reshape_inside += seen.count("reshape");
@@ -749,6 +752,7 @@ TEST(FusionPropertyGraphs, TheRandomGraphsCoverWhatFusionMustHandle) {
   EXPECT_GE(c.cast_inside, 150);
   EXPECT_GE(c.add_n_inside, 300);
   EXPECT_GE(c.several_tiles, 40);
+  EXPECT_GE(c.recomputed, c.with_backward / 2);
   for (PointwiseKind kind : {PointwiseKind::kUnary, PointwiseKind::kBinary, PointwiseKind::kAddN, PointwiseKind::kCast,
                              PointwiseKind::kReshape}) {
     for (const std::string& op : ForwardPointwiseOps(kind))
@@ -757,9 +761,10 @@ TEST(FusionPropertyGraphs, TheRandomGraphsCoverWhatFusionMustHandle) {
   for (const std::string& act : ActTypes()) EXPECT_TRUE(c.act_types_drawn.count(act)) << "act_type " << act;
   std::printf(
       "of %d graphs: %d fused (%d of %d with backward fused); groups with a broadcast input in two frames %d, "
-      "an output read inside %d, several outputs %d, a reshape %d, a cast %d, add_n %d, several tiles %d\n",
+      "an output read inside %d, several outputs %d, a reshape %d, a cast %d, add_n %d, several tiles %d; "
+      "backward recomputing forward values %d\n",
       c.graphs, c.fused, c.backward_fused, c.with_backward, c.broadcast_in_two_frames, c.output_read_inside,
-      c.several_outputs, c.reshape_inside, c.cast_inside, c.add_n_inside, c.several_tiles);
+      c.several_outputs, c.reshape_inside, c.cast_inside, c.add_n_inside, c.several_tiles, c.recomputed);
 }
 
 // ---- Graphs the random ones found, kept as they were minimized -----------------------------

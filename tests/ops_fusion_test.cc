@@ -88,10 +88,43 @@ TEST(FusionPass, ForwardAndBackwardGroupsAreKeptApart) {
   ASSERT_GE(groups.size(), 2u);
   bool saw_forward = false, saw_backward = false;
   for (const FusedGroup* group : groups) {
-    for (const FusedGroup::Step& s : group->steps) EXPECT_EQ(backward.at(s.name), group->backward) << s.name;
+    for (const FusedGroup::Step& s : group->steps) {
+      const bool recomputed = s.name.ends_with("_recomputed");  // a forward op copied into the backward
+      EXPECT_EQ(recomputed || backward.at(s.name), group->backward) << s.name;
+    }
     (group->backward ? saw_backward : saw_forward) = true;
   }
   EXPECT_TRUE(saw_forward && saw_backward);
+}
+
+// The gradient of the chain (as a loss under sum, and with a head gradient as gpu_bench binds
+// it): its backward group recomputes the chain's values from x instead of reading them, so the
+// forward group stores only its result and the backward reads x and dy and writes dx.
+TEST(FusionPass, TheBackwardRecomputesTheChainInsteadOfReadingIt) {
+  for (const Symbol& y : {Op1("sum", Chain(Var("x"))), Chain(Var("x"))}) {
+    Graph g = y.ToGraph();
+    g = InferShapesAndTypes(Gradient(g, g.ArgumentNodes()), {{"x", Shape{64}}});
+    FusionStats stats;
+    const Graph fused = FusePointwise(g, &stats);
+    EXPECT_EQ(stats.recomputed, 8u) << "every op of the chain (backward ops read their inputs and outputs)";
+    const std::vector<std::shared_ptr<const FusedGroup>> groups = FusedGroupsOf(fused);
+    ASSERT_EQ(groups.size(), 2u);
+    EXPECT_FALSE(groups[0]->backward);
+    EXPECT_EQ(groups[0]->outputs.size(), 1u) << "the chain's intermediate values stay inside it";
+    EXPECT_TRUE(groups[1]->backward);
+    EXPECT_EQ(groups[1]->num_inputs, 2u) << "x and dy";
+    EXPECT_EQ(groups[1]->outputs.size(), 1u) << groups[1]->label;
+  }
+}
+
+// Recomputing stops at a value computed from more than two full-size entries: reading it once is
+// cheaper than reading them all again.
+TEST(FusionPass, AValueOfThreeFullSizeInputsIsReadNotRecomputed) {
+  Graph g = Op1("sum", Op1("sigmoid", Op2("add", Op2("mul", Var("a"), Var("b")), Var("c")))).ToGraph();
+  g = InferShapesAndTypes(Gradient(g, g.ArgumentNodes()), {{"a", Shape{8}}, {"b", Shape{8}}, {"c", Shape{8}}});
+  FusionStats stats;
+  FusePointwise(g, &stats);
+  EXPECT_EQ(stats.recomputed, 1u) << "mul (of a and b) is recomputed for add's backward; sigmoid (of a, b, c) is not";
 }
 
 // Outputs and gradients of one bound run.
@@ -154,6 +187,14 @@ void ExpectFusedEqualsUnfused(const Symbol& s, const std::map<std::string, Shape
 
 TEST(Fusion, TheChainComputesWhatTheUnfusedOpsCompute) {
   ExpectFusedEqualsUnfused(Op1("sum", Chain(Var("x"))), {{"x", Shape{1000, 37}}}, "chain");
+}
+
+// Outputs of 8 MiB and more, written (not added to), are computed into a tile of their own and
+// then stored streaming on the CPU (ops/cpu/fused_pointwise.cc): the chain's value and, in
+// training, the values the backward group reads, over a last tile that is not full.
+TEST(Fusion, LargeOutputsComputeWhatTheUnfusedOpsCompute) {
+  const Symbol y = Chain(Var("x"));
+  ExpectFusedEqualsUnfused(Symbol::Group({Op1("sum", y), y}), {{"x", Shape{2049, 1024}}}, "large chain");
 }
 
 // A layer's epilogue: bias broadcast along rows, GELU, a residual, and a second output.

@@ -49,16 +49,16 @@ Device CallDevice(const Op& op, std::span<const NDArray> inputs, std::span<const
   WEFT_THROW("op '" << op.name << "' has no inputs: pass its outputs to say which device it runs on");
 }
 
-// The output shapes and dtypes the op infers for these inputs.
-void InferOutputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs, std::vector<Shape>& shapes,
-                  std::vector<DType>& types) {
+// The output shapes and dtypes the op infers for these inputs on `device`.
+void InferOutputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs, Device device,
+                  std::vector<Shape>& shapes, std::vector<DType>& types) {
   // Reused per thread: a call on a hot path should not allocate for its own bookkeeping.
   thread_local std::vector<Shape> in_shapes;
   thread_local std::vector<DType> in_types;
   in_shapes.clear();
   in_types.clear();
   for (const NDArray& a : inputs) in_shapes.push_back(a.shape()), in_types.push_back(a.dtype());
-  shapes = InferShapes(op, attrs, in_shapes);
+  shapes = InferShapes(op, attrs, in_shapes, device.type);
   types = InferTypes(op, attrs, in_types);
 }
 
@@ -66,7 +66,7 @@ void CheckOutputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inp
                   Device device) {
   thread_local std::vector<Shape> shapes;
   thread_local std::vector<DType> types;
-  InferOutputs(op, attrs, inputs, shapes, types);
+  InferOutputs(op, attrs, inputs, device, shapes, types);
   if (outputs.size() != shapes.size()) {
     WEFT_THROW("op '" << op.name << "': expected " << shapes.size() << " output array(s), found " << outputs.size());
   }
@@ -143,7 +143,7 @@ std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<
   ComputeFor(op, device);
   std::vector<Shape> shapes;
   std::vector<DType> types;
-  InferOutputs(op, attrs, inputs, shapes, types);
+  InferOutputs(op, attrs, inputs, device, shapes, types);
   std::vector<NDArray> outputs;
   for (size_t i = 0; i < shapes.size(); ++i) outputs.emplace_back(shapes[i], device, types[i]);
   Push(op, attrs, device, inputs, outputs, Requests(op, inputs, outputs, options.req), options.is_train);

@@ -78,7 +78,7 @@ void InvokeBackward(const Op& op, const Attrs& attrs, const std::vector<NDArray>
     std::vector<Shape> shapes;
     std::vector<DType> types;
     for (const NDArray& a : node_inputs) shapes.push_back(a.shape()), types.push_back(a.dtype());
-    const std::vector<Shape> out_shapes = InferShapes(node_op, node_attrs, shapes);
+    const std::vector<Shape> out_shapes = InferShapes(node_op, node_attrs, shapes, node_inputs.at(0).device().type);
     const std::vector<DType> out_types = InferTypes(node_op, node_attrs, types);
     for (int o = 0; o < static_cast<int>(out_shapes.size()); ++o) {
       auto it = targets.find({static_cast<int>(n), o});

@@ -159,7 +159,7 @@ void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
       continue;
     }
     params_arrays_[name] = NDArray(shape, d);
-    init.Initialize(name, params_arrays_[name]);
+    if (!options_.initialize || !options_.initialize(name, params_arrays_[name])) init.Initialize(name, params_arrays_[name]);
     grads_[name] = NDArray(shape, d);
     for (const std::string& s : states_) {
       NDArray& state = state_arrays_[name + "." + s] = NDArray(shape, d);
@@ -202,7 +202,7 @@ void Trainer::Step() {
   steps_ = t;
 }
 
-void Trainer::CheckBatch(const ArrayMap& batch) const {
+void Trainer::CheckBatch(const ArrayMap& batch, bool complete) const {
   for (const auto& [name, array] : batch) {
     const NDArray& bound = Find(data_, "data input", name);
     if (array.is_none() || array.shape() != bound.shape()) {
@@ -211,7 +211,7 @@ void Trainer::CheckBatch(const ArrayMap& batch) const {
     }
   }
   for (const std::string& name : inputs_) {
-    if (batch.count(name) == 0) {
+    if (complete && batch.count(name) == 0) {
       WEFT_THROW("Trainer: the batch has no data input '" << Abbreviate(name) << "'; expected "
                                                           << QuotedList(inputs_));
     }
@@ -219,7 +219,7 @@ void Trainer::CheckBatch(const ArrayMap& batch) const {
 }
 
 void Trainer::Step(const ArrayMap& batch) {
-  CheckBatch(batch);
+  CheckBatch(batch, /*complete=*/true);
   for (const auto& [name, array] : batch) array.CopyTo(data_.at(name));
   Step();
 }
@@ -233,7 +233,12 @@ Trainer::ArrayMap Trainer::ArraysOf(const DataBatch& batch, const std::vector<st
   return arrays;
 }
 
-void Trainer::Step(const DataBatch& batch) { Step(ArraysOf(batch, inputs_)); }
+void Trainer::Step(const DataBatch& batch) {
+  const ArrayMap arrays = ArraysOf(batch, inputs_);
+  CheckBatch(arrays, /*complete=*/false);
+  for (const auto& [name, array] : arrays) array.CopyTo(data_.at(name));
+  Step();
+}
 
 const std::vector<NDArray>& Trainer::outputs() const { return exec_->outputs(); }
 

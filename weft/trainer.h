@@ -42,6 +42,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -67,6 +68,10 @@ struct TrainerOptions {
   // The inference graph of Predict and Evaluate, over the loss's parameters (a classifier's
   // probabilities); a symbol with no outputs (the default): the loss symbol itself.
   Symbol predict;
+  // A model's own initialization of some parameters (PyTorch's for an LSTM, say): called for each
+  // parameter in name order; a parameter it fills (it returns true) is left alone by the trainer's
+  // initializer. Empty: the initializer fills them all.
+  std::function<bool(const std::string& name, const NDArray& array)> initialize;
 };
 
 class Trainer {
@@ -89,7 +94,8 @@ class Trainer {
   // One training step on `batch`: every data input by name, with its bound shape (a missing,
   // unknown or misshapen one is a weft::Error, thrown before anything is pushed). Returns at once.
   void Step(const ArrayMap& batch);
-  // The same with the data inputs "data" and "label" from an iterator's batch (those the loss has).
+  // The same with the data inputs "data" and "label" from an iterator's batch (those the loss has);
+  // other data inputs keep what they hold (an RNN's initial states, zeroed once).
   void Step(const DataBatch& batch);
   // A step on the data arrays as they are (data(name); a benchmark fills them once).
   void Step();
@@ -138,7 +144,8 @@ class Trainer {
   std::unique_ptr<Executor> BindInference(const ArrayMap& inputs) const;
   std::vector<std::string> InferenceInputs() const;  // the inference graph's non-parameter arguments
   const NDArray& Find(const ArrayMap& arrays, const std::string& what, const std::string& name) const;
-  void CheckBatch(const ArrayMap& batch) const;
+  // Every array of `batch` names a data input and has its shape; `complete`: every data input is there.
+  void CheckBatch(const ArrayMap& batch, bool complete) const;
   ArrayMap ArraysOf(const DataBatch& batch, const std::vector<std::string>& inputs) const;
 
   std::unique_ptr<Optimizer> optimizer_;

@@ -13,6 +13,7 @@
 //                  schedule (weft/trainer.h, weft/lr_schedule.h); Save/Load resume it exactly
 //   Accuracy, CrossEntropy          evaluation metrics (weft/metric.h)
 //   Profiler       Start/Stop a trace of ops, GPU kernels and memory (weft/profiler.h)
+//   SplitRnnParameters, BuildRnnParameters   the RNN op's weights as PyTorch names them (weft/rnn_params.h)
 //
 //   #include "weft/weft.h"
 //   weft::NDArray x(weft::Shape{2, 3});
@@ -40,6 +41,7 @@
 #include "weft/ops.h"
 #include "weft/optimizer.h"
 #include "weft/profiler.h"
+#include "weft/rnn_params.h"
 #include "weft/serialization.h"
 #include "weft/symbol_file.h"
 #include "weft/trainer.h"

@@ -1,5 +1,6 @@
 #include "examples/common/train.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -119,6 +120,16 @@ Model MakeModel(const Symbol& logits) {
   return {Symbol::Group({loss, Symbol::Op("stop_gradient", {probs}, {}, "probs_out")}), probs};
 }
 
+// The data inputs for a batch of `data_shape`: "data", "label", and the zero inputs, whose shapes
+// follow the batch's (an RNN's initial states).
+std::map<std::string, Shape> InputShapes(const Model& m, const TrainOptions& o, const Shape& data_shape) {
+  std::map<std::string, Shape> shapes = {{"data", data_shape}, {"label", Shape{data_shape[0]}}};
+  if (o.zero_inputs.empty()) return shapes;
+  const std::map<std::string, Shape> all = weft::InferArgumentShapes(m.train.ToGraph(), shapes);
+  for (const std::string& name : o.zero_inputs) shapes[name] = all.at(name);
+  return shapes;
+}
+
 std::unique_ptr<weft::Optimizer> MakeOptimizer(const TrainOptions& o) {
   const double rescale = 1.0 / o.batch_size;  // the loss is summed over the batch
   if (o.optimizer == "adam") return std::make_unique<weft::Adam>(o.lr, 0.9, 0.999, 1e-8, 0, rescale);
@@ -140,15 +151,22 @@ double TrainEpoch(weft::Trainer& trainer, weft::ArrayIter& iter, weft::Metric& a
   return loss_sum / static_cast<double>(samples);
 }
 
-double TestAccuracy(weft::Trainer& trainer, const Dataset& test) {
+double TestAccuracy(weft::Trainer& trainer, const Model& m, const Dataset& test, const TrainOptions& o) {
+  weft::Trainer::ArrayMap inputs = {{"data", test.data}};
+  const std::map<std::string, Shape> shapes = InputShapes(m, o, test.data.shape());
+  for (const std::string& name : o.zero_inputs) {
+    inputs[name] = NDArray(shapes.at(name), o.device);
+    inputs[name].Fill(0);
+  }
   weft::Accuracy acc;
-  acc.Update(test.label, trainer.Predict({{"data", test.data}})[0]);
+  acc.Update(test.label, trainer.Predict(inputs)[0]);
   return acc.Get();
 }
 
-// The parameters, with what embed_infer must do to new rows in the metadata: the scaling and
-// the shape of one sample.
-void SaveModel(const Model& m, const weft::Trainer& trainer, const std::string& prefix, float scale) {
+// The parameters, with what embed_infer must do to new rows in the metadata: the scaling, the
+// shape of one sample, and the zero inputs to make again.
+void SaveModel(const Model& m, const weft::Trainer& trainer, const TrainOptions& o, float scale) {
+  const std::string& prefix = o.save_prefix;
   Shape sample;
   const Shape& data = trainer.data("data").shape();
   for (int i = 1; i < data.ndim(); ++i) sample.PushBack(data[i]);
@@ -156,8 +174,11 @@ void SaveModel(const Model& m, const weft::Trainer& trainer, const std::string& 
   if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) dir = std::string(ws) + "/";  // bazel run
   std::map<std::string, NDArray> params;
   for (const std::string& name : trainer.parameter_names()) params[name] = trainer.parameter(name);
-  weft::Save(dir + prefix + ".safetensors", params,
-             {{"input_scale", std::to_string(scale)}, {"input_shape", sample.ToString()}});
+  std::string zero_inputs;
+  for (const std::string& name : o.zero_inputs) zero_inputs += (zero_inputs.empty() ? "" : ",") + name;
+  const std::map<std::string, std::string> meta = {
+      {"input_scale", std::to_string(scale)}, {"input_shape", sample.ToString()}, {"zero_inputs", zero_inputs}};
+  weft::Save(dir + prefix + ".safetensors", params, meta);
   weft::SaveSymbol(dir + prefix + ".json", m.predict);
   std::printf("saved %s%s.safetensors and %s%s.json\n", dir.c_str(), prefix.c_str(), dir.c_str(), prefix.c_str());
 }
@@ -170,9 +191,12 @@ TrainResult Train(const Symbol& logits, const TrainOptions& o) {
   const Model model = MakeModel(logits);
   Shape batch = split.train.data.shape();
   batch[0] = o.batch_size;
-  weft::Trainer trainer(model.train, {{"data", batch}, {"label", Shape{o.batch_size}}},
+  weft::TrainerOptions options{.device = o.device, .predict = model.predict};
+  options.initialize = o.initialize;
+  weft::Trainer trainer(model.train, InputShapes(model, o, batch),
                         weft::Xavier(weft::Xavier::RandType::kUniform, weft::Xavier::FactorType::kAvg, 2.0),
-                        *MakeOptimizer(o), {.device = o.device, .predict = model.predict});
+                        *MakeOptimizer(o), options);
+  for (const std::string& name : o.zero_inputs) trainer.data(name).Fill(0);
   weft::ArrayIter iter(split.train, {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed});
   const int batches = static_cast<int>((iter.num_samples() + o.batch_size - 1) / o.batch_size);
   std::printf("%lld training and %lld test samples; %zu parameter arrays; %s, lr %g, batch %d\n",
@@ -184,14 +208,14 @@ TrainResult Train(const Symbol& logits, const TrainOptions& o) {
     Progress bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs), batches);
     weft::Accuracy train_acc;
     result.train_loss = TrainEpoch(trainer, iter, train_acc, bar);
-    result.test_accuracy = TestAccuracy(trainer, split.test);
+    result.test_accuracy = TestAccuracy(trainer, model, split.test, o);
     char summary[128];
     std::snprintf(summary, sizeof(summary), "loss %.4f  train acc %.1f%%  test acc %.1f%%", result.train_loss,
                   100 * train_acc.Get(), 100 * result.test_accuracy);
     bar.Finish(summary);
   }
   profile.Stop();
-  if (!o.save_prefix.empty()) SaveModel(model, trainer, o.save_prefix, split.scale);
+  if (!o.save_prefix.empty()) SaveModel(model, trainer, o, split.scale);
   return result;
 }
 

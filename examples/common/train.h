@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "weft/weft.h"
 
@@ -25,6 +27,12 @@ struct TrainOptions {
   std::string save_prefix;  // writes <prefix>.safetensors and <prefix>.json; empty: no save
   bool images = false;      // data as (N, 1, H, W) for convolutional nets
   std::string profile;      // a Chrome trace of the training epochs goes there; empty: none
+  // Fills the parameters Xavier does not suit (an RNN's flat vector) and returns whether it did;
+  // null: Xavier (MXNet's naming convention) for every parameter.
+  std::function<bool(const std::string& name, const weft::NDArray& array)> initialize;
+  // Arguments held at zero whatever the batch size (an RNN's initial states): not trained; the
+  // saved model lists them (metadata "zero_inputs"), and embed_infer makes them again.
+  std::vector<std::string> zero_inputs;
 };
 
 // Parses the shared flags (with defaults for the named example); nullopt after --help.

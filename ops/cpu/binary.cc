@@ -55,15 +55,26 @@ struct BroadcastIndexer {
   std::array<int64_t, Shape::kMaxDims> stride_a_{}, stride_b_{};
 };
 
+// The loops over [s, e) of operands of one shape, vectorized (WEFT_CPU_VECTOR_CLONES); the
+// lambdas take the pointers by value, which the loop then holds in registers.
+template <typename F, typename T>
+WEFT_CPU_VECTOR_CLONES void ForwardRange(const T* a, const T* b, OpReq req, T* y, int64_t s, int64_t e) {
+  StoreRange(y, req, s, e, [=](int64_t i) { return F::Fwd(a[i], b[i]); });
+}
+template <typename F, typename T>
+WEFT_CPU_VECTOR_CLONES void BackwardRange(const T* g, const T* a, const T* b, std::span<const OpReq> req, T* ga, T* gb,
+                                          int64_t s, int64_t e) {
+  StoreRange(ga, req[0], s, e, [=](int64_t i) { return g[i] * F::DL(a[i], b[i]); });
+  StoreRange(gb, req[1], s, e, [=](int64_t i) { return g[i] * F::DR(a[i], b[i]); });
+}
+
 template <typename F>
 void Forward(const TensorView& l, const TensorView& r, OpReq req, const TensorView& out) {
   WEFT_FLOAT_SWITCH(out.dtype(), T, "binary op", {
     const T *a = l.data<T>(), *b = r.data<T>();
     T* y = out.data<T>();
     if (l.shape() == r.shape()) {
-      ParallelFor(out.size(), 4096, [&](int64_t s, int64_t e) {
-        StoreRange(y, req, s, e, [&](int64_t i) { return F::Fwd(a[i], b[i]); });
-      });
+      ParallelFor(out.size(), 4096, [=](int64_t s, int64_t e) { ForwardRange<F>(a, b, req, y, s, e); });
     } else {
       BroadcastIndexer(out.shape(), l.shape(), r.shape()).ForEach([&](int64_t o, int64_t ia, int64_t ib) {
         Store(y[o], req, F::Fwd(a[ia], b[ib]));
@@ -80,10 +91,7 @@ void Backward(const OpContext& ctx, std::span<const TensorView> in, std::span<co
     const T *g = dy.data<T>(), *a = l.data<T>(), *b = r.data<T>();
     if (l.shape() == r.shape()) {
       T *ga = dl.data<T>(), *gb = dr.data<T>();
-      ParallelFor(dy.size(), 4096, [&](int64_t s, int64_t e) {
-        StoreRange(ga, req[0], s, e, [&](int64_t i) { return g[i] * F::DL(a[i], b[i]); });
-        StoreRange(gb, req[1], s, e, [&](int64_t i) { return g[i] * F::DR(a[i], b[i]); });
-      });
+      ParallelFor(dy.size(), 4096, [=](int64_t s, int64_t e) { BackwardRange<F>(g, a, b, req, ga, gb, s, e); });
       return;
     }
     // Broadcast: sum into scratch (from -0), then store as requested.

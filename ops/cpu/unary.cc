@@ -9,6 +9,18 @@
 namespace weft::cpu {
 namespace {
 
+// The loops over [b, e), vectorized (WEFT_CPU_VECTOR_CLONES); the lambdas take the pointers by
+// value, which the loop then holds in registers.
+template <typename F, typename T>
+WEFT_CPU_VECTOR_CLONES void ForwardRange(const T* in, T s, OpReq req, T* out, int64_t b, int64_t e) {
+  StoreRange(out, req, b, e, [=](int64_t i) { return F::Fwd(in[i], s); });
+}
+template <typename F, typename T>
+WEFT_CPU_VECTOR_CLONES void BackwardRange(const T* g, const T* in, const T* out, T s, OpReq req, T* grad, int64_t b,
+                                          int64_t e) {
+  StoreRange(grad, req, b, e, [=](int64_t i) { return g[i] * F::Grad(in[i], out[i], s); });
+}
+
 // x, y: one size (y may be x).
 template <typename F>
 void Forward(double scalar, const TensorView& x, OpReq req, const TensorView& y) {
@@ -16,8 +28,7 @@ void Forward(double scalar, const TensorView& x, OpReq req, const TensorView& y)
     const T* in = x.data<T>();
     T* out = y.data<T>();
     const T s = static_cast<T>(scalar);
-    ParallelFor(x.size(), 4096,
-                [=](int64_t b, int64_t e) { StoreRange(out, req, b, e, [=](int64_t i) { return F::Fwd(in[i], s); }); });
+    ParallelFor(x.size(), 4096, [=](int64_t b, int64_t e) { ForwardRange<F>(in, s, req, out, b, e); });
   });
 }
 
@@ -29,10 +40,7 @@ void Backward(double scalar, const TensorView& dy, const TensorView& x, const Te
     const T *g = dy.data<T>(), *in = x.data<T>(), *out = y.data<T>();
     T* grad = dx.data<T>();
     const T s = static_cast<T>(scalar);
-    // By value: pointers the loop holds in registers, so it vectorizes.
-    ParallelFor(dx.size(), 4096, [=](int64_t b, int64_t e) {
-      StoreRange(grad, req, b, e, [=](int64_t i) { return g[i] * F::Grad(in[i], out[i], s); });
-    });
+    ParallelFor(dx.size(), 4096, [=](int64_t b, int64_t e) { BackwardRange<F>(g, in, out, s, req, grad, b, e); });
   });
 }
 

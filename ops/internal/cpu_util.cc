@@ -60,14 +60,14 @@ std::vector<void*> SplitWorkspace(const OpContext& ctx, const std::vector<size_t
 }  // namespace
 
 StagedOutputs::StagedOutputs(const OpContext& ctx, std::span<const OpReq> req, std::span<const TensorView> outputs,
-                             bool inplace_ok, std::initializer_list<size_t> extra_bytes)
+                             bool inplace_ok, std::span<const size_t> extra_bytes)
     : req_(req), outputs_(outputs), targets_(outputs.begin(), outputs.end()) {
   auto staged = [&](size_t i) {
     return req[i] == OpReq::kAddTo || req[i] == OpReq::kNull || (req[i] == OpReq::kWriteInplace && !inplace_ok);
   };
   std::vector<size_t> sizes;
   for (size_t i = 0; i < outputs.size(); ++i) sizes.push_back(staged(i) ? outputs[i].bytes() : 0);
-  sizes.insert(sizes.end(), extra_bytes);
+  sizes.insert(sizes.end(), extra_bytes.begin(), extra_bytes.end());
   const std::vector<void*> parts = SplitWorkspace(ctx, sizes);
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (staged(i)) targets_[i] = TensorView(parts[i], outputs[i].shape(), outputs[i].dtype(), outputs[i].device());

@@ -52,6 +52,21 @@ inline void Store(T& out, OpReq req, T value) {
   }
 }
 
+// Marks a kernel loop's function (a template is fine) to be compiled for AVX-512, for AVX2 and for
+// the build's baseline (-march), the widest the processor has being picked when the program loads
+// (GCC's target_clones, an ifunc). The ops are compiled without contraction into FMA (ops/BUILD:
+// AVX-512 has FMA for vectors), so each clone performs the same IEEE operations in each lane, 16,
+// 8 or 4 at a time, and computes the same bits: results do not depend on the processor, and the
+// fused tiles, which call the same loops, equal the unfused ops bit for bit. Plain functions
+// under clang (which clones no templates), the sanitizers (an ifunc resolver runs before their
+// runtime) and off x86-64.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
+#define WEFT_CPU_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define WEFT_CPU_VECTOR_CLONES
+#endif
+
 // Stores f(i) into out[i] for i in [begin, end) as the request says. The request is checked once,
 // outside the loop, and the loop is marked for SIMD: f(i) may read out[i] itself (in place) but
 // no other element of it, so the lanes are independent. (Left to itself, GCC keeps such loops
@@ -100,7 +115,11 @@ inline void StoreN(T* out, OpReq req, const T* in, int64_t n) {
 class StagedOutputs {
  public:
   StagedOutputs(const OpContext& ctx, std::span<const OpReq> req, std::span<const TensorView> outputs, bool inplace_ok,
-                std::initializer_list<size_t> extra_bytes = {});
+                std::initializer_list<size_t> extra_bytes = {})
+      : StagedOutputs(ctx, req, outputs, inplace_ok, std::span<const size_t>(extra_bytes.begin(), extra_bytes.size())) {
+  }
+  StagedOutputs(const OpContext& ctx, std::span<const OpReq> req, std::span<const TensorView> outputs, bool inplace_ok,
+                std::span<const size_t> extra_bytes);
   const TensorView& Target(int i) const { return targets_[i]; }
   // Whether anyone reads output i (its req is not kNull).
   bool Needed(int i) const { return req_[i] != OpReq::kNull; }

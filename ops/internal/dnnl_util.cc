@@ -132,16 +132,12 @@ void ExecutePrimitive(const DnnlPrimitive& p, DnnlArgs args, void* scratchpad) {
   }
 }
 
-namespace {
-
 void Reorder(const dnnl::memory& from, const dnnl::memory& to) {
   ConfigureOpenMPForThisThread();
   dnnl::stream& stream = ThisThreadStream();
   dnnl::reorder(from, to).execute(stream, const_cast<dnnl::memory&>(from), const_cast<dnnl::memory&>(to));
   stream.wait();
 }
-
-}  // namespace
 
 LayoutBuffer::~LayoutBuffer() { Storage::Get(Device::Cpu())->Free(block_); }
 

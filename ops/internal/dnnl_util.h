@@ -84,6 +84,9 @@ using DnnlArgs = std::unordered_map<int, dnnl::memory>;
 // Sets this thread's OpenMP thread count first (cpu::ConfigureOpenMPForThisThread).
 void ExecutePrimitive(const DnnlPrimitive& p, DnnlArgs args, void* scratchpad);
 
+// Copies `from` into `to` (same dims, any layouts) on this thread's stream, and waits.
+void Reorder(const dnnl::memory& from, const dnnl::memory& to);
+
 // Memory in the layout a primitive chose (format_tag::any), for a tensor stored plain. Holds a
 // buffer from the CPU pool while the layouts differ.
 class LayoutBuffer {

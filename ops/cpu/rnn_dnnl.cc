@@ -1,0 +1,584 @@
+// The RNN on oneDNN's RNN primitives (ops/internal/rnn_cpu.h says when): one primitive per layer,
+// with both directions in it (bidirectional_concat), as oneDNN wants every layer of one primitive
+// to take inputs as wide as its outputs. lstm runs lstm_forward/backward, gru lbr_gru (the reset
+// gate after the recurrent product, PyTorch's GRU), rnn_tanh and rnn_relu vanilla_rnn.
+//
+// Weights: oneDNN wants per layer (1, D, I_l, G, H) with gates u, r, o for the GRU (PyTorch's
+// z, r, n with the first two swapped) and one bias per gate (PyTorch's two summed; lbr_gru keeps
+// n's two apart: z, r, b_in, b_hn). The canonical blocks are copied gate by gate into oneDNN's
+// plain ldgoi (which PyTorch's (G*H, I) rows already are) and reordered into the layout the
+// primitive chose. A forward that keeps nothing for a backward (inference) keeps the reordered
+// weights instead, per parameter buffer and shape, with a copy of the parameters they came from:
+// the next such call on equal parameters reuses them. (Training changes the parameters every
+// step, so a training forward reorders every time.) The backward's weight gradients come back the
+// same way, in reverse; oneDNN computes them with the data gradients in one primitive (no way to
+// leave them out), so with d_parameters not requested they are computed into scratch and dropped.
+//
+// The reserve's body: per layer its workspace, then the activations the backward reads (the
+// input of every layer after the first, its dropout mask, every layer's output but the last, and
+// every layer's final states), laid out by DnnlLayout.
+#include <algorithm>
+#include <cstring>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "core/error.h"
+#include "ops/internal/cpu_util.h"
+#include "ops/internal/dnnl_util.h"
+#include "ops/internal/rnn_cpu.h"
+
+namespace weft::cpu {
+namespace {
+
+using Md = dnnl::memory::desc;
+using Tag = dnnl::memory::format_tag;
+
+enum class Prop : uint8_t { kInference, kTraining, kBackward };
+
+// ---- primitives ----
+
+// The memory descriptors of one layer: data (T, N, C) tnc, states (1, D, N, H) ldnc, weights in
+// the layout the primitive picks, bias (1, D, G (+1 for lbr_gru), H).
+struct LayerDescs {
+  Md src_layer, iter, weights_layer, weights_iter, bias, dst_layer;
+};
+
+LayerDescs DescsOf(const RnnCall& c, int layer) {
+  const RnnDims& d = c.d;
+  const auto f32 = dnnl::memory::data_type::f32;
+  const int64_t in = d.LayerInput(layer), bias_gates = d.gates + (c.p.mode == RnnMode::kGru ? 1 : 0);
+  return {Md({d.t, d.n, in}, f32, Tag::tnc),
+          Md({1, d.dirs, d.n, d.h}, f32, Tag::ldnc),
+          Md({1, d.dirs, in, d.gates, d.h}, f32, Tag::any),
+          Md({1, d.dirs, d.h, d.gates, d.h}, f32, Tag::any),
+          Md({1, d.dirs, bias_gates, d.h}, f32, Tag::ldgo),
+          Md({d.t, d.n, d.dirs * d.h}, f32, Tag::tnc)};
+}
+
+dnnl::rnn_direction DirectionOf(const RnnCall& c) {
+  return c.d.dirs == 2 ? dnnl::rnn_direction::bidirectional_concat : dnnl::rnn_direction::unidirectional_left2right;
+}
+
+dnnl::algorithm Activation(const RnnCall& c) {
+  return c.p.mode == RnnMode::kRnnRelu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_tanh;
+}
+
+std::string LayerKey(const RnnCall& c, int layer, Prop prop) {
+  return PrimitiveKey("RNN", RnnModeName(c.p.mode), static_cast<int>(prop), c.d.t, c.d.n, c.d.LayerInput(layer), c.d.h,
+                      c.d.dirs);
+}
+
+// The forward primitive descriptor of one layer, for inference or training.
+template <typename Fwd>
+typename Fwd::primitive_desc ForwardDesc(const RnnCall& c, int layer, bool train) {
+  const LayerDescs m = DescsOf(c, layer);
+  const auto prop = train ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+  if constexpr (std::is_same_v<Fwd, dnnl::lstm_forward>) {
+    return {{prop, DirectionOf(c), m.src_layer, m.iter, m.iter, m.weights_layer, m.weights_iter, m.bias, m.dst_layer,
+             m.iter, m.iter},
+            ScratchpadAttr(),
+            DnnlEngine()};
+  } else if constexpr (std::is_same_v<Fwd, dnnl::lbr_gru_forward>) {
+    return {{prop, DirectionOf(c), m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias, m.dst_layer, m.iter},
+            ScratchpadAttr(),
+            DnnlEngine()};
+  } else {
+    return {{prop, Activation(c), DirectionOf(c), m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias,
+             m.dst_layer, m.iter},
+            ScratchpadAttr(),
+            DnnlEngine()};
+  }
+}
+
+// The backward primitive descriptor of one layer; diff weights in the layout it picks.
+template <typename Fwd, typename Bwd>
+typename Bwd::primitive_desc BackwardDesc(const RnnCall& c, int layer) {
+  const LayerDescs m = DescsOf(c, layer);
+  const auto bwd = dnnl::prop_kind::backward;
+  const auto hint = ForwardDesc<Fwd>(c, layer, true);
+  if constexpr (std::is_same_v<Bwd, dnnl::lstm_backward>) {
+    return {{bwd,    DirectionOf(c), m.src_layer, m.iter, m.iter, m.weights_layer, m.weights_iter, m.bias, m.dst_layer,
+             m.iter, m.iter,         m.src_layer, m.iter, m.iter, m.weights_layer, m.weights_iter, m.bias, m.dst_layer,
+             m.iter, m.iter},
+            ScratchpadAttr(),
+            DnnlEngine(),
+            hint};
+  } else if constexpr (std::is_same_v<Bwd, dnnl::lbr_gru_backward>) {
+    return {{bwd, DirectionOf(c), m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias, m.dst_layer, m.iter,
+             m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias, m.dst_layer, m.iter},
+            ScratchpadAttr(),
+            DnnlEngine(),
+            hint};
+  } else {
+    return {{bwd, Activation(c), DirectionOf(c), m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias,
+             m.dst_layer, m.iter, m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias, m.dst_layer, m.iter},
+            ScratchpadAttr(),
+            DnnlEngine(),
+            hint};
+  }
+}
+
+template <typename Fwd, typename Bwd>
+DnnlPrimitive MakeLayerPrimitive(const RnnCall& c, int layer, Prop prop) {
+  if (prop == Prop::kBackward) return MakePrimitive<Bwd>(BackwardDesc<Fwd, Bwd>(c, layer));
+  return MakePrimitive<Fwd>(ForwardDesc<Fwd>(c, layer, prop == Prop::kTraining));
+}
+
+// The cached primitive of one layer.
+DnnlPrimitive LayerPrimitive(const RnnCall& c, int layer, Prop prop) {
+  return CachedPrimitive(LayerKey(c, layer, prop), [&] {
+    switch (c.p.mode) {
+      case RnnMode::kLstm:
+        return MakeLayerPrimitive<dnnl::lstm_forward, dnnl::lstm_backward>(c, layer, prop);
+      case RnnMode::kGru:
+        return MakeLayerPrimitive<dnnl::lbr_gru_forward, dnnl::lbr_gru_backward>(c, layer, prop);
+      default:
+        return MakeLayerPrimitive<dnnl::vanilla_rnn_forward, dnnl::vanilla_rnn_backward>(c, layer, prop);
+    }
+  });
+}
+
+Md WeightsMd(const DnnlPrimitive& p, bool iter) { return p.desc.query_md(dnnl::query::weights_md, iter ? 1 : 0); }
+Md DiffWeightsMd(const DnnlPrimitive& p, bool iter) {
+  return p.desc.query_md(dnnl::query::diff_weights_md, iter ? 1 : 0);
+}
+
+// ---- the reserve's body (or, without a backward, scratch of the same layout) ----
+
+size_t Aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// Byte offsets of every buffer; workspaces only `with_workspace`. A layer's input after dropout
+// is its own buffer with dropout, else the previous layer's output itself.
+struct DnnlLayout {
+  std::vector<size_t> workspace, input, mask, output, hy, cy;  // per layer
+  size_t size = 0;
+
+  DnnlLayout(const RnnCall& c, bool with_workspace) {
+    const RnnDims& d = c.d;
+    const size_t y = Aligned(c.OutputSize() * sizeof(float)), state = Aligned(d.dirs * d.n * d.h * sizeof(float));
+    const bool drop = c.p.p > 0;
+    for (int l = 0; l < d.layers; ++l) {
+      workspace.push_back(with_workspace ? Take(Aligned(WorkspaceBytes(LayerPrimitive(c, l, Prop::kTraining)))) : 0);
+      output.push_back(l + 1 < d.layers ? Take(y) : 0);
+      input.push_back(l == 0 ? 0 : drop ? Take(y) : output[l - 1]);
+      mask.push_back(l > 0 && drop ? Take(y) : 0);
+      hy.push_back(Take(state));
+      cy.push_back(c.p.mode == RnnMode::kLstm ? Take(state) : 0);
+    }
+  }
+  size_t Take(size_t bytes) {
+    const size_t at = size;
+    size += bytes;
+    return at;
+  }
+};
+
+float* At(void* base, size_t offset) { return reinterpret_cast<float*>(static_cast<char*>(base) + offset); }
+
+dnnl::memory Memory(const Md& md, const float* data) {
+  return dnnl::memory(md, DnnlEngine(), const_cast<float*>(data));
+}
+
+// ---- weights: PyTorch's blocks <-> oneDNN's ----
+
+// PyTorch's gate for oneDNN's gate g (gru: oneDNN's u, r, o are PyTorch's z, r, n).
+int CanonicalGate(RnnMode mode, int g) { return mode == RnnMode::kGru && g < 2 ? 1 - g : g; }
+
+int64_t Cols(const RnnCall& c, int layer, bool iter) { return iter ? c.d.h : c.d.LayerInput(layer); }
+
+// oneDNN's plain layout of a layer's weight_ih (iter: weight_hh), which PyTorch's rows are per gate.
+Md Ldgoi(const RnnCall& c, int layer, bool iter) {
+  return Md({1, c.d.dirs, Cols(c, layer, iter), c.d.gates, c.d.h}, dnnl::memory::data_type::f32, Tag::ldgoi);
+}
+
+// Copies gate blocks between PyTorch's vector `w` and oneDNN's plain `plain`, both directions of
+// one layer: into `plain` when `to_plain`, else into `w`.
+void CopyGates(const RnnCall& c, const RnnParamLayout& layout, int layer, bool iter, bool to_plain, float* w,
+               float* plain) {
+  const int64_t block = c.d.h * Cols(c, layer, iter);
+  for (int dir = 0; dir < c.d.dirs; ++dir) {
+    const RnnBlock& b = layout.Block(layer, dir);
+    float* canonical = w + (iter ? b.weight_hh : b.weight_ih);
+    for (int g = 0; g < c.d.gates; ++g) {
+      float* mine = plain + (dir * c.d.gates + g) * block;
+      float* theirs = canonical + CanonicalGate(c.p.mode, g) * block;
+      std::memcpy(to_plain ? mine : theirs, to_plain ? theirs : mine, block * sizeof(float));
+    }
+  }
+}
+
+// The bias (1, D, G (+1), H) of one layer from PyTorch's two: their sum per gate, but lbr_gru's n,
+// whose b_in and b_hn stay apart (gates 2 and 3).
+void ToBias(const RnnCall& c, const RnnParamLayout& layout, int layer, const float* w, float* bias) {
+  const int64_t h = c.d.h;
+  const bool gru = c.p.mode == RnnMode::kGru;
+  const int gates = c.d.gates + (gru ? 1 : 0);
+  for (int dir = 0; dir < c.d.dirs; ++dir) {
+    const RnnBlock& b = layout.Block(layer, dir);
+    float* to = bias + dir * gates * h;
+    for (int g = 0; g < c.d.gates; ++g) {
+      const int64_t from = CanonicalGate(c.p.mode, g) * h;
+      for (int64_t j = 0; j < h; ++j)
+        to[g * h + j] = w[b.bias_ih + from + j] + (gru && g == 2 ? 0 : w[b.bias_hh + from + j]);
+    }
+    if (gru) std::copy(w + b.bias_hh + 2 * h, w + b.bias_hh + 3 * h, to + 3 * h);
+  }
+}
+
+// The gradients of both PyTorch biases from oneDNN's: a summed bias's gradient is each part's.
+void FromBias(const RnnCall& c, const RnnParamLayout& layout, int layer, const float* dbias, float* dw) {
+  const int64_t h = c.d.h;
+  const bool gru = c.p.mode == RnnMode::kGru;
+  const int gates = c.d.gates + (gru ? 1 : 0);
+  for (int dir = 0; dir < c.d.dirs; ++dir) {
+    const RnnBlock& b = layout.Block(layer, dir);
+    const float* from = dbias + dir * gates * h;
+    for (int g = 0; g < c.d.gates; ++g) {
+      const int64_t to = CanonicalGate(c.p.mode, g) * h;
+      std::copy(from + g * h, from + (g + 1) * h, dw + b.bias_ih + to);
+      if (!(gru && g == 2)) std::copy(from + g * h, from + (g + 1) * h, dw + b.bias_hh + to);
+    }
+    if (gru) std::copy(from + 3 * h, from + 4 * h, dw + b.bias_hh + 2 * h);
+  }
+}
+
+// A layer's weights as a primitive takes them.
+struct LayerWeights {
+  dnnl::memory layer, iter, bias;
+};
+
+// Where a layer's weights are converted: plain (ldgoi) staging, the primitive's layout, the bias.
+struct WeightScratch {
+  float *plain_layer, *plain_iter, *chosen_layer, *chosen_iter, *bias;
+};
+
+// `plain` as the primitive wants it: itself when the layouts agree, else reordered into `chosen`.
+dnnl::memory AsWanted(const Md& plain_md, float* plain, const Md& want, float* chosen) {
+  dnnl::memory from = Memory(plain_md, plain);
+  if (want == plain_md) return from;
+  dnnl::memory to = Memory(want, chosen);
+  Reorder(from, to);
+  return to;
+}
+
+LayerWeights ConvertWeights(const RnnCall& c, int layer, const DnnlPrimitive& prim, const float* w,
+                            const WeightScratch& s) {
+  const RnnParamLayout layout(c.p, c.d.i);
+  float* params = const_cast<float*>(w);  // read only: CopyGates copies into `plain`
+  CopyGates(c, layout, layer, false, true, params, s.plain_layer);
+  CopyGates(c, layout, layer, true, true, params, s.plain_iter);
+  ToBias(c, layout, layer, w, s.bias);
+  return {AsWanted(Ldgoi(c, layer, false), s.plain_layer, WeightsMd(prim, false), s.chosen_layer),
+          AsWanted(Ldgoi(c, layer, true), s.plain_iter, WeightsMd(prim, true), s.chosen_iter),
+          Memory(DescsOf(c, layer).bias, s.bias)};
+}
+
+// The bytes of each part of a WeightScratch for one layer's primitive.
+std::vector<size_t> LayerWeightBytes(const RnnCall& c, int layer, const DnnlPrimitive& prim) {
+  return {Ldgoi(c, layer, false).get_size(), Ldgoi(c, layer, true).get_size(), WeightsMd(prim, false).get_size(),
+          WeightsMd(prim, true).get_size(), DescsOf(c, layer).bias.get_size()};
+}
+
+// The same, the largest over the layers.
+std::vector<size_t> WeightScratchBytes(const RnnCall& c, const std::vector<DnnlPrimitive>& prims) {
+  std::vector<size_t> bytes(5, 0);
+  for (int l = 0; l < c.d.layers; ++l) {
+    const std::vector<size_t> sizes = LayerWeightBytes(c, l, prims[l]);
+    for (int k = 0; k < 5; ++k) bytes[k] = std::max(bytes[k], sizes[k]);
+  }
+  return bytes;
+}
+
+// ---- inference: the converted weights, kept while the parameters do not change ----
+
+// One layer's converted weights and the parameters (its blocks of the vector) they came from.
+struct KeptWeights {
+  std::vector<float> params, plain_layer, plain_iter, chosen_layer, chosen_iter, bias;
+  LayerWeights weights;
+};
+
+// The weights kept per (primitive, parameter buffer), least recently used dropped first. mu_
+// guards lru_; an entry is immutable once made and lives while a caller holds it.
+class WeightCache {
+ public:
+  std::shared_ptr<const KeptWeights> Get(const RnnCall& c, int layer, const DnnlPrimitive& prim, const float* w) {
+    const RnnParamLayout layout(c.p, c.d.i);
+    const float* first = w + layout.Block(layer, 0).weight_ih;
+    const float* last = w + layout.Block(layer, c.d.dirs - 1).bias_hh + c.d.Rows();
+    const std::string key = LayerKey(c, layer, Prop::kInference) + std::to_string(reinterpret_cast<uintptr_t>(w));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+        if (it->first != key) continue;
+        const auto& kept = it->second->params;
+        if (std::equal(first, last, kept.begin(), kept.end())) return it->second;
+        lru_.erase(it);
+        break;
+      }
+    }
+    std::shared_ptr<const KeptWeights> made = Make(c, layer, prim, w, first, last);
+    std::lock_guard<std::mutex> lock(mu_);
+    lru_.emplace_front(key, made);
+    if (lru_.size() > kCapacity) lru_.pop_back();
+    return made;
+  }
+
+ private:
+  static std::shared_ptr<const KeptWeights> Make(const RnnCall& c, int layer, const DnnlPrimitive& prim, const float* w,
+                                                 const float* first, const float* last) {
+    auto kept = std::make_shared<KeptWeights>();
+    kept->params.assign(first, last);
+    const std::vector<size_t> bytes = LayerWeightBytes(c, layer, prim);
+    std::vector<float>* parts[] = {&kept->plain_layer, &kept->plain_iter, &kept->chosen_layer, &kept->chosen_iter,
+                                   &kept->bias};
+    for (int k = 0; k < 5; ++k) parts[k]->resize(bytes[k] / sizeof(float) + 1);
+    kept->weights = ConvertWeights(c, layer, prim, w,
+                                   {kept->plain_layer.data(), kept->plain_iter.data(), kept->chosen_layer.data(),
+                                    kept->chosen_iter.data(), kept->bias.data()});
+    return kept;
+  }
+
+  static constexpr size_t kCapacity = 16;
+  std::mutex mu_;
+  std::list<std::pair<std::string, std::shared_ptr<const KeptWeights>>> lru_;  // most recently used first
+};
+
+WeightCache& KeptWeightsCache() {
+  static WeightCache& cache = *new WeightCache;  // used by ops that run during the engine's shutdown
+  return cache;
+}
+
+// ---- forward ----
+
+// What one layer's primitive reads and writes (null: absent).
+struct LayerTensors {
+  const float *src, *h0, *c0;
+  float *dst, *hy, *cy;
+};
+
+DnnlArgs ForwardArgs(const RnnCall& c, int layer, const LayerWeights& w, const LayerTensors& t) {
+  const LayerDescs m = DescsOf(c, layer);
+  DnnlArgs args = {{DNNL_ARG_SRC_LAYER, Memory(m.src_layer, t.src)},
+                   {DNNL_ARG_SRC_ITER, Memory(m.iter, t.h0)},
+                   {DNNL_ARG_WEIGHTS_LAYER, w.layer},
+                   {DNNL_ARG_WEIGHTS_ITER, w.iter},
+                   {DNNL_ARG_BIAS, w.bias},
+                   {DNNL_ARG_DST_LAYER, Memory(m.dst_layer, t.dst)},
+                   {DNNL_ARG_DST_ITER, Memory(m.iter, t.hy)}};
+  if (c.p.mode == RnnMode::kLstm) {
+    args.emplace(DNNL_ARG_SRC_ITER_C, Memory(m.iter, t.c0));
+    args.emplace(DNNL_ARG_DST_ITER_C, Memory(m.iter, t.cy));
+  }
+  return args;
+}
+
+// Scratch of the forward, in the order of StagedOutputs' extras.
+enum ForwardScratch { kBody, kPad, kPlainLayer, kPlainIter, kChosenLayer, kChosenIter, kBias };
+
+// Layer l's tensors: its input (data, or the previous layer's output through dropout), its output
+// (`out` for the last layer), its initial and final states.
+LayerTensors ForwardTensors(const RnnCall& c, int l, const DnnlLayout& layout, void* body, bool drop,
+                            std::span<const TensorView> in, float* out) {
+  const float* c0 = c.s.state_cell >= 0 ? in[c.s.state_cell].data<float>() + c.StateBlock(l, 0) : nullptr;
+  const float* src =
+      l == 0 ? in[RnnSlots::kData].data<float>() : At(body, drop ? layout.input[l] : layout.output[l - 1]);
+  return {src,
+          in[RnnSlots::kState].data<float>() + c.StateBlock(l, 0),
+          c0,
+          l + 1 == c.d.layers ? out : At(body, layout.output[l]),
+          At(body, layout.hy[l]),
+          c0 ? At(body, layout.cy[l]) : nullptr};
+}
+
+// Copies every layer's final states from the body into the state outputs that are requested.
+void CopyFinalStates(const RnnCall& c, const DnnlLayout& layout, void* body, const StagedOutputs& staged) {
+  const int64_t block = c.d.dirs * c.d.n * c.d.h;
+  for (const auto& [output, offsets] :
+       {std::pair{c.s.state_out, &layout.hy}, std::pair{c.s.state_cell_out, &layout.cy}}) {
+    if (output < 0 || !staged.Needed(output)) continue;
+    for (int l = 0; l < c.d.layers; ++l) {
+      const float* from = At(body, (*offsets)[l]);
+      std::copy(from, from + block, staged.Target(output).data<float>() + c.StateBlock(l, 0));
+    }
+  }
+}
+
+// ---- backward ----
+
+// Scratch of the backward, in the order of StagedOutputs' extras.
+enum BackwardScratch {
+  kBwdPad,
+  kBwdPlainLayer,
+  kBwdPlainIter,
+  kBwdChosenLayer,
+  kBwdChosenIter,
+  kBwdBias,  // as WeightScratch
+  kDiffLayer,
+  kDiffIter,
+  kDiffBias,
+  kDiffPlainLayer,
+  kDiffPlainIter,
+  kDyA,
+  kDyB,
+  kZeros,
+  kNumBackwardScratch
+};
+
+// The bytes of every backward scratch, the largest over the layers' primitives.
+std::vector<size_t> BackwardScratchBytes(const RnnCall& c, const std::vector<DnnlPrimitive>& prims) {
+  std::vector<size_t> bytes(kNumBackwardScratch, 0);
+  const std::vector<size_t> w = WeightScratchBytes(c, prims);
+  std::copy(w.begin(), w.end(), bytes.begin() + kBwdPlainLayer);
+  for (int l = 0; l < c.d.layers; ++l) {
+    const size_t sizes[] = {ScratchpadBytes(prims[l]), DiffWeightsMd(prims[l], false).get_size(),
+                            DiffWeightsMd(prims[l], true).get_size(), Ldgoi(c, l, false).get_size(),
+                            Ldgoi(c, l, true).get_size()};
+    const BackwardScratch at[] = {kBwdPad, kDiffLayer, kDiffIter, kDiffPlainLayer, kDiffPlainIter};
+    for (int k = 0; k < 5; ++k) bytes[at[k]] = std::max(bytes[at[k]], sizes[k]);
+  }
+  bytes[kDiffBias] = bytes[kBwdBias];
+  bytes[kDyA] = bytes[kDyB] = c.OutputSize() * sizeof(float);
+  bytes[kZeros] = c.d.dirs * c.d.n * c.d.h * sizeof(float);
+  return bytes;
+}
+
+// What one layer's backward reads and writes, beyond the forward's tensors (null: absent).
+struct LayerGrads {
+  const float *dy, *dhy, *dcy;
+  float *dx, *dh0, *dc0;
+};
+
+DnnlArgs BackwardArgs(const RnnCall& c, int layer, const DnnlPrimitive& prim, const LayerWeights& w,
+                      const LayerTensors& t, const LayerGrads& g, void* workspace, const StagedOutputs& staged) {
+  const LayerDescs m = DescsOf(c, layer);
+  auto scratch = [&](BackwardScratch k) { return static_cast<float*>(staged.Extra(k)); };
+  DnnlArgs args = ForwardArgs(c, layer, w, t);
+  args.emplace(DNNL_ARG_WORKSPACE, Memory(prim.desc.workspace_desc(), static_cast<float*>(workspace)));
+  args.emplace(DNNL_ARG_DIFF_SRC_LAYER, Memory(m.src_layer, g.dx));
+  args.emplace(DNNL_ARG_DIFF_SRC_ITER, Memory(m.iter, g.dh0));
+  args.emplace(DNNL_ARG_DIFF_WEIGHTS_LAYER, Memory(DiffWeightsMd(prim, false), scratch(kDiffLayer)));
+  args.emplace(DNNL_ARG_DIFF_WEIGHTS_ITER, Memory(DiffWeightsMd(prim, true), scratch(kDiffIter)));
+  args.emplace(DNNL_ARG_DIFF_BIAS, Memory(m.bias, scratch(kDiffBias)));
+  args.emplace(DNNL_ARG_DIFF_DST_LAYER, Memory(m.dst_layer, g.dy));
+  args.emplace(DNNL_ARG_DIFF_DST_ITER, Memory(m.iter, g.dhy ? g.dhy : scratch(kZeros)));
+  if (c.p.mode == RnnMode::kLstm) {
+    args.emplace(DNNL_ARG_DIFF_SRC_ITER_C, Memory(m.iter, g.dc0));
+    args.emplace(DNNL_ARG_DIFF_DST_ITER_C, Memory(m.iter, g.dcy ? g.dcy : scratch(kZeros)));
+  }
+  return args;
+}
+
+// oneDNN's weight gradients of one layer into PyTorch's places in dw (P,).
+void WeightGradsToCanonical(const RnnCall& c, int layer, const DnnlPrimitive& prim, const StagedOutputs& staged,
+                            float* dw) {
+  const RnnParamLayout layout(c.p, c.d.i);
+  auto scratch = [&](BackwardScratch k) { return static_cast<float*>(staged.Extra(k)); };
+  for (const bool iter : {false, true}) {
+    float* plain = scratch(iter ? kDiffPlainIter : kDiffPlainLayer);
+    Reorder(Memory(DiffWeightsMd(prim, iter), scratch(iter ? kDiffIter : kDiffLayer)),
+            Memory(Ldgoi(c, layer, iter), plain));
+    CopyGates(c, layout, layer, iter, false, dw, plain);
+  }
+  FromBias(c, layout, layer, scratch(kDiffBias), dw);
+}
+
+// The gradient of layer l's final states (from the state outputs' gradients), or null for zero.
+const float* StateGrad(const RnnCall& c, std::span<const TensorView> in, int output, int layer) {
+  return output < 0 ? nullptr : in[c.s.BackwardOutGrad(output)].data<float>() + c.StateBlock(layer, 0);
+}
+
+// Layer l's backward: from dy, the gradient of its output, to dx, that of its input, the
+// gradients of its initial states and (when requested) of its weights. in: _backward_RNN's.
+void BackwardLayer(const RnnCall& c, int l, const DnnlPrimitive& prim, const DnnlLayout& layout, void* reserve,
+                   std::span<const TensorView> in, const float* dy, float* dx, const std::vector<size_t>& bytes,
+                   const StagedOutputs& staged) {
+  auto scratch = [&](BackwardScratch k) { return static_cast<float*>(staged.Extra(k)); };
+  const std::span<const TensorView> fwd = in.subspan(c.s.BackwardInput(0), c.s.num_inputs);
+  float* y = const_cast<float*>(in[RnnSlots::kBackwardOut].data<float>());  // read only
+  const LayerTensors t = ForwardTensors(c, l, layout, reserve, c.p.p > 0, fwd, y);
+  float* dc0 = c.s.state_cell >= 0 ? staged.Target(c.s.state_cell).data<float>() + c.StateBlock(l, 0) : nullptr;
+  const LayerGrads g{dy,
+                     StateGrad(c, in, c.s.state_out, l),
+                     StateGrad(c, in, c.s.state_cell_out, l),
+                     dx,
+                     staged.Target(RnnSlots::kState).data<float>() + c.StateBlock(l, 0),
+                     dc0};
+  const LayerWeights w = ConvertWeights(c, l, prim, fwd[RnnSlots::kParams].data<float>(),
+                                        {scratch(kBwdPlainLayer), scratch(kBwdPlainIter), scratch(kBwdChosenLayer),
+                                         scratch(kBwdChosenIter), scratch(kBwdBias)});
+  for (const BackwardScratch k : {kDiffLayer, kDiffIter, kDiffBias})
+    std::fill_n(scratch(k), bytes[k] / sizeof(float), 0.0f);
+  ExecutePrimitive(prim, BackwardArgs(c, l, prim, w, t, g, At(reserve, layout.workspace[l]), staged),
+                   staged.Extra(kBwdPad));
+  if (staged.Needed(RnnSlots::kParams)) {
+    WeightGradsToCanonical(c, l, prim, staged, staged.Target(RnnSlots::kParams).data<float>());
+  }
+}
+
+}  // namespace
+
+void RnnForwardDnnl(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in, std::span<const OpReq> req,
+                    std::span<const TensorView> out, void* reserve, RandomKey dropout) {
+  const bool train = reserve != nullptr, drop = ctx.is_train && c.p.p > 0;
+  std::vector<DnnlPrimitive> prims;
+  size_t pad = 0;
+  for (int l = 0; l < c.d.layers; ++l) {
+    prims.push_back(LayerPrimitive(c, l, train ? Prop::kTraining : Prop::kInference));
+    pad = std::max(pad, ScratchpadBytes(prims.back()));
+  }
+  const DnnlLayout layout(c, train);
+  const std::vector<size_t> w = train ? WeightScratchBytes(c, prims) : std::vector<size_t>(5, 0);
+  StagedOutputs staged(ctx, req, out, false, {train ? 0 : layout.size, pad, w[0], w[1], w[2], w[3], w[4]});
+  void* body = train ? reserve : staged.Extra(kBody);
+  auto scratch = [&](ForwardScratch k) { return static_cast<float*>(staged.Extra(k)); };
+  const WeightScratch convert{scratch(kPlainLayer), scratch(kPlainIter), scratch(kChosenLayer), scratch(kChosenIter),
+                              scratch(kBias)};
+  const float* params = in[RnnSlots::kParams].data<float>();
+  for (int l = 0; l < c.d.layers; ++l) {
+    const LayerTensors t = ForwardTensors(c, l, layout, body, drop, in, staged.Target(RnnSlots::kOut).data<float>());
+    // Training converts the weights into scratch; inference keeps them (while the parameters hold).
+    const std::shared_ptr<const KeptWeights> kept = train ? nullptr : KeptWeightsCache().Get(c, l, prims[l], params);
+    DnnlArgs args = ForwardArgs(c, l, kept ? kept->weights : ConvertWeights(c, l, prims[l], params, convert), t);
+    if (train) args.emplace(DNNL_ARG_WORKSPACE, Memory(prims[l].desc.workspace_desc(), At(body, layout.workspace[l])));
+    ExecutePrimitive(prims[l], std::move(args), staged.Extra(kPad));
+    if (drop && l + 1 < c.d.layers) {
+      RnnDropout(dropout, l * c.OutputSize(), c.OutputSize(), c.p.p, t.dst, At(body, layout.input[l + 1]),
+                 At(body, layout.mask[l + 1]));
+    }
+  }
+  CopyFinalStates(c, layout, body, staged);
+  staged.Finish();
+}
+
+void RnnBackwardDnnl(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in, std::span<const OpReq> req,
+                     std::span<const TensorView> out, void* reserve) {
+  std::vector<DnnlPrimitive> prims;
+  for (int l = 0; l < c.d.layers; ++l) prims.push_back(LayerPrimitive(c, l, Prop::kBackward));
+  const std::vector<size_t> bytes = BackwardScratchBytes(c, prims);
+  StagedOutputs staged(ctx, req, out, false, bytes);
+  float* zeros = static_cast<float*>(staged.Extra(kZeros));
+  std::fill_n(zeros, bytes[kZeros] / sizeof(float), 0.0f);
+  const DnnlLayout layout(c, true);
+  const float* dy = in[c.s.BackwardOutGrad(RnnSlots::kOut)].data<float>();
+  for (int l = c.d.layers - 1; l >= 0; --l) {
+    float* dx = l == 0 ? staged.Target(RnnSlots::kData).data<float>()
+                       : static_cast<float*>(staged.Extra((c.d.layers - 1 - l) % 2 ? kDyB : kDyA));
+    BackwardLayer(c, l, prims[l], layout, reserve, in, dy, dx, bytes, staged);
+    if (l == 0) break;
+    if (c.p.p > 0) {  // dropout's gradient: through the forward's mask
+      const float* mask = At(reserve, layout.mask[l]);
+      for (int64_t k = 0; k < c.OutputSize(); ++k) dx[k] *= mask[k];
+    }
+    dy = dx;
+  }
+  staged.Finish();
+}
+
+size_t DnnlReserveBytes(const RnnParam& p, const RnnDims& d) {
+  RnnCall c{p, d, RnnSlotsOf(p), {}};
+  return DnnlLayout(c, true).size;
+}
+
+}  // namespace weft::cpu

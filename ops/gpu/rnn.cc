@@ -1,0 +1,496 @@
+// RNN and _backward_RNN on the GPU, through cuDNN 9's v8 RNN API (cudnnRNNForward,
+// cudnnRNNBackwardData_v8, cudnnRNNBackwardWeights_v8); ops/nn/rnn_params.h says what they compute.
+// float32 (FMA math only, no TF32, so it matches the CPU's float32) and float64.
+//
+// Per call shape (and handle: a handle is used by one thread at a time, so is its plan), a plan,
+// built once and kept for the process: the RNN descriptor (standard algorithm, double bias, linear
+// input, padded I/O so that padded positions of out and d_data are zero), the data descriptors
+// (without lengths), the sizes of weight space, workspace and reserve, and where each of weft's
+// parameter tensors (PyTorch's flat layout) sits in cuDNN's weight space, as copy runs
+// (cudnnGetRNNWeightParams). When those runs are one copy of the whole vector, the flat vector is
+// the weight space (zero copy); otherwise it is copied into the call's workspace on the op's stream.
+//
+// The reserve output is cuDNN's reserve space; its size is cuDNN's for float64 (the largest), so
+// it also holds float32's. Workspace: the worker's (GpuCall::Workspace), one request per call.
+// Dropout between layers: cuDNN's, from one random state per device, created on first use and
+// seeded from the first call's RandomKey seed; so its draws are not the Dropout op's (the CPU's
+// are). Two streams running an RNN with dropout at once share that state.
+//
+// Lengths: cuDNN needs them on the host (the data descriptors) and on the device
+// (devSeqLengths). They come from the sequence_length input on the device, so the op copies them
+// to pinned host memory and waits for that copy: the one host synchronization of the op, on the
+// lengths path only (unfinished: the issue asks for none).
+//
+// The join (engine/gpu/stream_join.h): cuDNN's RNN backward data queues its kernels on auxiliary
+// streams of its own, and has been seen not to order the last of them before the handle's stream
+// (MXNet's PR #16391: non-persistent bidirectional backward data; a gradient summation launched
+// right after it on the worker's stream read d_data before it was written, with the parameters'
+// request null so that no backward weights ran in between). cuDNN 9.19 on the H200 ran every RNN
+// kernel on streams of its own (/work/shared/notes/gpu-machine.md). So right after backward data,
+// on every path, the op calls JoinLibraryStreams on its stream before anything reads d_data; the
+// count of those joins is test-visible (internal/rnn_gpu.h). Whether cuDNN's streams are blocking
+// (which the legacy-stream join needs) has not been measured yet.
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <span>
+#include <tuple>
+#include <vector>
+
+#include "engine/gpu/stream_join.h"
+#include "ops/gpu/internal/cudnn_desc.h"
+#include "ops/gpu/internal/gpu_call.h"
+#include "ops/gpu/internal/rnn_gpu.h"
+#include "ops/nn/rnn_params.h"
+#include "ops/op.h"
+
+namespace weft::gpu {
+namespace {
+
+std::atomic<int64_t> backward_joins{0};
+std::atomic<int64_t> backward_calls{0};
+
+using RnnDesc = CudnnDescriptor<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestroyRNNDescriptor>;
+using DataDesc = CudnnDescriptor<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor, cudnnDestroyRNNDataDescriptor>;
+using DropoutDesc = CudnnDescriptor<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor, cudnnDestroyDropoutDescriptor>;
+
+cudnnRNNMode_t CellOf(RnnMode mode) {
+  switch (mode) {
+    case RnnMode::kLstm: return CUDNN_LSTM;
+    case RnnMode::kGru: return CUDNN_GRU;
+    case RnnMode::kRnnTanh: return CUDNN_RNN_TANH;
+    case RnnMode::kRnnRelu: return CUDNN_RNN_RELU;
+  }
+  WEFT_THROW("RNN: unknown mode");
+}
+
+// One copy between weft's flat vector and cuDNN's weight space, in elements.
+struct CopyRun {
+  int64_t flat, space, count;
+};
+
+// Everything a plan depends on.
+using PlanKey = std::tuple<cudnnHandle_t, int, int, int, int64_t, int64_t, int, int64_t, int64_t, double>;
+
+// A call shape's descriptors and sizes; immutable once built.
+struct RnnPlan {
+  RnnDesc rnn;
+  DataDesc x, y;  // all lengths T (the lengths path builds its own per call)
+  TensorDesc h;    // (L*D, N, H)
+  size_t weight_bytes = 0, work_bytes = 0, reserve_bytes = 0;
+  std::vector<CopyRun> runs;
+  bool zero_copy = false;
+};
+
+void SetData(cudnnRNNDataDescriptor_t desc, DType dtype, const RnnDims& d, int64_t vector,
+             const std::vector<int32_t>& lengths) {
+  double fill64 = 0;
+  float fill32 = 0;
+  void* fill = dtype == DType::kFloat64 ? static_cast<void*>(&fill64) : static_cast<void*>(&fill32);
+  WEFT_CUDNN_CHECK(cudnnSetRNNDataDescriptor(desc, CudnnType(dtype), CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED,
+                                             CheckedInt("RNN", d.t), CheckedInt("RNN", d.n),
+                                             CheckedInt("RNN", vector), lengths.data(), fill));
+}
+
+void SetRnn(cudnnRNNDescriptor_t desc, const RnnParam& p, const RnnDims& d, DType dtype,
+            cudnnDropoutDescriptor_t dropout) {
+  const cudnnDataType_t type = CudnnType(dtype);
+  const cudnnMathType_t math = dtype == DType::kFloat64 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  WEFT_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
+      desc, CUDNN_RNN_ALGO_STANDARD, CellOf(p.mode), CUDNN_RNN_DOUBLE_BIAS,
+      d.dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, type, type, math,
+      CheckedInt("RNN", d.i), CheckedInt("RNN", d.h), CheckedInt("RNN", d.h), d.layers, dropout,
+      CUDNN_RNN_PADDED_IO_ENABLED));
+}
+
+// Where cuDNN puts the matrix and bias of gate `id` of pseudo-layer `pseudo`, in elements from
+// the start of its weight space.
+std::pair<int64_t, int64_t> SpaceOffsets(cudnnHandle_t h, const RnnPlan& plan, int pseudo, int id, size_t elem) {
+  char* const base = reinterpret_cast<char*>(uintptr_t{1} << 30);  // never read: only offsets matter
+  TensorDesc m, b;
+  void *m_addr = nullptr, *b_addr = nullptr;
+  WEFT_CUDNN_CHECK(cudnnGetRNNWeightParams(h, plan.rnn.get(), pseudo, plan.weight_bytes, base, id, m.get(), &m_addr,
+                                           b.get(), &b_addr));
+  return {(static_cast<char*>(m_addr) - base) / static_cast<int64_t>(elem),
+          (static_cast<char*>(b_addr) - base) / static_cast<int64_t>(elem)};
+}
+
+// The copy runs of every tensor, merged where both sides are contiguous.
+std::vector<CopyRun> RunsOf(cudnnHandle_t h, const RnnPlan& plan, const RnnParam& p, const RnnDims& d, size_t elem) {
+  const RnnParamLayout layout(p, d.i);
+  std::vector<CopyRun> runs;
+  auto add = [&runs](int64_t flat, int64_t space, int64_t count) { runs.push_back({flat, space, count}); };
+  for (int l = 0; l < d.layers; ++l) {
+    for (int dir = 0; dir < d.dirs; ++dir) {
+      const RnnBlock& blk = layout.Block(l, dir);
+      for (int id = 0; id < 2 * d.gates; ++id) {
+        const bool input = id < d.gates;
+        const int gate = input ? id : id - d.gates;
+        const int64_t cols = input ? blk.input : d.h;
+        const auto [m, b] = SpaceOffsets(h, plan, l * d.dirs + dir, id, elem);
+        add((input ? blk.weight_ih : blk.weight_hh) + gate * d.h * cols, m, d.h * cols);
+        add((input ? blk.bias_ih : blk.bias_hh) + gate * d.h, b, d.h);
+      }
+    }
+  }
+  std::sort(runs.begin(), runs.end(), [](const CopyRun& a, const CopyRun& b) { return a.flat < b.flat; });
+  std::vector<CopyRun> merged;
+  for (const CopyRun& r : runs) {
+    CopyRun* last = merged.empty() ? nullptr : &merged.back();
+    if (last && last->flat + last->count == r.flat && last->space + last->count == r.space)
+      last->count += r.count;
+    else
+      merged.push_back(r);
+  }
+  return merged;
+}
+
+void BuildPlan(cudnnHandle_t h, RnnPlan& plan, const RnnParam& p, const RnnDims& d, DType dtype,
+               cudnnDropoutDescriptor_t dropout) {
+  SetRnn(plan.rnn.get(), p, d, dtype, dropout);
+  const std::vector<int32_t> all(d.n, static_cast<int32_t>(d.t));
+  SetData(plan.x.get(), dtype, d, d.i, all);
+  SetData(plan.y.get(), dtype, d, d.dirs * d.h, all);
+  const int dims[3] = {d.layers * d.dirs, CheckedInt("RNN", d.n), CheckedInt("RNN", d.h)};
+  const int strides[3] = {dims[1] * dims[2], dims[2], 1};
+  WEFT_CUDNN_CHECK(cudnnSetTensorNdDescriptor(plan.h.get(), CudnnType(dtype), 3, dims, strides));
+  WEFT_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(h, plan.rnn.get(), &plan.weight_bytes));
+  WEFT_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(h, plan.rnn.get(), CUDNN_FWD_MODE_TRAINING, plan.x.get(),
+                                             &plan.work_bytes, &plan.reserve_bytes));
+  const size_t elem = DTypeSize(dtype);
+  plan.runs = RunsOf(h, plan, p, d, elem);
+  const int64_t total = RnnParamLayout(p, d.i).size();
+  plan.zero_copy = plan.runs.size() == 1 && plan.runs[0].flat == 0 && plan.runs[0].space == 0 &&
+                   plan.runs[0].count == total && plan.weight_bytes == total * elem;
+}
+
+// The plan of this handle and call shape, built on first use; plans live for the process.
+const RnnPlan& PlanOf(cudnnHandle_t h, const RnnParam& p, const RnnDims& d, DType dtype,
+                      cudnnDropoutDescriptor_t dropout) {
+  static std::mutex mu;                                            // guards plans
+  static auto* const plans = new std::map<PlanKey, RnnPlan*>;      // immortal, like the handles
+  const PlanKey key{h, static_cast<int>(dtype), static_cast<int>(p.mode), d.layers, d.i, d.h, d.dirs, d.t, d.n, p.p};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto it = plans->find(key);
+    if (it != plans->end()) return *it->second;
+  }
+  auto* plan = new RnnPlan;
+  BuildPlan(h, *plan, p, d, dtype, dropout);
+  std::lock_guard<std::mutex> lock(mu);
+  const auto [it, added] = plans->emplace(key, plan);
+  if (!added) delete plan;
+  return *it->second;
+}
+
+// A dropout descriptor of probability p with no random state: enough for sizes.
+cudnnDropoutDescriptor_t StatelessDropout(cudnnHandle_t h, double p) {
+  static std::mutex mu;
+  static auto* const descs = new std::map<std::pair<cudnnHandle_t, double>, DropoutDesc*>;
+  std::lock_guard<std::mutex> lock(mu);
+  DropoutDesc*& desc = (*descs)[{h, p}];
+  if (desc == nullptr) {
+    desc = new DropoutDesc;
+    WEFT_CUDNN_CHECK(cudnnSetDropoutDescriptor(desc->get(), h, static_cast<float>(p), nullptr, 0, 0));
+  }
+  return desc->get();
+}
+
+// The dropout descriptor of probability p for calls on `call`'s device: one random state per
+// device, initialized on the first call's stream from its seed; a descriptor per (handle, p)
+// restored onto that state.
+cudnnDropoutDescriptor_t DeviceDropout(const GpuCall& call, double p, uint64_t seed) {
+  if (p == 0) return StatelessDropout(call.cudnn(), 0);
+  struct State {
+    void* states = nullptr;
+    size_t bytes = 0;
+    uint64_t seed = 0;
+  };
+  static std::mutex mu;
+  static auto* const states = new std::map<int, State>;
+  static auto* const descs = new std::map<std::pair<cudnnHandle_t, double>, DropoutDesc*>;
+  std::lock_guard<std::mutex> lock(mu);
+  const cudnnHandle_t h = call.cudnn();
+  State& s = (*states)[call.device()];
+  DropoutDesc*& desc = (*descs)[{h, p}];
+  if (s.states == nullptr) {
+    WEFT_CUDNN_CHECK(cudnnDropoutGetStatesSize(h, &s.bytes));
+    WEFT_CUDA_CHECK(cudaMalloc(&s.states, s.bytes));  // immortal, like the handles
+    s.seed = seed;
+    desc = new DropoutDesc;
+    WEFT_CUDNN_CHECK(cudnnSetDropoutDescriptor(desc->get(), h, static_cast<float>(p), s.states, s.bytes, s.seed));
+  } else if (desc == nullptr) {
+    desc = new DropoutDesc;
+    WEFT_CUDNN_CHECK(cudnnRestoreDropoutDescriptor(desc->get(), h, static_cast<float>(p), s.states, s.bytes, s.seed));
+  }
+  return desc->get();
+}
+
+// A handle of the current device for size queries (shape inference runs outside any stream).
+cudnnHandle_t QueryHandle() {
+  static std::mutex mu;
+  static auto* const handles = new std::map<int, cudnnHandle_t>;
+  int device = 0;
+  WEFT_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  cudnnHandle_t& h = (*handles)[device];
+  if (h == nullptr) WEFT_CUDNN_CHECK(cudnnCreate(&h));
+  return h;
+}
+
+// The reserve's size on a GPU: cuDNN's for float64, the largest dtype computed here.
+void GpuReserveShape(const Attrs& a, const std::vector<Shape>& in, std::vector<Shape>& out) {
+  const RnnParam& p = a.Get<RnnParam>();
+  const RnnDims d = RnnDimsOf(p, in[RnnSlots::kData]);
+  const cudnnHandle_t h = QueryHandle();
+  const RnnPlan& plan = PlanOf(h, p, d, DType::kFloat64, StatelessDropout(h, p.p));
+  out[RnnSlotsOf(p).reserve] = Shape{static_cast<int64_t>(plan.reserve_bytes)};
+}
+
+// Each length of the sequence_length input (on the device, in its dtype), read on the host after
+// the stream's work so far (the op's one synchronization), checked as the CPU checks it.
+std::vector<int32_t> HostLengths(const GpuCall& call, const TensorView& l, const RnnDims& d) {
+  thread_local void* pinned = nullptr;  // immortal, grown as needed
+  thread_local size_t pinned_bytes = 0;
+  if (pinned_bytes < l.bytes()) {
+    if (pinned != nullptr) WEFT_CUDA_CHECK(cudaFreeHost(pinned));
+    WEFT_CUDA_CHECK(cudaMallocHost(&pinned, l.bytes()));
+    pinned_bytes = l.bytes();
+  }
+  call.stream().Copy(pinned, l.raw(), l.bytes(), cudaMemcpyDeviceToHost);
+  call.stream().Synchronize();
+  std::vector<int32_t> lengths(d.n);
+  WEFT_DTYPE_SWITCH(l.dtype(), L, "RNN sequence_length", {
+    for (int64_t n = 0; n < d.n; ++n) {
+      const double v = static_cast<double>(static_cast<const L*>(pinned)[n]);
+      if (!(v >= 1 && v < static_cast<double>(d.t) + 1)) {
+        WEFT_THROW("RNN: sequence_length[" << n << "] is " << v << ", expected a length in [1, " << d.t
+                                           << "] (data's T)");
+      }
+      lengths[n] = static_cast<int32_t>(v);
+    }
+  });
+  return lengths;
+}
+
+// One call's data descriptors and lengths (host and device): the plan's, or built for the lengths.
+struct CallData {
+  DataDesc own_x, own_y;
+  cudnnRNNDataDescriptor_t x = nullptr, y = nullptr;
+  std::vector<int32_t> lengths;
+};
+
+void SetCallData(const GpuCall& call, CallData& c, const RnnPlan& plan, const RnnDims& d, DType dtype,
+                 const TensorView* lengths) {
+  if (lengths == nullptr) {
+    c.x = plan.x.get(), c.y = plan.y.get();
+    c.lengths.assign(d.n, static_cast<int32_t>(d.t));
+    return;
+  }
+  c.lengths = HostLengths(call, *lengths, d);
+  SetData(c.own_x.get(), dtype, d, d.i, c.lengths);
+  SetData(c.own_y.get(), dtype, d, d.dirs * d.h, c.lengths);
+  c.x = c.own_x.get(), c.y = c.own_y.get();
+}
+
+// devSeqLengths, from pageable memory: the copy has read the host vector when it returns.
+void CopyLengths(const GpuCall& call, const CallData& c, void* device) {
+  call.stream().Copy(device, c.lengths.data(), c.lengths.size() * sizeof(int32_t), cudaMemcpyHostToDevice);
+}
+
+// Copies each run between the flat vector and the weight space, in the direction asked.
+void CopyRuns(const GpuCall& call, const RnnPlan& plan, size_t elem, char* flat, char* space, bool to_space) {
+  for (const CopyRun& r : plan.runs) {
+    char* f = flat + r.flat * elem;
+    char* s = space + r.space * elem;
+    call.stream().Copy(to_space ? s : f, to_space ? f : s, r.count * elem, cudaMemcpyDeviceToDevice);
+  }
+}
+
+// dst += src over n elements of dtype, on the call's stream.
+void AddInto(const GpuCall& call, DType dtype, int64_t n, const void* src, void* dst) {
+  TensorDesc desc;
+  WEFT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc.get(), CUDNN_TENSOR_NCHW, CudnnType(dtype), 1, 1, 1,
+                                              CheckedInt("RNN", n)));
+  WEFT_CUDNN_CHECK(cudnnAddTensor(call.cudnn(), One(dtype).get(), desc.get(), src, One(dtype).get(), desc.get(), dst));
+}
+
+// Where cuDNN writes an output of this request: the output itself for a write, scratch for an add
+// (then AddInto) or, where cuDNN must write it anyway, a null request; nullptr when it may skip it.
+void* TargetOf(OpReq req, const TensorView* out, void* scratch, bool required) {
+  if (out != nullptr && (req == OpReq::kWrite || req == OpReq::kWriteInplace)) return out->raw();
+  if (out != nullptr && req == OpReq::kAddTo) return scratch;
+  return required ? scratch : nullptr;
+}
+
+size_t ScratchBytes(OpReq req, const TensorView* out, bool required) {
+  if (out == nullptr) return 0;
+  if (req == OpReq::kAddTo || (req == OpReq::kNull && required)) return out->bytes();
+  return 0;
+}
+
+void FinishOutput(const GpuCall& call, OpReq req, const TensorView* out, const void* scratch) {
+  if (out != nullptr && req == OpReq::kAddTo) AddInto(call, out->dtype(), out->size(), scratch, out->raw());
+}
+
+// One call's common parts: attributes, extents, slots, dtype and plan.
+struct GpuRnnCall {
+  const RnnParam& p;
+  RnnDims d;
+  RnnSlots s;
+  DType dtype;
+  const RnnPlan* plan;
+};
+
+GpuRnnCall CallOf(const GpuCall& call, const Attrs& a, std::span<const TensorView> fwd_in, uint64_t seed,
+                  const char* op) {
+  const RnnParam& p = a.Get<RnnParam>();
+  const DType dtype = fwd_in[RnnSlots::kData].dtype();
+  CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64});
+  const RnnDims d = RnnDimsOf(p, fwd_in[RnnSlots::kData].shape());
+  const RnnPlan& plan = PlanOf(call.cudnn(), p, d, dtype, DeviceDropout(call, p.p, seed));
+  return {p, d, RnnSlotsOf(p), dtype, &plan};
+}
+
+// The weight space: the flat vector itself (zero copy) or `space`, filled from it.
+void* WeightSpace(const GpuCall& call, const GpuRnnCall& c, const TensorView& flat, void* space) {
+  if (c.plan->zero_copy) return flat.raw();
+  call.stream().Memset(space, 0, c.plan->weight_bytes);
+  CopyRuns(call, *c.plan, DTypeSize(c.dtype), static_cast<char*>(flat.raw()), static_cast<char*>(space), true);
+  return space;
+}
+
+const TensorView* Optional(std::span<const TensorView> views, int slot) { return slot < 0 ? nullptr : &views[slot]; }
+
+// in: (data, parameters, state[, state_cell][, sequence_length]); out: the visible outputs, then
+// the reserve.
+void RnnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
+                   std::span<const TensorView> out) {
+  const GpuCall call(ctx);
+  const GpuRnnCall c = CallOf(call, a, in, ctx.random.seed, "RNN");
+  const RnnPlan& plan = *c.plan;
+  CallData data;
+  SetCallData(call, data, plan, c.d, c.dtype, Optional(in, c.s.lengths));
+  const bool train = ctx.is_train && req[c.s.reserve] != OpReq::kNull;
+  if (train) {
+    WEFT_CHECK(out[c.s.reserve].bytes() >= plan.reserve_bytes)
+        << "RNN: the reserve holds " << out[c.s.reserve].bytes() << " bytes, expected at least "
+        << plan.reserve_bytes << " (were its shapes inferred without the device?)";
+  }
+  const TensorView* hy = Optional(out, c.s.state_out);
+  const TensorView* cy = Optional(out, c.s.state_cell_out);
+  const OpReq hy_req = hy ? req[c.s.state_out] : OpReq::kNull, cy_req = cy ? req[c.s.state_cell_out] : OpReq::kNull;
+  const std::vector<void*> ws = call.Workspace(
+      {plan.zero_copy ? 0 : plan.weight_bytes, plan.work_bytes, c.d.n * sizeof(int32_t),
+       ScratchBytes(req[0], &out[0], true), ScratchBytes(hy_req, hy, false), ScratchBytes(cy_req, cy, false)});
+  void* weights = WeightSpace(call, c, in[RnnSlots::kParams], ws[0]);
+  CopyLengths(call, data, ws[2]);
+  void* y = TargetOf(req[0], &out[0], ws[3], true);
+  void* hy_ptr = TargetOf(hy_req, hy, ws[4], false);
+  void* cy_ptr = TargetOf(cy_req, cy, ws[5], false);
+  const void* cx = c.s.state_cell < 0 ? nullptr : in[c.s.state_cell].raw();
+  WEFT_CUDNN_CHECK(cudnnRNNForward(
+      call.cudnn(), plan.rnn.get(), train ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
+      static_cast<const int32_t*>(ws[2]), data.x, in[RnnSlots::kData].raw(), data.y, y, plan.h.get(),
+      in[RnnSlots::kState].raw(), hy_ptr, plan.h.get(), cx, cy_ptr, plan.weight_bytes, weights, plan.work_bytes,
+      ws[1], train ? plan.reserve_bytes : 0, train ? out[c.s.reserve].raw() : nullptr));
+  FinishOutput(call, req[0], &out[0], ws[3]);
+  FinishOutput(call, hy_req, hy, ws[4]);
+  FinishOutput(call, cy_req, cy, ws[5]);
+}
+
+// The weights' gradient, after backward data: cuDNN accumulates into a weight space (its only
+// mode), which is the gradient itself when the layouts agree, or scratch copied back to weft's
+// layout (through more scratch for an add).
+void BackwardWeights(const GpuCall& call, const GpuRnnCall& c, const CallData& data, std::span<const TensorView> in,
+                     OpReq req, const TensorView& dw, const std::vector<void*>& ws) {
+  const RnnPlan& plan = *c.plan;
+  const RnnSlots& s = c.s;
+  void* space = plan.zero_copy ? dw.raw() : ws[3];
+  if (!plan.zero_copy || req != OpReq::kAddTo) call.stream().Memset(space, 0, plan.weight_bytes);
+  const TensorView& reserve = in[RnnSlots::kBackwardReserve];
+  WEFT_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(
+      call.cudnn(), plan.rnn.get(), CUDNN_WGRAD_MODE_ADD, static_cast<const int32_t*>(ws[2]), data.x,
+      in[s.BackwardInput(RnnSlots::kData)].raw(), plan.h.get(), in[s.BackwardInput(RnnSlots::kState)].raw(), data.y,
+      in[RnnSlots::kBackwardOut].raw(), plan.weight_bytes, space, plan.work_bytes, ws[1], plan.reserve_bytes,
+      reserve.raw()));
+  if (plan.zero_copy) return;
+  const bool add = req == OpReq::kAddTo;
+  char* flat = static_cast<char*>(add ? ws[4] : dw.raw());
+  CopyRuns(call, plan, DTypeSize(c.dtype), flat, static_cast<char*>(space), false);
+  if (add) AddInto(call, c.dtype, dw.size(), flat, dw.raw());
+}
+
+// The join after backward data (the file comment says why), counted for tests.
+void JoinBackwardData(const GpuCall& call) {
+  JoinLibraryStreams(call.stream());
+  backward_joins.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Backward data, then the join (the file comment says why), on every path.
+void BackwardData(const GpuCall& call, const GpuRnnCall& c, const CallData& data, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out, const std::vector<void*>& ws,
+                  const void* weights) {
+  const RnnSlots& s = c.s;
+  const TensorView* dhx = &out[RnnSlots::kState];
+  const TensorView* dcx = Optional(out, s.state_cell);
+  const void* dhy = s.state_out < 0 ? nullptr : in[s.BackwardOutGrad(s.state_out)].raw();
+  const void* dcy = s.state_cell_out < 0 ? nullptr : in[s.BackwardOutGrad(s.state_cell_out)].raw();
+  const void* cx = s.state_cell < 0 ? nullptr : in[s.BackwardInput(s.state_cell)].raw();
+  void* dx = TargetOf(req[0], &out[0], ws[5], true);
+  void* dhx_ptr = TargetOf(req[RnnSlots::kState], dhx, ws[6], false);
+  void* dcx_ptr = dcx ? TargetOf(req[s.state_cell], dcx, ws[7], false) : nullptr;
+  const TensorView& reserve = in[RnnSlots::kBackwardReserve];
+  WEFT_CUDNN_CHECK(cudnnRNNBackwardData_v8(
+      call.cudnn(), c.plan->rnn.get(), static_cast<const int32_t*>(ws[2]), data.y, in[RnnSlots::kBackwardOut].raw(),
+      in[s.BackwardOutGrad(RnnSlots::kOut)].raw(), data.x, dx, c.plan->h.get(),
+      in[s.BackwardInput(RnnSlots::kState)].raw(), dhy, dhx_ptr, c.plan->h.get(), cx, dcy, dcx_ptr,
+      c.plan->weight_bytes, weights, c.plan->work_bytes, ws[1], c.plan->reserve_bytes, reserve.raw()));
+  JoinBackwardData(call);
+  FinishOutput(call, req[0], &out[0], ws[5]);
+  FinishOutput(call, req[RnnSlots::kState], dhx, ws[6]);
+  if (dcx) FinishOutput(call, req[s.state_cell], dcx, ws[7]);
+}
+
+// in: _backward_RNN's inputs (rnn_params.h); out: the gradients of data, parameters, the states.
+void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
+                    std::span<const TensorView> out) {
+  backward_calls.fetch_add(1, std::memory_order_relaxed);
+  const GpuCall call(ctx);
+  const RnnSlots slots = RnnSlotsOf(a.Get<RnnParam>());
+  const std::span<const TensorView> fwd = in.subspan(slots.BackwardInput(0), slots.num_inputs);
+  const GpuRnnCall c = CallOf(call, a, fwd, ctx.random.seed, "_backward_RNN");
+  const RnnPlan& plan = *c.plan;
+  const TensorView& reserve = in[RnnSlots::kBackwardReserve];
+  WEFT_CHECK(reserve.bytes() >= plan.reserve_bytes)
+      << "_backward_RNN: the reserve holds " << reserve.bytes() << " bytes, expected at least " << plan.reserve_bytes
+      << " (were its shapes inferred without the device?)";
+  CallData data;
+  SetCallData(call, data, plan, c.d, c.dtype, Optional(fwd, c.s.lengths));
+  const OpReq dw_req = req[RnnSlots::kParams];
+  const TensorView* dcx = Optional(out, c.s.state_cell);
+  const bool dw_space = dw_req != OpReq::kNull && !plan.zero_copy;
+  // weight space, workspace, device lengths, d_parameters' weight space and flat scratch, then the
+  // scratch of d_data, d_state, d_state_cell (TargetOf).
+  const std::vector<void*> ws = call.Workspace(
+      {plan.zero_copy ? 0 : plan.weight_bytes, plan.work_bytes, c.d.n * sizeof(int32_t),
+       dw_space ? plan.weight_bytes : 0, dw_space && dw_req == OpReq::kAddTo ? out[1].bytes() : 0,
+       ScratchBytes(req[0], &out[0], true), ScratchBytes(req[RnnSlots::kState], &out[RnnSlots::kState], false),
+       dcx ? ScratchBytes(req[c.s.state_cell], dcx, false) : 0});
+  const void* weights = WeightSpace(call, c, fwd[RnnSlots::kParams], ws[0]);
+  CopyLengths(call, data, ws[2]);
+  BackwardData(call, c, data, in, req, out, ws, weights);
+  if (dw_req != OpReq::kNull) BackwardWeights(call, c, data, in, dw_req, out[RnnSlots::kParams], ws);
+}
+
+WEFT_REGISTER_COMPUTE(RNN, DeviceType::kGpu, RnnForwardGpu);
+WEFT_REGISTER_COMPUTE(_backward_RNN, DeviceType::kGpu, RnnBackwardGpu);
+[[maybe_unused]] const bool reserve_registered = (RegisterDeviceShape("RNN", DeviceType::kGpu, GpuReserveShape), true);
+
+}  // namespace
+
+int64_t RnnBackwardJoins() { return backward_joins.load(std::memory_order_relaxed); }
+int64_t RnnBackwardCalls() { return backward_calls.load(std::memory_order_relaxed); }
+
+}  // namespace weft::gpu

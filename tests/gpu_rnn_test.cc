@@ -1,0 +1,202 @@
+// The GPU RNN (ops/gpu/rnn.cc, cuDNN) against the CPU's on the same inputs, the join after its
+// backward data on every path (counted: ops/gpu/internal/rnn_gpu.h), and MXNet's race (PR #16391)
+// as a test: a bidirectional 2-layer LSTM whose data gradient is added to the gradient of a second
+// consumer of data right after backward data, with the parameters' gradient not requested, 1,000
+// times with other work on a second stream, each time equal to the CPU's.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/gpu/cuda_check.h"
+#include "executor/executor.h"
+#include "graph/symbol.h"
+#include "ops/gpu/internal/rnn_gpu.h"
+#include "ops/nn/rnn_params.h"
+#include "ops/op.h"
+#include "storage/ndarray.h"
+#include "weft/imperative.h"
+
+namespace weft::gpu {
+namespace {
+
+const Device kGpu = Device::Gpu(0);
+
+struct Config {
+  RnnMode mode = RnnMode::kLstm;
+  int layers = 2;
+  bool bidirectional = true;
+  bool lengths = false;
+  int64_t t = 5, n = 3, i = 4, h = 6;
+  bool lstm() const { return mode == RnnMode::kLstm; }
+  int dirs() const { return bidirectional ? 2 : 1; }
+  std::string Name() const {
+    return std::string(RnnModeName(mode)) + " L" + std::to_string(layers) + (bidirectional ? " bi" : " uni") +
+           (lengths ? " lengths" : "");
+  }
+};
+
+AttrMap AttrsOf(const Config& c) {
+  return {{"mode", RnnModeName(c.mode)},
+          {"state_size", std::to_string(c.h)},
+          {"num_layers", std::to_string(c.layers)},
+          {"bidirectional", c.bidirectional ? "true" : "false"},
+          {"state_outputs", "true"},
+          {"use_sequence_length", c.lengths ? "true" : "false"}};
+}
+
+int64_t ParamSize(const Config& c) {
+  return RnnParamLayout(ParseAttrs(GetOp("RNN"), AttrsOf(c)).Get<RnnParam>(), c.i).size();
+}
+
+std::vector<float> Uniform(uint64_t seed, int64_t n, double scale) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(u(rng));
+  return v;
+}
+
+// The op's host inputs: data, parameters, state[, state_cell][, sequence_length].
+std::vector<std::pair<std::vector<float>, Shape>> HostInputs(const Config& c) {
+  const Shape state{c.layers * c.dirs(), c.n, c.h};
+  std::vector<std::pair<std::vector<float>, Shape>> in = {
+      {Uniform(1, c.t * c.n * c.i, 1), Shape{c.t, c.n, c.i}},
+      {Uniform(2, ParamSize(c), 0.5), Shape{ParamSize(c)}},
+      {Uniform(3, state.Size(), 1), state}};
+  if (c.lstm()) in.push_back({Uniform(4, state.Size(), 1), state});
+  if (c.lengths) {
+    std::vector<float> l(c.n);
+    for (int64_t k = 0; k < c.n; ++k) l[k] = static_cast<float>(c.t - k % c.t);
+    in.push_back({l, Shape{c.n}});
+  }
+  return in;
+}
+
+std::vector<NDArray> On(const std::vector<std::pair<std::vector<float>, Shape>>& host, Device device) {
+  std::vector<NDArray> in;
+  for (const auto& [v, s] : host) in.push_back(NDArray::FromVector(v, s, device));
+  return in;
+}
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t k = 0; k < got.size(); ++k)
+    ASSERT_NEAR(got[k], want[k], tol * (1 + std::abs(want[k]))) << what << ", element " << k;
+}
+
+// A training forward and a backward on `device`: the visible outputs, then every requested input
+// gradient (parameters' with `params_req`).
+std::vector<std::vector<float>> ForwardBackward(const Config& c, Device device, OpReq params_req) {
+  const Op& op = GetOp("RNN");
+  const Attrs attrs = ParseAttrs(op, AttrsOf(c));
+  const std::vector<NDArray> in = On(HostInputs(c), device);
+  const std::vector<NDArray> out = Invoke("RNN", in, AttrsOf(c), {.is_train = true});
+  std::vector<NDArray> heads, grads;
+  for (size_t o = 0; o + 1 < out.size(); ++o)
+    heads.push_back(NDArray::FromVector(Uniform(10 + o, out[o].shape().Size(), 1), out[o].shape(), device));
+  heads.push_back(out.back());
+  std::vector<OpReq> reqs;
+  for (size_t k = 0; k < in.size(); ++k) {
+    grads.emplace_back(in[k].shape(), device, DType::kFloat32);
+    reqs.push_back(c.lengths && k + 1 == in.size() ? OpReq::kNull : k == 1 ? params_req : OpReq::kWrite);
+  }
+  InvokeBackward(op, attrs, in, out, heads, grads, reqs);
+  std::vector<std::vector<float>> values;
+  for (size_t o = 0; o + 1 < out.size(); ++o) values.push_back(out[o].ToVector<float>());
+  for (size_t k = 0; k < grads.size(); ++k)
+    if (reqs[k] != OpReq::kNull) values.push_back(grads[k].ToVector<float>());
+  return values;
+}
+
+std::vector<Config> Configs() {
+  std::vector<Config> all;
+  for (RnnMode mode : {RnnMode::kLstm, RnnMode::kGru, RnnMode::kRnnTanh, RnnMode::kRnnRelu})
+    for (bool bi : {false, true})
+      for (bool lengths : {false, true}) {
+        Config c;
+        c.mode = mode, c.bidirectional = bi, c.lengths = lengths;
+        all.push_back(c);
+      }
+  return all;
+}
+
+TEST(GpuRnn, ForwardAndBackwardEqualTheCpus) {
+  for (const Config& c : Configs()) {
+    SCOPED_TRACE(c.Name());
+    const auto want = ForwardBackward(c, Device::Cpu(), OpReq::kWrite);
+    const auto got = ForwardBackward(c, kGpu, OpReq::kWrite);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) ExpectNear(got[k], want[k], 1e-4, "value " + std::to_string(k));
+  }
+}
+
+// One join per backward, whether the parameters' gradient is requested or not, in one direction
+// or two, with lengths or not.
+TEST(GpuRnn, EveryBackwardJoinsOnceAfterBackwardData) {
+  for (Config c : Configs()) {
+    if (c.mode == RnnMode::kRnnRelu) continue;
+    for (OpReq params : {OpReq::kWrite, OpReq::kNull, OpReq::kAddTo}) {
+      SCOPED_TRACE(c.Name() + " parameters' request " + std::to_string(static_cast<int>(params)));
+      const int64_t joins = RnnBackwardJoins(), calls = RnnBackwardCalls();
+      ForwardBackward(c, kGpu, params);
+      EXPECT_EQ(RnnBackwardCalls() - calls, 1);
+      EXPECT_EQ(RnnBackwardJoins() - joins, 1);
+    }
+  }
+}
+
+// MXNet's race: d_data (request add, parameters' null) summed with tanh's gradient at once.
+TEST(GpuRnn, TheDataGradientSummedRightAfterBackwardDataIsTheCpusEveryTime) {
+  Config c;
+  c.t = 16, c.n = 32, c.i = 64, c.h = 128;  // large enough for cuDNN's streams to matter
+  const auto host = HostInputs(c);
+  const Symbol data = Symbol::Variable("data");
+  const Symbol rnn = Symbol::Op("RNN",
+                                {data, Symbol::Variable("parameters"), Symbol::Variable("state"),
+                                 Symbol::Variable("state_cell")},
+                                AttrsOf(c));
+  const Symbol net = Symbol::Group({rnn[0], Symbol::Op("tanh", {data})});
+  const char* names[] = {"data", "parameters", "state", "state_cell"};
+  auto bind = [&](Device device, GradReq data_req) {
+    Executor::ArrayMap args, grads;
+    for (int k = 0; k < 4; ++k) args[names[k]] = NDArray::FromVector(host[k].first, host[k].second, device);
+    grads["data"] = NDArray::FromVector(std::vector<float>(host[0].first.size(), 0), host[0].second, device);
+    std::map<std::string, GradReq> reqs = {{"data", data_req}, {"parameters", GradReq::kNull},
+                                          {"state", GradReq::kNull}, {"state_cell", GradReq::kNull}};
+    return std::make_pair(Executor::Bind(net, device, args, grads, reqs), grads["data"]);
+  };
+  auto [cpu, cpu_grad] = bind(Device::Cpu(), GradReq::kWrite);
+  cpu->Forward(true);
+  cpu->Backward();
+  const std::vector<float> want = cpu_grad.ToVector<float>();
+
+  cudaStream_t other = nullptr;
+  WEFT_CUDA_CHECK(cudaSetDevice(0));
+  WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  void* busy = nullptr;
+  const size_t busy_bytes = size_t{256} << 20;
+  WEFT_CUDA_CHECK(cudaMalloc(&busy, busy_bytes));
+  auto [gpu, gpu_grad] = bind(kGpu, GradReq::kAdd);
+  std::vector<float> before(want.size(), 0);
+  for (int run = 0; run < 1000; ++run) {
+    WEFT_CUDA_CHECK(cudaMemsetAsync(busy, run & 0xff, busy_bytes, other));
+    gpu->Forward(true);
+    gpu->Backward();
+    const std::vector<float> now = gpu_grad.ToVector<float>();
+    std::vector<float> added(now.size());
+    for (size_t k = 0; k < now.size(); ++k) added[k] = now[k] - before[k];
+    ExpectNear(added, want, 2e-3, "run " + std::to_string(run));
+    if (::testing::Test::HasFatalFailure()) break;
+    before = now;
+  }
+  WEFT_CUDA_CHECK(cudaStreamSynchronize(other));
+  WEFT_CUDA_CHECK(cudaFree(busy));
+  WEFT_CUDA_CHECK(cudaStreamDestroy(other));
+}
+
+}  // namespace
+}  // namespace weft::gpu
