@@ -229,8 +229,7 @@ int main(int argc, char** argv) {
   const nlohmann::json torch = bench::RunPeer("bench/torch_train_peer.py", peer_args);
   const bool peer = torch.value("available", false);
   std::printf("training step (forward, backward, SGD update), MLPs batch %d, LSTM batch %d, %d thread(s), %d rounds of "
-              "%d steps
-",
+              "%d steps\n",
               kBatch, kLstmBatch, threads, rounds, steps);
   if (peer) {
     std::printf("PyTorch %s, %d thread(s); BLAS loaded: %s\n", torch["version"].get<std::string>().c_str(),
