@@ -9,7 +9,10 @@
 //       output (forward x -> y; backward x, dy -> dx), against the device copy (goal: fused >= 95%
 //       of the copy, and faster than torch.compile); the chain's first bind (NVRTC compile; goal
 //       < 0.2 s) and the same graph bound again (cached; goal < 1 ms); a training step of an MLP
-//       with bias, GELU and dropout (784-1024-1024-10, batch 128), fusion on and off.
+//       with bias, GELU and dropout (784-1024-1024-10, batch 128), fusion on and off;
+//   (e) the float32 MLP steps through weft::Trainer (issue 13): replayed as CUDA graphs against
+//       PyTorch replaying the same step captured with torch.cuda.graph, and pushed op by op
+//       (WEFT_CUDA_GRAPH=0) against PyTorch eager.
 // Steps are pushed back to back and waited for once, as a training loop would; times are the
 // median of --reps repetitions.
 //
@@ -98,6 +101,23 @@ double MlpStep(const Net& net, DType dtype, int reps) {
   };
   for (int i = 0; i < 10; ++i) step();
   return TimeMs(reps, 50, step);
+}
+
+// ms per training step of `net` (float32) through weft::Trainer: the step (forward, backward and
+// every parameter's SGD update) as one bound graph, replayed as CUDA graphs after the first steps
+// (`cuda_graph`) or pushed op by op (WEFT_CUDA_GRAPH=0 at Bind).
+double TrainerStep(const Net& net, bool cuda_graph, int reps) {
+  setenv("WEFT_CUDA_GRAPH", cuda_graph ? "1" : "0", 1);
+  weft::Trainer trainer(Mlp(net.sizes, DType::kFloat32),
+                        {{"data", Shape{net.batch, net.sizes[0]}}, {"label", Shape{net.batch}}}, weft::Xavier(),
+                        weft::SGD(0.01, 0.9, 0, 1.0 / net.batch), {.device = kGpu});
+  unsetenv("WEFT_CUDA_GRAPH");
+  trainer.data("data").FillNormal(0, 1);
+  std::vector<float> labels(net.batch);
+  for (int i = 0; i < net.batch; ++i) labels[i] = static_cast<float>(i % net.sizes.back());
+  NDArray::FromVector(labels, Shape{net.batch}).CopyTo(trainer.data("label"));
+  for (int i = 0; i < 10; ++i) trainer.Step();
+  return TimeMs(reps, 50, [&] { trainer.Step(); });
 }
 
 // Microseconds per tiny in-place add (16 floats), 10,000 pushed, one wait: a += b each time (as
@@ -304,6 +324,10 @@ int main(int argc, char** argv) {
             "mlp " + net.name + " b" + std::to_string(net.batch) + " " + std::string(weft::DTypeName(dtype));
         try {
           ours[key] = MlpStep(net, dtype, reps);
+          if (dtype == DType::kFloat32) {
+            ours[key + " trainer, CUDA graph"] = TrainerStep(net, true, reps);
+            ours[key + " trainer, no graph"] = TrainerStep(net, false, reps);
+          }
         } catch (const weft::Error& e) {  // report the workload, measure the others
           std::printf("%s: error: %s\n", key.c_str(), e.what());
           try {

@@ -4,7 +4,9 @@
 
 Usage: torch_gpu_peer.py REPS. Prints one JSON object on its last line:
 {"available": bool, "version": str, "device": str, "results": {workload: value, ...}} with the
-workload names gpu_bench uses (ms per step, us per op, GB/s; the chain: "chain forward ms eager",
+workload names gpu_bench uses (ms per step, us per op, GB/s; the float32 MLP steps also as one
+CUDA graph replayed, under "... trainer, CUDA graph", with eager again under "... trainer, no
+graph"; the chain: "chain forward ms eager",
 "chain forward ms compile", "chain backward ms eager", "chain backward ms compile"; a compile
 that fails leaves its keys out and says why in "chain compile error").
 """
@@ -48,7 +50,23 @@ def mlp_step(torch, sizes, batch, dtype, reps):
 
     for _ in range(10):
         step()
-    return time_ms(torch, reps, 50, step)
+    eager = time_ms(torch, reps, 50, step)
+    if dtype != torch.float32:
+        return eager, None
+    # The same step captured once and replayed (PyTorch's whole-network capture: warm-up on a side
+    # stream, then torch.cuda.graph around zero_grad, forward, backward and the optimizer's step).
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for _ in range(10):
+        graph.replay()
+    return eager, time_ms(torch, reps, 50, graph.replay)
 
 
 def chain(torch, x):
@@ -90,7 +108,11 @@ def main():
     results = {}
     for name, sizes, batch in NETS:
         for dtype, dname in ((torch.float32, "float32"), (torch.bfloat16, "bfloat16")):
-            results[f"mlp {name} b{batch} {dname}"] = mlp_step(torch, sizes, batch, dtype, reps)
+            key = f"mlp {name} b{batch} {dname}"
+            results[key], graph = mlp_step(torch, sizes, batch, dtype, reps)
+            if graph is not None:
+                results[key + " trainer, CUDA graph"] = graph
+                results[key + " trainer, no graph"] = results[key]
     a = torch.zeros(16, device="cuda")
     b = torch.ones(16, device="cuda")
     for _ in range(1000):

@@ -23,7 +23,9 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 
 #include "core/device.h"
@@ -46,6 +48,26 @@ struct VarSyncSlot {
 
 // A recorded completion (an event): reference counted by the backend.
 using Completion = void*;
+
+// Device work recorded once and replayed as one launch (a CUDA graph): a bound training step
+// whose ops, attributes and memory never change (executor/internal/step_capture.h). It reads
+// `values` 64-bit slots in device memory (the per-step shifts of random keys), which a replay
+// sets first.
+class RecordedWork {
+ public:
+  virtual ~RecordedWork() = default;
+  // The device addresses of the value slots (uint64_t each), for the recorded work to read.
+  virtual const uint64_t* values() const = 0;
+  // Slot k's value for this replay and the later ones (0 after recording). Host only: nothing is
+  // queued, and replays already queued keep theirs.
+  virtual void SetValue(size_t k, uint64_t value) = 0;
+  // Queues the recorded work on the op's stream (ctx.stream), after what is queued there.
+  virtual void Replay(const RunContext& ctx) = 0;
+};
+
+// Records what `record` queues on the stream of the RunContext it is called with: a stream of the
+// recording's own, on which nothing runs (the work runs at Replay). See DeviceBackend::Record.
+using RecordFn = std::function<void(const RunContext& recording, const uint64_t* values)>;
 
 class DeviceBackend {
  public:
@@ -89,6 +111,11 @@ class DeviceBackend {
   virtual std::exception_ptr RetireErrors() { return nullptr; }
   // The stream's worker has no more work for now (it may push out work it has been holding).
   virtual void StreamIdle(GpuStream* stream) {}
+  // On the worker running op `ctx`: records what `record` queues, for replays (RecordedWork),
+  // with `values` value slots. Throws weft::Error saying why when the work cannot be recorded (a
+  // host wait or a device check inside it, or `record` throwing); nothing has run then, and
+  // nothing stays queued.
+  virtual std::unique_ptr<RecordedWork> Record(const RunContext& ctx, size_t values, const RecordFn& record);
 };
 
 // Called once by a backend at static initialization.

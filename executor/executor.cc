@@ -240,6 +240,14 @@ void Executor::Backward(const std::vector<NDArray>& head_grads) {
   impl_->run.Push(Phase::kBackward, /*is_train=*/true);
 }
 
+void Executor::TrainStep() {
+  const BoundGraph& plan = impl_->plan;
+  if (plan.NumNodes(Phase::kBackward) == 0 && plan.head_grads().empty()) {
+    WEFT_THROW("TrainStep: no gradient was requested when the executor was bound (every grad_req is null)");
+  }
+  impl_->run.PushStep();
+}
+
 ExecutorStats Executor::stats() const {
   const BoundGraph& plan = impl_->plan;
   ExecutorStats stats;
@@ -247,7 +255,11 @@ ExecutorStats Executor::stats() const {
   stats.backward_nodes = plan.NumNodes(Phase::kBackward);
   stats.plan_bytes = plan.graph().memory().total_bytes;
   stats.naive_bytes = plan.graph().memory().naive_bytes;
-  stats.engine_ops_pushed = impl_->run.stats().engine_ops_pushed;
+  const RunStats run = impl_->run.stats();
+  stats.engine_ops_pushed = run.engine_ops_pushed;
+  stats.cuda_graphs = run.capture.recorded;
+  stats.capture_groups = run.capture.groups;
+  stats.capture_barriers = run.capture.barriers;
   stats.fused_groups = fused_groups_;
   stats.fused_nodes = fused_nodes_;
   stats.recomputed_nodes = recomputed_nodes_;

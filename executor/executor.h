@@ -59,7 +59,10 @@ struct ExecutorStats {
   size_t fused_nodes = 0;     // the nodes they replace
   size_t recomputed_nodes = 0;  // forward nodes the backward recomputes instead of reading (passes/rematerialize.h)
   // Of the run:
-  size_t engine_ops_pushed = 0;  // by the last Forward or Backward call
+  size_t engine_ops_pushed = 0;  // by the last Forward, Backward or TrainStep call
+  // A captured TrainStep (GPU): its groups of segments, the segments pushed on their own between
+  // them (Op::capture_barrier), and the groups that replay a CUDA graph now.
+  size_t capture_groups = 0, capture_barriers = 0, cuda_graphs = 0;
 };
 
 class Executor {
@@ -83,6 +86,13 @@ class Executor {
   // head_grads: one per output; empty: ones (the outputs are losses to minimize). Runs the
   // backward nodes, then those of the extension.
   void Backward(const std::vector<NDArray>& head_grads = {});
+
+  // Forward(true) then Backward() from head gradients of ones, as one training step. On a GPU the
+  // steps after the first two are recorded once into CUDA graphs and replayed (the bound graph's
+  // nodes and arrays never change); WEFT_CUDA_GRAPH=0 turns that off. Ops that a graph cannot
+  // record (Op::capture_barrier) run between the graphs; a recording that fails runs its part as
+  // before, with one warning. Results are those of Forward and Backward, bit for bit.
+  void TrainStep();
 
   const std::vector<NDArray>& outputs() const { return outputs_; }
   const ArrayMap& args() const { return args_; }

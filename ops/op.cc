@@ -199,6 +199,10 @@ void RegisterPrepare(const std::string& name, DeviceType device, PrepareFn fn) {
   SetOnOp(name, [device, fn = std::move(fn)](Op& op) { op.prepare[static_cast<int>(device)] = fn; });
 }
 
+void RegisterCaptureBarrier(const std::string& name, DeviceType device, const char* reason) {
+  SetOnOp(name, [device, reason](Op& op) { op.capture_barrier[static_cast<int>(device)] = reason; });
+}
+
 void RegisterDeviceShape(const std::string& name, DeviceType device, DeviceShapeFn fn) {
   SetOnOp(name, [device, fn = std::move(fn)](Op& op) { op.device_shape[static_cast<int>(device)] = fn; });
 }

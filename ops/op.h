@@ -183,6 +183,10 @@ struct Op {
   PointwiseFn pointwise;                     // for pointwise ops: the functor they apply (fusion)
   bool pass_only = false;                    // made only by a graph pass: never called, never in JSON
   std::array<PrepareFn, kNumDeviceTypes> prepare;  // optional, per device (Invocation::Prepare)
+  // Per device: why a CUDA graph cannot record this op's compute (it checks its input on the
+  // device, waits on the host, or orders with the legacy stream); null: it can. A captured
+  // training step runs such an op as an engine op of its own, between captured parts.
+  std::array<const char*, kNumDeviceTypes> capture_barrier{};
 
   // Builder setters used by WEFT_REGISTER_OP.
   Op& Describe(std::string text);
@@ -223,6 +227,8 @@ Op& RegisterOp(const std::string& name);
 void RegisterCompute(const std::string& name, DeviceType device, ComputeFn fn);
 // The same for a bind-time preparation (Op::prepare).
 void RegisterPrepare(const std::string& name, DeviceType device, PrepareFn fn);
+// The same for Op::capture_barrier (`reason`: a string literal).
+void RegisterCaptureBarrier(const std::string& name, DeviceType device, const char* reason);
 // The same for a device's output shapes (Op::device_shape).
 void RegisterDeviceShape(const std::string& name, DeviceType device, DeviceShapeFn fn);
 // Names given to RegisterCompute or RegisterPrepare that no op was registered under (a typo in a
@@ -255,5 +261,8 @@ int NumVisibleOutputs(const Op& op, const Attrs& attrs);
 #define WEFT_REGISTER_COMPUTE(name, device, fn)                                               \
   [[maybe_unused]] static const bool WEFT_OP_CONCAT_(weft_registered_compute_, __COUNTER__) = \
       (::weft::RegisterCompute(#name, device, fn), true)
+#define WEFT_REGISTER_CAPTURE_BARRIER(name, device, reason)                                  \
+  [[maybe_unused]] static const bool WEFT_OP_CONCAT_(weft_registered_barrier_, __COUNTER__) = \
+      (::weft::RegisterCaptureBarrier(#name, device, reason), true)
 #define WEFT_REGISTER_OP(name) \
   [[maybe_unused]] static ::weft::Op& WEFT_OP_CONCAT_(weft_registered_op_, __COUNTER__) = ::weft::RegisterOp(#name)

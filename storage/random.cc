@@ -29,7 +29,10 @@ void SeedRandom(uint64_t seed) {
   s.next_offset.clear();
 }
 
-RandomKey AdvanceRandom(RandomKey key, uint64_t count) { return {key.seed, key.offset + RandomBlocks(count)}; }
+RandomKey AdvanceRandom(RandomKey key, uint64_t count) {
+  key.offset += RandomBlocks(count);
+  return key;
+}
 
 RandomKey ReserveRandom(Device device, uint64_t count) { return ReserveRandom(device, std::span(&count, 1)); }
 

@@ -25,6 +25,9 @@ namespace weft {
 struct RandomKey {
   uint64_t seed = 0;
   uint64_t offset = 0;  // first counter of the reserved range (in blocks of four 32-bit numbers)
+  // GPU only: device memory whose value the kernels add to `offset` (a CUDA graph replay's shift
+  // from the range it was recorded with to this step's; executor/internal/step_capture.h); null: 0.
+  const uint64_t* shift = nullptr;
 };
 
 // Philox blocks (four 32-bit numbers each) that a range of `count` numbers takes.

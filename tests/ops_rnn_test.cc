@@ -729,7 +729,7 @@ TEST_F(RnnDefinition, LengthsPastTheDataAndMixedDtypesAreErrors) {
   c.lengths = true;
   const Problem p = MakeProblem(c, 23);
   std::vector<NDArray> in = InputsOf(c, p, DType::kFloat32);
-  in.back() = NDArray::FromVector(std::vector<int32_t>{4, 5, 1}, Shape{3});  // int32 lengths, one past T = 4
+  in.back() = NDArray::FromVector(std::vector<int32_t>{4, 5, 1}, Shape{3}, TestDevice());  // int32, one past T = 4
   std::string message;
   try {
     Invoke("RNN", in, AttrsOf(c))[0].WaitToRead();
@@ -737,7 +737,7 @@ TEST_F(RnnDefinition, LengthsPastTheDataAndMixedDtypesAreErrors) {
     message = e.what();
   }
   EXPECT_NE(message.find("sequence_length[1] is 5, expected a length in [1, 4]"), std::string::npos) << message;
-  in.back() = NDArray::FromVector(std::vector<int32_t>{4, 2, 1}, Shape{3});
+  in.back() = NDArray::FromVector(std::vector<int32_t>{4, 2, 1}, Shape{3}, TestDevice());
   EXPECT_EQ(Invoke("RNN", in, AttrsOf(c))[0].shape(), (Shape{4, 3, 4}));  // int32 lengths are fine
   in[1] = ArrayOf(p.args.at("parameters"), Shape{ParamSize(c)}, DType::kFloat64);
   EXPECT_THROW(

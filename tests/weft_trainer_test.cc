@@ -278,11 +278,11 @@ TEST(Trainer, TheUpdatesAreNodesOfTheBoundStep) {
   EXPECT_EQ(trainer.state_names(), (std::vector<std::string>{"fc1_bias.mom", "fc1_weight.mom", "fc2_bias.mom",
                                                              "fc2_weight.mom", "fc3_bias.mom", "fc3_weight.mom"}));
   // Bulk execution sees the updates with the backward nodes: with segments as long as the graph,
-  // a step's backward and updates are one engine op.
+  // a step is two engine ops: the forward, and the backward with the updates.
   testing::ScopedEnv bulk("WEFT_EXEC_BULK_SIZE", "1000");
   Trainer one_segment(Loss(), kDataShapes, Xavier(), SGD(0.1, 0.9));
   one_segment.Step(Batch(0));
-  EXPECT_EQ(one_segment.stats().engine_ops_pushed, 1u);
+  EXPECT_EQ(one_segment.stats().engine_ops_pushed, 2u);
   for (const std::string& s : one_segment.state_names()) {
     const std::vector<float> mom = one_segment.state(s).ToVector<float>();
     EXPECT_NE(mom, std::vector<float>(mom.size(), 0.0f)) << s << " was not updated";
@@ -348,6 +348,10 @@ TEST(Trainer, BadSettingsAreClearErrors) {
                       {"warmup_begin >= 0", "-0.5"});
   ExpectErrorContains([&] { make(kDataShapes, {.clip_global_norm = -1}); },
                       {"expected clip_global_norm >= 0", "found -1"});
+  {
+    testing::ScopedEnv graphs("WEFT_CUDA_GRAPH", "sometimes");  // read at Bind, on every device
+    ExpectErrorContains([&] { make(kDataShapes, {}); }, {"WEFT_CUDA_GRAPH", "expected 1/0", "sometimes"});
+  }
   // A layer whose weight is named like fc1_weight's momentum, and one like the learning rate.
   for (const char* own : {"fc1_weight.mom", "trainer.lr"}) {
     const Symbol x = Symbol::Variable("data");

@@ -197,8 +197,7 @@ void Trainer::Step() {
     lr_.Fill(lr);
     lr_written_ = lr;
   }
-  exec_->Forward(/*is_train=*/true);
-  exec_->Backward();
+  exec_->TrainStep();
   steps_ = t;
 }
 

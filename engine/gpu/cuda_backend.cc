@@ -43,6 +43,7 @@
 #include "engine/gpu/device_error.h"
 #include "engine/gpu/event_pool.h"
 #include "engine/gpu/gpu_stream.h"
+#include "engine/gpu/recorded_work.h"
 #include "engine/gpu/stream_point.h"
 
 namespace weft::gpu {
@@ -251,6 +252,11 @@ class CudaBackend final : public engine::DeviceBackend {
   std::exception_ptr RetireErrors() override { return RetireDeviceErrors(); }
 
   void StreamIdle(GpuStream* stream) override { stream->FlushWhenIdle(); }
+
+  std::unique_ptr<engine::RecordedWork> Record(const RunContext& ctx, size_t values,
+                                               const engine::RecordFn& record) override {
+    return CudaRecordedWork::Record(ctx, values, record);
+  }
 
  private:
   // With the var held for writing (no reader can run).

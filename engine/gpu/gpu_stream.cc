@@ -50,7 +50,10 @@ GpuStream::Handle::~Handle() {
 }
 
 GpuStream::GpuStream(int device, Options options)
-    : device_(device), handle_(device, options), batch_(handle_.stream, device) {}
+    : device_(device),
+      recording_(options.recording),
+      handle_(device, options),
+      batch_(handle_.stream, device, /*batching=*/!options.recording) {}
 
 GpuStream::~GpuStream() {
   try {
@@ -100,6 +103,10 @@ void GpuStream::Synchronize() {
 }
 
 gpu::DeviceErrorSlot GpuStream::ErrorSlot(gpu::DeviceErrorMessage message) {
+  if (recording_) {
+    WEFT_THROW("a check of an op's input on the device cannot be recorded into a CUDA graph "
+               "(its report is per call); the op must not be captured (Op::capture_barrier)");
+  }
   const gpu::AcquiredRecord acquired = gpu::AcquireErrorRecord(device_, std::move(message));
   {
     std::lock_guard<SpinLock> lock(errors_mu_);

@@ -47,6 +47,10 @@ class GpuStream {
     // blocking. A non-blocking one (cudaStreamNonBlocking) does not.
     bool blocking = true;
     int priority = 0;  // as cudaStreamCreateWithPriority takes it (lower is more urgent)
+    // A stream that work is captured on into a CUDA graph (engine/gpu/recorded_work.h): its
+    // kernels are launched at once (the graph is their batch), and ErrorSlot refuses, since a
+    // check's record is reused after the op that used it completes and a replay would write it.
+    bool recording = false;
   };
 
   // A new stream on `device` (made current for the call). Throws weft::Error on a CUDA error.
@@ -113,6 +117,7 @@ class GpuStream {
   // completion raises `message(item, value)` at the waits on its outputs. Owner only. Throws
   // weft::Error on a CUDA error. Not for an async GPU op (PushAsync): its completion, recorded
   // when it completes, would take the slots of the ops its worker ran meanwhile too.
+  // Throws weft::Error on a recording stream (Options::recording).
   gpu::DeviceErrorSlot ErrorSlot(gpu::DeviceErrorMessage message);
   // The records of the slots handed out since the last call: the completion of the op that used
   // them takes them (a test that runs an op's compute itself, after Synchronize). Any thread.
@@ -133,6 +138,7 @@ class GpuStream {
   };
 
   const int device_;
+  const bool recording_;
   Handle handle_;
   gpu::LaunchBatch batch_;
   SpinLock errors_mu_;

@@ -74,9 +74,10 @@ bool Enabled() {
 
 // One stream's pending kernels, and its chains by length.
 struct LaunchBatch::State {
-  State(cudaStream_t s, int d) : stream(s), device(d) {}
+  State(cudaStream_t s, int d, bool batch) : stream(s), device(d), batching(batch && Enabled()) {}
   const cudaStream_t stream;
-  const int device;  // the stream's GPU: current while a flush launches
+  const int device;     // the stream's GPU: current while a flush launches
+  const bool batching;  // false: every kernel is launched at once
   std::mutex mu;     // guards everything below
   std::vector<PendingKernel> pending;
   std::vector<size_t> arg_offsets;       // per argument, into arg_bytes
@@ -270,7 +271,8 @@ void FlushOrThrow(State& b) {
 
 }  // namespace
 
-LaunchBatch::LaunchBatch(cudaStream_t stream, int device) : state_(std::make_unique<State>(stream, device)) {
+LaunchBatch::LaunchBatch(cudaStream_t stream, int device, bool batching)
+    : state_(std::make_unique<State>(stream, device, batching)) {
   std::lock_guard<std::mutex> lock(registry_mu);
   Registry().push_back(state_.get());
 }
@@ -286,7 +288,7 @@ LaunchBatch::~LaunchBatch() {
 void LaunchBatch::Launch(const void* kernel, dim3 grid, dim3 block, std::span<void* const> args, size_t shared_bytes) {
   State& b = *state_;
   void** const arg_pointers = const_cast<void**>(args.data());
-  if (!Enabled()) {
+  if (!b.batching) {
     WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, grid, block, arg_pointers, shared_bytes, b.stream));
     return;
   }
@@ -301,13 +303,13 @@ void LaunchBatch::Launch(const void* kernel, dim3 grid, dim3 block, std::span<vo
 }
 
 void LaunchBatch::Flush() {
-  if (!Enabled()) return;
+  if (!state_->batching) return;
   std::lock_guard<std::mutex> lock(state_->mu);
   FlushOrThrow(*state_);
 }
 
 void LaunchBatch::FlushWhenIdle() noexcept {
-  if (!Enabled()) return;
+  if (!state_->batching) return;
   std::lock_guard<std::mutex> lock(state_->mu);
   try {
     FlushLocked(*state_);

@@ -54,8 +54,9 @@ inline constexpr uint64_t kDirectLaunchThreads = uint64_t{1} << 19;
 // goes (the engine destroys its streams after draining).
 class LaunchBatch {
  public:
-  // For `stream` of `device`.
-  LaunchBatch(cudaStream_t stream, int device);
+  // For `stream` of `device`. `batching` false (or WEFT_GPU_LAUNCH_BATCH=0): every kernel is
+  // launched at once (a stream being captured into a CUDA graph, which is a batch of its own).
+  LaunchBatch(cudaStream_t stream, int device, bool batching = true);
   ~LaunchBatch();  // drops pending kernels (flush first) and frees the chains
   LaunchBatch(const LaunchBatch&) = delete;
   LaunchBatch& operator=(const LaunchBatch&) = delete;

@@ -126,14 +126,19 @@ void BoundGraph::PrepareNodes(const std::map<std::string, GradReq>& grad_reqs,
 // Consecutive nodes of one phase, up to WEFT_EXEC_BULK_SIZE of them, run as one engine op that
 // reads and writes the union of their vars. Fewer engine ops for small graphs, at the price of
 // holding all of a segment's vars for the whole segment.
+// A node that a CUDA graph cannot record (Op::capture_barrier) is a segment of its own, so that a
+// captured step (step_capture.h) records the segments around it.
 void BoundGraph::BuildSegments() {
   const size_t bulk = static_cast<size_t>(GetEnvInt("WEFT_EXEC_BULK_SIZE", 8, 1, 1 << 16));
   for (uint32_t i = 0; i < invocations_.size(); ++i) {
+    const char* barrier = invocations_[i].op().capture_barrier[static_cast<int>(device_.type)];
     const bool start = segments_.empty() || segments_.back().nodes.size() >= bulk ||
-                       phase_[segments_.back().nodes.back()] != phase_[i];
+                       phase_[segments_.back().nodes.back()] != phase_[i] || barrier != nullptr ||
+                       segments_.back().capture_barrier != nullptr;
     if (start) {
       segments_.emplace_back();
       segments_.back().name = invocations_[i].op().name.c_str();
+      segments_.back().capture_barrier = barrier;
       phase_segments_[static_cast<int>(phase_[i])].push_back(static_cast<uint32_t>(segments_.size() - 1));
     }
     Segment& seg = segments_.back();

@@ -38,6 +38,8 @@ class BoundGraph {
     std::array<std::vector<uint64_t>, 2> draws;
     std::array<bool, 2> random{};  // some node draws
     const char* name = nullptr;    // its first node's op, for the profile
+    // Why a CUDA graph cannot record it (its one node's Op::capture_barrier); null: it can.
+    const char* capture_barrier = nullptr;
   };
 
   // `graph` has been through inference; this plans its memory, binds every entry to an array and

@@ -6,7 +6,10 @@
 
 namespace weft {
 
-GraphRun::GraphRun(const BoundGraph& plan) : plan_(plan), fence_(engine::Engine::Get()->NewVariable()) {
+GraphRun::GraphRun(const BoundGraph& plan)
+    : plan_(plan),
+      fence_(engine::Engine::Get()->NewVariable()),
+      capture_enabled_(StepCapture::Enabled() && plan.device().type == DeviceType::kGpu) {
   for (Phase phase : {Phase::kForward, Phase::kBackward}) {
     for (uint32_t s : plan.segments(phase)) {
       if (reads_.size() <= s) reads_.resize(s + 1);
@@ -38,6 +41,28 @@ void GraphRun::Push(Phase phase, bool is_train) {
         plan_.device(), reads_[s], seg.writes, engine::FnProperty::kNormal, 0, seg.name);
   }
   stats_.engine_ops_pushed = segments.size();
+}
+
+void GraphRun::PushStep() {
+  SetHeadGrads({});
+  if (capture_enabled_ && capture_ == nullptr && steps_ >= StepCapture::kWarmupSteps) {
+    capture_ = std::make_unique<StepCapture>(plan_, fence_);
+  }
+  ++steps_;
+  if (capture_ == nullptr) {
+    Push(Phase::kForward, /*is_train=*/true);
+    const size_t forward_ops = stats_.engine_ops_pushed;
+    Push(Phase::kBackward, /*is_train=*/true);
+    stats_.engine_ops_pushed += forward_ops;
+    return;
+  }
+  stats_.engine_ops_pushed = capture_->Push();
+}
+
+RunStats GraphRun::stats() const {
+  RunStats s = stats_;
+  if (capture_ != nullptr) s.capture = capture_->stats();
+  return s;
 }
 
 // Ones by default: filled once and kept (head gradients are external to the memory plan, so

@@ -11,19 +11,23 @@
 //   GraphRun run(plan);
 //   run.Push(Phase::kForward, /*is_train=*/true);
 //   run.SetHeadGrads({});  run.Push(Phase::kBackward, true);
+//   run.PushStep();        // both, on a GPU as CUDA graphs after the first steps (step_capture.h)
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "engine/engine.h"
 #include "executor/internal/bound_graph.h"
+#include "executor/internal/step_capture.h"
 #include "storage/ndarray.h"
 
 namespace weft {
 
 struct RunStats {
-  size_t engine_ops_pushed = 0;  // by the last Push
+  size_t engine_ops_pushed = 0;  // by the last Push or PushStep
+  CaptureStats capture;          // of the captured step, once PushStep captures
 };
 
 class GraphRun {
@@ -37,7 +41,10 @@ class GraphRun {
   // Before a backward Push: the head gradients become copies of `given` (one per forward
   // output, checked by the caller), or ones when `given` is empty.
   void SetHeadGrads(const std::vector<NDArray>& given);
-  const RunStats& stats() const { return stats_; }
+  // A training step: forward in training, then backward from head gradients of ones. On a GPU,
+  // with WEFT_CUDA_GRAPH on, steps after the first StepCapture::kWarmupSteps are captured.
+  void PushStep();
+  RunStats stats() const;
 
  private:
   // What one pushed segment carries (fits engine::Function's inline storage).
@@ -53,6 +60,9 @@ class GraphRun {
   std::vector<std::vector<engine::VarHandle>> reads_;  // per segment: its reads, and fence_
   bool head_grads_are_ones_ = false;                   // the head gradients hold the default ones
   RunStats stats_;
+  const bool capture_enabled_;            // on a GPU, with WEFT_CUDA_GRAPH on (read at construction)
+  int steps_ = 0;                         // PushStep calls
+  std::unique_ptr<StepCapture> capture_;  // after the warm-up steps (destroyed after the wait)
 };
 
 }  // namespace weft

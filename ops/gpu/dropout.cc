@@ -28,7 +28,7 @@ void DropoutCompute(const OpContext& ctx, const Attrs& a, std::span<const Tensor
     aligned &= reinterpret_cast<uintptr_t>(ptr) % four == 0;
   Launch(ctx, "dropout.cuh", Instance("weft::DropoutTrain", {t, aligned ? "4" : "1"}), (n + 3) / 4, in[0].raw(),
          out[0].raw(), out[1].raw(), n, static_cast<unsigned long long>(ctx.random.seed),
-         static_cast<unsigned long long>(ctx.random.offset), p, 1 / (1 - p), ReqCode(req[0]), ReqCode(req[1]));
+         static_cast<unsigned long long>(ctx.random.offset), ctx.random.shift, p, 1 / (1 - p), ReqCode(req[0]), ReqCode(req[1]));
 }
 
 WEFT_REGISTER_COMPUTE(Dropout, DeviceType::kGpu, DropoutCompute);

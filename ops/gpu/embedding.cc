@@ -66,6 +66,9 @@ void EmbeddingBackwardCompute(const OpContext& ctx, const Attrs& a, std::span<co
 
 WEFT_REGISTER_COMPUTE(Embedding, DeviceType::kGpu, EmbeddingCompute);
 WEFT_REGISTER_COMPUTE(_backward_Embedding, DeviceType::kGpu, EmbeddingBackwardCompute);
+constexpr char kChecksIndices[] = "checks its indices on the device (a report per call)";
+WEFT_REGISTER_CAPTURE_BARRIER(Embedding, DeviceType::kGpu, kChecksIndices);
+WEFT_REGISTER_CAPTURE_BARRIER(_backward_Embedding, DeviceType::kGpu, kChecksIndices);
 
 }  // namespace
 }  // namespace weft::gpu

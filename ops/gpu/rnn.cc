@@ -486,6 +486,11 @@ void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
 
 WEFT_REGISTER_COMPUTE(RNN, DeviceType::kGpu, RnnForwardGpu);
 WEFT_REGISTER_COMPUTE(_backward_RNN, DeviceType::kGpu, RnnBackwardGpu);
+// The join after backward data orders through the legacy stream (JoinLibraryStreams), which a
+// capture does not allow; the lengths are read on the host.
+constexpr char kRnnJoins[] = "joins cuDNN's streams through the legacy stream";
+WEFT_REGISTER_CAPTURE_BARRIER(RNN, DeviceType::kGpu, kRnnJoins);
+WEFT_REGISTER_CAPTURE_BARRIER(_backward_RNN, DeviceType::kGpu, kRnnJoins);
 [[maybe_unused]] const bool reserve_registered = (RegisterDeviceShape("RNN", DeviceType::kGpu, GpuReserveShape), true);
 
 }  // namespace

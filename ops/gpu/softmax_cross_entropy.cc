@@ -62,6 +62,9 @@ void SceGpu(const OpContext& ctx, const Attrs&, std::span<const TensorView> in, 
 
 WEFT_REGISTER_COMPUTE(SoftmaxCrossEntropy, DeviceType::kGpu, SceGpu<false>);
 WEFT_REGISTER_COMPUTE(_backward_SoftmaxCrossEntropy, DeviceType::kGpu, SceGpu<true>);
+constexpr char kChecksLabels[] = "checks its labels on the device (a report per call)";
+WEFT_REGISTER_CAPTURE_BARRIER(SoftmaxCrossEntropy, DeviceType::kGpu, kChecksLabels);
+WEFT_REGISTER_CAPTURE_BARRIER(_backward_SoftmaxCrossEntropy, DeviceType::kGpu, kChecksLabels);
 
 }  // namespace
 }  // namespace weft::gpu

@@ -9,12 +9,14 @@
 namespace weft {
 
 // y = x * mask and mask = keep ? scale : 0, n elements each (y may be x). V is 4 when x, y and
-// mask are aligned to four elements, else 1.
+// mask are aligned to four elements, else 1. The range starts at offset + *shift (shift may be null:
+// 0), so that a CUDA graph replay moves it by a value in device memory (storage/random.h).
 template <typename T, int V>
 __global__ void DropoutTrain(const T* x, T* y, T* mask, int64 n, unsigned long long seed, unsigned long long offset,
-                             double p, double scale, int req_y, int req_mask) {
+                             const unsigned long long* shift, double p, double scale, int req_y, int req_mask) {
   typedef typename Arith<T>::type A;
   const A keep_scale = static_cast<A>(scale);
+  if (shift != 0) offset += *shift;
   const int64 blocks = (n + 3) / 4;
   for (int64 b = GlobalThread(); b < blocks; b += GridThreads()) {
     const PhiloxBlock bits = Philox4x32(seed, offset + static_cast<unsigned long long>(b));

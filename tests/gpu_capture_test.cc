@@ -1,0 +1,145 @@
+// A training step captured into CUDA graphs (executor/internal/step_capture.h) computes exactly
+// what the same step pushed op by op computes: 50 trainer steps with dropout give bitwise the same
+// parameters with WEFT_CUDA_GRAPH on and off (so a replay advances the random numbers as the pushes
+// do); an executor reshaped between steps records again and stays right; an op that waits on the
+// host inside a recording makes that part run without a graph, with one warning, and the results
+// do not change.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/gpu/cuda_check.h"
+#include "engine/gpu/gpu_stream.h"
+#include "ops/op.h"
+#include "weft/weft.h"
+
+namespace weft {
+namespace {
+
+constexpr int64_t kFeatures = 12, kClasses = 5;
+const Device kGpu = Device::Gpu(0);
+
+// An identity whose GPU compute waits on the host (as an op reading a value back would), which a
+// CUDA graph cannot record, and which declares no capture barrier: recording it fails.
+const bool host_wait_registered = [] {
+  RegisterOp("_test_host_wait")
+      .Describe("identity that synchronizes its stream (test only)")
+      .Inputs({"data"})
+      .InferShape([](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; })
+      .Compute(DeviceType::kGpu, [](const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
+                                    std::span<const OpReq>, std::span<const TensorView> out) {
+        ctx.run.stream->Copy(out[0].raw(), in[0].raw(), in[0].size() * DTypeSize(in[0].dtype()));
+        ctx.run.stream->Synchronize();
+      });
+  return true;
+}();
+
+// Logits of an MLP 12-32-32-5 with dropout after each hidden layer (p = 0: none); `host_wait`
+// puts _test_host_wait before the first layer.
+Symbol Logits(double p, bool host_wait) {
+  Symbol x = Symbol::Variable("data");
+  if (host_wait) x = Symbol::Op("_test_host_wait", {x}, {}, "wait");
+  for (const char* name : {"fc1", "fc2"}) {
+    x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {x}, {{"num_hidden", "32"}}, name)});
+    if (p > 0) x = Symbol::Op("Dropout", {x}, {{"p", std::to_string(p)}});
+  }
+  return Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(kClasses)}}, "fc3");
+}
+
+Symbol Loss(double p, bool host_wait = false) {
+  return Symbol::Op("SoftmaxCrossEntropy", {Logits(p, host_wait), Symbol::Variable("label")}, {}, "loss");
+}
+
+// The k-th batch of n rows, on the CPU: values that depend on k only.
+std::map<std::string, NDArray> Batch(int k, int64_t n) {
+  std::vector<float> x(n * kFeatures), y(n);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.31f * static_cast<float>(i) + 0.7f * static_cast<float>(k));
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>((i * 3 + k) % kClasses);
+  return {{"data", NDArray::FromVector(x, Shape{n, kFeatures})}, {"label", NDArray::FromVector(y, Shape{n})}};
+}
+
+// Sets WEFT_CUDA_GRAPH for the executors bound while it lives.
+class CudaGraphSwitch {
+ public:
+  explicit CudaGraphSwitch(const char* value) { setenv("WEFT_CUDA_GRAPH", value, 1); }
+  ~CudaGraphSwitch() { unsetenv("WEFT_CUDA_GRAPH"); }
+};
+
+struct Trained {
+  std::map<std::string, std::vector<float>> params;
+  ExecutorStats stats;
+};
+
+Trained Train(const Symbol& loss, bool capture, int steps) {
+  CudaGraphSwitch on(capture ? "1" : "0");
+  SeedRandom(1234);
+  Trainer trainer(loss, {{"data", Shape{16, kFeatures}}, {"label", Shape{16}}}, Xavier(),
+                  SGD(/*lr=*/0.05, /*momentum=*/0.9, /*wd=*/1e-4, /*rescale_grad=*/1.0 / 16), {.device = kGpu});
+  for (int k = 0; k < steps; ++k) trainer.Step(Batch(k, 16));
+  Trained out;
+  for (const std::string& name : trainer.parameter_names()) out.params[name] = trainer.parameter(name).ToVector<float>();
+  out.stats = trainer.stats();
+  return out;
+}
+
+TEST(CapturedStep, FiftyStepsWithDropoutEqualTheStepsPushedOpByOp) {
+  const Trained captured = Train(Loss(/*p=*/0.25), /*capture=*/true, 50);
+  const Trained pushed = Train(Loss(0.25), /*capture=*/false, 50);
+  EXPECT_EQ(captured.stats.cuda_graphs, captured.stats.capture_groups);  // every group replays
+  EXPECT_EQ(captured.stats.capture_groups, 2u);    // before and after the loss
+  EXPECT_EQ(captured.stats.capture_barriers, 2u);  // SoftmaxCrossEntropy checks its labels on the device
+  EXPECT_EQ(captured.stats.engine_ops_pushed, 4u);
+  EXPECT_EQ(pushed.stats.cuda_graphs, 0u);
+  for (const auto& [name, values] : pushed.params) {
+    EXPECT_EQ(captured.params.at(name), values) << name;  // bit for bit
+  }
+}
+
+// The same executor's gradients with and without capture, over steps that change the data, with
+// a reshape to another batch size in the middle.
+TEST(CapturedStep, AReshapedExecutorRecordsAgainAndStaysRight) {
+  std::vector<std::vector<float>> grads[2];
+  for (int capture = 0; capture < 2; ++capture) {
+    CudaGraphSwitch on(capture ? "1" : "0");
+    std::map<std::string, NDArray> args, arg_grads;
+    const Symbol loss = Loss(/*p=*/0);
+    const auto shapes = InferArgumentShapes(loss.ToGraph(), {{"data", Shape{8, kFeatures}}, {"label", Shape{8}}});
+    SeedRandom(5);
+    for (const auto& [name, shape] : shapes) {
+      args[name] = NDArray(shape, kGpu);
+      args[name].FillUniform(-0.5, 0.5);
+      if (name != "data" && name != "label") arg_grads[name] = NDArray(shape, kGpu);
+    }
+    std::unique_ptr<Executor> exec = Executor::Bind(loss, kGpu, args, arg_grads);
+    for (int k = 0; k < 10; ++k) {
+      if (k == 5) exec = exec->Reshape({{"data", Shape{24, kFeatures}}, {"label", Shape{24}}});
+      const int64_t n = k < 5 ? 8 : 24;
+      for (const auto& [name, a] : Batch(k, n)) a.CopyTo(exec->args().at(name));
+      exec->TrainStep();
+      for (const auto& [name, g] : exec->arg_grads()) grads[capture].push_back(g.ToVector<float>());
+    }
+    EXPECT_EQ(exec->stats().cuda_graphs, capture ? 2u : 0u);
+  }
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_EQ(grads[1][i], grads[0][i]) << "gradient " << i;
+}
+
+TEST(CapturedStep, ARecordingThatFailsRunsWithoutAGraphAfterOneWarning) {
+  testing::internal::CaptureStderr();
+  const Trained captured = Train(Loss(/*p=*/0.1, /*host_wait=*/true), /*capture=*/true, 8);
+  const std::string warnings = testing::internal::GetCapturedStderr();
+  const Trained pushed = Train(Loss(0.1, true), /*capture=*/false, 8);
+  const std::string warning = "run without a CUDA graph: recording the work into a CUDA graph failed";
+  EXPECT_NE(warnings.find(warning), std::string::npos) << warnings;
+  EXPECT_EQ(warnings.find(warning), warnings.rfind(warning)) << "one warning: " << warnings;
+  EXPECT_EQ(captured.stats.cuda_graphs, captured.stats.capture_groups - 1);  // the group with the wait
+  for (const auto& [name, values] : pushed.params) EXPECT_EQ(captured.params.at(name), values) << name;
+}
+
+}  // namespace
+}  // namespace weft
