@@ -10,9 +10,12 @@
 //       of the copy, and faster than torch.compile); the chain's first bind (NVRTC compile; goal
 //       < 0.2 s) and the same graph bound again (cached; goal < 1 ms); a training step of an MLP
 //       with bias, GELU and dropout (784-1024-1024-10, batch 128), fusion on and off;
-//   (e) the float32 MLP steps through weft::Trainer (issue 13): replayed as CUDA graphs against
+//   (e) the MLP steps through weft::Trainer (issue 13): replayed as CUDA graphs against
 //       PyTorch replaying the same step captured with torch.cuda.graph, and pushed op by op
-//       (WEFT_CUDA_GRAPH=0) against PyTorch eager.
+//       (WEFT_CUDA_GRAPH=0) against PyTorch eager;
+//   (f) RNNs (issue 12): forward and backward of a 2-layer bidirectional LSTM and GRU, T64 N64
+//       I512 H512, strict float32 and TF32 (WEFT_GPU_TF32=1), against nn.LSTM / nn.GRU with
+//       torch.backends.cudnn.allow_tf32 off and on (--rnn=0 leaves them out).
 // Steps are pushed back to back and waited for once, as a training loop would; times are the
 // median of --reps repetitions.
 //
@@ -57,8 +60,10 @@ double TimeMs(int reps, int n, Fn&& fn) {
   return bench::MedianUs(reps, n, fn, [] { weft::engine::Engine::Get()->WaitForAll(); }) / 1000;
 }
 
-Symbol Mlp(const std::vector<int>& sizes, DType dtype) {
+// `cast_data`: the data input is float32 and cast to `dtype` first (the trainer's data inputs).
+Symbol Mlp(const std::vector<int>& sizes, DType dtype, bool cast_data = false) {
   Symbol x = Symbol::Variable("data");
+  if (cast_data && dtype != DType::kFloat32) x = Symbol::Op("Cast", {x}, {{"dtype", std::string(weft::DTypeName(dtype))}});
   for (size_t i = 1; i < sizes.size(); ++i) {
     x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(sizes[i])}}, "fc" + std::to_string(i));
     if (i + 1 < sizes.size()) x = Symbol::Op("relu", {x});
@@ -103,14 +108,14 @@ double MlpStep(const Net& net, DType dtype, int reps) {
   return TimeMs(reps, 50, step);
 }
 
-// ms per training step of `net` (float32) through weft::Trainer: the step (forward, backward and
+// ms per training step of `net` in `dtype` through weft::Trainer: the step (forward, backward and
 // every parameter's SGD update) as one bound graph, replayed as CUDA graphs after the first steps
 // (`cuda_graph`) or pushed op by op (WEFT_CUDA_GRAPH=0 at Bind).
-double TrainerStep(const Net& net, bool cuda_graph, int reps) {
+double TrainerStep(const Net& net, DType dtype, bool cuda_graph, int reps) {
   setenv("WEFT_CUDA_GRAPH", cuda_graph ? "1" : "0", 1);
-  weft::Trainer trainer(Mlp(net.sizes, DType::kFloat32),
+  weft::Trainer trainer(Mlp(net.sizes, dtype, /*cast_data=*/true),
                         {{"data", Shape{net.batch, net.sizes[0]}}, {"label", Shape{net.batch}}}, weft::Xavier(),
-                        weft::SGD(0.01, 0.9, 0, 1.0 / net.batch), {.device = kGpu});
+                        weft::SGD(0.01, 0.9, 0, 1.0 / net.batch), {.device = kGpu, .dtype = dtype});
   unsetenv("WEFT_CUDA_GRAPH");
   trainer.data("data").FillNormal(0, 1);
   std::vector<float> labels(net.batch);
@@ -118,6 +123,38 @@ double TrainerStep(const Net& net, bool cuda_graph, int reps) {
   NDArray::FromVector(labels, Shape{net.batch}).CopyTo(trainer.data("label"));
   for (int i = 0; i < 10; ++i) trainer.Step();
   return TimeMs(reps, 50, [&] { trainer.Step(); });
+}
+
+// ms per forward and backward (data and parameters' gradients, head gradient ones) of a 2-layer
+// bidirectional `mode` RNN, T64 N64 I512 H512 (issue 12's benchmark), float32: strict, or with
+// `tf32` (WEFT_GPU_TF32=1) through TF32 tensor cores.
+double RnnStepMs(const char* mode, bool tf32, int reps) {
+  const int64_t t = 64, n = 64, i = 512, h = 512, layers_times_dirs = 2 * 2;
+  std::vector<Symbol> inputs = {Symbol::Variable("data"), Symbol::Variable("parameters"), Symbol::Variable("state")};
+  if (std::string(mode) == "lstm") inputs.push_back(Symbol::Variable("state_cell"));
+  const Symbol net =
+      Symbol::Op("RNN", inputs, {{"mode", mode}, {"state_size", "512"}, {"num_layers", "2"}, {"bidirectional", "true"}});
+  const auto shapes = weft::InferArgumentShapes(net.ToGraph(), {{"data", Shape{t, n, i}},
+                                                                {"state", Shape{layers_times_dirs, n, h}}});
+  Executor::ArrayMap args, grads;
+  std::map<std::string, weft::GradReq> reqs;
+  for (const auto& [name, shape] : shapes) {
+    args[name] = NDArray(shape, kGpu);
+    args[name].FillUniform(-0.05, 0.05);
+    if (name != "data" && name != "parameters") continue;
+    grads[name] = NDArray(shape, kGpu);
+    reqs[name] = weft::GradReq::kWrite;
+  }
+  if (tf32) setenv("WEFT_GPU_TF32", "1", 1);
+  auto exec = Executor::Bind(net, kGpu, args, grads, reqs);
+  auto step = [&] {
+    exec->Forward(true);
+    exec->Backward();
+  };
+  for (int k = 0; k < 3; ++k) step();
+  const double ms = TimeMs(reps, 10, step);
+  unsetenv("WEFT_GPU_TF32");
+  return ms;
 }
 
 // Microseconds per tiny in-place add (16 floats), 10,000 pushed, one wait: a += b each time (as
@@ -324,15 +361,25 @@ int main(int argc, char** argv) {
             "mlp " + net.name + " b" + std::to_string(net.batch) + " " + std::string(weft::DTypeName(dtype));
         try {
           ours[key] = MlpStep(net, dtype, reps);
-          if (dtype == DType::kFloat32) {
-            ours[key + " trainer, CUDA graph"] = TrainerStep(net, true, reps);
-            ours[key + " trainer, no graph"] = TrainerStep(net, false, reps);
-          }
+          ours[key + " trainer, CUDA graph"] = TrainerStep(net, dtype, true, reps);
+          ours[key + " trainer, no graph"] = TrainerStep(net, dtype, false, reps);
         } catch (const weft::Error& e) {  // report the workload, measure the others
           std::printf("%s: error: %s\n", key.c_str(), e.what());
           try {
             weft::engine::Engine::Get()->WaitForAll();
           } catch (const weft::Error&) {
+          }
+        }
+      }
+    }
+    if (bench::IntFlag(argc, argv, "rnn", 1)) {
+      for (const char* mode : {"lstm", "gru"}) {
+        for (bool tf32 : {false, true}) {
+          const std::string key = std::string(mode) + " T64 N64 I512 H512 L2 bi fwd+bwd " + (tf32 ? "tf32" : "float32");
+          try {
+            ours[key] = RnnStepMs(mode, tf32, reps);
+          } catch (const weft::Error& e) {
+            std::printf("%s: error: %s\n", key.c_str(), e.what());
           }
         }
       }

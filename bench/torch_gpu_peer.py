@@ -4,7 +4,7 @@
 
 Usage: torch_gpu_peer.py REPS. Prints one JSON object on its last line:
 {"available": bool, "version": str, "device": str, "results": {workload: value, ...}} with the
-workload names gpu_bench uses (ms per step, us per op, GB/s; the float32 MLP steps also as one
+workload names gpu_bench uses (ms per step, us per op, GB/s; the MLP steps also as one
 CUDA graph replayed, under "... trainer, CUDA graph", with eager again under "... trainer, no
 graph"; the chain: "chain forward ms eager",
 "chain forward ms compile", "chain backward ms eager", "chain backward ms compile"; a compile
@@ -51,8 +51,6 @@ def mlp_step(torch, sizes, batch, dtype, reps):
     for _ in range(10):
         step()
     eager = time_ms(torch, reps, 50, step)
-    if dtype != torch.float32:
-        return eager, None
     # The same step captured once and replayed (PyTorch's whole-network capture: warm-up on a side
     # stream, then torch.cuda.graph around zero_grad, forward, backward and the optimizer's step).
     side = torch.cuda.Stream()
@@ -67,6 +65,25 @@ def mlp_step(torch, sizes, batch, dtype, reps):
     for _ in range(10):
         graph.replay()
     return eager, time_ms(torch, reps, 50, graph.replay)
+
+
+def rnn_step(torch, mode, tf32, reps):
+    """Forward and backward of a 2-layer bidirectional LSTM or GRU, T64 N64 I512 H512 (cuDNN)."""
+    torch.backends.cudnn.allow_tf32 = tf32
+    cls = torch.nn.LSTM if mode == "lstm" else torch.nn.GRU
+    net = cls(512, 512, num_layers=2, bidirectional=True).cuda()
+    x = torch.empty(64, 64, 512, device="cuda").uniform_(-0.05, 0.05).requires_grad_()
+    dy = torch.ones(64, 64, 1024, device="cuda")
+
+    def step():
+        y, _ = net(x)
+        y.backward(dy)
+
+    for _ in range(3):
+        step()
+    ms = time_ms(torch, reps, 10, step)
+    torch.backends.cudnn.allow_tf32 = True  # PyTorch's default
+    return ms
 
 
 def chain(torch, x):
@@ -110,9 +127,12 @@ def main():
         for dtype, dname in ((torch.float32, "float32"), (torch.bfloat16, "bfloat16")):
             key = f"mlp {name} b{batch} {dname}"
             results[key], graph = mlp_step(torch, sizes, batch, dtype, reps)
-            if graph is not None:
-                results[key + " trainer, CUDA graph"] = graph
-                results[key + " trainer, no graph"] = results[key]
+            results[key + " trainer, CUDA graph"] = graph
+            results[key + " trainer, no graph"] = results[key]
+    for mode in ("lstm", "gru"):
+        for tf32 in (False, True):
+            key = f"{mode} T64 N64 I512 H512 L2 bi fwd+bwd {'tf32' if tf32 else 'float32'}"
+            results[key] = rnn_step(torch, mode, tf32, reps)
     a = torch.zeros(16, device="cuda")
     b = torch.ones(16, device="cuda")
     for _ in range(1000):

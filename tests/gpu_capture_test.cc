@@ -46,7 +46,7 @@ Symbol Logits(double p, bool host_wait) {
   if (host_wait) x = Symbol::Op("_test_host_wait", {x}, {}, "wait");
   for (const char* name : {"fc1", "fc2"}) {
     x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {x}, {{"num_hidden", "32"}}, name)});
-    if (p > 0) x = Symbol::Op("Dropout", {x}, {{"p", std::to_string(p)}});
+    if (p > 0) x = Symbol::Op("Dropout", {x}, {{"p", std::to_string(p)}})[0];  // [1]: the mask
   }
   return Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(kClasses)}}, "fc3");
 }
@@ -75,14 +75,29 @@ struct Trained {
   ExecutorStats stats;
 };
 
-Trained Train(const Symbol& loss, bool capture, int steps) {
+// The same MLP in bfloat16 (the data cast in, the logits cast out to the loss's float32).
+Symbol Bfloat16Loss() {
+  Symbol x = Symbol::Op("Cast", {Symbol::Variable("data")}, {{"dtype", "bfloat16"}});
+  for (const char* name : {"fc1", "fc2"}) {
+    x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {x}, {{"num_hidden", "32"}}, name)});
+  }
+  x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(kClasses)}}, "fc3");
+  x = Symbol::Op("Cast", {x}, {{"dtype", "float32"}});
+  return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
+}
+
+Trained Train(const Symbol& loss, bool capture, int steps, DType dtype = DType::kFloat32) {
   CudaGraphSwitch on(capture ? "1" : "0");
   SeedRandom(1234);
   Trainer trainer(loss, {{"data", Shape{16, kFeatures}}, {"label", Shape{16}}}, Xavier(),
-                  SGD(/*lr=*/0.05, /*momentum=*/0.9, /*wd=*/1e-4, /*rescale_grad=*/1.0 / 16), {.device = kGpu});
+                  SGD(/*lr=*/0.05, /*momentum=*/0.9, /*wd=*/1e-4, /*rescale_grad=*/1.0 / 16),
+                  {.device = kGpu, .dtype = dtype});
   for (int k = 0; k < steps; ++k) trainer.Step(Batch(k, 16));
   Trained out;
-  for (const std::string& name : trainer.parameter_names()) out.params[name] = trainer.parameter(name).ToVector<float>();
+  for (const std::string& name : trainer.parameter_names()) {
+    const NDArray& p = trainer.parameter(name);
+    out.params[name] = (p.dtype() == DType::kFloat32 ? p : Invoke("Cast", {p}, {{"dtype", "float32"}})[0]).ToVector<float>();
+  }
   out.stats = trainer.stats();
   return out;
 }
@@ -100,6 +115,17 @@ TEST(CapturedStep, FiftyStepsWithDropoutEqualTheStepsPushedOpByOp) {
   }
 }
 
+TEST(CapturedStep, ABfloat16TrainerStepEqualsItsPushesToo) {
+  const Trained captured = Train(Bfloat16Loss(), /*capture=*/true, 20, DType::kBFloat16);
+  const Trained pushed = Train(Bfloat16Loss(), /*capture=*/false, 20, DType::kBFloat16);
+  EXPECT_EQ(captured.stats.cuda_graphs, 2u);
+  const Trained first = Train(Bfloat16Loss(), /*capture=*/false, 1, DType::kBFloat16);
+  for (const auto& [name, values] : pushed.params) {
+    EXPECT_EQ(captured.params.at(name), values) << name;
+    EXPECT_NE(first.params.at(name), values) << name << " did not train";
+  }
+}
+
 // The same executor's gradients with and without capture, over steps that change the data, with
 // a reshape to another batch size in the middle.
 TEST(CapturedStep, AReshapedExecutorRecordsAgainAndStaysRight) {
@@ -107,15 +133,18 @@ TEST(CapturedStep, AReshapedExecutorRecordsAgainAndStaysRight) {
   for (int capture = 0; capture < 2; ++capture) {
     CudaGraphSwitch on(capture ? "1" : "0");
     std::map<std::string, NDArray> args, arg_grads;
+    std::map<std::string, GradReq> reqs;
     const Symbol loss = Loss(/*p=*/0);
     const auto shapes = InferArgumentShapes(loss.ToGraph(), {{"data", Shape{8, kFeatures}}, {"label", Shape{8}}});
     SeedRandom(5);
     for (const auto& [name, shape] : shapes) {
       args[name] = NDArray(shape, kGpu);
       args[name].FillUniform(-0.5, 0.5);
-      if (name != "data" && name != "label") arg_grads[name] = NDArray(shape, kGpu);
+      if (name == "data" || name == "label") continue;
+      arg_grads[name] = NDArray(shape, kGpu);
+      reqs[name] = GradReq::kWrite;
     }
-    std::unique_ptr<Executor> exec = Executor::Bind(loss, kGpu, args, arg_grads);
+    std::unique_ptr<Executor> exec = Executor::Bind(loss, kGpu, args, arg_grads, reqs);
     for (int k = 0; k < 10; ++k) {
       if (k == 5) exec = exec->Reshape({{"data", Shape{24, kFeatures}}, {"label", Shape{24}}});
       const int64_t n = k < 5 ? 8 : 24;

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "passes/infer.h"
+#include "weft/imperative.h"
 
 namespace weft {
 namespace {
@@ -128,6 +129,9 @@ Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_sh
                  const Optimizer& optimizer, const TrainerOptions& options)
     : optimizer_(optimizer.Clone()), update_(optimizer.ForGraph()), options_(options), lr_written_(NAN) {
   options_.schedule.Check();
+  if (options.dtype != DType::kFloat32 && options.dtype != DType::kFloat64 && options.dtype != DType::kBFloat16) {
+    WEFT_THROW("Trainer: expected a parameter dtype of float32, float64 or bfloat16, found " << options.dtype);
+  }
   if (!(options.clip_global_norm >= 0 && std::isfinite(options.clip_global_norm))) {
     WEFT_THROW("Trainer: expected clip_global_norm >= 0 (0: no clipping), found " << options.clip_global_norm);
   }
@@ -158,15 +162,28 @@ void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
       data_[name] = NDArray(shape, d);
       continue;
     }
-    params_arrays_[name] = NDArray(shape, d);
-    if (!options_.initialize || !options_.initialize(name, params_arrays_[name])) init.Initialize(name, params_arrays_[name]);
-    grads_[name] = NDArray(shape, d);
+    params_arrays_[name] = NDArray(shape, d, options_.dtype);
+    InitializeParameter(name, init);
+    grads_[name] = NDArray(shape, d, options_.dtype);
     for (const std::string& s : states_) {
-      NDArray& state = state_arrays_[name + "." + s] = NDArray(shape, d);
+      NDArray& state = state_arrays_[name + "." + s] = NDArray(shape, d, options_.dtype);
       state.Fill(0);
     }
   }
   lr_ = NDArray(Shape{1}, d, DType::kFloat64);
+}
+
+// The model's hook or `init` fills the parameter; in float32 first when its dtype is one that
+// initializers do not fill (bfloat16), then cast.
+void Trainer::InitializeParameter(const std::string& name, const Initializer& init) {
+  const NDArray& param = params_arrays_.at(name);
+  const bool direct = param.dtype() == DType::kFloat32 || param.dtype() == DType::kFloat64;
+  const NDArray target = direct ? param : NDArray(param.shape(), param.device());
+  if (!options_.initialize || !options_.initialize(name, target)) init.Initialize(name, target);
+  if (direct) return;
+  const Op& cast = GetOp("Cast");
+  const NDArray out[] = {param};
+  InvokeInto(cast, ParseAttrs(cast, {{"dtype", std::string(DTypeName(param.dtype()))}}), std::span(&target, 1), out);
 }
 
 void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& data_shapes, const Initializer& init) {

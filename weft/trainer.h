@@ -63,6 +63,10 @@ namespace weft {
 
 struct TrainerOptions {
   Device device = Device::Cpu();
+  // The parameters', gradients' and optimizer state's dtype: float32, float64 or bfloat16 (the
+  // initializer fills a float32 copy, which is cast). Data inputs stay float32: a model in
+  // bfloat16 casts them itself.
+  DType dtype = DType::kFloat32;
   LrSchedule schedule;          // constant: the optimizer's rate at every step
   double clip_global_norm = 0;  // > 0: clip the gradients to this global norm; 0: no clipping
   // The inference graph of Predict and Evaluate, over the loss's parameters (a classifier's
@@ -140,6 +144,7 @@ class Trainer {
 
   void AllocateArrays(const std::map<std::string, Shape>& shapes, const std::map<std::string, Shape>& data_shapes,
                       const Initializer& init);
+  void InitializeParameter(const std::string& name, const Initializer& init);
   void BindStep(const Symbol& loss, const std::map<std::string, Shape>& data_shapes, const Initializer& init);
   std::unique_ptr<Executor> BindInference(const ArrayMap& inputs) const;
   std::vector<std::string> InferenceInputs() const;  // the inference graph's non-parameter arguments

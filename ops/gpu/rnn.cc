@@ -1,6 +1,7 @@
 // RNN and _backward_RNN on the GPU, through cuDNN 9's v8 RNN API (cudnnRNNForward,
 // cudnnRNNBackwardData_v8, cudnnRNNBackwardWeights_v8); ops/nn/rnn_params.h says what they compute.
-// float32 (FMA math only, no TF32, so it matches the CPU's float32) and float64.
+// float32 (FMA math only, no TF32, so it matches the CPU's float32, unless WEFT_GPU_TF32=1: see
+// internal/cudnn_desc.h) and float64.
 //
 // Per call shape (and handle: a handle is used by one thread at a time, so is its plan), a plan,
 // built once and kept for the process: the RNN descriptor (standard algorithm, double bias, linear
@@ -71,7 +72,7 @@ struct CopyRun {
 };
 
 // Everything a plan depends on.
-using PlanKey = std::tuple<cudnnHandle_t, int, int, int, int64_t, int64_t, int, int64_t, int64_t, double>;
+using PlanKey = std::tuple<cudnnHandle_t, int, int, int, int64_t, int64_t, int, int64_t, int64_t, double, bool>;
 
 // A call shape's descriptors and sizes; immutable once built.
 struct RnnPlan {
@@ -96,7 +97,8 @@ void SetData(cudnnRNNDataDescriptor_t desc, DType dtype, const RnnDims& d, int64
 void SetRnn(cudnnRNNDescriptor_t desc, const RnnParam& p, const RnnDims& d, DType dtype,
             cudnnDropoutDescriptor_t dropout) {
   const cudnnDataType_t type = CudnnType(dtype);
-  const cudnnMathType_t math = dtype == DType::kFloat64 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  // As PyTorch chooses: TF32 allowed is cuDNN's default math for float32, strict is FMA only.
+  const cudnnMathType_t math = dtype == DType::kFloat64 || AllowTf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   WEFT_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
       desc, CUDNN_RNN_ALGO_STANDARD, CellOf(p.mode), CUDNN_RNN_DOUBLE_BIAS,
       d.dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, type, type, math,
@@ -170,7 +172,8 @@ const RnnPlan& PlanOf(cudnnHandle_t h, const RnnParam& p, const RnnDims& d, DTyp
                       cudnnDropoutDescriptor_t dropout) {
   static std::mutex mu;                                            // guards plans
   static auto* const plans = new std::map<PlanKey, RnnPlan*>;      // immortal, like the handles
-  const PlanKey key{h, static_cast<int>(dtype), static_cast<int>(p.mode), d.layers, d.i, d.h, d.dirs, d.t, d.n, p.p};
+  const PlanKey key{h,   static_cast<int>(dtype), static_cast<int>(p.mode), d.layers, d.i, d.h, d.dirs, d.t, d.n,
+                    p.p, AllowTf32()};
   {
     std::lock_guard<std::mutex> lock(mu);
     const auto it = plans->find(key);

@@ -1,8 +1,11 @@
 #include "ops/gpu/internal/cudnn_desc.h"
 
+#include "core/env.h"
 #include "ops/gpu/internal/gpu_call.h"
 
 namespace weft::gpu {
+
+bool AllowTf32() { return GetEnvBool("WEFT_GPU_TF32", false); }
 
 TensorDesc NchwDesc(const char* op, DType dtype, const Shape& shape) {
   WEFT_CHECK_EQ(shape.ndim(), 4) << op << ": NCHW tensor";

@@ -50,6 +50,10 @@ FilterDesc FilterOf(const char* op, DType dtype, const Shape& shape);
 // `dtype`. float32 is restricted to FMA kernels (no TF32 tensor-core rounding), so results match
 // the CPU's float32 within its tolerances.
 ConvolutionDesc ConvolutionOf(DType dtype, const Window2d& win);
+// Whether float32 work may round through TF32 tensor cores: WEFT_GPU_TF32=1 (default 0: strict
+// float32, matching the CPU), as PyTorch's torch.backends.cudnn.allow_tf32. Read at each call.
+// Only the RNN reads it for now; convolution and FullyConnected stay strict.
+bool AllowTf32();
 // Max pooling (padding never wins), or average pooling that counts padding as zeros.
 PoolingDesc PoolingOf(const Window2d& win, PoolType type);
 
