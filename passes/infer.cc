@@ -126,8 +126,9 @@ Graph InferShapesAndTypes(const Graph& g, const std::map<std::string, Shape>& sh
   return g.WithTypes(inference.shapes(), inference.dtypes());
 }
 
-std::map<std::string, Shape> InferArgumentShapes(const Graph& g, const std::map<std::string, Shape>& shapes) {
-  Inference inference(g, shapes, {}, std::nullopt);
+std::map<std::string, Shape> InferArgumentShapes(const Graph& g, const std::map<std::string, Shape>& shapes,
+                                                 const std::map<std::string, DType>& dtypes) {
+  Inference inference(g, shapes, dtypes, std::nullopt);
   inference.Run();
   return inference.ArgumentShapes();
 }

@@ -23,7 +23,8 @@ Graph InferShapesAndTypes(const Graph& graph, const std::map<std::string, Shape>
                           const std::map<std::string, DType>& dtypes = {},
                           std::optional<DeviceType> device = std::nullopt);
 
-// Every argument's shape, from the shapes given (typically just the data's).
-std::map<std::string, Shape> InferArgumentShapes(const Graph& graph, const std::map<std::string, Shape>& shapes);
+// Every argument's shape, from the shapes given (typically just the data's); dtypes as above.
+std::map<std::string, Shape> InferArgumentShapes(const Graph& graph, const std::map<std::string, Shape>& shapes,
+                                                 const std::map<std::string, DType>& dtypes = {});
 
 }  // namespace weft

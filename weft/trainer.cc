@@ -102,15 +102,21 @@ Graph StepUpdates::Append(const Graph& g, const std::vector<std::string>& grad_a
   return std::move(a.builder()).Freeze();
 }
 
-// Every argument's shape, from the data inputs', which must be arguments of the loss.
-std::map<std::string, Shape> ArgumentShapes(const Symbol& loss, const std::map<std::string, Shape>& data_shapes) {
+// Every argument's shape, from the data inputs' (float32), which must be arguments of the loss;
+// the other arguments are parameters of `dtype`.
+std::map<std::string, Shape> ArgumentShapes(const Symbol& loss, const std::map<std::string, Shape>& data_shapes,
+                                            DType dtype) {
   const std::vector<std::string> args = loss.ListArguments();
+  std::map<std::string, DType> dtypes;
+  for (const std::string& name : args) {
+    if (data_shapes.count(name) == 0) dtypes[name] = dtype;
+  }
   for (const auto& [name, shape] : data_shapes) {
     if (std::find(args.begin(), args.end(), name) != args.end()) continue;
     WEFT_THROW("Trainer: data input '" << Abbreviate(name) << "' is not an argument of the loss; its arguments are "
                                        << QuotedList(args) << DidYouMean(name, args));
   }
-  return InferArgumentShapes(loss.ToGraph(), data_shapes);
+  return InferArgumentShapes(loss.ToGraph(), data_shapes, dtypes);
 }
 
 // The trainer's own argument names must not be arguments of the loss already.
@@ -187,7 +193,7 @@ void Trainer::InitializeParameter(const std::string& name, const Initializer& in
 }
 
 void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& data_shapes, const Initializer& init) {
-  AllocateArrays(ArgumentShapes(loss, data_shapes), data_shapes, init);
+  AllocateArrays(ArgumentShapes(loss, data_shapes, options_.dtype), data_shapes, init);
   ArrayMap args = data_;
   args.insert(params_arrays_.begin(), params_arrays_.end());
   args.insert(state_arrays_.begin(), state_arrays_.end());

@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
@@ -30,7 +31,26 @@ cudaMemsetParams WordParams(uint64_t* values, size_t k, int word, uint64_t value
   WEFT_THROW("recording the work into a CUDA graph failed: " << why);
 }
 
+std::vector<RecordingStreamPrep>& Preparations() {
+  static auto* const preps = new std::vector<RecordingStreamPrep>;  // filled at static initialization
+  return *preps;
+}
+
+// The calling thread's recording stream on `device` (current), made and prepared on first use.
+engine::GpuStream& RecordingStream(int device) {
+  thread_local std::vector<std::pair<int, std::unique_ptr<engine::GpuStream>>> streams;
+  for (auto& [d, s] : streams) {
+    if (d == device) return *s;
+  }
+  auto stream = std::make_unique<engine::GpuStream>(device, engine::GpuStream::Options{.blocking = false, .recording = true});
+  for (RecordingStreamPrep prepare : Preparations()) prepare(*stream);
+  streams.emplace_back(device, std::move(stream));
+  return *streams.back().second;
+}
+
 }  // namespace
+
+void OnNewRecordingStream(RecordingStreamPrep prepare) { Preparations().push_back(prepare); }
 
 CudaRecordedWork::CudaRecordedWork(int device, size_t values) : device_(device), set_(values, 0) {
   if (values > 0) WEFT_CUDA_CHECK(cudaMalloc(&values_, values * sizeof(uint64_t)));
@@ -47,8 +67,10 @@ std::unique_ptr<engine::RecordedWork> CudaRecordedWork::Record(const engine::Run
                                                                const engine::RecordFn& record) {
   DeviceGuard guard(ctx.device.id);
   std::unique_ptr<CudaRecordedWork> work(new CudaRecordedWork(ctx.device.id, values));
-  engine::GpuStream stream(ctx.device.id, {.blocking = false, .recording = true});
-  WEFT_CUDA_CHECK(cudaStreamBeginCapture(stream.handle(), cudaStreamCaptureModeThreadLocal));
+  engine::GpuStream& stream = RecordingStream(ctx.device.id);
+  // Relaxed: the recording thread may allocate (a workspace grown for the recorded ops: the
+  // allocation is real and kept, Workspace::ForRecording), which the stricter modes forbid.
+  WEFT_CUDA_CHECK(cudaStreamBeginCapture(stream.handle(), cudaStreamCaptureModeRelaxed));
   try {
     record(engine::RunContext{ctx.device, &stream, ctx.worker}, work->values_);
   } catch (const std::exception& e) {

@@ -3,7 +3,9 @@
 //
 // The capture stream is non-blocking (work on the legacy stream elsewhere does not invalidate the
 // capture) and launches its kernels at once (the graph is their batch); capture is thread-local
-// (other workers go on as usual). Value slots: each is set by two 32-bit memset nodes that every
+// (other workers go on as usual), and relaxed, so that the recording thread may allocate. Each thread keeps one such stream per device, made ready by the
+// preparations libraries registered (OnNewRecordingStream) before its first capture: what must
+// exist before a capture because making it allocates (cuBLAS and cuDNN handles bound to it). Value slots: each is set by two 32-bit memset nodes that every
 // root of the captured graph depends on; SetValue changes those nodes in the executable graph
 // (cudaGraphExecMemsetNodeSetParams), which leaves the launches already queued alone.
 // Instantiation is host work (tens of microseconds per node); a replay is one cudaGraphLaunch.
@@ -18,6 +20,11 @@
 #include "engine/device_backend.h"
 
 namespace weft::gpu {
+
+// Called for each new recording stream, before anything is captured on it. Register at static
+// initialization.
+using RecordingStreamPrep = void (*)(engine::GpuStream& stream);
+void OnNewRecordingStream(RecordingStreamPrep prepare);
 
 class CudaRecordedWork final : public engine::RecordedWork {
  public:

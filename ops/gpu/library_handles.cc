@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/gpu/cuda_check.h"
+#include "engine/gpu/recorded_work.h"
 
 namespace weft::gpu {
 
@@ -137,5 +138,16 @@ cudnnHandle_t CudnnHandle(engine::GpuStream& stream) {
 cublasHandle_t CublasHandle(engine::GpuStream& stream) {
   return stream.Library([&](cudaStream_t s) { return HandleFor<cublasHandle_t>(stream.device(), s); });
 }
+
+namespace {
+// Making a handle allocates, which a capture forbids: a recording stream gets its handles first.
+[[maybe_unused]] const bool recording_streams_get_handles = [] {
+  OnNewRecordingStream([](engine::GpuStream& stream) {
+    CudnnHandle(stream);
+    CublasHandle(stream);
+  });
+  return true;
+}();
+}  // namespace
 
 }  // namespace weft::gpu
