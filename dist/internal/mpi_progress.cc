@@ -25,7 +25,17 @@ namespace {
 // One MpiProgress per process: MPI is initialized once and cannot be again after MPI_Finalize.
 // Exchanged by constructors only (any order is enough: it is a flag, guarding nothing else).
 std::atomic<bool> g_mpi_taken{false};
+// The live instance, for tests: set once initialized, cleared by the destructor (sequentially
+// consistent: a reader sees either null or an initialized instance).
+std::atomic<const MpiProgress*> g_instance{nullptr};
 }  // namespace
+
+const MpiProgress* MpiProgress::Instance() { return g_instance.load(); }
+
+size_t MpiProgress::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return submitted_.size();
+}
 
 MpiProgress::MpiProgress(const CommOptions& options) : options_(options) {
   if (g_mpi_taken.exchange(true)) {
@@ -40,6 +50,7 @@ MpiProgress::MpiProgress(const CommOptions& options) : options_(options) {
     thread_.join();
     std::rethrow_exception(init_error_);
   }
+  g_instance.store(this);
 }
 
 void MpiProgress::Initialize() {
@@ -67,6 +78,7 @@ void MpiProgress::Initialize() {
 }
 
 MpiProgress::~MpiProgress() {
+  g_instance.store(nullptr);
   WaitIdle();
   {
     std::lock_guard<std::mutex> lock(mu_);

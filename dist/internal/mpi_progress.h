@@ -58,6 +58,10 @@ class MpiProgress {
   void Submit(MpiWork work);  // any thread; completes the work's op (with an error, after a timeout)
   // Runs `fn` on the progress thread and waits for it (MPI setup calls: NCCL's bootstrap).
   void RunOnThread(std::function<void()> fn);
+  // Collectives handed over and waiting for an earlier one to start (for tests of the order).
+  size_t waiting() const;
+  // The process's MpiProgress, or null.
+  static const MpiProgress* Instance();
 
  private:
   using Clock = std::chrono::steady_clock;

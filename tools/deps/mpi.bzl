@@ -11,6 +11,8 @@ _MPI_BUILD = """
 cc_library(
     name = "mpi",
     hdrs = glob(["include/**/*.h"]),
+    # The C API only: OpenMPI's and MPICH's mpi.h pull in their deprecated C++ bindings otherwise.
+    defines = ["OMPI_SKIP_MPICXX=1", "MPICH_SKIP_MPICXX=1"],
     includes = {includes},
     linkopts = {linkopts},
     visibility = ["//visibility:public"],
