@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Runs a test binary on 2 MPI ranks of this host: mpirun_test.sh <binary> [args...]. As root
 # OpenMPI needs --allow-run-as-root; --oversubscribe lets 2 ranks share fewer cores. Fails when
-# any rank fails, and when the job does not end within WEFT_MPIRUN_TIMEOUT seconds (default 240:
+# any rank fails, and with status 124 when the job does not end within WEFT_MPIRUN_TIMEOUT seconds (default 240:
 # a hang fails instead of waiting for Bazel's own timeout).
 set -uo pipefail
+# mpirun's own options (-x NAME) may come before the binary.
+mpirun_options=()
+while [ "${1:-}" = "-x" ]; do
+  mpirun_options+=("$1" "$2")
+  shift 2
+done
 binary=$1
 shift
-exec timeout --signal=KILL "${WEFT_MPIRUN_TIMEOUT:-240}" \
+exec timeout --kill-after=10 "${WEFT_MPIRUN_TIMEOUT:-240}" \
   mpirun -np "${WEFT_MPIRUN_NP:-2}" --allow-run-as-root --oversubscribe --bind-to none \
-  -x WEFT_CPU_WORKERS="${WEFT_CPU_WORKERS:-1}" "$binary" "$@"
+  -x WEFT_CPU_WORKERS="${WEFT_CPU_WORKERS:-1}" "${mpirun_options[@]}" "$binary" "$@"
