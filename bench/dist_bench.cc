@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -51,35 +53,53 @@ double Time(const std::function<void()>& fn) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// MPI's own calls on the progress thread, the call alone timed: the blocking MPI_Allreduce, and
+// the non-blocking MPI_Iallreduce tested to completion (what weft's op starts and polls).
+double RawAllReduce(float* data, int n, bool nonblocking) {
+  double seconds = 0;
+  Barrier();
+  Progress().RunOnThread([&] {
+    const auto start = Clock::now();
+    if (nonblocking) {
+      MPI_Request request;
+      WEFT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
+      for (int done = 0; !done;) WEFT_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    } else {
+      WEFT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    }
+    seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  });
+  return seconds;
+}
+
 void AllReduceTable(dist::Communicator& world, int reps) {
-  if (world.rank() == 0) std::printf("%-10s %12s %12s %8s\n", "all-reduce", "weft us", "MPI us", "ratio");
+  if (world.rank() == 0) {
+    std::printf("%-10s %10s %14s %16s %8s %8s\n", "all-reduce", "weft us", "MPI_Allreduce", "MPI_Iallreduce",
+                "ratio", "ratio_i");
+  }
   for (size_t bytes = 1024; bytes <= (size_t{64} << 20); bytes *= 4) {
     const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
     NDArray a(Shape{n});
     a.Fill(1);
     a.WaitToRead();
     float* data = static_cast<float*>(a.View().raw());
-    std::vector<double> weft_s, mpi_s;
+    std::vector<double> weft_s, mpi_s, mpi_i_s;
     for (int r = 0; r < reps + 1; ++r) {  // round 0 warms up
       const double w = Time([&] {
         world.AllReduce(a, dist::ReduceOp::kSum);
         a.WaitToRead();
       });
-      double m = 0;
-      Barrier();
-      Progress().RunOnThread([&] {  // the same thread, the same buffer, the call alone timed
-        const auto start = Clock::now();
-        WEFT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-        m = std::chrono::duration<double>(Clock::now() - start).count();
-      });
+      const double m = RawAllReduce(data, static_cast<int>(n), false);
+      const double mi = RawAllReduce(data, static_cast<int>(n), true);
       if (r == 0) continue;
       weft_s.push_back(w);
       mpi_s.push_back(m);
+      mpi_i_s.push_back(mi);
     }
-    const double w = Median(weft_s) * 1e6, m = Median(mpi_s) * 1e6;
+    const double w = Median(weft_s) * 1e6, m = Median(mpi_s) * 1e6, mi = Median(mpi_i_s) * 1e6;
     if (world.rank() == 0) {
       const std::string size = bytes >= (1 << 20) ? std::to_string(bytes >> 20) + " MB" : std::to_string(bytes >> 10) + " KB";
-      std::printf("%-10s %12.1f %12.1f %8.2f\n", size.c_str(), w, m, w / m);
+      std::printf("%-10s %10.1f %14.1f %16.1f %8.2f %8.2f\n", size.c_str(), w, m, mi, w / m, w / mi);
     }
   }
 }
@@ -94,17 +114,22 @@ Symbol MlpLoss(int hidden) {
   return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
 }
 
-// Median seconds of `reps` calls of `step` (after one to warm up), each waited for by `wait`.
-double StepTime(int reps, const std::function<void()>& step, const std::function<void()>& wait) {
-  std::vector<double> s;
+// Median seconds of each of `steps` over `reps` rounds (after one to warm up), the steps
+// alternating within a round; each step is waited for by its own wait.
+std::vector<double> StepTimes(int reps, const std::vector<std::pair<std::function<void()>, std::function<void()>>>& steps) {
+  std::vector<std::vector<double>> s(steps.size());
   for (int r = 0; r < reps + 1; ++r) {
-    const double t = Time([&] {
-      step();
-      wait();
-    });
-    if (r > 0) s.push_back(t);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const double t = Time([&] {
+        steps[i].first();
+        steps[i].second();
+      });
+      if (r > 0) s[i].push_back(t);
+    }
   }
-  return Median(s);
+  std::vector<double> medians;
+  for (auto& v : s) medians.push_back(Median(v));
+  return medians;
 }
 
 void OverlapTable(dist::Communicator& world, int reps, int hidden, int batch, size_t bucket_bytes) {
@@ -125,16 +150,17 @@ void OverlapTable(dist::Communicator& world, int reps, int hidden, int batch, si
       for (const std::string& p : t.parameter_names()) t.parameter(p).WaitToRead();
     };
   };
-  const double compute = StepTime(reps, [&] { alone.Step(); }, wait_params(alone));
-  const double step = StepTime(reps, [&] { both.Step(); }, wait_params(both));
   const auto buckets = dist::PlanBuckets([&] {
     std::vector<size_t> b;
     for (auto it = grads.rbegin(); it != grads.rend(); ++it) b.push_back(it->bytes());
     return b;
   }(), bucket_bytes);
-  const double comm = StepTime(
-      reps, [&] { for (const NDArray& g : grads) world.AllReduce(g, dist::ReduceOp::kAverage); },
-      [&] { for (const NDArray& g : grads) g.WaitToRead(); });
+  const std::vector<double> t = StepTimes(
+      reps, {{[&] { alone.Step(); }, wait_params(alone)},
+             {[&] { both.Step(); }, wait_params(both)},
+             {[&] { for (const NDArray& g : grads) world.AllReduce(g, dist::ReduceOp::kAverage); },
+              [&] { for (const NDArray& g : grads) g.WaitToRead(); }}});
+  const double compute = t[0], step = t[1], comm = t[2];
   const double hidden_share = std::clamp((compute + comm - step) / comm, 0.0, 1.0);
   if (world.rank() == 0) {
     std::printf("overlap: MLP 784-%d-%d-%d-10, batch %d per rank, %zu buckets of <= %zu KB: compute %.2f ms, "
