@@ -12,9 +12,13 @@
 
 namespace weft::dist::internal {
 
+class MpiProgress;
+
 struct GpuBootstrap {
   int rank = 0, size = 1, local_rank = 0;
   CommOptions options;
+  // Numbers and runs the collectives, in one order with the CPU ones (MpiWork::test, ::cancel).
+  MpiProgress* progress = nullptr;
   // Broadcasts `bytes` at `data` from rank 0 to every rank, blocking (over MPI; nothing for a
   // world of one). Collective: every rank calls it in the same order.
   std::function<void(void* data, size_t bytes)> broadcast;

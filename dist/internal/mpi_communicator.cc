@@ -82,8 +82,9 @@ std::vector<engine::VarHandle> VarsOf(std::span<const NDArray> arrays) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(const CommOptions& options) : progress_(options) {
-    gpu_ = MakeGpuCollectives(GpuBootstrap{rank(), size(), local_rank(), options,
+  // with_mpi false: a world of one without a launcher, whose GPU collectives still go over NCCL.
+  MpiCommunicator(const CommOptions& options, bool with_mpi) : progress_(options, with_mpi), with_mpi_(with_mpi) {
+    gpu_ = MakeGpuCollectives(GpuBootstrap{rank(), size(), local_rank(), options, &progress_,
                                            [this](void* data, size_t bytes) { BroadcastBytes(data, bytes); }});
   }
   ~MpiCommunicator() override { gpu_.reset(); }  // NCCL first; then the progress thread finalizes MPI
@@ -91,7 +92,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return progress_.rank(); }
   int size() const override { return progress_.size(); }
   int local_rank() const override { return progress_.local_rank(); }
-  const char* transport() const override { return "mpi"; }
+  const char* transport() const override { return with_mpi_ ? "mpi" : "local"; }
 
   void AllReduce(std::span<const NDArray> arrays, ReduceOp op) override;
   void Broadcast(const NDArray& array, int root) override;
@@ -104,6 +105,7 @@ class MpiCommunicator final : public Communicator {
   }
   // A blocking broadcast from rank 0 on the progress thread (NCCL's unique id).
   void BroadcastBytes(void* data, size_t bytes) {
+    if (!with_mpi_) return;
     progress_.RunOnThread([&] { WEFT_MPI_CHECK(MPI_Bcast(data, MpiCount(bytes, "Broadcast"), MPI_BYTE, 0, MPI_COMM_WORLD)); });
   }
   // Pushes an async CPU op that hands `start` and `finish` to the progress thread under sequence
@@ -113,6 +115,8 @@ class MpiCommunicator final : public Communicator {
                       std::function<void()> finish);
 
   MpiProgress progress_;
+  const bool with_mpi_;
+  const std::unique_ptr<Communicator> local_ = LocalWorld();  // CPU collectives without MPI
   std::unique_ptr<GpuCollectives> gpu_;  // null in a CPU-only build
 };
 
@@ -137,6 +141,7 @@ void MpiCommunicator::PushCollective(std::string what, std::vector<engine::VarHa
 void MpiCommunicator::AllReduce(std::span<const NDArray> arrays, ReduceOp op) {
   CheckAllReduce(arrays, op);
   if (arrays[0].device().is_gpu()) return Gpu("AllReduce").AllReduce(arrays, op);
+  if (!with_mpi_) return local_->AllReduce(arrays, op);
   auto bucket = std::make_shared<Bucket>();
   bucket->arrays.assign(arrays.begin(), arrays.end());
   for (const NDArray& a : arrays) bucket->elements += static_cast<size_t>(a.size());
@@ -157,6 +162,7 @@ void MpiCommunicator::AllReduce(std::span<const NDArray> arrays, ReduceOp op) {
 void MpiCommunicator::Broadcast(const NDArray& array, int root) {
   CheckBroadcast(array, root);
   if (array.device().is_gpu()) return Gpu("Broadcast").Broadcast(array, root);
+  if (!with_mpi_) return local_->Broadcast(array, root);
   const int bytes = MpiCount(array.bytes(), "Broadcast");
   auto data = std::make_shared<void*>(nullptr);
   std::ostringstream what;
@@ -172,6 +178,7 @@ void MpiCommunicator::Broadcast(const NDArray& array, int root) {
 void MpiCommunicator::AllGather(const NDArray& in, const NDArray& out) {
   CheckAllGather(in, out);
   if (in.device().is_gpu()) return Gpu("AllGather").AllGather(in, out);
+  if (!with_mpi_) return local_->AllGather(in, out);
   const int bytes = MpiCount(in.bytes(), "AllGather");
   auto data = std::make_shared<std::pair<void*, void*>>();
   std::ostringstream what;
@@ -195,8 +202,7 @@ bool LaunchedByMpi() {
 }
 
 std::unique_ptr<Communicator> ConnectWorld(const CommOptions& options) {
-  if (!LaunchedByMpi()) return LocalWorld();
-  return std::make_unique<internal::MpiCommunicator>(options);
+  return std::make_unique<internal::MpiCommunicator>(options, LaunchedByMpi());
 }
 
 }  // namespace weft::dist

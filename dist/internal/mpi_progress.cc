@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <sstream>
 
@@ -37,8 +38,8 @@ size_t MpiProgress::waiting() const {
   return submitted_.size();
 }
 
-MpiProgress::MpiProgress(const CommOptions& options) : options_(options) {
-  if (g_mpi_taken.exchange(true)) {
+MpiProgress::MpiProgress(const CommOptions& options, bool with_mpi) : options_(options), with_mpi_(with_mpi) {
+  if (with_mpi && g_mpi_taken.exchange(true)) {
     WEFT_THROW("dist: MPI is initialized once per process; a communicator already took it (keep one "
                "ConnectWorld communicator for the whole run)");
   }
@@ -56,18 +57,7 @@ MpiProgress::MpiProgress(const CommOptions& options) : options_(options) {
 void MpiProgress::Initialize() {
   std::exception_ptr error;
   try {
-    int finalized = 0;
-    WEFT_MPI_CHECK(MPI_Finalized(&finalized));
-    if (finalized) WEFT_THROW("dist: MPI was finalized already; it cannot be initialized again");
-    int provided = 0;
-    WEFT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
-    WEFT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    WEFT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
-    WEFT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
-    MPI_Comm host;
-    WEFT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
-    WEFT_MPI_CHECK(MPI_Comm_rank(host, &local_rank_));
-    WEFT_MPI_CHECK(MPI_Comm_free(&host));
+    if (with_mpi_) InitializeMpi();
   } catch (...) {
     error = std::current_exception();
   }
@@ -75,6 +65,21 @@ void MpiProgress::Initialize() {
   init_error_ = error;
   initialized_ = error == nullptr;
   cv_.notify_all();
+}
+
+void MpiProgress::InitializeMpi() {
+  int finalized = 0;
+  WEFT_MPI_CHECK(MPI_Finalized(&finalized));
+  if (finalized) WEFT_THROW("dist: MPI was finalized already; it cannot be initialized again");
+  int provided = 0;
+  WEFT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+  WEFT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  WEFT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  WEFT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  MPI_Comm host;
+  WEFT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  WEFT_MPI_CHECK(MPI_Comm_rank(host, &local_rank_));
+  WEFT_MPI_CHECK(MPI_Comm_free(&host));
 }
 
 MpiProgress::~MpiProgress() {
@@ -100,7 +105,7 @@ void MpiProgress::WaitIdle() {
   lock.unlock();
   std::fprintf(stderr, "weft: dist: rank %d of %d: %llu collective(s) pushed but not complete at shutdown\n",
                rank_, size_, static_cast<unsigned long long>(missing));
-  if (options_.abort_on_timeout) MPI_Abort(MPI_COMM_WORLD, 1);
+  if (options_.abort_on_timeout && with_mpi_) MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
 uint64_t MpiProgress::NextSequence() {
@@ -170,7 +175,7 @@ void MpiProgress::Main() {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (!broken_) MPI_Finalize();  // a timed-out collective is still pending: finalizing would hang
+  if (with_mpi_ && !broken_) MPI_Finalize();  // a timed-out collective is still pending: finalizing would hang
 }
 
 bool MpiProgress::Step() {
@@ -208,15 +213,26 @@ bool MpiProgress::TestActive() {
   bool any = false;
   for (size_t i = 0; i < active_.size();) {
     int flag = 0;
-    const int rc = MPI_Test(&active_[i].request, &flag, MPI_STATUS_IGNORE);
-    if (rc == MPI_SUCCESS && !flag) {
+    int rc = MPI_SUCCESS;
+    std::exception_ptr test_error;
+    if (active_[i].work.test) {
+      try {
+        flag = active_[i].work.test();
+      } catch (...) {
+        test_error = std::current_exception();
+      }
+    } else {
+      rc = MPI_Test(&active_[i].request, &flag, MPI_STATUS_IGNORE);
+    }
+    if (rc == MPI_SUCCESS && !flag && !test_error) {
       ++i;
       continue;
     }
     Active a = std::move(active_[i]);
     active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
-    std::exception_ptr error;
+    std::exception_ptr error = test_error;
     try {
+      if (test_error) std::rethrow_exception(test_error);
       MpiCheck(rc, a.work.what.c_str());
       if (a.work.finish) a.work.finish();
     } catch (...) {
@@ -253,13 +269,15 @@ void MpiProgress::CheckDeadlines() {
 void MpiProgress::TimeOut(const MpiWork& work, const char* state) {
   std::ostringstream m;
   m << "dist: collective #" << work.sequence << " " << work.what << " on rank " << rank_ << " of " << size_
-    << " (mpi) did not complete within " << options_.timeout_seconds << " s (" << state
+    << (with_mpi_ ? " (mpi)" : " (local)") << " did not complete within " << options_.timeout_seconds << " s (" << state
     << "); every rank 0.." << size_ - 1 << " must push it; a rank may have died, hung or pushed other collectives";
   const std::string message = m.str();
+  if (work.cancel) work.cancel();
   if (options_.abort_on_timeout) {
     std::fprintf(stderr, "weft::Error: %s; aborting the job\n", message.c_str());
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
+    if (with_mpi_) MPI_Abort(MPI_COMM_WORLD, 3);
+    std::_Exit(3);
   }
   MpiWork failed = work;  // its done is called once, below
   {

@@ -1,6 +1,8 @@
 // MpiProgress: the one thread that makes every MPI call of the process (it initializes MPI with
 // MPI_THREAD_FUNNELED and finalizes it), starts the collectives handed to it in their sequence
-// order, polls them to completion and completes their engine ops. Collectives are numbered at
+// order, polls them to completion and completes their engine ops. NCCL's collectives go through it
+// too (started on a communication stream, polled through an event: MpiWork::test), so that MPI's
+// and NCCL's share one order; a world of one without a launcher runs it without MPI. Collectives are numbered at
 // push (NextSequence, on the pushing thread) and handed over (Submit) by their engine op when its
 // inputs are ready, in whatever order the engine finds them ready; the thread starts #k only
 // after #k-1, so every rank starts them in the order they were pushed.
@@ -38,13 +40,16 @@ struct MpiWork {
   std::function<void(MPI_Request*)> start;  // on the progress thread: starts the collective
   std::function<void()> finish;           // on the progress thread, after completion (unpack, scale)
   std::optional<engine::OnComplete> done;  // the engine op's completion, called once
+  std::function<bool()> test;             // true once complete; null: MPI_Test on the request
+  std::function<void()> cancel;           // on a timeout, before the error (ncclCommAbort); may be null
 };
 
 class MpiProgress {
  public:
   // Starts the thread and waits until MPI is initialized. Throws weft::Error when MPI cannot be
   // (again) initialized.
-  explicit MpiProgress(const CommOptions& options);
+  // with_mpi false: a world of one that makes no MPI call (for NCCL without a launcher).
+  MpiProgress(const CommOptions& options, bool with_mpi);
   // Waits for every pushed collective (up to the timeout), finalizes MPI and joins the thread.
   ~MpiProgress();
   MpiProgress(const MpiProgress&) = delete;
@@ -73,6 +78,7 @@ class MpiProgress {
 
   void Main();
   void Initialize();
+  void InitializeMpi();
   bool Step();  // one round: start what may start, test what runs; true when anything moved
   void StartReady();
   bool TestActive();
@@ -83,6 +89,7 @@ class MpiProgress {
   bool NothingLeft() const;  // under mu_
 
   const CommOptions options_;
+  const bool with_mpi_;
   int rank_ = 0, size_ = 1, local_rank_ = 0;  // set before the constructor returns, then constant
 
   // mu_ protects everything below; cv_ signals hand-overs, completions and stop_.
