@@ -87,7 +87,11 @@ class MpiCommunicator final : public Communicator {
     gpu_ = MakeGpuCollectives(GpuBootstrap{rank(), size(), local_rank(), options, &progress_,
                                            [this](void* data, size_t bytes) { BroadcastBytes(data, bytes); }});
   }
-  ~MpiCommunicator() override { gpu_.reset(); }  // NCCL first; then the progress thread finalizes MPI
+  // Every collective done first, then NCCL's communicator, then MPI (the progress thread's end).
+  ~MpiCommunicator() override {
+    progress_.Drain();
+    gpu_.reset();
+  }
 
   int rank() const override { return progress_.rank(); }
   int size() const override { return progress_.size(); }

@@ -33,6 +33,11 @@ std::atomic<const MpiProgress*> g_instance{nullptr};
 
 const MpiProgress* MpiProgress::Instance() { return g_instance.load(); }
 
+uint64_t MpiProgress::started() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return started_;
+}
+
 size_t MpiProgress::waiting() const {
   std::lock_guard<std::mutex> lock(mu_);
   return submitted_.size();
@@ -205,6 +210,8 @@ void MpiProgress::StartReady() {
       continue;
     }
     active_.push_back(std::move(a));
+    std::lock_guard<std::mutex> lock(mu_);
+    ++started_;
   }
 }
 

@@ -63,8 +63,11 @@ class MpiProgress {
   void Submit(MpiWork work);  // any thread; completes the work's op (with an error, after a timeout)
   // Runs `fn` on the progress thread and waits for it (MPI setup calls: NCCL's bootstrap).
   void RunOnThread(std::function<void()> fn);
+  // Waits for every pushed collective (up to the timeout; see the destructor).
+  void Drain() { WaitIdle(); }
   // Collectives handed over and waiting for an earlier one to start (for tests of the order).
   size_t waiting() const;
+  uint64_t started() const;  // collectives started so far (their start function has returned)
   // The process's MpiProgress, or null.
   static const MpiProgress* Instance();
 
@@ -100,6 +103,7 @@ class MpiProgress {
   uint64_t pushed_ = 0;      // sequence numbers handed out
   uint64_t next_start_ = 0;  // the sequence number the thread starts next
   uint64_t completed_ = 0;
+  uint64_t started_ = 0;     // collectives whose start returned
   bool stop_ = false;
   std::exception_ptr init_error_;
   bool initialized_ = false;
