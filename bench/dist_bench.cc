@@ -2,6 +2,7 @@
 //   all-reduce   weft's engine op (Communicator::AllReduce, pushed, then WaitToRead) against
 //                MPI_Allreduce on the same buffer, called by the same progress thread, for
 //                1 KB to 64 MB of float32; ratio = weft / MPI (goal: 1.1 or less);
+//   nccl         (--gpu=1, a --config=cuda build, no mpirun) bench/dist_gpu_rows.h
 //   overlap      the share of a 2-rank MLP step's all-reduce time hidden behind its backward:
 //                (compute + all-reduce - step) / all-reduce, where compute is the step with a
 //                world of one (the same pushes without communication), all-reduce the step's
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/dist_gpu_rows.h"
 #include "dist/internal/mpi_check.h"
 #include "dist/internal/mpi_progress.h"
 #include "dist/world.h"
@@ -182,6 +184,10 @@ int Flag(int argc, char** argv, const char* name, int fallback) {
 
 int main(int argc, char** argv) {
   auto world = weft::dist::ConnectWorld();
+  if (Flag(argc, argv, "gpu", 0) != 0) {  // a world of one on gpu:0
+    bench::NcclRows(*world, Flag(argc, argv, "reps", 50));
+    return 0;
+  }
   if (world->size() < 2) {
     std::fprintf(stderr, "dist_bench: run it on 2 ranks: mpirun -np 2 [--allow-run-as-root --oversubscribe] %s\n",
                  argv[0]);
