@@ -38,7 +38,10 @@ ncclDataType_t NcclType(DType dtype) {
   }
 }
 
-// The communicator and its stream; destroyed after every collective on it is done.
+// The communicator and its stream; destroyed after every collective on it is done. Made on the
+// pushing thread, then used only by the progress thread (start, test, cancel), which it reaches
+// through MpiProgress::Submit's mutex; `aborted` is read by the destructor after the progress
+// thread has completed every collective (MpiCommunicator's destructor drains first).
 struct NcclComm {
   int device = -1;
   ncclComm_t comm = nullptr;

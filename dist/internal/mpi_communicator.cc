@@ -39,6 +39,9 @@ void Scale(void* data, size_t n, double factor) {
 }
 
 // The arrays of one all-reduce, and (for more than one) the contiguous buffer they travel in.
+// Used by one thread at a time: the engine worker packs, then hands it over (MpiProgress::Submit,
+// under its mutex, which orders the packing before everything the progress thread does with it);
+// the progress thread starts, tests and unpacks, then completes the op, which releases the arrays.
 struct Bucket {
   std::vector<NDArray> arrays;
   std::vector<unsigned char> staging;
