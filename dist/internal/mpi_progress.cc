@@ -78,6 +78,12 @@ void MpiProgress::InitializeMpi() {
   if (finalized) WEFT_THROW("dist: MPI was finalized already; it cannot be initialized again");
   int provided = 0;
   WEFT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+  if (provided < MPI_THREAD_FUNNELED) {
+    MPI_Finalize();
+    WEFT_THROW("dist: MPI gives thread level " << provided << ", expected at least MPI_THREAD_FUNNELED ("
+                                               << MPI_THREAD_FUNNELED << "): one thread makes every MPI call, "
+                                               << "but it is not the main thread");
+  }
   WEFT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   WEFT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   WEFT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
