@@ -20,8 +20,8 @@
 namespace {
 
 // DESIGN.md's layers, in order: each may use only those before it.
-constexpr std::array<std::string_view, 8> kLayers = {"core",  "engine", "storage",  "ops",
-                                                     "graph", "passes", "executor", "weft"};
+constexpr std::array<std::string_view, 9> kLayers = {"core",  "engine", "storage",  "ops", "graph",
+                                                     "passes", "executor", "dist", "weft"};
 // Folders after the layers: they may include any layer, and each other.
 constexpr std::array<std::string_view, 5> kUsers = {"examples", "tests", "bench", "tools", "fuzz"};
 constexpr int kUsersRank = static_cast<int>(kLayers.size());

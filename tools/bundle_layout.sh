@@ -94,4 +94,19 @@ done
 [ "$weft_bundle_libs" = "$weft_bundle/lib" ] || weft_bundle_libs="$weft_bundle_libs:$weft_bundle/lib"
 export LD_LIBRARY_PATH="$weft_bundle_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 unset weft_xz weft_bundle_libs
+# NCCL (dlopened by dist/gpu/nccl_lib.cc) is not carried (200 MB): where the system's loader does
+# not know libnccl.so.2, PyTorch's copy (site-packages/nvidia/nccl/lib) is used, found through
+# $WEFT_PEER_PYTHON or python3. WEFT_NCCL_LIB, when set, wins.
+if [ -z "${WEFT_NCCL_LIB:-}" ] && ! { ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2'; }; then
+  for weft_py in "${WEFT_PEER_PYTHON:-}" python3; do
+    [ -n "$weft_py" ] || continue
+    weft_nccl=$("$weft_py" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' \
+      2>/dev/null) || continue
+    if [ -e "$weft_nccl/libnccl.so.2" ]; then
+      export WEFT_NCCL_LIB="$weft_nccl"
+      break
+    fi
+  done
+  unset weft_py weft_nccl
+fi
 ENV

@@ -16,6 +16,8 @@ packages=(
   libtbb-dev           # oneTBB: parallel loops; the peer in bench/engine_bench
   libgtest-dev         # GoogleTest
   nlohmann-json3-dev   # JSON: graphs, safetensors headers, traces in tests
+  openmpi-bin          # mpirun: launches data-parallel ranks (dist/, tests/dist_*)
+  libopenmpi-dev       # MPI headers and libraries: CPU collectives, NCCL's bootstrap
 )
 
 for option in "$@"; do

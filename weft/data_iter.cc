@@ -24,6 +24,8 @@ ArrayIter::ArrayIter(const Dataset& dataset, const BatchOptions& options) : opti
   num_samples_ = dataset.data.shape()[0];
   WEFT_CHECK_GT(num_samples_, 0) << "ArrayIter: expected at least one sample, found data " << dataset.data.shape();
   WEFT_CHECK_GE(options.batch_size, 1) << "ArrayIter: expected a batch size of at least 1";
+  WEFT_CHECK(options.num_ranks >= 1 && options.rank >= 0 && options.rank < options.num_ranks)
+      << "ArrayIter: expected 0 <= rank < num_ranks, found rank " << options.rank << " of " << options.num_ranks;
   has_label_ = !dataset.label.is_none();
   if (has_label_ && (dataset.label.shape().ndim() == 0 || dataset.label.shape()[0] != num_samples_)) {
     WEFT_THROW("ArrayIter: expected a label of shape (" << num_samples_ << ", ...) to match data "
@@ -64,16 +66,18 @@ void ArrayIter::Reset() {
 
 bool ArrayIter::Next() {
   const int64_t remaining = num_samples_ - cursor_;
-  has_current_ = remaining > 0 && (remaining >= options_.batch_size || options_.last_batch == LastBatch::kPad);
+  const int64_t global = options_.batch_size * options_.num_ranks;
+  has_current_ = remaining > 0 && (remaining >= global || options_.last_batch == LastBatch::kPad);
   if (!has_current_) {
     cursor_ = num_samples_;
     current_ = DataBatch{};
     return false;
   }
-  current_.data = Gather(data_, cursor_);
-  current_.label = has_label_ ? Gather(label_, cursor_) : NDArray();
-  current_.pad = static_cast<int>(std::max<int64_t>(0, options_.batch_size - remaining));
-  cursor_ += std::min(options_.batch_size, remaining);
+  const int64_t first = cursor_ + options_.rank * options_.batch_size;  // this rank's slice
+  current_.data = Gather(data_, first);
+  current_.label = has_label_ ? Gather(label_, first) : NDArray();
+  current_.pad = static_cast<int>(std::clamp<int64_t>(first + options_.batch_size - num_samples_, 0, options_.batch_size));
+  cursor_ += std::min(global, remaining);
   return true;
 }
 

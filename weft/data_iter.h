@@ -55,6 +55,12 @@ struct BatchOptions {
   bool shuffle = false;  // a new order every epoch, from (seed, epoch) alone
   uint64_t seed = 0;
   LastBatch last_batch = LastBatch::kPad;
+  // Data-parallel shards: each epoch's order (the same on every rank, from the seed) is cut into
+  // global batches of batch_size * num_ranks samples, and rank `rank` gets the rank-th slice of
+  // batch_size samples of each, so the ranks together see what one process would with the
+  // global batch. LastBatch applies to the global batch. Defaults: the whole data set.
+  int rank = 0;
+  int num_ranks = 1;
 };
 
 // Batches of an in-memory data set. The arrays are copied to the host once, at construction

@@ -144,7 +144,14 @@ Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_sh
   if (options_.predict.num_outputs() == 0) options_.predict = loss;
   const std::vector<std::string>& inputs = GetOp(update_.op).input_names;  // weight, grad, states..., lr
   states_.assign(inputs.begin() + 2, inputs.end() - 1);
+  if (options_.communicator != nullptr) {
+    WEFT_CHECK(options_.clip_global_norm == 0) << "Trainer: clip_global_norm with a communicator is not supported yet";
+  }
   BindStep(loss, data_shapes, init);
+  if (options_.communicator != nullptr) {
+    PlanGradientBuckets(loss);
+    BroadcastParameters();
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -196,8 +203,10 @@ void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& d
   AllocateArrays(ArgumentShapes(loss, data_shapes, options_.dtype), data_shapes, init);
   ArrayMap args = data_;
   args.insert(params_arrays_.begin(), params_arrays_.end());
-  args.insert(state_arrays_.begin(), state_arrays_.end());
-  args[kLrName] = lr_;
+  if (options_.communicator == nullptr) {  // else the updates, which read these, are not in the graph
+    args.insert(state_arrays_.begin(), state_arrays_.end());
+    args[kLrName] = lr_;
+  }
   std::map<std::string, GradReq> reqs;
   for (const std::string& p : params_) reqs[p] = GradReq::kWrite;
   StepUpdates updates{update_, states_, params_, options_.clip_global_norm, optimizer_->rescale_grad()};
@@ -205,6 +214,8 @@ void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& d
                              return updates.Append(g, grad_args);
                            },
                            params_};
+  // With a communicator the updates run after the all-reduces, outside the bound graph.
+  if (options_.communicator != nullptr) extension = {};
   exec_ = Executor::Bind(loss, options_.device, args, grads_, reqs, extension);
 }
 
@@ -221,6 +232,7 @@ void Trainer::Step() {
     lr_written_ = lr;
   }
   exec_->TrainStep();
+  if (options_.communicator != nullptr) AllReduceAndUpdate();
   steps_ = t;
 }
 

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "dist/communicator.h"
 #include "executor/executor.h"
 #include "graph/symbol.h"
 #include "storage/ndarray.h"
@@ -76,6 +77,17 @@ struct TrainerOptions {
   // parameter in name order; a parameter it fills (it returns true) is left alone by the trainer's
   // initializer. Empty: the initializer fills them all.
   std::function<bool(const std::string& name, const NDArray& array)> initialize;
+  // Data-parallel training (dist/world.h; not owned, outlives the trainer): the parameters are
+  // broadcast from rank 0 when the trainer is built, and in each step every gradient is averaged
+  // over the ranks by an all-reduce pushed right after the backward, which starts as soon as the
+  // backward has written its gradients (it overlaps the rest of the backward) and before the
+  // updates, which then run as ops of their own rather than inside the bound graph. Gradients
+  // are all-reduced in reverse order of the parameters' first use (the order backward makes
+  // them), consecutive ones smaller than bucket_bytes packed into one collective. Each rank steps
+  // on its own shard of the global batch, with rescale_grad 1 / its batch size; clipping is not
+  // supported with a communicator yet (a weft::Error). Null: this process alone.
+  dist::Communicator* communicator = nullptr;
+  size_t bucket_bytes = size_t{1} << 20;
 };
 
 class Trainer {
@@ -152,6 +164,11 @@ class Trainer {
   // Every array of `batch` names a data input and has its shape; `complete`: every data input is there.
   void CheckBatch(const ArrayMap& batch, bool complete) const;
   ArrayMap ArraysOf(const DataBatch& batch, const std::vector<std::string>& inputs) const;
+  // With a communicator: the gradient buckets (in all-reduce order), the start's broadcast, and
+  // each step's all-reduces and updates.
+  void PlanGradientBuckets(const Symbol& loss);
+  void BroadcastParameters() const;
+  void AllReduceAndUpdate() const;
 
   std::unique_ptr<Optimizer> optimizer_;
   Optimizer::GraphUpdate update_;     // the op each parameter's update runs
@@ -165,6 +182,7 @@ class Trainer {
   int64_t steps_ = 0;
   std::unique_ptr<Executor> exec_;    // the training step
   std::unique_ptr<Inference> infer_;  // bound on the first Predict
+  std::vector<std::vector<NDArray>> grad_buckets_;  // with a communicator
 };
 
 }  // namespace weft

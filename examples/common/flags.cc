@@ -10,7 +10,9 @@ namespace examples {
 
 namespace {
 
-const char* KindName(int kind) { return kind == 0 ? "a string" : kind == 1 ? "an integer" : "a number"; }
+const char* KindName(int kind) {
+  return kind == 0 ? "a string" : kind == 1 ? "an integer" : kind == 2 ? "a number" : "0 or 1";
+}
 
 }  // namespace
 
@@ -32,6 +34,11 @@ void Flags::AddFloat(const std::string& name, double fallback, const std::string
   order_.push_back(name);
 }
 
+void Flags::AddBool(const std::string& name, bool fallback, const std::string& help) {
+  flags_[name] = {Kind::kBool, fallback ? "1" : "0", help};
+  order_.push_back(name);
+}
+
 void Flags::Set(const std::string& name, const std::string& value) {
   auto it = flags_.find(name);
   if (it == flags_.end()) WEFT_THROW("unknown flag --" << name << "; " << program_ << " --help lists the flags");
@@ -39,7 +46,8 @@ void Flags::Set(const std::string& name, const std::string& value) {
   char* end = nullptr;
   if (flag.kind == Kind::kInt) (void)std::strtol(value.c_str(), &end, 10);
   if (flag.kind == Kind::kFloat) (void)std::strtod(value.c_str(), &end);
-  if (flag.kind != Kind::kString && (value.empty() || *end != '\0')) {
+  const bool bad_bool = flag.kind == Kind::kBool && value != "0" && value != "1";
+  if (bad_bool || (flag.kind == Kind::kInt || flag.kind == Kind::kFloat) && (value.empty() || *end != '\0')) {
     WEFT_THROW("flag --" << name << ": expected " << KindName(static_cast<int>(flag.kind)) << ", found '" << value
                          << "'");
   }
@@ -55,8 +63,11 @@ bool Flags::Parse(int argc, char** argv) {
     }
     if (arg.rfind("--", 0) != 0) WEFT_THROW("unexpected argument '" << arg << "': expected --flag=value");
     size_t eq = arg.find('=');
+    auto flag = flags_.find(arg.substr(2));
     if (eq != std::string::npos) {
       Set(arg.substr(2, eq - 2), arg.substr(eq + 1));
+    } else if (flag != flags_.end() && flag->second.kind == Kind::kBool) {
+      flag->second.value = "1";
     } else if (i + 1 < argc) {
       Set(arg.substr(2), argv[++i]);
     } else {
@@ -75,6 +86,7 @@ const Flags::Flag& Flags::Find(const std::string& name) const {
 std::string Flags::GetString(const std::string& name) const { return Find(name).value; }
 int Flags::GetInt(const std::string& name) const { return std::atoi(Find(name).value.c_str()); }
 double Flags::GetFloat(const std::string& name) const { return std::atof(Find(name).value.c_str()); }
+bool Flags::GetBool(const std::string& name) const { return Find(name).value == "1"; }
 
 std::string Flags::Usage() const {
   std::ostringstream os;

@@ -20,16 +20,19 @@ class Flags {
   void AddString(const std::string& name, const std::string& fallback, const std::string& help);
   void AddInt(const std::string& name, int fallback, const std::string& help);
   void AddFloat(const std::string& name, double fallback, const std::string& help);
+  // A switch: "--name" alone sets it, "--name=0" clears it.
+  void AddBool(const std::string& name, bool fallback, const std::string& help);
   // Returns false after printing the usage for --help.
   bool Parse(int argc, char** argv);
 
   std::string GetString(const std::string& name) const;
   int GetInt(const std::string& name) const;
   double GetFloat(const std::string& name) const;
+  bool GetBool(const std::string& name) const;
   std::string Usage() const;
 
  private:
-  enum class Kind { kString, kInt, kFloat };
+  enum class Kind { kString, kInt, kFloat, kBool };
   struct Flag {
     Kind kind;
     std::string value;

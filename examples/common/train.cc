@@ -7,6 +7,7 @@
 #include <map>
 #include <vector>
 
+#include "dist/world.h"
 #include "examples/common/data.h"
 #include "examples/common/flags.h"
 #include "examples/common/profile.h"
@@ -82,6 +83,7 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program, const st
                   "a CSV file (label in the last column) or 'images,labels' MNIST idx files");
   flags.AddString("save_prefix", defaults.save_prefix, "write <prefix>.safetensors and <prefix>.json ('' to skip)");
   flags.AddString("profile", "", kProfileHelp);
+  flags.AddBool("dist", false, "data-parallel over the ranks of mpirun -np N (batch_size: the global batch)");
   if (!flags.Parse(argc, argv)) return std::nullopt;
   TrainOptions o = defaults;
   o.epochs = flags.GetInt("epochs");
@@ -93,6 +95,7 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program, const st
   o.data = flags.GetString("data");
   o.save_prefix = flags.GetString("save_prefix");
   o.profile = flags.GetString("profile");
+  o.dist = flags.GetBool("dist");
   if (o.epochs < 1 || o.batch_size < 1 || o.lr <= 0) {
     WEFT_THROW(program << ": expected epochs >= 1, batch_size >= 1 and lr > 0");
   }
@@ -183,9 +186,31 @@ void SaveModel(const Model& m, const weft::Trainer& trainer, const TrainOptions&
   std::printf("saved %s%s.safetensors and %s%s.json\n", dir.c_str(), prefix.c_str(), dir.c_str(), prefix.c_str());
 }
 
+// With --dist: this rank's share of the global batch and its GPU; ranks other than 0 print
+// nothing (their stdout goes to /dev/null), so the job's output is rank 0's.
+TrainOptions ForRank(const TrainOptions& o, const weft::dist::Communicator& world) {
+  TrainOptions local = o;
+  if (o.batch_size % world.size() != 0) {
+    WEFT_THROW("--dist: the global batch " << o.batch_size << " must divide evenly among " << world.size() << " ranks");
+  }
+  local.batch_size = o.batch_size / world.size();
+  if (o.device.is_gpu()) local.device = weft::Device::Gpu(world.local_rank());
+  if (world.rank() != 0) {
+    local.save_prefix.clear();
+    local.profile.clear();
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) WEFT_THROW("--dist: cannot silence rank " << world.rank());
+  }
+  return local;
+}
+
 }  // namespace
 
-TrainResult Train(const Symbol& logits, const TrainOptions& o) {
+TrainResult Train(const Symbol& logits, const TrainOptions& global) {
+  // Outlives the trainer (declared first): its collectives are done before MPI is finalized.
+  const std::unique_ptr<weft::dist::Communicator> world = global.dist ? weft::dist::ConnectWorld() : nullptr;
+  const TrainOptions o = world ? ForRank(global, *world) : global;
+  const int rank = world ? world->rank() : 0, ranks = world ? world->size() : 1;
+  if (world && rank == 0) std::printf("data-parallel: %d ranks (%s)\n", ranks, world->transport());
   weft::SeedRandom(o.seed);
   const Split split = LoadSplit(o);
   const Model model = MakeModel(logits);
@@ -193,15 +218,18 @@ TrainResult Train(const Symbol& logits, const TrainOptions& o) {
   batch[0] = o.batch_size;
   weft::TrainerOptions options{.device = o.device, .predict = model.predict};
   options.initialize = o.initialize;
+  options.communicator = world.get();
   weft::Trainer trainer(model.train, InputShapes(model, o, batch),
                         weft::Xavier(weft::Xavier::RandType::kUniform, weft::Xavier::FactorType::kAvg, 2.0),
                         *MakeOptimizer(o), options);
   for (const std::string& name : o.zero_inputs) trainer.data(name).Fill(0);
-  weft::ArrayIter iter(split.train, {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed});
-  const int batches = static_cast<int>((iter.num_samples() + o.batch_size - 1) / o.batch_size);
+  weft::ArrayIter iter(split.train,
+                       {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed, .rank = rank, .num_ranks = ranks});
+  const int global_batch = o.batch_size * ranks;
+  const int batches = static_cast<int>((iter.num_samples() + global_batch - 1) / global_batch);
   std::printf("%lld training and %lld test samples; %zu parameter arrays; %s, lr %g, batch %d\n",
               static_cast<long long>(iter.num_samples()), static_cast<long long>(split.test.data.shape()[0]),
-              trainer.parameter_names().size(), o.optimizer.c_str(), o.lr, o.batch_size);
+              trainer.parameter_names().size(), o.optimizer.c_str(), o.lr, global_batch);
   TrainResult result;
   ProfileScope profile(o.profile);  // the training epochs, not the loading and binding before them
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {

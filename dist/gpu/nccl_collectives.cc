@@ -1,0 +1,202 @@
+// GPU collectives over NCCL (dist/internal/gpu_collectives.h). One NCCL communicator, for the one
+// GPU this process drives (one process per GPU), made on the first GPU collective from a unique
+// id that rank 0 draws and broadcasts over MPI; with it a communication stream of its own.
+//
+// A collective is an async engine op on that GPU. On the compute worker that runs it (after the
+// engine has made the worker's stream wait for the inputs' producers) it records `ready` on the
+// worker's stream and hands the collective to the progress thread, which starts the collectives
+// in push order (the order every rank shares): the communication stream waits for `ready`, NCCL
+// queues its kernels there, then `finished` is recorded after them. The progress thread polls
+// `finished` and completes the op; the engine's completion point, recorded on the worker's stream
+// after that, is what the consumers wait on. No compute worker ever waits for the network.
+// A collective not finished within the time limit aborts the communicator (ncclCommAbort).
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+#include "core/gpu/cuda_check.h"
+#include "dist/gpu/nccl_lib.h"
+#include "dist/internal/gpu_collectives.h"
+#include "dist/internal/mpi_progress.h"
+#include "engine/gpu/gpu_stream.h"
+
+namespace weft::dist::internal {
+namespace {
+
+using gpu::Nccl;
+
+ncclDataType_t NcclType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return ncclFloat32;
+    case DType::kFloat64: return ncclFloat64;
+    case DType::kInt32: return ncclInt32;
+    case DType::kInt64: return ncclInt64;
+    case DType::kBFloat16: return ncclBfloat16;
+    default: WEFT_THROW("dist: no NCCL reduction for " << dtype);
+  }
+}
+
+// The communicator and its stream; destroyed after every collective on it is done. Made on the
+// pushing thread, then used only by the progress thread (start, test, cancel), which it reaches
+// through MpiProgress::Submit's mutex; `aborted` is read by the destructor after the progress
+// thread has completed every collective (MpiCommunicator's destructor drains first).
+struct NcclComm {
+  int device = -1;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  bool aborted = false;  // by a timeout (progress thread); the destructor then only frees the stream
+
+  ~NcclComm() {
+    gpu::DeviceGuard guard(device);
+    if (comm != nullptr && !aborted) Nccl().CommDestroy(comm);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
+// The two events of one collective.
+struct Events {
+  explicit Events(int device) : device(device) {
+    gpu::DeviceGuard guard(device);
+    WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&finished, cudaEventDisableTiming));
+  }
+  ~Events() {
+    gpu::DeviceGuard guard(device);
+    cudaEventDestroy(ready);
+    cudaEventDestroy(finished);
+  }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  int device;
+  cudaEvent_t ready = nullptr, finished = nullptr;
+};
+
+using NcclCall = std::function<void(ncclComm_t, cudaStream_t)>;
+
+class NcclCollectives final : public GpuCollectives {
+ public:
+  explicit NcclCollectives(const GpuBootstrap& bootstrap) : bootstrap_(bootstrap) {}
+
+  void AllReduce(std::span<const NDArray> arrays, ReduceOp op) override;
+  void Broadcast(const NDArray& array, int root) override;
+  void AllGather(const NDArray& in, const NDArray& out) override;
+
+ private:
+  std::shared_ptr<NcclComm> CommFor(Device device);
+  void Push(std::string what, Device device, std::vector<engine::VarHandle> reads,
+            std::vector<engine::VarHandle> writes, NcclCall call);
+
+  const GpuBootstrap bootstrap_;
+  std::shared_ptr<NcclComm> comm_;  // made by the first collective (on the pushing thread)
+};
+
+// Collective over the ranks: every rank's first GPU collective gets here in the same order.
+std::shared_ptr<NcclComm> NcclCollectives::CommFor(Device device) {
+  if (comm_ != nullptr) {
+    WEFT_CHECK(comm_->device == device.id) << "dist: NCCL drives one GPU per process: this one's is gpu:"
+                                           << comm_->device << ", found an array on gpu:" << device.id;
+    return comm_;
+  }
+  ncclUniqueId id{};
+  if (bootstrap_.rank == 0) WEFT_NCCL_CHECK(Nccl().GetUniqueId(&id));
+  bootstrap_.broadcast(&id, sizeof(id));
+  auto comm = std::make_shared<NcclComm>();
+  comm->device = device.id;
+  gpu::DeviceGuard guard(device.id);
+  WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&comm->stream, cudaStreamNonBlocking));
+  WEFT_NCCL_CHECK(Nccl().CommInitRank(&comm->comm, bootstrap_.size, id, bootstrap_.rank));
+  comm_ = comm;
+  return comm_;
+}
+
+void NcclCollectives::Push(std::string what, Device device, std::vector<engine::VarHandle> reads,
+                           std::vector<engine::VarHandle> writes, NcclCall call) {
+  std::shared_ptr<NcclComm> comm = CommFor(device);
+  MpiProgress* progress = bootstrap_.progress;
+  const uint64_t sequence = progress->NextSequence();
+  auto fn = [=, what = std::move(what), call = std::move(call)](engine::RunContext ctx, engine::OnComplete done) {
+    MpiWork work{sequence, what, nullptr, nullptr, done};
+    try {
+      auto events = std::make_shared<Events>(comm->device);
+      ctx.stream->Record(events->ready);
+      work.start = [comm, events, call](MPI_Request*) {
+        gpu::DeviceGuard guard(comm->device);
+        WEFT_CUDA_CHECK(cudaStreamWaitEvent(comm->stream, events->ready, 0));
+        call(comm->comm, comm->stream);
+        WEFT_CUDA_CHECK(cudaEventRecord(events->finished, comm->stream));
+      };
+      work.test = [comm, events] {
+        const cudaError_t state = cudaEventQuery(events->finished);
+        if (state == cudaErrorNotReady) {
+          ncclResult_t async = ncclSuccess;
+          WEFT_NCCL_CHECK(Nccl().CommGetAsyncError(comm->comm, &async));
+          WEFT_NCCL_CHECK(async);
+          return false;
+        }
+        WEFT_CUDA_CHECK(state);
+        return true;
+      };
+      work.cancel = [comm] {
+        Nccl().CommAbort(comm->comm);
+        comm->aborted = true;
+      };
+    } catch (...) {  // still handed over, so that the later collectives start: it fails in its turn
+      work.start = [error = std::current_exception()](MPI_Request*) { std::rethrow_exception(error); };
+    }
+    progress->Submit(std::move(work));
+  };
+  engine::Engine::Get()->PushAsync(std::move(fn), device, reads, writes, engine::FnProperty::kNormal,
+                                   /*priority=*/1, "dist_nccl");
+}
+
+std::vector<engine::VarHandle> VarsOf(std::span<const NDArray> arrays) {
+  std::vector<engine::VarHandle> vars;
+  for (const NDArray& a : arrays) vars.push_back(a.var());
+  return vars;
+}
+
+// A bucket is one NCCL group: one launch for all its arrays.
+void NcclCollectives::AllReduce(std::span<const NDArray> arrays, ReduceOp op) {
+  const std::vector<NDArray> held(arrays.begin(), arrays.end());
+  const ncclDataType_t type = NcclType(arrays[0].dtype());
+  const ncclRedOp_t reduce = op == ReduceOp::kAverage ? ncclAvg : ncclSum;
+  std::ostringstream what;
+  what << "all-reduce (" << (op == ReduceOp::kAverage ? "average" : "sum") << " of " << arrays.size()
+       << " array(s) on gpu:" << arrays[0].device().id << ", nccl)";
+  Push(what.str(), arrays[0].device(), {}, VarsOf(arrays), [held, type, reduce](ncclComm_t comm, cudaStream_t s) {
+    WEFT_NCCL_CHECK(Nccl().GroupStart());
+    for (const NDArray& a : held) {
+      void* p = a.View().raw();
+      WEFT_NCCL_CHECK(Nccl().AllReduce(p, p, static_cast<size_t>(a.size()), type, reduce, comm, s));
+    }
+    WEFT_NCCL_CHECK(Nccl().GroupEnd());
+  });
+}
+
+void NcclCollectives::Broadcast(const NDArray& array, int root) {
+  std::ostringstream what;
+  what << "broadcast (" << array.bytes() << " bytes from rank " << root << " on gpu:" << array.device().id
+       << ", nccl)";
+  Push(what.str(), array.device(), {}, {array.var()}, [array, root](ncclComm_t comm, cudaStream_t s) {
+    void* p = array.View().raw();
+    WEFT_NCCL_CHECK(Nccl().Broadcast(p, p, array.bytes(), ncclUint8, root, comm, s));
+  });
+}
+
+void NcclCollectives::AllGather(const NDArray& in, const NDArray& out) {
+  std::ostringstream what;
+  what << "all-gather (" << in.bytes() << " bytes per rank on gpu:" << in.device().id << ", nccl)";
+  Push(what.str(), in.device(), {in.var()}, {out.var()}, [in, out](ncclComm_t comm, cudaStream_t s) {
+    WEFT_NCCL_CHECK(Nccl().AllGather(in.View().raw(), out.View().raw(), in.bytes(), ncclUint8, comm, s));
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<GpuCollectives> MakeGpuCollectives(const GpuBootstrap& bootstrap) {
+  return std::make_unique<NcclCollectives>(bootstrap);
+}
+
+}  // namespace weft::dist::internal

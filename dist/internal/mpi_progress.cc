@@ -1,0 +1,310 @@
+#include "dist/internal/mpi_progress.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <sstream>
+
+#include "core/error.h"
+#include "dist/internal/mpi_check.h"
+
+namespace weft::dist::internal {
+
+std::string MpiErrorString(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(text, length);
+}
+
+void MpiCheck(int rc, const char* call) {
+  if (rc != MPI_SUCCESS) WEFT_THROW(call << " failed: " << MpiErrorString(rc));
+}
+
+namespace {
+// One MpiProgress per process: MPI is initialized once and cannot be again after MPI_Finalize.
+// Exchanged by constructors only (any order is enough: it is a flag, guarding nothing else).
+std::atomic<bool> g_mpi_taken{false};
+// The live instance, for tests: set once initialized, cleared by the destructor (sequentially
+// consistent: a reader sees either null or an initialized instance).
+std::atomic<const MpiProgress*> g_instance{nullptr};
+}  // namespace
+
+const MpiProgress* MpiProgress::Instance() { return g_instance.load(); }
+
+uint64_t MpiProgress::started() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return started_;
+}
+
+size_t MpiProgress::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return submitted_.size();
+}
+
+MpiProgress::MpiProgress(const CommOptions& options, bool with_mpi) : options_(options), with_mpi_(with_mpi) {
+  if (with_mpi && g_mpi_taken.exchange(true)) {
+    WEFT_THROW("dist: MPI is initialized once per process; a communicator already took it (keep one "
+               "ConnectWorld communicator for the whole run)");
+  }
+  thread_ = std::thread([this] { Main(); });
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return initialized_ || init_error_ != nullptr; });
+  if (init_error_) {
+    lock.unlock();
+    thread_.join();
+    std::rethrow_exception(init_error_);
+  }
+  g_instance.store(this);
+}
+
+void MpiProgress::Initialize() {
+  std::exception_ptr error;
+  try {
+    if (with_mpi_) InitializeMpi();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  init_error_ = error;
+  initialized_ = error == nullptr;
+  cv_.notify_all();
+}
+
+void MpiProgress::InitializeMpi() {
+  int finalized = 0;
+  WEFT_MPI_CHECK(MPI_Finalized(&finalized));
+  if (finalized) WEFT_THROW("dist: MPI was finalized already; it cannot be initialized again");
+  int provided = 0;
+  WEFT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+  if (provided < MPI_THREAD_FUNNELED) {
+    MPI_Finalize();
+    WEFT_THROW("dist: MPI gives thread level " << provided << ", expected at least MPI_THREAD_FUNNELED ("
+                                               << MPI_THREAD_FUNNELED << "): one thread makes every MPI call, "
+                                               << "but it is not the main thread");
+  }
+  WEFT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  WEFT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  WEFT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  MPI_Comm host;
+  WEFT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  WEFT_MPI_CHECK(MPI_Comm_rank(host, &local_rank_));
+  WEFT_MPI_CHECK(MPI_Comm_free(&host));
+}
+
+MpiProgress::~MpiProgress() {
+  g_instance.store(nullptr);
+  WaitIdle();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  thread_.join();
+}
+
+bool MpiProgress::NothingLeft() const { return completed_ == pushed_ || broken_.has_value(); }
+
+void MpiProgress::WaitIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  // Each collective handed over is completed by the thread (or timed out); one never handed over
+  // (its op was skipped) leaves the count short: after the time limit, go on without it.
+  const auto limit = std::chrono::duration<double>(options_.timeout_seconds);
+  if (cv_.wait_for(lock, limit, [&] { return NothingLeft(); })) return;
+  const uint64_t missing = pushed_ - completed_;
+  lock.unlock();
+  std::fprintf(stderr, "weft: dist: rank %d of %d: %llu collective(s) pushed but not complete at shutdown\n",
+               rank_, size_, static_cast<unsigned long long>(missing));
+  if (options_.abort_on_timeout && with_mpi_) MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+uint64_t MpiProgress::NextSequence() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pushed_++;
+}
+
+void MpiProgress::Submit(MpiWork work) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (broken_) {
+    const std::string message = *broken_;
+    ++completed_;
+    lock.unlock();
+    (*work.done)(std::make_exception_ptr(Error(message)));
+    return;
+  }
+  const uint64_t sequence = work.sequence;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(options_.timeout_seconds));
+  submitted_.emplace(sequence, std::make_pair(std::move(work), deadline));
+  cv_.notify_all();
+}
+
+void MpiProgress::RunOnThread(std::function<void()> fn) {
+  std::packaged_task<void()> task(std::move(fn));
+  std::future<void> result = task.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_.push_back([&task] { task(); });
+    cv_.notify_all();
+  }
+  result.get();  // rethrows fn's exception
+}
+
+}  // namespace weft::dist::internal
+
+namespace weft::dist::internal {
+
+// The thread: sleeps while nothing is handed over and nothing runs; while collectives run, polls
+// them, yielding the core between rounds that found nothing, and sleeping briefly after many.
+void MpiProgress::Main() {
+  Initialize();
+  if (!initialized_) return;
+  int idle_rounds = 0;
+  while (true) {
+    std::deque<std::function<void()>> calls;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      const auto wake = [&] {
+        return stop_ || !calls_.empty() || (!submitted_.empty() && submitted_.begin()->first == next_start_);
+      };
+      if (active_.empty() && submitted_.empty()) cv_.wait(lock, wake);
+      if (active_.empty() && !submitted_.empty()) cv_.wait_for(lock, std::chrono::milliseconds(50), wake);
+      if (stop_ && active_.empty() && calls_.empty()) break;
+      calls.swap(calls_);
+    }
+    for (auto& call : calls) call();
+    const bool moved = Step();
+    CheckDeadlines();
+    idle_rounds = moved ? 0 : idle_rounds + 1;
+    if (!moved && !active_.empty()) {
+      if (idle_rounds < 2000) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (with_mpi_ && !broken_) MPI_Finalize();  // a timed-out collective is still pending: finalizing would hang
+}
+
+bool MpiProgress::Step() {
+  const size_t before = active_.size();
+  StartReady();
+  const bool started = active_.size() != before;
+  return TestActive() || started;
+}
+
+// Starts, in sequence order, every handed-over collective whose predecessors have all started.
+void MpiProgress::StartReady() {
+  while (true) {
+    Active a;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = submitted_.begin();
+      if (it == submitted_.end() || it->first != next_start_) return;
+      a.work = std::move(it->second.first);
+      a.deadline = it->second.second;
+      submitted_.erase(it);
+      ++next_start_;
+    }
+    try {
+      a.work.start(&a.request);
+    } catch (...) {
+      Complete(a.work, std::current_exception());
+      continue;
+    }
+    active_.push_back(std::move(a));
+    std::lock_guard<std::mutex> lock(mu_);
+    ++started_;
+  }
+}
+
+// Tests the running collectives; completes those that are done. True when any completed.
+bool MpiProgress::TestActive() {
+  bool any = false;
+  for (size_t i = 0; i < active_.size();) {
+    int flag = 0;
+    int rc = MPI_SUCCESS;
+    std::exception_ptr test_error;
+    if (active_[i].work.test) {
+      try {
+        flag = active_[i].work.test();
+      } catch (...) {
+        test_error = std::current_exception();
+      }
+    } else {
+      rc = MPI_Test(&active_[i].request, &flag, MPI_STATUS_IGNORE);
+    }
+    if (rc == MPI_SUCCESS && !flag && !test_error) {
+      ++i;
+      continue;
+    }
+    Active a = std::move(active_[i]);
+    active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+    std::exception_ptr error = test_error;
+    try {
+      if (test_error) std::rethrow_exception(test_error);
+      MpiCheck(rc, a.work.what.c_str());
+      if (a.work.finish) a.work.finish();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    Complete(a.work, error);
+    any = true;
+  }
+  return any;
+}
+
+void MpiProgress::CheckDeadlines() {
+  const Clock::time_point now = Clock::now();
+  for (size_t i = 0; i < active_.size(); ++i) {
+    if (now < active_[i].deadline) continue;
+    Active a = std::move(active_[i]);
+    active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+    TimeOut(a.work, "started, not complete: another rank has not started it");
+    return;  // one per round: TimeOut may have changed the maps
+  }
+  MpiWork late;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = submitted_.begin();
+    if (it == submitted_.end() || now < it->second.second) return;
+    late = std::move(it->second.first);
+    submitted_.erase(it);
+  }
+  TimeOut(late, "not started: an earlier collective of this rank never became ready");
+}
+
+// The time limit passed: the message names the collective and the ranks. Aborts the job, or
+// fails this collective and every later one on this rank.
+void MpiProgress::TimeOut(const MpiWork& work, const char* state) {
+  std::ostringstream m;
+  m << "dist: collective #" << work.sequence << " " << work.what << " on rank " << rank_ << " of " << size_
+    << (with_mpi_ ? " (mpi)" : " (local)") << " did not complete within " << options_.timeout_seconds << " s (" << state
+    << "); every rank 0.." << size_ - 1 << " must push it; a rank may have died, hung or pushed other collectives";
+  const std::string message = m.str();
+  if (work.cancel) work.cancel();
+  if (options_.abort_on_timeout) {
+    std::fprintf(stderr, "weft::Error: %s; aborting the job\n", message.c_str());
+    std::fflush(stderr);
+    if (with_mpi_) MPI_Abort(MPI_COMM_WORLD, 3);
+    std::_Exit(3);
+  }
+  MpiWork failed = work;  // its done is called once, below
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    broken_ = message;
+  }
+  Complete(failed, std::make_exception_ptr(Error(message)));
+}
+
+void MpiProgress::Complete(MpiWork& work, std::exception_ptr error) {
+  (*work.done)(std::move(error));
+  std::lock_guard<std::mutex> lock(mu_);
+  ++completed_;
+  cv_.notify_all();
+}
+
+}  // namespace weft::dist::internal

@@ -1,0 +1,116 @@
+// MpiProgress: the one thread that makes every MPI call of the process (it initializes MPI with
+// MPI_THREAD_FUNNELED and finalizes it), starts the collectives handed to it in their sequence
+// order, polls them to completion and completes their engine ops. NCCL's collectives go through it
+// too (started on a communication stream, polled through an event: MpiWork::test), so that MPI's
+// and NCCL's share one order; a world of one without a launcher runs it without MPI. Collectives are numbered at
+// push (NextSequence, on the pushing thread) and handed over (Submit) by their engine op when its
+// inputs are ready, in whatever order the engine finds them ready; the thread starts #k only
+// after #k-1, so every rank starts them in the order they were pushed.
+//
+// Time limit: a collective handed over and not complete within the timeout (started or still
+// waiting for an earlier one that never came: its op was skipped after an error on its inputs)
+// fails with a weft::Error naming it and the ranks; with abort_on_timeout the job is aborted
+// with that message instead (MPI_Abort), since the other ranks are stuck in it too.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "engine/engine.h"
+
+namespace weft::dist::internal {
+
+// One collective, as its engine op hands it over.
+struct MpiWork {
+  uint64_t sequence = 0;
+  std::string what;                       // "all-reduce (sum of 1024 float32, 2 arrays)"
+  std::function<void(MPI_Request*)> start;  // on the progress thread: starts the collective
+  std::function<void()> finish;           // on the progress thread, after completion (unpack, scale)
+  std::optional<engine::OnComplete> done;  // the engine op's completion, called once
+  std::function<bool()> test;             // true once complete; null: MPI_Test on the request
+  std::function<void()> cancel;           // on a timeout, before the error (ncclCommAbort); may be null
+};
+
+class MpiProgress {
+ public:
+  // Starts the thread and waits until MPI is initialized. Throws weft::Error when MPI cannot be
+  // (again) initialized.
+  // with_mpi false: a world of one that makes no MPI call (for NCCL without a launcher).
+  MpiProgress(const CommOptions& options, bool with_mpi);
+  // Waits for every pushed collective (up to the timeout), finalizes MPI and joins the thread.
+  ~MpiProgress();
+  MpiProgress(const MpiProgress&) = delete;
+  MpiProgress& operator=(const MpiProgress&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }
+
+  uint64_t NextSequence();
+  void Submit(MpiWork work);  // any thread; completes the work's op (with an error, after a timeout)
+  // Runs `fn` on the progress thread and waits for it (MPI setup calls: NCCL's bootstrap).
+  void RunOnThread(std::function<void()> fn);
+  // Waits for every pushed collective (up to the timeout; see the destructor).
+  void Drain() { WaitIdle(); }
+  // Collectives handed over and waiting for an earlier one to start (for tests of the order).
+  size_t waiting() const;
+  uint64_t started() const;  // collectives started so far (their start function has returned)
+  // The process's MpiProgress, or null.
+  static const MpiProgress* Instance();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Active {
+    MpiWork work;
+    MPI_Request request = MPI_REQUEST_NULL;
+    Clock::time_point deadline;
+  };
+
+  void Main();
+  void Initialize();
+  void InitializeMpi();
+  bool Step();  // one round: start what may start, test what runs; true when anything moved
+  void StartReady();
+  bool TestActive();
+  void CheckDeadlines();
+  void TimeOut(const MpiWork& work, const char* state);
+  void Complete(MpiWork& work, std::exception_ptr error);
+  void WaitIdle();  // the destructor's wait for every pushed collective
+  bool NothingLeft() const;  // under mu_
+
+  const CommOptions options_;
+  const bool with_mpi_;
+  int rank_ = 0, size_ = 1, local_rank_ = 0;  // set before the constructor returns, then constant
+
+  // mu_ protects everything below; cv_ signals hand-overs, completions and stop_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, std::pair<MpiWork, Clock::time_point>> submitted_;  // by sequence, not yet started
+  std::deque<std::function<void()>> calls_;  // RunOnThread's functions
+  uint64_t pushed_ = 0;      // sequence numbers handed out
+  uint64_t next_start_ = 0;  // the sequence number the thread starts next
+  uint64_t completed_ = 0;
+  uint64_t started_ = 0;     // collectives whose start returned
+  bool stop_ = false;
+  std::exception_ptr init_error_;
+  bool initialized_ = false;
+  std::optional<std::string> broken_;  // set by a timeout without abort: every later collective fails
+
+  std::vector<Active> active_;  // the progress thread's own: started, not complete
+  std::thread thread_;
+};
+
+}  // namespace weft::dist::internal

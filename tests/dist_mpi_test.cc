@@ -1,0 +1,209 @@
+// The MPI collectives against their definitions, on every rank of `mpirun -np 2` (tests/mpirun_test.sh
+// launches this binary; alone, it is a world of one and the multi-rank tests skip): sums, means,
+// buckets of several arrays, broadcasts from each root and all-gathers give, bit for bit, what the
+// definitions say with each rank's values; collectives start in push order on every rank even
+// when the engine finds a later one ready first; and a 2-rank trainer keeps every rank's
+// parameters bitwise identical after each of 50 steps and matches one process on the global batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "dist/internal/mpi_progress.h"
+#include "dist/world.h"
+#include "engine/engine.h"
+#include "weft/weft.h"
+
+namespace weft {
+namespace {
+
+dist::Communicator* g_world = nullptr;  // set by main for the whole run
+
+// Rank r's value at index i: small integers, so that sums in float32 are exact in any order.
+float ValueOf(int rank, int64_t i) { return static_cast<float>((rank + 1) * 3 + (i % 17) - 8); }
+
+NDArray RankArray(int64_t n, DType dtype = DType::kFloat32) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = ValueOf(g_world->rank(), i);
+  NDArray a(Shape{n}, Device::Cpu(), DType::kFloat64);
+  a.CopyFrom(v);
+  if (dtype == DType::kFloat64) return a;
+  return Invoke("Cast", {a}, {{"dtype", "float32"}})[0];
+}
+
+double SumOverRanks(int64_t i) {
+  double s = 0;
+  for (int r = 0; r < g_world->size(); ++r) s += ValueOf(r, i);
+  return s;
+}
+
+class DistMpi : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (g_world->size() < 2) GTEST_SKIP() << "a world of one: run under mpirun -np 2 (tests/mpirun_test.sh)";
+  }
+};
+
+TEST_F(DistMpi, AllReduceSumIsTheSumOfEveryRanksArray) {
+  for (int64_t n : {1, 1000, 300000}) {
+    NDArray a = RankArray(n);
+    g_world->AllReduce(a, dist::ReduceOp::kSum);
+    const std::vector<float> got = a.ToVector<float>();
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], static_cast<float>(SumOverRanks(i))) << "n " << n << " i " << i;
+  }
+}
+
+TEST_F(DistMpi, AllReduceAverageOfFloat64IsTheSumTimesOneOverSize) {
+  NDArray a = RankArray(4097, DType::kFloat64);
+  g_world->AllReduce(a, dist::ReduceOp::kAverage);
+  const std::vector<double> got = a.ToVector<double>();
+  for (int64_t i = 0; i < 4097; ++i) ASSERT_EQ(got[i], SumOverRanks(i) * (1.0 / g_world->size())) << i;
+}
+
+TEST_F(DistMpi, ABucketReducesEachOfItsArrays) {
+  std::vector<NDArray> bucket = {RankArray(3), RankArray(1024), RankArray(7)};
+  g_world->AllReduce(bucket, dist::ReduceOp::kSum);
+  for (const NDArray& a : bucket) {
+    const std::vector<float> got = a.ToVector<float>();
+    for (int64_t i = 0; i < a.size(); ++i) ASSERT_EQ(got[i], static_cast<float>(SumOverRanks(i))) << a.size();
+  }
+}
+
+TEST_F(DistMpi, BroadcastGivesTheRootsArrayFromEveryRoot) {
+  for (int root = 0; root < g_world->size(); ++root) {
+    NDArray a = RankArray(513);
+    g_world->Broadcast(a, root);
+    const std::vector<float> got = a.ToVector<float>();
+    for (int64_t i = 0; i < 513; ++i) ASSERT_EQ(got[i], ValueOf(root, i)) << "root " << root;
+  }
+}
+
+TEST_F(DistMpi, AllGatherConcatenatesTheRanksArraysInRankOrder) {
+  NDArray in = RankArray(100);
+  NDArray out(Shape{g_world->size(), 100});
+  g_world->AllGather(in, out);
+  const std::vector<float> got = out.ToVector<float>();
+  for (int r = 0; r < g_world->size(); ++r) {
+    for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(got[r * 100 + i], ValueOf(r, i)) << "rank " << r;
+  }
+}
+
+// Rank 0 holds the first collective's input back (an async op it completes itself) until the
+// second, ready at once, is waiting at the progress thread; rank 1 lets both run. Started out of
+// order, rank 0's second would meet rank 1's first: the sums would mix the two arrays.
+TEST_F(DistMpi, CollectivesStartInPushOrderWhateverTheEngineFindsReadyFirst) {
+  NDArray first = RankArray(64), second = RankArray(64);
+  engine::Engine& engine = *engine::Engine::Get();
+  std::promise<engine::OnComplete*> held;
+  std::unique_ptr<engine::OnComplete> gate;
+  const bool hold = g_world->rank() == 0;
+  if (hold) {
+    engine.PushAsync(
+        [&](engine::RunContext, engine::OnComplete done) {
+          gate = std::make_unique<engine::OnComplete>(done);
+          held.set_value(gate.get());
+        },
+        Device::Cpu(), {}, {first.var()}, engine::FnProperty::kNormal, 0, "gate");
+  }
+  Invoke("mul_scalar", {first}, {{"scalar", "10"}}, {.outputs = {first}});  // first becomes 10x
+  g_world->AllReduce(first, dist::ReduceOp::kSum);
+  g_world->AllReduce(second, dist::ReduceOp::kSum);
+  if (hold) {
+    engine::OnComplete* open = held.get_future().get();
+    const auto* progress = dist::internal::MpiProgress::Instance();
+    while (progress->waiting() == 0) std::this_thread::yield();  // the second is handed over
+    (*open)();
+  }
+  const std::vector<float> a = first.ToVector<float>(), b = second.ToVector<float>();
+  for (int64_t i = 0; i < 64; ++i) {
+    ASSERT_EQ(a[i], static_cast<float>(10 * SumOverRanks(i))) << i;
+    ASSERT_EQ(b[i], static_cast<float>(SumOverRanks(i))) << i;
+  }
+}
+
+// ---- the trainer on 2 ranks --------------------------------------------------------------------
+
+constexpr int64_t kGlobalBatch = 32, kFeatures = 10, kClasses = 5, kSteps = 50;
+
+Symbol MlpLoss() {
+  Symbol x = Symbol::Variable("data");
+  x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {x}, {{"num_hidden", "32"}}, "fc1")});
+  x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {x}, {{"num_hidden", "16"}}, "fc2")});
+  x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(kClasses)}}, "fc3");
+  return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
+}
+
+// Step k's global batch, rows [begin, end): data and labels that depend on (k, row) only.
+std::map<std::string, NDArray> GlobalBatchRows(int k, int64_t begin, int64_t end) {
+  std::vector<float> x, y;
+  for (int64_t row = begin; row < end; ++row) {
+    for (int64_t j = 0; j < kFeatures; ++j) x.push_back(std::sin(0.31f * (row * kFeatures + j) + 0.7f * k));
+    y.push_back(static_cast<float>((row * 7 + k) % kClasses));
+  }
+  const int64_t n = end - begin;
+  return {{"data", NDArray::FromVector(x, Shape{n, kFeatures})}, {"label", NDArray::FromVector(y, Shape{n})}};
+}
+
+// Every parameter, concatenated in name order, as this rank holds it.
+std::vector<float> Flat(const Trainer& t) {
+  std::vector<float> all;
+  for (const std::string& p : t.parameter_names()) {
+    const std::vector<float> v = t.parameter(p).ToVector<float>();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+// rank's copy of `mine` next to every other rank's, through the communicator's all-gather.
+std::vector<float> Gathered(const std::vector<float>& mine) {
+  NDArray in = NDArray::FromVector(mine, Shape{static_cast<int64_t>(mine.size())});
+  NDArray out(Shape{g_world->size() * in.size()});
+  g_world->AllGather(in, out);
+  return out.ToVector<float>();
+}
+
+TEST_F(DistMpi, TwoRanksStayBitwiseIdenticalAndMatchOneProcessOnTheGlobalBatch) {
+  const int rank = g_world->rank(), size = g_world->size();
+  const int64_t local = kGlobalBatch / size;
+  SeedRandom(100 + rank);  // different initial values on each rank: the broadcast must unify them
+  TrainerOptions dist_options{.communicator = g_world, .bucket_bytes = 600};  // several buckets, one alone
+  Trainer dist(MlpLoss(), {{"data", Shape{local, kFeatures}}, {"label", Shape{local}}}, Xavier(),
+               SGD(0.2, 0.9, 1e-4, 1.0 / local), dist_options);
+  Trainer single(MlpLoss(), {{"data", Shape{kGlobalBatch, kFeatures}}, {"label", Shape{kGlobalBatch}}}, Xavier(),
+                 SGD(0.2, 0.9, 1e-4, 1.0 / kGlobalBatch));
+  for (const std::string& p : single.parameter_names()) dist.parameter(p).CopyTo(single.parameter(p));
+  for (int k = 0; k < kSteps; ++k) {
+    dist.Step(GlobalBatchRows(k, rank * local, (rank + 1) * local));
+    single.Step(GlobalBatchRows(k, 0, kGlobalBatch));
+    const std::vector<float> mine = Flat(dist), all = Gathered(mine);
+    for (int r = 0; r < size; ++r) {
+      ASSERT_EQ(0, std::memcmp(all.data() + r * mine.size(), mine.data(), mine.size() * sizeof(float)))
+          << "step " << k + 1 << ": rank " << r << "'s parameters differ from rank " << rank << "'s";
+    }
+  }
+  // Averaging two half-batch gradients rounds differently from one global-batch gradient: the
+  // two runs agree to float32 rounding, accumulated over 50 steps.
+  const std::vector<float> got = Flat(dist), want = Flat(single);
+  double max_diff = 0;
+  for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::fabs(double{got[i]} - want[i]));
+  EXPECT_LT(max_diff, 1e-4) << "largest difference from one process on the global batch";
+  EXPECT_GT(std::fabs(double{got[0]} - 0), 0);  // trained, not zeros
+}
+
+}  // namespace
+}  // namespace weft
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  std::unique_ptr<weft::dist::Communicator> world = weft::dist::ConnectWorld();
+  weft::g_world = world.get();
+  std::printf("dist_mpi_test: %s\n", world->Describe().c_str());
+  const int status = RUN_ALL_TESTS();
+  weft::engine::Engine::Get()->WaitForAll();
+  world.reset();
+  return status;
+}

@@ -1,0 +1,103 @@
+// dist without a launcher: gradient buckets as PlanBuckets defines them; a world of one
+// (ConnectWorld outside mpirun) whose collectives are the identity on one rank and check their
+// arguments; iterators' shards that together give one process's global batches; a trainer with
+// a world of one computes what one without a communicator does.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "dist/world.h"
+#include "tests/weft_test_util.h"
+#include "weft/weft.h"
+
+namespace weft {
+namespace {
+
+using testing::ExpectErrorContains;
+using Buckets = std::vector<std::vector<size_t>>;
+
+TEST(PlanBuckets, PacksSmallConsecutiveArraysAndLeavesLargeOnesAlone) {
+  EXPECT_EQ(dist::PlanBuckets({10, 20, 100, 30, 40, 50, 5}, 60), (Buckets{{0, 1}, {2}, {3, 4}, {5, 6}}));
+  EXPECT_EQ(dist::PlanBuckets({10, 20, 30}, 0), (Buckets{{0}, {1}, {2}}));
+  EXPECT_EQ(dist::PlanBuckets({10, 20, 30}, 1000), (Buckets{{0, 1, 2}}));
+  EXPECT_EQ(dist::PlanBuckets({}, 10), Buckets{});
+}
+
+TEST(LocalWorld, IsAWorldOfOneWithoutALauncher) {
+  ASSERT_FALSE(dist::LaunchedByMpi()) << "run this test without mpirun";
+  auto world = dist::ConnectWorld();
+  EXPECT_EQ(world->rank(), 0);
+  EXPECT_EQ(world->size(), 1);
+  EXPECT_EQ(world->Describe(), "rank 0 of 1 (local)");
+  NDArray a = NDArray::FromVector<float>({1, 2, 3}, Shape{3});
+  world->AllReduce(a, dist::ReduceOp::kAverage);
+  world->Broadcast(a, 0);
+  NDArray out(Shape{3});
+  world->AllGather(a, out);
+  EXPECT_EQ(out.ToVector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(a.ToVector<float>(), (std::vector<float>{1, 2, 3}));
+}
+
+TEST(LocalWorld, CollectivesCheckTheirArguments) {
+  auto world = dist::LocalWorld();
+  NDArray a(Shape{3}), b(Shape{3}, Device::Cpu(), DType::kFloat64), u(Shape{3}, Device::Cpu(), DType::kUInt8);
+  ExpectErrorContains([&] { world->AllReduce(std::vector<NDArray>{a, b}, dist::ReduceOp::kSum); }, {"share dtype"});
+  ExpectErrorContains([&] { world->AllReduce(u, dist::ReduceOp::kSum); }, {"found uint8"});
+  ExpectErrorContains([&] { world->Broadcast(a, 1); }, {"root in [0, 1), found 1"});
+  ExpectErrorContains([&] { world->AllGather(a, NDArray(Shape{4})); }, {"expected out of 3 elements"});
+}
+
+TEST(ArrayIterShards, RanksTogetherSeeEachGlobalBatchOnce) {
+  std::vector<float> x(11);
+  for (int i = 0; i < 11; ++i) x[i] = static_cast<float>(i);
+  const Dataset data{NDArray::FromVector(x, Shape{11, 1}), NDArray()};
+  ArrayIter whole(data, {.batch_size = 4, .shuffle = true, .seed = 3});
+  ArrayIter r0(data, {.batch_size = 2, .shuffle = true, .seed = 3, .rank = 0, .num_ranks = 2});
+  ArrayIter r1(data, {.batch_size = 2, .shuffle = true, .seed = 3, .rank = 1, .num_ranks = 2});
+  int batches = 0;
+  while (whole.Next()) {
+    ASSERT_TRUE(r0.Next() && r1.Next());
+    std::vector<float> joined = r0.Current().data.ToVector<float>(), second = r1.Current().data.ToVector<float>();
+    joined.insert(joined.end(), second.begin(), second.end());
+    EXPECT_EQ(joined, whole.Current().data.ToVector<float>()) << "batch " << batches;
+    EXPECT_EQ(r0.Current().pad + r1.Current().pad, whole.Current().pad) << "batch " << batches;
+    ++batches;
+  }
+  EXPECT_EQ(batches, 3);
+  EXPECT_FALSE(r0.Next() || r1.Next());
+  ExpectErrorContains([&] { ArrayIter(data, {.rank = 2, .num_ranks = 2}); }, {"rank 2 of 2"});
+}
+
+Symbol Loss() {
+  Symbol x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "8"}}, "fc1")});
+  x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "3"}}, "fc2");
+  return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
+}
+
+// Updates outside the bound graph (the communicator's path) compute what the graph's updates do.
+TEST(TrainerWithCommunicator, AWorldOfOneTrainsAsWithoutOne) {
+  auto world = dist::LocalWorld();
+  const std::map<std::string, Shape> shapes = {{"data", Shape{6, 4}}, {"label", Shape{6}}};
+  SeedRandom(5);
+  Trainer plain(Loss(), shapes, Xavier(), Adam(0.01, 0.9, 0.999, 1e-8, 0, 1.0 / 6));
+  SeedRandom(5);
+  Trainer with(Loss(), shapes, Xavier(), Adam(0.01, 0.9, 0.999, 1e-8, 0, 1.0 / 6),
+               {.communicator = world.get(), .bucket_bytes = 64});
+  std::vector<float> x(24), y(6);
+  for (int k = 0; k < 10; ++k) {
+    for (int i = 0; i < 24; ++i) x[i] = std::cos(0.5f * i + k);
+    for (int i = 0; i < 6; ++i) y[i] = static_cast<float>((i + k) % 3);
+    const Trainer::ArrayMap batch = {{"data", NDArray::FromVector(x, Shape{6, 4})},
+                                     {"label", NDArray::FromVector(y, Shape{6})}};
+    plain.Step(batch);
+    with.Step(batch);
+  }
+  for (const std::string& p : plain.parameter_names()) {
+    EXPECT_EQ(plain.parameter(p).ToVector<float>(), with.parameter(p).ToVector<float>()) << p;
+  }
+  ExpectErrorContains([&] { Trainer(Loss(), shapes, Xavier(), SGD(0.1), {.clip_global_norm = 1, .communicator = world.get()}); },
+                      {"not supported"});
+}
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,49 @@
+// Trainer's data-parallel part (TrainerOptions::communicator): the broadcast at the start, and
+// each step's gradient all-reduces and the updates after them.
+#include <algorithm>
+
+#include "ops/op.h"
+#include "weft/imperative.h"
+#include "weft/trainer.h"
+
+namespace weft {
+
+// Backward makes the gradients roughly in reverse order of the parameters' first use, which is
+// the loss's argument order; every rank computes the same buckets from the same graph.
+void Trainer::PlanGradientBuckets(const Symbol& loss) {
+  std::vector<std::string> order;
+  for (const std::string& name : loss.ListArguments()) {
+    if (grads_.count(name) != 0) order.push_back(name);
+  }
+  std::reverse(order.begin(), order.end());
+  std::vector<size_t> bytes;
+  for (const std::string& name : order) bytes.push_back(grads_.at(name).bytes());
+  for (const std::vector<size_t>& bucket : dist::PlanBuckets(bytes, options_.bucket_bytes)) {
+    std::vector<NDArray>& arrays = grad_buckets_.emplace_back();
+    for (size_t i : bucket) arrays.push_back(grads_.at(order[i]));
+  }
+}
+
+void Trainer::BroadcastParameters() const {
+  for (const std::string& name : params_) options_.communicator->Broadcast(params_arrays_.at(name), /*root=*/0);
+}
+
+// The same update op, attributes and learning-rate array as the bound graph's updates.
+void Trainer::AllReduceAndUpdate() const {
+  for (const std::vector<NDArray>& bucket : grad_buckets_) {
+    options_.communicator->AllReduce(bucket, dist::ReduceOp::kAverage);
+  }
+  const Op& op = GetOp(update_.op);
+  AttrMap attrs = update_.attrs;
+  attrs["lr_input"] = "true";
+  const Attrs parsed = ParseAttrs(op, attrs);
+  for (const std::string& p : params_) {
+    std::vector<NDArray> inputs = {params_arrays_.at(p), grads_.at(p)};
+    for (const std::string& s : states_) inputs.push_back(state_arrays_.at(p + "." + s));
+    inputs.push_back(lr_);
+    const NDArray& weight = params_arrays_.at(p);
+    InvokeInto(op, parsed, inputs, std::span<const NDArray>(&weight, 1));
+  }
+}
+
+}  // namespace weft
