@@ -158,6 +158,61 @@ TEST(CapturedStep, AReshapedExecutorRecordsAgainAndStaysRight) {
   for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_EQ(grads[1][i], grads[0][i]) << "gradient " << i;
 }
 
+// What cuDNN's RNN backward does with its own streams, found by recording it: a recording fails
+// (cudaErrorStreamCaptureUnjoined) if work forked from the recorded stream is not joined back,
+// so an RNN step that records, and replays to the same gradients as the step pushed op by op,
+// shows that this cuDNN joins its streams into the caller's (ops/gpu/rnn.cc skips its own join
+// while recording). Bidirectional LSTM with the parameters' gradient requested and not (MXNet's
+// case: no backward weights after backward data), and a unidirectional GRU.
+TEST(CapturedStep, RnnStepsRecordBecauseCudnnJoinsItsStreams) {
+  struct Case {
+    const char* mode;
+    int layers;
+    bool bidirectional;
+    GradReq params;
+  };
+  for (const Case& c : {Case{"lstm", 2, true, GradReq::kWrite}, Case{"lstm", 2, true, GradReq::kNull},
+                        Case{"gru", 1, false, GradReq::kWrite}}) {
+    const std::string name = std::string(c.mode) + (c.params == GradReq::kNull ? " params null" : "");
+    std::vector<Symbol> in = {Symbol::Variable("data"), Symbol::Variable("parameters"), Symbol::Variable("state")};
+    if (std::string(c.mode) == "lstm") in.push_back(Symbol::Variable("state_cell"));
+    const Symbol rnn = Symbol::Op("RNN", in,
+                                  {{"mode", c.mode},
+                                   {"state_size", "32"},
+                                   {"num_layers", std::to_string(c.layers)},
+                                   {"bidirectional", c.bidirectional ? "true" : "false"}});
+    const int64_t dirs = c.bidirectional ? 2 : 1;
+    std::vector<std::vector<float>> grads[2];
+    size_t graphs[2] = {0, 0};
+    for (int capture = 0; capture < 2; ++capture) {
+      CudaGraphSwitch on(capture ? "1" : "0");
+      SeedRandom(11);
+      const auto shapes =
+          InferArgumentShapes(rnn.ToGraph(), {{"data", Shape{8, 4, 16}}, {"state", Shape{c.layers * dirs, 4, 32}}});
+      std::map<std::string, NDArray> args, arg_grads;
+      std::map<std::string, GradReq> reqs;
+      for (const auto& [arg, shape] : shapes) {
+        args[arg] = NDArray(shape, kGpu);
+        args[arg].FillUniform(-0.3, 0.3);
+        arg_grads[arg] = NDArray(shape, kGpu);
+        reqs[arg] = arg == "parameters" ? c.params : arg == "data" ? GradReq::kWrite : GradReq::kNull;
+      }
+      auto exec = Executor::Bind(rnn, kGpu, args, arg_grads, reqs);
+      for (int k = 0; k < 6; ++k) {
+        exec->args().at("data").FillUniform(-0.3, 0.3);
+        exec->TrainStep();
+        grads[capture].push_back(arg_grads.at("data").ToVector<float>());
+        if (c.params != GradReq::kNull) grads[capture].push_back(arg_grads.at("parameters").ToVector<float>());
+      }
+      graphs[capture] = exec->stats().cuda_graphs;
+    }
+    EXPECT_EQ(graphs[1], 1u) << name << ": the step did not record";
+    EXPECT_EQ(graphs[0], 0u) << name;
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_EQ(grads[1][i], grads[0][i]) << name << ": gradient " << i;
+  }
+}
+
 // (Named "CudaError": the sanitizer pass of run_tests.sh leaves out tests that fail CUDA calls.)
 TEST(CapturedStep, ARecordingThatFailsOnACudaErrorRunsWithoutAGraphAfterOneWarning) {
   testing::internal::CaptureStderr();

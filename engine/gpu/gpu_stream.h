@@ -63,6 +63,7 @@ class GpuStream {
   GpuStream& operator=(const GpuStream&) = delete;
 
   int device() const { return device_; }
+  bool recording() const { return recording_; }  // Options::recording
   // A small id, unique among live streams (0..63; -1 once 64 are alive): the bit of this stream
   // in StreamPoint::waited_by. Reused after the stream is destroyed, which is safe because the
   // destructor waited for the stream's work: every event it waited for had completed, so a new

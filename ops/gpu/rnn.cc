@@ -425,9 +425,13 @@ void BackwardWeights(const GpuCall& call, const GpuRnnCall& c, const CallData& d
   if (add) AddInto(call, c.dtype, dw.size(), flat, dw.raw());
 }
 
-// The join after backward data (the file comment says why), counted for tests.
+// The join after backward data (the file comment says why), counted for tests. On a stream being
+// recorded into a CUDA graph the capture itself is the check: cudaStreamEndCapture fails
+// (cudaErrorStreamCaptureUnjoined) when work forked from the stream was not joined back to it, so
+// a backward that records at all had cuDNN join its streams (and the legacy stream, which the
+// join below uses, cannot be used while capturing).
 void JoinBackwardData(const GpuCall& call) {
-  JoinLibraryStreams(call.stream());
+  if (!call.stream().recording()) JoinLibraryStreams(call.stream());
   backward_joins.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -489,11 +493,9 @@ void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
 
 WEFT_REGISTER_COMPUTE(RNN, DeviceType::kGpu, RnnForwardGpu);
 WEFT_REGISTER_COMPUTE(_backward_RNN, DeviceType::kGpu, RnnBackwardGpu);
-// The join after backward data orders through the legacy stream (JoinLibraryStreams), which a
-// capture does not allow; the lengths are read on the host.
-constexpr char kRnnJoins[] = "joins cuDNN's streams through the legacy stream";
-WEFT_REGISTER_CAPTURE_BARRIER(RNN, DeviceType::kGpu, kRnnJoins);
-WEFT_REGISTER_CAPTURE_BARRIER(_backward_RNN, DeviceType::kGpu, kRnnJoins);
+// No capture barrier: a recorded backward is checked by the capture (JoinBackwardData). With
+// sequence lengths the op still reads them on the host, which fails a recording: that part of a
+// captured step then runs without a graph, after one warning.
 [[maybe_unused]] const bool reserve_registered = (RegisterDeviceShape("RNN", DeviceType::kGpu, GpuReserveShape), true);
 
 }  // namespace
