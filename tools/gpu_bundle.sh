@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 out=gpu_bundle
 flags=(--config=cuda --config=opt --dynamic_mode=off)
 tests=$(bazel query 'attr(tags, "\bgpu\b", tests(//tests/...))' 2>/dev/null | grep -v gpu_examples_test)
-extras=(//examples:train_mlp //examples:train_cnn //examples:embed_infer)
+extras=(//examples:train_mlp //examples:train_cnn //examples:train_lstm //examples:embed_infer)
 for t in //bench:gpu_bench //bench:dist_bench; do
   bazel query "$t" >/dev/null 2>&1 && extras+=("$t")
 done
