@@ -103,6 +103,21 @@ SmallVector<OpReq, 4> Requests(const Op& op, std::span<const NDArray> inputs, st
   return req;
 }
 
+// Calls on the CPU touching at most this many elements (inputs and outputs together) are pushed
+// as small ops (engine::FnProperty::kCpuSmall): when their inputs are ready they run at once on
+// the calling thread, for about the cost of the compute itself, where a hand-off to a worker
+// costs more than the op (an elementwise op on 4,096 floats takes about a microsecond). Larger
+// calls stay asynchronous, so the caller keeps pushing while a worker computes.
+constexpr int64_t kSmallCallElements = 4096;
+
+engine::FnProperty PropertyFor(Device device, std::span<const NDArray> inputs, std::span<const NDArray> outputs) {
+  if (!device.is_cpu()) return engine::FnProperty::kNormal;
+  int64_t elements = 0;
+  for (const NDArray& a : inputs) elements += a.size();
+  for (const NDArray& a : outputs) elements += a.size();
+  return elements <= kSmallCallElements ? engine::FnProperty::kCpuSmall : engine::FnProperty::kNormal;
+}
+
 // Pushes the call; the outputs exist and have been checked, and the op has a compute for `device`.
 void Push(const Op& op, const Attrs& attrs, Device device, std::span<const NDArray> inputs,
           std::span<const NDArray> outputs, const SmallVector<OpReq, 4>& req, bool is_train) {
@@ -118,7 +133,7 @@ void Push(const Op& op, const Attrs& attrs, Device device, std::span<const NDArr
         call->ctx.run = run;
         call->invocation.Run(call->ctx);
       },
-      device, invocation.reads(), invocation.writes(), engine::FnProperty::kNormal, 0, op.name.c_str());
+      device, invocation.reads(), invocation.writes(), PropertyFor(device, inputs, outputs), 0, op.name.c_str());
 }
 
 }  // namespace

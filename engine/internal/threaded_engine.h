@@ -49,7 +49,10 @@ class ThreadedEngine final : public Engine {
                                             std::array<ThreadedVar*, OprVars::kInline>& inline_order,
                                             std::vector<ThreadedVar*>& heap_order);
   void InheritError(OprBlock* op, ThreadedVar* var);
+  // Sends a ready op where its property says (a worker pool, a device, this thread for kAsync).
   void Dispatch(OprBlock* op);
+  // Dispatch for an op ready at push: a kCpuSmall op may run at once on the pushing thread.
+  void DispatchPushed(OprBlock* op);
   void RunInline(OprBlock* op);
   void Execute(OprBlock* op, int worker, GpuStream* stream);
   // What every worker pool runs an op with: Execute.
