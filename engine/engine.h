@@ -1,6 +1,7 @@
 // The dependency engine: every piece of work in weft is an op pushed here with the variables it
-// reads and the variables it writes. Push returns at once; the engine runs the op on a worker
-// when every earlier op on those variables allows it:
+// reads and the variables it writes. Push returns at once (a small CPU op, FnProperty::kCpuSmall,
+// whose vars are free runs on the pushing thread first); the engine runs the op on a worker when
+// every earlier op on those variables allows it:
 //   - writes to a variable run in push order;
 //   - reads between two writes may run concurrently;
 //   - among ready ops, a higher priority runs first.

@@ -1,6 +1,8 @@
 // ThreadedEngine: the default engine, and its dependency tracker. Ops wait in per-var queues
 // (ThreadedVar) until every var grants them, then run on a worker pool; completion releases the
-// vars, which grants the next ops. Where a GPU op runs and how its device work is ordered is
+// vars, which grants the next ops. A small CPU op (kCpuSmall) that every var grants at push runs
+// right there on the pushing thread: it holds its vars exactly as on a worker, so ordering and
+// error propagation are the same, and it costs no hand-off. Where a GPU op runs and how its device work is ordered is
 // DeviceOrdering's (device_ordering.h). See engine.h for the contract.
 #pragma once
 
