@@ -6,7 +6,7 @@
 // TBB:  ns per node for build + execute (continue_nodes and edges, try_put, wait_for_all).
 // Both sides get the same number of threads; each figure is the median of --reps runs.
 //
-//   bazel run --config=opt //bench:engine_bench -- --workers=2 --reps=5
+//   bazel run --config=opt //bench:engine_bench -- --workers=2 --reps=5 [--dag=1 (only the single chain)]
 #include <oneapi/tbb/flow_graph.h>
 #include <oneapi/tbb/global_control.h>
 
@@ -129,7 +129,10 @@ int main(int argc, char** argv) {
   };
   std::printf("engine overhead, %d worker thread(s), median of %d runs\n\n", workers, reps);
   std::printf("%-28s %14s %14s %12s\n", "DAG", "weft ns/op", "TBB ns/node", "weft/TBB");
-  for (const Dag& dag : dags) {
+  const int only = bench::IntFlag(argc, argv, "dag", -1);  // one DAG by its row (0, 1, 2), for profiling
+  for (size_t d = 0; d < dags.size(); ++d) {
+    if (only >= 0 && static_cast<size_t>(only) != d) continue;
+    const Dag& dag = dags[d];
     dag.weft(*engine);  // warm-up: pools, threads, allocator
     double weft_ns = MedianNsPerOp(reps, dag.ops, [&] { dag.weft(*engine); });
     double tbb_ns = MedianNsPerOp(reps, dag.ops, dag.tbb);

@@ -4,8 +4,11 @@
 //   a tiny imperative op: 100,000 adds on a 1-element array, waited once at the end, in place and
 //   allocating the output (engine included)
 // Each figure is a median; the ratio is weft / PyTorch (lower is better for weft).
+// --tiny_rounds=N measures the tiny rows N times on each side (weft's rounds, then PyTorch's)
+// and adds the worst weft round against PyTorch's median round: a process whose engine threads
+// were placed badly shows there, not only in a median.
 //
-//   bazel run --config=opt //bench:ops_bench -- --threads=2 --reps=10 [--tiny_only=1]
+//   bazel run --config=opt //bench:ops_bench -- --threads=2 --reps=10 [--tiny_only=1] [--tiny_rounds=10]
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,6 +77,43 @@ double TinyAddUs(bool allocate) {
   return ms * 1e3 / kAdds;
 }
 
+struct TinyRounds {
+  std::vector<double> inplace_us, alloc_us;  // one per round
+};
+
+TinyRounds MeasureTiny(int rounds) {
+  TinyRounds t;
+  for (int r = 0; r < rounds; ++r) {
+    t.inplace_us.push_back(TinyAddUs(false));
+    t.alloc_us.push_back(TinyAddUs(true));
+  }
+  return t;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Every round, then the worst weft round against PyTorch's median round.
+void WorstRows(const char* what, const std::vector<double>& weft, const nlohmann::json& torch, const char* key) {
+  const bool peer = torch.value("available", false) && torch.contains(key);
+  const std::vector<double> theirs = peer ? torch[key].get<std::vector<double>>() : std::vector<double>{};
+  std::printf("%s, %zu rounds: weft", what, weft.size());
+  for (double w : weft) std::printf(" %.3f", w);
+  if (peer) {
+    std::printf("; PyTorch");
+    for (double p : theirs) std::printf(" %.3f", p);
+  }
+  const double worst = *std::max_element(weft.begin(), weft.end());
+  if (peer) {
+    std::printf("\n  worst weft %.3f us vs PyTorch median %.3f us: ratio %.2f\n", worst, Median(theirs),
+                worst / Median(theirs));
+  } else {
+    std::printf("\n  worst weft %.3f us\n", worst);
+  }
+}
+
 void Row(const char* what, const char* unit, double weft, const nlohmann::json& torch, const char* key) {
   if (torch.value("available", false)) {
     const double peer = torch[key].get<double>();
@@ -97,8 +137,10 @@ int main(int argc, char** argv) {
 
   // The tiny ops first, as the PyTorch side measures them first: after the big ops, OpenMP's idle
   // threads spin for a while and would compete with the engine's threads on two cores.
-  const double add_inplace = TinyAddUs(false);
-  const double add_alloc = TinyAddUs(true);
+  const int tiny_rounds = std::max(1, bench::IntFlag(argc, argv, "tiny_rounds", 1));
+  const TinyRounds tiny = MeasureTiny(tiny_rounds);
+  const double add_inplace = Median(tiny.inplace_us);
+  const double add_alloc = Median(tiny.alloc_us);
   const bool tiny_only = bench::IntFlag(argc, argv, "tiny_only", 0) != 0;  // skip the big ops (quick overhead runs)
   const double fc = tiny_only
                         ? 0
@@ -113,7 +155,8 @@ int main(int argc, char** argv) {
                                      {Random({64, 32, 28, 28}), Random({64, 32, 3, 3}), Random({64})},
                                      Shape{64, 64, 28, 28}));
   const nlohmann::json torch =
-      bench::RunPeer("bench/torch_peer.py", std::to_string(threads) + " " + std::to_string(reps));
+      bench::RunPeer("bench/torch_peer.py", std::to_string(threads) + " " + std::to_string(reps) + " " +
+                                                std::to_string(tiny_rounds) + " " + (tiny_only ? "1" : "0"));
 
   std::printf("weft vs PyTorch on the CPU, %d thread(s)\n", threads);
   if (torch.value("available", false)) {
@@ -123,10 +166,17 @@ int main(int argc, char** argv) {
     std::printf("PyTorch not available: %s\n\n", torch.value("error", std::string("?")).c_str());
   }
   std::printf("%-44s %10s %10s %8s\n", "workload", "weft", "PyTorch", "ratio");
-  Row("FullyConnected fwd+bwd 128x784->1024", "ms", fc, torch, "fc_ms");
-  Row("Convolution fwd+bwd 64x32x28x28, 3x3 -> 64", "ms", conv, torch, "conv_ms");
+  if (!tiny_only) {
+    Row("FullyConnected fwd+bwd 128x784->1024", "ms", fc, torch, "fc_ms");
+    Row("Convolution fwd+bwd 64x32x28x28, 3x3 -> 64", "ms", conv, torch, "conv_ms");
+  }
   Row("tiny add, in place (per op)", "us", add_inplace, torch, "add_inplace_us");
   Row("tiny add, allocating the output (per op)", "us", add_alloc, torch, "add_alloc_us");
+  if (tiny_rounds > 1) {
+    std::printf("\n");
+    WorstRows("tiny add, in place", tiny.inplace_us, torch, "add_inplace_us_rounds");
+    WorstRows("tiny add, allocating", tiny.alloc_us, torch, "add_alloc_us_rounds");
+  }
   weft::engine::Engine::Get()->Shutdown();
   return 0;
 }

@@ -2,7 +2,10 @@
 """The PyTorch side of bench/ops_bench: the same workloads, timed the same way.
 
 Prints one JSON object: {"available": bool, "blas": str, "threads": int, "fc_ms": ..., "conv_ms": ...,
-"add_inplace_us": ..., "add_alloc_us": ...}. Run by ops_bench in the same run as weft's figures.
+"add_inplace_us": ..., "add_alloc_us": ..., "add_inplace_us_rounds": [...], "add_alloc_us_rounds": [...]}.
+Run by ops_bench in the same run as weft's figures, as: torch_peer.py THREADS REPS [TINY_ROUNDS [TINY_ONLY]]
+(the tiny adds are measured TINY_ROUNDS times, their figures the median of the rounds; TINY_ONLY=1
+skips the large ops, whose figures are then 0).
 """
 import json
 import sys
@@ -23,6 +26,8 @@ def median_ms(fn, reps):
 def main():
     threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    tiny_rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    tiny_only = len(sys.argv) > 4 and sys.argv[4] == "1"
     try:
         import torch
     except ImportError as e:
@@ -67,18 +72,22 @@ def main():
         for _ in range(n):
             torch.add(a, b)
 
+    inplace_rounds, alloc_rounds = [], []
     with torch.no_grad():
-        inplace_us = median_ms(add_inplace, 3) * 1e3 / n
-        alloc_us = median_ms(add_alloc, 3) * 1e3 / n
+        for _ in range(tiny_rounds):
+            inplace_rounds.append(median_ms(add_inplace, 3) * 1e3 / n)
+            alloc_rounds.append(median_ms(add_alloc, 3) * 1e3 / n)
     print(json.dumps({
         "available": True,
         "version": torch.__version__,
         "blas": blas,
         "threads": torch.get_num_threads(),
-        "fc_ms": median_ms(fc_step, reps),
-        "conv_ms": median_ms(conv_step, max(3, reps // 2)),
-        "add_inplace_us": inplace_us,
-        "add_alloc_us": alloc_us,
+        "fc_ms": 0 if tiny_only else median_ms(fc_step, reps),
+        "conv_ms": 0 if tiny_only else median_ms(conv_step, max(3, reps // 2)),
+        "add_inplace_us": sorted(inplace_rounds)[len(inplace_rounds) // 2],
+        "add_alloc_us": sorted(alloc_rounds)[len(alloc_rounds) // 2],
+        "add_inplace_us_rounds": inplace_rounds,
+        "add_alloc_us_rounds": alloc_rounds,
     }))
 
 

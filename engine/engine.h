@@ -1,6 +1,7 @@
 // The dependency engine: every piece of work in weft is an op pushed here with the variables it
-// reads and the variables it writes. Push returns at once; the engine runs the op on a worker
-// when every earlier op on those variables allows it:
+// reads and the variables it writes. Push returns at once (a small CPU op, FnProperty::kCpuSmall,
+// whose vars are free runs on the pushing thread first); the engine runs the op on a worker when
+// every earlier op on those variables allows it:
 //   - writes to a variable run in push order;
 //   - reads between two writes may run concurrently;
 //   - among ready ops, a higher priority runs first.
@@ -50,6 +51,12 @@ enum class FnProperty : uint8_t {
   kCpuPrioritized,  // CPU work that must not wait behind normal work (prioritized pool)
   kGpuPrioritized,  // GPU work on the prioritized stream
   kAsync,           // tiny, non-blocking: runs on whichever thread makes it ready
+  // A small CPU op (about a microsecond of work, e.g. an elementwise op on a few thousand
+  // elements): when every var grants it at push, it runs at once on the pushing thread, before
+  // Push returns, instead of being handed to a worker (a hand-off costs more than such an op);
+  // otherwise, and when pushed from inside a running op or on vars a device op has touched, it
+  // is a kNormal op. Its errors are stored on its vars as for any op, never thrown by Push.
+  kCpuSmall,
 };
 
 // A GPU worker's stream, and the only way an op queues work on it (engine/gpu/gpu_stream.h, in
@@ -135,7 +142,9 @@ class Engine {
                 int priority = 0, const char* name = nullptr);
 
   // Runs `deleter` after every op already pushed on `var`, then frees the var for reuse by a
-  // later NewVariable. The deleter runs even if the var holds an error. Nothing may be pushed on
+  // later NewVariable. The deleter runs even if the var holds an error. On the CPU it runs as a
+  // kCpuSmall op (at once, on the calling thread, when nothing is pending on the var): keep it
+  // short, as a memory pool's free is. Nothing may be pushed on
   // `var` afterwards: a push on it, a second delete or a wait is a weft::Error (until a later
   // NewVariable returns the same handle).
   virtual void DeleteVariable(SyncFn deleter, Device device, VarHandle var) = 0;

@@ -100,6 +100,9 @@ class Attrs {
   const AttrMap& raw() const { return *raw_; }
   // The parameters as the op's parser made them. Throws weft::Error naming the op when they were
   // parsed as another type (or the op takes none): one pointer comparison on the usual path.
+  // The parse these attributes share with their copies (null when the op takes none): equal
+  // identities mean equal attributes for as long as one of the copies is held.
+  const void* identity() const { return parsed_.get(); }
   template <typename P>
   const P& Get() const {
     if (type_ == nullptr || *type_ != typeid(P)) WrongType(typeid(P));

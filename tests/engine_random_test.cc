@@ -64,6 +64,7 @@ Program MakeProgram(uint64_t seed) {
     if (kind == 0) op.prop = FnProperty::kCpuPrioritized;
     if (kind == 1) op.async = true;
     if (kind == 2) op.priority = std::uniform_int_distribution<int>(-5, 5)(rng);
+    if (kind >= 3 && kind <= 5) op.prop = FnProperty::kCpuSmall;  // draws nothing: earlier programs unchanged
   }
   p.observed.assign(p.ops.size(), 0);
   return p;

@@ -1,6 +1,7 @@
 #include "weft/imperative.h"
 
 #include <algorithm>
+#include <array>
 #include <memory>
 
 #include "core/error.h"
@@ -49,24 +50,70 @@ Device CallDevice(const Op& op, std::span<const NDArray> inputs, std::span<const
   WEFT_THROW("op '" << op.name << "' has no inputs: pass its outputs to say which device it runs on");
 }
 
-// The output shapes and dtypes the op infers for these inputs on `device`.
-void InferOutputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs, Device device,
-                  std::vector<Shape>& shapes, std::vector<DType>& types) {
-  // Reused per thread: a call on a hot path should not allocate for its own bookkeeping.
-  thread_local std::vector<Shape> in_shapes;
-  thread_local std::vector<DType> in_types;
-  in_shapes.clear();
-  in_types.clear();
-  for (const NDArray& a : inputs) in_shapes.push_back(a.shape()), in_types.push_back(a.dtype());
-  shapes = InferShapes(op, attrs, in_shapes, device.type);
-  types = InferTypes(op, attrs, in_types);
-}
+// What a call infers for its outputs, remembered per thread for the last kEntries distinct calls
+// (op, attributes, input shapes and dtypes, device type): a call repeated on a hot path (the
+// same elementwise op in a loop, an update per parameter) skips shape and type inference and
+// allocates nothing for them. Inference is a pure function of that key; an entry holds a copy of
+// the Attrs, so no other Attrs can take its identity while the entry lives. Only successful
+// inferences are kept: a bad call throws every time.
+class InferCache {
+ public:
+  struct Outputs {
+    std::vector<Shape> shapes;
+    std::vector<DType> types;
+  };
+  static InferCache& ForThisThread() {
+    thread_local InferCache cache;
+    return cache;
+  }
+  // Valid until the next Find on this thread.
+  const Outputs& Find(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs, Device device) {
+    for (const Entry& e : entries_) {
+      if (Matches(e, op, attrs, inputs, device.type)) return e.out;
+    }
+    Entry& e = entries_[next_++ % kEntries];
+    e.op = nullptr;  // invalid until inference succeeds
+    e.in_shapes.clear();
+    e.in_types.clear();
+    for (const NDArray& a : inputs) e.in_shapes.push_back(a.shape()), e.in_types.push_back(a.dtype());
+    e.out.shapes = InferShapes(op, attrs, e.in_shapes, device.type);
+    e.out.types = InferTypes(op, attrs, e.in_types);
+    e.attrs = attrs;
+    e.device = device.type;
+    e.op = &op;
+    return e.out;
+  }
+
+ private:
+  static constexpr size_t kEntries = 8;
+  struct Entry {
+    const Op* op = nullptr;  // null: empty
+    Attrs attrs;
+    DeviceType device = DeviceType::kCpu;
+    std::vector<Shape> in_shapes;
+    std::vector<DType> in_types;
+    Outputs out;
+  };
+  static bool Matches(const Entry& e, const Op& op, const Attrs& attrs, std::span<const NDArray> inputs,
+                      DeviceType device) {
+    if (e.op != &op || e.device != device || e.attrs.identity() != attrs.identity() ||
+        &e.attrs.raw() != &attrs.raw() || e.in_shapes.size() != inputs.size()) {
+      return false;
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (e.in_types[i] != inputs[i].dtype() || e.in_shapes[i] != inputs[i].shape()) return false;
+    }
+    return true;
+  }
+  std::array<Entry, kEntries> entries_;
+  size_t next_ = 0;
+};
 
 void CheckOutputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs, std::span<const NDArray> outputs,
                   Device device) {
-  thread_local std::vector<Shape> shapes;
-  thread_local std::vector<DType> types;
-  InferOutputs(op, attrs, inputs, device, shapes, types);
+  const InferCache::Outputs& inferred = InferCache::ForThisThread().Find(op, attrs, inputs, device);
+  const std::vector<Shape>& shapes = inferred.shapes;
+  const std::vector<DType>& types = inferred.types;
   if (outputs.size() != shapes.size()) {
     WEFT_THROW("op '" << op.name << "': expected " << shapes.size() << " output array(s), found " << outputs.size());
   }
@@ -103,6 +150,21 @@ SmallVector<OpReq, 4> Requests(const Op& op, std::span<const NDArray> inputs, st
   return req;
 }
 
+// Calls on the CPU touching at most this many elements (inputs and outputs together) are pushed
+// as small ops (engine::FnProperty::kCpuSmall): when their inputs are ready they run at once on
+// the calling thread, for about the cost of the compute itself, where a hand-off to a worker
+// costs more than the op (an elementwise op on 4,096 floats takes about a microsecond). Larger
+// calls stay asynchronous, so the caller keeps pushing while a worker computes.
+constexpr int64_t kSmallCallElements = 4096;
+
+engine::FnProperty PropertyFor(Device device, std::span<const NDArray> inputs, std::span<const NDArray> outputs) {
+  if (!device.is_cpu()) return engine::FnProperty::kNormal;
+  int64_t elements = 0;
+  for (const NDArray& a : inputs) elements += a.size();
+  for (const NDArray& a : outputs) elements += a.size();
+  return elements <= kSmallCallElements ? engine::FnProperty::kCpuSmall : engine::FnProperty::kNormal;
+}
+
 // Pushes the call; the outputs exist and have been checked, and the op has a compute for `device`.
 void Push(const Op& op, const Attrs& attrs, Device device, std::span<const NDArray> inputs,
           std::span<const NDArray> outputs, const SmallVector<OpReq, 4>& req, bool is_train) {
@@ -118,7 +180,7 @@ void Push(const Op& op, const Attrs& attrs, Device device, std::span<const NDArr
         call->ctx.run = run;
         call->invocation.Run(call->ctx);
       },
-      device, invocation.reads(), invocation.writes(), engine::FnProperty::kNormal, 0, op.name.c_str());
+      device, invocation.reads(), invocation.writes(), PropertyFor(device, inputs, outputs), 0, op.name.c_str());
 }
 
 }  // namespace
@@ -141,11 +203,14 @@ std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<
   CheckInputs(op, attrs, inputs);
   const Device device = CallDevice(op, inputs, {});
   ComputeFor(op, device);
-  std::vector<Shape> shapes;
-  std::vector<DType> types;
-  InferOutputs(op, attrs, inputs, device, shapes, types);
   std::vector<NDArray> outputs;
-  for (size_t i = 0; i < shapes.size(); ++i) outputs.emplace_back(shapes[i], device, types[i]);
+  {
+    const InferCache::Outputs& inferred = InferCache::ForThisThread().Find(op, attrs, inputs, device);
+    outputs.reserve(inferred.shapes.size());
+    for (size_t i = 0; i < inferred.shapes.size(); ++i) {
+      outputs.emplace_back(inferred.shapes[i], device, inferred.types[i]);
+    }
+  }
   Push(op, attrs, device, inputs, outputs, Requests(op, inputs, outputs, options.req), options.is_train);
   return outputs;
 }

@@ -21,6 +21,8 @@ const char* PropertyName(FnProperty prop) {
       return "GPU prioritized";
     case FnProperty::kAsync:
       return "async";
+    case FnProperty::kCpuSmall:
+      return "small CPU";
   }
   return "unknown";
 }
@@ -40,8 +42,9 @@ void CheckRoutable(Device device, FnProperty prop, const char* name) {
       WEFT_THROW("op '" << (name ? name : "op") << "' (" << PropertyName(prop) << ") on " << device
                         << ": expected a GPU device for a GPU property (a copy runs on the GPU it copies to or from)");
     }
-    if (prop == FnProperty::kAsync) {
-      WEFT_THROW("op '" << (name ? name : "op") << "' on " << device << ": expected an async op on the CPU");
+    if (prop == FnProperty::kAsync || prop == FnProperty::kCpuSmall) {
+      WEFT_THROW("op '" << (name ? name : "op") << "' (" << PropertyName(prop) << ") on " << device
+                        << ": expected the CPU (this property runs on the thread that makes the op ready)");
     }
     gpu->CheckDevice(device.id);
     return;

@@ -59,7 +59,12 @@ OprBlock* TaskQueue::TryTake() {
 // pusher more than the op. It yields now and then: on a machine with as many workers as cores,
 // the thread it waits for may need this core. After kIdleGrace it calls `on_idle` (once).
 bool TaskQueue::SpinForWork(const std::function<void()>& on_idle, bool& idle_called) {
-  spinners_.fetch_add(1, std::memory_order_seq_cst);
+  // Claim a spinner's place; with none left, sleep at once. seq_cst: the pushers' Dekker pair
+  // (size_, then sleepers_ and spinners_) must see this spinner or be seen by it.
+  int spinning = spinners_.load(std::memory_order_seq_cst);
+  do {
+    if (spinning >= max_spinners_) return size_.load(std::memory_order_seq_cst) > 0;
+  } while (!spinners_.compare_exchange_weak(spinning, spinning + 1, std::memory_order_seq_cst));
   const auto start = std::chrono::steady_clock::now();
   bool found = false;
   for (int i = 1; !found; ++i) {

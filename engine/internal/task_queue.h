@@ -6,7 +6,11 @@
 // is FIFO except across an overflow; dependencies never rely on it, the vars enforce them.)
 //
 // Idle workers spin briefly, then sleep on a condition variable; a push wakes one only when
-// someone sleeps, so a busy pool pays no wake-up per op. A worker that has found no work for
+// someone sleeps and no one spins, so a busy pool pays no wake-up per op. At most
+// `max_spinners` spin at once (the rest sleep at once): a spinner shares the machine with the
+// threads that push (and with oneDNN's threads in the op a worker runs), and on a machine with as
+// many workers as cores, spinners beyond cores - 1 only take cycles from the thread that pushes
+// the work they wait for. A worker that has found no work for
 // kIdleGrace (or is about to sleep) calls its idle hook once: a GPU worker launches the kernels
 // it batched then, not between two ops of a stream that is still coming.
 #pragma once
@@ -28,7 +32,7 @@ struct OprBlock;
 
 class TaskQueue {
  public:
-  TaskQueue() : ring_(kRingCapacity) {}
+  explicit TaskQueue(int max_spinners = 1) : max_spinners_(max_spinners < 1 ? 1 : max_spinners), ring_(kRingCapacity) {}
   void Push(OprBlock* op, int priority);
   // Blocks until an op is available; returns null once the queue is closed and empty. `on_idle`
   // (may be empty) runs at most once per call, when no op came for kIdleGrace or before sleeping.
@@ -56,6 +60,7 @@ class TaskQueue {
   void Sleep();
   void WakeOne();
 
+  const int max_spinners_;
   MpmcRing<OprBlock> ring_;
   std::mutex mu_;                    // guards the overflow list and the heap
   std::deque<OprBlock*> overflow_;   // priority-0 ops that found the ring full

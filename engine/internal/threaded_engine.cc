@@ -121,7 +121,38 @@ void ThreadedEngine::Register(OprBlock* op) {
     if (heap_granted.empty() ? inline_granted[i] : heap_granted[i]) InheritError(op, all[i]);
   }
   // Drop the pusher's hold and the grants received; whoever takes the count to zero dispatches.
-  if (op->wait.fetch_sub(granted + 1, std::memory_order_acq_rel) == granted + 1) Dispatch(op);
+  if (op->wait.fetch_sub(granted + 1, std::memory_order_acq_rel) == granted + 1) DispatchPushed(op);
+}
+
+namespace {
+// Set while this thread runs an op on the pushing thread: an op that op's body pushes goes to a
+// worker (it would share this thread's workspace with the op still running).
+thread_local bool tls_running_pushed = false;
+}  // namespace
+
+// An op every var granted at its push. A small CPU op runs here, on the pushing thread, when
+// that thread is not inside an op (a worker's op, or one run here) and no device op has touched
+// its vars (else its device waits would block the pusher). It holds every var it names, so the
+// write order and the errors it inherits are exactly those of a worker's run.
+void ThreadedEngine::DispatchPushed(OprBlock* op) {
+  if (op->prop != FnProperty::kCpuSmall || tls_running_pushed || WorkerPool::OnWorkerThread()) {
+    Dispatch(op);
+    return;
+  }
+  if (device_.enabled()) {
+    for (ThreadedVar* v : op->vars.all()) {
+      // The op holds v, so no device op can attach work to it meanwhile.
+      if (v->sync().state.load(std::memory_order_acquire) != nullptr) {
+        Dispatch(op);
+        return;
+      }
+    }
+  }
+  struct Running {
+    Running() { tls_running_pushed = true; }
+    ~Running() { tls_running_pushed = false; }
+  } running;
+  Execute(op, -1, nullptr);
 }
 
 std::span<ThreadedVar*> ThreadedEngine::SortedVars(const OprBlock& op,
@@ -157,7 +188,7 @@ void ThreadedEngine::Dispatch(OprBlock* op) {
     case FnProperty::kCpuPrioritized:
       cpu_priority_.Submit(op, op->priority);
       return;
-    default:
+    default:  // kCpuSmall made ready by a completion, or pushed where it cannot run at once, too
       if (op->device.is_gpu()) {
         device_.Submit(op);
         return;
@@ -280,7 +311,9 @@ void ThreadedEngine::CountFinished() {
 
 void ThreadedEngine::DeleteVariable(SyncFn deleter, Device device, VarHandle var) {
   const VarHandle writes[] = {var};
-  PushArgs args{device, {}, writes, FnProperty::kNormal, 0, "DeleteVariable"};
+  // A deleter frees memory: on the CPU it is a small op, run at once when the var is free.
+  const FnProperty prop = device.is_cpu() ? FnProperty::kCpuSmall : FnProperty::kNormal;
+  PushArgs args{device, {}, writes, prop, 0, "DeleteVariable"};
   OprBlock* op = NewOpr(std::move(deleter), nullptr, args);
   op->deletes_var = true;
   op->no_skip = true;

@@ -1,6 +1,8 @@
 // ThreadedEngine: the default engine, and its dependency tracker. Ops wait in per-var queues
 // (ThreadedVar) until every var grants them, then run on a worker pool; completion releases the
-// vars, which grants the next ops. Where a GPU op runs and how its device work is ordered is
+// vars, which grants the next ops. A small CPU op (kCpuSmall) that every var grants at push runs
+// right there on the pushing thread: it holds its vars exactly as on a worker, so ordering and
+// error propagation are the same, and it costs no hand-off. Where a GPU op runs and how its device work is ordered is
 // DeviceOrdering's (device_ordering.h). See engine.h for the contract.
 #pragma once
 
@@ -49,7 +51,10 @@ class ThreadedEngine final : public Engine {
                                             std::array<ThreadedVar*, OprVars::kInline>& inline_order,
                                             std::vector<ThreadedVar*>& heap_order);
   void InheritError(OprBlock* op, ThreadedVar* var);
+  // Sends a ready op where its property says (a worker pool, a device, this thread for kAsync).
   void Dispatch(OprBlock* op);
+  // Dispatch for an op ready at push: a kCpuSmall op may run at once on the pushing thread.
+  void DispatchPushed(OprBlock* op);
   void RunInline(OprBlock* op);
   void Execute(OprBlock* op, int worker, GpuStream* stream);
   // What every worker pool runs an op with: Execute.

@@ -1,7 +1,10 @@
 #include "engine/internal/worker_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
+
+#include "core/env.h"
 
 namespace weft::engine {
 
@@ -23,7 +26,15 @@ WorkerPool::WorkerPool(std::string name, int num_workers, int first_worker_id, R
       num_workers_(num_workers),
       first_worker_id_(first_worker_id),
       run_(std::move(run)),
-      device_(std::move(device)) {}
+      device_(std::move(device)),
+      queue_(MaxSpinners(num_workers, device_)) {}
+
+// A CPU pool leaves one core to the threads that push (and to the OpenMP threads of the op that
+// a worker runs); a device pool's workers wait on the GPU, not on cores, and may all spin.
+int WorkerPool::MaxSpinners(int num_workers, const DeviceSetup& device) {
+  if (!device.streams.empty()) return num_workers;
+  return std::max(1, std::min(num_workers, NumCores() - 1));
+}
 
 WorkerPool::~WorkerPool() { Stop(); }
 

@@ -70,6 +70,7 @@ class WorkerPool {
 
  private:
   static constexpr int kMaxContinuations = 1024;
+  static int MaxSpinners(int num_workers, const DeviceSetup& device);
   void Start();
   void WorkerLoop(int index);
 
