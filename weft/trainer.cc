@@ -85,19 +85,23 @@ void StepUpdates::ClipByGlobalNorm(Appender& a, std::map<std::string, NodeEntry>
   for (auto& [p, g] : grads) g = a.Op("mul", {}, {g, x}, p + "_grad_clipped", p);
 }
 
+// The optimizer's update op as the trainer runs it: reading the rate from lr_ (its last input).
+Optimizer::GraphUpdate ReadingTheRate(Optimizer::GraphUpdate update) {
+  update.attrs["lr_input"] = "true";
+  return update;
+}
+
 Graph StepUpdates::Append(const Graph& g, const std::vector<std::string>& grad_args) const {
   Appender a(g);
   std::map<std::string, NodeEntry> grads;
   for (size_t i = 0; i < grad_args.size(); ++i) grads[grad_args[i]] = g.outputs()[g.num_forward_outputs() + i];
   if (clip > 0) ClipByGlobalNorm(a, grads);
   const NodeEntry lr = a.Variable(kLrName);
-  AttrMap attrs = update.attrs;
-  attrs["lr_input"] = "true";
   for (const std::string& p : params) {
     std::vector<NodeEntry> inputs = {a.Param(p), grads.at(p)};
     for (const std::string& s : states) inputs.push_back(a.Variable(p + "." + s));
     inputs.push_back(lr);
-    a.builder().outputs.push_back(a.Op(update.op, attrs, std::move(inputs), p + "_update", p));
+    a.builder().outputs.push_back(a.Op(update.op, update.attrs, std::move(inputs), p + "_update", p));
   }
   return std::move(a.builder()).Freeze();
 }
@@ -133,7 +137,7 @@ void CheckOwnNames(const std::map<std::string, Shape>& shapes, const std::vector
 
 Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_shapes, const Initializer& init,
                  const Optimizer& optimizer, const TrainerOptions& options)
-    : optimizer_(optimizer.Clone()), update_(optimizer.ForGraph()), options_(options), lr_written_(NAN) {
+    : optimizer_(optimizer.Clone()), update_(ReadingTheRate(optimizer.ForGraph())), options_(options), lr_written_(NAN) {
   options_.schedule.Check();
   if (options.dtype != DType::kFloat32 && options.dtype != DType::kFloat64 && options.dtype != DType::kBFloat16) {
     WEFT_THROW("Trainer: expected a parameter dtype of float32, float64 or bfloat16, found " << options.dtype);
@@ -149,6 +153,7 @@ Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_sh
   }
   BindStep(loss, data_shapes, init);
   if (options_.communicator != nullptr) {
+    update_attrs_ = ParseAttrs(GetOp(update_.op), update_.attrs);
     PlanGradientBuckets(loss);
     BroadcastParameters();
   }

@@ -171,7 +171,7 @@ class Trainer {
   void AllReduceAndUpdate() const;
 
   std::unique_ptr<Optimizer> optimizer_;
-  Optimizer::GraphUpdate update_;     // the op each parameter's update runs
+  Optimizer::GraphUpdate update_;     // the op each parameter's update runs (lr_input: it reads lr_)
   std::vector<std::string> states_;   // the update op's state inputs ("mom"; "mean", "var")
   TrainerOptions options_;
   std::vector<std::string> params_;   // in name order
@@ -183,6 +183,7 @@ class Trainer {
   std::unique_ptr<Executor> exec_;    // the training step
   std::unique_ptr<Inference> infer_;  // bound on the first Predict
   std::vector<std::vector<NDArray>> grad_buckets_;  // with a communicator
+  Attrs update_attrs_;  // update_.attrs parsed once, for the updates a communicator's step pushes
 };
 
 }  // namespace weft

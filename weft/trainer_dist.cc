@@ -34,15 +34,12 @@ void Trainer::AllReduceAndUpdate() const {
     options_.communicator->AllReduce(bucket, dist::ReduceOp::kAverage);
   }
   const Op& op = GetOp(update_.op);
-  AttrMap attrs = update_.attrs;
-  attrs["lr_input"] = "true";
-  const Attrs parsed = ParseAttrs(op, attrs);
   for (const std::string& p : params_) {
     std::vector<NDArray> inputs = {params_arrays_.at(p), grads_.at(p)};
     for (const std::string& s : states_) inputs.push_back(state_arrays_.at(p + "." + s));
     inputs.push_back(lr_);
     const NDArray& weight = params_arrays_.at(p);
-    InvokeInto(op, parsed, inputs, std::span<const NDArray>(&weight, 1));
+    InvokeInto(op, update_attrs_, inputs, std::span<const NDArray>(&weight, 1));
   }
 }
 

@@ -82,7 +82,6 @@ std::unique_ptr<engine::RecordedWork> CudaRecordedWork::Record(const engine::Run
     WEFT_THROW("recording the work into a CUDA graph failed: cudaStreamEndCapture: " << cudaGetErrorName(ended)
                                                                                     << ": " << cudaGetErrorString(ended));
   }
-  WEFT_CUDA_CHECK(cudaGraphGetNodes(work->graph_, nullptr, &work->nodes_));
   work->AddValueNodes();
   WEFT_CUDA_CHECK(cudaGraphInstantiate(&work->exec_, work->graph_, 0));
   return work;

@@ -36,7 +36,6 @@ class CudaRecordedWork final : public engine::RecordedWork {
   const uint64_t* values() const override { return values_; }
   void SetValue(size_t k, uint64_t value) override;
   void Replay(const engine::RunContext& ctx) override;
-  size_t nodes() const { return nodes_; }  // in the captured graph, value nodes left out
 
  private:
   CudaRecordedWork(int device, size_t values);
@@ -48,7 +47,6 @@ class CudaRecordedWork final : public engine::RecordedWork {
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   std::vector<cudaGraphNode_t> value_nodes_;  // per slot: its low and high word's memset
-  size_t nodes_ = 0;
 };
 
 }  // namespace weft::gpu

@@ -90,9 +90,9 @@ void Record(const BoundGraph& plan, Group& g, const std::vector<RandomKey>& keys
 }
 
 // The group's op: replays its graph (recording it first when there is none for these seeds), or
-// runs its segments when recording failed.
+// runs its segments when it is a barrier or its recording failed.
 void RunGroup(const BoundGraph& plan, Group& g, const std::vector<RandomKey>& keys, const engine::RunContext& run) {
-  if (!g.failed && (g.work == nullptr || !SameSeeds(keys, g.recorded_keys))) {
+  if (g.barrier == nullptr && !g.failed && (g.work == nullptr || !SameSeeds(keys, g.recorded_keys))) {
     try {
       Record(plan, g, keys, run);
     } catch (const Error& e) {
@@ -103,7 +103,7 @@ void RunGroup(const BoundGraph& plan, Group& g, const std::vector<RandomKey>& ke
                 << "' run without a CUDA graph: " << e.what() << "\n";
     }
   }
-  if (g.failed) {
+  if (g.barrier != nullptr || g.failed) {
     g.replaying = false;
     RunSegments(plan, g, keys, nullptr, run);
     return;
@@ -141,14 +141,9 @@ size_t StepCapture::Push() {
     Group* g = group.get();
     std::vector<RandomKey> keys;
     for (uint32_t k : g->random) keys.push_back(ReserveRandom(plan_.device(), plan_.segment(g->segments[k]).draws[1]));
-    const char* name = plan_.segment(g->segments.front()).name;
-    if (g->barrier != nullptr) {
-      engine->PushSync([plan = &plan_, g, keys](engine::RunContext run) { RunSegments(*plan, *g, keys, nullptr, run); },
-                       plan_.device(), g->reads, g->writes, engine::FnProperty::kNormal, 0, name);
-    } else {
-      engine->PushSync([plan = &plan_, g, keys](engine::RunContext run) { RunGroup(*plan, *g, keys, run); },
-                       plan_.device(), g->reads, g->writes, engine::FnProperty::kNormal, 0, name);
-    }
+    engine->PushSync([plan = &plan_, g, keys](engine::RunContext run) { RunGroup(*plan, *g, keys, run); },
+                     plan_.device(), g->reads, g->writes, engine::FnProperty::kNormal, 0,
+                     plan_.segment(g->segments.front()).name);
   }
   return groups_.size();
 }
