@@ -1,7 +1,8 @@
 // Data-parallel costs, on 2 MPI ranks of one host:
 //   all-reduce   weft's engine op (Communicator::AllReduce, pushed, then WaitToRead) against
 //                MPI_Allreduce on the same buffer, called by the same progress thread, for
-//                1 KB to 64 MB of float32; ratio = weft / MPI (goal: 1.1 or less);
+//                1 KB to 64 MB of float32, each side making `calls` calls in a row after one
+//                barrier (its steady cost per call); ratio = weft / MPI (goal: 1.1 or less);
 //   nccl         (--gpu=1, a --config=cuda build, no mpirun) bench/dist_gpu_rows.h
 //   overlap      the share of a 2-rank MLP step's all-reduce time hidden behind its backward:
 //                (compute + all-reduce - step) / all-reduce, where compute is the step with a
@@ -12,6 +13,7 @@
 //
 //   bazel build --config=opt //bench:dist_bench
 //   mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to none bazel-bin/bench/dist_bench --reps=20
+//   (--max_kb=N: sizes up to N KB; --overlap=0: no overlap row)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,7 +42,7 @@ double Median(std::vector<double> v) {
 }
 
 dist::internal::MpiProgress& Progress() {
-  return const_cast<dist::internal::MpiProgress&>(*dist::internal::MpiProgress::Instance());
+  return *dist::internal::MpiProgress::Instance();
 }
 
 void Barrier() {
@@ -55,44 +57,55 @@ double Time(const std::function<void()>& fn) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// MPI's own calls on the progress thread, the call alone timed: the blocking MPI_Allreduce, and
-// the non-blocking MPI_Iallreduce tested to completion (what weft's op starts and polls).
-double RawAllReduce(float* data, int n, bool nonblocking) {
+// Calls of one size in a row after a barrier: enough that a round takes a few milliseconds
+// (at least one), so the figure is the steady cost of one call, not the barrier's skew between
+// the ranks' threads.
+int CallsPerRound(size_t bytes) { return static_cast<int>(std::clamp<size_t>((size_t{8} << 20) / bytes, 1, 200)); }
+
+// MPI's own calls on the progress thread, `calls` in a row, the calls alone timed: the blocking
+// MPI_Allreduce, or the non-blocking MPI_Iallreduce tested to completion (what weft's op starts
+// and polls). Seconds per call.
+double RawAllReduce(float* data, int n, int calls, bool nonblocking) {
   double seconds = 0;
-  Barrier();
   Progress().RunOnThread([&] {
+    WEFT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     const auto start = Clock::now();
-    if (nonblocking) {
-      MPI_Request request;
-      WEFT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
-      for (int done = 0; !done;) WEFT_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-    } else {
-      WEFT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    for (int c = 0; c < calls; ++c) {
+      if (nonblocking) {
+        MPI_Request request;
+        WEFT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
+        for (int done = 0; !done;) WEFT_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+      } else {
+        WEFT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+      }
     }
-    seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    seconds = std::chrono::duration<double>(Clock::now() - start).count() / calls;
   });
   return seconds;
 }
 
-void AllReduceTable(dist::Communicator& world, int reps) {
+void AllReduceTable(dist::Communicator& world, int reps, size_t max_bytes) {
   if (world.rank() == 0) {
-    std::printf("%-10s %10s %14s %16s %8s %8s\n", "all-reduce", "weft us", "MPI_Allreduce", "MPI_Iallreduce",
-                "ratio", "ratio_i");
+    std::printf("%-10s %6s %10s %14s %16s %8s %8s\n", "all-reduce", "calls", "weft us", "MPI_Allreduce",
+                "MPI_Iallreduce", "ratio", "ratio_i");
   }
-  for (size_t bytes = 1024; bytes <= (size_t{64} << 20); bytes *= 4) {
+  for (size_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
     const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
+    const int calls = CallsPerRound(bytes);
     NDArray a(Shape{n});
-    a.Fill(1);
+    a.Fill(0);  // sums of zeros stay zeros: no overflow, no denormals, over any number of calls
     a.WaitToRead();
     float* data = static_cast<float*>(a.View().raw());
     std::vector<double> weft_s, mpi_s, mpi_i_s;
     for (int r = 0; r < reps + 1; ++r) {  // round 0 warms up
       const double w = Time([&] {
-        world.AllReduce(a, dist::ReduceOp::kSum);
-        a.WaitToRead();
-      });
-      const double m = RawAllReduce(data, static_cast<int>(n), false);
-      const double mi = RawAllReduce(data, static_cast<int>(n), true);
+        for (int c = 0; c < calls; ++c) {
+          world.AllReduce(a, dist::ReduceOp::kSum);
+          a.WaitToRead();
+        }
+      }) / calls;
+      const double m = RawAllReduce(data, static_cast<int>(n), calls, false);
+      const double mi = RawAllReduce(data, static_cast<int>(n), calls, true);
       if (r == 0) continue;
       weft_s.push_back(w);
       mpi_s.push_back(m);
@@ -101,7 +114,7 @@ void AllReduceTable(dist::Communicator& world, int reps) {
     const double w = Median(weft_s) * 1e6, m = Median(mpi_s) * 1e6, mi = Median(mpi_i_s) * 1e6;
     if (world.rank() == 0) {
       const std::string size = bytes >= (1 << 20) ? std::to_string(bytes >> 20) + " MB" : std::to_string(bytes >> 10) + " KB";
-      std::printf("%-10s %10.1f %14.1f %16.1f %8.2f %8.2f\n", size.c_str(), w, m, mi, w / m, w / mi);
+      std::printf("%-10s %6d %10.1f %14.1f %16.1f %8.2f %8.2f\n", size.c_str(), calls, w, m, mi, w / m, w / mi);
     }
   }
 }
@@ -195,7 +208,8 @@ int main(int argc, char** argv) {
   }
   const int reps = Flag(argc, argv, "reps", 20);
   if (world->rank() == 0) std::printf("dist_bench: %d ranks, median of %d rounds\n", world->size(), reps);
-  AllReduceTable(*world, reps);
+  AllReduceTable(*world, reps, static_cast<size_t>(Flag(argc, argv, "max_kb", 64 << 10)) << 10);
+  if (Flag(argc, argv, "overlap", 1) == 0) return 0;
   OverlapTable(*world, reps, Flag(argc, argv, "hidden", 1024), Flag(argc, argv, "batch", 64),
                static_cast<size_t>(Flag(argc, argv, "bucket_kb", 1024)) << 10);
   weft::engine::Engine::Get()->WaitForAll();

@@ -3,10 +3,13 @@
 // buckets of several arrays, broadcasts from each root and all-gathers give, bit for bit, what the
 // definitions say with each rank's values; collectives start in push order on every rank even
 // when the engine finds a later one ready first; and a 2-rank trainer keeps every rank's
-// parameters bitwise identical after each of 50 steps and matches one process on the global batch.
+// parameters bitwise identical after each of 50 steps and matches one process on the global batch;
+// and a gradient's all-reduce starts while the rest of backward is still held.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -16,6 +19,7 @@
 #include "dist/internal/mpi_progress.h"
 #include "dist/world.h"
 #include "engine/engine.h"
+#include "ops/op.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -125,6 +129,30 @@ TEST_F(DistMpi, CollectivesStartInPushOrderWhateverTheEngineFindsReadyFirst) {
   }
 }
 
+// Open MPI's libnbc would reduce an in-place all-reduce of any size over its binomial tree (2.4x
+// MPI_Allreduce's time from 1 MB here): from NbcAlgorithm::kRingFrom bytes the progress thread asks
+// for the ring through MPI_T, below it leaves libnbc its own choice; the sums stay right either way.
+TEST_F(DistMpi, LargeAllReducesAskOpenMpiForTheRingAndSmallOnesLeaveItsChoice) {
+  using dist::internal::NbcAlgorithm;
+  auto* progress = dist::internal::MpiProgress::Instance();
+  const auto algorithm = [&] {
+    int value = -2;
+    progress->RunOnThread([&] { value = progress->nbc().Current(); });
+    return value;
+  };
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr || std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm")) {
+    GTEST_SKIP() << "not Open MPI's mpirun, or its iallreduce algorithm set by the user";
+  }
+  ASSERT_TRUE(progress->nbc().Available()) << "Open MPI's coll_libnbc_iallreduce_algorithm not found through MPI_T";
+  for (int64_t n : {int64_t{NbcAlgorithm::kRingFrom / sizeof(float)}, int64_t{256}}) {
+    NDArray a = RankArray(n);
+    g_world->AllReduce(a, dist::ReduceOp::kSum);
+    const std::vector<float> got = a.ToVector<float>();
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], static_cast<float>(SumOverRanks(i))) << n << " at " << i;
+    EXPECT_EQ(algorithm(), n * 4 >= int64_t{NbcAlgorithm::kRingFrom} ? NbcAlgorithm::kRing : NbcAlgorithm::kDefault) << n;
+  }
+}
+
 // ---- the trainer on 2 ranks --------------------------------------------------------------------
 
 constexpr int64_t kGlobalBatch = 32, kFeatures = 10, kClasses = 5, kSteps = 50;
@@ -166,32 +194,110 @@ std::vector<float> Gathered(const std::vector<float>& mine) {
   return out.ToVector<float>();
 }
 
-TEST_F(DistMpi, TwoRanksStayBitwiseIdenticalAndMatchOneProcessOnTheGlobalBatch) {
+// 50 steps on 2 ranks (each on its half of the global batch) against one process on the whole
+// batch, both clipping by global norm `clip` (0: none); returns the largest parameter difference.
+double TrainOnTwoRanksAndAlone(double clip, std::vector<float>* alone_params) {
   const int rank = g_world->rank(), size = g_world->size();
   const int64_t local = kGlobalBatch / size;
   SeedRandom(100 + rank);  // different initial values on each rank: the broadcast must unify them
-  TrainerOptions dist_options{.communicator = g_world, .bucket_bytes = 600};  // several buckets, one alone
+  TrainerOptions dist_options{.clip_global_norm = clip, .communicator = g_world, .bucket_bytes = 600};  // several buckets, one alone
   Trainer dist(MlpLoss(), {{"data", Shape{local, kFeatures}}, {"label", Shape{local}}}, Xavier(),
                SGD(0.2, 0.9, 1e-4, 1.0 / local), dist_options);
   Trainer single(MlpLoss(), {{"data", Shape{kGlobalBatch, kFeatures}}, {"label", Shape{kGlobalBatch}}}, Xavier(),
-                 SGD(0.2, 0.9, 1e-4, 1.0 / kGlobalBatch));
+                 SGD(0.2, 0.9, 1e-4, 1.0 / kGlobalBatch), {.clip_global_norm = clip});
   for (const std::string& p : single.parameter_names()) dist.parameter(p).CopyTo(single.parameter(p));
   for (int k = 0; k < kSteps; ++k) {
     dist.Step(GlobalBatchRows(k, rank * local, (rank + 1) * local));
     single.Step(GlobalBatchRows(k, 0, kGlobalBatch));
     const std::vector<float> mine = Flat(dist), all = Gathered(mine);
     for (int r = 0; r < size; ++r) {
-      ASSERT_EQ(0, std::memcmp(all.data() + r * mine.size(), mine.data(), mine.size() * sizeof(float)))
+      EXPECT_EQ(0, std::memcmp(all.data() + r * mine.size(), mine.data(), mine.size() * sizeof(float)))
           << "step " << k + 1 << ": rank " << r << "'s parameters differ from rank " << rank << "'s";
     }
   }
-  // Averaging two half-batch gradients rounds differently from one global-batch gradient: the
-  // two runs agree to float32 rounding, accumulated over 50 steps.
   const std::vector<float> got = Flat(dist), want = Flat(single);
   double max_diff = 0;
   for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::fabs(double{got[i]} - want[i]));
-  EXPECT_LT(max_diff, 1e-4) << "largest difference from one process on the global batch";
   EXPECT_GT(std::fabs(double{got[0]} - 0), 0);  // trained, not zeros
+  *alone_params = want;
+  return max_diff;
+}
+
+// Averaging two half-batch gradients rounds differently from one global-batch gradient: the two
+// runs agree to float32 rounding, accumulated over 50 steps.
+TEST_F(DistMpi, TwoRanksStayBitwiseIdenticalAndMatchOneProcessOnTheGlobalBatch) {
+  std::vector<float> alone;
+  EXPECT_LT(TrainOnTwoRanksAndAlone(0, &alone), 1e-4) << "largest difference from one process on the global batch";
+}
+
+// Clipping reads the averaged gradients: every rank clips by the same scale, the one a single
+// process on the global batch computes (a clip this small clips every step: the runs differ from
+// the unclipped ones).
+TEST_F(DistMpi, TwoRanksClippingByGlobalNormMatchOneProcessClippingTheGlobalBatch) {
+  std::vector<float> clipped, unclipped;
+  EXPECT_LT(TrainOnTwoRanksAndAlone(0.05, &clipped), 1e-4) << "largest difference from one process on the global batch";
+  TrainOnTwoRanksAndAlone(0, &unclipped);
+  double change = 0;
+  for (size_t i = 0; i < clipped.size(); ++i) change = std::max(change, std::fabs(double{clipped[i]} - unclipped[i]));
+  EXPECT_GT(change, 1e-3) << "clipping at 0.05 changed nothing: the test does not clip";
+}
+
+// ---- overlap: a gradient's all-reduce starts while the rest of backward runs -------------------
+
+// Opened by the test; the gate's backward waits for it (at most a minute, so a failing test ends).
+std::promise<void> g_gate_open;
+std::shared_future<void> g_gate = g_gate_open.get_future().share();
+
+void CopyFirstInput(std::span<const TensorView> in, std::span<const TensorView> out) {
+  std::memcpy(out[0].raw(), in[0].raw(), in[0].size() * DTypeSize(in[0].dtype()));
+}
+
+// An identity whose backward waits, on its engine worker, until the test opens the gate.
+const bool gate_registered = [] {
+  const auto same_shape = [](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; };
+  RegisterOp("_test_gate")
+      .Describe("identity (test only)")
+      .Inputs({"data"})
+      .InferShape(same_shape)
+      .Compute(DeviceType::kCpu, [](const OpContext&, const Attrs&, std::span<const TensorView> in,
+                                    std::span<const OpReq>, std::span<const TensorView> out) { CopyFirstInput(in, out); })
+      .Gradient([](const Attrs&, GradBuilder& g) { g.SetInputGrad(0, g.Op("_backward_test_gate", {g.OutGrad(0)})); });
+  RegisterOp("_backward_test_gate")
+      .Describe("identity that waits for the test's gate (test only)")
+      .Inputs({"out_grad"})
+      .InferShape(same_shape)
+      .Compute(DeviceType::kCpu, [](const OpContext&, const Attrs&, std::span<const TensorView> in,
+                                    std::span<const OpReq>, std::span<const TensorView> out) {
+        g_gate.wait_for(std::chrono::seconds(60));
+        CopyFirstInput(in, out);
+      });
+  return true;
+}();
+
+// fc1's backward comes after the gate's, which waits: the gradients of fc3 and fc2 (two arrays
+// each, one bucket each) are written while backward is held, and each one's all-reduce must start
+// then, on every rank, not after the whole backward; fc1's two cannot start before the gate opens.
+TEST_F(DistMpi, EachGradientsAllReduceStartsWhileTheRestOfBackwardRuns) {
+  Symbol x = Symbol::Op("_test_gate", {Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "8"}}, "fc1")});
+  x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {Symbol::Op("relu", {x})}, {{"num_hidden", "8"}}, "fc2")});
+  x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(kClasses)}}, "fc3");
+  Trainer trainer(Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}),
+                  {{"data", Shape{4, kFeatures}}, {"label", Shape{4}}}, Xavier(), SGD(0.1),
+                  {.communicator = g_world, .bucket_bytes = 0});
+  for (const std::string& p : trainer.parameter_names()) trainer.parameter(p).WaitToRead();  // the broadcasts
+  const auto* progress = dist::internal::MpiProgress::Instance();
+  const uint64_t before = progress->started();
+  trainer.data("data").Fill(0.5);
+  trainer.data("label").Fill(1);
+  trainer.Step();
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (progress->started() < before + 4 && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+  const uint64_t started_while_held = progress->started() - before;
+  g_gate_open.set_value();
+  for (const std::string& p : trainer.parameter_names()) trainer.parameter(p).WaitToRead();
+  EXPECT_EQ(started_while_held, 4u) << "all-reduces started while fc1's backward was held (fc3's and fc2's "
+                                       "weight and bias: 4; fewer: they waited for more of backward)";
+  EXPECT_EQ(progress->started() - before, 6u);
 }
 
 }  // namespace

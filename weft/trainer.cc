@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "passes/infer.h"
+#include "weft/clip_by_global_norm.h"
 #include "weft/imperative.h"
 
 namespace weft {
@@ -13,8 +14,6 @@ namespace {
 
 // The trainer's own argument: the learning rate every update reads (float64, shape (1,)).
 const char kLrName[] = "trainer.lr";
-// Keeps the clip's scale finite for a zero gradient, as torch.nn.utils.clip_grad_norm_ does.
-constexpr double kClipEpsilon = 1e-6;
 
 std::vector<std::string> Keys(const std::map<std::string, NDArray>& arrays) {
   std::vector<std::string> keys;
@@ -67,22 +66,13 @@ struct StepUpdates {
   void ClipByGlobalNorm(Appender& a, std::map<std::string, NodeEntry>& grads) const;
 };
 
-// grads[p] *= min(1, clip / (rescale * sqrt(sum_p sum(grads[p]^2)) + epsilon)), as trainer.h says.
+// The clipping as nodes of the step's graph (clip_by_global_norm.h).
 void StepUpdates::ClipByGlobalNorm(Appender& a, std::map<std::string, NodeEntry>& grads) const {
-  std::vector<NodeEntry> sums;
-  for (const auto& [p, g] : grads) {
-    sums.push_back(a.Op("sum", {}, {a.Op("square", {}, {g}, p + "_grad_square", p)}, p + "_grad_sumsq", p));
-  }
-  const std::string& first = grads.begin()->first;  // the scalar nodes' owner
-  const auto scalar_op = [&](const char* op, double value, NodeEntry x, const std::string& name) {
-    return a.Op(op, {{"scalar", FloatAttr(value)}}, {x}, name, first);
-  };
-  NodeEntry x = sums[0];
-  if (sums.size() > 1) x = a.Op("add_n", {{"num_args", std::to_string(sums.size())}}, sums, "grad_sumsq", first);
-  x = scalar_op("mul_scalar", rescale, a.Op("sqrt", {}, {x}, "grad_root", first), "grad_norm");
-  x = scalar_op("add_scalar", kClipEpsilon, x, "grad_norm_eps");
-  x = scalar_op("minimum_scalar", 1, scalar_op("rdiv_scalar", clip, x, "grad_clip_ratio"), "grad_clip_scale");
-  for (auto& [p, g] : grads) g = a.Op("mul", {}, {g, x}, p + "_grad_clipped", p);
+  internal::ClipByGlobalNorm(grads, clip, rescale,
+                             [&a](const char* op, const AttrMap& attrs, std::vector<NodeEntry> inputs,
+                                  const std::string& name, const std::string& param) {
+                               return a.Op(op, attrs, std::move(inputs), name, param);
+                             });
 }
 
 // The optimizer's update op as the trainer runs it: reading the rate from lr_ (its last input).
@@ -148,9 +138,6 @@ Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_sh
   if (options_.predict.num_outputs() == 0) options_.predict = loss;
   const std::vector<std::string>& inputs = GetOp(update_.op).input_names;  // weight, grad, states..., lr
   states_.assign(inputs.begin() + 2, inputs.end() - 1);
-  if (options_.communicator != nullptr) {
-    WEFT_CHECK(options_.clip_global_norm == 0) << "Trainer: clip_global_norm with a communicator is not supported yet";
-  }
   BindStep(loss, data_shapes, init);
   if (options_.communicator != nullptr) {
     update_attrs_ = ParseAttrs(GetOp(update_.op), update_.attrs);

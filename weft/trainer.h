@@ -84,8 +84,9 @@ struct TrainerOptions {
   // updates, which then run as ops of their own rather than inside the bound graph. Gradients
   // are all-reduced in reverse order of the parameters' first use (the order backward makes
   // them), consecutive ones smaller than bucket_bytes packed into one collective. Each rank steps
-  // on its own shard of the global batch, with rescale_grad 1 / its batch size; clipping is not
-  // supported with a communicator yet (a weft::Error). Null: this process alone.
+  // on its own shard of the global batch, with rescale_grad 1 / its batch size; clipping (by the
+  // same ops) reads the averaged gradients, so every rank clips by the same scale. Null: this
+  // process alone.
   dist::Communicator* communicator = nullptr;
   size_t bucket_bytes = size_t{1} << 20;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ops/op.h"
+#include "weft/clip_by_global_norm.h"
 #include "weft/imperative.h"
 #include "weft/trainer.h"
 
@@ -28,14 +29,21 @@ void Trainer::BroadcastParameters() const {
   for (const std::string& name : params_) options_.communicator->Broadcast(params_arrays_.at(name), /*root=*/0);
 }
 
-// The same update op, attributes and learning-rate array as the bound graph's updates.
+// The same clipping ops, update op, attributes and learning-rate array as the bound graph's: the
+// clipping reads the averaged gradients, the same on every rank, so every rank gets the same scale.
 void Trainer::AllReduceAndUpdate() const {
   for (const std::vector<NDArray>& bucket : grad_buckets_) {
     options_.communicator->AllReduce(bucket, dist::ReduceOp::kAverage);
   }
+  std::map<std::string, NDArray> grads(grads_.begin(), grads_.end());
+  if (options_.clip_global_norm > 0) {
+    internal::ClipByGlobalNorm(grads, options_.clip_global_norm, optimizer_->rescale_grad(),
+                               [](const char* op, const AttrMap& attrs, std::vector<NDArray> inputs,
+                                  const std::string&, const std::string&) { return Invoke(op, inputs, attrs)[0]; });
+  }
   const Op& op = GetOp(update_.op);
   for (const std::string& p : params_) {
-    std::vector<NDArray> inputs = {params_arrays_.at(p), grads_.at(p)};
+    std::vector<NDArray> inputs = {params_arrays_.at(p), grads.at(p)};
     for (const std::string& s : states_) inputs.push_back(state_arrays_.at(p + "." + s));
     inputs.push_back(lr_);
     const NDArray& weight = params_arrays_.at(p);

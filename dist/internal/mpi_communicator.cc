@@ -115,11 +115,16 @@ class MpiCommunicator final : public Communicator {
     if (!with_mpi_) return;
     progress_.RunOnThread([&] { WEFT_MPI_CHECK(MPI_Bcast(data, MpiCount(bytes, "Broadcast"), MPI_BYTE, 0, MPI_COMM_WORLD)); });
   }
-  // Pushes an async CPU op that hands `start` and `finish` to the progress thread under sequence
-  // number `sequence`; `prepare` runs first, on the engine worker.
+  // Pushes an async CPU op that hands `start` and `finish` to the progress thread under the next
+  // sequence number; `prepare` runs first, in the op. kHandOver: `prepare` only looks up
+  // pointers, so the op is kAsync (it runs on the thread that makes it ready: at push, when its
+  // arrays are, with no worker between the push and the progress thread); kPackThenHandOver:
+  // `prepare` copies (a bucket's packing), on a CPU worker.
+  static constexpr engine::FnProperty kHandOver = engine::FnProperty::kAsync;
+  static constexpr engine::FnProperty kPackThenHandOver = engine::FnProperty::kNormal;
   void PushCollective(std::string what, std::vector<engine::VarHandle> reads, std::vector<engine::VarHandle> writes,
                       std::function<void()> prepare, std::function<void(MPI_Request*)> start,
-                      std::function<void()> finish);
+                      std::function<void()> finish, engine::FnProperty prop = kHandOver);
 
   MpiProgress progress_;
   const bool with_mpi_;
@@ -129,11 +134,12 @@ class MpiCommunicator final : public Communicator {
 
 void MpiCommunicator::PushCollective(std::string what, std::vector<engine::VarHandle> reads,
                                      std::vector<engine::VarHandle> writes, std::function<void()> prepare,
-                                     std::function<void(MPI_Request*)> start, std::function<void()> finish) {
+                                     std::function<void(MPI_Request*)> start, std::function<void()> finish,
+                                     engine::FnProperty prop) {
   const uint64_t sequence = progress_.NextSequence();
   auto fn = [this, sequence, what = std::move(what), prepare = std::move(prepare), start = std::move(start),
-             finish = std::move(finish)](engine::RunContext, engine::OnComplete done) {
-    MpiWork work{sequence, what, start, finish, done};
+             finish = std::move(finish)](engine::RunContext, engine::OnComplete done) mutable {
+    MpiWork work{sequence, std::move(what), std::move(start), std::move(finish), done};  // runs once
     try {
       prepare();
     } catch (...) {  // still handed over, so that the later collectives start: it fails when its turn comes
@@ -141,7 +147,7 @@ void MpiCommunicator::PushCollective(std::string what, std::vector<engine::VarHa
     }
     progress_.Submit(std::move(work));
   };
-  engine::Engine::Get()->PushAsync(std::move(fn), Device::Cpu(), reads, writes, engine::FnProperty::kNormal,
+  engine::Engine::Get()->PushAsync(std::move(fn), Device::Cpu(), reads, writes, prop,
                                    /*priority=*/1, "dist_collective");
 }
 
@@ -155,15 +161,17 @@ void MpiCommunicator::AllReduce(std::span<const NDArray> arrays, ReduceOp op) {
   const MPI_Datatype type = MpiType(arrays[0].dtype());
   const int count = MpiCount(bucket->elements, "AllReduce");
   const double factor = op == ReduceOp::kAverage ? 1.0 / size() : 1.0;
-  std::ostringstream what;
-  what << "all-reduce (" << (op == ReduceOp::kAverage ? "average" : "sum") << " of " << bucket->elements << " "
-       << arrays[0].dtype() << " in " << arrays.size() << " array" << (arrays.size() == 1 ? "" : "s") << ")";
+  std::string what = std::string("all-reduce (") + (op == ReduceOp::kAverage ? "average" : "sum") + " of " +
+                     std::to_string(bucket->elements) + " " + std::string(DTypeName(arrays[0].dtype())) + " in " +
+                     std::to_string(arrays.size()) + (arrays.size() == 1 ? " array)" : " arrays)");
+  const size_t bytes = bucket->elements * DTypeSize(arrays[0].dtype());
   PushCollective(
-      what.str(), {}, VarsOf(arrays), [bucket] { bucket->Pack(); },
-      [bucket, type, count](MPI_Request* r) {
+      std::move(what), {}, VarsOf(arrays), [bucket] { bucket->Pack(); },
+      [this, bucket, type, count, bytes](MPI_Request* r) {
+        progress_.nbc().BeforeAllReduce(bytes);
         WEFT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bucket->data, count, type, MPI_SUM, MPI_COMM_WORLD, r));
       },
-      [bucket, factor] { bucket->Unpack(factor); });
+      [bucket, factor] { bucket->Unpack(factor); }, arrays.size() == 1 ? kHandOver : kPackThenHandOver);
 }
 
 void MpiCommunicator::Broadcast(const NDArray& array, int root) {

@@ -28,10 +28,10 @@ namespace {
 std::atomic<bool> g_mpi_taken{false};
 // The live instance, for tests: set once initialized, cleared by the destructor (sequentially
 // consistent: a reader sees either null or an initialized instance).
-std::atomic<const MpiProgress*> g_instance{nullptr};
+std::atomic<MpiProgress*> g_instance{nullptr};
 }  // namespace
 
-const MpiProgress* MpiProgress::Instance() { return g_instance.load(); }
+MpiProgress* MpiProgress::Instance() { return g_instance.load(); }
 
 uint64_t MpiProgress::started() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -91,6 +91,7 @@ void MpiProgress::InitializeMpi() {
   WEFT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
   WEFT_MPI_CHECK(MPI_Comm_rank(host, &local_rank_));
   WEFT_MPI_CHECK(MPI_Comm_free(&host));
+  nbc_ = NbcAlgorithm::Connect();
 }
 
 MpiProgress::~MpiProgress() {
@@ -137,6 +138,7 @@ void MpiProgress::Submit(MpiWork work) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(options_.timeout_seconds));
   submitted_.emplace(sequence, std::make_pair(std::move(work), deadline));
+  hand_overs_.fetch_add(1, std::memory_order_relaxed);
   cv_.notify_all();
 }
 
@@ -146,6 +148,7 @@ void MpiProgress::RunOnThread(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     calls_.push_back([&task] { task(); });
+    hand_overs_.fetch_add(1, std::memory_order_relaxed);
     cv_.notify_all();
   }
   result.get();  // rethrows fn's exception
@@ -156,7 +159,8 @@ void MpiProgress::RunOnThread(std::function<void()> fn) {
 namespace weft::dist::internal {
 
 // The thread: sleeps while nothing is handed over and nothing runs; while collectives run, polls
-// them, yielding the core between rounds that found nothing, and sleeping briefly after many.
+// them: at once for kBusyRounds rounds that found nothing (as MPI's own blocking calls poll), then
+// yielding the core between rounds, and sleeping briefly between rounds after many.
 void MpiProgress::Main() {
   Initialize();
   if (!initialized_) return;
@@ -168,6 +172,11 @@ void MpiProgress::Main() {
       const auto wake = [&] {
         return stop_ || !calls_.empty() || (!submitted_.empty() && submitted_.begin()->first == next_start_);
       };
+      if (active_.empty() && submitted_.empty() && !wake()) {
+        lock.unlock();
+        SpinForHandOver();
+        lock.lock();
+      }
       if (active_.empty() && submitted_.empty()) cv_.wait(lock, wake);
       if (active_.empty() && !submitted_.empty()) cv_.wait_for(lock, std::chrono::milliseconds(50), wake);
       if (stop_ && active_.empty() && calls_.empty()) break;
@@ -178,7 +187,9 @@ void MpiProgress::Main() {
     CheckDeadlines();
     idle_rounds = moved ? 0 : idle_rounds + 1;
     if (!moved && !active_.empty()) {
-      if (idle_rounds < 2000) {
+      if (idle_rounds < kBusyRounds) {
+        continue;  // a collective's next message is usually microseconds away: test again at once
+      } else if (idle_rounds < 2000) {
         std::this_thread::yield();
       } else {
         std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -186,7 +197,17 @@ void MpiProgress::Main() {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
+  nbc_.Close();
   if (with_mpi_ && !broken_) MPI_Finalize();  // a timed-out collective is still pending: finalizing would hang
+}
+
+// Idle: a collective often comes right after another (the buckets of one backward, a wait then
+// the next call), and a sleep costs a futex wake-up per collective, several microseconds. So the
+// thread first yields the core in a loop for up to kSpin, watching for a hand-over.
+void MpiProgress::SpinForHandOver() {
+  const uint64_t seen = hand_overs_.load(std::memory_order_relaxed);
+  const Clock::time_point until = Clock::now() + kSpin;
+  while (hand_overs_.load(std::memory_order_relaxed) == seen && Clock::now() < until) std::this_thread::yield();
 }
 
 bool MpiProgress::Step() {

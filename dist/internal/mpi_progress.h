@@ -15,6 +15,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "dist/internal/nbc_algorithm.h"
 #include "engine/engine.h"
 
 namespace weft::dist::internal {
@@ -68,8 +70,11 @@ class MpiProgress {
   // Collectives handed over and waiting for an earlier one to start (for tests of the order).
   size_t waiting() const;
   uint64_t started() const;  // collectives started so far (their start function has returned)
+  // The all-reduce algorithm of MPI's non-blocking collectives: for the start functions, which
+  // run on this thread.
+  NbcAlgorithm& nbc() { return nbc_; }
   // The process's MpiProgress, or null.
-  static const MpiProgress* Instance();
+  static MpiProgress* Instance();
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -79,7 +84,11 @@ class MpiProgress {
     Clock::time_point deadline;
   };
 
+  static constexpr std::chrono::microseconds kSpin{50};  // an idle thread's spin before it sleeps
+  static constexpr int kBusyRounds = 200;  // rounds polled without yielding (a few tens of microseconds)
+
   void Main();
+  void SpinForHandOver();
   void Initialize();
   void InitializeMpi();
   bool Step();  // one round: start what may start, test what runs; true when anything moved
@@ -105,11 +114,13 @@ class MpiProgress {
   uint64_t completed_ = 0;
   uint64_t started_ = 0;     // collectives whose start returned
   bool stop_ = false;
+  std::atomic<uint64_t> hand_overs_{0};  // Submit and RunOnThread calls: what a spinning thread watches
   std::exception_ptr init_error_;
   bool initialized_ = false;
   std::optional<std::string> broken_;  // set by a timeout without abort: every later collective fails
 
   std::vector<Active> active_;  // the progress thread's own: started, not complete
+  NbcAlgorithm nbc_;            // the progress thread's own, from MPI_Init to MPI_Finalize
   std::thread thread_;
 };
 

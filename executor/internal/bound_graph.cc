@@ -34,6 +34,22 @@ std::map<uint32_t, OpReq> OutputRequests(const Graph& g, const std::map<std::str
   return req;
 }
 
+// Per node: it writes a gradient output that no node of the graph reads (its readers are outside
+// the graph: a data-parallel all-reduce, a user's update), of the first `num_grads` after the
+// forward outputs.
+std::vector<bool> WritesAGradientReadOutside(const Graph& g, size_t num_grads) {
+  std::vector<uint32_t> node_reads(g.num_entries(), 0);
+  for (const Node& node : g.nodes()) {
+    for (const NodeEntry& in : node.inputs) ++node_reads[g.EntryId(in)];
+  }
+  std::vector<bool> writer(g.nodes().size(), false);
+  for (size_t o = g.num_forward_outputs(); o < g.num_forward_outputs() + num_grads; ++o) {
+    const NodeEntry& e = g.outputs()[o];
+    if (node_reads[g.EntryId(e)] == 0) writer[e.node] = true;
+  }
+  return writer;
+}
+
 }  // namespace
 
 BoundGraph::BoundGraph(const Graph& graph, Device device, const std::map<std::string, NDArray>& args,
@@ -115,11 +131,13 @@ void BoundGraph::PrepareNodes(const std::map<std::string, GradReq>& grad_reqs,
                               const std::vector<std::string>& grad_args) {
   const std::vector<uint32_t> uses = graph_.EntryUseCounts();
   const std::map<uint32_t, OpReq> output_req = OutputRequests(graph_, grad_reqs, grad_args);
+  const std::vector<bool> gradient_writer = WritesAGradientReadOutside(graph_, grad_args.size());
   for (uint32_t n = 0; n < graph_.nodes().size(); ++n) {
     const Node& node = graph_.node(n);
     if (node.is_variable()) continue;
     invocations_.push_back(NodeInvocation(n, uses, output_req));
     phase_.push_back(node.is_backward() ? Phase::kBackward : Phase::kForward);
+    writes_gradient_.push_back(gradient_writer[n]);
   }
 }
 
@@ -128,13 +146,17 @@ void BoundGraph::PrepareNodes(const std::map<std::string, GradReq>& grad_reqs,
 // holding all of a segment's vars for the whole segment.
 // A node that a CUDA graph cannot record (Op::capture_barrier) is a segment of its own, so that a
 // captured step (step_capture.h) records the segments around it.
+// A node that writes a gradient which only readers outside the graph read (a data-parallel
+// all-reduce, a user's update; not the trainer's own updates, nodes of the graph) ends its segment:
+// they start as soon as it is written, while the rest of backward runs, not when the segment's
+// last node is done.
 void BoundGraph::BuildSegments() {
   const size_t bulk = static_cast<size_t>(GetEnvInt("WEFT_EXEC_BULK_SIZE", 8, 1, 1 << 16));
   for (uint32_t i = 0; i < invocations_.size(); ++i) {
     const char* barrier = invocations_[i].op().capture_barrier[static_cast<int>(device_.type)];
     const bool start = segments_.empty() || segments_.back().nodes.size() >= bulk ||
                        phase_[segments_.back().nodes.back()] != phase_[i] || barrier != nullptr ||
-                       segments_.back().capture_barrier != nullptr;
+                       segments_.back().capture_barrier != nullptr || writes_gradient_[segments_.back().nodes.back()];
     if (start) {
       segments_.emplace_back();
       segments_.back().name = invocations_[i].op().name.c_str();

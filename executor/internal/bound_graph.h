@@ -83,6 +83,7 @@ class BoundGraph {
   std::vector<NDArray> head_grads_;      // per forward output
   std::vector<Invocation> invocations_;  // the graph's op nodes, in order
   std::vector<Phase> phase_;             // per invocation
+  std::vector<bool> writes_gradient_;    // per invocation: it writes a gradient read outside the graph only
   std::vector<Segment> segments_;
   std::array<std::vector<uint32_t>, 2> phase_segments_;  // per phase, in push order
 };
