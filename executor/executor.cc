@@ -61,7 +61,40 @@ void CheckNames(const Graph& g, const Executor::ArrayMap& args, const Executor::
   for (const auto& [name, req] : reqs) check("gradient request", name);
 }
 
+// Per node of `g`: an argument that a node reads on the host (Op::host_inputs), which is bound to
+// a CPU array on any device. Off the CPU (where host inputs are inputs like the others), throws
+// weft::Error for a host input that is not an argument, and for an argument read both on the
+// host and on the device.
+std::vector<bool> HostArgumentNodes(const Graph& g, Device device) {
+  std::vector<bool> host(g.nodes().size(), false), on_device(g.nodes().size(), false);
+  for (const Node& node : g.nodes()) {
+    if (node.is_variable()) continue;
+    const std::vector<int> reads_on_host = node.op->HostInputsOf(node.attrs);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const uint32_t source = node.inputs[i].node;
+      if (std::find(reads_on_host.begin(), reads_on_host.end(), static_cast<int>(i)) == reads_on_host.end()) {
+        on_device[source] = true;
+        continue;
+      }
+      if (!g.node(source).is_variable() && !device.is_cpu()) {
+        WEFT_THROW("Bind: node '" << node.name << "' (" << node.op->name << ") reads input " << i << " on the host: "
+                                  << "expected an argument there (a CPU array), found the output of node '"
+                                  << g.node(source).name << "'");
+      }
+      host[source] = g.node(source).is_variable();
+    }
+  }
+  for (uint32_t n = 0; n < g.nodes().size(); ++n) {
+    if (host[n] && on_device[n] && !device.is_cpu()) {
+      WEFT_THROW("Bind: argument '" << Abbreviate(g.node(n).name) << "' is read on the host by one node and on "
+                                    << device << " by another: give each its own argument");
+    }
+  }
+  return host;
+}
+
 void CheckArguments(const Graph& g, Device device, const Executor::ArrayMap& args) {
+  const std::vector<bool> host = HostArgumentNodes(g, device);
   for (uint32_t n : g.ArgumentNodes()) {
     if (std::count(g.head_grads().begin(), g.head_grads().end(), n)) continue;
     const std::string& name = g.node(n).name;
@@ -69,9 +102,10 @@ void CheckArguments(const Graph& g, Device device, const Executor::ArrayMap& arg
     if (it == args.end() || it->second.is_none()) {
       WEFT_THROW("Bind: argument '" << Abbreviate(name) << "' is missing; expected arrays for: " << Names(g));
     }
-    if (it->second.device() != device) {
+    const Device expected = host[n] ? Device::Cpu() : device;
+    if (it->second.device() != expected) {
       WEFT_THROW("Bind: argument '" << Abbreviate(name) << "' is on " << it->second.device() << ", expected "
-                                    << device);
+                                    << expected << (host[n] ? " (a node reads it on the host)" : ""));
     }
   }
 }
@@ -223,6 +257,16 @@ std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, co
   exec->fused_nodes_ = fusion.fused_nodes;
   exec->recomputed_nodes_ = fusion.recomputed;
   return exec;
+}
+
+std::vector<std::string> Executor::HostArguments(const Symbol& symbol) {
+  const Graph g = symbol.ToGraph();
+  const std::vector<bool> host = HostArgumentNodes(g, Device::Cpu());
+  std::vector<std::string> names;
+  for (uint32_t n : g.ArgumentNodes()) {
+    if (host[n]) names.push_back(g.node(n).name);
+  }
+  return names;
 }
 
 void Executor::Forward(bool is_train) { impl_->run.Push(Phase::kForward, is_train); }

@@ -78,6 +78,9 @@ class Executor {
                                         const ArrayMap& arg_grads = {},
                                         const std::map<std::string, GradReq>& grad_reqs = {},
                                         const GraphExtension& extension = {});
+  // The arguments of `symbol` that a node reads on the host (Op::host_inputs: an RNN's
+  // sequence_length): Bind takes them as CPU arrays whatever the device.
+  static std::vector<std::string> HostArguments(const Symbol& symbol);
   // Waits for the engine ops this executor pushed, and for nothing else; reports no error (an
   // error of its ops stays on the arrays they wrote, for their WaitToRead and WaitForAll).
   ~Executor();

@@ -114,6 +114,14 @@ Op& Op::MutateInputs(std::vector<int> inputs) {
   mutate_inputs = std::move(inputs);
   return *this;
 }
+Op& Op::HostInputs(std::function<std::vector<int>(const Attrs&)> inputs_of) {
+  host_inputs = std::move(inputs_of);
+  return *this;
+}
+const char* Op::CaptureBarrier(DeviceType device, const Attrs& attrs) const {
+  if (const char* barrier = capture_barrier[static_cast<int>(device)]) return barrier;
+  return device != DeviceType::kCpu && !HostInputsOf(attrs).empty() ? kReadsHostInputs : nullptr;
+}
 Op& Op::Random(RandomDrawsFn draws) {
   WEFT_CHECK(draws != nullptr) << "op '" << name << "': Random needs the number of draws per call";
   random = true;

@@ -187,6 +187,14 @@ struct Op {
   // device, waits on the host, or orders with the legacy stream); null: it can. A captured
   // training step runs such an op as an engine op of its own, between captured parts.
   std::array<const char*, kNumDeviceTypes> capture_barrier{};
+  // Inputs read on the host whatever the op's device (for these attributes; null: none), as a
+  // library takes them (cuDNN's RNN data descriptors take each sequence's length on the host):
+  // CPU arrays on every device, read by the compute once their writers are done, so the op needs
+  // no device-to-host copy and no synchronization. On the CPU they are inputs like the others. A
+  // graph binds them as CPU arguments (executor.h), and a captured step never records a node that
+  // reads one (a replay would not see new values): kReadsHostInputs is its capture barrier.
+  std::function<std::vector<int>(const Attrs&)> host_inputs;
+  static constexpr char kReadsHostInputs[] = "it reads inputs on the host (Op::host_inputs), which a replay would not see change";
 
   // Builder setters used by WEFT_REGISTER_OP.
   Op& Describe(std::string text);
@@ -209,6 +217,7 @@ struct Op {
   Op& Resources(std::vector<Resource> resources);
   Op& Inplace(std::vector<std::pair<int, int>> pairs);
   Op& MutateInputs(std::vector<int> inputs);
+  Op& HostInputs(std::function<std::vector<int>(const Attrs&)> inputs_of);
   Op& Random(RandomDrawsFn draws);
   Op& Stateful();
   Op& Pointwise(PointwiseKind kind, std::string functor = {});
@@ -218,6 +227,11 @@ struct Op {
   Op& PassOnly(const std::string& pass);
 
   bool NeedsResource(Resource r) const;
+  // host_inputs for `attrs`; empty when the op has none.
+  std::vector<int> HostInputsOf(const Attrs& attrs) const { return host_inputs ? host_inputs(attrs) : std::vector<int>{}; }
+  // Why a CUDA graph cannot record this call on `device`: capture_barrier, else kReadsHostInputs
+  // for a GPU call with host inputs; null: it can.
+  const char* CaptureBarrier(DeviceType device, const Attrs& attrs) const;
 };
 
 Op& RegisterOp(const std::string& name);

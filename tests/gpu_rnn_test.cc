@@ -60,7 +60,7 @@ std::vector<float> Uniform(uint64_t seed, int64_t n, double scale) {
   return v;
 }
 
-// The op's host inputs: data, parameters, state[, state_cell][, sequence_length].
+// The op's inputs, as host values: data, parameters, state[, state_cell][, sequence_length].
 std::vector<std::pair<std::vector<float>, Shape>> HostInputs(const Config& c) {
   const Shape state{c.layers * c.dirs(), c.n, c.h};
   std::vector<std::pair<std::vector<float>, Shape>> in = {
@@ -76,9 +76,14 @@ std::vector<std::pair<std::vector<float>, Shape>> HostInputs(const Config& c) {
   return in;
 }
 
-std::vector<NDArray> On(const std::vector<std::pair<std::vector<float>, Shape>>& host, Device device) {
+// The inputs as arrays for a call on `device`: sequence_length (the last, with lengths) stays a CPU
+// array, as the op reads it on the host (Op::host_inputs).
+std::vector<NDArray> On(const Config& c, const std::vector<std::pair<std::vector<float>, Shape>>& host, Device device) {
   std::vector<NDArray> in;
-  for (const auto& [v, s] : host) in.push_back(NDArray::FromVector(v, s, device));
+  for (size_t k = 0; k < host.size(); ++k) {
+    const bool lengths = c.lengths && k + 1 == host.size();
+    in.push_back(NDArray::FromVector(host[k].first, host[k].second, lengths ? Device::Cpu() : device));
+  }
   return in;
 }
 
@@ -93,7 +98,7 @@ void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, d
 std::vector<std::vector<float>> ForwardBackward(const Config& c, Device device, OpReq params_req) {
   const Op& op = GetOp("RNN");
   const Attrs attrs = ParseAttrs(op, AttrsOf(c));
-  const std::vector<NDArray> in = On(HostInputs(c), device);
+  const std::vector<NDArray> in = On(c, HostInputs(c), device);
   const std::vector<NDArray> out = Invoke("RNN", in, AttrsOf(c), {.is_train = true});
   std::vector<NDArray> heads, grads;
   for (size_t o = 0; o + 1 < out.size(); ++o)

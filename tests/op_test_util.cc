@@ -34,12 +34,25 @@ Inputs MakeInputs(const OpCase& c) {
   return in;
 }
 
+// The device of each input of `op` called on `device`: the CPU for its host inputs (Op::host_inputs).
+std::vector<Device> InputDevices(const std::string& op, const AttrMap& attrs, size_t count, Device device) {
+  const Op& def = GetOp(op);
+  const std::vector<int> host = def.HostInputsOf(ParseAttrs(def, attrs));
+  std::vector<Device> devices(count, device);
+  for (int i : host) {
+    if (static_cast<size_t>(i) < count) devices[i] = Device::Cpu();
+  }
+  return devices;
+}
+
+// The case's inputs as arrays for a call on `device`.
 template <typename T>
-std::vector<NDArray> ToArrays(const Inputs& in, const std::vector<Shape>& shapes, Device device = Device::Cpu()) {
+std::vector<NDArray> ToArrays(const Inputs& in, const OpCase& c, Device device = Device::Cpu()) {
+  const std::vector<Device> devices = InputDevices(c.op, c.attrs, in.size(), device);
   std::vector<NDArray> arrays;
   for (size_t i = 0; i < in.size(); ++i) {
     std::vector<T> v(in[i].begin(), in[i].end());
-    arrays.push_back(NDArray::FromVector(v, shapes[i], device));
+    arrays.push_back(NDArray::FromVector(v, c.input_shapes[i], devices[i]));
   }
   return arrays;
 }
@@ -92,7 +105,7 @@ void CheckForward(const OpCase& c, const Inputs& in) {
   for (Values& v : rounded)
     for (double& x : v) x = static_cast<float>(x);
   const Outputs want = c.reference(rounded);
-  std::vector<NDArray> outputs = Invoke(c.op, ToArrays<float>(in, c.input_shapes), c.attrs, {.is_train = c.is_train});
+  std::vector<NDArray> outputs = Invoke(c.op, ToArrays<float>(in, c), c.attrs, {.is_train = c.is_train});
   ASSERT_EQ(Visible(c), want.size()) << Name(c) << ": output count";
   for (size_t o = 0; o < want.size(); ++o) {
     ExpectClose(ToValues(outputs[o]), want[o], c.tolerance, Name(c) + " forward output " + std::to_string(o));
@@ -107,7 +120,7 @@ void CheckForward(const OpCase& c, const Inputs& in) {
     if (o < want.size()) a.FillUniform(-1, 1), before.push_back(ToValues(a));
     acc.push_back(a);
   }
-  Invoke(c.op, ToArrays<float>(in, c.input_shapes), c.attrs, {.outputs = acc, .req = reqs, .is_train = c.is_train});
+  Invoke(c.op, ToArrays<float>(in, c), c.attrs, {.outputs = acc, .req = reqs, .is_train = c.is_train});
   for (size_t o = 0; o < want.size(); ++o) {
     Values expected = want[o];
     for (size_t k = 0; k < expected.size(); ++k) expected[k] += before[o][k];
@@ -117,7 +130,7 @@ void CheckForward(const OpCase& c, const Inputs& in) {
 
 // L = sum over outputs of sum(w * out), in float64.
 double Loss(const OpCase& c, const Inputs& in, const Outputs& weights) {
-  std::vector<NDArray> outputs = Invoke(c.op, ToArrays<double>(in, c.input_shapes), c.attrs, {.is_train = c.is_train});
+  std::vector<NDArray> outputs = Invoke(c.op, ToArrays<double>(in, c), c.attrs, {.is_train = c.is_train});
   double loss = 0;
   for (size_t o = 0; o < Visible(c); ++o) {
     Values v = ToValues(outputs[o]);
@@ -150,7 +163,7 @@ bool HasGradient(const OpCase& c, size_t i) {
 void CheckGradient(const OpCase& c, const Inputs& in) {
   const Op& op = GetOp(c.op);
   const Attrs attrs = ParseAttrs(op, c.attrs);
-  std::vector<NDArray> inputs = ToArrays<double>(in, c.input_shapes);
+  std::vector<NDArray> inputs = ToArrays<double>(in, c);
   std::vector<NDArray> outputs = Invoke(op, attrs, inputs, {.is_train = c.is_train});
   std::mt19937_64 rng(7);
   Outputs weights;
@@ -204,10 +217,10 @@ std::vector<Values> ForwardOn(const OpCase& c, const Inputs& in, Device device, 
                                          : NDArray(shapes[o], device, types[o]));
       reqs.push_back(RequestFor(c, o, req));
     }
-    Invoke(c.op, ToArrays<float>(in, c.input_shapes, device), c.attrs,
+    Invoke(c.op, ToArrays<float>(in, c, device), c.attrs,
            {.outputs = outputs, .req = reqs, .is_train = c.is_train});
   } else {
-    outputs = Invoke(c.op, ToArrays<float>(in, c.input_shapes, device), c.attrs, {.is_train = c.is_train});
+    outputs = Invoke(c.op, ToArrays<float>(in, c, device), c.attrs, {.is_train = c.is_train});
   }
   std::vector<Values> values;
   for (size_t o = 0; o < Visible(c); ++o) values.push_back(ToValues(outputs[o]));
@@ -245,7 +258,7 @@ void CheckForwardOnGpu(const OpCase& c, const Inputs& in, Device gpu) {
 std::vector<Values> GradientOn(const OpCase& c, const Inputs& in, const Outputs& weights, Device device, OpReq req) {
   const Op& op = GetOp(c.op);
   const Attrs attrs = ParseAttrs(op, c.attrs);
-  std::vector<NDArray> inputs = ToArrays<float>(in, c.input_shapes, device);
+  std::vector<NDArray> inputs = ToArrays<float>(in, c, device);
   SeedRandom(kSeed);
   std::vector<NDArray> outputs = Invoke(op, attrs, inputs, {.is_train = c.is_train});
   std::vector<NDArray> out_grads, grads;
@@ -331,8 +344,9 @@ void ExpectOpError(const std::string& op, const AttrMap& attrs, const std::vecto
   std::string message = "<no error>";
   try {
     std::vector<NDArray> inputs;
-    for (const Shape& s : input_shapes) {
-      NDArray a(s, TestDevice());
+    const std::vector<Device> devices = InputDevices(op, attrs, input_shapes.size(), TestDevice());
+    for (size_t i = 0; i < input_shapes.size(); ++i) {
+      NDArray a(input_shapes[i], devices[i]);
       a.Fill(0);
       inputs.push_back(a);
     }

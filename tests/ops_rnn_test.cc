@@ -232,10 +232,13 @@ Problem MakeProblem(const Config& c, uint64_t seed) {
   return p;
 }
 
-NDArray ArrayOf(const std::vector<double>& v, const Shape& s, DType dtype) {
-  if (dtype == DType::kFloat64) return NDArray::FromVector(v, s, TestDevice());
-  return NDArray::FromVector(std::vector<float>(v.begin(), v.end()), s, TestDevice());
+NDArray ArrayOf(const std::vector<double>& v, const Shape& s, DType dtype, Device device = TestDevice()) {
+  if (dtype == DType::kFloat64) return NDArray::FromVector(v, s, device);
+  return NDArray::FromVector(std::vector<float>(v.begin(), v.end()), s, device);
 }
+
+// The sequence_length input: a CPU array on every device (the op reads it on the host).
+NDArray LengthsOf(const std::vector<double>& v, const Shape& s, DType dtype) { return ArrayOf(v, s, dtype, Device::Cpu()); }
 
 std::vector<double> ValuesOf(const NDArray& a) {
   if (a.dtype() == DType::kFloat64) return a.ToVector<double>();
@@ -275,7 +278,7 @@ BoundRun RunBound(const Config& c, const Symbol& net, const Problem& p, DType dt
       const int64_t t = std::stoll(name.substr(4));
       for (int64_t n = 0; n < c.n; ++n) v.push_back(t < lengths[n] ? 1 : 0);
     }
-    args[name] = ArrayOf(v, ArgShape(c, name), dtype);
+    args[name] = name == "sequence_length" ? LengthsOf(v, ArgShape(c, name), dtype) : ArrayOf(v, ArgShape(c, name), dtype);
   }
   auto exec = Executor::Bind(net, TestDevice(), args, grads, reqs);
   exec->Forward(/*is_train=*/true);
@@ -405,7 +408,7 @@ std::vector<NDArray> InputsOf(const Config& c, const Problem& p, DType dtype) {
   }
   if (c.lengths) {
     const std::vector<int64_t> l = Lengths(c);
-    in.push_back(ArrayOf(std::vector<double>(l.begin(), l.end()), Shape{c.n}, dtype));
+    in.push_back(LengthsOf(std::vector<double>(l.begin(), l.end()), Shape{c.n}, dtype));
   }
   return in;
 }
@@ -504,7 +507,7 @@ TEST_F(Rnn, GivesPyTorchsOutputsAndGradientsWithItsStateDict) {
                                  named.at("h0")};
       if (lstm) in.push_back(named.at("c0"));
       if (lengths)
-        in.push_back(ArrayOf(std::vector<double>(tc.lengths.begin(), tc.lengths.end()), Shape{torch_cases::kN}, dtype));
+        in.push_back(LengthsOf(std::vector<double>(tc.lengths.begin(), tc.lengths.end()), Shape{torch_cases::kN}, dtype));
       const std::vector<NDArray> out = Invoke("RNN", in, attrs, {.is_train = true});
       const double tol = dtype == DType::kFloat64 ? 1e-12 : 2e-6;
       ExpectNear(ValuesOf(out[0]), TorchValues(tc, "y"), tol, "y");
@@ -724,12 +727,35 @@ TEST_F(RnnDefinition, BadInputsSayWhatWasExpected) {
                 {"attribute 'num_layers'", "found '0'"});
 }
 
+// sequence_length is read on the host on every device (cuDNN's descriptors take the lengths
+// there): a CPU array, an argument a graph binds on the CPU, and a call that a CUDA graph never
+// records (a replay would keep the lengths it was recorded with).
+TEST_F(RnnDefinition, SequenceLengthIsAHostInputThatKeepsTheCallOutOfCudaGraphs) {
+  const Op& rnn = GetOp("RNN");
+  const Op& backward = GetOp("_backward_RNN");
+  const AttrMap lstm = {{"mode", "lstm"}, {"state_size", "4"}, {"use_sequence_length", "true"}};
+  const AttrMap gru = {{"mode", "gru"}, {"state_size", "4"}, {"use_sequence_length", "true"}};
+  const AttrMap plain = {{"mode", "gru"}, {"state_size", "4"}};
+  EXPECT_EQ(rnn.HostInputsOf(ParseAttrs(rnn, lstm)), std::vector<int>{4});  // data, parameters, state, state_cell
+  EXPECT_EQ(rnn.HostInputsOf(ParseAttrs(rnn, gru)), std::vector<int>{3});
+  EXPECT_TRUE(rnn.HostInputsOf(ParseAttrs(rnn, plain)).empty());
+  const RnnSlots s = RnnSlotsOf(ParseAttrs(rnn, gru).Get<RnnParam>());
+  EXPECT_EQ(backward.HostInputsOf(ParseAttrs(backward, gru)), std::vector<int>{s.BackwardInput(s.lengths)});
+  EXPECT_STREQ(rnn.CaptureBarrier(DeviceType::kGpu, ParseAttrs(rnn, gru)), Op::kReadsHostInputs);
+  EXPECT_STREQ(backward.CaptureBarrier(DeviceType::kGpu, ParseAttrs(backward, gru)), Op::kReadsHostInputs);
+  EXPECT_EQ(rnn.CaptureBarrier(DeviceType::kGpu, ParseAttrs(rnn, plain)), nullptr);
+  EXPECT_EQ(rnn.CaptureBarrier(DeviceType::kCpu, ParseAttrs(rnn, gru)), nullptr);
+  const Symbol g = Symbol::Op("RNN", {Symbol::Variable("x")}, gru, "g");
+  EXPECT_EQ(Executor::HostArguments(g), std::vector<std::string>{"g_sequence_length"});
+  EXPECT_TRUE(Executor::HostArguments(Symbol::Op("RNN", {Symbol::Variable("x")}, plain, "g")).empty());
+}
+
 TEST_F(RnnDefinition, LengthsPastTheDataAndMixedDtypesAreErrors) {
   Config c;
   c.lengths = true;
   const Problem p = MakeProblem(c, 23);
   std::vector<NDArray> in = InputsOf(c, p, DType::kFloat32);
-  in.back() = NDArray::FromVector(std::vector<int32_t>{4, 5, 1}, Shape{3}, TestDevice());  // int32, one past T = 4
+  in.back() = NDArray::FromVector(std::vector<int32_t>{4, 5, 1}, Shape{3}, Device::Cpu());  // int32, one past T = 4
   std::string message;
   try {
     Invoke("RNN", in, AttrsOf(c))[0].WaitToRead();
@@ -737,7 +763,7 @@ TEST_F(RnnDefinition, LengthsPastTheDataAndMixedDtypesAreErrors) {
     message = e.what();
   }
   EXPECT_NE(message.find("sequence_length[1] is 5, expected a length in [1, 4]"), std::string::npos) << message;
-  in.back() = NDArray::FromVector(std::vector<int32_t>{4, 2, 1}, Shape{3}, TestDevice());
+  in.back() = NDArray::FromVector(std::vector<int32_t>{4, 2, 1}, Shape{3}, Device::Cpu());
   EXPECT_EQ(Invoke("RNN", in, AttrsOf(c))[0].shape(), (Shape{4, 3, 4}));  // int32 lengths are fine
   in[1] = ArrayOf(p.args.at("parameters"), Shape{ParamSize(c)}, DType::kFloat64);
   EXPECT_THROW(

@@ -33,9 +33,15 @@ void CheckInputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inpu
   if (static_cast<int>(inputs.size()) != expected) {
     WEFT_THROW("op '" << op.name << "': expected " << expected << " input(s), found " << inputs.size());
   }
+  const std::vector<int> host = op.HostInputsOf(attrs);  // none for almost every op: no allocation
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].is_none()) WEFT_THROW("op '" << op.name << "': input " << i << " is a null array");
-    if (inputs[i].device() != inputs[0].device()) {
+    if (std::find(host.begin(), host.end(), static_cast<int>(i)) != host.end()) {
+      if (!inputs[i].device().is_cpu()) {
+        WEFT_THROW("op '" << op.name << "': input " << i << " is read on the host (Op::host_inputs): expected a CPU "
+                          << "array, found one on " << inputs[i].device());
+      }
+    } else if (inputs[i].device() != inputs[0].device()) {
       WEFT_THROW("op '" << op.name << "': expected every input on " << inputs[0].device() << ", found input " << i
                         << " on " << inputs[i].device());
     }

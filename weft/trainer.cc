@@ -164,7 +164,8 @@ void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
   for (const auto& [name, shape] : shapes) {
     if (data_shapes.count(name) != 0) {
       inputs_.push_back(name);
-      data_[name] = NDArray(shape, d);
+      const bool host = std::count(host_inputs_.begin(), host_inputs_.end(), name) != 0;  // Executor::HostArguments
+      data_[name] = NDArray(shape, host ? Device::Cpu() : d);
       continue;
     }
     params_arrays_[name] = NDArray(shape, d, options_.dtype);
@@ -192,6 +193,7 @@ void Trainer::InitializeParameter(const std::string& name, const Initializer& in
 }
 
 void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& data_shapes, const Initializer& init) {
+  host_inputs_ = Executor::HostArguments(loss);
   AllocateArrays(ArgumentShapes(loss, data_shapes, options_.dtype), data_shapes, init);
   ArrayMap args = data_;
   args.insert(params_arrays_.begin(), params_arrays_.end());

@@ -178,6 +178,7 @@ class Trainer {
   std::vector<std::string> params_;   // in name order
   std::vector<std::string> inputs_;   // the data inputs, in name order
   ArrayMap data_, params_arrays_, grads_, state_arrays_;
+  std::vector<std::string> host_inputs_;  // data inputs read on the host: CPU arrays on any device
   NDArray lr_;                        // float64 (1,): the rate every update reads
   double lr_written_;                 // what lr_ holds (NaN: not written yet)
   int64_t steps_ = 0;

@@ -62,13 +62,14 @@ std::vector<NDArray> Trainer::Predict(const ArrayMap& inputs) {
 // The inference symbol bound on the trainer's parameter arrays and new arrays like `inputs`.
 std::unique_ptr<Executor> Trainer::BindInference(const ArrayMap& inputs) const {
   ArrayMap args;
-  const std::vector<std::string> needed = InferenceInputs();
+  const std::vector<std::string> needed = InferenceInputs(), host = Executor::HostArguments(options_.predict);
   for (const auto& [name, array] : inputs) {
     if (std::find(needed.begin(), needed.end(), name) == needed.end()) {
       WEFT_THROW("Trainer::Predict: '" << Abbreviate(name) << "' is not an input of the inference graph; its inputs "
                                        << "are " << QuotedList(needed) << DidYouMean(name, needed));
     }
-    args[name] = NDArray(array.shape(), options_.device, array.dtype());
+    const bool on_host = std::find(host.begin(), host.end(), name) != host.end();
+    args[name] = NDArray(array.shape(), on_host ? Device::Cpu() : options_.device, array.dtype());
   }
   for (const std::string& name : needed) {
     if (inputs.count(name) == 0) {

@@ -144,7 +144,7 @@ void BoundGraph::PrepareNodes(const std::map<std::string, GradReq>& grad_reqs,
 // Consecutive nodes of one phase, up to WEFT_EXEC_BULK_SIZE of them, run as one engine op that
 // reads and writes the union of their vars. Fewer engine ops for small graphs, at the price of
 // holding all of a segment's vars for the whole segment.
-// A node that a CUDA graph cannot record (Op::capture_barrier) is a segment of its own, so that a
+// A node that a CUDA graph cannot record (Op::CaptureBarrier) is a segment of its own, so that a
 // captured step (step_capture.h) records the segments around it.
 // A node that writes a gradient which only readers outside the graph read (a data-parallel
 // all-reduce, a user's update; not the trainer's own updates, nodes of the graph) ends its segment:
@@ -153,7 +153,7 @@ void BoundGraph::PrepareNodes(const std::map<std::string, GradReq>& grad_reqs,
 void BoundGraph::BuildSegments() {
   const size_t bulk = static_cast<size_t>(GetEnvInt("WEFT_EXEC_BULK_SIZE", 8, 1, 1 << 16));
   for (uint32_t i = 0; i < invocations_.size(); ++i) {
-    const char* barrier = invocations_[i].op().capture_barrier[static_cast<int>(device_.type)];
+    const char* barrier = invocations_[i].op().CaptureBarrier(device_.type, invocations_[i].attrs());
     const bool start = segments_.empty() || segments_.back().nodes.size() >= bulk ||
                        phase_[segments_.back().nodes.back()] != phase_[i] || barrier != nullptr ||
                        segments_.back().capture_barrier != nullptr || writes_gradient_[segments_.back().nodes.back()];

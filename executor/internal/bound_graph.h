@@ -38,7 +38,7 @@ class BoundGraph {
     std::array<std::vector<uint64_t>, 2> draws;
     std::array<bool, 2> random{};  // some node draws
     const char* name = nullptr;    // its first node's op, for the profile
-    // Why a CUDA graph cannot record it (its one node's Op::capture_barrier); null: it can.
+    // Why a CUDA graph cannot record it (its one node's Op::CaptureBarrier); null: it can.
     const char* capture_barrier = nullptr;
   };
 

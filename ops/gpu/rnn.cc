@@ -18,9 +18,10 @@
 // are). Two streams running an RNN with dropout at once share that state.
 //
 // Lengths: cuDNN needs them on the host (the data descriptors) and on the device
-// (devSeqLengths). They come from the sequence_length input on the device, so the op copies them
-// to pinned host memory and waits for that copy: the one host synchronization of the op, on the
-// lengths path only (unfinished: the issue asks for none).
+// (devSeqLengths). The sequence_length input is a host input (Op::host_inputs: a CPU array, its
+// writers done when the op runs), read here on the host and copied to the device through the GPU
+// pool's pinned staging (Storage::Copy): no synchronization. A captured step runs the RNN with
+// lengths on its own, outside any CUDA graph (Op::kReadsHostInputs).
 //
 // The join (engine/gpu/stream_join.h): cuDNN's RNN backward data queues its kernels on auxiliary
 // streams of its own, and has been seen not to order the last of them before the handle's stream
@@ -45,6 +46,7 @@
 #include "ops/gpu/internal/rnn_gpu.h"
 #include "ops/nn/rnn_params.h"
 #include "ops/op.h"
+#include "storage/storage.h"
 
 namespace weft::gpu {
 namespace {
@@ -251,22 +253,12 @@ void GpuReserveShape(const Attrs& a, const std::vector<Shape>& in, std::vector<S
   out[RnnSlotsOf(p).reserve] = Shape{static_cast<int64_t>(plan.reserve_bytes)};
 }
 
-// Each length of the sequence_length input (on the device, in its dtype), read on the host after
-// the stream's work so far (the op's one synchronization), checked as the CPU checks it.
-std::vector<int32_t> HostLengths(const GpuCall& call, const TensorView& l, const RnnDims& d) {
-  thread_local void* pinned = nullptr;  // immortal, grown as needed
-  thread_local size_t pinned_bytes = 0;
-  if (pinned_bytes < l.bytes()) {
-    if (pinned != nullptr) WEFT_CUDA_CHECK(cudaFreeHost(pinned));
-    WEFT_CUDA_CHECK(cudaMallocHost(&pinned, l.bytes()));
-    pinned_bytes = l.bytes();
-  }
-  call.stream().Copy(pinned, l.raw(), l.bytes(), cudaMemcpyDeviceToHost);
-  call.stream().Synchronize();
+// Each length of the sequence_length input (a CPU array, in its dtype), checked as the CPU checks it.
+std::vector<int32_t> HostLengths(const TensorView& l, const RnnDims& d) {
   std::vector<int32_t> lengths(d.n);
   WEFT_DTYPE_SWITCH(l.dtype(), L, "RNN sequence_length", {
     for (int64_t n = 0; n < d.n; ++n) {
-      const double v = static_cast<double>(static_cast<const L*>(pinned)[n]);
+      const double v = static_cast<double>(static_cast<const L*>(l.raw())[n]);
       if (!(v >= 1 && v < static_cast<double>(d.t) + 1)) {
         WEFT_THROW("RNN: sequence_length[" << n << "] is " << v << ", expected a length in [1, " << d.t
                                            << "] (data's T)");
@@ -284,22 +276,22 @@ struct CallData {
   std::vector<int32_t> lengths;
 };
 
-void SetCallData(const GpuCall& call, CallData& c, const RnnPlan& plan, const RnnDims& d, DType dtype,
-                 const TensorView* lengths) {
+void SetCallData(CallData& c, const RnnPlan& plan, const RnnDims& d, DType dtype, const TensorView* lengths) {
   if (lengths == nullptr) {
     c.x = plan.x.get(), c.y = plan.y.get();
     c.lengths.assign(d.n, static_cast<int32_t>(d.t));
     return;
   }
-  c.lengths = HostLengths(call, *lengths, d);
+  c.lengths = HostLengths(*lengths, d);
   SetData(c.own_x.get(), dtype, d, d.i, c.lengths);
   SetData(c.own_y.get(), dtype, d, d.dirs * d.h, c.lengths);
   c.x = c.own_x.get(), c.y = c.own_y.get();
 }
 
-// devSeqLengths, from pageable memory: the copy has read the host vector when it returns.
+// devSeqLengths, staged through pinned memory by the device's pool: the host vector has been read
+// when it returns, and the CPU does not wait for the device.
 void CopyLengths(const GpuCall& call, const CallData& c, void* device) {
-  call.stream().Copy(device, c.lengths.data(), c.lengths.size() * sizeof(int32_t), cudaMemcpyHostToDevice);
+  Storage::Get(Device::Gpu(call.device()))->Copy(device, c.lengths.data(), c.lengths.size() * sizeof(int32_t), &call.stream());
 }
 
 // Copies each run between the flat vector and the weight space, in the direction asked.
@@ -374,7 +366,7 @@ void RnnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
   const GpuRnnCall c = CallOf(call, a, in, ctx.random.seed, "RNN");
   const RnnPlan& plan = *c.plan;
   CallData data;
-  SetCallData(call, data, plan, c.d, c.dtype, Optional(in, c.s.lengths));
+  SetCallData(data, plan, c.d, c.dtype, Optional(in, c.s.lengths));
   const bool train = ctx.is_train && req[c.s.reserve] != OpReq::kNull;
   if (train) {
     WEFT_CHECK(out[c.s.reserve].bytes() >= plan.reserve_bytes)
@@ -474,7 +466,7 @@ void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
       << "_backward_RNN: the reserve holds " << reserve.bytes() << " bytes, expected at least " << plan.reserve_bytes
       << " (were its shapes inferred without the device?)";
   CallData data;
-  SetCallData(call, data, plan, c.d, c.dtype, Optional(fwd, c.s.lengths));
+  SetCallData(data, plan, c.d, c.dtype, Optional(fwd, c.s.lengths));
   const OpReq dw_req = req[RnnSlots::kParams];
   const TensorView* dcx = Optional(out, c.s.state_cell);
   const bool dw_space = dw_req != OpReq::kNull && !plan.zero_copy;
@@ -494,8 +486,7 @@ void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
 WEFT_REGISTER_COMPUTE(RNN, DeviceType::kGpu, RnnForwardGpu);
 WEFT_REGISTER_COMPUTE(_backward_RNN, DeviceType::kGpu, RnnBackwardGpu);
 // No capture barrier: a recorded backward is checked by the capture (JoinBackwardData). With
-// sequence lengths the op still reads them on the host, which fails a recording: that part of a
-// captured step then runs without a graph, after one warning.
+// sequence lengths (a host input) a captured step runs the op on its own (Op::CaptureBarrier).
 [[maybe_unused]] const bool reserve_registered = (RegisterDeviceShape("RNN", DeviceType::kGpu, GpuReserveShape), true);
 
 }  // namespace

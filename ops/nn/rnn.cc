@@ -177,6 +177,10 @@ const bool defined = [] {
       .InferType(RnnTypes)
       .Resources({Resource::kTempSpace})
       .Random(RnnDraws)
+      .HostInputs([](const Attrs& a) {  // the lengths: cuDNN's data descriptors take them on the host
+        const RnnSlots s = RnnSlotsOf(a.Get<RnnParam>());
+        return s.lengths < 0 ? std::vector<int>{} : std::vector<int>{s.lengths};
+      })
       .Gradient(RnnGradient);
   WEFT_REGISTER_OP(_backward_RNN)
       .Describe("gradient of RNN: takes (reserve, out, the visible outputs' gradients, RNN's inputs)")
@@ -186,6 +190,10 @@ const bool defined = [] {
       .InferShape(RnnBackwardShape)
       .InferType(RnnBackwardTypes)
       .Resources({Resource::kTempSpace})
+      .HostInputs([](const Attrs& a) {
+        const RnnSlots s = RnnSlotsOf(a.Get<RnnParam>());
+        return s.lengths < 0 ? std::vector<int>{} : std::vector<int>{s.BackwardInput(s.lengths)};
+      })
       .MutateInputs({RnnSlots::kBackwardReserve});
   return true;
 }();

@@ -20,7 +20,9 @@
 //   state            (L*D, N, H)      initial hidden state h0; row l*D + d: layer l, direction d
 //   state_cell       (L*D, N, H)      initial cell state c0; lstm only
 //   sequence_length  (N,)             with use_sequence_length: each sequence's length, in
-//                                     [1, T], stored in data's dtype, int32 or int64
+//                                     [1, T], stored in data's dtype, int32 or int64; a CPU
+//                                     array on every device (Op::host_inputs: cuDNN takes
+//                                     the lengths on the host), as PyTorch's lengths are
 // Outputs (visible, then one hidden):
 //   out              (T, N, D*H)      the last layer's h at every step; [..., H:2H] is the
 //                                     reverse direction's
