@@ -3,7 +3,8 @@
 # weft code) and gathers them into gpu_bundle/ (git-ignored), laid out by tools/bundle_layout.sh:
 # a wrapper per binary in gpu_bundle/bin/ that runs from any folder and in any order, with the
 # shared libraries a GPU machine may lack (oneDNN, compressed until first use; the OpenCL loader;
-# libgomp; the CUDA, cuDNN and cuBLAS libraries are expected there), the data and peer scripts
+# libgomp; the CUDA, cuDNN and cuBLAS libraries are expected there), Open MPI's launcher
+# (bin/mpirun, tools/mpi_bundle.sh), the data and peer scripts
 # the binaries find beside themselves, and gpu_bundle/run_tests.sh, which runs every GPU test
 # and ends with "N passed, N failed".
 #
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/.."
 out=gpu_bundle
 flags=(--config=cuda --config=opt --dynamic_mode=off)
 tests=$(bazel query 'attr(tags, "\bgpu\b", tests(//tests/...))' 2>/dev/null | grep -v gpu_examples_test)
-extras=(//examples:train_mlp //examples:train_cnn //examples:train_lstm //examples:embed_infer)
+extras=(//examples:train_mlp //examples:train_cnn //examples:train_lstm //examples:embed_infer //tests:dist_mpi_test_bin)
 for t in //bench:gpu_bench //bench:dist_bench; do
   bazel query "$t" >/dev/null 2>&1 && extras+=("$t")
 done
@@ -32,6 +33,7 @@ done
 rm -rf "$out"
 tools/bundle_layout.sh "$out" --data=examples/data/digits.csv --data=bench/torch_gpu_peer.py "${binaries[@]}"
 cp examples/data/digits.csv "$out/"
+tools/mpi_bundle.sh "$out"  # bin/mpirun: the GPU machine has no Open MPI
 
 cat >"$out/run_tests.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -66,6 +68,9 @@ if [ "${1:-}" != "--sanitize" ]; then
   for t in bin/gpu_launch_batch_test bin/gpu_ops_tensor_test; do
     run "WEFT_GPU_LAUNCH_BATCH=0 $t" env WEFT_GPU_LAUNCH_BATCH=0 timeout 300 "$t" --gtest_brief=1
   done
+  # CPU ranks over MPI on this machine too, through the bundle's own Open MPI launcher.
+  run "mpirun -np 2 bin/dist_mpi_test_bin" timeout 300 bin/mpirun -np 2 --allow-run-as-root --oversubscribe \
+    --bind-to none -x WEFT_CPU_WORKERS=4 bin/dist_mpi_test_bin --gtest_brief=1
 fi
 echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The Open MPI launcher the GPU bundle carries (tools/mpi_bundle.sh), as on a machine without
+# Open MPI: in a private mount namespace whose Open MPI and PMIx folders (/usr/lib/<arch>/openmpi,
+# /usr/lib/<arch>/pmix2, /etc/openmpi, /usr/share/openmpi) are empty, the bundle's mpirun starts 2
+# ranks of dist_mpi_test_bin (collectives against their definitions, the 2-rank trainer) and
+# they pass. Without the right to make a mount namespace it runs with the system's folders in
+# place, and says so.
+# Arguments: tools/mpi_bundle.sh, dist_mpi_test_bin (runfiles paths).
+set -euo pipefail
+bundler=$(readlink -f "$1") binary=$(readlink -f "$2")
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+bundle=$TEST_TMPDIR/mpibundle
+"$bundler" "$bundle"
+[ -x "$bundle/bin/mpirun" ] && [ -x "$bundle/mpi/bin/orterun" ] || fail "no launcher in $(ls -R "$bundle" | head)"
+
+run=(env -i PATH=/usr/bin:/bin HOME="$TEST_TMPDIR" WEFT_CPU_WORKERS=1 "$bundle/bin/mpirun" -np 2 --allow-run-as-root
+     --oversubscribe --bind-to none "$binary" --gtest_brief=1 --gtest_filter='DistMpi.AllReduce*:DistMpi.Broadcast*:DistMpi.TwoRanksStay*')
+arch=x86_64-linux-gnu
+hide="for d in /usr/lib/$arch/openmpi /usr/lib/$arch/pmix2 /etc/openmpi /usr/share/openmpi; do mount -t tmpfs none \$d; done"
+if unshare -m true 2>/dev/null; then
+  out=$(unshare -m bash -c "$hide && ls /usr/lib/$arch/openmpi | wc -l && exec \"\$@\"" hide "${run[@]}" 2>&1) ||
+    fail "the bundled mpirun failed with Open MPI hidden: $out"
+  [ "$(echo "$out" | head -1)" = 0 ] || fail "Open MPI's folder was not hidden: $out"
+else
+  echo "no mount namespace here: the bundled mpirun runs with the system's Open MPI in place"
+  out=$("${run[@]}" 2>&1) || fail "the bundled mpirun failed: $out"
+fi
+[ "$(echo "$out" | grep -c "dist_mpi_test: rank [01] of 2 (mpi)")" = 2 ] || fail "not 2 MPI ranks: $out"
+echo "$out" | grep -q FAILED && fail "a rank failed: $out"
+echo "PASS"
