@@ -7,6 +7,8 @@
 // Both sides get the same number of threads; each figure is the median of --reps runs.
 //
 //   bazel run --config=opt //bench:engine_bench -- --workers=2 --reps=5 [--dag=1 (only the single chain)]
+// For profiling: --before=0 runs the 1,000 chains once on weft's engine before the rows measured
+// (what the single chain sees right after them in a full run), --tbb=0 skips the TBB side.
 #include <oneapi/tbb/flow_graph.h>
 #include <oneapi/tbb/global_control.h>
 
@@ -130,13 +132,20 @@ int main(int argc, char** argv) {
   std::printf("engine overhead, %d worker thread(s), median of %d runs\n\n", workers, reps);
   std::printf("%-28s %14s %14s %12s\n", "DAG", "weft ns/op", "TBB ns/node", "weft/TBB");
   const int only = bench::IntFlag(argc, argv, "dag", -1);  // one DAG by its row (0, 1, 2), for profiling
+  const int before = bench::IntFlag(argc, argv, "before", -1);
+  const bool run_tbb = bench::IntFlag(argc, argv, "tbb", 1) != 0;
+  if (before >= 0 && static_cast<size_t>(before) < dags.size()) dags[before].weft(*engine);
   for (size_t d = 0; d < dags.size(); ++d) {
     if (only >= 0 && static_cast<size_t>(only) != d) continue;
     const Dag& dag = dags[d];
     dag.weft(*engine);  // warm-up: pools, threads, allocator
     double weft_ns = MedianNsPerOp(reps, dag.ops, [&] { dag.weft(*engine); });
-    double tbb_ns = MedianNsPerOp(reps, dag.ops, dag.tbb);
-    std::printf("%-28s %14.1f %14.1f %12.2f\n", dag.name, weft_ns, tbb_ns, weft_ns / tbb_ns);
+    double tbb_ns = run_tbb ? MedianNsPerOp(reps, dag.ops, dag.tbb) : 0.0;
+    if (run_tbb) {
+      std::printf("%-28s %14.1f %14.1f %12.2f\n", dag.name, weft_ns, tbb_ns, weft_ns / tbb_ns);
+    } else {
+      std::printf("%-28s %14.1f %14s %12s\n", dag.name, weft_ns, "-", "-");
+    }
   }
   engine->Shutdown();
   return 0;

@@ -1,14 +1,25 @@
 // Fixed-size objects for hot paths (the engine's op blocks and var queue entries, the imperative
 // layer's call records) without a malloc per push: a malloc on the pushing thread freed on a
-// worker thread makes both contend for the allocator's arena lock. Each thread keeps a small
-// free list; full batches move to and from a shared list under a mutex, so objects freed on
-// worker threads return to the pushing thread in bulk.
+// worker thread makes both contend for the allocator's arena lock.
+//
+// Memory comes in aligned chunks of slots; each chunk's header holds a bitmap of its free slots.
+// A thread keeps two things of its own: the objects it freed last (a LIFO list, reused first:
+// they are in its cache), and a batch of free slots taken from the chunks in address order. Its
+// older frees go back to their chunks' bitmaps, kBatch at a time, under a mutex, and a batch is
+// taken, under the same mutex, by sweeping the chunks in order. So the order in which slots are
+// handed to a thread does not depend on the order in which other threads freed them: a burst
+// that frees objects in another order than it made them (1,000 chains of ops run chain by chain
+// after being pushed layer by layer) leaves no scattered free list behind it, and a thread that
+// allocates what another frees (the pusher and a worker) walks memory in order, which the
+// hardware prefetches.
 //
 //   OprBlock* op = ObjectPool<OprBlock>::New();  ...  ObjectPool<OprBlock>::Delete(op);
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstddef>
-#include <memory>
+#include <cstdint>
 #include <mutex>
 #include <new>
 #include <utility>
@@ -29,83 +40,157 @@ class ObjectPool {
   }
 
  private:
-  static constexpr size_t kBatch = 256;  // objects moved to or from the shared list at once
+  static constexpr size_t kBatch = 256;  // slots moved to or from the chunks at once
   union Slot {
     Slot* next;
     alignas(T) unsigned char storage[sizeof(T)];
   };
 
-  // The shared list of full batches and the memory behind every slot. Never destroyed, so
-  // threads that exit after static destruction can still return their objects.
+  // A chunk: this header, then kSlots slots; aligned to its size, so a slot finds its chunk by
+  // masking its address. The header is only touched under Shared::mu.
+  static constexpr size_t kMaxSlots = 512;
+  static constexpr size_t kWords = kMaxSlots / 64;
+  struct Chunk {
+    uint64_t free[kWords];  // bit i: slot i is free and in no thread's hands
+    size_t num_free;
+    size_t index;  // in Shared::chunks
+  };
+  static constexpr size_t kSlotsOffset = (sizeof(Chunk) + alignof(Slot) - 1) / alignof(Slot) * alignof(Slot);
+  static constexpr size_t kChunkBytes = std::bit_ceil(kSlotsOffset + kBatch * sizeof(Slot));
+  static constexpr size_t kSlots = std::min(kMaxSlots, (kChunkBytes - kSlotsOffset) / sizeof(Slot));
+  static_assert(kSlots >= kBatch, "a new chunk fills a batch");
+  static Slot* SlotOf(Chunk* chunk, size_t i) {
+    return reinterpret_cast<Slot*>(reinterpret_cast<char*>(chunk) + kSlotsOffset) + i;
+  }
+  static Chunk* ChunkOf(Slot* s) {
+    return reinterpret_cast<Chunk*>(reinterpret_cast<uintptr_t>(s) & ~(uintptr_t{kChunkBytes} - 1));
+  }
+
+  // Every chunk, and which of them have free slots. Never destroyed, so threads that exit after
+  // static destruction can still return their objects.
   struct Shared {
     std::mutex mu;
-    std::vector<std::pair<Slot*, size_t>> batches;  // (list, its length); guarded by mu
-    std::vector<std::unique_ptr<Slot[]>> chunks;    // guarded by mu
+    std::vector<Chunk*> chunks;      // guarded by mu
+    std::vector<uint64_t> has_free;  // bit c: chunks[c]->num_free > 0; guarded by mu
+    size_t total_free = 0;           // guarded by mu
+    size_t cursor = 0;               // the chunk the next sweep starts at; guarded by mu
+
+    void Free(Slot* s) {
+      Chunk* chunk = ChunkOf(s);
+      const size_t i = static_cast<size_t>(s - SlotOf(chunk, 0));
+      chunk->free[i / 64] |= uint64_t{1} << (i % 64);
+      if (chunk->num_free++ == 0) has_free[chunk->index / 64] |= uint64_t{1} << (chunk->index % 64);
+      ++total_free;
+    }
+    // A chunk whose slots are all free; the next sweep starts at it.
+    void AddChunk() {
+      auto* chunk = static_cast<Chunk*>(::operator new(kChunkBytes, std::align_val_t(kChunkBytes)));  // never freed
+      new (chunk) Chunk{};
+      chunk->index = chunks.size();
+      chunks.push_back(chunk);
+      if (has_free.size() * 64 < chunks.size()) has_free.push_back(0);
+      for (size_t i = 0; i < kSlots; ++i) Free(SlotOf(chunk, i));
+      cursor = chunk->index;
+    }
+    // The first chunk at or after `from`, wrapping, with a free slot. Only while total_free > 0.
+    size_t NextWithFree(size_t from) const {
+      size_t w = from / 64;
+      uint64_t bits = has_free[w] & (~uint64_t{0} << (from % 64));
+      while (bits == 0) {
+        w = (w + 1) % has_free.size();
+        bits = has_free[w];
+      }
+      return w * 64 + static_cast<size_t>(std::countr_zero(bits));
+    }
+    // Fills out[0..kBatch) with free slots, in address order within each chunk, the chunks in
+    // sweep order. Adds a chunk when fewer than kBatch are free (those stay for a later sweep).
+    void Take(Slot** out) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (total_free < kBatch) AddChunk();
+      size_t n = 0;
+      while (n < kBatch) {
+        cursor = NextWithFree(cursor);
+        Chunk* chunk = chunks[cursor];
+        for (size_t w = 0; w < kWords && n < kBatch; ++w) {
+          for (; chunk->free[w] != 0 && n < kBatch; chunk->free[w] &= chunk->free[w] - 1) {
+            out[n++] = SlotOf(chunk, w * 64 + static_cast<size_t>(std::countr_zero(chunk->free[w])));
+            --chunk->num_free;
+          }
+        }
+        if (chunk->num_free == 0) has_free[cursor / 64] &= ~(uint64_t{1} << (cursor % 64));
+      }
+      total_free -= n;
+    }
   };
   static Shared& Global() {
     static Shared* shared = new Shared;
     return *shared;
   }
 
-  // Per-thread free list; only its thread touches it. Trivially destructible, so it stays usable
+  // Per-thread state; only its thread touches it. Trivially destructible, so it stays usable
   // while the thread exits (an engine destroyed at exit frees its vars on the main thread after
   // that thread's thread_local objects are gone).
   struct LocalList {
-    Slot* head;
-    size_t count;
+    Slot* freed;        // this thread's frees, newest first
+    size_t num_freed;
+    Slot* batch[kBatch];  // slots taken from the chunks, handed out in order
+    size_t batch_next;
+    size_t batch_size;
 
     void* Take() {
-      if (head == nullptr) Refill();
-      Slot* slot = head;
-      head = slot->next;
-      --count;
-      return slot;
+      if (Slot* slot = freed) {
+        freed = slot->next;
+        --num_freed;
+        return slot;
+      }
+      if (batch_next == batch_size) {
+        Global().Take(batch);
+        batch_next = 0;
+        batch_size = kBatch;
+      }
+      return batch[batch_next++];
     }
     void Give(T* object) {
       Slot* slot = reinterpret_cast<Slot*>(object);
-      slot->next = head;
-      head = slot;
-      if (++count >= 2 * kBatch) PutBatch();
+      slot->next = freed;
+      freed = slot;
+      if (++num_freed >= 2 * kBatch) ReturnOlder(kBatch);
     }
-    void Refill() {
-      Shared& g = Global();
-      std::lock_guard<std::mutex> lock(g.mu);
-      if (!g.batches.empty()) {
-        head = g.batches.back().first;
-        count = g.batches.back().second;
-        g.batches.pop_back();
-        return;
+    // Returns to the chunks all but this thread's `keep` newest frees.
+    void ReturnOlder(size_t keep) {
+      Slot* last_kept = nullptr;
+      Slot* rest = freed;
+      for (size_t n = 0; n < keep && rest != nullptr; ++n) last_kept = rest, rest = rest->next;
+      if (last_kept == nullptr) {
+        freed = nullptr;
+      } else {
+        last_kept->next = nullptr;
       }
-      g.chunks.push_back(std::make_unique<Slot[]>(kBatch));
-      Slot* chunk = g.chunks.back().get();
-      for (size_t i = 0; i + 1 < kBatch; ++i) chunk[i].next = &chunk[i + 1];
-      chunk[kBatch - 1].next = nullptr;
-      head = chunk;
-      count = kBatch;
+      num_freed = keep < num_freed ? keep : num_freed;
+      Slot* older[kBatch];
+      while (rest != nullptr) {
+        size_t n = 0;
+        for (; n < kBatch && rest != nullptr; rest = rest->next) older[n++] = rest;
+        Return(older, n);
+      }
     }
-    // Moves up to kBatch slots from the front of the list to the shared list.
-    void PutBatch() {
-      Slot* first = head;
-      Slot* last = head;
-      size_t n = 1;
-      for (; n < kBatch && last->next != nullptr; ++n) last = last->next;
-      head = last->next;
-      last->next = nullptr;
-      count -= n;
+    static void Return(Slot* const* slots, size_t n) {
       Shared& g = Global();
       std::lock_guard<std::mutex> lock(g.mu);
-      g.batches.emplace_back(first, n);
+      for (size_t i = 0; i < n; ++i) g.Free(slots[i]);
     }
   };
-  // Hands a thread's free slots back to the shared list when the thread exits.
+  // Hands a thread's slots back to the chunks when the thread exits.
   struct Flusher {
     LocalList* list;
     ~Flusher() {
-      while (list->head != nullptr) list->PutBatch();
+      list->ReturnOlder(0);
+      LocalList::Return(list->batch + list->batch_next, list->batch_size - list->batch_next);
+      list->batch_next = list->batch_size = 0;
     }
   };
   static LocalList& Local() {
-    thread_local LocalList local{nullptr, 0};
+    thread_local LocalList local{};
     thread_local Flusher flusher{&local};
     (void)flusher;
     return local;
