@@ -21,7 +21,8 @@
 // (devSeqLengths). The sequence_length input is a host input (Op::host_inputs: a CPU array, its
 // writers done when the op runs), read here on the host and copied to the device through the GPU
 // pool's pinned staging (Storage::Copy): no synchronization. A captured step runs the RNN with
-// lengths on its own, outside any CUDA graph (Op::kReadsHostInputs).
+// lengths on its own, outside any CUDA graph (Op::kReadsHostInputs). Without lengths, devSeqLengths
+// (all T) is written on the stream by a fill kernel, so the call records into a graph.
 //
 // The join (engine/gpu/stream_join.h): cuDNN's RNN backward data queues its kernels on auxiliary
 // streams of its own, and has been seen not to order the last of them before the handle's stream
@@ -43,6 +44,7 @@
 #include "engine/gpu/stream_join.h"
 #include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
+#include "ops/gpu/internal/launch.h"
 #include "ops/gpu/internal/rnn_gpu.h"
 #include "ops/nn/rnn_params.h"
 #include "ops/op.h"
@@ -274,6 +276,7 @@ struct CallData {
   DataDesc own_x, own_y;
   cudnnRNNDataDescriptor_t x = nullptr, y = nullptr;
   std::vector<int32_t> lengths;
+  bool given = false;  // from the sequence_length input (else every sequence has T steps)
 };
 
 void SetCallData(CallData& c, const RnnPlan& plan, const RnnDims& d, DType dtype, const TensorView* lengths) {
@@ -283,15 +286,24 @@ void SetCallData(CallData& c, const RnnPlan& plan, const RnnDims& d, DType dtype
     return;
   }
   c.lengths = HostLengths(*lengths, d);
+  c.given = true;
   SetData(c.own_x.get(), dtype, d, d.i, c.lengths);
   SetData(c.own_y.get(), dtype, d, d.dirs * d.h, c.lengths);
   c.x = c.own_x.get(), c.y = c.own_y.get();
 }
 
-// devSeqLengths, staged through pinned memory by the device's pool: the host vector has been read
-// when it returns, and the CPU does not wait for the device.
-void CopyLengths(const GpuCall& call, const CallData& c, void* device) {
-  Storage::Get(Device::Gpu(call.device()))->Copy(device, c.lengths.data(), c.lengths.size() * sizeof(int32_t), &call.stream());
+// devSeqLengths. Given lengths are staged through pinned memory by the device's pool (the host
+// vector has been read when Copy returns, and the CPU does not wait for the device); such a call is
+// a capture barrier. Without them every entry is T, written by a fill kernel on the stream, which a
+// CUDA graph records (staging would leave the graph reading a freed host buffer).
+void CopyLengths(const OpContext& ctx, const GpuCall& call, const CallData& c, void* device) {
+  const auto n = static_cast<int64_t>(c.lengths.size());
+  if (!c.given) {
+    FillGpu(ctx, c.lengths.empty() ? 0 : c.lengths[0], OpReq::kWrite,
+            TensorView(device, Shape{n}, DType::kInt32, Device::Gpu(call.device())));
+    return;
+  }
+  Storage::Get(Device::Gpu(call.device()))->Copy(device, c.lengths.data(), n * sizeof(int32_t), &call.stream());
 }
 
 // Copies each run between the flat vector and the weight space, in the direction asked.
@@ -380,7 +392,7 @@ void RnnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
       {plan.zero_copy ? 0 : plan.weight_bytes, plan.work_bytes, c.d.n * sizeof(int32_t),
        ScratchBytes(req[0], &out[0], true), ScratchBytes(hy_req, hy, false), ScratchBytes(cy_req, cy, false)});
   void* weights = WeightSpace(call, c, in[RnnSlots::kParams], ws[0]);
-  CopyLengths(call, data, ws[2]);
+  CopyLengths(ctx, call, data, ws[2]);
   void* y = TargetOf(req[0], &out[0], ws[3], true);
   void* hy_ptr = TargetOf(hy_req, hy, ws[4], false);
   void* cy_ptr = TargetOf(cy_req, cy, ws[5], false);
@@ -478,7 +490,7 @@ void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
        ScratchBytes(req[0], &out[0], true), ScratchBytes(req[RnnSlots::kState], &out[RnnSlots::kState], false),
        dcx ? ScratchBytes(req[c.s.state_cell], dcx, false) : 0});
   const void* weights = WeightSpace(call, c, fwd[RnnSlots::kParams], ws[0]);
-  CopyLengths(call, data, ws[2]);
+  CopyLengths(ctx, call, data, ws[2]);
   BackwardData(call, c, data, in, req, out, ws, weights);
   if (dw_req != OpReq::kNull) BackwardWeights(call, c, data, in, dw_req, out[RnnSlots::kParams], ws);
 }
