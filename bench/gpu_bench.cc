@@ -14,7 +14,8 @@
 //       PyTorch replaying the same step captured with torch.cuda.graph, and pushed op by op
 //       (WEFT_CUDA_GRAPH=0) against PyTorch eager;
 //   (f) RNNs (issue 12): forward and backward of a 2-layer bidirectional LSTM and GRU, T64 N64
-//       I512 H512, strict float32 and TF32 (WEFT_GPU_TF32=1), against nn.LSTM / nn.GRU with
+//       I512 H512, strict float32, TF32 (WEFT_GPU_TF32=1) and bfloat16, and H128 TF32 (cuDNN's
+//       persistent small-H algorithm on both sides), against nn.LSTM / nn.GRU with
 //       torch.backends.cudnn.allow_tf32 off and on (--rnn=0 leaves them out).
 // Steps are pushed back to back and waited for once, as a training loop would; times are the
 // median of --reps repetitions.
@@ -63,7 +64,8 @@ double TimeMs(int reps, int n, Fn&& fn) {
 // `cast_data`: the data input is float32 and cast to `dtype` first (the trainer's data inputs).
 Symbol Mlp(const std::vector<int>& sizes, DType dtype, bool cast_data = false) {
   Symbol x = Symbol::Variable("data");
-  if (cast_data && dtype != DType::kFloat32) x = Symbol::Op("Cast", {x}, {{"dtype", std::string(weft::DTypeName(dtype))}});
+  if (cast_data && dtype != DType::kFloat32)
+    x = Symbol::Op("Cast", {x}, {{"dtype", std::string(weft::DTypeName(dtype))}});
   for (size_t i = 1; i < sizes.size(); ++i) {
     x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(sizes[i])}}, "fc" + std::to_string(i));
     if (i + 1 < sizes.size()) x = Symbol::Op("relu", {x});
@@ -126,26 +128,29 @@ double TrainerStep(const Net& net, DType dtype, bool cuda_graph, int reps) {
 }
 
 // ms per forward and backward (data and parameters' gradients, head gradient ones) of a 2-layer
-// bidirectional `mode` RNN, T64 N64 I512 H512 (issue 12's benchmark), float32: strict, or with
-// `tf32` (WEFT_GPU_TF32=1) through TF32 tensor cores.
-double RnnStepMs(const char* mode, bool tf32, int reps) {
-  const int64_t t = 64, n = 64, i = 512, h = 512, layers_times_dirs = 2 * 2;
+// bidirectional `mode` RNN, T64 N64 I512 (issue 12's benchmark) of state size h, in `precision`:
+// "float32" (strict), "tf32" (float32 through TF32 tensor cores: WEFT_GPU_TF32=1) or "bfloat16".
+double RnnStepMs(const char* mode, const std::string& precision, int64_t h, int reps) {
+  const int64_t t = 64, n = 64, i = 512, layers_times_dirs = 2 * 2;
+  const DType dtype = precision == "bfloat16" ? DType::kBFloat16 : DType::kFloat32;
   std::vector<Symbol> inputs = {Symbol::Variable("data"), Symbol::Variable("parameters"), Symbol::Variable("state")};
   if (std::string(mode) == "lstm") inputs.push_back(Symbol::Variable("state_cell"));
   const Symbol net =
-      Symbol::Op("RNN", inputs, {{"mode", mode}, {"state_size", "512"}, {"num_layers", "2"}, {"bidirectional", "true"}});
-  const auto shapes = weft::InferArgumentShapes(net.ToGraph(), {{"data", Shape{t, n, i}},
-                                                                {"state", Shape{layers_times_dirs, n, h}}});
+      Symbol::Op("RNN", inputs,
+                 {{"mode", mode}, {"state_size", std::to_string(h)}, {"num_layers", "2"}, {"bidirectional", "true"}});
+  const auto shapes =
+      weft::InferArgumentShapes(net.ToGraph(), {{"data", Shape{t, n, i}}, {"state", Shape{layers_times_dirs, n, h}}});
   Executor::ArrayMap args, grads;
   std::map<std::string, weft::GradReq> reqs;
   for (const auto& [name, shape] : shapes) {
-    args[name] = NDArray(shape, kGpu);
-    args[name].FillUniform(-0.05, 0.05);
+    NDArray values(shape, kGpu);
+    values.FillUniform(-0.05, 0.05);
+    args[name] = dtype == DType::kFloat32 ? values : weft::Invoke("Cast", {values}, {{"dtype", "bfloat16"}})[0];
     if (name != "data" && name != "parameters") continue;
-    grads[name] = NDArray(shape, kGpu);
+    grads[name] = NDArray(shape, kGpu, dtype);
     reqs[name] = weft::GradReq::kWrite;
   }
-  if (tf32) setenv("WEFT_GPU_TF32", "1", 1);
+  if (precision == "tf32") setenv("WEFT_GPU_TF32", "1", 1);
   auto exec = Executor::Bind(net, kGpu, args, grads, reqs);
   auto step = [&] {
     exec->Forward(true);
@@ -373,11 +378,14 @@ int main(int argc, char** argv) {
       }
     }
     if (bench::IntFlag(argc, argv, "rnn", 1)) {
+      const std::pair<int64_t, const char*> rows[] = {
+          {512, "float32"}, {512, "tf32"}, {512, "bfloat16"}, {128, "tf32"}};
       for (const char* mode : {"lstm", "gru"}) {
-        for (bool tf32 : {false, true}) {
-          const std::string key = std::string(mode) + " T64 N64 I512 H512 L2 bi fwd+bwd " + (tf32 ? "tf32" : "float32");
+        for (const auto& [h, precision] : rows) {
+          const std::string key =
+              std::string(mode) + " T64 N64 I512 H" + std::to_string(h) + " L2 bi fwd+bwd " + precision;
           try {
-            ours[key] = RnnStepMs(mode, tf32, reps);
+            ours[key] = RnnStepMs(mode, precision, h, reps);
           } catch (const weft::Error& e) {
             std::printf("%s: error: %s\n", key.c_str(), e.what());
           }

@@ -67,13 +67,15 @@ def mlp_step(torch, sizes, batch, dtype, reps):
     return eager, time_ms(torch, reps, 50, graph.replay)
 
 
-def rnn_step(torch, mode, tf32, reps):
-    """Forward and backward of a 2-layer bidirectional LSTM or GRU, T64 N64 I512 H512 (cuDNN)."""
-    torch.backends.cudnn.allow_tf32 = tf32
+def rnn_step(torch, mode, precision, h, reps):
+    """Forward and backward of a 2-layer bidirectional LSTM or GRU, T64 N64 I512 of state size h
+    (cuDNN), in precision "float32" (strict), "tf32" or "bfloat16"."""
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    dtype = torch.bfloat16 if precision == "bfloat16" else torch.float32
     cls = torch.nn.LSTM if mode == "lstm" else torch.nn.GRU
-    net = cls(512, 512, num_layers=2, bidirectional=True).cuda()
-    x = torch.empty(64, 64, 512, device="cuda").uniform_(-0.05, 0.05).requires_grad_()
-    dy = torch.ones(64, 64, 1024, device="cuda")
+    net = cls(512, h, num_layers=2, bidirectional=True).cuda().to(dtype)
+    x = torch.empty(64, 64, 512, device="cuda", dtype=dtype).uniform_(-0.05, 0.05).requires_grad_()
+    dy = torch.ones(64, 64, 2 * h, device="cuda", dtype=dtype)
 
     def step():
         y, _ = net(x)
@@ -130,9 +132,9 @@ def main():
             results[key + " trainer, CUDA graph"] = graph
             results[key + " trainer, no graph"] = results[key]
     for mode in ("lstm", "gru"):
-        for tf32 in (False, True):
-            key = f"{mode} T64 N64 I512 H512 L2 bi fwd+bwd {'tf32' if tf32 else 'float32'}"
-            results[key] = rnn_step(torch, mode, tf32, reps)
+        for h, precision in ((512, "float32"), (512, "tf32"), (512, "bfloat16"), (128, "tf32")):
+            key = f"{mode} T64 N64 I512 H{h} L2 bi fwd+bwd {precision}"
+            results[key] = rnn_step(torch, mode, precision, h, reps)
     a = torch.zeros(16, device="cuda")
     b = torch.ones(16, device="cuda")
     for _ in range(1000):

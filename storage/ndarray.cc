@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/bfloat16.h"
 #include "core/error.h"
 #include "storage/internal/chunk.h"
 #include "storage/random.h"
@@ -179,6 +180,10 @@ void NDArray::Fill(double value) const {
     return;
   }
   PushWrite("Fill", [value](const TensorView& v) {
+    if (v.dtype() == DType::kBFloat16) {  // the value rounded once, to nearest even
+      std::fill_n(static_cast<uint16_t*>(v.raw()), v.size(), BFloat16::FromFloat(static_cast<float>(value)).bits);
+      return;
+    }
     WEFT_DTYPE_SWITCH(v.dtype(), T, "Fill", { std::fill_n(v.data<T>(), v.size(), static_cast<T>(value)); });
   });
 }

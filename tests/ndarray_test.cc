@@ -7,6 +7,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "core/bfloat16.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "storage/random.h"
@@ -84,6 +85,20 @@ TEST(NDArray, MemoryIsLazyAndComesBackToThePool) {
   }
   engine::Engine::Get()->WaitForAll();  // the frees are engine ops after the last use
   EXPECT_EQ(pool.Stats().bytes_in_use, before) << "every block came back";
+}
+
+// Fill writes bfloat16 (a bfloat16 graph's Backward fills its head gradients with ones), rounding
+// the value once, to nearest even: 1/3 becomes 0x3eab.
+TEST(NDArray, FillWritesBFloat16) {
+  for (double value : {1.0, 1.0 / 3, -2.5}) {
+    NDArray a(Shape{5}, Device::Cpu(), DType::kBFloat16);
+    a.Fill(value);
+    const std::vector<float> got = Invoke("Cast", {a}, {{"dtype", "float32"}})[0].ToVector<float>();
+    EXPECT_EQ(got, std::vector<float>(5, BFloat16::FromFloat(static_cast<float>(value)).ToFloat())) << value;
+  }
+  NDArray third(Shape{1}, Device::Cpu(), DType::kBFloat16);
+  third.Fill(1.0 / 3);
+  EXPECT_EQ(Invoke("Cast", {third}, {{"dtype", "float32"}})[0].ToVector<float>()[0], 0.333984375f);
 }
 
 TEST(NDArray, RandomFillsAreReproducible) {

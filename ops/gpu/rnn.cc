@@ -1,18 +1,22 @@
 // RNN and _backward_RNN on the GPU, through cuDNN 9's v8 RNN API (cudnnRNNForward,
 // cudnnRNNBackwardData_v8, cudnnRNNBackwardWeights_v8); ops/nn/rnn_params.h says what they compute.
 // float32 (FMA math only, no TF32, so it matches the CPU's float32, unless WEFT_GPU_TF32=1: see
-// internal/cudnn_desc.h) and float64.
+// internal/cudnn_desc.h), float64, and bfloat16 (float32 math on tensor cores).
+//
+// Algorithm: cuDNN's persistent small-H kernels where PyTorch uses them and reduced precision is
+// allowed (AlgoFor: small state sizes, no sequence lengths, bfloat16 or TF32), the standard one
+// otherwise.
 //
 // Per call shape (and handle: a handle is used by one thread at a time, so is its plan), a plan,
-// built once and kept for the process: the RNN descriptor (standard algorithm, double bias, linear
+// built once and kept for the process: the RNN descriptor (AlgoFor's algorithm, double bias, linear
 // input, padded I/O so that padded positions of out and d_data are zero), the data descriptors
 // (without lengths), the sizes of weight space, workspace and reserve, and where each of weft's
 // parameter tensors (PyTorch's flat layout) sits in cuDNN's weight space, as copy runs
 // (cudnnGetRNNWeightParams). When those runs are one copy of the whole vector, the flat vector is
 // the weight space (zero copy); otherwise it is copied into the call's workspace on the op's stream.
 //
-// The reserve output is cuDNN's reserve space; its size is cuDNN's for float64 (the largest), so
-// it also holds float32's. Workspace: the worker's (GpuCall::Workspace), one request per call.
+// The reserve output is cuDNN's reserve space; its size is the largest of cuDNN's for the dtypes
+// (GpuReserveShape). Workspace: the worker's (GpuCall::Workspace), one request per call.
 // Dropout between layers: cuDNN's, from one random state per device, created on first use and
 // seeded from the first call's RandomKey seed; so its draws are not the Dropout op's (the CPU's
 // are). Two streams running an RNN with dropout at once share that state.
@@ -41,6 +45,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/env.h"
 #include "engine/gpu/stream_join.h"
 #include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
@@ -55,10 +60,15 @@ namespace {
 
 std::atomic<int64_t> backward_joins{0};
 std::atomic<int64_t> backward_calls{0};
+std::atomic<int64_t> persistent_forwards{0};
+
+// The dtypes the GPU RNN computes.
+constexpr DType kRnnTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16};
 
 using RnnDesc = CudnnDescriptor<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestroyRNNDescriptor>;
 using DataDesc = CudnnDescriptor<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor, cudnnDestroyRNNDataDescriptor>;
-using DropoutDesc = CudnnDescriptor<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor, cudnnDestroyDropoutDescriptor>;
+using DropoutDesc =
+    CudnnDescriptor<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor, cudnnDestroyDropoutDescriptor>;
 
 cudnnRNNMode_t CellOf(RnnMode mode) {
   switch (mode) {
@@ -76,16 +86,17 @@ struct CopyRun {
 };
 
 // Everything a plan depends on.
-using PlanKey = std::tuple<cudnnHandle_t, int, int, int, int64_t, int64_t, int, int64_t, int64_t, double, bool>;
+using PlanKey = std::tuple<cudnnHandle_t, int, int, int, int64_t, int64_t, int, int64_t, int64_t, double, bool, int>;
 
 // A call shape's descriptors and sizes; immutable once built.
 struct RnnPlan {
   RnnDesc rnn;
   DataDesc x, y;  // all lengths T (the lengths path builds its own per call)
-  TensorDesc h;    // (L*D, N, H)
+  TensorDesc h;   // (L*D, N, H)
   size_t weight_bytes = 0, work_bytes = 0, reserve_bytes = 0;
   std::vector<CopyRun> runs;
   bool zero_copy = false;
+  cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
 };
 
 void SetData(cudnnRNNDataDescriptor_t desc, DType dtype, const RnnDims& d, int64_t vector,
@@ -94,20 +105,41 @@ void SetData(cudnnRNNDataDescriptor_t desc, DType dtype, const RnnDims& d, int64
   float fill32 = 0;
   void* fill = dtype == DType::kFloat64 ? static_cast<void*>(&fill64) : static_cast<void*>(&fill32);
   WEFT_CUDNN_CHECK(cudnnSetRNNDataDescriptor(desc, CudnnType(dtype), CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED,
-                                             CheckedInt("RNN", d.t), CheckedInt("RNN", d.n),
-                                             CheckedInt("RNN", vector), lengths.data(), fill));
+                                             CheckedInt("RNN", d.t), CheckedInt("RNN", d.n), CheckedInt("RNN", vector),
+                                             lengths.data(), fill));
+}
+
+// The algorithm, by PyTorch's rule for cuDNN's persistent small-H kernels (aten/src/ATen/native/
+// cudnn/RNN.cpp): PERSIST_STATIC_SMALL_H on sm 6.0 and newer when H <= 128 (LSTM, GRU) or <= 256
+// (tanh, relu), the limits of its backward (a plan serves forward and backward), not with sequence
+// lengths (cuDNN does not support lengths that vary in a batch); STANDARD otherwise. Unlike
+// PyTorch, only where reduced precision is allowed (bfloat16, or float32 with WEFT_GPU_TF32=1):
+// on the H200 its strict float32 differed from PyTorch's reference values (ops_rnn_test) by up to 7e-5
+// relative where the standard algorithm stays within 2e-6. WEFT_GPU_RNN_PERSISTENT=0: never.
+// BuildPlan falls back to STANDARD where cuDNN reports NOT_SUPPORTED.
+cudnnRNNAlgo_t AlgoFor(const RnnParam& p, const RnnDims& d, DType dtype) {
+  const bool reduced = dtype == DType::kBFloat16 || (dtype == DType::kFloat32 && AllowTf32());
+  if (!reduced || !GetEnvBool("WEFT_GPU_RNN_PERSISTENT", true)) return CUDNN_RNN_ALGO_STANDARD;
+  int device = 0, sm = 0;
+  WEFT_CUDA_CHECK(cudaGetDevice(&device));
+  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sm, cudaDevAttrComputeCapabilityMajor, device));
+  const bool gated = p.mode == RnnMode::kLstm || p.mode == RnnMode::kGru;
+  const bool small = d.h <= (gated ? 128 : 256);
+  if (sm >= 6 && small && !p.use_sequence_length) return CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H;
+  return CUDNN_RNN_ALGO_STANDARD;
 }
 
 void SetRnn(cudnnRNNDescriptor_t desc, const RnnParam& p, const RnnDims& d, DType dtype,
-            cudnnDropoutDescriptor_t dropout) {
+            cudnnDropoutDescriptor_t dropout, cudnnRNNAlgo_t algo) {
   const cudnnDataType_t type = CudnnType(dtype);
-  // As PyTorch chooses: TF32 allowed is cuDNN's default math for float32, strict is FMA only.
-  const cudnnMathType_t math = dtype == DType::kFloat64 || AllowTf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  // bfloat16 data computes in float32 on tensor cores. As PyTorch chooses for float32: TF32
+  // allowed is cuDNN's default math, strict is FMA only.
+  const cudnnDataType_t prec = dtype == DType::kBFloat16 ? CUDNN_DATA_FLOAT : type;
+  const bool fma = dtype == DType::kFloat32 && !AllowTf32();
   WEFT_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
-      desc, CUDNN_RNN_ALGO_STANDARD, CellOf(p.mode), CUDNN_RNN_DOUBLE_BIAS,
-      d.dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, type, type, math,
-      CheckedInt("RNN", d.i), CheckedInt("RNN", d.h), CheckedInt("RNN", d.h), d.layers, dropout,
-      CUDNN_RNN_PADDED_IO_ENABLED));
+      desc, algo, CellOf(p.mode), CUDNN_RNN_DOUBLE_BIAS, d.dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
+      CUDNN_LINEAR_INPUT, type, prec, fma ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, CheckedInt("RNN", d.i),
+      CheckedInt("RNN", d.h), CheckedInt("RNN", d.h), d.layers, dropout, CUDNN_RNN_PADDED_IO_ENABLED));
 }
 
 // Where cuDNN puts the matrix and bias of gate `id` of pseudo-layer `pseudo`, in elements from
@@ -153,17 +185,27 @@ std::vector<CopyRun> RunsOf(cudnnHandle_t h, const RnnPlan& plan, const RnnParam
 }
 
 void BuildPlan(cudnnHandle_t h, RnnPlan& plan, const RnnParam& p, const RnnDims& d, DType dtype,
-               cudnnDropoutDescriptor_t dropout) {
-  SetRnn(plan.rnn.get(), p, d, dtype, dropout);
+               cudnnDropoutDescriptor_t dropout, cudnnRNNAlgo_t algo) {
+  plan.algo = algo;
+  SetRnn(plan.rnn.get(), p, d, dtype, dropout, plan.algo);
   const std::vector<int32_t> all(d.n, static_cast<int32_t>(d.t));
   SetData(plan.x.get(), dtype, d, d.i, all);
   SetData(plan.y.get(), dtype, d, d.dirs * d.h, all);
   const int dims[3] = {d.layers * d.dirs, CheckedInt("RNN", d.n), CheckedInt("RNN", d.h)};
   const int strides[3] = {dims[1] * dims[2], dims[2], 1};
   WEFT_CUDNN_CHECK(cudnnSetTensorNdDescriptor(plan.h.get(), CudnnType(dtype), 3, dims, strides));
+  auto sizes = [&] {
+    return cudnnGetRNNTempSpaceSizes(h, plan.rnn.get(), CUDNN_FWD_MODE_TRAINING, plan.x.get(), &plan.work_bytes,
+                                     &plan.reserve_bytes);
+  };
+  cudnnStatus_t status = sizes();
+  if (status == CUDNN_STATUS_NOT_SUPPORTED && plan.algo != CUDNN_RNN_ALGO_STANDARD) {
+    plan.algo = CUDNN_RNN_ALGO_STANDARD;
+    SetRnn(plan.rnn.get(), p, d, dtype, dropout, plan.algo);
+    status = sizes();
+  }
+  WEFT_CUDNN_CHECK(status);
   WEFT_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(h, plan.rnn.get(), &plan.weight_bytes));
-  WEFT_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(h, plan.rnn.get(), CUDNN_FWD_MODE_TRAINING, plan.x.get(),
-                                             &plan.work_bytes, &plan.reserve_bytes));
   const size_t elem = DTypeSize(dtype);
   plan.runs = RunsOf(h, plan, p, d, elem);
   const int64_t total = RnnParamLayout(p, d.i).size();
@@ -174,17 +216,19 @@ void BuildPlan(cudnnHandle_t h, RnnPlan& plan, const RnnParam& p, const RnnDims&
 // The plan of this handle and call shape, built on first use; plans live for the process.
 const RnnPlan& PlanOf(cudnnHandle_t h, const RnnParam& p, const RnnDims& d, DType dtype,
                       cudnnDropoutDescriptor_t dropout) {
-  static std::mutex mu;                                            // guards plans
-  static auto* const plans = new std::map<PlanKey, RnnPlan*>;      // immortal, like the handles
-  const PlanKey key{h,   static_cast<int>(dtype), static_cast<int>(p.mode), d.layers, d.i, d.h, d.dirs, d.t, d.n,
-                    p.p, AllowTf32()};
+  static std::mutex mu;                                        // guards plans
+  static auto* const plans = new std::map<PlanKey, RnnPlan*>;  // immortal, like the handles
+  const cudnnRNNAlgo_t algo = AlgoFor(p, d, dtype);
+  const PlanKey key{
+      h,           static_cast<int>(dtype), static_cast<int>(p.mode), d.layers, d.i, d.h, d.dirs, d.t, d.n, p.p,
+      AllowTf32(), static_cast<int>(algo)};
   {
     std::lock_guard<std::mutex> lock(mu);
     const auto it = plans->find(key);
     if (it != plans->end()) return *it->second;
   }
   auto* plan = new RnnPlan;
-  BuildPlan(h, *plan, p, d, dtype, dropout);
+  BuildPlan(h, *plan, p, d, dtype, dropout, algo);
   std::lock_guard<std::mutex> lock(mu);
   const auto [it, added] = plans->emplace(key, plan);
   if (!added) delete plan;
@@ -246,13 +290,16 @@ cudnnHandle_t QueryHandle() {
   return h;
 }
 
-// The reserve's size on a GPU: cuDNN's for float64, the largest dtype computed here.
+// The reserve's size on a GPU (shapes are inferred without dtypes): the largest of cuDNN's sizes
+// for the dtypes computed here, each with its own algorithm (a persistent one may need more for
+// float32 than the standard one for float64).
 void GpuReserveShape(const Attrs& a, const std::vector<Shape>& in, std::vector<Shape>& out) {
   const RnnParam& p = a.Get<RnnParam>();
   const RnnDims d = RnnDimsOf(p, in[RnnSlots::kData]);
   const cudnnHandle_t h = QueryHandle();
-  const RnnPlan& plan = PlanOf(h, p, d, DType::kFloat64, StatelessDropout(h, p.p));
-  out[RnnSlotsOf(p).reserve] = Shape{static_cast<int64_t>(plan.reserve_bytes)};
+  size_t bytes = 0;
+  for (DType dtype : kRnnTypes) bytes = std::max(bytes, PlanOf(h, p, d, dtype, StatelessDropout(h, p.p)).reserve_bytes);
+  out[RnnSlotsOf(p).reserve] = Shape{static_cast<int64_t>(bytes)};
 }
 
 // Each length of the sequence_length input (a CPU array, in its dtype), checked as the CPU checks it.
@@ -296,10 +343,10 @@ void SetCallData(CallData& c, const RnnPlan& plan, const RnnDims& d, DType dtype
 // vector has been read when Copy returns, and the CPU does not wait for the device); such a call is
 // a capture barrier. Without them every entry is T, written by a fill kernel on the stream, which a
 // CUDA graph records (staging would leave the graph reading a freed host buffer).
-void CopyLengths(const OpContext& ctx, const GpuCall& call, const CallData& c, void* device) {
+void CopyLengths(const GpuCall& call, const CallData& c, void* device) {
   const auto n = static_cast<int64_t>(c.lengths.size());
   if (!c.given) {
-    FillGpu(ctx, c.lengths.empty() ? 0 : c.lengths[0], OpReq::kWrite,
+    FillGpu(call.ctx(), c.lengths.empty() ? 0 : c.lengths[0], OpReq::kWrite,
             TensorView(device, Shape{n}, DType::kInt32, Device::Gpu(call.device())));
     return;
   }
@@ -315,12 +362,11 @@ void CopyRuns(const GpuCall& call, const RnnPlan& plan, size_t elem, char* flat,
   }
 }
 
-// dst += src over n elements of dtype, on the call's stream.
+// dst += src over n elements of dtype, on the call's stream (weft's own add kernel: every dtype).
 void AddInto(const GpuCall& call, DType dtype, int64_t n, const void* src, void* dst) {
-  TensorDesc desc;
-  WEFT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc.get(), CUDNN_TENSOR_NCHW, CudnnType(dtype), 1, 1, 1,
-                                              CheckedInt("RNN", n)));
-  WEFT_CUDNN_CHECK(cudnnAddTensor(call.cudnn(), One(dtype).get(), desc.get(), src, One(dtype).get(), desc.get(), dst));
+  const Device device = Device::Gpu(call.device());
+  CopyGpu(call.ctx(), TensorView(const_cast<void*>(src), Shape{n}, dtype, device), OpReq::kAddTo,
+          TensorView(dst, Shape{n}, dtype, device));
 }
 
 // Where cuDNN writes an output of this request: the output itself for a write, scratch for an add
@@ -354,7 +400,7 @@ GpuRnnCall CallOf(const GpuCall& call, const Attrs& a, std::span<const TensorVie
                   const char* op) {
   const RnnParam& p = a.Get<RnnParam>();
   const DType dtype = fwd_in[RnnSlots::kData].dtype();
-  CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64});
+  CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
   const RnnDims d = RnnDimsOf(p, fwd_in[RnnSlots::kData].shape());
   const RnnPlan& plan = PlanOf(call.cudnn(), p, d, dtype, DeviceDropout(call, p.p, seed));
   return {p, d, RnnSlotsOf(p), dtype, &plan};
@@ -380,19 +426,20 @@ void RnnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
   CallData data;
   SetCallData(data, plan, c.d, c.dtype, Optional(in, c.s.lengths));
   const bool train = ctx.is_train && req[c.s.reserve] != OpReq::kNull;
+  if (plan.algo != CUDNN_RNN_ALGO_STANDARD) persistent_forwards.fetch_add(1, std::memory_order_relaxed);
   if (train) {
     WEFT_CHECK(out[c.s.reserve].bytes() >= plan.reserve_bytes)
-        << "RNN: the reserve holds " << out[c.s.reserve].bytes() << " bytes, expected at least "
-        << plan.reserve_bytes << " (were its shapes inferred without the device?)";
+        << "RNN: the reserve holds " << out[c.s.reserve].bytes() << " bytes, expected at least " << plan.reserve_bytes
+        << " (were its shapes inferred without the device?)";
   }
   const TensorView* hy = Optional(out, c.s.state_out);
   const TensorView* cy = Optional(out, c.s.state_cell_out);
   const OpReq hy_req = hy ? req[c.s.state_out] : OpReq::kNull, cy_req = cy ? req[c.s.state_cell_out] : OpReq::kNull;
-  const std::vector<void*> ws = call.Workspace(
-      {plan.zero_copy ? 0 : plan.weight_bytes, plan.work_bytes, c.d.n * sizeof(int32_t),
-       ScratchBytes(req[0], &out[0], true), ScratchBytes(hy_req, hy, false), ScratchBytes(cy_req, cy, false)});
+  const std::vector<void*> ws = call.Workspace({plan.zero_copy ? 0 : plan.weight_bytes, plan.work_bytes,
+                                                c.d.n * sizeof(int32_t), ScratchBytes(req[0], &out[0], true),
+                                                ScratchBytes(hy_req, hy, false), ScratchBytes(cy_req, cy, false)});
   void* weights = WeightSpace(call, c, in[RnnSlots::kParams], ws[0]);
-  CopyLengths(ctx, call, data, ws[2]);
+  CopyLengths(call, data, ws[2]);
   void* y = TargetOf(req[0], &out[0], ws[3], true);
   void* hy_ptr = TargetOf(hy_req, hy, ws[4], false);
   void* cy_ptr = TargetOf(cy_req, cy, ws[5], false);
@@ -400,8 +447,8 @@ void RnnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
   WEFT_CUDNN_CHECK(cudnnRNNForward(
       call.cudnn(), plan.rnn.get(), train ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
       static_cast<const int32_t*>(ws[2]), data.x, in[RnnSlots::kData].raw(), data.y, y, plan.h.get(),
-      in[RnnSlots::kState].raw(), hy_ptr, plan.h.get(), cx, cy_ptr, plan.weight_bytes, weights, plan.work_bytes,
-      ws[1], train ? plan.reserve_bytes : 0, train ? out[c.s.reserve].raw() : nullptr));
+      in[RnnSlots::kState].raw(), hy_ptr, plan.h.get(), cx, cy_ptr, plan.weight_bytes, weights, plan.work_bytes, ws[1],
+      train ? plan.reserve_bytes : 0, train ? out[c.s.reserve].raw() : nullptr));
   FinishOutput(call, req[0], &out[0], ws[3]);
   FinishOutput(call, hy_req, hy, ws[4]);
   FinishOutput(call, cy_req, cy, ws[5]);
@@ -417,11 +464,11 @@ void BackwardWeights(const GpuCall& call, const GpuRnnCall& c, const CallData& d
   void* space = plan.zero_copy ? dw.raw() : ws[3];
   if (!plan.zero_copy || req != OpReq::kAddTo) call.stream().Memset(space, 0, plan.weight_bytes);
   const TensorView& reserve = in[RnnSlots::kBackwardReserve];
-  WEFT_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(
-      call.cudnn(), plan.rnn.get(), CUDNN_WGRAD_MODE_ADD, static_cast<const int32_t*>(ws[2]), data.x,
-      in[s.BackwardInput(RnnSlots::kData)].raw(), plan.h.get(), in[s.BackwardInput(RnnSlots::kState)].raw(), data.y,
-      in[RnnSlots::kBackwardOut].raw(), plan.weight_bytes, space, plan.work_bytes, ws[1], plan.reserve_bytes,
-      reserve.raw()));
+  WEFT_CUDNN_CHECK(
+      cudnnRNNBackwardWeights_v8(call.cudnn(), plan.rnn.get(), CUDNN_WGRAD_MODE_ADD, static_cast<const int32_t*>(ws[2]),
+                                 data.x, in[s.BackwardInput(RnnSlots::kData)].raw(), plan.h.get(),
+                                 in[s.BackwardInput(RnnSlots::kState)].raw(), data.y, in[RnnSlots::kBackwardOut].raw(),
+                                 plan.weight_bytes, space, plan.work_bytes, ws[1], plan.reserve_bytes, reserve.raw()));
   if (plan.zero_copy) return;
   const bool add = req == OpReq::kAddTo;
   char* flat = static_cast<char*>(add ? ws[4] : dw.raw());
@@ -490,7 +537,7 @@ void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
        ScratchBytes(req[0], &out[0], true), ScratchBytes(req[RnnSlots::kState], &out[RnnSlots::kState], false),
        dcx ? ScratchBytes(req[c.s.state_cell], dcx, false) : 0});
   const void* weights = WeightSpace(call, c, fwd[RnnSlots::kParams], ws[0]);
-  CopyLengths(ctx, call, data, ws[2]);
+  CopyLengths(call, data, ws[2]);
   BackwardData(call, c, data, in, req, out, ws, weights);
   if (dw_req != OpReq::kNull) BackwardWeights(call, c, data, in, dw_req, out[RnnSlots::kParams], ws);
 }
@@ -505,5 +552,6 @@ WEFT_REGISTER_COMPUTE(_backward_RNN, DeviceType::kGpu, RnnBackwardGpu);
 
 int64_t RnnBackwardJoins() { return backward_joins.load(std::memory_order_relaxed); }
 int64_t RnnBackwardCalls() { return backward_calls.load(std::memory_order_relaxed); }
+int64_t RnnPersistentForwards() { return persistent_forwards.load(std::memory_order_relaxed); }
 
 }  // namespace weft::gpu

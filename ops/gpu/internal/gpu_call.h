@@ -36,6 +36,7 @@ engine::GpuStream& StreamOf(const OpContext& ctx);
 class GpuCall {
  public:
   explicit GpuCall(const OpContext& ctx);
+  const OpContext& ctx() const { return ctx_; }
   int device() const { return device_; }
   engine::GpuStream& stream() const { return stream_; }
   // Handles bound to the call's stream, after the kernels batched on it so far: make the library
