@@ -4,9 +4,11 @@
 //   a tiny imperative op: 100,000 adds on a 1-element array, waited once at the end, in place and
 //   allocating the output (engine included)
 // Each figure is a median; the ratio is weft / PyTorch (lower is better for weft).
-// --tiny_rounds=N measures the tiny rows N times on each side (weft's rounds, then PyTorch's)
-// and adds the worst weft round against PyTorch's median round: a process whose engine threads
-// were placed badly shows there, not only in a median.
+// --tiny_rounds=N measures the tiny rows N times on each side, each weft round followed at once by
+// PyTorch's (a peer that stays up), and prints every pair, the worst ratio of a pair and each
+// side's worst round: a process of weft's in a slow mode of its own shows there, while a slow
+// stretch of the machine (these machines halve their speed for seconds at a time) slows both
+// sides of a pair alike.
 //
 //   bazel run --config=opt //bench:ops_bench -- --threads=2 --reps=10 [--tiny_only=1] [--tiny_rounds=10]
 #include <unistd.h>
@@ -21,6 +23,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bench/peer.h"
@@ -77,40 +81,63 @@ double TinyAddUs(bool allocate) {
   return ms * 1e3 / kAdds;
 }
 
-struct TinyRounds {
-  std::vector<double> inplace_us, alloc_us;  // one per round
+// One round of the tiny adds, in place and allocating.
+struct TinyRound {
+  double inplace_us = 0, alloc_us = 0;
 };
-
-TinyRounds MeasureTiny(int rounds) {
-  TinyRounds t;
-  for (int r = 0; r < rounds; ++r) {
-    t.inplace_us.push_back(TinyAddUs(false));
-    t.alloc_us.push_back(TinyAddUs(true));
-  }
-  return t;
-}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
 
-// Every round, then the worst weft round against PyTorch's median round.
-void WorstRows(const char* what, const std::vector<double>& weft, const nlohmann::json& torch, const char* key) {
-  const bool peer = torch.value("available", false) && torch.contains(key);
-  const std::vector<double> theirs = peer ? torch[key].get<std::vector<double>>() : std::vector<double>{};
-  std::printf("%s, %zu rounds: weft", what, weft.size());
-  for (double w : weft) std::printf(" %.3f", w);
-  if (peer) {
-    std::printf("; PyTorch");
-    for (double p : theirs) std::printf(" %.3f", p);
+// `rounds` rounds of weft's tiny adds, each kind followed at once by a round of PyTorch's from a peer
+// that stays up (bench/peer.h, PeerSession), so that each pair shares the machine's speed of the
+// moment; PyTorch's list stays empty when the peer does not run (`*why` then says why).
+std::pair<std::vector<TinyRound>, std::vector<TinyRound>> AlternateTiny(int rounds, int threads, std::string* why) {
+  bench::PeerSession peer("bench/torch_peer.py", std::to_string(threads) + " --serve");
+  *why = peer.error();
+  std::vector<TinyRound> weft(rounds), torch(rounds);
+  bool peer_ran = peer.available();
+  // PyTorch's round of `kind` ("inplace", "alloc") into `*us`; false once the peer failed.
+  auto theirs = [&](const char* kind, double* us) {
+    if (!peer_ran) return;
+    const nlohmann::json answer = peer.Ask(kind);
+    const std::string key = std::string("add_") + kind + "_us";
+    peer_ran = answer.contains(key);
+    if (peer_ran) *us = answer[key].get<double>();
+    if (!peer_ran) *why = answer.dump();
+  };
+  for (int r = 0; r < rounds; ++r) {
+    weft[r].inplace_us = TinyAddUs(false);
+    theirs("inplace", &torch[r].inplace_us);
+    weft[r].alloc_us = TinyAddUs(true);
+    theirs("alloc", &torch[r].alloc_us);
   }
-  const double worst = *std::max_element(weft.begin(), weft.end());
-  if (peer) {
-    std::printf("\n  worst weft %.3f us vs PyTorch median %.3f us: ratio %.2f\n", worst, Median(theirs),
-                worst / Median(theirs));
+  if (!peer_ran) torch.clear();
+  return {weft, torch};
+}
+
+// Each round's pair, then the worst ratio of a pair and the worst round of each side.
+void RoundRows(const char* what, const std::vector<TinyRound>& weft, const std::vector<TinyRound>& torch,
+               double TinyRound::*field) {
+  std::printf("%s, %zu rounds, weft / PyTorch in turn:", what, weft.size());
+  double worst_ratio = 0, worst_weft = 0, worst_torch = 0;
+  for (size_t r = 0; r < weft.size(); ++r) {
+    worst_weft = std::max(worst_weft, weft[r].*field);
+    if (r >= torch.size()) {
+      std::printf(" %.3f", weft[r].*field);
+      continue;
+    }
+    std::printf(" %.3f/%.3f", weft[r].*field, torch[r].*field);
+    worst_torch = std::max(worst_torch, torch[r].*field);
+    worst_ratio = std::max(worst_ratio, weft[r].*field / torch[r].*field);
+  }
+  if (torch.empty()) {
+    std::printf("\n  worst weft round %.3f us\n", worst_weft);
   } else {
-    std::printf("\n  worst weft %.3f us\n", worst);
+    std::printf("\n  worst ratio of a pair %.2f; worst rounds: weft %.3f us, PyTorch %.3f us\n", worst_ratio,
+                worst_weft, worst_torch);
   }
 }
 
@@ -138,9 +165,16 @@ int main(int argc, char** argv) {
   // The tiny ops first, as the PyTorch side measures them first: after the big ops, OpenMP's idle
   // threads spin for a while and would compete with the engine's threads on two cores.
   const int tiny_rounds = std::max(1, bench::IntFlag(argc, argv, "tiny_rounds", 1));
-  const TinyRounds tiny = MeasureTiny(tiny_rounds);
-  const double add_inplace = Median(tiny.inplace_us);
-  const double add_alloc = Median(tiny.alloc_us);
+  std::vector<TinyRound> weft_rounds = {{TinyAddUs(false), TinyAddUs(true)}}, torch_rounds;
+  std::string peer_why;
+  if (tiny_rounds > 1) std::tie(weft_rounds, torch_rounds) = AlternateTiny(tiny_rounds, threads, &peer_why);
+  auto median = [](const std::vector<TinyRound>& rounds, double TinyRound::*field) {
+    std::vector<double> v;
+    for (const TinyRound& r : rounds) v.push_back(r.*field);
+    return Median(v);
+  };
+  const double add_inplace = median(weft_rounds, &TinyRound::inplace_us);
+  const double add_alloc = median(weft_rounds, &TinyRound::alloc_us);
   const bool tiny_only = bench::IntFlag(argc, argv, "tiny_only", 0) != 0;  // skip the big ops (quick overhead runs)
   const double fc = tiny_only
                         ? 0
@@ -154,9 +188,12 @@ int main(int argc, char** argv) {
                      ForwardBackward("Convolution", {{"kernel", "(3, 3)"}, {"num_filter", "64"}, {"pad", "(1, 1)"}},
                                      {Random({64, 32, 28, 28}), Random({64, 32, 3, 3}), Random({64})},
                                      Shape{64, 64, 28, 28}));
-  const nlohmann::json torch =
-      bench::RunPeer("bench/torch_peer.py", std::to_string(threads) + " " + std::to_string(reps) + " " +
-                                                std::to_string(tiny_rounds) + " " + (tiny_only ? "1" : "0"));
+  nlohmann::json torch = bench::RunPeer(
+      "bench/torch_peer.py", std::to_string(threads) + " " + std::to_string(reps) + " " + (tiny_only ? "1" : "0"));
+  if (!torch_rounds.empty() && torch.value("available", false)) {  // the medians of the alternated rounds
+    torch["add_inplace_us"] = median(torch_rounds, &TinyRound::inplace_us);
+    torch["add_alloc_us"] = median(torch_rounds, &TinyRound::alloc_us);
+  }
 
   std::printf("weft vs PyTorch on the CPU, %d thread(s)\n", threads);
   if (torch.value("available", false)) {
@@ -174,8 +211,9 @@ int main(int argc, char** argv) {
   Row("tiny add, allocating the output (per op)", "us", add_alloc, torch, "add_alloc_us");
   if (tiny_rounds > 1) {
     std::printf("\n");
-    WorstRows("tiny add, in place", tiny.inplace_us, torch, "add_inplace_us_rounds");
-    WorstRows("tiny add, allocating", tiny.alloc_us, torch, "add_alloc_us_rounds");
+    if (torch_rounds.empty()) std::printf("PyTorch's rounds not run: %s\n", peer_why.c_str());
+    RoundRows("tiny add, in place", weft_rounds, torch_rounds, &TinyRound::inplace_us);
+    RoundRows("tiny add, allocating", weft_rounds, torch_rounds, &TinyRound::alloc_us);
   }
   weft::engine::Engine::Get()->Shutdown();
   return 0;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -140,6 +141,76 @@ nlohmann::json RunPeer(const std::string& path, const std::string& args) {
   } catch (...) {
     return {{"available", false}, {"error", python + " " + script + ": " + (out.empty() ? "printed nothing" : out)}};
   }
+}
+
+PeerSession::PeerSession(const std::string& path, const std::string& args) {
+  const std::string script = FindPeerScript(path, &error_);
+  const std::string python = script.empty() ? "" : FindPeerPython(&error_);
+  if (python.empty()) return;
+  int in[2], out[2];
+  if (pipe(in) != 0 || pipe(out) != 0) {
+    error_ = "pipe: " + std::string(std::strerror(errno));
+    return;
+  }
+  const std::string cmd = "exec " + ShellQuoted(python) + " -u " + ShellQuoted(script) + " " + args;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 2);
+  for (int fd : {in[0], in[1], out[0], out[1]}) posix_spawn_file_actions_addclose(&actions, fd);
+  std::vector<char*> argv = {const_cast<char*>("/bin/sh"), const_cast<char*>("-c"), const_cast<char*>(cmd.c_str()),
+                             nullptr};
+  const int spawned = posix_spawn(&pid_, "/bin/sh", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(in[0]);
+  close(out[1]);
+  if (spawned != 0) {
+    close(in[1]), close(out[0]);
+    pid_ = -1;
+    error_ = "posix_spawn: " + std::string(std::strerror(spawned));
+    return;
+  }
+  to_ = fdopen(in[1], "w");
+  from_ = fdopen(out[0], "r");
+  hello_ = ReadAnswer();
+  if (!hello_.value("available", false)) {
+    error_ = python + " " + script + ": " + hello_.value("error", std::string("?"));
+    fclose(to_), to_ = nullptr;
+  }
+  hello_["python"] = python;
+}
+
+PeerSession::~PeerSession() {
+  if (to_ != nullptr) fclose(to_);
+  if (from_ != nullptr) fclose(from_);
+  int status = 0;
+  if (pid_ > 0) waitpid(pid_, &status, 0);
+}
+
+// The next line that starts with '{', parsed; what came before it is kept for the error.
+nlohmann::json PeerSession::ReadAnswer() {
+  std::string noise;
+  std::array<char, 4096> buf;
+  while (from_ != nullptr && fgets(buf.data(), buf.size(), from_) != nullptr) {
+    if (buf[0] != '{') {
+      noise += buf.data();
+      continue;
+    }
+    try {
+      return nlohmann::json::parse(buf.data());
+    } catch (...) {
+      noise += buf.data();
+    }
+  }
+  return {{"available", false}, {"error", noise.empty() ? "the peer ended without answering" : noise}};
+}
+
+nlohmann::json PeerSession::Ask(const std::string& request) {
+  if (to_ == nullptr) return {{"available", false}, {"error", error_}};
+  std::fprintf(to_, "%s\n", request.c_str());
+  std::fflush(to_);
+  return ReadAnswer();
 }
 
 void ChdirToWorkspace() {

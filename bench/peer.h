@@ -10,6 +10,9 @@
 // imports torch (a GPU machine's /usr/bin/python3 often has no PyTorch; a virtualenv's may).
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -36,6 +39,36 @@ std::string FindPeerScript(const std::string& path, std::string* why);
 // `args`; returns the JSON object it printed on its last line, with "python" set to the
 // interpreter, or {"available": false, "error": ...} saying why it did not run.
 nlohmann::json RunPeer(const std::string& path, const std::string& args);
+
+// A peer that answers in turn: started once with `args`, it reads one request per line on its
+// stdin and answers each with one JSON object on a line of its own (lines not starting with '{'
+// are noise), so that a benchmark can alternate its rounds with the peer's. These machines change
+// speed by up to 2x for seconds at a time, for both sides alike: rounds taken far apart in time
+// compare the machine's moods, not the engines.
+//
+//   bench::PeerSession peer("bench/torch_peer.py", "2 --serve");
+//   if (peer.available()) nlohmann::json round = peer.Ask("tiny");   // {"available": false, ...} on failure
+class PeerSession {
+ public:
+  PeerSession(const std::string& path, const std::string& args);
+  ~PeerSession();  // closes the peer's stdin and waits for it
+  PeerSession(const PeerSession&) = delete;
+  PeerSession& operator=(const PeerSession&) = delete;
+
+  bool available() const { return to_ != nullptr; }
+  const std::string& error() const { return error_; }
+  const nlohmann::json& hello() const { return hello_; }  // the first answer, printed when it started
+  nlohmann::json Ask(const std::string& request);
+
+ private:
+  nlohmann::json ReadAnswer();
+
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;    // the peer's stdin
+  FILE* from_ = nullptr;  // its stdout and stderr
+  std::string error_;
+  nlohmann::json hello_;
+};
 
 // bazel run starts in the runfiles tree: move to the workspace where it was started.
 void ChdirToWorkspace();

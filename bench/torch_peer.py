@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """The PyTorch side of bench/ops_bench: the same workloads, timed the same way.
 
-Prints one JSON object: {"available": bool, "blas": str, "threads": int, "fc_ms": ..., "conv_ms": ...,
-"add_inplace_us": ..., "add_alloc_us": ..., "add_inplace_us_rounds": [...], "add_alloc_us_rounds": [...]}.
-Run by ops_bench in the same run as weft's figures, as: torch_peer.py THREADS REPS [TINY_ROUNDS [TINY_ONLY]]
-(the tiny adds are measured TINY_ROUNDS times, their figures the median of the rounds; TINY_ONLY=1
-skips the large ops, whose figures are then 0).
+  torch_peer.py THREADS REPS [TINY_ONLY]
+prints one JSON object: {"available": bool, "version": str, "blas": str, "threads": int, "fc_ms": ...,
+"conv_ms": ..., "add_inplace_us": ..., "add_alloc_us": ...} (TINY_ONLY=1 skips the large ops, whose
+figures are then 0).
+
+  torch_peer.py THREADS --serve
+prints {"available": ..., "version": ..., "threads": ...} and then answers each line "inplace" or
+"alloc" on its stdin with one round of those tiny adds, {"add_inplace_us": ...} or
+{"add_alloc_us": ...}, one JSON object per line, until its stdin closes: ops_bench alternates its own rounds with these
+(bench/peer.h, PeerSession).
 """
 import json
 import sys
@@ -23,43 +28,9 @@ def median_ms(fn, reps):
     return times[len(times) // 2]
 
 
-def main():
-    threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
-    reps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
-    tiny_rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 1
-    tiny_only = len(sys.argv) > 4 and sys.argv[4] == "1"
-    try:
-        import torch
-    except ImportError as e:
-        print(json.dumps({"available": False, "error": str(e)}))
-        return
-    torch.set_num_threads(threads)
-    # Debian's PyTorch calls the system BLAS (libblas.so.3), whatever the alternatives point at:
-    # report the library actually mapped after a matrix product.
-    torch.mm(torch.ones(64, 64), torch.ones(64, 64))
-    blas = "BLAS: unknown"
-    with open("/proc/self/maps") as maps:
-        libs = sorted({line.split()[-1] for line in maps if "blas" in line.lower() and ".so" in line})
-    if libs:
-        blas = "BLAS loaded: " + ", ".join(libs)
-    # FullyConnected forward + backward: batch 128, 784 -> 1024.
-    x = torch.randn(128, 784, requires_grad=True)
-    fc = torch.nn.Linear(784, 1024)
-    dy = torch.randn(128, 1024)
-
-    def fc_step():
-        y = fc(x)
-        y.backward(dy)
-
-    # Convolution forward + backward: batch 64, 32 -> 64 channels, 3x3, padding 1, 28x28.
-    xc = torch.randn(64, 32, 28, 28, requires_grad=True)
-    conv = torch.nn.Conv2d(32, 64, 3, padding=1)
-    dyc = torch.randn(64, 64, 28, 28)
-
-    def conv_step():
-        y = conv(xc)
-        y.backward(dyc)
-
+def tiny_round(torch, kinds=("inplace", "alloc")):
+    """One round of the tiny adds of `kinds`: 100,000 on a 1-element array, in place and
+    allocating, each the median of 3 timings, in microseconds per add."""
     a = torch.ones(1)
     b = torch.ones(1)
     n = 100000
@@ -72,23 +43,63 @@ def main():
         for _ in range(n):
             torch.add(a, b)
 
-    inplace_rounds, alloc_rounds = [], []
+    fns = {"inplace": add_inplace, "alloc": add_alloc}
     with torch.no_grad():
-        for _ in range(tiny_rounds):
-            inplace_rounds.append(median_ms(add_inplace, 3) * 1e3 / n)
-            alloc_rounds.append(median_ms(add_alloc, 3) * 1e3 / n)
-    print(json.dumps({
-        "available": True,
-        "version": torch.__version__,
-        "blas": blas,
-        "threads": torch.get_num_threads(),
-        "fc_ms": 0 if tiny_only else median_ms(fc_step, reps),
-        "conv_ms": 0 if tiny_only else median_ms(conv_step, max(3, reps // 2)),
-        "add_inplace_us": sorted(inplace_rounds)[len(inplace_rounds) // 2],
-        "add_alloc_us": sorted(alloc_rounds)[len(alloc_rounds) // 2],
-        "add_inplace_us_rounds": inplace_rounds,
-        "add_alloc_us_rounds": alloc_rounds,
-    }))
+        return {f"add_{kind}_us": median_ms(fns[kind], 3) * 1e3 / n for kind in kinds}
+
+
+def blas_loaded(torch):
+    # Debian's PyTorch calls the system BLAS (libblas.so.3), whatever the alternatives point at:
+    # report the library actually mapped after a matrix product.
+    torch.mm(torch.ones(64, 64), torch.ones(64, 64))
+    with open("/proc/self/maps") as maps:
+        libs = sorted({line.split()[-1] for line in maps if "blas" in line.lower() and ".so" in line})
+    return "BLAS loaded: " + ", ".join(libs) if libs else "BLAS: unknown"
+
+
+def large_ops(torch, reps):
+    # FullyConnected forward + backward: batch 128, 784 -> 1024.
+    x = torch.randn(128, 784, requires_grad=True)
+    fc = torch.nn.Linear(784, 1024)
+    dy = torch.randn(128, 1024)
+
+    def fc_step():
+        fc(x).backward(dy)
+
+    # Convolution forward + backward: batch 64, 32 -> 64 channels, 3x3, padding 1, 28x28.
+    xc = torch.randn(64, 32, 28, 28, requires_grad=True)
+    conv = torch.nn.Conv2d(32, 64, 3, padding=1)
+    dyc = torch.randn(64, 64, 28, 28)
+
+    def conv_step():
+        conv(xc).backward(dyc)
+
+    return {"fc_ms": median_ms(fc_step, reps), "conv_ms": median_ms(conv_step, max(3, reps // 2))}
+
+
+def main():
+    threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+    serve = len(sys.argv) > 2 and sys.argv[2] == "--serve"
+    reps = 10 if serve or len(sys.argv) <= 2 else int(sys.argv[2])
+    tiny_only = len(sys.argv) > 3 and sys.argv[3] == "1"
+    try:
+        import torch
+    except ImportError as e:
+        print(json.dumps({"available": False, "error": str(e)}))
+        return
+    torch.set_num_threads(threads)
+    hello = {"available": True, "version": torch.__version__, "threads": torch.get_num_threads()}
+    if serve:
+        print(json.dumps(hello), flush=True)
+        for line in sys.stdin:
+            kind = line.strip()
+            answer = tiny_round(torch, (kind,)) if kind in ("inplace", "alloc") else {"error": "unknown: " + kind}
+            print(json.dumps(answer), flush=True)
+        return
+    result = dict(hello, blas=blas_loaded(torch))
+    result.update(tiny_round(torch))  # first: after the large ops OpenMP's idle threads spin a while
+    result.update({"fc_ms": 0, "conv_ms": 0} if tiny_only else large_ops(torch, reps))
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

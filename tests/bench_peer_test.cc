@@ -1,6 +1,7 @@
 // How the benchmarks find their PyTorch peer (bench/peer.h): the interpreter (WEFT_PEER_PYTHON, or
 // the first python3 on PATH that imports torch), from fake python3 scripts on a PATH of temporary
-// folders; and the peer script, from the binary's runfiles whatever the current folder.
+// folders; the peer script, from the binary's runfiles whatever the current folder; and a peer
+// session's requests and answers in turn.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -103,6 +104,36 @@ TEST_F(PeerTest, FindsTheScriptFromAnyFolder) {
   EXPECT_EQ(result.value("python", std::string()), with_torch);
   if (!saved.empty()) setenv("RUNFILES_DIR", saved.c_str(), 1);
   ASSERT_EQ(chdir(old_cwd.c_str()), 0);
+}
+
+// A peer that stays up: its first answer says it runs, then each request gets its answer in turn
+// (noise lines skipped); one that ends without answering is not available, and says what it printed.
+TEST_F(PeerTest, ASessionAnswersEachRequestInTurn) {
+  fs::create_directories(root_ / "serving");
+  const fs::path python = root_ / "serving" / "python3";
+  std::ofstream(python) << "#!/bin/sh\n"
+                        << "if [ \"$1\" = -c ]; then exit 0; fi\n"
+                        << "echo 'a warning first'\n"
+                        << "echo '{\"available\": true, \"args\": \"'\"$3 $4\"'\"}'\n"
+                        << "while read line; do echo noise; echo \"{\\\"echo\\\": \\\"$line\\\"}\"; done\n";
+  fs::permissions(python, fs::perms::owner_all);
+  setenv("PATH", Dir("serving").c_str(), 1);
+  {
+    PeerSession peer("bench/torch_peer.py", "2 --serve");
+    ASSERT_TRUE(peer.available()) << peer.error();
+    EXPECT_EQ(peer.hello().value("args", std::string()), "2 --serve");
+    EXPECT_EQ(peer.hello().value("python", std::string()), python.string());
+    EXPECT_EQ(peer.Ask("inplace").value("echo", std::string()), "inplace");
+    EXPECT_EQ(peer.Ask("alloc").value("echo", std::string()), "alloc");
+  }  // closes its stdin: the loop ends and the destructor reaps it
+
+  std::ofstream(python) << "#!/bin/sh\n"
+                        << "if [ \"$1\" = -c ]; then exit 0; fi\n"
+                        << "echo 'no torch here after all'\n";
+  PeerSession silent("bench/torch_peer.py", "2 --serve");
+  EXPECT_FALSE(silent.available());
+  EXPECT_NE(silent.error().find("no torch here after all"), std::string::npos) << silent.error();
+  EXPECT_FALSE(silent.Ask("inplace").value("available", true));
 }
 
 }  // namespace
