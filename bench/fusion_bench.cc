@@ -7,7 +7,8 @@
 //       each with WEFT_USE_FUSION=1 and =0, against PyTorch eager (bench/torch_fusion_peer.py) at
 //       the same thread count; GB/s count one read per input and one write per output (x, y; a
 //       step also dy, dx); and the CPU time, which a machine shared with other work inflates less
-//       than the wall time; goal: fused at least 3x faster than unfused;
+//       than the wall time; fused and unfused run in turns, rep by rep, so both see the same load;
+//       goal: fused at least 3x faster than unfused;
 //   (c) a training step of an MLP with bias, GELU and dropout (784-1024-1024-10, batch 128, SGD),
 //       fusion on and off.
 // Figures are medians over --reps; one engine worker whose ops use --threads threads, as PyTorch.
@@ -17,11 +18,15 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bench/fusion_graphs.h"
@@ -46,18 +51,41 @@ double ProcessCpuMs() {
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-// bench::MedianMs, and the median CPU time the process spent in one call (all its threads: on a
-// machine shared with other work, what the call costs when it is not waiting for a core).
-double MedianWallAndCpuMs(int reps, const std::function<void()>& step, double* cpu_ms) {
-  std::vector<double> cpu;
-  const double wall = bench::MedianMs(reps, [&] {
-    const double start = ProcessCpuMs();
-    step();
-    cpu.push_back(ProcessCpuMs() - start);
-  });
-  std::sort(cpu.begin() + 1, cpu.end());  // [0] is the warm-up
-  *cpu_ms = cpu[1 + (cpu.size() - 1) / 2];
-  return wall;
+struct WallCpu {
+  double wall_ms, cpu_ms;  // medians: the wall time, and the CPU time the process spent (all threads)
+};
+
+// One call of `step`: its wall and CPU time (on a machine shared with other work, the CPU time is
+// what the call costs when it is not waiting for a core).
+WallCpu TimeOnce(const std::function<void()>& step) {
+  const double cpu = ProcessCpuMs();
+  const auto start = std::chrono::steady_clock::now();
+  step();
+  return {std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
+          ProcessCpuMs() - cpu};
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// `fused` and `unfused` in turns, after a warm-up of each: every rep runs both, which one first
+// alternating, so that both see the same load of a shared machine and their ratio is fair.
+std::pair<WallCpu, WallCpu> InTurns(int reps, const std::function<void()>& fused,
+                                    const std::function<void()>& unfused) {
+  fused();
+  unfused();
+  std::vector<double> wall[2], cpu[2];
+  for (int r = 0; r < reps; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      const int which = (r + k) % 2;  // 0: fused
+      const WallCpu t = TimeOnce(which == 0 ? fused : unfused);
+      wall[which].push_back(t.wall_ms);
+      cpu[which].push_back(t.cpu_ms);
+    }
+  }
+  return {{Median(wall[0]), Median(cpu[0])}, {Median(wall[1]), Median(cpu[1])}};
 }
 
 // Milliseconds of FusePointwise on `symbol` typed with `shapes`; *stats gets what it made.
@@ -101,36 +129,47 @@ NDArray Uniform(int64_t n) {
   return a;
 }
 
-struct ChainTimes {
-  double forward_ms, step_ms;          // forward; forward + backward
-  double forward_cpu_ms, step_cpu_ms;  // their CPU time
-};
-
 // The chain bound twice with fusion on or off: for inference (no gradient: the forward keeps
 // nothing for a backward) and for training (dx for a given dy).
-ChainTimes TimeChain(bool fusion, int reps) {
+struct BoundChain {
+  std::unique_ptr<Executor> inference, training;
+};
+
+BoundChain BindChain(bool fusion, const NDArray& x, const NDArray& dx) {
   setenv("WEFT_USE_FUSION", fusion ? "1" : "0", 1);
   const Symbol chain = bench::Chain(Symbol::Variable("x"));
-  NDArray x = Uniform(kChainElements), dx(Shape{kChainElements}), dy = Uniform(kChainElements);
-  auto inference = Executor::Bind(chain, weft::Device::Cpu(), {{"x", x}});
-  auto training = Executor::Bind(chain, weft::Device::Cpu(), {{"x", x}}, {{"x", dx}}, {{"x", weft::GradReq::kWrite}});
+  BoundChain bound;
+  bound.inference = Executor::Bind(chain, weft::Device::Cpu(), {{"x", x}});
+  bound.training = Executor::Bind(chain, weft::Device::Cpu(), {{"x", x}}, {{"x", dx}}, {{"x", weft::GradReq::kWrite}});
   unsetenv("WEFT_USE_FUSION");
+  return bound;
+}
+
+struct ChainTimes {
+  WallCpu fused_forward, unfused_forward, fused_step, unfused_step;  // forward; forward + backward
+};
+
+// Fused and unfused in turns (InTurns): first inference, then a training step.
+ChainTimes TimeChain(int reps) {
+  NDArray x = Uniform(kChainElements), dy = Uniform(kChainElements);
+  NDArray fused_dx(Shape{kChainElements}), unfused_dx(Shape{kChainElements});
+  BoundChain bound[2] = {BindChain(true, x, fused_dx), BindChain(false, x, unfused_dx)};
+  auto forward = [&](int k) {
+    return [&, k] {
+      bound[k].inference->Forward(/*is_train=*/false);
+      bound[k].inference->outputs()[0].WaitToRead();
+    };
+  };
+  auto step = [&](int k, NDArray& dx) {
+    return [&, k] {
+      bound[k].training->Forward(/*is_train=*/true);
+      bound[k].training->Backward({dy});
+      dx.WaitToRead();
+    };
+  };
   ChainTimes t;
-  t.forward_ms = MedianWallAndCpuMs(
-      reps,
-      [&] {
-        inference->Forward(/*is_train=*/false);
-        inference->outputs()[0].WaitToRead();
-      },
-      &t.forward_cpu_ms);
-  t.step_ms = MedianWallAndCpuMs(
-      reps,
-      [&] {
-        training->Forward(/*is_train=*/true);
-        training->Backward({dy});
-        dx.WaitToRead();
-      },
-      &t.step_cpu_ms);
+  std::tie(t.fused_forward, t.unfused_forward) = InTurns(reps, forward(0), forward(1));
+  std::tie(t.fused_step, t.unfused_step) = InTurns(reps, step(0, fused_dx), step(1, unfused_dx));
   return t;
 }
 
@@ -174,7 +213,7 @@ void ChainRow(const char* what, double fused, double unfused, const nlohmann::js
 }
 
 void ChainRows(int threads, int reps, bool with_peer) {
-  const ChainTimes fused = TimeChain(true, reps), unfused = TimeChain(false, reps);
+  const ChainTimes t = TimeChain(reps);
   const double copy = CopyMs(reps);
   const nlohmann::json torch =
       with_peer ? bench::RunPeer("bench/torch_fusion_peer.py", std::to_string(threads) + " " + std::to_string(reps) +
@@ -189,13 +228,13 @@ void ChainRows(int threads, int reps, bool with_peer) {
   }
   std::printf("%-34s %9s %9s %9s %8s %7s   %6s %6s %6s\n", "ms (then GB/s)", "fused", "unfused", "torch", "unf/fus",
               "tor/fus", "fused", "unfus", "torch");
-  ChainRow("inference (x -> y)", fused.forward_ms, unfused.forward_ms, torch, "forward_ms", 2);
-  ChainRow("training step (x, dy -> y, dx)", fused.step_ms, unfused.step_ms, torch, "step_ms", 4);
+  ChainRow("inference (x -> y)", t.fused_forward.wall_ms, t.unfused_forward.wall_ms, torch, "forward_ms", 2);
+  ChainRow("training step (x, dy -> y, dx)", t.fused_step.wall_ms, t.unfused_step.wall_ms, torch, "step_ms", 4);
   std::printf(
       "CPU time (all threads; ms): inference %.2f fused, %.2f unfused (%.2fx); training step %.2f fused, "
       "%.2f unfused (%.2fx)\n",
-      fused.forward_cpu_ms, unfused.forward_cpu_ms, unfused.forward_cpu_ms / fused.forward_cpu_ms, fused.step_cpu_ms,
-      unfused.step_cpu_ms, unfused.step_cpu_ms / fused.step_cpu_ms);
+      t.fused_forward.cpu_ms, t.unfused_forward.cpu_ms, t.unfused_forward.cpu_ms / t.fused_forward.cpu_ms,
+      t.fused_step.cpu_ms, t.unfused_step.cpu_ms, t.unfused_step.cpu_ms / t.fused_step.cpu_ms);
   std::printf("a copy of the 16M floats: %.2f ms, %.1f GB/s\n", copy, Gbs(2, copy));
 }
 
