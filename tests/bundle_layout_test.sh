@@ -16,23 +16,23 @@ WEFT_BUNDLE_XZ_LEVEL=0 "$layout" "$bundle" --data=examples/data/digits.csv --dat
 [ -x "$bundle/bin/train_mlp" ] && [ -x "$bundle/bin/bundle_probe" ] || fail "no wrappers: $(ls "$bundle/bin")"
 [ -e "$bundle/lib/libdnnl.so.2.xz" ] || fail "oneDNN not bundled compressed: $(ls "$bundle/lib")"
 [ ! -e "$bundle/lib/libdnnl.so.2" ] || fail "oneDNN decompressed before any run"
-! ls "$bundle/lib" | grep -qE '^lib(c|m|stdc\+\+|gcc_s)\.so' || fail "C/C++ runtime bundled: $(ls "$bundle/lib")"
+! grep -qE '^lib(c|m|stdc\+\+|gcc_s)\.so' <<<"$(ls "$bundle/lib")" || fail "C/C++ runtime bundled: $(ls "$bundle/lib")"
 
 # First run: train_mlp, from an unrelated folder, with no data flag; it finds the bundle's digits.
 elsewhere=$TEST_TMPDIR/elsewhere
 mkdir -p "$elsewhere"
 cd "$elsewhere"
 out=$("$bundle/bin/train_mlp" --epochs=1 --save_prefix=mlp) || fail "train_mlp failed: $out"
-echo "$out" | grep -q "^1437 training and 360 test samples" || fail "train_mlp did not read the digits: $out"
+grep -q "^1437 training and 360 test samples" <<<"$out" || fail "train_mlp did not read the digits: $out"
 [ -e "$bundle/lib/libdnnl.so.2" ] || fail "oneDNN not decompressed by the first run"
 [ -e "$elsewhere/mlp.safetensors" ] || fail "train_mlp did not save in the current folder"
-ls "$bundle/lib" | grep -q '\.so\.[0-9]*\.[A-Za-z0-9]\{6\}$' && fail "a temporary file left in lib/: $(ls "$bundle/lib")"
+grep -q '\.so\.[0-9]*\.[A-Za-z0-9]\{6\}$' <<<"$(ls "$bundle/lib")" && fail "a temporary file left in lib/: $(ls "$bundle/lib")"
 
 # Then the probe, through a symlink from yet another folder.
 mkdir -p "$TEST_TMPDIR/links" && ln -s "$bundle/bin/bundle_probe" "$TEST_TMPDIR/links/probe"
 cd /
 out=$("$TEST_TMPDIR/links/probe") || fail "probe failed: $out"
-echo "$out" | grep -qF "peer script: $bundle/libexec/bundle_probe.runfiles/weft/bench/torch_gpu_peer.py" ||
+grep -qF "peer script: $bundle/libexec/bundle_probe.runfiles/weft/bench/torch_gpu_peer.py" <<<"$out" ||
   fail "the peer script is not found beside the binary: $out"
 libs=$(echo "$out" | sed -n 's/^LD_LIBRARY_PATH: //p')
 [[ ":$libs:" == *":$bundle/lib:"* ]] || fail "lib/ not on LD_LIBRARY_PATH: $out"

@@ -18,13 +18,13 @@ run() {  # run <label> <env...> -- <mode>: the job's output in $out, its status 
 }
 fail=0
 expect() {  # expect <what> <grep pattern>
-  if ! echo "$out" | grep -qE "$2"; then echo "FAILED: $1 (no match for '$2')"; fail=1; fi
+  if ! grep -qE "$2" <<<"$out"; then echo "FAILED: $1 (no match for '$2')"; fail=1; fi
 }
 check_common() {
   [ "$status" -ne 0 ] || { echo "FAILED: the job ended with status 0"; fail=1; }
   [ "$status" -ne 124 ] || { echo "FAILED: the job hung until the wrapper's limit"; fail=1; }
   expect "both ranks ran the first collectives" "rank 0: three all-reduces done"
-  if echo "$out" | grep -q UNEXPECTED; then echo "FAILED: a collective completed without rank 1"; fail=1; fi
+  if grep -q UNEXPECTED <<<"$out"; then echo "FAILED: a collective completed without rank 1"; fail=1; fi
 }
 message='collective #3 all-reduce \(sum of 4 float32 in 1 array\) on rank 0 of 2 \(mpi\) did not complete within 3 s'
 

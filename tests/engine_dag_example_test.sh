@@ -8,7 +8,7 @@ data="$2"
 out=$("$bin" --data="$data")
 echo "$out"
 for op in load 'class_mean\[0\]' 'class_mean\[9\]' evaluate; do
-  echo "$out" | grep -qE "^[0-9]+ +$op " || { echo "FAIL: op $op not listed"; exit 1; }
+  grep -qE "^[0-9]+ +$op " <<<"$out" || { echo "FAIL: op $op not listed"; exit 1; }
 done
 acc=$(echo "$out" | sed -n 's/.*held-out digits: \([0-9.]*\)%.*/\1/p')
 awk -v a="$acc" 'BEGIN { exit !(a >= 85.0) }' || { echo "FAIL: accuracy $acc% < 85%"; exit 1; }
@@ -16,7 +16,7 @@ awk -v a="$acc" 'BEGIN { exit !(a >= 85.0) }' || { echo "FAIL: accuracy $acc% < 
 bad="$TEST_TMPDIR/bad.csv"
 printf '1,2,3\n' > "$bad"
 if err=$("$bin" --data="$bad" 2>&1); then echo "FAIL: a malformed file was accepted"; exit 1; fi
-echo "$err" | grep -q "bad.csv:1: expected 65 fields" || { echo "FAIL: unclear error: $err"; exit 1; }
+grep -q "bad.csv:1: expected 65 fields" <<<"$err" || { echo "FAIL: unclear error: $err"; exit 1; }
 if err=$("$bin" --nope=1 2>&1); then echo "FAIL: an unknown flag was accepted"; exit 1; fi
-echo "$err" | grep -q "unknown flag --nope" || { echo "FAIL: unclear error: $err"; exit 1; }
+grep -q "unknown flag --nope" <<<"$err" || { echo "FAIL: unclear error: $err"; exit 1; }
 echo PASS

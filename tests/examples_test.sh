@@ -14,7 +14,7 @@ out=$("$mlp" --data="$data" --epochs=6 --save_prefix="$prefix")
 echo "$out"
 acc=$(echo "$out" | sed -n 's/^final test accuracy \([0-9.]*\)%/\1/p')
 awk -v a="$acc" 'BEGIN { exit !(a >= 90.0) }' || { echo "FAIL: train_mlp reached $acc% < 90%"; exit 1; }
-echo "$out" | grep -q "epoch 6/6 \[=*\] 23/23" || { echo "FAIL: no progress bar line"; exit 1; }
+grep -q "epoch 6/6 \[=*\] 23/23" <<<"$out" || { echo "FAIL: no progress bar line"; exit 1; }
 [ -s "$prefix.safetensors" ] && [ -s "$prefix.json" ] || { echo "FAIL: model not saved"; exit 1; }
 [ ! -e "$prefix.safetensors.tmp" ] || { echo "FAIL: a temporary file was left"; exit 1; }
 
@@ -33,7 +33,7 @@ echo "train_mlp, fusion on and off: $(echo "$fused" | tail -1)"
 
 out=$("$infer" --model="$prefix" --csv="$data" --rows=2)
 echo "$out"
-echo "$out" | grep -qE "^row 0: predicted [0-9] \(p=" || { echo "FAIL: no prediction printed"; exit 1; }
+grep -qE "^row 0: predicted [0-9] \(p=" <<<"$out" || { echo "FAIL: no prediction printed"; exit 1; }
 correct=$(echo "$out" | sed -n 's/^\([0-9]*\) of 1797 rows.*/\1/p')
 [ "${correct:-0}" -ge 1617 ] || { echo "FAIL: embed_infer got $correct of 1797 right"; exit 1; }
 
@@ -47,7 +47,7 @@ out=$("$lstm" --data="$data" --save_prefix="$lprefix")
 echo "$out"
 acc=$(echo "$out" | sed -n 's/^final test accuracy \([0-9.]*\)%/\1/p')
 awk -v a="$acc" 'BEGIN { exit !(a >= 95.0) }' || { echo "FAIL: train_lstm reached $acc% < 95%"; exit 1; }
-echo "$out" | grep -q "epoch 15/15 \[=*\] 23/23" || { echo "FAIL: no progress bar line from train_lstm"; exit 1; }
+grep -q "epoch 15/15 \[=*\] 23/23" <<<"$out" || { echo "FAIL: no progress bar line from train_lstm"; exit 1; }
 [ -s "$lprefix.safetensors" ] && [ -s "$lprefix.json" ] || { echo "FAIL: train_lstm's model not saved"; exit 1; }
 grep -q '"op": *"RNN"' "$lprefix.json" || { echo "FAIL: no RNN node in lstm.json"; exit 1; }
 out=$("$infer" --model="$lprefix" --csv="$data" --rows=2)
@@ -58,17 +58,17 @@ correct=$(echo "$out" | sed -n 's/^\([0-9]*\) of 1797 rows.*/\1/p')
 # --profile: a Chrome trace of the training, with the ops' spans and the CPU pool's memory.
 trace="$TEST_TMPDIR/mlp_trace.json"
 out=$("$mlp" --data="$data" --epochs=1 --save_prefix="" --profile="$trace")
-echo "$out" | grep -q "wrote the profile to $trace" || { echo "FAIL: no profile written: $out"; exit 1; }
+grep -q "wrote the profile to $trace" <<<"$out" || { echo "FAIL: no profile written: $out"; exit 1; }
 grep -q '"name":"FullyConnected","cat":"op","ph":"X"' "$trace" || { echo "FAIL: no FullyConnected span in the trace"; exit 1; }
 grep -q '"name":"memory cpu","cat":"memory","ph":"C"' "$trace" || { echo "FAIL: no memory counter in the trace"; exit 1; }
 if err=$("$mlp" --data="$data" --epochs=1 --save_prefix="" --profile="$TEST_TMPDIR/none/trace.json" 2>&1); then
   echo "FAIL: a profile that cannot be written was accepted"; exit 1
 fi
-echo "$err" | grep -q "cannot write the trace to '$TEST_TMPDIR/none/trace.json'" || { echo "FAIL: unclear error: $err"; exit 1; }
+grep -q "cannot write the trace to '$TEST_TMPDIR/none/trace.json'" <<<"$err" || { echo "FAIL: unclear error: $err"; exit 1; }
 
 # --help on every example.
 for bin in "$mlp" "$cnn" "$infer" "$lstm"; do
-  "$bin" --help | grep -q "^usage: " || { echo "FAIL: $bin --help"; exit 1; }
+  grep -q "^usage: " <<<"$("$bin" --help)" || { echo "FAIL: $bin --help"; exit 1; }
 done
 
 # MNIST idx files (the format train_mlp's --data also reads): the digits as 8x8 images.
@@ -88,17 +88,17 @@ echo "MNIST idx: $acc%"
 awk -v a="$acc" 'BEGIN { exit !(a >= 80.0) }' || { echo "FAIL: train_mlp on MNIST idx files reached $acc%"; exit 1; }
 
 if err=$("$mlp" --optimizer=rmsprop 2>&1); then echo "FAIL: a bad optimizer was accepted"; exit 1; fi
-echo "$err" | grep -q "expected 'sgd' or 'adam', found 'rmsprop'" || { echo "FAIL: unclear error: $err"; exit 1; }
+grep -q "expected 'sgd' or 'adam', found 'rmsprop'" <<<"$err" || { echo "FAIL: unclear error: $err"; exit 1; }
 printf '1,2\n3\n' > "$TEST_TMPDIR/bad.csv"
 if err=$("$mlp" --data="$TEST_TMPDIR/bad.csv" 2>&1); then echo "FAIL: a ragged CSV was accepted"; exit 1; fi
-echo "$err" | grep -q "bad.csv" || { echo "FAIL: the error does not name the file: $err"; exit 1; }
+grep -q "bad.csv" <<<"$err" || { echo "FAIL: the error does not name the file: $err"; exit 1; }
 if err=$("$infer" --model="$TEST_TMPDIR/none" 2>&1); then echo "FAIL: a missing model was accepted"; exit 1; fi
-echo "$err" | grep -q "none.json" || { echo "FAIL: unclear error: $err"; exit 1; }
+grep -q "none.json" <<<"$err" || { echo "FAIL: unclear error: $err"; exit 1; }
 # Without a usable GPU (CI), --device=gpu says why it cannot run.
 if err=$("$mlp" --device=gpu:0 --epochs=1 --save_prefix="" 2>&1); then
   echo "a GPU is present: train_mlp --device=gpu:0 ran"
 else
-  echo "$err" | grep -q "GPU" || { echo "FAIL: unclear error for --device=gpu:0: $err"; exit 1; }
+  grep -q "GPU" <<<"$err" || { echo "FAIL: unclear error for --device=gpu:0: $err"; exit 1; }
   echo "--device=gpu:0 without a GPU: $err"
 fi
 echo PASS

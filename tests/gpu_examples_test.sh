@@ -10,7 +10,7 @@ mlp="$1"; cnn="$2"; infer="$3"; data="$4"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 
 if ! probe=$("$mlp" --data="$data" --device=gpu --epochs=1 --save_prefix="" 2>&1); then
-  if echo "$probe" | grep -q "found none\|no GPU backend"; then echo "SKIPPED: no usable GPU: $probe"; exit 0; fi
+  if grep -q "found none\|no GPU backend" <<<"$probe"; then echo "SKIPPED: no usable GPU: $probe"; exit 0; fi
   echo "FAIL: train_mlp --device=gpu: $probe"; exit 1
 fi
 

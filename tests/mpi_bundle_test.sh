@@ -30,5 +30,5 @@ else
   out=$("${run[@]}" 2>&1) || fail "the bundled mpirun failed: $out"
 fi
 [ "$(echo "$out" | grep -c "dist_mpi_test: rank [01] of 2 (mpi)")" = 2 ] || fail "not 2 MPI ranks: $out"
-echo "$out" | grep -q FAILED && fail "a rank failed: $out"
+grep -q FAILED <<<"$out" && fail "a rank failed: $out"
 echo "PASS"

@@ -97,7 +97,7 @@ unset weft_xz weft_bundle_libs
 # NCCL (dlopened by dist/gpu/nccl_lib.cc) is not carried (200 MB): where the system's loader does
 # not know libnccl.so.2, PyTorch's copy (site-packages/nvidia/nccl/lib) is used, found through
 # $WEFT_PEER_PYTHON or python3. WEFT_NCCL_LIB, when set, wins.
-if [ -z "${WEFT_NCCL_LIB:-}" ] && ! { ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2'; }; then
+if [ -z "${WEFT_NCCL_LIB:-}" ] && ! grep -q 'libnccl\.so\.2' <<<"$(ldconfig -p 2>/dev/null)"; then
   for weft_py in "${WEFT_PEER_PYTHON:-}" python3; do
     [ -n "$weft_py" ] || continue
     weft_nccl=$("$weft_py" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' \
