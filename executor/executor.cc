@@ -232,7 +232,7 @@ Graph BindGraph(const Symbol& symbol, Device device, const Executor::ArrayMap& a
   g = InferShapesAndTypes(g, shapes, dtypes, device.type);  // a wrong argument is named here, before its gradient
   CheckGradients(g, grad_args, args, arg_grads);
   CheckWriteBacks(g, first_write_back, extension.write_back, args);
-  if (GetEnvBool("WEFT_USE_FUSION", true) && CanFuse(device)) g = FusePointwise(g, &fusion);
+  if (GetEnvBool("WEFT_USE_FUSION", true) && CanFuse(device)) g = FusePointwise(g, &fusion, device.is_gpu());
   return extension.write_back.empty() ? g : WriteBacksLast(g, first_write_back);
 }
 

@@ -411,10 +411,10 @@ Graph Rewriter::Finish() {
 
 }  // namespace
 
-Graph FusePointwise(const Graph& graph, FusionStats* stats) {
+Graph FusePointwise(const Graph& graph, FusionStats* stats, bool recompute) {
   WEFT_CHECK(graph.has_types()) << "fusion: run shape and type inference first";
   size_t recomputed = 0;
-  const Graph g = Rematerialize(graph, &recomputed);
+  const Graph g = recompute ? Rematerialize(graph, &recomputed) : graph;
   Partition partition(g);
   partition.Run();
   Graph fused = Rewriter(g, partition).Run(stats);

@@ -13,10 +13,15 @@
 // meet in a cycle of the condensed graph; the rewrite finds those (one pass over the strongly
 // connected components, only when its topological sort fails) and splits the groups on them back.
 // Before it partitions, the pass lets backward ops recompute cheap forward values instead of
-// reading them (passes/rematerialize.h).
+// reading them (passes/rematerialize.h), unless `recompute` is false. That trade is worth it
+// where a fused kernel is bound by memory (a GPU); on the CPU a fused group runs at about the
+// speed of its math, and recomputing a GELU (a tanh per element) in backward cost the MLP of
+// bench/fusion_bench 15-20% of its training step, while the 8-op chain gained nothing from it.
+// The executor recomputes on GPUs only.
 //
 //   Graph fused = FusePointwise(typed);   // typed.has_types()
 //   FusionStats stats;  FusePointwise(typed, &stats);   // stats.groups, stats.fused_nodes
+//   FusePointwise(typed, nullptr, /*recompute=*/false);
 #pragma once
 
 #include <cstddef>
@@ -34,6 +39,6 @@ struct FusionStats {
 inline constexpr size_t kReachCap = 32;
 
 // `graph` must be typed (shape and type inference has run); the result is typed too.
-Graph FusePointwise(const Graph& graph, FusionStats* stats = nullptr);
+Graph FusePointwise(const Graph& graph, FusionStats* stats = nullptr, bool recompute = true);
 
 }  // namespace weft

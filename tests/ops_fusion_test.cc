@@ -117,6 +117,27 @@ TEST(FusionPass, TheBackwardRecomputesTheChainInsteadOfReadingIt) {
   }
 }
 
+// Without recomputing, the backward group reads the chain's values; the executor recomputes on a
+// GPU only (passes/fuse_pointwise.h says why).
+TEST(FusionPass, RecomputingIsTheBindingDevicesChoice) {
+  Graph g = Chain(Var("x")).ToGraph();
+  g = InferShapesAndTypes(Gradient(g, g.ArgumentNodes()), {{"x", Shape{64}}});
+  FusionStats stats;
+  const std::vector<std::shared_ptr<const FusedGroup>> groups =
+      FusedGroupsOf(FusePointwise(g, &stats, /*recompute=*/false));
+  EXPECT_EQ(stats.recomputed, 0u);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_GT(groups[0]->outputs.size(), 1u) << "forward stores the values its backward reads";
+  EXPECT_GT(groups[1]->num_inputs, 2u);
+
+  ScopedEnv env("WEFT_USE_FUSION", "1");
+  const Executor::ArrayMap args = {{"x", NDArray::FromVector(std::vector<float>(64, 0.5f), Shape{64}, TestDevice())}};
+  const Executor::ArrayMap grads = {{"x", NDArray(Shape{64}, TestDevice())}};
+  auto exec = Executor::Bind(Chain(Var("x")), TestDevice(), args, grads, {{"x", GradReq::kWrite}});
+  EXPECT_GT(exec->stats().fused_groups, 0u);
+  EXPECT_EQ(exec->stats().recomputed_nodes > 0, TestDevice().is_gpu()) << exec->stats().recomputed_nodes;
+}
+
 // Recomputing stops at a value computed from more than two full-size entries: reading it once is
 // cheaper than reading them all again.
 TEST(FusionPass, AValueOfThreeFullSizeInputsIsReadNotRecomputed) {
