@@ -1,6 +1,6 @@
 #include "weft/ops.h"
 
-#include <map>
+#include <array>
 #include <sstream>
 #include <string>
 
@@ -17,28 +17,31 @@ std::string Number(double x) {
 
 NDArray WithScalar(const char* op, const NDArray& a, double s) { return Invoke(op, {a}, {{"scalar", Number(s)}})[0]; }
 
-// An op without attributes, looked up and its attributes parsed once (operators run on hot paths).
+// The operators' ops, without attributes: looked up and their attributes parsed once, indexed by
+// Arith (operators run on hot paths: no name lookup per call).
+enum class Arith { kAdd, kSub, kMul, kDiv, kNeg };
 struct CachedOp {
   const Op* op;
   Attrs attrs;
 };
-const CachedOp& Cached(const char* name) {
-  static const std::map<std::string, CachedOp>* cache = [] {
-    auto* m = new std::map<std::string, CachedOp>;
-    for (const char* n : {"add", "sub", "mul", "div", "neg"}) (*m)[n] = CachedOp{&GetOp(n), ParseAttrs(GetOp(n), {})};
-    return m;
+const CachedOp& Cached(Arith which) {
+  static const std::array<CachedOp, 5>* cache = [] {
+    auto* ops = new std::array<CachedOp, 5>;
+    const char* names[] = {"add", "sub", "mul", "div", "neg"};  // in Arith's order
+    for (size_t k = 0; k < ops->size(); ++k) (*ops)[k] = CachedOp{&GetOp(names[k]), ParseAttrs(GetOp(names[k]), {})};
+    return ops;
   }();
-  return cache->at(name);
+  return (*cache)[static_cast<size_t>(which)];
 }
 
-NDArray Apply(const char* name, const std::vector<NDArray>& inputs) {
-  const CachedOp& c = Cached(name);
+NDArray Apply(Arith which, const std::vector<NDArray>& inputs) {
+  const CachedOp& c = Cached(which);
   return Invoke(*c.op, c.attrs, inputs)[0];
 }
 
 // a = a <op> b, in place.
-NDArray& InPlace(const char* name, NDArray& a, const NDArray& b) {
-  const CachedOp& c = Cached(name);
+NDArray& InPlace(Arith which, NDArray& a, const NDArray& b) {
+  const CachedOp& c = Cached(which);
   const NDArray inputs[] = {a, b};
   InvokeInto(*c.op, c.attrs, inputs, {&a, 1});
   return a;
@@ -81,20 +84,20 @@ void adam_update(const NDArray& weight, const NDArray& grad, const NDArray& mean
 
 }  // namespace op
 
-NDArray operator+(const NDArray& a, const NDArray& b) { return Apply("add", {a, b}); }
-NDArray operator-(const NDArray& a, const NDArray& b) { return Apply("sub", {a, b}); }
-NDArray operator*(const NDArray& a, const NDArray& b) { return Apply("mul", {a, b}); }
-NDArray operator/(const NDArray& a, const NDArray& b) { return Apply("div", {a, b}); }
-NDArray operator-(const NDArray& a) { return Apply("neg", {a}); }
+NDArray operator+(const NDArray& a, const NDArray& b) { return Apply(Arith::kAdd, {a, b}); }
+NDArray operator-(const NDArray& a, const NDArray& b) { return Apply(Arith::kSub, {a, b}); }
+NDArray operator*(const NDArray& a, const NDArray& b) { return Apply(Arith::kMul, {a, b}); }
+NDArray operator/(const NDArray& a, const NDArray& b) { return Apply(Arith::kDiv, {a, b}); }
+NDArray operator-(const NDArray& a) { return Apply(Arith::kNeg, {a}); }
 NDArray operator+(const NDArray& a, double s) { return WithScalar("add_scalar", a, s); }
 NDArray operator-(const NDArray& a, double s) { return WithScalar("sub_scalar", a, s); }
 NDArray operator*(const NDArray& a, double s) { return WithScalar("mul_scalar", a, s); }
 NDArray operator/(const NDArray& a, double s) { return WithScalar("div_scalar", a, s); }
 NDArray operator*(double s, const NDArray& a) { return WithScalar("mul_scalar", a, s); }
 NDArray operator-(double s, const NDArray& a) { return WithScalar("rsub_scalar", a, s); }
-NDArray& operator+=(NDArray& a, const NDArray& b) { return InPlace("add", a, b); }
-NDArray& operator-=(NDArray& a, const NDArray& b) { return InPlace("sub", a, b); }
-NDArray& operator*=(NDArray& a, const NDArray& b) { return InPlace("mul", a, b); }
-NDArray& operator/=(NDArray& a, const NDArray& b) { return InPlace("div", a, b); }
+NDArray& operator+=(NDArray& a, const NDArray& b) { return InPlace(Arith::kAdd, a, b); }
+NDArray& operator-=(NDArray& a, const NDArray& b) { return InPlace(Arith::kSub, a, b); }
+NDArray& operator*=(NDArray& a, const NDArray& b) { return InPlace(Arith::kMul, a, b); }
+NDArray& operator/=(NDArray& a, const NDArray& b) { return InPlace(Arith::kDiv, a, b); }
 
 }  // namespace weft
