@@ -14,6 +14,7 @@
 #include "ops/math/base.h"
 #include "ops/math/unary.h"
 #include "storage/ndarray.h"
+#include "tests/ulp.h"
 #include "weft/imperative.h"
 
 namespace weft {
@@ -23,18 +24,6 @@ namespace {
 constexpr double kMaxUlps = 1.0;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr double kFloatMax = std::numeric_limits<float>::max();
-
-// |got - exact| in units of the float ulp at `exact` (2^-149 among subnormals; 2^104 at and past
-// 2^128, where +inf stands for 2^128). `exact` is exp in double: its own error, 2^-53 relative,
-// is far below a float ulp.
-double UlpError(float got, double exact) {
-  int exponent = 0;
-  std::frexp(exact, &exponent);  // exact in [2^(exponent - 1), 2^exponent)
-  const double ulp = std::ldexp(1.0, std::max(std::min(exponent, 128) - 24, -149));
-  const double value = std::isinf(got) ? std::ldexp(1.0, 128) : static_cast<double>(got);
-  if (std::isinf(got) && exact >= std::ldexp(1.0, 128)) return 0;  // overflowed, as it must
-  return std::fabs(value - exact) / ulp;
-}
 
 // Every float whose bit pattern is a multiple of `stride`, and every float within `radius` bit
 // patterns of each edge: where exp overflows, where it leaves the normal range and where it

@@ -443,7 +443,8 @@ void ExpectCpuMatchesFunctor(const Call& c) {
 // correctly rounded result: CUDA (Programming Guide, appendix "Mathematical Functions") expf 2,
 // logf 1, log1pf 1, tanhf 2, and exp, log, log1p, tanh 1 each in double; glibc on x86-64
 // (sysdeps/x86_64/fpu/libm-test-ulps) exp 1, log 1, log1p at most 1, tanh 2, in float and double,
-// and the host's own float exp 1 (ops/math/base.h; tests/math_exp_test.cc). So one call differs
+// and the host's own float exp 1 and tanh 1.5 (ops/math/base.h; tests/math_exp_test.cc,
+// math_tanh_test.cc). So one call differs
 // by at most 4 ulps between the devices. The arithmetic after the call can
 // magnify that where it cancels: gelu's 1 + tanh(u) is 0.32 at x = -1 (about 3 times), and
 // softrelu calls two of the functions; with the roundings around them, 16 ulps covers every

@@ -1,8 +1,8 @@
 // What the pointwise math of ops/math shares, on the host and on the GPU alike: the qualifier
 // that makes a function callable from both, and the elementary functions by type (float, double),
 // which map to the C++ library on the host and to CUDA's on the device, except the host's float
-// exp: weft's own (host::ExpFloat below), which a loop marked `omp simd` vectorizes (glibc's expf
-// is a call per element).
+// exp and tanh: weft's own (host::ExpFloat, host::TanhFloat below), which a loop marked `omp simd`
+// vectorizes (glibc's are a call per element).
 //
 // Every header of ops/math is included twice over: by the host compiler for the CPU loops
 // (ops/cpu) and, embedded into the binary, by NVRTC for the GPU kernels (ops/gpu/kernels), so both
@@ -61,6 +61,28 @@ inline float ExpFloat(float x) {
   return std::bit_cast<float>((bits & ~(over | under)) | (over & 0x7f800000u));
 }
 
+// tanh(x) in float within 1.5 ulp of the exact value (largest seen 1.33, near 0.628, where the
+// forms meet: tests/math_tanh_test.cc sweeps every float densely), odd to the bit, tanh(+-0) =
+// +-0, +-1 past 9.1, NaN stays NaN; straight-line like ExpFloat,
+// so a loop marked `omp simd` vectorizes it (glibc's tanhf is a call per element, through expm1f).
+// Cephes' tanhf on |x|: an odd polynomial a + a^3 P(a^2) below 0.625, 1 - 2 / (exp(2a) + 1) from
+// there, joined through bit masks, not a select (see ExpFloat); then x's sign.
+inline float TanhFloat(float x) {
+  const uint32_t sign = std::bit_cast<uint32_t>(x) & 0x80000000u;
+  const float a = std::bit_cast<float>(std::bit_cast<uint32_t>(x) ^ sign);
+  const float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const float small = p * z * a + a;  // on |x|, so that tanh(-0) keeps its sign (-0 + +0 is +0)
+  const float large = 1.0f - 2.0f / (ExpFloat(a + a) + 1.0f);  // in [0.43, 1]; exp's +inf gives 1
+  const uint32_t use_small = 0u - static_cast<uint32_t>(a < 0.625f);
+  const uint32_t bits = (std::bit_cast<uint32_t>(small) & use_small) | (std::bit_cast<uint32_t>(large) & ~use_small);
+  return std::bit_cast<float>(bits | sign);
+}
+
 }  // namespace host
 #endif
 
@@ -78,7 +100,7 @@ WEFT_MATH_FUNCTION(Exp, expf, exp, host::ExpFloat, std::exp)
 WEFT_MATH_FUNCTION(Log, logf, log, std::log, std::log)
 WEFT_MATH_FUNCTION(Log1p, log1pf, log1p, std::log1p, std::log1p)
 WEFT_MATH_FUNCTION(Sqrt, sqrtf, sqrt, std::sqrt, std::sqrt)
-WEFT_MATH_FUNCTION(Tanh, tanhf, tanh, std::tanh, std::tanh)
+WEFT_MATH_FUNCTION(Tanh, tanhf, tanh, host::TanhFloat, std::tanh)
 WEFT_MATH_FUNCTION(Fabs, fabsf, fabs, std::fabs, std::fabs)
 #undef WEFT_MATH_FUNCTION
 
