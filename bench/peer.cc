@@ -148,8 +148,13 @@ PeerSession::PeerSession(const std::string& path, const std::string& args) {
   const std::string python = script.empty() ? "" : FindPeerPython(&error_);
   if (python.empty()) return;
   int in[2], out[2];
-  if (pipe(in) != 0 || pipe(out) != 0) {
+  if (pipe(in) != 0) {
     error_ = "pipe: " + std::string(std::strerror(errno));
+    return;
+  }
+  if (pipe(out) != 0) {
+    error_ = "pipe: " + std::string(std::strerror(errno));
+    close(in[0]), close(in[1]);
     return;
   }
   const std::string cmd = "exec " + ShellQuoted(python) + " -u " + ShellQuoted(script) + " " + args;
