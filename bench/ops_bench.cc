@@ -99,14 +99,17 @@ std::pair<std::vector<TinyRound>, std::vector<TinyRound>> AlternateTiny(int roun
   *why = peer.error();
   std::vector<TinyRound> weft(rounds), torch(rounds);
   bool peer_ran = peer.available();
-  // PyTorch's round of `kind` ("inplace", "alloc") into `*us`; false once the peer failed.
+  // PyTorch's round of `kind` ("inplace", "alloc") into `*us`; after a failure, peer_ran is false.
   auto theirs = [&](const char* kind, double* us) {
     if (!peer_ran) return;
     const nlohmann::json answer = peer.Ask(kind);
     const std::string key = std::string("add_") + kind + "_us";
     peer_ran = answer.contains(key);
-    if (peer_ran) *us = answer[key].get<double>();
-    if (!peer_ran) *why = answer.dump();
+    if (peer_ran) {
+      *us = answer[key].get<double>();
+    } else {
+      *why = answer.dump();
+    }
   };
   for (int r = 0; r < rounds; ++r) {
     weft[r].inplace_us = TinyAddUs(false);

@@ -47,7 +47,7 @@ nlohmann::json RunPeer(const std::string& path, const std::string& args);
 // compare the machine's moods, not the engines.
 //
 //   bench::PeerSession peer("bench/torch_peer.py", "2 --serve");
-//   if (peer.available()) nlohmann::json round = peer.Ask("tiny");   // {"available": false, ...} on failure
+//   if (peer.available()) nlohmann::json round = peer.Ask("inplace");   // {"available": false, ...} on failure
 class PeerSession {
  public:
   PeerSession(const std::string& path, const std::string& args);

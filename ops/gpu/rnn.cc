@@ -86,7 +86,8 @@ struct CopyRun {
 };
 
 // Everything a plan depends on.
-using PlanKey = std::tuple<cudnnHandle_t, int, int, int, int64_t, int64_t, int, int64_t, int64_t, double, bool, int>;
+using PlanKey =
+    std::tuple<cudnnHandle_t, int, int, int, int64_t, int64_t, int, int64_t, int64_t, double, bool, bool, bool>;
 
 // A call shape's descriptors and sizes; immutable once built.
 struct RnnPlan {
@@ -114,12 +115,13 @@ void SetData(cudnnRNNDataDescriptor_t desc, DType dtype, const RnnDims& d, int64
 // (tanh, relu), the limits of its backward (a plan serves forward and backward), not with sequence
 // lengths (cuDNN does not support lengths that vary in a batch); STANDARD otherwise. Unlike
 // PyTorch, only where reduced precision is allowed (bfloat16, or float32 with WEFT_GPU_TF32=1):
-// on the H200 its strict float32 differed from PyTorch's reference values (ops_rnn_test) by up to 7e-5
-// relative where the standard algorithm stays within 2e-6. WEFT_GPU_RNN_PERSISTENT=0: never.
-// BuildPlan falls back to STANDARD where cuDNN reports NOT_SUPPORTED.
-cudnnRNNAlgo_t AlgoFor(const RnnParam& p, const RnnDims& d, DType dtype) {
+// on the H200 its strict float32 differed from PyTorch's reference values (ops_rnn_test) by up to
+// 7e-5 relative where the standard algorithm stays within 2e-6. `allowed` false
+// (WEFT_GPU_RNN_PERSISTENT=0): never. BuildPlan falls back to STANDARD where cuDNN reports
+// NOT_SUPPORTED.
+cudnnRNNAlgo_t AlgoFor(const RnnParam& p, const RnnDims& d, DType dtype, bool allowed) {
   const bool reduced = dtype == DType::kBFloat16 || (dtype == DType::kFloat32 && AllowTf32());
-  if (!reduced || !GetEnvBool("WEFT_GPU_RNN_PERSISTENT", true)) return CUDNN_RNN_ALGO_STANDARD;
+  if (!reduced || !allowed) return CUDNN_RNN_ALGO_STANDARD;
   int device = 0, sm = 0;
   WEFT_CUDA_CHECK(cudaGetDevice(&device));
   WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sm, cudaDevAttrComputeCapabilityMajor, device));
@@ -185,8 +187,8 @@ std::vector<CopyRun> RunsOf(cudnnHandle_t h, const RnnPlan& plan, const RnnParam
 }
 
 void BuildPlan(cudnnHandle_t h, RnnPlan& plan, const RnnParam& p, const RnnDims& d, DType dtype,
-               cudnnDropoutDescriptor_t dropout, cudnnRNNAlgo_t algo) {
-  plan.algo = algo;
+               cudnnDropoutDescriptor_t dropout, bool persistent_allowed) {
+  plan.algo = AlgoFor(p, d, dtype, persistent_allowed);
   SetRnn(plan.rnn.get(), p, d, dtype, dropout, plan.algo);
   const std::vector<int32_t> all(d.n, static_cast<int32_t>(d.t));
   SetData(plan.x.get(), dtype, d, d.i, all);
@@ -213,22 +215,22 @@ void BuildPlan(cudnnHandle_t h, RnnPlan& plan, const RnnParam& p, const RnnDims&
                    plan.runs[0].count == total && plan.weight_bytes == total * elem;
 }
 
-// The plan of this handle and call shape, built on first use; plans live for the process.
+// The plan of this handle and call shape, built on first use; plans live for the process. The key
+// holds what AlgoFor reads, so the device is asked for its architecture only when a plan is built.
 const RnnPlan& PlanOf(cudnnHandle_t h, const RnnParam& p, const RnnDims& d, DType dtype,
                       cudnnDropoutDescriptor_t dropout) {
   static std::mutex mu;                                        // guards plans
   static auto* const plans = new std::map<PlanKey, RnnPlan*>;  // immortal, like the handles
-  const cudnnRNNAlgo_t algo = AlgoFor(p, d, dtype);
-  const PlanKey key{
-      h,           static_cast<int>(dtype), static_cast<int>(p.mode), d.layers, d.i, d.h, d.dirs, d.t, d.n, p.p,
-      AllowTf32(), static_cast<int>(algo)};
+  const bool persistent = GetEnvBool("WEFT_GPU_RNN_PERSISTENT", true);
+  const PlanKey key{h,   static_cast<int>(dtype), static_cast<int>(p.mode), d.layers, d.i, d.h, d.dirs, d.t, d.n,
+                    p.p, AllowTf32(), p.use_sequence_length, persistent};
   {
     std::lock_guard<std::mutex> lock(mu);
     const auto it = plans->find(key);
     if (it != plans->end()) return *it->second;
   }
   auto* plan = new RnnPlan;
-  BuildPlan(h, *plan, p, d, dtype, dropout, algo);
+  BuildPlan(h, *plan, p, d, dtype, dropout, persistent);
   std::lock_guard<std::mutex> lock(mu);
   const auto [it, added] = plans->emplace(key, plan);
   if (!added) delete plan;
@@ -322,18 +324,15 @@ std::vector<int32_t> HostLengths(const TensorView& l, const RnnDims& d) {
 struct CallData {
   DataDesc own_x, own_y;
   cudnnRNNDataDescriptor_t x = nullptr, y = nullptr;
-  std::vector<int32_t> lengths;
-  bool given = false;  // from the sequence_length input (else every sequence has T steps)
+  std::vector<int32_t> lengths;  // from the sequence_length input; empty without one
 };
 
 void SetCallData(CallData& c, const RnnPlan& plan, const RnnDims& d, DType dtype, const TensorView* lengths) {
   if (lengths == nullptr) {
     c.x = plan.x.get(), c.y = plan.y.get();
-    c.lengths.assign(d.n, static_cast<int32_t>(d.t));
     return;
   }
   c.lengths = HostLengths(*lengths, d);
-  c.given = true;
   SetData(c.own_x.get(), dtype, d, d.i, c.lengths);
   SetData(c.own_y.get(), dtype, d, d.dirs * d.h, c.lengths);
   c.x = c.own_x.get(), c.y = c.own_y.get();
@@ -343,14 +342,14 @@ void SetCallData(CallData& c, const RnnPlan& plan, const RnnDims& d, DType dtype
 // vector has been read when Copy returns, and the CPU does not wait for the device); such a call is
 // a capture barrier. Without them every entry is T, written by a fill kernel on the stream, which a
 // CUDA graph records (staging would leave the graph reading a freed host buffer).
-void CopyLengths(const GpuCall& call, const CallData& c, void* device) {
-  const auto n = static_cast<int64_t>(c.lengths.size());
-  if (!c.given) {
-    FillGpu(call.ctx(), c.lengths.empty() ? 0 : c.lengths[0], OpReq::kWrite,
-            TensorView(device, Shape{n}, DType::kInt32, Device::Gpu(call.device())));
+void CopyLengths(const GpuCall& call, const CallData& c, const RnnDims& d, void* device) {
+  if (c.lengths.empty()) {
+    FillGpu(call.ctx(), static_cast<double>(d.t), OpReq::kWrite,
+            TensorView(device, Shape{d.n}, DType::kInt32, Device::Gpu(call.device())));
     return;
   }
-  Storage::Get(Device::Gpu(call.device()))->Copy(device, c.lengths.data(), n * sizeof(int32_t), &call.stream());
+  Storage::Get(Device::Gpu(call.device()))
+      ->Copy(device, c.lengths.data(), c.lengths.size() * sizeof(int32_t), &call.stream());
 }
 
 // Copies each run between the flat vector and the weight space, in the direction asked.
@@ -439,7 +438,7 @@ void RnnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
                                                 c.d.n * sizeof(int32_t), ScratchBytes(req[0], &out[0], true),
                                                 ScratchBytes(hy_req, hy, false), ScratchBytes(cy_req, cy, false)});
   void* weights = WeightSpace(call, c, in[RnnSlots::kParams], ws[0]);
-  CopyLengths(call, data, ws[2]);
+  CopyLengths(call, data, c.d, ws[2]);
   void* y = TargetOf(req[0], &out[0], ws[3], true);
   void* hy_ptr = TargetOf(hy_req, hy, ws[4], false);
   void* cy_ptr = TargetOf(cy_req, cy, ws[5], false);
@@ -537,7 +536,7 @@ void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
        ScratchBytes(req[0], &out[0], true), ScratchBytes(req[RnnSlots::kState], &out[RnnSlots::kState], false),
        dcx ? ScratchBytes(req[c.s.state_cell], dcx, false) : 0});
   const void* weights = WeightSpace(call, c, fwd[RnnSlots::kParams], ws[0]);
-  CopyLengths(call, data, ws[2]);
+  CopyLengths(call, data, c.d, ws[2]);
   BackwardData(call, c, data, in, req, out, ws, weights);
   if (dw_req != OpReq::kNull) BackwardWeights(call, c, data, in, dw_req, out[RnnSlots::kParams], ws);
 }
