@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -163,11 +164,26 @@ TEST(GpuRnn, ForwardAndBackwardEqualTheCpus) {
     }
 }
 
+// ||got - want|| / ||want||, the error of a whole tensor.
+double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (size_t e = 0; e < want.size(); ++e) {
+    diff += (got[e] - want[e]) * static_cast<double>(got[e] - want[e]);
+    norm += want[e] * static_cast<double>(want[e]);
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
 // bfloat16 data, parameters and gradients (float32 math inside cuDNN) against the CPU's float32 on
-// the same rounded values, within bfloat16's precision of each tensor's largest value (gradients
-// summed over steps and sequences cancel). H 6 without lengths: cuDNN's persistent small-H
-// algorithm; H 300 or with lengths: the standard one.
+// the same rounded values: each tensor within 2% of its norm, and no element off by more than a
+// tenth of the tensor's largest value. H 6 without lengths: cuDNN's persistent small-H algorithm;
+// H 300 or with lengths: the standard one. relu's gradient is a step of its pre-activation, and
+// at H 300 some of the 4,500 pre-activations of a layer lie within bfloat16's rounding of 0, so a
+// unit's gradient passes on one side and not the other (measured on the H200: a weight's gradient
+// -0.83 against the CPU's 0.02): relu's gradients are compared at H 6, its outputs at both.
 TEST(GpuRnn, BFloat16ForwardAndBackwardFollowTheCpusFloat32) {
+  double worst = 0;
+  std::string worst_at;
   for (Config c : Configs())
     for (int64_t h : {6, 300}) {
       c.h = h;
@@ -177,13 +193,20 @@ TEST(GpuRnn, BFloat16ForwardAndBackwardFollowTheCpusFloat32) {
       const auto got = ForwardBackward(c, kGpu, OpReq::kWrite, DType::kBFloat16, DType::kBFloat16);
       EXPECT_EQ(RnnPersistentForwards() - persistent, h == 6 && !c.lengths ? 1 : 0);
       ASSERT_EQ(got.size(), cpu.size());
-      for (size_t k = 0; k < cpu.size(); ++k) {
+      const size_t outputs = c.lstm() ? 3 : 2;
+      const bool gradients = c.mode != RnnMode::kRnnRelu || h == 6;
+      for (size_t k = 0; k < (gradients ? cpu.size() : outputs); ++k) {
+        const std::string what = "value " + std::to_string(k);
+        const double error = RelativeError(got[k], cpu[k]);
+        EXPECT_LE(error, 2e-2) << what;
+        if (error > worst) worst = error, worst_at = c.Name() + " H" + std::to_string(h) + " " + what;
         double largest = 0;
         for (float v : cpu[k]) largest = std::max(largest, static_cast<double>(std::abs(v)));
         for (size_t e = 0; e < cpu[k].size(); ++e)
-          ASSERT_NEAR(got[k][e], cpu[k][e], 3e-2 * (1 + largest)) << "value " << k << ", element " << e;
+          ASSERT_NEAR(got[k][e], cpu[k][e], 0.1 * (1 + largest)) << what << ", element " << e;
       }
     }
+  std::printf("largest relative error %.4f (%s)\n", worst, worst_at.c_str());
 }
 
 // One join per backward, whether the parameters' gradient is requested or not, in one direction
