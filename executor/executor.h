@@ -51,12 +51,12 @@ struct GraphExtension {
 
 struct ExecutorStats {
   // Of the bound graph:
-  size_t forward_nodes = 0;   // nodes the forward pass runs
-  size_t backward_nodes = 0;  // nodes the backward pass runs
-  size_t plan_bytes = 0;      // internal buffers the memory plan allocated
-  size_t naive_bytes = 0;     // what one buffer per internal entry would need
-  size_t fused_groups = 0;    // fused nodes the fusion pass made (passes/fuse_pointwise.h)
-  size_t fused_nodes = 0;     // the nodes they replace
+  size_t forward_nodes = 0;     // nodes the forward pass runs
+  size_t backward_nodes = 0;    // nodes the backward pass runs
+  size_t plan_bytes = 0;        // internal buffers the memory plan allocated
+  size_t naive_bytes = 0;       // what one buffer per internal entry would need
+  size_t fused_groups = 0;      // fused nodes the fusion pass made (passes/fuse_pointwise.h)
+  size_t fused_nodes = 0;       // the nodes they replace
   size_t recomputed_nodes = 0;  // forward nodes the backward recomputes instead of reading (passes/rematerialize.h)
   // Of the run:
   size_t engine_ops_pushed = 0;  // by the last Forward, Backward or TrainStep call
@@ -87,8 +87,12 @@ class Executor {
 
   void Forward(bool is_train);
   // head_grads: one per output; empty: ones (the outputs are losses to minimize). Runs the
-  // backward nodes, then those of the extension.
+  // backward nodes, then those of the extension. Each given array is copied into the
+  // executor's own (head_grads()), unless it is that array: write the gradients into
+  // head_grads() and pass them to skip the copy.
   void Backward(const std::vector<NDArray>& head_grads = {});
+  // The arrays the backward nodes read the head gradients from, one per output.
+  const std::vector<NDArray>& head_grads() const;
 
   // Forward(true) then Backward() from head gradients of ones, as one training step. On a GPU the
   // steps after the first two are recorded once into CUDA graphs and replayed (the bound graph's

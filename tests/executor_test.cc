@@ -353,8 +353,8 @@ TEST(Executor, TwoIdenticalOptimizerUpdatesInOneGraphBothRun) {
 // old value: the executor runs write-backs after every other node.
 TEST(Executor, AnExtensionsWriteBacksRunAfterEveryOtherReaderOfTheirArgument) {
   Symbol x = Symbol::Variable("x"), w1 = Symbol::Variable("w1"), w2 = Symbol::Variable("w2");
-  Symbol loss = Symbol::Op("add", {Symbol::Op("sum", {Symbol::Op("mul", {x, w1})}),
-                                   Symbol::Op("sum", {Symbol::Op("mul", {x, w2})})});
+  Symbol loss = Symbol::Op(
+      "add", {Symbol::Op("sum", {Symbol::Op("mul", {x, w1})}), Symbol::Op("sum", {Symbol::Op("mul", {x, w2})})});
   GraphExtension extension;
   extension.write_back = {"w1", "w2"};
   extension.append = [](const Graph& g, const std::vector<std::string>& grad_args) {
@@ -397,7 +397,7 @@ TEST(Executor, AnExtensionsWriteBacksRunAfterEveryOtherReaderOfTheirArgument) {
       const double g = xs[i] + xs[i + 3];
       EXPECT_DOUBLE_EQ(w1[i], w1_old[i] - 0.5 * g) << "bulk " << bulk << ", w1[" << i << "]";
       EXPECT_DOUBLE_EQ(w2[i], w2_old[i] - 0.5 * g * w1_old[i]) << "bulk " << bulk << ", w2[" << i << "]: r read "
-                                                                << "the new w1";
+                                                               << "the new w1";
     }
   }
   GraphExtension wrong = extension;
@@ -485,6 +485,36 @@ NDArray FailingImperativeOp() {
 std::unique_ptr<Executor> UnrelatedExecutor() {
   NDArray x = NDArray::FromVector(std::vector<float>{-1, 2}, Shape{2});
   return Executor::Bind(Symbol::Op("relu", {Symbol::Variable("x")}), Device::Cpu(), {{"x", x}});
+}
+
+// Head gradients written into the executor's own arrays and passed back give Backward({dy})'s
+// gradients without a copy: a gated reader holds the head array while the backward runs (a copy
+// onto it, a write, would wait for the gate), and the ones that follow are ones again.
+TEST(Executor, BackwardReadsItsOwnHeadGradientsWithoutACopy) {
+  auto values = RandomValues(5);
+  const Symbol h = Symbol::Op(
+      "tanh",
+      {Symbol::Op("add", {Symbol::Op("mul", {Symbol::Variable("x"), Symbol::Variable("w")}), Symbol::Variable("b")})});
+  const NDArray dy = NDArray::FromVector(RandomValues(6).at("x"), kShapes.at("x"));
+  Executor::ArrayMap copied = ZeroGrads(), own = ZeroGrads();
+  auto a = Executor::Bind(h, Device::Cpu(), Arrays(values), copied, AllReqs(GradReq::kWrite));
+  auto b = Executor::Bind(h, Device::Cpu(), Arrays(values), own, AllReqs(GradReq::kWrite));
+  a->Forward(true);
+  a->Backward({dy});
+  b->Forward(true);
+  dy.CopyTo(b->head_grads().at(0));
+  engine::Engine* engine = engine::Engine::Get();
+  testing::Latch gate, reached;
+  engine->PushSync([&gate](engine::RunContext) { gate.WaitFor(std::chrono::seconds(60)); }, Device::Cpu(),
+                   {b->head_grads()[0].var()}, {}, engine::FnProperty::kCpuPrioritized);
+  b->Backward(b->head_grads());
+  engine->PushSync([&reached](engine::RunContext) { reached.Open(); }, Device::Cpu(), {own["x"].var()}, {});
+  EXPECT_TRUE(reached.WaitFor(std::chrono::seconds(30))) << "the backward waited for the head array's reader";
+  gate.Open();
+  for (const auto& [name, shape] : kShapes) EXPECT_EQ(own[name].ToVector<double>(), copied[name].ToVector<double>());
+  a->Backward();
+  b->Backward();
+  for (const auto& [name, shape] : kShapes) EXPECT_EQ(own[name].ToVector<double>(), copied[name].ToVector<double>());
 }
 
 TEST(Executor, DestroyingAnExecutorLeavesOtherErrorsToTheirWaiters) {

@@ -66,12 +66,13 @@ RunStats GraphRun::stats() const {
 }
 
 // Ones by default: filled once and kept (head gradients are external to the memory plan, so
-// nothing overwrites them) until the caller passes its own.
+// nothing overwrites them) until the caller passes its own; the plan's own arrays, passed back
+// after the caller wrote into them, are not copied onto themselves.
 void GraphRun::SetHeadGrads(const std::vector<NDArray>& given) {
   const std::vector<NDArray>& heads = plan_.head_grads();
   for (size_t i = 0; i < heads.size(); ++i) {
     if (!given.empty()) {
-      given[i].CopyTo(heads[i]);
+      if (!given[i].SameMemoryAs(heads[i])) given[i].CopyTo(heads[i]);
     } else if (!head_grads_are_ones_) {
       heads[i].Fill(1.0);
     }
