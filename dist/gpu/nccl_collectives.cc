@@ -20,6 +20,7 @@
 #include "dist/gpu/nccl_lib.h"
 #include "dist/internal/gpu_collectives.h"
 #include "dist/internal/mpi_progress.h"
+#include "engine/gpu/event_pool.h"
 #include "engine/gpu/gpu_stream.h"
 
 namespace weft::dist::internal {
@@ -29,12 +30,18 @@ using gpu::Nccl;
 
 ncclDataType_t NcclType(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return ncclFloat32;
-    case DType::kFloat64: return ncclFloat64;
-    case DType::kInt32: return ncclInt32;
-    case DType::kInt64: return ncclInt64;
-    case DType::kBFloat16: return ncclBfloat16;
-    default: WEFT_THROW("dist: no NCCL reduction for " << dtype);
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat64:
+      return ncclFloat64;
+    case DType::kInt32:
+      return ncclInt32;
+    case DType::kInt64:
+      return ncclInt64;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    default:
+      WEFT_THROW("dist: no NCCL reduction for " << dtype);
   }
 }
 
@@ -55,22 +62,20 @@ struct NcclComm {
   }
 };
 
-// The two events of one collective.
+// The two events of one collective, from the engine's pool (creating and destroying two CUDA
+// events per collective cost more than the collective's own launch): `ready` is recorded on
+// the worker's stream when the op runs, `finished` on the communication stream after NCCL's
+// kernels. Given back to the pool when the collective is done with them.
 struct Events {
-  explicit Events(int device) : device(device) {
-    gpu::DeviceGuard guard(device);
-    WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-    WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&finished, cudaEventDisableTiming));
-  }
+  gpu::PooledEvent* ready = nullptr;
+  gpu::PooledEvent* finished = nullptr;
+  Events() = default;
   ~Events() {
-    gpu::DeviceGuard guard(device);
-    cudaEventDestroy(ready);
-    cudaEventDestroy(finished);
+    for (gpu::PooledEvent* e : {ready, finished})
+      if (e != nullptr) gpu::EventPool::Get().Release(e);
   }
   Events(const Events&) = delete;
   Events& operator=(const Events&) = delete;
-  int device;
-  cudaEvent_t ready = nullptr, finished = nullptr;
 };
 
 using NcclCall = std::function<void(ncclComm_t, cudaStream_t)>;
@@ -95,8 +100,9 @@ class NcclCollectives final : public GpuCollectives {
 // Collective over the ranks: every rank's first GPU collective gets here in the same order.
 std::shared_ptr<NcclComm> NcclCollectives::CommFor(Device device) {
   if (comm_ != nullptr) {
-    WEFT_CHECK(comm_->device == device.id) << "dist: NCCL drives one GPU per process: this one's is gpu:"
-                                           << comm_->device << ", found an array on gpu:" << device.id;
+    WEFT_CHECK(comm_->device == device.id)
+        << "dist: NCCL drives one GPU per process: this one's is gpu:" << comm_->device
+        << ", found an array on gpu:" << device.id;
     return comm_;
   }
   ncclUniqueId id{};
@@ -119,16 +125,16 @@ void NcclCollectives::Push(std::string what, Device device, std::vector<engine::
   auto fn = [=, what = std::move(what), call = std::move(call)](engine::RunContext ctx, engine::OnComplete done) {
     MpiWork work{sequence, what, nullptr, nullptr, done};
     try {
-      auto events = std::make_shared<Events>(comm->device);
-      ctx.stream->Record(events->ready);
+      auto events = std::make_shared<Events>();
+      events->ready = gpu::EventPool::Get().Record(*ctx.stream);
       work.start = [comm, events, call](MPI_Request*) {
         gpu::DeviceGuard guard(comm->device);
-        WEFT_CUDA_CHECK(cudaStreamWaitEvent(comm->stream, events->ready, 0));
+        WEFT_CUDA_CHECK(cudaStreamWaitEvent(comm->stream, events->ready->event, 0));
         call(comm->comm, comm->stream);
-        WEFT_CUDA_CHECK(cudaEventRecord(events->finished, comm->stream));
+        events->finished = gpu::EventPool::Get().RecordOn(comm->device, comm->stream);
       };
       work.test = [comm, events] {
-        const cudaError_t state = cudaEventQuery(events->finished);
+        const cudaError_t state = cudaEventQuery(events->finished->event);
         if (state == cudaErrorNotReady) {
           ncclResult_t async = ncclSuccess;
           WEFT_NCCL_CHECK(Nccl().CommGetAsyncError(comm->comm, &async));
@@ -177,8 +183,7 @@ void NcclCollectives::AllReduce(std::span<const NDArray> arrays, ReduceOp op) {
 
 void NcclCollectives::Broadcast(const NDArray& array, int root) {
   std::ostringstream what;
-  what << "broadcast (" << array.bytes() << " bytes from rank " << root << " on gpu:" << array.device().id
-       << ", nccl)";
+  what << "broadcast (" << array.bytes() << " bytes from rank " << root << " on gpu:" << array.device().id << ", nccl)";
   Push(what.str(), array.device(), {}, {array.var()}, [array, root](ncclComm_t comm, cudaStream_t s) {
     void* p = array.View().raw();
     WEFT_NCCL_CHECK(Nccl().Broadcast(p, p, array.bytes(), ncclUint8, root, comm, s));

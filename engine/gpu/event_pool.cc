@@ -50,6 +50,11 @@ PooledEvent* EventPool::RecordAfterAll(int device) {
   return RecordWith(device, [](cudaEvent_t event) { engine::GpuStream::RecordAfterAll(event); });
 }
 
+PooledEvent* EventPool::RecordOn(int device, cudaStream_t stream) {
+  DeviceGuard guard(device);
+  return RecordWith(device, [stream](cudaEvent_t event) { WEFT_CUDA_CHECK(cudaEventRecord(event, stream)); });
+}
+
 void EventPool::Release(PooledEvent* e) {
   if (e->refs.load(std::memory_order_relaxed) > 0 && e->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   std::lock_guard<SpinLock> lock(mu_);

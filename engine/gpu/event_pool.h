@@ -30,6 +30,9 @@ class EventPool {
   // An event of `device` with one reference, recorded after all work queued so far on the
   // device's blocking streams (engine::GpuStream::RecordAfterAll). Any thread.
   PooledEvent* RecordAfterAll(int device);
+  // An event of `device` with one reference, recorded on `stream`, a stream outside the engine's
+  // (a communicator's own): no launch batch to flush. Any thread.
+  PooledEvent* RecordOn(int device, cudaStream_t stream);
   static void AddRef(PooledEvent* e) { e->refs.fetch_add(1, std::memory_order_relaxed); }
   void Release(PooledEvent* e);
 
