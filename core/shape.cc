@@ -19,15 +19,10 @@ void Shape::PushBack(int64_t extent) {
   dims_[ndim_++] = extent;
 }
 
-int64_t Shape::Size() const {
-  int64_t n = 1;
-  bool overflow = false;
-  for (int i = 0; i < ndim_; ++i) {
+int64_t Shape::SizeOverflowed() const {
+  for (int i = 0; i < ndim_; ++i)
     if (dims_[i] == 0) return 0;
-    overflow |= __builtin_mul_overflow(n, dims_[i], &n);
-  }
-  if (overflow) WEFT_THROW("shape " << ToString() << " has more elements than a 64-bit count holds");
-  return n;
+  WEFT_THROW("shape " << ToString() << " has more elements than a 64-bit count holds");
 }
 
 int Shape::CheckedAxis(int axis) const {

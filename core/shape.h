@@ -30,7 +30,13 @@ class Shape {
   int64_t& operator[](int axis) { return dims_[CheckedAxis(axis)]; }
   std::span<const int64_t> dims() const { return {dims_.data(), static_cast<size_t>(ndim_)}; }
   // Number of elements (1 for a scalar); throws weft::Error when it does not fit in an int64_t.
-  int64_t Size() const;
+  // Inline: it is on every op's path.
+  int64_t Size() const {
+    int64_t n = 1;
+    bool overflow = false;
+    for (int i = 0; i < ndim_; ++i) overflow |= __builtin_mul_overflow(n, dims_[i], &n);
+    return overflow ? SizeOverflowed() : n;
+  }
 
   // Normalizes a possibly negative axis (-1 is the last) and checks it is in range.
   int NormalizeAxis(int axis) const;
@@ -43,6 +49,8 @@ class Shape {
 
  private:
   int CheckedAxis(int axis) const;
+  // Size() when a product overflowed: 0 if an extent is 0, else throws.
+  int64_t SizeOverflowed() const;
 
   std::array<int64_t, kMaxDims> dims_{};
   int ndim_ = 0;

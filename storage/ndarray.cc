@@ -22,9 +22,7 @@ NDArray::NDArray(const Shape& shape, Device device, DType dtype)
       shape_(shape),
       dtype_(dtype) {}
 
-void NDArray::CheckNotNone(const char* what) const {
-  WEFT_CHECK(chunk_ != nullptr) << what << ": the array is null (default-constructed)";
-}
+void NDArray::NullArray(const char* what) { WEFT_THROW(what << ": the array is null (default-constructed)"); }
 
 Device NDArray::device() const { return chunk_ ? chunk_->device() : Device::Cpu(); }
 

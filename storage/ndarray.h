@@ -89,7 +89,11 @@ class NDArray {
   std::string ToString() const;  // "NDArray (2, 3) float32 cpu"
 
  private:
-  void CheckNotNone(const char* what) const;
+  void CheckNotNone(const char* what) const {
+    if (chunk_ == nullptr) [[unlikely]]
+      NullArray(what);
+  }
+  [[noreturn]] static void NullArray(const char* what);
   void PushWrite(const char* name, std::function<void(const TensorView&)> fn) const;
 
   std::shared_ptr<internal::Chunk> chunk_;
