@@ -49,14 +49,6 @@ std::string Shape::ToString() const {
   return s + ")";
 }
 
-bool operator==(const Shape& a, const Shape& b) {
-  if (a.ndim_ != b.ndim_) return false;
-  for (int i = 0; i < a.ndim_; ++i) {
-    if (a.dims_[i] != b.dims_[i]) return false;
-  }
-  return true;
-}
-
 namespace {
 
 std::string_view StripBrackets(std::string_view text) {

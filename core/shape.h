@@ -43,7 +43,12 @@ class Shape {
   void PushBack(int64_t extent);
 
   std::string ToString() const;
-  friend bool operator==(const Shape& a, const Shape& b);
+  friend bool operator==(const Shape& a, const Shape& b) {
+    if (a.ndim_ != b.ndim_) return false;
+    for (int i = 0; i < a.ndim_; ++i)
+      if (a.dims_[i] != b.dims_[i]) return false;
+    return true;
+  }
   friend bool operator!=(const Shape& a, const Shape& b) { return !(a == b); }
   friend std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << s.ToString(); }
 

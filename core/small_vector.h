@@ -32,20 +32,12 @@ class SmallVector {
   ~SmallVector() { clear(); }
 
   void push_back(T value) {
-    if (heap_.empty() && size_ < N) {
+    if (heap_.empty() && size_ < N) [[likely]] {
       new (InlineSlot(size_)) T(std::move(value));
       ++size_;
       return;
     }
-    if (heap_.empty()) {  // spill the inline elements first
-      heap_.reserve(2 * N);
-      for (size_t i = 0; i < size_; ++i) {
-        heap_.push_back(std::move(*InlineSlot(i)));
-        InlineSlot(i)->~T();
-      }
-    }
-    heap_.push_back(std::move(value));
-    ++size_;
+    PushToHeap(std::move(value));
   }
   void clear() {
     if (heap_.empty()) {
@@ -67,6 +59,18 @@ class SmallVector {
   std::span<const T> span() const { return {data(), size_}; }
 
  private:
+  // push_back past the inline slots, out of line so that the inline path stays small.
+  [[gnu::noinline]] void PushToHeap(T value) {
+    if (heap_.empty()) {  // spill the inline elements first
+      heap_.reserve(2 * N);
+      for (size_t i = 0; i < size_; ++i) {
+        heap_.push_back(std::move(*InlineSlot(i)));
+        InlineSlot(i)->~T();
+      }
+    }
+    heap_.push_back(std::move(value));
+    ++size_;
+  }
   T* InlineSlot(size_t i) { return std::launder(reinterpret_cast<T*>(inline_ + i * sizeof(T))); }
   const T* InlineSlot(size_t i) const { return std::launder(reinterpret_cast<const T*>(inline_ + i * sizeof(T))); }
 

@@ -31,8 +31,8 @@ engine::VarHandle NDArray::var() const {
   return chunk_->var();
 }
 
-bool NDArray::Overlaps(const NDArray& other) const {
-  if (!SharesMemoryWith(other) || bytes() == 0 || other.bytes() == 0) return false;
+bool NDArray::BytesOverlap(const NDArray& other) const {
+  if (bytes() == 0 || other.bytes() == 0) return false;
   return offset_ < other.offset_ + other.bytes() && other.offset_ < offset_ + bytes();
 }
 

@@ -46,7 +46,7 @@ class NDArray {
   // The engine variable every op on this array (and on its views) reads or writes.
   engine::VarHandle var() const;
   // True when the two arrays' bytes overlap.
-  bool Overlaps(const NDArray& other) const;
+  bool Overlaps(const NDArray& other) const { return SharesMemoryWith(other) && BytesOverlap(other); }
   // True when both are the same memory seen the same way (same start and size).
   bool SameMemoryAs(const NDArray& other) const {
     return SharesMemoryWith(other) && offset_ == other.offset_ && bytes() == other.bytes();
@@ -94,6 +94,7 @@ class NDArray {
       NullArray(what);
   }
   [[noreturn]] static void NullArray(const char* what);
+  bool BytesOverlap(const NDArray& other) const;  // of two arrays sharing a chunk
   void PushWrite(const char* name, std::function<void(const TensorView&)> fn) const;
 
   std::shared_ptr<internal::Chunk> chunk_;
