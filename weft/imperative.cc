@@ -137,7 +137,9 @@ void CheckOutputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inp
 // something else).
 SmallVector<OpReq, 4> Requests(const Op& op, std::span<const NDArray> inputs, std::span<const NDArray> outputs,
                                std::span<const OpReq> asked) {
-  if (!asked.empty()) WEFT_CHECK_EQ(asked.size(), outputs.size()) << "op '" << op.name << "': one request per output";
+  if (!asked.empty()) {
+    WEFT_CHECK_EQ(asked.size(), outputs.size()) << "op '" << op.name << "': one request per output";
+  }
   SmallVector<OpReq, 4> req;
   for (size_t o = 0; o < outputs.size(); ++o) req.push_back(asked.empty() ? OpReq::kWrite : asked[o]);
   const auto& pairs = op.inplace;
