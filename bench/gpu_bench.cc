@@ -16,7 +16,9 @@
 //   (f) RNNs (issue 12): forward and backward of a 2-layer bidirectional LSTM and GRU, T64 N64
 //       I512 H512, strict float32, TF32 (WEFT_GPU_TF32=1) and bfloat16, and H128 TF32 (cuDNN's
 //       persistent small-H algorithm on both sides), against nn.LSTM / nn.GRU with
-//       torch.backends.cudnn.allow_tf32 off and on (--rnn=0 leaves them out).
+//       torch.backends.cudnn.allow_tf32 off and on (--rnn=0 leaves them out); and the cost of
+//       the RNN's legacy-stream join: the LSTM H512 step pushed right after a 30 ms one-block spin
+//       on a blocking stream (which the join waits for) against one on a non-blocking stream;
 // Steps are pushed back to back and waited for once, as a training loop would; times are the
 // median of --reps repetitions.
 //
@@ -30,6 +32,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -130,7 +133,7 @@ double TrainerStep(const Net& net, DType dtype, bool cuda_graph, int reps) {
 // ms per forward and backward (data and parameters' gradients, head gradient ones) of a 2-layer
 // bidirectional `mode` RNN, T64 N64 I512 (issue 12's benchmark) of state size h, in `precision`:
 // "float32" (strict), "tf32" (float32 through TF32 tensor cores: WEFT_GPU_TF32=1) or "bfloat16".
-double RnnStepMs(const char* mode, const std::string& precision, int64_t h, int reps) {
+std::unique_ptr<Executor> BindRnn(const char* mode, const std::string& precision, int64_t h) {
   const int64_t t = 64, n = 64, i = 512, layers_times_dirs = 2 * 2;
   const DType dtype = precision == "bfloat16" ? DType::kBFloat16 : DType::kFloat32;
   std::vector<Symbol> inputs = {Symbol::Variable("data"), Symbol::Variable("parameters"), Symbol::Variable("state")};
@@ -152,14 +155,33 @@ double RnnStepMs(const char* mode, const std::string& precision, int64_t h, int 
   }
   if (precision == "tf32") setenv("WEFT_GPU_TF32", "1", 1);
   auto exec = Executor::Bind(net, kGpu, args, grads, reqs);
-  auto step = [&] {
-    exec->Forward(true);
-    exec->Backward();
-  };
-  for (int k = 0; k < 3; ++k) step();
-  const double ms = TimeMs(reps, 10, step);
-  unsetenv("WEFT_GPU_TF32");
-  return ms;
+  for (int k = 0; k < 3; ++k) exec->Forward(true), exec->Backward();  // plans, workspace, reserve
+  weft::engine::Engine::Get()->WaitForAll();
+  unsetenv("WEFT_GPU_TF32");  // read by the plans, built by now
+  return exec;
+}
+
+double RnnStepMs(const char* mode, const std::string& precision, int64_t h, int reps) {
+  auto exec = BindRnn(mode, precision, h);
+  return TimeMs(reps, 10, [&] { exec->Forward(true), exec->Backward(); });
+}
+
+// What the RNN's join costs: ms of one LSTM H512 float32 forward+backward pushed right after a
+// one-block kernel spinning for `spin_ms` was queued on a stream of the benchmark's own, blocking
+// (as weft's workers' streams are: the legacy-stream join after backward data waits for it) or
+// non-blocking (which that join does not see); the median of `reps`.
+double RnnBesideSpinMs(bool blocking, double spin_ms, int reps) {
+  auto exec = BindRnn("lstm", "float32", 512);
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    bench::SpinningStream spinning(blocking, spin_ms);
+    const auto start = std::chrono::steady_clock::now();
+    exec->Forward(true), exec->Backward();
+    weft::engine::Engine::Get()->WaitForAll();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }  // each spin ends before the next repetition
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
 }
 
 // Microseconds per tiny in-place add (16 floats), 10,000 pushed, one wait: a += b each time (as
@@ -393,6 +415,13 @@ int main(int argc, char** argv) {
           }
         }
       }
+      // The join's cost (weft only): the step beside a 30 ms spin on a blocking stream, against
+      // beside one on a non-blocking stream (the step's own time, about 11 ms).
+      const double blocked = RnnBesideSpinMs(true, 30, reps), unblocked = RnnBesideSpinMs(false, 30, reps);
+      std::printf(
+          "lstm H512 float32 fwd+bwd beside a 30 ms spin on a blocking stream %.3f ms, on a non-blocking "
+          "stream %.3f ms: the legacy-stream join costs %.3f ms here\n",
+          blocked, unblocked, blocked - unblocked);
     }
     if (tiny) {
       ours["tiny op us"] = LaunchOverheadUs(reps);

@@ -201,4 +201,25 @@ double EmptyEngineOpUs(int reps) {
   return us;
 }
 
+SpinningStream::SpinningStream(bool blocking, double ms) {
+  static const char* kSource =
+      "extern \"C\" __global__ void Spin(long long cycles) {\n"
+      "  const long long start = clock64();\n"
+      "  while (clock64() - start < cycles) {}\n"
+      "}\n";
+  WEFT_CUDA_CHECK(cudaSetDevice(0));
+  const weft::gpu::rtc::Kernel spin = weft::gpu::rtc::KernelLibrary::Global().Get({"spin", kSource, "Spin", {}}, 0);
+  int khz = 0;
+  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+  long long cycles = static_cast<long long>(ms * khz);
+  void* args[] = {&cycles};
+  WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, blocking ? cudaStreamDefault : cudaStreamNonBlocking));
+  WEFT_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(spin.handle()), dim3(1), dim3(1), args, 0, stream_));
+}
+
+SpinningStream::~SpinningStream() {
+  cudaStreamSynchronize(stream_);
+  cudaStreamDestroy(stream_);
+}
+
 }  // namespace bench

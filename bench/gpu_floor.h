@@ -1,7 +1,10 @@
 // What a GPU op cannot go below, for gpu_bench's launch-overhead row: the same tiny kernel
 // launched straight from this thread onto one stream, and an empty GPU op pushed through the
-// engine (no kernel), each in microseconds per call over 10,000 calls.
+// engine (no kernel), each in microseconds per call over 10,000 calls; and a stream of the
+// benchmark's own with a kernel spinning on it, for the RNN join's cost.
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
@@ -45,5 +48,20 @@ GraphCosts GraphLaunchUs(int reps, int nodes);
 // a stream and timed with CUDA events, with `blocks` blocks of 256 threads; and of a device-to-
 // device cudaMemcpyAsync of the same size (blocks ignored).
 double KernelOnlyGbs(int reps, unsigned blocks, bool copy);
+
+// A stream of the benchmark's own (blocking: it synchronizes with the legacy default stream, as
+// weft's workers' streams do; or non-blocking) with one block spinning for `ms` milliseconds on
+// it, queued at construction; the destructor waits for it. What the RNN's legacy-stream join
+// costs: it waits for work queued on every blocking stream of the device, this one's included.
+class SpinningStream {
+ public:
+  SpinningStream(bool blocking, double ms);
+  ~SpinningStream();
+  SpinningStream(const SpinningStream&) = delete;
+  SpinningStream& operator=(const SpinningStream&) = delete;
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
 
 }  // namespace bench
