@@ -35,15 +35,18 @@ void Trainer::AllReduceAndUpdate() const {
   for (const std::vector<NDArray>& bucket : grad_buckets_) {
     options_.communicator->AllReduce(bucket, dist::ReduceOp::kAverage);
   }
-  std::map<std::string, NDArray> grads(grads_.begin(), grads_.end());
+  const ArrayMap* grads = &grads_;
+  ArrayMap clipped;  // the clipped gradients, new arrays: grads_ stay the bound graph's
   if (options_.clip_global_norm > 0) {
-    internal::ClipByGlobalNorm(grads, options_.clip_global_norm, optimizer_->rescale_grad(),
-                               [](const char* op, const AttrMap& attrs, std::vector<NDArray> inputs,
-                                  const std::string&, const std::string&) { return Invoke(op, inputs, attrs)[0]; });
+    clipped = grads_;
+    internal::ClipByGlobalNorm(clipped, options_.clip_global_norm, optimizer_->rescale_grad(),
+                               [](const char* op, const AttrMap& attrs, std::vector<NDArray> inputs, const std::string&,
+                                  const std::string&) { return Invoke(op, inputs, attrs)[0]; });
+    grads = &clipped;
   }
   const Op& op = GetOp(update_.op);
   for (const std::string& p : params_) {
-    std::vector<NDArray> inputs = {params_arrays_.at(p), grads.at(p)};
+    std::vector<NDArray> inputs = {params_arrays_.at(p), grads->at(p)};
     for (const std::string& s : states_) inputs.push_back(state_arrays_.at(p + "." + s));
     inputs.push_back(lr_);
     const NDArray& weight = params_arrays_.at(p);
