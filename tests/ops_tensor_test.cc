@@ -162,6 +162,13 @@ TEST(ShapeOps, FlattenKeepsTheFirstAxis) {
   EXPECT_EQ(OutputShape("flatten", {}, {Shape{5}}), (Shape{5, 1}));
   EXPECT_EQ(OutputShape("flatten", {}, {Shape{0, 3}}), (Shape{0, 3}));
   RunOpCase(SameValues("flatten", {}, {Shape{2, 3, 4}}));
+  // An empty input whose other axes' product overflows (a fuzz finding: fuzz/regressions/op_attrs).
+  try {
+    OutputShape("flatten", {}, {Shape{0, 3, 48888, int64_t{2049638230412172401}}});
+    ADD_FAILURE() << "flatten accepted axes whose product overflows";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more elements than a 64-bit count holds"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ShapeOps, ReshapeLikeTakesTheShapeOfItsSecondInput) {
