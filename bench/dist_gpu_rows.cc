@@ -76,12 +76,11 @@ void NcclRows(weft::dist::Communicator& world, int reps) {
     const int count = static_cast<int>(std::min<size_t>(kArrays, (size_t{64} << 20) / bytes));  // 64 MB at most
     std::vector<weft::NDArray> arrays;
     std::vector<float*> buffers;
-    for (int k = 0; k < kArrays; ++k) {
+    for (int k = 0; k < count; ++k) {
       arrays.emplace_back(weft::Shape{n}, weft::Device::Gpu(0));
       arrays.back().Fill(1);
       arrays.back().WaitToRead();
       buffers.push_back(static_cast<float*>(arrays.back().View().raw()));
-      if (static_cast<int>(arrays.size()) == count) break;
     }
     std::vector<weft::NDArray> first(arrays.begin(), arrays.begin() + 1);
     const std::vector<float*> first_buffer(buffers.begin(), buffers.begin() + 1);

@@ -166,17 +166,16 @@ double RnnStepMs(const char* mode, const std::string& precision, int64_t h, int 
   return TimeMs(reps, 10, [&] { exec->Forward(true), exec->Backward(); });
 }
 
-// What the RNN's join costs: ms of one LSTM H512 float32 forward+backward pushed right after a
-// one-block kernel spinning for `spin_ms` was queued on a stream of the benchmark's own, blocking
-// (as weft's workers' streams are: the legacy-stream join after backward data waits for it) or
+// What the RNN's join costs: ms of one forward+backward of `exec` pushed right after a one-block
+// kernel spinning for `spin_ms` was queued on a stream of the benchmark's own, blocking (as
+// weft's workers' streams are: the legacy-stream join after backward data waits for it) or
 // non-blocking (which that join does not see); the median of `reps`.
-double RnnBesideSpinMs(bool blocking, double spin_ms, int reps) {
-  auto exec = BindRnn("lstm", "float32", 512);
+double RnnBesideSpinMs(Executor& exec, bool blocking, double spin_ms, int reps) {
   std::vector<double> ms;
   for (int r = 0; r < reps; ++r) {
     bench::SpinningStream spinning(blocking, spin_ms);
     const auto start = std::chrono::steady_clock::now();
-    exec->Forward(true), exec->Backward();
+    exec.Forward(true), exec.Backward();
     weft::engine::Engine::Get()->WaitForAll();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }  // each spin ends before the next repetition
@@ -417,7 +416,9 @@ int main(int argc, char** argv) {
       }
       // The join's cost (weft only): the step beside a 30 ms spin on a blocking stream, against
       // beside one on a non-blocking stream (the step's own time, about 11 ms).
-      const double blocked = RnnBesideSpinMs(true, 30, reps), unblocked = RnnBesideSpinMs(false, 30, reps);
+      auto lstm = BindRnn("lstm", "float32", 512);
+      const double blocked = RnnBesideSpinMs(*lstm, true, 30, reps);
+      const double unblocked = RnnBesideSpinMs(*lstm, false, 30, reps);
       std::printf(
           "lstm H512 float32 fwd+bwd beside a 30 ms spin on a blocking stream %.3f ms, on a non-blocking "
           "stream %.3f ms: the legacy-stream join costs %.3f ms here\n",

@@ -195,7 +195,9 @@ Graph WriteBacksLast(const Graph& g, size_t first) {
 
 // Whether the device's backend runs fused groups (every backend built with weft does; one that
 // does not keeps its graphs unfused rather than failing to bind).
-bool CanFuse(Device device) { return GetOp("_fused_pointwise").compute[static_cast<int>(device.type)] != nullptr; }
+bool CanFuse(Device device) {
+  return GetOp("_fused_pointwise").compute[static_cast<int>(device.type)] != nullptr;
+}
 
 }  // namespace
 
@@ -242,8 +244,8 @@ std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, co
   std::vector<std::string> grad_args;
   FusionStats fusion;
   const Graph g = BindGraph(symbol, device, args, arg_grads, grad_reqs, extension, grad_args, fusion);
-  std::unique_ptr<Executor> exec(
-      new Executor(std::make_unique<Impl>(g, device, args, arg_grads, grad_args, grad_reqs, extension.write_back)));
+  std::unique_ptr<Executor> exec(new Executor(
+      std::make_unique<Impl>(g, device, args, arg_grads, grad_args, grad_reqs, extension.write_back)));
   exec->symbol_ = symbol;
   exec->device_ = device;
   exec->args_ = args;

@@ -51,12 +51,12 @@ struct GraphExtension {
 
 struct ExecutorStats {
   // Of the bound graph:
-  size_t forward_nodes = 0;     // nodes the forward pass runs
-  size_t backward_nodes = 0;    // nodes the backward pass runs
-  size_t plan_bytes = 0;        // internal buffers the memory plan allocated
-  size_t naive_bytes = 0;       // what one buffer per internal entry would need
-  size_t fused_groups = 0;      // fused nodes the fusion pass made (passes/fuse_pointwise.h)
-  size_t fused_nodes = 0;       // the nodes they replace
+  size_t forward_nodes = 0;   // nodes the forward pass runs
+  size_t backward_nodes = 0;  // nodes the backward pass runs
+  size_t plan_bytes = 0;      // internal buffers the memory plan allocated
+  size_t naive_bytes = 0;     // what one buffer per internal entry would need
+  size_t fused_groups = 0;    // fused nodes the fusion pass made (passes/fuse_pointwise.h)
+  size_t fused_nodes = 0;     // the nodes they replace
   size_t recomputed_nodes = 0;  // forward nodes the backward recomputes instead of reading (passes/rematerialize.h)
   // Of the run:
   size_t engine_ops_pushed = 0;  // by the last Forward, Backward or TrainStep call

@@ -30,18 +30,12 @@ using gpu::Nccl;
 
 ncclDataType_t NcclType(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32:
-      return ncclFloat32;
-    case DType::kFloat64:
-      return ncclFloat64;
-    case DType::kInt32:
-      return ncclInt32;
-    case DType::kInt64:
-      return ncclInt64;
-    case DType::kBFloat16:
-      return ncclBfloat16;
-    default:
-      WEFT_THROW("dist: no NCCL reduction for " << dtype);
+    case DType::kFloat32: return ncclFloat32;
+    case DType::kFloat64: return ncclFloat64;
+    case DType::kInt32: return ncclInt32;
+    case DType::kInt64: return ncclInt64;
+    case DType::kBFloat16: return ncclBfloat16;
+    default: WEFT_THROW("dist: no NCCL reduction for " << dtype);
   }
 }
 
@@ -100,9 +94,8 @@ class NcclCollectives final : public GpuCollectives {
 // Collective over the ranks: every rank's first GPU collective gets here in the same order.
 std::shared_ptr<NcclComm> NcclCollectives::CommFor(Device device) {
   if (comm_ != nullptr) {
-    WEFT_CHECK(comm_->device == device.id)
-        << "dist: NCCL drives one GPU per process: this one's is gpu:" << comm_->device
-        << ", found an array on gpu:" << device.id;
+    WEFT_CHECK(comm_->device == device.id) << "dist: NCCL drives one GPU per process: this one's is gpu:"
+                                           << comm_->device << ", found an array on gpu:" << device.id;
     return comm_;
   }
   ncclUniqueId id{};
@@ -183,7 +176,8 @@ void NcclCollectives::AllReduce(std::span<const NDArray> arrays, ReduceOp op) {
 
 void NcclCollectives::Broadcast(const NDArray& array, int root) {
   std::ostringstream what;
-  what << "broadcast (" << array.bytes() << " bytes from rank " << root << " on gpu:" << array.device().id << ", nccl)";
+  what << "broadcast (" << array.bytes() << " bytes from rank " << root << " on gpu:" << array.device().id
+       << ", nccl)";
   Push(what.str(), array.device(), {}, {array.var()}, [array, root](ncclComm_t comm, cudaStream_t s) {
     void* p = array.View().raw();
     WEFT_NCCL_CHECK(Nccl().Broadcast(p, p, array.bytes(), ncclUint8, root, comm, s));

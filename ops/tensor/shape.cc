@@ -103,13 +103,7 @@ std::vector<Shape> ExpandDimsShape(const Attrs& a, const std::vector<Shape>& in)
 // (N, d1, d2, ...) -> (N, d1 * d2 * ...); (N,) -> (N, 1).
 std::vector<Shape> FlattenShape(const Attrs&, const std::vector<Shape>& in) {
   if (in[0].ndim() == 0) WEFT_THROW("flatten: expected an input with at least 1 axis, found " << in[0]);
-  int64_t rest = 1;
-  for (int a = 1; a < in[0].ndim(); ++a) {
-    if (__builtin_mul_overflow(rest, in[0][a], &rest)) {
-      WEFT_THROW("flatten: the axes after the first of " << in[0] << " hold more elements than a 64-bit count holds");
-    }
-  }
-  return {Shape{in[0][0], rest}};
+  return {Shape{in[0][0], Shape(in[0].dims().subspan(1)).Size()}};  // Size checks for overflow
 }
 
 // ---- reshape_like ----
