@@ -16,9 +16,11 @@
 //   (f) RNNs (issue 12): forward and backward of a 2-layer bidirectional LSTM and GRU, T64 N64
 //       I512 H512, strict float32, TF32 (WEFT_GPU_TF32=1) and bfloat16, and H128 TF32 (cuDNN's
 //       persistent small-H algorithm on both sides), against nn.LSTM / nn.GRU with
-//       torch.backends.cudnn.allow_tf32 off and on (--rnn=0 leaves them out); and the cost of
-//       the RNN's legacy-stream join: the LSTM H512 step pushed right after a 30 ms one-block spin
-//       on a blocking stream (which the join waits for) against one on a non-blocking stream;
+//       torch.backends.cudnn.allow_tf32 off and on (--rnn=0 leaves them out); and what the
+//       RNN's join (engine/gpu/stream_join.h) waits for: the LSTM H512 step pushed right after a
+//       30 ms one-block spin on a blocking stream against one on a non-blocking stream (a join
+//       through the legacy stream waited for the blocking one; the graph join waits for neither),
+//       and the graphs it instantiated in the timed steps (0: each was updated in place);
 // Steps are pushed back to back and waited for once, as a training loop would; times are the
 // median of --reps repetitions.
 //
@@ -40,6 +42,7 @@
 #include "bench/fusion_graphs.h"
 #include "bench/gpu_floor.h"
 #include "bench/peer.h"
+#include "engine/gpu/stream_join.h"
 #include "weft/weft.h"
 
 namespace {
@@ -132,7 +135,9 @@ double TrainerStep(const Net& net, DType dtype, bool cuda_graph, int reps) {
 
 // ms per forward and backward (data and parameters' gradients, head gradient ones) of a 2-layer
 // bidirectional `mode` RNN, T64 N64 I512 (issue 12's benchmark) of state size h, in `precision`:
-// "float32" (strict), "tf32" (float32 through TF32 tensor cores: WEFT_GPU_TF32=1) or "bfloat16".
+// "float32" (strict), "tf32" (float32 through TF32 tensor cores: WEFT_GPU_TF32=1, which each call
+// reads to find its plan, so the caller keeps it set while it runs the executor: Tf32Scope) or
+// "bfloat16".
 std::unique_ptr<Executor> BindRnn(const char* mode, const std::string& precision, int64_t h) {
   const int64_t t = 64, n = 64, i = 512, layers_times_dirs = 2 * 2;
   const DType dtype = precision == "bfloat16" ? DType::kBFloat16 : DType::kFloat32;
@@ -153,23 +158,37 @@ std::unique_ptr<Executor> BindRnn(const char* mode, const std::string& precision
     grads[name] = NDArray(shape, kGpu, dtype);
     reqs[name] = weft::GradReq::kWrite;
   }
-  if (precision == "tf32") setenv("WEFT_GPU_TF32", "1", 1);
   auto exec = Executor::Bind(net, kGpu, args, grads, reqs);
   for (int k = 0; k < 3; ++k) exec->Forward(true), exec->Backward();  // plans, workspace, reserve
   weft::engine::Engine::Get()->WaitForAll();
-  unsetenv("WEFT_GPU_TF32");  // read by the plans, built by now
   return exec;
 }
 
+// WEFT_GPU_TF32=1 for the scope when `precision` is "tf32", after the work pushed in it is done.
+class Tf32Scope {
+ public:
+  explicit Tf32Scope(const std::string& precision) : on_(precision == "tf32") {
+    if (on_) setenv("WEFT_GPU_TF32", "1", 1);
+  }
+  ~Tf32Scope() {
+    weft::engine::Engine::Get()->WaitForAll();
+    if (on_) unsetenv("WEFT_GPU_TF32");
+  }
+
+ private:
+  bool on_;
+};
+
 double RnnStepMs(const char* mode, const std::string& precision, int64_t h, int reps) {
+  const Tf32Scope tf32(precision);
   auto exec = BindRnn(mode, precision, h);
   return TimeMs(reps, 10, [&] { exec->Forward(true), exec->Backward(); });
 }
 
-// What the RNN's join costs: ms of one forward+backward of `exec` pushed right after a one-block
-// kernel spinning for `spin_ms` was queued on a stream of the benchmark's own, blocking (as
-// weft's workers' streams are: the legacy-stream join after backward data waits for it) or
-// non-blocking (which that join does not see); the median of `reps`.
+// What the RNN's join waits for: ms of one forward+backward of `exec` pushed right after a
+// one-block kernel spinning for `spin_ms` was queued on a stream of the benchmark's own, blocking
+// (as weft's workers' streams are: an event on the legacy stream would wait for it) or
+// non-blocking; the median of `reps`.
 double RnnBesideSpinMs(Executor& exec, bool blocking, double spin_ms, int reps) {
   std::vector<double> ms;
   for (int r = 0; r < reps; ++r) {
@@ -417,12 +436,18 @@ int main(int argc, char** argv) {
       // The join's cost (weft only): the step beside a 30 ms spin on a blocking stream, against
       // beside one on a non-blocking stream (the step's own time, about 11 ms).
       auto lstm = BindRnn("lstm", "float32", 512);
+      RnnBesideSpinMs(*lstm, false, 0, 2);  // the join's graphs instantiated before the count
+      const weft::gpu::JoinCounts before = weft::gpu::Joins();
       const double blocked = RnnBesideSpinMs(*lstm, true, 30, reps);
       const double unblocked = RnnBesideSpinMs(*lstm, false, 30, reps);
+      const weft::gpu::JoinCounts after = weft::gpu::Joins();
       std::printf(
           "lstm H512 float32 fwd+bwd beside a 30 ms spin on a blocking stream %.3f ms, on a non-blocking "
-          "stream %.3f ms: the legacy-stream join costs %.3f ms here\n",
-          blocked, unblocked, blocked - unblocked);
+          "stream %.3f ms (the join waits for %.3f ms of other streams' work); %lld cuDNN calls joined as "
+          "graphs, %lld instantiated, %lld unjoined\n",
+          blocked, unblocked, blocked - unblocked, static_cast<long long>(after.runs - before.runs),
+          static_cast<long long>(after.instantiations - before.instantiations),
+          static_cast<long long>(after.unjoined - before.unjoined));
     }
     if (tiny) {
       ours["tiny op us"] = LaunchOverheadUs(reps);

@@ -1,13 +1,14 @@
-// What cuDNN's RNN does with streams on this machine, and whether weft's join covers it
-// (ops/gpu/rnn.cc, engine/gpu/stream_join.h). The join records an event on the legacy default
-// stream, which waits only for blocking streams: it is sound only if every stream cuDNN runs
-// backward-data kernels on is blocking. This test watches every stream the process creates
+// What cuDNN's RNN does with streams on this machine, and that weft's join covers all of it
+// (ops/gpu/rnn.cc, engine/gpu/stream_join.h). This test watches every stream the process creates
 // (CUPTI's callback API: the flags given to cudaStreamCreate*/cuStreamCreate*, and CUPTI's id of
 // each stream), runs an LSTM forward and backward under weft's profiler (whose trace puts each
-// kernel on its stream's track and names the op that queued it), and checks, for the standard and
-// the persistent algorithm, one direction and two, the parameters' gradient requested or not:
-// every stream other than the engine's own that ran a kernel of _backward_RNN was created
-// blocking. It prints what it saw (kernels per stream, per op).
+// kernel on its stream's track, names the op that queued it, and marks the kernels of a CUDA
+// graph), for the standard and the persistent algorithm, one direction and two, the parameters'
+// gradient requested or not, and checks: every kernel of RNN and _backward_RNN ran either on the
+// engine's stream or inside a graph (the join's, launched on the op's stream, so done before the
+// stream's next work), none on cuDNN's streams outside one; each cuDNN call was captured and
+// launched as a graph, and cuDNN joined every fork back (no fallback). It prints what it saw:
+// kernels per stream per op, and each stream's flags.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti.h>
@@ -23,6 +24,7 @@
 
 #include "executor/executor.h"
 #include "graph/symbol.h"
+#include "engine/gpu/stream_join.h"
 #include "ops/gpu/internal/rnn_gpu.h"
 #include "ops/nn/rnn_params.h"
 #include "ops/op.h"
@@ -53,6 +55,18 @@ class StreamLog {
     for (const auto& [domain, id] : calls)
       if (cuptiEnableCallback(1, subscriber, domain, id) != CUPTI_SUCCESS) return "cuptiEnableCallback failed";
     return "";
+  }
+
+  // Every stream seen created, as "id (blocking|non-blocking)", in CUPTI's id order.
+  std::string Summary() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::map<uint32_t, unsigned> by_id;
+    for (const auto& [stream, id] : ids_)
+      if (flags_.count(stream)) by_id[id] = flags_.at(stream);
+    std::string out;
+    for (const auto& [id, flags] : by_id)
+      out += " " + std::to_string(id) + (flags & cudaStreamNonBlocking ? " (non-blocking)" : " (blocking)");
+    return out;
   }
 
   // A stream's creation flags by CUPTI's id; -1 when it was not seen created.
@@ -156,8 +170,9 @@ void RunLstm(const Case& c) {
   Executor::ArrayMap args, grads;
   std::map<std::string, GradReq> reqs;
   for (const auto& [name, shape] : shapes) {
-    args[name] = NDArray(shape, gpu, c.dtype);
-    args[name].FillUniform(-0.1, 0.1);
+    NDArray values(shape, gpu);  // float32: FillUniform's dtypes
+    values.FillUniform(-0.1, 0.1);
+    args[name] = c.dtype == DType::kFloat32 ? values : Invoke("Cast", {values}, {{"dtype", std::string(DTypeName(c.dtype))}})[0];
     grads[name] = NDArray(shape, gpu, c.dtype);
     reqs[name] = name == "parameters" ? c.params : GradReq::kWrite;
   }
@@ -171,10 +186,10 @@ void RunLstm(const Case& c) {
   for (const auto& [name, g] : grads) g.WaitToRead();
 }
 
-// Kernels per (op name, CUPTI stream id) in a profiler trace, and the streams the trace names
-// (the engine's own).
+// Kernels per op name and track (CUPTI's stream id, and whether they ran inside a CUDA graph) in
+// a profiler trace, and the streams the trace names (the engine's own).
 struct KernelsByStream {
-  std::map<std::string, std::map<uint32_t, int>> kernels;
+  std::map<std::string, std::map<std::pair<uint32_t, bool>, int>> kernels;
   std::set<uint32_t> engine_streams;
   std::string missing;  // why CUPTI recorded no device work (another tool holds it); empty if it did
 };
@@ -196,12 +211,23 @@ KernelsByStream Read(const std::string& path) {
       k.engine_streams.insert(e.value("tid", 0));
     if (!gpu || e.value("ph", "") != "X" || e.value("cat", "") != "kernel") continue;
     const uint64_t op = e["args"].value("op", uint64_t{0});
-    k.kernels[op_names.count(op) ? op_names[op] : "?"][e.value("tid", 0)]++;
+    const bool in_graph = e["args"].value("launch", "").find(" graph ") != std::string::npos;
+    k.kernels[op_names.count(op) ? op_names[op] : "?"][{e.value("tid", 0), in_graph}]++;
   }
   return k;
 }
 
-TEST(CudnnStreams, EveryStreamBackwardDataRunsOnIsSeenByTheLegacyJoin) {
+// "3 on cuDNN's 42 (non-blocking)", "11 in a graph on its own 70" (a stream CUDA runs a graph's
+// branches on: not made through an API call)
+std::string Describe(const KernelsByStream& k, uint32_t stream, bool in_graph, int count) {
+  const bool engine = k.engine_streams.count(stream) != 0;
+  const int flags = Log().FlagsOf(stream);
+  const std::string where = engine ? "the engine's " : in_graph && flags < 0 ? "its own " : "cuDNN's ";
+  return " " + std::to_string(count) + (in_graph ? " in a graph" : "") + " on " + where + std::to_string(stream) +
+         (flags < 0 ? "" : flags & cudaStreamNonBlocking ? " (non-blocking)" : " (blocking)");
+}
+
+TEST(CudnnStreams, EveryKernelOfTheRnnRunsOnTheOpsStreamOrInItsJoinedGraph) {
   if (!g_watch_error.empty()) GTEST_SKIP() << "CUPTI's callbacks are not available: " << g_watch_error;
   for (DType dtype : {DType::kFloat32, DType::kBFloat16})
     for (bool bi : {false, true})
@@ -210,35 +236,33 @@ TEST(CudnnStreams, EveryStreamBackwardDataRunsOnIsSeenByTheLegacyJoin) {
         SCOPED_TRACE(c.Name());
         RunLstm(c);  // plans, handles and cuDNN's streams made outside the trace
         const int64_t persistent = RnnPersistentForwards();
+        const JoinCounts before = Joins();
         const std::string path = testing::TempPath("cudnn_streams.json");
         Profiler::Start(path);
         RunLstm(c);
         Profiler::Stop();
         EXPECT_EQ(RnnPersistentForwards() - persistent, dtype == DType::kBFloat16 ? 1 : 0);
+        // Forward, backward data, and backward weights when the parameters' gradient is asked for.
+        EXPECT_EQ(Joins().runs - before.runs, params == GradReq::kNull ? 2 : 3) << "a cuDNN call ran unjoined";
+        EXPECT_EQ(Joins().unjoined, before.unjoined) << "cuDNN left a fork unjoined: the fallback ran";
         const KernelsByStream k = Read(path);
         if (!k.missing.empty()) GTEST_SKIP() << "CUPTI cannot trace here: " << k.missing;
         ASSERT_TRUE(k.kernels.count("_backward_RNN")) << "no kernel of _backward_RNN in the trace";
         std::string seen;
         for (const char* op : {"RNN", "_backward_RNN"}) {
           seen += std::string(" ") + op + ":";
-          for (const auto& [stream, count] : k.kernels.count(op) ? k.kernels.at(op) : std::map<uint32_t, int>{}) {
-            const bool engine = k.engine_streams.count(stream) != 0;
-            const int flags = Log().FlagsOf(stream);
-            seen += " " + std::to_string(count) + " on " + (engine ? "the engine's " : "cuDNN's ") +
-                    std::to_string(stream) +
-                    (flags < 0                       ? " (flags unseen)"
-                     : flags & cudaStreamNonBlocking ? " (non-blocking)"
-                                                     : " (blocking)");
-            if (std::string(op) != "_backward_RNN" || engine) continue;
-            EXPECT_GE(flags, 0) << "stream " << stream << " ran backward kernels, but its creation was not seen";
-            EXPECT_EQ(flags & cudaStreamNonBlocking, 0)
-                << "stream " << stream << " is non-blocking: an event on the legacy stream does not wait for the "
-                << count << " backward kernels it ran";
+          for (const auto& [track, count] : k.kernels.count(op) ? k.kernels.at(op) : decltype(k.kernels)::mapped_type{}) {
+            const auto& [stream, in_graph] = track;
+            seen += Describe(k, stream, in_graph, count);
+            EXPECT_TRUE(in_graph || k.engine_streams.count(stream))
+                << op << ": " << count << " kernels on cuDNN's stream " << stream
+                << " outside the join's graph: nothing orders them before the op's stream's next work";
           }
         }
         std::printf("lstm H64 %s%s:%s\n", c.Name().c_str(), dtype == DType::kBFloat16 ? " (persistent)" : "",
                     seen.c_str());
       }
+  std::printf("streams created in this process, by CUPTI id:%s\n", Log().Summary().c_str());
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The engine on a GPU: ordering through events across compute streams, copy streams and CPU
-// workers; the join of a library's auxiliary streams; CUDA errors as weft::Error. Orders the
+// workers; the join of a library's own streams (JoinedLibraryWork); CUDA errors as weft::Error. Orders the
 // tests depend on are forced (a gate on a stream, a latch between ops), never left to sleeps.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -167,88 +169,151 @@ TEST(GpuEngine, RandomProgramsMatchTheNaiveEngine) {
   }
 }
 
-// ---- Joining a library's auxiliary stream ----------------------------------------------------
+// ---- Joining a library's own streams (engine/gpu/stream_join.h) ----------------------------
 
-// Like cuDNN's RNN backward data: the op's result is written on a stream the op does not own
-// (`aux`, a blocking stream like a library's own), where it waits behind a gate the test holds.
-void PushAuxStreamWrite(engine::Engine& engine, VarHandle var, float* out, const float* pinned_values, size_t n,
-                        cudaStream_t aux, bool join) {
-  engine.PushSync(
-      [=](RunContext run) {
-        WEFT_CUDA_CHECK(cudaMemcpyAsync(out, pinned_values, n * sizeof(float), cudaMemcpyHostToDevice, aux));
-        if (join) gpu::JoinLibraryStreams(*run.stream);
-      },
-      Device::Gpu(0), {}, {var}, FnProperty::kNormal, 0, "aux_stream_write");
-}
+// A library like cuDNN's RNN: it forks from the stream it is given onto a non-blocking stream of
+// its own (`aux`), writes `pinned` into `out` there, behind a gate when `gate` is given (made
+// inside the call, so that a capture holds it), and joins back to the given stream, or not.
+struct AuxLibrary {
+  cudaStream_t aux = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+  bool joins_back = true;
 
-// One run: the auxiliary write (held at a gate), then its consumer, a device-to-device copy on a
-// compute stream ordered after the write's op by the engine's events. Returns whether the copy
-// read what the auxiliary stream wrote.
-//   Without the join the copy does not wait for the auxiliary stream, and the gate opens only
-//   after the copy is complete (WaitForVar on its output): it must read the zeros from before the
-//   write. Nothing that wait needs is behind the gate: the copy's stream waits only for the op's
-//   own stream, nothing runs on the legacy stream, and no other host function is queued.
-//   With the join every blocking stream waits for the gated write (the join's event is on the
-//   legacy stream), so the gate opens once the copy has been queued (a host latch the consumer
-//   opens; queuing never blocks the host) and before anything waits for the device: the copy must
-//   read the written values.
-bool AuxWriteReadsBack(engine::Engine& engine, cudaStream_t aux, float* out, float* copy, const float* pinned, size_t n,
-                       bool join) {
+  void Write(cudaStream_t from, float* out, const float* pinned, size_t n, std::optional<testing::StreamGate>* gate) {
+    WEFT_CUDA_CHECK(cudaEventRecord(fork, from));
+    WEFT_CUDA_CHECK(cudaStreamWaitEvent(aux, fork, 0));
+    if (gate != nullptr) gate->emplace(aux);
+    WEFT_CUDA_CHECK(cudaMemcpyAsync(out, pinned, n * sizeof(float), cudaMemcpyHostToDevice, aux));
+    if (!joins_back) return;
+    WEFT_CUDA_CHECK(cudaEventRecord(join, aux));
+    WEFT_CUDA_CHECK(cudaStreamWaitEvent(from, join, 0));
+  }
+};
+
+// Buffers and streams for the runs below.
+struct AuxRig {
+  static constexpr size_t n = 1 << 16;
+  AuxRig() {
+    WEFT_CUDA_CHECK(cudaMallocHost(&pinned, n * sizeof(float)));
+    for (size_t i = 0; i < n; ++i) pinned[i] = 1.0f + static_cast<float>(i);
+    for (float*& p : {std::ref(out[0]), std::ref(out[1]), std::ref(copy)}) WEFT_CUDA_CHECK(cudaMalloc(&p, n * 4));
+    WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&lib.aux, cudaStreamNonBlocking));  // as cuDNN makes its own
+    WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&lib.fork, cudaEventDisableTiming));
+    WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&lib.join, cudaEventDisableTiming));
+  }
+  ~AuxRig() {
+    cudaDeviceSynchronize();
+    cudaEventDestroy(lib.fork), cudaEventDestroy(lib.join), cudaStreamDestroy(lib.aux);
+    cudaFree(out[0]), cudaFree(out[1]), cudaFree(copy), cudaFreeHost(pinned);
+  }
+  bool CopyReadBack() const {
+    WEFT_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> got(n);
+    WEFT_CUDA_CHECK(cudaMemcpy(got.data(), copy, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return std::equal(got.begin(), got.end(), pinned);
+  }
+  AuxLibrary lib;
+  float *pinned = nullptr, *out[2] = {}, *copy = nullptr;
+};
+
+// How the op runs the library: straight on its stream, or through JoinedLibraryWork.
+enum class Join { kNone, kJoined };
+
+// One run: the library's write into `out` (gated when `gated`), then its consumer, a device copy
+// on a compute stream ordered after the write's op by the engine's events. Returns whether the
+// copy read what the library wrote.
+//   Gated and unjoined, the gate opens only after the copy is complete (WaitForVar on its output):
+//   nothing that wait needs is behind the gate, so the copy must read the zeros from before.
+//   Gated and joined, the gate opens once the copy has been queued (a latch the consumer opens;
+//   queuing never blocks): the copy must read the written values.
+//   Ungated (the fallback's run: it waits for the whole device), the values must be right.
+bool AuxWriteReadsBack(engine::Engine& engine, AuxRig& rig, float* out, gpu::JoinedLibraryWork* joined, bool gated) {
   VarHandle out_var = engine.NewVariable(), copy_var = engine.NewVariable();
-  WEFT_CUDA_CHECK(cudaMemset(out, 0, n * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaMemset(out, 0, AuxRig::n * sizeof(float)));
+  WEFT_CUDA_CHECK(cudaMemset(rig.copy, 0, AuxRig::n * sizeof(float)));
   WEFT_CUDA_CHECK(cudaDeviceSynchronize());
-  testing::StreamGate gate(aux);
-  PushAuxStreamWrite(engine, out_var, out, pinned, n, aux, join);
+  std::optional<testing::StreamGate> gate;
+  engine.PushSync(
+      [&, out](RunContext run) {
+        auto write = [&](GpuStream& s) {
+          s.Library([&](cudaStream_t raw) { rig.lib.Write(raw, out, rig.pinned, AuxRig::n, gated ? &gate : nullptr); });
+        };
+        if (joined != nullptr) {
+          joined->Run(*run.stream, 0, write);
+        } else {
+          write(*run.stream);
+        }
+      },
+      Device::Gpu(0), {}, {out_var}, FnProperty::kNormal, 0, "aux_stream_write");
   testing::Latch copy_queued;
   engine.PushSync(
-      [=, &copy_queued](RunContext run) {
-        run.stream->Copy(copy, out, n * sizeof(float), cudaMemcpyDeviceToDevice);
+      [&, out](RunContext run) {
+        run.stream->Copy(rig.copy, out, AuxRig::n * sizeof(float), cudaMemcpyDeviceToDevice);
         copy_queued.Open();
       },
       Device::Gpu(0), {out_var}, {copy_var});
-  if (join) {
+  if (gated && joined != nullptr) {
     EXPECT_TRUE(copy_queued.WaitFor(std::chrono::minutes(1))) << "the consumer never ran";
   } else {
     engine.WaitForVar(copy_var);
   }
-  gate.Open();
+  if (gate) gate->Open();
   engine.WaitForAll();
-  WEFT_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> got(n);
-  WEFT_CUDA_CHECK(cudaMemcpy(got.data(), copy, n * sizeof(float), cudaMemcpyDeviceToHost));
+  const bool right = rig.CopyReadBack();
   engine.DeleteVariable([](RunContext) {}, Device::Cpu(), out_var);
   engine.DeleteVariable([](RunContext) {}, Device::Cpu(), copy_var);
-  return std::equal(got.begin(), got.end(), pinned);
+  return right;
 }
 
-// Returns how many of `runs` read back the values written on the auxiliary stream.
-int CorrectRuns(bool join, int runs) {
+TEST(GpuEngine, JoinedLibraryWorkOrdersALibrarysForkedWorkBeforeConsumers) {
+  testing::Watchdog watchdog(std::chrono::seconds(240), "joined library work (a gated stream deadlocked)");
   auto engine = engine::CreateEngine(engine::EngineKind::kThreaded, engine::EngineOptions{});
-  constexpr size_t n = 1 << 16;
-  float *pinned = nullptr, *out = nullptr, *copy = nullptr;
-  WEFT_CUDA_CHECK(cudaMallocHost(&pinned, n * sizeof(float)));
-  for (size_t i = 0; i < n; ++i) pinned[i] = 1.0f + static_cast<float>(i);
-  WEFT_CUDA_CHECK(cudaMalloc(&out, n * sizeof(float)));
-  WEFT_CUDA_CHECK(cudaMalloc(&copy, n * sizeof(float)));
-  cudaStream_t aux = nullptr;
-  WEFT_CUDA_CHECK(cudaStreamCreate(&aux));
-  int correct = 0;
-  for (int r = 0; r < runs; ++r) correct += AuxWriteReadsBack(*engine, aux, out, copy, pinned, n, join);
+  AuxRig rig;
+  const int runs = 10;
+  // The hazard: a library that does not join its fork back, called straight on the op's stream.
+  rig.lib.joins_back = false;
+  int without = 0;
+  for (int r = 0; r < runs; ++r) without += AuxWriteReadsBack(*engine, rig, rig.out[r % 2], nullptr, true);
+  // A library that forks and joins back, as cuDNN does, through the join: one graph per call,
+  // launched on the op's stream; the output alternates between two buffers, so the executable is
+  // updated in place rather than instantiated again.
+  rig.lib.joins_back = true;
+  gpu::JoinedLibraryWork joined;
+  const gpu::JoinCounts before = gpu::Joins();
+  int with = 0;
+  for (int r = 0; r < runs; ++r) with += AuxWriteReadsBack(*engine, rig, rig.out[r % 2], &joined, true);
+  const gpu::JoinCounts after = gpu::Joins();
+  std::printf("forked writes read back correctly: %d/%d unjoined, %d/%d through the join (%lld graphs, %lld "
+              "instantiated)\n",
+              without, runs, with, runs, static_cast<long long>(after.runs - before.runs),
+              static_cast<long long>(after.instantiations - before.instantiations));
+  EXPECT_EQ(without, 0) << "unjoined, every consumer runs before the gated write";
+  EXPECT_EQ(with, runs);
+  EXPECT_EQ(after.runs - before.runs, runs);
+  EXPECT_EQ(after.instantiations - before.instantiations, 1) << "the executable was not updated in place";
+  EXPECT_EQ(after.unjoined, before.unjoined);
   engine->Shutdown();
-  cudaStreamDestroy(aux);
-  cudaFree(out), cudaFree(copy), cudaFreeHost(pinned);
-  return correct;
 }
 
-TEST(GpuEngine, JoiningAuxiliaryStreamsOrdersTheirWorkBeforeConsumers) {
-  testing::Watchdog watchdog(std::chrono::seconds(240), "aux-stream join (a gated stream deadlocked)");
-  const int runs = 10;
-  const int without = CorrectRuns(/*join=*/false, runs);
-  const int with = CorrectRuns(/*join=*/true, runs);
-  std::printf("aux-stream writes read back correctly: %d/%d without the join, %d/%d with it\n", without, runs, with,
-              runs);
-  EXPECT_EQ(without, 0) << "without the join every consumer runs before the gated write";
-  EXPECT_EQ(with, runs);
+TEST(GpuEngine, JoinedLibraryWorkFallsBackWhenTheLibraryLeavesAForkUnjoined) {
+  auto engine = engine::CreateEngine(engine::EngineKind::kThreaded, engine::EngineOptions{});
+  AuxRig rig;
+  rig.lib.joins_back = false;
+  gpu::JoinedLibraryWork joined;
+  const gpu::JoinCounts before = gpu::Joins();
+  ::testing::internal::CaptureStderr();
+  const bool first = AuxWriteReadsBack(*engine, rig, rig.out[0], &joined, false);
+  const bool second = AuxWriteReadsBack(*engine, rig, rig.out[1], &joined, false);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(first && second) << "the fallback's synchronization did not cover the library's stream";
+  EXPECT_EQ(gpu::Joins().unjoined - before.unjoined, 2);
+  EXPECT_EQ(gpu::Joins().runs, before.runs) << "an unjoined capture was launched";
+  const std::string warning = "left work on a stream of its own without joining it back";
+  const size_t at = err.find(warning);
+  // One warning per process: only if no earlier test took the fallback.
+  if (before.unjoined == 0) EXPECT_NE(at, std::string::npos) << err;
+  if (at != std::string::npos) EXPECT_EQ(err.find(warning, at + 1), std::string::npos) << "warned twice: " << err;
+  engine->Shutdown();
 }
 
 // ---- Errors ----------------------------------------------------------------------------------

@@ -117,8 +117,8 @@ class CudaBackend final : public engine::DeviceBackend {
   }
 
   // The stream belongs to the worker it is made for (engine/gpu/gpu_stream.h says who else may
-  // touch it). Blocking: work recorded on cudaStreamLegacy waits for it, which is what joining a
-  // library's auxiliary streams relies on (engine/gpu/stream_join.h).
+  // touch it). Blocking: work recorded on cudaStreamLegacy waits for it, which a free without a
+  // stream relies on (storage/gpu/gpu_storage.cc).
   GpuStream* CreateStream(int device, StreamKind kind) override {
     DeviceGuard guard(device);
     int least = 0, greatest = 0;

@@ -42,9 +42,9 @@ namespace weft::engine {
 class GpuStream {
  public:
   struct Options {
-    // A blocking stream (cudaStreamDefault) orders with the legacy default stream, which joining
-    // a library's auxiliary streams relies on (engine/gpu/stream_join.h); the engine's streams are
-    // blocking. A non-blocking one (cudaStreamNonBlocking) does not.
+    // A blocking stream (cudaStreamDefault) orders with the legacy default stream, which a free
+    // without a stream relies on (storage/gpu/gpu_storage.cc: after the work of every blocking stream);
+    // the engine's streams are blocking. A non-blocking one (cudaStreamNonBlocking) does not.
     bool blocking = true;
     int priority = 0;  // as cudaStreamCreateWithPriority takes it (lower is more urgent)
     // A stream that work is captured on into a CUDA graph (engine/gpu/recorded_work.h): its

@@ -36,7 +36,10 @@ std::vector<RecordingStreamPrep>& Preparations() {
   return *preps;
 }
 
-// The calling thread's recording stream on `device` (current), made and prepared on first use.
+}  // namespace
+
+void OnNewRecordingStream(RecordingStreamPrep prepare) { Preparations().push_back(prepare); }
+
 engine::GpuStream& RecordingStream(int device) {
   thread_local std::vector<std::pair<int, std::unique_ptr<engine::GpuStream>>> streams;
   for (auto& [d, s] : streams) {
@@ -47,10 +50,6 @@ engine::GpuStream& RecordingStream(int device) {
   streams.emplace_back(device, std::move(stream));
   return *streams.back().second;
 }
-
-}  // namespace
-
-void OnNewRecordingStream(RecordingStreamPrep prepare) { Preparations().push_back(prepare); }
 
 CudaRecordedWork::CudaRecordedWork(int device, size_t values) : device_(device), set_(values, 0) {
   if (values > 0) WEFT_CUDA_CHECK(cudaMalloc(&values_, values * sizeof(uint64_t)));

@@ -26,6 +26,10 @@ namespace weft::gpu {
 using RecordingStreamPrep = void (*)(engine::GpuStream& stream);
 void OnNewRecordingStream(RecordingStreamPrep prepare);
 
+// The calling thread's recording stream on `device` (current): non-blocking, kernels launched at
+// once, made and prepared on first use. Capture work on it only (engine/gpu/stream_join.h too).
+engine::GpuStream& RecordingStream(int device);
+
 class CudaRecordedWork final : public engine::RecordedWork {
  public:
   // See DeviceBackend::Record.

@@ -28,17 +28,25 @@
 // lengths on its own, outside any CUDA graph (Op::kReadsHostInputs). Without lengths, devSeqLengths
 // (all T) is written on the stream by a fill kernel, so the call records into a graph.
 //
-// The join (engine/gpu/stream_join.h): cuDNN's RNN backward data queues its kernels on auxiliary
-// streams of its own, and has been seen not to order the last of them before the handle's stream
-// (MXNet's PR #16391: non-persistent bidirectional backward data; a gradient summation launched
-// right after it on the worker's stream read d_data before it was written, with the parameters'
-// request null so that no backward weights ran in between). cuDNN 9.19 on the H200 ran every RNN
-// kernel on streams of its own (/work/shared/notes/gpu-machine.md). So right after backward data,
-// on every path, the op calls JoinLibraryStreams on its stream before anything reads d_data; the
-// count of those joins is test-visible (internal/rnn_gpu.h). Whether cuDNN's streams are blocking
-// (which the legacy-stream join needs) has not been measured yet.
+// The join (engine/gpu/stream_join.h): cuDNN's RNN queues its kernels on streams of its own, and
+// MXNet found its backward data not ordering the last of them before the handle's stream (PR
+// #16391: non-persistent bidirectional backward data; a gradient summation launched right after it
+// on the worker's stream read d_data before it was written, with the parameters' request null so
+// that no backward weights ran in between). What cuDNN 9.19 does on the H200
+// (tests/gpu_cudnn_streams_test.cc, 2026-12-02): forward, backward data and backward weights, of
+// the standard and the persistent algorithm, one direction and two, run nearly all their kernels
+// on four to six streams cuDNN creates, every one of them non-blocking (cudaStreamNonBlocking), and
+// one kernel on the handle's stream; it forks to them and joins them back with events (a capture of
+// each call ends without cudaErrorStreamCaptureUnjoined). A join through an event on the legacy
+// stream (what this op did before) therefore waited for none of those kernels, and waited for all
+// the other blocking streams' work: 20.7 ms behind a 30 ms kernel on another stream (gpu_bench).
+// So each of the three cuDNN calls runs through JoinedLibraryWork: captured into a CUDA graph and
+// launched on the op's stream, which orders everything cuDNN queued before the op's later work,
+// and nothing else; a fork cuDNN ever left unjoined would fail the capture and take the warned,
+// synchronizing fallback instead of a race. Backward data's joins are counted (internal/rnn_gpu.h).
 #include <algorithm>
 #include <atomic>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <span>
@@ -47,6 +55,7 @@
 
 #include "core/env.h"
 #include "engine/gpu/stream_join.h"
+#include "ops/gpu/library_handles.h"
 #include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
@@ -98,6 +107,9 @@ struct RnnPlan {
   std::vector<CopyRun> runs;
   bool zero_copy = false;
   cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
+  // Each cuDNN call's graph (the join: engine/gpu/stream_join.h); mutable as the plan's thread
+  // alone uses them (the file comment).
+  mutable JoinedLibraryWork forward, backward_data, backward_weights;
 };
 
 void SetData(cudnnRNNDataDescriptor_t desc, DType dtype, const RnnDims& d, int64_t vector,
@@ -415,6 +427,13 @@ void* WeightSpace(const GpuCall& call, const GpuRnnCall& c, const TensorView& fl
 
 const TensorView* Optional(std::span<const TensorView> views, int slot) { return slot < 0 ? nullptr : &views[slot]; }
 
+// A cuDNN call's path (JoinedLibraryWork::Run): one bit per optional argument given.
+uint32_t PathOf(std::initializer_list<bool> given) {
+  uint32_t path = 0, bit = 1;
+  for (bool g : given) path |= g ? bit : 0, bit <<= 1;
+  return path;
+}
+
 // in: (data, parameters, state[, state_cell][, sequence_length]); out: the visible outputs, then
 // the reserve.
 void RnnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
@@ -443,11 +462,14 @@ void RnnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
   void* hy_ptr = TargetOf(hy_req, hy, ws[4], false);
   void* cy_ptr = TargetOf(cy_req, cy, ws[5], false);
   const void* cx = c.s.state_cell < 0 ? nullptr : in[c.s.state_cell].raw();
-  WEFT_CUDNN_CHECK(cudnnRNNForward(
-      call.cudnn(), plan.rnn.get(), train ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
-      static_cast<const int32_t*>(ws[2]), data.x, in[RnnSlots::kData].raw(), data.y, y, plan.h.get(),
-      in[RnnSlots::kState].raw(), hy_ptr, plan.h.get(), cx, cy_ptr, plan.weight_bytes, weights, plan.work_bytes, ws[1],
-      train ? plan.reserve_bytes : 0, train ? out[c.s.reserve].raw() : nullptr));
+  const uint32_t path = PathOf({train, hy_ptr != nullptr, cx != nullptr, cy_ptr != nullptr});
+  plan.forward.Run(call.stream(), path, [&](engine::GpuStream& s) {
+    WEFT_CUDNN_CHECK(cudnnRNNForward(
+        CudnnHandle(s), plan.rnn.get(), train ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
+        static_cast<const int32_t*>(ws[2]), data.x, in[RnnSlots::kData].raw(), data.y, y, plan.h.get(),
+        in[RnnSlots::kState].raw(), hy_ptr, plan.h.get(), cx, cy_ptr, plan.weight_bytes, weights, plan.work_bytes,
+        ws[1], train ? plan.reserve_bytes : 0, train ? out[c.s.reserve].raw() : nullptr));
+  });
   FinishOutput(call, req[0], &out[0], ws[3]);
   FinishOutput(call, hy_req, hy, ws[4]);
   FinishOutput(call, cy_req, cy, ws[5]);
@@ -463,11 +485,13 @@ void BackwardWeights(const GpuCall& call, const GpuRnnCall& c, const CallData& d
   void* space = plan.zero_copy ? dw.raw() : ws[3];
   if (!plan.zero_copy || req != OpReq::kAddTo) call.stream().Memset(space, 0, plan.weight_bytes);
   const TensorView& reserve = in[RnnSlots::kBackwardReserve];
-  WEFT_CUDNN_CHECK(
-      cudnnRNNBackwardWeights_v8(call.cudnn(), plan.rnn.get(), CUDNN_WGRAD_MODE_ADD, static_cast<const int32_t*>(ws[2]),
-                                 data.x, in[s.BackwardInput(RnnSlots::kData)].raw(), plan.h.get(),
-                                 in[s.BackwardInput(RnnSlots::kState)].raw(), data.y, in[RnnSlots::kBackwardOut].raw(),
-                                 plan.weight_bytes, space, plan.work_bytes, ws[1], plan.reserve_bytes, reserve.raw()));
+  plan.backward_weights.Run(call.stream(), 0, [&](engine::GpuStream& st) {
+    WEFT_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(
+        CudnnHandle(st), plan.rnn.get(), CUDNN_WGRAD_MODE_ADD, static_cast<const int32_t*>(ws[2]), data.x,
+        in[s.BackwardInput(RnnSlots::kData)].raw(), plan.h.get(), in[s.BackwardInput(RnnSlots::kState)].raw(), data.y,
+        in[RnnSlots::kBackwardOut].raw(), plan.weight_bytes, space, plan.work_bytes, ws[1], plan.reserve_bytes,
+        reserve.raw()));
+  });
   if (plan.zero_copy) return;
   const bool add = req == OpReq::kAddTo;
   char* flat = static_cast<char*>(add ? ws[4] : dw.raw());
@@ -475,17 +499,7 @@ void BackwardWeights(const GpuCall& call, const GpuRnnCall& c, const CallData& d
   if (add) AddInto(call, c.dtype, dw.size(), flat, dw.raw());
 }
 
-// The join after backward data (the file comment says why), counted for tests. On a stream being
-// recorded into a CUDA graph the capture itself is the check: cudaStreamEndCapture fails
-// (cudaErrorStreamCaptureUnjoined) when work forked from the stream was not joined back to it, so
-// a backward that records at all had cuDNN join its streams (and the legacy stream, which the
-// join below uses, cannot be used while capturing).
-void JoinBackwardData(const GpuCall& call) {
-  if (!call.stream().recording()) JoinLibraryStreams(call.stream());
-  backward_joins.fetch_add(1, std::memory_order_relaxed);
-}
-
-// Backward data, then the join (the file comment says why), on every path.
+// Backward data, joined (the file comment says why) on every path, and counted for tests.
 void BackwardData(const GpuCall& call, const GpuRnnCall& c, const CallData& data, std::span<const TensorView> in,
                   std::span<const OpReq> req, std::span<const TensorView> out, const std::vector<void*>& ws,
                   const void* weights) {
@@ -499,12 +513,16 @@ void BackwardData(const GpuCall& call, const GpuRnnCall& c, const CallData& data
   void* dhx_ptr = TargetOf(req[RnnSlots::kState], dhx, ws[6], false);
   void* dcx_ptr = dcx ? TargetOf(req[s.state_cell], dcx, ws[7], false) : nullptr;
   const TensorView& reserve = in[RnnSlots::kBackwardReserve];
-  WEFT_CUDNN_CHECK(cudnnRNNBackwardData_v8(
-      call.cudnn(), c.plan->rnn.get(), static_cast<const int32_t*>(ws[2]), data.y, in[RnnSlots::kBackwardOut].raw(),
-      in[s.BackwardOutGrad(RnnSlots::kOut)].raw(), data.x, dx, c.plan->h.get(),
-      in[s.BackwardInput(RnnSlots::kState)].raw(), dhy, dhx_ptr, c.plan->h.get(), cx, dcy, dcx_ptr,
-      c.plan->weight_bytes, weights, c.plan->work_bytes, ws[1], c.plan->reserve_bytes, reserve.raw()));
-  JoinBackwardData(call);
+  const RnnPlan& plan = *c.plan;
+  const uint32_t path = PathOf({dhy != nullptr, dhx_ptr != nullptr, cx != nullptr, dcy != nullptr, dcx_ptr != nullptr});
+  plan.backward_data.Run(call.stream(), path, [&](engine::GpuStream& st) {
+    WEFT_CUDNN_CHECK(cudnnRNNBackwardData_v8(
+        CudnnHandle(st), plan.rnn.get(), static_cast<const int32_t*>(ws[2]), data.y, in[RnnSlots::kBackwardOut].raw(),
+        in[s.BackwardOutGrad(RnnSlots::kOut)].raw(), data.x, dx, plan.h.get(),
+        in[s.BackwardInput(RnnSlots::kState)].raw(), dhy, dhx_ptr, plan.h.get(), cx, dcy, dcx_ptr, plan.weight_bytes,
+        weights, plan.work_bytes, ws[1], plan.reserve_bytes, reserve.raw()));
+  });
+  backward_joins.fetch_add(1, std::memory_order_relaxed);
   FinishOutput(call, req[0], &out[0], ws[5]);
   FinishOutput(call, req[RnnSlots::kState], dhx, ws[6]);
   if (dcx) FinishOutput(call, req[s.state_cell], dcx, ws[7]);
