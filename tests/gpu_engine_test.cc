@@ -196,7 +196,9 @@ struct AuxRig {
   AuxRig() {
     WEFT_CUDA_CHECK(cudaMallocHost(&pinned, n * sizeof(float)));
     for (size_t i = 0; i < n; ++i) pinned[i] = 1.0f + static_cast<float>(i);
-    for (float*& p : {std::ref(out[0]), std::ref(out[1]), std::ref(copy)}) WEFT_CUDA_CHECK(cudaMalloc(&p, n * 4));
+    WEFT_CUDA_CHECK(cudaMalloc(&out[0], n * sizeof(float)));
+    WEFT_CUDA_CHECK(cudaMalloc(&out[1], n * sizeof(float)));
+    WEFT_CUDA_CHECK(cudaMalloc(&copy, n * sizeof(float)));
     WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&lib.aux, cudaStreamNonBlocking));  // as cuDNN makes its own
     WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&lib.fork, cudaEventDisableTiming));
     WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&lib.join, cudaEventDisableTiming));
@@ -311,8 +313,12 @@ TEST(GpuEngine, JoinedLibraryWorkFallsBackWhenTheLibraryLeavesAForkUnjoined) {
   const std::string warning = "left work on a stream of its own without joining it back";
   const size_t at = err.find(warning);
   // One warning per process: only if no earlier test took the fallback.
-  if (before.unjoined == 0) EXPECT_NE(at, std::string::npos) << err;
-  if (at != std::string::npos) EXPECT_EQ(err.find(warning, at + 1), std::string::npos) << "warned twice: " << err;
+  if (before.unjoined == 0) {
+    EXPECT_NE(at, std::string::npos) << err;
+  }
+  if (at != std::string::npos) {
+    EXPECT_EQ(err.find(warning, at + 1), std::string::npos) << "warned twice: " << err;
+  }
   engine->Shutdown();
 }
 

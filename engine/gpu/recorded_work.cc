@@ -22,12 +22,9 @@ cudaMemsetParams WordParams(uint64_t* values, size_t k, int word, uint64_t value
   return p;
 }
 
-// Ends the capture `stream` is in and drops what it held, after `record` failed with `why`.
+// Drops the capture `stream` is in, after `record` failed with `why`.
 [[noreturn]] void AbandonCapture(cudaStream_t stream, const std::string& why) {
-  cudaGraph_t partial = nullptr;
-  cudaStreamEndCapture(stream, &partial);
-  if (partial != nullptr) cudaGraphDestroy(partial);
-  cudaGetLastError();  // the capture's error is reported here, not by the next CUDA call
+  DropCapture(stream);
   WEFT_THROW("recording the work into a CUDA graph failed: " << why);
 }
 
@@ -39,6 +36,13 @@ std::vector<RecordingStreamPrep>& Preparations() {
 }  // namespace
 
 void OnNewRecordingStream(RecordingStreamPrep prepare) { Preparations().push_back(prepare); }
+
+void DropCapture(cudaStream_t stream) {
+  cudaGraph_t partial = nullptr;
+  cudaStreamEndCapture(stream, &partial);
+  if (partial != nullptr) cudaGraphDestroy(partial);
+  cudaGetLastError();  // the capture's error is reported here, not by the next CUDA call
+}
 
 engine::GpuStream& RecordingStream(int device) {
   thread_local std::vector<std::pair<int, std::unique_ptr<engine::GpuStream>>> streams;

@@ -27,8 +27,13 @@ using RecordingStreamPrep = void (*)(engine::GpuStream& stream);
 void OnNewRecordingStream(RecordingStreamPrep prepare);
 
 // The calling thread's recording stream on `device` (current): non-blocking, kernels launched at
-// once, made and prepared on first use. Capture work on it only (engine/gpu/stream_join.h too).
+// once, made and prepared on first use. CudaRecordedWork and JoinedLibraryWork
+// (engine/gpu/stream_join.h) capture on it.
 engine::GpuStream& RecordingStream(int device);
+
+// Ends the capture `stream` is in, after the work being captured failed: frees what was captured
+// and clears the capture's error. Never throws.
+void DropCapture(cudaStream_t stream);
 
 class CudaRecordedWork final : public engine::RecordedWork {
  public:

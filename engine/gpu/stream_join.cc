@@ -1,7 +1,6 @@
 #include "engine/gpu/stream_join.h"
 
 #include <atomic>
-#include <exception>
 #include <iostream>
 #include <mutex>
 
@@ -13,15 +12,6 @@ namespace weft::gpu {
 namespace {
 
 std::atomic<int64_t> runs{0}, instantiations{0}, unjoined{0};
-
-// Ends the capture `stream` is in and drops what it held, then rethrows what the call threw.
-[[noreturn]] void AbandonCapture(cudaStream_t stream) {
-  cudaGraph_t partial = nullptr;
-  cudaStreamEndCapture(stream, &partial);
-  if (partial != nullptr) cudaGraphDestroy(partial);
-  cudaGetLastError();  // the capture's own error, if any, is not the one to report
-  throw;
-}
 
 // The library left a fork unjoined: run it on `stream` itself and wait for the whole device.
 void RunUnjoined(engine::GpuStream& stream, const JoinedLibraryWork::Call& call) {
@@ -55,7 +45,8 @@ void JoinedLibraryWork::Run(engine::GpuStream& stream, uint32_t path, const Call
   try {
     call(capture);
   } catch (...) {
-    AbandonCapture(capture.handle());
+    DropCapture(capture.handle());
+    throw;
   }
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(capture.handle(), &graph);
