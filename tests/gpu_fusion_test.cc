@@ -6,7 +6,7 @@
 // 3,000 outputs (48 KB of pointers and scalars: the table); by-value arguments over 4 KB (launched
 // directly); a compile failure (test-only bad code) falling back to the unfused steps with one
 // warning; compiling at Bind, never in Forward, a second Bind compiling nothing and a fresh kernel
-// library reading the disk cache; 64-bit indexing (forced by a test-only switch); 16-byte packs
+// library reading the disk cache; 64-bit indexing (forced by a test-only switch); 32-byte packs
 // and, for an input that is an offset view, one element at a time.
 #include <gtest/gtest.h>
 
@@ -239,8 +239,8 @@ TEST(FusedGpu, SixtyFourBitIndexingComputesTheSame) {
   EXPECT_EQ(StatsNow().index64 - before.index64, 1);
 }
 
-// 1,003 elements: 250 packs of 4 and a tail of 3.
-TEST(FusedGpu, AlignedTensorsGoInSixteenBytePacksWithAScalarTail) {
+// 1,003 elements: 125 packs of 8 floats and a tail of 3.
+TEST(FusedGpu, AlignedTensorsGoInThirtyTwoBytePacksWithAScalarTail) {
   const FusedGpuStats before = StatsNow();
   ExpectFusedEqualsUnfused(Chain(Var("x")), {{"x", Input(1003)}});
   const FusedGpuStats after = StatsNow();
@@ -248,15 +248,18 @@ TEST(FusedGpu, AlignedTensorsGoInSixteenBytePacksWithAScalarTail) {
   EXPECT_EQ(after.vectorized - before.vectorized, 1);
 }
 
-// x starts 4 bytes into its memory: no pack of 16 bytes is aligned, so one element at a time.
+// x starts 4 bytes, then 16 bytes, into its memory: no pack of 32 bytes is aligned, so one
+// element at a time.
 TEST(FusedGpu, AnOffsetViewIsReadOneElementAtATime) {
   const NDArray backing = Input(1025);
-  const NDArray x = backing.Slice(1, 1025);
-  const FusedGpuStats before = StatsNow();
-  ExpectFusedEqualsUnfused(Chain(Var("x")), {{"x", x}});
-  const FusedGpuStats after = StatsNow();
-  EXPECT_EQ(after.kernels - before.kernels, 1);
-  EXPECT_EQ(after.vectorized, before.vectorized);
+  for (const int64_t offset : {1, 4}) {
+    const NDArray x = backing.Slice(offset, 1025);
+    const FusedGpuStats before = StatsNow();
+    ExpectFusedEqualsUnfused(Chain(Var("x")), {{"x", x}});
+    const FusedGpuStats after = StatsNow();
+    EXPECT_EQ(after.kernels - before.kernels, 1) << "offset " << offset;
+    EXPECT_EQ(after.vectorized, before.vectorized) << "offset " << offset;
+  }
 }
 
 }  // namespace

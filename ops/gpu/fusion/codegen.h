@@ -28,7 +28,7 @@ namespace weft::gpu {
 inline constexpr char kFusedKernelName[] = "weft::fused::Kernel";
 
 struct CodegenOptions {
-  int width = 1;       // elements per pack of the full-size tensors: 1, or 16 bytes of the widest dtype
+  int width = 1;       // elements per pack of the full-size tensors: 1, or 32 bytes of the widest dtype
   bool table = false;  // the kernel takes a pointer to its arguments in device memory, else them by value
   int arch = 90;       // the target, major * 10 + minor: by value as __grid_constant__ from 70 on
   bool bad_code = false;  // tests only: a source NVRTC rejects (the fallback's test)

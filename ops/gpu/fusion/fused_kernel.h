@@ -6,8 +6,8 @@
 // registers it as _fused_pointwise's GPU compute.
 //
 // What is decided when it is prepared, from the tensors (whose pointers never move after):
-//   - the pack width: 16-byte loads and stores of the full-size tensors when every one of their
-//     pointers is aligned to its pack, else one element at a time; and one element at a time for
+//   - the pack width: 32-byte packs (two 16-byte accesses) of the full-size tensors' loads and
+//     stores when every one of their pointers is aligned to its pack, else one element at a time; and one element at a time for
 //     a kernel of more than 1,024 steps, whose code packs would multiply by five (a pack and the
 //     tail) and its compile time with them (3,000 outputs: 18 s of CPU instead of 4);
 //   - the index type: int when the element count plus the grid's threads fit in it, else long long;
@@ -42,7 +42,7 @@ namespace weft::gpu {
 // What preparations chose, since the process started (for tests and benchmarks).
 struct FusedGpuStats {
   int64_t kernels = 0;     // prepared as a generated kernel
-  int64_t vectorized = 0;  // ... with 16-byte packs
+  int64_t vectorized = 0;  // ... with 32-byte packs
   int64_t tables = 0;      // ... with the arguments in a device table
   int64_t index64 = 0;     // ... with 64-bit indexing
   int64_t direct = 0;      // ... launched directly (by-value arguments over 4,096 bytes)
