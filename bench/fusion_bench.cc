@@ -8,7 +8,9 @@
 //       the same thread count; GB/s count one read per input and one write per output (x, y; a
 //       step also dy, dx); and the CPU time, which a machine shared with other work inflates less
 //       than the wall time; fused and unfused run in turns, rep by rep, so both see the same load;
-//       goal: fused at least 3x faster than unfused;
+//       goal: fused at least 3x faster than unfused; --chain_m=N runs it on N Mi floats instead of
+//       16 (the header line says whether the arrays fit the last-level cache: 16M floats are 64 MB,
+//       which a server's L3 can hold, so the unfused ops then move no data through main memory);
 //   (c) a training step of an MLP with bias, GELU and dropout (784-1024-1024-10, batch 128, SGD),
 //       fusion on and off.
 // Figures are medians over --reps; one engine worker whose ops use --threads threads, as PyTorch.
@@ -16,6 +18,7 @@
 //   bazel run --config=opt //bench:fusion_bench -- --threads=2 --reps=10
 //   (--pass=0, --chain=0, --mlp=0 leave a part out; --peer=0 PyTorch)
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -43,7 +46,7 @@ using weft::NDArray;
 using weft::Shape;
 using weft::Symbol;
 
-constexpr int64_t kChainElements = int64_t{16} << 20;
+int64_t kChainElements = int64_t{16} << 20;  // --chain_m Mi floats
 
 double ProcessCpuMs() {
   timespec t;
@@ -222,8 +225,11 @@ void ChainRows(int threads, int reps, bool with_peer) {
       with_peer ? bench::RunPeer("bench/torch_fusion_peer.py", std::to_string(threads) + " " + std::to_string(reps) +
                                                                    " " + std::to_string(kChainElements))
                 : nlohmann::json{{"available", false}, {"error", "left out (--peer=0)"}};
-  std::printf("\nthe 8-op chain on %lld float32 (16M), %d thread(s), loops on %s; ",
-              static_cast<long long>(kChainElements), threads, LoopVectors());
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  const double array_mb = kChainElements * sizeof(float) / 1e6;
+  std::printf("\nthe 8-op chain on %lld float32 (%lldM: %.0f MB an array, %s the %.0f MB L3), %d thread(s), loops on %s; ",
+              static_cast<long long>(kChainElements), static_cast<long long>(kChainElements >> 20), array_mb,
+              l3 > 0 && array_mb * 2 < l3 / 1e6 ? "two fit in" : "two exceed", l3 / 1e6, threads, LoopVectors());
   if (torch.value("available", false)) {
     std::printf("PyTorch %s, %d thread(s)\n", torch["version"].get<std::string>().c_str(), torch["threads"].get<int>());
   } else {
@@ -238,7 +244,8 @@ void ChainRows(int threads, int reps, bool with_peer) {
       "%.2f unfused (%.2fx)\n",
       t.fused_forward.cpu_ms, t.unfused_forward.cpu_ms, t.unfused_forward.cpu_ms / t.fused_forward.cpu_ms,
       t.fused_step.cpu_ms, t.unfused_step.cpu_ms, t.unfused_step.cpu_ms / t.fused_step.cpu_ms);
-  std::printf("a copy of the 16M floats: %.2f ms, %.1f GB/s\n", copy, Gbs(2, copy));
+  std::printf("a copy of the %lldM floats: %.2f ms, %.1f GB/s\n", static_cast<long long>(kChainElements >> 20), copy,
+              Gbs(2, copy));
 }
 
 double MlpStepMs(bool fusion, int reps) {
@@ -260,6 +267,7 @@ int main(int argc, char** argv) {
   try {
     const int threads = bench::IntFlag(argc, argv, "threads", 2);
     const int reps = bench::IntFlag(argc, argv, "reps", 10);
+    kChainElements = int64_t{bench::IntFlag(argc, argv, "chain_m", 16)} << 20;
     setenv("WEFT_CPU_WORKERS", "1", 0);
     setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
     bench::ChdirToWorkspace();

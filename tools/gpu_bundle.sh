@@ -11,7 +11,8 @@
 #   tools/gpu_bundle.sh                 # here (needs the CUDA toolkit, no GPU)
 #   gpu_bundle/run_tests.sh             # there, from any folder
 #   gpu_bundle/run_tests.sh --sanitize  # the same under compute-sanitizer (memcheck, racecheck, synccheck),
-#                                       # leaving out the tests that provoke CUDA errors on purpose
+#                                       # leaving out the tests that provoke CUDA errors on purpose;
+#                                       # --sanitize bin/gpu_rnn_test ...: only those binaries
 #   gpu_bundle/bin/gpu_bench            # PyTorch: the first python3 on PATH that imports torch, or WEFT_PEER_PYTHON
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,19 +50,47 @@ run() {
   echo "== $name"
   if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $name"; fi
 }
-for t in bin/gpu_*_test; do
-  if [ "${1:-}" = "--sanitize" ]; then
-    # Tests that make CUDA calls fail on purpose (error propagation, out of memory) would be
-    # reported as API errors; they run in the plain pass. The sanitizer runs the binary itself.
-    for tool in memcheck racecheck synccheck; do
-      run "compute-sanitizer --tool $tool $t" timeout 600 compute-sanitizer --tool "$tool" --error-exitcode 1 \
-        "libexec/${t#bin/}" --gtest_brief=1 --gtest_filter='-*CudaError*:*OutOfMemory*'
-    done
-  else
+# racecheck's memory grows over a process (gpu_rnn_test's tests in one process reached 130 GB and
+# the OOM killer), so under racecheck each test runs in a process of its own.
+# cuBLAS's Hopper GEMM nvjet_sm90_tst_64x8_64x16_4x2_h_bz_NNT, which cuDNN's bfloat16 RNN calls, is
+# reported by racecheck (2025.3.1) with a hazard between two of its own shared-memory accesses, 96
+# per launch; shared memory is the kernel's alone, so no stream order of weft's can touch it, and
+# that one kernel is left out of racecheck. Any other kernel's hazard still fails the run.
+racecheck_exclude=(--kernel-name-exclude 'regex:^nvjet_sm90_tst_64x8_64x16_4x2_h_bz_NNT$')
+# sanitize BINARY: under memcheck, racecheck and synccheck. Tests that make CUDA calls fail on
+# purpose (error propagation, out of memory) would be reported as API errors; they run in the
+# plain pass. The sanitizer runs the binary itself.
+sanitize() {
+  local exe=libexec/${1#bin/} skip='*CudaError*:*OutOfMemory*'
+  for tool in memcheck synccheck; do
+    run "compute-sanitizer --tool $tool $1" timeout 600 compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      "$exe" --gtest_brief=1 --gtest_filter="-$skip"
+  done
+  local suite= line
+  while IFS= read -r line; do
+    case $line in
+      " "*) ;;
+      *) suite=${line%%#*}; suite=${suite%% *}; continue ;;
+    esac
+    line=${line#  }; line=${line%%#*}; line=${line%% *}
+    run "compute-sanitizer --tool racecheck $1 $suite$line" timeout 600 compute-sanitizer --tool racecheck \
+      "${racecheck_exclude[@]}" --error-exitcode 1 "$exe" --gtest_brief=1 --gtest_filter="$suite$line:-$skip" </dev/null
+  done < <("$exe" --gtest_list_tests --gtest_filter="-$skip" | grep -v '^Note')
+}
+sanitizing=0
+if [ "${1:-}" = "--sanitize" ]; then
+  sanitizing=1
+  shift
+  # --sanitize [BINARY...]: the named ones (bin/gpu_rnn_test ...), else every GPU test.
+  targets=("$@")
+  [ $# -gt 0 ] || targets=(bin/gpu_*_test)
+  for t in "${targets[@]}"; do sanitize "$t"; done
+else
+  for t in bin/gpu_*_test; do
     run "$t" timeout 450 "$t" --gtest_brief=1  # the fusion property test takes about 330 s on the H200
-  fi
-done
-if [ "${1:-}" != "--sanitize" ]; then
+  done
+fi
+if [ "$sanitizing" = 0 ]; then
   run bin/gpu_examples_test.sh \
     timeout 300 bin/gpu_examples_test.sh bin/train_mlp bin/train_cnn bin/embed_infer digits.csv
   # Kernel launch batching off: every kernel goes straight to its stream.
