@@ -11,6 +11,7 @@
 //       goal: fused at least 3x faster than unfused; --chain_m=N runs it on N Mi floats instead of
 //       16 (the header line says whether the arrays fit the last-level cache: 16M floats are 64 MB,
 //       which a server's L3 can hold, so the unfused ops then move no data through main memory);
+//       beside it a copy of x: weft's CopyTo, and memcpy split over --threads threads (the floor);
 //   (c) a training step of an MLP with bias, GELU and dropout (784-1024-1024-10, batch 128, SGD),
 //       fusion on and off.
 // Figures are medians over --reps; one engine worker whose ops use --threads threads, as PyTorch.
@@ -22,12 +23,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -187,6 +190,23 @@ double CopyMs(int reps) {
   });
 }
 
+// The machine's own copy of the chain's bytes, memcpy split over `threads` threads: the floor of
+// any chain that reads x and writes y with that many threads (weft's CopyTo is one memcpy).
+double SplitMemcpyMs(int threads, int reps) {
+  const size_t bytes = kChainElements * sizeof(float);
+  std::vector<char> from(bytes, 1), to(bytes, 2);
+  return bench::MedianMs(reps, [&] {
+    std::vector<std::thread> workers;
+    for (int k = 0; k < threads; ++k) {
+      workers.emplace_back([&, k] {
+        const size_t begin = bytes / threads * k, end = k + 1 == threads ? bytes : bytes / threads * (k + 1);
+        std::memcpy(to.data() + begin, from.data() + begin, end - begin);
+      });
+    }
+    for (std::thread& w : workers) w.join();
+  });
+}
+
 // The vector unit the CPU's elementwise loops run on: the clone the loader picks
 // (WEFT_CPU_VECTOR_CLONES, ops/internal/cpu_util.h), by the same test.
 const char* LoopVectors() {
@@ -220,7 +240,7 @@ void ChainRow(const char* what, double fused, double unfused, const nlohmann::js
 
 void ChainRows(int threads, int reps, bool with_peer) {
   const ChainTimes t = TimeChain(reps);
-  const double copy = CopyMs(reps);
+  const double copy = CopyMs(reps), split_copy = SplitMemcpyMs(threads, reps);
   const nlohmann::json torch =
       with_peer ? bench::RunPeer("bench/torch_fusion_peer.py", std::to_string(threads) + " " + std::to_string(reps) +
                                                                    " " + std::to_string(kChainElements))
@@ -244,8 +264,10 @@ void ChainRows(int threads, int reps, bool with_peer) {
       "%.2f unfused (%.2fx)\n",
       t.fused_forward.cpu_ms, t.unfused_forward.cpu_ms, t.unfused_forward.cpu_ms / t.fused_forward.cpu_ms,
       t.fused_step.cpu_ms, t.unfused_step.cpu_ms, t.unfused_step.cpu_ms / t.fused_step.cpu_ms);
-  std::printf("a copy of the %lldM floats: %.2f ms, %.1f GB/s\n", static_cast<long long>(kChainElements >> 20), copy,
-              Gbs(2, copy));
+  std::printf("a copy of the %lldM floats: weft's CopyTo (one memcpy) %.2f ms, %.1f GB/s; memcpy over %d threads %.2f ms, "
+              "%.1f GB/s (fused inference at %.0f%% of it)\n",
+              static_cast<long long>(kChainElements >> 20), copy, Gbs(2, copy), threads, split_copy, Gbs(2, split_copy),
+              100 * split_copy / t.fused_forward.wall_ms);
 }
 
 double MlpStepMs(bool fusion, int reps) {
