@@ -192,7 +192,9 @@ TEST_P(EngineSemantics, WorkerIdsAreUniqueAcrossPools) {
     EXPECT_LT(worker, total_workers);
     EXPECT_EQ(threads.size(), 1u) << "worker id " << worker << " was used by several threads";
   }
-  if (threaded()) EXPECT_TRUE(threads_of_worker.count(GetParam().workers)) << "the prioritized worker never ran";
+  if (threaded()) {
+    EXPECT_TRUE(threads_of_worker.count(GetParam().workers)) << "the prioritized worker never ran";
+  }
 }
 
 TEST_P(EngineSemantics, DeleteVariableRunsAfterPendingOps) {

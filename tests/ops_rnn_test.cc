@@ -740,6 +740,16 @@ TEST_F(RnnDefinition, BadInputsSayWhatWasExpected) {
                 {"attribute 'p'", "[0, 1)"});
   ExpectOpError("RNN", {{"mode", "gru"}, {"state_size", "4"}, {"num_layers", "0"}}, {data, params, state},
                 {"attribute 'num_layers'", "found '0'"});
+  // A billion layers are checked in closed form (the fuzzer's finding: a loop over them timed
+  // out), and a vector past int64 is an error, not an overflow.
+  AttrMap deep = lstm;
+  deep["num_layers"] = "1000010000";
+  ExpectOpError("RNN", deep, {data, Shape{832}, state, state},
+                {"parameters must be (448004479936,), found (832,)", "1000010000 layer(s)",
+                 "2 x 192 + 1000009999 x (2 x 224)"});
+  deep["state_size"] = "1073741824";  // the largest: blocks of 2^32 rows
+  ExpectOpError("RNN", deep, {data, Shape{832}, state, state},
+                {"more than 2^63 elements", "1000009999 x (2 x 4294967296 x (2147483648 + 1073741824 + 2))"});
 }
 
 // sequence_length is read on the host on every device (cuDNN's descriptors take the lengths

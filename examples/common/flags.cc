@@ -47,7 +47,9 @@ void Flags::Set(const std::string& name, const std::string& value) {
   if (flag.kind == Kind::kInt) (void)std::strtol(value.c_str(), &end, 10);
   if (flag.kind == Kind::kFloat) (void)std::strtod(value.c_str(), &end);
   const bool bad_bool = flag.kind == Kind::kBool && value != "0" && value != "1";
-  if (bad_bool || (flag.kind == Kind::kInt || flag.kind == Kind::kFloat) && (value.empty() || *end != '\0')) {
+  const bool bad_number =
+      (flag.kind == Kind::kInt || flag.kind == Kind::kFloat) && (value.empty() || *end != '\0');
+  if (bad_bool || bad_number) {
     WEFT_THROW("flag --" << name << ": expected " << KindName(static_cast<int>(flag.kind)) << ", found '" << value
                          << "'");
   }

@@ -117,7 +117,7 @@ struct RnnDims {
 
   int64_t LayerInput(int layer) const { return layer == 0 ? i : dirs * h; }  // I_l
   int64_t Rows() const { return gates * h; }                                 // of each weight
-  Shape State() const { return Shape{layers * dirs, n, h}; }                 // (L*D, N, H)
+  Shape State() const { return Shape{int64_t{layers} * dirs, n, h}; }       // (L*D, N, H)
   Shape Output() const { return Shape{t, n, dirs * h}; }                     // (T, N, D*H)
 };
 
@@ -140,9 +140,10 @@ struct RnnBlock {
 // Where every tensor sits in the flat vector of these attributes and input size.
 class RnnParamLayout {
  public:
+  // O(1) whatever the number of layers; throws weft::Error when P does not fit int64.
   RnnParamLayout(const RnnParam& p, int64_t input_size);
 
-  const RnnBlock& Block(int layer, int dir) const { return blocks_[layer * dirs_ + dir]; }
+  RnnBlock Block(int layer, int dir) const;
   int64_t size() const { return size_; }  // P: elements of the whole vector
   // Every tensor in PyTorch's order (that of nn.LSTM._flat_weights_names).
   std::vector<RnnTensor> Tensors() const;
@@ -155,8 +156,9 @@ class RnnParamLayout {
   RnnParam p_;
   int64_t input_size_;
   int dirs_;
+  int64_t rows_;                               // gates * H
+  int64_t first_block_ = 0, later_block_ = 0;  // elements of a block of layer 0, of any later layer
   int64_t size_ = 0;
-  std::vector<RnnBlock> blocks_;  // layer-major
 };
 
 // Where the inputs and outputs of RNN and _backward_RNN sit for one set of attributes (-1: absent).

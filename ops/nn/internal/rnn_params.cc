@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "core/error.h"
+
 namespace weft {
 
 const char* RnnModeName(RnnMode mode) {
@@ -35,21 +37,46 @@ RnnDims RnnDimsOf(const RnnParam& p, const Shape& data) {
           p.num_layers,        p.bidirectional ? 2 : 1, RnnGates(p.mode)};
 }
 
+namespace {
+
+// a * b + c, or false when it does not fit int64.
+bool MulAdd(int64_t a, int64_t b, int64_t c, int64_t* out) {
+  int64_t product;
+  return !__builtin_mul_overflow(a, b, &product) && !__builtin_add_overflow(product, c, out);
+}
+
+// The elements of one block whose weight_ih has `input` columns: rows * (input + H + 2).
+bool BlockSize(int64_t rows, int64_t input, int64_t h, int64_t* out) {
+  int64_t columns;
+  return MulAdd(1, input, h + 2, &columns) && MulAdd(rows, columns, 0, out);
+}
+
+}  // namespace
+
+// In closed form, so that attributes of a billion layers cost nothing to check: layer 0's blocks
+// read I_0 = input_size, every later layer's read D * H.
 RnnParamLayout::RnnParamLayout(const RnnParam& p, int64_t input_size)
-    : p_(p), input_size_(input_size), dirs_(p.bidirectional ? 2 : 1) {
-  const RnnDims d = RnnDimsOf(p, Shape{1, 1, input_size});
-  for (int l = 0; l < d.layers; ++l) {
-    for (int dir = 0; dir < d.dirs; ++dir) {
-      RnnBlock b;
-      b.input = d.LayerInput(l);
-      b.weight_ih = size_;
-      b.weight_hh = b.weight_ih + d.Rows() * b.input;
-      b.bias_ih = b.weight_hh + d.Rows() * d.h;
-      b.bias_hh = b.bias_ih + d.Rows();
-      size_ = b.bias_hh + d.Rows();
-      blocks_.push_back(b);
-    }
+    : p_(p), input_size_(input_size), dirs_(p.bidirectional ? 2 : 1), rows_(RnnGates(p.mode) * int64_t{p.state_size}) {
+  int64_t later_input, rest;
+  const bool fits = BlockSize(rows_, input_size, p.state_size, &first_block_) &&
+                    MulAdd(dirs_, p.state_size, 0, &later_input) &&
+                    BlockSize(rows_, later_input, p.state_size, &later_block_) &&
+                    MulAdd(int64_t{p.num_layers - 1} * dirs_, later_block_, 0, &rest) &&
+                    MulAdd(dirs_, first_block_, rest, &size_);
+  if (!fits) {
+    WEFT_THROW("RNN: the parameter vector of these attributes has more than 2^63 elements: " << Describe());
   }
+}
+
+RnnBlock RnnParamLayout::Block(int layer, int dir) const {
+  RnnBlock b;
+  b.input = layer == 0 ? input_size_ : dirs_ * int64_t{p_.state_size};
+  b.weight_ih = layer == 0 ? dir * first_block_
+                           : dirs_ * first_block_ + ((layer - 1) * int64_t{dirs_} + dir) * later_block_;
+  b.weight_hh = b.weight_ih + rows_ * b.input;
+  b.bias_ih = b.weight_hh + rows_ * p_.state_size;
+  b.bias_hh = b.bias_ih + rows_;
+  return b;
 }
 
 std::string RnnParamLayout::Name(const std::string& what, int layer, int dir) {
@@ -72,18 +99,22 @@ std::vector<RnnTensor> RnnParamLayout::Tensors() const {
 }
 
 std::string RnnParamLayout::Describe() const {
-  const int64_t h = p_.state_size, rows = RnnGates(p_.mode) * h;
+  const int64_t h = p_.state_size, rows = rows_, layers = p_.num_layers;
   std::ostringstream os;
-  os << p_.num_layers * dirs_ << " block(s) (" << p_.num_layers << " layer(s) x " << dirs_
-     << " direction(s)), each weight_ih (" << rows << ", I_l) + weight_hh (" << rows << ", " << h << ") + bias_ih ("
-     << rows << ") + bias_hh (" << rows << ") with " << rows << " = " << RnnGates(p_.mode) << " gate(s) of "
-     << RnnModeName(p_.mode) << " x state_size " << h << ", I_0 = " << input_size_ << " (data's last axis)";
-  if (p_.num_layers > 1) os << " and I_l = " << dirs_ * h << " after";
-  os << ": ";
-  for (int l = 0; l < p_.num_layers; ++l) {
-    const int64_t block = rows * (Block(l, 0).input + h + 2);
-    os << (l ? " + " : "") << dirs_ << " x " << block;
-  }
+  os << layers * dirs_ << " block(s) (" << layers << " layer(s) x " << dirs_ << " direction(s)), each weight_ih ("
+     << rows << ", I_l) + weight_hh (" << rows << ", " << h << ") + bias_ih (" << rows << ") + bias_hh (" << rows
+     << ") with " << rows << " = " << RnnGates(p_.mode) << " gate(s) of " << RnnModeName(p_.mode) << " x state_size "
+     << h << ", I_0 = " << input_size_ << " (data's last axis)";
+  if (layers > 1) os << " and I_l = " << dirs_ * h << " after";
+  // Each block is rows * (I_l + H + 2) elements (the product printed where it fits).
+  const auto block = [&](int64_t input) {
+    int64_t n;
+    return BlockSize(rows, input, h, &n) ? std::to_string(n) : std::to_string(rows) + " x (" + std::to_string(input) +
+                                                                     " + " + std::to_string(h) + " + 2)";
+  };
+  os << ": " << dirs_ << " x " << block(input_size_);
+  if (layers == 2) os << " + " << dirs_ << " x " << block(dirs_ * h);
+  if (layers > 2) os << " + " << layers - 1 << " x (" << dirs_ << " x " << block(dirs_ * h) << ")";
   os << " (PyTorch's nn."
      << (p_.mode == RnnMode::kLstm  ? "LSTM"
          : p_.mode == RnnMode::kGru ? "GRU"
