@@ -98,10 +98,14 @@ using AsyncFn = Function<void(RunContext, OnComplete)>;
 class VarList {
  public:
   VarList() = default;
+#if defined(__GNUC__) && !defined(__clang__)  // GCC's warning; clang has no such group
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winit-list-lifetime"
+#endif
   VarList(std::initializer_list<VarHandle> vars) : data_(vars.begin()), size_(vars.size()) {}
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
   VarList(const std::vector<VarHandle>& vars) : data_(vars.data()), size_(vars.size()) {}
   template <size_t N>
   VarList(const VarHandle (&vars)[N]) : data_(vars), size_(N) {}
