@@ -7,9 +7,10 @@
 //
 // What is decided when it is prepared, from the tensors (whose pointers never move after):
 //   - the pack width: 32-byte packs (two 16-byte accesses) of the full-size tensors' loads and
-//     stores when every one of their pointers is aligned to its pack, else one element at a time; and one element at a time for
-//     a kernel of more than 1,024 steps, whose code packs would multiply by five (a pack and the
-//     tail) and its compile time with them (3,000 outputs: 18 s of CPU instead of 4);
+//     stores when every one of their pointers is aligned to its pack, else one element at a
+//     time; and one element at a time for a kernel of more than 1,024 steps, whose code packs
+//     would multiply by five (a pack and the tail) and its compile time with them (3,000
+//     outputs: 18 s of CPU instead of 4);
 //   - the index type: int when the element count plus the grid's threads fit in it, else long long;
 //   - where the arguments go: by value when they fit the device's parameter budget
 //     (param_budget.h), else in a table in device memory (built once when prepared at bind time,
