@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -229,7 +230,8 @@ TEST(GpuRnn, EveryBackwardJoinsOnceAfterBackwardData) {
 
 // MXNet's race: d_data (request add, parameters' null) summed with tanh's gradient at once, 1,000
 // times. Strict float32: the standard algorithm, the seed's (MXNet's fix named the non-persistent
-// bidirectional backward data).
+// bidirectional backward data). WEFT_TEST_RNN_SEED_RUNS sets fewer runs: run_tests.sh --sanitize
+// runs 20 under racecheck, where the 1,000 take longer than its limit.
 TEST(GpuRnn, TheDataGradientSummedRightAfterBackwardDataIsTheCpusEveryTime) {
   const int64_t persistent = RnnPersistentForwards();
   Config c;
@@ -262,7 +264,10 @@ TEST(GpuRnn, TheDataGradientSummedRightAfterBackwardDataIsTheCpusEveryTime) {
   WEFT_CUDA_CHECK(cudaMalloc(&busy, busy_bytes));
   auto [gpu, gpu_grad] = bind(kGpu, GradReq::kAdd);
   std::vector<float> before(want.size(), 0);
-  for (int run = 0; run < 1000; ++run) {
+  const char* runs_env = std::getenv("WEFT_TEST_RNN_SEED_RUNS");
+  const int runs = runs_env != nullptr ? std::atoi(runs_env) : 1000;
+  ASSERT_GT(runs, 0) << "WEFT_TEST_RNN_SEED_RUNS=" << runs_env << ": expected a positive number of runs";
+  for (int run = 0; run < runs; ++run) {
     WEFT_CUDA_CHECK(cudaMemsetAsync(busy, run & 0xff, busy_bytes, other));
     gpu->Forward(true);
     gpu->Backward();

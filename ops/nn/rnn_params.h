@@ -154,9 +154,7 @@ class RnnParamLayout {
 
  private:
   RnnParam p_;
-  int64_t input_size_;
-  int dirs_;
-  int64_t rows_;                               // gates * H
+  RnnDims d_;                                  // I, H, L, D, G of these attributes (T = N = 1)
   int64_t first_block_ = 0, later_block_ = 0;  // elements of a block of layer 0, of any later layer
   int64_t size_ = 0;
 };

@@ -56,13 +56,12 @@ bool BlockSize(int64_t rows, int64_t input, int64_t h, int64_t* out) {
 // In closed form, so that attributes of a billion layers cost nothing to check: layer 0's blocks
 // read I_0 = input_size, every later layer's read D * H.
 RnnParamLayout::RnnParamLayout(const RnnParam& p, int64_t input_size)
-    : p_(p), input_size_(input_size), dirs_(p.bidirectional ? 2 : 1), rows_(RnnGates(p.mode) * int64_t{p.state_size}) {
-  int64_t later_input, rest;
-  const bool fits = BlockSize(rows_, input_size, p.state_size, &first_block_) &&
-                    MulAdd(dirs_, p.state_size, 0, &later_input) &&
-                    BlockSize(rows_, later_input, p.state_size, &later_block_) &&
-                    MulAdd(int64_t{p.num_layers - 1} * dirs_, later_block_, 0, &rest) &&
-                    MulAdd(dirs_, first_block_, rest, &size_);
+    : p_(p), d_(RnnDimsOf(p, Shape{1, 1, input_size})) {
+  int64_t rest;
+  const bool fits = BlockSize(d_.Rows(), d_.LayerInput(0), d_.h, &first_block_) &&
+                    BlockSize(d_.Rows(), d_.LayerInput(1), d_.h, &later_block_) &&
+                    MulAdd(int64_t{d_.layers - 1} * d_.dirs, later_block_, 0, &rest) &&
+                    MulAdd(d_.dirs, first_block_, rest, &size_);
   if (!fits) {
     WEFT_THROW("RNN: the parameter vector of these attributes has more than 2^63 elements: " << Describe());
   }
@@ -70,12 +69,12 @@ RnnParamLayout::RnnParamLayout(const RnnParam& p, int64_t input_size)
 
 RnnBlock RnnParamLayout::Block(int layer, int dir) const {
   RnnBlock b;
-  b.input = layer == 0 ? input_size_ : dirs_ * int64_t{p_.state_size};
+  b.input = d_.LayerInput(layer);
   b.weight_ih = layer == 0 ? dir * first_block_
-                           : dirs_ * first_block_ + ((layer - 1) * int64_t{dirs_} + dir) * later_block_;
-  b.weight_hh = b.weight_ih + rows_ * b.input;
-  b.bias_ih = b.weight_hh + rows_ * p_.state_size;
-  b.bias_hh = b.bias_ih + rows_;
+                           : d_.dirs * first_block_ + ((layer - 1) * int64_t{d_.dirs} + dir) * later_block_;
+  b.weight_hh = b.weight_ih + d_.Rows() * b.input;
+  b.bias_ih = b.weight_hh + d_.Rows() * d_.h;
+  b.bias_hh = b.bias_ih + d_.Rows();
   return b;
 }
 
@@ -84,13 +83,13 @@ std::string RnnParamLayout::Name(const std::string& what, int layer, int dir) {
 }
 
 std::vector<RnnTensor> RnnParamLayout::Tensors() const {
-  const int64_t rows = RnnGates(p_.mode) * static_cast<int64_t>(p_.state_size);
+  const int64_t rows = d_.Rows();
   std::vector<RnnTensor> out;
-  for (int l = 0; l < p_.num_layers; ++l) {
-    for (int dir = 0; dir < dirs_; ++dir) {
-      const RnnBlock& b = Block(l, dir);
+  for (int l = 0; l < d_.layers; ++l) {
+    for (int dir = 0; dir < d_.dirs; ++dir) {
+      const RnnBlock b = Block(l, dir);
       out.push_back({Name("weight_ih", l, dir), b.weight_ih, Shape{rows, b.input}});
-      out.push_back({Name("weight_hh", l, dir), b.weight_hh, Shape{rows, p_.state_size}});
+      out.push_back({Name("weight_hh", l, dir), b.weight_hh, Shape{rows, d_.h}});
       out.push_back({Name("bias_ih", l, dir), b.bias_ih, Shape{rows}});
       out.push_back({Name("bias_hh", l, dir), b.bias_hh, Shape{rows}});
     }
@@ -99,22 +98,22 @@ std::vector<RnnTensor> RnnParamLayout::Tensors() const {
 }
 
 std::string RnnParamLayout::Describe() const {
-  const int64_t h = p_.state_size, rows = rows_, layers = p_.num_layers;
+  const int64_t h = d_.h, rows = d_.Rows(), layers = d_.layers, dirs = d_.dirs;
   std::ostringstream os;
-  os << layers * dirs_ << " block(s) (" << layers << " layer(s) x " << dirs_ << " direction(s)), each weight_ih ("
+  os << layers * dirs << " block(s) (" << layers << " layer(s) x " << dirs << " direction(s)), each weight_ih ("
      << rows << ", I_l) + weight_hh (" << rows << ", " << h << ") + bias_ih (" << rows << ") + bias_hh (" << rows
-     << ") with " << rows << " = " << RnnGates(p_.mode) << " gate(s) of " << RnnModeName(p_.mode) << " x state_size "
-     << h << ", I_0 = " << input_size_ << " (data's last axis)";
-  if (layers > 1) os << " and I_l = " << dirs_ * h << " after";
+     << ") with " << rows << " = " << d_.gates << " gate(s) of " << RnnModeName(p_.mode) << " x state_size " << h
+     << ", I_0 = " << d_.LayerInput(0) << " (data's last axis)";
+  if (layers > 1) os << " and I_l = " << d_.LayerInput(1) << " after";
   // Each block is rows * (I_l + H + 2) elements (the product printed where it fits).
   const auto block = [&](int64_t input) {
     int64_t n;
     return BlockSize(rows, input, h, &n) ? std::to_string(n) : std::to_string(rows) + " x (" + std::to_string(input) +
                                                                      " + " + std::to_string(h) + " + 2)";
   };
-  os << ": " << dirs_ << " x " << block(input_size_);
-  if (layers == 2) os << " + " << dirs_ << " x " << block(dirs_ * h);
-  if (layers > 2) os << " + " << layers - 1 << " x (" << dirs_ << " x " << block(dirs_ * h) << ")";
+  os << ": " << dirs << " x " << block(d_.LayerInput(0));
+  if (layers == 2) os << " + " << dirs << " x " << block(d_.LayerInput(1));
+  if (layers > 2) os << " + " << layers - 1 << " x (" << dirs << " x " << block(d_.LayerInput(1)) << ")";
   os << " (PyTorch's nn."
      << (p_.mode == RnnMode::kLstm  ? "LSTM"
          : p_.mode == RnnMode::kGru ? "GRU"
