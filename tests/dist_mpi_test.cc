@@ -131,8 +131,8 @@ TEST_F(DistMpi, CollectivesStartInPushOrderWhateverTheEngineFindsReadyFirst) {
 
 // Open MPI's libnbc would reduce an in-place all-reduce of any size over its binomial tree (2.4x
 // MPI_Allreduce's time from 1 MB here): from NbcAlgorithm::kRingFrom bytes the progress thread asks
-// for the ring through MPI_T, below it leaves libnbc its own choice; the sums stay right either way.
-TEST_F(DistMpi, LargeAllReducesAskOpenMpiForTheRingAndSmallOnesLeaveItsChoice) {
+// for the ring through MPI_T, below it for recursive doubling; the sums stay right either way.
+TEST_F(DistMpi, LargeAllReducesAskOpenMpiForTheRingAndSmallOnesForRecursiveDoubling) {
   using dist::internal::NbcAlgorithm;
   auto* progress = dist::internal::MpiProgress::Instance();
   const auto algorithm = [&] {
@@ -149,7 +149,7 @@ TEST_F(DistMpi, LargeAllReducesAskOpenMpiForTheRingAndSmallOnesLeaveItsChoice) {
     g_world->AllReduce(a, dist::ReduceOp::kSum);
     const std::vector<float> got = a.ToVector<float>();
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], static_cast<float>(SumOverRanks(i))) << n << " at " << i;
-    EXPECT_EQ(algorithm(), n * 4 >= int64_t{NbcAlgorithm::kRingFrom} ? NbcAlgorithm::kRing : NbcAlgorithm::kDefault) << n;
+    EXPECT_EQ(algorithm(), n * 4 >= int64_t{NbcAlgorithm::kRingFrom} ? NbcAlgorithm::kRing : NbcAlgorithm::kRecursiveDoubling) << n;
   }
 }
 

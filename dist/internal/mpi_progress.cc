@@ -56,6 +56,7 @@ MpiProgress::MpiProgress(const CommOptions& options, bool with_mpi) : options_(o
     thread_.join();
     std::rethrow_exception(init_error_);
   }
+  helped_ = any_thread_ && engine::AddWaitHelper(this);
   g_instance.store(this);
 }
 
@@ -77,13 +78,14 @@ void MpiProgress::InitializeMpi() {
   WEFT_MPI_CHECK(MPI_Finalized(&finalized));
   if (finalized) WEFT_THROW("dist: MPI was finalized already; it cannot be initialized again");
   int provided = 0;
-  WEFT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+  WEFT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
   if (provided < MPI_THREAD_FUNNELED) {
     MPI_Finalize();
     WEFT_THROW("dist: MPI gives thread level " << provided << ", expected at least MPI_THREAD_FUNNELED ("
                                                << MPI_THREAD_FUNNELED << "): one thread makes every MPI call, "
                                                << "but it is not the main thread");
   }
+  any_thread_ = provided >= MPI_THREAD_SERIALIZED;  // else only this thread may call MPI: no helpers
   WEFT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   WEFT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   WEFT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
@@ -96,6 +98,7 @@ void MpiProgress::InitializeMpi() {
 
 MpiProgress::~MpiProgress() {
   g_instance.store(nullptr);
+  if (helped_) engine::RemoveWaitHelper(this);  // from here on, only this thread drives
   WaitIdle();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -138,6 +141,7 @@ void MpiProgress::Submit(MpiWork work) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(options_.timeout_seconds));
   submitted_.emplace(sequence, std::make_pair(std::move(work), deadline));
+  outstanding_.fetch_add(1, std::memory_order_relaxed);
   hand_overs_.fetch_add(1, std::memory_order_relaxed);
   cv_.notify_all();
 }
@@ -160,33 +164,29 @@ namespace weft::dist::internal {
 
 // The thread: sleeps while nothing is handed over and nothing runs; while collectives run, polls
 // them: at once for kBusyRounds rounds that found nothing (as MPI's own blocking calls poll), then
-// yielding the core between rounds, and sleeping briefly between rounds after many.
+// yielding the core between rounds, and sleeping briefly between rounds after many. While a
+// waiting thread drives (Help), it yields.
 void MpiProgress::Main() {
   Initialize();
   if (!initialized_) return;
   int idle_rounds = 0;
-  while (true) {
-    std::deque<std::function<void()>> calls;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      const auto wake = [&] {
-        return stop_ || !calls_.empty() || (!submitted_.empty() && submitted_.begin()->first == next_start_);
-      };
-      if (active_.empty() && submitted_.empty() && !wake()) {
-        lock.unlock();
-        SpinForHandOver();
-        lock.lock();
-      }
-      if (active_.empty() && submitted_.empty()) cv_.wait(lock, wake);
-      if (active_.empty() && !submitted_.empty()) cv_.wait_for(lock, std::chrono::milliseconds(50), wake);
-      if (stop_ && active_.empty() && calls_.empty()) break;
-      calls.swap(calls_);
+  std::deque<std::function<void()>> calls;
+  while (WaitForWork(&calls)) {
+    std::unique_lock<std::mutex> drive(driver_, std::defer_lock);
+    if (!calls.empty()) {
+      drive.lock();  // RunOnThread's calls run here, whoever drives now
+    } else if (!drive.try_lock()) {
+      std::this_thread::yield();  // a waiter drives: let it have the core
+      continue;
     }
     for (auto& call : calls) call();
+    calls.clear();
     const bool moved = Step();
     CheckDeadlines();
+    const bool running = !active_.empty();
+    drive.unlock();
     idle_rounds = moved ? 0 : idle_rounds + 1;
-    if (!moved && !active_.empty()) {
+    if (!moved && running) {
       if (idle_rounds < kBusyRounds) {
         continue;  // a collective's next message is usually microseconds away: test again at once
       } else if (idle_rounds < 2000) {
@@ -196,9 +196,56 @@ void MpiProgress::Main() {
       }
     }
   }
+  std::lock_guard<std::mutex> drive(driver_);
   std::lock_guard<std::mutex> lock(mu_);
   nbc_.Close();
   if (with_mpi_ && !broken_) MPI_Finalize();  // a timed-out collective is still pending: finalizing would hang
+}
+
+// Until there is something to do: RunOnThread's calls (moved into `calls`), a collective running
+// or ready to start. False when the thread should stop.
+bool MpiProgress::WaitForWork(std::deque<std::function<void()>>* calls) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto running = [&] { return running_.load(std::memory_order_seq_cst) != 0; };
+  const auto wake = [&] {
+    return stop_ || !calls_.empty() || running() || (!submitted_.empty() && submitted_.begin()->first == next_start_);
+  };
+  // sleeping_ is set before wake() is looked at, and a helper that leaves collectives running sets
+  // running_ before it reads sleeping_: one of the two sees the other.
+  const auto sleep = [&](auto wait) {
+    sleeping_.store(true, std::memory_order_seq_cst);
+    wait();
+    sleeping_.store(false, std::memory_order_seq_cst);
+  };
+  if (!wake() && submitted_.empty()) {
+    lock.unlock();
+    SpinForHandOver();
+    lock.lock();
+  }
+  if (submitted_.empty()) sleep([&] { cv_.wait(lock, wake); });
+  // Handed over but waiting for an earlier one: wake up now and then to check the time limit.
+  if (!running() && !submitted_.empty()) sleep([&] { cv_.wait_for(lock, std::chrono::milliseconds(50), wake); });
+  if (stop_ && !running() && calls_.empty()) return false;
+  calls->swap(calls_);
+  return true;
+}
+
+bool MpiProgress::Help() {
+  if (outstanding_.load(std::memory_order_relaxed) == 0) return false;
+  thread_local bool helping = false;  // a completion that reached a wait again would relock driver_
+  if (helping) return false;
+  std::unique_lock<std::mutex> drive(driver_, std::try_to_lock);
+  if (!drive.owns_lock()) return false;  // another thread drives: the waiter may yield to it
+  helping = true;
+  Step();
+  CheckDeadlines();
+  helping = false;
+  drive.unlock();
+  if (running_.load(std::memory_order_seq_cst) != 0 && sleeping_.load(std::memory_order_seq_cst)) {
+    std::lock_guard<std::mutex> lock(mu_);  // the thread must go on with what this waiter leaves
+    cv_.notify_all();
+  }
+  return outstanding_.load(std::memory_order_relaxed) != 0;
 }
 
 // Idle: a collective often comes right after another (the buckets of one backward, a wait then
@@ -237,6 +284,7 @@ void MpiProgress::StartReady() {
       continue;
     }
     active_.push_back(std::move(a));
+    running_.store(active_.size(), std::memory_order_seq_cst);
     std::lock_guard<std::mutex> lock(mu_);
     ++started_;
   }
@@ -264,6 +312,7 @@ bool MpiProgress::TestActive() {
     }
     Active a = std::move(active_[i]);
     active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+    running_.store(active_.size(), std::memory_order_seq_cst);
     std::exception_ptr error = test_error;
     try {
       if (test_error) std::rethrow_exception(test_error);
@@ -284,6 +333,7 @@ void MpiProgress::CheckDeadlines() {
     if (now < active_[i].deadline) continue;
     Active a = std::move(active_[i]);
     active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+    running_.store(active_.size(), std::memory_order_seq_cst);
     TimeOut(a.work, "started, not complete: another rank has not started it");
     return;  // one per round: TimeOut may have changed the maps
   }
@@ -323,6 +373,7 @@ void MpiProgress::TimeOut(const MpiWork& work, const char* state) {
 
 void MpiProgress::Complete(MpiWork& work, std::exception_ptr error) {
   (*work.done)(std::move(error));
+  outstanding_.fetch_sub(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   ++completed_;
   cv_.notify_all();

@@ -1,11 +1,19 @@
-// MpiProgress: the one thread that makes every MPI call of the process (it initializes MPI with
-// MPI_THREAD_FUNNELED and finalizes it), starts the collectives handed to it in their sequence
+// MpiProgress: the thread that drives the process's MPI calls (it initializes MPI and finalizes
+// it), starts the collectives handed to it in their sequence
 // order, polls them to completion and completes their engine ops. NCCL's collectives go through it
 // too (started on a communication stream, polled through an event: MpiWork::test), so that MPI's
 // and NCCL's share one order; a world of one without a launcher runs it without MPI. Collectives are numbered at
 // push (NextSequence, on the pushing thread) and handed over (Submit) by their engine op when its
 // inputs are ready, in whatever order the engine finds them ready; the thread starts #k only
 // after #k-1, so every rank starts them in the order they were pushed.
+//
+// Waiters help (engine/wait_helper.h): a thread that waits for an array (WaitForVar) may itself
+// start the next collectives in order, test them and complete their ops, for as long as it
+// watches before it sleeps, so that a small collective costs no switch between that thread and
+// this one (on a shared core, two switches cost more than a 1 KB all-reduce). Whoever makes
+// collective calls holds `driver_`: MPI is initialized MPI_THREAD_SERIALIZED for that (with only
+// FUNNELED, nobody helps: this thread makes every call). A waiter that gives up leaves the
+// running collectives to this thread, which it wakes if it sleeps.
 //
 // Time limit: a collective handed over and not complete within the timeout (started or still
 // waiting for an earlier one that never came: its op was skipped after an error on its inputs)
@@ -32,6 +40,7 @@
 #include "dist/communicator.h"
 #include "dist/internal/nbc_algorithm.h"
 #include "engine/engine.h"
+#include "engine/wait_helper.h"
 
 namespace weft::dist::internal {
 
@@ -46,14 +55,14 @@ struct MpiWork {
   std::function<void()> cancel;           // on a timeout, before the error (ncclCommAbort); may be null
 };
 
-class MpiProgress {
+class MpiProgress final : public engine::WaitHelper {
  public:
   // Starts the thread and waits until MPI is initialized. Throws weft::Error when MPI cannot be
   // (again) initialized.
   // with_mpi false: a world of one that makes no MPI call (for NCCL without a launcher).
   MpiProgress(const CommOptions& options, bool with_mpi);
   // Waits for every pushed collective (up to the timeout), finalizes MPI and joins the thread.
-  ~MpiProgress();
+  ~MpiProgress() override;
   MpiProgress(const MpiProgress&) = delete;
   MpiProgress& operator=(const MpiProgress&) = delete;
 
@@ -75,6 +84,9 @@ class MpiProgress {
   NbcAlgorithm& nbc() { return nbc_; }
   // The process's MpiProgress, or null.
   static MpiProgress* Instance();
+  // A waiting thread's turn (engine::WaitHelper): drives the collectives unless another thread
+  // does; true while any is handed over and not complete.
+  bool Help() override;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -91,7 +103,8 @@ class MpiProgress {
   void SpinForHandOver();
   void Initialize();
   void InitializeMpi();
-  bool Step();  // one round: start what may start, test what runs; true when anything moved
+  bool WaitForWork(std::deque<std::function<void()>>* calls);  // false: stop
+  bool Step();  // one round: start what may start, test what runs; true when anything moved (under driver_)
   void StartReady();
   bool TestActive();
   void CheckDeadlines();
@@ -119,8 +132,16 @@ class MpiProgress {
   bool initialized_ = false;
   std::optional<std::string> broken_;  // set by a timeout without abort: every later collective fails
 
-  std::vector<Active> active_;  // the progress thread's own: started, not complete
-  NbcAlgorithm nbc_;            // the progress thread's own, from MPI_Init to MPI_Finalize
+  // Held by the thread that makes collective calls (this thread or a helping waiter); protects
+  // active_ and nbc_. Taken before mu_ where both are held.
+  std::mutex driver_;
+  std::vector<Active> active_;  // started, not complete
+  NbcAlgorithm nbc_;            // from MPI_Init to MPI_Finalize
+  bool any_thread_ = true;      // MPI allows calls from any thread, one at a time (SERIALIZED)
+  bool helped_ = false;         // registered as the engine's wait helper (MPI_THREAD_SERIALIZED or no MPI)
+  std::atomic<size_t> running_{0};       // active_.size(), for the waits that do not hold driver_
+  std::atomic<int64_t> outstanding_{0};  // handed over, not complete: Help's first look
+  std::atomic<bool> sleeping_{false};    // this thread waits on cv_ (a helper that leaves work wakes it)
   std::thread thread_;
 };
 

@@ -3,10 +3,14 @@
 //
 // Why: libnbc picks its binomial tree (reduce to rank 0, then broadcast) for every in-place
 // all-reduce, and weft's are in place. The tree moves the whole buffer twice per level, one way
-// at a time; the ring (a reduce-scatter, then an all-gather) sends and receives 2(p-1)/p of it per
-// rank, both ways at once. With 2 ranks here the tree made MPI_Iallreduce 2.4x MPI_Allreduce's
-// time from 1 MB (dist_bench's MPI_Iallreduce column); the ring matches MPI_Allreduce. Below
-// kRingFrom bytes, where latency rules, libnbc's own choice is kept.
+// at a time. From kRingFrom bytes the ring (a reduce-scatter, then an all-gather) sends and
+// receives 2(p-1)/p of it per rank, both ways at once: with 2 ranks here the tree made
+// MPI_Iallreduce 2.4x MPI_Allreduce's time from 1 MB; the ring matches MPI_Allreduce. Below it,
+// where latency rules, recursive doubling (each rank exchanges the whole buffer with one partner
+// per level: one level for 2 ranks, against the tree's two) took 4 KB from 7.0 to 4.5 us and 16 KB
+// from 10.1 to 6.6 (dist_bench's MPI_Iallreduce column, 2 ranks on this 2-core machine; at 1 KB
+// both 1.2 us; at 256 KB it was 45 against the ring's 36). Both keep the order of the operands
+// the same on every rank, so every rank gets the same bits.
 //
 // Only Open MPI has the control variable: elsewhere (MPICH, ...) Available() is false and every
 // call is left to the library. A user's own setting wins: when the variable does not start at 0
@@ -24,7 +28,8 @@ class NbcAlgorithm {
  public:
   static constexpr size_t kRingFrom = 64 << 10;  // bytes; libnbc's own threshold for the tree
   static constexpr int kDefault = 0;             // libnbc's values: 0 ignore (its own choice),
-  static constexpr int kRing = 1;                // 1 ring, 2 binomial, 3 rabenseifner, ...
+  static constexpr int kRing = 1;                // 1 ring, 2 binomial, 3 rabenseifner,
+  static constexpr int kRecursiveDoubling = 4;   // 4 recursive doubling
 
   NbcAlgorithm() = default;  // not connected: Available() false
   // After MPI_Init: opens the tools interface and finds the variable. Never throws: without the
@@ -34,8 +39,8 @@ class NbcAlgorithm {
   void Close();
 
   bool Available() const { return handle_ != MPI_T_CVAR_HANDLE_NULL; }
-  // The algorithm value an all-reduce of `bytes` gets (kRing from kRingFrom, else kDefault).
-  static int ForAllReduce(size_t bytes) { return bytes >= kRingFrom ? kRing : kDefault; }
+  // The algorithm value an all-reduce of `bytes` gets (kRing from kRingFrom, else kRecursiveDoubling).
+  static int ForAllReduce(size_t bytes) { return bytes >= kRingFrom ? kRing : kRecursiveDoubling; }
   // Sets the variable for the next MPI_Iallreduce of `bytes` (nothing when unavailable).
   void BeforeAllReduce(size_t bytes);
   // The variable's value now (-1 when unavailable): for tests.

@@ -13,6 +13,7 @@
 #include "core/object_pool.h"
 #include "engine/internal/routing.h"
 #include "engine/internal/threaded_var.h"
+#include "engine/wait_helper.h"
 
 namespace weft::engine {
 
@@ -24,13 +25,15 @@ namespace {
 // looks, so a thread that shares its core runs meanwhile.
 constexpr std::chrono::microseconds kWaitSpin{50};
 
-// Watches `flag` until it is set (true) or kWaitSpin has passed (false).
+// Watches `flag` until it is set (true) or kWaitSpin has passed (false), running the wait helper
+// (wait_helper.h) meanwhile: the work it drives may be what sets the flag.
 bool SpinUntil(const std::atomic<bool>& flag) {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 1; !flag.load(std::memory_order_acquire); ++i) {
+    const bool helped = HelpWhileWaiting();
     if (i % 64 != 0) continue;
     if (std::chrono::steady_clock::now() - start > kWaitSpin) return false;
-    std::this_thread::yield();
+    if (!helped) std::this_thread::yield();  // with work in hand, look again at once
   }
   return true;
 }
