@@ -56,7 +56,7 @@ MpiProgress::MpiProgress(const CommOptions& options, bool with_mpi) : options_(o
     thread_.join();
     std::rethrow_exception(init_error_);
   }
-  helped_ = any_thread_ && engine::AddWaitHelper(this);
+  if (any_thread_) engine::AddWaitHelper(this);  // false when another is set: then nobody helps this one
   g_instance.store(this);
 }
 
@@ -98,7 +98,7 @@ void MpiProgress::InitializeMpi() {
 
 MpiProgress::~MpiProgress() {
   g_instance.store(nullptr);
-  if (helped_) engine::RemoveWaitHelper(this);  // from here on, only this thread drives
+  engine::RemoveWaitHelper(this);  // if it is the one set; from here on, only this thread drives
   WaitIdle();
   {
     std::lock_guard<std::mutex> lock(mu_);

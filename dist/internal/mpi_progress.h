@@ -137,8 +137,7 @@ class MpiProgress final : public engine::WaitHelper {
   std::mutex driver_;
   std::vector<Active> active_;  // started, not complete
   NbcAlgorithm nbc_;            // from MPI_Init to MPI_Finalize
-  bool any_thread_ = true;      // MPI allows calls from any thread, one at a time (SERIALIZED)
-  bool helped_ = false;         // registered as the engine's wait helper (MPI_THREAD_SERIALIZED or no MPI)
+  bool any_thread_ = true;      // MPI allows calls from any thread, one at a time (SERIALIZED): waiters may help
   std::atomic<size_t> running_{0};       // active_.size(), for the waits that do not hold driver_
   std::atomic<int64_t> outstanding_{0};  // handed over, not complete: Help's first look
   std::atomic<bool> sleeping_{false};    // this thread waits on cv_ (a helper that leaves work wakes it)
