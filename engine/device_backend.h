@@ -93,6 +93,8 @@ class DeviceBackend {
   // For a CPU op, after its waits: the error of the device work that last wrote `var`, which the
   // op then raises as its own (null if none).
   virtual std::exception_ptr TakeWriterError(VarSyncSlot& var) { return nullptr; }
+  // Whether the device work that last wrote `var` carries errors (CarryErrors would pass some on).
+  virtual bool CarriesErrors(VarSyncSlot& var) { return false; }
   virtual void AddReader(VarSyncSlot& var, Completion done) = 0;
   virtual void SetWriter(VarSyncSlot& var, Completion done) = 0;  // done may be null (CPU write)
   virtual void Release(Completion done) = 0;

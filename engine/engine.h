@@ -75,12 +75,20 @@ struct RunContext {
 // Handed to an async op, which calls it exactly once when its work is done, from any thread:
 // on_complete() for success, on_complete(error) for failure. An async op that throws before
 // calling it has failed with that exception and must not call it; it must not throw after.
+//
+// A GPU op whose device work ran on a stream of its own and was seen complete by the host (an
+// event queried done) calls AfterDeviceWork() instead: the engine then records no completion on
+// the worker's stream, and the op's consumers wait for no device work of it (a CPU consumer does
+// not synchronize), unless an input carries device errors (engine/gpu/device_error.h), which
+// only a recorded completion passes on. Its worker's stream must hold no work of the op that may
+// still run.
 class OnComplete {
  public:
-  using Fn = void (*)(void* engine, void* op, std::exception_ptr error);
+  using Fn = void (*)(void* engine, void* op, std::exception_ptr error, bool device_work_done);
   OnComplete(Fn fn, void* engine, void* op) : fn_(fn), engine_(engine), op_(op) {}
-  void operator()() const { fn_(engine_, op_, nullptr); }
-  void operator()(std::exception_ptr error) const { fn_(engine_, op_, std::move(error)); }
+  void operator()() const { fn_(engine_, op_, nullptr, false); }
+  void operator()(std::exception_ptr error) const { fn_(engine_, op_, std::move(error), false); }
+  void AfterDeviceWork(std::exception_ptr error = nullptr) const { fn_(engine_, op_, std::move(error), true); }
 
  private:
   Fn fn_;

@@ -342,6 +342,38 @@ TEST(GpuEngine, CudaErrorsInOpsComeOutOfWaitForVar) {
   engine->Shutdown();
 }
 
+// An async GPU op completed AfterDeviceWork (its device work ran elsewhere and is done: NCCL's
+// collectives) leaves nothing on its worker's stream for its consumers to wait for. Its stream is
+// gated right before it completes, standing for the work later ops queue there: a completion
+// recorded on the stream (plain done()) would be recorded behind the gate, and both consumers,
+// a CPU op and WaitForVar, would wait for the gate. Here they must finish with the gate closed.
+TEST(GpuEngine, AnOpCompletedAfterItsDeviceWorkLeavesNothingOnItsStreamToWaitFor) {
+  auto engine = engine::CreateEngine(engine::EngineKind::kThreaded, engine::EngineOptions{});
+  VarHandle v = engine->NewVariable(), seen = engine->NewVariable();
+  std::optional<testing::StreamGate> gate;
+  engine->PushAsync(
+      [&](RunContext run, engine::OnComplete done) {
+        gate.emplace(*run.stream);
+        done.AfterDeviceWork();
+      },
+      Device::Gpu(0), {}, {v}, FnProperty::kNormal, 0, "device_work_done");
+  int read = 0;
+  engine->PushSync([&](RunContext) { read = 1; }, Device::Cpu(), {v}, {seen});
+  testing::Latch waited;
+  std::thread waiter([&] {
+    engine->WaitForVar(v);
+    engine->WaitForVar(seen);
+    waited.Open();
+  });
+  const bool returned = waited.WaitFor(std::chrono::minutes(1));
+  EXPECT_TRUE(returned) << "the consumers waited for the op's stream";
+  gate->Open();  // lets a wrong run end too
+  waiter.join();
+  EXPECT_EQ(read, 1);
+  engine->WaitForAll();
+  engine->Shutdown();
+}
+
 TEST(GpuEngine, AnAbsentGpuIsRejectedAtPush) {
   auto engine = engine::CreateEngine(engine::EngineKind::kThreaded, engine::EngineOptions{});
   VarHandle v = engine->NewVariable();

@@ -4,11 +4,12 @@
 //
 // A collective is an async engine op on that GPU. On the compute worker that runs it (after the
 // engine has made the worker's stream wait for the inputs' producers) it records `ready` on the
-// worker's stream and hands the collective to the progress thread, which starts the collectives
-// in push order (the order every rank shares): the communication stream waits for `ready`, NCCL
-// queues its kernels there, then `finished` is recorded after them. The progress thread polls
-// `finished` and completes the op; the engine's completion point, recorded on the worker's stream
-// after that, is what the consumers wait on. No compute worker ever waits for the network.
+// worker's stream and hands the collective over (MpiProgress), which starts the collectives in
+// push order (the order every rank shares): the communication stream waits for `ready`, NCCL
+// queues its kernels there, then `finished` is recorded after them. Whoever polls (the progress thread, or a thread waiting for an array)
+// sees `finished` complete and completes the op after its device work (OnComplete::
+// AfterDeviceWork): its consumers wait for nothing more. No compute worker ever waits for the
+// network.
 // A collective not finished within the time limit aborts the communicator (ncclCommAbort).
 #include <cuda_runtime.h>
 
@@ -40,14 +41,14 @@ ncclDataType_t NcclType(DType dtype) {
 }
 
 // The communicator and its stream; destroyed after every collective on it is done. Made on the
-// pushing thread, then used only by the progress thread (start, test, cancel), which it reaches
-// through MpiProgress::Submit's mutex; `aborted` is read by the destructor after the progress
-// thread has completed every collective (MpiCommunicator's destructor drains first).
+// pushing thread, then used only by the thread that drives the collectives (start, test,
+// cancel: MpiProgress's driver_ held), which it reaches through MpiProgress::Submit's mutex;
+// `aborted` is read by the destructor after every collective has completed (MpiCommunicator's destructor drains first).
 struct NcclComm {
   int device = -1;
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
-  bool aborted = false;  // by a timeout (progress thread); the destructor then only frees the stream
+  bool aborted = false;  // by a timeout (the driving thread); the destructor then only frees the stream
 
   ~NcclComm() {
     gpu::DeviceGuard guard(device);
@@ -117,6 +118,7 @@ void NcclCollectives::Push(std::string what, Device device, std::vector<engine::
   const uint64_t sequence = progress->NextSequence();
   auto fn = [=, what = std::move(what), call = std::move(call)](engine::RunContext ctx, engine::OnComplete done) {
     MpiWork work{sequence, what, nullptr, nullptr, done};
+    work.device_work = true;  // test saw `finished`: the worker's stream holds only `ready`, done too
     try {
       auto events = std::make_shared<Events>();
       events->ready = gpu::EventPool::Get().Record(*ctx.stream);
@@ -156,7 +158,7 @@ std::vector<engine::VarHandle> VarsOf(std::span<const NDArray> arrays) {
   return vars;
 }
 
-// A bucket is one NCCL group: one launch for all its arrays.
+// A bucket of several arrays is one NCCL group: one launch for all of them.
 void NcclCollectives::AllReduce(std::span<const NDArray> arrays, ReduceOp op) {
   const std::vector<NDArray> held(arrays.begin(), arrays.end());
   const ncclDataType_t type = NcclType(arrays[0].dtype());
@@ -165,11 +167,13 @@ void NcclCollectives::AllReduce(std::span<const NDArray> arrays, ReduceOp op) {
   what << "all-reduce (" << (op == ReduceOp::kAverage ? "average" : "sum") << " of " << arrays.size()
        << " array(s) on gpu:" << arrays[0].device().id << ", nccl)";
   Push(what.str(), arrays[0].device(), {}, VarsOf(arrays), [held, type, reduce](ncclComm_t comm, cudaStream_t s) {
-    WEFT_NCCL_CHECK(Nccl().GroupStart());
-    for (const NDArray& a : held) {
+    const auto one = [&](const NDArray& a) {
       void* p = a.View().raw();
       WEFT_NCCL_CHECK(Nccl().AllReduce(p, p, static_cast<size_t>(a.size()), type, reduce, comm, s));
-    }
+    };
+    if (held.size() == 1) return one(held[0]);  // a group of one costs two calls more
+    WEFT_NCCL_CHECK(Nccl().GroupStart());
+    for (const NDArray& a : held) one(a);
     WEFT_NCCL_CHECK(Nccl().GroupEnd());
   });
 }

@@ -143,7 +143,14 @@ void MpiProgress::Submit(MpiWork work) {
   submitted_.emplace(sequence, std::make_pair(std::move(work), deadline));
   outstanding_.fetch_add(1, std::memory_order_relaxed);
   hand_overs_.fetch_add(1, std::memory_order_relaxed);
-  cv_.notify_all();
+  lock.unlock();
+  // The thread (or a waiter) starts it: wake the thread only if it sleeps (a futex call each time
+  // costs the worker a microsecond). The emplace under mu_ and the thread's look at its wait's
+  // predicate under mu_, after it stores sleeping_, order the two.
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    std::lock_guard<std::mutex> relock(mu_);
+    cv_.notify_all();
+  }
 }
 
 void MpiProgress::RunOnThread(std::function<void()> fn) {
@@ -162,6 +169,16 @@ void MpiProgress::RunOnThread(std::function<void()> fn) {
 
 namespace weft::dist::internal {
 
+namespace {
+// Set while this thread holds driver_: a completion it makes may run an engine op inline, which
+// may wait (and help) again; it must not lock driver_ a second time.
+thread_local bool tls_driving = false;
+struct Driving {
+  Driving() { tls_driving = true; }
+  ~Driving() { tls_driving = false; }
+};
+}  // namespace
+
 // The thread: sleeps while nothing is handed over and nothing runs; while collectives run, polls
 // them: at once for kBusyRounds rounds that found nothing (as MPI's own blocking calls poll), then
 // yielding the core between rounds, and sleeping briefly between rounds after many. While a
@@ -179,11 +196,15 @@ void MpiProgress::Main() {
       std::this_thread::yield();  // a waiter drives: let it have the core
       continue;
     }
-    for (auto& call : calls) call();
-    calls.clear();
-    const bool moved = Step();
-    CheckDeadlines();
-    const bool running = !active_.empty();
+    bool moved = false, running = false;
+    {
+      Driving driving;
+      for (auto& call : calls) call();
+      calls.clear();
+      moved = Step();
+      CheckDeadlines();
+      running = !active_.empty();
+    }
     drive.unlock();
     idle_rounds = moved ? 0 : idle_rounds + 1;
     if (!moved && running) {
@@ -230,20 +251,32 @@ bool MpiProgress::WaitForWork(std::deque<std::function<void()>>* calls) {
   return true;
 }
 
+template <typename Drive>
+bool MpiProgress::TryDrive(Drive drive) {
+  if (!any_thread_ || tls_driving) return false;
+  std::unique_lock<std::mutex> lock(driver_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // another thread drives
+  {
+    Driving driving;
+    drive();
+  }
+  lock.unlock();
+  // running_ is stored (seq_cst) before sleeping_ is read, and the thread stores sleeping_ before
+  // it reads running_: one of the two sees the other.
+  if (running_.load(std::memory_order_seq_cst) != 0 && sleeping_.load(std::memory_order_seq_cst)) {
+    std::lock_guard<std::mutex> relock(mu_);  // the thread must go on with what this one leaves
+    cv_.notify_all();
+  }
+  return true;
+}
+
 bool MpiProgress::Help() {
   if (outstanding_.load(std::memory_order_relaxed) == 0) return false;
-  thread_local bool helping = false;  // a completion that reached a wait again would relock driver_
-  if (helping) return false;
-  std::unique_lock<std::mutex> drive(driver_, std::try_to_lock);
-  if (!drive.owns_lock()) return false;  // another thread drives: the waiter may yield to it
-  helping = true;
-  Step();
-  CheckDeadlines();
-  helping = false;
-  drive.unlock();
-  if (running_.load(std::memory_order_seq_cst) != 0 && sleeping_.load(std::memory_order_seq_cst)) {
-    std::lock_guard<std::mutex> lock(mu_);  // the thread must go on with what this waiter leaves
-    cv_.notify_all();
+  if (!TryDrive([this] {
+        Step();
+        CheckDeadlines();
+      })) {
+    return false;  // another thread drives: the waiter may yield to it
   }
   return outstanding_.load(std::memory_order_relaxed) != 0;
 }
@@ -372,7 +405,11 @@ void MpiProgress::TimeOut(const MpiWork& work, const char* state) {
 }
 
 void MpiProgress::Complete(MpiWork& work, std::exception_ptr error) {
-  (*work.done)(std::move(error));
+  if (work.device_work && error == nullptr) {
+    work.done->AfterDeviceWork();
+  } else {
+    (*work.done)(std::move(error));
+  }
   outstanding_.fetch_sub(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   ++completed_;

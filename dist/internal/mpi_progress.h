@@ -48,11 +48,14 @@ namespace weft::dist::internal {
 struct MpiWork {
   uint64_t sequence = 0;
   std::string what;                       // "all-reduce (sum of 1024 float32, 2 arrays)"
-  std::function<void(MPI_Request*)> start;  // on the progress thread: starts the collective
-  std::function<void()> finish;           // on the progress thread, after completion (unpack, scale)
+  std::function<void(MPI_Request*)> start;  // by the driving thread (driver_ held): starts the collective
+  std::function<void()> finish;           // by the driving thread, after completion (unpack, scale)
   std::optional<engine::OnComplete> done;  // the engine op's completion, called once
   std::function<bool()> test;             // true once complete; null: MPI_Test on the request
   std::function<void()> cancel;           // on a timeout, before the error (ncclCommAbort); may be null
+  // The collective's device work ran on a stream of its own, which `test` saw complete: a
+  // success completes the op OnComplete::AfterDeviceWork (no completion on the worker's stream).
+  bool device_work = false;
 };
 
 class MpiProgress final : public engine::WaitHelper {
@@ -100,6 +103,11 @@ class MpiProgress final : public engine::WaitHelper {
   static constexpr int kBusyRounds = 200;  // rounds polled without yielding (a few tens of microseconds)
 
   void Main();
+  // Runs `drive` with driver_ held, unless another thread holds it or this thread already does
+  // (a completion that runs an op inline may wait, and help, again); then wakes this thread if
+  // it sleeps while work it must poll is left. False when it did not drive.
+  template <typename Drive>
+  bool TryDrive(Drive drive);
   void SpinForHandOver();
   void Initialize();
   void InitializeMpi();

@@ -175,6 +175,9 @@ class CudaBackend final : public engine::DeviceBackend {
     return w ? w->errors.TakeFailure() : nullptr;
   }
 
+  // Read by the op that holds `var` (its writer is stable).
+  bool CarriesErrors(VarSyncSlot& var) override { return WriterWithErrors(StateOf(var)) != nullptr; }
+
   void AddReader(VarSyncSlot& var, Completion done) override {
     CudaVarState& s = MakeState(var);
     StreamPoint* p = AsPoint(done);

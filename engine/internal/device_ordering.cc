@@ -52,10 +52,11 @@ void DeviceOrdering::RaiseDeviceError(const OprBlock& op) {
 }
 
 // A device op's work is done when the event recorded now on its stream is; a CPU op that wrote
-// a var waited for all of the var's device work.
+// a var waited for all of the var's device work, and so did an op completed AfterDeviceWork
+// (engine.h), unless its vars carry device errors for the completion to pass on.
 std::exception_ptr DeviceOrdering::Complete(OprBlock* op) {
   try {
-    if (op->stream == nullptr) {
+    if (op->stream == nullptr || (op->device_work_done && !CarriesErrors(*op))) {
       for (ThreadedVar* v : op->vars.writes()) {
         if (v->sync().state.load(std::memory_order_acquire)) backend_->SetWriter(v->sync(), nullptr);
       }
@@ -72,6 +73,13 @@ std::exception_ptr DeviceOrdering::Complete(OprBlock* op) {
   } catch (...) {
     return std::current_exception();
   }
+}
+
+bool DeviceOrdering::CarriesErrors(const OprBlock& op) {
+  for (ThreadedVar* v : op.vars.all()) {
+    if (v->sync().state.load(std::memory_order_acquire) && backend_->CarriesErrors(v->sync())) return true;
+  }
+  return false;
 }
 
 void DeviceOrdering::Synchronize() {

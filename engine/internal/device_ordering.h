@@ -67,6 +67,7 @@ class DeviceOrdering {
   static constexpr int kMaxGpus = 16;
   // A CPU op's vars, after its waits: throws the first device error they hold.
   void RaiseDeviceError(const OprBlock& op);
+  bool CarriesErrors(const OprBlock& op);  // any of its vars' writers carries device errors
   DeviceBackend* const backend_;  // null on a CPU-only build
   const WorkerPool::Runner run_;
   const std::atomic<bool>& accepting_;

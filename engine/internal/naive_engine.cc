@@ -59,7 +59,7 @@ std::exception_ptr CallOp(const SyncFn& sync, const AsyncFn& async, const RunCon
     bool done = false;
     std::exception_ptr error;
   } completion;
-  auto complete = [](void*, void* c, std::exception_ptr error) {
+  auto complete = [](void*, void* c, std::exception_ptr error, bool /*device_work_done: the wait below is cheap*/) {
     auto* state = static_cast<Completion*>(c);
     std::lock_guard<std::mutex> lock(state->mu);
     state->error = std::move(error);

@@ -57,6 +57,7 @@ struct OprBlock {
   bool device_sync = true;      // false for WaitForVar's op, which captures the writer instead
   bool ran = false;             // the backend's waits were made: its completion must be recorded
   GpuStream* stream = nullptr;  // the worker's stream (null: a CPU op)
+  bool device_work_done = false;  // completed by OnComplete::AfterDeviceWork
   ProfileStamp profile;         // when and where it started, if the profiler traces it
 
   // Vars not yet granted, plus one held by the pusher until every var has been appended, so the

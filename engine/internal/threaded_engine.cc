@@ -285,9 +285,10 @@ void ThreadedEngine::Execute(OprBlock* op, int worker, GpuStream* stream) {
   if (stamp.op != 0) profiler_.RecordSpan(name, stamp, ProfilerClockNs());
 }
 
-void ThreadedEngine::CompleteAsync(void* engine, void* op, std::exception_ptr error) {
+void ThreadedEngine::CompleteAsync(void* engine, void* op, std::exception_ptr error, bool device_work_done) {
   auto* self = static_cast<ThreadedEngine*>(engine);
   auto* block = static_cast<OprBlock*>(op);
+  block->device_work_done = device_work_done;
   if (block->profile.op != 0) self->profiler_.RecordAsyncSpan(block->name, block->profile, ProfilerClockNs());
   self->Finish(block, nullptr, std::move(error));
 }

@@ -62,7 +62,7 @@ class ThreadedEngine final : public Engine {
   // Ends an op: stores its error (raised, or propagated from an input) on the vars it writes,
   // releases its vars, frees it.
   void Finish(OprBlock* op, std::shared_ptr<Failure> failure, std::exception_ptr raised);
-  static void CompleteAsync(void* engine, void* op, std::exception_ptr error);
+  static void CompleteAsync(void* engine, void* op, std::exception_ptr error, bool device_work_done);
   void CountFinished();
   bool Idle() const;
   void WaitUntilIdle();
