@@ -15,6 +15,7 @@
 #include "dist/world.h"
 #include "engine/gpu/gpu_stream.h"
 #include "tests/gpu_stream_gate.h"
+#include "weft/imperative.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -51,6 +52,24 @@ TEST(GpuDist, BroadcastAndAllGatherOfOneRank) {
   NDArray out(Shape{2}, kGpu);
   World().AllGather(a, out);
   EXPECT_EQ(out.ToVector<float>(), (std::vector<float>{6, 7}));
+}
+
+// A collective completes after its device work (OnComplete::AfterDeviceWork: nothing is recorded
+// on its worker's stream), except when its input carries a device error: an Embedding whose index
+// is out of range found it in a kernel, and the wait on the all-reduced array must still raise it.
+TEST(GpuDist, AnInputsDeviceErrorStillReachesTheWaitAfterTheCollective) {
+  const NDArray indices = OnGpu({0, 7, 1}), table = NDArray::FromVector(std::vector<float>(15, 1), Shape{5, 3}).Copy(kGpu);
+  NDArray rows = Invoke("Embedding", {indices, table}, {{"input_dim", "5"}, {"output_dim", "3"}})[0];
+  World().AllReduce(rows, dist::ReduceOp::kSum);
+  try {
+    rows.WaitToRead();
+    ADD_FAILURE() << "the Embedding's error was lost";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Embedding: index"), std::string::npos) << e.what();
+  }
+  NDArray clean = OnGpu({2, 3});  // and a collective on a clean input after it raises nothing
+  World().AllReduce(clean, dist::ReduceOp::kSum);
+  EXPECT_EQ(clean.ToVector<float>(), (std::vector<float>{2, 3}));
 }
 
 TEST(GpuDist, ACollectiveWaitsForItsInputsProducerAndItsConsumerForIt) {
