@@ -88,7 +88,7 @@ class OnComplete {
   OnComplete(Fn fn, void* engine, void* op) : fn_(fn), engine_(engine), op_(op) {}
   void operator()() const { fn_(engine_, op_, nullptr, false); }
   void operator()(std::exception_ptr error) const { fn_(engine_, op_, std::move(error), false); }
-  void AfterDeviceWork(std::exception_ptr error = nullptr) const { fn_(engine_, op_, std::move(error), true); }
+  void AfterDeviceWork() const { fn_(engine_, op_, nullptr, true); }
 
  private:
   Fn fn_;

@@ -6,9 +6,9 @@
 // engine has made the worker's stream wait for the inputs' producers) it records `ready` on the
 // worker's stream and hands the collective over (MpiProgress), which starts the collectives in
 // push order (the order every rank shares): the communication stream waits for `ready`, NCCL
-// queues its kernels there, then `finished` is recorded after them. Whoever polls (the progress thread, or a thread waiting for an array)
-// sees `finished` complete and completes the op after its device work (OnComplete::
-// AfterDeviceWork): its consumers wait for nothing more. No compute worker ever waits for the
+// queues its kernels there, then `finished` is recorded after them. Whoever polls (the progress
+// thread, or a thread waiting for an array) sees `finished` complete and completes the op after
+// its device work (OnComplete::AfterDeviceWork): its consumers wait for nothing more. No compute worker ever waits for the
 // network.
 // A collective not finished within the time limit aborts the communicator (ncclCommAbort).
 #include <cuda_runtime.h>
@@ -43,7 +43,8 @@ ncclDataType_t NcclType(DType dtype) {
 // The communicator and its stream; destroyed after every collective on it is done. Made on the
 // pushing thread, then used only by the thread that drives the collectives (start, test,
 // cancel: MpiProgress's driver_ held), which it reaches through MpiProgress::Submit's mutex;
-// `aborted` is read by the destructor after every collective has completed (MpiCommunicator's destructor drains first).
+// `aborted` is read by the destructor after every collective has completed (MpiCommunicator's
+// destructor drains first).
 struct NcclComm {
   int device = -1;
   ncclComm_t comm = nullptr;

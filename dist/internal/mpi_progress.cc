@@ -170,8 +170,8 @@ void MpiProgress::RunOnThread(std::function<void()> fn) {
 namespace weft::dist::internal {
 
 namespace {
-// Set while this thread holds driver_: a completion it makes may run an engine op inline, which
-// may wait (and help) again; it must not lock driver_ a second time.
+// Set while a helping waiter holds driver_: a completion it makes may run an engine op inline,
+// which may wait (and help) again; it must not lock driver_ a second time.
 thread_local bool tls_driving = false;
 struct Driving {
   Driving() { tls_driving = true; }
@@ -196,15 +196,11 @@ void MpiProgress::Main() {
       std::this_thread::yield();  // a waiter drives: let it have the core
       continue;
     }
-    bool moved = false, running = false;
-    {
-      Driving driving;
-      for (auto& call : calls) call();
-      calls.clear();
-      moved = Step();
-      CheckDeadlines();
-      running = !active_.empty();
-    }
+    for (auto& call : calls) call();
+    calls.clear();
+    const bool moved = Step();
+    CheckDeadlines();
+    const bool running = !active_.empty();
     drive.unlock();
     idle_rounds = moved ? 0 : idle_rounds + 1;
     if (!moved && running) {
