@@ -105,7 +105,7 @@ using GradientFn = std::function<void(const Attrs& attrs, GradBuilder& grad)>;
 enum class PointwiseKind : uint8_t {
   kNone,            // not pointwise
   kUnary,           // y = F::Fwd(x, scalar)                      (ops/math/unary.h)
-  kUnaryBackward,   // dx = dy * F::Grad(x, y, scalar)            (ops/math/unary.h)
+  kUnaryBackward,   // dx = BackwardOf<F>(dy, x or y, scalar)     (ops/math/unary.h)
   kBinary,          // y = F::Fwd(l, r), with broadcasting        (ops/math/binary.h)
   kBinaryBackward,  // dl = dy * F::DL(l, r), dr = dy * F::DR(l, r)
   kAddN,            // y = x0 + x1 + ... (no functor)

@@ -141,6 +141,18 @@ std::vector<Call> BinaryCalls(const std::string& op, PointwiseKind kind, const s
 // Scalars of the *_scalar ops, as attribute text (1e-40 is a denormal in float32).
 const char* const kScalars[] = {"0", "-0", "inf", "-inf", "nan", "1e-40", "1", "-2.5"};
 
+std::vector<AttrMap> ScalarAttrs() {
+  std::vector<AttrMap> attrs;
+  for (const char* s : kScalars) attrs.push_back({{"scalar", s}});
+  return attrs;
+}
+
+int64_t Power(int64_t n, int k) {
+  int64_t p = 1;
+  while (k-- > 0) p *= n;
+  return p;
+}
+
 // The attributes each update is called with: plain, and with rescaling, clipping and weight decay.
 std::vector<AttrMap> UpdateCallAttrs(const std::string& op) {
   AttrMap plain = {{"lr", "0.1"}};
@@ -167,11 +179,13 @@ std::vector<Call> CallsOf(const Op& op, int64_t n) {
   switch (pw.kind) {
     case PointwiseKind::kUnary:
     case PointwiseKind::kUnaryBackward: {
-      const int arity = pw.kind == PointwiseKind::kUnary ? 1 : 3;
-      const int64_t size = arity == 1 ? n : n * n * n;
-      std::vector<Shape> shapes(arity, Shape{size});
-      if (!HasScalar(pw.functor)) return {{op.name, {}, pw.kind, pw.functor, shapes, arity}};
-      for (const char* s : kScalars) calls.push_back({op.name, {{"scalar", s}}, pw.kind, pw.functor, shapes, arity});
+      // the backward: dy, and x or y if its functor's Grad reads one
+      const std::vector<AttrMap> attrs = HasScalar(pw.functor) ? ScalarAttrs() : std::vector<AttrMap>{{}};
+      for (const AttrMap& a : attrs) {
+        const int arity = pw.kind == PointwiseKind::kUnary ? 1 : NumInputs(op, ParseAttrs(op, a));
+        calls.push_back({op.name, a, pw.kind, pw.functor, {Shape{Power(n, arity)}}, arity});
+        calls.back().shapes.resize(arity, calls.back().shapes[0]);
+      }
       return calls;
     }
     case PointwiseKind::kBinary:
@@ -202,15 +216,14 @@ std::vector<Call> AllCalls(int64_t n) {
   for (const std::string& name : ListOps()) {
     for (Call& c : CallsOf(GetOp(name), n)) calls.push_back(std::move(c));
   }
-  const int64_t n3 = n * n * n;
+  const Op& backward = GetOp("_backward_Activation");
 #define WEFT_ACTIVATION_CALLS(value, name, functor)                                                                   \
   calls.push_back({"Activation", {{"act_type", name}}, PointwiseKind::kUnary, "weft::fn::" #functor, {Shape{n}}, 1}); \
-  calls.push_back({"_backward_Activation",                                                                            \
-                   {{"act_type", name}},                                                                              \
-                   PointwiseKind::kUnaryBackward,                                                                     \
-                   "weft::fn::" #functor,                                                                             \
-                   std::vector<Shape>(3, Shape{n3}),                                                                  \
-                   3});
+  {                                                                                                                   \
+    const int arity = NumInputs(backward, ParseAttrs(backward, {{"act_type", name}}));                               \
+    calls.push_back({"_backward_Activation", {{"act_type", name}}, PointwiseKind::kUnaryBackward,                     \
+                     "weft::fn::" #functor, std::vector<Shape>(arity, Shape{Power(n, arity)}), arity});               \
+  }
   WEFT_ACTIVATIONS(WEFT_ACTIVATION_CALLS)
 #undef WEFT_ACTIVATION_CALLS
   return calls;
@@ -253,7 +266,7 @@ void UnaryReference(const Call& c, Arrays<T>& in, Arrays<T>& out) {
   const T s = static_cast<T>(ScalarOf(c));
   out = {std::vector<T>(in[0].size())};
   for (size_t i = 0; i < in[0].size(); ++i) {
-    out[0][i] = c.kind == PointwiseKind::kUnary ? F::Fwd(in[0][i], s) : in[0][i] * F::Grad(in[1][i], in[2][i], s);
+    out[0][i] = c.kind == PointwiseKind::kUnary ? F::Fwd(in[0][i], s) : fn::BackwardOf<F>(in[0][i], in.back()[i], s);
   }
 }
 
@@ -530,6 +543,30 @@ TEST(PointwiseSpecialValues, GpuComputesEqualTheCpus) {
   }
 }
 
+// A functor's kGradReads decides what its backward op takes (ops/elementwise/unary.cc), so it must
+// not lie: Grad gives the same bits with the value it does not read replaced by NaN, on every
+// special value and scalar, and one that reads nothing gives them with both replaced.
+template <typename F, typename T>
+void ExpectGradReadsOnlyWhatItDeclares(const char* name) {
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  const bool reads_x = F::kGradReads == fn::GradReads::kInput, reads_y = F::kGradReads == fn::GradReads::kOutput;
+  for (T s : SpecialValues<T>()) {
+    for (T x : SpecialValues<T>()) {
+      const T y = F::Fwd(x, s);
+      EXPECT_TRUE(Matches(F::Grad(reads_x ? x : nan, reads_y ? y : nan, s), F::Grad(x, y, s), 0))
+          << name << "'s Grad reads a value its kGradReads leaves out, at x = " << Show(x) << ", scalar " << Show(s);
+    }
+  }
+}
+
+TEST(PointwiseSpecialValues, EveryUnaryGradReadsOnlyWhatItDeclares) {
+#define WEFT_GRAD_READS(name, functor, description, has_scalar)     \
+  ExpectGradReadsOnlyWhatItDeclares<fn::functor, float>(#functor); \
+  ExpectGradReadsOnlyWhatItDeclares<fn::functor, double>(#functor);
+  WEFT_UNARY_OPS(WEFT_GRAD_READS)
+#undef WEFT_GRAD_READS
+}
+
 // ---- What the functors say, stated -----------------------------------------------------------------
 
 // Output `output` of `op` on TestDevice() in float32, on inputs of one element (shapes: default (1,)).
@@ -552,7 +589,7 @@ TEST(PointwiseSpecialValues, StatedSemantics) {
   ExpectBits(Apply("relu", {nan}), nan, "relu(NaN) is NaN, not 0 (fmax's answer)");
   ExpectBits(Apply("relu", {-0.0f}), -0.0f, "relu(-0) is -0");
   ExpectBits(Apply("relu", {-inf}), 0.0f, "relu(-inf) is +0");
-  ExpectBits(Apply("_backward_relu", {1, nan, nan}), 0.0f, "relu's gradient at NaN is 0");
+  ExpectBits(Apply("_backward_relu", {1, nan}), 0.0f, "relu's gradient at NaN is 0");
   ExpectBits(Apply("abs", {-0.0f}), 0.0f, "abs(-0) is +0");
   ExpectBits(Apply("sqrt", {-0.0f}), -0.0f, "sqrt(-0) is -0");
   ExpectBits(Apply("maximum_scalar", {nan}, {{"scalar", "1"}}), nan, "maximum_scalar(NaN, 1) is NaN");

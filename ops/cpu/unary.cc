@@ -16,9 +16,8 @@ WEFT_CPU_VECTOR_CLONES void ForwardRange(const T* in, T s, OpReq req, T* out, in
   StoreRange(out, req, b, e, [=](int64_t i) { return F::Fwd(in[i], s); });
 }
 template <typename F, typename T>
-WEFT_CPU_VECTOR_CLONES void BackwardRange(const T* g, const T* in, const T* out, T s, OpReq req, T* grad, int64_t b,
-                                          int64_t e) {
-  StoreRange(grad, req, b, e, [=](int64_t i) { return g[i] * F::Grad(in[i], out[i], s); });
+WEFT_CPU_VECTOR_CLONES void BackwardRange(const T* g, const T* v, T s, OpReq req, T* grad, int64_t b, int64_t e) {
+  StoreRange(grad, req, b, e, [=](int64_t i) { return fn::BackwardOf<F>(g[i], v[i], s); });
 }
 
 // x, y: one size (y may be x).
@@ -32,15 +31,14 @@ void Forward(double scalar, const TensorView& x, OpReq req, const TensorView& y)
   });
 }
 
-// dy, x, y, dx: one size (dx may be dy).
+// in: (dy) or (dy, x or y, as F::kGradReads says), one size; dx: that size (dx may be dy).
 template <typename F>
-void Backward(double scalar, const TensorView& dy, const TensorView& x, const TensorView& y, OpReq req,
-              const TensorView& dx) {
+void Backward(double scalar, std::span<const TensorView> in, OpReq req, const TensorView& dx) {
   WEFT_FLOAT_SWITCH(dx.dtype(), T, "unary backward", {
-    const T *g = dy.data<T>(), *in = x.data<T>(), *out = y.data<T>();
+    const T *g = in[0].data<T>(), *v = in.back().data<T>();  // v: dy itself when Grad reads nothing
     T* grad = dx.data<T>();
     const T s = static_cast<T>(scalar);
-    ParallelFor(dx.size(), 4096, [=](int64_t b, int64_t e) { BackwardRange<F>(g, in, out, s, req, grad, b, e); });
+    ParallelFor(dx.size(), 4096, [=](int64_t b, int64_t e) { BackwardRange<F>(g, v, s, req, grad, b, e); });
   });
 }
 
@@ -54,7 +52,7 @@ void RegisterUnary(const std::string& name, bool has_scalar) {
   RegisterCompute("_backward_" + name, DeviceType::kCpu,
                   [has_scalar](const OpContext&, const Attrs& a, std::span<const TensorView> in,
                                std::span<const OpReq> req, std::span<const TensorView> out) {
-                    Backward<F>(has_scalar ? a.Get<ScalarParam>().scalar : 0.0, in[0], in[1], in[2], req[0], out[0]);
+                    Backward<F>(has_scalar ? a.Get<ScalarParam>().scalar : 0.0, in, req[0], out[0]);
                   });
 }
 
@@ -79,7 +77,7 @@ void ActivationForward(const OpContext&, const Attrs& a, std::span<const TensorV
 void ActivationBackward(const OpContext&, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
                         std::span<const TensorView> out) {
   DispatchActivation(a.Get<ActivationParam>().act_type,
-                     [&](auto f) { Backward<decltype(f)>(0.0, in[0], in[1], in[2], req[0], out[0]); });
+                     [&](auto f) { Backward<decltype(f)>(0.0, in, req[0], out[0]); });
 }
 
 const bool registered = [] {

@@ -1,10 +1,12 @@
 // The elementwise unary ops of unary_ops.h, their *_scalar forms, Activation, and their backward
 // ops: attributes, shapes, gradients and the functor each applies. The backward op
-// `_backward_<name>` takes (dy, x, y) and gives dx = dy * F::Grad(x, y, scalar).
+// `_backward_<name>` takes dy and what F::Grad reads (F::kGradReads: x, y or nothing) and gives
+// dx = fn::BackwardOf<F>(dy, x or y, scalar).
 // Compute: ops/cpu/unary.cc, ops/gpu/unary.cc; math: ops/math/unary.h.
 #include <string>
 
 #include "ops/elementwise/unary_ops.h"
+#include "ops/math/unary.h"
 #include "ops/internal/op_util.h"
 #include "ops/op.h"
 
@@ -21,30 +23,63 @@ ActivationParam ParseActivation(AttrReader& r) {
 
 std::vector<Shape> SameAsInput0(const Attrs&, const std::vector<Shape>& in) { return {in[0]}; }
 
-// (dy, x, y) of one shape.
+// (dy) or (dy, x) or (dy, y), of one shape.
 std::vector<Shape> BackwardShape(const Attrs&, const std::vector<Shape>& in) {
-  CheckSameShape(in[0], in[1], "the output gradient and the input");
-  CheckSameShape(in[0], in[2], "the output gradient and the output");
+  if (in.size() > 1) CheckSameShape(in[0], in[1], "the output gradient and the value its gradient reads");
   return {in[0]};
+}
+
+using GradReadsOf = fn::GradReads (*)(const Attrs&);
+
+template <typename F>
+fn::GradReads FunctorGradReads(const Attrs&) {
+  return F::kGradReads;
+}
+
+fn::GradReads ActivationGradReads(const Attrs& a) {
+  switch (a.Get<ActivationParam>().act_type) {
+#define WEFT_ACT_CASE(value, name, functor) \
+  case ActType::value:                      \
+    return fn::functor::kGradReads;
+    WEFT_ACTIVATIONS(WEFT_ACT_CASE)
+#undef WEFT_ACT_CASE
+  }
+  return fn::GradReads::kInput;
+}
+
+std::vector<std::string> BackwardInputNames(fn::GradReads reads) {
+  switch (reads) {
+    case fn::GradReads::kNothing:
+      return {"out_grad"};
+    case fn::GradReads::kInput:
+      return {"out_grad", "data"};
+    case fn::GradReads::kOutput:
+      return {"out_grad", "output"};
+  }
+  return {};
 }
 
 double ScalarOf(const Attrs& a) { return a.Get<ScalarParam>().scalar; }
 std::string ActivationFunctorOf(const Attrs& a) { return ActivationFunctor(a.Get<ActivationParam>().act_type); }
 
 // Registers `name` and `_backward_<name>`, parsing attributes with `parse` (null: none), and
-// applying the functor `pointwise` names (its kind is set here).
+// applying the functor `pointwise` names (its kind is set here), whose Grad reads what `reads`
+// says for the op's attributes.
 template <typename P>
 void DefineUnaryPair(const std::string& name, const std::string& description, P (*parse)(AttrReader&),
-                     PointwiseFn pointwise) {
+                     PointwiseFn pointwise, GradReadsOf reads) {
   const std::string backward = "_backward_" + name;
   Op& fwd = RegisterOp(name);
   fwd.Describe(description).Inputs({"data"}).InferShape(SameAsInput0).Inplace({{0, 0}});
-  fwd.Gradient([backward](const Attrs& a, GradBuilder& g) {
-    g.SetInputGrad(0, g.Op(backward, {g.OutGrad(0), g.Input(0), g.Output(0)}, a.raw()));
+  fwd.Gradient([backward, reads](const Attrs& a, GradBuilder& g) {
+    std::vector<GradEntry> in = {g.OutGrad(0)};
+    if (reads(a) == fn::GradReads::kInput) in.push_back(g.Input(0));
+    if (reads(a) == fn::GradReads::kOutput) in.push_back(g.Output(0));
+    g.SetInputGrad(0, g.Op(backward, in, a.raw()));
   });
   Op& bwd = RegisterOp(backward);
   bwd.Describe("gradient of " + name)
-      .Inputs({"out_grad", "data", "output"})
+      .Inputs([reads](const Attrs& a) { return BackwardInputNames(reads(a)); })
       .InferShape(BackwardShape)
       .Inplace({{0, 0}});
   if (parse != nullptr) fwd.Params(parse), bwd.Params(parse);
@@ -58,12 +93,14 @@ const bool defined = [] {
   using NoParams = ScalarParam (*)(AttrReader&);
 #define WEFT_DEFINE_UNARY(name, functor, description, has_scalar)                 \
   DefineUnaryPair(#name, description, has_scalar ? ParseScalar : NoParams{},        \
-                  PointwiseFn{PointwiseKind::kNone, "weft::fn::" #functor, nullptr, \
-                              has_scalar ? ScalarOf : std::function<double(const Attrs&)>{}});
+                  PointwiseFn{PointwiseKind::kNone, "weft::fn::" #functor, nullptr,   \
+                              has_scalar ? ScalarOf : std::function<double(const Attrs&)>{}}, \
+                  FunctorGradReads<fn::functor>);
   WEFT_UNARY_OPS(WEFT_DEFINE_UNARY)
 #undef WEFT_DEFINE_UNARY
   DefineUnaryPair("Activation", "elementwise activation: act_type is relu, sigmoid, tanh, softrelu or gelu",
-                  ParseActivation, PointwiseFn{PointwiseKind::kNone, "", ActivationFunctorOf, nullptr});
+                  ParseActivation, PointwiseFn{PointwiseKind::kNone, "", ActivationFunctorOf, nullptr},
+                  ActivationGradReads);
   return true;
 }();
 

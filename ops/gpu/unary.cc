@@ -21,15 +21,17 @@ void Forward(const OpContext& ctx, const std::string& op, const std::string& fun
          y.raw(), n, scalar, ReqCode(req));
 }
 
-// in: (dy, x, y), one shape; dx: that shape (dx may be dy).
+// in: (dy) or (dy, x or y, as the functor's kGradReads says), one shape; dx: that shape (dx may be
+// dy).
 void Backward(const OpContext& ctx, const std::string& op, const std::string& functor, double scalar,
               std::span<const TensorView> in, OpReq req, const TensorView& dx) {
   if (req == OpReq::kNull) return;
   const std::string t = KernelType(op, kElementwiseTypes, in, {&dx, 1});
-  const int v = PackWidth(dx.dtype(), {in[0].raw(), in[1].raw(), in[2].raw(), dx.raw()});
+  const void* read = in.back().raw();  // dy itself when Grad reads nothing
+  const int v = PackWidth(dx.dtype(), {in[0].raw(), read, dx.raw()});
   const int64_t n = dx.size();
   Launch(ctx, "unary.cuh", Instance("weft::UnaryBackward", {functor, t, std::to_string(v)}), Packs(n, v), in[0].raw(),
-         in[1].raw(), in[2].raw(), dx.raw(), n, scalar, ReqCode(req));
+         read, dx.raw(), n, scalar, ReqCode(req));
 }
 
 void RegisterUnary(const std::string& op, const std::string& functor, bool has_scalar) {

@@ -3,7 +3,8 @@
 //
 // Each functor has Fwd(x, s) and Grad(x, y, s) = dy/dx at x, given y = Fwd(x, s), in the
 // arithmetic type A (float for float32 and bfloat16, double for float64); s is the op's `scalar`
-// attribute (0 for ops without one). The backward op `_backward_<name>` gives dx = dy * Grad.
+// attribute (0 for ops without one), and kGradReads says which of x and y Grad reads. The backward
+// op `_backward_<name>` gives dx = dy * Grad (BackwardOf).
 //
 // NaN, infinities and signed zeros: comparisons are written `x < c ? c : x` (std::max's form),
 // so a NaN x stays NaN (relu, maximum_scalar) and -0 stays -0; gradients of comparisons are 0 at
@@ -17,7 +18,26 @@
 
 namespace weft::fn {
 
+// What a functor's Grad reads besides the scalar: the input x, the output y, or neither (every
+// Grad here reads one at most). `_backward_<name>` takes dy and that value only (unary.cc), so a
+// graph keeps alive, and a fused forward group stores, only what the gradient needs: a chain's
+// mul_scalar and add_scalar steps need nothing of the forward (MXNet's ElemwiseGradUseNone).
+enum class GradReads : unsigned char { kNothing, kInput, kOutput };
+
+// dx = dy * F::Grad at one element, given `v`: x or y, as F::kGradReads says (anything for
+// kNothing). What every backward of a unary op computes: the CPU loops, the GPU kernels and the
+// fusion code generator call it.
+template <typename F, typename A>
+WEFT_HOST_DEVICE A BackwardOf(A dy, A v, A s) {
+  if constexpr (F::kGradReads == GradReads::kInput) {
+    return dy * F::Grad(v, A(0), s);
+  } else {
+    return dy * F::Grad(A(0), v, s);
+  }
+}
+
 struct Identity {  // _copy
+  static constexpr GradReads kGradReads = GradReads::kNothing;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
     return x;
@@ -28,6 +48,7 @@ struct Identity {  // _copy
   }
 };
 struct Neg {
+  static constexpr GradReads kGradReads = GradReads::kNothing;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
     return -x;
@@ -38,6 +59,7 @@ struct Neg {
   }
 };
 struct Exp {
+  static constexpr GradReads kGradReads = GradReads::kOutput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
     return math::Exp(x);
@@ -48,6 +70,7 @@ struct Exp {
   }
 };
 struct Log {
+  static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
     return math::Log(x);
@@ -58,6 +81,7 @@ struct Log {
   }
 };
 struct Sqrt {
+  static constexpr GradReads kGradReads = GradReads::kOutput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
     return math::Sqrt(x);
@@ -68,6 +92,7 @@ struct Sqrt {
   }
 };
 struct Square {
+  static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
     return x * x;
@@ -78,6 +103,7 @@ struct Square {
   }
 };
 struct Abs {
+  static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
     return math::Fabs(x);
@@ -88,6 +114,7 @@ struct Abs {
   }
 };
 struct Sigmoid {
+  static constexpr GradReads kGradReads = GradReads::kOutput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
     return A(1) / (A(1) + math::Exp(-x));
@@ -98,6 +125,7 @@ struct Sigmoid {
   }
 };
 struct Tanh {
+  static constexpr GradReads kGradReads = GradReads::kOutput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
     return math::Tanh(x);
@@ -109,6 +137,7 @@ struct Tanh {
 };
 // Branch-free on the CPU (a compare turned into a mask, so the loop vectorizes).
 struct Relu {
+  static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
     return x < A(0) ? A(0) : x;
@@ -119,6 +148,7 @@ struct Relu {
   }
 };
 struct SoftRelu {  // log(1 + exp(x)), computed without overflow
+  static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
     return x > A(20) ? x : math::Log1p(math::Exp(x));
@@ -129,6 +159,7 @@ struct SoftRelu {  // log(1 + exp(x)), computed without overflow
   }
 };
 struct Gelu {  // the tanh approximation, as in BERT and GPT-2
+  static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Inner(A x) {
     return A(0.7978845608028654) * (x + A(0.044715) * x * x * x);  // sqrt(2 / pi) (x + 0.044715 x^3)
@@ -147,6 +178,7 @@ struct Gelu {  // the tanh approximation, as in BERT and GPT-2
 
 // Scalar forms: s is the attribute `scalar`.
 struct AddScalar {
+  static constexpr GradReads kGradReads = GradReads::kNothing;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A s) {
     return x + s;
@@ -157,6 +189,7 @@ struct AddScalar {
   }
 };
 struct SubScalar {
+  static constexpr GradReads kGradReads = GradReads::kNothing;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A s) {
     return x - s;
@@ -167,6 +200,7 @@ struct SubScalar {
   }
 };
 struct RSubScalar {
+  static constexpr GradReads kGradReads = GradReads::kNothing;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A s) {
     return s - x;
@@ -177,6 +211,7 @@ struct RSubScalar {
   }
 };
 struct MulScalar {
+  static constexpr GradReads kGradReads = GradReads::kNothing;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A s) {
     return x * s;
@@ -187,6 +222,7 @@ struct MulScalar {
   }
 };
 struct DivScalar {
+  static constexpr GradReads kGradReads = GradReads::kNothing;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A s) {
     return x / s;
@@ -197,6 +233,7 @@ struct DivScalar {
   }
 };
 struct RDivScalar {
+  static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A s) {
     return s / x;
@@ -207,6 +244,7 @@ struct RDivScalar {
   }
 };
 struct MaxScalar {
+  static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A s) {
     return x < s ? s : x;
@@ -217,6 +255,7 @@ struct MaxScalar {
   }
 };
 struct MinScalar {
+  static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A s) {
     return s < x ? s : x;

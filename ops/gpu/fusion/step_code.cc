@@ -84,7 +84,7 @@ std::string StepCode::Expression(uint32_t step, uint32_t output, int lane) const
     case PointwiseKind::kUnary:
       return f + "::Fwd<" + a + ">(" + r(0) + ", " + scalar + ")";
     case PointwiseKind::kUnaryBackward:
-      return r(0) + " * " + f + "::Grad<" + a + ">(" + r(1) + ", " + r(2) + ", " + scalar + ")";
+      return "weft::fn::BackwardOf<" + f + ", " + a + ">(" + r(0) + ", " + r(s.args.size() - 1) + ", " + scalar + ")";
     case PointwiseKind::kBinary:
       return f + "::Fwd<" + a + ">(" + r(0) + ", " + r(1) + ")";
     case PointwiseKind::kBinaryBackward:

@@ -22,19 +22,19 @@ __global__ void UnaryForward(const T* x, T* y, int64 n, double scalar, int req) 
   });
 }
 
-// dx = dy * F'(x) given y = F(x), n elements (in place allowed: dx == dy).
+// dx = dy * F'(x), given v: x or y = F(x), as F::kGradReads says (dy itself when Grad reads
+// neither), n elements (in place allowed: dx == dy).
 template <class F, typename T, int V>
-__global__ void UnaryBackward(const T* dy, const T* x, const T* y, T* dx, int64 n, double scalar, int req) {
+__global__ void UnaryBackward(const T* dy, const T* v, T* dx, int64 n, double scalar, int req) {
   typedef typename Arith<T>::type A;
   const A s = static_cast<A>(scalar);
   ForEachPack<V>(n, [&](int64 i, auto w) {
     constexpr int W = decltype(w)::value;
-    A g[W], in[W], out[W];
+    A g[W], read[W];
     LoadN<W>(dy + i, g);
-    LoadN<W>(x + i, in);
-    LoadN<W>(y + i, out);
+    LoadN<W>(v + i, read);  // when v is dy, the lines just read
 #pragma unroll
-    for (int j = 0; j < W; ++j) g[j] = g[j] * F::Grad(in[j], out[j], s);
+    for (int j = 0; j < W; ++j) g[j] = fn::BackwardOf<F>(g[j], read[j], s);
     StoreN<W>(dx + i, g, req);
   });
 }
