@@ -183,8 +183,7 @@ std::vector<Call> CallsOf(const Op& op, int64_t n) {
       const std::vector<AttrMap> attrs = HasScalar(pw.functor) ? ScalarAttrs() : std::vector<AttrMap>{{}};
       for (const AttrMap& a : attrs) {
         const int arity = pw.kind == PointwiseKind::kUnary ? 1 : NumInputs(op, ParseAttrs(op, a));
-        calls.push_back({op.name, a, pw.kind, pw.functor, {Shape{Power(n, arity)}}, arity});
-        calls.back().shapes.resize(arity, calls.back().shapes[0]);
+        calls.push_back({op.name, a, pw.kind, pw.functor, std::vector<Shape>(arity, Shape{Power(n, arity)}), arity});
       }
       return calls;
     }
@@ -197,9 +196,8 @@ std::vector<Call> CallsOf(const Op& op, int64_t n) {
     case PointwiseKind::kUpdate:
       for (const AttrMap& attrs : UpdateCallAttrs(op.name)) {
         const int arity = NumInputs(op, ParseAttrs(op, attrs));
-        int64_t size = 1;
-        for (int k = 0; k < arity; ++k) size *= n;
-        calls.push_back({op.name, attrs, pw.kind, pw.functor, std::vector<Shape>(arity, Shape{size}), arity});
+        calls.push_back(
+            {op.name, attrs, pw.kind, pw.functor, std::vector<Shape>(arity, Shape{Power(n, arity)}), arity});
       }
       return calls;
     case PointwiseKind::kCast:  // conversions and views: no arithmetic to get wrong
@@ -220,9 +218,13 @@ std::vector<Call> AllCalls(int64_t n) {
 #define WEFT_ACTIVATION_CALLS(value, name, functor)                                                                   \
   calls.push_back({"Activation", {{"act_type", name}}, PointwiseKind::kUnary, "weft::fn::" #functor, {Shape{n}}, 1}); \
   {                                                                                                                   \
-    const int arity = NumInputs(backward, ParseAttrs(backward, {{"act_type", name}}));                               \
-    calls.push_back({"_backward_Activation", {{"act_type", name}}, PointwiseKind::kUnaryBackward,                     \
-                     "weft::fn::" #functor, std::vector<Shape>(arity, Shape{Power(n, arity)}), arity});               \
+    const int arity = NumInputs(backward, ParseAttrs(backward, {{"act_type", name}}));                                \
+    calls.push_back({"_backward_Activation",                                                                          \
+                     {{"act_type", name}},                                                                            \
+                     PointwiseKind::kUnaryBackward,                                                                   \
+                     "weft::fn::" #functor,                                                                           \
+                     std::vector<Shape>(arity, Shape{Power(n, arity)}),                                               \
+                     arity});                                                                                         \
   }
   WEFT_ACTIVATIONS(WEFT_ACTIVATION_CALLS)
 #undef WEFT_ACTIVATION_CALLS
@@ -560,7 +562,7 @@ void ExpectGradReadsOnlyWhatItDeclares(const char* name) {
 }
 
 TEST(PointwiseSpecialValues, EveryUnaryGradReadsOnlyWhatItDeclares) {
-#define WEFT_GRAD_READS(name, functor, description, has_scalar)     \
+#define WEFT_GRAD_READS(name, functor, description, has_scalar)    \
   ExpectGradReadsOnlyWhatItDeclares<fn::functor, float>(#functor); \
   ExpectGradReadsOnlyWhatItDeclares<fn::functor, double>(#functor);
   WEFT_UNARY_OPS(WEFT_GRAD_READS)

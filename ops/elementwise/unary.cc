@@ -3,10 +3,11 @@
 // `_backward_<name>` takes dy and what F::Grad reads (F::kGradReads: x, y or nothing) and gives
 // dx = fn::BackwardOf<F>(dy, x or y, scalar).
 // Compute: ops/cpu/unary.cc, ops/gpu/unary.cc; math: ops/math/unary.h.
+#include "ops/math/unary.h"
+
 #include <string>
 
 #include "ops/elementwise/unary_ops.h"
-#include "ops/math/unary.h"
 #include "ops/internal/op_util.h"
 #include "ops/op.h"
 
@@ -73,8 +74,9 @@ void DefineUnaryPair(const std::string& name, const std::string& description, P 
   fwd.Describe(description).Inputs({"data"}).InferShape(SameAsInput0).Inplace({{0, 0}});
   fwd.Gradient([backward, reads](const Attrs& a, GradBuilder& g) {
     std::vector<GradEntry> in = {g.OutGrad(0)};
-    if (reads(a) == fn::GradReads::kInput) in.push_back(g.Input(0));
-    if (reads(a) == fn::GradReads::kOutput) in.push_back(g.Output(0));
+    const fn::GradReads r = reads(a);
+    if (r == fn::GradReads::kInput) in.push_back(g.Input(0));
+    if (r == fn::GradReads::kOutput) in.push_back(g.Output(0));
     g.SetInputGrad(0, g.Op(backward, in, a.raw()));
   });
   Op& bwd = RegisterOp(backward);
@@ -91,9 +93,9 @@ void DefineUnaryPair(const std::string& name, const std::string& description, P 
 
 const bool defined = [] {
   using NoParams = ScalarParam (*)(AttrReader&);
-#define WEFT_DEFINE_UNARY(name, functor, description, has_scalar)                 \
-  DefineUnaryPair(#name, description, has_scalar ? ParseScalar : NoParams{},        \
-                  PointwiseFn{PointwiseKind::kNone, "weft::fn::" #functor, nullptr,   \
+#define WEFT_DEFINE_UNARY(name, functor, description, has_scalar)                             \
+  DefineUnaryPair(#name, description, has_scalar ? ParseScalar : NoParams{},                  \
+                  PointwiseFn{PointwiseKind::kNone, "weft::fn::" #functor, nullptr,           \
                               has_scalar ? ScalarOf : std::function<double(const Attrs&)>{}}, \
                   FunctorGradReads<fn::functor>);
   WEFT_UNARY_OPS(WEFT_DEFINE_UNARY)
