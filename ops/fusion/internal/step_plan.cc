@@ -38,6 +38,9 @@ StepPlan::StepPlan(const FusedGroup& group, Device device, std::span<const OpReq
   for (const std::vector<OpReq>& req : req_) {
     runs_.push_back(std::any_of(req.begin(), req.end(), [](OpReq r) { return r != OpReq::kNull; }));
   }
+  for (size_t s = 0; s < group.steps.size(); ++s) {
+    num_running_ += runs_[s] && home_[group.steps[s].first_output] != Home::kAlias;
+  }
   copy_ = &ComputeFor(GetOp("_copy"), device);
   IndexBroadcastUses();
 }
@@ -109,7 +112,8 @@ void StepPlan::IndexBroadcastUses() {
 }
 
 void StepPlan::Run(const OpContext& ctx, Layout layout, std::vector<TensorView>& values,
-                   std::span<const TensorView> outputs, std::span<const TensorView> broadcast) const {
+                   std::span<const TensorView> outputs, std::span<const TensorView> broadcast, StepHook* hook) const {
+  int index = 0;
   const FusedGroup& g = group_;
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     if (home_[g.outputs[k]] == Home::kOutput) values[g.outputs[k]] = outputs[k];
@@ -132,6 +136,7 @@ void StepPlan::Run(const OpContext& ctx, Layout layout, std::vector<TensorView>&
       in.push_back(use >= 0 ? broadcast[use] : values[step.args[a]]);
     }
     for (uint32_t o = 0; o < step.num_outputs; ++o) out.push_back(values[v0 + o]);
+    if (hook != nullptr) hook->BeforeStep(index++, num_running_);
     (*compute_[s])(ctx, step.attrs, in.span(), req, out.span());
   }
   for (auto [value, output] : at_end_) {

@@ -52,8 +52,14 @@ class StepPlan {
   // (whole tensors, which the binary op broadcasts itself). `layout`: whether every view is a
   // flat tile (a reshape's alias is then its source's view) or a whole tensor of its value's shape.
   enum class Layout : uint8_t { kTiles, kWholeTensors };
+  // Called before each step that runs, with its index among the steps that run and their count.
+  class StepHook {
+   public:
+    virtual void BeforeStep(int index, int count) = 0;
+  };
   void Run(const OpContext& ctx, Layout layout, std::vector<TensorView>& values, std::span<const TensorView> outputs,
-           std::span<const TensorView> broadcast) const;
+           std::span<const TensorView> broadcast, StepHook* hook = nullptr) const;
+  int num_running_steps() const { return num_running_; }
 
  private:
   void AssignHomes(const std::vector<int>& last_read);
@@ -62,10 +68,10 @@ class StepPlan {
 
   const FusedGroup& group_;
   std::vector<OpReq> out_req_;
-  std::vector<Home> home_;               // per value
-  std::vector<int> slot_;                // per value
-  std::vector<std::vector<OpReq>> req_;  // per step, per output
-  std::vector<bool> runs_;               // per step: some output is not kNull
+  std::vector<Home> home_;                 // per value
+  std::vector<int> slot_;                  // per value
+  std::vector<std::vector<OpReq>> req_;    // per step, per output
+  std::vector<bool> runs_;                 // per step: some output is not kNull
   std::vector<const ComputeFn*> compute_;  // per step
   const ComputeFn* copy_ = nullptr;        // _copy's: the copies at the end
   // (value, output index): values copied into their output after the last step, as its request
@@ -75,6 +81,7 @@ class StepPlan {
   std::vector<uint32_t> arg_offset_;   // per step: where its args start in broadcast_use_of_
   std::vector<BroadcastUse> broadcast_uses_;
   int num_slots_ = 0;
+  int num_running_ = 0;
 };
 
 }  // namespace weft
