@@ -185,7 +185,8 @@ class FusedCpu {
   }
 
  private:
-  // Points `prefetch` at the tile of every input read in full that starts at element `begin`.
+  // Points `prefetch` at the tile of every input read in full that starts at element `begin`
+  // (none when `begin` is the group's size).
   void PrefetchNext(std::span<const TensorView> in, int64_t begin, NextTilePrefetch& prefetch) const {
     prefetch.Clear();
     const int64_t n = std::min(tile_, group_->size - begin);

@@ -56,10 +56,12 @@ class StepPlan {
   class StepHook {
    public:
     virtual void BeforeStep(int index, int count) = 0;
+
+   protected:
+    ~StepHook() = default;  // never deleted through this interface
   };
   void Run(const OpContext& ctx, Layout layout, std::vector<TensorView>& values, std::span<const TensorView> outputs,
            std::span<const TensorView> broadcast, StepHook* hook = nullptr) const;
-  int num_running_steps() const { return num_running_; }
 
  private:
   void AssignHomes(const std::vector<int>& last_read);
