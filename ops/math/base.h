@@ -19,7 +19,10 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#define WEFT_HOST_DEVICE
+// Always inlined on the host: the CPU loops that call the functors are compiled once per vector
+// width (WEFT_CPU_VECTOR_CLONES), and a functor on math::Lanes (below), a 64-byte vector, would
+// otherwise be called across widths whose calling conventions for it differ (-Wpsabi).
+#define WEFT_HOST_DEVICE __attribute__((always_inline))
 #endif
 
 namespace weft::math {
@@ -40,7 +43,7 @@ namespace host {
 // overflow rounds once. Outside [-104, 89] (where n would leave the range the two factors cover)
 // the result is replaced by +inf or 0 through a bit mask, not a select: GCC sinks the arithmetic
 // into the branch of a select and then leaves the loop scalar.
-inline float ExpFloat(float x) {
+WEFT_HOST_DEVICE inline float ExpFloat(float x) {
   constexpr float kShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer, kept in the low bits
   const float t = x * 1.44269504088896341f + kShift;
   const float n = t - kShift;
@@ -67,7 +70,7 @@ inline float ExpFloat(float x) {
 // so a loop marked `omp simd` vectorizes it (glibc's tanhf is a call per element, through expm1f).
 // Cephes' tanhf on |x|: an odd polynomial a + a^3 P(a^2) below 0.625, 1 - 2 / (exp(2a) + 1) from
 // there, joined through bit masks, not a select (see ExpFloat); then x's sign.
-inline float TanhFloat(float x) {
+WEFT_HOST_DEVICE inline float TanhFloat(float x) {
   const uint32_t sign = std::bit_cast<uint32_t>(x) & 0x80000000u;
   const float a = std::bit_cast<float>(std::bit_cast<uint32_t>(x) ^ sign);
   const float z = x * x;
@@ -92,9 +95,9 @@ inline float TanhFloat(float x) {
   WEFT_HOST_DEVICE inline float Name(float x) { return f32(x); } \
   WEFT_HOST_DEVICE inline double Name(double x) { return f64(x); }
 #else
-#define WEFT_MATH_FUNCTION(Name, f32, f64, host32, host64) \
-  inline float Name(float x) { return host32(x); }         \
-  inline double Name(double x) { return host64(x); }
+#define WEFT_MATH_FUNCTION(Name, f32, f64, host32, host64)          \
+  WEFT_HOST_DEVICE inline float Name(float x) { return host32(x); } \
+  WEFT_HOST_DEVICE inline double Name(double x) { return host64(x); }
 #endif
 WEFT_MATH_FUNCTION(Exp, expf, exp, host::ExpFloat, std::exp)
 WEFT_MATH_FUNCTION(Log, logf, log, std::log, std::log)
@@ -103,5 +106,60 @@ WEFT_MATH_FUNCTION(Sqrt, sqrtf, sqrt, std::sqrt, std::sqrt)
 WEFT_MATH_FUNCTION(Tanh, tanhf, tanh, host::TanhFloat, std::tanh)
 WEFT_MATH_FUNCTION(Fabs, fabsf, fabs, std::fabs, std::fabs)
 #undef WEFT_MATH_FUNCTION
+
+// c ? a : b. The functors write their comparisons with it, so that they also take Lanes (below),
+// whose comparisons give a mask.
+template <typename A>
+WEFT_HOST_DEVICE inline A Select(bool c, A a, A b) {
+  return c ? a : b;
+}
+
+#if !defined(__CUDACC_RTC__)
+// Lanes: 16 float lanes as one value, for the host only: a functor instantiated on it computes 16
+// elements at once, each lane with the IEEE operations (and so the bits) of the float functor,
+// and its values stay in vector registers from one functor to the next: the CPU's fused tiles
+// run a chain of unary steps this way (ops/cpu/lane_chain.cc). A GCC vector type: one AVX-512
+// register, two AVX2 or four SSE registers, as the function using it is compiled.
+struct LaneMask {
+  using Bits = int32_t __attribute__((vector_size(64)));
+  Bits bits;  // all ones where true
+};
+struct Lanes {
+  static constexpr int kWidth = 16;
+  using Vector = float __attribute__((vector_size(64)));
+  Vector v;
+
+  Lanes() = default;
+  WEFT_HOST_DEVICE explicit Lanes(Vector x) : v(x) {}
+  template <typename S>
+  WEFT_HOST_DEVICE explicit Lanes(S s) : v(static_cast<float>(s) - Vector{}) {}  // s - +0 is s, -0 included
+};
+WEFT_HOST_DEVICE inline Lanes operator+(Lanes a, Lanes b) { return Lanes(a.v + b.v); }
+WEFT_HOST_DEVICE inline Lanes operator-(Lanes a, Lanes b) { return Lanes(a.v - b.v); }
+WEFT_HOST_DEVICE inline Lanes operator*(Lanes a, Lanes b) { return Lanes(a.v * b.v); }
+WEFT_HOST_DEVICE inline Lanes operator/(Lanes a, Lanes b) { return Lanes(a.v / b.v); }
+WEFT_HOST_DEVICE inline Lanes operator-(Lanes a) { return Lanes(-a.v); }
+WEFT_HOST_DEVICE inline LaneMask operator<(Lanes a, Lanes b) { return {a.v < b.v}; }
+WEFT_HOST_DEVICE inline LaneMask operator>(Lanes a, Lanes b) { return {a.v > b.v}; }
+WEFT_HOST_DEVICE inline LaneMask operator<=(Lanes a, Lanes b) { return {a.v <= b.v}; }
+WEFT_HOST_DEVICE inline LaneMask operator>=(Lanes a, Lanes b) { return {a.v >= b.v}; }
+WEFT_HOST_DEVICE inline Lanes Select(LaneMask c, Lanes a, Lanes b) { return Lanes(c.bits ? a.v : b.v); }
+
+// The elementary functions lane by lane, through the float ones above (a loop the compiler
+// vectorizes where the float function is straight-line code: Exp, Tanh, Sqrt, Fabs).
+#define WEFT_LANEWISE(Name)                                                                \
+  WEFT_HOST_DEVICE inline Lanes Name(Lanes x) {                                            \
+    Lanes r;                                                                               \
+    _Pragma("omp simd") for (int i = 0; i < Lanes::kWidth; ++i) { r.v[i] = Name(x.v[i]); } \
+    return r;                                                                              \
+  }
+WEFT_LANEWISE(Exp)
+WEFT_LANEWISE(Log)
+WEFT_LANEWISE(Log1p)
+WEFT_LANEWISE(Sqrt)
+WEFT_LANEWISE(Tanh)
+WEFT_LANEWISE(Fabs)
+#undef WEFT_LANEWISE
+#endif
 
 }  // namespace weft::math

@@ -6,7 +6,7 @@
 // attribute (0 for ops without one), and kGradReads says which of x and y Grad reads. The backward
 // op `_backward_<name>` gives dx = dy * Grad (BackwardOf).
 //
-// NaN, infinities and signed zeros: comparisons are written `x < c ? c : x` (std::max's form),
+// NaN, infinities and signed zeros: comparisons are written `Select(x < c, c, x)` (std::max's form),
 // so a NaN x stays NaN (relu, maximum_scalar) and -0 stays -0; gradients of comparisons are 0 at
 // NaN. Only Exp, Log, Log1p, Tanh (and what uses them) differ between the devices, by the
 // documented ulps of the two math libraries: CUDA's expf 2, logf 1, log1pf 1, tanhf 2 and 1 each
@@ -28,7 +28,7 @@ enum class GradReads : unsigned char { kNothing, kInput, kOutput };
 // kNothing). What every backward of a unary op computes: the CPU loops, the GPU kernels and the
 // fusion code generator call it.
 template <typename F, typename A>
-WEFT_HOST_DEVICE A BackwardOf(A dy, A v, A s) {
+WEFT_HOST_DEVICE inline A BackwardOf(A dy, A v, A s) {
   if constexpr (F::kGradReads == GradReads::kInput) {
     return dy * F::Grad(v, A(0), s);
   } else {
@@ -110,7 +110,7 @@ struct Abs {
   }
   template <typename A>
   WEFT_HOST_DEVICE static A Grad(A x, A, A) {
-    return static_cast<A>(x > 0) - static_cast<A>(x < 0);
+    return math::Select(x > A(0), A(1), A(0)) - math::Select(x < A(0), A(1), A(0));
   }
 };
 struct Sigmoid {
@@ -140,18 +140,18 @@ struct Relu {
   static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
-    return x < A(0) ? A(0) : x;
+    return math::Select(x < A(0), A(0), x);
   }
   template <typename A>
   WEFT_HOST_DEVICE static A Grad(A x, A, A) {
-    return x > A(0) ? A(1) : A(0);
+    return math::Select(x > A(0), A(1), A(0));
   }
 };
 struct SoftRelu {  // log(1 + exp(x)), computed without overflow
   static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
-    return x > A(20) ? x : math::Log1p(math::Exp(x));
+    return math::Select(x > A(20), x, math::Log1p(math::Exp(x)));
   }
   template <typename A>
   WEFT_HOST_DEVICE static A Grad(A x, A, A) {
@@ -247,22 +247,22 @@ struct MaxScalar {
   static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A s) {
-    return x < s ? s : x;
+    return math::Select(x < s, s, x);
   }
   template <typename A>
   WEFT_HOST_DEVICE static A Grad(A x, A, A s) {
-    return static_cast<A>(x > s);
+    return math::Select(x > s, A(1), A(0));
   }
 };
 struct MinScalar {
   static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A s) {
-    return s < x ? s : x;
+    return math::Select(s < x, s, x);
   }
   template <typename A>
   WEFT_HOST_DEVICE static A Grad(A x, A, A s) {
-    return static_cast<A>(x < s);
+    return math::Select(x < s, A(1), A(0));
   }
 };
 

@@ -38,9 +38,6 @@ StepPlan::StepPlan(const FusedGroup& group, Device device, std::span<const OpReq
   for (const std::vector<OpReq>& req : req_) {
     runs_.push_back(std::any_of(req.begin(), req.end(), [](OpReq r) { return r != OpReq::kNull; }));
   }
-  for (size_t s = 0; s < group.steps.size(); ++s) {
-    num_running_ += runs_[s] && home_[group.steps[s].first_output] != Home::kAlias;
-  }
   copy_ = &ComputeFor(GetOp("_copy"), device);
   IndexBroadcastUses();
 }
@@ -112,39 +109,49 @@ void StepPlan::IndexBroadcastUses() {
 }
 
 void StepPlan::Run(const OpContext& ctx, Layout layout, std::vector<TensorView>& values,
-                   std::span<const TensorView> outputs, std::span<const TensorView> broadcast, StepHook* hook) const {
-  int index = 0;
-  const FusedGroup& g = group_;
-  for (size_t k = 0; k < g.outputs.size(); ++k) {
-    if (home_[g.outputs[k]] == Home::kOutput) values[g.outputs[k]] = outputs[k];
+                   std::span<const TensorView> outputs, std::span<const TensorView> broadcast) const {
+  Begin(values, outputs);
+  for (size_t s = 0; s < group_.steps.size(); ++s) RunStep(ctx, s, layout, values, broadcast);
+  End(ctx, values, outputs);
+}
+
+void StepPlan::Begin(std::vector<TensorView>& values, std::span<const TensorView> outputs) const {
+  for (size_t k = 0; k < group_.outputs.size(); ++k) {
+    if (home_[group_.outputs[k]] == Home::kOutput) values[group_.outputs[k]] = outputs[k];
   }
+}
+
+void StepPlan::RunStep(const OpContext& ctx, size_t s, Layout layout, std::vector<TensorView>& values,
+                       std::span<const TensorView> broadcast) const {
+  const FusedGroup::Step& step = group_.steps[s];
+  const uint32_t v0 = step.first_output;
+  if (home_[v0] == Home::kAlias) {  // the same memory; whole tensors take the step's shape
+    const TensorView& src = values[step.args[0]];
+    values[v0] = layout == Layout::kTiles ? src : src.Reshaped(group_.shapes[v0]);
+    return;
+  }
+  if (!runs_[s]) return;  // nothing reads any of its outputs
   SmallVector<TensorView, 4> in, out;
-  for (size_t s = 0; s < g.steps.size(); ++s) {
-    const FusedGroup::Step& step = g.steps[s];
-    const uint32_t v0 = step.first_output;
-    if (home_[v0] == Home::kAlias) {  // the same memory; whole tensors take the step's shape
-      const TensorView& src = values[step.args[0]];
-      values[v0] = layout == Layout::kTiles ? src : src.Reshaped(g.shapes[v0]);
-      continue;
-    }
-    const std::vector<OpReq>& req = req_[s];
-    if (!runs_[s]) continue;  // nothing reads any of its outputs
-    in.clear();
-    out.clear();
-    for (size_t a = 0; a < step.args.size(); ++a) {
-      const int use = broadcast.empty() ? -1 : broadcast_use_of_[arg_offset_[s] + a];
-      in.push_back(use >= 0 ? broadcast[use] : values[step.args[a]]);
-    }
-    for (uint32_t o = 0; o < step.num_outputs; ++o) out.push_back(values[v0 + o]);
-    if (hook != nullptr) hook->BeforeStep(index++, num_running_);
-    (*compute_[s])(ctx, step.attrs, in.span(), req, out.span());
+  for (size_t a = 0; a < step.args.size(); ++a) {
+    const int use = broadcast.empty() ? -1 : broadcast_use_of_[arg_offset_[s] + a];
+    in.push_back(use >= 0 ? broadcast[use] : values[step.args[a]]);
   }
+  for (uint32_t o = 0; o < step.num_outputs; ++o) out.push_back(values[v0 + o]);
+  (*compute_[s])(ctx, step.attrs, in.span(), req_[s], out.span());
+}
+
+void StepPlan::End(const OpContext& ctx, const std::vector<TensorView>& values,
+                   std::span<const TensorView> outputs) const {
   for (auto [value, output] : at_end_) {
     const TensorView& dst = outputs[output];
     const OpReq r = out_req_[output] == OpReq::kWriteInplace ? OpReq::kWrite : out_req_[output];
-    const TensorView src = values[value];
+    const TensorView& src = values[value];
     (*copy_)(ctx, Attrs(), {&src, 1}, {&r, 1}, {&dst, 1});
   }
+}
+
+bool StepPlan::copied_at_end(uint32_t value) const {
+  return std::any_of(at_end_.begin(), at_end_.end(), [value](const auto& e) { return e.first == value; });
 }
 
 }  // namespace weft
