@@ -8,6 +8,7 @@
 // (ops_fusion_test and ops_fusion_property_test compare whole fused groups with the unfused ops.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include "ops/internal/lane_chain.h"
 #include "ops/math/unary.h"
 #include "passes/fuse_pointwise.h"
+#include "passes/gradient.h"
 #include "passes/infer.h"
 #include "tests/fusion_test_util.h"
 
@@ -167,6 +169,45 @@ TEST(LaneChain, TheBenchmarksChainIsOneChainThatStoresOnlyItsOutput) {
   EXPECT_EQ(chain.dsts, std::vector<uint32_t>{group.outputs[0]});
   EXPECT_EQ(chain.streamed, std::vector<uint32_t>{0});
   for (size_t k = 0; k + 1 < chain.steps.size(); ++k) EXPECT_EQ(chain.steps[k].store, -1) << "step " << k;
+}
+
+// The chains of a group under one request for all its outputs.
+std::vector<cpu::LaneChain> ChainsOf(const FusedGroup& group, OpReq req) {
+  const std::vector<OpReq> reqs(group.outputs.size(), req);
+  return cpu::PlanLaneChains(group, StepPlan(group, Device::Cpu(), reqs));
+}
+
+// Training on the CPU (no recomputing): the forward chain stores the values the backward reads
+// (relu's input, sigmoid's output) beside y, and the backward chain reads them from memory, carries
+// dy through its 8 steps and stores dx only, added into dx under kAddTo.
+TEST(LaneChain, TheTrainingChainsStoreWhatTheBackwardReadsAndNothingElse) {
+  Graph g = Chain(Var("x")).ToGraph();
+  g = InferShapesAndTypes(Gradient(g, g.ArgumentNodes()), {{"x", Shape{1000}}});
+  const std::vector<std::shared_ptr<const FusedGroup>> groups = FusedGroupsOf(FusePointwise(g, nullptr, false));
+  ASSERT_EQ(groups.size(), 2u);
+  const FusedGroup &forward = *groups[0], &backward = *groups[1];
+  ASSERT_EQ(forward.outputs.size(), 3u);
+  const std::vector<cpu::LaneChain> f = ChainsOf(forward, OpReq::kWrite);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].end - f[0].first, 8u);
+  std::vector<uint32_t> stored = f[0].dsts, outputs = forward.outputs;
+  std::sort(stored.begin(), stored.end());
+  std::sort(outputs.begin(), outputs.end());
+  EXPECT_EQ(stored, outputs) << "the chain stores exactly the group's outputs";
+
+  for (OpReq req : {OpReq::kWrite, OpReq::kAddTo}) {
+    const std::vector<cpu::LaneChain> b = ChainsOf(backward, req);
+    ASSERT_EQ(b.size(), 1u) << backward.label;
+    const cpu::LaneChain& chain = b[0];
+    EXPECT_EQ(chain.end - chain.first, 8u);
+    EXPECT_LT(chain.src, backward.num_inputs) << "dy, carried from the first step";
+    EXPECT_EQ(chain.others.size(), 2u) << "relu's input and sigmoid's output";
+    EXPECT_EQ(chain.streamed.size(), 3u) << "dy and those two, all inputs of the group";
+    EXPECT_EQ(chain.dsts, std::vector<uint32_t>{backward.outputs[0]});
+    for (size_t k = 0; k + 1 < chain.steps.size(); ++k) EXPECT_EQ(chain.steps[k].store, -1) << "step " << k;
+    EXPECT_TRUE(chain.steps.back().backward);
+    EXPECT_EQ(chain.steps.back().add, req == OpReq::kAddTo);
+  }
 }
 
 }  // namespace

@@ -173,8 +173,8 @@ class FusedCpu {
     for (size_t c = 0, s = 0; s < g.steps.size();) {
       const bool chain = c < chains_.size() && chains_[c].first == s;
       items_.push_back({chain ? static_cast<int>(c) : -1, static_cast<uint32_t>(s)});
+      num_shares_ += !chain && plan_.runs(s);
       s = chain ? chains_[c++].end : s + 1;
-      num_shares_ += !chain;
     }
   }
 
@@ -262,7 +262,7 @@ class FusedCpu {
         RunChain(chains_[item.chain], values, n);
         continue;
       }
-      prefetch.Share(share++, num_shares_);
+      if (plan_.runs(item.step)) prefetch.Share(share++, num_shares_);
       plan_.RunStep(ctx, item.step, StepPlan::Layout::kTiles, values, gathered);
     }
     plan_.End(ctx, values, outs);
@@ -284,7 +284,7 @@ class FusedCpu {
   std::vector<LaneChain> chains_;
   std::vector<Item> items_;
   std::vector<bool> prefetched_;  // per input: by NextTilePrefetch (else a chain streams it, or it is not read in full)
-  int num_shares_ = 0;            // of a tile's prefetch: one per step item
+  int num_shares_ = 0;            // of a tile's prefetch: one per step item that runs
   std::vector<BroadcastGather> gathers_;  // per broadcast use
   std::vector<FusedGroup::InputKind> input_kind_;
   std::vector<bool> staged_;  // per output: computed into a tile of its own, then StreamCopy'd

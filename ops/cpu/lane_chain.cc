@@ -126,7 +126,7 @@ template <bool kFull>
 [[gnu::always_inline]] inline Lanes Load(const float* p, int64_t i, int64_t n, int j) {
   Lanes l(0);
   const int64_t m = kFull ? Lanes::kWidth : std::clamp<int64_t>(n - j * Lanes::kWidth, 0, Lanes::kWidth);
-  std::memcpy(&l.v, p + i + j * Lanes::kWidth, kFull ? sizeof(l.v) : m * sizeof(float));
+  if (m > 0) std::memcpy(&l.v, p + i + j * Lanes::kWidth, m * sizeof(float));  // no pointer past the end
   return l;
 }
 
@@ -134,7 +134,7 @@ template <bool kFull>
 [[gnu::always_inline]] inline void Store(float* p, int64_t i, int64_t n, int j, bool add, Lanes l) {
   if (add) l = Load<kFull>(p, i, n, j) + l;
   const int64_t m = kFull ? Lanes::kWidth : std::clamp<int64_t>(n - j * Lanes::kWidth, 0, Lanes::kWidth);
-  std::memcpy(p + i + j * Lanes::kWidth, &l.v, kFull ? sizeof(l.v) : m * sizeof(float));
+  if (m > 0) std::memcpy(p + i + j * Lanes::kWidth, &l.v, m * sizeof(float));
 }
 
 // One step on the 4 carried Lanes (x; v: what a backward step's Grad reads): the switch over
