@@ -1,10 +1,11 @@
 // The CPU's lane chains (ops/internal/lane_chain.h): every unary functor, forward and backward,
 // evaluated on math::Lanes by RunLaneChain must give, element by element, the bits its float
 // functor gives (the op's own loop, ops/cpu/unary.cc, computes those: ops_special_values_test),
-// over full blocks and a partial one, on NaN, infinities, signed zeros, denormals, the largest
-// finite values and a sweep through every functor's branches; a chain carries its value from step
-// to step, reads operands from memory, stores and adds where its steps say; and the planner makes
-// the benchmark's chain one chain that stores only its output and streams its input.
+// over full blocks and a partial one, stored, added and streamed, on NaN, infinities, signed
+// zeros, denormals, the largest finite values and a sweep through every functor's branches; a
+// chain carries its value from step to step, reads operands from memory, stores and adds where its
+// steps say; the planner makes the benchmark's chain one chain that stores only its output and
+// streams its input, and the training chains store what the backward reads and nothing else.
 // (ops_fusion_test and ops_fusion_property_test compare whole fused groups with the unfused ops.)
 #include <gtest/gtest.h>
 
@@ -82,14 +83,15 @@ void CheckForward(LaneFunctor functor, const std::string& name) {
     for (size_t i = 0; i < values.size(); ++i) x.push_back(values[(i * 7 + shift) % values.size()]);
   }
   for (float s : kScalars) {
-    for (bool add : {false, true}) {
+    for (int mode = 0; mode < 3; ++mode) {  // stored, added, streamed (non-temporal stores)
+      const bool add = mode == 1;
       LaneStep step{functor};
-      step.scalar = s, step.store = 0, step.add = add;
+      step.scalar = s, step.store = 0, step.add = add, step.stream = mode == 2;
       std::vector<std::vector<float>> dst = {std::vector<float>(x.size(), add ? 0.25f : -7.0f)};
       RunChain({step}, x, {}, dst);
       std::vector<float> want(x.size());
       for (size_t i = 0; i < x.size(); ++i) want[i] = add ? 0.25f + F::Fwd(x[i], s) : F::Fwd(x[i], s);
-      ExpectSame(dst[0], want, name + " forward, scalar " + std::to_string(s) + (add ? ", added" : ""));
+      ExpectSame(dst[0], want, name + " forward, scalar " + std::to_string(s) + ", mode " + std::to_string(mode));
     }
   }
 }

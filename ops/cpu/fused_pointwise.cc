@@ -16,9 +16,10 @@
 // Outputs too large to stay in cache (kStreamBytes) and written, not added to, are computed into a
 // tile of their own and then stored with non-temporal (streaming) stores, on x86-64: a plain store
 // first reads each line it misses (a read for ownership), a third of the memory traffic of a
-// chain that reads x and writes y. (The 8-op chain on 16M floats, one thread, AVX-512 loops, on
-// the 2-core machine weft is developed on: 27.3 ms with plain stores, 24.4 ms streaming, the best
-// of 5 runs of 10.) While a tile's steps run, the inputs of the thread's next tile are prefetched
+// chain that reads x and writes y; a lane chain that computes such an output stores it so itself,
+// straight from its registers, with no staging tile. (The 8-op chain on 16M floats, one thread,
+// AVX-512 loops, on the 2-core machine weft is developed on: 27.3 ms with plain stores, 24.4 ms
+// streaming, the best of 5 runs of 10.) While a tile's steps run, the inputs of the thread's next tile are prefetched
 // (NextTilePrefetch), so that main memory and the steps overlap: fusion_bench's chain, fused
 // inference 10.2-10.4 -> 8.9-9.9 ms and training step 27.9-28.3 -> 20.9-23.6 ms, medians of 20
 // in turns, 3 runs each.
@@ -156,26 +157,18 @@ class FusedCpu {
       const FusedGroup::Step& step = g.steps[u.step];
       gathers_.emplace_back(g.shapes[u.input], g.shapes[step.first_output], g.dtypes[u.input]);
     }
+    chains_ = PlanLaneChains(g, plan_);
     for (size_t k = 0; k < req.size(); ++k) {
       const bool write = req[k] == OpReq::kWrite || req[k] == OpReq::kWriteInplace;
-      staged_.push_back(write && g.size * static_cast<int64_t>(DTypeSize(g.dtypes[g.outputs[k]])) >= kStreamBytes);
+      const bool stream = write && g.size * static_cast<int64_t>(DTypeSize(g.dtypes[g.outputs[k]])) >= kStreamBytes;
+      staged_.push_back(stream && !StreamFromChain(g.outputs[k]));
     }
     num_staged_ = std::count(staged_.begin(), staged_.end(), true);
     const size_t per_element = (plan_.num_slots() + gathers_.size() + num_staged_) * max_esize;
     tile_ = per_element == 0 ? kMaxTile : kTileBudgetBytes / static_cast<int64_t>(per_element);
     tile_ = std::clamp<int64_t>(tile_ / 64 * 64, kMinTile, kMaxTile);
     input_kind_ = g.InputKinds();
-    chains_ = PlanLaneChains(g, plan_);
-    prefetched_.assign(g.num_inputs, true);
-    for (const LaneChain& chain : chains_) {
-      for (uint32_t v : chain.streamed) prefetched_[v] = false;
-    }
-    for (size_t c = 0, s = 0; s < g.steps.size();) {
-      const bool chain = c < chains_.size() && chains_[c].first == s;
-      items_.push_back({chain ? static_cast<int>(c) : -1, static_cast<uint32_t>(s)});
-      num_shares_ += !chain && plan_.runs(s);
-      s = chain ? chains_[c++].end : s + 1;
-    }
+    IndexItems();
   }
 
   // ParallelFor gives each thread a range of batches only to start it: the threads then take the
@@ -204,6 +197,35 @@ class FusedCpu {
   }
 
  private:
+  // Whether a lane chain stores `value`, an output the plan writes in place (kOutput): if so, the
+  // chain's step streams it straight into the output, instead of the output being staged.
+  bool StreamFromChain(uint32_t value) {
+    if (plan_.home(value) != StepPlan::Home::kOutput) return false;
+    for (LaneChain& chain : chains_) {
+      for (LaneStep& step : chain.steps) {
+        if (step.store < 0 || chain.dsts[step.store] != value || step.add) continue;
+        step.stream = true;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // The tile's work in order (items_), and the prefetch each item shares (prefetched_, num_shares_).
+  void IndexItems() {
+    const FusedGroup& g = *group_;
+    prefetched_.assign(g.num_inputs, true);
+    for (const LaneChain& chain : chains_) {
+      for (uint32_t v : chain.streamed) prefetched_[v] = false;
+    }
+    for (size_t c = 0, s = 0; s < g.steps.size();) {
+      const bool chain = c < chains_.size() && chains_[c].first == s;
+      items_.push_back({chain ? static_cast<int>(c) : -1, static_cast<uint32_t>(s)});
+      num_shares_ += !chain && plan_.runs(s);
+      s = chain ? chains_[c++].end : s + 1;
+    }
+  }
+
   // Points `prefetch` at the tile that starts at element `begin` of every input read in full that
   // no lane chain streams.
   void PrefetchNext(std::span<const TensorView> in, int64_t begin, NextTilePrefetch& prefetch) const {

@@ -5,6 +5,10 @@
 #include <string>
 #include <unordered_map>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 #include "ops/elementwise/unary_ops.h"
 #include "ops/internal/cpu_util.h"
 #include "ops/math/unary.h"
@@ -130,11 +134,23 @@ template <bool kFull>
   return l;
 }
 
+// Stores Lanes j of the block as `step` says (see Load).
 template <bool kFull>
-[[gnu::always_inline]] inline void Store(float* p, int64_t i, int64_t n, int j, bool add, Lanes l) {
-  if (add) l = Load<kFull>(p, i, n, j) + l;
+[[gnu::always_inline]] inline void Store(float* p, int64_t i, int64_t n, int j, const LaneStep& step, Lanes l) {
+  if (step.add) l = Load<kFull>(p, i, n, j) + l;
+  float* at = p + i + j * Lanes::kWidth;
+#if defined(__SSE2__)
+  if (kFull && step.stream && reinterpret_cast<uintptr_t>(at) % 16 == 0) {  // SSE's, in every clone
+    for (int q = 0; q < Lanes::kWidth; q += 4) {
+      __m128 part;
+      std::memcpy(&part, reinterpret_cast<const char*>(&l.v) + q * sizeof(float), sizeof(part));
+      _mm_stream_ps(at + q, part);
+    }
+    return;
+  }
+#endif
   const int64_t m = kFull ? Lanes::kWidth : std::clamp<int64_t>(n - j * Lanes::kWidth, 0, Lanes::kWidth);
-  if (m > 0) std::memcpy(p + i + j * Lanes::kWidth, &l.v, m * sizeof(float));
+  if (m > 0) std::memcpy(at, &l.v, m * sizeof(float));
 }
 
 // One step on the 4 carried Lanes (x; v: what a backward step's Grad reads): the switch over
@@ -181,8 +197,8 @@ template <bool kFull>
     c0 = x0, c1 = x1, c2 = x2, c3 = x3;
     if (step.store < 0) continue;
     float* dst = dsts[step.store];
-    Store<kFull>(dst, i, n, 0, step.add, c0), Store<kFull>(dst, i, n, 1, step.add, c1);
-    Store<kFull>(dst, i, n, 2, step.add, c2), Store<kFull>(dst, i, n, 3, step.add, c3);
+    Store<kFull>(dst, i, n, 0, step, c0), Store<kFull>(dst, i, n, 1, step, c1);
+    Store<kFull>(dst, i, n, 2, step, c2), Store<kFull>(dst, i, n, 3, step, c3);
   }
 }
 

@@ -32,10 +32,11 @@ struct LaneStep {
   LaneFunctor functor;
   bool backward = false;  // dx = BackwardOf<F>(dy, v, s); else y = F::Fwd(x, s)
   float scalar = 0;
-  int x = kCarried;  // forward: x; backward: dy. An index into `others`, or kCarried
-  int v = kCarried;  // backward: the value Grad reads (dy itself when it reads nothing)
-  int store = -1;    // where the result goes, an index into `dsts`; -1: nowhere (only the next step reads it)
-  bool add = false;  // the store adds to what is there
+  int x = kCarried;     // forward: x; backward: dy. An index into `others`, or kCarried
+  int v = kCarried;     // backward: the value Grad reads (dy itself when it reads nothing)
+  int store = -1;       // where the result goes, an index into `dsts`; -1: nowhere (only the next step reads it)
+  bool add = false;     // the store adds to what is there
+  bool stream = false;  // stored with non-temporal stores (where 16-byte aligned): an output far larger than the cache
 };
 
 // Steps [first, end) of a group as one chain. Values by id: `src` the first step's x (or dy),
