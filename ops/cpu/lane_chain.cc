@@ -141,11 +141,12 @@ template <bool kFull>
   float* at = p + i + j * Lanes::kWidth;
 #if defined(__SSE2__)
   if (kFull && step.stream && reinterpret_cast<uintptr_t>(at) % 16 == 0) {  // SSE's, in every clone
-    for (int q = 0; q < Lanes::kWidth; q += 4) {
-      __m128 part;
-      std::memcpy(&part, reinterpret_cast<const char*>(&l.v) + q * sizeof(float), sizeof(part));
-      _mm_stream_ps(at + q, part);
-    }
+    // The quarters taken out of the register (a shuffle), not through memory: a 64-byte store
+    // then 16-byte loads from it would wait on store forwarding.
+    _mm_stream_ps(at, __builtin_shufflevector(l.v, l.v, 0, 1, 2, 3));
+    _mm_stream_ps(at + 4, __builtin_shufflevector(l.v, l.v, 4, 5, 6, 7));
+    _mm_stream_ps(at + 8, __builtin_shufflevector(l.v, l.v, 8, 9, 10, 11));
+    _mm_stream_ps(at + 12, __builtin_shufflevector(l.v, l.v, 12, 13, 14, 15));
     return;
   }
 #endif
