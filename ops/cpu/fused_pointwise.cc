@@ -19,10 +19,10 @@
 // chain that reads x and writes y; a lane chain that computes such an output stores it so itself,
 // straight from its registers, with no staging tile. (The 8-op chain on 16M floats, one thread,
 // AVX-512 loops, on the 2-core machine weft is developed on: 27.3 ms with plain stores, 24.4 ms
-// streaming, the best of 5 runs of 10.) While a tile's steps run, the inputs of the thread's next tile are prefetched
-// (NextTilePrefetch), so that main memory and the steps overlap: fusion_bench's chain, fused
-// inference 10.2-10.4 -> 8.9-9.9 ms and training step 27.9-28.3 -> 20.9-23.6 ms, medians of 20
-// in turns, 3 runs each.
+// streaming, the best of 5 runs of 10.) While a tile's steps run, the inputs of the thread's next
+// tile are prefetched (NextTilePrefetch), so that main memory and the steps overlap:
+// fusion_bench's chain, fused inference 10.2-10.4 -> 8.9-9.9 ms and training step 27.9-28.3 ->
+// 20.9-23.6 ms, medians of 20 in turns, 3 runs each.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -220,8 +220,8 @@ class FusedCpu {
     }
     for (size_t c = 0, s = 0; s < g.steps.size();) {
       const bool chain = c < chains_.size() && chains_[c].first == s;
-      items_.push_back({chain ? static_cast<int>(c) : -1, static_cast<uint32_t>(s)});
-      num_shares_ += !chain && plan_.runs(s);
+      const bool shares = !chain && plan_.runs(s);
+      items_.push_back({chain ? static_cast<int>(c) : -1, static_cast<uint32_t>(s), shares ? num_shares_++ : -1});
       s = chain ? chains_[c++].end : s + 1;
     }
   }
@@ -278,13 +278,12 @@ class FusedCpu {
       if (staged_[k]) next += slot_bytes;
     }
     plan_.Begin(values, outs);
-    int share = 0;
     for (const Item& item : items_) {
       if (item.chain >= 0) {
         RunChain(chains_[item.chain], values, n);
         continue;
       }
-      if (plan_.runs(item.step)) prefetch.Share(share++, num_shares_);
+      if (item.share >= 0) prefetch.Share(item.share, num_shares_);
       plan_.RunStep(ctx, item.step, StepPlan::Layout::kTiles, values, gathered);
     }
     plan_.End(ctx, values, outs);
@@ -295,18 +294,20 @@ class FusedCpu {
     }
   }
 
-  // A piece of a tile's work: a lane chain (chain >= 0: its steps) or one step through its op.
+  // A piece of a tile's work: a lane chain (chain >= 0: its steps) or one step through its op,
+  // with the share of the next tile's prefetch issued before it (-1: none; the step does not run).
   struct Item {
     int chain;
     uint32_t step;
+    int share;
   };
 
   std::shared_ptr<const FusedGroup> group_;
   StepPlan plan_;
   std::vector<LaneChain> chains_;
   std::vector<Item> items_;
-  std::vector<bool> prefetched_;  // per input: by NextTilePrefetch (else a chain streams it, or it is not read in full)
-  int num_shares_ = 0;            // of a tile's prefetch: one per step item that runs
+  std::vector<bool> prefetched_;          // per input: by NextTilePrefetch (else a chain streams it or it is not full)
+  int num_shares_ = 0;                    // of a tile's prefetch: one per step item that runs
   std::vector<BroadcastGather> gathers_;  // per broadcast use
   std::vector<FusedGroup::InputKind> input_kind_;
   std::vector<bool> staged_;  // per output: computed into a tile of its own, then StreamCopy'd

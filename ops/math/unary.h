@@ -6,9 +6,9 @@
 // attribute (0 for ops without one), and kGradReads says which of x and y Grad reads. The backward
 // op `_backward_<name>` gives dx = dy * Grad (BackwardOf).
 //
-// NaN, infinities and signed zeros: comparisons are written `Select(x < c, c, x)` (std::max's form),
-// so a NaN x stays NaN (relu, maximum_scalar) and -0 stays -0; gradients of comparisons are 0 at
-// NaN. Only Exp, Log, Log1p, Tanh (and what uses them) differ between the devices, by the
+// NaN, infinities and signed zeros: comparisons are written `Select(x < c, c, x)` (std::max's
+// form), so a NaN x stays NaN (relu, maximum_scalar) and -0 stays -0; gradients of comparisons
+// are 0 at NaN. Only Exp, Log, Log1p, Tanh (and what uses them) differ between the devices, by the
 // documented ulps of the two math libraries: CUDA's expf 2, logf 1, log1pf 1, tanhf 2 and 1 each
 // in double; glibc's 1 (tanh 2); the host's float Exp is weft's own (ops/math/base.h), within 1
 // ulp of the exact result for every float, so it differs from CUDA's expf by at most 3.
