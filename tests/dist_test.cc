@@ -1,11 +1,13 @@
 // dist without a launcher: gradient buckets as PlanBuckets defines them; a world of one
 // (ConnectWorld outside mpirun) whose collectives are the identity on one rank and check their
 // arguments; iterators' shards that together give one process's global batches; a trainer with
-// a world of one computes what one without a communicator does.
+// a world of one computes what one without a communicator does; the names collectives get in
+// messages.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "dist/internal/collective_name.h"
 #include "dist/world.h"
 #include "tests/weft_test_util.h"
 #include "weft/weft.h"
@@ -21,6 +23,18 @@ TEST(PlanBuckets, PacksSmallConsecutiveArraysAndLeavesLargeOnesAlone) {
   EXPECT_EQ(dist::PlanBuckets({10, 20, 30}, 0), (Buckets{{0}, {1}, {2}}));
   EXPECT_EQ(dist::PlanBuckets({10, 20, 30}, 1000), (Buckets{{0, 1, 2}}));
   EXPECT_EQ(dist::PlanBuckets({}, 10), Buckets{});
+}
+
+// The text a failure names a collective by (tests/dist_failure_test.sh expects the first form).
+TEST(CollectiveName, NamesTheCollectiveItsSizeAndItsTransport) {
+  using dist::internal::CollectiveName;
+  EXPECT_EQ(CollectiveName::AllReduce(dist::ReduceOp::kSum, 4, DType::kFloat32, 1).ToString(),
+            "all-reduce (sum of 4 float32 in 1 array)");
+  EXPECT_EQ(CollectiveName::AllReduce(dist::ReduceOp::kAverage, 300, DType::kFloat64, 3, 0).ToString(),
+            "all-reduce (average of 300 float64 in 3 arrays on gpu:0, nccl)");
+  EXPECT_EQ(CollectiveName::Broadcast(4096, 1).ToString(), "broadcast (4096 bytes from rank 1)");
+  EXPECT_EQ(CollectiveName::Broadcast(8, 0, 2).ToString(), "broadcast (8 bytes from rank 0 on gpu:2, nccl)");
+  EXPECT_EQ(CollectiveName::AllGather(64).ToString(), "all-gather (64 bytes per rank)");
 }
 
 TEST(LocalWorld, IsAWorldOfOneWithoutALauncher) {

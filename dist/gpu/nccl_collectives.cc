@@ -15,7 +15,6 @@
 
 #include <memory>
 #include <mutex>
-#include <sstream>
 
 #include "core/gpu/cuda_check.h"
 #include "dist/gpu/nccl_lib.h"
@@ -86,7 +85,7 @@ class NcclCollectives final : public GpuCollectives {
 
  private:
   std::shared_ptr<NcclComm> CommFor(Device device);
-  void Push(std::string what, Device device, std::vector<engine::VarHandle> reads,
+  void Push(const CollectiveName& what, Device device, std::vector<engine::VarHandle> reads,
             std::vector<engine::VarHandle> writes, NcclCall call);
 
   const GpuBootstrap bootstrap_;
@@ -112,12 +111,12 @@ std::shared_ptr<NcclComm> NcclCollectives::CommFor(Device device) {
   return comm_;
 }
 
-void NcclCollectives::Push(std::string what, Device device, std::vector<engine::VarHandle> reads,
+void NcclCollectives::Push(const CollectiveName& what, Device device, std::vector<engine::VarHandle> reads,
                            std::vector<engine::VarHandle> writes, NcclCall call) {
   std::shared_ptr<NcclComm> comm = CommFor(device);
   MpiProgress* progress = bootstrap_.progress;
   const uint64_t sequence = progress->NextSequence();
-  auto fn = [=, what = std::move(what), call = std::move(call)](engine::RunContext ctx, engine::OnComplete done) {
+  auto fn = [=, call = std::move(call)](engine::RunContext ctx, engine::OnComplete done) {
     MpiWork work{sequence, what, nullptr, nullptr, done};
     work.device_work = true;  // test saw `finished`: the worker's stream holds only `ready`, done too
     try {
@@ -164,10 +163,11 @@ void NcclCollectives::AllReduce(std::span<const NDArray> arrays, ReduceOp op) {
   const std::vector<NDArray> held(arrays.begin(), arrays.end());
   const ncclDataType_t type = NcclType(arrays[0].dtype());
   const ncclRedOp_t reduce = op == ReduceOp::kAverage ? ncclAvg : ncclSum;
-  std::ostringstream what;
-  what << "all-reduce (" << (op == ReduceOp::kAverage ? "average" : "sum") << " of " << arrays.size()
-       << " array(s) on gpu:" << arrays[0].device().id << ", nccl)";
-  Push(what.str(), arrays[0].device(), {}, VarsOf(arrays), [held, type, reduce](ncclComm_t comm, cudaStream_t s) {
+  size_t elements = 0;
+  for (const NDArray& a : arrays) elements += static_cast<size_t>(a.size());
+  const CollectiveName what =
+      CollectiveName::AllReduce(op, elements, arrays[0].dtype(), arrays.size(), arrays[0].device().id);
+  Push(what, arrays[0].device(), {}, VarsOf(arrays), [held, type, reduce](ncclComm_t comm, cudaStream_t s) {
     const auto one = [&](const NDArray& a) {
       void* p = a.View().raw();
       WEFT_NCCL_CHECK(Nccl().AllReduce(p, p, static_cast<size_t>(a.size()), type, reduce, comm, s));
@@ -180,21 +180,18 @@ void NcclCollectives::AllReduce(std::span<const NDArray> arrays, ReduceOp op) {
 }
 
 void NcclCollectives::Broadcast(const NDArray& array, int root) {
-  std::ostringstream what;
-  what << "broadcast (" << array.bytes() << " bytes from rank " << root << " on gpu:" << array.device().id
-       << ", nccl)";
-  Push(what.str(), array.device(), {}, {array.var()}, [array, root](ncclComm_t comm, cudaStream_t s) {
-    void* p = array.View().raw();
-    WEFT_NCCL_CHECK(Nccl().Broadcast(p, p, array.bytes(), ncclUint8, root, comm, s));
-  });
+  Push(CollectiveName::Broadcast(array.bytes(), root, array.device().id), array.device(), {}, {array.var()},
+       [array, root](ncclComm_t comm, cudaStream_t s) {
+         void* p = array.View().raw();
+         WEFT_NCCL_CHECK(Nccl().Broadcast(p, p, array.bytes(), ncclUint8, root, comm, s));
+       });
 }
 
 void NcclCollectives::AllGather(const NDArray& in, const NDArray& out) {
-  std::ostringstream what;
-  what << "all-gather (" << in.bytes() << " bytes per rank on gpu:" << in.device().id << ", nccl)";
-  Push(what.str(), in.device(), {in.var()}, {out.var()}, [in, out](ncclComm_t comm, cudaStream_t s) {
-    WEFT_NCCL_CHECK(Nccl().AllGather(in.View().raw(), out.View().raw(), in.bytes(), ncclUint8, comm, s));
-  });
+  Push(CollectiveName::AllGather(in.bytes(), in.device().id), in.device(), {in.var()}, {out.var()},
+       [in, out](ncclComm_t comm, cudaStream_t s) {
+         WEFT_NCCL_CHECK(Nccl().AllGather(in.View().raw(), out.View().raw(), in.bytes(), ncclUint8, comm, s));
+       });
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <sstream>
 
 #include "core/error.h"
 #include "dist/internal/gpu_collectives.h"
@@ -122,9 +121,10 @@ class MpiCommunicator final : public Communicator {
   // `prepare` copies (a bucket's packing), on a CPU worker.
   static constexpr engine::FnProperty kHandOver = engine::FnProperty::kAsync;
   static constexpr engine::FnProperty kPackThenHandOver = engine::FnProperty::kNormal;
-  void PushCollective(std::string what, std::vector<engine::VarHandle> reads, std::vector<engine::VarHandle> writes,
-                      std::function<void()> prepare, std::function<void(MPI_Request*)> start,
-                      std::function<void()> finish, engine::FnProperty prop = kHandOver);
+  void PushCollective(const CollectiveName& what, std::vector<engine::VarHandle> reads,
+                      std::vector<engine::VarHandle> writes, std::function<void()> prepare,
+                      std::function<void(MPI_Request*)> start, std::function<void()> finish,
+                      engine::FnProperty prop = kHandOver);
 
   MpiProgress progress_;
   const bool with_mpi_;
@@ -132,14 +132,14 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<GpuCollectives> gpu_;  // null in a CPU-only build
 };
 
-void MpiCommunicator::PushCollective(std::string what, std::vector<engine::VarHandle> reads,
+void MpiCommunicator::PushCollective(const CollectiveName& what, std::vector<engine::VarHandle> reads,
                                      std::vector<engine::VarHandle> writes, std::function<void()> prepare,
                                      std::function<void(MPI_Request*)> start, std::function<void()> finish,
                                      engine::FnProperty prop) {
   const uint64_t sequence = progress_.NextSequence();
-  auto fn = [this, sequence, what = std::move(what), prepare = std::move(prepare), start = std::move(start),
-             finish = std::move(finish)](engine::RunContext, engine::OnComplete done) mutable {
-    MpiWork work{sequence, std::move(what), std::move(start), std::move(finish), done};  // runs once
+  auto fn = [this, sequence, what, prepare = std::move(prepare), start = std::move(start), finish = std::move(finish)](
+                engine::RunContext, engine::OnComplete done) mutable {
+    MpiWork work{sequence, what, std::move(start), std::move(finish), done};  // runs once
     try {
       prepare();
     } catch (...) {  // still handed over, so that the later collectives start: it fails when its turn comes
@@ -161,12 +161,10 @@ void MpiCommunicator::AllReduce(std::span<const NDArray> arrays, ReduceOp op) {
   const MPI_Datatype type = MpiType(arrays[0].dtype());
   const int count = MpiCount(bucket->elements, "AllReduce");
   const double factor = op == ReduceOp::kAverage ? 1.0 / size() : 1.0;
-  std::string what = std::string("all-reduce (") + (op == ReduceOp::kAverage ? "average" : "sum") + " of " +
-                     std::to_string(bucket->elements) + " " + std::string(DTypeName(arrays[0].dtype())) + " in " +
-                     std::to_string(arrays.size()) + (arrays.size() == 1 ? " array)" : " arrays)");
   const size_t bytes = bucket->elements * DTypeSize(arrays[0].dtype());
   PushCollective(
-      std::move(what), {}, VarsOf(arrays), [bucket] { bucket->Pack(); },
+      CollectiveName::AllReduce(op, bucket->elements, arrays[0].dtype(), arrays.size()), {}, VarsOf(arrays),
+      [bucket] { bucket->Pack(); },
       [this, bucket, type, count, bytes](MPI_Request* r) {
         progress_.nbc().BeforeAllReduce(bytes);
         WEFT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bucket->data, count, type, MPI_SUM, MPI_COMM_WORLD, r));
@@ -180,10 +178,8 @@ void MpiCommunicator::Broadcast(const NDArray& array, int root) {
   if (!with_mpi_) return local_->Broadcast(array, root);
   const int bytes = MpiCount(array.bytes(), "Broadcast");
   auto data = std::make_shared<void*>(nullptr);
-  std::ostringstream what;
-  what << "broadcast (" << array.bytes() << " bytes from rank " << root << ")";
   PushCollective(
-      what.str(), {}, {array.var()}, [data, array] { *data = array.View().raw(); },
+      CollectiveName::Broadcast(array.bytes(), root), {}, {array.var()}, [data, array] { *data = array.View().raw(); },
       [data, bytes, root](MPI_Request* r) {
         WEFT_MPI_CHECK(MPI_Ibcast(*data, bytes, MPI_BYTE, root, MPI_COMM_WORLD, r));
       },
@@ -196,10 +192,11 @@ void MpiCommunicator::AllGather(const NDArray& in, const NDArray& out) {
   if (!with_mpi_) return local_->AllGather(in, out);
   const int bytes = MpiCount(in.bytes(), "AllGather");
   auto data = std::make_shared<std::pair<void*, void*>>();
-  std::ostringstream what;
-  what << "all-gather (" << in.bytes() << " bytes per rank)";
   PushCollective(
-      what.str(), {in.var()}, {out.var()}, [data, in, out] { *data = {in.View().raw(), out.View().raw()}; },
+      CollectiveName::AllGather(in.bytes()), {in.var()}, {out.var()},
+      [data, in, out] {
+        *data = {in.View().raw(), out.View().raw()};
+      },
       [data, bytes](MPI_Request* r) {
         WEFT_MPI_CHECK(MPI_Iallgather(data->first, bytes, MPI_BYTE, data->second, bytes, MPI_BYTE, MPI_COMM_WORLD, r));
       },

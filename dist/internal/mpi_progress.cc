@@ -270,7 +270,7 @@ bool MpiProgress::Help() {
   if (outstanding_.load(std::memory_order_relaxed) == 0) return false;
   if (!TryDrive([this] {
         Step();
-        CheckDeadlines();
+        if (++help_rounds_ % kRoundsPerDeadlineLook == 0) CheckDeadlines();
       })) {
     return false;  // another thread drives: the waiter may yield to it
   }
@@ -345,7 +345,7 @@ bool MpiProgress::TestActive() {
     std::exception_ptr error = test_error;
     try {
       if (test_error) std::rethrow_exception(test_error);
-      MpiCheck(rc, a.work.what.c_str());
+      if (rc != MPI_SUCCESS) MpiCheck(rc, a.work.what.ToString().c_str());
       if (a.work.finish) a.work.finish();
     } catch (...) {
       error = std::current_exception();
@@ -381,7 +381,7 @@ void MpiProgress::CheckDeadlines() {
 // fails this collective and every later one on this rank.
 void MpiProgress::TimeOut(const MpiWork& work, const char* state) {
   std::ostringstream m;
-  m << "dist: collective #" << work.sequence << " " << work.what << " on rank " << rank_ << " of " << size_
+  m << "dist: collective #" << work.sequence << " " << work.what.ToString() << " on rank " << rank_ << " of " << size_
     << (with_mpi_ ? " (mpi)" : " (local)") << " did not complete within " << options_.timeout_seconds << " s (" << state
     << "); every rank 0.." << size_ - 1 << " must push it; a rank may have died, hung or pushed other collectives";
   const std::string message = m.str();

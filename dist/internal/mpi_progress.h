@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "dist/internal/collective_name.h"
 #include "dist/internal/nbc_algorithm.h"
 #include "engine/engine.h"
 #include "engine/wait_helper.h"
@@ -47,7 +48,7 @@ namespace weft::dist::internal {
 // One collective, as its engine op hands it over.
 struct MpiWork {
   uint64_t sequence = 0;
-  std::string what;                       // "all-reduce (sum of 1024 float32, 2 arrays)"
+  CollectiveName what;                      // for messages: what.ToString()
   std::function<void(MPI_Request*)> start;  // by the driving thread (driver_ held): starts the collective
   std::function<void()> finish;           // by the driving thread, after completion (unpack, scale)
   std::optional<engine::OnComplete> done;  // the engine op's completion, called once
@@ -101,6 +102,9 @@ class MpiProgress final : public engine::WaitHelper {
 
   static constexpr std::chrono::microseconds kSpin{50};  // an idle thread's spin before it sleeps
   static constexpr int kBusyRounds = 200;  // rounds polled without yielding (a few tens of microseconds)
+  // A waiter's Help looks at the time limits every so many rounds (a clock read and a lock per
+  // round were a tenth of a 1 KB all-reduce); the progress thread looks every round.
+  static constexpr int kRoundsPerDeadlineLook = 64;
 
   void Main();
   // Runs `drive` with driver_ held, unless another thread holds it or this thread already does
@@ -145,6 +149,7 @@ class MpiProgress final : public engine::WaitHelper {
   std::mutex driver_;
   std::vector<Active> active_;  // started, not complete
   NbcAlgorithm nbc_;            // from MPI_Init to MPI_Finalize
+  uint64_t help_rounds_ = 0;    // Help's rounds that drove
   bool any_thread_ = true;      // MPI allows calls from any thread, one at a time (SERIALIZED): waiters may help
   std::atomic<size_t> running_{0};       // active_.size(), for the waits that do not hold driver_
   std::atomic<int64_t> outstanding_{0};  // handed over, not complete: Help's first look
