@@ -3,6 +3,10 @@
 //                MPI_Allreduce on the same buffer, called by the same progress thread, for
 //                1 KB to 64 MB of float32, each side making `calls` calls in a row after one
 //                barrier (its steady cost per call); ratio = weft / MPI (goal: 1.1 or less);
+//   peer         the same all-reduces through PyTorch's torch.distributed (gloo, what its
+//                DistributedDataParallel uses on CPUs) between 2 processes of this host
+//                (bench/torch_dist_peer.py, started by rank 0 after the table while rank 1
+//                sleeps): ratio = gloo / weft (--peer=0: no peer);
 //   nccl         (--gpu=1, a --config=cuda build, no mpirun) bench/dist_gpu_rows.h
 //   overlap      the share of a 2-rank MLP step's all-reduce time hidden behind its backward:
 //                (compute + all-reduce - step) / all-reduce, where compute is the step with a
@@ -17,7 +21,9 @@
 // rank's threads and the other rank's share cores in a placement that changes between processes:
 // here 1 KB took 12 to 14 us in most processes and 40 to 130 us in about one in four, which bound
 // processes never showed.
-//   (--max_kb=N: sizes up to N KB; --overlap=0: no overlap row)
+//   (--max_kb=N: sizes up to N KB; --overlap=0: no overlap row; --peer=0: no PyTorch)
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,11 +31,12 @@
 #include <cstring>
 #include <functional>
 #include <map>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/dist_gpu_rows.h"
+#include "bench/peer.h"
 #include "dist/internal/mpi_check.h"
 #include "dist/internal/mpi_progress.h"
 #include "dist/world.h"
@@ -88,7 +95,15 @@ double RawAllReduce(float* data, int n, int calls, bool nonblocking) {
   return seconds;
 }
 
-void AllReduceTable(dist::Communicator& world, int reps, size_t max_bytes) {
+std::string SizeName(size_t bytes) {
+  return bytes >= (1 << 20) ? std::to_string(bytes >> 20) + " MB" : std::to_string(bytes >> 10) + " KB";
+}
+
+// weft's microseconds per all-reduce, by size in bytes.
+using SizeTimes = std::vector<std::pair<size_t, double>>;
+
+SizeTimes AllReduceTable(dist::Communicator& world, int reps, size_t max_bytes) {
+  SizeTimes weft_us;
   if (world.rank() == 0) {
     std::printf("%-10s %6s %10s %14s %16s %8s %8s\n", "all-reduce", "calls", "weft us", "MPI_Allreduce",
                 "MPI_Iallreduce", "ratio", "ratio_i");
@@ -116,11 +131,46 @@ void AllReduceTable(dist::Communicator& world, int reps, size_t max_bytes) {
       mpi_i_s.push_back(mi);
     }
     const double w = Median(weft_s) * 1e6, m = Median(mpi_s) * 1e6, mi = Median(mpi_i_s) * 1e6;
+    weft_us.emplace_back(bytes, w);
     if (world.rank() == 0) {
-      const std::string size = bytes >= (1 << 20) ? std::to_string(bytes >> 20) + " MB" : std::to_string(bytes >> 10) + " KB";
-      std::printf("%-10s %6d %10.1f %14.1f %16.1f %8.2f %8.2f\n", size.c_str(), calls, w, m, mi, w / m, w / mi);
+      std::printf("%-10s %6d %10.1f %14.1f %16.1f %8.2f %8.2f\n", SizeName(bytes).c_str(), calls, w, m, mi, w / m,
+                  w / mi);
     }
   }
+  return weft_us;
+}
+
+// A barrier whose waiting rank sleeps between looks (MPI_Barrier spins, which would take a core
+// from the peer's processes).
+void SleepingBarrier() {
+  Progress().RunOnThread([] {
+    MPI_Request request;
+    WEFT_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &request));
+    for (int done = 0; !done;) {
+      WEFT_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+      if (!done) usleep(1000);
+    }
+  });
+}
+
+// PyTorch's all-reduce on the same sizes, by rank 0, while rank 1 sleeps.
+void PeerTable(dist::Communicator& world, int reps, size_t max_bytes, const SizeTimes& weft_us) {
+  if (world.rank() == 0) {
+    const nlohmann::json torch =
+        bench::RunPeer("bench/torch_dist_peer.py", std::to_string(max_bytes >> 10) + " " + std::to_string(reps));
+    if (!torch.value("available", false)) {
+      std::printf("peer: not run: %s\n", torch.value("error", std::string("?")).c_str());
+    } else {
+      std::printf("peer: torch.distributed %s (PyTorch %s), 2 processes of this host, every core\n",
+                  torch["backend"].get<std::string>().c_str(), torch["version"].get<std::string>().c_str());
+      std::printf("%-10s %10s %10s %12s\n", "all-reduce", "gloo us", "weft us", "gloo / weft");
+      for (const auto& [bytes, w] : weft_us) {
+        const double g = torch["us"].value(std::to_string(bytes), 0.0);
+        std::printf("%-10s %10.1f %10.1f %12.1f\n", SizeName(bytes).c_str(), g, w, g / w);
+      }
+    }
+  }
+  SleepingBarrier();
 }
 
 Symbol MlpLoss(int hidden) {
@@ -212,7 +262,9 @@ int main(int argc, char** argv) {
   }
   const int reps = Flag(argc, argv, "reps", 20);
   if (world->rank() == 0) std::printf("dist_bench: %d ranks, median of %d rounds\n", world->size(), reps);
-  AllReduceTable(*world, reps, static_cast<size_t>(Flag(argc, argv, "max_kb", 64 << 10)) << 10);
+  const size_t max_bytes = static_cast<size_t>(Flag(argc, argv, "max_kb", 64 << 10)) << 10;
+  const SizeTimes weft_us = AllReduceTable(*world, reps, max_bytes);
+  if (Flag(argc, argv, "peer", 1) != 0) PeerTable(*world, reps, max_bytes, weft_us);
   if (Flag(argc, argv, "overlap", 1) == 0) return 0;
   OverlapTable(*world, reps, Flag(argc, argv, "hidden", 1024), Flag(argc, argv, "batch", 64),
                static_cast<size_t>(Flag(argc, argv, "bucket_kb", 1024)) << 10);

@@ -2,7 +2,8 @@
 // launches this binary; alone, it is a world of one and the multi-rank tests skip): sums, means,
 // buckets of several arrays, broadcasts from each root and all-gathers give, bit for bit, what the
 // definitions say with each rank's values; collectives start in push order on every rank even
-// when the engine finds a later one ready first; and a 2-rank trainer keeps every rank's
+// when the engine finds a later one ready first; Open MPI runs with the transport settings weft
+// gives it (the all-reduce algorithm, the eager limit); and a 2-rank trainer keeps every rank's
 // parameters bitwise identical after each of 50 steps and matches one process on the global batch;
 // and a gradient's all-reduce starts while the rest of backward is still held.
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "dist/internal/mpi_progress.h"
+#include "dist/internal/open_mpi_defaults.h"
 #include "dist/world.h"
 #include "engine/engine.h"
 #include "ops/op.h"
@@ -151,6 +153,28 @@ TEST_F(DistMpi, LargeAllReducesAskOpenMpiForTheRingAndSmallOnesForRecursiveDoubl
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], static_cast<float>(SumOverRanks(i))) << n << " at " << i;
     EXPECT_EQ(algorithm(), n * 4 >= int64_t{NbcAlgorithm::kRingFrom} ? NbcAlgorithm::kRing : NbcAlgorithm::kRecursiveDoubling) << n;
   }
+}
+
+// Open MPI took the eager limit of its shared-memory transport from the environment, where weft
+// sets it unless the user did (dist/internal/open_mpi_defaults.h; dist_test checks that rule).
+TEST_F(DistMpi, OpenMpiUsesTheEagerLimitOfTheEnvironment) {
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) GTEST_SKIP() << "not Open MPI's mpirun";
+  const char* set = std::getenv(dist::internal::kEagerLimitVariable);
+  ASSERT_NE(set, nullptr) << "weft sets it before MPI_Init";
+  unsigned long long value = 0;  // the variable is a size_t or an int: either fits, the rest stays 0
+  auto* progress = dist::internal::MpiProgress::Instance();
+  progress->RunOnThread([&] {
+    int provided = 0, index = -1, count = 0;
+    ASSERT_EQ(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided), MPI_SUCCESS);
+    ASSERT_EQ(MPI_T_cvar_get_index("btl_vader_eager_limit", &index), MPI_SUCCESS);
+    MPI_T_cvar_handle handle;
+    ASSERT_EQ(MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count), MPI_SUCCESS);
+    ASSERT_EQ(count, 1);
+    EXPECT_EQ(MPI_T_cvar_read(handle, &value), MPI_SUCCESS);
+    MPI_T_cvar_handle_free(&handle);
+    MPI_T_finalize();
+  });
+  EXPECT_EQ(value, std::strtoull(set, nullptr, 10));
 }
 
 // ---- the trainer on 2 ranks --------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "dist/internal/collective_name.h"
+#include "dist/internal/open_mpi_defaults.h"
 #include "dist/world.h"
 #include "tests/weft_test_util.h"
 #include "weft/weft.h"
@@ -35,6 +36,20 @@ TEST(CollectiveName, NamesTheCollectiveItsSizeAndItsTransport) {
   EXPECT_EQ(CollectiveName::Broadcast(4096, 1).ToString(), "broadcast (4096 bytes from rank 1)");
   EXPECT_EQ(CollectiveName::Broadcast(8, 0, 2).ToString(), "broadcast (8 bytes from rank 0 on gpu:2, nccl)");
   EXPECT_EQ(CollectiveName::AllGather(64).ToString(), "all-gather (64 bytes per rank)");
+}
+
+// The eager limit weft sets for Open MPI's shared-memory transport, unless the user set one
+// (tests/dist_mpi_test.cc checks that Open MPI takes it).
+TEST(OpenMpiDefaults, SetTheEagerLimitOnlyWhereTheUserHasNot) {
+  using dist::internal::kEagerLimitVariable;
+  unsetenv(kEagerLimitVariable);
+  dist::internal::SetOpenMpiDefaults();
+  ASSERT_NE(std::getenv(kEagerLimitVariable), nullptr);
+  EXPECT_STREQ(std::getenv(kEagerLimitVariable), dist::internal::kEagerLimit);
+  setenv(kEagerLimitVariable, "8192", 1);
+  dist::internal::SetOpenMpiDefaults();
+  EXPECT_STREQ(std::getenv(kEagerLimitVariable), "8192");
+  unsetenv(kEagerLimitVariable);
 }
 
 TEST(LocalWorld, IsAWorldOfOneWithoutALauncher) {

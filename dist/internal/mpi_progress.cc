@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "dist/internal/mpi_check.h"
+#include "dist/internal/open_mpi_defaults.h"
 
 namespace weft::dist::internal {
 
@@ -77,6 +78,7 @@ void MpiProgress::InitializeMpi() {
   int finalized = 0;
   WEFT_MPI_CHECK(MPI_Finalized(&finalized));
   if (finalized) WEFT_THROW("dist: MPI was finalized already; it cannot be initialized again");
+  SetOpenMpiDefaults();
   int provided = 0;
   WEFT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
   if (provided < MPI_THREAD_FUNNELED) {

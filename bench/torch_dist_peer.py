@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The PyTorch side of bench/dist_bench's all-reduce table: torch.distributed's CPU all-reduce
+(the gloo backend, what PyTorch's DistributedDataParallel uses on CPUs; PyTorch's wheels have no
+MPI backend) between 2 processes of this host, timed as dist_bench times weft's op.
+
+  torch_dist_peer.py MAX_KB REPS
+prints one JSON object: {"available": bool, "version": str, "backend": "gloo", "us": {"1024": ...,
+"4096": ..., ...}}, microseconds per all_reduce of float32 zeros for 1 KB, 4 KB, ... up to MAX_KB:
+per size, calls in a row after a barrier (as many as dist_bench makes), the median of REPS rounds
+after one to warm up. Each all_reduce waits for its result, as weft's row waits for each op.
+
+The processes may use every core of the machine (dist_bench's rank that starts this script is
+bound to one core; the peer's own threads need more than one to be fair to it).
+"""
+import json
+import os
+import socket
+import sys
+import time
+
+
+def calls_per_round(nbytes):
+    return max(1, min(200, (8 << 20) // nbytes))  # dist_bench's CallsPerRound
+
+
+def rank_main(rank, port, max_kb, reps, results):
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    us = {}
+    nbytes = 1024
+    while nbytes <= max_kb * 1024:
+        t = torch.zeros(nbytes // 4)
+        calls = calls_per_round(nbytes)
+        times = []
+        for r in range(reps + 1):  # round 0 warms up
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(calls):
+                dist.all_reduce(t)
+            if r > 0:
+                times.append((time.perf_counter() - start) / calls * 1e6)
+        times.sort()
+        us[str(nbytes)] = times[len(times) // 2]
+        nbytes *= 4
+    dist.destroy_process_group()
+    if rank == 0:
+        results.put(us)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    max_kb, reps = int(sys.argv[1]), int(sys.argv[2])
+    try:
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+    except ImportError as e:
+        print(json.dumps({"available": False, "error": f"cannot import torch: {e}"}))
+        return
+    if not dist.is_available() or not dist.is_gloo_available():
+        print(json.dumps({"available": False, "error": "this PyTorch has no gloo backend"}))
+        return
+    try:
+        os.sched_setaffinity(0, range(os.cpu_count()))
+    except OSError:
+        pass  # keep the cores given
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=rank_main, args=(r, port, max_kb, reps, results)) for r in range(2)]
+    for p in procs:
+        p.start()
+    us = results.get(timeout=1800)
+    for p in procs:
+        p.join()
+    print(json.dumps({"available": True, "version": torch.__version__, "backend": "gloo", "us": us}))
+
+
+if __name__ == "__main__":
+    main()
