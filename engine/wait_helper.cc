@@ -23,13 +23,25 @@ void RemoveWaitHelper(WaitHelper* helper) {
   while (g_inside.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
 }
 
-bool HelpWhileWaiting() {
+namespace {
+// Calls `call` on the helper, if any, counted inside (so that RemoveWaitHelper waits for it).
+template <typename Call>
+bool CallHelper(Call call) {
   if (g_helper.load(std::memory_order_relaxed) == nullptr) return false;  // the common case: no helper
   g_inside.fetch_add(1, std::memory_order_seq_cst);
   WaitHelper* helper = g_helper.load(std::memory_order_seq_cst);
-  const bool found = helper != nullptr && helper->Help();
+  const bool result = helper != nullptr && call(*helper);
   g_inside.fetch_sub(1, std::memory_order_seq_cst);
-  return found;
+  return result;
+}
+}  // namespace
+
+bool HelperBusy() {
+  return CallHelper([](WaitHelper& helper) { return helper.Busy(); });
+}
+
+bool HelpWhileWaiting() {
+  return CallHelper([](WaitHelper& helper) { return helper.Help(); });
 }
 
 }  // namespace weft::engine
