@@ -23,25 +23,13 @@ void RemoveWaitHelper(WaitHelper* helper) {
   while (g_inside.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
 }
 
-namespace {
-// Calls `call` on the helper, if any, counted inside (so that RemoveWaitHelper waits for it).
-template <typename Call>
-bool CallHelper(Call call) {
+bool HelpWhileWaiting() {
   if (g_helper.load(std::memory_order_relaxed) == nullptr) return false;  // the common case: no helper
   g_inside.fetch_add(1, std::memory_order_seq_cst);
   WaitHelper* helper = g_helper.load(std::memory_order_seq_cst);
-  const bool result = helper != nullptr && call(*helper);
+  const bool found = helper != nullptr && helper->Help();
   g_inside.fetch_sub(1, std::memory_order_seq_cst);
-  return result;
-}
-}  // namespace
-
-bool HelperBusy() {
-  return CallHelper([](WaitHelper& helper) { return helper.Busy(); });
-}
-
-bool HelpWhileWaiting() {
-  return CallHelper([](WaitHelper& helper) { return helper.Help(); });
+  return found;
 }
 
 }  // namespace weft::engine

@@ -24,12 +24,6 @@ class WaitHelper {
  public:
   virtual ~WaitHelper() = default;
   virtual bool Help() = 0;
-  // True while the helper has work in hand (collectives handed over, not complete), whoever drives
-  // it: a wait then watches up to 2 ms instead of 50 us before it sleeps. Waking a thread that
-  // sleeps on an idle core cost about 100 us on the H200 machine's host (a 1 MB all-reduce on 2
-  // ranks with cores of their own took 1.5-1.8x MPI_Allreduce's time, 1.14x on one shared core).
-  // Called again and again from any waiting thread: it must be cheap (an atomic load).
-  virtual bool Busy() const = 0;
 };
 
 // One helper per process: false (and nothing changes) when another is set.
@@ -40,7 +34,5 @@ void RemoveWaitHelper(WaitHelper* helper);
 // For the engine's waits: runs the helper, if any, once. False when there is none or it found
 // nothing to do.
 bool HelpWhileWaiting();
-// For the engine's waits: the helper's Busy(); false when there is none.
-bool HelperBusy();
 
 }  // namespace weft::engine

@@ -37,14 +37,10 @@ class Completer final : public engine::WaitHelper {
     work();
     return true;
   }
-  bool Busy() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return work_ != nullptr;
-  }
   int helps() const { return helps_.load(); }
 
  private:
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::function<void()> work_;
   std::atomic<int> helps_{0};
 };

@@ -91,7 +91,6 @@ class MpiProgress final : public engine::WaitHelper {
   // A waiting thread's turn (engine::WaitHelper): drives the collectives unless another thread
   // does; true while any is handed over and not complete.
   bool Help() override;
-  bool Busy() const override { return outstanding_.load(std::memory_order_relaxed) != 0; }
 
  private:
   using Clock = std::chrono::steady_clock;

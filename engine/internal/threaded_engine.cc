@@ -24,27 +24,16 @@ namespace {
 // all-reduce's round trip here). Like an idle worker's spin (task_queue.h), it yields every 64
 // looks, so a thread that shares its core runs meanwhile.
 constexpr std::chrono::microseconds kWaitSpin{50};
-constexpr std::chrono::microseconds kBusyHelperWaitSpin{2000};  // while the helper is Busy()
 
 // Watches `flag` until it is set (true) or kWaitSpin has passed (false), running the wait helper
-// (wait_helper.h) meanwhile: the work it drives may be what sets the flag. While the helper is
-// busy it goes on watching up to kBusyHelperWaitSpin, without helping (the helper's own thread
-// drives) and yielding between looks, so that a core it shares is not taken from the threads
-// doing the work.
+// (wait_helper.h) meanwhile: the work it drives may be what sets the flag.
 bool SpinUntil(const std::atomic<bool>& flag) {
   const auto start = std::chrono::steady_clock::now();
-  bool watching = false;  // past kWaitSpin
   for (int i = 1; !flag.load(std::memory_order_acquire); ++i) {
-    const bool helped = !watching && HelpWhileWaiting();
-    if (watching) std::this_thread::yield();
+    const bool helped = HelpWhileWaiting();
     if (i % 64 != 0) continue;
-    const auto waited = std::chrono::steady_clock::now() - start;
-    if (waited > kWaitSpin) {
-      if (waited > kBusyHelperWaitSpin || !HelperBusy()) return false;
-      watching = true;
-    } else if (!helped) {
-      std::this_thread::yield();  // with work in hand, look again at once
-    }
+    if (std::chrono::steady_clock::now() - start > kWaitSpin) return false;
+    if (!helped) std::this_thread::yield();  // with work in hand, look again at once
   }
   return true;
 }
