@@ -11,7 +11,7 @@
 //   overlap      the share of a 2-rank MLP step's all-reduce time hidden behind its backward:
 //                (compute + all-reduce - step) / all-reduce, where compute is the step with a
 //                world of one (the same pushes without communication), all-reduce the step's
-//                buckets alone, step the 2-rank step.
+//                buckets alone (the trainer's, by PlanBuckets), step the 2-rank step.
 // Each figure is the median of --reps rounds, the two sides alternating within a round, with a
 // barrier before each timed call. Rank 0 prints.
 //
@@ -219,16 +219,24 @@ void OverlapTable(dist::Communicator& world, int reps, int hidden, int batch, si
       for (const std::string& p : t.parameter_names()) t.parameter(p).WaitToRead();
     };
   };
-  const auto buckets = dist::PlanBuckets([&] {
-    std::vector<size_t> b;
-    for (auto it = grads.rbegin(); it != grads.rend(); ++it) b.push_back(it->bytes());
-    return b;
-  }(), bucket_bytes);
-  const std::vector<double> t = StepTimes(
-      reps, {{[&] { alone.Step(); }, wait_params(alone)},
-             {[&] { both.Step(); }, wait_params(both)},
-             {[&] { for (const NDArray& g : grads) world.AllReduce(g, dist::ReduceOp::kAverage); },
-              [&] { for (const NDArray& g : grads) g.WaitToRead(); }}});
+  // The trainer's buckets (weft/trainer_dist.cc): the gradients last layer first, packed.
+  const std::vector<NDArray> last_first(grads.rbegin(), grads.rend());
+  std::vector<size_t> bytes;
+  for (const NDArray& g : last_first) bytes.push_back(g.bytes());
+  std::vector<std::vector<NDArray>> buckets;
+  for (const std::vector<size_t>& bucket : dist::PlanBuckets(bytes, bucket_bytes)) {
+    std::vector<NDArray>& arrays = buckets.emplace_back();
+    for (size_t i : bucket) arrays.push_back(last_first[i]);
+  }
+  const std::vector<double> t = StepTimes(reps, {{[&] { alone.Step(); }, wait_params(alone)},
+                                                 {[&] { both.Step(); }, wait_params(both)},
+                                                 {[&] {
+                                                    for (const auto& bucket : buckets)
+                                                      world.AllReduce(bucket, dist::ReduceOp::kAverage);
+                                                  },
+                                                  [&] {
+                                                    for (const NDArray& g : grads) g.WaitToRead();
+                                                  }}});
   const double compute = t[0], step = t[1], comm = t[2];
   const double hidden_share = std::clamp((compute + comm - step) / comm, 0.0, 1.0);
   if (world.rank() == 0) {
