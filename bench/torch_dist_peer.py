@@ -14,6 +14,7 @@ bound to one core; the peer's own threads need more than one to be fair to it).
 """
 import json
 import os
+import queue
 import socket
 import sys
 import time
@@ -77,7 +78,18 @@ def main():
     procs = [ctx.Process(target=rank_main, args=(r, port, max_kb, reps, results)) for r in range(2)]
     for p in procs:
         p.start()
-    us = results.get(timeout=1800)
+    us = None
+    while us is None:  # until rank 0 answers, or a rank has failed (then its partner would wait forever)
+        try:
+            us = results.get(timeout=1)
+        except queue.Empty:
+            failed = [p for p in procs if p.exitcode not in (None, 0)]
+            if failed or all(p.exitcode is not None for p in procs):
+                for p in procs:
+                    p.kill()
+                codes = [p.exitcode for p in procs]
+                print(json.dumps({"available": False, "error": f"a gloo process failed (exit codes {codes})"}))
+                return
     for p in procs:
         p.join()
     print(json.dumps({"available": True, "version": torch.__version__, "backend": "gloo", "us": us}))
