@@ -11,7 +11,7 @@
 //   overlap      the share of a 2-rank MLP step's all-reduce time hidden behind its backward:
 //                (compute + all-reduce - step) / all-reduce, where compute is the step with a
 //                world of one (the same pushes without communication), all-reduce the step's
-//                buckets alone (the trainer's, by PlanBuckets), step the 2-rank step.
+//                buckets alone (Trainer::gradient_buckets), step the 2-rank step.
 // Each figure is the median of --reps rounds, the two sides alternating within a round, with a
 // barrier before each timed call. Rank 0 prints.
 //
@@ -154,15 +154,18 @@ void SleepingBarrier() {
 }
 
 // PyTorch's all-reduce on the same sizes, by rank 0, while rank 1 sleeps.
-void PeerTable(dist::Communicator& world, int reps, size_t max_bytes, const SizeTimes& weft_us) {
+void PeerTable(dist::Communicator& world, int reps, const SizeTimes& weft_us) {
   if (world.rank() == 0) {
-    const nlohmann::json torch =
-        bench::RunPeer("bench/torch_dist_peer.py", std::to_string(max_bytes >> 10) + " " + std::to_string(reps));
+    std::string calls;  // the same calls per round as weft's row, per size
+    for (const auto& [bytes, w] : weft_us) calls += (calls.empty() ? "" : ",") + std::to_string(CallsPerRound(bytes));
+    const nlohmann::json torch = bench::RunPeer("bench/torch_dist_peer.py", std::to_string(reps) + " " + calls);
     if (!torch.value("available", false)) {
       std::printf("peer: not run: %s\n", torch.value("error", std::string("?")).c_str());
     } else {
-      std::printf("peer: torch.distributed %s (PyTorch %s), 2 processes of this host, every core\n",
-                  torch["backend"].get<std::string>().c_str(), torch["version"].get<std::string>().c_str());
+      std::printf(
+          "peer: torch.distributed %s (PyTorch %s), 2 processes of this host, every core, run after weft's "
+          "table (not in turns with it)\n",
+          torch["backend"].get<std::string>().c_str(), torch["version"].get<std::string>().c_str());
       std::printf("%-10s %10s %10s %12s\n", "all-reduce", "gloo us", "weft us", "gloo / weft");
       for (const auto& [bytes, w] : weft_us) {
         const double g = torch["us"].value(std::to_string(bytes), 0.0);
@@ -212,31 +215,23 @@ void OverlapTable(dist::Communicator& world, int reps, int hidden, int batch, si
     t->data("data").Fill(0.5);
     t->data("label").Fill(1);
   }
-  std::vector<NDArray> grads;
-  for (const std::string& p : both.parameter_names()) grads.push_back(both.gradient(p));
   const auto wait_params = [](Trainer& t) {
     return [&t] {
       for (const std::string& p : t.parameter_names()) t.parameter(p).WaitToRead();
     };
   };
-  // The trainer's buckets (weft/trainer_dist.cc): the gradients last layer first, packed.
-  const std::vector<NDArray> last_first(grads.rbegin(), grads.rend());
-  std::vector<size_t> bytes;
-  for (const NDArray& g : last_first) bytes.push_back(g.bytes());
-  std::vector<std::vector<NDArray>> buckets;
-  for (const std::vector<size_t>& bucket : dist::PlanBuckets(bytes, bucket_bytes)) {
-    std::vector<NDArray>& arrays = buckets.emplace_back();
-    for (size_t i : bucket) arrays.push_back(last_first[i]);
-  }
+  const std::vector<std::vector<NDArray>>& buckets = both.gradient_buckets();  // what the step all-reduces
+  const auto all_reduce = [&] {
+    for (const std::vector<NDArray>& bucket : buckets) world.AllReduce(bucket, dist::ReduceOp::kAverage);
+  };
+  const auto wait_buckets = [&] {
+    for (const std::vector<NDArray>& bucket : buckets) {
+      for (const NDArray& g : bucket) g.WaitToRead();
+    }
+  };
   const std::vector<double> t = StepTimes(reps, {{[&] { alone.Step(); }, wait_params(alone)},
                                                  {[&] { both.Step(); }, wait_params(both)},
-                                                 {[&] {
-                                                    for (const auto& bucket : buckets)
-                                                      world.AllReduce(bucket, dist::ReduceOp::kAverage);
-                                                  },
-                                                  [&] {
-                                                    for (const NDArray& g : grads) g.WaitToRead();
-                                                  }}});
+                                                 {all_reduce, wait_buckets}});
   const double compute = t[0], step = t[1], comm = t[2];
   const double hidden_share = std::clamp((compute + comm - step) / comm, 0.0, 1.0);
   if (world.rank() == 0) {
@@ -272,7 +267,7 @@ int main(int argc, char** argv) {
   if (world->rank() == 0) std::printf("dist_bench: %d ranks, median of %d rounds\n", world->size(), reps);
   const size_t max_bytes = static_cast<size_t>(Flag(argc, argv, "max_kb", 64 << 10)) << 10;
   const SizeTimes weft_us = AllReduceTable(*world, reps, max_bytes);
-  if (Flag(argc, argv, "peer", 1) != 0) PeerTable(*world, reps, max_bytes, weft_us);
+  if (Flag(argc, argv, "peer", 1) != 0) PeerTable(*world, reps, weft_us);
   if (Flag(argc, argv, "overlap", 1) == 0) return 0;
   OverlapTable(*world, reps, Flag(argc, argv, "hidden", 1024), Flag(argc, argv, "batch", 64),
                static_cast<size_t>(Flag(argc, argv, "bucket_kb", 1024)) << 10);

@@ -3,11 +3,13 @@
 (the gloo backend, what PyTorch's DistributedDataParallel uses on CPUs; PyTorch's wheels have no
 MPI backend) between 2 processes of this host, timed as dist_bench times weft's op.
 
-  torch_dist_peer.py MAX_KB REPS
+  torch_dist_peer.py REPS CALLS_1KB,CALLS_4KB,...
 prints one JSON object: {"available": bool, "version": str, "backend": "gloo", "us": {"1024": ...,
-"4096": ..., ...}}, microseconds per all_reduce of float32 zeros for 1 KB, 4 KB, ... up to MAX_KB:
-per size, calls in a row after a barrier (as many as dist_bench makes), the median of REPS rounds
-after one to warm up. Each all_reduce waits for its result, as weft's row waits for each op.
+"4096": ..., ...}}, microseconds per all_reduce of float32 zeros for 1 KB, 4 KB, 16 KB, ... (one
+size per number given): per size, that many calls in a row after a barrier (dist_bench passes its
+own counts), the median of REPS rounds after one to warm up. Each all_reduce waits for its
+result, as weft's row waits for each op. dist_bench runs this after its own table, not in turns
+with it: the machine's speed may differ between the two.
 
 The processes may use every core of the machine (dist_bench's rank that starts this script is
 bound to one core; the peer's own threads need more than one to be fair to it).
@@ -20,20 +22,15 @@ import sys
 import time
 
 
-def calls_per_round(nbytes):
-    return max(1, min(200, (8 << 20) // nbytes))  # dist_bench's CallsPerRound
-
-
-def rank_main(rank, port, max_kb, reps, results):
+def rank_main(rank, port, reps, calls_per_size, results):
     import torch
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     us = {}
-    nbytes = 1024
-    while nbytes <= max_kb * 1024:
+    for k, calls in enumerate(calls_per_size):
+        nbytes = 1024 << (2 * k)
         t = torch.zeros(nbytes // 4)
-        calls = calls_per_round(nbytes)
         times = []
         for r in range(reps + 1):  # round 0 warms up
             dist.barrier()
@@ -44,7 +41,6 @@ def rank_main(rank, port, max_kb, reps, results):
                 times.append((time.perf_counter() - start) / calls * 1e6)
         times.sort()
         us[str(nbytes)] = times[len(times) // 2]
-        nbytes *= 4
     dist.destroy_process_group()
     if rank == 0:
         results.put(us)
@@ -57,7 +53,7 @@ def free_port():
 
 
 def main():
-    max_kb, reps = int(sys.argv[1]), int(sys.argv[2])
+    reps, calls_per_size = int(sys.argv[1]), [int(c) for c in sys.argv[2].split(",")]
     try:
         import torch
         import torch.distributed as dist
@@ -75,7 +71,7 @@ def main():
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=rank_main, args=(r, port, max_kb, reps, results)) for r in range(2)]
+    procs = [ctx.Process(target=rank_main, args=(r, port, reps, calls_per_size, results)) for r in range(2)]
     for p in procs:
         p.start()
     us = None
@@ -85,13 +81,20 @@ def main():
         except queue.Empty:
             failed = [p for p in procs if p.exitcode not in (None, 0)]
             if failed or all(p.exitcode is not None for p in procs):
+                try:
+                    us = results.get_nowait()  # rank 0 answered just before both ended
+                    break
+                except queue.Empty:
+                    pass
                 for p in procs:
                     p.kill()
                 codes = [p.exitcode for p in procs]
                 print(json.dumps({"available": False, "error": f"a gloo process failed (exit codes {codes})"}))
                 return
     for p in procs:
-        p.join()
+        p.join(timeout=60)
+        if p.exitcode is None:
+            p.kill()  # done measuring; hung in its shutdown
     print(json.dumps({"available": True, "version": torch.__version__, "backend": "gloo", "us": us}))
 
 

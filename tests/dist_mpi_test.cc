@@ -162,18 +162,22 @@ TEST_F(DistMpi, OpenMpiUsesTheEagerLimitOfTheEnvironment) {
   const char* set = std::getenv(dist::internal::kEagerLimitVariable);
   ASSERT_NE(set, nullptr) << "weft sets it before MPI_Init";
   unsigned long long value = 0;  // the variable is a size_t or an int: either fits, the rest stays 0
+  bool found = false;
   auto* progress = dist::internal::MpiProgress::Instance();
   progress->RunOnThread([&] {
     int provided = 0, index = -1, count = 0;
     ASSERT_EQ(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided), MPI_SUCCESS);
-    ASSERT_EQ(MPI_T_cvar_get_index("btl_vader_eager_limit", &index), MPI_SUCCESS);
-    MPI_T_cvar_handle handle;
-    ASSERT_EQ(MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count), MPI_SUCCESS);
-    ASSERT_EQ(count, 1);
-    EXPECT_EQ(MPI_T_cvar_read(handle, &value), MPI_SUCCESS);
-    MPI_T_cvar_handle_free(&handle);
+    found = MPI_T_cvar_get_index("btl_vader_eager_limit", &index) == MPI_SUCCESS;
+    if (found) {
+      MPI_T_cvar_handle handle;
+      ASSERT_EQ(MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count), MPI_SUCCESS);
+      ASSERT_EQ(count, 1);
+      EXPECT_EQ(MPI_T_cvar_read(handle, &value), MPI_SUCCESS);
+      MPI_T_cvar_handle_free(&handle);
+    }
     MPI_T_finalize();
   });
+  if (!found) GTEST_SKIP() << "Open MPI's shared-memory transport (btl/vader) is not loaded";
   EXPECT_EQ(value, std::strtoull(set, nullptr, 10));
 }
 

@@ -4,6 +4,7 @@
 // a world of one computes what one without a communicator does; the names collectives get in
 // messages.
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <cmath>
 
@@ -41,6 +42,9 @@ TEST(CollectiveName, NamesTheCollectiveItsSizeAndItsTransport) {
 // The eager limit weft sets for Open MPI's shared-memory transport, unless the user set one
 // (tests/dist_mpi_test.cc checks that Open MPI takes it).
 TEST(OpenMpiDefaults, SetTheEagerLimitOnlyWhereTheUserHasNot) {
+#ifndef OPEN_MPI
+  GTEST_SKIP() << "built against an MPI other than Open MPI: weft sets nothing";
+#endif
   using dist::internal::kEagerLimitVariable;
   unsetenv(kEagerLimitVariable);
   dist::internal::SetOpenMpiDefaults();
@@ -101,6 +105,27 @@ Symbol Loss() {
   Symbol x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "8"}}, "fc1")});
   x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "3"}}, "fc2");
   return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
+}
+
+// The buckets a step all-reduces: every gradient once, last layer first, small ones packed (here
+// 12 and 96 bytes, then 32 and 128, with buckets of 64: fc2's bias, a bucket of its own as the
+// next does not fit, then its weight, and the same for fc1); none without a communicator.
+TEST(TrainerWithCommunicator, GradientBucketsAreTheStepsCollectivesLastLayerFirst) {
+  auto world = dist::LocalWorld();
+  const std::map<std::string, Shape> shapes = {{"data", Shape{6, 4}}, {"label", Shape{6}}};
+  Trainer with(Loss(), shapes, Xavier(), SGD(0.1), {.communicator = world.get(), .bucket_bytes = 64});
+  std::vector<std::vector<std::string>> names;
+  for (const std::vector<NDArray>& bucket : with.gradient_buckets()) {
+    std::vector<std::string>& n = names.emplace_back();
+    for (const NDArray& g : bucket) {
+      for (const std::string& p : with.parameter_names()) {
+        if (with.gradient(p).var() == g.var()) n.push_back(p);
+      }
+    }
+  }
+  EXPECT_EQ(names, (std::vector<std::vector<std::string>>{{"fc2_bias"}, {"fc2_weight"}, {"fc1_bias"}, {"fc1_weight"}}));
+  Trainer alone(Loss(), shapes, Xavier(), SGD(0.1));
+  EXPECT_TRUE(alone.gradient_buckets().empty());
 }
 
 // Updates outside the bound graph (the communicator's path) compute what the graph's updates do,

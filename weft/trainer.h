@@ -137,6 +137,9 @@ class Trainer {
   const std::vector<std::string>& parameter_names() const { return params_; }
   const NDArray& parameter(const std::string& name) const;
   const NDArray& gradient(const std::string& name) const;  // of the last step, before clipping
+  // With a communicator: the gradients as each step all-reduces them, one collective per bucket
+  // (last layer first, small ones packed to TrainerOptions::bucket_bytes); empty without one.
+  const std::vector<std::vector<NDArray>>& gradient_buckets() const { return grad_buckets_; }
   std::vector<std::string> state_names() const;            // "fc1_weight.mom", ...
   const NDArray& state(const std::string& name) const;
   const NDArray& data(const std::string& name) const;  // a bound data input

@@ -2,7 +2,8 @@
 // arrays)", "broadcast (4096 bytes from rank 0 on gpu:0, nccl)"). The facts are kept and the text
 // is made only when a message needs it (a failure, a time-out): a small all-reduce takes about a
 // microsecond, and formatting its name on every call cost a tenth of that. One format for the
-// MPI and the NCCL collectives.
+// MPI and the NCCL collectives' time-outs and MPI's errors. PayloadBytes tells the progress
+// thread how long a collective may take.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +35,8 @@ struct CollectiveName {
     return {Kind::kAllGather, ReduceOp::kSum, 0, DType::kFloat32, 1, bytes, 0, gpu};
   }
   std::string ToString() const;
+  // The bytes each rank sends (all-reduce: its arrays; broadcast: the array; all-gather: its part).
+  size_t PayloadBytes() const { return kind == Kind::kAllReduce ? elements * DTypeSize(dtype) : bytes; }
 };
 
 }  // namespace weft::dist::internal

@@ -1,5 +1,6 @@
 #include "dist/internal/mpi_progress.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -183,15 +184,18 @@ struct Driving {
 
 // The thread: sleeps while nothing is handed over and nothing runs; while collectives run, polls
 // them: at once for kBusyRounds rounds that found nothing (as MPI's own blocking calls poll), then
-// yielding the core between rounds, but never sleeping: a large message between processes that
-// cannot map each other's memory (Open MPI's single copy off, as on the H200 machine) moves in
-// fragments that only MPI calls copy, and 20 us naps between rounds after 2,000 of them made a
-// 64 MB all-reduce 1.8x (there) to 2.6x (here, btl_vader_single_copy_mechanism none)
-// MPI_Allreduce's time. While a waiting thread drives (Help), it yields.
+// yielding the core between rounds for as long as the collectives in flight could take (Patience),
+// then with 20 us naps between rounds (a peer that is late, e.g. saving a file, costs no core).
+// Napping sooner is wrong: a large message between processes that cannot map each other's memory
+// (Open MPI's single copy off, as on the H200 machine) moves in fragments that only MPI calls copy,
+// and naps after 2,000 rounds made a 64 MB all-reduce 1.8x (there) to 2.6x (here,
+// btl_vader_single_copy_mechanism none) MPI_Allreduce's time. While a waiting thread drives
+// (Help), it yields.
 void MpiProgress::Main() {
   Initialize();
   if (!initialized_) return;
   int idle_rounds = 0;
+  Clock::time_point last_moved = Clock::now();
   std::deque<std::function<void()>> calls;
   while (WaitForWork(&calls)) {
     std::unique_lock<std::mutex> drive(driver_, std::defer_lock);
@@ -206,11 +210,17 @@ void MpiProgress::Main() {
     const bool moved = Step();
     CheckDeadlines();
     const bool running = !active_.empty();
+    const Clock::duration patience = Patience();
     drive.unlock();
     idle_rounds = moved ? 0 : idle_rounds + 1;
+    if (moved) last_moved = Clock::now();
     if (!moved && running) {
       if (idle_rounds < kBusyRounds) continue;  // the next message is usually microseconds away
-      std::this_thread::yield();                // let the compute threads have a shared core
+      if (Clock::now() - last_moved < patience) {
+        std::this_thread::yield();  // let the compute threads have a shared core
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
     }
   }
   std::lock_guard<std::mutex> drive(driver_);
@@ -284,6 +294,13 @@ void MpiProgress::SpinForHandOver() {
   const uint64_t seen = hand_overs_.load(std::memory_order_relaxed);
   const Clock::time_point until = Clock::now() + kSpin;
   while (hand_overs_.load(std::memory_order_relaxed) == seen && Clock::now() < until) std::this_thread::yield();
+}
+
+MpiProgress::Clock::duration MpiProgress::Patience() const {
+  size_t bytes = 0;
+  for (const Active& a : active_) bytes = std::max(bytes, a.work.what.PayloadBytes());
+  const auto at_1_gb_per_s = std::chrono::nanoseconds(bytes);  // a byte per nanosecond
+  return std::max<Clock::duration>(kMinPatience, at_1_gb_per_s);
 }
 
 bool MpiProgress::Step() {

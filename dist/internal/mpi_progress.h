@@ -102,6 +102,7 @@ class MpiProgress final : public engine::WaitHelper {
 
   static constexpr std::chrono::microseconds kSpin{50};  // an idle thread's spin before it sleeps
   static constexpr int kBusyRounds = 200;  // rounds polled without yielding (a few tens of microseconds)
+  static constexpr std::chrono::milliseconds kMinPatience{2};  // polling without naps, at least
   // A waiter's Help looks at the time limits every so many rounds (a clock read and a lock per
   // round were a tenth of a 1 KB all-reduce); the progress thread looks every round.
   static constexpr int kRoundsPerDeadlineLook = 64;
@@ -116,6 +117,9 @@ class MpiProgress final : public engine::WaitHelper {
   void Initialize();
   void InitializeMpi();
   bool WaitForWork(std::deque<std::function<void()>>* calls);  // false: stop
+  // How long the collectives in flight may go without completing before the thread naps between
+  // rounds: as long as their largest payload takes at 1 GB/s, at least kMinPatience (under driver_).
+  Clock::duration Patience() const;
   bool Step();  // one round: start what may start, test what runs; true when anything moved (under driver_)
   void StartReady();
   bool TestActive();

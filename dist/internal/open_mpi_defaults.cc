@@ -12,4 +12,9 @@ void SetOpenMpiDefaults() {
 #endif
 }
 
+namespace {
+// Before main: setenv then races with no other thread's getenv.
+[[maybe_unused]] const bool g_set_at_load = (SetOpenMpiDefaults(), true);
+}  // namespace
+
 }  // namespace weft::dist::internal

@@ -1,7 +1,9 @@
-// Open MPI's settings that weft changes for its collectives: set before MPI_Init through the
-// environment (OMPI_MCA_<name>, which Open MPI reads at MPI_Init), each only where it is not set
-// already, so that a user's own setting wins (an OMPI_MCA_ variable, or mpirun's --mca flag,
-// which mpirun hands to the ranks as one). A system's openmpi-mca-params.conf is overridden.
+// Open MPI's settings that weft changes for its collectives: set through the environment
+// (OMPI_MCA_<name>, which Open MPI reads at MPI_Init) when a program that links //dist starts,
+// before main, while no other thread can read the environment; each only where it is not set
+// already, so that a user's OMPI_MCA_ variable or mpirun --mca flag (which mpirun hands to the
+// ranks as one) wins. A parameter file's setting (the system's, ~/.openmpi/mca-params.conf) does
+// not: Open MPI ranks the environment above the files, so set these in the environment.
 //
 //   btl_vader_eager_limit = 32768 (Open MPI's default 4096)
 //
@@ -19,8 +21,8 @@ namespace weft::dist::internal {
 inline constexpr char kEagerLimitVariable[] = "OMPI_MCA_btl_vader_eager_limit";
 inline constexpr char kEagerLimit[] = "32768";
 
-// Before MPI_Init, on the progress thread. setenv must not race with a getenv on another thread:
-// ConnectWorld comes first in a program, before ops run, as MPI_Init does in any MPI program.
+// Sets them (nothing for another MPI). Called at load; MPI_Init's caller calls it again, which
+// only matters if the program removed one since.
 void SetOpenMpiDefaults();
 
 }  // namespace weft::dist::internal
