@@ -161,10 +161,10 @@ void MpiCommunicator::AllReduce(std::span<const NDArray> arrays, ReduceOp op) {
   const MPI_Datatype type = MpiType(arrays[0].dtype());
   const int count = MpiCount(bucket->elements, "AllReduce");
   const double factor = op == ReduceOp::kAverage ? 1.0 / size() : 1.0;
-  const size_t bytes = bucket->elements * DTypeSize(arrays[0].dtype());
+  const CollectiveName name = CollectiveName::AllReduce(op, bucket->elements, arrays[0].dtype(), arrays.size());
+  const size_t bytes = name.PayloadBytes();
   PushCollective(
-      CollectiveName::AllReduce(op, bucket->elements, arrays[0].dtype(), arrays.size()), {}, VarsOf(arrays),
-      [bucket] { bucket->Pack(); },
+      name, {}, VarsOf(arrays), [bucket] { bucket->Pack(); },
       [this, bucket, type, count, bytes](MPI_Request* r) {
         progress_.nbc().BeforeAllReduce(bytes);
         WEFT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bucket->data, count, type, MPI_SUM, MPI_COMM_WORLD, r));

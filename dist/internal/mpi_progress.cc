@@ -210,17 +210,16 @@ void MpiProgress::Main() {
     const bool moved = Step();
     CheckDeadlines();
     const bool running = !active_.empty();
-    const Clock::duration patience = Patience();
-    drive.unlock();
     idle_rounds = moved ? 0 : idle_rounds + 1;
     if (moved) last_moved = Clock::now();
-    if (!moved && running) {
-      if (idle_rounds < kBusyRounds) continue;  // the next message is usually microseconds away
-      if (Clock::now() - last_moved < patience) {
-        std::this_thread::yield();  // let the compute threads have a shared core
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-      }
+    const bool busy = running && idle_rounds < kBusyRounds;  // the next message is usually microseconds away
+    const bool patient = running && !busy && Clock::now() - last_moved < Patience();
+    drive.unlock();
+    if (busy) continue;
+    if (patient) {
+      std::this_thread::yield();  // let the compute threads have a shared core
+    } else if (running) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
   std::lock_guard<std::mutex> drive(driver_);
