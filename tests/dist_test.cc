@@ -2,13 +2,16 @@
 // (ConnectWorld outside mpirun) whose collectives are the identity on one rank and check their
 // arguments; iterators' shards that together give one process's global batches; a trainer with
 // a world of one computes what one without a communicator does; the names collectives get in
-// messages.
+// messages; the progress thread taking back a collective that a waiter drove and left.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <atomic>
 #include <cmath>
+#include <thread>
 
 #include "dist/internal/collective_name.h"
+#include "dist/internal/mpi_progress.h"
 #include "dist/internal/open_mpi_defaults.h"
 #include "dist/world.h"
 #include "tests/weft_test_util.h"
@@ -54,6 +57,38 @@ TEST(OpenMpiDefaults, SetTheEagerLimitOnlyWhereTheUserHasNot) {
   dist::internal::SetOpenMpiDefaults();
   EXPECT_STREQ(std::getenv(kEagerLimitVariable), "8192");
   unsetenv(kEagerLimitVariable);
+}
+
+// A waiter that drives a collective keeps it (the progress thread stays off it) until the waiter
+// leaves; then the thread takes it back. The collective's test passes only off the waiting
+// thread, and only once the waiter has tested it: the wait ends only if the waiter drove, left
+// (its spin ran out) and the thread went on with it. A thread that kept yielding to a waiter
+// gone would hang here.
+TEST(MpiProgress, TheThreadTakesBackACollectiveThatItsWaiterLeaves) {
+  dist::internal::MpiProgress progress(dist::CommOptions{}, /*with_mpi=*/false);  // polls `test`
+  engine::Engine& engine = *engine::Engine::Get();
+  const engine::VarHandle var = engine.NewVariable();
+  const std::thread::id waiter = std::this_thread::get_id();
+  std::atomic<int> waiter_tests{0};
+  const uint64_t sequence = progress.NextSequence();
+  engine.PushAsync(
+      [&](engine::RunContext, engine::OnComplete done) {
+        dist::internal::MpiWork work;
+        work.sequence = sequence;
+        work.what = dist::internal::CollectiveName::Broadcast(4, 0);
+        work.start = [](MPI_Request*) {};
+        work.test = [&] {
+          if (std::this_thread::get_id() != waiter) return waiter_tests.load() > 0;
+          waiter_tests.fetch_add(1);
+          return false;
+        };
+        work.done = done;
+        progress.Submit(std::move(work));
+      },
+      Device::Cpu(), {}, {var}, engine::FnProperty::kAsync);
+  engine.WaitForVar(var);
+  EXPECT_GT(waiter_tests.load(), 0);
+  EXPECT_EQ(progress.started(), 1u);
 }
 
 TEST(LocalWorld, IsAWorldOfOneWithoutALauncher) {

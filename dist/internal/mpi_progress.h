@@ -12,8 +12,10 @@
 // watches before it sleeps, so that a small collective costs no switch between that thread and
 // this one (on a shared core, two switches cost more than a 1 KB all-reduce). Whoever makes
 // collective calls holds `driver_`: MPI is initialized MPI_THREAD_SERIALIZED for that (with only
-// FUNNELED, nobody helps: this thread makes every call). A waiter that gives up leaves the
-// running collectives to this thread, which it wakes if it sleeps.
+// FUNNELED, nobody helps: this thread makes every call). One thread drives at a time, from one
+// core: a waiter does not take the collectives while this thread polls them back to back, and
+// this thread stays off them while a waiter drives (YieldToHelper). A waiter that gives up leaves
+// the running collectives to this thread, which it wakes if it sleeps.
 //
 // Time limit: a collective handed over and not complete within the timeout (started or still
 // waiting for an earlier one that never came: its op was skipped after an error on its inputs)
@@ -103,9 +105,11 @@ class MpiProgress final : public engine::WaitHelper {
   static constexpr std::chrono::microseconds kSpin{50};  // an idle thread's spin before it sleeps
   static constexpr int kBusyRounds = 200;  // rounds polled without yielding (a few tens of microseconds)
   static constexpr std::chrono::milliseconds kMinPatience{2};  // polling without naps, at least
-  // A waiter's Help looks at the time limits every so many rounds (a clock read and a lock per
-  // round were a tenth of a 1 KB all-reduce); the progress thread looks every round.
+  // A helping waiter looks at the time limits every so many rounds (a clock read and a lock per
+  // round were a tenth of a 1 KB all-reduce); the thread, every kRoundsPerPass.
   static constexpr int kRoundsPerDeadlineLook = 64;
+  static constexpr int kRoundsPerPass = 64;  // the thread's rounds between two looks at the time limits
+  static constexpr int kQuietLooks = 8;      // YieldToHelper's looks (a yield each) without a round of Help
 
   void Main();
   // Runs `drive` with driver_ held, unless another thread holds it or this thread already does
@@ -114,6 +118,9 @@ class MpiProgress final : public engine::WaitHelper {
   template <typename Drive>
   bool TryDrive(Drive drive);
   void SpinForHandOver();
+  // While a waiter drives (help_rounds_ moves), this thread leaves the collectives to it; it
+  // takes them back once Help has not driven for kQuietLooks looks in a row, or at a hand-over.
+  void YieldToHelper();
   void Initialize();
   void InitializeMpi();
   bool WaitForWork(std::deque<std::function<void()>>* calls);  // false: stop
@@ -150,10 +157,18 @@ class MpiProgress final : public engine::WaitHelper {
 
   // Held by the thread that makes collective calls (this thread or a helping waiter); protects
   // active_ and nbc_. Taken before mu_ where both are held.
-  std::mutex driver_;
-  std::vector<Active> active_;  // started, not complete
+  // On lines of their own: a waiter's failed try_lock writes the lock's line, which must not
+  // be the line of what the driving thread reads every round.
+  alignas(64) std::mutex driver_;
+  alignas(64) std::vector<Active> active_;  // started, not complete
+  uint64_t start_look_ = ~uint64_t{0};      // hand_overs_ at StartReady's last look
   NbcAlgorithm nbc_;            // from MPI_Init to MPI_Finalize
-  uint64_t help_rounds_ = 0;    // Help's rounds that drove
+  // Help's rounds that drove: written under driver_, read by this thread to see that a waiter
+  // drives (YieldToHelper); on a line of its own, since the waiter writes it every round.
+  alignas(64) std::atomic<uint64_t> help_rounds_{0};
+  // This thread polls back to back (busy): waiters do not take the collectives from it. Written
+  // twice a pass, read by waiters at each look: on a line of its own.
+  alignas(64) std::atomic<bool> thread_drives_{false};
   bool any_thread_ = true;      // MPI allows calls from any thread, one at a time (SERIALIZED): waiters may help
   std::atomic<size_t> running_{0};       // active_.size(), for the waits that do not hold driver_
   std::atomic<int64_t> outstanding_{0};  // handed over, not complete: Help's first look
