@@ -2,7 +2,8 @@
 // (ConnectWorld outside mpirun) whose collectives are the identity on one rank and check their
 // arguments; iterators' shards that together give one process's global batches; a trainer with
 // a world of one computes what one without a communicator does; the names collectives get in
-// messages; the progress thread taking back a collective that a waiter drove and left.
+// messages, and the errors of failing collectives; the progress thread taking back a collective
+// that a waiter drove and left.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -57,6 +58,49 @@ TEST(OpenMpiDefaults, SetTheEagerLimitOnlyWhereTheUserHasNot) {
   dist::internal::SetOpenMpiDefaults();
   EXPECT_STREQ(std::getenv(kEagerLimitVariable), "8192");
   unsetenv(kEagerLimitVariable);
+}
+
+// Hands `work` (its sequence and done filled in here) to `progress` from an engine op that
+// writes `var`.
+void PushWork(dist::internal::MpiProgress& progress, engine::VarHandle var, dist::internal::MpiWork work) {
+  work.sequence = progress.NextSequence();
+  engine::Engine::Get()->PushAsync(
+      [&progress, work = std::move(work)](engine::RunContext, engine::OnComplete done) mutable {
+        work.done = done;
+        progress.Submit(std::move(work));
+      },
+      Device::Cpu(), {}, {var}, engine::FnProperty::kAsync);
+}
+
+// A collective whose start or test fails (an MPI or NCCL call) fails its op with an error that
+// names it, and the collectives after it still run.
+TEST(MpiProgress, AFailingCollectiveNamesItselfInItsError) {
+  dist::internal::MpiProgress progress(dist::CommOptions{}, /*with_mpi=*/false);
+  engine::Engine& engine = *engine::Engine::Get();
+  const engine::VarHandle a = engine.NewVariable(), b = engine.NewVariable(), c = engine.NewVariable();
+  dist::internal::MpiWork bad_start;
+  bad_start.what = dist::internal::CollectiveName::AllReduce(dist::ReduceOp::kSum, 256, DType::kFloat32, 1);
+  bad_start.start = [](MPI_Request*) { throw Error("ncclAllReduce failed: unhandled cuda error"); };
+  dist::internal::MpiWork bad_test;
+  bad_test.what = dist::internal::CollectiveName::AllGather(64);
+  bad_test.start = [](MPI_Request*) {};
+  bad_test.test = []() -> bool { throw Error("ncclCommGetAsyncError: remote process exited"); };
+  dist::internal::MpiWork good;
+  good.what = dist::internal::CollectiveName::Broadcast(4, 0);
+  good.start = [](MPI_Request*) {};
+  good.test = [] { return true; };
+  PushWork(progress, a, std::move(bad_start));
+  PushWork(progress, b, std::move(bad_test));
+  PushWork(progress, c, std::move(good));
+  ExpectErrorContains([&] { engine.WaitForVar(a); },
+                      {"dist: collective #0 all-reduce (sum of 256 float32 in 1 array) on rank 0 of 1 (local) failed: "
+                       "ncclAllReduce failed: unhandled cuda error"});
+  ExpectErrorContains([&] { engine.WaitForVar(b); },
+                      {"dist: collective #1 all-gather (64 bytes per rank) on rank 0 of 1 (local) failed: "
+                       "ncclCommGetAsyncError: remote process exited"});
+  engine.WaitForVar(c);
+  EXPECT_EQ(progress.started(), 2u);  // the first start threw
+  engine.WaitForAll();                // the failures' errors, reported above, are cleared
 }
 
 // A waiter that drives a collective keeps it (the progress thread stays off it) until the waiter

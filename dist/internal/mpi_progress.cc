@@ -370,7 +370,7 @@ void MpiProgress::StartReady() {
     try {
       a.work.start(&a.request);
     } catch (...) {
-      Complete(a.work, std::current_exception());
+      Complete(a.work, Named(a.work, std::current_exception()));
       continue;
     }
     active_.push_back(std::move(a));
@@ -406,10 +406,10 @@ bool MpiProgress::TestActive() {
     std::exception_ptr error = test_error;
     try {
       if (test_error) std::rethrow_exception(test_error);
-      if (rc != MPI_SUCCESS) MpiCheck(rc, a.work.what.ToString().c_str());
+      if (rc != MPI_SUCCESS) MpiCheck(rc, "MPI_Test");
       if (a.work.finish) a.work.finish();
     } catch (...) {
-      error = std::current_exception();
+      error = Named(a.work, std::current_exception());
     }
     Complete(a.work, error);
     any = true;
@@ -438,12 +438,28 @@ void MpiProgress::CheckDeadlines() {
   TimeOut(late, "not started: an earlier collective of this rank never became ready");
 }
 
+std::string MpiProgress::Describe(const MpiWork& work) const {
+  std::ostringstream m;
+  m << "dist: collective #" << work.sequence << " " << work.what.ToString() << " on rank " << rank_ << " of " << size_
+    << (with_mpi_ ? " (mpi)" : " (local)");
+  return m.str();
+}
+
+std::exception_ptr MpiProgress::Named(const MpiWork& work, std::exception_ptr error) const {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return std::make_exception_ptr(Error(Describe(work) + " failed: " + e.what()));
+  } catch (...) {
+    return error;  // not ours to describe
+  }
+}
+
 // The time limit passed: the message names the collective and the ranks. Aborts the job, or
 // fails this collective and every later one on this rank.
 void MpiProgress::TimeOut(const MpiWork& work, const char* state) {
   std::ostringstream m;
-  m << "dist: collective #" << work.sequence << " " << work.what.ToString() << " on rank " << rank_ << " of " << size_
-    << (with_mpi_ ? " (mpi)" : " (local)") << " did not complete within " << options_.timeout_seconds << " s (" << state
+  m << Describe(work) << " did not complete within " << options_.timeout_seconds << " s (" << state
     << "); every rank 0.." << size_ - 1 << " must push it; a rank may have died, hung or pushed other collectives";
   const std::string message = m.str();
   if (work.cancel) work.cancel();

@@ -132,6 +132,10 @@ class MpiProgress final : public engine::WaitHelper {
   bool TestActive();
   void CheckDeadlines();
   void TimeOut(const MpiWork& work, const char* state);
+  // "dist: collective #3 all-reduce (sum of 256 float32 in 1 array) on rank 0 of 2 (mpi)".
+  std::string Describe(const MpiWork& work) const;
+  // A start's, a test's or a finish's error, as a weft::Error that begins with Describe(work).
+  std::exception_ptr Named(const MpiWork& work, std::exception_ptr error) const;
   void Complete(MpiWork& work, std::exception_ptr error);
   void WaitIdle();  // the destructor's wait for every pushed collective
   bool NothingLeft() const;  // under mu_
