@@ -103,13 +103,32 @@ TEST(MpiProgress, AFailingCollectiveNamesItselfInItsError) {
   engine.WaitForAll();                // the failures' errors, reported above, are cleared
 }
 
+// A collective handed over while an earlier one never is (its op was skipped) fails when its time
+// limit passes, with a message that says so, though nothing else happens meanwhile.
+TEST(MpiProgress, ACollectiveThatCannotStartFailsAtItsTimeLimit) {
+  dist::internal::MpiProgress progress(dist::CommOptions{0.2, /*abort_on_timeout=*/false}, /*with_mpi=*/false);
+  progress.NextSequence();  // #0: pushed, never handed over
+  const engine::VarHandle var = engine::Engine::Get()->NewVariable();
+  dist::internal::MpiWork late;
+  late.what = dist::internal::CollectiveName::Broadcast(4, 0);
+  late.start = [](MPI_Request*) {};
+  late.test = [] { return true; };
+  while (!progress.asleep()) std::this_thread::yield();  // handed over to a thread asleep
+  PushWork(progress, var, std::move(late));
+  ExpectErrorContains([&] { engine::Engine::Get()->WaitForVar(var); },
+                      {"dist: collective #1 broadcast (4 bytes from rank 0) on rank 0 of 1 (local) did not complete "
+                       "within 0.2 s (not started: an earlier collective of this rank never became ready)"});
+  EXPECT_EQ(progress.started(), 0u);
+  engine::Engine::Get()->WaitForAll();
+}
+
 // A waiter that drives a collective keeps it (the progress thread stays off it) until the waiter
-// leaves; then the thread takes it back. The collective's test passes only off the waiting
-// thread, and only once the waiter has tested it: the wait ends only if the waiter drove, left
-// (its spin ran out) and the thread went on with it. A thread that kept yielding to a waiter
-// gone would hang here.
+// leaves; then the thread takes it back. The collective's test passes only off this thread, and
+// only once this thread has tested it (driven it, through Help); the wait then ends only if this
+// thread left (its spin ran out) and the progress thread went on with it. A progress thread that
+// kept yielding to a waiter gone would end in the time limit's error here.
 TEST(MpiProgress, TheThreadTakesBackACollectiveThatItsWaiterLeaves) {
-  dist::internal::MpiProgress progress(dist::CommOptions{}, /*with_mpi=*/false);  // polls `test`
+  dist::internal::MpiProgress progress(dist::CommOptions{20, /*abort_on_timeout=*/false}, /*with_mpi=*/false);
   engine::Engine& engine = *engine::Engine::Get();
   const engine::VarHandle var = engine.NewVariable();
   const std::thread::id waiter = std::this_thread::get_id();
@@ -130,8 +149,8 @@ TEST(MpiProgress, TheThreadTakesBackACollectiveThatItsWaiterLeaves) {
         progress.Submit(std::move(work));
       },
       Device::Cpu(), {}, {var}, engine::FnProperty::kAsync);
-  engine.WaitForVar(var);
-  EXPECT_GT(waiter_tests.load(), 0);
+  while (waiter_tests.load() == 0) progress.Help();  // this thread drives it (once the thread lets it)
+  engine.WaitForVar(var);                            // and leaves it when its spin runs out
   EXPECT_EQ(progress.started(), 1u);
 }
 

@@ -214,6 +214,8 @@ void MpiProgress::Main() {
     } else if (help_rounds_.load(std::memory_order_relaxed) != help_seen) {
       YieldToHelper();
       help_seen = help_rounds_.load(std::memory_order_relaxed);
+      idle_rounds = 0;  // what the waiter left may still be moving: busy, then patient, again
+      last_moved = Clock::now();
       continue;
     } else if (!drive.try_lock()) {
       std::this_thread::yield();  // a waiter drives: let it have the core
@@ -230,7 +232,7 @@ void MpiProgress::Main() {
     for (int round = 0; round < kRoundsPerPass; ++round) {
       const bool moved = Step();
       running = !active_.empty();
-      idle_rounds = moved ? 0 : idle_rounds + 1;
+      idle_rounds = moved ? 0 : std::min(idle_rounds + 1, kBusyRounds);
       if (moved) last_moved = Clock::now();
       if (!running || hand_overs_.load(std::memory_order_relaxed) != hand_overs) break;
     }
@@ -264,6 +266,7 @@ bool MpiProgress::WaitForWork(std::deque<std::function<void()>>* calls) {
   // sleeping_ is set before wake() is looked at, and a helper that leaves collectives running sets
   // running_ before it reads sleeping_: one of the two sees the other.
   const auto sleep = [&](auto wait) {
+    thread_drives_.store(false, std::memory_order_relaxed);  // waiters drive what comes meanwhile
     sleeping_.store(true, std::memory_order_seq_cst);
     wait();
     sleeping_.store(false, std::memory_order_seq_cst);
@@ -273,7 +276,8 @@ bool MpiProgress::WaitForWork(std::deque<std::function<void()>>* calls) {
     SpinForHandOver();
     lock.lock();
   }
-  if (submitted_.empty()) sleep([&] { cv_.wait(lock, wake); });
+  // Until a hand-over, even one that must wait for an earlier collective (its time limit runs).
+  if (submitted_.empty()) sleep([&] { cv_.wait(lock, [&] { return wake() || !submitted_.empty(); }); });
   // Handed over but waiting for an earlier one: wake up now and then to check the time limit.
   if (!running() && !submitted_.empty()) sleep([&] { cv_.wait_for(lock, std::chrono::milliseconds(50), wake); });
   if (stop_ && !running() && calls_.empty()) return false;
@@ -326,6 +330,7 @@ void MpiProgress::SpinForHandOver() {
 // On a core of its own, this thread and a waiter that both drive would take turns at the
 // collectives, and MPI's state and the fragments it copies would move between their cores.
 void MpiProgress::YieldToHelper() {
+  thread_drives_.store(false, std::memory_order_relaxed);  // a waiter that got in between passes drives on
   const uint64_t hand_overs = hand_overs_.load(std::memory_order_relaxed);
   uint64_t seen = help_rounds_.load(std::memory_order_relaxed);
   for (int quiet = 0; quiet < kQuietLooks && hand_overs_.load(std::memory_order_relaxed) == hand_overs;) {

@@ -85,6 +85,7 @@ class MpiProgress final : public engine::WaitHelper {
   // Collectives handed over and waiting for an earlier one to start (for tests of the order).
   size_t waiting() const;
   uint64_t started() const;  // collectives started so far (their start function has returned)
+  bool asleep() const { return sleeping_.load(); }  // the thread waits for a hand-over (for tests)
   // The all-reduce algorithm of MPI's non-blocking collectives: for the start functions, which
   // run on this thread.
   NbcAlgorithm& nbc() { return nbc_; }
