@@ -22,6 +22,7 @@
 #include "dist/world.h"
 #include "engine/engine.h"
 #include "ops/op.h"
+#include "tests/backward_hook_op.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -276,31 +277,8 @@ TEST_F(DistMpi, TwoRanksClippingByGlobalNormMatchOneProcessClippingTheGlobalBatc
 std::promise<void> g_gate_open;
 std::shared_future<void> g_gate = g_gate_open.get_future().share();
 
-void CopyFirstInput(std::span<const TensorView> in, std::span<const TensorView> out) {
-  std::memcpy(out[0].raw(), in[0].raw(), in[0].size() * DTypeSize(in[0].dtype()));
-}
-
 // An identity whose backward waits, on its engine worker, until the test opens the gate.
-const bool gate_registered = [] {
-  const auto same_shape = [](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; };
-  RegisterOp("_test_gate")
-      .Describe("identity (test only)")
-      .Inputs({"data"})
-      .InferShape(same_shape)
-      .Compute(DeviceType::kCpu, [](const OpContext&, const Attrs&, std::span<const TensorView> in,
-                                    std::span<const OpReq>, std::span<const TensorView> out) { CopyFirstInput(in, out); })
-      .Gradient([](const Attrs&, GradBuilder& g) { g.SetInputGrad(0, g.Op("_backward_test_gate", {g.OutGrad(0)})); });
-  RegisterOp("_backward_test_gate")
-      .Describe("identity that waits for the test's gate (test only)")
-      .Inputs({"out_grad"})
-      .InferShape(same_shape)
-      .Compute(DeviceType::kCpu, [](const OpContext&, const Attrs&, std::span<const TensorView> in,
-                                    std::span<const OpReq>, std::span<const TensorView> out) {
-        g_gate.wait_for(std::chrono::seconds(60));
-        CopyFirstInput(in, out);
-      });
-  return true;
-}();
+const bool gate_registered = RegisterBackwardHookOp("_test_gate", [] { g_gate.wait_for(std::chrono::seconds(60)); });
 
 // fc1's backward comes after the gate's, which waits: the gradients of fc3 and fc2 (two arrays
 // each, one bucket each) are written while backward is held, and each one's all-reduce must start

@@ -8,8 +8,9 @@
 # library; AddressSanitizer's other checks stay on (dist_test checks weft's dist code for leaks).
 set -uo pipefail
 if [ -n "${ASAN_OPTIONS:-}" ]; then export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"; fi
-# mpirun's own options (-x NAME) may come before the binary.
-mpirun_options=()
+# mpirun's own options (-x NAME) may come before the binary; WEFT_MPIRUN_OPTIONS adds more
+# (split at spaces: --enable-recovery, say).
+read -r -a mpirun_options <<<"${WEFT_MPIRUN_OPTIONS:-}"
 while [ "${1:-}" = "-x" ]; do
   mpirun_options+=("$1" "$2")
   shift 2
