@@ -21,7 +21,6 @@
 #include "dist/internal/open_mpi_defaults.h"
 #include "dist/world.h"
 #include "engine/engine.h"
-#include "ops/op.h"
 #include "tests/backward_hook_op.h"
 #include "weft/weft.h"
 
