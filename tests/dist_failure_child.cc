@@ -4,9 +4,10 @@
 //     OOM-killed process dies; rank 0 pushes a fourth all-reduce and waits for it.
 //   step_hang, step_kill, step_throw: both ranks train an MLP through a Trainer with the world,
 //     and in step 3 rank 1 fails inside its backward, after the gradients of the last two layers
-//     were written (their all-reduces pushed, and on their way) and before the first layer's:
-//     an op of its backward blocks forever, kills the process, or throws a weft::Error. Rank 0
-//     is in the middle of the same step, waiting for the first layer's all-reduces.
+//     were written (their all-reduces handed over) and before the first layer's: an op of its
+//     backward blocks forever, kills the process, or throws a weft::Error. Rank 0 is in the
+//     middle of the same step, waiting for the first layer's all-reduces (and for those of the
+//     others that rank 1 had not finished when it died).
 // With WEFT_DIST_TIMEOUT set, rank 0's time limit must end the job with the error; with
 // WEFT_DIST_ABORT_ON_TIMEOUT=0 the error is raised on rank 0 instead, which prints
 // "caught: <message>" and exits 1. A rank whose step fails with an error prints
@@ -15,6 +16,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -30,10 +32,12 @@ using namespace weft;
 
 // What _test_fail_on_rank1's backward does, set by rank 1 before the step that fails.
 enum class Failure { kNone, kHang, kKill, kThrow };
-Failure g_failure = Failure::kNone;  // written by main before the step is pushed (the push orders it)
+// Written by main before step 3 is pushed, read by the hook on an engine worker: atomic, so that
+// no reasoning about which step's backward reads it is needed.
+std::atomic<Failure> g_failure{Failure::kNone};
 
 // An identity whose backward fails as g_failure says.
-const bool registered = RegisterBackwardHookOp("_test_fail_on_rank1", [] {
+[[maybe_unused]] const bool registered = RegisterBackwardHookOp("_test_fail_on_rank1", [] {
   if (g_failure == Failure::kHang) {
     while (true) pause();
   }
@@ -44,7 +48,8 @@ const bool registered = RegisterBackwardHookOp("_test_fail_on_rank1", [] {
 // fc1 -> the failing identity -> relu -> fc2 -> relu -> fc3 -> loss: backward writes fc3's and
 // fc2's gradients before it reaches the identity, and fc1's after it.
 Symbol MlpLoss() {
-  Symbol x = Symbol::Op("_test_fail_on_rank1", {Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "16"}}, "fc1")});
+  Symbol x = Symbol::Op("_test_fail_on_rank1",
+                        {Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "16"}}, "fc1")});
   x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {Symbol::Op("relu", {x})}, {{"num_hidden", "16"}}, "fc2")});
   x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "4"}}, "fc3");
   return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");

@@ -151,7 +151,9 @@ TEST_F(DistMpi, LargeAllReducesAskOpenMpiForTheRingAndSmallOnesForRecursiveDoubl
     g_world->AllReduce(a, dist::ReduceOp::kSum);
     const std::vector<float> got = a.ToVector<float>();
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], static_cast<float>(SumOverRanks(i))) << n << " at " << i;
-    EXPECT_EQ(algorithm(), n * 4 >= int64_t{NbcAlgorithm::kRingFrom} ? NbcAlgorithm::kRing : NbcAlgorithm::kRecursiveDoubling) << n;
+    EXPECT_EQ(algorithm(),
+              n * 4 >= int64_t{NbcAlgorithm::kRingFrom} ? NbcAlgorithm::kRing : NbcAlgorithm::kRecursiveDoubling)
+        << n;
   }
 }
 
@@ -228,7 +230,8 @@ double TrainOnTwoRanksAndAlone(double clip, std::vector<float>* alone_params) {
   const int rank = g_world->rank(), size = g_world->size();
   const int64_t local = kGlobalBatch / size;
   SeedRandom(100 + rank);  // different initial values on each rank: the broadcast must unify them
-  TrainerOptions dist_options{.clip_global_norm = clip, .communicator = g_world, .bucket_bytes = 600};  // several buckets, one alone
+  TrainerOptions dist_options{
+      .clip_global_norm = clip, .communicator = g_world, .bucket_bytes = 600};  // several buckets, one alone
   Trainer dist(MlpLoss(), {{"data", Shape{local, kFeatures}}, {"label", Shape{local}}}, Xavier(),
                SGD(0.2, 0.9, 1e-4, 1.0 / local), dist_options);
   Trainer single(MlpLoss(), {{"data", Shape{kGlobalBatch, kFeatures}}, {"label", Shape{kGlobalBatch}}}, Xavier(),
@@ -277,13 +280,15 @@ std::promise<void> g_gate_open;
 std::shared_future<void> g_gate = g_gate_open.get_future().share();
 
 // An identity whose backward waits, on its engine worker, until the test opens the gate.
-const bool gate_registered = RegisterBackwardHookOp("_test_gate", [] { g_gate.wait_for(std::chrono::seconds(60)); });
+[[maybe_unused]] const bool gate_registered =
+    RegisterBackwardHookOp("_test_gate", [] { g_gate.wait_for(std::chrono::seconds(60)); });
 
 // fc1's backward comes after the gate's, which waits: the gradients of fc3 and fc2 (two arrays
 // each, one bucket each) are written while backward is held, and each one's all-reduce must start
 // then, on every rank, not after the whole backward; fc1's two cannot start before the gate opens.
 TEST_F(DistMpi, EachGradientsAllReduceStartsWhileTheRestOfBackwardRuns) {
-  Symbol x = Symbol::Op("_test_gate", {Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "8"}}, "fc1")});
+  Symbol x = Symbol::Op("_test_gate",
+                        {Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "8"}}, "fc1")});
   x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {Symbol::Op("relu", {x})}, {{"num_hidden", "8"}}, "fc2")});
   x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(kClasses)}}, "fc3");
   Trainer trainer(Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}),
