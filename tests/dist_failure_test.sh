@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A rank that hangs, dies or throws must not leave the others waiting: dist_failure_child under
 # mpirun -np 2 with a 3 s collective time limit must end with a non-zero status, well within the
-# wrapper's own 30 s limit per job (a hang fails as a timeout, well within Bazel's). Rank 1 fails after three all-reduces:
+# wrapper's own 30 s limit per job (a hang fails as a timeout, well within Bazel's). Rank 1 fails
+# after three all-reduces:
 #   hang:            rank 0 aborts the job with the error naming the collective and the ranks;
 #   hang, no abort:  rank 0 catches that error (WaitToRead) and exits;
 #   kill:            the job ends (mpirun notices the dead rank, or rank 0 times out).
@@ -36,9 +37,9 @@ check_common() {  # check_common <what both ranks printed before rank 1 failed>
   expect "both ranks ran what came before the failure" "$1"
   if grep -q UNEXPECTED <<<"$out"; then echo "FAILED: a collective completed without rank 1"; fail=1; fi
 }
-# hang_and_kill <hang mode> <kill mode> <what both ranks printed before> <rank 0's time-out message
-# when rank 1 hangs> <... when it dies>: rank 1 hangs (rank 0 aborts the job; without abort, rank 0
-# catches the error), then dies.
+# hang_and_kill <hang mode> <kill mode> <what both ranks printed before> <rank 0's time-out
+# message when rank 1 hangs> <... when it dies>: rank 1 hangs (rank 0 aborts the job; without
+# abort, rank 0 catches the error), then dies.
 hang_and_kill() {
   mode=$1 run "$1" WEFT_DIST_ABORT_ON_TIMEOUT=1
   check_common "$3"
