@@ -37,9 +37,9 @@
 
 #include "bench/dist_gpu_rows.h"
 #include "bench/peer.h"
-#include "dist/internal/mpi_check.h"
-#include "dist/internal/mpi_progress.h"
-#include "dist/world.h"
+#include "distributed/internal/mpi_check.h"
+#include "distributed/internal/mpi_progress.h"
+#include "distributed/world.h"
 #include "weft/weft.h"
 
 namespace {
@@ -52,9 +52,7 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-dist::internal::MpiProgress& Progress() {
-  return *dist::internal::MpiProgress::Instance();
-}
+dist::internal::MpiProgress& Progress() { return *dist::internal::MpiProgress::Instance(); }
 
 void Barrier() {
   Progress().RunOnThread([] { WEFT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); });
@@ -71,7 +69,9 @@ double Time(const std::function<void()>& fn) {
 // Calls of one size in a row after a barrier: enough that a round takes a few milliseconds
 // (at least one), so the figure is the steady cost of one call, not the barrier's skew between
 // the ranks' threads.
-int CallsPerRound(size_t bytes) { return static_cast<int>(std::clamp<size_t>((size_t{8} << 20) / bytes, 1, 200)); }
+int CallsPerRound(size_t bytes) {
+  return static_cast<int>(std::clamp<size_t>((size_t{8} << 20) / bytes, 1, 200));
+}
 
 // MPI's own calls on the progress thread, `calls` in a row, the calls alone timed: the blocking
 // MPI_Allreduce, or the non-blocking MPI_Iallreduce tested to completion (what weft's op starts
@@ -84,7 +84,8 @@ double RawAllReduce(float* data, int n, int calls, bool nonblocking) {
     for (int c = 0; c < calls; ++c) {
       if (nonblocking) {
         MPI_Request request;
-        WEFT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
+        WEFT_MPI_CHECK(
+            MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
         for (int done = 0; !done;) WEFT_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
       } else {
         WEFT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
@@ -96,7 +97,8 @@ double RawAllReduce(float* data, int n, int calls, bool nonblocking) {
 }
 
 std::string SizeName(size_t bytes) {
-  return bytes >= (1 << 20) ? std::to_string(bytes >> 20) + " MB" : std::to_string(bytes >> 10) + " KB";
+  return bytes >= (1 << 20) ? std::to_string(bytes >> 20) + " MB"
+                            : std::to_string(bytes >> 10) + " KB";
 }
 
 // weft's microseconds per all-reduce, by size in bytes.
@@ -105,8 +107,8 @@ using SizeTimes = std::vector<std::pair<size_t, double>>;
 SizeTimes AllReduceTable(dist::Communicator& world, int reps, size_t max_bytes) {
   SizeTimes weft_us;
   if (world.rank() == 0) {
-    std::printf("%-10s %6s %10s %14s %16s %8s %8s\n", "all-reduce", "calls", "weft us", "MPI_Allreduce",
-                "MPI_Iallreduce", "ratio", "ratio_i");
+    std::printf("%-10s %6s %10s %14s %16s %8s %8s\n", "all-reduce", "calls", "weft us",
+                "MPI_Allreduce", "MPI_Iallreduce", "ratio", "ratio_i");
   }
   for (size_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
     const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
@@ -118,11 +120,12 @@ SizeTimes AllReduceTable(dist::Communicator& world, int reps, size_t max_bytes) 
     std::vector<double> weft_s, mpi_s, mpi_i_s;
     for (int r = 0; r < reps + 1; ++r) {  // round 0 warms up
       const double w = Time([&] {
-        for (int c = 0; c < calls; ++c) {
-          world.AllReduce(a, dist::ReduceOp::kSum);
-          a.WaitToRead();
-        }
-      }) / calls;
+                         for (int c = 0; c < calls; ++c) {
+                           world.AllReduce(a, dist::ReduceOp::kSum);
+                           a.WaitToRead();
+                         }
+                       }) /
+                       calls;
       const double m = RawAllReduce(data, static_cast<int>(n), calls, false);
       const double mi = RawAllReduce(data, static_cast<int>(n), calls, true);
       if (r == 0) continue;
@@ -133,8 +136,8 @@ SizeTimes AllReduceTable(dist::Communicator& world, int reps, size_t max_bytes) 
     const double w = Median(weft_s) * 1e6, m = Median(mpi_s) * 1e6, mi = Median(mpi_i_s) * 1e6;
     weft_us.emplace_back(bytes, w);
     if (world.rank() == 0) {
-      std::printf("%-10s %6d %10.1f %14.1f %16.1f %8.2f %8.2f\n", SizeName(bytes).c_str(), calls, w, m, mi, w / m,
-                  w / mi);
+      std::printf("%-10s %6d %10.1f %14.1f %16.1f %8.2f %8.2f\n", SizeName(bytes).c_str(), calls, w,
+                  m, mi, w / m, w / mi);
     }
   }
   return weft_us;
@@ -157,13 +160,16 @@ void SleepingBarrier() {
 void PeerTable(dist::Communicator& world, int reps, const SizeTimes& weft_us) {
   if (world.rank() == 0) {
     std::string calls;  // the same calls per round as weft's row, per size
-    for (const auto& [bytes, w] : weft_us) calls += (calls.empty() ? "" : ",") + std::to_string(CallsPerRound(bytes));
-    const nlohmann::json torch = bench::RunPeer("bench/torch_dist_peer.py", std::to_string(reps) + " " + calls);
+    for (const auto& [bytes, w] : weft_us)
+      calls += (calls.empty() ? "" : ",") + std::to_string(CallsPerRound(bytes));
+    const nlohmann::json torch =
+        bench::RunPeer("bench/torch_dist_peer.py", std::to_string(reps) + " " + calls);
     if (!torch.value("available", false)) {
       std::printf("peer: not run: %s\n", torch.value("error", std::string("?")).c_str());
     } else {
       std::printf(
-          "peer: torch.distributed %s (PyTorch %s), 2 processes of this host, every core, run after weft's "
+          "peer: torch.distributed %s (PyTorch %s), 2 processes of this host, every core, run "
+          "after weft's "
           "table (not in turns with it)\n",
           torch["backend"].get<std::string>().c_str(), torch["version"].get<std::string>().c_str());
       std::printf("%-10s %10s %10s %12s\n", "all-reduce", "gloo us", "weft us", "gloo / weft");
@@ -179,7 +185,8 @@ void PeerTable(dist::Communicator& world, int reps, const SizeTimes& weft_us) {
 Symbol MlpLoss(int hidden) {
   Symbol x = Symbol::Variable("data");
   for (int i = 1; i <= 3; ++i) {
-    x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(hidden)}}, "fc" + std::to_string(i));
+    x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(hidden)}},
+                   "fc" + std::to_string(i));
     x = Symbol::Op("relu", {x});
   }
   x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "10"}}, "out");
@@ -188,7 +195,8 @@ Symbol MlpLoss(int hidden) {
 
 // Median seconds of each of `steps` over `reps` rounds (after one to warm up), the steps
 // alternating within a round; each step is waited for by its own wait.
-std::vector<double> StepTimes(int reps, const std::vector<std::pair<std::function<void()>, std::function<void()>>>& steps) {
+std::vector<double> StepTimes(
+    int reps, const std::vector<std::pair<std::function<void()>, std::function<void()>>>& steps) {
   std::vector<std::vector<double>> s(steps.size());
   for (int r = 0; r < reps + 1; ++r) {
     for (size_t i = 0; i < steps.size(); ++i) {
@@ -205,7 +213,8 @@ std::vector<double> StepTimes(int reps, const std::vector<std::pair<std::functio
 }
 
 void OverlapTable(dist::Communicator& world, int reps, int hidden, int batch, size_t bucket_bytes) {
-  const std::map<std::string, Shape> shapes = {{"data", Shape{batch, 784}}, {"label", Shape{batch}}};
+  const std::map<std::string, Shape> shapes = {{"data", Shape{batch, 784}},
+                                               {"label", Shape{batch}}};
   auto local = dist::LocalWorld();
   Trainer alone(MlpLoss(hidden), shapes, Xavier(), SGD(0.01, 0.9, 0, 1.0 / batch),
                 {.communicator = local.get(), .bucket_bytes = bucket_bytes});
@@ -220,9 +229,11 @@ void OverlapTable(dist::Communicator& world, int reps, int hidden, int batch, si
       for (const std::string& p : t.parameter_names()) t.parameter(p).WaitToRead();
     };
   };
-  const std::vector<std::vector<NDArray>>& buckets = both.gradient_buckets();  // what the step all-reduces
+  const std::vector<std::vector<NDArray>>& buckets =
+      both.gradient_buckets();  // what the step all-reduces
   const auto all_reduce = [&] {
-    for (const std::vector<NDArray>& bucket : buckets) world.AllReduce(bucket, dist::ReduceOp::kAverage);
+    for (const std::vector<NDArray>& bucket : buckets)
+      world.AllReduce(bucket, dist::ReduceOp::kAverage);
   };
   const auto wait_buckets = [&] {
     for (const std::vector<NDArray>& bucket : buckets) {
@@ -235,17 +246,20 @@ void OverlapTable(dist::Communicator& world, int reps, int hidden, int batch, si
   const double compute = t[0], step = t[1], comm = t[2];
   const double hidden_share = std::clamp((compute + comm - step) / comm, 0.0, 1.0);
   if (world.rank() == 0) {
-    std::printf("overlap: MLP 784-%d-%d-%d-10, batch %d per rank, %zu buckets of <= %zu KB: compute %.2f ms, "
-                "all-reduce %.2f ms, step %.2f ms: %.0f%% of the all-reduce hidden\n",
-                hidden, hidden, hidden, batch, buckets.size(), bucket_bytes >> 10, compute * 1e3, comm * 1e3,
-                step * 1e3, 100 * hidden_share);
+    std::printf(
+        "overlap: MLP 784-%d-%d-%d-10, batch %d per rank, %zu buckets of <= %zu KB: compute %.2f "
+        "ms, "
+        "all-reduce %.2f ms, step %.2f ms: %.0f%% of the all-reduce hidden\n",
+        hidden, hidden, hidden, batch, buckets.size(), bucket_bytes >> 10, compute * 1e3,
+        comm * 1e3, step * 1e3, 100 * hidden_share);
   }
 }
 
 int Flag(int argc, char** argv, const char* name, int fallback) {
   const std::string prefix = std::string("--") + name + "=";
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return std::atoi(argv[i] + prefix.size());
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0)
+      return std::atoi(argv[i] + prefix.size());
   }
   return fallback;
 }
@@ -259,12 +273,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (world->size() < 2) {
-    std::fprintf(stderr, "dist_bench: run it on 2 ranks: mpirun -np 2 [--allow-run-as-root --oversubscribe] %s\n",
-                 argv[0]);
+    std::fprintf(
+        stderr,
+        "dist_bench: run it on 2 ranks: mpirun -np 2 [--allow-run-as-root --oversubscribe] %s\n",
+        argv[0]);
     return 2;
   }
   const int reps = Flag(argc, argv, "reps", 20);
-  if (world->rank() == 0) std::printf("dist_bench: %d ranks, median of %d rounds\n", world->size(), reps);
+  if (world->rank() == 0)
+    std::printf("dist_bench: %d ranks, median of %d rounds\n", world->size(), reps);
   const size_t max_bytes = static_cast<size_t>(Flag(argc, argv, "max_kb", 64 << 10)) << 10;
   const SizeTimes weft_us = AllReduceTable(*world, reps, max_bytes);
   if (Flag(argc, argv, "peer", 1) != 0) PeerTable(*world, reps, weft_us);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/gpu/cuda_check.h"
-#include "dist/gpu/nccl_lib.h"
+#include "distributed/gpu/nccl_lib.h"
 #include "weft/weft.h"
 
 namespace bench {
@@ -18,7 +18,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using weft::gpu::Nccl;
 
-double Seconds(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -84,13 +86,14 @@ void NcclRows(weft::dist::Communicator& world, int reps) {
     return;
   }
   constexpr int kArrays = 16;
-  std::printf("%-8s %8s %7s %7s %6s %6s %10s %9s %9s %6s %6s   (gpu:0, %s, %s)\n", "nccl", "weft us", "raw us",
-              "ord us", "ratio", "/ord", "row: weft", "row: raw", "row: ord", "ratio", "/ord", world.Describe().c_str(),
-              Nccl().path.c_str());
+  std::printf("%-8s %8s %7s %7s %6s %6s %10s %9s %9s %6s %6s   (gpu:0, %s, %s)\n", "nccl",
+              "weft us", "raw us", "ord us", "ratio", "/ord", "row: weft", "row: raw", "row: ord",
+              "ratio", "/ord", world.Describe().c_str(), Nccl().path.c_str());
   RawNccl raw;
   for (size_t bytes = 1024; bytes <= (size_t{64} << 20); bytes *= 4) {
     const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
-    const int count = static_cast<int>(std::min<size_t>(kArrays, (size_t{64} << 20) / bytes));  // 64 MB at most
+    const int count =
+        static_cast<int>(std::min<size_t>(kArrays, (size_t{64} << 20) / bytes));  // 64 MB at most
     std::vector<weft::NDArray> arrays;
     std::vector<float*> buffers;
     for (int k = 0; k < count; ++k) {
@@ -104,7 +107,8 @@ void NcclRows(weft::dist::Communicator& world, int reps) {
     std::vector<double> w, r, o, wr, rr, orr;
     const size_t count_n = static_cast<size_t>(n);
     for (int k = 0; k < reps + 1; ++k) {  // round 0 warms up
-      const double one = WeftAllReduce(world, first), raw_one = raw.AllReduce(first_buffer, count_n),
+      const double one = WeftAllReduce(world, first),
+                   raw_one = raw.AllReduce(first_buffer, count_n),
                    ord_one = raw.AllReduce(first_buffer, count_n, /*ordered=*/true);
       const double row = WeftAllReduce(world, arrays), raw_row = raw.AllReduce(buffers, count_n),
                    ord_row = raw.AllReduce(buffers, count_n, /*ordered=*/true);
@@ -114,10 +118,10 @@ void NcclRows(weft::dist::Communicator& world, int reps) {
     }
     const double ws = Median(w) * 1e6, rs = Median(r) * 1e6, os = Median(o) * 1e6;
     const double wrs = Median(wr) * 1e6, rrs = Median(rr) * 1e6, ors = Median(orr) * 1e6;
-    const std::string size =
-        bytes >= (1 << 20) ? std::to_string(bytes >> 20) + " MB" : std::to_string(bytes >> 10) + " KB";
-    std::printf("%-8s %8.1f %7.1f %7.1f %6.2f %6.2f %10.2f %9.2f %9.2f %6.2f %6.2f\n", size.c_str(), ws, rs, os, ws / rs,
-                ws / os, wrs, rrs, ors, wrs / rrs, wrs / ors);
+    const std::string size = bytes >= (1 << 20) ? std::to_string(bytes >> 20) + " MB"
+                                                : std::to_string(bytes >> 10) + " KB";
+    std::printf("%-8s %8.1f %7.1f %7.1f %6.2f %6.2f %10.2f %9.2f %9.2f %6.2f %6.2f\n", size.c_str(),
+                ws, rs, os, ws / rs, ws / os, wrs, rrs, ors, wrs / rrs, wrs / ors);
   }
 }
 

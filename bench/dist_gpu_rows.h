@@ -4,7 +4,7 @@
 // at a time and a row of calls on different arrays, as a world of one (run without mpirun).
 #pragma once
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace bench {
 

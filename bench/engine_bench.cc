@@ -6,7 +6,8 @@
 // TBB:  ns per node for build + execute (continue_nodes and edges, try_put, wait_for_all).
 // Both sides get the same number of threads; each figure is the median of --reps runs.
 //
-//   bazel run --config=opt //bench:engine_bench -- --workers=2 --reps=5 [--dag=1 (only the single chain)]
+//   bazel run --config=opt //bench:engine_bench -- --workers=2 --reps=5 [--dag=1 (only the single
+//   chain)]
 // For profiling: --before=0 runs the 1,000 chains once on weft's engine before the rows measured
 // (what the single chain sees right after them in a full run), --tbb=0 skips the TBB side.
 #include <oneapi/tbb/flow_graph.h>
@@ -40,7 +41,9 @@ struct Dag {
   std::function<void()> tbb;          // build the graph, run it, wait
 };
 
-double Seconds(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 // ---- weft ----
 
@@ -48,7 +51,8 @@ void WeftChains(Engine& engine, int chains, int length) {
   std::vector<VarHandle> vars(chains);
   for (VarHandle& v : vars) v = engine.NewVariable();
   for (int i = 0; i < length; ++i) {
-    for (int c = 0; c < chains; ++c) engine.PushSync([](RunContext) {}, weft::Device::Cpu(), {}, {vars[c]});
+    for (int c = 0; c < chains; ++c)
+      engine.PushSync([](RunContext) {}, weft::Device::Cpu(), {}, {vars[c]});
   }
   engine.WaitForAll();
   for (VarHandle v : vars) engine.DeleteVariable([](RunContext) {}, weft::Device::Cpu(), v);
@@ -57,7 +61,8 @@ void WeftChains(Engine& engine, int chains, int length) {
 
 void WeftFanIn(Engine& engine, int readers) {
   VarHandle v = engine.NewVariable();
-  for (int i = 0; i < readers; ++i) engine.PushSync([](RunContext) {}, weft::Device::Cpu(), {v}, {});
+  for (int i = 0; i < readers; ++i)
+    engine.PushSync([](RunContext) {}, weft::Device::Cpu(), {v}, {});
   engine.PushSync([](RunContext) {}, weft::Device::Cpu(), {}, {v});
   engine.WaitForAll();
   engine.DeleteVariable([](RunContext) {}, weft::Device::Cpu(), v);
@@ -122,16 +127,21 @@ int main(int argc, char** argv) {
   weft::engine::EngineOptions options;
   options.cpu_workers = workers;
   auto engine = weft::engine::CreateEngine(weft::engine::EngineKind::kThreaded, options);
-  oneapi::tbb::global_control tbb_threads(oneapi::tbb::global_control::max_allowed_parallelism, workers);
+  oneapi::tbb::global_control tbb_threads(oneapi::tbb::global_control::max_allowed_parallelism,
+                                          workers);
 
   const std::vector<Dag> dags = {
-      {"1000 chains x 1000", 1000000, [](Engine& e) { WeftChains(e, 1000, 1000); }, [] { TbbChains(1000, 1000); }},
-      {"1 chain x 100000", 100000, [](Engine& e) { WeftChains(e, 1, 100000); }, [] { TbbChains(1, 100000); }},
-      {"100000 readers + 1 writer", 100001, [](Engine& e) { WeftFanIn(e, 100000); }, [] { TbbFanIn(100000); }},
+      {"1000 chains x 1000", 1000000, [](Engine& e) { WeftChains(e, 1000, 1000); },
+       [] { TbbChains(1000, 1000); }},
+      {"1 chain x 100000", 100000, [](Engine& e) { WeftChains(e, 1, 100000); },
+       [] { TbbChains(1, 100000); }},
+      {"100000 readers + 1 writer", 100001, [](Engine& e) { WeftFanIn(e, 100000); },
+       [] { TbbFanIn(100000); }},
   };
   std::printf("engine overhead, %d worker thread(s), median of %d runs\n\n", workers, reps);
   std::printf("%-28s %14s %14s %12s\n", "DAG", "weft ns/op", "TBB ns/node", "weft/TBB");
-  const int only = bench::IntFlag(argc, argv, "dag", -1);  // one DAG by its row (0, 1, 2), for profiling
+  const int only =
+      bench::IntFlag(argc, argv, "dag", -1);  // one DAG by its row (0, 1, 2), for profiling
   const int before = bench::IntFlag(argc, argv, "before", -1);
   const bool run_tbb = bench::IntFlag(argc, argv, "tbb", 1) != 0;
   if (before >= 0 && static_cast<size_t>(before) < dags.size()) dags[before].weft(*engine);

@@ -23,12 +23,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -58,7 +58,8 @@ double ProcessCpuMs() {
 }
 
 struct WallCpu {
-  double wall_ms, cpu_ms;  // medians: the wall time, and the CPU time the process spent (all threads)
+  double wall_ms,
+      cpu_ms;  // medians: the wall time, and the CPU time the process spent (all threads)
 };
 
 // One call of `step`: its wall and CPU time (on a machine shared with other work, the CPU time is
@@ -67,8 +68,9 @@ WallCpu TimeOnce(const std::function<void()>& step) {
   const double cpu = ProcessCpuMs();
   const auto start = std::chrono::steady_clock::now();
   step();
-  return {std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
-          ProcessCpuMs() - cpu};
+  return {
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
+      ProcessCpuMs() - cpu};
 }
 
 double Median(std::vector<double> v) {
@@ -95,8 +97,8 @@ std::pair<WallCpu, WallCpu> InTurns(int reps, const std::function<void()>& fused
 }
 
 // Milliseconds of FusePointwise on `symbol` typed with `shapes`; *stats gets what it made.
-double PassMs(const Symbol& symbol, const std::map<std::string, Shape>& shapes, int reps, size_t* nodes,
-              weft::FusionStats* stats) {
+double PassMs(const Symbol& symbol, const std::map<std::string, Shape>& shapes, int reps,
+              size_t* nodes, weft::FusionStats* stats) {
   const weft::Graph typed = weft::InferShapesAndTypes(symbol.ToGraph(), shapes);
   *nodes = typed.nodes().size();
   weft::FusePointwise(typed, stats);
@@ -106,9 +108,12 @@ double PassMs(const Symbol& symbol, const std::map<std::string, Shape>& shapes, 
 void PassRows(int reps) {
   size_t nodes = 0;
   weft::FusionStats stats;
-  const double xlnet = PassMs(bench::XLNetPattern(), {{"x", Shape{32, 16}}}, reps * 10, &nodes, &stats);
-  std::printf("fusion pass, XLNet pattern (CSE off): %zu nodes, %zu group(s) of %zu ops, %.3f ms (goal < 2 ms)\n",
-              nodes, stats.groups, stats.fused_nodes, xlnet);
+  const double xlnet =
+      PassMs(bench::XLNetPattern(), {{"x", Shape{32, 16}}}, reps * 10, &nodes, &stats);
+  std::printf(
+      "fusion pass, XLNet pattern (CSE off): %zu nodes, %zu group(s) of %zu ops, %.3f ms (goal < 2 "
+      "ms)\n",
+      nodes, stats.groups, stats.fused_nodes, xlnet);
   double per_node_first = 0;
   for (int n : {10000, 20000, 40000}) {
     stats = {};  // FusePointwise adds to it
@@ -122,7 +127,8 @@ void PassRows(int reps) {
     const double per_node = 1e3 * ms / static_cast<double>(nodes);
     if (per_node_first == 0) per_node_first = per_node;
     std::printf(
-        "fusion pass, random graph: %6zu nodes, %5zu groups of %6zu ops, %8.3f ms, %.3f us/node (%.2fx the "
+        "fusion pass, random graph: %6zu nodes, %5zu groups of %6zu ops, %8.3f ms, %.3f us/node "
+        "(%.2fx the "
         "first graph's)\n",
         nodes, stats.groups, stats.fused_nodes, ms, per_node, per_node / per_node_first);
   }
@@ -146,7 +152,8 @@ BoundChain BindChain(bool fusion, const NDArray& x, const NDArray& dx) {
   const Symbol chain = bench::Chain(Symbol::Variable("x"));
   BoundChain bound;
   bound.inference = Executor::Bind(chain, weft::Device::Cpu(), {{"x", x}});
-  bound.training = Executor::Bind(chain, weft::Device::Cpu(), {{"x", x}}, {{"x", dx}}, {{"x", weft::GradReq::kWrite}});
+  bound.training = Executor::Bind(chain, weft::Device::Cpu(), {{"x", x}}, {{"x", dx}},
+                                  {{"x", weft::GradReq::kWrite}});
   unsetenv("WEFT_USE_FUSION");
   return bound;
 }
@@ -199,7 +206,8 @@ double SplitMemcpyMs(int threads, int reps) {
     std::vector<std::thread> workers;
     for (int k = 0; k < threads; ++k) {
       workers.emplace_back([&, k] {
-        const size_t begin = bytes / threads * k, end = k + 1 == threads ? bytes : bytes / threads * (k + 1);
+        const size_t begin = bytes / threads * k,
+                     end = k + 1 == threads ? bytes : bytes / threads * (k + 1);
         std::memcpy(to.data() + begin, from.data() + begin, end - begin);
       });
     }
@@ -210,8 +218,8 @@ double SplitMemcpyMs(int threads, int reps) {
 // The vector unit the CPU's elementwise loops run on: the clone the loader picks
 // (WEFT_CPU_VECTOR_CLONES, ops/internal/cpu_util.h), by the same test.
 const char* LoopVectors() {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   if (__builtin_cpu_supports("avx512f")) return "AVX-512";
   if (__builtin_cpu_supports("avx2")) return "AVX2";
 #endif
@@ -229,45 +237,57 @@ std::string Cell(bool available, const char* format, double v) {
 }
 
 // ms fused, unfused, PyTorch; unfused / fused and PyTorch / fused; GB/s of each (`arrays` moved).
-void ChainRow(const char* what, double fused, double unfused, const nlohmann::json& torch, const char* key,
-              double arrays) {
+void ChainRow(const char* what, double fused, double unfused, const nlohmann::json& torch,
+              const char* key, double arrays) {
   const bool peer = torch.value("available", false);
   const double t = peer ? torch[key].get<double>() : 0;
   std::printf("%-34s %9.2f %9.2f %9s %7.2fx %7s   %6.1f %6.1f %6s\n", what, fused, unfused,
-              Cell(peer, "%.2f", t).c_str(), unfused / fused, Cell(peer, "%.2fx", t / fused).c_str(),
-              Gbs(arrays, fused), Gbs(arrays, unfused), Cell(peer, "%.1f", Gbs(arrays, t)).c_str());
+              Cell(peer, "%.2f", t).c_str(), unfused / fused,
+              Cell(peer, "%.2fx", t / fused).c_str(), Gbs(arrays, fused), Gbs(arrays, unfused),
+              Cell(peer, "%.1f", Gbs(arrays, t)).c_str());
 }
 
 void ChainRows(int threads, int reps, bool with_peer) {
   const ChainTimes t = TimeChain(reps);
   const double copy = CopyMs(reps), split_copy = SplitMemcpyMs(threads, reps);
   const nlohmann::json torch =
-      with_peer ? bench::RunPeer("bench/torch_fusion_peer.py", std::to_string(threads) + " " + std::to_string(reps) +
-                                                                   " " + std::to_string(kChainElements))
+      with_peer ? bench::RunPeer("bench/torch_fusion_peer.py", std::to_string(threads) + " " +
+                                                                   std::to_string(reps) + " " +
+                                                                   std::to_string(kChainElements))
                 : nlohmann::json{{"available", false}, {"error", "left out (--peer=0)"}};
   const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
   const double array_mb = kChainElements * sizeof(float) / 1e6;
-  std::printf("\nthe 8-op chain on %lld float32 (%lldM: %.0f MB an array, %s the %.0f MB L3), %d thread(s), loops on %s; ",
-              static_cast<long long>(kChainElements), static_cast<long long>(kChainElements >> 20), array_mb,
-              l3 > 0 && array_mb * 2 < l3 / 1e6 ? "two fit in" : "two exceed", l3 / 1e6, threads, LoopVectors());
+  std::printf(
+      "\nthe 8-op chain on %lld float32 (%lldM: %.0f MB an array, %s the %.0f MB L3), %d "
+      "thread(s), loops on %s; ",
+      static_cast<long long>(kChainElements), static_cast<long long>(kChainElements >> 20),
+      array_mb, l3 > 0 && array_mb * 2 < l3 / 1e6 ? "two fit in" : "two exceed", l3 / 1e6, threads,
+      LoopVectors());
   if (torch.value("available", false)) {
-    std::printf("PyTorch %s, %d thread(s)\n", torch["version"].get<std::string>().c_str(), torch["threads"].get<int>());
+    std::printf("PyTorch %s, %d thread(s)\n", torch["version"].get<std::string>().c_str(),
+                torch["threads"].get<int>());
   } else {
     std::printf("PyTorch not available: %s\n", torch.value("error", std::string("?")).c_str());
   }
-  std::printf("%-34s %9s %9s %9s %8s %7s   %6s %6s %6s\n", "ms (then GB/s)", "fused", "unfused", "torch", "unf/fus",
-              "tor/fus", "fused", "unfus", "torch");
-  ChainRow("inference (x -> y)", t.fused_forward.wall_ms, t.unfused_forward.wall_ms, torch, "forward_ms", 2);
-  ChainRow("training step (x, dy -> y, dx)", t.fused_step.wall_ms, t.unfused_step.wall_ms, torch, "step_ms", 4);
+  std::printf("%-34s %9s %9s %9s %8s %7s   %6s %6s %6s\n", "ms (then GB/s)", "fused", "unfused",
+              "torch", "unf/fus", "tor/fus", "fused", "unfus", "torch");
+  ChainRow("inference (x -> y)", t.fused_forward.wall_ms, t.unfused_forward.wall_ms, torch,
+           "forward_ms", 2);
+  ChainRow("training step (x, dy -> y, dx)", t.fused_step.wall_ms, t.unfused_step.wall_ms, torch,
+           "step_ms", 4);
   std::printf(
-      "CPU time (all threads; ms): inference %.2f fused, %.2f unfused (%.2fx); training step %.2f fused, "
+      "CPU time (all threads; ms): inference %.2f fused, %.2f unfused (%.2fx); training step %.2f "
+      "fused, "
       "%.2f unfused (%.2fx)\n",
-      t.fused_forward.cpu_ms, t.unfused_forward.cpu_ms, t.unfused_forward.cpu_ms / t.fused_forward.cpu_ms,
-      t.fused_step.cpu_ms, t.unfused_step.cpu_ms, t.unfused_step.cpu_ms / t.fused_step.cpu_ms);
-  std::printf("a copy of the %lldM floats: weft's CopyTo (one memcpy) %.2f ms, %.1f GB/s; memcpy over %d threads %.2f ms, "
-              "%.1f GB/s (fused inference at %.0f%% of it)\n",
-              static_cast<long long>(kChainElements >> 20), copy, Gbs(2, copy), threads, split_copy, Gbs(2, split_copy),
-              100 * split_copy / t.fused_forward.wall_ms);
+      t.fused_forward.cpu_ms, t.unfused_forward.cpu_ms,
+      t.unfused_forward.cpu_ms / t.fused_forward.cpu_ms, t.fused_step.cpu_ms, t.unfused_step.cpu_ms,
+      t.unfused_step.cpu_ms / t.fused_step.cpu_ms);
+  std::printf(
+      "a copy of the %lldM floats: weft's CopyTo (one memcpy) %.2f ms, %.1f GB/s; memcpy over %d "
+      "threads %.2f ms, "
+      "%.1f GB/s (fused inference at %.0f%% of it)\n",
+      static_cast<long long>(kChainElements >> 20), copy, Gbs(2, copy), threads, split_copy,
+      Gbs(2, split_copy), 100 * split_copy / t.fused_forward.wall_ms);
 }
 
 double MlpStepMs(bool fusion, int reps) {
@@ -294,11 +314,13 @@ int main(int argc, char** argv) {
     setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
     bench::ChdirToWorkspace();
     if (bench::IntFlag(argc, argv, "pass", 1)) PassRows(reps);
-    if (bench::IntFlag(argc, argv, "chain", 1)) ChainRows(threads, reps, bench::IntFlag(argc, argv, "peer", 1) != 0);
+    if (bench::IntFlag(argc, argv, "chain", 1))
+      ChainRows(threads, reps, bench::IntFlag(argc, argv, "peer", 1) != 0);
     if (bench::IntFlag(argc, argv, "mlp", 1)) {
       const double on = MlpStepMs(true, reps), off = MlpStepMs(false, reps);
       std::printf(
-          "\nMLP 784-1024-1024-10 (bias, GELU, dropout 0.1), batch 128, SGD: a training step %.3f ms fused, "
+          "\nMLP 784-1024-1024-10 (bias, GELU, dropout 0.1), batch 128, SGD: a training step %.3f "
+          "ms fused, "
           "%.3f ms unfused (%.2fx)\n",
           on, off, off / on);
     }

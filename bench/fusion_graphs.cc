@@ -26,7 +26,8 @@ Symbol GeluMlp(const std::vector<int>& sizes) {
   Symbol x = Symbol::Variable("data");
   for (size_t i = 1; i + 1 < sizes.size(); ++i) {
     const std::string fc = "fc" + std::to_string(i);
-    x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(sizes[i])}, {"no_bias", "true"}}, fc);
+    x = Symbol::Op("FullyConnected", {x},
+                   {{"num_hidden", std::to_string(sizes[i])}, {"no_bias", "true"}}, fc);
     x = Symbol::Op("gelu", {Symbol::Op("add", {x, Symbol::Variable(fc + "_bias")})});
     x = Symbol::Op("Dropout", {x}, {{"p", "0.1"}})[0];
   }
@@ -37,7 +38,8 @@ Symbol GeluMlp(const std::vector<int>& sizes) {
 
 std::map<std::string, Shape> GeluMlpShapes(const std::vector<int>& sizes, int batch) {
   std::map<std::string, Shape> known = {{"data", Shape{batch, sizes[0]}}, {"label", Shape{batch}}};
-  for (size_t i = 1; i + 1 < sizes.size(); ++i) known["fc" + std::to_string(i) + "_bias"] = Shape{sizes[i]};
+  for (size_t i = 1; i + 1 < sizes.size(); ++i)
+    known["fc" + std::to_string(i) + "_bias"] = Shape{sizes[i]};
   return weft::InferArgumentShapes(GeluMlp(sizes).ToGraph(), known);
 }
 
@@ -56,7 +58,9 @@ Symbol XLNetPattern() {
 // ten is a transpose or x - mean(x), which are not pointwise.
 Symbol RandomGraph(int nodes, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  auto pick = [&](size_t n) { return static_cast<size_t>(std::uniform_int_distribution<size_t>(0, n - 1)(rng)); };
+  auto pick = [&](size_t n) {
+    return static_cast<size_t>(std::uniform_int_distribution<size_t>(0, n - 1)(rng));
+  };
   std::vector<Symbol> v = {Symbol::Variable("x0"), Symbol::Variable("x1"), Symbol::Variable("x2")};
   std::vector<bool> read(v.size(), true);  // the outputs are the values nothing reads
   const Symbol bias = Symbol::Variable("bias");
@@ -69,7 +73,8 @@ Symbol RandomGraph(int nodes, uint64_t seed) {
         v.push_back(Symbol::Op("transpose", {v[a]}));
         break;
       case 1:
-        v.push_back(Symbol::Op("sub", {v[a], Symbol::Op("mean", {v[a]}, {{"axis", "-1"}, {"keepdims", "true"}})}));
+        v.push_back(Symbol::Op(
+            "sub", {v[a], Symbol::Op("mean", {v[a]}, {{"axis", "-1"}, {"keepdims", "true"}})}));
         break;
       case 2:
         v.push_back(Symbol::Op("add", {v[a], bias}));

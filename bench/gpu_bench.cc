@@ -73,7 +73,8 @@ Symbol Mlp(const std::vector<int>& sizes, DType dtype, bool cast_data = false) {
   if (cast_data && dtype != DType::kFloat32)
     x = Symbol::Op("Cast", {x}, {{"dtype", std::string(weft::DTypeName(dtype))}});
   for (size_t i = 1; i < sizes.size(); ++i) {
-    x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(sizes[i])}}, "fc" + std::to_string(i));
+    x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(sizes[i])}},
+                   "fc" + std::to_string(i));
     if (i + 1 < sizes.size()) x = Symbol::Op("relu", {x});
   }
   if (dtype != DType::kFloat32) x = Symbol::Op("Cast", {x}, {{"dtype", "float32"}});
@@ -99,7 +100,8 @@ double MlpStep(const Net& net, DType dtype, int reps) {
     }
     host.FillNormal(0, name == "data" ? 1.0 : 0.02);
     NDArray gpu = host.Copy(kGpu);
-    args[name] = dtype == DType::kFloat32 ? gpu : weft::Invoke("Cast", {gpu}, {{"dtype", "bfloat16"}})[0];
+    args[name] =
+        dtype == DType::kFloat32 ? gpu : weft::Invoke("Cast", {gpu}, {{"dtype", "bfloat16"}})[0];
     if (name == "data") continue;
     params.push_back(name);
     grads[name] = NDArray(shape, kGpu, dtype);
@@ -110,7 +112,8 @@ double MlpStep(const Net& net, DType dtype, int reps) {
   auto step = [&] {
     exec->Forward(true);
     exec->Backward();
-    for (size_t i = 0; i < params.size(); ++i) sgd.Update(static_cast<int>(i), args.at(params[i]), grads.at(params[i]));
+    for (size_t i = 0; i < params.size(); ++i)
+      sgd.Update(static_cast<int>(i), args.at(params[i]), grads.at(params[i]));
   };
   for (int i = 0; i < 10; ++i) step();
   return TimeMs(reps, 50, step);
@@ -122,8 +125,9 @@ double MlpStep(const Net& net, DType dtype, int reps) {
 double TrainerStep(const Net& net, DType dtype, bool cuda_graph, int reps) {
   setenv("WEFT_CUDA_GRAPH", cuda_graph ? "1" : "0", 1);
   weft::Trainer trainer(Mlp(net.sizes, dtype, /*cast_data=*/true),
-                        {{"data", Shape{net.batch, net.sizes[0]}}, {"label", Shape{net.batch}}}, weft::Xavier(),
-                        weft::SGD(0.01, 0.9, 0, 1.0 / net.batch), {.device = kGpu, .dtype = dtype});
+                        {{"data", Shape{net.batch, net.sizes[0]}}, {"label", Shape{net.batch}}},
+                        weft::Xavier(), weft::SGD(0.01, 0.9, 0, 1.0 / net.batch),
+                        {.device = kGpu, .dtype = dtype});
   unsetenv("WEFT_CUDA_GRAPH");
   trainer.data("data").FillNormal(0, 1);
   std::vector<float> labels(net.batch);
@@ -141,19 +145,24 @@ double TrainerStep(const Net& net, DType dtype, bool cuda_graph, int reps) {
 std::unique_ptr<Executor> BindRnn(const char* mode, const std::string& precision, int64_t h) {
   const int64_t t = 64, n = 64, i = 512, layers_times_dirs = 2 * 2;
   const DType dtype = precision == "bfloat16" ? DType::kBFloat16 : DType::kFloat32;
-  std::vector<Symbol> inputs = {Symbol::Variable("data"), Symbol::Variable("parameters"), Symbol::Variable("state")};
+  std::vector<Symbol> inputs = {Symbol::Variable("data"), Symbol::Variable("parameters"),
+                                Symbol::Variable("state")};
   if (std::string(mode) == "lstm") inputs.push_back(Symbol::Variable("state_cell"));
-  const Symbol net =
-      Symbol::Op("RNN", inputs,
-                 {{"mode", mode}, {"state_size", std::to_string(h)}, {"num_layers", "2"}, {"bidirectional", "true"}});
-  const auto shapes =
-      weft::InferArgumentShapes(net.ToGraph(), {{"data", Shape{t, n, i}}, {"state", Shape{layers_times_dirs, n, h}}});
+  const Symbol net = Symbol::Op("RNN", inputs,
+                                {{"mode", mode},
+                                 {"state_size", std::to_string(h)},
+                                 {"num_layers", "2"},
+                                 {"bidirectional", "true"}});
+  const auto shapes = weft::InferArgumentShapes(
+      net.ToGraph(), {{"data", Shape{t, n, i}}, {"state", Shape{layers_times_dirs, n, h}}});
   Executor::ArrayMap args, grads;
   std::map<std::string, weft::GradReq> reqs;
   for (const auto& [name, shape] : shapes) {
     NDArray values(shape, kGpu);
     values.FillUniform(-0.05, 0.05);
-    args[name] = dtype == DType::kFloat32 ? values : weft::Invoke("Cast", {values}, {{"dtype", "bfloat16"}})[0];
+    args[name] = dtype == DType::kFloat32
+                     ? values
+                     : weft::Invoke("Cast", {values}, {{"dtype", "bfloat16"}})[0];
     if (name != "data" && name != "parameters") continue;
     grads[name] = NDArray(shape, kGpu, dtype);
     reqs[name] = weft::GradReq::kWrite;
@@ -196,7 +205,8 @@ double RnnBesideSpinMs(Executor& exec, bool blocking, double spin_ms, int reps) 
     const auto start = std::chrono::steady_clock::now();
     exec.Forward(true), exec.Backward();
     weft::engine::Engine::Get()->WaitForAll();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
   }  // each spin ends before the next repetition
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
@@ -261,7 +271,8 @@ ChainTimes TimeChain(bool fusion, int reps) {
   NDArray x = host.Copy(kGpu), dy = host.Copy(kGpu), dx(Shape{kChainElements}, kGpu);
   const Symbol chain = bench::Chain(Symbol::Variable("x"));
   auto inference = Executor::Bind(chain, kGpu, {{"x", x}});
-  auto training = Executor::Bind(chain, kGpu, {{"x", x}}, {{"x", dx}}, {{"x", weft::GradReq::kWrite}});
+  auto training =
+      Executor::Bind(chain, kGpu, {{"x", x}}, {{"x", dx}}, {{"x", weft::GradReq::kWrite}});
   unsetenv("WEFT_USE_FUSION");
   ChainTimes t;
   inference->Forward(/*is_train=*/false);
@@ -298,14 +309,18 @@ double MlpGeluStepMs(bool fusion, int reps) {
   return TimeMs(reps, 50, [&] { step.Run(); });
 }
 
-double ChainGbs(double arrays, double ms) { return arrays * kChainElements * sizeof(float) / ms / 1e6; }
+double ChainGbs(double arrays, double ms) {
+  return arrays * kChainElements * sizeof(float) / ms / 1e6;
+}
 
 // One row: GB/s of weft fused, weft unfused, torch eager, torch.compile (n/a when absent).
-void ChainRow(const char* what, double arrays, double fused_ms, double unfused_ms, const nlohmann::json& r,
-              const std::string& key) {
-  auto peer = [&](const std::string& k) { return r.contains(k) ? ChainGbs(arrays, r[k].get<double>()) : 0.0; };
-  std::printf("%-36s %10.0f %10.0f %10.0f %10.0f\n", what, ChainGbs(arrays, fused_ms), ChainGbs(arrays, unfused_ms),
-              peer(key + " eager"), peer(key + " compile"));
+void ChainRow(const char* what, double arrays, double fused_ms, double unfused_ms,
+              const nlohmann::json& r, const std::string& key) {
+  auto peer = [&](const std::string& k) {
+    return r.contains(k) ? ChainGbs(arrays, r[k].get<double>()) : 0.0;
+  };
+  std::printf("%-36s %10.0f %10.0f %10.0f %10.0f\n", what, ChainGbs(arrays, fused_ms),
+              ChainGbs(arrays, unfused_ms), peer(key + " eager"), peer(key + " compile"));
 }
 
 void FusionRows(int reps, double copy_gbs, const nlohmann::json& torch) {
@@ -313,29 +328,36 @@ void FusionRows(int reps, double copy_gbs, const nlohmann::json& torch) {
   const ChainTimes fused = TimeChain(true, reps), unfused = TimeChain(false, reps);
   const double mlp_on = MlpGeluStepMs(true, reps), mlp_off = MlpGeluStepMs(false, reps);
   const nlohmann::json r = torch.value("results", nlohmann::json::object());
-  std::printf("\nthe 8-op chain on 64M float32, GB/s (0: not measured)  %10s %10s %10s %10s\n", "fused", "unfused",
-              "eager", "compile");
+  std::printf("\nthe 8-op chain on 64M float32, GB/s (0: not measured)  %10s %10s %10s %10s\n",
+              "fused", "unfused", "eager", "compile");
   ChainRow("forward (x -> y)", 2, fused.forward_ms, unfused.forward_ms, r, "chain forward ms");
-  ChainRow("backward (x, dy -> dx)", 3, fused.backward_ms, unfused.backward_ms, r, "chain backward ms");
+  ChainRow("backward (x, dy -> dx)", 3, fused.backward_ms, unfused.backward_ms, r,
+           "chain backward ms");
   for (const char* error : {"chain compile error", "chain eager error"}) {
-    if (r.contains(error)) std::printf("PyTorch %s: %s\n", error, r[error].get<std::string>().c_str());
+    if (r.contains(error))
+      std::printf("PyTorch %s: %s\n", error, r[error].get<std::string>().c_str());
   }
   std::printf("fused forward: %.1f%% of weft's device copy (%.0f GB/s), %.2fx unfused",
-              100 * ChainGbs(2, fused.forward_ms) / copy_gbs, copy_gbs, unfused.forward_ms / fused.forward_ms);
+              100 * ChainGbs(2, fused.forward_ms) / copy_gbs, copy_gbs,
+              unfused.forward_ms / fused.forward_ms);
   if (r.contains("chain forward ms compile")) {
-    std::printf(", %.2fx torch.compile's speed", r["chain forward ms compile"].get<double>() / fused.forward_ms);
+    std::printf(", %.2fx torch.compile's speed",
+                r["chain forward ms compile"].get<double>() / fused.forward_ms);
   }
   std::printf("; backward %.2fx unfused\n", unfused.backward_ms / fused.backward_ms);
   std::printf(
-      "the chain's first bind (NVRTC compile) %.1f ms (goal < 200), bound again (cached) %.3f ms (goal < 1)%s\n",
+      "the chain's first bind (NVRTC compile) %.1f ms (goal < 200), bound again (cached) %.3f ms "
+      "(goal < 1)%s\n",
       first_bind, cached_bind, std::getenv("WEFT_RTC_CACHE") ? " [WEFT_RTC_CACHE is set]" : "");
   std::printf(
-      "MLP 784-1024-1024-10 (bias, GELU, dropout), batch 128, training step: %.3f ms fused, %.3f ms unfused "
+      "MLP 784-1024-1024-10 (bias, GELU, dropout), batch 128, training step: %.3f ms fused, %.3f "
+      "ms unfused "
       "(%.2fx)\n",
       mlp_on, mlp_off, mlp_off / mlp_on);
 }
 
-void PrintRow(const char* what, double weft_value, const nlohmann::json& peer, const char* key, const char* unit) {
+void PrintRow(const char* what, double weft_value, const nlohmann::json& peer, const char* key,
+              const char* unit) {
   if (peer.contains(key)) {
     const double t = peer[key].get<double>();
     std::printf("%-44s %12.3f %12.3f %8.2f  %s\n", what, weft_value, t, weft_value / t, unit);
@@ -359,8 +381,8 @@ int ProfileCost(int reps) {
   std::remove(trace.c_str());
   std::printf("%-44s %12s %12s %12s\n", "profiler", "never on", "on", "off again");
   std::printf("%-44s %12.3f %12.3f %12.3f  us/op\n", "tiny op us", tiny[0], tiny[1], tiny[2]);
-  std::printf("%-44s %12.3f %12.3f %12.3f  ms/step\n", ("mlp " + net.name + " b128 float32").c_str(), step[0], step[1],
-              step[2]);
+  std::printf("%-44s %12.3f %12.3f %12.3f  ms/step\n",
+              ("mlp " + net.name + " b128 float32").c_str(), step[0], step[1], step[2]);
   weft::engine::Engine::Get()->Shutdown();
   return 0;
 }
@@ -373,30 +395,38 @@ int main(int argc, char** argv) {
     bench::ChdirToWorkspace();
     if (bench::IntFlag(argc, argv, "profile_cost", 0)) return ProfileCost(reps);
     if (bench::IntFlag(argc, argv, "floors_only", 0)) {  // --floors_only=1: the launch floors alone
-      std::printf("launch floors (us): runtime %.2f, non-blocking stream %.2f, driver API %.2f, empty engine op %.2f\n",
-                  bench::RawLaunchUs(reps, true), bench::RawLaunchUs(reps, false), bench::DriverLaunchUs(reps),
-                  bench::EmptyEngineOpUs(reps));
+      std::printf(
+          "launch floors (us): runtime %.2f, non-blocking stream %.2f, driver API %.2f, empty "
+          "engine op %.2f\n",
+          bench::RawLaunchUs(reps, true), bench::RawLaunchUs(reps, false),
+          bench::DriverLaunchUs(reps), bench::EmptyEngineOpUs(reps));
       for (int nodes : {16, 256}) {
         const bench::GraphCosts g = bench::GraphLaunchUs(reps, nodes);
         std::printf(
-            "graph of %d tiny kernels, per kernel (us): built %.2f, parameters set %.2f (host only); "
-            "built and instantiated %.2f, built and updated %.2f, parameters set %.2f, replayed %.2f (each "
+            "graph of %d tiny kernels, per kernel (us): built %.2f, parameters set %.2f (host "
+            "only); "
+            "built and instantiated %.2f, built and updated %.2f, parameters set %.2f, replayed "
+            "%.2f (each "
             "with its launch)\n",
-            nodes, g.build_us, g.set_params_host_us, g.instantiate_us, g.update_us, g.set_params_us, g.replay_us);
+            nodes, g.build_us, g.set_params_host_us, g.instantiate_us, g.update_us, g.set_params_us,
+            g.replay_us);
       }
       int sms = 0;
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
       const unsigned wave = 8u * sms;  // resident blocks of 256 threads
       std::printf(
-          "relu kernel on 64M floats alone, CUDA events (GB/s): 1 wave of blocks %.0f, 4 waves %.0f, a 16-byte "
+          "relu kernel on 64M floats alone, CUDA events (GB/s): 1 wave of blocks %.0f, 4 waves "
+          "%.0f, a 16-byte "
           "pack per thread (%u blocks) %.0f; cudaMemcpyAsync %.0f\n",
-          bench::KernelOnlyGbs(reps, wave, false), bench::KernelOnlyGbs(reps, 4 * wave, false), 65536u,
-          bench::KernelOnlyGbs(reps, 65536, false), bench::KernelOnlyGbs(reps, 0, true));
+          bench::KernelOnlyGbs(reps, wave, false), bench::KernelOnlyGbs(reps, 4 * wave, false),
+          65536u, bench::KernelOnlyGbs(reps, 65536, false), bench::KernelOnlyGbs(reps, 0, true));
       return 0;
     }
     // --mlp=0, --tiny=0, --relu=0 leave a part out; --peer=0 leaves PyTorch out.
-    const bool mlp = bench::IntFlag(argc, argv, "mlp", 1), tiny = bench::IntFlag(argc, argv, "tiny", 1);
-    const bool relu = bench::IntFlag(argc, argv, "relu", 1), peer = bench::IntFlag(argc, argv, "peer", 1);
+    const bool mlp = bench::IntFlag(argc, argv, "mlp", 1),
+               tiny = bench::IntFlag(argc, argv, "tiny", 1);
+    const bool relu = bench::IntFlag(argc, argv, "relu", 1),
+               peer = bench::IntFlag(argc, argv, "peer", 1);
     const bool fusion = bench::IntFlag(argc, argv, "fusion", 1);
     const std::vector<Net> nets = {{"64-256-256-10", {64, 256, 256, 10}, 128},
                                    {"784-1024-1024-10", {784, 1024, 1024, 10}, 128},
@@ -404,8 +434,8 @@ int main(int argc, char** argv) {
     nlohmann::json ours;
     for (const Net& net : mlp ? nets : std::vector<Net>{}) {
       for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
-        const std::string key =
-            "mlp " + net.name + " b" + std::to_string(net.batch) + " " + std::string(weft::DTypeName(dtype));
+        const std::string key = "mlp " + net.name + " b" + std::to_string(net.batch) + " " +
+                                std::string(weft::DTypeName(dtype));
         try {
           ours[key] = MlpStep(net, dtype, reps);
           ours[key + " trainer, CUDA graph"] = TrainerStep(net, dtype, true, reps);
@@ -424,8 +454,8 @@ int main(int argc, char** argv) {
           {512, "float32"}, {512, "tf32"}, {512, "bfloat16"}, {128, "tf32"}};
       for (const char* mode : {"lstm", "gru"}) {
         for (const auto& [h, precision] : rows) {
-          const std::string key =
-              std::string(mode) + " T64 N64 I512 H" + std::to_string(h) + " L2 bi fwd+bwd " + precision;
+          const std::string key = std::string(mode) + " T64 N64 I512 H" + std::to_string(h) +
+                                  " L2 bi fwd+bwd " + precision;
           try {
             ours[key] = RnnStepMs(mode, precision, h, reps);
           } catch (const weft::Error& e) {
@@ -442,8 +472,10 @@ int main(int argc, char** argv) {
       const double unblocked = RnnBesideSpinMs(*lstm, false, 30, reps);
       const weft::gpu::JoinCounts after = weft::gpu::Joins();
       std::printf(
-          "lstm H512 float32 fwd+bwd beside a 30 ms spin on a blocking stream %.3f ms, on a non-blocking "
-          "stream %.3f ms (the join waits for %.3f ms of other streams' work); %lld cuDNN calls joined as "
+          "lstm H512 float32 fwd+bwd beside a 30 ms spin on a blocking stream %.3f ms, on a "
+          "non-blocking "
+          "stream %.3f ms (the join waits for %.3f ms of other streams' work); %lld cuDNN calls "
+          "joined as "
           "graphs, %lld instantiated, %lld unjoined\n",
           blocked, unblocked, blocked - unblocked, static_cast<long long>(after.runs - before.runs),
           static_cast<long long>(after.instantiations - before.instantiations),
@@ -456,14 +488,18 @@ int main(int argc, char** argv) {
     const Bandwidth bw = relu || fusion ? ElementwiseBandwidth(reps) : Bandwidth{0, 0};
     if (relu) ours["relu GB/s"] = bw.relu_gbs, ours["copy GB/s"] = bw.copy_gbs;
     weft::engine::Engine::Get()->WaitForAll();
-    const double raw_launch = bench::RawLaunchUs(reps, true), raw_nonblocking = bench::RawLaunchUs(reps, false);
-    const double driver_launch = bench::DriverLaunchUs(reps), empty_op = bench::EmptyEngineOpUs(reps);
+    const double raw_launch = bench::RawLaunchUs(reps, true),
+                 raw_nonblocking = bench::RawLaunchUs(reps, false);
+    const double driver_launch = bench::DriverLaunchUs(reps),
+                 empty_op = bench::EmptyEngineOpUs(reps);
 
-    const nlohmann::json torch = peer ? bench::RunPeer("bench/torch_gpu_peer.py", std::to_string(reps))
-                                      : nlohmann::json{{"available", false}, {"error", "left out (--peer=0)"}};
+    const nlohmann::json torch =
+        peer ? bench::RunPeer("bench/torch_gpu_peer.py", std::to_string(reps))
+             : nlohmann::json{{"available", false}, {"error", "left out (--peer=0)"}};
     if (torch.value("available", false)) {
       std::printf("PyTorch %s on %s (%s)\n", torch["version"].get<std::string>().c_str(),
-                  torch["device"].get<std::string>().c_str(), torch["python"].get<std::string>().c_str());
+                  torch["device"].get<std::string>().c_str(),
+                  torch["python"].get<std::string>().c_str());
     } else {
       std::printf("PyTorch not available: %s\n", torch.value("error", std::string("?")).c_str());
     }
@@ -473,14 +509,15 @@ int main(int argc, char** argv) {
       const char* unit = key.find("GB/s") != std::string::npos  ? "GB/s"
                          : key.find(" us") != std::string::npos ? "us/op"
                                                                 : "ms/step";
-      PrintRow(key.c_str(), it.value().get<double>(), torch.value("results", nlohmann::json::object()), key.c_str(),
-               unit);
+      PrintRow(key.c_str(), it.value().get<double>(),
+               torch.value("results", nlohmann::json::object()), key.c_str(), unit);
     }
     if (relu)
       std::printf("weft relu reaches %.1f%% of weft's device-to-device copy bandwidth\n",
                   100 * bw.relu_gbs / bw.copy_gbs);
     std::printf(
-        "floors: the same tiny kernel launched directly on one stream %.2f us (%.2f us on a non-blocking "
+        "floors: the same tiny kernel launched directly on one stream %.2f us (%.2f us on a "
+        "non-blocking "
         "stream; %.2f us through the driver API); an empty GPU op through the engine %.2f us\n",
         raw_launch, raw_nonblocking, driver_launch, empty_op);
     if (fusion) FusionRows(reps, bw.copy_gbs, torch);

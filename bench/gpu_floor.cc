@@ -31,7 +31,8 @@ struct TinyAdd {
         {"binary.cuh", "", "weft::BinaryForward<weft::fn::Add, float, 4>", {}}, 0);
     WEFT_CUDA_CHECK(cudaMalloc(&a, 64));
     WEFT_CUDA_CHECK(cudaMalloc(&b, 64));
-    WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, blocking_stream ? cudaStreamDefault : cudaStreamNonBlocking));
+    WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(
+        &stream, blocking_stream ? cudaStreamDefault : cudaStreamNonBlocking));
   }
   ~TinyAdd() {
     cudaStreamDestroy(stream);
@@ -46,26 +47,31 @@ double RawLaunchUs(int reps, bool blocking_stream) {
   TinyAdd t(blocking_stream);
   const void* kernel = reinterpret_cast<const void*>(t.kernel.handle());
   return MedianUs(
-      reps, 10000, [&] { WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(1), dim3(256), t.args, 0, t.stream)); },
+      reps, 10000,
+      [&] { WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(1), dim3(256), t.args, 0, t.stream)); },
       &TinyAdd::Wait);
 }
 
 double DriverLaunchUs(int reps) {
   using GetFunction = CUresult (*)(CUfunction*, CUkernel);
-  using LaunchKernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                    CUstream, void**, void**);
+  using LaunchKernel = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    unsigned, unsigned, CUstream, void**, void**);
   void *get = nullptr, *launch = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  WEFT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuKernelGetFunction", &get, 12000, cudaEnableDefault, &found));
-  WEFT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &launch, 12000, cudaEnableDefault, &found));
+  WEFT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuKernelGetFunction", &get, 12000,
+                                                   cudaEnableDefault, &found));
+  WEFT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &launch, 12000,
+                                                   cudaEnableDefault, &found));
   if (get == nullptr || launch == nullptr) return -1;
   TinyAdd t;
   CUfunction function = nullptr;
-  if (reinterpret_cast<GetFunction>(get)(&function, reinterpret_cast<CUkernel>(t.kernel.handle())) != CUDA_SUCCESS)
+  if (reinterpret_cast<GetFunction>(get)(
+          &function, reinterpret_cast<CUkernel>(t.kernel.handle())) != CUDA_SUCCESS)
     return -1;
   auto launch_fn = reinterpret_cast<LaunchKernel>(launch);
   return MedianUs(
-      reps, 10000, [&] { launch_fn(function, 1, 1, 1, 256, 1, 1, 0, t.stream, t.args, nullptr); }, &TinyAdd::Wait);
+      reps, 10000, [&] { launch_fn(function, 1, 1, 1, 256, 1, 1, 0, t.stream, t.args, nullptr); },
+      &TinyAdd::Wait);
 }
 
 GraphCosts GraphLaunchUs(int reps, int nodes) {
@@ -83,7 +89,8 @@ GraphCosts GraphLaunchUs(int reps, int nodes) {
     cudaGraphNode_t last = nullptr;
     for (int i = 0; i < nodes; ++i) {
       cudaGraphNode_t node = nullptr;
-      WEFT_CUDA_CHECK(cudaGraphAddKernelNode(&node, graph, last ? &last : nullptr, last ? 1 : 0, &p));
+      WEFT_CUDA_CHECK(
+          cudaGraphAddKernelNode(&node, graph, last ? &last : nullptr, last ? 1 : 0, &p));
       last = node;
       if (made != nullptr) made->push_back(node);
     }
@@ -132,18 +139,20 @@ GraphCosts GraphLaunchUs(int reps, int nodes) {
                             },
                             &TinyAdd::Wait) /
                         nodes;
-  costs.set_params_host_us = MedianUs(
-                                 reps, 20,
-                                 [&] {
-                                   for (cudaGraphNode_t node : first_nodes)
-                                     WEFT_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(cached, node, &p));
-                                 },
-                                 &TinyAdd::Wait) /
-                             nodes;
+  costs.set_params_host_us =
+      MedianUs(
+          reps, 20,
+          [&] {
+            for (cudaGraphNode_t node : first_nodes)
+              WEFT_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(cached, node, &p));
+          },
+          &TinyAdd::Wait) /
+      nodes;
   // Launch the same executable graph again (the floor of replay).
-  costs.replay_us = MedianUs(
-                        reps, 20, [&] { WEFT_CUDA_CHECK(cudaGraphLaunch(cached, stream)); }, &TinyAdd::Wait) /
-                    nodes;
+  costs.replay_us =
+      MedianUs(
+          reps, 20, [&] { WEFT_CUDA_CHECK(cudaGraphLaunch(cached, stream)); }, &TinyAdd::Wait) /
+      nodes;
   cudaGraphExecDestroy(cached);
   cudaGraphDestroy(first);
   return costs;
@@ -195,7 +204,8 @@ double EmptyEngineOpUs(int reps) {
   weft::engine::Engine* engine = weft::engine::Engine::Get();
   weft::engine::VarHandle v = engine->NewVariable();
   const double us = MedianUs(
-      reps, 10000, [&] { engine->PushSync([](weft::engine::RunContext) {}, weft::Device::Gpu(0), {}, {v}); },
+      reps, 10000,
+      [&] { engine->PushSync([](weft::engine::RunContext) {}, weft::Device::Gpu(0), {}, {v}); },
       [] { weft::engine::Engine::Get()->WaitForAll(); });
   engine->DeleteVariable([](weft::engine::RunContext) {}, weft::Device::Cpu(), v);
   return us;
@@ -208,13 +218,16 @@ SpinningStream::SpinningStream(bool blocking, double ms) {
       "  while (clock64() - start < cycles) {}\n"
       "}\n";
   WEFT_CUDA_CHECK(cudaSetDevice(0));
-  const weft::gpu::rtc::Kernel spin = weft::gpu::rtc::KernelLibrary::Global().Get({"spin", kSource, "Spin", {}}, 0);
+  const weft::gpu::rtc::Kernel spin =
+      weft::gpu::rtc::KernelLibrary::Global().Get({"spin", kSource, "Spin", {}}, 0);
   int khz = 0;
   WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
   long long cycles = static_cast<long long>(ms * khz);
   void* args[] = {&cycles};
-  WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, blocking ? cudaStreamDefault : cudaStreamNonBlocking));
-  WEFT_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(spin.handle()), dim3(1), dim3(1), args, 0, stream_));
+  WEFT_CUDA_CHECK(
+      cudaStreamCreateWithFlags(&stream_, blocking ? cudaStreamDefault : cudaStreamNonBlocking));
+  WEFT_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(spin.handle()), dim3(1), dim3(1),
+                                   args, 0, stream_));
 }
 
 SpinningStream::~SpinningStream() {

@@ -22,7 +22,10 @@ double MedianUs(int reps, int n, Fn&& fn, void (*wait)()) {
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < n; ++i) fn();
     wait();
-    times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / n);
+    times.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count() /
+        n);
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];

@@ -29,8 +29,9 @@ using Clock = std::chrono::steady_clock;
 std::string WriteTensors(const std::string& path, int n) {
   std::string header = "{";
   for (int i = 0; i < n; ++i) {
-    header += (i ? ",\"t" : "\"t") + std::to_string(i) + R"(":{"dtype":"F32","shape":[1],"data_offsets":[)" +
-              std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
+    header += (i ? ",\"t" : "\"t") + std::to_string(i) +
+              R"(":{"dtype":"F32","shape":[1],"data_offsets":[)" + std::to_string(4 * i) + "," +
+              std::to_string(4 * i + 4) + "]}";
   }
   header += "}";
   header.append((8 - header.size() % 8) % 8, ' ');
@@ -45,8 +46,8 @@ std::string WriteTensors(const std::string& path, int n) {
 std::string WriteChain(const std::string& path, int n) {
   std::string json = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x", "inputs": []})";
   for (int i = 1; i <= n; ++i) {
-    json +=
-        R"(, {"op": "relu", "name": "r)" + std::to_string(i) + R"(", "inputs": [[)" + std::to_string(i - 1) + ", 0]]}";
+    json += R"(, {"op": "relu", "name": "r)" + std::to_string(i) + R"(", "inputs": [[)" +
+            std::to_string(i - 1) + ", 0]]}";
   }
   json += R"(], "outputs": [[)" + std::to_string(n) + ", 0]]}";
   std::ofstream(path, std::ios::binary) << json;
@@ -80,7 +81,8 @@ Times Median(int reps, const std::function<Times()>& run) {
 }
 
 void Report(const char* what, int n, Times t) {
-  std::printf("%-12s %7d parts  %7.3f s  %6.2f us/part  (cpu %7.3f s)\n", what, n, t.wall, 1e6 * t.wall / n, t.cpu);
+  std::printf("%-12s %7d parts  %7.3f s  %6.2f us/part  (cpu %7.3f s)\n", what, n, t.wall,
+              1e6 * t.wall / n, t.cpu);
 }
 
 }  // namespace
@@ -100,12 +102,14 @@ int main(int argc, char** argv) {
              weft::engine::Engine::Get()->WaitForAll();
              return Measure([&] { loaded = weft::Load(path); });
            }));
-    if (loaded.size() != static_cast<size_t>(n)) std::printf("  error: loaded %zu tensors\n", loaded.size());
+    if (loaded.size() != static_cast<size_t>(n))
+      std::printf("  error: loaded %zu tensors\n", loaded.size());
     std::remove(path.c_str());
   }
   for (int n : {10'000, 40'000, 100'000}) {
     const std::string path = WriteChain(dir + "/weft_io_bench.json", n);
-    Report("graph JSON", n, Median(reps, [&] { return Measure([&] { weft::LoadSymbol(path); }); }));  // and destroy
+    Report("graph JSON", n,
+           Median(reps, [&] { return Measure([&] { weft::LoadSymbol(path); }); }));  // and destroy
     std::remove(path.c_str());
   }
   return 0;

@@ -10,7 +10,8 @@
 // stretch of the machine (these machines halve their speed for seconds at a time) slows both
 // sides of a pair alike.
 //
-//   bazel run --config=opt //bench:ops_bench -- --threads=2 --reps=10 [--tiny_only=1] [--tiny_rounds=10]
+//   bazel run --config=opt //bench:ops_bench -- --threads=2 --reps=10 [--tiny_only=1]
+//   [--tiny_rounds=10]
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,8 +48,8 @@ NDArray Random(const Shape& shape) {
 }
 
 // Forward then backward of one op, waited.
-std::function<void()> ForwardBackward(const std::string& name, const weft::AttrMap& attrs, std::vector<NDArray> inputs,
-                                      const Shape& out_shape) {
+std::function<void()> ForwardBackward(const std::string& name, const weft::AttrMap& attrs,
+                                      std::vector<NDArray> inputs, const Shape& out_shape) {
   const weft::Op& op = weft::GetOp(name);
   const weft::Attrs parsed = weft::ParseAttrs(op, attrs);
   NDArray dy = Random(out_shape);
@@ -91,10 +92,11 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// `rounds` rounds of weft's tiny adds, each kind followed at once by a round of PyTorch's from a peer
-// that stays up (bench/peer.h, PeerSession), so that each pair shares the machine's speed of the
-// moment; PyTorch's list stays empty when the peer does not run (`*why` then says why).
-std::pair<std::vector<TinyRound>, std::vector<TinyRound>> AlternateTiny(int rounds, int threads, std::string* why) {
+// `rounds` rounds of weft's tiny adds, each kind followed at once by a round of PyTorch's from a
+// peer that stays up (bench/peer.h, PeerSession), so that each pair shares the machine's speed of
+// the moment; PyTorch's list stays empty when the peer does not run (`*why` then says why).
+std::pair<std::vector<TinyRound>, std::vector<TinyRound>> AlternateTiny(int rounds, int threads,
+                                                                        std::string* why) {
   bench::PeerSession peer("bench/torch_peer.py", std::to_string(threads) + " --serve");
   *why = peer.error();
   std::vector<TinyRound> weft(rounds), torch(rounds);
@@ -122,8 +124,8 @@ std::pair<std::vector<TinyRound>, std::vector<TinyRound>> AlternateTiny(int roun
 }
 
 // Each round's pair, then the worst ratio of a pair and the worst round of each side.
-void RoundRows(const char* what, const std::vector<TinyRound>& weft, const std::vector<TinyRound>& torch,
-               double TinyRound::*field) {
+void RoundRows(const char* what, const std::vector<TinyRound>& weft,
+               const std::vector<TinyRound>& torch, double TinyRound::*field) {
   std::printf("%s, %zu rounds, weft / PyTorch in turn:", what, weft.size());
   double worst_ratio = 0, worst_weft = 0, worst_torch = 0;
   for (size_t r = 0; r < weft.size(); ++r) {
@@ -139,12 +141,13 @@ void RoundRows(const char* what, const std::vector<TinyRound>& weft, const std::
   if (torch.empty()) {
     std::printf("\n  worst weft round %.3f us\n", worst_weft);
   } else {
-    std::printf("\n  worst ratio of a pair %.2f; worst rounds: weft %.3f us, PyTorch %.3f us\n", worst_ratio,
-                worst_weft, worst_torch);
+    std::printf("\n  worst ratio of a pair %.2f; worst rounds: weft %.3f us, PyTorch %.3f us\n",
+                worst_ratio, worst_weft, worst_torch);
   }
 }
 
-void Row(const char* what, const char* unit, double weft, const nlohmann::json& torch, const char* key) {
+void Row(const char* what, const char* unit, double weft, const nlohmann::json& torch,
+         const char* key) {
   if (torch.value("available", false)) {
     const double peer = torch[key].get<double>();
     std::printf("%-44s %10.3f %10.3f %8.2f   %s\n", what, weft, peer, weft / peer, unit);
@@ -170,7 +173,8 @@ int main(int argc, char** argv) {
   const int tiny_rounds = std::max(1, bench::IntFlag(argc, argv, "tiny_rounds", 1));
   std::vector<TinyRound> weft_rounds = {{TinyAddUs(false), TinyAddUs(true)}}, torch_rounds;
   std::string peer_why;
-  if (tiny_rounds > 1) std::tie(weft_rounds, torch_rounds) = AlternateTiny(tiny_rounds, threads, &peer_why);
+  if (tiny_rounds > 1)
+    std::tie(weft_rounds, torch_rounds) = AlternateTiny(tiny_rounds, threads, &peer_why);
   auto median = [](const std::vector<TinyRound>& rounds, double TinyRound::*field) {
     std::vector<double> v;
     for (const TinyRound& r : rounds) v.push_back(r.*field);
@@ -178,22 +182,27 @@ int main(int argc, char** argv) {
   };
   const double add_inplace = median(weft_rounds, &TinyRound::inplace_us);
   const double add_alloc = median(weft_rounds, &TinyRound::alloc_us);
-  const bool tiny_only = bench::IntFlag(argc, argv, "tiny_only", 0) != 0;  // skip the big ops (quick overhead runs)
-  const double fc = tiny_only
-                        ? 0
-                        : MedianMs(reps, ForwardBackward("FullyConnected", {{"num_hidden", "1024"}},
-                                                         {Random({128, 784}), Random({1024, 784}), Random({1024})},
-                                                         Shape{128, 1024}));
+  const bool tiny_only =
+      bench::IntFlag(argc, argv, "tiny_only", 0) != 0;  // skip the big ops (quick overhead runs)
+  const double fc =
+      tiny_only ? 0
+                : MedianMs(reps, ForwardBackward(
+                                     "FullyConnected", {{"num_hidden", "1024"}},
+                                     {Random({128, 784}), Random({1024, 784}), Random({1024})},
+                                     Shape{128, 1024}));
   const double conv =
-      tiny_only
-          ? 0
-          : MedianMs(std::max(3, reps / 2),
-                     ForwardBackward("Convolution", {{"kernel", "(3, 3)"}, {"num_filter", "64"}, {"pad", "(1, 1)"}},
-                                     {Random({64, 32, 28, 28}), Random({64, 32, 3, 3}), Random({64})},
-                                     Shape{64, 64, 28, 28}));
-  nlohmann::json torch = bench::RunPeer(
-      "bench/torch_peer.py", std::to_string(threads) + " " + std::to_string(reps) + " " + (tiny_only ? "1" : "0"));
-  if (!torch_rounds.empty() && torch.value("available", false)) {  // the medians of the alternated rounds
+      tiny_only ? 0
+                : MedianMs(std::max(3, reps / 2),
+                           ForwardBackward(
+                               "Convolution",
+                               {{"kernel", "(3, 3)"}, {"num_filter", "64"}, {"pad", "(1, 1)"}},
+                               {Random({64, 32, 28, 28}), Random({64, 32, 3, 3}), Random({64})},
+                               Shape{64, 64, 28, 28}));
+  nlohmann::json torch =
+      bench::RunPeer("bench/torch_peer.py", std::to_string(threads) + " " + std::to_string(reps) +
+                                                " " + (tiny_only ? "1" : "0"));
+  if (!torch_rounds.empty() &&
+      torch.value("available", false)) {  // the medians of the alternated rounds
     torch["add_inplace_us"] = median(torch_rounds, &TinyRound::inplace_us);
     torch["add_alloc_us"] = median(torch_rounds, &TinyRound::alloc_us);
   }

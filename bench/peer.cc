@@ -43,7 +43,8 @@ bool ImportsTorch(const std::string& python) {
   const int error = posix_spawn(&pid, python.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   int status = 0;
-  return error == 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return error == 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
 }
 
 // The binary's own path (its runfiles are beside it), or "".
@@ -65,7 +66,8 @@ std::string ShellQuoted(const std::string& s) {
 int IntFlag(int argc, char** argv, const char* name, int fallback) {
   const std::string prefix = std::string("--") + name + "=";
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return std::atoi(argv[i] + prefix.size());
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0)
+      return std::atoi(argv[i] + prefix.size());
   }
   return fallback;
 }
@@ -76,14 +78,16 @@ double MedianMs(int reps, const std::function<void()>& step) {
   for (int r = 0; r < reps; ++r) {
     const auto start = std::chrono::steady_clock::now();
     step();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
 
 std::string FindPeerPython(std::string* why) {
-  if (const char* python = std::getenv("WEFT_PEER_PYTHON"); python != nullptr && *python != '\0') return python;
+  if (const char* python = std::getenv("WEFT_PEER_PYTHON"); python != nullptr && *python != '\0')
+    return python;
   const char* path = std::getenv("PATH");
   std::string tried;
   std::set<std::string> seen;  // the same interpreter under two PATH entries is tried once
@@ -100,17 +104,21 @@ std::string FindPeerPython(std::string* why) {
     if (ImportsTorch(python)) return python;
     tried += (tried.empty() ? "" : ", ") + python;
   }
-  *why = "no python3 on PATH imports torch (tried: " + (tried.empty() ? std::string("none found") : tried) +
+  *why = "no python3 on PATH imports torch (tried: " +
+         (tried.empty() ? std::string("none found") : tried) +
          "); set WEFT_PEER_PYTHON to an interpreter that does";
   return "";
 }
 
 std::string FindPeerScript(const std::string& path, std::string* why) {
   std::vector<std::string> candidates;
-  if (const std::string self = SelfPath(); !self.empty()) candidates.push_back(self + ".runfiles/weft/" + path);
-  if (const char* dir = std::getenv("RUNFILES_DIR")) candidates.push_back(std::string(dir) + "/weft/" + path);
+  if (const std::string self = SelfPath(); !self.empty())
+    candidates.push_back(self + ".runfiles/weft/" + path);
+  if (const char* dir = std::getenv("RUNFILES_DIR"))
+    candidates.push_back(std::string(dir) + "/weft/" + path);
   candidates.push_back(path);
-  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) candidates.push_back(std::string(ws) + "/" + path);
+  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY"))
+    candidates.push_back(std::string(ws) + "/" + path);
   std::string looked;
   for (const std::string& candidate : candidates) {
     if (IsFile(candidate)) return candidate;
@@ -135,11 +143,13 @@ nlohmann::json RunPeer(const std::string& path, const std::string& args) {
   try {
     // The peer prints its result as the last line; anything before it is noise (warnings).
     const size_t line = out.rfind("\n{");
-    nlohmann::json result = nlohmann::json::parse(out.substr(line == std::string::npos ? out.find('{') : line + 1));
+    nlohmann::json result =
+        nlohmann::json::parse(out.substr(line == std::string::npos ? out.find('{') : line + 1));
     result["python"] = python;
     return result;
   } catch (...) {
-    return {{"available", false}, {"error", python + " " + script + ": " + (out.empty() ? "printed nothing" : out)}};
+    return {{"available", false},
+            {"error", python + " " + script + ": " + (out.empty() ? "printed nothing" : out)}};
   }
 }
 
@@ -164,8 +174,8 @@ PeerSession::PeerSession(const std::string& path, const std::string& args) {
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
   posix_spawn_file_actions_adddup2(&actions, out[1], 2);
   for (int fd : {in[0], in[1], out[0], out[1]}) posix_spawn_file_actions_addclose(&actions, fd);
-  std::vector<char*> argv = {const_cast<char*>("/bin/sh"), const_cast<char*>("-c"), const_cast<char*>(cmd.c_str()),
-                             nullptr};
+  std::vector<char*> argv = {const_cast<char*>("/bin/sh"), const_cast<char*>("-c"),
+                             const_cast<char*>(cmd.c_str()), nullptr};
   const int spawned = posix_spawn(&pid_, "/bin/sh", &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   close(in[0]);
@@ -208,7 +218,8 @@ nlohmann::json PeerSession::ReadAnswer() {
       noise += buf.data();
     }
   }
-  return {{"available", false}, {"error", noise.empty() ? "the peer ended without answering" : noise}};
+  return {{"available", false},
+          {"error", noise.empty() ? "the peer ended without answering" : noise}};
 }
 
 nlohmann::json PeerSession::Ask(const std::string& request) {

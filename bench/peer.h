@@ -2,7 +2,8 @@
 // timing PyTorch) in the same run and reading the JSON object it prints last.
 //
 //   nlohmann::json torch = bench::RunPeer("bench/torch_peer.py", "2 10");
-//   if (torch.value("available", false)) ... torch["results"] ...;   // else torch["error"] says why
+//   if (torch.value("available", false)) ... torch["results"] ...;   // else torch["error"] says
+//   why
 //
 // The script is found from the binary, so a benchmark runs from any folder: through `bazel run`,
 // straight from bazel-bin, or from the GPU bundle (tools/gpu_bundle.sh), which keeps the same
@@ -47,7 +48,8 @@ nlohmann::json RunPeer(const std::string& path, const std::string& args);
 // compare the machine's moods, not the engines.
 //
 //   bench::PeerSession peer("bench/torch_peer.py", "2 --serve");
-//   if (peer.available()) nlohmann::json round = peer.Ask("inplace");   // {"available": false, ...} on failure
+//   if (peer.available()) nlohmann::json round = peer.Ask("inplace");   // {"available": false,
+//   ...} on failure
 class PeerSession {
  public:
   PeerSession(const std::string& path, const std::string& args);
@@ -57,7 +59,9 @@ class PeerSession {
 
   bool available() const { return to_ != nullptr; }
   const std::string& error() const { return error_; }
-  const nlohmann::json& hello() const { return hello_; }  // the first answer, printed when it started
+  const nlohmann::json& hello() const {
+    return hello_;
+  }  // the first answer, printed when it started
   nlohmann::json Ask(const std::string& request);
 
  private:

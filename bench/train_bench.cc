@@ -52,21 +52,25 @@ Symbol Loss(const Symbol& logits) {
 Net Mlp(const std::string& name, const std::vector<int>& sizes) {
   Symbol x = Symbol::Variable("data");
   for (size_t i = 1; i < sizes.size(); ++i) {
-    x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(sizes[i])}}, "fc" + std::to_string(i));
+    x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(sizes[i])}},
+                   "fc" + std::to_string(i));
     if (i + 1 < sizes.size()) x = Symbol::Op("relu", {x});
   }
   return {name, Loss(x), Shape{kBatch, sizes[0]}, sizes.back()};
 }
 
-// data (T, N, I) -> 2-layer bidirectional LSTM (T, N, 2H) -> the last step (N, 2H) -> dense (N, 10).
+// data (T, N, I) -> 2-layer bidirectional LSTM (T, N, 2H) -> the last step (N, 2H) -> dense (N,
+// 10).
 Net Lstm(const std::string& name) {
-  Symbol x = Symbol::Op(
-      "RNN", {Symbol::Variable("data")},
-      {{"mode", "lstm"}, {"state_size", std::to_string(kLstmHidden)}, {"num_layers", "2"}, {"bidirectional", "true"}},
-      "lstm");
-  x = Symbol::Op(
-      "slice", {x},
-      {{"begin", "(" + std::to_string(kLstmSteps - 1) + ",)"}, {"end", "(" + std::to_string(kLstmSteps) + ",)"}});
+  Symbol x = Symbol::Op("RNN", {Symbol::Variable("data")},
+                        {{"mode", "lstm"},
+                         {"state_size", std::to_string(kLstmHidden)},
+                         {"num_layers", "2"},
+                         {"bidirectional", "true"}},
+                        "lstm");
+  x = Symbol::Op("slice", {x},
+                 {{"begin", "(" + std::to_string(kLstmSteps - 1) + ",)"},
+                  {"end", "(" + std::to_string(kLstmSteps) + ",)"}});
   x = Symbol::Op("reshape", {x}, {{"shape", "(" + std::to_string(kLstmBatch) + ", -1)"}});
   x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "10"}}, "fc");
   return {name, Loss(x), Shape{kLstmSteps, kLstmBatch, kLstmInput}, 10};
@@ -79,10 +83,12 @@ struct Result {
 
 // Arguments of the net for a batch: random data, integer labels, parameters as the examples
 // initialize them (an LSTM's uniform in +-1/sqrt(H), as PyTorch's), zero initial states.
-Executor::ArrayMap MakeArgs(const Net& net, Executor::ArrayMap& grads, std::map<std::string, weft::GradReq>& reqs,
+Executor::ArrayMap MakeArgs(const Net& net, Executor::ArrayMap& grads,
+                            std::map<std::string, weft::GradReq>& reqs,
                             std::vector<std::string>& params) {
   const int64_t batch = net.data.ndim() == 3 ? net.data[1] : net.data[0];
-  const auto shapes = weft::InferArgumentShapes(net.loss.ToGraph(), {{"data", net.data}, {"label", Shape{batch}}});
+  const auto shapes =
+      weft::InferArgumentShapes(net.loss.ToGraph(), {{"data", net.data}, {"label", Shape{batch}}});
   Executor::ArrayMap args;
   weft::Xavier init;
   for (const auto& [name, shape] : shapes) {
@@ -130,7 +136,8 @@ std::function<void()> BindLoop(const Net& net) {
     loop->exec->Forward(true);
     loop->exec->Backward();
     for (size_t i = 0; i < loop->params.size(); ++i) {
-      loop->sgd->Update(static_cast<int>(i), loop->args.at(loop->params[i]), loop->grads.at(loop->params[i]));
+      loop->sgd->Update(static_cast<int>(i), loop->args.at(loop->params[i]),
+                        loop->grads.at(loop->params[i]));
     }
   };
 }
@@ -187,7 +194,9 @@ double RoundMs(const std::function<void()>& step, int steps) {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step();
   weft::engine::Engine::Get()->WaitForAll();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+             .count() /
+         steps;
 }
 
 double Median(std::vector<double> v) {
@@ -218,31 +227,39 @@ int main(int argc, char** argv) {
   setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
   bench::ChdirToWorkspace();
   const std::vector<Net> nets = {Mlp("mlp 64-256-256-10", {64, 256, 256, 10}),
-                                 Mlp("mlp 784-1024-1024-10", {784, 1024, 1024, 10}), Lstm("lstm 2x bidi H128 T32")};
+                                 Mlp("mlp 784-1024-1024-10", {784, 1024, 1024, 10}),
+                                 Lstm("lstm 2x bidi H128 T32")};
   std::vector<Result> loop_results, trainer_results;
   for (const Net& net : nets) {
     const std::array<Result, 2> r = RunWeft(net, steps, rounds);
     loop_results.push_back(r[0]);
     trainer_results.push_back(r[1]);
   }
-  const std::string peer_args = std::to_string(threads) + " " + std::to_string(steps) + " " + std::to_string(rounds);
+  const std::string peer_args =
+      std::to_string(threads) + " " + std::to_string(steps) + " " + std::to_string(rounds);
   const nlohmann::json torch = bench::RunPeer("bench/torch_train_peer.py", peer_args);
   const bool peer = torch.value("available", false);
-  std::printf("training step (forward, backward, SGD update), MLPs batch %d, LSTM batch %d, %d thread(s), %d rounds of "
-              "%d steps\n",
-              kBatch, kLstmBatch, threads, rounds, steps);
+  std::printf(
+      "training step (forward, backward, SGD update), MLPs batch %d, LSTM batch %d, %d thread(s), "
+      "%d rounds of "
+      "%d steps\n",
+      kBatch, kLstmBatch, threads, rounds, steps);
   if (peer) {
-    std::printf("PyTorch %s, %d thread(s); BLAS loaded: %s\n", torch["version"].get<std::string>().c_str(),
-                torch["threads"].get<int>(), torch["blas"].get<std::string>().c_str());
+    std::printf("PyTorch %s, %d thread(s); BLAS loaded: %s\n",
+                torch["version"].get<std::string>().c_str(), torch["threads"].get<int>(),
+                torch["blas"].get<std::string>().c_str());
   } else {
     std::printf("PyTorch not available: %s\n", torch.value("error", std::string("?")).c_str());
   }
-  std::printf("loop: Executor Forward/Backward + an imperative update per parameter; trainer: weft::Trainer::Step\n\n");
-  std::printf("%-22s %8s %10s %9s %13s %14s %8s %10s %9s\n", "network", "loop ms", "trainer ms", "torch ms",
-              "trainer/loop", "trainer/torch", "loop MB", "trainer MB", "torch MB");
+  std::printf(
+      "loop: Executor Forward/Backward + an imperative update per parameter; trainer: "
+      "weft::Trainer::Step\n\n");
+  std::printf("%-22s %8s %10s %9s %13s %14s %8s %10s %9s\n", "network", "loop ms", "trainer ms",
+              "torch ms", "trainer/loop", "trainer/torch", "loop MB", "trainer MB", "torch MB");
   for (size_t i = 0; i < nets.size(); ++i) {
     const double l = loop_results[i].ms_per_step, w = trainer_results[i].ms_per_step;
-    const double lm = loop_results[i].peak_bytes / 1048576.0, wm = trainer_results[i].peak_bytes / 1048576.0;
+    const double lm = loop_results[i].peak_bytes / 1048576.0,
+                 wm = trainer_results[i].peak_bytes / 1048576.0;
     std::printf("%-22s %8.3f %10.3f ", nets[i].name.c_str(), l, w);
     if (peer) {
       const double t = torch["nets"][i]["ms_per_step"].get<double>(),

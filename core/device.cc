@@ -12,7 +12,8 @@ int ParseDeviceId(std::string_view text, std::string_view digits) {
   int id = -1;
   auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
   if (ec != std::errc() || end != digits.data() + digits.size() || id < 0) {
-    WEFT_THROW("bad device '" << text << "': expected a device id >= 0 after ':', found '" << digits << "'");
+    WEFT_THROW("bad device '" << text << "': expected a device id >= 0 after ':', found '" << digits
+                              << "'");
   }
   return id;
 }
@@ -31,6 +32,8 @@ Device Device::Parse(std::string_view text) {
   WEFT_THROW("bad device '" << text << "': expected 'cpu', 'gpu' or 'gpu:N'");
 }
 
-std::string Device::ToString() const { return is_cpu() ? std::string("cpu") : "gpu:" + std::to_string(id); }
+std::string Device::ToString() const {
+  return is_cpu() ? std::string("cpu") : "gpu:" + std::to_string(id);
+}
 
 }  // namespace weft

@@ -28,7 +28,9 @@ struct Device {
   bool is_gpu() const { return type == DeviceType::kGpu; }
   std::string ToString() const;
 
-  friend bool operator==(const Device& a, const Device& b) { return a.type == b.type && a.id == b.id; }
+  friend bool operator==(const Device& a, const Device& b) {
+    return a.type == b.type && a.id == b.id;
+  }
   friend bool operator!=(const Device& a, const Device& b) { return !(a == b); }
   friend std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.ToString(); }
 };

@@ -24,9 +24,10 @@ int GetEnvInt(const char* name, int fallback, int min_value, int max_value) {
   std::string_view text(value);
   int result = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), result);
-  if (ec != std::errc() || end != text.data() + text.size() || result < min_value || result > max_value) {
-    WEFT_THROW("environment variable " << name << ": expected an integer in [" << min_value << ", " << max_value
-                                       << "], found '" << text << "'");
+  if (ec != std::errc() || end != text.data() + text.size() || result < min_value ||
+      result > max_value) {
+    WEFT_THROW("environment variable " << name << ": expected an integer in [" << min_value << ", "
+                                       << max_value << "], found '" << text << "'");
   }
   return result;
 }

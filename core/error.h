@@ -56,7 +56,8 @@ class ErrorBuilder {
 template <typename T, typename = void>
 struct IsStreamable : std::false_type {};
 template <typename T>
-struct IsStreamable<T, std::void_t<decltype(std::declval<std::ostream&>() << std::declval<const T&>())>>
+struct IsStreamable<
+    T, std::void_t<decltype(std::declval<std::ostream&>() << std::declval<const T&>())>>
     : std::true_type {};
 
 template <typename T>
@@ -98,19 +99,19 @@ std::string FormatError(const char* file, int line, const std::string& message);
     else                 \
       ::weft::internal::ErrorBuilder(__FILE__, __LINE__, "Check failed: " #cond)
 
-#define WEFT_CHECK_OP_(op, a, b)                                                                                    \
-  switch (0)                                                                                                        \
-  case 0:                                                                                                           \
-  default:                                                                                                          \
-    if (auto weft_check_a_ = (a); false)                                                                            \
-      ;                                                                                                             \
-    else if (auto weft_check_b_ = (b); false)                                                                       \
-      ;                                                                                                             \
-    else if (auto weft_check_msg_ = ::weft::internal::CheckOpMessage(weft_check_a_ op weft_check_b_, weft_check_a_, \
-                                                                     weft_check_b_, #a " " #op " " #b);             \
-             !weft_check_msg_)                                                                                      \
-      ;                                                                                                             \
-    else                                                                                                            \
+#define WEFT_CHECK_OP_(op, a, b)                                                                   \
+  switch (0)                                                                                       \
+  case 0:                                                                                          \
+  default:                                                                                         \
+    if (auto weft_check_a_ = (a); false)                                                           \
+      ;                                                                                            \
+    else if (auto weft_check_b_ = (b); false)                                                      \
+      ;                                                                                            \
+    else if (auto weft_check_msg_ = ::weft::internal::CheckOpMessage(                              \
+                 weft_check_a_ op weft_check_b_, weft_check_a_, weft_check_b_, #a " " #op " " #b); \
+             !weft_check_msg_)                                                                     \
+      ;                                                                                            \
+    else                                                                                           \
       ::weft::internal::ErrorBuilder(__FILE__, __LINE__, *weft_check_msg_)
 
 #define WEFT_CHECK_EQ(a, b) WEFT_CHECK_OP_(==, a, b)
@@ -121,5 +122,6 @@ std::string FormatError(const char* file, int line, const std::string& message);
 #define WEFT_CHECK_GE(a, b) WEFT_CHECK_OP_(>=, a, b)
 
 // Throws weft::Error with a streamed message: WEFT_THROW("expected " << a << ", found " << b).
-#define WEFT_THROW(message_stream) \
-  throw ::weft::Error(::weft::internal::FormatError(__FILE__, __LINE__, (std::ostringstream() << message_stream).str()))
+#define WEFT_THROW(message_stream)                   \
+  throw ::weft::Error(::weft::internal::FormatError( \
+      __FILE__, __LINE__, (std::ostringstream() << message_stream).str()))

@@ -11,8 +11,12 @@
 namespace weft {
 
 AtomicFile::AtomicFile(std::string path)
-    : path_(std::move(path)), temp_(path_ + ".tmp"), out_(temp_, std::ios::binary | std::ios::trunc) {
-  if (!out_) WEFT_THROW("cannot create '" << temp_ << "' (to write '" << path_ << "'): " << std::strerror(errno));
+    : path_(std::move(path)),
+      temp_(path_ + ".tmp"),
+      out_(temp_, std::ios::binary | std::ios::trunc) {
+  if (!out_)
+    WEFT_THROW("cannot create '" << temp_ << "' (to write '" << path_
+                                 << "'): " << std::strerror(errno));
 }
 
 AtomicFile::~AtomicFile() {
@@ -24,7 +28,9 @@ AtomicFile::~AtomicFile() {
 
 void AtomicFile::Commit() {
   out_.close();
-  if (!out_) WEFT_THROW("writing '" << temp_ << "' (for '" << path_ << "') failed: " << std::strerror(errno));
+  if (!out_)
+    WEFT_THROW("writing '" << temp_ << "' (for '" << path_
+                           << "') failed: " << std::strerror(errno));
   if (std::rename(temp_.c_str(), path_.c_str()) != 0) {
     WEFT_THROW("cannot rename '" << temp_ << "' to '" << path_ << "': " << std::strerror(errno));
   }

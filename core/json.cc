@@ -57,7 +57,8 @@ class Checker {
  private:
   bool Open() {
     if (++depth_ <= max_depth_) return true;
-    error_ = "JSON nested deeper than " + std::to_string(max_depth_) + " levels of arrays and objects";
+    error_ =
+        "JSON nested deeper than " + std::to_string(max_depth_) + " levels of arrays and objects";
     return false;
   }
 

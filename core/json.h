@@ -18,8 +18,8 @@ namespace weft {
 
 struct ParsedJson {
   nlohmann::json value;  // null unless ok()
-  std::string error;     // why the text was refused: "invalid JSON: ...", "JSON nested deeper than ...",
-                         // "duplicate key '...'"; empty when it was not
+  std::string error;     // why the text was refused: "invalid JSON: ...", "JSON nested deeper than
+                         // ...", "duplicate key '...'"; empty when it was not
   bool ok() const { return error.empty(); }
 };
 

@@ -55,7 +55,8 @@ class ObjectPool {
     size_t num_free;
     size_t index;  // in Shared::chunks
   };
-  static constexpr size_t kSlotsOffset = (sizeof(Chunk) + alignof(Slot) - 1) / alignof(Slot) * alignof(Slot);
+  static constexpr size_t kSlotsOffset =
+      (sizeof(Chunk) + alignof(Slot) - 1) / alignof(Slot) * alignof(Slot);
   static constexpr size_t kChunkBytes = std::bit_ceil(kSlotsOffset + kBatch * sizeof(Slot));
   static constexpr size_t kSlots = std::min(kMaxSlots, (kChunkBytes - kSlotsOffset) / sizeof(Slot));
   static_assert(kSlots >= kBatch, "a new chunk fills a batch");
@@ -84,7 +85,8 @@ class ObjectPool {
     }
     // A chunk whose slots are all free; the next sweep starts at it.
     void AddChunk() {
-      auto* chunk = static_cast<Chunk*>(::operator new(kChunkBytes, std::align_val_t(kChunkBytes)));  // never freed
+      auto* chunk = static_cast<Chunk*>(
+          ::operator new(kChunkBytes, std::align_val_t(kChunkBytes)));  // never freed
       new (chunk) Chunk{};
       chunk->index = chunks.size();
       chunks.push_back(chunk);
@@ -113,7 +115,8 @@ class ObjectPool {
         Chunk* chunk = chunks[cursor];
         for (size_t w = 0; w < kWords && n < kBatch; ++w) {
           for (; chunk->free[w] != 0 && n < kBatch; chunk->free[w] &= chunk->free[w] - 1) {
-            out[n++] = SlotOf(chunk, w * 64 + static_cast<size_t>(std::countr_zero(chunk->free[w])));
+            out[n++] =
+                SlotOf(chunk, w * 64 + static_cast<size_t>(std::countr_zero(chunk->free[w])));
             --chunk->num_free;
           }
         }
@@ -131,7 +134,7 @@ class ObjectPool {
   // while the thread exits (an engine destroyed at exit frees its vars on the main thread after
   // that thread's thread_local objects are gone).
   struct LocalList {
-    Slot* freed;        // this thread's frees, newest first
+    Slot* freed;  // this thread's frees, newest first
     size_t num_freed;
     Slot* batch[kBatch];  // slots taken from the chunks, handed out in order
     size_t batch_next;

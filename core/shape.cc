@@ -26,15 +26,16 @@ int64_t Shape::SizeOverflowed() const {
 }
 
 int Shape::CheckedAxis(int axis) const {
-  WEFT_CHECK(axis >= 0 && axis < ndim_) << "axis " << axis << " is out of range for shape " << ToString();
+  WEFT_CHECK(axis >= 0 && axis < ndim_)
+      << "axis " << axis << " is out of range for shape " << ToString();
   return axis;
 }
 
 int Shape::NormalizeAxis(int axis) const {
   int normalized = axis < 0 ? axis + ndim_ : axis;
   if (normalized < 0 || normalized >= ndim_) {
-    WEFT_THROW("axis " << axis << " is out of range for shape " << ToString() << ": expected " << -ndim_
-                       << " <= axis < " << ndim_);
+    WEFT_THROW("axis " << axis << " is out of range for shape " << ToString() << ": expected "
+                       << -ndim_ << " <= axis < " << ndim_);
   }
   return normalized;
 }
@@ -55,8 +56,8 @@ std::string_view StripBrackets(std::string_view text) {
   auto is_space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
   while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
   while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
-  if (text.size() >= 2 &&
-      ((text.front() == '(' && text.back() == ')') || (text.front() == '[' && text.back() == ']'))) {
+  if (text.size() >= 2 && ((text.front() == '(' && text.back() == ')') ||
+                           (text.front() == '[' && text.back() == ']'))) {
     text = text.substr(1, text.size() - 2);
   }
   return text;
@@ -70,7 +71,8 @@ Shape Shape::Parse(std::string_view text) {
   size_t pos = 0;
   while (pos < body.size()) {
     size_t comma = body.find(',', pos);
-    std::string_view item = body.substr(pos, comma == std::string_view::npos ? body.npos : comma - pos);
+    std::string_view item =
+        body.substr(pos, comma == std::string_view::npos ? body.npos : comma - pos);
     while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
     while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
     if (item.empty() && comma == std::string_view::npos && shape.ndim() > 0) break;  // "(5,)"

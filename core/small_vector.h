@@ -72,10 +72,13 @@ class SmallVector {
     ++size_;
   }
   T* InlineSlot(size_t i) { return std::launder(reinterpret_cast<T*>(inline_ + i * sizeof(T))); }
-  const T* InlineSlot(size_t i) const { return std::launder(reinterpret_cast<const T*>(inline_ + i * sizeof(T))); }
+  const T* InlineSlot(size_t i) const {
+    return std::launder(reinterpret_cast<const T*>(inline_ + i * sizeof(T)));
+  }
 
-  alignas(T) unsigned char inline_[N * sizeof(T)];  // slots [0, size_) constructed while heap_ is empty
-  std::vector<T> heap_;                             // all elements, once there are more than N
+  alignas(
+      T) unsigned char inline_[N * sizeof(T)];  // slots [0, size_) constructed while heap_ is empty
+  std::vector<T> heap_;                         // all elements, once there are more than N
   size_t size_ = 0;
 };
 

@@ -48,7 +48,8 @@ class TensorView {
   void* raw() const { return data_; }
   template <typename T>
   T* data() const {
-    WEFT_CHECK(DTypeOf<T>::value == dtype_) << "tensor holds " << dtype_ << ", read as " << DTypeOf<T>::value;
+    WEFT_CHECK(DTypeOf<T>::value == dtype_)
+        << "tensor holds " << dtype_ << ", read as " << DTypeOf<T>::value;
     return static_cast<T*>(data_);
   }
   const Shape& shape() const { return shape_; }

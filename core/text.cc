@@ -33,12 +33,13 @@ std::string Abbreviate(std::string_view text, size_t max_bytes) {
   return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
-std::string ClosestName(std::string_view name, const std::vector<std::string>& candidates, size_t max_distance) {
+std::string ClosestName(std::string_view name, const std::vector<std::string>& candidates,
+                        size_t max_distance) {
   std::string best;
   size_t best_distance = max_distance + 1;
   for (const std::string& candidate : candidates) {
-    const size_t length_gap =
-        candidate.size() > name.size() ? candidate.size() - name.size() : name.size() - candidate.size();
+    const size_t length_gap = candidate.size() > name.size() ? candidate.size() - name.size()
+                                                             : name.size() - candidate.size();
     if (length_gap >= best_distance) continue;  // the distance is at least the gap
     const size_t d = EditDistance(name, candidate);
     if (d < best_distance) best = candidate, best_distance = d;

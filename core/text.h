@@ -25,7 +25,8 @@ std::string Abbreviate(std::string_view text, size_t max_bytes = kMaxQuotedBytes
 // The candidate closest to `name` by edit distance, if one is at most `max_distance` edits away
 // (the first of the closest, in the candidates' order); empty otherwise. Time is bounded by the
 // candidates' lengths: a candidate whose length differs by more than `max_distance` is skipped.
-std::string ClosestName(std::string_view name, const std::vector<std::string>& candidates, size_t max_distance = 2);
+std::string ClosestName(std::string_view name, const std::vector<std::string>& candidates,
+                        size_t max_distance = 2);
 
 // "; did you mean 'relu'?" for ClosestName's answer, or "" when there is none.
 std::string DidYouMean(std::string_view name, const std::vector<std::string>& candidates);

@@ -19,7 +19,8 @@ void RegisterDeviceBackend(std::unique_ptr<DeviceBackend> backend) {
 
 DeviceBackend* GetDeviceBackend(DeviceType type) { return backends[static_cast<int>(type)]; }
 
-std::unique_ptr<RecordedWork> DeviceBackend::Record(const RunContext& ctx, size_t, const RecordFn&) {
+std::unique_ptr<RecordedWork> DeviceBackend::Record(const RunContext& ctx, size_t,
+                                                    const RecordFn&) {
   WEFT_THROW("device " << ctx.device.ToString() << " cannot record work for replay");
 }
 

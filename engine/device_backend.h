@@ -117,7 +117,8 @@ class DeviceBackend {
   // with `values` value slots. Throws weft::Error saying why when the work cannot be recorded (a
   // host wait or a device check inside it, or `record` throwing); nothing has run then, and
   // nothing stays queued.
-  virtual std::unique_ptr<RecordedWork> Record(const RunContext& ctx, size_t values, const RecordFn& record);
+  virtual std::unique_ptr<RecordedWork> Record(const RunContext& ctx, size_t values,
+                                               const RecordFn& record);
 };
 
 // Called once by a backend at static initialization.

@@ -21,7 +21,8 @@ EngineKind EngineKindFromEnv() {
   std::string name = GetEnvString("WEFT_ENGINE", "threaded");
   if (name == "threaded") return EngineKind::kThreaded;
   if (name == "naive") return EngineKind::kNaive;
-  WEFT_THROW("environment variable WEFT_ENGINE: expected 'threaded' or 'naive', found '" << name << "'");
+  WEFT_THROW("environment variable WEFT_ENGINE: expected 'threaded' or 'naive', found '" << name
+                                                                                         << "'");
 }
 
 std::unique_ptr<Engine> CreateEngine(EngineKind kind, const EngineOptions& options) {
@@ -49,14 +50,14 @@ Engine* Engine::Get() {
   return engine;
 }
 
-void Engine::PushAsync(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop, int priority,
-                       const char* name) {
+void Engine::PushAsync(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop,
+                       int priority, const char* name) {
   WEFT_CHECK(fn != nullptr) << "op '" << (name ? name : "op") << "': the function is empty";
   Push(nullptr, std::move(fn), PushArgs{device, reads, writes, prop, priority, name});
 }
 
-void Engine::PushSync(SyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop, int priority,
-                      const char* name) {
+void Engine::PushSync(SyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop,
+                      int priority, const char* name) {
   WEFT_CHECK(fn != nullptr) << "op '" << (name ? name : "op") << "': the function is empty";
   Push(std::move(fn), nullptr, PushArgs{device, reads, writes, prop, priority, name});
 }

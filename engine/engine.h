@@ -12,8 +12,8 @@
 //
 //   Engine& engine = *Engine::Get();            // WEFT_ENGINE=threaded (default) | naive
 //   VarHandle a = engine.NewVariable(), b = engine.NewVariable();
-//   engine.PushSync([&](RunContext) { x = 1; }, Device::Cpu(), {}, {a}, FnProperty::kNormal, 0, "init");
-//   engine.PushSync([&](RunContext) { y = x + 1; }, Device::Cpu(), {a}, {b});
+//   engine.PushSync([&](RunContext) { x = 1; }, Device::Cpu(), {}, {a}, FnProperty::kNormal, 0,
+//   "init"); engine.PushSync([&](RunContext) { y = x + 1; }, Device::Cpu(), {a}, {b});
 //   engine.WaitForVar(b);                        // y == 2, or the op's exception is rethrown
 //   engine.DeleteVariable([](RunContext) {}, Device::Cpu(), a);
 //
@@ -66,7 +66,8 @@ class GpuStream;
 // What a running op gets from its worker.
 struct RunContext {
   Device device;
-  GpuStream* stream = nullptr;  // the worker's stream for GPU ops (owned by the engine); null on CPU
+  GpuStream* stream =
+      nullptr;  // the worker's stream for GPU ops (owned by the engine); null on CPU
   // The worker thread running the op: unique within the engine across all its pools (0, 1, ...),
   // so it can index per-worker resources; -1 when the op runs on a thread that is not a worker.
   int worker = -1;
@@ -130,7 +131,8 @@ class VarList {
 struct EngineOptions {
   int cpu_workers = 1;           // WEFT_CPU_WORKERS (default: the cores)
   int cpu_priority_workers = 1;  // WEFT_CPU_PRIORITY_WORKERS (default 1)
-  std::string profile_path;      // WEFT_PROFILE: profile from the start; the trace is written at Shutdown
+  std::string
+      profile_path;  // WEFT_PROFILE: profile from the start; the trace is written at Shutdown
   static EngineOptions FromEnv();
 };
 
@@ -148,10 +150,12 @@ class Engine {
 
   // `name` (optional) labels the op in the profile and must outlive the op. A var listed in both
   // `reads` and `writes` is a write; duplicates are ignored.
-  void PushAsync(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop = FnProperty::kNormal,
-                 int priority = 0, const char* name = nullptr);
-  void PushSync(SyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop = FnProperty::kNormal,
-                int priority = 0, const char* name = nullptr);
+  void PushAsync(AsyncFn fn, Device device, VarList reads, VarList writes,
+                 FnProperty prop = FnProperty::kNormal, int priority = 0,
+                 const char* name = nullptr);
+  void PushSync(SyncFn fn, Device device, VarList reads, VarList writes,
+                FnProperty prop = FnProperty::kNormal, int priority = 0,
+                const char* name = nullptr);
 
   // Runs `deleter` after every op already pushed on `var`, then frees the var for reuse by a
   // later NewVariable. The deleter runs even if the var holds an error. On the CPU it runs as a

@@ -23,8 +23,9 @@ class Function<R(Args...)> {
 
   Function() = default;
   Function(std::nullptr_t) {}  // NOLINT: as std::function
-  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Function> &&
-                                                    std::is_invocable_r_v<R, std::decay_t<F>&, Args...>>>
+  template <typename F,
+            typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Function> &&
+                                        std::is_invocable_r_v<R, std::decay_t<F>&, Args...>>>
   Function(F&& f) {  // NOLINT: implicit, as std::function
     using D = std::decay_t<F>;
     if constexpr (std::is_pointer_v<D> || std::is_member_pointer_v<D>) {
@@ -33,14 +34,18 @@ class Function<R(Args...)> {
     if constexpr (sizeof(D) <= kInlineBytes && alignof(D) <= alignof(std::max_align_t) &&
                   std::is_nothrow_move_constructible_v<D>) {
       new (storage_) D(std::forward<F>(f));
-      invoke_ = [](void* s, Args... args) -> R { return (*static_cast<D*>(s))(std::forward<Args>(args)...); };
+      invoke_ = [](void* s, Args... args) -> R {
+        return (*static_cast<D*>(s))(std::forward<Args>(args)...);
+      };
       manage_ = [](void* dst, void* src) {  // move src into dst (dst null: destroy src)
         if (dst != nullptr) new (dst) D(std::move(*static_cast<D*>(src)));
         static_cast<D*>(src)->~D();
       };
     } else {
       *reinterpret_cast<D**>(storage_) = new D(std::forward<F>(f));
-      invoke_ = [](void* s, Args... args) -> R { return (**static_cast<D**>(s))(std::forward<Args>(args)...); };
+      invoke_ = [](void* s, Args... args) -> R {
+        return (**static_cast<D**>(s))(std::forward<Args>(args)...);
+      };
       manage_ = [](void* dst, void* src) {
         if (dst != nullptr) {
           *static_cast<D**>(dst) = *static_cast<D**>(src);

@@ -35,7 +35,8 @@ int64_t ProfilerClockNs();
 // A sample of a memory pool's counters taken at `ns` (ProfilerClockNs, read while the pool's
 // counters were consistent), kept while a profiler runs. `pool` names the pool ("cpu", "gpu:0",
 // "pinned host"); it is copied.
-void RecordMemory(Device device, const char* pool, size_t bytes_in_use, size_t bytes_cached, int64_t ns);
+void RecordMemory(Device device, const char* pool, size_t bytes_in_use, size_t bytes_cached,
+                  int64_t ns);
 
 // `sample` is called when a profiler starts and when it stops (after the traced work is done), so
 // that every counter has a value at both ends even when nothing allocates. Registered at static

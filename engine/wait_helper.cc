@@ -24,7 +24,8 @@ void RemoveWaitHelper(WaitHelper* helper) {
 }
 
 bool HelpWhileWaiting() {
-  if (g_helper.load(std::memory_order_relaxed) == nullptr) return false;  // the common case: no helper
+  if (g_helper.load(std::memory_order_relaxed) == nullptr)
+    return false;  // the common case: no helper
   g_inside.fetch_add(1, std::memory_order_seq_cst);
   WaitHelper* helper = g_helper.load(std::memory_order_seq_cst);
   const bool found = helper != nullptr && helper->Help();

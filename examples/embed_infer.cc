@@ -1,7 +1,9 @@
 // embed_infer: the embedding API in a few lines. Loads a saved symbol and its parameters (from
-// train_mlp, train_cnn or train_lstm), classifies the rows of a CSV file, and prints the predictions.
+// train_mlp, train_cnn or train_lstm), classifies the rows of a CSV file, and prints the
+// predictions.
 //
-//   bazel run //examples:train_mlp && bazel run //examples:embed_infer -- --model=mlp --rows=5 [--device=gpu]
+//   bazel run //examples:train_mlp && bazel run //examples:embed_infer -- --model=mlp --rows=5
+//   [--device=gpu]
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -15,9 +17,11 @@
 
 int main(int argc, char** argv) {
   examples::Flags flags("embed_infer",
-                        "Classifies the rows of a CSV file with a model saved by train_mlp, train_cnn or train_lstm.");
+                        "Classifies the rows of a CSV file with a model saved by train_mlp, "
+                        "train_cnn or train_lstm.");
   flags.AddString("model", "mlp", "prefix of <model>.json and <model>.safetensors");
-  flags.AddString("csv", examples::DefaultDigitsPath(argv[0]), "rows of 64 pixels, with or without a label last");
+  flags.AddString("csv", examples::DefaultDigitsPath(argv[0]),
+                  "rows of 64 pixels, with or without a label last");
   flags.AddInt("rows", 10, "how many predictions to print");
   flags.AddString("device", "cpu", "cpu or gpu:N");
   flags.AddString("profile", "", examples::kProfileHelp);
@@ -31,16 +35,19 @@ int main(int argc, char** argv) {
 
     weft::Dataset rows = weft::ReadCsv(flags.GetString("csv"), -1);  // label: the last column
     // As in training: scaled, and shaped as the model's samples (the CNN reads 1x8x8 images).
-    weft::NDArray data = rows.data * (1.0 / std::stod(meta.count("input_scale") ? meta["input_scale"] : "1"));
+    weft::NDArray data =
+        rows.data * (1.0 / std::stod(meta.count("input_scale") ? meta["input_scale"] : "1"));
     const int64_t n = data.shape()[0];
-    const weft::Shape sample = weft::Shape::Parse(meta.count("input_shape") ? meta["input_shape"] : "(64,)");
+    const weft::Shape sample =
+        weft::Shape::Parse(meta.count("input_shape") ? meta["input_shape"] : "(64,)");
     weft::Shape shape{n};
     for (int64_t d : sample.dims()) shape.PushBack(d);
     args["data"] = data.Reshape(shape);
     // Inputs the model holds at zero (an LSTM's initial states), shaped for this many rows.
     std::istringstream zeros(meta.count("zero_inputs") ? meta["zero_inputs"] : "");
     const auto shapes = weft::InferArgumentShapes(net.ToGraph(), {{"data", shape}});
-    for (std::string name; std::getline(zeros, name, ',');) (args[name] = weft::NDArray(shapes.at(name))).Fill(0);
+    for (std::string name; std::getline(zeros, name, ',');)
+      (args[name] = weft::NDArray(shapes.at(name))).Fill(0);
 
     const weft::Device device = weft::Device::Parse(flags.GetString("device"));
     examples::ProfileScope profile(flags.GetString("profile"));  // the copies and the forward pass
@@ -54,15 +61,17 @@ int main(int argc, char** argv) {
     int correct = 0;
     for (int64_t i = 0; i < n; ++i) {
       int64_t best = 0;
-      for (int64_t c = 1; c < classes; ++c) best = probs[i * classes + c] > probs[i * classes + best] ? c : best;
+      for (int64_t c = 1; c < classes; ++c)
+        best = probs[i * classes + c] > probs[i * classes + best] ? c : best;
       correct += best == static_cast<int64_t>(labels[i]);
       if (i < flags.GetInt("rows")) {
         std::printf("row %lld: predicted %lld (p=%.3f), label %d\n", static_cast<long long>(i),
-                    static_cast<long long>(best), probs[i * classes + best], static_cast<int>(labels[i]));
+                    static_cast<long long>(best), probs[i * classes + best],
+                    static_cast<int>(labels[i]));
       }
     }
-    std::printf("%d of %lld rows predicted correctly (%.1f%%)\n", correct, static_cast<long long>(n),
-                100.0 * correct / n);
+    std::printf("%d of %lld rows predicted correctly (%.1f%%)\n", correct,
+                static_cast<long long>(n), 100.0 * correct / n);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -53,13 +53,15 @@ class RunLog {
     std::printf("%-5s %-14s %-8s %10s %10s\n", "done", "op", "worker", "start ms", "end ms");
     for (const Event& e : events_) {
       std::string worker = e.worker < 0 ? "caller" : std::to_string(e.worker);
-      std::printf("%-5d %-14s %-8s %10.3f %10.3f\n", e.order, e.op.c_str(), worker.c_str(), e.start_ms, e.end_ms);
+      std::printf("%-5d %-14s %-8s %10.3f %10.3f\n", e.order, e.op.c_str(), worker.c_str(),
+                  e.start_ms, e.end_ms);
     }
   }
 
  private:
   double Ms() const {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - origin_).count();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - origin_)
+        .count();
   }
   const std::chrono::steady_clock::time_point origin_;
   std::mutex mu_;
@@ -86,8 +88,11 @@ int Run(const std::string& data_path, const std::string& profile_path) {
   std::vector<VarHandle> mean_vars;
   for (int k = 0; k < kClasses; ++k) mean_vars.push_back(engine.NewVariable());
 
-  engine.PushSync([&](RunContext ctx) { log.Run("load", ctx, [&] { digits = examples::LoadDigitsCsv(data_path); }); },
-                  cpu, {}, {data}, weft::engine::FnProperty::kNormal, 0, "load");
+  engine.PushSync(
+      [&](RunContext ctx) {
+        log.Run("load", ctx, [&] { digits = examples::LoadDigitsCsv(data_path); });
+      },
+      cpu, {}, {data}, weft::engine::FnProperty::kNormal, 0, "load");
   for (int k = 0; k < kClasses; ++k) {
     engine.PushSync(
         [&, k](RunContext ctx) {
@@ -106,7 +111,8 @@ int Run(const std::string& data_path, const std::string& profile_path) {
             if (examples::IsTrainSample(i)) continue;
             int best = 0;
             for (int k = 1; k < kClasses; ++k) {
-              if (Distance(digits.image(i), means[k]) < Distance(digits.image(i), means[best])) best = k;
+              if (Distance(digits.image(i), means[k]) < Distance(digits.image(i), means[best]))
+                best = k;
             }
             correct += best == digits.labels[i];
             ++total;
@@ -117,8 +123,8 @@ int Run(const std::string& data_path, const std::string& profile_path) {
       cpu, eval_reads, {result}, weft::engine::FnProperty::kNormal, 0, "evaluate");
   const weft::engine::EngineOptions options = weft::engine::EngineOptions::FromEnv();
   std::printf("engine: %s, %d CPU worker(s); pushed %d ops, waiting for the result\n\n",
-              engine.kind() == weft::engine::EngineKind::kNaive ? "naive" : "threaded", options.cpu_workers,
-              kClasses + 2);
+              engine.kind() == weft::engine::EngineKind::kNaive ? "naive" : "threaded",
+              options.cpu_workers, kClasses + 2);
 
   engine.WaitForVar(result);  // rethrows the load's error, if the file was bad
   log.Print();
@@ -132,10 +138,12 @@ int Run(const std::string& data_path, const std::string& profile_path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  examples::Flags flags("engine_dag",
-                        "Pushes a nearest-centroid classifier over the digits data to weft's engine "
-                        "as a DAG of ops and prints what ran, in what order, on which worker.");
-  flags.AddString("data", examples::DefaultDigitsPath(argv[0]), "digits CSV: 64 pixel values then the label, per row");
+  examples::Flags flags(
+      "engine_dag",
+      "Pushes a nearest-centroid classifier over the digits data to weft's engine "
+      "as a DAG of ops and prints what ran, in what order, on which worker.");
+  flags.AddString("data", examples::DefaultDigitsPath(argv[0]),
+                  "digits CSV: 64 pixel values then the label, per row");
   flags.AddString("profile", "", examples::kProfileHelp);
   try {
     if (!flags.Parse(argc, argv)) return 0;  // --help

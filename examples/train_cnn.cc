@@ -13,10 +13,13 @@ using weft::Symbol;
 
 // (N, C, H, W) -> conv 3x3 (same size) -> relu -> 2x2 max pool (halves H and W)
 Symbol ConvStage(Symbol x, const std::string& name, int filters) {
-  x = Symbol::Op("Convolution", {x}, {{"kernel", "(3, 3)"}, {"pad", "(1, 1)"}, {"num_filter", std::to_string(filters)}},
+  x = Symbol::Op("Convolution", {x},
+                 {{"kernel", "(3, 3)"}, {"pad", "(1, 1)"}, {"num_filter", std::to_string(filters)}},
                  name + "_conv");
   x = Symbol::Op("relu", {x}, {}, name + "_relu");
-  return Symbol::Op("Pooling", {x}, {{"kernel", "(2, 2)"}, {"stride", "(2, 2)"}, {"pool_type", "max"}}, name + "_pool");
+  return Symbol::Op("Pooling", {x},
+                    {{"kernel", "(2, 2)"}, {"stride", "(2, 2)"}, {"pool_type", "max"}},
+                    name + "_pool");
 }
 
 // logits (N, 10) from data (N, 1, 8, 8)
@@ -39,7 +42,8 @@ int main(int argc, char** argv) {
     defaults.save_prefix = "cnn";
     defaults.images = true;
     auto options = examples::ParseTrainFlags(
-        "train_cnn", "Trains a small convolutional network on the digits, as 1x8x8 images.", defaults, argc, argv);
+        "train_cnn", "Trains a small convolutional network on the digits, as 1x8x8 images.",
+        defaults, argc, argv);
     if (!options) return 0;
     const examples::TrainResult r = examples::Train(Cnn(), *options);
     std::printf("final test accuracy %.1f%%\n", 100 * r.test_accuracy);

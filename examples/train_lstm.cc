@@ -20,8 +20,10 @@ constexpr int kRows = 8;  // steps of a sequence: the image's rows, of 8 pixels 
 Symbol Lstm(int hidden) {
   Symbol x = Symbol::Op("reshape", {Symbol::Variable("data")}, {{"shape", "(-1, 8, 8)"}}, "rows");
   x = Symbol::Op("transpose", {x}, {{"axes", "(1, 0, 2)"}}, "steps");
-  x = Symbol::Op("RNN", {x}, {{"mode", "lstm"}, {"state_size", std::to_string(hidden)}, {"bidirectional", "true"}},
-                 "lstm");
+  x = Symbol::Op(
+      "RNN", {x},
+      {{"mode", "lstm"}, {"state_size", std::to_string(hidden)}, {"bidirectional", "true"}},
+      "lstm");
   x = Symbol::Op("transpose", {x}, {{"axes", "(1, 0, 2)"}}, "batch_major");
   return Symbol::Op("FullyConnected", {x}, {{"num_hidden", "10"}}, "fc");
 }
@@ -37,8 +39,9 @@ int main(int argc, char** argv) {
     defaults.optimizer = "adam";
     defaults.save_prefix = "lstm";
     auto options = examples::ParseTrainFlags(
-        "train_lstm", "Trains a bidirectional LSTM on the digits, read row by row (8 steps of 8 pixels).", defaults,
-        argc, argv);
+        "train_lstm",
+        "Trains a bidirectional LSTM on the digits, read row by row (8 steps of 8 pixels).",
+        defaults, argc, argv);
     if (!options) return 0;
     const int hidden = 64;
     // PyTorch's initialization of its LSTMs: every weight and bias uniform in +-1/sqrt(H).

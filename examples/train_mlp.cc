@@ -2,7 +2,8 @@
 // (forward, backward and updates as one bound graph per step) with a progress bar per epoch;
 // saves the parameters (safetensors) and the symbol (JSON).
 //
-//   bazel run //examples:train_mlp -- [--epochs=20] [--optimizer=adam] [--data=mnist-images,mnist-labels]
+//   bazel run //examples:train_mlp -- [--epochs=20] [--optimizer=adam]
+//   [--data=mnist-images,mnist-labels]
 #include <cstdio>
 
 #include "examples/common/train.h"
@@ -28,8 +29,8 @@ int main(int argc, char** argv) {
     defaults.batch_size = 64;
     defaults.lr = 0.1;
     defaults.save_prefix = "mlp";
-    auto options = examples::ParseTrainFlags("train_mlp", "Trains an MLP (64-256-256-10) on the digits data set.",
-                                             defaults, argc, argv);
+    auto options = examples::ParseTrainFlags(
+        "train_mlp", "Trains an MLP (64-256-256-10) on the digits data set.", defaults, argc, argv);
     if (!options) return 0;
     const examples::TrainResult r = examples::Train(Mlp(), *options);
     std::printf("final test accuracy %.1f%%\n", 100 * r.test_accuracy);

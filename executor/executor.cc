@@ -38,7 +38,8 @@ Graph BuildGraph(const Symbol& symbol, const std::map<std::string, GradReq>& req
 std::vector<std::string> ArgumentNames(const Graph& g) {
   std::vector<std::string> names;
   for (uint32_t n : g.ArgumentNodes()) {
-    if (std::count(g.head_grads().begin(), g.head_grads().end(), n) == 0) names.push_back(g.node(n).name);
+    if (std::count(g.head_grads().begin(), g.head_grads().end(), n) == 0)
+      names.push_back(g.node(n).name);
   }
   return names;
 }
@@ -53,8 +54,8 @@ void CheckNames(const Graph& g, const Executor::ArrayMap& args, const Executor::
   const auto check = [&](const char* what, const std::string& name) {
     if (known_set.count(name) != 0) return;
     WEFT_THROW("Bind: " << what << " '" << Abbreviate(name)
-                        << "' is not an argument of the graph; the graph's arguments are " << QuotedList(known)
-                        << DidYouMean(name, known));
+                        << "' is not an argument of the graph; the graph's arguments are "
+                        << QuotedList(known) << DidYouMean(name, known));
   };
   for (const auto& [name, array] : args) check("argument", name);
   for (const auto& [name, array] : grads) check("gradient array", name);
@@ -72,22 +73,26 @@ std::vector<bool> HostArgumentNodes(const Graph& g, Device device) {
     const std::vector<int> reads_on_host = node.op->HostInputsOf(node.attrs);
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const uint32_t source = node.inputs[i].node;
-      if (std::find(reads_on_host.begin(), reads_on_host.end(), static_cast<int>(i)) == reads_on_host.end()) {
+      if (std::find(reads_on_host.begin(), reads_on_host.end(), static_cast<int>(i)) ==
+          reads_on_host.end()) {
         on_device[source] = true;
         continue;
       }
       if (!g.node(source).is_variable() && !device.is_cpu()) {
-        WEFT_THROW("Bind: node '" << node.name << "' (" << node.op->name << ") reads input " << i << " on the host: "
-                                  << "expected an argument there (a CPU array), found the output of node '"
-                                  << g.node(source).name << "'");
+        WEFT_THROW(
+            "Bind: node '" << node.name << "' (" << node.op->name << ") reads input " << i
+                           << " on the host: "
+                           << "expected an argument there (a CPU array), found the output of node '"
+                           << g.node(source).name << "'");
       }
       host[source] = g.node(source).is_variable();
     }
   }
   for (uint32_t n = 0; n < g.nodes().size(); ++n) {
     if (host[n] && on_device[n] && !device.is_cpu()) {
-      WEFT_THROW("Bind: argument '" << Abbreviate(g.node(n).name) << "' is read on the host by one node and on "
-                                    << device << " by another: give each its own argument");
+      WEFT_THROW("Bind: argument '" << Abbreviate(g.node(n).name)
+                                    << "' is read on the host by one node and on " << device
+                                    << " by another: give each its own argument");
     }
   }
   return host;
@@ -100,41 +105,49 @@ void CheckArguments(const Graph& g, Device device, const Executor::ArrayMap& arg
     const std::string& name = g.node(n).name;
     auto it = args.find(name);
     if (it == args.end() || it->second.is_none()) {
-      WEFT_THROW("Bind: argument '" << Abbreviate(name) << "' is missing; expected arrays for: " << Names(g));
+      WEFT_THROW("Bind: argument '" << Abbreviate(name)
+                                    << "' is missing; expected arrays for: " << Names(g));
     }
     const Device expected = host[n] ? Device::Cpu() : device;
     if (it->second.device() != expected) {
-      WEFT_THROW("Bind: argument '" << Abbreviate(name) << "' is on " << it->second.device() << ", expected "
-                                    << expected << (host[n] ? " (a node reads it on the host)" : ""));
+      WEFT_THROW("Bind: argument '" << Abbreviate(name) << "' is on " << it->second.device()
+                                    << ", expected " << expected
+                                    << (host[n] ? " (a node reads it on the host)" : ""));
     }
   }
 }
 
-void CheckGradients(const Graph& g, const std::vector<std::string>& grad_args, const Executor::ArrayMap& args,
-                    const Executor::ArrayMap& grads) {
+void CheckGradients(const Graph& g, const std::vector<std::string>& grad_args,
+                    const Executor::ArrayMap& args, const Executor::ArrayMap& grads) {
   for (const std::string& name : grad_args) {
     auto it = grads.find(name);
     if (it == grads.end() || it->second.is_none()) {
-      WEFT_THROW("Bind: a gradient is requested for '" << Abbreviate(name) << "' but no gradient array was given");
+      WEFT_THROW("Bind: a gradient is requested for '" << Abbreviate(name)
+                                                       << "' but no gradient array was given");
     }
     const NDArray& arg = args.at(name);
-    if (it->second.shape() != arg.shape() || it->second.dtype() != arg.dtype() || it->second.device() != arg.device()) {
-      WEFT_THROW("Bind: gradient of '" << Abbreviate(name) << "' must be " << arg.shape() << " " << arg.dtype()
-                                       << " on " << arg.device() << ", found " << it->second.ToString());
+    if (it->second.shape() != arg.shape() || it->second.dtype() != arg.dtype() ||
+        it->second.device() != arg.device()) {
+      WEFT_THROW("Bind: gradient of '" << Abbreviate(name) << "' must be " << arg.shape() << " "
+                                       << arg.dtype() << " on " << arg.device() << ", found "
+                                       << it->second.ToString());
     }
   }
 }
 
 // The graph with the extension's nodes appended, checked against what GraphExtension promises.
-Graph Extend(const Graph& g, const std::vector<std::string>& grad_args, const GraphExtension& extension) {
+Graph Extend(const Graph& g, const std::vector<std::string>& grad_args,
+             const GraphExtension& extension) {
   if (!extension.append) {
-    WEFT_CHECK(extension.write_back.empty()) << "Bind: write_back arguments without an extension that appends them";
+    WEFT_CHECK(extension.write_back.empty())
+        << "Bind: write_back arguments without an extension that appends them";
     return g;
   }
   Graph out = extension.append(g, grad_args);
   WEFT_CHECK_EQ(out.outputs().size(), g.outputs().size() + extension.write_back.size())
       << "Bind: the graph extension must append one output per write_back argument";
-  WEFT_CHECK_EQ(out.num_forward_outputs(), g.num_forward_outputs()) << "Bind: the graph extension changed the outputs";
+  WEFT_CHECK_EQ(out.num_forward_outputs(), g.num_forward_outputs())
+      << "Bind: the graph extension changed the outputs";
   for (uint32_t n = static_cast<uint32_t>(g.nodes().size()); n < out.nodes().size(); ++n) {
     const Node& node = out.node(n);
     WEFT_CHECK(node.is_variable() || node.is_backward())
@@ -149,11 +162,13 @@ void CheckWriteBacks(const Graph& g, size_t first, const std::vector<std::string
   for (size_t i = 0; i < write_back.size(); ++i) {
     const uint32_t e = g.EntryId(g.outputs()[first + i]);
     auto it = args.find(write_back[i]);
-    if (it == args.end()) WEFT_THROW("Bind: write_back argument '" << Abbreviate(write_back[i]) << "' is not bound");
+    if (it == args.end())
+      WEFT_THROW("Bind: write_back argument '" << Abbreviate(write_back[i]) << "' is not bound");
     if (g.shapes()[e] != it->second.shape() || g.dtypes()[e] != it->second.dtype()) {
-      WEFT_THROW("Bind: argument '" << Abbreviate(write_back[i]) << "' (" << it->second.shape() << " "
-                                    << it->second.dtype() << ") cannot take the output written into it, "
-                                    << g.shapes()[e] << " " << g.dtypes()[e]);
+      WEFT_THROW("Bind: argument '" << Abbreviate(write_back[i]) << "' (" << it->second.shape()
+                                    << " " << it->second.dtype()
+                                    << ") cannot take the output written into it, " << g.shapes()[e]
+                                    << " " << g.dtypes()[e]);
     }
   }
 }
@@ -165,7 +180,8 @@ void CheckWriteBacks(const Graph& g, size_t first, const std::vector<std::string
 Graph WriteBacksLast(const Graph& g, size_t first) {
   std::vector<bool> last(g.nodes().size(), false);
   for (size_t o = first; o < g.outputs().size(); ++o) last[g.outputs()[o].node] = true;
-  std::vector<uint32_t> order, index(g.nodes().size());  // old node per new position; new index per old node
+  std::vector<uint32_t> order,
+      index(g.nodes().size());  // old node per new position; new index per old node
   for (bool moved : {false, true}) {
     for (uint32_t n = 0; n < g.nodes().size(); ++n) {
       if (last[n] == moved) index[n] = static_cast<uint32_t>(order.size()), order.push_back(n);
@@ -219,8 +235,9 @@ namespace {
 // What Bind runs: the symbol's graph with its gradients and the extension, checked against the
 // arrays, typed, fused, and with the write-backs last.
 Graph BindGraph(const Symbol& symbol, Device device, const Executor::ArrayMap& args,
-                const Executor::ArrayMap& arg_grads, const std::map<std::string, GradReq>& grad_reqs,
-                const GraphExtension& extension, std::vector<std::string>& grad_args, FusionStats& fusion) {
+                const Executor::ArrayMap& arg_grads,
+                const std::map<std::string, GradReq>& grad_reqs, const GraphExtension& extension,
+                std::vector<std::string>& grad_args, FusionStats& fusion) {
   Graph g = BuildGraph(symbol, grad_reqs, grad_args);
   const size_t first_write_back = g.outputs().size();
   g = Extend(g, grad_args, extension);
@@ -229,23 +246,27 @@ Graph BindGraph(const Symbol& symbol, Device device, const Executor::ArrayMap& a
   std::map<std::string, Shape> shapes;
   std::map<std::string, DType> dtypes;
   for (const auto& [name, array] : args) shapes[name] = array.shape(), dtypes[name] = array.dtype();
-  g = InferShapesAndTypes(g, shapes, dtypes, device.type);  // a wrong argument is named here, before its gradient
+  g = InferShapesAndTypes(g, shapes, dtypes,
+                          device.type);  // a wrong argument is named here, before its gradient
   CheckGradients(g, grad_args, args, arg_grads);
   CheckWriteBacks(g, first_write_back, extension.write_back, args);
-  if (GetEnvBool("WEFT_USE_FUSION", true) && CanFuse(device)) g = FusePointwise(g, &fusion, device.is_gpu());
+  if (GetEnvBool("WEFT_USE_FUSION", true) && CanFuse(device))
+    g = FusePointwise(g, &fusion, device.is_gpu());
   return extension.write_back.empty() ? g : WriteBacksLast(g, first_write_back);
 }
 
 }  // namespace
 
 std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, const ArrayMap& args,
-                                         const ArrayMap& arg_grads, const std::map<std::string, GradReq>& grad_reqs,
+                                         const ArrayMap& arg_grads,
+                                         const std::map<std::string, GradReq>& grad_reqs,
                                          const GraphExtension& extension) {
   std::vector<std::string> grad_args;
   FusionStats fusion;
-  const Graph g = BindGraph(symbol, device, args, arg_grads, grad_reqs, extension, grad_args, fusion);
-  std::unique_ptr<Executor> exec(new Executor(
-      std::make_unique<Impl>(g, device, args, arg_grads, grad_args, grad_reqs, extension.write_back)));
+  const Graph g =
+      BindGraph(symbol, device, args, arg_grads, grad_reqs, extension, grad_args, fusion);
+  std::unique_ptr<Executor> exec(new Executor(std::make_unique<Impl>(
+      g, device, args, arg_grads, grad_args, grad_reqs, extension.write_back)));
   exec->symbol_ = symbol;
   exec->device_ = device;
   exec->args_ = args;
@@ -276,10 +297,12 @@ const std::vector<NDArray>& Executor::head_grads() const { return impl_->plan.he
 void Executor::Backward(const std::vector<NDArray>& head_grads) {
   const BoundGraph& plan = impl_->plan;
   if (plan.NumNodes(Phase::kBackward) == 0 && plan.head_grads().empty()) {
-    WEFT_THROW("Backward: no gradient was requested when the executor was bound (every grad_req is null)");
+    WEFT_THROW(
+        "Backward: no gradient was requested when the executor was bound (every grad_req is null)");
   }
   if (!head_grads.empty() && head_grads.size() != plan.head_grads().size()) {
-    WEFT_THROW("Backward: expected " << plan.head_grads().size() << " head gradient(s), one per output, found "
+    WEFT_THROW("Backward: expected " << plan.head_grads().size()
+                                     << " head gradient(s), one per output, found "
                                      << head_grads.size());
   }
   impl_->run.SetHeadGrads(head_grads);
@@ -289,7 +312,9 @@ void Executor::Backward(const std::vector<NDArray>& head_grads) {
 void Executor::TrainStep() {
   const BoundGraph& plan = impl_->plan;
   if (plan.NumNodes(Phase::kBackward) == 0 && plan.head_grads().empty()) {
-    WEFT_THROW("TrainStep: no gradient was requested when the executor was bound (every grad_req is null)");
+    WEFT_THROW(
+        "TrainStep: no gradient was requested when the executor was bound (every grad_req is "
+        "null)");
   }
   impl_->run.PushStep();
 }

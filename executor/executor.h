@@ -57,7 +57,8 @@ struct ExecutorStats {
   size_t naive_bytes = 0;     // what one buffer per internal entry would need
   size_t fused_groups = 0;    // fused nodes the fusion pass made (passes/fuse_pointwise.h)
   size_t fused_nodes = 0;     // the nodes they replace
-  size_t recomputed_nodes = 0;  // forward nodes the backward recomputes instead of reading (passes/rematerialize.h)
+  size_t recomputed_nodes =
+      0;  // forward nodes the backward recomputes instead of reading (passes/rematerialize.h)
   // Of the run:
   size_t engine_ops_pushed = 0;  // by the last Forward, Backward or TrainStep call
   // A captured TrainStep (GPU): its groups of segments, the segments pushed on their own between

@@ -41,9 +41,11 @@ void Infer(const Op& op, const Attrs& attrs, const std::vector<Shape>& inputs) {
   } catch (const Error&) {
     return;
   }
-  if (static_cast<int>(outputs.size()) != NumOutputs(op, attrs)) Fail("InferShapes gave the wrong number of outputs");
+  if (static_cast<int>(outputs.size()) != NumOutputs(op, attrs))
+    Fail("InferShapes gave the wrong number of outputs");
   try {
-    const std::vector<DType> types = InferTypes(op, attrs, std::vector<DType>(inputs.size(), DType::kFloat32));
+    const std::vector<DType> types =
+        InferTypes(op, attrs, std::vector<DType>(inputs.size(), DType::kFloat32));
     if (types.size() != outputs.size()) Fail("InferTypes gave the wrong number of outputs");
   } catch (const Error&) {
   }

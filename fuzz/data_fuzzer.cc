@@ -17,7 +17,8 @@ void CheckEpoch(DataIter& iter, int64_t num_samples, int64_t batch_size) {
     ++batches;
     if (iter.Current().data.shape()[0] != batch_size) Fail("a batch of the wrong size");
   }
-  if (batches != (num_samples + batch_size - 1) / batch_size) Fail("an epoch with the wrong number of batches");
+  if (batches != (num_samples + batch_size - 1) / batch_size)
+    Fail("an epoch with the wrong number of batches");
 }
 
 }  // namespace
@@ -26,7 +27,7 @@ int Csv(const uint8_t* data, size_t size) {
   static const TempFile file("data.csv");
   if (size == 0) return 0;
   const int label_column = static_cast<int>(data[0] & 7) - 4;  // -4 .. 3
-  const int64_t batch_size = 1 + (data[0] >> 3);                // 1 .. 32
+  const int64_t batch_size = 1 + (data[0] >> 3);               // 1 .. 32
   file.Write(data + 1, size - 1);
   Dataset rows;
   try {
@@ -36,8 +37,10 @@ int Csv(const uint8_t* data, size_t size) {
   }
   const int64_t n = rows.data.shape()[0];
   if (n == 0) return 0;  // ArrayIter refuses an empty data set (documented)
-  if (rows.data.shape().ndim() != 2 || rows.label.shape() != Shape{n}) Fail("CSV data of the wrong shape");
-  CsvIter iter({.path = file.path(), .label_column = label_column, .batch = {.batch_size = batch_size}});
+  if (rows.data.shape().ndim() != 2 || rows.label.shape() != Shape{n})
+    Fail("CSV data of the wrong shape");
+  CsvIter iter(
+      {.path = file.path(), .label_column = label_column, .batch = {.batch_size = batch_size}});
   CheckEpoch(iter, n, batch_size);
   return 0;
 }
@@ -58,11 +61,13 @@ int Mnist(const uint8_t* data, size_t size) {
   }
   const int64_t n = set.data.shape()[0];
   if (n == 0) return 0;
-  if (set.data.shape().ndim() != (flat ? 2 : 4) || set.label.shape() != Shape{n}) Fail("MNIST data of the wrong shape");
+  if (set.data.shape().ndim() != (flat ? 2 : 4) || set.label.shape() != Shape{n})
+    Fail("MNIST data of the wrong shape");
   for (float v : set.data.ToVector<float>()) {
     if (!(v >= 0 && v <= 1)) Fail("an MNIST pixel outside [0, 1]");
   }
-  MnistIter iter({.images = images.path(), .labels = labels.path(), .flat = flat, .batch = {.batch_size = 3}});
+  MnistIter iter(
+      {.images = images.path(), .labels = labels.path(), .flat = flat, .batch = {.batch_size = 3}});
   CheckEpoch(iter, n, 3);
   return 0;
 }

@@ -5,4 +5,6 @@
 
 #include "fuzz/targets.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { return WEFT_FUZZ_TARGET(data, size); }
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return WEFT_FUZZ_TARGET(data, size);
+}

@@ -28,7 +28,8 @@ void CheckSame(const Arrays& a, const Metadata& a_meta, const Arrays& b, const M
     auto it = b.find(name);
     if (it == b.end()) Fail("Save/Load lost array '" + name + "'");
     const NDArray& y = it->second;
-    if (x.dtype() != y.dtype() || x.shape() != y.shape()) Fail("Save/Load changed the type of '" + name + "'");
+    if (x.dtype() != y.dtype() || x.shape() != y.shape())
+      Fail("Save/Load changed the type of '" + name + "'");
     if (Bytes(x) != Bytes(y)) Fail("Save/Load changed the values of '" + name + "'");
   }
 }

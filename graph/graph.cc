@@ -9,19 +9,20 @@ namespace {
 
 // "node 'fc1' input 2", or "output 0" when `user` is past the last node.
 std::string Where(const std::vector<Node>& nodes, size_t user, size_t slot) {
-  return user < nodes.size() ? "node '" + Abbreviate(nodes[user].name) + "' input " + std::to_string(slot)
-                             : "output " + std::to_string(slot);
+  return user < nodes.size()
+             ? "node '" + Abbreviate(nodes[user].name) + "' input " + std::to_string(slot)
+             : "output " + std::to_string(slot);
 }
 
 // Throws unless `e` is an output of a node before `user` (a node index, or nodes.size() for the
 // graph's outputs); `offset` holds the entry offsets of the nodes before `user`.
-void CheckEntry(const std::vector<Node>& nodes, const std::vector<uint32_t>& offset, NodeEntry e, size_t user,
-                size_t slot) {
+void CheckEntry(const std::vector<Node>& nodes, const std::vector<uint32_t>& offset, NodeEntry e,
+                size_t user, size_t slot) {
   WEFT_CHECK_LT(e.node, user) << "graph: " << Where(nodes, user, slot) << " reads node " << e.node
                               << ", expected a node before it";
   WEFT_CHECK_LT(e.index, offset[e.node + 1] - offset[e.node])
-      << "graph: " << Where(nodes, user, slot) << " reads a missing output of node '" << Abbreviate(nodes[e.node].name)
-      << "'";
+      << "graph: " << Where(nodes, user, slot) << " reads a missing output of node '"
+      << Abbreviate(nodes[e.node].name) << "'";
 }
 
 }  // namespace
@@ -30,13 +31,16 @@ Graph GraphBuilder::Freeze() && {
   auto s = std::make_shared<Graph::Structure>();
   s->entry_offset.assign(nodes.size() + 1, 0);
   for (size_t n = 0; n < nodes.size(); ++n) {
-    for (size_t i = 0; i < nodes[n].inputs.size(); ++i) CheckEntry(nodes, s->entry_offset, nodes[n].inputs[i], n, i);
+    for (size_t i = 0; i < nodes[n].inputs.size(); ++i)
+      CheckEntry(nodes, s->entry_offset, nodes[n].inputs[i], n, i);
     s->entry_offset[n + 1] = s->entry_offset[n] + nodes[n].num_outputs();
   }
-  for (size_t o = 0; o < outputs.size(); ++o) CheckEntry(nodes, s->entry_offset, outputs[o], nodes.size(), o);
+  for (size_t o = 0; o < outputs.size(); ++o)
+    CheckEntry(nodes, s->entry_offset, outputs[o], nodes.size(), o);
   WEFT_CHECK_LE(num_forward_outputs, outputs.size()) << "graph: forward outputs";
   for (uint32_t h : head_grads) {
-    WEFT_CHECK(h < nodes.size() && nodes[h].is_variable()) << "graph: head gradient " << h << " is not a variable";
+    WEFT_CHECK(h < nodes.size() && nodes[h].is_variable())
+        << "graph: head gradient " << h << " is not a variable";
   }
   s->nodes = std::move(nodes);
   s->outputs = std::move(outputs);

@@ -29,7 +29,9 @@ namespace weft {
 struct NodeEntry {
   uint32_t node = 0;
   uint32_t index = 0;
-  friend bool operator==(const NodeEntry& a, const NodeEntry& b) { return a.node == b.node && a.index == b.index; }
+  friend bool operator==(const NodeEntry& a, const NodeEntry& b) {
+    return a.node == b.node && a.index == b.index;
+  }
   friend bool operator<(const NodeEntry& a, const NodeEntry& b) {
     return a.node != b.node ? a.node < b.node : a.index < b.index;
   }
@@ -47,7 +49,9 @@ struct Node {
   bool is_backward() const { return forward_node >= 0; }
 
   bool is_variable() const { return op == nullptr; }
-  uint32_t num_outputs() const { return op == nullptr ? 1 : static_cast<uint32_t>(NumOutputs(*op, attrs)); }
+  uint32_t num_outputs() const {
+    return op == nullptr ? 1 : static_cast<uint32_t>(NumOutputs(*op, attrs));
+  }
 };
 
 // How each entry is stored: a storage id shared by entries whose lifetimes do not overlap, or
@@ -56,9 +60,9 @@ struct MemoryPlan {
   static constexpr int kExternal = -1;
   std::vector<int> storage_id;        // per entry
   std::vector<size_t> storage_bytes;  // per storage id
-  std::vector<bool> inplace;          // per entry: shares its input's storage (the op runs in place)
-  size_t total_bytes = 0;             // what the plan allocates
-  size_t naive_bytes = 0;             // one buffer per internal entry, for comparison
+  std::vector<bool> inplace;  // per entry: shares its input's storage (the op runs in place)
+  size_t total_bytes = 0;     // what the plan allocates
+  size_t naive_bytes = 0;     // one buffer per internal entry, for comparison
 };
 
 class Graph;
@@ -94,7 +98,9 @@ class Graph {
   // Dense entry ids: the outputs of node 0, then node 1, ...
   uint32_t EntryId(NodeEntry e) const;
   uint32_t num_entries() const { return s_->entry_offset.back(); }
-  uint32_t num_outputs(uint32_t node) const { return s_->entry_offset[node + 1] - s_->entry_offset[node]; }
+  uint32_t num_outputs(uint32_t node) const {
+    return s_->entry_offset[node + 1] - s_->entry_offset[node];
+  }
   // Variables in node order: the graph's arguments.
   std::vector<uint32_t> ArgumentNodes() const;
   // For every entry, how many node inputs and graph outputs read it.

@@ -42,7 +42,8 @@ namespace {
 std::string DefaultName(const std::string& op) {
   static std::atomic<uint64_t> counter{0};
   std::string lower = op;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return lower + std::to_string(counter.fetch_add(1));
 }
 
@@ -57,8 +58,8 @@ Symbol Symbol::Variable(const std::string& name) {
   return s;
 }
 
-Symbol Symbol::Op(const std::string& op_name, const std::vector<Symbol>& inputs, const AttrMap& attrs,
-                  const std::string& name) {
+Symbol Symbol::Op(const std::string& op_name, const std::vector<Symbol>& inputs,
+                  const AttrMap& attrs, const std::string& name) {
   const weft::Op& op = GetOp(op_name);
   auto node = std::make_shared<SymNode>();
   node->op = &op;
@@ -66,19 +67,20 @@ Symbol Symbol::Op(const std::string& op_name, const std::vector<Symbol>& inputs,
   node->attrs = ParseAttrs(op, attrs);
   const int expected = NumInputs(op, node->attrs);
   if (static_cast<int>(inputs.size()) > expected) {
-    WEFT_THROW("op '" << op_name << "' (" << node->name << "): expected at most " << expected << " input(s), found "
-                      << inputs.size());
+    WEFT_THROW("op '" << op_name << "' (" << node->name << "): expected at most " << expected
+                      << " input(s), found " << inputs.size());
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].num_outputs() != 1) {
-      WEFT_THROW("op '" << op_name << "' (" << node->name << "): input " << i << " has " << inputs[i].num_outputs()
-                        << " outputs; expected one (select it with [])");
+      WEFT_THROW("op '" << op_name << "' (" << node->name << "): input " << i << " has "
+                        << inputs[i].num_outputs() << " outputs; expected one (select it with [])");
     }
     node->inputs.push_back(inputs[i].outputs_[0]);
   }
   const std::vector<std::string> names = InputNames(op, node->attrs);
   for (int i = static_cast<int>(inputs.size()); i < expected; ++i) {
-    const std::string input = i < static_cast<int>(names.size()) ? names[i] : "arg" + std::to_string(i);
+    const std::string input =
+        i < static_cast<int>(names.size()) ? names[i] : "arg" + std::to_string(i);
     node->inputs.push_back(Variable(node->name + "_" + input).outputs_[0]);
   }
   Symbol s;
@@ -89,7 +91,8 @@ Symbol Symbol::Op(const std::string& op_name, const std::vector<Symbol>& inputs,
 
 Symbol Symbol::Group(const std::vector<Symbol>& symbols) {
   Symbol s;
-  for (const Symbol& sym : symbols) s.outputs_.insert(s.outputs_.end(), sym.outputs_.begin(), sym.outputs_.end());
+  for (const Symbol& sym : symbols)
+    s.outputs_.insert(s.outputs_.end(), sym.outputs_.begin(), sym.outputs_.end());
   return s;
 }
 
@@ -116,7 +119,8 @@ Graph Symbol::ToGraph() const {
       }
       if (!index.count(node)) {
         Node n{node->op, node->name, node->attrs, {}, -1};
-        for (const SymEntry& e : node->inputs) n.inputs.push_back({index.at(e.node.get()), e.index});
+        for (const SymEntry& e : node->inputs)
+          n.inputs.push_back({index.at(e.node.get()), e.index});
         index[node] = static_cast<uint32_t>(g.nodes.size());
         g.nodes.push_back(std::move(n));
       }
@@ -130,7 +134,9 @@ Graph Symbol::ToGraph() const {
   std::map<std::string, uint32_t> seen;
   for (uint32_t n : frozen.ArgumentNodes()) {
     auto [it, inserted] = seen.emplace(frozen.node(n).name, n);
-    if (!inserted) WEFT_THROW("graph: two different variables are named '" << Abbreviate(frozen.node(n).name) << "'");
+    if (!inserted)
+      WEFT_THROW("graph: two different variables are named '" << Abbreviate(frozen.node(n).name)
+                                                              << "'");
   }
   return frozen;
 }

@@ -3,10 +3,9 @@
 // ToGraph() freezes one into the IR (graph.h); ToJson()/FromJson() save and load it exactly.
 //
 //   Symbol x = Symbol::Variable("data");
-//   Symbol h = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "128"}}, "fc1");  // adds fc1_weight, fc1_bias
-//   Symbol y = Symbol::Op("relu", {h});
-//   y.ListArguments() == {"data", "fc1_weight", "fc1_bias"}
-//   Symbol both = Symbol::Group({h, y});
+//   Symbol h = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "128"}}, "fc1");  // adds
+//   fc1_weight, fc1_bias Symbol y = Symbol::Op("relu", {h}); y.ListArguments() == {"data",
+//   "fc1_weight", "fc1_bias"} Symbol both = Symbol::Group({h, y});
 #pragma once
 
 #include <cstdint>
@@ -27,8 +26,8 @@ class Symbol {
   // A node running `op` on the given inputs (each a single-output symbol). Inputs the op needs
   // and that are not given become variables named "<name>_<input name>" (e.g. fc1_weight).
   // An empty name is replaced by "<op><n>".
-  static Symbol Op(const std::string& op, const std::vector<Symbol>& inputs, const AttrMap& attrs = {},
-                   const std::string& name = "");
+  static Symbol Op(const std::string& op, const std::vector<Symbol>& inputs,
+                   const AttrMap& attrs = {}, const std::string& name = "");
   static Symbol Group(const std::vector<Symbol>& symbols);
 
   size_t num_outputs() const { return outputs_.size(); }

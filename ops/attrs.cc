@@ -24,11 +24,12 @@ std::string Trim(const std::string& s) {
 
 }  // namespace
 
-// Every attribute error is formed here or in CheckAllRead, which quote a few dozen bytes of what the
-// user gave (a value may be megabytes long) and say how long it was.
-void AttrReader::Bad(const std::string& name, const std::string& value, const std::string& expected) const {
-  WEFT_THROW("op '" << op_ << "': attribute '" << Abbreviate(name) << "': expected " << expected << ", found '"
-                    << Abbreviate(value) << "'");
+// Every attribute error is formed here or in CheckAllRead, which quote a few dozen bytes of what
+// the user gave (a value may be megabytes long) and say how long it was.
+void AttrReader::Bad(const std::string& name, const std::string& value,
+                     const std::string& expected) const {
+  WEFT_THROW("op '" << op_ << "': attribute '" << Abbreviate(name) << "': expected " << expected
+                    << ", found '" << Abbreviate(value) << "'");
 }
 
 const std::string* AttrReader::Find(const std::string& name, bool required) {
@@ -72,7 +73,8 @@ bool AttrReader::Bool(const std::string& name, std::optional<bool> fallback) {
   const std::string* v = Find(name, !fallback);
   if (v == nullptr) return *fallback;
   std::string t = Trim(*v);
-  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(t.begin(), t.end(), t.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (t == "1" || t == "true") return true;
   if (t == "0" || t == "false") return false;
   Bad(name, *v, "true/false or 1/0");
@@ -90,8 +92,8 @@ namespace {
 // "weft::ScalarParam" rather than the mangled "N4weft11ScalarParamE".
 std::string TypeName(const std::type_info& type) {
   int status = 0;
-  const std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status),
-                                                    std::free);
+  const std::unique_ptr<char, void (*)(void*)> name(
+      abi::__cxa_demangle(type.name(), nullptr, nullptr, &status), std::free);
   return status == 0 && name ? std::string(name.get()) : std::string(type.name());
 }
 
@@ -99,8 +101,10 @@ std::string TypeName(const std::type_info& type) {
 
 void Attrs::WrongType(const std::type_info& asked) const {
   const std::string op = op_ == nullptr ? std::string("(unknown)") : *op_;
-  if (type_ == nullptr) WEFT_THROW("op '" << op << "' has no parameters; asked for " << TypeName(asked));
-  WEFT_THROW("op '" << op << "': parameters are " << TypeName(*type_) << ", asked for " << TypeName(asked));
+  if (type_ == nullptr)
+    WEFT_THROW("op '" << op << "' has no parameters; asked for " << TypeName(asked));
+  WEFT_THROW("op '" << op << "': parameters are " << TypeName(*type_) << ", asked for "
+                    << TypeName(asked));
 }
 
 Shape AttrReader::ShapeAttr(const std::string& name, std::optional<Shape> fallback) {
@@ -113,7 +117,8 @@ Shape AttrReader::ShapeAttr(const std::string& name, std::optional<Shape> fallba
   }
 }
 
-std::vector<int64_t> AttrReader::IntList(const std::string& name, std::optional<std::vector<int64_t>> fallback) {
+std::vector<int64_t> AttrReader::IntList(const std::string& name,
+                                         std::optional<std::vector<int64_t>> fallback) {
   const std::string* v = Find(name, !fallback);
   if (v == nullptr) return *fallback;
   std::string t = Trim(*v);
@@ -122,7 +127,8 @@ std::vector<int64_t> AttrReader::IntList(const std::string& name, std::optional<
   size_t pos = 0;
   while (pos < t.size()) {
     size_t comma = t.find(',', pos);
-    std::string item = Trim(t.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    std::string item =
+        Trim(t.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
     if (item.empty() && comma == std::string::npos && !out.empty()) break;  // "(5,)"
     int64_t x = 0;
     auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), x);
@@ -141,7 +147,8 @@ void AttrReader::CheckAllRead() const {
     if (read_.count(name) == 0) {
       std::string known;
       for (const auto& r : read_) known += (known.empty() ? "" : ", ") + r;
-      WEFT_THROW("op '" << op_ << "': unknown attribute '" << Abbreviate(name) << "' = '" << Abbreviate(value)
+      WEFT_THROW("op '" << op_ << "': unknown attribute '" << Abbreviate(name) << "' = '"
+                        << Abbreviate(value)
                         << "'; expected one of: " << (known.empty() ? "(none)" : known)
                         << DidYouMean(name, {read_.begin(), read_.end()}));
     }

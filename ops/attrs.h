@@ -36,12 +36,14 @@ class AttrReader {
 
   // Each returns the attribute's value, or `fallback` when it is absent; with no fallback the
   // attribute is required. Values outside [min, max] are errors.
-  int Int(const std::string& name, std::optional<int> fallback, int min = -(1 << 30), int max = 1 << 30);
+  int Int(const std::string& name, std::optional<int> fallback, int min = -(1 << 30),
+          int max = 1 << 30);
   double Float(const std::string& name, std::optional<double> fallback);
   bool Bool(const std::string& name, std::optional<bool> fallback);
   std::string String(const std::string& name, std::optional<std::string> fallback);
   // One of a small closed set, parsed into its enum value once:
-  //   r.Choice<ActType>("act_type", {{"relu", ActType::kRelu}, {"tanh", ActType::kTanh}}, std::nullopt)
+  //   r.Choice<ActType>("act_type", {{"relu", ActType::kRelu}, {"tanh", ActType::kTanh}},
+  //   std::nullopt)
   // Anything else is an error listing the choices.
   template <typename E>
   E Choice(const std::string& name, std::initializer_list<std::pair<std::string_view, E>> choices,
@@ -58,7 +60,8 @@ class AttrReader {
   }
   Shape ShapeAttr(const std::string& name, std::optional<Shape> fallback);
   // A tuple of integers that may be negative (axes, reshape targets): "(0, -1)".
-  std::vector<int64_t> IntList(const std::string& name, std::optional<std::vector<int64_t>> fallback);
+  std::vector<int64_t> IntList(const std::string& name,
+                               std::optional<std::vector<int64_t>> fallback);
 
   // Throws if an attribute was given that the op never read.
   void CheckAllRead() const;
@@ -67,7 +70,8 @@ class AttrReader {
  private:
   const std::string* Find(const std::string& name, bool required);
   static std::string Trimmed(const std::string& s);
-  [[noreturn]] void Bad(const std::string& name, const std::string& value, const std::string& expected) const;
+  [[noreturn]] void Bad(const std::string& name, const std::string& value,
+                        const std::string& expected) const;
 
   const std::string op_;
   const AttrMap& attrs_;
@@ -113,7 +117,8 @@ class Attrs {
   [[noreturn]] void WrongType(const std::type_info& asked) const;
 
   static const std::shared_ptr<const AttrMap>& EmptyMap() {
-    static const auto* empty = new std::shared_ptr<const AttrMap>(std::make_shared<const AttrMap>());
+    static const auto* empty =
+        new std::shared_ptr<const AttrMap>(std::make_shared<const AttrMap>());
     return *empty;
   }
   std::shared_ptr<const AttrMap> raw_;

@@ -16,7 +16,8 @@ Invocation::Invocation(const Op& op, const Attrs& attrs, Device device)
 void Invocation::Prepare() {
   const PrepareFn& prepare = op_->prepare[static_cast<int>(device_.type)];
   if (!prepare) return;
-  prepared_ = std::make_shared<const ComputeFn>(prepare(attrs_, device_, inputs_.span(), req_.span(), outputs_.span()));
+  prepared_ = std::make_shared<const ComputeFn>(
+      prepare(attrs_, device_, inputs_.span(), req_.span(), outputs_.span()));
   compute_ = prepared_.get();
 }
 

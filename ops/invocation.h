@@ -14,7 +14,8 @@
 //   call.AddInput(x.View(), x.var());
 //   call.AddOutput(y.View(), y.var(), OpReq::kWrite);
 //   ctx.random = ReserveRandom(call.device(), call.RandomDraws(ctx.is_train));
-//   engine.PushSync([&](RunContext run) { ctx.run = run; call.Run(ctx); }, call.device(), call.reads(), call.writes());
+//   engine.PushSync([&](RunContext run) { ctx.run = run; call.Run(ctx); }, call.device(),
+//   call.reads(), call.writes());
 #pragma once
 
 #include <algorithm>
@@ -61,7 +62,9 @@ class Invocation {
   // Call after the last AddOutput. Throws what the preparation throws.
   void Prepare();
   // Runs the compute on this call's tensors.
-  void Run(const OpContext& ctx) const { (*compute_)(ctx, attrs_, inputs_.span(), req_.span(), outputs_.span()); }
+  void Run(const OpContext& ctx) const {
+    (*compute_)(ctx, attrs_, inputs_.span(), req_.span(), outputs_.span());
+  }
 
   const Op& op() const { return *op_; }
   const Attrs& attrs() const { return attrs_; }
@@ -75,7 +78,8 @@ class Invocation {
  private:
   bool Mutates(size_t input) const {
     const std::vector<int>& mutated = op_->mutate_inputs;
-    return !mutated.empty() && std::find(mutated.begin(), mutated.end(), static_cast<int>(input)) != mutated.end();
+    return !mutated.empty() &&
+           std::find(mutated.begin(), mutated.end(), static_cast<int>(input)) != mutated.end();
   }
 
   const Op* op_ = nullptr;

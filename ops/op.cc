@@ -16,7 +16,8 @@ void* OpContext::Workspace(size_t bytes) const { return Workspace::For(run).Get(
 // ---- GradBuilder ----
 
 GradEntry GradBuilder::Input(int i) const {
-  WEFT_CHECK(i >= 0 && i < static_cast<int>(input_grads_.size())) << "gradient rule: no forward input " << i;
+  WEFT_CHECK(i >= 0 && i < static_cast<int>(input_grads_.size()))
+      << "gradient rule: no forward input " << i;
   return {GradEntry::Kind::kInput, i};
 }
 
@@ -30,7 +31,8 @@ GradEntry GradBuilder::OutGrad(int i) const {
   return {GradEntry::Kind::kOutGrad, i};
 }
 
-GradEntry GradBuilder::Op(const std::string& op, std::vector<GradEntry> inputs, AttrMap attrs, int num_outputs) {
+GradEntry GradBuilder::Op(const std::string& op, std::vector<GradEntry> inputs, AttrMap attrs,
+                          int num_outputs) {
   for (const GradEntry& e : inputs) {
     WEFT_CHECK(e.kind != GradEntry::Kind::kNode || e.index < static_cast<int>(nodes_.size()))
         << "gradient rule: node " << e.index << " used before it was built";
@@ -40,7 +42,8 @@ GradEntry GradBuilder::Op(const std::string& op, std::vector<GradEntry> inputs, 
 }
 
 GradEntry GradBuilder::NodeOutput(GradEntry node, int output) const {
-  WEFT_CHECK(node.kind == GradEntry::Kind::kNode) << "gradient rule: NodeOutput of something that is not a node";
+  WEFT_CHECK(node.kind == GradEntry::Kind::kNode)
+      << "gradient rule: NodeOutput of something that is not a node";
   WEFT_CHECK(output >= 0 && output < nodes_[node.index].num_outputs)
       << "gradient rule: node '" << nodes_[node.index].op << "' has no output " << output;
   return {GradEntry::Kind::kNode, node.index, output};
@@ -144,13 +147,16 @@ Op& Op::Pointwise(PointwiseFn fn) {
 Op& Op::PassOnly(const std::string& pass) {
   pass_only = true;
   parse = [op = name, pass](AttrReader&) -> ParsedParams {
-    WEFT_THROW("op '" << op << "' is made by " << pass << " when a graph is bound; it cannot be called or written "
+    WEFT_THROW("op '" << op << "' is made by " << pass
+                      << " when a graph is bound; it cannot be called or written "
                       << "in a graph");
   };
   return *this;
 }
 
-bool Op::NeedsResource(Resource r) const { return std::find(resources.begin(), resources.end(), r) != resources.end(); }
+bool Op::NeedsResource(Resource r) const {
+  return std::find(resources.begin(), resources.end(), r) != resources.end();
+}
 
 // ---- Registry ----
 
@@ -200,19 +206,23 @@ void SetOnOp(const std::string& name, std::function<void(Op&)> set) {
 }  // namespace
 
 void RegisterCompute(const std::string& name, DeviceType device, ComputeFn fn) {
-  SetOnOp(name, [device, fn = std::move(fn)](Op& op) { op.compute[static_cast<int>(device)] = fn; });
+  SetOnOp(name,
+          [device, fn = std::move(fn)](Op& op) { op.compute[static_cast<int>(device)] = fn; });
 }
 
 void RegisterPrepare(const std::string& name, DeviceType device, PrepareFn fn) {
-  SetOnOp(name, [device, fn = std::move(fn)](Op& op) { op.prepare[static_cast<int>(device)] = fn; });
+  SetOnOp(name,
+          [device, fn = std::move(fn)](Op& op) { op.prepare[static_cast<int>(device)] = fn; });
 }
 
 void RegisterCaptureBarrier(const std::string& name, DeviceType device, const char* reason) {
-  SetOnOp(name, [device, reason](Op& op) { op.capture_barrier[static_cast<int>(device)] = reason; });
+  SetOnOp(name,
+          [device, reason](Op& op) { op.capture_barrier[static_cast<int>(device)] = reason; });
 }
 
 void RegisterDeviceShape(const std::string& name, DeviceType device, DeviceShapeFn fn) {
-  SetOnOp(name, [device, fn = std::move(fn)](Op& op) { op.device_shape[static_cast<int>(device)] = fn; });
+  SetOnOp(name,
+          [device, fn = std::move(fn)](Op& op) { op.device_shape[static_cast<int>(device)] = fn; });
 }
 
 std::vector<std::string> UnmatchedComputeRegistrations() {
@@ -252,14 +262,17 @@ Attrs ParseAttrs(const Op& op, const AttrMap& attrs) {
 
 int NumInputs(const Op& op, const Attrs& attrs) {
   if (op.num_inputs) return op.num_inputs(attrs);
-  return static_cast<int>(op.input_names_of ? op.input_names_of(attrs).size() : op.input_names.size());
+  return static_cast<int>(op.input_names_of ? op.input_names_of(attrs).size()
+                                            : op.input_names.size());
 }
 
 std::vector<std::string> InputNames(const Op& op, const Attrs& attrs) {
   return op.input_names_of ? op.input_names_of(attrs) : op.input_names;
 }
 
-int NumOutputs(const Op& op, const Attrs& attrs) { return op.num_outputs ? op.num_outputs(attrs) : 1; }
+int NumOutputs(const Op& op, const Attrs& attrs) {
+  return op.num_outputs ? op.num_outputs(attrs) : 1;
+}
 
 int NumVisibleOutputs(const Op& op, const Attrs& attrs) {
   return op.visible_outputs ? op.visible_outputs(attrs) : NumOutputs(op, attrs);
@@ -279,7 +292,8 @@ std::vector<Shape> InferShapes(const Op& op, const Attrs& attrs, const std::vect
                                std::optional<DeviceType> device) {
   const int expected = NumInputs(op, attrs);
   if (static_cast<int>(inputs.size()) != expected) {
-    WEFT_THROW("op '" << op.name << "': expected " << expected << " input(s), found " << inputs.size());
+    WEFT_THROW("op '" << op.name << "': expected " << expected << " input(s), found "
+                      << inputs.size());
   }
   WEFT_CHECK(op.infer_shape != nullptr) << "op '" << op.name << "' has no shape inference";
   std::vector<Shape> out;
@@ -290,7 +304,8 @@ std::vector<Shape> InferShapes(const Op& op, const Attrs& attrs, const std::vect
   } catch (const Error& e) {
     WEFT_THROW(e.what() << " [op '" << op.name << "', input shapes " << ShapeList(inputs) << "]");
   }
-  WEFT_CHECK_EQ(static_cast<int>(out.size()), NumOutputs(op, attrs)) << "op '" << op.name << "': shape inference";
+  WEFT_CHECK_EQ(static_cast<int>(out.size()), NumOutputs(op, attrs))
+      << "op '" << op.name << "': shape inference";
   return out;
 }
 
@@ -299,8 +314,8 @@ std::vector<DType> InferTypes(const Op& op, const Attrs& attrs, const std::vecto
   WEFT_CHECK(!inputs.empty()) << "op '" << op.name << "' has no inputs and no type inference";
   for (size_t i = 1; i < inputs.size(); ++i) {
     if (inputs[i] != inputs[0]) {
-      WEFT_THROW("op '" << op.name << "': expected every input to be " << inputs[0] << ", found " << inputs[i]
-                        << " for input " << i);
+      WEFT_THROW("op '" << op.name << "': expected every input to be " << inputs[0] << ", found "
+                        << inputs[i] << " for input " << i);
     }
   }
   return std::vector<DType>(NumOutputs(op, attrs), inputs[0]);

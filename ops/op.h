@@ -54,8 +54,9 @@ struct OpContext {
   void* Workspace(size_t bytes) const;
 };
 
-using ComputeFn = std::function<void(const OpContext& ctx, const Attrs& attrs, std::span<const TensorView> inputs,
-                                     std::span<const OpReq> req, std::span<const TensorView> outputs)>;
+using ComputeFn =
+    std::function<void(const OpContext& ctx, const Attrs& attrs, std::span<const TensorView> inputs,
+                       std::span<const OpReq> req, std::span<const TensorView> outputs)>;
 
 // ---- Gradient rules -------------------------------------------------------------------------
 
@@ -78,12 +79,14 @@ struct GradNode {
 // Collects the backward nodes of one forward op and the gradient of each of its inputs.
 class GradBuilder {
  public:
-  GradBuilder(int num_inputs, int num_outputs) : input_grads_(num_inputs), num_outputs_(num_outputs) {}
+  GradBuilder(int num_inputs, int num_outputs)
+      : input_grads_(num_inputs), num_outputs_(num_outputs) {}
   GradEntry Input(int i) const;
   GradEntry Output(int i) const;
   GradEntry OutGrad(int i) const;
   // Appends a node running `op`; returns its first output (Node(...) names the others).
-  GradEntry Op(const std::string& op, std::vector<GradEntry> inputs, AttrMap attrs = {}, int num_outputs = 1);
+  GradEntry Op(const std::string& op, std::vector<GradEntry> inputs, AttrMap attrs = {},
+               int num_outputs = 1);
   GradEntry NodeOutput(GradEntry node_first_output, int output) const;
   void SetInputGrad(int input, GradEntry grad);
 
@@ -134,8 +137,9 @@ struct PointwiseFn {
 // memory plan's buffers never move): returns the compute to run for exactly these tensors and
 // requests, free to hold what it prepared (a compiled kernel, a table of pointers). Ops without
 // one run their ordinary compute.
-using PrepareFn = std::function<ComputeFn(const Attrs& attrs, Device device, std::span<const TensorView> inputs,
-                                          std::span<const OpReq> req, std::span<const TensorView> outputs)>;
+using PrepareFn =
+    std::function<ComputeFn(const Attrs& attrs, Device device, std::span<const TensorView> inputs,
+                            std::span<const OpReq> req, std::span<const TensorView> outputs)>;
 
 // ---- The op ---------------------------------------------------------------------------------
 
@@ -147,15 +151,16 @@ using TypeFn = std::function<std::vector<DType>(const Attrs&, const std::vector<
 // For outputs whose size only a device's library knows (the RNN's reserve space: what oneDNN's
 // forward hands its backward on the CPU, cuDNN's reserve on a GPU): given the shapes infer_shape
 // gave, sets those outputs' shapes for calls on that device. It may change no other output.
-using DeviceShapeFn =
-    std::function<void(const Attrs&, const std::vector<Shape>& inputs, std::vector<Shape>& outputs)>;
+using DeviceShapeFn = std::function<void(const Attrs&, const std::vector<Shape>& inputs,
+                                         std::vector<Shape>& outputs)>;
 using CountFn = std::function<int(const Attrs&)>;
 // How many 32-bit random numbers one call draws, for these inputs and mode (Dropout: one per
 // element in training, none outside it). Declared with the op's compute, where it is true; the
 // call's OpContext::random is a range of exactly that many (storage/random.h), and a bound
 // graph's bulk segment hands each of its ops a range of its own. Read through
 // Invocation::RandomDraws (ops/invocation.h).
-using RandomDrawsFn = std::function<uint64_t(const Attrs&, std::span<const TensorView> inputs, bool is_train)>;
+using RandomDrawsFn =
+    std::function<uint64_t(const Attrs&, std::span<const TensorView> inputs, bool is_train)>;
 
 struct Op {
   std::string name;
@@ -166,12 +171,13 @@ struct Op {
   // The outputs a Symbol shows, the first ones (default: all). The rest are the op's own, for its
   // backward (the RNN's reserve): entries of the graph, ordered and freed by the engine like any.
   CountFn visible_outputs;
-  std::vector<std::string> input_names;            // fixed names; variadic ops name inputs arg0, arg1, ...
-  std::function<std::vector<std::string>(const Attrs&)> input_names_of;  // names that attributes choose
-  ShapeFn infer_shape;                             // required
-  InputShapeFn infer_input_shapes;                 // optional (layers with parameters)
+  std::vector<std::string> input_names;  // fixed names; variadic ops name inputs arg0, arg1, ...
+  std::function<std::vector<std::string>(const Attrs&)>
+      input_names_of;                                       // names that attributes choose
+  ShapeFn infer_shape;                                      // required
+  InputShapeFn infer_input_shapes;                          // optional (layers with parameters)
   std::array<DeviceShapeFn, kNumDeviceTypes> device_shape;  // optional, per device
-  TypeFn infer_type;                               // default: every output has input 0's dtype
+  TypeFn infer_type;  // default: every output has input 0's dtype
   std::array<ComputeFn, kNumDeviceTypes> compute;
   GradientFn gradient;  // null: no gradient (not differentiable, or a backward op)
   std::vector<Resource> resources;
@@ -181,7 +187,7 @@ struct Op {
   RandomDrawsFn random_draws;                // set with `random`
   bool stateful = false;                     // keeps state between calls: never merged by CSE
   PointwiseFn pointwise;                     // for pointwise ops: the functor they apply (fusion)
-  bool pass_only = false;                    // made only by a graph pass: never called, never in JSON
+  bool pass_only = false;  // made only by a graph pass: never called, never in JSON
   std::array<PrepareFn, kNumDeviceTypes> prepare;  // optional, per device (Invocation::Prepare)
   // Per device: why a CUDA graph cannot record this op's compute (it checks its input on the
   // device, waits on the host, or orders with the legacy stream); null: it can. A captured
@@ -194,7 +200,8 @@ struct Op {
   // graph binds them as CPU arguments (executor.h), and a captured step never records a node that
   // reads one (a replay would not see new values): kReadsHostInputs is its capture barrier.
   std::function<std::vector<int>(const Attrs&)> host_inputs;
-  static constexpr char kReadsHostInputs[] = "it reads inputs on the host (Op::host_inputs), which a replay would not see change";
+  static constexpr char kReadsHostInputs[] =
+      "it reads inputs on the host (Op::host_inputs), which a replay would not see change";
 
   // Builder setters used by WEFT_REGISTER_OP.
   Op& Describe(std::string text);
@@ -228,7 +235,9 @@ struct Op {
 
   bool NeedsResource(Resource r) const;
   // host_inputs for `attrs`; empty when the op has none.
-  std::vector<int> HostInputsOf(const Attrs& attrs) const { return host_inputs ? host_inputs(attrs) : std::vector<int>{}; }
+  std::vector<int> HostInputsOf(const Attrs& attrs) const {
+    return host_inputs ? host_inputs(attrs) : std::vector<int>{};
+  }
   // Why a CUDA graph cannot record this call on `device`: capture_barrier, else kReadsHostInputs
   // for a GPU call with host inputs; null: it can.
   const char* CaptureBarrier(DeviceType device, const Attrs& attrs) const;
@@ -275,8 +284,9 @@ int NumVisibleOutputs(const Op& op, const Attrs& attrs);
 #define WEFT_REGISTER_COMPUTE(name, device, fn)                                               \
   [[maybe_unused]] static const bool WEFT_OP_CONCAT_(weft_registered_compute_, __COUNTER__) = \
       (::weft::RegisterCompute(#name, device, fn), true)
-#define WEFT_REGISTER_CAPTURE_BARRIER(name, device, reason)                                  \
+#define WEFT_REGISTER_CAPTURE_BARRIER(name, device, reason)                                   \
   [[maybe_unused]] static const bool WEFT_OP_CONCAT_(weft_registered_barrier_, __COUNTER__) = \
       (::weft::RegisterCaptureBarrier(#name, device, reason), true)
-#define WEFT_REGISTER_OP(name) \
-  [[maybe_unused]] static ::weft::Op& WEFT_OP_CONCAT_(weft_registered_op_, __COUNTER__) = ::weft::RegisterOp(#name)
+#define WEFT_REGISTER_OP(name)                                                            \
+  [[maybe_unused]] static ::weft::Op& WEFT_OP_CONCAT_(weft_registered_op_, __COUNTER__) = \
+      ::weft::RegisterOp(#name)

@@ -20,7 +20,8 @@ std::string Key(const Graph& g, const Node& node, const std::vector<uint32_t>& v
   key << node.op->name << '|';
   for (const auto& [name, value] : node.attrs.raw()) key << name << '=' << value << ';';
   key << '|';
-  for (const NodeEntry& e : node.inputs) key << e.node << ':' << e.index << '@' << version[g.EntryId(e)] << ',';
+  for (const NodeEntry& e : node.inputs)
+    key << e.node << ':' << e.index << '@' << version[g.EntryId(e)] << ',';
   return key.str();
 }
 

@@ -4,7 +4,9 @@ namespace weft {
 
 namespace {
 
-bool FloatType(DType t) { return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kBFloat16; }
+bool FloatType(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kBFloat16;
+}
 
 }  // namespace
 

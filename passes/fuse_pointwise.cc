@@ -23,7 +23,8 @@ struct GroupSet {
 // Union-find over nodes: each node starts as a group of its own; fusion merges groups.
 class Partition {
  public:
-  explicit Partition(const Graph& g) : g_(g), parent_(g.nodes().size()), size_(g.nodes().size(), -1) {
+  explicit Partition(const Graph& g)
+      : g_(g), parent_(g.nodes().size()), size_(g.nodes().size(), -1) {
     for (uint32_t n = 0; n < parent_.size(); ++n) parent_[n] = n;
     reach_.resize(parent_.size());
     entering_.resize(parent_.size());
@@ -86,7 +87,8 @@ class Partition {
   // is reached by one of them, and no one of them reaches another through a node outside.
   bool CanJoin(uint32_t n, const std::vector<uint32_t>& with) {
     for (const NodeEntry& in : g_.node(n).inputs) {
-      if (std::find(with.begin(), with.end(), Find(in.node)) == with.end() && Contains(reach_[in.node], with)) {
+      if (std::find(with.begin(), with.end(), Find(in.node)) == with.end() &&
+          Contains(reach_[in.node], with)) {
         return false;
       }
     }
@@ -122,9 +124,9 @@ class Partition {
 
   const Graph& g_;
   std::vector<uint32_t> parent_;
-  std::vector<int64_t> size_;         // FusableSize per node
-  std::vector<GroupSet> reach_;       // per node: the groups that reach it
-  std::vector<GroupSet> entering_;    // per root: the groups that reach it from outside it
+  std::vector<int64_t> size_;       // FusableSize per node
+  std::vector<GroupSet> reach_;     // per node: the groups that reach it
+  std::vector<GroupSet> entering_;  // per root: the groups that reach it from outside it
   GroupSet building_;
   std::vector<uint64_t> stamp_;  // per node: token_ when in building_
   uint64_t token_ = 0;
@@ -263,13 +265,13 @@ class Rewriter {
   Graph Finish();
 
   const Graph& g_;
-  std::vector<uint32_t> unit_;                // per node: itself, or n_nodes + its group
+  std::vector<uint32_t> unit_;                 // per node: itself, or n_nodes + its group
   std::vector<std::vector<uint32_t>> groups_;  // members, in node order
-  std::vector<bool> external_;                // per entry
+  std::vector<bool> external_;                 // per entry
   GraphBuilder b_;
   std::vector<NodeEntry> new_entry_ = std::vector<NodeEntry>(g_.num_entries());
-  std::vector<uint32_t> new_index_;           // per unit: its node in b_
-  std::vector<int64_t> value_of_;             // per entry: its value in the group being emitted
+  std::vector<uint32_t> new_index_;  // per unit: its node in b_
+  std::vector<int64_t> value_of_;    // per entry: its value in the group being emitted
   std::vector<Shape> shapes_;
   std::vector<DType> dtypes_;
 };
@@ -335,7 +337,8 @@ void Rewriter::DissolveCycles() {
 std::string Label(const Graph& g, const std::vector<uint32_t>& members) {
   std::ostringstream os;
   os << "fused(";
-  for (size_t i = 0; i < members.size() && i < 10; ++i) os << (i ? ", " : "") << g.node(members[i]).op->name;
+  for (size_t i = 0; i < members.size() && i < 10; ++i)
+    os << (i ? ", " : "") << g.node(members[i]).op->name;
   if (members.size() > 10) os << ", ... " << members.size() << " ops";
   os << ")";
   return os.str();
@@ -370,7 +373,8 @@ void Rewriter::EmitGroup(uint32_t gi) {
     step.op = g_.node(n).op;
     step.attrs = g_.node(n).attrs;
     step.name = g_.node(n).name;
-    for (const NodeEntry& in : g_.node(n).inputs) step.args.push_back(static_cast<uint32_t>(value_of[g_.EntryId(in)]));
+    for (const NodeEntry& in : g_.node(n).inputs)
+      step.args.push_back(static_cast<uint32_t>(value_of[g_.EntryId(in)]));
     step.first_output = group->num_values();
     step.num_outputs = g_.num_outputs(n);
     for (uint32_t o = 0; o < step.num_outputs; ++o) {

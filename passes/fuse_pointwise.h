@@ -1,7 +1,8 @@
 // Pointwise fusion: groups of connected pointwise ops (unary, binary with broadcasting, the scalar
 // forms, their backward ops, add_n, casts) and the reshapes between them become one
-// `_fused_pointwise` node each (ops/fusion/fused_group.h), which keeps the unfused ops as its steps.
-// Runs on a typed graph after the gradient and CSE, before memory planning (the executor's Bind).
+// `_fused_pointwise` node each (ops/fusion/fused_group.h), which keeps the unfused ops as its
+// steps. Runs on a typed graph after the gradient and CSE, before memory planning (the executor's
+// Bind).
 //
 // A node joins a group when it is pointwise on floating-point data, every output of it has the
 // group's element count (only a binary op's inputs may be smaller: broadcast), it is in the same

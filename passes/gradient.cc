@@ -14,7 +14,9 @@ namespace {
 class GradientBuilder {
  public:
   GradientBuilder(const Graph& forward, const std::vector<uint32_t>& wrt)
-      : g_(forward.ToBuilder()), forward_nodes_(static_cast<uint32_t>(forward.nodes().size())), wrt_(wrt) {}
+      : g_(forward.ToBuilder()),
+        forward_nodes_(static_cast<uint32_t>(forward.nodes().size())),
+        wrt_(wrt) {}
 
   Graph Build() {
     MarkNodesOnPaths();
@@ -55,7 +57,11 @@ class GradientBuilder {
     for (size_t i = 0; i < g_.outputs.size(); ++i) {
       const NodeEntry out = g_.outputs[i];
       const uint32_t var = AddNode(
-          Node{nullptr, g_.nodes[out.node].name + "_output" + std::to_string(out.index) + "_head_grad", {}, {}, -1});
+          Node{nullptr,
+               g_.nodes[out.node].name + "_output" + std::to_string(out.index) + "_head_grad",
+               {},
+               {},
+               -1});
       g_.head_grads.push_back(var);
       grads_[out].push_back({var, 0});
     }
@@ -67,7 +73,9 @@ class GradientBuilder {
   // gradient of several arguments is given a copy, one per output.
   NodeEntry Copy(NodeEntry e, const std::string& name) {
     const Op& copy = GetOp("_copy");
-    return {AddNode(Node{&copy, name + "_copy", ParseAttrs(copy, {}), {e}, static_cast<int64_t>(e.node)}), 0};
+    return {AddNode(Node{
+                &copy, name + "_copy", ParseAttrs(copy, {}), {e}, static_cast<int64_t>(e.node)}),
+            0};
   }
 
   uint32_t AddNode(Node node) {
@@ -82,12 +90,14 @@ class GradientBuilder {
     const std::string name = g_.nodes[e.node].name + "_grad" + std::to_string(e.index);
     if (parts.empty()) {
       const Op& zeros = GetOp("zeros_like");
-      parts.push_back({AddNode(Node{&zeros, name + "_zeros", ParseAttrs(zeros, {}), {e}, e.node}), 0});
+      parts.push_back(
+          {AddNode(Node{&zeros, name + "_zeros", ParseAttrs(zeros, {}), {e}, e.node}), 0});
       return parts[0];
     }
     const Op& add_n = GetOp("add_n");
     const AttrMap attrs = {{"num_args", std::to_string(parts.size())}};
-    const NodeEntry sum{AddNode(Node{&add_n, name + "_sum", ParseAttrs(add_n, attrs), parts, e.node}), 0};
+    const NodeEntry sum{
+        AddNode(Node{&add_n, name + "_sum", ParseAttrs(add_n, attrs), parts, e.node}), 0};
     parts = {sum};
     return sum;
   }
@@ -95,7 +105,8 @@ class GradientBuilder {
   void Differentiate(uint32_t n) {
     const Node fwd = g_.nodes[n];  // a copy: AddNode may reallocate
     if (!fwd.op->gradient)
-      WEFT_THROW("gradient: node '" << fwd.name << "' (op '" << fwd.op->name << "') has no gradient");
+      WEFT_THROW("gradient: node '" << fwd.name << "' (op '" << fwd.op->name
+                                    << "') has no gradient");
     GradBuilder rule(static_cast<int>(fwd.inputs.size()), static_cast<int>(fwd.num_outputs()));
     fwd.op->gradient(fwd.attrs, rule);
     std::vector<NodeEntry> out_grads;
@@ -117,7 +128,11 @@ class GradientBuilder {
     for (size_t k = 0; k < rule.nodes().size(); ++k) {
       const GradNode& gn = rule.nodes()[k];
       const Op& op = GetOp(gn.op);
-      Node node{&op, fwd.name + "_backward" + (k ? std::to_string(k) : ""), ParseAttrs(op, gn.attrs), {}, n};
+      Node node{&op,
+                fwd.name + "_backward" + (k ? std::to_string(k) : ""),
+                ParseAttrs(op, gn.attrs),
+                {},
+                n};
       for (const GradEntry& e : gn.inputs) node.inputs.push_back(resolve(e));
       built.push_back(AddNode(std::move(node)));
     }
@@ -136,6 +151,8 @@ class GradientBuilder {
 
 }  // namespace
 
-Graph Gradient(const Graph& forward, const std::vector<uint32_t>& wrt) { return GradientBuilder(forward, wrt).Build(); }
+Graph Gradient(const Graph& forward, const std::vector<uint32_t>& wrt) {
+  return GradientBuilder(forward, wrt).Build();
+}
 
 }  // namespace weft

@@ -19,8 +19,8 @@ const NodeEntry* HeadGradOutput(const Graph& g, uint32_t n) {
 
 class Inference {
  public:
-  Inference(const Graph& g, const std::map<std::string, Shape>& shapes, const std::map<std::string, DType>& dtypes,
-            std::optional<DeviceType> device)
+  Inference(const Graph& g, const std::map<std::string, Shape>& shapes,
+            const std::map<std::string, DType>& dtypes, std::optional<DeviceType> device)
       : g_(g),
         given_(shapes),
         dtypes_(dtypes),
@@ -74,9 +74,10 @@ class Inference {
       const uint32_t e = g_.EntryId(node.inputs[i]);
       if (!s_[e] && in[i] && g_.node(node.inputs[i].node).is_variable()) s_[e] = in[i];
       if (!s_[e]) {
-        WEFT_THROW("shape inference: node '" << node.name << "' (op '" << node.op->name << "'): input " << i << " ('"
-                                             << g_.node(node.inputs[i].node).name
-                                             << "') has no shape; give a shape for every argument it depends on");
+        WEFT_THROW("shape inference: node '"
+                   << node.name << "' (op '" << node.op->name << "'): input " << i << " ('"
+                   << g_.node(node.inputs[i].node).name
+                   << "') has no shape; give a shape for every argument it depends on");
       }
     }
   }
@@ -101,7 +102,8 @@ class Inference {
         inputs << (i ? ", " : "") << g_.node(node.inputs[i].node).name << " " << in_shapes[i];
       }
       WEFT_THROW("shape inference failed at node '" << node.name << "' (op '" << node.op->name
-                                                    << "', inputs: " << inputs.str() << "): " << e.what());
+                                                    << "', inputs: " << inputs.str()
+                                                    << "): " << e.what());
     }
     for (uint32_t o = 0; o < out_shapes.size(); ++o) {
       s_[g_.EntryId({n, o})] = out_shapes[o];
@@ -120,13 +122,15 @@ class Inference {
 }  // namespace
 
 Graph InferShapesAndTypes(const Graph& g, const std::map<std::string, Shape>& shapes,
-                          const std::map<std::string, DType>& dtypes, std::optional<DeviceType> device) {
+                          const std::map<std::string, DType>& dtypes,
+                          std::optional<DeviceType> device) {
   Inference inference(g, shapes, dtypes, device);
   inference.Run();
   return g.WithTypes(inference.shapes(), inference.dtypes());
 }
 
-std::map<std::string, Shape> InferArgumentShapes(const Graph& g, const std::map<std::string, Shape>& shapes,
+std::map<std::string, Shape> InferArgumentShapes(const Graph& g,
+                                                 const std::map<std::string, Shape>& shapes,
                                                  const std::map<std::string, DType>& dtypes) {
   Inference inference(g, shapes, dtypes, std::nullopt);
   inference.Run();

@@ -2,8 +2,8 @@
 // and dtypes given by name; head-gradient variables take their output's; every node's outputs
 // come from its op's inference. Errors name the node, its op and the shapes it was given.
 //
-//   Graph g = InferShapesAndTypes(graph, {{"data", Shape{128, 64}}, ...}, {{"data", DType::kFloat32}});
-//   g.shapes()[g.EntryId({n, 0})]
+//   Graph g = InferShapesAndTypes(graph, {{"data", Shape{128, 64}}, ...}, {{"data",
+//   DType::kFloat32}}); g.shapes()[g.EntryId({n, 0})]
 #pragma once
 
 #include <map>
@@ -24,7 +24,8 @@ Graph InferShapesAndTypes(const Graph& graph, const std::map<std::string, Shape>
                           std::optional<DeviceType> device = std::nullopt);
 
 // Every argument's shape, from the shapes given (typically just the data's); dtypes as above.
-std::map<std::string, Shape> InferArgumentShapes(const Graph& graph, const std::map<std::string, Shape>& shapes,
+std::map<std::string, Shape> InferArgumentShapes(const Graph& graph,
+                                                 const std::map<std::string, Shape>& shapes,
                                                  const std::map<std::string, DType>& dtypes = {});
 
 }  // namespace weft

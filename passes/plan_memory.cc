@@ -33,7 +33,9 @@ class Planner {
   }
 
  private:
-  size_t Bytes(uint32_t e) const { return static_cast<size_t>(g_.shapes()[e].Size()) * DTypeSize(g_.dtypes()[e]); }
+  size_t Bytes(uint32_t e) const {
+    return static_cast<size_t>(g_.shapes()[e].Size()) * DTypeSize(g_.dtypes()[e]);
+  }
 
   void Assign(uint32_t n, uint32_t o) {
     const uint32_t e = g_.EntryId({n, o});
@@ -54,7 +56,8 @@ class Planner {
     for (const auto& [i, out] : node.op->inplace) {
       if (out != static_cast<int>(o) || i >= static_cast<int>(node.inputs.size())) continue;
       const uint32_t in = g_.EntryId(node.inputs[i]);
-      if (plan_.storage_id[in] < 0 || !owner_[in] || uses_[in] != 1 || Bytes(in) != Bytes(e)) continue;
+      if (plan_.storage_id[in] < 0 || !owner_[in] || uses_[in] != 1 || Bytes(in) != Bytes(e))
+        continue;
       plan_.storage_id[e] = plan_.storage_id[in];
       plan_.inplace[e] = true;
       owner_[in] = false;  // the buffer now belongs to the output

@@ -21,6 +21,7 @@ struct PlanOptions {
 
 // `external[e]`: entry e is bound to a user array (arguments, head gradients, outputs).
 // Needs the shapes and dtypes from InferShapesAndTypes.
-Graph PlanMemory(const Graph& graph, const std::vector<bool>& external, const PlanOptions& options = {});
+Graph PlanMemory(const Graph& graph, const std::vector<bool>& external,
+                 const PlanOptions& options = {});
 
 }  // namespace weft

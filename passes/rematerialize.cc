@@ -13,8 +13,12 @@ namespace {
 class Remat {
  public:
   explicit Remat(const Graph& g)
-      : g_(g), size_(g.nodes().size()), worth_(g.nodes().size(), kUnknown), copy_(g.nodes().size(), -1),
-        stamp_(g.nodes().size(), 0), new_index_(g.nodes().size(), 0) {
+      : g_(g),
+        size_(g.nodes().size()),
+        worth_(g.nodes().size(), kUnknown),
+        copy_(g.nodes().size(), -1),
+        stamp_(g.nodes().size(), 0),
+        new_index_(g.nodes().size(), 0) {
     for (uint32_t n = 0; n < size_.size(); ++n) size_[n] = FusableSize(g, n);
   }
 
@@ -38,7 +42,8 @@ class Remat {
   // Whether input i of backward node n is a forward value worth recomputing for it.
   bool Recomputes(uint32_t n, size_t i) {
     const Node& node = g_.node(n);
-    if (size_[n] < 0 || !node.is_backward() || !IsDataInput(node.op->pointwise.kind, i)) return false;
+    if (size_[n] < 0 || !node.is_backward() || !IsDataInput(node.op->pointwise.kind, i))
+      return false;
     const uint32_t f = node.inputs[i].node;
     return Forward(f) && size_[f] == size_[n] && WorthIt(f);
   }
@@ -65,7 +70,8 @@ class Remat {
       const Node& node = g_.node(n);
       for (size_t i = 0; i < node.inputs.size(); ++i) {
         const uint32_t p = node.inputs[i].node;
-        if (!IsDataInput(node.op->pointwise.kind, i) || !Forward(p) || size_[p] != size_[f] || stamp_[p] == token_) {
+        if (!IsDataInput(node.op->pointwise.kind, i) || !Forward(p) || size_[p] != size_[f] ||
+            stamp_[p] == token_) {
           continue;
         }
         stamp_[p] = token_;
@@ -116,7 +122,8 @@ class Remat {
       for (size_t i = 0; i < node.inputs.size(); ++i) {
         const NodeEntry in = node.inputs[i];
         const bool copied = IsDataInput(node.op->pointwise.kind, i) && copy_[in.node] >= 0;
-        node.inputs[i] = copied ? NodeEntry{static_cast<uint32_t>(copy_[in.node]), in.index} : Map(in);
+        node.inputs[i] =
+            copied ? NodeEntry{static_cast<uint32_t>(copy_[in.node]), in.index} : Map(in);
       }
       copy_[m] = Push(std::move(node), m);
       ++made;
@@ -139,10 +146,10 @@ class Remat {
   }
 
   const Graph& g_;
-  std::vector<int64_t> size_;      // FusableSize per node
-  std::vector<Worth> worth_;       // per forward node: whether to recompute it
-  std::vector<int64_t> copy_;      // per node: its copy in b_, or -1
-  std::vector<uint64_t> stamp_;    // per node: token_ when in the cone being walked
+  std::vector<int64_t> size_;    // FusableSize per node
+  std::vector<Worth> worth_;     // per forward node: whether to recompute it
+  std::vector<int64_t> copy_;    // per node: its copy in b_, or -1
+  std::vector<uint64_t> stamp_;  // per node: token_ when in the cone being walked
   uint64_t token_ = 0;
   std::vector<uint32_t> new_index_;  // per node: its index in b_
   GraphBuilder b_;

@@ -18,11 +18,14 @@ using engine::Engine;
 using engine::RunContext;
 
 NDArray::NDArray(const Shape& shape, Device device, DType dtype)
-    : chunk_(std::make_shared<internal::Chunk>(static_cast<size_t>(shape.Size()) * DTypeSize(dtype), device)),
+    : chunk_(std::make_shared<internal::Chunk>(static_cast<size_t>(shape.Size()) * DTypeSize(dtype),
+                                               device)),
       shape_(shape),
       dtype_(dtype) {}
 
-void NDArray::NullArray(const char* what) { WEFT_THROW(what << ": the array is null (default-constructed)"); }
+void NDArray::NullArray(const char* what) {
+  WEFT_THROW(what << ": the array is null (default-constructed)");
+}
 
 Device NDArray::device() const { return chunk_ ? chunk_->device() : Device::Cpu(); }
 
@@ -49,8 +52,8 @@ void NDArray::WaitToRead() const {
 void NDArray::WaitToWrite() const {
   CheckNotNone("WaitToWrite");
   // A no-op write waits for every earlier read and write; waiting for it waits for them.
-  Engine::Get()->PushSync([](RunContext) {}, device(), {}, {chunk_->var()}, engine::FnProperty::kNormal, 0,
-                          "WaitToWrite");
+  Engine::Get()->PushSync([](RunContext) {}, device(), {}, {chunk_->var()},
+                          engine::FnProperty::kNormal, 0, "WaitToWrite");
   Engine::Get()->WaitForVar(chunk_->var());
 }
 
@@ -61,13 +64,14 @@ void NDArray::PushWrite(const char* name, std::function<void(const TensorView&)>
   TensorView view = View();  // allocates now, on the pushing thread
   auto chunk = chunk_;       // keeps the memory alive until the op has run
   if (device().is_cpu()) {
-    Engine::Get()->PushSync([view, chunk, fn = std::move(fn)](RunContext) { fn(view); }, device(), {}, {chunk_->var()},
-                            engine::FnProperty::kNormal, 0, name);
+    Engine::Get()->PushSync([view, chunk, fn = std::move(fn)](RunContext) { fn(view); }, device(),
+                            {}, {chunk_->var()}, engine::FnProperty::kNormal, 0, name);
     return;
   }
   Engine::Get()->PushSync(
       [view, chunk, fn = std::move(fn)](RunContext run) {
-        std::vector<std::max_align_t> host((view.bytes() + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t));
+        std::vector<std::max_align_t> host((view.bytes() + sizeof(std::max_align_t) - 1) /
+                                           sizeof(std::max_align_t));
         fn(TensorView(host.data(), view.shape(), view.dtype(), Device::Cpu()));
         Storage::Get(view.device())->Copy(view.raw(), host.data(), view.bytes(), run.stream);
       },
@@ -96,9 +100,11 @@ void NDArray::SyncCopyToHost(void* data, size_t bytes) const {
   engine::VarHandle done = engine->NewVariable();
   TensorView src = View();
   auto chunk = chunk_;
-  engine->PushSync([src, chunk, data](
-                       RunContext run) { Storage::Get(src.device())->Copy(data, src.raw(), src.bytes(), run.stream); },
-                   device(), {chunk_->var()}, {done}, engine::FnProperty::kCopyFromGpu, 0, "SyncCopyToHost");
+  engine->PushSync(
+      [src, chunk, data](RunContext run) {
+        Storage::Get(src.device())->Copy(data, src.raw(), src.bytes(), run.stream);
+      },
+      device(), {chunk_->var()}, {done}, engine::FnProperty::kCopyFromGpu, 0, "SyncCopyToHost");
   std::exception_ptr error;
   try {
     engine->WaitForVar(done);
@@ -112,8 +118,10 @@ void NDArray::SyncCopyToHost(void* data, size_t bytes) const {
 void NDArray::CopyTo(const NDArray& dst) const {
   CheckNotNone("CopyTo");
   dst.CheckNotNone("CopyTo");
-  WEFT_CHECK(shape_ == dst.shape_) << "CopyTo: copying " << ToString() << " into " << dst.ToString();
-  WEFT_CHECK(dtype_ == dst.dtype_) << "CopyTo: copying " << ToString() << " into " << dst.ToString();
+  WEFT_CHECK(shape_ == dst.shape_)
+      << "CopyTo: copying " << ToString() << " into " << dst.ToString();
+  WEFT_CHECK(dtype_ == dst.dtype_)
+      << "CopyTo: copying " << ToString() << " into " << dst.ToString();
   TensorView src = View(), out = dst.View();
   auto keep = std::make_pair(chunk_, dst.chunk_);
   // Host-to-device and device-to-host copies go to the GPU's copy workers; a copy between GPU
@@ -149,19 +157,21 @@ NDArray NDArray::Slice(int64_t begin, int64_t end) const {
   CheckNotNone("Slice");
   WEFT_CHECK_GE(shape_.ndim(), 1) << "Slice: a scalar has no rows";
   if (begin < 0 || end > shape_[0] || begin > end) {
-    WEFT_THROW("Slice: expected 0 <= begin <= end <= " << shape_[0] << " for " << ToString() << ", found [" << begin
-                                                       << ", " << end << ")");
+    WEFT_THROW("Slice: expected 0 <= begin <= end <= "
+               << shape_[0] << " for " << ToString() << ", found [" << begin << ", " << end << ")");
   }
   NDArray view = *this;
   view.shape_[0] = end - begin;
-  view.offset_ += static_cast<size_t>(begin * (size() / std::max<int64_t>(shape_[0], 1))) * DTypeSize(dtype_);
+  view.offset_ +=
+      static_cast<size_t>(begin * (size() / std::max<int64_t>(shape_[0], 1))) * DTypeSize(dtype_);
   return view;
 }
 
 NDArray NDArray::Alias(const Shape& shape, DType dtype) const {
   CheckNotNone("Alias");
   const size_t need = static_cast<size_t>(shape.Size()) * DTypeSize(dtype);
-  WEFT_CHECK_LE(need, bytes()) << "Alias: " << shape << " " << dtype << " does not fit in " << ToString();
+  WEFT_CHECK_LE(need, bytes()) << "Alias: " << shape << " " << dtype << " does not fit in "
+                               << ToString();
   NDArray view = *this;
   view.shape_ = shape;
   view.dtype_ = dtype;
@@ -169,20 +179,25 @@ NDArray NDArray::Alias(const Shape& shape, DType dtype) const {
 }
 
 void NDArray::Fill(double value) const {
-  if (value == 0 && !std::signbit(value) && device().is_gpu()) {  // +0.0: all zero bits in every dtype
+  if (value == 0 && !std::signbit(value) &&
+      device().is_gpu()) {  // +0.0: all zero bits in every dtype
     TensorView view = View();
     auto chunk = chunk_;
     Engine::Get()->PushSync(
-        [view, chunk](RunContext run) { Storage::Get(view.device())->Zero(view.raw(), view.bytes(), run.stream); },
+        [view, chunk](RunContext run) {
+          Storage::Get(view.device())->Zero(view.raw(), view.bytes(), run.stream);
+        },
         device(), {}, {chunk_->var()}, engine::FnProperty::kNormal, 0, "Fill");
     return;
   }
   PushWrite("Fill", [value](const TensorView& v) {
     if (v.dtype() == DType::kBFloat16) {  // the value rounded once, to nearest even
-      std::fill_n(static_cast<uint16_t*>(v.raw()), v.size(), BFloat16::FromFloat(static_cast<float>(value)).bits);
+      std::fill_n(static_cast<uint16_t*>(v.raw()), v.size(),
+                  BFloat16::FromFloat(static_cast<float>(value)).bits);
       return;
     }
-    WEFT_DTYPE_SWITCH(v.dtype(), T, "Fill", { std::fill_n(v.data<T>(), v.size(), static_cast<T>(value)); });
+    WEFT_DTYPE_SWITCH(v.dtype(), T, "Fill",
+                      { std::fill_n(v.data<T>(), v.size(), static_cast<T>(value)); });
   });
 }
 
@@ -192,7 +207,8 @@ NDArray NDArray::Arange(int64_t n, double start, double step, Device device, DTy
   a.PushWrite("Arange", [start, step](const TensorView& v) {
     WEFT_DTYPE_SWITCH(v.dtype(), T, "Arange", {
       T* p = v.data<T>();
-      for (int64_t i = 0; i < v.size(); ++i) p[i] = static_cast<T>(start + step * static_cast<double>(i));
+      for (int64_t i = 0; i < v.size(); ++i)
+        p[i] = static_cast<T>(start + step * static_cast<double>(i));
     });
   });
   return a;
@@ -205,7 +221,8 @@ void NDArray::FillUniform(double low, double high) const {
     PhiloxStream stream(key);
     WEFT_FLOAT_SWITCH(v.dtype(), T, "FillUniform", {
       T* p = v.data<T>();
-      for (int64_t i = 0; i < v.size(); ++i) p[i] = static_cast<T>(low + (high - low) * stream.UniformDouble());
+      for (int64_t i = 0; i < v.size(); ++i)
+        p[i] = static_cast<T>(low + (high - low) * stream.UniformDouble());
     });
   });
 }

@@ -32,10 +32,12 @@ class Chunk;
 class NDArray {
  public:
   NDArray() = default;  // a null array (is_none())
-  explicit NDArray(const Shape& shape, Device device = Device::Cpu(), DType dtype = DType::kFloat32);
+  explicit NDArray(const Shape& shape, Device device = Device::Cpu(),
+                   DType dtype = DType::kFloat32);
 
   template <typename T>
-  static NDArray FromVector(const std::vector<T>& values, const Shape& shape, Device device = Device::Cpu());
+  static NDArray FromVector(const std::vector<T>& values, const Shape& shape,
+                            Device device = Device::Cpu());
 
   bool is_none() const { return chunk_ == nullptr; }
   const Shape& shape() const { return shape_; }
@@ -46,13 +48,17 @@ class NDArray {
   // The engine variable every op on this array (and on its views) reads or writes.
   engine::VarHandle var() const;
   // True when the two arrays' bytes overlap.
-  bool Overlaps(const NDArray& other) const { return SharesMemoryWith(other) && BytesOverlap(other); }
+  bool Overlaps(const NDArray& other) const {
+    return SharesMemoryWith(other) && BytesOverlap(other);
+  }
   // True when both are the same memory seen the same way (same start and size).
   bool SameMemoryAs(const NDArray& other) const {
     return SharesMemoryWith(other) && offset_ == other.offset_ && bytes() == other.bytes();
   }
   // True when both share memory (one is a view of the other, or both of a third).
-  bool SharesMemoryWith(const NDArray& other) const { return chunk_ != nullptr && chunk_ == other.chunk_; }
+  bool SharesMemoryWith(const NDArray& other) const {
+    return chunk_ != nullptr && chunk_ == other.chunk_;
+  }
 
   // The memory as a tensor view, allocated on first use. Read or write it only inside an engine
   // op that declared this array's var (or after WaitToRead/WaitToWrite).
@@ -113,8 +119,10 @@ NDArray NDArray::FromVector(const std::vector<T>& values, const Shape& shape, De
 template <typename T>
 void NDArray::CopyFrom(std::vector<T> values) const {
   CheckNotNone("CopyFrom");
-  WEFT_CHECK(DTypeOf<T>::value == dtype_) << "CopyFrom: array is " << dtype_ << ", values are " << DTypeOf<T>::value;
-  WEFT_CHECK_EQ(static_cast<int64_t>(values.size()), size()) << "CopyFrom: values for " << shape_.ToString();
+  WEFT_CHECK(DTypeOf<T>::value == dtype_)
+      << "CopyFrom: array is " << dtype_ << ", values are " << DTypeOf<T>::value;
+  WEFT_CHECK_EQ(static_cast<int64_t>(values.size()), size())
+      << "CopyFrom: values for " << shape_.ToString();
   PushWrite("CopyFromHost", [values = std::move(values)](const TensorView& v) {
     std::copy(values.begin(), values.end(), v.data<T>());
   });
@@ -123,7 +131,8 @@ void NDArray::CopyFrom(std::vector<T> values) const {
 template <typename T>
 std::vector<T> NDArray::ToVector() const {
   CheckNotNone("ToVector");
-  WEFT_CHECK(DTypeOf<T>::value == dtype_) << "ToVector: array is " << dtype_ << ", asked for " << DTypeOf<T>::value;
+  WEFT_CHECK(DTypeOf<T>::value == dtype_)
+      << "ToVector: array is " << dtype_ << ", asked for " << DTypeOf<T>::value;
   std::vector<T> out(static_cast<size_t>(size()));
   SyncCopyToHost(out.data(), out.size() * sizeof(T));
   return out;

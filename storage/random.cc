@@ -34,7 +34,9 @@ RandomKey AdvanceRandom(RandomKey key, uint64_t count) {
   return key;
 }
 
-RandomKey ReserveRandom(Device device, uint64_t count) { return ReserveRandom(device, std::span(&count, 1)); }
+RandomKey ReserveRandom(Device device, uint64_t count) {
+  return ReserveRandom(device, std::span(&count, 1));
+}
 
 RandomKey ReserveRandom(Device device, std::span<const uint64_t> counts) {
   Streams& s = GetStreams();

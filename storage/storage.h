@@ -66,6 +66,7 @@ class Storage {
 size_t StorageSizeClass(size_t bytes);
 
 // For device backends: makes Storage::Get(Device{type, id}) return factory(device).
-void RegisterStorageFactory(DeviceType type, std::function<std::unique_ptr<Storage>(Device)> factory);
+void RegisterStorageFactory(DeviceType type,
+                            std::function<std::unique_ptr<Storage>(Device)> factory);
 
 }  // namespace weft

@@ -19,7 +19,8 @@ std::unique_ptr<Workspace> Workspace::ForRecording(Device device) {
   return std::unique_ptr<Workspace>(new Workspace(device, nullptr, /*keep=*/true));
 }
 
-Workspace::Scope::Scope(Workspace& recording) : previous_(std::exchange(recording_scope, &recording)) {}
+Workspace::Scope::Scope(Workspace& recording)
+    : previous_(std::exchange(recording_scope, &recording)) {}
 Workspace::Scope::~Scope() { recording_scope = previous_; }
 
 Workspace& Workspace::For(const engine::RunContext& run) {
@@ -53,7 +54,8 @@ void* Workspace::Get(size_t bytes) {
       pool->FreeAfter(block_, stream_);
     }
     block_ = Block{};
-    block_ = pool->Alloc(bytes + bytes / 2);  // headroom so a slowly growing need reallocates rarely
+    block_ =
+        pool->Alloc(bytes + bytes / 2);  // headroom so a slowly growing need reallocates rarely
   }
   return block_.ptr;
 }

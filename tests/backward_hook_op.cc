@@ -23,20 +23,22 @@ bool RegisterBackwardHookOp(const std::string& name, std::function<void()> hook)
       .Describe("identity (test only)")
       .Inputs({"data"})
       .InferShape(SameShape)
-      .Compute(DeviceType::kCpu,
-               [](const OpContext&, const Attrs&, std::span<const TensorView> in, std::span<const OpReq>,
-                  std::span<const TensorView> out) { CopyFirstInput(in, out); })
-      .Gradient([backward](const Attrs&, GradBuilder& g) { g.SetInputGrad(0, g.Op(backward, {g.OutGrad(0)})); });
+      .Compute(DeviceType::kCpu, [](const OpContext&, const Attrs&, std::span<const TensorView> in,
+                                    std::span<const OpReq>,
+                                    std::span<const TensorView> out) { CopyFirstInput(in, out); })
+      .Gradient([backward](const Attrs&, GradBuilder& g) {
+        g.SetInputGrad(0, g.Op(backward, {g.OutGrad(0)}));
+      });
   RegisterOp(backward)
       .Describe("identity that first runs the test's hook (test only)")
       .Inputs({"out_grad"})
       .InferShape(SameShape)
-      .Compute(DeviceType::kCpu,
-               [hook = std::move(hook)](const OpContext&, const Attrs&, std::span<const TensorView> in,
-                                        std::span<const OpReq>, std::span<const TensorView> out) {
-                 hook();
-                 CopyFirstInput(in, out);
-               });
+      .Compute(DeviceType::kCpu, [hook = std::move(hook)](
+                                     const OpContext&, const Attrs&, std::span<const TensorView> in,
+                                     std::span<const OpReq>, std::span<const TensorView> out) {
+        hook();
+        CopyFirstInput(in, out);
+      });
   return true;
 }
 

@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 class PeerTest : public testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::path(std::getenv("TEST_TMPDIR")) / testing::UnitTest::GetInstance()->current_test_info()->name();
+    root_ = fs::path(std::getenv("TEST_TMPDIR")) /
+            testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::create_directories(root_);
     const char* path = std::getenv("PATH");
     old_path_ = path != nullptr ? path : "";
@@ -39,8 +40,10 @@ class PeerTest : public testing::Test {
     std::ofstream(python) << "#!/bin/sh\n"
                           << "if [ \"$1\" = -c ]; then exit " << import_status << "; fi\n"
                           << "echo 'a warning first'\n"
-                          << "echo '{\"available\": true, \"from\": \"" << dir << "\", \"args\": \"'\"$2 $3\"'\"}'\n";
-    fs::permissions(python, executable ? fs::perms::owner_all : fs::perms::owner_read | fs::perms::owner_write);
+                          << "echo '{\"available\": true, \"from\": \"" << dir
+                          << "\", \"args\": \"'\"$2 $3\"'\"}'\n";
+    fs::permissions(
+        python, executable ? fs::perms::owner_all : fs::perms::owner_read | fs::perms::owner_write);
     return python.string();
   }
   std::string Dir(const std::string& dir) const { return (root_ / dir).string(); }
@@ -54,8 +57,9 @@ TEST_F(PeerTest, TakesTheFirstPython3OnPathThatImportsTorch) {
   FakePython("not_executable", 0, /*executable=*/false);
   const std::string with_torch = FakePython("with_torch", 0);
   FakePython("also_torch", 0);
-  const std::string path = ":" + Dir("missing") + ":" + Dir("no_torch") + ":" + Dir("not_executable") + ":" +
-                           Dir("with_torch") + ":" + Dir("also_torch");
+  const std::string path = ":" + Dir("missing") + ":" + Dir("no_torch") + ":" +
+                           Dir("not_executable") + ":" + Dir("with_torch") + ":" +
+                           Dir("also_torch");
   setenv("PATH", path.c_str(), 1);
   std::string why;
   EXPECT_EQ(FindPeerPython(&why), with_torch) << why;
@@ -78,7 +82,8 @@ TEST_F(PeerTest, NoneImportsTorchSaysWhatWasTried) {
   EXPECT_NE(why.find("WEFT_PEER_PYTHON"), std::string::npos) << why;
   const nlohmann::json result = RunPeer("bench/torch_peer.py", "1 1");
   EXPECT_FALSE(result.value("available", true));
-  EXPECT_NE(result.value("error", std::string()).find("no python3 on PATH imports torch"), std::string::npos);
+  EXPECT_NE(result.value("error", std::string()).find("no python3 on PATH imports torch"),
+            std::string::npos);
 }
 
 // From another folder, with no RUNFILES_DIR: the script is found beside the binary.
@@ -107,15 +112,17 @@ TEST_F(PeerTest, FindsTheScriptFromAnyFolder) {
 }
 
 // A peer that stays up: its first answer says it runs, then each request gets its answer in turn
-// (noise lines skipped); one that ends without answering is not available, and says what it printed.
+// (noise lines skipped); one that ends without answering is not available, and says what it
+// printed.
 TEST_F(PeerTest, ASessionAnswersEachRequestInTurn) {
   fs::create_directories(root_ / "serving");
   const fs::path python = root_ / "serving" / "python3";
-  std::ofstream(python) << "#!/bin/sh\n"
-                        << "if [ \"$1\" = -c ]; then exit 0; fi\n"
-                        << "echo 'a warning first'\n"
-                        << "echo '{\"available\": true, \"args\": \"'\"$3 $4\"'\"}'\n"
-                        << "while read line; do echo noise; echo \"{\\\"echo\\\": \\\"$line\\\"}\"; done\n";
+  std::ofstream(python)
+      << "#!/bin/sh\n"
+      << "if [ \"$1\" = -c ]; then exit 0; fi\n"
+      << "echo 'a warning first'\n"
+      << "echo '{\"available\": true, \"args\": \"'\"$3 $4\"'\"}'\n"
+      << "while read line; do echo noise; echo \"{\\\"echo\\\": \\\"$line\\\"}\"; done\n";
   fs::permissions(python, fs::perms::owner_all);
   setenv("PATH", Dir("serving").c_str(), 1);
   {

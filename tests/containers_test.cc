@@ -38,7 +38,9 @@ TEST(Function, HoldsSmallAndLargeClosuresAndMoves) {
   EXPECT_EQ(small(1), 42);
   std::array<int64_t, 16> big{};
   big[15] = 5;
-  engine::Function<int(int)> large = [big, token](int x) { return static_cast<int>(big[15]) + *token + x; };
+  engine::Function<int(int)> large = [big, token](int x) {
+    return static_cast<int>(big[15]) + *token + x;
+  };
   EXPECT_EQ(large(0), 46);
   engine::Function<int(int)> moved = std::move(small);
   EXPECT_FALSE(small);

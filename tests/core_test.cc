@@ -17,11 +17,14 @@
 namespace weft {
 namespace {
 
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(Check, FailureNamesTheExpressionBothValuesTheFileAndTheContext) {
   int rows = 6, cols = 5;
-  std::string msg = testing::ErrorMessage([&] { WEFT_CHECK_EQ(rows, cols) << "matmul: inner dims differ"; });
+  std::string msg =
+      testing::ErrorMessage([&] { WEFT_CHECK_EQ(rows, cols) << "matmul: inner dims differ"; });
   EXPECT_TRUE(Contains(msg, "rows == cols")) << msg;
   EXPECT_TRUE(Contains(msg, "(6 vs. 5)")) << msg;
   EXPECT_TRUE(Contains(msg, "tests/core_test.cc:")) << msg;
@@ -47,7 +50,8 @@ TEST(Check, WorksInsideAnUnbracedIfElse) {
 
 TEST(Check, ErrorIsAStdException) {
   EXPECT_THROW(WEFT_CHECK_LT(3, 2), std::exception);
-  std::string msg = testing::ErrorMessage([] { WEFT_THROW("expected " << 3 << " axes, found " << 2); });
+  std::string msg =
+      testing::ErrorMessage([] { WEFT_THROW("expected " << 3 << " axes, found " << 2); });
   EXPECT_TRUE(Contains(msg, "expected 3 axes, found 2")) << msg;
 }
 
@@ -60,7 +64,8 @@ TEST(Device, ParsesAndPrints) {
 }
 
 TEST(Device, BadNamesSayWhatWasExpected) {
-  EXPECT_TRUE(Contains(testing::ErrorMessage([] { Device::Parse("tpu:0"); }), "expected 'cpu', 'gpu' or 'gpu:N'"));
+  EXPECT_TRUE(Contains(testing::ErrorMessage([] { Device::Parse("tpu:0"); }),
+                       "expected 'cpu', 'gpu' or 'gpu:N'"));
   EXPECT_TRUE(Contains(testing::ErrorMessage([] { Device::Parse("gpu:-1"); }), "found '-1'"));
   EXPECT_TRUE(Contains(testing::ErrorMessage([] { Device::Parse("gpu:x"); }), "found 'x'"));
   EXPECT_TRUE(Contains(testing::ErrorMessage([] { Device::Parse("cpu:2"); }), "id 0"));
@@ -76,7 +81,8 @@ TEST(DType, TableIsConsistent) {
   }
   EXPECT_TRUE(IsFloatingPoint(DType::kFloat16));
   EXPECT_FALSE(IsFloatingPoint(DType::kInt32));
-  EXPECT_TRUE(Contains(testing::ErrorMessage([] { ParseDType("float33"); }), "unknown dtype 'float33'"));
+  EXPECT_TRUE(
+      Contains(testing::ErrorMessage([] { ParseDType("float33"); }), "unknown dtype 'float33'"));
 }
 
 TEST(Shape, SizeIndexingAndPrinting) {
@@ -88,8 +94,8 @@ TEST(Shape, SizeIndexingAndPrinting) {
   EXPECT_EQ(Shape{5}.ToString(), "(5,)");
   EXPECT_EQ(Shape().Size(), 1);
   EXPECT_EQ(s.NormalizeAxis(-1), 2);
-  EXPECT_TRUE(
-      Contains(testing::ErrorMessage([&] { s.NormalizeAxis(3); }), "axis 3 is out of range for shape (2, 3, 4)"));
+  EXPECT_TRUE(Contains(testing::ErrorMessage([&] { s.NormalizeAxis(3); }),
+                       "axis 3 is out of range for shape (2, 3, 4)"));
   EXPECT_THROW(s[3], Error);
 }
 
@@ -100,7 +106,8 @@ TEST(Shape, ParsesAttributeText) {
   EXPECT_EQ(Shape::Parse("()"), Shape());
   EXPECT_TRUE(Contains(testing::ErrorMessage([] { Shape::Parse("(2, x)"); }), "found 'x'"));
   EXPECT_TRUE(Contains(testing::ErrorMessage([] { Shape::Parse("(2, -1)"); }), "found '-1'"));
-  EXPECT_TRUE(Contains(testing::ErrorMessage([] { Shape::Parse("(1,1,1,1,1,1,1,1,1)"); }), "at most 8 axes"));
+  EXPECT_TRUE(Contains(testing::ErrorMessage([] { Shape::Parse("(1,1,1,1,1,1,1,1,1)"); }),
+                       "at most 8 axes"));
   EXPECT_THROW((Shape{-1}), Error);
 }
 
@@ -109,8 +116,9 @@ TEST(Shape, ParsesAttributeText) {
 // size 0.
 TEST(Shape, SizeThatDoesNotFitInInt64IsAnError) {
   const Shape huge = Shape::Parse("(888888888888888882, 3, 4)");
-  EXPECT_TRUE(Contains(testing::ErrorMessage([&] { (void)huge.Size(); }),
-                       "shape (888888888888888882, 3, 4) has more elements than a 64-bit count holds"));
+  EXPECT_TRUE(
+      Contains(testing::ErrorMessage([&] { (void)huge.Size(); }),
+               "shape (888888888888888882, 3, 4) has more elements than a 64-bit count holds"));
   EXPECT_EQ((Shape{int64_t{1} << 62, 4, 0}).Size(), 0);
   EXPECT_EQ((Shape{int64_t{1} << 62, 1}).Size(), int64_t{1} << 62);
 }
@@ -135,7 +143,8 @@ TEST(Env, ReadsAndValidatesSettings) {
 TEST(Text, AbbreviateKeepsShortTextAndSaysHowLongTheRestWas) {
   EXPECT_EQ(Abbreviate("relu"), "relu");
   EXPECT_EQ(Abbreviate(std::string(kMaxQuotedBytes, 'x')), std::string(kMaxQuotedBytes, 'x'));
-  EXPECT_EQ(Abbreviate(std::string(1'000'000, 'x')), std::string(kMaxQuotedBytes, 'x') + "... (1000000 bytes)");
+  EXPECT_EQ(Abbreviate(std::string(1'000'000, 'x')),
+            std::string(kMaxQuotedBytes, 'x') + "... (1000000 bytes)");
   EXPECT_EQ(Abbreviate("abcdef", 3), "abc... (6 bytes)");
   // e-acute is two bytes in UTF-8: the cut never splits it.
   EXPECT_EQ(Abbreviate("ab\u00e9cd", 3), "ab... (6 bytes)");
@@ -146,7 +155,8 @@ TEST(Text, ClosestNameIsAtMostTwoEditsAway) {
   EXPECT_EQ(ClosestName("fc_wieght", names), "fc_weight");
   EXPECT_EQ(ClosestName("Data", names), "data");
   EXPECT_EQ(ClosestName("labels", names), "");
-  EXPECT_EQ(ClosestName(std::string(10'000'000, 'x'), names), "") << "skipped by length, not compared";
+  EXPECT_EQ(ClosestName(std::string(10'000'000, 'x'), names), "")
+      << "skipped by length, not compared";
   EXPECT_EQ(DidYouMean("fc_bais", names), "; did you mean 'fc_bias'?");
   EXPECT_EQ(DidYouMean("labels", names), "");
   EXPECT_EQ(QuotedList(names), "'data', 'fc_weight', 'fc_bias'");
@@ -158,10 +168,12 @@ TEST(Json, ParsesShallowTextAndRefusesDeepNestingAndRepeatedKeys) {
   const ParsedJson ok = ParseJson(R"({"a": [1, {"b": "c"}]})", 3);
   ASSERT_TRUE(ok.ok()) << ok.error;
   EXPECT_EQ(ok.value["a"][1]["b"], "c");
-  EXPECT_TRUE(Contains(ParseJson("[[[1]]]", 2).error, "nested deeper than 2 levels")) << ParseJson("[[[1]]]", 2).error;
+  EXPECT_TRUE(Contains(ParseJson("[[[1]]]", 2).error, "nested deeper than 2 levels"))
+      << ParseJson("[[[1]]]", 2).error;
   const std::string deep = std::string(1'000'000, '[') + std::string(1'000'000, ']');
   EXPECT_TRUE(Contains(ParseJson(deep, 8).error, "nested deeper than 8 levels"));
-  EXPECT_EQ(ParseJson(R"({"a": 1, "b": {"a": 2}})", 4).error, "") << "one key per object, not per text";
+  EXPECT_EQ(ParseJson(R"({"a": 1, "b": {"a": 2}})", 4).error, "")
+      << "one key per object, not per text";
   EXPECT_EQ(ParseJson(R"({"a": 1, "a": 2})", 4).error, "duplicate key 'a'");
   const std::string open_string = "[\"" + std::string(1'000'000, 'x');
   const ParsedJson bad = ParseJson(open_string, 4);

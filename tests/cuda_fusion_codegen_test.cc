@@ -45,14 +45,17 @@ std::vector<GroupPtr> Fuse(const Symbol& s, const std::map<std::string, Shape>& 
 }
 
 // The groups of the forward and backward graph of sum(s) with respect to every argument.
-std::vector<GroupPtr> FuseWithGradient(const Symbol& s, const std::map<std::string, Shape>& shapes) {
+std::vector<GroupPtr> FuseWithGradient(const Symbol& s,
+                                       const std::map<std::string, Shape>& shapes) {
   Graph g = Op1("sum", s).ToGraph();
   std::vector<uint32_t> wrt;
   for (uint32_t n : g.ArgumentNodes()) wrt.push_back(n);
   return testing::FusedGroupsOf(FusePointwise(InferShapesAndTypes(Gradient(g, wrt), shapes)));
 }
 
-std::vector<OpReq> Requests(const FusedGroup& g, OpReq req) { return std::vector<OpReq>(g.outputs.size(), req); }
+std::vector<OpReq> Requests(const FusedGroup& g, OpReq req) {
+  return std::vector<OpReq>(g.outputs.size(), req);
+}
 
 std::string Source(const FusedGroup& g, const KernelPlan& plan, const CodegenOptions& options) {
   std::string error;
@@ -64,7 +67,8 @@ std::string Source(const FusedGroup& g, const KernelPlan& plan, const CodegenOpt
 // Compiles `source` as the kernel library would for sm_90; returns NVRTC's log on failure, "" on
 // success.
 std::string CompileError(const std::string& source) {
-  const rtc::CompileResult r = rtc::CompileToCubin("fused", source, kFusedKernelName, rtc::CompileOptions(90, {}));
+  const rtc::CompileResult r =
+      rtc::CompileToCubin("fused", source, kFusedKernelName, rtc::CompileOptions(90, {}));
   return r.cubin ? "" : "did not compile:\n" + r.log + "\n--- source ---\n" + source;
 }
 
@@ -76,8 +80,8 @@ void ExpectEveryModeCompiles(const FusedGroup& g, OpReq req) {
     for (int width : {1, 4}) {
       for (bool table : {false, true}) {
         const std::string source = Source(g, plan, {width, table, 90});
-        ASSERT_EQ(CompileError(source), "") << g.label << " width " << width << " index64 " << index64 << " table "
-                                            << table;
+        ASSERT_EQ(CompileError(source), "")
+            << g.label << " width " << width << " index64 " << index64 << " table " << table;
       }
     }
   }
@@ -86,7 +90,8 @@ void ExpectEveryModeCompiles(const FusedGroup& g, OpReq req) {
 // Two opposite modes (packs of 4, 32-bit, by value, one function; one element, 64-bit, a table,
 // a function per step), for the groups below: every mode costs a compile of about a second.
 void ExpectCompiles(const FusedGroup& g, OpReq req) {
-  const KernelPlan narrow = PlanKernel(g, Requests(g, req), false), wide = PlanKernel(g, Requests(g, req), true);
+  const KernelPlan narrow = PlanKernel(g, Requests(g, req), false),
+                   wide = PlanKernel(g, Requests(g, req), true);
   ASSERT_EQ(CompileError(Source(g, narrow, {4, false, 90})), "") << g.label;
   ASSERT_EQ(CompileError(Source(g, wide, {1, true, 90, false, 1})), "") << g.label;
 }
@@ -104,8 +109,10 @@ TEST(FusedCodegen, BroadcastFanOutAndBackwardGroupsCompile) {
   Symbol h = Op1("gelu", Op2("add", x, b));
   Symbol y = Op2("mul", Op2("add", h, r), Op1("tanh", h));
   Symbol z = Op1("Activation", Op2("sub", y, b), {{"act_type", "softrelu"}});
-  const std::map<std::string, Shape> shapes = {{"x", Shape{64, 33}}, {"b", Shape{33}}, {"r", Shape{64, 33}}};
-  const std::vector<GroupPtr> groups = FuseWithGradient(Op2("add", Op1("sum", y), Op1("sum", z)), shapes);
+  const std::map<std::string, Shape> shapes = {
+      {"x", Shape{64, 33}}, {"b", Shape{33}}, {"r", Shape{64, 33}}};
+  const std::vector<GroupPtr> groups =
+      FuseWithGradient(Op2("add", Op1("sum", y), Op1("sum", z)), shapes);
   ASSERT_GE(groups.size(), 2u);
   bool backward = false;
   for (const GroupPtr& g : groups) {
@@ -119,10 +126,11 @@ TEST(FusedCodegen, BroadcastFanOutAndBackwardGroupsCompile) {
 TEST(FusedCodegen, ReshapesAddNAndCastsCompile) {
   Symbol x = Var("x"), w = Var("w");
   Symbol a = Op1("flatten", Op1("exp", Op1("reshape", x, {{"shape", "(6, 4, 5)"}})));
-  Symbol c = Op1("Cast", Op1("Cast", Op2("mul", a, w), {{"dtype", "float64"}}), {{"dtype", "float32"}});
+  Symbol c =
+      Op1("Cast", Op1("Cast", Op2("mul", a, w), {{"dtype", "float64"}}), {{"dtype", "float32"}});
   Symbol s = Symbol::Op("add_n", {a, c, Op1("square", c)}, {{"num_args", "3"}});
-  const std::vector<GroupPtr> groups =
-      FuseWithGradient(Op1("expand_dims", s, {{"axis", "0"}}), {{"x", Shape{24, 5}}, {"w", Shape{6, 20}}});
+  const std::vector<GroupPtr> groups = FuseWithGradient(Op1("expand_dims", s, {{"axis", "0"}}),
+                                                        {{"x", Shape{24, 5}}, {"w", Shape{6, 20}}});
   ASSERT_FALSE(groups.empty());
   for (const GroupPtr& g : groups) {
     ExpectCompiles(*g, OpReq::kWrite);
@@ -133,7 +141,8 @@ TEST(FusedCodegen, ReshapesAddNAndCastsCompile) {
 TEST(FusedCodegen, Float64AndBfloat16GroupsCompile) {
   for (DType t : {DType::kFloat64, DType::kBFloat16}) {
     const Symbol s = Op2("mul", Chain(Var("x"), 3.0), Var("b"));
-    const std::vector<GroupPtr> groups = Fuse(s, {{"x", Shape{8, 16}}, {"b", Shape{16}}}, {{"x", t}, {"b", t}});
+    const std::vector<GroupPtr> groups =
+        Fuse(s, {{"x", Shape{8, 16}}, {"b", Shape{16}}}, {{"x", t}, {"b", t}});
     ASSERT_EQ(groups.size(), 1u) << t;
     ExpectCompiles(*groups[0], OpReq::kWrite);
   }
@@ -141,12 +150,14 @@ TEST(FusedCodegen, Float64AndBfloat16GroupsCompile) {
 
 // The seed's pattern (CSE off: the pass never merges): 144 outputs of 4 dimensions each.
 TEST(FusedCodegen, TheSeedsXLNetPatternCompilesAndOnlyItsPointersAreArguments) {
-  const std::vector<GroupPtr> groups = Fuse(testing::XLNetPattern(Var("x")), {{"x", Shape{32, 16}}});
+  const std::vector<GroupPtr> groups =
+      Fuse(testing::XLNetPattern(Var("x")), {{"x", Shape{32, 16}}});
   ASSERT_EQ(groups.size(), 1u);
   ASSERT_EQ(groups[0]->outputs.size(), 144u);
   const KernelPlan plan = PlanKernel(*groups[0], Requests(*groups[0], OpReq::kWrite), false);
-  EXPECT_EQ(plan.bytes, (1 + 144) * 8 + 8u);  // one input, 144 outputs, the count (padded): no shapes
-  EXPECT_LE(plan.bytes, kSmallParamBudget);   // MXNet's kernel needed 4,648 bytes here
+  EXPECT_EQ(plan.bytes,
+            (1 + 144) * 8 + 8u);  // one input, 144 outputs, the count (padded): no shapes
+  EXPECT_LE(plan.bytes, kSmallParamBudget);  // MXNet's kernel needed 4,648 bytes here
   const std::string source = Source(*groups[0], plan, {4, false, 90});
   EXPECT_EQ(source.find("__noinline__"), std::string::npos);  // 145 values and stores: one function
   EXPECT_EQ(CompileError(source), "");
@@ -210,7 +221,8 @@ TEST(FusedCodegen, BroadcastWalksAreMergedAndCarryOnlyTheExtentsTheyDivideBy) {
   ASSERT_EQ(plan.walks.size(), 2u);
   std::vector<std::string> names;
   for (const ArgField& f : plan.fields) {
-    if (f.kind == ArgField::Kind::kDim || f.kind == ArgField::Kind::kStride) names.push_back(f.name);
+    if (f.kind == ArgField::Kind::kDim || f.kind == ArgField::Kind::kStride)
+      names.push_back(f.name);
   }
   EXPECT_EQ(names, (std::vector<std::string>{"w0d1", "w1d1"}));
   for (const BroadcastWalk& w : plan.walks) EXPECT_EQ(w.ndim, 2);
@@ -221,7 +233,8 @@ TEST(FusedCodegen, TheArgumentBytesAreWhereTheStructHasThem) {
   const GroupPtr g = Fuse(Chain(Var("x"), 1.5), {{"x", Shape{1000}}})[0];
   const KernelPlan plan = PlanKernel(*g, Requests(*g, OpReq::kWrite), false);
   float in = 0, out = 0;
-  const TensorView x(&in, Shape{1000}, DType::kFloat32, Device::Cpu()), y(&out, Shape{1000}, DType::kFloat32, Device::Cpu());
+  const TensorView x(&in, Shape{1000}, DType::kFloat32, Device::Cpu()),
+      y(&out, Shape{1000}, DType::kFloat32, Device::Cpu());
   const std::vector<uint64_t> words = FillArgs(plan, *g, {&x, 1}, {&y, 1});
   ASSERT_EQ(words.size() * 8, plan.bytes);
   const char* bytes = reinterpret_cast<const char*>(words.data());
@@ -244,8 +257,8 @@ TEST(FusedCodegen, TheArgumentBytesAreWhereTheStructHasThem) {
   }
 }
 
-// The chain in parts of 3 values or stores: each part reads what the part before it defined, and hands on
-// only what a later part reads (the output is stored inside the last part).
+// The chain in parts of 3 values or stores: each part reads what the part before it defined, and
+// hands on only what a later part reads (the output is stored inside the last part).
 TEST(FusedCodegen, PartsPassOnOnlyTheValuesLaterPartsRead) {
   const GroupPtr g = Fuse(Chain(Var("x"), 1.5), {{"x", Shape{1000}}})[0];
   const KernelPlan plan = PlanKernel(*g, Requests(*g, OpReq::kWrite), false);

@@ -22,7 +22,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "dist/world.h"
+#include "distributed/world.h"
 #include "tests/backward_hook_op.h"
 #include "weft/weft.h"
 
@@ -48,9 +48,11 @@ std::atomic<Failure> g_failure{Failure::kNone};
 // fc1 -> the failing identity -> relu -> fc2 -> relu -> fc3 -> loss: backward writes fc3's and
 // fc2's gradients before it reaches the identity, and fc1's after it.
 Symbol MlpLoss() {
-  Symbol x = Symbol::Op("_test_fail_on_rank1",
-                        {Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "16"}}, "fc1")});
-  x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {Symbol::Op("relu", {x})}, {{"num_hidden", "16"}}, "fc2")});
+  Symbol x = Symbol::Op(
+      "_test_fail_on_rank1",
+      {Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "16"}}, "fc1")});
+  x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {Symbol::Op("relu", {x})},
+                                     {{"num_hidden", "16"}}, "fc2")});
   x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "4"}}, "fc3");
   return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
 }
@@ -110,7 +112,9 @@ int main(int argc, char** argv) {
   if (mode == "step_hang") return TrainAndFail(*world, Failure::kHang);
   if (mode == "step_kill") return TrainAndFail(*world, Failure::kKill);
   if (mode == "step_throw") return TrainAndFail(*world, Failure::kThrow);
-  std::fprintf(stderr, "dist_failure_child: unknown mode '%s' (hang, kill, step_hang, step_kill, step_throw)\n",
-               mode.c_str());
+  std::fprintf(
+      stderr,
+      "dist_failure_child: unknown mode '%s' (hang, kill, step_hang, step_kill, step_throw)\n",
+      mode.c_str());
   return 2;
 }

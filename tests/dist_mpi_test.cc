@@ -1,11 +1,11 @@
-// The MPI collectives against their definitions, on every rank of `mpirun -np 2` (tests/mpirun_test.sh
-// launches this binary; alone, it is a world of one and the multi-rank tests skip): sums, means,
-// buckets of several arrays, broadcasts from each root and all-gathers give, bit for bit, what the
-// definitions say with each rank's values; collectives start in push order on every rank even
-// when the engine finds a later one ready first; Open MPI runs with the transport settings weft
-// gives it (the all-reduce algorithm, the eager limit); and a 2-rank trainer keeps every rank's
-// parameters bitwise identical after each of 50 steps and matches one process on the global batch;
-// and a gradient's all-reduce starts while the rest of backward is still held.
+// The MPI collectives against their definitions, on every rank of `mpirun -np 2`
+// (tests/mpirun_test.sh launches this binary; alone, it is a world of one and the multi-rank tests
+// skip): sums, means, buckets of several arrays, broadcasts from each root and all-gathers give,
+// bit for bit, what the definitions say with each rank's values; collectives start in push order on
+// every rank even when the engine finds a later one ready first; Open MPI runs with the transport
+// settings weft gives it (the all-reduce algorithm, the eager limit); and a 2-rank trainer keeps
+// every rank's parameters bitwise identical after each of 50 steps and matches one process on the
+// global batch; and a gradient's all-reduce starts while the rest of backward is still held.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "dist/internal/mpi_progress.h"
-#include "dist/internal/open_mpi_defaults.h"
-#include "dist/world.h"
+#include "distributed/internal/mpi_progress.h"
+#include "distributed/internal/open_mpi_defaults.h"
+#include "distributed/world.h"
 #include "engine/engine.h"
 #include "tests/backward_hook_op.h"
 #include "weft/weft.h"
@@ -50,7 +50,8 @@ double SumOverRanks(int64_t i) {
 class DistMpi : public testing::Test {
  protected:
   void SetUp() override {
-    if (g_world->size() < 2) GTEST_SKIP() << "a world of one: run under mpirun -np 2 (tests/mpirun_test.sh)";
+    if (g_world->size() < 2)
+      GTEST_SKIP() << "a world of one: run under mpirun -np 2 (tests/mpirun_test.sh)";
   }
 };
 
@@ -59,7 +60,8 @@ TEST_F(DistMpi, AllReduceSumIsTheSumOfEveryRanksArray) {
     NDArray a = RankArray(n);
     g_world->AllReduce(a, dist::ReduceOp::kSum);
     const std::vector<float> got = a.ToVector<float>();
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], static_cast<float>(SumOverRanks(i))) << "n " << n << " i " << i;
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], static_cast<float>(SumOverRanks(i))) << "n " << n << " i " << i;
   }
 }
 
@@ -67,7 +69,8 @@ TEST_F(DistMpi, AllReduceAverageOfFloat64IsTheSumTimesOneOverSize) {
   NDArray a = RankArray(4097, DType::kFloat64);
   g_world->AllReduce(a, dist::ReduceOp::kAverage);
   const std::vector<double> got = a.ToVector<double>();
-  for (int64_t i = 0; i < 4097; ++i) ASSERT_EQ(got[i], SumOverRanks(i) * (1.0 / g_world->size())) << i;
+  for (int64_t i = 0; i < 4097; ++i)
+    ASSERT_EQ(got[i], SumOverRanks(i) * (1.0 / g_world->size())) << i;
 }
 
 TEST_F(DistMpi, ABucketReducesEachOfItsArrays) {
@@ -75,7 +78,8 @@ TEST_F(DistMpi, ABucketReducesEachOfItsArrays) {
   g_world->AllReduce(bucket, dist::ReduceOp::kSum);
   for (const NDArray& a : bucket) {
     const std::vector<float> got = a.ToVector<float>();
-    for (int64_t i = 0; i < a.size(); ++i) ASSERT_EQ(got[i], static_cast<float>(SumOverRanks(i))) << a.size();
+    for (int64_t i = 0; i < a.size(); ++i)
+      ASSERT_EQ(got[i], static_cast<float>(SumOverRanks(i))) << a.size();
   }
 }
 
@@ -142,28 +146,34 @@ TEST_F(DistMpi, LargeAllReducesAskOpenMpiForTheRingAndSmallOnesForRecursiveDoubl
     progress->RunOnThread([&] { value = progress->nbc().Current(); });
     return value;
   };
-  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr || std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm")) {
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr ||
+      std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm")) {
     GTEST_SKIP() << "not Open MPI's mpirun, or its iallreduce algorithm set by the user";
   }
-  ASSERT_TRUE(progress->nbc().Available()) << "Open MPI's coll_libnbc_iallreduce_algorithm not found through MPI_T";
+  ASSERT_TRUE(progress->nbc().Available())
+      << "Open MPI's coll_libnbc_iallreduce_algorithm not found through MPI_T";
   for (int64_t n : {int64_t{NbcAlgorithm::kRingFrom / sizeof(float)}, int64_t{256}}) {
     NDArray a = RankArray(n);
     g_world->AllReduce(a, dist::ReduceOp::kSum);
     const std::vector<float> got = a.ToVector<float>();
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], static_cast<float>(SumOverRanks(i))) << n << " at " << i;
-    EXPECT_EQ(algorithm(),
-              n * 4 >= int64_t{NbcAlgorithm::kRingFrom} ? NbcAlgorithm::kRing : NbcAlgorithm::kRecursiveDoubling)
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], static_cast<float>(SumOverRanks(i))) << n << " at " << i;
+    EXPECT_EQ(algorithm(), n * 4 >= int64_t{NbcAlgorithm::kRingFrom}
+                               ? NbcAlgorithm::kRing
+                               : NbcAlgorithm::kRecursiveDoubling)
         << n;
   }
 }
 
 // Open MPI took the eager limit of its shared-memory transport from the environment, where weft
-// sets it unless the user did (dist/internal/open_mpi_defaults.h; dist_test checks that rule).
+// sets it unless the user did (distributed/internal/open_mpi_defaults.h; dist_test checks that
+// rule).
 TEST_F(DistMpi, OpenMpiUsesTheEagerLimitOfTheEnvironment) {
   if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) GTEST_SKIP() << "not Open MPI's mpirun";
   const char* set = std::getenv(dist::internal::kEagerLimitVariable);
   ASSERT_NE(set, nullptr) << "weft sets it before MPI_Init";
-  unsigned long long value = 0;  // the variable is a size_t or an int: either fits, the rest stays 0
+  unsigned long long value =
+      0;  // the variable is a size_t or an int: either fits, the rest stays 0
   bool found = false;
   auto* progress = dist::internal::MpiProgress::Instance();
   progress->RunOnThread([&] {
@@ -199,11 +209,13 @@ Symbol MlpLoss() {
 std::map<std::string, NDArray> GlobalBatchRows(int k, int64_t begin, int64_t end) {
   std::vector<float> x, y;
   for (int64_t row = begin; row < end; ++row) {
-    for (int64_t j = 0; j < kFeatures; ++j) x.push_back(std::sin(0.31f * (row * kFeatures + j) + 0.7f * k));
+    for (int64_t j = 0; j < kFeatures; ++j)
+      x.push_back(std::sin(0.31f * (row * kFeatures + j) + 0.7f * k));
     y.push_back(static_cast<float>((row * 7 + k) % kClasses));
   }
   const int64_t n = end - begin;
-  return {{"data", NDArray::FromVector(x, Shape{n, kFeatures})}, {"label", NDArray::FromVector(y, Shape{n})}};
+  return {{"data", NDArray::FromVector(x, Shape{n, kFeatures})},
+          {"label", NDArray::FromVector(y, Shape{n})}};
 }
 
 // Every parameter, concatenated in name order, as this rank holds it.
@@ -230,25 +242,31 @@ double TrainOnTwoRanksAndAlone(double clip, std::vector<float>* alone_params) {
   const int rank = g_world->rank(), size = g_world->size();
   const int64_t local = kGlobalBatch / size;
   SeedRandom(100 + rank);  // different initial values on each rank: the broadcast must unify them
-  TrainerOptions dist_options{
-      .clip_global_norm = clip, .communicator = g_world, .bucket_bytes = 600};  // several buckets, one alone
+  TrainerOptions dist_options{.clip_global_norm = clip,
+                              .communicator = g_world,
+                              .bucket_bytes = 600};  // several buckets, one alone
   Trainer dist(MlpLoss(), {{"data", Shape{local, kFeatures}}, {"label", Shape{local}}}, Xavier(),
                SGD(0.2, 0.9, 1e-4, 1.0 / local), dist_options);
-  Trainer single(MlpLoss(), {{"data", Shape{kGlobalBatch, kFeatures}}, {"label", Shape{kGlobalBatch}}}, Xavier(),
-                 SGD(0.2, 0.9, 1e-4, 1.0 / kGlobalBatch), {.clip_global_norm = clip});
-  for (const std::string& p : single.parameter_names()) dist.parameter(p).CopyTo(single.parameter(p));
+  Trainer single(MlpLoss(),
+                 {{"data", Shape{kGlobalBatch, kFeatures}}, {"label", Shape{kGlobalBatch}}},
+                 Xavier(), SGD(0.2, 0.9, 1e-4, 1.0 / kGlobalBatch), {.clip_global_norm = clip});
+  for (const std::string& p : single.parameter_names())
+    dist.parameter(p).CopyTo(single.parameter(p));
   for (int k = 0; k < kSteps; ++k) {
     dist.Step(GlobalBatchRows(k, rank * local, (rank + 1) * local));
     single.Step(GlobalBatchRows(k, 0, kGlobalBatch));
     const std::vector<float> mine = Flat(dist), all = Gathered(mine);
     for (int r = 0; r < size; ++r) {
-      EXPECT_EQ(0, std::memcmp(all.data() + r * mine.size(), mine.data(), mine.size() * sizeof(float)))
-          << "step " << k + 1 << ": rank " << r << "'s parameters differ from rank " << rank << "'s";
+      EXPECT_EQ(0,
+                std::memcmp(all.data() + r * mine.size(), mine.data(), mine.size() * sizeof(float)))
+          << "step " << k + 1 << ": rank " << r << "'s parameters differ from rank " << rank
+          << "'s";
     }
   }
   const std::vector<float> got = Flat(dist), want = Flat(single);
   double max_diff = 0;
-  for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, std::fabs(double{got[i]} - want[i]));
+  for (size_t i = 0; i < got.size(); ++i)
+    max_diff = std::max(max_diff, std::fabs(double{got[i]} - want[i]));
   EXPECT_GT(std::fabs(double{got[0]} - 0), 0);  // trained, not zeros
   *alone_params = want;
   return max_diff;
@@ -258,7 +276,8 @@ double TrainOnTwoRanksAndAlone(double clip, std::vector<float>* alone_params) {
 // runs agree to float32 rounding, accumulated over 50 steps.
 TEST_F(DistMpi, TwoRanksStayBitwiseIdenticalAndMatchOneProcessOnTheGlobalBatch) {
   std::vector<float> alone;
-  EXPECT_LT(TrainOnTwoRanksAndAlone(0, &alone), 1e-4) << "largest difference from one process on the global batch";
+  EXPECT_LT(TrainOnTwoRanksAndAlone(0, &alone), 1e-4)
+      << "largest difference from one process on the global batch";
 }
 
 // Clipping reads the averaged gradients: every rank clips by the same scale, the one a single
@@ -266,10 +285,12 @@ TEST_F(DistMpi, TwoRanksStayBitwiseIdenticalAndMatchOneProcessOnTheGlobalBatch) 
 // the unclipped ones).
 TEST_F(DistMpi, TwoRanksClippingByGlobalNormMatchOneProcessClippingTheGlobalBatch) {
   std::vector<float> clipped, unclipped;
-  EXPECT_LT(TrainOnTwoRanksAndAlone(0.05, &clipped), 1e-4) << "largest difference from one process on the global batch";
+  EXPECT_LT(TrainOnTwoRanksAndAlone(0.05, &clipped), 1e-4)
+      << "largest difference from one process on the global batch";
   TrainOnTwoRanksAndAlone(0, &unclipped);
   double change = 0;
-  for (size_t i = 0; i < clipped.size(); ++i) change = std::max(change, std::fabs(double{clipped[i]} - unclipped[i]));
+  for (size_t i = 0; i < clipped.size(); ++i)
+    change = std::max(change, std::fabs(double{clipped[i]} - unclipped[i]));
   EXPECT_GT(change, 1e-3) << "clipping at 0.05 changed nothing: the test does not clip";
 }
 
@@ -287,26 +308,30 @@ std::shared_future<void> g_gate = g_gate_open.get_future().share();
 // each, one bucket each) are written while backward is held, and each one's all-reduce must start
 // then, on every rank, not after the whole backward; fc1's two cannot start before the gate opens.
 TEST_F(DistMpi, EachGradientsAllReduceStartsWhileTheRestOfBackwardRuns) {
-  Symbol x = Symbol::Op("_test_gate",
-                        {Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "8"}}, "fc1")});
-  x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {Symbol::Op("relu", {x})}, {{"num_hidden", "8"}}, "fc2")});
+  Symbol x = Symbol::Op("_test_gate", {Symbol::Op("FullyConnected", {Symbol::Variable("data")},
+                                                  {{"num_hidden", "8"}}, "fc1")});
+  x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {Symbol::Op("relu", {x})},
+                                     {{"num_hidden", "8"}}, "fc2")});
   x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(kClasses)}}, "fc3");
   Trainer trainer(Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}),
                   {{"data", Shape{4, kFeatures}}, {"label", Shape{4}}}, Xavier(), SGD(0.1),
                   {.communicator = g_world, .bucket_bytes = 0});
-  for (const std::string& p : trainer.parameter_names()) trainer.parameter(p).WaitToRead();  // the broadcasts
+  for (const std::string& p : trainer.parameter_names())
+    trainer.parameter(p).WaitToRead();  // the broadcasts
   const auto* progress = dist::internal::MpiProgress::Instance();
   const uint64_t before = progress->started();
   trainer.data("data").Fill(0.5);
   trainer.data("label").Fill(1);
   trainer.Step();
   const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (progress->started() < before + 4 && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+  while (progress->started() < before + 4 && std::chrono::steady_clock::now() < limit)
+    std::this_thread::yield();
   const uint64_t started_while_held = progress->started() - before;
   g_gate_open.set_value();
   for (const std::string& p : trainer.parameter_names()) trainer.parameter(p).WaitToRead();
-  EXPECT_EQ(started_while_held, 4u) << "all-reduces started while fc1's backward was held (fc3's and fc2's "
-                                       "weight and bias: 4; fewer: they waited for more of backward)";
+  EXPECT_EQ(started_while_held, 4u)
+      << "all-reduces started while fc1's backward was held (fc3's and fc2's "
+         "weight and bias: 4; fewer: they waited for more of backward)";
   EXPECT_EQ(progress->started() - before, 6u);
 }
 

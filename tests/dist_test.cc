@@ -11,10 +11,10 @@
 #include <cmath>
 #include <thread>
 
-#include "dist/internal/collective_name.h"
-#include "dist/internal/mpi_progress.h"
-#include "dist/internal/open_mpi_defaults.h"
-#include "dist/world.h"
+#include "distributed/internal/collective_name.h"
+#include "distributed/internal/mpi_progress.h"
+#include "distributed/internal/open_mpi_defaults.h"
+#include "distributed/world.h"
 #include "tests/weft_test_util.h"
 #include "weft/weft.h"
 
@@ -25,7 +25,8 @@ using testing::ExpectErrorContains;
 using Buckets = std::vector<std::vector<size_t>>;
 
 TEST(PlanBuckets, PacksSmallConsecutiveArraysAndLeavesLargeOnesAlone) {
-  EXPECT_EQ(dist::PlanBuckets({10, 20, 100, 30, 40, 50, 5}, 60), (Buckets{{0, 1}, {2}, {3, 4}, {5, 6}}));
+  EXPECT_EQ(dist::PlanBuckets({10, 20, 100, 30, 40, 50, 5}, 60),
+            (Buckets{{0, 1}, {2}, {3, 4}, {5, 6}}));
   EXPECT_EQ(dist::PlanBuckets({10, 20, 30}, 0), (Buckets{{0}, {1}, {2}}));
   EXPECT_EQ(dist::PlanBuckets({10, 20, 30}, 1000), (Buckets{{0, 1, 2}}));
   EXPECT_EQ(dist::PlanBuckets({}, 10), Buckets{});
@@ -36,10 +37,12 @@ TEST(CollectiveName, NamesTheCollectiveItsSizeAndItsTransport) {
   using dist::internal::CollectiveName;
   EXPECT_EQ(CollectiveName::AllReduce(dist::ReduceOp::kSum, 4, DType::kFloat32, 1).ToString(),
             "all-reduce (sum of 4 float32 in 1 array)");
-  EXPECT_EQ(CollectiveName::AllReduce(dist::ReduceOp::kAverage, 300, DType::kFloat64, 3, 0).ToString(),
-            "all-reduce (average of 300 float64 in 3 arrays on gpu:0, nccl)");
+  EXPECT_EQ(
+      CollectiveName::AllReduce(dist::ReduceOp::kAverage, 300, DType::kFloat64, 3, 0).ToString(),
+      "all-reduce (average of 300 float64 in 3 arrays on gpu:0, nccl)");
   EXPECT_EQ(CollectiveName::Broadcast(4096, 1).ToString(), "broadcast (4096 bytes from rank 1)");
-  EXPECT_EQ(CollectiveName::Broadcast(8, 0, 2).ToString(), "broadcast (8 bytes from rank 0 on gpu:2, nccl)");
+  EXPECT_EQ(CollectiveName::Broadcast(8, 0, 2).ToString(),
+            "broadcast (8 bytes from rank 0 on gpu:2, nccl)");
   EXPECT_EQ(CollectiveName::AllGather(64).ToString(), "all-gather (64 bytes per rank)");
 }
 
@@ -62,7 +65,8 @@ TEST(OpenMpiDefaults, SetTheEagerLimitOnlyWhereTheUserHasNot) {
 
 // Hands `work` (its sequence and done filled in here) to `progress` from an engine op that
 // writes `var`.
-void PushWork(dist::internal::MpiProgress& progress, engine::VarHandle var, dist::internal::MpiWork work) {
+void PushWork(dist::internal::MpiProgress& progress, engine::VarHandle var,
+              dist::internal::MpiWork work) {
   work.sequence = progress.NextSequence();
   engine::Engine::Get()->PushAsync(
       [&progress, work = std::move(work)](engine::RunContext, engine::OnComplete done) mutable {
@@ -77,9 +81,11 @@ void PushWork(dist::internal::MpiProgress& progress, engine::VarHandle var, dist
 TEST(MpiProgress, AFailingCollectiveNamesItselfInItsError) {
   dist::internal::MpiProgress progress(dist::CommOptions{}, /*with_mpi=*/false);
   engine::Engine& engine = *engine::Engine::Get();
-  const engine::VarHandle a = engine.NewVariable(), b = engine.NewVariable(), c = engine.NewVariable();
+  const engine::VarHandle a = engine.NewVariable(), b = engine.NewVariable(),
+                          c = engine.NewVariable();
   dist::internal::MpiWork bad_start;
-  bad_start.what = dist::internal::CollectiveName::AllReduce(dist::ReduceOp::kSum, 256, DType::kFloat32, 1);
+  bad_start.what =
+      dist::internal::CollectiveName::AllReduce(dist::ReduceOp::kSum, 256, DType::kFloat32, 1);
   bad_start.start = [](MPI_Request*) { throw Error("ncclAllReduce failed: unhandled cuda error"); };
   dist::internal::MpiWork bad_test;
   bad_test.what = dist::internal::CollectiveName::AllGather(64);
@@ -93,11 +99,13 @@ TEST(MpiProgress, AFailingCollectiveNamesItselfInItsError) {
   PushWork(progress, b, std::move(bad_test));
   PushWork(progress, c, std::move(good));
   ExpectErrorContains([&] { engine.WaitForVar(a); },
-                      {"dist: collective #0 all-reduce (sum of 256 float32 in 1 array) on rank 0 of 1 (local) failed: "
+                      {"dist: collective #0 all-reduce (sum of 256 float32 in 1 array) on rank 0 "
+                       "of 1 (local) failed: "
                        "ncclAllReduce failed: unhandled cuda error"});
-  ExpectErrorContains([&] { engine.WaitForVar(b); },
-                      {"dist: collective #1 all-gather (64 bytes per rank) on rank 0 of 1 (local) failed: "
-                       "ncclCommGetAsyncError: remote process exited"});
+  ExpectErrorContains(
+      [&] { engine.WaitForVar(b); },
+      {"dist: collective #1 all-gather (64 bytes per rank) on rank 0 of 1 (local) failed: "
+       "ncclCommGetAsyncError: remote process exited"});
   engine.WaitForVar(c);
   EXPECT_EQ(progress.started(), 2u);  // the first start threw
   engine.WaitForAll();                // the failures' errors, reported above, are cleared
@@ -106,7 +114,8 @@ TEST(MpiProgress, AFailingCollectiveNamesItselfInItsError) {
 // A collective handed over while an earlier one never is (its op was skipped) fails when its time
 // limit passes, with a message that says so, though nothing else happens meanwhile.
 TEST(MpiProgress, ACollectiveThatCannotStartFailsAtItsTimeLimit) {
-  dist::internal::MpiProgress progress(dist::CommOptions{0.2, /*abort_on_timeout=*/false}, /*with_mpi=*/false);
+  dist::internal::MpiProgress progress(dist::CommOptions{0.2, /*abort_on_timeout=*/false},
+                                       /*with_mpi=*/false);
   progress.NextSequence();  // #0: pushed, never handed over
   const engine::VarHandle var = engine::Engine::Get()->NewVariable();
   dist::internal::MpiWork late;
@@ -115,9 +124,11 @@ TEST(MpiProgress, ACollectiveThatCannotStartFailsAtItsTimeLimit) {
   late.test = [] { return true; };
   while (!progress.asleep()) std::this_thread::yield();  // handed over to a thread asleep
   PushWork(progress, var, std::move(late));
-  ExpectErrorContains([&] { engine::Engine::Get()->WaitForVar(var); },
-                      {"dist: collective #1 broadcast (4 bytes from rank 0) on rank 0 of 1 (local) did not complete "
-                       "within 0.2 s (not started: an earlier collective of this rank never became ready)"});
+  ExpectErrorContains(
+      [&] { engine::Engine::Get()->WaitForVar(var); },
+      {"dist: collective #1 broadcast (4 bytes from rank 0) on rank 0 of 1 (local) did not "
+       "complete "
+       "within 0.2 s (not started: an earlier collective of this rank never became ready)"});
   EXPECT_EQ(progress.started(), 0u);
   engine::Engine::Get()->WaitForAll();
 }
@@ -128,7 +139,8 @@ TEST(MpiProgress, ACollectiveThatCannotStartFailsAtItsTimeLimit) {
 // thread left (its spin ran out) and the progress thread went on with it. A progress thread that
 // kept yielding to a waiter gone would end in the time limit's error here.
 TEST(MpiProgress, TheThreadTakesBackACollectiveThatItsWaiterLeaves) {
-  dist::internal::MpiProgress progress(dist::CommOptions{20, /*abort_on_timeout=*/false}, /*with_mpi=*/false);
+  dist::internal::MpiProgress progress(dist::CommOptions{20, /*abort_on_timeout=*/false},
+                                       /*with_mpi=*/false);
   engine::Engine& engine = *engine::Engine::Get();
   const engine::VarHandle var = engine.NewVariable();
   const std::thread::id waiter = std::this_thread::get_id();
@@ -149,8 +161,9 @@ TEST(MpiProgress, TheThreadTakesBackACollectiveThatItsWaiterLeaves) {
         progress.Submit(std::move(work));
       },
       Device::Cpu(), {}, {var}, engine::FnProperty::kAsync);
-  while (waiter_tests.load() == 0) progress.Help();  // this thread drives it (once the thread lets it)
-  engine.WaitForVar(var);                            // and leaves it when its spin runs out
+  while (waiter_tests.load() == 0)
+    progress.Help();       // this thread drives it (once the thread lets it)
+  engine.WaitForVar(var);  // and leaves it when its spin runs out
   EXPECT_EQ(progress.started(), 1u);
 }
 
@@ -171,11 +184,17 @@ TEST(LocalWorld, IsAWorldOfOneWithoutALauncher) {
 
 TEST(LocalWorld, CollectivesCheckTheirArguments) {
   auto world = dist::LocalWorld();
-  NDArray a(Shape{3}), b(Shape{3}, Device::Cpu(), DType::kFloat64), u(Shape{3}, Device::Cpu(), DType::kUInt8);
-  ExpectErrorContains([&] { world->AllReduce(std::vector<NDArray>{a, b}, dist::ReduceOp::kSum); }, {"share dtype"});
+  NDArray a(Shape{3}), b(Shape{3}, Device::Cpu(), DType::kFloat64),
+      u(Shape{3}, Device::Cpu(), DType::kUInt8);
+  ExpectErrorContains(
+      [&] {
+        world->AllReduce(std::vector<NDArray>{a, b}, dist::ReduceOp::kSum);
+      },
+      {"share dtype"});
   ExpectErrorContains([&] { world->AllReduce(u, dist::ReduceOp::kSum); }, {"found uint8"});
   ExpectErrorContains([&] { world->Broadcast(a, 1); }, {"root in [0, 1), found 1"});
-  ExpectErrorContains([&] { world->AllGather(a, NDArray(Shape{4})); }, {"expected out of 3 elements"});
+  ExpectErrorContains([&] { world->AllGather(a, NDArray(Shape{4})); },
+                      {"expected out of 3 elements"});
 }
 
 TEST(ArrayIterShards, RanksTogetherSeeEachGlobalBatchOnce) {
@@ -188,7 +207,8 @@ TEST(ArrayIterShards, RanksTogetherSeeEachGlobalBatchOnce) {
   int batches = 0;
   while (whole.Next()) {
     ASSERT_TRUE(r0.Next() && r1.Next());
-    std::vector<float> joined = r0.Current().data.ToVector<float>(), second = r1.Current().data.ToVector<float>();
+    std::vector<float> joined = r0.Current().data.ToVector<float>(),
+                       second = r1.Current().data.ToVector<float>();
     joined.insert(joined.end(), second.begin(), second.end());
     EXPECT_EQ(joined, whole.Current().data.ToVector<float>()) << "batch " << batches;
     EXPECT_EQ(r0.Current().pad + r1.Current().pad, whole.Current().pad) << "batch " << batches;
@@ -200,7 +220,8 @@ TEST(ArrayIterShards, RanksTogetherSeeEachGlobalBatchOnce) {
 }
 
 Symbol Loss() {
-  Symbol x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "8"}}, "fc1")});
+  Symbol x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {Symbol::Variable("data")},
+                                            {{"num_hidden", "8"}}, "fc1")});
   x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "3"}}, "fc2");
   return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
 }
@@ -211,7 +232,8 @@ Symbol Loss() {
 TEST(TrainerWithCommunicator, GradientBucketsAreTheStepsCollectivesLastLayerFirst) {
   auto world = dist::LocalWorld();
   const std::map<std::string, Shape> shapes = {{"data", Shape{6, 4}}, {"label", Shape{6}}};
-  Trainer with(Loss(), shapes, Xavier(), SGD(0.1), {.communicator = world.get(), .bucket_bytes = 64});
+  Trainer with(Loss(), shapes, Xavier(), SGD(0.1),
+               {.communicator = world.get(), .bucket_bytes = 64});
   std::vector<std::vector<std::string>> names;
   for (const std::vector<NDArray>& bucket : with.gradient_buckets()) {
     std::vector<std::string>& n = names.emplace_back();
@@ -221,7 +243,8 @@ TEST(TrainerWithCommunicator, GradientBucketsAreTheStepsCollectivesLastLayerFirs
       }
     }
   }
-  EXPECT_EQ(names, (std::vector<std::vector<std::string>>{{"fc2_bias"}, {"fc2_weight"}, {"fc1_bias"}, {"fc1_weight"}}));
+  EXPECT_EQ(names, (std::vector<std::vector<std::string>>{
+                       {"fc2_bias"}, {"fc2_weight"}, {"fc1_bias"}, {"fc1_weight"}}));
   Trainer alone(Loss(), shapes, Xavier(), SGD(0.1));
   EXPECT_TRUE(alone.gradient_buckets().empty());
 }
@@ -236,7 +259,8 @@ TEST_P(TrainerWithCommunicator, AWorldOfOneTrainsAsWithoutOne) {
   const std::map<std::string, Shape> shapes = {{"data", Shape{6, 4}}, {"label", Shape{6}}};
   const double clip = GetParam();
   SeedRandom(5);
-  Trainer plain(Loss(), shapes, Xavier(), Adam(0.01, 0.9, 0.999, 1e-8, 0, 1.0 / 6), {.clip_global_norm = clip});
+  Trainer plain(Loss(), shapes, Xavier(), Adam(0.01, 0.9, 0.999, 1e-8, 0, 1.0 / 6),
+                {.clip_global_norm = clip});
   SeedRandom(5);
   Trainer with(Loss(), shapes, Xavier(), Adam(0.01, 0.9, 0.999, 1e-8, 0, 1.0 / 6),
                {.clip_global_norm = clip, .communicator = world.get(), .bucket_bytes = 64});

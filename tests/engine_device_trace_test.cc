@@ -47,9 +47,11 @@ class FakeTracer final : public engine::DeviceTracer {
     const uint64_t op = stack_.back();
     stack_.pop_back();
     const int64_t start = open_[op], end = engine::ProfilerClockNs();
-    DeviceActivity kernel{DeviceActivity::Kind::kKernel,     "fake_kernel", 0, kWorkerStream, start, end, op, 0, 1,
-                          "grid [1, 1, 1] block [256, 1, 1]"};
-    DeviceActivity copy{DeviceActivity::Kind::kMemcpy, "memcpy HtoD", 0, kLibraryStream, start, end, op, 64, 2, ""};
+    DeviceActivity kernel{
+        DeviceActivity::Kind::kKernel,     "fake_kernel", 0, kWorkerStream, start, end, op, 0, 1,
+        "grid [1, 1, 1] block [256, 1, 1]"};
+    DeviceActivity copy{
+        DeviceActivity::Kind::kMemcpy, "memcpy HtoD", 0, kLibraryStream, start, end, op, 64, 2, ""};
     work_.push_back(kernel), work_.push_back(copy);
   }
   engine::DeviceTrace Stop(std::span<const engine::NamedStream>) override {
@@ -82,7 +84,8 @@ json TraceOf(const std::string& name, const std::vector<const char*>& ops) {
   const std::string path = TempPath(name);
   e->StartProfiling(path);
   for (const char* op : ops)
-    e->PushSync([](engine::RunContext) {}, Device::Cpu(), {}, {v}, engine::FnProperty::kNormal, 0, op);
+    e->PushSync([](engine::RunContext) {}, Device::Cpu(), {}, {v}, engine::FnProperty::kNormal, 0,
+                op);
   e->StopProfiling();
   std::ifstream in(path);
   EXPECT_TRUE(in) << "no trace at " << path;
@@ -98,7 +101,8 @@ TEST(EngineDeviceTrace, DeviceWorkIsOnNamedStreamTracksWithArrowsFromItsOps) {
   std::vector<json> spans;
   for (const json& e : trace.at("traceEvents")) {
     const std::string ph = e.at("ph");
-    if (ph == "M" && e.at("name") == "thread_name") tracks[{e.at("pid"), e.at("tid")}] = e.at("args").at("name");
+    if (ph == "M" && e.at("name") == "thread_name")
+      tracks[{e.at("pid"), e.at("tid")}] = e.at("args").at("name");
     if (ph == "M" && e.at("name") == "process_name")
       process[std::to_string(e.at("pid").get<int>())] = e.at("args").at("name");
     if (ph == "X") spans.push_back(e);
@@ -117,13 +121,16 @@ TEST(EngineDeviceTrace, DeviceWorkIsOnNamedStreamTracksWithArrowsFromItsOps) {
     const json* work = nullptr;
     for (const json& x : spans) {
       const double ts = x.at("ts"), end = ts + x.at("dur").get<double>();
-      if (x.at("pid") == s.at("pid") && x.at("tid") == s.at("tid") && ts <= s.at("ts") && s.at("ts") <= end) op = &x;
+      if (x.at("pid") == s.at("pid") && x.at("tid") == s.at("tid") && ts <= s.at("ts") &&
+          s.at("ts") <= end)
+        op = &x;
       if (x.at("pid") == f.at("pid") && x.at("tid") == f.at("tid") && ts == f.at("ts")) work = &x;
     }
     ASSERT_NE(op, nullptr) << "arrow " << id << " starts in no span";
     ASSERT_NE(work, nullptr) << "arrow " << id << " ends at no device work";
     EXPECT_TRUE(op->at("name") == "first" || op->at("name") == "second") << op->dump();
-    EXPECT_EQ(work->at("args").at("op"), op->at("args").at("op")) << "the arrow joins an op to work of another";
+    EXPECT_EQ(work->at("args").at("op"), op->at("args").at("op"))
+        << "the arrow joins an op to work of another";
     EXPECT_EQ(work->at("pid"), 10);
   }
 }
@@ -133,7 +140,8 @@ TEST(EngineDeviceTrace, ATracerThatCannotStartIsReportedAndHostSpansAreStillWrit
   ::testing::internal::CaptureStderr();
   const json trace = TraceOf("no_device.json", {"only"});
   EXPECT_NE(::testing::internal::GetCapturedStderr().find("a fake reason"), std::string::npos);
-  EXPECT_EQ(trace.at("otherData").at("device_trace"), "GPU activity is not recorded: a fake reason");
+  EXPECT_EQ(trace.at("otherData").at("device_trace"),
+            "GPU activity is not recorded: a fake reason");
   int spans = 0, device = 0;
   for (const json& e : trace.at("traceEvents")) {
     spans += e.at("ph") == "X" && e.at("name") == "only";

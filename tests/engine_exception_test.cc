@@ -31,7 +31,8 @@ class EngineExceptions : public ::testing::TestWithParam<EngineConfig> {
     b_ = engine_->NewVariable();
     c_ = engine_->NewVariable();
     u_ = engine_->NewVariable();
-    engine_->PushSync([](RunContext) { throw std::runtime_error("f failed: bad input"); }, kCpu, {}, {a_});
+    engine_->PushSync([](RunContext) { throw std::runtime_error("f failed: bad input"); }, kCpu, {},
+                      {a_});
     engine_->PushSync([this](RunContext) { ++skipped_ran_; }, kCpu, {a_}, {b_});
     engine_->PushSync([this](RunContext) { ++skipped_ran_; }, kCpu, {b_}, {c_});
     engine_->PushSync([this](RunContext) { unrelated_ = 5; }, kCpu, {}, {u_});
@@ -91,20 +92,24 @@ TEST_P(EngineExceptions, NewWorkRunsAfterAnError) {
   engine_->PushSync([&](RunContext) { value = 2; }, kCpu, {a_}, {b_});
   EXPECT_EQ(WaitMessage(b_), "f failed: bad input");
   EXPECT_EQ(value, 1);
-  EXPECT_EQ(WaitAllMessage(), "<no error>");                            // every failure has been reported
-  engine_->PushSync([&](RunContext) { value = 3; }, kCpu, {a_}, {b_});  // WaitForAll retired a's error
+  EXPECT_EQ(WaitAllMessage(), "<no error>");  // every failure has been reported
+  engine_->PushSync([&](RunContext) { value = 3; }, kCpu, {a_},
+                    {b_});  // WaitForAll retired a's error
   engine_->WaitForAll();
   EXPECT_EQ(value, 3);
 }
 
 TEST_P(EngineExceptions, AsyncOpsFailThroughOnComplete) {
   VarHandle v = engine_->NewVariable(), w = engine_->NewVariable();
-  testing::Completer completer(std::chrono::milliseconds(1), std::make_exception_ptr(Error("device lost")));
-  engine_->PushAsync([&](RunContext, engine::OnComplete done) { completer.Hand(done); }, kCpu, {}, {v});
+  testing::Completer completer(std::chrono::milliseconds(1),
+                               std::make_exception_ptr(Error("device lost")));
+  engine_->PushAsync([&](RunContext, engine::OnComplete done) { completer.Hand(done); }, kCpu, {},
+                     {v});
   engine_->PushSync([](RunContext) {}, kCpu, {v}, {w});
   EXPECT_EQ(WaitMessage(w), "device lost");
   EXPECT_EQ(WaitMessage(v), "device lost");
-  engine_->PushAsync([](RunContext, engine::OnComplete) { throw Error("launch failed"); }, kCpu, {}, {v});
+  engine_->PushAsync([](RunContext, engine::OnComplete) { throw Error("launch failed"); }, kCpu, {},
+                     {v});
   EXPECT_EQ(WaitMessage(v), "launch failed");
   EXPECT_EQ(WaitAllMessage(), "<no error>");
 }
@@ -136,7 +141,8 @@ TEST_P(EngineExceptions, DeleterRunsOnAVarThatHoldsAnError) {
   EXPECT_TRUE(deleted);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllEngines, EngineExceptions, ::testing::ValuesIn(testing::AllEngineConfigs()),
+INSTANTIATE_TEST_SUITE_P(AllEngines, EngineExceptions,
+                         ::testing::ValuesIn(testing::AllEngineConfigs()),
                          [](const auto& info) { return info.param.Name(); });
 
 }  // namespace

@@ -37,9 +37,11 @@ void PushChains(bool throw_some) {
           [i, c, throw_some](RunContext) {
             counter.ran.fetch_add(1);
             if (i % 50 == 0 && c == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            if (throw_some && i == kOpsPerChain - 1 && c % 10 == 0) throw std::runtime_error("op failed at exit");
+            if (throw_some && i == kOpsPerChain - 1 && c % 10 == 0)
+              throw std::runtime_error("op failed at exit");
           },
-          weft::Device::Cpu(), {vars[(c + 1) % kChains]}, {vars[c]}, weft::engine::FnProperty::kNormal, 0, "exit_op");
+          weft::Device::Cpu(), {vars[(c + 1) % kChains]}, {vars[c]},
+          weft::engine::FnProperty::kNormal, 0, "exit_op");
     }
   }
 }

@@ -37,7 +37,8 @@ void ExpectCleanRuns(const std::string& env, const std::string& mode, int runs) 
   for (int i = 0; i < runs; ++i) {
     RunResult r = RunChild(env, mode);
     ASSERT_EQ(r.status, 0) << "run " << i << " of '" << mode << "' (124 = hung):\n" << r.output;
-    ASSERT_NE(r.output.find("ran 10000 of 10000"), std::string::npos) << "run " << i << ":\n" << r.output;
+    ASSERT_NE(r.output.find("ran 10000 of 10000"), std::string::npos) << "run " << i << ":\n"
+                                                                      << r.output;
   }
 }
 
@@ -52,8 +53,9 @@ TEST(EngineExit, ExitWithQueuedWorkDrainsIt) { ExpectCleanRuns("WEFT_CPU_WORKERS
 TEST(EngineExit, UnobservedFailuresAreReportedNotFatal) {
   RunResult r = RunChild("WEFT_CPU_WORKERS=2", "failures");
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("weft: 5 failed op(s) were never waited for; the first: op failed at exit"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find("weft: 5 failed op(s) were never waited for; the first: op failed at exit"),
+      std::string::npos)
       << r.output;
 }
 

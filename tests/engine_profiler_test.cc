@@ -40,14 +40,14 @@ json RunAndTrace(engine::EngineKind kind, const std::string& name) {
   std::vector<engine::VarHandle> vars;
   for (int i = 0; i < 8; ++i) vars.push_back(engine->NewVariable());
   for (int i = 0; i < 400; ++i) {
-    engine->PushSync([](RunContext) {}, Device::Cpu(), {vars[i % 8]}, {vars[(i + 1) % 8]}, engine::FnProperty::kNormal,
-                     0, "step \"quoted\"");
+    engine->PushSync([](RunContext) {}, Device::Cpu(), {vars[i % 8]}, {vars[(i + 1) % 8]},
+                     engine::FnProperty::kNormal, 0, "step \"quoted\"");
   }
   testing::Completer completer(std::chrono::milliseconds(2));
-  engine->PushAsync([&](RunContext, engine::OnComplete done) { completer.Hand(done); }, Device::Cpu(), {}, {vars[0]},
-                    engine::FnProperty::kNormal, 0, "async_op");
-  engine->PushSync([](RunContext) {}, Device::Cpu(), {}, {vars[1]}, engine::FnProperty::kCpuPrioritized, 0,
-                   "prioritized");
+  engine->PushAsync([&](RunContext, engine::OnComplete done) { completer.Hand(done); },
+                    Device::Cpu(), {}, {vars[0]}, engine::FnProperty::kNormal, 0, "async_op");
+  engine->PushSync([](RunContext) {}, Device::Cpu(), {}, {vars[1]},
+                   engine::FnProperty::kCpuPrioritized, 0, "prioritized");
   engine->WaitForAll();
   engine->Shutdown();
   std::ifstream in(path);
@@ -57,15 +57,17 @@ json RunAndTrace(engine::EngineKind kind, const std::string& name) {
 
 void ExpectSpansNest(const std::vector<Span>& spans_in, int tid) {
   std::vector<Span> spans = spans_in;
-  std::sort(spans.begin(), spans.end(),
-            [](const Span& a, const Span& b) { return a.start != b.start ? a.start < b.start : a.end > b.end; });
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.start != b.start ? a.start < b.start : a.end > b.end;
+  });
   std::vector<Span> open;
   for (const Span& s : spans) {
     ASSERT_GE(s.end, s.start);
     while (!open.empty() && open.back().end <= s.start) open.pop_back();
     if (!open.empty()) {
-      ASSERT_LE(s.end, open.back().end) << "span [" << s.start << ", " << s.end << "] on track " << tid << " overlaps ["
-                                        << open.back().start << ", " << open.back().end << "] without nesting";
+      ASSERT_LE(s.end, open.back().end)
+          << "span [" << s.start << ", " << s.end << "] on track " << tid << " overlaps ["
+          << open.back().start << ", " << open.back().end << "] without nesting";
     }
     open.push_back(s);
   }
@@ -78,7 +80,8 @@ void CheckTrace(const json& trace) {
   std::map<std::string, int> counts;
   for (const json& e : trace["traceEvents"]) {
     const std::string ph = e.at("ph");
-    if (ph == "M" && e.at("name") == "thread_name") track_names[e.at("tid")] = e.at("args").at("name");
+    if (ph == "M" && e.at("name") == "thread_name")
+      track_names[e.at("tid")] = e.at("args").at("name");
     if (ph != "X") continue;
     double ts = e.at("ts"), dur = e.at("dur");
     tracks[e.at("tid")].push_back({ts, ts + dur});
@@ -112,7 +115,9 @@ TEST(EngineProfiler, ThreadedTraceIsValidAndSpansNest) {
   }
 }
 
-TEST(EngineProfiler, NaiveTraceIsValidAndSpansNest) { CheckTrace(RunAndTrace(engine::EngineKind::kNaive, "naive")); }
+TEST(EngineProfiler, NaiveTraceIsValidAndSpansNest) {
+  CheckTrace(RunAndTrace(engine::EngineKind::kNaive, "naive"));
+}
 
 TEST(EngineProfiler, UnwritablePathIsReportedNotFatal) {
   engine::EngineOptions options;
@@ -206,7 +211,8 @@ TEST_P(EngineProfilerControl, StartTwiceAndStopWithoutStartAreErrors) {
 // a half file nor the temporary one is left; the profiler has stopped and can start again.
 TEST_P(EngineProfilerControl, AFailedWriteLeavesNoFileAndStops) {
   auto e = Create();
-  const std::string dir = TempPath(GetParam() == engine::EngineKind::kNaive ? "naive_dir" : "threaded_dir");
+  const std::string dir =
+      TempPath(GetParam() == engine::EngineKind::kNaive ? "naive_dir" : "threaded_dir");
   ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
   e->StartProfiling(dir);
   Push(*e, e->NewVariable(), "op");
@@ -216,14 +222,16 @@ TEST_P(EngineProfilerControl, AFailedWriteLeavesNoFileAndStops) {
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
   EXPECT_FALSE(e->profiling());
-  const std::string path = TempPath(GetParam() == engine::EngineKind::kNaive ? "naive_ok.json" : "threaded_ok.json");
+  const std::string path =
+      TempPath(GetParam() == engine::EngineKind::kNaive ? "naive_ok.json" : "threaded_ok.json");
   e->StartProfiling(path);
   e->StopProfiling();
   EXPECT_TRUE(ReadTrace(path).contains("traceEvents"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, EngineProfilerControl,
-                         ::testing::Values(engine::EngineKind::kNaive, engine::EngineKind::kThreaded),
+                         ::testing::Values(engine::EngineKind::kNaive,
+                                           engine::EngineKind::kThreaded),
                          [](const auto& info) {
                            return info.param == engine::EngineKind::kNaive ? "Naive" : "Threaded";
                          });

@@ -41,7 +41,8 @@ struct Program {
     for (int r : op.reads) h = (h * 1000003u) ^ values[r];
     for (int w : op.writes) h = (h * 1000003u) ^ values[w];  // writes may read what they update
     observed[i] = h;
-    for (size_t k = 0; k < op.writes.size(); ++k) values[op.writes[k]] = values[op.writes[k]] * 31 + h + k;
+    for (size_t k = 0; k < op.writes.size(); ++k)
+      values[op.writes[k]] = values[op.writes[k]] * 31 + h + k;
   }
 };
 
@@ -64,7 +65,8 @@ Program MakeProgram(uint64_t seed) {
     if (kind == 0) op.prop = FnProperty::kCpuPrioritized;
     if (kind == 1) op.async = true;
     if (kind == 2) op.priority = std::uniform_int_distribution<int>(-5, 5)(rng);
-    if (kind >= 3 && kind <= 5) op.prop = FnProperty::kCpuSmall;  // draws nothing: earlier programs unchanged
+    if (kind >= 3 && kind <= 5)
+      op.prop = FnProperty::kCpuSmall;  // draws nothing: earlier programs unchanged
   }
   p.observed.assign(p.ops.size(), 0);
   return p;
@@ -90,8 +92,8 @@ void PushProgram(engine::Engine& engine, Program& p, const std::vector<VarHandle
           },
           Device::Cpu(), reads, writes, op.prop, op.priority, "random_async");
     } else {
-      engine.PushSync([&p, i](RunContext) { p.RunOp(i); }, Device::Cpu(), reads, writes, op.prop, op.priority,
-                      "random");
+      engine.PushSync([&p, i](RunContext) { p.RunOp(i); }, Device::Cpu(), reads, writes, op.prop,
+                      op.priority, "random");
     }
   }
 }
@@ -111,12 +113,14 @@ TEST_P(EngineRandomWorkload, MatchesSequentialExecution) {
     // Deleting every var right away is legal: each delete runs after the var's pending ops.
     for (VarHandle v : vars) engine->DeleteVariable([](RunContext) {}, Device::Cpu(), v);
     engine->WaitForAll();
-    ASSERT_EQ(actual.observed, expected.observed) << "program " << program << " (seed " << seed << ")";
+    ASSERT_EQ(actual.observed, expected.observed)
+        << "program " << program << " (seed " << seed << ")";
     ASSERT_EQ(actual.values, expected.values) << "program " << program << " (seed " << seed << ")";
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllEngines, EngineRandomWorkload, ::testing::ValuesIn(testing::AllEngineConfigs()),
+INSTANTIATE_TEST_SUITE_P(AllEngines, EngineRandomWorkload,
+                         ::testing::ValuesIn(testing::AllEngineConfigs()),
                          [](const auto& info) { return info.param.Name(); });
 
 }  // namespace

@@ -46,8 +46,11 @@ TEST_P(EngineRegression, WaitForAllWaitsForEveryOpPushedBeforeIt) {
         slow_done = true;
       },
       kCpu, {}, {engine_->NewVariable()});
-  engine_->PushSync([&, engine](RunContext) { engine->PushSync([&](RunContext) { child_done.Open(); }, kCpu, {}, {}); },
-                    kCpu, {}, {});
+  engine_->PushSync(
+      [&, engine](RunContext) {
+        engine->PushSync([&](RunContext) { child_done.Open(); }, kCpu, {}, {});
+      },
+      kCpu, {}, {});
   ASSERT_TRUE(child_done.WaitFor(10s));
   std::thread releaser([&] {
     std::this_thread::sleep_for(20ms);  // let WaitForAll start waiting first (not required)
@@ -98,7 +101,8 @@ TEST_P(EngineRegression, LongChainOfAsyncPropertyOpsDoesNotOverflowTheStack) {
   if (!threaded_with(1)) gate.Open();
   engine_->PushSync([&](RunContext) { gate.WaitFor(10s); }, kCpu, {}, {v});
   long count = 0;
-  for (int i = 0; i < 300000; ++i) engine_->PushSync([&](RunContext) { ++count; }, kCpu, {}, {v}, FnProperty::kAsync);
+  for (int i = 0; i < 300000; ++i)
+    engine_->PushSync([&](RunContext) { ++count; }, kCpu, {}, {v}, FnProperty::kAsync);
   gate.Open();
   engine_->WaitForAll();
   EXPECT_EQ(count, 300000);
@@ -111,7 +115,8 @@ TEST_P(EngineRegression, ConcurrentPushersOnOverlappingVarsDoNotDeadlock) {
   std::atomic<long> ran{0};
   auto pusher = [&](bool reversed) {
     for (int i = 0; i < 50000; ++i) {
-      engine_->PushSync([&](RunContext) { ++ran; }, kCpu, {}, reversed ? engine::VarList{b, a} : engine::VarList{a, b});
+      engine_->PushSync([&](RunContext) { ++ran; }, kCpu, {},
+                        reversed ? engine::VarList{b, a} : engine::VarList{a, b});
     }
   };
   std::thread t1(pusher, false), t2(pusher, true);
@@ -142,7 +147,8 @@ TEST_P(EngineRegression, EngineMayBeDestroyedRightAfterAForeignCompletion) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllEngines, EngineRegression, ::testing::ValuesIn(testing::AllEngineConfigs()),
+INSTANTIATE_TEST_SUITE_P(AllEngines, EngineRegression,
+                         ::testing::ValuesIn(testing::AllEngineConfigs()),
                          [](const auto& info) { return info.param.Name(); });
 
 }  // namespace

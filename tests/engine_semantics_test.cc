@@ -179,7 +179,8 @@ TEST_P(EngineSemantics, WorkerIdsAreUniqueAcrossPools) {
           std::lock_guard<std::mutex> lock(mu);
           threads_of_worker[ctx.worker].insert(std::this_thread::get_id());
         },
-        kCpu, {}, {engine_->NewVariable()}, i % 2 ? FnProperty::kCpuPrioritized : FnProperty::kNormal);
+        kCpu, {}, {engine_->NewVariable()},
+        i % 2 ? FnProperty::kCpuPrioritized : FnProperty::kNormal);
   }
   engine_->WaitForAll();
   const int total_workers = GetParam().workers + 1;  // normal pool + one prioritized worker
@@ -208,7 +209,8 @@ TEST_P(EngineSemantics, DeleteVariableRunsAfterPendingOps) {
           if (i % 25 == 0) std::this_thread::sleep_for(1ms);
           ++done;
         },
-        kCpu, write ? engine::VarList{} : engine::VarList{v}, write ? engine::VarList{v} : engine::VarList{});
+        kCpu, write ? engine::VarList{} : engine::VarList{v},
+        write ? engine::VarList{v} : engine::VarList{});
   }
   engine_->DeleteVariable([&](RunContext) { done_when_deleted = done.load(); }, kCpu, v);
   engine_->WaitForAll();
@@ -223,12 +225,16 @@ void ExpectDeletedVarRejected(Engine& engine, VarHandle deleted, VarHandle live,
       use();
       ADD_FAILURE() << what << " on a deleted variable was accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("DeleteVariable"), std::string::npos) << what << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find("DeleteVariable"), std::string::npos)
+          << what << ": " << e.what();
     }
   };
-  expect_rejected([&] { engine.PushSync([&](RunContext) { ++ran; }, kCpu, {deleted}, {}); }, "a read");
-  expect_rejected([&] { engine.PushSync([&](RunContext) { ++ran; }, kCpu, {live}, {deleted}); }, "a write");
-  expect_rejected([&] { engine.DeleteVariable([&](RunContext) { ++ran; }, kCpu, deleted); }, "a second delete");
+  expect_rejected([&] { engine.PushSync([&](RunContext) { ++ran; }, kCpu, {deleted}, {}); },
+                  "a read");
+  expect_rejected([&] { engine.PushSync([&](RunContext) { ++ran; }, kCpu, {live}, {deleted}); },
+                  "a write");
+  expect_rejected([&] { engine.DeleteVariable([&](RunContext) { ++ran; }, kCpu, deleted); },
+                  "a second delete");
   expect_rejected([&] { engine.WaitForVar(deleted); }, "WaitForVar");
 }
 
@@ -364,7 +370,8 @@ TEST_P(EngineSemantics, ShutdownDrainsQueuedWork) {
   EXPECT_EQ(ran.load(), 1000);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllEngines, EngineSemantics, ::testing::ValuesIn(testing::AllEngineConfigs()),
+INSTANTIATE_TEST_SUITE_P(AllEngines, EngineSemantics,
+                         ::testing::ValuesIn(testing::AllEngineConfigs()),
                          [](const auto& info) { return info.param.Name(); });
 
 }  // namespace

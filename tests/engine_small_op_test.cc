@@ -64,16 +64,20 @@ TEST_P(EngineSmallOp, BehindAPendingWriteItRunsOnAWorkerInPushOrder) {
   VarHandle v = engine_->NewVariable();
   Latch gate;
   std::vector<int> order;  // guarded by v: both ops write it
-  engine_->PushSync([&](RunContext) {
-    ASSERT_TRUE(gate.WaitFor(10s));
-    order.push_back(0);
-  }, kCpu, {}, {v});
+  engine_->PushSync(
+      [&](RunContext) {
+        ASSERT_TRUE(gate.WaitFor(10s));
+        order.push_back(0);
+      },
+      kCpu, {}, {v});
   std::atomic<bool> on_pusher{false};
   const std::thread::id pusher = std::this_thread::get_id();
-  PushSmall([&](RunContext) {
-    on_pusher = std::this_thread::get_id() == pusher;
-    order.push_back(1);
-  }, {}, {v});
+  PushSmall(
+      [&](RunContext) {
+        on_pusher = std::this_thread::get_id() == pusher;
+        order.push_back(1);
+      },
+      {}, {v});
   gate.Open();
   engine_->WaitForVar(v);
   EXPECT_EQ(order, (std::vector<int>{0, 1}));
@@ -85,23 +89,29 @@ TEST_P(EngineSmallOp, PushedInsideAnOpItRunsAfterThatOpsBody) {
   VarHandle outer = engine_->NewVariable(), inner = engine_->NewVariable();
   thread_local bool in_outer_body = false;
   std::atomic<bool> nested{true}, ran{false};
-  engine_->PushSync([&](RunContext) {
-    in_outer_body = true;
-    PushSmall([&](RunContext) {
-      nested = in_outer_body;  // this thread's flag: set only if run inside the outer body
-      ran = true;
-    }, {}, {inner});
-    in_outer_body = false;
-  }, kCpu, {}, {outer});
+  engine_->PushSync(
+      [&](RunContext) {
+        in_outer_body = true;
+        PushSmall(
+            [&](RunContext) {
+              nested = in_outer_body;  // this thread's flag: set only if run inside the outer body
+              ran = true;
+            },
+            {}, {inner});
+        in_outer_body = false;
+      },
+      kCpu, {}, {outer});
   engine_->WaitForAll();
   EXPECT_TRUE(ran.load());
-  EXPECT_FALSE(nested.load()) << "a small op pushed from an op's body ran inside it (sharing its workspace)";
+  EXPECT_FALSE(nested.load())
+      << "a small op pushed from an op's body ran inside it (sharing its workspace)";
 }
 
 TEST_P(EngineSmallOp, ErrorsTravelAlongEdgesAndAreNotThrownByPush) {
   VarHandle v = engine_->NewVariable(), w = engine_->NewVariable();
   bool dependent_ran = false;
-  EXPECT_NO_THROW(PushSmall([](RunContext) { throw std::runtime_error("small op failed"); }, {}, {v}));
+  EXPECT_NO_THROW(
+      PushSmall([](RunContext) { throw std::runtime_error("small op failed"); }, {}, {v}));
   EXPECT_NO_THROW(PushSmall([&](RunContext) { dependent_ran = true; }, {v}, {w}));
   try {
     engine_->WaitForVar(w);
@@ -111,7 +121,8 @@ TEST_P(EngineSmallOp, ErrorsTravelAlongEdgesAndAreNotThrownByPush) {
   }
   EXPECT_FALSE(dependent_ran);
   try {
-    engine_->WaitForAll();  // clears the engine's errors (whether it rethrows a reported one is WaitForAll's)
+    engine_->WaitForAll();  // clears the engine's errors (whether it rethrows a reported one is
+                            // WaitForAll's)
   } catch (const std::exception&) {
   }
   // Still usable: a new write clears the error.
@@ -126,10 +137,12 @@ TEST_P(EngineSmallOp, DeleteOfAFreeVarRunsItsDeleterAtOnce) {
   PushSmall([](RunContext) {}, {}, {v});
   std::atomic<bool> ran{false};
   std::thread::id ran_on;
-  engine_->DeleteVariable([&](RunContext) {
-    ran_on = std::this_thread::get_id();
-    ran = true;
-  }, kCpu, v);
+  engine_->DeleteVariable(
+      [&](RunContext) {
+        ran_on = std::this_thread::get_id();
+        ran = true;
+      },
+      kCpu, v);
   const bool ran_before_delete_returned = ran.load();
   engine_->WaitForAll();
   EXPECT_TRUE(ran_before_delete_returned);
@@ -139,7 +152,8 @@ TEST_P(EngineSmallOp, DeleteOfAFreeVarRunsItsDeleterAtOnce) {
 // Threads pushing small ops on a shared var and a var of their own: each thread's writes to the
 // shared var land in its push order, and none is lost.
 TEST_P(EngineSmallOp, ConcurrentPushersKeepEachThreadsWriteOrder) {
-  testing::Watchdog watchdog(std::chrono::seconds(120), "concurrent small-op pushers on " + GetParam().Name());
+  testing::Watchdog watchdog(std::chrono::seconds(120),
+                             "concurrent small-op pushers on " + GetParam().Name());
   constexpr int kThreads = 4, kOps = 2000;
   VarHandle shared = engine_->NewVariable();
   std::vector<std::pair<int, int>> log;  // guarded by `shared`: every op writes it
@@ -151,7 +165,8 @@ TEST_P(EngineSmallOp, ConcurrentPushersKeepEachThreadsWriteOrder) {
       for (int i = 0; i < kOps; ++i) {
         // Every fourth op is a normal one, so small ops also queue behind work on the workers.
         const FnProperty prop = i % 4 == 3 ? FnProperty::kNormal : FnProperty::kCpuSmall;
-        engine_->PushSync([&log, t, i](RunContext) { log.emplace_back(t, i); }, kCpu, {}, {shared, own[t]}, prop);
+        engine_->PushSync([&log, t, i](RunContext) { log.emplace_back(t, i); }, kCpu, {},
+                          {shared, own[t]}, prop);
       }
     });
   }
@@ -162,14 +177,16 @@ TEST_P(EngineSmallOp, ConcurrentPushersKeepEachThreadsWriteOrder) {
   for (const auto& [t, i] : log) ASSERT_EQ(i, next[t]++) << "thread " << t;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllEngines, EngineSmallOp, ::testing::ValuesIn(testing::AllEngineConfigs()),
+INSTANTIATE_TEST_SUITE_P(AllEngines, EngineSmallOp,
+                         ::testing::ValuesIn(testing::AllEngineConfigs()),
                          [](const auto& info) { return info.param.Name(); });
 
 TEST(EngineSmallOpRouting, IsRejectedOnAGpu) {
   auto engine = engine::CreateEngine(engine::EngineKind::kThreaded, {});
   VarHandle v = engine->NewVariable();
   try {
-    engine->PushSync([](RunContext) {}, Device::Gpu(0), {}, {v}, FnProperty::kCpuSmall, 0, "small_on_gpu");
+    engine->PushSync([](RunContext) {}, Device::Gpu(0), {}, {v}, FnProperty::kCpuSmall, 0,
+                     "small_on_gpu");
     ADD_FAILURE() << "a small CPU op on a GPU was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("small_on_gpu"), std::string::npos) << e.what();

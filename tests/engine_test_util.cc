@@ -16,8 +16,8 @@ Watchdog::Watchdog(std::chrono::seconds limit, std::string what)
     : thread_([this, limit, what = std::move(what)] {
         std::unique_lock<std::mutex> lock(mu_);
         if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
-          std::fprintf(stderr, "watchdog: '%s' did not finish within %llds (deadlock?)\n", what.c_str(),
-                       static_cast<long long>(limit.count()));
+          std::fprintf(stderr, "watchdog: '%s' did not finish within %llds (deadlock?)\n",
+                       what.c_str(), static_cast<long long>(limit.count()));
           std::abort();
         }
       }) {}

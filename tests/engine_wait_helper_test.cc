@@ -4,9 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
-#include <functional>
 
 #include "engine/engine.h"
 #include "engine/wait_helper.h"

@@ -69,7 +69,8 @@ double LossValue(const std::map<std::string, std::vector<double>>& values) {
 TEST(Executor, GradientsMatchFiniteDifferences) {
   auto values = RandomValues(1);
   Executor::ArrayMap grads = ZeroGrads();
-  auto exec = Executor::Bind(Loss(), Device::Cpu(), Arrays(values), grads, AllReqs(GradReq::kWrite));
+  auto exec =
+      Executor::Bind(Loss(), Device::Cpu(), Arrays(values), grads, AllReqs(GradReq::kWrite));
   exec->Forward(true);
   exec->Backward();
   EXPECT_NEAR(exec->outputs()[0].ToVector<double>()[0], LossValue(values), 1e-12);
@@ -93,7 +94,8 @@ TEST(Executor, GradientsMatchTheImperativeOps) {
   exec->Backward();
   // The same chain, op by op, differentiated by each op's rule in reverse.
   const NDArray &x = args["x"], &w = args["w"], &b = args["b"];
-  NDArray xw = Invoke("mul", {x, w})[0], pre = Invoke("add", {xw, b})[0], h = Invoke("tanh", {pre})[0];
+  NDArray xw = Invoke("mul", {x, w})[0], pre = Invoke("add", {xw, b})[0],
+          h = Invoke("tanh", {pre})[0];
   NDArray sq = Invoke("square", {h})[0];
   NDArray ones(Shape{}, Device::Cpu(), DType::kFloat64);
   ones.Fill(1);
@@ -101,7 +103,8 @@ TEST(Executor, GradientsMatchTheImperativeOps) {
     std::vector<NDArray> grads;
     for (const NDArray& a : in) grads.emplace_back(a.shape(), Device::Cpu(), DType::kFloat64);
     const Op& def = GetOp(op);
-    InvokeBackward(def, ParseAttrs(def, {}), in, out, {dy}, grads, std::vector<OpReq>(in.size(), OpReq::kWrite));
+    InvokeBackward(def, ParseAttrs(def, {}), in, out, {dy}, grads,
+                   std::vector<OpReq>(in.size(), OpReq::kWrite));
     return grads;
   };
   NDArray d_sq = back("sum", {sq}, {Invoke("sum", {sq})[0]}, ones)[0];
@@ -112,7 +115,8 @@ TEST(Executor, GradientsMatchTheImperativeOps) {
   auto expect_equal = [](const NDArray& a, const NDArray& b, const char* what) {
     std::vector<double> va = a.ToVector<double>(), vb = b.ToVector<double>();
     ASSERT_EQ(va.size(), vb.size()) << what;
-    for (size_t i = 0; i < va.size(); ++i) EXPECT_NEAR(va[i], vb[i], 1e-12) << what << "[" << i << "]";
+    for (size_t i = 0; i < va.size(); ++i)
+      EXPECT_NEAR(va[i], vb[i], 1e-12) << what << "[" << i << "]";
   };
   expect_equal(grads["x"], d_mul[0], "x");
   expect_equal(grads["w"], d_mul[1], "w");
@@ -122,30 +126,37 @@ TEST(Executor, GradientsMatchTheImperativeOps) {
 TEST(Executor, AddRequestAccumulatesAcrossBackwardCalls) {
   auto values = RandomValues(3);
   Executor::ArrayMap written = ZeroGrads(), accumulated = ZeroGrads(0.25);
-  auto once = Executor::Bind(Loss(), Device::Cpu(), Arrays(values), written, AllReqs(GradReq::kWrite));
+  auto once =
+      Executor::Bind(Loss(), Device::Cpu(), Arrays(values), written, AllReqs(GradReq::kWrite));
   once->Forward(true);
   once->Backward();
-  auto twice = Executor::Bind(Loss(), Device::Cpu(), Arrays(values), accumulated, AllReqs(GradReq::kAdd));
+  auto twice =
+      Executor::Bind(Loss(), Device::Cpu(), Arrays(values), accumulated, AllReqs(GradReq::kAdd));
   for (int i = 0; i < 2; ++i) {
     twice->Forward(true);
     twice->Backward();
   }
   for (const auto& [name, shape] : kShapes) {
-    std::vector<double> one = written[name].ToVector<double>(), two = accumulated[name].ToVector<double>();
+    std::vector<double> one = written[name].ToVector<double>(),
+                        two = accumulated[name].ToVector<double>();
     for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(two[i], 0.25 + 2 * one[i], 1e-12) << name;
   }
 }
 
 TEST(Executor, NullRequestSkipsTheWorkOnlyItNeeds) {
   auto values = RandomValues(4);
-  auto all = Executor::Bind(Loss(), Device::Cpu(), Arrays(values), ZeroGrads(), AllReqs(GradReq::kWrite));
+  auto all =
+      Executor::Bind(Loss(), Device::Cpu(), Arrays(values), ZeroGrads(), AllReqs(GradReq::kWrite));
   Executor::ArrayMap grads = ZeroGrads(7);
-  auto only_b = Executor::Bind(Loss(), Device::Cpu(), Arrays(values), grads,
-                               {{"x", GradReq::kNull}, {"w", GradReq::kNull}, {"b", GradReq::kWrite}});
-  EXPECT_LT(only_b->stats().backward_nodes, all->stats().backward_nodes) << "mul's backward is not needed for b";
+  auto only_b =
+      Executor::Bind(Loss(), Device::Cpu(), Arrays(values), grads,
+                     {{"x", GradReq::kNull}, {"w", GradReq::kNull}, {"b", GradReq::kWrite}});
+  EXPECT_LT(only_b->stats().backward_nodes, all->stats().backward_nodes)
+      << "mul's backward is not needed for b";
   only_b->Forward(true);
   only_b->Backward();
-  EXPECT_EQ(grads["x"].ToVector<double>(), std::vector<double>(12, 7.0)) << "a null gradient is not written";
+  EXPECT_EQ(grads["x"].ToVector<double>(), std::vector<double>(12, 7.0))
+      << "a null gradient is not written";
   all->Forward(true);
   all->Backward();
   EXPECT_EQ(grads["b"].ToVector<double>(), all->arg_grads().at("b").ToVector<double>());
@@ -157,7 +168,8 @@ TEST(Executor, MemoryPlanningChangesNoResult) {
   for (int planned = 0; planned < 2; ++planned) {
     setenv("WEFT_PLAN_MEMORY", planned ? "1" : "0", 1);
     Executor::ArrayMap grads = ZeroGrads();
-    auto exec = Executor::Bind(Loss(), Device::Cpu(), Arrays(values), grads, AllReqs(GradReq::kWrite));
+    auto exec =
+        Executor::Bind(Loss(), Device::Cpu(), Arrays(values), grads, AllReqs(GradReq::kWrite));
     exec->Forward(true);
     exec->Backward();
     results[planned] = exec->outputs()[0].ToVector<double>();
@@ -176,9 +188,11 @@ TEST(Executor, MemoryPlanningChangesNoResult) {
 TEST(Executor, NullRequestPushesFewerEngineOps) {
   setenv("WEFT_EXEC_BULK_SIZE", "1", 1);  // one engine op per node, so ops count nodes run
   auto values = RandomValues(7);
-  auto all = Executor::Bind(Loss(), Device::Cpu(), Arrays(values), ZeroGrads(), AllReqs(GradReq::kWrite));
-  auto only_b = Executor::Bind(Loss(), Device::Cpu(), Arrays(values), ZeroGrads(),
-                               {{"x", GradReq::kNull}, {"w", GradReq::kNull}, {"b", GradReq::kWrite}});
+  auto all =
+      Executor::Bind(Loss(), Device::Cpu(), Arrays(values), ZeroGrads(), AllReqs(GradReq::kWrite));
+  auto only_b =
+      Executor::Bind(Loss(), Device::Cpu(), Arrays(values), ZeroGrads(),
+                     {{"x", GradReq::kNull}, {"w", GradReq::kNull}, {"b", GradReq::kWrite}});
   unsetenv("WEFT_EXEC_BULK_SIZE");
   all->Forward(true);
   all->Backward();
@@ -196,7 +210,8 @@ TEST(Executor, MemoryPlanOfAnMlpTrainingGraphIsSmallerThanNaive) {
     if (i < 3) h = Symbol::Op("relu", {h});
   }
   Symbol loss = Symbol::Op("SoftmaxCrossEntropy", {h, Symbol::Variable("label")});
-  auto shapes = InferArgumentShapes(loss.ToGraph(), {{"data", Shape{32, 20}}, {"label", Shape{32}}});
+  auto shapes =
+      InferArgumentShapes(loss.ToGraph(), {{"data", Shape{32, 20}}, {"label", Shape{32}}});
   Executor::ArrayMap args, grads;
   std::map<std::string, GradReq> reqs;
   for (const auto& [name, shape] : shapes) {
@@ -219,7 +234,9 @@ TEST(Executor, BindingErrorsNameTheArgument) {
   Executor::ArrayMap args = Arrays(RandomValues(6));
   Executor::ArrayMap missing = args;
   missing.erase("w");
-  EXPECT_NE(message([&] { Executor::Bind(Loss(), Device::Cpu(), missing); }).find("argument 'w' is missing"),
+  EXPECT_NE(message([&] {
+              Executor::Bind(Loss(), Device::Cpu(), missing);
+            }).find("argument 'w' is missing"),
             std::string::npos);
   Executor::ArrayMap wrong = args;
   wrong["w"] = NDArray(Shape{5}, Device::Cpu(), DType::kFloat64);
@@ -235,20 +252,26 @@ TEST(Executor, BindingErrorsNameTheArgument) {
 }
 
 // data (2, 4) -> fc (5 units): fc_weight must be (5, 4), fc_bias (5,).
-Symbol OneLayer() { return Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "5"}}, "fc"); }
+Symbol OneLayer() {
+  return Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "5"}}, "fc");
+}
 
 Executor::ArrayMap OneLayerArrays(const Shape& weight) {
-  Executor::ArrayMap arrays = {
-      {"data", NDArray(Shape{2, 4})}, {"fc_weight", NDArray(weight)}, {"fc_bias", NDArray(Shape{5})}};
+  Executor::ArrayMap arrays = {{"data", NDArray(Shape{2, 4})},
+                               {"fc_weight", NDArray(weight)},
+                               {"fc_bias", NDArray(Shape{5})}};
   for (auto& [name, array] : arrays) array.Fill(0);
   return arrays;
 }
 
 TEST(Executor, AWrongArgumentIsBlamedRatherThanItsRightGradient) {
   const Executor::ArrayMap args = OneLayerArrays(Shape{5, 3});  // the weight is wrong
-  const Executor::ArrayMap grads = {{"fc_weight", NDArray(Shape{5, 4})}, {"fc_bias", NDArray(Shape{5})}};
-  const std::map<std::string, GradReq> reqs = {{"fc_weight", GradReq::kWrite}, {"fc_bias", GradReq::kWrite}};
-  const std::string m = testing::ErrorMessage([&] { Executor::Bind(OneLayer(), Device::Cpu(), args, grads, reqs); });
+  const Executor::ArrayMap grads = {{"fc_weight", NDArray(Shape{5, 4})},
+                                    {"fc_bias", NDArray(Shape{5})}};
+  const std::map<std::string, GradReq> reqs = {{"fc_weight", GradReq::kWrite},
+                                               {"fc_bias", GradReq::kWrite}};
+  const std::string m =
+      testing::ErrorMessage([&] { Executor::Bind(OneLayer(), Device::Cpu(), args, grads, reqs); });
   EXPECT_EQ(m.find("gradient of"), std::string::npos) << m;
   EXPECT_NE(m.find("fc_weight (5, 3)"), std::string::npos) << m;
   EXPECT_NE(m.find("weight must be (5, 4), found (5, 3)"), std::string::npos) << m;
@@ -256,24 +279,30 @@ TEST(Executor, AWrongArgumentIsBlamedRatherThanItsRightGradient) {
 
 TEST(Executor, NamesTheGraphDoesNotHaveAreErrors) {
   const Executor::ArrayMap args = OneLayerArrays(Shape{5, 4});
-  const Executor::ArrayMap grads = {{"fc_weight", NDArray(Shape{5, 4})}, {"fc_bias", NDArray(Shape{5})}};
-  const std::map<std::string, GradReq> reqs = {{"fc_weight", GradReq::kWrite}, {"fc_bias", GradReq::kWrite}};
+  const Executor::ArrayMap grads = {{"fc_weight", NDArray(Shape{5, 4})},
+                                    {"fc_bias", NDArray(Shape{5})}};
+  const std::map<std::string, GradReq> reqs = {{"fc_weight", GradReq::kWrite},
+                                               {"fc_bias", GradReq::kWrite}};
   const std::string known = "the graph's arguments are 'data', 'fc_weight', 'fc_bias'";
   Executor::ArrayMap typo_arg = args;
   typo_arg["fc_wieght"] = NDArray(Shape{5, 4});
-  testing::ExpectErrorContains([&] { Executor::Bind(OneLayer(), Device::Cpu(), typo_arg, grads, reqs); },
-                               {"Bind", "argument 'fc_wieght'", known, "did you mean 'fc_weight'?"});
+  testing::ExpectErrorContains(
+      [&] { Executor::Bind(OneLayer(), Device::Cpu(), typo_arg, grads, reqs); },
+      {"Bind", "argument 'fc_wieght'", known, "did you mean 'fc_weight'?"});
   Executor::ArrayMap typo_grad = grads;
   typo_grad["fc_bais"] = NDArray(Shape{5});
-  testing::ExpectErrorContains([&] { Executor::Bind(OneLayer(), Device::Cpu(), args, typo_grad, reqs); },
-                               {"Bind", "gradient array 'fc_bais'", known, "did you mean 'fc_bias'?"});
+  testing::ExpectErrorContains(
+      [&] { Executor::Bind(OneLayer(), Device::Cpu(), args, typo_grad, reqs); },
+      {"Bind", "gradient array 'fc_bais'", known, "did you mean 'fc_bias'?"});
   std::map<std::string, GradReq> typo_req = reqs;
   typo_req["Data"] = GradReq::kNull;
-  testing::ExpectErrorContains([&] { Executor::Bind(OneLayer(), Device::Cpu(), args, grads, typo_req); },
-                               {"Bind", "gradient request 'Data'", known, "did you mean 'data'?"});
+  testing::ExpectErrorContains(
+      [&] { Executor::Bind(OneLayer(), Device::Cpu(), args, grads, typo_req); },
+      {"Bind", "gradient request 'Data'", known, "did you mean 'data'?"});
   Executor::ArrayMap unlike = args;
   unlike["labels"] = NDArray(Shape{2});
-  const std::string m = testing::ErrorMessage([&] { Executor::Bind(OneLayer(), Device::Cpu(), unlike); });
+  const std::string m =
+      testing::ErrorMessage([&] { Executor::Bind(OneLayer(), Device::Cpu(), unlike); });
   EXPECT_NE(m.find("argument 'labels'"), std::string::npos) << m;
   EXPECT_EQ(m.find("did you mean"), std::string::npos) << "nothing is close to 'labels': " << m;
   EXPECT_NO_THROW(Executor::Bind(OneLayer(), Device::Cpu(), args, grads, reqs));
@@ -288,7 +317,8 @@ TEST(Executor, ALongChainBindsRunsAndIsDestroyedWithoutRecursion) {
     for (int n = 0; n < kNodes - 1; ++n) y = Symbol::Op("neg", {y});
     y = Symbol::Op("relu", {y});
     NDArray x = NDArray::FromVector(std::vector<float>{-1, 2}, Shape{2}), grad(Shape{2});
-    auto exec = Executor::Bind(y, Device::Cpu(), {{"x", x}}, {{"x", grad}}, {{"x", GradReq::kWrite}});
+    auto exec =
+        Executor::Bind(y, Device::Cpu(), {{"x", x}}, {{"x", grad}}, {{"x", GradReq::kWrite}});
     exec->Forward(true);
     exec->Backward();
     EXPECT_EQ(exec->outputs()[0].ToVector<float>(), (std::vector<float>{1, 0}));
@@ -306,7 +336,8 @@ TEST(Executor, ReshapeRebindsForANewBatchSize) {
   bigger->Forward(false);
   EXPECT_EQ(bigger->outputs()[0].ToVector<float>(), std::vector<float>(7, 6.0f));
   exec->Forward(false);
-  EXPECT_EQ(exec->outputs()[0].ToVector<float>(), std::vector<float>(4, 3.0f)) << "the original is untouched";
+  EXPECT_EQ(exec->outputs()[0].ToVector<float>(), std::vector<float>(4, 3.0f))
+      << "the original is untouched";
 }
 
 // Sets WEFT_EXEC_BULK_SIZE for what is bound in its lifetime.
@@ -325,23 +356,27 @@ TEST(Executor, TwoIdenticalOptimizerUpdatesInOneGraphBothRun) {
   //   mom2 = 0.9 * mom1 - 0.5 * g = (-0.2725, 1.355) b = w + mom2 = (0.7275, 3.355)
   const AttrMap attrs = {{"lr", "0.5"}, {"momentum", "0.9"}};
   Symbol w = Symbol::Variable("w"), g = Symbol::Variable("g"), mom = Symbol::Variable("mom");
-  Symbol updates = Symbol::Group(
-      {Symbol::Op("sgd_mom_update", {w, g, mom}, attrs, "a"), Symbol::Op("sgd_mom_update", {w, g, mom}, attrs, "b")});
+  Symbol updates = Symbol::Group({Symbol::Op("sgd_mom_update", {w, g, mom}, attrs, "a"),
+                                  Symbol::Op("sgd_mom_update", {w, g, mom}, attrs, "b")});
   for (int bulk : {1, 8}) {
-    Executor::ArrayMap args = {{"w", NDArray::FromVector(std::vector<double>{1, 2}, Shape{2})},
-                               {"g", NDArray::FromVector(std::vector<double>{0.5, -1}, Shape{2})},
-                               {"mom", NDArray::FromVector(std::vector<double>{0.25, 0.5}, Shape{2})}};
+    Executor::ArrayMap args = {
+        {"w", NDArray::FromVector(std::vector<double>{1, 2}, Shape{2})},
+        {"g", NDArray::FromVector(std::vector<double>{0.5, -1}, Shape{2})},
+        {"mom", NDArray::FromVector(std::vector<double>{0.25, 0.5}, Shape{2})}};
     std::unique_ptr<Executor> exec;
     {
       BulkSize size(bulk);
       exec = Executor::Bind(updates, Device::Cpu(), args);
     }
     exec->Forward(/*is_train=*/false);
-    const std::vector<double> a = Values(exec->outputs()[0]), b = Values(exec->outputs()[1]), m = Values(args["mom"]);
-    const std::vector<double> a_want = {0.975, 2.95}, b_want = {0.7275, 3.355}, m_want = {-0.2725, 1.355};
+    const std::vector<double> a = Values(exec->outputs()[0]), b = Values(exec->outputs()[1]),
+                              m = Values(args["mom"]);
+    const std::vector<double> a_want = {0.975, 2.95}, b_want = {0.7275, 3.355},
+                              m_want = {-0.2725, 1.355};
     for (size_t i = 0; i < 2; ++i) {
       EXPECT_NEAR(a[i], a_want[i], 1e-12) << "bulk " << bulk << ", a[" << i << "]";
-      EXPECT_NEAR(b[i], b_want[i], 1e-12) << "bulk " << bulk << ", b[" << i << "]: the momentum applied twice";
+      EXPECT_NEAR(b[i], b_want[i], 1e-12)
+          << "bulk " << bulk << ", b[" << i << "]: the momentum applied twice";
       EXPECT_NEAR(m[i], m_want[i], 1e-12) << "bulk " << bulk << ", mom[" << i << "]";
     }
   }
@@ -353,16 +388,18 @@ TEST(Executor, TwoIdenticalOptimizerUpdatesInOneGraphBothRun) {
 // old value: the executor runs write-backs after every other node.
 TEST(Executor, AnExtensionsWriteBacksRunAfterEveryOtherReaderOfTheirArgument) {
   Symbol x = Symbol::Variable("x"), w1 = Symbol::Variable("w1"), w2 = Symbol::Variable("w2");
-  Symbol loss = Symbol::Op(
-      "add", {Symbol::Op("sum", {Symbol::Op("mul", {x, w1})}), Symbol::Op("sum", {Symbol::Op("mul", {x, w2})})});
+  Symbol loss = Symbol::Op("add", {Symbol::Op("sum", {Symbol::Op("mul", {x, w1})}),
+                                   Symbol::Op("sum", {Symbol::Op("mul", {x, w2})})});
   GraphExtension extension;
   extension.write_back = {"w1", "w2"};
   extension.append = [](const Graph& g, const std::vector<std::string>& grad_args) {
     GraphBuilder b = g.ToBuilder();
     std::map<std::string, NodeEntry> var, grad;
     for (uint32_t n : g.ArgumentNodes()) var[g.node(n).name] = {n, 0};
-    for (size_t i = 0; i < grad_args.size(); ++i) grad[grad_args[i]] = g.outputs()[g.num_forward_outputs() + i];
-    const auto add = [&](const std::string& op, const AttrMap& attrs, std::vector<NodeEntry> in, const char* param) {
+    for (size_t i = 0; i < grad_args.size(); ++i)
+      grad[grad_args[i]] = g.outputs()[g.num_forward_outputs() + i];
+    const auto add = [&](const std::string& op, const AttrMap& attrs, std::vector<NodeEntry> in,
+                         const char* param) {
       Node node;
       node.op = &GetOp(op);
       node.name = op + std::to_string(b.nodes.size());
@@ -387,8 +424,8 @@ TEST(Executor, AnExtensionsWriteBacksRunAfterEveryOtherReaderOfTheirArgument) {
     std::unique_ptr<Executor> exec;
     {
       BulkSize size(bulk);
-      exec = Executor::Bind(loss, Device::Cpu(), args, grads, {{"w1", GradReq::kWrite}, {"w2", GradReq::kWrite}},
-                            extension);
+      exec = Executor::Bind(loss, Device::Cpu(), args, grads,
+                            {{"w1", GradReq::kWrite}, {"w2", GradReq::kWrite}}, extension);
     }
     exec->Forward(/*is_train=*/true);
     exec->Backward();
@@ -396,8 +433,9 @@ TEST(Executor, AnExtensionsWriteBacksRunAfterEveryOtherReaderOfTheirArgument) {
     for (size_t i = 0; i < 3; ++i) {
       const double g = xs[i] + xs[i + 3];
       EXPECT_DOUBLE_EQ(w1[i], w1_old[i] - 0.5 * g) << "bulk " << bulk << ", w1[" << i << "]";
-      EXPECT_DOUBLE_EQ(w2[i], w2_old[i] - 0.5 * g * w1_old[i]) << "bulk " << bulk << ", w2[" << i << "]: r read "
-                                                               << "the new w1";
+      EXPECT_DOUBLE_EQ(w2[i], w2_old[i] - 0.5 * g * w1_old[i])
+          << "bulk " << bulk << ", w2[" << i << "]: r read "
+          << "the new w1";
     }
   }
   GraphExtension wrong = extension;
@@ -409,7 +447,8 @@ TEST(Executor, AnExtensionsWriteBacksRunAfterEveryOtherReaderOfTheirArgument) {
                               {"w2", NDArray(Shape{3}, Device::Cpu(), DType::kFloat64)}};
   testing::ExpectErrorContains(
       [&] {
-        Executor::Bind(loss, Device::Cpu(), args, grads, {{"w1", GradReq::kWrite}, {"w2", GradReq::kWrite}}, wrong);
+        Executor::Bind(loss, Device::Cpu(), args, grads,
+                       {{"w1", GradReq::kWrite}, {"w2", GradReq::kWrite}}, wrong);
       },
       {"argument 'x' ((2, 3) float64) cannot take the output written into it, (3,) float64"});
 }
@@ -436,7 +475,8 @@ TEST(Executor, RandomOpsInOneSegmentDrawDisjointRangesHoweverItIsCut) {
   Executor::ArrayMap args;
   for (int i = 0; i < 3; ++i) {
     const std::string x = "x" + std::to_string(i);
-    masks.push_back(Symbol::Op("Dropout", {Symbol::Variable(x)}, {{"p", "0.5"}}, "drop" + std::to_string(i))[1]);
+    masks.push_back(Symbol::Op("Dropout", {Symbol::Variable(x)}, {{"p", "0.5"}},
+                               "drop" + std::to_string(i))[1]);
     args[x] = NDArray::FromVector(std::vector<float>(sizes[i], 1.0f), Shape{sizes[i]});
   }
   for (int bulk : {1, 2, 3, 8}) {
@@ -451,11 +491,13 @@ TEST(Executor, RandomOpsInOneSegmentDrawDisjointRangesHoweverItIsCut) {
       EXPECT_EQ(exec->outputs()[i].ToVector<float>(), ReferenceMask(kSeed, offsets[i], sizes[i]))
           << "bulk " << bulk << ", Dropout " << i << ": blocks from " << offsets[i];
     }
-    EXPECT_EQ(ReserveRandom(Device::Cpu(), 1).offset, 6u) << "bulk " << bulk << ": reserved exactly what was drawn";
+    EXPECT_EQ(ReserveRandom(Device::Cpu(), 1).offset, 6u)
+        << "bulk " << bulk << ": reserved exactly what was drawn";
     SeedRandom(kSeed);
     exec->Forward(/*is_train=*/false);
     EXPECT_EQ(exec->outputs()[0].ToVector<float>(), std::vector<float>(sizes[0], 1.0f));
-    EXPECT_EQ(ReserveRandom(Device::Cpu(), 1).offset, 0u) << "bulk " << bulk << ": outside training nothing is drawn";
+    EXPECT_EQ(ReserveRandom(Device::Cpu(), 1).offset, 0u)
+        << "bulk " << bulk << ": outside training nothing is drawn";
   }
 }
 
@@ -464,7 +506,8 @@ TEST(Executor, ABoundDropoutDrawsWhatTheImperativeOneDraws) {
   // and the same position of the stream afterwards.
   const NDArray x = NDArray::FromVector(std::vector<float>(1001, 3.0f), Shape{7, 143});
   SeedRandom(5);
-  const std::vector<float> imperative = Invoke("Dropout", {x}, {{"p", "0.3"}}, {.is_train = true})[1].ToVector<float>();
+  const std::vector<float> imperative =
+      Invoke("Dropout", {x}, {{"p", "0.3"}}, {.is_train = true})[1].ToVector<float>();
   const uint64_t imperative_next = ReserveRandom(Device::Cpu(), 1).offset;
   Symbol mask = Symbol::Op("Dropout", {Symbol::Variable("x")}, {{"p", "0.3"}})[1];
   auto exec = Executor::Bind(mask, Device::Cpu(), {{"x", x}});
@@ -493,8 +536,8 @@ std::unique_ptr<Executor> UnrelatedExecutor() {
 TEST(Executor, BackwardReadsItsOwnHeadGradientsWithoutACopy) {
   auto values = RandomValues(5);
   const Symbol h = Symbol::Op(
-      "tanh",
-      {Symbol::Op("add", {Symbol::Op("mul", {Symbol::Variable("x"), Symbol::Variable("w")}), Symbol::Variable("b")})});
+      "tanh", {Symbol::Op("add", {Symbol::Op("mul", {Symbol::Variable("x"), Symbol::Variable("w")}),
+                                  Symbol::Variable("b")})});
   const NDArray dy = NDArray::FromVector(RandomValues(6).at("x"), kShapes.at("x"));
   Executor::ArrayMap copied = ZeroGrads(), own = ZeroGrads();
   auto a = Executor::Bind(h, Device::Cpu(), Arrays(values), copied, AllReqs(GradReq::kWrite));
@@ -505,16 +548,21 @@ TEST(Executor, BackwardReadsItsOwnHeadGradientsWithoutACopy) {
   dy.CopyTo(b->head_grads().at(0));
   engine::Engine* engine = engine::Engine::Get();
   testing::Latch gate, reached;
-  engine->PushSync([&gate](engine::RunContext) { gate.WaitFor(std::chrono::seconds(60)); }, Device::Cpu(),
-                   {b->head_grads()[0].var()}, {}, engine::FnProperty::kCpuPrioritized);
+  engine->PushSync([&gate](engine::RunContext) { gate.WaitFor(std::chrono::seconds(60)); },
+                   Device::Cpu(), {b->head_grads()[0].var()}, {},
+                   engine::FnProperty::kCpuPrioritized);
   b->Backward(b->head_grads());
-  engine->PushSync([&reached](engine::RunContext) { reached.Open(); }, Device::Cpu(), {own["x"].var()}, {});
-  EXPECT_TRUE(reached.WaitFor(std::chrono::seconds(30))) << "the backward waited for the head array's reader";
+  engine->PushSync([&reached](engine::RunContext) { reached.Open(); }, Device::Cpu(),
+                   {own["x"].var()}, {});
+  EXPECT_TRUE(reached.WaitFor(std::chrono::seconds(30)))
+      << "the backward waited for the head array's reader";
   gate.Open();
-  for (const auto& [name, shape] : kShapes) EXPECT_EQ(own[name].ToVector<double>(), copied[name].ToVector<double>());
+  for (const auto& [name, shape] : kShapes)
+    EXPECT_EQ(own[name].ToVector<double>(), copied[name].ToVector<double>());
   a->Backward();
   b->Backward();
-  for (const auto& [name, shape] : kShapes) EXPECT_EQ(own[name].ToVector<double>(), copied[name].ToVector<double>());
+  for (const auto& [name, shape] : kShapes)
+    EXPECT_EQ(own[name].ToVector<double>(), copied[name].ToVector<double>());
 }
 
 TEST(Executor, DestroyingAnExecutorLeavesOtherErrorsToTheirWaiters) {
@@ -526,7 +574,8 @@ TEST(Executor, DestroyingAnExecutorLeavesOtherErrorsToTheirWaiters) {
     exec->Forward(false);
     EXPECT_EQ(exec->outputs()[0].ToVector<float>(), (std::vector<float>{0, 2}));
   }  // destroyed: must neither report nor clear the imperative op's error
-  EXPECT_NE(testing::ErrorMessage([&] { engine->WaitForAll(); }).find("label of row 0 is 7"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { engine->WaitForAll(); }).find("label of row 0 is 7"),
+            std::string::npos);
 }
 
 TEST(Executor, DestroyingAnExecutorWaitsOnlyForItsOwnOps) {
@@ -535,12 +584,13 @@ TEST(Executor, DestroyingAnExecutorWaitsOnlyForItsOwnOps) {
   engine::Engine* engine = engine::Engine::Get();
   engine::VarHandle unrelated = engine->NewVariable();
   testing::Latch gate;
-  engine->PushSync([&gate](engine::RunContext) { gate.WaitFor(std::chrono::seconds(120)); }, Device::Cpu(), {},
-                   {unrelated}, engine::FnProperty::kCpuPrioritized);
+  engine->PushSync([&gate](engine::RunContext) { gate.WaitFor(std::chrono::seconds(120)); },
+                   Device::Cpu(), {}, {unrelated}, engine::FnProperty::kCpuPrioritized);
   {
     auto exec = UnrelatedExecutor();
     exec->Forward(false);
-    testing::Watchdog watchdog(std::chrono::seconds(20), "~Executor waited for an op that is not its own");
+    testing::Watchdog watchdog(std::chrono::seconds(20),
+                               "~Executor waited for an op that is not its own");
     exec.reset();
   }
   gate.Open();

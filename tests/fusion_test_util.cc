@@ -3,8 +3,12 @@
 namespace weft::testing {
 
 Symbol Var(const std::string& name) { return Symbol::Variable(name); }
-Symbol Op1(const std::string& op, const Symbol& x, AttrMap attrs) { return Symbol::Op(op, {x}, attrs); }
-Symbol Op2(const std::string& op, const Symbol& a, const Symbol& b) { return Symbol::Op(op, {a, b}); }
+Symbol Op1(const std::string& op, const Symbol& x, AttrMap attrs) {
+  return Symbol::Op(op, {x}, attrs);
+}
+Symbol Op2(const std::string& op, const Symbol& a, const Symbol& b) {
+  return Symbol::Op(op, {a, b});
+}
 Symbol Scalar(const std::string& op, const Symbol& x, double s) {
   return Symbol::Op(op, {x}, {{"scalar", std::to_string(s)}});
 }
@@ -20,7 +24,8 @@ Symbol XLNetPattern(const Symbol& x) {
   std::vector<Symbol> outs;
   for (int r = 0; r < 12; ++r) {
     Symbol reshaped = Op1("reshape", h, {{"shape", "(16, 8, 4)"}});
-    for (int e = 0; e < 12; ++e) outs.push_back(Op1("expand_dims", reshaped, {{"axis", std::to_string(e % 4)}}));
+    for (int e = 0; e < 12; ++e)
+      outs.push_back(Op1("expand_dims", reshaped, {{"axis", std::to_string(e % 4)}}));
   }
   return Symbol::Group(outs);
 }
@@ -28,7 +33,8 @@ Symbol XLNetPattern(const Symbol& x) {
 std::vector<std::shared_ptr<const FusedGroup>> FusedGroupsOf(const Graph& g) {
   std::vector<std::shared_ptr<const FusedGroup>> groups;
   for (const Node& n : g.nodes()) {
-    if (!n.is_variable() && n.op->name == "_fused_pointwise") groups.push_back(n.attrs.Get<FusedParam>().group);
+    if (!n.is_variable() && n.op->name == "_fused_pointwise")
+      groups.push_back(n.attrs.Get<FusedParam>().group);
   }
   return groups;
 }

@@ -2,8 +2,8 @@
 // cuda_fusion_codegen_test.cc): symbol shorthands, the benchmark's 8-op chain and the seed's
 // XLNet pattern, and the fused groups of a graph.
 //
-//   Symbol y = Chain(Var("x"));                       // sigmoid(relu(x * 1.5 + 0.25) * 0.75 - 0.5) * 2 - 1
-//   for (auto& g : FusedGroupsOf(FusePointwise(typed))) ...
+//   Symbol y = Chain(Var("x"));                       // sigmoid(relu(x * 1.5 + 0.25) * 0.75 - 0.5)
+//   * 2 - 1 for (auto& g : FusedGroupsOf(FusePointwise(typed))) ...
 #pragma once
 
 #include <memory>

@@ -51,11 +51,13 @@ std::vector<Case> Cases() {
       }
     }
   }
-  std::sort(cases.begin(), cases.end(), [](const Case& a, const Case& b) { return a.file < b.file; });
+  std::sort(cases.begin(), cases.end(),
+            [](const Case& a, const Case& b) { return a.file < b.file; });
   return cases;
 }
 
-// known_failures.txt: "<target>/<file>  <reason>" per line, by the file's path under fuzz/regressions.
+// known_failures.txt: "<target>/<file>  <reason>" per line, by the file's path under
+// fuzz/regressions.
 std::map<std::string, std::string> KnownFailures() {
   std::map<std::string, std::string> known;
   std::ifstream in("fuzz/regressions/known_failures.txt");
@@ -81,7 +83,8 @@ class FuzzRegression : public testing::TestWithParam<Case> {};
 TEST_P(FuzzRegression, AcceptedOrRefusedWithWeftError) {
   const Case& c = GetParam();
   const std::map<std::string, std::string> known = KnownFailures();
-  if (auto it = known.find(c.file); it != known.end()) GTEST_SKIP() << "known finding, not fixed yet: " << it->second;
+  if (auto it = known.find(c.file); it != known.end())
+    GTEST_SKIP() << "known finding, not fixed yet: " << it->second;
   const Target target = TargetFor(c.target);
   ASSERT_NE(target, nullptr) << "no fuzz target for the corpus folder '" << c.target << "'";
   std::ifstream in(c.file, std::ios::binary);
@@ -95,7 +98,8 @@ INSTANTIATE_TEST_SUITE_P(Corpus, FuzzRegression, testing::ValuesIn(Cases()), Cas
 // Every known failure names a file that is there (a stale line would skip nothing).
 TEST(FuzzCorpus, KnownFailuresNameRegressionFiles) {
   for (const auto& [file, reason] : KnownFailures()) {
-    EXPECT_TRUE(std::filesystem::is_regular_file(file)) << "known_failures.txt names " << file << ": not there";
+    EXPECT_TRUE(std::filesystem::is_regular_file(file))
+        << "known_failures.txt names " << file << ": not there";
     EXPECT_FALSE(reason.empty()) << file << " has no reason in known_failures.txt";
   }
 }
@@ -105,7 +109,8 @@ TEST(FuzzCorpus, EveryTargetHasSeeds) {
   std::vector<std::string> seen;
   for (const Case& c : Cases()) seen.push_back(c.target);
   for (const char* target : {"csv", "graph_json", "mnist", "op_attrs", "safetensors"}) {
-    EXPECT_TRUE(std::find(seen.begin(), seen.end(), target) != seen.end()) << "no seeds for " << target;
+    EXPECT_TRUE(std::find(seen.begin(), seen.end(), target) != seen.end())
+        << "no seeds for " << target;
   }
 }
 

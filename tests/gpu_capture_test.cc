@@ -30,9 +30,11 @@ const bool host_wait_registered = [] {
   RegisterOp("_test_host_wait")
       .Describe("identity that synchronizes its stream (test only)")
       .Inputs({"data"})
-      .InferShape([](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; })
-      .Compute(DeviceType::kGpu, [](const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
-                                    std::span<const OpReq>, std::span<const TensorView> out) {
+      .InferShape(
+          [](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; })
+      .Compute(DeviceType::kGpu, [](const OpContext& ctx, const Attrs&,
+                                    std::span<const TensorView> in, std::span<const OpReq>,
+                                    std::span<const TensorView> out) {
         ctx.run.stream->Copy(out[0].raw(), in[0].raw(), in[0].size() * DTypeSize(in[0].dtype()));
         ctx.run.stream->Synchronize();
       });
@@ -52,15 +54,18 @@ Symbol Logits(double p, bool host_wait) {
 }
 
 Symbol Loss(double p, bool host_wait = false) {
-  return Symbol::Op("SoftmaxCrossEntropy", {Logits(p, host_wait), Symbol::Variable("label")}, {}, "loss");
+  return Symbol::Op("SoftmaxCrossEntropy", {Logits(p, host_wait), Symbol::Variable("label")}, {},
+                    "loss");
 }
 
 // The k-th batch of n rows, on the CPU: values that depend on k only.
 std::map<std::string, NDArray> Batch(int k, int64_t n) {
   std::vector<float> x(n * kFeatures), y(n);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.31f * static_cast<float>(i) + 0.7f * static_cast<float>(k));
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.31f * static_cast<float>(i) + 0.7f * static_cast<float>(k));
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>((i * 3 + k) % kClasses);
-  return {{"data", NDArray::FromVector(x, Shape{n, kFeatures})}, {"label", NDArray::FromVector(y, Shape{n})}};
+  return {{"data", NDArray::FromVector(x, Shape{n, kFeatures})},
+          {"label", NDArray::FromVector(y, Shape{n})}};
 }
 
 // Sets WEFT_CUDA_GRAPH for the executors bound while it lives.
@@ -96,7 +101,9 @@ Trained Train(const Symbol& loss, bool capture, int steps, DType dtype = DType::
   Trained out;
   for (const std::string& name : trainer.parameter_names()) {
     const NDArray& p = trainer.parameter(name);
-    out.params[name] = (p.dtype() == DType::kFloat32 ? p : Invoke("Cast", {p}, {{"dtype", "float32"}})[0]).ToVector<float>();
+    out.params[name] =
+        (p.dtype() == DType::kFloat32 ? p : Invoke("Cast", {p}, {{"dtype", "float32"}})[0])
+            .ToVector<float>();
   }
   out.stats = trainer.stats();
   return out;
@@ -106,8 +113,9 @@ TEST(CapturedStep, FiftyStepsWithDropoutEqualTheStepsPushedOpByOp) {
   const Trained captured = Train(Loss(/*p=*/0.25), /*capture=*/true, 50);
   const Trained pushed = Train(Loss(0.25), /*capture=*/false, 50);
   EXPECT_EQ(captured.stats.cuda_graphs, captured.stats.capture_groups);  // every group replays
-  EXPECT_EQ(captured.stats.capture_groups, 2u);    // before and after the loss
-  EXPECT_EQ(captured.stats.capture_barriers, 2u);  // SoftmaxCrossEntropy checks its labels on the device
+  EXPECT_EQ(captured.stats.capture_groups, 2u);  // before and after the loss
+  EXPECT_EQ(captured.stats.capture_barriers,
+            2u);  // SoftmaxCrossEntropy checks its labels on the device
   EXPECT_EQ(captured.stats.engine_ops_pushed, 4u);
   EXPECT_EQ(pushed.stats.cuda_graphs, 0u);
   for (const auto& [name, values] : pushed.params) {
@@ -135,7 +143,8 @@ TEST(CapturedStep, AReshapedExecutorRecordsAgainAndStaysRight) {
     std::map<std::string, NDArray> args, arg_grads;
     std::map<std::string, GradReq> reqs;
     const Symbol loss = Loss(/*p=*/0);
-    const auto shapes = InferArgumentShapes(loss.ToGraph(), {{"data", Shape{8, kFeatures}}, {"label", Shape{8}}});
+    const auto shapes =
+        InferArgumentShapes(loss.ToGraph(), {{"data", Shape{8, kFeatures}}, {"label", Shape{8}}});
     SeedRandom(5);
     for (const auto& [name, shape] : shapes) {
       args[name] = NDArray(shape, kGpu);
@@ -155,7 +164,8 @@ TEST(CapturedStep, AReshapedExecutorRecordsAgainAndStaysRight) {
     EXPECT_EQ(exec->stats().cuda_graphs, capture ? 2u : 0u);
   }
   ASSERT_EQ(grads[0].size(), grads[1].size());
-  for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_EQ(grads[1][i], grads[0][i]) << "gradient " << i;
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    EXPECT_EQ(grads[1][i], grads[0][i]) << "gradient " << i;
 }
 
 // What cuDNN's RNN backward does with its own streams, found by recording it: a recording fails
@@ -171,10 +181,13 @@ TEST(CapturedStep, RnnStepsRecordBecauseCudnnJoinsItsStreams) {
     bool bidirectional;
     GradReq params;
   };
-  for (const Case& c : {Case{"lstm", 2, true, GradReq::kWrite}, Case{"lstm", 2, true, GradReq::kNull},
-                        Case{"gru", 1, false, GradReq::kWrite}}) {
-    const std::string name = std::string(c.mode) + (c.params == GradReq::kNull ? " params null" : "");
-    std::vector<Symbol> in = {Symbol::Variable("data"), Symbol::Variable("parameters"), Symbol::Variable("state")};
+  for (const Case& c :
+       {Case{"lstm", 2, true, GradReq::kWrite}, Case{"lstm", 2, true, GradReq::kNull},
+        Case{"gru", 1, false, GradReq::kWrite}}) {
+    const std::string name =
+        std::string(c.mode) + (c.params == GradReq::kNull ? " params null" : "");
+    std::vector<Symbol> in = {Symbol::Variable("data"), Symbol::Variable("parameters"),
+                              Symbol::Variable("state")};
     if (std::string(c.mode) == "lstm") in.push_back(Symbol::Variable("state_cell"));
     const Symbol rnn = Symbol::Op("RNN", in,
                                   {{"mode", c.mode},
@@ -187,29 +200,33 @@ TEST(CapturedStep, RnnStepsRecordBecauseCudnnJoinsItsStreams) {
     for (int capture = 0; capture < 2; ++capture) {
       CudaGraphSwitch on(capture ? "1" : "0");
       SeedRandom(11);
-      const auto shapes =
-          InferArgumentShapes(rnn.ToGraph(), {{"data", Shape{8, 4, 16}}, {"state", Shape{c.layers * dirs, 4, 32}}});
+      const auto shapes = InferArgumentShapes(
+          rnn.ToGraph(), {{"data", Shape{8, 4, 16}}, {"state", Shape{c.layers * dirs, 4, 32}}});
       std::map<std::string, NDArray> args, arg_grads;
       std::map<std::string, GradReq> reqs;
       for (const auto& [arg, shape] : shapes) {
         args[arg] = NDArray(shape, kGpu);
         args[arg].FillUniform(-0.3, 0.3);
         arg_grads[arg] = NDArray(shape, kGpu);
-        reqs[arg] = arg == "parameters" ? c.params : arg == "data" ? GradReq::kWrite : GradReq::kNull;
+        reqs[arg] = arg == "parameters" ? c.params
+                    : arg == "data"     ? GradReq::kWrite
+                                        : GradReq::kNull;
       }
       auto exec = Executor::Bind(rnn, kGpu, args, arg_grads, reqs);
       for (int k = 0; k < 6; ++k) {
         exec->args().at("data").FillUniform(-0.3, 0.3);
         exec->TrainStep();
         grads[capture].push_back(arg_grads.at("data").ToVector<float>());
-        if (c.params != GradReq::kNull) grads[capture].push_back(arg_grads.at("parameters").ToVector<float>());
+        if (c.params != GradReq::kNull)
+          grads[capture].push_back(arg_grads.at("parameters").ToVector<float>());
       }
       graphs[capture] = exec->stats().cuda_graphs;
     }
     EXPECT_EQ(graphs[1], 1u) << name << ": the step did not record";
     EXPECT_EQ(graphs[0], 0u) << name;
     ASSERT_EQ(grads[0].size(), grads[1].size());
-    for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_EQ(grads[1][i], grads[0][i]) << name << ": gradient " << i;
+    for (size_t i = 0; i < grads[0].size(); ++i)
+      EXPECT_EQ(grads[1][i], grads[0][i]) << name << ": gradient " << i;
   }
 }
 
@@ -219,13 +236,16 @@ TEST(CapturedStep, ARecordingThatFailsOnACudaErrorRunsWithoutAGraphAfterOneWarni
   const Trained captured = Train(Loss(/*p=*/0.1, /*host_wait=*/true), /*capture=*/true, 8);
   const std::string warnings = testing::internal::GetCapturedStderr();
   const Trained pushed = Train(Loss(0.1, true), /*capture=*/false, 8);
-  const std::string warning = "a training step's segments from '_test_host_wait' run without a CUDA graph";
+  const std::string warning =
+      "a training step's segments from '_test_host_wait' run without a CUDA graph";
   EXPECT_NE(warnings.find(warning), std::string::npos) << warnings;
   EXPECT_NE(warnings.find("cudaErrorStreamCaptureUnsupported"), std::string::npos) << warnings;
   EXPECT_EQ(warnings.find("run without a CUDA graph"), warnings.rfind("run without a CUDA graph"))
       << "one warning: " << warnings;
-  EXPECT_EQ(captured.stats.cuda_graphs, captured.stats.capture_groups - 1);  // the group with the wait
-  for (const auto& [name, values] : pushed.params) EXPECT_EQ(captured.params.at(name), values) << name;
+  EXPECT_EQ(captured.stats.cuda_graphs,
+            captured.stats.capture_groups - 1);  // the group with the wait
+  for (const auto& [name, values] : pushed.params)
+    EXPECT_EQ(captured.params.at(name), values) << name;
 }
 
 }  // namespace

@@ -22,9 +22,9 @@
 #include <set>
 #include <string>
 
+#include "engine/gpu/stream_join.h"
 #include "executor/executor.h"
 #include "graph/symbol.h"
-#include "engine/gpu/stream_join.h"
 #include "ops/gpu/internal/rnn_gpu.h"
 #include "ops/nn/rnn_params.h"
 #include "ops/op.h"
@@ -44,7 +44,8 @@ class StreamLog {
   // as compute-sanitizer, holds them).
   std::string Watch() {
     CUpti_SubscriberHandle subscriber;
-    if (cuptiSubscribe(&subscriber, &StreamLog::Callback, this) != CUPTI_SUCCESS) return "cuptiSubscribe failed";
+    if (cuptiSubscribe(&subscriber, &StreamLog::Callback, this) != CUPTI_SUCCESS)
+      return "cuptiSubscribe failed";
     const std::pair<CUpti_CallbackDomain, CUpti_CallbackId> calls[] = {
         {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamCreate_v3020},
         {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamCreateWithFlags_v5000},
@@ -53,7 +54,8 @@ class StreamLog {
         {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamCreateWithPriority},
         {CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_STREAM_CREATED}};
     for (const auto& [domain, id] : calls)
-      if (cuptiEnableCallback(1, subscriber, domain, id) != CUPTI_SUCCESS) return "cuptiEnableCallback failed";
+      if (cuptiEnableCallback(1, subscriber, domain, id) != CUPTI_SUCCESS)
+        return "cuptiEnableCallback failed";
     return "";
   }
 
@@ -65,7 +67,8 @@ class StreamLog {
       if (flags_.count(stream)) by_id[id] = flags_.at(stream);
     std::string out;
     for (const auto& [id, flags] : by_id)
-      out += " " + std::to_string(id) + (flags & cudaStreamNonBlocking ? " (non-blocking)" : " (blocking)");
+      out += " " + std::to_string(id) +
+             (flags & cudaStreamNonBlocking ? " (non-blocking)" : " (blocking)");
     return out;
   }
 
@@ -81,7 +84,8 @@ class StreamLog {
   }
 
  private:
-  static void CUPTIAPI Callback(void* self, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void* data) {
+  static void CUPTIAPI Callback(void* self, CUpti_CallbackDomain domain, CUpti_CallbackId id,
+                                const void* data) {
     static_cast<StreamLog*>(self)->Record(domain, id, data);
   }
 
@@ -141,12 +145,14 @@ class WatchStreams : public ::testing::Environment {
 const ::testing::Environment* const kWatch = ::testing::AddGlobalTestEnvironment(new WatchStreams);
 
 struct Case {
-  DType dtype;  // bfloat16: cuDNN's persistent algorithm at H 64 (AlgoFor); float32: the standard one
+  DType
+      dtype;  // bfloat16: cuDNN's persistent algorithm at H 64 (AlgoFor); float32: the standard one
   bool bidirectional;
   GradReq params;
   std::string Name() const {
     return std::string(DTypeName(dtype)) + (bidirectional ? " bi" : " uni") +
-           (params == GradReq::kNull ? ", parameters' gradient null" : ", parameters' gradient written");
+           (params == GradReq::kNull ? ", parameters' gradient null"
+                                     : ", parameters' gradient written");
   }
 };
 
@@ -162,7 +168,8 @@ AttrMap AttrsOf(const Case& c) {
 void RunLstm(const Case& c) {
   const Device gpu = Device::Gpu(0);
   const int64_t dirs = c.bidirectional ? 2 : 1;
-  const int64_t params = RnnParamLayout(ParseAttrs(GetOp("RNN"), AttrsOf(c)).Get<RnnParam>(), 64).size();
+  const int64_t params =
+      RnnParamLayout(ParseAttrs(GetOp("RNN"), AttrsOf(c)).Get<RnnParam>(), 64).size();
   const std::map<std::string, Shape> shapes = {{"data", Shape{16, 32, 64}},
                                                {"parameters", Shape{params}},
                                                {"state", Shape{2 * dirs, 32, 64}},
@@ -172,13 +179,15 @@ void RunLstm(const Case& c) {
   for (const auto& [name, shape] : shapes) {
     NDArray values(shape, gpu);  // float32: FillUniform's dtypes
     values.FillUniform(-0.1, 0.1);
-    args[name] = c.dtype == DType::kFloat32 ? values : Invoke("Cast", {values}, {{"dtype", std::string(DTypeName(c.dtype))}})[0];
+    args[name] = c.dtype == DType::kFloat32
+                     ? values
+                     : Invoke("Cast", {values}, {{"dtype", std::string(DTypeName(c.dtype))}})[0];
     grads[name] = NDArray(shape, gpu, c.dtype);
     reqs[name] = name == "parameters" ? c.params : GradReq::kWrite;
   }
   const Symbol rnn = Symbol::Op("RNN",
-                                {Symbol::Variable("data"), Symbol::Variable("parameters"), Symbol::Variable("state"),
-                                 Symbol::Variable("state_cell")},
+                                {Symbol::Variable("data"), Symbol::Variable("parameters"),
+                                 Symbol::Variable("state"), Symbol::Variable("state_cell")},
                                 AttrsOf(c));
   auto exec = Executor::Bind(rnn, gpu, args, grads, reqs);
   exec->Forward(true);
@@ -191,7 +200,8 @@ void RunLstm(const Case& c) {
 struct KernelsByStream {
   std::map<std::string, std::map<std::pair<uint32_t, bool>, int>> kernels;
   std::set<uint32_t> engine_streams;
-  std::string missing;  // why CUPTI recorded no device work (another tool holds it); empty if it did
+  std::string
+      missing;  // why CUPTI recorded no device work (another tool holds it); empty if it did
 };
 
 KernelsByStream Read(const std::string& path) {
@@ -222,13 +232,19 @@ KernelsByStream Read(const std::string& path) {
 std::string Describe(const KernelsByStream& k, uint32_t stream, bool in_graph, int count) {
   const bool engine = k.engine_streams.count(stream) != 0;
   const int flags = Log().FlagsOf(stream);
-  const std::string where = engine ? "the engine's " : in_graph && flags < 0 ? "its own " : "cuDNN's ";
-  return " " + std::to_string(count) + (in_graph ? " in a graph" : "") + " on " + where + std::to_string(stream) +
-         (flags < 0 ? "" : flags & cudaStreamNonBlocking ? " (non-blocking)" : " (blocking)");
+  const std::string where = engine                  ? "the engine's "
+                            : in_graph && flags < 0 ? "its own "
+                                                    : "cuDNN's ";
+  return " " + std::to_string(count) + (in_graph ? " in a graph" : "") + " on " + where +
+         std::to_string(stream) +
+         (flags < 0                       ? ""
+          : flags & cudaStreamNonBlocking ? " (non-blocking)"
+                                          : " (blocking)");
 }
 
 TEST(CudnnStreams, EveryKernelOfTheRnnRunsOnTheOpsStreamOrInItsJoinedGraph) {
-  if (!g_watch_error.empty()) GTEST_SKIP() << "CUPTI's callbacks are not available: " << g_watch_error;
+  if (!g_watch_error.empty())
+    GTEST_SKIP() << "CUPTI's callbacks are not available: " << g_watch_error;
   for (DType dtype : {DType::kFloat32, DType::kBFloat16})
     for (bool bi : {false, true})
       for (GradReq params : {GradReq::kWrite, GradReq::kNull}) {
@@ -243,24 +259,28 @@ TEST(CudnnStreams, EveryKernelOfTheRnnRunsOnTheOpsStreamOrInItsJoinedGraph) {
         Profiler::Stop();
         EXPECT_EQ(RnnPersistentForwards() - persistent, dtype == DType::kBFloat16 ? 1 : 0);
         // Forward, backward data, and backward weights when the parameters' gradient is asked for.
-        EXPECT_EQ(Joins().runs - before.runs, params == GradReq::kNull ? 2 : 3) << "a cuDNN call ran unjoined";
-        EXPECT_EQ(Joins().unjoined, before.unjoined) << "cuDNN left a fork unjoined: the fallback ran";
+        EXPECT_EQ(Joins().runs - before.runs, params == GradReq::kNull ? 2 : 3)
+            << "a cuDNN call ran unjoined";
+        EXPECT_EQ(Joins().unjoined, before.unjoined)
+            << "cuDNN left a fork unjoined: the fallback ran";
         const KernelsByStream k = Read(path);
         if (!k.missing.empty()) GTEST_SKIP() << "CUPTI cannot trace here: " << k.missing;
         ASSERT_TRUE(k.kernels.count("_backward_RNN")) << "no kernel of _backward_RNN in the trace";
         std::string seen;
         for (const char* op : {"RNN", "_backward_RNN"}) {
           seen += std::string(" ") + op + ":";
-          for (const auto& [track, count] : k.kernels.count(op) ? k.kernels.at(op) : decltype(k.kernels)::mapped_type{}) {
+          for (const auto& [track, count] :
+               k.kernels.count(op) ? k.kernels.at(op) : decltype(k.kernels)::mapped_type{}) {
             const auto& [stream, in_graph] = track;
             seen += Describe(k, stream, in_graph, count);
             EXPECT_TRUE(in_graph || k.engine_streams.count(stream))
                 << op << ": " << count << " kernels on cuDNN's stream " << stream
-                << " outside the join's graph: nothing orders them before the op's stream's next work";
+                << " outside the join's graph: nothing orders them before the op's stream's next "
+                   "work";
           }
         }
-        std::printf("lstm H64 %s%s:%s\n", c.Name().c_str(), dtype == DType::kBFloat16 ? " (persistent)" : "",
-                    seen.c_str());
+        std::printf("lstm H64 %s%s:%s\n", c.Name().c_str(),
+                    dtype == DType::kBFloat16 ? " (persistent)" : "", seen.c_str());
       }
   std::printf("streams created in this process, by CUPTI id:%s\n", Log().Summary().c_str());
 }

@@ -67,7 +67,8 @@ NDArray Table(Device device, DType dtype) {
 
 // What each way of calling the checked ops raises at WaitToRead on its output, for `bad` (the
 // labels of 3 rows of 4 classes, or 4 indices into 5 rows).
-std::vector<std::string> CheckedOpErrors(Device device, DType dtype, const std::vector<double>& labels,
+std::vector<std::string> CheckedOpErrors(Device device, DType dtype,
+                                         const std::vector<double>& labels,
                                          const std::vector<double>& indices) {
   const NDArray x = Logits(3, device, dtype), label = Array(labels, Shape{3}, device, dtype);
   const NDArray ones = Array({1, 1, 1}, Shape{3}, device, dtype);
@@ -104,8 +105,9 @@ TEST(GpuDeviceErrors, OfSeveralBadRowsTheFirstIsNamed) {
   labels[17000] = 7, labels[9123] = -3, labels[12000] = 4;
   std::vector<std::string> messages;
   for (Device device : {kCpu, kGpu}) {
-    const NDArray loss = Invoke("SoftmaxCrossEntropy", {Logits(20000, device, DType::kFloat32),
-                                                        Array(labels, Shape{20000}, device, DType::kFloat32)})[0];
+    const NDArray loss =
+        Invoke("SoftmaxCrossEntropy", {Logits(20000, device, DType::kFloat32),
+                                       Array(labels, Shape{20000}, device, DType::kFloat32)})[0];
     messages.push_back(AtWaitToRead(loss));
   }
   EXPECT_NE(messages[0].find("label of row 9123 is -3"), std::string::npos) << messages[0];
@@ -114,7 +116,8 @@ TEST(GpuDeviceErrors, OfSeveralBadRowsTheFirstIsNamed) {
 
 TEST(GpuDeviceErrors, ValidInputRaisesNothing) {
   for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
-    EXPECT_EQ(CheckedOpErrors(kGpu, dtype, {0, 3, 2.0}, {4, 0, 2.9, 1}), std::vector<std::string>(4, kNoError));
+    EXPECT_EQ(CheckedOpErrors(kGpu, dtype, {0, 3, 2.0}, {4, 0, 2.9, 1}),
+              std::vector<std::string>(4, kNoError));
   }
   EXPECT_EQ(AtWaitForAll(), kNoError);
 }
@@ -122,11 +125,14 @@ TEST(GpuDeviceErrors, ValidInputRaisesNothing) {
 // After a bad label, the same device runs later ops, checked or not, to the CPU's results.
 TEST(GpuDeviceErrors, TheDeviceStaysUsable) {
   const NDArray x = Logits(3, kGpu, DType::kFloat32);
-  const NDArray bad = Invoke("SoftmaxCrossEntropy", {x, Array({0, 9, 1}, Shape{3}, kGpu, DType::kFloat32)})[0];
+  const NDArray bad =
+      Invoke("SoftmaxCrossEntropy", {x, Array({0, 9, 1}, Shape{3}, kGpu, DType::kFloat32)})[0];
   ASSERT_NE(AtWaitToRead(bad), kNoError);
-  const NDArray good = Invoke("SoftmaxCrossEntropy", {x, Array({0, 3, 1}, Shape{3}, kGpu, DType::kFloat32)})[0];
+  const NDArray good =
+      Invoke("SoftmaxCrossEntropy", {x, Array({0, 3, 1}, Shape{3}, kGpu, DType::kFloat32)})[0];
   const NDArray on_cpu = Invoke(
-      "SoftmaxCrossEntropy", {Logits(3, kCpu, DType::kFloat32), Array({0, 3, 1}, Shape{3}, kCpu, DType::kFloat32)})[0];
+      "SoftmaxCrossEntropy",
+      {Logits(3, kCpu, DType::kFloat32), Array({0, 3, 1}, Shape{3}, kCpu, DType::kFloat32)})[0];
   const std::vector<float> got = good.ToVector<float>(), want = on_cpu.ToVector<float>();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
@@ -139,7 +145,8 @@ TEST(GpuDeviceErrors, TheDeviceStaysUsable) {
 // on the copy); an op that does not; WaitForAll after all of them.
 std::vector<std::string> ErrorsAlongTheEdges(Device device) {
   const NDArray x = Logits(3, device, DType::kFloat32);
-  const NDArray loss = Invoke("SoftmaxCrossEntropy", {x, Array({0, 1, 6}, Shape{3}, device, DType::kFloat32)})[0];
+  const NDArray loss =
+      Invoke("SoftmaxCrossEntropy", {x, Array({0, 1, 6}, Shape{3}, device, DType::kFloat32)})[0];
   const NDArray dependent = Invoke("relu", {loss})[0];
   const NDArray second = Invoke("neg", {dependent})[0];
   const NDArray copy = dependent.Copy(kCpu);
@@ -151,22 +158,27 @@ std::vector<std::string> ErrorsAlongTheEdges(Device device) {
 
 TEST(GpuDeviceErrors, TheErrorFollowsTheDependenciesAsOnTheCpu) {
   const std::vector<std::string> cpu = ErrorsAlongTheEdges(kCpu);
-  const std::string error = "SoftmaxCrossEntropy: label of row 2 is 6, expected a class index in [0, 4)";
-  EXPECT_EQ(cpu, (std::vector<std::string>{error, kNoError, error, error, error, error, kNoError, kNoError}));
+  const std::string error =
+      "SoftmaxCrossEntropy: label of row 2 is 6, expected a class index in [0, 4)";
+  EXPECT_EQ(cpu, (std::vector<std::string>{error, kNoError, error, error, error, error, kNoError,
+                                           kNoError}));
   EXPECT_EQ(ErrorsAlongTheEdges(kGpu), cpu);
 }
 
 // No wait raised it: WaitForAll does, once, and retires it (a wait after raises nothing).
 std::vector<std::string> ErrorsAfterWaitForAll(Device device) {
-  const NDArray out =
-      Invoke("Embedding", {Array({3, 0, 8, 1}, Shape{4}, device, DType::kFloat32), Table(device, DType::kFloat32)},
-             kEmbedding)[0];
+  const NDArray out = Invoke(
+      "Embedding",
+      {Array({3, 0, 8, 1}, Shape{4}, device, DType::kFloat32), Table(device, DType::kFloat32)},
+      kEmbedding)[0];
   return {AtWaitForAll(), AtWaitToRead(out), AtWaitForAll()};
 }
 
 TEST(GpuDeviceErrors, WaitForAllRaisesAnErrorNoWaitRaisedOnce) {
   const std::vector<std::string> cpu = ErrorsAfterWaitForAll(kCpu);
-  EXPECT_NE(cpu[0].find("Embedding: index 8 at position 2 of data is out of range"), std::string::npos) << cpu[0];
+  EXPECT_NE(cpu[0].find("Embedding: index 8 at position 2 of data is out of range"),
+            std::string::npos)
+      << cpu[0];
   EXPECT_EQ(cpu[1], kNoError);
   EXPECT_EQ(cpu[2], kNoError);
   EXPECT_EQ(ErrorsAfterWaitForAll(kGpu), cpu);
@@ -195,8 +207,8 @@ gpu::DeviceErrors RunOn(engine::GpuStream& stream, const std::string& op, const 
   std::vector<TensorView> inputs;
   for (const DeviceArray* a : in) inputs.push_back(a->view);
   const OpReq req[] = {OpReq::kWrite};
-  definition.compute[static_cast<int>(DeviceType::kGpu)](ctx, ParseAttrs(definition, attrs), inputs, req,
-                                                         {&out.view, 1});
+  definition.compute[static_cast<int>(DeviceType::kGpu)](ctx, ParseAttrs(definition, attrs), inputs,
+                                                         req, {&out.view, 1});
   return stream.TakeErrors();
 }
 
@@ -216,7 +228,8 @@ std::vector<std::string> ThreeOpsInOneBatch(engine::GpuStream& stream) {
       rows(std::vector<float>(6), Shape{3, 2});
   const AttrMap attrs = {{"input_dim", "2"}, {"output_dim", "2"}};
   const gpu::DeviceErrors first = RunOn(stream, "SoftmaxCrossEntropy", {}, {&x, &bad_label}, loss);
-  const gpu::DeviceErrors second = RunOn(stream, "SoftmaxCrossEntropy", {}, {&x, &good_label}, loss);
+  const gpu::DeviceErrors second =
+      RunOn(stream, "SoftmaxCrossEntropy", {}, {&x, &good_label}, loss);
   const gpu::DeviceErrors third = RunOn(stream, "Embedding", attrs, {&bad_index, &table}, rows);
   stream.Synchronize();
   return {FailureOf(first), FailureOf(second), FailureOf(third)};
@@ -226,10 +239,12 @@ TEST(GpuDeviceErrors, OpsInOneLaunchBatchEachReportTheirOwn) {
   testing::TestStream stream;
   ThreeOpsInOneBatch(stream.get());  // first uses of the records set them up (a memset each)
   const std::vector<std::string> messages = ThreeOpsInOneBatch(stream.get());
-  EXPECT_EQ(messages, (std::vector<std::string>{
-                          "SoftmaxCrossEntropy: label of row 1 is 5, expected a class index in [0, 4)", kNoError,
-                          "Embedding: index -1 at position 2 of data is out of range: expected 0 <= index < 2 "
-                          "(input_dim)"}));
+  EXPECT_EQ(
+      messages,
+      (std::vector<std::string>{
+          "SoftmaxCrossEntropy: label of row 1 is 5, expected a class index in [0, 4)", kNoError,
+          "Embedding: index -1 at position 2 of data is out of range: expected 0 <= index < 2 "
+          "(input_dim)"}));
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "dist/internal/mpi_progress.h"
-#include "dist/world.h"
+#include "distributed/internal/mpi_progress.h"
+#include "distributed/world.h"
 #include "engine/gpu/gpu_stream.h"
 #include "tests/gpu_stream_gate.h"
 #include "weft/imperative.h"
@@ -24,11 +24,14 @@ namespace {
 const Device kGpu = Device::Gpu(0);
 
 dist::Communicator& World() {
-  static const std::unique_ptr<dist::Communicator> world = dist::ConnectWorld();  // lives to the end
+  static const std::unique_ptr<dist::Communicator> world =
+      dist::ConnectWorld();  // lives to the end
   return *world;
 }
 
-NDArray OnGpu(const std::vector<float>& v) { return NDArray::FromVector(v, Shape{static_cast<int64_t>(v.size())}).Copy(kGpu); }
+NDArray OnGpu(const std::vector<float>& v) {
+  return NDArray::FromVector(v, Shape{static_cast<int64_t>(v.size())}).Copy(kGpu);
+}
 
 TEST(GpuDist, AWorldOfOneWithoutALauncher) {
   EXPECT_EQ(World().size(), 1);
@@ -58,8 +61,10 @@ TEST(GpuDist, BroadcastAndAllGatherOfOneRank) {
 // on its worker's stream), except when its input carries a device error: an Embedding whose index
 // is out of range found it in a kernel, and the wait on the all-reduced array must still raise it.
 TEST(GpuDist, AnInputsDeviceErrorStillReachesTheWaitAfterTheCollective) {
-  const NDArray indices = OnGpu({0, 7, 1}), table = NDArray::FromVector(std::vector<float>(15, 1), Shape{5, 3}).Copy(kGpu);
-  NDArray rows = Invoke("Embedding", {indices, table}, {{"input_dim", "5"}, {"output_dim", "3"}})[0];
+  const NDArray indices = OnGpu({0, 7, 1}),
+                table = NDArray::FromVector(std::vector<float>(15, 1), Shape{5, 3}).Copy(kGpu);
+  NDArray rows =
+      Invoke("Embedding", {indices, table}, {{"input_dim", "5"}, {"output_dim", "3"}})[0];
   World().AllReduce(rows, dist::ReduceOp::kSum);
   try {
     rows.WaitToRead();
@@ -100,7 +105,8 @@ TEST(GpuDist, ACollectiveWaitsForItsInputsProducerAndItsConsumerForIt) {
 }
 
 Symbol Loss() {
-  Symbol x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "16"}}, "fc1")});
+  Symbol x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {Symbol::Variable("data")},
+                                            {{"num_hidden", "16"}}, "fc1")});
   x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "3"}}, "fc2");
   return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
 }
@@ -122,8 +128,10 @@ TEST(GpuDist, ATrainerWithTheWorldOfOneTrainsAsWithoutIt) {
     with.Step(batch);
   }
   for (const std::string& p : plain.parameter_names()) {
-    const std::vector<float> a = plain.parameter(p).ToVector<float>(), b = with.parameter(p).ToVector<float>();
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6f * (1 + std::fabs(a[i]))) << p << "[" << i << "]";
+    const std::vector<float> a = plain.parameter(p).ToVector<float>(),
+                             b = with.parameter(p).ToVector<float>();
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_NEAR(a[i], b[i], 1e-6f * (1 + std::fabs(a[i]))) << p << "[" << i << "]";
   }
 }
 

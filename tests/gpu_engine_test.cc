@@ -1,6 +1,7 @@
 // The engine on a GPU: ordering through events across compute streams, copy streams and CPU
-// workers; the join of a library's own streams (JoinedLibraryWork); CUDA errors as weft::Error. Orders the
-// tests depend on are forced (a gate on a stream, a latch between ops), never left to sleeps.
+// workers; the join of a library's own streams (JoinedLibraryWork); CUDA errors as weft::Error.
+// Orders the tests depend on are forced (a gate on a stream, a latch between ops), never left to
+// sleeps.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -69,7 +70,8 @@ std::vector<Op> MakeProgram(uint64_t seed, int length) {
   std::vector<Op> ops;
   for (int i = 0; i < length; ++i) {
     Op op{static_cast<Kind>(kind(rng)), 0, 0, sign(rng) ? 1.f : -1.f};
-    const int cpu_x = half(rng), cpu_y = half(rng), gpu_x = half(rng) + kVars / 2, gpu_y = half(rng) + kVars / 2;
+    const int cpu_x = half(rng), cpu_y = half(rng), gpu_x = half(rng) + kVars / 2,
+              gpu_y = half(rng) + kVars / 2;
     switch (op.kind) {
       case Kind::kCpuAxpy:
         op.x = cpu_x, op.y = cpu_y;
@@ -84,7 +86,8 @@ std::vector<Op> MakeProgram(uint64_t seed, int length) {
         op.x = gpu_x, op.y = cpu_y;
         break;
     }
-    if (op.x == op.y && op.kind != Kind::kCopyToGpu && op.kind != Kind::kCopyFromGpu) op.y = op.x ^ 1;
+    if (op.x == op.y && op.kind != Kind::kCopyToGpu && op.kind != Kind::kCopyFromGpu)
+      op.y = op.x ^ 1;
     ops.push_back(op);
   }
   return ops;
@@ -99,7 +102,8 @@ struct Buffers {
       float* p = nullptr;
       if (OnGpu(v)) {
         WEFT_CUDA_CHECK(cudaMalloc(&p, kLength * sizeof(float)));
-        WEFT_CUDA_CHECK(cudaMemcpy(p, init.data(), kLength * sizeof(float), cudaMemcpyHostToDevice));
+        WEFT_CUDA_CHECK(
+            cudaMemcpy(p, init.data(), kLength * sizeof(float), cudaMemcpyHostToDevice));
       } else {
         p = new float[kLength];
         std::copy(init.begin(), init.end(), p);
@@ -131,13 +135,18 @@ void PushOp(engine::Engine& engine, const Op& op, Buffers& b, const std::vector<
           Device::Cpu(), {vars[op.x]}, {vars[op.y]});
       return;
     case Kind::kGpuAxpy:
-      engine.PushSync([=](RunContext run) { ASSERT_EQ(Saxpy(*run.stream, kLength, a, x, y), CUBLAS_STATUS_SUCCESS); },
-                      Device::Gpu(0), {vars[op.x]}, {vars[op.y]});
+      engine.PushSync(
+          [=](RunContext run) {
+            ASSERT_EQ(Saxpy(*run.stream, kLength, a, x, y), CUBLAS_STATUS_SUCCESS);
+          },
+          Device::Gpu(0), {vars[op.x]}, {vars[op.y]});
       return;
     case Kind::kCopyToGpu:
     case Kind::kCopyFromGpu:
-      engine.PushSync([=](RunContext run) { run.stream->Copy(y, x, bytes); }, Device::Gpu(0), {vars[op.x]},
-                      {vars[op.y]}, op.kind == Kind::kCopyToGpu ? FnProperty::kCopyToGpu : FnProperty::kCopyFromGpu);
+      engine.PushSync(
+          [=](RunContext run) { run.stream->Copy(y, x, bytes); }, Device::Gpu(0), {vars[op.x]},
+          {vars[op.y]},
+          op.kind == Kind::kCopyToGpu ? FnProperty::kCopyToGpu : FnProperty::kCopyFromGpu);
       return;
   }
 }
@@ -164,7 +173,8 @@ TEST(GpuEngine, RandomProgramsMatchTheNaiveEngine) {
     const auto want = RunProgram(engine::EngineKind::kNaive, ops);
     const auto got = RunProgram(engine::EngineKind::kThreaded, ops);
     for (int v = 0; v < kVars; ++v) {
-      ASSERT_EQ(got[v], want[v]) << "seed " << seed << ", var " << v << (OnGpu(v) ? " (GPU)" : " (CPU)");
+      ASSERT_EQ(got[v], want[v]) << "seed " << seed << ", var " << v
+                                 << (OnGpu(v) ? " (GPU)" : " (CPU)");
     }
   }
 }
@@ -179,7 +189,8 @@ struct AuxLibrary {
   cudaEvent_t fork = nullptr, join = nullptr;
   bool joins_back = true;
 
-  void Write(cudaStream_t from, float* out, const float* pinned, size_t n, std::optional<testing::StreamGate>* gate) {
+  void Write(cudaStream_t from, float* out, const float* pinned, size_t n,
+             std::optional<testing::StreamGate>* gate) {
     WEFT_CUDA_CHECK(cudaEventRecord(fork, from));
     WEFT_CUDA_CHECK(cudaStreamWaitEvent(aux, fork, 0));
     if (gate != nullptr) gate->emplace(aux);
@@ -199,7 +210,8 @@ struct AuxRig {
     WEFT_CUDA_CHECK(cudaMalloc(&out[0], n * sizeof(float)));
     WEFT_CUDA_CHECK(cudaMalloc(&out[1], n * sizeof(float)));
     WEFT_CUDA_CHECK(cudaMalloc(&copy, n * sizeof(float)));
-    WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&lib.aux, cudaStreamNonBlocking));  // as cuDNN makes its own
+    WEFT_CUDA_CHECK(
+        cudaStreamCreateWithFlags(&lib.aux, cudaStreamNonBlocking));  // as cuDNN makes its own
     WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&lib.fork, cudaEventDisableTiming));
     WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&lib.join, cudaEventDisableTiming));
   }
@@ -229,7 +241,8 @@ enum class Join { kNone, kJoined };
 //   Gated and joined, the gate opens once the copy has been queued (a latch the consumer opens;
 //   queuing never blocks): the copy must read the written values.
 //   Ungated (the fallback's run: it waits for the whole device), the values must be right.
-bool AuxWriteReadsBack(engine::Engine& engine, AuxRig& rig, float* out, gpu::JoinedLibraryWork* joined, bool gated) {
+bool AuxWriteReadsBack(engine::Engine& engine, AuxRig& rig, float* out,
+                       gpu::JoinedLibraryWork* joined, bool gated) {
   VarHandle out_var = engine.NewVariable(), copy_var = engine.NewVariable();
   WEFT_CUDA_CHECK(cudaMemset(out, 0, AuxRig::n * sizeof(float)));
   WEFT_CUDA_CHECK(cudaMemset(rig.copy, 0, AuxRig::n * sizeof(float)));
@@ -238,7 +251,9 @@ bool AuxWriteReadsBack(engine::Engine& engine, AuxRig& rig, float* out, gpu::Joi
   engine.PushSync(
       [&, out](RunContext run) {
         auto write = [&](GpuStream& s) {
-          s.Library([&](cudaStream_t raw) { rig.lib.Write(raw, out, rig.pinned, AuxRig::n, gated ? &gate : nullptr); });
+          s.Library([&](cudaStream_t raw) {
+            rig.lib.Write(raw, out, rig.pinned, AuxRig::n, gated ? &gate : nullptr);
+          });
         };
         if (joined != nullptr) {
           joined->Run(*run.stream, 0, write);
@@ -268,14 +283,16 @@ bool AuxWriteReadsBack(engine::Engine& engine, AuxRig& rig, float* out, gpu::Joi
 }
 
 TEST(GpuEngine, JoinedLibraryWorkOrdersALibrarysForkedWorkBeforeConsumers) {
-  testing::Watchdog watchdog(std::chrono::seconds(240), "joined library work (a gated stream deadlocked)");
+  testing::Watchdog watchdog(std::chrono::seconds(240),
+                             "joined library work (a gated stream deadlocked)");
   auto engine = engine::CreateEngine(engine::EngineKind::kThreaded, engine::EngineOptions{});
   AuxRig rig;
   const int runs = 10;
   // The hazard: a library that does not join its fork back, called straight on the op's stream.
   rig.lib.joins_back = false;
   int without = 0;
-  for (int r = 0; r < runs; ++r) without += AuxWriteReadsBack(*engine, rig, rig.out[r % 2], nullptr, true);
+  for (int r = 0; r < runs; ++r)
+    without += AuxWriteReadsBack(*engine, rig, rig.out[r % 2], nullptr, true);
   // A library that forks and joins back, as cuDNN does, through the join: one graph per call,
   // launched on the op's stream; the output alternates between two buffers, so the executable is
   // updated in place rather than instantiated again.
@@ -283,16 +300,20 @@ TEST(GpuEngine, JoinedLibraryWorkOrdersALibrarysForkedWorkBeforeConsumers) {
   gpu::JoinedLibraryWork joined;
   const gpu::JoinCounts before = gpu::Joins();
   int with = 0;
-  for (int r = 0; r < runs; ++r) with += AuxWriteReadsBack(*engine, rig, rig.out[r % 2], &joined, true);
+  for (int r = 0; r < runs; ++r)
+    with += AuxWriteReadsBack(*engine, rig, rig.out[r % 2], &joined, true);
   const gpu::JoinCounts after = gpu::Joins();
-  std::printf("forked writes read back correctly: %d/%d unjoined, %d/%d through the join (%lld graphs, %lld "
-              "instantiated)\n",
-              without, runs, with, runs, static_cast<long long>(after.runs - before.runs),
-              static_cast<long long>(after.instantiations - before.instantiations));
+  std::printf(
+      "forked writes read back correctly: %d/%d unjoined, %d/%d through the join (%lld graphs, "
+      "%lld "
+      "instantiated)\n",
+      without, runs, with, runs, static_cast<long long>(after.runs - before.runs),
+      static_cast<long long>(after.instantiations - before.instantiations));
   EXPECT_EQ(without, 0) << "unjoined, every consumer runs before the gated write";
   EXPECT_EQ(with, runs);
   EXPECT_EQ(after.runs - before.runs, runs);
-  EXPECT_EQ(after.instantiations - before.instantiations, 1) << "the executable was not updated in place";
+  EXPECT_EQ(after.instantiations - before.instantiations, 1)
+      << "the executable was not updated in place";
   EXPECT_EQ(after.unjoined, before.unjoined);
   engine->Shutdown();
 }
@@ -307,7 +328,8 @@ TEST(GpuEngine, JoinedLibraryWorkFallsBackWhenTheLibraryLeavesAForkUnjoined) {
   const bool first = AuxWriteReadsBack(*engine, rig, rig.out[0], &joined, false);
   const bool second = AuxWriteReadsBack(*engine, rig, rig.out[1], &joined, false);
   const std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_TRUE(first && second) << "the fallback's synchronization did not cover the library's stream";
+  EXPECT_TRUE(first && second)
+      << "the fallback's synchronization did not cover the library's stream";
   EXPECT_EQ(gpu::Joins().unjoined - before.unjoined, 2);
   EXPECT_EQ(gpu::Joins().runs, before.runs) << "an unjoined capture was launched";
   const std::string warning = "left work on a stream of its own without joining it back";
@@ -377,8 +399,9 @@ TEST(GpuEngine, AnOpCompletedAfterItsDeviceWorkLeavesNothingOnItsStreamToWaitFor
 TEST(GpuEngine, AnAbsentGpuIsRejectedAtPush) {
   auto engine = engine::CreateEngine(engine::EngineKind::kThreaded, engine::EngineOptions{});
   VarHandle v = engine->NewVariable();
-  testing::ExpectErrorContains([&] { engine->PushSync([](RunContext) {}, Device::Gpu(15), {}, {v}); },
-                               {"expected a GPU id in [0,", "gpu:15"});
+  testing::ExpectErrorContains(
+      [&] { engine->PushSync([](RunContext) {}, Device::Gpu(15), {}, {v}); },
+      {"expected a GPU id in [0,", "gpu:15"});
   testing::ExpectErrorContains(
       [&] { engine->PushSync([](RunContext) {}, Device::Cpu(), {}, {v}, FnProperty::kCopyToGpu); },
       {"expected a GPU device"});
@@ -389,7 +412,8 @@ TEST(GpuEngine, AnAbsentGpuIsRejectedAtPush) {
 // both finish on two compute workers at once: so on two streams. Copies in each direction run on
 // their copy worker's stream, never on a compute stream.
 TEST(GpuEngine, GpuOpsRunOnSeveralStreamsAndCopyWorkersHaveTheirOwn) {
-  if (GetEnvInt("WEFT_GPU_COMPUTE_WORKERS", 2, 1, 64) < 2) GTEST_SKIP() << "one compute worker per GPU";
+  if (GetEnvInt("WEFT_GPU_COMPUTE_WORKERS", 2, 1, 64) < 2)
+    GTEST_SKIP() << "one compute worker per GPU";
   auto engine = engine::CreateEngine(engine::EngineKind::kThreaded, engine::EngineOptions{});
   std::mutex mu;
   std::map<FnProperty, std::set<GpuStream*>> streams;  // guarded by mu
@@ -404,7 +428,8 @@ TEST(GpuEngine, GpuOpsRunOnSeveralStreamsAndCopyWorkersHaveTheirOwn) {
         [&, i](RunContext run) {
           note(FnProperty::kNormal, run.stream);
           started[i].Open();
-          EXPECT_TRUE(started[1 - i].WaitFor(std::chrono::minutes(1))) << "the other compute op never ran alongside";
+          EXPECT_TRUE(started[1 - i].WaitFor(std::chrono::minutes(1)))
+              << "the other compute op never ran alongside";
         },
         Device::Gpu(0), {}, {i == 0 ? a : b});
   }
@@ -412,7 +437,8 @@ TEST(GpuEngine, GpuOpsRunOnSeveralStreamsAndCopyWorkersHaveTheirOwn) {
   for (int i = 0; i < 16; ++i) vars.push_back(engine->NewVariable());
   for (VarHandle v : vars) {
     for (FnProperty prop : {FnProperty::kCopyToGpu, FnProperty::kCopyFromGpu}) {
-      engine->PushSync([&, prop](RunContext run) { note(prop, run.stream); }, Device::Gpu(0), {}, {v}, prop);
+      engine->PushSync([&, prop](RunContext run) { note(prop, run.stream); }, Device::Gpu(0), {},
+                       {v}, prop);
     }
   }
   engine->WaitForAll();

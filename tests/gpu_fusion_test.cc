@@ -54,12 +54,14 @@ using weft::testing::ScopedEnv;
 // x: n values in [-2, 2), on gpu:0.
 NDArray Input(int64_t n, uint64_t seed = 1) {
   std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>((i * 7919 + seed * 104729) % 4000) / 1000.0f - 2.0f;
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>((i * 7919 + seed * 104729) % 4000) / 1000.0f - 2.0f;
   return NDArray::FromVector(v, Shape{n}, kGpu);
 }
 
 // Every output of `s` bound to `args` on gpu:0 and run forward once, fusion on or off.
-std::vector<std::vector<float>> BindAndRun(const Symbol& s, const Executor::ArrayMap& args, bool fusion) {
+std::vector<std::vector<float>> BindAndRun(const Symbol& s, const Executor::ArrayMap& args,
+                                           bool fusion) {
   ScopedEnv env("WEFT_USE_FUSION", fusion ? "1" : "0");
   auto exec = Executor::Bind(s, kGpu, args);
   exec->Forward(/*is_train=*/false);
@@ -70,11 +72,13 @@ std::vector<std::vector<float>> BindAndRun(const Symbol& s, const Executor::Arra
 
 // Fused and unfused runs agree value for value (float32; FMA contraction off in both).
 void ExpectFusedEqualsUnfused(const Symbol& s, const Executor::ArrayMap& args) {
-  const std::vector<std::vector<float>> fused = BindAndRun(s, args, true), unfused = BindAndRun(s, args, false);
+  const std::vector<std::vector<float>> fused = BindAndRun(s, args, true),
+                                        unfused = BindAndRun(s, args, false);
   ASSERT_EQ(fused.size(), unfused.size());
   for (size_t o = 0; o < fused.size(); ++o) {
     ASSERT_EQ(fused[o].size(), unfused[o].size()) << "output " << o;
-    for (size_t i = 0; i < fused[o].size(); ++i) ASSERT_EQ(fused[o][i], unfused[o][i]) << "output " << o << "[" << i << "]";
+    for (size_t i = 0; i < fused[o].size(); ++i)
+      ASSERT_EQ(fused[o][i], unfused[o][i]) << "output " << o << "[" << i << "]";
   }
 }
 
@@ -91,7 +95,8 @@ TEST(FusedGpu, ReportsTheParameterBudgetItAsked) {
 TEST(FusedGpu, TheSeedsXLNetPatternRunsWithItsArgumentsByValue) {
   ScopedEnv no_cse("WEFT_ELIMINATE_COMMON_EXPR", "0");
   const FusedGpuStats before = StatsNow();
-  ExpectFusedEqualsUnfused(testing::XLNetPattern(Var("x")), {{"x", Input(512).Reshape(Shape{32, 16})}});
+  ExpectFusedEqualsUnfused(testing::XLNetPattern(Var("x")),
+                           {{"x", Input(512).Reshape(Shape{32, 16})}});
   const FusedGpuStats after = StatsNow();
   EXPECT_EQ(after.kernels - before.kernels, 1);  // one group of 144 outputs: 1,168 bytes
   EXPECT_EQ(after.tables, before.tables);
@@ -102,7 +107,8 @@ TEST(FusedGpu, TheSeedsXLNetPatternRunsWithItsArgumentsInATable) {
   ScopedEnv no_cse("WEFT_ELIMINATE_COMMON_EXPR", "0");
   ScopedEnv small("WEFT_FUSION_TEST_PARAM_BUDGET", "256");
   const FusedGpuStats before = StatsNow();
-  ExpectFusedEqualsUnfused(testing::XLNetPattern(Var("x")), {{"x", Input(512).Reshape(Shape{32, 16})}});
+  ExpectFusedEqualsUnfused(testing::XLNetPattern(Var("x")),
+                           {{"x", Input(512).Reshape(Shape{32, 16})}});
   const FusedGpuStats after = StatsNow();
   EXPECT_EQ(after.kernels - before.kernels, 1);
   EXPECT_EQ(after.tables - before.tables, 1);
@@ -110,7 +116,8 @@ TEST(FusedGpu, TheSeedsXLNetPatternRunsWithItsArgumentsInATable) {
 
 TEST(FusedGpu, ThreeThousandOutputsRunWithTheirArgumentsInATable) {
   const FusedGpuStats before = StatsNow();
-  ExpectFusedEqualsUnfused(ManyOutputs(3000), {{"x", Input(1000)}});  // 48 KB of pointers and scalars
+  ExpectFusedEqualsUnfused(ManyOutputs(3000),
+                           {{"x", Input(1000)}});  // 48 KB of pointers and scalars
   const FusedGpuStats after = StatsNow();
   EXPECT_EQ(after.kernels - before.kernels, 1);
   EXPECT_EQ(after.tables - before.tables, 1);
@@ -154,7 +161,8 @@ TEST(FusedGpu, AGroupThatDoesNotCompileRunsUnfusedAfterOneWarning) {
   EXPECT_EQ(StatsNow().fallbacks - before.fallbacks, 2);  // both binds run it unfused
   EXPECT_EQ(Count(err, "weft: warning: fused("), 1) << err;
   EXPECT_EQ(Count(err, "runs unfused"), 1) << err;
-  EXPECT_NE(err.find("WEFT_FUSION_TEST_BAD_CODE"), std::string::npos) << err;  // the reason: NVRTC's log
+  EXPECT_NE(err.find("WEFT_FUSION_TEST_BAD_CODE"), std::string::npos)
+      << err;  // the reason: NVRTC's log
   const std::vector<std::vector<float>> unfused = BindAndRun(s, args, false);
   ASSERT_EQ(fused[0].size(), unfused[0].size());
   for (size_t i = 0; i < fused[0].size(); ++i) ASSERT_EQ(fused[0][i], unfused[0][i]) << i;
@@ -164,7 +172,8 @@ TEST(FusedGpu, AGroupThatDoesNotCompileRunsUnfusedAfterOneWarning) {
 // so its kernel is compiled by this test's first Bind.
 TEST(FusedGpu, TheKernelIsCompiledAtBindAndASecondBindCompilesNothing) {
   ScopedEnv on("WEFT_USE_FUSION", "1");
-  const Symbol s = Scalar("rdiv_scalar", Op1("softrelu", Scalar("minimum_scalar", Op1("neg", Var("x")), 0.3)), 2.0);
+  const Symbol s = Scalar(
+      "rdiv_scalar", Op1("softrelu", Scalar("minimum_scalar", Op1("neg", Var("x")), 0.3)), 2.0);
   const Executor::ArrayMap args = {{"x", Input(5000)}};
   rtc::KernelLibrary& library = rtc::KernelLibrary::Global();
   const rtc::KernelLibrary::Stats start = library.stats();
@@ -193,7 +202,8 @@ Node FusedNode(const Symbol& s, const std::map<std::string, Shape>& shapes) {
 }
 
 // y = compute(x) on gpu:0, as an engine op writing y.
-std::vector<float> RunPrepared(const ComputeFn& compute, const Node& node, const NDArray& x, const NDArray& y) {
+std::vector<float> RunPrepared(const ComputeFn& compute, const Node& node, const NDArray& x,
+                               const NDArray& y) {
   Invocation call(*node.op, node.attrs, kGpu);
   call.AddInput(x.View(), x.var());
   call.AddOutput(y.View(), y.var(), OpReq::kWrite);
@@ -218,13 +228,15 @@ TEST(FusedGpu, AFreshKernelLibraryReadsTheKernelFromTheDiskCache) {
   std::vector<float> first, second;
   {
     rtc::KernelLibrary writer(dir);
-    first = RunPrepared(PrepareFusedGpu(group, kGpu, {&in, 1}, {&write, 1}, {&out_y, 1}, writer, true), node, x, y);
+    first = RunPrepared(
+        PrepareFusedGpu(group, kGpu, {&in, 1}, {&write, 1}, {&out_y, 1}, writer, true), node, x, y);
     EXPECT_EQ(writer.stats().compiles, 1);
     EXPECT_EQ(writer.stats().disk_writes, 1);
   }
   {
     rtc::KernelLibrary reader(dir);
-    second = RunPrepared(PrepareFusedGpu(group, kGpu, {&in, 1}, {&write, 1}, {&out_z, 1}, reader, true), node, x, z);
+    second = RunPrepared(
+        PrepareFusedGpu(group, kGpu, {&in, 1}, {&write, 1}, {&out_z, 1}, reader, true), node, x, z);
     EXPECT_EQ(reader.stats().compiles, 0);
     EXPECT_EQ(reader.stats().disk_hits, 1);
   }

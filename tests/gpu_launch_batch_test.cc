@@ -82,7 +82,8 @@ std::vector<float> Download(const DeviceBuffer& buffer, long long n) {
 // read x before the tiny add and z[0] would fall short of 1 + 2 + ... + 10.
 TEST(GpuLaunchBatch, ALargeKernelRunsAfterTheBatchBeforeIt) {
   constexpr long long kBig = 1 << 21;
-  DeviceBuffer x_buffer(kBig * sizeof(float)), z_buffer(kBig * sizeof(float)), one_buffer(16 * sizeof(float));
+  DeviceBuffer x_buffer(kBig * sizeof(float)), z_buffer(kBig * sizeof(float)),
+      one_buffer(16 * sizeof(float));
   Upload(x_buffer, kBig, 0), Upload(z_buffer, kBig, 0), Upload(one_buffer, 16, 1);
   void *x = x_buffer.get(), *z = z_buffer.get(), *one = one_buffer.get();
   long long small_n = 16, big_n = kBig;
@@ -102,7 +103,8 @@ TEST(GpuLaunchBatch, ALargeKernelRunsAfterTheBatchBeforeIt) {
 // Chains are kept per length and only nodes whose arguments changed are set again: one node of
 // four full batches alternates between two arrays, and each batch must see its own arguments.
 TEST(GpuLaunchBatch, ANodeWhoseArgumentsChangedIsSetAgain) {
-  DeviceBuffer a0_buffer(16 * sizeof(float)), a1_buffer(16 * sizeof(float)), one_buffer(16 * sizeof(float));
+  DeviceBuffer a0_buffer(16 * sizeof(float)), a1_buffer(16 * sizeof(float)),
+      one_buffer(16 * sizeof(float));
   Upload(a0_buffer, 16, 0), Upload(a1_buffer, 16, 0), Upload(one_buffer, 16, 1);
   void* one = one_buffer.get();
   long long n = 16;
@@ -123,7 +125,8 @@ TEST(GpuLaunchBatch, ANodeWhoseArgumentsChangedIsSetAgain) {
 // A batched launch copies each argument by the kernel's parameter sizes, so more arguments than
 // the kernel has parameters is an error naming the count (a direct launch cannot tell).
 TEST(GpuLaunchBatch, ExtraArgumentsRaiseACudaError) {
-  if (!GetEnvBool("WEFT_GPU_LAUNCH_BATCH", true)) GTEST_SKIP() << "launches are not batched (WEFT_GPU_LAUNCH_BATCH=0)";
+  if (!GetEnvBool("WEFT_GPU_LAUNCH_BATCH", true))
+    GTEST_SKIP() << "launches are not batched (WEFT_GPU_LAUNCH_BATCH=0)";
   DeviceBuffer x_buffer(16 * sizeof(float));
   void* x = x_buffer.get();
   long long n = 16;
@@ -134,7 +137,8 @@ TEST(GpuLaunchBatch, ExtraArgumentsRaiseACudaError) {
     stream.get().Launch(AddKernel(), dim3(1), dim3(256), args);
     ADD_FAILURE() << "six arguments for a kernel of five parameters were accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("6 arguments given, but the kernel has no parameter 5"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("6 arguments given, but the kernel has no parameter 5"),
+              std::string::npos)
         << e.what();
   }
   stream.Synchronize();
@@ -143,7 +147,8 @@ TEST(GpuLaunchBatch, ExtraArgumentsRaiseACudaError) {
 // A kernel that cannot launch (2048 threads a block) between two good ones: the good ones still
 // run, and the error is raised by the stream's next flush even when the idle hook flushed first.
 TEST(GpuLaunchBatch, ABadLaunchRaisesACudaErrorAtTheNextFlush) {
-  if (!GetEnvBool("WEFT_GPU_LAUNCH_BATCH", true)) GTEST_SKIP() << "launches are not batched (WEFT_GPU_LAUNCH_BATCH=0)";
+  if (!GetEnvBool("WEFT_GPU_LAUNCH_BATCH", true))
+    GTEST_SKIP() << "launches are not batched (WEFT_GPU_LAUNCH_BATCH=0)";
   DeviceBuffer x_buffer(16 * sizeof(float)), one_buffer(16 * sizeof(float));
   Upload(x_buffer, 16, 0), Upload(one_buffer, 16, 1);
   void *x = x_buffer.get(), *one = one_buffer.get();
@@ -159,12 +164,14 @@ TEST(GpuLaunchBatch, ABadLaunchRaisesACudaErrorAtTheNextFlush) {
     stream.get().Flush();
     ADD_FAILURE() << "the failed launch was not raised";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("launching a batch of kernels: cudaErrorInvalid"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("launching a batch of kernels: cudaErrorInvalid"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_NO_THROW(stream.get().Flush()) << "raised once";
   stream.Synchronize();
-  EXPECT_EQ(Download(x_buffer, 16), std::vector<float>(16, 2.f)) << "the good kernels around the bad one ran";
+  EXPECT_EQ(Download(x_buffer, 16), std::vector<float>(16, 2.f))
+      << "the good kernels around the bad one ran";
 }
 
 // ---- Work queued through the stream object after a batched kernel ----------------------------
@@ -173,7 +180,9 @@ TEST(GpuLaunchBatch, ABadLaunchRaisesACudaErrorAtTheNextFlush) {
 // addressing), so the host can read what a kernel wrote without a copy.
 class PinnedFloats {
  public:
-  explicit PinnedFloats(size_t n) : n_(n) { WEFT_CUDA_CHECK(cudaMallocHost(&data_, n * sizeof(float))); }
+  explicit PinnedFloats(size_t n) : n_(n) {
+    WEFT_CUDA_CHECK(cudaMallocHost(&data_, n * sizeof(float)));
+  }
   ~PinnedFloats() { cudaFreeHost(data_); }
   PinnedFloats(const PinnedFloats&) = delete;
   PinnedFloats& operator=(const PinnedFloats&) = delete;
@@ -264,15 +273,17 @@ TEST_F(WorkAfterABatchedKernel, AnEventCompletesAfterTheKernel) {
   WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   stream().Record(event);
   WEFT_CUDA_CHECK(cudaEventSynchronize(event));
-  EXPECT_EQ(x_.Values(), std::vector<float>(kN, kAfter)) << "read once the event completed, before any other wait";
+  EXPECT_EQ(x_.Values(), std::vector<float>(kN, kAfter))
+      << "read once the event completed, before any other wait";
   cudaEventDestroy(event);
   stream().Synchronize();
 }
 
 TEST_F(WorkAfterABatchedKernel, ALibraryCallOnTheRawStreamReadsWhatTheKernelWrote) {
   AddOneToX();
-  stream().Library(
-      [&](cudaStream_t raw) { WEFT_CUDA_CHECK(cudaMemcpyAsync(y_.get(), x_.get(), kBytes, cudaMemcpyDefault, raw)); });
+  stream().Library([&](cudaStream_t raw) {
+    WEFT_CUDA_CHECK(cudaMemcpyAsync(y_.get(), x_.get(), kBytes, cudaMemcpyDefault, raw));
+  });
   stream().Synchronize();
   EXPECT_EQ(Download(y_, kN), std::vector<float>(kN, kAfter));
 }

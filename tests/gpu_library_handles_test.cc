@@ -96,7 +96,8 @@ TEST(LibraryHandles, FailedCallsThrowNamingTheCallAndTheStatus) {
   EXPECT_NE(dnn.find("cuDNN error: cudnnSetStream(nullptr, nullptr)"), std::string::npos) << dnn;
   EXPECT_NE(dnn.find("CUDNN_STATUS_BAD_PARAM"), std::string::npos) << dnn;
   const std::string blas = ErrorOf([] { WEFT_CUBLAS_CHECK(cublasSetStream(nullptr, nullptr)); });
-  EXPECT_NE(blas.find("cuBLAS error: cublasSetStream(nullptr, nullptr)"), std::string::npos) << blas;
+  EXPECT_NE(blas.find("cuBLAS error: cublasSetStream(nullptr, nullptr)"), std::string::npos)
+      << blas;
   EXPECT_NE(blas.find("CUBLAS_STATUS_NOT_INITIALIZED"), std::string::npos) << blas;
 }
 

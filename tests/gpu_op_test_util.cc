@@ -12,7 +12,9 @@
 
 namespace weft::testing {
 
-DeviceBuffer::DeviceBuffer(size_t bytes) { WEFT_CUDA_CHECK(cudaMalloc(&data_, bytes == 0 ? 1 : bytes)); }
+DeviceBuffer::DeviceBuffer(size_t bytes) {
+  WEFT_CUDA_CHECK(cudaMalloc(&data_, bytes == 0 ? 1 : bytes));
+}
 DeviceBuffer::~DeviceBuffer() { cudaFree(data_); }
 void DeviceBuffer::Upload(const void* host, size_t bytes) {
   WEFT_CUDA_CHECK(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice));
@@ -25,10 +27,10 @@ void DeviceBuffer::Download(void* host, size_t bytes) const {
 }
 
 const void* AddKernel() {
-  static const void* kernel =
-      reinterpret_cast<const void*>(gpu::rtc::KernelLibrary::Global()
-                                        .Get({"binary.cuh", "", "weft::BinaryForward<weft::fn::Add, float, 4>", {}}, 0)
-                                        .handle());
+  static const void* kernel = reinterpret_cast<const void*>(
+      gpu::rtc::KernelLibrary::Global()
+          .Get({"binary.cuh", "", "weft::BinaryForward<weft::fn::Add, float, 4>", {}}, 0)
+          .handle());
   return kernel;
 }
 
@@ -60,7 +62,8 @@ class TestArray {
  public:
   TestArray(Device device, DType dtype, const Shape& shape, const std::vector<float>& values)
       : device_(device), dtype_(dtype), shape_(shape) {
-    WEFT_CHECK_EQ(static_cast<int64_t>(values.size()), shape.Size()) << "test array of shape " << shape;
+    WEFT_CHECK_EQ(static_cast<int64_t>(values.size()), shape.Size())
+        << "test array of shape " << shape;
     host_.resize(values.size() * DTypeSize(dtype));
     if (dtype == DType::kBFloat16) {
       auto* bits = reinterpret_cast<uint16_t*>(host_.data());
@@ -74,8 +77,8 @@ class TestArray {
     }
   }
   TensorView View() const {
-    return TensorView(device_memory_ ? device_memory_->get() : const_cast<char*>(host_.data()), shape_, dtype_,
-                      device_);
+    return TensorView(device_memory_ ? device_memory_->get() : const_cast<char*>(host_.data()),
+                      shape_, dtype_, device_);
   }
   std::vector<float> Values() {
     if (device_memory_) device_memory_->Download(host_.data(), host_.size());
@@ -99,12 +102,14 @@ class TestArray {
 
 }  // namespace
 
-void RunCompute(const OpCall& call, Device device, DType dtype, std::vector<std::vector<float>>& inputs,
-                const std::vector<OpReq>& req, std::vector<std::vector<float>>& outputs) {
+void RunCompute(const OpCall& call, Device device, DType dtype,
+                std::vector<std::vector<float>>& inputs, const std::vector<OpReq>& req,
+                std::vector<std::vector<float>>& outputs) {
   const Op& op = GetOp(call.op);
   const Attrs attrs = ParseAttrs(op, call.attrs);
   const std::vector<Shape> out_shapes = InferShapes(op, attrs, call.input_shapes);
-  WEFT_CHECK(op.compute[static_cast<int>(device.type)]) << call.op << " has no compute on " << device;
+  WEFT_CHECK(op.compute[static_cast<int>(device.type)])
+      << call.op << " has no compute on " << device;
   std::vector<std::unique_ptr<TestArray>> in, out;
   std::vector<TensorView> in_views, out_views;
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -73,7 +73,8 @@ struct OpCall {
 // input, stored as `dtype`: float32, or bfloat16 on the GPU) and requests `req`. `outputs` holds
 // each output's initial values (what kAddTo adds to) and receives the results; `inputs` receives
 // the inputs' values after the call (optimizer state is updated in place).
-void RunCompute(const OpCall& call, Device device, DType dtype, std::vector<std::vector<float>>& inputs,
-                const std::vector<OpReq>& req, std::vector<std::vector<float>>& outputs);
+void RunCompute(const OpCall& call, Device device, DType dtype,
+                std::vector<std::vector<float>>& inputs, const std::vector<OpReq>& req,
+                std::vector<std::vector<float>>& outputs);
 
 }  // namespace weft::testing

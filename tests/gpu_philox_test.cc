@@ -21,7 +21,8 @@ using testing::TestStream;
 
 // The first n numbers of `key`'s range, drawn on GPU 0.
 std::vector<uint32_t> GpuNumbers(RandomKey key, long long n) {
-  const gpu::rtc::Kernel kernel = gpu::rtc::KernelLibrary::Global().Get({"philox.cuh", "", "weft::PhiloxRaw", {}}, 0);
+  const gpu::rtc::Kernel kernel =
+      gpu::rtc::KernelLibrary::Global().Get({"philox.cuh", "", "weft::PhiloxRaw", {}}, 0);
   DeviceBuffer out(n * sizeof(uint32_t));
   unsigned long long seed = key.seed, offset = key.offset;
   void* out_ptr = out.get();
@@ -47,7 +48,8 @@ TEST(Philox, GpuDrawsTheCpuNumbers) {
     const std::vector<uint32_t> gpu = GpuNumbers(key, n);
     PhiloxStream cpu(key);
     for (long long i = 0; i < n; ++i) {
-      ASSERT_EQ(gpu[i], cpu.NextU32()) << "number " << i << " of seed " << key.seed << " offset " << key.offset;
+      ASSERT_EQ(gpu[i], cpu.NextU32())
+          << "number " << i << " of seed " << key.seed << " offset " << key.offset;
     }
   }
 }
@@ -59,7 +61,8 @@ void ExpectSameDropout(const Shape& shape, double p, RandomKey key, std::vector<
   for (int64_t i = 0; i < n; ++i) x[i] = 0.25f + static_cast<float>(i % 97) * 0.125f;
   const OpCall call{"Dropout", {{"p", std::to_string(p)}}, {shape}, /*is_train=*/true, key};
   std::vector<std::vector<float>> cpu_in = {x}, gpu_in = {x};
-  std::vector<std::vector<float>> cpu_out = {std::vector<float>(n, 1.0f), std::vector<float>(n, 2.0f)};
+  std::vector<std::vector<float>> cpu_out = {std::vector<float>(n, 1.0f),
+                                             std::vector<float>(n, 2.0f)};
   std::vector<std::vector<float>> gpu_out = cpu_out;
   RunCompute(call, Device::Cpu(), DType::kFloat32, cpu_in, req, cpu_out);
   RunCompute(call, Device::Gpu(0), DType::kFloat32, gpu_in, req, gpu_out);
@@ -75,8 +78,10 @@ void ExpectSameDropout(const Shape& shape, double p, RandomKey key, std::vector<
 }
 
 TEST(Philox, GpuDropoutMaskEqualsTheCpuMask) {
-  ExpectSameDropout(Shape{37, 29}, 0.3, {1234, 0}, {OpReq::kWrite, OpReq::kWrite});       // 1073: a partial last block
-  ExpectSameDropout(Shape{4096}, 0.5, {99, 1ull << 33}, {OpReq::kWrite, OpReq::kWrite});  // packs of four
+  ExpectSameDropout(Shape{37, 29}, 0.3, {1234, 0},
+                    {OpReq::kWrite, OpReq::kWrite});  // 1073: a partial last block
+  ExpectSameDropout(Shape{4096}, 0.5, {99, 1ull << 33},
+                    {OpReq::kWrite, OpReq::kWrite});  // packs of four
   ExpectSameDropout(Shape{1001}, 0.9, {7, 3}, {OpReq::kAddTo, OpReq::kAddTo});
   ExpectSameDropout(Shape{1001}, 0.1, {7, 3}, {OpReq::kWrite, OpReq::kNull});
 }

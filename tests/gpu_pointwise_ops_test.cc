@@ -62,15 +62,18 @@ void ExpectGpuMatchesCpu(const Case& c, DType dtype, OpReq req) {
   const Attrs attrs = ParseAttrs(op, c.attrs);
   const std::vector<Shape> out_shapes = InferShapes(op, attrs, c.shapes);
   Arrays in, out;
-  for (size_t i = 0; i < c.shapes.size(); ++i) in.push_back(Values(c.shapes[i].Size(), i, c.positive, bf16));
-  for (size_t i = 0; i < out_shapes.size(); ++i) out.push_back(Values(out_shapes[i].Size(), 50 + i, false, bf16));
+  for (size_t i = 0; i < c.shapes.size(); ++i)
+    in.push_back(Values(c.shapes[i].Size(), i, c.positive, bf16));
+  for (size_t i = 0; i < out_shapes.size(); ++i)
+    out.push_back(Values(out_shapes[i].Size(), 50 + i, false, bf16));
   const std::vector<OpReq> reqs(out.size(), req);
   Arrays cpu_in = in, cpu_out = out, gpu_in = in, gpu_out = out;
   const OpCall call{c.op, c.attrs, c.shapes};
   RunCompute(call, Device::Cpu(), DType::kFloat32, cpu_in, reqs, cpu_out);
   RunCompute(call, Device::Gpu(0), dtype, gpu_in, reqs, gpu_out);
   const double tolerance = bf16 ? 1.6e-2 : 2e-5;
-  const std::string what = c.op + (bf16 ? " bfloat16" : " float32") + (req == OpReq::kAddTo ? " add-to" : " write");
+  const std::string what =
+      c.op + (bf16 ? " bfloat16" : " float32") + (req == OpReq::kAddTo ? " add-to" : " write");
   for (size_t i = 0; i < out.size(); ++i)
     ExpectClose(gpu_out[i], cpu_out[i], tolerance, what + " output " + std::to_string(i));
   for (size_t i = 0; i < in.size(); ++i)
@@ -92,17 +95,21 @@ std::vector<Case> UnaryCases() {
   auto add = [&](const std::string& op, AttrMap attrs, bool positive) {
     cases.push_back({op, attrs, {s}, positive});
     const Op& backward = GetOp("_backward_" + op);
-    cases.push_back({backward.name, attrs, std::vector<Shape>(NumInputs(backward, ParseAttrs(backward, attrs)), s), positive});
+    cases.push_back({backward.name, attrs,
+                     std::vector<Shape>(NumInputs(backward, ParseAttrs(backward, attrs)), s),
+                     positive});
   };
-  for (const char* op : {"neg", "exp", "square", "abs", "sigmoid", "tanh", "relu", "softrelu", "gelu"})
+  for (const char* op :
+       {"neg", "exp", "square", "abs", "sigmoid", "tanh", "relu", "softrelu", "gelu"})
     add(op, {}, false);
   for (const char* op : {"log", "sqrt"}) add(op, {}, true);
-  for (const char* op :
-       {"add_scalar", "sub_scalar", "rsub_scalar", "mul_scalar", "div_scalar", "maximum_scalar", "minimum_scalar"}) {
+  for (const char* op : {"add_scalar", "sub_scalar", "rsub_scalar", "mul_scalar", "div_scalar",
+                         "maximum_scalar", "minimum_scalar"}) {
     add(op, {{"scalar", "0.75"}}, false);
   }
   add("rdiv_scalar", {{"scalar", "-1.5"}}, true);
-  for (const char* act : {"relu", "sigmoid", "tanh", "softrelu", "gelu"}) add("Activation", {{"act_type", act}}, false);
+  for (const char* act : {"relu", "sigmoid", "tanh", "softrelu", "gelu"})
+    add("Activation", {{"act_type", act}}, false);
   return cases;
 }
 
@@ -129,25 +136,34 @@ std::vector<Case> BinaryCases() {
   return cases;
 }
 
-TEST(GpuPointwiseOps, UnaryMatchCpu) { ExpectGpuMatchesCpu(UnaryCases(), {DType::kFloat32, DType::kBFloat16}); }
+TEST(GpuPointwiseOps, UnaryMatchCpu) {
+  ExpectGpuMatchesCpu(UnaryCases(), {DType::kFloat32, DType::kBFloat16});
+}
 
-TEST(GpuPointwiseOps, BinaryMatchCpu) { ExpectGpuMatchesCpu(BinaryCases(), {DType::kFloat32, DType::kBFloat16}); }
+TEST(GpuPointwiseOps, BinaryMatchCpu) {
+  ExpectGpuMatchesCpu(BinaryCases(), {DType::kFloat32, DType::kBFloat16});
+}
 
 TEST(GpuPointwiseOps, AddNMatchesCpu) {
-  ExpectGpuMatchesCpu({{"add_n", {{"num_args", "3"}}, {Shape{1001}, Shape{1001}, Shape{1001}}},
-                       {"add_n", {{"num_args", "40"}}, std::vector<Shape>(40, Shape{77, 3})}},  // two launches
-                      {DType::kFloat32, DType::kBFloat16});
+  ExpectGpuMatchesCpu(
+      {{"add_n", {{"num_args", "3"}}, {Shape{1001}, Shape{1001}, Shape{1001}}},
+       {"add_n", {{"num_args", "40"}}, std::vector<Shape>(40, Shape{77, 3})}},  // two launches
+      {DType::kFloat32, DType::kBFloat16});
 }
 
 TEST(GpuPointwiseOps, FillAndCopyMatchCpu) {
   const Shape s{33, 17};
-  ExpectGpuMatchesCpu({{"zeros_like", {}, {s}}, {"ones_like", {}, {s}}, {"_copy", {}, {s}}, {"stop_gradient", {}, {s}}},
+  ExpectGpuMatchesCpu({{"zeros_like", {}, {s}},
+                       {"ones_like", {}, {s}},
+                       {"_copy", {}, {s}},
+                       {"stop_gradient", {}, {s}}},
                       {DType::kFloat32, DType::kBFloat16});
 }
 
 TEST(GpuPointwiseOps, OptimizersMatchCpu) {
   const Shape s{1000, 3};
-  const AttrMap common = {{"lr", "0.1"}, {"wd", "0.01"}, {"rescale_grad", "0.5"}, {"clip_gradient", "0.6"}};
+  const AttrMap common = {
+      {"lr", "0.1"}, {"wd", "0.01"}, {"rescale_grad", "0.5"}, {"clip_gradient", "0.6"}};
   AttrMap mom = common, adam = common;
   mom["momentum"] = "0.9";
   adam["beta1"] = "0.8";
@@ -171,7 +187,8 @@ TEST(GpuPointwiseOps, MisalignedArraysTakeTheElementPath) {
   const TensorView out(static_cast<float*>(y.get()) + 1, Shape{n}, DType::kFloat32, Device::Gpu(0));
   const Op& relu = GetOp("relu");
   const OpReq req = OpReq::kWrite;
-  relu.compute[static_cast<int>(DeviceType::kGpu)](ctx, ParseAttrs(relu, {}), {&in, 1}, {&req, 1}, {&out, 1});
+  relu.compute[static_cast<int>(DeviceType::kGpu)](ctx, ParseAttrs(relu, {}), {&in, 1}, {&req, 1},
+                                                   {&out, 1});
   stream.Synchronize();
   std::vector<float> result(n + 1);
   y.Download(result.data(), result.size() * sizeof(float));
@@ -181,25 +198,29 @@ TEST(GpuPointwiseOps, MisalignedArraysTakeTheElementPath) {
 TEST(GpuPointwiseOps, UnsupportedDTypeIsAClearError) {
   const OpCall call{"relu", {}, {Shape{8}}};
   Arrays in = {std::vector<float>(8)}, out = {std::vector<float>(8)};
-  testing::ExpectErrorContains([&] { RunCompute(call, Device::Gpu(0), DType::kInt32, in, {OpReq::kWrite}, out); },
-                               {"relu on GPU", "expected float32, float64 or bfloat16", "found int32"});
+  testing::ExpectErrorContains(
+      [&] { RunCompute(call, Device::Gpu(0), DType::kInt32, in, {OpReq::kWrite}, out); },
+      {"relu on GPU", "expected float32, float64 or bfloat16", "found int32"});
   const OpCall sgd{"sgd_update", {{"lr", "0.1"}}, {Shape{8}, Shape{8}}};
   Arrays sgd_in = {std::vector<float>(8), std::vector<float>(8)};
-  testing::ExpectErrorContains([&] { RunCompute(sgd, Device::Gpu(0), DType::kInt32, sgd_in, {OpReq::kWrite}, out); },
-                               {"sgd_update on GPU", "expected float32, float64 or bfloat16", "found int32"});
+  testing::ExpectErrorContains(
+      [&] { RunCompute(sgd, Device::Gpu(0), DType::kInt32, sgd_in, {OpReq::kWrite}, out); },
+      {"sgd_update on GPU", "expected float32, float64 or bfloat16", "found int32"});
 }
 
 // The whole library, not only the pointwise ops: every operator the CPU has runs on a GPU.
 TEST(GpuPointwiseOps, EveryOperatorHasAGpuCompute) {
   for (const std::string& name : ListOps()) {
-    EXPECT_TRUE(GetOp(name).compute[static_cast<int>(DeviceType::kGpu)] != nullptr) << name << " has no GPU compute";
+    EXPECT_TRUE(GetOp(name).compute[static_cast<int>(DeviceType::kGpu)] != nullptr)
+        << name << " has no GPU compute";
   }
 }
 
 TEST(GpuPointwiseOps, EveryGpuComputeNamesARegisteredOp) {
   EXPECT_TRUE(UnmatchedComputeRegistrations().empty());
-  for (const char* op : {"relu", "_backward_gelu", "add", "_backward_div", "add_n", "zeros_like", "_copy",
-                         "sgd_mom_update", "adam_update", "Dropout", "Activation", "_backward_Activation"}) {
+  for (const char* op :
+       {"relu", "_backward_gelu", "add", "_backward_div", "add_n", "zeros_like", "_copy",
+        "sgd_mom_update", "adam_update", "Dropout", "Activation", "_backward_Activation"}) {
     EXPECT_TRUE(GetOp(op).compute[static_cast<int>(DeviceType::kGpu)]) << op;
   }
 }

@@ -75,9 +75,12 @@ class Trace {
   std::vector<const Event*> WorkOf(const Event& span) const {
     std::vector<const Event*> work;
     for (const auto& [id, start] : flow_starts_) {
-      if (start.pid != span.pid || start.tid != span.tid || start.ts < span.ts || start.ts > span.end()) continue;
+      if (start.pid != span.pid || start.tid != span.tid || start.ts < span.ts ||
+          start.ts > span.end())
+        continue;
       auto end = flow_ends_.find(id);
-      EXPECT_NE(end, flow_ends_.end()) << "arrow " << id << " from " << span.name << " ends nowhere";
+      EXPECT_NE(end, flow_ends_.end())
+          << "arrow " << id << " from " << span.name << " ends nowhere";
       if (end == flow_ends_.end()) continue;
       const Event* target = SpanAt(end->second);
       EXPECT_NE(target, nullptr) << "arrow " << id << " from " << span.name << " ends at no span";
@@ -134,7 +137,8 @@ class Trace {
 };
 
 // The stream track a host worker's device work belongs on: "gpu:0 compute worker 1" queues on
-// "gpu:0 compute 1", "gpu:0 copy-to worker 0" on "gpu:0 copy h2d" (engine/internal/device_workers.h).
+// "gpu:0 compute 1", "gpu:0 copy-to worker 0" on "gpu:0 copy h2d"
+// (engine/internal/device_workers.h).
 std::string StreamTrackOf(const std::string& worker) {
   const std::string compute = "gpu:0 compute worker ";
   if (worker.rfind(compute, 0) == 0) return "gpu:0 compute " + worker.substr(compute.size());
@@ -147,21 +151,24 @@ std::string StreamTrackOf(const std::string& worker) {
 void HostMarker(const char* name) {
   engine::Engine& engine = *engine::Engine::Get();
   engine::VarHandle v = engine.NewVariable();
-  engine.PushSync([](engine::RunContext) {}, Device::Cpu(), {}, {v}, engine::FnProperty::kNormal, 0, name);
+  engine.PushSync([](engine::RunContext) {}, Device::Cpu(), {}, {v}, engine::FnProperty::kNormal, 0,
+                  name);
   engine.WaitForVar(v);
   engine.DeleteVariable([](engine::RunContext) {}, Device::Cpu(), v);
 }
 
 // `op`'s device work: at least one piece, every piece of category `cat` on its worker's stream's
 // track, starting within the op's span or after it and done before `after` began.
-std::vector<const Event*> CheckWork(const Trace& t, const std::string& op, const std::string& cat, const Event& after) {
+std::vector<const Event*> CheckWork(const Trace& t, const std::string& op, const std::string& cat,
+                                    const Event& after) {
   const Event& span = t.HostSpan(op);
   const std::vector<const Event*> work = t.WorkOf(span);
   EXPECT_FALSE(work.empty()) << "no arrow from " << op << " to its device work";
   for (const Event* w : work) {
     EXPECT_EQ(w->cat, cat) << op << " -> " << w->name;
     EXPECT_EQ(w->pid, kGpu0Pid) << op << " -> " << w->name;
-    EXPECT_EQ(t.Track(w->pid, w->tid), StreamTrackOf(t.Track(span.pid, span.tid))) << op << " -> " << w->name;
+    EXPECT_EQ(t.Track(w->pid, w->tid), StreamTrackOf(t.Track(span.pid, span.tid)))
+        << op << " -> " << w->name;
     EXPECT_GE(w->ts, span.ts) << op << " -> " << w->name << " started before its op did";
     EXPECT_LE(w->end(), after.ts) << op << " -> " << w->name << " ended after the host saw it done";
   }
@@ -182,17 +189,20 @@ TEST(GpuProfiler, KernelsAndCopiesAreOnTheirStreamsWithArrowsFromTheirOps) {
   Profiler::Stop();
 
   const Trace t(path);
-  if (!t.DeviceTraceMissing().empty()) GTEST_SKIP() << "CUPTI cannot trace here: " << t.DeviceTraceMissing();
+  if (!t.DeviceTraceMissing().empty())
+    GTEST_SKIP() << "CUPTI cannot trace here: " << t.DeviceTraceMissing();
   const Event& after = t.HostSpan("after");
   const bool batched = GetEnvBool("WEFT_GPU_LAUNCH_BATCH", true);
   for (const Event* k : CheckWork(t, "relu", "kernel", after)) {
     EXPECT_NE(k->name.find("UnaryForward"), std::string::npos) << k->name;
     EXPECT_EQ(k->args.at("launch").get<std::string>().find("graph") != std::string::npos, batched)
-        << "relu's kernel " << (batched ? "was not" : "was") << " replayed from a graph: " << k->args.dump();
+        << "relu's kernel " << (batched ? "was not" : "was")
+        << " replayed from a graph: " << k->args.dump();
   }
   for (const Event* k : CheckWork(t, "sigmoid", "kernel", after)) {
     EXPECT_NE(k->name.find("UnaryForward"), std::string::npos) << k->name;
-    EXPECT_EQ(k->args.at("launch").get<std::string>().find("graph"), std::string::npos) << k->args.dump();
+    EXPECT_EQ(k->args.at("launch").get<std::string>().find("graph"), std::string::npos)
+        << k->args.dump();
   }
   for (const Event* c : CheckWork(t, "Fill", "memcpy", after)) EXPECT_EQ(c->name, "memcpy HtoD");
   EXPECT_GE(t.PeakInUse("memory gpu:0", kGpu0Pid), 4.0 * (1 << 22) * 2) << "large and b are in use";
@@ -203,12 +213,14 @@ TEST(GpuProfiler, KernelsAndCopiesAreOnTheirStreamsWithArrowsFromTheirOps) {
 TEST(GpuProfiler, AKernelHeldBehindAGateStartsAfterTheHostOpensIt) {
   testing::DeviceBuffer y_buffer(16 * sizeof(float)), one_buffer(16 * sizeof(float));
   const std::vector<float> zeros(16, 0.f), ones(16, 1.f);
-  y_buffer.Upload(zeros.data(), 16 * sizeof(float)), one_buffer.Upload(ones.data(), 16 * sizeof(float));
+  y_buffer.Upload(zeros.data(), 16 * sizeof(float)),
+      one_buffer.Upload(ones.data(), 16 * sizeof(float));
   void *y = y_buffer.get(), *one = one_buffer.get();
   long long n = 16;
   int write = 1;
   engine::Engine& engine = *engine::Engine::Get();
-  engine::VarHandle warm = engine.NewVariable(), gated = engine.NewVariable(), opened = engine.NewVariable();
+  engine::VarHandle warm = engine.NewVariable(), gated = engine.NewVariable(),
+                    opened = engine.NewVariable();
   std::unique_ptr<testing::StreamGate> gate;
   testing::Latch queued;
   const std::string path = TempPath("gpu_gate_trace.json");
@@ -233,8 +245,8 @@ TEST(GpuProfiler, AKernelHeldBehindAGateStartsAfterTheHostOpensIt) {
       },
       kGpu, {}, {gated}, engine::FnProperty::kNormal, 0, "gated");
   ASSERT_TRUE(queued.WaitFor(std::chrono::seconds(60)));
-  engine.PushSync([&](engine::RunContext) { gate->Open(); }, Device::Cpu(), {}, {opened}, engine::FnProperty::kNormal,
-                  0, "open gate");
+  engine.PushSync([&](engine::RunContext) { gate->Open(); }, Device::Cpu(), {}, {opened},
+                  engine::FnProperty::kNormal, 0, "open gate");
   engine.WaitForVar(opened);
   engine.WaitForVar(gated);
   HostMarker("after");
@@ -244,11 +256,13 @@ TEST(GpuProfiler, AKernelHeldBehindAGateStartsAfterTheHostOpensIt) {
   EXPECT_EQ(result, ones);
 
   const Trace t(path);
-  if (!t.DeviceTraceMissing().empty()) GTEST_SKIP() << "CUPTI cannot trace here: " << t.DeviceTraceMissing();
+  if (!t.DeviceTraceMissing().empty())
+    GTEST_SKIP() << "CUPTI cannot trace here: " << t.DeviceTraceMissing();
   const Event& open = t.HostSpan("open gate");
   const std::vector<const Event*> work = CheckWork(t, "gated", "kernel", t.HostSpan("after"));
   ASSERT_EQ(work.size(), 1u);
-  EXPECT_GE(work[0]->ts, open.ts) << "the kernel started before the host opened its gate: the clocks disagree";
+  EXPECT_GE(work[0]->ts, open.ts)
+      << "the kernel started before the host opened its gate: the clocks disagree";
 }
 
 }  // namespace

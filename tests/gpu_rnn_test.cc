@@ -37,8 +37,8 @@ struct Config {
   bool lstm() const { return mode == RnnMode::kLstm; }
   int dirs() const { return bidirectional ? 2 : 1; }
   std::string Name() const {
-    return std::string(RnnModeName(mode)) + " L" + std::to_string(layers) + (bidirectional ? " bi" : " uni") +
-           (lengths ? " lengths" : "");
+    return std::string(RnnModeName(mode)) + " L" + std::to_string(layers) +
+           (bidirectional ? " bi" : " uni") + (lengths ? " lengths" : "");
   }
 };
 
@@ -68,7 +68,8 @@ std::vector<std::pair<std::vector<float>, Shape>> HostInputs(const Config& c) {
   const Shape state{c.layers * c.dirs(), c.n, c.h};
   std::vector<std::pair<std::vector<float>, Shape>> in = {
       {Uniform(1, c.t * c.n * c.i, 1), Shape{c.t, c.n, c.i}},
-      {Uniform(2, ParamSize(c), c.h <= 6 ? 0.5 : 1 / std::sqrt(static_cast<double>(c.h))), Shape{ParamSize(c)}},
+      {Uniform(2, ParamSize(c), c.h <= 6 ? 0.5 : 1 / std::sqrt(static_cast<double>(c.h))),
+       Shape{ParamSize(c)}},
       {Uniform(3, state.Size(), 1), state}};
   if (c.lstm()) in.push_back({Uniform(4, state.Size(), 1), state});
   if (c.lengths) {
@@ -81,29 +82,35 @@ std::vector<std::pair<std::vector<float>, Shape>> HostInputs(const Config& c) {
 
 // The inputs as arrays for a call on `device`: sequence_length (the last, with lengths) stays a CPU
 // array, as the op reads it on the host (Op::host_inputs).
-std::vector<NDArray> On(const Config& c, const std::vector<std::pair<std::vector<float>, Shape>>& host, Device device) {
+std::vector<NDArray> On(const Config& c,
+                        const std::vector<std::pair<std::vector<float>, Shape>>& host,
+                        Device device) {
   std::vector<NDArray> in;
   for (size_t k = 0; k < host.size(); ++k) {
     const bool lengths = c.lengths && k + 1 == host.size();
-    in.push_back(NDArray::FromVector(host[k].first, host[k].second, lengths ? Device::Cpu() : device));
+    in.push_back(
+        NDArray::FromVector(host[k].first, host[k].second, lengths ? Device::Cpu() : device));
   }
   return in;
 }
 
-void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, double tol, const std::string& what) {
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t k = 0; k < got.size(); ++k)
     ASSERT_NEAR(got[k], want[k], tol * (1 + std::abs(want[k]))) << what << ", element " << k;
 }
 
 NDArray As(const NDArray& a, DType dtype) {
-  return a.dtype() == dtype ? a : Invoke("Cast", {a}, {{"dtype", std::string(DTypeName(dtype))}})[0];
+  return a.dtype() == dtype ? a
+                            : Invoke("Cast", {a}, {{"dtype", std::string(DTypeName(dtype))}})[0];
 }
 
 // The host values as `dtype` would hold them (bfloat16 rounds), back in float32.
-std::vector<std::pair<std::vector<float>, Shape>> Rounded(std::vector<std::pair<std::vector<float>, Shape>> host,
-                                                          DType dtype) {
-  for (auto& [v, shape] : host) v = As(As(NDArray::FromVector(v, shape), dtype), DType::kFloat32).ToVector<float>();
+std::vector<std::pair<std::vector<float>, Shape>> Rounded(
+    std::vector<std::pair<std::vector<float>, Shape>> host, DType dtype) {
+  for (auto& [v, shape] : host)
+    v = As(As(NDArray::FromVector(v, shape), dtype), DType::kFloat32).ToVector<float>();
   return host;
 }
 
@@ -111,28 +118,34 @@ std::vector<std::pair<std::vector<float>, Shape>> Rounded(std::vector<std::pair<
 // output gradients; lengths as int32), on values rounded as `rounding` holds them: the visible
 // outputs, then every requested input gradient (parameters' with `params_req`), as float32.
 std::vector<std::vector<float>> ForwardBackward(const Config& c, Device device, OpReq params_req,
-                                                DType dtype = DType::kFloat32, DType rounding = DType::kFloat32) {
+                                                DType dtype = DType::kFloat32,
+                                                DType rounding = DType::kFloat32) {
   const Op& op = GetOp("RNN");
   const Attrs attrs = ParseAttrs(op, AttrsOf(c));
   std::vector<NDArray> in = On(c, Rounded(HostInputs(c), rounding), device);
-  for (size_t k = 0; k < in.size(); ++k) in[k] = As(in[k], c.lengths && k + 1 == in.size() ? DType::kInt32 : dtype);
+  for (size_t k = 0; k < in.size(); ++k)
+    in[k] = As(in[k], c.lengths && k + 1 == in.size() ? DType::kInt32 : dtype);
   const std::vector<NDArray> out = Invoke("RNN", in, AttrsOf(c), {.is_train = true});
   std::vector<NDArray> heads, grads;
   for (size_t o = 0; o + 1 < out.size(); ++o) {
     const Shape shape = out[o].shape();
-    heads.push_back(
-        As(NDArray::FromVector(Rounded({{Uniform(10 + o, shape.Size(), 1), shape}}, rounding)[0].first, shape, device),
-           dtype));
+    heads.push_back(As(
+        NDArray::FromVector(Rounded({{Uniform(10 + o, shape.Size(), 1), shape}}, rounding)[0].first,
+                            shape, device),
+        dtype));
   }
   heads.push_back(out.back());
   std::vector<OpReq> reqs;
   for (size_t k = 0; k < in.size(); ++k) {
     grads.emplace_back(in[k].shape(), device, in[k].dtype());
-    reqs.push_back(c.lengths && k + 1 == in.size() ? OpReq::kNull : k == 1 ? params_req : OpReq::kWrite);
+    reqs.push_back(c.lengths && k + 1 == in.size() ? OpReq::kNull
+                   : k == 1                        ? params_req
+                                                   : OpReq::kWrite);
   }
   InvokeBackward(op, attrs, in, out, heads, grads, reqs);
   std::vector<std::vector<float>> values;
-  for (size_t o = 0; o + 1 < out.size(); ++o) values.push_back(As(out[o], DType::kFloat32).ToVector<float>());
+  for (size_t o = 0; o + 1 < out.size(); ++o)
+    values.push_back(As(out[o], DType::kFloat32).ToVector<float>());
   for (size_t k = 0; k < grads.size(); ++k)
     if (reqs[k] != OpReq::kNull) values.push_back(As(grads[k], DType::kFloat32).ToVector<float>());
   return values;
@@ -161,7 +174,8 @@ TEST(GpuRnn, ForwardAndBackwardEqualTheCpus) {
       const auto got = ForwardBackward(c, kGpu, OpReq::kWrite);
       EXPECT_EQ(RnnPersistentForwards() - persistent, 0);
       ASSERT_EQ(got.size(), want.size());
-      for (size_t k = 0; k < want.size(); ++k) ExpectNear(got[k], want[k], 1e-4, "value " + std::to_string(k));
+      for (size_t k = 0; k < want.size(); ++k)
+        ExpectNear(got[k], want[k], 1e-4, "value " + std::to_string(k));
     }
 }
 
@@ -189,7 +203,8 @@ TEST(GpuRnn, BFloat16ForwardAndBackwardFollowTheCpusFloat32) {
     for (int64_t h : {6, 300}) {
       c.h = h;
       SCOPED_TRACE(c.Name() + " H" + std::to_string(h));
-      const auto cpu = ForwardBackward(c, Device::Cpu(), OpReq::kWrite, DType::kFloat32, DType::kBFloat16);
+      const auto cpu =
+          ForwardBackward(c, Device::Cpu(), OpReq::kWrite, DType::kFloat32, DType::kBFloat16);
       const int64_t persistent = RnnPersistentForwards();
       const auto got = ForwardBackward(c, kGpu, OpReq::kWrite, DType::kBFloat16, DType::kBFloat16);
       EXPECT_EQ(RnnPersistentForwards() - persistent, h == 6 && !c.lengths ? 1 : 0);
@@ -200,7 +215,8 @@ TEST(GpuRnn, BFloat16ForwardAndBackwardFollowTheCpusFloat32) {
         const std::string what = "value " + std::to_string(k);
         const double error = RelativeError(got[k], cpu[k]);
         EXPECT_LE(error, 2e-2) << what;
-        if (error > worst) worst = error, worst_at = c.Name() + " H" + std::to_string(h) + " " + what;
+        if (error > worst)
+          worst = error, worst_at = c.Name() + " H" + std::to_string(h) + " " + what;
         double largest = 0;
         for (float v : cpu[k]) largest = std::max(largest, static_cast<double>(std::abs(v)));
         for (size_t e = 0; e < cpu[k].size(); ++e)
@@ -238,17 +254,22 @@ TEST(GpuRnn, TheDataGradientSummedRightAfterBackwardDataIsTheCpusEveryTime) {
   c.t = 16, c.n = 32, c.i = 64, c.h = 128;  // large enough for cuDNN's streams to matter
   const auto host = HostInputs(c);
   const Symbol data = Symbol::Variable("data");
-  const Symbol rnn = Symbol::Op(
-      "RNN", {data, Symbol::Variable("parameters"), Symbol::Variable("state"), Symbol::Variable("state_cell")},
-      AttrsOf(c));
+  const Symbol rnn = Symbol::Op("RNN",
+                                {data, Symbol::Variable("parameters"), Symbol::Variable("state"),
+                                 Symbol::Variable("state_cell")},
+                                AttrsOf(c));
   const Symbol net = Symbol::Group({rnn[0], Symbol::Op("tanh", {data})});
   const char* names[] = {"data", "parameters", "state", "state_cell"};
   auto bind = [&](Device device, GradReq data_req) {
     Executor::ArrayMap args, grads;
-    for (int k = 0; k < 4; ++k) args[names[k]] = NDArray::FromVector(host[k].first, host[k].second, device);
-    grads["data"] = NDArray::FromVector(std::vector<float>(host[0].first.size(), 0), host[0].second, device);
-    std::map<std::string, GradReq> reqs = {
-        {"data", data_req}, {"parameters", GradReq::kNull}, {"state", GradReq::kNull}, {"state_cell", GradReq::kNull}};
+    for (int k = 0; k < 4; ++k)
+      args[names[k]] = NDArray::FromVector(host[k].first, host[k].second, device);
+    grads["data"] =
+        NDArray::FromVector(std::vector<float>(host[0].first.size(), 0), host[0].second, device);
+    std::map<std::string, GradReq> reqs = {{"data", data_req},
+                                           {"parameters", GradReq::kNull},
+                                           {"state", GradReq::kNull},
+                                           {"state_cell", GradReq::kNull}};
     return std::make_pair(Executor::Bind(net, device, args, grads, reqs), grads["data"]);
   };
   auto [cpu, cpu_grad] = bind(Device::Cpu(), GradReq::kWrite);
@@ -266,7 +287,8 @@ TEST(GpuRnn, TheDataGradientSummedRightAfterBackwardDataIsTheCpusEveryTime) {
   std::vector<float> before(want.size(), 0);
   const char* runs_env = std::getenv("WEFT_TEST_RNN_SEED_RUNS");
   const int runs = runs_env != nullptr ? std::atoi(runs_env) : 1000;
-  ASSERT_GT(runs, 0) << "WEFT_TEST_RNN_SEED_RUNS=" << runs_env << ": expected a positive number of runs";
+  ASSERT_GT(runs, 0) << "WEFT_TEST_RNN_SEED_RUNS=" << runs_env
+                     << ": expected a positive number of runs";
   for (int run = 0; run < runs; ++run) {
     WEFT_CUDA_CHECK(cudaMemsetAsync(busy, run & 0xff, busy_bytes, other));
     gpu->Forward(true);

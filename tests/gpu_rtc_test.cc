@@ -101,20 +101,23 @@ extern "C" __global__ void set(int unused, float* y, double value, int n) {
   for (int round = 0; round < 12; ++round) {
     KernelLibrary library(dir);
     const bool ramp = round % 2 == 0;
-    const Kernel k = library.Get(ramp ? Ramp() : KernelRequest{"set_test.cu", set_source, "set", {}}, 0);
+    const Kernel k =
+        library.Get(ramp ? Ramp() : KernelRequest{"set_test.cu", set_source, "set", {}}, 0);
     long long count = n;
     float scale = 0.5f;
     int unused = 0, small_n = static_cast<int>(n);
     double value = round;
     void* ramp_args[] = {&y_ptr, &count, &scale};
     void* set_args[] = {&unused, &y_ptr, &value, &small_n};
-    k.Launch(dim3(4), dim3(256), ramp ? std::span<void* const>(ramp_args) : std::span<void* const>(set_args),
+    k.Launch(dim3(4), dim3(256),
+             ramp ? std::span<void* const>(ramp_args) : std::span<void* const>(set_args),
              stream.get());
     stream.Synchronize();
     std::vector<float> host(n);
     y.Download(host.data(), n * sizeof(float));
     for (long long i = 0; i < n; ++i) {
-      ASSERT_EQ(host[i], ramp ? i * 0.5f : static_cast<float>(round)) << "round " << round << " at " << i;
+      ASSERT_EQ(host[i], ramp ? i * 0.5f : static_cast<float>(round))
+          << "round " << round << " at " << i;
     }
   }
 }
@@ -177,7 +180,8 @@ TEST(KernelLibrary, CorruptCacheFileIsIgnoredAndRewritten) {
     EXPECT_EQ(std::filesystem::file_size(path), size);
   }
   {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);  // one byte of the CUBIN flipped
+    std::fstream f(
+        path, std::ios::in | std::ios::out | std::ios::binary);  // one byte of the CUBIN flipped
     f.seekg(static_cast<std::streamoff>(size / 2));
     const char byte = static_cast<char>(f.get());
     f.seekp(static_cast<std::streamoff>(size / 2));
@@ -194,10 +198,11 @@ TEST(KernelLibrary, CorruptCacheFileIsIgnoredAndRewritten) {
 
 TEST(KernelLibrary, CompileErrorNamesTheKernelAndHoldsTheLog) {
   KernelLibrary library("");
-  const KernelRequest broken{"broken_test.cu",
-                             "extern \"C\" __global__ void broken_kernel(float* y) { y[0] = no_such_name; }",
-                             "broken_kernel",
-                             {}};
+  const KernelRequest broken{
+      "broken_test.cu",
+      "extern \"C\" __global__ void broken_kernel(float* y) { y[0] = no_such_name; }",
+      "broken_kernel",
+      {}};
   weft::testing::ExpectErrorContains([&] { library.Get(broken, 0); },
                                      {"broken_kernel", "broken_test.cu", "no_such_name", "sm_"});
   std::string error;
@@ -208,7 +213,11 @@ TEST(KernelLibrary, CompileErrorNamesTheKernelAndHoldsTheLog) {
 
 TEST(KernelLibrary, UnknownEmbeddedSourceIsAnError) {
   KernelLibrary library("");
-  weft::testing::ExpectErrorContains([&] { library.Get({"no_such_file.cuh", "", "k", {}}, 0); }, {"no_such_file.cuh"});
+  weft::testing::ExpectErrorContains(
+      [&] {
+        library.Get({"no_such_file.cuh", "", "k", {}}, 0);
+      },
+      {"no_such_file.cuh"});
   EXPECT_FALSE(EmbeddedSourceNames().empty());
 }
 
@@ -220,7 +229,8 @@ TEST(KernelLibrary, LoadsOnEveryGpuAndCompilesOncePerArchitecture) {
     ExpectRampRuns(library.Get(Ramp(), device));
   }
   bool same_arch = true;
-  for (int device = 1; device < GpuCount(); ++device) same_arch &= ComputeCapability(device) == ComputeCapability(0);
+  for (int device = 1; device < GpuCount(); ++device)
+    same_arch &= ComputeCapability(device) == ComputeCapability(0);
   if (same_arch) {
     EXPECT_EQ(library.stats().compiles, 1);
   }

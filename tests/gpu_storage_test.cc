@@ -89,7 +89,8 @@ TEST(GpuNDArray, CopiesWithPageableMemoryAreStagedThroughPinnedMemory) {
   NDArray host(Shape{1 << 20});
   gpu.CopyTo(host);  // device to host
   EXPECT_EQ(host.ToVector<float>(), values);
-  EXPECT_GE(pinned.Stats().allocations, before + 2) << "both directions stage through pinned memory";
+  EXPECT_GE(pinned.Stats().allocations, before + 2)
+      << "both directions stage through pinned memory";
 }
 
 TEST(GpuNDArray, CopiesBothWaysAndBetweenGpuArrays) {
@@ -103,7 +104,8 @@ TEST(GpuNDArray, CopiesBothWaysAndBetweenGpuArrays) {
   EXPECT_EQ(back.ToVector<float>(), values);
   EXPECT_EQ(gpu2.ToVector<float>(), values);
   // Views of GPU arrays copy only their part.
-  EXPECT_EQ(gpu.Slice(1, 2).ToVector<float>(), std::vector<float>(values.begin() + 256, values.begin() + 512));
+  EXPECT_EQ(gpu.Slice(1, 2).ToVector<float>(),
+            std::vector<float>(values.begin() + 256, values.begin() + 512));
 }
 
 TEST(GpuNDArray, InitializersGiveTheSameNumbersAsOnTheCpu) {

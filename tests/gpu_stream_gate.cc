@@ -37,7 +37,8 @@ StreamGate::StreamGate(cudaStream_t stream) : state_(std::make_shared<State>()) 
   const cudaError_t error = cudaLaunchHostFunc(stream, WaitUntilOpen, holder);
   if (error != cudaSuccess) {
     delete holder;
-    gpu::ThrowCudaError(error, "cudaLaunchHostFunc(stream, WaitUntilOpen, holder)", __FILE__, __LINE__);
+    gpu::ThrowCudaError(error, "cudaLaunchHostFunc(stream, WaitUntilOpen, holder)", __FILE__,
+                        __LINE__);
   }
 }
 

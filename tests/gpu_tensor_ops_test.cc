@@ -87,13 +87,14 @@ void ExpectSameOnGpu(const TensorCase& c, DType dtype, OpReq req) {
       if (std::isnan(g) && std::isnan(want)) continue;
       ASSERT_LE(std::abs(g - want), tolerance * std::max(1.0f, std::abs(want)))
           << c.op << " " << c.shapes[0] << (bf16 ? " bfloat16" : " float32")
-          << (req == OpReq::kAddTo ? " add-to" : " write") << ": output " << o << " at " << i << ", gpu " << g
-          << ", cpu " << want;
+          << (req == OpReq::kAddTo ? " add-to" : " write") << ": output " << o << " at " << i
+          << ", gpu " << g << ", cpu " << want;
     }
   }
 }
 
-void ExpectSameOnGpu(const std::vector<TensorCase>& cases, std::vector<DType> dtypes = {DType::kFloat32}) {
+void ExpectSameOnGpu(const std::vector<TensorCase>& cases,
+                     std::vector<DType> dtypes = {DType::kFloat32}) {
   for (const TensorCase& c : cases) {
     for (DType dtype : dtypes) {
       for (OpReq req : {OpReq::kWrite, OpReq::kAddTo}) ExpectSameOnGpu(c, dtype, req);
@@ -126,7 +127,8 @@ TEST(GpuTensorOps, ReductionsMatchCpu) {
       if (shape.Size() == 0 && std::string(op) == "max") continue;
       const AttrMap attrs = axis.empty() ? AttrMap{} : AttrMap{{"axis", axis}};
       cases.push_back({op, attrs, {shape}});
-      cases.push_back({std::string("_backward_") + op, attrs, {OutShape(op, attrs, {shape}), shape}});
+      cases.push_back(
+          {std::string("_backward_") + op, attrs, {OutShape(op, attrs, {shape}), shape}});
     }
   }
   ExpectSameOnGpu(cases);
@@ -136,7 +138,8 @@ TEST(GpuTensorOps, ReductionsInBfloat16MatchCpu) {
   std::vector<TensorCase> cases;
   for (const char* op : {"sum", "mean", "max"}) {
     for (const auto& [shape, axis] : kReductions) {
-      if (shape.Size() > 0) cases.push_back({op, axis.empty() ? AttrMap{} : AttrMap{{"axis", axis}}, {shape}});
+      if (shape.Size() > 0)
+        cases.push_back({op, axis.empty() ? AttrMap{} : AttrMap{{"axis", axis}}, {shape}});
     }
   }
   ExpectSameOnGpu(cases, {DType::kBFloat16});
@@ -147,9 +150,14 @@ TEST(GpuTensorOps, MaxAndItsGradientPickTheFirstMaximumAmongTiesAndNaNs) {
   for (Fill fill : {Fill::kTies, Fill::kTiesAndNaN}) {
     for (const auto& [shape, axis] : kReductions) {
       if (shape.Size() == 0) continue;
-      const AttrMap attrs = axis.empty() ? AttrMap{} : AttrMap{{"axis", axis}, {"keepdims", "true"}};
+      const AttrMap attrs =
+          axis.empty() ? AttrMap{} : AttrMap{{"axis", axis}, {"keepdims", "true"}};
       cases.push_back({"max", attrs, {shape}, fill});
-      cases.push_back({"_backward_max", attrs, {OutShape("max", attrs, {shape}), shape}, fill, /*filled_input=*/1});
+      cases.push_back({"_backward_max",
+                       attrs,
+                       {OutShape("max", attrs, {shape}), shape},
+                       fill,
+                       /*filled_input=*/1});
     }
   }
   ExpectSameOnGpu(cases);
@@ -185,7 +193,8 @@ TEST(GpuTensorOps, ConcatAndSliceMatchCpu) {
       {{Shape{4, 5, 6}, Shape{4, 0, 6}, Shape{4, 7, 6}}, -2},  // an empty part
   };
   for (const auto& [parts, dim] : concats) {
-    const AttrMap attrs = {{"num_args", std::to_string(parts.size())}, {"dim", std::to_string(dim)}};
+    const AttrMap attrs = {{"num_args", std::to_string(parts.size())},
+                           {"dim", std::to_string(dim)}};
     cases.push_back({"concat", attrs, parts});
     std::vector<Shape> backward = {OutShape("concat", attrs, parts)};
     backward.insert(backward.end(), parts.begin(), parts.end());
@@ -208,8 +217,10 @@ TEST(GpuTensorOps, EmbeddingMatchesCpu) {
   std::vector<TensorCase> cases;
   for (const auto& [data, input_dim, dim] : std::vector<std::tuple<Shape, int, int>>{
            {Shape{8, 50}, 100, 64}, {Shape{300}, 3, 33}, {Shape{16, 16}, 1000, 2}}) {
-    const AttrMap attrs = {{"input_dim", std::to_string(input_dim)}, {"output_dim", std::to_string(dim)}};
-    cases.push_back({"Embedding", attrs, {data, Shape{input_dim, dim}}, Fill::kIndices, 0, input_dim});
+    const AttrMap attrs = {{"input_dim", std::to_string(input_dim)},
+                           {"output_dim", std::to_string(dim)}};
+    cases.push_back(
+        {"Embedding", attrs, {data, Shape{input_dim, dim}}, Fill::kIndices, 0, input_dim});
     cases.push_back({"_backward_Embedding",
                      attrs,
                      {OutShape("Embedding", attrs, {data, Shape{input_dim, dim}}), data},
@@ -227,21 +238,26 @@ TEST(GpuTensorOps, EmbeddingIndicesOutOfRangeFailTheOpAsOnTheCpu) {
   const AttrMap attrs = {{"input_dim", "3"}, {"output_dim", "2"}};
   const std::vector<float> indices = {0, 7, -1, NAN, 2.9f};
   for (Device device : {Device::Cpu(), Device::Gpu(0)}) {
-    std::vector<std::vector<float>> in = {indices, {1, 2, 3, 4, 5, 6}}, out = {std::vector<float>(10, 9)};
+    std::vector<std::vector<float>> in = {indices, {1, 2, 3, 4, 5, 6}},
+                                    out = {std::vector<float>(10, 9)};
     const std::string forward = testing::ErrorMessage([&] {
-      RunCompute({"Embedding", attrs, {Shape{5}, Shape{3, 2}}}, device, DType::kFloat32, in, {OpReq::kWrite}, out);
+      RunCompute({"Embedding", attrs, {Shape{5}, Shape{3, 2}}}, device, DType::kFloat32, in,
+                 {OpReq::kWrite}, out);
     });
-    EXPECT_NE(forward.find("Embedding: index 7 at position 1 of data is out of range: expected 0 <= index < 3 "
-                           "(input_dim)"),
-              std::string::npos)
+    EXPECT_NE(
+        forward.find(
+            "Embedding: index 7 at position 1 of data is out of range: expected 0 <= index < 3 "
+            "(input_dim)"),
+        std::string::npos)
         << device << ": " << forward;
     in = {std::vector<float>(10, 1), indices};
     out = {std::vector<float>(6, 9)};
     const std::string backward = testing::ErrorMessage([&] {
-      RunCompute({"_backward_Embedding", attrs, {Shape{5, 2}, Shape{5}}}, device, DType::kFloat32, in, {OpReq::kWrite},
-                 out);
+      RunCompute({"_backward_Embedding", attrs, {Shape{5, 2}, Shape{5}}}, device, DType::kFloat32,
+                 in, {OpReq::kWrite}, out);
     });
-    EXPECT_NE(backward.find("_backward_Embedding: index 7 at position 1 of data"), std::string::npos)
+    EXPECT_NE(backward.find("_backward_Embedding: index 7 at position 1 of data"),
+              std::string::npos)
         << device << ": " << backward;
   }
 }

@@ -20,6 +20,7 @@ std::string WithoutNoGpu(const std::string& filter) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  GTEST_FLAG_SET(filter, weft::gpu::GpuCount() == 0 ? "NoGpu.*" : WithoutNoGpu(GTEST_FLAG_GET(filter)));
+  GTEST_FLAG_SET(filter,
+                 weft::gpu::GpuCount() == 0 ? "NoGpu.*" : WithoutNoGpu(GTEST_FLAG_GET(filter)));
   return RUN_ALL_TESTS();
 }

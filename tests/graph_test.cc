@@ -19,14 +19,15 @@ Symbol Mlp() {
 
 TEST(Symbol, ComposesAndListsArgumentsInOrder) {
   Symbol loss = Mlp();
-  EXPECT_EQ(loss.ListArguments(),
-            (std::vector<std::string>{"data", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias", "label"}));
+  EXPECT_EQ(loss.ListArguments(), (std::vector<std::string>{"data", "fc1_weight", "fc1_bias",
+                                                            "fc2_weight", "fc2_bias", "label"}));
   EXPECT_EQ(loss.ListOutputs(), std::vector<std::string>{"loss_output"});
   Graph g = loss.ToGraph();
   EXPECT_EQ(g.nodes().size(), 10u);
   EXPECT_EQ(g.outputs().size(), 1u);
   for (uint32_t n = 0; n < g.nodes().size(); ++n) {
-    for (const NodeEntry& e : g.node(n).inputs) EXPECT_LT(e.node, n) << "inputs come before their users";
+    for (const NodeEntry& e : g.node(n).inputs)
+      EXPECT_LT(e.node, n) << "inputs come before their users";
   }
 }
 
@@ -34,10 +35,12 @@ TEST(Symbol, GroupsAndSelectsOutputs) {
   Symbol x = Symbol::Variable("x");
   Symbol d = Symbol::Op("Dropout", {x}, {{"p", "0.5"}}, "drop");
   EXPECT_EQ(d.num_outputs(), 2u);
-  Symbol both = Symbol::Group({Symbol::Op("relu", {d[0]}, {}, "r"), Symbol::Op("exp", {x}, {}, "e")});
+  Symbol both =
+      Symbol::Group({Symbol::Op("relu", {d[0]}, {}, "r"), Symbol::Op("exp", {x}, {}, "e")});
   EXPECT_EQ(both.ListOutputs(), (std::vector<std::string>{"r_output", "e_output"}));
   EXPECT_EQ(both.ListArguments(), std::vector<std::string>{"x"});
-  EXPECT_NE(testing::ErrorMessage([&] { Symbol::Op("relu", {d}); }).find("has 2 outputs"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { Symbol::Op("relu", {d}); }).find("has 2 outputs"),
+            std::string::npos);
 }
 
 TEST(Symbol, JsonRoundTripsExactly) {
@@ -57,8 +60,11 @@ TEST(Symbol, JsonRoundTripsExactly) {
 }
 
 TEST(Symbol, MalformedJsonIsAClearError) {
-  EXPECT_NE(testing::ErrorMessage([] { Symbol::FromJson("{not json"); }).find("invalid JSON"), std::string::npos);
-  EXPECT_NE(testing::ErrorMessage([] { Symbol::FromJson(R"({"nodes": [], "outputs": []})"); }).find("weft_graph"),
+  EXPECT_NE(testing::ErrorMessage([] { Symbol::FromJson("{not json"); }).find("invalid JSON"),
+            std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([] {
+              Symbol::FromJson(R"({"nodes": [], "outputs": []})");
+            }).find("weft_graph"),
             std::string::npos);
   const std::string cycle = R"({"weft_graph": 1, "nodes": [
       {"op": "null", "name": "x", "inputs": []},
@@ -70,41 +76,54 @@ TEST(Symbol, MalformedJsonIsAClearError) {
             std::string::npos);
   const std::string unknown = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"},
       {"op": "rleu", "name": "r", "inputs": [[0, 0]]}], "outputs": [[1, 0]]})";
-  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(unknown); }).find("unknown op 'rleu'"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(unknown); }).find("unknown op 'rleu'"),
+            std::string::npos);
   const std::string bad_attr = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"},
       {"op": "Activation", "name": "a", "attrs": {"act_type": "swish"}, "inputs": [[0, 0]]}], "outputs": [[1, 0]]})";
-  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(bad_attr); }).find("'swish'"), std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(bad_attr); }).find("'swish'"),
+            std::string::npos);
   const std::string missing_input = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"},
       {"op": "add", "name": "a", "inputs": [[0, 0]]}], "outputs": [[1, 0]]})";
-  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(missing_input); }).find("expected 2 input(s), found 1"),
+  EXPECT_NE(testing::ErrorMessage([&] {
+              Symbol::FromJson(missing_input);
+            }).find("expected 2 input(s), found 1"),
             std::string::npos);
-  const std::string bad_output = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"}], "outputs": [[0, 3]]})";
-  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(bad_output); }).find("found output 3"), std::string::npos);
+  const std::string bad_output =
+      R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"}], "outputs": [[0, 3]]})";
+  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(bad_output); }).find("found output 3"),
+            std::string::npos);
 }
 
 TEST(Graph, FreezeChecksThatInputsComeBeforeTheirUsers) {
   GraphBuilder b = Mlp().ToGraph().ToBuilder();
   b.nodes[1].inputs.push_back({9, 0});  // fc1 reading the loss
-  EXPECT_NE(testing::ErrorMessage([&] { std::move(b).Freeze(); }).find("reads node 9, expected a node before it"),
+  EXPECT_NE(testing::ErrorMessage([&] {
+              std::move(b).Freeze();
+            }).find("reads node 9, expected a node before it"),
             std::string::npos);
   GraphBuilder bad_output = Mlp().ToGraph().ToBuilder();
   bad_output.outputs.push_back({0, 1});  // a variable has one output
-  EXPECT_NE(
-      testing::ErrorMessage([&] { std::move(bad_output).Freeze(); }).find("reads a missing output of node 'data'"),
-      std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] {
+              std::move(bad_output).Freeze();
+            }).find("reads a missing output of node 'data'"),
+            std::string::npos);
 }
 
 TEST(Graph, TypedAttributesComeWithANewGraphValue) {
   const Graph g = Mlp().ToGraph();
-  const Graph typed =
-      g.WithTypes(std::vector<Shape>(g.num_entries(), Shape{2}), std::vector<DType>(g.num_entries(), DType::kFloat64));
+  const Graph typed = g.WithTypes(std::vector<Shape>(g.num_entries(), Shape{2}),
+                                  std::vector<DType>(g.num_entries(), DType::kFloat64));
   EXPECT_FALSE(g.has_types()) << "the original is unchanged";
   EXPECT_TRUE(typed.has_types());
   EXPECT_EQ(typed.dtypes()[typed.EntryId(typed.outputs()[0])], DType::kFloat64);
   EXPECT_EQ(&typed.nodes(), &g.nodes()) << "both share one frozen structure";
-  EXPECT_NE(testing::ErrorMessage([&] { g.shapes(); }).find("run InferShapesAndTypes first"), std::string::npos);
-  EXPECT_NE(testing::ErrorMessage([&] { typed.memory(); }).find("run PlanMemory first"), std::string::npos);
-  EXPECT_NE(testing::ErrorMessage([&] { g.WithTypes({Shape{1}}, {DType::kFloat32}); }).find("one shape per entry"),
+  EXPECT_NE(testing::ErrorMessage([&] { g.shapes(); }).find("run InferShapesAndTypes first"),
+            std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] { typed.memory(); }).find("run PlanMemory first"),
+            std::string::npos);
+  EXPECT_NE(testing::ErrorMessage([&] {
+              g.WithTypes({Shape{1}}, {DType::kFloat32});
+            }).find("one shape per entry"),
             std::string::npos);
 }
 
@@ -123,8 +142,8 @@ constexpr size_t kMaxMessageBytes = 600;
 std::string ReluChainJson(size_t relus) {
   std::string json = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x", "inputs": []})";
   for (size_t n = 1; n <= relus; ++n) {
-    json +=
-        R"(, {"op": "relu", "name": "r)" + std::to_string(n) + R"(", "inputs": [[)" + std::to_string(n - 1) + ", 0]]}";
+    json += R"(, {"op": "relu", "name": "r)" + std::to_string(n) + R"(", "inputs": [[)" +
+            std::to_string(n - 1) + ", 0]]}";
   }
   return json + R"(], "outputs": [[)" + std::to_string(relus) + ", 0]]}";
 }
@@ -134,21 +153,29 @@ TEST(Symbol, JsonIdsPastTheGraphAreErrorsWhateverTheirWidth) {
   const auto graph = [](const std::string& entry) {
     const std::string inputs =
         R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"}, {"op": "null", "name": "y"})";
-    return inputs + R"(, {"op": "relu", "name": "r", "inputs": [)" + entry + R"(]}], "outputs": [[2, 0]]})";
+    return inputs + R"(, {"op": "relu", "name": "r", "inputs": [)" + entry +
+           R"(]}], "outputs": [[2, 0]]})";
   };
-  for (const std::string node : {"4294967297", "4294967296", "18446744073709551615", "1099511627777"}) {
+  for (const std::string node :
+       {"4294967297", "4294967296", "18446744073709551615", "1099511627777"}) {
     SCOPED_TRACE(node);
-    const std::string m = testing::ErrorMessage([&] { Symbol::FromJson(graph("[" + node + ", 0]")); });
-    EXPECT_NE(m.find("refers to node " + node + ", expected a node defined before it (0..1)"), std::string::npos) << m;
+    const std::string m =
+        testing::ErrorMessage([&] { Symbol::FromJson(graph("[" + node + ", 0]")); });
+    EXPECT_NE(m.find("refers to node " + node + ", expected a node defined before it (0..1)"),
+              std::string::npos)
+        << m;
   }
   for (const std::string index : {"4294967296", "4294967297"}) {
     SCOPED_TRACE(index);
-    const std::string m = testing::ErrorMessage([&] { Symbol::FromJson(graph("[1, " + index + "]")); });
+    const std::string m =
+        testing::ErrorMessage([&] { Symbol::FromJson(graph("[1, " + index + "]")); });
     EXPECT_NE(m.find("node 'y' has 1 output(s), found output " + index), std::string::npos) << m;
   }
   const std::string bad_output = R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"}],
       "outputs": [[4294967296, 0]]})";
-  EXPECT_NE(testing::ErrorMessage([&] { Symbol::FromJson(bad_output); }).find("refers to node 4294967296"),
+  EXPECT_NE(testing::ErrorMessage([&] {
+              Symbol::FromJson(bad_output);
+            }).find("refers to node 4294967296"),
             std::string::npos);
 }
 
@@ -156,7 +183,8 @@ TEST(Symbol, DeeplyNestedJsonIsRefusedWithoutRecursion) {
   const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
   const std::vector<std::string> texts = {
       deep,
-      R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x", "inputs": )" + deep + R"(}], "outputs": [[0, 0]]})",
+      R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x", "inputs": )" + deep +
+          R"(}], "outputs": [[0, 0]]})",
       R"({"weft_graph": 1, "nodes": [], "outputs": [[0, 0]], "extra": )" + deep + "}",
   };
   for (const std::string& text : texts) {
@@ -175,12 +203,16 @@ std::string OneOpGraph(const std::string& op_and_attrs) {
 TEST(Symbol, JsonMessagesQuoteAtMostAFewDozenBytes) {
   const std::string big(1'000'000, 'x');
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"a huge entry", R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"}], "outputs": [[")" + big + R"("]]})"},
-      {"a huge op name", R"({"weft_graph": 1, "nodes": [{"op": ")" + big + R"(", "name": "x"}], "outputs": []})"},
-      {"a huge attribute value", OneOpGraph(R"("FullyConnected", "attrs": {"num_hidden": ")" + big + R"("})")},
+      {"a huge entry",
+       R"({"weft_graph": 1, "nodes": [{"op": "null", "name": "x"}], "outputs": [[")" + big +
+           R"("]]})"},
+      {"a huge op name",
+       R"({"weft_graph": 1, "nodes": [{"op": ")" + big + R"(", "name": "x"}], "outputs": []})"},
+      {"a huge attribute value",
+       OneOpGraph(R"("FullyConnected", "attrs": {"num_hidden": ")" + big + R"("})")},
       {"a huge attribute name", OneOpGraph(R"("relu", "attrs": {")" + big + R"(": "1"})")},
-      {"a huge node name",
-       R"({"weft_graph": 1, "nodes": [{"op": "null", "name": ")" + big + R"("}], "outputs": [[0, 1]]})"},
+      {"a huge node name", R"({"weft_graph": 1, "nodes": [{"op": "null", "name": ")" + big +
+                               R"("}], "outputs": [[0, 1]]})"},
       {"a huge string left open", R"({"weft_graph": 1, "nodes": [{"op": ")" + big},
   };
   for (const auto& [what, text] : cases) {
@@ -212,7 +244,8 @@ TEST(Symbol, AttributeErrorsQuoteAtMostAFewDozenBytesOfTheValue) {
       }),
   };
   for (const std::string& m : messages) {
-    EXPECT_NE(m.find("(10000"), std::string::npos) << "says how long the value was: " << m.substr(0, 1000);
+    EXPECT_NE(m.find("(10000"), std::string::npos)
+        << "says how long the value was: " << m.substr(0, 1000);
     EXPECT_LT(m.size(), kMaxMessageBytes) << m.substr(0, 1000);
   }
 }
@@ -229,11 +262,13 @@ TEST(Symbol, ALongChainIsBuiltConvertedAndDestroyedWithoutRecursion) {
     EXPECT_EQ(g.nodes().size(), kNodes + 1);
     Symbol copy = Symbol::FromGraph(g);
     y = Symbol();  // copy and g still hold nodes
-    EXPECT_EQ(copy.ListOutputs(), std::vector<std::string>{"r" + std::to_string(kNodes - 1) + "_output"});
+    EXPECT_EQ(copy.ListOutputs(),
+              std::vector<std::string>{"r" + std::to_string(kNodes - 1) + "_output"});
   });
   testing::RunOnSmallStack(256 << 10, [&] {
     Symbol loaded = Symbol::FromJson(ReluChainJson(kLoadedNodes));
-    EXPECT_EQ(loaded.ListOutputs(), std::vector<std::string>{"r" + std::to_string(kLoadedNodes) + "_output"});
+    EXPECT_EQ(loaded.ListOutputs(),
+              std::vector<std::string>{"r" + std::to_string(kLoadedNodes) + "_output"});
   });
 }
 

@@ -57,9 +57,10 @@ TEST(Invocation, RandomDrawsAreWhatTheComputeDraws) {
 
 TEST(Invocation, AnOpWithoutComputeForTheDeviceIsAClearError) {
   static const bool registered = [] {
-    RegisterOp("_test_no_compute").Inputs({"data"}).InferShape([](const Attrs&, const std::vector<Shape>& in) {
-      return std::vector<Shape>{in[0]};
-    });
+    RegisterOp("_test_no_compute")
+        .Inputs({"data"})
+        .InferShape(
+            [](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; });
     return true;
   }();
   ASSERT_TRUE(registered);

@@ -20,15 +20,17 @@
 namespace {
 
 // DESIGN.md's layers, in order: each may use only those before it.
-constexpr std::array<std::string_view, 9> kLayers = {"core",  "engine", "storage",  "ops", "graph",
-                                                     "passes", "executor", "dist", "weft"};
+constexpr std::array<std::string_view, 9> kLayers = {
+    "core", "engine", "storage", "ops", "graph", "passes", "executor", "distributed", "weft"};
 // Folders after the layers: they may include any layer, and each other.
 constexpr std::array<std::string_view, 5> kUsers = {"examples", "tests", "bench", "tools", "fuzz"};
 constexpr int kUsersRank = static_cast<int>(kLayers.size());
 
 const char* g_manifest = nullptr;  // argv[1]
 
-std::string FirstComponent(std::string_view path) { return std::string(path.substr(0, path.find('/'))); }
+std::string FirstComponent(std::string_view path) {
+  return std::string(path.substr(0, path.find('/')));
+}
 
 // The position of a path's top folder in the order: a layer's index, kUsersRank for the folders
 // after the layers, nullopt for anything else (a system or third-party header).
@@ -70,8 +72,8 @@ std::optional<std::string> Violation(std::string_view file, std::string_view inc
            LayerList() + "), found '" + include_top + "', which comes after it";
   }
   if (IsInternal(include) && file_top != include_top && file_top != "tests") {
-    return "an internal/ header of layer '" + include_top + "' may be included only from inside '" + include_top +
-           "' (or from tests/), found it included from '" + file_top + "'";
+    return "an internal/ header of layer '" + include_top + "' may be included only from inside '" +
+           include_top + "' (or from tests/), found it included from '" + file_top + "'";
   }
   return std::nullopt;
 }
@@ -85,7 +87,8 @@ std::vector<std::string> ViolationsIn(const std::string& file, std::istream& tex
     std::smatch match;
     if (!std::regex_search(line, match, kInclude)) continue;
     if (std::optional<std::string> why = Violation(file, match[1].str())) {
-      found.push_back(file + ":" + std::to_string(number) + ": #include \"" + match[1].str() + "\": " + *why);
+      found.push_back(file + ":" + std::to_string(number) + ": #include \"" + match[1].str() +
+                      "\": " + *why);
     }
   }
   return found;
@@ -106,7 +109,8 @@ TEST(Layering, TheRuleFollowsDesignOrder) {
   EXPECT_FALSE(Violation("weft/ops.cc", "core/error.h"));
   EXPECT_FALSE(Violation("ops/nn/conv.cc", "ops/internal/dnnl_util.h"));  // a folder inside ops
   EXPECT_FALSE(Violation("engine/gpu/cuda_backend.cc", "engine/internal/var.h"));
-  EXPECT_FALSE(Violation("tests/engine_test.cc", "engine/internal/var.h"));  // tests may test internals
+  EXPECT_FALSE(
+      Violation("tests/engine_test.cc", "engine/internal/var.h"));  // tests may test internals
   EXPECT_FALSE(Violation("examples/train_mlp.cc", "weft/weft.h"));
   EXPECT_FALSE(Violation("core/error.cc", "gtest/gtest.h"));  // not a weft path
   EXPECT_TRUE(Violation("engine/engine.cc", "storage/ndarray.h"));
@@ -123,7 +127,8 @@ TEST(Layering, TheRuleFollowsDesignOrder) {
 }
 
 TEST(Layering, ViolationsNameTheFileTheLineAndTheInclude) {
-  std::istringstream text("#include <vector>\n\n#include \"core/error.h\"\n  #  include \"passes/cse.h\"\n");
+  std::istringstream text(
+      "#include <vector>\n\n#include \"core/error.h\"\n  #  include \"passes/cse.h\"\n");
   const std::vector<std::string> found = ViolationsIn("storage/ndarray.cc", text);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].rfind("storage/ndarray.cc:4: #include \"passes/cse.h\": ", 0), 0u) << found[0];
@@ -146,7 +151,8 @@ TEST(Layering, EverySourceIncludesOnlyWhatItsLayerMay) {
   }
   std::string report;
   for (const std::string& v : violations) report += "\n  " + v;
-  EXPECT_TRUE(violations.empty()) << violations.size() << " include(s) break the layer order:" << report;
+  EXPECT_TRUE(violations.empty()) << violations.size()
+                                  << " include(s) break the layer order:" << report;
 }
 
 }  // namespace

@@ -33,9 +33,11 @@ std::vector<float> SweepValues(uint32_t stride, uint32_t radius) {
   for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += stride) {
     values.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
   }
-  for (float edge : {88.72283935546875f, -87.33654785156250f, -103.27892303466797f, -103.97207641601562f}) {
+  for (float edge :
+       {88.72283935546875f, -87.33654785156250f, -103.27892303466797f, -103.97207641601562f}) {
     const uint32_t bits = std::bit_cast<uint32_t>(edge);
-    for (uint32_t b = bits - radius; b != bits + radius; ++b) values.push_back(std::bit_cast<float>(b));
+    for (uint32_t b = bits - radius; b != bits + radius; ++b)
+      values.push_back(std::bit_cast<float>(b));
   }
   return values;
 }
@@ -54,8 +56,8 @@ TEST(MathExp, WithinOneUlpOfTheExactValueOnADenseSweep) {
     if (error > worst) worst = error, worst_x = x;
     ++checked;
   }
-  EXPECT_LE(worst, kMaxUlps) << "at x = " << worst_x << " (" << std::hexfloat << worst_x << "), over " << checked
-                             << " floats";
+  EXPECT_LE(worst, kMaxUlps) << "at x = " << worst_x << " (" << std::hexfloat << worst_x
+                             << "), over " << checked << " floats";
   std::printf("largest error %.4f ulp, at x = %.9g, over %lld floats\n", worst, worst_x,
               static_cast<long long>(checked));
 }
@@ -87,7 +89,8 @@ TEST(MathExp, EdgeCases) {
 
 // The same bits, or both NaN (a NaN's payload may depend on the order of a product's operands).
 bool SameFloat(float a, float b) {
-  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (std::isnan(a) && std::isnan(b));
+  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) ||
+         (std::isnan(a) && std::isnan(b));
 }
 
 // The ops run the functors in vectorized loops (AVX-512, AVX2 or the baseline, ops/cpu); every
@@ -104,7 +107,8 @@ TEST(MathExp, CpuOpsEqualTheFunctionCalledPerElement) {
     ASSERT_TRUE(SameFloat(exp[i], want_exp))
         << "exp at x = " << std::hexfloat << values[i] << ": " << exp[i] << " vs " << want_exp;
     ASSERT_TRUE(SameFloat(sigmoid[i], want_sigmoid))
-        << "sigmoid at x = " << std::hexfloat << values[i] << ": " << sigmoid[i] << " vs " << want_sigmoid;
+        << "sigmoid at x = " << std::hexfloat << values[i] << ": " << sigmoid[i] << " vs "
+        << want_sigmoid;
   }
 }
 

@@ -1,8 +1,8 @@
-// weft's own float tanh on the host (ops/math/base.h: math::host::TanhFloat, which math::Tanh(float)
-// is there): within 1.5 ulp of the exact value on a dense sweep of every float and around the
-// switch between its two forms, exact at the edge cases (signed zeros, infinities, NaN,
-// saturation), and the CPU's tanh and GELU ops, whose loops are vectorized, equal it called once
-// per element, bit for bit.
+// weft's own float tanh on the host (ops/math/base.h: math::host::TanhFloat, which
+// math::Tanh(float) is there): within 1.5 ulp of the exact value on a dense sweep of every float
+// and around the switch between its two forms, exact at the edge cases (signed zeros, infinities,
+// NaN, saturation), and the CPU's tanh and GELU ops, whose loops are vectorized, equal it called
+// once per element, bit for bit.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -29,7 +29,8 @@ TEST(MathTanh, WithinOneAndAHalfUlpOfTheExactValueOnADenseSweep) {
     values.push_back(std::bit_cast<float>(uint32_t(bits)));
   for (float edge : {0.625f, -0.625f}) {  // where the polynomial hands over to the exp form
     const uint32_t bits = std::bit_cast<uint32_t>(edge);
-    for (uint32_t b = bits - (1 << 16); b != bits + (1 << 16); ++b) values.push_back(std::bit_cast<float>(b));
+    for (uint32_t b = bits - (1 << 16); b != bits + (1 << 16); ++b)
+      values.push_back(std::bit_cast<float>(b));
   }
   double worst = 0;
   float worst_x = 0;
@@ -43,7 +44,8 @@ TEST(MathTanh, WithinOneAndAHalfUlpOfTheExactValueOnADenseSweep) {
     if (error > worst) worst = error, worst_x = x;
   }
   EXPECT_LE(worst, kMaxUlps) << "at x = " << worst_x << " (" << std::hexfloat << worst_x << ")";
-  std::printf("largest error %.4f ulp, at x = %.9g, over %zu floats\n", worst, worst_x, values.size());
+  std::printf("largest error %.4f ulp, at x = %.9g, over %zu floats\n", worst, worst_x,
+              values.size());
 }
 
 TEST(MathTanh, EdgeCases) {
@@ -55,7 +57,8 @@ TEST(MathTanh, EdgeCases) {
   EXPECT_EQ(math::host::TanhFloat(-100.0f), -1.0f);
   EXPECT_TRUE(std::isnan(math::host::TanhFloat(std::numeric_limits<float>::quiet_NaN())));
   EXPECT_EQ(math::host::TanhFloat(1e-30f), 1e-30f);  // x + x^3 P: the cube underflows
-  EXPECT_EQ(math::host::TanhFloat(std::numeric_limits<float>::denorm_min()), std::numeric_limits<float>::denorm_min());
+  EXPECT_EQ(math::host::TanhFloat(std::numeric_limits<float>::denorm_min()),
+            std::numeric_limits<float>::denorm_min());
 }
 
 // The ops' vectorized loops give what one call per element gives.
@@ -64,10 +67,14 @@ TEST(MathTanh, TheCpuOpsEqualTheScalarCall) {
   for (int i = -4000; i < 4000; ++i) x.push_back(static_cast<float>(i) * 0.00317f);
   const NDArray a = NDArray::FromVector(x, Shape{static_cast<int64_t>(x.size())});
   const std::vector<float> tanh = Invoke("tanh", {a})[0].ToVector<float>();
-  const std::vector<float> gelu = Invoke("Activation", {a}, {{"act_type", "gelu"}})[0].ToVector<float>();
+  const std::vector<float> gelu =
+      Invoke("Activation", {a}, {{"act_type", "gelu"}})[0].ToVector<float>();
   for (size_t i = 0; i < x.size(); ++i) {
-    ASSERT_EQ(std::bit_cast<uint32_t>(tanh[i]), std::bit_cast<uint32_t>(math::host::TanhFloat(x[i]))) << x[i];
-    ASSERT_EQ(std::bit_cast<uint32_t>(gelu[i]), std::bit_cast<uint32_t>(fn::Gelu::Fwd(x[i], 0.0f))) << x[i];
+    ASSERT_EQ(std::bit_cast<uint32_t>(tanh[i]),
+              std::bit_cast<uint32_t>(math::host::TanhFloat(x[i])))
+        << x[i];
+    ASSERT_EQ(std::bit_cast<uint32_t>(gelu[i]), std::bit_cast<uint32_t>(fn::Gelu::Fwd(x[i], 0.0f)))
+        << x[i];
   }
 }
 

@@ -34,7 +34,8 @@ TEST(NDArray, ViewsSeeWritesAndShareOrdering) {
   rows.Fill(-1);
   EXPECT_EQ(a.ToVector<float>(), (std::vector<float>{0, 1, 2, -1, -1, -1, -1, -1, -1, 9, 10, 11}));
   NDArray flat = a.Reshape(Shape{12});
-  Invoke("mul_scalar", {flat}, {{"scalar", "10"}}, {.outputs = {flat}});  // in place, through a view
+  Invoke("mul_scalar", {flat}, {{"scalar", "10"}},
+         {.outputs = {flat}});  // in place, through a view
   EXPECT_EQ(rows.ToVector<float>(), (std::vector<float>(6, -10)));
   EXPECT_TRUE(rows.SharesMemoryWith(a));
 }
@@ -57,8 +58,9 @@ TEST(NDArray, ErrorsInsideAnOpReachWaitToRead) {
   NDArray a(Shape{4});
   a.Fill(1);
   // An op that fails while running (not at the call): the array holds its error.
-  engine::Engine::Get()->PushSync([](engine::RunContext) { throw Error("kernel failed: bad value"); }, Device::Cpu(),
-                                  {}, {a.var()});
+  engine::Engine::Get()->PushSync(
+      [](engine::RunContext) { throw Error("kernel failed: bad value"); }, Device::Cpu(), {},
+      {a.var()});
   NDArray b = Invoke("exp", {a})[0];  // depends on the failed write: skipped, carries the error
   try {
     b.WaitToRead();
@@ -94,7 +96,8 @@ TEST(NDArray, FillWritesBFloat16) {
     NDArray a(Shape{5}, Device::Cpu(), DType::kBFloat16);
     a.Fill(value);
     const std::vector<float> got = Invoke("Cast", {a}, {{"dtype", "float32"}})[0].ToVector<float>();
-    EXPECT_EQ(got, std::vector<float>(5, BFloat16::FromFloat(static_cast<float>(value)).ToFloat())) << value;
+    EXPECT_EQ(got, std::vector<float>(5, BFloat16::FromFloat(static_cast<float>(value)).ToFloat()))
+        << value;
   }
   NDArray third(Shape{1}, Device::Cpu(), DType::kBFloat16);
   third.Fill(1.0 / 3);

@@ -2,6 +2,8 @@
 // move between threads safely, a thread that exits gives its slots back, and the order in which
 // one thread frees objects does not scatter what another thread gets next (slots come back in
 // address order, which is what keeps a chain of ops after a burst as fast as one alone).
+#include "core/object_pool.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,8 +13,6 @@
 #include <set>
 #include <thread>
 #include <vector>
-
-#include "core/object_pool.h"
 
 namespace weft {
 namespace {
@@ -29,7 +29,8 @@ struct Block {
 template <typename T>
 size_t Adjacent(const std::vector<T*>& objects) {
   size_t n = 0;
-  for (size_t i = 1; i < objects.size(); ++i) n += reinterpret_cast<char*>(objects[i]) - reinterpret_cast<char*>(objects[i - 1]) == sizeof(T);
+  for (size_t i = 1; i < objects.size(); ++i)
+    n += reinterpret_cast<char*>(objects[i]) - reinterpret_cast<char*>(objects[i - 1]) == sizeof(T);
   return n;
 }
 

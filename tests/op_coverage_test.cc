@@ -48,16 +48,18 @@ class OpCoverageCheck : public ::testing::Environment {
   void TearDown() override {
     const Device device = TestDevice();
     if (!EveryTestRan()) {
-      std::printf("op coverage on %s: not checked, some tests were filtered out\n", device.ToString().c_str());
+      std::printf("op coverage on %s: not checked, some tests were filtered out\n",
+                  device.ToString().c_str());
       return;
     }
     const std::vector<std::string> missing = UncoveredOps(device.type);
     std::string list;
     for (const std::string& name : missing) list += " " + name;
-    EXPECT_TRUE(missing.empty()) << missing.size() << " op(s) with a compute on " << device.ToString()
-                                 << " have no declarative test case (RunOpCase) there, forward or through a "
-                                    "gradient rule:"
-                                 << list;
+    EXPECT_TRUE(missing.empty())
+        << missing.size() << " op(s) with a compute on " << device.ToString()
+        << " have no declarative test case (RunOpCase) there, forward or through a "
+           "gradient rule:"
+        << list;
   }
 };
 

@@ -83,8 +83,10 @@ AttrMap ExampleAttrsOf(const std::string& op) {
 
 TEST(OpRegistry, ExampleAttributesCoverEveryOpThatNeedsThem) {
   for (const std::string& name : ListOps()) {
-    if (name.rfind("_test_", 0) == 0 || ExampleAttrs().contains(name) || GetOp(name).pass_only) continue;
-    EXPECT_NO_THROW(ParseAttrs(GetOp(name), {})) << name << " has required attributes: give it a row in ExampleAttrs";
+    if (name.rfind("_test_", 0) == 0 || ExampleAttrs().contains(name) || GetOp(name).pass_only)
+      continue;
+    EXPECT_NO_THROW(ParseAttrs(GetOp(name), {}))
+        << name << " has required attributes: give it a row in ExampleAttrs";
   }
   for (const auto& [name, attrs] : ExampleAttrs()) {
     ASSERT_NE(FindOp(name), nullptr) << "ExampleAttrs names an op that does not exist: " << name;
@@ -141,9 +143,14 @@ TEST(Attrs, ReadingParametersAsTheWrongTypeNamesTheOp) {
 
 // Closed sets are parsed once into their enum; anything else lists the choices.
 TEST(Attrs, ChoicesParseIntoEnumsOnce) {
-  EXPECT_EQ(ParseAttrs(GetOp("Activation"), {{"act_type", " gelu "}}).Get<ActivationParam>().act_type, ActType::kGelu);
-  const std::string bad = testing::ErrorMessage([&] { ParseAttrs(GetOp("Activation"), {{"act_type", "swish"}}); });
-  EXPECT_NE(bad.find("attribute 'act_type': expected one of 'relu' 'sigmoid' 'tanh' 'softrelu' 'gelu', found 'swish'"),
+  EXPECT_EQ(
+      ParseAttrs(GetOp("Activation"), {{"act_type", " gelu "}}).Get<ActivationParam>().act_type,
+      ActType::kGelu);
+  const std::string bad = testing::ErrorMessage([&] {
+    ParseAttrs(GetOp("Activation"), {{"act_type", "swish"}});
+  });
+  EXPECT_NE(bad.find("attribute 'act_type': expected one of 'relu' 'sigmoid' 'tanh' 'softrelu' "
+                     "'gelu', found 'swish'"),
             std::string::npos)
       << bad;
 }
@@ -153,12 +160,18 @@ TEST(Invoke, RejectsBadCallsBeforeAnythingRuns) {
   a.Fill(1);
   b.Fill(2);
   const auto message = testing::ErrorMessage;
-  EXPECT_NE(message([&] { Invoke("add", {a, NDArray()}); }).find("input 1 is a null array"), std::string::npos);
+  EXPECT_NE(message([&] {
+              Invoke("add", {a, NDArray()});
+            }).find("input 1 is a null array"),
+            std::string::npos);
   EXPECT_NE(message([&] {
               Invoke("add", {a, b}, {}, {.outputs = {NDArray(Shape{3, 2})}});
             }).find("output 0 must be (2, 3)"),
             std::string::npos);
-  EXPECT_NE(message([&] { Invoke("relu", {a}, {{"axis", "1"}}); }).find("unknown attribute 'axis'"), std::string::npos);
+  EXPECT_NE(message([&] {
+              Invoke("relu", {a}, {{"axis", "1"}});
+            }).find("unknown attribute 'axis'"),
+            std::string::npos);
   EXPECT_NE(message([&] { Invoke("nope", {a}); }).find("unknown op 'nope'"), std::string::npos);
   // Nothing was written: the arrays are intact.
   EXPECT_EQ(a.ToVector<float>(), std::vector<float>(6, 1));
@@ -232,11 +245,13 @@ std::string OneInputTooManyError(const Op& op, const AttrMap& attrs) {
 // (or, when it needs attributes, a call without them) with an error that names it.
 TEST(OpRegistry, EveryOpRejectsBadInputWithAnErrorNamingIt) {
   for (const std::string& name : ListOps()) {
-    if (name.rfind("_test_", 0) == 0 || GetOp(name).pass_only) continue;  // pass_only: ops_fusion_test
+    if (name.rfind("_test_", 0) == 0 || GetOp(name).pass_only)
+      continue;  // pass_only: ops_fusion_test
     const Op& op = GetOp(name);
     const std::string message = OneInputTooManyError(op, {});
     EXPECT_NE(message.find(name), std::string::npos) << name << ": " << message;
-    EXPECT_TRUE(message.find("input(s), found") != std::string::npos || message.find("required") != std::string::npos)
+    EXPECT_TRUE(message.find("input(s), found") != std::string::npos ||
+                message.find("required") != std::string::npos)
         << name << ": " << message;
   }
 }
@@ -250,7 +265,8 @@ TEST(OpRegistry, EveryOpRejectsTheWrongInputCountWithItsExampleAttributes) {
     const AttrMap attrs = ExampleAttrsOf(name);
     const std::string message = OneInputTooManyError(op, attrs);
     const std::string expected = std::to_string(NumInputs(op, ParseAttrs(op, attrs)));
-    EXPECT_NE(message.find("op '" + name + "': expected " + expected + " input(s), found"), std::string::npos)
+    EXPECT_NE(message.find("op '" + name + "': expected " + expected + " input(s), found"),
+              std::string::npos)
         << name << ": " << message;
   }
 }

@@ -34,8 +34,10 @@ Inputs MakeInputs(const OpCase& c) {
   return in;
 }
 
-// The device of each input of `op` called on `device`: the CPU for its host inputs (Op::host_inputs).
-std::vector<Device> InputDevices(const std::string& op, const AttrMap& attrs, size_t count, Device device) {
+// The device of each input of `op` called on `device`: the CPU for its host inputs
+// (Op::host_inputs).
+std::vector<Device> InputDevices(const std::string& op, const AttrMap& attrs, size_t count,
+                                 Device device) {
   const Op& def = GetOp(op);
   const std::vector<int> host = def.HostInputsOf(ParseAttrs(def, attrs));
   std::vector<Device> devices(count, device);
@@ -68,7 +70,8 @@ Values ToValues(const NDArray& a) {
 // `v` as an array of `dtype` (float32 or float64) on `device`.
 NDArray ArrayOf(const Values& v, const Shape& shape, DType dtype, Device device) {
   if (dtype == DType::kFloat64) return NDArray::FromVector(v, shape, device);
-  WEFT_CHECK(dtype == DType::kFloat32) << "op tests read and write float32 and float64 arrays, found " << dtype;
+  WEFT_CHECK(dtype == DType::kFloat32)
+      << "op tests read and write float32 and float64 arrays, found " << dtype;
   return NDArray::FromVector(std::vector<float>(v.begin(), v.end()), shape, device);
 }
 
@@ -90,7 +93,9 @@ size_t Visible(const OpCase& c) {
 }
 
 // The request for output o when the visible ones get `req`.
-OpReq RequestFor(const OpCase& c, size_t o, OpReq req) { return o < Visible(c) ? req : OpReq::kWrite; }
+OpReq RequestFor(const OpCase& c, size_t o, OpReq req) {
+  return o < Visible(c) ? req : OpReq::kWrite;
+}
 
 // A zero gradient for a hidden output.
 NDArray Zeros(const NDArray& like) {
@@ -105,10 +110,12 @@ void CheckForward(const OpCase& c, const Inputs& in) {
   for (Values& v : rounded)
     for (double& x : v) x = static_cast<float>(x);
   const Outputs want = c.reference(rounded);
-  std::vector<NDArray> outputs = Invoke(c.op, ToArrays<float>(in, c), c.attrs, {.is_train = c.is_train});
+  std::vector<NDArray> outputs =
+      Invoke(c.op, ToArrays<float>(in, c), c.attrs, {.is_train = c.is_train});
   ASSERT_EQ(Visible(c), want.size()) << Name(c) << ": output count";
   for (size_t o = 0; o < want.size(); ++o) {
-    ExpectClose(ToValues(outputs[o]), want[o], c.tolerance, Name(c) + " forward output " + std::to_string(o));
+    ExpectClose(ToValues(outputs[o]), want[o], c.tolerance,
+                Name(c) + " forward output " + std::to_string(o));
   }
   // req kAddTo: start from known values, expect them plus the result.
   std::vector<NDArray> acc;
@@ -120,17 +127,20 @@ void CheckForward(const OpCase& c, const Inputs& in) {
     if (o < want.size()) a.FillUniform(-1, 1), before.push_back(ToValues(a));
     acc.push_back(a);
   }
-  Invoke(c.op, ToArrays<float>(in, c), c.attrs, {.outputs = acc, .req = reqs, .is_train = c.is_train});
+  Invoke(c.op, ToArrays<float>(in, c), c.attrs,
+         {.outputs = acc, .req = reqs, .is_train = c.is_train});
   for (size_t o = 0; o < want.size(); ++o) {
     Values expected = want[o];
     for (size_t k = 0; k < expected.size(); ++k) expected[k] += before[o][k];
-    ExpectClose(ToValues(acc[o]), expected, c.tolerance, Name(c) + " forward req=add output " + std::to_string(o));
+    ExpectClose(ToValues(acc[o]), expected, c.tolerance,
+                Name(c) + " forward req=add output " + std::to_string(o));
   }
 }
 
 // L = sum over outputs of sum(w * out), in float64.
 double Loss(const OpCase& c, const Inputs& in, const Outputs& weights) {
-  std::vector<NDArray> outputs = Invoke(c.op, ToArrays<double>(in, c), c.attrs, {.is_train = c.is_train});
+  std::vector<NDArray> outputs =
+      Invoke(c.op, ToArrays<double>(in, c), c.attrs, {.is_train = c.is_train});
   double loss = 0;
   for (size_t o = 0; o < Visible(c); ++o) {
     Values v = ToValues(outputs[o]);
@@ -174,7 +184,8 @@ void CheckGradient(const OpCase& c, const Inputs& in) {
       continue;
     }
     weights.push_back(DefaultInit(rng, static_cast<size_t>(outputs[o].size())));
-    out_grads.push_back(ArrayOf(weights.back(), outputs[o].shape(), outputs[o].dtype(), Device::Cpu()));
+    out_grads.push_back(
+        ArrayOf(weights.back(), outputs[o].shape(), outputs[o].dtype(), Device::Cpu()));
   }
   for (OpReq req : {OpReq::kWrite, OpReq::kAddTo}) {
     std::vector<NDArray> grads;
@@ -192,8 +203,8 @@ void CheckGradient(const OpCase& c, const Inputs& in) {
       if (req == OpReq::kAddTo)
         for (double& w : want) w += 0.5;
       ExpectClose(ToValues(grads[i]), want, c.gradient_tolerance,
-                  Name(c) + (req == OpReq::kAddTo ? " gradient req=add" : " gradient req=write") + " of input " +
-                      std::to_string(i));
+                  Name(c) + (req == OpReq::kAddTo ? " gradient req=add" : " gradient req=write") +
+                      " of input " + std::to_string(i));
     }
   }
 }
@@ -203,14 +214,16 @@ void CheckGradient(const OpCase& c, const Inputs& in) {
 constexpr uint64_t kSeed = 20261130;
 
 // The op on `device` with req `req`; for kAddTo the outputs start from `start`.
-std::vector<Values> ForwardOn(const OpCase& c, const Inputs& in, Device device, OpReq req, const Outputs& start) {
+std::vector<Values> ForwardOn(const OpCase& c, const Inputs& in, Device device, OpReq req,
+                              const Outputs& start) {
   SeedRandom(kSeed);
   std::vector<NDArray> outputs;
   if (req == OpReq::kAddTo) {
     const Op& op = GetOp(c.op);
     const Attrs attrs = ParseAttrs(op, c.attrs);
     const std::vector<Shape> shapes = InferShapes(op, attrs, c.input_shapes, device.type);
-    const std::vector<DType> types = InferTypes(op, attrs, std::vector<DType>(c.input_shapes.size(), DType::kFloat32));
+    const std::vector<DType> types =
+        InferTypes(op, attrs, std::vector<DType>(c.input_shapes.size(), DType::kFloat32));
     std::vector<OpReq> reqs;
     for (size_t o = 0; o < shapes.size(); ++o) {
       outputs.push_back(o < start.size() ? ArrayOf(start[o], shapes[o], types[o], device)
@@ -241,13 +254,14 @@ void CheckForwardOnGpu(const OpCase& c, const Inputs& in, Device gpu) {
     const std::vector<Values> cpu = ForwardOn(c, in, Device::Cpu(), req, start);
     const std::vector<Values> got = ForwardOn(c, in, gpu, req, start);
     ASSERT_EQ(got.size(), want.size()) << Name(c) << ": output count";
-    const std::string what =
-        Name(c) + (req == OpReq::kAddTo ? " forward req=add" : " forward") + " on " + gpu.ToString();
+    const std::string what = Name(c) + (req == OpReq::kAddTo ? " forward req=add" : " forward") +
+                             " on " + gpu.ToString();
     for (size_t o = 0; o < got.size(); ++o) {
       Values expected = want[o];
       if (req == OpReq::kAddTo)
         for (size_t k = 0; k < expected.size(); ++k) expected[k] += start[o][k];
-      ExpectClose(got[o], expected, c.tolerance, what + " output " + std::to_string(o) + " vs reference");
+      ExpectClose(got[o], expected, c.tolerance,
+                  what + " output " + std::to_string(o) + " vs reference");
       ExpectClose(got[o], cpu[o], kGpuTolerance, what + " output " + std::to_string(o) + " vs CPU");
     }
   }
@@ -255,7 +269,8 @@ void CheckForwardOnGpu(const OpCase& c, const Inputs& in, Device gpu) {
 
 // The input gradients on `device` (float32) for output gradients `weights`, with request `req`
 // (kAddTo starts from 0.5).
-std::vector<Values> GradientOn(const OpCase& c, const Inputs& in, const Outputs& weights, Device device, OpReq req) {
+std::vector<Values> GradientOn(const OpCase& c, const Inputs& in, const Outputs& weights,
+                               Device device, OpReq req) {
   const Op& op = GetOp(c.op);
   const Attrs attrs = ParseAttrs(op, c.attrs);
   std::vector<NDArray> inputs = ToArrays<float>(in, c, device);
@@ -263,8 +278,9 @@ std::vector<Values> GradientOn(const OpCase& c, const Inputs& in, const Outputs&
   std::vector<NDArray> outputs = Invoke(op, attrs, inputs, {.is_train = c.is_train});
   std::vector<NDArray> out_grads, grads;
   for (size_t o = 0; o < outputs.size(); ++o) {
-    out_grads.push_back(o < weights.size() ? ArrayOf(weights[o], outputs[o].shape(), outputs[o].dtype(), device)
-                                           : Zeros(outputs[o]));
+    out_grads.push_back(o < weights.size()
+                            ? ArrayOf(weights[o], outputs[o].shape(), outputs[o].dtype(), device)
+                            : Zeros(outputs[o]));
   }
   std::vector<OpReq> reqs;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -281,16 +297,18 @@ std::vector<Values> GradientOn(const OpCase& c, const Inputs& in, const Outputs&
 void CheckGradientOnGpu(const OpCase& c, const Inputs& in, Device gpu) {
   std::mt19937_64 rng(7);
   Outputs weights;
-  const std::vector<Shape> shapes = InferShapes(GetOp(c.op), ParseAttrs(GetOp(c.op), c.attrs), c.input_shapes);
-  for (size_t o = 0; o < Visible(c); ++o) weights.push_back(DefaultInit(rng, static_cast<size_t>(shapes[o].Size())));
+  const std::vector<Shape> shapes =
+      InferShapes(GetOp(c.op), ParseAttrs(GetOp(c.op), c.attrs), c.input_shapes);
+  for (size_t o = 0; o < Visible(c); ++o)
+    weights.push_back(DefaultInit(rng, static_cast<size_t>(shapes[o].Size())));
   for (OpReq req : {OpReq::kWrite, OpReq::kAddTo}) {
     const std::vector<Values> cpu = GradientOn(c, in, weights, Device::Cpu(), req);
     const std::vector<Values> got = GradientOn(c, in, weights, gpu, req);
     for (size_t i = 0; i < got.size(); ++i) {
       if (!HasGradient(c, i)) continue;
       ExpectClose(got[i], cpu[i], kGpuTolerance,
-                  Name(c) + (req == OpReq::kAddTo ? " gradient req=add" : " gradient req=write") + " of input " +
-                      std::to_string(i) + " on " + gpu.ToString() + " vs CPU");
+                  Name(c) + (req == OpReq::kAddTo ? " gradient req=add" : " gradient req=write") +
+                      " of input " + std::to_string(i) + " on " + gpu.ToString() + " vs CPU");
     }
   }
 }
@@ -298,7 +316,8 @@ void CheckGradientOnGpu(const OpCase& c, const Inputs& in, Device gpu) {
 // ---- Coverage -------------------------------------------------------------------------------
 
 std::set<std::string>& Covered() {
-  static auto* const covered = new std::set<std::string>;  // the tests of one binary run on one thread
+  static auto* const covered =
+      new std::set<std::string>;  // the tests of one binary run on one thread
   return *covered;
 }
 
@@ -339,8 +358,8 @@ const std::set<std::string>& CoveredOps() { return Covered(); }
 
 void MarkCovered(const std::string& op) { Covered().insert(op); }
 
-void ExpectOpError(const std::string& op, const AttrMap& attrs, const std::vector<Shape>& input_shapes,
-                   const std::vector<std::string>& parts) {
+void ExpectOpError(const std::string& op, const AttrMap& attrs,
+                   const std::vector<Shape>& input_shapes, const std::vector<std::string>& parts) {
   std::string message = "<no error>";
   try {
     std::vector<NDArray> inputs;
@@ -355,8 +374,9 @@ void ExpectOpError(const std::string& op, const AttrMap& attrs, const std::vecto
     message = e.what();
   }
   for (const std::string& part : parts) {
-    EXPECT_NE(message.find(part), std::string::npos) << "op '" << op << "': error message lacks '" << part << "':\n"
-                                                     << message;
+    EXPECT_NE(message.find(part), std::string::npos)
+        << "op '" << op << "': error message lacks '" << part << "':\n"
+        << message;
   }
 }
 

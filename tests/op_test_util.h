@@ -79,8 +79,8 @@ std::vector<DType> TestFloatTypes();
 
 // Calls the op on zero-filled float32 inputs of these shapes and expects a weft::Error whose
 // message contains every one of `parts` (at call time or, for compute errors, at WaitToRead).
-void ExpectOpError(const std::string& op, const AttrMap& attrs, const std::vector<Shape>& input_shapes,
-                   const std::vector<std::string>& parts);
+void ExpectOpError(const std::string& op, const AttrMap& attrs,
+                   const std::vector<Shape>& input_shapes, const std::vector<std::string>& parts);
 
 // Common input initializers.
 void UniformAwayFromZero(int i, Values& v);  // |x| in [0.2, 1): off kinks at 0

@@ -13,7 +13,8 @@ int main() {
   try {
     weft::SeedRandom(42);
     std::vector<std::vector<weft::NDArray>> calls;
-    for (int64_t n : {8257, 7, 1000}) {  // 8257: several chunks of intra-op work, not a multiple of 4
+    for (int64_t n :
+         {8257, 7, 1000}) {  // 8257: several chunks of intra-op work, not a multiple of 4
       std::vector<float> values(n);
       for (int64_t i = 0; i < n; ++i) values[i] = static_cast<float>(1 + i % 7);
       weft::NDArray x = weft::NDArray::FromVector(values, weft::Shape{n});

@@ -30,17 +30,22 @@ TEST(ElementwiseOps, UnaryFunctionsMatchTheirDefinitions) {
       {"sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }},
       {"tanh", [](double x) { return std::tanh(x); }},
       {"softrelu", [](double x) { return std::log1p(std::exp(x)); }},
-      {"gelu", [](double x) { return 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x))); }},
+      {"gelu",
+       [](double x) {
+         return 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+       }},
   };
   for (const auto& [op, f] : smooth) RunOpCase(Unary(op, f));
   for (const auto& [op, f] : std::vector<std::pair<std::string, std::function<double(double)>>>{
-           {"log", [](double x) { return std::log(x); }}, {"sqrt", [](double x) { return std::sqrt(x); }}}) {
+           {"log", [](double x) { return std::log(x); }},
+           {"sqrt", [](double x) { return std::sqrt(x); }}}) {
     OpCase c = Unary(op, f);
     c.init = Positive;
     RunOpCase(c);
   }
   for (const auto& [op, f] : std::vector<std::pair<std::string, std::function<double(double)>>>{
-           {"abs", [](double x) { return std::abs(x); }}, {"relu", [](double x) { return x > 0 ? x : 0; }}}) {
+           {"abs", [](double x) { return std::abs(x); }},
+           {"relu", [](double x) { return x > 0 ? x : 0; }}}) {
     OpCase c = Unary(op, f);
     c.init = UniformAwayFromZero;
     RunOpCase(c);
@@ -70,7 +75,10 @@ TEST(ElementwiseOps, ActivationCoversEveryType) {
       {"sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }},
       {"tanh", [](double x) { return std::tanh(x); }},
       {"softrelu", [](double x) { return std::log1p(std::exp(x)); }},
-      {"gelu", [](double x) { return 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x))); }},
+      {"gelu",
+       [](double x) {
+         return 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+       }},
   };
   for (const auto& [act, f] : acts) {
     OpCase c = Unary("Activation", f, {{"act_type", act}});
@@ -81,7 +89,8 @@ TEST(ElementwiseOps, ActivationCoversEveryType) {
 }
 
 // lhs (2, 3, 4) op rhs of various broadcastable shapes.
-OpCase Binary(const std::string& op, std::function<double(double, double)> f, Shape lhs, Shape rhs) {
+OpCase Binary(const std::string& op, std::function<double(double, double)> f, Shape lhs,
+              Shape rhs) {
   OpCase c{op, {}, {lhs, rhs}, [f, lhs, rhs](const Inputs& in) {
              // Reference broadcasting: index each operand by the output's coordinates.
              const int n = std::max(lhs.ndim(), rhs.ndim());
@@ -121,8 +130,11 @@ TEST(ElementwiseOps, BinaryOpsBroadcast) {
       {"maximum", [](double a, double b) { return std::max(a, b); }},
       {"minimum", [](double a, double b) { return std::min(a, b); }},
   };
-  const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}}, {{2, 3, 4}, {3, 1}}, {{2, 1, 4}, {1, 3, 1}}, {{1}, {2, 3}}};
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{2, 3, 4}, {2, 3, 4}},
+                                                       {{2, 3, 4}, {4}},
+                                                       {{2, 3, 4}, {3, 1}},
+                                                       {{2, 1, 4}, {1, 3, 1}},
+                                                       {{1}, {2, 3}}};
   for (const auto& [op, f] : ops) {
     for (const auto& [lhs, rhs] : shapes) {
       OpCase c = Binary(op, f, lhs, rhs);
@@ -145,25 +157,29 @@ TEST(ElementwiseOps, BinaryOpsBroadcast) {
 }
 
 TEST(ElementwiseOps, AddNSumsItsInputs) {
-  OpCase c{"add_n", {{"num_args", "3"}}, {Shape{4, 3}, Shape{4, 3}, Shape{4, 3}}, [](const Inputs& in) {
-             Values y(in[0].size());
-             for (size_t i = 0; i < y.size(); ++i) y[i] = in[0][i] + in[1][i] + in[2][i];
-             return Outputs{y};
-           }};
+  OpCase c{
+      "add_n", {{"num_args", "3"}}, {Shape{4, 3}, Shape{4, 3}, Shape{4, 3}}, [](const Inputs& in) {
+        Values y(in[0].size());
+        for (size_t i = 0; i < y.size(); ++i) y[i] = in[0][i] + in[1][i] + in[2][i];
+        return Outputs{y};
+      }};
   RunOpCase(c);
 }
 
 TEST(ElementwiseOps, BadInputsSayWhatWasExpected) {
-  ExpectOpError("add", {}, {Shape{2, 3}, Shape{4}}, {"cannot be broadcast", "(2, 3)", "(4,)", "'add'"});
+  ExpectOpError("add", {}, {Shape{2, 3}, Shape{4}},
+                {"cannot be broadcast", "(2, 3)", "(4,)", "'add'"});
   ExpectOpError("mul", {}, {Shape{2, 3}}, {"'mul'", "expected 2 input(s), found 1"});
   ExpectOpError("add_n", {{"num_args", "2"}}, {Shape{2}, Shape{3}}, {"add_n", "(2,)", "(3,)"});
   ExpectOpError("add_n", {{"num_args", "0"}}, {}, {"num_args", "found '0'"});
-  ExpectOpError("Activation", {{"act_type", "swish"}}, {Shape{2}}, {"act_type", "'swish'", "'relu'"});
+  ExpectOpError("Activation", {{"act_type", "swish"}}, {Shape{2}},
+                {"act_type", "'swish'", "'relu'"});
   ExpectOpError("Activation", {}, {Shape{2}}, {"act_type", "required"});
   ExpectOpError("relu", {{"alpha", "1"}}, {Shape{2}}, {"unknown attribute 'alpha'"});
   ExpectOpError("mul_scalar", {{"scalar", "two"}}, {Shape{2}}, {"scalar", "a number", "'two'"});
   ExpectOpError("rleu", {}, {Shape{2}}, {"unknown op 'rleu'", "did you mean 'relu'"});
-  for (const char* op : {"neg", "exp", "log", "sqrt", "square", "abs", "sigmoid", "tanh", "softrelu", "gelu"}) {
+  for (const char* op :
+       {"neg", "exp", "log", "sqrt", "square", "abs", "sigmoid", "tanh", "softrelu", "gelu"}) {
     ExpectOpError(op, {}, {Shape{2}, Shape{2}}, {op, "expected 1 input(s), found 2"});
   }
   for (const char* op : {"sub", "div", "maximum", "minimum"}) {

@@ -1,5 +1,5 @@
-// Property test of pointwise fusion (passes/fuse_pointwise.h, the op _fused_pointwise): 1,000 random
-// pointwise graphs from one fixed seed, each bound twice, with WEFT_USE_FUSION=1 and =0, run
+// Property test of pointwise fusion (passes/fuse_pointwise.h, the op _fused_pointwise): 1,000
+// random pointwise graphs from one fixed seed, each bound twice, with WEFT_USE_FUSION=1 and =0, run
 // forward and backward with random head gradients, and compared output by output and gradient by
 // gradient.
 //
@@ -7,10 +7,10 @@
 // each must be drawn: TheRandomGraphsCoverWhatFusionMustHandle): the unary ops and their *_scalar
 // forms with random scalars, Activation with every act_type, the binary ops against full operands
 // and broadcast ones (bias-like (C), (1, C), (N, 1), random masks; one input often read in several
-// frames, through reshapes), add_n, Cast to float64 and back, reshape / reshape_like / expand_dims /
-// flatten; and a few ops that are not pointwise (mean with keepdims, transpose), which groups must
-// go around. Values fan out and in; a graph has up to four outputs, often read inside their group
-// too; each argument's gradient request is write, add or null.
+// frames, through reshapes), add_n, Cast to float64 and back, reshape / reshape_like / expand_dims
+// / flatten; and a few ops that are not pointwise (mean with keepdims, transpose), which groups
+// must go around. Values fan out and in; a graph has up to four outputs, often read inside their
+// group too; each argument's gradient request is write, add or null.
 //
 // Inputs and every value stay where the ops are well-conditioned: each value carries bounds
 // [lo, hi]; log, sqrt, rdiv_scalar and divisors only see values >= 0.25, exp only <= 3, and no
@@ -108,11 +108,19 @@ using S = UnaryRule::Scalar;
 // The rules, each the bounds of its op's result for an input within `x` (and the scalar `s`).
 MaybeRange Same(Range x, double) { return x; }
 MaybeRange Neg(Range x, double) { return Range{-x.hi, -x.lo}; }
-MaybeRange Exp(Range x, double) { return x.hi <= 3 ? MaybeRange(Increasing(x, std::exp)) : std::nullopt; }
-MaybeRange Log(Range x, double) { return x.lo >= kPositive ? MaybeRange(Increasing(x, std::log)) : std::nullopt; }
-MaybeRange Sqrt(Range x, double) { return x.lo >= kPositive ? MaybeRange(Increasing(x, std::sqrt)) : std::nullopt; }
+MaybeRange Exp(Range x, double) {
+  return x.hi <= 3 ? MaybeRange(Increasing(x, std::exp)) : std::nullopt;
+}
+MaybeRange Log(Range x, double) {
+  return x.lo >= kPositive ? MaybeRange(Increasing(x, std::log)) : std::nullopt;
+}
+MaybeRange Sqrt(Range x, double) {
+  return x.lo >= kPositive ? MaybeRange(Increasing(x, std::sqrt)) : std::nullopt;
+}
 double Below(Range x) { return x.lo > 0 ? x.lo : x.hi < 0 ? -x.hi : 0; }  // the least |value|
-MaybeRange Square(Range x, double) { return Range{Below(x) * Below(x), x.Magnitude() * x.Magnitude()}; }
+MaybeRange Square(Range x, double) {
+  return Range{Below(x) * Below(x), x.Magnitude() * x.Magnitude()};
+}
 MaybeRange Abs(Range x, double) { return Range{Below(x), x.Magnitude()}; }
 MaybeRange SigmoidOf(Range x, double) { return Increasing(x, Sigmoid); }
 MaybeRange TanhOf(Range x, double) { return Increasing(x, std::tanh); }
@@ -169,8 +177,8 @@ MaybeRange Max(Range l, Range r) { return Range{std::max(l.lo, r.lo), std::max(l
 MaybeRange Min(Range l, Range r) { return Range{std::min(l.lo, r.lo), std::min(l.hi, r.hi)}; }
 
 const std::map<std::string, BinaryRule>& BinaryRules() {
-  static const std::map<std::string, BinaryRule> rules = {{"add", Add}, {"sub", Sub},     {"mul", Mul},
-                                                          {"div", Div}, {"maximum", Max}, {"minimum", Min}};
+  static const std::map<std::string, BinaryRule> rules = {
+      {"add", Add}, {"sub", Sub}, {"mul", Mul}, {"div", Div}, {"maximum", Max}, {"minimum", Min}};
   return rules;
 }
 
@@ -215,7 +223,8 @@ struct RandomGraph {
 bool Broadcasts(const Shape& small, const Shape& frame) {
   if (small.ndim() > frame.ndim()) return false;
   for (int a = 1; a <= small.ndim(); ++a) {
-    if (small[small.ndim() - a] != 1 && small[small.ndim() - a] != frame[frame.ndim() - a]) return false;
+    if (small[small.ndim() - a] != 1 && small[small.ndim() - a] != frame[frame.ndim() - a])
+      return false;
   }
   return true;
 }
@@ -224,7 +233,9 @@ bool Broadcasts(const Shape& small, const Shape& frame) {
 class GraphGenerator {
  public:
   explicit GraphGenerator(uint64_t seed)
-      : rng_(seed), binary_ops_(ForwardPointwiseOps(PointwiseKind::kBinary)), act_types_(ActTypes()) {
+      : rng_(seed),
+        binary_ops_(ForwardPointwiseOps(PointwiseKind::kBinary)),
+        act_types_(ActTypes()) {
     for (const std::string& op : ForwardPointwiseOps(PointwiseKind::kUnary)) {
       if (op == "Activation" || UnaryRules().count(op)) unary_ops_.push_back(op);
     }
@@ -245,8 +256,8 @@ class GraphGenerator {
 
   Shape BaseShape();
   Value Input(const Shape& shape, Range range);
-  std::optional<Value> Apply(const std::string& op, const std::vector<Value>& inputs, const AttrMap& attrs,
-                             MaybeRange range);
+  std::optional<Value> Apply(const std::string& op, const std::vector<Value>& inputs,
+                             const AttrMap& attrs, MaybeRange range);
   std::optional<Value> Step();
   std::optional<Value> Unary(const Value& x);
   std::optional<Value> Binary();
@@ -349,7 +360,8 @@ std::optional<Value> GraphGenerator::Binary() {
   for (const Value& v : values_) {
     if (!div || v.range.lo >= kPositive) full.push_back(v);
   }
-  const Value r = full.empty() || Chance(0.5) ? BroadcastOperand(l.shape, div) : InFrame(Pick(full), l);
+  const Value r =
+      full.empty() || Chance(0.5) ? BroadcastOperand(l.shape, div) : InFrame(Pick(full), l);
   const bool swap = Chance(0.5) && (!div || l.range.lo >= kPositive);
   const Value& a = swap ? r : l;
   const Value& b = swap ? l : r;
@@ -390,14 +402,16 @@ std::optional<Value> GraphGenerator::ShapeOnly(const Value& x) {
       if (Chance(0.7)) target = Factorization(total / last, Int(1, 2)), target.PushBack(last);
       const int inferred = Chance(0.3) ? Int(0, target.ndim() - 1) : -1;  // written as -1
       std::string text = "(";
-      for (int a = 0; a < target.ndim(); ++a) text += (a ? ", " : "") + std::to_string(a == inferred ? -1 : target[a]);
+      for (int a = 0; a < target.ndim(); ++a)
+        text += (a ? ", " : "") + std::to_string(a == inferred ? -1 : target[a]);
       return Apply("reshape", {x}, {{"shape", text + ")"}}, x.range);
     }
     case 1:
       return InFrame(x, Pick(values_));
     case 2:
       if (x.shape.ndim() >= 5) return std::nullopt;
-      return Apply("expand_dims", {x}, {{"axis", std::to_string(Int(-x.shape.ndim() - 1, x.shape.ndim()))}}, x.range);
+      return Apply("expand_dims", {x},
+                   {{"axis", std::to_string(Int(-x.shape.ndim() - 1, x.shape.ndim()))}}, x.range);
     default:
       return Apply("flatten", {x}, {}, x.range);
   }
@@ -421,8 +435,9 @@ Shape GraphGenerator::Factorization(int64_t total, int axes) {
 // v itself when it has frame's shape, else v seen in it (reshape to the shape, or reshape_like).
 Value GraphGenerator::InFrame(const Value& v, const Value& frame) {
   if (v.shape == frame.shape) return v;
-  std::optional<Value> r = Chance(0.5) ? Apply("reshape", {v}, {{"shape", frame.shape.ToString()}}, v.range)
-                                       : Apply("reshape_like", {v, frame}, {}, v.range);
+  std::optional<Value> r = Chance(0.5)
+                               ? Apply("reshape", {v}, {{"shape", frame.shape.ToString()}}, v.range)
+                               : Apply("reshape_like", {v, frame}, {}, v.range);
   return *r;  // same sizes: never rejected
 }
 
@@ -487,13 +502,15 @@ std::optional<Value> GraphGenerator::TwoFrames() {
 RandomGraph GraphGenerator::Next() {
   values_.clear(), broadcast_.clear(), args_.clear();
   const Shape base = BaseShape();
-  for (int k = Int(1, 3); k > 0; --k) values_.push_back(Input(base, Chance(0.3) ? Range{0.5, 2} : Range{-2, 2}));
+  for (int k = Int(1, 3); k > 0; --k)
+    values_.push_back(Input(base, Chance(0.3) ? Range{0.5, 2} : Range{-2, 2}));
   const size_t first_op_value = values_.size();
   const int ops = Int(3, 14);
   for (int tries = 0; values_.size() < first_op_value + ops && tries < 40 * ops; ++tries) {
     if (std::optional<Value> v = Step()) values_.push_back(*v);
   }
-  if (values_.size() == first_op_value) values_.push_back(*Apply("neg", {values_[0]}, {}, values_[0].range));
+  if (values_.size() == first_op_value)
+    values_.push_back(*Apply("neg", {values_[0]}, {}, values_[0].range));
   return Finish(first_op_value);
 }
 
@@ -505,18 +522,22 @@ RandomGraph GraphGenerator::Finish(size_t first_op_value) {
   }
   RandomGraph g;
   std::vector<Symbol> outputs;
-  for (size_t i : picked) outputs.push_back(values_[i].symbol), g.outputs.push_back(values_[i].shape);
+  for (size_t i : picked)
+    outputs.push_back(values_[i].symbol), g.outputs.push_back(values_[i].shape);
   g.symbol = Symbol::Group(outputs);
   g.backward = Chance(0.8);
   const std::vector<std::string> read = g.symbol.ListArguments();
   for (Argument& a : args_) {
     if (std::find(read.begin(), read.end(), a.name) == read.end()) continue;
     const int u = Int(0, 99);
-    a.req = !g.backward ? GradReq::kNull : u < 45 ? GradReq::kWrite : u < 80 ? GradReq::kAdd : GradReq::kNull;
+    a.req = !g.backward ? GradReq::kNull
+            : u < 45    ? GradReq::kWrite
+            : u < 80    ? GradReq::kAdd
+                        : GradReq::kNull;
     g.args.push_back(a);
   }
-  if (g.backward &&
-      std::none_of(g.args.begin(), g.args.end(), [](const Argument& a) { return a.req != GradReq::kNull; })) {
+  if (g.backward && std::none_of(g.args.begin(), g.args.end(),
+                                 [](const Argument& a) { return a.req != GradReq::kNull; })) {
     g.args[0].req = GradReq::kWrite;
   }
   return g;
@@ -560,13 +581,15 @@ bool BroadcastInTwoFrames(const FusedGroup& group) {
       }
     }
   }
-  return std::any_of(frames.begin(), frames.end(), [](const auto& f) { return f.second.size() >= 2; });
+  return std::any_of(frames.begin(), frames.end(),
+                     [](const auto& f) { return f.second.size() >= 2; });
 }
 
 bool OutputReadInside(const FusedGroup& group) {
   for (const FusedGroup::Step& s : group.steps) {
     for (uint32_t a : s.args) {
-      if (std::find(group.outputs.begin(), group.outputs.end(), a) != group.outputs.end()) return true;
+      if (std::find(group.outputs.begin(), group.outputs.end(), a) != group.outputs.end())
+        return true;
     }
   }
   return false;
@@ -612,7 +635,8 @@ void Coverage::Add(const RandomGraph& rg) {
   fused += seen.count("fused"), backward_fused += seen.count("backward");
   broadcast_in_two_frames += seen.count("frames"), output_read_inside += seen.count("read");
   several_outputs += seen.count("outputs"), reshape_inside += seen.count("reshape");
-  cast_inside += seen.count("cast"), add_n_inside += seen.count("add_n"), several_tiles += seen.count("tiles");
+  cast_inside += seen.count("cast"), add_n_inside += seen.count("add_n"),
+      several_tiles += seen.count("tiles");
 }
 
 // ---- Running a graph fused and unfused -----------------------------------------------------
@@ -623,7 +647,8 @@ struct RunResult {
 };
 
 NDArray Filled(const Shape& shape, Range range, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> u(static_cast<float>(range.lo), static_cast<float>(range.hi));
+  std::uniform_real_distribution<float> u(static_cast<float>(range.lo),
+                                          static_cast<float>(range.hi));
   std::vector<float> v(shape.Size());
   for (float& x : v) x = u(rng);
   return NDArray::FromVector(v, shape, TestDevice());
@@ -637,7 +662,8 @@ RunResult BindAndRun(const RandomGraph& g, uint64_t data_seed, bool fusion) {
   for (const Argument& a : g.args) {
     args[a.name] = Filled(a.shape, a.range, rng);
     reqs[a.name] = a.req;
-    if (a.req != GradReq::kNull) grads[a.name] = Filled(a.shape, {-1, 1}, rng);  // what kAdd adds to
+    if (a.req != GradReq::kNull)
+      grads[a.name] = Filled(a.shape, {-1, 1}, rng);  // what kAdd adds to
   }
   std::vector<NDArray> heads;
   for (const Shape& s : g.outputs) heads.push_back(Filled(s, {-1, 1}, rng));
@@ -661,8 +687,9 @@ std::string Difference(const std::vector<float>& fused, const std::vector<float>
   const bool exact = TestDevice().type == DeviceType::kCpu;
   for (size_t i = 0; i < fused.size(); ++i) {
     const double f = fused[i], u = unfused[i];
-    const bool same = exact ? std::bit_cast<uint32_t>(fused[i]) == std::bit_cast<uint32_t>(unfused[i])
-                            : std::abs(f - u) <= kGpuTolerance * (std::abs(u) + scale);
+    const bool same = exact
+                          ? std::bit_cast<uint32_t>(fused[i]) == std::bit_cast<uint32_t>(unfused[i])
+                          : std::abs(f - u) <= kGpuTolerance * (std::abs(u) + scale);
     if (!same) {
       std::ostringstream os;
       os.precision(9);
@@ -673,7 +700,9 @@ std::string Difference(const std::vector<float>& fused, const std::vector<float>
   return "";
 }
 
-const char* ReqName(GradReq r) { return r == GradReq::kWrite ? "write" : r == GradReq::kAdd ? "add" : "null"; }
+const char* ReqName(GradReq r) {
+  return r == GradReq::kWrite ? "write" : r == GradReq::kAdd ? "add" : "null";
+}
 
 // Every difference between the fused and unfused runs of `g`, one per line ("" when none).
 std::string Compare(const RandomGraph& g, uint64_t data_seed) {
@@ -687,7 +716,8 @@ std::string Compare(const RandomGraph& g, uint64_t data_seed) {
   for (const Argument& a : g.args) {
     if (a.req == GradReq::kNull) continue;
     const std::string d = Difference(fused.grads[k], unfused.grads[k]);
-    if (!d.empty()) os << "gradient of " << a.name << " (grad_req " << ReqName(a.req) << ")" << d << "\n";
+    if (!d.empty())
+      os << "gradient of " << a.name << " (grad_req " << ReqName(a.req) << ")" << d << "\n";
     ++k;
   }
   return os.str();
@@ -696,10 +726,11 @@ std::string Compare(const RandomGraph& g, uint64_t data_seed) {
 std::string Describe(const RandomGraph& g) {
   std::ostringstream os;
   for (const Argument& a : g.args) {
-    os << a.name << " " << a.shape << " in [" << a.range.lo << ", " << a.range.hi << "], grad_req " << ReqName(a.req)
-       << "\n";
+    os << a.name << " " << a.shape << " in [" << a.range.lo << ", " << a.range.hi << "], grad_req "
+       << ReqName(a.req) << "\n";
   }
-  os << (g.backward ? "forward and backward" : "forward only") << "; the graph:\n" << g.symbol.ToJson();
+  os << (g.backward ? "forward and backward" : "forward only") << "; the graph:\n"
+     << g.symbol.ToJson();
   return os.str();
 }
 
@@ -720,7 +751,8 @@ void CheckGraphs(int first, int last, uint64_t seed = kSeed) {
     }
     if (!diff.empty()) {
       ++failures;
-      ADD_FAILURE() << "random graph " << i << ": fused and unfused differ:\n" << diff << Describe(g);
+      ADD_FAILURE() << "random graph " << i << ": fused and unfused differ:\n"
+                    << diff << Describe(g);
     }
   }
   MarkCovered("_fused_pointwise");
@@ -753,18 +785,22 @@ TEST(FusionPropertyGraphs, TheRandomGraphsCoverWhatFusionMustHandle) {
   EXPECT_GE(c.add_n_inside, 300);
   EXPECT_GE(c.several_tiles, 40);
   EXPECT_GE(c.recomputed, c.with_backward / 2);
-  for (PointwiseKind kind : {PointwiseKind::kUnary, PointwiseKind::kBinary, PointwiseKind::kAddN, PointwiseKind::kCast,
-                             PointwiseKind::kReshape}) {
+  for (PointwiseKind kind : {PointwiseKind::kUnary, PointwiseKind::kBinary, PointwiseKind::kAddN,
+                             PointwiseKind::kCast, PointwiseKind::kReshape}) {
     for (const std::string& op : ForwardPointwiseOps(kind))
       EXPECT_TRUE(c.ops_drawn.count(op)) << op << " is never drawn";
   }
-  for (const std::string& act : ActTypes()) EXPECT_TRUE(c.act_types_drawn.count(act)) << "act_type " << act;
+  for (const std::string& act : ActTypes())
+    EXPECT_TRUE(c.act_types_drawn.count(act)) << "act_type " << act;
   std::printf(
-      "of %d graphs: %d fused (%d of %d with backward fused); groups with a broadcast input in two frames %d, "
-      "an output read inside %d, several outputs %d, a reshape %d, a cast %d, add_n %d, several tiles %d; "
+      "of %d graphs: %d fused (%d of %d with backward fused); groups with a broadcast input in two "
+      "frames %d, "
+      "an output read inside %d, several outputs %d, a reshape %d, a cast %d, add_n %d, several "
+      "tiles %d; "
       "backward recomputing forward values %d\n",
-      c.graphs, c.fused, c.backward_fused, c.with_backward, c.broadcast_in_two_frames, c.output_read_inside,
-      c.several_outputs, c.reshape_inside, c.cast_inside, c.add_n_inside, c.several_tiles, c.recomputed);
+      c.graphs, c.fused, c.backward_fused, c.with_backward, c.broadcast_in_two_frames,
+      c.output_read_inside, c.several_outputs, c.reshape_inside, c.cast_inside, c.add_n_inside,
+      c.several_tiles, c.recomputed);
 }
 
 // ---- Graphs the random ones found, kept as they were minimized -----------------------------
@@ -773,7 +809,8 @@ TEST(FusionPropertyGraphs, TheRandomGraphsCoverWhatFusionMustHandle) {
 RandomGraph Directed(const Symbol& symbol, std::vector<Argument> args) {
   RandomGraph g{symbol, std::move(args), {}, false};
   std::map<std::string, Shape> shapes;
-  for (const Argument& a : g.args) shapes[a.name] = a.shape, g.backward = g.backward || a.req != GradReq::kNull;
+  for (const Argument& a : g.args)
+    shapes[a.name] = a.shape, g.backward = g.backward || a.req != GradReq::kNull;
   const Graph typed = InferShapesAndTypes(symbol.ToGraph(), shapes);
   for (const NodeEntry& e : typed.outputs()) g.outputs.push_back(typed.shapes()[typed.EntryId(e)]);
   return g;
@@ -808,12 +845,14 @@ TEST(FusionPropertyFound, AReshapeOfAWholeTileStaysATile) {
 TEST(FusionPropertyFound, AGradientAddedIntoItsArrayIsNotWhatAnotherGradientReads) {
   const Symbol a = Symbol::Variable("a"), b = Symbol::Variable("b");
   const Symbol y = Call("exp", {Call("add_n", {a, b}, {{"num_args", "2"}})});
-  const RandomGraph add =
-      Directed(y, {{"a", Shape{3, 4}, {-1, 1}, GradReq::kAdd}, {"b", Shape{3, 4}, {-1, 1}, GradReq::kWrite}});
+  const RandomGraph add = Directed(y, {{"a", Shape{3, 4}, {-1, 1}, GradReq::kAdd},
+                                       {"b", Shape{3, 4}, {-1, 1}, GradReq::kWrite}});
   RandomGraph write = add;
   write.args[0].req = GradReq::kWrite;
   for (bool fusion : {false, true}) {  // the same draws: the requests differ, not the arrays
-    EXPECT_EQ(Difference(BindAndRun(add, kSeed, fusion).grads[1], BindAndRun(write, kSeed, fusion).grads[1]), "")
+    EXPECT_EQ(Difference(BindAndRun(add, kSeed, fusion).grads[1],
+                         BindAndRun(write, kSeed, fusion).grads[1]),
+              "")
         << "fusion " << fusion;
   }
   ExpectFusedEqualsUnfused(add);
@@ -824,7 +863,8 @@ TEST(FusionPropertyFound, AGradientAddedIntoItsArrayIsNotWhatAnotherGradientRead
 TEST(FusionPropertyFound, AShapeOnlyReadCountsWhenGroupsMeet) {
   const Symbol x = Symbol::Variable("x");
   const Symbol a = Call("exp", {x}), s = Call("sigmoid", {x});
-  const Symbol out = Symbol::Group({Call("reshape_like", {a, s}), Call("add", {s, Call("neg", {a})})});
+  const Symbol out =
+      Symbol::Group({Call("reshape_like", {a, s}), Call("add", {s, Call("neg", {a})})});
   ExpectFusedEqualsUnfused(Directed(out, {{"x", Shape{4}, {-2, 2}}}));
 }
 
@@ -832,7 +872,8 @@ TEST(FusionPropertyFound, AShapeOnlyReadCountsWhenGroupsMeet) {
 // visited: sigmoid's group must then not take transpose(a) in.
 TEST(FusionPropertyFound, AGroupThatGrowsLaterStillCannotCloseACycle) {
   const Symbol x = Symbol::Variable("x");
-  const Symbol a = Call("exp", {x}), t = Call("transpose", {a}), b = Call("sigmoid", {x}), u = Call("transpose", {b});
+  const Symbol a = Call("exp", {x}), t = Call("transpose", {a}), b = Call("sigmoid", {x}),
+               u = Call("transpose", {b});
   const Symbol out = Symbol::Group({Call("add", {a, u}), Call("add", {t, b})});
   ExpectFusedEqualsUnfused(Directed(out, {{"x", Shape{3, 3}, {-2, 2}}}));
 }
@@ -846,15 +887,16 @@ Symbol GeluMlp() {
   Symbol x = Symbol::Variable("data");
   for (const std::string fc : {"fc1", "fc2"}) {
     x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "20"}, {"no_bias", "true"}}, fc);
-    x = Call("Dropout", {Call("gelu", {Call("add", {x, Symbol::Variable(fc + "_bias")})})}, {{"p", "0.25"}})[0];
+    x = Call("Dropout", {Call("gelu", {Call("add", {x, Symbol::Variable(fc + "_bias")})})},
+             {{"p", "0.25"}})[0];
   }
   x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "5"}}, "fc3");
   return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
 }
 
-const std::map<std::string, Shape> kGeluMlpParams = {{"fc1_weight", Shape{20, 12}}, {"fc1_bias", Shape{20}},
-                                                     {"fc2_weight", Shape{20, 20}}, {"fc2_bias", Shape{20}},
-                                                     {"fc3_weight", Shape{5, 20}},  {"fc3_bias", Shape{5}}};
+const std::map<std::string, Shape> kGeluMlpParams = {
+    {"fc1_weight", Shape{20, 12}}, {"fc1_bias", Shape{20}},      {"fc2_weight", Shape{20, 20}},
+    {"fc2_bias", Shape{20}},       {"fc3_weight", Shape{5, 20}}, {"fc3_bias", Shape{5}}};
 
 // Five SGD steps from one seed (initial values and dropout masks): every loss, then the weights.
 std::vector<std::vector<float>> TrainGeluMlp(bool fusion) {
@@ -879,7 +921,8 @@ std::vector<std::vector<float>> TrainGeluMlp(bool fusion) {
     exec->Forward(/*is_train=*/true);
     exec->Backward();
     for (const auto& [name, shape] : params)
-      InvokeInto(sgd, lr, std::vector<NDArray>{args[name], grads[name]}, std::vector<NDArray>{args[name]});
+      InvokeInto(sgd, lr, std::vector<NDArray>{args[name], grads[name]},
+                 std::vector<NDArray>{args[name]});
     seen.push_back(exec->outputs()[0].ToVector<float>());
   }
   for (const auto& [name, shape] : params) seen.push_back(args[name].ToVector<float>());
@@ -888,14 +931,16 @@ std::vector<std::vector<float>> TrainGeluMlp(bool fusion) {
 
 TEST(FusionTraining, AnMlpWithBiasGeluAndDropoutTrainsTheSameFusedAndUnfused) {
   std::vector<Argument> args = {{"data", Shape{16, 12}, {-1, 1}}, {"label", Shape{16}, {0, 4}}};
-  for (const auto& [name, shape] : kGeluMlpParams) args.push_back({name, shape, {-1, 1}, GradReq::kWrite});
+  for (const auto& [name, shape] : kGeluMlpParams)
+    args.push_back({name, shape, {-1, 1}, GradReq::kWrite});
   FusionStats stats;
   FusedAsBound(Directed(GeluMlp(), args), &stats);
   EXPECT_GE(stats.groups, 4u);  // bias + GELU twice forward, their gradients twice backward
   const std::vector<std::vector<float>> fused = TrainGeluMlp(true), unfused = TrainGeluMlp(false);
   ASSERT_EQ(fused.size(), unfused.size());
   for (size_t k = 0; k < fused.size(); ++k) {
-    EXPECT_EQ(Difference(fused[k], unfused[k]), "") << (k < 5 ? "losses of step " : "weights ") << k;
+    EXPECT_EQ(Difference(fused[k], unfused[k]), "")
+        << (k < 5 ? "losses of step " : "weights ") << k;
   }
   MarkCovered("_fused_pointwise");
 }

@@ -42,7 +42,8 @@ Graph Typed(const Symbol& s, const std::map<std::string, Shape>& shapes) {
 std::vector<const FusedGroup*> Groups(const Graph& g) {
   std::vector<const FusedGroup*> groups;
   for (const Node& n : g.nodes()) {
-    if (!n.is_variable() && n.op->name == "_fused_pointwise") groups.push_back(n.attrs.Get<FusedParam>().group.get());
+    if (!n.is_variable() && n.op->name == "_fused_pointwise")
+      groups.push_back(n.attrs.Get<FusedParam>().group.get());
   }
   return groups;
 }
@@ -80,7 +81,8 @@ TEST(FusionPass, ForwardAndBackwardGroupsAreKeptApart) {
   Graph g = loss.ToGraph();
   std::vector<uint32_t> wrt;
   for (uint32_t n : g.ArgumentNodes()) wrt.push_back(n);
-  g = InferShapesAndTypes(Gradient(g, wrt), {{"x", Shape{4, 3}}, {"w", Shape{4, 3}}, {"b", Shape{4, 3}}});
+  g = InferShapesAndTypes(Gradient(g, wrt),
+                          {{"x", Shape{4, 3}}, {"w", Shape{4, 3}}, {"b", Shape{4, 3}}});
   std::map<std::string, bool> backward;
   for (const Node& n : g.nodes()) backward[n.name] = n.is_backward();
   Graph fused = FusePointwise(g);
@@ -89,7 +91,8 @@ TEST(FusionPass, ForwardAndBackwardGroupsAreKeptApart) {
   bool saw_forward = false, saw_backward = false;
   for (const FusedGroup* group : groups) {
     for (const FusedGroup::Step& s : group->steps) {
-      const bool recomputed = s.name.ends_with("_recomputed");  // a forward op copied into the backward
+      const bool recomputed =
+          s.name.ends_with("_recomputed");  // a forward op copied into the backward
       EXPECT_EQ(recomputed || backward.at(s.name), group->backward) << s.name;
     }
     (group->backward ? saw_backward : saw_forward) = true;
@@ -106,8 +109,9 @@ TEST(FusionPass, TheBackwardRecomputesTheChainInsteadOfReadingIt) {
     g = InferShapesAndTypes(Gradient(g, g.ArgumentNodes()), {{"x", Shape{64}}});
     FusionStats stats;
     const Graph fused = FusePointwise(g, &stats);
-    EXPECT_EQ(stats.recomputed, 6u) << "what relu's input and sigmoid's output, the values the gradient reads, are "
-                                       "computed from (the last mul_scalar and add_scalar read nothing)";
+    EXPECT_EQ(stats.recomputed, 6u)
+        << "what relu's input and sigmoid's output, the values the gradient reads, are "
+           "computed from (the last mul_scalar and add_scalar read nothing)";
     const std::vector<std::shared_ptr<const FusedGroup>> groups = FusedGroupsOf(fused);
     ASSERT_EQ(groups.size(), 2u);
     EXPECT_FALSE(groups[0]->backward);
@@ -130,25 +134,31 @@ TEST(FusionPass, RecomputingIsTheBindingDevicesChoice) {
   ASSERT_EQ(groups.size(), 2u);
   // The gradient reads relu's input and sigmoid's output only (kGradReads): the scalar steps'
   // backward ops take dy alone, so their values stay inside the forward group.
-  EXPECT_EQ(groups[0]->outputs.size(), 3u) << "forward stores its result and the two values its backward reads";
+  EXPECT_EQ(groups[0]->outputs.size(), 3u)
+      << "forward stores its result and the two values its backward reads";
   EXPECT_EQ(groups[1]->num_inputs, 3u) << "dy, relu's input and sigmoid's output";
 
   ScopedEnv env("WEFT_USE_FUSION", "1");
-  const Executor::ArrayMap args = {{"x", NDArray::FromVector(std::vector<float>(64, 0.5f), Shape{64}, TestDevice())}};
+  const Executor::ArrayMap args = {
+      {"x", NDArray::FromVector(std::vector<float>(64, 0.5f), Shape{64}, TestDevice())}};
   const Executor::ArrayMap grads = {{"x", NDArray(Shape{64}, TestDevice())}};
   auto exec = Executor::Bind(Chain(Var("x")), TestDevice(), args, grads, {{"x", GradReq::kWrite}});
   EXPECT_GT(exec->stats().fused_groups, 0u);
-  EXPECT_EQ(exec->stats().recomputed_nodes > 0, TestDevice().is_gpu()) << exec->stats().recomputed_nodes;
+  EXPECT_EQ(exec->stats().recomputed_nodes > 0, TestDevice().is_gpu())
+      << exec->stats().recomputed_nodes;
 }
 
 // Recomputing stops at a value computed from more than two full-size entries: reading it once is
 // cheaper than reading them all again.
 TEST(FusionPass, AValueOfThreeFullSizeInputsIsReadNotRecomputed) {
-  Graph g = Op1("sum", Op1("sigmoid", Op2("add", Op2("mul", Var("a"), Var("b")), Var("c")))).ToGraph();
-  g = InferShapesAndTypes(Gradient(g, g.ArgumentNodes()), {{"a", Shape{8}}, {"b", Shape{8}}, {"c", Shape{8}}});
+  Graph g =
+      Op1("sum", Op1("sigmoid", Op2("add", Op2("mul", Var("a"), Var("b")), Var("c")))).ToGraph();
+  g = InferShapesAndTypes(Gradient(g, g.ArgumentNodes()),
+                          {{"a", Shape{8}}, {"b", Shape{8}}, {"c", Shape{8}}});
   FusionStats stats;
   FusePointwise(g, &stats);
-  EXPECT_EQ(stats.recomputed, 1u) << "mul (of a and b) is recomputed for add's backward; sigmoid (of a, b, c) is not";
+  EXPECT_EQ(stats.recomputed, 1u)
+      << "mul (of a and b) is recomputed for add's backward; sigmoid (of a, b, c) is not";
 }
 
 // Outputs and gradients of one bound run.
@@ -157,8 +167,8 @@ struct RunResult {
   std::map<std::string, std::vector<float>> grads;
 };
 
-RunResult BindAndRun(const Symbol& s, const std::map<std::string, Shape>& shapes, bool fusion, GradReq req,
-               uint64_t seed) {
+RunResult BindAndRun(const Symbol& s, const std::map<std::string, Shape>& shapes, bool fusion,
+                     GradReq req, uint64_t seed) {
   ScopedEnv env("WEFT_USE_FUSION", fusion ? "1" : "0");
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(-2, 2);
@@ -172,7 +182,8 @@ RunResult BindAndRun(const Symbol& s, const std::map<std::string, Shape>& shapes
     grads[name] = NDArray::FromVector(g, shape, TestDevice());
     reqs[name] = req;
   }
-  auto exec = Executor::Bind(s, TestDevice(), args, req == GradReq::kNull ? Executor::ArrayMap{} : grads, reqs);
+  auto exec = Executor::Bind(s, TestDevice(), args,
+                             req == GradReq::kNull ? Executor::ArrayMap{} : grads, reqs);
   EXPECT_EQ(exec->stats().fused_groups > 0, fusion) << "the graph has a group to fuse";
   exec->Forward(/*is_train=*/true);
   if (req != GradReq::kNull) exec->Backward();
@@ -184,27 +195,32 @@ RunResult BindAndRun(const Symbol& s, const std::map<std::string, Shape>& shapes
   return run;
 }
 
-void ExpectClose(const std::vector<float>& fused, const std::vector<float>& unfused, const std::string& what) {
+void ExpectClose(const std::vector<float>& fused, const std::vector<float>& unfused,
+                 const std::string& what) {
   ASSERT_EQ(fused.size(), unfused.size()) << what;
   const bool exact = TestDevice().type == DeviceType::kCpu;
   for (size_t i = 0; i < fused.size(); ++i) {
     if (exact) {
       ASSERT_EQ(fused[i], unfused[i]) << what << "[" << i << "]";
     } else {
-      ASSERT_NEAR(fused[i], unfused[i], kFusedGpuTolerance * (1 + std::abs(unfused[i]))) << what << "[" << i << "]";
+      ASSERT_NEAR(fused[i], unfused[i], kFusedGpuTolerance * (1 + std::abs(unfused[i])))
+          << what << "[" << i << "]";
     }
   }
 }
 
-void ExpectFusedEqualsUnfused(const Symbol& s, const std::map<std::string, Shape>& shapes, const std::string& what) {
+void ExpectFusedEqualsUnfused(const Symbol& s, const std::map<std::string, Shape>& shapes,
+                              const std::string& what) {
   for (GradReq req : {GradReq::kNull, GradReq::kWrite, GradReq::kAdd}) {
     const std::string label = what + " (grad_req " + std::to_string(static_cast<int>(req)) + ")";
-    const RunResult fused = BindAndRun(s, shapes, true, req, 7), unfused = BindAndRun(s, shapes, false, req, 7);
+    const RunResult fused = BindAndRun(s, shapes, true, req, 7),
+                    unfused = BindAndRun(s, shapes, false, req, 7);
     ASSERT_EQ(fused.outputs.size(), unfused.outputs.size());
     for (size_t o = 0; o < fused.outputs.size(); ++o) {
       ExpectClose(fused.outputs[o], unfused.outputs[o], label + " output " + std::to_string(o));
     }
-    for (const auto& [name, g] : unfused.grads) ExpectClose(fused.grads.at(name), g, label + " d" + name);
+    for (const auto& [name, g] : unfused.grads)
+      ExpectClose(fused.grads.at(name), g, label + " d" + name);
   }
   MarkCovered("_fused_pointwise");
 }
@@ -218,7 +234,8 @@ TEST(Fusion, TheChainComputesWhatTheUnfusedOpsCompute) {
 // training, the values the backward group reads, over a last tile that is not full.
 TEST(Fusion, LargeOutputsComputeWhatTheUnfusedOpsCompute) {
   const Symbol y = Chain(Var("x"));
-  ExpectFusedEqualsUnfused(Symbol::Group({Op1("sum", y), y}), {{"x", Shape{2049, 1024}}}, "large chain");
+  ExpectFusedEqualsUnfused(Symbol::Group({Op1("sum", y), y}), {{"x", Shape{2049, 1024}}},
+                           "large chain");
 }
 
 // A layer's epilogue: bias broadcast along rows, GELU, a residual, and a second output.
@@ -228,17 +245,19 @@ TEST(Fusion, BroadcastFanOutFanInAndSeveralOutputs) {
   Symbol y = Op2("mul", Op2("add", h, r), Op1("tanh", h));
   Symbol z = Op1("Activation", Op2("sub", y, b), {{"act_type", "softrelu"}});
   Symbol loss = Op1("sum", Op2("add", Op1("sum", y), Op1("sum", z)));
-  ExpectFusedEqualsUnfused(Symbol::Group({loss, y}), {{"x", Shape{64, 33}}, {"b", Shape{33}}, {"r", Shape{64, 33}}},
+  ExpectFusedEqualsUnfused(Symbol::Group({loss, y}),
+                           {{"x", Shape{64, 33}}, {"b", Shape{33}}, {"r", Shape{64, 33}}},
                            "epilogue");
 }
 
 TEST(Fusion, ReshapesAddNAndCastsInsideAGroup) {
   Symbol x = Var("x"), w = Var("w");
   Symbol a = Op1("flatten", Op1("exp", Op1("reshape", x, {{"shape", "(6, 4, 5)"}})));
-  Symbol c = Op1("Cast", Op1("Cast", Op2("mul", a, w), {{"dtype", "float64"}}), {{"dtype", "float32"}});
+  Symbol c =
+      Op1("Cast", Op1("Cast", Op2("mul", a, w), {{"dtype", "float64"}}), {{"dtype", "float32"}});
   Symbol s = Symbol::Op("add_n", {a, c, Op1("square", c)}, {{"num_args", "3"}});
-  ExpectFusedEqualsUnfused(Op1("sum", Op1("expand_dims", s, {{"axis", "0"}})), {{"x", Shape{24, 5}}, {"w", Shape{6, 20}}},
-                           "reshapes");
+  ExpectFusedEqualsUnfused(Op1("sum", Op1("expand_dims", s, {{"axis", "0"}})),
+                           {{"x", Shape{24, 5}}, {"w", Shape{6, 20}}}, "reshapes");
 }
 
 // The seed (apache/mxnet#19316): one value reshaped 12 times, each reshape followed by 12
@@ -250,7 +269,8 @@ TEST(Fusion, TheSeedsXLNetPatternWithoutCse) {
   std::vector<Symbol> outs;
   for (int r = 0; r < 12; ++r) {
     Symbol reshaped = Op1("reshape", h, {{"shape", "(16, 8, 4)"}});
-    for (int e = 0; e < 12; ++e) outs.push_back(Op1("expand_dims", reshaped, {{"axis", std::to_string(e % 4)}}));
+    for (int e = 0; e < 12; ++e)
+      outs.push_back(Op1("expand_dims", reshaped, {{"axis", std::to_string(e % 4)}}));
   }
   const Symbol all = Symbol::Group(outs);
   FusionStats stats;
@@ -260,7 +280,8 @@ TEST(Fusion, TheSeedsXLNetPatternWithoutCse) {
   const RunResult fused = BindAndRun(all, {{"x", Shape{32, 16}}}, true, GradReq::kNull, 3);
   const RunResult unfused = BindAndRun(all, {{"x", Shape{32, 16}}}, false, GradReq::kNull, 3);
   ASSERT_EQ(fused.outputs.size(), 144u);
-  for (size_t o = 0; o < 144; ++o) ExpectClose(fused.outputs[o], unfused.outputs[o], "output " + std::to_string(o));
+  for (size_t o = 0; o < 144; ++o)
+    ExpectClose(fused.outputs[o], unfused.outputs[o], "output " + std::to_string(o));
 }
 
 // A value that is an output with kAddTo and is read by a later step: the later step reads the
@@ -276,7 +297,8 @@ TEST(Fusion, AnAddedOutputThatLaterStepsReadStaysTheValue) {
   std::vector<float> xv(3000), old(3000, 10.0f);
   for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 7) - 3.0f;
   NDArray x = NDArray::FromVector(xv, Shape{3000}, TestDevice());
-  NDArray a = NDArray::FromVector(old, Shape{3000}, TestDevice()), e(Shape{3000}, TestDevice(), DType::kFloat32);
+  NDArray a = NDArray::FromVector(old, Shape{3000}, TestDevice()),
+          e(Shape{3000}, TestDevice(), DType::kFloat32);
   for (bool prepared : {false, true}) {
     a.Fill(10.0);
     Invocation call(*fused->op, fused->attrs, TestDevice());
@@ -284,11 +306,13 @@ TEST(Fusion, AnAddedOutputThatLaterStepsReadStaysTheValue) {
     call.AddOutput(a.View(), a.var(), OpReq::kAddTo);
     call.AddOutput(e.View(), e.var(), OpReq::kWrite);
     if (prepared) call.Prepare();
-    engine::Engine::Get()->PushSync([&](engine::RunContext run) {
-      OpContext ctx;
-      ctx.run = run;
-      call.Run(ctx);
-    }, TestDevice(), call.reads(), call.writes());
+    engine::Engine::Get()->PushSync(
+        [&](engine::RunContext run) {
+          OpContext ctx;
+          ctx.run = run;
+          call.Run(ctx);
+        },
+        TestDevice(), call.reads(), call.writes());
     const std::vector<float> av = a.ToVector<float>(), ev = e.ToVector<float>();
     for (size_t i = 0; i < xv.size(); ++i) {
       const float relu = xv[i] > 0 ? xv[i] : 0.0f;
@@ -299,26 +323,32 @@ TEST(Fusion, AnAddedOutputThatLaterStepsReadStaysTheValue) {
 }
 
 TEST(Fusion, TheFusedOpCannotBeCalledOrLoaded) {
-  ExpectErrorContains([] { Symbol::Op("_fused_pointwise", {Var("x")}); }, {"_fused_pointwise", "fusion pass"});
+  ExpectErrorContains([] { Symbol::Op("_fused_pointwise", {Var("x")}); },
+                      {"_fused_pointwise", "fusion pass"});
   ExpectErrorContains([] { ParseAttrs(GetOp("_fused_pointwise"), {}); }, {"cannot be called"});
 }
 
 TEST(Fusion, ABadSwitchValueIsAnErrorNamingIt) {
   ScopedEnv env("WEFT_USE_FUSION", "sometimes");
-  Executor::ArrayMap args{{"x", NDArray::FromVector(std::vector<float>(4, 1.0f), Shape{4}, TestDevice())}};
-  ExpectErrorContains([&] { Executor::Bind(Chain(Var("x")), TestDevice(), args); }, {"WEFT_USE_FUSION", "sometimes"});
+  Executor::ArrayMap args{
+      {"x", NDArray::FromVector(std::vector<float>(4, 1.0f), Shape{4}, TestDevice())}};
+  ExpectErrorContains([&] { Executor::Bind(Chain(Var("x")), TestDevice(), args); },
+                      {"WEFT_USE_FUSION", "sometimes"});
 }
 
 // Fusion happens at binding: a bound symbol's JSON has no fused node, and loads and runs as saved
 // with fusion off.
 TEST(Fusion, TheJsonFormNeverHoldsFusedNodes) {
   const Symbol s = Chain(Var("x"));
-  Executor::ArrayMap args{{"x", NDArray::FromVector(std::vector<float>(8, 0.5f), Shape{8}, TestDevice())}};
+  Executor::ArrayMap args{
+      {"x", NDArray::FromVector(std::vector<float>(8, 0.5f), Shape{8}, TestDevice())}};
   auto exec = Executor::Bind(s, TestDevice(), args);
   const std::string json = s.ToJson();
   EXPECT_EQ(json.find("_fused"), std::string::npos);
-  const RunResult fused = BindAndRun(Symbol::FromJson(json), {{"x", Shape{8}}}, true, GradReq::kNull, 1);
-  const RunResult unfused = BindAndRun(Symbol::FromJson(json), {{"x", Shape{8}}}, false, GradReq::kNull, 1);
+  const RunResult fused =
+      BindAndRun(Symbol::FromJson(json), {{"x", Shape{8}}}, true, GradReq::kNull, 1);
+  const RunResult unfused =
+      BindAndRun(Symbol::FromJson(json), {{"x", Shape{8}}}, false, GradReq::kNull, 1);
   ExpectClose(fused.outputs[0], unfused.outputs[0], "reloaded");
 }
 

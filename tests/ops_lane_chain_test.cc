@@ -37,39 +37,49 @@ using cpu::LaneStep;
 // sigmoid's and tanh's saturation and relu's kink).
 std::vector<float> Values() {
   using L = std::numeric_limits<float>;
-  std::vector<float> v = {L::quiet_NaN(),   L::infinity(), -L::infinity(), 0.0f,     -0.0f,      L::denorm_min(),
-                          -L::denorm_min(), L::min(),      -L::min(),      L::max(), L::lowest()};
+  std::vector<float> v = {L::quiet_NaN(), L::infinity(),   -L::infinity(),   0.0f,
+                          -0.0f,          L::denorm_min(), -L::denorm_min(), L::min(),
+                          -L::min(),      L::max(),        L::lowest()};
   for (float x = -25; x <= 25; x += 0.53f) v.push_back(x);
   return v;
 }
 
-const std::vector<float> kScalars = {
-    0.0f, -0.0f, 1.5f, -2.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+const std::vector<float> kScalars = {0.0f,
+                                     -0.0f,
+                                     1.5f,
+                                     -2.0f,
+                                     std::numeric_limits<float>::infinity(),
+                                     std::numeric_limits<float>::quiet_NaN()};
 
 // Equal bits, or both NaN (IEEE leaves a NaN's sign and payload open).
 bool SameFloat(float a, float b) {
-  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) || (std::isnan(a) && std::isnan(b));
+  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) ||
+         (std::isnan(a) && std::isnan(b));
 }
 
 // Runs `steps` over n elements from `src` and `others`, into `dsts` (their initial contents are
 // what an adding step adds to).
 void RunChain(const std::vector<LaneStep>& steps, const std::vector<float>& src,
-              const std::vector<const std::vector<float>*>& others, std::vector<std::vector<float>>& dsts) {
+              const std::vector<const std::vector<float>*>& others,
+              std::vector<std::vector<float>>& dsts) {
   std::vector<const float*> o;
   std::vector<float*> d;
   for (const std::vector<float>* v : others) o.push_back(v->data());
   for (std::vector<float>& v : dsts) d.push_back(v.data());
   const float* ahead[] = {src.data()};
-  cpu::RunLaneChain(steps, src.data(), o.data(), d.data(), ahead, 0, static_cast<int64_t>(src.size()));
+  cpu::RunLaneChain(steps, src.data(), o.data(), d.data(), ahead, 0,
+                    static_cast<int64_t>(src.size()));
 }
 
-void ExpectSame(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+void ExpectSame(const std::vector<float>& got, const std::vector<float>& want,
+                const std::string& what) {
   ASSERT_EQ(got.size(), want.size());
   int wrong = 0;
   for (size_t i = 0; i < got.size() && wrong < 5; ++i) {
     if (SameFloat(got[i], want[i])) continue;
     ++wrong;
-    ADD_FAILURE() << what << " [" << i << "]: lanes give " << got[i] << ", the float functor " << want[i];
+    ADD_FAILURE() << what << " [" << i << "]: lanes give " << got[i] << ", the float functor "
+                  << want[i];
   }
 }
 
@@ -90,8 +100,10 @@ void CheckForward(LaneFunctor functor, const std::string& name) {
       std::vector<std::vector<float>> dst = {std::vector<float>(x.size(), add ? 0.25f : -7.0f)};
       RunChain({step}, x, {}, dst);
       std::vector<float> want(x.size());
-      for (size_t i = 0; i < x.size(); ++i) want[i] = add ? 0.25f + F::Fwd(x[i], s) : F::Fwd(x[i], s);
-      ExpectSame(dst[0], want, name + " forward, scalar " + std::to_string(s) + ", mode " + std::to_string(mode));
+      for (size_t i = 0; i < x.size(); ++i)
+        want[i] = add ? 0.25f + F::Fwd(x[i], s) : F::Fwd(x[i], s);
+      ExpectSame(dst[0], want,
+                 name + " forward, scalar " + std::to_string(s) + ", mode " + std::to_string(mode));
     }
   }
 }
@@ -128,7 +140,8 @@ TEST(LaneChain, EveryUnaryFunctorOnLanesGivesItsFloatBits) {
 TEST(LaneChain, AChainCarriesItsValueReadsOperandsAndStoresAsItsStepsSay) {
   const int64_t n = 3 * 64 + 29;
   std::vector<float> x(n), dy(n);
-  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 23) * 0.37f - 4.0f, dy[i] = 1.0f - 0.01f * i;
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>(i % 23) * 0.37f - 4.0f, dy[i] = 1.0f - 0.01f * i;
   std::vector<LaneStep> steps(5);
   steps[0] = {LaneFunctor::kRelu};
   steps[0].store = 0;  // relu(x), read by someone after the chain
@@ -140,7 +153,8 @@ TEST(LaneChain, AChainCarriesItsValueReadsOperandsAndStoresAsItsStepsSay) {
   steps[3].backward = true, steps[3].scalar = 1.5f, steps[3].x = 0;
   steps[4] = {LaneFunctor::kRelu};
   steps[4].backward = true, steps[4].v = 1, steps[4].store = 2, steps[4].add = true;  // v: x
-  std::vector<std::vector<float>> dst = {std::vector<float>(n), std::vector<float>(n), std::vector<float>(n, 0.5f)};
+  std::vector<std::vector<float>> dst = {std::vector<float>(n), std::vector<float>(n),
+                                         std::vector<float>(n, 0.5f)};
   RunChain(steps, x, {&dy, &x}, dst);
   std::vector<float> relu(n), y(n), dx(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -155,7 +169,8 @@ TEST(LaneChain, AChainCarriesItsValueReadsOperandsAndStoresAsItsStepsSay) {
 }
 
 TEST(LaneChain, TheBenchmarksChainIsOneChainThatStoresOnlyItsOutput) {
-  const Graph g = FusePointwise(InferShapesAndTypes(Chain(Var("x")).ToGraph(), {{"x", Shape{1000}}}));
+  const Graph g =
+      FusePointwise(InferShapesAndTypes(Chain(Var("x")).ToGraph(), {{"x", Shape{1000}}}));
   const std::vector<std::shared_ptr<const FusedGroup>> groups = FusedGroupsOf(g);
   ASSERT_EQ(groups.size(), 1u);
   const FusedGroup& group = *groups[0];
@@ -170,7 +185,8 @@ TEST(LaneChain, TheBenchmarksChainIsOneChainThatStoresOnlyItsOutput) {
   EXPECT_TRUE(chain.others.empty());
   EXPECT_EQ(chain.dsts, std::vector<uint32_t>{group.outputs[0]});
   EXPECT_EQ(chain.streamed, std::vector<uint32_t>{0});
-  for (size_t k = 0; k + 1 < chain.steps.size(); ++k) EXPECT_EQ(chain.steps[k].store, -1) << "step " << k;
+  for (size_t k = 0; k + 1 < chain.steps.size(); ++k)
+    EXPECT_EQ(chain.steps[k].store, -1) << "step " << k;
 }
 
 // The chains of a group under one request for all its outputs.
@@ -185,7 +201,8 @@ std::vector<cpu::LaneChain> ChainsOf(const FusedGroup& group, OpReq req) {
 TEST(LaneChain, TheTrainingChainsStoreWhatTheBackwardReadsAndNothingElse) {
   Graph g = Chain(Var("x")).ToGraph();
   g = InferShapesAndTypes(Gradient(g, g.ArgumentNodes()), {{"x", Shape{1000}}});
-  const std::vector<std::shared_ptr<const FusedGroup>> groups = FusedGroupsOf(FusePointwise(g, nullptr, false));
+  const std::vector<std::shared_ptr<const FusedGroup>> groups =
+      FusedGroupsOf(FusePointwise(g, nullptr, false));
   ASSERT_EQ(groups.size(), 2u);
   const FusedGroup &forward = *groups[0], &backward = *groups[1];
   ASSERT_EQ(forward.outputs.size(), 3u);
@@ -206,7 +223,8 @@ TEST(LaneChain, TheTrainingChainsStoreWhatTheBackwardReadsAndNothingElse) {
     EXPECT_EQ(chain.others.size(), 2u) << "relu's input and sigmoid's output";
     EXPECT_EQ(chain.streamed.size(), 3u) << "dy and those two, all inputs of the group";
     EXPECT_EQ(chain.dsts, std::vector<uint32_t>{backward.outputs[0]});
-    for (size_t k = 0; k + 1 < chain.steps.size(); ++k) EXPECT_EQ(chain.steps[k].store, -1) << "step " << k;
+    for (size_t k = 0; k + 1 < chain.steps.size(); ++k)
+      EXPECT_EQ(chain.steps[k].store, -1) << "step " << k;
     EXPECT_TRUE(chain.steps.back().backward);
     EXPECT_EQ(chain.steps.back().add, req == OpReq::kAddTo);
   }

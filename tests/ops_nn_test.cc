@@ -85,7 +85,8 @@ Outputs GradientsIn(const OpCase& c, const GradientProblem& p, DType dtype, OpRe
     reqs.push_back(HasGradient(c, i) ? req : OpReq::kNull);
   }
   const std::vector<NDArray> outputs = Invoke(op, attrs, inputs);
-  for (size_t o = 0; o < outputs.size(); ++o) dy.push_back(FromDoubles(p.out_grads[o], outputs[o].shape(), dtype));
+  for (size_t o = 0; o < outputs.size(); ++o)
+    dy.push_back(FromDoubles(p.out_grads[o], outputs[o].shape(), dtype));
   InvokeBackward(op, attrs, inputs, outputs, dy, grads, reqs);
   Outputs values;
   for (const NDArray& g : grads) values.push_back(AsDoubles(g));
@@ -116,7 +117,8 @@ void CheckFloat32GradientMatchesFloat64(const OpCase& c) {
     for (size_t k = 0; k < want[i].size(); ++k) {
       const double tol = kFloat32GradientTolerance * (1 + std::abs(want[i][k]));
       ASSERT_NEAR(written[i][k], want[i][k], tol) << "req write, input " << i << ", element " << k;
-      ASSERT_NEAR(added[i][k] - 0.5, want[i][k], tol) << "req add, input " << i << ", element " << k;
+      ASSERT_NEAR(added[i][k] - 0.5, want[i][k], tol)
+          << "req add, input " << i << ", element " << k;
     }
   }
 }
@@ -126,7 +128,8 @@ void CheckFloat32GradientMatchesFloat64(const OpCase& c) {
 void RunNnCase(const OpCase& c) {
   RunOpCase(c);
   if (TestDevice().is_gpu()) return;
-  if (!::testing::Test::HasFatalFailure() && c.check_gradient) CheckFloat32GradientMatchesFloat64(c);
+  if (!::testing::Test::HasFatalFailure() && c.check_gradient)
+    CheckFloat32GradientMatchesFloat64(c);
 }
 
 // ---- FullyConnected ----
@@ -156,7 +159,8 @@ OpCase FullyConnectedCase(const Shape& data, int64_t hidden, bool bias, bool fla
            }};
   c.tolerance = kForwardTolerance;
   c.gradient_tolerance = kGradientTolerance;
-  c.name = "FullyConnected data " + data.ToString() + (bias ? " bias" : " no_bias") + (flatten ? " flatten" : "");
+  c.name = "FullyConnected data " + data.ToString() + (bias ? " bias" : " no_bias") +
+           (flatten ? " flatten" : "");
   return c;
 }
 
@@ -173,18 +177,23 @@ TEST(FullyConnected, FlattenFoldsTrailingAxesElseUsesTheLastAxis) {
 
 TEST(FullyConnected, OutputShapeKeepsLeadingAxesWithoutFlatten) {
   NDArray x(Shape{2, 3, 4}, TestDevice()), w(Shape{7, 4}, TestDevice()), b(Shape{7}, TestDevice());
-  EXPECT_EQ(Invoke("FullyConnected", {x, w, b}, {{"num_hidden", "7"}, {"flatten", "false"}})[0].shape(),
-            (Shape{2, 3, 7}));
-  EXPECT_EQ(Invoke("FullyConnected", {x, NDArray(Shape{7, 12}, TestDevice()), b}, {{"num_hidden", "7"}})[0].shape(),
+  EXPECT_EQ(
+      Invoke("FullyConnected", {x, w, b}, {{"num_hidden", "7"}, {"flatten", "false"}})[0].shape(),
+      (Shape{2, 3, 7}));
+  EXPECT_EQ(Invoke("FullyConnected", {x, NDArray(Shape{7, 12}, TestDevice()), b},
+                   {{"num_hidden", "7"}})[0]
+                .shape(),
             (Shape{2, 7}));
 }
 
 TEST(FullyConnected, BadInputsSayWhatWasExpected) {
-  ExpectOpError("FullyConnected", {{"num_hidden", "128"}}, {Shape{2, 784}, Shape{128, 700}, Shape{128}},
+  ExpectOpError("FullyConnected", {{"num_hidden", "128"}},
+                {Shape{2, 784}, Shape{128, 700}, Shape{128}},
                 {"FullyConnected", "weight must be (128, 784), found (128, 700)"});
   ExpectOpError("FullyConnected", {{"num_hidden", "4"}}, {Shape{2, 3}, Shape{4, 3}, Shape{5}},
                 {"FullyConnected", "bias must be (4,), found (5,)"});
-  ExpectOpError("FullyConnected", {{"num_hidden", "4"}, {"no_bias", "true"}}, {Shape{2, 3}, Shape{4, 3}, Shape{4}},
+  ExpectOpError("FullyConnected", {{"num_hidden", "4"}, {"no_bias", "true"}},
+                {Shape{2, 3}, Shape{4, 3}, Shape{4}},
                 {"FullyConnected", "expected 2 input(s), found 3"});
   ExpectOpError("FullyConnected", {{"num_hidden", "4"}}, {Shape{2, 3}, Shape{4, 3}},
                 {"FullyConnected", "expected 3 input(s), found 2"});
@@ -192,8 +201,8 @@ TEST(FullyConnected, BadInputsSayWhatWasExpected) {
                 {"FullyConnected", "num_hidden", "found '0'"});
   ExpectOpError("FullyConnected", {}, {Shape{2, 3}, Shape{4, 3}, Shape{4}},
                 {"FullyConnected", "num_hidden", "required"});
-  ExpectOpError("FullyConnected", {{"num_hidden", "4"}, {"flatten", "maybe"}}, {Shape{2, 3}, Shape{4, 3}, Shape{4}},
-                {"FullyConnected", "flatten", "'maybe'"});
+  ExpectOpError("FullyConnected", {{"num_hidden", "4"}, {"flatten", "maybe"}},
+                {Shape{2, 3}, Shape{4, 3}, Shape{4}}, {"FullyConnected", "flatten", "'maybe'"});
   ExpectOpError("FullyConnected", {{"num_hidden", "4"}}, {Shape{0, 3}, Shape{4, 3}, Shape{4}},
                 {"FullyConnected", "non-empty", "(0, 3)"});
 }
@@ -221,8 +230,9 @@ struct Window {
   int64_t kh, kw, sh, sw, ph, pw;
 
   AttrMap Attrs() const {
-    return {
-        {"kernel", Shape{kh, kw}.ToString()}, {"stride", Shape{sh, sw}.ToString()}, {"pad", Shape{ph, pw}.ToString()}};
+    return {{"kernel", Shape{kh, kw}.ToString()},
+            {"stride", Shape{sh, sw}.ToString()},
+            {"pad", Shape{ph, pw}.ToString()}};
   }
   int64_t OutRows(int64_t h) const { return (h + 2 * ph - kh) / sh + 1; }
   int64_t OutCols(int64_t w) const { return (w + 2 * pw - kw) / sw + 1; }
@@ -239,9 +249,10 @@ struct Window {
   }
 };
 
-// y[n, f, oy, ox] = b[f] + sum over c, i, j of x[n, c, oy * sh - ph + i, ox * sw - pw + j] * w[f, c, i, j],
-// where rows and columns outside the input (the padding) are zero.
-Values ConvolutionReference(const Inputs& in, const Shape& data, int64_t filters, const Window& win, bool bias) {
+// y[n, f, oy, ox] = b[f] + sum over c, i, j of x[n, c, oy * sh - ph + i, ox * sw - pw + j] * w[f,
+// c, i, j], where rows and columns outside the input (the padding) are zero.
+Values ConvolutionReference(const Inputs& in, const Shape& data, int64_t filters, const Window& win,
+                            bool bias) {
   const int64_t N = data[0], C = data[1], H = data[2], W = data[3];
   const int64_t OH = win.OutRows(H), OW = win.OutCols(W);
   Values y(N * filters * OH * OW);
@@ -252,7 +263,8 @@ Values ConvolutionReference(const Inputs& in, const Shape& data, int64_t filters
           double sum = bias ? in[2][f] : 0.0;
           for (const Tap& t : win.Taps(oy, ox, H, W)) {
             for (int64_t c = 0; c < C; ++c) {
-              sum += in[0][((n * C + c) * H + t.row) * W + t.col] * in[1][((f * C + c) * win.kh + t.i) * win.kw + t.j];
+              sum += in[0][((n * C + c) * H + t.row) * W + t.col] *
+                     in[1][((f * C + c) * win.kh + t.i) * win.kw + t.j];
             }
           }
           y[((n * filters + f) * OH + oy) * OW + ox] = sum;
@@ -269,12 +281,14 @@ OpCase ConvolutionCase(const Shape& data, int64_t filters, const Window& win, bo
   AttrMap attrs = win.Attrs();
   attrs["num_filter"] = std::to_string(filters);
   attrs["no_bias"] = bias ? "0" : "1";
-  OpCase c{"Convolution", attrs, shapes,
-           [=](const Inputs& in) { return Outputs{ConvolutionReference(in, data, filters, win, bias)}; }};
+  OpCase c{"Convolution", attrs, shapes, [=](const Inputs& in) {
+             return Outputs{ConvolutionReference(in, data, filters, win, bias)};
+           }};
   c.tolerance = kForwardTolerance;
   c.gradient_tolerance = kGradientTolerance;
-  c.name = "Convolution data " + data.ToString() + " filters " + std::to_string(filters) + " " + attrs["kernel"] +
-           " stride " + attrs["stride"] + " pad " + attrs["pad"] + (bias ? " bias" : " no_bias");
+  c.name = "Convolution data " + data.ToString() + " filters " + std::to_string(filters) + " " +
+           attrs["kernel"] + " stride " + attrs["stride"] + " pad " + attrs["pad"] +
+           (bias ? " bias" : " no_bias");
   return c;
 }
 
@@ -299,17 +313,22 @@ TEST(Convolution, BadInputsSayWhatWasExpected) {
                 {"Convolution", "4-D (N, C, H, W), found (3, 8, 8)"});
   ExpectOpError("Convolution", {{"kernel", "(5, 5)"}, {"pad", "(1, 1)"}, {"num_filter", "1"}},
                 {Shape{1, 1, 2, 2}, Shape{1, 1, 5, 5}, Shape{1}},
-                {"Convolution", "kernel (5, 5) is larger than the padded input (4, 4)", "input (2, 2)", "pad (1, 1)"});
-  ExpectOpError("Convolution", {{"kernel", "(3, 3, 3)"}, {"num_filter", "1"}}, {Shape{1, 1, 4, 4}, Shape{1}, Shape{1}},
-                {"Convolution", "'kernel'", "(3, 3, 3)"});
+                {"Convolution", "kernel (5, 5) is larger than the padded input (4, 4)",
+                 "input (2, 2)", "pad (1, 1)"});
+  ExpectOpError("Convolution", {{"kernel", "(3, 3, 3)"}, {"num_filter", "1"}},
+                {Shape{1, 1, 4, 4}, Shape{1}, Shape{1}}, {"Convolution", "'kernel'", "(3, 3, 3)"});
   ExpectOpError("Convolution", {{"kernel", "(3, 3)"}, {"stride", "(0, 1)"}, {"num_filter", "1"}},
-                {Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, Shape{1}}, {"Convolution", "'stride'", "(0, 1)"});
-  ExpectOpError("Convolution", {{"kernel", "(3, 3)"}}, {Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, Shape{1}},
+                {Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, Shape{1}},
+                {"Convolution", "'stride'", "(0, 1)"});
+  ExpectOpError("Convolution", {{"kernel", "(3, 3)"}},
+                {Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, Shape{1}},
                 {"Convolution", "num_filter", "required"});
-  ExpectOpError("Convolution", {{"num_filter", "1"}}, {Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, Shape{1}},
+  ExpectOpError("Convolution", {{"num_filter", "1"}},
+                {Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, Shape{1}},
                 {"Convolution", "kernel", "required"});
   ExpectOpError("Convolution", {{"kernel", "(3, 3)"}, {"num_filter", "1"}, {"no_bias", "true"}},
-                {Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, Shape{1}}, {"Convolution", "expected 2 input(s), found 3"});
+                {Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, Shape{1}},
+                {"Convolution", "expected 2 input(s), found 3"});
 }
 
 // ---- Pooling ----
@@ -346,7 +365,9 @@ OpCase PoolingCase(const Shape& data, const std::string& type, const Window& giv
   c.tolerance = kForwardTolerance;
   c.gradient_tolerance = kGradientTolerance;
   c.name = "Pooling " + type + " data " + data.ToString() +
-           (global ? " global" : " kernel " + attrs["kernel"] + " stride " + attrs["stride"] + " pad " + attrs["pad"]);
+           (global ? " global"
+                   : " kernel " + attrs["kernel"] + " stride " + attrs["stride"] + " pad " +
+                         attrs["pad"]);
   return c;
 }
 
@@ -361,7 +382,8 @@ TEST(Pooling, MaxAndAvgWithStrideAndPadding) {
 TEST(Pooling, GlobalPoolCoversThePlane) {
   for (const char* type : {"max", "avg"}) RunNnCase(PoolingCase(Shape{2, 3, 4, 5}, type, {}, true));
   NDArray x(Shape{2, 3, 4, 5}, TestDevice());
-  EXPECT_EQ(Invoke("Pooling", {x}, {{"global_pool", "1"}, {"kernel", "(2, 2)"}})[0].shape(), (Shape{2, 3, 1, 1}));
+  EXPECT_EQ(Invoke("Pooling", {x}, {{"global_pool", "1"}, {"kernel", "(2, 2)"}})[0].shape(),
+            (Shape{2, 3, 1, 1}));
 }
 
 TEST(Pooling, BadInputsSayWhatWasExpected) {
@@ -371,8 +393,10 @@ TEST(Pooling, BadInputsSayWhatWasExpected) {
                 {"Pooling", "'pad'", "less than the kernel (2, 2)", "found (2, 1)"});
   ExpectOpError("Pooling", {{"kernel", "(2, 2)"}, {"pool_type", "min"}}, {Shape{1, 1, 3, 3}},
                 {"Pooling", "pool_type", "'min'", "'max'", "'avg'"});
-  ExpectOpError("Pooling", {{"pool_type", "max"}}, {Shape{1, 1, 3, 3}}, {"Pooling", "kernel", "required"});
-  ExpectOpError("Pooling", {{"kernel", "(2, 2)"}}, {Shape{3, 3}}, {"Pooling", "4-D (N, C, H, W), found (3, 3)"});
+  ExpectOpError("Pooling", {{"pool_type", "max"}}, {Shape{1, 1, 3, 3}},
+                {"Pooling", "kernel", "required"});
+  ExpectOpError("Pooling", {{"kernel", "(2, 2)"}}, {Shape{3, 3}},
+                {"Pooling", "4-D (N, C, H, W), found (3, 3)"});
   ExpectOpError("Pooling", {{"kernel", "(2, 2)"}}, {Shape{1, 1, 3, 3}, Shape{1}},
                 {"Pooling", "expected 1 input(s), found 2"});
 }
@@ -440,10 +464,13 @@ TEST(Softmax, RunsInPlace) {
 }
 
 TEST(Softmax, BadInputsSayWhatWasExpected) {
-  ExpectOpError("softmax", {{"axis", "3"}}, {Shape{2, 3, 4}}, {"softmax", "axis 3 is out of range", "(2, 3, 4)"});
-  ExpectOpError("log_softmax", {{"axis", "-4"}}, {Shape{2, 3, 4}}, {"log_softmax", "axis -4", "(2, 3, 4)"});
+  ExpectOpError("softmax", {{"axis", "3"}}, {Shape{2, 3, 4}},
+                {"softmax", "axis 3 is out of range", "(2, 3, 4)"});
+  ExpectOpError("log_softmax", {{"axis", "-4"}}, {Shape{2, 3, 4}},
+                {"log_softmax", "axis -4", "(2, 3, 4)"});
   ExpectOpError("softmax", {{"axis", "last"}}, {Shape{2}}, {"softmax", "axis", "'last'"});
-  ExpectOpError("log_softmax", {}, {Shape{2}, Shape{2}}, {"log_softmax", "expected 1 input(s), found 2"});
+  ExpectOpError("log_softmax", {}, {Shape{2}, Shape{2}},
+                {"log_softmax", "expected 1 input(s), found 2"});
 }
 
 // ---- SoftmaxCrossEntropy ----
@@ -480,7 +507,8 @@ TEST(SoftmaxCrossEntropy, LabelOutOfRangeSurfacesAtWaitToRead) {
   NDArray x(Shape{3, 4}, TestDevice());
   x.Fill(0);
   for (const std::vector<float>& labels :
-       {std::vector<float>{0, 4, 1}, std::vector<float>{0, -1, 1}, std::vector<float>{0, 1.5f, 1}}) {
+       {std::vector<float>{0, 4, 1}, std::vector<float>{0, -1, 1},
+        std::vector<float>{0, 1.5f, 1}}) {
     NDArray label = NDArray::FromVector(labels, Shape{3}, TestDevice());
     // The call itself succeeds: the labels are read when the op runs (on a GPU, by its kernel,
     // which reports the bad one through the op's completion).
@@ -499,7 +527,8 @@ TEST(SoftmaxCrossEntropy, BadInputsSayWhatWasExpected) {
                 {"SoftmaxCrossEntropy", "label must be (4,), found (4, 1)"});
   ExpectOpError("SoftmaxCrossEntropy", {}, {Shape{4, 3, 2}, Shape{4}},
                 {"SoftmaxCrossEntropy", "(N, C)", "found (4, 3, 2)"});
-  ExpectOpError("SoftmaxCrossEntropy", {}, {Shape{4, 3}}, {"SoftmaxCrossEntropy", "expected 2 input(s), found 1"});
+  ExpectOpError("SoftmaxCrossEntropy", {}, {Shape{4, 3}},
+                {"SoftmaxCrossEntropy", "expected 2 input(s), found 1"});
 }
 
 // ---- Output requests the harness does not cover ----
@@ -508,7 +537,8 @@ TEST(SoftmaxCrossEntropy, BadInputsSayWhatWasExpected) {
 // alone, d_weight and d_bias are what a call that requests everything gives.
 TEST(OutputRequests, NullDataGradientLeavesItAloneAndStillGivesWeightGradients) {
   const AttrMap attrs = {{"num_hidden", "3"}};
-  const std::vector<Shape> shapes = {Shape{4, 3}, Shape{4, 5}, Shape{3, 5}};  // out_grad, data, weight
+  const std::vector<Shape> shapes = {Shape{4, 3}, Shape{4, 5},
+                                     Shape{3, 5}};  // out_grad, data, weight
   const std::vector<Shape> grad_shapes = {Shape{4, 5}, Shape{3, 5}, Shape{3}};
   for (DType dtype : TestFloatTypes()) {
     std::vector<NDArray> in;
@@ -518,7 +548,8 @@ TEST(OutputRequests, NullDataGradientLeavesItAloneAndStillGivesWeightGradients) 
       std::vector<NDArray> g;
       for (const Shape& s : grad_shapes) g.emplace_back(s, TestDevice(), dtype);
       for (const NDArray& a : g) a.Fill(7);
-      Invoke("_backward_FullyConnected", in, attrs, {.outputs = g, .req = {data_req, OpReq::kWrite, OpReq::kWrite}});
+      Invoke("_backward_FullyConnected", in, attrs,
+             {.outputs = g, .req = {data_req, OpReq::kWrite, OpReq::kWrite}});
       return g;
     };
     const std::vector<NDArray> all = gradients(OpReq::kWrite), some = gradients(OpReq::kNull);
@@ -563,16 +594,19 @@ TEST(PrimitiveCache, ConcurrentCallsOnOnePrimitiveGiveTheSerialResults) {
   for (int i = 0; i < 8; ++i) {
     xs.emplace_back(Shape{8, 32}, TestDevice());
     xs.back().FillUniform(-1, 1);
-    want.push_back(Invoke("FullyConnected", {xs.back(), w, b}, {{"num_hidden", "16"}})[0].ToVector<float>());
+    want.push_back(
+        Invoke("FullyConnected", {xs.back(), w, b}, {{"num_hidden", "16"}})[0].ToVector<float>());
   }
   std::vector<NDArray> ys;
   for (int round = 0; round < 4; ++round) {
-    for (const NDArray& x : xs) ys.push_back(Invoke("FullyConnected", {x, w, b}, {{"num_hidden", "16"}})[0]);
+    for (const NDArray& x : xs)
+      ys.push_back(Invoke("FullyConnected", {x, w, b}, {{"num_hidden", "16"}})[0]);
   }
   for (size_t i = 0; i < ys.size(); ++i) {
     const std::vector<float> got = ys[i].ToVector<float>();
     const std::vector<float>& expected = want[i % xs.size()];
-    for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], expected[k], 1e-5) << "call " << i << ", element " << k;
+    for (size_t k = 0; k < got.size(); ++k)
+      ASSERT_NEAR(got[k], expected[k], 1e-5) << "call " << i << ", element " << k;
   }
 }
 

@@ -17,7 +17,9 @@
 namespace weft {
 namespace {
 
-std::vector<float> Gradients(int step) { return {0.5f * step, -2.0f, 0.01f, 3.0f - step, -0.3f, 1.5f}; }
+std::vector<float> Gradients(int step) {
+  return {0.5f * step, -2.0f, 0.01f, 3.0f - step, -0.3f, 1.5f};
+}
 
 float Clipped(float g, float rescale, float clip) {
   g *= rescale;
@@ -33,12 +35,14 @@ void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
 TEST(OptimizerOps, SgdUpdatesTheWeightInPlace) {
   std::vector<float> w = {1, 2, 3, 4, 5, 6};
   NDArray weight = NDArray::FromVector(w, Shape{2, 3}, testing::TestDevice());
-  const AttrMap attrs = {{"lr", "0.1"}, {"wd", "0.01"}, {"rescale_grad", "0.5"}, {"clip_gradient", "0.6"}};
+  const AttrMap attrs = {
+      {"lr", "0.1"}, {"wd", "0.01"}, {"rescale_grad", "0.5"}, {"clip_gradient", "0.6"}};
   for (int step = 0; step < 3; ++step) {
     NDArray grad = NDArray::FromVector(Gradients(step), Shape{2, 3}, testing::TestDevice());
     std::vector<NDArray> out = Invoke("sgd_update", {weight, grad}, attrs, {.outputs = {weight}});
     EXPECT_TRUE(out[0].SharesMemoryWith(weight));
-    for (size_t i = 0; i < w.size(); ++i) w[i] -= 0.1f * (Clipped(Gradients(step)[i], 0.5f, 0.6f) + 0.01f * w[i]);
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] -= 0.1f * (Clipped(Gradients(step)[i], 0.5f, 0.6f) + 0.01f * w[i]);
   }
   ExpectNear(weight.ToVector<float>(), w);
 }
@@ -65,8 +69,11 @@ TEST(OptimizerOps, AdamUpdatesWeightAndBothMoments) {
   NDArray weight = NDArray::FromVector(w, Shape{3, 2}, testing::TestDevice()),
           mean = NDArray::FromVector(m, Shape{3, 2}, testing::TestDevice()),
           var = NDArray::FromVector(v, Shape{3, 2}, testing::TestDevice());
-  const AttrMap attrs = {
-      {"lr", "0.01"}, {"beta1", "0.8"}, {"beta2", "0.99"}, {"epsilon", "1e-6"}, {"clip_gradient", "2"}};
+  const AttrMap attrs = {{"lr", "0.01"},
+                         {"beta1", "0.8"},
+                         {"beta2", "0.99"},
+                         {"epsilon", "1e-6"},
+                         {"clip_gradient", "2"}};
   for (int step = 0; step < 5; ++step) {
     NDArray grad = NDArray::FromVector(Gradients(step), Shape{3, 2}, testing::TestDevice());
     Invoke("adam_update", {weight, grad, mean, var}, attrs, {.outputs = {weight}});
@@ -83,14 +90,18 @@ TEST(OptimizerOps, AdamUpdatesWeightAndBothMoments) {
 }
 
 TEST(OptimizerOps, BadInputsSayWhatWasExpected) {
-  testing::ExpectOpError("sgd_update", {}, {Shape{3}, Shape{3}}, {"sgd_update", "'lr'", "required"});
-  testing::ExpectOpError("sgd_update", {{"lr", "0.1"}}, {Shape{3}, Shape{4}}, {"sgd_update", "(3,)", "(4,)"});
-  testing::ExpectOpError("sgd_update", {{"lr", "-1"}}, {Shape{3}, Shape{3}}, {"sgd_update", "lr", ">= 0", "-1"});
+  testing::ExpectOpError("sgd_update", {}, {Shape{3}, Shape{3}},
+                         {"sgd_update", "'lr'", "required"});
+  testing::ExpectOpError("sgd_update", {{"lr", "0.1"}}, {Shape{3}, Shape{4}},
+                         {"sgd_update", "(3,)", "(4,)"});
+  testing::ExpectOpError("sgd_update", {{"lr", "-1"}}, {Shape{3}, Shape{3}},
+                         {"sgd_update", "lr", ">= 0", "-1"});
   testing::ExpectOpError("sgd_mom_update", {{"lr", "0.1"}}, {Shape{3}, Shape{3}},
                          {"sgd_mom_update", "expected 3 input(s), found 2"});
-  testing::ExpectOpError("adam_update", {{"lr", "0.1"}, {"beta1", "1.5"}}, {Shape{2}, Shape{2}, Shape{2}, Shape{2}},
-                         {"adam_update", "beta1", "1.5"});
-  testing::ExpectOpError("adam_update", {{"lr", "0.1"}, {"momentum", "0.9"}}, {Shape{2}, Shape{2}, Shape{2}, Shape{2}},
+  testing::ExpectOpError("adam_update", {{"lr", "0.1"}, {"beta1", "1.5"}},
+                         {Shape{2}, Shape{2}, Shape{2}, Shape{2}}, {"adam_update", "beta1", "1.5"});
+  testing::ExpectOpError("adam_update", {{"lr", "0.1"}, {"momentum", "0.9"}},
+                         {Shape{2}, Shape{2}, Shape{2}, Shape{2}},
                          {"adam_update", "unknown attribute 'momentum'"});
 }
 
@@ -122,15 +133,18 @@ TEST(OptimizerOps, TheLearningRateAsAnInputGivesWhatTheAttributeGives) {
       with_attr["lr"] = std::to_string(rates[step]);
       lr.Fill(std::stod(with_attr["lr"]));
       std::vector<NDArray> in_attr = {by_attr[0], grad}, in_input = {by_input[0], grad};
-      for (int k = 1; k <= states; ++k) in_attr.push_back(by_attr[k]), in_input.push_back(by_input[k]);
+      for (int k = 1; k <= states; ++k)
+        in_attr.push_back(by_attr[k]), in_input.push_back(by_input[k]);
       in_input.push_back(lr);
       Invoke(op, in_attr, with_attr, {.outputs = {by_attr[0]}});
       Invoke(op, in_input, with_input, {.outputs = {by_input[0]}});
     }
     for (int k = 0; k <= states; ++k) {
-      EXPECT_EQ(by_input[k].ToVector<float>(), by_attr[k].ToVector<float>()) << op << ", array " << k;
+      EXPECT_EQ(by_input[k].ToVector<float>(), by_attr[k].ToVector<float>())
+          << op << ", array " << k;
     }
-    EXPECT_NE(by_input[0].ToVector<float>(), (std::vector<float>{0.5f, -1, 2, 0.25f, 3, -0.75f})) << op;
+    EXPECT_NE(by_input[0].ToVector<float>(), (std::vector<float>{0.5f, -1, 2, 0.25f, 3, -0.75f}))
+        << op;
   }
 }
 
@@ -140,14 +154,15 @@ void ExpectCallError(const std::function<void()>& call, const std::vector<std::s
     call();
     ADD_FAILURE() << "no error; expected one with: " << parts[0];
   } catch (const Error& e) {
-    for (const std::string& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    for (const std::string& part : parts)
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
 }
 
 TEST(OptimizerOps, ALearningRateInputMustBeOneFloat64AndComeAlone) {
   const Device d = testing::TestDevice();
-  NDArray w(Shape{3}, d), g(Shape{3}, d), lr(Shape{1}, d, DType::kFloat64), lr2(Shape{2}, d, DType::kFloat64),
-      lr32(Shape{1}, d);
+  NDArray w(Shape{3}, d), g(Shape{3}, d), lr(Shape{1}, d, DType::kFloat64),
+      lr2(Shape{2}, d, DType::kFloat64), lr32(Shape{1}, d);
   for (const NDArray& a : {w, g, lr, lr2, lr32}) a.Fill(0);
   ExpectCallError(
       [&] {
@@ -189,21 +204,26 @@ testing::OpCase UpdateCase(const std::string& op, const AttrMap& attrs, int inpu
   return c;
 }
 
-double ClippedGrad(double g, double rescale, double clip) { return std::max(-clip, std::min(clip, g * rescale)); }
+double ClippedGrad(double g, double rescale, double clip) {
+  return std::max(-clip, std::min(clip, g * rescale));
+}
 
 TEST(OptimizerOps, OneStepOfEachUpdateMatchesItsFormula) {
-  const AttrMap sgd = {{"lr", "0.1"}, {"wd", "0.01"}, {"rescale_grad", "0.5"}, {"clip_gradient", "0.3"}};
+  const AttrMap sgd = {
+      {"lr", "0.1"}, {"wd", "0.01"}, {"rescale_grad", "0.5"}, {"clip_gradient", "0.3"}};
   testing::RunOpCase(UpdateCase("sgd_update", sgd, 2, [](const testing::Values& in) {
     return in[0] - 0.1 * (ClippedGrad(in[1], 0.5, 0.3) + 0.01 * in[0]);
   }));
-  testing::RunOpCase(UpdateCase("sgd_mom_update", {{"lr", "0.05"}, {"momentum", "0.9"}}, 3,
-                                [](const testing::Values& in) { return in[0] + 0.9 * in[2] - 0.05 * in[1]; }));
-  testing::OpCase adam = UpdateCase("adam_update", {{"lr", "0.01"}, {"beta1", "0.8"}, {"beta2", "0.99"}}, 4,
-                                    [](const testing::Values& in) {
-                                      const double m = 0.8 * in[2] + 0.2 * in[1];
-                                      const double v = 0.99 * in[3] + 0.01 * in[1] * in[1];
-                                      return in[0] - 0.01 * m / (std::sqrt(v) + 1e-8);
-                                    });
+  testing::RunOpCase(
+      UpdateCase("sgd_mom_update", {{"lr", "0.05"}, {"momentum", "0.9"}}, 3,
+                 [](const testing::Values& in) { return in[0] + 0.9 * in[2] - 0.05 * in[1]; }));
+  testing::OpCase adam =
+      UpdateCase("adam_update", {{"lr", "0.01"}, {"beta1", "0.8"}, {"beta2", "0.99"}}, 4,
+                 [](const testing::Values& in) {
+                   const double m = 0.8 * in[2] + 0.2 * in[1];
+                   const double v = 0.99 * in[3] + 0.01 * in[1] * in[1];
+                   return in[0] - 0.01 * m / (std::sqrt(v) + 1e-8);
+                 });
   adam.init = [](int i, testing::Values& v) {
     if (i == 3) testing::Positive(i, v);  // a variance
   };

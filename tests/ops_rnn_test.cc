@@ -1,7 +1,7 @@
 // The RNN op (ops/nn/rnn_params.h) against its definition. The reference is built from weft's own
-// verified ops: each mode unrolled as cells of FullyConnected and pointwise ops, one per step, layer
-// and direction, with masks for the sequence lengths, as a Symbol bound with its gradients. Every
-// mode runs with 1 and 2 layers, one and two directions, with and without lengths and initial
+// verified ops: each mode unrolled as cells of FullyConnected and pointwise ops, one per step,
+// layer and direction, with masks for the sequence lengths, as a Symbol bound with its gradients.
+// Every mode runs with 1 and 2 layers, one and two directions, with and without lengths and initial
 // states, forward and backward (data, parameters, initial states), in float32 (oneDNN's
 // primitives, or the loops with lengths) and float64 (the loops), with requests write, add and
 // null. Also: the declarative case with its float64 finite differences (op_test_util.h), dropout
@@ -63,8 +63,9 @@ struct Config {
   bool lstm() const { return mode == RnnMode::kLstm; }
   int dirs() const { return bidirectional ? 2 : 1; }
   std::string Name() const {
-    return std::string(RnnModeName(mode)) + " L" + std::to_string(layers) + (bidirectional ? " bidirectional" : "") +
-           (lengths ? " lengths" : "") + (random_states ? " states" : "") + (state_outputs ? " state_outputs" : "");
+    return std::string(RnnModeName(mode)) + " L" + std::to_string(layers) +
+           (bidirectional ? " bidirectional" : "") + (lengths ? " lengths" : "") +
+           (random_states ? " states" : "") + (state_outputs ? " state_outputs" : "");
   }
 };
 
@@ -84,7 +85,8 @@ Shape StateShape(const Config& c) { return Shape{c.layers * c.dirs(), c.n, c.h};
 
 std::vector<int64_t> Lengths(const Config& c) {
   std::vector<int64_t> l(c.n);
-  for (int64_t k = 0; k < c.n; ++k) l[k] = k % 2 == 0 ? std::max<int64_t>(1, c.t - k / 2) : std::min(c.t, 1 + k / 2);
+  for (int64_t k = 0; k < c.n; ++k)
+    l[k] = k % 2 == 0 ? std::max<int64_t>(1, c.t - k / 2) : std::min(c.t, 1 + k / 2);
   return l;
 }
 
@@ -103,7 +105,8 @@ Symbol Reshape(const Symbol& x, std::initializer_list<int64_t> shape) {
   return Node("reshape", {x}, {{"shape", s + ")"}});
 }
 Symbol Concat(const std::vector<Symbol>& parts, int dim) {
-  return Node("concat", parts, {{"num_args", std::to_string(parts.size())}, {"dim", std::to_string(dim)}});
+  return Node("concat", parts,
+              {{"num_args", std::to_string(parts.size())}, {"dim", std::to_string(dim)}});
 }
 Symbol OneMinus(const Symbol& x) { return Node("rsub_scalar", {x}, {{"scalar", "1"}}); }
 
@@ -111,7 +114,8 @@ Symbol OneMinus(const Symbol& x) { return Node("rsub_scalar", {x}, {{"scalar", "
 class Unrolled {
  public:
   explicit Unrolled(const Config& c) : c_(c), layout_(ParamOf(c), c.i) {
-    for (int64_t t = 0; t < c.t; ++t) masks_.push_back(Symbol::Variable("mask" + std::to_string(t)));
+    for (int64_t t = 0; t < c.t; ++t)
+      masks_.push_back(Symbol::Variable("mask" + std::to_string(t)));
   }
 
   // out (T, N, D*H), then with state_outputs hy (and cy).
@@ -148,26 +152,32 @@ class Unrolled {
   Symbol Linear(const Symbol& x, int64_t weight, int64_t bias, int64_t cols, int g) {
     const int64_t h = c_.h;
     return Node("FullyConnected",
-                {x, Weight(weight + g * h * cols, h, cols), Slice(params_, bias + g * h, bias + (g + 1) * h)},
+                {x, Weight(weight + g * h * cols, h, cols),
+                 Slice(params_, bias + g * h, bias + (g + 1) * h)},
                 {{"num_hidden", std::to_string(h)}});
   }
   Symbol Gate(const Symbol& x, const Symbol& h, const RnnBlock& b, int g) {
-    return Node("add", {Linear(x, b.weight_ih, b.bias_ih, b.input, g), Linear(h, b.weight_hh, b.bias_hh, c_.h, g)});
+    return Node("add", {Linear(x, b.weight_ih, b.bias_ih, b.input, g),
+                        Linear(h, b.weight_hh, b.bias_hh, c_.h, g)});
   }
 
   // One step of the cell: h' (and c').
-  std::pair<Symbol, Symbol> Cell(const Symbol& x, const Symbol& h, const Symbol& cell, const RnnBlock& b) {
+  std::pair<Symbol, Symbol> Cell(const Symbol& x, const Symbol& h, const Symbol& cell,
+                                 const RnnBlock& b) {
     switch (c_.mode) {
       case RnnMode::kLstm: {
-        const Symbol i = Node("sigmoid", {Gate(x, h, b, 0)}), f = Node("sigmoid", {Gate(x, h, b, 1)});
+        const Symbol i = Node("sigmoid", {Gate(x, h, b, 0)}),
+                     f = Node("sigmoid", {Gate(x, h, b, 1)});
         const Symbol g = Node("tanh", {Gate(x, h, b, 2)}), o = Node("sigmoid", {Gate(x, h, b, 3)});
         const Symbol c2 = Node("add", {Node("mul", {f, cell}), Node("mul", {i, g})});
         return {Node("mul", {o, Node("tanh", {c2})}), c2};
       }
       case RnnMode::kGru: {
-        const Symbol r = Node("sigmoid", {Gate(x, h, b, 0)}), z = Node("sigmoid", {Gate(x, h, b, 1)});
-        const Symbol n = Node("tanh", {Node("add", {Linear(x, b.weight_ih, b.bias_ih, b.input, 2),
-                                                    Node("mul", {r, Linear(h, b.weight_hh, b.bias_hh, c_.h, 2)})})});
+        const Symbol r = Node("sigmoid", {Gate(x, h, b, 0)}),
+                     z = Node("sigmoid", {Gate(x, h, b, 1)});
+        const Symbol n = Node(
+            "tanh", {Node("add", {Linear(x, b.weight_ih, b.bias_ih, b.input, 2),
+                                  Node("mul", {r, Linear(h, b.weight_hh, b.bias_hh, c_.h, 2)})})});
         return {Node("add", {Node("mul", {OneMinus(z), n}), Node("mul", {z, h})}), cell};
       }
       case RnnMode::kRnnTanh:
@@ -212,7 +222,8 @@ class Unrolled {
 
 // The op under test, as a graph with the same variables.
 Symbol RnnSymbol(const Config& c) {
-  std::vector<Symbol> in = {Symbol::Variable("data"), Symbol::Variable("parameters"), Symbol::Variable("state")};
+  std::vector<Symbol> in = {Symbol::Variable("data"), Symbol::Variable("parameters"),
+                            Symbol::Variable("state")};
   if (c.lstm()) in.push_back(Symbol::Variable("state_cell"));
   if (c.lengths) in.push_back(Symbol::Variable("sequence_length"));
   return Symbol::Op("RNN", in, AttrsOf(c));
@@ -240,20 +251,24 @@ Problem MakeProblem(const Config& c, uint64_t seed) {
   p.args["parameters"] = Uniform(rng, ParamSize(c), 0.6);
   const int64_t state = StateShape(c).Size();
   p.args["state"] = c.random_states ? Uniform(rng, state, 1) : std::vector<double>(state, 0);
-  if (c.lstm()) p.args["state_cell"] = c.random_states ? Uniform(rng, state, 1) : std::vector<double>(state, 0);
+  if (c.lstm())
+    p.args["state_cell"] = c.random_states ? Uniform(rng, state, 1) : std::vector<double>(state, 0);
   p.head_grads.push_back(Uniform(rng, c.t * c.n * c.dirs() * c.h, 1));
   if (c.state_outputs) p.head_grads.push_back(Uniform(rng, state, 1));
   if (c.state_outputs && c.lstm()) p.head_grads.push_back(Uniform(rng, state, 1));
   return p;
 }
 
-NDArray ArrayOf(const std::vector<double>& v, const Shape& s, DType dtype, Device device = TestDevice()) {
+NDArray ArrayOf(const std::vector<double>& v, const Shape& s, DType dtype,
+                Device device = TestDevice()) {
   if (dtype == DType::kFloat64) return NDArray::FromVector(v, s, device);
   return NDArray::FromVector(std::vector<float>(v.begin(), v.end()), s, device);
 }
 
 // The sequence_length input: a CPU array on every device (the op reads it on the host).
-NDArray LengthsOf(const std::vector<double>& v, const Shape& s, DType dtype) { return ArrayOf(v, s, dtype, Device::Cpu()); }
+NDArray LengthsOf(const std::vector<double>& v, const Shape& s, DType dtype) {
+  return ArrayOf(v, s, dtype, Device::Cpu());
+}
 
 std::vector<double> ValuesOf(const NDArray& a) {
   if (a.dtype() == DType::kFloat64) return a.ToVector<double>();
@@ -293,7 +308,8 @@ BoundRun RunBound(const Config& c, const Symbol& net, const Problem& p, DType dt
       const int64_t t = std::stoll(name.substr(4));
       for (int64_t n = 0; n < c.n; ++n) v.push_back(t < lengths[n] ? 1 : 0);
     }
-    args[name] = name == "sequence_length" ? LengthsOf(v, ArgShape(c, name), dtype) : ArrayOf(v, ArgShape(c, name), dtype);
+    args[name] = name == "sequence_length" ? LengthsOf(v, ArgShape(c, name), dtype)
+                                           : ArrayOf(v, ArgShape(c, name), dtype);
   }
   auto exec = Executor::Bind(net, TestDevice(), args, grads, reqs);
   exec->Forward(/*is_train=*/true);
@@ -307,7 +323,8 @@ BoundRun RunBound(const Config& c, const Symbol& net, const Problem& p, DType dt
   return r;
 }
 
-void ExpectNear(const std::vector<double>& got, const std::vector<double>& want, double tol, const std::string& what) {
+void ExpectNear(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t k = 0; k < got.size(); ++k) {
     ASSERT_NEAR(got[k], want[k], tol * (1 + std::abs(want[k]))) << what << ", element " << k;
@@ -330,7 +347,8 @@ void ExpectMatchesReference(const Config& c, DType dtype, uint64_t seed = 1) {
   const double tol = ToleranceOf(dtype);
   for (size_t o = 0; o < want.outputs.size(); ++o)
     ExpectNear(got.outputs[o], want.outputs[o], tol, "output " + std::to_string(o));
-  for (const auto& [name, g] : want.grads) ExpectNear(got.grads.at(name), g, tol * 5, "gradient of " + name);
+  for (const auto& [name, g] : want.grads)
+    ExpectNear(got.grads.at(name), g, tol * 5, "gradient of " + name);
 }
 
 // ---- the tests ----
@@ -365,10 +383,18 @@ void ExpectGridMatchesReference(RnnMode mode) {
   }
 }
 
-TEST_F(Rnn, LstmMatchesUnrolledCellsForwardAndBackward) { ExpectGridMatchesReference(RnnMode::kLstm); }
-TEST_F(Rnn, GruMatchesUnrolledCellsForwardAndBackward) { ExpectGridMatchesReference(RnnMode::kGru); }
-TEST_F(Rnn, RnnTanhMatchesUnrolledCellsForwardAndBackward) { ExpectGridMatchesReference(RnnMode::kRnnTanh); }
-TEST_F(Rnn, RnnReluMatchesUnrolledCellsForwardAndBackward) { ExpectGridMatchesReference(RnnMode::kRnnRelu); }
+TEST_F(Rnn, LstmMatchesUnrolledCellsForwardAndBackward) {
+  ExpectGridMatchesReference(RnnMode::kLstm);
+}
+TEST_F(Rnn, GruMatchesUnrolledCellsForwardAndBackward) {
+  ExpectGridMatchesReference(RnnMode::kGru);
+}
+TEST_F(Rnn, RnnTanhMatchesUnrolledCellsForwardAndBackward) {
+  ExpectGridMatchesReference(RnnMode::kRnnTanh);
+}
+TEST_F(Rnn, RnnReluMatchesUnrolledCellsForwardAndBackward) {
+  ExpectGridMatchesReference(RnnMode::kRnnRelu);
+}
 
 TEST_F(Rnn, LongerSequencesAndWiderLayersMatchTheReference) {
   Config c;
@@ -386,7 +412,10 @@ TEST_F(Rnn, LongerSequencesAndWiderLayersMatchTheReference) {
 // the array alone (and, for the parameters, skips their gradient).
 TEST_F(Rnn, GradientRequestsWriteAddAndNullForEachInput) {
   const std::vector<std::map<std::string, GradReq>> cases = {
-      {{"data", GradReq::kAdd}, {"parameters", GradReq::kAdd}, {"state", GradReq::kAdd}, {"state_cell", GradReq::kAdd}},
+      {{"data", GradReq::kAdd},
+       {"parameters", GradReq::kAdd},
+       {"state", GradReq::kAdd},
+       {"state_cell", GradReq::kAdd}},
       {{"data", GradReq::kAdd}, {"parameters", GradReq::kNull}},  // the seed's case
       {{"data", GradReq::kNull}, {"state", GradReq::kAdd}},
       {{"parameters", GradReq::kAdd}, {"state", GradReq::kNull}, {"state_cell", GradReq::kNull}},
@@ -405,7 +434,8 @@ TEST_F(Rnn, GradientRequestsWriteAddAndNullForEachInput) {
           SCOPED_TRACE(c.Name() + " " + std::string(DTypeName(dtype)) + " gradient of " + name);
           const GradReq req = reqs.count(name) ? reqs.at(name) : GradReq::kWrite;
           std::vector<double> expected = g;
-          for (double& x : expected) x = req == GradReq::kNull ? 0.5 : req == GradReq::kAdd ? x + 0.5 : x;
+          for (double& x : expected)
+            x = req == GradReq::kNull ? 0.5 : req == GradReq::kAdd ? x + 0.5 : x;
           ExpectNear(got.grads.at(name), expected, ToleranceOf(dtype) * 5, "");
         }
       }
@@ -430,12 +460,14 @@ std::vector<NDArray> InputsOf(const Config& c, const Problem& p, DType dtype) {
 
 // The gradients of every input but the lengths, through InvokeBackward after a training forward.
 std::vector<std::vector<double>> ImperativeGradients(const Config& c, const Problem& p, DType dtype,
-                                                     const std::vector<NDArray>& in, const std::vector<NDArray>& out) {
+                                                     const std::vector<NDArray>& in,
+                                                     const std::vector<NDArray>& out) {
   const Op& op = GetOp("RNN");
   const Attrs attrs = ParseAttrs(op, AttrsOf(c));
   std::vector<NDArray> heads, grads;
   for (size_t o = 0; o < out.size(); ++o) {
-    heads.push_back(o < p.head_grads.size() ? ArrayOf(p.head_grads[o], out[o].shape(), dtype) : out[o]);
+    heads.push_back(o < p.head_grads.size() ? ArrayOf(p.head_grads[o], out[o].shape(), dtype)
+                                            : out[o]);
   }
   std::vector<OpReq> reqs;
   for (size_t i = 0; i < in.size(); ++i) {
@@ -453,7 +485,8 @@ std::vector<std::vector<double>> ImperativeGradients(const Config& c, const Prob
 TEST_F(Rnn, ImperativeCallsGiveTheBoundGraphsResults) {
   for (bool lengths : {false, true}) {
     Config c;
-    c.mode = RnnMode::kGru, c.layers = 2, c.bidirectional = true, c.lengths = lengths, c.random_states = true;
+    c.mode = RnnMode::kGru, c.layers = 2, c.bidirectional = true, c.lengths = lengths,
+    c.random_states = true;
     c.state_outputs = true;
     const Problem p = MakeProblem(c, 11);
     const BoundRun want = RunBound(c, Unrolled(c).Build(), p, DType::kFloat32);
@@ -461,7 +494,8 @@ TEST_F(Rnn, ImperativeCallsGiveTheBoundGraphsResults) {
     const std::vector<NDArray> out = Invoke("RNN", in, AttrsOf(c), {.is_train = true});
     ASSERT_EQ(out.size(), 3u);  // out, state_output, then the reserve
     EXPECT_EQ(out[2].dtype(), DType::kUInt8);
-    for (size_t o = 0; o < 2; ++o) ExpectNear(ValuesOf(out[o]), want.outputs[o], 2e-5, "output " + std::to_string(o));
+    for (size_t o = 0; o < 2; ++o)
+      ExpectNear(ValuesOf(out[o]), want.outputs[o], 2e-5, "output " + std::to_string(o));
     const auto grads = ImperativeGradients(c, p, DType::kFloat32, in, out);
     const char* names[] = {"data", "parameters", "state"};
     for (int i = 0; i < 3; ++i)
@@ -472,7 +506,8 @@ TEST_F(Rnn, ImperativeCallsGiveTheBoundGraphsResults) {
 // A training forward's reserve serves its backward; on the CPU it is left as it was, so a second
 // backward after the same forward gives the same gradients.
 TEST_F(Rnn, ASecondBackwardAfterOneForwardGivesTheSameGradients) {
-  if (TestDevice().is_gpu()) GTEST_SKIP() << "a GPU's backward may change the reserve (rnn_params.h)";
+  if (TestDevice().is_gpu())
+    GTEST_SKIP() << "a GPU's backward may change the reserve (rnn_params.h)";
   Config c;
   c.layers = 2, c.bidirectional = true, c.random_states = true, c.state_outputs = true;
   for (RnnMode mode : {RnnMode::kLstm, RnnMode::kGru, RnnMode::kRnnTanh, RnnMode::kRnnRelu}) {
@@ -483,7 +518,8 @@ TEST_F(Rnn, ASecondBackwardAfterOneForwardGivesTheSameGradients) {
     const auto first = ImperativeGradients(c, p, DType::kFloat32, in, out);
     const auto second = ImperativeGradients(c, p, DType::kFloat32, in, out);
     for (size_t i = 0; i < first.size(); ++i) {
-      ExpectNear(second[i], first[i], 0, std::string(RnnModeName(mode)) + " input " + std::to_string(i));
+      ExpectNear(second[i], first[i], 0,
+                 std::string(RnnModeName(mode)) + " input " + std::to_string(i));
     }
   }
 }
@@ -493,7 +529,8 @@ TEST_F(Rnn, ASecondBackwardAfterOneForwardGivesTheSameGradients) {
 // A case's named tensors as float32 (or float64) arrays.
 std::map<std::string, NDArray> TorchTensors(const torch_cases::Case& tc, DType dtype) {
   std::map<std::string, NDArray> out;
-  for (const torch_cases::Tensor& t : tc.tensors) out[t.name] = ArrayOf(t.values, Shape(std::span(t.shape)), dtype);
+  for (const torch_cases::Tensor& t : tc.tensors)
+    out[t.name] = ArrayOf(t.values, Shape(std::span(t.shape)), dtype);
   return out;
 }
 
@@ -518,11 +555,12 @@ TEST_F(Rnn, GivesPyTorchsOutputsAndGradientsWithItsStateDict) {
                              {"state_outputs", "true"},
                              {"use_sequence_length", lengths ? "true" : "false"}};
       const std::map<std::string, NDArray> named = TorchTensors(tc, dtype);
-      std::vector<NDArray> in = {named.at("x"), BuildRnnParameters(attrs, torch_cases::kI, named, "rnn."),
-                                 named.at("h0")};
+      std::vector<NDArray> in = {
+          named.at("x"), BuildRnnParameters(attrs, torch_cases::kI, named, "rnn."), named.at("h0")};
       if (lstm) in.push_back(named.at("c0"));
       if (lengths)
-        in.push_back(LengthsOf(std::vector<double>(tc.lengths.begin(), tc.lengths.end()), Shape{torch_cases::kN}, dtype));
+        in.push_back(LengthsOf(std::vector<double>(tc.lengths.begin(), tc.lengths.end()),
+                               Shape{torch_cases::kN}, dtype));
       const std::vector<NDArray> out = Invoke("RNN", in, attrs, {.is_train = true});
       const double tol = dtype == DType::kFloat64 ? 1e-12 : 2e-6;
       ExpectNear(ValuesOf(out[0]), TorchValues(tc, "y"), tol, "y");
@@ -533,7 +571,8 @@ TEST_F(Rnn, GivesPyTorchsOutputsAndGradientsWithItsStateDict) {
       heads.push_back(out.back());  // the reserve gets none
       std::vector<NDArray> grads;
       std::vector<OpReq> reqs;
-      for (const NDArray& a : in) grads.emplace_back(a.shape(), TestDevice(), dtype), reqs.push_back(OpReq::kWrite);
+      for (const NDArray& a : in)
+        grads.emplace_back(a.shape(), TestDevice(), dtype), reqs.push_back(OpReq::kWrite);
       if (lengths) reqs.back() = OpReq::kNull;
       const Op& op = GetOp("RNN");
       InvokeBackward(op, ParseAttrs(op, attrs), in, out, heads, grads, reqs);
@@ -572,13 +611,16 @@ TEST_F(Rnn, EachSequenceOfABatchGivesWhatItGivesAlone) {
         const std::vector<double> v = ValuesOf(a);
         std::vector<double> picked;
         for (int64_t r = 0; r < rows; ++r) {
-          picked.insert(picked.end(), v.begin() + (r * c.n + n) * cols, v.begin() + (r * c.n + n + 1) * cols);
+          picked.insert(picked.end(), v.begin() + (r * c.n + n) * cols,
+                        v.begin() + (r * c.n + n + 1) * cols);
         }
         return picked;
       };
-      std::vector<NDArray> one = {ArrayOf(column(in[0], alone.t, c.i), Shape{alone.t, 1, c.i}, DType::kFloat32), in[1],
-                                  ArrayOf(column(in[2], 4, c.h), StateShape(alone), DType::kFloat32)};
-      if (c.lstm()) one.push_back(ArrayOf(column(in[3], 4, c.h), StateShape(alone), DType::kFloat32));
+      std::vector<NDArray> one = {
+          ArrayOf(column(in[0], alone.t, c.i), Shape{alone.t, 1, c.i}, DType::kFloat32), in[1],
+          ArrayOf(column(in[2], 4, c.h), StateShape(alone), DType::kFloat32)};
+      if (c.lstm())
+        one.push_back(ArrayOf(column(in[3], 4, c.h), StateShape(alone), DType::kFloat32));
       const std::vector<NDArray> solo = Invoke("RNN", one, AttrsOf(alone));
       const std::vector<double> want_y = ValuesOf(solo[0]), want_hy = ValuesOf(solo[1]);
       for (int64_t t = 0; t < c.t; ++t) {
@@ -605,9 +647,11 @@ TEST_F(Rnn, EachSequenceOfABatchGivesWhatItGivesAlone) {
 // would: the RNN's draws are the numbers two Dropout ops after one another draw (the inputs hold
 // a multiple of four elements, so their ranges meet).
 TEST_F(Rnn, DropoutBetweenLayersDrawsWhatTheDropoutOpDraws) {
-  if (TestDevice().is_gpu()) GTEST_SKIP() << "a GPU's RNN dropout is cuDNN's, whose draws are not the Dropout op's";
+  if (TestDevice().is_gpu())
+    GTEST_SKIP() << "a GPU's RNN dropout is cuDNN's, whose draws are not the Dropout op's";
   Config c;
-  c.layers = 3, c.bidirectional = true, c.p = 0.4, c.t = 4, c.n = 2, c.h = 4, c.random_states = true;
+  c.layers = 3, c.bidirectional = true, c.p = 0.4, c.t = 4, c.n = 2, c.h = 4,
+  c.random_states = true;
   for (RnnMode mode : {RnnMode::kLstm, RnnMode::kGru}) {
     c.mode = mode;
     for (DType dtype : TestFloatTypes()) {
@@ -624,15 +668,18 @@ TEST_F(Rnn, DropoutBetweenLayersDrawsWhatTheDropoutOpDraws) {
       none.p = 0;
       const std::vector<NDArray> in = InputsOf(c, p, dtype);
       const NDArray kept = Invoke("RNN", in, AttrsOf(none))[0];
-      ExpectNear(ValuesOf(Invoke("RNN", in, AttrsOf(c))[0]), ValuesOf(kept), 0, "outside training: no dropout");
+      ExpectNear(ValuesOf(Invoke("RNN", in, AttrsOf(c))[0]), ValuesOf(kept), 0,
+                 "outside training: no dropout");
       EXPECT_NE(got.outputs[0], ValuesOf(kept)) << "in training, dropout changes the output";
     }
   }
 }
 
-// ---- the declarative case (op_test_util.h): float32 forward, req add, float64 finite differences ----
+// ---- the declarative case (op_test_util.h): float32 forward, req add, float64 finite differences
+// ----
 
-// The reference's outputs for the harness's inputs (data, parameters, state[, state_cell][, lengths]).
+// The reference's outputs for the harness's inputs (data, parameters, state[, state_cell][,
+// lengths]).
 Outputs ReferenceOutputs(const Config& c, const Inputs& in) {
   Problem p;
   const char* names[] = {"data", "parameters", "state", "state_cell"};
@@ -692,14 +739,21 @@ TEST_F(Rnn, DeclarativeCasesWithFiniteDifferenceGradients) {
 
 TEST_F(RnnDefinition, ASymbolShowsTheVisibleOutputsAndNamesTheInputsTheAttributesChoose) {
   const Symbol x = Symbol::Variable("x");
-  const AttrMap lstm = {{"mode", "lstm"}, {"state_size", "128"}, {"num_layers", "2"}, {"bidirectional", "true"}};
+  const AttrMap lstm = {
+      {"mode", "lstm"}, {"state_size", "128"}, {"num_layers", "2"}, {"bidirectional", "true"}};
   const Symbol enc = Symbol::Op("RNN", {x}, lstm, "enc");
   EXPECT_EQ(enc.num_outputs(), 1u);  // the reserve is hidden
-  EXPECT_EQ(enc.ListArguments(), (std::vector<std::string>{"x", "enc_parameters", "enc_state", "enc_state_cell"}));
-  const Symbol gru = Symbol::Op(
-      "RNN", {x}, {{"mode", "gru"}, {"state_size", "8"}, {"state_outputs", "true"}, {"use_sequence_length", "1"}}, "g");
+  EXPECT_EQ(enc.ListArguments(),
+            (std::vector<std::string>{"x", "enc_parameters", "enc_state", "enc_state_cell"}));
+  const Symbol gru = Symbol::Op("RNN", {x},
+                                {{"mode", "gru"},
+                                 {"state_size", "8"},
+                                 {"state_outputs", "true"},
+                                 {"use_sequence_length", "1"}},
+                                "g");
   EXPECT_EQ(gru.num_outputs(), 2u);
-  EXPECT_EQ(gru.ListArguments(), (std::vector<std::string>{"x", "g_parameters", "g_state", "g_sequence_length"}));
+  EXPECT_EQ(gru.ListArguments(),
+            (std::vector<std::string>{"x", "g_parameters", "g_state", "g_sequence_length"}));
   // PyTorch's nn.LSTM(64, 128, num_layers=2, bidirectional=True) has 593,920 parameters.
   const auto shapes = InferArgumentShapes(enc.ToGraph(), {{"x", Shape{32, 16, 64}}});
   EXPECT_EQ(shapes.at("enc_parameters"), Shape{593920});
@@ -707,39 +761,48 @@ TEST_F(RnnDefinition, ASymbolShowsTheVisibleOutputsAndNamesTheInputsTheAttribute
   EXPECT_EQ(Symbol::FromJson(enc.ToJson()).num_outputs(), 1u);
   // The reserve: a uint8 output sized for the device; (0,) without one.
   const Op& op = GetOp("RNN");
-  const std::vector<Shape> in = {Shape{32, 16, 64}, Shape{593920}, Shape{4, 16, 128}, Shape{4, 16, 128}};
+  const std::vector<Shape> in = {Shape{32, 16, 64}, Shape{593920}, Shape{4, 16, 128},
+                                 Shape{4, 16, 128}};
   EXPECT_EQ(InferShapes(op, ParseAttrs(op, lstm), in).back(), Shape{0});
   EXPECT_GT(InferShapes(op, ParseAttrs(op, lstm), in, TestDevice().type).back()[0], 0);
-  EXPECT_EQ(InferTypes(op, ParseAttrs(op, lstm), std::vector<DType>(4, DType::kFloat32)).back(), DType::kUInt8);
+  EXPECT_EQ(InferTypes(op, ParseAttrs(op, lstm), std::vector<DType>(4, DType::kFloat32)).back(),
+            DType::kUInt8);
 }
 
 TEST_F(RnnDefinition, BadInputsSayWhatWasExpected) {
-  const AttrMap lstm = {{"mode", "lstm"}, {"state_size", "4"}, {"num_layers", "2"}, {"bidirectional", "true"}};
-  const Shape data{5, 3, 6}, params{Shape{2 * 16 * (6 + 4 + 2) + 2 * 16 * (8 + 4 + 2)}}, state{4, 3, 4};
-  ExpectOpError("RNN", lstm, {data, Shape{100}, state, state},
-                {"parameters must be (832,), found (100,)", "4 block(s) (2 layer(s) x 2 direction(s))",
-                 "weight_ih (16, I_l) + weight_hh (16, 4) + bias_ih (16) + bias_hh (16)", "I_0 = 6", "I_l = 8 after",
-                 "2 x 192 + 2 x 224", "PyTorch's nn.LSTM layout"});
-  ExpectOpError("RNN", lstm, {data, params, Shape{2, 3, 4}, state},
-                {"state must be (4, 3, 4) (num_layers * directions, batch, state_size)", "found (2, 3, 4)"});
+  const AttrMap lstm = {
+      {"mode", "lstm"}, {"state_size", "4"}, {"num_layers", "2"}, {"bidirectional", "true"}};
+  const Shape data{5, 3, 6}, params{Shape{2 * 16 * (6 + 4 + 2) + 2 * 16 * (8 + 4 + 2)}},
+      state{4, 3, 4};
+  ExpectOpError(
+      "RNN", lstm, {data, Shape{100}, state, state},
+      {"parameters must be (832,), found (100,)", "4 block(s) (2 layer(s) x 2 direction(s))",
+       "weight_ih (16, I_l) + weight_hh (16, 4) + bias_ih (16) + bias_hh (16)", "I_0 = 6",
+       "I_l = 8 after", "2 x 192 + 2 x 224", "PyTorch's nn.LSTM layout"});
+  ExpectOpError(
+      "RNN", lstm, {data, params, Shape{2, 3, 4}, state},
+      {"state must be (4, 3, 4) (num_layers * directions, batch, state_size)", "found (2, 3, 4)"});
   ExpectOpError("RNN", lstm, {data, params, state, Shape{4, 2, 4}},
                 {"state_cell must be (4, 3, 4)", "found (4, 2, 4)"});
-  ExpectOpError("RNN", lstm, {Shape{5, 18}, params, state, state}, {"data must be (T, N, I)", "found (5, 18)"});
+  ExpectOpError("RNN", lstm, {Shape{5, 18}, params, state, state},
+                {"data must be (T, N, I)", "found (5, 18)"});
   ExpectOpError("RNN", lstm, {data, params, state}, {"expected 4 input(s), found 3"});
   AttrMap lengths = lstm;
   lengths["use_sequence_length"] = "true";
-  ExpectOpError("RNN", lengths, {data, params, state, state, Shape{4}}, {"sequence_length must be (3,)", "found (4,)"});
+  ExpectOpError("RNN", lengths, {data, params, state, state, Shape{4}},
+                {"sequence_length must be (3,)", "found (4,)"});
   ExpectOpError("RNN", lengths, {data, params, state, state, Shape{3}},  // zero-filled lengths
                 {"sequence_length[0] is 0, expected a length in [1, 5]"});
   ExpectOpError("RNN", {{"mode", "lstmm"}, {"state_size", "4"}}, {data, params, state, state},
                 {"attribute 'mode'", "one of 'lstm' 'gru' 'rnn_tanh' 'rnn_relu'", "found 'lstmm'"});
-  ExpectOpError("RNN", {{"state_size", "4"}}, {data, params, state, state}, {"attribute 'mode' is required"});
+  ExpectOpError("RNN", {{"state_size", "4"}}, {data, params, state, state},
+                {"attribute 'mode' is required"});
   ExpectOpError("RNN", {{"mode", "gru"}, {"state_size", "0"}}, {data, params, state},
                 {"attribute 'state_size'", "found '0'"});
   ExpectOpError("RNN", {{"mode", "gru"}, {"state_size", "4"}, {"p", "1"}}, {data, params, state},
                 {"attribute 'p'", "[0, 1)"});
-  ExpectOpError("RNN", {{"mode", "gru"}, {"state_size", "4"}, {"num_layers", "0"}}, {data, params, state},
-                {"attribute 'num_layers'", "found '0'"});
+  ExpectOpError("RNN", {{"mode", "gru"}, {"state_size", "4"}, {"num_layers", "0"}},
+                {data, params, state}, {"attribute 'num_layers'", "found '0'"});
   // A billion layers are checked in closed form (the fuzzer's finding: a loop over them timed
   // out), and a vector past int64 is an error, not an overflow.
   AttrMap deep = lstm;
@@ -748,8 +811,9 @@ TEST_F(RnnDefinition, BadInputsSayWhatWasExpected) {
                 {"parameters must be (448004479936,), found (832,)", "1000010000 layer(s)",
                  "2 x 192 + 1000009999 x (2 x 224)"});
   deep["state_size"] = "1073741824";  // the largest: blocks of 2^32 rows
-  ExpectOpError("RNN", deep, {data, Shape{832}, state, state},
-                {"more than 2^63 elements", "1000009999 x (2 x 4294967296 x (2147483648 + 1073741824 + 2))"});
+  ExpectOpError(
+      "RNN", deep, {data, Shape{832}, state, state},
+      {"more than 2^63 elements", "1000009999 x (2 x 4294967296 x (2147483648 + 1073741824 + 2))"});
 }
 
 // sequence_length is read on the host on every device (cuDNN's descriptors take the lengths
@@ -761,18 +825,22 @@ TEST_F(RnnDefinition, SequenceLengthIsAHostInputThatKeepsTheCallOutOfCudaGraphs)
   const AttrMap lstm = {{"mode", "lstm"}, {"state_size", "4"}, {"use_sequence_length", "true"}};
   const AttrMap gru = {{"mode", "gru"}, {"state_size", "4"}, {"use_sequence_length", "true"}};
   const AttrMap plain = {{"mode", "gru"}, {"state_size", "4"}};
-  EXPECT_EQ(rnn.HostInputsOf(ParseAttrs(rnn, lstm)), std::vector<int>{4});  // data, parameters, state, state_cell
+  EXPECT_EQ(rnn.HostInputsOf(ParseAttrs(rnn, lstm)),
+            std::vector<int>{4});  // data, parameters, state, state_cell
   EXPECT_EQ(rnn.HostInputsOf(ParseAttrs(rnn, gru)), std::vector<int>{3});
   EXPECT_TRUE(rnn.HostInputsOf(ParseAttrs(rnn, plain)).empty());
   const RnnSlots s = RnnSlotsOf(ParseAttrs(rnn, gru).Get<RnnParam>());
-  EXPECT_EQ(backward.HostInputsOf(ParseAttrs(backward, gru)), std::vector<int>{s.BackwardInput(s.lengths)});
+  EXPECT_EQ(backward.HostInputsOf(ParseAttrs(backward, gru)),
+            std::vector<int>{s.BackwardInput(s.lengths)});
   EXPECT_STREQ(rnn.CaptureBarrier(DeviceType::kGpu, ParseAttrs(rnn, gru)), Op::kReadsHostInputs);
-  EXPECT_STREQ(backward.CaptureBarrier(DeviceType::kGpu, ParseAttrs(backward, gru)), Op::kReadsHostInputs);
+  EXPECT_STREQ(backward.CaptureBarrier(DeviceType::kGpu, ParseAttrs(backward, gru)),
+               Op::kReadsHostInputs);
   EXPECT_EQ(rnn.CaptureBarrier(DeviceType::kGpu, ParseAttrs(rnn, plain)), nullptr);
   EXPECT_EQ(rnn.CaptureBarrier(DeviceType::kCpu, ParseAttrs(rnn, gru)), nullptr);
   const Symbol g = Symbol::Op("RNN", {Symbol::Variable("x")}, gru, "g");
   EXPECT_EQ(Executor::HostArguments(g), std::vector<std::string>{"g_sequence_length"});
-  EXPECT_TRUE(Executor::HostArguments(Symbol::Op("RNN", {Symbol::Variable("x")}, plain, "g")).empty());
+  EXPECT_TRUE(
+      Executor::HostArguments(Symbol::Op("RNN", {Symbol::Variable("x")}, plain, "g")).empty());
 }
 
 TEST_F(RnnDefinition, LengthsPastTheDataAndMixedDtypesAreErrors) {
@@ -780,14 +848,16 @@ TEST_F(RnnDefinition, LengthsPastTheDataAndMixedDtypesAreErrors) {
   c.lengths = true;
   const Problem p = MakeProblem(c, 23);
   std::vector<NDArray> in = InputsOf(c, p, DType::kFloat32);
-  in.back() = NDArray::FromVector(std::vector<int32_t>{4, 5, 1}, Shape{3}, Device::Cpu());  // int32, one past T = 4
+  in.back() = NDArray::FromVector(std::vector<int32_t>{4, 5, 1}, Shape{3},
+                                  Device::Cpu());  // int32, one past T = 4
   std::string message;
   try {
     Invoke("RNN", in, AttrsOf(c))[0].WaitToRead();
   } catch (const Error& e) {
     message = e.what();
   }
-  EXPECT_NE(message.find("sequence_length[1] is 5, expected a length in [1, 4]"), std::string::npos) << message;
+  EXPECT_NE(message.find("sequence_length[1] is 5, expected a length in [1, 4]"), std::string::npos)
+      << message;
   in.back() = NDArray::FromVector(std::vector<int32_t>{4, 2, 1}, Shape{3}, Device::Cpu());
   EXPECT_EQ(Invoke("RNN", in, AttrsOf(c))[0].shape(), (Shape{4, 3, 4}));  // int32 lengths are fine
   in[1] = ArrayOf(p.args.at("parameters"), Shape{ParamSize(c)}, DType::kFloat64);
@@ -796,8 +866,9 @@ TEST_F(RnnDefinition, LengthsPastTheDataAndMixedDtypesAreErrors) {
         try {
           Invoke("RNN", in, AttrsOf(c));
         } catch (const Error& e) {
-          EXPECT_NE(std::string(e.what()).find("parameters must be float32 like data, found float64"),
-                    std::string::npos)
+          EXPECT_NE(
+              std::string(e.what()).find("parameters must be float32 like data, found float64"),
+              std::string::npos)
               << e.what();
           throw;
         }
@@ -806,7 +877,8 @@ TEST_F(RnnDefinition, LengthsPastTheDataAndMixedDtypesAreErrors) {
 }
 
 TEST_F(RnnDefinition, ABackwardWithoutATrainingForwardIsAnError) {
-  if (TestDevice().is_gpu()) GTEST_SKIP() << "the CPU's reserve says whether a training forward wrote it";
+  if (TestDevice().is_gpu())
+    GTEST_SKIP() << "the CPU's reserve says whether a training forward wrote it";
   Config c;
   const Problem p = MakeProblem(c, 29);
   for (DType dtype : TestFloatTypes()) {
@@ -818,7 +890,8 @@ TEST_F(RnnDefinition, ABackwardWithoutATrainingForwardIsAnError) {
     } catch (const Error& e) {
       message = e.what();
     }
-    EXPECT_NE(message.find("the reserve was not written by a training forward"), std::string::npos) << message;
+    EXPECT_NE(message.find("the reserve was not written by a training forward"), std::string::npos)
+        << message;
   }
 }
 
@@ -834,7 +907,8 @@ TEST_F(Rnn, InferenceReusesConvertedWeightsOnlyWhileTheParametersAreUnchanged) {
     const std::vector<double> first = ValuesOf(Invoke("RNN", in, AttrsOf(c))[0]);
     ExpectNear(ValuesOf(Invoke("RNN", in, AttrsOf(c))[0]), first, 0, "the same parameters again");
     const std::vector<double> changed = q.args.at("parameters");
-    in[1].CopyFrom(std::vector<float>(changed.begin(), changed.end()));  // the same buffer, new values
+    in[1].CopyFrom(
+        std::vector<float>(changed.begin(), changed.end()));  // the same buffer, new values
     Problem r = p;
     r.args["parameters"] = changed;
     ExpectNear(ValuesOf(Invoke("RNN", in, AttrsOf(c))[0]),
@@ -846,7 +920,8 @@ TEST_F(Rnn, InferenceReusesConvertedWeightsOnlyWhileTheParametersAreUnchanged) {
 // ---- PyTorch's state_dict ----
 
 TEST_F(RnnParameters, SplitAndBuildUsePyTorchsNamesShapesAndOrder) {
-  const AttrMap attrs = {{"mode", "lstm"}, {"state_size", "4"}, {"num_layers", "2"}, {"bidirectional", "true"}};
+  const AttrMap attrs = {
+      {"mode", "lstm"}, {"state_size", "4"}, {"num_layers", "2"}, {"bidirectional", "true"}};
   const int64_t p = 2 * 16 * (5 + 4 + 2) + 2 * 16 * (8 + 4 + 2);
   const NDArray flat = NDArray::Arange(p, 0, 1, TestDevice());
   const std::map<std::string, NDArray> named = SplitRnnParameters(attrs, 5, flat, "lstm.");
@@ -902,7 +977,9 @@ TEST_F(RnnParameters, BuildSaysWhichTensorIsMissingOrWrong) {
     SplitRnnParameters(attrs, 4, NDArray(Shape{10}, TestDevice()));
     ADD_FAILURE() << "no error for a vector of the wrong size";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("parameters must be (153,), found (10,)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("parameters must be (153,), found (10,)"),
+              std::string::npos)
+        << e.what();
   }
 }
 

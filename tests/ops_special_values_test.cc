@@ -99,7 +99,8 @@ Arrays<T> AllTuples(const std::vector<T>& values, int arity) {
   Arrays<T> out(arity, std::vector<T>(n));
   for (size_t i = 0; i < n; ++i) {
     size_t rest = i;
-    for (int k = arity - 1; k >= 0; --k, rest /= values.size()) out[k][i] = values[rest % values.size()];
+    for (int k = arity - 1; k >= 0; --k, rest /= values.size())
+      out[k][i] = values[rest % values.size()];
   }
   return out;
 }
@@ -126,7 +127,8 @@ struct Call {
 // The calls of a binary op (every pair of n values, as arrays of one shape and broadcast) or of its
 // backward op (every triple (dy, lhs, rhs), as arrays of one shape and broadcast with one term per
 // gradient; and a broadcast whose gradients sum n terms).
-std::vector<Call> BinaryCalls(const std::string& op, PointwiseKind kind, const std::string& functor, int64_t n) {
+std::vector<Call> BinaryCalls(const std::string& op, PointwiseKind kind, const std::string& functor,
+                              int64_t n) {
   const int64_t n2 = n * n, n3 = n2 * n;
   if (kind == PointwiseKind::kBinary) {
     return {{op, {}, kind, functor, {Shape{n2}, Shape{n2}}, 2},
@@ -164,7 +166,8 @@ std::vector<AttrMap> UpdateCallAttrs(const std::string& op) {
 
 // Whether ops applying `functor` take the attribute `scalar` (unary_ops.h says).
 bool HasScalar(const std::string& functor) {
-#define WEFT_SCALAR_FUNCTOR(name, functor, description, has_scalar) {"weft::fn::" #functor, has_scalar},
+#define WEFT_SCALAR_FUNCTOR(name, functor, description, has_scalar) \
+  {"weft::fn::" #functor, has_scalar},
   static const std::map<std::string, bool> table = {WEFT_UNARY_OPS(WEFT_SCALAR_FUNCTOR)};
 #undef WEFT_SCALAR_FUNCTOR
   auto it = table.find(functor);
@@ -180,10 +183,12 @@ std::vector<Call> CallsOf(const Op& op, int64_t n) {
     case PointwiseKind::kUnary:
     case PointwiseKind::kUnaryBackward: {
       // the backward: dy, and x or y if its functor's Grad reads one
-      const std::vector<AttrMap> attrs = HasScalar(pw.functor) ? ScalarAttrs() : std::vector<AttrMap>{{}};
+      const std::vector<AttrMap> attrs =
+          HasScalar(pw.functor) ? ScalarAttrs() : std::vector<AttrMap>{{}};
       for (const AttrMap& a : attrs) {
         const int arity = pw.kind == PointwiseKind::kUnary ? 1 : NumInputs(op, ParseAttrs(op, a));
-        calls.push_back({op.name, a, pw.kind, pw.functor, std::vector<Shape>(arity, Shape{Power(n, arity)}), arity});
+        calls.push_back({op.name, a, pw.kind, pw.functor,
+                         std::vector<Shape>(arity, Shape{Power(n, arity)}), arity});
       }
       return calls;
     }
@@ -191,13 +196,14 @@ std::vector<Call> CallsOf(const Op& op, int64_t n) {
     case PointwiseKind::kBinaryBackward:
       return BinaryCalls(op.name, pw.kind, pw.functor, n);
     case PointwiseKind::kAddN:
-      return {{op.name, {{"num_args", "2"}}, pw.kind, "", {Shape{n * n}, Shape{n * n}}, 2},
-              {op.name, {{"num_args", "3"}}, pw.kind, "", std::vector<Shape>(3, Shape{n * n * n}), 3}};
+      return {
+          {op.name, {{"num_args", "2"}}, pw.kind, "", {Shape{n * n}, Shape{n * n}}, 2},
+          {op.name, {{"num_args", "3"}}, pw.kind, "", std::vector<Shape>(3, Shape{n * n * n}), 3}};
     case PointwiseKind::kUpdate:
       for (const AttrMap& attrs : UpdateCallAttrs(op.name)) {
         const int arity = NumInputs(op, ParseAttrs(op, attrs));
-        calls.push_back(
-            {op.name, attrs, pw.kind, pw.functor, std::vector<Shape>(arity, Shape{Power(n, arity)}), arity});
+        calls.push_back({op.name, attrs, pw.kind, pw.functor,
+                         std::vector<Shape>(arity, Shape{Power(n, arity)}), arity});
       }
       return calls;
     case PointwiseKind::kCast:  // conversions and views: no arithmetic to get wrong
@@ -215,16 +221,21 @@ std::vector<Call> AllCalls(int64_t n) {
     for (Call& c : CallsOf(GetOp(name), n)) calls.push_back(std::move(c));
   }
   const Op& backward = GetOp("_backward_Activation");
-#define WEFT_ACTIVATION_CALLS(value, name, functor)                                                                   \
-  calls.push_back({"Activation", {{"act_type", name}}, PointwiseKind::kUnary, "weft::fn::" #functor, {Shape{n}}, 1}); \
-  {                                                                                                                   \
-    const int arity = NumInputs(backward, ParseAttrs(backward, {{"act_type", name}}));                                \
-    calls.push_back({"_backward_Activation",                                                                          \
-                     {{"act_type", name}},                                                                            \
-                     PointwiseKind::kUnaryBackward,                                                                   \
-                     "weft::fn::" #functor,                                                                           \
-                     std::vector<Shape>(arity, Shape{Power(n, arity)}),                                               \
-                     arity});                                                                                         \
+#define WEFT_ACTIVATION_CALLS(value, name, functor)                                    \
+  calls.push_back({"Activation",                                                       \
+                   {{"act_type", name}},                                               \
+                   PointwiseKind::kUnary,                                              \
+                   "weft::fn::" #functor,                                              \
+                   {Shape{n}},                                                         \
+                   1});                                                                \
+  {                                                                                    \
+    const int arity = NumInputs(backward, ParseAttrs(backward, {{"act_type", name}})); \
+    calls.push_back({"_backward_Activation",                                           \
+                     {{"act_type", name}},                                             \
+                     PointwiseKind::kUnaryBackward,                                    \
+                     "weft::fn::" #functor,                                            \
+                     std::vector<Shape>(arity, Shape{Power(n, arity)}),                \
+                     arity});                                                          \
   }
   WEFT_ACTIVATIONS(WEFT_ACTIVATION_CALLS)
 #undef WEFT_ACTIVATION_CALLS
@@ -243,7 +254,8 @@ Arrays<T> InputsOf(const Call& c, const std::vector<T>& values) {
   return in;
 }
 
-// ---- The functors, evaluated here -----------------------------------------------------------------
+// ---- The functors, evaluated here
+// -----------------------------------------------------------------
 
 // The element of `operand` (its shape right-aligned to two axes, broadcast where its extent is 1)
 // at position (i, j) of the output's two axes.
@@ -268,7 +280,8 @@ void UnaryReference(const Call& c, Arrays<T>& in, Arrays<T>& out) {
   const T s = static_cast<T>(ScalarOf(c));
   out = {std::vector<T>(in[0].size())};
   for (size_t i = 0; i < in[0].size(); ++i) {
-    out[0][i] = c.kind == PointwiseKind::kUnary ? F::Fwd(in[0][i], s) : fn::BackwardOf<F>(in[0][i], in.back()[i], s);
+    out[0][i] = c.kind == PointwiseKind::kUnary ? F::Fwd(in[0][i], s)
+                                                : fn::BackwardOf<F>(in[0][i], in.back()[i], s);
   }
 }
 
@@ -328,7 +341,8 @@ struct References {
 // Every functor of ops/math, by the name ops give in Op::pointwise. An op whose functor is not
 // here fails the test: add its family's table (or the functor) below.
 const std::map<std::string, References>& Functors() {
-#define WEFT_REFERENCE(F, Kind) {"weft::fn::" #F, {&Kind##Reference<fn::F, float>, &Kind##Reference<fn::F, double>}},
+#define WEFT_REFERENCE(F, Kind) \
+  {"weft::fn::" #F, {&Kind##Reference<fn::F, float>, &Kind##Reference<fn::F, double>}},
 #define WEFT_UNARY_REFERENCE(name, functor, description, has_scalar) WEFT_REFERENCE(functor, Unary)
 #define WEFT_BINARY_REFERENCE(name, functor, description) WEFT_REFERENCE(functor, Binary)
 #define WEFT_UPDATE_REFERENCE(name, functor, description) WEFT_REFERENCE(functor, Update)
@@ -355,7 +369,8 @@ Reference<T> ReferenceOf(const Call& c) {
   }
 }
 
-// ---- Running and comparing ------------------------------------------------------------------------
+// ---- Running and comparing
+// ------------------------------------------------------------------------
 
 // Runs `c` on `device` in T's dtype and returns its outputs; `in` holds the inputs and, after, the
 // inputs as the op left them (updates change their state).
@@ -363,14 +378,18 @@ template <typename T>
 Arrays<T> RunOp(const Call& c, Device device, Arrays<T>& in) {
   const Op& op = GetOp(c.op);
   std::vector<NDArray> arrays;
-  for (size_t k = 0; k < in.size(); ++k) arrays.push_back(NDArray::FromVector(in[k], c.shapes[k], device));
+  for (size_t k = 0; k < in.size(); ++k)
+    arrays.push_back(NDArray::FromVector(in[k], c.shapes[k], device));
   Arrays<T> out;
-  for (const NDArray& y : Invoke(op, ParseAttrs(op, c.attrs), arrays)) out.push_back(y.ToVector<T>());
+  for (const NDArray& y : Invoke(op, ParseAttrs(op, c.attrs), arrays))
+    out.push_back(y.ToVector<T>());
   for (size_t k = 0; k < in.size(); ++k) in[k] = arrays[k].ToVector<T>();
   return out;
 }
 
-NDArray CastTo(const NDArray& a, const char* dtype) { return Invoke("Cast", {a}, {{"dtype", dtype}})[0]; }
+NDArray CastTo(const NDArray& a, const char* dtype) {
+  return Invoke("Cast", {a}, {{"dtype", dtype}})[0];
+}
 
 // The same in bfloat16 on `gpu`, from and to bfloat16-exact floats.
 Arrays<float> RunOpBf16(const Call& c, Device gpu, Arrays<float>& in) {
@@ -379,7 +398,9 @@ Arrays<float> RunOpBf16(const Call& c, Device gpu, Arrays<float>& in) {
   for (size_t k = 0; k < in.size(); ++k) {
     arrays.push_back(CastTo(NDArray::FromVector(in[k], c.shapes[k]), "bfloat16").Copy(gpu));
   }
-  auto to_float = [](const NDArray& a) { return CastTo(a.Copy(Device::Cpu()), "float32").ToVector<float>(); };
+  auto to_float = [](const NDArray& a) {
+    return CastTo(a.Copy(Device::Cpu()), "float32").ToVector<float>();
+  };
   Arrays<float> out;
   for (const NDArray& y : Invoke(op, ParseAttrs(op, c.attrs), arrays)) out.push_back(to_float(y));
   for (size_t k = 0; k < in.size(); ++k) in[k] = to_float(arrays[k]);
@@ -399,7 +420,8 @@ __int128 Ordered(T x) {
   using Bits = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
   Bits b;
   std::memcpy(&b, &x, sizeof(b));
-  return b < 0 ? static_cast<__int128>(std::numeric_limits<Bits>::min()) - b : static_cast<__int128>(b);
+  return b < 0 ? static_cast<__int128>(std::numeric_limits<Bits>::min()) - b
+               : static_cast<__int128>(b);
 }
 
 // `got` is `want` within `ulps` (0: bit for bit); NaN-ness, infinities and zeros (signed) exactly.
@@ -423,9 +445,11 @@ void ExpectMatch(const Arrays<T>& got, const Arrays<T>& want, const Arrays<T>& i
     for (size_t i = 0; i < got[a].size(); ++i) {
       if (Matches(got[a][i], want[a][i], ulps)) continue;
       std::string at;
-      for (const std::vector<T>& x : inputs) at += x.size() == got[a].size() ? " " + Show(x[i]) : " (broadcast)";
-      ADD_FAILURE() << what << " " << a << " element " << i << ": got " << Show(got[a][i]) << ", expected "
-                    << Show(want[a][i]) << (ulps > 0 ? " within " + std::to_string(ulps) + " ulps" : "") << "; inputs"
+      for (const std::vector<T>& x : inputs)
+        at += x.size() == got[a].size() ? " " + Show(x[i]) : " (broadcast)";
+      ADD_FAILURE() << what << " " << a << " element " << i << ": got " << Show(got[a][i])
+                    << ", expected " << Show(want[a][i])
+                    << (ulps > 0 ? " within " + std::to_string(ulps) + " ulps" : "") << "; inputs"
                     << at;
       return;
     }
@@ -437,7 +461,8 @@ const char* TypeName() {
   return std::is_same_v<T, float> ? "float32" : "float64";
 }
 
-// ---- The checks -----------------------------------------------------------------------------------
+// ---- The checks
+// -----------------------------------------------------------------------------------
 
 template <typename T>
 void ExpectCpuMatchesFunctor(const Call& c) {
@@ -470,8 +495,9 @@ constexpr int kLibraryUlps = 16;
 
 // Whether the member the call applies calls one of those functions.
 bool CallsMathLibrary(const Call& c) {
-  static const std::set<std::string> forward = {"weft::fn::Exp",  "weft::fn::Log",      "weft::fn::Sigmoid",
-                                                "weft::fn::Tanh", "weft::fn::SoftRelu", "weft::fn::Gelu"};
+  static const std::set<std::string> forward = {"weft::fn::Exp",      "weft::fn::Log",
+                                                "weft::fn::Sigmoid",  "weft::fn::Tanh",
+                                                "weft::fn::SoftRelu", "weft::fn::Gelu"};
   static const std::set<std::string> gradient = {"weft::fn::SoftRelu", "weft::fn::Gelu"};
   if (c.kind == PointwiseKind::kUnary) return forward.count(c.functor) > 0;
   return c.kind == PointwiseKind::kUnaryBackward && gradient.count(c.functor) > 0;
@@ -484,7 +510,8 @@ void ExpectGpuMatchesCpu(const Call& c) {
   const Arrays<T> got = RunOp(c, TestDevice(), gpu_in);
   const Arrays<T> want = RunOp(c, Device::Cpu(), cpu_in);
   const int ulps = CallsMathLibrary(c) ? kLibraryUlps : 0;
-  const std::string what = c.What() + " " + TypeName<T>() + " on " + TestDevice().ToString() + " vs the CPU:";
+  const std::string what =
+      c.What() + " " + TypeName<T>() + " on " + TestDevice().ToString() + " vs the CPU:";
   ExpectMatch(got, want, inputs, ulps, what + " output");
   ExpectMatch(gpu_in, cpu_in, inputs, ulps, what + " input after the call");
 }
@@ -503,7 +530,8 @@ void ExpectGpuBf16MatchesCpu(const Call& c) {
     }
   }
   const int ulps = CallsMathLibrary(c) ? 1 << 16 : 0;
-  const std::string what = c.What() + " bfloat16 on " + TestDevice().ToString() + " vs the CPU's float32, rounded:";
+  const std::string what =
+      c.What() + " bfloat16 on " + TestDevice().ToString() + " vs the CPU's float32, rounded:";
   ExpectMatch(got, want, inputs, ulps, what + " output");
   ExpectMatch(gpu_in, cpu_in, inputs, ulps, what + " input after the call");
 }
@@ -522,13 +550,16 @@ TEST(PointwiseSpecialValues, EveryPointwiseOpIsCovered) {
     EXPECT_FALSE(CallsOf(op, kNumValues).empty()) << name;
     if (op.pointwise.kind == PointwiseKind::kAddN) continue;
     EXPECT_EQ(Functors().count(op.pointwise.functor), 1u)
-        << name << " names the functor " << op.pointwise.functor << ", which this test does not know";
+        << name << " names the functor " << op.pointwise.functor
+        << ", which this test does not know";
   }
-  EXPECT_EQ(kinds.size(), 6u) << "every kind of pointwise op (unary, binary, their backward ops, add_n, updates)";
+  EXPECT_EQ(kinds.size(), 6u)
+      << "every kind of pointwise op (unary, binary, their backward ops, add_n, updates)";
 }
 
 TEST(PointwiseSpecialValues, CpuComputesEqualTheirFunctorsBitForBit) {
-  if (TestDevice().is_gpu()) GTEST_SKIP() << "the CPU build of this file (ops_special_values_test) checks the CPU";
+  if (TestDevice().is_gpu())
+    GTEST_SKIP() << "the CPU build of this file (ops_special_values_test) checks the CPU";
   for (const Call& c : AllCalls(kNumValues)) {
     ExpectCpuMatchesFunctor<float>(c);
     ExpectCpuMatchesFunctor<double>(c);
@@ -536,7 +567,8 @@ TEST(PointwiseSpecialValues, CpuComputesEqualTheirFunctorsBitForBit) {
 }
 
 TEST(PointwiseSpecialValues, GpuComputesEqualTheCpus) {
-  if (!TestDevice().is_gpu()) GTEST_SKIP() << "the GPU build of this file (gpu_ops_special_values_test) checks a GPU";
+  if (!TestDevice().is_gpu())
+    GTEST_SKIP() << "the GPU build of this file (gpu_ops_special_values_test) checks a GPU";
   for (const Call& c : AllCalls(kNumValues)) {
     if (c.sums_terms) continue;  // summation order differs (see the top of this file)
     ExpectGpuMatchesCpu<float>(c);
@@ -551,12 +583,14 @@ TEST(PointwiseSpecialValues, GpuComputesEqualTheCpus) {
 template <typename F, typename T>
 void ExpectGradReadsOnlyWhatItDeclares(const char* name) {
   const T nan = std::numeric_limits<T>::quiet_NaN();
-  const bool reads_x = F::kGradReads == fn::GradReads::kInput, reads_y = F::kGradReads == fn::GradReads::kOutput;
+  const bool reads_x = F::kGradReads == fn::GradReads::kInput,
+             reads_y = F::kGradReads == fn::GradReads::kOutput;
   for (T s : SpecialValues<T>()) {
     for (T x : SpecialValues<T>()) {
       const T y = F::Fwd(x, s);
       EXPECT_TRUE(Matches(F::Grad(reads_x ? x : nan, reads_y ? y : nan, s), F::Grad(x, y, s), 0))
-          << name << "'s Grad reads a value its kGradReads leaves out, at x = " << Show(x) << ", scalar " << Show(s);
+          << name << "'s Grad reads a value its kGradReads leaves out, at x = " << Show(x)
+          << ", scalar " << Show(s);
     }
   }
 }
@@ -569,9 +603,11 @@ TEST(PointwiseSpecialValues, EveryUnaryGradReadsOnlyWhatItDeclares) {
 #undef WEFT_GRAD_READS
 }
 
-// ---- What the functors say, stated -----------------------------------------------------------------
+// ---- What the functors say, stated
+// -----------------------------------------------------------------
 
-// Output `output` of `op` on TestDevice() in float32, on inputs of one element (shapes: default (1,)).
+// Output `output` of `op` on TestDevice() in float32, on inputs of one element (shapes: default
+// (1,)).
 float Apply(const std::string& op, const std::vector<float>& in, const AttrMap& attrs = {},
             std::vector<Shape> shapes = {}, int output = 0) {
   if (shapes.empty()) shapes.assign(in.size(), Shape{1});
@@ -582,11 +618,13 @@ float Apply(const std::string& op, const std::vector<float>& in, const AttrMap& 
 }
 
 void ExpectBits(float got, float want, const std::string& what) {
-  EXPECT_TRUE(Matches(got, want, 0)) << what << ": got " << Show(got) << ", expected " << Show(want);
+  EXPECT_TRUE(Matches(got, want, 0))
+      << what << ": got " << Show(got) << ", expected " << Show(want);
 }
 
 TEST(PointwiseSpecialValues, StatedSemantics) {
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
   const float denormal = std::numeric_limits<float>::denorm_min();
   ExpectBits(Apply("relu", {nan}), nan, "relu(NaN) is NaN, not 0 (fmax's answer)");
   ExpectBits(Apply("relu", {-0.0f}), -0.0f, "relu(-0) is -0");
@@ -594,14 +632,16 @@ TEST(PointwiseSpecialValues, StatedSemantics) {
   ExpectBits(Apply("_backward_relu", {1, nan}), 0.0f, "relu's gradient at NaN is 0");
   ExpectBits(Apply("abs", {-0.0f}), 0.0f, "abs(-0) is +0");
   ExpectBits(Apply("sqrt", {-0.0f}), -0.0f, "sqrt(-0) is -0");
-  ExpectBits(Apply("maximum_scalar", {nan}, {{"scalar", "1"}}), nan, "maximum_scalar(NaN, 1) is NaN");
+  ExpectBits(Apply("maximum_scalar", {nan}, {{"scalar", "1"}}), nan,
+             "maximum_scalar(NaN, 1) is NaN");
   ExpectBits(Apply("maximum", {nan, 1}), 1.0f, "maximum(NaN, 1) is the rhs (ops/math/binary.h)");
   ExpectBits(Apply("maximum", {1, nan}), nan, "maximum(1, NaN) is the rhs");
   ExpectBits(Apply("maximum", {-0.0f, 0.0f}), -0.0f, "maximum(-0, +0) is the lhs on a tie");
   ExpectBits(Apply("minimum", {0.0f, -0.0f}), 0.0f, "minimum(+0, -0) is the lhs on a tie");
   ExpectBits(Apply("div", {1, -0.0f}), -inf, "1 / -0 is -inf");
   ExpectBits(Apply("add", {-0.0f, -0.0f}), -0.0f, "-0 + -0 is -0");
-  ExpectBits(Apply("add_n", {-0.0f, -0.0f}, {{"num_args", "2"}}), -0.0f, "add_n of -0s is -0 (sums start at -0)");
+  ExpectBits(Apply("add_n", {-0.0f, -0.0f}, {{"num_args", "2"}}), -0.0f,
+             "add_n of -0s is -0 (sums start at -0)");
   ExpectBits(Apply("_backward_add", {-0.0f, 1, 1}, {}, {Shape{1, 1}, Shape{1}, Shape{1, 1}}), -0.0f,
              "a broadcast gradient of one -0 term is -0");
   ExpectBits(Apply("neg", {denormal}), -denormal, "denormals are not flushed to zero");
@@ -612,7 +652,8 @@ TEST(PointwiseSpecialValues, StatedSemantics) {
              "a NaN momentum makes a NaN weight");
   // Cast is no pointwise op of the registry's (it changes dtype) but moves the same values.
   for (const char* dtype : {"float64", "bfloat16", "float32"}) {
-    const NDArray x = NDArray::FromVector(std::vector<float>{-0.0f, nan, -inf}, Shape{3}).Copy(TestDevice());
+    const NDArray x =
+        NDArray::FromVector(std::vector<float>{-0.0f, nan, -inf}, Shape{3}).Copy(TestDevice());
     const NDArray back = CastTo(CastTo(x, dtype), "float32").Copy(Device::Cpu());
     const std::vector<float> v = back.ToVector<float>();
     ExpectBits(v[0], -0.0f, std::string("Cast to ") + dtype + " and back keeps -0");

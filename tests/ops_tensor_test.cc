@@ -89,13 +89,15 @@ TEST(Reductions, SumMeanMaxOverAxesMatchTheReference) {
 
 TEST(Reductions, OutputShapesDropOrKeepReducedAxes) {
   EXPECT_EQ(OutputShape("sum", {{"axis", "(0, 2)"}}, {Shape{2, 3, 4}}), (Shape{3}));
-  EXPECT_EQ(OutputShape("mean", {{"axis", "(-1,)"}, {"keepdims", "1"}}, {Shape{2, 3, 4}}), (Shape{2, 3, 1}));
+  EXPECT_EQ(OutputShape("mean", {{"axis", "(-1,)"}, {"keepdims", "1"}}, {Shape{2, 3, 4}}),
+            (Shape{2, 3, 1}));
   EXPECT_EQ(OutputShape("max", {}, {Shape{2, 3, 4}}), Shape());
   EXPECT_EQ(OutputShape("sum", {{"keepdims", "true"}}, {Shape{2, 3}}), (Shape{1, 1}));
 }
 
 // dx for dy = 1 everywhere, from the gradient rule, in float32.
-std::vector<float> MaxGradient(const std::vector<float>& x, const Shape& shape, const AttrMap& attrs) {
+std::vector<float> MaxGradient(const std::vector<float>& x, const Shape& shape,
+                               const AttrMap& attrs) {
   const Op& op = GetOp("max");
   const Attrs parsed = ParseAttrs(op, attrs);
   NDArray data = NDArray::FromVector(x, shape, TestDevice());
@@ -115,12 +117,16 @@ TEST(Reductions, MaxGradientGoesToTheFirstMaximum) {
 }
 
 TEST(Reductions, BadAxesSayWhatWasExpected) {
-  ExpectOpError("sum", {{"axis", "2"}}, {Shape{2, 3}}, {"sum: axis 2 is out of range for input (2, 3)", "[-2, 1]"});
-  ExpectOpError("mean", {{"axis", "(-3,)"}}, {Shape{2, 3}}, {"mean: axis -3 is out of range", "[-2, 1]"});
-  ExpectOpError("max", {{"axis", "(1, -1)"}}, {Shape{2, 3}}, {"max: axis 1 appears twice", "(1, -1)"});
+  ExpectOpError("sum", {{"axis", "2"}}, {Shape{2, 3}},
+                {"sum: axis 2 is out of range for input (2, 3)", "[-2, 1]"});
+  ExpectOpError("mean", {{"axis", "(-3,)"}}, {Shape{2, 3}},
+                {"mean: axis -3 is out of range", "[-2, 1]"});
+  ExpectOpError("max", {{"axis", "(1, -1)"}}, {Shape{2, 3}},
+                {"max: axis 1 appears twice", "(1, -1)"});
   ExpectOpError("max", {{"axis", "1"}}, {Shape{2, 0}},
                 {"max: expected reduced axes with at least one element", "(2, 0)"});
-  ExpectOpError("sum", {{"keepdims", "maybe"}}, {Shape{2}}, {"'sum'", "'keepdims'", "found 'maybe'"});
+  ExpectOpError("sum", {{"keepdims", "maybe"}}, {Shape{2}},
+                {"'sum'", "'keepdims'", "found 'maybe'"});
 }
 
 // ---- shape ops ----
@@ -136,8 +142,9 @@ OpCase SameValues(const std::string& op, const AttrMap& attrs, const std::vector
 TEST(ShapeOps, ReshapeCopiesAxesForZeroAndInfersMinusOne) {
   const Shape in{2, 3, 4};
   const std::vector<std::pair<std::string, Shape>> cases = {
-      {"(0, -1)", Shape{2, 12}},           {"(4, 0, -1)", Shape{4, 3, 2}}, {"(-1,)", Shape{24}},
-      {"(3, 2, 2, 2)", Shape{3, 2, 2, 2}}, {"(0, 0, 0)", Shape{2, 3, 4}},  {"(-1, 0, 1, 1)", Shape{8, 3, 1, 1}},
+      {"(0, -1)", Shape{2, 12}},     {"(4, 0, -1)", Shape{4, 3, 2}},
+      {"(-1,)", Shape{24}},          {"(3, 2, 2, 2)", Shape{3, 2, 2, 2}},
+      {"(0, 0, 0)", Shape{2, 3, 4}}, {"(-1, 0, 1, 1)", Shape{8, 3, 1, 1}},
   };
   for (const auto& [target, want] : cases) {
     EXPECT_EQ(OutputShape("reshape", {{"shape", target}}, {in}), want) << target;
@@ -167,7 +174,9 @@ TEST(ShapeOps, FlattenKeepsTheFirstAxis) {
     OutputShape("flatten", {}, {Shape{0, 3, 48888, int64_t{2049638230412172401}}});
     ADD_FAILURE() << "flatten accepted axes whose product overflows";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("more elements than a 64-bit count holds"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("more elements than a 64-bit count holds"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -181,13 +190,15 @@ TEST(ShapeOps, ReshapeLikeTakesTheShapeOfItsSecondInput) {
 TEST(ShapeOps, CopiesRequestNoResourceAndMayRunInPlace) {
   for (const char* name : {"reshape", "expand_dims", "flatten", "reshape_like"}) {
     const Op& op = GetOp(name);
-    EXPECT_TRUE(op.resources.empty()) << name << " must not ask for workspace: CSE would differ between builds";
+    EXPECT_TRUE(op.resources.empty())
+        << name << " must not ask for workspace: CSE would differ between builds";
     EXPECT_EQ(op.inplace, (std::vector<std::pair<int, int>>{{0, 0}})) << name;
     EXPECT_FALSE(op.random || op.stateful) << name;
   }
   // Writing in place onto its own input leaves the values as they are.
   NDArray x = NDArray::FromVector(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{2, 3}, TestDevice());
-  NDArray y = Invoke("reshape", {x}, {{"shape", "(3, -1)"}}, {.outputs = {x.Reshape(Shape{3, 2})}})[0];
+  NDArray y =
+      Invoke("reshape", {x}, {{"shape", "(3, -1)"}}, {.outputs = {x.Reshape(Shape{3, 2})}})[0];
   EXPECT_EQ(y.ToVector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
 }
 
@@ -223,26 +234,38 @@ TEST(ShapeOps, TransposePermutesAxes) {
 }
 
 TEST(ShapeOps, DataMovementWorksOnIntegers) {
-  NDArray x = NDArray::FromVector(std::vector<int32_t>{1, 2, 3, 4, 5, 6}, Shape{2, 3}, TestDevice());
-  EXPECT_EQ(Invoke("transpose", {x})[0].ToVector<int32_t>(), (std::vector<int32_t>{1, 4, 2, 5, 3, 6}));
+  NDArray x =
+      NDArray::FromVector(std::vector<int32_t>{1, 2, 3, 4, 5, 6}, Shape{2, 3}, TestDevice());
+  EXPECT_EQ(Invoke("transpose", {x})[0].ToVector<int32_t>(),
+            (std::vector<int32_t>{1, 4, 2, 5, 3, 6}));
   EXPECT_EQ(Invoke("slice", {x}, {{"begin", "(0, 1)"}, {"end", "(2, 3)"}})[0].ToVector<int32_t>(),
             (std::vector<int32_t>{2, 3, 5, 6}));
-  EXPECT_EQ(Invoke("concat", {x, x}, {{"num_args", "2"}, {"dim", "0"}})[0].ToVector<int32_t>().size(), 12u);
+  EXPECT_EQ(
+      Invoke("concat", {x, x}, {{"num_args", "2"}, {"dim", "0"}})[0].ToVector<int32_t>().size(),
+      12u);
 }
 
 TEST(ShapeOps, BadInputsSayWhatWasExpected) {
   ExpectOpError("reshape", {{"shape", "(4, -1)"}}, {Shape{2, 3}},
                 {"reshape: cannot reshape (2, 3) (6 elements) into (4, -1)"});
-  ExpectOpError("reshape", {{"shape", "(5,)"}}, {Shape{2, 3}}, {"cannot reshape (2, 3) (6 elements) into (5,)"});
-  ExpectOpError("reshape", {{"shape", "(0, 0, 0)"}}, {Shape{2, 3}}, {"cannot reshape (2, 3)", "(0, 0, 0)"});
+  ExpectOpError("reshape", {{"shape", "(5,)"}}, {Shape{2, 3}},
+                {"cannot reshape (2, 3) (6 elements) into (5,)"});
+  ExpectOpError("reshape", {{"shape", "(0, 0, 0)"}}, {Shape{2, 3}},
+                {"cannot reshape (2, 3)", "(0, 0, 0)"});
   ExpectOpError("reshape", {{"shape", "(-1, -1)"}}, {Shape{2, 3}},
                 {"'reshape'", "'shape'", "at most one -1", "(-1, -1)"});
-  ExpectOpError("reshape", {{"shape", "(-2, 3)"}}, {Shape{2, 3}}, {"'reshape'", "'shape'", "(-2, 3)"});
-  ExpectOpError("expand_dims", {{"axis", "3"}}, {Shape{2, 3}}, {"expand_dims: axis 3 is out of range", "[-3, 2]"});
-  ExpectOpError("expand_dims", {{"axis", "-4"}}, {Shape{2, 3}}, {"expand_dims: axis -4 is out of range"});
-  ExpectOpError("flatten", {}, {Shape{}}, {"flatten: expected an input with at least 1 axis, found ()"});
-  ExpectOpError("transpose", {{"axes", "(0, 0, 1)"}}, {Shape{2, 3, 4}}, {"'transpose'", "permutation", "(0, 0, 1)"});
-  ExpectOpError("transpose", {{"axes", "(1, 0)"}}, {Shape{2, 3, 4}}, {"transpose", "(2, 3, 4)", "axes=(1, 0)"});
+  ExpectOpError("reshape", {{"shape", "(-2, 3)"}}, {Shape{2, 3}},
+                {"'reshape'", "'shape'", "(-2, 3)"});
+  ExpectOpError("expand_dims", {{"axis", "3"}}, {Shape{2, 3}},
+                {"expand_dims: axis 3 is out of range", "[-3, 2]"});
+  ExpectOpError("expand_dims", {{"axis", "-4"}}, {Shape{2, 3}},
+                {"expand_dims: axis -4 is out of range"});
+  ExpectOpError("flatten", {}, {Shape{}},
+                {"flatten: expected an input with at least 1 axis, found ()"});
+  ExpectOpError("transpose", {{"axes", "(0, 0, 1)"}}, {Shape{2, 3, 4}},
+                {"'transpose'", "permutation", "(0, 0, 1)"});
+  ExpectOpError("transpose", {{"axes", "(1, 0)"}}, {Shape{2, 3, 4}},
+                {"transpose", "(2, 3, 4)", "axes=(1, 0)"});
   ExpectOpError("reshape_like", {}, {Shape{2, 3}, Shape{4}},
                 {"reshape_like: cannot reshape (2, 3) (6 elements) like (4,)"});
 }
@@ -276,7 +299,8 @@ TEST(ConcatSlice, ConcatJoinsAlongDim) {
   RunOpCase(ConcatCase({Shape{1, 3}, Shape{2, 3}, Shape{3, 3}}, 0));
   RunOpCase(ConcatCase({Shape{2, 2, 3}, Shape{2, 2, 1}, Shape{2, 2, 2}}, -1));
   RunOpCase(ConcatCase({Shape{2, 1, 3}, Shape{2, 4, 3}, Shape{2, 2, 3}}, 1));
-  EXPECT_EQ(OutputShape("concat", {{"num_args", "3"}}, {Shape{2, 3}, Shape{2, 1}, Shape{2, 2}}), (Shape{2, 6}));
+  EXPECT_EQ(OutputShape("concat", {{"num_args", "3"}}, {Shape{2, 3}, Shape{2, 1}, Shape{2, 2}}),
+            (Shape{2, 6}));
 }
 
 // y[c] = x[c + begin], begin 0 on the axes not given.
@@ -288,21 +312,23 @@ OpCase SliceCase(const Shape& in, const std::vector<int>& begin, const std::vect
     b[a] = given ? (begin[a] < 0 ? begin[a] + in[a] : begin[a]) : 0;
     out.PushBack(given ? (end[a] < 0 ? end[a] + in[a] : end[a]) - b[a] : in[a]);
   }
-  OpCase c{"slice", {{"begin", Tuple(begin)}, {"end", Tuple(end)}}, {in}, [in, out, b](const Inputs& x) {
-             Values y(out.Size());
-             for (int64_t o = 0; o < out.Size(); ++o) {
-               std::vector<int64_t> at = Coords(o, out);
-               for (size_t a = 0; a < at.size(); ++a) at[a] += b[a];
-               y[o] = x[0][Index(at, in)];
-             }
-             return Outputs{y};
-           }};
+  OpCase c{
+      "slice", {{"begin", Tuple(begin)}, {"end", Tuple(end)}}, {in}, [in, out, b](const Inputs& x) {
+        Values y(out.Size());
+        for (int64_t o = 0; o < out.Size(); ++o) {
+          std::vector<int64_t> at = Coords(o, out);
+          for (size_t a = 0; a < at.size(); ++a) at[a] += b[a];
+          y[o] = x[0][Index(at, in)];
+        }
+        return Outputs{y};
+      }};
   c.name = "slice " + in.ToString() + " [" + Tuple(begin) + ", " + Tuple(end) + ")";
   return c;
 }
 
 TEST(ConcatSlice, SliceTakesABoxWithNegativeIndices) {
-  EXPECT_EQ(OutputShape("slice", {{"begin", "(1, -3)"}, {"end", "(3, -1)"}}, {Shape{3, 4, 5}}), (Shape{2, 2, 5}));
+  EXPECT_EQ(OutputShape("slice", {{"begin", "(1, -3)"}, {"end", "(3, -1)"}}, {Shape{3, 4, 5}}),
+            (Shape{2, 2, 5}));
   RunOpCase(SliceCase(Shape{3, 4, 5}, {1, -3}, {3, -1}));
   RunOpCase(SliceCase(Shape{3, 4, 5}, {-2}, {3}));
   RunOpCase(SliceCase(Shape{3, 4, 5}, {0, 1, 2}, {3, 4, 4}));
@@ -310,18 +336,22 @@ TEST(ConcatSlice, SliceTakesABoxWithNegativeIndices) {
 }
 
 TEST(ConcatSlice, BadInputsSayWhatWasExpected) {
-  ExpectOpError("concat", {{"num_args", "2"}}, {Shape{2, 3}, Shape{3, 3}},
-                {"concat: expected input 1 to match input 0 (2, 3) on every axis but 1, found (3, 3)"});
+  ExpectOpError(
+      "concat", {{"num_args", "2"}}, {Shape{2, 3}, Shape{3, 3}},
+      {"concat: expected input 1 to match input 0 (2, 3) on every axis but 1, found (3, 3)"});
   ExpectOpError("concat", {{"num_args", "2"}}, {Shape{2, 3}, Shape{2, 3, 1}},
                 {"concat: expected input 1", "(2, 3, 1)"});
   ExpectOpError("concat", {{"num_args", "2"}, {"dim", "2"}}, {Shape{2, 3}, Shape{2, 3}},
                 {"concat: axis 2 is out of range"});
   ExpectOpError("concat", {{"num_args", "3"}}, {Shape{2, 3}, Shape{2, 3}},
                 {"'concat'", "expected 3 input(s), found 2"});
-  ExpectOpError("slice", {{"begin", "(0,)"}, {"end", "(5,)"}}, {Shape{3, 4}},
-                {"slice: axis 0 of input (3, 4)", "-3 <= begin, end <= 3", "found begin 0 and end 5"});
-  ExpectOpError("slice", {{"begin", "(0, -5)"}, {"end", "(1, 2)"}}, {Shape{3, 4}}, {"slice: axis 1", "found begin -5"});
-  ExpectOpError("slice", {{"begin", "(2,)"}, {"end", "(1,)"}}, {Shape{3, 4}}, {"slice: axis 0", "begin <= end"});
+  ExpectOpError(
+      "slice", {{"begin", "(0,)"}, {"end", "(5,)"}}, {Shape{3, 4}},
+      {"slice: axis 0 of input (3, 4)", "-3 <= begin, end <= 3", "found begin 0 and end 5"});
+  ExpectOpError("slice", {{"begin", "(0, -5)"}, {"end", "(1, 2)"}}, {Shape{3, 4}},
+                {"slice: axis 1", "found begin -5"});
+  ExpectOpError("slice", {{"begin", "(2,)"}, {"end", "(1,)"}}, {Shape{3, 4}},
+                {"slice: axis 0", "begin <= end"});
   ExpectOpError("slice", {{"begin", "(0, 0, 0)"}, {"end", "(1, 1, 1)"}}, {Shape{3, 4}},
                 {"slice: expected at most one"});
   ExpectOpError("slice", {{"begin", "(0, 0)"}, {"end", "(1,)"}}, {Shape{3, 4}},
@@ -331,10 +361,14 @@ TEST(ConcatSlice, BadInputsSayWhatWasExpected) {
 // ---- Embedding ----
 
 TEST(Embedding, PicksRowsOfWeight) {
-  OpCase c{"Embedding", {{"input_dim", "5"}, {"output_dim", "4"}}, {Shape{2, 3}, Shape{5, 4}}, [](const Inputs& x) {
+  OpCase c{"Embedding",
+           {{"input_dim", "5"}, {"output_dim", "4"}},
+           {Shape{2, 3}, Shape{5, 4}},
+           [](const Inputs& x) {
              Values y;
              for (double index : x[0]) {
-               for (int col = 0; col < 4; ++col) y.push_back(x[1][static_cast<int>(index) * 4 + col]);
+               for (int col = 0; col < 4; ++col)
+                 y.push_back(x[1][static_cast<int>(index) * 4 + col]);
              }
              return Outputs{y};
            }};
@@ -349,20 +383,24 @@ TEST(Embedding, AnIndexOutOfRangeFailsAtWaitToRead) {
   NDArray weight(Shape{5, 2}, TestDevice());
   weight.Fill(1);
   NDArray out;
-  ASSERT_NO_THROW(out = Invoke("Embedding", {data, weight}, {{"input_dim", "5"}, {"output_dim", "2"}})[0]);
+  ASSERT_NO_THROW(
+      out = Invoke("Embedding", {data, weight}, {{"input_dim", "5"}, {"output_dim", "2"}})[0]);
   std::string message = "<no error>";
   try {
     out.WaitToRead();
   } catch (const Error& e) {
     message = e.what();
   }
-  EXPECT_NE(message.find("Embedding: index 7 at position 2 of data is out of range"), std::string::npos) << message;
+  EXPECT_NE(message.find("Embedding: index 7 at position 2 of data is out of range"),
+            std::string::npos)
+      << message;
   EXPECT_NE(message.find("0 <= index < 5 (input_dim)"), std::string::npos) << message;
 }
 
 TEST(Embedding, BadInputsSayWhatWasExpected) {
-  ExpectOpError("Embedding", {{"input_dim", "5"}, {"output_dim", "4"}}, {Shape{3}, Shape{5, 3}},
-                {"Embedding: expected weight of shape (5, 4) (input_dim, output_dim), found (5, 3)"});
+  ExpectOpError(
+      "Embedding", {{"input_dim", "5"}, {"output_dim", "4"}}, {Shape{3}, Shape{5, 3}},
+      {"Embedding: expected weight of shape (5, 4) (input_dim, output_dim), found (5, 3)"});
   ExpectOpError("Embedding", {{"input_dim", "5"}}, {Shape{3}, Shape{5, 3}},
                 {"'Embedding'", "'output_dim' is required"});
   ExpectOpError("Embedding", {{"input_dim", "0"}, {"output_dim", "4"}}, {Shape{3}, Shape{0, 4}},
@@ -391,7 +429,8 @@ TEST(Dropout, ASeedGivesTheSameMaskAgain) {
   EXPECT_EQ(a[0].ToVector<float>(), b[0].ToVector<float>());
   SeedRandom(43);
   EXPECT_NE(TrainDropout(x, "0.5")[1].ToVector<float>(), a[1].ToVector<float>());
-  EXPECT_NE(TrainDropout(x, "0.5")[1].ToVector<float>(), a[1].ToVector<float>()) << "the next call draws anew";
+  EXPECT_NE(TrainDropout(x, "0.5")[1].ToVector<float>(), a[1].ToVector<float>())
+      << "the next call draws anew";
 }
 
 TEST(Dropout, DropsAboutAFractionPAndScalesTheRest) {
@@ -399,7 +438,8 @@ TEST(Dropout, DropsAboutAFractionPAndScalesTheRest) {
   const NDArray x = Ramp(n);
   SeedRandom(7);
   const std::vector<NDArray> out = TrainDropout(x, "0.3");
-  const std::vector<float> in = x.ToVector<float>(), y = out[0].ToVector<float>(), mask = out[1].ToVector<float>();
+  const std::vector<float> in = x.ToVector<float>(), y = out[0].ToVector<float>(),
+                           mask = out[1].ToVector<float>();
   int64_t dropped = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (mask[i] == 0) {
@@ -430,12 +470,14 @@ TEST(Dropout, GradientIsOutGradTimesMask) {
   const NDArray x = Ramp(999);
   SeedRandom(3);
   const std::vector<NDArray> out = Invoke(op, attrs, {x}, {.is_train = true});
-  NDArray dy(x.shape(), TestDevice()), mask_grad(x.shape(), TestDevice()), dx(x.shape(), TestDevice());
+  NDArray dy(x.shape(), TestDevice()), mask_grad(x.shape(), TestDevice()),
+      dx(x.shape(), TestDevice());
   dy.FillUniform(-1, 1);
   mask_grad.Fill(0);
   dx.Fill(0.5);
   InvokeBackward(op, attrs, {x}, out, {dy, mask_grad}, {dx}, {OpReq::kAddTo});
-  const std::vector<float> g = dy.ToVector<float>(), mask = out[1].ToVector<float>(), got = dx.ToVector<float>();
+  const std::vector<float> g = dy.ToVector<float>(), mask = out[1].ToVector<float>(),
+                           got = dx.ToVector<float>();
   int64_t zeros = 0;
   for (size_t i = 0; i < g.size(); ++i) {
     ASSERT_FLOAT_EQ(got[i], 0.5f + g[i] * mask[i]) << i;
@@ -445,7 +487,8 @@ TEST(Dropout, GradientIsOutGradTimesMask) {
 }
 
 TEST(Dropout, BadProbabilitiesSayWhatWasExpected) {
-  ExpectOpError("Dropout", {{"p", "1"}}, {Shape{4}}, {"'Dropout'", "'p'", "expected a probability in [0, 1), found 1"});
+  ExpectOpError("Dropout", {{"p", "1"}}, {Shape{4}},
+                {"'Dropout'", "'p'", "expected a probability in [0, 1), found 1"});
   ExpectOpError("Dropout", {{"p", "-0.5"}}, {Shape{4}}, {"'Dropout'", "found -0.5"});
   ExpectOpError("Dropout", {{"p", "half"}}, {Shape{4}}, {"'Dropout'", "'p'", "found 'half'"});
   EXPECT_TRUE(GetOp("Dropout").random) << "CSE must never merge two Dropouts";
@@ -455,46 +498,57 @@ TEST(Dropout, BadProbabilitiesSayWhatWasExpected) {
 std::string RunDropoutChild(const std::string& env) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const char* workspace = std::getenv("TEST_WORKSPACE");
-  if (srcdir == nullptr || workspace == nullptr) return "<not run by bazel test: no TEST_SRCDIR/TEST_WORKSPACE>";
-  const std::string command =
-      env + " timeout 60 " + std::string(srcdir) + "/" + workspace + "/tests/ops_dropout_child 2>/dev/null";
+  if (srcdir == nullptr || workspace == nullptr)
+    return "<not run by bazel test: no TEST_SRCDIR/TEST_WORKSPACE>";
+  const std::string command = env + " timeout 60 " + std::string(srcdir) + "/" + workspace +
+                              "/tests/ops_dropout_child 2>/dev/null";
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return "<popen failed>";
   std::string output;
   std::array<char, 4096> buf;
   while (fgets(buf.data(), buf.size(), pipe) != nullptr) output += buf.data();
   const int status = pclose(pipe);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) output += "\n<exit status " + std::to_string(status) + ">";
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    output += "\n<exit status " + std::to_string(status) + ">";
   return output;
 }
 
 TEST(Dropout, ASeedGivesTheSameOutputWhateverTheWorkersAndThreads) {
-  if (TestDevice().is_gpu()) GTEST_SKIP() << "CPU worker and thread counts; the GPU runs compare with the CPU";
+  if (TestDevice().is_gpu())
+    GTEST_SKIP() << "CPU worker and thread counts; the GPU runs compare with the CPU";
   const std::string reference = RunDropoutChild("WEFT_CPU_WORKERS=1 WEFT_CPU_OP_THREADS=1");
   ASSERT_EQ(reference.rfind("mask", 0), 0u) << reference.substr(0, 500);
   ASSERT_EQ(reference.find("<"), std::string::npos) << reference.substr(reference.find("<"), 500);
-  for (const char* env : {"WEFT_CPU_WORKERS=1 WEFT_CPU_OP_THREADS=3", "WEFT_CPU_WORKERS=4 WEFT_CPU_OP_THREADS=2",
-                          "WEFT_CPU_WORKERS=8", "WEFT_ENGINE=naive WEFT_CPU_OP_THREADS=4"}) {
+  for (const char* env :
+       {"WEFT_CPU_WORKERS=1 WEFT_CPU_OP_THREADS=3", "WEFT_CPU_WORKERS=4 WEFT_CPU_OP_THREADS=2",
+        "WEFT_CPU_WORKERS=8", "WEFT_ENGINE=naive WEFT_CPU_OP_THREADS=4"}) {
     const std::string got = RunDropoutChild(env);
     size_t diff = 0;
     while (diff < got.size() && diff < reference.size() && got[diff] == reference[diff]) ++diff;
     EXPECT_TRUE(got == reference) << env << ": the output differs from character " << diff << ": '"
-                                  << got.substr(diff, 200) << "' instead of '" << reference.substr(diff, 200) << "'";
+                                  << got.substr(diff, 200) << "' instead of '"
+                                  << reference.substr(diff, 200) << "'";
   }
 }
 
 // ---- Cast and the utility ops ----
 
 TEST(Cast, ToFloat64KeepsTheValuesAndItsGradientCastsBack) {
-  OpCase c{"Cast", {{"dtype", "float64"}}, {Shape{3, 4}}, [](const Inputs& x) { return Outputs{x[0]}; }};
+  OpCase c{
+      "Cast", {{"dtype", "float64"}}, {Shape{3, 4}}, [](const Inputs& x) { return Outputs{x[0]}; }};
   RunOpCase(c);  // the gradient runs _backward_Cast
-  EXPECT_EQ(Invoke("Cast", {NDArray(Shape{2}, TestDevice())}, {{"dtype", "float64"}})[0].dtype(), DType::kFloat64);
+  EXPECT_EQ(Invoke("Cast", {NDArray(Shape{2}, TestDevice())}, {{"dtype", "float64"}})[0].dtype(),
+            DType::kFloat64);
 }
 
 TEST(UtilityOps, FillsAndCopiesMatchTheirDefinitions) {
-  OpCase zeros{"zeros_like", {}, {Shape{2, 3}}, [](const Inputs& x) { return Outputs{Values(x[0].size(), 0.0)}; }};
+  OpCase zeros{"zeros_like", {}, {Shape{2, 3}}, [](const Inputs& x) {
+                 return Outputs{Values(x[0].size(), 0.0)};
+               }};
   RunOpCase(zeros);  // no gradient flows to the input: finite differences give 0 too
-  OpCase ones{"ones_like", {}, {Shape{4}}, [](const Inputs& x) { return Outputs{Values(x[0].size(), 1.0)}; }};
+  OpCase ones{"ones_like", {}, {Shape{4}}, [](const Inputs& x) {
+                return Outputs{Values(x[0].size(), 1.0)};
+              }};
   RunOpCase(ones);
   OpCase copy{"_copy", {}, {Shape{3, 2}}, [](const Inputs& x) { return Outputs{x[0]}; }};
   RunOpCase(copy);

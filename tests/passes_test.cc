@@ -27,7 +27,8 @@ Symbol XlnetPattern() {
   std::vector<Symbol> outs;
   for (int r = 0; r < 12; ++r) {
     Symbol reshaped = Symbol::Op("reshape", {x}, {{"shape", "(0, 2, -1)"}});
-    for (int e = 0; e < 12; ++e) outs.push_back(Symbol::Op("expand_dims", {reshaped}, {{"axis", "1"}}));
+    for (int e = 0; e < 12; ++e)
+      outs.push_back(Symbol::Op("expand_dims", {reshaped}, {{"axis", "1"}}));
   }
   return Symbol::Group(outs);
 }
@@ -40,12 +41,14 @@ TEST(Cse, XlnetPatternCollapsesToOneReshapeAndOneExpandDims) {
   EXPECT_EQ(CountOps(after, "reshape"), 1u);
   EXPECT_EQ(CountOps(after, "expand_dims"), 1u);
   ASSERT_EQ(after.outputs().size(), 144u) << "every output is still there";
-  for (const NodeEntry& e : after.outputs()) EXPECT_TRUE(e == after.outputs()[0]) << "all read the one expand_dims";
+  for (const NodeEntry& e : after.outputs())
+    EXPECT_TRUE(e == after.outputs()[0]) << "all read the one expand_dims";
 }
 
 TEST(Cse, RandomOpsAreNeverMerged) {
   Symbol x = Symbol::Variable("x");
-  Symbol a = Symbol::Op("Dropout", {x}, {{"p", "0.5"}}), b = Symbol::Op("Dropout", {x}, {{"p", "0.5"}});
+  Symbol a = Symbol::Op("Dropout", {x}, {{"p", "0.5"}}),
+         b = Symbol::Op("Dropout", {x}, {{"p", "0.5"}});
   Graph g = EliminateCommonExpr(Symbol::Group({a[0], b[0]}).ToGraph());
   EXPECT_EQ(CountOps(g, "Dropout"), 2u);
 }
@@ -53,21 +56,24 @@ TEST(Cse, RandomOpsAreNeverMerged) {
 TEST(Cse, OpsThatMutateAnInputAreNeverMerged) {
   Symbol w = Symbol::Variable("w"), g = Symbol::Variable("g"), mom = Symbol::Variable("mom");
   const AttrMap attrs = {{"lr", "0.1"}, {"momentum", "0.9"}};
-  Graph merged = EliminateCommonExpr(Symbol::Group({Symbol::Op("sgd_mom_update", {w, g, mom}, attrs),
-                                                    Symbol::Op("sgd_mom_update", {w, g, mom}, attrs)})
-                                         .ToGraph());
-  EXPECT_EQ(CountOps(merged, "sgd_mom_update"), 2u) << "two updates of one momentum are two updates";
+  Graph merged =
+      EliminateCommonExpr(Symbol::Group({Symbol::Op("sgd_mom_update", {w, g, mom}, attrs),
+                                         Symbol::Op("sgd_mom_update", {w, g, mom}, attrs)})
+                              .ToGraph());
+  EXPECT_EQ(CountOps(merged, "sgd_mom_update"), 2u)
+      << "two updates of one momentum are two updates";
 }
 
 TEST(Cse, ReadsOfAStateBeforeAndAfterItIsMutatedAreNotMerged) {
   // relu(mom) twice before an update of mom, once after it: the two before are one value, the one
   // after another.
   Symbol w = Symbol::Variable("w"), g = Symbol::Variable("g"), mom = Symbol::Variable("mom");
-  Graph merged = EliminateCommonExpr(
-      Symbol::Group({Symbol::Op("relu", {mom}), Symbol::Op("relu", {mom}),
-                     Symbol::Op("sgd_mom_update", {w, g, mom}, {{"lr", "0.1"}, {"momentum", "0.9"}}),
-                     Symbol::Op("relu", {mom})})
-          .ToGraph());
+  Graph merged =
+      EliminateCommonExpr(Symbol::Group({Symbol::Op("relu", {mom}), Symbol::Op("relu", {mom}),
+                                         Symbol::Op("sgd_mom_update", {w, g, mom},
+                                                    {{"lr", "0.1"}, {"momentum", "0.9"}}),
+                                         Symbol::Op("relu", {mom})})
+                              .ToGraph());
   EXPECT_EQ(CountOps(merged, "relu"), 2u);
   ASSERT_EQ(merged.outputs().size(), 4u);
   EXPECT_TRUE(merged.outputs()[0] == merged.outputs()[1]);
@@ -76,10 +82,10 @@ TEST(Cse, ReadsOfAStateBeforeAndAfterItIsMutatedAreNotMerged) {
 
 TEST(Cse, DifferentAttributesOrInputsAreNotMerged) {
   Symbol x = Symbol::Variable("x"), y = Symbol::Variable("y");
-  Graph g = EliminateCommonExpr(
-      Symbol::Group({Symbol::Op("add_scalar", {x}, {{"scalar", "1"}}), Symbol::Op("add_scalar", {x}, {{"scalar", "2"}}),
-                     Symbol::Op("add_scalar", {y}, {{"scalar", "1"}})})
-          .ToGraph());
+  Graph g = EliminateCommonExpr(Symbol::Group({Symbol::Op("add_scalar", {x}, {{"scalar", "1"}}),
+                                               Symbol::Op("add_scalar", {x}, {{"scalar", "2"}}),
+                                               Symbol::Op("add_scalar", {y}, {{"scalar", "1"}})})
+                                    .ToGraph());
   EXPECT_EQ(CountOps(g, "add_scalar"), 3u);
 }
 
@@ -89,16 +95,17 @@ const bool workspace_op_registered = [] {
       .Describe("identity that requests workspace (test only)")
       .Inputs({"data"})
       .Resources({Resource::kTempSpace})
-      .InferShape([](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; });
+      .InferShape(
+          [](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; });
   return true;
 }();
 
 TEST(Cse, OpsThatRequestWorkspaceAreMerged) {
   ASSERT_TRUE(GetOp("_test_workspace_identity").NeedsResource(Resource::kTempSpace));
   Symbol x = Symbol::Variable("x");
-  Graph g = EliminateCommonExpr(
-      Symbol::Group({Symbol::Op("_test_workspace_identity", {x}), Symbol::Op("_test_workspace_identity", {x})})
-          .ToGraph());
+  Graph g = EliminateCommonExpr(Symbol::Group({Symbol::Op("_test_workspace_identity", {x}),
+                                               Symbol::Op("_test_workspace_identity", {x})})
+                                    .ToGraph());
   EXPECT_EQ(CountOps(g, "_test_workspace_identity"), 1u);
 }
 
@@ -115,7 +122,8 @@ TEST(GradientPass, SumsGradientsOfSharedEntriesAndPrunesWhatIsNotNeeded) {
   EXPECT_EQ(CountOps(both, "add_n"), 1u) << "the two gradients into exp(x) are summed once";
   EXPECT_EQ(CountOps(both, "_backward_exp"), 1u);
   Graph only_w = Gradient(fwd, {w_node});
-  EXPECT_EQ(CountOps(only_w, "_backward_exp"), 0u) << "x's gradient was not asked for: its work is pruned";
+  EXPECT_EQ(CountOps(only_w, "_backward_exp"), 0u)
+      << "x's gradient was not asked for: its work is pruned";
   EXPECT_EQ(CountOps(only_w, "_backward_mul"), 0u);
 }
 

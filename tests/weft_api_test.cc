@@ -30,7 +30,8 @@ TEST(WeftApi, CompoundAssignmentWorksInPlace) {
   a *= b;
   a -= b;
   a /= b;
-  EXPECT_EQ(alias.ToVector<float>(), (std::vector<float>{10, 21, 12, 23}));  // ((x + b) * b - b) / b
+  EXPECT_EQ(alias.ToVector<float>(),
+            (std::vector<float>{10, 21, 12, 23}));  // ((x + b) * b - b) / b
   EXPECT_THROW(b += a, Error) << "a (2,) array cannot hold a (2, 2) result";
 }
 
@@ -39,7 +40,9 @@ TEST(WeftApi, CompoundAssignmentWorksInPlace) {
 class HostBackedStorage : public Storage {
  public:
   explicit HostBackedStorage(Device d) : device_(d) {}
-  Block Alloc(size_t bytes) override { return Block{bytes ? std::malloc(bytes) : nullptr, bytes, device_}; }
+  Block Alloc(size_t bytes) override {
+    return Block{bytes ? std::malloc(bytes) : nullptr, bytes, device_};
+  }
   void Free(Block b) override { std::free(b.ptr); }
   void ReleaseCache() override {}
   StorageStats Stats() const override { return {}; }
@@ -50,13 +53,15 @@ class HostBackedStorage : public Storage {
 };
 
 TEST(WeftApi, InputsOnDifferentDevicesAreRejected) {
-  RegisterStorageFactory(DeviceType::kGpu, [](Device d) { return std::make_unique<HostBackedStorage>(d); });
+  RegisterStorageFactory(DeviceType::kGpu,
+                         [](Device d) { return std::make_unique<HostBackedStorage>(d); });
   NDArray cpu(Shape{2}), gpu(Shape{2}, Device::Gpu(7));
   try {
     op::add(cpu, gpu);
     FAIL() << "inputs on two devices were accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("expected every input on cpu, found input 1 on gpu:7"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("expected every input on cpu, found input 1 on gpu:7"),
+              std::string::npos)
         << e.what();
   }
   try {

@@ -55,7 +55,8 @@ std::vector<float> Flatten(const Epoch& epoch) {
 TEST(ArrayIter, PadsTheLastBatchWithSamplesFromTheStart) {
   ArrayIter iter(Numbered(10), {.batch_size = 4});
   Epoch epoch = RunEpoch(iter);
-  EXPECT_EQ(epoch.labels, (std::vector<std::vector<float>>{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 0, 1}}));
+  EXPECT_EQ(epoch.labels,
+            (std::vector<std::vector<float>>{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 0, 1}}));
   EXPECT_EQ(epoch.pads, (std::vector<int>{0, 0, 2}));
   EXPECT_FALSE(iter.Next());
   EXPECT_THROW(iter.Current(), Error);
@@ -115,7 +116,8 @@ TEST(ArrayIter, ResetStartsTheNextEpoch) {
 }
 
 TEST(ArrayIter, ShuffleIsAPermutationThatDependsOnlyOnSeedAndEpoch) {
-  const BatchOptions options{.batch_size = 5, .shuffle = true, .seed = 42, .last_batch = LastBatch::kDiscard};
+  const BatchOptions options{
+      .batch_size = 5, .shuffle = true, .seed = 42, .last_batch = LastBatch::kDiscard};
   ArrayIter a(Numbered(20), options), b(Numbered(20), options);
   ArrayIter other_seed(Numbered(20), {.batch_size = 5, .shuffle = true, .seed = 43});
   const std::vector<float> a0 = Flatten(RunEpoch(a)), b0 = Flatten(RunEpoch(b));
@@ -148,9 +150,18 @@ TEST(ArrayIter, ShuffledPaddingRepeatsTheEpochsFirstSamples) {
 
 TEST(ArrayIter, BadArgumentsSayWhatWasExpected) {
   ExpectErrorContains([] { ArrayIter({NDArray(), NDArray()}, {}); }, {"data array is null"});
-  ExpectErrorContains([] { ArrayIter({NDArray(Shape{}), NDArray()}, {}); }, {"expected data (N, ...)"});
-  ExpectErrorContains([] { ArrayIter({NDArray(Shape{0, 3}), NDArray()}, {}); }, {"at least one sample"});
-  ExpectErrorContains([] { ArrayIter(Numbered(4), {.batch_size = 0}); }, {"batch size of at least 1"});
+  ExpectErrorContains(
+      [] {
+        ArrayIter({NDArray(Shape{}), NDArray()}, {});
+      },
+      {"expected data (N, ...)"});
+  ExpectErrorContains(
+      [] {
+        ArrayIter({NDArray(Shape{0, 3}), NDArray()}, {});
+      },
+      {"at least one sample"});
+  ExpectErrorContains([] { ArrayIter(Numbered(4), {.batch_size = 0}); },
+                      {"batch size of at least 1"});
   ExpectErrorContains(
       [] {
         ArrayIter({NDArray(Shape{4, 2}), NDArray(Shape{3})}, {});
@@ -224,16 +235,19 @@ TEST(CsvIter, ParsingIsStrictAndNamesFileLineAndColumn) {
 // ---- MNIST --------------------------------------------------------------------------------------
 
 std::string BigEndian(uint32_t v) {
-  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+          static_cast<char>(v)};
 }
 
-std::string IdxImages(uint32_t n, uint32_t rows, uint32_t cols, const std::vector<uint8_t>& pixels) {
+std::string IdxImages(uint32_t n, uint32_t rows, uint32_t cols,
+                      const std::vector<uint8_t>& pixels) {
   return BigEndian(0x803) + BigEndian(n) + BigEndian(rows) + BigEndian(cols) +
          std::string(pixels.begin(), pixels.end());
 }
 
 std::string IdxLabels(const std::vector<uint8_t>& labels) {
-  return BigEndian(0x801) + BigEndian(static_cast<uint32_t>(labels.size())) + std::string(labels.begin(), labels.end());
+  return BigEndian(0x801) + BigEndian(static_cast<uint32_t>(labels.size())) +
+         std::string(labels.begin(), labels.end());
 }
 
 // Five 2x3 images; image i has pixels 51 i + p (p = 0..5), label 9 - i.
@@ -245,7 +259,8 @@ std::vector<uint8_t> FivePixels() {
 }
 
 TEST(MnistIter, ReadsIdxImagesAndLabelsScaledToOne) {
-  const std::string images = WriteTempFile("five-images-idx3-ubyte", IdxImages(5, 2, 3, FivePixels()));
+  const std::string images =
+      WriteTempFile("five-images-idx3-ubyte", IdxImages(5, 2, 3, FivePixels()));
   const std::string labels = WriteTempFile("five-labels-idx1-ubyte", IdxLabels({9, 8, 7, 6, 5}));
   Dataset d = ReadMnist(images, labels);
   EXPECT_EQ(d.data.shape(), (Shape{5, 1, 2, 3}));
@@ -268,7 +283,8 @@ TEST(MnistIter, ReadsIdxImagesAndLabelsScaledToOne) {
 }
 
 TEST(MnistIter, BadFilesNameTheFileAndTheProblem) {
-  const std::string good_images = IdxImages(5, 2, 3, FivePixels()), good_labels = IdxLabels({1, 2, 3, 4, 5});
+  const std::string good_images = IdxImages(5, 2, 3, FivePixels()),
+                    good_labels = IdxLabels({1, 2, 3, 4, 5});
   struct Case {
     std::string what, images, labels, bad_file;
     std::vector<std::string> expected;
@@ -295,18 +311,28 @@ TEST(MnistIter, BadFilesNameTheFileAndTheProblem) {
        good_labels,
        "images",
        {"expected an idx3-ubyte header of 16 bytes, found a 10-byte file"}},
-      {"truncated labels", good_images, good_labels.substr(0, 11), "labels", {"promises 5 bytes", "found 3"}},
+      {"truncated labels",
+       good_images,
+       good_labels.substr(0, 11),
+       "labels",
+       {"promises 5 bytes", "found 3"}},
       {"empty labels file", good_images, "", "labels", {"header of 8 bytes, found a 0-byte file"}},
-      {"count mismatch", good_images, IdxLabels({1, 2, 3, 4}), "images", {"has 5 images but", "has 4 labels"}},
+      {"count mismatch",
+       good_images,
+       IdxLabels({1, 2, 3, 4}),
+       "images",
+       {"has 5 images but", "has 4 labels"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
-    const std::string images = WriteTempFile("bad-images", c.images), labels = WriteTempFile("bad-labels", c.labels);
+    const std::string images = WriteTempFile("bad-images", c.images),
+                      labels = WriteTempFile("bad-labels", c.labels);
     std::vector<std::string> expected = c.expected;
     expected.push_back("'" + (c.bad_file == "images" ? images : labels) + "'");
     ExpectErrorContains([&] { ReadMnist(images, labels); }, expected);
   }
-  ExpectErrorContains([] { ReadMnist(TempPath("no-images"), TempPath("no-labels")); }, {"cannot open", "no-images"});
+  ExpectErrorContains([] { ReadMnist(TempPath("no-images"), TempPath("no-labels")); },
+                      {"cannot open", "no-images"});
 }
 
 }  // namespace

@@ -47,7 +47,8 @@ TEST(ImperativeHotPath, RepeatedCallsStillCheckTheirShapes) {
   for (int i = 0; i < 3; ++i) {
     NDArray s = a + b;  // remembered
     EXPECT_EQ(s.ToVector<float>(), std::vector<float>(4, 3.0f));
-    EXPECT_THROW(a + c, Error) << "call " << i << ": (4) + (3) must not match the remembered (4) + (4)";
+    EXPECT_THROW(a + c, Error) << "call " << i
+                               << ": (4) + (3) must not match the remembered (4) + (4)";
     EXPECT_THROW(a += c, Error);
   }
 }

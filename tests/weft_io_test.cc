@@ -57,9 +57,11 @@ std::string ArrayBytes(const NDArray& a) {
 TEST(Serialization, RoundTripsEveryDTypeAndShapeExactly) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::map<std::string, NDArray> arrays = {
-      {"f32", NDArray::FromVector(std::vector<float>{1.5f, -0.0f, nan, 1e-40f, 3.4e38f, -7}, Shape{2, 3})},
+      {"f32",
+       NDArray::FromVector(std::vector<float>{1.5f, -0.0f, nan, 1e-40f, 3.4e38f, -7}, Shape{2, 3})},
       {"f64", NDArray::FromVector(std::vector<double>{0.1, -1e300, 4.9e-324, 2}, Shape{4})},
-      {"i32", NDArray::FromVector(std::vector<int32_t>{1, -2, 3, -4, 5, -6, 7, INT32_MIN}, Shape{2, 2, 2})},
+      {"i32", NDArray::FromVector(std::vector<int32_t>{1, -2, 3, -4, 5, -6, 7, INT32_MIN},
+                                  Shape{2, 2, 2})},
       {"i64", NDArray::FromVector(std::vector<int64_t>{INT64_MAX}, Shape{})},
       {"u8", NDArray::FromVector(std::vector<uint8_t>{0, 255, 7}, Shape{3, 1})},
       {"empty", NDArray::FromVector(std::vector<float>{}, Shape{0, 3})},
@@ -97,8 +99,10 @@ TEST(Serialization, WritesTheFormatByteForByte) {
   ASSERT_EQ(bytes.size(), 8 + n + 16 + 24);
   const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
   EXPECT_EQ(header["__metadata__"], (nlohmann::json{{"format", "weft"}}));
-  EXPECT_EQ(header["b"], (nlohmann::json{{"dtype", "I64"}, {"shape", {2}}, {"data_offsets", {0, 16}}}));
-  EXPECT_EQ(header["w"], (nlohmann::json{{"dtype", "F32"}, {"shape", {2, 3}}, {"data_offsets", {16, 40}}}));
+  EXPECT_EQ(header["b"],
+            (nlohmann::json{{"dtype", "I64"}, {"shape", {2}}, {"data_offsets", {0, 16}}}));
+  EXPECT_EQ(header["w"],
+            (nlohmann::json{{"dtype", "F32"}, {"shape", {2, 3}}, {"data_offsets", {16, 40}}}));
   EXPECT_EQ(bytes.substr(8 + n),
             RawBytes(std::vector<int64_t>{-1, 9}) + RawBytes(std::vector<float>{1, 2, 3, 4, 5, 6}));
 }
@@ -106,11 +110,13 @@ TEST(Serialization, WritesTheFormatByteForByte) {
 // As Python's safetensors writes it: compact JSON, metadata first, tensors ordered by alignment
 // (F64 before I32) rather than by name, header padded with spaces to a multiple of 8.
 TEST(Serialization, LoadsAFileWrittenByHandAsTheReferenceWriterWould) {
-  std::string header = R"({"__metadata__":{"format":"pt"},"bias":{"dtype":"I32","shape":[3],"data_offsets":[16,28]},)"
-                       R"("weight":{"dtype":"F64","shape":[2,1],"data_offsets":[0,16]},)"
-                       R"("flag":{"dtype":"BOOL","shape":[],"data_offsets":[28,29]}})";
+  std::string header =
+      R"({"__metadata__":{"format":"pt"},"bias":{"dtype":"I32","shape":[3],"data_offsets":[16,28]},)"
+      R"("weight":{"dtype":"F64","shape":[2,1],"data_offsets":[0,16]},)"
+      R"("flag":{"dtype":"BOOL","shape":[],"data_offsets":[28,29]}})";
   header.append((8 - header.size() % 8) % 8, ' ');
-  const std::string data = RawBytes(std::vector<double>{0.25, -3}) + RawBytes(std::vector<int32_t>{7, -8, 9}) + "\x01";
+  const std::string data =
+      RawBytes(std::vector<double>{0.25, -3}) + RawBytes(std::vector<int32_t>{7, -8, 9}) + "\x01";
   const std::string path = WriteTempFile("by_hand.safetensors", SafetensorsBytes(header, data));
   std::map<std::string, std::string> metadata;
   std::map<std::string, NDArray> arrays = Load(path, &metadata);
@@ -137,7 +143,11 @@ TEST(Serialization, SaveWaitsForPendingWrites) {
 TEST(Serialization, SaveIntoAMissingDirectoryFailsAndLeavesNoFile) {
   const std::string path = TempPath("no/such/dir/model.safetensors");
   NDArray a = NDArray::FromVector(std::vector<float>{1, 2}, Shape{2});
-  ExpectErrorContains([&] { Save(path, {{"a", a}}); }, {"Save '" + path + "'", "No such file or directory"});
+  ExpectErrorContains(
+      [&] {
+        Save(path, {{"a", a}});
+      },
+      {"Save '" + path + "'", "No such file or directory"});
   EXPECT_FALSE(FileExists(path));
   EXPECT_FALSE(FileExists(path + ".tmp"));
 }
@@ -149,8 +159,9 @@ TEST(Serialization, FailedSaveKeepsThePreviousFile) {
   Save(path, {{"a", NDArray::FromVector(std::vector<float>{1, 2, 3}, Shape{3})}});
   const std::string before = ReadBytes(path);
   NDArray bad(Shape{3});
-  engine::Engine::Get()->PushSync([](engine::RunContext) { throw Error("kernel failed: bad value"); }, Device::Cpu(),
-                                  {}, {bad.var()});
+  engine::Engine::Get()->PushSync(
+      [](engine::RunContext) { throw Error("kernel failed: bad value"); }, Device::Cpu(), {},
+      {bad.var()});
   NDArray good = NDArray::FromVector(std::vector<float>{4, 5, 6}, Shape{3});
   ExpectErrorContains([&] { Save(path, {{"a", good}, {"z", bad}}); }, {"kernel failed: bad value"});
   EXPECT_EQ(ReadBytes(path), before);
@@ -179,12 +190,18 @@ std::vector<MalformedCase> MalformedCases() {
   const std::string f32x2 = Entry("F32", "[2]", "[0,8]");
   return {
       {"too short", std::string("\x05\x00\x00", 3), {"8-byte header length", "3 bytes"}},
-      {"header past the end", LittleEndian64(1000) + "{}", {"header length 1000", "larger than the 2 bytes"}},
+      {"header past the end",
+       LittleEndian64(1000) + "{}",
+       {"header length 1000", "larger than the 2 bytes"}},
       {"huge header length", LittleEndian64(~0ull) + "{}", {"header length 18446744073709551615"}},
       {"invalid JSON", SafetensorsBytes(R"({"a": {)", ""), {"invalid JSON"}},
       {"invalid UTF-8", SafetensorsBytes("{\"\xff\": 1}", ""), {"invalid JSON"}},
-      {"not an object", SafetensorsBytes("[1, 2]", ""), {"expected the header to be a JSON object", "[1,2]"}},
-      {"non-object entry", SafetensorsBytes(R"({"a": 3})", ""), {"tensor 'a'", "expected an object, found 3"}},
+      {"not an object",
+       SafetensorsBytes("[1, 2]", ""),
+       {"expected the header to be a JSON object", "[1,2]"}},
+      {"non-object entry",
+       SafetensorsBytes(R"({"a": 3})", ""),
+       {"tensor 'a'", "expected an object, found 3"}},
       {"unknown dtype",
        SafetensorsBytes(R"({"a":)" + Entry("I8", "[2]", "[0,2]") + "}", "xx"),
        {"tensor 'a'", "unknown dtype \"I8\"", "F32"}},
@@ -219,13 +236,19 @@ std::vector<MalformedCase> MalformedCases() {
        SafetensorsBytes(R"({"a":)" + f32x2 + R"(,"b":)" + Entry("F32", "[2]", "[4,12]") + "}", d12),
        {"tensor 'b'", "begin at 8", "where 'a' ends", "found 4", "overlap"}},
       {"a gap",
-       SafetensorsBytes(R"({"a":)" + Entry("F32", "[1]", "[0,4]") + R"(,"b":)" + Entry("F32", "[1]", "[8,12]") + "}",
+       SafetensorsBytes(R"({"a":)" + Entry("F32", "[1]", "[0,4]") + R"(,"b":)" +
+                            Entry("F32", "[1]", "[8,12]") + "}",
                         d12),
        {"tensor 'b'", "begin at 4", "found 8", "gap"}},
-      {"trailing bytes", SafetensorsBytes(R"({"a":)" + f32x2 + "}", d12), {"12-byte data section", "4 bytes after"}},
-      {"duplicate names", SafetensorsBytes(R"({"a":)" + f32x2 + R"(,"a":)" + f32x2 + "}", d8), {"duplicate key 'a'"}},
+      {"trailing bytes",
+       SafetensorsBytes(R"({"a":)" + f32x2 + "}", d12),
+       {"12-byte data section", "4 bytes after"}},
+      {"duplicate names",
+       SafetensorsBytes(R"({"a":)" + f32x2 + R"(,"a":)" + f32x2 + "}", d8),
+       {"duplicate key 'a'"}},
       {"duplicate keys",
-       SafetensorsBytes(R"({"a":{"dtype":"F32","dtype":"F64","shape":[2],"data_offsets":[0,8]}})", d8),
+       SafetensorsBytes(R"({"a":{"dtype":"F32","dtype":"F64","shape":[2],"data_offsets":[0,8]}})",
+                        d8),
        {"duplicate key 'dtype'"}},
       {"missing key",
        SafetensorsBytes(R"({"a":{"dtype":"F32","shape":[2]}})", d8),
@@ -260,19 +283,22 @@ std::string LoadError(const std::string& name, const std::string& bytes) {
 TEST(Serialization, DeeplyNestedHeadersAreRefusedWithoutRecursion) {
   const std::string deep = std::string(100'000, '[') + std::string(100'000, ']');
   const std::vector<std::string> headers = {
-      deep,                                                                         // the header itself
-      R"({"a":)" + Entry("F32", deep, "[0,0]") + "}",                               // a shape
-      R"({"__metadata__":{"k":)" + deep + "}}",                                     // metadata
-      R"({"a":{"dtype":"F32","shape":[],"data_offsets":[0,4],"x":)" + deep + "}}",  // an unknown key
+      deep,                                            // the header itself
+      R"({"a":)" + Entry("F32", deep, "[0,0]") + "}",  // a shape
+      R"({"__metadata__":{"k":)" + deep + "}}",        // metadata
+      R"({"a":{"dtype":"F32","shape":[],"data_offsets":[0,4],"x":)" + deep +
+          "}}",  // an unknown key
   };
   for (const std::string& header : headers) {
     const std::string message = LoadError("deep.safetensors", SafetensorsBytes(header, "xxxx"));
-    EXPECT_NE(message.find("nested deeper than 4 levels"), std::string::npos) << message.substr(0, 1000);
+    EXPECT_NE(message.find("nested deeper than 4 levels"), std::string::npos)
+        << message.substr(0, 1000);
     EXPECT_LT(message.size(), kMaxMessageBytes) << message.substr(0, 1000);
   }
   // Within the limit, a shape of lists is the shape's own error.
   const std::string message =
-      LoadError("nested.safetensors", SafetensorsBytes(R"({"a":)" + Entry("F32", "[[2]]", "[0,8]") + "}", "xxxxxxxx"));
+      LoadError("nested.safetensors",
+                SafetensorsBytes(R"({"a":)" + Entry("F32", "[[2]]", "[0,8]") + "}", "xxxxxxxx"));
   EXPECT_NE(message.find("non-negative integers, found [[2]]"), std::string::npos) << message;
 }
 
@@ -280,12 +306,15 @@ TEST(Serialization, MessagesQuoteAtMostAFewDozenBytesOfTheFile) {
   const std::string big(1'000'000, 'x');
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"a huge dtype", R"({"a":)" + Entry(big, "[1]", "[0,4]") + "}"},
-      {"a huge shape", R"({"a":)" + Entry("F32", "[" + std::string(big.size(), '1') + "]", "[0,4]") + "}"},
-      {"a huge list in a shape", R"({"a":)" + Entry("F32", "[1" + std::string(200'000, ',') + "]", "[0,4]") + "}"},
+      {"a huge shape",
+       R"({"a":)" + Entry("F32", "[" + std::string(big.size(), '1') + "]", "[0,4]") + "}"},
+      {"a huge list in a shape",
+       R"({"a":)" + Entry("F32", "[1" + std::string(200'000, ',') + "]", "[0,4]") + "}"},
       {"a huge name", R"({")" + big + R"(":)" + Entry("F32", "[2]", "[0,4]") + "}"},
       {"a huge duplicate name", R"({")" + big + R"(":1,")" + big + R"(":1})"},
       {"a huge metadata value", R"({"__metadata__":{"k":[")" + big + R"("]}})"},
-      {"a huge unknown key", R"({"a":{"dtype":"F32","shape":[],"data_offsets":[0,4],")" + big + R"(":1}})"},
+      {"a huge unknown key",
+       R"({"a":{"dtype":"F32","shape":[],"data_offsets":[0,4],")" + big + R"(":1}})"},
       {"a huge string left open", R"({"a":")" + big},
       {"a huge header that is not an object", "[\"" + big + "\"]"},
   };
@@ -304,12 +333,14 @@ TEST(Serialization, LoadsAFileOfAHundredThousandTensors) {
   std::string header = "{";
   std::vector<int32_t> values(kTensors);
   for (int i = 0; i < kTensors; ++i) {
-    header += (i ? ",\"t" : "\"t") + std::to_string(i) + R"(":{"dtype":"I32","shape":[1],"data_offsets":[)" +
-              std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
+    header += (i ? ",\"t" : "\"t") + std::to_string(i) +
+              R"(":{"dtype":"I32","shape":[1],"data_offsets":[)" + std::to_string(4 * i) + "," +
+              std::to_string(4 * i + 4) + "]}";
     values[i] = 7 * i;
   }
   header += "}";
-  const std::string path = WriteTempFile("many.safetensors", SafetensorsBytes(header, RawBytes(values)));
+  const std::string path =
+      WriteTempFile("many.safetensors", SafetensorsBytes(header, RawBytes(values)));
   std::map<std::string, NDArray> loaded = Load(path);
   ASSERT_EQ(loaded.size(), static_cast<size_t>(kTensors));
   for (int i : {0, 1, 9'999, 54'321, kTensors - 1}) {

@@ -73,7 +73,8 @@ TEST(WeftProfiler, TraceHoldsOpSpansOnWorkerTracksAndMemoryCounters) {
     if (e.at("ph") != "X") continue;
     ++spans[e.at("name")];
     ASSERT_TRUE(tracks.count(e.at("tid"))) << e.dump() << " is on an unnamed track";
-    EXPECT_EQ(tracks.at(e.at("tid")).rfind("cpu worker", 0), 0u) << e.dump() << " on " << tracks.at(e.at("tid"));
+    EXPECT_EQ(tracks.at(e.at("tid")).rfind("cpu worker", 0), 0u)
+        << e.dump() << " on " << tracks.at(e.at("tid"));
   }
   EXPECT_EQ(spans["relu"], 1);
   EXPECT_EQ(spans["sigmoid"], 1);
@@ -81,9 +82,12 @@ TEST(WeftProfiler, TraceHoldsOpSpansOnWorkerTracksAndMemoryCounters) {
 
   const std::vector<Counter> cpu = Counters(trace, "memory cpu");
   ASSERT_GE(cpu.size(), 4u) << "expected samples at start, at each allocation and at stop";
-  EXPECT_TRUE(std::is_sorted(cpu.begin(), cpu.end(), [](const Counter& a, const Counter& b) { return a.ts < b.ts; }));
-  EXPECT_GE(cpu.back().in_use, cpu.front().in_use + 2 * 64 * 64 * sizeof(float)) << "y and z are in use at Stop";
-  EXPECT_GE(cpu.front().in_use, 64 * 64 * sizeof(float)) << "x was in use when the profiler started";
+  EXPECT_TRUE(std::is_sorted(cpu.begin(), cpu.end(),
+                             [](const Counter& a, const Counter& b) { return a.ts < b.ts; }));
+  EXPECT_GE(cpu.back().in_use, cpu.front().in_use + 2 * 64 * 64 * sizeof(float))
+      << "y and z are in use at Stop";
+  EXPECT_GE(cpu.front().in_use, 64 * 64 * sizeof(float))
+      << "x was in use when the profiler started";
   EXPECT_TRUE(std::all_of(cpu.begin(), cpu.end(), [](const Counter& c) { return c.cached >= 0; }));
 }
 

@@ -45,7 +45,8 @@ void ExpectErrorContains(const std::function<void()>& fn, const std::vector<std:
     ADD_FAILURE() << "expected weft::Error";
   } catch (const Error& e) {
     const std::string message = e.what();
-    for (const std::string& part : parts) EXPECT_NE(message.find(part), std::string::npos) << message;
+    for (const std::string& part : parts)
+      EXPECT_NE(message.find(part), std::string::npos) << message;
   }
 }
 

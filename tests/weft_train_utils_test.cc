@@ -16,7 +16,9 @@ namespace {
 
 using testing::ExpectErrorContains;
 
-NDArray Floats(const std::vector<float>& values, const Shape& shape) { return NDArray::FromVector(values, shape); }
+NDArray Floats(const std::vector<float>& values, const Shape& shape) {
+  return NDArray::FromVector(values, shape);
+}
 
 // ---- Metrics ------------------------------------------------------------------------------------
 
@@ -29,7 +31,8 @@ TEST(Metric, AccuracyTakesTheArgmaxOfScoresAndAccumulates) {
              Floats({0.9f, 0.05f, 0.05f, 0.1f, 0.2f, 0.7f, 0.3f, 0.3f, 0.4f}, Shape{3, 3}));
   EXPECT_DOUBLE_EQ(acc.Get(), 2.0 / 3);
   // A tie between classes 1 and 2: the first wins. Integer labels work too.
-  acc.Update(NDArray::FromVector(std::vector<int32_t>{1}, Shape{1}), Floats({0.1f, 0.45f, 0.45f}, Shape{1, 3}));
+  acc.Update(NDArray::FromVector(std::vector<int32_t>{1}, Shape{1}),
+             Floats({0.1f, 0.45f, 0.45f}, Shape{1, 3}));
   EXPECT_DOUBLE_EQ(acc.Get(), 3.0 / 4);
   EXPECT_EQ(acc.num_samples(), 4);
   acc.Reset();
@@ -39,7 +42,8 @@ TEST(Metric, AccuracyTakesTheArgmaxOfScoresAndAccumulates) {
 
 TEST(Metric, AccuracyTakesPredictedClassesShapedLikeTheLabels) {
   Accuracy acc;
-  acc.Update(Floats({0, 1, 2, 3, 4}, Shape{5}), NDArray::FromVector(std::vector<int64_t>{0, 1, 0, 3, 0}, Shape{5}));
+  acc.Update(Floats({0, 1, 2, 3, 4}, Shape{5}),
+             NDArray::FromVector(std::vector<int64_t>{0, 1, 0, 3, 0}, Shape{5}));
   EXPECT_DOUBLE_EQ(acc.Get(), 3.0 / 5);
 }
 
@@ -48,7 +52,8 @@ TEST(Metric, CrossEntropyIsTheMeanNegativeLogProbabilityOfTheLabel) {
   EXPECT_EQ(ce.name(), "cross-entropy");
   const std::vector<float> p = {0.7f, 0.2f, 0.1f, 0.25f, 0.25f, 0.5f, 1.0f, 0.0f, 0.0f};
   ce.Update(Floats({0, 2, 1}, Shape{3}), Floats(p, Shape{3, 3}));
-  const double want = -(std::log(double{p[0]} + 1e-12) + std::log(double{p[5]} + 1e-12) + std::log(1e-12)) / 3;
+  const double want =
+      -(std::log(double{p[0]} + 1e-12) + std::log(double{p[5]} + 1e-12) + std::log(1e-12)) / 3;
   EXPECT_NEAR(ce.Get(), want, 1e-9);
   ce.Update(Floats({1}, Shape{1}), NDArray::FromVector(std::vector<double>{0.5, 0.5}, Shape{1, 2}));
   EXPECT_NEAR(ce.Get(), (3 * want + std::log(2.0)) / 4, 1e-9);
@@ -67,7 +72,11 @@ TEST(Metric, BadInputsSayWhatWasExpected) {
         acc.Update(Floats({0.5f}, Shape{1}), Floats({1, 0}, Shape{1, 2}));
       },
       {"accuracy", "label 0", "expected a class index", "found 0.5"});
-  ExpectErrorContains([&] { acc.Update(NDArray(), Floats({1, 0}, Shape{1, 2})); }, {"labels array is null"});
+  ExpectErrorContains(
+      [&] {
+        acc.Update(NDArray(), Floats({1, 0}, Shape{1, 2}));
+      },
+      {"labels array is null"});
   ExpectErrorContains(
       [&] {
         ce.Update(Floats({3}, Shape{1}), Floats({0.2f, 0.3f, 0.5f}, Shape{1, 3}));
@@ -96,8 +105,9 @@ TEST(Metric, AccuracyRefusesLabelsOutsideTheClasses) {
       {"accuracy", "label 0", "class index in [0, 2)", "found 2"});
   NDArray ten_classes(Shape{1, 10});
   ten_classes.Fill(0);
-  ExpectErrorContains([&] { acc.Update(NDArray::FromVector(std::vector<int32_t>{12}, Shape{1}), ten_classes); },
-                      {"accuracy", "class index in [0, 10)", "found 12"});
+  ExpectErrorContains(
+      [&] { acc.Update(NDArray::FromVector(std::vector<int32_t>{12}, Shape{1}), ten_classes); },
+      {"accuracy", "class index in [0, 10)", "found 12"});
   // Predicted classes shaped like the labels: no class count, but a class is never negative.
   ExpectErrorContains([&] { acc.Update(Floats({-1}, Shape{1}), Floats({0}, Shape{1})); },
                       {"accuracy", "label 0", "non-negative class index", "found -1"});
@@ -127,8 +137,10 @@ TEST(Initializer, XavierScaleFollowsMXNetsFans) {
   const Shape conv{64, 32, 3, 3};  // fan_in = 32 * 9, fan_out = 64 * 9
   using X = Xavier;
   EXPECT_DOUBLE_EQ(X().Scale(conv), std::sqrt(3.0 / ((288 + 576) / 2.0)));
-  EXPECT_DOUBLE_EQ(X(X::RandType::kUniform, X::FactorType::kIn, 2).Scale(conv), std::sqrt(2.0 / 288));
-  EXPECT_DOUBLE_EQ(X(X::RandType::kUniform, X::FactorType::kOut, 1).Scale(conv), std::sqrt(1.0 / 576));
+  EXPECT_DOUBLE_EQ(X(X::RandType::kUniform, X::FactorType::kIn, 2).Scale(conv),
+                   std::sqrt(2.0 / 288));
+  EXPECT_DOUBLE_EQ(X(X::RandType::kUniform, X::FactorType::kOut, 1).Scale(conv),
+                   std::sqrt(1.0 / 576));
   EXPECT_DOUBLE_EQ(X().Scale(Shape{10, 40}), std::sqrt(3.0 / 25));
   ExpectErrorContains([] { Xavier().Scale(Shape{5}); }, {"Xavier", "at least 2 axes", "(5,)"});
 }
@@ -171,7 +183,8 @@ TEST(Initializer, UniformAndNormalHaveTheirSpread) {
 
 TEST(Initializer, NamesChooseTheFillBiasesGetZeros) {
   Uniform init(1.0);
-  NDArray bias(Shape{8}), gamma(Shape{8}), beta(Shape{8}), mean(Shape{8}), var(Shape{8}), weight(Shape{4, 8});
+  NDArray bias(Shape{8}), gamma(Shape{8}), beta(Shape{8}), mean(Shape{8}), var(Shape{8}),
+      weight(Shape{4, 8});
   for (const NDArray& a : {bias, gamma, beta, mean, var, weight}) a.Fill(5);
   init.Initialize("fc1_bias", bias);
   init.Initialize("bn_gamma", gamma);
@@ -187,7 +200,8 @@ TEST(Initializer, NamesChooseTheFillBiasesGetZeros) {
   const Moments m = MomentsOf(weight.ToVector<float>());
   EXPECT_LE(m.max_abs, 1.0);
   EXPECT_GT(m.stddev, 0.1) << "the weight got the initializer's draws";
-  ExpectErrorContains([&] { init.Initialize("fc1_data", weight); }, {"Initialize", "'fc1_data'", "_weight, _bias"});
+  ExpectErrorContains([&] { init.Initialize("fc1_data", weight); },
+                      {"Initialize", "'fc1_data'", "_weight, _bias"});
   ExpectErrorContains([&] { init.Initialize("fc1bias", bias); }, {"'fc1bias'"});
 }
 
@@ -215,18 +229,21 @@ TEST(Initializer, ConstantAndZeroFillAnyDType) {
 TEST(Initializer, BadSettingsAndArraysSayWhatWasExpected) {
   ExpectErrorContains([] { Uniform(0); }, {"Uniform", "scale > 0"});
   ExpectErrorContains([] { Normal(-1); }, {"Normal", "sigma >= 0"});
-  ExpectErrorContains([] { Xavier(Xavier::RandType::kUniform, Xavier::FactorType::kAvg, 0); }, {"magnitude > 0"});
+  ExpectErrorContains([] { Xavier(Xavier::RandType::kUniform, Xavier::FactorType::kAvg, 0); },
+                      {"magnitude > 0"});
   ExpectErrorContains([] { Xavier().Initialize("fc_weight", NDArray(Shape{5})); },
                       {"Xavier", "'fc_weight'", "at least 2 axes", "(5,)"});
-  ExpectErrorContains([] { Uniform().Initialize("e_weight", NDArray(Shape{2}, Device::Cpu(), DType::kInt32)); },
-                      {"Uniform", "'e_weight'", "expected float32 or float64, found int32"});
+  ExpectErrorContains(
+      [] { Uniform().Initialize("e_weight", NDArray(Shape{2}, Device::Cpu(), DType::kInt32)); },
+      {"Uniform", "'e_weight'", "expected float32 or float64, found int32"});
 }
 
 // ---- Optimizers ---------------------------------------------------------------------------------
 
 std::vector<double> Gradient(int step, size_t size) {
   std::vector<double> g(size);
-  for (size_t i = 0; i < size; ++i) g[i] = std::sin(1.7 * static_cast<double>(i) + step) * (1 + step);
+  for (size_t i = 0; i < size; ++i)
+    g[i] = std::sin(1.7 * static_cast<double>(i) + step) * (1 + step);
   return g;
 }
 
@@ -243,7 +260,8 @@ double Preprocess(double grad, double w, double wd, double rescale, double clip)
 
 void ExpectNear(const std::vector<float>& got, const std::vector<double>& want) {
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << i;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << i;
 }
 
 TEST(Optimizer, SgdMatchesThePlainRule) {
@@ -260,7 +278,8 @@ TEST(Optimizer, SgdMatchesThePlainRule) {
 
 TEST(Optimizer, SgdMomentumKeepsOneStatePerIndex) {
   SGD sgd(/*lr=*/0.05, /*momentum=*/0.9, /*wd=*/0.001);
-  std::vector<std::vector<double>> w = {{0.5, -0.5, 1}, {2, -1, 0.25, 4}}, mom = {{0, 0, 0}, {0, 0, 0, 0}};
+  std::vector<std::vector<double>> w = {{0.5, -0.5, 1}, {2, -1, 0.25, 4}},
+                                   mom = {{0, 0, 0}, {0, 0, 0, 0}};
   const std::vector<Shape> shapes = {Shape{3}, Shape{2, 2}};
   std::vector<NDArray> weights = {ToArray(w[0], shapes[0]), ToArray(w[1], shapes[1])};
   for (int step = 0; step < 5; ++step) {

@@ -29,16 +29,21 @@ Symbol Logits() {
   return Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(kClasses)}}, "fc3");
 }
 
-Symbol Loss() { return Symbol::Op("SoftmaxCrossEntropy", {Logits(), Symbol::Variable("label")}, {}, "loss"); }
+Symbol Loss() {
+  return Symbol::Op("SoftmaxCrossEntropy", {Logits(), Symbol::Variable("label")}, {}, "loss");
+}
 
-const std::map<std::string, Shape> kDataShapes = {{"data", Shape{kBatch, kFeatures}}, {"label", Shape{kBatch}}};
+const std::map<std::string, Shape> kDataShapes = {{"data", Shape{kBatch, kFeatures}},
+                                                  {"label", Shape{kBatch}}};
 
 // The k-th batch: data and labels that depend on k only.
 std::map<std::string, NDArray> Batch(int k) {
   std::vector<float> x(kBatch * kFeatures), y(kBatch);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i) + 1.3f * static_cast<float>(k));
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.37f * static_cast<float>(i) + 1.3f * static_cast<float>(k));
   for (int64_t i = 0; i < kBatch; ++i) y[i] = static_cast<float>((i + k) % kClasses);
-  return {{"data", NDArray::FromVector(x, Shape{kBatch, kFeatures})}, {"label", NDArray::FromVector(y, Shape{kBatch})}};
+  return {{"data", NDArray::FromVector(x, Shape{kBatch, kFeatures})},
+          {"label", NDArray::FromVector(y, Shape{kBatch})}};
 }
 
 std::map<std::string, std::vector<float>> Values(const std::map<std::string, NDArray>& arrays) {
@@ -87,7 +92,8 @@ struct ExecutorLoop {
     std::vector<NDArray> g;
     for (const std::string& p : params) g.push_back(grads.at(p));
     if (clip > 0) g = Clipped(g, clip, rescale);
-    for (size_t i = 0; i < params.size(); ++i) opt.Update(static_cast<int>(i), args.at(params[i]), g[i]);
+    for (size_t i = 0; i < params.size(); ++i)
+      opt.Update(static_cast<int>(i), args.at(params[i]), g[i]);
   }
   static std::vector<NDArray> Clipped(const std::vector<NDArray>& g, double clip, double rescale) {
     const auto scalar_op = [](const char* name, const NDArray& x, double value) {
@@ -96,8 +102,8 @@ struct ExecutorLoop {
     std::vector<NDArray> sums;
     for (const NDArray& x : g) sums.push_back(op::Call("sum", {op::square(x)})[0]);
     const NDArray norm = scalar_op("mul_scalar", op::sqrt(op::add_n(sums)), rescale);
-    const NDArray scale =
-        scalar_op("minimum_scalar", scalar_op("rdiv_scalar", scalar_op("add_scalar", norm, 1e-6), clip), 1);
+    const NDArray scale = scalar_op(
+        "minimum_scalar", scalar_op("rdiv_scalar", scalar_op("add_scalar", norm, 1e-6), clip), 1);
     std::vector<NDArray> out;
     for (const NDArray& x : g) out.push_back(op::mul(x, scale));
     return out;
@@ -119,7 +125,8 @@ void ExpectStepsEqualTheLoop(const Optimizer& optimizer, Optimizer& imperative) 
   for (int k = 0; k < 10; ++k) {
     trainer.Step(Batch(k));
     loop.Step(k, imperative);
-    ASSERT_EQ(trainer.outputs()[0].ToVector<float>(), loop.exec->outputs()[0].ToVector<float>()) << "step " << k;
+    ASSERT_EQ(trainer.outputs()[0].ToVector<float>(), loop.exec->outputs()[0].ToVector<float>())
+        << "step " << k;
   }
   EXPECT_EQ(Values(Parameters(trainer)), Values(loop.Params()));
   EXPECT_NE(Values(Parameters(trainer)), initial) << "the steps changed nothing";
@@ -166,13 +173,15 @@ void ExpectResumeEqualsTrainingStraight(const Optimizer& optimizer, const Traine
 
 TEST(Trainer, TenStepsSavedLoadedAndTenMoreEqualTwentyStraightWithSgd) {
   TrainerOptions options;
-  options.schedule = {.decay = LrSchedule::StepDecay{.step_size = 4, .factor = 0.5}, .warmup_steps = 3};
+  options.schedule = {.decay = LrSchedule::StepDecay{.step_size = 4, .factor = 0.5},
+                      .warmup_steps = 3};
   ExpectResumeEqualsTrainingStraight(SGD(0.1, 0.9, 1e-4, 1.0 / kBatch), options);
 }
 
 TEST(Trainer, TenStepsSavedLoadedAndTenMoreEqualTwentyStraightWithAdamAndClipping) {
   TrainerOptions options;
-  options.schedule = {.decay = LrSchedule::Cosine{.steps = 15, .final_lr = 1e-4}, .warmup_steps = 2};
+  options.schedule = {.decay = LrSchedule::Cosine{.steps = 15, .final_lr = 1e-4},
+                      .warmup_steps = 2};
   options.clip_global_norm = 0.5;
   ExpectResumeEqualsTrainingStraight(Adam(0.01, 0.9, 0.999, 1e-8, 0, 1.0 / kBatch), options);
 }
@@ -184,18 +193,24 @@ TEST(LrSchedule, RatesFollowTheirFormulas) {
   const LrSchedule constant;
   const LrSchedule step{.decay = LrSchedule::StepDecay{.step_size = 3, .factor = 0.5}};
   const LrSchedule cosine{.decay = LrSchedule::Cosine{.steps = 10, .final_lr = 0.01}};
-  const LrSchedule warm_cosine{.decay = LrSchedule::Cosine{.steps = 10}, .warmup_steps = 4, .warmup_begin = 0.02};
-  const LrSchedule warm_step{.decay = LrSchedule::StepDecay{.step_size = 2, .factor = 0.1}, .warmup_steps = 5};
+  const LrSchedule warm_cosine{
+      .decay = LrSchedule::Cosine{.steps = 10}, .warmup_steps = 4, .warmup_begin = 0.02};
+  const LrSchedule warm_step{.decay = LrSchedule::StepDecay{.step_size = 2, .factor = 0.1},
+                             .warmup_steps = 5};
   for (int64_t t = 1; t <= 30; ++t) {
     EXPECT_DOUBLE_EQ(constant.Rate(base, t), base);
-    EXPECT_DOUBLE_EQ(step.Rate(base, t), base * std::pow(0.5, static_cast<double>((t - 1) / 3))) << t;
+    EXPECT_DOUBLE_EQ(step.Rate(base, t), base * std::pow(0.5, static_cast<double>((t - 1) / 3)))
+        << t;
     const double c = std::min<double>(static_cast<double>(t), 10) / 10;
-    EXPECT_DOUBLE_EQ(cosine.Rate(base, t), 0.01 + (base - 0.01) * (1 + std::cos(std::numbers::pi * c)) / 2) << t;
+    EXPECT_DOUBLE_EQ(cosine.Rate(base, t),
+                     0.01 + (base - 0.01) * (1 + std::cos(std::numbers::pi * c)) / 2)
+        << t;
     const double u = std::min<double>(static_cast<double>(t - 4), 10) / 10;
     const double warm = t <= 4 ? 0.02 + (base - 0.02) * static_cast<double>(t) / 4
                                : base * (1 + std::cos(std::numbers::pi * u)) / 2;
     EXPECT_DOUBLE_EQ(warm_cosine.Rate(base, t), warm) << t;
-    const double warm2 = t <= 5 ? base * static_cast<double>(t) / 5 : base * std::pow(0.1, (t - 6) / 2);
+    const double warm2 =
+        t <= 5 ? base * static_cast<double>(t) / 5 : base * std::pow(0.1, (t - 6) / 2);
     EXPECT_DOUBLE_EQ(warm_step.Rate(base, t), warm2) << t;
   }
   // Landmarks: the step decay's first drop, the cosine's middle and end, the warm-up's last step.
@@ -211,7 +226,8 @@ TEST(LrSchedule, RatesFollowTheirFormulas) {
 // change of a weight, read with its gradient, tells the rate the step ran with.
 TEST(Trainer, EachStepRunsWithItsSchedulesRate) {
   TrainerOptions options;
-  options.schedule = {.decay = LrSchedule::StepDecay{.step_size = 2, .factor = 0.5}, .warmup_steps = 3};
+  options.schedule = {.decay = LrSchedule::StepDecay{.step_size = 2, .factor = 0.5},
+                      .warmup_steps = 3};
   SeedRandom(1);
   Trainer trainer(Loss(), kDataShapes, Xavier(), SGD(0.4), options);
   for (int k = 0; k < 8; ++k) {
@@ -225,7 +241,8 @@ TEST(Trainer, EachStepRunsWithItsSchedulesRate) {
     const std::vector<float> grad = trainer.gradient("fc3_weight").ToVector<float>();
     int moved = 0;
     for (size_t i = 0; i < before.size(); ++i) {
-      EXPECT_FLOAT_EQ(after[i], before[i] - static_cast<float>(rate) * grad[i]) << "step " << t << ", element " << i;
+      EXPECT_FLOAT_EQ(after[i], before[i] - static_cast<float>(rate) * grad[i])
+          << "step " << t << ", element " << i;
       moved += after[i] != before[i];
     }
     EXPECT_GT(moved, 0) << "step " << t;
@@ -275,8 +292,9 @@ TEST(Trainer, TheUpdatesAreNodesOfTheBoundStep) {
   const ExecutorStats t = trainer.stats(), e = loop.exec->stats();
   EXPECT_EQ(t.forward_nodes, e.forward_nodes);
   EXPECT_EQ(t.backward_nodes, e.backward_nodes + trainer.parameter_names().size());
-  EXPECT_EQ(trainer.state_names(), (std::vector<std::string>{"fc1_bias.mom", "fc1_weight.mom", "fc2_bias.mom",
-                                                             "fc2_weight.mom", "fc3_bias.mom", "fc3_weight.mom"}));
+  EXPECT_EQ(trainer.state_names(),
+            (std::vector<std::string>{"fc1_bias.mom", "fc1_weight.mom", "fc2_bias.mom",
+                                      "fc2_weight.mom", "fc3_bias.mom", "fc3_weight.mom"}));
   // Bulk execution sees the updates with the backward nodes: with segments as long as the graph,
   // a step is two engine ops: the forward, and the backward with the updates.
   testing::ScopedEnv bulk("WEFT_EXEC_BULK_SIZE", "1000");
@@ -294,7 +312,8 @@ TEST(Trainer, TheUpdatesAreNodesOfTheBoundStep) {
 TEST(Trainer, PredictAndEvaluateRunTheInferenceGraphOnTheTrainedParameters) {
   const Symbol probs = Symbol::Op("softmax", {Logits()});
   SeedRandom(2);
-  Trainer trainer(Loss(), kDataShapes, Xavier(), SGD(0.5, 0.9, 0, 1.0 / kBatch), {.predict = probs});
+  Trainer trainer(Loss(), kDataShapes, Xavier(), SGD(0.5, 0.9, 0, 1.0 / kBatch),
+                  {.predict = probs});
   // 20 samples: batches of 8, the last one padded.
   std::vector<float> x, y;
   for (int k = 0; k < 3; ++k) {
@@ -303,7 +322,8 @@ TEST(Trainer, PredictAndEvaluateRunTheInferenceGraphOnTheTrainedParameters) {
     for (float v : b.at("label").ToVector<float>()) y.push_back(v);
   }
   x.resize(20 * kFeatures), y.resize(20);
-  const NDArray data = NDArray::FromVector(x, Shape{20, kFeatures}), label = NDArray::FromVector(y, Shape{20});
+  const NDArray data = NDArray::FromVector(x, Shape{20, kFeatures}),
+                label = NDArray::FromVector(y, Shape{20});
   const std::vector<float> untrained = trainer.Predict({{"data", data}})[0].ToVector<float>();
   for (int k = 0; k < 10; ++k) trainer.Step(Batch(k % 4));
   // Against the inference symbol bound by hand on copies of the parameters.
@@ -331,38 +351,43 @@ TEST(Trainer, BadSettingsAreClearErrors) {
   const auto make = [](const std::map<std::string, Shape>& shapes, const TrainerOptions& options) {
     Trainer trainer(Loss(), shapes, Xavier(), SGD(0.1), options);
   };
-  ExpectErrorContains([&] { make({{"dta", Shape{kBatch, kFeatures}}, {"label", Shape{kBatch}}}, {}); },
-                      {"data input 'dta' is not an argument of the loss", "did you mean 'data'?"});
+  ExpectErrorContains(
+      [&] {
+        make({{"dta", Shape{kBatch, kFeatures}}, {"label", Shape{kBatch}}}, {});
+      },
+      {"data input 'dta' is not an argument of the loss", "did you mean 'data'?"});
   ExpectErrorContains([&] { make({{"label", Shape{kBatch}}}, {}); }, {"has no shape", "data"});
   const auto schedule = [&](const LrSchedule& s) { make(kDataShapes, {.schedule = s}); };
   ExpectErrorContains([&] { schedule({.decay = LrSchedule::StepDecay{.step_size = 0}}); },
                       {"expected step_size >= 1, found 0"});
-  ExpectErrorContains([&] { schedule({.decay = LrSchedule::StepDecay{.step_size = 2, .factor = 1.5}}); },
-                      {"step factor in (0, 1], found 1.5"});
+  ExpectErrorContains(
+      [&] { schedule({.decay = LrSchedule::StepDecay{.step_size = 2, .factor = 1.5}}); },
+      {"step factor in (0, 1], found 1.5"});
   ExpectErrorContains([&] { schedule({.decay = LrSchedule::Cosine{.steps = 0}}); },
                       {"expected cosine steps >= 1, found 0"});
   ExpectErrorContains([&] { schedule({.decay = LrSchedule::Cosine{.steps = 5, .final_lr = NAN}}); },
                       {"final_lr >= 0", "nan"});
-  ExpectErrorContains([&] { schedule({.warmup_steps = -1}); }, {"expected warmup_steps >= 0, found -1"});
+  ExpectErrorContains([&] { schedule({.warmup_steps = -1}); },
+                      {"expected warmup_steps >= 0, found -1"});
   ExpectErrorContains([&] { schedule({.warmup_steps = 2, .warmup_begin = -0.5}); },
                       {"warmup_begin >= 0", "-0.5"});
   ExpectErrorContains([&] { make(kDataShapes, {.clip_global_norm = -1}); },
                       {"expected clip_global_norm >= 0", "found -1"});
   {
     testing::ScopedEnv graphs("WEFT_CUDA_GRAPH", "sometimes");  // read at Bind, on every device
-    ExpectErrorContains([&] { make(kDataShapes, {}); }, {"WEFT_CUDA_GRAPH", "expected 1/0", "sometimes"});
+    ExpectErrorContains([&] { make(kDataShapes, {}); },
+                        {"WEFT_CUDA_GRAPH", "expected 1/0", "sometimes"});
   }
   // A layer whose weight is named like fc1_weight's momentum, and one like the learning rate.
   for (const char* own : {"fc1_weight.mom", "trainer.lr"}) {
     const Symbol x = Symbol::Variable("data");
     const Symbol fc1 = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "4"}}, "fc1");
-    const Symbol extra =
-        Symbol::Op("FullyConnected", {x, Symbol::Variable(own)}, {{"num_hidden", "4"}, {"no_bias", "true"}}, "extra");
-    const Symbol loss = Symbol::Op("SoftmaxCrossEntropy", {Symbol::Op("add", {fc1, extra}), Symbol::Variable("label")});
+    const Symbol extra = Symbol::Op("FullyConnected", {x, Symbol::Variable(own)},
+                                    {{"num_hidden", "4"}, {"no_bias", "true"}}, "extra");
+    const Symbol loss = Symbol::Op("SoftmaxCrossEntropy",
+                                   {Symbol::Op("add", {fc1, extra}), Symbol::Variable("label")});
     ExpectErrorContains(
-        [&] {
-          Trainer t(loss, kDataShapes, Xavier(), SGD(0.1, 0.9));
-        },
+        [&] { Trainer t(loss, kDataShapes, Xavier(), SGD(0.1, 0.9)); },
         {"an argument named '" + std::string(own) + "'", "the trainer uses for its own arrays"});
   }
 }
@@ -374,20 +399,27 @@ TEST(Trainer, BadBatchesAndNamesAreClearErrors) {
   ExpectErrorContains([&] { trainer.Step(batch); }, {"the batch has no data input 'label'"});
   batch = Batch(0);
   batch["label"] = NDArray(Shape{kBatch + 1});
-  ExpectErrorContains([&] { trainer.Step(batch); }, {"data input 'label'", "expected (8,)", "(9,)"});
+  ExpectErrorContains([&] { trainer.Step(batch); },
+                      {"data input 'label'", "expected (8,)", "(9,)"});
   batch = Batch(0);
   batch["lable"] = batch.at("label");
-  ExpectErrorContains([&] { trainer.Step(batch); }, {"no data input named 'lable'", "did you mean 'label'?"});
+  ExpectErrorContains([&] { trainer.Step(batch); },
+                      {"no data input named 'lable'", "did you mean 'label'?"});
   EXPECT_EQ(trainer.steps(), 0) << "a bad batch pushed a step";
   ExpectErrorContains([&] { trainer.parameter("fc1_wieght"); },
                       {"no parameter named 'fc1_wieght'", "did you mean 'fc1_weight'?"});
-  ExpectErrorContains([&] { trainer.state("fc1_weight.mean"); }, {"no optimizer state named 'fc1_weight.mean'"});
-  ExpectErrorContains([&] { trainer.Predict({{"data", NDArray(Shape{3, kFeatures})}}); },
-                      {"Predict: no input 'label'"});
+  ExpectErrorContains([&] { trainer.state("fc1_weight.mean"); },
+                      {"no optimizer state named 'fc1_weight.mean'"});
   ExpectErrorContains(
       [&] {
-        trainer.Predict(
-            {{"data", NDArray(Shape{3, kFeatures})}, {"label", NDArray(Shape{3})}, {"x", NDArray(Shape{1})}});
+        trainer.Predict({{"data", NDArray(Shape{3, kFeatures})}});
+      },
+      {"Predict: no input 'label'"});
+  ExpectErrorContains(
+      [&] {
+        trainer.Predict({{"data", NDArray(Shape{3, kFeatures})},
+                         {"label", NDArray(Shape{3})},
+                         {"x", NDArray(Shape{1})}});
       },
       {"'x' is not an input of the inference graph"});
 }
@@ -403,13 +435,16 @@ TEST(Trainer, LoadRefusesFilesOfAnotherModelOrOptimizerAndChangesNothing) {
   Trainer adam(Loss(), kDataShapes, Xavier(), Adam(0.01));
   const std::string adam_file = testing::TempPath("adam.safetensors");
   adam.Save(adam_file);
-  ExpectErrorContains([&] { sgd.Load(adam_file); }, {adam_file, "holds the state of adam_update", "sgd_mom_update"});
-  const Symbol logits = Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "4"}}, "fc1");
-  Trainer other(Symbol::Op("SoftmaxCrossEntropy", {logits, Symbol::Variable("label")}), kDataShapes, Xavier(),
-                SGD(0.1, 0.9));
+  ExpectErrorContains([&] { sgd.Load(adam_file); },
+                      {adam_file, "holds the state of adam_update", "sgd_mom_update"});
+  const Symbol logits =
+      Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "4"}}, "fc1");
+  Trainer other(Symbol::Op("SoftmaxCrossEntropy", {logits, Symbol::Variable("label")}), kDataShapes,
+                Xavier(), SGD(0.1, 0.9));
   const std::string other_file = testing::TempPath("other.safetensors");
   other.Save(other_file);
-  ExpectErrorContains([&] { sgd.Load(other_file); }, {other_file, "'fc1_bias' is (4,) float32, expected (16,)"});
+  ExpectErrorContains([&] { sgd.Load(other_file); },
+                      {other_file, "'fc1_bias' is (4,) float32, expected (16,)"});
   EXPECT_EQ(Values(Parameters(sgd)), before);
   EXPECT_EQ(sgd.steps(), 1);
 }

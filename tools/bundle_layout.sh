@@ -94,7 +94,7 @@ done
 [ "$weft_bundle_libs" = "$weft_bundle/lib" ] || weft_bundle_libs="$weft_bundle_libs:$weft_bundle/lib"
 export LD_LIBRARY_PATH="$weft_bundle_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 unset weft_xz weft_bundle_libs
-# NCCL (dlopened by dist/gpu/nccl_lib.cc) is not carried (200 MB): where the system's loader does
+# NCCL (dlopened by distributed/gpu/nccl_lib.cc) is not carried (200 MB): where the system's loader does
 # not know libnccl.so.2, PyTorch's copy (site-packages/nvidia/nccl/lib) is used, found through
 # $WEFT_PEER_PYTHON or python3. WEFT_NCCL_LIB, when set, wins.
 if [ -z "${WEFT_NCCL_LIB:-}" ] && ! grep -q 'libnccl\.so\.2' <<<"$(ldconfig -p 2>/dev/null)"; then

@@ -5,6 +5,7 @@
 #   tools/setup.sh && bazel test //...
 #   tools/setup.sh --bench        # also PyTorch and OpenBLAS, the peers in bench/
 #   tools/setup.sh --fuzz         # also clang and libFuzzer, for --config=fuzz (fuzz/)
+#   tools/setup.sh --lint         # also clang-format, for tools/check_format.sh
 set -euo pipefail
 
 packages=(
@@ -16,7 +17,7 @@ packages=(
   libtbb-dev           # oneTBB: parallel loops; the peer in bench/engine_bench
   libgtest-dev         # GoogleTest
   nlohmann-json3-dev   # JSON: graphs, safetensors headers, traces in tests
-  openmpi-bin          # mpirun: launches data-parallel ranks (dist/, tests/dist_*)
+  openmpi-bin          # mpirun: launches data-parallel ranks (distributed/, tests/dist_*)
   libopenmpi-dev       # MPI headers and libraries: CPU collectives, NCCL's bootstrap
 )
 
@@ -24,7 +25,8 @@ for option in "$@"; do
   case "$option" in
     --bench) packages+=(python3-torch libopenblas0-openmp) ;;
     --fuzz) packages+=(clang-14 libfuzzer-14-dev) ;;  # Debian 12's clang (tools/bazel/clang.bzl)
-    *) echo "setup: unknown option '$option' (expected --bench or --fuzz)" >&2; exit 2 ;;
+    --lint) packages+=(clang-format) ;;                # Debian 12's clang-format 14
+    *) echo "setup: unknown option '$option' (expected --bench, --fuzz or --lint)" >&2; exit 2 ;;
   esac
 done
 

@@ -19,20 +19,26 @@ inline constexpr double kClipEpsilon = 1e-6;
 // apply(op, attrs, inputs, name, param) -> Value: one op on `inputs`; `name` names the node and
 // `param` the parameter it serves (a graph's bookkeeping; imperative calls may ignore both).
 template <typename Value, typename Apply>
-void ClipByGlobalNorm(std::map<std::string, Value>& grads, double clip, double rescale, Apply apply) {
+void ClipByGlobalNorm(std::map<std::string, Value>& grads, double clip, double rescale,
+                      Apply apply) {
   std::vector<Value> sums;
   for (const auto& [p, g] : grads) {
-    sums.push_back(apply("sum", AttrMap{}, {apply("square", AttrMap{}, {g}, p + "_grad_square", p)}, p + "_grad_sumsq", p));
+    sums.push_back(apply("sum", AttrMap{}, {apply("square", AttrMap{}, {g}, p + "_grad_square", p)},
+                         p + "_grad_sumsq", p));
   }
   const std::string& first = grads.begin()->first;  // the scalar nodes' owner
   const auto scalar_op = [&](const char* op, double value, Value x, const std::string& name) {
     return apply(op, AttrMap{{"scalar", FloatAttr(value)}}, {x}, name, first);
   };
   Value x = sums[0];
-  if (sums.size() > 1) x = apply("add_n", AttrMap{{"num_args", std::to_string(sums.size())}}, sums, "grad_sumsq", first);
-  x = scalar_op("mul_scalar", rescale, apply("sqrt", AttrMap{}, {x}, "grad_root", first), "grad_norm");
+  if (sums.size() > 1)
+    x = apply("add_n", AttrMap{{"num_args", std::to_string(sums.size())}}, sums, "grad_sumsq",
+              first);
+  x = scalar_op("mul_scalar", rescale, apply("sqrt", AttrMap{}, {x}, "grad_root", first),
+                "grad_norm");
   x = scalar_op("add_scalar", kClipEpsilon, x, "grad_norm_eps");
-  x = scalar_op("minimum_scalar", 1, scalar_op("rdiv_scalar", clip, x, "grad_clip_ratio"), "grad_clip_scale");
+  x = scalar_op("minimum_scalar", 1, scalar_op("rdiv_scalar", clip, x, "grad_clip_ratio"),
+                "grad_clip_scale");
   for (auto& [p, g] : grads) g = apply("mul", AttrMap{}, {g, x}, p + "_grad_clipped", p);
 }
 

@@ -20,16 +20,21 @@ namespace weft {
 
 ArrayIter::ArrayIter(const Dataset& dataset, const BatchOptions& options) : options_(options) {
   WEFT_CHECK(!dataset.data.is_none()) << "ArrayIter: the data array is null";
-  WEFT_CHECK_GE(dataset.data.shape().ndim(), 1) << "ArrayIter: expected data (N, ...), found a scalar";
+  WEFT_CHECK_GE(dataset.data.shape().ndim(), 1)
+      << "ArrayIter: expected data (N, ...), found a scalar";
   num_samples_ = dataset.data.shape()[0];
-  WEFT_CHECK_GT(num_samples_, 0) << "ArrayIter: expected at least one sample, found data " << dataset.data.shape();
+  WEFT_CHECK_GT(num_samples_, 0) << "ArrayIter: expected at least one sample, found data "
+                                 << dataset.data.shape();
   WEFT_CHECK_GE(options.batch_size, 1) << "ArrayIter: expected a batch size of at least 1";
   WEFT_CHECK(options.num_ranks >= 1 && options.rank >= 0 && options.rank < options.num_ranks)
-      << "ArrayIter: expected 0 <= rank < num_ranks, found rank " << options.rank << " of " << options.num_ranks;
+      << "ArrayIter: expected 0 <= rank < num_ranks, found rank " << options.rank << " of "
+      << options.num_ranks;
   has_label_ = !dataset.label.is_none();
-  if (has_label_ && (dataset.label.shape().ndim() == 0 || dataset.label.shape()[0] != num_samples_)) {
+  if (has_label_ &&
+      (dataset.label.shape().ndim() == 0 || dataset.label.shape()[0] != num_samples_)) {
     WEFT_THROW("ArrayIter: expected a label of shape (" << num_samples_ << ", ...) to match data "
-                                                        << dataset.data.shape() << ", found " << dataset.label.shape());
+                                                        << dataset.data.shape() << ", found "
+                                                        << dataset.label.shape());
   }
   data_ = ToHost(dataset.data);
   if (has_label_) label_ = ToHost(dataset.label);
@@ -38,7 +43,8 @@ ArrayIter::ArrayIter(const Dataset& dataset, const BatchOptions& options) : opti
 
 ArrayIter::HostArray ArrayIter::ToHost(const NDArray& array) {
   const NDArray host = array.device().is_cpu() ? array : array.Copy(Device::Cpu());
-  HostArray out{std::vector<char>(host.bytes()), host.shape(), host.dtype(), host.bytes() / host.shape()[0]};
+  HostArray out{std::vector<char>(host.bytes()), host.shape(), host.dtype(),
+                host.bytes() / host.shape()[0]};
   host.SyncCopyToHost(out.bytes.data(), out.bytes.size());
   return out;
 }
@@ -52,7 +58,8 @@ void ArrayIter::MakeOrder() {
   if (!options_.shuffle) return;
   PhiloxStream stream(RandomKey{options_.seed, epoch_ << 32});
   for (int64_t i = num_samples_ - 1; i > 0; --i) {
-    const auto j = std::min(i, static_cast<int64_t>(stream.UniformDouble() * static_cast<double>(i + 1)));
+    const auto j =
+        std::min(i, static_cast<int64_t>(stream.UniformDouble() * static_cast<double>(i + 1)));
     std::swap(order_[i], order_[j]);
   }
 }
@@ -76,14 +83,16 @@ bool ArrayIter::Next() {
   const int64_t first = cursor_ + options_.rank * options_.batch_size;  // this rank's slice
   current_.data = Gather(data_, first);
   current_.label = has_label_ ? Gather(label_, first) : NDArray();
-  current_.pad = static_cast<int>(std::clamp<int64_t>(first + options_.batch_size - num_samples_, 0, options_.batch_size));
+  current_.pad = static_cast<int>(
+      std::clamp<int64_t>(first + options_.batch_size - num_samples_, 0, options_.batch_size));
   cursor_ += std::min(global, remaining);
   return true;
 }
 
 const DataBatch& ArrayIter::Current() const {
-  WEFT_CHECK(has_current_) << "DataIter::Current: no current batch: call Next() first, and use Current() only "
-                              "while Next() returns true";
+  WEFT_CHECK(has_current_)
+      << "DataIter::Current: no current batch: call Next() first, and use Current() only "
+         "while Next() returns true";
   return current_;
 }
 
@@ -95,7 +104,8 @@ NDArray ArrayIter::Gather(const HostArray& source, int64_t first) const {
   std::vector<char> bytes(static_cast<size_t>(options_.batch_size) * source.row_bytes);
   for (int64_t k = 0; k < options_.batch_size; ++k) {
     const int64_t row = order_[static_cast<size_t>((first + k) % num_samples_)];
-    std::memcpy(bytes.data() + k * source.row_bytes, source.bytes.data() + row * source.row_bytes, source.row_bytes);
+    std::memcpy(bytes.data() + k * source.row_bytes, source.bytes.data() + row * source.row_bytes,
+                source.row_bytes);
   }
   NDArray batch(shape, Device::Cpu(), source.dtype);
   batch.SyncCopyFromHost(bytes.data(), bytes.size());
@@ -116,14 +126,17 @@ float ParseCsvField(std::string_view raw, const std::string& path, int line, int
   const std::string_view field = Trim(raw);
   float value = 0;
   auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
-  if (field.empty() || ec != std::errc() || end != field.data() + field.size() || !std::isfinite(value)) {
-    WEFT_THROW(path << ":" << line << ": column " << column << ": expected a finite number, found '" << raw << "'");
+  if (field.empty() || ec != std::errc() || end != field.data() + field.size() ||
+      !std::isfinite(value)) {
+    WEFT_THROW(path << ":" << line << ": column " << column << ": expected a finite number, found '"
+                    << raw << "'");
   }
   return value;
 }
 
 // Appends the row's fields to `values`; returns how many there were.
-int ParseCsvRow(std::string_view text, const std::string& path, int line, std::vector<float>& values) {
+int ParseCsvRow(std::string_view text, const std::string& path, int line,
+                std::vector<float>& values) {
   int column = 0;
   for (size_t pos = 0;; ++column) {
     const size_t comma = text.find(',', pos);
@@ -142,7 +155,8 @@ Dataset SplitLabel(const std::vector<float>& values, int columns, int label_colu
   for (size_t i = 0; i < values.size(); ++i) {
     (static_cast<int>(i % columns) == label_column ? label : data).push_back(values[i]);
   }
-  return {NDArray::FromVector(data, Shape{rows, columns - 1}), NDArray::FromVector(label, Shape{rows})};
+  return {NDArray::FromVector(data, Shape{rows, columns - 1}),
+          NDArray::FromVector(label, Shape{rows})};
 }
 
 }  // namespace
@@ -161,16 +175,19 @@ Dataset ReadCsv(const std::string& path, int label_column) {
       columns = found;
       first_line = line;
     } else if (found != columns) {
-      WEFT_THROW(path << ":" << line << ": expected " << columns << " columns (as on line " << first_line << "), found "
-                      << found);
+      WEFT_THROW(path << ":" << line << ": expected " << columns << " columns (as on line "
+                      << first_line << "), found " << found);
     }
   }
   if (columns == 0) WEFT_THROW("ReadCsv: '" << path << "' has no rows");
-  if (columns < 2) WEFT_THROW("ReadCsv: '" << path << "': expected at least 2 columns (features and a label), found 1");
+  if (columns < 2)
+    WEFT_THROW("ReadCsv: '" << path
+                            << "': expected at least 2 columns (features and a label), found 1");
   const int resolved = label_column < 0 ? columns + label_column : label_column;
   if (resolved < 0 || resolved >= columns) {
-    WEFT_THROW("ReadCsv: '" << path << "': expected a label column in [" << -columns << ", " << columns << ") for "
-                            << columns << " columns, found " << label_column);
+    WEFT_THROW("ReadCsv: '" << path << "': expected a label column in [" << -columns << ", "
+                            << columns << ") for " << columns << " columns, found "
+                            << label_column);
   }
   return SplitLabel(values, columns, resolved);
 }
@@ -182,27 +199,28 @@ namespace {
 std::vector<unsigned char> ReadFileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) WEFT_THROW("ReadMnist: cannot open '" << path << "': " << std::strerror(errno));
-  return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return std::vector<unsigned char>(std::istreambuf_iterator<char>(in),
+                                    std::istreambuf_iterator<char>());
 }
 
 uint32_t BigEndian32(const std::vector<unsigned char>& bytes, size_t pos) {
-  return (uint32_t{bytes[pos]} << 24) | (uint32_t{bytes[pos + 1]} << 16) | (uint32_t{bytes[pos + 2]} << 8) |
-         uint32_t{bytes[pos + 3]};
+  return (uint32_t{bytes[pos]} << 24) | (uint32_t{bytes[pos + 1]} << 16) |
+         (uint32_t{bytes[pos + 2]} << 8) | uint32_t{bytes[pos + 3]};
 }
 
 // Checks an idx file of unsigned bytes (the magic's low byte is its number of axes) and returns
 // its extents. The file must hold exactly the header and the product of the extents in bytes.
-std::vector<uint64_t> ParseIdx(const std::string& path, const std::vector<unsigned char>& bytes, uint32_t magic,
-                               const char* format) {
+std::vector<uint64_t> ParseIdx(const std::string& path, const std::vector<unsigned char>& bytes,
+                               uint32_t magic, const char* format) {
   const size_t ndim = magic & 0xff, header = 4 * (1 + ndim);
   if (bytes.size() >= 4 && BigEndian32(bytes, 0) != magic) {
-    WEFT_THROW("ReadMnist: '" << path << "': expected the " << format << " magic number 0x" << std::hex
-                              << std::setfill('0') << std::setw(8) << magic << ", found 0x" << std::setw(8)
-                              << BigEndian32(bytes, 0));
+    WEFT_THROW("ReadMnist: '" << path << "': expected the " << format << " magic number 0x"
+                              << std::hex << std::setfill('0') << std::setw(8) << magic
+                              << ", found 0x" << std::setw(8) << BigEndian32(bytes, 0));
   }
   if (bytes.size() < header) {
-    WEFT_THROW("ReadMnist: '" << path << "': expected an " << format << " header of " << header << " bytes, found a "
-                              << bytes.size() << "-byte file");
+    WEFT_THROW("ReadMnist: '" << path << "': expected an " << format << " header of " << header
+                              << " bytes, found a " << bytes.size() << "-byte file");
   }
   std::vector<uint64_t> dims(ndim);
   uint64_t payload = 1;
@@ -212,10 +230,11 @@ std::vector<uint64_t> ParseIdx(const std::string& path, const std::vector<unsign
     overflow |= __builtin_mul_overflow(payload, dims[i], &payload);
   }
   if (overflow || bytes.size() - header != payload) {
-    WEFT_THROW("ReadMnist: '" << path << "': its header promises "
-                              << (overflow ? std::string("more than 2^64") : std::to_string(payload)) << " bytes of "
-                              << format << " data, found " << bytes.size() - header
-                              << (bytes.size() - header < payload ? " (truncated)" : " (trailing bytes)"));
+    WEFT_THROW(
+        "ReadMnist: '" << path << "': its header promises "
+                       << (overflow ? std::string("more than 2^64") : std::to_string(payload))
+                       << " bytes of " << format << " data, found " << bytes.size() - header
+                       << (bytes.size() - header < payload ? " (truncated)" : " (trailing bytes)"));
   }
   return dims;
 }
@@ -223,12 +242,14 @@ std::vector<uint64_t> ParseIdx(const std::string& path, const std::vector<unsign
 }  // namespace
 
 Dataset ReadMnist(const std::string& images, const std::string& labels, bool flat) {
-  const std::vector<unsigned char> image_bytes = ReadFileBytes(images), label_bytes = ReadFileBytes(labels);
+  const std::vector<unsigned char> image_bytes = ReadFileBytes(images),
+                                   label_bytes = ReadFileBytes(labels);
   const std::vector<uint64_t> image_dims = ParseIdx(images, image_bytes, 0x00000803, "idx3-ubyte");
   const std::vector<uint64_t> label_dims = ParseIdx(labels, label_bytes, 0x00000801, "idx1-ubyte");
   if (image_dims[0] != label_dims[0]) {
-    WEFT_THROW("ReadMnist: '" << images << "' has " << image_dims[0] << " images but '" << labels << "' has "
-                              << label_dims[0] << " labels: expected one label per image");
+    WEFT_THROW("ReadMnist: '" << images << "' has " << image_dims[0] << " images but '" << labels
+                              << "' has " << label_dims[0]
+                              << " labels: expected one label per image");
   }
   const auto n = static_cast<int64_t>(image_dims[0]), rows = static_cast<int64_t>(image_dims[1]),
              cols = static_cast<int64_t>(image_dims[2]);

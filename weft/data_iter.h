@@ -6,7 +6,8 @@
 //   MnistIter train({.images = "train-images-idx3-ubyte", .labels = "train-labels-idx1-ubyte",
 //                    .batch = {.batch_size = 64, .shuffle = true, .seed = 1}});
 //   for (int epoch = 0; epoch < 10; ++epoch, train.Reset()) {
-//     while (train.Next()) Step(train.Current().data, train.Current().label);   // (64, 1, 28, 28), (64,)
+//     while (train.Next()) Step(train.Current().data, train.Current().label);   // (64, 1, 28, 28),
+//     (64,)
 //   }
 //
 // Iterators are not thread-safe: one thread drives each.
@@ -117,7 +118,8 @@ struct CsvOptions {
 
 class CsvIter : public ArrayIter {
  public:
-  explicit CsvIter(const CsvOptions& options) : ArrayIter(ReadCsv(options.path, options.label_column), options.batch) {}
+  explicit CsvIter(const CsvOptions& options)
+      : ArrayIter(ReadCsv(options.path, options.label_column), options.batch) {}
 };
 
 // Reads MNIST's idx files: images in idx3-ubyte (magic 0x00000803, then the count, rows and

@@ -31,19 +31,22 @@ using CallPtr = std::unique_ptr<Call, ReturnCall>;
 void CheckInputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs) {
   const int expected = NumInputs(op, attrs);
   if (static_cast<int>(inputs.size()) != expected) {
-    WEFT_THROW("op '" << op.name << "': expected " << expected << " input(s), found " << inputs.size());
+    WEFT_THROW("op '" << op.name << "': expected " << expected << " input(s), found "
+                      << inputs.size());
   }
   const std::vector<int> host = op.HostInputsOf(attrs);  // none for almost every op: no allocation
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].is_none()) WEFT_THROW("op '" << op.name << "': input " << i << " is a null array");
+    if (inputs[i].is_none())
+      WEFT_THROW("op '" << op.name << "': input " << i << " is a null array");
     if (std::find(host.begin(), host.end(), static_cast<int>(i)) != host.end()) {
       if (!inputs[i].device().is_cpu()) {
-        WEFT_THROW("op '" << op.name << "': input " << i << " is read on the host (Op::host_inputs): expected a CPU "
+        WEFT_THROW("op '" << op.name << "': input " << i
+                          << " is read on the host (Op::host_inputs): expected a CPU "
                           << "array, found one on " << inputs[i].device());
       }
     } else if (inputs[i].device() != inputs[0].device()) {
-      WEFT_THROW("op '" << op.name << "': expected every input on " << inputs[0].device() << ", found input " << i
-                        << " on " << inputs[i].device());
+      WEFT_THROW("op '" << op.name << "': expected every input on " << inputs[0].device()
+                        << ", found input " << i << " on " << inputs[i].device());
     }
   }
 }
@@ -53,7 +56,8 @@ Device CallDevice(const Op& op, std::span<const NDArray> inputs, std::span<const
   for (const NDArray& o : outputs) {
     if (!o.is_none()) return o.device();
   }
-  WEFT_THROW("op '" << op.name << "' has no inputs: pass its outputs to say which device it runs on");
+  WEFT_THROW("op '" << op.name
+                    << "' has no inputs: pass its outputs to say which device it runs on");
 }
 
 // What a call infers for its outputs, remembered per thread for the last kEntries distinct calls
@@ -73,7 +77,8 @@ class InferCache {
     return cache;
   }
   // Valid until the next Find on this thread.
-  const Outputs& Find(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs, Device device) {
+  const Outputs& Find(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs,
+                      Device device) {
     for (const Entry& e : entries_) {
       if (Matches(e, op, attrs, inputs, device.type)) return e.out;
     }
@@ -81,7 +86,8 @@ class InferCache {
     e.op = nullptr;  // invalid until inference succeeds
     e.in_shapes.clear();
     e.in_types.clear();
-    for (const NDArray& a : inputs) e.in_shapes.push_back(a.shape()), e.in_types.push_back(a.dtype());
+    for (const NDArray& a : inputs)
+      e.in_shapes.push_back(a.shape()), e.in_types.push_back(a.dtype());
     e.out.shapes = InferShapes(op, attrs, e.in_shapes, device.type);
     e.out.types = InferTypes(op, attrs, e.in_types);
     e.attrs = attrs;
@@ -100,8 +106,8 @@ class InferCache {
     std::vector<DType> in_types;
     Outputs out;
   };
-  static bool Matches(const Entry& e, const Op& op, const Attrs& attrs, std::span<const NDArray> inputs,
-                      DeviceType device) {
+  static bool Matches(const Entry& e, const Op& op, const Attrs& attrs,
+                      std::span<const NDArray> inputs, DeviceType device) {
     if (e.op != &op || e.device != device || e.attrs.identity() != attrs.identity() ||
         &e.attrs.raw() != &attrs.raw() || e.in_shapes.size() != inputs.size()) {
       return false;
@@ -115,19 +121,20 @@ class InferCache {
   size_t next_ = 0;
 };
 
-void CheckOutputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs, std::span<const NDArray> outputs,
-                  Device device) {
+void CheckOutputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs,
+                  std::span<const NDArray> outputs, Device device) {
   const InferCache::Outputs& inferred = InferCache::ForThisThread().Find(op, attrs, inputs, device);
   const std::vector<Shape>& shapes = inferred.shapes;
   const std::vector<DType>& types = inferred.types;
   if (outputs.size() != shapes.size()) {
-    WEFT_THROW("op '" << op.name << "': expected " << shapes.size() << " output array(s), found " << outputs.size());
+    WEFT_THROW("op '" << op.name << "': expected " << shapes.size() << " output array(s), found "
+                      << outputs.size());
   }
   for (size_t i = 0; i < shapes.size(); ++i) {
     const NDArray& o = outputs[i];
     if (o.is_none() || o.shape() != shapes[i] || o.dtype() != types[i] || o.device() != device) {
-      WEFT_THROW("op '" << op.name << "': output " << i << " must be " << shapes[i] << " " << types[i] << " on "
-                        << device << ", found " << o.ToString());
+      WEFT_THROW("op '" << op.name << "': output " << i << " must be " << shapes[i] << " "
+                        << types[i] << " on " << device << ", found " << o.ToString());
     }
   }
 }
@@ -135,13 +142,14 @@ void CheckOutputs(const Op& op, const Attrs& attrs, std::span<const NDArray> inp
 // An output that overlaps an input is allowed only as an in-place pair the op declares, on
 // exactly the same memory; it is then written with kWriteInplace (unless the caller asked for
 // something else).
-SmallVector<OpReq, 4> Requests(const Op& op, std::span<const NDArray> inputs, std::span<const NDArray> outputs,
-                               std::span<const OpReq> asked) {
+SmallVector<OpReq, 4> Requests(const Op& op, std::span<const NDArray> inputs,
+                               std::span<const NDArray> outputs, std::span<const OpReq> asked) {
   if (!asked.empty()) {
     WEFT_CHECK_EQ(asked.size(), outputs.size()) << "op '" << op.name << "': one request per output";
   }
   SmallVector<OpReq, 4> req;
-  for (size_t o = 0; o < outputs.size(); ++o) req.push_back(asked.empty() ? OpReq::kWrite : asked[o]);
+  for (size_t o = 0; o < outputs.size(); ++o)
+    req.push_back(asked.empty() ? OpReq::kWrite : asked[o]);
   const auto& pairs = op.inplace;
   for (size_t o = 0; o < outputs.size(); ++o) {
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -149,7 +157,8 @@ SmallVector<OpReq, 4> Requests(const Op& op, std::span<const NDArray> inputs, st
       const bool declared = std::count(pairs.begin(), pairs.end(), std::pair<int, int>(i, o)) > 0;
       if (!declared || !inputs[i].SameMemoryAs(outputs[o])) {
         WEFT_THROW("op '" << op.name << "': output " << o << " overlaps input " << i
-                          << (declared ? " without being the same memory" : ", and the op cannot work in place on it")
+                          << (declared ? " without being the same memory"
+                                       : ", and the op cannot work in place on it")
                           << "; expected separate output arrays");
       }
       if (req[o] == OpReq::kWrite) req[o] = OpReq::kWriteInplace;
@@ -165,12 +174,14 @@ SmallVector<OpReq, 4> Requests(const Op& op, std::span<const NDArray> inputs, st
 // calls stay asynchronous, so the caller keeps pushing while a worker computes.
 constexpr int64_t kSmallCallElements = 4096;
 
-engine::FnProperty PropertyFor(Device device, std::span<const NDArray> inputs, std::span<const NDArray> outputs) {
+engine::FnProperty PropertyFor(Device device, std::span<const NDArray> inputs,
+                               std::span<const NDArray> outputs) {
   if (!device.is_cpu()) return engine::FnProperty::kNormal;
   int64_t elements = 0;
   for (const NDArray& a : inputs) elements += a.size();
   for (const NDArray& a : outputs) elements += a.size();
-  return elements <= kSmallCallElements ? engine::FnProperty::kCpuSmall : engine::FnProperty::kNormal;
+  return elements <= kSmallCallElements ? engine::FnProperty::kCpuSmall
+                                        : engine::FnProperty::kNormal;
 }
 
 // Pushes the call; the outputs exist and have been checked, and the op has a compute for `device`.
@@ -179,22 +190,25 @@ void Push(const Op& op, const Attrs& attrs, Device device, std::span<const NDArr
   CallPtr call(ObjectPool<Call>::New(op, attrs, device));  // owned by the pushed op from here on
   Invocation& invocation = call->invocation;
   for (const NDArray& a : inputs) invocation.AddInput(a.View(), a.var());
-  for (size_t o = 0; o < outputs.size(); ++o) invocation.AddOutput(outputs[o].View(), outputs[o].var(), req[o]);
+  for (size_t o = 0; o < outputs.size(); ++o)
+    invocation.AddOutput(outputs[o].View(), outputs[o].var(), req[o]);
   call->ctx.is_train = is_train;
-  if (const uint64_t draws = invocation.RandomDraws(is_train)) call->ctx.random = ReserveRandom(device, draws);
+  if (const uint64_t draws = invocation.RandomDraws(is_train))
+    call->ctx.random = ReserveRandom(device, draws);
   // The var lists live in the call, which the engine holds until the op has run.
   engine::Engine::Get()->PushSync(
       [call = std::move(call)](engine::RunContext run) {
         call->ctx.run = run;
         call->invocation.Run(call->ctx);
       },
-      device, invocation.reads(), invocation.writes(), PropertyFor(device, inputs, outputs), 0, op.name.c_str());
+      device, invocation.reads(), invocation.writes(), PropertyFor(device, inputs, outputs), 0,
+      op.name.c_str());
 }
 
 }  // namespace
 
-void InvokeInto(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs, std::span<const NDArray> outputs,
-                std::span<const OpReq> req, bool is_train) {
+void InvokeInto(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs,
+                std::span<const NDArray> outputs, std::span<const OpReq> req, bool is_train) {
   CheckInputs(op, attrs, inputs);
   const Device device = CallDevice(op, inputs, outputs);
   ComputeFor(op, device);
@@ -213,18 +227,20 @@ std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<
   ComputeFor(op, device);
   std::vector<NDArray> outputs;
   {
-    const InferCache::Outputs& inferred = InferCache::ForThisThread().Find(op, attrs, inputs, device);
+    const InferCache::Outputs& inferred =
+        InferCache::ForThisThread().Find(op, attrs, inputs, device);
     outputs.reserve(inferred.shapes.size());
     for (size_t i = 0; i < inferred.shapes.size(); ++i) {
       outputs.emplace_back(inferred.shapes[i], device, inferred.types[i]);
     }
   }
-  Push(op, attrs, device, inputs, outputs, Requests(op, inputs, outputs, options.req), options.is_train);
+  Push(op, attrs, device, inputs, outputs, Requests(op, inputs, outputs, options.req),
+       options.is_train);
   return outputs;
 }
 
-std::vector<NDArray> Invoke(const std::string& op, const std::vector<NDArray>& inputs, const AttrMap& attrs,
-                            const InvokeOptions& options) {
+std::vector<NDArray> Invoke(const std::string& op, const std::vector<NDArray>& inputs,
+                            const AttrMap& attrs, const InvokeOptions& options) {
   const Op& def = GetOp(op);
   return Invoke(def, ParseAttrs(def, attrs), inputs, options);
 }

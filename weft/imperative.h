@@ -20,18 +20,19 @@ namespace weft {
 
 struct InvokeOptions {
   std::vector<NDArray> outputs;  // where to write; empty: allocate new arrays
-  std::vector<OpReq> req;        // per output; empty: kWrite (kWriteInplace where an output is an input)
-  bool is_train = false;         // Dropout and friends act only in training
+  std::vector<OpReq> req;  // per output; empty: kWrite (kWriteInplace where an output is an input)
+  bool is_train = false;   // Dropout and friends act only in training
 };
 
-std::vector<NDArray> Invoke(const std::string& op, const std::vector<NDArray>& inputs, const AttrMap& attrs = {},
-                            const InvokeOptions& options = {});
+std::vector<NDArray> Invoke(const std::string& op, const std::vector<NDArray>& inputs,
+                            const AttrMap& attrs = {}, const InvokeOptions& options = {});
 std::vector<NDArray> Invoke(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
                             const InvokeOptions& options = {});
 // The same into outputs that exist (checked against what the op infers), with nothing returned:
 // the leanest call, for in-place updates on hot paths. `req` empty: kWrite (or kWriteInplace).
-void InvokeInto(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs, std::span<const NDArray> outputs,
-                std::span<const OpReq> req = {}, bool is_train = false);
+void InvokeInto(const Op& op, const Attrs& attrs, std::span<const NDArray> inputs,
+                std::span<const NDArray> outputs, std::span<const OpReq> req = {},
+                bool is_train = false);
 
 // Runs the gradient rule of `op` on arrays: given the forward call's inputs and outputs and the
 // gradients of its outputs, writes (req kWrite) or adds (kAddTo) the gradient of each input into

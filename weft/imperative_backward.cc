@@ -35,7 +35,8 @@ bool SameEntry(const GradEntry& a, const GradEntry& b) {
 
 // For each node output that is the gradient of exactly one input and read by nothing else, that
 // input: the node can then write (or add) straight into the caller's gradient array.
-std::map<std::pair<int, int>, int> DirectTargets(const GradBuilder& g, const std::vector<NDArray>& input_grads,
+std::map<std::pair<int, int>, int> DirectTargets(const GradBuilder& g,
+                                                 const std::vector<NDArray>& input_grads,
                                                  const std::vector<OpReq>& req) {
   std::map<std::pair<int, int>, int> uses;  // (node, output) -> times read
   for (const GradNode& n : g.nodes()) {
@@ -46,7 +47,9 @@ std::map<std::pair<int, int>, int> DirectTargets(const GradBuilder& g, const std
   std::map<std::pair<int, int>, int> targets;
   for (size_t i = 0; i < g.input_grads().size(); ++i) {
     const auto& grad = g.input_grads()[i];
-    if (!grad || grad->kind != GradEntry::Kind::kNode || input_grads[i].is_none() || req[i] == OpReq::kNull) continue;
+    if (!grad || grad->kind != GradEntry::Kind::kNode || input_grads[i].is_none() ||
+        req[i] == OpReq::kNull)
+      continue;
     int sharing = 0;
     for (const auto& other : g.input_grads()) sharing += other && SameEntry(*other, *grad);
     if (sharing == 1 && uses[{grad->index, grad->output}] == 0)
@@ -61,8 +64,10 @@ void InvokeBackward(const Op& op, const Attrs& attrs, const std::vector<NDArray>
                     const std::vector<NDArray>& outputs, const std::vector<NDArray>& output_grads,
                     const std::vector<NDArray>& input_grads, const std::vector<OpReq>& req) {
   if (!op.gradient) WEFT_THROW("op '" << op.name << "' has no gradient");
-  WEFT_CHECK_EQ(input_grads.size(), inputs.size()) << "op '" << op.name << "': one gradient array per input";
-  WEFT_CHECK_EQ(req.size(), inputs.size()) << "op '" << op.name << "': one gradient request per input";
+  WEFT_CHECK_EQ(input_grads.size(), inputs.size())
+      << "op '" << op.name << "': one gradient array per input";
+  WEFT_CHECK_EQ(req.size(), inputs.size())
+      << "op '" << op.name << "': one gradient request per input";
   GradBuilder g(static_cast<int>(inputs.size()), static_cast<int>(outputs.size()));
   op.gradient(attrs, g);
   const auto targets = DirectTargets(g, input_grads, req);
@@ -78,15 +83,18 @@ void InvokeBackward(const Op& op, const Attrs& attrs, const std::vector<NDArray>
     std::vector<Shape> shapes;
     std::vector<DType> types;
     for (const NDArray& a : node_inputs) shapes.push_back(a.shape()), types.push_back(a.dtype());
-    const std::vector<Shape> out_shapes = InferShapes(node_op, node_attrs, shapes, node_inputs.at(0).device().type);
+    const std::vector<Shape> out_shapes =
+        InferShapes(node_op, node_attrs, shapes, node_inputs.at(0).device().type);
     const std::vector<DType> out_types = InferTypes(node_op, node_attrs, types);
     for (int o = 0; o < static_cast<int>(out_shapes.size()); ++o) {
       auto it = targets.find({static_cast<int>(n), o});
       const bool direct = it != targets.end();
-      options.outputs.push_back(direct ? input_grads[it->second]
-                                       : NDArray(out_shapes[o], node_inputs.at(0).device(), out_types[o]));
-      options.req.push_back(direct ? (req[it->second] == OpReq::kAddTo ? OpReq::kAddTo : OpReq::kWrite)
-                                   : OpReq::kWrite);
+      options.outputs.push_back(
+          direct ? input_grads[it->second]
+                 : NDArray(out_shapes[o], node_inputs.at(0).device(), out_types[o]));
+      options.req.push_back(direct
+                                ? (req[it->second] == OpReq::kAddTo ? OpReq::kAddTo : OpReq::kWrite)
+                                : OpReq::kWrite);
       if (direct) done[it->second] = true;
     }
     run.node_outputs.push_back(Invoke(node_op, node_attrs, node_inputs, options));

@@ -29,14 +29,16 @@ constexpr std::array<SuffixRule, 6> kSuffixRules = {{
 // True when `name` is `suffix` or ends in "_" + suffix.
 bool HasSuffix(std::string_view name, std::string_view suffix) {
   if (name == suffix) return true;
-  return name.size() > suffix.size() && name.ends_with(suffix) && name[name.size() - suffix.size() - 1] == '_';
+  return name.size() > suffix.size() && name.ends_with(suffix) &&
+         name[name.size() - suffix.size() - 1] == '_';
 }
 
 // The random fills (FillUniform, FillNormal) compute in float32 or float64 only.
 void CheckRandomFillable(const char* initializer, const std::string& name, const NDArray& weight) {
   WEFT_CHECK(!weight.is_none()) << initializer << ": parameter '" << name << "' is a null array";
   if (weight.dtype() != DType::kFloat32 && weight.dtype() != DType::kFloat64) {
-    WEFT_THROW(initializer << ": parameter '" << name << "': expected float32 or float64, found " << weight.dtype());
+    WEFT_THROW(initializer << ": parameter '" << name << "': expected float32 or float64, found "
+                           << weight.dtype());
   }
 }
 
@@ -55,9 +57,10 @@ void Initializer::Initialize(const std::string& name, const NDArray& array) cons
         return array.Fill(1);
     }
   }
-  WEFT_THROW("Initialize: parameter '" << name
-                                       << "': expected a name ending in _weight, _bias, _gamma, _beta, _moving_mean "
-                                          "or _moving_var, to choose its initialization");
+  WEFT_THROW("Initialize: parameter '"
+             << name
+             << "': expected a name ending in _weight, _bias, _gamma, _beta, _moving_mean "
+                "or _moving_var, to choose its initialization");
 }
 
 Uniform::Uniform(double scale) : scale_(scale) {
@@ -90,10 +93,12 @@ Xavier::Xavier(RandType rnd_type, FactorType factor_type, double magnitude)
 
 double Xavier::Scale(const Shape& shape) const {
   if (shape.ndim() < 2) {
-    WEFT_THROW("Xavier: expected a weight of at least 2 axes (out, in, ...), found shape " << shape);
+    WEFT_THROW("Xavier: expected a weight of at least 2 axes (out, in, ...), found shape "
+               << shape);
   }
   double receptive_field = 1;  // prod(shape[2:])
-  for (int axis = 2; axis < shape.ndim(); ++axis) receptive_field *= static_cast<double>(shape[axis]);
+  for (int axis = 2; axis < shape.ndim(); ++axis)
+    receptive_field *= static_cast<double>(shape[axis]);
   const double fan_in = static_cast<double>(shape[1]) * receptive_field;
   const double fan_out = static_cast<double>(shape[0]) * receptive_field;
   double factor = (fan_in + fan_out) / 2;
@@ -105,8 +110,9 @@ double Xavier::Scale(const Shape& shape) const {
 void Xavier::InitWeight(const std::string& name, const NDArray& weight) const {
   CheckRandomFillable("Xavier", name, weight);
   if (weight.shape().ndim() < 2) {
-    WEFT_THROW("Xavier: parameter '" << name << "': expected a weight of at least 2 axes (out, in, ...), found shape "
-                                     << weight.shape());
+    WEFT_THROW("Xavier: parameter '"
+               << name << "': expected a weight of at least 2 axes (out, in, ...), found shape "
+               << weight.shape());
   }
   if (weight.size() == 0) return;  // nothing to fill, and a fan of 0 has no scale
   const double scale = Scale(weight.shape());

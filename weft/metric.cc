@@ -10,7 +10,8 @@
 namespace weft {
 
 double Metric::Get() const {
-  return count_ == 0 ? std::numeric_limits<double>::quiet_NaN() : sum_ / static_cast<double>(count_);
+  return count_ == 0 ? std::numeric_limits<double>::quiet_NaN()
+                     : sum_ / static_cast<double>(count_);
 }
 
 void Metric::Reset() {
@@ -38,15 +39,18 @@ std::vector<double> HostValues(const NDArray& array, const std::string& metric, 
 
 // Labels as class indices: each must be an integer in [0, num_classes), or (num_classes 0: the
 // count is not known) a non-negative integer.
-std::vector<int64_t> ClassIndices(const std::vector<double>& labels, int64_t num_classes, const std::string& metric) {
+std::vector<int64_t> ClassIndices(const std::vector<double>& labels, int64_t num_classes,
+                                  const std::string& metric) {
   std::vector<int64_t> classes(labels.size());
   for (size_t i = 0; i < labels.size(); ++i) {
     const double label = labels[i];
-    const bool in_range = label >= 0 && (num_classes == 0 || label < static_cast<double>(num_classes));
+    const bool in_range =
+        label >= 0 && (num_classes == 0 || label < static_cast<double>(num_classes));
     if (label != std::floor(label) || !in_range) {  // NaN fails both
       WEFT_THROW(metric << ": label " << i << ": expected "
-                        << (num_classes > 0 ? "a class index in [0, " + std::to_string(num_classes) + ")"
-                                            : std::string("a non-negative class index"))
+                        << (num_classes > 0
+                                ? "a class index in [0, " + std::to_string(num_classes) + ")"
+                                : std::string("a non-negative class index"))
                         << ", found " << label);
     }
     classes[i] = static_cast<int64_t>(label);
@@ -66,7 +70,8 @@ std::vector<int64_t> ArgmaxRows(const std::vector<double>& scores, int64_t n, in
 }
 
 bool IsScoresFor(const NDArray& predictions, int64_t n) {
-  return predictions.shape().ndim() == 2 && predictions.shape()[0] == n && predictions.shape()[1] > 0;
+  return predictions.shape().ndim() == 2 && predictions.shape()[0] == n &&
+         predictions.shape()[1] > 0;
 }
 
 }  // namespace
@@ -84,8 +89,8 @@ void Accuracy::Update(const NDArray& labels, const NDArray& predictions) {
     truth = ClassIndices(label_values, predictions.shape()[1], name());
     predicted = ArgmaxRows(values, n, predictions.shape()[1]);
   } else {
-    WEFT_THROW(name() << ": expected predictions (" << n << ", C) or shaped like the labels " << labels.shape()
-                      << ", found " << predictions.shape());
+    WEFT_THROW(name() << ": expected predictions (" << n << ", C) or shaped like the labels "
+                      << labels.shape() << ", found " << predictions.shape());
   }
   int64_t correct = 0;
   for (int64_t i = 0; i < n; ++i) correct += predicted[i] == truth[i];

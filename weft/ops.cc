@@ -15,7 +15,9 @@ std::string Number(double x) {
   return os.str();
 }
 
-NDArray WithScalar(const char* op, const NDArray& a, double s) { return Invoke(op, {a}, {{"scalar", Number(s)}})[0]; }
+NDArray WithScalar(const char* op, const NDArray& a, double s) {
+  return Invoke(op, {a}, {{"scalar", Number(s)}})[0];
+}
 
 // The operators' ops, without attributes: looked up and their attributes parsed once, indexed by
 // Arith (operators run on hot paths: no name lookup per call).
@@ -28,7 +30,8 @@ const CachedOp& Cached(Arith which) {
   static const std::array<CachedOp, 5>* cache = [] {
     auto* ops = new std::array<CachedOp, 5>;
     const char* names[] = {"add", "sub", "mul", "div", "neg"};  // in Arith's order
-    for (size_t k = 0; k < ops->size(); ++k) (*ops)[k] = CachedOp{&GetOp(names[k]), ParseAttrs(GetOp(names[k]), {})};
+    for (size_t k = 0; k < ops->size(); ++k)
+      (*ops)[k] = CachedOp{&GetOp(names[k]), ParseAttrs(GetOp(names[k]), {})};
     return ops;
   }();
   return (*cache)[static_cast<size_t>(which)];
@@ -55,18 +58,26 @@ NDArray add_n(const std::vector<NDArray>& inputs) {
   return Invoke("add_n", inputs, {{"num_args", std::to_string(inputs.size())}})[0];
 }
 
-NDArray FullyConnected(const NDArray& data, const NDArray& weight, const NDArray& bias, const AttrMap& attrs) {
+NDArray FullyConnected(const NDArray& data, const NDArray& weight, const NDArray& bias,
+                       const AttrMap& attrs) {
   return Invoke("FullyConnected", {data, weight, bias}, attrs)[0];
 }
 NDArray FullyConnected(const NDArray& data, const NDArray& weight, const AttrMap& attrs) {
   return Invoke("FullyConnected", {data, weight}, attrs)[0];
 }
-NDArray Convolution(const NDArray& data, const NDArray& weight, const NDArray& bias, const AttrMap& attrs) {
+NDArray Convolution(const NDArray& data, const NDArray& weight, const NDArray& bias,
+                    const AttrMap& attrs) {
   return Invoke("Convolution", {data, weight, bias}, attrs)[0];
 }
-NDArray Pooling(const NDArray& data, const AttrMap& attrs) { return Invoke("Pooling", {data}, attrs)[0]; }
-NDArray softmax(const NDArray& data, const AttrMap& attrs) { return Invoke("softmax", {data}, attrs)[0]; }
-NDArray log_softmax(const NDArray& data, const AttrMap& attrs) { return Invoke("log_softmax", {data}, attrs)[0]; }
+NDArray Pooling(const NDArray& data, const AttrMap& attrs) {
+  return Invoke("Pooling", {data}, attrs)[0];
+}
+NDArray softmax(const NDArray& data, const AttrMap& attrs) {
+  return Invoke("softmax", {data}, attrs)[0];
+}
+NDArray log_softmax(const NDArray& data, const AttrMap& attrs) {
+  return Invoke("log_softmax", {data}, attrs)[0];
+}
 NDArray SoftmaxCrossEntropy(const NDArray& logits, const NDArray& labels) {
   return Invoke("SoftmaxCrossEntropy", {logits, labels})[0];
 }
@@ -74,11 +85,12 @@ NDArray SoftmaxCrossEntropy(const NDArray& logits, const NDArray& labels) {
 void sgd_update(const NDArray& weight, const NDArray& grad, const AttrMap& attrs) {
   Invoke("sgd_update", {weight, grad}, attrs, {.outputs = {weight}});
 }
-void sgd_mom_update(const NDArray& weight, const NDArray& grad, const NDArray& mom, const AttrMap& attrs) {
+void sgd_mom_update(const NDArray& weight, const NDArray& grad, const NDArray& mom,
+                    const AttrMap& attrs) {
   Invoke("sgd_mom_update", {weight, grad, mom}, attrs, {.outputs = {weight}});
 }
-void adam_update(const NDArray& weight, const NDArray& grad, const NDArray& mean, const NDArray& var,
-                 const AttrMap& attrs) {
+void adam_update(const NDArray& weight, const NDArray& grad, const NDArray& mean,
+                 const NDArray& var, const AttrMap& attrs) {
   Invoke("adam_update", {weight, grad, mean, var}, attrs, {.outputs = {weight}});
 }
 

@@ -21,8 +21,10 @@ inline std::vector<NDArray> Call(const std::string& name, const std::vector<NDAr
   return Invoke(name, inputs, attrs);
 }
 
-#define WEFT_UNARY_OP(name) \
-  inline NDArray name(const NDArray& x, const AttrMap& attrs = {}) { return Invoke(#name, {x}, attrs)[0]; }
+#define WEFT_UNARY_OP(name)                                          \
+  inline NDArray name(const NDArray& x, const AttrMap& attrs = {}) { \
+    return Invoke(#name, {x}, attrs)[0];                             \
+  }
 #define WEFT_BINARY_OP(name)                                                           \
   inline NDArray name(const NDArray& a, const NDArray& b, const AttrMap& attrs = {}) { \
     return Invoke(#name, {a, b}, attrs)[0];                                            \
@@ -54,9 +56,11 @@ WEFT_BINARY_OP(minimum)
 NDArray add_n(const std::vector<NDArray>& inputs);
 
 // Layers: pass the bias, or use the two-input form with {"no_bias", "true"}.
-NDArray FullyConnected(const NDArray& data, const NDArray& weight, const NDArray& bias, const AttrMap& attrs);
+NDArray FullyConnected(const NDArray& data, const NDArray& weight, const NDArray& bias,
+                       const AttrMap& attrs);
 NDArray FullyConnected(const NDArray& data, const NDArray& weight, const AttrMap& attrs);
-NDArray Convolution(const NDArray& data, const NDArray& weight, const NDArray& bias, const AttrMap& attrs);
+NDArray Convolution(const NDArray& data, const NDArray& weight, const NDArray& bias,
+                    const AttrMap& attrs);
 NDArray Pooling(const NDArray& data, const AttrMap& attrs);
 NDArray softmax(const NDArray& data, const AttrMap& attrs = {});
 NDArray log_softmax(const NDArray& data, const AttrMap& attrs = {});
@@ -65,9 +69,10 @@ NDArray SoftmaxCrossEntropy(const NDArray& logits, const NDArray& labels);
 
 // Optimizer updates: write the weight (and the state arrays) in place.
 void sgd_update(const NDArray& weight, const NDArray& grad, const AttrMap& attrs);
-void sgd_mom_update(const NDArray& weight, const NDArray& grad, const NDArray& mom, const AttrMap& attrs);
-void adam_update(const NDArray& weight, const NDArray& grad, const NDArray& mean, const NDArray& var,
-                 const AttrMap& attrs);
+void sgd_mom_update(const NDArray& weight, const NDArray& grad, const NDArray& mom,
+                    const AttrMap& attrs);
+void adam_update(const NDArray& weight, const NDArray& grad, const NDArray& mean,
+                 const NDArray& var, const AttrMap& attrs);
 
 }  // namespace weft::op
 

@@ -15,11 +15,13 @@ void CheckRate(const char* optimizer, const char* what, double value) {
 
 }  // namespace
 
-Optimizer::Optimizer(const char* name, double lr, double wd, double rescale_grad, double clip_gradient)
+Optimizer::Optimizer(const char* name, double lr, double wd, double rescale_grad,
+                     double clip_gradient)
     : name_(name), lr_(lr), wd_(wd), rescale_grad_(rescale_grad), clip_gradient_(clip_gradient) {
   CheckRate(name, "a learning rate", lr);
   CheckRate(name, "weight decay", wd);
-  if (!std::isfinite(rescale_grad)) WEFT_THROW(name << ": expected a finite rescale_grad, found " << rescale_grad);
+  if (!std::isfinite(rescale_grad))
+    WEFT_THROW(name << ": expected a finite rescale_grad, found " << rescale_grad);
 }
 
 void Optimizer::set_learning_rate(double lr) {
@@ -36,10 +38,11 @@ AttrMap Optimizer::CommonAttrs() const {
 double Optimizer::StepLearningRate(double lr, int64_t) const { return lr; }
 
 void Optimizer::CheckArguments(const NDArray& weight, const NDArray& grad) const {
-  WEFT_CHECK(!weight.is_none() && !grad.is_none()) << name_ << ": the weight or its gradient is a null array";
+  WEFT_CHECK(!weight.is_none() && !grad.is_none())
+      << name_ << ": the weight or its gradient is a null array";
   if (weight.shape() != grad.shape() || weight.dtype() != grad.dtype()) {
-    WEFT_THROW(name_ << ": expected a gradient like its weight, " << weight.shape() << " " << weight.dtype()
-                     << ", found " << grad.shape() << " " << grad.dtype());
+    WEFT_THROW(name_ << ": expected a gradient like its weight, " << weight.shape() << " "
+                     << weight.dtype() << ", found " << grad.shape() << " " << grad.dtype());
   }
 }
 
@@ -49,8 +52,9 @@ NDArray& Optimizer::State(std::map<int, NDArray>& states, int index, const NDArr
     it->second = NDArray(weight.shape(), weight.device(), weight.dtype());
     it->second.Fill(0);
   } else if (it->second.shape() != weight.shape() || it->second.dtype() != weight.dtype()) {
-    WEFT_THROW(name_ << ": index " << index << " was first updated with a weight of " << it->second.shape() << " "
-                     << it->second.dtype() << ", now " << weight.shape() << " " << weight.dtype()
+    WEFT_THROW(name_ << ": index " << index << " was first updated with a weight of "
+                     << it->second.shape() << " " << it->second.dtype() << ", now "
+                     << weight.shape() << " " << weight.dtype()
                      << ": expected one index per parameter");
   }
   return it->second;
@@ -83,8 +87,12 @@ void SGD::Update(int index, const NDArray& weight, const NDArray& grad) {
   op::sgd_mom_update(weight, grad, State(mom_, index, weight), attrs);
 }
 
-Adam::Adam(double lr, double beta1, double beta2, double epsilon, double wd, double rescale_grad, double clip_gradient)
-    : Optimizer("Adam", lr, wd, rescale_grad, clip_gradient), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {
+Adam::Adam(double lr, double beta1, double beta2, double epsilon, double wd, double rescale_grad,
+           double clip_gradient)
+    : Optimizer("Adam", lr, wd, rescale_grad, clip_gradient),
+      beta1_(beta1),
+      beta2_(beta2),
+      epsilon_(epsilon) {
   if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1)) {
     WEFT_THROW("Adam: expected beta1 and beta2 in [0, 1), found " << beta1 << " and " << beta2);
   }
@@ -105,7 +113,8 @@ double Adam::StepLearningRate(double lr, int64_t t) const {
 }
 
 std::unique_ptr<Optimizer> Adam::Clone() const {
-  return std::make_unique<Adam>(learning_rate(), beta1_, beta2_, epsilon_, wd(), rescale_grad(), clip_gradient());
+  return std::make_unique<Adam>(learning_rate(), beta1_, beta2_, epsilon_, wd(), rescale_grad(),
+                                clip_gradient());
 }
 
 void Adam::Update(int index, const NDArray& weight, const NDArray& grad) {

@@ -88,8 +88,8 @@ class SGD : public Optimizer {
 //   weight -= lr_t * mean / (sqrt(var) + epsilon)
 class Adam : public Optimizer {
  public:
-  explicit Adam(double lr = 0.001, double beta1 = 0.9, double beta2 = 0.999, double epsilon = 1e-8, double wd = 0,
-                double rescale_grad = 1, double clip_gradient = -1);
+  explicit Adam(double lr = 0.001, double beta1 = 0.9, double beta2 = 0.999, double epsilon = 1e-8,
+                double wd = 0, double rescale_grad = 1, double clip_gradient = -1);
   void Update(int index, const NDArray& weight, const NDArray& grad) override;
   GraphUpdate ForGraph() const override;
   double StepLearningRate(double lr, int64_t t) const override;

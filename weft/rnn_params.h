@@ -4,8 +4,8 @@
 // PyTorch's outputs. The layout is PyTorch's own (ops/nn/rnn_params.h), so both are plain copies.
 //
 //   const AttrMap attrs = {{"mode", "lstm"}, {"state_size", "128"}, {"bidirectional", "true"}};
-//   std::map<std::string, NDArray> saved = Load("lstm.safetensors");   // torch: lstm.weight_ih_l0, ...
-//   NDArray flat = BuildRnnParameters(attrs, /*input_size=*/64, saved, "lstm.");
+//   std::map<std::string, NDArray> saved = Load("lstm.safetensors");   // torch: lstm.weight_ih_l0,
+//   ... NDArray flat = BuildRnnParameters(attrs, /*input_size=*/64, saved, "lstm.");
 //   std::map<std::string, NDArray> named = SplitRnnParameters(attrs, 64, flat);   // views of flat
 //   Save("for_torch.safetensors", named);   // loads into nn.LSTM(64, 128, bidirectional=True)
 #pragma once
@@ -22,7 +22,8 @@ namespace weft {
 // The tensors of `flat`, the parameter vector of an RNN op with these attributes on data of
 // `input_size` features, as views of it (writing one writes `flat`), keyed by `prefix` + PyTorch's
 // name. Throws weft::Error when `flat` is not (P,) for these attributes, saying how P is made up.
-std::map<std::string, NDArray> SplitRnnParameters(const AttrMap& attrs, int64_t input_size, const NDArray& flat,
+std::map<std::string, NDArray> SplitRnnParameters(const AttrMap& attrs, int64_t input_size,
+                                                  const NDArray& flat,
                                                   const std::string& prefix = "");
 
 // A new parameter vector (P,) for these attributes, on the device and of the dtype of the tensors,
@@ -30,7 +31,8 @@ std::map<std::string, NDArray> SplitRnnParameters(const AttrMap& attrs, int64_t 
 // that is missing, has another shape (saying the expected one), dtype or device, and naming any
 // weight_* or bias_* tensor under `prefix` that the attributes leave unused (more layers than
 // num_layers, a projection).
-NDArray BuildRnnParameters(const AttrMap& attrs, int64_t input_size, const std::map<std::string, NDArray>& tensors,
+NDArray BuildRnnParameters(const AttrMap& attrs, int64_t input_size,
+                           const std::map<std::string, NDArray>& tensors,
                            const std::string& prefix = "");
 
 }  // namespace weft

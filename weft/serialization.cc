@@ -22,7 +22,8 @@ namespace {
 
 // The data section is copied to and from memory byte for byte: that is the format's order only
 // on a little-endian host.
-static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "safetensors I/O assumes a little-endian host");
 
 using Json = nlohmann::json;
 
@@ -69,7 +70,8 @@ void CheckSaveable(const std::string& path, const std::map<std::string, NDArray>
   for (const auto& [name, array] : arrays) {
     if (name == kMetadataKey)
       WEFT_THROW("Save '" << path << "': '" << kMetadataKey << "' is reserved, not an array name");
-    if (array.is_none()) WEFT_THROW("Save '" << path << "': array '" << name << "' is null (default-constructed)");
+    if (array.is_none())
+      WEFT_THROW("Save '" << path << "': array '" << name << "' is null (default-constructed)");
   }
 }
 
@@ -94,7 +96,8 @@ std::string BuildHeader(const std::map<std::string, NDArray>& arrays,
 
 void WriteLength(std::ofstream& out, uint64_t length) {
   std::array<char, kHeaderLengthBytes> bytes;
-  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((length >> (8 * i)) & 0xff);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<char>((length >> (8 * i)) & 0xff);
   out.write(bytes.data(), bytes.size());
 }
 
@@ -148,11 +151,12 @@ Header ReadHeader(const std::string& path, std::ifstream& in) {
   in.seekg(0, std::ios::end);
   const std::streamoff end = in.tellg();
   in.seekg(0);
-  if (end < 0 || !in) WEFT_THROW("Load '" << path << "': cannot find the file's size (is it a regular file?)");
+  if (end < 0 || !in)
+    WEFT_THROW("Load '" << path << "': cannot find the file's size (is it a regular file?)");
   const auto file_size = static_cast<uint64_t>(end);
   if (file_size < kHeaderLengthBytes) {
-    WEFT_THROW("Load '" << path << "': expected at least the 8-byte header length, found a file of " << file_size
-                        << " bytes");
+    WEFT_THROW("Load '" << path << "': expected at least the 8-byte header length, found a file of "
+                        << file_size << " bytes");
   }
   std::array<unsigned char, kHeaderLengthBytes> bytes;
   in.read(reinterpret_cast<char*>(bytes.data()), bytes.size());
@@ -161,10 +165,11 @@ Header ReadHeader(const std::string& path, std::ifstream& in) {
   for (size_t i = 0; i < bytes.size(); ++i) length |= static_cast<uint64_t>(bytes[i]) << (8 * i);
   if (length > kMaxHeaderBytes || length > file_size - kHeaderLengthBytes) {
     WEFT_THROW("Load '" << path << "': header length " << length << " is larger than the "
-                        << file_size - kHeaderLengthBytes << " bytes after it (or the limit of " << kMaxHeaderBytes
-                        << ")");
+                        << file_size - kHeaderLengthBytes << " bytes after it (or the limit of "
+                        << kMaxHeaderBytes << ")");
   }
-  Header header{std::string(length, '\0'), kHeaderLengthBytes + length, file_size - kHeaderLengthBytes - length};
+  Header header{std::string(length, '\0'), kHeaderLengthBytes + length,
+                file_size - kHeaderLengthBytes - length};
   in.read(header.json.data(), static_cast<std::streamsize>(length));
   if (!in) WEFT_THROW("Load '" << path << "': reading the header failed: " << SystemError());
   return header;
@@ -174,7 +179,8 @@ Header ReadHeader(const std::string& path, std::ifstream& in) {
 // a file with two tensors of one name is corrupt, not a choice to make silently).
 Json ParseHeaderJson(const std::string& path, const std::string& text) {
   ParsedJson parsed = ParseJson(text, kMaxHeaderDepth);
-  if (!parsed.ok()) WEFT_THROW("Load '" << path << "': expected a JSON header, found " << parsed.error);
+  if (!parsed.ok())
+    WEFT_THROW("Load '" << path << "': expected a JSON header, found " << parsed.error);
   if (!parsed.value.is_object()) {
     WEFT_THROW("Load '" << path << "': expected the header to be a JSON object, found "
                         << JsonForMessage(parsed.value));
@@ -182,14 +188,16 @@ Json ParseHeaderJson(const std::string& path, const std::string& text) {
   return std::move(parsed.value);
 }
 
-void ParseMetadata(const std::string& path, const Json& value, std::map<std::string, std::string>* metadata) {
+void ParseMetadata(const std::string& path, const Json& value,
+                   std::map<std::string, std::string>* metadata) {
   if (!value.is_object())
     WEFT_THROW("Load '" << path << "': expected " << kMetadataKey << " to be an object, found "
                         << JsonForMessage(value));
   for (const auto& [key, item] : value.items()) {
     if (!item.is_string()) {
-      WEFT_THROW("Load '" << path << "': expected " << kMetadataKey << " to map strings to strings, found '"
-                          << Abbreviate(key) << "': " << JsonForMessage(item));
+      WEFT_THROW("Load '" << path << "': expected " << kMetadataKey
+                          << " to map strings to strings, found '" << Abbreviate(key)
+                          << "': " << JsonForMessage(item));
     }
     if (metadata != nullptr) (*metadata)[key] = item.get<std::string>();
   }
@@ -201,26 +209,29 @@ std::string InTensor(const std::string& path, const std::string& name) {
 }
 
 // A JSON array of non-negative integers, at most `max_size` of them (or exactly, when `exact`).
-std::vector<uint64_t> ParseUnsignedList(const std::string& path, const std::string& name, const char* key,
-                                        const Json& value, size_t max_size, bool exact) {
+std::vector<uint64_t> ParseUnsignedList(const std::string& path, const std::string& name,
+                                        const char* key, const Json& value, size_t max_size,
+                                        bool exact) {
   bool ok = value.is_array() && (exact ? value.size() == max_size : value.size() <= max_size);
   for (size_t i = 0; ok && i < value.size(); ++i) ok = value[i].is_number_unsigned();
   if (!ok) {
-    WEFT_THROW(InTensor(path, name) << ": expected '" << key << "' to be a list of "
-                                    << (exact ? "exactly " : "at most ") << max_size << " non-negative integers, found "
-                                    << JsonForMessage(value));
+    WEFT_THROW(InTensor(path, name)
+               << ": expected '" << key << "' to be a list of " << (exact ? "exactly " : "at most ")
+               << max_size << " non-negative integers, found " << JsonForMessage(value));
   }
   return value.get<std::vector<uint64_t>>();
 }
 
-const Json& RequiredKey(const std::string& path, const std::string& name, const Json& entry, const char* key) {
+const Json& RequiredKey(const std::string& path, const std::string& name, const Json& entry,
+                        const char* key) {
   auto it = entry.find(key);
   if (it == entry.end()) WEFT_THROW(InTensor(path, name) << ": missing key '" << key << "'");
   return *it;
 }
 
 DType ParseEntryDType(const std::string& path, const std::string& name, const Json& value) {
-  std::optional<DType> dtype = value.is_string() ? ParseFileDType(value.get<std::string>()) : std::nullopt;
+  std::optional<DType> dtype =
+      value.is_string() ? ParseFileDType(value.get<std::string>()) : std::nullopt;
   if (!dtype) {
     WEFT_THROW(InTensor(path, name) << ": unknown dtype " << JsonForMessage(value)
                                     << ": expected one of F32, F64, F16, BF16, I32, I64, U8, BOOL");
@@ -238,7 +249,8 @@ std::optional<uint64_t> ShapeBytes(const std::vector<uint64_t>& dims, DType dtyp
 }
 
 Entry ParseEntry(const std::string& path, const std::string& name, const Json& value) {
-  if (!value.is_object()) WEFT_THROW(InTensor(path, name) << ": expected an object, found " << JsonForMessage(value));
+  if (!value.is_object())
+    WEFT_THROW(InTensor(path, name) << ": expected an object, found " << JsonForMessage(value));
   for (const auto& [key, item] : value.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets") {
       WEFT_THROW(InTensor(path, name) << ": unexpected key '" << Abbreviate(key)
@@ -246,20 +258,21 @@ Entry ParseEntry(const std::string& path, const std::string& name, const Json& v
     }
   }
   const DType dtype = ParseEntryDType(path, name, RequiredKey(path, name, value, "dtype"));
-  const std::vector<uint64_t> dims =
-      ParseUnsignedList(path, name, "shape", RequiredKey(path, name, value, "shape"), Shape::kMaxDims, false);
-  const std::vector<uint64_t> offsets =
-      ParseUnsignedList(path, name, "data_offsets", RequiredKey(path, name, value, "data_offsets"), 2, true);
+  const std::vector<uint64_t> dims = ParseUnsignedList(
+      path, name, "shape", RequiredKey(path, name, value, "shape"), Shape::kMaxDims, false);
+  const std::vector<uint64_t> offsets = ParseUnsignedList(
+      path, name, "data_offsets", RequiredKey(path, name, value, "data_offsets"), 2, true);
   if (offsets[0] > offsets[1]) {
-    WEFT_THROW(InTensor(path, name) << ": data_offsets out of order: begin " << offsets[0] << " > end " << offsets[1]);
+    WEFT_THROW(InTensor(path, name)
+               << ": data_offsets out of order: begin " << offsets[0] << " > end " << offsets[1]);
   }
   const std::optional<uint64_t> bytes = ShapeBytes(dims, dtype);
   if (!bytes || *bytes != offsets[1] - offsets[0]) {
     WEFT_THROW(InTensor(path, name) << ": shape " << JsonForMessage(value["shape"]) << " of "
                                     << kFileDTypes[static_cast<size_t>(dtype)].second << " needs "
                                     << (bytes ? std::to_string(*bytes) : "more than 2^64")
-                                    << " bytes, but data_offsets [" << offsets[0] << ", " << offsets[1] << "] hold "
-                                    << offsets[1] - offsets[0]);
+                                    << " bytes, but data_offsets [" << offsets[0] << ", "
+                                    << offsets[1] << "] hold " << offsets[1] - offsets[0]);
   }
   std::vector<int64_t> extents(dims.begin(), dims.end());
   return Entry{name, dtype, Shape(extents), offsets[0], offsets[1]};
@@ -268,29 +281,32 @@ Entry ParseEntry(const std::string& path, const std::string& name, const Json& v
 // The tensors must tile the data section exactly: sorted by offset, each begins where the one
 // before ends, the first at 0 and the last at the end of the file.
 void CheckTiling(const std::string& path, std::vector<Entry>& entries, uint64_t data_size) {
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return std::tie(a.begin, a.end) < std::tie(b.begin, b.end); });
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+  });
   uint64_t expected = 0;
   const std::string* previous = nullptr;
   for (const Entry& e : entries) {
     if (e.end > data_size) {
       WEFT_THROW(InTensor(path, e.name) << ": data_offsets [" << e.begin << ", " << e.end
-                                        << "] run past the end of the file (the data section has " << data_size
-                                        << " bytes)");
+                                        << "] run past the end of the file (the data section has "
+                                        << data_size << " bytes)");
     }
     if (e.begin != expected) {
-      WEFT_THROW(InTensor(path, e.name) << ": expected its data to begin at " << expected
-                                        << (previous ? " (where '" + Abbreviate(*previous) + "' ends)"
-                                                     : std::string(" (the first tensor)"))
-                                        << ", found " << e.begin
-                                        << (e.begin < expected ? ": the tensors overlap" : ": a gap"));
+      WEFT_THROW(InTensor(path, e.name)
+                 << ": expected its data to begin at " << expected
+                 << (previous ? " (where '" + Abbreviate(*previous) + "' ends)"
+                              : std::string(" (the first tensor)"))
+                 << ", found " << e.begin
+                 << (e.begin < expected ? ": the tensors overlap" : ": a gap"));
     }
     expected = e.end;
     previous = &e.name;
   }
   if (expected != data_size) {
-    WEFT_THROW("Load '" << path << "': expected the tensors to fill the " << data_size << "-byte data section, found "
-                        << data_size - expected << " bytes after the last one");
+    WEFT_THROW("Load '" << path << "': expected the tensors to fill the " << data_size
+                        << "-byte data section, found " << data_size - expected
+                        << " bytes after the last one");
   }
 }
 
@@ -302,15 +318,19 @@ NDArray ReadArray(const std::string& path, std::ifstream& in, const Entry& e) {
   NDArray array(e.shape, Device::Cpu(), e.dtype);
   if (e.end == e.begin) return array;
   in.read(static_cast<char*>(array.View().raw()), static_cast<std::streamsize>(e.end - e.begin));
-  if (!in) WEFT_THROW("Load '" << path << "': reading tensor '" << Abbreviate(e.name) << "' failed: " << SystemError());
+  if (!in)
+    WEFT_THROW("Load '" << path << "': reading tensor '" << Abbreviate(e.name)
+                        << "' failed: " << SystemError());
   return array;
 }
 
 }  // namespace
 
-std::map<std::string, NDArray> Load(const std::string& path, std::map<std::string, std::string>* metadata) {
+std::map<std::string, NDArray> Load(const std::string& path,
+                                    std::map<std::string, std::string>* metadata) {
   std::ifstream in;
-  if (auto why = OpenForReading(path, in)) WEFT_THROW("Load '" << path << "': cannot open the file: " << *why);
+  if (auto why = OpenForReading(path, in))
+    WEFT_THROW("Load '" << path << "': cannot open the file: " << *why);
   if (metadata != nullptr) metadata->clear();
   const Header header = ReadHeader(path, in);
   const Json json = ParseHeaderJson(path, header.json);

@@ -3,8 +3,9 @@
 // goes to "<path>.tmp" and is renamed into place only when complete, so a failed save leaves
 // neither a half-written file nor a stray temporary one. Load trusts nothing in the file.
 //
-//   Save("model.safetensors", {{"fc1_weight", w}, {"fc1_bias", b}});   // waits for w's and b's writes
-//   std::map<std::string, NDArray> params = Load("model.safetensors");  // float32 arrays on the CPU
+//   Save("model.safetensors", {{"fc1_weight", w}, {"fc1_bias", b}});   // waits for w's and b's
+//   writes std::map<std::string, NDArray> params = Load("model.safetensors");  // float32 arrays on
+//   the CPU
 //
 // The format: an 8-byte little-endian unsigned header length N; N bytes of UTF-8 JSON
 //   {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
@@ -36,6 +37,7 @@ void Save(const std::string& path, const std::map<std::string, NDArray>& arrays,
 // non-negative integers, offsets that disagree with the shape and dtype, run past the end,
 // overlap, leave a gap or are out of order. A message quotes a few dozen bytes of a bad value at
 // most, and says how long it was.
-std::map<std::string, NDArray> Load(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+std::map<std::string, NDArray> Load(const std::string& path,
+                                    std::map<std::string, std::string>* metadata = nullptr);
 
 }  // namespace weft

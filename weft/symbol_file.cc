@@ -19,7 +19,8 @@ void SaveSymbol(const std::string& path, const Symbol& symbol) {
 
 Symbol LoadSymbol(const std::string& path) {
   std::ifstream in;
-  if (auto why = OpenForReading(path, in)) WEFT_THROW("LoadSymbol: cannot open '" << path << "': " << *why);
+  if (auto why = OpenForReading(path, in))
+    WEFT_THROW("LoadSymbol: cannot open '" << path << "': " << *why);
   std::ostringstream text;
   text << in.rdbuf();
   try {

@@ -3,7 +3,8 @@
 //
 //   SaveSymbol("mlp.json", net);
 //   Symbol net2 = LoadSymbol("mlp.json");   // throws weft::Error naming the file and the problem
-//                                            // (a directory, not a file; bad JSON: Symbol::FromJson)
+//                                            // (a directory, not a file; bad JSON:
+//                                            Symbol::FromJson)
 #pragma once
 
 #include <string>

@@ -33,8 +33,8 @@ class Appender {
     v.name = name;
     return Push(std::move(v));
   }
-  NodeEntry Op(const std::string& op, const AttrMap& attrs, std::vector<NodeEntry> inputs, const std::string& name,
-               const std::string& param) {
+  NodeEntry Op(const std::string& op, const AttrMap& attrs, std::vector<NodeEntry> inputs,
+               const std::string& name, const std::string& param) {
     Node node;
     node.op = &GetOp(op);
     node.name = name;
@@ -68,11 +68,11 @@ struct StepUpdates {
 
 // The clipping as nodes of the step's graph (clip_by_global_norm.h).
 void StepUpdates::ClipByGlobalNorm(Appender& a, std::map<std::string, NodeEntry>& grads) const {
-  internal::ClipByGlobalNorm(grads, clip, rescale,
-                             [&a](const char* op, const AttrMap& attrs, std::vector<NodeEntry> inputs,
-                                  const std::string& name, const std::string& param) {
-                               return a.Op(op, attrs, std::move(inputs), name, param);
-                             });
+  internal::ClipByGlobalNorm(
+      grads, clip, rescale,
+      [&a](const char* op, const AttrMap& attrs, std::vector<NodeEntry> inputs,
+           const std::string& name,
+           const std::string& param) { return a.Op(op, attrs, std::move(inputs), name, param); });
 }
 
 // The optimizer's update op as the trainer runs it: reading the rate from lr_ (its last input).
@@ -84,21 +84,24 @@ Optimizer::GraphUpdate ReadingTheRate(Optimizer::GraphUpdate update) {
 Graph StepUpdates::Append(const Graph& g, const std::vector<std::string>& grad_args) const {
   Appender a(g);
   std::map<std::string, NodeEntry> grads;
-  for (size_t i = 0; i < grad_args.size(); ++i) grads[grad_args[i]] = g.outputs()[g.num_forward_outputs() + i];
+  for (size_t i = 0; i < grad_args.size(); ++i)
+    grads[grad_args[i]] = g.outputs()[g.num_forward_outputs() + i];
   if (clip > 0) ClipByGlobalNorm(a, grads);
   const NodeEntry lr = a.Variable(kLrName);
   for (const std::string& p : params) {
     std::vector<NodeEntry> inputs = {a.Param(p), grads.at(p)};
     for (const std::string& s : states) inputs.push_back(a.Variable(p + "." + s));
     inputs.push_back(lr);
-    a.builder().outputs.push_back(a.Op(update.op, update.attrs, std::move(inputs), p + "_update", p));
+    a.builder().outputs.push_back(
+        a.Op(update.op, update.attrs, std::move(inputs), p + "_update", p));
   }
   return std::move(a.builder()).Freeze();
 }
 
 // Every argument's shape, from the data inputs' (float32), which must be arguments of the loss;
 // the other arguments are parameters of `dtype`.
-std::map<std::string, Shape> ArgumentShapes(const Symbol& loss, const std::map<std::string, Shape>& data_shapes,
+std::map<std::string, Shape> ArgumentShapes(const Symbol& loss,
+                                            const std::map<std::string, Shape>& data_shapes,
                                             DType dtype) {
   const std::vector<std::string> args = loss.ListArguments();
   std::map<std::string, DType> dtypes;
@@ -107,36 +110,45 @@ std::map<std::string, Shape> ArgumentShapes(const Symbol& loss, const std::map<s
   }
   for (const auto& [name, shape] : data_shapes) {
     if (std::find(args.begin(), args.end(), name) != args.end()) continue;
-    WEFT_THROW("Trainer: data input '" << Abbreviate(name) << "' is not an argument of the loss; its arguments are "
+    WEFT_THROW("Trainer: data input '" << Abbreviate(name)
+                                       << "' is not an argument of the loss; its arguments are "
                                        << QuotedList(args) << DidYouMean(name, args));
   }
   return InferArgumentShapes(loss.ToGraph(), data_shapes, dtypes);
 }
 
 // The trainer's own argument names must not be arguments of the loss already.
-void CheckOwnNames(const std::map<std::string, Shape>& shapes, const std::vector<std::string>& own) {
+void CheckOwnNames(const std::map<std::string, Shape>& shapes,
+                   const std::vector<std::string>& own) {
   for (const std::string& name : own) {
     if (shapes.count(name) != 0) {
-      WEFT_THROW("Trainer: the loss has an argument named '" << Abbreviate(name)
-                                                             << "', a name the trainer uses for its own arrays");
+      WEFT_THROW("Trainer: the loss has an argument named '"
+                 << Abbreviate(name) << "', a name the trainer uses for its own arrays");
     }
   }
 }
 
 }  // namespace
 
-Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_shapes, const Initializer& init,
-                 const Optimizer& optimizer, const TrainerOptions& options)
-    : optimizer_(optimizer.Clone()), update_(ReadingTheRate(optimizer.ForGraph())), options_(options), lr_written_(NAN) {
+Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_shapes,
+                 const Initializer& init, const Optimizer& optimizer, const TrainerOptions& options)
+    : optimizer_(optimizer.Clone()),
+      update_(ReadingTheRate(optimizer.ForGraph())),
+      options_(options),
+      lr_written_(NAN) {
   options_.schedule.Check();
-  if (options.dtype != DType::kFloat32 && options.dtype != DType::kFloat64 && options.dtype != DType::kBFloat16) {
-    WEFT_THROW("Trainer: expected a parameter dtype of float32, float64 or bfloat16, found " << options.dtype);
+  if (options.dtype != DType::kFloat32 && options.dtype != DType::kFloat64 &&
+      options.dtype != DType::kBFloat16) {
+    WEFT_THROW("Trainer: expected a parameter dtype of float32, float64 or bfloat16, found "
+               << options.dtype);
   }
   if (!(options.clip_global_norm >= 0 && std::isfinite(options.clip_global_norm))) {
-    WEFT_THROW("Trainer: expected clip_global_norm >= 0 (0: no clipping), found " << options.clip_global_norm);
+    WEFT_THROW("Trainer: expected clip_global_norm >= 0 (0: no clipping), found "
+               << options.clip_global_norm);
   }
   if (options_.predict.num_outputs() == 0) options_.predict = loss;
-  const std::vector<std::string>& inputs = GetOp(update_.op).input_names;  // weight, grad, states..., lr
+  const std::vector<std::string>& inputs =
+      GetOp(update_.op).input_names;  // weight, grad, states..., lr
   states_.assign(inputs.begin() + 2, inputs.end() - 1);
   BindStep(loss, data_shapes, init);
   if (options_.communicator != nullptr) {
@@ -151,20 +163,23 @@ Trainer::~Trainer() = default;
 // The data, parameter, gradient and state arrays, parameters initialized in name order (the
 // order of `shapes`), after the names are checked.
 void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
-                             const std::map<std::string, Shape>& data_shapes, const Initializer& init) {
+                             const std::map<std::string, Shape>& data_shapes,
+                             const Initializer& init) {
   std::vector<std::string> own = {kLrName};
   for (const auto& [name, shape] : shapes) {
     if (data_shapes.count(name) != 0) continue;
     params_.push_back(name);
     for (const std::string& s : states_) own.push_back(name + "." + s);
   }
-  if (params_.empty()) WEFT_THROW("Trainer: the loss has no parameter to train (every argument is a data input)");
+  if (params_.empty())
+    WEFT_THROW("Trainer: the loss has no parameter to train (every argument is a data input)");
   CheckOwnNames(shapes, own);
   const Device d = options_.device;
   for (const auto& [name, shape] : shapes) {
     if (data_shapes.count(name) != 0) {
       inputs_.push_back(name);
-      const bool host = std::count(host_inputs_.begin(), host_inputs_.end(), name) != 0;  // Executor::HostArguments
+      const bool host = std::count(host_inputs_.begin(), host_inputs_.end(), name) !=
+                        0;  // Executor::HostArguments
       data_[name] = NDArray(shape, host ? Device::Cpu() : d);
       continue;
     }
@@ -189,21 +204,25 @@ void Trainer::InitializeParameter(const std::string& name, const Initializer& in
   if (direct) return;
   const Op& cast = GetOp("Cast");
   const NDArray out[] = {param};
-  InvokeInto(cast, ParseAttrs(cast, {{"dtype", std::string(DTypeName(param.dtype()))}}), std::span(&target, 1), out);
+  InvokeInto(cast, ParseAttrs(cast, {{"dtype", std::string(DTypeName(param.dtype()))}}),
+             std::span(&target, 1), out);
 }
 
-void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& data_shapes, const Initializer& init) {
+void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& data_shapes,
+                       const Initializer& init) {
   host_inputs_ = Executor::HostArguments(loss);
   AllocateArrays(ArgumentShapes(loss, data_shapes, options_.dtype), data_shapes, init);
   ArrayMap args = data_;
   args.insert(params_arrays_.begin(), params_arrays_.end());
-  if (options_.communicator == nullptr) {  // else the updates, which read these, are not in the graph
+  if (options_.communicator ==
+      nullptr) {  // else the updates, which read these, are not in the graph
     args.insert(state_arrays_.begin(), state_arrays_.end());
     args[kLrName] = lr_;
   }
   std::map<std::string, GradReq> reqs;
   for (const std::string& p : params_) reqs[p] = GradReq::kWrite;
-  StepUpdates updates{update_, states_, params_, options_.clip_global_norm, optimizer_->rescale_grad()};
+  StepUpdates updates{update_, states_, params_, options_.clip_global_norm,
+                      optimizer_->rescale_grad()};
   GraphExtension extension{[updates](const Graph& g, const std::vector<std::string>& grad_args) {
                              return updates.Append(g, grad_args);
                            },
@@ -234,8 +253,9 @@ void Trainer::CheckBatch(const ArrayMap& batch, bool complete) const {
   for (const auto& [name, array] : batch) {
     const NDArray& bound = Find(data_, "data input", name);
     if (array.is_none() || array.shape() != bound.shape()) {
-      WEFT_THROW("Trainer: data input '" << Abbreviate(name) << "': expected " << bound.shape() << ", found "
-                                         << (array.is_none() ? std::string("a null array") : array.ToString()));
+      WEFT_THROW("Trainer: data input '"
+                 << Abbreviate(name) << "': expected " << bound.shape() << ", found "
+                 << (array.is_none() ? std::string("a null array") : array.ToString()));
     }
   }
   for (const std::string& name : inputs_) {
@@ -252,7 +272,8 @@ void Trainer::Step(const ArrayMap& batch) {
   Step();
 }
 
-Trainer::ArrayMap Trainer::ArraysOf(const DataBatch& batch, const std::vector<std::string>& inputs) const {
+Trainer::ArrayMap Trainer::ArraysOf(const DataBatch& batch,
+                                    const std::vector<std::string>& inputs) const {
   ArrayMap arrays;
   for (const std::string& name : inputs) {
     if (name == "data") arrays[name] = batch.data;
@@ -272,7 +293,8 @@ const std::vector<NDArray>& Trainer::outputs() const { return exec_->outputs(); 
 
 ExecutorStats Trainer::stats() const { return exec_->stats(); }
 
-const NDArray& Trainer::Find(const ArrayMap& arrays, const std::string& what, const std::string& name) const {
+const NDArray& Trainer::Find(const ArrayMap& arrays, const std::string& what,
+                             const std::string& name) const {
   auto it = arrays.find(name);
   if (it == arrays.end()) {
     const std::vector<std::string> names = Keys(arrays);
@@ -282,10 +304,18 @@ const NDArray& Trainer::Find(const ArrayMap& arrays, const std::string& what, co
   return it->second;
 }
 
-const NDArray& Trainer::parameter(const std::string& name) const { return Find(params_arrays_, "parameter", name); }
-const NDArray& Trainer::gradient(const std::string& name) const { return Find(grads_, "parameter", name); }
-const NDArray& Trainer::state(const std::string& name) const { return Find(state_arrays_, "optimizer state", name); }
-const NDArray& Trainer::data(const std::string& name) const { return Find(data_, "data input", name); }
+const NDArray& Trainer::parameter(const std::string& name) const {
+  return Find(params_arrays_, "parameter", name);
+}
+const NDArray& Trainer::gradient(const std::string& name) const {
+  return Find(grads_, "parameter", name);
+}
+const NDArray& Trainer::state(const std::string& name) const {
+  return Find(state_arrays_, "optimizer state", name);
+}
+const NDArray& Trainer::data(const std::string& name) const {
+  return Find(data_, "data input", name);
+}
 std::vector<std::string> Trainer::state_names() const { return Keys(state_arrays_); }
 
 }  // namespace weft

@@ -9,7 +9,8 @@
 //
 //   Trainer trainer(loss, {{"data", Shape{64, 784}}, {"label", Shape{64}}}, Xavier(),
 //                   SGD(/*lr=*/0.1, /*momentum=*/0.9, /*wd=*/0, /*rescale_grad=*/1.0 / 64),
-//                   {.schedule = {.decay = LrSchedule::Cosine{.steps = 1000}, .warmup_steps = 100}});
+//                   {.schedule = {.decay = LrSchedule::Cosine{.steps = 1000}, .warmup_steps =
+//                   100}});
 //   for (iter.Reset(); iter.Next();) trainer.Step(iter.Current());   // "data", "label"
 //   double accuracy = trainer.Evaluate(test_iter, metric);           // options.predict's output 0
 //   trainer.Save("step.safetensors");   // later, in a trainer built the same way: Load, train on
@@ -50,7 +51,7 @@
 #include <vector>
 
 #include "core/device.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "executor/executor.h"
 #include "graph/symbol.h"
 #include "storage/ndarray.h"
@@ -77,10 +78,10 @@ struct TrainerOptions {
   // parameter in name order; a parameter it fills (it returns true) is left alone by the trainer's
   // initializer. Empty: the initializer fills them all.
   std::function<bool(const std::string& name, const NDArray& array)> initialize;
-  // Data-parallel training (dist/world.h; not owned, outlives the trainer): the parameters are
-  // broadcast from rank 0 when the trainer is built, and in each step every gradient is averaged
-  // over the ranks by an all-reduce pushed right after the backward, which starts as soon as the
-  // backward has written its gradients (it overlaps the rest of the backward) and before the
+  // Data-parallel training (distributed/world.h; not owned, outlives the trainer): the parameters
+  // are broadcast from rank 0 when the trainer is built, and in each step every gradient is
+  // averaged over the ranks by an all-reduce pushed right after the backward, which starts as soon
+  // as the backward has written its gradients (it overlaps the rest of the backward) and before the
   // updates, which then run as ops of their own rather than inside the bound graph. Gradients
   // are all-reduced in reverse order of the parameters' first use (the order backward makes
   // them), consecutive ones smaller than bucket_bytes packed into one collective. Each rank steps
@@ -102,8 +103,8 @@ class Trainer {
   // argument of the loss, a loss with no parameter, a parameter whose shape cannot be inferred, an
   // argument named like the trainer's own arrays (".mom", ".mean", ".var", "trainer.lr"), a bad
   // schedule or a clip_global_norm < 0.
-  Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_shapes, const Initializer& init,
-          const Optimizer& optimizer, const TrainerOptions& options = {});
+  Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_shapes,
+          const Initializer& init, const Optimizer& optimizer, const TrainerOptions& options = {});
   ~Trainer();  // waits for the work the trainer pushed
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -140,7 +141,7 @@ class Trainer {
   // With a communicator: the gradients as each step all-reduces them, one collective per bucket
   // (last layer first, small ones packed to TrainerOptions::bucket_bytes); empty without one.
   const std::vector<std::vector<NDArray>>& gradient_buckets() const { return grad_buckets_; }
-  std::vector<std::string> state_names() const;            // "fc1_weight.mom", ...
+  std::vector<std::string> state_names() const;  // "fc1_weight.mom", ...
   const NDArray& state(const std::string& name) const;
   const NDArray& data(const std::string& name) const;  // a bound data input
 
@@ -158,14 +159,18 @@ class Trainer {
     std::unique_ptr<Executor> exec;
   };
 
-  void AllocateArrays(const std::map<std::string, Shape>& shapes, const std::map<std::string, Shape>& data_shapes,
-                      const Initializer& init);
+  void AllocateArrays(const std::map<std::string, Shape>& shapes,
+                      const std::map<std::string, Shape>& data_shapes, const Initializer& init);
   void InitializeParameter(const std::string& name, const Initializer& init);
-  void BindStep(const Symbol& loss, const std::map<std::string, Shape>& data_shapes, const Initializer& init);
+  void BindStep(const Symbol& loss, const std::map<std::string, Shape>& data_shapes,
+                const Initializer& init);
   std::unique_ptr<Executor> BindInference(const ArrayMap& inputs) const;
-  std::vector<std::string> InferenceInputs() const;  // the inference graph's non-parameter arguments
-  const NDArray& Find(const ArrayMap& arrays, const std::string& what, const std::string& name) const;
-  // Every array of `batch` names a data input and has its shape; `complete`: every data input is there.
+  std::vector<std::string> InferenceInputs()
+      const;  // the inference graph's non-parameter arguments
+  const NDArray& Find(const ArrayMap& arrays, const std::string& what,
+                      const std::string& name) const;
+  // Every array of `batch` names a data input and has its shape; `complete`: every data input is
+  // there.
   void CheckBatch(const ArrayMap& batch, bool complete) const;
   ArrayMap ArraysOf(const DataBatch& batch, const std::vector<std::string>& inputs) const;
   // With a communicator: the gradient buckets (in all-reduce order), the start's broadcast, and
@@ -175,18 +180,18 @@ class Trainer {
   void AllReduceAndUpdate() const;
 
   std::unique_ptr<Optimizer> optimizer_;
-  Optimizer::GraphUpdate update_;     // the op each parameter's update runs (lr_input: it reads lr_)
-  std::vector<std::string> states_;   // the update op's state inputs ("mom"; "mean", "var")
+  Optimizer::GraphUpdate update_;    // the op each parameter's update runs (lr_input: it reads lr_)
+  std::vector<std::string> states_;  // the update op's state inputs ("mom"; "mean", "var")
   TrainerOptions options_;
-  std::vector<std::string> params_;   // in name order
-  std::vector<std::string> inputs_;   // the data inputs, in name order
+  std::vector<std::string> params_;  // in name order
+  std::vector<std::string> inputs_;  // the data inputs, in name order
   ArrayMap data_, params_arrays_, grads_, state_arrays_;
   std::vector<std::string> host_inputs_;  // data inputs read on the host: CPU arrays on any device
-  NDArray lr_;                        // float64 (1,): the rate every update reads
-  double lr_written_;                 // what lr_ holds (NaN: not written yet)
+  NDArray lr_;                            // float64 (1,): the rate every update reads
+  double lr_written_;                     // what lr_ holds (NaN: not written yet)
   int64_t steps_ = 0;
-  std::unique_ptr<Executor> exec_;    // the training step
-  std::unique_ptr<Inference> infer_;  // bound on the first Predict
+  std::unique_ptr<Executor> exec_;                  // the training step
+  std::unique_ptr<Inference> infer_;                // bound on the first Predict
   std::vector<std::vector<NDArray>> grad_buckets_;  // with a communicator
   Attrs update_attrs_;  // update_.attrs parsed once, for the updates a communicator's step pushes
 };

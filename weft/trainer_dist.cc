@@ -26,7 +26,8 @@ void Trainer::PlanGradientBuckets(const Symbol& loss) {
 }
 
 void Trainer::BroadcastParameters() const {
-  for (const std::string& name : params_) options_.communicator->Broadcast(params_arrays_.at(name), /*root=*/0);
+  for (const std::string& name : params_)
+    options_.communicator->Broadcast(params_arrays_.at(name), /*root=*/0);
 }
 
 // The same clipping ops, update op, attributes and learning-rate array as the bound graph's: the
@@ -39,9 +40,10 @@ void Trainer::AllReduceAndUpdate() const {
   ArrayMap clipped;  // the clipped gradients, new arrays: grads_ stay the bound graph's
   if (options_.clip_global_norm > 0) {
     clipped = grads_;
-    internal::ClipByGlobalNorm(clipped, options_.clip_global_norm, optimizer_->rescale_grad(),
-                               [](const char* op, const AttrMap& attrs, std::vector<NDArray> inputs, const std::string&,
-                                  const std::string&) { return Invoke(op, inputs, attrs)[0]; });
+    internal::ClipByGlobalNorm(
+        clipped, options_.clip_global_norm, optimizer_->rescale_grad(),
+        [](const char* op, const AttrMap& attrs, std::vector<NDArray> inputs, const std::string&,
+           const std::string&) { return Invoke(op, inputs, attrs)[0]; });
     grads = &clipped;
   }
   const Op& op = GetOp(update_.op);

@@ -16,21 +16,25 @@ const char kStepsKey[] = "weft.trainer.steps";
 const char kUpdateKey[] = "weft.trainer.update";
 
 // The shape and dtype of each input, by name.
-std::map<std::string, std::pair<Shape, DType>> Signature(const std::map<std::string, NDArray>& inputs) {
+std::map<std::string, std::pair<Shape, DType>> Signature(
+    const std::map<std::string, NDArray>& inputs) {
   std::map<std::string, std::pair<Shape, DType>> signature;
   for (const auto& [name, array] : inputs) {
-    WEFT_CHECK(!array.is_none()) << "Trainer::Predict: input '" << Abbreviate(name) << "' is a null array";
+    WEFT_CHECK(!array.is_none()) << "Trainer::Predict: input '" << Abbreviate(name)
+                                 << "' is a null array";
     signature[name] = {array.shape(), array.dtype()};
   }
   return signature;
 }
 
 // The step count of a trainer file, which must have been saved with update op `op`.
-int64_t SavedSteps(const std::string& path, const std::map<std::string, std::string>& meta, const std::string& op) {
+int64_t SavedSteps(const std::string& path, const std::map<std::string, std::string>& meta,
+                   const std::string& op) {
   auto steps = meta.find(kStepsKey), update = meta.find(kUpdateKey);
   if (steps == meta.end() || update == meta.end()) {
-    WEFT_THROW("Trainer::Load: '" << path << "' is not a trainer's file: its metadata has no '" << kStepsKey
-                                  << "' and '" << kUpdateKey << "' (a file of parameters only?)");
+    WEFT_THROW("Trainer::Load: '" << path << "' is not a trainer's file: its metadata has no '"
+                                  << kStepsKey << "' and '" << kUpdateKey
+                                  << "' (a file of parameters only?)");
   }
   if (update->second != op) {
     WEFT_THROW("Trainer::Load: '" << path << "' holds the state of " << Abbreviate(update->second)
@@ -40,8 +44,9 @@ int64_t SavedSteps(const std::string& path, const std::map<std::string, std::str
   const std::string& text = steps->second;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), t);
   if (ec != std::errc() || end != text.data() + text.size() || t < 0) {
-    WEFT_THROW("Trainer::Load: '" << path << "': metadata '" << kStepsKey << "': expected a step count >= 0, found '"
-                                  << Abbreviate(text) << "'");
+    WEFT_THROW("Trainer::Load: '" << path << "': metadata '" << kStepsKey
+                                  << "': expected a step count >= 0, found '" << Abbreviate(text)
+                                  << "'");
   }
   return t;
 }
@@ -62,10 +67,12 @@ std::vector<NDArray> Trainer::Predict(const ArrayMap& inputs) {
 // The inference symbol bound on the trainer's parameter arrays and new arrays like `inputs`.
 std::unique_ptr<Executor> Trainer::BindInference(const ArrayMap& inputs) const {
   ArrayMap args;
-  const std::vector<std::string> needed = InferenceInputs(), host = Executor::HostArguments(options_.predict);
+  const std::vector<std::string> needed = InferenceInputs(),
+                                 host = Executor::HostArguments(options_.predict);
   for (const auto& [name, array] : inputs) {
     if (std::find(needed.begin(), needed.end(), name) == needed.end()) {
-      WEFT_THROW("Trainer::Predict: '" << Abbreviate(name) << "' is not an input of the inference graph; its inputs "
+      WEFT_THROW("Trainer::Predict: '" << Abbreviate(name)
+                                       << "' is not an input of the inference graph; its inputs "
                                        << "are " << QuotedList(needed) << DidYouMean(name, needed));
     }
     const bool on_host = std::find(host.begin(), host.end(), name) != host.end();
@@ -73,7 +80,8 @@ std::unique_ptr<Executor> Trainer::BindInference(const ArrayMap& inputs) const {
   }
   for (const std::string& name : needed) {
     if (inputs.count(name) == 0) {
-      WEFT_THROW("Trainer::Predict: no input '" << Abbreviate(name) << "'; the inference graph's inputs are "
+      WEFT_THROW("Trainer::Predict: no input '" << Abbreviate(name)
+                                                << "'; the inference graph's inputs are "
                                                 << QuotedList(needed));
     }
   }
@@ -95,9 +103,11 @@ double Trainer::Evaluate(DataIter& iter, Metric& metric, size_t output) {
   const std::vector<std::string> inputs = InferenceInputs();
   for (iter.Reset(); iter.Next();) {
     const DataBatch& batch = iter.Current();
-    WEFT_CHECK(!batch.label.is_none()) << "Trainer::Evaluate: the iterator's batches have no labels";
+    WEFT_CHECK(!batch.label.is_none())
+        << "Trainer::Evaluate: the iterator's batches have no labels";
     const std::vector<NDArray> out = Predict(ArraysOf(batch, inputs));
-    WEFT_CHECK_LT(output, out.size()) << "Trainer::Evaluate: the inference graph has " << out.size() << " output(s)";
+    WEFT_CHECK_LT(output, out.size())
+        << "Trainer::Evaluate: the inference graph has " << out.size() << " output(s)";
     const int64_t n = batch.data.shape()[0] - batch.pad;
     metric.Update(batch.label.Slice(0, n), out[output].Slice(0, n));
   }
@@ -118,17 +128,20 @@ void Trainer::Load(const std::string& path) {
   targets.insert(state_arrays_.begin(), state_arrays_.end());
   for (const auto& [name, array] : file) {
     if (targets.count(name) == 0) {
-      WEFT_THROW("Trainer::Load: '" << path << "' holds '" << Abbreviate(name)
-                                    << "', which is not a parameter or optimizer state of this trainer");
+      WEFT_THROW("Trainer::Load: '"
+                 << path << "' holds '" << Abbreviate(name)
+                 << "', which is not a parameter or optimizer state of this trainer");
     }
     const NDArray& target = targets.at(name);
     if (array.shape() != target.shape() || array.dtype() != target.dtype()) {
-      WEFT_THROW("Trainer::Load: '" << path << "': '" << Abbreviate(name) << "' is " << array.shape() << " "
-                                    << array.dtype() << ", expected " << target.shape() << " " << target.dtype());
+      WEFT_THROW("Trainer::Load: '" << path << "': '" << Abbreviate(name) << "' is "
+                                    << array.shape() << " " << array.dtype() << ", expected "
+                                    << target.shape() << " " << target.dtype());
     }
   }
   for (const auto& [name, target] : targets) {
-    if (file.count(name) == 0) WEFT_THROW("Trainer::Load: '" << path << "' has no '" << Abbreviate(name) << "'");
+    if (file.count(name) == 0)
+      WEFT_THROW("Trainer::Load: '" << path << "' has no '" << Abbreviate(name) << "'");
   }
   for (const auto& [name, array] : file) array.CopyTo(targets.at(name));
   steps_ = steps;

@@ -2,18 +2,18 @@
 //   NDArray        asynchronous arrays on the engine (storage/ndarray.h)
 //   Invoke         any registered op on arrays, with its gradient (weft/imperative.h)
 //   op::...        typed op calls and arithmetic operators (weft/ops.h)
-//   Symbol         graphs built by composing ops, with a JSON form (graph/symbol.h, weft/symbol_file.h)
-//   Executor       a symbol bound to a device and arrays: Forward, Backward (executor/executor.h)
-//   SeedRandom     reproducible random numbers (storage/random.h)
-//   Save, Load     named arrays in safetensors files (weft/serialization.h)
-//   ArrayIter, CsvIter, MnistIter   batches for training (weft/data_iter.h)
-//   Xavier, Uniform, Normal, ...    parameter initializers (weft/initializer.h)
-//   SGD, Adam      optimizers that update weights in place (weft/optimizer.h)
+//   Symbol         graphs built by composing ops, with a JSON form (graph/symbol.h,
+//   weft/symbol_file.h) Executor       a symbol bound to a device and arrays: Forward, Backward
+//   (executor/executor.h) SeedRandom     reproducible random numbers (storage/random.h) Save, Load
+//   named arrays in safetensors files (weft/serialization.h) ArrayIter, CsvIter, MnistIter batches
+//   for training (weft/data_iter.h) Xavier, Uniform, Normal, ...    parameter initializers
+//   (weft/initializer.h) SGD, Adam      optimizers that update weights in place (weft/optimizer.h)
 //   Trainer        a training step bound as one graph: forward, backward, updates, a learning-rate
 //                  schedule (weft/trainer.h, weft/lr_schedule.h); Save/Load resume it exactly
 //   Accuracy, CrossEntropy          evaluation metrics (weft/metric.h)
 //   Profiler       Start/Stop a trace of ops, GPU kernels and memory (weft/profiler.h)
-//   SplitRnnParameters, BuildRnnParameters   the RNN op's weights as PyTorch names them (weft/rnn_params.h)
+//   SplitRnnParameters, BuildRnnParameters   the RNN op's weights as PyTorch names them
+//   (weft/rnn_params.h)
 //
 //   #include "weft/weft.h"
 //   weft::NDArray x(weft::Shape{2, 3});

@@ -44,7 +44,9 @@ std::string NoGpuReason() { return Inventory().reason; }
 
 void CheckGpu(int device) {
   const int count = GpuCount();
-  if (count == 0) WEFT_THROW("expected a CUDA GPU for gpu:" << device << ", found none (" << NoGpuReason() << ")");
+  if (count == 0)
+    WEFT_THROW("expected a CUDA GPU for gpu:" << device << ", found none (" << NoGpuReason()
+                                              << ")");
   if (device < 0 || device >= count) {
     WEFT_THROW("expected a GPU id in [0, " << count << "), found gpu:" << device);
   }

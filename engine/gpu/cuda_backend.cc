@@ -123,7 +123,8 @@ class CudaBackend final : public engine::DeviceBackend {
     DeviceGuard guard(device);
     int least = 0, greatest = 0;
     WEFT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    return new GpuStream(device, {.blocking = true, .priority = kind == StreamKind::kPrioritized ? greatest : least});
+    return new GpuStream(device, {.blocking = true,
+                                  .priority = kind == StreamKind::kPrioritized ? greatest : least});
   }
 
   // After the engine has drained: no op and no consumer can use the stream any more.
@@ -176,7 +177,9 @@ class CudaBackend final : public engine::DeviceBackend {
   }
 
   // Read by the op that holds `var` (its writer is stable).
-  bool CarriesErrors(VarSyncSlot& var) override { return WriterWithErrors(StateOf(var)) != nullptr; }
+  bool CarriesErrors(VarSyncSlot& var) override {
+    return WriterWithErrors(StateOf(var)) != nullptr;
+  }
 
   void AddReader(VarSyncSlot& var, Completion done) override {
     CudaVarState& s = MakeState(var);
@@ -215,8 +218,8 @@ class CudaBackend final : public engine::DeviceBackend {
     CudaVarState* s = StateOf(var);
     if (s == nullptr || s->writer == nullptr) return nullptr;
     PooledEvent* event = EventOf(s->writer);
-    const bool raises =
-        !s->writer->errors.empty() && s->errors_taken.exchange(s->writer, std::memory_order_acq_rel) != s->writer;
+    const bool raises = !s->writer->errors.empty() &&
+                        s->errors_taken.exchange(s->writer, std::memory_order_acq_rel) != s->writer;
     if (raises || s->writer->errors.empty()) {
       AddRef(s->writer);
       return s->writer;
@@ -239,7 +242,8 @@ class CudaBackend final : public engine::DeviceBackend {
       found = std::current_exception();
     }
     ReleasePoint(p);
-    if (error != cudaSuccess) ThrowCudaError(error, "cudaEventSynchronize(event)", __FILE__, __LINE__);
+    if (error != cudaSuccess)
+      ThrowCudaError(error, "cudaEventSynchronize(event)", __FILE__, __LINE__);
     if (found) std::rethrow_exception(found);
   }
 

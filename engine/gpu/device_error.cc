@@ -133,8 +133,8 @@ class RecordPool {
     unsigned long long* notes = nullptr;
     WEFT_CUDA_CHECK(cudaMalloc(&notes, kChunk * sizeof(*notes)));
     void* host = nullptr;
-    WEFT_CUDA_CHECK(
-        cudaHostAlloc(&host, kChunk * sizeof(DeviceErrorReport), cudaHostAllocMapped | cudaHostAllocPortable));
+    WEFT_CUDA_CHECK(cudaHostAlloc(&host, kChunk * sizeof(DeviceErrorReport),
+                                  cudaHostAllocMapped | cudaHostAllocPortable));
     std::memset(host, 0, kChunk * sizeof(DeviceErrorReport));  // tickets start at 1: no use is done
     void* mapped = nullptr;
     WEFT_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, host, 0));
@@ -165,7 +165,9 @@ AcquiredRecord AcquireErrorRecord(int device, DeviceErrorMessage message) {
   return RecordPool::Get().Acquire(device, std::move(message));
 }
 
-DeviceErrors::DeviceErrors(DeviceErrors&& other) noexcept : records_(other.records_) { other.records_.clear(); }
+DeviceErrors::DeviceErrors(DeviceErrors&& other) noexcept : records_(other.records_) {
+  other.records_.clear();
+}
 
 DeviceErrors& DeviceErrors::operator=(DeviceErrors&& other) noexcept {
   if (this != &other) {

@@ -27,15 +27,20 @@ using engine::DeviceActivity;
 constexpr size_t kBufferBytes = size_t{8} << 20;
 // The API records are there only to carry the external correlation ids of the calls.
 constexpr CUpti_ActivityKind kKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
 };
 constexpr CUpti_ExternalCorrelationKind kOpKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 constexpr CUpti_ExternalCorrelationKind kLaunchKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1;
 
 std::string CuptiError(const char* call, CUptiResult result) {
   const char* text = nullptr;
-  if (cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == nullptr) text = "unknown CUPTI error";
+  if (cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == nullptr)
+    text = "unknown CUPTI error";
   return std::string(call) + ": " + text;
 }
 
@@ -101,10 +106,11 @@ DeviceActivity KernelActivity(const CUpti_ActivityKernel10& k) {
   a.name = k.name != nullptr ? KernelName(k.name) : "kernel";
   a.device = static_cast<int>(k.deviceId), a.stream = k.streamId, a.correlation = k.correlationId;
   a.start_ns = static_cast<int64_t>(k.start), a.end_ns = static_cast<int64_t>(k.end);
-  a.detail = "grid [" + std::to_string(k.gridX) + ", " + std::to_string(k.gridY) + ", " + std::to_string(k.gridZ) +
-             "] block [" + std::to_string(k.blockX) + ", " + std::to_string(k.blockY) + ", " +
-             std::to_string(k.blockZ) + "]";
-  if (k.graphId != 0) a.detail += " graph " + std::to_string(k.graphId);  // replayed from a CUDA graph
+  a.detail = "grid [" + std::to_string(k.gridX) + ", " + std::to_string(k.gridY) + ", " +
+             std::to_string(k.gridZ) + "] block [" + std::to_string(k.blockX) + ", " +
+             std::to_string(k.blockY) + ", " + std::to_string(k.blockZ) + "]";
+  if (k.graphId != 0)
+    a.detail += " graph " + std::to_string(k.graphId);  // replayed from a CUDA graph
   return a;
 }
 
@@ -170,14 +176,17 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
   *max_records = 0;
 }
 
-void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t, size_t valid_bytes) {
+void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t,
+                              size_t valid_bytes) {
   {
     std::lock_guard<std::mutex> lock(records_mu);
     Records& r = Delivered();
     CUpti_Activity* record = nullptr;
-    while (cuptiActivityGetNextRecord(buffer, valid_bytes, &record) == CUPTI_SUCCESS) Collect(record, r);
+    while (cuptiActivityGetNextRecord(buffer, valid_bytes, &record) == CUPTI_SUCCESS)
+      Collect(record, r);
     size_t dropped = 0;
-    if (cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS) r.dropped += dropped;
+    if (cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS)
+      r.dropped += dropped;
   }
   std::free(buffer);
 }
@@ -223,8 +232,9 @@ std::vector<DeviceActivity> Resolve(Records& r, const LaunchMap& launches, int64
     }
   }
   for (auto& [correlation, kernels] : launched) {
-    std::sort(kernels.begin(), kernels.end(),
-              [](const DeviceActivity* x, const DeviceActivity* y) { return x->start_ns < y->start_ns; });
+    std::sort(kernels.begin(), kernels.end(), [](const DeviceActivity* x, const DeviceActivity* y) {
+      return x->start_ns < y->start_ns;
+    });
     auto it = launches.find(r.external[correlation].launch);
     if (it == launches.end()) continue;
     const Launch& launch = it->second;
@@ -247,7 +257,8 @@ class CuptiTracer final : public engine::DeviceTracer {
   // Enables every kind, or none; returns what failed.
   static std::string Enable();
   static void Disable();
-  static std::vector<engine::DeviceStreamName> StreamNames(std::span<const engine::NamedStream> streams);
+  static std::vector<engine::DeviceStreamName> StreamNames(
+      std::span<const engine::NamedStream> streams);
 
   // Start and Stop only (the profiler calls them one at a time).
   bool enabled_ = false;
@@ -271,7 +282,8 @@ std::string CuptiTracer::Start() {
     std::lock_guard<std::mutex> lock(launches_mu);
     Launches().clear();
   }
-  if (const std::string error = Enable(); !error.empty()) return "GPU activity is not recorded: " + error;
+  if (const std::string error = Enable(); !error.empty())
+    return "GPU activity is not recorded: " + error;
   offset_ns_ = ClockOffset();
   enabled_ = true;
   recording.store(true, std::memory_order_relaxed);
@@ -307,7 +319,8 @@ void CuptiTracer::LeaveOp() {
   op_pushed.pop_back();
 }
 
-std::vector<engine::DeviceStreamName> CuptiTracer::StreamNames(std::span<const engine::NamedStream> streams) {
+std::vector<engine::DeviceStreamName> CuptiTracer::StreamNames(
+    std::span<const engine::NamedStream> streams) {
   std::vector<engine::DeviceStreamName> names;
   for (const engine::NamedStream& s : streams) {
     uint32_t id = 0;
@@ -338,7 +351,8 @@ engine::DeviceTrace CuptiTracer::Stop(std::span<const engine::NamedStream> strea
   }
   trace.activities = Resolve(records, launches, offset_ns_);
   if (records.dropped > 0) {
-    trace.warning = "CUPTI dropped " + std::to_string(records.dropped) + " activity records (its buffers were full)";
+    trace.warning = "CUPTI dropped " + std::to_string(records.dropped) +
+                    " activity records (its buffers were full)";
   }
   return trace;
 }

@@ -12,7 +12,8 @@ EventPool& EventPool::Get() {
 }
 
 PooledEvent* EventPool::Acquire(int device) {
-  WEFT_CHECK(device >= 0 && device < kMaxDevices) << "expected a GPU id below " << kMaxDevices << ", found " << device;
+  WEFT_CHECK(device >= 0 && device < kMaxDevices)
+      << "expected a GPU id below " << kMaxDevices << ", found " << device;
   {
     std::lock_guard<SpinLock> lock(mu_);
     if (!free_[device].empty()) {
@@ -52,11 +53,14 @@ PooledEvent* EventPool::RecordAfterAll(int device) {
 
 PooledEvent* EventPool::RecordOn(int device, cudaStream_t stream) {
   DeviceGuard guard(device);
-  return RecordWith(device, [stream](cudaEvent_t event) { WEFT_CUDA_CHECK(cudaEventRecord(event, stream)); });
+  return RecordWith(
+      device, [stream](cudaEvent_t event) { WEFT_CUDA_CHECK(cudaEventRecord(event, stream)); });
 }
 
 void EventPool::Release(PooledEvent* e) {
-  if (e->refs.load(std::memory_order_relaxed) > 0 && e->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  if (e->refs.load(std::memory_order_relaxed) > 0 &&
+      e->refs.fetch_sub(1, std::memory_order_acq_rel) != 1)
+    return;
   std::lock_guard<SpinLock> lock(mu_);
   free_[e->device].push_back(e);
 }

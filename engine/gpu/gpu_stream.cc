@@ -74,10 +74,11 @@ void GpuStream::Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind ki
   WEFT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, handle_.stream));
 }
 
-void GpuStream::Copy2D(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height,
-                       cudaMemcpyKind kind) {
+void GpuStream::Copy2D(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+                       size_t height, cudaMemcpyKind kind) {
   Flush();
-  WEFT_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, kind, handle_.stream));
+  WEFT_CUDA_CHECK(
+      cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, height, kind, handle_.stream));
 }
 
 void GpuStream::Memset(void* dst, int value, size_t bytes) {
@@ -95,7 +96,9 @@ void GpuStream::Record(cudaEvent_t event) {
   WEFT_CUDA_CHECK(cudaEventRecord(event, handle_.stream));
 }
 
-void GpuStream::Wait(cudaEvent_t event) { WEFT_CUDA_CHECK(cudaStreamWaitEvent(handle_.stream, event, 0)); }
+void GpuStream::Wait(cudaEvent_t event) {
+  WEFT_CUDA_CHECK(cudaStreamWaitEvent(handle_.stream, event, 0));
+}
 
 void GpuStream::Synchronize() {
   Flush();
@@ -104,8 +107,9 @@ void GpuStream::Synchronize() {
 
 gpu::DeviceErrorSlot GpuStream::ErrorSlot(gpu::DeviceErrorMessage message) {
   if (recording_) {
-    WEFT_THROW("a check of an op's input on the device cannot be recorded into a CUDA graph "
-               "(its report is per call); the op must not be captured (Op::capture_barrier)");
+    WEFT_THROW(
+        "a check of an op's input on the device cannot be recorded into a CUDA graph "
+        "(its report is per call); the op must not be captured (Op::capture_barrier)");
   }
   const gpu::AcquiredRecord acquired = gpu::AcquireErrorRecord(device_, std::move(message));
   {

@@ -43,8 +43,9 @@ class GpuStream {
  public:
   struct Options {
     // A blocking stream (cudaStreamDefault) orders with the legacy default stream, which a free
-    // without a stream relies on (storage/gpu/gpu_storage.cc: after the work of every blocking stream);
-    // the engine's streams are blocking. A non-blocking one (cudaStreamNonBlocking) does not.
+    // without a stream relies on (storage/gpu/gpu_storage.cc: after the work of every blocking
+    // stream); the engine's streams are blocking. A non-blocking one (cudaStreamNonBlocking) does
+    // not.
     bool blocking = true;
     int priority = 0;  // as cudaStreamCreateWithPriority takes it (lower is more urgent)
     // A stream that work is captured on into a CUDA graph (engine/gpu/recorded_work.h): its
@@ -78,15 +79,16 @@ class GpuStream {
   // The stream's device must be current (it is on the stream's worker). Throws weft::Error when
   // the kernel has fewer parameters than `args`, or for a failed launch (of this kernel, or kept
   // from an earlier batch).
-  void Launch(const void* kernel, dim3 grid, dim3 block, std::span<void* const> args, size_t shared_bytes = 0) {
+  void Launch(const void* kernel, dim3 grid, dim3 block, std::span<void* const> args,
+              size_t shared_bytes = 0) {
     batch_.Launch(kernel, grid, block, args, shared_bytes);
   }
 
   // Each of these first launches the kernels batched so far. All throw weft::Error on a CUDA
   // error (the failure of a batched launch included).
   void Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind = cudaMemcpyDefault);
-  void Copy2D(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height,
-              cudaMemcpyKind kind = cudaMemcpyDefault);
+  void Copy2D(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
+              size_t height, cudaMemcpyKind kind = cudaMemcpyDefault);
   void Memset(void* dst, int value, size_t bytes);
   // fn(data) on a CUDA thread once the work before it is done; the stream's later work waits for
   // it to return. fn must make no CUDA call.

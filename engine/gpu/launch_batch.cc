@@ -31,7 +31,8 @@ struct PendingKernel {
   unsigned shared_bytes;
   uint32_t arg_begin, num_args;
   size_t bytes_begin, bytes_end;
-  uint64_t op;  // the profiled op that launched it (engine::CurrentProfiledOp), for the device tracer
+  uint64_t
+      op;  // the profiled op that launched it (engine::CurrentProfiledOp), for the device tracer
 };
 
 // What a node of an executable chain was last set to: a node set again to the same kernel,
@@ -43,9 +44,10 @@ struct NodeState {
   std::vector<unsigned char> args;
 
   bool Same(const cudaKernelNodeParams& p, std::span<const unsigned char> arg_bytes) const {
-    return kernel == p.func && grid.x == p.gridDim.x && grid.y == p.gridDim.y && grid.z == p.gridDim.z &&
-           block.x == p.blockDim.x && block.y == p.blockDim.y && block.z == p.blockDim.z &&
-           shared_bytes == p.sharedMemBytes && args.size() == arg_bytes.size() &&
+    return kernel == p.func && grid.x == p.gridDim.x && grid.y == p.gridDim.y &&
+           grid.z == p.gridDim.z && block.x == p.blockDim.x && block.y == p.blockDim.y &&
+           block.z == p.blockDim.z && shared_bytes == p.sharedMemBytes &&
+           args.size() == arg_bytes.size() &&
            std::memcmp(args.data(), arg_bytes.data(), args.size()) == 0;
   }
   void Assign(const cudaKernelNodeParams& p, std::span<const unsigned char> arg_bytes) {
@@ -78,7 +80,7 @@ struct LaunchBatch::State {
   const cudaStream_t stream;
   const int device;     // the stream's GPU: current while a flush launches
   const bool batching;  // false: every kernel is launched at once
-  std::mutex mu;     // guards everything below
+  std::mutex mu;        // guards everything below
   std::vector<PendingKernel> pending;
   std::vector<size_t> arg_offsets;       // per argument, into arg_bytes
   std::vector<unsigned char> arg_bytes;  // the pending kernels' arguments
@@ -100,7 +102,8 @@ std::vector<State*>& Registry() {
   return *batches;
 }
 
-std::atomic<uint64_t> kernel_generation{0};  // bumped by ForgetKernels: cached parameter sizes go stale
+std::atomic<uint64_t> kernel_generation{
+    0};  // bumped by ForgetKernels: cached parameter sizes go stale
 
 // The byte sizes of the first `count` parameters of `kernel`, as cudaFuncGetParamInfo reports
 // them. (CUDA has no parameter count to ask for; the caller's argument count is asked for.)
@@ -110,8 +113,9 @@ std::vector<size_t> AskParamSizes(const void* kernel, size_t count) {
     const cudaError_t error = cudaFuncGetParamInfo(kernel, i, &offset, &size);
     if (error != cudaSuccess) {
       cudaGetLastError();
-      WEFT_THROW("launching a kernel: " << count << " arguments given, but the kernel has no parameter " << i
-                                        << " (cudaFuncGetParamInfo: " << cudaGetErrorString(error) << ")");
+      WEFT_THROW("launching a kernel: "
+                 << count << " arguments given, but the kernel has no parameter " << i
+                 << " (cudaFuncGetParamInfo: " << cudaGetErrorString(error) << ")");
     }
     sizes.push_back(size);
   }
@@ -130,8 +134,9 @@ const std::vector<size_t>& ParamSizes(const void* kernel, size_t count) {
   std::vector<size_t>& sizes = cache[kernel];
   if (sizes.size() == count) return sizes;
   static std::mutex shared_mu;
-  static auto* shared = new std::unordered_map<const void*, std::vector<size_t>>;  // guarded by shared_mu
-  static uint64_t shared_generation = 0;                                             // guarded by shared_mu
+  static auto* shared =
+      new std::unordered_map<const void*, std::vector<size_t>>;  // guarded by shared_mu
+  static uint64_t shared_generation = 0;                         // guarded by shared_mu
   std::lock_guard<std::mutex> lock(shared_mu);
   if (generation != shared_generation) shared->clear(), shared_generation = generation;
   std::vector<size_t>& known = (*shared)[kernel];
@@ -146,7 +151,8 @@ const std::vector<size_t>& ParamSizes(const void* kernel, size_t count) {
   return sizes = known;
 }
 
-void Append(State& b, const void* kernel, dim3 grid, dim3 block, std::span<void* const> args, size_t shared_bytes) {
+void Append(State& b, const void* kernel, dim3 grid, dim3 block, std::span<void* const> args,
+            size_t shared_bytes) {
   const std::vector<size_t>& sizes = ParamSizes(kernel, args.size());
   if (b.pending.empty()) b.arg_bytes.clear();
   PendingKernel k{kernel,
@@ -160,7 +166,8 @@ void Append(State& b, const void* kernel, dim3 grid, dim3 block, std::span<void*
                   engine::CurrentProfiledOp()};
   for (size_t i = 0; i < sizes.size(); ++i) {
     const size_t offset = b.arg_bytes.size();
-    b.arg_bytes.resize(offset + (sizes[i] + kArgAlign - 1) / kArgAlign * kArgAlign);  // padding zeroed
+    b.arg_bytes.resize(offset +
+                       (sizes[i] + kArgAlign - 1) / kArgAlign * kArgAlign);  // padding zeroed
     std::memcpy(b.arg_bytes.data() + offset, args[i], sizes[i]);
     b.arg_offsets.push_back(offset);
   }
@@ -170,7 +177,8 @@ void Append(State& b, const void* kernel, dim3 grid, dim3 block, std::span<void*
 
 // Node parameters of pending kernel `k`; `pointers` receives its argument pointers.
 cudaKernelNodeParams NodeParams(State& b, const PendingKernel& k, std::vector<void*>& pointers) {
-  for (uint32_t i = 0; i < k.num_args; ++i) pointers.push_back(b.arg_bytes.data() + b.arg_offsets[k.arg_begin + i]);
+  for (uint32_t i = 0; i < k.num_args; ++i)
+    pointers.push_back(b.arg_bytes.data() + b.arg_offsets[k.arg_begin + i]);
   cudaKernelNodeParams p{};
   p.func = const_cast<void*>(k.kernel);
   p.gridDim = k.grid, p.blockDim = k.block, p.sharedMemBytes = k.shared_bytes;
@@ -250,16 +258,17 @@ void FlushLocked(State& b) {
   error = cudaSuccess;
   for (size_t i = 0; i < params.size(); ++i) {
     const cudaKernelNodeParams& p = params[i];
-    LaunchAttribution attribution(traced ? std::span<const uint64_t>(&ops[i], 1) : std::span<const uint64_t>(),
-                                  b.stream);
-    const cudaError_t e = cudaLaunchKernel(p.func, p.gridDim, p.blockDim, p.kernelParams, p.sharedMemBytes, b.stream);
+    LaunchAttribution attribution(
+        traced ? std::span<const uint64_t>(&ops[i], 1) : std::span<const uint64_t>(), b.stream);
+    const cudaError_t e =
+        cudaLaunchKernel(p.func, p.gridDim, p.blockDim, p.kernelParams, p.sharedMemBytes, b.stream);
     if (e != cudaSuccess && error == cudaSuccess) error = e;
   }
   if (error == cudaSuccess) return;
   cudaGetLastError();
   if (b.failure.empty()) {
-    b.failure =
-        std::string("launching a batch of kernels: ") + cudaGetErrorName(error) + ": " + cudaGetErrorString(error);
+    b.failure = std::string("launching a batch of kernels: ") + cudaGetErrorName(error) + ": " +
+                cudaGetErrorString(error);
   }
 }
 
@@ -285,7 +294,8 @@ LaunchBatch::~LaunchBatch() {
   for (auto& [count, chain] : state_->chains) DestroyChain(chain);
 }
 
-void LaunchBatch::Launch(const void* kernel, dim3 grid, dim3 block, std::span<void* const> args, size_t shared_bytes) {
+void LaunchBatch::Launch(const void* kernel, dim3 grid, dim3 block, std::span<void* const> args,
+                         size_t shared_bytes) {
   State& b = *state_;
   void** const arg_pointers = const_cast<void**>(args.data());
   if (!b.batching) {
@@ -293,7 +303,8 @@ void LaunchBatch::Launch(const void* kernel, dim3 grid, dim3 block, std::span<vo
     return;
   }
   std::lock_guard<std::mutex> lock(b.mu);
-  if (static_cast<uint64_t>(grid.x) * grid.y * grid.z * block.x * block.y * block.z >= kDirectLaunchThreads) {
+  if (static_cast<uint64_t>(grid.x) * grid.y * grid.z * block.x * block.y * block.z >=
+      kDirectLaunchThreads) {
     FlushOrThrow(b);  // after the kernels before it
     WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, grid, block, arg_pointers, shared_bytes, b.stream));
     return;
@@ -343,8 +354,9 @@ void LaunchBatch::ForgetChains() noexcept {
   for (State* b : Registry()) {
     std::lock_guard<std::mutex> batch_lock(b->mu);
     try {
-      FlushLocked(*b);        // a failed launch stays for the stream's next flush
-    } catch (const Error&) {  // the device guard failed: the device is gone, and the kernels with it
+      FlushLocked(*b);  // a failed launch stays for the stream's next flush
+    } catch (
+        const Error&) {  // the device guard failed: the device is gone, and the kernels with it
       b->pending.clear(), b->arg_offsets.clear();
     }
     for (auto& [count, chain] : b->chains) DestroyChain(chain);

@@ -65,7 +65,8 @@ class LaunchBatch {
   // to the batch; `device` must be current. `args` points at each of the kernel's arguments, in
   // order (exactly as many as it has parameters, as for cudaLaunchKernel); their values are copied
   // before this returns. Throws weft::Error when the kernel has fewer parameters than `args`.
-  void Launch(const void* kernel, dim3 grid, dim3 block, std::span<void* const> args, size_t shared_bytes);
+  void Launch(const void* kernel, dim3 grid, dim3 block, std::span<void* const> args,
+              size_t shared_bytes);
 
   // Launches the kernels batched so far (nothing when there are none), then raises a launch
   // failure kept from an earlier flush.

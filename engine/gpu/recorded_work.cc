@@ -29,7 +29,8 @@ cudaMemsetParams WordParams(uint64_t* values, size_t k, int word, uint64_t value
 }
 
 std::vector<RecordingStreamPrep>& Preparations() {
-  static auto* const preps = new std::vector<RecordingStreamPrep>;  // filled at static initialization
+  static auto* const preps =
+      new std::vector<RecordingStreamPrep>;  // filled at static initialization
   return *preps;
 }
 
@@ -49,7 +50,8 @@ engine::GpuStream& RecordingStream(int device) {
   for (auto& [d, s] : streams) {
     if (d == device) return *s;
   }
-  auto stream = std::make_unique<engine::GpuStream>(device, engine::GpuStream::Options{.blocking = false, .recording = true});
+  auto stream = std::make_unique<engine::GpuStream>(
+      device, engine::GpuStream::Options{.blocking = false, .recording = true});
   for (RecordingStreamPrep prepare : Preparations()) prepare(*stream);
   streams.emplace_back(device, std::move(stream));
   return *streams.back().second;
@@ -66,7 +68,8 @@ CudaRecordedWork::~CudaRecordedWork() {
   if (values_ != nullptr) cudaFree(values_);
 }
 
-std::unique_ptr<engine::RecordedWork> CudaRecordedWork::Record(const engine::RunContext& ctx, size_t values,
+std::unique_ptr<engine::RecordedWork> CudaRecordedWork::Record(const engine::RunContext& ctx,
+                                                               size_t values,
                                                                const engine::RecordFn& record) {
   DeviceGuard guard(ctx.device.id);
   std::unique_ptr<CudaRecordedWork> work(new CudaRecordedWork(ctx.device.id, values));
@@ -82,8 +85,8 @@ std::unique_ptr<engine::RecordedWork> CudaRecordedWork::Record(const engine::Run
   const cudaError_t ended = cudaStreamEndCapture(stream.handle(), &work->graph_);
   if (ended != cudaSuccess) {
     cudaGetLastError();
-    WEFT_THROW("recording the work into a CUDA graph failed: cudaStreamEndCapture: " << cudaGetErrorName(ended)
-                                                                                    << ": " << cudaGetErrorString(ended));
+    WEFT_THROW("recording the work into a CUDA graph failed: cudaStreamEndCapture: "
+               << cudaGetErrorName(ended) << ": " << cudaGetErrorString(ended));
   }
   work->AddValueNodes();
   WEFT_CUDA_CHECK(cudaGraphInstantiate(&work->exec_, work->graph_, 0));
@@ -100,7 +103,8 @@ void CudaRecordedWork::AddValueNodes() {
       const cudaMemsetParams p = WordParams(values_, k, word, 0);
       cudaGraphNode_t node = nullptr;
       WEFT_CUDA_CHECK(cudaGraphAddMemsetNode(&node, graph_, nullptr, 0, &p));
-      for (cudaGraphNode_t root : roots) WEFT_CUDA_CHECK(cudaGraphAddDependencies(graph_, &node, &root, nullptr, 1));
+      for (cudaGraphNode_t root : roots)
+        WEFT_CUDA_CHECK(cudaGraphAddDependencies(graph_, &node, &root, nullptr, 1));
       value_nodes_.push_back(node);
     }
   }

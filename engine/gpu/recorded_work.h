@@ -3,12 +3,14 @@
 //
 // The capture stream is non-blocking (work on the legacy stream elsewhere does not invalidate the
 // capture) and launches its kernels at once (the graph is their batch); capture is thread-local
-// (other workers go on as usual), and relaxed, so that the recording thread may allocate. Each thread keeps one such stream per device, made ready by the
-// preparations libraries registered (OnNewRecordingStream) before its first capture: what must
-// exist before a capture because making it allocates (cuBLAS and cuDNN handles bound to it). Value slots: each is set by two 32-bit memset nodes that every
-// root of the captured graph depends on; SetValue changes those nodes in the executable graph
-// (cudaGraphExecMemsetNodeSetParams), which leaves the launches already queued alone.
-// Instantiation is host work (tens of microseconds per node); a replay is one cudaGraphLaunch.
+// (other workers go on as usual), and relaxed, so that the recording thread may allocate. Each
+// thread keeps one such stream per device, made ready by the preparations libraries registered
+// (OnNewRecordingStream) before its first capture: what must exist before a capture because making
+// it allocates (cuBLAS and cuDNN handles bound to it). Value slots: each is set by two 32-bit
+// memset nodes that every root of the captured graph depends on; SetValue changes those nodes in
+// the executable graph (cudaGraphExecMemsetNodeSetParams), which leaves the launches already queued
+// alone. Instantiation is host work (tens of microseconds per node); a replay is one
+// cudaGraphLaunch.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,7 +41,7 @@ class CudaRecordedWork final : public engine::RecordedWork {
  public:
   // See DeviceBackend::Record.
   static std::unique_ptr<engine::RecordedWork> Record(const engine::RunContext& ctx, size_t values,
-                                                     const engine::RecordFn& record);
+                                                      const engine::RecordFn& record);
   ~CudaRecordedWork() override;  // after every replay's work is done (the caller's duty)
 
   const uint64_t* values() const override { return values_; }

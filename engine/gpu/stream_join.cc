@@ -18,8 +18,10 @@ void RunUnjoined(engine::GpuStream& stream, const JoinedLibraryWork::Call& call)
   unjoined.fetch_add(1, std::memory_order_relaxed);
   static std::once_flag warned;
   std::call_once(warned, [] {
-    std::cerr << "weft: warning: a library call left work on a stream of its own without joining it back to the "
-                 "caller's stream (cudaStreamEndCapture: cudaErrorStreamCaptureUnjoined); such calls run uncaptured, "
+    std::cerr << "weft: warning: a library call left work on a stream of its own without joining "
+                 "it back to the "
+                 "caller's stream (cudaStreamEndCapture: cudaErrorStreamCaptureUnjoined); such "
+                 "calls run uncaptured, "
                  "each followed by cudaDeviceSynchronize\n";
   });
   call(stream);
@@ -75,7 +77,8 @@ cudaGraphExec_t& JoinedLibraryWork::ExecFor(uint32_t path) {
 
 // Updates `exec` to `graph` (the launches already queued keep what they had), or instantiates
 // it anew when the update is refused (a changed topology), then launches it on `stream`.
-void JoinedLibraryWork::Launch(engine::GpuStream& stream, cudaGraphExec_t& exec, cudaGraph_t graph) {
+void JoinedLibraryWork::Launch(engine::GpuStream& stream, cudaGraphExec_t& exec,
+                               cudaGraph_t graph) {
   if (exec != nullptr) {
     cudaGraphExecUpdateResultInfo info{};
     if (cudaGraphExecUpdate(exec, graph, &info) != cudaSuccess) {

@@ -27,8 +27,8 @@
 // no event from the caller's stream before it is not captured, and not ordered after the op's
 // inputs either: a library bug no caller can repair.
 //
-//   JoinedLibraryWork& joined = plan.backward_data;  // one per call site, used by one thread at a time
-//   joined.Run(stream, path, [&](engine::GpuStream& s) {
+//   JoinedLibraryWork& joined = plan.backward_data;  // one per call site, used by one thread at a
+//   time joined.Run(stream, path, [&](engine::GpuStream& s) {
 //     WEFT_CUDNN_CHECK(cudnnRNNBackwardData_v8(CudnnHandle(s), ...));   // a handle bound to s
 //   });
 #pragma once

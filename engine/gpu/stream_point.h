@@ -1,9 +1,9 @@
 // A StreamPoint: the point on a worker's stream right after an op's work, which is when the op
 // is complete for every later consumer (engine/gpu/cuda_backend.cc), with the errors that work
-// may have found in its inputs (engine/gpu/device_error.h), raised by the host waits on it. Its CUDA event is recorded
-// lazily, the first time a consumer on another stream or the CPU needs it (EventOf): a later
-// record covers the op's work and possibly more, never less. Points are pooled and reference
-// counted; their events go back to the EventPool with them.
+// may have found in its inputs (engine/gpu/device_error.h), raised by the host waits on it. Its
+// CUDA event is recorded lazily, the first time a consumer on another stream or the CPU needs it
+// (EventOf): a later record covers the op's work and possibly more, never less. Points are pooled
+// and reference counted; their events go back to the EventPool with them.
 //
 // A point names its stream without owning it: the engine destroys a stream only after draining,
 // when no op can run and no WaitForVar can be pushed, so no consumer records a point's event on a
@@ -22,7 +22,8 @@ namespace weft::gpu {
 struct StreamPoint {
   engine::GpuStream* stream = nullptr;
   std::atomic<int> refs{0};
-  std::atomic<PooledEvent*> event{nullptr};  // recorded once, by whichever consumer needs it first (CAS)
+  std::atomic<PooledEvent*> event{
+      nullptr};  // recorded once, by whichever consumer needs it first (CAS)
   // The streams (bit GpuStream::id()) already made to wait on this point. A stream's bit is read
   // and then set without a lock (cuda_backend.cc, WaitOn): safe because only the stream's owner
   // (one thread at a time) makes it wait, so no two threads test and set the same bit; bits of

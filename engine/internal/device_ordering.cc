@@ -17,12 +17,14 @@ DeviceOrdering::DeviceOrdering(DeviceBackend* backend, int first_worker_id, Work
       next_worker_id_(first_worker_id) {}
 
 DeviceWorkers* DeviceOrdering::Workers(int device) {
-  WEFT_CHECK(device >= 0 && device < kMaxGpus) << "expected a GPU id in [0, " << kMaxGpus << "), found " << device;
+  WEFT_CHECK(device >= 0 && device < kMaxGpus)
+      << "expected a GPU id in [0, " << kMaxGpus << "), found " << device;
   if (DeviceWorkers* w = workers_[device].load(std::memory_order_acquire)) return w;
   std::lock_guard<std::mutex> lock(mu_);
   if (DeviceWorkers* w = workers_[device].load(std::memory_order_acquire)) return w;
   WEFT_CHECK(accepting_.load()) << "GPU work pushed after the engine was shut down";
-  auto workers = std::make_unique<DeviceWorkers>(*backend_, Device::Gpu(device), next_worker_id_, run_);
+  auto workers =
+      std::make_unique<DeviceWorkers>(*backend_, Device::Gpu(device), next_worker_id_, run_);
   next_worker_id_ += workers->num_workers();
   if (profiler_) workers->NameTracks(*profiler_);
   workers_[device].store(workers.get(), std::memory_order_release);
@@ -47,7 +49,8 @@ void DeviceOrdering::Prepare(OprBlock* op, GpuStream* stream) {
 void DeviceOrdering::RaiseDeviceError(const OprBlock& op) {
   for (ThreadedVar* v : op.vars.all()) {
     if (!v->sync().state.load(std::memory_order_acquire)) continue;
-    if (std::exception_ptr error = backend_->TakeWriterError(v->sync())) std::rethrow_exception(error);
+    if (std::exception_ptr error = backend_->TakeWriterError(v->sync()))
+      std::rethrow_exception(error);
   }
 }
 
@@ -58,7 +61,8 @@ std::exception_ptr DeviceOrdering::Complete(OprBlock* op) {
   try {
     if (op->stream == nullptr || (op->device_work_done && !CarriesErrors(*op))) {
       for (ThreadedVar* v : op->vars.writes()) {
-        if (v->sync().state.load(std::memory_order_acquire)) backend_->SetWriter(v->sync(), nullptr);
+        if (v->sync().state.load(std::memory_order_acquire))
+          backend_->SetWriter(v->sync(), nullptr);
       }
       return nullptr;
     }
@@ -77,7 +81,8 @@ std::exception_ptr DeviceOrdering::Complete(OprBlock* op) {
 
 bool DeviceOrdering::CarriesErrors(const OprBlock& op) {
   for (ThreadedVar* v : op.vars.all()) {
-    if (v->sync().state.load(std::memory_order_acquire) && backend_->CarriesErrors(v->sync())) return true;
+    if (v->sync().state.load(std::memory_order_acquire) && backend_->CarriesErrors(v->sync()))
+      return true;
   }
   return false;
 }

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "engine/device_backend.h"
-#include "engine/profiler_hooks.h"
 #include "engine/internal/device_workers.h"
 #include "engine/internal/opr_block.h"
 #include "engine/internal/worker_pool.h"
+#include "engine/profiler_hooks.h"
 
 namespace weft::engine {
 
@@ -68,7 +68,7 @@ class DeviceOrdering {
   // A CPU op's vars, after its waits: throws the first device error they hold.
   void RaiseDeviceError(const OprBlock& op);
   bool CarriesErrors(const OprBlock& op);  // any of its vars' writers carries device errors
-  DeviceBackend* const backend_;  // null on a CPU-only build
+  DeviceBackend* const backend_;           // null on a CPU-only build
   const WorkerPool::Runner run_;
   const std::atomic<bool>& accepting_;
   Profiler* const profiler_;

@@ -6,7 +6,8 @@
 
 namespace weft::engine {
 
-DeviceWorkers::DeviceWorkers(DeviceBackend& backend, Device device, int first_worker_id, const WorkerPool::Runner& run)
+DeviceWorkers::DeviceWorkers(DeviceBackend& backend, Device device, int first_worker_id,
+                             const WorkerPool::Runner& run)
     : backend_(backend), device_(device) {
   backend_.CheckDevice(device.id);
   int next_id = first_worker_id;
@@ -22,8 +23,8 @@ DeviceWorkers::DeviceWorkers(DeviceBackend& backend, Device device, int first_wo
   }
 }
 
-std::unique_ptr<WorkerPool> DeviceWorkers::MakePool(const std::string& name, StreamKind kind, int& next_id,
-                                                    const WorkerPool::Runner& run) {
+std::unique_ptr<WorkerPool> DeviceWorkers::MakePool(const std::string& name, StreamKind kind,
+                                                    int& next_id, const WorkerPool::Runner& run) {
   const int count = backend_.StreamCount(kind);
   WEFT_CHECK_GE(count, 1) << name << ": a device needs at least one worker of each kind";
   WorkerPool::DeviceSetup setup;
@@ -71,7 +72,8 @@ void DeviceWorkers::Submit(OprBlock* op) {
 void DeviceWorkers::Stop() {
   if (stopped_) return;
   stopped_ = true;
-  for (WorkerPool* pool : {compute_.get(), copy_to_.get(), copy_from_.get(), priority_.get()}) pool->Stop();
+  for (WorkerPool* pool : {compute_.get(), copy_to_.get(), copy_from_.get(), priority_.get()})
+    pool->Stop();
   try {
     Synchronize();
   } catch (const Error&) {
@@ -86,7 +88,8 @@ void DeviceWorkers::Synchronize() {
 int DeviceWorkers::num_workers() const { return static_cast<int>(streams_.size()); }
 
 void DeviceWorkers::NameTracks(Profiler& profiler) const {
-  for (const WorkerPool* pool : {compute_.get(), copy_to_.get(), copy_from_.get(), priority_.get()}) {
+  for (const WorkerPool* pool :
+       {compute_.get(), copy_to_.get(), copy_from_.get(), priority_.get()}) {
     for (int i = 0; i < pool->num_workers(); ++i) {
       profiler.NameTrack(pool->worker_id(i), pool->name() + " " + std::to_string(i));
     }
@@ -97,13 +100,14 @@ void DeviceWorkers::AppendStreams(std::vector<NamedStream>& streams) const {
   const std::string prefix = device_.ToString() + " ";
   size_t next = 0;  // streams_ is in pool order
   const std::pair<const WorkerPool*, const char*> pools[] = {{compute_.get(), "compute"},
-                                                              {copy_to_.get(), "copy h2d"},
-                                                              {copy_from_.get(), "copy d2h"},
-                                                              {priority_.get(), "priority"}};
+                                                             {copy_to_.get(), "copy h2d"},
+                                                             {copy_from_.get(), "copy d2h"},
+                                                             {priority_.get(), "priority"}};
   for (const auto& [pool, label] : pools) {
     const bool indexed = pool == compute_.get() || pool->num_workers() > 1;
     for (int i = 0; i < pool->num_workers(); ++i) {
-      streams.push_back({streams_[next++], prefix + label + (indexed ? " " + std::to_string(i) : "")});
+      streams.push_back(
+          {streams_[next++], prefix + label + (indexed ? " " + std::to_string(i) : "")});
     }
   }
 }

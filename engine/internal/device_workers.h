@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "engine/device_backend.h"
-#include "engine/profiler_hooks.h"
 #include "engine/internal/worker_pool.h"
+#include "engine/profiler_hooks.h"
 
 namespace weft::engine {
 
@@ -20,7 +20,8 @@ class Profiler;
 class DeviceWorkers {
  public:
   // Makes the streams now (on the calling thread, so errors reach it); threads start on first use.
-  DeviceWorkers(DeviceBackend& backend, Device device, int first_worker_id, const WorkerPool::Runner& run);
+  DeviceWorkers(DeviceBackend& backend, Device device, int first_worker_id,
+                const WorkerPool::Runner& run);
   ~DeviceWorkers();  // Stop()s, then destroys the streams
 
   void Submit(OprBlock* op);

@@ -7,7 +7,8 @@ namespace weft::engine {
 
 void RethrowIfLive(const std::shared_ptr<ErrorSlot>& slot) {
   if (!slot || !slot->Live()) return;
-  if (slot->cleared.exchange(true, std::memory_order_acq_rel)) return;  // another waiter reported it
+  if (slot->cleared.exchange(true, std::memory_order_acq_rel))
+    return;  // another waiter reported it
   slot->failure->reported.store(true, std::memory_order_relaxed);
   std::rethrow_exception(slot->failure->error);
 }
@@ -45,7 +46,8 @@ void FailureLog::ReportUnobserved() {
     what = e.what();
   } catch (...) {
   }
-  std::fprintf(stderr, "weft: %zu failed op(s) were never waited for; the first: %s\n", count, what.c_str());
+  std::fprintf(stderr, "weft: %zu failed op(s) were never waited for; the first: %s\n", count,
+               what.c_str());
 }
 
 void FailureLog::RethrowAndRetire() {

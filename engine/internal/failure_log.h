@@ -26,7 +26,8 @@ struct Failure : std::enable_shared_from_this<Failure> {
 struct ErrorSlot {
   explicit ErrorSlot(std::shared_ptr<Failure> f) : failure(std::move(f)) {}
   bool Live() const {
-    return !cleared.load(std::memory_order_acquire) && !failure->retired.load(std::memory_order_acquire);
+    return !cleared.load(std::memory_order_acquire) &&
+           !failure->retired.load(std::memory_order_acquire);
   }
   const std::shared_ptr<Failure> failure;
   std::atomic<bool> cleared{false};  // set by the WaitForVar that reported this slot

@@ -14,9 +14,11 @@ namespace weft::engine {
 template <typename T>
 class MpmcRing {
  public:
-  explicit MpmcRing(size_t capacity_pow2) : mask_(capacity_pow2 - 1), cells_(new Cell[capacity_pow2]) {
+  explicit MpmcRing(size_t capacity_pow2)
+      : mask_(capacity_pow2 - 1), cells_(new Cell[capacity_pow2]) {
     static_assert(sizeof(size_t) == 8, "positions must not wrap");
-    if (capacity_pow2 < 2 || (capacity_pow2 & mask_) != 0) std::abort();  // a power of two, by construction
+    if (capacity_pow2 < 2 || (capacity_pow2 & mask_) != 0)
+      std::abort();  // a power of two, by construction
     for (size_t i = 0; i < capacity_pow2; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
   }
 

@@ -39,7 +39,8 @@ NaiveEngine::NaiveVar* NaiveEngine::Checked(VarHandle v, const char* name) const
 
 GpuStream* NaiveEngine::StreamOf(int device) {
   if (static_cast<int>(gpu_streams_.size()) <= device) gpu_streams_.resize(device + 1, nullptr);
-  if (gpu_streams_[device] == nullptr) gpu_streams_[device] = gpu_->CreateStream(device, StreamKind::kCompute);
+  if (gpu_streams_[device] == nullptr)
+    gpu_streams_[device] = gpu_->CreateStream(device, StreamKind::kCompute);
   gpu_->BindThread(device);
   return gpu_streams_[device];
 }
@@ -48,7 +49,8 @@ namespace {
 
 // Runs an op's function on this thread, and waits for an async op to complete (maybe on another
 // thread). Returns what an async op completed with; throws what the function throws.
-std::exception_ptr CallOp(const SyncFn& sync, const AsyncFn& async, const RunContext& ctx, void* engine) {
+std::exception_ptr CallOp(const SyncFn& sync, const AsyncFn& async, const RunContext& ctx,
+                          void* engine) {
   if (sync) {
     sync(ctx);
     return nullptr;
@@ -59,7 +61,8 @@ std::exception_ptr CallOp(const SyncFn& sync, const AsyncFn& async, const RunCon
     bool done = false;
     std::exception_ptr error;
   } completion;
-  auto complete = [](void*, void* c, std::exception_ptr error, bool /*device_work_done: the wait below is cheap*/) {
+  auto complete = [](void*, void* c, std::exception_ptr error,
+                     bool /*device_work_done: the wait below is cheap*/) {
     auto* state = static_cast<Completion*>(c);
     std::lock_guard<std::mutex> lock(state->mu);
     state->error = std::move(error);
@@ -74,7 +77,8 @@ std::exception_ptr CallOp(const SyncFn& sync, const AsyncFn& async, const RunCon
 
 }  // namespace
 
-std::exception_ptr NaiveEngine::Run(const SyncFn& sync, const AsyncFn& async, const PushArgs& args) {
+std::exception_ptr NaiveEngine::Run(const SyncFn& sync, const AsyncFn& async,
+                                    const PushArgs& args) {
   RunContext ctx{args.device, nullptr, -1};
   const ProfileStamp stamp = profiler_.Begin();
   std::exception_ptr raised;
@@ -101,7 +105,8 @@ std::exception_ptr NaiveEngine::Run(const SyncFn& sync, const AsyncFn& async, co
 
 void NaiveEngine::Push(SyncFn sync, AsyncFn async, const PushArgs& args) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  WEFT_CHECK(!shut_down_) << "op '" << (args.name ? args.name : "op") << "' pushed after the engine was shut down";
+  WEFT_CHECK(!shut_down_) << "op '" << (args.name ? args.name : "op")
+                          << "' pushed after the engine was shut down";
   CheckRoutable(args.device, args.prop, args.name);
   std::vector<NaiveVar*> reads, writes;
   for (VarHandle v : args.reads) reads.push_back(Checked(v, args.name));

@@ -54,11 +54,11 @@ struct OprBlock {
   // Set by the first granting thread to find one (CAS); the var's error slot keeps it alive.
   std::atomic<Failure*> inherited{nullptr};
   // Device ordering (engine/device_backend.h): set when the op ran with a backend present.
-  bool device_sync = true;      // false for WaitForVar's op, which captures the writer instead
-  bool ran = false;             // the backend's waits were made: its completion must be recorded
-  GpuStream* stream = nullptr;  // the worker's stream (null: a CPU op)
+  bool device_sync = true;        // false for WaitForVar's op, which captures the writer instead
+  bool ran = false;               // the backend's waits were made: its completion must be recorded
+  GpuStream* stream = nullptr;    // the worker's stream (null: a CPU op)
   bool device_work_done = false;  // completed by OnComplete::AfterDeviceWork
-  ProfileStamp profile;         // when and where it started, if the profiler traces it
+  ProfileStamp profile;           // when and where it started, if the profiler traces it
 
   // Vars not yet granted, plus one held by the pusher until every var has been appended, so the
   // op cannot be dispatched half-registered. The op is ready when this reaches zero; acq_rel

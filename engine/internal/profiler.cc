@@ -49,15 +49,18 @@ void RunSamplers() {
 bool ProfilerRunning() { return Process().running.load(std::memory_order_relaxed); }
 
 int64_t ProfilerClockNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
-void RecordMemory(Device device, const char* pool, size_t bytes_in_use, size_t bytes_cached, int64_t ns) {
+void RecordMemory(Device device, const char* pool, size_t bytes_in_use, size_t bytes_cached,
+                  int64_t ns) {
   ProcessProfile& p = Process();
   if (!p.running.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(p.mu);
-  if (p.owner != nullptr) p.memory.push_back(MemorySample{device, pool, bytes_in_use, bytes_cached, ns});
+  if (p.owner != nullptr)
+    p.memory.push_back(MemorySample{device, pool, bytes_in_use, bytes_cached, ns});
 }
 
 void AddProfilerSampler(void (*sample)()) {
@@ -100,8 +103,9 @@ void Profiler::Start(const std::string& path) {
   ProcessProfile& p = Process();
   {
     std::lock_guard<std::mutex> lock(p.mu);
-    WEFT_CHECK(p.owner == nullptr) << "profiler: Start('" << path << "') while it is already running (writing to '"
-                                   << p.owner_path << "'); Stop it first";
+    WEFT_CHECK(p.owner == nullptr)
+        << "profiler: Start('" << path << "') while it is already running (writing to '"
+        << p.owner_path << "'); Stop it first";
     p.owner = this;
     p.owner_path = path;
     p.memory.clear();
@@ -117,7 +121,8 @@ void Profiler::Start(const std::string& path) {
   }
   device_warning_ = p.tracer ? p.tracer->Start() : "";
   tracing_device_ = p.tracer != nullptr && device_warning_.empty();
-  if (!device_warning_.empty()) std::fprintf(stderr, "weft: profiler: %s\n", device_warning_.c_str());
+  if (!device_warning_.empty())
+    std::fprintf(stderr, "weft: profiler: %s\n", device_warning_.c_str());
   RunSamplers();
 }
 
@@ -170,7 +175,8 @@ void Profiler::NameTrack(int track, std::string name) {
 
 ProfileStamp Profiler::Begin() {
   if (!running()) return {};
-  return ProfileStamp{next_op.fetch_add(1, std::memory_order_relaxed), ProfilerClockNs(), WorkerPool::CurrentTrack()};
+  return ProfileStamp{next_op.fetch_add(1, std::memory_order_relaxed), ProfilerClockNs(),
+                      WorkerPool::CurrentTrack()};
 }
 
 void Profiler::CheckRunning() const {
@@ -180,7 +186,8 @@ void Profiler::CheckRunning() const {
 void Profiler::Record(const char* name, const ProfileStamp& stamp, int64_t end_ns, bool async) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!running() || stamp.op < first_op_) return;  // not this session's op
-  spans_.push_back(TraceSpan{name ? name : "op", stamp.op, stamp.track, stamp.start_ns, end_ns, async});
+  spans_.push_back(
+      TraceSpan{name ? name : "op", stamp.op, stamp.track, stamp.start_ns, end_ns, async});
 }
 
 void Profiler::RecordSpan(const char* name, const ProfileStamp& stamp, int64_t end_ns) {

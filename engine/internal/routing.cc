@@ -40,18 +40,22 @@ void CheckRoutable(Device device, FnProperty prop, const char* name) {
   if (gpu != nullptr) {
     if (!device.is_gpu()) {
       WEFT_THROW("op '" << (name ? name : "op") << "' (" << PropertyName(prop) << ") on " << device
-                        << ": expected a GPU device for a GPU property (a copy runs on the GPU it copies to or from)");
+                        << ": expected a GPU device for a GPU property (a copy runs on the GPU it "
+                           "copies to or from)");
     }
     if (prop == FnProperty::kAsync || prop == FnProperty::kCpuSmall) {
-      WEFT_THROW("op '" << (name ? name : "op") << "' (" << PropertyName(prop) << ") on " << device
-                        << ": expected the CPU (this property runs on the thread that makes the op ready)");
+      WEFT_THROW(
+          "op '"
+          << (name ? name : "op") << "' (" << PropertyName(prop) << ") on " << device
+          << ": expected the CPU (this property runs on the thread that makes the op ready)");
     }
     gpu->CheckDevice(device.id);
     return;
   }
-  WEFT_THROW("op '" << (name ? name : "op") << "' (" << PropertyName(prop) << ") on " << device
-                    << ": expected a CPU op; this build has no GPU backend (GPU support comes with a "
-                       "--config=cuda build)");
+  WEFT_THROW(
+      "op '" << (name ? name : "op") << "' (" << PropertyName(prop) << ") on " << device
+             << ": expected a CPU op; this build has no GPU backend (GPU support comes with a "
+                "--config=cuda build)");
 }
 
 }  // namespace weft::engine

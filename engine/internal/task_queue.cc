@@ -17,7 +17,8 @@ void TaskQueue::Push(OprBlock* op, int priority) {
     slow_size_.fetch_add(1, std::memory_order_relaxed);
   }
   size_.fetch_add(1, std::memory_order_seq_cst);
-  if (sleepers_.load(std::memory_order_seq_cst) > 0 && spinners_.load(std::memory_order_seq_cst) == 0) {
+  if (sleepers_.load(std::memory_order_seq_cst) > 0 &&
+      spinners_.load(std::memory_order_seq_cst) == 0) {
     WakeOne();
   }
 }
@@ -99,7 +100,8 @@ OprBlock* TaskQueue::Pop(const std::function<void()>& on_idle) {
   while (true) {
     if (OprBlock* op = TryTake()) {
       // More queued than this worker takes, and nobody spinning to take it: bring in another.
-      if (size_.load(std::memory_order_seq_cst) > 0 && sleepers_.load(std::memory_order_seq_cst) > 0 &&
+      if (size_.load(std::memory_order_seq_cst) > 0 &&
+          sleepers_.load(std::memory_order_seq_cst) > 0 &&
           spinners_.load(std::memory_order_seq_cst) == 0) {
         WakeOne();
       }

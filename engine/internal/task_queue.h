@@ -32,7 +32,8 @@ struct OprBlock;
 
 class TaskQueue {
  public:
-  explicit TaskQueue(int max_spinners = 1) : max_spinners_(max_spinners < 1 ? 1 : max_spinners), ring_(kRingCapacity) {}
+  explicit TaskQueue(int max_spinners = 1)
+      : max_spinners_(max_spinners < 1 ? 1 : max_spinners), ring_(kRingCapacity) {}
   void Push(OprBlock* op, int priority);
   // Blocks until an op is available; returns null once the queue is closed and empty. `on_idle`
   // (may be empty) runs at most once per call, when no op came for kIdleGrace or before sleeping.

@@ -43,9 +43,11 @@ bool SpinUntil(const std::atomic<bool>& flag) {
 ThreadedEngine::ThreadedEngine(const EngineOptions& options)
     : options_(options),
       cpu_("cpu worker", options.cpu_workers, /*first_worker_id=*/0, WorkerRunner()),
-      cpu_priority_("cpu priority worker", options.cpu_priority_workers, options.cpu_workers, WorkerRunner()),
-      device_(GetDeviceBackend(DeviceType::kGpu), options.cpu_workers + options.cpu_priority_workers, WorkerRunner(),
-              accepting_, &profiler_) {
+      cpu_priority_("cpu priority worker", options.cpu_priority_workers, options.cpu_workers,
+                    WorkerRunner()),
+      device_(GetDeviceBackend(DeviceType::kGpu),
+              options.cpu_workers + options.cpu_priority_workers, WorkerRunner(), accepting_,
+              &profiler_) {
   WEFT_CHECK_GE(options.cpu_workers, 1) << "the engine needs at least one CPU worker";
   WEFT_CHECK_GE(options.cpu_priority_workers, 1) << "the engine needs at least one priority worker";
   for (const WorkerPool* pool : {&cpu_, &cpu_priority_}) {
@@ -139,7 +141,8 @@ void ThreadedEngine::Register(OprBlock* op) {
   int granted = 0;
   const auto all = op->vars.all();
   for (size_t i = 0; i < all.size(); ++i) {
-    const bool now = i < op->vars.writes().size() ? all[i]->AppendWriteLocked(op) : all[i]->AppendReadLocked(op);
+    const bool now =
+        i < op->vars.writes().size() ? all[i]->AppendWriteLocked(op) : all[i]->AppendReadLocked(op);
     if (now) ++granted, set_granted(i);
   }
   for (ThreadedVar* v : order) v->unlock();
@@ -181,9 +184,9 @@ void ThreadedEngine::DispatchPushed(OprBlock* op) {
   Execute(op, -1, nullptr);
 }
 
-std::span<ThreadedVar*> ThreadedEngine::SortedVars(const OprBlock& op,
-                                                   std::array<ThreadedVar*, OprVars::kInline>& inline_order,
-                                                   std::vector<ThreadedVar*>& heap_order) {
+std::span<ThreadedVar*> ThreadedEngine::SortedVars(
+    const OprBlock& op, std::array<ThreadedVar*, OprVars::kInline>& inline_order,
+    std::vector<ThreadedVar*>& heap_order) {
   const auto all = op.vars.all();
   ThreadedVar** data = inline_order.data();
   if (all.size() > inline_order.size()) {
@@ -285,15 +288,18 @@ void ThreadedEngine::Execute(OprBlock* op, int worker, GpuStream* stream) {
   if (stamp.op != 0) profiler_.RecordSpan(name, stamp, ProfilerClockNs());
 }
 
-void ThreadedEngine::CompleteAsync(void* engine, void* op, std::exception_ptr error, bool device_work_done) {
+void ThreadedEngine::CompleteAsync(void* engine, void* op, std::exception_ptr error,
+                                   bool device_work_done) {
   auto* self = static_cast<ThreadedEngine*>(engine);
   auto* block = static_cast<OprBlock*>(op);
   block->device_work_done = device_work_done;
-  if (block->profile.op != 0) self->profiler_.RecordAsyncSpan(block->name, block->profile, ProfilerClockNs());
+  if (block->profile.op != 0)
+    self->profiler_.RecordAsyncSpan(block->name, block->profile, ProfilerClockNs());
   self->Finish(block, nullptr, std::move(error));
 }
 
-void ThreadedEngine::Finish(OprBlock* op, std::shared_ptr<Failure> failure, std::exception_ptr raised) {
+void ThreadedEngine::Finish(OprBlock* op, std::shared_ptr<Failure> failure,
+                            std::exception_ptr raised) {
   if (op->ran) {
     std::exception_ptr device_error = device_.Complete(op);
     if (!raised) raised = std::move(device_error);
@@ -329,7 +335,8 @@ void ThreadedEngine::Finish(OprBlock* op, std::shared_ptr<Failure> failure, std:
 void ThreadedEngine::CountFinished() {
   finishing_.fetch_add(1, std::memory_order_seq_cst);
   const int64_t finished = finished_.fetch_add(1, std::memory_order_seq_cst) + 1;
-  if (idle_waiters_.load(std::memory_order_seq_cst) > 0 && finished == pushed_.load(std::memory_order_seq_cst)) {
+  if (idle_waiters_.load(std::memory_order_seq_cst) > 0 &&
+      finished == pushed_.load(std::memory_order_seq_cst)) {
     std::lock_guard<std::mutex> lock(idle_mu_);
     idle_cv_.notify_all();
   }
@@ -348,7 +355,8 @@ void ThreadedEngine::DeleteVariable(SyncFn deleter, Device device, VarHandle var
 }
 
 void ThreadedEngine::WaitForVar(VarHandle var) {
-  WEFT_CHECK(!WorkerPool::OnWorkerThread()) << "WaitForVar called inside an engine op would deadlock";
+  WEFT_CHECK(!WorkerPool::OnWorkerThread())
+      << "WaitForVar called inside an engine op would deadlock";
   struct Waiter {
     std::mutex mu;
     std::condition_variable cv;
@@ -365,7 +373,8 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
       [&waiter, var, device](RunContext) {
         std::lock_guard<std::mutex> lock(waiter.mu);
         waiter.slot = var->error_slot();
-        if (device->enabled()) waiter.device_write = device->CaptureWriter(static_cast<ThreadedVar*>(var)->sync());
+        if (device->enabled())
+          waiter.device_write = device->CaptureWriter(static_cast<ThreadedVar*>(var)->sync());
         waiter.done = true;
         waiter.ready.store(true, std::memory_order_release);
         waiter.cv.notify_all();  // under the lock: `waiter` dies once the waiter sees done
@@ -398,7 +407,8 @@ void ThreadedEngine::WaitUntilIdle() {
 }
 
 void ThreadedEngine::WaitForAll() {
-  WEFT_CHECK(!WorkerPool::OnWorkerThread()) << "WaitForAll called inside an engine op would deadlock";
+  WEFT_CHECK(!WorkerPool::OnWorkerThread())
+      << "WaitForAll called inside an engine op would deadlock";
   WaitUntilIdle();
   device_.Synchronize();
   // Errors kernels found that no wait raised are retired with the ops' failures, which come first.
@@ -432,7 +442,8 @@ void ThreadedEngine::Shutdown() {
 }
 
 void ThreadedEngine::StopProfiling() {
-  WEFT_CHECK(!WorkerPool::OnWorkerThread()) << "StopProfiling called inside an engine op would deadlock";
+  WEFT_CHECK(!WorkerPool::OnWorkerThread())
+      << "StopProfiling called inside an engine op would deadlock";
   profiler_.CheckRunning();
   WaitUntilIdle();
   StopProfilingWhenIdle(/*report_only=*/false);

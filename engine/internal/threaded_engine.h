@@ -2,8 +2,8 @@
 // (ThreadedVar) until every var grants them, then run on a worker pool; completion releases the
 // vars, which grants the next ops. A small CPU op (kCpuSmall) that every var grants at push runs
 // right there on the pushing thread: it holds its vars exactly as on a worker, so ordering and
-// error propagation are the same, and it costs no hand-off. Where a GPU op runs and how its device work is ordered is
-// DeviceOrdering's (device_ordering.h). See engine.h for the contract.
+// error propagation are the same, and it costs no hand-off. Where a GPU op runs and how its device
+// work is ordered is DeviceOrdering's (device_ordering.h). See engine.h for the contract.
 #pragma once
 
 #include <atomic>
@@ -47,9 +47,9 @@ class ThreadedEngine final : public Engine {
   void Admit(OprBlock* op);
   // Checks the op's vars, appends it to each, and dispatches it if every var granted it.
   void Register(OprBlock* op);
-  static std::span<ThreadedVar*> SortedVars(const OprBlock& op,
-                                            std::array<ThreadedVar*, OprVars::kInline>& inline_order,
-                                            std::vector<ThreadedVar*>& heap_order);
+  static std::span<ThreadedVar*> SortedVars(
+      const OprBlock& op, std::array<ThreadedVar*, OprVars::kInline>& inline_order,
+      std::vector<ThreadedVar*>& heap_order);
   void InheritError(OprBlock* op, ThreadedVar* var);
   // Sends a ready op where its property says (a worker pool, a device, this thread for kAsync).
   void Dispatch(OprBlock* op);
@@ -62,7 +62,8 @@ class ThreadedEngine final : public Engine {
   // Ends an op: stores its error (raised, or propagated from an input) on the vars it writes,
   // releases its vars, frees it.
   void Finish(OprBlock* op, std::shared_ptr<Failure> failure, std::exception_ptr raised);
-  static void CompleteAsync(void* engine, void* op, std::exception_ptr error, bool device_work_done);
+  static void CompleteAsync(void* engine, void* op, std::exception_ptr error,
+                            bool device_work_done);
   void CountFinished();
   bool Idle() const;
   void WaitUntilIdle();

@@ -47,7 +47,8 @@ void AppendJsonString(std::ostringstream& os, std::string_view text) {
 std::string FormatMicros(int64_t ns) {
   ns = std::max<int64_t>(ns, 0);
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%lld.%03lld", static_cast<long long>(ns / 1000), static_cast<long long>(ns % 1000));
+  std::snprintf(buf, sizeof(buf), "%lld.%03lld", static_cast<long long>(ns / 1000),
+                static_cast<long long>(ns % 1000));
   return buf;
 }
 
@@ -62,7 +63,9 @@ class EventList {
   // The trace's time of `ns`. Times before the session's start (work queued before it) are shown
   // at its start.
   std::string Micros(int64_t ns) const { return FormatMicros(ns - origin_ns_); }
-  std::string Duration(int64_t start_ns, int64_t end_ns) const { return FormatMicros(end_ns - start_ns); }
+  std::string Duration(int64_t start_ns, int64_t end_ns) const {
+    return FormatMicros(end_ns - start_ns);
+  }
   explicit EventList(int64_t origin_ns) : origin_ns_(origin_ns) {}
   std::string str() const { return os_.str(); }
 
@@ -76,7 +79,8 @@ int PidOf(Device device) { return device.is_gpu() ? kFirstGpuPid + device.id : k
 
 void WriteName(EventList& events, const char* kind, int pid, int64_t tid, std::string_view name) {
   std::ostringstream& os = events.Next();
-  os << "{\"name\":\"" << kind << "\",\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":" << tid << ",\"args\":{\"name\":";
+  os << "{\"name\":\"" << kind << "\",\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":" << tid
+     << ",\"args\":{\"name\":";
   AppendJsonString(os, name);
   os << "}}";
 }
@@ -113,7 +117,8 @@ void WriteDeviceTracks(EventList& events, const TraceData& data) {
   for (const MemorySample& m : data.memory) {
     if (m.device.is_gpu()) devices.insert(m.device.id);
   }
-  for (int d : devices) WriteName(events, "process_name", kFirstGpuPid + d, 0, Device::Gpu(d).ToString());
+  for (int d : devices)
+    WriteName(events, "process_name", kFirstGpuPid + d, 0, Device::Gpu(d).ToString());
   for (const DeviceStreamName& s : data.device.streams) {
     if (streams.erase({s.device, s.stream}))
       WriteName(events, "thread_name", kFirstGpuPid + s.device, s.stream, s.name);
@@ -132,13 +137,15 @@ void WriteSpans(EventList& events, const TraceData& data) {
     AppendJsonString(os, s.name);
     if (!s.async) {
       os << ",\"cat\":\"op\",\"ph\":\"X\",\"pid\":" << kHostPid << ",\"tid\":" << s.track
-         << ",\"ts\":" << events.Micros(s.start_ns) << ",\"dur\":" << events.Duration(s.start_ns, s.end_ns)
-         << ",\"args\":{\"op\":" << s.op << "}}";
+         << ",\"ts\":" << events.Micros(s.start_ns)
+         << ",\"dur\":" << events.Duration(s.start_ns, s.end_ns) << ",\"args\":{\"op\":" << s.op
+         << "}}";
       continue;
     }
     ++async_id;
-    os << ",\"cat\":\"async\",\"ph\":\"b\",\"pid\":" << kHostPid << ",\"tid\":" << kAsyncTrack << ",\"id\":" << async_id
-       << ",\"ts\":" << events.Micros(s.start_ns) << ",\"args\":{\"op\":" << s.op << "}}";
+    os << ",\"cat\":\"async\",\"ph\":\"b\",\"pid\":" << kHostPid << ",\"tid\":" << kAsyncTrack
+       << ",\"id\":" << async_id << ",\"ts\":" << events.Micros(s.start_ns)
+       << ",\"args\":{\"op\":" << s.op << "}}";
     std::ostringstream& end = events.Next();
     end << "{\"name\":";
     AppendJsonString(end, s.name);
@@ -193,8 +200,8 @@ void WriteDeviceWork(EventList& events, const TraceData& data) {
     events.Next() << "{\"name\":\"launch\",\"cat\":\"launch\",\"ph\":\"s\",\"id\":" << flow_id
                   << ",\"pid\":" << kHostPid << ",\"tid\":" << s.track
                   << ",\"ts\":" << events.Micros(s.start_ns + (s.end_ns - s.start_ns) / 2) << "}";
-    events.Next() << "{\"name\":\"launch\",\"cat\":\"launch\",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << flow_id
-                  << ",\"pid\":" << kFirstGpuPid + a.device << ",\"tid\":" << a.stream
+    events.Next() << "{\"name\":\"launch\",\"cat\":\"launch\",\"ph\":\"f\",\"bp\":\"e\",\"id\":"
+                  << flow_id << ",\"pid\":" << kFirstGpuPid + a.device << ",\"tid\":" << a.stream
                   << ",\"ts\":" << events.Micros(a.start_ns) << "}";
   }
 }
@@ -208,8 +215,9 @@ void WriteCounters(EventList& events, const TraceData& data) {
     std::ostringstream& os = events.Next();
     os << "{\"name\":";
     AppendJsonString(os, "memory " + m->pool);
-    os << ",\"cat\":\"memory\",\"ph\":\"C\",\"pid\":" << PidOf(m->device) << ",\"ts\":" << events.Micros(m->ns)
-       << ",\"args\":{\"in use\":" << m->in_use << ",\"cached\":" << m->cached << "}}";
+    os << ",\"cat\":\"memory\",\"ph\":\"C\",\"pid\":" << PidOf(m->device)
+       << ",\"ts\":" << events.Micros(m->ns) << ",\"args\":{\"in use\":" << m->in_use
+       << ",\"cached\":" << m->cached << "}}";
   }
 }
 
@@ -223,7 +231,8 @@ std::string TraceJson(const TraceData& data) {
   WriteDeviceWork(events, data);
   WriteCounters(events, data);
   std::ostringstream os;
-  os << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"clock\":\"steady_clock, microseconds since the profiler "
+  os << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"clock\":\"steady_clock, microseconds since "
+        "the profiler "
         "started\"";
   if (!data.device.warning.empty()) {
     os << ",\"device_trace\":";

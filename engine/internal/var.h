@@ -22,7 +22,9 @@ class Var {
   // The error this var holds, or null. Only for the op that currently holds the var.
   const ErrorSlot* LiveError() const { return error_ && error_->Live() ? error_.get() : nullptr; }
   const std::shared_ptr<ErrorSlot>& error_slot() const { return error_; }
-  void SetError(const std::shared_ptr<Failure>& failure) { error_ = std::make_shared<ErrorSlot>(failure); }
+  void SetError(const std::shared_ptr<Failure>& failure) {
+    error_ = std::make_shared<ErrorSlot>(failure);
+  }
   void ClearError() { error_.reset(); }
   // The engine that created this var; an op may only use vars of the engine it is pushed to.
   const void* owner() const { return owner_; }

@@ -21,7 +21,8 @@ thread_local WorkerIdentity tls_worker;
 
 }  // namespace
 
-WorkerPool::WorkerPool(std::string name, int num_workers, int first_worker_id, Runner run, DeviceSetup device)
+WorkerPool::WorkerPool(std::string name, int num_workers, int first_worker_id, Runner run,
+                       DeviceSetup device)
     : name_(std::move(name)),
       num_workers_(num_workers),
       first_worker_id_(first_worker_id),
@@ -48,12 +49,14 @@ int WorkerPool::CurrentTrack() {
   return other_track;
 }
 
-WorkerPool::FinishScope::FinishScope() : previous_(tls_worker.finishing) { tls_worker.finishing = true; }
+WorkerPool::FinishScope::FinishScope() : previous_(tls_worker.finishing) {
+  tls_worker.finishing = true;
+}
 WorkerPool::FinishScope::~FinishScope() { tls_worker.finishing = previous_; }
 
 void WorkerPool::Submit(OprBlock* op, int priority) {
-  if (tls_worker.pool == this && tls_worker.finishing && tls_worker.continuation == nullptr && priority == 0 &&
-      !queue_.HasUrgent()) {
+  if (tls_worker.pool == this && tls_worker.finishing && tls_worker.continuation == nullptr &&
+      priority == 0 && !queue_.HasUrgent()) {
     tls_worker.continuation = op;
     return;
   }

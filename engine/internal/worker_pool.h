@@ -34,7 +34,8 @@ class WorkerPool {
     // With the worker's stream, once its queue has stayed dry for TaskQueue::kIdleGrace.
     std::function<void(GpuStream*)> on_idle;
   };
-  WorkerPool(std::string name, int num_workers, int first_worker_id, Runner run, DeviceSetup device = {});
+  WorkerPool(std::string name, int num_workers, int first_worker_id, Runner run,
+             DeviceSetup device = {});
   ~WorkerPool();  // Stop()s
 
   void Submit(OprBlock* op, int priority);

@@ -24,12 +24,14 @@ void ParseRow(std::string_view line, const std::string& path, int line_no, Digit
   size_t pos = 0;
   while (pos <= line.size()) {
     size_t comma = line.find(',', pos);
-    std::string_view item = line.substr(pos, comma == std::string_view::npos ? line.npos : comma - pos);
+    std::string_view item =
+        line.substr(pos, comma == std::string_view::npos ? line.npos : comma - pos);
     int value = -1;
     auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
     const bool is_label = fields == Digits::kPixels;
     const int max = is_label ? 9 : 16;
-    if (ec != std::errc() || end != item.data() + item.size() || value < 0 || value > max || fields > Digits::kPixels) {
+    if (ec != std::errc() || end != item.data() + item.size() || value < 0 || value > max ||
+        fields > Digits::kPixels) {
       WEFT_THROW(path << ":" << line_no << ": field " << fields + 1 << ": expected "
                       << (fields > Digits::kPixels ? "65 fields per row"
                           : is_label               ? "a label in 0..9"
@@ -46,7 +48,8 @@ void ParseRow(std::string_view line, const std::string& path, int line_no, Digit
     pos = comma + 1;
   }
   if (fields != Digits::kPixels + 1) {
-    WEFT_THROW(path << ":" << line_no << ": expected 65 fields (64 pixels and a label), found " << fields);
+    WEFT_THROW(path << ":" << line_no << ": expected 65 fields (64 pixels and a label), found "
+                    << fields);
   }
 }
 

@@ -19,7 +19,8 @@ const char* KindName(int kind) {
 Flags::Flags(std::string program, std::string description)
     : program_(std::move(program)), description_(std::move(description)) {}
 
-void Flags::AddString(const std::string& name, const std::string& fallback, const std::string& help) {
+void Flags::AddString(const std::string& name, const std::string& fallback,
+                      const std::string& help) {
   flags_[name] = {Kind::kString, fallback, help};
   order_.push_back(name);
 }
@@ -41,7 +42,8 @@ void Flags::AddBool(const std::string& name, bool fallback, const std::string& h
 
 void Flags::Set(const std::string& name, const std::string& value) {
   auto it = flags_.find(name);
-  if (it == flags_.end()) WEFT_THROW("unknown flag --" << name << "; " << program_ << " --help lists the flags");
+  if (it == flags_.end())
+    WEFT_THROW("unknown flag --" << name << "; " << program_ << " --help lists the flags");
   Flag& flag = it->second;
   char* end = nullptr;
   if (flag.kind == Kind::kInt) (void)std::strtol(value.c_str(), &end, 10);
@@ -50,8 +52,8 @@ void Flags::Set(const std::string& name, const std::string& value) {
   const bool bad_number =
       (flag.kind == Kind::kInt || flag.kind == Kind::kFloat) && (value.empty() || *end != '\0');
   if (bad_bool || bad_number) {
-    WEFT_THROW("flag --" << name << ": expected " << KindName(static_cast<int>(flag.kind)) << ", found '" << value
-                         << "'");
+    WEFT_THROW("flag --" << name << ": expected " << KindName(static_cast<int>(flag.kind))
+                         << ", found '" << value << "'");
   }
   flag.value = value;
 }
@@ -63,7 +65,8 @@ bool Flags::Parse(int argc, char** argv) {
       std::printf("%s", Usage().c_str());
       return false;
     }
-    if (arg.rfind("--", 0) != 0) WEFT_THROW("unexpected argument '" << arg << "': expected --flag=value");
+    if (arg.rfind("--", 0) != 0)
+      WEFT_THROW("unexpected argument '" << arg << "': expected --flag=value");
     size_t eq = arg.find('=');
     auto flag = flags_.find(arg.substr(2));
     if (eq != std::string::npos) {
@@ -87,7 +90,9 @@ const Flags::Flag& Flags::Find(const std::string& name) const {
 
 std::string Flags::GetString(const std::string& name) const { return Find(name).value; }
 int Flags::GetInt(const std::string& name) const { return std::atoi(Find(name).value.c_str()); }
-double Flags::GetFloat(const std::string& name) const { return std::atof(Find(name).value.c_str()); }
+double Flags::GetFloat(const std::string& name) const {
+  return std::atof(Find(name).value.c_str());
+}
 bool Flags::GetBool(const std::string& name) const { return Find(name).value == "1"; }
 
 std::string Flags::Usage() const {
@@ -95,7 +100,8 @@ std::string Flags::Usage() const {
   os << "usage: " << program_ << " [flags]\n\n" << description_ << "\n\nflags:\n";
   for (const std::string& name : order_) {
     const Flag& f = flags_.at(name);
-    os << "  --" << name << " (default: " << (f.value.empty() ? "\"\"" : f.value) << ")\n      " << f.help << "\n";
+    os << "  --" << name << " (default: " << (f.value.empty() ? "\"\"" : f.value) << ")\n      "
+       << f.help << "\n";
   }
   return os.str();
 }

@@ -36,7 +36,8 @@ void ProfileScope::Stop() {
   if (path_.empty()) return;
   const std::string path = std::exchange(path_, std::string());
   weft::Profiler::Stop();
-  std::printf("wrote the profile to %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", path.c_str());
+  std::printf("wrote the profile to %s (open it in https://ui.perfetto.dev or chrome://tracing)\n",
+              path.c_str());
 }
 
 }  // namespace examples

@@ -13,7 +13,8 @@
 namespace examples {
 
 inline constexpr char kProfileHelp[] =
-    "write a Chrome trace of the run (ops per worker, GPU kernels and copies per stream, memory) to this file; "
+    "write a Chrome trace of the run (ops per worker, GPU kernels and copies per stream, memory) "
+    "to this file; "
     "open it in Perfetto or chrome://tracing";
 
 class ProfileScope {

@@ -16,13 +16,15 @@ Progress::Progress(std::string label, int total_steps, std::FILE* out)
 
 std::string Progress::Line() const {
   constexpr int kWidth = 24;
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const int filled = done_ * kWidth / total_;
   const double rate = seconds > 0 ? samples_ / seconds : 0;
   const double eta = done_ > 0 ? seconds * (total_ - done_) / done_ : 0;
   char buf[256];
   std::snprintf(buf, sizeof(buf), "%s [%s%s] %d/%d  %.0f samples/s  ETA %.1fs", label_.c_str(),
-                std::string(filled, '=').c_str(), std::string(kWidth - filled, ' ').c_str(), done_, total_, rate, eta);
+                std::string(filled, '=').c_str(), std::string(kWidth - filled, ' ').c_str(), done_,
+                total_, rate, eta);
   return buf;
 }
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <vector>
 
-#include "dist/world.h"
+#include "distributed/world.h"
 #include "examples/common/data.h"
 #include "examples/common/flags.h"
 #include "examples/common/profile.h"
@@ -42,7 +42,8 @@ Dataset Subset(const Dataset& all, bool train, bool images) {
   shape[0] = m;
   if (images && shape.ndim() == 2) {  // (N, 64) digits -> (N, 1, 8, 8)
     const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(row))));
-    WEFT_CHECK_EQ(side * side, row) << "images: expected square images, found " << row << " pixels per row";
+    WEFT_CHECK_EQ(side * side, row)
+        << "images: expected square images, found " << row << " pixels per row";
     shape = Shape{m, 1, side, side};
   }
   return {NDArray::FromVector(xs, shape), NDArray::FromVector(ys, Shape{m})};
@@ -70,7 +71,8 @@ Split LoadSplit(const TrainOptions& o) {
 
 }  // namespace
 
-std::optional<TrainOptions> ParseTrainFlags(const std::string& program, const std::string& description,
+std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
+                                            const std::string& description,
                                             const TrainOptions& defaults, int argc, char** argv) {
   Flags flags(program, description);
   flags.AddInt("epochs", defaults.epochs, "passes over the training data");
@@ -81,9 +83,11 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program, const st
   flags.AddString("device", "cpu", "cpu or gpu:N");
   flags.AddString("data", DefaultDigitsPath(argv[0]),
                   "a CSV file (label in the last column) or 'images,labels' MNIST idx files");
-  flags.AddString("save_prefix", defaults.save_prefix, "write <prefix>.safetensors and <prefix>.json ('' to skip)");
+  flags.AddString("save_prefix", defaults.save_prefix,
+                  "write <prefix>.safetensors and <prefix>.json ('' to skip)");
   flags.AddString("profile", "", kProfileHelp);
-  flags.AddBool("dist", false, "data-parallel over the ranks of mpirun -np N (batch_size: the global batch)");
+  flags.AddBool("dist", false,
+                "data-parallel over the ranks of mpirun -np N (batch_size: the global batch)");
   if (!flags.Parse(argc, argv)) return std::nullopt;
   TrainOptions o = defaults;
   o.epochs = flags.GetInt("epochs");
@@ -100,7 +104,8 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program, const st
     WEFT_THROW(program << ": expected epochs >= 1, batch_size >= 1 and lr > 0");
   }
   if (o.optimizer != "sgd" && o.optimizer != "adam") {
-    WEFT_THROW(program << ": flag --optimizer: expected 'sgd' or 'adam', found '" << o.optimizer << "'");
+    WEFT_THROW(program << ": flag --optimizer: expected 'sgd' or 'adam', found '" << o.optimizer
+                       << "'");
   }
   return o;
 }
@@ -125,7 +130,8 @@ Model MakeModel(const Symbol& logits) {
 
 // The data inputs for a batch of `data_shape`: "data", "label", and the zero inputs, whose shapes
 // follow the batch's (an RNN's initial states).
-std::map<std::string, Shape> InputShapes(const Model& m, const TrainOptions& o, const Shape& data_shape) {
+std::map<std::string, Shape> InputShapes(const Model& m, const TrainOptions& o,
+                                         const Shape& data_shape) {
   std::map<std::string, Shape> shapes = {{"data", data_shape}, {"label", Shape{data_shape[0]}}};
   if (o.zero_inputs.empty()) return shapes;
   const std::map<std::string, Shape> all = weft::InferArgumentShapes(m.train.ToGraph(), shapes);
@@ -135,7 +141,8 @@ std::map<std::string, Shape> InputShapes(const Model& m, const TrainOptions& o, 
 
 std::unique_ptr<weft::Optimizer> MakeOptimizer(const TrainOptions& o) {
   const double rescale = 1.0 / o.batch_size;  // the loss is summed over the batch
-  if (o.optimizer == "adam") return std::make_unique<weft::Adam>(o.lr, 0.9, 0.999, 1e-8, 0, rescale);
+  if (o.optimizer == "adam")
+    return std::make_unique<weft::Adam>(o.lr, 0.9, 0.999, 1e-8, 0, rescale);
   return std::make_unique<weft::SGD>(o.lr, 0.9, 1e-4, rescale);
 }
 
@@ -154,7 +161,8 @@ double TrainEpoch(weft::Trainer& trainer, weft::ArrayIter& iter, weft::Metric& a
   return loss_sum / static_cast<double>(samples);
 }
 
-double TestAccuracy(weft::Trainer& trainer, const Model& m, const Dataset& test, const TrainOptions& o) {
+double TestAccuracy(weft::Trainer& trainer, const Model& m, const Dataset& test,
+                    const TrainOptions& o) {
   weft::Trainer::ArrayMap inputs = {{"data", test.data}};
   const std::map<std::string, Shape> shapes = InputShapes(m, o, test.data.shape());
   for (const std::string& name : o.zero_inputs) {
@@ -174,16 +182,20 @@ void SaveModel(const Model& m, const weft::Trainer& trainer, const TrainOptions&
   const Shape& data = trainer.data("data").shape();
   for (int i = 1; i < data.ndim(); ++i) sample.PushBack(data[i]);
   std::string dir;
-  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) dir = std::string(ws) + "/";  // bazel run
+  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY"))
+    dir = std::string(ws) + "/";  // bazel run
   std::map<std::string, NDArray> params;
   for (const std::string& name : trainer.parameter_names()) params[name] = trainer.parameter(name);
   std::string zero_inputs;
-  for (const std::string& name : o.zero_inputs) zero_inputs += (zero_inputs.empty() ? "" : ",") + name;
-  const std::map<std::string, std::string> meta = {
-      {"input_scale", std::to_string(scale)}, {"input_shape", sample.ToString()}, {"zero_inputs", zero_inputs}};
+  for (const std::string& name : o.zero_inputs)
+    zero_inputs += (zero_inputs.empty() ? "" : ",") + name;
+  const std::map<std::string, std::string> meta = {{"input_scale", std::to_string(scale)},
+                                                   {"input_shape", sample.ToString()},
+                                                   {"zero_inputs", zero_inputs}};
   weft::Save(dir + prefix + ".safetensors", params, meta);
   weft::SaveSymbol(dir + prefix + ".json", m.predict);
-  std::printf("saved %s%s.safetensors and %s%s.json\n", dir.c_str(), prefix.c_str(), dir.c_str(), prefix.c_str());
+  std::printf("saved %s%s.safetensors and %s%s.json\n", dir.c_str(), prefix.c_str(), dir.c_str(),
+              prefix.c_str());
 }
 
 // With --dist: this rank's share of the global batch and its GPU; ranks other than 0 print
@@ -191,14 +203,16 @@ void SaveModel(const Model& m, const weft::Trainer& trainer, const TrainOptions&
 TrainOptions ForRank(const TrainOptions& o, const weft::dist::Communicator& world) {
   TrainOptions local = o;
   if (o.batch_size % world.size() != 0) {
-    WEFT_THROW("--dist: the global batch " << o.batch_size << " must divide evenly among " << world.size() << " ranks");
+    WEFT_THROW("--dist: the global batch " << o.batch_size << " must divide evenly among "
+                                           << world.size() << " ranks");
   }
   local.batch_size = o.batch_size / world.size();
   if (o.device.is_gpu()) local.device = weft::Device::Gpu(world.local_rank());
   if (world.rank() != 0) {
     local.save_prefix.clear();
     local.profile.clear();
-    if (std::freopen("/dev/null", "w", stdout) == nullptr) WEFT_THROW("--dist: cannot silence rank " << world.rank());
+    if (std::freopen("/dev/null", "w", stdout) == nullptr)
+      WEFT_THROW("--dist: cannot silence rank " << world.rank());
   }
   return local;
 }
@@ -207,7 +221,8 @@ TrainOptions ForRank(const TrainOptions& o, const weft::dist::Communicator& worl
 
 TrainResult Train(const Symbol& logits, const TrainOptions& global) {
   // Outlives the trainer (declared first): its collectives are done before MPI is finalized.
-  const std::unique_ptr<weft::dist::Communicator> world = global.dist ? weft::dist::ConnectWorld() : nullptr;
+  const std::unique_ptr<weft::dist::Communicator> world =
+      global.dist ? weft::dist::ConnectWorld() : nullptr;
   const TrainOptions o = world ? ForRank(global, *world) : global;
   const int rank = world ? world->rank() : 0, ranks = world ? world->size() : 1;
   if (world && rank == 0) std::printf("data-parallel: %d ranks (%s)\n", ranks, world->transport());
@@ -219,17 +234,22 @@ TrainResult Train(const Symbol& logits, const TrainOptions& global) {
   weft::TrainerOptions options{.device = o.device, .predict = model.predict};
   options.initialize = o.initialize;
   options.communicator = world.get();
-  weft::Trainer trainer(model.train, InputShapes(model, o, batch),
-                        weft::Xavier(weft::Xavier::RandType::kUniform, weft::Xavier::FactorType::kAvg, 2.0),
-                        *MakeOptimizer(o), options);
+  weft::Trainer trainer(
+      model.train, InputShapes(model, o, batch),
+      weft::Xavier(weft::Xavier::RandType::kUniform, weft::Xavier::FactorType::kAvg, 2.0),
+      *MakeOptimizer(o), options);
   for (const std::string& name : o.zero_inputs) trainer.data(name).Fill(0);
-  weft::ArrayIter iter(split.train,
-                       {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed, .rank = rank, .num_ranks = ranks});
+  weft::ArrayIter iter(split.train, {.batch_size = o.batch_size,
+                                     .shuffle = true,
+                                     .seed = o.seed,
+                                     .rank = rank,
+                                     .num_ranks = ranks});
   const int global_batch = o.batch_size * ranks;
   const int batches = static_cast<int>((iter.num_samples() + global_batch - 1) / global_batch);
   std::printf("%lld training and %lld test samples; %zu parameter arrays; %s, lr %g, batch %d\n",
-              static_cast<long long>(iter.num_samples()), static_cast<long long>(split.test.data.shape()[0]),
-              trainer.parameter_names().size(), o.optimizer.c_str(), o.lr, global_batch);
+              static_cast<long long>(iter.num_samples()),
+              static_cast<long long>(split.test.data.shape()[0]), trainer.parameter_names().size(),
+              o.optimizer.c_str(), o.lr, global_batch);
   TrainResult result;
   ProfileScope profile(o.profile);  // the training epochs, not the loading and binding before them
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
@@ -238,8 +258,8 @@ TrainResult Train(const Symbol& logits, const TrainOptions& global) {
     result.train_loss = TrainEpoch(trainer, iter, train_acc, bar);
     result.test_accuracy = TestAccuracy(trainer, model, split.test, o);
     char summary[128];
-    std::snprintf(summary, sizeof(summary), "loss %.4f  train acc %.1f%%  test acc %.1f%%", result.train_loss,
-                  100 * train_acc.Get(), 100 * result.test_accuracy);
+    std::snprintf(summary, sizeof(summary), "loss %.4f  train acc %.1f%%  test acc %.1f%%",
+                  result.train_loss, 100 * train_acc.Get(), 100 * result.test_accuracy);
     bar.Finish(summary);
   }
   profile.Stop();

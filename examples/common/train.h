@@ -27,8 +27,8 @@ struct TrainOptions {
   std::string save_prefix;  // writes <prefix>.safetensors and <prefix>.json; empty: no save
   bool images = false;      // data as (N, 1, H, W) for convolutional nets
   std::string profile;      // a Chrome trace of the training epochs goes there; empty: none
-  // Data-parallel over the ranks of an mpirun job (dist/world.h): batch_size is the global batch,
-  // split evenly; each rank on a GPU takes gpu:<local rank>; only rank 0 prints and saves.
+  // Data-parallel over the ranks of an mpirun job (distributed/world.h): batch_size is the global
+  // batch, split evenly; each rank on a GPU takes gpu:<local rank>; only rank 0 prints and saves.
   bool dist = false;
   // Fills the parameters Xavier does not suit (an RNN's flat vector) and returns whether it did;
   // null: Xavier (MXNet's naming convention) for every parameter.
@@ -39,7 +39,8 @@ struct TrainOptions {
 };
 
 // Parses the shared flags (with defaults for the named example); nullopt after --help.
-std::optional<TrainOptions> ParseTrainFlags(const std::string& program, const std::string& description,
+std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
+                                            const std::string& description,
                                             const TrainOptions& defaults, int argc, char** argv);
 
 struct TrainResult {

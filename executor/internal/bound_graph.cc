@@ -20,14 +20,16 @@ std::vector<bool> ExternalEntries(const Graph& g) {
 
 // Gradient output entry -> its request; write-back output entry (the outputs after the
 // gradients) -> in place.
-std::map<uint32_t, OpReq> OutputRequests(const Graph& g, const std::map<std::string, GradReq>& grad_reqs,
+std::map<uint32_t, OpReq> OutputRequests(const Graph& g,
+                                         const std::map<std::string, GradReq>& grad_reqs,
                                          const std::vector<std::string>& grad_args) {
   std::map<uint32_t, OpReq> req;
   const size_t grads_end = g.num_forward_outputs() + grad_args.size();
   for (size_t o = g.num_forward_outputs(); o < g.outputs().size(); ++o) {
     OpReq r = OpReq::kWriteInplace;  // a write-back
     if (o < grads_end) {
-      r = grad_reqs.at(grad_args[o - g.num_forward_outputs()]) == GradReq::kAdd ? OpReq::kAddTo : OpReq::kWrite;
+      r = grad_reqs.at(grad_args[o - g.num_forward_outputs()]) == GradReq::kAdd ? OpReq::kAddTo
+                                                                                : OpReq::kWrite;
     }
     req[g.EntryId(g.outputs()[o])] = r;
   }
@@ -52,9 +54,12 @@ std::vector<bool> WritesAGradientReadOutside(const Graph& g, size_t num_grads) {
 
 }  // namespace
 
-BoundGraph::BoundGraph(const Graph& graph, Device device, const std::map<std::string, NDArray>& args,
-                       const std::map<std::string, NDArray>& arg_grads, const std::vector<std::string>& grad_args,
-                       const std::map<std::string, GradReq>& grad_reqs, const std::vector<std::string>& write_back)
+BoundGraph::BoundGraph(const Graph& graph, Device device,
+                       const std::map<std::string, NDArray>& args,
+                       const std::map<std::string, NDArray>& arg_grads,
+                       const std::vector<std::string>& grad_args,
+                       const std::map<std::string, GradReq>& grad_reqs,
+                       const std::vector<std::string>& write_back)
     : device_(device) {
   PlanOptions options;
   options.reuse = options.inplace = GetEnvBool("WEFT_PLAN_MEMORY", true);
@@ -75,7 +80,8 @@ void BoundGraph::AllocateEntries(const std::map<std::string, NDArray>& args,
   }
   entries_.resize(g.num_entries());
   for (uint32_t e = 0; e < g.num_entries(); ++e) {
-    if (plan.storage_id[e] >= 0) entries_[e] = buffers_[plan.storage_id[e]].Alias(g.shapes()[e], g.dtypes()[e]);
+    if (plan.storage_id[e] >= 0)
+      entries_[e] = buffers_[plan.storage_id[e]].Alias(g.shapes()[e], g.dtypes()[e]);
   }
   for (uint32_t n : g.ArgumentNodes()) {
     auto it = args.find(g.node(n).name);
@@ -115,7 +121,8 @@ Invocation BoundGraph::NodeInvocation(uint32_t n, const std::vector<uint32_t>& u
   }
   for (uint32_t o = 0; o < g.num_outputs(n); ++o) {
     const uint32_t e = g.EntryId({n, o});
-    OpReq req = uses[e] == 0 ? OpReq::kNull : (g.memory().inplace[e] ? OpReq::kWriteInplace : OpReq::kWrite);
+    OpReq req = uses[e] == 0 ? OpReq::kNull
+                             : (g.memory().inplace[e] ? OpReq::kWriteInplace : OpReq::kWrite);
     if (auto it = output_req.find(e); it != output_req.end()) req = it->second;
     call.AddOutput(entries_[e].View(), entries_[e].var(), req);
   }
@@ -153,15 +160,18 @@ void BoundGraph::PrepareNodes(const std::map<std::string, GradReq>& grad_reqs,
 void BoundGraph::BuildSegments() {
   const size_t bulk = static_cast<size_t>(GetEnvInt("WEFT_EXEC_BULK_SIZE", 8, 1, 1 << 16));
   for (uint32_t i = 0; i < invocations_.size(); ++i) {
-    const char* barrier = invocations_[i].op().CaptureBarrier(device_.type, invocations_[i].attrs());
+    const char* barrier =
+        invocations_[i].op().CaptureBarrier(device_.type, invocations_[i].attrs());
     const bool start = segments_.empty() || segments_.back().nodes.size() >= bulk ||
                        phase_[segments_.back().nodes.back()] != phase_[i] || barrier != nullptr ||
-                       segments_.back().capture_barrier != nullptr || writes_gradient_[segments_.back().nodes.back()];
+                       segments_.back().capture_barrier != nullptr ||
+                       writes_gradient_[segments_.back().nodes.back()];
     if (start) {
       segments_.emplace_back();
       segments_.back().name = invocations_[i].op().name.c_str();
       segments_.back().capture_barrier = barrier;
-      phase_segments_[static_cast<int>(phase_[i])].push_back(static_cast<uint32_t>(segments_.size() - 1));
+      phase_segments_[static_cast<int>(phase_[i])].push_back(
+          static_cast<uint32_t>(segments_.size() - 1));
     }
     Segment& seg = segments_.back();
     const Invocation& call = invocations_[i];
@@ -175,7 +185,8 @@ void BoundGraph::BuildSegments() {
   }
 }
 
-void BoundGraph::RunSegment(uint32_t s, bool is_train, RandomKey key, const engine::RunContext& run) const {
+void BoundGraph::RunSegment(uint32_t s, bool is_train, RandomKey key,
+                            const engine::RunContext& run) const {
   const Segment& seg = segments_[s];
   const std::vector<uint64_t>& draws = seg.draws[is_train];
   OpContext ctx;

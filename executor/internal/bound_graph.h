@@ -47,8 +47,10 @@ class BoundGraph {
   // one per `write_back` name, bound to that argument's array (GraphExtension). Throws
   // weft::Error naming the node when an op cannot run on `device`.
   BoundGraph(const Graph& graph, Device device, const std::map<std::string, NDArray>& args,
-             const std::map<std::string, NDArray>& arg_grads, const std::vector<std::string>& grad_args,
-             const std::map<std::string, GradReq>& grad_reqs, const std::vector<std::string>& write_back = {});
+             const std::map<std::string, NDArray>& arg_grads,
+             const std::vector<std::string>& grad_args,
+             const std::map<std::string, GradReq>& grad_reqs,
+             const std::vector<std::string>& write_back = {});
   BoundGraph(const BoundGraph&) = delete;
   BoundGraph& operator=(const BoundGraph&) = delete;
 
@@ -60,16 +62,21 @@ class BoundGraph {
   const Graph& graph() const { return graph_; }
   Device device() const { return device_; }
   const Segment& segment(uint32_t s) const { return segments_[s]; }
-  const std::vector<uint32_t>& segments(Phase phase) const { return phase_segments_[static_cast<int>(phase)]; }
+  const std::vector<uint32_t>& segments(Phase phase) const {
+    return phase_segments_[static_cast<int>(phase)];
+  }
   std::vector<NDArray> forward_outputs() const;
   // One per forward output: arrays of the bound graph, which the run fills before Backward.
   const std::vector<NDArray>& head_grads() const { return head_grads_; }
   size_t NumNodes(Phase phase) const;
 
  private:
-  void AllocateEntries(const std::map<std::string, NDArray>& args, const std::map<std::string, NDArray>& arg_grads,
-                       const std::vector<std::string>& grad_args, const std::vector<std::string>& write_back);
-  void PrepareNodes(const std::map<std::string, GradReq>& grad_reqs, const std::vector<std::string>& grad_args);
+  void AllocateEntries(const std::map<std::string, NDArray>& args,
+                       const std::map<std::string, NDArray>& arg_grads,
+                       const std::vector<std::string>& grad_args,
+                       const std::vector<std::string>& write_back);
+  void PrepareNodes(const std::map<std::string, GradReq>& grad_reqs,
+                    const std::vector<std::string>& grad_args);
   // Node n's call: its entries' arrays, each output's request (`output_req` for gradient and
   // write-back outputs).
   Invocation NodeInvocation(uint32_t n, const std::vector<uint32_t>& uses,
@@ -83,7 +90,8 @@ class BoundGraph {
   std::vector<NDArray> head_grads_;      // per forward output
   std::vector<Invocation> invocations_;  // the graph's op nodes, in order
   std::vector<Phase> phase_;             // per invocation
-  std::vector<bool> writes_gradient_;    // per invocation: it writes a gradient read outside the graph only
+  std::vector<bool>
+      writes_gradient_;  // per invocation: it writes a gradient read outside the graph only
   std::vector<Segment> segments_;
   std::array<std::vector<uint32_t>, 2> phase_segments_;  // per phase, in push order
 };

@@ -23,7 +23,8 @@ GraphRun::~GraphRun() {
   std::promise<void> done;
   std::future<void> pushed_ops_finished = done.get_future();
   try {
-    engine::Engine::Get()->DeleteVariable([&done](engine::RunContext) { done.set_value(); }, Device::Cpu(), fence_);
+    engine::Engine::Get()->DeleteVariable([&done](engine::RunContext) { done.set_value(); },
+                                          Device::Cpu(), fence_);
   } catch (const Error&) {
     return;  // the engine has shut down: nothing runs any more
   }
@@ -37,7 +38,9 @@ void GraphRun::Push(Phase phase, bool is_train) {
     SegmentCall call{&plan_, s, is_train, {}};
     if (seg.random[is_train]) call.random = ReserveRandom(plan_.device(), seg.draws[is_train]);
     engine::Engine::Get()->PushSync(
-        [call](engine::RunContext run) { call.plan->RunSegment(call.segment, call.is_train, call.random, run); },
+        [call](engine::RunContext run) {
+          call.plan->RunSegment(call.segment, call.is_train, call.random, run);
+        },
         plan_.device(), reads_[s], seg.writes, engine::FnProperty::kNormal, 0, seg.name);
   }
   stats_.engine_ops_pushed = segments.size();

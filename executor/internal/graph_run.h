@@ -60,8 +60,8 @@ class GraphRun {
   std::vector<std::vector<engine::VarHandle>> reads_;  // per segment: its reads, and fence_
   bool head_grads_are_ones_ = false;                   // the head gradients hold the default ones
   RunStats stats_;
-  const bool capture_enabled_;            // on a GPU, with WEFT_CUDA_GRAPH on (read at construction)
-  int steps_ = 0;                         // PushStep calls
+  const bool capture_enabled_;  // on a GPU, with WEFT_CUDA_GRAPH on (read at construction)
+  int steps_ = 0;               // PushStep calls
   std::unique_ptr<StepCapture> capture_;  // after the warm-up steps (destroyed after the wait)
 };
 

@@ -49,15 +49,16 @@ void CollectVars(const BoundGraph& plan, Group& g, engine::VarHandle fence) {
   SortUnique(g.writes);
   SortUnique(g.reads);
   std::vector<engine::VarHandle> only_read;
-  std::set_difference(g.reads.begin(), g.reads.end(), g.writes.begin(), g.writes.end(), std::back_inserter(only_read));
+  std::set_difference(g.reads.begin(), g.reads.end(), g.writes.begin(), g.writes.end(),
+                      std::back_inserter(only_read));
   g.reads = std::move(only_read);
   g.reads.push_back(fence);
 }
 
 // Runs the group's segments on `run` in training; random segment k gets keys[k] (with `shifts`
 // + k as its shift when recording).
-void RunSegments(const BoundGraph& plan, const Group& g, const std::vector<RandomKey>& keys, const uint64_t* shifts,
-                 const engine::RunContext& run) {
+void RunSegments(const BoundGraph& plan, const Group& g, const std::vector<RandomKey>& keys,
+                 const uint64_t* shifts, const engine::RunContext& run) {
   size_t k = 0;
   for (size_t i = 0; i < g.segments.size(); ++i) {
     RandomKey key;
@@ -77,29 +78,34 @@ bool SameSeeds(const std::vector<RandomKey>& a, const std::vector<RandomKey>& b)
   return true;
 }
 
-void Record(const BoundGraph& plan, Group& g, const std::vector<RandomKey>& keys, const engine::RunContext& run) {
+void Record(const BoundGraph& plan, Group& g, const std::vector<RandomKey>& keys,
+            const engine::RunContext& run) {
   if (g.work != nullptr) g.retired.emplace_back(std::move(g.work), std::move(g.workspace));
   g.workspace = Workspace::ForRecording(plan.device());
   engine::DeviceBackend* backend = engine::GetDeviceBackend(plan.device().type);
   WEFT_CHECK(backend != nullptr) << "a captured step on a device with no backend";
-  g.work = backend->Record(run, g.random.size(), [&](const engine::RunContext& recording, const uint64_t* shifts) {
-    Workspace::Scope scope(*g.workspace);
-    RunSegments(plan, g, keys, shifts, recording);
-  });
+  g.work = backend->Record(run, g.random.size(),
+                           [&](const engine::RunContext& recording, const uint64_t* shifts) {
+                             Workspace::Scope scope(*g.workspace);
+                             RunSegments(plan, g, keys, shifts, recording);
+                           });
   g.recorded_keys = keys;
 }
 
 // The group's op: replays its graph (recording it first when there is none for these seeds), or
 // runs its segments when it is a barrier or its recording failed.
-void RunGroup(const BoundGraph& plan, Group& g, const std::vector<RandomKey>& keys, const engine::RunContext& run) {
-  if (g.barrier == nullptr && !g.failed && (g.work == nullptr || !SameSeeds(keys, g.recorded_keys))) {
+void RunGroup(const BoundGraph& plan, Group& g, const std::vector<RandomKey>& keys,
+              const engine::RunContext& run) {
+  if (g.barrier == nullptr && !g.failed &&
+      (g.work == nullptr || !SameSeeds(keys, g.recorded_keys))) {
     try {
       Record(plan, g, keys, run);
     } catch (const Error& e) {
       g.failed = true;
       g.work.reset();
       g.workspace.reset();
-      std::cerr << "weft: warning: a training step's segments from '" << plan.segment(g.segments.front()).name
+      std::cerr << "weft: warning: a training step's segments from '"
+                << plan.segment(g.segments.front()).name
                 << "' run without a CUDA graph: " << e.what() << "\n";
     }
   }
@@ -108,7 +114,8 @@ void RunGroup(const BoundGraph& plan, Group& g, const std::vector<RandomKey>& ke
     RunSegments(plan, g, keys, nullptr, run);
     return;
   }
-  for (size_t k = 0; k < keys.size(); ++k) g.work->SetValue(k, keys[k].offset - g.recorded_keys[k].offset);
+  for (size_t k = 0; k < keys.size(); ++k)
+    g.work->SetValue(k, keys[k].offset - g.recorded_keys[k].offset);
   g.work->Replay(run);
   g.replaying = true;
 }
@@ -117,7 +124,8 @@ void RunGroup(const BoundGraph& plan, Group& g, const std::vector<RandomKey>& ke
 
 bool StepCapture::Enabled() { return GetEnvBool("WEFT_CUDA_GRAPH", true); }
 
-StepCapture::StepCapture(const BoundGraph& plan, engine::VarHandle fence) : plan_(plan), fence_(fence) {
+StepCapture::StepCapture(const BoundGraph& plan, engine::VarHandle fence)
+    : plan_(plan), fence_(fence) {
   for (Phase phase : {Phase::kForward, Phase::kBackward}) {
     for (uint32_t s : plan.segments(phase)) {
       const BoundGraph::Segment& seg = plan.segment(s);
@@ -140,10 +148,12 @@ size_t StepCapture::Push() {
   for (const auto& group : groups_) {
     Group* g = group.get();
     std::vector<RandomKey> keys;
-    for (uint32_t k : g->random) keys.push_back(ReserveRandom(plan_.device(), plan_.segment(g->segments[k]).draws[1]));
-    engine->PushSync([plan = &plan_, g, keys](engine::RunContext run) { RunGroup(*plan, *g, keys, run); },
-                     plan_.device(), g->reads, g->writes, engine::FnProperty::kNormal, 0,
-                     plan_.segment(g->segments.front()).name);
+    for (uint32_t k : g->random)
+      keys.push_back(ReserveRandom(plan_.device(), plan_.segment(g->segments[k]).draws[1]));
+    engine->PushSync(
+        [plan = &plan_, g, keys](engine::RunContext run) { RunGroup(*plan, *g, keys, run); },
+        plan_.device(), g->reads, g->writes, engine::FnProperty::kNormal, 0,
+        plan_.segment(g->segments.front()).name);
   }
   return groups_.size();
 }

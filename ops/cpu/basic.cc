@@ -8,8 +8,8 @@ namespace weft::cpu {
 namespace {
 
 template <int kValue>
-void FillCompute(const OpContext&, const Attrs&, std::span<const TensorView>, std::span<const OpReq> req,
-                 std::span<const TensorView> out) {
+void FillCompute(const OpContext&, const Attrs&, std::span<const TensorView>,
+                 std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull || (req[0] == OpReq::kAddTo && kValue == 0)) return;
   WEFT_DTYPE_SWITCH(out[0].dtype(), T, "fill", {
     T* y = out[0].data<T>();
@@ -19,15 +19,16 @@ void FillCompute(const OpContext&, const Attrs&, std::span<const TensorView>, st
   });
 }
 
-void CopyCompute(const OpContext&, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
-                 std::span<const TensorView> out) {
+void CopyCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
+                 std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   WEFT_DTYPE_SWITCH(out[0].dtype(), T, "_copy", {
     const T* x = in[0].data<T>();
     T* y = out[0].data<T>();
     if (req[0] != OpReq::kAddTo && x == y) return;  // in place
-    ParallelFor(out[0].size(), 1 << 14,
-                [&](int64_t b, int64_t e) { StoreRange(y, req[0], b, e, [x](int64_t i) { return x[i]; }); });
+    ParallelFor(out[0].size(), 1 << 14, [&](int64_t b, int64_t e) {
+      StoreRange(y, req[0], b, e, [x](int64_t i) { return x[i]; });
+    });
   });
 }
 

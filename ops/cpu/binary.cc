@@ -58,12 +58,14 @@ struct BroadcastIndexer {
 // The loops over [s, e) of operands of one shape, vectorized (WEFT_CPU_VECTOR_CLONES); the
 // lambdas take the pointers by value, which the loop then holds in registers.
 template <typename F, typename T>
-WEFT_CPU_VECTOR_CLONES void ForwardRange(const T* a, const T* b, OpReq req, T* y, int64_t s, int64_t e) {
+WEFT_CPU_VECTOR_CLONES void ForwardRange(const T* a, const T* b, OpReq req, T* y, int64_t s,
+                                         int64_t e) {
   StoreRange(y, req, s, e, [=](int64_t i) { return F::Fwd(a[i], b[i]); });
 }
 template <typename F, typename T>
-WEFT_CPU_VECTOR_CLONES void BackwardRange(const T* g, const T* a, const T* b, std::span<const OpReq> req, T* ga, T* gb,
-                                          int64_t s, int64_t e) {
+WEFT_CPU_VECTOR_CLONES void BackwardRange(const T* g, const T* a, const T* b,
+                                          std::span<const OpReq> req, T* ga, T* gb, int64_t s,
+                                          int64_t e) {
   StoreRange(ga, req[0], s, e, [=](int64_t i) { return g[i] * F::DL(a[i], b[i]); });
   StoreRange(gb, req[1], s, e, [=](int64_t i) { return g[i] * F::DR(a[i], b[i]); });
 }
@@ -74,11 +76,12 @@ void Forward(const TensorView& l, const TensorView& r, OpReq req, const TensorVi
     const T *a = l.data<T>(), *b = r.data<T>();
     T* y = out.data<T>();
     if (l.shape() == r.shape()) {
-      ParallelFor(out.size(), 4096, [=](int64_t s, int64_t e) { ForwardRange<F>(a, b, req, y, s, e); });
+      ParallelFor(out.size(), 4096,
+                  [=](int64_t s, int64_t e) { ForwardRange<F>(a, b, req, y, s, e); });
     } else {
-      BroadcastIndexer(out.shape(), l.shape(), r.shape()).ForEach([&](int64_t o, int64_t ia, int64_t ib) {
-        Store(y[o], req, F::Fwd(a[ia], b[ib]));
-      });
+      BroadcastIndexer(out.shape(), l.shape(), r.shape())
+          .ForEach(
+              [&](int64_t o, int64_t ia, int64_t ib) { Store(y[o], req, F::Fwd(a[ia], b[ib])); });
     }
   });
 }
@@ -91,17 +94,19 @@ void Backward(const OpContext& ctx, std::span<const TensorView> in, std::span<co
     const T *g = dy.data<T>(), *a = l.data<T>(), *b = r.data<T>();
     if (l.shape() == r.shape()) {
       T *ga = dl.data<T>(), *gb = dr.data<T>();
-      ParallelFor(dy.size(), 4096, [=](int64_t s, int64_t e) { BackwardRange<F>(g, a, b, req, ga, gb, s, e); });
+      ParallelFor(dy.size(), 4096,
+                  [=](int64_t s, int64_t e) { BackwardRange<F>(g, a, b, req, ga, gb, s, e); });
       return;
     }
     // Broadcast: sum into scratch (from -0), then store as requested.
     T* sa = static_cast<T*>(ctx.Workspace((l.size() + r.size()) * sizeof(T)));
     T* sb = sa + l.size();
     std::fill_n(sa, l.size() + r.size(), T(-0.0));
-    BroadcastIndexer(dy.shape(), l.shape(), r.shape()).ForEach([&](int64_t o, int64_t ia, int64_t ib) {
-      sa[ia] += g[o] * F::DL(a[ia], b[ib]);
-      sb[ib] += g[o] * F::DR(a[ia], b[ib]);
-    });
+    BroadcastIndexer(dy.shape(), l.shape(), r.shape())
+        .ForEach([&](int64_t o, int64_t ia, int64_t ib) {
+          sa[ia] += g[o] * F::DL(a[ia], b[ib]);
+          sb[ib] += g[o] * F::DR(a[ia], b[ib]);
+        });
     T *ga = dl.data<T>(), *gb = dr.data<T>();
     StoreN(ga, req[0], sa, l.size());
     StoreN(gb, req[1], sb, r.size());
@@ -110,17 +115,19 @@ void Backward(const OpContext& ctx, std::span<const TensorView> in, std::span<co
 
 template <typename F>
 void RegisterBinary(const std::string& name) {
-  RegisterCompute(name, DeviceType::kCpu,
-                  [](const OpContext&, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
-                     std::span<const TensorView> out) { Forward<F>(in[0], in[1], req[0], out[0]); });
+  RegisterCompute(
+      name, DeviceType::kCpu,
+      [](const OpContext&, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
+         std::span<const TensorView> out) { Forward<F>(in[0], in[1], req[0], out[0]); });
   RegisterCompute("_backward_" + name, DeviceType::kCpu,
-                  [](const OpContext& ctx, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
+                  [](const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
+                     std::span<const OpReq> req,
                      std::span<const TensorView> out) { Backward<F>(ctx, in, req, out); });
 }
 
 // in: num_args arrays of one shape; out: that shape (may be in[0]).
-void AddNCompute(const OpContext&, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
-                 std::span<const TensorView> out) {
+void AddNCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
+                 std::span<const OpReq> req, std::span<const TensorView> out) {
   WEFT_FLOAT_SWITCH(out[0].dtype(), T, "add_n", {
     T* y = out[0].data<T>();
     ParallelFor(out[0].size(), 4096, [&](int64_t s, int64_t e) {

@@ -43,14 +43,15 @@ void CastTensor(const TensorView& in, OpReq req, const TensorView& out) {
       const bool add = req == OpReq::kAddTo;
       ParallelFor(out.size(), 1 << 14, [&](int64_t b, int64_t e) {
         // Not x + (add ? y : 0): -0 + 0 is +0, and a cast must keep the sign of zero.
-        for (int64_t i = b; i < e; ++i) y[i] = Convert<Y>(add ? Load(x, i) + Load(y, i) : Load(x, i));
+        for (int64_t i = b; i < e; ++i)
+          y[i] = Convert<Y>(add ? Load(x, i) + Load(y, i) : Load(x, i));
       });
     });
   });
 }
 
-void CastCompute(const OpContext&, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
-                 std::span<const TensorView> out) {
+void CastCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
+                 std::span<const OpReq> req, std::span<const TensorView> out) {
   CastTensor(in[0], req[0], out[0]);
 }
 

@@ -51,8 +51,8 @@ std::vector<Shape> ShapesOf(std::span<const TensorView> views) {
 }
 
 // inputs: num_args arrays that agree but on `dim`; out: them side by side along `dim`.
-void ConcatCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                   std::span<const TensorView> out) {
+void ConcatCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                   std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const ConcatLayout l = MakeConcatLayout(ShapesOf(in), a.Get<ConcatParam>().dim);
   WEFT_DTYPE_SWITCH(out[0].dtype(), T, "concat", {
@@ -64,8 +64,8 @@ void ConcatCompute(const OpContext&, const Attrs& a, std::span<const TensorView>
 }
 
 // in: (out_grad, arg0, ..., arg{n-1}); out: n gradients, shaped like the args.
-void ConcatBackwardCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                           std::span<const TensorView> out) {
+void ConcatBackwardCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                           std::span<const OpReq> req, std::span<const TensorView> out) {
   const ConcatLayout l = MakeConcatLayout(ShapesOf(out), a.Get<ConcatParam>().dim);
   WEFT_DTYPE_SWITCH(in[0].dtype(), T, "_backward_concat", {
     const T* dy = in[0].data<T>();
@@ -84,31 +84,34 @@ void ForEachSliceRow(const SliceBox& box, const Shape& in, F&& f) {
   const int n = in.ndim();
   const std::array<int64_t, Shape::kMaxDims> strides = Strides(in);
   const int64_t len = n == 0 ? 1 : box.out[n - 1], rows = len == 0 ? 0 : box.out.Size() / len;
-  ParallelFor(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      int64_t at = n == 0 ? 0 : box.begin[n - 1], rest = r;
-      for (int a = n - 2; a >= 0; --a) at += (rest % box.out[a] + box.begin[a]) * strides[a], rest /= box.out[a];
-      f(at, r * len, len);
-    }
-  });
+  ParallelFor(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1)),
+              [&](int64_t b, int64_t e) {
+                for (int64_t r = b; r < e; ++r) {
+                  int64_t at = n == 0 ? 0 : box.begin[n - 1], rest = r;
+                  for (int a = n - 2; a >= 0; --a)
+                    at += (rest % box.out[a] + box.begin[a]) * strides[a], rest /= box.out[a];
+                  f(at, r * len, len);
+                }
+              });
 }
 
 // data: any shape; out: the box.
-void SliceCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                  std::span<const TensorView> out) {
+void SliceCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const SliceBox box = MakeSliceBox(a.Get<SliceParam>(), in[0].shape());
   WEFT_DTYPE_SWITCH(in[0].dtype(), T, "slice", {
     const T* x = in[0].data<T>();
     T* y = out[0].data<T>();
-    ForEachSliceRow(box, in[0].shape(),
-                    [&](int64_t at_in, int64_t at_out, int64_t len) { StoreN(y + at_out, req[0], x + at_in, len); });
+    ForEachSliceRow(box, in[0].shape(), [&](int64_t at_in, int64_t at_out, int64_t len) {
+      StoreN(y + at_out, req[0], x + at_in, len);
+    });
   });
 }
 
 // in: (out_grad: the box, data); out: d data, data's shape.
-void SliceBackwardCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                          std::span<const TensorView> out) {
+void SliceBackwardCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                          std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const SliceBox box = MakeSliceBox(a.Get<SliceParam>(), in[1].shape());
   // Outside the box the gradient is 0: written for a write, nothing to add for kAddTo.
@@ -117,8 +120,9 @@ void SliceBackwardCompute(const OpContext&, const Attrs& a, std::span<const Tens
     const T* dy = in[0].data<T>();
     T* dx = out[0].data<T>();
     if (inside == OpReq::kWrite) std::fill_n(dx, out[0].size(), T(0));
-    ForEachSliceRow(box, in[1].shape(),
-                    [&](int64_t at_in, int64_t at_out, int64_t len) { StoreN(dx + at_in, inside, dy + at_out, len); });
+    ForEachSliceRow(box, in[1].shape(), [&](int64_t at_in, int64_t at_out, int64_t len) {
+      StoreN(dx + at_in, inside, dy + at_out, len);
+    });
   });
 }
 

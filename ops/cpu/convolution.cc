@@ -26,8 +26,8 @@ struct ConvDescs {
 // NCHW it falls back to im2col + GEMM, while its direct kernels want blocked layouts. The tensors
 // are reordered in and out (LayoutBuffer), which costs far less than it saves.
 dnnl::memory::desc AnyLayout(const Shape& shape) {
-  return dnnl::memory::desc(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()), dnnl::memory::data_type::f32,
-                            dnnl::memory::format_tag::any);
+  return dnnl::memory::desc(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()),
+                            dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
 }
 
 ConvDescs DescsOf(const Window2d& win, const ConvDims& d) {
@@ -41,30 +41,35 @@ ConvDescs DescsOf(const Window2d& win, const ConvDims& d) {
 
 // Everything a convolution primitive depends on, for the cache key.
 std::string ConvKey(const char* direction, const Window2d& win, const ConvDims& d, bool bias) {
-  return PrimitiveKey("Convolution", direction, Shape{d.g.n, d.g.c, d.g.h, d.g.w}, d.f, win.kernel[0], win.kernel[1],
-                      win.stride[0], win.stride[1], win.pad[0], win.pad[1], bias);
+  return PrimitiveKey("Convolution", direction, Shape{d.g.n, d.g.c, d.g.h, d.g.w}, d.f,
+                      win.kernel[0], win.kernel[1], win.stride[0], win.stride[1], win.pad[0],
+                      win.pad[1], bias);
 }
 
-dnnl::convolution_forward::primitive_desc ConvForwardDesc(const Window2d& win, const ConvDims& d, bool bias) {
+dnnl::convolution_forward::primitive_desc ConvForwardDesc(const Window2d& win, const ConvDims& d,
+                                                          bool bias) {
   using Desc = dnnl::convolution_forward::desc;
   const ConvDescs m = DescsOf(win, d);
   const auto kind = dnnl::prop_kind::forward_training;
   const auto algo = dnnl::algorithm::convolution_direct;
-  const Desc desc = bias ? Desc(kind, algo, m.src, m.weights, m.bias, m.dst, m.strides, m.padding, m.padding)
-                         : Desc(kind, algo, m.src, m.weights, m.dst, m.strides, m.padding, m.padding);
+  const Desc desc =
+      bias ? Desc(kind, algo, m.src, m.weights, m.bias, m.dst, m.strides, m.padding, m.padding)
+           : Desc(kind, algo, m.src, m.weights, m.dst, m.strides, m.padding, m.padding);
   return {desc, ScratchpadAttr(), DnnlEngine()};
 }
 
 DnnlPrimitive ConvForwardPrimitive(const Window2d& win, const ConvDims& d, bool bias) {
-  return CachedPrimitive(ConvKey("forward", win, d, bias),
-                         [&] { return MakePrimitive<dnnl::convolution_forward>(ConvForwardDesc(win, d, bias)); });
+  return CachedPrimitive(ConvKey("forward", win, d, bias), [&] {
+    return MakePrimitive<dnnl::convolution_forward>(ConvForwardDesc(win, d, bias));
+  });
 }
 
 DnnlPrimitive ConvBackwardDataPrimitive(const Window2d& win, const ConvDims& d) {
   return CachedPrimitive(ConvKey("backward_data", win, d, false), [&] {
     const ConvDescs m = DescsOf(win, d);
-    const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, m.src, m.weights, m.dst,
-                                                     m.strides, m.padding, m.padding);
+    const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, m.src,
+                                                     m.weights, m.dst, m.strides, m.padding,
+                                                     m.padding);
     return MakePrimitive<dnnl::convolution_backward_data>(
         {desc, ScratchpadAttr(), DnnlEngine(), ConvForwardDesc(win, d, false)});
   });
@@ -75,8 +80,9 @@ DnnlPrimitive ConvBackwardWeightsPrimitive(const Window2d& win, const ConvDims& 
     using Desc = dnnl::convolution_backward_weights::desc;
     const ConvDescs m = DescsOf(win, d);
     const auto algo = dnnl::algorithm::convolution_direct;
-    const Desc desc = bias ? Desc(algo, m.src, m.weights, m.bias, m.dst, m.strides, m.padding, m.padding)
-                           : Desc(algo, m.src, m.weights, m.dst, m.strides, m.padding, m.padding);
+    const Desc desc =
+        bias ? Desc(algo, m.src, m.weights, m.bias, m.dst, m.strides, m.padding, m.padding)
+             : Desc(algo, m.src, m.weights, m.dst, m.strides, m.padding, m.padding);
     return MakePrimitive<dnnl::convolution_backward_weights>(
         {desc, ScratchpadAttr(), DnnlEngine(), ConvForwardDesc(win, d, bias)});
   });
@@ -86,7 +92,8 @@ DnnlPrimitive ConvBackwardWeightsPrimitive(const Window2d& win, const ConvDims& 
 
 // x (N, C, H, W), w (F, C, kh, kw), b (F,) or null -> y (N, F, OH, OW).
 template <typename T>
-void ConvForwardLoops(const Window2d& win, const ConvDims& d, const T* x, const T* w, const T* b, T* y) {
+void ConvForwardLoops(const Window2d& win, const ConvDims& d, const T* x, const T* w, const T* b,
+                      T* y) {
   const Geometry2d& g = d.g;
   const int64_t plane = g.h * g.w, filter = g.c * win.kernel[0] * win.kernel[1];
   ParallelFor(g.n * d.f, 1, [&](int64_t begin, int64_t end) {
@@ -98,8 +105,9 @@ void ConvForwardLoops(const Window2d& win, const ConvDims& d, const T* x, const 
           for (int64_t c = 0; c < g.c; ++c) {
             const T* xc = x + (n * g.c + c) * plane;
             const T* wc = w + f * filter + c * win.kernel[0] * win.kernel[1];
-            ForEachTap(win, g, oh, ow,
-                       [&](int64_t i, int64_t j, int64_t at) { sum += xc[at] * wc[i * win.kernel[1] + j]; });
+            ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) {
+              sum += xc[at] * wc[i * win.kernel[1] + j];
+            });
           }
           y[(nf * g.oh + oh) * g.ow + ow] = sum;
         }
@@ -124,8 +132,9 @@ void ConvBackwardDataLoops(const Window2d& win, const ConvDims& d, const T* dy, 
             for (int64_t c = 0; c < g.c; ++c) {
               T* dxc = dx + (n * g.c + c) * plane;
               const T* wc = w + f * filter + c * win.kernel[0] * win.kernel[1];
-              ForEachTap(win, g, oh, ow,
-                         [&](int64_t i, int64_t j, int64_t at) { dxc[at] += grad * wc[i * win.kernel[1] + j]; });
+              ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) {
+                dxc[at] += grad * wc[i * win.kernel[1] + j];
+              });
             }
           }
         }
@@ -136,7 +145,8 @@ void ConvBackwardDataLoops(const Window2d& win, const ConvDims& d, const T* dy, 
 
 // dy (N, F, OH, OW), x (N, C, H, W) -> dw (F, C, kh, kw), db (F,) (db may be null).
 template <typename T>
-void ConvBackwardWeightsLoops(const Window2d& win, const ConvDims& d, const T* dy, const T* x, T* dw, T* db) {
+void ConvBackwardWeightsLoops(const Window2d& win, const ConvDims& d, const T* dy, const T* x,
+                              T* dw, T* db) {
   const Geometry2d& g = d.g;
   const int64_t plane = g.h * g.w, filter = g.c * win.kernel[0] * win.kernel[1];
   ParallelFor(d.f, 1, [&](int64_t begin, int64_t end) {
@@ -151,8 +161,9 @@ void ConvBackwardWeightsLoops(const Window2d& win, const ConvDims& d, const T* d
             for (int64_t c = 0; c < g.c; ++c) {
               const T* xc = x + (n * g.c + c) * plane;
               T* dwc = dw + f * filter + c * win.kernel[0] * win.kernel[1];
-              ForEachTap(win, g, oh, ow,
-                         [&](int64_t i, int64_t j, int64_t at) { dwc[i * win.kernel[1] + j] += grad * xc[at]; });
+              ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) {
+                dwc[i * win.kernel[1] + j] += grad * xc[at];
+              });
             }
           }
         }
@@ -165,8 +176,8 @@ void ConvBackwardWeightsLoops(const Window2d& win, const ConvDims& d, const T* d
 // ---- compute ----
 
 // in: (data, weight[, bias]); out: (output).
-void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                 std::span<const TensorView> out) {
+void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                 std::span<const OpReq> req, std::span<const TensorView> out) {
   const ConvParam& p = a.Get<ConvParam>();
   const ConvDims d{Geometry2dOf("Convolution", p.window, in[0].shape()), p.num_filter};
   const TensorView* bias = p.no_bias ? nullptr : &in[2];
@@ -174,7 +185,8 @@ void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
   if (!UseDnnl(in[0].dtype(), "Convolution")) {
     StagedOutputs staged(ctx, req, out, false);
     ConvForwardLoops<double>(p.window, d, in[0].data<double>(), in[1].data<double>(),
-                             bias ? bias->data<double>() : nullptr, staged.Target(0).data<double>());
+                             bias ? bias->data<double>() : nullptr,
+                             staged.Target(0).data<double>());
     staged.Finish();
     return;
   }
@@ -191,39 +203,42 @@ void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
 }
 
 // float32 backward: d_data, then d_weight and d_bias, each skipped when nothing reads it.
-void ConvBackwardDnnl(const Window2d& win, const ConvDims& d, bool bias, std::span<const TensorView> in,
-                      const StagedOutputs& staged) {
+void ConvBackwardDnnl(const Window2d& win, const ConvDims& d, bool bias,
+                      std::span<const TensorView> in, const StagedOutputs& staged) {
   const DnnlPrimitive data_prim = ConvBackwardDataPrimitive(win, d);
   const DnnlPrimitive weights_prim = ConvBackwardWeightsPrimitive(win, d, bias);
   if (staged.Needed(0)) {
     LayoutBuffer dy, w, dx;
-    ExecutePrimitive(data_prim,
-                     {{DNNL_ARG_DIFF_DST, dy.Input(in[0], data_prim.desc.diff_dst_desc())},
-                      {DNNL_ARG_WEIGHTS, w.Input(in[2], data_prim.desc.weights_desc())},
-                      {DNNL_ARG_DIFF_SRC, dx.Output(staged.Target(0), data_prim.desc.diff_src_desc())}},
-                     staged.Extra(0));
+    ExecutePrimitive(
+        data_prim,
+        {{DNNL_ARG_DIFF_DST, dy.Input(in[0], data_prim.desc.diff_dst_desc())},
+         {DNNL_ARG_WEIGHTS, w.Input(in[2], data_prim.desc.weights_desc())},
+         {DNNL_ARG_DIFF_SRC, dx.Output(staged.Target(0), data_prim.desc.diff_src_desc())}},
+        staged.Extra(0));
     dx.Flush();
   }
   if (!NeedsWeightGrads(staged, bias)) return;
   LayoutBuffer dy, x, dw;
-  DnnlArgs args = {{DNNL_ARG_SRC, x.Input(in[1], weights_prim.desc.src_desc())},
-                   {DNNL_ARG_DIFF_DST, dy.Input(in[0], weights_prim.desc.diff_dst_desc())},
-                   {DNNL_ARG_DIFF_WEIGHTS, dw.Output(staged.Target(1), weights_prim.desc.diff_weights_desc())}};
+  DnnlArgs args = {
+      {DNNL_ARG_SRC, x.Input(in[1], weights_prim.desc.src_desc())},
+      {DNNL_ARG_DIFF_DST, dy.Input(in[0], weights_prim.desc.diff_dst_desc())},
+      {DNNL_ARG_DIFF_WEIGHTS, dw.Output(staged.Target(1), weights_prim.desc.diff_weights_desc())}};
   if (bias) args.emplace(DNNL_ARG_DIFF_BIAS, DnnlMemory(staged.Target(2)));
   ExecutePrimitive(weights_prim, std::move(args), staged.Extra(0));
   dw.Flush();
 }
 
 // in: (out_grad, data, weight); out: (d_data, d_weight[, d_bias]).
-void ConvBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                  std::span<const TensorView> out) {
+void ConvBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
   const ConvParam& p = a.Get<ConvParam>();
   const ConvDims d{Geometry2dOf("_backward_Convolution", p.window, in[1].shape()), p.num_filter};
   const bool bias = !p.no_bias;
   if (!UseDnnl(in[0].dtype(), "_backward_Convolution")) {
     StagedOutputs staged(ctx, req, out, false);
     const double *dy = in[0].data<double>(), *x = in[1].data<double>(), *w = in[2].data<double>();
-    if (staged.Needed(0)) ConvBackwardDataLoops(p.window, d, dy, w, staged.Target(0).data<double>());
+    if (staged.Needed(0))
+      ConvBackwardDataLoops(p.window, d, dy, w, staged.Target(0).data<double>());
     if (NeedsWeightGrads(staged, bias)) {
       ConvBackwardWeightsLoops(p.window, d, dy, x, staged.Target(1).data<double>(),
                                bias ? staged.Target(2).data<double>() : nullptr);
@@ -233,7 +248,8 @@ void ConvBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   }
   const DnnlPrimitive data_prim = ConvBackwardDataPrimitive(p.window, d);
   const DnnlPrimitive weights_prim = ConvBackwardWeightsPrimitive(p.window, d, bias);
-  StagedOutputs staged(ctx, req, out, false, {std::max(ScratchpadBytes(data_prim), ScratchpadBytes(weights_prim))});
+  StagedOutputs staged(ctx, req, out, false,
+                       {std::max(ScratchpadBytes(data_prim), ScratchpadBytes(weights_prim))});
   ConvBackwardDnnl(p.window, d, bias, in, staged);
   staged.Finish();
 }

@@ -10,11 +10,14 @@
 namespace weft::cpu {
 namespace {
 
-constexpr int64_t kPerBlock = 4;  // 32-bit numbers in one Philox block (RandomKey::offset counts blocks)
+constexpr int64_t kPerBlock =
+    4;  // 32-bit numbers in one Philox block (RandomKey::offset counts blocks)
 
-// x, y, mask: n elements each. mask[i] = 0 or scale by the i-th number of `key`'s range; y = x * mask.
+// x, y, mask: n elements each. mask[i] = 0 or scale by the i-th number of `key`'s range; y = x *
+// mask.
 template <typename T>
-void DropoutTrain(RandomKey key, double p, const T* x, int64_t n, std::span<const OpReq> req, T* y, T* mask) {
+void DropoutTrain(RandomKey key, double p, const T* x, int64_t n, std::span<const OpReq> req, T* y,
+                  T* mask) {
   const T scale = static_cast<T>(1 / (1 - p));
   const int64_t blocks = (n + kPerBlock - 1) / kPerBlock;
   ParallelFor(blocks, 1024, [&](int64_t b, int64_t e) {
@@ -28,8 +31,8 @@ void DropoutTrain(RandomKey key, double p, const T* x, int64_t n, std::span<cons
 }
 
 // data: any shape; out[0] (result) and out[1] (mask): data's shape.
-void DropoutCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                    std::span<const TensorView> out) {
+void DropoutCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                    std::span<const OpReq> req, std::span<const TensorView> out) {
   const double p = a.Get<DropoutParam>().p;
   const int64_t n = in[0].size();
   WEFT_FLOAT_SWITCH(in[0].dtype(), T, "Dropout", {

@@ -15,10 +15,12 @@ namespace {
 // ---- float32: oneDNN inner product ----
 
 dnnl::inner_product_forward::primitive_desc FcForwardDesc(const FcDims& d, bool bias) {
-  const auto src = PlainDesc(Shape{d.m, d.k}), weights = PlainDesc(Shape{d.o, d.k}), dst = PlainDesc(Shape{d.m, d.o});
+  const auto src = PlainDesc(Shape{d.m, d.k}), weights = PlainDesc(Shape{d.o, d.k}),
+             dst = PlainDesc(Shape{d.m, d.o});
   const auto kind = dnnl::prop_kind::forward_training;
-  const auto desc = bias ? dnnl::inner_product_forward::desc(kind, src, weights, PlainDesc(Shape{d.o}), dst)
-                         : dnnl::inner_product_forward::desc(kind, src, weights, dst);
+  const auto desc =
+      bias ? dnnl::inner_product_forward::desc(kind, src, weights, PlainDesc(Shape{d.o}), dst)
+           : dnnl::inner_product_forward::desc(kind, src, weights, dst);
   return {desc, ScratchpadAttr(), DnnlEngine()};
 }
 
@@ -32,16 +34,17 @@ dnnl::memory::desc TransposedWeightDesc(const FcDims& d) {
 DnnlPrimitive FcForwardPrimitive(const FcDims& d, bool bias) {
   return CachedPrimitive(PrimitiveKey("FullyConnected/forward_matmul", d.m, d.k, d.o, bias), [&] {
     const auto src = PlainDesc(Shape{d.m, d.k}), dst = PlainDesc(Shape{d.m, d.o});
-    const auto desc = bias ? dnnl::matmul::desc(src, TransposedWeightDesc(d), PlainDesc(Shape{1, d.o}), dst)
-                           : dnnl::matmul::desc(src, TransposedWeightDesc(d), dst);
+    const auto desc =
+        bias ? dnnl::matmul::desc(src, TransposedWeightDesc(d), PlainDesc(Shape{1, d.o}), dst)
+             : dnnl::matmul::desc(src, TransposedWeightDesc(d), dst);
     return MakePrimitive<dnnl::matmul>({desc, ScratchpadAttr(), DnnlEngine()});
   });
 }
 
 DnnlPrimitive FcBackwardDataPrimitive(const FcDims& d) {
   return CachedPrimitive(PrimitiveKey("FullyConnected/backward_data", d.m, d.k, d.o), [&] {
-    const dnnl::inner_product_backward_data::desc desc(PlainDesc(Shape{d.m, d.k}), PlainDesc(Shape{d.o, d.k}),
-                                                       PlainDesc(Shape{d.m, d.o}));
+    const dnnl::inner_product_backward_data::desc desc(
+        PlainDesc(Shape{d.m, d.k}), PlainDesc(Shape{d.o, d.k}), PlainDesc(Shape{d.m, d.o}));
     return MakePrimitive<dnnl::inner_product_backward_data>(
         {desc, ScratchpadAttr(), DnnlEngine(), FcForwardDesc(d, false)});
   });
@@ -50,8 +53,10 @@ DnnlPrimitive FcBackwardDataPrimitive(const FcDims& d) {
 DnnlPrimitive FcBackwardWeightsPrimitive(const FcDims& d, bool bias) {
   return CachedPrimitive(PrimitiveKey("FullyConnected/backward_weights", d.m, d.k, d.o, bias), [&] {
     using Desc = dnnl::inner_product_backward_weights::desc;
-    const auto src = PlainDesc(Shape{d.m, d.k}), weights = PlainDesc(Shape{d.o, d.k}), dst = PlainDesc(Shape{d.m, d.o});
-    const Desc desc = bias ? Desc(src, weights, PlainDesc(Shape{d.o}), dst) : Desc(src, weights, dst);
+    const auto src = PlainDesc(Shape{d.m, d.k}), weights = PlainDesc(Shape{d.o, d.k}),
+               dst = PlainDesc(Shape{d.m, d.o});
+    const Desc desc =
+        bias ? Desc(src, weights, PlainDesc(Shape{d.o}), dst) : Desc(src, weights, dst);
     return MakePrimitive<dnnl::inner_product_backward_weights>(
         {desc, ScratchpadAttr(), DnnlEngine(), FcForwardDesc(d, bias)});
   });
@@ -105,32 +110,33 @@ void FcBackwardWeightsLoops(const FcDims& d, const T* dy, const T* x, T* dw, T* 
 // ---- compute ----
 
 // in: (data, weight[, bias]); out: (output).
-void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-               std::span<const TensorView> out) {
+void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+               std::span<const OpReq> req, std::span<const TensorView> out) {
   const FcParam& p = a.Get<FcParam>();
   const FcDims d = FcDimsOf(p, in[0].shape());
   const TensorView* bias = p.no_bias ? nullptr : &in[2];
   if (req[0] == OpReq::kNull) return;
   if (!UseDnnl(in[0].dtype(), "FullyConnected")) {
     StagedOutputs staged(ctx, req, out, false);
-    FcForwardLoops<double>(d, in[0].data<double>(), in[1].data<double>(), bias ? bias->data<double>() : nullptr,
-                           staged.Target(0).data<double>());
+    FcForwardLoops<double>(d, in[0].data<double>(), in[1].data<double>(),
+                           bias ? bias->data<double>() : nullptr, staged.Target(0).data<double>());
     staged.Finish();
     return;
   }
   const DnnlPrimitive prim = FcForwardPrimitive(d, bias != nullptr);
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
-  DnnlArgs args = {{DNNL_ARG_SRC, DnnlMemory(in[0].Reshaped(Shape{d.m, d.k}))},
-                   {DNNL_ARG_WEIGHTS, dnnl::memory(TransposedWeightDesc(d), DnnlEngine(), in[1].raw())},
-                   {DNNL_ARG_DST, DnnlMemory(staged.Target(0).Reshaped(Shape{d.m, d.o}))}};
+  DnnlArgs args = {
+      {DNNL_ARG_SRC, DnnlMemory(in[0].Reshaped(Shape{d.m, d.k}))},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(TransposedWeightDesc(d), DnnlEngine(), in[1].raw())},
+      {DNNL_ARG_DST, DnnlMemory(staged.Target(0).Reshaped(Shape{d.m, d.o}))}};
   if (bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(bias->Reshaped(Shape{1, d.o})));
   ExecutePrimitive(prim, std::move(args), staged.Extra(0));
   staged.Finish();
 }
 
 // in: (out_grad, data, weight); out: (d_data, d_weight[, d_bias]).
-void FcBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                std::span<const TensorView> out) {
+void FcBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                std::span<const OpReq> req, std::span<const TensorView> out) {
   const FcParam& p = a.Get<FcParam>();
   const FcDims d = FcDimsOf(p, in[1].shape());
   const bool bias = !p.no_bias;
@@ -145,10 +151,12 @@ void FcBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView
     staged.Finish();
     return;
   }
-  const DnnlPrimitive data_prim = FcBackwardDataPrimitive(d), weights_prim = FcBackwardWeightsPrimitive(d, bias);
-  StagedOutputs staged(ctx, req, out, false, {std::max(ScratchpadBytes(data_prim), ScratchpadBytes(weights_prim))});
-  RunLayerBackward(data_prim, weights_prim, in[0].Reshaped(Shape{d.m, d.o}), in[1].Reshaped(Shape{d.m, d.k}), in[2],
-                   bias, staged);
+  const DnnlPrimitive data_prim = FcBackwardDataPrimitive(d),
+                      weights_prim = FcBackwardWeightsPrimitive(d, bias);
+  StagedOutputs staged(ctx, req, out, false,
+                       {std::max(ScratchpadBytes(data_prim), ScratchpadBytes(weights_prim))});
+  RunLayerBackward(data_prim, weights_prim, in[0].Reshaped(Shape{d.m, d.o}),
+                   in[1].Reshaped(Shape{d.m, d.k}), in[2], bias, staged);
   staged.Finish();
 }
 

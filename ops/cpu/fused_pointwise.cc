@@ -44,10 +44,12 @@
 namespace weft::cpu {
 namespace {
 
-constexpr int64_t kTileBudgetBytes = 24 << 10;  // one tile of every slot, gathered input and staged output: in L1
-constexpr int64_t kMaxTile = 4096;              // elements; the ops' own ParallelFor grain: inline
+constexpr int64_t kTileBudgetBytes =
+    24 << 10;  // one tile of every slot, gathered input and staged output: in L1
+constexpr int64_t kMaxTile = 4096;  // elements; the ops' own ParallelFor grain: inline
 constexpr int64_t kMinTile = 256;
-constexpr int64_t kBatchElements = 1 << 16;  // the tiles a thread takes at once: 256 KiB of float32 per value
+constexpr int64_t kBatchElements =
+    1 << 16;  // the tiles a thread takes at once: 256 KiB of float32 per value
 // Outputs of at least this many bytes are stored streaming: far more than a core's L2 and its share
 // of the L3, so the cache would not keep them for their readers anyway.
 constexpr int64_t kStreamBytes = 8 << 20;
@@ -58,7 +60,8 @@ void StreamCopy(const char* src, char* dst, size_t bytes) {
 #if defined(__SSE2__)
   for (; bytes > 0 && reinterpret_cast<uintptr_t>(dst) % 16 != 0; --bytes) *dst++ = *src++;
   for (; bytes >= 16; bytes -= 16, src += 16, dst += 16) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
   }
 #endif
   std::memcpy(dst, src, bytes);
@@ -80,13 +83,16 @@ void StreamFence() {
 class NextTilePrefetch {
  public:
   void Clear() { ranges_.clear(); }
-  void Add(const void* begin, size_t bytes) { ranges_.push_back({static_cast<const char*>(begin), bytes}); }
+  void Add(const void* begin, size_t bytes) {
+    ranges_.push_back({static_cast<const char*>(begin), bytes});
+  }
 
   // Share `index` of `count` of the lines.
   void Share(int index, int count) const {
     for (const auto& [begin, bytes] : ranges_) {
       const size_t lines = (bytes + kLine - 1) / kLine;
-      for (size_t l = lines * index / count; l < lines * (index + 1) / count; ++l) Prefetch(begin + l * kLine);
+      for (size_t l = lines * index / count; l < lines * (index + 1) / count; ++l)
+        Prefetch(begin + l * kLine);
     }
   }
 
@@ -107,7 +113,8 @@ class NextTilePrefetch {
 // (row-major, shape `out`) read: stride 0 along the axes it is broadcast along.
 class BroadcastGather {
  public:
-  BroadcastGather(const Shape& in, const Shape& out, DType dtype) : esize_(DTypeSize(dtype)), ndim_(out.ndim()) {
+  BroadcastGather(const Shape& in, const Shape& out, DType dtype)
+      : esize_(DTypeSize(dtype)), ndim_(out.ndim()) {
     int64_t stride = 1;
     for (int d = ndim_ - 1; d >= 0; --d) {
       const int di = in.ndim() - ndim_ + d;
@@ -160,7 +167,8 @@ class FusedCpu {
     chains_ = PlanLaneChains(g, plan_);
     for (size_t k = 0; k < req.size(); ++k) {
       const bool write = req[k] == OpReq::kWrite || req[k] == OpReq::kWriteInplace;
-      const bool stream = write && g.size * static_cast<int64_t>(DTypeSize(g.dtypes[g.outputs[k]])) >= kStreamBytes;
+      const bool stream =
+          write && g.size * static_cast<int64_t>(DTypeSize(g.dtypes[g.outputs[k]])) >= kStreamBytes;
       staged_.push_back(stream && !StreamFromChain(g.outputs[k]));
     }
     num_staged_ = std::count(staged_.begin(), staged_.end(), true);
@@ -174,14 +182,16 @@ class FusedCpu {
   // ParallelFor gives each thread a range of batches only to start it: the threads then take the
   // batches from `next` (relaxed: it only hands each batch out once; the parallel loop's end
   // orders every tile's stores before the caller goes on).
-  void Run(const OpContext& ctx, std::span<const TensorView> in, std::span<const TensorView> out) const {
+  void Run(const OpContext& ctx, std::span<const TensorView> in,
+           std::span<const TensorView> out) const {
     const int64_t tiles = (group_->size + tile_ - 1) / tile_;
     const int64_t tiles_per_batch = std::max<int64_t>(1, kBatchElements / tile_);
     const int64_t batches = (tiles + tiles_per_batch - 1) / tiles_per_batch;
     std::atomic<int64_t> next{0};
     ParallelFor(batches, 1, [&](int64_t, int64_t) {
       const size_t uses = plan_.broadcast_uses().size();
-      std::vector<double> memory(((plan_.num_slots() + uses + num_staged_) * slot_bytes_per_element_ * tile_ + 7) / 8);
+      std::vector<double> memory(
+          ((plan_.num_slots() + uses + num_staged_) * slot_bytes_per_element_ * tile_ + 7) / 8);
       std::vector<TensorView> values(group_->num_values()), outs(out.size()), gathered(uses);
       NextTilePrefetch prefetch;
       for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < batches;) {
@@ -189,7 +199,8 @@ class FusedCpu {
         for (int64_t t = b * tiles_per_batch; t < end; ++t) {
           const int64_t begin = t * tile_, n = std::min(tile_, group_->size - begin);
           PrefetchNext(in, t + 1 < end ? begin + n : group_->size, prefetch);
-          RunTile(ctx, in, out, begin, n, reinterpret_cast<char*>(memory.data()), values, outs, gathered, prefetch);
+          RunTile(ctx, in, out, begin, n, reinterpret_cast<char*>(memory.data()), values, outs,
+                  gathered, prefetch);
         }
       }
       StreamFence();
@@ -211,7 +222,8 @@ class FusedCpu {
     return false;
   }
 
-  // The tile's work in order (items_), and the prefetch each item shares (prefetched_, num_shares_).
+  // The tile's work in order (items_), and the prefetch each item shares (prefetched_,
+  // num_shares_).
   void IndexItems() {
     const FusedGroup& g = *group_;
     prefetched_.assign(g.num_inputs, true);
@@ -221,14 +233,16 @@ class FusedCpu {
     for (size_t c = 0, s = 0; s < g.steps.size();) {
       const bool chain = c < chains_.size() && chains_[c].first == s;
       const bool shares = !chain && plan_.runs(s);
-      items_.push_back({chain ? static_cast<int>(c) : -1, static_cast<uint32_t>(s), shares ? num_shares_++ : -1});
+      items_.push_back({chain ? static_cast<int>(c) : -1, static_cast<uint32_t>(s),
+                        shares ? num_shares_++ : -1});
       s = chain ? chains_[c++].end : s + 1;
     }
   }
 
   // Points `prefetch` at the tile that starts at element `begin` of every input read in full that
   // no lane chain streams.
-  void PrefetchNext(std::span<const TensorView> in, int64_t begin, NextTilePrefetch& prefetch) const {
+  void PrefetchNext(std::span<const TensorView> in, int64_t begin,
+                    NextTilePrefetch& prefetch) const {
     prefetch.Clear();
     const int64_t n = std::min(tile_, group_->size - begin);
     for (uint32_t i = 0; n > 0 && i < group_->num_inputs; ++i) {
@@ -239,7 +253,8 @@ class FusedCpu {
   }
 
   static TensorView Slice(const TensorView& t, int64_t begin, const Shape& tile) {
-    return TensorView(static_cast<char*>(t.raw()) + begin * DTypeSize(t.dtype()), tile, t.dtype(), t.device());
+    return TensorView(static_cast<char*>(t.raw()) + begin * DTypeSize(t.dtype()), tile, t.dtype(),
+                      t.device());
   }
 
   // A lane chain over the tile; it prefetches its streamed inputs itself, block by block.
@@ -253,14 +268,16 @@ class FusedCpu {
     RunLaneChain(chain.steps, src, others.data(), dsts.data(), ahead.span(), 0, n);
   }
 
-  void RunTile(const OpContext& ctx, std::span<const TensorView> in, std::span<const TensorView> out, int64_t begin,
-               int64_t n, char* memory, std::vector<TensorView>& values, std::vector<TensorView>& outs,
+  void RunTile(const OpContext& ctx, std::span<const TensorView> in,
+               std::span<const TensorView> out, int64_t begin, int64_t n, char* memory,
+               std::vector<TensorView>& values, std::vector<TensorView>& outs,
                std::vector<TensorView>& gathered, const NextTilePrefetch& prefetch) const {
     const FusedGroup& g = *group_;
     const size_t slot_bytes = slot_bytes_per_element_ * tile_;
     const Shape tile{n};  // built once: a Shape's constructor checks each extent
     for (uint32_t i = 0; i < g.num_inputs; ++i) {
-      values[i] = input_kind_[i] == FusedGroup::InputKind::kFull ? Slice(in[i], begin, tile) : in[i];
+      values[i] =
+          input_kind_[i] == FusedGroup::InputKind::kFull ? Slice(in[i], begin, tile) : in[i];
     }
     for (uint32_t v = g.num_inputs; v < g.num_values(); ++v) {
       const int slot = plan_.slot(v);
@@ -274,7 +291,8 @@ class FusedCpu {
       gathered[u] = TensorView(next, tile, g.dtypes[input], Device::Cpu());
     }
     for (size_t k = 0; k < out.size(); ++k) {
-      outs[k] = staged_[k] ? TensorView(next, tile, out[k].dtype(), Device::Cpu()) : Slice(out[k], begin, tile);
+      outs[k] = staged_[k] ? TensorView(next, tile, out[k].dtype(), Device::Cpu())
+                           : Slice(out[k], begin, tile);
       if (staged_[k]) next += slot_bytes;
     }
     plan_.Begin(values, outs);
@@ -290,7 +308,8 @@ class FusedCpu {
     for (size_t k = 0; k < out.size(); ++k) {
       if (!staged_[k]) continue;
       const size_t esize = DTypeSize(out[k].dtype());
-      StreamCopy(static_cast<const char*>(outs[k].raw()), static_cast<char*>(out[k].raw()) + begin * esize, n * esize);
+      StreamCopy(static_cast<const char*>(outs[k].raw()),
+                 static_cast<char*>(out[k].raw()) + begin * esize, n * esize);
     }
   }
 
@@ -306,7 +325,8 @@ class FusedCpu {
   StepPlan plan_;
   std::vector<LaneChain> chains_;
   std::vector<Item> items_;
-  std::vector<bool> prefetched_;          // per input: by NextTilePrefetch (else a chain streams it or it is not full)
+  std::vector<bool>
+      prefetched_;  // per input: by NextTilePrefetch (else a chain streams it or it is not full)
   int num_shares_ = 0;                    // of a tile's prefetch: one per step item that runs
   std::vector<BroadcastGather> gathers_;  // per broadcast use
   std::vector<FusedGroup::InputKind> input_kind_;
@@ -317,15 +337,16 @@ class FusedCpu {
 };
 
 // Bind time: the plan, once for the node's requests.
-ComputeFn PrepareFused(const Attrs& attrs, Device, std::span<const TensorView>, std::span<const OpReq> req,
-                       std::span<const TensorView>) {
+ComputeFn PrepareFused(const Attrs& attrs, Device, std::span<const TensorView>,
+                       std::span<const OpReq> req, std::span<const TensorView>) {
   auto fused = std::make_shared<const FusedCpu>(attrs.Get<FusedParam>().group, req);
-  return [fused](const OpContext& ctx, const Attrs&, std::span<const TensorView> in, std::span<const OpReq>,
+  return [fused](const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
+                 std::span<const OpReq>,
                  std::span<const TensorView> out) { fused->Run(ctx, in, out); };
 }
 
-void FusedCompute(const OpContext& ctx, const Attrs& attrs, std::span<const TensorView> in, std::span<const OpReq> req,
-                  std::span<const TensorView> out) {
+void FusedCompute(const OpContext& ctx, const Attrs& attrs, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
   FusedCpu(attrs.Get<FusedParam>().group, req).Run(ctx, in, out);
 }
 

@@ -23,7 +23,8 @@ using Home = StepPlan::Home;
 // The functor an op's PointwiseFn names ("weft::fn::Relu"), if it is one of the unary ops'.
 std::optional<LaneFunctor> FunctorNamed(const std::string& name) {
   static const auto* table = new std::unordered_map<std::string, LaneFunctor>{
-#define WEFT_LANE_ENTRY(name, functor, description, has_scalar) {"weft::fn::" #functor, LaneFunctor::k##functor},
+#define WEFT_LANE_ENTRY(name, functor, description, has_scalar) \
+  {"weft::fn::" #functor, LaneFunctor::k##functor},
       WEFT_UNARY_OPS(WEFT_LANE_ENTRY)
 #undef WEFT_LANE_ENTRY
   };
@@ -35,8 +36,10 @@ std::optional<LaneFunctor> FunctorNamed(const std::string& name) {
 std::optional<LaneStep> LaneStepOf(const FusedGroup& g, const StepPlan& plan, size_t s) {
   const FusedGroup::Step& step = g.steps[s];
   const PointwiseFn& pw = step.op->pointwise;
-  if (pw.kind != PointwiseKind::kUnary && pw.kind != PointwiseKind::kUnaryBackward) return std::nullopt;
-  if (step.num_outputs != 1 || !plan.runs(s) || g.dtypes[step.first_output] != DType::kFloat32) return std::nullopt;
+  if (pw.kind != PointwiseKind::kUnary && pw.kind != PointwiseKind::kUnaryBackward)
+    return std::nullopt;
+  if (step.num_outputs != 1 || !plan.runs(s) || g.dtypes[step.first_output] != DType::kFloat32)
+    return std::nullopt;
   for (uint32_t a : step.args) {
     if (g.dtypes[a] != DType::kFloat32) return std::nullopt;
   }
@@ -59,20 +62,25 @@ int Other(LaneChain& chain, uint32_t value) {
 // Where step `s` of the chain takes its operands: `carried` is the value in registers (the
 // previous step's output, or the chain's src for its first step).
 void SetOperands(LaneChain& chain, const FusedGroup::Step& step, uint32_t carried, LaneStep& lane) {
-  const auto source = [&](uint32_t value) { return value == carried ? LaneStep::kCarried : Other(chain, value); };
+  const auto source = [&](uint32_t value) {
+    return value == carried ? LaneStep::kCarried : Other(chain, value);
+  };
   lane.x = source(step.args[0]);
   lane.v = step.args.size() > 1 ? source(step.args[1]) : lane.x;  // a Grad that reads nothing: dy
 }
 
 // Which step outputs the chain stores: every one that something other than the next step of the
 // chain reads (a later step, an output, the copies at the end), and the last.
-void SetStores(const FusedGroup& g, const StepPlan& plan, const std::vector<int>& reads, LaneChain& chain) {
+void SetStores(const FusedGroup& g, const StepPlan& plan, const std::vector<int>& reads,
+               LaneChain& chain) {
   for (size_t k = 0; k < chain.steps.size(); ++k) {
     const uint32_t s = chain.first + static_cast<uint32_t>(k), v = g.steps[s].first_output;
     const bool last = k + 1 == chain.steps.size();
-    const int next_reads =
-        last ? 0 : static_cast<int>(std::count(g.steps[s + 1].args.begin(), g.steps[s + 1].args.end(), v));
-    if (!last && plan.home(v) == Home::kScratch && reads[v] == next_reads && !plan.copied_at_end(v)) continue;
+    const int next_reads = last ? 0
+                                : static_cast<int>(std::count(g.steps[s + 1].args.begin(),
+                                                              g.steps[s + 1].args.end(), v));
+    if (!last && plan.home(v) == Home::kScratch && reads[v] == next_reads && !plan.copied_at_end(v))
+      continue;
     chain.steps[k].store = static_cast<int>(chain.dsts.size());
     chain.steps[k].add = plan.request(s, 0) == OpReq::kAddTo;
     chain.dsts.push_back(v);
@@ -80,8 +88,11 @@ void SetStores(const FusedGroup& g, const StepPlan& plan, const std::vector<int>
 }
 
 // The chain's operands that are inputs of the group read in full: it prefetches them ahead.
-void SetStreamed(const FusedGroup& g, const std::vector<FusedGroup::InputKind>& kinds, LaneChain& chain) {
-  const auto full = [&](uint32_t v) { return v < g.num_inputs && kinds[v] == FusedGroup::InputKind::kFull; };
+void SetStreamed(const FusedGroup& g, const std::vector<FusedGroup::InputKind>& kinds,
+                 LaneChain& chain) {
+  const auto full = [&](uint32_t v) {
+    return v < g.num_inputs && kinds[v] == FusedGroup::InputKind::kFull;
+  };
   if (full(chain.src)) chain.streamed.push_back(chain.src);
   for (uint32_t v : chain.others) {
     if (full(v)) chain.streamed.push_back(v);
@@ -129,14 +140,17 @@ constexpr uintptr_t kAheadBytes = 2048;
 template <bool kFull>
 [[gnu::always_inline]] inline Lanes Load(const float* p, int64_t i, int64_t n, int j) {
   Lanes l(0);
-  const int64_t m = kFull ? Lanes::kWidth : std::clamp<int64_t>(n - j * Lanes::kWidth, 0, Lanes::kWidth);
-  if (m > 0) std::memcpy(&l.v, p + i + j * Lanes::kWidth, m * sizeof(float));  // no pointer past the end
+  const int64_t m =
+      kFull ? Lanes::kWidth : std::clamp<int64_t>(n - j * Lanes::kWidth, 0, Lanes::kWidth);
+  if (m > 0)
+    std::memcpy(&l.v, p + i + j * Lanes::kWidth, m * sizeof(float));  // no pointer past the end
   return l;
 }
 
 // Stores Lanes j of the block as `step` says (see Load).
 template <bool kFull>
-[[gnu::always_inline]] inline void Store(float* p, int64_t i, int64_t n, int j, const LaneStep& step, Lanes l) {
+[[gnu::always_inline]] inline void Store(float* p, int64_t i, int64_t n, int j,
+                                         const LaneStep& step, Lanes l) {
   if (step.add) l = Load<kFull>(p, i, n, j) + l;
   float* at = p + i + j * Lanes::kWidth;
 #if defined(__SSE2__)
@@ -150,14 +164,15 @@ template <bool kFull>
     return;
   }
 #endif
-  const int64_t m = kFull ? Lanes::kWidth : std::clamp<int64_t>(n - j * Lanes::kWidth, 0, Lanes::kWidth);
+  const int64_t m =
+      kFull ? Lanes::kWidth : std::clamp<int64_t>(n - j * Lanes::kWidth, 0, Lanes::kWidth);
   if (m > 0) std::memcpy(at, &l.v, m * sizeof(float));
 }
 
 // One step on the 4 carried Lanes (x; v: what a backward step's Grad reads): the switch over
 // every unary functor, each inlined, so that the carried values stay in registers.
-[[gnu::always_inline]] inline void Apply(const LaneStep& step, Lanes& x0, Lanes& x1, Lanes& x2, Lanes& x3, Lanes v0,
-                                         Lanes v1, Lanes v2, Lanes v3) {
+[[gnu::always_inline]] inline void Apply(const LaneStep& step, Lanes& x0, Lanes& x1, Lanes& x2,
+                                         Lanes& x3, Lanes v0, Lanes v1, Lanes v2, Lanes v3) {
   const Lanes s(step.scalar);
   switch (step.functor) {
 #define WEFT_LANE_CASE(name, functor, description, has_scalar) \
@@ -183,18 +198,19 @@ template <bool kFull>
 template <bool kFull>
 [[gnu::always_inline]] inline void RunBlock(std::span<const LaneStep> steps, const float* src,
                                             const float* const* others, float* const* dsts,
-                                            std::span<const float* const> ahead, int64_t i, int64_t n) {
+                                            std::span<const float* const> ahead, int64_t i,
+                                            int64_t n) {
   for (const float* p : ahead) PrefetchAhead(p + i);
-  Lanes c0 = Load<kFull>(src, i, n, 0), c1 = Load<kFull>(src, i, n, 1), c2 = Load<kFull>(src, i, n, 2),
-        c3 = Load<kFull>(src, i, n, 3);
+  Lanes c0 = Load<kFull>(src, i, n, 0), c1 = Load<kFull>(src, i, n, 1),
+        c2 = Load<kFull>(src, i, n, 2), c3 = Load<kFull>(src, i, n, 3);
   for (const LaneStep& step : steps) {
     const auto operand = [&](int source, Lanes carried, int j) __attribute__((always_inline)) {
       return source == LaneStep::kCarried ? carried : Load<kFull>(others[source], i, n, j);
     };
     Lanes x0 = operand(step.x, c0, 0), x1 = operand(step.x, c1, 1), x2 = operand(step.x, c2, 2),
           x3 = operand(step.x, c3, 3);
-    Apply(step, x0, x1, x2, x3, operand(step.v, c0, 0), operand(step.v, c1, 1), operand(step.v, c2, 2),
-          operand(step.v, c3, 3));
+    Apply(step, x0, x1, x2, x3, operand(step.v, c0, 0), operand(step.v, c1, 1),
+          operand(step.v, c2, 2), operand(step.v, c3, 3));
     c0 = x0, c1 = x1, c2 = x2, c3 = x3;
     if (step.store < 0) continue;
     float* dst = dsts[step.store];
@@ -228,8 +244,9 @@ std::vector<LaneChain> PlanLaneChains(const FusedGroup& g, const StepPlan& plan)
   return chains;
 }
 
-WEFT_CPU_VECTOR_CLONES void RunLaneChain(std::span<const LaneStep> steps, const float* src, const float* const* others,
-                                         float* const* dsts, std::span<const float* const> ahead, int64_t begin,
+WEFT_CPU_VECTOR_CLONES void RunLaneChain(std::span<const LaneStep> steps, const float* src,
+                                         const float* const* others, float* const* dsts,
+                                         std::span<const float* const> ahead, int64_t begin,
                                          int64_t end) {
   int64_t i = begin;
   for (; i + kBlock <= end; i += kBlock) RunBlock<true>(steps, src, others, dsts, ahead, i, kBlock);

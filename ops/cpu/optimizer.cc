@@ -13,8 +13,8 @@ namespace {
 // y[i] = F::Step(w[i], g[i], state) for i in [b, e), as `req` says; the states are updated in
 // place. y may be w.
 template <typename F, typename T>
-void UpdateRange(const UpdateParam& p, OpReq req, const T* w, const T* g, std::array<T*, fn::kMaxUpdateStates> state,
-                 T* y, int64_t b, int64_t e) {
+void UpdateRange(const UpdateParam& p, OpReq req, const T* w, const T* g,
+                 std::array<T*, fn::kMaxUpdateStates> state, T* y, int64_t b, int64_t e) {
   auto step = [=, &p](int64_t i) {
     T s[fn::kMaxUpdateStates];
     for (int k = 0; k < F::kStates; ++k) s[k] = state[k][i];
@@ -32,7 +32,8 @@ void UpdateRange(const UpdateParam& p, OpReq req, const T* w, const T* g, std::a
 // in: (weight, grad, F::kStates states), one shape, then with lr_input the learning rate (one
 // float64); out: the weight's shape (usually the weight).
 template <typename F>
-void Update(const char* op, const Attrs& a, std::span<const TensorView> in, OpReq req, const TensorView& y) {
+void Update(const char* op, const Attrs& a, std::span<const TensorView> in, OpReq req,
+            const TensorView& y) {
   static_assert(F::kStates <= fn::kMaxUpdateStates);
   UpdateParam p = a.Get<UpdateParam>();
   if (p.lr_input) p.lr = in.back().data<double>()[0];
@@ -41,15 +42,18 @@ void Update(const char* op, const Attrs& a, std::span<const TensorView> in, OpRe
     std::array<T*, fn::kMaxUpdateStates> state{};
     for (int k = 0; k < F::kStates; ++k) state[k] = in[2 + k].data<T>();
     T* out = y.data<T>();
-    ParallelFor(y.size(), 4096, [&](int64_t b, int64_t e) { UpdateRange<F>(p, req, w, g, state, out, b, e); });
+    ParallelFor(y.size(), 4096,
+                [&](int64_t b, int64_t e) { UpdateRange<F>(p, req, w, g, state, out, b, e); });
   });
 }
 
 const bool registered = [] {
-#define WEFT_UPDATE_CPU(name, functor, description)                                                                \
-  RegisterCompute(#name, DeviceType::kCpu,                                                                         \
-                  [](const OpContext&, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req, \
-                     std::span<const TensorView> out) { Update<fn::functor>(#name, a, in, req[0], out[0]); });
+#define WEFT_UPDATE_CPU(name, functor, description)                                    \
+  RegisterCompute(#name, DeviceType::kCpu,                                             \
+                  [](const OpContext&, const Attrs& a, std::span<const TensorView> in, \
+                     std::span<const OpReq> req, std::span<const TensorView> out) {    \
+                    Update<fn::functor>(#name, a, in, req[0], out[0]);                 \
+                  });
   WEFT_UPDATE_OPS(WEFT_UPDATE_CPU)
 #undef WEFT_UPDATE_CPU
   return true;

@@ -92,12 +92,13 @@ template <typename F>
 void ForEachTile(const ReduceLayout& l, F&& f) {
   const int64_t tiles = (l.inner + kTile - 1) / kTile;
   const int64_t work = std::max<int64_t>(1, l.reduced.Size() * std::min(l.inner, kTile));
-  ParallelFor(l.blocks.Size() * tiles, std::max<int64_t>(1, 32768 / work), [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t block = t / tiles, i0 = (t % tiles) * kTile;
-      f(block, i0, std::min(l.inner, i0 + kTile));
-    }
-  });
+  ParallelFor(l.blocks.Size() * tiles, std::max<int64_t>(1, 32768 / work),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t t = begin; t < end; ++t) {
+                  const int64_t block = t / tiles, i0 = (t % tiles) * kTile;
+                  f(block, i0, std::min(l.inner, i0 + kTile));
+                }
+              });
 }
 
 // NaN beats everything, and the first NaN stays.
@@ -112,12 +113,13 @@ void SumForward(const ReduceLayout& l, T scale, const T* x, OpReq req, T* y) {
   ForEachTile(l, [&](int64_t block, int64_t i0, int64_t i1) {
     std::array<T, kTile> acc{};
     const int64_t len = i1 - i0;
-    ForEachRun(l.reduced, l.blocks.Offset(block) + i0, [&](int64_t offset, int64_t n, int64_t stride) {
-      for (int64_t j = 0; j < n; ++j) {
-        const T* row = x + offset + j * stride;
-        for (int64_t i = 0; i < len; ++i) acc[i] += row[i];
-      }
-    });
+    ForEachRun(l.reduced, l.blocks.Offset(block) + i0,
+               [&](int64_t offset, int64_t n, int64_t stride) {
+                 for (int64_t j = 0; j < n; ++j) {
+                   const T* row = x + offset + j * stride;
+                   for (int64_t i = 0; i < len; ++i) acc[i] += row[i];
+                 }
+               });
     for (int64_t i = 0; i < len; ++i) Store(y[block * l.inner + i0 + i], req, acc[i] * scale);
   });
 }
@@ -129,12 +131,14 @@ void MaxForward(const ReduceLayout& l, const T* x, OpReq req, T* y) {
     std::array<T, kTile> best;
     best.fill(-std::numeric_limits<T>::infinity());
     const int64_t len = i1 - i0;
-    ForEachRun(l.reduced, l.blocks.Offset(block) + i0, [&](int64_t offset, int64_t n, int64_t stride) {
-      for (int64_t j = 0; j < n; ++j) {
-        const T* row = x + offset + j * stride;
-        for (int64_t i = 0; i < len; ++i) best[i] = Beats(row[i], best[i]) ? row[i] : best[i];
-      }
-    });
+    ForEachRun(l.reduced, l.blocks.Offset(block) + i0,
+               [&](int64_t offset, int64_t n, int64_t stride) {
+                 for (int64_t j = 0; j < n; ++j) {
+                   const T* row = x + offset + j * stride;
+                   for (int64_t i = 0; i < len; ++i)
+                     best[i] = Beats(row[i], best[i]) ? row[i] : best[i];
+                 }
+               });
     for (int64_t i = 0; i < len; ++i) Store(y[block * l.inner + i0 + i], req, best[i]);
   });
 }
@@ -145,12 +149,13 @@ void SumBackward(const ReduceLayout& l, T scale, const T* dy, OpReq req, T* dx) 
   ForEachTile(l, [&](int64_t block, int64_t i0, int64_t i1) {
     const T* g = dy + block * l.inner + i0;
     const int64_t len = i1 - i0;
-    ForEachRun(l.reduced, l.blocks.Offset(block) + i0, [&](int64_t offset, int64_t n, int64_t stride) {
-      for (int64_t j = 0; j < n; ++j) {
-        T* row = dx + offset + j * stride;
-        for (int64_t i = 0; i < len; ++i) Store(row[i], req, g[i] * scale);
-      }
-    });
+    ForEachRun(l.reduced, l.blocks.Offset(block) + i0,
+               [&](int64_t offset, int64_t n, int64_t stride) {
+                 for (int64_t j = 0; j < n; ++j) {
+                   T* row = dx + offset + j * stride;
+                   for (int64_t i = 0; i < len; ++i) Store(row[i], req, g[i] * scale);
+                 }
+               });
   });
 }
 
@@ -173,7 +178,8 @@ void MaxBackward(const ReduceLayout& l, const T* dy, const T* x, OpReq req, T* d
     const T* g = dy + block * l.inner + i0;
     ForEachRun(l.reduced, base, [&](int64_t offset, int64_t n, int64_t stride) {
       for (int64_t j = 0; j < n; ++j) {
-        for (int64_t i = 0, p = offset + j * stride; i < len; ++i, ++p) Store(dx[p], req, p == at[i] ? g[i] : T(0));
+        for (int64_t i = 0, p = offset + j * stride; i < len; ++i, ++p)
+          Store(dx[p], req, p == at[i] ? g[i] : T(0));
       }
     });
   });
@@ -191,7 +197,8 @@ T Scale(ReduceKind kind, const ReduceLayout& l) {
 
 // in: (data); out: data reduced over the axes.
 void ReduceCompute(const std::string& op, ReduceKind kind, const OpContext&, const Attrs& a,
-                   std::span<const TensorView> in, std::span<const OpReq> req, std::span<const TensorView> out) {
+                   std::span<const TensorView> in, std::span<const OpReq> req,
+                   std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const ReduceLayout l = LayoutFor(op, a, in[0].shape());
   WEFT_FLOAT_SWITCH(in[0].dtype(), T, op, {
@@ -220,7 +227,8 @@ void ReduceBackwardCompute(const std::string& op, ReduceKind kind, const OpConte
 
 void RegisterReduce(const std::string& op, ReduceKind kind) {
   RegisterCompute(op, DeviceType::kCpu, std::bind_front(ReduceCompute, op, kind));
-  RegisterCompute("_backward_" + op, DeviceType::kCpu, std::bind_front(ReduceBackwardCompute, op, kind));
+  RegisterCompute("_backward_" + op, DeviceType::kCpu,
+                  std::bind_front(ReduceBackwardCompute, op, kind));
 }
 
 const bool registered = [] {

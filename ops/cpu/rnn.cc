@@ -20,8 +20,8 @@ std::vector<int64_t> ReadLengths(const L* values, const RnnDims& d) {
   for (int64_t n = 0; n < d.n; ++n) {
     const double v = static_cast<double>(values[n]);
     if (!(v >= 1 && v < static_cast<double>(d.t) + 1)) {
-      WEFT_THROW("RNN: sequence_length[" << n << "] is " << v << ", expected a length in [1, " << d.t
-                                         << "] (data's T)");
+      WEFT_THROW("RNN: sequence_length[" << n << "] is " << v << ", expected a length in [1, "
+                                         << d.t << "] (data's T)");
     }
     lengths[n] = static_cast<int64_t>(v);
   }
@@ -35,7 +35,8 @@ RnnCall RnnCallOf(const Attrs& attrs, std::span<const TensorView> in) {
   RnnCall c{p, RnnDimsOf(p, in[RnnSlots::kData].shape()), RnnSlotsOf(p), {}};
   if (c.s.lengths < 0) return c;
   const TensorView& l = in[c.s.lengths];
-  WEFT_DTYPE_SWITCH(l.dtype(), L, "RNN sequence_length", { c.lengths = ReadLengths(l.data<L>(), c.d); });
+  WEFT_DTYPE_SWITCH(l.dtype(), L, "RNN sequence_length",
+                    { c.lengths = ReadLengths(l.data<L>(), c.d); });
   return c;
 }
 
@@ -58,15 +59,15 @@ void CpuReserveShape(const Attrs& a, const std::vector<Shape>& in, std::vector<S
 
 RnnReserveHeader* HeaderOf(const TensorView& reserve) {
   WEFT_CHECK(reserve.bytes() >= kRnnReserveHeaderBytes)
-      << "RNN: the reserve holds " << reserve.bytes() << " bytes, expected at least " << kRnnReserveHeaderBytes
-      << " (were its shapes inferred without the device?)";
+      << "RNN: the reserve holds " << reserve.bytes() << " bytes, expected at least "
+      << kRnnReserveHeaderBytes << " (were its shapes inferred without the device?)";
   return static_cast<RnnReserveHeader*>(reserve.raw());
 }
 
 // in: (data, parameters, state[, state_cell][, sequence_length]); out: the visible outputs, then
 // the reserve.
-void RnnForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                std::span<const TensorView> out) {
+void RnnForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                std::span<const OpReq> req, std::span<const TensorView> out) {
   const RnnCall c = RnnCallOf(a, in);
   const int reserve = c.s.reserve;
   const bool keep = ctx.is_train && req[reserve] != OpReq::kNull;
@@ -89,19 +90,21 @@ void RnnForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView
 }
 
 // in: _backward_RNN's inputs (rnn_params.h); out: the gradients of data, parameters, the states.
-void RnnBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                 std::span<const TensorView> out) {
+void RnnBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                 std::span<const OpReq> req, std::span<const TensorView> out) {
   const RnnSlots s = RnnSlotsOf(a.Get<RnnParam>());
   const RnnCall c = RnnCallOf(a, in.subspan(s.BackwardInput(0), s.num_inputs));
   const TensorView& reserve = in[RnnSlots::kBackwardReserve];
   const RnnReserveHeader header = *HeaderOf(reserve);
   if (header.magic != kRnnReserveMagic || header.trained != 1) {
     WEFT_THROW(
-        "_backward_RNN: the reserve was not written by a training forward (RNN with is_train = true, whose "
+        "_backward_RNN: the reserve was not written by a training forward (RNN with is_train = "
+        "true, whose "
         "reserve output is requested) before this backward");
   }
   if (UsesDnnl(c, in[s.BackwardInput(RnnSlots::kData)].dtype())) {
-    RnnBackwardDnnl(ctx, c, in, req, out, static_cast<char*>(reserve.raw()) + kRnnReserveHeaderBytes);
+    RnnBackwardDnnl(ctx, c, in, req, out,
+                    static_cast<char*>(reserve.raw()) + kRnnReserveHeaderBytes);
   } else {
     RnnBackwardLoops(ctx, c, in, req, out, header.dropout);
   }
@@ -109,7 +112,8 @@ void RnnBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
 
 WEFT_REGISTER_COMPUTE(RNN, DeviceType::kCpu, RnnForward);
 WEFT_REGISTER_COMPUTE(_backward_RNN, DeviceType::kCpu, RnnBackward);
-[[maybe_unused]] const bool reserve_registered = (RegisterDeviceShape("RNN", DeviceType::kCpu, CpuReserveShape), true);
+[[maybe_unused]] const bool reserve_registered =
+    (RegisterDeviceShape("RNN", DeviceType::kCpu, CpuReserveShape), true);
 
 }  // namespace
 }  // namespace weft::cpu

@@ -48,7 +48,8 @@ struct LayerDescs {
 LayerDescs DescsOf(const RnnCall& c, int layer) {
   const RnnDims& d = c.d;
   const auto f32 = dnnl::memory::data_type::f32;
-  const int64_t in = d.LayerInput(layer), bias_gates = d.gates + (c.p.mode == RnnMode::kGru ? 1 : 0);
+  const int64_t in = d.LayerInput(layer),
+                bias_gates = d.gates + (c.p.mode == RnnMode::kGru ? 1 : 0);
   return {Md({d.t, d.n, in}, f32, Tag::tnc),
           Md({1, d.dirs, d.n, d.h}, f32, Tag::ldnc),
           Md({1, d.dirs, in, d.gates, d.h}, f32, Tag::any),
@@ -58,16 +59,18 @@ LayerDescs DescsOf(const RnnCall& c, int layer) {
 }
 
 dnnl::rnn_direction DirectionOf(const RnnCall& c) {
-  return c.d.dirs == 2 ? dnnl::rnn_direction::bidirectional_concat : dnnl::rnn_direction::unidirectional_left2right;
+  return c.d.dirs == 2 ? dnnl::rnn_direction::bidirectional_concat
+                       : dnnl::rnn_direction::unidirectional_left2right;
 }
 
 dnnl::algorithm Activation(const RnnCall& c) {
-  return c.p.mode == RnnMode::kRnnRelu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_tanh;
+  return c.p.mode == RnnMode::kRnnRelu ? dnnl::algorithm::eltwise_relu
+                                       : dnnl::algorithm::eltwise_tanh;
 }
 
 std::string LayerKey(const RnnCall& c, int layer, Prop prop) {
-  return PrimitiveKey("RNN", RnnModeName(c.p.mode), static_cast<int>(prop), c.d.t, c.d.n, c.d.LayerInput(layer), c.d.h,
-                      c.d.dirs);
+  return PrimitiveKey("RNN", RnnModeName(c.p.mode), static_cast<int>(prop), c.d.t, c.d.n,
+                      c.d.LayerInput(layer), c.d.h, c.d.dirs);
 }
 
 // The forward primitive descriptor of one layer, for inference or training.
@@ -76,17 +79,18 @@ typename Fwd::primitive_desc ForwardDesc(const RnnCall& c, int layer, bool train
   const LayerDescs m = DescsOf(c, layer);
   const auto prop = train ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
   if constexpr (std::is_same_v<Fwd, dnnl::lstm_forward>) {
-    return {{prop, DirectionOf(c), m.src_layer, m.iter, m.iter, m.weights_layer, m.weights_iter, m.bias, m.dst_layer,
-             m.iter, m.iter},
+    return {{prop, DirectionOf(c), m.src_layer, m.iter, m.iter, m.weights_layer, m.weights_iter,
+             m.bias, m.dst_layer, m.iter, m.iter},
             ScratchpadAttr(),
             DnnlEngine()};
   } else if constexpr (std::is_same_v<Fwd, dnnl::lbr_gru_forward>) {
-    return {{prop, DirectionOf(c), m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias, m.dst_layer, m.iter},
+    return {{prop, DirectionOf(c), m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias,
+             m.dst_layer, m.iter},
             ScratchpadAttr(),
             DnnlEngine()};
   } else {
-    return {{prop, Activation(c), DirectionOf(c), m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias,
-             m.dst_layer, m.iter},
+    return {{prop, Activation(c), DirectionOf(c), m.src_layer, m.iter, m.weights_layer,
+             m.weights_iter, m.bias, m.dst_layer, m.iter},
             ScratchpadAttr(),
             DnnlEngine()};
   }
@@ -99,21 +103,25 @@ typename Bwd::primitive_desc BackwardDesc(const RnnCall& c, int layer) {
   const auto bwd = dnnl::prop_kind::backward;
   const auto hint = ForwardDesc<Fwd>(c, layer, true);
   if constexpr (std::is_same_v<Bwd, dnnl::lstm_backward>) {
-    return {{bwd,    DirectionOf(c), m.src_layer, m.iter, m.iter, m.weights_layer, m.weights_iter, m.bias, m.dst_layer,
-             m.iter, m.iter,         m.src_layer, m.iter, m.iter, m.weights_layer, m.weights_iter, m.bias, m.dst_layer,
-             m.iter, m.iter},
+    return {{bwd,         DirectionOf(c),  m.src_layer,     m.iter,
+             m.iter,      m.weights_layer, m.weights_iter,  m.bias,
+             m.dst_layer, m.iter,          m.iter,          m.src_layer,
+             m.iter,      m.iter,          m.weights_layer, m.weights_iter,
+             m.bias,      m.dst_layer,     m.iter,          m.iter},
             ScratchpadAttr(),
             DnnlEngine(),
             hint};
   } else if constexpr (std::is_same_v<Bwd, dnnl::lbr_gru_backward>) {
-    return {{bwd, DirectionOf(c), m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias, m.dst_layer, m.iter,
-             m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias, m.dst_layer, m.iter},
+    return {{bwd, DirectionOf(c), m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias,
+             m.dst_layer, m.iter, m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias,
+             m.dst_layer, m.iter},
             ScratchpadAttr(),
             DnnlEngine(),
             hint};
   } else {
-    return {{bwd, Activation(c), DirectionOf(c), m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias,
-             m.dst_layer, m.iter, m.src_layer, m.iter, m.weights_layer, m.weights_iter, m.bias, m.dst_layer, m.iter},
+    return {{bwd, Activation(c), DirectionOf(c), m.src_layer, m.iter, m.weights_layer,
+             m.weights_iter, m.bias, m.dst_layer, m.iter, m.src_layer, m.iter, m.weights_layer,
+             m.weights_iter, m.bias, m.dst_layer, m.iter},
             ScratchpadAttr(),
             DnnlEngine(),
             hint};
@@ -135,12 +143,15 @@ DnnlPrimitive LayerPrimitive(const RnnCall& c, int layer, Prop prop) {
       case RnnMode::kGru:
         return MakeLayerPrimitive<dnnl::lbr_gru_forward, dnnl::lbr_gru_backward>(c, layer, prop);
       default:
-        return MakeLayerPrimitive<dnnl::vanilla_rnn_forward, dnnl::vanilla_rnn_backward>(c, layer, prop);
+        return MakeLayerPrimitive<dnnl::vanilla_rnn_forward, dnnl::vanilla_rnn_backward>(c, layer,
+                                                                                         prop);
     }
   });
 }
 
-Md WeightsMd(const DnnlPrimitive& p, bool iter) { return p.desc.query_md(dnnl::query::weights_md, iter ? 1 : 0); }
+Md WeightsMd(const DnnlPrimitive& p, bool iter) {
+  return p.desc.query_md(dnnl::query::weights_md, iter ? 1 : 0);
+}
 Md DiffWeightsMd(const DnnlPrimitive& p, bool iter) {
   return p.desc.query_md(dnnl::query::diff_weights_md, iter ? 1 : 0);
 }
@@ -157,10 +168,13 @@ struct DnnlLayout {
 
   DnnlLayout(const RnnCall& c, bool with_workspace) {
     const RnnDims& d = c.d;
-    const size_t y = Aligned(c.OutputSize() * sizeof(float)), state = Aligned(d.dirs * d.n * d.h * sizeof(float));
+    const size_t y = Aligned(c.OutputSize() * sizeof(float)),
+                 state = Aligned(d.dirs * d.n * d.h * sizeof(float));
     const bool drop = c.p.p > 0;
     for (int l = 0; l < d.layers; ++l) {
-      workspace.push_back(with_workspace ? Take(Aligned(WorkspaceBytes(LayerPrimitive(c, l, Prop::kTraining)))) : 0);
+      workspace.push_back(with_workspace
+                              ? Take(Aligned(WorkspaceBytes(LayerPrimitive(c, l, Prop::kTraining))))
+                              : 0);
       output.push_back(l + 1 < d.layers ? Take(y) : 0);
       input.push_back(l == 0 ? 0 : drop ? Take(y) : output[l - 1]);
       mask.push_back(l > 0 && drop ? Take(y) : 0);
@@ -175,7 +189,9 @@ struct DnnlLayout {
   }
 };
 
-float* At(void* base, size_t offset) { return reinterpret_cast<float*>(static_cast<char*>(base) + offset); }
+float* At(void* base, size_t offset) {
+  return reinterpret_cast<float*>(static_cast<char*>(base) + offset);
+}
 
 dnnl::memory Memory(const Md& md, const float* data) {
   return dnnl::memory(md, DnnlEngine(), const_cast<float*>(data));
@@ -186,17 +202,21 @@ dnnl::memory Memory(const Md& md, const float* data) {
 // PyTorch's gate for oneDNN's gate g (gru: oneDNN's u, r, o are PyTorch's z, r, n).
 int CanonicalGate(RnnMode mode, int g) { return mode == RnnMode::kGru && g < 2 ? 1 - g : g; }
 
-int64_t Cols(const RnnCall& c, int layer, bool iter) { return iter ? c.d.h : c.d.LayerInput(layer); }
+int64_t Cols(const RnnCall& c, int layer, bool iter) {
+  return iter ? c.d.h : c.d.LayerInput(layer);
+}
 
-// oneDNN's plain layout of a layer's weight_ih (iter: weight_hh), which PyTorch's rows are per gate.
+// oneDNN's plain layout of a layer's weight_ih (iter: weight_hh), which PyTorch's rows are per
+// gate.
 Md Ldgoi(const RnnCall& c, int layer, bool iter) {
-  return Md({1, c.d.dirs, Cols(c, layer, iter), c.d.gates, c.d.h}, dnnl::memory::data_type::f32, Tag::ldgoi);
+  return Md({1, c.d.dirs, Cols(c, layer, iter), c.d.gates, c.d.h}, dnnl::memory::data_type::f32,
+            Tag::ldgoi);
 }
 
 // Copies gate blocks between PyTorch's vector `w` and oneDNN's plain `plain`, both directions of
 // one layer: into `plain` when `to_plain`, else into `w`.
-void CopyGates(const RnnCall& c, const RnnParamLayout& layout, int layer, bool iter, bool to_plain, float* w,
-               float* plain) {
+void CopyGates(const RnnCall& c, const RnnParamLayout& layout, int layer, bool iter, bool to_plain,
+               float* w, float* plain) {
   const int64_t block = c.d.h * Cols(c, layer, iter);
   for (int dir = 0; dir < c.d.dirs; ++dir) {
     const RnnBlock& b = layout.Block(layer, dir);
@@ -211,7 +231,8 @@ void CopyGates(const RnnCall& c, const RnnParamLayout& layout, int layer, bool i
 
 // The bias (1, D, G (+1), H) of one layer from PyTorch's two: their sum per gate, but lbr_gru's n,
 // whose b_in and b_hn stay apart (gates 2 and 3).
-void ToBias(const RnnCall& c, const RnnParamLayout& layout, int layer, const float* w, float* bias) {
+void ToBias(const RnnCall& c, const RnnParamLayout& layout, int layer, const float* w,
+            float* bias) {
   const int64_t h = c.d.h;
   const bool gru = c.p.mode == RnnMode::kGru;
   const int gates = c.d.gates + (gru ? 1 : 0);
@@ -228,7 +249,8 @@ void ToBias(const RnnCall& c, const RnnParamLayout& layout, int layer, const flo
 }
 
 // The gradients of both PyTorch biases from oneDNN's: a summed bias's gradient is each part's.
-void FromBias(const RnnCall& c, const RnnParamLayout& layout, int layer, const float* dbias, float* dw) {
+void FromBias(const RnnCall& c, const RnnParamLayout& layout, int layer, const float* dbias,
+              float* dw) {
   const int64_t h = c.d.h;
   const bool gru = c.p.mode == RnnMode::kGru;
   const int gates = c.d.gates + (gru ? 1 : 0);
@@ -277,8 +299,9 @@ LayerWeights ConvertWeights(const RnnCall& c, int layer, const DnnlPrimitive& pr
 
 // The bytes of each part of a WeightScratch for one layer's primitive.
 std::vector<size_t> LayerWeightBytes(const RnnCall& c, int layer, const DnnlPrimitive& prim) {
-  return {Ldgoi(c, layer, false).get_size(), Ldgoi(c, layer, true).get_size(), WeightsMd(prim, false).get_size(),
-          WeightsMd(prim, true).get_size(), DescsOf(c, layer).bias.get_size()};
+  return {Ldgoi(c, layer, false).get_size(), Ldgoi(c, layer, true).get_size(),
+          WeightsMd(prim, false).get_size(), WeightsMd(prim, true).get_size(),
+          DescsOf(c, layer).bias.get_size()};
 }
 
 // The same, the largest over the layers.
@@ -303,11 +326,13 @@ struct KeptWeights {
 // guards lru_; an entry is immutable once made and lives while a caller holds it.
 class WeightCache {
  public:
-  std::shared_ptr<const KeptWeights> Get(const RnnCall& c, int layer, const DnnlPrimitive& prim, const float* w) {
+  std::shared_ptr<const KeptWeights> Get(const RnnCall& c, int layer, const DnnlPrimitive& prim,
+                                         const float* w) {
     const RnnParamLayout layout(c.p, c.d.i);
     const float* first = w + layout.Block(layer, 0).weight_ih;
     const float* last = w + layout.Block(layer, c.d.dirs - 1).bias_hh + c.d.Rows();
-    const std::string key = LayerKey(c, layer, Prop::kInference) + std::to_string(reinterpret_cast<uintptr_t>(w));
+    const std::string key =
+        LayerKey(c, layer, Prop::kInference) + std::to_string(reinterpret_cast<uintptr_t>(w));
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto it = lru_.begin(); it != lru_.end(); ++it) {
@@ -326,27 +351,31 @@ class WeightCache {
   }
 
  private:
-  static std::shared_ptr<const KeptWeights> Make(const RnnCall& c, int layer, const DnnlPrimitive& prim, const float* w,
+  static std::shared_ptr<const KeptWeights> Make(const RnnCall& c, int layer,
+                                                 const DnnlPrimitive& prim, const float* w,
                                                  const float* first, const float* last) {
     auto kept = std::make_shared<KeptWeights>();
     kept->params.assign(first, last);
     const std::vector<size_t> bytes = LayerWeightBytes(c, layer, prim);
-    std::vector<float>* parts[] = {&kept->plain_layer, &kept->plain_iter, &kept->chosen_layer, &kept->chosen_iter,
-                                   &kept->bias};
+    std::vector<float>* parts[] = {&kept->plain_layer, &kept->plain_iter, &kept->chosen_layer,
+                                   &kept->chosen_iter, &kept->bias};
     for (int k = 0; k < 5; ++k) parts[k]->resize(bytes[k] / sizeof(float) + 1);
-    kept->weights = ConvertWeights(c, layer, prim, w,
-                                   {kept->plain_layer.data(), kept->plain_iter.data(), kept->chosen_layer.data(),
-                                    kept->chosen_iter.data(), kept->bias.data()});
+    kept->weights =
+        ConvertWeights(c, layer, prim, w,
+                       {kept->plain_layer.data(), kept->plain_iter.data(),
+                        kept->chosen_layer.data(), kept->chosen_iter.data(), kept->bias.data()});
     return kept;
   }
 
   static constexpr size_t kCapacity = 16;
   std::mutex mu_;
-  std::list<std::pair<std::string, std::shared_ptr<const KeptWeights>>> lru_;  // most recently used first
+  std::list<std::pair<std::string, std::shared_ptr<const KeptWeights>>>
+      lru_;  // most recently used first
 };
 
 WeightCache& KeptWeightsCache() {
-  static WeightCache& cache = *new WeightCache;  // used by ops that run during the engine's shutdown
+  static WeightCache& cache =
+      *new WeightCache;  // used by ops that run during the engine's shutdown
   return cache;
 }
 
@@ -379,11 +408,12 @@ enum ForwardScratch { kBody, kPad, kPlainLayer, kPlainIter, kChosenLayer, kChose
 
 // Layer l's tensors: its input (data, or the previous layer's output through dropout), its output
 // (`out` for the last layer), its initial and final states.
-LayerTensors ForwardTensors(const RnnCall& c, int l, const DnnlLayout& layout, void* body, bool drop,
-                            std::span<const TensorView> in, float* out) {
-  const float* c0 = c.s.state_cell >= 0 ? in[c.s.state_cell].data<float>() + c.StateBlock(l, 0) : nullptr;
-  const float* src =
-      l == 0 ? in[RnnSlots::kData].data<float>() : At(body, drop ? layout.input[l] : layout.output[l - 1]);
+LayerTensors ForwardTensors(const RnnCall& c, int l, const DnnlLayout& layout, void* body,
+                            bool drop, std::span<const TensorView> in, float* out) {
+  const float* c0 =
+      c.s.state_cell >= 0 ? in[c.s.state_cell].data<float>() + c.StateBlock(l, 0) : nullptr;
+  const float* src = l == 0 ? in[RnnSlots::kData].data<float>()
+                            : At(body, drop ? layout.input[l] : layout.output[l - 1]);
   return {src,
           in[RnnSlots::kState].data<float>() + c.StateBlock(l, 0),
           c0,
@@ -393,7 +423,8 @@ LayerTensors ForwardTensors(const RnnCall& c, int l, const DnnlLayout& layout, v
 }
 
 // Copies every layer's final states from the body into the state outputs that are requested.
-void CopyFinalStates(const RnnCall& c, const DnnlLayout& layout, void* body, const StagedOutputs& staged) {
+void CopyFinalStates(const RnnCall& c, const DnnlLayout& layout, void* body,
+                     const StagedOutputs& staged) {
   const int64_t block = c.d.dirs * c.d.n * c.d.h;
   for (const auto& [output, offsets] :
        {std::pair{c.s.state_out, &layout.hy}, std::pair{c.s.state_cell_out, &layout.cy}}) {
@@ -427,7 +458,8 @@ enum BackwardScratch {
 };
 
 // The bytes of every backward scratch, the largest over the layers' primitives.
-std::vector<size_t> BackwardScratchBytes(const RnnCall& c, const std::vector<DnnlPrimitive>& prims) {
+std::vector<size_t> BackwardScratchBytes(const RnnCall& c,
+                                         const std::vector<DnnlPrimitive>& prims) {
   std::vector<size_t> bytes(kNumBackwardScratch, 0);
   const std::vector<size_t> w = WeightScratchBytes(c, prims);
   std::copy(w.begin(), w.end(), bytes.begin() + kBwdPlainLayer);
@@ -451,14 +483,17 @@ struct LayerGrads {
 };
 
 DnnlArgs BackwardArgs(const RnnCall& c, int layer, const DnnlPrimitive& prim, const LayerWeights& w,
-                      const LayerTensors& t, const LayerGrads& g, void* workspace, const StagedOutputs& staged) {
+                      const LayerTensors& t, const LayerGrads& g, void* workspace,
+                      const StagedOutputs& staged) {
   const LayerDescs m = DescsOf(c, layer);
   auto scratch = [&](BackwardScratch k) { return static_cast<float*>(staged.Extra(k)); };
   DnnlArgs args = ForwardArgs(c, layer, w, t);
-  args.emplace(DNNL_ARG_WORKSPACE, Memory(prim.desc.workspace_desc(), static_cast<float*>(workspace)));
+  args.emplace(DNNL_ARG_WORKSPACE,
+               Memory(prim.desc.workspace_desc(), static_cast<float*>(workspace)));
   args.emplace(DNNL_ARG_DIFF_SRC_LAYER, Memory(m.src_layer, g.dx));
   args.emplace(DNNL_ARG_DIFF_SRC_ITER, Memory(m.iter, g.dh0));
-  args.emplace(DNNL_ARG_DIFF_WEIGHTS_LAYER, Memory(DiffWeightsMd(prim, false), scratch(kDiffLayer)));
+  args.emplace(DNNL_ARG_DIFF_WEIGHTS_LAYER,
+               Memory(DiffWeightsMd(prim, false), scratch(kDiffLayer)));
   args.emplace(DNNL_ARG_DIFF_WEIGHTS_ITER, Memory(DiffWeightsMd(prim, true), scratch(kDiffIter)));
   args.emplace(DNNL_ARG_DIFF_BIAS, Memory(m.bias, scratch(kDiffBias)));
   args.emplace(DNNL_ARG_DIFF_DST_LAYER, Memory(m.dst_layer, g.dy));
@@ -471,8 +506,8 @@ DnnlArgs BackwardArgs(const RnnCall& c, int layer, const DnnlPrimitive& prim, co
 }
 
 // oneDNN's weight gradients of one layer into PyTorch's places in dw (P,).
-void WeightGradsToCanonical(const RnnCall& c, int layer, const DnnlPrimitive& prim, const StagedOutputs& staged,
-                            float* dw) {
+void WeightGradsToCanonical(const RnnCall& c, int layer, const DnnlPrimitive& prim,
+                            const StagedOutputs& staged, float* dw) {
   const RnnParamLayout layout(c.p, c.d.i);
   auto scratch = [&](BackwardScratch k) { return static_cast<float*>(staged.Extra(k)); };
   for (const bool iter : {false, true}) {
@@ -486,31 +521,36 @@ void WeightGradsToCanonical(const RnnCall& c, int layer, const DnnlPrimitive& pr
 
 // The gradient of layer l's final states (from the state outputs' gradients), or null for zero.
 const float* StateGrad(const RnnCall& c, std::span<const TensorView> in, int output, int layer) {
-  return output < 0 ? nullptr : in[c.s.BackwardOutGrad(output)].data<float>() + c.StateBlock(layer, 0);
+  return output < 0 ? nullptr
+                    : in[c.s.BackwardOutGrad(output)].data<float>() + c.StateBlock(layer, 0);
 }
 
 // Layer l's backward: from dy, the gradient of its output, to dx, that of its input, the
 // gradients of its initial states and (when requested) of its weights. in: _backward_RNN's.
-void BackwardLayer(const RnnCall& c, int l, const DnnlPrimitive& prim, const DnnlLayout& layout, void* reserve,
-                   std::span<const TensorView> in, const float* dy, float* dx, const std::vector<size_t>& bytes,
-                   const StagedOutputs& staged) {
+void BackwardLayer(const RnnCall& c, int l, const DnnlPrimitive& prim, const DnnlLayout& layout,
+                   void* reserve, std::span<const TensorView> in, const float* dy, float* dx,
+                   const std::vector<size_t>& bytes, const StagedOutputs& staged) {
   auto scratch = [&](BackwardScratch k) { return static_cast<float*>(staged.Extra(k)); };
   const std::span<const TensorView> fwd = in.subspan(c.s.BackwardInput(0), c.s.num_inputs);
   float* y = const_cast<float*>(in[RnnSlots::kBackwardOut].data<float>());  // read only
   const LayerTensors t = ForwardTensors(c, l, layout, reserve, c.p.p > 0, fwd, y);
-  float* dc0 = c.s.state_cell >= 0 ? staged.Target(c.s.state_cell).data<float>() + c.StateBlock(l, 0) : nullptr;
+  float* dc0 = c.s.state_cell >= 0
+                   ? staged.Target(c.s.state_cell).data<float>() + c.StateBlock(l, 0)
+                   : nullptr;
   const LayerGrads g{dy,
                      StateGrad(c, in, c.s.state_out, l),
                      StateGrad(c, in, c.s.state_cell_out, l),
                      dx,
                      staged.Target(RnnSlots::kState).data<float>() + c.StateBlock(l, 0),
                      dc0};
-  const LayerWeights w = ConvertWeights(c, l, prim, fwd[RnnSlots::kParams].data<float>(),
-                                        {scratch(kBwdPlainLayer), scratch(kBwdPlainIter), scratch(kBwdChosenLayer),
-                                         scratch(kBwdChosenIter), scratch(kBwdBias)});
+  const LayerWeights w =
+      ConvertWeights(c, l, prim, fwd[RnnSlots::kParams].data<float>(),
+                     {scratch(kBwdPlainLayer), scratch(kBwdPlainIter), scratch(kBwdChosenLayer),
+                      scratch(kBwdChosenIter), scratch(kBwdBias)});
   for (const BackwardScratch k : {kDiffLayer, kDiffIter, kDiffBias})
     std::fill_n(scratch(k), bytes[k] / sizeof(float), 0.0f);
-  ExecutePrimitive(prim, BackwardArgs(c, l, prim, w, t, g, At(reserve, layout.workspace[l]), staged),
+  ExecutePrimitive(prim,
+                   BackwardArgs(c, l, prim, w, t, g, At(reserve, layout.workspace[l]), staged),
                    staged.Extra(kBwdPad));
   if (staged.Needed(RnnSlots::kParams)) {
     WeightGradsToCanonical(c, l, prim, staged, staged.Target(RnnSlots::kParams).data<float>());
@@ -519,8 +559,9 @@ void BackwardLayer(const RnnCall& c, int l, const DnnlPrimitive& prim, const Dnn
 
 }  // namespace
 
-void RnnForwardDnnl(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in, std::span<const OpReq> req,
-                    std::span<const TensorView> out, void* reserve, RandomKey dropout) {
+void RnnForwardDnnl(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in,
+                    std::span<const OpReq> req, std::span<const TensorView> out, void* reserve,
+                    RandomKey dropout) {
   const bool train = reserve != nullptr, drop = ctx.is_train && c.p.p > 0;
   std::vector<DnnlPrimitive> prims;
   size_t pad = 0;
@@ -530,30 +571,36 @@ void RnnForwardDnnl(const OpContext& ctx, const RnnCall& c, std::span<const Tens
   }
   const DnnlLayout layout(c, train);
   const std::vector<size_t> w = train ? WeightScratchBytes(c, prims) : std::vector<size_t>(5, 0);
-  StagedOutputs staged(ctx, req, out, false, {train ? 0 : layout.size, pad, w[0], w[1], w[2], w[3], w[4]});
+  StagedOutputs staged(ctx, req, out, false,
+                       {train ? 0 : layout.size, pad, w[0], w[1], w[2], w[3], w[4]});
   void* body = train ? reserve : staged.Extra(kBody);
   auto scratch = [&](ForwardScratch k) { return static_cast<float*>(staged.Extra(k)); };
-  const WeightScratch convert{scratch(kPlainLayer), scratch(kPlainIter), scratch(kChosenLayer), scratch(kChosenIter),
-                              scratch(kBias)};
+  const WeightScratch convert{scratch(kPlainLayer), scratch(kPlainIter), scratch(kChosenLayer),
+                              scratch(kChosenIter), scratch(kBias)};
   const float* params = in[RnnSlots::kParams].data<float>();
   for (int l = 0; l < c.d.layers; ++l) {
-    const LayerTensors t = ForwardTensors(c, l, layout, body, drop, in, staged.Target(RnnSlots::kOut).data<float>());
+    const LayerTensors t =
+        ForwardTensors(c, l, layout, body, drop, in, staged.Target(RnnSlots::kOut).data<float>());
     // Training converts the weights into scratch; inference keeps them (while the parameters hold).
-    const std::shared_ptr<const KeptWeights> kept = train ? nullptr : KeptWeightsCache().Get(c, l, prims[l], params);
-    DnnlArgs args = ForwardArgs(c, l, kept ? kept->weights : ConvertWeights(c, l, prims[l], params, convert), t);
-    if (train) args.emplace(DNNL_ARG_WORKSPACE, Memory(prims[l].desc.workspace_desc(), At(body, layout.workspace[l])));
+    const std::shared_ptr<const KeptWeights> kept =
+        train ? nullptr : KeptWeightsCache().Get(c, l, prims[l], params);
+    DnnlArgs args = ForwardArgs(
+        c, l, kept ? kept->weights : ConvertWeights(c, l, prims[l], params, convert), t);
+    if (train)
+      args.emplace(DNNL_ARG_WORKSPACE,
+                   Memory(prims[l].desc.workspace_desc(), At(body, layout.workspace[l])));
     ExecutePrimitive(prims[l], std::move(args), staged.Extra(kPad));
     if (drop && l + 1 < c.d.layers) {
-      RnnDropout(dropout, l * c.OutputSize(), c.OutputSize(), c.p.p, t.dst, At(body, layout.input[l + 1]),
-                 At(body, layout.mask[l + 1]));
+      RnnDropout(dropout, l * c.OutputSize(), c.OutputSize(), c.p.p, t.dst,
+                 At(body, layout.input[l + 1]), At(body, layout.mask[l + 1]));
     }
   }
   CopyFinalStates(c, layout, body, staged);
   staged.Finish();
 }
 
-void RnnBackwardDnnl(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in, std::span<const OpReq> req,
-                     std::span<const TensorView> out, void* reserve) {
+void RnnBackwardDnnl(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in,
+                     std::span<const OpReq> req, std::span<const TensorView> out, void* reserve) {
   std::vector<DnnlPrimitive> prims;
   for (int l = 0; l < c.d.layers; ++l) prims.push_back(LayerPrimitive(c, l, Prop::kBackward));
   const std::vector<size_t> bytes = BackwardScratchBytes(c, prims);

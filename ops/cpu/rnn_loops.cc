@@ -17,15 +17,16 @@ namespace {
 
 // ---- matrix products, row-major: c (m, n) = op(a) (m, k) * op(b) (k, n) + beta * c ----
 
-void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-          float beta, float* c, int64_t ldc) {
+void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   ConfigureOpenMPForThisThread();
-  const dnnl_status_t status = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  const dnnl_status_t status =
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   WEFT_CHECK(status == dnnl_success) << "RNN: oneDNN's sgemm failed (status " << status << ")";
 }
 
-void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb,
-          double beta, double* c, int64_t ldc) {
+void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   ParallelFor(m, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       for (int64_t j = 0; j < n; ++j) {
@@ -64,7 +65,8 @@ class LoopsLayout {
       mask_.push_back(l == 0 ? -1 : Take(c.OutputSize()));
       for (int dir = 0; dir < d.dirs; ++dir) {
         Saved s;
-        s.gates = Take(c.p.mode == RnnMode::kLstm || c.p.mode == RnnMode::kGru ? step * d.Rows() : 0);
+        s.gates =
+            Take(c.p.mode == RnnMode::kLstm || c.p.mode == RnnMode::kGru ? step * d.Rows() : 0);
         s.hn = Take(c.p.mode == RnnMode::kGru ? step * d.h : 0);
         s.cell = Take(c.p.mode == RnnMode::kLstm ? step * d.h : 0);
         s.hidden = Take(step * d.h);
@@ -109,9 +111,13 @@ struct Direction {
   T* cell;      // lstm
   T* hidden;    // (T, N, H)
 
-  int64_t Step(int64_t s) const { return dir == 0 ? s : c.d.t - 1 - s; }  // the s-th step this direction runs
+  int64_t Step(int64_t s) const {
+    return dir == 0 ? s : c.d.t - 1 - s;
+  }  // the s-th step this direction runs
   // The state before the s-th step: h0 (c0) at the first, else the one after the previous.
-  const T* PrevHidden(int64_t s) const { return s == 0 ? h0 : hidden + Step(s - 1) * c.d.n * c.d.h; }
+  const T* PrevHidden(int64_t s) const {
+    return s == 0 ? h0 : hidden + Step(s - 1) * c.d.n * c.d.h;
+  }
   const T* PrevCell(int64_t s) const {
     if (cell == nullptr) return nullptr;
     return s == 0 ? c0 : cell + Step(s - 1) * c.d.n * c.d.h;
@@ -121,8 +127,8 @@ struct Direction {
 };
 
 template <typename T>
-Direction<T> DirectionOf(const RnnCall& c, const LoopsLayout& layout, int l, int dir, const T* w, const T* data,
-                         const T* h0, const T* c0, T* saved) {
+Direction<T> DirectionOf(const RnnCall& c, const LoopsLayout& layout, int l, int dir, const T* w,
+                         const T* data, const T* h0, const T* c0, T* saved) {
   const RnnParamLayout params(c.p, c.d.i);
   const RnnBlock& b = params.Block(l, dir);
   const Saved& s = layout.At(l, dir);
@@ -149,13 +155,14 @@ Direction<T> DirectionOf(const RnnCall& c, const LoopsLayout& layout, int l, int
 // One sequence's cell at one step: `g` holds W x + b_ih on entry, the gates after their
 // nonlinearity on return; gh = U h + b_hh. Writes h' (and c', U_n h + a_n).
 template <typename T>
-void CellForward(RnnMode mode, int64_t h, T* g, const T* gh, const T* h_prev, const T* c_prev, T* h_out, T* c_out,
-                 T* hn_out) {
+void CellForward(RnnMode mode, int64_t h, T* g, const T* gh, const T* h_prev, const T* c_prev,
+                 T* h_out, T* c_out, T* hn_out) {
   for (int64_t j = 0; j < h; ++j) {
     switch (mode) {
       case RnnMode::kLstm: {
         const T i = Sigmoid(g[j] + gh[j]), f = Sigmoid(g[h + j] + gh[h + j]);
-        const T gg = std::tanh(g[2 * h + j] + gh[2 * h + j]), o = Sigmoid(g[3 * h + j] + gh[3 * h + j]);
+        const T gg = std::tanh(g[2 * h + j] + gh[2 * h + j]),
+                o = Sigmoid(g[3 * h + j] + gh[3 * h + j]);
         g[j] = i, g[h + j] = f, g[2 * h + j] = gg, g[3 * h + j] = o;
         c_out[j] = f * c_prev[j] + i * gg;
         h_out[j] = o * std::tanh(c_out[j]);
@@ -205,8 +212,8 @@ void ForwardDirection(const Direction<T>& v, T* y, T* gh) {
         std::fill(y_out, y_out + d.h, T(0));
         continue;
       }
-      CellForward(v.c.p.mode, d.h, pre + (t * d.n + n) * rows, gh + n * rows, hp + n * d.h, cp ? cp + n * d.h : nullptr,
-                  h_out, c_out, Direction<T>::At(v.hn, at));
+      CellForward(v.c.p.mode, d.h, pre + (t * d.n + n) * rows, gh + n * rows, hp + n * d.h,
+                  cp ? cp + n * d.h : nullptr, h_out, c_out, Direction<T>::At(v.hn, at));
       std::copy(h_out, h_out + d.h, y_out);
     }
   }
@@ -215,8 +222,8 @@ void ForwardDirection(const Direction<T>& v, T* y, T* gh) {
 // Every layer: y of the last goes to `out` (T, N, D*H); the final states to hy, cy (L*D, N, H)
 // when not null. `saved`: LoopsLayout(c).size() elements; `gh`: (N, G*H).
 template <typename T>
-void ForwardLayers(const RnnCall& c, const T* data, const T* w, const T* h0, const T* c0, bool train, RandomKey key,
-                   T* out, T* hy, T* cy, T* saved, T* y_scratch, T* gh) {
+void ForwardLayers(const RnnCall& c, const T* data, const T* w, const T* h0, const T* c0,
+                   bool train, RandomKey key, T* out, T* hy, T* cy, T* saved, T* y_scratch, T* gh) {
   const LoopsLayout layout(c);
   const RnnDims& d = c.d;
   const bool drop = train && c.p.p > 0;
@@ -235,7 +242,8 @@ void ForwardLayers(const RnnCall& c, const T* data, const T* w, const T* h0, con
     if (l == d.layers - 1) break;
     T* next = saved + layout.Input(l + 1);
     if (drop) {
-      RnnDropout(key, l * c.OutputSize(), c.OutputSize(), c.p.p, y, next, saved + layout.Mask(l + 1));
+      RnnDropout(key, l * c.OutputSize(), c.OutputSize(), c.p.p, y, next,
+                 saved + layout.Mask(l + 1));
     } else {
       std::copy(y, y + c.OutputSize(), next);
     }
@@ -248,8 +256,8 @@ void ForwardLayers(const RnnCall& c, const T* data, const T* w, const T* h0, con
 // does not go through U); dc likewise (lstm). Writes dgx (through W) and dgh (through U), the
 // gradients of the gates before their nonlinearity.
 template <typename T>
-void CellBackward(RnnMode mode, int64_t h, const T* g, const T* hn, const T* c_t, const T* c_prev, const T* h_prev,
-                  const T* h_t, T* dh, T* dc, T* dgx, T* dgh) {
+void CellBackward(RnnMode mode, int64_t h, const T* g, const T* hn, const T* c_t, const T* c_prev,
+                  const T* h_prev, const T* h_t, T* dh, T* dc, T* dgx, T* dgh) {
   for (int64_t j = 0; j < h; ++j) {
     switch (mode) {
       case RnnMode::kLstm: {
@@ -291,8 +299,8 @@ void CellBackward(RnnMode mode, int64_t h, const T* g, const T* hn, const T* c_t
 // input's gradient, added to when `add_dx`. dw: the parameters' gradient (P), added to; null to
 // skip. dgx (T, N, G*H), dgh (N, G*H), dh_prev (N, H): scratch.
 template <typename T>
-void BackwardDirection(const Direction<T>& v, const T* dy, T* dh, T* dc, T* dx, bool add_dx, T* dw, T* dgx, T* dgh,
-                       T* dh_prev) {
+void BackwardDirection(const Direction<T>& v, const T* dy, T* dh, T* dc, T* dx, bool add_dx, T* dw,
+                       T* dgx, T* dgh, T* dh_prev) {
   const RnnDims& d = v.c.d;
   const int64_t rows = d.Rows(), nh = d.n * d.h;
   for (int64_t s = d.t - 1; s >= 0; --s) {
@@ -310,8 +318,9 @@ void BackwardDirection(const Direction<T>& v, const T* dy, T* dh, T* dc, T* dx, 
       const T* dyn = dy + (t * d.n + n) * d.dirs * d.h + v.dir * d.h;
       for (int64_t j = 0; j < d.h; ++j) dhn[j] += dyn[j];
       CellBackward(v.c.p.mode, d.h, Direction<T>::At(const_cast<T*>(v.gates), (t * d.n + n) * rows),
-                   Direction<T>::At(v.hn, at), Direction<T>::At(v.cell, at), cp ? cp + n * d.h : nullptr, hp + n * d.h,
-                   v.hidden + at, dhn, dc ? dc + n * d.h : nullptr, gx, dgh + n * rows);
+                   Direction<T>::At(v.hn, at), Direction<T>::At(v.cell, at),
+                   cp ? cp + n * d.h : nullptr, hp + n * d.h, v.hidden + at, dhn,
+                   dc ? dc + n * d.h : nullptr, gx, dgh + n * rows);
     }
     std::copy(dh, dh + nh, dh_prev);
     Gemm(false, false, d.n, d.h, rows, dgh, rows, v.w_hh, d.h, T(1), dh_prev, d.h);
@@ -322,7 +331,8 @@ void BackwardDirection(const Direction<T>& v, const T* dy, T* dh, T* dc, T* dx, 
     for (int64_t n = 0; n < d.n; ++n)
       for (int64_t j = 0; j < rows; ++j) dw[b.bias_hh + j] += dgh[n * rows + j];
   }
-  Gemm(false, false, d.t * d.n, v.in, rows, dgx, rows, v.w_ih, v.in, add_dx ? T(1) : T(0), dx, v.in);
+  Gemm(false, false, d.t * d.n, v.in, rows, dgx, rows, v.w_ih, v.in, add_dx ? T(1) : T(0), dx,
+       v.in);
   if (dw == nullptr) return;
   const RnnBlock& b = v.block;
   Gemm(true, false, rows, v.in, d.t * d.n, dgx, rows, v.x, v.in, T(1), dw + b.weight_ih, v.in);
@@ -334,7 +344,8 @@ void BackwardDirection(const Direction<T>& v, const T* dy, T* dh, T* dc, T* dx, 
 
 // The gradient of one direction's final state (N, H): the state output's gradient, or zero.
 template <typename T>
-void InitialStateGrad(const RnnCall& c, std::span<const TensorView> in, int output, int layer, int dir, T* to) {
+void InitialStateGrad(const RnnCall& c, std::span<const TensorView> in, int output, int layer,
+                      int dir, T* to) {
   const int64_t nh = c.d.n * c.d.h;
   if (output < 0) {
     std::fill(to, to + nh, T(0));
@@ -345,17 +356,20 @@ void InitialStateGrad(const RnnCall& c, std::span<const TensorView> in, int outp
 }
 
 template <typename T>
-void ForwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in, std::span<const OpReq> req,
-                  std::span<const TensorView> out, bool train, RandomKey key) {
+void ForwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out, bool train,
+                  RandomKey key) {
   const RnnDims& d = c.d;
   const LoopsLayout layout(c);
-  StagedOutputs staged(ctx, req, out, false,
-                       {layout.size() * sizeof(T), c.OutputSize() * sizeof(T), d.n * d.Rows() * sizeof(T)});
+  StagedOutputs staged(
+      ctx, req, out, false,
+      {layout.size() * sizeof(T), c.OutputSize() * sizeof(T), d.n * d.Rows() * sizeof(T)});
   const int sc = c.s.state_cell;
   T* hy = c.s.state_out >= 0 ? staged.Target(c.s.state_out).data<T>() : nullptr;
   T* cy = c.s.state_cell_out >= 0 ? staged.Target(c.s.state_cell_out).data<T>() : nullptr;
-  ForwardLayers<T>(c, in[RnnSlots::kData].data<T>(), in[RnnSlots::kParams].data<T>(), in[RnnSlots::kState].data<T>(),
-                   sc >= 0 ? in[sc].data<T>() : nullptr, train, key, staged.Target(RnnSlots::kOut).data<T>(), hy, cy,
+  ForwardLayers<T>(c, in[RnnSlots::kData].data<T>(), in[RnnSlots::kParams].data<T>(),
+                   in[RnnSlots::kState].data<T>(), sc >= 0 ? in[sc].data<T>() : nullptr, train, key,
+                   staged.Target(RnnSlots::kOut).data<T>(), hy, cy,
                    static_cast<T*>(staged.Extra(0)), static_cast<T*>(staged.Extra(1)),
                    static_cast<T*>(staged.Extra(2)));
   staged.Finish();
@@ -365,25 +379,28 @@ void ForwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const Tensor
 enum BackwardScratch { kSaved, kOutAgain, kY, kGh, kDgx, kDgh, kDhPrev, kDyA, kDyB };
 
 template <typename T>
-void BackwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in, std::span<const OpReq> req,
-                   std::span<const TensorView> out, RandomKey key) {
+void BackwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in,
+                   std::span<const OpReq> req, std::span<const TensorView> out, RandomKey key) {
   const RnnDims& d = c.d;
   const LoopsLayout layout(c);
   const size_t e = sizeof(T), y = c.OutputSize() * e, nh = d.n * d.h * e, rows = d.n * d.Rows() * e;
-  StagedOutputs staged(ctx, req, out, false, {layout.size() * e, y, y, rows, d.t * rows, rows, nh, y, y});
+  StagedOutputs staged(ctx, req, out, false,
+                       {layout.size() * e, y, y, rows, d.t * rows, rows, nh, y, y});
   auto scratch = [&](BackwardScratch k) { return static_cast<T*>(staged.Extra(k)); };
   const std::span<const TensorView> fwd = in.subspan(c.s.BackwardInput(0), c.s.num_inputs);
   const T* w = fwd[RnnSlots::kParams].data<T>();
   const T* c0 = c.s.state_cell >= 0 ? fwd[c.s.state_cell].data<T>() : nullptr;
-  ForwardLayers<T>(c, fwd[RnnSlots::kData].data<T>(), w, fwd[RnnSlots::kState].data<T>(), c0, true, key,
-                   scratch(kOutAgain), nullptr, nullptr, scratch(kSaved), scratch(kY), scratch(kGh));
+  ForwardLayers<T>(c, fwd[RnnSlots::kData].data<T>(), w, fwd[RnnSlots::kState].data<T>(), c0, true,
+                   key, scratch(kOutAgain), nullptr, nullptr, scratch(kSaved), scratch(kY),
+                   scratch(kGh));
   T* dw = staged.Needed(RnnSlots::kParams) ? staged.Target(RnnSlots::kParams).data<T>() : nullptr;
   if (dw) std::fill(dw, dw + staged.Target(RnnSlots::kParams).size(), T(0));
   T* dh0 = staged.Target(RnnSlots::kState).data<T>();
   T* dc0 = c.s.state_cell >= 0 ? staged.Target(c.s.state_cell).data<T>() : nullptr;
   const T* dy = in[c.s.BackwardOutGrad(RnnSlots::kOut)].data<T>();
   for (int l = d.layers - 1; l >= 0; --l) {
-    T* dx = l == 0 ? staged.Target(RnnSlots::kData).data<T>() : scratch((d.layers - 1 - l) % 2 ? kDyB : kDyA);
+    T* dx = l == 0 ? staged.Target(RnnSlots::kData).data<T>()
+                   : scratch((d.layers - 1 - l) % 2 ? kDyB : kDyA);
     for (int dir = 0; dir < d.dirs; ++dir) {
       const Direction<T> v = DirectionOf(c, layout, l, dir, w, fwd[RnnSlots::kData].data<T>(),
                                          fwd[RnnSlots::kState].data<T>(), c0, scratch(kSaved));
@@ -391,7 +408,8 @@ void BackwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const Tenso
       T* dc = dc0 ? dc0 + c.StateBlock(l, dir) : nullptr;
       InitialStateGrad(c, in, c.s.state_out, l, dir, dh);
       if (dc) InitialStateGrad(c, in, c.s.state_cell_out, l, dir, dc);
-      BackwardDirection(v, dy, dh, dc, dx, dir > 0, dw, scratch(kDgx), scratch(kDgh), scratch(kDhPrev));
+      BackwardDirection(v, dy, dh, dc, dx, dir > 0, dw, scratch(kDgx), scratch(kDgh),
+                        scratch(kDhPrev));
     }
     if (l == 0) break;
     if (c.p.p > 0) {  // dropout's gradient: through the same mask
@@ -405,14 +423,16 @@ void BackwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const Tenso
 
 }  // namespace
 
-void RnnForwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in, std::span<const OpReq> req,
-                     std::span<const TensorView> out, RandomKey dropout) {
+void RnnForwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in,
+                     std::span<const OpReq> req, std::span<const TensorView> out,
+                     RandomKey dropout) {
   WEFT_FLOAT_SWITCH(in[RnnSlots::kData].dtype(), T, "RNN",
                     { ForwardLoops<T>(ctx, c, in, req, out, ctx.is_train, dropout); });
 }
 
 void RnnBackwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in,
-                      std::span<const OpReq> req, std::span<const TensorView> out, RandomKey dropout) {
+                      std::span<const OpReq> req, std::span<const TensorView> out,
+                      RandomKey dropout) {
   WEFT_FLOAT_SWITCH(in[c.s.BackwardInput(RnnSlots::kData)].dtype(), T, "_backward_RNN",
                     { BackwardLoops<T>(ctx, c, in, req, out, dropout); });
 }

@@ -63,19 +63,24 @@ void SoftmaxBackwardLoops(const Rows& r, bool log, const T* dy, const T* y, T* d
 
 // ---- float32: oneDNN softmax_v2 ----
 
-dnnl::algorithm AlgorithmOf(bool log) { return log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate; }
+dnnl::algorithm AlgorithmOf(bool log) {
+  return log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
+}
 
 dnnl::softmax_v2_forward::primitive_desc SoftmaxForwardDesc(const Shape& s, int axis, bool log) {
-  const dnnl::softmax_v2_forward::desc desc(dnnl::prop_kind::forward_training, AlgorithmOf(log), PlainDesc(s),
-                                            PlainDesc(s), axis);
+  const dnnl::softmax_v2_forward::desc desc(dnnl::prop_kind::forward_training, AlgorithmOf(log),
+                                            PlainDesc(s), PlainDesc(s), axis);
   return {desc, ScratchpadAttr(), DnnlEngine()};
 }
 
 DnnlPrimitive SoftmaxPrimitive(const Shape& s, int axis, bool log, bool backward) {
   return CachedPrimitive(
-      PrimitiveKey(log ? "log_softmax" : "softmax", backward ? "backward" : "forward", s, axis), [&] {
-        if (!backward) return MakePrimitive<dnnl::softmax_v2_forward>(SoftmaxForwardDesc(s, axis, log));
-        const dnnl::softmax_v2_backward::desc desc(AlgorithmOf(log), PlainDesc(s), PlainDesc(s), PlainDesc(s), axis);
+      PrimitiveKey(log ? "log_softmax" : "softmax", backward ? "backward" : "forward", s, axis),
+      [&] {
+        if (!backward)
+          return MakePrimitive<dnnl::softmax_v2_forward>(SoftmaxForwardDesc(s, axis, log));
+        const dnnl::softmax_v2_backward::desc desc(AlgorithmOf(log), PlainDesc(s), PlainDesc(s),
+                                                   PlainDesc(s), axis);
         return MakePrimitive<dnnl::softmax_v2_backward>(
             {desc, ScratchpadAttr(), DnnlEngine(), SoftmaxForwardDesc(s, axis, log)});
       });
@@ -107,11 +112,14 @@ ComputeFn SoftmaxCompute(const std::string& op, bool log, bool backward) {
     StagedOutputs staged(ctx, req, out, /*inplace_ok=*/true, {ScratchpadBytes(prim)});
     const dnnl::memory dst = DnnlMemory(staged.Target(0));
     if (backward) {
-      ExecutePrimitive(
-          prim, {{DNNL_ARG_DIFF_DST, DnnlMemory(in[0])}, {DNNL_ARG_DST, DnnlMemory(in[1])}, {DNNL_ARG_DIFF_SRC, dst}},
-          staged.Extra(0));
+      ExecutePrimitive(prim,
+                       {{DNNL_ARG_DIFF_DST, DnnlMemory(in[0])},
+                        {DNNL_ARG_DST, DnnlMemory(in[1])},
+                        {DNNL_ARG_DIFF_SRC, dst}},
+                       staged.Extra(0));
     } else {
-      ExecutePrimitive(prim, {{DNNL_ARG_SRC, DnnlMemory(in[0])}, {DNNL_ARG_DST, dst}}, staged.Extra(0));
+      ExecutePrimitive(prim, {{DNNL_ARG_SRC, DnnlMemory(in[0])}, {DNNL_ARG_DST, dst}},
+                       staged.Extra(0));
     }
     staged.Finish();
   };

@@ -16,7 +16,8 @@ void CheckLabels(const std::string& op, const T* label, int64_t n, int64_t class
   for (int64_t i = 0; i < n; ++i) {
     const T v = label[i];
     if (!(v >= 0 && v < static_cast<T>(classes) && v == std::floor(v))) {
-      WEFT_THROW(op << ": label of row " << i << " is " << v << ", expected a class index in [0, " << classes << ")");
+      WEFT_THROW(op << ": label of row " << i << " is " << v << ", expected a class index in [0, "
+                    << classes << ")");
     }
   }
 }
@@ -40,15 +41,16 @@ void SceBackwardLoops(int64_t n, int64_t c, const T* dy, const T* x, const T* la
       const T* row = x + i * c;
       const T lse = LogSumExp(row, c, 1);
       const int64_t target = static_cast<int64_t>(label[i]);
-      for (int64_t k = 0; k < c; ++k) dx[i * c + k] = dy[i] * (std::exp(row[k] - lse) - (k == target ? T(1) : T(0)));
+      for (int64_t k = 0; k < c; ++k)
+        dx[i * c + k] = dy[i] * (std::exp(row[k] - lse) - (k == target ? T(1) : T(0)));
     }
   });
 }
 
 // Forward, in: (data, label), out: (loss); backward, in: (out_grad, data, label), out: (d_data).
 template <bool kBackward>
-void SceCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
-                std::span<const TensorView> out) {
+void SceCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
+                std::span<const OpReq> req, std::span<const TensorView> out) {
   const std::string op = kBackward ? "_backward_SoftmaxCrossEntropy" : "SoftmaxCrossEntropy";
   const TensorView &data = in[kBackward ? 1 : 0], &label = in[kBackward ? 2 : 1];
   const int64_t n = data.shape()[0], c = data.shape()[1];  // (N, C), as shape inference checked

@@ -12,11 +12,13 @@ namespace {
 // The loops over [b, e), vectorized (WEFT_CPU_VECTOR_CLONES); the lambdas take the pointers by
 // value, which the loop then holds in registers.
 template <typename F, typename T>
-WEFT_CPU_VECTOR_CLONES void ForwardRange(const T* in, T s, OpReq req, T* out, int64_t b, int64_t e) {
+WEFT_CPU_VECTOR_CLONES void ForwardRange(const T* in, T s, OpReq req, T* out, int64_t b,
+                                         int64_t e) {
   StoreRange(out, req, b, e, [=](int64_t i) { return F::Fwd(in[i], s); });
 }
 template <typename F, typename T>
-WEFT_CPU_VECTOR_CLONES void BackwardRange(const T* g, const T* v, T s, OpReq req, T* grad, int64_t b, int64_t e) {
+WEFT_CPU_VECTOR_CLONES void BackwardRange(const T* g, const T* v, T s, OpReq req, T* grad,
+                                          int64_t b, int64_t e) {
   StoreRange(grad, req, b, e, [=](int64_t i) { return fn::BackwardOf<F>(g[i], v[i], s); });
 }
 
@@ -27,7 +29,8 @@ void Forward(double scalar, const TensorView& x, OpReq req, const TensorView& y)
     const T* in = x.data<T>();
     T* out = y.data<T>();
     const T s = static_cast<T>(scalar);
-    ParallelFor(x.size(), 4096, [=](int64_t b, int64_t e) { ForwardRange<F>(in, s, req, out, b, e); });
+    ParallelFor(x.size(), 4096,
+                [=](int64_t b, int64_t e) { ForwardRange<F>(in, s, req, out, b, e); });
   });
 }
 
@@ -38,7 +41,8 @@ void Backward(double scalar, std::span<const TensorView> in, OpReq req, const Te
     const T *g = in[0].data<T>(), *v = in.back().data<T>();  // v: dy itself when Grad reads nothing
     T* grad = dx.data<T>();
     const T s = static_cast<T>(scalar);
-    ParallelFor(dx.size(), 4096, [=](int64_t b, int64_t e) { BackwardRange<F>(g, v, s, req, grad, b, e); });
+    ParallelFor(dx.size(), 4096,
+                [=](int64_t b, int64_t e) { BackwardRange<F>(g, v, s, req, grad, b, e); });
   });
 }
 
@@ -47,7 +51,8 @@ void RegisterUnary(const std::string& name, bool has_scalar) {
   RegisterCompute(name, DeviceType::kCpu,
                   [has_scalar](const OpContext&, const Attrs& a, std::span<const TensorView> in,
                                std::span<const OpReq> req, std::span<const TensorView> out) {
-                    Forward<F>(has_scalar ? a.Get<ScalarParam>().scalar : 0.0, in[0], req[0], out[0]);
+                    Forward<F>(has_scalar ? a.Get<ScalarParam>().scalar : 0.0, in[0], req[0],
+                               out[0]);
                   });
   RegisterCompute("_backward_" + name, DeviceType::kCpu,
                   [has_scalar](const OpContext&, const Attrs& a, std::span<const TensorView> in,
@@ -68,20 +73,21 @@ void DispatchActivation(ActType act, Call&& call) {
   }
 }
 
-void ActivationForward(const OpContext&, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                       std::span<const TensorView> out) {
+void ActivationForward(const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                       std::span<const OpReq> req, std::span<const TensorView> out) {
   DispatchActivation(a.Get<ActivationParam>().act_type,
                      [&](auto f) { Forward<decltype(f)>(0.0, in[0], req[0], out[0]); });
 }
 
-void ActivationBackward(const OpContext&, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                        std::span<const TensorView> out) {
+void ActivationBackward(const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                        std::span<const OpReq> req, std::span<const TensorView> out) {
   DispatchActivation(a.Get<ActivationParam>().act_type,
                      [&](auto f) { Backward<decltype(f)>(0.0, in, req[0], out[0]); });
 }
 
 const bool registered = [] {
-#define WEFT_UNARY_CPU(name, functor, description, has_scalar) RegisterUnary<fn::functor>(#name, has_scalar);
+#define WEFT_UNARY_CPU(name, functor, description, has_scalar) \
+  RegisterUnary<fn::functor>(#name, has_scalar);
   WEFT_UNARY_OPS(WEFT_UNARY_CPU)
 #undef WEFT_UNARY_CPU
   RegisterCompute("Activation", DeviceType::kCpu, ActivationForward);

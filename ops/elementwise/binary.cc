@@ -24,22 +24,26 @@ Shape BroadcastShape(const Shape& a, const Shape& b) {
     const int ia = a.ndim() - n + i, ib = b.ndim() - n + i;
     const int64_t ea = ia >= 0 ? a[ia] : 1, eb = ib >= 0 ? b[ib] : 1;
     if (ea != eb && ea != 1 && eb != 1) {
-      WEFT_THROW("operands cannot be broadcast together: " << a << " and " << b << " (axis " << i << ": " << ea
-                                                           << " vs " << eb << ")");
+      WEFT_THROW("operands cannot be broadcast together: " << a << " and " << b << " (axis " << i
+                                                           << ": " << ea << " vs " << eb << ")");
     }
     out.PushBack(ea == 1 ? eb : ea);
   }
   return out;
 }
 
-std::vector<Shape> BinaryShape(const Attrs&, const std::vector<Shape>& in) { return {BroadcastShape(in[0], in[1])}; }
+std::vector<Shape> BinaryShape(const Attrs&, const std::vector<Shape>& in) {
+  return {BroadcastShape(in[0], in[1])};
+}
 
 std::vector<Shape> BinaryBackwardShape(const Attrs&, const std::vector<Shape>& in) {
-  CheckSameShape(in[0], BroadcastShape(in[1], in[2]), "the output gradient and the broadcast operands");
+  CheckSameShape(in[0], BroadcastShape(in[1], in[2]),
+                 "the output gradient and the broadcast operands");
   return {in[1], in[2]};
 }
 
-void DefineBinaryPair(const std::string& name, const std::string& description, const std::string& functor) {
+void DefineBinaryPair(const std::string& name, const std::string& description,
+                      const std::string& functor) {
   const std::string backward = "_backward_" + name;
   RegisterOp(name)
       .Describe(description + ", with numpy-style broadcasting")
@@ -66,13 +70,15 @@ AddNParam ParseAddN(AttrReader& r) { return {r.Int("num_args", std::nullopt, 1)}
 std::vector<Shape> AddNShape(const Attrs&, const std::vector<Shape>& in) {
   for (size_t i = 1; i < in.size(); ++i) {
     if (in[i] != in[0])
-      WEFT_THROW("add_n: expected every input to have shape " << in[0] << ", found " << in[i] << " for input " << i);
+      WEFT_THROW("add_n: expected every input to have shape " << in[0] << ", found " << in[i]
+                                                              << " for input " << i);
   }
   return {in[0]};
 }
 
 const bool defined = [] {
-#define WEFT_DEFINE_BINARY(name, functor, description) DefineBinaryPair(#name, description, "weft::fn::" #functor);
+#define WEFT_DEFINE_BINARY(name, functor, description) \
+  DefineBinaryPair(#name, description, "weft::fn::" #functor);
   WEFT_BINARY_OPS(WEFT_DEFINE_BINARY)
 #undef WEFT_DEFINE_BINARY
   RegisterOp("add_n")

@@ -26,7 +26,8 @@ std::vector<Shape> SameAsInput0(const Attrs&, const std::vector<Shape>& in) { re
 
 // (dy) or (dy, x) or (dy, y), of one shape.
 std::vector<Shape> BackwardShape(const Attrs&, const std::vector<Shape>& in) {
-  if (in.size() > 1) CheckSameShape(in[0], in[1], "the output gradient and the value its gradient reads");
+  if (in.size() > 1)
+    CheckSameShape(in[0], in[1], "the output gradient and the value its gradient reads");
   return {in[0]};
 }
 
@@ -61,14 +62,16 @@ std::vector<std::string> BackwardInputNames(fn::GradReads reads) {
 }
 
 double ScalarOf(const Attrs& a) { return a.Get<ScalarParam>().scalar; }
-std::string ActivationFunctorOf(const Attrs& a) { return ActivationFunctor(a.Get<ActivationParam>().act_type); }
+std::string ActivationFunctorOf(const Attrs& a) {
+  return ActivationFunctor(a.Get<ActivationParam>().act_type);
+}
 
 // Registers `name` and `_backward_<name>`, parsing attributes with `parse` (null: none), and
 // applying the functor `pointwise` names (its kind is set here), whose Grad reads what `reads`
 // says for the op's attributes.
 template <typename P>
-void DefineUnaryPair(const std::string& name, const std::string& description, P (*parse)(AttrReader&),
-                     PointwiseFn pointwise, GradReadsOf reads) {
+void DefineUnaryPair(const std::string& name, const std::string& description,
+                     P (*parse)(AttrReader&), PointwiseFn pointwise, GradReadsOf reads) {
   const std::string backward = "_backward_" + name;
   Op& fwd = RegisterOp(name);
   fwd.Describe(description).Inputs({"data"}).InferShape(SameAsInput0).Inplace({{0, 0}});
@@ -100,9 +103,10 @@ const bool defined = [] {
                   FunctorGradReads<fn::functor>);
   WEFT_UNARY_OPS(WEFT_DEFINE_UNARY)
 #undef WEFT_DEFINE_UNARY
-  DefineUnaryPair("Activation", "elementwise activation: act_type is relu, sigmoid, tanh, softrelu or gelu",
-                  ParseActivation, PointwiseFn{PointwiseKind::kNone, "", ActivationFunctorOf, nullptr},
-                  ActivationGradReads);
+  DefineUnaryPair(
+      "Activation", "elementwise activation: act_type is relu, sigmoid, tanh, softrelu or gelu",
+      ParseActivation, PointwiseFn{PointwiseKind::kNone, "", ActivationFunctorOf, nullptr},
+      ActivationGradReads);
   return true;
 }();
 

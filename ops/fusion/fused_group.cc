@@ -17,7 +17,9 @@ std::vector<FusedGroup::InputKind> FusedGroup::InputKinds() const {
   }
   std::vector<InputKind> kinds;
   for (uint32_t i = 0; i < num_inputs; ++i) {
-    kinds.push_back(!data[i] ? InputKind::kMeta : shapes[i].Size() == size ? InputKind::kFull : InputKind::kBroadcast);
+    kinds.push_back(!data[i]                   ? InputKind::kMeta
+                    : shapes[i].Size() == size ? InputKind::kFull
+                                               : InputKind::kBroadcast);
   }
   return kinds;
 }
@@ -27,7 +29,8 @@ FusedGroup::InputKind FusedGroup::input_kind(uint32_t input) const { return Inpu
 std::vector<int> FusedGroup::Producers() const {
   std::vector<int> producer(num_values(), -1);
   for (size_t s = 0; s < steps.size(); ++s) {
-    for (uint32_t o = 0; o < steps[s].num_outputs; ++o) producer[steps[s].first_output + o] = static_cast<int>(s);
+    for (uint32_t o = 0; o < steps[s].num_outputs; ++o)
+      producer[steps[s].first_output + o] = static_cast<int>(s);
   }
   return producer;
 }
@@ -41,13 +44,17 @@ std::vector<int> FusedGroup::OutputIndex() const {
 void FusedGroup::Check() const {
   uint32_t next = num_inputs;
   for (const Step& s : steps) {
-    WEFT_CHECK(s.op != nullptr && s.op->pointwise) << label << ": step '" << s.name << "' is not a pointwise op";
-    WEFT_CHECK_EQ(s.first_output, next) << label << ": step '" << s.name << "' outputs out of order";
+    WEFT_CHECK(s.op != nullptr && s.op->pointwise)
+        << label << ": step '" << s.name << "' is not a pointwise op";
+    WEFT_CHECK_EQ(s.first_output, next)
+        << label << ": step '" << s.name << "' outputs out of order";
     for (uint32_t a : s.args) {
-      WEFT_CHECK(a < s.first_output) << label << ": step '" << s.name << "' reads value " << a << " before it exists";
+      WEFT_CHECK(a < s.first_output)
+          << label << ": step '" << s.name << "' reads value " << a << " before it exists";
     }
     for (uint32_t o = 0; o < s.num_outputs; ++o) {
-      WEFT_CHECK_EQ(shapes[next + o].Size(), size) << label << ": step '" << s.name << "' output " << o;
+      WEFT_CHECK_EQ(shapes[next + o].Size(), size)
+          << label << ": step '" << s.name << "' output " << o;
     }
     next += s.num_outputs;
   }
@@ -55,11 +62,13 @@ void FusedGroup::Check() const {
   const std::vector<InputKind> kinds = InputKinds();
   for (const Step& s : steps) {
     for (uint32_t a : s.args) {
-      WEFT_CHECK(a >= num_inputs || kinds[a] != InputKind::kBroadcast || s.op->pointwise.kind == PointwiseKind::kBinary)
+      WEFT_CHECK(a >= num_inputs || kinds[a] != InputKind::kBroadcast ||
+                 s.op->pointwise.kind == PointwiseKind::kBinary)
           << label << ": broadcast input " << a << " read by '" << s.name << "'";
     }
   }
-  for (uint32_t v : outputs) WEFT_CHECK(v >= num_inputs && v < num_values()) << label << ": output value " << v;
+  for (uint32_t v : outputs)
+    WEFT_CHECK(v >= num_inputs && v < num_values()) << label << ": output value " << v;
 }
 
 Attrs FusedAttrs(std::shared_ptr<const FusedGroup> group) {

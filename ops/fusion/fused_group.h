@@ -47,7 +47,7 @@ struct FusedGroup {
   std::string label;              // "fused(mul_scalar, add_scalar, relu)": messages, profiles
 
   uint32_t num_values() const { return static_cast<uint32_t>(shapes.size()); }
-  std::vector<InputKind> InputKinds() const;  // per input, in one pass over the steps
+  std::vector<InputKind> InputKinds() const;   // per input, in one pass over the steps
   InputKind input_kind(uint32_t input) const;  // one of them (the same pass: for single questions)
   // For each value: the step that computes it, or -1 for inputs.
   std::vector<int> Producers() const;

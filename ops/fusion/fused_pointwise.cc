@@ -18,7 +18,8 @@ std::vector<Shape> FusedShapes(const Attrs& a, const std::vector<Shape>& in) {
   const FusedGroup& g = GroupOf(a);
   for (uint32_t i = 0; i < g.num_inputs; ++i) {
     if (in[i] != g.shapes[i]) {
-      WEFT_THROW(g.label << ": expected input " << i << " of shape " << g.shapes[i] << ", found " << in[i]);
+      WEFT_THROW(g.label << ": expected input " << i << " of shape " << g.shapes[i] << ", found "
+                         << in[i]);
     }
   }
   std::vector<Shape> out;
@@ -35,7 +36,8 @@ std::vector<DType> FusedTypes(const Attrs& a, const std::vector<DType>&) {
 
 const bool defined = [] {
   RegisterOp("_fused_pointwise")
-      .Describe("connected pointwise ops run as one (made by the fusion pass when a graph is bound)")
+      .Describe(
+          "connected pointwise ops run as one (made by the fusion pass when a graph is bound)")
       .PassOnly("the pointwise fusion pass")
       .VariadicInputs([](const Attrs& a) { return static_cast<int>(GroupOf(a).num_inputs); })
       .Outputs([](const Attrs& a) { return static_cast<int>(GroupOf(a).outputs.size()); })

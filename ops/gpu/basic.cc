@@ -8,13 +8,13 @@ namespace weft::gpu {
 namespace {
 
 template <int kValue>
-void FillCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView>, std::span<const OpReq> req,
-                 std::span<const TensorView> out) {
+void FillCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView>,
+                 std::span<const OpReq> req, std::span<const TensorView> out) {
   FillGpu(ctx, kValue, req[0], out[0]);
 }
 
-void CopyCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
-                 std::span<const TensorView> out) {
+void CopyCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
+                 std::span<const OpReq> req, std::span<const TensorView> out) {
   CopyGpu(ctx, in[0], req[0], out[0]);
 }
 

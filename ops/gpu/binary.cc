@@ -37,26 +37,27 @@ std::vector<Axis> BroadcastAxes(const Shape& out, const Shape& l, const Shape& r
   return axes;
 }
 
-// in: (lhs, rhs), broadcastable; out: their broadcast shape (may be lhs or rhs when it has that shape).
-void Forward(const OpContext& ctx, const std::string& op, const std::string& functor, std::span<const TensorView> in,
-             OpReq req, const TensorView& y) {
+// in: (lhs, rhs), broadcastable; out: their broadcast shape (may be lhs or rhs when it has that
+// shape).
+void Forward(const OpContext& ctx, const std::string& op, const std::string& functor,
+             std::span<const TensorView> in, OpReq req, const TensorView& y) {
   if (req == OpReq::kNull) return;
   const std::string t = KernelType(op, kElementwiseTypes, in, {&y, 1});
   const int64_t n = y.size();
   if (in[0].shape() == in[1].shape()) {
     const int v = PackWidth(y.dtype(), {in[0].raw(), in[1].raw(), y.raw()});
-    Launch(ctx, "binary.cuh", Instance("weft::BinaryForward", {functor, t, std::to_string(v)}), Packs(n, v),
-           in[0].raw(), in[1].raw(), y.raw(), n, ReqCode(req));
+    Launch(ctx, "binary.cuh", Instance("weft::BinaryForward", {functor, t, std::to_string(v)}),
+           Packs(n, v), in[0].raw(), in[1].raw(), y.raw(), n, ReqCode(req));
     return;
   }
   const GpuAxes axes = MergeAxes(BroadcastAxes(y.shape(), in[0].shape(), in[1].shape()));
-  Launch(ctx, "binary.cuh", Instance("weft::BinaryBroadcast", {functor, t}), n, in[0].raw(), in[1].raw(), y.raw(), axes,
-         n, ReqCode(req));
+  Launch(ctx, "binary.cuh", Instance("weft::BinaryBroadcast", {functor, t}), n, in[0].raw(),
+         in[1].raw(), y.raw(), axes, n, ReqCode(req));
 }
 
 // The gradient of operand `side` (0: lhs, 1: rhs) of a broadcast op, summed into its shape.
-void ReduceGradient(const OpContext& ctx, const std::string& functor, const std::string& t, int side,
-                    std::span<const TensorView> in, OpReq req, const TensorView& grad) {
+void ReduceGradient(const OpContext& ctx, const std::string& functor, const std::string& t,
+                    int side, std::span<const TensorView> in, OpReq req, const TensorView& grad) {
   if (req == OpReq::kNull) return;
   std::vector<Axis> kept, reduced;
   for (const Axis& x : BroadcastAxes(in[0].shape(), in[1].shape(), in[2].shape())) {
@@ -65,8 +66,9 @@ void ReduceGradient(const OpContext& ctx, const std::string& functor, const std:
   // A thread per element where there are enough of them to fill the GPU, else a block each.
   int64_t n_out = grad.size(), n_reduced = n_out == 0 ? 0 : in[0].size() / n_out;
   const bool per_block = n_out < (1 << 16);
-  const std::string name = Instance(per_block ? "weft::BinaryGradPerBlock" : "weft::BinaryGradPerThread",
-                                    {functor, std::to_string(side), t});
+  const std::string name =
+      Instance(per_block ? "weft::BinaryGradPerBlock" : "weft::BinaryGradPerThread",
+               {functor, std::to_string(side), t});
   void *dy = in[0].raw(), *l = in[1].raw(), *r = in[2].raw(), *g = grad.raw();
   GpuAxes kept_axes = MergeAxes(kept), reduced_axes = MergeAxes(reduced);
   int req_code = ReqCode(req);
@@ -75,8 +77,9 @@ void ReduceGradient(const OpContext& ctx, const std::string& functor, const std:
 }
 
 // in: (dy, lhs, rhs), dy of the broadcast shape; out: (dlhs, drhs), of the operands' shapes.
-void Backward(const OpContext& ctx, const std::string& op, const std::string& functor, std::span<const TensorView> in,
-              std::span<const OpReq> req, std::span<const TensorView> out) {
+void Backward(const OpContext& ctx, const std::string& op, const std::string& functor,
+              std::span<const TensorView> in, std::span<const OpReq> req,
+              std::span<const TensorView> out) {
   const std::string t = KernelType(op, kElementwiseTypes, in, out);
   if (in[1].shape() != in[2].shape()) {
     ReduceGradient(ctx, functor, t, 0, in, req[0], out[0]);
@@ -85,25 +88,31 @@ void Backward(const OpContext& ctx, const std::string& op, const std::string& fu
   }
   if (req[0] == OpReq::kNull && req[1] == OpReq::kNull) return;
   const int64_t n = in[0].size();
-  const int v = PackWidth(in[0].dtype(), {in[0].raw(), in[1].raw(), in[2].raw(), out[0].raw(), out[1].raw()});
-  Launch(ctx, "binary.cuh", Instance("weft::BinaryBackward", {functor, t, std::to_string(v)}), Packs(n, v), in[0].raw(),
-         in[1].raw(), in[2].raw(), out[0].raw(), out[1].raw(), n, ReqCode(req[0]), ReqCode(req[1]));
+  const int v =
+      PackWidth(in[0].dtype(), {in[0].raw(), in[1].raw(), in[2].raw(), out[0].raw(), out[1].raw()});
+  Launch(ctx, "binary.cuh", Instance("weft::BinaryBackward", {functor, t, std::to_string(v)}),
+         Packs(n, v), in[0].raw(), in[1].raw(), in[2].raw(), out[0].raw(), out[1].raw(), n,
+         ReqCode(req[0]), ReqCode(req[1]));
 }
 
 void RegisterBinary(const std::string& op, const std::string& functor) {
   const std::string backward = "_backward_" + op;
   RegisterCompute(op, DeviceType::kGpu,
-                  [=](const OpContext& ctx, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
-                      std::span<const TensorView> out) { Forward(ctx, op, functor, in, req[0], out[0]); });
+                  [=](const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
+                      std::span<const OpReq> req, std::span<const TensorView> out) {
+                    Forward(ctx, op, functor, in, req[0], out[0]);
+                  });
   RegisterCompute(backward, DeviceType::kGpu,
-                  [=](const OpContext& ctx, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
-                      std::span<const TensorView> out) { Backward(ctx, backward, functor, in, req, out); });
+                  [=](const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
+                      std::span<const OpReq> req, std::span<const TensorView> out) {
+                    Backward(ctx, backward, functor, in, req, out);
+                  });
 }
 
 // in: num_args arrays of one shape; out: that shape (may be in[0]). Sums kGpuMaxAddN inputs per
 // launch; the launches after the first add to the output.
-void AddNCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
-                 std::span<const TensorView> out) {
+void AddNCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
+                 std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const std::string t = KernelType("add_n", kElementwiseTypes, in, out);
   const int64_t n = out[0].size();
@@ -114,8 +123,8 @@ void AddNCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView>
     args.count = static_cast<int>(std::min<size_t>(kGpuMaxAddN, in.size() - first));
     for (int k = 0; k < args.count; ++k) args.in[k] = in[first + k].raw();
     const OpReq chunk_req = first == 0 ? req[0] : OpReq::kAddTo;
-    Launch(ctx, "binary.cuh", Instance("weft::AddN", {t, std::to_string(v)}), Packs(n, v), args, out[0].raw(), n,
-           ReqCode(chunk_req));
+    Launch(ctx, "binary.cuh", Instance("weft::AddN", {t, std::to_string(v)}), Packs(n, v), args,
+           out[0].raw(), n, ReqCode(chunk_req));
   }
 }
 

@@ -12,29 +12,33 @@ namespace weft::gpu {
 namespace {
 
 // y = cast(x) (same size) as `req` says.
-void CastGpu(const OpContext& ctx, const std::string& op, const TensorView& x, OpReq req, const TensorView& y) {
+void CastGpu(const OpContext& ctx, const std::string& op, const TensorView& x, OpReq req,
+             const TensorView& y) {
   if (req == OpReq::kNull) return;
-  const std::string from = KernelType(op, kFillTypes, {&x, 1}, {}), to = KernelType(op, kFillTypes, {}, {&y, 1});
+  const std::string from = KernelType(op, kFillTypes, {&x, 1}, {}),
+                    to = KernelType(op, kFillTypes, {}, {&y, 1});
   if (x.dtype() == y.dtype() && req != OpReq::kAddTo) return CopyGpu(ctx, x, req, y);
   const auto aligned = [](const TensorView& t) {
     return reinterpret_cast<uintptr_t>(t.raw()) % (4 * DTypeSize(t.dtype())) == 0;
   };
   const int v = aligned(x) && aligned(y) ? 4 : 1;
   const int64_t n = y.size();
-  Launch(ctx, "cast.cuh", Instance("weft::Cast", {from, to, std::to_string(v)}), Packs(n, v), x.raw(), y.raw(), n,
-         ReqCode(req));
+  Launch(ctx, "cast.cuh", Instance("weft::Cast", {from, to, std::to_string(v)}), Packs(n, v),
+         x.raw(), y.raw(), n, ReqCode(req));
 }
 
 // Cast: in (data), out (data in `dtype`). _backward_Cast: in (out_grad, data), out (out_grad in
 // data's dtype).
-void CastCompute(const std::string& op, const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
-                 std::span<const OpReq> req, std::span<const TensorView> out) {
+void CastCompute(const std::string& op, const OpContext& ctx, const Attrs&,
+                 std::span<const TensorView> in, std::span<const OpReq> req,
+                 std::span<const TensorView> out) {
   CastGpu(ctx, op, in[0], req[0], out[0]);
 }
 
 const bool registered = [] {
   RegisterCompute("Cast", DeviceType::kGpu, std::bind_front(CastCompute, "Cast"));
-  RegisterCompute("_backward_Cast", DeviceType::kGpu, std::bind_front(CastCompute, "_backward_Cast"));
+  RegisterCompute("_backward_Cast", DeviceType::kGpu,
+                  std::bind_front(CastCompute, "_backward_Cast"));
   return true;
 }();
 

@@ -17,7 +17,9 @@ namespace {
 // ---- concat ----
 
 // The concat axis of `shape` (attribute dim, as checked by shape inference).
-int ConcatAxis(const Attrs& attrs, const Shape& shape) { return shape.NormalizeAxis(attrs.Get<ConcatParam>().dim); }
+int ConcatAxis(const Attrs& attrs, const Shape& shape) {
+  return shape.NormalizeAxis(attrs.Get<ConcatParam>().dim);
+}
 
 // Input `part` (a block of `len` elements in each of `outer` rows) against the joined array,
 // whose rows hold `total` elements: a walk with the joined array's strides as array `joined`
@@ -46,8 +48,8 @@ void ForEachPart(std::span<const TensorView> parts, int axis, F&& f) {
 }
 
 // in: num_args arrays that agree but on `dim`; out: them side by side along `dim`.
-void ConcatCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                   std::span<const TensorView> out) {
+void ConcatCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                   std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const std::string t = KernelType("concat", kFillTypes, in, out);
   const size_t size = DTypeSize(out[0].dtype());
@@ -97,13 +99,14 @@ Box MakeBox(const Attrs& attrs, const Shape& in, int whole) {
 }
 
 // data: any shape; out: the box.
-void SliceCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                  std::span<const TensorView> out) {
+void SliceCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const std::string t = KernelType("slice", kFillTypes, in, out);
   const size_t size = DTypeSize(in[0].dtype());
   const Box box = MakeBox(a, in[0].shape(), 1);
-  StridedMoveGpu(ctx, t, size, ElementAt(in[0].raw(), box.first, size), out[0].raw(), box.walk, box.size, req[0]);
+  StridedMoveGpu(ctx, t, size, ElementAt(in[0].raw(), box.first, size), out[0].raw(), box.walk,
+                 box.size, req[0]);
 }
 
 // in: (out_grad: the box, data); out: d data, data's shape: out_grad inside the box, 0 elsewhere.
@@ -115,7 +118,8 @@ void SliceBackwardCompute(const OpContext& ctx, const Attrs& a, std::span<const 
   const OpReq inside = req[0] == OpReq::kAddTo ? OpReq::kAddTo : OpReq::kWrite;
   if (inside == OpReq::kWrite) FillGpu(ctx, 0, OpReq::kWrite, out[0]);
   const Box box = MakeBox(a, in[1].shape(), 0);
-  StridedMoveGpu(ctx, t, size, in[0].raw(), ElementAt(out[0].raw(), box.first, size), box.walk, box.size, inside);
+  StridedMoveGpu(ctx, t, size, in[0].raw(), ElementAt(out[0].raw(), box.first, size), box.walk,
+                 box.size, inside);
 }
 
 WEFT_REGISTER_COMPUTE(concat, DeviceType::kGpu, ConcatCompute);

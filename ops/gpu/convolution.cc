@@ -34,8 +34,10 @@ struct ConvDescs {
 ConvDescs DescsOf(DType dtype, const Window2d& win, const ConvDims& d) {
   const char* op = "Convolution";
   const Geometry2d& g = d.g;
-  return {NchwDesc(op, dtype, Shape{g.n, g.c, g.h, g.w}), NchwDesc(op, dtype, Shape{g.n, d.f, g.oh, g.ow}),
-          FilterOf(op, dtype, Shape{d.f, g.c, win.kernel[0], win.kernel[1]}), ConvolutionOf(dtype, win)};
+  return {NchwDesc(op, dtype, Shape{g.n, g.c, g.h, g.w}),
+          NchwDesc(op, dtype, Shape{g.n, d.f, g.oh, g.ow}),
+          FilterOf(op, dtype, Shape{d.f, g.c, win.kernel[0], win.kernel[1]}),
+          ConvolutionOf(dtype, win)};
 }
 
 // What each direction's algorithm query and workspace size call are; the queries take the
@@ -43,20 +45,24 @@ ConvDescs DescsOf(DType dtype, const Window2d& win, const ConvDims& d) {
 struct Forward {
   using Perf = cudnnConvolutionFwdAlgoPerf_t;
   static constexpr const char* kName = "forward";
-  static cudnnStatus_t MaxCount(cudnnHandle_t h, int* n) { return cudnnGetConvolutionForwardAlgorithmMaxCount(h, n); }
-  static cudnnStatus_t Query(cudnnHandle_t h, const ConvDescs& c, int n, int* got, Perf* perf) {
-    return cudnnGetConvolutionForwardAlgorithm_v7(h, c.x.get(), c.w.get(), c.conv.get(), c.y.get(), n, got, perf);
+  static cudnnStatus_t MaxCount(cudnnHandle_t h, int* n) {
+    return cudnnGetConvolutionForwardAlgorithmMaxCount(h, n);
   }
-  static cudnnStatus_t WorkspaceSize(cudnnHandle_t h, const ConvDescs& c, cudnnConvolutionFwdAlgo_t algo,
-                                     size_t* bytes) {
-    return cudnnGetConvolutionForwardWorkspaceSize(h, c.x.get(), c.w.get(), c.conv.get(), c.y.get(), algo, bytes);
+  static cudnnStatus_t Query(cudnnHandle_t h, const ConvDescs& c, int n, int* got, Perf* perf) {
+    return cudnnGetConvolutionForwardAlgorithm_v7(h, c.x.get(), c.w.get(), c.conv.get(), c.y.get(),
+                                                  n, got, perf);
+  }
+  static cudnnStatus_t WorkspaceSize(cudnnHandle_t h, const ConvDescs& c,
+                                     cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, c.x.get(), c.w.get(), c.conv.get(), c.y.get(),
+                                                   algo, bytes);
   }
   // first: x, second: w -> y
-  static cudnnStatus_t Run(cudnnHandle_t h, const ConvDescs& c, const void* alpha, const void* first,
-                           const void* second, cudnnConvolutionFwdAlgo_t algo, void* ws, size_t bytes, const void* beta,
-                           void* out) {
-    return cudnnConvolutionForward(h, alpha, c.x.get(), first, c.w.get(), second, c.conv.get(), algo, ws, bytes, beta,
-                                   c.y.get(), out);
+  static cudnnStatus_t Run(cudnnHandle_t h, const ConvDescs& c, const void* alpha,
+                           const void* first, const void* second, cudnnConvolutionFwdAlgo_t algo,
+                           void* ws, size_t bytes, const void* beta, void* out) {
+    return cudnnConvolutionForward(h, alpha, c.x.get(), first, c.w.get(), second, c.conv.get(),
+                                   algo, ws, bytes, beta, c.y.get(), out);
   }
 };
 
@@ -67,18 +73,21 @@ struct BackwardData {
     return cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, n);
   }
   static cudnnStatus_t Query(cudnnHandle_t h, const ConvDescs& c, int n, int* got, Perf* perf) {
-    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c.w.get(), c.y.get(), c.conv.get(), c.x.get(), n, got, perf);
+    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c.w.get(), c.y.get(), c.conv.get(),
+                                                       c.x.get(), n, got, perf);
   }
-  static cudnnStatus_t WorkspaceSize(cudnnHandle_t h, const ConvDescs& c, cudnnConvolutionBwdDataAlgo_t algo,
-                                     size_t* bytes) {
-    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, c.w.get(), c.y.get(), c.conv.get(), c.x.get(), algo, bytes);
+  static cudnnStatus_t WorkspaceSize(cudnnHandle_t h, const ConvDescs& c,
+                                     cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, c.w.get(), c.y.get(), c.conv.get(),
+                                                        c.x.get(), algo, bytes);
   }
   // first: w, second: dy -> dx
-  static cudnnStatus_t Run(cudnnHandle_t h, const ConvDescs& c, const void* alpha, const void* first,
-                           const void* second, cudnnConvolutionBwdDataAlgo_t algo, void* ws, size_t bytes,
+  static cudnnStatus_t Run(cudnnHandle_t h, const ConvDescs& c, const void* alpha,
+                           const void* first, const void* second,
+                           cudnnConvolutionBwdDataAlgo_t algo, void* ws, size_t bytes,
                            const void* beta, void* out) {
-    return cudnnConvolutionBackwardData(h, alpha, c.w.get(), first, c.y.get(), second, c.conv.get(), algo, ws, bytes,
-                                        beta, c.x.get(), out);
+    return cudnnConvolutionBackwardData(h, alpha, c.w.get(), first, c.y.get(), second, c.conv.get(),
+                                        algo, ws, bytes, beta, c.x.get(), out);
   }
 };
 
@@ -89,20 +98,21 @@ struct BackwardFilter {
     return cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, n);
   }
   static cudnnStatus_t Query(cudnnHandle_t h, const ConvDescs& c, int n, int* got, Perf* perf) {
-    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, c.x.get(), c.y.get(), c.conv.get(), c.w.get(), n, got,
-                                                         perf);
+    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, c.x.get(), c.y.get(), c.conv.get(),
+                                                         c.w.get(), n, got, perf);
   }
-  static cudnnStatus_t WorkspaceSize(cudnnHandle_t h, const ConvDescs& c, cudnnConvolutionBwdFilterAlgo_t algo,
-                                     size_t* bytes) {
-    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c.x.get(), c.y.get(), c.conv.get(), c.w.get(), algo,
-                                                          bytes);
+  static cudnnStatus_t WorkspaceSize(cudnnHandle_t h, const ConvDescs& c,
+                                     cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c.x.get(), c.y.get(), c.conv.get(),
+                                                          c.w.get(), algo, bytes);
   }
   // first: x, second: dy -> dw
-  static cudnnStatus_t Run(cudnnHandle_t h, const ConvDescs& c, const void* alpha, const void* first,
-                           const void* second, cudnnConvolutionBwdFilterAlgo_t algo, void* ws, size_t bytes,
+  static cudnnStatus_t Run(cudnnHandle_t h, const ConvDescs& c, const void* alpha,
+                           const void* first, const void* second,
+                           cudnnConvolutionBwdFilterAlgo_t algo, void* ws, size_t bytes,
                            const void* beta, void* out) {
-    return cudnnConvolutionBackwardFilter(h, alpha, c.x.get(), first, c.y.get(), second, c.conv.get(), algo, ws, bytes,
-                                          beta, c.w.get(), out);
+    return cudnnConvolutionBackwardFilter(h, alpha, c.x.get(), first, c.y.get(), second,
+                                          c.conv.get(), algo, ws, bytes, beta, c.w.get(), out);
   }
 };
 
@@ -125,30 +135,35 @@ AlgoChoice<Direction> QueryAlgo(cudnnHandle_t h, const ConvDescs& c, DType dtype
   int got = 0;
   WEFT_CUDNN_CHECK(Direction::Query(h, c, max_count, &got, perf.data()));
   for (int i = 0; i < got; ++i) {
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && (dtype == DType::kFloat64 || FmaOnly(perf[i].mathType))) {
+    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+        (dtype == DType::kFloat64 || FmaOnly(perf[i].mathType))) {
       AlgoChoice<Direction> choice{perf[i].algo, 0};
       WEFT_CUDNN_CHECK(Direction::WorkspaceSize(h, c, choice.algo, &choice.workspace));
       return choice;
     }
   }
-  WEFT_THROW("Convolution on the GPU: cuDNN has no " << Direction::kName << " algorithm for this call (" << dtype
-                                                     << ")");
+  WEFT_THROW("Convolution on the GPU: cuDNN has no "
+             << Direction::kName << " algorithm for this call (" << dtype << ")");
 }
 
 // Everything an algorithm choice depends on.
-using AlgoKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, int64_t>;
+using AlgoKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, int64_t, int64_t>;
 
 AlgoKey KeyOf(int device, DType dtype, const Window2d& win, const ConvDims& d) {
-  return {device,        static_cast<int>(dtype), d.g.n,         d.g.c,         d.g.h,      d.g.w,     d.f,
-          win.kernel[0], win.kernel[1],           win.stride[0], win.stride[1], win.pad[0], win.pad[1]};
+  return {
+      device,    static_cast<int>(dtype), d.g.n,         d.g.c,         d.g.h,         d.g.w,
+      d.f,       win.kernel[0],           win.kernel[1], win.stride[0], win.stride[1], win.pad[0],
+      win.pad[1]};
 }
 
 // QueryAlgo once per key, for the process.
 template <typename Direction>
-AlgoChoice<Direction> CachedAlgo(const GpuCall& call, const ConvDescs& c, DType dtype, const AlgoKey& key) {
-  static std::mutex mu;                                                     // guards cache
-  static auto* const cache = new std::map<AlgoKey, AlgoChoice<Direction>>;  // immortal, like the handles
+AlgoChoice<Direction> CachedAlgo(const GpuCall& call, const ConvDescs& c, DType dtype,
+                                 const AlgoKey& key) {
+  static std::mutex mu;  // guards cache
+  static auto* const cache =
+      new std::map<AlgoKey, AlgoChoice<Direction>>;  // immortal, like the handles
   {
     std::lock_guard<std::mutex> lock(mu);
     const auto it = cache->find(key);
@@ -166,7 +181,8 @@ struct ConvCall {
   AlgoKey key;
 };
 
-ConvCall ConvCallOf(const GpuCall& call, const char* op, const ConvParam& p, const TensorView& data) {
+ConvCall ConvCallOf(const GpuCall& call, const char* op, const ConvParam& p,
+                    const TensorView& data) {
   const DType dtype = data.dtype();
   CheckDType(op, dtype, kConvTypes);
   const ConvDims d{Geometry2dOf(op, p.window, data.shape()), p.num_filter};
@@ -175,16 +191,18 @@ ConvCall ConvCallOf(const GpuCall& call, const char* op, const ConvParam& p, con
 
 // One direction's convolution: out = conv(first, second) + beta * out, beta from the request.
 template <typename Direction>
-void RunConv(const GpuCall& call, const ConvCall& c, const void* first, const void* second, OpReq req, void* out) {
+void RunConv(const GpuCall& call, const ConvCall& c, const void* first, const void* second,
+             OpReq req, void* out) {
   const AlgoChoice<Direction> algo = CachedAlgo<Direction>(call, c.descs, c.dtype, c.key);
   void* workspace = call.Workspace({algo.workspace})[0];
-  WEFT_CUDNN_CHECK(Direction::Run(call.cudnn(), c.descs, One(c.dtype).get(), first, second, algo.algo, workspace,
-                                  algo.workspace, BetaFor(req, c.dtype).get(), out));
+  WEFT_CUDNN_CHECK(Direction::Run(call.cudnn(), c.descs, One(c.dtype).get(), first, second,
+                                  algo.algo, workspace, algo.workspace, BetaFor(req, c.dtype).get(),
+                                  out));
 }
 
 // in: (data, weight[, bias]); out: (output).
-void ConvForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                    std::span<const TensorView> out) {
+void ConvForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                    std::span<const OpReq> req, std::span<const TensorView> out) {
   const ConvParam& p = a.Get<ConvParam>();
   if (req[0] == OpReq::kNull) return;
   const GpuCall call(ctx);
@@ -192,14 +210,14 @@ void ConvForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
   RunConv<Forward>(call, c, in[0].raw(), in[1].raw(), req[0], out[0].raw());
   if (p.no_bias) return;
   const TensorDesc bias = ChannelDesc("Convolution", c.dtype, p.num_filter);
-  WEFT_CUDNN_CHECK(cudnnAddTensor(call.cudnn(), One(c.dtype).get(), bias.get(), in[2].raw(), One(c.dtype).get(),
-                                  c.descs.y.get(), out[0].raw()));
+  WEFT_CUDNN_CHECK(cudnnAddTensor(call.cudnn(), One(c.dtype).get(), bias.get(), in[2].raw(),
+                                  One(c.dtype).get(), c.descs.y.get(), out[0].raw()));
 }
 
 // in: (out_grad, data, weight); out: (d_data, d_weight[, d_bias]), each skipped when its request
 // is kNull. The steps share the stream, so each may reuse the workspace of the one before.
-void ConvBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                     std::span<const TensorView> out) {
+void ConvBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                     std::span<const OpReq> req, std::span<const TensorView> out) {
   const ConvParam& p = a.Get<ConvParam>();
   const GpuCall call(ctx);
   const ConvCall c = ConvCallOf(call, "_backward_Convolution", p, in[1]);
@@ -208,8 +226,9 @@ void ConvBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tenso
   if (req[1] != OpReq::kNull) RunConv<BackwardFilter>(call, c, x, dy, req[1], out[1].raw());
   if (p.no_bias || req[2] == OpReq::kNull) return;
   const TensorDesc bias = ChannelDesc("_backward_Convolution", c.dtype, p.num_filter);
-  WEFT_CUDNN_CHECK(cudnnConvolutionBackwardBias(call.cudnn(), One(c.dtype).get(), c.descs.y.get(), in[0].raw(),
-                                                BetaFor(req[2], c.dtype).get(), bias.get(), out[2].raw()));
+  WEFT_CUDNN_CHECK(cudnnConvolutionBackwardBias(call.cudnn(), One(c.dtype).get(), c.descs.y.get(),
+                                                in[0].raw(), BetaFor(req[2], c.dtype).get(),
+                                                bias.get(), out[2].raw()));
 }
 
 WEFT_REGISTER_COMPUTE(Convolution, DeviceType::kGpu, ConvForwardGpu);

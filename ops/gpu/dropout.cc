@@ -10,8 +10,8 @@ namespace weft::gpu {
 namespace {
 
 // data: any shape; out[0] (result) and out[1] (mask): data's shape (out[0] may be data).
-void DropoutCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                    std::span<const TensorView> out) {
+void DropoutCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                    std::span<const OpReq> req, std::span<const TensorView> out) {
   const double p = a.Get<DropoutParam>().p;
   const std::string t = KernelType("Dropout", kElementwiseTypes, in, out);
   if (!ctx.is_train || p == 0) {
@@ -26,9 +26,11 @@ void DropoutCompute(const OpContext& ctx, const Attrs& a, std::span<const Tensor
   bool aligned = true;
   for (const void* ptr : {in[0].raw(), out[0].raw(), out[1].raw()})
     aligned &= reinterpret_cast<uintptr_t>(ptr) % four == 0;
-  Launch(ctx, "dropout.cuh", Instance("weft::DropoutTrain", {t, aligned ? "4" : "1"}), (n + 3) / 4, in[0].raw(),
-         out[0].raw(), out[1].raw(), n, static_cast<unsigned long long>(ctx.random.seed),
-         static_cast<unsigned long long>(ctx.random.offset), ctx.random.shift, p, 1 / (1 - p), ReqCode(req[0]), ReqCode(req[1]));
+  Launch(ctx, "dropout.cuh", Instance("weft::DropoutTrain", {t, aligned ? "4" : "1"}), (n + 3) / 4,
+         in[0].raw(), out[0].raw(), out[1].raw(), n,
+         static_cast<unsigned long long>(ctx.random.seed),
+         static_cast<unsigned long long>(ctx.random.offset), ctx.random.shift, p, 1 / (1 - p),
+         ReqCode(req[0]), ReqCode(req[1]));
 }
 
 WEFT_REGISTER_COMPUTE(Dropout, DeviceType::kGpu, DropoutCompute);

@@ -19,23 +19,24 @@ namespace {
 template <typename T>
 DeviceErrorMessage BadIndex(const char* op, int input_dim) {
   return [op, input_dim](int64_t position, double value) {
-    return internal::FormatError(__FILE__, __LINE__,
-                                 (std::ostringstream() << op << ": index " << static_cast<T>(value) << " at position "
-                                                       << position << " of data is out of range: expected "
-                                                       << "0 <= index < " << input_dim << " (input_dim)")
-                                     .str());
+    return internal::FormatError(
+        __FILE__, __LINE__,
+        (std::ostringstream() << op << ": index " << static_cast<T>(value) << " at position "
+                              << position << " of data is out of range: expected "
+                              << "0 <= index < " << input_dim << " (input_dim)")
+            .str());
   };
 }
 
 // A check of the indices in `data` against [0, input_dim).
 BadItems IndexCheck(const OpContext& ctx, const char* op, const TensorView& data, int input_dim) {
-  return BadItems(ctx,
-                  data.dtype() == DType::kFloat32 ? BadIndex<float>(op, input_dim) : BadIndex<double>(op, input_dim));
+  return BadItems(ctx, data.dtype() == DType::kFloat32 ? BadIndex<float>(op, input_dim)
+                                                       : BadIndex<double>(op, input_dim));
 }
 
 // in: (data: indices, any shape; weight: (input_dim, dim)); out: data.shape + (dim,).
-void EmbeddingCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                      std::span<const TensorView> out) {
+void EmbeddingCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                      std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const std::string t = KernelType("Embedding", kFloatTypes, in, out);
   const TensorView &data = in[0], &weight = in[1];
@@ -44,8 +45,9 @@ void EmbeddingCompute(const OpContext& ctx, const Attrs& a, std::span<const Tens
   int v = PackWidth(weight.dtype(), {weight.raw(), out[0].raw()});
   v = dim % v == 0 ? v : 1;
   const BadItems bad = IndexCheck(ctx, "Embedding", data, input_dim);
-  Launch(ctx, "embedding.cuh", Instance("weft::EmbeddingForward", {t, std::to_string(v)}), Packs(n * dim, v),
-         data.raw(), weight.raw(), out[0].raw(), n, dim, input_dim, ReqCode(req[0]), bad.slot());
+  Launch(ctx, "embedding.cuh", Instance("weft::EmbeddingForward", {t, std::to_string(v)}),
+         Packs(n * dim, v), data.raw(), weight.raw(), out[0].raw(), n, dim, input_dim,
+         ReqCode(req[0]), bad.slot());
   bad.Report(data);
 }
 
@@ -59,8 +61,8 @@ void EmbeddingBackwardCompute(const OpContext& ctx, const Attrs& a, std::span<co
   const int64_t n = data.size(), dim = dw.shape()[1];
   const int input_dim = a.Get<EmbeddingParam>().input_dim;
   const BadItems bad = IndexCheck(ctx, "_backward_Embedding", data, input_dim);
-  Launch(ctx, "embedding.cuh", Instance("weft::EmbeddingBackward", {t}), n * dim, dy.raw(), data.raw(), dw.raw(), n,
-         dim, input_dim, bad.slot());
+  Launch(ctx, "embedding.cuh", Instance("weft::EmbeddingBackward", {t}), n * dim, dy.raw(),
+         data.raw(), dw.raw(), n, dim, input_dim, bad.slot());
   bad.Report(data);
 }
 

@@ -40,18 +40,21 @@ struct Gemm {
 void RunGemm(const GpuCall& call, DType dtype, OpReq req, const Gemm& g) {
   const char* op = "FullyConnected";
   const cudaDataType_t type = CudaType(dtype);
-  const cublasComputeType_t compute = dtype == DType::kFloat64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-  WEFT_CUBLAS_CHECK(cublasGemmEx(call.cublas(), g.trans_a, g.trans_b, CheckedInt(op, g.m), CheckedInt(op, g.n),
-                                 CheckedInt(op, g.k), One(dtype).get(), g.a, type, CheckedInt(op, g.lda), g.b, type,
-                                 CheckedInt(op, g.ldb), BetaFor(req, dtype).get(), g.c, type, CheckedInt(op, g.ldc),
+  const cublasComputeType_t compute =
+      dtype == DType::kFloat64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  WEFT_CUBLAS_CHECK(cublasGemmEx(call.cublas(), g.trans_a, g.trans_b, CheckedInt(op, g.m),
+                                 CheckedInt(op, g.n), CheckedInt(op, g.k), One(dtype).get(), g.a,
+                                 type, CheckedInt(op, g.lda), g.b, type, CheckedInt(op, g.ldb),
+                                 BetaFor(req, dtype).get(), g.c, type, CheckedInt(op, g.ldc),
                                  compute, CUBLAS_GEMM_DEFAULT));
 }
 
-constexpr std::initializer_list<DType> kFcTypes = {DType::kFloat32, DType::kFloat64, DType::kBFloat16};
+constexpr std::initializer_list<DType> kFcTypes = {DType::kFloat32, DType::kFloat64,
+                                                   DType::kBFloat16};
 
 // in: (data (M, K), weight (O, K)[, bias (O,)]); out: (output (M, O)).
-void FcForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                  std::span<const TensorView> out) {
+void FcForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
   const FcParam& p = a.Get<FcParam>();
   const FcDims d = FcDimsOf(p, in[0].shape());
   if (req[0] == OpReq::kNull) return;
@@ -60,22 +63,24 @@ void FcForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   const GpuCall call(ctx);
   void* y = out[0].raw();
   if (!p.no_bias && LtBiasGemmSupports(dtype)) {  // the bias in cuBLASLt's epilogue
-    LtBiasGemm(call, dtype, {d.o, d.m, d.k}, in[1].raw(), in[0].raw(), in[2].raw(), y, req[0] == OpReq::kAddTo);
+    LtBiasGemm(call, dtype, {d.o, d.m, d.k}, in[1].raw(), in[0].raw(), in[2].raw(), y,
+               req[0] == OpReq::kAddTo);
     return;
   }
   OpReq gemm_req = req[0];
   if (!p.no_bias) {  // y starts from the bias rows; the GEMM adds x * W^T to them
-    Launch(ctx, "fully_connected.cuh", Instance("weft::BiasRows", {TypeName(dtype)}), d.m * d.o, in[2].raw(), y, d.m,
-           d.o, ReqCode(req[0]));
+    Launch(ctx, "fully_connected.cuh", Instance("weft::BiasRows", {TypeName(dtype)}), d.m * d.o,
+           in[2].raw(), y, d.m, d.o, ReqCode(req[0]));
     gemm_req = OpReq::kAddTo;
   }
-  RunGemm(call, dtype, gemm_req, {CUBLAS_OP_T, CUBLAS_OP_N, d.o, d.m, d.k, in[1].raw(), d.k, in[0].raw(), d.k, y, d.o});
+  RunGemm(call, dtype, gemm_req,
+          {CUBLAS_OP_T, CUBLAS_OP_N, d.o, d.m, d.k, in[1].raw(), d.k, in[0].raw(), d.k, y, d.o});
 }
 
 // in: (out_grad (M, O), data (M, K), weight (O, K)); out: (d_data, d_weight[, d_bias]), each
 // skipped when its request is kNull.
-void FcBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                   std::span<const TensorView> out) {
+void FcBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                   std::span<const OpReq> req, std::span<const TensorView> out) {
   const FcParam& p = a.Get<FcParam>();
   const FcDims d = FcDimsOf(p, in[1].shape());
   const DType dtype = in[0].dtype();
@@ -83,14 +88,16 @@ void FcBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
   const GpuCall call(ctx);
   const void *dy = in[0].raw(), *x = in[1].raw(), *w = in[2].raw();
   if (req[0] != OpReq::kNull) {
-    RunGemm(call, dtype, req[0], {CUBLAS_OP_N, CUBLAS_OP_N, d.k, d.m, d.o, w, d.k, dy, d.o, out[0].raw(), d.k});
+    RunGemm(call, dtype, req[0],
+            {CUBLAS_OP_N, CUBLAS_OP_N, d.k, d.m, d.o, w, d.k, dy, d.o, out[0].raw(), d.k});
   }
   if (req[1] != OpReq::kNull) {
-    RunGemm(call, dtype, req[1], {CUBLAS_OP_N, CUBLAS_OP_T, d.k, d.o, d.m, x, d.k, dy, d.o, out[1].raw(), d.k});
+    RunGemm(call, dtype, req[1],
+            {CUBLAS_OP_N, CUBLAS_OP_T, d.k, d.o, d.m, x, d.k, dy, d.o, out[1].raw(), d.k});
   }
   if (p.no_bias || req[2] == OpReq::kNull) return;
-  Launch(ctx, "fully_connected.cuh", Instance("weft::ColumnSums", {TypeName(dtype)}), d.o, dy, out[2].raw(), d.m, d.o,
-         ReqCode(req[2]));
+  Launch(ctx, "fully_connected.cuh", Instance("weft::ColumnSums", {TypeName(dtype)}), d.o, dy,
+         out[2].raw(), d.m, d.o, ReqCode(req[2]));
 }
 
 WEFT_REGISTER_COMPUTE(FullyConnected, DeviceType::kGpu, FcForwardGpu);

@@ -11,14 +11,15 @@
 namespace weft::gpu {
 namespace {
 
-ComputeFn PrepareFused(const Attrs& attrs, Device device, std::span<const TensorView> in, std::span<const OpReq> req,
-                       std::span<const TensorView> out) {
-  return PrepareFusedGpu(attrs.Get<FusedParam>().group, device, in, req, out, rtc::KernelLibrary::Global(),
+ComputeFn PrepareFused(const Attrs& attrs, Device device, std::span<const TensorView> in,
+                       std::span<const OpReq> req, std::span<const TensorView> out) {
+  return PrepareFusedGpu(attrs.Get<FusedParam>().group, device, in, req, out,
+                         rtc::KernelLibrary::Global(),
                          /*at_bind=*/true);
 }
 
-void FusedCompute(const OpContext& ctx, const Attrs& attrs, std::span<const TensorView> in, std::span<const OpReq> req,
-                  std::span<const TensorView> out) {
+void FusedCompute(const OpContext& ctx, const Attrs& attrs, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
   const ComputeFn run = PrepareFusedGpu(attrs.Get<FusedParam>().group, ctx.run.device, in, req, out,
                                         rtc::KernelLibrary::Global(), /*at_bind=*/false);
   run(ctx, attrs, in, req, out);

@@ -19,8 +19,8 @@ void ThrowCudnnError(cudnnStatus_t status, const char* call, const char* file, i
 
 void ThrowCublasError(cublasStatus_t status, const char* call, const char* file, int line) {
   std::ostringstream os;
-  os << file << ":" << line << ": cuBLAS error: " << call << ": " << cublasGetStatusName(status) << ": "
-     << cublasGetStatusString(status);
+  os << file << ":" << line << ": cuBLAS error: " << call << ": " << cublasGetStatusName(status)
+     << ": " << cublasGetStatusString(status);
   throw Error(os.str());
 }
 
@@ -37,7 +37,9 @@ struct HandleTraits<cudnnHandle_t> {
     WEFT_CUDNN_CHECK(cudnnCreate(&h));
     return h;
   }
-  static void Bind(cudnnHandle_t h, cudaStream_t stream) { WEFT_CUDNN_CHECK(cudnnSetStream(h, stream)); }
+  static void Bind(cudnnHandle_t h, cudaStream_t stream) {
+    WEFT_CUDNN_CHECK(cudnnSetStream(h, stream));
+  }
 };
 
 template <>
@@ -47,7 +49,9 @@ struct HandleTraits<cublasHandle_t> {
     WEFT_CUBLAS_CHECK(cublasCreate(&h));
     return h;
   }
-  static void Bind(cublasHandle_t h, cudaStream_t stream) { WEFT_CUBLAS_CHECK(cublasSetStream(h, stream)); }
+  static void Bind(cublasHandle_t h, cudaStream_t stream) {
+    WEFT_CUBLAS_CHECK(cublasSetStream(h, stream));
+  }
 };
 
 // The handles no thread holds, per device. Process-wide and never destroyed (see the header), so
@@ -132,11 +136,13 @@ H HandleFor(int device, cudaStream_t stream) {
 // Library flushes the stream's batch, so a library call made with the handle at once follows
 // every kernel launched so far on the stream (engine/gpu/launch_batch.h).
 cudnnHandle_t CudnnHandle(engine::GpuStream& stream) {
-  return stream.Library([&](cudaStream_t s) { return HandleFor<cudnnHandle_t>(stream.device(), s); });
+  return stream.Library(
+      [&](cudaStream_t s) { return HandleFor<cudnnHandle_t>(stream.device(), s); });
 }
 
 cublasHandle_t CublasHandle(engine::GpuStream& stream) {
-  return stream.Library([&](cudaStream_t s) { return HandleFor<cublasHandle_t>(stream.device(), s); });
+  return stream.Library(
+      [&](cudaStream_t s) { return HandleFor<cublasHandle_t>(stream.device(), s); });
 }
 
 namespace {

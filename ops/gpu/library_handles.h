@@ -39,8 +39,10 @@ cublasHandle_t CublasHandle(engine::GpuStream& stream);
 
 // Throw weft::Error "<file>:<line>: cuDNN error: <call>: <status string>" (and the same for
 // cuBLAS, with the status name and its description).
-[[noreturn]] void ThrowCudnnError(cudnnStatus_t status, const char* call, const char* file, int line);
-[[noreturn]] void ThrowCublasError(cublasStatus_t status, const char* call, const char* file, int line);
+[[noreturn]] void ThrowCudnnError(cudnnStatus_t status, const char* call, const char* file,
+                                  int line);
+[[noreturn]] void ThrowCublasError(cublasStatus_t status, const char* call, const char* file,
+                                   int line);
 
 }  // namespace weft::gpu
 

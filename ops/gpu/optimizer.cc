@@ -23,17 +23,18 @@ void Update(const OpContext& ctx, const char* op, const char* functor, int state
   void* s0 = states > 0 ? in[2].raw() : nullptr;
   void* s1 = states > 1 ? in[3].raw() : nullptr;
   const void* lr = p.lr_input ? in.back().raw() : nullptr;
-  Launch(ctx, "optimizer.cuh", Instance("weft::Update", {functor, t}), n, in[0].raw(), in[1].raw(), s0, s1, y.raw(), n,
-         lr, p, ReqCode(req));
+  Launch(ctx, "optimizer.cuh", Instance("weft::Update", {functor, t}), n, in[0].raw(), in[1].raw(),
+         s0, s1, y.raw(), n, lr, p, ReqCode(req));
 }
 
 const bool registered = [] {
-#define WEFT_UPDATE_GPU(name, functor, description)                                                                    \
-  static_assert(fn::functor::kStates <= fn::kMaxUpdateStates);                                                         \
-  RegisterCompute(#name, DeviceType::kGpu,                                                                             \
-                  [](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req, \
-                     std::span<const TensorView> out) {                                                                \
-                    Update(ctx, #name, "weft::fn::" #functor, fn::functor::kStates, a, in, req[0], out[0]);            \
+#define WEFT_UPDATE_GPU(name, functor, description)                                                \
+  static_assert(fn::functor::kStates <= fn::kMaxUpdateStates);                                     \
+  RegisterCompute(#name, DeviceType::kGpu,                                                         \
+                  [](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,         \
+                     std::span<const OpReq> req, std::span<const TensorView> out) {                \
+                    Update(ctx, #name, "weft::fn::" #functor, fn::functor::kStates, a, in, req[0], \
+                           out[0]);                                                                \
                   });
   WEFT_UPDATE_OPS(WEFT_UPDATE_GPU)
 #undef WEFT_UPDATE_GPU

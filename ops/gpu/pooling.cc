@@ -23,18 +23,19 @@ struct PoolDescs {
 PoolDescs DescsOf(const char* op, DType dtype, const PoolCall& call) {
   CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64});
   const Geometry2d& g = call.g;
-  return {NchwDesc(op, dtype, Shape{g.n, g.c, g.h, g.w}), NchwDesc(op, dtype, Shape{g.n, g.c, g.oh, g.ow}),
-          PoolingOf(call.win, call.type)};
+  return {NchwDesc(op, dtype, Shape{g.n, g.c, g.h, g.w}),
+          NchwDesc(op, dtype, Shape{g.n, g.c, g.oh, g.ow}), PoolingOf(call.win, call.type)};
 }
 
-void RunPoolForward(const GpuCall& call, const PoolDescs& m, DType dtype, const void* x, OpReq req, void* y) {
+void RunPoolForward(const GpuCall& call, const PoolDescs& m, DType dtype, const void* x, OpReq req,
+                    void* y) {
   WEFT_CUDNN_CHECK(cudnnPoolingForward(call.cudnn(), m.pool.get(), One(dtype).get(), m.x.get(), x,
                                        BetaFor(req, dtype).get(), m.y.get(), y));
 }
 
 // in: (data); out: (output).
-void PoolForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                    std::span<const TensorView> out) {
+void PoolForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                    std::span<const OpReq> req, std::span<const TensorView> out) {
   const PoolCall pool = PoolCallOf(a, in[0].shape());
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
@@ -44,8 +45,8 @@ void PoolForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
 }
 
 // in: (out_grad, data); out: (d_data).
-void PoolBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                     std::span<const TensorView> out) {
+void PoolBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                     std::span<const OpReq> req, std::span<const TensorView> out) {
   const PoolCall pool = PoolCallOf(a, in[1].shape());
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
@@ -53,9 +54,9 @@ void PoolBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tenso
   const GpuCall call(ctx);
   void* y = call.Workspace({in[0].bytes()})[0];
   RunPoolForward(call, m, dtype, in[1].raw(), OpReq::kWrite, y);
-  WEFT_CUDNN_CHECK(cudnnPoolingBackward(call.cudnn(), m.pool.get(), One(dtype).get(), m.y.get(), y, m.y.get(),
-                                        in[0].raw(), m.x.get(), in[1].raw(), BetaFor(req[0], dtype).get(), m.x.get(),
-                                        out[0].raw()));
+  WEFT_CUDNN_CHECK(cudnnPoolingBackward(call.cudnn(), m.pool.get(), One(dtype).get(), m.y.get(), y,
+                                        m.y.get(), in[0].raw(), m.x.get(), in[1].raw(),
+                                        BetaFor(req[0], dtype).get(), m.x.get(), out[0].raw()));
 }
 
 WEFT_REGISTER_COMPUTE(Pooling, DeviceType::kGpu, PoolForwardGpu);

@@ -51,9 +51,11 @@ Layout MakeLayout(const Shape& in, const std::vector<bool>& reduced) {
 // Runs the reduction kernel that suits the layout: ReduceColumns where 32 neighbouring outputs
 // share their reads and are too few to give each a thread, else groups of 1, 32 or 256 threads
 // per output as the reduced extent grows. grad: max's gradient (x, dy), else the forward (x).
-void LaunchReduce(const OpContext& ctx, ReduceKind kind, bool grad, const std::string& t, const Layout& l,
-                  const TensorView& x, const TensorView* dy, OpReq req, const TensorView& out) {
-  const std::string acc = kind == ReduceKind::kMax ? "weft::MaxAcc" : "weft::SumAcc", g = grad ? "true" : "false";
+void LaunchReduce(const OpContext& ctx, ReduceKind kind, bool grad, const std::string& t,
+                  const Layout& l, const TensorView& x, const TensorView* dy, OpReq req,
+                  const TensorView& out) {
+  const std::string acc = kind == ReduceKind::kMax ? "weft::MaxAcc" : "weft::SumAcc",
+                    g = grad ? "true" : "false";
   const void* xp = x.raw();
   const void* dyp = dy == nullptr ? nullptr : dy->raw();
   void* outp = out.raw();
@@ -61,20 +63,24 @@ void LaunchReduce(const OpContext& ctx, ReduceKind kind, bool grad, const std::s
   int64_t inner = l.inner, n_out = l.n_out, n_reduced = l.n_reduced;
   double scale = kind == ReduceKind::kMean ? 1.0 / static_cast<double>(l.n_reduced) : 1.0;
   int req_code = ReqCode(req);
-  void* args[] = {&xp, &dyp, &outp, &outer, &reduced, &inner, &n_out, &n_reduced, &scale, &req_code};
+  void* args[] = {&xp,    &dyp,   &outp,      &outer, &reduced,
+                  &inner, &n_out, &n_reduced, &scale, &req_code};
   if (l.inner >= 32 && l.n_reduced >= 16 && l.n_out < (1 << 16)) {
     const int64_t tiles = l.n_out / l.inner * ((l.inner + 31) / 32);
-    return LaunchArgs(ctx, "reduce.cuh", Instance("weft::ReduceColumns", {acc, t, g}), tiles, true, args);
+    return LaunchArgs(ctx, "reduce.cuh", Instance("weft::ReduceColumns", {acc, t, g}), tiles, true,
+                      args);
   }
   const int group = l.inner >= 32 ? 1 : l.n_reduced >= 1024 ? 256 : l.n_reduced >= 32 ? 32 : 1;
   const int64_t blocks = (l.n_out + kGpuBlock / group - 1) / (kGpuBlock / group);
-  LaunchArgs(ctx, "reduce.cuh", Instance("weft::ReducePerGroup", {acc, t, std::to_string(group), g}), blocks, true,
+  LaunchArgs(ctx, "reduce.cuh",
+             Instance("weft::ReducePerGroup", {acc, t, std::to_string(group), g}), blocks, true,
              args);
 }
 
 // in: (data); out: data reduced over the axes.
 void ReduceCompute(const std::string& op, ReduceKind kind, const OpContext& ctx, const Attrs& a,
-                   std::span<const TensorView> in, std::span<const OpReq> req, std::span<const TensorView> out) {
+                   std::span<const TensorView> in, std::span<const OpReq> req,
+                   std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const std::string t = KernelType(op, kElementwiseTypes, in, out);
   const Layout l = MakeLayout(in[0].shape(), ReducedAxes(op, a.Get<ReduceParam>(), in[0].shape()));
@@ -83,8 +89,9 @@ void ReduceCompute(const std::string& op, ReduceKind kind, const OpContext& ctx,
 
 // dx = scale * dy broadcast: a walk over dx's axes (array 0) with dy's strides (array 1: the
 // output's row-major strides along kept axes, 0 along reduced ones).
-void SumBackward(const OpContext& ctx, const std::string& t, double scale, const std::vector<bool>& reduced,
-                 const TensorView& dy, OpReq req, const TensorView& dx) {
+void SumBackward(const OpContext& ctx, const std::string& t, double scale,
+                 const std::vector<bool>& reduced, const TensorView& dy, OpReq req,
+                 const TensorView& dx) {
   const Shape& shape = dx.shape();
   const auto strides = RowMajorStrides(shape);
   std::vector<WalkAxis> axes(shape.ndim());
@@ -94,14 +101,14 @@ void SumBackward(const OpContext& ctx, const std::string& t, double scale, const
     dy_stride *= reduced[a] ? 1 : shape[a];
   }
   const int64_t n = dx.size();
-  Launch(ctx, "reduce.cuh", Instance("weft::ReduceSumBackward", {t}), n, dy.raw(), dx.raw(), MergeAxes(axes), n, scale,
-         ReqCode(req));
+  Launch(ctx, "reduce.cuh", Instance("weft::ReduceSumBackward", {t}), n, dy.raw(), dx.raw(),
+         MergeAxes(axes), n, scale, ReqCode(req));
 }
 
 // in: (out_grad, data); out: d data, data's shape.
-void ReduceBackwardCompute(const std::string& op, ReduceKind kind, const OpContext& ctx, const Attrs& a,
-                           std::span<const TensorView> in, std::span<const OpReq> req,
-                           std::span<const TensorView> out) {
+void ReduceBackwardCompute(const std::string& op, ReduceKind kind, const OpContext& ctx,
+                           const Attrs& a, std::span<const TensorView> in,
+                           std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const std::string backward = "_backward_" + op;
   const std::string t = KernelType(backward, kElementwiseTypes, in, out);
@@ -117,7 +124,8 @@ void ReduceBackwardCompute(const std::string& op, ReduceKind kind, const OpConte
 
 void RegisterReduce(const std::string& op, ReduceKind kind) {
   RegisterCompute(op, DeviceType::kGpu, std::bind_front(ReduceCompute, op, kind));
-  RegisterCompute("_backward_" + op, DeviceType::kGpu, std::bind_front(ReduceBackwardCompute, op, kind));
+  RegisterCompute("_backward_" + op, DeviceType::kGpu,
+                  std::bind_front(ReduceBackwardCompute, op, kind));
 }
 
 const bool registered = [] {

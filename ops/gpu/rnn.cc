@@ -13,7 +13,8 @@
 // (without lengths), the sizes of weight space, workspace and reserve, and where each of weft's
 // parameter tensors (PyTorch's flat layout) sits in cuDNN's weight space, as copy runs
 // (cudnnGetRNNWeightParams). When those runs are one copy of the whole vector, the flat vector is
-// the weight space (zero copy); otherwise it is copied into the call's workspace on the op's stream.
+// the weight space (zero copy); otherwise it is copied into the call's workspace on the op's
+// stream.
 //
 // The reserve output is cuDNN's reserve space; its size is the largest of cuDNN's for the dtypes
 // (GpuReserveShape). Workspace: the worker's (GpuCall::Workspace), one request per call.
@@ -55,11 +56,11 @@
 
 #include "core/env.h"
 #include "engine/gpu/stream_join.h"
-#include "ops/gpu/library_handles.h"
 #include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
 #include "ops/gpu/internal/rnn_gpu.h"
+#include "ops/gpu/library_handles.h"
 #include "ops/nn/rnn_params.h"
 #include "ops/op.h"
 #include "storage/storage.h"
@@ -74,17 +75,23 @@ std::atomic<int64_t> persistent_forwards{0};
 // The dtypes the GPU RNN computes.
 constexpr DType kRnnTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16};
 
-using RnnDesc = CudnnDescriptor<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestroyRNNDescriptor>;
-using DataDesc = CudnnDescriptor<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor, cudnnDestroyRNNDataDescriptor>;
-using DropoutDesc =
-    CudnnDescriptor<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor, cudnnDestroyDropoutDescriptor>;
+using RnnDesc =
+    CudnnDescriptor<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestroyRNNDescriptor>;
+using DataDesc = CudnnDescriptor<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor,
+                                 cudnnDestroyRNNDataDescriptor>;
+using DropoutDesc = CudnnDescriptor<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor,
+                                    cudnnDestroyDropoutDescriptor>;
 
 cudnnRNNMode_t CellOf(RnnMode mode) {
   switch (mode) {
-    case RnnMode::kLstm: return CUDNN_LSTM;
-    case RnnMode::kGru: return CUDNN_GRU;
-    case RnnMode::kRnnTanh: return CUDNN_RNN_TANH;
-    case RnnMode::kRnnRelu: return CUDNN_RNN_RELU;
+    case RnnMode::kLstm:
+      return CUDNN_LSTM;
+    case RnnMode::kGru:
+      return CUDNN_GRU;
+    case RnnMode::kRnnTanh:
+      return CUDNN_RNN_TANH;
+    case RnnMode::kRnnRelu:
+      return CUDNN_RNN_RELU;
   }
   WEFT_THROW("RNN: unknown mode");
 }
@@ -95,8 +102,8 @@ struct CopyRun {
 };
 
 // Everything a plan depends on.
-using PlanKey =
-    std::tuple<cudnnHandle_t, int, int, int, int64_t, int64_t, int, int64_t, int64_t, double, bool, bool, bool>;
+using PlanKey = std::tuple<cudnnHandle_t, int, int, int, int64_t, int64_t, int, int64_t, int64_t,
+                           double, bool, bool, bool>;
 
 // A call shape's descriptors and sizes; immutable once built.
 struct RnnPlan {
@@ -117,9 +124,9 @@ void SetData(cudnnRNNDataDescriptor_t desc, DType dtype, const RnnDims& d, int64
   double fill64 = 0;
   float fill32 = 0;
   void* fill = dtype == DType::kFloat64 ? static_cast<void*>(&fill64) : static_cast<void*>(&fill32);
-  WEFT_CUDNN_CHECK(cudnnSetRNNDataDescriptor(desc, CudnnType(dtype), CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED,
-                                             CheckedInt("RNN", d.t), CheckedInt("RNN", d.n), CheckedInt("RNN", vector),
-                                             lengths.data(), fill));
+  WEFT_CUDNN_CHECK(cudnnSetRNNDataDescriptor(
+      desc, CudnnType(dtype), CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, CheckedInt("RNN", d.t),
+      CheckedInt("RNN", d.n), CheckedInt("RNN", vector), lengths.data(), fill));
 }
 
 // The algorithm, by PyTorch's rule for cuDNN's persistent small-H kernels (aten/src/ATen/native/
@@ -151,28 +158,34 @@ void SetRnn(cudnnRNNDescriptor_t desc, const RnnParam& p, const RnnDims& d, DTyp
   const cudnnDataType_t prec = dtype == DType::kBFloat16 ? CUDNN_DATA_FLOAT : type;
   const bool fma = dtype == DType::kFloat32 && !AllowTf32();
   WEFT_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
-      desc, algo, CellOf(p.mode), CUDNN_RNN_DOUBLE_BIAS, d.dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
-      CUDNN_LINEAR_INPUT, type, prec, fma ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, CheckedInt("RNN", d.i),
-      CheckedInt("RNN", d.h), CheckedInt("RNN", d.h), d.layers, dropout, CUDNN_RNN_PADDED_IO_ENABLED));
+      desc, algo, CellOf(p.mode), CUDNN_RNN_DOUBLE_BIAS,
+      d.dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, type, prec,
+      fma ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, CheckedInt("RNN", d.i), CheckedInt("RNN", d.h),
+      CheckedInt("RNN", d.h), d.layers, dropout, CUDNN_RNN_PADDED_IO_ENABLED));
 }
 
 // Where cuDNN puts the matrix and bias of gate `id` of pseudo-layer `pseudo`, in elements from
 // the start of its weight space.
-std::pair<int64_t, int64_t> SpaceOffsets(cudnnHandle_t h, const RnnPlan& plan, int pseudo, int id, size_t elem) {
-  char* const base = reinterpret_cast<char*>(uintptr_t{1} << 30);  // never read: only offsets matter
+std::pair<int64_t, int64_t> SpaceOffsets(cudnnHandle_t h, const RnnPlan& plan, int pseudo, int id,
+                                         size_t elem) {
+  char* const base =
+      reinterpret_cast<char*>(uintptr_t{1} << 30);  // never read: only offsets matter
   TensorDesc m, b;
   void *m_addr = nullptr, *b_addr = nullptr;
-  WEFT_CUDNN_CHECK(cudnnGetRNNWeightParams(h, plan.rnn.get(), pseudo, plan.weight_bytes, base, id, m.get(), &m_addr,
-                                           b.get(), &b_addr));
+  WEFT_CUDNN_CHECK(cudnnGetRNNWeightParams(h, plan.rnn.get(), pseudo, plan.weight_bytes, base, id,
+                                           m.get(), &m_addr, b.get(), &b_addr));
   return {(static_cast<char*>(m_addr) - base) / static_cast<int64_t>(elem),
           (static_cast<char*>(b_addr) - base) / static_cast<int64_t>(elem)};
 }
 
 // The copy runs of every tensor, merged where both sides are contiguous.
-std::vector<CopyRun> RunsOf(cudnnHandle_t h, const RnnPlan& plan, const RnnParam& p, const RnnDims& d, size_t elem) {
+std::vector<CopyRun> RunsOf(cudnnHandle_t h, const RnnPlan& plan, const RnnParam& p,
+                            const RnnDims& d, size_t elem) {
   const RnnParamLayout layout(p, d.i);
   std::vector<CopyRun> runs;
-  auto add = [&runs](int64_t flat, int64_t space, int64_t count) { runs.push_back({flat, space, count}); };
+  auto add = [&runs](int64_t flat, int64_t space, int64_t count) {
+    runs.push_back({flat, space, count});
+  };
   for (int l = 0; l < d.layers; ++l) {
     for (int dir = 0; dir < d.dirs; ++dir) {
       const RnnBlock& blk = layout.Block(l, dir);
@@ -186,7 +199,8 @@ std::vector<CopyRun> RunsOf(cudnnHandle_t h, const RnnPlan& plan, const RnnParam
       }
     }
   }
-  std::sort(runs.begin(), runs.end(), [](const CopyRun& a, const CopyRun& b) { return a.flat < b.flat; });
+  std::sort(runs.begin(), runs.end(),
+            [](const CopyRun& a, const CopyRun& b) { return a.flat < b.flat; });
   std::vector<CopyRun> merged;
   for (const CopyRun& r : runs) {
     CopyRun* last = merged.empty() ? nullptr : &merged.back();
@@ -209,8 +223,8 @@ void BuildPlan(cudnnHandle_t h, RnnPlan& plan, const RnnParam& p, const RnnDims&
   const int strides[3] = {dims[1] * dims[2], dims[2], 1};
   WEFT_CUDNN_CHECK(cudnnSetTensorNdDescriptor(plan.h.get(), CudnnType(dtype), 3, dims, strides));
   auto sizes = [&] {
-    return cudnnGetRNNTempSpaceSizes(h, plan.rnn.get(), CUDNN_FWD_MODE_TRAINING, plan.x.get(), &plan.work_bytes,
-                                     &plan.reserve_bytes);
+    return cudnnGetRNNTempSpaceSizes(h, plan.rnn.get(), CUDNN_FWD_MODE_TRAINING, plan.x.get(),
+                                     &plan.work_bytes, &plan.reserve_bytes);
   };
   cudnnStatus_t status = sizes();
   if (status == CUDNN_STATUS_NOT_SUPPORTED && plan.algo != CUDNN_RNN_ALGO_STANDARD) {
@@ -234,8 +248,19 @@ const RnnPlan& PlanOf(cudnnHandle_t h, const RnnParam& p, const RnnDims& d, DTyp
   static std::mutex mu;                                        // guards plans
   static auto* const plans = new std::map<PlanKey, RnnPlan*>;  // immortal, like the handles
   const bool persistent = GetEnvBool("WEFT_GPU_RNN_PERSISTENT", true);
-  const PlanKey key{h,   static_cast<int>(dtype), static_cast<int>(p.mode), d.layers, d.i, d.h, d.dirs, d.t, d.n,
-                    p.p, AllowTf32(), p.use_sequence_length, persistent};
+  const PlanKey key{h,
+                    static_cast<int>(dtype),
+                    static_cast<int>(p.mode),
+                    d.layers,
+                    d.i,
+                    d.h,
+                    d.dirs,
+                    d.t,
+                    d.n,
+                    p.p,
+                    AllowTf32(),
+                    p.use_sequence_length,
+                    persistent};
   {
     std::lock_guard<std::mutex> lock(mu);
     const auto it = plans->find(key);
@@ -257,7 +282,8 @@ cudnnDropoutDescriptor_t StatelessDropout(cudnnHandle_t h, double p) {
   DropoutDesc*& desc = (*descs)[{h, p}];
   if (desc == nullptr) {
     desc = new DropoutDesc;
-    WEFT_CUDNN_CHECK(cudnnSetDropoutDescriptor(desc->get(), h, static_cast<float>(p), nullptr, 0, 0));
+    WEFT_CUDNN_CHECK(
+        cudnnSetDropoutDescriptor(desc->get(), h, static_cast<float>(p), nullptr, 0, 0));
   }
   return desc->get();
 }
@@ -284,10 +310,12 @@ cudnnDropoutDescriptor_t DeviceDropout(const GpuCall& call, double p, uint64_t s
     WEFT_CUDA_CHECK(cudaMalloc(&s.states, s.bytes));  // immortal, like the handles
     s.seed = seed;
     desc = new DropoutDesc;
-    WEFT_CUDNN_CHECK(cudnnSetDropoutDescriptor(desc->get(), h, static_cast<float>(p), s.states, s.bytes, s.seed));
+    WEFT_CUDNN_CHECK(cudnnSetDropoutDescriptor(desc->get(), h, static_cast<float>(p), s.states,
+                                               s.bytes, s.seed));
   } else if (desc == nullptr) {
     desc = new DropoutDesc;
-    WEFT_CUDNN_CHECK(cudnnRestoreDropoutDescriptor(desc->get(), h, static_cast<float>(p), s.states, s.bytes, s.seed));
+    WEFT_CUDNN_CHECK(cudnnRestoreDropoutDescriptor(desc->get(), h, static_cast<float>(p), s.states,
+                                                   s.bytes, s.seed));
   }
   return desc->get();
 }
@@ -312,19 +340,21 @@ void GpuReserveShape(const Attrs& a, const std::vector<Shape>& in, std::vector<S
   const RnnDims d = RnnDimsOf(p, in[RnnSlots::kData]);
   const cudnnHandle_t h = QueryHandle();
   size_t bytes = 0;
-  for (DType dtype : kRnnTypes) bytes = std::max(bytes, PlanOf(h, p, d, dtype, StatelessDropout(h, p.p)).reserve_bytes);
+  for (DType dtype : kRnnTypes)
+    bytes = std::max(bytes, PlanOf(h, p, d, dtype, StatelessDropout(h, p.p)).reserve_bytes);
   out[RnnSlotsOf(p).reserve] = Shape{static_cast<int64_t>(bytes)};
 }
 
-// Each length of the sequence_length input (a CPU array, in its dtype), checked as the CPU checks it.
+// Each length of the sequence_length input (a CPU array, in its dtype), checked as the CPU checks
+// it.
 std::vector<int32_t> HostLengths(const TensorView& l, const RnnDims& d) {
   std::vector<int32_t> lengths(d.n);
   WEFT_DTYPE_SWITCH(l.dtype(), L, "RNN sequence_length", {
     for (int64_t n = 0; n < d.n; ++n) {
       const double v = static_cast<double>(static_cast<const L*>(l.raw())[n]);
       if (!(v >= 1 && v < static_cast<double>(d.t) + 1)) {
-        WEFT_THROW("RNN: sequence_length[" << n << "] is " << v << ", expected a length in [1, " << d.t
-                                           << "] (data's T)");
+        WEFT_THROW("RNN: sequence_length[" << n << "] is " << v << ", expected a length in [1, "
+                                           << d.t << "] (data's T)");
       }
       lengths[n] = static_cast<int32_t>(v);
     }
@@ -339,7 +369,8 @@ struct CallData {
   std::vector<int32_t> lengths;  // from the sequence_length input; empty without one
 };
 
-void SetCallData(CallData& c, const RnnPlan& plan, const RnnDims& d, DType dtype, const TensorView* lengths) {
+void SetCallData(CallData& c, const RnnPlan& plan, const RnnDims& d, DType dtype,
+                 const TensorView* lengths) {
   if (lengths == nullptr) {
     c.x = plan.x.get(), c.y = plan.y.get();
     return;
@@ -365,11 +396,13 @@ void CopyLengths(const GpuCall& call, const CallData& c, const RnnDims& d, void*
 }
 
 // Copies each run between the flat vector and the weight space, in the direction asked.
-void CopyRuns(const GpuCall& call, const RnnPlan& plan, size_t elem, char* flat, char* space, bool to_space) {
+void CopyRuns(const GpuCall& call, const RnnPlan& plan, size_t elem, char* flat, char* space,
+              bool to_space) {
   for (const CopyRun& r : plan.runs) {
     char* f = flat + r.flat * elem;
     char* s = space + r.space * elem;
-    call.stream().Copy(to_space ? s : f, to_space ? f : s, r.count * elem, cudaMemcpyDeviceToDevice);
+    call.stream().Copy(to_space ? s : f, to_space ? f : s, r.count * elem,
+                       cudaMemcpyDeviceToDevice);
   }
 }
 
@@ -395,7 +428,8 @@ size_t ScratchBytes(OpReq req, const TensorView* out, bool required) {
 }
 
 void FinishOutput(const GpuCall& call, OpReq req, const TensorView* out, const void* scratch) {
-  if (out != nullptr && req == OpReq::kAddTo) AddInto(call, out->dtype(), out->size(), scratch, out->raw());
+  if (out != nullptr && req == OpReq::kAddTo)
+    AddInto(call, out->dtype(), out->size(), scratch, out->raw());
 }
 
 // One call's common parts: attributes, extents, slots, dtype and plan.
@@ -407,8 +441,8 @@ struct GpuRnnCall {
   const RnnPlan* plan;
 };
 
-GpuRnnCall CallOf(const GpuCall& call, const Attrs& a, std::span<const TensorView> fwd_in, uint64_t seed,
-                  const char* op) {
+GpuRnnCall CallOf(const GpuCall& call, const Attrs& a, std::span<const TensorView> fwd_in,
+                  uint64_t seed, const char* op) {
   const RnnParam& p = a.Get<RnnParam>();
   const DType dtype = fwd_in[RnnSlots::kData].dtype();
   CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
@@ -421,11 +455,14 @@ GpuRnnCall CallOf(const GpuCall& call, const Attrs& a, std::span<const TensorVie
 void* WeightSpace(const GpuCall& call, const GpuRnnCall& c, const TensorView& flat, void* space) {
   if (c.plan->zero_copy) return flat.raw();
   call.stream().Memset(space, 0, c.plan->weight_bytes);
-  CopyRuns(call, *c.plan, DTypeSize(c.dtype), static_cast<char*>(flat.raw()), static_cast<char*>(space), true);
+  CopyRuns(call, *c.plan, DTypeSize(c.dtype), static_cast<char*>(flat.raw()),
+           static_cast<char*>(space), true);
   return space;
 }
 
-const TensorView* Optional(std::span<const TensorView> views, int slot) { return slot < 0 ? nullptr : &views[slot]; }
+const TensorView* Optional(std::span<const TensorView> views, int slot) {
+  return slot < 0 ? nullptr : &views[slot];
+}
 
 // A cuDNN call's path (JoinedLibraryWork::Run): one bit per optional argument given.
 uint32_t PathOf(std::initializer_list<bool> given) {
@@ -436,26 +473,29 @@ uint32_t PathOf(std::initializer_list<bool> given) {
 
 // in: (data, parameters, state[, state_cell][, sequence_length]); out: the visible outputs, then
 // the reserve.
-void RnnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                   std::span<const TensorView> out) {
+void RnnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                   std::span<const OpReq> req, std::span<const TensorView> out) {
   const GpuCall call(ctx);
   const GpuRnnCall c = CallOf(call, a, in, ctx.random.seed, "RNN");
   const RnnPlan& plan = *c.plan;
   CallData data;
   SetCallData(data, plan, c.d, c.dtype, Optional(in, c.s.lengths));
   const bool train = ctx.is_train && req[c.s.reserve] != OpReq::kNull;
-  if (plan.algo != CUDNN_RNN_ALGO_STANDARD) persistent_forwards.fetch_add(1, std::memory_order_relaxed);
+  if (plan.algo != CUDNN_RNN_ALGO_STANDARD)
+    persistent_forwards.fetch_add(1, std::memory_order_relaxed);
   if (train) {
     WEFT_CHECK(out[c.s.reserve].bytes() >= plan.reserve_bytes)
-        << "RNN: the reserve holds " << out[c.s.reserve].bytes() << " bytes, expected at least " << plan.reserve_bytes
-        << " (were its shapes inferred without the device?)";
+        << "RNN: the reserve holds " << out[c.s.reserve].bytes() << " bytes, expected at least "
+        << plan.reserve_bytes << " (were its shapes inferred without the device?)";
   }
   const TensorView* hy = Optional(out, c.s.state_out);
   const TensorView* cy = Optional(out, c.s.state_cell_out);
-  const OpReq hy_req = hy ? req[c.s.state_out] : OpReq::kNull, cy_req = cy ? req[c.s.state_cell_out] : OpReq::kNull;
-  const std::vector<void*> ws = call.Workspace({plan.zero_copy ? 0 : plan.weight_bytes, plan.work_bytes,
-                                                c.d.n * sizeof(int32_t), ScratchBytes(req[0], &out[0], true),
-                                                ScratchBytes(hy_req, hy, false), ScratchBytes(cy_req, cy, false)});
+  const OpReq hy_req = hy ? req[c.s.state_out] : OpReq::kNull,
+              cy_req = cy ? req[c.s.state_cell_out] : OpReq::kNull;
+  const std::vector<void*> ws =
+      call.Workspace({plan.zero_copy ? 0 : plan.weight_bytes, plan.work_bytes,
+                      c.d.n * sizeof(int32_t), ScratchBytes(req[0], &out[0], true),
+                      ScratchBytes(hy_req, hy, false), ScratchBytes(cy_req, cy, false)});
   void* weights = WeightSpace(call, c, in[RnnSlots::kParams], ws[0]);
   CopyLengths(call, data, c.d, ws[2]);
   void* y = TargetOf(req[0], &out[0], ws[3], true);
@@ -466,9 +506,10 @@ void RnnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
   plan.forward.Run(call.stream(), path, [&](engine::GpuStream& s) {
     WEFT_CUDNN_CHECK(cudnnRNNForward(
         CudnnHandle(s), plan.rnn.get(), train ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
-        static_cast<const int32_t*>(ws[2]), data.x, in[RnnSlots::kData].raw(), data.y, y, plan.h.get(),
-        in[RnnSlots::kState].raw(), hy_ptr, plan.h.get(), cx, cy_ptr, plan.weight_bytes, weights, plan.work_bytes,
-        ws[1], train ? plan.reserve_bytes : 0, train ? out[c.s.reserve].raw() : nullptr));
+        static_cast<const int32_t*>(ws[2]), data.x, in[RnnSlots::kData].raw(), data.y, y,
+        plan.h.get(), in[RnnSlots::kState].raw(), hy_ptr, plan.h.get(), cx, cy_ptr,
+        plan.weight_bytes, weights, plan.work_bytes, ws[1], train ? plan.reserve_bytes : 0,
+        train ? out[c.s.reserve].raw() : nullptr));
   });
   FinishOutput(call, req[0], &out[0], ws[3]);
   FinishOutput(call, hy_req, hy, ws[4]);
@@ -478,8 +519,9 @@ void RnnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
 // The weights' gradient, after backward data: cuDNN accumulates into a weight space (its only
 // mode), which is the gradient itself when the layouts agree, or scratch copied back to weft's
 // layout (through more scratch for an add).
-void BackwardWeights(const GpuCall& call, const GpuRnnCall& c, const CallData& data, std::span<const TensorView> in,
-                     OpReq req, const TensorView& dw, const std::vector<void*>& ws) {
+void BackwardWeights(const GpuCall& call, const GpuRnnCall& c, const CallData& data,
+                     std::span<const TensorView> in, OpReq req, const TensorView& dw,
+                     const std::vector<void*>& ws) {
   const RnnPlan& plan = *c.plan;
   const RnnSlots& s = c.s;
   void* space = plan.zero_copy ? dw.raw() : ws[3];
@@ -487,10 +529,10 @@ void BackwardWeights(const GpuCall& call, const GpuRnnCall& c, const CallData& d
   const TensorView& reserve = in[RnnSlots::kBackwardReserve];
   plan.backward_weights.Run(call.stream(), 0, [&](engine::GpuStream& st) {
     WEFT_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(
-        CudnnHandle(st), plan.rnn.get(), CUDNN_WGRAD_MODE_ADD, static_cast<const int32_t*>(ws[2]), data.x,
-        in[s.BackwardInput(RnnSlots::kData)].raw(), plan.h.get(), in[s.BackwardInput(RnnSlots::kState)].raw(), data.y,
-        in[RnnSlots::kBackwardOut].raw(), plan.weight_bytes, space, plan.work_bytes, ws[1], plan.reserve_bytes,
-        reserve.raw()));
+        CudnnHandle(st), plan.rnn.get(), CUDNN_WGRAD_MODE_ADD, static_cast<const int32_t*>(ws[2]),
+        data.x, in[s.BackwardInput(RnnSlots::kData)].raw(), plan.h.get(),
+        in[s.BackwardInput(RnnSlots::kState)].raw(), data.y, in[RnnSlots::kBackwardOut].raw(),
+        plan.weight_bytes, space, plan.work_bytes, ws[1], plan.reserve_bytes, reserve.raw()));
   });
   if (plan.zero_copy) return;
   const bool add = req == OpReq::kAddTo;
@@ -500,8 +542,9 @@ void BackwardWeights(const GpuCall& call, const GpuRnnCall& c, const CallData& d
 }
 
 // Backward data, joined (the file comment says why) on every path, and counted for tests.
-void BackwardData(const GpuCall& call, const GpuRnnCall& c, const CallData& data, std::span<const TensorView> in,
-                  std::span<const OpReq> req, std::span<const TensorView> out, const std::vector<void*>& ws,
+void BackwardData(const GpuCall& call, const GpuRnnCall& c, const CallData& data,
+                  std::span<const TensorView> in, std::span<const OpReq> req,
+                  std::span<const TensorView> out, const std::vector<void*>& ws,
                   const void* weights) {
   const RnnSlots& s = c.s;
   const TensorView* dhx = &out[RnnSlots::kState];
@@ -514,13 +557,15 @@ void BackwardData(const GpuCall& call, const GpuRnnCall& c, const CallData& data
   void* dcx_ptr = dcx ? TargetOf(req[s.state_cell], dcx, ws[7], false) : nullptr;
   const TensorView& reserve = in[RnnSlots::kBackwardReserve];
   const RnnPlan& plan = *c.plan;
-  const uint32_t path = PathOf({dhy != nullptr, dhx_ptr != nullptr, cx != nullptr, dcy != nullptr, dcx_ptr != nullptr});
+  const uint32_t path = PathOf(
+      {dhy != nullptr, dhx_ptr != nullptr, cx != nullptr, dcy != nullptr, dcx_ptr != nullptr});
   plan.backward_data.Run(call.stream(), path, [&](engine::GpuStream& st) {
     WEFT_CUDNN_CHECK(cudnnRNNBackwardData_v8(
-        CudnnHandle(st), plan.rnn.get(), static_cast<const int32_t*>(ws[2]), data.y, in[RnnSlots::kBackwardOut].raw(),
-        in[s.BackwardOutGrad(RnnSlots::kOut)].raw(), data.x, dx, plan.h.get(),
-        in[s.BackwardInput(RnnSlots::kState)].raw(), dhy, dhx_ptr, plan.h.get(), cx, dcy, dcx_ptr, plan.weight_bytes,
-        weights, plan.work_bytes, ws[1], plan.reserve_bytes, reserve.raw()));
+        CudnnHandle(st), plan.rnn.get(), static_cast<const int32_t*>(ws[2]), data.y,
+        in[RnnSlots::kBackwardOut].raw(), in[s.BackwardOutGrad(RnnSlots::kOut)].raw(), data.x, dx,
+        plan.h.get(), in[s.BackwardInput(RnnSlots::kState)].raw(), dhy, dhx_ptr, plan.h.get(), cx,
+        dcy, dcx_ptr, plan.weight_bytes, weights, plan.work_bytes, ws[1], plan.reserve_bytes,
+        reserve.raw()));
   });
   backward_joins.fetch_add(1, std::memory_order_relaxed);
   FinishOutput(call, req[0], &out[0], ws[5]);
@@ -529,8 +574,8 @@ void BackwardData(const GpuCall& call, const GpuRnnCall& c, const CallData& data
 }
 
 // in: _backward_RNN's inputs (rnn_params.h); out: the gradients of data, parameters, the states.
-void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                    std::span<const TensorView> out) {
+void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                    std::span<const OpReq> req, std::span<const TensorView> out) {
   backward_calls.fetch_add(1, std::memory_order_relaxed);
   const GpuCall call(ctx);
   const RnnSlots slots = RnnSlotsOf(a.Get<RnnParam>());
@@ -539,8 +584,8 @@ void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
   const RnnPlan& plan = *c.plan;
   const TensorView& reserve = in[RnnSlots::kBackwardReserve];
   WEFT_CHECK(reserve.bytes() >= plan.reserve_bytes)
-      << "_backward_RNN: the reserve holds " << reserve.bytes() << " bytes, expected at least " << plan.reserve_bytes
-      << " (were its shapes inferred without the device?)";
+      << "_backward_RNN: the reserve holds " << reserve.bytes() << " bytes, expected at least "
+      << plan.reserve_bytes << " (were its shapes inferred without the device?)";
   CallData data;
   SetCallData(data, plan, c.d, c.dtype, Optional(fwd, c.s.lengths));
   const OpReq dw_req = req[RnnSlots::kParams];
@@ -551,19 +596,22 @@ void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
   const std::vector<void*> ws = call.Workspace(
       {plan.zero_copy ? 0 : plan.weight_bytes, plan.work_bytes, c.d.n * sizeof(int32_t),
        dw_space ? plan.weight_bytes : 0, dw_space && dw_req == OpReq::kAddTo ? out[1].bytes() : 0,
-       ScratchBytes(req[0], &out[0], true), ScratchBytes(req[RnnSlots::kState], &out[RnnSlots::kState], false),
+       ScratchBytes(req[0], &out[0], true),
+       ScratchBytes(req[RnnSlots::kState], &out[RnnSlots::kState], false),
        dcx ? ScratchBytes(req[c.s.state_cell], dcx, false) : 0});
   const void* weights = WeightSpace(call, c, fwd[RnnSlots::kParams], ws[0]);
   CopyLengths(call, data, c.d, ws[2]);
   BackwardData(call, c, data, in, req, out, ws, weights);
-  if (dw_req != OpReq::kNull) BackwardWeights(call, c, data, in, dw_req, out[RnnSlots::kParams], ws);
+  if (dw_req != OpReq::kNull)
+    BackwardWeights(call, c, data, in, dw_req, out[RnnSlots::kParams], ws);
 }
 
 WEFT_REGISTER_COMPUTE(RNN, DeviceType::kGpu, RnnForwardGpu);
 WEFT_REGISTER_COMPUTE(_backward_RNN, DeviceType::kGpu, RnnBackwardGpu);
 // No capture barrier: a recorded backward is checked by the capture (JoinBackwardData). With
 // sequence lengths (a host input) a captured step runs the op on its own (Op::CaptureBarrier).
-[[maybe_unused]] const bool reserve_registered = (RegisterDeviceShape("RNN", DeviceType::kGpu, GpuReserveShape), true);
+[[maybe_unused]] const bool reserve_registered =
+    (RegisterDeviceShape("RNN", DeviceType::kGpu, GpuReserveShape), true);
 
 }  // namespace
 

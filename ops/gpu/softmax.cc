@@ -37,9 +37,11 @@ ComputeFn SoftmaxGpu(const std::string& op, bool log, bool backward) {
 }
 
 WEFT_REGISTER_COMPUTE(softmax, DeviceType::kGpu, SoftmaxGpu("softmax", false, false));
-WEFT_REGISTER_COMPUTE(_backward_softmax, DeviceType::kGpu, SoftmaxGpu("_backward_softmax", false, true));
+WEFT_REGISTER_COMPUTE(_backward_softmax, DeviceType::kGpu,
+                      SoftmaxGpu("_backward_softmax", false, true));
 WEFT_REGISTER_COMPUTE(log_softmax, DeviceType::kGpu, SoftmaxGpu("log_softmax", true, false));
-WEFT_REGISTER_COMPUTE(_backward_log_softmax, DeviceType::kGpu, SoftmaxGpu("_backward_log_softmax", true, true));
+WEFT_REGISTER_COMPUTE(_backward_log_softmax, DeviceType::kGpu,
+                      SoftmaxGpu("_backward_log_softmax", true, true));
 
 }  // namespace
 }  // namespace weft::gpu

@@ -36,8 +36,8 @@ DeviceErrorMessage BadLabel(const char* op, int64_t classes) {
 // Forward, in: (data (N, C), label (N,)), out: (loss (N,)); backward, in: (out_grad (N,), data,
 // label), out: (d_data (N, C)).
 template <bool kBackward>
-void SceGpu(const OpContext& ctx, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
-            std::span<const TensorView> out) {
+void SceGpu(const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
+            std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const char* op = kBackward ? "_backward_SoftmaxCrossEntropy" : "SoftmaxCrossEntropy";
   const TensorView &data = in[kBackward ? 1 : 0], &label = in[kBackward ? 2 : 1];
@@ -48,14 +48,15 @@ void SceGpu(const OpContext& ctx, const Attrs&, std::span<const TensorView> in, 
   const void *x = data.raw(), *labels = label.raw();
   void* result = out[0].raw();
   const std::string t = TypeName(dtype);
-  const BadItems bad(ctx, dtype == DType::kFloat32 ? BadLabel<float>(op, classes) : BadLabel<double>(op, classes));
+  const BadItems bad(
+      ctx, dtype == DType::kFloat32 ? BadLabel<float>(op, classes) : BadLabel<double>(op, classes));
   constexpr int64_t kWarp = 32;  // threads per row
   if (kBackward) {
-    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceGrad", {t}), n * kWarp, n, classes, in[0].raw(), x,
-           labels, accumulate, result, bad.slot());
+    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceGrad", {t}), n * kWarp, n, classes,
+           in[0].raw(), x, labels, accumulate, result, bad.slot());
   } else {
-    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceLoss", {t}), n * kWarp, n, classes, x, labels,
-           accumulate, result, bad.slot());
+    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceLoss", {t}), n * kWarp, n, classes,
+           x, labels, accumulate, result, bad.slot());
   }
   bad.Report(label);
 }

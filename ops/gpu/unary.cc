@@ -17,51 +17,54 @@ void Forward(const OpContext& ctx, const std::string& op, const std::string& fun
   const std::string t = KernelType(op, kElementwiseTypes, {&x, 1}, {&y, 1});
   const int v = PackWidth(x.dtype(), {x.raw(), y.raw()});
   const int64_t n = y.size();
-  Launch(ctx, "unary.cuh", Instance("weft::UnaryForward", {functor, t, std::to_string(v)}), Packs(n, v), x.raw(),
-         y.raw(), n, scalar, ReqCode(req));
+  Launch(ctx, "unary.cuh", Instance("weft::UnaryForward", {functor, t, std::to_string(v)}),
+         Packs(n, v), x.raw(), y.raw(), n, scalar, ReqCode(req));
 }
 
 // in: (dy) or (dy, x or y, as the functor's kGradReads says), one shape; dx: that shape (dx may be
 // dy).
-void Backward(const OpContext& ctx, const std::string& op, const std::string& functor, double scalar,
-              std::span<const TensorView> in, OpReq req, const TensorView& dx) {
+void Backward(const OpContext& ctx, const std::string& op, const std::string& functor,
+              double scalar, std::span<const TensorView> in, OpReq req, const TensorView& dx) {
   if (req == OpReq::kNull) return;
   const std::string t = KernelType(op, kElementwiseTypes, in, {&dx, 1});
   const void* read = in.back().raw();  // dy itself when Grad reads nothing
   const int v = PackWidth(dx.dtype(), {in[0].raw(), read, dx.raw()});
   const int64_t n = dx.size();
-  Launch(ctx, "unary.cuh", Instance("weft::UnaryBackward", {functor, t, std::to_string(v)}), Packs(n, v), in[0].raw(),
-         read, dx.raw(), n, scalar, ReqCode(req));
+  Launch(ctx, "unary.cuh", Instance("weft::UnaryBackward", {functor, t, std::to_string(v)}),
+         Packs(n, v), in[0].raw(), read, dx.raw(), n, scalar, ReqCode(req));
 }
 
 void RegisterUnary(const std::string& op, const std::string& functor, bool has_scalar) {
   const std::string backward = "_backward_" + op;
   RegisterCompute(op, DeviceType::kGpu,
-                  [=](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                      std::span<const TensorView> out) {
+                  [=](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                      std::span<const OpReq> req, std::span<const TensorView> out) {
                     const double s = has_scalar ? a.Get<ScalarParam>().scalar : 0.0;
                     Forward(ctx, op, functor, s, in[0], req[0], out[0]);
                   });
   RegisterCompute(backward, DeviceType::kGpu,
-                  [=](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                      std::span<const TensorView> out) {
+                  [=](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                      std::span<const OpReq> req, std::span<const TensorView> out) {
                     const double s = has_scalar ? a.Get<ScalarParam>().scalar : 0.0;
                     Backward(ctx, backward, functor, s, in, req[0], out[0]);
                   });
 }
 
-void ActivationForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in, std::span<const OpReq> req,
-                       std::span<const TensorView> out) {
-  Forward(ctx, "Activation", ActivationFunctor(a.Get<ActivationParam>().act_type), 0.0, in[0], req[0], out[0]);
+void ActivationForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                       std::span<const OpReq> req, std::span<const TensorView> out) {
+  Forward(ctx, "Activation", ActivationFunctor(a.Get<ActivationParam>().act_type), 0.0, in[0],
+          req[0], out[0]);
 }
 
 void ActivationBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                         std::span<const OpReq> req, std::span<const TensorView> out) {
-  Backward(ctx, "_backward_Activation", ActivationFunctor(a.Get<ActivationParam>().act_type), 0.0, in, req[0], out[0]);
+  Backward(ctx, "_backward_Activation", ActivationFunctor(a.Get<ActivationParam>().act_type), 0.0,
+           in, req[0], out[0]);
 }
 
 const bool registered = [] {
-#define WEFT_UNARY_GPU(name, functor, description, has_scalar) RegisterUnary(#name, "weft::fn::" #functor, has_scalar);
+#define WEFT_UNARY_GPU(name, functor, description, has_scalar) \
+  RegisterUnary(#name, "weft::fn::" #functor, has_scalar);
   WEFT_UNARY_OPS(WEFT_UNARY_GPU)
 #undef WEFT_UNARY_GPU
   RegisterCompute("Activation", DeviceType::kGpu, ActivationForward);

@@ -14,7 +14,8 @@ namespace weft::cpu {
 int IntraOpThreads() {
   static const int threads = [] {
     const int workers = engine::EngineOptions::FromEnv().cpu_workers;
-    return GetEnvInt("WEFT_CPU_OP_THREADS", std::max(1, NumCores() / std::max(1, workers)), 1, 1024);
+    return GetEnvInt("WEFT_CPU_OP_THREADS", std::max(1, NumCores() / std::max(1, workers)), 1,
+                     1024);
   }();
   return threads;
 }
@@ -25,7 +26,8 @@ int IntraOpThreads() {
 // training step of a 784-1024-1024-10 MLP took 1.2 to 1.4 times longer.
 void ParallelForSplit(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
   ConfigureOpenMPForThisThread();
-  const int64_t chunks = std::min<int64_t>(IntraOpThreads(), (n + grain - 1) / std::max<int64_t>(grain, 1));
+  const int64_t chunks =
+      std::min<int64_t>(IntraOpThreads(), (n + grain - 1) / std::max<int64_t>(grain, 1));
 #pragma omp parallel for num_threads(static_cast <int>(chunks)) schedule(static)
   for (int64_t c = 0; c < chunks; ++c) f(n * c / chunks, n * (c + 1) / chunks);
 }
@@ -59,18 +61,22 @@ std::vector<void*> SplitWorkspace(const OpContext& ctx, const std::vector<size_t
 
 }  // namespace
 
-StagedOutputs::StagedOutputs(const OpContext& ctx, std::span<const OpReq> req, std::span<const TensorView> outputs,
-                             bool inplace_ok, std::span<const size_t> extra_bytes)
+StagedOutputs::StagedOutputs(const OpContext& ctx, std::span<const OpReq> req,
+                             std::span<const TensorView> outputs, bool inplace_ok,
+                             std::span<const size_t> extra_bytes)
     : req_(req), outputs_(outputs), targets_(outputs.begin(), outputs.end()) {
   auto staged = [&](size_t i) {
-    return req[i] == OpReq::kAddTo || req[i] == OpReq::kNull || (req[i] == OpReq::kWriteInplace && !inplace_ok);
+    return req[i] == OpReq::kAddTo || req[i] == OpReq::kNull ||
+           (req[i] == OpReq::kWriteInplace && !inplace_ok);
   };
   std::vector<size_t> sizes;
   for (size_t i = 0; i < outputs.size(); ++i) sizes.push_back(staged(i) ? outputs[i].bytes() : 0);
   sizes.insert(sizes.end(), extra_bytes.begin(), extra_bytes.end());
   const std::vector<void*> parts = SplitWorkspace(ctx, sizes);
   for (size_t i = 0; i < outputs.size(); ++i) {
-    if (staged(i)) targets_[i] = TensorView(parts[i], outputs[i].shape(), outputs[i].dtype(), outputs[i].device());
+    if (staged(i))
+      targets_[i] =
+          TensorView(parts[i], outputs[i].shape(), outputs[i].dtype(), outputs[i].device());
   }
   extras_.assign(parts.begin() + static_cast<std::ptrdiff_t>(outputs.size()), parts.end());
 }
@@ -82,7 +88,8 @@ void StagedOutputs::Finish() const {
     WEFT_FLOAT_SWITCH(outputs_[i].dtype(), T, "storing an op's output", {
       const T* src = targets_[i].data<T>();
       T* dst = outputs_[i].data<T>();
-      ParallelFor(outputs_[i].size(), 4096, [&](int64_t b, int64_t e) { StoreN(dst + b, req, src + b, e - b); });
+      ParallelFor(outputs_[i].size(), 4096,
+                  [&](int64_t b, int64_t e) { StoreN(dst + b, req, src + b, e - b); });
     });
   }
 }

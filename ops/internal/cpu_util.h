@@ -60,8 +60,8 @@ inline void Store(T& out, OpReq req, T value) {
 // fused tiles, which call the same loops, equal the unfused ops bit for bit. Plain functions
 // under clang (which clones no templates), the sanitizers (an ifunc resolver runs before their
 // runtime) and off x86-64.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define WEFT_CPU_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define WEFT_CPU_VECTOR_CLONES
@@ -114,11 +114,13 @@ inline void StoreN(T* out, OpReq req, const T* in, int64_t n) {
 //   out.Finish();
 class StagedOutputs {
  public:
-  StagedOutputs(const OpContext& ctx, std::span<const OpReq> req, std::span<const TensorView> outputs, bool inplace_ok,
+  StagedOutputs(const OpContext& ctx, std::span<const OpReq> req,
+                std::span<const TensorView> outputs, bool inplace_ok,
                 std::initializer_list<size_t> extra_bytes = {})
-      : StagedOutputs(ctx, req, outputs, inplace_ok, std::span<const size_t>(extra_bytes.begin(), extra_bytes.size())) {
-  }
-  StagedOutputs(const OpContext& ctx, std::span<const OpReq> req, std::span<const TensorView> outputs, bool inplace_ok,
+      : StagedOutputs(ctx, req, outputs, inplace_ok,
+                      std::span<const size_t>(extra_bytes.begin(), extra_bytes.size())) {}
+  StagedOutputs(const OpContext& ctx, std::span<const OpReq> req,
+                std::span<const TensorView> outputs, bool inplace_ok,
                 std::span<const size_t> extra_bytes);
   const TensorView& Target(int i) const { return targets_[i]; }
   // Whether anyone reads output i (its req is not kNull).

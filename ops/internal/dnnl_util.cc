@@ -49,11 +49,13 @@ class PrimitiveCache {
   }
 
  private:
-  static DnnlPrimitive Create(const std::string& key, const std::function<DnnlPrimitive()>& create) {
+  static DnnlPrimitive Create(const std::string& key,
+                              const std::function<DnnlPrimitive()>& create) {
     try {
       return create();
     } catch (const dnnl::error& e) {
-      WEFT_THROW("oneDNN cannot create primitive " << key << ": " << e.what() << " (status " << e.status << ")");
+      WEFT_THROW("oneDNN cannot create primitive " << key << ": " << e.what() << " (status "
+                                                   << e.status << ")");
     }
   }
 
@@ -93,12 +95,14 @@ const dnnl::engine& DnnlEngine() {
 
 dnnl::memory::desc PlainDesc(const Shape& shape) {
   const auto strides = Strides(shape);
-  return dnnl::memory::desc(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()), dnnl::memory::data_type::f32,
+  return dnnl::memory::desc(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()),
+                            dnnl::memory::data_type::f32,
                             dnnl::memory::dims(strides.begin(), strides.begin() + shape.ndim()));
 }
 
 dnnl::memory DnnlMemory(const TensorView& t) {
-  WEFT_CHECK(t.dtype() == DType::kFloat32) << "oneDNN kernels take float32 here, found " << t.dtype();
+  WEFT_CHECK(t.dtype() == DType::kFloat32)
+      << "oneDNN kernels take float32 here, found " << t.dtype();
   return dnnl::memory(PlainDesc(t.shape()), DnnlEngine(), t.raw());
 }
 
@@ -108,7 +112,8 @@ dnnl::primitive_attr ScratchpadAttr() {
   return attr;
 }
 
-DnnlPrimitive CachedPrimitive(const std::string& key, const std::function<DnnlPrimitive()>& create) {
+DnnlPrimitive CachedPrimitive(const std::string& key,
+                              const std::function<DnnlPrimitive()>& create) {
   return Cache().Get(key, create);
 }
 
@@ -121,21 +126,23 @@ size_t WorkspaceBytes(const DnnlPrimitive& p) { return p.desc.workspace_desc().g
 void ExecutePrimitive(const DnnlPrimitive& p, DnnlArgs args, void* scratchpad) {
   ConfigureOpenMPForThisThread();
   const dnnl::memory::desc pad = p.desc.scratchpad_desc();
-  if (pad.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(pad, DnnlEngine(), scratchpad));
+  if (pad.get_size() > 0)
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(pad, DnnlEngine(), scratchpad));
   try {
     dnnl::stream& stream = ThisThreadStream();
     p.primitive.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& e) {
-    WEFT_THROW("oneDNN primitive " << p.desc.impl_info_str() << " failed: " << e.what() << " (status " << e.status
-                                   << ")");
+    WEFT_THROW("oneDNN primitive " << p.desc.impl_info_str() << " failed: " << e.what()
+                                   << " (status " << e.status << ")");
   }
 }
 
 void Reorder(const dnnl::memory& from, const dnnl::memory& to) {
   ConfigureOpenMPForThisThread();
   dnnl::stream& stream = ThisThreadStream();
-  dnnl::reorder(from, to).execute(stream, const_cast<dnnl::memory&>(from), const_cast<dnnl::memory&>(to));
+  dnnl::reorder(from, to).execute(stream, const_cast<dnnl::memory&>(from),
+                                  const_cast<dnnl::memory&>(to));
   stream.wait();
 }
 

@@ -32,11 +32,13 @@ struct LaneStep {
   LaneFunctor functor;
   bool backward = false;  // dx = BackwardOf<F>(dy, v, s); else y = F::Fwd(x, s)
   float scalar = 0;
-  int x = kCarried;     // forward: x; backward: dy. An index into `others`, or kCarried
-  int v = kCarried;     // backward: the value Grad reads (dy itself when it reads nothing)
-  int store = -1;       // where the result goes, an index into `dsts`; -1: nowhere (only the next step reads it)
+  int x = kCarried;  // forward: x; backward: dy. An index into `others`, or kCarried
+  int v = kCarried;  // backward: the value Grad reads (dy itself when it reads nothing)
+  int store =
+      -1;  // where the result goes, an index into `dsts`; -1: nowhere (only the next step reads it)
   bool add = false;     // the store adds to what is there
-  bool stream = false;  // stored with non-temporal stores (where 16-byte aligned): an output far larger than the cache
+  bool stream = false;  // stored with non-temporal stores (where 16-byte aligned): an output far
+                        // larger than the cache
 };
 
 // Steps [first, end) of a group as one chain. Values by id: `src` the first step's x (or dy),
@@ -55,7 +57,8 @@ std::vector<LaneChain> PlanLaneChains(const FusedGroup& group, const StepPlan& p
 // Runs `steps` over elements [begin, end): `src` the first step's carried operand, `others` and
 // `dsts` base pointers (element 0) of the chain's operands and stored values; `ahead` those of the
 // arrays to prefetch ahead of each block (the streamed values: the next tile's elements).
-void RunLaneChain(std::span<const LaneStep> steps, const float* src, const float* const* others, float* const* dsts,
-                  std::span<const float* const> ahead, int64_t begin, int64_t end);
+void RunLaneChain(std::span<const LaneStep> steps, const float* src, const float* const* others,
+                  float* const* dsts, std::span<const float* const> ahead, int64_t begin,
+                  int64_t end);
 
 }  // namespace weft::cpu

@@ -4,8 +4,9 @@
 
 namespace weft::cpu {
 
-void RunLayerBackward(const DnnlPrimitive& data_prim, const DnnlPrimitive& weights_prim, const TensorView& dy,
-                      const TensorView& x, const TensorView& w, bool bias, const StagedOutputs& staged) {
+void RunLayerBackward(const DnnlPrimitive& data_prim, const DnnlPrimitive& weights_prim,
+                      const TensorView& dy, const TensorView& x, const TensorView& w, bool bias,
+                      const StagedOutputs& staged) {
   const dnnl::memory diff_dst = DnnlMemory(dy);
   if (staged.Needed(0)) {
     ExecutePrimitive(data_prim,

@@ -20,7 +20,8 @@ inline bool NeedsWeightGrads(const StagedOutputs& staged, bool bias) {
 // float32 backward: d_data (viewed as x's shape) through data_prim, then d_weight and d_bias
 // through weights_prim; each step is skipped when nothing reads its outputs. dy and x are viewed
 // as the primitives expect them. Extra(0) of `staged` is the scratchpad of both primitives.
-void RunLayerBackward(const DnnlPrimitive& data_prim, const DnnlPrimitive& weights_prim, const TensorView& dy,
-                      const TensorView& x, const TensorView& w, bool bias, const StagedOutputs& staged);
+void RunLayerBackward(const DnnlPrimitive& data_prim, const DnnlPrimitive& weights_prim,
+                      const TensorView& dy, const TensorView& x, const TensorView& w, bool bias,
+                      const StagedOutputs& staged);
 
 }  // namespace weft::cpu

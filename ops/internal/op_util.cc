@@ -20,8 +20,8 @@ GradientFn GradientFromBackwardOp(const std::string& op, int input) {
 
 int NormalizeAxis(const std::string& op, int64_t axis, int ndim, const Shape& shape) {
   if (axis < -ndim || axis >= ndim) {
-    WEFT_THROW(op << ": axis " << axis << " is out of range for input " << shape << ": expected an axis in [" << -ndim
-                  << ", " << ndim - 1 << "]");
+    WEFT_THROW(op << ": axis " << axis << " is out of range for input " << shape
+                  << ": expected an axis in [" << -ndim << ", " << ndim - 1 << "]");
   }
   return static_cast<int>(axis < 0 ? axis + ndim : axis);
 }

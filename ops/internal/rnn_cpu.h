@@ -36,7 +36,9 @@ struct RnnCall {
   int64_t Length(int64_t n) const { return lengths.empty() ? d.t : lengths[n]; }
   // Element offset of the (N, H) block of layer l, direction d in a state (L*D, N, H).
   int64_t StateBlock(int layer, int dir) const { return (layer * d.dirs + dir) * d.n * d.h; }
-  int64_t OutputSize() const { return d.t * d.n * d.dirs * d.h; }  // of out, and of each layer's input after the first
+  int64_t OutputSize() const {
+    return d.t * d.n * d.dirs * d.h;
+  }  // of out, and of each layer's input after the first
 };
 
 // `forward_inputs`: RNN's inputs, as RnnSlots places them. Reads and checks the lengths: each must
@@ -50,13 +52,15 @@ struct RnnReserveHeader {
   uint64_t trained;  // 1: written by a training forward
   RandomKey dropout;
 };
-inline constexpr size_t kRnnReserveHeaderBytes = 64;  // the header, padded so the body stays 64-byte aligned
+inline constexpr size_t kRnnReserveHeaderBytes =
+    64;  // the header, padded so the body stays 64-byte aligned
 inline constexpr uint64_t kRnnReserveMagic = 0x31764e4e52746677;  // "wftRNNv1"
 
 // Dropout on layer inputs: element k of the range that starts at element `first` of the call's
 // draws is kept (scaled by 1/(1-p)) when its uniform number is >= p, as Dropout's are.
 template <typename T>
-void RnnDropout(RandomKey key, int64_t first, int64_t count, double p, const T* in, T* out, T* mask) {
+void RnnDropout(RandomKey key, int64_t first, int64_t count, double p, const T* in, T* out,
+                T* mask) {
   PhiloxStream stream(RandomKey{key.seed, key.offset + static_cast<uint64_t>(first / 4)});
   for (int64_t skip = 0; skip < first % 4; ++skip) stream.NextU32();
   const T scale = static_cast<T>(1 / (1 - p));
@@ -72,19 +76,22 @@ void RnnDropout(RandomKey key, int64_t first, int64_t count, double p, const T* 
 size_t DnnlReserveBytes(const RnnParam& p, const RnnDims& d);
 // in: RNN's inputs; req and out: the visible outputs. `reserve`: the body, or null for a forward
 // that keeps nothing (inference). `dropout`: the call's random range.
-void RnnForwardDnnl(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in, std::span<const OpReq> req,
-                    std::span<const TensorView> out, void* reserve, RandomKey dropout);
+void RnnForwardDnnl(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in,
+                    std::span<const OpReq> req, std::span<const TensorView> out, void* reserve,
+                    RandomKey dropout);
 // in: _backward_RNN's inputs; `reserve`: the body the forward filled.
-void RnnBackwardDnnl(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in, std::span<const OpReq> req,
-                     std::span<const TensorView> out, void* reserve);
+void RnnBackwardDnnl(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in,
+                     std::span<const OpReq> req, std::span<const TensorView> out, void* reserve);
 
 // ---- loops (ops/cpu/rnn_loops.cc): float64, and lengths ----
 
 // As RnnForwardDnnl, without a reserve; dropout draws from `dropout` in training.
-void RnnForwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in, std::span<const OpReq> req,
-                     std::span<const TensorView> out, RandomKey dropout);
+void RnnForwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in,
+                     std::span<const OpReq> req, std::span<const TensorView> out,
+                     RandomKey dropout);
 // As RnnBackwardDnnl; runs the forward again first, with the forward's dropout range.
 void RnnBackwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const TensorView> in,
-                      std::span<const OpReq> req, std::span<const TensorView> out, RandomKey dropout);
+                      std::span<const OpReq> req, std::span<const TensorView> out,
+                      RandomKey dropout);
 
 }  // namespace weft::cpu

@@ -9,8 +9,8 @@
 // devices run the same functor code. So these headers hold device-neutral code only: no host-only
 // library calls outside this file, no system headers under NVRTC, no exceptions, no globals.
 //
-//   struct Square { template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return x * x; } };
-//   float y = weft::math::Exp(1.0f);
+//   struct Square { template <typename A> WEFT_HOST_DEVICE static A Fwd(A x, A) { return x * x; }
+//   }; float y = weft::math::Exp(1.0f);
 #pragma once
 
 #if defined(__CUDACC_RTC__)
@@ -44,10 +44,12 @@ namespace host {
 // the result is replaced by +inf or 0 through a bit mask, not a select: GCC sinks the arithmetic
 // into the branch of a select and then leaves the loop scalar.
 WEFT_HOST_DEVICE inline float ExpFloat(float x) {
-  constexpr float kShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer, kept in the low bits
+  constexpr float kShift =
+      12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer, kept in the low bits
   const float t = x * 1.44269504088896341f + kShift;
   const float n = t - kShift;
-  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;  // ln(2) = 0.693359375 - 2.12194440e-4
+  const float r =
+      (x - n * 0.693359375f) - n * -2.12194440e-4f;  // ln(2) = 0.693359375 - 2.12194440e-4
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -55,11 +57,13 @@ WEFT_HOST_DEVICE inline float ExpFloat(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float e = (p * (r * r) + r) + 1.0f;
-  const int32_t k = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kShift);  // n, in [-150, 129] here
+  const int32_t k =
+      std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kShift);  // n, in [-150, 129] here
   const int32_t k1 = k >> 1, k2 = k - k1;
   const float s1 = std::bit_cast<float>(static_cast<uint32_t>(k1 + 127) << 23);
   const float s2 = std::bit_cast<float>(static_cast<uint32_t>(k2 + 127) << 23);
-  const uint32_t over = 0u - static_cast<uint32_t>(x > 89.0f), under = 0u - static_cast<uint32_t>(x < -104.0f);
+  const uint32_t over = 0u - static_cast<uint32_t>(x > 89.0f),
+                 under = 0u - static_cast<uint32_t>(x < -104.0f);
   const uint32_t bits = std::bit_cast<uint32_t>(e * s1 * s2);
   return std::bit_cast<float>((bits & ~(over | under)) | (over & 0x7f800000u));
 }
@@ -82,7 +86,8 @@ WEFT_HOST_DEVICE inline float TanhFloat(float x) {
   const float small = p * z * a + a;  // on |x|, so that tanh(-0) keeps its sign (-0 + +0 is +0)
   const float large = 1.0f - 2.0f / (ExpFloat(a + a) + 1.0f);  // in [0.43, 1]; exp's +inf gives 1
   const uint32_t use_small = 0u - static_cast<uint32_t>(a < 0.625f);
-  const uint32_t bits = (std::bit_cast<uint32_t>(small) & use_small) | (std::bit_cast<uint32_t>(large) & ~use_small);
+  const uint32_t bits =
+      (std::bit_cast<uint32_t>(small) & use_small) | (std::bit_cast<uint32_t>(large) & ~use_small);
   return std::bit_cast<float>(bits | sign);
 }
 
@@ -132,7 +137,8 @@ struct Lanes {
   Lanes() = default;
   WEFT_HOST_DEVICE explicit Lanes(Vector x) : v(x) {}
   template <typename S>
-  WEFT_HOST_DEVICE explicit Lanes(S s) : v(static_cast<float>(s) - Vector{}) {}  // s - +0 is s, -0 included
+  WEFT_HOST_DEVICE explicit Lanes(S s)
+      : v(static_cast<float>(s) - Vector{}) {}  // s - +0 is s, -0 included
 };
 WEFT_HOST_DEVICE inline Lanes operator+(Lanes a, Lanes b) { return Lanes(a.v + b.v); }
 WEFT_HOST_DEVICE inline Lanes operator-(Lanes a, Lanes b) { return Lanes(a.v - b.v); }
@@ -143,7 +149,9 @@ WEFT_HOST_DEVICE inline LaneMask operator<(Lanes a, Lanes b) { return {a.v < b.v
 WEFT_HOST_DEVICE inline LaneMask operator>(Lanes a, Lanes b) { return {a.v > b.v}; }
 WEFT_HOST_DEVICE inline LaneMask operator<=(Lanes a, Lanes b) { return {a.v <= b.v}; }
 WEFT_HOST_DEVICE inline LaneMask operator>=(Lanes a, Lanes b) { return {a.v >= b.v}; }
-WEFT_HOST_DEVICE inline Lanes Select(LaneMask c, Lanes a, Lanes b) { return Lanes(c.bits ? a.v : b.v); }
+WEFT_HOST_DEVICE inline Lanes Select(LaneMask c, Lanes a, Lanes b) {
+  return Lanes(c.bits ? a.v : b.v);
+}
 
 // The elementary functions lane by lane, through the float ones above (a loop the compiler
 // vectorizes where the float function is straight-line code: Exp, Tanh, Sqrt, Fabs).

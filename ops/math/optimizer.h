@@ -58,7 +58,8 @@ struct SgdMomUpdate {
   static constexpr int kStates = 1;
   template <typename A>
   WEFT_HOST_DEVICE static A Step(const UpdateParam& p, A weight, A grad, A* state) {
-    state[0] = static_cast<A>(p.momentum) * state[0] - static_cast<A>(p.lr) * UpdateGradient(p, grad, weight);
+    state[0] = static_cast<A>(p.momentum) * state[0] -
+               static_cast<A>(p.lr) * UpdateGradient(p, grad, weight);
     return weight + state[0];
   }
 };
@@ -74,7 +75,8 @@ struct AdamUpdate {
     const A g = UpdateGradient(p, grad, weight);
     state[0] = b1 * state[0] + (A(1) - b1) * g;
     state[1] = b2 * state[1] + (A(1) - b2) * g * g;
-    return weight - static_cast<A>(p.lr) * state[0] / (math::Sqrt(state[1]) + static_cast<A>(p.epsilon));
+    return weight -
+           static_cast<A>(p.lr) * state[0] / (math::Sqrt(state[1]) + static_cast<A>(p.epsilon));
   }
 };
 

@@ -162,7 +162,8 @@ struct Gelu {  // the tanh approximation, as in BERT and GPT-2
   static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Inner(A x) {
-    return A(0.7978845608028654) * (x + A(0.044715) * x * x * x);  // sqrt(2 / pi) (x + 0.044715 x^3)
+    return A(0.7978845608028654) *
+           (x + A(0.044715) * x * x * x);  // sqrt(2 / pi) (x + 0.044715 x^3)
   }
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
@@ -171,8 +172,8 @@ struct Gelu {  // the tanh approximation, as in BERT and GPT-2
   template <typename A>
   WEFT_HOST_DEVICE static A Grad(A x, A, A) {
     const A t = math::Tanh(Inner(x));
-    return A(0.5) * (A(1) + t) +
-           A(0.5) * x * (A(1) - t * t) * A(0.7978845608028654) * (A(1) + A(3) * A(0.044715) * x * x);
+    return A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * A(0.7978845608028654) *
+                                     (A(1) + A(3) * A(0.044715) * x * x);
   }
 };
 

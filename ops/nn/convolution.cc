@@ -3,8 +3,8 @@
 //   data    (N, C, H, W)
 //   weight  (F, C, kh, kw)          F = num_filter, (kh, kw) = kernel
 //   bias    (F,)                    absent when no_bias
-//   output  (N, F, OH, OW)          OH = (H + 2 * pad_h - kh) / stride_h + 1 (floor; the same for OW)
-//   output[n, f, y, x] = bias[f] + sum_{c, i, j} data[n, c, y * stride_h - pad_h + i,
+//   output  (N, F, OH, OW)          OH = (H + 2 * pad_h - kh) / stride_h + 1 (floor; the same for
+//   OW) output[n, f, y, x] = bias[f] + sum_{c, i, j} data[n, c, y * stride_h - pad_h + i,
 //                                                   x * stride_w - pad_w + j] * weight[f, c, i, j]
 //   with taps in the padding contributing zero.
 //
@@ -20,7 +20,8 @@ namespace weft {
 namespace {
 
 ConvParam ParseConv(AttrReader& r) {
-  return {ParseWindow2d(r, std::nullopt), r.Int("num_filter", std::nullopt, 1), r.Bool("no_bias", false)};
+  return {ParseWindow2d(r, std::nullopt), r.Int("num_filter", std::nullopt, 1),
+          r.Bool("no_bias", false)};
 }
 
 // Checks data, weight and (unless no_bias) bias.
@@ -29,7 +30,8 @@ ConvDims CheckConv(const ConvParam& p, const std::vector<Shape>& in) {
   const ConvDims d{Geometry2dOf("Convolution", win, in[0]), p.num_filter};
   const Shape weight{d.f, d.g.c, win.kernel[0], win.kernel[1]};
   if (in[1] != weight) WEFT_THROW("Convolution: weight must be " << weight << ", found " << in[1]);
-  if (!p.no_bias && in[2] != Shape{d.f}) WEFT_THROW("Convolution: bias must be " << Shape{d.f} << ", found " << in[2]);
+  if (!p.no_bias && in[2] != Shape{d.f})
+    WEFT_THROW("Convolution: bias must be " << Shape{d.f} << ", found " << in[2]);
   return d;
 }
 
@@ -43,7 +45,8 @@ std::vector<Shape> ConvBackwardShape(const Attrs& a, const std::vector<Shape>& i
   const bool bias = !p.no_bias;
   p.no_bias = true;
   const Shape out = CheckConv(p, {in[1], in[2]}).Output();
-  if (in[0] != out) WEFT_THROW("_backward_Convolution: out_grad must be " << out << ", found " << in[0]);
+  if (in[0] != out)
+    WEFT_THROW("_backward_Convolution: out_grad must be " << out << ", found " << in[0]);
   if (!bias) return {in[1], in[2]};
   return {in[1], in[2], Shape{p.num_filter}};
 }
@@ -57,9 +60,10 @@ void ConvInputShapes(const Attrs& a, std::vector<std::optional<Shape>>& in) {
 }
 
 const bool defined = [] {
-  DefineLayerOp<ConvParam>({"Convolution",
-                            "2-D convolution (cross-correlation) over NCHW data with an (F, C, kh, kw) weight",
-                            ParseConv, ConvShape, ConvBackwardShape, ConvInputShapes});
+  DefineLayerOp<ConvParam>(
+      {"Convolution",
+       "2-D convolution (cross-correlation) over NCHW data with an (F, C, kh, kw) weight",
+       ParseConv, ConvShape, ConvBackwardShape, ConvInputShapes});
   return true;
 }();
 

@@ -28,8 +28,10 @@ DropoutParam ParseDropout(AttrReader& r) {
 const bool defined = [] {
   WEFT_REGISTER_OP(Dropout)
       .Describe(
-          "in training, zeroes each element with probability p (default 0.5) and scales the rest by "
-          "1/(1-p); else the identity. Outputs: the result and the mask (0 or 1/(1-p); 1 outside training)")
+          "in training, zeroes each element with probability p (default 0.5) and scales the rest "
+          "by "
+          "1/(1-p); else the identity. Outputs: the result and the mask (0 or 1/(1-p); 1 outside "
+          "training)")
       .Params(ParseDropout)
       .Inputs({"data"})
       .Outputs(2)
@@ -38,7 +40,8 @@ const bool defined = [] {
       })
       .Inplace({{0, 0}})
       .Random([](const Attrs& a, std::span<const TensorView> in, bool train) -> uint64_t {
-        return train && a.Get<DropoutParam>().p > 0 ? in[0].size() : 0;  // one number per element, as computed
+        return train && a.Get<DropoutParam>().p > 0 ? in[0].size()
+                                                    : 0;  // one number per element, as computed
       })
       .Gradient([](const Attrs&, GradBuilder& g) {
         g.SetInputGrad(0, g.Op("mul", {g.OutGrad(0), g.Output(1)}));

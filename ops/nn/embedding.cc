@@ -25,10 +25,12 @@ std::vector<Shape> EmbeddingShape(const Attrs& a, const std::vector<Shape>& in) 
   const EmbeddingParam& p = a.Get<EmbeddingParam>();
   const Shape weight{p.input_dim, p.output_dim};
   if (in[1] != weight) {
-    WEFT_THROW("Embedding: expected weight of shape " << weight << " (input_dim, output_dim), found " << in[1]);
+    WEFT_THROW("Embedding: expected weight of shape "
+               << weight << " (input_dim, output_dim), found " << in[1]);
   }
   if (in[0].ndim() == Shape::kMaxDims) {
-    WEFT_THROW("Embedding: expected data with fewer than " << Shape::kMaxDims << " axes, found " << in[0]);
+    WEFT_THROW("Embedding: expected data with fewer than " << Shape::kMaxDims << " axes, found "
+                                                           << in[0]);
   }
   Shape out = in[0];
   out.PushBack(p.output_dim);
@@ -47,14 +49,16 @@ std::vector<Shape> EmbeddingBackwardShape(const Attrs& a, const std::vector<Shap
 const bool defined = [] {
   WEFT_REGISTER_OP(Embedding)
       .Describe(
-          "rows of weight (input_dim, output_dim) picked by the indices in data; output data.shape + "
+          "rows of weight (input_dim, output_dim) picked by the indices in data; output data.shape "
+          "+ "
           "(output_dim,)")
       .Params(ParseEmbedding)
       .Inputs({"data", "weight"})
       .InferShape(EmbeddingShape)
       .Gradient(GradientFromBackwardOp("Embedding", 1));  // data gets none
   WEFT_REGISTER_OP(_backward_Embedding)
-      .Describe("gradient of Embedding for weight: takes (out_grad, data), sums out_grad rows by index")
+      .Describe(
+          "gradient of Embedding for weight: takes (out_grad, data), sums out_grad rows by index")
       .Params(ParseEmbedding)
       .Inputs({"out_grad", "data"})
       .InferShape(EmbeddingBackwardShape);

@@ -25,11 +25,13 @@ FcParam ParseFc(AttrReader& r) {
 Shape FcOutputShape(const FcParam& p, const std::vector<Shape>& in) {
   const Shape& data = in[0];
   if (data.ndim() < 1 || data.Size() == 0) {
-    WEFT_THROW("FullyConnected: data must be a non-empty array with at least one axis, found " << data);
+    WEFT_THROW("FullyConnected: data must be a non-empty array with at least one axis, found "
+               << data);
   }
   const FcDims d = FcDimsOf(p, data);
   const Shape weight{d.o, d.k};
-  if (in[1] != weight) WEFT_THROW("FullyConnected: weight must be " << weight << ", found " << in[1]);
+  if (in[1] != weight)
+    WEFT_THROW("FullyConnected: weight must be " << weight << ", found " << in[1]);
   if (!p.no_bias && in[2] != Shape{d.o}) {
     WEFT_THROW("FullyConnected: bias must be " << Shape{d.o} << ", found " << in[2]);
   }
@@ -49,7 +51,8 @@ std::vector<Shape> FcBackwardShape(const Attrs& a, const std::vector<Shape>& in)
   FcParam without_bias = p;
   without_bias.no_bias = true;
   const Shape out = FcOutputShape(without_bias, {in[1], in[2]});
-  if (in[0] != out) WEFT_THROW("_backward_FullyConnected: out_grad must be " << out << ", found " << in[0]);
+  if (in[0] != out)
+    WEFT_THROW("_backward_FullyConnected: out_grad must be " << out << ", found " << in[0]);
   if (p.no_bias) return {in[1], in[2]};
   return {in[1], in[2], Shape{p.num_hidden}};
 }
@@ -65,9 +68,10 @@ void FcInputShapes(const Attrs& a, std::vector<std::optional<Shape>>& in) {
 }
 
 const bool defined = [] {
-  DefineLayerOp<FcParam>({"FullyConnected",
-                          "data * weight^T + bias; weight is (num_hidden, K); flatten folds data to (N, K)", ParseFc,
-                          FcShape, FcBackwardShape, FcInputShapes});
+  DefineLayerOp<FcParam>(
+      {"FullyConnected",
+       "data * weight^T + bias; weight is (num_hidden, K); flatten folds data to (N, K)", ParseFc,
+       FcShape, FcBackwardShape, FcInputShapes});
   return true;
 }();
 

@@ -24,12 +24,13 @@ namespace {
 
 PoolParam ParsePool(AttrReader& r) {
   const bool global = r.Bool("global_pool", false);
-  const PoolType type =
-      r.Choice<PoolType>("pool_type", {{"max", PoolType::kMax}, {"avg", PoolType::kAvg}}, PoolType::kMax);
+  const PoolType type = r.Choice<PoolType>(
+      "pool_type", {{"max", PoolType::kMax}, {"avg", PoolType::kAvg}}, PoolType::kMax);
   const Window2d win = ParseWindow2d(r, global ? std::optional<Shape>(Shape{1, 1}) : std::nullopt);
   if (!global && (win.pad[0] >= win.kernel[0] || win.pad[1] >= win.kernel[1])) {
     WEFT_THROW("op 'Pooling': attribute 'pad': expected less than the kernel "
-               << Shape({win.kernel[0], win.kernel[1]}) << " on each axis, found " << Shape({win.pad[0], win.pad[1]}));
+               << Shape({win.kernel[0], win.kernel[1]}) << " on each axis, found "
+               << Shape({win.pad[0], win.pad[1]}));
   }
   return {win, type, global};
 }
@@ -41,7 +42,8 @@ std::vector<Shape> PoolShape(const Attrs& a, const std::vector<Shape>& in) {
 // in: (out_grad, data).
 std::vector<Shape> PoolBackwardShape(const Attrs& a, const std::vector<Shape>& in) {
   const Shape out = PoolOutputShape(PoolCallOf(a, in[1]).g);
-  if (in[0] != out) WEFT_THROW("_backward_Pooling: out_grad must be " << out << ", found " << in[0]);
+  if (in[0] != out)
+    WEFT_THROW("_backward_Pooling: out_grad must be " << out << ", found " << in[0]);
   return {in[1]};
 }
 

@@ -23,7 +23,8 @@ RnnParam ParseRnn(AttrReader& r) {
   p.num_layers = r.Int("num_layers", 1, 1);
   p.bidirectional = r.Bool("bidirectional", false);
   p.p = r.Float("p", 0.0);
-  if (!(p.p >= 0 && p.p < 1)) WEFT_THROW("op 'RNN': attribute 'p': expected a probability in [0, 1), found " << p.p);
+  if (!(p.p >= 0 && p.p < 1))
+    WEFT_THROW("op 'RNN': attribute 'p': expected a probability in [0, 1), found " << p.p);
   p.state_outputs = r.Bool("state_outputs", false);
   p.use_sequence_length = r.Bool("use_sequence_length", false);
   return p;
@@ -32,8 +33,9 @@ RnnParam ParseRnn(AttrReader& r) {
 // Checks a state input (L*D, N, H).
 void CheckState(const RnnDims& d, const Shape& found, const char* what) {
   if (found == d.State()) return;
-  WEFT_THROW("RNN: " << what << " must be " << d.State() << " (num_layers * directions, batch, state_size) for data ("
-                     << d.t << ", " << d.n << ", " << d.i << "), found " << found);
+  WEFT_THROW("RNN: " << what << " must be " << d.State()
+                     << " (num_layers * directions, batch, state_size) for data (" << d.t << ", "
+                     << d.n << ", " << d.i << "), found " << found);
 }
 
 // Checks RNN's inputs `in` (as RnnSlots places them); returns the call's extents.
@@ -45,14 +47,15 @@ RnnDims CheckRnn(const RnnParam& p, std::span<const Shape> in) {
   const RnnDims d = RnnDimsOf(p, data);
   const RnnParamLayout layout(p, d.i);
   if (in[RnnSlots::kParams] != Shape{layout.size()}) {
-    WEFT_THROW("RNN: parameters must be (" << layout.size() << ",), found " << in[RnnSlots::kParams] << ": "
-                                           << layout.Describe());
+    WEFT_THROW("RNN: parameters must be (" << layout.size() << ",), found " << in[RnnSlots::kParams]
+                                           << ": " << layout.Describe());
   }
   const RnnSlots s = RnnSlotsOf(p);
   CheckState(d, in[RnnSlots::kState], "state");
   if (s.state_cell >= 0) CheckState(d, in[s.state_cell], "state_cell");
   if (s.lengths >= 0 && in[s.lengths] != Shape{d.n}) {
-    WEFT_THROW("RNN: sequence_length must be (" << d.n << ",), one length per sequence, found " << in[s.lengths]);
+    WEFT_THROW("RNN: sequence_length must be (" << d.n << ",), one length per sequence, found "
+                                                << in[s.lengths]);
   }
   return d;
 }
@@ -74,11 +77,13 @@ std::vector<Shape> RnnBackwardShape(const Attrs& a, const std::vector<Shape>& in
   const std::span<const Shape> forward(in.data() + s.BackwardInput(0), s.num_inputs);
   const RnnDims d = CheckRnn(p, forward);
   if (in[RnnSlots::kBackwardReserve].ndim() != 1) {
-    WEFT_THROW("_backward_RNN: reserve must be the forward's (bytes,), found " << in[RnnSlots::kBackwardReserve]);
+    WEFT_THROW("_backward_RNN: reserve must be the forward's (bytes,), found "
+               << in[RnnSlots::kBackwardReserve]);
   }
   for (const int o : {RnnSlots::kBackwardOut, s.BackwardOutGrad(RnnSlots::kOut)}) {
     if (in[o] != d.Output())
-      WEFT_THROW("_backward_RNN: out and its gradient must be " << d.Output() << ", found " << in[o]);
+      WEFT_THROW("_backward_RNN: out and its gradient must be " << d.Output() << ", found "
+                                                                << in[o]);
   }
   for (const int o : {s.state_out, s.state_cell_out}) {
     if (o >= 0) CheckState(d, in[s.BackwardOutGrad(o)], "the gradient of a state output");
@@ -108,7 +113,8 @@ DType CheckRnnTypes(const RnnParam& p, std::span<const DType> in) {
     if (i == s.lengths) {
       const DType l = in[i];
       if (l != t && l != DType::kInt32 && l != DType::kInt64) {
-        WEFT_THROW("RNN: sequence_length must be " << t << " (data's dtype), int32 or int64, found " << l);
+        WEFT_THROW("RNN: sequence_length must be " << t << " (data's dtype), int32 or int64, found "
+                                                   << l);
       }
     } else if (in[i] != t) {
       WEFT_THROW("RNN: " << names[i] << " must be " << t << " like data, found " << in[i]);
@@ -128,7 +134,8 @@ std::vector<DType> RnnTypes(const Attrs& a, const std::vector<DType>& in) {
 std::vector<DType> RnnBackwardTypes(const Attrs& a, const std::vector<DType>& in) {
   const RnnParam& p = a.Get<RnnParam>();
   const RnnSlots s = RnnSlotsOf(p);
-  const DType t = CheckRnnTypes(p, std::span<const DType>(in.data() + s.BackwardInput(0), s.num_inputs));
+  const DType t =
+      CheckRnnTypes(p, std::span<const DType>(in.data() + s.BackwardInput(0), s.num_inputs));
   if (in[RnnSlots::kBackwardReserve] != DType::kUInt8) {
     WEFT_THROW("_backward_RNN: reserve must be uint8, found " << in[RnnSlots::kBackwardReserve]);
   }
@@ -164,8 +171,10 @@ const bool defined = [] {
   };
   WEFT_REGISTER_OP(RNN)
       .Describe(
-          "LSTM, GRU or plain RNN (mode) over sequence-major data (T, N, I), num_layers layers, optionally "
-          "bidirectional, with one flat parameter vector in PyTorch's layout; outputs (T, N, D*H) and, with "
+          "LSTM, GRU or plain RNN (mode) over sequence-major data (T, N, I), num_layers layers, "
+          "optionally "
+          "bidirectional, with one flat parameter vector in PyTorch's layout; outputs (T, N, D*H) "
+          "and, with "
           "state_outputs, the final states")
       .Params(ParseRnn)
       .Inputs(std::function<std::vector<std::string>(const Attrs&)>(names))
@@ -177,15 +186,18 @@ const bool defined = [] {
       .InferType(RnnTypes)
       .Resources({Resource::kTempSpace})
       .Random(RnnDraws)
-      .HostInputs([](const Attrs& a) {  // the lengths: cuDNN's data descriptors take them on the host
-        const RnnSlots s = RnnSlotsOf(a.Get<RnnParam>());
-        return s.lengths < 0 ? std::vector<int>{} : std::vector<int>{s.lengths};
-      })
+      .HostInputs(
+          [](const Attrs& a) {  // the lengths: cuDNN's data descriptors take them on the host
+            const RnnSlots s = RnnSlotsOf(a.Get<RnnParam>());
+            return s.lengths < 0 ? std::vector<int>{} : std::vector<int>{s.lengths};
+          })
       .Gradient(RnnGradient);
   WEFT_REGISTER_OP(_backward_RNN)
-      .Describe("gradient of RNN: takes (reserve, out, the visible outputs' gradients, RNN's inputs)")
+      .Describe(
+          "gradient of RNN: takes (reserve, out, the visible outputs' gradients, RNN's inputs)")
       .Params(ParseRnn)
-      .VariadicInputs([](const Attrs& a) { return RnnSlotsOf(a.Get<RnnParam>()).BackwardNumInputs(); })
+      .VariadicInputs(
+          [](const Attrs& a) { return RnnSlotsOf(a.Get<RnnParam>()).BackwardNumInputs(); })
       .Outputs([](const Attrs& a) { return RnnSlotsOf(a.Get<RnnParam>()).BackwardNumOutputs(); })
       .InferShape(RnnBackwardShape)
       .InferType(RnnBackwardTypes)

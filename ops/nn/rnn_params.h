@@ -117,7 +117,7 @@ struct RnnDims {
 
   int64_t LayerInput(int layer) const { return layer == 0 ? i : dirs * h; }  // I_l
   int64_t Rows() const { return gates * h; }                                 // of each weight
-  Shape State() const { return Shape{int64_t{layers} * dirs, n, h}; }       // (L*D, N, H)
+  Shape State() const { return Shape{int64_t{layers} * dirs, n, h}; }        // (L*D, N, H)
   Shape Output() const { return Shape{t, n, dirs * h}; }                     // (T, N, D*H)
 };
 

@@ -35,7 +35,8 @@ ShapeFn SoftmaxShape(const std::string& op) {
 // in: (out_grad, output).
 ShapeFn SoftmaxBackwardShape(const std::string& op) {
   return [op](const Attrs& a, const std::vector<Shape>& in) {
-    if (in[0] != in[1]) WEFT_THROW(op << ": out_grad must have the output's shape " << in[1] << ", found " << in[0]);
+    if (in[0] != in[1])
+      WEFT_THROW(op << ": out_grad must have the output's shape " << in[1] << ", found " << in[0]);
     return SoftmaxShape(op)(a, {in[1]});
   };
 }

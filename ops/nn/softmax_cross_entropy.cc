@@ -2,7 +2,8 @@
 //
 //   data    (N, C) logits
 //   label   (N,)   class indices in [0, C), stored in data's dtype
-//   output  (N,)   loss[n] = -log softmax(data[n])[label[n]] = logsumexp(data[n]) - data[n, label[n]]
+//   output  (N,)   loss[n] = -log softmax(data[n])[label[n]] = logsumexp(data[n]) - data[n,
+//   label[n]]
 //
 // _backward_SoftmaxCrossEntropy takes (out_grad, data, label) and gives d_data:
 //   d_data[n, c] = out_grad[n] * (softmax(data[n])_c - (c == label[n] ? 1 : 0))
@@ -19,8 +20,10 @@ namespace {
 
 // Checks data (N, C) and label (N,); returns N.
 int64_t CheckSce(const std::string& op, const Shape& data, const Shape& label) {
-  if (data.ndim() != 2 || data.Size() == 0) WEFT_THROW(op << ": data must be non-empty (N, C) logits, found " << data);
-  if (label != Shape{data[0]}) WEFT_THROW(op << ": label must be " << Shape{data[0]} << ", found " << label);
+  if (data.ndim() != 2 || data.Size() == 0)
+    WEFT_THROW(op << ": data must be non-empty (N, C) logits, found " << data);
+  if (label != Shape{data[0]})
+    WEFT_THROW(op << ": label must be " << Shape{data[0]} << ", found " << label);
   return data[0];
 }
 
@@ -32,7 +35,8 @@ std::vector<Shape> SceShape(const Attrs&, const std::vector<Shape>& in) {
 std::vector<Shape> SceBackwardShape(const Attrs&, const std::vector<Shape>& in) {
   const int64_t n = CheckSce("_backward_SoftmaxCrossEntropy", in[1], in[2]);
   if (in[0] != Shape{n}) {
-    WEFT_THROW("_backward_SoftmaxCrossEntropy: out_grad must be " << Shape{n} << ", found " << in[0]);
+    WEFT_THROW("_backward_SoftmaxCrossEntropy: out_grad must be " << Shape{n} << ", found "
+                                                                  << in[0]);
   }
   return {in[1]};
 }
@@ -44,7 +48,8 @@ const bool defined = [] {
       .InferShape(SceShape)
       .Resources({Resource::kTempSpace})
       .Gradient([](const Attrs&, GradBuilder& g) {
-        g.SetInputGrad(0, g.Op("_backward_SoftmaxCrossEntropy", {g.OutGrad(0), g.Input(0), g.Input(1)}));
+        g.SetInputGrad(
+            0, g.Op("_backward_SoftmaxCrossEntropy", {g.OutGrad(0), g.Input(0), g.Input(1)}));
       });
   WEFT_REGISTER_OP(_backward_SoftmaxCrossEntropy)
       .Describe("gradient of SoftmaxCrossEntropy with respect to data")

@@ -1,6 +1,6 @@
 // The optimizer updates of update_ops.h (sgd_update, sgd_mom_update, adam_update): attributes,
-// inputs, shapes and the functor each applies. They have no gradient. Compute: ops/cpu/optimizer.cc,
-// ops/gpu/optimizer.cc; math: ops/math/optimizer.h.
+// inputs, shapes and the functor each applies. They have no gradient. Compute:
+// ops/cpu/optimizer.cc, ops/gpu/optimizer.cc; math: ops/math/optimizer.h.
 //
 // The learning rate is the attribute `lr`, or, with lr_input=true, the last input `lr`: a float64
 // array of one element on the weight's device, which a bound graph (weft::Trainer) rewrites
@@ -22,15 +22,18 @@ UpdateParam ParseCommon(AttrReader& r) {
   p.lr_input = r.Bool("lr_input", false);
   p.lr = r.Float("lr", p.lr_input ? std::optional<double>(NAN) : std::nullopt);
   if (p.lr_input && !std::isnan(p.lr)) {
-    WEFT_THROW(r.op() << ": attribute 'lr': expected none with lr_input=true (the learning rate is the last input), "
+    WEFT_THROW(r.op() << ": attribute 'lr': expected none with lr_input=true (the learning rate is "
+                         "the last input), "
                       << "found " << p.lr);
   }
   if (p.lr_input) p.lr = 0;  // read from the input by the computes
   p.wd = r.Float("wd", 0.0);
   p.rescale_grad = r.Float("rescale_grad", 1.0);
   p.clip_gradient = r.Float("clip_gradient", -1.0);
-  if (p.lr < 0) WEFT_THROW(r.op() << ": attribute 'lr': expected a learning rate >= 0, found " << p.lr);
-  if (p.wd < 0) WEFT_THROW(r.op() << ": attribute 'wd': expected weight decay >= 0, found " << p.wd);
+  if (p.lr < 0)
+    WEFT_THROW(r.op() << ": attribute 'lr': expected a learning rate >= 0, found " << p.lr);
+  if (p.wd < 0)
+    WEFT_THROW(r.op() << ": attribute 'wd': expected weight decay >= 0, found " << p.wd);
   return p;
 }
 
@@ -68,7 +71,8 @@ UpdateParam Parse<fn::AdamUpdate>(AttrReader& r) {
   p.beta2 = r.Float("beta2", 0.999);
   p.epsilon = r.Float("epsilon", 1e-8);
   if (p.beta1 < 0 || p.beta1 >= 1 || p.beta2 < 0 || p.beta2 >= 1) {
-    WEFT_THROW(r.op() << ": expected beta1 and beta2 in [0, 1), found " << p.beta1 << " and " << p.beta2);
+    WEFT_THROW(r.op() << ": expected beta1 and beta2 in [0, 1), found " << p.beta1 << " and "
+                      << p.beta2);
   }
   return p;
 }
@@ -83,12 +87,13 @@ std::vector<Shape> UpdateShape(const Attrs& a, const std::vector<Shape>& in) {
   const bool lr_input = a.Get<UpdateParam>().lr_input;
   const size_t tensors = in.size() - (lr_input ? 1 : 0);
   if (lr_input && in.back().Size() != 1) {
-    WEFT_THROW("expected the learning rate (input " << tensors << ") to have one element, found " << in.back());
+    WEFT_THROW("expected the learning rate (input " << tensors << ") to have one element, found "
+                                                    << in.back());
   }
   for (size_t i = 1; i < tensors; ++i) {
     if (in[i] != in[0]) {
-      WEFT_THROW("expected every input to have the weight's shape " << in[0] << ", found " << in[i] << " for input "
-                                                                    << i);
+      WEFT_THROW("expected every input to have the weight's shape " << in[0] << ", found " << in[i]
+                                                                    << " for input " << i);
     }
   }
   return {in[0]};
@@ -99,20 +104,21 @@ std::vector<DType> UpdateType(const std::string& op, const Attrs& a, const std::
   const bool lr_input = a.Get<UpdateParam>().lr_input;
   const size_t tensors = in.size() - (lr_input ? 1 : 0);
   if (lr_input && in.back() != DType::kFloat64) {
-    WEFT_THROW("op '" << op << "': expected the learning rate (input " << tensors << ") to be " << DType::kFloat64
-                      << ", found " << in.back());
+    WEFT_THROW("op '" << op << "': expected the learning rate (input " << tensors << ") to be "
+                      << DType::kFloat64 << ", found " << in.back());
   }
   for (size_t i = 1; i < tensors; ++i) {
     if (in[i] != in[0]) {
-      WEFT_THROW("op '" << op << "': expected every input to be " << in[0] << ", found " << in[i] << " for input "
-                        << i);
+      WEFT_THROW("op '" << op << "': expected every input to be " << in[0] << ", found " << in[i]
+                        << " for input " << i);
     }
   }
   return {in[0]};
 }
 
 template <typename F>
-void DefineUpdate(const std::string& name, const std::string& description, const std::string& functor) {
+void DefineUpdate(const std::string& name, const std::string& description,
+                  const std::string& functor) {
   std::vector<std::string> inputs = {"weight", "grad"};
   std::vector<int> states;
   for (const char* state : StateInputs<F>()) {
@@ -125,9 +131,11 @@ void DefineUpdate(const std::string& name, const std::string& description, const
       .Describe(description)
       .Params(Parse<F>)
       .Inputs(inputs)
-      .VariadicInputs([tensors](const Attrs& a) { return tensors + (a.Get<UpdateParam>().lr_input ? 1 : 0); })
+      .VariadicInputs(
+          [tensors](const Attrs& a) { return tensors + (a.Get<UpdateParam>().lr_input ? 1 : 0); })
       .InferShape(UpdateShape)
-      .InferType([name](const Attrs& a, const std::vector<DType>& in) { return UpdateType(name, a, in); })
+      .InferType(
+          [name](const Attrs& a, const std::vector<DType>& in) { return UpdateType(name, a, in); })
       .Inplace({{0, 0}})
       .MutateInputs(states)
       .Pointwise(PointwiseKind::kUpdate, functor);

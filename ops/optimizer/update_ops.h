@@ -10,8 +10,10 @@
 #include "ops/math/optimizer.h"
 
 // X(name, functor, description)
-#define WEFT_UPDATE_OPS(X)                                                                               \
-  X(sgd_update, SgdUpdate, "weight - lr * g; call with the weight as output to update it in place")      \
-  X(sgd_mom_update, SgdMomUpdate, "mom = momentum * mom - lr * g; weight += mom (updates mom in place)") \
-  X(adam_update, AdamUpdate,                                                                             \
+#define WEFT_UPDATE_OPS(X)                                                   \
+  X(sgd_update, SgdUpdate,                                                   \
+    "weight - lr * g; call with the weight as output to update it in place") \
+  X(sgd_mom_update, SgdMomUpdate,                                            \
+    "mom = momentum * mom - lr * g; weight += mom (updates mom in place)")   \
+  X(adam_update, AdamUpdate,                                                 \
     "Adam without bias correction: m, v updated in place; weight -= lr * m / (sqrt(v) + epsilon)")

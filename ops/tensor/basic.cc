@@ -22,7 +22,8 @@ const bool defined = [] {
       .InferShape(SameShape)
       .Gradient([](const Attrs&, GradBuilder& g) {});
   WEFT_REGISTER_OP(_copy)
-      .Describe("the input, copied (the gradient pass uses it where one entry must fill two outputs)")
+      .Describe(
+          "the input, copied (the gradient pass uses it where one entry must fill two outputs)")
       .Inputs({"data"})
       .InferShape(SameShape)
       .Inplace({{0, 0}})

@@ -29,16 +29,20 @@ const bool defined = [] {
       .Inputs({"data"})
       .InferShape(FirstShape)
       .Pointwise(PointwiseKind::kCast)
-      .InferType([](const Attrs& a, const std::vector<DType>&) { return std::vector<DType>{a.Get<CastParam>().dtype}; })
+      .InferType([](const Attrs& a, const std::vector<DType>&) {
+        return std::vector<DType>{a.Get<CastParam>().dtype};
+      })
       .Gradient([](const Attrs&, GradBuilder& g) {
         g.SetInputGrad(0, g.Op("_backward_Cast", {g.OutGrad(0), g.Input(0)}));
       });
   WEFT_REGISTER_OP(_backward_Cast)
-      .Describe("Cast's gradient: out_grad converted to the dtype of data (read for its dtype only)")
+      .Describe(
+          "Cast's gradient: out_grad converted to the dtype of data (read for its dtype only)")
       .Inputs({"out_grad", "data"})
       .InferShape(FirstShape)
       .Pointwise(PointwiseKind::kCast)
-      .InferType([](const Attrs&, const std::vector<DType>& in) { return std::vector<DType>{in[1]}; });
+      .InferType(
+          [](const Attrs&, const std::vector<DType>& in) { return std::vector<DType>{in[1]}; });
   return true;
 }();
 

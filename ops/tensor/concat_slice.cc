@@ -21,7 +21,9 @@ namespace {
 
 // ---- concat ----
 
-ConcatParam ParseConcat(AttrReader& r) { return {r.Int("num_args", std::nullopt, 1), r.Int("dim", 1)}; }
+ConcatParam ParseConcat(AttrReader& r) {
+  return {r.Int("num_args", std::nullopt, 1), r.Int("dim", 1)};
+}
 
 // The output of concat, checking that `parts` agree on every axis but the concat axis.
 Shape ConcatShape(const std::vector<Shape>& parts, int dim) {
@@ -29,10 +31,12 @@ Shape ConcatShape(const std::vector<Shape>& parts, int dim) {
   Shape out = parts[0];
   for (size_t i = 1; i < parts.size(); ++i) {
     bool match = parts[i].ndim() == parts[0].ndim();
-    for (int a = 0; match && a < parts[0].ndim(); ++a) match = a == axis || parts[i][a] == parts[0][a];
+    for (int a = 0; match && a < parts[0].ndim(); ++a)
+      match = a == axis || parts[i][a] == parts[0][a];
     if (!match) {
-      WEFT_THROW("concat: expected input " << i << " to match input 0 " << parts[0] << " on every axis but " << axis
-                                           << ", found " << parts[i]);
+      WEFT_THROW("concat: expected input " << i << " to match input 0 " << parts[0]
+                                           << " on every axis but " << axis << ", found "
+                                           << parts[i]);
     }
     out[axis] += parts[i][axis];
   }
@@ -50,7 +54,8 @@ void ConcatGradient(const Attrs& a, GradBuilder& g) {
 // in: (out_grad, arg0, ..., arg{n-1}).
 std::vector<Shape> ConcatBackwardShape(const Attrs& a, const std::vector<Shape>& in) {
   const std::vector<Shape> args(in.begin() + 1, in.end());
-  CheckSameShape(in[0], ConcatShape(args, a.Get<ConcatParam>().dim), "the output gradient and the output");
+  CheckSameShape(in[0], ConcatShape(args, a.Get<ConcatParam>().dim),
+                 "the output gradient and the output");
   return args;
 }
 
@@ -59,8 +64,10 @@ std::vector<Shape> ConcatBackwardShape(const Attrs& a, const std::vector<Shape>&
 SliceParam ParseSlice(AttrReader& r) {
   SliceParam p{r.IntList("begin", std::nullopt), r.IntList("end", std::nullopt)};
   if (p.begin.size() != p.end.size()) {
-    WEFT_THROW("op 'slice': attributes 'begin' and 'end': expected one entry each per sliced axis, found begin="
-               << FormatTuple(p.begin) << " and end=" << FormatTuple(p.end));
+    WEFT_THROW(
+        "op 'slice': attributes 'begin' and 'end': expected one entry each per sliced axis, found "
+        "begin="
+        << FormatTuple(p.begin) << " and end=" << FormatTuple(p.end));
   }
   return p;
 }
@@ -77,7 +84,8 @@ std::vector<Shape> SliceBackwardShape(const Attrs& a, const std::vector<Shape>& 
 
 const bool defined = [] {
   WEFT_REGISTER_OP(concat)
-      .Describe("num_args arrays joined along axis `dim` (default 1); they agree on every other axis")
+      .Describe(
+          "num_args arrays joined along axis `dim` (default 1); they agree on every other axis")
       .Params(ParseConcat)
       .VariadicInputs([](const Attrs& a) { return a.Get<ConcatParam>().num_args; })
       .InferShape([](const Attrs& a, const std::vector<Shape>& in) {
@@ -85,19 +93,24 @@ const bool defined = [] {
       })
       .Gradient(ConcatGradient);
   WEFT_REGISTER_OP(_backward_concat)
-      .Describe("gradient of concat: takes (out_grad, arg0, ...), splits out_grad into one gradient per arg")
+      .Describe(
+          "gradient of concat: takes (out_grad, arg0, ...), splits out_grad into one gradient per "
+          "arg")
       .Params(ParseConcat)
       .VariadicInputs([](const Attrs& a) { return a.Get<ConcatParam>().num_args + 1; })
       .Outputs([](const Attrs& a) { return a.Get<ConcatParam>().num_args; })
       .InferShape(ConcatBackwardShape);
   WEFT_REGISTER_OP(slice)
-      .Describe("the box [begin, end) of the input's leading axes (negative indices count from the end)")
+      .Describe(
+          "the box [begin, end) of the input's leading axes (negative indices count from the end)")
       .Params(ParseSlice)
       .Inputs({"data"})
       .InferShape(SliceShape)
       .Gradient(GradientFromBackwardOp("slice"));
   WEFT_REGISTER_OP(_backward_slice)
-      .Describe("gradient of slice: takes (out_grad, data), gives out_grad inside the box and 0 elsewhere")
+      .Describe(
+          "gradient of slice: takes (out_grad, data), gives out_grad inside the box and 0 "
+          "elsewhere")
       .Params(ParseSlice)
       .Inputs({"out_grad", "data"})
       .InferShape(SliceBackwardShape);

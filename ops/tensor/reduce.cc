@@ -37,11 +37,12 @@ Shape ReducedShape(const std::string& op, const ReduceParam& p, const Shape& in)
   return out;
 }
 
-std::vector<Shape> ReduceShape(const std::string& op, ReduceKind kind, const Attrs& a, const Shape& in) {
+std::vector<Shape> ReduceShape(const std::string& op, ReduceKind kind, const Attrs& a,
+                               const Shape& in) {
   const Shape out = ReducedShape(op, a.Get<ReduceParam>(), in);
   if (kind == ReduceKind::kMax && in.Size() == 0 && out.Size() > 0) {
-    WEFT_THROW(op << ": expected reduced axes with at least one element each, found input " << in << " reduced to "
-                  << out);
+    WEFT_THROW(op << ": expected reduced axes with at least one element each, found input " << in
+                  << " reduced to " << out);
   }
   return {out};
 }
@@ -49,23 +50,28 @@ std::vector<Shape> ReduceShape(const std::string& op, ReduceKind kind, const Att
 // Registers `op` and `_backward_<op>`.
 void DefineReduce(const std::string& op, ReduceKind kind, const std::string& description) {
   RegisterOp(op)
-      .Describe(description + " over `axis` (default: every axis), keepdims to keep reduced axes as 1")
+      .Describe(description +
+                " over `axis` (default: every axis), keepdims to keep reduced axes as 1")
       .Params(ParseReduce)
       .Inputs({"data"})
-      .InferShape([op, kind](const Attrs& a, const std::vector<Shape>& in) { return ReduceShape(op, kind, a, in[0]); })
+      .InferShape([op, kind](const Attrs& a, const std::vector<Shape>& in) {
+        return ReduceShape(op, kind, a, in[0]);
+      })
       .Gradient(GradientFromBackwardOp(op));
   RegisterOp("_backward_" + op)
       .Describe("gradient of " + op + ": takes (out_grad, data), gives d data")
       .Params(ParseReduce)
       .Inputs({"out_grad", "data"})
       .InferShape([op](const Attrs& a, const std::vector<Shape>& in) {
-        CheckSameShape(in[0], ReducedShape(op, a.Get<ReduceParam>(), in[1]), "the output gradient and the output");
+        CheckSameShape(in[0], ReducedShape(op, a.Get<ReduceParam>(), in[1]),
+                       "the output gradient and the output");
         return std::vector<Shape>{in[1]};
       });
 }
 
 const bool defined = [] {
-#define WEFT_DEFINE_REDUCE(name, kind, description) DefineReduce(#name, ReduceKind::kind, description);
+#define WEFT_DEFINE_REDUCE(name, kind, description) \
+  DefineReduce(#name, ReduceKind::kind, description);
   WEFT_REDUCE_OPS(WEFT_DEFINE_REDUCE)
 #undef WEFT_DEFINE_REDUCE
   return true;

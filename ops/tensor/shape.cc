@@ -40,23 +40,26 @@ ReshapeParam ParseReshape(AttrReader& r) {
   int inferred = 0;
   for (int64_t d : p.shape) {
     if (d < -1) {
-      WEFT_THROW("op 'reshape': attribute 'shape': expected extents >= 0 or -1, found " << FormatTuple(p.shape));
+      WEFT_THROW("op 'reshape': attribute 'shape': expected extents >= 0 or -1, found "
+                 << FormatTuple(p.shape));
     }
     inferred += d == -1;
   }
   if (inferred > 1) {
-    WEFT_THROW("op 'reshape': attribute 'shape': expected at most one -1, found " << FormatTuple(p.shape));
+    WEFT_THROW("op 'reshape': attribute 'shape': expected at most one -1, found "
+               << FormatTuple(p.shape));
   }
   if (p.shape.size() > Shape::kMaxDims) {
-    WEFT_THROW("op 'reshape': attribute 'shape': expected at most " << Shape::kMaxDims << " axes, found "
-                                                                    << FormatTuple(p.shape));
+    WEFT_THROW("op 'reshape': attribute 'shape': expected at most "
+               << Shape::kMaxDims << " axes, found " << FormatTuple(p.shape));
   }
   return p;
 }
 
 Shape ReshapedShape(const std::vector<int64_t>& target, const Shape& in) {
   auto fail = [&] {
-    WEFT_THROW("reshape: cannot reshape " << in << " (" << in.Size() << " elements) into " << FormatTuple(target));
+    WEFT_THROW("reshape: cannot reshape " << in << " (" << in.Size() << " elements) into "
+                                          << FormatTuple(target));
   };
   Shape out;
   int infer = -1;
@@ -87,9 +90,11 @@ ExpandDimsParam ParseExpandDims(AttrReader& r) { return {r.Int("axis", std::null
 
 std::vector<Shape> ExpandDimsShape(const Attrs& a, const std::vector<Shape>& in) {
   if (in[0].ndim() == Shape::kMaxDims) {
-    WEFT_THROW("expand_dims: expected an input with fewer than " << Shape::kMaxDims << " axes, found " << in[0]);
+    WEFT_THROW("expand_dims: expected an input with fewer than " << Shape::kMaxDims
+                                                                 << " axes, found " << in[0]);
   }
-  const int axis = NormalizeAxis("expand_dims", a.Get<ExpandDimsParam>().axis, in[0].ndim() + 1, in[0]);
+  const int axis =
+      NormalizeAxis("expand_dims", a.Get<ExpandDimsParam>().axis, in[0].ndim() + 1, in[0]);
   Shape out;
   for (int i = 0; i <= in[0].ndim(); ++i) {
     if (i == axis) out.PushBack(1);
@@ -102,7 +107,8 @@ std::vector<Shape> ExpandDimsShape(const Attrs& a, const std::vector<Shape>& in)
 
 // (N, d1, d2, ...) -> (N, d1 * d2 * ...); (N,) -> (N, 1).
 std::vector<Shape> FlattenShape(const Attrs&, const std::vector<Shape>& in) {
-  if (in[0].ndim() == 0) WEFT_THROW("flatten: expected an input with at least 1 axis, found " << in[0]);
+  if (in[0].ndim() == 0)
+    WEFT_THROW("flatten: expected an input with at least 1 axis, found " << in[0]);
   return {Shape{in[0][0], Shape(in[0].dims().subspan(1)).Size()}};  // Size checks for overflow
 }
 
@@ -110,7 +116,8 @@ std::vector<Shape> FlattenShape(const Attrs&, const std::vector<Shape>& in) {
 
 std::vector<Shape> ReshapeLikeShape(const Attrs&, const std::vector<Shape>& in) {
   if (in[0].Size() != in[1].Size()) {
-    WEFT_THROW("reshape_like: cannot reshape " << in[0] << " (" << in[0].Size() << " elements) like " << in[1] << " ("
+    WEFT_THROW("reshape_like: cannot reshape " << in[0] << " (" << in[0].Size()
+                                               << " elements) like " << in[1] << " ("
                                                << in[1].Size() << " elements)");
   }
   return {in[1]};
@@ -158,25 +165,32 @@ void TransposeGradient(const Attrs& a, GradBuilder& g) {
 
 const bool defined = [] {
   DefineReshapeOp("reshape",
-                  "the input with another shape of the same size; in `shape`, 0 copies the input's extent at that "
+                  "the input with another shape of the same size; in `shape`, 0 copies the input's "
+                  "extent at that "
                   "position and one -1 is inferred from the rest",
                   [](const Attrs& a, const std::vector<Shape>& in) {
                     return std::vector<Shape>{ReshapedShape(a.Get<ReshapeParam>().shape, in[0])};
                   })
       .Params(ParseReshape)
       .Inputs({"data"});
-  DefineReshapeOp("expand_dims", "the input with a new axis of extent 1 at `axis` (in [-ndim - 1, ndim])",
+  DefineReshapeOp("expand_dims",
+                  "the input with a new axis of extent 1 at `axis` (in [-ndim - 1, ndim])",
                   ExpandDimsShape)
       .Params(ParseExpandDims)
       .Inputs({"data"});
-  DefineReshapeOp("flatten", "(N, d1, d2, ...) -> (N, d1 * d2 * ...)", FlattenShape).Inputs({"data"});
+  DefineReshapeOp("flatten", "(N, d1, d2, ...) -> (N, d1 * d2 * ...)", FlattenShape)
+      .Inputs({"data"});
   // Gradient for lhs only: the output does not depend on rhs's values.
-  DefineReshapeOp("reshape_like", "lhs with the shape of rhs (same size); rhs is read only for its shape",
+  DefineReshapeOp("reshape_like",
+                  "lhs with the shape of rhs (same size); rhs is read only for its shape",
                   ReshapeLikeShape)
       .Inputs({"lhs", "rhs"})
-      .InferType([](const Attrs&, const std::vector<DType>& in) { return std::vector<DType>{in[0]}; });
+      .InferType(
+          [](const Attrs&, const std::vector<DType>& in) { return std::vector<DType>{in[0]}; });
   WEFT_REGISTER_OP(transpose)
-      .Describe("the input with its axes permuted: output axis k is input axis axes[k] (default: reversed)")
+      .Describe(
+          "the input with its axes permuted: output axis k is input axis axes[k] (default: "
+          "reversed)")
       .Params(ParseTranspose)
       .Inputs({"data"})
       .InferShape(TransposeShape)

@@ -48,7 +48,8 @@ class PinnedRawAllocator final : public RawAllocator {
       cudaGetLastError();
       return nullptr;
     }
-    if (error != cudaSuccess) ThrowCudaError(error, "cudaHostAlloc(&ptr, bytes)", __FILE__, __LINE__);
+    if (error != cudaSuccess)
+      ThrowCudaError(error, "cudaHostAlloc(&ptr, bytes)", __FILE__, __LINE__);
     return ptr;
   }
   void Deallocate(void* ptr, size_t) override { cudaFreeHost(ptr); }
@@ -87,10 +88,12 @@ class StreamOrderedStorage : public Storage {
   // The event is of the stream's device; for the pinned pool without a stream, of the current one.
   void FreeAfter(Block block, GpuStream* stream) override {
     if (block.ptr == nullptr) return;
-    WEFT_CHECK(block.device == device_) << "a block of " << block.device << " freed to the pool of " << device_;
-    PooledEvent* done = stream != nullptr
-                            ? EventPool::Get().Record(*stream)
-                            : EventPool::Get().RecordAfterAll(device_.is_gpu() ? device_.id : CurrentDevice());
+    WEFT_CHECK(block.device == device_)
+        << "a block of " << block.device << " freed to the pool of " << device_;
+    PooledEvent* done =
+        stream != nullptr
+            ? EventPool::Get().Record(*stream)
+            : EventPool::Get().RecordAfterAll(device_.is_gpu() ? device_.id : CurrentDevice());
     std::lock_guard<SpinLock> lock(mu_);
     pending_.push_back({block, done});
   }
@@ -163,7 +166,8 @@ struct HostCopy {
 // function that copies it out. Each staging buffer is freed in stream order.
 class GpuStorage final : public StreamOrderedStorage {
  public:
-  explicit GpuStorage(Device device) : StreamOrderedStorage(device, std::make_unique<CudaRawAllocator>(device.id)) {}
+  explicit GpuStorage(Device device)
+      : StreamOrderedStorage(device, std::make_unique<CudaRawAllocator>(device.id)) {}
 
   void Copy(void* dst, const void* src, size_t bytes, GpuStream* stream) override {
     if (bytes == 0) return;
@@ -196,7 +200,8 @@ class GpuStorage final : public StreamOrderedStorage {
 
  private:
   GpuStream& StreamFor(const char* what, GpuStream* stream) const {
-    WEFT_CHECK(stream != nullptr) << what << " on " << device() << ": expected a GPU op's stream, found none";
+    WEFT_CHECK(stream != nullptr) << what << " on " << device()
+                                  << ": expected a GPU op's stream, found none";
     return *stream;
   }
 
@@ -221,8 +226,8 @@ class GpuStorage final : public StreamOrderedStorage {
 }  // namespace
 
 Storage* PinnedHostStorage() {
-  static Storage* pinned =
-      new StreamOrderedStorage(Device::Cpu(), std::make_unique<PinnedRawAllocator>(), "pinned host");
+  static Storage* pinned = new StreamOrderedStorage(
+      Device::Cpu(), std::make_unique<PinnedRawAllocator>(), "pinned host");
   return pinned;
 }
 

@@ -4,7 +4,8 @@
 
 namespace weft::internal {
 
-Chunk::Chunk(size_t bytes, Device device) : bytes_(bytes), device_(device), var_(engine::Engine::Get()->NewVariable()) {
+Chunk::Chunk(size_t bytes, Device device)
+    : bytes_(bytes), device_(device), var_(engine::Engine::Get()->NewVariable()) {
   Storage::Get(device);  // a device this build cannot reach fails here, not inside an op
 }
 
@@ -24,7 +25,10 @@ Chunk::~Chunk() {
   Device device = device_;
   try {
     engine::Engine::Get()->DeleteVariable(
-        [block](engine::RunContext run) { Storage::Get(block.device)->FreeAfter(block, run.stream); }, device, var_);
+        [block](engine::RunContext run) {
+          Storage::Get(block.device)->FreeAfter(block, run.stream);
+        },
+        device, var_);
   } catch (const Error&) {
     // The engine has shut down (an array that outlives it, e.g. a static): nothing runs any
     // more, so the memory can go back now. The var is the engine's to free.

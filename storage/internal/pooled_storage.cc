@@ -56,12 +56,15 @@ void ReportLivePools() {
   for (PooledStorage* pool : LivePools()) pool->ReportToProfiler();
 }
 
-[[maybe_unused]] const bool sampler_registered = (engine::AddProfilerSampler(&ReportLivePools), true);
+[[maybe_unused]] const bool sampler_registered =
+    (engine::AddProfilerSampler(&ReportLivePools), true);
 
 }  // namespace
 
 PooledStorage::PooledStorage(Device device, std::unique_ptr<RawAllocator> raw, std::string name)
-    : device_(device), name_(name.empty() ? device.ToString() : std::move(name)), raw_(std::move(raw)) {
+    : device_(device),
+      name_(name.empty() ? device.ToString() : std::move(name)),
+      raw_(std::move(raw)) {
   std::lock_guard<std::mutex> lock(live_mu);
   LivePools().push_back(this);
 }
@@ -105,8 +108,9 @@ Block PooledStorage::AllocLocked(size_t bytes, size_t size) {
       ptr = raw_->Allocate(size);
     }
     if (ptr == nullptr) {
-      WEFT_THROW("out of memory on " << device_ << ": asked for " << bytes << " bytes (" << size << " with rounding); "
-                                     << stats_.bytes_in_use << " bytes in use, " << stats_.bytes_cached << " cached");
+      WEFT_THROW("out of memory on " << device_ << ": asked for " << bytes << " bytes (" << size
+                                     << " with rounding); " << stats_.bytes_in_use
+                                     << " bytes in use, " << stats_.bytes_cached << " cached");
     }
   }
   stats_.bytes_in_use += size;
@@ -116,7 +120,8 @@ Block PooledStorage::AllocLocked(size_t bytes, size_t size) {
 
 void PooledStorage::Free(Block block) {
   if (block.ptr == nullptr) return;
-  WEFT_CHECK(block.device == device_) << "a block of " << block.device << " freed to the pool of " << device_;
+  WEFT_CHECK(block.device == device_)
+      << "a block of " << block.device << " freed to the pool of " << device_;
   Sample sample;
   {
     std::lock_guard<SpinLock> lock(mu_);
@@ -134,7 +139,8 @@ PooledStorage::Sample PooledStorage::SampleLocked() const {
 }
 
 void PooledStorage::Report(const Sample& sample) const {
-  if (sample.ns >= 0) engine::RecordMemory(device_, name_.c_str(), sample.in_use, sample.cached, sample.ns);
+  if (sample.ns >= 0)
+    engine::RecordMemory(device_, name_.c_str(), sample.in_use, sample.cached, sample.ns);
 }
 
 void PooledStorage::ReportToProfiler() {
@@ -191,7 +197,8 @@ Registry& GetRegistry() {
 
 Storage* GetFromRegistry(Device device);
 
-void RegisterStorageFactory(DeviceType type, std::function<std::unique_ptr<Storage>(Device)> factory) {
+void RegisterStorageFactory(DeviceType type,
+                            std::function<std::unique_ptr<Storage>(Device)> factory) {
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.factories[static_cast<int>(type)] = std::move(factory);
@@ -219,7 +226,8 @@ Storage* GetFromRegistry(Device device) {
   } else if (auto& factory = r.factories[static_cast<int>(device.type)]) {
     pool = factory(device);
   } else {
-    WEFT_THROW("no memory pool for " << device << ": expected cpu; this build of weft has no GPU backend "
+    WEFT_THROW("no memory pool for " << device
+                                     << ": expected cpu; this build of weft has no GPU backend "
                                      << "(GPU support comes with a --config=cuda build)");
   }
   Storage* result = pool.get();

@@ -1,6 +1,7 @@
-// A stranger's program on weft's public API (built by tests/outside_workspace_test.sh in a workspace
-// of its own): trains a small perceptron to tell the four quadrants of the plane apart, saves and
-// reloads the model, and prints the test accuracy of the trained and of the reloaded model.
+// A stranger's program on weft's public API (built by tests/outside_workspace_test.sh in a
+// workspace of its own): trains a small perceptron to tell the four quadrants of the plane apart,
+// saves and reloads the model, and prints the test accuracy of the trained and of the reloaded
+// model.
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -30,7 +31,8 @@ Dataset Quadrants(int n, uint32_t seed) {
   return {NDArray::FromVector(points, Shape{n, 2}), NDArray::FromVector(labels, Shape{n})};
 }
 
-double TestAccuracy(const Symbol& net, const std::map<std::string, NDArray>& params, const Dataset& test) {
+double TestAccuracy(const Symbol& net, const std::map<std::string, NDArray>& params,
+                    const Dataset& test) {
   Executor::ArrayMap args = params;
   args["data"] = test.data;
   auto exec = Executor::Bind(net, Device::Cpu(), args);
@@ -45,12 +47,14 @@ double TestAccuracy(const Symbol& net, const std::map<std::string, NDArray>& par
 int main() {
   try {
     Symbol x = Symbol::Variable("data");
-    Symbol h = Symbol::Op("relu", {Symbol::Op("FullyConnected", {x}, {{"num_hidden", "16"}}, "fc1")});
+    Symbol h =
+        Symbol::Op("relu", {Symbol::Op("FullyConnected", {x}, {{"num_hidden", "16"}}, "fc1")});
     Symbol y = Symbol::Op("FullyConnected", {h}, {{"num_hidden", "4"}}, "fc2");
     Symbol loss = Symbol::Op("SoftmaxCrossEntropy", {y, Symbol::Variable("label")});
     Symbol net = Symbol::Op("softmax", {y});
 
-    auto shapes = InferArgumentShapes(loss.ToGraph(), {{"data", Shape{kBatch, 2}}, {"label", Shape{kBatch}}});
+    auto shapes =
+        InferArgumentShapes(loss.ToGraph(), {{"data", Shape{kBatch, 2}}, {"label", Shape{kBatch}}});
     Executor::ArrayMap args, grads;
     std::map<std::string, GradReq> reqs;
     std::map<std::string, NDArray> params;
@@ -81,7 +85,8 @@ int main() {
 
     Save("quadrants.safetensors", params);
     SaveSymbol("quadrants.json", net);
-    const double reloaded = TestAccuracy(LoadSymbol("quadrants.json"), Load("quadrants.safetensors"), test);
+    const double reloaded =
+        TestAccuracy(LoadSymbol("quadrants.json"), Load("quadrants.safetensors"), test);
     std::printf("reloaded accuracy %.3f\n", reloaded);
     return 0;
   } catch (const std::exception& e) {

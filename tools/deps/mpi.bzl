@@ -1,4 +1,4 @@
-"""Finds MPI (Debian's OpenMPI: openmpi-bin, libopenmpi-dev) for //dist.
+"""Finds MPI (Debian's OpenMPI: openmpi-bin, libopenmpi-dev) for //distributed.
 
 Its headers are not on the compiler's default search path (mpi.h is under
 /usr/lib/x86_64-linux-gnu/openmpi/include), so they are linked into this repository and exposed as

@@ -10,7 +10,9 @@ namespace weft {
 
 namespace {
 
-bool IsReshape(const FusedGroup::Step& s) { return s.op->pointwise.kind == PointwiseKind::kReshape; }
+bool IsReshape(const FusedGroup::Step& s) {
+  return s.op->pointwise.kind == PointwiseKind::kReshape;
+}
 
 // For each value, the last step that reads it (-1: none), counting a reshape's reads of its
 // alias as reads of the aliased value; `kEnd` for values an output copies at the end.
@@ -34,7 +36,8 @@ StepPlan::StepPlan(const FusedGroup& group, Device device, std::span<const OpReq
     }
   }
   AssignSlots(last_read);
-  for (const FusedGroup::Step& step : group.steps) compute_.push_back(&ComputeFor(*step.op, device));
+  for (const FusedGroup::Step& step : group.steps)
+    compute_.push_back(&ComputeFor(*step.op, device));
   for (const std::vector<OpReq>& req : req_) {
     runs_.push_back(std::any_of(req.begin(), req.end(), [](OpReq r) { return r != OpReq::kNull; }));
   }
@@ -51,7 +54,8 @@ void StepPlan::AssignHomes(const std::vector<int>& last_read) {
     for (uint32_t v = step.first_output; v < step.first_output + step.num_outputs; ++v) {
       const bool read = last_read[v] >= 0;
       const int k = out_index[v];
-      const OpReq r = k < 0 ? OpReq::kNull : (out_req_[k] == OpReq::kWriteInplace ? OpReq::kWrite : out_req_[k]);
+      const OpReq r = k < 0 ? OpReq::kNull
+                            : (out_req_[k] == OpReq::kWriteInplace ? OpReq::kWrite : out_req_[k]);
       Home home;
       if (IsReshape(step) && read) {
         home = Home::kAlias;  // its readers read the source; an output gets a copy at the end
@@ -65,7 +69,9 @@ void StepPlan::AssignHomes(const std::vector<int>& last_read) {
         home = Home::kOutput;
       }
       home_[v] = home;
-      req_.back().push_back(home == Home::kOutput ? r : home == Home::kScratch ? OpReq::kWrite : OpReq::kNull);
+      req_.back().push_back(home == Home::kOutput    ? r
+                            : home == Home::kScratch ? OpReq::kWrite
+                                                     : OpReq::kNull);
     }
   }
 }
@@ -77,7 +83,8 @@ void StepPlan::AssignSlots(const std::vector<int>& last_read) {
   std::vector<int> free_slots;
   std::vector<std::vector<uint32_t>> dies(group_.steps.size());  // values whose last read is step s
   for (uint32_t v = group_.num_inputs; v < group_.num_values(); ++v) {
-    if (home_[v] == Home::kScratch && last_read[v] >= 0 && last_read[v] != kEnd) dies[last_read[v]].push_back(v);
+    if (home_[v] == Home::kScratch && last_read[v] >= 0 && last_read[v] != kEnd)
+      dies[last_read[v]].push_back(v);
   }
   for (size_t s = 0; s < group_.steps.size(); ++s) {
     const FusedGroup::Step& step = group_.steps[s];
@@ -103,13 +110,15 @@ void StepPlan::IndexBroadcastUses() {
       const uint32_t v = step.args[a];
       const bool broadcast = v < group_.num_inputs && kinds[v] == FusedGroup::InputKind::kBroadcast;
       broadcast_use_of_.push_back(broadcast ? static_cast<int>(broadcast_uses_.size()) : -1);
-      if (broadcast) broadcast_uses_.push_back({static_cast<uint32_t>(s), static_cast<uint32_t>(a), v});
+      if (broadcast)
+        broadcast_uses_.push_back({static_cast<uint32_t>(s), static_cast<uint32_t>(a), v});
     }
   }
 }
 
 void StepPlan::Run(const OpContext& ctx, Layout layout, std::vector<TensorView>& values,
-                   std::span<const TensorView> outputs, std::span<const TensorView> broadcast) const {
+                   std::span<const TensorView> outputs,
+                   std::span<const TensorView> broadcast) const {
   Begin(values, outputs);
   for (size_t s = 0; s < group_.steps.size(); ++s) RunStep(ctx, s, layout, values, broadcast);
   End(ctx, values, outputs);
@@ -121,7 +130,8 @@ void StepPlan::Begin(std::vector<TensorView>& values, std::span<const TensorView
   }
 }
 
-void StepPlan::RunStep(const OpContext& ctx, size_t s, Layout layout, std::vector<TensorView>& values,
+void StepPlan::RunStep(const OpContext& ctx, size_t s, Layout layout,
+                       std::vector<TensorView>& values,
                        std::span<const TensorView> broadcast) const {
   const FusedGroup::Step& step = group_.steps[s];
   const uint32_t v0 = step.first_output;
@@ -151,7 +161,8 @@ void StepPlan::End(const OpContext& ctx, const std::vector<TensorView>& values,
 }
 
 bool StepPlan::copied_at_end(uint32_t value) const {
-  return std::any_of(at_end_.begin(), at_end_.end(), [value](const auto& e) { return e.first == value; });
+  return std::any_of(at_end_.begin(), at_end_.end(),
+                     [value](const auto& e) { return e.first == value; });
 }
 
 }  // namespace weft

@@ -52,8 +52,8 @@ class StepPlan {
   // (whole tensors, which the binary op broadcasts itself). `layout`: whether every view is a
   // flat tile (a reshape's alias is then its source's view) or a whole tensor of its value's shape.
   enum class Layout : uint8_t { kTiles, kWholeTensors };
-  void Run(const OpContext& ctx, Layout layout, std::vector<TensorView>& values, std::span<const TensorView> outputs,
-           std::span<const TensorView> broadcast) const;
+  void Run(const OpContext& ctx, Layout layout, std::vector<TensorView>& values,
+           std::span<const TensorView> outputs, std::span<const TensorView> broadcast) const;
 
   // Run in parts, for a caller that runs some steps its own way (the CPU's lane chains): Begin,
   // then RunStep for each step in order, then End. A step that RunStep does not run must leave
@@ -61,10 +61,13 @@ class StepPlan {
   void Begin(std::vector<TensorView>& values, std::span<const TensorView> outputs) const;
   void RunStep(const OpContext& ctx, size_t step, Layout layout, std::vector<TensorView>& values,
                std::span<const TensorView> broadcast) const;
-  void End(const OpContext& ctx, const std::vector<TensorView>& values, std::span<const TensorView> outputs) const;
+  void End(const OpContext& ctx, const std::vector<TensorView>& values,
+           std::span<const TensorView> outputs) const;
 
   // Whether a step runs (some output is read or kept), and how it writes each output's view.
-  bool runs(size_t step) const { return runs_[step] && home_[group_.steps[step].first_output] != Home::kAlias; }
+  bool runs(size_t step) const {
+    return runs_[step] && home_[group_.steps[step].first_output] != Home::kAlias;
+  }
   OpReq request(size_t step, uint32_t output) const { return req_[step][output]; }
   // Whether End copies the value into an output (a reshape's alias, or an added output).
   bool copied_at_end(uint32_t value) const;
@@ -85,8 +88,9 @@ class StepPlan {
   // (value, output index): values copied into their output after the last step, as its request
   // says (a reshape's alias, or a value whose output adds while later steps read the value).
   std::vector<std::pair<uint32_t, int>> at_end_;
-  std::vector<int> broadcast_use_of_;  // per (step, arg), flattened: index into broadcast_uses_, or -1
-  std::vector<uint32_t> arg_offset_;   // per step: where its args start in broadcast_use_of_
+  std::vector<int>
+      broadcast_use_of_;  // per (step, arg), flattened: index into broadcast_uses_, or -1
+  std::vector<uint32_t> arg_offset_;  // per step: where its args start in broadcast_use_of_
   std::vector<BroadcastUse> broadcast_uses_;
   int num_slots_ = 0;
 };

@@ -41,7 +41,9 @@ class Generator {
   }
 
  private:
-  std::vector<int> Lanes() const { return o_.width > 1 ? std::vector<int>{o_.width, 1} : std::vector<int>{1}; }
+  std::vector<int> Lanes() const {
+    return o_.width > 1 ? std::vector<int>{o_.width, 1} : std::vector<int>{1};
+  }
   bool Full(uint32_t input) const {
     return plan_.loaded[input] && plan_.input_kinds[input] == FusedGroup::InputKind::kFull;
   }
@@ -122,8 +124,8 @@ void Generator::Elements(int lanes) {
   for (uint32_t w = 0; w < plan_.walks.size(); ++w) {
     Declare({Operand::Kind::kWalk, w}, lanes);
     for (int j = 0; j < lanes; ++j) {
-      os_ << "  b" << w << "[" << j << "] = ToArith(a.in" << plan_.walks[w].input << "[Offset" << w << "(a, i + " << j
-          << ")]);\n";
+      os_ << "  b" << w << "[" << j << "] = ToArith(a.in" << plan_.walks[w].input << "[Offset" << w
+          << "(a, i + " << j << ")]);\n";
     }
   }
   if (parts_.size() == 1) Steps(parts_[0].steps, lanes, {});
@@ -141,15 +143,18 @@ void Generator::Elements(int lanes) {
 void Generator::Part(size_t p, int lanes) {
   const KernelPart& part = parts_[p];
   os_ << "__device__ __noinline__ void Part" << p << "_" << lanes << "(const Args& a, I i";
-  for (const Operand& o : part.ins) os_ << ", const " << code_.TypeOf(o) << " (&" << o.Name() << ")[" << lanes << "]";
-  for (const Operand& o : part.outs) os_ << ", " << code_.TypeOf(o) << " (&" << o.Name() << ")[" << lanes << "]";
+  for (const Operand& o : part.ins)
+    os_ << ", const " << code_.TypeOf(o) << " (&" << o.Name() << ")[" << lanes << "]";
+  for (const Operand& o : part.outs)
+    os_ << ", " << code_.TypeOf(o) << " (&" << o.Name() << ")[" << lanes << "]";
   os_ << ") {\n";
   Steps(part.steps, lanes, part.outs);
   os_ << "}\n";
 }
 
 // The steps' arrays (but those in `declared`), their lanes, and their stores.
-void Generator::Steps(const std::vector<uint32_t>& steps, int lanes, const std::vector<Operand>& declared) {
+void Generator::Steps(const std::vector<uint32_t>& steps, int lanes,
+                      const std::vector<Operand>& declared) {
   for (uint32_t s : steps) {
     for (const Operand& o : code_.Defines(s)) {
       if (std::find(declared.begin(), declared.end(), o) == declared.end()) Declare(o, lanes);
@@ -165,7 +170,8 @@ void Generator::Stores(uint32_t s, int lanes) {
     if (st.cast_adds) {
       os_ << "  double c" << st.output << "[" << lanes << "];\n";
       for (int j = 0; j < lanes; ++j) {
-        os_ << "  c" << st.output << "[" << j << "] = static_cast<double>(" << st.from.Name() << "[" << j << "]);\n";
+        os_ << "  c" << st.output << "[" << j << "] = static_cast<double>(" << st.from.Name() << "["
+            << j << "]);\n";
       }
       os_ << "  StoreCastAddN<" << lanes << ">(" << out << ", c" << st.output << ");\n";
       continue;
@@ -187,7 +193,8 @@ void Generator::Entry() {
     return;
   }
   os_ << "  ForEachPackOf<" << o_.width << ">(a.n, [&](I i, auto w) {\n"
-      << "    if constexpr (decltype(w)::value == 1) {\n      Elements1(a, i);\n    } else {\n      Elements"
+      << "    if constexpr (decltype(w)::value == 1) {\n      Elements1(a, i);\n    } else {\n     "
+         " Elements"
       << o_.width << "(a, i);\n    }\n  });\n}\n";
 }
 

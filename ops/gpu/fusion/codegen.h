@@ -28,11 +28,13 @@ namespace weft::gpu {
 inline constexpr char kFusedKernelName[] = "weft::fused::Kernel";
 
 struct CodegenOptions {
-  int width = 1;       // elements per pack of the full-size tensors: 1, or 32 bytes of the widest dtype
-  bool table = false;  // the kernel takes a pointer to its arguments in device memory, else them by value
-  int arch = 90;       // the target, major * 10 + minor: by value as __grid_constant__ from 70 on
+  int width = 1;  // elements per pack of the full-size tensors: 1, or 32 bytes of the widest dtype
+  bool table =
+      false;  // the kernel takes a pointer to its arguments in device memory, else them by value
+  int arch = 90;  // the target, major * 10 + minor: by value as __grid_constant__ from 70 on
   bool bad_code = false;  // tests only: a source NVRTC rejects (the fallback's test)
-  size_t part_size = 256;  // values and stores per device function (kernel_parts.h); tests make it small
+  size_t part_size =
+      256;  // values and stores per device function (kernel_parts.h); tests make it small
 };
 
 // The source, or nullopt with the reason in *error (a dtype or kind the generator has no code for).

@@ -5,7 +5,8 @@
 namespace weft::gpu {
 
 void UploadNow(const DeviceMemory& memory, const void* host, size_t bytes) {
-  engine::GpuStream stream(memory.device().id, engine::GpuStream::Options{/*blocking=*/false, /*priority=*/0});
+  engine::GpuStream stream(memory.device().id,
+                           engine::GpuStream::Options{/*blocking=*/false, /*priority=*/0});
   Storage::Get(memory.device())->Copy(memory.data(), host, bytes, &stream);
   stream.Synchronize();
 }

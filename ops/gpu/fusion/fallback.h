@@ -16,8 +16,8 @@
 #include "core/tensor_view.h"
 #include "ops/fusion/fused_group.h"
 #include "ops/fusion/internal/step_plan.h"
-#include "ops/op.h"
 #include "ops/gpu/fusion/device_memory.h"
+#include "ops/op.h"
 
 namespace weft::gpu {
 
@@ -28,13 +28,15 @@ class FusedFallback {
 
   // Const, and safe to call from several threads at once (each call has its own value views);
   // calls on one stream share the scratch arrays, which the stream orders.
-  void Run(const OpContext& ctx, std::span<const TensorView> inputs, std::span<const TensorView> outputs) const;
+  void Run(const OpContext& ctx, std::span<const TensorView> inputs,
+           std::span<const TensorView> outputs) const;
 
  private:
   std::shared_ptr<const FusedGroup> group_;
   StepPlan plan_;
   std::vector<DeviceMemory> slots_;
-  std::vector<TensorView> values_;  // scratch values on their slots, unused ones unbound; the rest set by Run
+  std::vector<TensorView>
+      values_;  // scratch values on their slots, unused ones unbound; the rest set by Run
 };
 
 }  // namespace weft::gpu

@@ -24,8 +24,8 @@
 //   WEFT_FUSION_TEST_INDEX64=1       64-bit indexing whatever the element count
 //   WEFT_FUSION_TEST_PARAM_BUDGET=N  a parameter budget of N bytes (small groups take the table)
 //
-//   ComputeFn run = PrepareFusedGpu(group, Device::Gpu(0), in, req, out, KernelLibrary::Global(), true);
-//   run(ctx, attrs, in, req, out);    // on a GPU worker
+//   ComputeFn run = PrepareFusedGpu(group, Device::Gpu(0), in, req, out, KernelLibrary::Global(),
+//   true); run(ctx, attrs, in, req, out);    // on a GPU worker
 #pragma once
 
 #include <cstdint>
@@ -55,8 +55,9 @@ FusedGpuStats GetFusedGpuStats();
 // node), compiling with `library`. `at_bind`: prepared outside any engine op for tensors that never
 // move (a bound graph's node), so the argument table, if any, is uploaded now and kept; otherwise
 // (a call prepared inside its own op) the table goes into the op's workspace on each call.
-ComputeFn PrepareFusedGpu(std::shared_ptr<const FusedGroup> group, Device device, std::span<const TensorView> inputs,
-                          std::span<const OpReq> req, std::span<const TensorView> outputs,
-                          rtc::KernelLibrary& library, bool at_bind);
+ComputeFn PrepareFusedGpu(std::shared_ptr<const FusedGroup> group, Device device,
+                          std::span<const TensorView> inputs, std::span<const OpReq> req,
+                          std::span<const TensorView> outputs, rtc::KernelLibrary& library,
+                          bool at_bind);
 
 }  // namespace weft::gpu

@@ -26,8 +26,8 @@ std::vector<Operand> ReadsOf(const KernelPart& part, const StepCode& code) {
 
 }  // namespace
 
-std::vector<KernelPart> SplitIntoParts(const FusedGroup& group, const KernelPlan& plan, const StepCode& code,
-                                       size_t part_size) {
+std::vector<KernelPart> SplitIntoParts(const FusedGroup& group, const KernelPlan& plan,
+                                       const StepCode& code, size_t part_size) {
   std::vector<KernelPart> parts;
   size_t size = 0;  // of the last part
   for (uint32_t s = 0; s < group.steps.size(); ++s) {

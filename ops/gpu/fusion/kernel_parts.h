@@ -21,13 +21,13 @@ namespace weft::gpu {
 
 struct KernelPart {
   std::vector<uint32_t> steps;  // live steps, in order
-  std::vector<Operand> ins;     // read here, defined before (inputs, broadcast reads, earlier parts)
-  std::vector<Operand> outs;    // defined here, read by a later part
+  std::vector<Operand> ins;   // read here, defined before (inputs, broadcast reads, earlier parts)
+  std::vector<Operand> outs;  // defined here, read by a later part
 };
 
 // Consecutive runs of live steps of at most `part_size` values and stores each (a step bigger
 // than that alone); ins and outs are filled when there are two parts or more.
-std::vector<KernelPart> SplitIntoParts(const FusedGroup& group, const KernelPlan& plan, const StepCode& code,
-                                       size_t part_size);
+std::vector<KernelPart> SplitIntoParts(const FusedGroup& group, const KernelPlan& plan,
+                                       const StepCode& code, size_t part_size);
 
 }  // namespace weft::gpu

@@ -14,11 +14,13 @@ OpReq Normalized(OpReq r) { return r == OpReq::kWriteInplace ? OpReq::kWrite : r
 // Steps whose outputs are stored, or read by such steps, backwards from the stored outputs.
 void MarkLive(const FusedGroup& g, KernelPlan& plan) {
   std::vector<bool> needed(g.num_values(), false);
-  for (size_t k = 0; k < g.outputs.size(); ++k) needed[g.outputs[k]] = plan.out_req[k] != OpReq::kNull;
+  for (size_t k = 0; k < g.outputs.size(); ++k)
+    needed[g.outputs[k]] = plan.out_req[k] != OpReq::kNull;
   plan.live.assign(g.steps.size(), false);
   for (size_t s = g.steps.size(); s-- > 0;) {
     const FusedGroup::Step& step = g.steps[s];
-    for (uint32_t o = 0; o < step.num_outputs; ++o) plan.live[s] = plan.live[s] || needed[step.first_output + o];
+    for (uint32_t o = 0; o < step.num_outputs; ++o)
+      plan.live[s] = plan.live[s] || needed[step.first_output + o];
     if (!plan.live[s]) continue;
     for (size_t a = 0; a < step.args.size(); ++a) {
       if (ReadsAsData(step.op->pointwise.kind, a)) needed[step.args[a]] = true;
@@ -45,7 +47,8 @@ BroadcastWalk WalkOf(const FusedGroup& g, const FusedGroup::Step& step, uint32_t
   BroadcastWalk walk;
   walk.input = input;
   walk.ndim = merged.ndim;
-  for (int d = 0; d < merged.ndim; ++d) walk.dim[d] = merged.dim[d], walk.stride[d] = merged.stride[0][d];
+  for (int d = 0; d < merged.ndim; ++d)
+    walk.dim[d] = merged.dim[d], walk.stride[d] = merged.stride[0][d];
   return walk;
 }
 
@@ -67,7 +70,8 @@ void AddWalks(const FusedGroup& g, KernelPlan& plan) {
   }
 }
 
-void Add(KernelPlan& plan, ArgField::Kind kind, uint32_t index, int axis, std::string name, uint32_t size) {
+void Add(KernelPlan& plan, ArgField::Kind kind, uint32_t index, int axis, std::string name,
+         uint32_t size) {
   plan.bytes = (plan.bytes + size - 1) / size * size;
   plan.fields.push_back(ArgField{kind, index, axis, plan.bytes, size, std::move(name)});
   plan.bytes += size;
@@ -82,15 +86,18 @@ void LayOutFields(const FusedGroup& g, KernelPlan& plan) {
     if (plan.out_req[k] != OpReq::kNull) Add(plan, K::kOutput, k, 0, "out" + std::to_string(k), 8);
   }
   for (uint32_t s = 0; s < g.steps.size(); ++s) {
-    if (plan.live[s] && TakesScalar(g.steps[s])) Add(plan, K::kScalar, s, 0, "s" + std::to_string(s), 8);
+    if (plan.live[s] && TakesScalar(g.steps[s]))
+      Add(plan, K::kScalar, s, 0, "s" + std::to_string(s), 8);
   }
   const uint32_t isize = plan.index64 ? 8 : 4;
   Add(plan, K::kCount, 0, 0, "n", isize);
   for (uint32_t w = 0; w < plan.walks.size(); ++w) {
     const std::string prefix = "w" + std::to_string(w);
     for (int d = 0; d < plan.walks[w].ndim; ++d) {
-      if (plan.walks[w].ReadsDim(d)) Add(plan, K::kDim, w, d, prefix + "d" + std::to_string(d), isize);
-      if (plan.walks[w].ReadsStride(d)) Add(plan, K::kStride, w, d, prefix + "s" + std::to_string(d), isize);
+      if (plan.walks[w].ReadsDim(d))
+        Add(plan, K::kDim, w, d, prefix + "d" + std::to_string(d), isize);
+      if (plan.walks[w].ReadsStride(d))
+        Add(plan, K::kStride, w, d, prefix + "s" + std::to_string(d), isize);
     }
   }
   plan.bytes = (plan.bytes + 7) / 8 * 8;  // the struct's alignment: its pointers'
@@ -146,14 +153,17 @@ bool ReadsAsData(PointwiseKind kind, size_t arg) {
 
 bool TakesScalar(const FusedGroup::Step& step) {
   const PointwiseKind kind = step.op->pointwise.kind;
-  return step.op->pointwise.scalar_of && (kind == PointwiseKind::kUnary || kind == PointwiseKind::kUnaryBackward);
+  return step.op->pointwise.scalar_of &&
+         (kind == PointwiseKind::kUnary || kind == PointwiseKind::kUnaryBackward);
 }
 
 bool StoresNothing(const KernelPlan& plan) {
-  return std::all_of(plan.out_req.begin(), plan.out_req.end(), [](OpReq r) { return r == OpReq::kNull; });
+  return std::all_of(plan.out_req.begin(), plan.out_req.end(),
+                     [](OpReq r) { return r == OpReq::kNull; });
 }
 
-std::vector<uint64_t> FillArgs(const KernelPlan& plan, const FusedGroup& group, std::span<const TensorView> inputs,
+std::vector<uint64_t> FillArgs(const KernelPlan& plan, const FusedGroup& group,
+                               std::span<const TensorView> inputs,
                                std::span<const TensorView> outputs) {
   std::vector<uint64_t> words(plan.bytes / 8, 0);
   char* bytes = reinterpret_cast<char*>(words.data());

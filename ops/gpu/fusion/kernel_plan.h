@@ -53,12 +53,12 @@ struct ArgField {
 };
 
 struct KernelPlan {
-  std::vector<OpReq> out_req;             // per output: kNull, kWrite or kAddTo
-  std::vector<bool> live;                 // per step: computed (something stored reads it)
-  std::vector<bool> loaded;               // per input: read as data by a live step
+  std::vector<OpReq> out_req;                      // per output: kNull, kWrite or kAddTo
+  std::vector<bool> live;                          // per step: computed (something stored reads it)
+  std::vector<bool> loaded;                        // per input: read as data by a live step
   std::vector<FusedGroup::InputKind> input_kinds;  // per input (FusedGroup::InputKinds)
-  std::vector<BroadcastWalk> walks;       // distinct walks of live steps
-  std::vector<std::vector<int>> walk_of;  // per step, per arg: its walk, or -1
+  std::vector<BroadcastWalk> walks;                // distinct walks of live steps
+  std::vector<std::vector<int>> walk_of;           // per step, per arg: its walk, or -1
   bool index64 = false;
   std::vector<ArgField> fields;  // in struct order
   uint32_t bytes = 0;            // sizeof the struct
@@ -81,7 +81,8 @@ bool StoresNothing(const KernelPlan& plan);
 
 // The argument struct's bytes for these tensors (inputs and outputs of the fused node), as
 // 8-byte words (plan.bytes rounded up).
-std::vector<uint64_t> FillArgs(const KernelPlan& plan, const FusedGroup& group, std::span<const TensorView> inputs,
+std::vector<uint64_t> FillArgs(const KernelPlan& plan, const FusedGroup& group,
+                               std::span<const TensorView> inputs,
                                std::span<const TensorView> outputs);
 
 }  // namespace weft::gpu

@@ -16,7 +16,9 @@ namespace {
 constexpr int kLargeParamsVersion = 12010;  // CUDA 12.1
 constexpr int kLargeParamsArch = 70;        // Volta
 
-std::string Version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+std::string Version(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
 
 }  // namespace
 
@@ -43,14 +45,16 @@ ParamBudgetFacts QueryParamBudgetFacts(int device) {
 
 size_t KernelParamBudget(int device) {
   const size_t budget = ParamBudgetFor(QueryParamBudgetFacts(device));
-  const int forced = GetEnvInt("WEFT_FUSION_TEST_PARAM_BUDGET", 0, 0, static_cast<int>(kLargeParamBudget));
+  const int forced =
+      GetEnvInt("WEFT_FUSION_TEST_PARAM_BUDGET", 0, 0, static_cast<int>(kLargeParamBudget));
   return forced > 0 ? std::min(budget, static_cast<size_t>(forced)) : budget;
 }
 
 std::string DescribeParamBudget(int device) {
   const ParamBudgetFacts f = QueryParamBudgetFacts(device);
-  return std::to_string(KernelParamBudget(device)) + " bytes (runtime " + Version(f.runtime) + ", driver " +
-         Version(f.driver) + ", NVRTC " + Version(f.nvrtc) + ", sm_" + std::to_string(f.arch) + ")";
+  return std::to_string(KernelParamBudget(device)) + " bytes (runtime " + Version(f.runtime) +
+         ", driver " + Version(f.driver) + ", NVRTC " + Version(f.nvrtc) + ", sm_" +
+         std::to_string(f.arch) + ")";
 }
 
 }  // namespace weft::gpu

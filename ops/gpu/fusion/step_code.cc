@@ -18,12 +18,13 @@ StepCode::StepCode(const FusedGroup& group, const KernelPlan& plan)
 
 Operand StepCode::Arg(uint32_t step, size_t arg) const {
   const int walk = plan_.walk_of[step][arg];
-  return walk >= 0 ? Operand{Operand::Kind::kWalk, static_cast<uint32_t>(walk)} : Holder(g_.steps[step].args[arg]);
+  return walk >= 0 ? Operand{Operand::Kind::kWalk, static_cast<uint32_t>(walk)}
+                   : Holder(g_.steps[step].args[arg]);
 }
 
 Operand StepCode::Holder(uint32_t value) const {
-  for (int p = producer_[value]; p >= 0 && g_.steps[p].op->pointwise.kind == PointwiseKind::kReshape;
-       p = producer_[value]) {
+  for (int p = producer_[value];
+       p >= 0 && g_.steps[p].op->pointwise.kind == PointwiseKind::kReshape; p = producer_[value]) {
     value = g_.steps[p].args[0];
   }
   return Operand{Operand::Kind::kValue, value};
@@ -37,7 +38,8 @@ std::vector<Operand> StepCode::Defines(uint32_t step) const {
   const FusedGroup::Step& s = g_.steps[step];
   std::vector<Operand> defined;
   if (s.op->pointwise.kind == PointwiseKind::kReshape) return defined;
-  for (uint32_t o = 0; o < s.num_outputs; ++o) defined.push_back({Operand::Kind::kValue, s.first_output + o});
+  for (uint32_t o = 0; o < s.num_outputs; ++o)
+    defined.push_back({Operand::Kind::kValue, s.first_output + o});
   return defined;
 }
 
@@ -56,7 +58,8 @@ std::vector<StepCode::Store> StepCode::Stores(uint32_t step) const {
   for (uint32_t v = s.first_output; v < s.first_output + s.num_outputs; ++v) {
     const int k = output_of_[v];
     if (k < 0 || plan_.out_req[k] == OpReq::kNull) continue;
-    const bool cast_adds = plan_.out_req[k] == OpReq::kAddTo && s.op->pointwise.kind == PointwiseKind::kCast;
+    const bool cast_adds =
+        plan_.out_req[k] == OpReq::kAddTo && s.op->pointwise.kind == PointwiseKind::kCast;
     stores.push_back({static_cast<uint32_t>(k), cast_adds ? Arg(step, 0) : Holder(v), cast_adds});
   }
   return stores;
@@ -65,7 +68,8 @@ std::vector<StepCode::Store> StepCode::Stores(uint32_t step) const {
 std::string StepCode::Statements(uint32_t step, int lane) const {
   std::string code;
   for (const Operand& out : Defines(step)) {
-    code += "  " + At(out, lane) + " = " + Expression(step, out.id - g_.steps[step].first_output, lane) + ";\n";
+    code += "  " + At(out, lane) + " = " +
+            Expression(step, out.id - g_.steps[step].first_output, lane) + ";\n";
   }
   return code;
 }
@@ -76,26 +80,31 @@ std::string StepCode::Expression(uint32_t step, uint32_t output, int lane) const
   const PointwiseFn& pw = s.op->pointwise;
   const std::string a = ArithTypeName(g_.dtypes[s.first_output]), f = pw.Functor(s.attrs);
   const auto r = [&](size_t arg) { return At(Arg(step, arg), lane); };
-  const std::string scalar = TakesScalar(s) ? "static_cast<" + a + ">(a.s" + std::to_string(step) + ")" : a + "(0)";
-  const bool functor = pw.kind == PointwiseKind::kUnary || pw.kind == PointwiseKind::kUnaryBackward ||
-                       pw.kind == PointwiseKind::kBinary || pw.kind == PointwiseKind::kBinaryBackward;
+  const std::string scalar =
+      TakesScalar(s) ? "static_cast<" + a + ">(a.s" + std::to_string(step) + ")" : a + "(0)";
+  const bool functor =
+      pw.kind == PointwiseKind::kUnary || pw.kind == PointwiseKind::kUnaryBackward ||
+      pw.kind == PointwiseKind::kBinary || pw.kind == PointwiseKind::kBinaryBackward;
   if (functor && f.empty()) throw Unsupported("step '" + s.name + "' names no functor");
   switch (pw.kind) {
     case PointwiseKind::kUnary:
       return f + "::Fwd<" + a + ">(" + r(0) + ", " + scalar + ")";
     case PointwiseKind::kUnaryBackward:
-      return "weft::fn::BackwardOf<" + f + ", " + a + ">(" + r(0) + ", " + r(s.args.size() - 1) + ", " + scalar + ")";
+      return "weft::fn::BackwardOf<" + f + ", " + a + ">(" + r(0) + ", " + r(s.args.size() - 1) +
+             ", " + scalar + ")";
     case PointwiseKind::kBinary:
       return f + "::Fwd<" + a + ">(" + r(0) + ", " + r(1) + ")";
     case PointwiseKind::kBinaryBackward:
-      return r(0) + " * " + f + (output == 0 ? "::DL<" : "::DR<") + a + ">(" + r(1) + ", " + r(2) + ")";
+      return r(0) + " * " + f + (output == 0 ? "::DL<" : "::DR<") + a + ">(" + r(1) + ", " + r(2) +
+             ")";
     case PointwiseKind::kAddN: {
       std::string sum = "static_cast<" + a + ">(-0.0)";  // from -0, in input order, as add_n sums
       for (size_t k = 0; k < s.args.size(); ++k) sum = "(" + sum + " + " + r(k) + ")";
       return sum;
     }
     case PointwiseKind::kCast:
-      return "ToArith(CastStore<" + StoreTypeName(g_.dtypes[s.first_output]) + ">(static_cast<double>(" + r(0) + ")))";
+      return "ToArith(CastStore<" + StoreTypeName(g_.dtypes[s.first_output]) +
+             ">(static_cast<double>(" + r(0) + ")))";
     default:
       throw Unsupported("no fused code for step '" + s.name + "' (op " + s.op->name + ")");
   }

@@ -1,16 +1,17 @@
 // The code of the steps of a fused group (ops/fusion/fused_group.h), one position at a time, for
 // the kernel generator (codegen.h): what each argument reads (an operand), and the statement each
-// step's kind gives with its functor, exactly as the unfused GPU kernels call it (kernels/unary.cuh,
-// binary.cuh, cast.cuh): kUnary F::Fwd(x, s); kUnaryBackward BackwardOf<F>(dy, x or y, s); kBinary
-// F::Fwd(l, r); kBinaryBackward dy * F::DL(l, r) and dy * F::DR(l, r); kAddN a sum from -0 in input
-// order; kCast a conversion through double (bfloat16 rounded to nearest even); kReshape nothing (its
-// output is its argument's registers).
+// step's kind gives with its functor, exactly as the unfused GPU kernels call it
+// (kernels/unary.cuh, binary.cuh, cast.cuh): kUnary F::Fwd(x, s); kUnaryBackward BackwardOf<F>(dy,
+// x or y, s); kBinary F::Fwd(l, r); kBinaryBackward dy * F::DL(l, r) and dy * F::DR(l, r); kAddN a
+// sum from -0 in input order; kCast a conversion through double (bfloat16 rounded to nearest even);
+// kReshape nothing (its output is its argument's registers).
 //
 // Operands are arrays of the kernel's pack width in registers: v<value> for values (a reshape's
 // output is the array of the value it reshapes), b<walk> for what a broadcast walk reads.
 //
 //   StepCode code(group, plan);
-//   os << code.Statements(s, /*lane=*/2);   // "  v7[2] = weft::fn::Relu::Fwd<float>(v5[2], float(0));\n"
+//   os << code.Statements(s, /*lane=*/2);   // "  v7[2] = weft::fn::Relu::Fwd<float>(v5[2],
+//   float(0));\n"
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,8 @@ class Unsupported : public std::runtime_error {
 };
 
 // The arithmetic type of a stored dtype as kernels/common.cuh has it ("float" for float32 and
-// bfloat16, "double"), and the stored type ("float", "double", "bf16"). Throw Unsupported for others.
+// bfloat16, "double"), and the stored type ("float", "double", "bf16"). Throw Unsupported for
+// others.
 std::string ArithTypeName(DType t);
 std::string StoreTypeName(DType t);
 
@@ -71,7 +73,9 @@ class StepCode {
   std::vector<Store> Stores(uint32_t step) const;
 
  private:
-  std::string At(const Operand& o, int lane) const { return o.Name() + "[" + std::to_string(lane) + "]"; }
+  std::string At(const Operand& o, int lane) const {
+    return o.Name() + "[" + std::to_string(lane) + "]";
+  }
   std::string Expression(uint32_t step, uint32_t output, int lane) const;
 
   const FusedGroup& g_;

@@ -9,7 +9,8 @@ GpuAxes MergeAxes(const std::vector<WalkAxis>& axes) {
   for (const WalkAxis& axis : axes) {
     if (axis.dim == 1) continue;
     bool runs_on = !merged.empty();
-    for (int a = 0; a < 3 && runs_on; ++a) runs_on = merged.back().stride[a] == axis.stride[a] * axis.dim;
+    for (int a = 0; a < 3 && runs_on; ++a)
+      runs_on = merged.back().stride[a] == axis.stride[a] * axis.dim;
     if (runs_on) {
       merged.back() = WalkAxis{merged.back().dim * axis.dim, axis.stride};
     } else {

@@ -4,8 +4,9 @@
 // the op's completion (engine/gpu/device_error.h). Nothing waits and nothing traps.
 //
 //   const BadItems bad(ctx, [classes](int64_t row, double label) { return "..."; });
-//   Launch(ctx, "softmax_cross_entropy.cuh", kernel, items, ..., bad.slot());  // NoteBadItem(slot, row)
-//   bad.Report(label);   // after the kernels that check: item `row` of `label` is the bad value
+//   Launch(ctx, "softmax_cross_entropy.cuh", kernel, items, ..., bad.slot());  // NoteBadItem(slot,
+//   row) bad.Report(label);   // after the kernels that check: item `row` of `label` is the bad
+//   value
 #pragma once
 
 #include "core/tensor_view.h"

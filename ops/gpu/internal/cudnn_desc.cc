@@ -11,30 +11,34 @@ TensorDesc NchwDesc(const char* op, DType dtype, const Shape& shape) {
   WEFT_CHECK_EQ(shape.ndim(), 4) << op << ": NCHW tensor";
   CheckedInt(op, shape.Size());  // cuDNN's strides are ints too
   TensorDesc desc;
-  WEFT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc.get(), CUDNN_TENSOR_NCHW, CudnnType(dtype), CheckedInt(op, shape[0]),
-                                              CheckedInt(op, shape[1]), CheckedInt(op, shape[2]),
-                                              CheckedInt(op, shape[3])));
+  WEFT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc.get(), CUDNN_TENSOR_NCHW, CudnnType(dtype),
+                                              CheckedInt(op, shape[0]), CheckedInt(op, shape[1]),
+                                              CheckedInt(op, shape[2]), CheckedInt(op, shape[3])));
   return desc;
 }
 
-TensorDesc ChannelDesc(const char* op, DType dtype, int64_t c) { return NchwDesc(op, dtype, Shape{1, c, 1, 1}); }
+TensorDesc ChannelDesc(const char* op, DType dtype, int64_t c) {
+  return NchwDesc(op, dtype, Shape{1, c, 1, 1});
+}
 
 FilterDesc FilterOf(const char* op, DType dtype, const Shape& shape) {
   WEFT_CHECK_EQ(shape.ndim(), 4) << op << ": filter";
   CheckedInt(op, shape.Size());
   FilterDesc desc;
-  WEFT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(desc.get(), CudnnType(dtype), CUDNN_TENSOR_NCHW, CheckedInt(op, shape[0]),
-                                              CheckedInt(op, shape[1]), CheckedInt(op, shape[2]),
-                                              CheckedInt(op, shape[3])));
+  WEFT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(desc.get(), CudnnType(dtype), CUDNN_TENSOR_NCHW,
+                                              CheckedInt(op, shape[0]), CheckedInt(op, shape[1]),
+                                              CheckedInt(op, shape[2]), CheckedInt(op, shape[3])));
   return desc;
 }
 
 ConvolutionDesc ConvolutionOf(DType dtype, const Window2d& win) {
   ConvolutionDesc desc;
   WEFT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
-      desc.get(), static_cast<int>(win.pad[0]), static_cast<int>(win.pad[1]), static_cast<int>(win.stride[0]),
-      static_cast<int>(win.stride[1]), 1, 1, CUDNN_CROSS_CORRELATION, CudnnType(dtype)));
-  if (dtype == DType::kFloat32) WEFT_CUDNN_CHECK(cudnnSetConvolutionMathType(desc.get(), CUDNN_FMA_MATH));
+      desc.get(), static_cast<int>(win.pad[0]), static_cast<int>(win.pad[1]),
+      static_cast<int>(win.stride[0]), static_cast<int>(win.stride[1]), 1, 1,
+      CUDNN_CROSS_CORRELATION, CudnnType(dtype)));
+  if (dtype == DType::kFloat32)
+    WEFT_CUDNN_CHECK(cudnnSetConvolutionMathType(desc.get(), CUDNN_FMA_MATH));
   return desc;
 }
 
@@ -42,10 +46,10 @@ PoolingDesc PoolingOf(const Window2d& win, PoolType type) {
   PoolingDesc desc;
   const cudnnPoolingMode_t mode =
       type == PoolType::kMax ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
-  WEFT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(desc.get(), mode, CUDNN_NOT_PROPAGATE_NAN,
-                                               static_cast<int>(win.kernel[0]), static_cast<int>(win.kernel[1]),
-                                               static_cast<int>(win.pad[0]), static_cast<int>(win.pad[1]),
-                                               static_cast<int>(win.stride[0]), static_cast<int>(win.stride[1])));
+  WEFT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(
+      desc.get(), mode, CUDNN_NOT_PROPAGATE_NAN, static_cast<int>(win.kernel[0]),
+      static_cast<int>(win.kernel[1]), static_cast<int>(win.pad[0]), static_cast<int>(win.pad[1]),
+      static_cast<int>(win.stride[0]), static_cast<int>(win.stride[1])));
   return desc;
 }
 

@@ -10,7 +10,9 @@ TensorDesc RowsDesc(DType dtype, const SoftmaxRows& r) {
   return NchwDesc("softmax", dtype, Shape{r.outer, r.n, r.inner, 1});
 }
 
-cudnnSoftmaxAlgorithm_t AlgorithmOf(bool log) { return log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE; }
+cudnnSoftmaxAlgorithm_t AlgorithmOf(bool log) {
+  return log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE;
+}
 
 }  // namespace
 
@@ -21,18 +23,20 @@ SoftmaxRows SoftmaxRowsOf(const Shape& s, int axis) {
   return r;
 }
 
-void SoftmaxForward(const GpuCall& call, DType dtype, const SoftmaxRows& rows, bool log, const void* x, OpReq req,
-                    void* y) {
+void SoftmaxForward(const GpuCall& call, DType dtype, const SoftmaxRows& rows, bool log,
+                    const void* x, OpReq req, void* y) {
   const TensorDesc desc = RowsDesc(dtype, rows);
-  WEFT_CUDNN_CHECK(cudnnSoftmaxForward(call.cudnn(), AlgorithmOf(log), CUDNN_SOFTMAX_MODE_CHANNEL, One(dtype).get(),
-                                       desc.get(), x, BetaFor(req, dtype).get(), desc.get(), y));
+  WEFT_CUDNN_CHECK(cudnnSoftmaxForward(call.cudnn(), AlgorithmOf(log), CUDNN_SOFTMAX_MODE_CHANNEL,
+                                       One(dtype).get(), desc.get(), x, BetaFor(req, dtype).get(),
+                                       desc.get(), y));
 }
 
-void SoftmaxBackward(const GpuCall& call, DType dtype, const SoftmaxRows& rows, bool log, const void* dy, const void* y,
-                     OpReq req, void* dx) {
+void SoftmaxBackward(const GpuCall& call, DType dtype, const SoftmaxRows& rows, bool log,
+                     const void* dy, const void* y, OpReq req, void* dx) {
   const TensorDesc desc = RowsDesc(dtype, rows);
-  WEFT_CUDNN_CHECK(cudnnSoftmaxBackward(call.cudnn(), AlgorithmOf(log), CUDNN_SOFTMAX_MODE_CHANNEL, One(dtype).get(),
-                                        desc.get(), y, desc.get(), dy, BetaFor(req, dtype).get(), desc.get(), dx));
+  WEFT_CUDNN_CHECK(cudnnSoftmaxBackward(call.cudnn(), AlgorithmOf(log), CUDNN_SOFTMAX_MODE_CHANNEL,
+                                        One(dtype).get(), desc.get(), y, desc.get(), dy,
+                                        BetaFor(req, dtype).get(), desc.get(), dx));
 }
 
 }  // namespace weft::gpu

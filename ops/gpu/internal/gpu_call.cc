@@ -7,8 +7,8 @@
 namespace weft::gpu {
 
 engine::GpuStream& StreamOf(const OpContext& ctx) {
-  WEFT_CHECK(ctx.run.stream != nullptr) << "a GPU op on " << ctx.run.device
-                                        << ": expected the stream of a GPU worker, found none";
+  WEFT_CHECK(ctx.run.stream != nullptr)
+      << "a GPU op on " << ctx.run.device << ": expected the stream of a GPU worker, found none";
   return *ctx.run.stream;
 }
 
@@ -70,7 +70,8 @@ cudaDataType_t CudaType(DType dtype) {
 
 int CheckedInt(const char* op, int64_t value) {
   if (value > INT_MAX)
-    WEFT_THROW(op << " on the GPU: expected an extent of at most " << INT_MAX << ", found " << value);
+    WEFT_THROW(op << " on the GPU: expected an extent of at most " << INT_MAX << ", found "
+                  << value);
   return static_cast<int>(value);
 }
 

@@ -6,7 +6,8 @@
 //     CheckDType("Foo", x.dtype(), {DType::kFloat32, DType::kFloat64});
 //     const GpuCall call(ctx);
 //     const std::vector<void*> ws = call.Workspace({bytes_a, bytes_b});
-//     WEFT_CUDNN_CHECK(cudnnFoo(call.cudnn(), One(x.dtype()).get(), ..., BetaFor(req[0], x.dtype()).get(), ...));
+//     WEFT_CUDNN_CHECK(cudnnFoo(call.cudnn(), One(x.dtype()).get(), ..., BetaFor(req[0],
+//     x.dtype()).get(), ...));
 //   }
 //
 // Requests: kWrite and kWriteInplace overwrite (beta 0), kAddTo accumulates (beta 1); the caller
@@ -64,8 +65,11 @@ cudaDataType_t CudaType(DType dtype);    // float32, float64, bfloat16
 // float64, float otherwise (bfloat16 computes in float32).
 class Scalar {
  public:
-  Scalar(DType dtype, double value) : as_double_(dtype == DType::kFloat64), f_(static_cast<float>(value)), d_(value) {}
-  const void* get() const { return as_double_ ? static_cast<const void*>(&d_) : static_cast<const void*>(&f_); }
+  Scalar(DType dtype, double value)
+      : as_double_(dtype == DType::kFloat64), f_(static_cast<float>(value)), d_(value) {}
+  const void* get() const {
+    return as_double_ ? static_cast<const void*>(&d_) : static_cast<const void*>(&f_);
+  }
 
  private:
   bool as_double_;
@@ -75,7 +79,9 @@ class Scalar {
 
 inline Scalar One(DType dtype) { return Scalar(dtype, 1.0); }
 // 1 for kAddTo (accumulate into the output), 0 otherwise (overwrite).
-inline Scalar BetaFor(OpReq req, DType dtype) { return Scalar(dtype, req == OpReq::kAddTo ? 1.0 : 0.0); }
+inline Scalar BetaFor(OpReq req, DType dtype) {
+  return Scalar(dtype, req == OpReq::kAddTo ? 1.0 : 0.0);
+}
 
 // Throws unless `value` fits the int the libraries take for extents and strides.
 int CheckedInt(const char* op, int64_t value);

@@ -25,8 +25,10 @@ int64_t MaxBlocks(int device) {
   if (it != cache.end()) return it->second;
   int sms = 0, threads_per_sm = 0;
   WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
-  return cache.emplace(device, static_cast<int64_t>(sms) * (threads_per_sm / kGpuBlock) * 64).first->second;
+  WEFT_CUDA_CHECK(
+      cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
+  return cache.emplace(device, static_cast<int64_t>(sms) * (threads_per_sm / kGpuBlock) * 64)
+      .first->second;
 }
 
 }  // namespace
@@ -50,13 +52,14 @@ std::string TypeName(DType dtype) {
   }
 }
 
-std::string KernelType(const std::string& op, std::span<const DType> allowed, std::span<const TensorView> inputs,
-                       std::span<const TensorView> outputs) {
+std::string KernelType(const std::string& op, std::span<const DType> allowed,
+                       std::span<const TensorView> inputs, std::span<const TensorView> outputs) {
   const DType dtype = outputs.empty() ? inputs[0].dtype() : outputs[0].dtype();
   for (std::span<const TensorView> group : {inputs, outputs}) {
     for (const TensorView& t : group) {
       if (t.dtype() != dtype) {
-        WEFT_THROW(op << " on GPU: expected every array to be " << dtype << ", found " << t.dtype());
+        WEFT_THROW(op << " on GPU: expected every array to be " << dtype << ", found "
+                      << t.dtype());
       }
     }
   }
@@ -112,7 +115,8 @@ rtc::Kernel CachedKernel(const char* file, const std::string& name, int device) 
   thread_local std::unordered_map<std::string, Cached> cache[kMaxDevices];
   if (device >= 0 && device < kMaxDevices) {
     auto it = cache[device].find(name);
-    if (it != cache[device].end() && std::strcmp(it->second.file, file) == 0) return rtc::Kernel(it->second.kernel);
+    if (it != cache[device].end() && std::strcmp(it->second.file, file) == 0)
+      return rtc::Kernel(it->second.kernel);
   }
   const rtc::Kernel kernel = rtc::KernelLibrary::Global().Get({file, "", name, {}}, device);
   if (device >= 0 && device < kMaxDevices) cache[device][name] = Cached{file, kernel.handle()};
@@ -123,13 +127,13 @@ unsigned GridBlocks(int device, int64_t items) {
   return static_cast<unsigned>(std::min((items + kGpuBlock - 1) / kGpuBlock, MaxBlocks(device)));
 }
 
-void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name, int64_t items, bool block_per_item,
-                std::span<void* const> args) {
+void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name, int64_t items,
+                bool block_per_item, std::span<void* const> args) {
   if (items <= 0) return;
   const int device = ctx.run.device.id;
   const rtc::Kernel kernel = CachedKernel(file, name, device);
-  const unsigned blocks =
-      block_per_item ? static_cast<unsigned>(std::min(items, MaxBlocks(device))) : GridBlocks(device, items);
+  const unsigned blocks = block_per_item ? static_cast<unsigned>(std::min(items, MaxBlocks(device)))
+                                         : GridBlocks(device, items);
   kernel.Launch(dim3(blocks), dim3(kGpuBlock), args, StreamOf(ctx));
 }
 
@@ -142,7 +146,8 @@ void FillGpu(const OpContext& ctx, double value, OpReq req, const TensorView& y)
     return;
   }
   const int v = PackWidth(y.dtype(), {y.raw()});
-  Launch(ctx, "fill.cuh", Instance("weft::Fill", {t, std::to_string(v)}), Packs(n, v), y.raw(), n, value, ReqCode(req));
+  Launch(ctx, "fill.cuh", Instance("weft::Fill", {t, std::to_string(v)}), Packs(n, v), y.raw(), n,
+         value, ReqCode(req));
 }
 
 void CopyGpu(const OpContext& ctx, const TensorView& x, OpReq req, const TensorView& y) {
@@ -155,7 +160,8 @@ void CopyGpu(const OpContext& ctx, const TensorView& x, OpReq req, const TensorV
   const std::string t = KernelType("copy (add to)", kElementwiseTypes, {&x, 1}, {&y, 1});
   const int64_t n = y.size();
   const int v = PackWidth(y.dtype(), {x.raw(), y.raw()});
-  Launch(ctx, "unary.cuh", Instance("weft::UnaryForward", {"weft::fn::Identity", t, std::to_string(v)}), Packs(n, v),
+  Launch(ctx, "unary.cuh",
+         Instance("weft::UnaryForward", {"weft::fn::Identity", t, std::to_string(v)}), Packs(n, v),
          x.raw(), y.raw(), n, 0.0, ReqCode(req));
 }
 

@@ -34,8 +34,8 @@ inline constexpr DType kFillTypes[] = {DType::kFloat32, DType::kFloat64, DType::
 // the kernels have no type for.
 std::string TypeName(DType dtype);
 
-std::string KernelType(const std::string& op, std::span<const DType> allowed, std::span<const TensorView> inputs,
-                       std::span<const TensorView> outputs);
+std::string KernelType(const std::string& op, std::span<const DType> allowed,
+                       std::span<const TensorView> inputs, std::span<const TensorView> outputs);
 
 // "tmpl<arg0, arg1, ...>": a template kernel's name expression.
 std::string Instance(const std::string& tmpl, std::initializer_list<std::string> args);
@@ -54,11 +54,12 @@ unsigned GridBlocks(int device, int64_t items);
 // Launches kernel `name` of ops/gpu/kernels/`file` on the op's stream, kGpuBlock threads per
 // block, enough blocks for `items` grid-stride items (a block per item when `block_per_item`).
 // Each argument is passed by value and must have the kernel parameter's exact layout.
-void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name, int64_t items, bool block_per_item,
-                std::span<void* const> args);
+void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name, int64_t items,
+                bool block_per_item, std::span<void* const> args);
 
 template <typename... Args>
-void Launch(const OpContext& ctx, const char* file, const std::string& name, int64_t items, Args... args) {
+void Launch(const OpContext& ctx, const char* file, const std::string& name, int64_t items,
+            Args... args) {
   void* pointers[] = {static_cast<void*>(&args)...};
   LaunchArgs(ctx, file, name, items, /*block_per_item=*/false, pointers);
 }

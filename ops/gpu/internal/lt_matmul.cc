@@ -44,25 +44,30 @@ Plan MakePlan(DType dtype, const LtGemmShape& s) {
   WEFT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
   const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
-  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
+  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a,
+                                                   sizeof(trans_a)));
+  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b,
+                                                   sizeof(trans_b)));
+  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                   sizeof(epilogue)));
+  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                   &type, sizeof(type)));
   p.a = Layout(type, s.k, s.m);
   p.b = Layout(type, s.k, s.n);
   p.d = Layout(type, s.m, s.n);
   cublasLtMatmulPreference_t pref = nullptr;
   WEFT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  WEFT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kLtWorkspace,
-                                                         sizeof(kLtWorkspace)));
+  WEFT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kLtWorkspace, sizeof(kLtWorkspace)));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(LtHandle(), p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(LtHandle(), p.desc, p.a, p.b, p.d,
+                                                               p.d, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   WEFT_CUBLAS_CHECK(status);
   if (found == 0)
-    WEFT_THROW("FullyConnected on the GPU: cuBLASLt has no algorithm for " << s.m << "x" << s.n << "x" << s.k);
+    WEFT_THROW("FullyConnected on the GPU: cuBLASLt has no algorithm for " << s.m << "x" << s.n
+                                                                           << "x" << s.k);
   p.algo = result.algo;
   p.workspace = result.workspaceSize;
   return p;
@@ -79,17 +84,20 @@ Plan& PlanFor(DType dtype, const LtGemmShape& s, int device) {
 
 }  // namespace
 
-bool LtBiasGemmSupports(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kBFloat16; }
+bool LtBiasGemmSupports(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kBFloat16;
+}
 
-void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a, const void* b,
-                const void* bias, void* d, bool accumulate) {
+void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a,
+                const void* b, const void* bias, void* d, bool accumulate) {
   Plan& p = PlanFor(dtype, shape, call.device());
-  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                   sizeof(bias)));
   const float alpha = 1, beta = accumulate ? 1 : 0;
   void* workspace = p.workspace == 0 ? nullptr : call.Workspace({p.workspace})[0];
   call.stream().Library([&](cudaStream_t s) {  // after the kernels batched so far on the stream
-    WEFT_CUBLAS_CHECK(cublasLtMatmul(LtHandle(), p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &p.algo,
-                                     workspace, p.workspace, s));
+    WEFT_CUBLAS_CHECK(cublasLtMatmul(LtHandle(), p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d,
+                                     p.d, &p.algo, workspace, p.workspace, s));
   });
 }
 

@@ -21,7 +21,7 @@ struct LtGemmShape {
 // True when LtBiasGemm takes `dtype` (float32, bfloat16).
 bool LtBiasGemmSupports(DType dtype);
 
-void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a, const void* b,
-                const void* bias, void* d, bool accumulate);
+void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a,
+                const void* b, const void* bias, void* d, bool accumulate);
 
 }  // namespace weft::gpu

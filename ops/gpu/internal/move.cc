@@ -10,7 +10,8 @@ namespace {
 
 // A write of at most two axes whose inner one is contiguous in both arrays, as cudaMemcpy2DAsync
 // takes it (pitches kept well inside what every device accepts); false where it does not fit.
-bool TryMemcpy2D(const OpContext& ctx, size_t element_size, const void* x, void* y, const GpuAxes& walk, OpReq req) {
+bool TryMemcpy2D(const OpContext& ctx, size_t element_size, const void* x, void* y,
+                 const GpuAxes& walk, OpReq req) {
   if (req == OpReq::kAddTo || walk.ndim > 2) return false;
   const int inner = walk.ndim - 1;
   if (inner >= 0 && (walk.stride[0][inner] != 1 || walk.stride[1][inner] != 1)) return false;
@@ -25,8 +26,8 @@ bool TryMemcpy2D(const OpContext& ctx, size_t element_size, const void* x, void*
 
 }  // namespace
 
-void StridedMoveGpu(const OpContext& ctx, const std::string& t, size_t element_size, const void* x, void* y,
-                    const GpuAxes& walk, int64_t n, OpReq req) {
+void StridedMoveGpu(const OpContext& ctx, const std::string& t, size_t element_size, const void* x,
+                    void* y, const GpuAxes& walk, int64_t n, OpReq req) {
   if (req == OpReq::kNull || n == 0) return;
   if (TryMemcpy2D(ctx, element_size, x, y, walk, req)) return;
   Launch(ctx, "move.cuh", Instance("weft::StridedCopy", {t}), n, x, y, walk, n, ReqCode(req));

@@ -17,8 +17,8 @@ namespace weft::gpu {
 
 // y[off0] = x[off1] at each of the n positions of `walk`, as `req` says. `t`: the kernels' name
 // of the dtype (KernelType), of `element_size` bytes; x and y point at the first element concerned.
-void StridedMoveGpu(const OpContext& ctx, const std::string& t, size_t element_size, const void* x, void* y,
-                    const GpuAxes& walk, int64_t n, OpReq req);
+void StridedMoveGpu(const OpContext& ctx, const std::string& t, size_t element_size, const void* x,
+                    void* y, const GpuAxes& walk, int64_t n, OpReq req);
 
 // `p` advanced by `elements` elements of `element_size` bytes.
 inline void* ElementAt(void* p, int64_t elements, size_t element_size) {

@@ -41,7 +41,8 @@ __global__ void BinaryBroadcast(const T* l, const T* r, T* y, GpuAxes axes, int6
 
 // dl = dy * DL(l, r), dr = dy * DR(l, r); all five of n elements (no broadcasting).
 template <class F, typename T, int V>
-__global__ void BinaryBackward(const T* dy, const T* l, const T* r, T* dl, T* dr, int64 n, int req_l, int req_r) {
+__global__ void BinaryBackward(const T* dy, const T* l, const T* r, T* dl, T* dr, int64 n,
+                               int req_l, int req_r) {
   typedef typename Arith<T>::type A;
   ForEachPack<V>(n, [&](int64 i, auto w) {
     constexpr int W = decltype(w)::value;
@@ -61,8 +62,9 @@ __global__ void BinaryBackward(const T* dy, const T* l, const T* r, T* dl, T* dr
 
 // One term of a broadcast gradient: dy * D(l, r) at position k of `reduced` from `base`.
 template <class F, int kSide, typename T>
-__device__ inline typename Arith<T>::type GradTerm(const T* dy, const T* l, const T* r, const GpuAxes& reduced,
-                                                   const int64 (&base)[3], int64 k) {
+__device__ inline typename Arith<T>::type GradTerm(const T* dy, const T* l, const T* r,
+                                                   const GpuAxes& reduced, const int64 (&base)[3],
+                                                   int64 k) {
   typedef typename Arith<T>::type A;
   int64 off[3] = {base[0], base[1], base[2]};
   AddOffsets(reduced, k, off);
@@ -73,8 +75,8 @@ __device__ inline typename Arith<T>::type GradTerm(const T* dy, const T* l, cons
 // The gradient of operand kSide (0: lhs, 1: rhs), n_out elements, each the sum of n_reduced
 // terms. One thread per element: for many elements (then neighbours read neighbours).
 template <class F, int kSide, typename T>
-__global__ void BinaryGradPerThread(const T* dy, const T* l, const T* r, T* out, GpuAxes kept, GpuAxes reduced,
-                                    int64 n_out, int64 n_reduced, int req) {
+__global__ void BinaryGradPerThread(const T* dy, const T* l, const T* r, T* out, GpuAxes kept,
+                                    GpuAxes reduced, int64 n_out, int64 n_reduced, int req) {
   typedef typename Arith<T>::type A;
   for (int64 j = GlobalThread(); j < n_out; j += GridThreads()) {
     int64 base[3] = {0, 0, 0};
@@ -87,15 +89,16 @@ __global__ void BinaryGradPerThread(const T* dy, const T* l, const T* r, T* out,
 
 // The same with one block per element: for few elements with long sums.
 template <class F, int kSide, typename T>
-__global__ void BinaryGradPerBlock(const T* dy, const T* l, const T* r, T* out, GpuAxes kept, GpuAxes reduced,
-                                   int64 n_out, int64 n_reduced, int req) {
+__global__ void BinaryGradPerBlock(const T* dy, const T* l, const T* r, T* out, GpuAxes kept,
+                                   GpuAxes reduced, int64 n_out, int64 n_reduced, int req) {
   typedef typename Arith<T>::type A;
   __shared__ A partial[kGpuBlock];
   for (int64 j = blockIdx.x; j < n_out; j += gridDim.x) {
     int64 base[3] = {0, 0, 0};
     AddOffsets(kept, j, base);
     A sum = A(-0.0);
-    for (int64 k = threadIdx.x; k < n_reduced; k += blockDim.x) sum += GradTerm<F, kSide>(dy, l, r, reduced, base, k);
+    for (int64 k = threadIdx.x; k < n_reduced; k += blockDim.x)
+      sum += GradTerm<F, kSide>(dy, l, r, reduced, base, k);
     partial[threadIdx.x] = sum;
     __syncthreads();
     for (int half = kGpuBlock / 2; half > 0; half /= 2) {

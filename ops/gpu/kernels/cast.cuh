@@ -39,7 +39,8 @@ __global__ void Cast(const X* x, Y* y, int64 n, int req) {
 #pragma unroll
     for (int j = 0; j < W; ++j) {
       // Not x + (add ? y : 0): -0 + 0 is +0, and a cast must keep the sign of zero.
-      out.v[j] = CastStore<Y>(req == kReqAdd ? CastLoad(in.v[j]) + CastLoad(out.v[j]) : CastLoad(in.v[j]));
+      out.v[j] =
+          CastStore<Y>(req == kReqAdd ? CastLoad(in.v[j]) + CastLoad(out.v[j]) : CastLoad(in.v[j]));
     }
     *reinterpret_cast<Pack<Y, W>*>(y + i) = out;
   });

@@ -29,7 +29,9 @@ template <typename T>
 __device__ inline T ToArith(T x) {
   return x;
 }
-__device__ inline float ToArith(bf16 x) { return __uint_as_float(static_cast<unsigned int>(x.bits) << 16); }
+__device__ inline float ToArith(bf16 x) {
+  return __uint_as_float(static_cast<unsigned int>(x.bits) << 16);
+}
 
 template <typename T>
 __device__ inline T FromArith(typename Arith<T>::type v) {
@@ -71,7 +73,8 @@ __device__ inline void StoreN(T* p, const typename Arith<T>::type (&v)[N], int r
   Pack<T, N> pack;
   if (req == kReqAdd) pack = *reinterpret_cast<const Pack<T, N>*>(p);
 #pragma unroll
-  for (int j = 0; j < N; ++j) pack.v[j] = FromArith<T>(req == kReqAdd ? ToArith(pack.v[j]) + v[j] : v[j]);
+  for (int j = 0; j < N; ++j)
+    pack.v[j] = FromArith<T>(req == kReqAdd ? ToArith(pack.v[j]) + v[j] : v[j]);
   *reinterpret_cast<Pack<T, N>*>(p) = pack;
 }
 
@@ -86,7 +89,9 @@ struct Width {
   static constexpr int value = N;
 };
 
-__device__ inline int64 GlobalThread() { return static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ inline int64 GlobalThread() {
+  return static_cast<int64>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
 __device__ inline int64 GridThreads() { return static_cast<int64>(gridDim.x) * blockDim.x; }
 
 // Calls f(i, Width<V>()) for the packs [i, i + V) of [0, n), then f(i, Width<1>()) for the

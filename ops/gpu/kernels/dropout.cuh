@@ -9,11 +9,12 @@
 namespace weft {
 
 // y = x * mask and mask = keep ? scale : 0, n elements each (y may be x). V is 4 when x, y and
-// mask are aligned to four elements, else 1. The range starts at offset + *shift (shift may be null:
-// 0), so that a CUDA graph replay moves it by a value in device memory (storage/random.h).
+// mask are aligned to four elements, else 1. The range starts at offset + *shift (shift may be
+// null: 0), so that a CUDA graph replay moves it by a value in device memory (storage/random.h).
 template <typename T, int V>
-__global__ void DropoutTrain(const T* x, T* y, T* mask, int64 n, unsigned long long seed, unsigned long long offset,
-                             const unsigned long long* shift, double p, double scale, int req_y, int req_mask) {
+__global__ void DropoutTrain(const T* x, T* y, T* mask, int64 n, unsigned long long seed,
+                             unsigned long long offset, const unsigned long long* shift, double p,
+                             double scale, int req_y, int req_mask) {
   typedef typename Arith<T>::type A;
   const A keep_scale = static_cast<A>(scale);
   if (shift != 0) offset += *shift;
@@ -22,7 +23,8 @@ __global__ void DropoutTrain(const T* x, T* y, T* mask, int64 n, unsigned long l
     const PhiloxBlock bits = Philox4x32(seed, offset + static_cast<unsigned long long>(b));
     A keep[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) keep[j] = static_cast<double>(PhiloxUniform(bits.v[j])) >= p ? keep_scale : A(0);
+    for (int j = 0; j < 4; ++j)
+      keep[j] = static_cast<double>(PhiloxUniform(bits.v[j])) >= p ? keep_scale : A(0);
     const int64 i = b * 4;
     if (V == 4 && i + 4 <= n) {
       A v[4];

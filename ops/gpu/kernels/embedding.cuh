@@ -19,8 +19,8 @@ __device__ inline int64 EmbeddingRow(T v, int input_dim) {
 
 // y[k, :] = w[idx[k], :] for the n indices; y: (n, dim). V divides dim.
 template <typename T, int V>
-__global__ void EmbeddingForward(const T* idx, const T* w, T* y, int64 n, int64 dim, int input_dim, int req,
-                                 GpuErrorSlot bad) {
+__global__ void EmbeddingForward(const T* idx, const T* w, T* y, int64 n, int64 dim, int input_dim,
+                                 int req, GpuErrorSlot bad) {
   ForEachPack<V>(n * dim, [&](int64 e, auto width) {
     constexpr int W = decltype(width)::value;
     const int64 row = EmbeddingRow(idx[e / dim], input_dim);
@@ -40,8 +40,8 @@ __global__ void EmbeddingForward(const T* idx, const T* w, T* y, int64 n, int64 
 // its rows are summed in no fixed order, so float results may differ in the last bits from run
 // to run (the CPU sums them in index order).
 template <typename T>
-__global__ void EmbeddingBackward(const T* dy, const T* idx, T* dw, int64 n, int64 dim, int input_dim,
-                                  GpuErrorSlot bad) {
+__global__ void EmbeddingBackward(const T* dy, const T* idx, T* dw, int64 n, int64 dim,
+                                  int input_dim, GpuErrorSlot bad) {
   for (int64 e = GlobalThread(); e < n * dim; e += GridThreads()) {
     const int64 row = EmbeddingRow(idx[e / dim], input_dim);
     if (row >= 0) {

@@ -10,7 +10,8 @@ namespace weft {
 // y[i, o] = b[o] (plus what y held, when req is add), for rows x cols.
 template <typename T>
 __global__ void BiasRows(const T* b, T* y, int64 rows, int64 cols, int req) {
-  for (int64 at = GlobalThread(); at < rows * cols; at += GridThreads()) Store1(y + at, ToArith(b[at % cols]), req);
+  for (int64 at = GlobalThread(); at < rows * cols; at += GridThreads())
+    Store1(y + at, ToArith(b[at % cols]), req);
 }
 
 // db[o] = sum over i of dy[i, o], per req; one thread per column (consecutive threads read

@@ -17,7 +17,8 @@ namespace weft {
 template <int V, typename I, typename F>
 __device__ __forceinline__ void ForEachPackOf(I n, F f) {
   const I threads = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
-  const I first = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+  const I first =
+      static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
   const I packs = n / V;
   for (I p = first; p < packs; p += threads) f(p * V, Width<V>());
   if (V > 1) {

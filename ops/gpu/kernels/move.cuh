@@ -33,14 +33,16 @@ __global__ void StridedCopy(const T* x, T* y, GpuAxes walk, int64 n, int req) {
 // (rows, cols) blocks with y contiguous along cols and x contiguous along rows: y[r, c] at
 // r * y_row_stride + c, x's element for it at r + c * x_col_stride.
 template <typename T>
-__global__ void TransposeTiles(const T* x, T* y, GpuAxes batch, int64 n_batch, int64 rows, int64 cols,
-                               int64 y_row_stride, int64 x_col_stride, int req) {
-  __shared__ T tile[32][33];  // [col][row]; the padding keeps the column reads free of bank conflicts
+__global__ void TransposeTiles(const T* x, T* y, GpuAxes batch, int64 n_batch, int64 rows,
+                               int64 cols, int64 y_row_stride, int64 x_col_stride, int req) {
+  __shared__ T
+      tile[32][33];  // [col][row]; the padding keeps the column reads free of bank conflicts
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = kGpuBlock / 32;
   const int64 row_tiles = (rows + 31) / 32, col_tiles = (cols + 31) / 32;
   const int64 tiles = n_batch * row_tiles * col_tiles;
   for (int64 t = blockIdx.x; t < tiles; t += gridDim.x) {  // the same count for the whole block
-    const int64 b = t / (row_tiles * col_tiles), r0 = t / col_tiles % row_tiles * 32, c0 = t % col_tiles * 32;
+    const int64 b = t / (row_tiles * col_tiles), r0 = t / col_tiles % row_tiles * 32,
+                c0 = t % col_tiles * 32;
     int64 base[3] = {0, 0, 0};
     AddOffsets(batch, b, base);
     for (int j = warp; j < 32; j += warps) {  // lanes along rows: x is contiguous there
@@ -50,7 +52,8 @@ __global__ void TransposeTiles(const T* x, T* y, GpuAxes batch, int64 n_batch, i
     __syncthreads();
     for (int j = warp; j < 32; j += warps) {  // lanes along cols: y is contiguous there
       const int64 r = r0 + j, c = c0 + lane;
-      if (r < rows && c < cols) MoveElement(&tile[lane][j], y + base[0] + r * y_row_stride + c, req);
+      if (r < rows && c < cols)
+        MoveElement(&tile[lane][j], y + base[0] + r * y_row_stride + c, req);
     }
     __syncthreads();  // the tile is read before the next one overwrites it
   }

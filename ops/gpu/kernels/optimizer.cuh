@@ -12,8 +12,8 @@ namespace weft {
 // updated in place, also when y is not wanted (req kReqNull). n elements; y may be w. lr: the
 // learning rate on the device (p.lr_input), else null and p.lr holds it.
 template <class F, typename T>
-__global__ void Update(const T* w, const T* grad, T* s0, T* s1, T* y, int64 n, const double* lr, UpdateParam p,
-                       int req) {
+__global__ void Update(const T* w, const T* grad, T* s0, T* s1, T* y, int64 n, const double* lr,
+                       UpdateParam p, int req) {
   typedef typename Arith<T>::type A;
   if (lr != nullptr) p.lr = *lr;
   T* const state[fn::kMaxUpdateStates] = {s0, s1};

@@ -14,7 +14,8 @@ struct PhiloxBlock {
 
 __device__ inline PhiloxBlock Philox4x32(unsigned long long seed, unsigned long long counter) {
   const unsigned int kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  unsigned int c0 = static_cast<unsigned int>(counter), c1 = static_cast<unsigned int>(counter >> 32), c2 = 0, c3 = 0;
+  unsigned int c0 = static_cast<unsigned int>(counter),
+               c1 = static_cast<unsigned int>(counter >> 32), c2 = 0, c3 = 0;
   unsigned int k0 = static_cast<unsigned int>(seed), k1 = static_cast<unsigned int>(seed >> 32);
 #pragma unroll
   for (int round = 0; round < 10; ++round) {
@@ -36,7 +37,8 @@ __device__ inline float PhiloxUniform(unsigned int bits) {
 }
 
 // out[i] = number i of the range (seed, offset), for i < n: what PhiloxStream::NextU32 draws.
-__global__ void PhiloxRaw(unsigned long long seed, unsigned long long offset, unsigned int* out, int64 n) {
+__global__ void PhiloxRaw(unsigned long long seed, unsigned long long offset, unsigned int* out,
+                          int64 n) {
   for (int64 i = GlobalThread(); i < n; i += GridThreads()) {
     out[i] = Philox4x32(seed, offset + static_cast<unsigned long long>(i / 4)).v[i % 4];
   }

@@ -59,9 +59,10 @@ __device__ inline int64 ReducedOffset(const GpuAxes& reduced, int64 r) {
 
 // Folds the reduced positions r = first, first + step, ... of the output at x + base into acc.
 template <class Acc, typename T>
-__device__ inline void Accumulate(Acc& acc, const T* x, int64 base, const GpuAxes& reduced, int64 n_reduced,
-                                  int64 first, int step) {
-  for (int64 r = first; r < n_reduced; r += step) acc.Add(ToArith(x[base + ReducedOffset(reduced, r)]), r);
+__device__ inline void Accumulate(Acc& acc, const T* x, int64 base, const GpuAxes& reduced,
+                                  int64 n_reduced, int64 first, int step) {
+  for (int64 r = first; r < n_reduced; r += step)
+    acc.Add(ToArith(x[base + ReducedOffset(reduced, r)]), r);
 }
 
 // What a reduction kernel does with the result `acc` of the output o (x + base):
@@ -69,8 +70,9 @@ __device__ inline void Accumulate(Acc& acc, const T* x, int64 base, const GpuAxe
 // max's gradient (kGrad true): out, x's shape, gets dy[o] at the maximum and 0 at the other
 // reduced positions first, first + step, ...
 template <bool kGrad, class Acc, typename T>
-__device__ inline void Finish(const Acc& acc, const T* dy, T* out, int64 o, int64 base, const GpuAxes& reduced,
-                              int64 n_reduced, int64 first, int step, bool leader, double scale, int req) {
+__device__ inline void Finish(const Acc& acc, const T* dy, T* out, int64 o, int64 base,
+                              const GpuAxes& reduced, int64 n_reduced, int64 first, int step,
+                              bool leader, double scale, int req) {
   typedef typename Arith<T>::type A;
   if constexpr (!kGrad) {
     if (leader) Store1(out + o, acc.v * static_cast<A>(scale), req);
@@ -84,8 +86,8 @@ __device__ inline void Finish(const Acc& acc, const T* dy, T* out, int64 o, int6
 
 // Groups of G threads (G divides kGpuBlock), one output each. kGrad: max's gradient (Finish).
 template <template <typename> class AccOf, typename T, int G, bool kGrad>
-__global__ void ReducePerGroup(const T* x, const T* dy, T* out, GpuAxes outer, GpuAxes reduced, int64 inner,
-                               int64 n_out, int64 n_reduced, double scale, int req) {
+__global__ void ReducePerGroup(const T* x, const T* dy, T* out, GpuAxes outer, GpuAxes reduced,
+                               int64 inner, int64 n_out, int64 n_reduced, double scale, int req) {
   typedef AccOf<typename Arith<T>::type> Acc;
   constexpr int kGroups = kGpuBlock / G;
   __shared__ Acc partial[G > 1 ? kGpuBlock : 1];
@@ -102,21 +104,23 @@ __global__ void ReducePerGroup(const T* x, const T* dy, T* out, GpuAxes outer, G
       partial[threadIdx.x] = acc;
       __syncthreads();
       for (int half = G / 2; half > 0; half /= 2) {
-        if (lane < half) partial[threadIdx.x] = Acc::Combine(partial[threadIdx.x], partial[threadIdx.x + half]);
+        if (lane < half)
+          partial[threadIdx.x] = Acc::Combine(partial[threadIdx.x], partial[threadIdx.x + half]);
         __syncthreads();
       }
       acc = partial[threadIdx.x - lane];
       __syncthreads();  // read before the next iteration overwrites it
     }
-    if (active) Finish<kGrad>(acc, dy, out, o, base, reduced, n_reduced, lane, G, lane == 0, scale, req);
+    if (active)
+      Finish<kGrad>(acc, dy, out, o, base, reduced, n_reduced, lane, G, lane == 0, scale, req);
   }
 }
 
 // Tiles of 32 neighbouring outputs (along inner) of one outer position b, each reduced by the 8
 // threads (one per warp) at its lane. For inner >= 32.
 template <template <typename> class AccOf, typename T, bool kGrad>
-__global__ void ReduceColumns(const T* x, const T* dy, T* out, GpuAxes outer, GpuAxes reduced, int64 inner, int64 n_out,
-                              int64 n_reduced, double scale, int req) {
+__global__ void ReduceColumns(const T* x, const T* dy, T* out, GpuAxes outer, GpuAxes reduced,
+                              int64 inner, int64 n_out, int64 n_reduced, double scale, int req) {
   typedef AccOf<typename Arith<T>::type> Acc;
   constexpr int kRows = kGpuBlock / 32;
   __shared__ Acc partial[kGpuBlock];
@@ -131,19 +135,23 @@ __global__ void ReduceColumns(const T* x, const T* dy, T* out, GpuAxes outer, Gp
     partial[threadIdx.x] = acc;
     __syncthreads();
     for (int half = kRows / 2; half > 0; half /= 2) {
-      if (row < half) partial[threadIdx.x] = Acc::Combine(partial[threadIdx.x], partial[threadIdx.x + half * 32]);
+      if (row < half)
+        partial[threadIdx.x] = Acc::Combine(partial[threadIdx.x], partial[threadIdx.x + half * 32]);
       __syncthreads();
     }
     acc = partial[lane];
     __syncthreads();  // read before the next tile overwrites it
-    if (active) Finish<kGrad>(acc, dy, out, b * inner + i, base, reduced, n_reduced, row, kRows, row == 0, scale, req);
+    if (active)
+      Finish<kGrad>(acc, dy, out, b * inner + i, base, reduced, n_reduced, row, kRows, row == 0,
+                    scale, req);
   }
 }
 
 // The gradient of sum and mean: dx = scale * dy broadcast over the reduced axes; n elements of
 // dx, walked by `walk` (array 0: dx, 1: dy, stride 0 along the reduced axes).
 template <typename T>
-__global__ void ReduceSumBackward(const T* dy, T* dx, GpuAxes walk, int64 n, double scale, int req) {
+__global__ void ReduceSumBackward(const T* dy, T* dx, GpuAxes walk, int64 n, double scale,
+                                  int req) {
   typedef typename Arith<T>::type A;
   for (int64 j = GlobalThread(); j < n; j += GridThreads()) {
     int64 off[3] = {0, 0, 0};

@@ -55,7 +55,8 @@ __device__ inline void RowStats(const T* x, int64 classes, int lane, T& max, T& 
 
 // loss[i] = -(x[i, label[i]] - max - log(sum)) (added to loss when accumulate).
 template <typename T>
-__global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int accumulate, T* loss, GpuErrorSlot bad) {
+__global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int accumulate, T* loss,
+                        GpuErrorSlot bad) {
   WEFT_FOR_EACH_WARP_ROW(i, n) {
     T max, sum;
     RowStats(x + i * classes, classes, lane, max, sum);
@@ -69,8 +70,8 @@ __global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int 
 
 // dx[i, c] = dy[i] * (softmax(x)[i, c] - (c == label[i])) (added to dx when accumulate).
 template <typename T>
-__global__ void SceGrad(int64 n, int64 classes, const T* dy, const T* x, const T* label, int accumulate, T* dx,
-                        GpuErrorSlot bad) {
+__global__ void SceGrad(int64 n, int64 classes, const T* dy, const T* x, const T* label,
+                        int accumulate, T* dx, GpuErrorSlot bad) {
   WEFT_FOR_EACH_WARP_ROW(i, n) {
     T max, sum;
     const T* row = x + i * classes;
@@ -79,7 +80,8 @@ __global__ void SceGrad(int64 n, int64 classes, const T* dy, const T* x, const T
     if (label_class < 0 && lane == 0) NoteBadItem(bad, i);
     for (int64 c = lane; c < classes; c += 32) {
       const T p = Exp(row[c] - max) / sum;
-      const T v = label_class < 0 ? NotANumber<T>() : dy[i] * (p - (c == label_class ? T(1) : T(0)));
+      const T v =
+          label_class < 0 ? NotANumber<T>() : dy[i] * (p - (c == label_class ? T(1) : T(0)));
       T& out = dx[i * classes + c];
       out = accumulate ? out + v : v;
     }

@@ -17,7 +17,8 @@ class Program {
       names.push_back(kEmbeddedFiles[i].name);
       texts.push_back(kEmbeddedFiles[i].text);
     }
-    Check(nvrtcCreateProgram(&program_, source.c_str(), label.c_str(), kNumEmbeddedFiles, texts.data(), names.data()),
+    Check(nvrtcCreateProgram(&program_, source.c_str(), label.c_str(), kNumEmbeddedFiles,
+                             texts.data(), names.data()),
           "nvrtcCreateProgram");
   }
   ~Program() { nvrtcDestroyProgram(&program_); }
@@ -36,7 +37,8 @@ class Program {
   }
 
   static void Check(nvrtcResult result, const char* call) {
-    if (result != NVRTC_SUCCESS) WEFT_THROW("NVRTC error: " << call << ": " << nvrtcGetErrorString(result));
+    if (result != NVRTC_SUCCESS)
+      WEFT_THROW("NVRTC error: " << call << ": " << nvrtcGetErrorString(result));
   }
 
  private:
@@ -46,7 +48,8 @@ class Program {
 Cubin ReadCubin(const Program& program, const std::string& kernel) {
   Cubin cubin;
   const char* lowered = nullptr;
-  Program::Check(nvrtcGetLoweredName(program.get(), kernel.c_str(), &lowered), "nvrtcGetLoweredName");
+  Program::Check(nvrtcGetLoweredName(program.get(), kernel.c_str(), &lowered),
+                 "nvrtcGetLoweredName");
   cubin.lowered_name = lowered;
   size_t size = 0;
   Program::Check(nvrtcGetCUBINSize(program.get(), &size), "nvrtcGetCUBINSize");
@@ -62,21 +65,22 @@ std::vector<std::string> CompileOptions(int arch, const std::vector<std::string>
   // CPU's bit for bit wherever the math library is not involved (these kernels are bound by
   // memory bandwidth: the fused form would not make them faster). -default-device: kernel
   // sources hold device code only, so lambdas and helpers need no __device__.
-  std::vector<std::string> options = {"--gpu-architecture=sm_" + std::to_string(arch), "-std=c++17", "--fmad=false",
-                                      "-default-device"};
+  std::vector<std::string> options = {"--gpu-architecture=sm_" + std::to_string(arch), "-std=c++17",
+                                      "--fmad=false", "-default-device"};
   options.insert(options.end(), extra.begin(), extra.end());
   return options;
 }
 
-CompileResult CompileToCubin(const std::string& label, const std::string& source, const std::string& kernel,
-                             const std::vector<std::string>& options) {
+CompileResult CompileToCubin(const std::string& label, const std::string& source,
+                             const std::string& kernel, const std::vector<std::string>& options) {
   CompileResult result;
   try {
     Program program(label, source);
     Program::Check(nvrtcAddNameExpression(program.get(), kernel.c_str()), "nvrtcAddNameExpression");
     std::vector<const char*> argv;
     for (const std::string& o : options) argv.push_back(o.c_str());
-    const nvrtcResult compiled = nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
+    const nvrtcResult compiled =
+        nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
     result.log = program.Log();
     if (compiled != NVRTC_SUCCESS) return result;
     result.cubin = ReadCubin(program, kernel);

@@ -24,8 +24,8 @@ std::vector<std::string> CompileOptions(int arch, const std::vector<std::string>
 
 // Compiles `source` (named `label` in messages) with every embedded file available to #include,
 // and returns the CUBIN holding name expression `kernel`.
-CompileResult CompileToCubin(const std::string& label, const std::string& source, const std::string& kernel,
-                             const std::vector<std::string>& options);
+CompileResult CompileToCubin(const std::string& label, const std::string& source,
+                             const std::string& kernel, const std::vector<std::string>& options);
 
 // "<major>.<minor>" of the NVRTC library this process loaded.
 std::string NvrtcVersion();

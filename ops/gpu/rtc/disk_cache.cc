@@ -26,7 +26,8 @@ class Reader {
   uint64_t U64() {
     if (!Has(8)) return 0;
     uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(data_[pos_ + i])) << (8 * i);
+    for (int i = 0; i < 8; ++i)
+      v |= static_cast<uint64_t>(static_cast<unsigned char>(data_[pos_ + i])) << (8 * i);
     pos_ += 8;
     return v;
   }
@@ -71,7 +72,8 @@ CacheRead ReadCachedCubin(const std::string& dir, std::string_view key, Cubin* c
   std::ifstream in(CachePath(dir, key), std::ios::binary);
   if (!in) return CacheRead::kMissing;
   const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad() || data.size() < sizeof(kMagic) || std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
+  if (in.bad() || data.size() < sizeof(kMagic) ||
+      std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
     return CacheRead::kRejected;
   }
   Reader r(std::string_view(data).substr(sizeof(kMagic)));

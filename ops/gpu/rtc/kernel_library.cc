@@ -16,14 +16,17 @@ class LoadedLibrary {
  public:
   LoadedLibrary() = default;
   explicit LoadedLibrary(const Cubin& cubin) {
-    WEFT_CUDA_CHECK(cudaLibraryLoadData(&library_, cubin.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    WEFT_CUDA_CHECK(cudaLibraryLoadData(&library_, cubin.image.data(), nullptr, nullptr, 0, nullptr,
+                                        nullptr, 0));
   }
   ~LoadedLibrary() {
     if (library_ == nullptr) return;
-    LaunchBatch::ForgetKernels();  // batched launches and cached chains may name this library's kernels
+    LaunchBatch::ForgetKernels();  // batched launches and cached chains may name this library's
+                                   // kernels
     cudaLibraryUnload(library_);
   }
-  LoadedLibrary(LoadedLibrary&& other) noexcept : library_(std::exchange(other.library_, nullptr)) {}
+  LoadedLibrary(LoadedLibrary&& other) noexcept
+      : library_(std::exchange(other.library_, nullptr)) {}
   LoadedLibrary& operator=(LoadedLibrary&& other) noexcept {
     std::swap(library_, other.library_);
     return *this;
@@ -52,8 +55,10 @@ const std::string& EmbeddedDigest() {
 }
 
 // Everything a compile depends on, as one string, for the disk cache.
-std::string DiskKey(const std::string& source, const std::string& kernel, const std::vector<std::string>& options) {
-  std::string key = "weft-rtc-1\n" + NvrtcVersion() + "\n" + EmbeddedDigest() + "\n" + kernel + "\n";
+std::string DiskKey(const std::string& source, const std::string& kernel,
+                    const std::vector<std::string>& options) {
+  std::string key =
+      "weft-rtc-1\n" + NvrtcVersion() + "\n" + EmbeddedDigest() + "\n" + kernel + "\n";
   for (const std::string& o : options) key += o + "\n";
   return key + source;
 }
@@ -62,7 +67,8 @@ std::string DiskKey(const std::string& source, const std::string& kernel, const 
 
 void Kernel::Launch(dim3 grid, dim3 block, std::span<void* const> args, engine::GpuStream& stream,
                     size_t shared_bytes) const {
-  stream.Launch(reinterpret_cast<const void*>(handle_), grid, block, args, shared_bytes);  // batched
+  stream.Launch(reinterpret_cast<const void*>(handle_), grid, block, args,
+                shared_bytes);  // batched
 }
 
 // One (source, kernel, options): its CUBIN per architecture and its library per device.
@@ -77,17 +83,20 @@ struct KernelLibrary::Entry {
   std::unordered_map<int, Kernel> kernels;           // by device
 };
 
-KernelLibrary::KernelLibrary(std::string disk_cache_dir) : disk_cache_dir_(std::move(disk_cache_dir)) {}
+KernelLibrary::KernelLibrary(std::string disk_cache_dir)
+    : disk_cache_dir_(std::move(disk_cache_dir)) {}
 
 KernelLibrary::~KernelLibrary() = default;
 
 KernelLibrary& KernelLibrary::Global() {
-  static KernelLibrary* library = new KernelLibrary(GetEnvString("WEFT_RTC_CACHE", ""));  // never destroyed
+  static KernelLibrary* library =
+      new KernelLibrary(GetEnvString("WEFT_RTC_CACHE", ""));  // never destroyed
   return *library;
 }
 
 std::shared_ptr<KernelLibrary::Entry> KernelLibrary::FindOrAdd(const KernelRequest& request) {
-  std::string key = request.source.empty() ? "file:" + request.source_name : "text:" + request.source;
+  std::string key =
+      request.source.empty() ? "file:" + request.source_name : "text:" + request.source;
   key += '\0' + request.kernel;
   for (const std::string& o : request.options) key += '\0' + o;
   std::lock_guard<std::mutex> lock(mu_);
@@ -96,7 +105,8 @@ std::shared_ptr<KernelLibrary::Entry> KernelLibrary::FindOrAdd(const KernelReque
   return entry;
 }
 
-std::optional<Kernel> KernelLibrary::TryGet(const KernelRequest& request, int device, std::string* error) {
+std::optional<Kernel> KernelLibrary::TryGet(const KernelRequest& request, int device,
+                                            std::string* error) {
   std::shared_ptr<Entry> entry = FindOrAdd(request);
   std::lock_guard<std::mutex> lock(entry->mu);
   if (auto it = entry->kernels.find(device); it != entry->kernels.end()) {
@@ -127,16 +137,17 @@ void KernelLibrary::Build(const KernelRequest& request, int device, Entry& entry
     const std::vector<std::string> options = CompileOptions(arch, request.options);
     const std::string key = DiskKey(source, request.kernel, options);
     Cubin cubin;
-    const CacheRead read =
-        disk_cache_dir_.empty() ? CacheRead::kMissing : ReadCachedCubin(disk_cache_dir_, key, &cubin);
+    const CacheRead read = disk_cache_dir_.empty() ? CacheRead::kMissing
+                                                   : ReadCachedCubin(disk_cache_dir_, key, &cubin);
     if (read == CacheRead::kHit) {
       for_arch.cubin = std::move(cubin);
     } else {
       CompileResult compiled = CompileToCubin(request.source_name, source, request.kernel, options);
       for_arch.cubin = std::move(compiled.cubin);
       if (!for_arch.cubin) {
-        for_arch.error = "NVRTC could not compile kernel '" + request.kernel + "' of '" + request.source_name +
-                         "' for sm_" + std::to_string(arch) + ":\n" + compiled.log;
+        for_arch.error = "NVRTC could not compile kernel '" + request.kernel + "' of '" +
+                         request.source_name + "' for sm_" + std::to_string(arch) + ":\n" +
+                         compiled.log;
       }
     }
     const bool wrote = for_arch.cubin && read != CacheRead::kHit && !disk_cache_dir_.empty() &&

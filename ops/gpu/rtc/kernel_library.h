@@ -1,9 +1,9 @@
 // The run-time kernel library: CUDA C++ kept as files in ops/gpu/kernels (embedded into the
 // binary at build time), or source text generated at run time (the fusion pass), compiled by
 // NVRTC for the architecture of the GPU it runs on, loaded with the runtime's library API and
-// launched on a stream (through the stream object, engine/gpu/gpu_stream.h). Compiled once per (source, kernel,
-// options, device) in the process and, when WEFT_RTC_CACHE names a folder, kept there across processes. Only cudart and
-// NVRTC are used (no driver API).
+// launched on a stream (through the stream object, engine/gpu/gpu_stream.h). Compiled once per
+// (source, kernel, options, device) in the process and, when WEFT_RTC_CACHE names a folder, kept
+// there across processes. Only cudart and NVRTC are used (no driver API).
 //
 //   KernelRequest r{"unary.cuh", "", "weft::UnaryForward<weft::Relu, float, 4>"};
 //   Kernel k = KernelLibrary::Global().Get(r, /*device=*/0);   // throws weft::Error with the log
@@ -11,7 +11,8 @@
 //   k.Launch(dim3(blocks), dim3(256), args, *ctx.run.stream);
 //
 //   std::string error;                                         // fusion: a status, not a throw
-//   std::optional<Kernel> f = KernelLibrary::Global().TryGet({"fused_3", text, "fused_3"}, 0, &error);
+//   std::optional<Kernel> f = KernelLibrary::Global().TryGet({"fused_3", text, "fused_3"}, 0,
+//   &error);
 #pragma once
 
 #include <cuda_runtime.h>

@@ -6,7 +6,8 @@
 // defined the same way, with the gradient rule that connects them. No compute: each device
 // registers its own for both ops (ops/cpu/*.cc, ops/gpu/*.cc).
 //
-//   DefineLayerOp<FcParam>({"FullyConnected", "...", ParseFc, FcShape, FcBackwardShape, FcInputShapes});
+//   DefineLayerOp<FcParam>({"FullyConnected", "...", ParseFc, FcShape, FcBackwardShape,
+//   FcInputShapes});
 #pragma once
 
 #include <string>

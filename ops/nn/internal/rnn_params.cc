@@ -63,15 +63,17 @@ RnnParamLayout::RnnParamLayout(const RnnParam& p, int64_t input_size)
                     MulAdd(int64_t{d_.layers - 1} * d_.dirs, later_block_, 0, &rest) &&
                     MulAdd(d_.dirs, first_block_, rest, &size_);
   if (!fits) {
-    WEFT_THROW("RNN: the parameter vector of these attributes has more than 2^63 elements: " << Describe());
+    WEFT_THROW("RNN: the parameter vector of these attributes has more than 2^63 elements: "
+               << Describe());
   }
 }
 
 RnnBlock RnnParamLayout::Block(int layer, int dir) const {
   RnnBlock b;
   b.input = d_.LayerInput(layer);
-  b.weight_ih = layer == 0 ? dir * first_block_
-                           : d_.dirs * first_block_ + ((layer - 1) * int64_t{d_.dirs} + dir) * later_block_;
+  b.weight_ih =
+      layer == 0 ? dir * first_block_
+                 : d_.dirs * first_block_ + ((layer - 1) * int64_t{d_.dirs} + dir) * later_block_;
   b.weight_hh = b.weight_ih + d_.Rows() * b.input;
   b.bias_ih = b.weight_hh + d_.Rows() * d_.h;
   b.bias_hh = b.bias_ih + d_.Rows();
@@ -100,20 +102,23 @@ std::vector<RnnTensor> RnnParamLayout::Tensors() const {
 std::string RnnParamLayout::Describe() const {
   const int64_t h = d_.h, rows = d_.Rows(), layers = d_.layers, dirs = d_.dirs;
   std::ostringstream os;
-  os << layers * dirs << " block(s) (" << layers << " layer(s) x " << dirs << " direction(s)), each weight_ih ("
-     << rows << ", I_l) + weight_hh (" << rows << ", " << h << ") + bias_ih (" << rows << ") + bias_hh (" << rows
-     << ") with " << rows << " = " << d_.gates << " gate(s) of " << RnnModeName(p_.mode) << " x state_size " << h
+  os << layers * dirs << " block(s) (" << layers << " layer(s) x " << dirs
+     << " direction(s)), each weight_ih (" << rows << ", I_l) + weight_hh (" << rows << ", " << h
+     << ") + bias_ih (" << rows << ") + bias_hh (" << rows << ") with " << rows << " = " << d_.gates
+     << " gate(s) of " << RnnModeName(p_.mode) << " x state_size " << h
      << ", I_0 = " << d_.LayerInput(0) << " (data's last axis)";
   if (layers > 1) os << " and I_l = " << d_.LayerInput(1) << " after";
   // Each block is rows * (I_l + H + 2) elements (the product printed where it fits).
   const auto block = [&](int64_t input) {
     int64_t n;
-    return BlockSize(rows, input, h, &n) ? std::to_string(n) : std::to_string(rows) + " x (" + std::to_string(input) +
-                                                                     " + " + std::to_string(h) + " + 2)";
+    return BlockSize(rows, input, h, &n) ? std::to_string(n)
+                                         : std::to_string(rows) + " x (" + std::to_string(input) +
+                                               " + " + std::to_string(h) + " + 2)";
   };
   os << ": " << dirs << " x " << block(d_.LayerInput(0));
   if (layers == 2) os << " + " << dirs << " x " << block(d_.LayerInput(1));
-  if (layers > 2) os << " + " << layers - 1 << " x (" << dirs << " x " << block(d_.LayerInput(1)) << ")";
+  if (layers > 2)
+    os << " + " << layers - 1 << " x (" << dirs << " x " << block(d_.LayerInput(1)) << ")";
   os << " (PyTorch's nn."
      << (p_.mode == RnnMode::kLstm  ? "LSTM"
          : p_.mode == RnnMode::kGru ? "GRU"

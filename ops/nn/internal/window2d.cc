@@ -7,7 +7,8 @@ namespace weft {
 namespace {
 
 // Two extents, each at least `min`; names the op and the attribute otherwise.
-void ReadPair(AttrReader& r, const char* name, std::optional<Shape> fallback, int64_t min, int64_t (&out)[2]) {
+void ReadPair(AttrReader& r, const char* name, std::optional<Shape> fallback, int64_t min,
+              int64_t (&out)[2]) {
   const Shape s = r.ShapeAttr(name, fallback);
   if (s.ndim() != 2 || s[0] < min || s[1] < min) {
     WEFT_THROW("op '" << r.op() << "': attribute '" << name << "': expected two extents >= " << min
@@ -36,8 +37,8 @@ Geometry2d Geometry2dOf(const char* op, const Window2d& win, const Shape& data) 
   const int64_t padded[2] = {g.h + 2 * win.pad[0], g.w + 2 * win.pad[1]};
   if (win.kernel[0] > padded[0] || win.kernel[1] > padded[1]) {
     const int64_t input[2] = {g.h, g.w};
-    WEFT_THROW(op << ": kernel " << Pair(win.kernel) << " is larger than the padded input " << Pair(padded)
-                  << " (input " << Pair(input) << ", pad " << Pair(win.pad) << ")");
+    WEFT_THROW(op << ": kernel " << Pair(win.kernel) << " is larger than the padded input "
+                  << Pair(padded) << " (input " << Pair(input) << ", pad " << Pair(win.pad) << ")");
   }
   g.oh = (padded[0] - win.kernel[0]) / win.stride[0] + 1;
   g.ow = (padded[1] - win.kernel[1]) / win.stride[1] + 1;

@@ -9,7 +9,8 @@ std::vector<bool> ReducedAxes(const std::string& op, const ReduceParam& p, const
   std::vector<bool> reduced(in.ndim(), p.axis.empty());
   for (int64_t a : p.axis) {
     const int axis = NormalizeAxis(op, a, in.ndim(), in);
-    if (reduced[axis]) WEFT_THROW(op << ": axis " << axis << " appears twice in axis=" << FormatTuple(p.axis));
+    if (reduced[axis])
+      WEFT_THROW(op << ": axis " << axis << " appears twice in axis=" << FormatTuple(p.axis));
     reduced[axis] = true;
   }
   return reduced;
@@ -34,11 +35,13 @@ SliceBox MakeSliceBox(const SliceParam& p, const Shape& in) {
       continue;
     }
     const int64_t d = in[a];
-    const int64_t b = p.begin[a] < 0 ? p.begin[a] + d : p.begin[a], e = p.end[a] < 0 ? p.end[a] + d : p.end[a];
+    const int64_t b = p.begin[a] < 0 ? p.begin[a] + d : p.begin[a],
+                  e = p.end[a] < 0 ? p.end[a] + d : p.end[a];
     if (b < 0 || e > d || b > e) {
-      WEFT_THROW("slice: axis " << a << " of input " << in << ": expected " << -d << " <= begin, end <= " << d
-                                << " and begin <= end once negative indices count from the end, found begin "
-                                << p.begin[a] << " and end " << p.end[a]);
+      WEFT_THROW("slice: axis "
+                 << a << " of input " << in << ": expected " << -d << " <= begin, end <= " << d
+                 << " and begin <= end once negative indices count from the end, found begin "
+                 << p.begin[a] << " and end " << p.end[a]);
     }
     box.begin[a] = b;
     box.out.PushBack(e - b);

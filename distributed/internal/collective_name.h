@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/dtype.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace weft::dist::internal {
 
@@ -25,7 +25,8 @@ struct CollectiveName {
   int root = 0;                   // broadcast
   int gpu = -1;                   // NCCL's device; -1: on the CPU, over MPI
 
-  static CollectiveName AllReduce(ReduceOp op, size_t elements, DType dtype, size_t arrays, int gpu = -1) {
+  static CollectiveName AllReduce(ReduceOp op, size_t elements, DType dtype, size_t arrays,
+                                  int gpu = -1) {
     return {Kind::kAllReduce, op, elements, dtype, arrays, 0, 0, gpu};
   }
   static CollectiveName Broadcast(size_t bytes, int root, int gpu = -1) {
@@ -36,7 +37,9 @@ struct CollectiveName {
   }
   std::string ToString() const;
   // The bytes each rank sends (all-reduce: its arrays; broadcast: the array; all-gather: its part).
-  size_t PayloadBytes() const { return kind == Kind::kAllReduce ? elements * DTypeSize(dtype) : bytes; }
+  size_t PayloadBytes() const {
+    return kind == Kind::kAllReduce ? elements * DTypeSize(dtype) : bytes;
+  }
 };
 
 }  // namespace weft::dist::internal

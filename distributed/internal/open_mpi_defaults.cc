@@ -1,4 +1,4 @@
-#include "dist/internal/open_mpi_defaults.h"
+#include "distributed/internal/open_mpi_defaults.h"
 
 #include <mpi.h>
 

@@ -1,4 +1,4 @@
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 #include <cmath>
 #include <sstream>
@@ -14,7 +14,8 @@ CommOptions CommOptions::FromEnv() {
   if (!timeout.empty()) {
     char* end = nullptr;
     options.timeout_seconds = std::strtod(timeout.c_str(), &end);
-    WEFT_CHECK(*end == '\0' && options.timeout_seconds > 0 && std::isfinite(options.timeout_seconds))
+    WEFT_CHECK(*end == '\0' && options.timeout_seconds > 0 &&
+               std::isfinite(options.timeout_seconds))
         << "WEFT_DIST_TIMEOUT: expected a number of seconds > 0, found '" << timeout << "'";
   }
   options.abort_on_timeout = GetEnvBool("WEFT_DIST_ABORT_ON_TIMEOUT", true);
@@ -33,27 +34,31 @@ void Communicator::CheckAllReduce(std::span<const NDArray> arrays, ReduceOp op) 
   for (const NDArray& a : arrays) {
     WEFT_CHECK(!a.is_none()) << "AllReduce: expected arrays, found a null array";
     WEFT_CHECK(a.dtype() == first.dtype() && a.device() == first.device())
-        << "AllReduce: the arrays of one call must share dtype and device; found " << first.ToString() << " and "
-        << a.ToString();
+        << "AllReduce: the arrays of one call must share dtype and device; found "
+        << first.ToString() << " and " << a.ToString();
   }
   const DType t = first.dtype();
   const bool ok = t == DType::kFloat32 || t == DType::kFloat64 ||
                   (op == ReduceOp::kSum && (t == DType::kInt32 || t == DType::kInt64));
-  WEFT_CHECK(ok) << "AllReduce: expected float32 or float64 (int32 or int64 for a sum), found " << t;
+  WEFT_CHECK(ok) << "AllReduce: expected float32 or float64 (int32 or int64 for a sum), found "
+                 << t;
 }
 
 void Communicator::CheckBroadcast(const NDArray& array, int root) const {
   WEFT_CHECK(!array.is_none()) << "Broadcast: expected an array, found a null array";
-  WEFT_CHECK(root >= 0 && root < size()) << "Broadcast: expected a root in [0, " << size() << "), found " << root;
+  WEFT_CHECK(root >= 0 && root < size())
+      << "Broadcast: expected a root in [0, " << size() << "), found " << root;
 }
 
 void Communicator::CheckAllGather(const NDArray& in, const NDArray& out) const {
-  WEFT_CHECK(!in.is_none() && !out.is_none()) << "AllGather: expected two arrays, found a null array";
+  WEFT_CHECK(!in.is_none() && !out.is_none())
+      << "AllGather: expected two arrays, found a null array";
   WEFT_CHECK(in.dtype() == out.dtype() && in.device() == out.device())
-      << "AllGather: in and out must share dtype and device; found " << in.ToString() << " and " << out.ToString();
+      << "AllGather: in and out must share dtype and device; found " << in.ToString() << " and "
+      << out.ToString();
   WEFT_CHECK(out.size() == in.size() * size())
-      << "AllGather: expected out of " << in.size() * size() << " elements (" << size() << " ranks times "
-      << in.size() << "), found " << out.ToString();
+      << "AllGather: expected out of " << in.size() * size() << " elements (" << size()
+      << " ranks times " << in.size() << "), found " << out.ToString();
   WEFT_CHECK(!in.Overlaps(out)) << "AllGather: in and out must not overlap";
 }
 
@@ -65,7 +70,9 @@ class Local final : public Communicator {
   int size() const override { return 1; }
   int local_rank() const override { return 0; }
   const char* transport() const override { return "local"; }
-  void AllReduce(std::span<const NDArray> arrays, ReduceOp op) override { CheckAllReduce(arrays, op); }
+  void AllReduce(std::span<const NDArray> arrays, ReduceOp op) override {
+    CheckAllReduce(arrays, op);
+  }
   void Broadcast(const NDArray& array, int root) override { CheckBroadcast(array, root); }
   void AllGather(const NDArray& in, const NDArray& out) override {
     CheckAllGather(in, out);
@@ -77,7 +84,8 @@ class Local final : public Communicator {
 
 std::unique_ptr<Communicator> LocalWorld() { return std::make_unique<Local>(); }
 
-std::vector<std::vector<size_t>> PlanBuckets(const std::vector<size_t>& bytes, size_t bucket_bytes) {
+std::vector<std::vector<size_t>> PlanBuckets(const std::vector<size_t>& bytes,
+                                             size_t bucket_bytes) {
   std::vector<std::vector<size_t>> buckets;
   size_t filled = 0;  // bytes in buckets.back(), while it is open for more
   bool open = false;

@@ -1,6 +1,7 @@
 // GpuCollectives: the collectives on GPU arrays, behind a narrow interface so that the MPI
-// communicator knows no CUDA. A --config=cuda build supplies NCCL's (dist/gpu/nccl_collectives.cc);
-// a CPU-only build none (MakeGpuCollectives returns null and GPU arrays are a weft::Error).
+// communicator knows no CUDA. A --config=cuda build supplies NCCL's
+// (distributed/gpu/nccl_collectives.cc); a CPU-only build none (MakeGpuCollectives returns null and
+// GPU arrays are a weft::Error).
 #pragma once
 
 #include <cstddef>
@@ -8,7 +9,7 @@
 #include <memory>
 #include <span>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace weft::dist::internal {
 

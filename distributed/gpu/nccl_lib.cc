@@ -1,4 +1,4 @@
-#include "dist/gpu/nccl_lib.h"
+#include "distributed/gpu/nccl_lib.h"
 
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -20,14 +20,16 @@ std::vector<std::string> Candidates() {
   }
   paths.push_back("libnccl.so.2");
   const char* cuda = std::getenv("WEFT_CUDA_PATH");
-  paths.push_back(std::string(cuda != nullptr && *cuda != '\0' ? cuda : "/usr/local/cuda") + "/lib64/libnccl.so.2");
+  paths.push_back(std::string(cuda != nullptr && *cuda != '\0' ? cuda : "/usr/local/cuda") +
+                  "/lib64/libnccl.so.2");
   return paths;
 }
 
 template <typename F>
 void Bind(void* lib, const char* name, F* fn, const std::string& path) {
   *fn = reinterpret_cast<F>(dlsym(lib, name));
-  WEFT_CHECK(*fn != nullptr) << "NCCL: " << path << " has no " << name << " (expected NCCL 2.10 or newer)";
+  WEFT_CHECK(*fn != nullptr) << "NCCL: " << path << " has no " << name
+                             << " (expected NCCL 2.10 or newer)";
 }
 
 NcclApi Load() {
@@ -43,8 +45,10 @@ NcclApi Load() {
     tried += "\n  " + path + ": " + dlerror();
   }
   if (lib == nullptr) {
-    WEFT_THROW("NCCL: cannot load libnccl.so.2 (set WEFT_NCCL_LIB to the file or its folder; PyTorch's is "
-               "site-packages/nvidia/nccl/lib); tried:" << tried);
+    WEFT_THROW(
+        "NCCL: cannot load libnccl.so.2 (set WEFT_NCCL_LIB to the file or its folder; PyTorch's is "
+        "site-packages/nvidia/nccl/lib); tried:"
+        << tried);
   }
   Bind(lib, "ncclGetVersion", &api.GetVersion, api.path);
   Bind(lib, "ncclGetUniqueId", &api.GetUniqueId, api.path);
@@ -70,7 +74,8 @@ const NcclApi& Nccl() {
 
 void NcclCheck(ncclResult_t result, const char* call) {
   if (result == ncclSuccess) return;
-  WEFT_THROW(call << ": NCCL error " << static_cast<int>(result) << ": " << Nccl().GetErrorString(result));
+  WEFT_THROW(call << ": NCCL error " << static_cast<int>(result) << ": "
+                  << Nccl().GetErrorString(result));
 }
 
 }  // namespace weft::gpu

@@ -2,10 +2,10 @@
 // it), starts the collectives handed to it in their sequence
 // order, polls them to completion and completes their engine ops. NCCL's collectives go through it
 // too (started on a communication stream, polled through an event: MpiWork::test), so that MPI's
-// and NCCL's share one order; a world of one without a launcher runs it without MPI. Collectives are numbered at
-// push (NextSequence, on the pushing thread) and handed over (Submit) by their engine op when its
-// inputs are ready, in whatever order the engine finds them ready; the thread starts #k only
-// after #k-1, so every rank starts them in the order they were pushed.
+// and NCCL's share one order; a world of one without a launcher runs it without MPI. Collectives
+// are numbered at push (NextSequence, on the pushing thread) and handed over (Submit) by their
+// engine op when its inputs are ready, in whatever order the engine finds them ready; the thread
+// starts #k only after #k-1, so every rank starts them in the order they were pushed.
 //
 // Waiters help (engine/wait_helper.h): a thread that waits for an array (WaitForVar) may itself
 // start the next collectives in order, test them and complete their ops, for as long as it
@@ -39,9 +39,9 @@
 #include <thread>
 #include <vector>
 
-#include "dist/communicator.h"
-#include "dist/internal/collective_name.h"
-#include "dist/internal/nbc_algorithm.h"
+#include "distributed/communicator.h"
+#include "distributed/internal/collective_name.h"
+#include "distributed/internal/nbc_algorithm.h"
 #include "engine/engine.h"
 #include "engine/wait_helper.h"
 
@@ -50,12 +50,13 @@ namespace weft::dist::internal {
 // One collective, as its engine op hands it over.
 struct MpiWork {
   uint64_t sequence = 0;
-  CollectiveName what;                      // for messages: what.ToString()
-  std::function<void(MPI_Request*)> start;  // by the driving thread (driver_ held): starts the collective
-  std::function<void()> finish;           // by the driving thread, after completion (unpack, scale)
+  CollectiveName what;  // for messages: what.ToString()
+  std::function<void(MPI_Request*)>
+      start;                     // by the driving thread (driver_ held): starts the collective
+  std::function<void()> finish;  // by the driving thread, after completion (unpack, scale)
   std::optional<engine::OnComplete> done;  // the engine op's completion, called once
-  std::function<bool()> test;             // true once complete; null: MPI_Test on the request
-  std::function<void()> cancel;           // on a timeout, before the error (ncclCommAbort); may be null
+  std::function<bool()> test;              // true once complete; null: MPI_Test on the request
+  std::function<void()> cancel;  // on a timeout, before the error (ncclCommAbort); may be null
   // The collective's device work ran on a stream of its own, which `test` saw complete: a
   // success completes the op OnComplete::AfterDeviceWork (no completion on the worker's stream).
   bool device_work = false;
@@ -77,7 +78,8 @@ class MpiProgress final : public engine::WaitHelper {
   int local_rank() const { return local_rank_; }
 
   uint64_t NextSequence();
-  void Submit(MpiWork work);  // any thread; completes the work's op (with an error, after a timeout)
+  void Submit(
+      MpiWork work);  // any thread; completes the work's op (with an error, after a timeout)
   // Runs `fn` on the progress thread and waits for it (MPI setup calls: NCCL's bootstrap).
   void RunOnThread(std::function<void()> fn);
   // Waits for every pushed collective (up to the timeout; see the destructor).
@@ -104,13 +106,16 @@ class MpiProgress final : public engine::WaitHelper {
   };
 
   static constexpr std::chrono::microseconds kSpin{50};  // an idle thread's spin before it sleeps
-  static constexpr int kBusyRounds = 200;  // rounds polled without yielding (a few tens of microseconds)
+  static constexpr int kBusyRounds =
+      200;  // rounds polled without yielding (a few tens of microseconds)
   static constexpr std::chrono::milliseconds kMinPatience{2};  // polling without naps, at least
   // A helping waiter looks at the time limits every so many rounds (a clock read and a lock per
   // round were a tenth of a 1 KB all-reduce); the thread, every kRoundsPerPass.
   static constexpr int kRoundsPerDeadlineLook = 64;
-  static constexpr int kRoundsPerPass = 64;  // the thread's rounds between two looks at the time limits
-  static constexpr int kQuietLooks = 8;      // YieldToHelper's looks (a yield each) without a round of Help
+  static constexpr int kRoundsPerPass =
+      64;  // the thread's rounds between two looks at the time limits
+  static constexpr int kQuietLooks =
+      8;  // YieldToHelper's looks (a yield each) without a round of Help
 
   void Main();
   // Runs `drive` with driver_ held, unless another thread holds it or this thread already does
@@ -126,9 +131,11 @@ class MpiProgress final : public engine::WaitHelper {
   void InitializeMpi();
   bool WaitForWork(std::deque<std::function<void()>>* calls);  // false: stop
   // How long the collectives in flight may go without completing before the thread naps between
-  // rounds: as long as their largest payload takes at 1 GB/s, at least kMinPatience (under driver_).
+  // rounds: as long as their largest payload takes at 1 GB/s, at least kMinPatience (under
+  // driver_).
   Clock::duration Patience() const;
-  bool Step();  // one round: start what may start, test what runs; true when anything moved (under driver_)
+  bool Step();  // one round: start what may start, test what runs; true when anything moved (under
+                // driver_)
   void StartReady();
   bool TestActive();
   void CheckDeadlines();
@@ -138,7 +145,7 @@ class MpiProgress final : public engine::WaitHelper {
   // A start's, a test's or a finish's error, as a weft::Error that begins with Describe(work).
   std::exception_ptr Named(const MpiWork& work, std::exception_ptr error) const;
   void Complete(MpiWork& work, std::exception_ptr error);
-  void WaitIdle();  // the destructor's wait for every pushed collective
+  void WaitIdle();           // the destructor's wait for every pushed collective
   bool NothingLeft() const;  // under mu_
 
   const CommOptions options_;
@@ -148,17 +155,20 @@ class MpiProgress final : public engine::WaitHelper {
   // mu_ protects everything below; cv_ signals hand-overs, completions and stop_.
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<uint64_t, std::pair<MpiWork, Clock::time_point>> submitted_;  // by sequence, not yet started
+  std::map<uint64_t, std::pair<MpiWork, Clock::time_point>>
+      submitted_;                            // by sequence, not yet started
   std::deque<std::function<void()>> calls_;  // RunOnThread's functions
-  uint64_t pushed_ = 0;      // sequence numbers handed out
-  uint64_t next_start_ = 0;  // the sequence number the thread starts next
+  uint64_t pushed_ = 0;                      // sequence numbers handed out
+  uint64_t next_start_ = 0;                  // the sequence number the thread starts next
   uint64_t completed_ = 0;
-  uint64_t started_ = 0;     // collectives whose start returned
+  uint64_t started_ = 0;  // collectives whose start returned
   bool stop_ = false;
-  std::atomic<uint64_t> hand_overs_{0};  // Submit and RunOnThread calls: what a spinning thread watches
+  std::atomic<uint64_t> hand_overs_{
+      0};  // Submit and RunOnThread calls: what a spinning thread watches
   std::exception_ptr init_error_;
   bool initialized_ = false;
-  std::optional<std::string> broken_;  // set by a timeout without abort: every later collective fails
+  std::optional<std::string>
+      broken_;  // set by a timeout without abort: every later collective fails
 
   // Held by the thread that makes collective calls (this thread or a helping waiter); protects
   // active_ and nbc_. Taken before mu_ where both are held.
@@ -167,17 +177,19 @@ class MpiProgress final : public engine::WaitHelper {
   alignas(64) std::mutex driver_;
   alignas(64) std::vector<Active> active_;  // started, not complete
   uint64_t start_look_ = ~uint64_t{0};      // hand_overs_ at StartReady's last look
-  NbcAlgorithm nbc_;            // from MPI_Init to MPI_Finalize
+  NbcAlgorithm nbc_;                        // from MPI_Init to MPI_Finalize
   // Help's rounds that drove: written under driver_, read by this thread to see that a waiter
   // drives (YieldToHelper); on a line of its own, since the waiter writes it every round.
   alignas(64) std::atomic<uint64_t> help_rounds_{0};
   // This thread polls back to back (busy): waiters do not take the collectives from it. Written
   // twice a pass, read by waiters at each look: on a line of its own.
   alignas(64) std::atomic<bool> thread_drives_{false};
-  bool any_thread_ = true;      // MPI allows calls from any thread, one at a time (SERIALIZED): waiters may help
+  bool any_thread_ =
+      true;  // MPI allows calls from any thread, one at a time (SERIALIZED): waiters may help
   std::atomic<size_t> running_{0};       // active_.size(), for the waits that do not hold driver_
   std::atomic<int64_t> outstanding_{0};  // handed over, not complete: Help's first look
-  std::atomic<bool> sleeping_{false};    // this thread waits on cv_ (a helper that leaves work wakes it)
+  std::atomic<bool> sleeping_{
+      false};  // this thread waits on cv_ (a helper that leaves work wakes it)
   std::thread thread_;
 };
 

@@ -39,7 +39,8 @@ class NbcAlgorithm {
   void Close();
 
   bool Available() const { return handle_ != MPI_T_CVAR_HANDLE_NULL; }
-  // The algorithm value an all-reduce of `bytes` gets (kRing from kRingFrom, else kRecursiveDoubling).
+  // The algorithm value an all-reduce of `bytes` gets (kRing from kRingFrom, else
+  // kRecursiveDoubling).
   static int ForAllReduce(size_t bytes) { return bytes >= kRingFrom ? kRing : kRecursiveDoubling; }
   // Sets the variable for the next MPI_Iallreduce of `bytes` (nothing when unavailable).
   void BeforeAllReduce(size_t bytes);

@@ -1,4 +1,4 @@
-#include "dist/internal/nbc_algorithm.h"
+#include "distributed/internal/nbc_algorithm.h"
 
 namespace weft::dist::internal {
 

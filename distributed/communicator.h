@@ -3,11 +3,11 @@
 // arrays' vars like any op: a collective starts when the ops pushed before it on its arrays are
 // done, and the ops pushed after it on them wait for it. Push returns at once.
 //
-//   std::unique_ptr<dist::Communicator> world = dist::ConnectWorld();   // dist/world.h
-//   grad.WaitToRead();                                                  // not needed: ordered by grad's var
-//   world->AllReduce(grad, dist::ReduceOp::kAverage);                   // pushed; returns at once
-//   world->Broadcast(weight, /*root=*/0);
-//   std::vector<float> v = grad.ToVector<float>();                      // waits for the all-reduce
+//   std::unique_ptr<dist::Communicator> world = dist::ConnectWorld();   // distributed/world.h
+//   grad.WaitToRead();                                                  // not needed: ordered by
+//   grad's var world->AllReduce(grad, dist::ReduceOp::kAverage);                   // pushed;
+//   returns at once world->Broadcast(weight, /*root=*/0); std::vector<float> v =
+//   grad.ToVector<float>();                      // waits for the all-reduce
 //
 // The agreed order: every rank must push the same collectives in the same order (a program
 // that runs the same code on every rank does). Each collective gets the next sequence number
@@ -51,7 +51,9 @@ class Communicator {
   // of one call travel as one collective (a bucket of small gradients): same dtype and device,
   // float32 or float64 (int32, int64 too for kSum), and the same shapes on every rank.
   virtual void AllReduce(std::span<const NDArray> arrays, ReduceOp op) = 0;
-  void AllReduce(const NDArray& array, ReduceOp op) { AllReduce(std::span<const NDArray>(&array, 1), op); }
+  void AllReduce(const NDArray& array, ReduceOp op) {
+    AllReduce(std::span<const NDArray>(&array, 1), op);
+  }
   // `array`, in place, becomes root's `array` on every rank.
   virtual void Broadcast(const NDArray& array, int root) = 0;
   // out (size * n elements, any shape) is every rank's `in` (n elements) in rank order.

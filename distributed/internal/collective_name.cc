@@ -1,4 +1,4 @@
-#include "dist/internal/collective_name.h"
+#include "distributed/internal/collective_name.h"
 
 #include <sstream>
 
@@ -8,8 +8,8 @@ std::string CollectiveName::ToString() const {
   std::ostringstream s;
   switch (kind) {
     case Kind::kAllReduce:
-      s << "all-reduce (" << (op == ReduceOp::kAverage ? "average" : "sum") << " of " << elements << " "
-        << DTypeName(dtype) << " in " << arrays << (arrays == 1 ? " array" : " arrays");
+      s << "all-reduce (" << (op == ReduceOp::kAverage ? "average" : "sum") << " of " << elements
+        << " " << DTypeName(dtype) << " in " << arrays << (arrays == 1 ? " array" : " arrays");
       break;
     case Kind::kBroadcast:
       s << "broadcast (" << bytes << " bytes from rank " << root;

@@ -6,10 +6,10 @@
 #include <memory>
 
 #include "core/error.h"
-#include "dist/internal/gpu_collectives.h"
-#include "dist/internal/mpi_check.h"
-#include "dist/internal/mpi_progress.h"
-#include "dist/world.h"
+#include "distributed/internal/gpu_collectives.h"
+#include "distributed/internal/mpi_check.h"
+#include "distributed/internal/mpi_progress.h"
+#include "distributed/world.h"
 
 namespace weft::dist {
 namespace internal {
@@ -17,11 +17,16 @@ namespace {
 
 MPI_Datatype MpiType(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return MPI_FLOAT;
-    case DType::kFloat64: return MPI_DOUBLE;
-    case DType::kInt32: return MPI_INT32_T;
-    case DType::kInt64: return MPI_INT64_T;
-    default: WEFT_THROW("dist: no MPI reduction for " << dtype);
+    case DType::kFloat32:
+      return MPI_FLOAT;
+    case DType::kFloat64:
+      return MPI_DOUBLE;
+    case DType::kInt32:
+      return MPI_INT32_T;
+    case DType::kInt64:
+      return MPI_INT64_T;
+    default:
+      WEFT_THROW("dist: no MPI reduction for " << dtype);
   }
 }
 
@@ -85,9 +90,11 @@ std::vector<engine::VarHandle> VarsOf(std::span<const NDArray> arrays) {
 class MpiCommunicator final : public Communicator {
  public:
   // with_mpi false: a world of one without a launcher, whose GPU collectives still go over NCCL.
-  MpiCommunicator(const CommOptions& options, bool with_mpi) : progress_(options, with_mpi), with_mpi_(with_mpi) {
-    gpu_ = MakeGpuCollectives(GpuBootstrap{rank(), size(), local_rank(), options, &progress_,
-                                           [this](void* data, size_t bytes) { BroadcastBytes(data, bytes); }});
+  MpiCommunicator(const CommOptions& options, bool with_mpi)
+      : progress_(options, with_mpi), with_mpi_(with_mpi) {
+    gpu_ = MakeGpuCollectives(
+        GpuBootstrap{rank(), size(), local_rank(), options, &progress_,
+                     [this](void* data, size_t bytes) { BroadcastBytes(data, bytes); }});
   }
   // Every collective done first, then NCCL's communicator, then MPI (the progress thread's end).
   ~MpiCommunicator() override {
@@ -112,7 +119,9 @@ class MpiCommunicator final : public Communicator {
   // A blocking broadcast from rank 0 on the progress thread (NCCL's unique id).
   void BroadcastBytes(void* data, size_t bytes) {
     if (!with_mpi_) return;
-    progress_.RunOnThread([&] { WEFT_MPI_CHECK(MPI_Bcast(data, MpiCount(bytes, "Broadcast"), MPI_BYTE, 0, MPI_COMM_WORLD)); });
+    progress_.RunOnThread([&] {
+      WEFT_MPI_CHECK(MPI_Bcast(data, MpiCount(bytes, "Broadcast"), MPI_BYTE, 0, MPI_COMM_WORLD));
+    });
   }
   // Pushes an async CPU op that hands `start` and `finish` to the progress thread under the next
   // sequence number; `prepare` runs first, in the op. kHandOver: `prepare` only looks up
@@ -129,21 +138,26 @@ class MpiCommunicator final : public Communicator {
   MpiProgress progress_;
   const bool with_mpi_;
   const std::unique_ptr<Communicator> local_ = LocalWorld();  // CPU collectives without MPI
-  std::unique_ptr<GpuCollectives> gpu_;  // null in a CPU-only build
+  std::unique_ptr<GpuCollectives> gpu_;                       // null in a CPU-only build
 };
 
-void MpiCommunicator::PushCollective(const CollectiveName& what, std::vector<engine::VarHandle> reads,
-                                     std::vector<engine::VarHandle> writes, std::function<void()> prepare,
-                                     std::function<void(MPI_Request*)> start, std::function<void()> finish,
-                                     engine::FnProperty prop) {
+void MpiCommunicator::PushCollective(const CollectiveName& what,
+                                     std::vector<engine::VarHandle> reads,
+                                     std::vector<engine::VarHandle> writes,
+                                     std::function<void()> prepare,
+                                     std::function<void(MPI_Request*)> start,
+                                     std::function<void()> finish, engine::FnProperty prop) {
   const uint64_t sequence = progress_.NextSequence();
-  auto fn = [this, sequence, what, prepare = std::move(prepare), start = std::move(start), finish = std::move(finish)](
-                engine::RunContext, engine::OnComplete done) mutable {
+  auto fn = [this, sequence, what, prepare = std::move(prepare), start = std::move(start),
+             finish = std::move(finish)](engine::RunContext, engine::OnComplete done) mutable {
     MpiWork work{sequence, what, std::move(start), std::move(finish), done};  // runs once
     try {
       prepare();
-    } catch (...) {  // still handed over, so that the later collectives start: it fails when its turn comes
-      work.start = [error = std::current_exception()](MPI_Request*) { std::rethrow_exception(error); };
+    } catch (...) {  // still handed over, so that the later collectives start: it fails when its
+                     // turn comes
+      work.start = [error = std::current_exception()](MPI_Request*) {
+        std::rethrow_exception(error);
+      };
     }
     progress_.Submit(std::move(work));
   };
@@ -161,15 +175,18 @@ void MpiCommunicator::AllReduce(std::span<const NDArray> arrays, ReduceOp op) {
   const MPI_Datatype type = MpiType(arrays[0].dtype());
   const int count = MpiCount(bucket->elements, "AllReduce");
   const double factor = op == ReduceOp::kAverage ? 1.0 / size() : 1.0;
-  const CollectiveName name = CollectiveName::AllReduce(op, bucket->elements, arrays[0].dtype(), arrays.size());
+  const CollectiveName name =
+      CollectiveName::AllReduce(op, bucket->elements, arrays[0].dtype(), arrays.size());
   const size_t bytes = name.PayloadBytes();
   PushCollective(
       name, {}, VarsOf(arrays), [bucket] { bucket->Pack(); },
       [this, bucket, type, count, bytes](MPI_Request* r) {
         progress_.nbc().BeforeAllReduce(bytes);
-        WEFT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bucket->data, count, type, MPI_SUM, MPI_COMM_WORLD, r));
+        WEFT_MPI_CHECK(
+            MPI_Iallreduce(MPI_IN_PLACE, bucket->data, count, type, MPI_SUM, MPI_COMM_WORLD, r));
       },
-      [bucket, factor] { bucket->Unpack(factor); }, arrays.size() == 1 ? kHandOver : kPackThenHandOver);
+      [bucket, factor] { bucket->Unpack(factor); },
+      arrays.size() == 1 ? kHandOver : kPackThenHandOver);
 }
 
 void MpiCommunicator::Broadcast(const NDArray& array, int root) {
@@ -179,7 +196,8 @@ void MpiCommunicator::Broadcast(const NDArray& array, int root) {
   const int bytes = MpiCount(array.bytes(), "Broadcast");
   auto data = std::make_shared<void*>(nullptr);
   PushCollective(
-      CollectiveName::Broadcast(array.bytes(), root), {}, {array.var()}, [data, array] { *data = array.View().raw(); },
+      CollectiveName::Broadcast(array.bytes(), root), {}, {array.var()},
+      [data, array] { *data = array.View().raw(); },
       [data, bytes, root](MPI_Request* r) {
         WEFT_MPI_CHECK(MPI_Ibcast(*data, bytes, MPI_BYTE, root, MPI_COMM_WORLD, r));
       },
@@ -198,7 +216,8 @@ void MpiCommunicator::AllGather(const NDArray& in, const NDArray& out) {
         *data = {in.View().raw(), out.View().raw()};
       },
       [data, bytes](MPI_Request* r) {
-        WEFT_MPI_CHECK(MPI_Iallgather(data->first, bytes, MPI_BYTE, data->second, bytes, MPI_BYTE, MPI_COMM_WORLD, r));
+        WEFT_MPI_CHECK(MPI_Iallgather(data->first, bytes, MPI_BYTE, data->second, bytes, MPI_BYTE,
+                                      MPI_COMM_WORLD, r));
       },
       nullptr);
 }

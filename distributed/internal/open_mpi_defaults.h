@@ -1,7 +1,7 @@
 // Open MPI's settings that weft changes for its collectives: set through the environment
-// (OMPI_MCA_<name>, which Open MPI reads at MPI_Init) when a program that links //dist starts,
-// before main, while no other thread can read the environment; each only where it is not set
-// already, so that a user's OMPI_MCA_ variable or mpirun --mca flag (which mpirun hands to the
+// (OMPI_MCA_<name>, which Open MPI reads at MPI_Init) when a program that links //distributed
+// starts, before main, while no other thread can read the environment; each only where it is not
+// set already, so that a user's OMPI_MCA_ variable or mpirun --mca flag (which mpirun hands to the
 // ranks as one) wins. A parameter file's setting (the system's, ~/.openmpi/mca-params.conf) does
 // not: Open MPI ranks the environment above the files, so set these in the environment.
 //

@@ -1,5 +1,5 @@
-// A CPU-only build: no GPU collectives (dist/internal/gpu_collectives.h).
-#include "dist/internal/gpu_collectives.h"
+// A CPU-only build: no GPU collectives (distributed/internal/gpu_collectives.h).
+#include "distributed/internal/gpu_collectives.h"
 
 namespace weft::dist::internal {
 

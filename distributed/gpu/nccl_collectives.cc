@@ -1,6 +1,6 @@
-// GPU collectives over NCCL (dist/internal/gpu_collectives.h). One NCCL communicator, for the one
-// GPU this process drives (one process per GPU), made on the first GPU collective from a unique
-// id that rank 0 draws and broadcasts over MPI; with it a communication stream of its own.
+// GPU collectives over NCCL (distributed/internal/gpu_collectives.h). One NCCL communicator, for
+// the one GPU this process drives (one process per GPU), made on the first GPU collective from a
+// unique id that rank 0 draws and broadcasts over MPI; with it a communication stream of its own.
 //
 // A collective is an async engine op on that GPU. On the compute worker that runs it (after the
 // engine has made the worker's stream wait for the inputs' producers) it records `ready` on the
@@ -8,18 +8,18 @@
 // push order (the order every rank shares): the communication stream waits for `ready`, NCCL
 // queues its kernels there, then `finished` is recorded after them. Whoever polls (the progress
 // thread, or a thread waiting for an array) sees `finished` complete and completes the op after
-// its device work (OnComplete::AfterDeviceWork): its consumers wait for nothing more. No compute worker ever waits for the
-// network.
-// A collective not finished within the time limit aborts the communicator (ncclCommAbort).
+// its device work (OnComplete::AfterDeviceWork): its consumers wait for nothing more. No compute
+// worker ever waits for the network. A collective not finished within the time limit aborts the
+// communicator (ncclCommAbort).
 #include <cuda_runtime.h>
 
 #include <memory>
 #include <mutex>
 
 #include "core/gpu/cuda_check.h"
-#include "dist/gpu/nccl_lib.h"
-#include "dist/internal/gpu_collectives.h"
-#include "dist/internal/mpi_progress.h"
+#include "distributed/gpu/nccl_lib.h"
+#include "distributed/internal/gpu_collectives.h"
+#include "distributed/internal/mpi_progress.h"
 #include "engine/gpu/event_pool.h"
 #include "engine/gpu/gpu_stream.h"
 
@@ -30,12 +30,18 @@ using gpu::Nccl;
 
 ncclDataType_t NcclType(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return ncclFloat32;
-    case DType::kFloat64: return ncclFloat64;
-    case DType::kInt32: return ncclInt32;
-    case DType::kInt64: return ncclInt64;
-    case DType::kBFloat16: return ncclBfloat16;
-    default: WEFT_THROW("dist: no NCCL reduction for " << dtype);
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat64:
+      return ncclFloat64;
+    case DType::kInt32:
+      return ncclInt32;
+    case DType::kInt64:
+      return ncclInt64;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    default:
+      WEFT_THROW("dist: no NCCL reduction for " << dtype);
   }
 }
 
@@ -48,7 +54,8 @@ struct NcclComm {
   int device = -1;
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
-  bool aborted = false;  // by a timeout (the driving thread); the destructor then only frees the stream
+  bool aborted =
+      false;  // by a timeout (the driving thread); the destructor then only frees the stream
 
   ~NcclComm() {
     gpu::DeviceGuard guard(device);
@@ -95,8 +102,9 @@ class NcclCollectives final : public GpuCollectives {
 // Collective over the ranks: every rank's first GPU collective gets here in the same order.
 std::shared_ptr<NcclComm> NcclCollectives::CommFor(Device device) {
   if (comm_ != nullptr) {
-    WEFT_CHECK(comm_->device == device.id) << "dist: NCCL drives one GPU per process: this one's is gpu:"
-                                           << comm_->device << ", found an array on gpu:" << device.id;
+    WEFT_CHECK(comm_->device == device.id)
+        << "dist: NCCL drives one GPU per process: this one's is gpu:" << comm_->device
+        << ", found an array on gpu:" << device.id;
     return comm_;
   }
   ncclUniqueId id{};
@@ -111,14 +119,16 @@ std::shared_ptr<NcclComm> NcclCollectives::CommFor(Device device) {
   return comm_;
 }
 
-void NcclCollectives::Push(const CollectiveName& what, Device device, std::vector<engine::VarHandle> reads,
+void NcclCollectives::Push(const CollectiveName& what, Device device,
+                           std::vector<engine::VarHandle> reads,
                            std::vector<engine::VarHandle> writes, NcclCall call) {
   std::shared_ptr<NcclComm> comm = CommFor(device);
   MpiProgress* progress = bootstrap_.progress;
   const uint64_t sequence = progress->NextSequence();
   auto fn = [=, call = std::move(call)](engine::RunContext ctx, engine::OnComplete done) {
     MpiWork work{sequence, what, nullptr, nullptr, done};
-    work.device_work = true;  // test saw `finished`: the worker's stream holds only `ready`, done too
+    work.device_work =
+        true;  // test saw `finished`: the worker's stream holds only `ready`, done too
     try {
       auto events = std::make_shared<Events>();
       events->ready = gpu::EventPool::Get().Record(*ctx.stream);
@@ -144,11 +154,14 @@ void NcclCollectives::Push(const CollectiveName& what, Device device, std::vecto
         comm->aborted = true;
       };
     } catch (...) {  // still handed over, so that the later collectives start: it fails in its turn
-      work.start = [error = std::current_exception()](MPI_Request*) { std::rethrow_exception(error); };
+      work.start = [error = std::current_exception()](MPI_Request*) {
+        std::rethrow_exception(error);
+      };
     }
     progress->Submit(std::move(work));
   };
-  engine::Engine::Get()->PushAsync(std::move(fn), device, reads, writes, engine::FnProperty::kNormal,
+  engine::Engine::Get()->PushAsync(std::move(fn), device, reads, writes,
+                                   engine::FnProperty::kNormal,
                                    /*priority=*/1, "dist_nccl");
 }
 
@@ -165,23 +178,25 @@ void NcclCollectives::AllReduce(std::span<const NDArray> arrays, ReduceOp op) {
   const ncclRedOp_t reduce = op == ReduceOp::kAverage ? ncclAvg : ncclSum;
   size_t elements = 0;
   for (const NDArray& a : arrays) elements += static_cast<size_t>(a.size());
-  const CollectiveName what =
-      CollectiveName::AllReduce(op, elements, arrays[0].dtype(), arrays.size(), arrays[0].device().id);
-  Push(what, arrays[0].device(), {}, VarsOf(arrays), [held, type, reduce](ncclComm_t comm, cudaStream_t s) {
-    const auto one = [&](const NDArray& a) {
-      void* p = a.View().raw();
-      WEFT_NCCL_CHECK(Nccl().AllReduce(p, p, static_cast<size_t>(a.size()), type, reduce, comm, s));
-    };
-    if (held.size() == 1) return one(held[0]);  // a group of one costs two calls more
-    WEFT_NCCL_CHECK(Nccl().GroupStart());
-    for (const NDArray& a : held) one(a);
-    WEFT_NCCL_CHECK(Nccl().GroupEnd());
-  });
+  const CollectiveName what = CollectiveName::AllReduce(op, elements, arrays[0].dtype(),
+                                                        arrays.size(), arrays[0].device().id);
+  Push(what, arrays[0].device(), {}, VarsOf(arrays),
+       [held, type, reduce](ncclComm_t comm, cudaStream_t s) {
+         const auto one = [&](const NDArray& a) {
+           void* p = a.View().raw();
+           WEFT_NCCL_CHECK(
+               Nccl().AllReduce(p, p, static_cast<size_t>(a.size()), type, reduce, comm, s));
+         };
+         if (held.size() == 1) return one(held[0]);  // a group of one costs two calls more
+         WEFT_NCCL_CHECK(Nccl().GroupStart());
+         for (const NDArray& a : held) one(a);
+         WEFT_NCCL_CHECK(Nccl().GroupEnd());
+       });
 }
 
 void NcclCollectives::Broadcast(const NDArray& array, int root) {
-  Push(CollectiveName::Broadcast(array.bytes(), root, array.device().id), array.device(), {}, {array.var()},
-       [array, root](ncclComm_t comm, cudaStream_t s) {
+  Push(CollectiveName::Broadcast(array.bytes(), root, array.device().id), array.device(), {},
+       {array.var()}, [array, root](ncclComm_t comm, cudaStream_t s) {
          void* p = array.View().raw();
          WEFT_NCCL_CHECK(Nccl().Broadcast(p, p, array.bytes(), ncclUint8, root, comm, s));
        });
@@ -190,7 +205,8 @@ void NcclCollectives::Broadcast(const NDArray& array, int root) {
 void NcclCollectives::AllGather(const NDArray& in, const NDArray& out) {
   Push(CollectiveName::AllGather(in.bytes(), in.device().id), in.device(), {in.var()}, {out.var()},
        [in, out](ncclComm_t comm, cudaStream_t s) {
-         WEFT_NCCL_CHECK(Nccl().AllGather(in.View().raw(), out.View().raw(), in.bytes(), ncclUint8, comm, s));
+         WEFT_NCCL_CHECK(
+             Nccl().AllGather(in.View().raw(), out.View().raw(), in.bytes(), ncclUint8, comm, s));
        });
 }
 

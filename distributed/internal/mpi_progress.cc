@@ -1,4 +1,4 @@
-#include "dist/internal/mpi_progress.h"
+#include "distributed/internal/mpi_progress.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "dist/internal/mpi_check.h"
-#include "dist/internal/open_mpi_defaults.h"
+#include "distributed/internal/mpi_check.h"
+#include "distributed/internal/open_mpi_defaults.h"
 
 namespace weft::dist::internal {
 
@@ -45,10 +45,12 @@ size_t MpiProgress::waiting() const {
   return submitted_.size();
 }
 
-MpiProgress::MpiProgress(const CommOptions& options, bool with_mpi) : options_(options), with_mpi_(with_mpi) {
+MpiProgress::MpiProgress(const CommOptions& options, bool with_mpi)
+    : options_(options), with_mpi_(with_mpi) {
   if (with_mpi && g_mpi_taken.exchange(true)) {
-    WEFT_THROW("dist: MPI is initialized once per process; a communicator already took it (keep one "
-               "ConnectWorld communicator for the whole run)");
+    WEFT_THROW(
+        "dist: MPI is initialized once per process; a communicator already took it (keep one "
+        "ConnectWorld communicator for the whole run)");
   }
   thread_ = std::thread([this] { Main(); });
   std::unique_lock<std::mutex> lock(mu_);
@@ -58,7 +60,8 @@ MpiProgress::MpiProgress(const CommOptions& options, bool with_mpi) : options_(o
     thread_.join();
     std::rethrow_exception(init_error_);
   }
-  if (any_thread_) engine::AddWaitHelper(this);  // false when another is set: then nobody helps this one
+  if (any_thread_)
+    engine::AddWaitHelper(this);  // false when another is set: then nobody helps this one
   g_instance.store(this);
 }
 
@@ -84,16 +87,19 @@ void MpiProgress::InitializeMpi() {
   WEFT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
   if (provided < MPI_THREAD_FUNNELED) {
     MPI_Finalize();
-    WEFT_THROW("dist: MPI gives thread level " << provided << ", expected at least MPI_THREAD_FUNNELED ("
-                                               << MPI_THREAD_FUNNELED << "): one thread makes every MPI call, "
-                                               << "but it is not the main thread");
+    WEFT_THROW("dist: MPI gives thread level "
+               << provided << ", expected at least MPI_THREAD_FUNNELED (" << MPI_THREAD_FUNNELED
+               << "): one thread makes every MPI call, "
+               << "but it is not the main thread");
   }
-  any_thread_ = provided >= MPI_THREAD_SERIALIZED;  // else only this thread may call MPI: no helpers
+  any_thread_ =
+      provided >= MPI_THREAD_SERIALIZED;  // else only this thread may call MPI: no helpers
   WEFT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   WEFT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   WEFT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
   MPI_Comm host;
-  WEFT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  WEFT_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
   WEFT_MPI_CHECK(MPI_Comm_rank(host, &local_rank_));
   WEFT_MPI_CHECK(MPI_Comm_free(&host));
   nbc_ = NbcAlgorithm::Connect();
@@ -121,8 +127,9 @@ void MpiProgress::WaitIdle() {
   if (cv_.wait_for(lock, limit, [&] { return NothingLeft(); })) return;
   const uint64_t missing = pushed_ - completed_;
   lock.unlock();
-  std::fprintf(stderr, "weft: dist: rank %d of %d: %llu collective(s) pushed but not complete at shutdown\n",
-               rank_, size_, static_cast<unsigned long long>(missing));
+  std::fprintf(
+      stderr, "weft: dist: rank %d of %d: %llu collective(s) pushed but not complete at shutdown\n",
+      rank_, size_, static_cast<unsigned long long>(missing));
   if (options_.abort_on_timeout && with_mpi_) MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -193,8 +200,8 @@ struct Driving {
 // Where this thread has a core of its own (the 16-core host, 8 cores per rank), the two used to
 // take turns round by round, this one yielded every round past kBusyRounds (a 256 KB all-reduce
 // was still moving then), and the lock waiters try shared a cache line with active_: 256 KB to
-// 1 MB all-reduces took 1.35x to 1.8x MPI_Allreduce's time there, 1.13x to 1.22x since (1 KB 5.4-6.9x,
-// now 4.3-4.6x; one core per rank, where waiters drive, unchanged: 1.05-1.13x).
+// 1 MB all-reduces took 1.35x to 1.8x MPI_Allreduce's time there, 1.13x to 1.22x since (1
+// KB 5.4-6.9x, now 4.3-4.6x; one core per rank, where waiters drive, unchanged: 1.05-1.13x).
 //
 // Napping sooner is wrong: a large message between processes that cannot map each other's memory
 // (Open MPI's single copy off, as on the H200 machine) moves in fragments that only MPI calls copy,
@@ -238,7 +245,8 @@ void MpiProgress::Main() {
     }
     CheckDeadlines();
     running = !active_.empty();
-    const bool busy = running && idle_rounds < kBusyRounds;  // the next message is usually microseconds away
+    const bool busy =
+        running && idle_rounds < kBusyRounds;  // the next message is usually microseconds away
     const bool patient = running && !busy && Clock::now() - last_moved < Patience();
     thread_drives_.store(busy, std::memory_order_relaxed);  // past busy, a waiter may take them
     drive.unlock();
@@ -252,7 +260,8 @@ void MpiProgress::Main() {
   std::lock_guard<std::mutex> drive(driver_);
   std::lock_guard<std::mutex> lock(mu_);
   nbc_.Close();
-  if (with_mpi_ && !broken_) MPI_Finalize();  // a timed-out collective is still pending: finalizing would hang
+  if (with_mpi_ && !broken_)
+    MPI_Finalize();  // a timed-out collective is still pending: finalizing would hang
 }
 
 // Until there is something to do: RunOnThread's calls (moved into `calls`), a collective running
@@ -261,7 +270,8 @@ bool MpiProgress::WaitForWork(std::deque<std::function<void()>>* calls) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto running = [&] { return running_.load(std::memory_order_seq_cst) != 0; };
   const auto wake = [&] {
-    return stop_ || !calls_.empty() || running() || (!submitted_.empty() && submitted_.begin()->first == next_start_);
+    return stop_ || !calls_.empty() || running() ||
+           (!submitted_.empty() && submitted_.begin()->first == next_start_);
   };
   // sleeping_ is set before wake() is looked at, and a helper that leaves collectives running sets
   // running_ before it reads sleeping_: one of the two sees the other.
@@ -277,9 +287,11 @@ bool MpiProgress::WaitForWork(std::deque<std::function<void()>>* calls) {
     lock.lock();
   }
   // Until a hand-over, even one that must wait for an earlier collective (its time limit runs).
-  if (submitted_.empty()) sleep([&] { cv_.wait(lock, [&] { return wake() || !submitted_.empty(); }); });
+  if (submitted_.empty())
+    sleep([&] { cv_.wait(lock, [&] { return wake() || !submitted_.empty(); }); });
   // Handed over but waiting for an earlier one: wake up now and then to check the time limit.
-  if (!running() && !submitted_.empty()) sleep([&] { cv_.wait_for(lock, std::chrono::milliseconds(50), wake); });
+  if (!running() && !submitted_.empty())
+    sleep([&] { cv_.wait_for(lock, std::chrono::milliseconds(50), wake); });
   if (stop_ && !running() && calls_.empty()) return false;
   calls->swap(calls_);
   return true;
@@ -306,10 +318,12 @@ bool MpiProgress::TryDrive(Drive drive) {
 
 bool MpiProgress::Help() {
   if (outstanding_.load(std::memory_order_relaxed) == 0) return false;
-  if (thread_drives_.load(std::memory_order_relaxed)) return false;  // it polls back to back: leave them to it
+  if (thread_drives_.load(std::memory_order_relaxed))
+    return false;  // it polls back to back: leave them to it
   if (!TryDrive([this] {
         Step();
-        const uint64_t round = help_rounds_.load(std::memory_order_relaxed) + 1;  // only the driver writes it
+        const uint64_t round =
+            help_rounds_.load(std::memory_order_relaxed) + 1;  // only the driver writes it
         help_rounds_.store(round, std::memory_order_relaxed);
         if (round % kRoundsPerDeadlineLook == 0) CheckDeadlines();
       })) {
@@ -324,16 +338,19 @@ bool MpiProgress::Help() {
 void MpiProgress::SpinForHandOver() {
   const uint64_t seen = hand_overs_.load(std::memory_order_relaxed);
   const Clock::time_point until = Clock::now() + kSpin;
-  while (hand_overs_.load(std::memory_order_relaxed) == seen && Clock::now() < until) std::this_thread::yield();
+  while (hand_overs_.load(std::memory_order_relaxed) == seen && Clock::now() < until)
+    std::this_thread::yield();
 }
 
 // On a core of its own, this thread and a waiter that both drive would take turns at the
 // collectives, and MPI's state and the fragments it copies would move between their cores.
 void MpiProgress::YieldToHelper() {
-  thread_drives_.store(false, std::memory_order_relaxed);  // a waiter that got in between passes drives on
+  thread_drives_.store(false,
+                       std::memory_order_relaxed);  // a waiter that got in between passes drives on
   const uint64_t hand_overs = hand_overs_.load(std::memory_order_relaxed);
   uint64_t seen = help_rounds_.load(std::memory_order_relaxed);
-  for (int quiet = 0; quiet < kQuietLooks && hand_overs_.load(std::memory_order_relaxed) == hand_overs;) {
+  for (int quiet = 0;
+       quiet < kQuietLooks && hand_overs_.load(std::memory_order_relaxed) == hand_overs;) {
     std::this_thread::yield();
     const uint64_t now = help_rounds_.load(std::memory_order_relaxed);
     quiet = now == seen ? quiet + 1 : 0;
@@ -358,7 +375,8 @@ bool MpiProgress::Step() {
 // Starts, in sequence order, every handed-over collective whose predecessors have all started.
 // Looks (under mu_) only when something was handed over since its last look.
 void MpiProgress::StartReady() {
-  const uint64_t hand_overs = hand_overs_.load(std::memory_order_relaxed);  // counted under mu_, after the emplace
+  const uint64_t hand_overs =
+      hand_overs_.load(std::memory_order_relaxed);  // counted under mu_, after the emplace
   if (hand_overs == start_look_) return;
   start_look_ = hand_overs;
   while (true) {
@@ -445,8 +463,8 @@ void MpiProgress::CheckDeadlines() {
 
 std::string MpiProgress::Describe(const MpiWork& work) const {
   std::ostringstream m;
-  m << "dist: collective #" << work.sequence << " " << work.what.ToString() << " on rank " << rank_ << " of " << size_
-    << (with_mpi_ ? " (mpi)" : " (local)");
+  m << "dist: collective #" << work.sequence << " " << work.what.ToString() << " on rank " << rank_
+    << " of " << size_ << (with_mpi_ ? " (mpi)" : " (local)");
   return m.str();
 }
 
@@ -465,7 +483,8 @@ std::exception_ptr MpiProgress::Named(const MpiWork& work, std::exception_ptr er
 void MpiProgress::TimeOut(const MpiWork& work, const char* state) {
   std::ostringstream m;
   m << Describe(work) << " did not complete within " << options_.timeout_seconds << " s (" << state
-    << "); every rank 0.." << size_ - 1 << " must push it; a rank may have died, hung or pushed other collectives";
+    << "); every rank 0.." << size_ - 1
+    << " must push it; a rank may have died, hung or pushed other collectives";
   const std::string message = m.str();
   if (work.cancel) work.cancel();
   if (options_.abort_on_timeout) {
