@@ -211,9 +211,7 @@ Graph WriteBacksLast(const Graph& g, size_t first) {
 
 // Whether the device's backend runs fused groups (every backend built with weft does; one that
 // does not keeps its graphs unfused rather than failing to bind).
-bool CanFuse(Device device) {
-  return GetOp("_fused_pointwise").compute[static_cast<int>(device.type)] != nullptr;
-}
+bool CanFuse(Device device) { return GetOp("_fused_pointwise").On(device.type).compute != nullptr; }
 
 }  // namespace
 

@@ -5,7 +5,7 @@
 namespace weft {
 
 const ComputeFn& ComputeFor(const Op& op, Device device) {
-  const ComputeFn& compute = op.compute[static_cast<int>(device.type)];
+  const ComputeFn& compute = op.On(device.type).compute;
   if (!compute) WEFT_THROW("op '" << op.name << "' has no implementation for " << device);
   return compute;
 }
@@ -14,7 +14,7 @@ Invocation::Invocation(const Op& op, const Attrs& attrs, Device device)
     : op_(&op), compute_(&ComputeFor(op, device)), attrs_(attrs), device_(device) {}
 
 void Invocation::Prepare() {
-  const PrepareFn& prepare = op_->prepare[static_cast<int>(device_.type)];
+  const PrepareFn& prepare = op_->On(device_.type).prepare;
   if (!prepare) return;
   prepared_ = std::make_shared<const ComputeFn>(
       prepare(attrs_, device_, inputs_.span(), req_.span(), outputs_.span()));

@@ -55,7 +55,7 @@ class Invocation {
   // The number of 32-bit random numbers this call draws: Op::random_draws for these inputs, 0
   // for an op that is not random. OpContext::random must hold a range of that many.
   uint64_t RandomDraws(bool is_train) const {
-    return op_->random ? op_->random_draws(attrs_, inputs_.span(), is_train) : 0;
+    return op_->IsRandom() ? op_->random_draws(attrs_, inputs_.span(), is_train) : 0;
   }
   // For a call whose tensors will not change (a bound graph's node): runs the op's bind-time
   // preparation for the device, if it has one, and from then on Run runs what it returned.

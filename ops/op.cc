@@ -97,16 +97,8 @@ Op& Op::InferInputShapes(InputShapeFn fn) {
   infer_input_shapes = std::move(fn);
   return *this;
 }
-Op& Op::Compute(DeviceType device, ComputeFn fn) {
-  compute[static_cast<int>(device)] = std::move(fn);
-  return *this;
-}
 Op& Op::Gradient(GradientFn fn) {
   gradient = std::move(fn);
-  return *this;
-}
-Op& Op::Resources(std::vector<Resource> r) {
-  resources = std::move(r);
   return *this;
 }
 Op& Op::Inplace(std::vector<std::pair<int, int>> pairs) {
@@ -122,18 +114,12 @@ Op& Op::HostInputs(std::function<std::vector<int>(const Attrs&)> inputs_of) {
   return *this;
 }
 const char* Op::CaptureBarrier(DeviceType device, const Attrs& attrs) const {
-  if (const char* barrier = capture_barrier[static_cast<int>(device)]) return barrier;
+  if (const char* barrier = On(device).capture_barrier) return barrier;
   return device != DeviceType::kCpu && !HostInputsOf(attrs).empty() ? kReadsHostInputs : nullptr;
 }
 Op& Op::Random(RandomDrawsFn draws) {
   WEFT_CHECK(draws != nullptr) << "op '" << name << "': Random needs the number of draws per call";
-  random = true;
   random_draws = std::move(draws);
-  if (!NeedsResource(Resource::kRandom)) resources.push_back(Resource::kRandom);
-  return *this;
-}
-Op& Op::Stateful() {
-  stateful = true;
   return *this;
 }
 Op& Op::Pointwise(PointwiseKind kind, std::string functor) {
@@ -154,10 +140,6 @@ Op& Op::PassOnly(const std::string& pass) {
   return *this;
 }
 
-bool Op::NeedsResource(Resource r) const {
-  return std::find(resources.begin(), resources.end(), r) != resources.end();
-}
-
 // ---- Registry ----
 
 namespace {
@@ -165,7 +147,7 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::map<std::string, std::unique_ptr<Op>> ops;  // guarded by mu; entries never move or die
-  // RegisterCompute and RegisterPrepare calls that came before their op's RegisterOp, as what
+  // RegisterDeviceImpls rows that came before their op's RegisterOp, as what
   // they set on the op; guarded by mu.
   std::multimap<std::string, std::function<void(Op&)>> pending;
 };
@@ -205,27 +187,25 @@ void SetOnOp(const std::string& name, std::function<void(Op&)> set) {
 
 }  // namespace
 
-void RegisterCompute(const std::string& name, DeviceType device, ComputeFn fn) {
-  SetOnOp(name,
-          [device, fn = std::move(fn)](Op& op) { op.compute[static_cast<int>(device)] = fn; });
+namespace {
+
+const char* DeviceName(DeviceType device) { return device == DeviceType::kCpu ? "cpu" : "gpu"; }
+
+}  // namespace
+
+void RegisterDeviceImpls(DeviceType device, std::vector<NamedDeviceImpl> table) {
+  for (NamedDeviceImpl& row : table) {
+    WEFT_CHECK(row.impl.compute != nullptr)
+        << "op '" << row.op << "' on " << DeviceName(device) << ": a DeviceImpl needs compute";
+    SetOnOp(row.op, [device, impl = std::move(row.impl)](Op& op) {
+      DeviceImpl& slot = op.impls[static_cast<int>(device)];
+      WEFT_CHECK(!slot) << "op '" << op.name << "' has two impls on " << DeviceName(device);
+      slot = impl;
+    });
+  }
 }
 
-void RegisterPrepare(const std::string& name, DeviceType device, PrepareFn fn) {
-  SetOnOp(name,
-          [device, fn = std::move(fn)](Op& op) { op.prepare[static_cast<int>(device)] = fn; });
-}
-
-void RegisterCaptureBarrier(const std::string& name, DeviceType device, const char* reason) {
-  SetOnOp(name,
-          [device, reason](Op& op) { op.capture_barrier[static_cast<int>(device)] = reason; });
-}
-
-void RegisterDeviceShape(const std::string& name, DeviceType device, DeviceShapeFn fn) {
-  SetOnOp(name,
-          [device, fn = std::move(fn)](Op& op) { op.device_shape[static_cast<int>(device)] = fn; });
-}
-
-std::vector<std::string> UnmatchedComputeRegistrations() {
+std::vector<std::string> UnmatchedDeviceImpls() {
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<std::string> names;
@@ -299,7 +279,7 @@ std::vector<Shape> InferShapes(const Op& op, const Attrs& attrs, const std::vect
   std::vector<Shape> out;
   try {
     out = op.infer_shape(attrs, inputs);
-    const DeviceShapeFn* refine = device ? &op.device_shape[static_cast<int>(*device)] : nullptr;
+    const DeviceShapeFn* refine = device ? &op.On(*device).output_shapes : nullptr;
     if (refine != nullptr && *refine) (*refine)(attrs, inputs, out);
   } catch (const Error& e) {
     WEFT_THROW(e.what() << " [op '" << op.name << "', input shapes " << ShapeList(inputs) << "]");

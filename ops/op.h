@@ -1,19 +1,51 @@
-// The operator registry. An op is registered once, with everything the layers above need:
-// attribute parsing, input/output counts and names, shape and type inference, compute per device,
-// a gradient rule that builds backward nodes, resource requests, in-place options, and the flags
-// graph passes read (random, stateful, pointwise expression for the fusion code generator).
+// The operator registry. An op is defined once, with everything the layers above need:
+// attribute parsing, input/output counts and names, shape and type inference, a gradient rule that
+// builds backward nodes, in-place options, the inputs it mutates, its random draws, and, for
+// pointwise ops, the functor the fusion code generator calls. Each device adds one DeviceImpl
+// (compute, and what else is per device), in the one table at the end of its compute file.
 //
-//   WEFT_REGISTER_OP(relu)
-//       .Describe("max(x, 0), elementwise")
+//   WEFT_REGISTER_OP(Pooling)                                  // ops/nn/pooling.cc
+//       .Describe("2-D max or average pooling over NCHW data")
+//       .Params(ParsePool)
 //       .Inputs({"data"})
-//       .InferShape(SameShapeAsInput0)
-//       .Compute(DeviceType::kCpu, ReluCpu)
-//       .Gradient([](const Attrs&, GradBuilder& g) {
-//         g.SetInputGrad(0, g.Op("_backward_relu", {g.OutGrad(0), g.Output(0)}));
-//       })
-//       .Pointwise(PointwiseKind::kUnary, "weft::fn::Relu");   // ops/math/unary.h
+//       .InferShape(PoolShape)
+//       .Gradient(GradientFromBackwardOp("Pooling"));
+//   WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, {             // ops/cpu/pooling.cc
+//       {"Pooling", {.compute = PoolForward}},
+//       {"_backward_Pooling", {.compute = PoolBackward}},
+//   });
 //
-//   const Op& op = GetOp("relu");    // throws weft::Error: unknown op 'rleu'
+//   const Op& op = GetOp("Pooling");    // throws weft::Error: unknown op 'Poolnig'
+//
+// ---- Adding an op ----
+//
+// A pointwise op (say `softsign`, x / (1 + |x|)) touches two library files and two tests:
+//   1. ops/math/unary.h: the functor `fn::SoftSign`, Fwd and the gradient it reads; the CPU loops,
+//      the GPU kernels (NVRTC) and fused kernels all call it, so there is no other math to write.
+//   2. ops/elementwise/unary_ops.h: one row, X(softsign, SoftSign, "x / (1 + |x|)", false). The
+//      definition, both devices' computes, the typed call op::softsign (weft/ops.h) and the
+//      fusion pass all expand that table.
+//   3. tests/ops_elementwise_test.cc: a double-precision reference for the declarative case (run
+//      on the CPU and the GPU, with a finite-difference gradient check), and
+//      tests/ops_fusion_property_test.cc: its range rule for the random fused graphs.
+// A binary op is the same with ops/math/binary.h and ops/elementwise/binary_ops.h.
+//
+// A layer with parameters (say `GroupNorm`, data and per-channel scale and shift) touches four
+// library files and one test:
+//   1. ops/nn/nn_params.h: its parameter struct (what the definition parses and computes read).
+//   2. ops/nn/group_norm.cc: the definition: WEFT_REGISTER_OP for GroupNorm and its backward op,
+//      with parsing, shape inference (InferInputShapes for the parameters' shapes) and the
+//      gradient (GradientFromBackwardOp, ops/internal/op_util.h).
+//   3. ops/cpu/group_norm.cc: the CPU compute (oneDNN or loops) and its one
+//      WEFT_REGISTER_DEVICE_IMPLS table.
+//   4. ops/gpu/group_norm.cc: the GPU compute (cuDNN, cuBLAS or an NVRTC kernel in
+//      ops/gpu/kernels/) and its table; GpuCall (ops/gpu/internal/gpu_call.h) gives the stream,
+//      workspace and library handles.
+//   5. tests/ops_nn_test.cc: a declarative case (tests/op_test_util.h) with a reference; it runs
+//      on every device, gradient included, and op_coverage_test fails until every op with a
+//      compute on a device has one.
+// Nothing else changes: BUILD globs pick up the files, Symbol::Op and op::Call reach the op by
+// name, the passes read the definition's flags, and the README's op list gets a row.
 #pragma once
 
 #include <array>
@@ -42,8 +74,6 @@ enum class OpReq : uint8_t {
   kWriteInplace,  // overwrite; the output shares memory with an input (see Op::inplace)
   kAddTo,         // add to what is there (gradient accumulation)
 };
-
-enum class Resource : uint8_t { kTempSpace, kRandom };
 
 // What a running op gets besides its tensors.
 struct OpContext {
@@ -162,6 +192,26 @@ using CountFn = std::function<int(const Attrs&)>;
 using RandomDrawsFn =
     std::function<uint64_t(const Attrs&, std::span<const TensorView> inputs, bool is_train)>;
 
+// Everything an op does on one device: what that device's compute file registers, in the one
+// WEFT_REGISTER_DEVICE_IMPLS table at its end.
+struct DeviceImpl {
+  ComputeFn compute;            // required
+  PrepareFn prepare;            // optional: bind-time preparation (Invocation::Prepare)
+  DeviceShapeFn output_shapes;  // optional: outputs only this device's library can size
+  // Why a CUDA graph cannot record `compute` (it checks its input on the device, waits on the
+  // host, or orders with the legacy stream); null: it can. A captured training step runs such an
+  // op as an engine op of its own, between captured parts. A string literal.
+  const char* capture_barrier = nullptr;
+
+  explicit operator bool() const { return compute != nullptr; }
+};
+
+// One row of a device's table: the op's name and what the device does for it.
+struct NamedDeviceImpl {
+  std::string op;
+  DeviceImpl impl;
+};
+
 struct Op {
   std::string name;
   std::string description;
@@ -172,27 +222,17 @@ struct Op {
   // backward (the RNN's reserve): entries of the graph, ordered and freed by the engine like any.
   CountFn visible_outputs;
   std::vector<std::string> input_names;  // fixed names; variadic ops name inputs arg0, arg1, ...
-  std::function<std::vector<std::string>(const Attrs&)>
-      input_names_of;                                       // names that attributes choose
-  ShapeFn infer_shape;                                      // required
-  InputShapeFn infer_input_shapes;                          // optional (layers with parameters)
-  std::array<DeviceShapeFn, kNumDeviceTypes> device_shape;  // optional, per device
-  TypeFn infer_type;  // default: every output has input 0's dtype
-  std::array<ComputeFn, kNumDeviceTypes> compute;
-  GradientFn gradient;  // null: no gradient (not differentiable, or a backward op)
-  std::vector<Resource> resources;
+  // Names that attributes choose (null: input_names).
+  std::function<std::vector<std::string>(const Attrs&)> input_names_of;
+  ShapeFn infer_shape;              // required
+  InputShapeFn infer_input_shapes;  // optional (layers with parameters)
+  TypeFn infer_type;                // default: every output has input 0's dtype
+  GradientFn gradient;              // null: no gradient (not differentiable, or a backward op)
   std::vector<std::pair<int, int>> inplace;  // (input, output) pairs that may share memory
   std::vector<int> mutate_inputs;            // inputs the op updates (optimizer state)
-  bool random = false;                       // draws random numbers: never merged by CSE
-  RandomDrawsFn random_draws;                // set with `random`
-  bool stateful = false;                     // keeps state between calls: never merged by CSE
+  RandomDrawsFn random_draws;                // set for ops that draw random numbers
   PointwiseFn pointwise;                     // for pointwise ops: the functor they apply (fusion)
   bool pass_only = false;  // made only by a graph pass: never called, never in JSON
-  std::array<PrepareFn, kNumDeviceTypes> prepare;  // optional, per device (Invocation::Prepare)
-  // Per device: why a CUDA graph cannot record this op's compute (it checks its input on the
-  // device, waits on the host, or orders with the legacy stream); null: it can. A captured
-  // training step runs such an op as an engine op of its own, between captured parts.
-  std::array<const char*, kNumDeviceTypes> capture_barrier{};
   // Inputs read on the host whatever the op's device (for these attributes; null: none), as a
   // library takes them (cuDNN's RNN data descriptors take each sequence's length on the host):
   // CPU arrays on every device, read by the compute once their writers are done, so the op needs
@@ -202,6 +242,8 @@ struct Op {
   std::function<std::vector<int>(const Attrs&)> host_inputs;
   static constexpr char kReadsHostInputs[] =
       "it reads inputs on the host (Op::host_inputs), which a replay would not see change";
+  // Per device, set by RegisterDeviceImpls; read with On().
+  std::array<DeviceImpl, kNumDeviceTypes> impls;
 
   // Builder setters used by WEFT_REGISTER_OP.
   Op& Describe(std::string text);
@@ -219,44 +261,41 @@ struct Op {
   Op& InferShape(ShapeFn fn);
   Op& InferType(TypeFn fn);
   Op& InferInputShapes(InputShapeFn fn);
-  Op& Compute(DeviceType device, ComputeFn fn);
   Op& Gradient(GradientFn fn);
-  Op& Resources(std::vector<Resource> resources);
   Op& Inplace(std::vector<std::pair<int, int>> pairs);
   Op& MutateInputs(std::vector<int> inputs);
   Op& HostInputs(std::function<std::vector<int>(const Attrs&)> inputs_of);
   Op& Random(RandomDrawsFn draws);
-  Op& Stateful();
   Op& Pointwise(PointwiseKind kind, std::string functor = {});
   Op& Pointwise(PointwiseFn fn);
   // An op that only a graph pass creates (the fused op): parsing attributes for it, as a call or
   // a graph's JSON would, is an error saying so.
   Op& PassOnly(const std::string& pass);
 
-  bool NeedsResource(Resource r) const;
+  // What the op does on `device`; false (no compute) where no file registered it.
+  const DeviceImpl& On(DeviceType device) const { return impls[static_cast<int>(device)]; }
+  // Draws random numbers (OpContext::random): never merged by CSE, never fused.
+  bool IsRandom() const { return random_draws != nullptr; }
+  // Has an effect beyond its outputs (random draws, or inputs it updates): CSE never merges it
+  // and fusion never absorbs it, whatever else it matches.
+  bool HasEffects() const { return IsRandom() || !mutate_inputs.empty(); }
   // host_inputs for `attrs`; empty when the op has none.
   std::vector<int> HostInputsOf(const Attrs& attrs) const {
     return host_inputs ? host_inputs(attrs) : std::vector<int>{};
   }
-  // Why a CUDA graph cannot record this call on `device`: capture_barrier, else kReadsHostInputs
-  // for a GPU call with host inputs; null: it can.
+  // Why a CUDA graph cannot record this call on `device`: the impl's capture_barrier, else
+  // kReadsHostInputs for a GPU call with host inputs; null: it can.
   const char* CaptureBarrier(DeviceType device, const Attrs& attrs) const;
 };
 
 Op& RegisterOp(const std::string& name);
-// For device backends that live in files of their own (the GPU operators): sets op `name`'s
-// compute on `device`, whether the op is registered before or after this call (static
-// initialization order across files is unspecified).
-void RegisterCompute(const std::string& name, DeviceType device, ComputeFn fn);
-// The same for a bind-time preparation (Op::prepare).
-void RegisterPrepare(const std::string& name, DeviceType device, PrepareFn fn);
-// The same for Op::capture_barrier (`reason`: a string literal).
-void RegisterCaptureBarrier(const std::string& name, DeviceType device, const char* reason);
-// The same for a device's output shapes (Op::device_shape).
-void RegisterDeviceShape(const std::string& name, DeviceType device, DeviceShapeFn fn);
-// Names given to RegisterCompute or RegisterPrepare that no op was registered under (a typo in a
-// GPU file).
-std::vector<std::string> UnmatchedComputeRegistrations();
+// Sets what each op of `table` does on `device`, whether the op is registered before or after
+// this call (static initialization order across files is unspecified). An op gets one impl per
+// device: a second is an error, as is a row without compute. Called by
+// WEFT_REGISTER_DEVICE_IMPLS.
+void RegisterDeviceImpls(DeviceType device, std::vector<NamedDeviceImpl> table);
+// Ops named in a device table that no op was registered under (a typo in a compute file).
+std::vector<std::string> UnmatchedDeviceImpls();
 const Op* FindOp(const std::string& name);  // null when unknown
 const Op& GetOp(const std::string& name);   // throws weft::Error naming the op
 std::vector<std::string> ListOps();
@@ -281,12 +320,16 @@ int NumVisibleOutputs(const Op& op, const Attrs& attrs);
 #define WEFT_OP_CONCAT_(a, b) WEFT_OP_CONCAT_INNER_(a, b)
 // Registers an op at static initialization. The library that holds registrations must be linked
 // with alwayslink = True so the registrations are not dropped.
-#define WEFT_REGISTER_COMPUTE(name, device, fn)                                               \
-  [[maybe_unused]] static const bool WEFT_OP_CONCAT_(weft_registered_compute_, __COUNTER__) = \
-      (::weft::RegisterCompute(#name, device, fn), true)
-#define WEFT_REGISTER_CAPTURE_BARRIER(name, device, reason)                                   \
-  [[maybe_unused]] static const bool WEFT_OP_CONCAT_(weft_registered_barrier_, __COUNTER__) = \
-      (::weft::RegisterCaptureBarrier(#name, device, reason), true)
+// Registers a device's impls at static initialization: each compute file ends with one table,
+//   WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, {
+//       {"Convolution", {.compute = ConvForward}},
+//       {"_backward_Convolution", {.compute = ConvBackward}},
+//   });
+// or, for ops that an X-macro table lists, a function returning the rows. The library that holds
+// registrations must be linked with alwayslink = True so they are not dropped.
+#define WEFT_REGISTER_DEVICE_IMPLS(device, ...)                                             \
+  [[maybe_unused]] static const bool WEFT_OP_CONCAT_(weft_registered_impls_, __COUNTER__) = \
+      (::weft::RegisterDeviceImpls(device, __VA_ARGS__), true)
 #define WEFT_REGISTER_OP(name)                                                            \
   [[maybe_unused]] static ::weft::Op& WEFT_OP_CONCAT_(weft_registered_op_, __COUNTER__) = \
       ::weft::RegisterOp(#name)

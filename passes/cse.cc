@@ -9,10 +9,6 @@ namespace weft {
 
 namespace {
 
-// Ops whose call does more than compute its outputs from its inputs: two such calls are two
-// effects, whatever their inputs.
-bool HasEffects(const Op& op) { return op.random || op.stateful || !op.mutate_inputs.empty(); }
-
 // Everything that makes two nodes compute the same outputs: op, attributes, inputs, and the
 // version of each input (how many mutating nodes have updated it before this node).
 std::string Key(const Graph& g, const Node& node, const std::vector<uint32_t>& version) {
@@ -37,7 +33,7 @@ size_t MergeOnce(const Graph& g, GraphBuilder& b) {
     Node& node = b.nodes[n];
     for (NodeEntry& e : node.inputs) e.node = canonical[e.node];
     if (node.is_variable()) continue;
-    if (HasEffects(*node.op)) {
+    if (node.op->HasEffects()) {
       for (int i : node.op->mutate_inputs) ++version[g.EntryId(node.inputs[i])];
       continue;
     }

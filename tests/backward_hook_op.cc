@@ -23,22 +23,24 @@ bool RegisterBackwardHookOp(const std::string& name, std::function<void()> hook)
       .Describe("identity (test only)")
       .Inputs({"data"})
       .InferShape(SameShape)
-      .Compute(DeviceType::kCpu, [](const OpContext&, const Attrs&, std::span<const TensorView> in,
-                                    std::span<const OpReq>,
-                                    std::span<const TensorView> out) { CopyFirstInput(in, out); })
       .Gradient([backward](const Attrs&, GradBuilder& g) {
         g.SetInputGrad(0, g.Op(backward, {g.OutGrad(0)}));
       });
   RegisterOp(backward)
       .Describe("identity that first runs the test's hook (test only)")
       .Inputs({"out_grad"})
-      .InferShape(SameShape)
-      .Compute(DeviceType::kCpu, [hook = std::move(hook)](
-                                     const OpContext&, const Attrs&, std::span<const TensorView> in,
-                                     std::span<const OpReq>, std::span<const TensorView> out) {
-        hook();
-        CopyFirstInput(in, out);
-      });
+      .InferShape(SameShape);
+  auto identity = [](const OpContext&, const Attrs&, std::span<const TensorView> in,
+                     std::span<const OpReq>,
+                     std::span<const TensorView> out) { CopyFirstInput(in, out); };
+  auto hooked = [hook = std::move(hook)](const OpContext&, const Attrs&,
+                                         std::span<const TensorView> in, std::span<const OpReq>,
+                                         std::span<const TensorView> out) {
+    hook();
+    CopyFirstInput(in, out);
+  };
+  RegisterDeviceImpls(DeviceType::kCpu,
+                      {{name, {.compute = identity}}, {backward, {.compute = hooked}}});
   return true;
 }
 

@@ -26,20 +26,18 @@ const Device kGpu = Device::Gpu(0);
 
 // An identity whose GPU compute waits on the host (as an op reading a value back would), which a
 // CUDA graph cannot record, and which declares no capture barrier: recording it fails.
-const bool host_wait_registered = [] {
-  RegisterOp("_test_host_wait")
-      .Describe("identity that synchronizes its stream (test only)")
-      .Inputs({"data"})
-      .InferShape(
-          [](const Attrs&, const std::vector<Shape>& in) { return std::vector<Shape>{in[0]}; })
-      .Compute(DeviceType::kGpu, [](const OpContext& ctx, const Attrs&,
-                                    std::span<const TensorView> in, std::span<const OpReq>,
-                                    std::span<const TensorView> out) {
-        ctx.run.stream->Copy(out[0].raw(), in[0].raw(), in[0].size() * DTypeSize(in[0].dtype()));
-        ctx.run.stream->Synchronize();
-      });
-  return true;
-}();
+void HostWait(const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
+              std::span<const OpReq>, std::span<const TensorView> out) {
+  ctx.run.stream->Copy(out[0].raw(), in[0].raw(), in[0].bytes());
+  ctx.run.stream->Synchronize();
+}
+WEFT_REGISTER_OP(_test_host_wait)
+    .Describe("identity that synchronizes its stream (test only)")
+    .Inputs({"data"})
+    .InferShape([](const Attrs&, const std::vector<Shape>& in) {
+      return std::vector<Shape>{in[0]};
+    });
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu, {{"_test_host_wait", {.compute = HostWait}}});
 
 // Logits of an MLP 12-32-32-5 with dropout after each hidden layer (p = 0: none); `host_wait`
 // puts _test_host_wait before the first layer.

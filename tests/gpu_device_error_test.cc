@@ -207,8 +207,8 @@ gpu::DeviceErrors RunOn(engine::GpuStream& stream, const std::string& op, const 
   std::vector<TensorView> inputs;
   for (const DeviceArray* a : in) inputs.push_back(a->view);
   const OpReq req[] = {OpReq::kWrite};
-  definition.compute[static_cast<int>(DeviceType::kGpu)](ctx, ParseAttrs(definition, attrs), inputs,
-                                                         req, {&out.view, 1});
+  definition.On(DeviceType::kGpu)
+      .compute(ctx, ParseAttrs(definition, attrs), inputs, req, {&out.view, 1});
   return stream.TakeErrors();
 }
 

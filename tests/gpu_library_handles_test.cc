@@ -30,6 +30,14 @@ class TestStream {
   engine::GpuStream stream_;
 };
 
+// The handles a scoped call lends for `stream` (returned here only to compare them).
+cudnnHandle_t CudnnHandle(engine::GpuStream& stream) {
+  return WithCudnn(stream, [](cudnnHandle_t h) { return h; });
+}
+cublasHandle_t CublasHandle(engine::GpuStream& stream) {
+  return WithCublas(stream, [](cublasHandle_t h) { return h; });
+}
+
 cudaStream_t StreamOf(cudnnHandle_t h) {
   cudaStream_t s = nullptr;
   WEFT_CUDNN_CHECK(cudnnGetStream(h, &s));

@@ -108,8 +108,7 @@ void RunCompute(const OpCall& call, Device device, DType dtype,
   const Op& op = GetOp(call.op);
   const Attrs attrs = ParseAttrs(op, call.attrs);
   const std::vector<Shape> out_shapes = InferShapes(op, attrs, call.input_shapes);
-  WEFT_CHECK(op.compute[static_cast<int>(device.type)])
-      << call.op << " has no compute on " << device;
+  WEFT_CHECK(op.On(device.type).compute) << call.op << " has no compute on " << device;
   std::vector<std::unique_ptr<TestArray>> in, out;
   std::vector<TensorView> in_views, out_views;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -126,7 +125,7 @@ void RunCompute(const OpCall& call, Device device, DType dtype,
   ctx.run.stream = stream ? &stream->get() : nullptr;
   ctx.is_train = call.is_train;
   ctx.random = call.random;
-  op.compute[static_cast<int>(device.type)](ctx, attrs, in_views, req, out_views);
+  op.On(device.type).compute(ctx, attrs, in_views, req, out_views);
   if (stream) stream->Synchronize();
   for (size_t i = 0; i < inputs.size(); ++i) inputs[i] = in[i]->Values();
   for (size_t i = 0; i < outputs.size(); ++i) outputs[i] = out[i]->Values();

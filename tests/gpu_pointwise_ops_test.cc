@@ -187,8 +187,7 @@ TEST(GpuPointwiseOps, MisalignedArraysTakeTheElementPath) {
   const TensorView out(static_cast<float*>(y.get()) + 1, Shape{n}, DType::kFloat32, Device::Gpu(0));
   const Op& relu = GetOp("relu");
   const OpReq req = OpReq::kWrite;
-  relu.compute[static_cast<int>(DeviceType::kGpu)](ctx, ParseAttrs(relu, {}), {&in, 1}, {&req, 1},
-                                                   {&out, 1});
+  relu.On(DeviceType::kGpu).compute(ctx, ParseAttrs(relu, {}), {&in, 1}, {&req, 1}, {&out, 1});
   stream.Synchronize();
   std::vector<float> result(n + 1);
   y.Download(result.data(), result.size() * sizeof(float));
@@ -211,17 +210,17 @@ TEST(GpuPointwiseOps, UnsupportedDTypeIsAClearError) {
 // The whole library, not only the pointwise ops: every operator the CPU has runs on a GPU.
 TEST(GpuPointwiseOps, EveryOperatorHasAGpuCompute) {
   for (const std::string& name : ListOps()) {
-    EXPECT_TRUE(GetOp(name).compute[static_cast<int>(DeviceType::kGpu)] != nullptr)
+    EXPECT_TRUE(GetOp(name).On(DeviceType::kGpu).compute != nullptr)
         << name << " has no GPU compute";
   }
 }
 
 TEST(GpuPointwiseOps, EveryGpuComputeNamesARegisteredOp) {
-  EXPECT_TRUE(UnmatchedComputeRegistrations().empty());
+  EXPECT_TRUE(UnmatchedDeviceImpls().empty());
   for (const char* op :
        {"relu", "_backward_gelu", "add", "_backward_div", "add_n", "zeros_like", "_copy",
         "sgd_mom_update", "adam_update", "Dropout", "Activation", "_backward_Activation"}) {
-    EXPECT_TRUE(GetOp(op).compute[static_cast<int>(DeviceType::kGpu)]) << op;
+    EXPECT_TRUE(GetOp(op).On(DeviceType::kGpu).compute) << op;
   }
 }
 

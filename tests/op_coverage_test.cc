@@ -36,7 +36,7 @@ bool EveryTestRan() {
 std::vector<std::string> UncoveredOps(DeviceType device) {
   std::vector<std::string> missing;
   for (const std::string& name : ListOps()) {
-    if (GetOp(name).compute[static_cast<int>(device)] != nullptr && !CoveredOps().contains(name)) {
+    if (GetOp(name).On(device).compute != nullptr && !CoveredOps().contains(name)) {
       missing.push_back(name);
     }
   }

@@ -26,14 +26,14 @@ TEST(OpRegistry, EveryOpHasShapeInferenceAndACpuKernel) {
   for (const std::string& name : ops) {
     const Op& op = GetOp(name);
     EXPECT_TRUE(op.infer_shape != nullptr) << name;
-    EXPECT_TRUE(op.compute[static_cast<int>(DeviceType::kCpu)] != nullptr) << name;
+    EXPECT_TRUE(op.On(DeviceType::kCpu).compute != nullptr) << name;
     EXPECT_FALSE(op.description.empty()) << name;
     if (op.gradient) {
       EXPECT_FALSE(IsBackward(name)) << name << ": backward ops are not differentiated again";
     }
   }
   // A device's kernel registered from its own file names an op that exists.
-  EXPECT_EQ(UnmatchedComputeRegistrations(), std::vector<std::string>{});
+  EXPECT_EQ(UnmatchedDeviceImpls(), std::vector<std::string>{});
 }
 
 // Valid attributes for every op that has required ones, so that the checks over every op below
@@ -116,7 +116,7 @@ TEST(OpRegistry, BackwardOpsNamedByGradientRulesExist) {
 // A device's compute registered from its own file (the GPU ops, in the CUDA build) names an op
 // that exists: a misspelt name would leave the op without that device's compute.
 TEST(OpRegistry, EveryDeviceComputeNamesARegisteredOp) {
-  EXPECT_EQ(UnmatchedComputeRegistrations(), std::vector<std::string>{});
+  EXPECT_EQ(UnmatchedDeviceImpls(), std::vector<std::string>{});
 }
 
 TEST(OpRegistry, PointwiseOpsNameTheirFunctor) {

@@ -187,13 +187,11 @@ TEST(ShapeOps, ReshapeLikeTakesTheShapeOfItsSecondInput) {
   RunOpCase(c);
 }
 
-TEST(ShapeOps, CopiesRequestNoResourceAndMayRunInPlace) {
+TEST(ShapeOps, CopiesHaveNoEffectsAndMayRunInPlace) {
   for (const char* name : {"reshape", "expand_dims", "flatten", "reshape_like"}) {
     const Op& op = GetOp(name);
-    EXPECT_TRUE(op.resources.empty())
-        << name << " must not ask for workspace: CSE would differ between builds";
     EXPECT_EQ(op.inplace, (std::vector<std::pair<int, int>>{{0, 0}})) << name;
-    EXPECT_FALSE(op.random || op.stateful) << name;
+    EXPECT_FALSE(op.HasEffects()) << name;
   }
   // Writing in place onto its own input leaves the values as they are.
   NDArray x = NDArray::FromVector(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{2, 3}, TestDevice());
@@ -491,7 +489,7 @@ TEST(Dropout, BadProbabilitiesSayWhatWasExpected) {
                 {"'Dropout'", "'p'", "expected a probability in [0, 1), found 1"});
   ExpectOpError("Dropout", {{"p", "-0.5"}}, {Shape{4}}, {"'Dropout'", "found -0.5"});
   ExpectOpError("Dropout", {{"p", "half"}}, {Shape{4}}, {"'Dropout'", "'p'", "found 'half'"});
-  EXPECT_TRUE(GetOp("Dropout").random) << "CSE must never merge two Dropouts";
+  EXPECT_TRUE(GetOp("Dropout").IsRandom()) << "CSE must never merge two Dropouts";
 }
 
 // Runs ops_dropout_child under `env`; returns what it printed on stdout, or why it failed.

@@ -29,7 +29,9 @@
 //
 //   JoinedLibraryWork& joined = plan.backward_data;  // one per call site, used by one thread at a
 //   time joined.Run(stream, path, [&](engine::GpuStream& s) {
-//     WEFT_CUDNN_CHECK(cudnnRNNBackwardData_v8(CudnnHandle(s), ...));   // a handle bound to s
+//     WEFT_CUDNN_CHECK(WithCudnn(s, [&](cudnnHandle_t h) {   // a handle bound to s
+//       return cudnnRNNBackwardData_v8(h, ...);
+//     }));
 //   });
 #pragma once
 

@@ -32,10 +32,12 @@ void CopyCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
   });
 }
 
-WEFT_REGISTER_COMPUTE(zeros_like, DeviceType::kCpu, FillCompute<0>);
-WEFT_REGISTER_COMPUTE(ones_like, DeviceType::kCpu, FillCompute<1>);
-WEFT_REGISTER_COMPUTE(_copy, DeviceType::kCpu, CopyCompute);
-WEFT_REGISTER_COMPUTE(stop_gradient, DeviceType::kCpu, CopyCompute);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, {
+                                                 {"zeros_like", {.compute = FillCompute<0>}},
+                                                 {"ones_like", {.compute = FillCompute<1>}},
+                                                 {"_copy", {.compute = CopyCompute}},
+                                                 {"stop_gradient", {.compute = CopyCompute}},
+                                             });
 
 }  // namespace
 }  // namespace weft::cpu

@@ -113,16 +113,19 @@ void Backward(const OpContext& ctx, std::span<const TensorView> in, std::span<co
   });
 }
 
+// The rows of op `name` and its backward.
 template <typename F>
-void RegisterBinary(const std::string& name) {
-  RegisterCompute(
-      name, DeviceType::kCpu,
-      [](const OpContext&, const Attrs&, std::span<const TensorView> in, std::span<const OpReq> req,
-         std::span<const TensorView> out) { Forward<F>(in[0], in[1], req[0], out[0]); });
-  RegisterCompute("_backward_" + name, DeviceType::kCpu,
-                  [](const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
-                     std::span<const OpReq> req,
-                     std::span<const TensorView> out) { Backward<F>(ctx, in, req, out); });
+void AddBinary(std::vector<NamedDeviceImpl>& table, const std::string& name) {
+  table.push_back({name,
+                   {.compute = [](const OpContext&, const Attrs&, std::span<const TensorView> in,
+                                  std::span<const OpReq> req, std::span<const TensorView> out) {
+                     Forward<F>(in[0], in[1], req[0], out[0]);
+                   }}});
+  table.push_back(
+      {"_backward_" + name,
+       {.compute = [](const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
+                      std::span<const OpReq> req,
+                      std::span<const TensorView> out) { Backward<F>(ctx, in, req, out); }}});
 }
 
 // in: num_args arrays of one shape; out: that shape (may be in[0]).
@@ -140,13 +143,16 @@ void AddNCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
   });
 }
 
-const bool registered = [] {
-#define WEFT_BINARY_CPU(name, functor, description) RegisterBinary<fn::functor>(#name);
+std::vector<NamedDeviceImpl> BinaryImpls() {
+  std::vector<NamedDeviceImpl> table;
+#define WEFT_BINARY_CPU(name, functor, description) AddBinary<fn::functor>(table, #name);
   WEFT_BINARY_OPS(WEFT_BINARY_CPU)
 #undef WEFT_BINARY_CPU
-  RegisterCompute("add_n", DeviceType::kCpu, AddNCompute);
-  return true;
-}();
+  table.push_back({"add_n", {.compute = AddNCompute}});
+  return table;
+}
+
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, BinaryImpls());
 
 }  // namespace
 }  // namespace weft::cpu

@@ -55,8 +55,10 @@ void CastCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
   CastTensor(in[0], req[0], out[0]);
 }
 
-WEFT_REGISTER_COMPUTE(Cast, DeviceType::kCpu, CastCompute);
-WEFT_REGISTER_COMPUTE(_backward_Cast, DeviceType::kCpu, CastCompute);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, {
+                                                 {"Cast", {.compute = CastCompute}},
+                                                 {"_backward_Cast", {.compute = CastCompute}},
+                                             });
 
 }  // namespace
 }  // namespace weft::cpu

@@ -126,10 +126,13 @@ void SliceBackwardCompute(const OpContext&, const Attrs& a, std::span<const Tens
   });
 }
 
-WEFT_REGISTER_COMPUTE(concat, DeviceType::kCpu, ConcatCompute);
-WEFT_REGISTER_COMPUTE(_backward_concat, DeviceType::kCpu, ConcatBackwardCompute);
-WEFT_REGISTER_COMPUTE(slice, DeviceType::kCpu, SliceCompute);
-WEFT_REGISTER_COMPUTE(_backward_slice, DeviceType::kCpu, SliceBackwardCompute);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu,
+                           {
+                               {"concat", {.compute = ConcatCompute}},
+                               {"_backward_concat", {.compute = ConcatBackwardCompute}},
+                               {"slice", {.compute = SliceCompute}},
+                               {"_backward_slice", {.compute = SliceBackwardCompute}},
+                           });
 
 }  // namespace
 }  // namespace weft::cpu

@@ -254,8 +254,11 @@ void ConvBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   staged.Finish();
 }
 
-WEFT_REGISTER_COMPUTE(Convolution, DeviceType::kCpu, ConvForward);
-WEFT_REGISTER_COMPUTE(_backward_Convolution, DeviceType::kCpu, ConvBackward);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu,
+                           {
+                               {"Convolution", {.compute = ConvForward}},
+                               {"_backward_Convolution", {.compute = ConvBackward}},
+                           });
 
 }  // namespace
 }  // namespace weft::cpu

@@ -49,7 +49,9 @@ void DropoutCompute(const OpContext& ctx, const Attrs& a, std::span<const Tensor
   });
 }
 
-WEFT_REGISTER_COMPUTE(Dropout, DeviceType::kCpu, DropoutCompute);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, {
+                                                 {"Dropout", {.compute = DropoutCompute}},
+                                             });
 
 }  // namespace
 }  // namespace weft::cpu

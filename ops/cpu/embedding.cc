@@ -66,8 +66,11 @@ void EmbeddingCompute(const OpContext&, const Attrs& a, std::span<const TensorVi
   });
 }
 
-WEFT_REGISTER_COMPUTE(Embedding, DeviceType::kCpu, EmbeddingCompute<false>);
-WEFT_REGISTER_COMPUTE(_backward_Embedding, DeviceType::kCpu, EmbeddingCompute<true>);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu,
+                           {
+                               {"Embedding", {.compute = EmbeddingCompute<false>}},
+                               {"_backward_Embedding", {.compute = EmbeddingCompute<true>}},
+                           });
 
 }  // namespace
 }  // namespace weft::cpu

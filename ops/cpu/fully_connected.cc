@@ -160,8 +160,11 @@ void FcBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView
   staged.Finish();
 }
 
-WEFT_REGISTER_COMPUTE(FullyConnected, DeviceType::kCpu, FcForward);
-WEFT_REGISTER_COMPUTE(_backward_FullyConnected, DeviceType::kCpu, FcBackward);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu,
+                           {
+                               {"FullyConnected", {.compute = FcForward}},
+                               {"_backward_FullyConnected", {.compute = FcBackward}},
+                           });
 
 }  // namespace
 }  // namespace weft::cpu

@@ -350,11 +350,9 @@ void FusedCompute(const OpContext& ctx, const Attrs& attrs, std::span<const Tens
   FusedCpu(attrs.Get<FusedParam>().group, req).Run(ctx, in, out);
 }
 
-const bool registered = [] {
-  RegisterCompute("_fused_pointwise", DeviceType::kCpu, FusedCompute);
-  RegisterPrepare("_fused_pointwise", DeviceType::kCpu, PrepareFused);
-  return true;
-}();
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu,
+                           {{"_fused_pointwise",
+                             {.compute = FusedCompute, .prepare = PrepareFused}}});
 
 }  // namespace
 }  // namespace weft::cpu

@@ -47,17 +47,21 @@ void Update(const char* op, const Attrs& a, std::span<const TensorView> in, OpRe
   });
 }
 
-const bool registered = [] {
-#define WEFT_UPDATE_CPU(name, functor, description)                                    \
-  RegisterCompute(#name, DeviceType::kCpu,                                             \
-                  [](const OpContext&, const Attrs& a, std::span<const TensorView> in, \
-                     std::span<const OpReq> req, std::span<const TensorView> out) {    \
-                    Update<fn::functor>(#name, a, in, req[0], out[0]);                 \
-                  });
+std::vector<NamedDeviceImpl> UpdateImpls() {
+  std::vector<NamedDeviceImpl> table;
+#define WEFT_UPDATE_CPU(name, functor, description)                                     \
+  table.push_back(                                                                      \
+      {#name,                                                                           \
+       {.compute = [](const OpContext&, const Attrs& a, std::span<const TensorView> in, \
+                      std::span<const OpReq> req, std::span<const TensorView> out) {    \
+         Update<fn::functor>(#name, a, in, req[0], out[0]);                             \
+       }}});
   WEFT_UPDATE_OPS(WEFT_UPDATE_CPU)
 #undef WEFT_UPDATE_CPU
-  return true;
-}();
+  return table;
+}
+
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, UpdateImpls());
 
 }  // namespace
 }  // namespace weft::cpu

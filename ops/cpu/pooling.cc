@@ -176,8 +176,10 @@ void PoolBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   staged.Finish();
 }
 
-WEFT_REGISTER_COMPUTE(Pooling, DeviceType::kCpu, PoolForward);
-WEFT_REGISTER_COMPUTE(_backward_Pooling, DeviceType::kCpu, PoolBackward);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, {
+                                                 {"Pooling", {.compute = PoolForward}},
+                                                 {"_backward_Pooling", {.compute = PoolBackward}},
+                                             });
 
 }  // namespace
 }  // namespace weft::cpu

@@ -225,18 +225,21 @@ void ReduceBackwardCompute(const std::string& op, ReduceKind kind, const OpConte
   });
 }
 
-void RegisterReduce(const std::string& op, ReduceKind kind) {
-  RegisterCompute(op, DeviceType::kCpu, std::bind_front(ReduceCompute, op, kind));
-  RegisterCompute("_backward_" + op, DeviceType::kCpu,
-                  std::bind_front(ReduceBackwardCompute, op, kind));
+void AddReduce(std::vector<NamedDeviceImpl>& table, const std::string& op, ReduceKind kind) {
+  table.push_back({op, {.compute = std::bind_front(ReduceCompute, op, kind)}});
+  table.push_back(
+      {"_backward_" + op, {.compute = std::bind_front(ReduceBackwardCompute, op, kind)}});
 }
 
-const bool registered = [] {
-#define WEFT_REDUCE_CPU(name, kind, description) RegisterReduce(#name, ReduceKind::kind);
+std::vector<NamedDeviceImpl> ReduceImpls() {
+  std::vector<NamedDeviceImpl> table;
+#define WEFT_REDUCE_CPU(name, kind, description) AddReduce(table, #name, ReduceKind::kind);
   WEFT_REDUCE_OPS(WEFT_REDUCE_CPU)
 #undef WEFT_REDUCE_CPU
-  return true;
-}();
+  return table;
+}
+
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, ReduceImpls());
 
 }  // namespace
 }  // namespace weft::cpu

@@ -110,10 +110,11 @@ void RnnBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
   }
 }
 
-WEFT_REGISTER_COMPUTE(RNN, DeviceType::kCpu, RnnForward);
-WEFT_REGISTER_COMPUTE(_backward_RNN, DeviceType::kCpu, RnnBackward);
-[[maybe_unused]] const bool reserve_registered =
-    (RegisterDeviceShape("RNN", DeviceType::kCpu, CpuReserveShape), true);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu,
+                           {
+                               {"RNN", {.compute = RnnForward, .output_shapes = CpuReserveShape}},
+                               {"_backward_RNN", {.compute = RnnBackward}},
+                           });
 
 }  // namespace
 }  // namespace weft::cpu

@@ -46,13 +46,13 @@ void TransposeCompute(const OpContext& ctx, const Attrs& a, std::span<const Tens
   });
 }
 
-const bool registered = [] {
-  for (const char* name : {"reshape", "expand_dims", "flatten", "reshape_like"}) {
-    RegisterCompute(name, DeviceType::kCpu, CopyCompute);
-  }
-  RegisterCompute("transpose", DeviceType::kCpu, TransposeCompute);
-  return true;
-}();
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, {
+                                                 {"reshape", {.compute = CopyCompute}},
+                                                 {"expand_dims", {.compute = CopyCompute}},
+                                                 {"flatten", {.compute = CopyCompute}},
+                                                 {"reshape_like", {.compute = CopyCompute}},
+                                                 {"transpose", {.compute = TransposeCompute}},
+                                             });
 
 }  // namespace
 }  // namespace weft::cpu

@@ -125,14 +125,14 @@ ComputeFn SoftmaxCompute(const std::string& op, bool log, bool backward) {
   };
 }
 
-const bool registered = [] {
-  for (const bool log : {false, true}) {
-    const std::string name = log ? "log_softmax" : "softmax", backward = "_backward_" + name;
-    RegisterCompute(name, DeviceType::kCpu, SoftmaxCompute(name, log, false));
-    RegisterCompute(backward, DeviceType::kCpu, SoftmaxCompute(backward, log, true));
-  }
-  return true;
-}();
+WEFT_REGISTER_DEVICE_IMPLS(
+    DeviceType::kCpu,
+    {
+        {"softmax", {.compute = SoftmaxCompute("softmax", false, false)}},
+        {"_backward_softmax", {.compute = SoftmaxCompute("_backward_softmax", false, true)}},
+        {"log_softmax", {.compute = SoftmaxCompute("log_softmax", true, false)}},
+        {"_backward_log_softmax", {.compute = SoftmaxCompute("_backward_log_softmax", true, true)}},
+    });
 
 }  // namespace
 }  // namespace weft::cpu

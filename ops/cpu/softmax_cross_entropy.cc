@@ -68,8 +68,11 @@ void SceCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> 
   });
 }
 
-WEFT_REGISTER_COMPUTE(SoftmaxCrossEntropy, DeviceType::kCpu, SceCompute<false>);
-WEFT_REGISTER_COMPUTE(_backward_SoftmaxCrossEntropy, DeviceType::kCpu, SceCompute<true>);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu,
+                           {
+                               {"SoftmaxCrossEntropy", {.compute = SceCompute<false>}},
+                               {"_backward_SoftmaxCrossEntropy", {.compute = SceCompute<true>}},
+                           });
 
 }  // namespace
 }  // namespace weft::cpu

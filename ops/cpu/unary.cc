@@ -46,19 +46,21 @@ void Backward(double scalar, std::span<const TensorView> in, OpReq req, const Te
   });
 }
 
+// The rows of op `name` and its backward.
 template <typename F>
-void RegisterUnary(const std::string& name, bool has_scalar) {
-  RegisterCompute(name, DeviceType::kCpu,
-                  [has_scalar](const OpContext&, const Attrs& a, std::span<const TensorView> in,
-                               std::span<const OpReq> req, std::span<const TensorView> out) {
-                    Forward<F>(has_scalar ? a.Get<ScalarParam>().scalar : 0.0, in[0], req[0],
-                               out[0]);
-                  });
-  RegisterCompute("_backward_" + name, DeviceType::kCpu,
-                  [has_scalar](const OpContext&, const Attrs& a, std::span<const TensorView> in,
-                               std::span<const OpReq> req, std::span<const TensorView> out) {
-                    Backward<F>(has_scalar ? a.Get<ScalarParam>().scalar : 0.0, in, req[0], out[0]);
-                  });
+void AddUnary(std::vector<NamedDeviceImpl>& table, const std::string& name, bool has_scalar) {
+  table.push_back(
+      {name,
+       {.compute = [has_scalar](const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                                std::span<const OpReq> req, std::span<const TensorView> out) {
+         Forward<F>(has_scalar ? a.Get<ScalarParam>().scalar : 0.0, in[0], req[0], out[0]);
+       }}});
+  table.push_back(
+      {"_backward_" + name,
+       {.compute = [has_scalar](const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                                std::span<const OpReq> req, std::span<const TensorView> out) {
+         Backward<F>(has_scalar ? a.Get<ScalarParam>().scalar : 0.0, in, req[0], out[0]);
+       }}});
 }
 
 // Calls call(F{}) with the functor of `act`.
@@ -85,15 +87,18 @@ void ActivationBackward(const OpContext&, const Attrs& a, std::span<const Tensor
                      [&](auto f) { Backward<decltype(f)>(0.0, in, req[0], out[0]); });
 }
 
-const bool registered = [] {
+std::vector<NamedDeviceImpl> UnaryImpls() {
+  std::vector<NamedDeviceImpl> table;
 #define WEFT_UNARY_CPU(name, functor, description, has_scalar) \
-  RegisterUnary<fn::functor>(#name, has_scalar);
+  AddUnary<fn::functor>(table, #name, has_scalar);
   WEFT_UNARY_OPS(WEFT_UNARY_CPU)
 #undef WEFT_UNARY_CPU
-  RegisterCompute("Activation", DeviceType::kCpu, ActivationForward);
-  RegisterCompute("_backward_Activation", DeviceType::kCpu, ActivationBackward);
-  return true;
-}();
+  table.push_back({"Activation", {.compute = ActivationForward}});
+  table.push_back({"_backward_Activation", {.compute = ActivationBackward}});
+  return table;
+}
+
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, UnaryImpls());
 
 }  // namespace
 }  // namespace weft::cpu

@@ -61,7 +61,6 @@ void DefineBinaryPair(const std::string& name, const std::string& description,
       .Inputs({"out_grad", "lhs", "rhs"})
       .Outputs(2)
       .InferShape(BinaryBackwardShape)
-      .Resources({Resource::kTempSpace})
       .Pointwise(PointwiseKind::kBinaryBackward, functor);
 }
 

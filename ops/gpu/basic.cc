@@ -18,10 +18,12 @@ void CopyCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView>
   CopyGpu(ctx, in[0], req[0], out[0]);
 }
 
-WEFT_REGISTER_COMPUTE(zeros_like, DeviceType::kGpu, FillCompute<0>);
-WEFT_REGISTER_COMPUTE(ones_like, DeviceType::kGpu, FillCompute<1>);
-WEFT_REGISTER_COMPUTE(_copy, DeviceType::kGpu, CopyCompute);
-WEFT_REGISTER_COMPUTE(stop_gradient, DeviceType::kGpu, CopyCompute);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu, {
+                                                 {"zeros_like", {.compute = FillCompute<0>}},
+                                                 {"ones_like", {.compute = FillCompute<1>}},
+                                                 {"_copy", {.compute = CopyCompute}},
+                                                 {"stop_gradient", {.compute = CopyCompute}},
+                                             });
 
 }  // namespace
 }  // namespace weft::gpu

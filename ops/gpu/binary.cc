@@ -95,18 +95,22 @@ void Backward(const OpContext& ctx, const std::string& op, const std::string& fu
          ReqCode(req[0]), ReqCode(req[1]));
 }
 
-void RegisterBinary(const std::string& op, const std::string& functor) {
+// The rows of op `op` and its backward.
+void AddBinary(std::vector<NamedDeviceImpl>& table, const std::string& op,
+               const std::string& functor) {
   const std::string backward = "_backward_" + op;
-  RegisterCompute(op, DeviceType::kGpu,
-                  [=](const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
-                      std::span<const OpReq> req, std::span<const TensorView> out) {
-                    Forward(ctx, op, functor, in, req[0], out[0]);
-                  });
-  RegisterCompute(backward, DeviceType::kGpu,
-                  [=](const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
-                      std::span<const OpReq> req, std::span<const TensorView> out) {
-                    Backward(ctx, backward, functor, in, req, out);
-                  });
+  table.push_back(
+      {op,
+       {.compute = [=](const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
+                       std::span<const OpReq> req, std::span<const TensorView> out) {
+         Forward(ctx, op, functor, in, req[0], out[0]);
+       }}});
+  table.push_back(
+      {backward,
+       {.compute = [=](const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
+                       std::span<const OpReq> req, std::span<const TensorView> out) {
+         Backward(ctx, backward, functor, in, req, out);
+       }}});
 }
 
 // in: num_args arrays of one shape; out: that shape (may be in[0]). Sums kGpuMaxAddN inputs per
@@ -128,13 +132,16 @@ void AddNCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView>
   }
 }
 
-const bool registered = [] {
-#define WEFT_BINARY_GPU(name, functor, description) RegisterBinary(#name, "weft::fn::" #functor);
+std::vector<NamedDeviceImpl> BinaryImpls() {
+  std::vector<NamedDeviceImpl> table;
+#define WEFT_BINARY_GPU(name, functor, description) AddBinary(table, #name, "weft::fn::" #functor);
   WEFT_BINARY_OPS(WEFT_BINARY_GPU)
 #undef WEFT_BINARY_GPU
-  RegisterCompute("add_n", DeviceType::kGpu, AddNCompute);
-  return true;
-}();
+  table.push_back({"add_n", {.compute = AddNCompute}});
+  return table;
+}
+
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu, BinaryImpls());
 
 }  // namespace
 }  // namespace weft::gpu

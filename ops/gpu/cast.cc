@@ -35,12 +35,13 @@ void CastCompute(const std::string& op, const OpContext& ctx, const Attrs&,
   CastGpu(ctx, op, in[0], req[0], out[0]);
 }
 
-const bool registered = [] {
-  RegisterCompute("Cast", DeviceType::kGpu, std::bind_front(CastCompute, "Cast"));
-  RegisterCompute("_backward_Cast", DeviceType::kGpu,
-                  std::bind_front(CastCompute, "_backward_Cast"));
-  return true;
-}();
+WEFT_REGISTER_DEVICE_IMPLS(
+    DeviceType::kGpu,
+    {
+        {"Cast", {.compute = std::bind_front(CastCompute, std::string("Cast"))}},
+        {"_backward_Cast",
+         {.compute = std::bind_front(CastCompute, std::string("_backward_Cast"))}},
+    });
 
 }  // namespace
 }  // namespace weft::gpu

@@ -122,10 +122,13 @@ void SliceBackwardCompute(const OpContext& ctx, const Attrs& a, std::span<const 
                  box.size, inside);
 }
 
-WEFT_REGISTER_COMPUTE(concat, DeviceType::kGpu, ConcatCompute);
-WEFT_REGISTER_COMPUTE(_backward_concat, DeviceType::kGpu, ConcatBackwardCompute);
-WEFT_REGISTER_COMPUTE(slice, DeviceType::kGpu, SliceCompute);
-WEFT_REGISTER_COMPUTE(_backward_slice, DeviceType::kGpu, SliceBackwardCompute);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,
+                           {
+                               {"concat", {.compute = ConcatCompute}},
+                               {"_backward_concat", {.compute = ConcatBackwardCompute}},
+                               {"slice", {.compute = SliceCompute}},
+                               {"_backward_slice", {.compute = SliceBackwardCompute}},
+                           });
 
 }  // namespace
 }  // namespace weft::gpu

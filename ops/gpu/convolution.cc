@@ -169,7 +169,8 @@ AlgoChoice<Direction> CachedAlgo(const GpuCall& call, const ConvDescs& c, DType 
     const auto it = cache->find(key);
     if (it != cache->end()) return it->second;
   }
-  const AlgoChoice<Direction> choice = QueryAlgo<Direction>(call.cudnn(), c, dtype);
+  const AlgoChoice<Direction> choice =
+      call.Cudnn([&](cudnnHandle_t h) { return QueryAlgo<Direction>(h, c, dtype); });
   std::lock_guard<std::mutex> lock(mu);
   return cache->emplace(key, choice).first->second;
 }
@@ -195,9 +196,10 @@ void RunConv(const GpuCall& call, const ConvCall& c, const void* first, const vo
              OpReq req, void* out) {
   const AlgoChoice<Direction> algo = CachedAlgo<Direction>(call, c.descs, c.dtype, c.key);
   void* workspace = call.Workspace({algo.workspace})[0];
-  WEFT_CUDNN_CHECK(Direction::Run(call.cudnn(), c.descs, One(c.dtype).get(), first, second,
-                                  algo.algo, workspace, algo.workspace, BetaFor(req, c.dtype).get(),
-                                  out));
+  WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
+    return Direction::Run(h, c.descs, One(c.dtype).get(), first, second, algo.algo, workspace,
+                          algo.workspace, BetaFor(req, c.dtype).get(), out);
+  }));
 }
 
 // in: (data, weight[, bias]); out: (output).
@@ -210,8 +212,10 @@ void ConvForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
   RunConv<Forward>(call, c, in[0].raw(), in[1].raw(), req[0], out[0].raw());
   if (p.no_bias) return;
   const TensorDesc bias = ChannelDesc("Convolution", c.dtype, p.num_filter);
-  WEFT_CUDNN_CHECK(cudnnAddTensor(call.cudnn(), One(c.dtype).get(), bias.get(), in[2].raw(),
-                                  One(c.dtype).get(), c.descs.y.get(), out[0].raw()));
+  WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
+    return cudnnAddTensor(h, One(c.dtype).get(), bias.get(), in[2].raw(), One(c.dtype).get(),
+                          c.descs.y.get(), out[0].raw());
+  }));
 }
 
 // in: (out_grad, data, weight); out: (d_data, d_weight[, d_bias]), each skipped when its request
@@ -226,13 +230,17 @@ void ConvBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tenso
   if (req[1] != OpReq::kNull) RunConv<BackwardFilter>(call, c, x, dy, req[1], out[1].raw());
   if (p.no_bias || req[2] == OpReq::kNull) return;
   const TensorDesc bias = ChannelDesc("_backward_Convolution", c.dtype, p.num_filter);
-  WEFT_CUDNN_CHECK(cudnnConvolutionBackwardBias(call.cudnn(), One(c.dtype).get(), c.descs.y.get(),
-                                                in[0].raw(), BetaFor(req[2], c.dtype).get(),
-                                                bias.get(), out[2].raw()));
+  WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
+    return cudnnConvolutionBackwardBias(h, One(c.dtype).get(), c.descs.y.get(), in[0].raw(),
+                                        BetaFor(req[2], c.dtype).get(), bias.get(), out[2].raw());
+  }));
 }
 
-WEFT_REGISTER_COMPUTE(Convolution, DeviceType::kGpu, ConvForwardGpu);
-WEFT_REGISTER_COMPUTE(_backward_Convolution, DeviceType::kGpu, ConvBackwardGpu);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,
+                           {
+                               {"Convolution", {.compute = ConvForwardGpu}},
+                               {"_backward_Convolution", {.compute = ConvBackwardGpu}},
+                           });
 
 }  // namespace
 }  // namespace weft::gpu

@@ -33,7 +33,9 @@ void DropoutCompute(const OpContext& ctx, const Attrs& a, std::span<const Tensor
          ReqCode(req[0]), ReqCode(req[1]));
 }
 
-WEFT_REGISTER_COMPUTE(Dropout, DeviceType::kGpu, DropoutCompute);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu, {
+                                                 {"Dropout", {.compute = DropoutCompute}},
+                                             });
 
 }  // namespace
 }  // namespace weft::gpu

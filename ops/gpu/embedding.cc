@@ -66,11 +66,14 @@ void EmbeddingBackwardCompute(const OpContext& ctx, const Attrs& a, std::span<co
   bad.Report(data);
 }
 
-WEFT_REGISTER_COMPUTE(Embedding, DeviceType::kGpu, EmbeddingCompute);
-WEFT_REGISTER_COMPUTE(_backward_Embedding, DeviceType::kGpu, EmbeddingBackwardCompute);
 constexpr char kChecksIndices[] = "checks its indices on the device (a report per call)";
-WEFT_REGISTER_CAPTURE_BARRIER(Embedding, DeviceType::kGpu, kChecksIndices);
-WEFT_REGISTER_CAPTURE_BARRIER(_backward_Embedding, DeviceType::kGpu, kChecksIndices);
+WEFT_REGISTER_DEVICE_IMPLS(
+    DeviceType::kGpu,
+    {
+        {"Embedding", {.compute = EmbeddingCompute, .capture_barrier = kChecksIndices}},
+        {"_backward_Embedding",
+         {.compute = EmbeddingBackwardCompute, .capture_barrier = kChecksIndices}},
+    });
 
 }  // namespace
 }  // namespace weft::gpu

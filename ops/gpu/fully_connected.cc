@@ -42,11 +42,12 @@ void RunGemm(const GpuCall& call, DType dtype, OpReq req, const Gemm& g) {
   const cudaDataType_t type = CudaType(dtype);
   const cublasComputeType_t compute =
       dtype == DType::kFloat64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-  WEFT_CUBLAS_CHECK(cublasGemmEx(call.cublas(), g.trans_a, g.trans_b, CheckedInt(op, g.m),
-                                 CheckedInt(op, g.n), CheckedInt(op, g.k), One(dtype).get(), g.a,
-                                 type, CheckedInt(op, g.lda), g.b, type, CheckedInt(op, g.ldb),
-                                 BetaFor(req, dtype).get(), g.c, type, CheckedInt(op, g.ldc),
-                                 compute, CUBLAS_GEMM_DEFAULT));
+  WEFT_CUBLAS_CHECK(call.Cublas([&](cublasHandle_t h) {
+    return cublasGemmEx(h, g.trans_a, g.trans_b, CheckedInt(op, g.m), CheckedInt(op, g.n),
+                        CheckedInt(op, g.k), One(dtype).get(), g.a, type, CheckedInt(op, g.lda),
+                        g.b, type, CheckedInt(op, g.ldb), BetaFor(req, dtype).get(), g.c, type,
+                        CheckedInt(op, g.ldc), compute, CUBLAS_GEMM_DEFAULT);
+  }));
 }
 
 constexpr std::initializer_list<DType> kFcTypes = {DType::kFloat32, DType::kFloat64,
@@ -100,8 +101,11 @@ void FcBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
          out[2].raw(), d.m, d.o, ReqCode(req[2]));
 }
 
-WEFT_REGISTER_COMPUTE(FullyConnected, DeviceType::kGpu, FcForwardGpu);
-WEFT_REGISTER_COMPUTE(_backward_FullyConnected, DeviceType::kGpu, FcBackwardGpu);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,
+                           {
+                               {"FullyConnected", {.compute = FcForwardGpu}},
+                               {"_backward_FullyConnected", {.compute = FcBackwardGpu}},
+                           });
 
 }  // namespace
 }  // namespace weft::gpu

@@ -25,11 +25,9 @@ void FusedCompute(const OpContext& ctx, const Attrs& attrs, std::span<const Tens
   run(ctx, attrs, in, req, out);
 }
 
-const bool registered = [] {
-  RegisterCompute("_fused_pointwise", DeviceType::kGpu, FusedCompute);
-  RegisterPrepare("_fused_pointwise", DeviceType::kGpu, PrepareFused);
-  return true;
-}();
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,
+                           {{"_fused_pointwise",
+                             {.compute = FusedCompute, .prepare = PrepareFused}}});
 
 }  // namespace
 }  // namespace weft::gpu

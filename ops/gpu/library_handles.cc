@@ -133,24 +133,22 @@ H HandleFor(int device, cudaStream_t stream) {
 
 }  // namespace
 
-// Library flushes the stream's batch, so a library call made with the handle at once follows
-// every kernel launched so far on the stream (engine/gpu/launch_batch.h).
-cudnnHandle_t CudnnHandle(engine::GpuStream& stream) {
-  return stream.Library(
-      [&](cudaStream_t s) { return HandleFor<cudnnHandle_t>(stream.device(), s); });
+cudnnHandle_t CudnnHandleFor(int device, cudaStream_t stream) {
+  return HandleFor<cudnnHandle_t>(device, stream);
 }
 
-cublasHandle_t CublasHandle(engine::GpuStream& stream) {
-  return stream.Library(
-      [&](cudaStream_t s) { return HandleFor<cublasHandle_t>(stream.device(), s); });
+cublasHandle_t CublasHandleFor(int device, cudaStream_t stream) {
+  return HandleFor<cublasHandle_t>(device, stream);
 }
 
 namespace {
 // Making a handle allocates, which a capture forbids: a recording stream gets its handles first.
 [[maybe_unused]] const bool recording_streams_get_handles = [] {
   OnNewRecordingStream([](engine::GpuStream& stream) {
-    CudnnHandle(stream);
-    CublasHandle(stream);
+    stream.Library([&](cudaStream_t s) {
+      CudnnHandleFor(stream.device(), s);
+      CublasHandleFor(stream.device(), s);
+    });
   });
   return true;
 }();

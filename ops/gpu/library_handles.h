@@ -3,12 +3,14 @@
 // only by --config=cuda.
 //
 //   engine::GpuStream& stream = *ctx.run.stream;
-//   WEFT_CUDNN_CHECK(cudnnSoftmaxForward(CudnnHandle(stream), ...));   // bound to the stream
-//   WEFT_CUBLAS_CHECK(cublasGemmEx(CublasHandle(stream), ...));
+//   WEFT_CUDNN_CHECK(WithCudnn(stream, [&](cudnnHandle_t h) { return cudnnSoftmaxForward(h, ...);
+//   })); WEFT_CUBLAS_CHECK(WithCublas(stream, [&](cublasHandle_t h) { return cublasGemmEx(h, ...);
+//   }));
 //
-// A handle is got through the stream object (GpuStream::Library), which first launches the
-// kernels batched on the stream: a library call made with it at once follows them. Anything
-// launched through the stream between getting the handle and calling the library would not.
+// A handle is only ever lent for the scope of one call, inside the stream object's
+// GpuStream::Library, which first launches the kernels batched on the stream: the library call
+// follows them, and nothing can be launched through the stream between binding the handle and
+// using it (a kernel launched there would still be batched when the library's work is queued).
 //
 // A handle is used by one thread at a time: the thread that got it. An engine worker's stream
 // never changes, so a worker holds one handle per library; a thread that runs GPU ops on several
@@ -27,15 +29,33 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <utility>
+
 #include "core/error.h"
 #include "engine/gpu/gpu_stream.h"
 
 namespace weft::gpu {
 
-// The calling thread's handle for `stream` (on its device), bound to it, after the kernels
-// batched on it so far.
-cudnnHandle_t CudnnHandle(engine::GpuStream& stream);
-cublasHandle_t CublasHandle(engine::GpuStream& stream);
+// The calling thread's handle for raw stream `stream` of GPU `device`, bound to it. Only for
+// use inside GpuStream::Library, which is what WithCudnn and WithCublas do.
+cudnnHandle_t CudnnHandleFor(int device, cudaStream_t stream);
+cublasHandle_t CublasHandleFor(int device, cudaStream_t stream);
+
+// Runs fn(handle), with the calling thread's handle bound to `stream`, after the kernels batched
+// on it so far; returns what fn returns (a status, for WEFT_CUDNN_CHECK / WEFT_CUBLAS_CHECK).
+// fn makes the library calls and launches nothing through `stream`.
+template <typename F>
+decltype(auto) WithCudnn(engine::GpuStream& stream, F&& fn) {
+  return stream.Library([&](cudaStream_t s) -> decltype(auto) {
+    return std::forward<F>(fn)(CudnnHandleFor(stream.device(), s));
+  });
+}
+template <typename F>
+decltype(auto) WithCublas(engine::GpuStream& stream, F&& fn) {
+  return stream.Library([&](cudaStream_t s) -> decltype(auto) {
+    return std::forward<F>(fn)(CublasHandleFor(stream.device(), s));
+  });
+}
 
 // Throw weft::Error "<file>:<line>: cuDNN error: <call>: <status string>" (and the same for
 // cuBLAS, with the status name and its description).

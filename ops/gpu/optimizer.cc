@@ -27,19 +27,22 @@ void Update(const OpContext& ctx, const char* op, const char* functor, int state
          s0, s1, y.raw(), n, lr, p, ReqCode(req));
 }
 
-const bool registered = [] {
-#define WEFT_UPDATE_GPU(name, functor, description)                                                \
-  static_assert(fn::functor::kStates <= fn::kMaxUpdateStates);                                     \
-  RegisterCompute(#name, DeviceType::kGpu,                                                         \
-                  [](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,         \
-                     std::span<const OpReq> req, std::span<const TensorView> out) {                \
-                    Update(ctx, #name, "weft::fn::" #functor, fn::functor::kStates, a, in, req[0], \
-                           out[0]);                                                                \
-                  });
+std::vector<NamedDeviceImpl> UpdateImpls() {
+  std::vector<NamedDeviceImpl> table;
+#define WEFT_UPDATE_GPU(name, functor, description)                                              \
+  static_assert(fn::functor::kStates <= fn::kMaxUpdateStates);                                   \
+  table.push_back(                                                                               \
+      {#name,                                                                                    \
+       {.compute = [](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,      \
+                      std::span<const OpReq> req, std::span<const TensorView> out) {             \
+         Update(ctx, #name, "weft::fn::" #functor, fn::functor::kStates, a, in, req[0], out[0]); \
+       }}});
   WEFT_UPDATE_OPS(WEFT_UPDATE_GPU)
 #undef WEFT_UPDATE_GPU
-  return true;
-}();
+  return table;
+}
+
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu, UpdateImpls());
 
 }  // namespace
 }  // namespace weft::gpu

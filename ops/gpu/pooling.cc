@@ -29,8 +29,10 @@ PoolDescs DescsOf(const char* op, DType dtype, const PoolCall& call) {
 
 void RunPoolForward(const GpuCall& call, const PoolDescs& m, DType dtype, const void* x, OpReq req,
                     void* y) {
-  WEFT_CUDNN_CHECK(cudnnPoolingForward(call.cudnn(), m.pool.get(), One(dtype).get(), m.x.get(), x,
-                                       BetaFor(req, dtype).get(), m.y.get(), y));
+  WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
+    return cudnnPoolingForward(h, m.pool.get(), One(dtype).get(), m.x.get(), x,
+                               BetaFor(req, dtype).get(), m.y.get(), y);
+  }));
 }
 
 // in: (data); out: (output).
@@ -54,13 +56,18 @@ void PoolBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tenso
   const GpuCall call(ctx);
   void* y = call.Workspace({in[0].bytes()})[0];
   RunPoolForward(call, m, dtype, in[1].raw(), OpReq::kWrite, y);
-  WEFT_CUDNN_CHECK(cudnnPoolingBackward(call.cudnn(), m.pool.get(), One(dtype).get(), m.y.get(), y,
-                                        m.y.get(), in[0].raw(), m.x.get(), in[1].raw(),
-                                        BetaFor(req[0], dtype).get(), m.x.get(), out[0].raw()));
+  WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
+    return cudnnPoolingBackward(h, m.pool.get(), One(dtype).get(), m.y.get(), y, m.y.get(),
+                                in[0].raw(), m.x.get(), in[1].raw(), BetaFor(req[0], dtype).get(),
+                                m.x.get(), out[0].raw());
+  }));
 }
 
-WEFT_REGISTER_COMPUTE(Pooling, DeviceType::kGpu, PoolForwardGpu);
-WEFT_REGISTER_COMPUTE(_backward_Pooling, DeviceType::kGpu, PoolBackwardGpu);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,
+                           {
+                               {"Pooling", {.compute = PoolForwardGpu}},
+                               {"_backward_Pooling", {.compute = PoolBackwardGpu}},
+                           });
 
 }  // namespace
 }  // namespace weft::gpu

@@ -122,18 +122,21 @@ void ReduceBackwardCompute(const std::string& op, ReduceKind kind, const OpConte
   SumBackward(ctx, t, scale, reduced, in[0], req[0], out[0]);
 }
 
-void RegisterReduce(const std::string& op, ReduceKind kind) {
-  RegisterCompute(op, DeviceType::kGpu, std::bind_front(ReduceCompute, op, kind));
-  RegisterCompute("_backward_" + op, DeviceType::kGpu,
-                  std::bind_front(ReduceBackwardCompute, op, kind));
+void AddReduce(std::vector<NamedDeviceImpl>& table, const std::string& op, ReduceKind kind) {
+  table.push_back({op, {.compute = std::bind_front(ReduceCompute, op, kind)}});
+  table.push_back(
+      {"_backward_" + op, {.compute = std::bind_front(ReduceBackwardCompute, op, kind)}});
 }
 
-const bool registered = [] {
-#define WEFT_REDUCE_GPU(name, kind, description) RegisterReduce(#name, ReduceKind::kind);
+std::vector<NamedDeviceImpl> ReduceImpls() {
+  std::vector<NamedDeviceImpl> table;
+#define WEFT_REDUCE_GPU(name, kind, description) AddReduce(table, #name, ReduceKind::kind);
   WEFT_REDUCE_OPS(WEFT_REDUCE_GPU)
 #undef WEFT_REDUCE_GPU
-  return true;
-}();
+  return table;
+}
+
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu, ReduceImpls());
 
 }  // namespace
 }  // namespace weft::gpu

@@ -606,12 +606,14 @@ void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
     BackwardWeights(call, c, data, in, dw_req, out[RnnSlots::kParams], ws);
 }
 
-WEFT_REGISTER_COMPUTE(RNN, DeviceType::kGpu, RnnForwardGpu);
-WEFT_REGISTER_COMPUTE(_backward_RNN, DeviceType::kGpu, RnnBackwardGpu);
 // No capture barrier: a recorded backward is checked by the capture (JoinBackwardData). With
 // sequence lengths (a host input) a captured step runs the op on its own (Op::CaptureBarrier).
-[[maybe_unused]] const bool reserve_registered =
-    (RegisterDeviceShape("RNN", DeviceType::kGpu, GpuReserveShape), true);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,
+                           {
+                               {"RNN",
+                                {.compute = RnnForwardGpu, .output_shapes = GpuReserveShape}},
+                               {"_backward_RNN", {.compute = RnnBackwardGpu}},
+                           });
 
 }  // namespace
 

@@ -79,11 +79,13 @@ void TransposeCompute(const OpContext& ctx, const Attrs& a, std::span<const Tens
   StridedMoveGpu(ctx, t, DTypeSize(x.dtype()), x.raw(), y.raw(), walk, y.size(), req[0]);
 }
 
-WEFT_REGISTER_COMPUTE(reshape, DeviceType::kGpu, ReshapeCompute);
-WEFT_REGISTER_COMPUTE(expand_dims, DeviceType::kGpu, ReshapeCompute);
-WEFT_REGISTER_COMPUTE(flatten, DeviceType::kGpu, ReshapeCompute);
-WEFT_REGISTER_COMPUTE(reshape_like, DeviceType::kGpu, ReshapeCompute);
-WEFT_REGISTER_COMPUTE(transpose, DeviceType::kGpu, TransposeCompute);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu, {
+                                                 {"reshape", {.compute = ReshapeCompute}},
+                                                 {"expand_dims", {.compute = ReshapeCompute}},
+                                                 {"flatten", {.compute = ReshapeCompute}},
+                                                 {"reshape_like", {.compute = ReshapeCompute}},
+                                                 {"transpose", {.compute = TransposeCompute}},
+                                             });
 
 }  // namespace
 }  // namespace weft::gpu

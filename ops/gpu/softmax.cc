@@ -36,12 +36,14 @@ ComputeFn SoftmaxGpu(const std::string& op, bool log, bool backward) {
   };
 }
 
-WEFT_REGISTER_COMPUTE(softmax, DeviceType::kGpu, SoftmaxGpu("softmax", false, false));
-WEFT_REGISTER_COMPUTE(_backward_softmax, DeviceType::kGpu,
-                      SoftmaxGpu("_backward_softmax", false, true));
-WEFT_REGISTER_COMPUTE(log_softmax, DeviceType::kGpu, SoftmaxGpu("log_softmax", true, false));
-WEFT_REGISTER_COMPUTE(_backward_log_softmax, DeviceType::kGpu,
-                      SoftmaxGpu("_backward_log_softmax", true, true));
+WEFT_REGISTER_DEVICE_IMPLS(
+    DeviceType::kGpu,
+    {
+        {"softmax", {.compute = SoftmaxGpu("softmax", false, false)}},
+        {"_backward_softmax", {.compute = SoftmaxGpu("_backward_softmax", false, true)}},
+        {"log_softmax", {.compute = SoftmaxGpu("log_softmax", true, false)}},
+        {"_backward_log_softmax", {.compute = SoftmaxGpu("_backward_log_softmax", true, true)}},
+    });
 
 }  // namespace
 }  // namespace weft::gpu

@@ -61,11 +61,14 @@ void SceGpu(const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
   bad.Report(label);
 }
 
-WEFT_REGISTER_COMPUTE(SoftmaxCrossEntropy, DeviceType::kGpu, SceGpu<false>);
-WEFT_REGISTER_COMPUTE(_backward_SoftmaxCrossEntropy, DeviceType::kGpu, SceGpu<true>);
 constexpr char kChecksLabels[] = "checks its labels on the device (a report per call)";
-WEFT_REGISTER_CAPTURE_BARRIER(SoftmaxCrossEntropy, DeviceType::kGpu, kChecksLabels);
-WEFT_REGISTER_CAPTURE_BARRIER(_backward_SoftmaxCrossEntropy, DeviceType::kGpu, kChecksLabels);
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,
+                           {
+                               {"SoftmaxCrossEntropy",
+                                {.compute = SceGpu<false>, .capture_barrier = kChecksLabels}},
+                               {"_backward_SoftmaxCrossEntropy",
+                                {.compute = SceGpu<true>, .capture_barrier = kChecksLabels}},
+                           });
 
 }  // namespace
 }  // namespace weft::gpu

@@ -34,20 +34,24 @@ void Backward(const OpContext& ctx, const std::string& op, const std::string& fu
          Packs(n, v), in[0].raw(), read, dx.raw(), n, scalar, ReqCode(req));
 }
 
-void RegisterUnary(const std::string& op, const std::string& functor, bool has_scalar) {
+// The rows of op `op` and its backward.
+void AddUnary(std::vector<NamedDeviceImpl>& table, const std::string& op,
+              const std::string& functor, bool has_scalar) {
   const std::string backward = "_backward_" + op;
-  RegisterCompute(op, DeviceType::kGpu,
-                  [=](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
-                      std::span<const OpReq> req, std::span<const TensorView> out) {
-                    const double s = has_scalar ? a.Get<ScalarParam>().scalar : 0.0;
-                    Forward(ctx, op, functor, s, in[0], req[0], out[0]);
-                  });
-  RegisterCompute(backward, DeviceType::kGpu,
-                  [=](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
-                      std::span<const OpReq> req, std::span<const TensorView> out) {
-                    const double s = has_scalar ? a.Get<ScalarParam>().scalar : 0.0;
-                    Backward(ctx, backward, functor, s, in, req[0], out[0]);
-                  });
+  table.push_back(
+      {op,
+       {.compute = [=](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                       std::span<const OpReq> req, std::span<const TensorView> out) {
+         const double s = has_scalar ? a.Get<ScalarParam>().scalar : 0.0;
+         Forward(ctx, op, functor, s, in[0], req[0], out[0]);
+       }}});
+  table.push_back(
+      {backward,
+       {.compute = [=](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                       std::span<const OpReq> req, std::span<const TensorView> out) {
+         const double s = has_scalar ? a.Get<ScalarParam>().scalar : 0.0;
+         Backward(ctx, backward, functor, s, in, req[0], out[0]);
+       }}});
 }
 
 void ActivationForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
@@ -62,15 +66,18 @@ void ActivationBackward(const OpContext& ctx, const Attrs& a, std::span<const Te
            in, req[0], out[0]);
 }
 
-const bool registered = [] {
+std::vector<NamedDeviceImpl> UnaryImpls() {
+  std::vector<NamedDeviceImpl> table;
 #define WEFT_UNARY_GPU(name, functor, description, has_scalar) \
-  RegisterUnary(#name, "weft::fn::" #functor, has_scalar);
+  AddUnary(table, #name, "weft::fn::" #functor, has_scalar);
   WEFT_UNARY_OPS(WEFT_UNARY_GPU)
 #undef WEFT_UNARY_GPU
-  RegisterCompute("Activation", DeviceType::kGpu, ActivationForward);
-  RegisterCompute("_backward_Activation", DeviceType::kGpu, ActivationBackward);
-  return true;
-}();
+  table.push_back({"Activation", {.compute = ActivationForward}});
+  table.push_back({"_backward_Activation", {.compute = ActivationBackward}});
+  return table;
+}
+
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu, UnaryImpls());
 
 }  // namespace
 }  // namespace weft::gpu

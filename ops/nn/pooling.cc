@@ -53,14 +53,12 @@ const bool defined = [] {
       .Params(ParsePool)
       .Inputs({"data"})
       .InferShape(PoolShape)
-      .Resources({Resource::kTempSpace})
       .Gradient(GradientFromBackwardOp("Pooling"));
   WEFT_REGISTER_OP(_backward_Pooling)
       .Describe("gradient of Pooling")
       .Params(ParsePool)
       .Inputs({"out_grad", "data"})
-      .InferShape(PoolBackwardShape)
-      .Resources({Resource::kTempSpace});
+      .InferShape(PoolBackwardShape);
   return true;
 }();
 

@@ -1,7 +1,7 @@
 // RNN and _backward_RNN: LSTM, GRU and plain recurrent networks. What they compute, their inputs
 // and outputs, the parameter layout and the reserve are in ops/nn/rnn_params.h. Compute:
 // ops/cpu/rnn.cc (oneDNN, and loops for float64 and sequence lengths); a GPU compute registers
-// its own, with the size of its reserve (RegisterDeviceShape).
+// its own, with the size of its reserve (DeviceImpl::output_shapes).
 #include <span>
 
 #include "core/error.h"
@@ -184,7 +184,6 @@ const bool defined = [] {
       .InferShape(RnnShape)
       .InferInputShapes(RnnInputShapes)
       .InferType(RnnTypes)
-      .Resources({Resource::kTempSpace})
       .Random(RnnDraws)
       .HostInputs(
           [](const Attrs& a) {  // the lengths: cuDNN's data descriptors take them on the host
@@ -201,7 +200,6 @@ const bool defined = [] {
       .Outputs([](const Attrs& a) { return RnnSlotsOf(a.Get<RnnParam>()).BackwardNumOutputs(); })
       .InferShape(RnnBackwardShape)
       .InferType(RnnBackwardTypes)
-      .Resources({Resource::kTempSpace})
       .HostInputs([](const Attrs& a) {
         const RnnSlots s = RnnSlotsOf(a.Get<RnnParam>());
         return s.lengths < 0 ? std::vector<int>{} : std::vector<int>{s.BackwardInput(s.lengths)};

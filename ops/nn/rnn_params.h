@@ -63,7 +63,7 @@
 // The reserve holds what a training forward leaves for its backward on the device it ran on
 // (oneDNN's workspaces and the inter-layer activations on the CPU, cuDNN's reserve space on a
 // GPU). Its size is the device's: shape inference without a device gives (0,), and each device's
-// compute file registers the size of its own slot with RegisterDeviceShape("RNN", device, fn)
+// compute file registers the size of its own slot as its DeviceImpl's output_shapes
 // (ops/op.h), given the attributes and the input shapes only (so sized for the largest dtype that
 // device computes). Binding a graph and imperative calls infer shapes for their device, so the
 // memory plan allocates the slot, the engine orders the backward after the forward that wrote it,

@@ -49,7 +49,6 @@ void DefineSoftmax(const std::string& name, const std::string& description) {
       .Inputs({"data"})
       .InferShape(SoftmaxShape(name))
       .Inplace({{0, 0}})
-      .Resources({Resource::kTempSpace})
       .Gradient([backward](const Attrs& a, GradBuilder& g) {
         g.SetInputGrad(0, g.Op(backward, {g.OutGrad(0), g.Output(0)}, a.raw()));
       });
@@ -58,8 +57,7 @@ void DefineSoftmax(const std::string& name, const std::string& description) {
       .Params(ParseSoftmax)
       .Inputs({"out_grad", "output"})
       .InferShape(SoftmaxBackwardShape(backward))
-      .Inplace({{0, 0}})
-      .Resources({Resource::kTempSpace});
+      .Inplace({{0, 0}});
 }
 
 const bool defined = [] {

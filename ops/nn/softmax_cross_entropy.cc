@@ -46,7 +46,6 @@ const bool defined = [] {
       .Describe("per-sample -log softmax(data)[label] of (N, C) logits and (N,) class indices")
       .Inputs({"data", "label"})
       .InferShape(SceShape)
-      .Resources({Resource::kTempSpace})
       .Gradient([](const Attrs&, GradBuilder& g) {
         g.SetInputGrad(
             0, g.Op("_backward_SoftmaxCrossEntropy", {g.OutGrad(0), g.Input(0), g.Input(1)}));
@@ -54,8 +53,7 @@ const bool defined = [] {
   WEFT_REGISTER_OP(_backward_SoftmaxCrossEntropy)
       .Describe("gradient of SoftmaxCrossEntropy with respect to data")
       .Inputs({"out_grad", "data", "label"})
-      .InferShape(SceBackwardShape)
-      .Resources({Resource::kTempSpace});
+      .InferShape(SceBackwardShape);
   return true;
 }();
 

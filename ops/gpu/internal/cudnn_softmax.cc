@@ -26,17 +26,20 @@ SoftmaxRows SoftmaxRowsOf(const Shape& s, int axis) {
 void SoftmaxForward(const GpuCall& call, DType dtype, const SoftmaxRows& rows, bool log,
                     const void* x, OpReq req, void* y) {
   const TensorDesc desc = RowsDesc(dtype, rows);
-  WEFT_CUDNN_CHECK(cudnnSoftmaxForward(call.cudnn(), AlgorithmOf(log), CUDNN_SOFTMAX_MODE_CHANNEL,
-                                       One(dtype).get(), desc.get(), x, BetaFor(req, dtype).get(),
-                                       desc.get(), y));
+  WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
+    return cudnnSoftmaxForward(h, AlgorithmOf(log), CUDNN_SOFTMAX_MODE_CHANNEL, One(dtype).get(),
+                               desc.get(), x, BetaFor(req, dtype).get(), desc.get(), y);
+  }));
 }
 
 void SoftmaxBackward(const GpuCall& call, DType dtype, const SoftmaxRows& rows, bool log,
                      const void* dy, const void* y, OpReq req, void* dx) {
   const TensorDesc desc = RowsDesc(dtype, rows);
-  WEFT_CUDNN_CHECK(cudnnSoftmaxBackward(call.cudnn(), AlgorithmOf(log), CUDNN_SOFTMAX_MODE_CHANNEL,
-                                        One(dtype).get(), desc.get(), y, desc.get(), dy,
-                                        BetaFor(req, dtype).get(), desc.get(), dx));
+  WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
+    return cudnnSoftmaxBackward(h, AlgorithmOf(log), CUDNN_SOFTMAX_MODE_CHANNEL, One(dtype).get(),
+                                desc.get(), y, desc.get(), dy, BetaFor(req, dtype).get(),
+                                desc.get(), dx);
+  }));
 }
 
 }  // namespace weft::gpu

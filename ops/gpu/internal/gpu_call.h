@@ -6,8 +6,9 @@
 //     CheckDType("Foo", x.dtype(), {DType::kFloat32, DType::kFloat64});
 //     const GpuCall call(ctx);
 //     const std::vector<void*> ws = call.Workspace({bytes_a, bytes_b});
-//     WEFT_CUDNN_CHECK(cudnnFoo(call.cudnn(), One(x.dtype()).get(), ..., BetaFor(req[0],
-//     x.dtype()).get(), ...));
+//     WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
+//       return cudnnFoo(h, One(x.dtype()).get(), ..., BetaFor(req[0], x.dtype()).get(), ...);
+//     }));
 //   }
 //
 // Requests: kWrite and kWriteInplace overwrite (beta 0), kAddTo accumulates (beta 1); the caller
@@ -19,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -40,10 +42,16 @@ class GpuCall {
   const OpContext& ctx() const { return ctx_; }
   int device() const { return device_; }
   engine::GpuStream& stream() const { return stream_; }
-  // Handles bound to the call's stream, after the kernels batched on it so far: make the library
-  // call with one at once (library_handles.h).
-  cudnnHandle_t cudnn() const { return CudnnHandle(stream_); }
-  cublasHandle_t cublas() const { return CublasHandle(stream_); }
+  // fn(handle) with a handle bound to the call's stream, after the kernels batched on it so far;
+  // returns what fn returns (library_handles.h). The handle lives for fn's scope only.
+  template <typename F>
+  decltype(auto) Cudnn(F&& fn) const {
+    return WithCudnn(stream_, std::forward<F>(fn));
+  }
+  template <typename F>
+  decltype(auto) Cublas(F&& fn) const {
+    return WithCublas(stream_, std::forward<F>(fn));
+  }
   // The call's workspace as parts of these sizes, each 256-byte aligned, from one request
   // (ctx.Workspace keeps only its latest buffer valid). A part of 0 bytes is null.
   std::vector<void*> Workspace(std::initializer_list<size_t> bytes) const;

@@ -38,7 +38,6 @@ void DefineLayerOp(const LayerOpDef<P>& def) {
       .VariadicInputs(with_bias)
       .InferShape(def.infer_shape)
       .InferInputShapes(def.infer_input_shapes)
-      .Resources({Resource::kTempSpace})
       .Gradient([backward, with_bias](const Attrs& a, GradBuilder& g) {
         const int grads = with_bias(a);
         GradEntry d = g.Op(backward, {g.OutGrad(0), g.Input(0), g.Input(1)}, a.raw(), grads);
@@ -49,8 +48,7 @@ void DefineLayerOp(const LayerOpDef<P>& def) {
       .Params(def.parse)
       .Inputs({"out_grad", "data", "weight"})
       .Outputs(with_bias)
-      .InferShape(def.infer_backward_shape)
-      .Resources({Resource::kTempSpace});
+      .InferShape(def.infer_backward_shape);
 }
 
 }  // namespace weft
