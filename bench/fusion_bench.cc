@@ -216,7 +216,7 @@ double SplitMemcpyMs(int threads, int reps) {
 }
 
 // The vector unit the CPU's elementwise loops run on: the clone the loader picks
-// (WEFT_CPU_VECTOR_CLONES, ops/internal/cpu_util.h), by the same test.
+// (WEFT_CPU_VECTOR_CLONES, ops/cpu/internal/cpu_util.h), by the same test.
 const char* LoopVectors() {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)

@@ -21,6 +21,8 @@ import socket
 import sys
 import time
 
+from peer_common import import_torch, unavailable
+
 
 def rank_main(rank, port, reps, calls_per_size, results):
     import torch
@@ -54,15 +56,12 @@ def free_port():
 
 def main():
     reps, calls_per_size = int(sys.argv[1]), [int(c) for c in sys.argv[2].split(",")]
-    try:
-        import torch
-        import torch.distributed as dist
-        import torch.multiprocessing as mp
-    except ImportError as e:
-        print(json.dumps({"available": False, "error": f"cannot import torch: {e}"}))
+    torch = import_torch(modules=("torch.distributed", "torch.multiprocessing"))
+    if torch is None:
         return
+    dist, mp = torch.distributed, torch.multiprocessing
     if not dist.is_available() or not dist.is_gloo_available():
-        print(json.dumps({"available": False, "error": "this PyTorch has no gloo backend"}))
+        unavailable("this PyTorch has no gloo backend")
         return
     try:
         os.sched_setaffinity(0, range(os.cpu_count()))
@@ -89,7 +88,7 @@ def main():
                 for p in procs:
                     p.kill()
                 codes = [p.exitcode for p in procs]
-                print(json.dumps({"available": False, "error": f"a gloo process failed (exit codes {codes})"}))
+                unavailable(f"a gloo process failed (exit codes {codes})")
                 return
     for p in procs:
         p.join(timeout=60)

@@ -9,7 +9,7 @@ is the forward and the backward (dx for a given dy) of x with requires_grad.
 import json
 import sys
 
-from torch_peer import median_ms  # the same timing as ops_bench's peer (this folder is on sys.path)
+from peer_common import hello, import_torch, median_ms
 
 
 def chain(torch, x):
@@ -20,12 +20,9 @@ def main():
     threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 16 << 20
-    try:
-        import torch
-    except ImportError as e:
-        print(json.dumps({"available": False, "error": str(e)}))
+    torch = import_torch(threads)
+    if torch is None:
         return
-    torch.set_num_threads(threads)
     x = torch.rand(n) * 4 - 2
     dy = torch.rand(n) * 4 - 2
     xg = x.clone().requires_grad_(True)
@@ -38,8 +35,7 @@ def main():
         (dx,) = torch.autograd.grad(chain(torch, xg), xg, dy)
         return dx
 
-    print(json.dumps({"available": True, "version": torch.__version__, "threads": torch.get_num_threads(),
-                      "forward_ms": median_ms(forward, reps), "step_ms": median_ms(step, reps)}))
+    print(json.dumps(dict(hello(torch), forward_ms=median_ms(forward, reps), step_ms=median_ms(step, reps))))
 
 
 if __name__ == "__main__":

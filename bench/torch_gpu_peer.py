@@ -15,6 +15,8 @@ import statistics
 import sys
 import time
 
+from peer_common import import_torch
+
 NETS = [("64-256-256-10", [64, 256, 256, 10], 128),
         ("784-1024-1024-10", [784, 1024, 1024, 10], 128),
         ("4096-4096-4096-10", [4096, 4096, 4096, 10], 1024)]
@@ -118,11 +120,8 @@ def chain_rows(torch, reps, results):
 
 def main():
     reps = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-    try:
-        import torch
-        assert torch.cuda.is_available(), "no CUDA device"
-    except Exception as e:  # noqa: BLE001
-        print(json.dumps({"available": False, "error": str(e)}))
+    torch = import_torch(need_cuda=True)
+    if torch is None:
         return
     results = {}
     for name, sizes, batch in NETS:

@@ -16,16 +16,7 @@ import json
 import sys
 import time
 
-
-def median_ms(fn, reps):
-    fn()  # warm-up
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
+from peer_common import blas_libraries, hello, import_torch, median_ms
 
 
 def tiny_round(torch, kinds=("inplace", "alloc")):
@@ -46,15 +37,6 @@ def tiny_round(torch, kinds=("inplace", "alloc")):
     fns = {"inplace": add_inplace, "alloc": add_alloc}
     with torch.no_grad():
         return {f"add_{kind}_us": median_ms(fns[kind], 3) * 1e3 / n for kind in kinds}
-
-
-def blas_loaded(torch):
-    # Debian's PyTorch calls the system BLAS (libblas.so.3), whatever the alternatives point at:
-    # report the library actually mapped after a matrix product.
-    torch.mm(torch.ones(64, 64), torch.ones(64, 64))
-    with open("/proc/self/maps") as maps:
-        libs = sorted({line.split()[-1] for line in maps if "blas" in line.lower() and ".so" in line})
-    return "BLAS loaded: " + ", ".join(libs) if libs else "BLAS: unknown"
 
 
 def large_ops(torch, reps):
@@ -82,21 +64,17 @@ def main():
     serve = len(sys.argv) > 2 and sys.argv[2] == "--serve"
     reps = 10 if serve or len(sys.argv) <= 2 else int(sys.argv[2])
     tiny_only = len(sys.argv) > 3 and sys.argv[3] == "1"
-    try:
-        import torch
-    except ImportError as e:
-        print(json.dumps({"available": False, "error": str(e)}))
+    torch = import_torch(threads)
+    if torch is None:
         return
-    torch.set_num_threads(threads)
-    hello = {"available": True, "version": torch.__version__, "threads": torch.get_num_threads()}
     if serve:
-        print(json.dumps(hello), flush=True)
+        print(json.dumps(hello(torch)), flush=True)
         for line in sys.stdin:
             kind = line.strip()
             answer = tiny_round(torch, (kind,)) if kind in ("inplace", "alloc") else {"error": "unknown: " + kind}
             print(json.dumps(answer), flush=True)
         return
-    result = dict(hello, blas=blas_loaded(torch))
+    result = dict(hello(torch), blas="BLAS loaded: " + blas_libraries(torch))
     result.update(tiny_round(torch))  # first: after the large ops OpenMP's idle threads spin a while
     result.update({"fc_ms": 0, "conv_ms": 0} if tiny_only else large_ops(torch, reps))
     print(json.dumps(result))

@@ -12,6 +12,8 @@ import resource
 import sys
 import time
 
+from peer_common import blas_libraries, hello, import_torch
+
 NETS = [("mlp 64-256-256-10", [64, 256, 256, 10]), ("mlp 784-1024-1024-10", [784, 1024, 1024, 10]),
         ("lstm 2x bidi H128 T32", None)]
 BATCH = 128
@@ -76,21 +78,15 @@ def main():
     threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 50
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 1
-    try:
-        import torch
-    except ImportError as e:
-        print(json.dumps({"available": False, "error": str(e)}))
+    torch = import_torch(threads)
+    if torch is None:
         return
-    torch.set_num_threads(threads)
-    torch.mm(torch.ones(8, 8), torch.ones(8, 8))
-    with open("/proc/self/maps") as maps:
-        libs = sorted({line.split()[-1] for line in maps if "blas" in line.lower() and ".so" in line})
+    blas = blas_libraries(torch)
     nets = []
     for name, sizes in NETS:
         ms, peak = run(torch, sizes, steps, rounds)
         nets.append({"name": name, "ms_per_step": ms, "peak_bytes": peak})
-    print(json.dumps({"available": True, "version": torch.__version__, "threads": torch.get_num_threads(),
-                      "blas": ", ".join(libs) or "unknown", "nets": nets}))
+    print(json.dumps(dict(hello(torch), blas=blas, nets=nets)))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-// The CPU's lane chains (ops/internal/lane_chain.h): every unary functor, forward and backward,
+// The CPU's lane chains (ops/cpu/internal/lane_chain.h): every unary functor, forward and backward,
 // evaluated on math::Lanes by RunLaneChain must give, element by element, the bits its float
 // functor gives (the op's own loop, ops/cpu/unary.cc, computes those: ops_special_values_test),
 // over full blocks and a partial one, stored, added and streamed, on NaN, infinities, signed
@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "graph/symbol.h"
+#include "ops/cpu/internal/lane_chain.h"
 #include "ops/fusion/fused_group.h"
 #include "ops/fusion/internal/step_plan.h"
-#include "ops/internal/lane_chain.h"
 #include "ops/math/unary.h"
 #include "passes/fuse_pointwise.h"
 #include "passes/gradient.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "ops/internal/dnnl_util.h"
+#include "ops/cpu/internal/dnnl_util.h"
 #include "storage/ndarray.h"
 #include "tests/op_test_util.h"
 #include "weft/imperative.h"

@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "core/env.h"
-#include "ops/internal/cpu_util.h"
+#include "ops/cpu/internal/cpu_util.h"
 #include "weft/weft.h"
 
 namespace weft {

@@ -1,7 +1,7 @@
 // CPU compute of the small utility ops (ops/tensor/basic.cc defines them and says what they
 // compute): zeros_like and ones_like fill, _copy and stop_gradient copy (nothing to do in place),
 // on every dtype.
-#include "ops/internal/cpu_util.h"
+#include "ops/cpu/internal/cpu_util.h"
 #include "ops/op.h"
 
 namespace weft::cpu {

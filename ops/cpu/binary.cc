@@ -10,8 +10,8 @@
 #include <array>
 #include <string>
 
+#include "ops/cpu/internal/cpu_util.h"
 #include "ops/elementwise/binary_ops.h"
-#include "ops/internal/cpu_util.h"
 #include "ops/op.h"
 
 namespace weft::cpu {

@@ -1,7 +1,7 @@
 // CPU compute of Cast and _backward_Cast (ops/tensor/cast.cc defines them and says what they
 // compute): one conversion, from the input's dtype to the output's, for both.
 #include "core/bfloat16.h"
-#include "ops/internal/cpu_util.h"
+#include "ops/cpu/internal/cpu_util.h"
 #include "ops/op.h"
 
 namespace weft::cpu {

@@ -2,7 +2,7 @@
 // draws a number does not matter: each chunk of four elements starts its own stream at its own
 // Philox block, so a seed gives the same mask whatever the number of engine workers or intra-op
 // threads.
-#include "ops/internal/cpu_util.h"
+#include "ops/cpu/internal/cpu_util.h"
 #include "ops/nn/nn_params.h"
 #include "ops/op.h"
 #include "storage/random.h"

@@ -1,7 +1,7 @@
 // CPU compute of Embedding and _backward_Embedding (ops/nn/embedding.cc defines them and says what
 // they compute). An index outside [0, input_dim) is a weft::Error raised by the compute (it comes
 // out of the output's WaitToRead), naming the index, where it is and the bound.
-#include "ops/internal/cpu_util.h"
+#include "ops/cpu/internal/cpu_util.h"
 #include "ops/nn/nn_params.h"
 #include "ops/op.h"
 

@@ -3,9 +3,9 @@
 // backward weights); float64 runs the loops below.
 #include <algorithm>
 
-#include "ops/internal/cpu_util.h"
-#include "ops/internal/dnnl_util.h"
-#include "ops/internal/layer_util.h"
+#include "ops/cpu/internal/cpu_util.h"
+#include "ops/cpu/internal/dnnl_util.h"
+#include "ops/cpu/internal/layer_util.h"
 #include "ops/nn/nn_params.h"
 #include "ops/op.h"
 

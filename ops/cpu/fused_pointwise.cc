@@ -8,8 +8,8 @@
 // remaining batches to the others instead of making them wait at the end. Broadcast inputs are
 // gathered into a tile of their own for each binary step that reads them. A run of unary steps on
 // float32, each reading the one before (the benchmark's chain, its backward), runs as a lane chain
-// instead (ops/internal/lane_chain.h): 64 elements at a time through every functor of the run in
-// vector registers, the same functors on the same elements, so the same bits; fusion_bench's
+// instead (ops/cpu/internal/lane_chain.h): 64 elements at a time through every functor of the run
+// in vector registers, the same functors on the same elements, so the same bits; fusion_bench's
 // chain: fused inference 11-12.9 -> 8.8-9.7 ms, training step 30-31.5 -> 19-21 ms (a switch in
 // the same binary, 3 runs in turns).
 //
@@ -31,10 +31,10 @@
 #include <vector>
 
 #include "core/small_vector.h"
+#include "ops/cpu/internal/cpu_util.h"
+#include "ops/cpu/internal/lane_chain.h"
 #include "ops/fusion/fused_group.h"
 #include "ops/fusion/internal/step_plan.h"
-#include "ops/internal/cpu_util.h"
-#include "ops/internal/lane_chain.h"
 #include "ops/op.h"
 
 #if defined(__SSE2__)

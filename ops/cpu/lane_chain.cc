@@ -1,4 +1,4 @@
-#include "ops/internal/lane_chain.h"
+#include "ops/cpu/internal/lane_chain.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,8 +9,8 @@
 #include <immintrin.h>
 #endif
 
+#include "ops/cpu/internal/cpu_util.h"
 #include "ops/elementwise/unary_ops.h"
-#include "ops/internal/cpu_util.h"
 #include "ops/math/unary.h"
 
 namespace weft::cpu {

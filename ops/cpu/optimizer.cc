@@ -3,7 +3,7 @@
 // whatever the weight's request (kNull included), as on the GPU.
 #include <array>
 
-#include "ops/internal/cpu_util.h"
+#include "ops/cpu/internal/cpu_util.h"
 #include "ops/op.h"
 #include "ops/optimizer/update_ops.h"
 

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "ops/internal/cpu_util.h"
-#include "ops/internal/dnnl_util.h"
+#include "ops/cpu/internal/cpu_util.h"
+#include "ops/cpu/internal/dnnl_util.h"
 #include "ops/nn/nn_params.h"
 #include "ops/nn/window2d.h"
 #include "ops/op.h"

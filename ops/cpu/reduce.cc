@@ -3,7 +3,7 @@
 #include <functional>
 #include <limits>
 
-#include "ops/internal/cpu_util.h"
+#include "ops/cpu/internal/cpu_util.h"
 #include "ops/op.h"
 #include "ops/tensor/tensor_params.h"
 

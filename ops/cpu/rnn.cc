@@ -1,12 +1,12 @@
 // CPU compute of RNN and _backward_RNN (ops/nn/rnn_params.h says what they compute): checks the
 // lengths and the reserve, and runs oneDNN's primitives (float32 without lengths) or the loops
-// (float64, or lengths); see ops/internal/rnn_cpu.h. Also the size of the CPU's reserve.
+// (float64, or lengths); see ops/cpu/internal/rnn_cpu.h. Also the size of the CPU's reserve.
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
-#include "ops/internal/cpu_util.h"
-#include "ops/internal/rnn_cpu.h"
+#include "ops/cpu/internal/cpu_util.h"
+#include "ops/cpu/internal/rnn_cpu.h"
 #include "ops/op.h"
 
 namespace weft::cpu {

@@ -1,7 +1,7 @@
-// The RNN on oneDNN's RNN primitives (ops/internal/rnn_cpu.h says when): one primitive per layer,
-// with both directions in it (bidirectional_concat), as oneDNN wants every layer of one primitive
-// to take inputs as wide as its outputs. lstm runs lstm_forward/backward, gru lbr_gru (the reset
-// gate after the recurrent product, PyTorch's GRU), rnn_tanh and rnn_relu vanilla_rnn.
+// The RNN on oneDNN's RNN primitives (ops/cpu/internal/rnn_cpu.h says when): one primitive per
+// layer, with both directions in it (bidirectional_concat), as oneDNN wants every layer of one
+// primitive to take inputs as wide as its outputs. lstm runs lstm_forward/backward, gru lbr_gru
+// (the reset gate after the recurrent product, PyTorch's GRU), rnn_tanh and rnn_relu vanilla_rnn.
 //
 // Weights: oneDNN wants per layer (1, D, I_l, G, H) with gates u, r, o for the GRU (PyTorch's
 // z, r, n with the first two swapped) and one bias per gate (PyTorch's two summed; lbr_gru keeps
@@ -25,9 +25,9 @@
 #include <utility>
 
 #include "core/error.h"
-#include "ops/internal/cpu_util.h"
-#include "ops/internal/dnnl_util.h"
-#include "ops/internal/rnn_cpu.h"
+#include "ops/cpu/internal/cpu_util.h"
+#include "ops/cpu/internal/dnnl_util.h"
+#include "ops/cpu/internal/rnn_cpu.h"
 
 namespace weft::cpu {
 namespace {

@@ -1,4 +1,4 @@
-// The RNN's loops over the steps (ops/internal/rnn_cpu.h says when they run): every layer and
+// The RNN's loops over the steps (ops/cpu/internal/rnn_cpu.h says when they run): every layer and
 // direction, one step after another, as the formulas of ops/nn/rnn_params.h say, with the steps
 // past a sequence's length masked. float32 multiplies through oneDNN's sgemm, float64 through the
 // loops below. The backward runs the forward again to get every step's gates and states.
@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "ops/internal/cpu_util.h"
-#include "ops/internal/rnn_cpu.h"
+#include "ops/cpu/internal/cpu_util.h"
+#include "ops/cpu/internal/rnn_cpu.h"
 
 namespace weft::cpu {
 namespace {

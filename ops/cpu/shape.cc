@@ -1,7 +1,7 @@
 // CPU compute of the shape ops (ops/tensor/shape.cc defines them and says what they compute):
 // reshape, expand_dims, flatten and reshape_like copy their input in row-major order; transpose
 // gathers each output row. Every dtype (float32, float64, int32, int64, uint8).
-#include "ops/internal/cpu_util.h"
+#include "ops/cpu/internal/cpu_util.h"
 #include "ops/op.h"
 #include "ops/tensor/tensor_params.h"
 

@@ -3,8 +3,8 @@
 // float64 runs the loops below.
 #include <cmath>
 
-#include "ops/internal/cpu_util.h"
-#include "ops/internal/dnnl_util.h"
+#include "ops/cpu/internal/cpu_util.h"
+#include "ops/cpu/internal/dnnl_util.h"
 #include "ops/nn/nn_params.h"
 #include "ops/op.h"
 

@@ -4,7 +4,7 @@
 // below (oneDNN has no fused op for this); each row's max is subtracted before exp.
 #include <cmath>
 
-#include "ops/internal/cpu_util.h"
+#include "ops/cpu/internal/cpu_util.h"
 #include "ops/op.h"
 
 namespace weft::cpu {

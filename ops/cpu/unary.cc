@@ -2,8 +2,8 @@
 // Activation, and their backward ops: vectorizable loops over the functors of ops/math/unary.h.
 #include "ops/math/unary.h"
 
+#include "ops/cpu/internal/cpu_util.h"
 #include "ops/elementwise/unary_ops.h"
-#include "ops/internal/cpu_util.h"
 #include "ops/op.h"
 
 namespace weft::cpu {

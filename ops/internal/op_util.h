@@ -1,6 +1,6 @@
 // What op definitions share, on no particular device: shape checks for inference, axis
 // normalization, tuple formatting for messages, and the common gradient rule that calls a
-// backward op. (Device computes have their own helpers: ops/internal/cpu_util.h, ops/gpu/internal.)
+// backward op. (Device computes have their own helpers: ops/cpu/internal/, ops/gpu/internal/.)
 #pragma once
 
 #include <array>

@@ -12,7 +12,7 @@ which the README's "Embedding weft" section says how to ask for.
 
 # What weft's sources cannot build or run well without: C++20 (the default toolchain says
 # -std=c++0x; a target's copts come after it and win), and `#pragma omp simd` honoured in the
-# kernel loops (ops/internal/cpu_util.h) without linking an OpenMP runtime.
+# kernel loops (ops/cpu/internal/cpu_util.h) without linking an OpenMP runtime.
 WEFT_COPTS = [
     "-std=c++20",
     "-fopenmp-simd",

@@ -1,11 +1,11 @@
-#include "ops/internal/dnnl_util.h"
+#include "ops/cpu/internal/dnnl_util.h"
 
 #include <list>
 #include <mutex>
 #include <utility>
 
 #include "core/error.h"
-#include "ops/internal/cpu_util.h"
+#include "ops/cpu/internal/cpu_util.h"
 
 namespace weft::cpu {
 

@@ -1,4 +1,4 @@
-#include "ops/internal/layer_util.h"
+#include "ops/cpu/internal/layer_util.h"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-#include "ops/internal/cpu_util.h"
+#include "ops/cpu/internal/cpu_util.h"
 
 #include <omp.h>
 

@@ -6,8 +6,8 @@
 //   RunLayerBackward(data_prim, weights_prim, dy, x, w, /*bias=*/true, staged);
 #pragma once
 
-#include "ops/internal/cpu_util.h"
-#include "ops/internal/dnnl_util.h"
+#include "ops/cpu/internal/cpu_util.h"
+#include "ops/cpu/internal/dnnl_util.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
