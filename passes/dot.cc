@@ -8,10 +8,14 @@ namespace weft {
 
 namespace {
 
-// `s` inside a DOT string: quotes and backslashes escaped.
+// `s` as a DOT string: quotes and backslashes escaped, line breaks as DOT's "\n".
 std::string Quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }
@@ -67,7 +71,7 @@ class DotWriter {
   void WriteNode(uint32_t n, const std::string& indent) {
     const Node& node = g_.node(n);
     if (const FusedGroup* group = GroupOf(node)) return WriteGroup(n, *group, indent);
-    os_ << indent << "n" << n << " [label=" << Quote(node.name + "\\n" + OpName(node));
+    os_ << indent << "n" << n << " [label=" << Quote(node.name + "\n" + OpName(node));
     if (node.is_variable()) os_ << ", shape=ellipse";
     os_ << "];\n";
   }
@@ -79,12 +83,12 @@ class DotWriter {
   // A cluster per fused node, its steps inside, with the edges between them.
   void WriteGroup(uint32_t n, const FusedGroup& group, const std::string& indent) {
     os_ << indent << "subgraph cluster_fused_" << n << " {\n"
-        << indent << "  label=" << Quote(g_.node(n).name + "\\n" + group.label) << ";\n"
+        << indent << "  label=" << Quote(g_.node(n).name + "\n" + group.label) << ";\n"
         << indent << "  style=filled;\n"
         << indent << "  fillcolor=lightyellow;\n";
     for (size_t k = 0; k < group.steps.size(); ++k) {
       os_ << indent << "  " << StepId(n, k)
-          << " [label=" << Quote(group.steps[k].name + "\\n" + group.steps[k].op->name) << "];\n";
+          << " [label=" << Quote(group.steps[k].name + "\n" + group.steps[k].op->name) << "];\n";
     }
     const std::vector<int> producer = group.Producers();
     for (size_t k = 0; k < group.steps.size(); ++k) {
@@ -133,7 +137,7 @@ class DotWriter {
       const std::string buffer =
           id == MemoryPlan::kExternal ? std::string("user array") : "buf " + std::to_string(id);
       label << buffer << (id != MemoryPlan::kExternal && g_.memory().inplace[e] ? " in place" : "")
-            << "\\n";
+            << "\n";
       tooltip << ": " << buffer;
     }
     if (g_.has_types()) label << g_.shapes()[e] << " " << g_.dtypes()[e];
