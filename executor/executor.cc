@@ -194,8 +194,9 @@ BindResult BindGraph(const Symbol& symbol, Device device, const Executor::ArrayM
   request.num_write_backs = extension.write_back.size();
   request.check_arguments = [&](const Graph& g, const std::vector<std::string>&) {
     CheckNames(g, args, arg_grads, grad_reqs);
-    CheckArguments(g, device, args);  // a wrong argument is named here, before its gradient
+    CheckArguments(g, device, args);
   };
+  // After inference, which names a wrong argument before its right gradient array is blamed.
   request.check_types = [&](const Graph& g, const std::vector<std::string>& grad_args) {
     CheckGradients(g, grad_args, args, arg_grads);
     CheckWriteBacks(g, g.outputs().size() - extension.write_back.size(), extension.write_back,
