@@ -3,36 +3,16 @@
 #include <algorithm>
 #include <set>
 
-#include "core/env.h"
 #include "core/error.h"
 #include "core/text.h"
 #include "executor/internal/bound_graph.h"
 #include "executor/internal/graph_run.h"
-#include "passes/cse.h"
-#include "passes/fuse_pointwise.h"
-#include "passes/gradient.h"
-#include "passes/infer.h"
-#include "passes/plan_memory.h"
+#include "passes/dot.h"
+#include "passes/pipeline.h"
 
 namespace weft {
 
 namespace {
-
-// The graph the executor runs: forward, CSE'd, with the backward graph for requested gradients.
-Graph BuildGraph(const Symbol& symbol, const std::map<std::string, GradReq>& reqs,
-                 std::vector<std::string>& grad_args) {
-  Graph g = symbol.ToGraph();
-  if (GetEnvBool("WEFT_ELIMINATE_COMMON_EXPR", true)) g = EliminateCommonExpr(g);
-  std::vector<uint32_t> wrt;
-  for (uint32_t n : g.ArgumentNodes()) {
-    auto it = reqs.find(g.node(n).name);
-    if (it != reqs.end() && it->second != GradReq::kNull) {
-      wrt.push_back(n);
-      grad_args.push_back(g.node(n).name);
-    }
-  }
-  return wrt.empty() ? g : Gradient(g, wrt);
-}
 
 // The arguments a user binds: the graph's variables but the head gradients the gradient pass added.
 std::vector<std::string> ArgumentNames(const Graph& g) {
@@ -173,55 +153,18 @@ void CheckWriteBacks(const Graph& g, size_t first, const std::vector<std::string
   }
 }
 
-// The nodes of the outputs from `first` on (the write-backs) moved after every other node, in
-// their order. Nothing reads their outputs, so the order stays topological, and every other
-// reader of the arguments they write runs before them: fusion orders nodes by readiness, which
-// could put an update before a reader of the old weight.
-Graph WriteBacksLast(const Graph& g, size_t first) {
-  std::vector<bool> last(g.nodes().size(), false);
-  for (size_t o = first; o < g.outputs().size(); ++o) last[g.outputs()[o].node] = true;
-  std::vector<uint32_t> order,
-      index(g.nodes().size());  // old node per new position; new index per old node
-  for (bool moved : {false, true}) {
-    for (uint32_t n = 0; n < g.nodes().size(); ++n) {
-      if (last[n] == moved) index[n] = static_cast<uint32_t>(order.size()), order.push_back(n);
-    }
-  }
-  GraphBuilder b;
-  std::vector<Shape> shapes;
-  std::vector<DType> dtypes;
-  for (uint32_t n : order) {
-    Node node = g.node(n);
-    for (NodeEntry& in : node.inputs) {
-      WEFT_CHECK(!last[in.node]) << "Bind: node '" << node.name << "' reads a write_back output";
-      in.node = index[in.node];
-    }
-    if (node.forward_node >= 0) node.forward_node = index[node.forward_node];
-    for (uint32_t o = 0; o < g.num_outputs(n); ++o) {
-      shapes.push_back(g.shapes()[g.EntryId({n, o})]);
-      dtypes.push_back(g.dtypes()[g.EntryId({n, o})]);
-    }
-    b.nodes.push_back(std::move(node));
-  }
-  for (const NodeEntry& e : g.outputs()) b.outputs.push_back({index[e.node], e.index});
-  b.num_forward_outputs = g.num_forward_outputs();
-  for (uint32_t h : g.head_grads()) b.head_grads.push_back(index[h]);
-  return std::move(b).Freeze().WithTypes(std::move(shapes), std::move(dtypes));
-}
-
-// Whether the device's backend runs fused groups (every backend built with weft does; one that
-// does not keeps its graphs unfused rather than failing to bind).
-bool CanFuse(Device device) { return GetOp("_fused_pointwise").On(device.type).compute != nullptr; }
-
 }  // namespace
 
 struct Executor::Impl {
-  Impl(const Graph& graph, Device device, const ArrayMap& args, const ArrayMap& arg_grads,
-       const std::vector<std::string>& grad_args, const std::map<std::string, GradReq>& grad_reqs,
-       const std::vector<std::string>& write_back)
-      : plan(graph, device, args, arg_grads, grad_args, grad_reqs, write_back), run(plan) {}
-  const BoundGraph plan;  // computed once by Bind
-  GraphRun run;           // destroyed first: waits for what it pushed
+  Impl(BindResult result, Device device, const ArrayMap& args, const ArrayMap& arg_grads,
+       const std::map<std::string, GradReq>& grad_reqs, const std::vector<std::string>& write_back)
+      : passes(std::move(result)),
+        plan(this->passes.graph, device, args, arg_grads, this->passes.grad_args, grad_reqs,
+             write_back),
+        run(plan) {}
+  const BindResult passes;  // what the bind pipeline made, pass by pass
+  const BoundGraph plan;    // computed once by Bind
+  GraphRun run;             // destroyed first: waits for what it pushed
 };
 
 Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -230,27 +173,36 @@ Executor::~Executor() = default;
 
 namespace {
 
-// What Bind runs: the symbol's graph with its gradients and the extension, checked against the
-// arrays, typed, fused, and with the write-backs last.
-Graph BindGraph(const Symbol& symbol, Device device, const Executor::ArrayMap& args,
-                const Executor::ArrayMap& arg_grads,
-                const std::map<std::string, GradReq>& grad_reqs, const GraphExtension& extension,
-                std::vector<std::string>& grad_args, FusionStats& fusion) {
-  Graph g = BuildGraph(symbol, grad_reqs, grad_args);
-  const size_t first_write_back = g.outputs().size();
-  g = Extend(g, grad_args, extension);
-  CheckNames(g, args, arg_grads, grad_reqs);
-  CheckArguments(g, device, args);
-  std::map<std::string, Shape> shapes;
-  std::map<std::string, DType> dtypes;
-  for (const auto& [name, array] : args) shapes[name] = array.shape(), dtypes[name] = array.dtype();
-  g = InferShapesAndTypes(g, shapes, dtypes,
-                          device.type);  // a wrong argument is named here, before its gradient
-  CheckGradients(g, grad_args, args, arg_grads);
-  CheckWriteBacks(g, first_write_back, extension.write_back, args);
-  if (GetEnvBool("WEFT_USE_FUSION", true) && CanFuse(device))
-    g = FusePointwise(g, &fusion, device.is_gpu());
-  return extension.write_back.empty() ? g : WriteBacksLast(g, first_write_back);
+// What Bind runs: the symbol's graph through the bind pipeline (passes/pipeline.h), with the
+// extension's nodes and the checks of the arrays given.
+BindResult BindGraph(const Symbol& symbol, Device device, const Executor::ArrayMap& args,
+                     const Executor::ArrayMap& arg_grads,
+                     const std::map<std::string, GradReq>& grad_reqs,
+                     const GraphExtension& extension) {
+  BindRequest request;
+  request.device = device;
+  for (const auto& [name, req] : grad_reqs) {
+    if (req != GradReq::kNull) request.differentiate.insert(name);
+  }
+  for (const auto& [name, array] : args) {
+    request.shapes[name] = array.shape();
+    request.dtypes[name] = array.dtype();
+  }
+  request.extend = [&](const Graph& g, const std::vector<std::string>& grad_args) {
+    return Extend(g, grad_args, extension);
+  };
+  request.num_write_backs = extension.write_back.size();
+  request.check_arguments = [&](const Graph& g, const std::vector<std::string>&) {
+    CheckNames(g, args, arg_grads, grad_reqs);
+    CheckArguments(g, device, args);
+  };
+  // After inference, which names a wrong argument before its right gradient array is blamed.
+  request.check_types = [&](const Graph& g, const std::vector<std::string>& grad_args) {
+    CheckGradients(g, grad_args, args, arg_grads);
+    CheckWriteBacks(g, g.outputs().size() - extension.write_back.size(), extension.write_back,
+                    args);
+  };
+  return RunBindPipeline(symbol.ToGraph(), request);
 }
 
 }  // namespace
@@ -259,12 +211,10 @@ std::unique_ptr<Executor> Executor::Bind(const Symbol& symbol, Device device, co
                                          const ArrayMap& arg_grads,
                                          const std::map<std::string, GradReq>& grad_reqs,
                                          const GraphExtension& extension) {
-  std::vector<std::string> grad_args;
-  FusionStats fusion;
-  const Graph g =
-      BindGraph(symbol, device, args, arg_grads, grad_reqs, extension, grad_args, fusion);
+  BindResult passes = BindGraph(symbol, device, args, arg_grads, grad_reqs, extension);
+  const FusionStats fusion = passes.fusion;
   std::unique_ptr<Executor> exec(new Executor(std::make_unique<Impl>(
-      g, device, args, arg_grads, grad_args, grad_reqs, extension.write_back)));
+      std::move(passes), device, args, arg_grads, grad_reqs, extension.write_back)));
   exec->symbol_ = symbol;
   exec->device_ = device;
   exec->args_ = args;
@@ -333,6 +283,39 @@ ExecutorStats Executor::stats() const {
   stats.fused_nodes = fused_nodes_;
   stats.recomputed_nodes = recomputed_nodes_;
   return stats;
+}
+
+namespace {
+
+// The plan's segments, as graph nodes (its invocations are the graph's op nodes, in order).
+std::vector<DotSegment> Segments(const BoundGraph& plan) {
+  std::vector<uint32_t> node_of;  // per invocation
+  for (uint32_t n = 0; n < plan.graph().nodes().size(); ++n) {
+    if (!plan.graph().node(n).is_variable()) node_of.push_back(n);
+  }
+  std::vector<DotSegment> segments;
+  for (Phase phase : {Phase::kForward, Phase::kBackward}) {
+    for (uint32_t s : plan.segments(phase)) {
+      DotSegment& d = segments.emplace_back();
+      d.backward = phase == Phase::kBackward;
+      for (uint32_t i : plan.segment(s).nodes) d.nodes.push_back(node_of[i]);
+    }
+  }
+  return segments;
+}
+
+}  // namespace
+
+std::string Executor::ToDot(const std::string& after_pass) const {
+  const BoundGraph& plan = impl_->plan;
+  if (after_pass.empty()) return GraphToDot(plan.graph(), device_, "bound graph", Segments(plan));
+  std::vector<std::string> ran;
+  for (const BindResult::Pass& pass : impl_->passes.passes) {
+    if (pass.name == after_pass) return GraphToDot(pass.graph, device_, "after " + after_pass);
+    ran.push_back(pass.name);
+  }
+  WEFT_THROW("ToDot: no pass '" << Abbreviate(after_pass) << "' ran when binding; the passes that "
+                                << "ran: " << QuotedList(ran) << DidYouMean(after_pass, ran));
 }
 
 std::unique_ptr<Executor> Executor::Reshape(const std::map<std::string, Shape>& shapes) const {

@@ -1,8 +1,10 @@
-// Executor: a symbol bound to a device and to arrays. Bind runs the passes (CSE, gradient, shape
-// and type inference, memory planning), allocates the plan's buffers, and prepares one engine op
-// per node (or per segment of consecutive nodes: bulk execution): a description computed once and
-// never changed (internal/bound_graph.h). Forward and Backward push it through the executor's run
-// (internal/graph_run.h), which holds all per-run state, statistics included.
+// Executor: a symbol bound to a device and to arrays. Bind runs the bind pipeline
+// (passes/pipeline.h: CSE, gradient, the GraphExtension's nodes, shape and type inference,
+// pointwise fusion, write-backs last, memory planning), allocates the plan's buffers, and prepares
+// one engine op per node (or per segment of consecutive nodes: bulk execution): a description
+// computed once and never changed (internal/bound_graph.h). Forward and Backward push it through
+// the executor's run (internal/graph_run.h), which holds all per-run state, statistics included.
+// ToDot draws what Bind made.
 //
 //   auto exec = Executor::Bind(loss, Device::Cpu(), args, arg_grads, grad_reqs);
 //   exec->Forward(/*is_train=*/true);
@@ -11,9 +13,9 @@
 //
 // Arrays are bound by argument name (Symbol::ListArguments). A gradient request per argument:
 // kWrite (overwrite the gradient array), kAdd (accumulate into it), kNull (not computed; work only
-// it needs is pruned). Environment: WEFT_ELIMINATE_COMMON_EXPR=0 turns CSE off,
-// WEFT_PLAN_MEMORY=0 gives every entry its own buffer, WEFT_EXEC_BULK_SIZE sets how many
-// consecutive nodes run as one engine op (1: one op per node).
+// it needs is pruned). Environment: each pass's switch (passes/pipeline.h:
+// WEFT_ELIMINATE_COMMON_EXPR, WEFT_USE_FUSION, WEFT_PLAN_MEMORY; =0 turns it off), and
+// WEFT_EXEC_BULK_SIZE, how many consecutive nodes run as one engine op (1: one op per node).
 //
 // A GraphExtension appends nodes after the gradient pass (weft::Trainer appends gradient clipping
 // and the optimizer's updates), so that fusion, memory planning and bulk execution see them with
@@ -44,8 +46,8 @@ struct GraphExtension {
   std::function<Graph(const Graph& graph, const std::vector<std::string>& grad_args)> append;
   // Per appended output, in order: the argument it is written into, in place (an optimizer
   // update's new weight), which must match it in shape and dtype. No node may read the output:
-  // the executor moves these nodes after every other node, in their order, so that every other
-  // reader of the arguments they write runs before them.
+  // Bind moves these nodes after every other node (passes/write_backs_last.h), in their order, so
+  // that every other reader of the arguments they write runs before them.
   std::vector<std::string> write_back;
 };
 
@@ -106,6 +108,13 @@ class Executor {
   const ArrayMap& args() const { return args_; }
   const ArrayMap& arg_grads() const { return arg_grads_; }
   ExecutorStats stats() const;
+  // What Bind made, as Graphviz DOT (render it with `dot -Tsvg`): the bound graph, its segments
+  // (nodes one engine op runs) as dashed clusters, each fused node as a cluster of its steps,
+  // each edge with the buffer the memory plan gave its value and its shape, the device in the
+  // title. With a pass's name (passes/pipeline.h: "eliminate_common_expr", "fuse_pointwise", ...)
+  // the graph as that pass left it. Throws weft::Error, listing the passes that ran, for a pass
+  // that did not run.
+  std::string ToDot(const std::string& after_pass = "") const;
 
   // The same symbol bound again for new argument shapes (e.g. another batch size): arguments
   // whose shape is unchanged keep their arrays (and gradients); the others get new arrays.

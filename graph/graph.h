@@ -111,6 +111,7 @@ class Graph {
   Graph WithTypes(std::vector<Shape> shapes, std::vector<DType> dtypes) const;
   Graph WithMemoryPlan(MemoryPlan plan) const;
   bool has_types() const { return types_ != nullptr; }
+  bool has_memory_plan() const { return memory_ != nullptr; }
   const std::vector<Shape>& shapes() const;
   const std::vector<DType>& dtypes() const;
   const MemoryPlan& memory() const;

@@ -1,8 +1,9 @@
 // Pointwise fusion: groups of connected pointwise ops (unary, binary with broadcasting, the scalar
 // forms, their backward ops, add_n, casts) and the reshapes between them become one
 // `_fused_pointwise` node each (ops/fusion/fused_group.h), which keeps the unfused ops as its
-// steps. Runs on a typed graph after the gradient and CSE, before memory planning (the executor's
-// Bind).
+// steps. Runs on a typed graph after the gradient and CSE, before memory planning (the bind
+// pipeline, passes/pipeline.h). The partition is passes/internal/fusion_partition.h; the rewrite,
+// fuse_pointwise.cc.
 //
 // A node joins a group when it is pointwise on floating-point data, every output of it has the
 // group's element count (only a binary op's inputs may be smaller: broadcast), it is in the same
@@ -18,7 +19,7 @@
 // where a fused kernel is bound by memory (a GPU); on the CPU a fused group runs at about the
 // speed of its math, and recomputing a GELU (a tanh per element) in backward cost the MLP of
 // bench/fusion_bench 15-20% of its training step, while the 8-op chain gained nothing from it.
-// The executor recomputes on GPUs only.
+// The bind pipeline recomputes on GPUs only.
 //
 //   Graph fused = FusePointwise(typed);   // typed.has_types()
 //   FusionStats stats;  FusePointwise(typed, &stats);   // stats.groups, stats.fused_nodes

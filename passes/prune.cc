@@ -1,5 +1,7 @@
 #include "passes/prune.h"
 
+#include "graph/rewrite.h"
+
 namespace weft {
 
 Graph Prune(const Graph& g) {
@@ -11,20 +13,11 @@ Graph Prune(const Graph& g) {
     if (!live[n]) continue;
     for (const NodeEntry& e : nodes[n].inputs) live[e.node] = true;
   }
-  std::vector<uint32_t> remap(nodes.size(), 0);
-  GraphBuilder out;
+  std::vector<uint32_t> order;
   for (uint32_t n = 0; n < nodes.size(); ++n) {
-    if (!live[n]) continue;
-    remap[n] = static_cast<uint32_t>(out.nodes.size());
-    Node node = nodes[n];
-    for (NodeEntry& e : node.inputs) e.node = remap[e.node];
-    if (node.forward_node >= 0) node.forward_node = remap[node.forward_node];
-    out.nodes.push_back(std::move(node));
+    if (live[n]) order.push_back(n);
   }
-  for (NodeEntry e : g.outputs()) out.outputs.push_back({remap[e.node], e.index});
-  out.num_forward_outputs = g.num_forward_outputs();
-  for (uint32_t h : g.head_grads()) out.head_grads.push_back(remap[h]);
-  return std::move(out).Freeze();
+  return Renumber(g, order);
 }
 
 }  // namespace weft

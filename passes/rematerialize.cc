@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "graph/rewrite.h"
 #include "passes/fusable.h"
 
 namespace weft {
@@ -18,7 +19,7 @@ class Remat {
         worth_(g.nodes().size(), kUnknown),
         copy_(g.nodes().size(), -1),
         stamp_(g.nodes().size(), 0),
-        new_index_(g.nodes().size(), 0) {
+        rewrite_(g) {
     for (uint32_t n = 0; n < size_.size(); ++n) size_[n] = FusableSize(g, n);
   }
 
@@ -27,11 +28,8 @@ class Remat {
     if (copies != nullptr) *copies = 0;
     if (!Needed()) return g_;
     for (uint32_t n = 0; n < g_.nodes().size(); ++n) Emit(n, made);
-    for (const NodeEntry& e : g_.outputs()) b_.outputs.push_back(Map(e));
-    b_.num_forward_outputs = g_.num_forward_outputs();
-    for (uint32_t h : g_.head_grads()) b_.head_grads.push_back(new_index_[h]);
     if (copies != nullptr) *copies = made;
-    return std::move(b_).Freeze().WithTypes(std::move(shapes_), std::move(dtypes_));
+    return std::move(rewrite_).Finish();
   }
 
  private:
@@ -100,61 +98,46 @@ class Remat {
     return worth_[f] == kYes;
   }
 
-  NodeEntry Map(const NodeEntry& e) const { return {new_index_[e.node], e.index}; }
-
-  uint32_t Push(Node node, uint32_t like) {
-    const uint32_t index = static_cast<uint32_t>(b_.nodes.size());
-    b_.nodes.push_back(std::move(node));
-    for (uint32_t o = 0; o < g_.num_outputs(like); ++o) {
-      shapes_.push_back(g_.shapes()[g_.EntryId({like, o})]);
-      dtypes_.push_back(g_.dtypes()[g_.EntryId({like, o})]);
-    }
-    return index;
-  }
-
   // Copies of f's cone not copied yet, in node order, in the backward phase.
   void EmitCopies(uint32_t f, size_t& made) {
     for (uint32_t m : Cone(f)) {
       if (copy_[m] >= 0) continue;
       Node node = g_.node(m);
       node.name += "_recomputed";
-      node.forward_node = new_index_[m];
+      node.forward_node = m;  // the original, in the backward phase
       for (size_t i = 0; i < node.inputs.size(); ++i) {
         const NodeEntry in = node.inputs[i];
         const bool copied = IsDataInput(node.op->pointwise.kind, i) && copy_[in.node] >= 0;
         node.inputs[i] =
-            copied ? NodeEntry{static_cast<uint32_t>(copy_[in.node]), in.index} : Map(in);
+            copied ? NodeEntry{static_cast<uint32_t>(copy_[in.node]), in.index} : rewrite_.Map(in);
       }
-      copy_[m] = Push(std::move(node), m);
+      copy_[m] = rewrite_.AddLike(std::move(node), m);
       ++made;
     }
   }
 
+  // Node n, reading the copies its recomputed inputs have in the backward phase.
   void Emit(uint32_t n, size_t& made) {
-    Node node = g_.node(n);
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      const NodeEntry in = node.inputs[i];
+    std::vector<NodeEntry> inputs = g_.node(n).inputs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const NodeEntry in = inputs[i];
       if (Recomputes(n, i)) {
         EmitCopies(in.node, made);
-        node.inputs[i] = {static_cast<uint32_t>(copy_[in.node]), in.index};
+        inputs[i] = {static_cast<uint32_t>(copy_[in.node]), in.index};
       } else {
-        node.inputs[i] = Map(in);
+        inputs[i] = rewrite_.Map(in);
       }
     }
-    if (node.forward_node >= 0) node.forward_node = new_index_[node.forward_node];
-    new_index_[n] = Push(std::move(node), n);
+    rewrite_.Keep(n, std::move(inputs));
   }
 
   const Graph& g_;
   std::vector<int64_t> size_;    // FusableSize per node
   std::vector<Worth> worth_;     // per forward node: whether to recompute it
-  std::vector<int64_t> copy_;    // per node: its copy in b_, or -1
+  std::vector<int64_t> copy_;    // per node: its copy in the new graph, or -1
   std::vector<uint64_t> stamp_;  // per node: token_ when in the cone being walked
   uint64_t token_ = 0;
-  std::vector<uint32_t> new_index_;  // per node: its index in b_
-  GraphBuilder b_;
-  std::vector<Shape> shapes_;
-  std::vector<DType> dtypes_;
+  GraphRewrite rewrite_;
 };
 
 }  // namespace

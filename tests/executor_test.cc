@@ -2,7 +2,7 @@
 // differences, gradient requests (write, add, null) do what they say, binding errors name the
 // argument, and memory planning changes no result. Ops that mutate an input all run, random ops
 // draw disjoint ranges however the graph is cut into bulk segments, and destroying an executor
-// waits only for its own ops and leaves other errors to their waiters.
+// waits only for its own ops and leaves other errors to their waiters. ToDot draws what Bind made.
 #include "executor/executor.h"
 
 #include <gtest/gtest.h>
@@ -10,11 +10,13 @@
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <regex>
 
 #include "core/error.h"
 #include "engine/engine.h"
 #include "graph/symbol.h"
 #include "passes/infer.h"
+#include "passes/pipeline.h"
 #include "storage/ndarray.h"
 #include "storage/random.h"
 #include "tests/engine_test_util.h"
@@ -451,6 +453,62 @@ TEST(Executor, AnExtensionsWriteBacksRunAfterEveryOtherReaderOfTheirArgument) {
                        {{"w1", GradReq::kWrite}, {"w2", GradReq::kWrite}}, wrong);
       },
       {"argument 'x' ((2, 3) float64) cannot take the output written into it, (3,) float64"});
+}
+
+size_t Count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// Loss()'s training graph, one node per segment: a cluster per fused group and per segment, and
+// each edge names the buffer the memory plan gave its entry (the pipeline run alone, on the same
+// request, makes the same plan).
+TEST(Executor, ToDotDrawsFusedGroupsSegmentsAndThePlansBuffers) {
+  std::unique_ptr<Executor> exec;
+  {
+    BulkSize size(1);
+    exec = Executor::Bind(Loss(), Device::Cpu(), Arrays(RandomValues(1)), ZeroGrads(),
+                          AllReqs(GradReq::kWrite));
+  }
+  const std::string dot = exec->ToDot();
+  EXPECT_EQ(dot.rfind("digraph weft {", 0), 0u) << dot;
+  EXPECT_NE(dot.find("on cpu"), std::string::npos);
+  const ExecutorStats stats = exec->stats();
+  ASSERT_GT(stats.fused_groups, 0u);
+  EXPECT_EQ(Count(dot, "subgraph cluster_fused_"), stats.fused_groups);
+  EXPECT_EQ(Count(dot, "subgraph cluster_segment_"), stats.forward_nodes + stats.backward_nodes);
+  BindRequest request;
+  request.device = Device::Cpu();
+  request.differentiate = {"x", "w", "b"};
+  for (const auto& [name, shape] : kShapes) {
+    request.shapes[name] = shape;
+    request.dtypes[name] = DType::kFloat64;
+  }
+  const BindResult bound = RunBindPipeline(Loss().ToGraph(), request);
+  const MemoryPlan& plan = bound.graph.memory();
+  const std::regex edge("tooltip=\"entry ([0-9]+): (user array|buf ([0-9]+))\"");
+  size_t buffers = 0;
+  for (std::sregex_iterator it(dot.begin(), dot.end(), edge), end; it != end; ++it) {
+    const int entry = std::stoi((*it)[1]);
+    ASSERT_LT(entry, static_cast<int>(plan.storage_id.size()));
+    const int expected = (*it)[3].matched ? std::stoi((*it)[3]) : MemoryPlan::kExternal;
+    EXPECT_EQ(plan.storage_id[entry], expected) << "entry " << entry;
+    buffers += (*it)[3].matched;
+  }
+  EXPECT_GT(buffers, 0u);
+}
+
+TEST(Executor, ToDotDrawsTheGraphAfterEachPass) {
+  auto exec = Executor::Bind(Loss(), Device::Cpu(), Arrays(RandomValues(1)), ZeroGrads(),
+                             AllReqs(GradReq::kWrite));
+  const std::string fused = exec->ToDot("fuse_pointwise");
+  EXPECT_NE(fused.find("after fuse_pointwise on cpu"), std::string::npos);
+  EXPECT_EQ(Count(fused, "subgraph cluster_fused_"), exec->stats().fused_groups);
+  EXPECT_EQ(fused.find("buf "), std::string::npos) << "not planned yet";
+  EXPECT_EQ(exec->ToDot("gradient").find("cluster_fused"), std::string::npos);
+  testing::ExpectErrorContains([&] { exec->ToDot("fusion"); },
+                               {"no pass 'fusion'", "'fuse_pointwise'", "plan_memory"});
 }
 
 // Dropout's mask for a range that starts at block `offset` of seed `seed`'s stream, computed from

@@ -1,8 +1,13 @@
 // graph/: symbols compose, list their arguments and outputs, freeze into the IR, and their JSON
-// form round-trips exactly; malformed JSON is rejected with an error that says what is wrong.
+// form round-trips exactly; malformed JSON is rejected with an error that says what is wrong. A
+// rewrite renumbers what names nodes; strongly connected components are found.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "graph/rewrite.h"
+#include "graph/strongly_connected.h"
 #include "graph/symbol.h"
 #include "tests/weft_test_util.h"
 
@@ -125,6 +130,70 @@ TEST(Graph, TypedAttributesComeWithANewGraphValue) {
               g.WithTypes({Shape{1}}, {DType::kFloat32});
             }).find("one shape per entry"),
             std::string::npos);
+}
+
+TEST(Graph, RenumberMovesInputsOutputsHeadGradientsForwardNodesAndTypes) {
+  // Nodes: 0 x, 1 exp(x), 2 head gradient variable, 3 backward of 1 (reads 2 and 1).
+  GraphBuilder b;
+  b.nodes.push_back(Node{nullptr, "x", {}, {}, -1});
+  const Op& exp = GetOp("exp");
+  b.nodes.push_back(Node{&exp, "e", ParseAttrs(exp, {}), {{0, 0}}, -1});
+  b.nodes.push_back(Node{nullptr, "e_head_grad", {}, {}, -1});
+  const Op& mul = GetOp("mul");
+  b.nodes.push_back(Node{&mul, "e_backward", ParseAttrs(mul, {}), {{2, 0}, {1, 0}}, 1});
+  b.outputs = {{1, 0}, {3, 0}};
+  b.num_forward_outputs = 1;
+  b.head_grads = {2};
+  const Graph g = std::move(b).Freeze().WithTypes(
+      {Shape{1}, Shape{2}, Shape{3}, Shape{4}},
+      {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kBFloat16});
+  const Graph r = Renumber(g, {2, 0, 1, 3});
+  EXPECT_EQ(r.node(0).name, "e_head_grad");
+  EXPECT_EQ(r.head_grads(), std::vector<uint32_t>{0});
+  EXPECT_EQ(r.node(2).inputs[0], (NodeEntry{1, 0}));
+  EXPECT_EQ(r.node(3).inputs[0], (NodeEntry{0, 0}));
+  EXPECT_EQ(r.node(3).forward_node, 2);
+  EXPECT_EQ(r.outputs(), (std::vector<NodeEntry>{{2, 0}, {3, 0}}));
+  EXPECT_EQ(r.num_forward_outputs(), 1u);
+  EXPECT_EQ(r.shapes(), (std::vector<Shape>{Shape{3}, Shape{1}, Shape{2}, Shape{4}}));
+  EXPECT_EQ(r.dtypes()[0], DType::kInt32);
+  EXPECT_NE(testing::ErrorMessage([&] {
+              Renumber(g, {0, 2, 3});
+            }).find("output 0 of node 'e'"),
+            std::string::npos)
+      << "a kept node reads a dropped one";
+  EXPECT_NE(testing::ErrorMessage([&] {
+              Renumber(g, {0, 1, 3});
+            }).find("'e_head_grad'"),
+            std::string::npos);
+}
+
+TEST(StronglyConnectedComponents, FindsEachCycleOnceSinksFirst) {
+  // 0 -> 1 -> 2 -> 0 and 2 -> 3 -> 4 -> 3; 5 alone with a self edge; 6 -> 0.
+  const auto components = StronglyConnectedComponents({{1}, {2}, {0, 3}, {4}, {3}, {5}, {0}});
+  ASSERT_EQ(components.size(), 4u);
+  auto sorted = [](std::vector<uint32_t> c) {
+    std::sort(c.begin(), c.end());
+    return c;
+  };
+  EXPECT_EQ(sorted(components[0]), (std::vector<uint32_t>{3, 4})) << "reached from 2: listed first";
+  EXPECT_EQ(sorted(components[1]), (std::vector<uint32_t>{0, 1, 2}));
+  EXPECT_EQ(sorted(components[2]), std::vector<uint32_t>{5});
+  EXPECT_EQ(sorted(components[3]), std::vector<uint32_t>{6});
+  EXPECT_TRUE(StronglyConnectedComponents({}).empty());
+  EXPECT_NE(testing::ErrorMessage([] {
+              StronglyConnectedComponents({{0, 7}});
+            }).find("vertex 0 has an edge to 7, which is not a vertex"),
+            std::string::npos);
+}
+
+TEST(StronglyConnectedComponents, ALongChainNeedsNoRecursion) {
+  std::vector<std::vector<uint32_t>> next(1 << 20);
+  for (uint32_t v = 0; v + 1 < next.size(); ++v) next[v] = {v + 1};
+  next.back() = {0};  // one cycle through every vertex
+  const auto components = StronglyConnectedComponents(next);
+  ASSERT_EQ(components.size(), 1u);
+  EXPECT_EQ(components[0].size(), next.size());
 }
 
 TEST(Symbol, TwoVariablesWithOneNameAreRejected) {

@@ -1,6 +1,7 @@
 // passes/: each pass alone. CSE on the XLNet pattern from the MXNet seed, random ops kept apart,
 // workspace-requesting ops merged; the gradient pass's structure; memory planning smaller than one
-// buffer per entry, with in-place runs.
+// buffer per entry, with in-place runs; write-backs moved last; the bind pipeline's order and
+// switches.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,7 +11,11 @@
 #include "passes/cse.h"
 #include "passes/gradient.h"
 #include "passes/infer.h"
+#include "passes/pipeline.h"
 #include "passes/plan_memory.h"
+#include "passes/prune.h"
+#include "passes/write_backs_last.h"
+#include "tests/weft_test_util.h"
 
 namespace weft {
 namespace {
@@ -136,6 +141,44 @@ TEST(GradientPass, SumsGradientsOfSharedEntriesAndPrunesWhatIsNotNeeded) {
   EXPECT_EQ(CountOps(only_w, "_backward_mul"), 0u);
 }
 
+TEST(Prune, DropsWhatNoOutputNeedsAndKeepsEveryArgument) {
+  Symbol x = Symbol::Variable("x"), unused = Symbol::Variable("unused");
+  Symbol dead = Symbol::Op("exp", {unused}, {}, "dead");
+  Symbol y = Symbol::Op("relu", {x}, {}, "y");
+  GraphBuilder b = Symbol::Group({y, dead}).ToGraph().ToBuilder();
+  b.outputs.pop_back();  // nothing reads `dead` now
+  b.num_forward_outputs = 1;
+  const Graph g = Prune(std::move(b).Freeze());
+  EXPECT_EQ(CountOps(g, "exp"), 0u);
+  EXPECT_EQ(g.ArgumentNodes().size(), 2u) << "arguments stay, so binding by name is unchanged";
+  EXPECT_EQ(g.node(g.outputs()[0].node).name, "y");
+}
+
+// up = sgd_update(w, relu(w)) is a write-back; exp(w), after it in the graph, must run before it.
+TEST(WriteBacksLast, MovesTheWriteBackNodesAfterEveryOtherNode) {
+  Symbol w = Symbol::Variable("w");
+  Symbol update = Symbol::Op("sgd_update", {w, Symbol::Op("relu", {w})}, {{"lr", "0.1"}}, "up");
+  Symbol other = Symbol::Op("exp", {w}, {}, "other");
+  const Graph g = InferShapesAndTypes(Symbol::Group({update, other}).ToGraph(), {{"w", Shape{4}}});
+  GraphBuilder b = g.ToBuilder();
+  std::swap(b.outputs[0], b.outputs[1]);  // the write-back is the last output
+  b.num_forward_outputs = 1;
+  const Graph ordered = std::move(b).Freeze().WithTypes(g.shapes(), g.dtypes());
+  const Graph last = WriteBacksLast(ordered, 1);
+  EXPECT_EQ(last.node(last.nodes().size() - 1).name, "up");
+  EXPECT_EQ(last.node(last.outputs()[1].node).name, "up");
+  EXPECT_EQ(last.node(last.outputs()[0].node).name, "other");
+  EXPECT_EQ(last.shapes()[last.EntryId(last.outputs()[1])], Shape{4}) << "types follow";
+  Symbol r = Symbol::Op("relu", {w}, {}, "r");
+  const Graph read = InferShapesAndTypes(
+      Symbol::Group({Symbol::Op("exp", {r}, {}, "e"), r}).ToGraph(), {{"w", Shape{4}}});
+  EXPECT_NE(testing::ErrorMessage([&] {
+              WriteBacksLast(read, 1);
+            }).find("node 'e' reads a write_back output"),
+            std::string::npos)
+      << "e reads r, the output written back";
+}
+
 TEST(PlanMemory, ReusesBuffersAndRunsInPlace) {
   // A chain of elementwise ops: each intermediate dies right after its user.
   Symbol x = Symbol::Variable("x");
@@ -156,6 +199,88 @@ TEST(PlanMemory, ReusesBuffersAndRunsInPlace) {
   EXPECT_EQ(no_inplace.memory().total_bytes, 2u * 256 * 256 * 4) << "two buffers, alternating";
   Graph naive = PlanMemory(g, external, {.reuse = false, .inplace = false});
   EXPECT_EQ(naive.memory().total_bytes, naive.memory().naive_bytes);
+}
+
+}  // namespace
+}  // namespace weft
+
+namespace weft {
+namespace {
+
+std::vector<std::string> PassNames(const BindResult& r) {
+  std::vector<std::string> names;
+  for (const BindResult::Pass& pass : r.passes) names.push_back(pass.name);
+  return names;
+}
+
+// loss = sum(exp(x * w) + x), differentiated with respect to w: a pointwise chain fusion takes.
+BindRequest MulExpRequest() {
+  BindRequest request;
+  request.device = Device::Cpu();
+  request.differentiate = {"w"};
+  request.shapes = {{"x", Shape{8}}, {"w", Shape{8}}};
+  return request;
+}
+
+Graph MulExp() {
+  Symbol x = Symbol::Variable("x"), w = Symbol::Variable("w");
+  Symbol y = Symbol::Op("add", {Symbol::Op("exp", {Symbol::Op("mul", {x, w})}), x});
+  return Symbol::Op("sum", {y}).ToGraph();
+}
+
+TEST(BindPipeline, RunsThePassesInOrderAndReturnsAPlannedGraph) {
+  const BindResult r = RunBindPipeline(MulExp(), MulExpRequest());
+  EXPECT_EQ(PassNames(r),
+            (std::vector<std::string>{"eliminate_common_expr", "gradient", "extend",
+                                      "infer_shapes_and_types", "fuse_pointwise", "plan_memory"}));
+  EXPECT_EQ(r.grad_args, std::vector<std::string>{"w"});
+  EXPECT_GT(r.fusion.groups, 0u);
+  EXPECT_EQ(CountOps(r.graph, "_fused_pointwise"), r.fusion.groups);
+  EXPECT_TRUE(r.graph.has_memory_plan());
+  EXPECT_EQ(&r.graph.nodes(), &r.passes.back().graph.nodes()) << "the last pass's graph";
+  EXPECT_EQ(r.graph.outputs().size(), 2u) << "the loss, then w's gradient";
+}
+
+TEST(BindPipeline, EachSwitchTurnsItsPassOff) {
+  {
+    testing::ScopedEnv off("WEFT_USE_FUSION", "0");
+    const BindResult r = RunBindPipeline(MulExp(), MulExpRequest());
+    EXPECT_EQ(CountOps(r.graph, "_fused_pointwise"), 0u);
+    EXPECT_EQ(r.fusion.groups, 0u);
+  }
+  {
+    testing::ScopedEnv off("WEFT_ELIMINATE_COMMON_EXPR", "0");
+    EXPECT_EQ(PassNames(RunBindPipeline(MulExp(), MulExpRequest()))[0], "gradient");
+  }
+  {
+    testing::ScopedEnv off("WEFT_PLAN_MEMORY", "0");
+    const MemoryPlan& plan = RunBindPipeline(MulExp(), MulExpRequest()).graph.memory();
+    EXPECT_EQ(plan.total_bytes, plan.naive_bytes) << "one buffer per entry";
+  }
+  testing::ScopedEnv bad("WEFT_PLAN_MEMORY", "sometimes");
+  testing::ExpectErrorContains([] { RunBindPipeline(MulExp(), MulExpRequest()); },
+                               {"WEFT_PLAN_MEMORY", "sometimes"});
+}
+
+TEST(BindPipeline, CallsTheCallersExtensionAndChecksAtTheirPlaces) {
+  BindRequest request = MulExpRequest();
+  std::vector<std::string> calls;
+  request.extend = [&](const Graph& g, const std::vector<std::string>& grad_args) {
+    calls.push_back("extend " + grad_args.at(0));
+    EXPECT_FALSE(g.has_types());
+    return g;
+  };
+  request.check_arguments = [&](const Graph& g, const std::vector<std::string>&) {
+    calls.push_back("arguments");
+    EXPECT_FALSE(g.has_types());
+  };
+  request.check_types = [&](const Graph& g, const std::vector<std::string>&) {
+    calls.push_back("types");
+    EXPECT_TRUE(g.has_types());
+    EXPECT_EQ(CountOps(g, "_fused_pointwise"), 0u) << "before fusion";
+  };
+  RunBindPipeline(MulExp(), request);
+  EXPECT_EQ(calls, (std::vector<std::string>{"extend w", "arguments", "types"}));
 }
 
 }  // namespace

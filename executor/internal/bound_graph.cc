@@ -4,19 +4,10 @@
 
 #include "core/env.h"
 #include "core/error.h"
-#include "passes/plan_memory.h"
 
 namespace weft {
 
 namespace {
-
-// Entries bound to user arrays: arguments, head gradients, and every graph output.
-std::vector<bool> ExternalEntries(const Graph& g) {
-  std::vector<bool> external(g.num_entries(), false);
-  for (uint32_t n : g.ArgumentNodes()) external[g.EntryId({n, 0})] = true;
-  for (const NodeEntry& e : g.outputs()) external[g.EntryId(e)] = true;
-  return external;
-}
 
 // Gradient output entry -> its request; write-back output entry (the outputs after the
 // gradients) -> in place.
@@ -60,10 +51,8 @@ BoundGraph::BoundGraph(const Graph& graph, Device device,
                        const std::vector<std::string>& grad_args,
                        const std::map<std::string, GradReq>& grad_reqs,
                        const std::vector<std::string>& write_back)
-    : device_(device) {
-  PlanOptions options;
-  options.reuse = options.inplace = GetEnvBool("WEFT_PLAN_MEMORY", true);
-  graph_ = PlanMemory(graph, ExternalEntries(graph), options);
+    : graph_(graph), device_(device) {
+  graph_.memory();  // throws unless the graph is planned
   AllocateEntries(args, arg_grads, grad_args, write_back);
   PrepareNodes(grad_reqs, grad_args);
   BuildSegments();

@@ -1,9 +1,10 @@
-// BoundGraph: what binding computes once, and never changes after: the optimized, typed and
-// planned graph, every entry's array (user arrays for arguments, gradients and outputs; views of
-// the memory plan's buffers for the rest), one Invocation per op node, and the segments of
-// consecutive nodes that are pushed to the engine as one op each. It pushes nothing: a GraphRun
-// (graph_run.h) pushes its segments, and is destroyed (which waits for them) before it. Immutable
-// after construction, so engine workers may run several of its segments at once.
+// BoundGraph: what binding computes once, and never changes after: the graph the bind pipeline
+// made (passes/pipeline.h: optimized, typed and planned), every entry's array (user arrays for
+// arguments, gradients and outputs; views of the memory plan's buffers for the rest), one
+// Invocation per op node, and the segments of consecutive nodes that are pushed to the engine as
+// one op each. It pushes nothing: a GraphRun (graph_run.h) pushes its segments, and is destroyed
+// (which waits for them) before it. Immutable after construction, so engine workers may run several
+// of its segments at once.
 //
 //   BoundGraph plan(graph, device, args, arg_grads, grad_args, grad_reqs);
 //   for (uint32_t s : plan.segments(Phase::kForward)) ... plan.segment(s).reads ...
@@ -42,10 +43,10 @@ class BoundGraph {
     const char* capture_barrier = nullptr;
   };
 
-  // `graph` has been through inference; this plans its memory, binds every entry to an array and
-  // prepares every node. Its outputs are the forward outputs, the gradients of `grad_args`, then
-  // one per `write_back` name, bound to that argument's array (GraphExtension). Throws
-  // weft::Error naming the node when an op cannot run on `device`.
+  // `graph` has been through the bind pipeline (typed, its memory planned); this binds every
+  // entry to an array and prepares every node. Its outputs are the forward outputs, the gradients
+  // of `grad_args`, then one per `write_back` name, bound to that argument's array
+  // (GraphExtension). Throws weft::Error naming the node when an op cannot run on `device`.
   BoundGraph(const Graph& graph, Device device, const std::map<std::string, NDArray>& args,
              const std::map<std::string, NDArray>& arg_grads,
              const std::vector<std::string>& grad_args,

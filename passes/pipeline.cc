@@ -1,0 +1,118 @@
+#include "passes/pipeline.h"
+
+#include <array>
+
+#include "core/env.h"
+#include "passes/cse.h"
+#include "passes/gradient.h"
+#include "passes/infer.h"
+#include "passes/plan_memory.h"
+#include "passes/write_backs_last.h"
+
+namespace weft {
+
+namespace {
+
+struct State {
+  const BindRequest& request;
+  BindResult& result;
+};
+
+// The argument nodes whose gradients are requested, in node order.
+std::vector<uint32_t> WithRespectTo(const Graph& g, const BindRequest& request) {
+  std::vector<uint32_t> wrt;
+  for (uint32_t n : g.ArgumentNodes()) {
+    if (request.differentiate.count(g.node(n).name) != 0) wrt.push_back(n);
+  }
+  return wrt;
+}
+
+// Whether the device's backend runs fused groups (every backend built with weft does; one that
+// does not keeps its graphs unfused rather than failing to bind).
+bool CanFuse(Device device) {
+  return GetOp("_fused_pointwise").On(device.type).compute != nullptr;
+}
+
+// Entries bound to user arrays: arguments (head gradients included) and every graph output.
+std::vector<bool> ExternalEntries(const Graph& g) {
+  std::vector<bool> external(g.num_entries(), false);
+  for (uint32_t n : g.ArgumentNodes()) external[g.EntryId({n, 0})] = true;
+  for (const NodeEntry& e : g.outputs()) external[g.EntryId(e)] = true;
+  return external;
+}
+
+Graph Cse(const Graph& g, State&) { return EliminateCommonExpr(g); }
+
+bool Differentiates(const Graph& g, const State& s) { return !WithRespectTo(g, s.request).empty(); }
+Graph Differentiate(const Graph& g, State& s) {
+  const std::vector<uint32_t> wrt = WithRespectTo(g, s.request);
+  for (uint32_t n : wrt) s.result.grad_args.push_back(g.node(n).name);
+  return Gradient(g, wrt);
+}
+
+Graph Extend(const Graph& g, State& s) {
+  const Graph out = s.request.extend ? s.request.extend(g, s.result.grad_args) : g;
+  if (s.request.check_arguments) s.request.check_arguments(out, s.result.grad_args);
+  return out;
+}
+
+Graph Infer(const Graph& g, State& s) {
+  const Graph typed =
+      InferShapesAndTypes(g, s.request.shapes, s.request.dtypes, s.request.device.type);
+  if (s.request.check_types) s.request.check_types(typed, s.result.grad_args);
+  return typed;
+}
+
+bool Fuses(const Graph&, const State& s) { return CanFuse(s.request.device); }
+Graph Fuse(const Graph& g, State& s) {
+  return FusePointwise(g, &s.result.fusion, /*recompute=*/s.request.device.is_gpu());
+}
+
+bool WritesBack(const Graph&, const State& s) { return s.request.num_write_backs > 0; }
+Graph MoveWriteBacks(const Graph& g, State& s) {
+  return WriteBacksLast(g, g.outputs().size() - s.request.num_write_backs);
+}
+
+Graph Plan(const Graph& g, State&) { return PlanMemory(g, ExternalEntries(g)); }
+Graph PlanNaive(const Graph& g, State&) {
+  return PlanMemory(g, ExternalEntries(g), {.reuse = false, .inplace = false});
+}
+
+struct PassRow {
+  const char* name;
+  const char* env;                              // its switch; null: none
+  bool (*applies)(const Graph&, const State&);  // null: always
+  Graph (*on)(const Graph&, State&);
+  Graph (*off)(const Graph&, State&);  // what runs instead when switched off; null: nothing
+};
+
+// The pipeline: the table in pipeline.h.
+constexpr std::array<PassRow, 7> kBindPasses = {{
+    {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
+    {"gradient", nullptr, Differentiates, Differentiate, nullptr},
+    {"extend", nullptr, nullptr, Extend, nullptr},
+    {"infer_shapes_and_types", nullptr, nullptr, Infer, nullptr},
+    {"fuse_pointwise", "WEFT_USE_FUSION", Fuses, Fuse, nullptr},
+    {"write_backs_last", nullptr, WritesBack, MoveWriteBacks, nullptr},
+    {"plan_memory", "WEFT_PLAN_MEMORY", nullptr, Plan, PlanNaive},
+}};
+
+}  // namespace
+
+BindResult RunBindPipeline(const Graph& graph, const BindRequest& request) {
+  BindResult result;
+  State state{request, result};
+  Graph g = graph;
+  for (const PassRow& row : kBindPasses) {
+    const bool on = row.env == nullptr || GetEnvBool(row.env, true);
+    if (row.applies != nullptr && !row.applies(g, state)) continue;
+    Graph (*run)(const Graph&, State&) = on ? row.on : row.off;
+    if (run == nullptr) continue;
+    g = run(g, state);
+    result.passes.push_back({row.name, g});
+  }
+  result.graph = g;
+  return result;
+}
+
+}  // namespace weft

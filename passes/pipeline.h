@@ -1,0 +1,70 @@
+// The bind pipeline: the one place that says which passes binding runs (executor/executor.h's
+// Bind), in what order, and the environment switch of each (on unless set to 0; another value
+// than 0 or 1 is a weft::Error naming it):
+//
+//   pass                    switch                       runs
+//   eliminate_common_expr   WEFT_ELIMINATE_COMMON_EXPR   always (passes/cse.h)
+//   gradient                -                            when a gradient is requested
+//   extend                  -                            the caller's nodes, then its checks
+//   infer_shapes_and_types  -                            always, for the device; then the checks
+//   fuse_pointwise          WEFT_USE_FUSION              when the device runs fused groups;
+//                                                        recomputing forward values on GPUs only
+//   write_backs_last        -                            when the extension writes arguments back
+//   plan_memory             WEFT_PLAN_MEMORY             always; off: one buffer per entry
+//
+// The result keeps the graph after each pass that ran, for Executor::ToDot.
+//
+//   BindRequest request;
+//   request.device = Device::Cpu();
+//   request.differentiate = {"fc1_weight"};
+//   request.shapes = {{"data", Shape{64, 784}}, ...};
+//   BindResult bound = RunBindPipeline(symbol.ToGraph(), request);
+//   bound.graph.memory() ... bound.grad_args ... bound.passes.back().name == "plan_memory"
+#pragma once
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "graph/graph.h"
+#include "passes/fuse_pointwise.h"
+
+namespace weft {
+
+struct BindRequest {
+  Device device;
+  // The arguments, by name, whose gradients are requested.
+  std::set<std::string> differentiate;
+  // Of the arguments bound (inference derives the rest where it can; dtypes default to float32).
+  std::map<std::string, Shape> shapes;
+  std::map<std::string, DType> dtypes;
+  // Null or: the graph after the gradient pass, whose outputs are the forward outputs then the
+  // gradients of `grad_args`, with nodes appended and `num_write_backs` outputs after the
+  // gradients, each written back into an argument (executor.h's GraphExtension).
+  std::function<Graph(const Graph&, const std::vector<std::string>& grad_args)> extend;
+  size_t num_write_backs = 0;
+  // Null or the caller's checks, which throw weft::Error: of the graph before inference (its
+  // arguments), and of the typed graph after it.
+  std::function<void(const Graph&, const std::vector<std::string>&grad_args)> check_arguments,
+      check_types;
+};
+
+struct BindResult {
+  struct Pass {
+    const char* name;  // as in the table above
+    Graph graph;       // after it
+  };
+  Graph graph;  // typed and planned (Graph::memory)
+  // The arguments whose gradients are outputs, in order, after the forward outputs.
+  std::vector<std::string> grad_args;
+  FusionStats fusion;
+  std::vector<Pass> passes;  // the passes that ran, in order
+};
+
+// Runs the pipeline on `graph` (a symbol's). Throws weft::Error from the passes and the checks.
+BindResult RunBindPipeline(const Graph& graph, const BindRequest& request);
+
+}  // namespace weft
