@@ -171,11 +171,19 @@ Direction<T> DirectionOf(const RnnCall& c, const LoopsLayout& layout, int l, int
 
 // ---- forward ----
 
+// What one sequence's cell writes at one step, (H) each: h', and c' (lstm) and U_n h + a_n (gru),
+// null in the other modes.
+template <typename T>
+struct CellOut {
+  T *h, *c, *hn;
+};
+
 // One sequence's cell at one step: `g` holds W x + b_ih on entry, the gates after their
-// nonlinearity on return; gh = U h + b_hh. Writes h' (and c', U_n h + a_n).
+// nonlinearity on return; gh = U h + b_hh.
 template <typename T>
 void CellForward(RnnMode mode, int64_t h, T* g, const T* gh, const T* h_prev, const T* c_prev,
-                 T* h_out, T* c_out, T* hn_out) {
+                 const CellOut<T>& out) {
+  const auto [h_out, c_out, hn_out] = out;
   for (int64_t j = 0; j < h; ++j) {
     switch (mode) {
       case RnnMode::kLstm: {
@@ -232,7 +240,8 @@ void ForwardDirection(const Direction<T>& v, T* y, T* gh) {
         continue;
       }
       CellForward(v.c.p.mode, d.h, pre + (t * d.n + n) * rows, gh + n * rows, hp + n * d.h,
-                  cp ? cp + n * d.h : nullptr, h_out, c_out, Direction<T>::At(v.hn, at));
+                  cp ? cp + n * d.h : nullptr,
+                  CellOut<T>{h_out, c_out, Direction<T>::At(v.hn, at)});
       std::copy(h_out, h_out + d.h, y_out);
     }
   }
