@@ -92,4 +92,17 @@ Shape Shape::Parse(std::string_view text) {
   return shape;
 }
 
+std::array<int64_t, Shape::kMaxDims> BroadcastStrides(const Shape& in, const Shape& out) {
+  std::array<int64_t, Shape::kMaxDims> strides{};
+  const int n = out.ndim();
+  int64_t stride = 1;
+  for (int d = n - 1; d >= 0; --d) {
+    const int di = in.ndim() - n + d;
+    const int64_t extent = di >= 0 ? in[di] : 1;
+    strides[d] = extent == 1 ? 0 : stride;
+    stride *= extent;
+  }
+  return strides;
+}
+
 }  // namespace weft

@@ -61,4 +61,11 @@ class Shape {
   int ndim_ = 0;
 };
 
+// The stride (in elements) of each axis of `out` when a row-major tensor of shape `in` is read
+// broadcast to it: `in` aligned at its last axis, stride 0 along the axes where `in` has extent 1
+// or no axis. Entries [0, out.ndim()) are set, the rest are 0; `in` must broadcast to `out`.
+//
+//   BroadcastStrides(Shape{3, 1}, Shape{2, 3, 4}) == {0, 1, 0}
+std::array<int64_t, Shape::kMaxDims> BroadcastStrides(const Shape& in, const Shape& out);
+
 }  // namespace weft

@@ -1,5 +1,7 @@
 #include "passes/fusable.h"
 
+#include "ops/fusion/fused_group.h"
+
 namespace weft {
 
 namespace {
@@ -13,7 +15,7 @@ bool FusedKernelDType(DType t) {
 }  // namespace
 
 bool IsDataInput(PointwiseKind kind, size_t pos) {
-  return pos == 0 || (kind != PointwiseKind::kCast && kind != PointwiseKind::kReshape);
+  return ReadsAsData(kind, static_cast<int>(pos));
 }
 
 int64_t FusableSize(const Graph& g, uint32_t n) {

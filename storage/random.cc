@@ -5,6 +5,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/philox.h"
+
 namespace weft {
 
 namespace {
@@ -52,28 +54,20 @@ RandomKey ReserveRandom(Device device, std::span<const uint64_t> counts) {
 }
 
 std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> ctr, std::array<uint32_t, 2> key) {
-  constexpr uint32_t kM0 = 0xD2511F53, kM1 = 0xCD9E8D57, kW0 = 0x9E3779B9, kW1 = 0xBB67AE85;
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = static_cast<uint64_t>(kM0) * ctr[0];
-    const uint64_t p1 = static_cast<uint64_t>(kM1) * ctr[2];
-    ctr = {static_cast<uint32_t>(p1 >> 32) ^ ctr[1] ^ key[0], static_cast<uint32_t>(p1),
-           static_cast<uint32_t>(p0 >> 32) ^ ctr[3] ^ key[1], static_cast<uint32_t>(p0)};
-    key = {key[0] + kW0, key[1] + kW1};
-  }
-  return ctr;
+  const PhiloxBlock b = Philox4x32(PhiloxBlock{{ctr[0], ctr[1], ctr[2], ctr[3]}}, key[0], key[1]);
+  return {b.v[0], b.v[1], b.v[2], b.v[3]};
 }
 
 uint32_t PhiloxStream::NextU32() {
   if (used_ == 4) {
-    const uint64_t c = key_.offset++;
-    block_ = Philox4x32({static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0, 0},
-                        {static_cast<uint32_t>(key_.seed), static_cast<uint32_t>(key_.seed >> 32)});
+    const PhiloxBlock b = PhiloxBlockAt(key_.seed, key_.offset++);
+    block_ = {b.v[0], b.v[1], b.v[2], b.v[3]};
     used_ = 0;
   }
   return block_[used_++];
 }
 
-float PhiloxStream::Uniform() { return static_cast<float>(NextU32() >> 8) * (1.0f / 16777216.0f); }
+float PhiloxStream::Uniform() { return PhiloxUniform(NextU32()); }
 
 double PhiloxStream::UniformDouble() {
   const uint64_t hi = NextU32() >> 5, lo = NextU32() >> 6;

@@ -2,6 +2,7 @@
 // messages about untrusted input, and parsing JSON from outside.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdlib>
 #include <string>
 
@@ -109,6 +110,18 @@ TEST(Shape, ParsesAttributeText) {
   EXPECT_TRUE(Contains(testing::ErrorMessage([] { Shape::Parse("(1,1,1,1,1,1,1,1,1)"); }),
                        "at most 8 axes"));
   EXPECT_THROW((Shape{-1}), Error);
+}
+
+// What every broadcasting compute reads with: the operand aligned at its last axis, stride 0 where
+// it has extent 1 or no axis, row-major strides elsewhere.
+TEST(Shape, BroadcastStridesAlignAtTheLastAxisWithZeroWhereBroadcast) {
+  using Strides = std::array<int64_t, Shape::kMaxDims>;
+  EXPECT_EQ(BroadcastStrides(Shape{3, 1}, Shape{2, 3, 4}), (Strides{0, 1, 0}));
+  EXPECT_EQ(BroadcastStrides(Shape{2, 3, 4}, Shape{2, 3, 4}), (Strides{12, 4, 1}));
+  EXPECT_EQ(BroadcastStrides(Shape{4}, Shape{2, 3, 4}), (Strides{0, 0, 1}));
+  EXPECT_EQ(BroadcastStrides(Shape{2, 1, 4}, Shape{2, 3, 4}), (Strides{4, 0, 1}));
+  EXPECT_EQ(BroadcastStrides(Shape(), Shape{5, 6}), Strides{});
+  EXPECT_EQ(BroadcastStrides(Shape{1, 1}, Shape{1, 1}), Strides{});
 }
 
 // Found by the op_attrs fuzzer: reshape's inference multiplied the extents of a parsed shape past

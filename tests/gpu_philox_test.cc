@@ -1,4 +1,4 @@
-// The GPU draws exactly the CPU's random numbers: Philox4x32-10 in ops/gpu/kernels/philox.cuh
+// The GPU draws exactly the CPU's random numbers: core/philox.h compiled by NVRTC (philox.cuh)
 // against storage/random.cc's PhiloxStream, number for number, and so Dropout's mask on the GPU
 // equals the CPU's for the same RandomKey.
 #include <gtest/gtest.h>

@@ -18,6 +18,7 @@
 #include "executor/executor.h"
 #include "graph/symbol.h"
 #include "ops/fusion/fused_group.h"
+#include "ops/fusion/internal/step_plan.h"
 #include "ops/invocation.h"
 #include "passes/cse.h"
 #include "passes/fuse_pointwise.h"
@@ -320,6 +321,30 @@ TEST(Fusion, AnAddedOutputThatLaterStepsReadStaysTheValue) {
       ASSERT_NEAR(ev[i], std::exp(relu), 1e-6 * std::exp(relu)) << i;
     }
   }
+}
+
+// relu(x) stored, neg(exp(relu(x))) not asked for: exp is read only by neg, which is dead, so
+// exp is dead too (FusedGroup::LiveSteps, which both devices' plans follow).
+TEST(Fusion, AStepReadOnlyByADeadStepIsNotLive) {
+  const Symbol r = Op1("relu", Var("x"));
+  const Graph g =
+      FusePointwise(Typed(Symbol::Group({r, Op1("neg", Op1("exp", r))}), {{"x", Shape{100}}}));
+  ASSERT_EQ(Groups(g).size(), 1u);
+  const FusedGroup& group = *Groups(g)[0];
+  ASSERT_EQ(group.steps.size(), 3u);
+  ASSERT_EQ(group.outputs.size(), 2u);
+  const std::vector<int> producer = group.Producers();
+  std::vector<OpReq> req(2, OpReq::kNull);
+  for (size_t k = 0; k < req.size(); ++k) {
+    if (producer[group.outputs[k]] == 0) req[k] = OpReq::kWriteInplace;  // relu's output only
+  }
+  EXPECT_EQ(group.LiveSteps(req), (std::vector<bool>{true, false, false}));
+  const StepPlan plan(group, Device::Cpu(), req);
+  EXPECT_TRUE(plan.runs(0));
+  EXPECT_FALSE(plan.runs(1)) << "exp is read only by a step that does not run";
+  EXPECT_FALSE(plan.runs(2));
+  EXPECT_EQ(group.LiveSteps(std::vector<OpReq>(2, OpReq::kNull)), std::vector<bool>(3, false));
+  EXPECT_EQ(group.LiveSteps(std::vector<OpReq>(2, OpReq::kAddTo)), std::vector<bool>(3, true));
 }
 
 TEST(Fusion, TheFusedOpCannotBeCalledOrLoaded) {

@@ -22,6 +22,16 @@ TEST(WeftApi, ArithmeticAndTypedCalls) {
   EXPECT_EQ(op::Call("abs", {a})[0].ToVector<float>(), (std::vector<float>{1, 2, 3, 4}));
 }
 
+// weft/ops.h expands the elementwise tables (ops/elementwise/unary_ops.h, binary_ops.h): every row
+// has its typed call, the *_scalar ops too.
+TEST(WeftApi, EveryElementwiseOpOfTheTablesHasATypedCall) {
+  NDArray a = NDArray::FromVector(std::vector<float>{1, -2, 3, -4}, Shape{2, 2});
+  EXPECT_EQ(op::abs(a).ToVector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(op::mul_scalar(a, {{"scalar", "2"}}).ToVector<float>(),
+            (std::vector<float>{2, -4, 6, -8}));
+  EXPECT_EQ(op::maximum(a, op::neg(a)).ToVector<float>(), (std::vector<float>{1, 2, 3, 4}));
+}
+
 TEST(WeftApi, CompoundAssignmentWorksInPlace) {
   NDArray a = NDArray::FromVector(std::vector<float>{1, 2, 3, 4}, Shape{2, 2});
   NDArray alias = a;  // same memory

@@ -1,6 +1,8 @@
 // Typed calls for the registered operators: weft::op::<name>(inputs..., attrs) runs the op on
 // NDArrays through Invoke (see imperative.h) and returns its output; ops with several outputs
-// return them all. Attributes are the op's, as strings.
+// return them all. Attributes are the op's, as strings. The elementwise unary and binary ops get
+// theirs from the tables that define them (ops/elementwise/unary_ops.h, binary_ops.h), so an op
+// added there has its call here too.
 //
 //   NDArray h = op::FullyConnected(x, w, b, {{"num_hidden", "128"}});
 //   NDArray y = op::relu(h);
@@ -10,6 +12,8 @@
 
 #include <vector>
 
+#include "ops/elementwise/binary_ops.h"
+#include "ops/elementwise/unary_ops.h"
 #include "storage/ndarray.h"
 #include "weft/imperative.h"
 
@@ -21,33 +25,18 @@ inline std::vector<NDArray> Call(const std::string& name, const std::vector<NDAr
   return Invoke(name, inputs, attrs);
 }
 
-#define WEFT_UNARY_OP(name)                                          \
+#define WEFT_UNARY_OP(name, ...)                                     \
   inline NDArray name(const NDArray& x, const AttrMap& attrs = {}) { \
     return Invoke(#name, {x}, attrs)[0];                             \
   }
-#define WEFT_BINARY_OP(name)                                                           \
+#define WEFT_BINARY_OP(name, ...)                                                      \
   inline NDArray name(const NDArray& a, const NDArray& b, const AttrMap& attrs = {}) { \
     return Invoke(#name, {a, b}, attrs)[0];                                            \
   }
 
-WEFT_UNARY_OP(neg)
-WEFT_UNARY_OP(exp)
-WEFT_UNARY_OP(log)
-WEFT_UNARY_OP(sqrt)
-WEFT_UNARY_OP(square)
-WEFT_UNARY_OP(abs)
-WEFT_UNARY_OP(sigmoid)
-WEFT_UNARY_OP(tanh)
-WEFT_UNARY_OP(relu)
-WEFT_UNARY_OP(softrelu)
-WEFT_UNARY_OP(gelu)
+WEFT_UNARY_OPS(WEFT_UNARY_OP)
 WEFT_UNARY_OP(Activation)
-WEFT_BINARY_OP(add)
-WEFT_BINARY_OP(sub)
-WEFT_BINARY_OP(mul)
-WEFT_BINARY_OP(div)
-WEFT_BINARY_OP(maximum)
-WEFT_BINARY_OP(minimum)
+WEFT_BINARY_OPS(WEFT_BINARY_OP)
 
 #undef WEFT_UNARY_OP
 #undef WEFT_BINARY_OP

@@ -10,6 +10,7 @@
 #include <array>
 #include <string>
 
+#include "core/shape.h"
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/elementwise/binary_ops.h"
 #include "ops/op.h"
@@ -19,18 +20,8 @@ namespace {
 
 // Walks the output in row-major order, tracking the matching element of each operand.
 struct BroadcastIndexer {
-  BroadcastIndexer(const Shape& out, const Shape& a, const Shape& b) : out_(out) {
-    const int n = out.ndim();
-    int64_t sa = 1, sb = 1;
-    for (int i = n - 1; i >= 0; --i) {
-      const int ia = a.ndim() - n + i, ib = b.ndim() - n + i;
-      const int64_t ea = ia >= 0 ? a[ia] : 1, eb = ib >= 0 ? b[ib] : 1;
-      stride_a_[i] = ea == 1 ? 0 : sa;
-      stride_b_[i] = eb == 1 ? 0 : sb;
-      sa *= ea;
-      sb *= eb;
-    }
-  }
+  BroadcastIndexer(const Shape& out, const Shape& a, const Shape& b)
+      : out_(out), stride_a_(BroadcastStrides(a, out)), stride_b_(BroadcastStrides(b, out)) {}
   template <typename F>
   void ForEach(F&& f) const {  // f(out_index, a_index, b_index)
     const int n = out_.ndim();
@@ -52,7 +43,7 @@ struct BroadcastIndexer {
 
  private:
   Shape out_;
-  std::array<int64_t, Shape::kMaxDims> stride_a_{}, stride_b_{};
+  std::array<int64_t, Shape::kMaxDims> stride_a_, stride_b_;
 };
 
 // The loops over [s, e) of operands of one shape, vectorized (WEFT_CPU_VECTOR_CLONES); the

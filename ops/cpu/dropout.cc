@@ -2,6 +2,7 @@
 // draws a number does not matter: each chunk of four elements starts its own stream at its own
 // Philox block, so a seed gives the same mask whatever the number of engine workers or intra-op
 // threads.
+#include "core/philox.h"
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/nn/nn_params.h"
 #include "ops/op.h"
@@ -23,7 +24,7 @@ void DropoutTrain(RandomKey key, double p, const T* x, int64_t n, std::span<cons
   ParallelFor(blocks, 1024, [&](int64_t b, int64_t e) {
     PhiloxStream stream(RandomKey{key.seed, key.offset + static_cast<uint64_t>(b)});
     for (int64_t i = b * kPerBlock; i < std::min(n, e * kPerBlock); ++i) {
-      const T keep = static_cast<double>(stream.Uniform()) >= p ? scale : T(0);
+      const T keep = DropoutKeeps(stream.Uniform(), p) ? scale : T(0);
       Store(y[i], req[0], x[i] * keep);  // x is read before y is written: safe in place
       Store(mask[i], req[1], keep);
     }

@@ -9,27 +9,29 @@
 // gathered into a tile of their own for each binary step that reads them. A run of unary steps on
 // float32, each reading the one before (the benchmark's chain, its backward), runs as a lane chain
 // instead (ops/cpu/internal/lane_chain.h): 64 elements at a time through every functor of the run
-// in vector registers, the same functors on the same elements, so the same bits; fusion_bench's
-// chain: fused inference 11-12.9 -> 8.8-9.7 ms, training step 30-31.5 -> 19-21 ms (a switch in
-// the same binary, 3 runs in turns).
+// in vector registers, the same functors on the same elements, so the same bits. Kept because
+// fusion_bench's chain runs faster with them, inference and training step alike
+// (`bazel run --config=opt //bench:fusion_bench -- --pass=0 --mlp=0 --peer=0 --reps=20`, chains on
+// and off; bench/README.md has the figures).
 //
 // Outputs too large to stay in cache (kStreamBytes) and written, not added to, are computed into a
 // tile of their own and then stored with non-temporal (streaming) stores, on x86-64: a plain store
 // first reads each line it misses (a read for ownership), a third of the memory traffic of a
 // chain that reads x and writes y; a lane chain that computes such an output stores it so itself,
-// straight from its registers, with no staging tile. (The 8-op chain on 16M floats, one thread,
-// AVX-512 loops, on the 2-core machine weft is developed on: 27.3 ms with plain stores, 24.4 ms
-// streaming, the best of 5 runs of 10.) While a tile's steps run, the inputs of the thread's next
-// tile are prefetched (NextTilePrefetch), so that main memory and the steps overlap:
-// fusion_bench's chain, fused inference 10.2-10.4 -> 8.9-9.9 ms and training step 27.9-28.3 ->
-// 20.9-23.6 ms, medians of 20 in turns, 3 runs each.
+// straight from its registers, with no staging tile. Kept because the 8-op chain on 16M floats
+// runs faster so on one thread (`fusion_bench --pass=0 --mlp=0 --peer=0 --threads=1 --reps=10`,
+// plain stores against streaming). While a tile's steps run, the inputs of the thread's next tile
+// are prefetched (NextTilePrefetch), so that main memory and the steps overlap; kept because
+// fusion_bench's chain runs faster with it (the first command, with and without).
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
 
+#include "core/shape.h"
 #include "core/small_vector.h"
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/cpu/internal/lane_chain.h"
@@ -114,15 +116,8 @@ class NextTilePrefetch {
 class BroadcastGather {
  public:
   BroadcastGather(const Shape& in, const Shape& out, DType dtype)
-      : esize_(DTypeSize(dtype)), ndim_(out.ndim()) {
-    int64_t stride = 1;
-    for (int d = ndim_ - 1; d >= 0; --d) {
-      const int di = in.ndim() - ndim_ + d;
-      const int64_t extent = di >= 0 ? in[di] : 1;
-      extent_[d] = out[d];
-      stride_[d] = extent == 1 ? 0 : stride;
-      stride *= extent;
-    }
+      : esize_(DTypeSize(dtype)), ndim_(out.ndim()), stride_(BroadcastStrides(in, out)) {
+    for (int d = 0; d < ndim_; ++d) extent_[d] = out[d];
   }
 
   void Gather(const void* src, int64_t begin, int64_t n, void* dst) const {
@@ -149,7 +144,8 @@ class BroadcastGather {
  private:
   size_t esize_;
   int ndim_;
-  int64_t extent_[Shape::kMaxDims] = {}, stride_[Shape::kMaxDims] = {};
+  std::array<int64_t, Shape::kMaxDims> stride_;
+  int64_t extent_[Shape::kMaxDims] = {};
 };
 
 class FusedCpu {
@@ -166,9 +162,9 @@ class FusedCpu {
     }
     chains_ = PlanLaneChains(g, plan_);
     for (size_t k = 0; k < req.size(); ++k) {
-      const bool write = req[k] == OpReq::kWrite || req[k] == OpReq::kWriteInplace;
       const bool stream =
-          write && g.size * static_cast<int64_t>(DTypeSize(g.dtypes[g.outputs[k]])) >= kStreamBytes;
+          Writes(req[k]) &&
+          g.size * static_cast<int64_t>(DTypeSize(g.dtypes[g.outputs[k]])) >= kStreamBytes;
       staged_.push_back(stream && !StreamFromChain(g.outputs[k]));
     }
     num_staged_ = std::count(staged_.begin(), staged_.end(), true);
@@ -189,18 +185,13 @@ class FusedCpu {
     const int64_t batches = (tiles + tiles_per_batch - 1) / tiles_per_batch;
     std::atomic<int64_t> next{0};
     ParallelFor(batches, 1, [&](int64_t, int64_t) {
-      const size_t uses = plan_.broadcast_uses().size();
-      std::vector<double> memory(
-          ((plan_.num_slots() + uses + num_staged_) * slot_bytes_per_element_ * tile_ + 7) / 8);
-      std::vector<TensorView> values(group_->num_values()), outs(out.size()), gathered(uses);
-      NextTilePrefetch prefetch;
+      ThreadScratch scratch = NewScratch(out.size());
       for (int64_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < batches;) {
         const int64_t end = std::min(tiles, (b + 1) * tiles_per_batch);
         for (int64_t t = b * tiles_per_batch; t < end; ++t) {
-          const int64_t begin = t * tile_, n = std::min(tile_, group_->size - begin);
-          PrefetchNext(in, t + 1 < end ? begin + n : group_->size, prefetch);
-          RunTile(ctx, in, out, begin, n, reinterpret_cast<char*>(memory.data()), values, outs,
-                  gathered, prefetch);
+          const Tile tile{t * tile_, std::min(tile_, group_->size - t * tile_)};
+          PrefetchNext(in, t + 1 < end ? tile.begin + tile.n : group_->size, scratch.prefetch);
+          RunTile(ctx, in, out, tile, scratch);
         }
       }
       StreamFence();
@@ -208,6 +199,31 @@ class FusedCpu {
   }
 
  private:
+  // Elements [begin, begin + n) of the iteration space.
+  struct Tile {
+    int64_t begin, n;
+  };
+
+  // What one thread reuses from tile to tile: the memory of the tile's slots, gathered inputs and
+  // staged outputs, in that order; the views of every value, output and broadcast use; and the
+  // prefetch of its next tile.
+  struct ThreadScratch {
+    std::vector<double> memory;
+    std::vector<TensorView> values, outs, gathered;
+    NextTilePrefetch prefetch;
+  };
+
+  ThreadScratch NewScratch(size_t num_outputs) const {
+    const size_t uses = plan_.broadcast_uses().size();
+    ThreadScratch s;
+    s.memory.resize(
+        ((plan_.num_slots() + uses + num_staged_) * slot_bytes_per_element_ * tile_ + 7) / 8);
+    s.values.resize(group_->num_values());
+    s.outs.resize(num_outputs);
+    s.gathered.resize(uses);
+    return s;
+  }
+
   // Whether a lane chain stores `value`, an output the plan writes in place (kOutput): if so, the
   // chain's step streams it straight into the output, instead of the output being staged.
   bool StreamFromChain(uint32_t value) {
@@ -268,48 +284,54 @@ class FusedCpu {
     RunLaneChain(chain.steps, src, others.data(), dsts.data(), ahead.span(), 0, n);
   }
 
-  void RunTile(const OpContext& ctx, std::span<const TensorView> in,
-               std::span<const TensorView> out, int64_t begin, int64_t n, char* memory,
-               std::vector<TensorView>& values, std::vector<TensorView>& outs,
-               std::vector<TensorView>& gathered, const NextTilePrefetch& prefetch) const {
+  // Points the views of `s` at the tile: inputs read in full and outputs at their slices (staged
+  // outputs at their memory), values at their slots, broadcast uses at their gathered copies.
+  void BindTile(std::span<const TensorView> in, std::span<const TensorView> out, Tile tile,
+                ThreadScratch& s) const {
     const FusedGroup& g = *group_;
     const size_t slot_bytes = slot_bytes_per_element_ * tile_;
-    const Shape tile{n};  // built once: a Shape's constructor checks each extent
+    const Shape shape{tile.n};  // built once: a Shape's constructor checks each extent
+    char* memory = reinterpret_cast<char*>(s.memory.data());
     for (uint32_t i = 0; i < g.num_inputs; ++i) {
-      values[i] =
-          input_kind_[i] == FusedGroup::InputKind::kFull ? Slice(in[i], begin, tile) : in[i];
+      s.values[i] =
+          input_kind_[i] == FusedGroup::InputKind::kFull ? Slice(in[i], tile.begin, shape) : in[i];
     }
     for (uint32_t v = g.num_inputs; v < g.num_values(); ++v) {
       const int slot = plan_.slot(v);
       void* data = slot >= 0 ? memory + slot * slot_bytes : nullptr;
-      values[v] = TensorView(data, tile, g.dtypes[v], Device::Cpu());
+      s.values[v] = TensorView(data, shape, g.dtypes[v], Device::Cpu());
     }
     char* next = memory + plan_.num_slots() * slot_bytes;
-    for (size_t u = 0; u < gathered.size(); ++u, next += slot_bytes) {
+    for (size_t u = 0; u < s.gathered.size(); ++u, next += slot_bytes) {
       const uint32_t input = plan_.broadcast_uses()[u].input;
-      gathers_[u].Gather(in[input].raw(), begin, n, next);
-      gathered[u] = TensorView(next, tile, g.dtypes[input], Device::Cpu());
+      gathers_[u].Gather(in[input].raw(), tile.begin, tile.n, next);
+      s.gathered[u] = TensorView(next, shape, g.dtypes[input], Device::Cpu());
     }
     for (size_t k = 0; k < out.size(); ++k) {
-      outs[k] = staged_[k] ? TensorView(next, tile, out[k].dtype(), Device::Cpu())
-                           : Slice(out[k], begin, tile);
+      s.outs[k] = staged_[k] ? TensorView(next, shape, out[k].dtype(), Device::Cpu())
+                             : Slice(out[k], tile.begin, shape);
       if (staged_[k]) next += slot_bytes;
     }
-    plan_.Begin(values, outs);
+  }
+
+  void RunTile(const OpContext& ctx, std::span<const TensorView> in,
+               std::span<const TensorView> out, Tile tile, ThreadScratch& s) const {
+    BindTile(in, out, tile, s);
+    plan_.Begin(s.values, s.outs);
     for (const Item& item : items_) {
       if (item.chain >= 0) {
-        RunChain(chains_[item.chain], values, n);
+        RunChain(chains_[item.chain], s.values, tile.n);
         continue;
       }
-      if (item.share >= 0) prefetch.Share(item.share, num_shares_);
-      plan_.RunStep(ctx, item.step, StepPlan::Layout::kTiles, values, gathered);
+      if (item.share >= 0) s.prefetch.Share(item.share, num_shares_);
+      plan_.RunStep(ctx, item.step, StepPlan::Layout::kTiles, s.values, s.gathered);
     }
-    plan_.End(ctx, values, outs);
+    plan_.End(ctx, s.values, s.outs);
     for (size_t k = 0; k < out.size(); ++k) {
       if (!staged_[k]) continue;
       const size_t esize = DTypeSize(out[k].dtype());
-      StreamCopy(static_cast<const char*>(outs[k].raw()),
-                 static_cast<char*>(out[k].raw()) + begin * esize, n * esize);
+      StreamCopy(static_cast<const char*>(s.outs[k].raw()),
+                 static_cast<char*>(out[k].raw()) + tile.begin * esize, tile.n * esize);
     }
   }
 

@@ -525,11 +525,26 @@ const float* StateGrad(const RnnCall& c, std::span<const TensorView> in, int out
                     : in[c.s.BackwardOutGrad(output)].data<float>() + c.StateBlock(layer, 0);
 }
 
+// What every layer's backward shares: the call, the reserve and its layout, _backward_RNN's
+// inputs, the backward scratch's bytes (BackwardScratchBytes) and the staged outputs.
+struct BackwardCall {
+  const RnnCall& c;
+  const DnnlLayout& layout;
+  void* reserve;
+  std::span<const TensorView> in;
+  const std::vector<size_t>& bytes;
+  const StagedOutputs& staged;
+};
+
 // Layer l's backward: from dy, the gradient of its output, to dx, that of its input, the
-// gradients of its initial states and (when requested) of its weights. in: _backward_RNN's.
-void BackwardLayer(const RnnCall& c, int l, const DnnlPrimitive& prim, const DnnlLayout& layout,
-                   void* reserve, std::span<const TensorView> in, const float* dy, float* dx,
-                   const std::vector<size_t>& bytes, const StagedOutputs& staged) {
+// gradients of its initial states and (when requested) of its weights.
+void BackwardLayer(const BackwardCall& b, int l, const DnnlPrimitive& prim, const float* dy,
+                   float* dx) {
+  const RnnCall& c = b.c;
+  const DnnlLayout& layout = b.layout;
+  void* reserve = b.reserve;
+  const std::span<const TensorView> in = b.in;
+  const StagedOutputs& staged = b.staged;
   auto scratch = [&](BackwardScratch k) { return static_cast<float*>(staged.Extra(k)); };
   const std::span<const TensorView> fwd = in.subspan(c.s.BackwardInput(0), c.s.num_inputs);
   float* y = const_cast<float*>(in[RnnSlots::kBackwardOut].data<float>());  // read only
@@ -548,7 +563,7 @@ void BackwardLayer(const RnnCall& c, int l, const DnnlPrimitive& prim, const Dnn
                      {scratch(kBwdPlainLayer), scratch(kBwdPlainIter), scratch(kBwdChosenLayer),
                       scratch(kBwdChosenIter), scratch(kBwdBias)});
   for (const BackwardScratch k : {kDiffLayer, kDiffIter, kDiffBias})
-    std::fill_n(scratch(k), bytes[k] / sizeof(float), 0.0f);
+    std::fill_n(scratch(k), b.bytes[k] / sizeof(float), 0.0f);
   ExecutePrimitive(prim,
                    BackwardArgs(c, l, prim, w, t, g, At(reserve, layout.workspace[l]), staged),
                    staged.Extra(kBwdPad));
@@ -612,7 +627,7 @@ void RnnBackwardDnnl(const OpContext& ctx, const RnnCall& c, std::span<const Ten
   for (int l = c.d.layers - 1; l >= 0; --l) {
     float* dx = l == 0 ? staged.Target(RnnSlots::kData).data<float>()
                        : static_cast<float*>(staged.Extra((c.d.layers - 1 - l) % 2 ? kDyB : kDyA));
-    BackwardLayer(c, l, prims[l], layout, reserve, in, dy, dx, bytes, staged);
+    BackwardLayer({c, layout, reserve, in, bytes, staged}, l, prims[l], dy, dx);
     if (l == 0) break;
     if (c.p.p > 0) {  // dropout's gradient: through the forward's mask
       const float* mask = At(reserve, layout.mask[l]);

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/cpu/internal/rnn_cpu.h"
+#include "ops/math/unary.h"
 
 namespace weft::cpu {
 namespace {
@@ -40,9 +41,10 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, in
   });
 }
 
+// The gates' sigmoid: the sigmoid op's own math (ops/math/unary.h).
 template <typename T>
 T Sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
+  return fn::Sigmoid::Fwd(x, T(0));
 }
 
 // ---- what the forward keeps of every step, for the backward ----
@@ -126,10 +128,27 @@ struct Direction {
   static T* At(T* base, int64_t offset) { return base ? base + offset : nullptr; }
 };
 
+// What every layer reads: data (T, N, I), the parameters (P), the initial states (L*D, N, H), c0
+// for lstm only (else null).
 template <typename T>
-Direction<T> DirectionOf(const RnnCall& c, const LoopsLayout& layout, int l, int dir, const T* w,
-                         const T* data, const T* h0, const T* c0, T* saved) {
+struct LayersInput {
+  const T *data, *w, *h0, *c0;
+};
+
+// What the forward over every layer writes: the last layer's y to `out` (T, N, D*H), the final
+// states to hy, cy (L*D, N, H) when not null; `saved`: LoopsLayout(c).size() elements. Scratch:
+// y (T, N, D*H) of the layers before the last, gh (N, G*H).
+template <typename T>
+struct LayersOutput {
+  T *out, *hy, *cy, *saved;
+  T *y_scratch, *gh;
+};
+
+template <typename T>
+Direction<T> DirectionOf(const RnnCall& c, const LoopsLayout& layout, int l, int dir,
+                         const LayersInput<T>& in, T* saved) {
   const RnnParamLayout params(c.p, c.d.i);
+  const T *w = in.w, *c0 = in.c0;
   const RnnBlock& b = params.Block(l, dir);
   const Saved& s = layout.At(l, dir);
   return {c,
@@ -140,9 +159,9 @@ Direction<T> DirectionOf(const RnnCall& c, const LoopsLayout& layout, int l, int
           w + b.weight_hh,
           w + b.bias_ih,
           w + b.bias_hh,
-          l == 0 ? data : saved + layout.Input(l),
+          l == 0 ? in.data : saved + layout.Input(l),
           b.input,
-          h0 + c.StateBlock(l, dir),
+          in.h0 + c.StateBlock(l, dir),
           c0 ? c0 + c.StateBlock(l, dir) : nullptr,
           c.p.mode == RnnMode::kLstm || c.p.mode == RnnMode::kGru ? saved + s.gates : nullptr,
           c.p.mode == RnnMode::kGru ? saved + s.hn : nullptr,
@@ -152,11 +171,19 @@ Direction<T> DirectionOf(const RnnCall& c, const LoopsLayout& layout, int l, int
 
 // ---- forward ----
 
+// What one sequence's cell writes at one step, (H) each: h', and c' (lstm) and U_n h + a_n (gru),
+// null in the other modes.
+template <typename T>
+struct CellOut {
+  T *h, *c, *hn;
+};
+
 // One sequence's cell at one step: `g` holds W x + b_ih on entry, the gates after their
-// nonlinearity on return; gh = U h + b_hh. Writes h' (and c', U_n h + a_n).
+// nonlinearity on return; gh = U h + b_hh.
 template <typename T>
 void CellForward(RnnMode mode, int64_t h, T* g, const T* gh, const T* h_prev, const T* c_prev,
-                 T* h_out, T* c_out, T* hn_out) {
+                 const CellOut<T>& out) {
+  const auto [h_out, c_out, hn_out] = out;
   for (int64_t j = 0; j < h; ++j) {
     switch (mode) {
       case RnnMode::kLstm: {
@@ -213,37 +240,37 @@ void ForwardDirection(const Direction<T>& v, T* y, T* gh) {
         continue;
       }
       CellForward(v.c.p.mode, d.h, pre + (t * d.n + n) * rows, gh + n * rows, hp + n * d.h,
-                  cp ? cp + n * d.h : nullptr, h_out, c_out, Direction<T>::At(v.hn, at));
+                  cp ? cp + n * d.h : nullptr,
+                  CellOut<T>{h_out, c_out, Direction<T>::At(v.hn, at)});
       std::copy(h_out, h_out + d.h, y_out);
     }
   }
 }
 
-// Every layer: y of the last goes to `out` (T, N, D*H); the final states to hy, cy (L*D, N, H)
-// when not null. `saved`: LoopsLayout(c).size() elements; `gh`: (N, G*H).
+// Every layer, in training (dropout between layers) or not.
 template <typename T>
-void ForwardLayers(const RnnCall& c, const T* data, const T* w, const T* h0, const T* c0,
-                   bool train, RandomKey key, T* out, T* hy, T* cy, T* saved, T* y_scratch, T* gh) {
+void ForwardLayers(const RnnCall& c, const LayersInput<T>& in, bool train, RandomKey key,
+                   const LayersOutput<T>& o) {
   const LoopsLayout layout(c);
   const RnnDims& d = c.d;
   const bool drop = train && c.p.p > 0;
   for (int l = 0; l < d.layers; ++l) {
-    T* y = l == d.layers - 1 ? out : y_scratch;
+    T* y = l == d.layers - 1 ? o.out : o.y_scratch;
     for (int dir = 0; dir < d.dirs; ++dir) {
-      const Direction<T> v = DirectionOf(c, layout, l, dir, w, data, h0, c0, saved);
-      ForwardDirection(v, y, gh);
+      const Direction<T> v = DirectionOf(c, layout, l, dir, in, o.saved);
+      ForwardDirection(v, y, o.gh);
       const T* last = v.hidden + v.Step(d.t - 1) * d.n * d.h;  // masked steps carried it there
-      if (hy) std::copy(last, last + d.n * d.h, hy + c.StateBlock(l, dir));
-      if (cy && v.cell) {
+      if (o.hy) std::copy(last, last + d.n * d.h, o.hy + c.StateBlock(l, dir));
+      if (o.cy && v.cell) {
         const T* last_cell = v.cell + (last - v.hidden);
-        std::copy(last_cell, last_cell + d.n * d.h, cy + c.StateBlock(l, dir));
+        std::copy(last_cell, last_cell + d.n * d.h, o.cy + c.StateBlock(l, dir));
       }
     }
     if (l == d.layers - 1) break;
-    T* next = saved + layout.Input(l + 1);
+    T* next = o.saved + layout.Input(l + 1);
     if (drop) {
       RnnDropout(key, l * c.OutputSize(), c.OutputSize(), c.p.p, y, next,
-                 saved + layout.Mask(l + 1));
+                 o.saved + layout.Mask(l + 1));
     } else {
       std::copy(y, y + c.OutputSize(), next);
     }
@@ -252,12 +279,26 @@ void ForwardLayers(const RnnCall& c, const T* data, const T* w, const T* h0, con
 
 // ---- backward ----
 
-// One sequence's cell backward at one step. dh: the gradient of h' (in), of h (out: the part that
-// does not go through U); dc likewise (lstm). Writes dgx (through W) and dgh (through U), the
-// gradients of the gates before their nonlinearity.
+// What the backward of one sequence's cell at one step reads, (H) or (G*H) each, null where the
+// mode has no such part: the gates after their nonlinearity (lstm, gru), gru's U_n h + a_n, lstm's
+// cell state after and before the step, and the hidden state before and after it.
 template <typename T>
-void CellBackward(RnnMode mode, int64_t h, const T* g, const T* hn, const T* c_t, const T* c_prev,
-                  const T* h_prev, const T* h_t, T* dh, T* dc, T* dgx, T* dgh) {
+struct CellSaved {
+  const T *g, *hn, *c_t, *c_prev, *h_prev, *h_t;
+};
+
+// Its gradients. dh: the gradient of h' (in), of h (out: the part that does not go through U); dc
+// likewise (lstm). dgx (through W) and dgh (through U): out, the gradients of the gates before
+// their nonlinearity.
+template <typename T>
+struct CellGrads {
+  T *dh, *dc, *dgx, *dgh;
+};
+
+template <typename T>
+void CellBackward(RnnMode mode, int64_t h, const CellSaved<T>& saved, const CellGrads<T>& grads) {
+  const auto [g, hn, c_t, c_prev, h_prev, h_t] = saved;
+  const auto [dh, dc, dgx, dgh] = grads;
   for (int64_t j = 0; j < h; ++j) {
     switch (mode) {
       case RnnMode::kLstm: {
@@ -294,13 +335,24 @@ void CellBackward(RnnMode mode, int64_t h, const T* g, const T* hn, const T* c_t
   }
 }
 
-// Gradients of one direction's weights and input. dh, dc (N, H): the gradients of the final
-// states on entry, of h0 and c0 on return. dy: the gradient of the layer's y. dx (T, N, I_l): the
-// input's gradient, added to when `add_dx`. dw: the parameters' gradient (P), added to; null to
-// skip. dgx (T, N, G*H), dgh (N, G*H), dh_prev (N, H): scratch.
+// The gradients one direction's backward reads and writes. dy: the gradient of the layer's y
+// (T, N, D*H). dh, dc (N, H): the gradients of the final states on entry, of h0 and c0 on return
+// (dc: lstm, else null). dx (T, N, I_l): the input's gradient, added to when `add_dx`. dw: the
+// parameters' gradient (P), added to; null to skip. dgx (T, N, G*H), dgh (N, G*H), dh_prev (N, H):
+// scratch.
 template <typename T>
-void BackwardDirection(const Direction<T>& v, const T* dy, T* dh, T* dc, T* dx, bool add_dx, T* dw,
-                       T* dgx, T* dgh, T* dh_prev) {
+struct DirectionGrads {
+  const T* dy;
+  T *dh, *dc, *dx;
+  bool add_dx;
+  T* dw;
+  T *dgx, *dgh, *dh_prev;
+};
+
+// Gradients of one direction's weights and input.
+template <typename T>
+void BackwardDirection(const Direction<T>& v, const DirectionGrads<T>& grads) {
+  const auto [dy, dh, dc, dx, add_dx, dw, dgx, dgh, dh_prev] = grads;
   const RnnDims& d = v.c.d;
   const int64_t rows = d.Rows(), nh = d.n * d.h;
   for (int64_t s = d.t - 1; s >= 0; --s) {
@@ -317,10 +369,14 @@ void BackwardDirection(const Direction<T>& v, const T* dy, T* dh, T* dc, T* dx, 
       T* dhn = dh + n * d.h;
       const T* dyn = dy + (t * d.n + n) * d.dirs * d.h + v.dir * d.h;
       for (int64_t j = 0; j < d.h; ++j) dhn[j] += dyn[j];
-      CellBackward(v.c.p.mode, d.h, Direction<T>::At(const_cast<T*>(v.gates), (t * d.n + n) * rows),
-                   Direction<T>::At(v.hn, at), Direction<T>::At(v.cell, at),
-                   cp ? cp + n * d.h : nullptr, hp + n * d.h, v.hidden + at, dhn,
-                   dc ? dc + n * d.h : nullptr, gx, dgh + n * rows);
+      const CellSaved<T> saved{Direction<T>::At(v.gates, (t * d.n + n) * rows),
+                               Direction<T>::At(v.hn, at),
+                               Direction<T>::At(v.cell, at),
+                               cp ? cp + n * d.h : nullptr,
+                               hp + n * d.h,
+                               v.hidden + at};
+      CellBackward(v.c.p.mode, d.h, saved,
+                   CellGrads<T>{dhn, dc ? dc + n * d.h : nullptr, gx, dgh + n * rows});
     }
     std::copy(dh, dh + nh, dh_prev);
     Gemm(false, false, d.n, d.h, rows, dgh, rows, v.w_hh, d.h, T(1), dh_prev, d.h);
@@ -367,11 +423,13 @@ void ForwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const Tensor
   const int sc = c.s.state_cell;
   T* hy = c.s.state_out >= 0 ? staged.Target(c.s.state_out).data<T>() : nullptr;
   T* cy = c.s.state_cell_out >= 0 ? staged.Target(c.s.state_cell_out).data<T>() : nullptr;
-  ForwardLayers<T>(c, in[RnnSlots::kData].data<T>(), in[RnnSlots::kParams].data<T>(),
-                   in[RnnSlots::kState].data<T>(), sc >= 0 ? in[sc].data<T>() : nullptr, train, key,
-                   staged.Target(RnnSlots::kOut).data<T>(), hy, cy,
-                   static_cast<T*>(staged.Extra(0)), static_cast<T*>(staged.Extra(1)),
-                   static_cast<T*>(staged.Extra(2)));
+  const LayersInput<T> layers_in{in[RnnSlots::kData].data<T>(), in[RnnSlots::kParams].data<T>(),
+                                 in[RnnSlots::kState].data<T>(),
+                                 sc >= 0 ? in[sc].data<T>() : nullptr};
+  ForwardLayers<T>(
+      c, layers_in, train, key,
+      {staged.Target(RnnSlots::kOut).data<T>(), hy, cy, static_cast<T*>(staged.Extra(0)),
+       static_cast<T*>(staged.Extra(1)), static_cast<T*>(staged.Extra(2))});
   staged.Finish();
 }
 
@@ -388,11 +446,12 @@ void BackwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const Tenso
                        {layout.size() * e, y, y, rows, d.t * rows, rows, nh, y, y});
   auto scratch = [&](BackwardScratch k) { return static_cast<T*>(staged.Extra(k)); };
   const std::span<const TensorView> fwd = in.subspan(c.s.BackwardInput(0), c.s.num_inputs);
-  const T* w = fwd[RnnSlots::kParams].data<T>();
-  const T* c0 = c.s.state_cell >= 0 ? fwd[c.s.state_cell].data<T>() : nullptr;
-  ForwardLayers<T>(c, fwd[RnnSlots::kData].data<T>(), w, fwd[RnnSlots::kState].data<T>(), c0, true,
-                   key, scratch(kOutAgain), nullptr, nullptr, scratch(kSaved), scratch(kY),
-                   scratch(kGh));
+  const LayersInput<T> layers_in{fwd[RnnSlots::kData].data<T>(), fwd[RnnSlots::kParams].data<T>(),
+                                 fwd[RnnSlots::kState].data<T>(),
+                                 c.s.state_cell >= 0 ? fwd[c.s.state_cell].data<T>() : nullptr};
+  ForwardLayers<T>(
+      c, layers_in, true, key,
+      {scratch(kOutAgain), nullptr, nullptr, scratch(kSaved), scratch(kY), scratch(kGh)});
   T* dw = staged.Needed(RnnSlots::kParams) ? staged.Target(RnnSlots::kParams).data<T>() : nullptr;
   if (dw) std::fill(dw, dw + staged.Target(RnnSlots::kParams).size(), T(0));
   T* dh0 = staged.Target(RnnSlots::kState).data<T>();
@@ -402,14 +461,13 @@ void BackwardLoops(const OpContext& ctx, const RnnCall& c, std::span<const Tenso
     T* dx = l == 0 ? staged.Target(RnnSlots::kData).data<T>()
                    : scratch((d.layers - 1 - l) % 2 ? kDyB : kDyA);
     for (int dir = 0; dir < d.dirs; ++dir) {
-      const Direction<T> v = DirectionOf(c, layout, l, dir, w, fwd[RnnSlots::kData].data<T>(),
-                                         fwd[RnnSlots::kState].data<T>(), c0, scratch(kSaved));
+      const Direction<T> v = DirectionOf(c, layout, l, dir, layers_in, scratch(kSaved));
       T* dh = dh0 + c.StateBlock(l, dir);
       T* dc = dc0 ? dc0 + c.StateBlock(l, dir) : nullptr;
       InitialStateGrad(c, in, c.s.state_out, l, dir, dh);
       if (dc) InitialStateGrad(c, in, c.s.state_cell_out, l, dir, dc);
-      BackwardDirection(v, dy, dh, dc, dx, dir > 0, dw, scratch(kDgx), scratch(kDgh),
-                        scratch(kDhPrev));
+      BackwardDirection(v, DirectionGrads<T>{dy, dh, dc, dx, dir > 0, dw, scratch(kDgx),
+                                             scratch(kDgh), scratch(kDhPrev)});
     }
     if (l == 0) break;
     if (c.p.p > 0) {  // dropout's gradient: through the same mask

@@ -9,10 +9,8 @@ namespace weft {
 std::vector<FusedGroup::InputKind> FusedGroup::InputKinds() const {
   std::vector<bool> data(num_inputs, false);
   for (const Step& s : steps) {
-    const PointwiseKind kind = s.op->pointwise.kind;
-    const bool first_only = kind == PointwiseKind::kCast || kind == PointwiseKind::kReshape;
     for (size_t a = 0; a < s.args.size(); ++a) {
-      if (s.args[a] < num_inputs && (a == 0 || !first_only)) data[s.args[a]] = true;
+      if (s.args[a] < num_inputs && ReadsAsData(s.op->pointwise.kind, a)) data[s.args[a]] = true;
     }
   }
   std::vector<InputKind> kinds;
@@ -39,6 +37,40 @@ std::vector<int> FusedGroup::OutputIndex() const {
   std::vector<int> index(num_values(), -1);
   for (size_t k = 0; k < outputs.size(); ++k) index[outputs[k]] = static_cast<int>(k);
   return index;
+}
+
+namespace {
+
+bool AnyOutputLive(const FusedGroup::Step& step, const std::vector<bool>& live_values) {
+  for (uint32_t o = 0; o < step.num_outputs; ++o) {
+    if (live_values[step.first_output + o]) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// Backwards from the stored outputs: a step's data arguments are needed once the step is live.
+std::vector<bool> FusedGroup::LiveValues(std::span<const OpReq> req) const {
+  WEFT_CHECK_EQ(req.size(), outputs.size()) << label << ": output requests";
+  std::vector<bool> live(num_values(), false);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (req[k] != OpReq::kNull) live[outputs[k]] = true;
+  }
+  for (size_t s = steps.size(); s-- > 0;) {
+    if (!AnyOutputLive(steps[s], live)) continue;
+    for (size_t a = 0; a < steps[s].args.size(); ++a) {
+      if (ReadsAsData(steps[s].op->pointwise.kind, a)) live[steps[s].args[a]] = true;
+    }
+  }
+  return live;
+}
+
+std::vector<bool> FusedGroup::LiveSteps(std::span<const OpReq> req) const {
+  const std::vector<bool> live_values = LiveValues(req);
+  std::vector<bool> live(steps.size());
+  for (size_t s = 0; s < steps.size(); ++s) live[s] = AnyOutputLive(steps[s], live_values);
+  return live;
 }
 
 void FusedGroup::Check() const {

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,18 @@
 #include "ops/op.h"
 
 namespace weft {
+
+// Whether input `input` of a pointwise op of `kind` is read as data: a cast or reshape reads its
+// later inputs for their dtype or shape only (the fusion pass, the groups and both devices' fused
+// code ask this one function).
+inline bool ReadsAsData(PointwiseKind kind, int input) {
+  return input == 0 || (kind != PointwiseKind::kCast && kind != PointwiseKind::kReshape);
+}
+
+// Write in place is a write: what a request means to code that does not care whether the output
+// shares memory with an input. (Free functions here for now; they belong beside OpReq in op.h.)
+inline OpReq AsWrite(OpReq r) { return r == OpReq::kWriteInplace ? OpReq::kWrite : r; }
+inline bool Writes(OpReq r) { return AsWrite(r) == OpReq::kWrite; }
 
 struct FusedGroup {
   struct Step {
@@ -53,6 +66,11 @@ struct FusedGroup {
   std::vector<int> Producers() const;
   // For each value: the index among `outputs`, or -1.
   std::vector<int> OutputIndex() const;
+  // For outputs requested as `req` (one per output): for each value, whether it is needed, that
+  // is stored (an output not asked for kNull) or read as data by a step that is live; a step is
+  // live when one of its outputs is needed. Transitive: a step read only by dead steps is dead.
+  std::vector<bool> LiveValues(std::span<const OpReq> req) const;
+  std::vector<bool> LiveSteps(std::span<const OpReq> req) const;  // for each step
   // Throws weft::Error (naming the group) unless the steps read only earlier values, every step
   // output has `size` elements, and only binary steps read broadcast inputs.
   void Check() const;

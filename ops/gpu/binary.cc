@@ -3,9 +3,11 @@
 // broadcast along), and of add_n, on float32, float64 and bfloat16: the kernels of
 // kernels/binary.cuh instantiated with the functors of ops/math/binary.h.
 #include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
+#include "core/shape.h"
 #include "ops/elementwise/binary_ops.h"
 #include "ops/gpu/internal/axes.h"
 #include "ops/gpu/internal/launch.h"
@@ -20,19 +22,11 @@ using Axis = WalkAxis;
 // The axes of `out`, with each operand aligned at its last axis and stride 0 where broadcast.
 // Axes of extent 1 are left out: they move nothing.
 std::vector<Axis> BroadcastAxes(const Shape& out, const Shape& l, const Shape& r) {
-  const int n = out.ndim();
-  std::vector<Axis> axes(n);
-  int64_t size[3] = {1, 1, 1};
-  const Shape* shapes[3] = {&out, &l, &r};
-  for (int d = n - 1; d >= 0; --d) {
-    axes[d].dim = out[d];
-    for (int a = 0; a < 3; ++a) {
-      const int i = shapes[a]->ndim() - n + d;
-      const int64_t extent = i >= 0 ? (*shapes[a])[i] : 1;
-      axes[d].stride[a] = extent == 1 ? 0 : size[a];
-      size[a] *= extent;
-    }
-  }
+  const std::array<int64_t, Shape::kMaxDims> so = BroadcastStrides(out, out),
+                                             sl = BroadcastStrides(l, out),
+                                             sr = BroadcastStrides(r, out);
+  std::vector<Axis> axes(out.ndim());
+  for (int d = 0; d < out.ndim(); ++d) axes[d] = Axis{out[d], {so[d], sl[d], sr[d]}};
   std::erase_if(axes, [](const Axis& x) { return x.dim == 1; });
   return axes;
 }

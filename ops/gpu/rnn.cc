@@ -3,18 +3,10 @@
 // float32 (FMA math only, no TF32, so it matches the CPU's float32, unless WEFT_GPU_TF32=1: see
 // internal/cudnn_desc.h), float64, and bfloat16 (float32 math on tensor cores).
 //
-// Algorithm: cuDNN's persistent small-H kernels where PyTorch uses them and reduced precision is
-// allowed (AlgoFor: small state sizes, no sequence lengths, bfloat16 or TF32), the standard one
-// otherwise.
-//
-// Per call shape (and handle: a handle is used by one thread at a time, so is its plan), a plan,
-// built once and kept for the process: the RNN descriptor (AlgoFor's algorithm, double bias, linear
-// input, padded I/O so that padded positions of out and d_data are zero), the data descriptors
-// (without lengths), the sizes of weight space, workspace and reserve, and where each of weft's
-// parameter tensors (PyTorch's flat layout) sits in cuDNN's weight space, as copy runs
-// (cudnnGetRNNWeightParams). When those runs are one copy of the whole vector, the flat vector is
-// the weight space (zero copy); otherwise it is copied into the call's workspace on the op's
-// stream.
+// The algorithm and, per call shape, the descriptors, sizes and weight-space layout come from a
+// plan built once (internal/rnn_plan.h). When the plan's copy runs are one copy of the whole
+// vector, the flat vector is the weight space (zero copy); otherwise it is copied into the call's
+// workspace on the op's stream.
 //
 // The reserve output is cuDNN's reserve space; its size is the largest of cuDNN's for the dtypes
 // (GpuReserveShape). Workspace: the worker's (GpuCall::Workspace), one request per call.
@@ -40,7 +32,9 @@
 // one kernel on the handle's stream; it forks to them and joins them back with events (a capture of
 // each call ends without cudaErrorStreamCaptureUnjoined). A join through an event on the legacy
 // stream (what this op did before) therefore waited for none of those kernels, and waited for all
-// the other blocking streams' work: 20.7 ms behind a 30 ms kernel on another stream (gpu_bench).
+// the other blocking streams' work: `gpu_bundle/bin/gpu_bench --mlp=0 --tiny=0 --relu=0 --peer=0
+// --fusion=0` prints what the step waits for beside a 30 ms kernel on another stream
+// (bench/README.md has the figures).
 // So each of the three cuDNN calls runs through JoinedLibraryWork: captured into a CUDA graph and
 // launched on the op's stream, which orders everything cuDNN queued before the op's later work,
 // and nothing else; a fork cuDNN ever left unjoined would fail the capture and take the warned,
@@ -48,18 +42,15 @@
 #include <algorithm>
 #include <atomic>
 #include <initializer_list>
-#include <map>
-#include <mutex>
 #include <span>
-#include <tuple>
 #include <vector>
 
-#include "core/env.h"
 #include "engine/gpu/stream_join.h"
 #include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
 #include "ops/gpu/internal/rnn_gpu.h"
+#include "ops/gpu/internal/rnn_plan.h"
 #include "ops/gpu/library_handles.h"
 #include "ops/nn/rnn_params.h"
 #include "ops/op.h"
@@ -71,266 +62,6 @@ namespace {
 std::atomic<int64_t> backward_joins{0};
 std::atomic<int64_t> backward_calls{0};
 std::atomic<int64_t> persistent_forwards{0};
-
-// The dtypes the GPU RNN computes.
-constexpr DType kRnnTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16};
-
-using RnnDesc =
-    CudnnDescriptor<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestroyRNNDescriptor>;
-using DataDesc = CudnnDescriptor<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor,
-                                 cudnnDestroyRNNDataDescriptor>;
-using DropoutDesc = CudnnDescriptor<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor,
-                                    cudnnDestroyDropoutDescriptor>;
-
-cudnnRNNMode_t CellOf(RnnMode mode) {
-  switch (mode) {
-    case RnnMode::kLstm:
-      return CUDNN_LSTM;
-    case RnnMode::kGru:
-      return CUDNN_GRU;
-    case RnnMode::kRnnTanh:
-      return CUDNN_RNN_TANH;
-    case RnnMode::kRnnRelu:
-      return CUDNN_RNN_RELU;
-  }
-  WEFT_THROW("RNN: unknown mode");
-}
-
-// One copy between weft's flat vector and cuDNN's weight space, in elements.
-struct CopyRun {
-  int64_t flat, space, count;
-};
-
-// Everything a plan depends on.
-using PlanKey = std::tuple<cudnnHandle_t, int, int, int, int64_t, int64_t, int, int64_t, int64_t,
-                           double, bool, bool, bool>;
-
-// A call shape's descriptors and sizes; immutable once built.
-struct RnnPlan {
-  RnnDesc rnn;
-  DataDesc x, y;  // all lengths T (the lengths path builds its own per call)
-  TensorDesc h;   // (L*D, N, H)
-  size_t weight_bytes = 0, work_bytes = 0, reserve_bytes = 0;
-  std::vector<CopyRun> runs;
-  bool zero_copy = false;
-  cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
-  // Each cuDNN call's graph (the join: engine/gpu/stream_join.h); mutable as the plan's thread
-  // alone uses them (the file comment).
-  mutable JoinedLibraryWork forward, backward_data, backward_weights;
-};
-
-void SetData(cudnnRNNDataDescriptor_t desc, DType dtype, const RnnDims& d, int64_t vector,
-             const std::vector<int32_t>& lengths) {
-  double fill64 = 0;
-  float fill32 = 0;
-  void* fill = dtype == DType::kFloat64 ? static_cast<void*>(&fill64) : static_cast<void*>(&fill32);
-  WEFT_CUDNN_CHECK(cudnnSetRNNDataDescriptor(
-      desc, CudnnType(dtype), CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, CheckedInt("RNN", d.t),
-      CheckedInt("RNN", d.n), CheckedInt("RNN", vector), lengths.data(), fill));
-}
-
-// The algorithm, by PyTorch's rule for cuDNN's persistent small-H kernels (aten/src/ATen/native/
-// cudnn/RNN.cpp): PERSIST_STATIC_SMALL_H on sm 6.0 and newer when H <= 128 (LSTM, GRU) or <= 256
-// (tanh, relu), the limits of its backward (a plan serves forward and backward), not with sequence
-// lengths (cuDNN does not support lengths that vary in a batch); STANDARD otherwise. Unlike
-// PyTorch, only where reduced precision is allowed (bfloat16, or float32 with WEFT_GPU_TF32=1):
-// on the H200 its strict float32 differed from PyTorch's reference values (ops_rnn_test) by up to
-// 7e-5 relative where the standard algorithm stays within 2e-6. `allowed` false
-// (WEFT_GPU_RNN_PERSISTENT=0): never. BuildPlan falls back to STANDARD where cuDNN reports
-// NOT_SUPPORTED.
-cudnnRNNAlgo_t AlgoFor(const RnnParam& p, const RnnDims& d, DType dtype, bool allowed) {
-  const bool reduced = dtype == DType::kBFloat16 || (dtype == DType::kFloat32 && AllowTf32());
-  if (!reduced || !allowed) return CUDNN_RNN_ALGO_STANDARD;
-  int device = 0, sm = 0;
-  WEFT_CUDA_CHECK(cudaGetDevice(&device));
-  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sm, cudaDevAttrComputeCapabilityMajor, device));
-  const bool gated = p.mode == RnnMode::kLstm || p.mode == RnnMode::kGru;
-  const bool small = d.h <= (gated ? 128 : 256);
-  if (sm >= 6 && small && !p.use_sequence_length) return CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H;
-  return CUDNN_RNN_ALGO_STANDARD;
-}
-
-void SetRnn(cudnnRNNDescriptor_t desc, const RnnParam& p, const RnnDims& d, DType dtype,
-            cudnnDropoutDescriptor_t dropout, cudnnRNNAlgo_t algo) {
-  const cudnnDataType_t type = CudnnType(dtype);
-  // bfloat16 data computes in float32 on tensor cores. As PyTorch chooses for float32: TF32
-  // allowed is cuDNN's default math, strict is FMA only.
-  const cudnnDataType_t prec = dtype == DType::kBFloat16 ? CUDNN_DATA_FLOAT : type;
-  const bool fma = dtype == DType::kFloat32 && !AllowTf32();
-  WEFT_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
-      desc, algo, CellOf(p.mode), CUDNN_RNN_DOUBLE_BIAS,
-      d.dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, type, prec,
-      fma ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, CheckedInt("RNN", d.i), CheckedInt("RNN", d.h),
-      CheckedInt("RNN", d.h), d.layers, dropout, CUDNN_RNN_PADDED_IO_ENABLED));
-}
-
-// Where cuDNN puts the matrix and bias of gate `id` of pseudo-layer `pseudo`, in elements from
-// the start of its weight space.
-std::pair<int64_t, int64_t> SpaceOffsets(cudnnHandle_t h, const RnnPlan& plan, int pseudo, int id,
-                                         size_t elem) {
-  char* const base =
-      reinterpret_cast<char*>(uintptr_t{1} << 30);  // never read: only offsets matter
-  TensorDesc m, b;
-  void *m_addr = nullptr, *b_addr = nullptr;
-  WEFT_CUDNN_CHECK(cudnnGetRNNWeightParams(h, plan.rnn.get(), pseudo, plan.weight_bytes, base, id,
-                                           m.get(), &m_addr, b.get(), &b_addr));
-  return {(static_cast<char*>(m_addr) - base) / static_cast<int64_t>(elem),
-          (static_cast<char*>(b_addr) - base) / static_cast<int64_t>(elem)};
-}
-
-// The copy runs of every tensor, merged where both sides are contiguous.
-std::vector<CopyRun> RunsOf(cudnnHandle_t h, const RnnPlan& plan, const RnnParam& p,
-                            const RnnDims& d, size_t elem) {
-  const RnnParamLayout layout(p, d.i);
-  std::vector<CopyRun> runs;
-  auto add = [&runs](int64_t flat, int64_t space, int64_t count) {
-    runs.push_back({flat, space, count});
-  };
-  for (int l = 0; l < d.layers; ++l) {
-    for (int dir = 0; dir < d.dirs; ++dir) {
-      const RnnBlock& blk = layout.Block(l, dir);
-      for (int id = 0; id < 2 * d.gates; ++id) {
-        const bool input = id < d.gates;
-        const int gate = input ? id : id - d.gates;
-        const int64_t cols = input ? blk.input : d.h;
-        const auto [m, b] = SpaceOffsets(h, plan, l * d.dirs + dir, id, elem);
-        add((input ? blk.weight_ih : blk.weight_hh) + gate * d.h * cols, m, d.h * cols);
-        add((input ? blk.bias_ih : blk.bias_hh) + gate * d.h, b, d.h);
-      }
-    }
-  }
-  std::sort(runs.begin(), runs.end(),
-            [](const CopyRun& a, const CopyRun& b) { return a.flat < b.flat; });
-  std::vector<CopyRun> merged;
-  for (const CopyRun& r : runs) {
-    CopyRun* last = merged.empty() ? nullptr : &merged.back();
-    if (last && last->flat + last->count == r.flat && last->space + last->count == r.space)
-      last->count += r.count;
-    else
-      merged.push_back(r);
-  }
-  return merged;
-}
-
-void BuildPlan(cudnnHandle_t h, RnnPlan& plan, const RnnParam& p, const RnnDims& d, DType dtype,
-               cudnnDropoutDescriptor_t dropout, bool persistent_allowed) {
-  plan.algo = AlgoFor(p, d, dtype, persistent_allowed);
-  SetRnn(plan.rnn.get(), p, d, dtype, dropout, plan.algo);
-  const std::vector<int32_t> all(d.n, static_cast<int32_t>(d.t));
-  SetData(plan.x.get(), dtype, d, d.i, all);
-  SetData(plan.y.get(), dtype, d, d.dirs * d.h, all);
-  const int dims[3] = {d.layers * d.dirs, CheckedInt("RNN", d.n), CheckedInt("RNN", d.h)};
-  const int strides[3] = {dims[1] * dims[2], dims[2], 1};
-  WEFT_CUDNN_CHECK(cudnnSetTensorNdDescriptor(plan.h.get(), CudnnType(dtype), 3, dims, strides));
-  auto sizes = [&] {
-    return cudnnGetRNNTempSpaceSizes(h, plan.rnn.get(), CUDNN_FWD_MODE_TRAINING, plan.x.get(),
-                                     &plan.work_bytes, &plan.reserve_bytes);
-  };
-  cudnnStatus_t status = sizes();
-  if (status == CUDNN_STATUS_NOT_SUPPORTED && plan.algo != CUDNN_RNN_ALGO_STANDARD) {
-    plan.algo = CUDNN_RNN_ALGO_STANDARD;
-    SetRnn(plan.rnn.get(), p, d, dtype, dropout, plan.algo);
-    status = sizes();
-  }
-  WEFT_CUDNN_CHECK(status);
-  WEFT_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(h, plan.rnn.get(), &plan.weight_bytes));
-  const size_t elem = DTypeSize(dtype);
-  plan.runs = RunsOf(h, plan, p, d, elem);
-  const int64_t total = RnnParamLayout(p, d.i).size();
-  plan.zero_copy = plan.runs.size() == 1 && plan.runs[0].flat == 0 && plan.runs[0].space == 0 &&
-                   plan.runs[0].count == total && plan.weight_bytes == total * elem;
-}
-
-// The plan of this handle and call shape, built on first use; plans live for the process. The key
-// holds what AlgoFor reads, so the device is asked for its architecture only when a plan is built.
-const RnnPlan& PlanOf(cudnnHandle_t h, const RnnParam& p, const RnnDims& d, DType dtype,
-                      cudnnDropoutDescriptor_t dropout) {
-  static std::mutex mu;                                        // guards plans
-  static auto* const plans = new std::map<PlanKey, RnnPlan*>;  // immortal, like the handles
-  const bool persistent = GetEnvBool("WEFT_GPU_RNN_PERSISTENT", true);
-  const PlanKey key{h,
-                    static_cast<int>(dtype),
-                    static_cast<int>(p.mode),
-                    d.layers,
-                    d.i,
-                    d.h,
-                    d.dirs,
-                    d.t,
-                    d.n,
-                    p.p,
-                    AllowTf32(),
-                    p.use_sequence_length,
-                    persistent};
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    const auto it = plans->find(key);
-    if (it != plans->end()) return *it->second;
-  }
-  auto* plan = new RnnPlan;
-  BuildPlan(h, *plan, p, d, dtype, dropout, persistent);
-  std::lock_guard<std::mutex> lock(mu);
-  const auto [it, added] = plans->emplace(key, plan);
-  if (!added) delete plan;
-  return *it->second;
-}
-
-// A dropout descriptor of probability p with no random state: enough for sizes.
-cudnnDropoutDescriptor_t StatelessDropout(cudnnHandle_t h, double p) {
-  static std::mutex mu;
-  static auto* const descs = new std::map<std::pair<cudnnHandle_t, double>, DropoutDesc*>;
-  std::lock_guard<std::mutex> lock(mu);
-  DropoutDesc*& desc = (*descs)[{h, p}];
-  if (desc == nullptr) {
-    desc = new DropoutDesc;
-    WEFT_CUDNN_CHECK(
-        cudnnSetDropoutDescriptor(desc->get(), h, static_cast<float>(p), nullptr, 0, 0));
-  }
-  return desc->get();
-}
-
-// The dropout descriptor of probability p for calls on `call`'s device: one random state per
-// device, initialized on the first call's stream from its seed; a descriptor per (handle, p)
-// restored onto that state.
-cudnnDropoutDescriptor_t DeviceDropout(const GpuCall& call, double p, uint64_t seed) {
-  if (p == 0) return StatelessDropout(call.cudnn(), 0);
-  struct State {
-    void* states = nullptr;
-    size_t bytes = 0;
-    uint64_t seed = 0;
-  };
-  static std::mutex mu;
-  static auto* const states = new std::map<int, State>;
-  static auto* const descs = new std::map<std::pair<cudnnHandle_t, double>, DropoutDesc*>;
-  std::lock_guard<std::mutex> lock(mu);
-  const cudnnHandle_t h = call.cudnn();
-  State& s = (*states)[call.device()];
-  DropoutDesc*& desc = (*descs)[{h, p}];
-  if (s.states == nullptr) {
-    WEFT_CUDNN_CHECK(cudnnDropoutGetStatesSize(h, &s.bytes));
-    WEFT_CUDA_CHECK(cudaMalloc(&s.states, s.bytes));  // immortal, like the handles
-    s.seed = seed;
-    desc = new DropoutDesc;
-    WEFT_CUDNN_CHECK(cudnnSetDropoutDescriptor(desc->get(), h, static_cast<float>(p), s.states,
-                                               s.bytes, s.seed));
-  } else if (desc == nullptr) {
-    desc = new DropoutDesc;
-    WEFT_CUDNN_CHECK(cudnnRestoreDropoutDescriptor(desc->get(), h, static_cast<float>(p), s.states,
-                                                   s.bytes, s.seed));
-  }
-  return desc->get();
-}
-
-// A handle of the current device for size queries (shape inference runs outside any stream).
-cudnnHandle_t QueryHandle() {
-  static std::mutex mu;
-  static auto* const handles = new std::map<int, cudnnHandle_t>;
-  int device = 0;
-  WEFT_CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(mu);
-  cudnnHandle_t& h = (*handles)[device];
-  if (h == nullptr) WEFT_CUDNN_CHECK(cudnnCreate(&h));
-  return h;
-}
 
 // The reserve's size on a GPU (shapes are inferred without dtypes): the largest of cuDNN's sizes
 // for the dtypes computed here, each with its own algorithm (a persistent one may need more for
@@ -447,7 +178,9 @@ GpuRnnCall CallOf(const GpuCall& call, const Attrs& a, std::span<const TensorVie
   const DType dtype = fwd_in[RnnSlots::kData].dtype();
   CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
   const RnnDims d = RnnDimsOf(p, fwd_in[RnnSlots::kData].shape());
-  const RnnPlan& plan = PlanOf(call.cudnn(), p, d, dtype, DeviceDropout(call, p.p, seed));
+  const RnnPlan& plan = call.Cudnn([&](cudnnHandle_t h) -> const RnnPlan& {
+    return PlanOf(h, p, d, dtype, DeviceDropout(h, call.device(), p.p, seed));
+  });
   return {p, d, RnnSlotsOf(p), dtype, &plan};
 }
 
@@ -463,6 +196,19 @@ void* WeightSpace(const GpuCall& call, const GpuRnnCall& c, const TensorView& fl
 const TensorView* Optional(std::span<const TensorView> views, int slot) {
   return slot < 0 ? nullptr : &views[slot];
 }
+
+// The parts of a forward's workspace (GpuCall::Workspace): the weight space (unless zero copy),
+// cuDNN's workspace, the device lengths, then TargetOf's scratch of out, state_out and
+// state_cell_out.
+struct ForwardWorkspace {
+  void *weight_space, *work, *lengths, *y, *hy, *cy;
+};
+
+// The parts of a backward's workspace: as the forward's, then d_parameters' weight space and its
+// flat scratch (for an add), then TargetOf's scratch of d_data, d_state and d_state_cell.
+struct BackwardWorkspace {
+  void *weight_space, *work, *lengths, *dw_space, *dw_flat, *dx, *dhx, *dcx;
+};
 
 // A cuDNN call's path (JoinedLibraryWork::Run): one bit per optional argument given.
 uint32_t PathOf(std::initializer_list<bool> given) {
@@ -492,28 +238,31 @@ void RnnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
   const TensorView* cy = Optional(out, c.s.state_cell_out);
   const OpReq hy_req = hy ? req[c.s.state_out] : OpReq::kNull,
               cy_req = cy ? req[c.s.state_cell_out] : OpReq::kNull;
-  const std::vector<void*> ws =
+  const std::vector<void*> parts =
       call.Workspace({plan.zero_copy ? 0 : plan.weight_bytes, plan.work_bytes,
                       c.d.n * sizeof(int32_t), ScratchBytes(req[0], &out[0], true),
                       ScratchBytes(hy_req, hy, false), ScratchBytes(cy_req, cy, false)});
-  void* weights = WeightSpace(call, c, in[RnnSlots::kParams], ws[0]);
-  CopyLengths(call, data, c.d, ws[2]);
-  void* y = TargetOf(req[0], &out[0], ws[3], true);
-  void* hy_ptr = TargetOf(hy_req, hy, ws[4], false);
-  void* cy_ptr = TargetOf(cy_req, cy, ws[5], false);
+  const ForwardWorkspace ws{parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]};
+  void* weights = WeightSpace(call, c, in[RnnSlots::kParams], ws.weight_space);
+  CopyLengths(call, data, c.d, ws.lengths);
+  void* y = TargetOf(req[0], &out[0], ws.y, true);
+  void* hy_ptr = TargetOf(hy_req, hy, ws.hy, false);
+  void* cy_ptr = TargetOf(cy_req, cy, ws.cy, false);
   const void* cx = c.s.state_cell < 0 ? nullptr : in[c.s.state_cell].raw();
   const uint32_t path = PathOf({train, hy_ptr != nullptr, cx != nullptr, cy_ptr != nullptr});
   plan.forward.Run(call.stream(), path, [&](engine::GpuStream& s) {
-    WEFT_CUDNN_CHECK(cudnnRNNForward(
-        CudnnHandle(s), plan.rnn.get(), train ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
-        static_cast<const int32_t*>(ws[2]), data.x, in[RnnSlots::kData].raw(), data.y, y,
-        plan.h.get(), in[RnnSlots::kState].raw(), hy_ptr, plan.h.get(), cx, cy_ptr,
-        plan.weight_bytes, weights, plan.work_bytes, ws[1], train ? plan.reserve_bytes : 0,
-        train ? out[c.s.reserve].raw() : nullptr));
+    WEFT_CUDNN_CHECK(WithCudnn(s, [&](cudnnHandle_t h) {
+      return cudnnRNNForward(
+          h, plan.rnn.get(), train ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
+          static_cast<const int32_t*>(ws.lengths), data.x, in[RnnSlots::kData].raw(), data.y, y,
+          plan.h.get(), in[RnnSlots::kState].raw(), hy_ptr, plan.h.get(), cx, cy_ptr,
+          plan.weight_bytes, weights, plan.work_bytes, ws.work, train ? plan.reserve_bytes : 0,
+          train ? out[c.s.reserve].raw() : nullptr);
+    }));
   });
-  FinishOutput(call, req[0], &out[0], ws[3]);
-  FinishOutput(call, hy_req, hy, ws[4]);
-  FinishOutput(call, cy_req, cy, ws[5]);
+  FinishOutput(call, req[0], &out[0], ws.y);
+  FinishOutput(call, hy_req, hy, ws.hy);
+  FinishOutput(call, cy_req, cy, ws.cy);
 }
 
 // The weights' gradient, after backward data: cuDNN accumulates into a weight space (its only
@@ -521,22 +270,24 @@ void RnnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
 // layout (through more scratch for an add).
 void BackwardWeights(const GpuCall& call, const GpuRnnCall& c, const CallData& data,
                      std::span<const TensorView> in, OpReq req, const TensorView& dw,
-                     const std::vector<void*>& ws) {
+                     const BackwardWorkspace& ws) {
   const RnnPlan& plan = *c.plan;
   const RnnSlots& s = c.s;
-  void* space = plan.zero_copy ? dw.raw() : ws[3];
+  void* space = plan.zero_copy ? dw.raw() : ws.dw_space;
   if (!plan.zero_copy || req != OpReq::kAddTo) call.stream().Memset(space, 0, plan.weight_bytes);
   const TensorView& reserve = in[RnnSlots::kBackwardReserve];
   plan.backward_weights.Run(call.stream(), 0, [&](engine::GpuStream& st) {
-    WEFT_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(
-        CudnnHandle(st), plan.rnn.get(), CUDNN_WGRAD_MODE_ADD, static_cast<const int32_t*>(ws[2]),
-        data.x, in[s.BackwardInput(RnnSlots::kData)].raw(), plan.h.get(),
-        in[s.BackwardInput(RnnSlots::kState)].raw(), data.y, in[RnnSlots::kBackwardOut].raw(),
-        plan.weight_bytes, space, plan.work_bytes, ws[1], plan.reserve_bytes, reserve.raw()));
+    WEFT_CUDNN_CHECK(WithCudnn(st, [&](cudnnHandle_t h) {
+      return cudnnRNNBackwardWeights_v8(
+          h, plan.rnn.get(), CUDNN_WGRAD_MODE_ADD, static_cast<const int32_t*>(ws.lengths), data.x,
+          in[s.BackwardInput(RnnSlots::kData)].raw(), plan.h.get(),
+          in[s.BackwardInput(RnnSlots::kState)].raw(), data.y, in[RnnSlots::kBackwardOut].raw(),
+          plan.weight_bytes, space, plan.work_bytes, ws.work, plan.reserve_bytes, reserve.raw());
+    }));
   });
   if (plan.zero_copy) return;
   const bool add = req == OpReq::kAddTo;
-  char* flat = static_cast<char*>(add ? ws[4] : dw.raw());
+  char* flat = static_cast<char*>(add ? ws.dw_flat : dw.raw());
   CopyRuns(call, plan, DTypeSize(c.dtype), flat, static_cast<char*>(space), false);
   if (add) AddInto(call, c.dtype, dw.size(), flat, dw.raw());
 }
@@ -544,7 +295,7 @@ void BackwardWeights(const GpuCall& call, const GpuRnnCall& c, const CallData& d
 // Backward data, joined (the file comment says why) on every path, and counted for tests.
 void BackwardData(const GpuCall& call, const GpuRnnCall& c, const CallData& data,
                   std::span<const TensorView> in, std::span<const OpReq> req,
-                  std::span<const TensorView> out, const std::vector<void*>& ws,
+                  std::span<const TensorView> out, const BackwardWorkspace& ws,
                   const void* weights) {
   const RnnSlots& s = c.s;
   const TensorView* dhx = &out[RnnSlots::kState];
@@ -552,25 +303,27 @@ void BackwardData(const GpuCall& call, const GpuRnnCall& c, const CallData& data
   const void* dhy = s.state_out < 0 ? nullptr : in[s.BackwardOutGrad(s.state_out)].raw();
   const void* dcy = s.state_cell_out < 0 ? nullptr : in[s.BackwardOutGrad(s.state_cell_out)].raw();
   const void* cx = s.state_cell < 0 ? nullptr : in[s.BackwardInput(s.state_cell)].raw();
-  void* dx = TargetOf(req[0], &out[0], ws[5], true);
-  void* dhx_ptr = TargetOf(req[RnnSlots::kState], dhx, ws[6], false);
-  void* dcx_ptr = dcx ? TargetOf(req[s.state_cell], dcx, ws[7], false) : nullptr;
+  void* dx = TargetOf(req[0], &out[0], ws.dx, true);
+  void* dhx_ptr = TargetOf(req[RnnSlots::kState], dhx, ws.dhx, false);
+  void* dcx_ptr = dcx ? TargetOf(req[s.state_cell], dcx, ws.dcx, false) : nullptr;
   const TensorView& reserve = in[RnnSlots::kBackwardReserve];
   const RnnPlan& plan = *c.plan;
   const uint32_t path = PathOf(
       {dhy != nullptr, dhx_ptr != nullptr, cx != nullptr, dcy != nullptr, dcx_ptr != nullptr});
   plan.backward_data.Run(call.stream(), path, [&](engine::GpuStream& st) {
-    WEFT_CUDNN_CHECK(cudnnRNNBackwardData_v8(
-        CudnnHandle(st), plan.rnn.get(), static_cast<const int32_t*>(ws[2]), data.y,
-        in[RnnSlots::kBackwardOut].raw(), in[s.BackwardOutGrad(RnnSlots::kOut)].raw(), data.x, dx,
-        plan.h.get(), in[s.BackwardInput(RnnSlots::kState)].raw(), dhy, dhx_ptr, plan.h.get(), cx,
-        dcy, dcx_ptr, plan.weight_bytes, weights, plan.work_bytes, ws[1], plan.reserve_bytes,
-        reserve.raw()));
+    WEFT_CUDNN_CHECK(WithCudnn(st, [&](cudnnHandle_t h) {
+      return cudnnRNNBackwardData_v8(
+          h, plan.rnn.get(), static_cast<const int32_t*>(ws.lengths), data.y,
+          in[RnnSlots::kBackwardOut].raw(), in[s.BackwardOutGrad(RnnSlots::kOut)].raw(), data.x, dx,
+          plan.h.get(), in[s.BackwardInput(RnnSlots::kState)].raw(), dhy, dhx_ptr, plan.h.get(), cx,
+          dcy, dcx_ptr, plan.weight_bytes, weights, plan.work_bytes, ws.work, plan.reserve_bytes,
+          reserve.raw());
+    }));
   });
   backward_joins.fetch_add(1, std::memory_order_relaxed);
-  FinishOutput(call, req[0], &out[0], ws[5]);
-  FinishOutput(call, req[RnnSlots::kState], dhx, ws[6]);
-  if (dcx) FinishOutput(call, req[s.state_cell], dcx, ws[7]);
+  FinishOutput(call, req[0], &out[0], ws.dx);
+  FinishOutput(call, req[RnnSlots::kState], dhx, ws.dhx);
+  if (dcx) FinishOutput(call, req[s.state_cell], dcx, ws.dcx);
 }
 
 // in: _backward_RNN's inputs (rnn_params.h); out: the gradients of data, parameters, the states.
@@ -591,16 +344,16 @@ void RnnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
   const OpReq dw_req = req[RnnSlots::kParams];
   const TensorView* dcx = Optional(out, c.s.state_cell);
   const bool dw_space = dw_req != OpReq::kNull && !plan.zero_copy;
-  // weight space, workspace, device lengths, d_parameters' weight space and flat scratch, then the
-  // scratch of d_data, d_state, d_state_cell (TargetOf).
-  const std::vector<void*> ws = call.Workspace(
+  const std::vector<void*> parts = call.Workspace(
       {plan.zero_copy ? 0 : plan.weight_bytes, plan.work_bytes, c.d.n * sizeof(int32_t),
        dw_space ? plan.weight_bytes : 0, dw_space && dw_req == OpReq::kAddTo ? out[1].bytes() : 0,
        ScratchBytes(req[0], &out[0], true),
        ScratchBytes(req[RnnSlots::kState], &out[RnnSlots::kState], false),
        dcx ? ScratchBytes(req[c.s.state_cell], dcx, false) : 0});
-  const void* weights = WeightSpace(call, c, fwd[RnnSlots::kParams], ws[0]);
-  CopyLengths(call, data, c.d, ws[2]);
+  const BackwardWorkspace ws{parts[0], parts[1], parts[2], parts[3],
+                             parts[4], parts[5], parts[6], parts[7]};
+  const void* weights = WeightSpace(call, c, fwd[RnnSlots::kParams], ws.weight_space);
+  CopyLengths(call, data, c.d, ws.lengths);
   BackwardData(call, c, data, in, req, out, ws, weights);
   if (dw_req != OpReq::kNull)
     BackwardWeights(call, c, data, in, dw_req, out[RnnSlots::kParams], ws);

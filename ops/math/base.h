@@ -1,8 +1,8 @@
 // What the pointwise math of ops/math shares, on the host and on the GPU alike: the qualifier
-// that makes a function callable from both, and the elementary functions by type (float, double),
-// which map to the C++ library on the host and to CUDA's on the device, except the host's float
-// exp and tanh: weft's own (host::ExpFloat, host::TanhFloat below), which a loop marked `omp simd`
-// vectorizes (glibc's are a call per element).
+// that makes a function callable from both (core/host_device.h), and the elementary functions by
+// type (float, double), which map to the C++ library on the host and to CUDA's on the device,
+// except the host's float exp and tanh: weft's own (host::ExpFloat, host::TanhFloat below), which a
+// loop marked `omp simd` vectorizes (glibc's are a call per element).
 //
 // Every header of ops/math is included twice over: by the host compiler for the CPU loops
 // (ops/cpu) and, embedded into the binary, by NVRTC for the GPU kernels (ops/gpu/kernels), so both
@@ -13,16 +13,12 @@
 //   }; float y = weft::math::Exp(1.0f);
 #pragma once
 
-#if defined(__CUDACC_RTC__)
-#define WEFT_HOST_DEVICE __device__
-#else
+#include "core/host_device.h"
+
+#if !defined(__CUDACC_RTC__)
 #include <bit>
 #include <cmath>
 #include <cstdint>
-// Always inlined on the host: the CPU loops that call the functors are compiled once per vector
-// width (WEFT_CPU_VECTOR_CLONES), and a functor on math::Lanes (below), a 64-byte vector, would
-// otherwise be called across widths whose calling conventions for it differ (-Wpsabi).
-#define WEFT_HOST_DEVICE __attribute__((always_inline))
 #endif
 
 namespace weft::math {

@@ -14,7 +14,7 @@ bool IsReshape(const FusedGroup::Step& s) {
   return s.op->pointwise.kind == PointwiseKind::kReshape;
 }
 
-// For each value, the last step that reads it (-1: none), counting a reshape's reads of its
+// For each value, the last live step that reads it (-1: none), counting a reshape's reads of its
 // alias as reads of the aliased value; `kEnd` for values an output copies at the end.
 constexpr int kEnd = 1 << 30;
 
@@ -23,8 +23,10 @@ constexpr int kEnd = 1 << 30;
 StepPlan::StepPlan(const FusedGroup& group, Device device, std::span<const OpReq> out_req)
     : group_(group), out_req_(out_req.begin(), out_req.end()) {
   WEFT_CHECK_EQ(out_req.size(), group.outputs.size()) << group.label << ": output requests";
+  const std::vector<bool> live = group.LiveSteps(out_req);
   std::vector<int> last_read(group.num_values(), -1);
   for (size_t s = 0; s < group.steps.size(); ++s) {
+    if (!live[s]) continue;  // never runs, so reads nothing
     for (uint32_t a : group.steps[s].args) last_read[a] = static_cast<int>(s);
   }
   AssignHomes(last_read);
@@ -38,8 +40,9 @@ StepPlan::StepPlan(const FusedGroup& group, Device device, std::span<const OpReq
   AssignSlots(last_read);
   for (const FusedGroup::Step& step : group.steps)
     compute_.push_back(&ComputeFor(*step.op, device));
-  for (const std::vector<OpReq>& req : req_) {
-    runs_.push_back(std::any_of(req.begin(), req.end(), [](OpReq r) { return r != OpReq::kNull; }));
+  for (size_t s = 0; s < req_.size(); ++s) {
+    runs_.push_back(live[s] && std::any_of(req_[s].begin(), req_[s].end(),
+                                           [](OpReq r) { return r != OpReq::kNull; }));
   }
   copy_ = &ComputeFor(GetOp("_copy"), device);
   IndexBroadcastUses();
@@ -54,8 +57,7 @@ void StepPlan::AssignHomes(const std::vector<int>& last_read) {
     for (uint32_t v = step.first_output; v < step.first_output + step.num_outputs; ++v) {
       const bool read = last_read[v] >= 0;
       const int k = out_index[v];
-      const OpReq r = k < 0 ? OpReq::kNull
-                            : (out_req_[k] == OpReq::kWriteInplace ? OpReq::kWrite : out_req_[k]);
+      const OpReq r = k < 0 ? OpReq::kNull : AsWrite(out_req_[k]);
       Home home;
       if (IsReshape(step) && read) {
         home = Home::kAlias;  // its readers read the source; an output gets a copy at the end
@@ -154,7 +156,7 @@ void StepPlan::End(const OpContext& ctx, const std::vector<TensorView>& values,
                    std::span<const TensorView> outputs) const {
   for (auto [value, output] : at_end_) {
     const TensorView& dst = outputs[output];
-    const OpReq r = out_req_[output] == OpReq::kWriteInplace ? OpReq::kWrite : out_req_[output];
+    const OpReq r = AsWrite(out_req_[output]);
     const TensorView& src = values[value];
     (*copy_)(ctx, Attrs(), {&src, 1}, {&r, 1}, {&dst, 1});
   }

@@ -51,10 +51,10 @@ void WarnOnce(const FusedGroup& group, Device device, const std::string& reason)
             << std::endl;
 }
 
-// Bytes per pack of the widest full-size tensor. 32, not 16: on the H200 each thread then has two
-// 16-byte loads in flight per input, which took the 8-op chain from 93.5% of a copy's bandwidth
-// to 98.5-98.9% (gpu_bench --fusion, A/B in one session; sm_90 splits a pack into 16-byte
-// accesses).
+// Bytes per pack of the widest full-size tensor. 32, not 16: each thread then has two 16-byte
+// loads in flight per input (sm_90 splits a pack into 16-byte accesses), which brings the 8-op
+// chain closer to a copy's bandwidth (`gpu_bundle/bin/gpu_bench --fusion=1`, 16 against 32 in one
+// session; bench/README.md has the figures).
 constexpr size_t kPackBytes = 32;
 
 // Elements per pack: kPackBytes of the widest full-size tensor the kernel loads or stores, when

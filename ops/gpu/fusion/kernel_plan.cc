@@ -1,48 +1,30 @@
 #include "ops/gpu/fusion/kernel_plan.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/shape.h"
 #include "ops/gpu/internal/axes.h"
 
 namespace weft::gpu {
 namespace {
 
-OpReq Normalized(OpReq r) { return r == OpReq::kWriteInplace ? OpReq::kWrite : r; }
-
-// Steps whose outputs are stored, or read by such steps, backwards from the stored outputs.
+// Steps whose outputs are stored, or read by such steps (FusedGroup::LiveSteps), and the inputs
+// they read.
 void MarkLive(const FusedGroup& g, KernelPlan& plan) {
-  std::vector<bool> needed(g.num_values(), false);
-  for (size_t k = 0; k < g.outputs.size(); ++k)
-    needed[g.outputs[k]] = plan.out_req[k] != OpReq::kNull;
-  plan.live.assign(g.steps.size(), false);
-  for (size_t s = g.steps.size(); s-- > 0;) {
-    const FusedGroup::Step& step = g.steps[s];
-    for (uint32_t o = 0; o < step.num_outputs; ++o)
-      plan.live[s] = plan.live[s] || needed[step.first_output + o];
-    if (!plan.live[s]) continue;
-    for (size_t a = 0; a < step.args.size(); ++a) {
-      if (ReadsAsData(step.op->pointwise.kind, a)) needed[step.args[a]] = true;
-    }
-  }
-  plan.loaded.assign(g.num_inputs, false);
-  for (uint32_t i = 0; i < g.num_inputs; ++i) plan.loaded[i] = needed[i];
+  const std::vector<bool> needed = g.LiveValues(plan.out_req);
+  plan.live = g.LiveSteps(plan.out_req);
+  plan.loaded.assign(needed.begin(), needed.begin() + g.num_inputs);
 }
 
 // The walk of broadcast input `input` over the output shape of `step`.
 BroadcastWalk WalkOf(const FusedGroup& g, const FusedGroup::Step& step, uint32_t input) {
   const Shape& frame = g.shapes[step.first_output];
-  const Shape& in = g.shapes[input];
-  const int n = frame.ndim();
-  std::vector<WalkAxis> axes(n);
-  int64_t stride = 1;
-  for (int d = n - 1; d >= 0; --d) {
-    const int di = in.ndim() - n + d;
-    const int64_t extent = di >= 0 ? in[di] : 1;
-    axes[d] = WalkAxis{frame[d], {extent == 1 ? 0 : stride, 0, 0}};
-    stride *= extent;
-  }
+  const std::array<int64_t, Shape::kMaxDims> strides = BroadcastStrides(g.shapes[input], frame);
+  std::vector<WalkAxis> axes(frame.ndim());
+  for (int d = 0; d < frame.ndim(); ++d) axes[d] = WalkAxis{frame[d], {strides[d], 0, 0}};
   const GpuAxes merged = MergeAxes(axes);
   BroadcastWalk walk;
   walk.input = input;
@@ -138,17 +120,13 @@ bool BroadcastWalk::ReadsStride(int d) const { return stride[d] != 0 && stride[d
 KernelPlan PlanKernel(const FusedGroup& group, std::span<const OpReq> req, bool index64) {
   WEFT_CHECK_EQ(req.size(), group.outputs.size()) << group.label << ": output requests";
   KernelPlan plan;
-  for (OpReq r : req) plan.out_req.push_back(Normalized(r));
+  for (OpReq r : req) plan.out_req.push_back(AsWrite(r));
   plan.index64 = index64;
   plan.input_kinds = group.InputKinds();
   MarkLive(group, plan);
   AddWalks(group, plan);
   LayOutFields(group, plan);
   return plan;
-}
-
-bool ReadsAsData(PointwiseKind kind, size_t arg) {
-  return arg == 0 || (kind != PointwiseKind::kCast && kind != PointwiseKind::kReshape);
 }
 
 bool TakesScalar(const FusedGroup::Step& step) {

@@ -68,10 +68,6 @@ struct KernelPlan {
 // walks need more than kGpuMaxDims axes.
 KernelPlan PlanKernel(const FusedGroup& group, std::span<const OpReq> req, bool index64);
 
-// Whether argument `arg` of a step of `kind` is read as data (a cast or reshape reads its later
-// arguments for their dtype or shape only).
-bool ReadsAsData(PointwiseKind kind, size_t arg);
-
 // Whether the step's functor takes the step's scalar attribute (a *_scalar op or its backward),
 // which the kernel then reads as field s<step>; other unary functors get 0.
 bool TakesScalar(const FusedGroup::Step& step);

@@ -16,8 +16,9 @@ namespace weft::gpu {
 namespace {
 
 // The most blocks a grid-stride kernel gets: 64 waves of resident blocks. Up to that a thread
-// takes one item: on the H200, relu on 64M floats ran at the copy's bandwidth (4,179 GB/s) with a
-// pack per thread, and at 95% of it with 4 waves looping (the former cap). Read once per thread
+// takes one item: relu on 64M floats runs at the copy's bandwidth with a pack per thread, and
+// below it with 4 waves looping (the former cap): `gpu_bundle/bin/gpu_bench --floors_only=1`, the
+// relu kernel alone against weft's copy (bench/README.md has the figures). Read once per thread
 // and device (a launch should take no lock).
 int64_t MaxBlocks(int device) {
   thread_local std::unordered_map<int, int64_t> cache;

@@ -1,10 +1,10 @@
 // Dropout in training, as ops/cpu/dropout.cc computes it: element i is kept (times `scale`, 1/(1-p)
-// rounded to T) when the i-th uniform number of the op's random range is >= p, compared in double.
-// One thread per Philox block of four elements.
+// rounded to T) when the i-th uniform number of the op's random range passes DropoutKeeps
+// (core/philox.h). One thread per Philox block of four elements.
 #pragma once
 
 #include "common.cuh"
-#include "philox.cuh"
+#include "core/philox.h"
 
 namespace weft {
 
@@ -20,11 +20,11 @@ __global__ void DropoutTrain(const T* x, T* y, T* mask, int64 n, unsigned long l
   if (shift != 0) offset += *shift;
   const int64 blocks = (n + 3) / 4;
   for (int64 b = GlobalThread(); b < blocks; b += GridThreads()) {
-    const PhiloxBlock bits = Philox4x32(seed, offset + static_cast<unsigned long long>(b));
+    const PhiloxBlock bits = PhiloxBlockAt(seed, offset + static_cast<unsigned long long>(b));
     A keep[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      keep[j] = static_cast<double>(PhiloxUniform(bits.v[j])) >= p ? keep_scale : A(0);
+      keep[j] = DropoutKeeps(PhiloxUniform(bits.v[j]), p) ? keep_scale : A(0);
     const int64 i = b * 4;
     if (V == 4 && i + 4 <= n) {
       A v[4];
