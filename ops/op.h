@@ -75,6 +75,11 @@ enum class OpReq : uint8_t {
   kAddTo,         // add to what is there (gradient accumulation)
 };
 
+// Write in place is a write: what a request means to code that does not care whether the output
+// shares memory with an input.
+inline OpReq AsWrite(OpReq r) { return r == OpReq::kWriteInplace ? OpReq::kWrite : r; }
+inline bool Writes(OpReq r) { return AsWrite(r) == OpReq::kWrite; }
+
 // What a running op gets besides its tensors.
 struct OpContext {
   engine::RunContext run;

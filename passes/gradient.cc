@@ -11,9 +11,9 @@ namespace weft {
 
 namespace {
 
-class GradientBuilder {
+class BackwardGraphBuilder {
  public:
-  GradientBuilder(const Graph& forward, const std::vector<uint32_t>& wrt)
+  BackwardGraphBuilder(const Graph& forward, const std::vector<uint32_t>& wrt)
       : g_(forward.ToBuilder()),
         forward_nodes_(static_cast<uint32_t>(forward.nodes().size())),
         wrt_(wrt) {}
@@ -152,7 +152,7 @@ class GradientBuilder {
 }  // namespace
 
 Graph Gradient(const Graph& forward, const std::vector<uint32_t>& wrt) {
-  return GradientBuilder(forward, wrt).Build();
+  return BackwardGraphBuilder(forward, wrt).Build();
 }
 
 }  // namespace weft

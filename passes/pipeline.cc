@@ -29,9 +29,7 @@ std::vector<uint32_t> WithRespectTo(const Graph& g, const BindRequest& request) 
 
 // Whether the device's backend runs fused groups (every backend built with weft does; one that
 // does not keeps its graphs unfused rather than failing to bind).
-bool CanFuse(Device device) {
-  return GetOp("_fused_pointwise").On(device.type).compute != nullptr;
-}
+bool CanFuse(Device device) { return GetOp("_fused_pointwise").On(device.type).compute != nullptr; }
 
 // Entries bound to user arrays: arguments (head gradients included) and every graph output.
 std::vector<bool> ExternalEntries(const Graph& g) {

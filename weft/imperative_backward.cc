@@ -58,6 +58,49 @@ std::map<std::pair<int, int>, int> DirectTargets(const GradBuilder& g,
   return targets;
 }
 
+// Where node `n` of the rule writes: each output that is the direct target of an input's gradient
+// goes into the caller's array (added to it for kAddTo, marking the input `done`), the others
+// into new arrays of the shapes and dtypes the node's op infers on the inputs' device.
+InvokeOptions NodeOutputs(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
+                          int n, const std::map<std::pair<int, int>, int>& targets,
+                          const std::vector<NDArray>& input_grads, const std::vector<OpReq>& req,
+                          std::vector<bool>& done) {
+  std::vector<Shape> shapes;
+  std::vector<DType> types;
+  for (const NDArray& a : inputs) shapes.push_back(a.shape()), types.push_back(a.dtype());
+  const Device device = inputs.at(0).device();
+  const std::vector<Shape> out_shapes = InferShapes(op, attrs, shapes, device.type);
+  const std::vector<DType> out_types = InferTypes(op, attrs, types);
+  InvokeOptions options;
+  for (int o = 0; o < static_cast<int>(out_shapes.size()); ++o) {
+    const auto it = targets.find({n, o});
+    if (it == targets.end()) {
+      options.outputs.push_back(NDArray(out_shapes[o], device, out_types[o]));
+      options.req.push_back(OpReq::kWrite);
+      continue;
+    }
+    options.outputs.push_back(input_grads[it->second]);
+    options.req.push_back(req[it->second] == OpReq::kAddTo ? OpReq::kAddTo : OpReq::kWrite);
+    done[it->second] = true;
+  }
+  return options;
+}
+
+// Stores each input's gradient that no node wrote directly: copied, or added for kAddTo.
+void StoreInputGrads(const GradBuilder& g, const BackwardRun& run, const std::vector<bool>& done,
+                     const std::vector<NDArray>& input_grads, const std::vector<OpReq>& req) {
+  for (size_t i = 0; i < input_grads.size(); ++i) {
+    const auto& grad = g.input_grads()[i];
+    if (!grad || done[i] || input_grads[i].is_none() || req[i] == OpReq::kNull) continue;
+    NDArray src = run.Resolve(*grad);
+    if (req[i] == OpReq::kAddTo) {
+      Invoke("add", {input_grads[i], src}, {}, {.outputs = {input_grads[i]}});
+    } else {
+      src.CopyTo(input_grads[i]);
+    }
+  }
+}
+
 }  // namespace
 
 void InvokeBackward(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
@@ -79,36 +122,11 @@ void InvokeBackward(const Op& op, const Attrs& attrs, const std::vector<NDArray>
     const Attrs node_attrs = ParseAttrs(node_op, node.attrs);
     std::vector<NDArray> node_inputs;
     for (const GradEntry& e : node.inputs) node_inputs.push_back(run.Resolve(e));
-    InvokeOptions options;
-    std::vector<Shape> shapes;
-    std::vector<DType> types;
-    for (const NDArray& a : node_inputs) shapes.push_back(a.shape()), types.push_back(a.dtype());
-    const std::vector<Shape> out_shapes =
-        InferShapes(node_op, node_attrs, shapes, node_inputs.at(0).device().type);
-    const std::vector<DType> out_types = InferTypes(node_op, node_attrs, types);
-    for (int o = 0; o < static_cast<int>(out_shapes.size()); ++o) {
-      auto it = targets.find({static_cast<int>(n), o});
-      const bool direct = it != targets.end();
-      options.outputs.push_back(
-          direct ? input_grads[it->second]
-                 : NDArray(out_shapes[o], node_inputs.at(0).device(), out_types[o]));
-      options.req.push_back(direct
-                                ? (req[it->second] == OpReq::kAddTo ? OpReq::kAddTo : OpReq::kWrite)
-                                : OpReq::kWrite);
-      if (direct) done[it->second] = true;
-    }
+    const InvokeOptions options = NodeOutputs(node_op, node_attrs, node_inputs, static_cast<int>(n),
+                                              targets, input_grads, req, done);
     run.node_outputs.push_back(Invoke(node_op, node_attrs, node_inputs, options));
   }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto& grad = g.input_grads()[i];
-    if (!grad || done[i] || input_grads[i].is_none() || req[i] == OpReq::kNull) continue;
-    NDArray src = run.Resolve(*grad);
-    if (req[i] == OpReq::kAddTo) {
-      Invoke("add", {input_grads[i], src}, {}, {.outputs = {input_grads[i]}});
-    } else {
-      src.CopyTo(input_grads[i]);
-    }
-  }
+  StoreInputGrads(g, run, done, input_grads, req);
 }
 
 }  // namespace weft

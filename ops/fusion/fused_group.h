@@ -34,11 +34,6 @@ inline bool ReadsAsData(PointwiseKind kind, int input) {
   return input == 0 || (kind != PointwiseKind::kCast && kind != PointwiseKind::kReshape);
 }
 
-// Write in place is a write: what a request means to code that does not care whether the output
-// shares memory with an input. (Free functions here for now; they belong beside OpReq in op.h.)
-inline OpReq AsWrite(OpReq r) { return r == OpReq::kWriteInplace ? OpReq::kWrite : r; }
-inline bool Writes(OpReq r) { return AsWrite(r) == OpReq::kWrite; }
-
 struct FusedGroup {
   struct Step {
     const Op* op = nullptr;  // a pointwise op (Op::pointwise is set)

@@ -147,7 +147,7 @@ void AddInto(const GpuCall& call, DType dtype, int64_t n, const void* src, void*
 // Where cuDNN writes an output of this request: the output itself for a write, scratch for an add
 // (then AddInto) or, where cuDNN must write it anyway, a null request; nullptr when it may skip it.
 void* TargetOf(OpReq req, const TensorView* out, void* scratch, bool required) {
-  if (out != nullptr && (req == OpReq::kWrite || req == OpReq::kWriteInplace)) return out->raw();
+  if (out != nullptr && Writes(req)) return out->raw();
   if (out != nullptr && req == OpReq::kAddTo) return scratch;
   return required ? scratch : nullptr;
 }

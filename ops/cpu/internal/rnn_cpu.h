@@ -19,6 +19,7 @@
 #include <span>
 #include <vector>
 
+#include "core/philox.h"
 #include "core/tensor_view.h"
 #include "ops/nn/rnn_params.h"
 #include "ops/op.h"
@@ -65,7 +66,7 @@ void RnnDropout(RandomKey key, int64_t first, int64_t count, double p, const T* 
   for (int64_t skip = 0; skip < first % 4; ++skip) stream.NextU32();
   const T scale = static_cast<T>(1 / (1 - p));
   for (int64_t k = 0; k < count; ++k) {
-    mask[k] = static_cast<double>(stream.Uniform()) >= p ? scale : T(0);
+    mask[k] = DropoutKeeps(stream.Uniform(), p) ? scale : T(0);
     out[k] = in[k] * mask[k];
   }
 }
