@@ -10,7 +10,6 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
-#include <span>
 #include <vector>
 
 #include "engine/engine.h"
@@ -47,16 +46,15 @@ class ThreadedEngine final : public Engine {
   void Admit(OprBlock* op);
   // Checks the op's vars, appends it to each, and dispatches it if every var granted it.
   void Register(OprBlock* op);
-  static std::span<ThreadedVar*> SortedVars(
-      const OprBlock& op, std::array<ThreadedVar*, OprVars::kInline>& inline_order,
-      std::vector<ThreadedVar*>& heap_order);
   void InheritError(OprBlock* op, ThreadedVar* var);
   // Sends a ready op where its property says (a worker pool, a device, this thread for kAsync).
   void Dispatch(OprBlock* op);
   // Dispatch for an op ready at push: a kCpuSmall op may run at once on the pushing thread.
   void DispatchPushed(OprBlock* op);
   void RunInline(OprBlock* op);
+  // Runs a ready op: skips it if an input failed, makes its device waits, runs its body.
   void Execute(OprBlock* op, int worker, GpuStream* stream);
+  std::exception_ptr RunBody(OprBlock* op, const RunContext& ctx, uint64_t profiled_op);
   // What every worker pool runs an op with: Execute.
   WorkerPool::Runner WorkerRunner();
   // Ends an op: stores its error (raised, or propagated from an input) on the vars it writes,
