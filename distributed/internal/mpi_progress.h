@@ -41,6 +41,7 @@
 
 #include "distributed/communicator.h"
 #include "distributed/internal/collective_name.h"
+#include "distributed/internal/idle_policy.h"
 #include "distributed/internal/nbc_algorithm.h"
 #include "engine/engine.h"
 #include "engine/wait_helper.h"
@@ -106,18 +107,18 @@ class MpiProgress final : public engine::WaitHelper {
   };
 
   static constexpr std::chrono::microseconds kSpin{50};  // an idle thread's spin before it sleeps
-  static constexpr int kBusyRounds =
-      200;  // rounds polled without yielding (a few tens of microseconds)
-  static constexpr std::chrono::milliseconds kMinPatience{2};  // polling without naps, at least
   // A helping waiter looks at the time limits every so many rounds (a clock read and a lock per
-  // round were a tenth of a 1 KB all-reduce); the thread, every kRoundsPerPass.
+  // round cost a noticeable share of a small all-reduce); the thread, every kRoundsPerPass.
   static constexpr int kRoundsPerDeadlineLook = 64;
-  static constexpr int kRoundsPerPass =
-      64;  // the thread's rounds between two looks at the time limits
-  static constexpr int kQuietLooks =
-      8;  // YieldToHelper's looks (a yield each) without a round of Help
+  static constexpr int kRoundsPerPass = 64;  // the thread's rounds between two idle decisions
+  static constexpr int kQuietLooks = 8;      // YieldToHelper's looks (a yield each) without a Help
 
   void Main();
+  // One turn of the thread with work in hand (mpi_progress_loop.cc); what to do before the next.
+  IdleAction RunPass(std::deque<std::function<void()>>* calls, IdleState* idle,
+                     uint64_t* help_seen);
+  void PollRounds(IdleState* idle);  // a pass: up to kRoundsPerPass rounds (under driver_)
+  void Finalize();
   // Runs `drive` with driver_ held, unless another thread holds it or this thread already does
   // (a completion that runs an op inline may wait, and help, again); then wakes this thread if
   // it sleeps while work it must poll is left. False when it did not drive.
@@ -130,10 +131,7 @@ class MpiProgress final : public engine::WaitHelper {
   void Initialize();
   void InitializeMpi();
   bool WaitForWork(std::deque<std::function<void()>>* calls);  // false: stop
-  // How long the collectives in flight may go without completing before the thread naps between
-  // rounds: as long as their largest payload takes at 1 GB/s, at least kMinPatience (under
-  // driver_).
-  Clock::duration Patience() const;
+  size_t LargestPayload() const;  // of the collectives in flight, for Patience (under driver_)
   bool Step();  // one round: start what may start, test what runs; true when anything moved (under
                 // driver_)
   void StartReady();

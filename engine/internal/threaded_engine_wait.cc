@@ -19,9 +19,10 @@ namespace weft::engine {
 namespace {
 
 // How long a waiting thread watches for its op before it sleeps: a short op's completion then
-// costs no wake-up of the waiter (a futex wake and a reschedule, about 4-5 us of a 13 us CPU
-// all-reduce's round trip here). Like an idle worker's spin (task_queue.h), it yields every 64
-// looks, so a thread that shares its core runs meanwhile.
+// costs no wake-up of the waiter (a futex wake and a reschedule, a large share of a small CPU
+// all-reduce's round trip: dist_bench measures it, figures in bench/README.md, "Figures moved
+// from comments"). Like an idle worker's spin (task_queue.h), it yields every 64 looks, so a
+// thread that shares its core runs meanwhile.
 constexpr std::chrono::microseconds kWaitSpin{50};
 
 // Watches `flag` until it is set (true) or kWaitSpin has passed (false), running the wait helper
