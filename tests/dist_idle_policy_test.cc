@@ -1,10 +1,10 @@
 // The progress thread's idle policy (distributed/internal/idle_policy.h): busy, then patient,
 // then napping, while collectives run; waiting for work when none does.
-#include "distributed/internal/idle_policy.h"
-
 #include <gtest/gtest.h>
 
 #include <chrono>
+
+#include "distributed/internal/idle_policy.h"
 
 namespace weft::dist::internal {
 namespace {

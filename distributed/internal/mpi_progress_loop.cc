@@ -106,7 +106,8 @@ void MpiProgress::Finalize() {
   std::lock_guard<std::mutex> drive(driver_);
   std::lock_guard<std::mutex> lock(mu_);
   nbc_.Close();
-  if (with_mpi_ && !broken_) MPI_Finalize();  // a timed-out collective is still pending: it would hang
+  // Not after a timeout: the timed-out collective is still pending, and finalizing would hang.
+  if (with_mpi_ && !broken_) MPI_Finalize();
 }
 
 // Until there is something to do: RunOnThread's calls (moved into `calls`), a collective running

@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
+#include "core/mutex.h"
+#include "core/no_destructor.h"
 
 namespace weft::gpu {
 
@@ -60,14 +62,14 @@ namespace {
 class RecordPool {
  public:
   static RecordPool& Get() {
-    static RecordPool* pool = new RecordPool;  // never destroyed: no CUDA call at exit
+    static NoDestructor<RecordPool> pool;  // no CUDA call at exit
     return *pool;
   }
 
   AcquiredRecord Acquire(int device, DeviceErrorMessage message) {
     WEFT_CHECK(device >= 0 && device < kMaxDevices)
         << "expected a GPU id below " << kMaxDevices << ", found " << device;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     DeviceErrorRecord* r = Take(device);
     r->ticket = next_ticket_++;
     r->message = std::move(message);
@@ -79,12 +81,12 @@ class RecordPool {
 
   void Release(DeviceErrorRecord* r) {
     if (r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     released_[r->device].push_back(r);
   }
 
   std::exception_ptr Retire() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const DeviceErrorRecord* first = nullptr;
     for (DeviceErrorRecord* r : all_) {
       const Fate fate = r->fate.load(std::memory_order_acquire);
@@ -150,8 +152,8 @@ class RecordPool {
     }
   }
 
-  std::mutex mu_;
-  uint64_t next_ticket_ = 1;                               // guarded by mu_
+  Mutex mu_;
+  uint64_t next_ticket_ WEFT_GUARDED_BY(mu_) = 1;
   std::vector<DeviceErrorRecord*> fresh_[kMaxDevices];     // never used
   std::vector<DeviceErrorRecord*> free_[kMaxDevices];      // used, and free again
   std::vector<DeviceErrorRecord*> released_[kMaxDevices];  // no references left, maybe not free

@@ -15,6 +15,8 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
+#include "core/mutex.h"
+#include "core/no_destructor.h"
 #include "engine/gpu/device_tracer.h"
 #include "engine/profiler_hooks.h"
 
@@ -80,7 +82,7 @@ struct LaunchBatch::State {
   const cudaStream_t stream;
   const int device;     // the stream's GPU: current while a flush launches
   const bool batching;  // false: every kernel is launched at once
-  std::mutex mu;        // guards everything below
+  Mutex mu;             // guards everything below
   std::vector<PendingKernel> pending;
   std::vector<size_t> arg_offsets;       // per argument, into arg_bytes
   std::vector<unsigned char> arg_bytes;  // the pending kernels' arguments
@@ -96,9 +98,9 @@ using State = LaunchBatch::State;
 // removed by its destructor, both under registry_mu; FlushAll and ForgetKernels hold registry_mu
 // while they use the batches they found, so none is freed under them. Lock order: registry_mu,
 // then a batch's mu.
-std::mutex registry_mu;
+Mutex registry_mu;
 std::vector<State*>& Registry() {
-  static auto* batches = new std::vector<State*>;  // guarded by registry_mu; never destroyed
+  static NoDestructor<std::vector<State*>> batches;  // guarded by registry_mu
   return *batches;
 }
 
@@ -133,11 +135,11 @@ const std::vector<size_t>& ParamSizes(const void* kernel, size_t count) {
   if (generation != cache_generation) cache.clear(), cache_generation = generation;
   std::vector<size_t>& sizes = cache[kernel];
   if (sizes.size() == count) return sizes;
-  static std::mutex shared_mu;
+  static Mutex shared_mu;
   static auto* shared =
       new std::unordered_map<const void*, std::vector<size_t>>;  // guarded by shared_mu
   static uint64_t shared_generation = 0;                         // guarded by shared_mu
-  std::lock_guard<std::mutex> lock(shared_mu);
+  MutexLock lock(&shared_mu);
   if (generation != shared_generation) shared->clear(), shared_generation = generation;
   std::vector<size_t>& known = (*shared)[kernel];
   if (known.size() != count) {
@@ -282,15 +284,15 @@ void FlushOrThrow(State& b) {
 
 LaunchBatch::LaunchBatch(cudaStream_t stream, int device, bool batching)
     : state_(std::make_unique<State>(stream, device, batching)) {
-  std::lock_guard<std::mutex> lock(registry_mu);
+  MutexLock lock(&registry_mu);
   Registry().push_back(state_.get());
 }
 
 LaunchBatch::~LaunchBatch() {
-  std::lock_guard<std::mutex> lock(registry_mu);
+  MutexLock lock(&registry_mu);
   std::vector<State*>& all = Registry();
   all.erase(std::find(all.begin(), all.end(), state_.get()));
-  std::lock_guard<std::mutex> batch_lock(state_->mu);
+  MutexLock batch_lock(&state_->mu);
   for (auto& [count, chain] : state_->chains) DestroyChain(chain);
 }
 
@@ -302,7 +304,7 @@ void LaunchBatch::Launch(const void* kernel, dim3 grid, dim3 block, std::span<vo
     WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, grid, block, arg_pointers, shared_bytes, b.stream));
     return;
   }
-  std::lock_guard<std::mutex> lock(b.mu);
+  MutexLock lock(&b.mu);
   if (static_cast<uint64_t>(grid.x) * grid.y * grid.z * block.x * block.y * block.z >=
       kDirectLaunchThreads) {
     FlushOrThrow(b);  // after the kernels before it
@@ -315,13 +317,13 @@ void LaunchBatch::Launch(const void* kernel, dim3 grid, dim3 block, std::span<vo
 
 void LaunchBatch::Flush() {
   if (!state_->batching) return;
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   FlushOrThrow(*state_);
 }
 
 void LaunchBatch::FlushWhenIdle() noexcept {
   if (!state_->batching) return;
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   try {
     FlushLocked(*state_);
   } catch (...) {  // the device guard failed: the kernels stay pending for the next flush
@@ -332,9 +334,9 @@ void LaunchBatch::FlushWhenIdle() noexcept {
 void LaunchBatch::FlushAll() {
   if (!Enabled()) return;
   std::exception_ptr first;
-  std::lock_guard<std::mutex> lock(registry_mu);
+  MutexLock lock(&registry_mu);
   for (State* b : Registry()) {
-    std::lock_guard<std::mutex> batch_lock(b->mu);
+    MutexLock batch_lock(&b->mu);
     try {
       FlushOrThrow(*b);
     } catch (...) {
@@ -350,9 +352,9 @@ void LaunchBatch::ForgetKernels() noexcept {
 }
 
 void LaunchBatch::ForgetChains() noexcept {
-  std::lock_guard<std::mutex> lock(registry_mu);
+  MutexLock lock(&registry_mu);
   for (State* b : Registry()) {
-    std::lock_guard<std::mutex> batch_lock(b->mu);
+    MutexLock batch_lock(&b->mu);
     try {
       FlushLocked(*b);  // a failed launch stays for the stream's next flush
     } catch (

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/mutex.h"
 #include "engine/internal/routing.h"
 #include "engine/internal/var.h"
 #include "engine/internal/worker_pool.h"
@@ -56,7 +57,7 @@ std::exception_ptr CallOp(const SyncFn& sync, const AsyncFn& async, const RunCon
     return nullptr;
   }
   struct AsyncResult {
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable cv;
     bool done = false;
     std::exception_ptr error;
@@ -64,14 +65,14 @@ std::exception_ptr CallOp(const SyncFn& sync, const AsyncFn& async, const RunCon
   auto complete = [](void*, void* c, std::exception_ptr error,
                      bool /*device_work_done: the wait below is cheap*/) {
     auto* state = static_cast<AsyncResult*>(c);
-    std::lock_guard<std::mutex> lock(state->mu);
+    MutexLock lock(&state->mu);
     state->error = std::move(error);
     state->done = true;
     state->cv.notify_all();
   };
   async(ctx, OnComplete(complete, engine, &result));
-  std::unique_lock<std::mutex> lock(result.mu);
-  result.cv.wait(lock, [&] { return result.done; });
+  MutexLock lock(&result.mu);
+  lock.Wait(result.cv, [&] { return result.done; });
   return result.error;
 }
 

@@ -24,6 +24,7 @@
 #include <mutex>
 #include <queue>
 
+#include "core/mutex.h"
 #include "engine/internal/mpmc_ring.h"
 
 namespace weft::engine {
@@ -63,7 +64,7 @@ class TaskQueue {
 
   const int max_spinners_;
   MpmcRing<OprBlock> ring_;
-  std::mutex mu_;                    // guards the overflow list and the heap
+  Mutex mu_;                         // guards the overflow list and the heap
   std::deque<OprBlock*> overflow_;   // priority-0 ops that found the ring full
   std::priority_queue<Entry> heap_;  // non-zero priorities
   uint64_t seq_ = 0;
@@ -77,7 +78,7 @@ class TaskQueue {
   alignas(64) std::atomic<int> sleepers_{0};
   std::atomic<int> spinners_{0};
   std::atomic<bool> closed_{false};
-  std::mutex sleep_mu_;  // only for sleeping and waking
+  Mutex sleep_mu_;  // only for sleeping and waking
   std::condition_variable wake_;
 };
 

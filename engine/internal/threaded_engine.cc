@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/mutex.h"
 #include "core/object_pool.h"
 #include "core/small_vector.h"
 #include "engine/internal/routing.h"
@@ -283,7 +284,7 @@ void ThreadedEngine::CountFinished() {
   const int64_t finished = finished_.fetch_add(1, std::memory_order_seq_cst) + 1;
   if (idle_waiters_.load(std::memory_order_seq_cst) > 0 &&
       finished == pushed_.load(std::memory_order_seq_cst)) {
-    std::lock_guard<std::mutex> lock(idle_mu_);
+    MutexLock lock(&idle_mu_);
     idle_cv_.notify_all();
   }
   finishing_.fetch_sub(1, std::memory_order_seq_cst);

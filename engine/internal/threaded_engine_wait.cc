@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/mutex.h"
 #include "engine/internal/threaded_engine.h"
 #include "engine/internal/threaded_var.h"
 #include "engine/wait_helper.h"
@@ -44,7 +45,7 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
   WEFT_CHECK(!WorkerPool::OnWorkerThread())
       << "WaitForVar called inside an engine op would deadlock";
   struct Waiter {
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable cv;
     bool done = false;
     std::atomic<bool> ready{false};  // done, for the spin before the sleep
@@ -57,7 +58,7 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
   DeviceOrdering* device = &device_;
   OprBlock* op = NewOpr(
       [&waiter, var, device](RunContext) {
-        std::lock_guard<std::mutex> lock(waiter.mu);
+        MutexLock lock(&waiter.mu);
         waiter.slot = var->error_slot();
         if (device->enabled())
           waiter.device_write = device->CaptureWriter(static_cast<ThreadedVar*>(var)->sync());
@@ -72,8 +73,8 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
   SpinUntil(waiter.ready);
   // Taken either way: after a spin that saw `ready`, it waits out the op's critical section (its
   // notify), so `waiter` outlives every use of it.
-  std::unique_lock<std::mutex> lock(waiter.mu);
-  waiter.cv.wait(lock, [&] { return waiter.done; });
+  MutexLock lock(&waiter.mu);
+  lock.Wait(waiter.cv, [&] { return waiter.done; });
   if (waiter.device_write != nullptr) device_.WaitAndRelease(waiter.device_write);
   RethrowIfLive(waiter.slot);
 }
@@ -86,9 +87,9 @@ bool ThreadedEngine::Idle() const {
 }
 
 void ThreadedEngine::WaitUntilIdle() {
-  std::unique_lock<std::mutex> lock(idle_mu_);
+  MutexLock lock(&idle_mu_);
   idle_waiters_.fetch_add(1, std::memory_order_seq_cst);
-  idle_cv_.wait(lock, [this] { return Idle(); });
+  lock.Wait(idle_cv_, [this] { return Idle(); });
   idle_waiters_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
@@ -104,7 +105,7 @@ void ThreadedEngine::WaitForAll() {
 }
 
 void ThreadedEngine::Shutdown() {
-  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  MutexLock lock(&shutdown_mu_);
   if (shut_down_) return;
   shut_down_ = true;
   if (WorkerPool::OnWorkerThread()) {
