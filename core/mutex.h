@@ -1,6 +1,6 @@
-// Mutex and MutexLock: std::mutex with clang's thread-safety attributes (core/thread_annotations.h),
-// which libstdc++'s std::mutex lacks, so that WEFT_GUARDED_BY(mu_) and WEFT_REQUIRES(mu_) are
-// checked by -Wthread-safety.
+// Mutex and MutexLock: std::mutex with clang's thread-safety attributes
+// (core/thread_annotations.h), which libstdc++'s std::mutex lacks, so that WEFT_GUARDED_BY(mu_) and
+// WEFT_REQUIRES(mu_) are checked by -Wthread-safety.
 //
 //   Mutex mu_;
 //   int count_ WEFT_GUARDED_BY(mu_);

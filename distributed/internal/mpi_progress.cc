@@ -36,12 +36,12 @@ std::atomic<MpiProgress*> g_instance{nullptr};
 MpiProgress* MpiProgress::Instance() { return g_instance.load(); }
 
 uint64_t MpiProgress::started() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return started_;
 }
 
 size_t MpiProgress::waiting() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return submitted_.size();
 }
 
@@ -53,29 +53,30 @@ MpiProgress::MpiProgress(const CommOptions& options, bool with_mpi)
         "ConnectWorld communicator for the whole run)");
   }
   thread_ = std::thread([this] { Main(); });
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return initialized_ || init_error_ != nullptr; });
-  if (init_error_) {
-    lock.unlock();
+  MutexLock lock(&mu_);
+  lock.Wait(cv_, [&]() WEFT_REQUIRES(mu_) { return initialized_ || init_error_ != nullptr; });
+  if (const std::exception_ptr error = init_error_) {
+    lock.Unlock();
     thread_.join();
-    std::rethrow_exception(init_error_);
+    std::rethrow_exception(error);
   }
   if (any_thread_)
     engine::AddWaitHelper(this);  // false when another is set: then nobody helps this one
   g_instance.store(this);
 }
 
-void MpiProgress::Initialize() {
+bool MpiProgress::Initialize() {
   std::exception_ptr error;
   try {
     if (with_mpi_) InitializeMpi();
   } catch (...) {
     error = std::current_exception();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   init_error_ = error;
   initialized_ = error == nullptr;
   cv_.notify_all();
+  return initialized_;
 }
 
 void MpiProgress::InitializeMpi() {
@@ -110,7 +111,7 @@ MpiProgress::~MpiProgress() {
   engine::RemoveWaitHelper(this);  // if it is the one set; from here on, only this thread drives
   WaitIdle();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
     cv_.notify_all();
   }
@@ -120,13 +121,13 @@ MpiProgress::~MpiProgress() {
 bool MpiProgress::NothingLeft() const { return completed_ == pushed_ || broken_.has_value(); }
 
 void MpiProgress::WaitIdle() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // Each collective handed over is completed by the thread (or timed out); one never handed over
   // (its op was skipped) leaves the count short: after the time limit, go on without it.
   const auto limit = std::chrono::duration<double>(options_.timeout_seconds);
-  if (cv_.wait_for(lock, limit, [&] { return NothingLeft(); })) return;
+  if (lock.WaitFor(cv_, limit, [&]() WEFT_REQUIRES(mu_) { return NothingLeft(); })) return;
   const uint64_t missing = pushed_ - completed_;
-  lock.unlock();
+  lock.Unlock();
   std::fprintf(
       stderr, "weft: dist: rank %d of %d: %llu collective(s) pushed but not complete at shutdown\n",
       rank_, size_, static_cast<unsigned long long>(missing));
@@ -134,16 +135,16 @@ void MpiProgress::WaitIdle() {
 }
 
 uint64_t MpiProgress::NextSequence() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return pushed_++;
 }
 
 void MpiProgress::Submit(MpiWork work) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (broken_) {
     const std::string message = *broken_;
     ++completed_;
-    lock.unlock();
+    lock.Unlock();
     (*work.done)(std::make_exception_ptr(Error(message)));
     return;
   }
@@ -153,12 +154,12 @@ void MpiProgress::Submit(MpiWork work) {
   submitted_.emplace(sequence, std::make_pair(std::move(work), deadline));
   outstanding_.fetch_add(1, std::memory_order_relaxed);
   hand_overs_.fetch_add(1, std::memory_order_relaxed);
-  lock.unlock();
+  lock.Unlock();
   // The thread (or a waiter) starts it: wake the thread only if it sleeps (a futex call each time
   // costs the worker a microsecond). The emplace under mu_ and the thread's look at its wait's
   // predicate under mu_, after it stores sleeping_, order the two.
   if (sleeping_.load(std::memory_order_seq_cst)) {
-    std::lock_guard<std::mutex> relock(mu_);
+    MutexLock relock(&mu_);
     cv_.notify_all();
   }
 }
@@ -167,7 +168,7 @@ void MpiProgress::RunOnThread(std::function<void()> fn) {
   std::packaged_task<void()> task(std::move(fn));
   std::future<void> result = task.get_future();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     calls_.push_back([&task] { task(); });
     hand_overs_.fetch_add(1, std::memory_order_relaxed);
     cv_.notify_all();
@@ -209,7 +210,7 @@ void MpiProgress::TimeOut(const MpiWork& work, const char* state) {
   }
   MpiWork failed = work;  // its done is called once, below
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     broken_ = message;
   }
   Complete(failed, std::make_exception_ptr(Error(message)));
@@ -222,7 +223,7 @@ void MpiProgress::Complete(MpiWork& work, std::exception_ptr error) {
     (*work.done)(std::move(error));
   }
   outstanding_.fetch_sub(1, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++completed_;
   cv_.notify_all();
 }

@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "distributed/communicator.h"
 #include "distributed/internal/collective_name.h"
 #include "distributed/internal/idle_policy.h"
@@ -128,7 +129,7 @@ class MpiProgress final : public engine::WaitHelper {
   // While a waiter drives (help_rounds_ moves), this thread leaves the collectives to it; it
   // takes them back once Help has not driven for kQuietLooks looks in a row, or at a hand-over.
   void YieldToHelper();
-  void Initialize();
+  bool Initialize();  // false: MPI could not be initialized (init_error_ says why)
   void InitializeMpi();
   bool WaitForWork(std::deque<std::function<void()>>* calls);  // false: stop
   size_t LargestPayload() const;  // of the collectives in flight, for Patience (under driver_)
@@ -143,30 +144,30 @@ class MpiProgress final : public engine::WaitHelper {
   // A start's, a test's or a finish's error, as a weft::Error that begins with Describe(work).
   std::exception_ptr Named(const MpiWork& work, std::exception_ptr error) const;
   void Complete(MpiWork& work, std::exception_ptr error);
-  void WaitIdle();           // the destructor's wait for every pushed collective
-  bool NothingLeft() const;  // under mu_
+  void WaitIdle();  // the destructor's wait for every pushed collective
+  bool NothingLeft() const WEFT_REQUIRES(mu_);
 
   const CommOptions options_;
   const bool with_mpi_;
   int rank_ = 0, size_ = 1, local_rank_ = 0;  // set before the constructor returns, then constant
 
-  // mu_ protects everything below; cv_ signals hand-overs, completions and stop_.
-  mutable std::mutex mu_;
+  // cv_ signals hand-overs, completions and stop_.
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::map<uint64_t, std::pair<MpiWork, Clock::time_point>>
-      submitted_;                            // by sequence, not yet started
-  std::deque<std::function<void()>> calls_;  // RunOnThread's functions
-  uint64_t pushed_ = 0;                      // sequence numbers handed out
-  uint64_t next_start_ = 0;                  // the sequence number the thread starts next
-  uint64_t completed_ = 0;
-  uint64_t started_ = 0;  // collectives whose start returned
-  bool stop_ = false;
-  std::atomic<uint64_t> hand_overs_{
-      0};  // Submit and RunOnThread calls: what a spinning thread watches
-  std::exception_ptr init_error_;
-  bool initialized_ = false;
-  std::optional<std::string>
-      broken_;  // set by a timeout without abort: every later collective fails
+  // By sequence, not yet started.
+  std::map<uint64_t, std::pair<MpiWork, Clock::time_point>> submitted_ WEFT_GUARDED_BY(mu_);
+  std::deque<std::function<void()>> calls_ WEFT_GUARDED_BY(mu_);  // RunOnThread's functions
+  uint64_t pushed_ WEFT_GUARDED_BY(mu_) = 0;                      // sequence numbers handed out
+  uint64_t next_start_ WEFT_GUARDED_BY(mu_) = 0;  // the sequence number the thread starts next
+  uint64_t completed_ WEFT_GUARDED_BY(mu_) = 0;
+  uint64_t started_ WEFT_GUARDED_BY(mu_) = 0;  // collectives whose start returned
+  bool stop_ WEFT_GUARDED_BY(mu_) = false;
+  // Submit and RunOnThread calls: what a spinning thread watches.
+  std::atomic<uint64_t> hand_overs_{0};
+  std::exception_ptr init_error_ WEFT_GUARDED_BY(mu_);
+  bool initialized_ WEFT_GUARDED_BY(mu_) = false;
+  // Set by a timeout without abort: every later collective fails.
+  std::optional<std::string> broken_ WEFT_GUARDED_BY(mu_);
 
   // Held by the thread that makes collective calls (this thread or a helping waiter); protects
   // active_ and nbc_. Taken before mu_ where both are held.

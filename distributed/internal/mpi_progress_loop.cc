@@ -37,8 +37,7 @@ struct Driving {
 // and its figures are in bench/README.md ("Figures moved from comments"):
 //   mpirun -np 2 --allow-run-as-root --bind-to core bazel-bin/bench/dist_bench --reps=20
 void MpiProgress::Main() {
-  Initialize();
-  if (!initialized_) return;
+  if (!Initialize()) return;
   IdleState idle;
   uint64_t help_seen = 0;
   std::deque<std::function<void()>> calls;
@@ -104,7 +103,7 @@ void MpiProgress::PollRounds(IdleState* idle) {
 
 void MpiProgress::Finalize() {
   std::lock_guard<std::mutex> drive(driver_);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   nbc_.Close();
   // Not after a timeout: the timed-out collective is still pending, and finalizing would hang.
   if (with_mpi_ && !broken_) MPI_Finalize();
@@ -113,9 +112,9 @@ void MpiProgress::Finalize() {
 // Until there is something to do: RunOnThread's calls (moved into `calls`), a collective running
 // or ready to start. False when the thread should stop.
 bool MpiProgress::WaitForWork(std::deque<std::function<void()>>* calls) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const auto running = [&] { return running_.load(std::memory_order_seq_cst) != 0; };
-  const auto wake = [&] {
+  const auto wake = [&]() WEFT_REQUIRES(mu_) {
     return stop_ || !calls_.empty() || running() ||
            (!submitted_.empty() && submitted_.begin()->first == next_start_);
   };
@@ -128,16 +127,18 @@ bool MpiProgress::WaitForWork(std::deque<std::function<void()>>* calls) {
     sleeping_.store(false, std::memory_order_seq_cst);
   };
   if (!wake() && submitted_.empty()) {
-    lock.unlock();
+    lock.Unlock();
     SpinForHandOver();
-    lock.lock();
+    lock.Lock();
   }
   // Until a hand-over, even one that must wait for an earlier collective (its time limit runs).
   if (submitted_.empty())
-    sleep([&] { cv_.wait(lock, [&] { return wake() || !submitted_.empty(); }); });
+    sleep([&] {
+      lock.Wait(cv_, [&]() WEFT_REQUIRES(mu_) { return wake() || !submitted_.empty(); });
+    });
   // Handed over but waiting for an earlier one: wake up now and then to check the time limit.
   if (!running() && !submitted_.empty())
-    sleep([&] { cv_.wait_for(lock, std::chrono::milliseconds(50), wake); });
+    sleep([&] { lock.WaitFor(cv_, std::chrono::milliseconds(50), wake); });
   if (stop_ && !running() && calls_.empty()) return false;
   calls->swap(calls_);
   return true;
@@ -156,7 +157,7 @@ bool MpiProgress::TryDrive(Drive drive) {
   // running_ is stored (seq_cst) before sleeping_ is read, and the thread stores sleeping_ before
   // it reads running_: one of the two sees the other.
   if (running_.load(std::memory_order_seq_cst) != 0 && sleeping_.load(std::memory_order_seq_cst)) {
-    std::lock_guard<std::mutex> relock(mu_);  // the thread must go on with what this one leaves
+    MutexLock relock(&mu_);  // the thread must go on with what this one leaves
     cv_.notify_all();
   }
   return true;
@@ -227,7 +228,7 @@ void MpiProgress::StartReady() {
   while (true) {
     Active a;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       auto it = submitted_.begin();
       if (it == submitted_.end() || it->first != next_start_) return;
       a.work = std::move(it->second.first);
@@ -243,7 +244,7 @@ void MpiProgress::StartReady() {
     }
     active_.push_back(std::move(a));
     running_.store(active_.size(), std::memory_order_seq_cst);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++started_;
   }
 }
@@ -297,7 +298,7 @@ void MpiProgress::CheckDeadlines() {
   }
   MpiWork late;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = submitted_.begin();
     if (it == submitted_.end() || now < it->second.second) return;
     late = std::move(it->second.first);

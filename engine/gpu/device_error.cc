@@ -102,7 +102,7 @@ class RecordPool {
   static constexpr int kChunk = 64;
 
   // A used record if one is free (a fresh one costs its op a memset, which ends a launch batch).
-  DeviceErrorRecord* Take(int device) {
+  DeviceErrorRecord* Take(int device) WEFT_REQUIRES(mu_) {
     if (free_[device].empty()) Recycle(device);
     std::vector<DeviceErrorRecord*>& from = !free_[device].empty() ? free_[device] : fresh_[device];
     if (from.empty()) Grow(device);
@@ -114,7 +114,7 @@ class RecordPool {
   // Moves the released records whose last check is done, and that WaitForAll need not raise,
   // back to the free list; drops the abandoned ones; keeps the others (checks still running,
   // failures no wait has raised).
-  void Recycle(int device) {
+  void Recycle(int device) WEFT_REQUIRES(mu_) {
     std::vector<DeviceErrorRecord*>& released = released_[device];
     size_t kept = 0;
     for (DeviceErrorRecord* r : released) {
@@ -130,7 +130,7 @@ class RecordPool {
   }
 
   // kChunk new records of `device`: device words for the notes, pinned reports the device writes.
-  void Grow(int device) {
+  void Grow(int device) WEFT_REQUIRES(mu_) {
     DeviceGuard guard(device);
     unsigned long long* notes = nullptr;
     WEFT_CUDA_CHECK(cudaMalloc(&notes, kChunk * sizeof(*notes)));
@@ -154,10 +154,11 @@ class RecordPool {
 
   Mutex mu_;
   uint64_t next_ticket_ WEFT_GUARDED_BY(mu_) = 1;
-  std::vector<DeviceErrorRecord*> fresh_[kMaxDevices];     // never used
-  std::vector<DeviceErrorRecord*> free_[kMaxDevices];      // used, and free again
-  std::vector<DeviceErrorRecord*> released_[kMaxDevices];  // no references left, maybe not free
-  std::vector<DeviceErrorRecord*> all_;
+  std::vector<DeviceErrorRecord*> fresh_[kMaxDevices] WEFT_GUARDED_BY(mu_);  // never used
+  std::vector<DeviceErrorRecord*> free_[kMaxDevices] WEFT_GUARDED_BY(mu_);   // used, free again
+  // No references left, maybe not free.
+  std::vector<DeviceErrorRecord*> released_[kMaxDevices] WEFT_GUARDED_BY(mu_);
+  std::vector<DeviceErrorRecord*> all_ WEFT_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<DeviceErrorRecord[]>> chunks_;
 };
 

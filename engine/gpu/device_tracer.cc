@@ -62,7 +62,7 @@ struct Records {
 
 // Buffers are delivered on CUPTI's thread, or on the thread that flushes; records_mu orders them.
 Mutex records_mu;
-Records& Delivered() {
+Records& Delivered() WEFT_REQUIRES(records_mu) {
   static NoDestructor<Records> records;  // guarded by records_mu
   return *records;
 }
@@ -82,14 +82,14 @@ using LaunchMap = std::unordered_map<uint64_t, Launch>;
 // Attributed launches by id (unique in the process, so an id from an earlier trace is not found).
 std::atomic<uint64_t> next_launch{1};
 Mutex launches_mu;
-LaunchMap& Launches() {
+LaunchMap& Launches() WEFT_REQUIRES(launches_mu) {
   static NoDestructor<LaunchMap> launches;  // guarded by launches_mu
   return *launches;
 }
 
 // Demangled, and cached by CUPTI's name pointer (shared by every record of a kernel). With
 // records_mu held.
-const std::string& KernelName(const char* mangled) {
+const std::string& KernelName(const char* mangled) WEFT_REQUIRES(records_mu) {
   static NoDestructor<std::unordered_map<const char*, std::pair<std::string, std::string>>> cache;
   auto& [raw, name] = (*cache)[mangled];
   if (raw != mangled) {
@@ -102,7 +102,7 @@ const std::string& KernelName(const char* mangled) {
   return name;
 }
 
-DeviceActivity KernelActivity(const CUpti_ActivityKernel10& k) {
+DeviceActivity KernelActivity(const CUpti_ActivityKernel10& k) WEFT_REQUIRES(records_mu) {
   DeviceActivity a;
   a.kind = DeviceActivity::Kind::kKernel;
   a.name = k.name != nullptr ? KernelName(k.name) : "kernel";
@@ -145,7 +145,8 @@ DeviceActivity TransferActivity(const Record& r, DeviceActivity::Kind kind, cons
   return a;
 }
 
-void Collect(const CUpti_Activity* record, Records& r) {
+// With records_mu held.
+void Collect(const CUpti_Activity* record, Records& r) WEFT_REQUIRES(records_mu) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:

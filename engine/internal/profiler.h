@@ -77,12 +77,12 @@ class Profiler {
   bool tracing_device_ WEFT_GUARDED_BY(control_mu_) = false;  // the device tracer started
   std::string device_warning_ WEFT_GUARDED_BY(control_mu_);   // why it did not
 
-  Mutex mu_;  // guards everything below
-  std::string path_;
-  int64_t origin_ns_ = 0;
-  uint64_t first_op_ = 0;  // ops with smaller ids started before this session
-  std::vector<TraceSpan> spans_;
-  std::map<int, std::string> track_names_;
+  Mutex mu_;
+  std::string path_ WEFT_GUARDED_BY(mu_);
+  int64_t origin_ns_ WEFT_GUARDED_BY(mu_) = 0;
+  uint64_t first_op_ WEFT_GUARDED_BY(mu_) = 0;  // ops with smaller ids started before this session
+  std::vector<TraceSpan> spans_ WEFT_GUARDED_BY(mu_);
+  std::map<int, std::string> track_names_ WEFT_GUARDED_BY(mu_);
 };
 
 // Marks the calling thread as running profiled op `op` for the scope's life (nothing for op 0):

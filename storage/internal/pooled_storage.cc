@@ -48,7 +48,7 @@ namespace {
 // Every live pool, for the profiler's samples at its start and end. Lock order: live_mu, then a
 // pool's lock, then the profiler's.
 Mutex live_mu;
-std::vector<PooledStorage*>& LivePools() {
+std::vector<PooledStorage*>& LivePools() WEFT_REQUIRES(live_mu) {
   static NoDestructor<std::vector<PooledStorage*>> pools;  // guarded by live_mu
   return *pools;
 }
