@@ -25,6 +25,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/mutex.h"
+#include "core/no_destructor.h"
+
 namespace weft {
 
 template <typename T>
@@ -70,13 +73,13 @@ class ObjectPool {
   // Every chunk, and which of them have free slots. Never destroyed, so threads that exit after
   // static destruction can still return their objects.
   struct Shared {
-    std::mutex mu;
-    std::vector<Chunk*> chunks;      // guarded by mu
-    std::vector<uint64_t> has_free;  // bit c: chunks[c]->num_free > 0; guarded by mu
-    size_t total_free = 0;           // guarded by mu
-    size_t cursor = 0;               // the chunk the next sweep starts at; guarded by mu
+    Mutex mu;
+    std::vector<Chunk*> chunks WEFT_GUARDED_BY(mu);
+    std::vector<uint64_t> has_free WEFT_GUARDED_BY(mu);  // bit c: chunks[c]->num_free > 0
+    size_t total_free WEFT_GUARDED_BY(mu) = 0;
+    size_t cursor WEFT_GUARDED_BY(mu) = 0;  // the chunk the next sweep starts at
 
-    void Free(Slot* s) {
+    void Free(Slot* s) WEFT_REQUIRES(mu) {
       Chunk* chunk = ChunkOf(s);
       const size_t i = static_cast<size_t>(s - SlotOf(chunk, 0));
       chunk->free[i / 64] |= uint64_t{1} << (i % 64);
@@ -84,7 +87,7 @@ class ObjectPool {
       ++total_free;
     }
     // A chunk whose slots are all free; the next sweep starts at it.
-    void AddChunk() {
+    void AddChunk() WEFT_REQUIRES(mu) {
       auto* chunk = static_cast<Chunk*>(
           ::operator new(kChunkBytes, std::align_val_t(kChunkBytes)));  // never freed
       new (chunk) Chunk{};
@@ -95,7 +98,7 @@ class ObjectPool {
       cursor = chunk->index;
     }
     // The first chunk at or after `from`, wrapping, with a free slot. Only while total_free > 0.
-    size_t NextWithFree(size_t from) const {
+    size_t NextWithFree(size_t from) const WEFT_REQUIRES(mu) {
       size_t w = from / 64;
       uint64_t bits = has_free[w] & (~uint64_t{0} << (from % 64));
       while (bits == 0) {
@@ -107,7 +110,7 @@ class ObjectPool {
     // Fills out[0..kBatch) with free slots, in address order within each chunk, the chunks in
     // sweep order. Adds a chunk when fewer than kBatch are free (those stay for a later sweep).
     void Take(Slot** out) {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       if (total_free < kBatch) AddChunk();
       size_t n = 0;
       while (n < kBatch) {
@@ -126,7 +129,7 @@ class ObjectPool {
     }
   };
   static Shared& Global() {
-    static Shared* shared = new Shared;
+    static NoDestructor<Shared> shared;  // chunks stay valid for thread_local destructors
     return *shared;
   }
 
@@ -179,7 +182,7 @@ class ObjectPool {
     }
     static void Return(Slot* const* slots, size_t n) {
       Shared& g = Global();
-      std::lock_guard<std::mutex> lock(g.mu);
+      MutexLock lock(&g.mu);
       for (size_t i = 0; i < n; ++i) g.Free(slots[i]);
     }
   };

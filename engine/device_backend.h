@@ -46,8 +46,15 @@ struct VarSyncSlot {
   std::atomic<VarDeviceState*> state{nullptr};
 };
 
-// A recorded completion (an event): reference counted by the backend.
-using Completion = void*;
+// A recorded completion (an event), opaque to the engine: the backend derives its own record from
+// CompletionRecord (the CUDA backend's StreamPoint) and reference counts it. The engine only passes
+// the handle back to the backend that made it; null means no device work.
+class CompletionRecord {
+ protected:
+  CompletionRecord() = default;
+  ~CompletionRecord() = default;  // a record is freed as the backend's own type, never as this
+};
+using Completion = CompletionRecord*;
 
 // Device work recorded once and replayed as one launch (a CUDA graph): a bound training step
 // whose ops, attributes and memory never change (executor/internal/step_capture.h). It reads

@@ -5,6 +5,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/mutex.h"
+#include "core/no_destructor.h"
 #include "core/philox.h"
 
 namespace weft {
@@ -12,13 +14,13 @@ namespace weft {
 namespace {
 
 struct Streams {
-  std::mutex mu;
-  uint64_t seed = 0x5eed;                            // guarded by mu
-  std::unordered_map<Device, uint64_t> next_offset;  // guarded by mu
+  Mutex mu;
+  uint64_t seed WEFT_GUARDED_BY(mu) = 0x5eed;
+  std::unordered_map<Device, uint64_t> next_offset WEFT_GUARDED_BY(mu);
 };
 
 Streams& GetStreams() {
-  static Streams* streams = new Streams;  // never destroyed: ops may draw at exit
+  static NoDestructor<Streams> streams;  // ops may draw at exit
   return *streams;
 }
 
@@ -26,7 +28,7 @@ Streams& GetStreams() {
 
 void SeedRandom(uint64_t seed) {
   Streams& s = GetStreams();
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(&s.mu);
   s.seed = seed;
   s.next_offset.clear();
 }
@@ -42,7 +44,7 @@ RandomKey ReserveRandom(Device device, uint64_t count) {
 
 RandomKey ReserveRandom(Device device, std::span<const uint64_t> counts) {
   Streams& s = GetStreams();
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(&s.mu);
   uint64_t& next = s.next_offset[device];
   // The key is the seed alone: each device has its own position in the same sequence, so the
   // same program gives the same numbers on the CPU and on a GPU.

@@ -24,14 +24,7 @@ using namespace std::chrono_literals;
 
 const Device kCpu = Device::Cpu();
 
-class EngineRegression : public ::testing::TestWithParam<EngineConfig> {
- protected:
-  void SetUp() override { engine_ = GetParam().Create(); }
-  bool threaded_with(int workers) const {
-    return GetParam().kind == engine::EngineKind::kThreaded && GetParam().workers >= workers;
-  }
-  std::unique_ptr<Engine> engine_;
-};
+class EngineRegression : public testing::EngineTest {};
 
 // An op that finishes early must not stand in, in WaitForAll's count, for a slow op pushed
 // before it.

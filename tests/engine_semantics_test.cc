@@ -29,12 +29,7 @@ using namespace std::chrono_literals;
 
 const Device kCpu = Device::Cpu();
 
-class EngineSemantics : public ::testing::TestWithParam<EngineConfig> {
- protected:
-  void SetUp() override { engine_ = GetParam().Create(); }
-  bool threaded() const { return GetParam().kind == engine::EngineKind::kThreaded; }
-  std::unique_ptr<Engine> engine_;
-};
+class EngineSemantics : public testing::EngineTest {};
 
 TEST_P(EngineSemantics, WritesToOneVarRunInPushOrder) {
   VarHandle v = engine_->NewVariable();

@@ -28,15 +28,7 @@ using namespace std::chrono_literals;
 
 const Device kCpu = Device::Cpu();
 
-class EngineSmallOp : public ::testing::TestWithParam<EngineConfig> {
- protected:
-  void SetUp() override { engine_ = GetParam().Create(); }
-  bool threaded() const { return GetParam().kind == engine::EngineKind::kThreaded; }
-  void PushSmall(engine::SyncFn fn, engine::VarList reads, engine::VarList writes) {
-    engine_->PushSync(std::move(fn), kCpu, reads, writes, FnProperty::kCpuSmall, 0, "small");
-  }
-  std::unique_ptr<Engine> engine_;
-};
+class EngineSmallOp : public testing::EngineTest {};
 
 TEST_P(EngineSmallOp, ReadyAtPushRunsBeforePushReturnsOnThePushingThread) {
   VarHandle a = engine_->NewVariable(), b = engine_->NewVariable();

@@ -1,6 +1,14 @@
-// Helpers for engine tests: the engine configurations every test runs on, and a watchdog that
-// turns a deadlock into a failure with a message instead of a hang.
+// Helpers for engine tests: the engine configurations every test runs on, the fixture that
+// creates the engine of each, and a watchdog that turns a deadlock into a failure with a message
+// instead of a hang.
+//
+//   class EngineSemantics : public testing::EngineTest {};
+//   TEST_P(EngineSemantics, WritesRunInPushOrder) { VarHandle v = engine_->NewVariable(); ... }
+//   INSTANTIATE_TEST_SUITE_P(AllEngines, EngineSemantics,
+//                            ::testing::ValuesIn(testing::AllEngineConfigs()), ...);
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -10,6 +18,7 @@
 #include <ostream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
@@ -34,6 +43,22 @@ inline void PrintTo(const EngineConfig& config, std::ostream* os) { *os << confi
 
 // Naive, and threaded with 1, 2 and 8 workers.
 std::vector<EngineConfig> AllEngineConfigs();
+
+// The fixture of the engine tests: a fresh engine of the parameter's configuration per test.
+class EngineTest : public ::testing::TestWithParam<EngineConfig> {
+ protected:
+  void SetUp() override { engine_ = GetParam().Create(); }
+  bool threaded() const { return GetParam().kind == engine::EngineKind::kThreaded; }
+  // Threaded with at least `workers` CPU workers.
+  bool threaded_with(int workers) const { return threaded() && GetParam().workers >= workers; }
+  // Pushes a small CPU op (FnProperty::kCpuSmall) named "small".
+  void PushSmall(engine::SyncFn fn, engine::VarList reads, engine::VarList writes) {
+    engine_->PushSync(std::move(fn), Device::Cpu(), reads, writes, engine::FnProperty::kCpuSmall, 0,
+                      "small");
+  }
+
+  std::unique_ptr<engine::Engine> engine_;
+};
 
 // Aborts the process with `what` if not destroyed within `limit`.
 class Watchdog {

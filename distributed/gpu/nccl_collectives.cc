@@ -119,6 +119,51 @@ std::shared_ptr<NcclComm> NcclCollectives::CommFor(Device device) {
   return comm_;
 }
 
+// Whether the collective's kernels are done (`finished`, recorded after them, completed); throws
+// NCCL's asynchronous error (a peer gone) while they are not.
+bool NcclFinished(const NcclComm& comm, const Events& events) {
+  const cudaError_t state = cudaEventQuery(events.finished->event);
+  if (state == cudaErrorNotReady) {
+    ncclResult_t async = ncclSuccess;
+    WEFT_NCCL_CHECK(Nccl().CommGetAsyncError(comm.comm, &async));
+    WEFT_NCCL_CHECK(async);
+    return false;
+  }
+  WEFT_CUDA_CHECK(state);
+  return true;
+}
+
+// The collective as MpiProgress runs it, made on the op's worker (`ctx`), which records `ready`
+// on its stream now: start makes the communication stream wait for `ready`, queues `call` there
+// and records `finished`; test polls `finished`; cancel (a timeout) aborts the communicator. When
+// `ready` cannot be recorded, the work is still handed over, so that the later collectives start:
+// it fails in its turn.
+MpiWork MakeNcclWork(uint64_t sequence, const CollectiveName& what, std::shared_ptr<NcclComm> comm,
+                     NcclCall call, const engine::RunContext& ctx, engine::OnComplete done) {
+  MpiWork work{sequence, what, nullptr, nullptr, std::move(done)};
+  work.device_work = true;  // test saw `finished`: the worker's stream holds only `ready`, done too
+  try {
+    auto events = std::make_shared<Events>();
+    events->ready = gpu::EventPool::Get().Record(*ctx.stream);
+    work.start = [comm, events, call = std::move(call)](MPI_Request*) {
+      gpu::DeviceGuard guard(comm->device);
+      WEFT_CUDA_CHECK(cudaStreamWaitEvent(comm->stream, events->ready->event, 0));
+      call(comm->comm, comm->stream);
+      events->finished = gpu::EventPool::Get().RecordOn(comm->device, comm->stream);
+    };
+    work.test = [comm, events] { return NcclFinished(*comm, *events); };
+    work.cancel = [comm] {
+      Nccl().CommAbort(comm->comm);
+      comm->aborted = true;
+    };
+  } catch (...) {
+    work.start = [error = std::current_exception()](MPI_Request*) {
+      std::rethrow_exception(error);
+    };
+  }
+  return work;
+}
+
 void NcclCollectives::Push(const CollectiveName& what, Device device,
                            std::vector<engine::VarHandle> reads,
                            std::vector<engine::VarHandle> writes, NcclCall call) {
@@ -126,39 +171,7 @@ void NcclCollectives::Push(const CollectiveName& what, Device device,
   MpiProgress* progress = bootstrap_.progress;
   const uint64_t sequence = progress->NextSequence();
   auto fn = [=, call = std::move(call)](engine::RunContext ctx, engine::OnComplete done) {
-    MpiWork work{sequence, what, nullptr, nullptr, done};
-    work.device_work =
-        true;  // test saw `finished`: the worker's stream holds only `ready`, done too
-    try {
-      auto events = std::make_shared<Events>();
-      events->ready = gpu::EventPool::Get().Record(*ctx.stream);
-      work.start = [comm, events, call](MPI_Request*) {
-        gpu::DeviceGuard guard(comm->device);
-        WEFT_CUDA_CHECK(cudaStreamWaitEvent(comm->stream, events->ready->event, 0));
-        call(comm->comm, comm->stream);
-        events->finished = gpu::EventPool::Get().RecordOn(comm->device, comm->stream);
-      };
-      work.test = [comm, events] {
-        const cudaError_t state = cudaEventQuery(events->finished->event);
-        if (state == cudaErrorNotReady) {
-          ncclResult_t async = ncclSuccess;
-          WEFT_NCCL_CHECK(Nccl().CommGetAsyncError(comm->comm, &async));
-          WEFT_NCCL_CHECK(async);
-          return false;
-        }
-        WEFT_CUDA_CHECK(state);
-        return true;
-      };
-      work.cancel = [comm] {
-        Nccl().CommAbort(comm->comm);
-        comm->aborted = true;
-      };
-    } catch (...) {  // still handed over, so that the later collectives start: it fails in its turn
-      work.start = [error = std::current_exception()](MPI_Request*) {
-        std::rethrow_exception(error);
-      };
-    }
-    progress->Submit(std::move(work));
+    progress->Submit(MakeNcclWork(sequence, what, comm, call, ctx, std::move(done)));
   };
   engine::Engine::Get()->PushAsync(std::move(fn), device, reads, writes,
                                    engine::FnProperty::kNormal,

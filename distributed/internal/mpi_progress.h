@@ -39,8 +39,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "distributed/communicator.h"
 #include "distributed/internal/collective_name.h"
+#include "distributed/internal/idle_policy.h"
 #include "distributed/internal/nbc_algorithm.h"
 #include "engine/engine.h"
 #include "engine/wait_helper.h"
@@ -106,18 +108,18 @@ class MpiProgress final : public engine::WaitHelper {
   };
 
   static constexpr std::chrono::microseconds kSpin{50};  // an idle thread's spin before it sleeps
-  static constexpr int kBusyRounds =
-      200;  // rounds polled without yielding (a few tens of microseconds)
-  static constexpr std::chrono::milliseconds kMinPatience{2};  // polling without naps, at least
   // A helping waiter looks at the time limits every so many rounds (a clock read and a lock per
-  // round were a tenth of a 1 KB all-reduce); the thread, every kRoundsPerPass.
+  // round cost a noticeable share of a small all-reduce); the thread, every kRoundsPerPass.
   static constexpr int kRoundsPerDeadlineLook = 64;
-  static constexpr int kRoundsPerPass =
-      64;  // the thread's rounds between two looks at the time limits
-  static constexpr int kQuietLooks =
-      8;  // YieldToHelper's looks (a yield each) without a round of Help
+  static constexpr int kRoundsPerPass = 64;  // the thread's rounds between two idle decisions
+  static constexpr int kQuietLooks = 8;      // YieldToHelper's looks (a yield each) without a Help
 
   void Main();
+  // One turn of the thread with work in hand (mpi_progress_loop.cc); what to do before the next.
+  IdleAction RunPass(std::deque<std::function<void()>>* calls, IdleState* idle,
+                     uint64_t* help_seen);
+  void PollRounds(IdleState* idle);  // a pass: up to kRoundsPerPass rounds (under driver_)
+  void Finalize();
   // Runs `drive` with driver_ held, unless another thread holds it or this thread already does
   // (a completion that runs an op inline may wait, and help, again); then wakes this thread if
   // it sleeps while work it must poll is left. False when it did not drive.
@@ -127,13 +129,10 @@ class MpiProgress final : public engine::WaitHelper {
   // While a waiter drives (help_rounds_ moves), this thread leaves the collectives to it; it
   // takes them back once Help has not driven for kQuietLooks looks in a row, or at a hand-over.
   void YieldToHelper();
-  void Initialize();
+  bool Initialize();  // false: MPI could not be initialized (init_error_ says why)
   void InitializeMpi();
   bool WaitForWork(std::deque<std::function<void()>>* calls);  // false: stop
-  // How long the collectives in flight may go without completing before the thread naps between
-  // rounds: as long as their largest payload takes at 1 GB/s, at least kMinPatience (under
-  // driver_).
-  Clock::duration Patience() const;
+  size_t LargestPayload() const;  // of the collectives in flight, for Patience (under driver_)
   bool Step();  // one round: start what may start, test what runs; true when anything moved (under
                 // driver_)
   void StartReady();
@@ -145,30 +144,30 @@ class MpiProgress final : public engine::WaitHelper {
   // A start's, a test's or a finish's error, as a weft::Error that begins with Describe(work).
   std::exception_ptr Named(const MpiWork& work, std::exception_ptr error) const;
   void Complete(MpiWork& work, std::exception_ptr error);
-  void WaitIdle();           // the destructor's wait for every pushed collective
-  bool NothingLeft() const;  // under mu_
+  void WaitIdle();  // the destructor's wait for every pushed collective
+  bool NothingLeft() const WEFT_REQUIRES(mu_);
 
   const CommOptions options_;
   const bool with_mpi_;
   int rank_ = 0, size_ = 1, local_rank_ = 0;  // set before the constructor returns, then constant
 
-  // mu_ protects everything below; cv_ signals hand-overs, completions and stop_.
-  mutable std::mutex mu_;
+  // cv_ signals hand-overs, completions and stop_.
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::map<uint64_t, std::pair<MpiWork, Clock::time_point>>
-      submitted_;                            // by sequence, not yet started
-  std::deque<std::function<void()>> calls_;  // RunOnThread's functions
-  uint64_t pushed_ = 0;                      // sequence numbers handed out
-  uint64_t next_start_ = 0;                  // the sequence number the thread starts next
-  uint64_t completed_ = 0;
-  uint64_t started_ = 0;  // collectives whose start returned
-  bool stop_ = false;
-  std::atomic<uint64_t> hand_overs_{
-      0};  // Submit and RunOnThread calls: what a spinning thread watches
-  std::exception_ptr init_error_;
-  bool initialized_ = false;
-  std::optional<std::string>
-      broken_;  // set by a timeout without abort: every later collective fails
+  // By sequence, not yet started.
+  std::map<uint64_t, std::pair<MpiWork, Clock::time_point>> submitted_ WEFT_GUARDED_BY(mu_);
+  std::deque<std::function<void()>> calls_ WEFT_GUARDED_BY(mu_);  // RunOnThread's functions
+  uint64_t pushed_ WEFT_GUARDED_BY(mu_) = 0;                      // sequence numbers handed out
+  uint64_t next_start_ WEFT_GUARDED_BY(mu_) = 0;  // the sequence number the thread starts next
+  uint64_t completed_ WEFT_GUARDED_BY(mu_) = 0;
+  uint64_t started_ WEFT_GUARDED_BY(mu_) = 0;  // collectives whose start returned
+  bool stop_ WEFT_GUARDED_BY(mu_) = false;
+  // Submit and RunOnThread calls: what a spinning thread watches.
+  std::atomic<uint64_t> hand_overs_{0};
+  std::exception_ptr init_error_ WEFT_GUARDED_BY(mu_);
+  bool initialized_ WEFT_GUARDED_BY(mu_) = false;
+  // Set by a timeout without abort: every later collective fails.
+  std::optional<std::string> broken_ WEFT_GUARDED_BY(mu_);
 
   // Held by the thread that makes collective calls (this thread or a helping waiter); protects
   // active_ and nbc_. Taken before mu_ where both are held.

@@ -4,13 +4,13 @@
 // Why: libnbc picks its binomial tree (reduce to rank 0, then broadcast) for every in-place
 // all-reduce, and weft's are in place. The tree moves the whole buffer twice per level, one way
 // at a time. From kRingFrom bytes the ring (a reduce-scatter, then an all-gather) sends and
-// receives 2(p-1)/p of it per rank, both ways at once: with 2 ranks here the tree made
-// MPI_Iallreduce 2.4x MPI_Allreduce's time from 1 MB; the ring matches MPI_Allreduce. Below it,
+// receives 2(p-1)/p of it per rank, both ways at once: with 2 ranks the tree made MPI_Iallreduce
+// several times MPI_Allreduce's time from 1 MB, and the ring matches MPI_Allreduce. Below it,
 // where latency rules, recursive doubling (each rank exchanges the whole buffer with one partner
-// per level: one level for 2 ranks, against the tree's two) took 4 KB from 7.0 to 4.5 us and 16 KB
-// from 10.1 to 6.6 (dist_bench's MPI_Iallreduce column, 2 ranks on this 2-core machine; at 1 KB
-// both 1.2 us; at 256 KB it was 45 against the ring's 36). Both keep the order of the operands
-// the same on every rank, so every rank gets the same bits.
+// per level: one level for 2 ranks, against the tree's two) is faster than the tree. Measured by
+// dist_bench's MPI_Iallreduce column (figures in bench/README.md, "Figures moved from comments"):
+//   mpirun -np 2 --allow-run-as-root --bind-to core bazel-bin/bench/dist_bench --reps=10
+// Both keep the order of the operands the same on every rank, so every rank gets the same bits.
 //
 // Only Open MPI has the control variable: elsewhere (MPICH, ...) Available() is false and every
 // call is left to the library. A user's own setting wins: when the variable does not start at 0

@@ -10,10 +10,12 @@
 // Open MPI's shared-memory transport (btl/vader) sends a message at once up to its eager limit
 // and a larger one by rendezvous, a round trip more. Below NbcAlgorithm::kRingFrom weft's
 // all-reduce is libnbc's recursive doubling, which sends the whole buffer in one message: with 4
-// KB of payload and a header, a 4 KB all-reduce crossed the default limit. Measured on 2 ranks of
-// this 2-core machine (dist_bench, --mca btl_vader_eager_limit), 4096 -> 32768: MPI_Iallreduce of
-// 4 KB 3.4-4.5 -> 1.3-1.7 us, of 16 KB 5.0-6.8 -> 2.1 us; MPI_Allreduce of 16 KB 8.4 -> 1.8 us;
-// 64 KB and more unchanged. 32 KB is the transport's largest fragment (btl_vader_max_send_size).
+// KB of payload and a header, a 4 KB all-reduce crossed the default limit; 32768 took 4 and 16 KB
+// all-reduces to a fraction of their time, larger ones unchanged. Measured on 2 ranks with
+// dist_bench, the limit set each way (figures in bench/README.md, "Figures moved from comments"):
+//   mpirun -np 2 --allow-run-as-root --bind-to core --mca btl_vader_eager_limit 4096
+//     bazel-bin/bench/dist_bench
+// 32 KB is the transport's largest fragment (btl_vader_max_send_size).
 #pragma once
 
 namespace weft::dist::internal {

@@ -187,7 +187,7 @@ class CudaBackend final : public engine::DeviceBackend {
     AddRef(p);
     StreamPoint* replaced = nullptr;
     {
-      std::lock_guard<SpinLock> lock(s.mu);
+      SpinLockHolder lock(&s.mu);
       for (StreamPoint*& r : s.readers) {
         if (r->stream == p->stream) {
           replaced = r;

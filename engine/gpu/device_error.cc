@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
+#include "core/mutex.h"
+#include "core/no_destructor.h"
 
 namespace weft::gpu {
 
@@ -60,14 +62,14 @@ namespace {
 class RecordPool {
  public:
   static RecordPool& Get() {
-    static RecordPool* pool = new RecordPool;  // never destroyed: no CUDA call at exit
+    static NoDestructor<RecordPool> pool;  // no CUDA call at exit
     return *pool;
   }
 
   AcquiredRecord Acquire(int device, DeviceErrorMessage message) {
     WEFT_CHECK(device >= 0 && device < kMaxDevices)
         << "expected a GPU id below " << kMaxDevices << ", found " << device;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     DeviceErrorRecord* r = Take(device);
     r->ticket = next_ticket_++;
     r->message = std::move(message);
@@ -79,12 +81,12 @@ class RecordPool {
 
   void Release(DeviceErrorRecord* r) {
     if (r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     released_[r->device].push_back(r);
   }
 
   std::exception_ptr Retire() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const DeviceErrorRecord* first = nullptr;
     for (DeviceErrorRecord* r : all_) {
       const Fate fate = r->fate.load(std::memory_order_acquire);
@@ -100,7 +102,7 @@ class RecordPool {
   static constexpr int kChunk = 64;
 
   // A used record if one is free (a fresh one costs its op a memset, which ends a launch batch).
-  DeviceErrorRecord* Take(int device) {
+  DeviceErrorRecord* Take(int device) WEFT_REQUIRES(mu_) {
     if (free_[device].empty()) Recycle(device);
     std::vector<DeviceErrorRecord*>& from = !free_[device].empty() ? free_[device] : fresh_[device];
     if (from.empty()) Grow(device);
@@ -112,7 +114,7 @@ class RecordPool {
   // Moves the released records whose last check is done, and that WaitForAll need not raise,
   // back to the free list; drops the abandoned ones; keeps the others (checks still running,
   // failures no wait has raised).
-  void Recycle(int device) {
+  void Recycle(int device) WEFT_REQUIRES(mu_) {
     std::vector<DeviceErrorRecord*>& released = released_[device];
     size_t kept = 0;
     for (DeviceErrorRecord* r : released) {
@@ -128,7 +130,7 @@ class RecordPool {
   }
 
   // kChunk new records of `device`: device words for the notes, pinned reports the device writes.
-  void Grow(int device) {
+  void Grow(int device) WEFT_REQUIRES(mu_) {
     DeviceGuard guard(device);
     unsigned long long* notes = nullptr;
     WEFT_CUDA_CHECK(cudaMalloc(&notes, kChunk * sizeof(*notes)));
@@ -150,12 +152,13 @@ class RecordPool {
     }
   }
 
-  std::mutex mu_;
-  uint64_t next_ticket_ = 1;                               // guarded by mu_
-  std::vector<DeviceErrorRecord*> fresh_[kMaxDevices];     // never used
-  std::vector<DeviceErrorRecord*> free_[kMaxDevices];      // used, and free again
-  std::vector<DeviceErrorRecord*> released_[kMaxDevices];  // no references left, maybe not free
-  std::vector<DeviceErrorRecord*> all_;
+  Mutex mu_;
+  uint64_t next_ticket_ WEFT_GUARDED_BY(mu_) = 1;
+  std::vector<DeviceErrorRecord*> fresh_[kMaxDevices] WEFT_GUARDED_BY(mu_);  // never used
+  std::vector<DeviceErrorRecord*> free_[kMaxDevices] WEFT_GUARDED_BY(mu_);   // used, free again
+  // No references left, maybe not free.
+  std::vector<DeviceErrorRecord*> released_[kMaxDevices] WEFT_GUARDED_BY(mu_);
+  std::vector<DeviceErrorRecord*> all_ WEFT_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<DeviceErrorRecord[]>> chunks_;
 };
 

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "core/gpu/cuda_check.h"
+#include "core/mutex.h"
+#include "core/no_destructor.h"
 #include "engine/gpu/gpu_stream.h"
 #include "engine/gpu/launch_batch.h"
 #include "engine/profiler_hooks.h"
@@ -59,9 +61,9 @@ struct Records {
 };
 
 // Buffers are delivered on CUPTI's thread, or on the thread that flushes; records_mu orders them.
-std::mutex records_mu;
-Records& Delivered() {
-  static auto* records = new Records;  // guarded by records_mu; never destroyed
+Mutex records_mu;
+Records& Delivered() WEFT_REQUIRES(records_mu) {
+  static NoDestructor<Records> records;  // guarded by records_mu
   return *records;
 }
 
@@ -79,16 +81,16 @@ using LaunchMap = std::unordered_map<uint64_t, Launch>;
 
 // Attributed launches by id (unique in the process, so an id from an earlier trace is not found).
 std::atomic<uint64_t> next_launch{1};
-std::mutex launches_mu;
-LaunchMap& Launches() {
-  static auto* launches = new LaunchMap;  // guarded by launches_mu; never destroyed
+Mutex launches_mu;
+LaunchMap& Launches() WEFT_REQUIRES(launches_mu) {
+  static NoDestructor<LaunchMap> launches;  // guarded by launches_mu
   return *launches;
 }
 
 // Demangled, and cached by CUPTI's name pointer (shared by every record of a kernel). With
 // records_mu held.
-const std::string& KernelName(const char* mangled) {
-  static auto* cache = new std::unordered_map<const char*, std::pair<std::string, std::string>>;
+const std::string& KernelName(const char* mangled) WEFT_REQUIRES(records_mu) {
+  static NoDestructor<std::unordered_map<const char*, std::pair<std::string, std::string>>> cache;
   auto& [raw, name] = (*cache)[mangled];
   if (raw != mangled) {
     raw = mangled;
@@ -100,7 +102,7 @@ const std::string& KernelName(const char* mangled) {
   return name;
 }
 
-DeviceActivity KernelActivity(const CUpti_ActivityKernel10& k) {
+DeviceActivity KernelActivity(const CUpti_ActivityKernel10& k) WEFT_REQUIRES(records_mu) {
   DeviceActivity a;
   a.kind = DeviceActivity::Kind::kKernel;
   a.name = k.name != nullptr ? KernelName(k.name) : "kernel";
@@ -143,7 +145,8 @@ DeviceActivity TransferActivity(const Record& r, DeviceActivity::Kind kind, cons
   return a;
 }
 
-void Collect(const CUpti_Activity* record, Records& r) {
+// With records_mu held.
+void Collect(const CUpti_Activity* record, Records& r) WEFT_REQUIRES(records_mu) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
@@ -179,7 +182,7 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
 void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream, uint8_t* buffer, size_t,
                               size_t valid_bytes) {
   {
-    std::lock_guard<std::mutex> lock(records_mu);
+    MutexLock lock(&records_mu);
     Records& r = Delivered();
     CUpti_Activity* record = nullptr;
     while (cuptiActivityGetNextRecord(buffer, valid_bytes, &record) == CUPTI_SUCCESS)
@@ -275,11 +278,11 @@ std::string CuptiTracer::Start() {
   static const std::string setup_error = Setup();
   if (!setup_error.empty()) return "GPU activity is not recorded: " + setup_error;
   {
-    std::lock_guard<std::mutex> lock(records_mu);
+    MutexLock lock(&records_mu);
     Delivered() = Records{};
   }
   {
-    std::lock_guard<std::mutex> lock(launches_mu);
+    MutexLock lock(&launches_mu);
     Launches().clear();
   }
   if (const std::string error = Enable(); !error.empty())
@@ -341,12 +344,12 @@ engine::DeviceTrace CuptiTracer::Stop(std::span<const engine::NamedStream> strea
   LaunchBatch::ForgetChains();  // no chain instantiated while CUPTI traced outlives the trace
   Records records;
   {
-    std::lock_guard<std::mutex> lock(records_mu);
+    MutexLock lock(&records_mu);
     records = std::exchange(Delivered(), Records{});
   }
   LaunchMap launches;
   {
-    std::lock_guard<std::mutex> lock(launches_mu);
+    MutexLock lock(&launches_mu);
     launches.swap(Launches());
   }
   trace.activities = Resolve(records, launches, offset_ns_);
@@ -372,7 +375,7 @@ LaunchAttribution::LaunchAttribution(std::span<const uint64_t> ops, cudaStream_t
   Launch launch{{ops.begin(), ops.end()}};
   launch.stream_known = cuptiGetStreamIdEx(nullptr, stream, 0, &launch.stream) == CUPTI_SUCCESS;
   {
-    std::lock_guard<std::mutex> lock(launches_mu);
+    MutexLock lock(&launches_mu);
     Launches()[id] = std::move(launch);
   }
   active_ = cuptiActivityPushExternalCorrelationId(kLaunchKind, id) == CUPTI_SUCCESS;

@@ -3,11 +3,12 @@
 #include <mutex>
 
 #include "core/gpu/cuda_check.h"
+#include "core/no_destructor.h"
 
 namespace weft::gpu {
 
 EventPool& EventPool::Get() {
-  static EventPool* pool = new EventPool;  // never destroyed: see the header
+  static NoDestructor<EventPool> pool;  // see the header
   return *pool;
 }
 
@@ -15,7 +16,7 @@ PooledEvent* EventPool::Acquire(int device) {
   WEFT_CHECK(device >= 0 && device < kMaxDevices)
       << "expected a GPU id below " << kMaxDevices << ", found " << device;
   {
-    std::lock_guard<SpinLock> lock(mu_);
+    SpinLockHolder lock(&mu_);
     if (!free_[device].empty()) {
       PooledEvent* e = free_[device].back();
       free_[device].pop_back();
@@ -61,7 +62,7 @@ void EventPool::Release(PooledEvent* e) {
   if (e->refs.load(std::memory_order_relaxed) > 0 &&
       e->refs.fetch_sub(1, std::memory_order_acq_rel) != 1)
     return;
-  std::lock_guard<SpinLock> lock(mu_);
+  SpinLockHolder lock(&mu_);
   free_[e->device].push_back(e);
 }
 

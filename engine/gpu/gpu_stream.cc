@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
+#include "core/mutex.h"
 
 namespace weft::engine {
 
@@ -14,11 +15,11 @@ namespace {
 constexpr int kMaxStreamIds = 64;  // the bits of StreamPoint::waited_by
 
 // The ids of live streams, one bit each.
-std::mutex ids_mu;
-uint64_t ids_in_use = 0;  // guarded by ids_mu
+Mutex ids_mu;
+uint64_t ids_in_use WEFT_GUARDED_BY(ids_mu) = 0;
 
 int AcquireStreamId() {
-  std::lock_guard<std::mutex> lock(ids_mu);
+  MutexLock lock(&ids_mu);
   for (int id = 0; id < kMaxStreamIds; ++id) {
     if ((ids_in_use & (uint64_t{1} << id)) == 0) {
       ids_in_use |= uint64_t{1} << id;
@@ -30,7 +31,7 @@ int AcquireStreamId() {
 
 void ReleaseStreamId(int id) {
   if (id < 0) return;
-  std::lock_guard<std::mutex> lock(ids_mu);
+  MutexLock lock(&ids_mu);
   ids_in_use &= ~(uint64_t{1} << id);
 }
 
@@ -113,7 +114,7 @@ gpu::DeviceErrorSlot GpuStream::ErrorSlot(gpu::DeviceErrorMessage message) {
   }
   const gpu::AcquiredRecord acquired = gpu::AcquireErrorRecord(device_, std::move(message));
   {
-    std::lock_guard<SpinLock> lock(errors_mu_);
+    SpinLockHolder lock(&errors_mu_);
     errors_.Add(acquired.record);
   }
   // Before the check's kernels; later uses find it cleared by the report of the use before.
@@ -122,7 +123,7 @@ gpu::DeviceErrorSlot GpuStream::ErrorSlot(gpu::DeviceErrorMessage message) {
 }
 
 gpu::DeviceErrors GpuStream::TakeErrors() {
-  std::lock_guard<SpinLock> lock(errors_mu_);
+  SpinLockHolder lock(&errors_mu_);
   return std::move(errors_);
 }
 

@@ -145,7 +145,7 @@ class GpuStream {
   Handle handle_;
   gpu::LaunchBatch batch_;
   SpinLock errors_mu_;
-  gpu::DeviceErrors errors_;  // guarded by errors_mu_
+  gpu::DeviceErrors errors_ WEFT_GUARDED_BY(errors_mu_);
 };
 
 }  // namespace weft::engine

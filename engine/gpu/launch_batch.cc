@@ -15,6 +15,8 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
+#include "core/mutex.h"
+#include "core/no_destructor.h"
 #include "engine/gpu/device_tracer.h"
 #include "engine/profiler_hooks.h"
 
@@ -80,12 +82,12 @@ struct LaunchBatch::State {
   const cudaStream_t stream;
   const int device;     // the stream's GPU: current while a flush launches
   const bool batching;  // false: every kernel is launched at once
-  std::mutex mu;        // guards everything below
-  std::vector<PendingKernel> pending;
-  std::vector<size_t> arg_offsets;       // per argument, into arg_bytes
-  std::vector<unsigned char> arg_bytes;  // the pending kernels' arguments
-  std::map<int, Chain> chains;
-  std::string failure;  // a failed launch not yet raised by Flush
+  Mutex mu;
+  std::vector<PendingKernel> pending WEFT_GUARDED_BY(mu);
+  std::vector<size_t> arg_offsets WEFT_GUARDED_BY(mu);       // per argument, into arg_bytes
+  std::vector<unsigned char> arg_bytes WEFT_GUARDED_BY(mu);  // the pending kernels' arguments
+  std::map<int, Chain> chains WEFT_GUARDED_BY(mu);
+  std::string failure WEFT_GUARDED_BY(mu);  // a failed launch not yet raised by Flush
 };
 
 namespace {
@@ -96,9 +98,9 @@ using State = LaunchBatch::State;
 // removed by its destructor, both under registry_mu; FlushAll and ForgetKernels hold registry_mu
 // while they use the batches they found, so none is freed under them. Lock order: registry_mu,
 // then a batch's mu.
-std::mutex registry_mu;
-std::vector<State*>& Registry() {
-  static auto* batches = new std::vector<State*>;  // guarded by registry_mu; never destroyed
+Mutex registry_mu;
+std::vector<State*>& Registry() WEFT_REQUIRES(registry_mu) {
+  static NoDestructor<std::vector<State*>> batches;  // guarded by registry_mu
   return *batches;
 }
 
@@ -133,11 +135,11 @@ const std::vector<size_t>& ParamSizes(const void* kernel, size_t count) {
   if (generation != cache_generation) cache.clear(), cache_generation = generation;
   std::vector<size_t>& sizes = cache[kernel];
   if (sizes.size() == count) return sizes;
-  static std::mutex shared_mu;
-  static auto* shared =
-      new std::unordered_map<const void*, std::vector<size_t>>;  // guarded by shared_mu
-  static uint64_t shared_generation = 0;                         // guarded by shared_mu
-  std::lock_guard<std::mutex> lock(shared_mu);
+  static Mutex shared_mu;
+  // Guarded by shared_mu.
+  static NoDestructor<std::unordered_map<const void*, std::vector<size_t>>> shared;
+  static uint64_t shared_generation = 0;
+  MutexLock lock(&shared_mu);
   if (generation != shared_generation) shared->clear(), shared_generation = generation;
   std::vector<size_t>& known = (*shared)[kernel];
   if (known.size() != count) {
@@ -151,8 +153,9 @@ const std::vector<size_t>& ParamSizes(const void* kernel, size_t count) {
   return sizes = known;
 }
 
+// With b.mu held, as the functions below that take a State.
 void Append(State& b, const void* kernel, dim3 grid, dim3 block, std::span<void* const> args,
-            size_t shared_bytes) {
+            size_t shared_bytes) WEFT_REQUIRES(b.mu) {
   const std::vector<size_t>& sizes = ParamSizes(kernel, args.size());
   if (b.pending.empty()) b.arg_bytes.clear();
   PendingKernel k{kernel,
@@ -176,7 +179,8 @@ void Append(State& b, const void* kernel, dim3 grid, dim3 block, std::span<void*
 }
 
 // Node parameters of pending kernel `k`; `pointers` receives its argument pointers.
-cudaKernelNodeParams NodeParams(State& b, const PendingKernel& k, std::vector<void*>& pointers) {
+cudaKernelNodeParams NodeParams(State& b, const PendingKernel& k, std::vector<void*>& pointers)
+    WEFT_REQUIRES(b.mu) {
   for (uint32_t i = 0; i < k.num_args; ++i)
     pointers.push_back(b.arg_bytes.data() + b.arg_offsets[k.arg_begin + i]);
   cudaKernelNodeParams p{};
@@ -209,7 +213,8 @@ cudaError_t BuildChain(const std::vector<cudaKernelNodeParams>& params, Chain& c
 // Launches `params` (kernel i's argument bytes: `args[i]`) on the stream as the cached chain of
 // their length, setting in place the nodes that differ from what they hold.
 cudaError_t LaunchChain(State& b, const std::vector<cudaKernelNodeParams>& params,
-                        const std::vector<std::span<const unsigned char>>& args) {
+                        const std::vector<std::span<const unsigned char>>& args)
+    WEFT_REQUIRES(b.mu) {
   const int count = static_cast<int>(params.size());
   Chain& c = b.chains[count];
   if (c.exec == nullptr) {
@@ -232,7 +237,7 @@ cudaError_t LaunchChain(State& b, const std::vector<cudaKernelNodeParams>& param
 
 // Launches the pending kernels (with the stream's device current). On failure the kernels are
 // launched one by one, so that the good ones still run, and the first error is kept in `failure`.
-void FlushLocked(State& b) {
+void FlushLocked(State& b) WEFT_REQUIRES(b.mu) {
   if (b.pending.empty()) return;
   DeviceGuard guard(b.device);  // a flush may come from a thread bound to another GPU
   thread_local std::vector<void*> pointers;
@@ -273,7 +278,7 @@ void FlushLocked(State& b) {
 }
 
 // FlushLocked, then raises a kept failure.
-void FlushOrThrow(State& b) {
+void FlushOrThrow(State& b) WEFT_REQUIRES(b.mu) {
   FlushLocked(b);
   if (!b.failure.empty()) throw Error(std::exchange(b.failure, std::string()));
 }
@@ -282,15 +287,15 @@ void FlushOrThrow(State& b) {
 
 LaunchBatch::LaunchBatch(cudaStream_t stream, int device, bool batching)
     : state_(std::make_unique<State>(stream, device, batching)) {
-  std::lock_guard<std::mutex> lock(registry_mu);
+  MutexLock lock(&registry_mu);
   Registry().push_back(state_.get());
 }
 
 LaunchBatch::~LaunchBatch() {
-  std::lock_guard<std::mutex> lock(registry_mu);
+  MutexLock lock(&registry_mu);
   std::vector<State*>& all = Registry();
   all.erase(std::find(all.begin(), all.end(), state_.get()));
-  std::lock_guard<std::mutex> batch_lock(state_->mu);
+  MutexLock batch_lock(&state_->mu);
   for (auto& [count, chain] : state_->chains) DestroyChain(chain);
 }
 
@@ -302,7 +307,7 @@ void LaunchBatch::Launch(const void* kernel, dim3 grid, dim3 block, std::span<vo
     WEFT_CUDA_CHECK(cudaLaunchKernel(kernel, grid, block, arg_pointers, shared_bytes, b.stream));
     return;
   }
-  std::lock_guard<std::mutex> lock(b.mu);
+  MutexLock lock(&b.mu);
   if (static_cast<uint64_t>(grid.x) * grid.y * grid.z * block.x * block.y * block.z >=
       kDirectLaunchThreads) {
     FlushOrThrow(b);  // after the kernels before it
@@ -315,13 +320,13 @@ void LaunchBatch::Launch(const void* kernel, dim3 grid, dim3 block, std::span<vo
 
 void LaunchBatch::Flush() {
   if (!state_->batching) return;
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   FlushOrThrow(*state_);
 }
 
 void LaunchBatch::FlushWhenIdle() noexcept {
   if (!state_->batching) return;
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(&state_->mu);
   try {
     FlushLocked(*state_);
   } catch (...) {  // the device guard failed: the kernels stay pending for the next flush
@@ -332,9 +337,9 @@ void LaunchBatch::FlushWhenIdle() noexcept {
 void LaunchBatch::FlushAll() {
   if (!Enabled()) return;
   std::exception_ptr first;
-  std::lock_guard<std::mutex> lock(registry_mu);
+  MutexLock lock(&registry_mu);
   for (State* b : Registry()) {
-    std::lock_guard<std::mutex> batch_lock(b->mu);
+    MutexLock batch_lock(&b->mu);
     try {
       FlushOrThrow(*b);
     } catch (...) {
@@ -350,9 +355,9 @@ void LaunchBatch::ForgetKernels() noexcept {
 }
 
 void LaunchBatch::ForgetChains() noexcept {
-  std::lock_guard<std::mutex> lock(registry_mu);
+  MutexLock lock(&registry_mu);
   for (State* b : Registry()) {
-    std::lock_guard<std::mutex> batch_lock(b->mu);
+    MutexLock batch_lock(&b->mu);
     try {
       FlushLocked(*b);  // a failed launch stays for the stream's next flush
     } catch (

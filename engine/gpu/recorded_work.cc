@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
+#include "core/no_destructor.h"
 #include "engine/gpu/gpu_stream.h"
 
 namespace weft::gpu {
@@ -29,8 +30,7 @@ cudaMemsetParams WordParams(uint64_t* values, size_t k, int word, uint64_t value
 }
 
 std::vector<RecordingStreamPrep>& Preparations() {
-  static auto* const preps =
-      new std::vector<RecordingStreamPrep>;  // filled at static initialization
+  static NoDestructor<std::vector<RecordingStreamPrep>> preps;  // filled at static initialization
   return *preps;
 }
 

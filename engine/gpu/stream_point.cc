@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/no_destructor.h"
 #include "core/spin_lock.h"
 
 namespace weft::gpu {
@@ -16,7 +17,7 @@ class PointPool {
   StreamPoint* Acquire(engine::GpuStream* stream, DeviceErrors errors) {
     StreamPoint* p = nullptr;
     {
-      std::lock_guard<SpinLock> lock(mu_);
+      SpinLockHolder lock(&mu_);
       if (!free_.empty()) p = free_.back(), free_.pop_back();
     }
     if (p == nullptr) p = new StreamPoint;
@@ -31,17 +32,17 @@ class PointPool {
     if (p->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     if (PooledEvent* e = p->event.load(std::memory_order_acquire)) EventPool::Get().Release(e);
     p->errors.Clear();
-    std::lock_guard<SpinLock> lock(mu_);
+    SpinLockHolder lock(&mu_);
     free_.push_back(p);
   }
 
  private:
   SpinLock mu_;
-  std::vector<StreamPoint*> free_;  // guarded by mu_; never freed (process lifetime)
+  std::vector<StreamPoint*> free_ WEFT_GUARDED_BY(mu_);  // never freed (process lifetime)
 };
 
 PointPool& Points() {
-  static PointPool* pool = new PointPool;
+  static NoDestructor<PointPool> pool;
   return *pool;
 }
 

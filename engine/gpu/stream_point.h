@@ -13,13 +13,15 @@
 #include <atomic>
 #include <cstdint>
 
+#include "engine/device_backend.h"
 #include "engine/gpu/device_error.h"
 #include "engine/gpu/event_pool.h"
 #include "engine/gpu/gpu_stream.h"
 
 namespace weft::gpu {
 
-struct StreamPoint {
+// The CUDA backend's engine::Completion.
+struct StreamPoint final : engine::CompletionRecord {
   engine::GpuStream* stream = nullptr;
   std::atomic<int> refs{0};
   std::atomic<PooledEvent*> event{

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/mutex.h"
 #include "engine/internal/profiler.h"
 #include "engine/internal/threaded_var.h"
 
@@ -20,7 +21,7 @@ DeviceWorkers* DeviceOrdering::Workers(int device) {
   WEFT_CHECK(device >= 0 && device < kMaxGpus)
       << "expected a GPU id in [0, " << kMaxGpus << "), found " << device;
   if (DeviceWorkers* w = workers_[device].load(std::memory_order_acquire)) return w;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (DeviceWorkers* w = workers_[device].load(std::memory_order_acquire)) return w;
   WEFT_CHECK(accepting_.load()) << "GPU work pushed after the engine was shut down";
   auto workers =
@@ -88,26 +89,26 @@ bool DeviceOrdering::CarriesErrors(const OprBlock& op) {
 }
 
 void DeviceOrdering::Synchronize() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& workers : owned_) workers->Synchronize();
 }
 
 std::vector<NamedStream> DeviceOrdering::Streams() {
   std::vector<NamedStream> streams;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& workers : owned_) workers->AppendStreams(streams);
   return streams;
 }
 
 void DeviceOrdering::StopKeeping() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& workers : owned_) workers->Stop();
 }
 
 void DeviceOrdering::Stop() {
   std::vector<std::unique_ptr<DeviceWorkers>> owned;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& slot : workers_) slot.store(nullptr, std::memory_order_release);
     owned.swap(owned_);
   }

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/mutex.h"
 #include "engine/device_backend.h"
 #include "engine/internal/device_workers.h"
 #include "engine/internal/opr_block.h"
@@ -73,9 +74,9 @@ class DeviceOrdering {
   const std::atomic<bool>& accepting_;
   Profiler* const profiler_;
   std::array<std::atomic<DeviceWorkers*>, kMaxGpus> workers_{};  // published under mu_
-  std::mutex mu_;
-  std::vector<std::unique_ptr<DeviceWorkers>> owned_;  // guarded by mu_
-  int next_worker_id_;                                 // guarded by mu_
+  Mutex mu_;
+  std::vector<std::unique_ptr<DeviceWorkers>> owned_ WEFT_GUARDED_BY(mu_);
+  int next_worker_id_ WEFT_GUARDED_BY(mu_);
 };
 
 }  // namespace weft::engine

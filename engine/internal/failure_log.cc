@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <string>
 
+#include "core/mutex.h"
+
 namespace weft::engine {
 
 void RethrowIfLive(const std::shared_ptr<ErrorSlot>& slot) {
@@ -15,7 +17,7 @@ void RethrowIfLive(const std::shared_ptr<ErrorSlot>& slot) {
 
 std::shared_ptr<Failure> FailureLog::Add(std::exception_ptr error) {
   auto failure = std::make_shared<Failure>(std::move(error));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   failures_.push_back(failure);
   return failure;
 }
@@ -23,7 +25,7 @@ std::shared_ptr<Failure> FailureLog::Add(std::exception_ptr error) {
 size_t FailureLog::Retire(std::exception_ptr* first_unreported) {
   std::vector<std::shared_ptr<Failure>> failures;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     failures.swap(failures_);
   }
   size_t unreported = 0;

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <vector>
 
+#include "core/mutex.h"
+
 namespace weft::engine {
 
 struct Failure : std::enable_shared_from_this<Failure> {
@@ -48,8 +50,8 @@ class FailureLog {
   void ReportUnobserved();
 
  private:
-  std::mutex mu_;
-  std::vector<std::shared_ptr<Failure>> failures_;  // guarded by mu_
+  Mutex mu_;
+  std::vector<std::shared_ptr<Failure>> failures_ WEFT_GUARDED_BY(mu_);
 };
 
 }  // namespace weft::engine

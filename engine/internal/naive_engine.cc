@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/mutex.h"
 #include "engine/internal/routing.h"
 #include "engine/internal/var.h"
 #include "engine/internal/worker_pool.h"
@@ -55,24 +56,24 @@ std::exception_ptr CallOp(const SyncFn& sync, const AsyncFn& async, const RunCon
     sync(ctx);
     return nullptr;
   }
-  struct Completion {
-    std::mutex mu;
+  struct AsyncResult {
+    Mutex mu;
     std::condition_variable cv;
     bool done = false;
     std::exception_ptr error;
-  } completion;
+  } result;
   auto complete = [](void*, void* c, std::exception_ptr error,
                      bool /*device_work_done: the wait below is cheap*/) {
-    auto* state = static_cast<Completion*>(c);
-    std::lock_guard<std::mutex> lock(state->mu);
+    auto* state = static_cast<AsyncResult*>(c);
+    MutexLock lock(&state->mu);
     state->error = std::move(error);
     state->done = true;
     state->cv.notify_all();
   };
-  async(ctx, OnComplete(complete, engine, &completion));
-  std::unique_lock<std::mutex> lock(completion.mu);
-  completion.cv.wait(lock, [&] { return completion.done; });
-  return completion.error;
+  async(ctx, OnComplete(complete, engine, &result));
+  MutexLock lock(&result.mu);
+  lock.Wait(result.cv, [&] { return result.done; });
+  return result.error;
 }
 
 }  // namespace

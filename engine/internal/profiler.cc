@@ -6,6 +6,8 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/mutex.h"
+#include "core/no_destructor.h"
 #include "engine/internal/worker_pool.h"
 
 namespace weft::engine {
@@ -17,16 +19,16 @@ namespace {
 struct ProcessProfile {
   // Set (under mu) while a session runs. Relaxed readers only decide whether to take the lock.
   std::atomic<bool> running{false};
-  std::mutex mu;
-  const Profiler* owner = nullptr;   // guarded by mu
-  std::string owner_path;            // guarded by mu
-  std::vector<MemorySample> memory;  // guarded by mu
-  std::vector<void (*)()> samplers;  // guarded by mu
-  DeviceTracer* tracer = nullptr;    // written at static initialization, read afterwards
+  Mutex mu;
+  const Profiler* owner WEFT_GUARDED_BY(mu) = nullptr;
+  std::string owner_path WEFT_GUARDED_BY(mu);
+  std::vector<MemorySample> memory WEFT_GUARDED_BY(mu);
+  std::vector<void (*)()> samplers WEFT_GUARDED_BY(mu);
+  DeviceTracer* tracer = nullptr;  // written at static initialization, read afterwards
 };
 
 ProcessProfile& Process() {
-  static auto* process = new ProcessProfile;
+  static NoDestructor<ProcessProfile> process;  // the profiler may stop at exit
   return *process;
 }
 
@@ -38,7 +40,7 @@ void RunSamplers() {
   std::vector<void (*)()> samplers;
   {
     ProcessProfile& p = Process();
-    std::lock_guard<std::mutex> lock(p.mu);
+    MutexLock lock(&p.mu);
     samplers = p.samplers;
   }
   for (auto* sample : samplers) sample();
@@ -58,14 +60,14 @@ void RecordMemory(Device device, const char* pool, size_t bytes_in_use, size_t b
                   int64_t ns) {
   ProcessProfile& p = Process();
   if (!p.running.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> lock(p.mu);
+  MutexLock lock(&p.mu);
   if (p.owner != nullptr)
     p.memory.push_back(MemorySample{device, pool, bytes_in_use, bytes_cached, ns});
 }
 
 void AddProfilerSampler(void (*sample)()) {
   ProcessProfile& p = Process();
-  std::lock_guard<std::mutex> lock(p.mu);
+  MutexLock lock(&p.mu);
   p.samplers.push_back(sample);
 }
 
@@ -92,17 +94,17 @@ Profiler::~Profiler() {
   if (!running()) return;
   ProcessProfile& p = Process();
   if (tracing_device_) p.tracer->Stop({});
-  std::lock_guard<std::mutex> lock(p.mu);
+  MutexLock lock(&p.mu);
   p.running.store(false, std::memory_order_relaxed);
   p.owner = nullptr;
   p.memory.clear();
 }
 
 void Profiler::Start(const std::string& path) {
-  std::lock_guard<std::mutex> control(control_mu_);
+  MutexLock control(&control_mu_);
   ProcessProfile& p = Process();
   {
-    std::lock_guard<std::mutex> lock(p.mu);
+    MutexLock lock(&p.mu);
     WEFT_CHECK(p.owner == nullptr)
         << "profiler: Start('" << path << "') while it is already running (writing to '"
         << p.owner_path << "'); Stop it first";
@@ -110,7 +112,7 @@ void Profiler::Start(const std::string& path) {
     p.owner_path = path;
     p.memory.clear();
     {
-      std::lock_guard<std::mutex> session(mu_);
+      MutexLock session(&mu_);
       path_ = path;
       origin_ns_ = ProfilerClockNs();
       first_op_ = next_op.load(std::memory_order_relaxed);
@@ -135,12 +137,12 @@ TraceData Profiler::Collect(std::span<const NamedStream> streams, std::string* p
   tracing_device_ = false;
   {
     ProcessProfile& p = Process();
-    std::lock_guard<std::mutex> lock(p.mu);
+    MutexLock lock(&p.mu);
     p.running.store(false, std::memory_order_relaxed);
     p.owner = nullptr;
     data.memory.swap(p.memory);
   }
-  std::lock_guard<std::mutex> session(mu_);
+  MutexLock session(&mu_);
   running_.store(false, std::memory_order_relaxed);
   data.origin_ns = origin_ns_;
   data.track_names = track_names_;
@@ -150,7 +152,7 @@ TraceData Profiler::Collect(std::span<const NamedStream> streams, std::string* p
 }
 
 void Profiler::Stop(std::span<const NamedStream> streams) {
-  std::lock_guard<std::mutex> control(control_mu_);
+  MutexLock control(&control_mu_);
   std::string path;
   const TraceData data = Collect(streams, &path);
   try {
@@ -169,7 +171,7 @@ void Profiler::StopOrReport(std::span<const NamedStream> streams) {
 }
 
 void Profiler::NameTrack(int track, std::string name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   track_names_[track] = std::move(name);
 }
 
@@ -184,7 +186,7 @@ void Profiler::CheckRunning() const {
 }
 
 void Profiler::Record(const char* name, const ProfileStamp& stamp, int64_t end_ns, bool async) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!running() || stamp.op < first_op_) return;  // not this session's op
   spans_.push_back(
       TraceSpan{name ? name : "op", stamp.op, stamp.track, stamp.start_ns, end_ns, async});

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mutex.h"
 #include "engine/internal/trace_writer.h"
 #include "engine/profiler_hooks.h"
 
@@ -68,19 +69,20 @@ class Profiler {
  private:
   void Record(const char* name, const ProfileStamp& stamp, int64_t end_ns, bool async);
   // Ends the session: what it recorded, and the path to write it to.
-  TraceData Collect(std::span<const NamedStream> streams, std::string* path);
+  TraceData Collect(std::span<const NamedStream> streams, std::string* path)
+      WEFT_REQUIRES(control_mu_);
 
-  std::mutex control_mu_;  // serializes Start and Stop
+  Mutex control_mu_;  // serializes Start and Stop
   std::atomic<bool> running_{false};
-  bool tracing_device_ = false;  // the device tracer started; guarded by control_mu_
-  std::string device_warning_;   // why it did not; guarded by control_mu_
+  bool tracing_device_ WEFT_GUARDED_BY(control_mu_) = false;  // the device tracer started
+  std::string device_warning_ WEFT_GUARDED_BY(control_mu_);   // why it did not
 
-  std::mutex mu_;  // guards everything below
-  std::string path_;
-  int64_t origin_ns_ = 0;
-  uint64_t first_op_ = 0;  // ops with smaller ids started before this session
-  std::vector<TraceSpan> spans_;
-  std::map<int, std::string> track_names_;
+  Mutex mu_;
+  std::string path_ WEFT_GUARDED_BY(mu_);
+  int64_t origin_ns_ WEFT_GUARDED_BY(mu_) = 0;
+  uint64_t first_op_ WEFT_GUARDED_BY(mu_) = 0;  // ops with smaller ids started before this session
+  std::vector<TraceSpan> spans_ WEFT_GUARDED_BY(mu_);
+  std::map<int, std::string> track_names_ WEFT_GUARDED_BY(mu_);
 };
 
 // Marks the calling thread as running profiled op `op` for the scope's life (nothing for op 0):

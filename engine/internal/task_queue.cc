@@ -3,11 +3,13 @@
 #include <chrono>
 #include <thread>
 
+#include "core/mutex.h"
+
 namespace weft::engine {
 
 void TaskQueue::Push(OprBlock* op, int priority) {
   if (priority != 0 || !ring_.TryPush(op)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (priority == 0) {
       overflow_.push_back(op);
     } else {
@@ -24,12 +26,12 @@ void TaskQueue::Push(OprBlock* op, int priority) {
 }
 
 void TaskQueue::WakeOne() {
-  std::lock_guard<std::mutex> lock(sleep_mu_);  // a sleeper is either waiting or re-checking
+  MutexLock lock(&sleep_mu_);  // a sleeper is either waiting or re-checking
   wake_.notify_one();
 }
 
 OprBlock* TaskQueue::TakeSlow() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   OprBlock* op = nullptr;
   if (!heap_.empty() && heap_.top().priority > 0) {
     op = heap_.top().op;
@@ -87,10 +89,10 @@ bool TaskQueue::SpinForWork(const std::function<void()>& on_idle, bool& idle_cal
 }
 
 void TaskQueue::Sleep() {
-  std::unique_lock<std::mutex> lock(sleep_mu_);
+  MutexLock lock(&sleep_mu_);
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   while (size_.load(std::memory_order_seq_cst) <= 0 && !closed_.load(std::memory_order_seq_cst)) {
-    wake_.wait(lock);
+    lock.Wait(wake_);
   }
   sleepers_.fetch_sub(1, std::memory_order_seq_cst);
 }
@@ -124,7 +126,7 @@ OprBlock* TaskQueue::Pop(const std::function<void()>& on_idle) {
 
 void TaskQueue::Close() {
   closed_.store(true, std::memory_order_seq_cst);
-  std::lock_guard<std::mutex> lock(sleep_mu_);
+  MutexLock lock(&sleep_mu_);
   wake_.notify_all();
 }
 

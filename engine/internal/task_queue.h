@@ -24,6 +24,7 @@
 #include <mutex>
 #include <queue>
 
+#include "core/mutex.h"
 #include "engine/internal/mpmc_ring.h"
 
 namespace weft::engine {
@@ -63,10 +64,10 @@ class TaskQueue {
 
   const int max_spinners_;
   MpmcRing<OprBlock> ring_;
-  std::mutex mu_;                    // guards the overflow list and the heap
-  std::deque<OprBlock*> overflow_;   // priority-0 ops that found the ring full
-  std::priority_queue<Entry> heap_;  // non-zero priorities
-  uint64_t seq_ = 0;
+  Mutex mu_;
+  std::deque<OprBlock*> overflow_ WEFT_GUARDED_BY(mu_);   // priority-0 ops that found the ring full
+  std::priority_queue<Entry> heap_ WEFT_GUARDED_BY(mu_);  // non-zero priorities
+  uint64_t seq_ WEFT_GUARDED_BY(mu_) = 0;
   // Ops in overflow_ and heap_, readable without mu_ so Pop skips the lock when there are none.
   std::atomic<int64_t> slow_size_{0};
   std::atomic<int64_t> urgent_{0};  // queued ops of positive priority
@@ -77,7 +78,7 @@ class TaskQueue {
   alignas(64) std::atomic<int> sleepers_{0};
   std::atomic<int> spinners_{0};
   std::atomic<bool> closed_{false};
-  std::mutex sleep_mu_;  // only for sleeping and waking
+  Mutex sleep_mu_;  // only for sleeping and waking
   std::condition_variable wake_;
 };
 

@@ -1,44 +1,21 @@
+// ThreadedEngine, the push side: registering an op with its vars, dispatching it when they grant
+// it, running it, and finishing it (which grants the next ops). The wait side (WaitForVar,
+// WaitForAll, Shutdown) is threaded_engine_wait.cc.
 #include "engine/internal/threaded_engine.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
-#include <chrono>
-#include <cstdio>
 #include <deque>
-#include <thread>
 #include <utility>
 
 #include "core/error.h"
+#include "core/mutex.h"
 #include "core/object_pool.h"
+#include "core/small_vector.h"
 #include "engine/internal/routing.h"
 #include "engine/internal/threaded_var.h"
-#include "engine/wait_helper.h"
 
 namespace weft::engine {
-
-namespace {
-
-// How long a waiting thread watches for its op before it sleeps: a short op's completion then
-// costs no wake-up of the waiter (a futex wake and a reschedule, about 4-5 us of a 13 us CPU
-// all-reduce's round trip here). Like an idle worker's spin (task_queue.h), it yields every 64
-// looks, so a thread that shares its core runs meanwhile.
-constexpr std::chrono::microseconds kWaitSpin{50};
-
-// Watches `flag` until it is set (true) or kWaitSpin has passed (false), running the wait helper
-// (wait_helper.h) meanwhile: the work it drives may be what sets the flag.
-bool SpinUntil(const std::atomic<bool>& flag) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 1; !flag.load(std::memory_order_acquire); ++i) {
-    const bool helped = HelpWhileWaiting();
-    if (i % 64 != 0) continue;
-    if (std::chrono::steady_clock::now() - start > kWaitSpin) return false;
-    if (!helped) std::this_thread::yield();  // with work in hand, look again at once
-  }
-  return true;
-}
-
-}  // namespace
 
 ThreadedEngine::ThreadedEngine(const EngineOptions& options)
     : options_(options),
@@ -116,41 +93,28 @@ void ThreadedEngine::Admit(OprBlock* op) {
   }
 }
 
-namespace {
-size_t all_size(const OprBlock& op) { return op.vars.all().size(); }
-}  // namespace
-
 void ThreadedEngine::Register(OprBlock* op) {
   Admit(op);
   if (op->deletes_var) op->vars.writes()[0]->MarkDeleted();
-  op->wait.store(static_cast<int>(op->vars.all().size()) + 1, std::memory_order_relaxed);
-  // Lock every var in address order, append, unlock: see ThreadedVar::lock.
-  std::array<ThreadedVar*, OprVars::kInline> inline_order;
-  std::vector<ThreadedVar*> heap_order;
-  std::span<ThreadedVar*> order = SortedVars(*op, inline_order, heap_order);
-  for (ThreadedVar* v : order) v->lock();
-  // Which vars granted the op at once; only those may be read for errors now.
-  std::array<bool, OprVars::kInline> inline_granted{};
-  std::vector<bool> heap_granted(all_size(*op) > inline_granted.size() ? all_size(*op) : 0);
-  auto set_granted = [&](size_t i) {
-    if (heap_granted.empty())
-      inline_granted[i] = true;
-    else
-      heap_granted[i] = true;
-  };
-  int granted = 0;
   const auto all = op->vars.all();
+  op->wait.store(static_cast<int>(all.size()) + 1, std::memory_order_relaxed);
+  // Lock every var in address order, append, unlock: see ThreadedVar::lock.
+  SmallVector<ThreadedVar*, OprVars::kInline> order;
+  for (ThreadedVar* v : all) order.push_back(v);
+  std::sort(order.begin(), order.end());
+  for (ThreadedVar* v : order) v->lock();
+  // The vars that granted the op at once; only those may be read for errors now.
+  SmallVector<ThreadedVar*, OprVars::kInline> granted;
   for (size_t i = 0; i < all.size(); ++i) {
     const bool now =
         i < op->vars.writes().size() ? all[i]->AppendWriteLocked(op) : all[i]->AppendReadLocked(op);
-    if (now) ++granted, set_granted(i);
+    if (now) granted.push_back(all[i]);
   }
   for (ThreadedVar* v : order) v->unlock();
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (heap_granted.empty() ? inline_granted[i] : heap_granted[i]) InheritError(op, all[i]);
-  }
+  for (ThreadedVar* v : granted) InheritError(op, v);
   // Drop the pusher's hold and the grants received; whoever takes the count to zero dispatches.
-  if (op->wait.fetch_sub(granted + 1, std::memory_order_acq_rel) == granted + 1) DispatchPushed(op);
+  const int drop = static_cast<int>(granted.size()) + 1;
+  if (op->wait.fetch_sub(drop, std::memory_order_acq_rel) == drop) DispatchPushed(op);
 }
 
 namespace {
@@ -182,21 +146,6 @@ void ThreadedEngine::DispatchPushed(OprBlock* op) {
     ~Running() { tls_running_pushed = false; }
   } running;
   Execute(op, -1, nullptr);
-}
-
-std::span<ThreadedVar*> ThreadedEngine::SortedVars(
-    const OprBlock& op, std::array<ThreadedVar*, OprVars::kInline>& inline_order,
-    std::vector<ThreadedVar*>& heap_order) {
-  const auto all = op.vars.all();
-  ThreadedVar** data = inline_order.data();
-  if (all.size() > inline_order.size()) {
-    heap_order.assign(all.begin(), all.end());
-    data = heap_order.data();
-  } else {
-    std::copy(all.begin(), all.end(), data);
-  }
-  std::sort(data, data + all.size());
-  return {data, all.size()};
 }
 
 // Called when `var` grants `op`, by the granting thread: the var's error (from the write before
@@ -259,33 +208,31 @@ void ThreadedEngine::Execute(OprBlock* op, int worker, GpuStream* stream) {
       return;
     }
   }
-  RunContext ctx{op->device, stream, worker};
-  // The op may finish (and be freed) inside an async function: keep what the span needs.
+  // An async op may finish (and be freed) inside its function: keep what is needed after it.
   const ProfileStamp stamp = op->profile = profiler_.Begin();
   const char* name = op->name;
-  if (op->sync) {
-    std::exception_ptr raised;
-    {
-      ProfiledOpScope profiled(stamp.op);
-      try {
-        op->sync(ctx);
-      } catch (...) {
-        raised = std::current_exception();
-      }
-    }
-    if (stamp.op != 0) profiler_.RecordSpan(name, stamp, ProfilerClockNs());
-    Finish(op, nullptr, std::move(raised));
-    return;
-  }
-  {
-    ProfiledOpScope profiled(stamp.op);
-    try {
-      op->async(ctx, OnComplete(&ThreadedEngine::CompleteAsync, this, op));
-    } catch (...) {
-      Finish(op, nullptr, std::current_exception());
-    }
-  }
+  const bool sync = static_cast<bool>(op->sync);
+  std::exception_ptr raised = RunBody(op, RunContext{op->device, stream, worker}, stamp.op);
   if (stamp.op != 0) profiler_.RecordSpan(name, stamp, ProfilerClockNs());
+  // A sync op is done now; an async one when it completes (CompleteAsync), unless it threw.
+  if (sync || raised) Finish(op, nullptr, std::move(raised));
+}
+
+// Calls the op's function (sync, or async handing over CompleteAsync) in the profiler's scope of
+// the op. Returns what the function threw, else null.
+std::exception_ptr ThreadedEngine::RunBody(OprBlock* op, const RunContext& ctx,
+                                           uint64_t profiled_op) {
+  ProfiledOpScope profiled(profiled_op);
+  try {
+    if (op->sync) {
+      op->sync(ctx);
+    } else {
+      op->async(ctx, OnComplete(&ThreadedEngine::CompleteAsync, this, op));
+    }
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
 }
 
 void ThreadedEngine::CompleteAsync(void* engine, void* op, std::exception_ptr error,
@@ -337,7 +284,7 @@ void ThreadedEngine::CountFinished() {
   const int64_t finished = finished_.fetch_add(1, std::memory_order_seq_cst) + 1;
   if (idle_waiters_.load(std::memory_order_seq_cst) > 0 &&
       finished == pushed_.load(std::memory_order_seq_cst)) {
-    std::lock_guard<std::mutex> lock(idle_mu_);
+    MutexLock lock(&idle_mu_);
     idle_cv_.notify_all();
   }
   finishing_.fetch_sub(1, std::memory_order_seq_cst);
@@ -352,115 +299,6 @@ void ThreadedEngine::DeleteVariable(SyncFn deleter, Device device, VarHandle var
   op->deletes_var = true;
   op->no_skip = true;
   Register(op);
-}
-
-void ThreadedEngine::WaitForVar(VarHandle var) {
-  WEFT_CHECK(!WorkerPool::OnWorkerThread())
-      << "WaitForVar called inside an engine op would deadlock";
-  struct Waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    std::atomic<bool> ready{false};  // done, for the spin before the sleep
-    std::shared_ptr<ErrorSlot> slot;
-    Completion device_write = nullptr;  // the device work that wrote var, waited for below
-  } waiter;
-  // A read that runs inline as soon as every earlier write is done; it never waits for reads.
-  const VarHandle reads[] = {var};
-  PushArgs args{Device::Cpu(), reads, {}, FnProperty::kAsync, 0, "WaitForVar"};
-  DeviceOrdering* device = &device_;
-  OprBlock* op = NewOpr(
-      [&waiter, var, device](RunContext) {
-        std::lock_guard<std::mutex> lock(waiter.mu);
-        waiter.slot = var->error_slot();
-        if (device->enabled())
-          waiter.device_write = device->CaptureWriter(static_cast<ThreadedVar*>(var)->sync());
-        waiter.done = true;
-        waiter.ready.store(true, std::memory_order_release);
-        waiter.cv.notify_all();  // under the lock: `waiter` dies once the waiter sees done
-      },
-      nullptr, args);
-  op->no_skip = true;
-  op->device_sync = false;  // the waiting thread waits for the device work, not the worker
-  Register(op);
-  SpinUntil(waiter.ready);
-  // Taken either way: after a spin that saw `ready`, it waits out the op's critical section (its
-  // notify), so `waiter` outlives every use of it.
-  std::unique_lock<std::mutex> lock(waiter.mu);
-  waiter.cv.wait(lock, [&] { return waiter.done; });
-  if (waiter.device_write != nullptr) device_.WaitAndRelease(waiter.device_write);
-  RethrowIfLive(waiter.slot);
-}
-
-// Waits for an instant at which every op pushed so far has finished: finished_ read before
-// pushed_ and equal to it (both only grow, and an op is counted pushed before it can finish).
-bool ThreadedEngine::Idle() const {
-  const int64_t finished = finished_.load(std::memory_order_seq_cst);
-  return finished == pushed_.load(std::memory_order_seq_cst);
-}
-
-void ThreadedEngine::WaitUntilIdle() {
-  std::unique_lock<std::mutex> lock(idle_mu_);
-  idle_waiters_.fetch_add(1, std::memory_order_seq_cst);
-  idle_cv_.wait(lock, [this] { return Idle(); });
-  idle_waiters_.fetch_sub(1, std::memory_order_seq_cst);
-}
-
-void ThreadedEngine::WaitForAll() {
-  WEFT_CHECK(!WorkerPool::OnWorkerThread())
-      << "WaitForAll called inside an engine op would deadlock";
-  WaitUntilIdle();
-  device_.Synchronize();
-  // Errors kernels found that no wait raised are retired with the ops' failures, which come first.
-  const std::exception_ptr device_error = device_.enabled() ? device_.RetireErrors() : nullptr;
-  failures_.RethrowAndRetire();
-  if (device_error) std::rethrow_exception(device_error);
-}
-
-void ThreadedEngine::Shutdown() {
-  std::lock_guard<std::mutex> lock(shutdown_mu_);
-  if (shut_down_) return;
-  shut_down_ = true;
-  if (WorkerPool::OnWorkerThread()) {
-    // exit() called from inside an op: this thread cannot wait for itself. Stop the pools (the
-    // other workers drain what is queued and are joined; this one is detached) so nothing runs
-    // while the engine is torn down around them.
-    accepting_.store(false, std::memory_order_seq_cst);
-    cpu_.Stop();
-    cpu_priority_.Stop();
-    device_.StopKeeping();  // this thread may be one of theirs
-    return;
-  }
-  WaitUntilIdle();  // ops may still push follow-up ops while draining
-  accepting_.store(false, std::memory_order_seq_cst);
-  WaitUntilIdle();
-  failures_.ReportUnobserved();
-  cpu_.Stop();
-  cpu_priority_.Stop();
-  if (profiler_.running()) StopProfilingWhenIdle(/*report_only=*/true);  // before the streams go
-  device_.Stop();
-}
-
-void ThreadedEngine::StopProfiling() {
-  WEFT_CHECK(!WorkerPool::OnWorkerThread())
-      << "StopProfiling called inside an engine op would deadlock";
-  profiler_.CheckRunning();
-  WaitUntilIdle();
-  StopProfilingWhenIdle(/*report_only=*/false);
-}
-
-void ThreadedEngine::StopProfilingWhenIdle(bool report_only) {
-  try {
-    device_.Synchronize();
-  } catch (const Error&) {
-    // A device fault belongs to the op that caused it, which reports it; the trace is written.
-  }
-  const std::vector<NamedStream> streams = device_.Streams();
-  if (report_only) {
-    profiler_.StopOrReport(streams);
-  } else {
-    profiler_.Stop(streams);
-  }
 }
 
 }  // namespace weft::engine

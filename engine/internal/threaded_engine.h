@@ -10,9 +10,9 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
-#include <span>
 #include <vector>
 
+#include "core/mutex.h"
 #include "engine/engine.h"
 #include "engine/internal/device_ordering.h"
 #include "engine/internal/failure_log.h"
@@ -45,18 +45,19 @@ class ThreadedEngine final : public Engine {
  private:
   OprBlock* NewOpr(SyncFn sync, AsyncFn async, const PushArgs& args);
   void Admit(OprBlock* op);
-  // Checks the op's vars, appends it to each, and dispatches it if every var granted it.
-  void Register(OprBlock* op);
-  static std::span<ThreadedVar*> SortedVars(
-      const OprBlock& op, std::array<ThreadedVar*, OprVars::kInline>& inline_order,
-      std::vector<ThreadedVar*>& heap_order);
+  // Checks the op's vars, appends it to each, and dispatches it if every var granted it. Not
+  // checked by the thread-safety analysis: it locks a set of vars known at run time (in address
+  // order), which the analysis cannot follow.
+  void Register(OprBlock* op) WEFT_NO_THREAD_SAFETY_ANALYSIS;
   void InheritError(OprBlock* op, ThreadedVar* var);
   // Sends a ready op where its property says (a worker pool, a device, this thread for kAsync).
   void Dispatch(OprBlock* op);
   // Dispatch for an op ready at push: a kCpuSmall op may run at once on the pushing thread.
   void DispatchPushed(OprBlock* op);
   void RunInline(OprBlock* op);
+  // Runs a ready op: skips it if an input failed, makes its device waits, runs its body.
   void Execute(OprBlock* op, int worker, GpuStream* stream);
+  std::exception_ptr RunBody(OprBlock* op, const RunContext& ctx, uint64_t profiled_op);
   // What every worker pool runs an op with: Execute.
   WorkerPool::Runner WorkerRunner();
   // Ends an op: stores its error (raised, or propagated from an input) on the vars it writes,
@@ -86,11 +87,11 @@ class ThreadedEngine final : public Engine {
   alignas(64) std::atomic<int64_t> finished_{0};
   alignas(64) std::atomic<int> idle_waiters_{0};
   std::atomic<int> finishing_{0};  // threads inside CountFinished (the destructor waits for 0)
-  std::mutex idle_mu_;
+  Mutex idle_mu_;
   std::condition_variable idle_cv_;
 
-  std::mutex shutdown_mu_;
-  bool shut_down_ = false;                         // guarded by shutdown_mu_
+  Mutex shutdown_mu_;
+  bool shut_down_ WEFT_GUARDED_BY(shutdown_mu_) = false;
   alignas(64) std::atomic<bool> accepting_{true};  // cleared by Shutdown; pushes after it throw
 };
 

@@ -24,12 +24,12 @@ class ThreadedVar : public Var {
   // An op is appended to all its vars at once, with every one of their locks held (taken in
   // address order), so that two threads pushing ops on overlapping vars queue them in the same
   // order on every var (else each could hold a var the other waits for).
-  void lock() { lock_.lock(); }
-  void unlock() { lock_.unlock(); }
+  void lock() WEFT_ACQUIRE(lock_) { lock_.lock(); }
+  void unlock() WEFT_RELEASE(lock_) { lock_.unlock(); }
   // With the lock held. Each returns true if the access is granted at once; otherwise the op is
   // queued and granted later through the `grant` callback of a Complete* call.
-  bool AppendReadLocked(OprBlock* op);
-  bool AppendWriteLocked(OprBlock* op);
+  bool AppendReadLocked(OprBlock* op) WEFT_REQUIRES(lock_);
+  bool AppendWriteLocked(OprBlock* op) WEFT_REQUIRES(lock_);
 
   // Ends an access and calls grant(op, this) for every op it unblocks, outside the lock.
   template <typename Grant>
@@ -43,20 +43,20 @@ class ThreadedVar : public Var {
     Waiter* next;
     bool write;
   };
-  void Enqueue(OprBlock* op, bool write);
+  void Enqueue(OprBlock* op, bool write) WEFT_REQUIRES(lock_);
 
   SpinLock lock_;
-  Waiter* head_ = nullptr;
-  Waiter* tail_ = nullptr;
-  int running_reads_ = 0;
-  bool running_write_ = false;
+  Waiter* head_ WEFT_GUARDED_BY(lock_) = nullptr;
+  Waiter* tail_ WEFT_GUARDED_BY(lock_) = nullptr;
+  int running_reads_ WEFT_GUARDED_BY(lock_) = 0;
+  bool running_write_ WEFT_GUARDED_BY(lock_) = false;
 };
 
 template <typename Grant>
 void ThreadedVar::CompleteRead(Grant&& grant) {
   Waiter* next_write = nullptr;
   {
-    std::lock_guard<SpinLock> lock(lock_);
+    SpinLockHolder lock(&lock_);
     if (--running_reads_ == 0 && head_ != nullptr) {  // head is a write (invariant)
       next_write = head_;
       head_ = head_->next;
@@ -75,7 +75,7 @@ template <typename Grant>
 void ThreadedVar::CompleteWrite(Grant&& grant) {
   Waiter* granted = nullptr;  // a detached list: one write, or the run of reads at the head
   {
-    std::lock_guard<SpinLock> lock(lock_);
+    SpinLockHolder lock(&lock_);
     running_write_ = false;
     if (head_ != nullptr) {
       granted = head_;

@@ -70,14 +70,14 @@ inline void CheckVar(const Var* v, const void* owner, const char* name) {
 class VarRegistry {
  public:
   void Add(Var* v) {
-    std::lock_guard<SpinLock> lock(mu_);
+    SpinLockHolder lock(&mu_);
     LinkLive(v);
   }
   // DeleteVariable's op on `v` has completed: `v` becomes a tombstone, still marked deleted, its
   // error dropped. Nothing of `v` but its owner and its deleted flag is read until it is reused.
   void Retire(Var* v) {
     v->ClearError();  // outside the lock: this may destroy the failure's exception
-    std::lock_guard<SpinLock> lock(mu_);
+    SpinLockHolder lock(&mu_);
     UnlinkLive(v);
     v->registry_next_ = nullptr;
     if (tombstones_tail_ != nullptr) {
@@ -93,7 +93,7 @@ class VarRegistry {
   Var* Revive() {
     // Relaxed: a stale zero only means a new var is made; the lock orders everything else.
     if (num_tombstones_.load(std::memory_order_relaxed) == 0) return nullptr;
-    std::lock_guard<SpinLock> lock(mu_);
+    SpinLockHolder lock(&mu_);
     Var* v = tombstones_head_;
     if (v == nullptr) return nullptr;
     tombstones_head_ = v->registry_next_;
@@ -106,7 +106,7 @@ class VarRegistry {
   // Calls destroy(v) for every var, live or tombstone, and forgets them. Only once no op can run.
   template <typename Destroy>
   void DestroyAll(Destroy&& destroy) {
-    std::lock_guard<SpinLock> lock(mu_);
+    SpinLockHolder lock(&mu_);
     for (Var** list : {&live_, &tombstones_head_}) {
       while (*list != nullptr) {
         Var* v = *list;
@@ -119,13 +119,13 @@ class VarRegistry {
   }
 
  private:
-  void LinkLive(Var* v) {
+  void LinkLive(Var* v) WEFT_REQUIRES(mu_) {
     v->registry_prev_ = nullptr;
     v->registry_next_ = live_;
     if (live_ != nullptr) live_->registry_prev_ = v;
     live_ = v;
   }
-  void UnlinkLive(Var* v) {
+  void UnlinkLive(Var* v) WEFT_REQUIRES(mu_) {
     if (v->registry_prev_ != nullptr) {
       v->registry_prev_->registry_next_ = v->registry_next_;
     } else {
@@ -135,9 +135,9 @@ class VarRegistry {
   }
 
   SpinLock mu_;
-  Var* live_ = nullptr;                    // doubly linked; guarded by mu_
-  Var* tombstones_head_ = nullptr;         // singly linked, oldest first; guarded by mu_
-  Var* tombstones_tail_ = nullptr;         // guarded by mu_
+  Var* live_ WEFT_GUARDED_BY(mu_) = nullptr;             // doubly linked
+  Var* tombstones_head_ WEFT_GUARDED_BY(mu_) = nullptr;  // singly linked, oldest first
+  Var* tombstones_tail_ WEFT_GUARDED_BY(mu_) = nullptr;
   std::atomic<size_t> num_tombstones_{0};  // written under mu_
 };
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/env.h"
+#include "core/mutex.h"
 
 namespace weft::engine {
 
@@ -65,7 +66,7 @@ void WorkerPool::Submit(OprBlock* op, int priority) {
 }
 
 void WorkerPool::Start() {
-  std::lock_guard<std::mutex> lock(threads_mu_);
+  MutexLock lock(&threads_mu_);
   for (int i = 0; i < num_workers_; ++i) threads_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
@@ -102,7 +103,7 @@ void WorkerPool::Stop() {
   queue_.Close();
   std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(threads_mu_);
+    MutexLock lock(&threads_mu_);
     threads.swap(threads_);
   }
   for (std::thread& t : threads) {

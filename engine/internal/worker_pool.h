@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/mutex.h"
 #include "engine/engine.h"
 #include "engine/internal/task_queue.h"
 
@@ -82,8 +83,8 @@ class WorkerPool {
   const DeviceSetup device_;
   TaskQueue queue_;
   std::once_flag started_;
-  std::mutex threads_mu_;
-  std::vector<std::thread> threads_;  // guarded by threads_mu_
+  Mutex threads_mu_;
+  std::vector<std::thread> threads_ WEFT_GUARDED_BY(threads_mu_);
 };
 
 }  // namespace weft::engine

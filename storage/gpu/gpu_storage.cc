@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/gpu/cuda_check.h"
+#include "core/no_destructor.h"
 #include "core/spin_lock.h"
 #include "engine/gpu/event_pool.h"
 #include "engine/gpu/gpu_stream.h"
@@ -94,7 +95,7 @@ class StreamOrderedStorage : public Storage {
         stream != nullptr
             ? EventPool::Get().Record(*stream)
             : EventPool::Get().RecordAfterAll(device_.is_gpu() ? device_.id : CurrentDevice());
-    std::lock_guard<SpinLock> lock(mu_);
+    SpinLockHolder lock(&mu_);
     pending_.push_back({block, done});
   }
 
@@ -120,7 +121,7 @@ class StreamOrderedStorage : public Storage {
   bool Reclaim(bool wait) {
     std::deque<Pending> ready;
     {
-      std::lock_guard<SpinLock> lock(mu_);
+      SpinLockHolder lock(&mu_);
       for (auto it = pending_.begin(); it != pending_.end();) {
         if (wait || cudaEventQuery(it->done->event) == cudaSuccess) {
           ready.push_back(*it);
@@ -142,7 +143,7 @@ class StreamOrderedStorage : public Storage {
   const Device device_;
   PooledStorage pool_;
   mutable SpinLock mu_;
-  std::deque<Pending> pending_;  // guarded by mu_
+  std::deque<Pending> pending_ WEFT_GUARDED_BY(mu_);
 };
 
 bool IsPageable(const void* host) {
@@ -226,9 +227,9 @@ class GpuStorage final : public StreamOrderedStorage {
 }  // namespace
 
 Storage* PinnedHostStorage() {
-  static Storage* pinned = new StreamOrderedStorage(
+  static NoDestructor<StreamOrderedStorage> pinned(
       Device::Cpu(), std::make_unique<PinnedRawAllocator>(), "pinned host");
-  return pinned;
+  return pinned.get();
 }
 
 namespace {

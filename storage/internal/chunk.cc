@@ -1,6 +1,7 @@
 #include "storage/internal/chunk.h"
 
 #include "core/error.h"
+#include "core/mutex.h"
 
 namespace weft::internal {
 
@@ -11,7 +12,7 @@ Chunk::Chunk(size_t bytes, Device device)
 
 void* Chunk::data() {
   if (void* p = data_.load(std::memory_order_acquire)) return p;
-  std::lock_guard<std::mutex> lock(alloc_mu_);
+  MutexLock lock(&alloc_mu_);
   if (block_.ptr == nullptr && bytes_ > 0) {
     block_ = Storage::Get(device_)->Alloc(bytes_);
     data_.store(block_.ptr, std::memory_order_release);

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "core/mutex.h"
 #include "engine/engine.h"
 #include "storage/storage.h"
 
@@ -30,7 +31,7 @@ class Chunk {
   const engine::VarHandle var_;
   // The memory: data_ is published (release) once block_ is set, under alloc_mu_.
   std::atomic<void*> data_{nullptr};
-  std::mutex alloc_mu_;
+  Mutex alloc_mu_;
   Block block_;
 };
 

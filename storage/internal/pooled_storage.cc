@@ -7,6 +7,8 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/mutex.h"
+#include "core/no_destructor.h"
 #include "engine/profiler_hooks.h"
 
 namespace weft {
@@ -45,14 +47,14 @@ namespace {
 
 // Every live pool, for the profiler's samples at its start and end. Lock order: live_mu, then a
 // pool's lock, then the profiler's.
-std::mutex live_mu;
-std::vector<PooledStorage*>& LivePools() {
-  static auto* pools = new std::vector<PooledStorage*>;  // guarded by live_mu; never destroyed
+Mutex live_mu;
+std::vector<PooledStorage*>& LivePools() WEFT_REQUIRES(live_mu) {
+  static NoDestructor<std::vector<PooledStorage*>> pools;  // guarded by live_mu
   return *pools;
 }
 
 void ReportLivePools() {
-  std::lock_guard<std::mutex> lock(live_mu);
+  MutexLock lock(&live_mu);
   for (PooledStorage* pool : LivePools()) pool->ReportToProfiler();
 }
 
@@ -65,13 +67,13 @@ PooledStorage::PooledStorage(Device device, std::unique_ptr<RawAllocator> raw, s
     : device_(device),
       name_(name.empty() ? device.ToString() : std::move(name)),
       raw_(std::move(raw)) {
-  std::lock_guard<std::mutex> lock(live_mu);
+  MutexLock lock(&live_mu);
   LivePools().push_back(this);
 }
 
 PooledStorage::~PooledStorage() {
   {
-    std::lock_guard<std::mutex> lock(live_mu);
+    MutexLock lock(&live_mu);
     std::vector<PooledStorage*>& pools = LivePools();
     pools.erase(std::find(pools.begin(), pools.end(), this));
   }
@@ -84,7 +86,7 @@ Block PooledStorage::Alloc(size_t bytes) {
   Block block;
   Sample sample;
   {
-    std::lock_guard<SpinLock> lock(mu_);
+    SpinLockHolder lock(&mu_);
     block = AllocLocked(bytes, size);
     sample = SampleLocked();
   }
@@ -124,7 +126,7 @@ void PooledStorage::Free(Block block) {
       << "a block of " << block.device << " freed to the pool of " << device_;
   Sample sample;
   {
-    std::lock_guard<SpinLock> lock(mu_);
+    SpinLockHolder lock(&mu_);
     free_[block.size].push_back(block.ptr);
     stats_.bytes_in_use -= block.size;
     stats_.bytes_cached += block.size;
@@ -146,7 +148,7 @@ void PooledStorage::Report(const Sample& sample) const {
 void PooledStorage::ReportToProfiler() {
   Sample sample;
   {
-    std::lock_guard<SpinLock> lock(mu_);
+    SpinLockHolder lock(&mu_);
     sample = SampleLocked();
   }
   Report(sample);
@@ -163,7 +165,7 @@ void PooledStorage::ReleaseCacheLocked() {
 void PooledStorage::ReleaseCache() {
   Sample sample;
   {
-    std::lock_guard<SpinLock> lock(mu_);
+    SpinLockHolder lock(&mu_);
     ReleaseCacheLocked();
     sample = SampleLocked();
   }
@@ -171,25 +173,25 @@ void PooledStorage::ReleaseCache() {
 }
 
 StorageStats PooledStorage::Stats() const {
-  std::lock_guard<SpinLock> lock(mu_);
+  SpinLockHolder lock(&mu_);
   return stats_;
 }
 
 void PooledStorage::ResetPeak() {
-  std::lock_guard<SpinLock> lock(mu_);
+  SpinLockHolder lock(&mu_);
   stats_.peak_bytes_in_use = stats_.bytes_in_use;
 }
 
 namespace {
 
 struct Registry {
-  std::mutex mu;
-  std::function<std::unique_ptr<Storage>(Device)> factories[kNumDeviceTypes];  // guarded by mu
-  std::unordered_map<Device, std::unique_ptr<Storage>> pools;                  // guarded by mu
+  Mutex mu;
+  std::function<std::unique_ptr<Storage>(Device)> factories[kNumDeviceTypes] WEFT_GUARDED_BY(mu);
+  std::unordered_map<Device, std::unique_ptr<Storage>> pools WEFT_GUARDED_BY(mu);
 };
 
 Registry& GetRegistry() {
-  static Registry* registry = new Registry;  // never destroyed: ops free memory at exit
+  static NoDestructor<Registry> registry;  // ops free memory at exit
   return *registry;
 }
 
@@ -200,7 +202,7 @@ Storage* GetFromRegistry(Device device);
 void RegisterStorageFactory(DeviceType type,
                             std::function<std::unique_ptr<Storage>(Device)> factory) {
   Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   r.factories[static_cast<int>(type)] = std::move(factory);
 }
 
@@ -217,7 +219,7 @@ Storage* Storage::Get(Device device) {
 
 Storage* GetFromRegistry(Device device) {
   Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   auto it = r.pools.find(device);
   if (it != r.pools.end()) return it->second.get();
   std::unique_ptr<Storage> pool;

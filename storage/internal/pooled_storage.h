@@ -42,17 +42,17 @@ class PooledStorage final : public Storage {
     size_t in_use = 0, cached = 0;
     int64_t ns = -1;
   };
-  Block AllocLocked(size_t bytes, size_t size);
-  void ReleaseCacheLocked();
-  Sample SampleLocked() const;
+  Block AllocLocked(size_t bytes, size_t size) WEFT_REQUIRES(mu_);
+  void ReleaseCacheLocked() WEFT_REQUIRES(mu_);
+  Sample SampleLocked() const WEFT_REQUIRES(mu_);
   void Report(const Sample& sample) const;
 
   const Device device_;
   const std::string name_;
   const std::unique_ptr<RawAllocator> raw_;
   mutable SpinLock mu_;
-  std::map<size_t, std::vector<void*>> free_;  // size class -> cached blocks; guarded by mu_
-  StorageStats stats_;                         // guarded by mu_
+  std::map<size_t, std::vector<void*>> free_ WEFT_GUARDED_BY(mu_);  // size class -> cached blocks
+  StorageStats stats_ WEFT_GUARDED_BY(mu_);
 };
 
 std::unique_ptr<RawAllocator> NewCpuRawAllocator();
