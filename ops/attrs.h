@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/no_destructor.h"
 #include "core/shape.h"
 
 namespace weft {
@@ -117,8 +118,8 @@ class Attrs {
   [[noreturn]] void WrongType(const std::type_info& asked) const;
 
   static const std::shared_ptr<const AttrMap>& EmptyMap() {
-    static const auto* empty =
-        new std::shared_ptr<const AttrMap>(std::make_shared<const AttrMap>());
+    static const NoDestructor<std::shared_ptr<const AttrMap>> empty(
+        std::make_shared<const AttrMap>());
     return *empty;
   }
   std::shared_ptr<const AttrMap> raw_;

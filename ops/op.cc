@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/no_destructor.h"
 #include "core/text.h"
 #include "storage/workspace.h"
 
@@ -153,7 +154,7 @@ struct Registry {
 };
 
 Registry& GetRegistry() {
-  static Registry* registry = new Registry;  // ops are used by engine work at exit
+  static NoDestructor<Registry> registry;  // ops are used by engine work at exit
   return *registry;
 }
 

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/no_destructor.h"
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/elementwise/unary_ops.h"
 #include "ops/math/unary.h"
@@ -22,12 +23,13 @@ using Home = StepPlan::Home;
 
 // The functor an op's PointwiseFn names ("weft::fn::Relu"), if it is one of the unary ops'.
 std::optional<LaneFunctor> FunctorNamed(const std::string& name) {
-  static const auto* table = new std::unordered_map<std::string, LaneFunctor>{
+  static const NoDestructor<std::unordered_map<std::string, LaneFunctor>> table(
+      std::unordered_map<std::string, LaneFunctor>{
 #define WEFT_LANE_ENTRY(name, functor, description, has_scalar) \
   {"weft::fn::" #functor, LaneFunctor::k##functor},
-      WEFT_UNARY_OPS(WEFT_LANE_ENTRY)
+          WEFT_UNARY_OPS(WEFT_LANE_ENTRY)
 #undef WEFT_LANE_ENTRY
-  };
+      });
   const auto it = table->find(name);
   return it == table->end() ? std::nullopt : std::optional<LaneFunctor>(it->second);
 }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/no_destructor.h"
 #include "ops/cpu/internal/cpu_util.h"
 
 namespace weft::cpu::rnn_dnnl {
@@ -311,9 +312,8 @@ class WeightCache {
 
 std::shared_ptr<const KeptWeights> KeptWeightsFor(const RnnCall& c, int layer,
                                                   const DnnlPrimitive& prim, const float* w) {
-  static WeightCache& cache =
-      *new WeightCache;  // used by ops that run during the engine's shutdown
-  return cache.Get(c, layer, prim, w);
+  static NoDestructor<WeightCache> cache;  // used by ops that run during the engine's shutdown
+  return cache->Get(c, layer, prim, w);
 }
 
 }  // namespace weft::cpu::rnn_dnnl

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/no_destructor.h"
 #include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/nn/nn_params.h"
@@ -161,9 +162,8 @@ AlgoKey KeyOf(int device, DType dtype, const Window2d& win, const ConvDims& d) {
 template <typename Direction>
 AlgoChoice<Direction> CachedAlgo(const GpuCall& call, const ConvDescs& c, DType dtype,
                                  const AlgoKey& key) {
-  static std::mutex mu;  // guards cache
-  static auto* const cache =
-      new std::map<AlgoKey, AlgoChoice<Direction>>;  // immortal, like the handles
+  static std::mutex mu;                                                 // guards cache
+  static NoDestructor<std::map<AlgoKey, AlgoChoice<Direction>>> cache;  // like the handles
   {
     std::lock_guard<std::mutex> lock(mu);
     const auto it = cache->find(key);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/gpu/cuda_check.h"
+#include "core/no_destructor.h"
 #include "engine/gpu/recorded_work.h"
 
 namespace weft::gpu {
@@ -60,7 +61,7 @@ template <typename H>
 class HandlePool {
  public:
   static HandlePool& Get() {
-    static HandlePool* const pool = new HandlePool;  // immortal: outlives every thread_local
+    static NoDestructor<HandlePool> pool;  // outlives every thread_local
     return *pool;
   }
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/no_destructor.h"
 #include "ops/cpu/internal/cpu_util.h"
 
 namespace weft::cpu {
@@ -71,8 +72,8 @@ class PrimitiveCache {
 // shutdown, which an atexit handler registered before these were constructed performs after
 // their destructors would have run.
 PrimitiveCache& Cache() {
-  static PrimitiveCache& cache = *new PrimitiveCache;
-  return cache;
+  static NoDestructor<PrimitiveCache> cache;
+  return *cache;
 }
 
 dnnl::stream& ThisThreadStream() {
@@ -89,8 +90,8 @@ bool UseDnnl(DType dtype, const char* op) {
 }
 
 const dnnl::engine& DnnlEngine() {
-  static const dnnl::engine& engine = *new dnnl::engine(dnnl::engine::kind::cpu, 0);
-  return engine;
+  static const NoDestructor<dnnl::engine> engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
 }
 
 dnnl::memory::desc PlainDesc(const Shape& shape) {

@@ -14,6 +14,7 @@
 
 #include "core/env.h"
 #include "core/gpu/cuda_check.h"
+#include "core/no_destructor.h"
 #include "ops/gpu/fusion/codegen.h"
 #include "ops/gpu/fusion/device_memory.h"
 #include "ops/gpu/fusion/fallback.h"
@@ -35,15 +36,15 @@ struct Counters {
   std::atomic<int64_t> kernels{0}, vectorized{0}, tables{0}, index64{0}, direct{0}, fallbacks{0};
 };
 Counters& Stats() {
-  static Counters* counters = new Counters;  // never destroyed: ops may run during exit
+  static NoDestructor<Counters> counters;  // ops may run during exit
   return *counters;
 }
 
 // Prints "weft: warning: <group> on gpu:N runs unfused: <reason>" once per (group, reason).
 void WarnOnce(const FusedGroup& group, Device device, const std::string& reason) {
   static std::mutex mu;
-  static std::set<std::string>* warned = new std::set<std::string>;  // guarded by mu
-  constexpr size_t kMaxReason = 4000;                                // NVRTC logs can be long
+  static NoDestructor<std::set<std::string>> warned;  // guarded by mu
+  constexpr size_t kMaxReason = 4000;                 // NVRTC logs can be long
   std::lock_guard<std::mutex> lock(mu);
   if (!warned->insert(group.label + '\0' + reason).second) return;
   std::cerr << "weft: warning: " << group.label << " on " << device << " runs unfused: "

@@ -8,6 +8,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/no_destructor.h"
 #include "ops/gpu/library_handles.h"
 
 namespace weft::gpu {
@@ -163,8 +164,8 @@ void SetData(cudnnRNNDataDescriptor_t desc, DType dtype, const RnnDims& d, int64
 // holds what AlgoFor reads, so the device is asked for its architecture only when a plan is built.
 const RnnPlan& PlanOf(cudnnHandle_t h, const RnnParam& p, const RnnDims& d, DType dtype,
                       cudnnDropoutDescriptor_t dropout) {
-  static std::mutex mu;                                        // guards plans
-  static auto* const plans = new std::map<PlanKey, RnnPlan*>;  // immortal, like the handles
+  static std::mutex mu;                                    // guards plans
+  static NoDestructor<std::map<PlanKey, RnnPlan*>> plans;  // like the handles
   const bool persistent = GetEnvBool("WEFT_GPU_RNN_PERSISTENT", true);
   const PlanKey key{h,
                     static_cast<int>(dtype),
@@ -195,7 +196,7 @@ const RnnPlan& PlanOf(cudnnHandle_t h, const RnnParam& p, const RnnDims& d, DTyp
 // A dropout descriptor of probability p with no random state: enough for sizes.
 cudnnDropoutDescriptor_t StatelessDropout(cudnnHandle_t h, double p) {
   static std::mutex mu;
-  static auto* const descs = new std::map<std::pair<cudnnHandle_t, double>, DropoutDesc*>;
+  static NoDestructor<std::map<std::pair<cudnnHandle_t, double>, DropoutDesc*>> descs;
   std::lock_guard<std::mutex> lock(mu);
   DropoutDesc*& desc = (*descs)[{h, p}];
   if (desc == nullptr) {
@@ -217,8 +218,8 @@ cudnnDropoutDescriptor_t DeviceDropout(cudnnHandle_t h, int device, double p, ui
     uint64_t seed = 0;
   };
   static std::mutex mu;
-  static auto* const states = new std::map<int, State>;
-  static auto* const descs = new std::map<std::pair<cudnnHandle_t, double>, DropoutDesc*>;
+  static NoDestructor<std::map<int, State>> states;
+  static NoDestructor<std::map<std::pair<cudnnHandle_t, double>, DropoutDesc*>> descs;
   std::lock_guard<std::mutex> lock(mu);
   State& s = (*states)[device];
   DropoutDesc*& desc = (*descs)[{h, p}];
@@ -240,7 +241,7 @@ cudnnDropoutDescriptor_t DeviceDropout(cudnnHandle_t h, int device, double p, ui
 // A handle of the current device for size queries (shape inference runs outside any stream).
 cudnnHandle_t QueryHandle() {
   static std::mutex mu;
-  static auto* const handles = new std::map<int, cudnnHandle_t>;
+  static NoDestructor<std::map<int, cudnnHandle_t>> handles;
   int device = 0;
   WEFT_CUDA_CHECK(cudaGetDevice(&device));
   std::lock_guard<std::mutex> lock(mu);

@@ -3,6 +3,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/gpu/cuda_check.h"
+#include "core/no_destructor.h"
 #include "engine/gpu/launch_batch.h"
 #include "ops/gpu/rtc/compile.h"
 #include "ops/gpu/rtc/disk_cache.h"
@@ -89,8 +90,7 @@ KernelLibrary::KernelLibrary(std::string disk_cache_dir)
 KernelLibrary::~KernelLibrary() = default;
 
 KernelLibrary& KernelLibrary::Global() {
-  static KernelLibrary* library =
-      new KernelLibrary(GetEnvString("WEFT_RTC_CACHE", ""));  // never destroyed
+  static NoDestructor<KernelLibrary> library(GetEnvString("WEFT_RTC_CACHE", ""));
   return *library;
 }
 
