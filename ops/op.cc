@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/mutex.h"
 #include "core/no_destructor.h"
 #include "core/text.h"
 #include "storage/workspace.h"
@@ -146,11 +147,11 @@ Op& Op::PassOnly(const std::string& pass) {
 namespace {
 
 struct Registry {
-  std::mutex mu;
-  std::map<std::string, std::unique_ptr<Op>> ops;  // guarded by mu; entries never move or die
-  // RegisterDeviceImpls rows that came before their op's RegisterOp, as what
-  // they set on the op; guarded by mu.
-  std::multimap<std::string, std::function<void(Op&)>> pending;
+  Mutex mu;
+  // Entries never move or die: an Op& stays valid for the process.
+  std::map<std::string, std::unique_ptr<Op>> ops WEFT_GUARDED_BY(mu);
+  // RegisterDeviceImpls rows that came before their op's RegisterOp, as what they set on the op.
+  std::multimap<std::string, std::function<void(Op&)>> pending WEFT_GUARDED_BY(mu);
 };
 
 Registry& GetRegistry() {
@@ -162,7 +163,7 @@ Registry& GetRegistry() {
 
 Op& RegisterOp(const std::string& name) {
   Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   auto [it, inserted] = r.ops.emplace(name, std::make_unique<Op>());
   WEFT_CHECK(inserted) << "op '" << name << "' is registered twice";
   it->second->name = name;
@@ -177,7 +178,7 @@ namespace {
 // Applies `set` to op `name` now, or when the op is registered.
 void SetOnOp(const std::string& name, std::function<void(Op&)> set) {
   Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   auto it = r.ops.find(name);
   if (it == r.ops.end()) {
     r.pending.emplace(name, std::move(set));
@@ -208,7 +209,7 @@ void RegisterDeviceImpls(DeviceType device, std::vector<NamedDeviceImpl> table) 
 
 std::vector<std::string> UnmatchedDeviceImpls() {
   Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   std::vector<std::string> names;
   for (const auto& [name, entry] : r.pending) names.push_back(name);
   return names;
@@ -216,7 +217,7 @@ std::vector<std::string> UnmatchedDeviceImpls() {
 
 const Op* FindOp(const std::string& name) {
   Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   auto it = r.ops.find(name);
   return it == r.ops.end() ? nullptr : it->second.get();
 }
@@ -228,7 +229,7 @@ const Op& GetOp(const std::string& name) {
 
 std::vector<std::string> ListOps() {
   Registry& r = GetRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   std::vector<std::string> names;
   for (const auto& [name, op] : r.ops) names.push_back(name);
   return names;

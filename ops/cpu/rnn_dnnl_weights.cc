@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/mutex.h"
 #include "core/no_destructor.h"
 #include "ops/cpu/internal/cpu_util.h"
 
@@ -269,7 +270,7 @@ class WeightCache {
     const std::string key =
         LayerKey(c, layer, Prop::kInference) + std::to_string(reinterpret_cast<uintptr_t>(w));
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       for (auto it = lru_.begin(); it != lru_.end(); ++it) {
         if (it->first != key) continue;
         const auto& kept = it->second->params;
@@ -279,7 +280,7 @@ class WeightCache {
       }
     }
     std::shared_ptr<const KeptWeights> made = Make(c, layer, prim, w, first, last);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     lru_.emplace_front(key, made);
     if (lru_.size() > kCapacity) lru_.pop_back();
     return made;
@@ -303,9 +304,9 @@ class WeightCache {
   }
 
   static constexpr size_t kCapacity = 16;
-  std::mutex mu_;
-  std::list<std::pair<std::string, std::shared_ptr<const KeptWeights>>>
-      lru_;  // most recently used first
+  Mutex mu_;
+  // Most recently used first.
+  std::list<std::pair<std::string, std::shared_ptr<const KeptWeights>>> lru_ WEFT_GUARDED_BY(mu_);
 };
 
 }  // namespace

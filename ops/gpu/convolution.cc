@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/mutex.h"
 #include "core/no_destructor.h"
 #include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
@@ -162,16 +163,16 @@ AlgoKey KeyOf(int device, DType dtype, const Window2d& win, const ConvDims& d) {
 template <typename Direction>
 AlgoChoice<Direction> CachedAlgo(const GpuCall& call, const ConvDescs& c, DType dtype,
                                  const AlgoKey& key) {
-  static std::mutex mu;                                                 // guards cache
+  static Mutex mu;                                                      // guards cache
   static NoDestructor<std::map<AlgoKey, AlgoChoice<Direction>>> cache;  // like the handles
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     const auto it = cache->find(key);
     if (it != cache->end()) return it->second;
   }
   const AlgoChoice<Direction> choice =
       call.Cudnn([&](cudnnHandle_t h) { return QueryAlgo<Direction>(h, c, dtype); });
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   return cache->emplace(key, choice).first->second;
 }
 

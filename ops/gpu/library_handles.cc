@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/gpu/cuda_check.h"
+#include "core/mutex.h"
 #include "core/no_destructor.h"
 #include "engine/gpu/recorded_work.h"
 
@@ -68,7 +69,7 @@ class HandlePool {
   // An idle handle of `device`, or a new one; `device` must be current.
   H Acquire(int device) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       std::vector<H>& idle = idle_[device];
       if (!idle.empty()) {
         const H h = idle.back();
@@ -80,13 +81,13 @@ class HandlePool {
   }
 
   void Release(int device, H h) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     idle_[device].push_back(h);
   }
 
  private:
-  std::mutex mu_;  // guards idle_
-  std::map<int, std::vector<H>> idle_;
+  Mutex mu_;
+  std::map<int, std::vector<H>> idle_ WEFT_GUARDED_BY(mu_);
 };
 
 // The handles one thread holds, one per (device, stream); given back to the pool when the thread

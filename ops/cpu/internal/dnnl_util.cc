@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/mutex.h"
 #include "core/no_destructor.h"
 #include "ops/cpu/internal/cpu_util.h"
 
@@ -22,7 +23,7 @@ class PrimitiveCache {
  public:
   DnnlPrimitive Get(const std::string& key, const std::function<DnnlPrimitive()>& create) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       auto it = index_.find(key);
       if (it != index_.end()) {
         ++hits_;
@@ -32,7 +33,7 @@ class PrimitiveCache {
       ++misses_;
     }
     DnnlPrimitive created = Create(key, create);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto [it, inserted] = index_.emplace(key, lru_.end());
     if (!inserted) return it->second->second;
     lru_.emplace_front(key, created);
@@ -45,7 +46,7 @@ class PrimitiveCache {
   }
 
   PrimitiveCacheStats Stats() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return {hits_, misses_, static_cast<int64_t>(lru_.size())};
   }
 
@@ -61,11 +62,11 @@ class PrimitiveCache {
   }
 
   using Lru = std::list<std::pair<std::string, DnnlPrimitive>>;  // most recently used first
-  std::mutex mu_;
-  Lru lru_;
-  std::unordered_map<std::string, Lru::iterator> index_;
-  int64_t hits_ = 0;
-  int64_t misses_ = 0;
+  Mutex mu_;
+  Lru lru_ WEFT_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Lru::iterator> index_ WEFT_GUARDED_BY(mu_);
+  int64_t hits_ WEFT_GUARDED_BY(mu_) = 0;
+  int64_t misses_ WEFT_GUARDED_BY(mu_) = 0;
 };
 
 // The engine and the cache are never destroyed: ops still queued at exit run during the engine's

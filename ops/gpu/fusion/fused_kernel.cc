@@ -14,6 +14,7 @@
 
 #include "core/env.h"
 #include "core/gpu/cuda_check.h"
+#include "core/mutex.h"
 #include "core/no_destructor.h"
 #include "ops/gpu/fusion/codegen.h"
 #include "ops/gpu/fusion/device_memory.h"
@@ -42,10 +43,10 @@ Counters& Stats() {
 
 // Prints "weft: warning: <group> on gpu:N runs unfused: <reason>" once per (group, reason).
 void WarnOnce(const FusedGroup& group, Device device, const std::string& reason) {
-  static std::mutex mu;
+  static Mutex mu;
   static NoDestructor<std::set<std::string>> warned;  // guarded by mu
   constexpr size_t kMaxReason = 4000;                 // NVRTC logs can be long
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   if (!warned->insert(group.label + '\0' + reason).second) return;
   std::cerr << "weft: warning: " << group.label << " on " << device << " runs unfused: "
             << (reason.size() > kMaxReason ? reason.substr(0, kMaxReason) + " ..." : reason)

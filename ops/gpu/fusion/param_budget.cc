@@ -9,6 +9,7 @@
 
 #include "core/env.h"
 #include "core/gpu/cuda_check.h"
+#include "core/mutex.h"
 
 namespace weft::gpu {
 namespace {
@@ -29,9 +30,9 @@ size_t ParamBudgetFor(const ParamBudgetFacts& f) {
 }
 
 ParamBudgetFacts QueryParamBudgetFacts(int device) {
-  static std::mutex mu;
+  static Mutex mu;
   static std::map<int, ParamBudgetFacts> cache;  // guarded by mu
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   auto it = cache.find(device);
   if (it != cache.end()) return it->second;
   ParamBudgetFacts f;

@@ -8,6 +8,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/mutex.h"
 #include "core/no_destructor.h"
 #include "ops/gpu/library_handles.h"
 
@@ -164,7 +165,7 @@ void SetData(cudnnRNNDataDescriptor_t desc, DType dtype, const RnnDims& d, int64
 // holds what AlgoFor reads, so the device is asked for its architecture only when a plan is built.
 const RnnPlan& PlanOf(cudnnHandle_t h, const RnnParam& p, const RnnDims& d, DType dtype,
                       cudnnDropoutDescriptor_t dropout) {
-  static std::mutex mu;                                    // guards plans
+  static Mutex mu;                                         // guards plans
   static NoDestructor<std::map<PlanKey, RnnPlan*>> plans;  // like the handles
   const bool persistent = GetEnvBool("WEFT_GPU_RNN_PERSISTENT", true);
   const PlanKey key{h,
@@ -181,13 +182,13 @@ const RnnPlan& PlanOf(cudnnHandle_t h, const RnnParam& p, const RnnDims& d, DTyp
                     p.use_sequence_length,
                     persistent};
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     const auto it = plans->find(key);
     if (it != plans->end()) return *it->second;
   }
   auto* plan = new RnnPlan;
   BuildPlan(h, *plan, p, d, dtype, dropout, persistent);
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   const auto [it, added] = plans->emplace(key, plan);
   if (!added) delete plan;
   return *it->second;
@@ -195,9 +196,9 @@ const RnnPlan& PlanOf(cudnnHandle_t h, const RnnParam& p, const RnnDims& d, DTyp
 
 // A dropout descriptor of probability p with no random state: enough for sizes.
 cudnnDropoutDescriptor_t StatelessDropout(cudnnHandle_t h, double p) {
-  static std::mutex mu;
+  static Mutex mu;
   static NoDestructor<std::map<std::pair<cudnnHandle_t, double>, DropoutDesc*>> descs;
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   DropoutDesc*& desc = (*descs)[{h, p}];
   if (desc == nullptr) {
     desc = new DropoutDesc;
@@ -217,10 +218,10 @@ cudnnDropoutDescriptor_t DeviceDropout(cudnnHandle_t h, int device, double p, ui
     size_t bytes = 0;
     uint64_t seed = 0;
   };
-  static std::mutex mu;
+  static Mutex mu;
   static NoDestructor<std::map<int, State>> states;
   static NoDestructor<std::map<std::pair<cudnnHandle_t, double>, DropoutDesc*>> descs;
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   State& s = (*states)[device];
   DropoutDesc*& desc = (*descs)[{h, p}];
   if (s.states == nullptr) {
@@ -240,11 +241,11 @@ cudnnDropoutDescriptor_t DeviceDropout(cudnnHandle_t h, int device, double p, ui
 
 // A handle of the current device for size queries (shape inference runs outside any stream).
 cudnnHandle_t QueryHandle() {
-  static std::mutex mu;
+  static Mutex mu;
   static NoDestructor<std::map<int, cudnnHandle_t>> handles;
   int device = 0;
   WEFT_CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   cudnnHandle_t& h = (*handles)[device];
   if (h == nullptr) WEFT_CUDNN_CHECK(cudnnCreate(&h));
   return h;

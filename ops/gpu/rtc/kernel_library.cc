@@ -78,7 +78,7 @@ struct KernelLibrary::Entry {
     std::optional<Cubin> cubin;
     std::string error;  // the compile error, when there is no cubin
   };
-  std::mutex mu;  // guards the rest; held while compiling, so that each compiles once
+  Mutex mu;  // guards the rest; held while compiling, so that each compiles once
   std::unordered_map<int, ForArch> by_arch;
   std::unordered_map<int, LoadedLibrary> libraries;  // by device
   std::unordered_map<int, Kernel> kernels;           // by device
@@ -99,7 +99,7 @@ std::shared_ptr<KernelLibrary::Entry> KernelLibrary::FindOrAdd(const KernelReque
       request.source.empty() ? "file:" + request.source_name : "text:" + request.source;
   key += '\0' + request.kernel;
   for (const std::string& o : request.options) key += '\0' + o;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::shared_ptr<Entry>& entry = entries_[key];
   if (entry == nullptr) entry = std::make_shared<Entry>();
   return entry;
@@ -108,9 +108,9 @@ std::shared_ptr<KernelLibrary::Entry> KernelLibrary::FindOrAdd(const KernelReque
 std::optional<Kernel> KernelLibrary::TryGet(const KernelRequest& request, int device,
                                             std::string* error) {
   std::shared_ptr<Entry> entry = FindOrAdd(request);
-  std::lock_guard<std::mutex> lock(entry->mu);
+  MutexLock lock(&entry->mu);
   if (auto it = entry->kernels.find(device); it != entry->kernels.end()) {
-    std::lock_guard<std::mutex> stats_lock(mu_);
+    MutexLock stats_lock(&mu_);
     ++stats_.memory_hits;
     return it->second;
   }
@@ -152,7 +152,7 @@ void KernelLibrary::Build(const KernelRequest& request, int device, Entry& entry
     }
     const bool wrote = for_arch.cubin && read != CacheRead::kHit && !disk_cache_dir_.empty() &&
                        WriteCachedCubin(disk_cache_dir_, key, *for_arch.cubin);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stats_.compiles += read != CacheRead::kHit;
     stats_.disk_hits += read == CacheRead::kHit;
     stats_.disk_rejects += read == CacheRead::kRejected;
@@ -167,7 +167,7 @@ void KernelLibrary::Build(const KernelRequest& request, int device, Entry& entry
 }
 
 KernelLibrary::Stats KernelLibrary::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 

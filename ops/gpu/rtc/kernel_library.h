@@ -27,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/mutex.h"
 #include "engine/gpu/gpu_stream.h"
 
 namespace weft::gpu::rtc {
@@ -91,11 +92,11 @@ class KernelLibrary {
   void Build(const KernelRequest& request, int device, Entry& entry);
 
   const std::string disk_cache_dir_;
-  mutable std::mutex mu_;
-  // Guarded by mu_. An Entry's own mutex guards its contents, so that one kernel compiling does
-  // not hold up requests for others.
-  std::unordered_map<std::string, std::shared_ptr<Entry>> entries_;
-  Stats stats_;  // guarded by mu_
+  mutable Mutex mu_;
+  // An Entry's own mutex guards its contents, so that one kernel compiling does not hold up
+  // requests for others.
+  std::unordered_map<std::string, std::shared_ptr<Entry>> entries_ WEFT_GUARDED_BY(mu_);
+  Stats stats_ WEFT_GUARDED_BY(mu_);
 };
 
 // The text of an embedded file of ops/gpu/kernels; throws weft::Error for an unknown name.
