@@ -1,24 +1,24 @@
 // Kernel launches batched per stream into CUDA graphs, for GpuStream (engine/gpu/gpu_stream.h),
 // which owns one LaunchBatch and is the only way weft launches kernels on its streams. Launching a
-// kernel costs the host several microseconds (3.7 to 5.4 on the H200 machine, whatever the API),
-// more than a tiny kernel runs; a chain of kernel nodes in a graph costs about 1.2 per node. So
-// each stream collects the kernels launched on it (their arguments copied), and launches them as
-// one chain graph when:
+// kernel costs the host more than a tiny kernel runs, and a node of a replayed chain graph costs
+// less (`gpu_bench --floors_only=1` prints both; bench/README.md has the figures). So each stream
+// collects the kernels launched on it (their arguments copied), and launches them as one chain
+// graph when:
 //   - anything else is about to be queued on the stream: GpuStream flushes before every copy,
 //     memset, host function, event record and library call, before synchronizing and before the
 //     stream goes; work on the legacy default stream, which orders after every blocking stream,
 //     flushes every stream's batch first (FlushAll);
-//   - the chain reaches kMaxBatch kernels (64; 256 measured no better);
+//   - the chain reaches kMaxBatch kernels (64; 256 was no better in gpu_bench's tiny-op rows);
 //   - the stream's worker runs out of work (the engine's idle hook: FlushWhenIdle).
 // A large kernel (kDirectLaunchThreads threads or more) is launched at once, after the chain: it
 // runs longer than a launch costs, so batching it gains nothing and would only delay it.
 // Waits (cudaStreamWaitEvent) need no flush: one queued before pending kernels of earlier ops
 // only makes them wait longer. Executable chains are kept per stream and length; a flush sets
-// each node's kernel and arguments (cudaGraphExecKernelNodeSetParams, about 0.35 us a node; it
-// leaves launches already queued alone) and launches the chain: cheaper than building a graph
-// (about 0.5 to 0.9 us a node). A node whose kernel, configuration and argument bytes are those
-// it already holds (a loop's steady state) is not set again. Only a new length instantiates. A
-// launch that fails is kept and raised by the stream's next flush, so an error the idle hook met
+// each node's kernel and arguments (cudaGraphExecKernelNodeSetParams; it leaves launches already
+// queued alone) and launches the chain: cheaper per node than building a graph (the graph-cost
+// rows of `gpu_bench --floors_only=1`). A node whose kernel, configuration and argument bytes are
+// those it already holds (a loop's steady state) is not set again. Only a new length instantiates.
+// A launch that fails is kept and raised by the stream's next flush, so an error the idle hook met
 // is not lost.
 // While the profiler's device tracer records, each batched kernel keeps the profiled op that
 // launched it, and a flush tells the tracer which op each node of the chain came from

@@ -22,8 +22,8 @@ int IntraOpThreads() {
 
 // Parallel loops run on the OpenMP team of the calling worker, the same threads oneDNN's
 // primitives use (Debian's oneDNN is built on OpenMP). A second pool (oneTBB's) beside it was
-// measured slower on two cores: each pool's idle threads spin while the other's work, and the
-// training step of a 784-1024-1024-10 MLP took 1.2 to 1.4 times longer.
+// slower on two cores: each pool's idle threads spin while the other's work (train_bench's
+// 784-1024-1024-10 MLP step; bench/README.md has the figures).
 void ParallelForSplit(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
   ConfigureOpenMPForThisThread();
   const int64_t chunks =
