@@ -5,6 +5,7 @@
 
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/op.h"
+#include "ops/tensor/reduce_impls.h"
 #include "ops/tensor/tensor_params.h"
 
 namespace weft::cpu {
@@ -225,21 +226,7 @@ void ReduceBackwardCompute(const std::string& op, ReduceKind kind, const OpConte
   });
 }
 
-void AddReduce(std::vector<NamedDeviceImpl>& table, const std::string& op, ReduceKind kind) {
-  table.push_back({op, {.compute = std::bind_front(ReduceCompute, op, kind)}});
-  table.push_back(
-      {"_backward_" + op, {.compute = std::bind_front(ReduceBackwardCompute, op, kind)}});
-}
-
-std::vector<NamedDeviceImpl> ReduceImpls() {
-  std::vector<NamedDeviceImpl> table;
-#define WEFT_REDUCE_CPU(name, kind, description) AddReduce(table, #name, ReduceKind::kind);
-  WEFT_REDUCE_OPS(WEFT_REDUCE_CPU)
-#undef WEFT_REDUCE_CPU
-  return table;
-}
-
-WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, ReduceImpls());
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, ReduceImpls(ReduceCompute, ReduceBackwardCompute));
 
 }  // namespace
 }  // namespace weft::cpu

@@ -11,6 +11,7 @@
 #include "ops/gpu/internal/axes.h"
 #include "ops/gpu/internal/launch.h"
 #include "ops/op.h"
+#include "ops/tensor/reduce_impls.h"
 #include "ops/tensor/tensor_params.h"
 
 namespace weft::gpu {
@@ -122,21 +123,7 @@ void ReduceBackwardCompute(const std::string& op, ReduceKind kind, const OpConte
   SumBackward(ctx, t, scale, reduced, in[0], req[0], out[0]);
 }
 
-void AddReduce(std::vector<NamedDeviceImpl>& table, const std::string& op, ReduceKind kind) {
-  table.push_back({op, {.compute = std::bind_front(ReduceCompute, op, kind)}});
-  table.push_back(
-      {"_backward_" + op, {.compute = std::bind_front(ReduceBackwardCompute, op, kind)}});
-}
-
-std::vector<NamedDeviceImpl> ReduceImpls() {
-  std::vector<NamedDeviceImpl> table;
-#define WEFT_REDUCE_GPU(name, kind, description) AddReduce(table, #name, ReduceKind::kind);
-  WEFT_REDUCE_OPS(WEFT_REDUCE_GPU)
-#undef WEFT_REDUCE_GPU
-  return table;
-}
-
-WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu, ReduceImpls());
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu, ReduceImpls(ReduceCompute, ReduceBackwardCompute));
 
 }  // namespace
 }  // namespace weft::gpu
