@@ -254,7 +254,8 @@ TEST(BindPipeline, EachSwitchTurnsItsPassOff) {
   }
   {
     testing::ScopedEnv off("WEFT_PLAN_MEMORY", "0");
-    const MemoryPlan& plan = RunBindPipeline(MulExp(), MulExpRequest()).graph.memory();
+    const BindResult r = RunBindPipeline(MulExp(), MulExpRequest());
+    const MemoryPlan& plan = r.graph.memory();  // r keeps the plan alive
     EXPECT_EQ(plan.total_bytes, plan.naive_bytes) << "one buffer per entry";
   }
   testing::ScopedEnv bad("WEFT_PLAN_MEMORY", "sometimes");
