@@ -22,7 +22,7 @@ def import_torch(threads=None, need_cuda=False, modules=()):
         import torch
         for name in modules:
             importlib.import_module(name)
-    except ImportError as e:
+    except Exception as e:  # noqa: BLE001 (a broken install can raise more than ImportError)
         unavailable(f"cannot import torch: {e}")
         return None
     if need_cuda and not torch.cuda.is_available():
