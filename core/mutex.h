@@ -30,6 +30,9 @@ class WEFT_CAPABILITY("mutex") Mutex {
   void lock() WEFT_ACQUIRE() { mu_.lock(); }
   void unlock() WEFT_RELEASE() { mu_.unlock(); }
   bool try_lock() WEFT_TRY_ACQUIRE(true) { return mu_.try_lock(); }
+  // Tells the analysis that the caller holds this mutex (a function whose contract is to run with
+  // it held, where the mutex is not reachable from its declaration). Checks nothing at run time.
+  void AssertHeld() const WEFT_ASSERT_CAPABILITY(this) {}
   // For code the analysis cannot follow (a std::unique_lock handed to another function).
   std::mutex& native() WEFT_RETURN_CAPABILITY(this) { return mu_; }
 
@@ -41,6 +44,10 @@ class WEFT_CAPABILITY("mutex") Mutex {
 class WEFT_SCOPED_CAPABILITY MutexLock {
  public:
   explicit MutexLock(Mutex* mu) WEFT_ACQUIRE(mu) : lock_(mu->native()) {}
+  // Takes over `mu`, which this thread locked itself (a lock()/try_lock() taken on some paths
+  // only, before the scope that needs it on all of them).
+  MutexLock(Mutex* mu, std::adopt_lock_t) WEFT_REQUIRES(mu)
+      : lock_(mu->native(), std::adopt_lock) {}
   ~MutexLock() WEFT_RELEASE() = default;
   MutexLock(const MutexLock&) = delete;
   MutexLock& operator=(const MutexLock&) = delete;
@@ -65,6 +72,32 @@ class WEFT_SCOPED_CAPABILITY MutexLock {
 
  private:
   std::unique_lock<std::mutex> lock_;
+};
+
+// A mutex its holder may lock again: the naive engine's, since an op it runs may push another
+// op. The analysis does not count re-locks; the scope it sees is the outermost one.
+class WEFT_CAPABILITY("mutex") RecursiveMutex {
+ public:
+  RecursiveMutex() = default;
+  RecursiveMutex(const RecursiveMutex&) = delete;
+  RecursiveMutex& operator=(const RecursiveMutex&) = delete;
+
+  void lock() WEFT_ACQUIRE() { mu_.lock(); }
+  void unlock() WEFT_RELEASE() { mu_.unlock(); }
+
+ private:
+  std::recursive_mutex mu_;
+};
+
+class WEFT_SCOPED_CAPABILITY RecursiveMutexLock {
+ public:
+  explicit RecursiveMutexLock(RecursiveMutex* mu) WEFT_ACQUIRE(mu) : mu_(mu) { mu_->lock(); }
+  ~RecursiveMutexLock() WEFT_RELEASE() { mu_->unlock(); }
+  RecursiveMutexLock(const RecursiveMutexLock&) = delete;
+  RecursiveMutexLock& operator=(const RecursiveMutexLock&) = delete;
+
+ private:
+  RecursiveMutex* const mu_;
 };
 
 }  // namespace weft

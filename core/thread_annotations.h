@@ -32,6 +32,9 @@
 #define WEFT_ACQUIRE(...) WEFT_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
 #define WEFT_RELEASE(...) WEFT_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
 #define WEFT_TRY_ACQUIRE(...) WEFT_THREAD_ANNOTATION(try_acquire_capability(__VA_ARGS__))
+// The function checks (or the caller's contract says) that the capability is held: what follows
+// is analyzed as holding it.
+#define WEFT_ASSERT_CAPABILITY(x) WEFT_THREAD_ANNOTATION(assert_capability(x))
 // The function returns a reference to the lock `x`.
 #define WEFT_RETURN_CAPABILITY(x) WEFT_THREAD_ANNOTATION(lock_returned(x))
 // The class is a lock (`name` appears in messages), or an RAII holder of one.

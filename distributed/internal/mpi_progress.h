@@ -118,13 +118,13 @@ class MpiProgress final : public engine::WaitHelper {
   // One turn of the thread with work in hand (mpi_progress_loop.cc); what to do before the next.
   IdleAction RunPass(std::deque<std::function<void()>>* calls, IdleState* idle,
                      uint64_t* help_seen);
-  void PollRounds(IdleState* idle);  // a pass: up to kRoundsPerPass rounds (under driver_)
+  void PollRounds(IdleState* idle) WEFT_REQUIRES(driver_);  // a pass: up to kRoundsPerPass rounds
   void Finalize();
-  // Runs `drive` with driver_ held, unless another thread holds it or this thread already does
-  // (a completion that runs an op inline may wait, and help, again); then wakes this thread if
-  // it sleeps while work it must poll is left. False when it did not drive.
-  template <typename Drive>
-  bool TryDrive(Drive drive);
+  // Takes driver_ unless another thread holds it or this thread already does (a completion that
+  // runs an op inline may wait, and help, again). False when it did not take it.
+  bool TryTakeDriver() WEFT_TRY_ACQUIRE(true, driver_);
+  // Wakes this thread if it sleeps while collectives it must poll are left (after a Help).
+  void WakeThreadIfLeft();
   void SpinForHandOver();
   // While a waiter drives (help_rounds_ moves), this thread leaves the collectives to it; it
   // takes them back once Help has not driven for kQuietLooks looks in a row, or at a hand-over.
@@ -132,12 +132,13 @@ class MpiProgress final : public engine::WaitHelper {
   bool Initialize();  // false: MPI could not be initialized (init_error_ says why)
   void InitializeMpi();
   bool WaitForWork(std::deque<std::function<void()>>* calls);  // false: stop
-  size_t LargestPayload() const;  // of the collectives in flight, for Patience (under driver_)
-  bool Step();  // one round: start what may start, test what runs; true when anything moved (under
-                // driver_)
-  void StartReady();
-  bool TestActive();
-  void CheckDeadlines();
+  // Of the collectives in flight, for Patience.
+  size_t LargestPayload() const WEFT_REQUIRES(driver_);
+  // One round: start what may start, test what runs; true when anything moved.
+  bool Step() WEFT_REQUIRES(driver_);
+  void StartReady() WEFT_REQUIRES(driver_);
+  bool TestActive() WEFT_REQUIRES(driver_);
+  void CheckDeadlines() WEFT_REQUIRES(driver_);
   void TimeOut(const MpiWork& work, const char* state);
   // "dist: collective #3 all-reduce (sum of 256 float32 in 1 array) on rank 0 of 2 (mpi)".
   std::string Describe(const MpiWork& work) const;
@@ -173,10 +174,13 @@ class MpiProgress final : public engine::WaitHelper {
   // active_ and nbc_. Taken before mu_ where both are held.
   // On lines of their own: a waiter's failed try_lock writes the lock's line, which must not
   // be the line of what the driving thread reads every round.
-  alignas(64) std::mutex driver_;
-  alignas(64) std::vector<Active> active_;  // started, not complete
-  uint64_t start_look_ = ~uint64_t{0};      // hand_overs_ at StartReady's last look
-  NbcAlgorithm nbc_;                        // from MPI_Init to MPI_Finalize
+  alignas(64) mutable Mutex driver_;
+  alignas(64) std::vector<Active> active_ WEFT_GUARDED_BY(driver_);  // started, not complete
+  // hand_overs_ at StartReady's last look.
+  uint64_t start_look_ WEFT_GUARDED_BY(driver_) = ~uint64_t{0};
+  // From MPI_Init to MPI_Finalize. Used under driver_, by the collectives' start functions, which
+  // the analysis cannot follow (nbc()), so not annotated.
+  NbcAlgorithm nbc_;
   // Help's rounds that drove: written under driver_, read by this thread to see that a waiter
   // drives (YieldToHelper); on a line of its own, since the waiter writes it every round.
   alignas(64) std::atomic<uint64_t> help_rounds_{0};

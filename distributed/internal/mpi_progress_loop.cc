@@ -61,17 +61,17 @@ void MpiProgress::Main() {
 // drives them. Returns what to do before the next turn.
 IdleAction MpiProgress::RunPass(std::deque<std::function<void()>>* calls, IdleState* idle,
                                 uint64_t* help_seen) {
-  std::unique_lock<std::mutex> drive(driver_, std::defer_lock);
   if (!calls->empty()) {
-    drive.lock();  // RunOnThread's calls run here, whoever drives now
+    driver_.lock();  // RunOnThread's calls run here, whoever drives now
   } else if (help_rounds_.load(std::memory_order_relaxed) != *help_seen) {
     YieldToHelper();
     *help_seen = help_rounds_.load(std::memory_order_relaxed);
     idle->Moved(IdleState::Clock::now());  // what the waiter left may still be moving
     return IdleAction::kPollNow;
-  } else if (!drive.try_lock()) {
+  } else if (!driver_.try_lock()) {
     return IdleAction::kYield;  // a waiter drives: let it have the core
   }
+  MutexLock drive(&driver_, std::adopt_lock);
   for (auto& call : *calls) call();
   calls->clear();
   PollRounds(idle);
@@ -102,7 +102,7 @@ void MpiProgress::PollRounds(IdleState* idle) {
 }
 
 void MpiProgress::Finalize() {
-  std::lock_guard<std::mutex> drive(driver_);
+  MutexLock drive(&driver_);
   MutexLock lock(&mu_);
   nbc_.Close();
   // Not after a timeout: the timed-out collective is still pending, and finalizing would hang.
@@ -144,38 +144,35 @@ bool MpiProgress::WaitForWork(std::deque<std::function<void()>>* calls) {
   return true;
 }
 
-template <typename Drive>
-bool MpiProgress::TryDrive(Drive drive) {
+bool MpiProgress::TryTakeDriver() {
   if (!any_thread_ || tls_driving) return false;
-  std::unique_lock<std::mutex> lock(driver_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;  // another thread drives
-  {
-    Driving driving;
-    drive();
-  }
-  lock.unlock();
-  // running_ is stored (seq_cst) before sleeping_ is read, and the thread stores sleeping_ before
-  // it reads running_: one of the two sees the other.
+  return driver_.try_lock();
+}
+
+// running_ is stored (seq_cst) before sleeping_ is read, and the thread stores sleeping_ before
+// it reads running_: one of the two sees the other.
+void MpiProgress::WakeThreadIfLeft() {
   if (running_.load(std::memory_order_seq_cst) != 0 && sleeping_.load(std::memory_order_seq_cst)) {
     MutexLock relock(&mu_);  // the thread must go on with what this one leaves
     cv_.notify_all();
   }
-  return true;
 }
 
 bool MpiProgress::Help() {
   if (outstanding_.load(std::memory_order_relaxed) == 0) return false;
   if (thread_drives_.load(std::memory_order_relaxed))
-    return false;  // it polls back to back: leave them to it
-  if (!TryDrive([this] {
-        Step();
-        const uint64_t round =
-            help_rounds_.load(std::memory_order_relaxed) + 1;  // only the driver writes it
-        help_rounds_.store(round, std::memory_order_relaxed);
-        if (round % kRoundsPerDeadlineLook == 0) CheckDeadlines();
-      })) {
-    return false;  // another thread drives: the waiter may yield to it
+    return false;                      // it polls back to back: leave them to it
+  if (!TryTakeDriver()) return false;  // another thread drives: the waiter may yield to it
+  {
+    MutexLock drive(&driver_, std::adopt_lock);
+    Driving driving;
+    Step();
+    const uint64_t round =
+        help_rounds_.load(std::memory_order_relaxed) + 1;  // only the driver writes it
+    help_rounds_.store(round, std::memory_order_relaxed);
+    if (round % kRoundsPerDeadlineLook == 0) CheckDeadlines();
   }
+  WakeThreadIfLeft();
   return outstanding_.load(std::memory_order_relaxed) != 0;
 }
 

@@ -59,8 +59,8 @@ std::exception_ptr CallOp(const SyncFn& sync, const AsyncFn& async, const RunCon
   struct AsyncResult {
     Mutex mu;
     std::condition_variable cv;
-    bool done = false;
-    std::exception_ptr error;
+    bool done WEFT_GUARDED_BY(mu) = false;
+    std::exception_ptr error WEFT_GUARDED_BY(mu);
   } result;
   auto complete = [](void*, void* c, std::exception_ptr error,
                      bool /*device_work_done: the wait below is cheap*/) {
@@ -72,7 +72,7 @@ std::exception_ptr CallOp(const SyncFn& sync, const AsyncFn& async, const RunCon
   };
   async(ctx, OnComplete(complete, engine, &result));
   MutexLock lock(&result.mu);
-  lock.Wait(result.cv, [&] { return result.done; });
+  lock.Wait(result.cv, [&]() WEFT_REQUIRES(result.mu) { return result.done; });
   return result.error;
 }
 
@@ -105,7 +105,7 @@ std::exception_ptr NaiveEngine::Run(const SyncFn& sync, const AsyncFn& async,
 }
 
 void NaiveEngine::Push(SyncFn sync, AsyncFn async, const PushArgs& args) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   WEFT_CHECK(!shut_down_) << "op '" << (args.name ? args.name : "op")
                           << "' pushed after the engine was shut down";
   CheckRoutable(args.device, args.prop, args.name);
@@ -131,7 +131,7 @@ void NaiveEngine::Push(SyncFn sync, AsyncFn async, const PushArgs& args) {
 }
 
 void NaiveEngine::DeleteVariable(SyncFn deleter, Device device, VarHandle var) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   NaiveVar* v = Checked(var, "DeleteVariable");
   CheckRoutable(device, FnProperty::kNormal, "DeleteVariable");
   v->MarkDeleted();  // before the deleter runs, as on the threaded engine
@@ -144,7 +144,7 @@ void NaiveEngine::DeleteVariable(SyncFn deleter, Device device, VarHandle var) {
 void NaiveEngine::WaitForVar(VarHandle var) {
   std::shared_ptr<ErrorSlot> slot;
   {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    RecursiveMutexLock lock(&mu_);
     slot = Checked(var, "WaitForVar")->error_slot();
   }
   RethrowIfLive(slot);
@@ -153,7 +153,7 @@ void NaiveEngine::WaitForVar(VarHandle var) {
 void NaiveEngine::WaitForAll() { failures_.RethrowAndRetire(); }
 
 void NaiveEngine::Shutdown() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   if (shut_down_) return;
   shut_down_ = true;
   if (profiler_.running()) profiler_.StopOrReport(NamedStreams());  // before the streams go
@@ -166,7 +166,7 @@ void NaiveEngine::Shutdown() {
 
 // Every op's device work was done before its push returned: there is nothing to wait for.
 void NaiveEngine::StopProfiling() {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  RecursiveMutexLock lock(&mu_);
   profiler_.Stop(NamedStreams());
 }
 

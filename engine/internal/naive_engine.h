@@ -5,6 +5,7 @@
 
 #include <mutex>
 
+#include "core/mutex.h"
 #include "engine/device_backend.h"
 #include "engine/engine.h"
 #include "engine/internal/failure_log.h"
@@ -34,21 +35,22 @@ class NaiveEngine final : public Engine {
  private:
   class NaiveVar;
   // Runs the op now; returns what it raised.
-  std::exception_ptr Run(const SyncFn& sync, const AsyncFn& async, const PushArgs& args);
+  std::exception_ptr Run(const SyncFn& sync, const AsyncFn& async, const PushArgs& args)
+      WEFT_REQUIRES(mu_);
   NaiveVar* Checked(VarHandle v, const char* name) const;
   // The stream GPU ops on `device` run on (made on first use); synchronized after each op.
-  GpuStream* StreamOf(int device);
+  GpuStream* StreamOf(int device) WEFT_REQUIRES(mu_);
   // The GPU streams, named for the profiler's device tracks. With mu_ held.
-  std::vector<NamedStream> NamedStreams() const;
+  std::vector<NamedStream> NamedStreams() const WEFT_REQUIRES(mu_);
 
   Profiler profiler_;
   FailureLog failures_;
   VarRegistry vars_;
   // Serializes ops pushed from several threads; recursive so an op may push another op.
-  std::recursive_mutex mu_;
-  bool shut_down_ = false;                                         // guarded by mu_
+  RecursiveMutex mu_;
+  bool shut_down_ WEFT_GUARDED_BY(mu_) = false;
   DeviceBackend* const gpu_ = GetDeviceBackend(DeviceType::kGpu);  // null on a CPU-only build
-  std::vector<GpuStream*> gpu_streams_;                            // by device id; guarded by mu_
+  std::vector<GpuStream*> gpu_streams_ WEFT_GUARDED_BY(mu_);       // by device id
 };
 
 }  // namespace weft::engine

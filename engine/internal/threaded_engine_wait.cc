@@ -47,10 +47,11 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
   struct Waiter {
     Mutex mu;
     std::condition_variable cv;
-    bool done = false;
+    bool done WEFT_GUARDED_BY(mu) = false;
     std::atomic<bool> ready{false};  // done, for the spin before the sleep
-    std::shared_ptr<ErrorSlot> slot;
-    Completion device_write = nullptr;  // the device work that wrote var, waited for below
+    std::shared_ptr<ErrorSlot> slot WEFT_GUARDED_BY(mu);
+    // The device work that wrote var, waited for below.
+    Completion device_write WEFT_GUARDED_BY(mu) = nullptr;
   } waiter;
   // A read that runs inline as soon as every earlier write is done; it never waits for reads.
   const VarHandle reads[] = {var};
@@ -74,7 +75,7 @@ void ThreadedEngine::WaitForVar(VarHandle var) {
   // Taken either way: after a spin that saw `ready`, it waits out the op's critical section (its
   // notify), so `waiter` outlives every use of it.
   MutexLock lock(&waiter.mu);
-  lock.Wait(waiter.cv, [&] { return waiter.done; });
+  lock.Wait(waiter.cv, [&]() WEFT_REQUIRES(waiter.mu) { return waiter.done; });
   if (waiter.device_write != nullptr) device_.WaitAndRelease(waiter.device_write);
   RethrowIfLive(waiter.slot);
 }

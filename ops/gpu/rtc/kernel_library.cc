@@ -78,10 +78,10 @@ struct KernelLibrary::Entry {
     std::optional<Cubin> cubin;
     std::string error;  // the compile error, when there is no cubin
   };
-  Mutex mu;  // guards the rest; held while compiling, so that each compiles once
-  std::unordered_map<int, ForArch> by_arch;
-  std::unordered_map<int, LoadedLibrary> libraries;  // by device
-  std::unordered_map<int, Kernel> kernels;           // by device
+  Mutex mu;  // held while compiling, so that each compiles once
+  std::unordered_map<int, ForArch> by_arch WEFT_GUARDED_BY(mu);
+  std::unordered_map<int, LoadedLibrary> libraries WEFT_GUARDED_BY(mu);  // by device
+  std::unordered_map<int, Kernel> kernels WEFT_GUARDED_BY(mu);           // by device
 };
 
 KernelLibrary::KernelLibrary(std::string disk_cache_dir)
@@ -127,8 +127,9 @@ Kernel KernelLibrary::Get(const KernelRequest& request, int device) {
   return *kernel;
 }
 
-// Fills entry.kernels[device], or entry.by_arch[arch].error. Called with entry.mu held.
+// Fills entry.kernels[device], or entry.by_arch[arch].error.
 void KernelLibrary::Build(const KernelRequest& request, int device, Entry& entry) {
+  entry.mu.AssertHeld();
   const int arch = ComputeCapability(device);
   Entry::ForArch& for_arch = entry.by_arch[arch];
   if (!for_arch.cubin && for_arch.error.empty()) {

@@ -89,6 +89,7 @@ class KernelLibrary {
  private:
   struct Entry;
   std::shared_ptr<Entry> FindOrAdd(const KernelRequest& request);
+  // Fills entry.kernels[device], or entry.by_arch[arch].error; with entry.mu held.
   void Build(const KernelRequest& request, int device, Entry& entry);
 
   const std::string disk_cache_dir_;
