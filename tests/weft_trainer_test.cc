@@ -307,6 +307,18 @@ TEST(Trainer, TheUpdatesAreNodesOfTheBoundStep) {
   }
 }
 
+TEST(Trainer, ToDotDrawsTheBoundStepWithItsUpdates) {
+  Trainer trainer(Loss(), kDataShapes, Xavier(), SGD(0.1, 0.9));
+  const std::string dot = trainer.ToDot();
+  EXPECT_EQ(dot.rfind("digraph", 0), 0u) << dot.substr(0, 80);
+  for (const std::string& name : trainer.parameter_names()) {
+    EXPECT_NE(dot.find(name), std::string::npos) << name << " is not drawn";
+  }
+  EXPECT_NE(dot.find("sgd_mom_update"), std::string::npos);
+  EXPECT_EQ(trainer.ToDot("gradient").find("sgd_mom_update"), std::string::npos)
+      << "the graph after the gradient pass has no updates yet";
+}
+
 // ---- Predict and Evaluate ----------------------------------------------------------------------
 
 TEST(Trainer, PredictAndEvaluateRunTheInferenceGraphOnTheTrainedParameters) {

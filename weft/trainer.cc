@@ -293,6 +293,8 @@ const std::vector<NDArray>& Trainer::outputs() const { return exec_->outputs(); 
 
 ExecutorStats Trainer::stats() const { return exec_->stats(); }
 
+std::string Trainer::ToDot(const std::string& after_pass) const { return exec_->ToDot(after_pass); }
+
 const NDArray& Trainer::Find(const ArrayMap& arrays, const std::string& what,
                              const std::string& name) const {
   auto it = arrays.find(name);

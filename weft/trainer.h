@@ -152,6 +152,8 @@ class Trainer {
   void Load(const std::string& path);
 
   ExecutorStats stats() const;  // of the bound training step
+  // The bound training step as Graphviz DOT (Executor::ToDot: after `after_pass`, or as bound).
+  std::string ToDot(const std::string& after_pass = "") const;
 
  private:
   struct Inference {  // the inference graph, bound for inputs of these shapes and dtypes

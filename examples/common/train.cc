@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <vector>
 
@@ -86,6 +87,7 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
   flags.AddString("save_prefix", defaults.save_prefix,
                   "write <prefix>.safetensors and <prefix>.json ('' to skip)");
   flags.AddString("profile", "", kProfileHelp);
+  flags.AddString("dot", "", "write the bound training step there as Graphviz DOT ('' to skip)");
   flags.AddBool("dist", false,
                 "data-parallel over the ranks of mpirun -np N (batch_size: the global batch)");
   if (!flags.Parse(argc, argv)) return std::nullopt;
@@ -99,6 +101,7 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
   o.data = flags.GetString("data");
   o.save_prefix = flags.GetString("save_prefix");
   o.profile = flags.GetString("profile");
+  o.dot = flags.GetString("dot");
   o.dist = flags.GetBool("dist");
   if (o.epochs < 1 || o.batch_size < 1 || o.lr <= 0) {
     WEFT_THROW(program << ": expected epochs >= 1, batch_size >= 1 and lr > 0");
@@ -198,6 +201,14 @@ void SaveModel(const Model& m, const weft::Trainer& trainer, const TrainOptions&
               prefix.c_str());
 }
 
+void WriteDot(const weft::Trainer& trainer, const std::string& path) {
+  std::ofstream out(path);
+  out << trainer.ToDot();
+  if (!out.flush()) WEFT_THROW("--dot: cannot write '" << path << "'");
+  std::printf("wrote the bound training step to %s (dot -Tsvg %s -o step.svg)\n", path.c_str(),
+              path.c_str());
+}
+
 // With --dist: this rank's share of the global batch and its GPU; ranks other than 0 print
 // nothing (their stdout goes to /dev/null), so the job's output is rank 0's.
 TrainOptions ForRank(const TrainOptions& o, const weft::dist::Communicator& world) {
@@ -211,6 +222,7 @@ TrainOptions ForRank(const TrainOptions& o, const weft::dist::Communicator& worl
   if (world.rank() != 0) {
     local.save_prefix.clear();
     local.profile.clear();
+    local.dot.clear();
     if (std::freopen("/dev/null", "w", stdout) == nullptr)
       WEFT_THROW("--dist: cannot silence rank " << world.rank());
   }
@@ -239,6 +251,7 @@ TrainResult Train(const Symbol& logits, const TrainOptions& global) {
       weft::Xavier(weft::Xavier::RandType::kUniform, weft::Xavier::FactorType::kAvg, 2.0),
       *MakeOptimizer(o), options);
   for (const std::string& name : o.zero_inputs) trainer.data(name).Fill(0);
+  if (!o.dot.empty()) WriteDot(trainer, o.dot);
   weft::ArrayIter iter(split.train, {.batch_size = o.batch_size,
                                      .shuffle = true,
                                      .seed = o.seed,

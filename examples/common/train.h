@@ -27,6 +27,7 @@ struct TrainOptions {
   std::string save_prefix;  // writes <prefix>.safetensors and <prefix>.json; empty: no save
   bool images = false;      // data as (N, 1, H, W) for convolutional nets
   std::string profile;      // a Chrome trace of the training epochs goes there; empty: none
+  std::string dot;          // the bound training step as Graphviz DOT goes there; empty: none
   // Data-parallel over the ranks of an mpirun job (distributed/world.h): batch_size is the global
   // batch, split evenly; each rank on a GPU takes gpu:<local rank>; only rank 0 prints and saves.
   bool dist = false;
