@@ -7,7 +7,7 @@
 # (WEFT_USE_FUSION), train_mlp reaches the README's 97.5% with the same loss and accuracies every
 # epoch (on the CPU a fused group computes what its ops compute, bit for bit).
 set -euo pipefail
-mlp="$1"; cnn="$2"; infer="$3"; data="$4"; lstm="$5"
+mlp="$1"; cnn="$2"; infer="$3"; data="$4"; lstm="$5"; fashion="$(dirname "$6")"
 prefix="$TEST_TMPDIR/mlp"
 
 out=$("$mlp" --data="$data" --epochs=6 --save_prefix="$prefix")
@@ -65,6 +65,20 @@ if err=$("$mlp" --data="$data" --epochs=1 --save_prefix="" --profile="$TEST_TMPD
   echo "FAIL: a profile that cannot be written was accepted"; exit 1
 fi
 grep -q "cannot write the trace to '$TEST_TMPDIR/none/trace.json'" <<<"$err" || { echo "FAIL: unclear error: $err"; exit 1; }
+
+# A folder of MNIST-format files, gzip-compressed as shipped (the committed Fashion-MNIST slice):
+# train-* to train on, t10k-* to test on; --dot writes the bound step.
+out=$("$cnn" --data="$fashion" --epochs=2 --save_prefix="" --dot="$TEST_TMPDIR/step.dot")
+echo "$out"
+grep -q "^1000 training and 200 test samples" <<<"$out" || { echo "FAIL: the slice's split was not used"; exit 1; }
+acc=$(echo "$out" | sed -n 's/^final test accuracy \([0-9.]*\)%/\1/p')
+awk -v a="$acc" 'BEGIN { exit !(a >= 50.0) }' || { echo "FAIL: train_cnn on the slice reached $acc% < 50%"; exit 1; }
+grep -q "^digraph" "$TEST_TMPDIR/step.dot" && grep -q "Convolution" "$TEST_TMPDIR/step.dot" ||
+  { echo "FAIL: --dot wrote no graph of the step"; exit 1; }
+if err=$("$cnn" --data="$TEST_TMPDIR" --epochs=1 --save_prefix="" 2>&1); then
+  echo "FAIL: a folder without the MNIST files was accepted"; exit 1
+fi
+grep -q "expected the file train-images-idx3-ubyte.gz" <<<"$err" || { echo "FAIL: unclear error: $err"; exit 1; }
 
 # --help on every example.
 for bin in "$mlp" "$cnn" "$infer" "$lstm"; do

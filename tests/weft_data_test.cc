@@ -2,6 +2,7 @@
 // only on (seed, epoch) and keep samples and labels together; CSV and MNIST idx files read
 // exactly, and each kind of bad file rejected with an error that names the file and the place.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <numeric>
@@ -280,6 +281,62 @@ TEST(MnistIter, ReadsIdxImagesAndLabelsScaledToOne) {
   }
   EXPECT_EQ(epoch.labels, (std::vector<std::vector<float>>{{9, 8}, {7, 6}, {5, 9}}));
   EXPECT_EQ(epoch.pads, (std::vector<int>{0, 0, 1}));
+}
+
+// `bytes` as a gzip file of one member (zlib's deflate with a gzip wrapper), as gzip writes it.
+std::string GzipOf(const std::string& bytes) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, bytes.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  z.avail_in = static_cast<uInt>(bytes.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+TEST(MnistIter, ReadsGzipFilesAsShipped) {
+  const std::string raw_images = IdxImages(5, 2, 3, FivePixels()),
+                    raw_labels = IdxLabels({9, 8, 7, 6, 5});
+  const std::string images = WriteTempFile("images-idx3-ubyte.gz", GzipOf(raw_images));
+  const std::string labels = WriteTempFile("labels-idx1-ubyte.gz", GzipOf(raw_labels));
+  const Dataset plain = ReadMnist(WriteTempFile("images-idx3-ubyte", raw_images),
+                                  WriteTempFile("labels-idx1-ubyte", raw_labels));
+  const Dataset gz = ReadMnist(images, labels);
+  EXPECT_EQ(gz.data.shape(), (Shape{5, 1, 2, 3}));
+  EXPECT_EQ(gz.data.ToVector<float>(), plain.data.ToVector<float>());
+  EXPECT_EQ(gz.label.ToVector<float>(), plain.label.ToVector<float>());
+  // Two members, as `cat a.gz b.gz` makes: gunzip writes both, one after the other.
+  const std::string split = WriteTempFile(
+      "split-idx3-ubyte.gz", GzipOf(raw_images.substr(0, 20)) + GzipOf(raw_images.substr(20)));
+  EXPECT_EQ(ReadMnist(split, labels).data.ToVector<float>(), plain.data.ToVector<float>());
+}
+
+TEST(MnistIter, BadGzipFilesNameTheFileAndTheProblem) {
+  const std::string labels = WriteTempFile("labels.gz", GzipOf(IdxLabels({1, 2, 3, 4, 5})));
+  const std::string gz = GzipOf(IdxImages(5, 2, 3, FivePixels()));
+  std::string corrupt = gz;
+  corrupt[corrupt.size() - 6] ^= 0x55;  // the CRC-32 of the trailer
+  struct Case {
+    std::string what, bytes;
+    std::vector<std::string> expected;
+  };
+  const std::vector<Case> cases = {
+      {"truncated", gz.substr(0, gz.size() / 2), {"is truncated"}},
+      {"just the magic", gz.substr(0, 2), {"is truncated"}},
+      {"bad checksum", corrupt, {"is corrupt", "incorrect data check"}},
+      {"trailing garbage", gz + "junk", {"expected another gzip member", "found 4 other bytes"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string images = WriteTempFile("bad-images.gz", c.bytes);
+    std::vector<std::string> expected = c.expected;
+    expected.push_back("'" + images + "'");
+    ExpectErrorContains([&] { ReadMnist(images, labels); }, expected);
+  }
 }
 
 TEST(MnistIter, BadFilesNameTheFileAndTheProblem) {

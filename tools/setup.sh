@@ -17,6 +17,7 @@ packages=(
   libtbb-dev           # oneTBB: parallel loops; the peer in bench/engine_bench
   libgtest-dev         # GoogleTest
   nlohmann-json3-dev   # JSON: graphs, safetensors headers, traces in tests
+  zlib1g-dev           # zlib: gzip-compressed data files (MNIST and Fashion-MNIST as shipped)
   openmpi-bin          # mpirun: launches data-parallel ranks (distributed/, tests/dist_*)
   libopenmpi-dev       # MPI headers and libraries: CPU collectives, NCCL's bootstrap
 )

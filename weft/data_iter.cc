@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "storage/random.h"
+#include "weft/gzip.h"
 
 namespace weft {
 
@@ -196,11 +197,13 @@ Dataset ReadCsv(const std::string& path, int label_column) {
 
 namespace {
 
+// The file's bytes, decompressed when it is gzip (as MNIST and Fashion-MNIST are shipped).
 std::vector<unsigned char> ReadFileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) WEFT_THROW("ReadMnist: cannot open '" << path << "': " << std::strerror(errno));
-  return std::vector<unsigned char>(std::istreambuf_iterator<char>(in),
-                                    std::istreambuf_iterator<char>());
+  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
+                                   std::istreambuf_iterator<char>());
+  return IsGzip(bytes) ? Gunzip(bytes, path) : bytes;
 }
 
 uint32_t BigEndian32(const std::vector<unsigned char>& bytes, size_t pos) {

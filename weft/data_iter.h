@@ -125,8 +125,11 @@ class CsvIter : public ArrayIter {
 // Reads MNIST's idx files: images in idx3-ubyte (magic 0x00000803, then the count, rows and
 // columns as big-endian 32-bit numbers, then one byte a pixel) and labels in idx1-ubyte (magic
 // 0x00000801, the count, one byte a label). Pixels are scaled to [0, 1]. Data is (N, 1, rows,
-// cols) float32, or (N, rows * cols) when `flat`; label (N,) float32. Errors name the file: bad
-// magic, a file shorter or longer than its header says, image and label counts that differ.
+// cols) float32, or (N, rows * cols) when `flat`; label (N,) float32. Either file may be
+// gzip-compressed as shipped (train-images-idx3-ubyte.gz: Debian's dataset-fashion-mnist puts the
+// four in /usr/share/datasets/fashion-mnist). Errors name the file: bad magic, a file shorter or
+// longer than its header says, image and label counts that differ, a truncated or corrupt gzip
+// stream.
 Dataset ReadMnist(const std::string& images, const std::string& labels, bool flat = false);
 
 struct MnistOptions {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <vector>
@@ -60,7 +61,28 @@ Dataset Scaled(const Dataset& d, float* scale) {
   return {NDArray::FromVector(x, d.data.shape()), d.label};
 }
 
+// `stem` in `dir`, compressed (stem.gz, as shipped) or not.
+std::string MnistFile(const std::string& dir, const std::string& stem) {
+  for (const char* suffix : {".gz", ""}) {
+    const std::string path = dir + "/" + stem + suffix;
+    if (std::filesystem::is_regular_file(path)) return path;
+  }
+  WEFT_THROW("--data=" << dir << ": expected the file " << stem << ".gz (or " << stem
+                       << ") in that folder, found neither");
+}
+
+// A folder of the four MNIST-format files (Fashion-MNIST as Debian ships it): train-* to train
+// on, t10k-* to test on.
+Split LoadMnistFolder(const TrainOptions& o) {
+  const auto read = [&](const std::string& part) {
+    const std::string images = MnistFile(o.data, part + "-images-idx3-ubyte");
+    return weft::ReadMnist(images, MnistFile(o.data, part + "-labels-idx1-ubyte"), !o.images);
+  };
+  return {read("train"), read("t10k"), 1};
+}
+
 Split LoadSplit(const TrainOptions& o) {
+  if (std::filesystem::is_directory(o.data)) return LoadMnistFolder(o);
   const size_t comma = o.data.find(',');
   Dataset all = comma == std::string::npos
                     ? weft::ReadCsv(o.data, -1)
@@ -82,8 +104,10 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
   flags.AddString("optimizer", defaults.optimizer, "sgd (momentum 0.9) or adam");
   flags.AddInt("seed", static_cast<int>(defaults.seed), "seed for initialization and shuffling");
   flags.AddString("device", "cpu", "cpu or gpu:N");
-  flags.AddString("data", DefaultDigitsPath(argv[0]),
-                  "a CSV file (label in the last column) or 'images,labels' MNIST idx files");
+  flags.AddString("data", defaults.data.empty() ? DefaultDigitsPath(argv[0]) : defaults.data,
+                  "a CSV file (label in the last column), 'images,labels' MNIST idx files (one "
+                  "in five held out), or a folder of the four MNIST-format files (train-*, "
+                  "t10k-*; .gz or not), e.g. /usr/share/datasets/fashion-mnist");
   flags.AddString("save_prefix", defaults.save_prefix,
                   "write <prefix>.safetensors and <prefix>.json ('' to skip)");
   flags.AddString("profile", "", kProfileHelp);

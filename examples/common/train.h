@@ -23,7 +23,9 @@ struct TrainOptions {
   std::string optimizer = "sgd";  // sgd (momentum 0.9) or adam
   uint64_t seed = 1;
   weft::Device device;
-  std::string data;         // digits CSV (label last), or "images-idx3,labels-idx1" (MNIST)
+  // Digits CSV (label last), "images-idx3,labels-idx1" (MNIST; one in five held out), or a folder
+  // of the four MNIST-format files (train-* and t10k-*, .gz or not: Fashion-MNIST as shipped).
+  std::string data;
   std::string save_prefix;  // writes <prefix>.safetensors and <prefix>.json; empty: no save
   bool images = false;      // data as (N, 1, H, W) for convolutional nets
   std::string profile;      // a Chrome trace of the training epochs goes there; empty: none
