@@ -29,7 +29,7 @@ Symbol GeluMlp(const std::vector<int>& sizes) {
     x = Symbol::Op("FullyConnected", {x},
                    {{"num_hidden", std::to_string(sizes[i])}, {"no_bias", "true"}}, fc);
     x = Symbol::Op("gelu", {Symbol::Op("add", {x, Symbol::Variable(fc + "_bias")})});
-    x = Symbol::Op("Dropout", {x}, {{"p", "0.1"}})[0];
+    x = Symbol::Op("Dropout", {x}, {{"p", "0.1"}});
   }
   const std::string last = "fc" + std::to_string(sizes.size() - 1);
   x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(sizes.back())}}, last);

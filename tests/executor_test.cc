@@ -533,8 +533,9 @@ TEST(Executor, RandomOpsInOneSegmentDrawDisjointRangesHoweverItIsCut) {
   Executor::ArrayMap args;
   for (int i = 0; i < 3; ++i) {
     const std::string x = "x" + std::to_string(i);
-    masks.push_back(Symbol::Op("Dropout", {Symbol::Variable(x)}, {{"p", "0.5"}},
-                               "drop" + std::to_string(i))[1]);
+    // Ones in: the result is the mask.
+    masks.push_back(
+        Symbol::Op("Dropout", {Symbol::Variable(x)}, {{"p", "0.5"}}, "drop" + std::to_string(i)));
     args[x] = NDArray::FromVector(std::vector<float>(sizes[i], 1.0f), Shape{sizes[i]});
   }
   for (int bulk : {1, 2, 3, 8}) {
@@ -565,10 +566,11 @@ TEST(Executor, ABoundDropoutDrawsWhatTheImperativeOneDraws) {
   const NDArray x = NDArray::FromVector(std::vector<float>(1001, 3.0f), Shape{7, 143});
   SeedRandom(5);
   const std::vector<float> imperative =
-      Invoke("Dropout", {x}, {{"p", "0.3"}}, {.is_train = true})[1].ToVector<float>();
+      Invoke("Dropout", {x}, {{"p", "0.3"}}, {.is_train = true})[0].ToVector<float>();
   const uint64_t imperative_next = ReserveRandom(Device::Cpu(), 1).offset;
-  Symbol mask = Symbol::Op("Dropout", {Symbol::Variable("x")}, {{"p", "0.3"}})[1];
-  auto exec = Executor::Bind(mask, Device::Cpu(), {{"x", x}});
+  Symbol dropped = Symbol::Op("Dropout", {Symbol::Variable("x")}, {{"p", "0.3"}});
+  EXPECT_EQ(dropped.num_outputs(), 1u) << "the mask is the op's own, as the RNN's reserve is";
+  auto exec = Executor::Bind(dropped, Device::Cpu(), {{"x", x}});
   SeedRandom(5);
   exec->Forward(/*is_train=*/true);
   EXPECT_EQ(exec->outputs()[0].ToVector<float>(), imperative);

@@ -46,7 +46,7 @@ Symbol Logits(double p, bool host_wait) {
   if (host_wait) x = Symbol::Op("_test_host_wait", {x}, {}, "wait");
   for (const char* name : {"fc1", "fc2"}) {
     x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {x}, {{"num_hidden", "32"}}, name)});
-    if (p > 0) x = Symbol::Op("Dropout", {x}, {{"p", std::to_string(p)}})[0];  // [1]: the mask
+    if (p > 0) x = Symbol::Op("Dropout", {x}, {{"p", std::to_string(p)}});
   }
   return Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(kClasses)}}, "fc3");
 }

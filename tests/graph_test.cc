@@ -38,14 +38,22 @@ TEST(Symbol, ComposesAndListsArgumentsInOrder) {
 
 TEST(Symbol, GroupsAndSelectsOutputs) {
   Symbol x = Symbol::Variable("x");
-  Symbol d = Symbol::Op("Dropout", {x}, {{"p", "0.5"}}, "drop");
-  EXPECT_EQ(d.num_outputs(), 2u);
+  Symbol pair = Symbol::Group({Symbol::Op("exp", {x}, {}, "e1"), Symbol::Op("tanh", {x}, {}, "t")});
+  EXPECT_EQ(pair.num_outputs(), 2u);
   Symbol both =
-      Symbol::Group({Symbol::Op("relu", {d[0]}, {}, "r"), Symbol::Op("exp", {x}, {}, "e")});
+      Symbol::Group({Symbol::Op("relu", {pair[1]}, {}, "r"), Symbol::Op("exp", {x}, {}, "e")});
   EXPECT_EQ(both.ListOutputs(), (std::vector<std::string>{"r_output", "e_output"}));
   EXPECT_EQ(both.ListArguments(), std::vector<std::string>{"x"});
-  EXPECT_NE(testing::ErrorMessage([&] { Symbol::Op("relu", {d}); }).find("has 2 outputs"),
+  EXPECT_NE(testing::ErrorMessage([&] { Symbol::Op("relu", {pair}); }).find("has 2 outputs"),
             std::string::npos);
+}
+
+TEST(Symbol, ADropoutFeedsALayerAsUsersWriteIt) {
+  // One visible output, as in MXNet and PyTorch; its mask is the op's own, for the backward.
+  Symbol d = Symbol::Op("Dropout", {Symbol::Variable("x")}, {{"p", "0.5"}}, "drop");
+  EXPECT_EQ(d.num_outputs(), 1u);
+  Symbol fc = Symbol::Op("FullyConnected", {d}, {{"num_hidden", "3"}}, "fc");
+  EXPECT_EQ(fc.ListArguments(), (std::vector<std::string>{"x", "fc_weight", "fc_bias"}));
 }
 
 TEST(Symbol, JsonRoundTripsExactly) {

@@ -888,7 +888,7 @@ Symbol GeluMlp() {
   for (const std::string fc : {"fc1", "fc2"}) {
     x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "20"}, {"no_bias", "true"}}, fc);
     x = Call("Dropout", {Call("gelu", {Call("add", {x, Symbol::Variable(fc + "_bias")})})},
-             {{"p", "0.25"}})[0];
+             {{"p", "0.25"}});
   }
   x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "5"}}, "fc3");
   return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");

@@ -123,7 +123,7 @@ class Unrolled {
     Symbol input = data_;
     std::vector<Symbol> hy, cy;
     for (int l = 0; l < c_.layers; ++l) {
-      if (l > 0 && c_.p > 0) input = Node("Dropout", {input}, {{"p", std::to_string(c_.p)}})[0];
+      if (l > 0 && c_.p > 0) input = Node("Dropout", {input}, {{"p", std::to_string(c_.p)}});
       std::vector<std::vector<Symbol>> y(c_.dirs());
       for (int d = 0; d < c_.dirs(); ++d) {
         auto [h, cell] = Direction(input, l, d, y[d]);
