@@ -238,6 +238,20 @@ std::vector<std::string> Executor::HostArguments(const Symbol& symbol) {
   return names;
 }
 
+std::vector<std::string> Executor::MutatedArguments(const Symbol& symbol) {
+  const Graph g = symbol.ToGraph();
+  std::vector<std::string> names;
+  for (const Node& node : g.nodes()) {
+    if (node.op == nullptr) continue;
+    for (int i : node.op->mutate_inputs) {
+      const Node& input = g.node(node.inputs[i].node);
+      if (input.op == nullptr && std::find(names.begin(), names.end(), input.name) == names.end())
+        names.push_back(input.name);
+    }
+  }
+  return names;
+}
+
 void Executor::Forward(bool is_train) { impl_->run.Push(Phase::kForward, is_train); }
 
 const std::vector<NDArray>& Executor::head_grads() const { return impl_->plan.head_grads(); }

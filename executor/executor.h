@@ -84,6 +84,9 @@ class Executor {
   // The arguments of `symbol` that a node reads on the host (Op::host_inputs: an RNN's
   // sequence_length): Bind takes them as CPU arrays whatever the device.
   static std::vector<std::string> HostArguments(const Symbol& symbol);
+  // The arguments of `symbol` that one of its ops updates in place (Op::mutate_inputs:
+  // BatchNorm's running mean and variance): state the graph keeps, not parameters to train.
+  static std::vector<std::string> MutatedArguments(const Symbol& symbol);
   // Waits for the engine ops this executor pushed, and for nothing else; reports no error (an
   // error of its ops stays on the arrays they wrote, for their WaitToRead and WaitForAll).
   ~Executor();

@@ -160,14 +160,17 @@ Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_sh
 
 Trainer::~Trainer() = default;
 
-// The data, parameter, gradient and state arrays, parameters initialized in name order (the
-// order of `shapes`), after the names are checked.
+// The data, parameter, gradient, state and auxiliary arrays, parameters and auxiliary states
+// initialized in name order (the order of `shapes`), after the names are checked.
 void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
                              const std::map<std::string, Shape>& data_shapes,
-                             const Initializer& init) {
+                             const std::vector<std::string>& auxiliary, const Initializer& init) {
+  const auto is_aux = [&](const std::string& name) {
+    return std::find(auxiliary.begin(), auxiliary.end(), name) != auxiliary.end();
+  };
   std::vector<std::string> own = {kLrName};
   for (const auto& [name, shape] : shapes) {
-    if (data_shapes.count(name) != 0) continue;
+    if (data_shapes.count(name) != 0 || is_aux(name)) continue;
     params_.push_back(name);
     for (const std::string& s : states_) own.push_back(name + "." + s);
   }
@@ -183,8 +186,9 @@ void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
       data_[name] = NDArray(shape, host ? Device::Cpu() : d);
       continue;
     }
-    params_arrays_[name] = NDArray(shape, d, options_.dtype);
-    InitializeParameter(name, init);
+    ArrayMap& arrays = is_aux(name) ? aux_arrays_ : params_arrays_;
+    InitializeArray(name, arrays[name] = NDArray(shape, d, options_.dtype), init);
+    if (is_aux(name)) continue;
     grads_[name] = NDArray(shape, d, options_.dtype);
     for (const std::string& s : states_) {
       NDArray& state = state_arrays_[name + "." + s] = NDArray(shape, d, options_.dtype);
@@ -194,26 +198,28 @@ void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
   lr_ = NDArray(Shape{1}, d, DType::kFloat64);
 }
 
-// The model's hook or `init` fills the parameter; in float32 first when its dtype is one that
+// The model's hook or `init` fills the array; in float32 first when its dtype is one that
 // initializers do not fill (bfloat16), then cast.
-void Trainer::InitializeParameter(const std::string& name, const Initializer& init) {
-  const NDArray& param = params_arrays_.at(name);
-  const bool direct = param.dtype() == DType::kFloat32 || param.dtype() == DType::kFloat64;
-  const NDArray target = direct ? param : NDArray(param.shape(), param.device());
+void Trainer::InitializeArray(const std::string& name, const NDArray& array,
+                              const Initializer& init) {
+  const bool direct = array.dtype() == DType::kFloat32 || array.dtype() == DType::kFloat64;
+  const NDArray target = direct ? array : NDArray(array.shape(), array.device());
   if (!options_.initialize || !options_.initialize(name, target)) init.Initialize(name, target);
   if (direct) return;
   const Op& cast = GetOp("Cast");
-  const NDArray out[] = {param};
-  InvokeInto(cast, ParseAttrs(cast, {{"dtype", std::string(DTypeName(param.dtype()))}}),
+  const NDArray out[] = {array};
+  InvokeInto(cast, ParseAttrs(cast, {{"dtype", std::string(DTypeName(array.dtype()))}}),
              std::span(&target, 1), out);
 }
 
 void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& data_shapes,
                        const Initializer& init) {
   host_inputs_ = Executor::HostArguments(loss);
-  AllocateArrays(ArgumentShapes(loss, data_shapes, options_.dtype), data_shapes, init);
+  AllocateArrays(ArgumentShapes(loss, data_shapes, options_.dtype), data_shapes,
+                 Executor::MutatedArguments(loss), init);
   ArrayMap args = data_;
   args.insert(params_arrays_.begin(), params_arrays_.end());
+  args.insert(aux_arrays_.begin(), aux_arrays_.end());
   if (options_.communicator ==
       nullptr) {  // else the updates, which read these, are not in the graph
     args.insert(state_arrays_.begin(), state_arrays_.end());
@@ -319,5 +325,9 @@ const NDArray& Trainer::data(const std::string& name) const {
   return Find(data_, "data input", name);
 }
 std::vector<std::string> Trainer::state_names() const { return Keys(state_arrays_); }
+const NDArray& Trainer::auxiliary(const std::string& name) const {
+  return Find(aux_arrays_, "auxiliary state", name);
+}
+std::vector<std::string> Trainer::auxiliary_names() const { return Keys(aux_arrays_); }
 
 }  // namespace weft

@@ -36,10 +36,11 @@
 // is multiplied by min(1, c / (norm + 1e-6)) before its update (which then rescales, clips
 // elementwise and decays as the optimizer says). The gradient arrays keep the unclipped values.
 //
-// Save writes the parameters (by name), the optimizer state ("<parameter>.<state>": .mom, .mean,
-// .var) and, as metadata, the step count and the update op; Load restores them all, so training
-// resumes exactly where it stopped (the global random stream is not saved: reseed it for Dropout).
-// Not thread-safe: one thread drives a trainer; its steps run on the engine's workers.
+// Save writes the parameters (by name), the auxiliary states (by name), the optimizer state
+// ("<parameter>.<state>": .mom, .mean, .var) and, as metadata, the step count and the update op;
+// Load restores them all, so training resumes exactly where it stopped (the global random stream is
+// not saved: reseed it for Dropout). Not thread-safe: one thread drives a trainer; its steps run on
+// the engine's workers.
 #pragma once
 
 #include <cstdint>
@@ -97,9 +98,10 @@ class Trainer {
   using ArrayMap = std::map<std::string, NDArray>;
 
   // Binds `loss`, whose every output is a loss to minimize (head gradient one; stop_gradient
-  // outputs get none), for the data inputs `data_shapes` (float32 arrays by name). Every other
-  // argument is a parameter: shaped by inference, initialized by `init` in name order, updated by
-  // `optimizer` (its settings are copied). Throws weft::Error for a data name that is not an
+  // outputs get none), for the data inputs `data_shapes` (float32 arrays by name). Arguments an op
+  // updates in place are auxiliary states (auxiliary_names()). Every other argument is a
+  // parameter: shaped by inference, initialized by `init` in name order, updated by `optimizer`
+  // (its settings are copied). Throws weft::Error for a data name that is not an
   // argument of the loss, a loss with no parameter, a parameter whose shape cannot be inferred, an
   // argument named like the trainer's own arrays (".mom", ".mean", ".var", "trainer.lr"), a bad
   // schedule or a clip_global_norm < 0.
@@ -143,6 +145,13 @@ class Trainer {
   const std::vector<std::vector<NDArray>>& gradient_buckets() const { return grad_buckets_; }
   std::vector<std::string> state_names() const;  // "fc1_weight.mom", ...
   const NDArray& state(const std::string& name) const;
+  // Auxiliary states: arguments an op of the loss updates itself in training (BatchNorm's running
+  // mean and variance, "bn1_moving_mean"): no gradient and no optimizer update, initialized by
+  // name (moving_mean zeros, moving_var ones), saved and loaded with the parameters, and read by
+  // Predict and Evaluate. With a communicator each rank keeps its own (as PyTorch's DDP without
+  // SyncBatchNorm).
+  std::vector<std::string> auxiliary_names() const;
+  const NDArray& auxiliary(const std::string& name) const;
   const NDArray& data(const std::string& name) const;  // a bound data input
 
   // Throws weft::Error when the file cannot be written (weft/serialization.h), or, for Load, is
@@ -162,11 +171,14 @@ class Trainer {
   };
 
   void AllocateArrays(const std::map<std::string, Shape>& shapes,
-                      const std::map<std::string, Shape>& data_shapes, const Initializer& init);
-  void InitializeParameter(const std::string& name, const Initializer& init);
+                      const std::map<std::string, Shape>& data_shapes,
+                      const std::vector<std::string>& auxiliary, const Initializer& init);
+  // The model's hook or `init` fills `array`, the parameter or auxiliary state `name`.
+  void InitializeArray(const std::string& name, const NDArray& array, const Initializer& init);
   void BindStep(const Symbol& loss, const std::map<std::string, Shape>& data_shapes,
                 const Initializer& init);
   std::unique_ptr<Executor> BindInference(const ArrayMap& inputs) const;
+  ArrayMap SavedArrays() const;
   std::vector<std::string> InferenceInputs()
       const;  // the inference graph's non-parameter arguments
   const NDArray& Find(const ArrayMap& arrays, const std::string& what,
@@ -188,6 +200,7 @@ class Trainer {
   std::vector<std::string> params_;  // in name order
   std::vector<std::string> inputs_;  // the data inputs, in name order
   ArrayMap data_, params_arrays_, grads_, state_arrays_;
+  ArrayMap aux_arrays_;  // auxiliary states: arguments an op of the loss updates (BatchNorm's)
   std::vector<std::string> host_inputs_;  // data inputs read on the host: CPU arrays on any device
   NDArray lr_;                            // float64 (1,): the rate every update reads
   double lr_written_;                     // what lr_ holds (NaN: not written yet)

@@ -87,6 +87,7 @@ std::unique_ptr<Executor> Trainer::BindInference(const ArrayMap& inputs) const {
   }
   for (const std::string& name : options_.predict.ListArguments()) {
     if (params_arrays_.count(name) != 0) args[name] = params_arrays_.at(name);
+    if (aux_arrays_.count(name) != 0) args[name] = aux_arrays_.at(name);
   }
   return Executor::Bind(options_.predict, options_.device, args);
 }
@@ -94,7 +95,7 @@ std::unique_ptr<Executor> Trainer::BindInference(const ArrayMap& inputs) const {
 std::vector<std::string> Trainer::InferenceInputs() const {
   std::vector<std::string> inputs;
   for (const std::string& name : options_.predict.ListArguments()) {
-    if (params_arrays_.count(name) == 0) inputs.push_back(name);
+    if (params_arrays_.count(name) == 0 && aux_arrays_.count(name) == 0) inputs.push_back(name);
   }
   return inputs;
 }
@@ -114,9 +115,16 @@ double Trainer::Evaluate(DataIter& iter, Metric& metric, size_t output) {
   return metric.Get();
 }
 
-void Trainer::Save(const std::string& path) const {
+// Everything Save writes and Load restores: parameters, auxiliary and optimizer states.
+Trainer::ArrayMap Trainer::SavedArrays() const {
   ArrayMap arrays = params_arrays_;
+  arrays.insert(aux_arrays_.begin(), aux_arrays_.end());
   arrays.insert(state_arrays_.begin(), state_arrays_.end());
+  return arrays;
+}
+
+void Trainer::Save(const std::string& path) const {
+  const ArrayMap arrays = SavedArrays();
   weft::Save(path, arrays, {{kStepsKey, std::to_string(steps_)}, {kUpdateKey, update_.op}});
 }
 
@@ -124,13 +132,12 @@ void Trainer::Load(const std::string& path) {
   std::map<std::string, std::string> meta;
   const ArrayMap file = weft::Load(path, &meta);
   const int64_t steps = SavedSteps(path, meta, update_.op);
-  ArrayMap targets = params_arrays_;
-  targets.insert(state_arrays_.begin(), state_arrays_.end());
+  const ArrayMap targets = SavedArrays();
   for (const auto& [name, array] : file) {
     if (targets.count(name) == 0) {
       WEFT_THROW("Trainer::Load: '"
                  << path << "' holds '" << Abbreviate(name)
-                 << "', which is not a parameter or optimizer state of this trainer");
+                 << "', which is not a parameter, auxiliary or optimizer state of this trainer");
     }
     const NDArray& target = targets.at(name);
     if (array.shape() != target.shape() || array.dtype() != target.dtype()) {
