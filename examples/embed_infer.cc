@@ -1,8 +1,10 @@
 // embed_infer: the embedding API in a few lines. Loads a saved symbol and its parameters (from
-// train_mlp, train_cnn or train_lstm), classifies the rows of a CSV file, and prints the
-// predictions.
+// train_mlp, train_cnn, train_lstm or train_resnet, auxiliary states included), classifies the
+// rows of a CSV file or the test images of a folder of MNIST-format files, and prints the
+// predictions. Binding for inference folds each BatchNorm into its convolution.
 //
 //   bazel run //examples:train_mlp && bazel run //examples:embed_infer -- --model=mlp --rows=5
+//   bazel run //examples:embed_infer -- --model=resnet --mnist=/usr/share/datasets/fashion-mnist
 //   [--device=gpu]
 #include <cstdio>
 #include <cstdlib>
@@ -17,11 +19,14 @@
 
 int main(int argc, char** argv) {
   examples::Flags flags("embed_infer",
-                        "Classifies the rows of a CSV file with a model saved by train_mlp, "
-                        "train_cnn or train_lstm.");
+                        "Classifies the rows of a CSV file (or MNIST-format test images) with a "
+                        "model saved by train_mlp, train_cnn, train_lstm or train_resnet.");
   flags.AddString("model", "mlp", "prefix of <model>.json and <model>.safetensors");
   flags.AddString("csv", examples::DefaultDigitsPath(argv[0]),
                   "rows of 64 pixels, with or without a label last");
+  flags.AddString("mnist", "",
+                  "a folder of MNIST-format files (Fashion-MNIST): classify its t10k-* images "
+                  "instead of --csv");
   flags.AddInt("rows", 10, "how many predictions to print");
   flags.AddString("device", "cpu", "cpu or gpu:N");
   flags.AddString("profile", "", examples::kProfileHelp);
@@ -33,7 +38,9 @@ int main(int argc, char** argv) {
     std::map<std::string, std::string> meta;
     std::map<std::string, weft::NDArray> args = weft::Load(prefix + ".safetensors", &meta);
 
-    weft::Dataset rows = weft::ReadCsv(flags.GetString("csv"), -1);  // label: the last column
+    const std::string mnist = flags.GetString("mnist");
+    weft::Dataset rows = mnist.empty() ? weft::ReadCsv(flags.GetString("csv"), -1)  // label last
+                                       : examples::ReadMnistFolder(mnist, "t10k", /*flat=*/true);
     // As in training: scaled, and shaped as the model's samples (the CNN reads 1x8x8 images).
     weft::NDArray data =
         rows.data * (1.0 / std::stod(meta.count("input_scale") ? meta["input_scale"] : "1"));

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string_view>
 
@@ -94,6 +95,25 @@ std::array<float, Digits::kPixels> ClassMean(const Digits& digits, int k, bool t
   }
   for (float& v : mean) v /= static_cast<float>(n > 0 ? n : 1);
   return mean;
+}
+
+namespace {
+
+// `stem` in `dir`, compressed (stem.gz, as shipped) or not.
+std::string MnistFile(const std::string& dir, const std::string& stem) {
+  for (const char* suffix : {".gz", ""}) {
+    const std::string path = dir + "/" + stem + suffix;
+    if (std::filesystem::is_regular_file(path)) return path;
+  }
+  WEFT_THROW("'" << dir << "': expected the file " << stem << ".gz (or " << stem
+                 << ") in that folder, found neither");
+}
+
+}  // namespace
+
+weft::Dataset ReadMnistFolder(const std::string& dir, const std::string& part, bool flat) {
+  const std::string images = MnistFile(dir, part + "-images-idx3-ubyte");
+  return weft::ReadMnist(images, MnistFile(dir, part + "-labels-idx1-ubyte"), flat);
 }
 
 }  // namespace examples

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "weft/data_iter.h"
+
 namespace examples {
 
 struct Digits {
@@ -29,6 +31,11 @@ std::string DefaultDigitsPath(const char* argv0);
 // The deterministic split: every fifth sample (i % 5 == 0) is held out for testing.
 inline bool IsTrainSample(int i) { return i % 5 != 0; }
 int NumTrainSamples(int count);
+
+// One part ("train" or "t10k") of a folder of MNIST-format files, as Debian's
+// dataset-fashion-mnist ships them (<part>-images-idx3-ubyte.gz and <part>-labels-idx1-ubyte.gz,
+// compressed or not): weft::ReadMnist's data set. Throws weft::Error naming a missing file.
+weft::Dataset ReadMnistFolder(const std::string& dir, const std::string& part, bool flat);
 
 // Mean image of class k over the train (or test) samples.
 std::array<float, Digits::kPixels> ClassMean(const Digits& digits, int k, bool train);

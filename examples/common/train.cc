@@ -61,24 +61,11 @@ Dataset Scaled(const Dataset& d, float* scale) {
   return {NDArray::FromVector(x, d.data.shape()), d.label};
 }
 
-// `stem` in `dir`, compressed (stem.gz, as shipped) or not.
-std::string MnistFile(const std::string& dir, const std::string& stem) {
-  for (const char* suffix : {".gz", ""}) {
-    const std::string path = dir + "/" + stem + suffix;
-    if (std::filesystem::is_regular_file(path)) return path;
-  }
-  WEFT_THROW("--data=" << dir << ": expected the file " << stem << ".gz (or " << stem
-                       << ") in that folder, found neither");
-}
-
 // A folder of the four MNIST-format files (Fashion-MNIST as Debian ships it): train-* to train
 // on, t10k-* to test on.
 Split LoadMnistFolder(const TrainOptions& o) {
-  const auto read = [&](const std::string& part) {
-    const std::string images = MnistFile(o.data, part + "-images-idx3-ubyte");
-    return weft::ReadMnist(images, MnistFile(o.data, part + "-labels-idx1-ubyte"), !o.images);
-  };
-  return {read("train"), read("t10k"), 1};
+  return {ReadMnistFolder(o.data, "train", !o.images), ReadMnistFolder(o.data, "t10k", !o.images),
+          1};
 }
 
 Split LoadSplit(const TrainOptions& o) {
@@ -96,12 +83,18 @@ Split LoadSplit(const TrainOptions& o) {
 
 std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
                                             const std::string& description,
-                                            const TrainOptions& defaults, int argc, char** argv) {
+                                            const TrainOptions& defaults, int argc, char** argv,
+                                            const std::function<void(Flags&)>& add,
+                                            const std::function<void(const Flags&)>& read) {
   Flags flags(program, description);
+  if (add) add(flags);
   flags.AddInt("epochs", defaults.epochs, "passes over the training data");
   flags.AddInt("batch_size", defaults.batch_size, "samples per step");
   flags.AddFloat("lr", defaults.lr, "learning rate");
   flags.AddString("optimizer", defaults.optimizer, "sgd (momentum 0.9) or adam");
+  flags.AddFloat("wd", defaults.wd, "weight decay (sgd)");
+  flags.AddString("schedule", defaults.cosine ? "cosine" : "constant",
+                  "the learning rate: constant, or cosine from lr to 0 over the run");
   flags.AddInt("seed", static_cast<int>(defaults.seed), "seed for initialization and shuffling");
   flags.AddString("device", "cpu", "cpu or gpu:N");
   flags.AddString("data", defaults.data.empty() ? DefaultDigitsPath(argv[0]) : defaults.data,
@@ -115,11 +108,19 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
   flags.AddBool("dist", false,
                 "data-parallel over the ranks of mpirun -np N (batch_size: the global batch)");
   if (!flags.Parse(argc, argv)) return std::nullopt;
+  if (read) read(flags);
   TrainOptions o = defaults;
   o.epochs = flags.GetInt("epochs");
   o.batch_size = flags.GetInt("batch_size");
   o.lr = flags.GetFloat("lr");
   o.optimizer = flags.GetString("optimizer");
+  o.wd = flags.GetFloat("wd");
+  const std::string schedule = flags.GetString("schedule");
+  if (schedule != "constant" && schedule != "cosine") {
+    WEFT_THROW(program << ": flag --schedule: expected 'constant' or 'cosine', found '" << schedule
+                       << "'");
+  }
+  o.cosine = schedule == "cosine";
   o.seed = static_cast<uint64_t>(flags.GetInt("seed"));
   o.device = weft::Device::Parse(flags.GetString("device"));
   o.data = flags.GetString("data");
@@ -127,8 +128,8 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
   o.profile = flags.GetString("profile");
   o.dot = flags.GetString("dot");
   o.dist = flags.GetBool("dist");
-  if (o.epochs < 1 || o.batch_size < 1 || o.lr <= 0) {
-    WEFT_THROW(program << ": expected epochs >= 1, batch_size >= 1 and lr > 0");
+  if (o.epochs < 1 || o.batch_size < 1 || o.lr <= 0 || o.wd < 0) {
+    WEFT_THROW(program << ": expected epochs >= 1, batch_size >= 1, lr > 0 and wd >= 0");
   }
   if (o.optimizer != "sgd" && o.optimizer != "adam") {
     WEFT_THROW(program << ": flag --optimizer: expected 'sgd' or 'adam', found '" << o.optimizer
@@ -170,7 +171,7 @@ std::unique_ptr<weft::Optimizer> MakeOptimizer(const TrainOptions& o) {
   const double rescale = 1.0 / o.batch_size;  // the loss is summed over the batch
   if (o.optimizer == "adam")
     return std::make_unique<weft::Adam>(o.lr, 0.9, 0.999, 1e-8, 0, rescale);
-  return std::make_unique<weft::SGD>(o.lr, 0.9, 1e-4, rescale);
+  return std::make_unique<weft::SGD>(o.lr, 0.9, o.wd, rescale);
 }
 
 // One pass over the training set; returns the mean loss.
@@ -188,16 +189,23 @@ double TrainEpoch(weft::Trainer& trainer, weft::ArrayIter& iter, weft::Metric& a
   return loss_sum / static_cast<double>(samples);
 }
 
+// In batches of at most kTestBatch (a whole test set at once would hold every layer's
+// activations for all of it).
 double TestAccuracy(weft::Trainer& trainer, const Model& m, const Dataset& test,
                     const TrainOptions& o) {
-  weft::Trainer::ArrayMap inputs = {{"data", test.data}};
-  const std::map<std::string, Shape> shapes = InputShapes(m, o, test.data.shape());
-  for (const std::string& name : o.zero_inputs) {
-    inputs[name] = NDArray(shapes.at(name), o.device);
-    inputs[name].Fill(0);
-  }
+  constexpr int64_t kTestBatch = 500;
+  const int64_t n = test.data.shape()[0];
   weft::Accuracy acc;
-  acc.Update(test.label, trainer.Predict(inputs)[0]);
+  for (int64_t begin = 0; begin < n; begin += kTestBatch) {
+    const int64_t end = std::min(n, begin + kTestBatch);
+    weft::Trainer::ArrayMap inputs = {{"data", test.data.Slice(begin, end)}};
+    const std::map<std::string, Shape> shapes = InputShapes(m, o, inputs["data"].shape());
+    for (const std::string& name : o.zero_inputs) {
+      inputs[name] = NDArray(shapes.at(name), o.device);
+      inputs[name].Fill(0);
+    }
+    acc.Update(test.label.Slice(begin, end), trainer.Predict(inputs)[0]);
+  }
   return acc.Get();
 }
 
@@ -213,6 +221,7 @@ void SaveModel(const Model& m, const weft::Trainer& trainer, const TrainOptions&
     dir = std::string(ws) + "/";  // bazel run
   std::map<std::string, NDArray> params;
   for (const std::string& name : trainer.parameter_names()) params[name] = trainer.parameter(name);
+  for (const std::string& name : trainer.auxiliary_names()) params[name] = trainer.auxiliary(name);
   std::string zero_inputs;
   for (const std::string& name : o.zero_inputs)
     zero_inputs += (zero_inputs.empty() ? "" : ",") + name;
@@ -267,7 +276,12 @@ TrainResult Train(const Symbol& logits, const TrainOptions& global) {
   const Model model = MakeModel(logits);
   Shape batch = split.train.data.shape();
   batch[0] = o.batch_size;
+  const int global_batch = o.batch_size * ranks;
+  const int batches =
+      static_cast<int>((split.train.data.shape()[0] + global_batch - 1) / global_batch);
   weft::TrainerOptions options{.device = o.device, .predict = model.predict};
+  if (o.cosine)
+    options.schedule.decay = weft::LrSchedule::Cosine{.steps = int64_t{batches} * o.epochs};
   options.initialize = o.initialize;
   options.communicator = world.get();
   weft::Trainer trainer(
@@ -281,8 +295,6 @@ TrainResult Train(const Symbol& logits, const TrainOptions& global) {
                                      .seed = o.seed,
                                      .rank = rank,
                                      .num_ranks = ranks});
-  const int global_batch = o.batch_size * ranks;
-  const int batches = static_cast<int>((iter.num_samples() + global_batch - 1) / global_batch);
   std::printf("%lld training and %lld test samples; %zu parameter arrays; %s, lr %g, batch %d\n",
               static_cast<long long>(iter.num_samples()),
               static_cast<long long>(split.test.data.shape()[0]), trainer.parameter_names().size(),

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/flags.h"
 #include "weft/weft.h"
 
 namespace examples {
@@ -21,6 +22,8 @@ struct TrainOptions {
   int batch_size = 64;
   double lr = 0.1;
   std::string optimizer = "sgd";  // sgd (momentum 0.9) or adam
+  double wd = 1e-4;               // weight decay (sgd)
+  bool cosine = false;            // the rate follows a cosine from lr to 0 over the whole run
   uint64_t seed = 1;
   weft::Device device;
   // Digits CSV (label last), "images-idx3,labels-idx1" (MNIST; one in five held out), or a folder
@@ -41,10 +44,13 @@ struct TrainOptions {
   std::vector<std::string> zero_inputs;
 };
 
-// Parses the shared flags (with defaults for the named example); nullopt after --help.
+// Parses the shared flags (with defaults for the named example); nullopt after --help. An example's
+// own flags: `add` declares them beside the shared ones, `read` reads them after parsing.
 std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
                                             const std::string& description,
-                                            const TrainOptions& defaults, int argc, char** argv);
+                                            const TrainOptions& defaults, int argc, char** argv,
+                                            const std::function<void(Flags&)>& add = {},
+                                            const std::function<void(const Flags&)>& read = {});
 
 struct TrainResult {
   double train_loss = 0;

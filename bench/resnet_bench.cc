@@ -1,0 +1,179 @@
+// Residual networks against PyTorch on the CPU, in the same run, at the same thread count:
+//   - a ResNet-18 training step (CIFAR-style 3x3 stem for 32x32 inputs, batch 64, float32),
+//   - train_resnet's network on Fashion-MNIST-shaped batches (1x28x28, batch 128) for as many
+//     steps as one epoch of its 60,000 images takes (469; --fashion_steps),
+//   - ResNet-18 inference at 224x224 (ImageNet stem), batch 1 and 32: weft bound for inference,
+//     which folds each BatchNorm into its convolution, against PyTorch eager and torch.jit.freeze
+//     (which folds them too).
+// Training: weft::Trainer (SGD, momentum 0.9, weight decay 5e-4) against torch.optim.SGD; each
+// figure the median of `rounds` rounds of `steps` steps pushed back to back. Peak memory: weft's
+// pooled allocator high-water mark, PyTorch's growth of peak resident memory.
+//
+//   bazel run --config=opt //bench:resnet_bench -- --threads=2 --steps=3 --rounds=3
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/peer.h"
+#include "examples/common/resnet.h"
+#include "weft/weft.h"
+
+namespace {
+
+using weft::NDArray;
+using weft::Shape;
+using weft::Symbol;
+
+struct Row {
+  std::string name;
+  double ms = 0;
+  size_t peak_bytes = 0;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Milliseconds per call of `steps` calls pushed back to back and waited for once.
+double RoundMs(const std::function<void()>& step, int steps) {
+  weft::engine::Engine::Get()->WaitForAll();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  weft::engine::Engine::Get()->WaitForAll();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+             .count() /
+         steps;
+}
+
+// Runs `make` (which binds), two untimed calls, then `rounds` rounds; the pool's peak is what
+// binding and running allocated beyond what was in use before.
+Row Measure(const std::string& name, const std::function<std::function<void()>()>& make,
+            int steps, int rounds) {
+  weft::Storage& pool = *weft::Storage::Get(weft::Device::Cpu());
+  weft::engine::Engine::Get()->WaitForAll();
+  pool.ReleaseCache();
+  pool.ResetPeak();
+  const size_t base = pool.Stats().bytes_in_use;
+  const std::function<void()> step = make();
+  for (int i = 0; i < 2; ++i) step();
+  std::vector<double> ms;
+  for (int r = 0; r < rounds; ++r) ms.push_back(RoundMs(step, steps));
+  return {name, Median(ms), pool.Stats().peak_bytes_in_use - base};
+}
+
+// A training step of `logits` on random data of `data` with labels in [0, 10).
+std::function<void()> TrainStep(const Symbol& logits, const Shape& data) {
+  const Symbol loss =
+      Symbol::Op("SoftmaxCrossEntropy", {logits, Symbol::Variable("label")}, {}, "loss");
+  auto trainer = std::make_shared<weft::Trainer>(
+      loss, std::map<std::string, Shape>{{"data", data}, {"label", Shape{data[0]}}},
+      weft::Xavier(), weft::SGD(0.01, 0.9, 5e-4, 1.0 / data[0]));
+  std::vector<float> labels(data[0]);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<float>(i % 10);
+  trainer->data("label").CopyFrom(labels);
+  trainer->data("data").FillNormal(0, 1);
+  return [trainer] { trainer->Step(); };
+}
+
+// An inference forward of `logits` on random data, parameters as a trained network's.
+std::function<void()> InferStep(const Symbol& logits, const Shape& data) {
+  const auto shapes = weft::InferArgumentShapes(logits.ToGraph(), {{"data", data}});
+  weft::Executor::ArrayMap args;
+  weft::Xavier init;
+  for (const auto& [name, shape] : shapes) {
+    args[name] = NDArray(shape);
+    if (name == "data") {
+      args[name].FillNormal(0, 1);
+    } else {
+      init.Initialize(name, args[name]);
+    }
+  }
+  std::shared_ptr<weft::Executor> exec = weft::Executor::Bind(logits, weft::Device::Cpu(), args);
+  return [exec] { exec->Forward(/*is_train=*/false); };
+}
+
+void Print(const std::vector<Row>& rows, const nlohmann::json& torch) {
+  const bool peer = torch.value("available", false);
+  std::printf("%-28s %10s %10s %12s %11s %14s %9s %9s\n", "row", "weft ms", "torch ms",
+              "frozen ms", "weft/torch", "weft/frozen", "weft MB", "torch MB");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& w = rows[i];
+    std::printf("%-28s %10.1f ", w.name.c_str(), w.ms);
+    if (!peer) {
+      std::printf("%10s\n", "n/a");
+      continue;
+    }
+    const nlohmann::json& t = torch["rows"][i];
+    const double tms = t["ms"].get<double>();
+    const double frozen = t.value("frozen_ms", 0.0);
+    const double tmb = t.value("peak_bytes", 0.0) / 1048576.0;
+    std::printf("%10.1f ", tms);
+    std::printf(frozen > 0 ? "%12.1f " : "%12s ", frozen > 0 ? frozen : 0.0);
+    std::printf("%11.2f ", w.ms / tms);
+    if (frozen > 0) {
+      std::printf("%14.2f ", w.ms / frozen);
+    } else {
+      std::printf("%14s ", "");
+    }
+    std::printf("%9.1f ", w.peak_bytes / 1048576.0);
+    if (t.contains("peak_bytes")) {
+      std::printf("%9.1f\n", tmb);
+    } else {
+      std::printf("%9s\n", "");
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = bench::IntFlag(argc, argv, "threads", 2);
+  const int steps = bench::IntFlag(argc, argv, "steps", 3);
+  const int rounds = bench::IntFlag(argc, argv, "rounds", 3);
+  const int fashion_steps = bench::IntFlag(argc, argv, "fashion_steps", 469);
+  setenv("WEFT_CPU_WORKERS", "1", 0);  // one worker whose ops use `threads` threads, like PyTorch
+  setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
+  bench::ChdirToWorkspace();
+  using examples::ResNet;
+  using examples::ResNet18;
+  using examples::Stem;
+  const examples::ResNetConfig fashion{Stem::kSmall, 32, {2, 2, 2}, 10};
+  std::vector<Row> rows;
+  rows.push_back(Measure("resnet18 cifar train b64",
+                         [&] { return TrainStep(ResNet(ResNet18(10, Stem::kSmall)),
+                                                Shape{64, 3, 32, 32}); },
+                         steps, rounds));
+  rows.push_back(Measure("fashion resnet train b128",
+                         [&] { return TrainStep(ResNet(fashion), Shape{128, 1, 28, 28}); },
+                         fashion_steps, 1));
+  for (int batch : {1, 32}) {
+    rows.push_back(Measure("resnet18 224 infer b" + std::to_string(batch),
+                           [&] { return InferStep(ResNet(ResNet18(1000, Stem::kImageNet)),
+                                                  Shape{batch, 3, 224, 224}); },
+                           1, rounds));
+  }
+  const nlohmann::json torch = bench::RunPeer(
+      "bench/torch_resnet_peer.py", std::to_string(threads) + " " + std::to_string(steps) + " " +
+                                        std::to_string(rounds) + " " +
+                                        std::to_string(fashion_steps));
+  std::printf("ResNets on the CPU, %d thread(s): training %d rounds of %d steps (Fashion-MNIST: "
+              "%d steps, one epoch at 469), inference %d rounds\n",
+              threads, rounds, steps, fashion_steps, rounds);
+  if (torch.value("available", false)) {
+    std::printf("PyTorch %s, %d thread(s)\n", torch["version"].get<std::string>().c_str(),
+                torch["threads"].get<int>());
+  } else {
+    std::printf("PyTorch not available: %s\n", torch.value("error", std::string("?")).c_str());
+  }
+  Print(rows, torch);
+  weft::engine::Engine::Get()->Shutdown();
+  return 0;
+}

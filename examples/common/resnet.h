@@ -1,0 +1,35 @@
+// Residual networks (He et al. 2015) as weft symbols, in the shapes people train: basic blocks of
+// conv-BatchNorm-relu, conv-BatchNorm plus a shortcut (the identity, or a strided 1x1 projection
+// with its BatchNorm where the shape changes), then relu; global average pooling and a dense layer.
+// train_resnet trains the small one on Fashion-MNIST; bench/resnet_bench times ResNet-18 against
+// PyTorch's torchvision-shaped one (bench/torch_resnet_peer.py builds the same network).
+//
+//   Symbol logits = examples::ResNet(examples::ResNet18(/*classes=*/10, examples::Stem::kSmall));
+#pragma once
+
+#include <vector>
+
+#include "weft/weft.h"
+
+namespace examples {
+
+enum class Stem {
+  kSmall,     // a 3x3 convolution, stride 1 (CIFAR-style: 28x28 or 32x32 inputs)
+  kImageNet,  // a 7x7 convolution, stride 2, then 3x3 max pooling, stride 2 (224x224 inputs)
+};
+
+struct ResNetConfig {
+  Stem stem = Stem::kSmall;
+  int width = 64;           // the stem's and the first stage's channels, doubled at each stage
+  std::vector<int> blocks;  // basic blocks per stage; stages after the first start with stride 2
+  int classes = 10;
+};
+
+// ResNet-18: four stages of two basic blocks, width 64.
+inline ResNetConfig ResNet18(int classes, Stem stem) { return {stem, 64, {2, 2, 2, 2}, classes}; }
+
+// Logits (N, classes) from the variable "data" (N, C, H, W). Layers are named stem_conv, stem_bn,
+// stage2_block1_a_conv, ..., fc.
+weft::Symbol ResNet(const ResNetConfig& config);
+
+}  // namespace examples
