@@ -55,8 +55,8 @@ double RoundMs(const std::function<void()>& step, int steps) {
 
 // Runs `make` (which binds), two untimed calls, then `rounds` rounds; the pool's peak is what
 // binding and running allocated beyond what was in use before.
-Row Measure(const std::string& name, const std::function<std::function<void()>()>& make,
-            int steps, int rounds) {
+Row Measure(const std::string& name, const std::function<std::function<void()>()>& make, int steps,
+            int rounds) {
   weft::Storage& pool = *weft::Storage::Get(weft::Device::Cpu());
   weft::engine::Engine::Get()->WaitForAll();
   pool.ReleaseCache();
@@ -74,8 +74,8 @@ std::function<void()> TrainStep(const Symbol& logits, const Shape& data) {
   const Symbol loss =
       Symbol::Op("SoftmaxCrossEntropy", {logits, Symbol::Variable("label")}, {}, "loss");
   auto trainer = std::make_shared<weft::Trainer>(
-      loss, std::map<std::string, Shape>{{"data", data}, {"label", Shape{data[0]}}},
-      weft::Xavier(), weft::SGD(0.01, 0.9, 5e-4, 1.0 / data[0]));
+      loss, std::map<std::string, Shape>{{"data", data}, {"label", Shape{data[0]}}}, weft::Xavier(),
+      weft::SGD(0.01, 0.9, 5e-4, 1.0 / data[0]));
   std::vector<float> labels(data[0]);
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<float>(i % 10);
   trainer->data("label").CopyFrom(labels);
@@ -102,8 +102,8 @@ std::function<void()> InferStep(const Symbol& logits, const Shape& data) {
 
 void Print(const std::vector<Row>& rows, const nlohmann::json& torch) {
   const bool peer = torch.value("available", false);
-  std::printf("%-28s %10s %10s %12s %11s %14s %9s %9s\n", "row", "weft ms", "torch ms",
-              "frozen ms", "weft/torch", "weft/frozen", "weft MB", "torch MB");
+  std::printf("%-28s %10s %10s %12s %11s %14s %9s %9s\n", "row", "weft ms", "torch ms", "frozen ms",
+              "weft/torch", "weft/frozen", "weft MB", "torch MB");
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& w = rows[i];
     std::printf("%-28s %10.1f ", w.name.c_str(), w.ms);
@@ -147,26 +147,34 @@ int main(int argc, char** argv) {
   using examples::Stem;
   const examples::ResNetConfig fashion{Stem::kSmall, 32, {2, 2, 2}, 10};
   std::vector<Row> rows;
-  rows.push_back(Measure("resnet18 cifar train b64",
-                         [&] { return TrainStep(ResNet(ResNet18(10, Stem::kSmall)),
-                                                Shape{64, 3, 32, 32}); },
-                         steps, rounds));
-  rows.push_back(Measure("fashion resnet train b128",
-                         [&] { return TrainStep(ResNet(fashion), Shape{128, 1, 28, 28}); },
-                         fashion_steps, 1));
+  rows.push_back(Measure(
+      "resnet18 cifar train b64",
+      [&] {
+        return TrainStep(ResNet(ResNet18(10, Stem::kSmall)), Shape{64, 3, 32, 32});
+      },
+      steps, rounds));
+  rows.push_back(Measure(
+      "fashion resnet train b128",
+      [&] {
+        return TrainStep(ResNet(fashion), Shape{128, 1, 28, 28});
+      },
+      fashion_steps, 1));
   for (int batch : {1, 32}) {
-    rows.push_back(Measure("resnet18 224 infer b" + std::to_string(batch),
-                           [&] { return InferStep(ResNet(ResNet18(1000, Stem::kImageNet)),
-                                                  Shape{batch, 3, 224, 224}); },
-                           1, rounds));
+    rows.push_back(Measure(
+        "resnet18 224 infer b" + std::to_string(batch),
+        [&] {
+          return InferStep(ResNet(ResNet18(1000, Stem::kImageNet)), Shape{batch, 3, 224, 224});
+        },
+        1, rounds));
   }
-  const nlohmann::json torch = bench::RunPeer(
-      "bench/torch_resnet_peer.py", std::to_string(threads) + " " + std::to_string(steps) + " " +
-                                        std::to_string(rounds) + " " +
-                                        std::to_string(fashion_steps));
-  std::printf("ResNets on the CPU, %d thread(s): training %d rounds of %d steps (Fashion-MNIST: "
-              "%d steps, one epoch at 469), inference %d rounds\n",
-              threads, rounds, steps, fashion_steps, rounds);
+  const nlohmann::json torch =
+      bench::RunPeer("bench/torch_resnet_peer.py",
+                     std::to_string(threads) + " " + std::to_string(steps) + " " +
+                         std::to_string(rounds) + " " + std::to_string(fashion_steps));
+  std::printf(
+      "ResNets on the CPU, %d thread(s): training %d rounds of %d steps (Fashion-MNIST: "
+      "%d steps, one epoch at 469), inference %d rounds\n",
+      threads, rounds, steps, fashion_steps, rounds);
   if (torch.value("available", false)) {
     std::printf("PyTorch %s, %d thread(s)\n", torch["version"].get<std::string>().c_str(),
                 torch["threads"].get<int>());

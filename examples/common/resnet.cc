@@ -21,7 +21,8 @@ Symbol ConvBn(Symbol x, const std::string& name, int filters, int kernel, int st
   return Symbol::Op("BatchNorm", {x}, {{"act_type", relu ? "relu" : "none"}}, name + "_bn");
 }
 
-// relu(F(x) + shortcut(x)), F = conv-BN-relu, conv-BN.
+}  // namespace
+
 Symbol BasicBlock(Symbol x, const std::string& name, int filters, int stride, bool project) {
   Symbol f = ConvBn(x, name + "_a", filters, 3, stride, /*relu=*/true);
   f = ConvBn(f, name + "_b", filters, 3, 1, /*relu=*/false);
@@ -30,14 +31,16 @@ Symbol BasicBlock(Symbol x, const std::string& name, int filters, int stride, bo
                     name + "_relu");
 }
 
+namespace {
+
 Symbol StemOf(const ResNetConfig& c) {
   const Symbol data = Symbol::Variable("data");
   if (c.stem == Stem::kSmall) return ConvBn(data, "stem", c.width, 3, 1, /*relu=*/true);
   const Symbol x = ConvBn(data, "stem", c.width, 7, 2, /*relu=*/true);
-  return Symbol::Op("Pooling", {x},
-                    {{"kernel", Pair(3)}, {"stride", Pair(2)}, {"pad", Pair(1)},
-                     {"pool_type", "max"}},
-                    "stem_pool");
+  return Symbol::Op(
+      "Pooling", {x},
+      {{"kernel", Pair(3)}, {"stride", Pair(2)}, {"pad", Pair(1)}, {"pool_type", "max"}},
+      "stem_pool");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 //   Symbol logits = examples::ResNet(examples::ResNet18(/*classes=*/10, examples::Stem::kSmall));
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "weft/weft.h"
@@ -27,6 +28,12 @@ struct ResNetConfig {
 
 // ResNet-18: four stages of two basic blocks, width 64.
 inline ResNetConfig ResNet18(int classes, Stem stem) { return {stem, 64, {2, 2, 2, 2}, classes}; }
+
+// relu(F(x) + shortcut(x)) with F = conv-BatchNorm-relu, conv-BatchNorm (3x3, the first with
+// `stride`) and the shortcut a strided 1x1 conv-BatchNorm when `project`, else x. Layers are named
+// <name>_a_conv, <name>_a_bn, <name>_b_..., <name>_proj_...
+weft::Symbol BasicBlock(weft::Symbol x, const std::string& name, int filters, int stride,
+                        bool project);
 
 // Logits (N, classes) from the variable "data" (N, C, H, W). Layers are named stem_conv, stem_bn,
 // stage2_block1_a_conv, ..., fc.

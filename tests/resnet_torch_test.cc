@@ -1,0 +1,111 @@
+// A residual block and a small ResNet, built as train_resnet builds them (examples/common/
+// resnet.h), against PyTorch with the same weights (tests/resnet_torch_cases.py): one training
+// step's forward (BatchNorm with the batch's statistics), the running statistics it leaves, and
+// the gradient of every parameter and of the data, in float64 (to 1e-9) and float32 (to 1e-5).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "examples/common/resnet.h"
+#include "tests/resnet_torch_cases.h"
+#include "weft/weft.h"
+
+namespace weft {
+namespace {
+
+using resnet_cases::Case;
+using resnet_cases::Tensor;
+
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+// The symbol of a case: the block's output, or the ResNet's per-sample loss.
+Symbol SymbolOf(const Case& c) {
+  const Symbol data = Symbol::Variable("data");
+  if (std::string(c.name) == "block") return examples::BasicBlock(data, "block", 4, 1, false);
+  const Symbol logits = examples::ResNet({examples::Stem::kSmall, 4, {1, 1}, 3});
+  return Symbol::Op("SoftmaxCrossEntropy", {logits, Symbol::Variable("label")}, {}, "loss");
+}
+
+const Tensor& Find(const Case& c, const std::string& name) {
+  for (const Tensor& t : c.tensors) {
+    if (name == t.name) return t;
+  }
+  ADD_FAILURE() << c.name << ": no tensor " << name;
+  static const Tensor none{"", {}, {}};
+  return none;
+}
+
+NDArray ArrayOf(const Tensor& t, DType dtype) {
+  if (dtype == DType::kFloat64) return NDArray::FromVector(t.values, Shape(t.shape));
+  return NDArray::FromVector(std::vector<float>(t.values.begin(), t.values.end()), Shape(t.shape));
+}
+
+std::vector<double> Values(const NDArray& a) {
+  if (a.dtype() == DType::kFloat64) return a.ToVector<double>();
+  const std::vector<float> f = a.ToVector<float>();
+  return {f.begin(), f.end()};
+}
+
+// Largest |got - want| / (1 + |want|) over the elements.
+double Error(const NDArray& got, const Tensor& want) {
+  const std::vector<double> g = Values(got);
+  EXPECT_EQ(g.size(), want.values.size()) << want.name;
+  double worst = 0;
+  for (size_t i = 0; i < std::min(g.size(), want.values.size()); ++i)
+    worst = std::max(worst, std::abs(g[i] - want.values[i]) / (1 + std::abs(want.values[i])));
+  return worst;
+}
+
+void RunCase(const Case& c, DType dtype, double tolerance) {
+  SCOPED_TRACE(std::string(c.name) + " in " + std::string(DTypeName(dtype)));
+  const Symbol symbol = SymbolOf(c);
+  Executor::ArrayMap args, grads;
+  std::map<std::string, GradReq> reqs;
+  size_t arguments = 0, moving = 0;
+  for (const std::string& name : symbol.ListArguments()) {
+    args[name] = ArrayOf(Find(c, name), name == "label" ? DType::kFloat32 : dtype);
+    ++arguments;
+    if (name.find("moving_") != std::string::npos) ++moving;
+    if (name == "label" || name.find("moving_") != std::string::npos) continue;
+    grads[name] = NDArray(args[name].shape(), Device::Cpu(), dtype);
+    reqs[name] = GradReq::kWrite;
+  }
+  auto exec = Executor::Bind(symbol, Device::Cpu(), args, grads, reqs);
+  exec->Forward(/*is_train=*/true);
+  const bool block = std::string(c.name) == "block";
+  exec->Backward(block ? std::vector<NDArray>{ArrayOf(Find(c, "out_grad"), dtype)}
+                       : std::vector<NDArray>{});
+  EXPECT_LE(Error(exec->outputs()[0], Find(c, "output")), tolerance) << "output";
+  int checked = 0;
+  for (const Tensor& t : c.tensors) {
+    const std::string name = t.name;
+    if (StartsWith(name, "grad.")) {
+      EXPECT_LE(Error(grads.at(name.substr(5)), t), tolerance) << name;
+    } else if (StartsWith(name, "after.")) {
+      EXPECT_LE(Error(args.at(name.substr(6)), t), tolerance) << name;
+    } else {
+      continue;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(grads.size() + moving))
+      << "every parameter's gradient and every running statistic is compared";
+  EXPECT_EQ(arguments, args.size());
+}
+
+TEST(ResNetAgainstPyTorch, BlockAndNetworkInFloat64) {
+  for (const Case& c : resnet_cases::Cases()) RunCase(c, DType::kFloat64, 1e-9);
+}
+
+TEST(ResNetAgainstPyTorch, BlockAndNetworkInFloat32) {
+  for (const Case& c : resnet_cases::Cases()) RunCase(c, DType::kFloat32, 1e-5);
+}
+
+}  // namespace
+}  // namespace weft
