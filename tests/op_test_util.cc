@@ -196,7 +196,7 @@ void CheckGradient(const OpCase& c, const Inputs& in) {
       grads.push_back(g);
       reqs.push_back(HasGradient(c, i) ? req : OpReq::kNull);
     }
-    InvokeBackward(op, attrs, inputs, outputs, out_grads, grads, reqs);
+    InvokeBackward(op, attrs, inputs, outputs, out_grads, grads, reqs, c.is_train);
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!HasGradient(c, i)) continue;
       Values want = NumericGradient(c, in, weights, i);
@@ -288,7 +288,7 @@ std::vector<Values> GradientOn(const OpCase& c, const Inputs& in, const Outputs&
     grads.back().Fill(req == OpReq::kAddTo ? 0.5 : 0.0);
     reqs.push_back(HasGradient(c, i) ? req : OpReq::kNull);
   }
-  InvokeBackward(op, attrs, inputs, outputs, out_grads, grads, reqs);
+  InvokeBackward(op, attrs, inputs, outputs, out_grads, grads, reqs, c.is_train);
   std::vector<Values> values;
   for (const NDArray& g : grads) values.push_back(ToValues(g));
   return values;

@@ -55,6 +55,7 @@ struct OpCase {
   double gradient_tolerance = 1e-5;  // gradient, float64: same form
   bool check_gradient = true;
   std::vector<int> no_gradient_inputs;  // inputs without a gradient (indices, labels)
+  // The mode of the forward call, and of its gradient (InvokeBackward's is_train).
   bool is_train = false;
   std::string name;  // what failures say; default: the op
 };

@@ -37,8 +37,12 @@ void InvokeInto(const Op& op, const Attrs& attrs, std::span<const NDArray> input
 // Runs the gradient rule of `op` on arrays: given the forward call's inputs and outputs and the
 // gradients of its outputs, writes (req kWrite) or adds (kAddTo) the gradient of each input into
 // `input_grads[i]` (kNull, or a null array: skipped). Inputs the op gives no gradient are skipped.
+// `is_train` is the mode the forward call ran in, for backward ops whose rule depends on it
+// (BatchNorm's differentiates its batch statistics in training only); true by default, as
+// Executor::Backward runs its backward ops.
 void InvokeBackward(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
                     const std::vector<NDArray>& outputs, const std::vector<NDArray>& output_grads,
-                    const std::vector<NDArray>& input_grads, const std::vector<OpReq>& req);
+                    const std::vector<NDArray>& input_grads, const std::vector<OpReq>& req,
+                    bool is_train = true);
 
 }  // namespace weft

@@ -105,7 +105,8 @@ void StoreInputGrads(const GradBuilder& g, const BackwardRun& run, const std::ve
 
 void InvokeBackward(const Op& op, const Attrs& attrs, const std::vector<NDArray>& inputs,
                     const std::vector<NDArray>& outputs, const std::vector<NDArray>& output_grads,
-                    const std::vector<NDArray>& input_grads, const std::vector<OpReq>& req) {
+                    const std::vector<NDArray>& input_grads, const std::vector<OpReq>& req,
+                    bool is_train) {
   if (!op.gradient) WEFT_THROW("op '" << op.name << "' has no gradient");
   WEFT_CHECK_EQ(input_grads.size(), inputs.size())
       << "op '" << op.name << "': one gradient array per input";
@@ -122,8 +123,9 @@ void InvokeBackward(const Op& op, const Attrs& attrs, const std::vector<NDArray>
     const Attrs node_attrs = ParseAttrs(node_op, node.attrs);
     std::vector<NDArray> node_inputs;
     for (const GradEntry& e : node.inputs) node_inputs.push_back(run.Resolve(e));
-    const InvokeOptions options = NodeOutputs(node_op, node_attrs, node_inputs, static_cast<int>(n),
-                                              targets, input_grads, req, done);
+    InvokeOptions options = NodeOutputs(node_op, node_attrs, node_inputs, static_cast<int>(n),
+                                        targets, input_grads, req, done);
+    options.is_train = is_train;
     run.node_outputs.push_back(Invoke(node_op, node_attrs, node_inputs, options));
   }
   StoreInputGrads(g, run, done, input_grads, req);

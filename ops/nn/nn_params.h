@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "core/shape.h"
 #include "ops/attrs.h"
 #include "ops/nn/window2d.h"
@@ -30,6 +31,47 @@ struct FcDims {
 
 // data (N, d1, ..., dk) seen as (M, K): (N, d1 * ... * dk) with flatten, else (N * ... * dk-1, dk).
 FcDims FcDimsOf(const FcParam& p, const Shape& data);
+
+// ---- BatchNorm, _backward_BatchNorm (ops/nn/batch_norm.cc) ----
+
+enum class BnAct : uint8_t { kNone, kRelu };
+
+struct BatchNormParam {
+  double eps;             // > 0, added to the variance
+  double momentum;        // in [0, 1]: running = momentum * running + (1 - momentum) * batch
+  bool fix_gamma;         // gamma read as 1; its gradient is 0
+  bool use_global_stats;  // normalize with the moving statistics, in training too
+  int axis;               // the channel axis as given (BnDimsOf checks it against data)
+  BnAct act;              // kRelu: relu after the affine step, fused
+};
+
+// Data of rank 2 to 5 seen around its channel axis as (outer, C, inner): the NC... layout oneDNN
+// and cuDNN normalize. (N, C, H, W) with axis 1 is (N, C, H * W); (N, T, C) with axis -1 is
+// (N * T, C, 1).
+struct BnDims {
+  int64_t outer, c, inner;
+  int64_t PerChannel() const { return outer * inner; }  // the values each channel normalizes
+};
+
+// _backward_BatchNorm's inputs by position: BatchNorm's out_grad, data, gamma, beta, saved_mean,
+// saved_invstd, and its output with act_type relu only.
+enum BnBackwardInput : int {
+  kBnOutGrad,
+  kBnData,
+  kBnGamma,
+  kBnBeta,
+  kBnSavedMean,
+  kBnSavedInvstd,
+  kBnOutput,
+};
+
+// Throws, naming `op`, unless data has rank 2 to 5, no empty axis, and p.axis is one of its axes.
+BnDims BnDimsOf(const char* op, const BatchNormParam& p, const Shape& data);
+// Throws, naming `op`, unless each channel has more than one value (a batch variance needs two).
+void CheckBatchStatistics(const char* op, const BnDims& d, const Shape& data);
+// The dtype of gamma, beta and the moving and saved statistics for data of dtype `data`:
+// float32 (float32 and bfloat16 data), float64 for float64 data.
+DType BnStatType(DType data);
 
 // ---- Convolution, _backward_Convolution ----
 

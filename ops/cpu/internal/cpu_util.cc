@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/bfloat16.h"
 #include "core/env.h"
 #include "engine/engine.h"
 
@@ -81,10 +82,30 @@ StagedOutputs::StagedOutputs(const OpContext& ctx, std::span<const OpReq> req,
   extras_.assign(parts.begin() + static_cast<std::ptrdiff_t>(outputs.size()), parts.end());
 }
 
+namespace {
+
+// StoreN for bfloat16: a kAddTo sums in float32 and rounds once.
+void StoreBf16(const TensorView& from, OpReq req, const TensorView& to) {
+  const auto* src = static_cast<const BFloat16*>(from.raw());
+  auto* dst = static_cast<BFloat16*>(to.raw());
+  ParallelFor(to.size(), 4096, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      dst[i] =
+          req == OpReq::kAddTo ? BFloat16::FromFloat(dst[i].ToFloat() + src[i].ToFloat()) : src[i];
+    }
+  });
+}
+
+}  // namespace
+
 void StagedOutputs::Finish() const {
   for (size_t i = 0; i < outputs_.size(); ++i) {
     const OpReq req = req_[i];
     if (req == OpReq::kNull || targets_[i].raw() == outputs_[i].raw()) continue;
+    if (outputs_[i].dtype() == DType::kBFloat16) {
+      StoreBf16(targets_[i], req, outputs_[i]);
+      continue;
+    }
     WEFT_FLOAT_SWITCH(outputs_[i].dtype(), T, "storing an op's output", {
       const T* src = targets_[i].data<T>();
       T* dst = outputs_[i].data<T>();

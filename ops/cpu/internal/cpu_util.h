@@ -107,7 +107,8 @@ inline void StoreN(T* out, OpReq req, const T* in, int64_t n) {
 // aliasing kWriteInplace result, and drops a kNull one (so a kernel that computes several outputs
 // at once need not special-case the ones nobody wants). The workspace is requested once for the
 // scratch and for `extra_bytes` (the kernel's own temporaries, Extra(j)), because ctx.Workspace
-// keeps only its latest buffer valid. Every part is 64-byte aligned.
+// keeps only its latest buffer valid. Every part is 64-byte aligned. Outputs are float32, float64
+// or bfloat16 (whose kAddTo sums in float32).
 //
 //   StagedOutputs out(ctx, req, outputs, /*inplace_ok=*/false, {tmp_bytes});
 //   Kernel(in, out.Target(0).data<float>(), out.Extra(0));

@@ -1,0 +1,598 @@
+// BatchNorm (ops/nn/batch_norm.cc). Declarative cases against a float64 reference in every mode
+// (training, use_global_stats, inference, fix_gamma, relu, channel axes and ranks), each with its
+// finite-difference gradient in the forward's mode (op_test_util.h); the running statistics after
+// several training steps; PyTorch's nn.BatchNorm1d/2d (tests/batch_norm_torch_cases.h); every
+// backward request; bfloat16 data against float32; a bound graph; and bad input. On a GPU
+// (gpu_ops_norm_test) the same tests compare the GPU with the CPU and the references.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "executor/executor.h"
+#include "graph/symbol.h"
+#include "ops/attrs.h"
+#include "passes/cse.h"
+#include "passes/infer.h"
+#include "storage/ndarray.h"
+#include "tests/batch_norm_torch_cases.h"
+#include "tests/op_test_util.h"
+#include "weft/imperative.h"
+
+namespace weft::testing {
+namespace {
+
+// ---- The reference ----
+
+// A case's attributes and mode.
+struct Bn {
+  int axis = 1;
+  bool train = true;    // OpContext::is_train
+  bool global = false;  // use_global_stats
+  bool fix_gamma = false;
+  bool relu = false;
+  double eps = 1e-5;
+  double momentum = 0.9;
+
+  bool Batch() const { return train && !global; }
+  AttrMap Attrs() const {
+    return {{"axis", std::to_string(axis)},
+            {"use_global_stats", global ? "true" : "false"},
+            {"fix_gamma", fix_gamma ? "true" : "false"},
+            {"act_type", relu ? "relu" : "none"},
+            {"eps", FloatAttr(eps)},
+            {"momentum", FloatAttr(momentum)}};
+  }
+};
+
+// Data seen as (outer, C, inner) around the channel axis.
+struct Dims {
+  int64_t outer = 1, c = 1, inner = 1;
+  int64_t At(int64_t o, int64_t ch, int64_t i) const { return (o * c + ch) * inner + i; }
+  int64_t PerChannel() const { return outer * inner; }
+};
+
+Dims DimsOf(const Shape& data, int axis) {
+  if (axis < 0) axis += data.ndim();
+  Dims d;
+  d.c = data[axis];
+  for (int a = 0; a < axis; ++a) d.outer *= data[a];
+  for (int a = axis + 1; a < data.ndim(); ++a) d.inner *= data[a];
+  return d;
+}
+
+// Calls f(at) for each index of channel ch.
+template <typename F>
+void ForChannel(const Dims& d, int64_t ch, F f) {
+  for (int64_t o = 0; o < d.outer; ++o)
+    for (int64_t i = 0; i < d.inner; ++i) f(d.At(o, ch, i));
+}
+
+// The batch's mean and biased variance per channel.
+void BatchMoments(const Dims& d, const Values& x, Values& mean, Values& var) {
+  mean.assign(d.c, 0.0), var.assign(d.c, 0.0);
+  const double n = static_cast<double>(d.PerChannel());
+  for (int64_t ch = 0; ch < d.c; ++ch) {
+    ForChannel(d, ch, [&](int64_t at) { mean[ch] += x[at] / n; });
+    ForChannel(d, ch, [&](int64_t at) { var[ch] += (x[at] - mean[ch]) * (x[at] - mean[ch]) / n; });
+  }
+}
+
+// in: (data, gamma, beta, moving_mean, moving_var) -> gamma * x_hat + beta, before relu.
+Values PreActivation(const Bn& bn, const Shape& data, const Inputs& in) {
+  const Dims d = DimsOf(data, bn.axis);
+  Values mean = in[3], var = in[4];
+  if (bn.Batch()) BatchMoments(d, in[0], mean, var);
+  Values z(in[0].size());
+  for (int64_t ch = 0; ch < d.c; ++ch) {
+    const double gamma = bn.fix_gamma ? 1.0 : in[1][ch];
+    ForChannel(d, ch, [&](int64_t at) {
+      z[at] = gamma * (in[0][at] - mean[ch]) / std::sqrt(var[ch] + bn.eps) + in[2][ch];
+    });
+  }
+  return z;
+}
+
+Values Reference(const Bn& bn, const Shape& data, const Inputs& in) {
+  Values y = PreActivation(bn, data, in);
+  if (!bn.relu) return y;
+  for (double& v : y) {
+    // Finite differences need every input off relu's kink.
+    EXPECT_GT(std::abs(v), 1e-3) << "a case's input lies on relu's kink: choose other shapes";
+    v = std::max(v, 0.0);
+  }
+  return y;
+}
+
+// gamma in [0.5, 1.5), moving_var in (0.2, 2); the rest uniform in [-1, 1).
+void BnInit(int i, Values& v) {
+  if (i == 1)
+    for (double& x : v) x = 1 + 0.5 * x;
+  if (i == 4) Positive(i, v);
+}
+
+OpCase BnCase(const Bn& bn, const Shape& data, const std::string& what) {
+  const Shape channels{DimsOf(data, bn.axis).c};
+  OpCase c{"BatchNorm",
+           bn.Attrs(),
+           {data, channels, channels, channels, channels},
+           [=](const Inputs& in) { return Outputs{Reference(bn, data, in)}; }};
+  c.init = BnInit;
+  c.is_train = bn.train;
+  c.no_gradient_inputs = {3, 4};  // the running statistics
+  c.tolerance = 2e-5;
+  c.name = "BatchNorm " + what + " data " + data.ToString();
+  return c;
+}
+
+// ---- Declarative cases ----
+
+TEST(BatchNorm, TrainingNormalizesNchwDataWithTheBatchStatistics) {
+  RunOpCase(BnCase({}, Shape{2, 3, 2, 2}, "training"));
+}
+
+TEST(BatchNorm, TrainingOnTwoDimensionalDataNormalizesEachFeatureOverTheBatch) {
+  RunOpCase(BnCase({}, Shape{5, 4}, "training (N, C)"));
+}
+
+TEST(BatchNorm, TheChannelAxisMayBeAnyAxisOfAnyRankFromTwoToFive) {
+  RunOpCase(BnCase({.axis = -1}, Shape{2, 3, 4}, "training axis -1"));
+  RunOpCase(BnCase({.axis = 0}, Shape{3, 4}, "training axis 0"));
+  RunOpCase(BnCase({.axis = 2}, Shape{2, 1, 3, 2, 2}, "training axis 2"));
+}
+
+TEST(BatchNorm, UseGlobalStatsNormalizesWithTheMovingStatisticsInTraining) {
+  RunOpCase(BnCase({.global = true}, Shape{2, 3, 2, 2}, "use_global_stats"));
+}
+
+TEST(BatchNorm, InferenceNormalizesWithTheMovingStatistics) {
+  RunOpCase(BnCase({.train = false}, Shape{2, 3, 2, 2}, "inference"));
+  RunOpCase(BnCase({.axis = -1, .train = false}, Shape{3, 2, 4}, "inference axis -1"));
+}
+
+TEST(BatchNorm, FixGammaScalesByOneAndGivesGammaAZeroGradient) {
+  RunOpCase(BnCase({.fix_gamma = true}, Shape{3, 2, 3}, "fix_gamma training"));
+  RunOpCase(BnCase({.train = false, .fix_gamma = true}, Shape{3, 2, 3}, "fix_gamma inference"));
+}
+
+TEST(BatchNorm, ReluActTypeAppliesReluAfterTheAffineStep) {
+  RunOpCase(BnCase({.relu = true}, Shape{2, 3, 2, 2}, "relu training"));
+  RunOpCase(BnCase({.global = true, .relu = true}, Shape{4, 3}, "relu use_global_stats"));
+}
+
+// ---- Arrays ----
+
+NDArray ArrayOf(const Values& v, const Shape& shape, DType dtype, Device device = TestDevice()) {
+  if (dtype == DType::kFloat64) return NDArray::FromVector(v, shape, device);
+  const NDArray f = NDArray::FromVector(std::vector<float>(v.begin(), v.end()), shape);
+  if (dtype == DType::kFloat32) return f.Copy(device);
+  return Invoke("Cast", {f}, {{"dtype", DTypeName(dtype).data()}})[0].Copy(device);
+}
+
+// Any float dtype's values, on any device.
+Values ValuesOf(const NDArray& a) {
+  NDArray cpu = a.Copy(Device::Cpu());
+  if (cpu.dtype() == DType::kFloat64) return cpu.ToVector<double>();
+  if (cpu.dtype() != DType::kFloat32) cpu = Invoke("Cast", {cpu}, {{"dtype", "float32"}})[0];
+  const std::vector<float> f = cpu.ToVector<float>();
+  return Values(f.begin(), f.end());
+}
+
+Values Uniform(int64_t n, uint64_t seed, double low = -1, double high = 1) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(low, high);
+  Values v(static_cast<size_t>(n));
+  for (double& x : v) x = static_cast<float>(u(rng));  // exact in float32
+  return v;
+}
+
+void ExpectNear(const Values& got, const Values& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_LE(std::abs(got[i] - want[i]), tol * (1 + std::abs(want[i])))
+        << what << ": element " << i << " is " << got[i] << ", expected " << want[i];
+  }
+}
+
+// Tolerance of float32 and float64 results.
+double TolOf(DType t) { return t == DType::kFloat64 ? 1e-12 : 2e-6; }
+
+// ---- Running statistics ----
+
+TEST(BatchNorm, RunningStatisticsMoveTowardsTheBatchWithTheUnbiasedVariance) {
+  const Shape data{3, 2, 2, 2};  // 12 values per channel
+  const Dims d = DimsOf(data, 1);
+  const Bn bn{.momentum = 0.8};
+  for (DType t : TestFloatTypes()) {
+    Values mean(d.c, 0.0), var(d.c, 1.0);  // PyTorch's initial running statistics
+    const NDArray gamma = ArrayOf(Values(d.c, 1.0), Shape{d.c}, t);
+    const NDArray beta = ArrayOf(Values(d.c, 0.0), Shape{d.c}, t);
+    const NDArray moving_mean = ArrayOf(mean, Shape{d.c}, t),
+                  moving_var = ArrayOf(var, Shape{d.c}, t);
+    for (uint64_t step = 0; step < 4; ++step) {
+      const Values x = Uniform(data.Size(), step, -2, 3);
+      Invoke("BatchNorm", {ArrayOf(x, data, t), gamma, beta, moving_mean, moving_var}, bn.Attrs(),
+             {.is_train = true});
+      Values batch_mean, batch_var;
+      BatchMoments(d, x, batch_mean, batch_var);
+      for (int64_t ch = 0; ch < d.c; ++ch) {
+        mean[ch] = 0.8 * mean[ch] + 0.2 * batch_mean[ch];
+        var[ch] = 0.8 * var[ch] + 0.2 * batch_var[ch] * 12 / 11;
+      }
+      const std::string what = "step " + std::to_string(step) + " " + DTypeName(t).data();
+      ExpectNear(ValuesOf(moving_mean), mean, TolOf(t), "moving_mean after " + what);
+      ExpectNear(ValuesOf(moving_var), var, TolOf(t), "moving_var after " + what);
+    }
+  }
+}
+
+TEST(BatchNorm, InferenceAndUseGlobalStatsLeaveTheRunningStatisticsAlone) {
+  const Shape data{4, 3};
+  for (DType t : TestFloatTypes()) {
+    const Values mean = Uniform(3, 1), var = Uniform(3, 2, 0.5, 2);
+    const NDArray moving_mean = ArrayOf(mean, Shape{3}, t), moving_var = ArrayOf(var, Shape{3}, t);
+    const NDArray ones = ArrayOf(Values(3, 1.0), Shape{3}, t);
+    for (const Bn bn : {Bn{.train = false}, Bn{.global = true}}) {
+      Invoke("BatchNorm", {ArrayOf(Uniform(12, 3), data, t), ones, ones, moving_mean, moving_var},
+             bn.Attrs(), {.is_train = bn.train});
+      EXPECT_EQ(ValuesOf(moving_mean), mean);
+      EXPECT_EQ(ValuesOf(moving_var), var);
+    }
+  }
+}
+
+// ---- PyTorch ----
+
+// One step of a PyTorch case: forward in `bn`'s mode, then the gradients of sum(y * gy).
+void CheckTorchStep(const batch_norm_torch::Case& tc, const batch_norm_torch::Step& s, const Bn& bn,
+                    DType t, std::vector<NDArray>& in, const std::string& what) {
+  const Shape data(std::vector<int64_t>(tc.shape.begin(), tc.shape.end()));
+  const Shape channels{data[1]};
+  const Op& op = GetOp("BatchNorm");
+  const Attrs attrs = ParseAttrs(op, bn.Attrs());
+  in[0] = ArrayOf(s.x, data, t);
+  const std::vector<NDArray> out = Invoke(op, attrs, in, {.is_train = bn.train});
+  const double tol = 1e-5;
+  ExpectNear(ValuesOf(out[0]), s.y, tol, what + " output");
+  ExpectNear(ValuesOf(in[3]), s.running_mean, tol, what + " running_mean");
+  ExpectNear(ValuesOf(in[4]), s.running_var, tol, what + " running_var");
+  std::vector<NDArray> grads = {NDArray(data, TestDevice(), t), NDArray(channels, TestDevice(), t),
+                                NDArray(channels, TestDevice(), t), NDArray(), NDArray()};
+  const NDArray zeros = ArrayOf(Values(channels[0], 0.0), channels, t);
+  InvokeBackward(op, attrs, in, out, {ArrayOf(s.gy, data, t), zeros, zeros}, grads,
+                 {OpReq::kWrite, OpReq::kWrite, OpReq::kWrite, OpReq::kNull, OpReq::kNull},
+                 bn.train);
+  ExpectNear(ValuesOf(grads[0]), s.dx, tol, what + " d_data");
+  ExpectNear(ValuesOf(grads[1]), s.dweight, tol, what + " d_gamma");
+  ExpectNear(ValuesOf(grads[2]), s.dbias, tol, what + " d_beta");
+}
+
+TEST(BatchNorm, MatchesPyTorchOverTrainingStepsAndInEvalMode) {
+  for (const batch_norm_torch::Case& tc : batch_norm_torch::Cases()) {
+    const int64_t c = tc.shape[1];
+    // PyTorch's momentum m is weft's 1 - m.
+    const Bn train{.eps = tc.eps, .momentum = 1 - tc.momentum};
+    Bn eval = train;
+    eval.train = false;
+    for (DType t : TestFloatTypes()) {
+      std::vector<NDArray> in = {
+          NDArray(), ArrayOf(tc.weight, Shape{c}, t), ArrayOf(tc.bias, Shape{c}, t),
+          ArrayOf(tc.running_mean, Shape{c}, t), ArrayOf(tc.running_var, Shape{c}, t)};
+      const std::string what = std::string(tc.name) + " " + DTypeName(t).data();
+      for (size_t k = 0; k < tc.train.size(); ++k)
+        CheckTorchStep(tc, tc.train[k], train, t, in, what + " training step " + std::to_string(k));
+      CheckTorchStep(tc, tc.eval, eval, t, in, what + " eval");
+    }
+  }
+}
+
+// ---- Backward requests ----
+
+// The gradients (d_data, d_gamma, d_beta) of one forward, with `req`, into arrays holding 0.25.
+std::vector<Values> BackwardWith(const Bn& bn, const std::vector<NDArray>& in,
+                                 const std::vector<NDArray>& out, const NDArray& dy,
+                                 const std::vector<OpReq>& req) {
+  std::vector<NDArray> grads = {NDArray(in[0].shape(), TestDevice(), in[0].dtype()),
+                                NDArray(in[1].shape(), TestDevice(), in[1].dtype()),
+                                NDArray(in[2].shape(), TestDevice(), in[2].dtype())};
+  for (const NDArray& g : grads) g.Fill(0.25);
+  Invoke("_backward_BatchNorm", {dy, in[0], in[1], in[2], out[1], out[2]}, bn.Attrs(),
+         {.outputs = grads, .req = req, .is_train = bn.train});
+  return {ValuesOf(grads[0]), ValuesOf(grads[1]), ValuesOf(grads[2])};
+}
+
+TEST(BatchNorm, BackwardHonoursEachRequestOnItsOwn) {
+  const Shape data{3, 2, 2};
+  const std::vector<std::vector<OpReq>> requests = {
+      {OpReq::kNull, OpReq::kWrite, OpReq::kWrite},
+      {OpReq::kWrite, OpReq::kNull, OpReq::kNull},
+      {OpReq::kAddTo, OpReq::kNull, OpReq::kAddTo},
+      {OpReq::kNull, OpReq::kAddTo, OpReq::kWrite},
+  };
+  for (DType t : TestFloatTypes()) {
+    for (const Bn bn : {Bn{}, Bn{.train = false}, Bn{.fix_gamma = true}}) {
+      const std::vector<NDArray> in = {
+          ArrayOf(Uniform(12, 4), data, t), ArrayOf(Uniform(2, 5, 0.5, 1.5), Shape{2}, t),
+          ArrayOf(Uniform(2, 6), Shape{2}, t), ArrayOf(Uniform(2, 7), Shape{2}, t),
+          ArrayOf(Uniform(2, 8, 0.5, 1.5), Shape{2}, t)};
+      const std::vector<NDArray> out = Invoke("BatchNorm", in, bn.Attrs(), {.is_train = bn.train});
+      const NDArray dy = ArrayOf(Uniform(12, 9), data, t);
+      const std::vector<OpReq> write(3, OpReq::kWrite);
+      const std::vector<Values> want = BackwardWith(bn, in, out, dy, write);
+      for (const std::vector<OpReq>& req : requests) {
+        const std::vector<Values> got = BackwardWith(bn, in, out, dy, req);
+        for (int o = 0; o < 3; ++o) {
+          Values expected(want[o].size(), 0.25);
+          for (size_t k = 0; k < expected.size(); ++k) {
+            if (req[o] == OpReq::kWrite) expected[k] = want[o][k];
+            if (req[o] == OpReq::kAddTo) expected[k] += want[o][k];
+          }
+          ExpectNear(got[o], expected, TolOf(t), "output " + std::to_string(o));
+        }
+      }
+    }
+  }
+}
+
+// ---- bfloat16 ----
+
+// Values that bfloat16 holds exactly.
+Values Bf16Exact(const Values& v) {
+  return ValuesOf(
+      ArrayOf(v, Shape{static_cast<int64_t>(v.size())}, DType::kBFloat16, Device::Cpu()));
+}
+
+// Forward and backward of `bn` with data and out_grad of dtype `t` on `device` (the other inputs
+// in the statistics' dtype): the output, the running statistics after, and the three gradients,
+// as values.
+std::vector<Values> RunBn(const Bn& bn, const Shape& data, const Inputs& in, const Values& dy,
+                          DType t, Device device) {
+  const Shape c{DimsOf(data, bn.axis).c};
+  const DType s = t == DType::kFloat64 ? t : DType::kFloat32;  // the statistics' dtype
+  std::vector<NDArray> arrays = {ArrayOf(in[0], data, t, device)};
+  for (int i = 1; i < 5; ++i) arrays.push_back(ArrayOf(in[i], c, s, device));
+  const Op& op = GetOp("BatchNorm");
+  const Attrs attrs = ParseAttrs(op, bn.Attrs());
+  const std::vector<NDArray> out = Invoke(op, attrs, arrays, {.is_train = bn.train});
+  EXPECT_EQ(out[0].dtype(), t);
+  EXPECT_EQ(out[1].dtype(), s);
+  std::vector<NDArray> grads = {NDArray(data, device, t), NDArray(c, device, s),
+                                NDArray(c, device, s), NDArray(), NDArray()};
+  const NDArray zeros = ArrayOf(Values(c[0], 0.0), c, s, device);
+  InvokeBackward(op, attrs, arrays, out, {ArrayOf(dy, data, t, device), zeros, zeros}, grads,
+                 {OpReq::kWrite, OpReq::kWrite, OpReq::kWrite, OpReq::kNull, OpReq::kNull},
+                 bn.train);
+  return {ValuesOf(out[0]),   ValuesOf(arrays[3]), ValuesOf(arrays[4]),
+          ValuesOf(grads[0]), ValuesOf(grads[1]),  ValuesOf(grads[2])};
+}
+
+// bfloat16 data on TestDevice() (statistics in float32) against float32 on the CPU, on the same
+// bf16-exact values: the data and its gradient round to bf16 once (2^-9), the rest is float32.
+TEST(BatchNorm, Bfloat16DataKeepsItsStatisticsInFloat32) {
+  const Shape data{4, 3, 2, 2};
+  const Inputs in = {Bf16Exact(Uniform(48, 10, -2, 2)), Uniform(3, 11, 0.5, 1.5), Uniform(3, 12),
+                     Uniform(3, 13), Uniform(3, 14, 0.5, 1.5)};
+  const Values dy = Bf16Exact(Uniform(48, 15));
+  const char* names[] = {"output", "moving_mean", "moving_var", "d_data", "d_gamma", "d_beta"};
+  for (const Bn bn : {Bn{}, Bn{.train = false}, Bn{.relu = true}, Bn{.global = true}}) {
+    const std::vector<Values> want = RunBn(bn, data, in, dy, DType::kFloat32, Device::Cpu());
+    const std::vector<Values> got = RunBn(bn, data, in, dy, DType::kBFloat16, TestDevice());
+    for (int k = 0; k < 6; ++k) {
+      const bool rounded = k == 0 || k == 3;
+      ExpectNear(got[k], want[k], rounded ? 8e-3 : 1e-4,
+                 std::string("bfloat16 ") + names[k] + (bn.train ? " training" : " inference") +
+                     (bn.relu ? " relu" : "") + (bn.global ? " use_global_stats" : ""));
+    }
+  }
+}
+
+// ---- Gradients of every mode, in every dtype ----
+
+// The gradients (d_data, d_gamma, d_beta) of sum(y * dy), by the textbook formula.
+Outputs ReferenceGradients(const Bn& bn, const Shape& data, const Inputs& in, const Values& dy) {
+  const Dims d = DimsOf(data, bn.axis);
+  Values mean = in[3], var = in[4];
+  if (bn.Batch()) BatchMoments(d, in[0], mean, var);
+  const Values z = PreActivation(bn, data, in);
+  const double n = static_cast<double>(d.PerChannel());
+  Values dx(in[0].size()), d_gamma(d.c), d_beta(d.c);
+  for (int64_t ch = 0; ch < d.c; ++ch) {
+    const double invstd = 1 / std::sqrt(var[ch] + bn.eps);
+    const double gamma = bn.fix_gamma ? 1.0 : in[1][ch];
+    const auto g = [&](int64_t at) { return bn.relu && z[at] <= 0 ? 0.0 : dy[at]; };
+    const auto x_hat = [&](int64_t at) { return (in[0][at] - mean[ch]) * invstd; };
+    double sum = 0, sum_x_hat = 0;
+    ForChannel(d, ch, [&](int64_t at) { sum += g(at), sum_x_hat += g(at) * x_hat(at); });
+    d_beta[ch] = sum;
+    d_gamma[ch] = bn.fix_gamma ? 0.0 : sum_x_hat;
+    ForChannel(d, ch, [&](int64_t at) {
+      const double centred = bn.Batch() ? sum / n + x_hat(at) * sum_x_hat / n : 0.0;
+      dx[at] = gamma * invstd * (g(at) - centred);
+    });
+  }
+  return {dx, d_gamma, d_beta};
+}
+
+// The declarative cases check float64 gradients (the CPU's loops) against finite differences; this
+// checks every dtype on TestDevice() (oneDNN's backward for float32 on the CPU, cuDNN's on a GPU)
+// against the formula.
+TEST(BatchNorm, GradientsFollowTheTextbookFormulaInEveryModeAndDtype) {
+  const std::vector<std::pair<Bn, Shape>> modes = {
+      {Bn{}, Shape{2, 3, 2, 2}},
+      {Bn{.axis = -1}, Shape{2, 3, 4}},
+      {Bn{.train = false}, Shape{4, 3}},
+      {Bn{.global = true}, Shape{2, 3, 2, 2}},
+      {Bn{.fix_gamma = true}, Shape{3, 2, 3}},
+      {Bn{.train = false, .fix_gamma = true}, Shape{3, 2, 3}},
+      {Bn{.relu = true}, Shape{2, 3, 2, 2}},
+      {Bn{.train = false, .relu = true}, Shape{2, 3, 2, 2}},
+  };
+  for (const auto& [bn, data] : modes) {
+    const int64_t c = DimsOf(data, bn.axis).c;
+    const Inputs in = {Uniform(data.Size(), 20, -2, 2), Uniform(c, 21, 0.5, 1.5), Uniform(c, 22),
+                       Uniform(c, 23), Uniform(c, 24, 0.5, 1.5)};
+    const Values dy = Uniform(data.Size(), 25);
+    const Values y = Reference(bn, data, in);
+    const Outputs want = ReferenceGradients(bn, data, in, dy);
+    for (DType t : TestFloatTypes()) {
+      const std::vector<Values> got = RunBn(bn, data, in, dy, t, TestDevice());
+      const std::string what = std::string(DTypeName(t)) + " " + data.ToString() +
+                               (bn.train ? " training" : " inference") +
+                               (bn.global ? " use_global_stats" : "") +
+                               (bn.fix_gamma ? " fix_gamma" : "") + (bn.relu ? " relu" : "");
+      const double tol = t == DType::kFloat64 ? 1e-10 : 1e-5;
+      ExpectNear(got[0], y, tol, what + " output");
+      ExpectNear(got[3], want[0], tol, what + " d_data");
+      ExpectNear(got[4], want[1], tol, what + " d_gamma");
+      ExpectNear(got[5], want[2], tol, what + " d_beta");
+    }
+  }
+}
+
+// ---- Graphs ----
+
+TEST(BatchNorm, ParameterShapesFollowFromTheDataInAGraph) {
+  const Symbol bn = Symbol::Op("BatchNorm", {Symbol::Variable("data")}, {{"axis", "-1"}}, "bn");
+  const std::map<std::string, Shape> shapes =
+      InferArgumentShapes(bn.ToGraph(), {{"data", Shape{4, 5, 3}}});
+  for (const char* name : {"bn_gamma", "bn_beta", "bn_moving_mean", "bn_moving_var"}) {
+    ASSERT_TRUE(shapes.contains(name)) << name;
+    EXPECT_EQ(shapes.at(name), Shape{3}) << name;
+  }
+  EXPECT_EQ(bn.num_outputs(), 1u);  // the saved statistics are the op's own
+}
+
+TEST(BatchNorm, IsNeverMergedWithAnIdenticalBatchNorm) {
+  const Symbol x = Symbol::Variable("data");
+  const Symbol g = Symbol::Variable("g"), b = Symbol::Variable("b");
+  const Symbol m = Symbol::Variable("m"), v = Symbol::Variable("v");
+  const Symbol twice = Symbol::Group(
+      {Symbol::Op("BatchNorm", {x, g, b, m, v}), Symbol::Op("BatchNorm", {x, g, b, m, v})});
+  EXPECT_TRUE(GetOp("BatchNorm").HasEffects());
+  const Graph merged = EliminateCommonExpr(twice.ToGraph());
+  EXPECT_EQ(std::count_if(merged.nodes().begin(), merged.nodes().end(),
+                          [](const Node& n) { return !n.is_variable(); }),
+            2);
+}
+
+// loss = sum(y^2) with gamma 1 and beta 0: y = x_hat, so d_beta = 2 sum(y) = 0,
+// d_gamma = 2 sum(x_hat^2) = 2 n var / (var + eps), and loss = n var / (var + eps) hardly depends
+// on the data.
+TEST(BatchNorm, ABoundGraphTrainsAndMovesTheRunningStatistics) {
+  const Shape data{4, 5, 3};
+  const Symbol y = Symbol::Op("BatchNorm", {Symbol::Variable("data")}, {{"axis", "-1"}}, "bn");
+  const Symbol loss = Symbol::Op("sum", {Symbol::Op("square", {y})});
+  const Values x = Uniform(60, 16, -2, 2);
+  Executor::ArrayMap args = {{"data", ArrayOf(x, data, DType::kFloat32)},
+                             {"bn_gamma", ArrayOf(Values(3, 1.0), Shape{3}, DType::kFloat32)},
+                             {"bn_beta", ArrayOf(Values(3, 0.0), Shape{3}, DType::kFloat32)},
+                             {"bn_moving_mean", ArrayOf(Values(3, 0.0), Shape{3}, DType::kFloat32)},
+                             {"bn_moving_var", ArrayOf(Values(3, 1.0), Shape{3}, DType::kFloat32)}};
+  Executor::ArrayMap grads;
+  std::map<std::string, GradReq> reqs;
+  for (const char* name : {"data", "bn_gamma", "bn_beta"}) {
+    grads[name] = NDArray(args[name].shape(), TestDevice());
+    reqs[name] = GradReq::kWrite;
+  }
+  auto exec = Executor::Bind(loss, TestDevice(), args, grads, reqs);
+  exec->Forward(/*is_train=*/true);
+  exec->Backward();
+  Values mean, var, d_gamma(3);
+  BatchMoments(DimsOf(data, -1), x, mean, var);
+  for (int ch = 0; ch < 3; ++ch) {
+    d_gamma[ch] = 2 * 20 * var[ch] / (var[ch] + 1e-5);
+    mean[ch] *= 0.1;
+  }
+  ExpectNear(ValuesOf(args["bn_moving_mean"]), mean, 1e-6, "moving_mean");
+  ExpectNear(ValuesOf(grads["bn_gamma"]), d_gamma, 1e-5, "d_gamma");
+  ExpectNear(ValuesOf(grads["bn_beta"]), Values(3, 0.0), 1e-4, "d_beta");
+  ExpectNear(ValuesOf(grads["data"]), Values(60, 0.0), 1e-3, "d_data");
+}
+
+// ---- Bad input ----
+
+TEST(BatchNorm, BadInputsSayWhatWasExpected) {
+  const Shape c{3};
+  ExpectOpError("BatchNorm", {{"axis", "4"}}, {Shape{2, 3, 4, 5}, c, c, c, c},
+                {"BatchNorm", "axis 4 is out of range", "(2, 3, 4, 5)", "[-4, 3]"});
+  ExpectOpError("BatchNorm", {}, {Shape{3}, c, c, c, c},
+                {"BatchNorm", "data must have 2 to 5 axes", "found (3,)"});
+  ExpectOpError("BatchNorm", {}, {Shape{2, 3, 1, 1, 1, 2}, c, c, c, c},
+                {"BatchNorm", "2 to 5 axes", "found (2, 3, 1, 1, 1, 2)"});
+  ExpectOpError("BatchNorm", {}, {Shape{2, 3, 4}, Shape{4}, c, c, c},
+                {"BatchNorm", "gamma must be (3,)", "along axis 1", "found (4,)"});
+  ExpectOpError("BatchNorm", {{"axis", "-1"}}, {Shape{2, 3, 4}, Shape{4}, c, c, c},
+                {"BatchNorm", "beta must be (4,)", "along axis -1", "found (3,)"});
+  ExpectOpError("BatchNorm", {}, {Shape{2, 3}, c, c, c, Shape{3, 1}},
+                {"BatchNorm", "moving_var must be (3,)", "found (3, 1)"});
+  ExpectOpError("BatchNorm", {{"eps", "0"}}, {Shape{2, 3}, c, c, c, c},
+                {"BatchNorm", "'eps'", "> 0", "found 0"});
+  ExpectOpError("BatchNorm", {{"eps", "-1e-5"}}, {Shape{2, 3}, c, c, c, c},
+                {"BatchNorm", "'eps'", "found -1e-05"});
+  ExpectOpError("BatchNorm", {{"momentum", "1.5"}}, {Shape{2, 3}, c, c, c, c},
+                {"BatchNorm", "'momentum'", "[0, 1]", "found 1.5"});
+  ExpectOpError("BatchNorm", {{"act_type", "tanh"}}, {Shape{2, 3}, c, c, c, c},
+                {"BatchNorm", "act_type", "'relu'", "'tanh'"});
+  ExpectOpError("BatchNorm", {}, {Shape{2, 3}, c, c, c},
+                {"BatchNorm", "expected 5 input(s), found 4"});
+  ExpectOpError("_backward_BatchNorm", {{"act_type", "relu"}},
+                {Shape{2, 3}, Shape{2, 3}, c, c, c, c},
+                {"_backward_BatchNorm", "expected 7 input(s), found 6"});
+}
+
+TEST(BatchNorm, StatisticsAreFloat32ForFloat32AndBfloat16DataAndFloat64ForFloat64) {
+  const Op& op = GetOp("BatchNorm");
+  const Attrs attrs = ParseAttrs(op, {});
+  using D = DType;
+  EXPECT_EQ(
+      InferTypes(op, attrs, {D::kBFloat16, D::kFloat32, D::kFloat32, D::kFloat32, D::kFloat32}),
+      (std::vector<D>{D::kBFloat16, D::kFloat32, D::kFloat32}));
+  EXPECT_EQ(
+      InferTypes(op, attrs, {D::kFloat64, D::kFloat64, D::kFloat64, D::kFloat64, D::kFloat64}),
+      (std::vector<D>{D::kFloat64, D::kFloat64, D::kFloat64}));
+  const auto message = [&](std::vector<D> in) {
+    try {
+      InferTypes(op, attrs, in);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_NE(message({D::kBFloat16, D::kBFloat16, D::kFloat32, D::kFloat32, D::kFloat32})
+                .find("gamma must be float32 for bfloat16 data"),
+            std::string::npos);
+  EXPECT_NE(message({D::kFloat32, D::kFloat32, D::kFloat32, D::kFloat64, D::kFloat32})
+                .find("moving_mean must be float32 for float32 data"),
+            std::string::npos);
+  EXPECT_NE(message({D::kInt32, D::kFloat32, D::kFloat32, D::kFloat32, D::kFloat32})
+                .find("data must be float32, float64 or bfloat16, found int32"),
+            std::string::npos);
+}
+
+TEST(BatchNorm, TrainingNeedsMoreThanOneValuePerChannel) {
+  const auto inputs = [] {  // data (1, 3): one value per channel
+    std::vector<NDArray> in = {NDArray(Shape{1, 3}, TestDevice())};
+    for (int i = 0; i < 4; ++i) in.push_back(NDArray(Shape{3}, TestDevice()));
+    for (const NDArray& a : in) a.Fill(1);
+    return in;
+  };
+  std::string message = "<no error>";
+  try {
+    Invoke("BatchNorm", inputs(), {}, {.is_train = true})[0].WaitToRead();
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  for (const char* part : {"BatchNorm", "more than one value per channel", "(1, 3)"})
+    EXPECT_NE(message.find(part), std::string::npos) << message;
+  // Outside training one value per channel is fine (new arrays: the failed call's error stays on
+  // the running statistics it would have updated).
+  EXPECT_NO_THROW(Invoke("BatchNorm", inputs())[0].WaitToRead());
+}
+
+}  // namespace
+}  // namespace weft::testing
