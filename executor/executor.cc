@@ -118,11 +118,6 @@ void CheckGradients(const Graph& g, const std::vector<std::string>& grad_args,
 // The graph with the extension's nodes appended, checked against what GraphExtension promises.
 Graph Extend(const Graph& g, const std::vector<std::string>& grad_args,
              const GraphExtension& extension) {
-  if (!extension.append) {
-    WEFT_CHECK(extension.write_back.empty())
-        << "Bind: write_back arguments without an extension that appends them";
-    return g;
-  }
   Graph out = extension.append(g, grad_args);
   WEFT_CHECK_EQ(out.outputs().size(), g.outputs().size() + extension.write_back.size())
       << "Bind: the graph extension must append one output per write_back argument";
@@ -188,9 +183,13 @@ BindResult BindGraph(const Symbol& symbol, Device device, const Executor::ArrayM
     request.shapes[name] = array.shape();
     request.dtypes[name] = array.dtype();
   }
-  request.extend = [&](const Graph& g, const std::vector<std::string>& grad_args) {
-    return Extend(g, grad_args, extension);
-  };
+  WEFT_CHECK(extension.append || extension.write_back.empty())
+      << "Bind: write_back arguments without an extension that appends them";
+  if (extension.append) {
+    request.extend = [&](const Graph& g, const std::vector<std::string>& grad_args) {
+      return Extend(g, grad_args, extension);
+    };
+  }
   request.num_write_backs = extension.write_back.size();
   request.check_arguments = [&](const Graph& g, const std::vector<std::string>&) {
     CheckNames(g, args, arg_grads, grad_reqs);
@@ -252,7 +251,15 @@ std::vector<std::string> Executor::MutatedArguments(const Symbol& symbol) {
   return names;
 }
 
-void Executor::Forward(bool is_train) { impl_->run.Push(Phase::kForward, is_train); }
+void Executor::Forward(bool is_train) {
+  if (is_train && impl_->passes.folded_batch_norms > 0) {
+    WEFT_THROW("Executor::Forward: a training forward of a graph bound for inference: "
+               << impl_->passes.folded_batch_norms
+               << " BatchNorm(s) were folded into their convolutions, which leaves no batch "
+                  "statistics to compute; bind with a gradient, or with WEFT_FOLD_BATCH_NORM=0");
+  }
+  impl_->run.Push(Phase::kForward, is_train);
+}
 
 const std::vector<NDArray>& Executor::head_grads() const { return impl_->plan.head_grads(); }
 

@@ -42,9 +42,9 @@ uint32_t GraphRewrite::Keep(uint32_t n, std::vector<NodeEntry> inputs) {
 }
 
 uint32_t GraphRewrite::Add(Node node, const std::vector<uint32_t>& typed_like) {
-  WEFT_CHECK_EQ(typed_like.size(), node.num_outputs())
-      << "graph rewrite: node '" << Abbreviate(node.name) << "' needs one type per output";
   if (from_.has_types()) {
+    WEFT_CHECK_EQ(typed_like.size(), node.num_outputs())
+        << "graph rewrite: node '" << Abbreviate(node.name) << "' needs one type per output";
     for (uint32_t e : typed_like) {
       shapes_.push_back(from_.shapes()[e]);
       dtypes_.push_back(from_.dtypes()[e]);

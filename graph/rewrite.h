@@ -31,8 +31,8 @@ class GraphRewrite {
   // As Keep, reading `inputs` (entries of the new graph) instead.
   uint32_t Keep(uint32_t n, std::vector<NodeEntry> inputs);
   // Appends `node`, whose inputs are entries of the new graph and whose forward_node is a node of
-  // the old one (or -1), with the types of old entries `typed_like` (one per output). Maps
-  // nothing to it. Returns its index.
+  // the old one (or -1), with the types of old entries `typed_like` (one per output; none when the
+  // old graph is untyped). Maps nothing to it. Returns its index.
   uint32_t Add(Node node, const std::vector<uint32_t>& typed_like);
   // As Add, typed like old node `like`'s outputs.
   uint32_t AddLike(Node node, uint32_t like);

@@ -4,6 +4,7 @@
 
 #include "core/env.h"
 #include "passes/cse.h"
+#include "passes/fold_batch_norm.h"
 #include "passes/gradient.h"
 #include "passes/infer.h"
 #include "passes/plan_memory.h"
@@ -40,6 +41,12 @@ std::vector<bool> ExternalEntries(const Graph& g) {
 }
 
 Graph Cse(const Graph& g, State&) { return EliminateCommonExpr(g); }
+
+// An inference bind: no gradient, no caller's nodes (a trainer's step has both).
+bool Infers(const Graph& g, const State& s) {
+  return WithRespectTo(g, s.request).empty() && !s.request.extend;
+}
+Graph FoldNorms(const Graph& g, State& s) { return FoldBatchNorm(g, &s.result.folded_batch_norms); }
 
 bool Differentiates(const Graph& g, const State& s) { return !WithRespectTo(g, s.request).empty(); }
 Graph Differentiate(const Graph& g, State& s) {
@@ -85,8 +92,9 @@ struct PassRow {
 };
 
 // The pipeline: the table in pipeline.h.
-constexpr std::array<PassRow, 7> kBindPasses = {{
+constexpr std::array<PassRow, 8> kBindPasses = {{
     {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
+    {"fold_batch_norm", "WEFT_FOLD_BATCH_NORM", Infers, FoldNorms, nullptr},
     {"gradient", nullptr, Differentiates, Differentiate, nullptr},
     {"extend", nullptr, nullptr, Extend, nullptr},
     {"infer_shapes_and_types", nullptr, nullptr, Infer, nullptr},

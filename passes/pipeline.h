@@ -4,6 +4,8 @@
 //
 //   pass                    switch                       runs
 //   eliminate_common_expr   WEFT_ELIMINATE_COMMON_EXPR   always (passes/cse.h)
+//   fold_batch_norm         WEFT_FOLD_BATCH_NORM         inference binds (no gradient, no
+//                                                        extension): BatchNorm into Convolution
 //   gradient                -                            when a gradient is requested
 //   extend                  -                            the caller's nodes, then its checks
 //   infer_shapes_and_types  -                            always, for the device; then the checks
@@ -61,6 +63,9 @@ struct BindResult {
   // The arguments whose gradients are outputs, in order, after the forward outputs.
   std::vector<std::string> grad_args;
   FusionStats fusion;
+  // BatchNorms folded into convolutions: the graph computes only inference (Forward with is_train
+  // is an error).
+  int folded_batch_norms = 0;
   std::vector<Pass> passes;  // the passes that ran, in order
 };
 

@@ -17,12 +17,10 @@
 namespace weft {
 namespace {
 
-using resnet_cases::Case;
-using resnet_cases::Tensor;
+using testing::resnet_cases::Case;
+using testing::resnet_cases::Tensor;
 
-bool StartsWith(const std::string& s, const std::string& prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 // The symbol of a case: the block's output, or the ResNet's per-sample loss.
 Symbol SymbolOf(const Case& c) {
@@ -69,7 +67,7 @@ void RunCase(const Case& c, DType dtype, double tolerance) {
   std::map<std::string, GradReq> reqs;
   size_t arguments = 0, moving = 0;
   for (const std::string& name : symbol.ListArguments()) {
-    args[name] = ArrayOf(Find(c, name), name == "label" ? DType::kFloat32 : dtype);
+    args[name] = ArrayOf(Find(c, name), dtype);
     ++arguments;
     if (name.find("moving_") != std::string::npos) ++moving;
     if (name == "label" || name.find("moving_") != std::string::npos) continue;
@@ -100,11 +98,11 @@ void RunCase(const Case& c, DType dtype, double tolerance) {
 }
 
 TEST(ResNetAgainstPyTorch, BlockAndNetworkInFloat64) {
-  for (const Case& c : resnet_cases::Cases()) RunCase(c, DType::kFloat64, 1e-9);
+  for (const Case& c : testing::resnet_cases::Cases()) RunCase(c, DType::kFloat64, 1e-9);
 }
 
 TEST(ResNetAgainstPyTorch, BlockAndNetworkInFloat32) {
-  for (const Case& c : resnet_cases::Cases()) RunCase(c, DType::kFloat32, 1e-5);
+  for (const Case& c : testing::resnet_cases::Cases()) RunCase(c, DType::kFloat32, 1e-5);
 }
 
 }  // namespace

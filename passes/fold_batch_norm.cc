@@ -1,0 +1,118 @@
+#include "passes/fold_batch_norm.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "graph/rewrite.h"
+#include "ops/nn/nn_params.h"
+#include "ops/op.h"
+
+namespace weft {
+namespace {
+
+// How many times each entry is read, a graph output counting as a read.
+std::vector<int> Readers(const Graph& g) {
+  std::vector<int> readers(g.num_entries(), 0);
+  for (const Node& node : g.nodes()) {
+    for (const NodeEntry& e : node.inputs) ++readers[g.EntryId(e)];
+  }
+  for (const NodeEntry& e : g.outputs()) ++readers[g.EntryId(e)];
+  return readers;
+}
+
+// The Convolution node BatchNorm node `n` can fold into, or -1.
+int64_t FoldableConvolution(const Graph& g, uint32_t n, const std::vector<int>& readers) {
+  const Node& bn = g.node(n);
+  if (bn.op == nullptr || bn.op->name != "BatchNorm") return -1;
+  if (bn.attrs.Get<BatchNormParam>().axis != 1) return -1;
+  const NodeEntry data = bn.inputs[0];
+  const Node& conv = g.node(data.node);
+  if (conv.op == nullptr || conv.op->name != "Convolution" || readers[g.EntryId(data)] != 1)
+    return -1;
+  return data.node;
+}
+
+std::string Text(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  return out.str();
+}
+
+// Appends the nodes of one fold to a rewrite: each a forward node named after the BatchNorm.
+class Folder {
+ public:
+  Folder(GraphRewrite& r, const std::string& name) : r_(r), name_(name) {}
+
+  NodeEntry Op(const char* op, std::vector<NodeEntry> inputs, AttrMap attrs = {}) {
+    Node node;
+    node.op = &GetOp(op);
+    node.name = name_ + "_fold" + std::to_string(count_++);
+    node.attrs = ParseAttrs(*node.op, attrs);
+    node.inputs = std::move(inputs);
+    return {r_.Add(std::move(node), {}), 0};
+  }
+
+ private:
+  GraphRewrite& r_;
+  const std::string& name_;
+  int count_ = 0;
+};
+
+// The folded convolution for BatchNorm `bn` over Convolution `conv`; returns its output (after the
+// relu of act_type relu).
+NodeEntry Fold(GraphRewrite& r, const Node& conv, const Node& bn) {
+  const BatchNormParam& p = bn.attrs.Get<BatchNormParam>();
+  const ConvParam& c = conv.attrs.Get<ConvParam>();
+  Folder f(r, bn.name);
+  const auto in = [&](const Node& node, int i) { return r.Map(node.inputs[i]); };
+  const NodeEntry inv_std =
+      f.Op("rdiv_scalar", {f.Op("sqrt", {f.Op("add_scalar", {in(bn, 4)}, {{"scalar", Text(p.eps)}})})},
+           {{"scalar", "1"}});
+  const NodeEntry scale = p.fix_gamma ? inv_std : f.Op("mul", {in(bn, 1), inv_std});
+  const NodeEntry weight =
+      f.Op("mul", {in(conv, 1), f.Op("reshape", {scale}, {{"shape", "(-1, 1, 1, 1)"}})});
+  const NodeEntry centred = c.no_bias ? f.Op("neg", {in(bn, 3)}) : f.Op("sub", {in(conv, 2), in(bn, 3)});
+  const NodeEntry bias = f.Op("add", {f.Op("mul", {centred, scale}), in(bn, 2)});
+  Node folded = conv;
+  AttrMap attrs = conv.attrs.raw();
+  attrs["no_bias"] = "false";
+  folded.attrs = ParseAttrs(*conv.op, attrs);
+  folded.inputs = {in(conv, 0), weight, bias};
+  NodeEntry out{r.Add(std::move(folded), {}), 0};
+  return p.act == BnAct::kRelu ? f.Op("relu", {out}) : out;
+}
+
+}  // namespace
+
+Graph FoldBatchNorm(const Graph& g, int* folded) {
+  const std::vector<int> readers = Readers(g);
+  std::vector<int64_t> conv_of(g.nodes().size(), -1);  // per BatchNorm node: its convolution
+  std::vector<bool> deferred(g.nodes().size(), false);  // convolutions folded at their BatchNorm
+  int count = 0;
+  for (uint32_t n = 0; n < g.nodes().size(); ++n) {
+    conv_of[n] = FoldableConvolution(g, n, readers);
+    if (conv_of[n] >= 0) {
+      deferred[conv_of[n]] = true;
+      ++count;
+    }
+  }
+  if (folded != nullptr) *folded = count;
+  if (count == 0) return g;
+  GraphRewrite r(g);
+  for (uint32_t n = 0; n < g.nodes().size(); ++n) {
+    if (deferred[n]) continue;
+    if (conv_of[n] < 0) {
+      r.Keep(n);
+      continue;
+    }
+    const uint32_t node = r.num_nodes();
+    const NodeEntry out = Fold(r, g.node(conv_of[n]), g.node(n));
+    r.MapNode(n, node);
+    r.MapEntry({n, 0}, out);
+  }
+  return std::move(r).Finish();
+}
+
+}  // namespace weft

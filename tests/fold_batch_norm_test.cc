@@ -1,0 +1,118 @@
+// The inference pass that folds BatchNorm into the convolution before it (passes/
+// fold_batch_norm.h): a bound graph with it computes what the same graph without it computes,
+// within float32 rounding; it folds only what it may (a BatchNorm over channels, on a convolution
+// read by nothing else), only in inference binds, and a training forward of a folded graph is an
+// error.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "passes/fold_batch_norm.h"
+#include "tests/weft_test_util.h"
+#include "weft/weft.h"
+
+namespace weft {
+namespace {
+
+size_t CountOps(const Graph& g, const std::string& op) {
+  return std::count_if(g.nodes().begin(), g.nodes().end(),
+                       [&](const Node& n) { return n.op != nullptr && n.op->name == op; });
+}
+
+Symbol ConvBn(Symbol x, const std::string& name, const AttrMap& conv, const AttrMap& bn) {
+  AttrMap c = conv;
+  c.emplace("kernel", "(3, 3)");
+  c.emplace("pad", "(1, 1)");
+  c.emplace("num_filter", "6");
+  x = Symbol::Op("Convolution", {x}, c, name + "_conv");
+  return Symbol::Op("BatchNorm", {x}, bn, name + "_bn");
+}
+
+// Random arguments for `s` with data (2, 3, 7, 7); running variances positive.
+Executor::ArrayMap Arguments(const Symbol& s) {
+  Executor::ArrayMap args;
+  const auto shapes = InferArgumentShapes(s.ToGraph(), {{"data", Shape{2, 3, 7, 7}}});
+  for (const auto& [name, shape] : shapes) {
+    args[name] = NDArray(shape);
+    if (name.find("moving_var") != std::string::npos || name.find("gamma") != std::string::npos) {
+      args[name].FillUniform(0.5, 1.5);
+    } else {
+      args[name].FillUniform(-1, 1);
+    }
+  }
+  return args;
+}
+
+std::vector<float> Infer(const Symbol& s, const Executor::ArrayMap& args, bool fold) {
+  testing::ScopedEnv env("WEFT_FOLD_BATCH_NORM", fold ? "1" : "0");
+  auto exec = Executor::Bind(s, Device::Cpu(), args);
+  exec->Forward(/*is_train=*/false);
+  return exec->outputs()[0].ToVector<float>();
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::abs(want[i]))) << i;
+}
+
+TEST(FoldBatchNorm, FoldedGraphsComputeWhatUnfoldedOnesDo) {
+  const Symbol data = Symbol::Variable("data");
+  const std::vector<std::pair<std::string, Symbol>> cases = {
+      {"no bias", ConvBn(data, "a", {{"no_bias", "true"}}, {})},
+      {"bias", ConvBn(data, "a", {}, {})},
+      {"fix_gamma, relu", ConvBn(data, "a", {}, {{"fix_gamma", "true"}, {"act_type", "relu"}})},
+      {"grouped, strided",
+       ConvBn(data, "a", {{"num_group", "3"}, {"stride", "(2, 2)"}}, {{"eps", "0.01"}})},
+      {"a chain", ConvBn(ConvBn(data, "a", {}, {{"act_type", "relu"}}), "b", {}, {})},
+  };
+  for (const auto& [what, s] : cases) {
+    SCOPED_TRACE(what);
+    int folded = 0;
+    const Graph g = FoldBatchNorm(s.ToGraph(), &folded);
+    EXPECT_EQ(folded, static_cast<int>(CountOps(s.ToGraph(), "BatchNorm")));
+    EXPECT_EQ(CountOps(g, "BatchNorm"), 0u);
+    const Executor::ArrayMap args = Arguments(s);
+    ExpectClose(Infer(s, args, true), Infer(s, args, false));
+  }
+}
+
+TEST(FoldBatchNorm, LeavesWhatItMayNotFold) {
+  const Symbol data = Symbol::Variable("data");
+  const Symbol conv = Symbol::Op("Convolution", {data},
+                                 {{"kernel", "(3, 3)"}, {"num_filter", "4"}}, "conv");
+  const Symbol read_twice = Symbol::Group(
+      {Symbol::Op("BatchNorm", {conv}, {}, "bn"), Symbol::Op("relu", {conv}, {}, "r")});
+  const Symbol other_axis = Symbol::Op("BatchNorm", {conv}, {{"axis", "-1"}}, "bn");
+  const Symbol not_conv = Symbol::Op("BatchNorm", {Symbol::Op("relu", {data})}, {}, "bn");
+  for (const Symbol& s : {read_twice, other_axis, not_conv}) {
+    int folded = -1;
+    const Graph g = FoldBatchNorm(s.ToGraph(), &folded);
+    EXPECT_EQ(folded, 0);
+    EXPECT_EQ(CountOps(g, "BatchNorm"), 1u);
+  }
+}
+
+TEST(FoldBatchNorm, OnlyInferenceBindsFoldAndTheyCannotTrain) {
+  const Symbol s = ConvBn(Symbol::Variable("data"), "a", {}, {});
+  Executor::ArrayMap args = Arguments(s);
+  auto inference = Executor::Bind(s, Device::Cpu(), args);
+  EXPECT_EQ(inference->ToDot().find("BatchNorm"), std::string::npos) << "folded";
+  testing::ExpectErrorContains([&] { inference->Forward(/*is_train=*/true); },
+                               {"a training forward of a graph bound for inference",
+                                "WEFT_FOLD_BATCH_NORM=0"});
+  Executor::ArrayMap grads = {{"a_conv_weight", NDArray(args.at("a_conv_weight").shape())}};
+  auto training = Executor::Bind(s, Device::Cpu(), args, grads,
+                                 {{"a_conv_weight", GradReq::kWrite}});
+  EXPECT_NE(training->ToDot().find("BatchNorm"), std::string::npos) << "not folded";
+  training->Forward(/*is_train=*/true);
+  training->Backward();
+  EXPECT_NO_THROW(args.at("a_bn_moving_mean").WaitToRead());
+}
+
+}  // namespace
+}  // namespace weft
