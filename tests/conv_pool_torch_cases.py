@@ -11,6 +11,8 @@ L = sum(y * gy) for every input (dx, and dw, db for a convolution).
 import torch
 import torch.nn.functional as F
 
+from torch_fixture import f32, values
+
 # name, x shape, weight shape, bias, stride, padding, dilation, groups
 CONVOLUTIONS = [
     ("conv_grouped", (2, 4, 6, 5), (6, 2, 3, 3), True, (1, 1), (1, 1), (1, 1), 2),
@@ -31,10 +33,6 @@ POOLINGS = [
     ("max_ceil_no_pad", "max", (1, 3, 5, 7), (2, 2), (2, 2), (0, 0), True, True),
     ("avg_ceil_no_pad", "avg", (1, 3, 5, 7), (2, 3), (2, 2), (0, 1), True, True),
 ]
-
-
-def f32(shape, gen):
-    return (torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1).float().double()
 
 
 def pair(v):
@@ -71,12 +69,6 @@ def pooling(case, gen):
              "pooling_convention": "full" if ceil_mode else "valid",
              "count_include_pad": "true" if include_pad else "false"}
     return name, "Pooling", attrs, {"x": x, "y": y, "gy": gy, "dx": x.grad}
-
-
-def values(t):
-    v = [repr(float(x)) for x in t.detach().reshape(-1).tolist()]
-    rows = [", ".join(v[k:k + 4]) for k in range(0, len(v), 4)]
-    return (",\n" + " " * 10).join(rows)
 
 
 def main():

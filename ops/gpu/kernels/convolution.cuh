@@ -16,7 +16,7 @@ __global__ void ChannelBias(const T* b, T* y, int64 n, int64 channels, int64 pla
 }
 
 // db[c] = the sum of dy[i, c, p] over i and p, per req: a block per channel, its threads over the
-// (n, plane) elements, then a tree in shared memory.
+// (n, plane) elements, then BlockSum.
 template <typename T>
 __global__ void ChannelSums(const T* dy, T* db, int64 n, int64 channels, int64 plane, int req) {
   typedef typename Arith<T>::type A;
@@ -25,13 +25,8 @@ __global__ void ChannelSums(const T* dy, T* db, int64 n, int64 channels, int64 p
     A sum = A(0);
     for (int64 e = threadIdx.x; e < n * plane; e += blockDim.x)
       sum += ToArith(dy[(e / plane * channels + c) * plane + e % plane]);
-    partial[threadIdx.x] = sum;
-    __syncthreads();
-    for (int half = kGpuBlock / 2; half > 0; half /= 2) {
-      if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) Store1(db + c, partial[0], req);
+    const A total = BlockSum(sum, partial);
+    if (threadIdx.x == 0) Store1(db + c, total, req);
     __syncthreads();  // partial[0] is read before the next channel overwrites it
   }
 }
