@@ -172,9 +172,9 @@ double KernelOnlyGbs(int reps, unsigned blocks, bool copy) {
   WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
   WEFT_CUDA_CHECK(cudaEventCreate(&start));
   WEFT_CUDA_CHECK(cudaEventCreate(&stop));
-  double scalar = 0;
+  double scalar = 0;  // both of the kernel's scalars
   int req = 1;
-  void* args[] = {&x, &y, &n, &scalar, &req};
+  void* args[] = {&x, &y, &n, &scalar, &scalar, &req};
   const void* kernel = reinterpret_cast<const void*>(relu.handle());
   auto once = [&] {
     if (copy) {

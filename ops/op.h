@@ -19,7 +19,8 @@
 //
 // ---- Adding an op ----
 //
-// A pointwise op (say `softsign`, x / (1 + |x|)) touches two library files and two tests:
+// A pointwise op (say `softsign`, x / (1 + |x|)) touches two library files and two tests (an op
+// with two scalar attributes, like clip, is defined beside the table instead: unary.cc shows how):
 //   1. ops/math/unary.h: the functor `fn::SoftSign`, Fwd and the gradient it reads; the CPU loops,
 //      the GPU kernels (NVRTC) and fused kernels all call it, so there is no other math to write.
 //   2. ops/elementwise/unary_ops.h: one row, X(softsign, SoftSign, "x / (1 + |x|)", false). The
@@ -142,8 +143,8 @@ using GradientFn = std::function<void(const Attrs& attrs, GradBuilder& grad)>;
 // Which member of its functor a pointwise op applies, elementwise (ops/math/ defines the functors).
 enum class PointwiseKind : uint8_t {
   kNone,            // not pointwise
-  kUnary,           // y = F::Fwd(x, scalar)                      (ops/math/unary.h)
-  kUnaryBackward,   // dx = BackwardOf<F>(dy, x or y, scalar)     (ops/math/unary.h)
+  kUnary,           // y = F::Fwd(x, scalars...)                  (ops/math/unary.h)
+  kUnaryBackward,   // dx = BackwardOf<F>(dy, x or y, scalars...) (ops/math/unary.h)
   kBinary,          // y = F::Fwd(l, r), with broadcasting        (ops/math/binary.h)
   kBinaryBackward,  // dl = dy * F::DL(l, r), dr = dy * F::DR(l, r)
   kAddN,            // y = x0 + x1 + ... (no functor)
@@ -153,19 +154,30 @@ enum class PointwiseKind : uint8_t {
   kUpdate,          // an optimizer update: F::Step(...)          (ops/math/optimizer.h)
 };
 
+// The scalars a unary functor takes after its value, from the op's attributes, in order: the
+// `scalar` of the *_scalar forms, clip's (a_min, a_max); none for most ops. The unfused kernels
+// take kMaxPointwiseScalars of them (the unused ones 0), a fused kernel's arguments only `count`.
+inline constexpr int kMaxPointwiseScalars = 2;
+struct PointwiseScalars {
+  int count = 0;
+  double values[kMaxPointwiseScalars] = {};
+};
+
 // The code a pointwise op runs, named so that the fusion code generator calls exactly the functor
 // the op's CPU and GPU computes call: never an expression of its own.
 struct PointwiseFn {
   PointwiseKind kind = PointwiseKind::kNone;
   std::string functor;  // "weft::fn::Relu"; empty for kAddN, kCast, kReshape
-  // For ops whose functor or scalar an attribute chooses (Activation's act_type, the `scalar` of
-  // the *_scalar forms); null: `functor`, and a scalar of 0.
+  // For ops whose functor or scalars an attribute chooses (Activation's act_type, the `scalar` of
+  // the *_scalar forms, clip's bounds); null: `functor`, and no scalars.
   std::function<std::string(const Attrs&)> functor_of;
-  std::function<double(const Attrs&)> scalar_of;
+  std::function<PointwiseScalars(const Attrs&)> scalars_of;
 
   explicit operator bool() const { return kind != PointwiseKind::kNone; }
   std::string Functor(const Attrs& a) const { return functor_of ? functor_of(a) : functor; }
-  double Scalar(const Attrs& a) const { return scalar_of ? scalar_of(a) : 0.0; }
+  PointwiseScalars Scalars(const Attrs& a) const {
+    return scalars_of ? scalars_of(a) : PointwiseScalars{};
+  }
 };
 
 // Bind-time preparation of one call whose tensors will not change (a bound graph's node: the

@@ -247,7 +247,8 @@ TEST(FusedCodegen, TheArgumentBytesAreWhereTheStructHasThem) {
     if (f.kind == ArgField::Kind::kScalar) {
       double s = 0;
       std::memcpy(&s, bytes + f.offset, 8);
-      EXPECT_EQ(s, g->steps[f.index].op->pointwise.Scalar(g->steps[f.index].attrs)) << f.name;
+      const FusedGroup::Step& step = g->steps[f.index];
+      EXPECT_EQ(s, step.op->pointwise.Scalars(step.attrs).values[f.axis]) << f.name;
     }
     if (f.kind == ArgField::Kind::kCount) {
       int32_t n = 0;

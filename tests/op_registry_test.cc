@@ -44,6 +44,8 @@ const std::map<std::string, AttrMap>& ExampleAttrs() {
     auto* t = new std::map<std::string, AttrMap>{
         {"Activation", {{"act_type", "tanh"}}},
         {"_backward_Activation", {{"act_type", "tanh"}}},
+        {"clip", {{"a_min", "0"}, {"a_max", "6"}}},
+        {"_backward_clip", {{"a_min", "0"}, {"a_max", "6"}}},
         {"FullyConnected", {{"num_hidden", "4"}}},
         {"_backward_FullyConnected", {{"num_hidden", "4"}}},
         {"Convolution", {{"kernel", "(3, 3)"}, {"num_filter", "2"}}},

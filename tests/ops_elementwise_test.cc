@@ -1,12 +1,15 @@
-// Elementwise ops: unary functions and their scalar forms, Activation, broadcasting binary ops,
-// add_n. Each case runs forward (req write and add) against a plain reference and checks the
+// Elementwise ops: unary functions and their scalar forms, Activation, clip, broadcasting binary
+// ops, add_n. Each case runs forward (req write and add) against a plain reference and checks the
 // gradient against finite differences (see op_test_util.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
+#include "storage/ndarray.h"
 #include "tests/op_test_util.h"
+#include "weft/imperative.h"
 
 namespace weft::testing {
 namespace {
@@ -85,6 +88,54 @@ TEST(ElementwiseOps, ActivationCoversEveryType) {
     c.init = UniformAwayFromZero;
     c.name = "Activation(" + act + ")";
     RunOpCase(c);
+  }
+}
+
+// clip(x, lo, hi) on inputs spread over [-2 * scale, 2 * scale), none within 0.05 * scale of a
+// bound (where the finite differences would straddle the kink).
+OpCase ClipCase(double lo, double hi, double scale) {
+  OpCase c = Unary("clip", [lo, hi](double x) { return std::min(std::max(x, lo), hi); },
+                   {{"a_min", FloatAttr(lo)}, {"a_max", FloatAttr(hi)}});
+  c.init = [lo, hi, scale](int, Values& v) {
+    for (double& x : v) {
+      x *= 2 * scale;
+      for (double bound : {lo, hi}) {
+        if (std::abs(x - bound) < 0.05 * scale) x = bound + (x < bound ? -0.05 : 0.05) * scale;
+      }
+    }
+  };
+  c.name = "clip(" + FloatAttr(lo) + ", " + FloatAttr(hi) + ")";
+  return c;
+}
+
+TEST(ElementwiseOps, ClipBoundsItsInput) {
+  RunOpCase(ClipCase(-0.5, 0.25, 1));
+  RunOpCase(ClipCase(0, 6, 4));  // ReLU6
+  RunOpCase(ClipCase(-1, -1, 1));
+}
+
+// At a bound the gradient passes (PyTorch's clamp; MXNet's clip too), outside it does not, and NaN
+// stays NaN with no gradient.
+TEST(ElementwiseOps, ClipPassesTheGradientAtItsBounds) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const AttrMap attrs = {{"a_min", "-1"}, {"a_max", "2"}};
+  for (DType dtype : TestFloatTypes()) {
+    const std::vector<double> x = {-1, 2, -1.5, 2.5, 0.5, nan};
+    const Shape shape{static_cast<int64_t>(x.size())};
+    NDArray xs = Invoke("Cast", {NDArray::FromVector(x, shape)},
+                        {{"dtype", std::string(DTypeName(dtype))}})[0];
+    xs = xs.Copy(TestDevice());
+    NDArray dy(shape, TestDevice(), dtype);
+    dy.Fill(3);
+    auto values = [](const NDArray& a) {
+      return Invoke("Cast", {a.Copy(Device::Cpu())}, {{"dtype", "float64"}})[0].ToVector<double>();
+    };
+    const std::vector<double> y = values(Invoke("clip", {xs}, attrs)[0]);
+    const std::vector<double> dx = values(Invoke("_backward_clip", {dy, xs}, attrs)[0]);
+    const std::vector<double> want_y = {-1, 2, -1, 2, 0.5}, want_dx = {3, 3, 0, 0, 3, 0};
+    for (size_t i = 0; i < want_y.size(); ++i) EXPECT_EQ(y[i], want_y[i]) << dtype << " " << i;
+    EXPECT_TRUE(std::isnan(y.back())) << dtype;
+    EXPECT_EQ(dx, want_dx) << dtype;
   }
 }
 
@@ -178,6 +229,9 @@ TEST(ElementwiseOps, BadInputsSayWhatWasExpected) {
   ExpectOpError("relu", {{"alpha", "1"}}, {Shape{2}}, {"unknown attribute 'alpha'"});
   ExpectOpError("mul_scalar", {{"scalar", "two"}}, {Shape{2}}, {"scalar", "a number", "'two'"});
   ExpectOpError("rleu", {}, {Shape{2}}, {"unknown op 'rleu'", "did you mean 'relu'"});
+  ExpectOpError("clip", {{"a_min", "1"}, {"a_max", "0.5"}}, {Shape{2}},
+                {"clip", "a_min <= a_max", "found 1 and 0.5"});
+  ExpectOpError("clip", {{"a_min", "0"}}, {Shape{2}}, {"clip", "a_max", "required"});
   for (const char* op :
        {"neg", "exp", "log", "sqrt", "square", "abs", "sigmoid", "tanh", "softrelu", "gelu"}) {
     ExpectOpError(op, {}, {Shape{2}, Shape{2}}, {op, "expected 1 input(s), found 2"});

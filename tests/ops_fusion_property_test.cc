@@ -5,12 +5,12 @@
 //
 // The graphs are drawn from the registry's forward pointwise ops (each must have a rule here, and
 // each must be drawn: TheRandomGraphsCoverWhatFusionMustHandle): the unary ops and their *_scalar
-// forms with random scalars, Activation with every act_type, the binary ops against full operands
-// and broadcast ones (bias-like (C), (1, C), (N, 1), random masks; one input often read in several
-// frames, through reshapes), add_n, Cast to float64 and back, reshape / reshape_like / expand_dims
-// / flatten; and a few ops that are not pointwise (mean with keepdims, transpose), which groups
-// must go around. Values fan out and in; a graph has up to four outputs, often read inside their
-// group too; each argument's gradient request is write, add or null.
+// forms with random scalars, clip with random bounds, Activation with every act_type, the binary
+// ops against full operands and broadcast ones (bias-like (C), (1, C), (N, 1), random masks; one
+// input often read in several frames, through reshapes), add_n, Cast to float64 and back, reshape /
+// reshape_like / expand_dims / flatten; and a few ops that are not pointwise (mean with keepdims,
+// transpose), which groups must go around. Values fan out and in; a graph has up to four outputs,
+// often read inside their group too; each argument's gradient request is write, add or null.
 //
 // Inputs and every value stay where the ops are well-conditioned: each value carries bounds
 // [lo, hi]; log, sqrt, rdiv_scalar and divisors only see values >= 0.25, exp only <= 3, and no
@@ -98,10 +98,12 @@ double SoftRelu(double x) { return std::log1p(std::exp(x)); }
 double Relu(double x) { return std::max(x, 0.0); }
 
 // A unary op's rule: which scalar it takes, and the bounds of its result for an input within `x`,
-// or nullopt where the op is not well-conditioned on x.
+// or nullopt where the op is not well-conditioned on x. kBounds: two scalars, a_min <= a_max
+// (clip), and `bounded` instead of `range`.
 struct UnaryRule {
-  enum class Scalar { kNone, kAny, kDivisor, kClamp } scalar = Scalar::kNone;
+  enum class Scalar { kNone, kAny, kDivisor, kClamp, kBounds } scalar = Scalar::kNone;
   MaybeRange (*range)(Range x, double s) = nullptr;
+  MaybeRange (*bounded)(Range x, double lo, double hi) = nullptr;
 };
 using S = UnaryRule::Scalar;
 
@@ -138,6 +140,9 @@ MaybeRange RDivS(Range x, double s) {
 }
 MaybeRange MaxS(Range x, double s) { return Range{std::max(x.lo, s), std::max(x.hi, s)}; }
 MaybeRange MinS(Range x, double s) { return Range{std::min(x.lo, s), std::min(x.hi, s)}; }
+MaybeRange Clip(Range x, double lo, double hi) {
+  return Range{std::clamp(x.lo, lo, hi), std::clamp(x.hi, lo, hi)};
+}
 
 const std::map<std::string, UnaryRule>& UnaryRules() {
   static const std::map<std::string, UnaryRule> rules = {
@@ -161,6 +166,7 @@ const std::map<std::string, UnaryRule>& UnaryRules() {
       {"rdiv_scalar", {S::kAny, RDivS}},
       {"maximum_scalar", {S::kClamp, MaxS}},
       {"minimum_scalar", {S::kClamp, MinS}},
+      {"clip", {S::kBounds, nullptr, Clip}},
   };
   return rules;
 }
@@ -332,7 +338,7 @@ std::optional<Value> GraphGenerator::Unary(const Value& x) {
   std::string rule = op;
   if (op == "Activation") attrs["act_type"] = rule = Pick(act_types_);
   const UnaryRule& r = UnaryRules().at(rule);
-  double s = 0;  // multiples of 1/4: exact in the attribute's text and in float
+  double s = 0, t = 0;  // multiples of 1/4: exact in the attribute's text and in float
   switch (r.scalar) {
     case S::kNone:
       break;
@@ -345,6 +351,10 @@ std::optional<Value> GraphGenerator::Unary(const Value& x) {
     case S::kClamp:
       s = Int(-4, 4) / 4.0;
       break;
+    case S::kBounds:
+      s = Int(-8, 4) / 4.0, t = s + Int(0, 8) / 4.0;
+      attrs = {{"a_min", Number(s)}, {"a_max", Number(t)}};
+      return Apply(op, {x}, attrs, r.bounded(x.range, s, t));
   }
   if (r.scalar != S::kNone) attrs["scalar"] = Number(s);
   return Apply(op, {x}, attrs, r.range(x.range, s));

@@ -2,12 +2,15 @@
 // SoftmaxCrossEntropy. Each case runs forward in float32 (req write and add) against a plain
 // reference written here from the ops' definitions, and checks the float64 gradient against
 // finite differences (see op_test_util.h). Shapes stay small so finite differences are quick.
+// Convolution and Pooling are also checked against PyTorch's numbers
+// (tests/conv_pool_torch_cases.py).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +18,7 @@
 #include "core/error.h"
 #include "ops/cpu/internal/dnnl_util.h"
 #include "storage/ndarray.h"
+#include "tests/conv_pool_torch_cases.h"
 #include "tests/op_test_util.h"
 #include "weft/imperative.h"
 
@@ -225,23 +229,36 @@ struct Tap {
   int64_t i, j, row, col;
 };
 
-// A 2-D window: kernel, stride and pad per axis (rows, columns).
+// A 2-D window: kernel, stride and pad per axis (rows, columns); dilation (Convolution), ceil mode
+// (Pooling's pooling_convention "full").
 struct Window {
   int64_t kh, kw, sh, sw, ph, pw;
+  int64_t dh = 1, dw = 1;
+  bool ceil = false;
 
   AttrMap Attrs() const {
-    return {{"kernel", Shape{kh, kw}.ToString()},
-            {"stride", Shape{sh, sw}.ToString()},
-            {"pad", Shape{ph, pw}.ToString()}};
+    AttrMap a = {{"kernel", Shape{kh, kw}.ToString()},
+                 {"stride", Shape{sh, sw}.ToString()},
+                 {"pad", Shape{ph, pw}.ToString()}};
+    if (dh != 1 || dw != 1) a["dilate"] = Shape{dh, dw}.ToString();
+    if (ceil) a["pooling_convention"] = "full";
+    return a;
   }
-  int64_t OutRows(int64_t h) const { return (h + 2 * ph - kh) / sh + 1; }
-  int64_t OutCols(int64_t w) const { return (w + 2 * pw - kw) / sw + 1; }
+  // floor((size + 2 pad - span) / stride) + 1, or ceil, less the window starting past the input.
+  static int64_t Extent(int64_t size, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
+    const int64_t room = size + 2 * p - d * (k - 1) - 1;
+    if (!ceil) return room / s + 1;
+    const int64_t out = (room + s - 1) / s + 1;
+    return (out - 1) * s - p >= size ? out - 1 : out;
+  }
+  int64_t OutRows(int64_t h) const { return Extent(h, kh, sh, ph, dh, ceil); }
+  int64_t OutCols(int64_t w) const { return Extent(w, kw, sw, pw, dw, ceil); }
   // The taps of the window at output (oy, ox) that fall inside an (h, w) input.
   std::vector<Tap> Taps(int64_t oy, int64_t ox, int64_t h, int64_t w) const {
     std::vector<Tap> taps;
     for (int64_t i = 0; i < kh; ++i) {
       for (int64_t j = 0; j < kw; ++j) {
-        const int64_t row = oy * sh - ph + i, col = ox * sw - pw + j;
+        const int64_t row = oy * sh - ph + i * dh, col = ox * sw - pw + j * dw;
         if (row >= 0 && row < h && col >= 0 && col < w) taps.push_back({i, j, row, col});
       }
     }
@@ -249,22 +266,24 @@ struct Window {
   }
 };
 
-// y[n, f, oy, ox] = b[f] + sum over c, i, j of x[n, c, oy * sh - ph + i, ox * sw - pw + j] * w[f,
-// c, i, j], where rows and columns outside the input (the padding) are zero.
-Values ConvolutionReference(const Inputs& in, const Shape& data, int64_t filters, const Window& win,
-                            bool bias) {
-  const int64_t N = data[0], C = data[1], H = data[2], W = data[3];
+// y[n, f, oy, ox] = b[f] + sum over the group's channels c and taps (i, j) of
+// x[n, c, oy * sh - ph + i * dh, ox * sw - pw + j * dw] * w[f, c - first, i, j], where the filter's
+// group is f / (F / G), its channels [first, first + C / G), and taps in the padding are zero.
+Values ConvolutionReference(const Inputs& in, const Shape& data, int64_t filters, int64_t groups,
+                            const Window& win, bool bias) {
+  const int64_t N = data[0], C = data[1], H = data[2], W = data[3], CG = C / groups;
   const int64_t OH = win.OutRows(H), OW = win.OutCols(W);
   Values y(N * filters * OH * OW);
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t f = 0; f < filters; ++f) {
+      const int64_t first = f / (filters / groups) * CG;
       for (int64_t oy = 0; oy < OH; ++oy) {
         for (int64_t ox = 0; ox < OW; ++ox) {
           double sum = bias ? in[2][f] : 0.0;
           for (const Tap& t : win.Taps(oy, ox, H, W)) {
-            for (int64_t c = 0; c < C; ++c) {
-              sum += in[0][((n * C + c) * H + t.row) * W + t.col] *
-                     in[1][((f * C + c) * win.kh + t.i) * win.kw + t.j];
+            for (int64_t c = 0; c < CG; ++c) {
+              sum += in[0][((n * C + first + c) * H + t.row) * W + t.col] *
+                     in[1][((f * CG + c) * win.kh + t.i) * win.kw + t.j];
             }
           }
           y[((n * filters + f) * OH + oy) * OW + ox] = sum;
@@ -275,20 +294,23 @@ Values ConvolutionReference(const Inputs& in, const Shape& data, int64_t filters
   return y;
 }
 
-OpCase ConvolutionCase(const Shape& data, int64_t filters, const Window& win, bool bias) {
-  std::vector<Shape> shapes = {data, Shape{filters, data[1], win.kh, win.kw}};
+OpCase ConvolutionCase(const Shape& data, int64_t filters, const Window& win, bool bias,
+                       int64_t groups = 1) {
+  std::vector<Shape> shapes = {data, Shape{filters, data[1] / groups, win.kh, win.kw}};
   if (bias) shapes.push_back(Shape{filters});
   AttrMap attrs = win.Attrs();
   attrs["num_filter"] = std::to_string(filters);
   attrs["no_bias"] = bias ? "0" : "1";
+  if (groups != 1) attrs["num_group"] = std::to_string(groups);
   OpCase c{"Convolution", attrs, shapes, [=](const Inputs& in) {
-             return Outputs{ConvolutionReference(in, data, filters, win, bias)};
+             return Outputs{ConvolutionReference(in, data, filters, groups, win, bias)};
            }};
   c.tolerance = kForwardTolerance;
   c.gradient_tolerance = kGradientTolerance;
-  c.name = "Convolution data " + data.ToString() + " filters " + std::to_string(filters) + " " +
-           attrs["kernel"] + " stride " + attrs["stride"] + " pad " + attrs["pad"] +
-           (bias ? " bias" : " no_bias");
+  c.name = "Convolution data " + data.ToString() + " filters " + std::to_string(filters) +
+           " groups " + std::to_string(groups) + " " + attrs["kernel"] + " stride " +
+           attrs["stride"] + " pad " + attrs["pad"] + " dilate " +
+           Shape{win.dh, win.dw}.ToString() + (bias ? " bias" : " no_bias");
   return c;
 }
 
@@ -301,6 +323,79 @@ TEST(Convolution, NonSquareKernelsStridesAndPads) {
   RunNnCase(ConvolutionCase(Shape{1, 2, 6, 5}, 3, {2, 3, 1, 2, 0, 1}, false));
   RunNnCase(ConvolutionCase(Shape{2, 4, 4, 4}, 2, {3, 2, 2, 1, 1, 0}, true));
   RunNnCase(ConvolutionCase(Shape{1, 1, 3, 7}, 2, {1, 4, 1, 3, 0, 2}, true));
+}
+
+TEST(Convolution, GroupedSplitsChannelsAndFilters) {
+  RunNnCase(ConvolutionCase(Shape{2, 4, 5, 5}, 6, {3, 3, 1, 1, 1, 1}, true, 2));
+  RunNnCase(ConvolutionCase(Shape{2, 4, 5, 5}, 6, {3, 3, 1, 1, 1, 1}, false, 2));
+  RunNnCase(ConvolutionCase(Shape{1, 6, 4, 5}, 3, {2, 2, 1, 2, 0, 1}, true, 3));
+}
+
+// Depthwise: a group per channel, one filter each or several (a channel multiplier).
+TEST(Convolution, DepthwiseHasAGroupPerChannel) {
+  RunNnCase(ConvolutionCase(Shape{2, 3, 5, 4}, 3, {3, 3, 1, 1, 1, 1}, true, 3));
+  RunNnCase(ConvolutionCase(Shape{2, 3, 5, 4}, 3, {3, 3, 2, 2, 1, 1}, false, 3));
+  RunNnCase(ConvolutionCase(Shape{1, 2, 5, 5}, 4, {2, 3, 1, 1, 0, 1}, true, 2));
+}
+
+TEST(Convolution, DilatedTapsSkipPositions) {
+  Window win{3, 2, 1, 1, 0, 0};
+  win.dh = 2, win.dw = 3;
+  RunNnCase(ConvolutionCase(Shape{1, 2, 7, 6}, 3, win, true));
+  win.ph = 2, win.pw = 1;
+  RunNnCase(ConvolutionCase(Shape{2, 2, 5, 5}, 2, win, false));
+}
+
+TEST(Convolution, DilatedStridedPaddedAndGroupedAtOnce) {
+  Window win{3, 2, 2, 1, 2, 1};
+  win.dh = 2, win.dw = 2;
+  RunNnCase(ConvolutionCase(Shape{2, 4, 8, 7}, 4, win, true, 2));
+  RunNnCase(ConvolutionCase(Shape{2, 4, 8, 7}, 4, win, false, 2));
+}
+
+TEST(Convolution, DilationEntersTheOutputExtent) {
+  NDArray x(Shape{1, 2, 9, 8}, TestDevice()), w(Shape{4, 1, 3, 3}, TestDevice());
+  const AttrMap attrs = {{"kernel", "(3, 3)"}, {"dilate", "(3, 2)"}, {"stride", "(2, 1)"},
+                         {"pad", "(1, 0)"},    {"num_filter", "4"},  {"num_group", "2"},
+                         {"no_bias", "true"}};
+  // floor((9 + 2 - 3 * 2 - 1) / 2) + 1 = 3 rows, floor((8 - 2 * 2 - 1) / 1) + 1 = 4 columns.
+  EXPECT_EQ(Invoke("Convolution", {x, w}, attrs)[0].shape(), (Shape{1, 4, 3, 4}));
+}
+
+TEST(Convolution, BadGroupsAndDilationsSayWhatWasExpected) {
+  const AttrMap grouped = {{"kernel", "(3, 3)"}, {"num_filter", "4"}, {"num_group", "2"}};
+  ExpectOpError("Convolution", grouped, {Shape{1, 3, 8, 8}, Shape{4, 1, 3, 3}, Shape{4}},
+                {"Convolution", "channels must be divisible by num_group 2", "found 3 channels",
+                 "(1, 3, 8, 8)"});
+  ExpectOpError("Convolution", grouped, {Shape{1, 4, 8, 8}, Shape{4, 4, 3, 3}, Shape{4}},
+                {"Convolution", "weight must be (4, 2, 3, 3), found (4, 4, 3, 3)"});
+  ExpectOpError("Convolution", {{"kernel", "(3, 3)"}, {"num_filter", "6"}, {"num_group", "4"}},
+                {Shape{1, 4, 8, 8}, Shape{6, 1, 3, 3}, Shape{6}},
+                {"Convolution", "'num_filter'", "multiple of num_group 4", "found 6"});
+  ExpectOpError("Convolution", {{"kernel", "(3, 3)"}, {"num_filter", "4"}, {"num_group", "0"}},
+                {Shape{1, 4, 8, 8}, Shape{4, 4, 3, 3}, Shape{4}},
+                {"Convolution", "num_group", "'0'"});
+  ExpectOpError(
+      "Convolution",
+      {{"kernel", "(3, 3)"}, {"dilate", "(3, 1)"}, {"pad", "(1, 1)"}, {"num_filter", "1"}},
+      {Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, Shape{1}},
+      {"Convolution", "kernel (3, 3) with dilate (3, 1) spans (7, 3)",
+       "larger than the padded input (6, 6)", "input (4, 4)", "pad (1, 1)"});
+  ExpectOpError("Convolution", {{"kernel", "(3, 3)"}, {"dilate", "(0, 1)"}, {"num_filter", "1"}},
+                {Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, Shape{1}},
+                {"Convolution", "'dilate'", "expected two extents >= 1", "(0, 1)"});
+}
+
+// bfloat16 convolution runs on the GPU only (cuDNN); the CPU names the op and the dtype.
+TEST(Convolution, Bfloat16OnTheCpuIsAnErrorSayingWhatItTakes) {
+  if (TestDevice().is_gpu()) GTEST_SKIP() << "the GPU computes bfloat16 (gpu_bf16_test)";
+  std::vector<NDArray> in = {NDArray(Shape{1, 2, 4, 4}, TestDevice(), DType::kBFloat16),
+                             NDArray(Shape{2, 2, 3, 3}, TestDevice(), DType::kBFloat16)};
+  const NDArray y = Invoke("Convolution", in,
+                           {{"kernel", "(3, 3)"}, {"num_filter", "2"}, {"no_bias", "true"}})[0];
+  const std::string message = ErrorAtWaitToRead(y);
+  for (const char* part : {"Convolution", "expected float32 or float64", "found bfloat16"})
+    EXPECT_NE(message.find(part), std::string::npos) << message;
 }
 
 TEST(Convolution, BadInputsSayWhatWasExpected) {
@@ -333,9 +428,21 @@ TEST(Convolution, BadInputsSayWhatWasExpected) {
 
 // ---- Pooling ----
 
+// What an average divides by along one axis: with count_include_pad the window's positions in the
+// padded input [-p, size + p) (a ceil-mode window past the padding counts only up to it), else its
+// positions inside the input.
+int64_t AvgCount(int64_t o, int64_t size, int64_t k, int64_t s, int64_t p, bool include_pad) {
+  int64_t count = 0;
+  for (int64_t at = o * s - p; at < o * s - p + k; ++at) {
+    count += include_pad ? (at < size + p) : (at >= 0 && at < size);
+  }
+  return count;
+}
+
 // Max: the largest input under the window (padding never wins). Avg: the sum of the inputs under
-// the window divided by kh * kw (padding counts as zeros).
-Values PoolingReference(const Values& x, const Shape& data, bool max, const Window& win) {
+// the window divided by AvgCount along each axis.
+Values PoolingReference(const Values& x, const Shape& data, bool max, const Window& win,
+                        bool include_pad) {
   const int64_t planes = data[0] * data[1], H = data[2], W = data[3];
   const int64_t OH = win.OutRows(H), OW = win.OutCols(W);
   Values y(planes * OH * OW);
@@ -347,7 +454,9 @@ Values PoolingReference(const Values& x, const Shape& data, bool max, const Wind
           best = std::max(best, x[(p * H + t.row) * W + t.col]);
           sum += x[(p * H + t.row) * W + t.col];
         }
-        y[(p * OH + oy) * OW + ox] = max ? best : sum / static_cast<double>(win.kh * win.kw);
+        const int64_t count = AvgCount(oy, H, win.kh, win.sh, win.ph, include_pad) *
+                              AvgCount(ox, W, win.kw, win.sw, win.pw, include_pad);
+        y[(p * OH + oy) * OW + ox] = max ? best : sum / static_cast<double>(count);
       }
     }
   }
@@ -355,19 +464,22 @@ Values PoolingReference(const Values& x, const Shape& data, bool max, const Wind
 }
 
 // global_pool: the window is the whole plane.
-OpCase PoolingCase(const Shape& data, const std::string& type, const Window& given, bool global) {
+OpCase PoolingCase(const Shape& data, const std::string& type, const Window& given, bool global,
+                   bool include_pad = true) {
   const Window win = global ? Window{data[2], data[3], 1, 1, 0, 0} : given;
   AttrMap attrs = global ? AttrMap{{"global_pool", "true"}} : given.Attrs();
   attrs["pool_type"] = type;
+  if (!include_pad) attrs["count_include_pad"] = "false";
   OpCase c{"Pooling", attrs, {data}, [=](const Inputs& in) {
-             return Outputs{PoolingReference(in[0], data, type == "max", win)};
+             return Outputs{PoolingReference(in[0], data, type == "max", win, include_pad)};
            }};
   c.tolerance = kForwardTolerance;
   c.gradient_tolerance = kGradientTolerance;
   c.name = "Pooling " + type + " data " + data.ToString() +
            (global ? " global"
                    : " kernel " + attrs["kernel"] + " stride " + attrs["stride"] + " pad " +
-                         attrs["pad"]);
+                         attrs["pad"]) +
+           (given.ceil ? " ceil" : "") + (include_pad ? "" : " count_include_pad false");
   return c;
 }
 
@@ -386,6 +498,43 @@ TEST(Pooling, GlobalPoolCoversThePlane) {
             (Shape{2, 3, 1, 1}));
 }
 
+TEST(Pooling, GlobalPoolLeavesNoPaddingOut) {
+  RunNnCase(PoolingCase(Shape{1, 2, 3, 4}, "avg", {}, true, false));
+}
+
+TEST(Pooling, AvgWithoutPaddingCountsOnlyTheInputsUnderTheWindow) {
+  RunNnCase(PoolingCase(Shape{2, 2, 5, 5}, "avg", {3, 3, 2, 2, 1, 1}, false, false));
+  RunNnCase(PoolingCase(Shape{1, 3, 4, 6}, "avg", {2, 3, 2, 1, 1, 1}, false, false));
+  RunNnCase(PoolingCase(Shape{2, 1, 4, 4}, "avg", {2, 2, 2, 2, 0, 0}, false, false));  // no padding
+}
+
+// Rows: ceil mode adds a window that reaches past the padding (6 + 2 - 3 = 5 rows of room, stride
+// 2: 4 windows, not 3). Columns: its extra window would start in the right padding (at 5, past the
+// 5 columns), so there is none (2 windows).
+TEST(Pooling, CeilModeAddsWindowsThatStartInsideTheInput) {
+  Window win{3, 3, 2, 3, 1, 1};
+  win.ceil = true;
+  for (const char* type : {"max", "avg"}) {
+    for (bool include_pad : {true, false})
+      RunNnCase(PoolingCase(Shape{2, 2, 6, 5}, type, win, false, include_pad));
+  }
+  Window unpadded{2, 3, 2, 2, 0, 0};  // 3 rows (2 without ceil), 3 columns as without it
+  unpadded.ceil = true;
+  for (const char* type : {"max", "avg"})
+    RunNnCase(PoolingCase(Shape{1, 2, 5, 7}, type, unpadded, false));
+}
+
+TEST(Pooling, PoolingConventionChoosesTheOutputExtent) {
+  NDArray x(Shape{1, 1, 6, 5}, TestDevice());
+  x.Fill(1);
+  AttrMap attrs = {{"kernel", "(3, 3)"}, {"stride", "(2, 3)"}, {"pad", "(1, 1)"}};
+  EXPECT_EQ(Invoke("Pooling", {x}, attrs)[0].shape(), (Shape{1, 1, 3, 2}));
+  attrs["pooling_convention"] = "valid";
+  EXPECT_EQ(Invoke("Pooling", {x}, attrs)[0].shape(), (Shape{1, 1, 3, 2}));
+  attrs["pooling_convention"] = "full";
+  EXPECT_EQ(Invoke("Pooling", {x}, attrs)[0].shape(), (Shape{1, 1, 4, 2}));
+}
+
 TEST(Pooling, BadInputsSayWhatWasExpected) {
   ExpectOpError("Pooling", {{"kernel", "(4, 4)"}}, {Shape{1, 1, 3, 3}},
                 {"Pooling", "kernel (4, 4) is larger than the padded input (3, 3)"});
@@ -399,6 +548,67 @@ TEST(Pooling, BadInputsSayWhatWasExpected) {
                 {"Pooling", "4-D (N, C, H, W), found (3, 3)"});
   ExpectOpError("Pooling", {{"kernel", "(2, 2)"}}, {Shape{1, 1, 3, 3}, Shape{1}},
                 {"Pooling", "expected 1 input(s), found 2"});
+  ExpectOpError("Pooling", {{"kernel", "(2, 2)"}, {"pooling_convention", "same"}},
+                {Shape{1, 1, 3, 3}},
+                {"Pooling", "pooling_convention", "'same'", "'valid'", "'full'"});
+  ExpectOpError("Pooling", {{"kernel", "(2, 2)"}, {"count_include_pad", "maybe"}},
+                {Shape{1, 1, 3, 3}}, {"Pooling", "count_include_pad", "'maybe'"});
+  ExpectOpError("Pooling", {{"kernel", "(4, 4)"}, {"pooling_convention", "full"}},
+                {Shape{1, 1, 3, 3}},
+                {"Pooling", "kernel (4, 4) is larger than the padded input (3, 3)"});
+}
+
+// ---- PyTorch's numbers for Convolution and Pooling ----
+
+namespace torch_cases = conv_pool_torch_cases;
+
+// The case's tensor `name`, or null.
+const torch_cases::Tensor* TorchTensor(const torch_cases::Case& tc, const std::string& name) {
+  for (const torch_cases::Tensor& t : tc.tensors) {
+    if (name == t.name) return &t;
+  }
+  return nullptr;
+}
+
+void ExpectRelativelyNear(const std::vector<double>& got, const torch_cases::Tensor& want,
+                          double tolerance) {
+  ASSERT_EQ(got.size(), want.values.size()) << want.name;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want.values[i], tolerance * std::max(1.0, std::abs(want.values[i])))
+        << want.name << ", element " << i;
+  }
+}
+
+// torch.nn.functional.conv2d (groups, dilation), avg_pool2d and max_pool2d (count_include_pad,
+// ceil_mode) on the same inputs, made by tests/conv_pool_torch_cases.py: the outputs and the
+// gradients of sum(y * gy), within 1e-5 relative in float32.
+TEST(ConvolutionAndPooling, GivePyTorchsOutputsAndGradients) {
+  for (const torch_cases::Case& tc : torch_cases::Cases()) {
+    for (DType dtype : TestFloatTypes()) {
+      SCOPED_TRACE(std::string(tc.name) + " " + std::string(DTypeName(dtype)));
+      const double tol = dtype == DType::kFloat64 ? 1e-12 : 1e-5;
+      const AttrMap attrs(tc.attrs.begin(), tc.attrs.end());
+      std::vector<NDArray> in, grads;
+      std::vector<const torch_cases::Tensor*> grad_want;
+      for (const char* name : {"x", "w", "b"}) {
+        const torch_cases::Tensor* t = TorchTensor(tc, name);
+        if (t == nullptr) continue;
+        const Shape shape(std::span(t->shape));
+        in.push_back(FromDoubles(t->values, shape, dtype));
+        grads.emplace_back(shape, TestDevice(), dtype);
+        grad_want.push_back(TorchTensor(tc, std::string("d") + name));
+      }
+      const Op& op = GetOp(tc.op);
+      const std::vector<NDArray> out = Invoke(op, ParseAttrs(op, attrs), in);
+      ExpectRelativelyNear(AsDoubles(out[0]), *TorchTensor(tc, "y"), tol);
+      const torch_cases::Tensor& gy = *TorchTensor(tc, "gy");
+      InvokeBackward(op, ParseAttrs(op, attrs), in, out,
+                     {FromDoubles(gy.values, Shape(std::span(gy.shape)), dtype)}, grads,
+                     std::vector<OpReq>(in.size(), OpReq::kWrite));
+      for (size_t i = 0; i < grads.size(); ++i)
+        ExpectRelativelyNear(AsDoubles(grads[i]), *grad_want[i], tol);
+    }
+  }
 }
 
 // ---- softmax, log_softmax ----

@@ -149,6 +149,15 @@ std::vector<AttrMap> ScalarAttrs() {
   return attrs;
 }
 
+// clip's bounds (a_min <= a_max), as attribute text.
+std::vector<AttrMap> ClipAttrs() {
+  const std::pair<const char*, const char*> bounds[] = {
+      {"0", "6"}, {"-0", "0"}, {"-inf", "inf"}, {"1e-40", "1"}, {"-2.5", "-2.5"}, {"-inf", "-1"}};
+  std::vector<AttrMap> attrs;
+  for (const auto& [lo, hi] : bounds) attrs.push_back({{"a_min", lo}, {"a_max", hi}});
+  return attrs;
+}
+
 int64_t Power(int64_t n, int k) {
   int64_t p = 1;
   while (k-- > 0) p *= n;
@@ -183,8 +192,10 @@ std::vector<Call> CallsOf(const Op& op, int64_t n) {
     case PointwiseKind::kUnary:
     case PointwiseKind::kUnaryBackward: {
       // the backward: dy, and x or y if its functor's Grad reads one
-      const std::vector<AttrMap> attrs =
-          HasScalar(pw.functor) ? ScalarAttrs() : std::vector<AttrMap>{{}};
+      const std::vector<AttrMap> attrs = HasScalar(pw.functor) ? ScalarAttrs()
+                                         : pw.functor == "weft::fn::Clip"
+                                             ? ClipAttrs()
+                                             : std::vector<AttrMap>{{}};
       for (const AttrMap& a : attrs) {
         const int arity = pw.kind == PointwiseKind::kUnary ? 1 : NumInputs(op, ParseAttrs(op, a));
         calls.push_back({op.name, a, pw.kind, pw.functor,
@@ -270,18 +281,21 @@ std::pair<int64_t, int64_t> OutputAxes(const Shape& a, const Shape& b) {
   return {std::max(rows(a), rows(b)), std::max(a[a.ndim() - 1], b[b.ndim() - 1])};
 }
 
-double ScalarOf(const Call& c) {
-  return HasScalar(c.functor) ? ParseAttrs(GetOp(c.op), c.attrs).Get<ScalarParam>().scalar : 0.0;
+// The scalars the call's functor takes (none, `scalar`, clip's bounds).
+PointwiseScalars ScalarsOf(const Call& c) {
+  const Op& op = GetOp(c.op);
+  return op.pointwise.Scalars(ParseAttrs(op, c.attrs));
 }
 
 // Each reference fills `out` with the call's outputs from `in`, and updates `in` as the op does.
 template <typename F, typename T>
 void UnaryReference(const Call& c, Arrays<T>& in, Arrays<T>& out) {
-  const T s = static_cast<T>(ScalarOf(c));
+  const PointwiseScalars scalars = ScalarsOf(c);
+  const T s = static_cast<T>(scalars.values[0]), t = static_cast<T>(scalars.values[1]);
   out = {std::vector<T>(in[0].size())};
   for (size_t i = 0; i < in[0].size(); ++i) {
-    out[0][i] = c.kind == PointwiseKind::kUnary ? F::Fwd(in[0][i], s)
-                                                : fn::BackwardOf<F>(in[0][i], in.back()[i], s);
+    out[0][i] = c.kind == PointwiseKind::kUnary ? fn::ForwardOf<F>(in[0][i], s, t)
+                                                : fn::BackwardOf<F>(in[0][i], in.back()[i], s, t);
   }
 }
 
@@ -348,7 +362,8 @@ const std::map<std::string, References>& Functors() {
 #define WEFT_UPDATE_REFERENCE(name, functor, description) WEFT_REFERENCE(functor, Update)
   static const std::map<std::string, References> functors = {
       WEFT_UNARY_OPS(WEFT_UNARY_REFERENCE) WEFT_REFERENCE(Identity, Unary)  // _copy
-      WEFT_BINARY_OPS(WEFT_BINARY_REFERENCE) WEFT_UPDATE_OPS(WEFT_UPDATE_REFERENCE)};
+      WEFT_REFERENCE(Clip, Unary) WEFT_BINARY_OPS(WEFT_BINARY_REFERENCE)
+          WEFT_UPDATE_OPS(WEFT_UPDATE_REFERENCE)};
 #undef WEFT_UPDATE_REFERENCE
 #undef WEFT_BINARY_REFERENCE
 #undef WEFT_UNARY_REFERENCE

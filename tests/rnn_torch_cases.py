@@ -9,6 +9,8 @@ pack_padded_sequence (enforce_sorted=False) and the output back through pad_pack
 """
 import torch
 
+from torch_fixture import f32, values
+
 CASES = [
     # name, mode, layers, bidirectional, lengths (None: every sequence T long)
     ("lstm_l2_bidirectional", "lstm", 2, True, None),
@@ -18,10 +20,6 @@ CASES = [
     ("lstm_l1_lengths", "lstm", 1, False, [4, 5, 2]),
 ]
 T, N, I, H = 5, 3, 4, 3
-
-
-def f32(shape, gen, scale=1.0):
-    return ((torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1) * scale).float().double()
 
 
 def module(mode, layers, bidirectional):
@@ -65,12 +63,6 @@ def run(mode, layers, bidirectional, lengths, gen):
         tensors["rnn." + name] = p
         tensors["grad.rnn." + name] = p.grad
     return tensors
-
-
-def values(t):
-    v = [repr(float(x)) for x in t.detach().reshape(-1).tolist()]
-    rows = [", ".join(v[k:k + 4]) for k in range(0, len(v), 4)]
-    return (",\n" + " " * 10).join(rows)
 
 
 def main():

@@ -1,6 +1,7 @@
 // CPU compute of Convolution and _backward_Convolution (ops/nn/convolution.cc defines them and
 // says what they compute). float32 runs oneDNN's convolution (forward, backward data, backward
-// weights); float64 runs the direct loops below.
+// weights; grouped through oneDNN's 5-D weights, dilated); float64 runs the direct loops below.
+// Other dtypes (bfloat16: GPU only) are an error naming the op and the dtype (UseDnnl).
 #include <algorithm>
 
 #include "ops/cpu/internal/cpu_util.h"
@@ -15,11 +16,12 @@ namespace {
 
 // ---- float32: oneDNN convolution ----
 
-// The plain descriptors of one call: data, weight, bias, output, and the padding used on both
-// sides (oneDNN's own shape check divides with floor, as the output extent here does).
+// The plain descriptors of one call: data, weight, bias, output, and the window (oneDNN's dilation
+// counts the positions skipped between taps: dilate - 1). The padding after the input is `pad`
+// too: oneDNN's own shape check divides with floor, as the output extent here does.
 struct ConvDescs {
   dnnl::memory::desc src, weights, bias, dst;
-  dnnl::memory::dims strides, padding;
+  dnnl::memory::dims strides, dilates, padding;
 };
 
 // The data, weight and output descriptors leave the layout to oneDNN (format_tag::any): on plain
@@ -30,20 +32,34 @@ dnnl::memory::desc AnyLayout(const Shape& shape) {
                             dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
 }
 
+// The weight as oneDNN takes it: (F, C, kh, kw), or with groups (G, F / G, C / G, kh, kw), the
+// same memory as weft's (F, C / G, kh, kw).
+Shape DnnlWeightShape(const Window2d& win, const ConvDims& d) {
+  const Shape w = d.Weight(win);
+  if (d.groups == 1) return w;
+  return Shape{d.groups, d.f / d.groups, w[1], w[2], w[3]};
+}
+
+// A weight tensor (or its gradient) seen in DnnlWeightShape.
+TensorView DnnlWeightView(const TensorView& w, const Window2d& win, const ConvDims& d) {
+  return w.Reshaped(DnnlWeightShape(win, d));
+}
+
 ConvDescs DescsOf(const Window2d& win, const ConvDims& d) {
   return {AnyLayout(Shape{d.g.n, d.g.c, d.g.h, d.g.w}),
-          AnyLayout(Shape{d.f, d.g.c, win.kernel[0], win.kernel[1]}),
+          AnyLayout(DnnlWeightShape(win, d)),
           PlainDesc(Shape{d.f}),
           AnyLayout(d.Output()),
           {win.stride[0], win.stride[1]},
+          {win.dilate[0] - 1, win.dilate[1] - 1},
           {win.pad[0], win.pad[1]}};
 }
 
 // Everything a convolution primitive depends on, for the cache key.
 std::string ConvKey(const char* direction, const Window2d& win, const ConvDims& d, bool bias) {
-  return PrimitiveKey("Convolution", direction, Shape{d.g.n, d.g.c, d.g.h, d.g.w}, d.f,
+  return PrimitiveKey("Convolution", direction, Shape{d.g.n, d.g.c, d.g.h, d.g.w}, d.f, d.groups,
                       win.kernel[0], win.kernel[1], win.stride[0], win.stride[1], win.pad[0],
-                      win.pad[1], bias);
+                      win.pad[1], win.dilate[0], win.dilate[1], bias);
 }
 
 dnnl::convolution_forward::primitive_desc ConvForwardDesc(const Window2d& win, const ConvDims& d,
@@ -53,8 +69,9 @@ dnnl::convolution_forward::primitive_desc ConvForwardDesc(const Window2d& win, c
   const auto kind = dnnl::prop_kind::forward_training;
   const auto algo = dnnl::algorithm::convolution_direct;
   const Desc desc =
-      bias ? Desc(kind, algo, m.src, m.weights, m.bias, m.dst, m.strides, m.padding, m.padding)
-           : Desc(kind, algo, m.src, m.weights, m.dst, m.strides, m.padding, m.padding);
+      bias ? Desc(kind, algo, m.src, m.weights, m.bias, m.dst, m.strides, m.dilates, m.padding,
+                  m.padding)
+           : Desc(kind, algo, m.src, m.weights, m.dst, m.strides, m.dilates, m.padding, m.padding);
   return {desc, ScratchpadAttr(), DnnlEngine()};
 }
 
@@ -68,8 +85,8 @@ DnnlPrimitive ConvBackwardDataPrimitive(const Window2d& win, const ConvDims& d) 
   return CachedPrimitive(ConvKey("backward_data", win, d, false), [&] {
     const ConvDescs m = DescsOf(win, d);
     const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, m.src,
-                                                     m.weights, m.dst, m.strides, m.padding,
-                                                     m.padding);
+                                                     m.weights, m.dst, m.strides, m.dilates,
+                                                     m.padding, m.padding);
     return MakePrimitive<dnnl::convolution_backward_data>(
         {desc, ScratchpadAttr(), DnnlEngine(), ConvForwardDesc(win, d, false)});
   });
@@ -81,8 +98,9 @@ DnnlPrimitive ConvBackwardWeightsPrimitive(const Window2d& win, const ConvDims& 
     const ConvDescs m = DescsOf(win, d);
     const auto algo = dnnl::algorithm::convolution_direct;
     const Desc desc =
-        bias ? Desc(algo, m.src, m.weights, m.bias, m.dst, m.strides, m.padding, m.padding)
-             : Desc(algo, m.src, m.weights, m.dst, m.strides, m.padding, m.padding);
+        bias ? Desc(algo, m.src, m.weights, m.bias, m.dst, m.strides, m.dilates, m.padding,
+                    m.padding)
+             : Desc(algo, m.src, m.weights, m.dst, m.strides, m.dilates, m.padding, m.padding);
     return MakePrimitive<dnnl::convolution_backward_weights>(
         {desc, ScratchpadAttr(), DnnlEngine(), ConvForwardDesc(win, d, bias)});
   });
@@ -90,21 +108,40 @@ DnnlPrimitive ConvBackwardWeightsPrimitive(const Window2d& win, const ConvDims& 
 
 // ---- float64: direct loops ----
 
-// x (N, C, H, W), w (F, C, kh, kw), b (F,) or null -> y (N, F, OH, OW).
+// Where the loops find things: a filter's group and first channel, and the extents of an input
+// plane and of one filter's weights.
+struct LoopLayout {
+  int64_t plane;        // h * w
+  int64_t taps;         // kh * kw
+  int64_t filter;       // (C / G) * kh * kw: one filter's weights
+  int64_t group_c;      // C / G: channels per group
+  int64_t per_group_f;  // F / G: filters per group
+
+  LoopLayout(const Window2d& win, const ConvDims& d)
+      : plane(d.g.h * d.g.w),
+        taps(win.kernel[0] * win.kernel[1]),
+        filter(d.g.c / d.groups * taps),
+        group_c(d.g.c / d.groups),
+        per_group_f(d.f / d.groups) {}
+  // The first input channel filter f reads.
+  int64_t FirstChannel(int64_t f) const { return f / per_group_f * group_c; }
+};
+
+// x (N, C, H, W), w (F, C / G, kh, kw), b (F,) or null -> y (N, F, OH, OW).
 template <typename T>
 void ConvForwardLoops(const Window2d& win, const ConvDims& d, const T* x, const T* w, const T* b,
                       T* y) {
   const Geometry2d& g = d.g;
-  const int64_t plane = g.h * g.w, filter = g.c * win.kernel[0] * win.kernel[1];
+  const LoopLayout l(win, d);
   ParallelFor(g.n * d.f, 1, [&](int64_t begin, int64_t end) {
     for (int64_t nf = begin; nf < end; ++nf) {
       const int64_t n = nf / d.f, f = nf % d.f;
       for (int64_t oh = 0; oh < g.oh; ++oh) {
         for (int64_t ow = 0; ow < g.ow; ++ow) {
           T sum = b ? b[f] : T(0);
-          for (int64_t c = 0; c < g.c; ++c) {
-            const T* xc = x + (n * g.c + c) * plane;
-            const T* wc = w + f * filter + c * win.kernel[0] * win.kernel[1];
+          for (int64_t c = 0; c < l.group_c; ++c) {
+            const T* xc = x + (n * g.c + l.FirstChannel(f) + c) * l.plane;
+            const T* wc = w + f * l.filter + c * l.taps;
             ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) {
               sum += xc[at] * wc[i * win.kernel[1] + j];
             });
@@ -116,22 +153,22 @@ void ConvForwardLoops(const Window2d& win, const ConvDims& d, const T* x, const 
   });
 }
 
-// dy (N, F, OH, OW), w (F, C, kh, kw) -> dx (N, C, H, W): each output's gradient scattered back
-// through the taps that produced it.
+// dy (N, F, OH, OW), w (F, C / G, kh, kw) -> dx (N, C, H, W): each output's gradient scattered
+// back through the taps that produced it.
 template <typename T>
 void ConvBackwardDataLoops(const Window2d& win, const ConvDims& d, const T* dy, const T* w, T* dx) {
   const Geometry2d& g = d.g;
-  const int64_t plane = g.h * g.w, filter = g.c * win.kernel[0] * win.kernel[1];
+  const LoopLayout l(win, d);
   ParallelFor(g.n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
-      std::fill_n(dx + n * g.c * plane, g.c * plane, T(0));
+      std::fill_n(dx + n * g.c * l.plane, g.c * l.plane, T(0));
       for (int64_t f = 0; f < d.f; ++f) {
         for (int64_t oh = 0; oh < g.oh; ++oh) {
           for (int64_t ow = 0; ow < g.ow; ++ow) {
             const T grad = dy[((n * d.f + f) * g.oh + oh) * g.ow + ow];
-            for (int64_t c = 0; c < g.c; ++c) {
-              T* dxc = dx + (n * g.c + c) * plane;
-              const T* wc = w + f * filter + c * win.kernel[0] * win.kernel[1];
+            for (int64_t c = 0; c < l.group_c; ++c) {
+              T* dxc = dx + (n * g.c + l.FirstChannel(f) + c) * l.plane;
+              const T* wc = w + f * l.filter + c * l.taps;
               ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) {
                 dxc[at] += grad * wc[i * win.kernel[1] + j];
               });
@@ -143,24 +180,24 @@ void ConvBackwardDataLoops(const Window2d& win, const ConvDims& d, const T* dy, 
   });
 }
 
-// dy (N, F, OH, OW), x (N, C, H, W) -> dw (F, C, kh, kw), db (F,) (db may be null).
+// dy (N, F, OH, OW), x (N, C, H, W) -> dw (F, C / G, kh, kw), db (F,) (db may be null).
 template <typename T>
 void ConvBackwardWeightsLoops(const Window2d& win, const ConvDims& d, const T* dy, const T* x,
                               T* dw, T* db) {
   const Geometry2d& g = d.g;
-  const int64_t plane = g.h * g.w, filter = g.c * win.kernel[0] * win.kernel[1];
+  const LoopLayout l(win, d);
   ParallelFor(d.f, 1, [&](int64_t begin, int64_t end) {
     for (int64_t f = begin; f < end; ++f) {
-      std::fill_n(dw + f * filter, filter, T(0));
+      std::fill_n(dw + f * l.filter, l.filter, T(0));
       T bias_sum = 0;
       for (int64_t n = 0; n < g.n; ++n) {
         for (int64_t oh = 0; oh < g.oh; ++oh) {
           for (int64_t ow = 0; ow < g.ow; ++ow) {
             const T grad = dy[((n * d.f + f) * g.oh + oh) * g.ow + ow];
             bias_sum += grad;
-            for (int64_t c = 0; c < g.c; ++c) {
-              const T* xc = x + (n * g.c + c) * plane;
-              T* dwc = dw + f * filter + c * win.kernel[0] * win.kernel[1];
+            for (int64_t c = 0; c < l.group_c; ++c) {
+              const T* xc = x + (n * g.c + l.FirstChannel(f) + c) * l.plane;
+              T* dwc = dw + f * l.filter + c * l.taps;
               ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) {
                 dwc[i * win.kernel[1] + j] += grad * xc[at];
               });
@@ -179,7 +216,7 @@ void ConvBackwardWeightsLoops(const Window2d& win, const ConvDims& d, const T* d
 void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                  std::span<const OpReq> req, std::span<const TensorView> out) {
   const ConvParam& p = a.Get<ConvParam>();
-  const ConvDims d{Geometry2dOf("Convolution", p.window, in[0].shape()), p.num_filter};
+  const ConvDims d = ConvDimsOf("Convolution", p, in[0].shape());
   const TensorView* bias = p.no_bias ? nullptr : &in[2];
   if (req[0] == OpReq::kNull) return;
   if (!UseDnnl(in[0].dtype(), "Convolution")) {
@@ -194,7 +231,8 @@ void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
   LayoutBuffer src, weights, dst;
   DnnlArgs args = {{DNNL_ARG_SRC, src.Input(in[0], prim.desc.src_desc())},
-                   {DNNL_ARG_WEIGHTS, weights.Input(in[1], prim.desc.weights_desc())},
+                   {DNNL_ARG_WEIGHTS,
+                    weights.Input(DnnlWeightView(in[1], p.window, d), prim.desc.weights_desc())},
                    {DNNL_ARG_DST, dst.Output(staged.Target(0), prim.desc.dst_desc())}};
   if (bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(*bias));
   ExecutePrimitive(prim, std::move(args), staged.Extra(0));
@@ -212,17 +250,17 @@ void ConvBackwardDnnl(const Window2d& win, const ConvDims& d, bool bias,
     ExecutePrimitive(
         data_prim,
         {{DNNL_ARG_DIFF_DST, dy.Input(in[0], data_prim.desc.diff_dst_desc())},
-         {DNNL_ARG_WEIGHTS, w.Input(in[2], data_prim.desc.weights_desc())},
+         {DNNL_ARG_WEIGHTS, w.Input(DnnlWeightView(in[2], win, d), data_prim.desc.weights_desc())},
          {DNNL_ARG_DIFF_SRC, dx.Output(staged.Target(0), data_prim.desc.diff_src_desc())}},
         staged.Extra(0));
     dx.Flush();
   }
   if (!NeedsWeightGrads(staged, bias)) return;
   LayoutBuffer dy, x, dw;
-  DnnlArgs args = {
-      {DNNL_ARG_SRC, x.Input(in[1], weights_prim.desc.src_desc())},
-      {DNNL_ARG_DIFF_DST, dy.Input(in[0], weights_prim.desc.diff_dst_desc())},
-      {DNNL_ARG_DIFF_WEIGHTS, dw.Output(staged.Target(1), weights_prim.desc.diff_weights_desc())}};
+  DnnlArgs args = {{DNNL_ARG_SRC, x.Input(in[1], weights_prim.desc.src_desc())},
+                   {DNNL_ARG_DIFF_DST, dy.Input(in[0], weights_prim.desc.diff_dst_desc())},
+                   {DNNL_ARG_DIFF_WEIGHTS, dw.Output(DnnlWeightView(staged.Target(1), win, d),
+                                                     weights_prim.desc.diff_weights_desc())}};
   if (bias) args.emplace(DNNL_ARG_DIFF_BIAS, DnnlMemory(staged.Target(2)));
   ExecutePrimitive(weights_prim, std::move(args), staged.Extra(0));
   dw.Flush();
@@ -232,7 +270,7 @@ void ConvBackwardDnnl(const Window2d& win, const ConvDims& d, bool bias,
 void ConvBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                   std::span<const OpReq> req, std::span<const TensorView> out) {
   const ConvParam& p = a.Get<ConvParam>();
-  const ConvDims d{Geometry2dOf("_backward_Convolution", p.window, in[1].shape()), p.num_filter};
+  const ConvDims d = ConvDimsOf("_backward_Convolution", p, in[1].shape());
   const bool bias = !p.no_bias;
   if (!UseDnnl(in[0].dtype(), "_backward_Convolution")) {
     StagedOutputs staged(ctx, req, out, false);

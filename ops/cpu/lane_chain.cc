@@ -49,7 +49,9 @@ std::optional<LaneStep> LaneStepOf(const FusedGroup& g, const StepPlan& plan, si
   if (!functor) return std::nullopt;
   LaneStep lane{*functor};
   lane.backward = pw.kind == PointwiseKind::kUnaryBackward;
-  lane.scalar = static_cast<float>(pw.Scalar(step.attrs));  // as the op's loop converts it
+  // The one scalar a unary op of the table takes (clip, of two, is no lane functor), converted as
+  // the op's loop converts it.
+  lane.scalar = static_cast<float>(pw.Scalars(step.attrs).values[0]);
   return lane;
 }
 

@@ -1,6 +1,12 @@
 // CPU compute of Pooling and _backward_Pooling (ops/nn/pooling.cc defines them and says what they
-// compute): oneDNN's pooling on float32 (avg as pooling_avg_include_padding), the loops below on
-// float64. Max pooling's gradient goes to the first largest input on ties, in the float64 loops.
+// compute): oneDNN's pooling on float32, the loops below on float64. Max pooling's gradient goes
+// to the first largest input on ties, in the loops.
+//
+// oneDNN takes the padding after the input explicitly (window2d.h's PadAfter: more than `pad` in
+// ceil mode where the last window reaches past the padding). Its avg_include_padding then counts
+// that extra padding too (it divides by kh * kw), where Pooling does not (pool_window.h's Count):
+// such calls (avg, count_include_pad, a window reaching past the padding) run the loops on
+// float32 too.
 //
 // oneDNN's max-pooling backward needs the workspace its forward-training pass fills; rather than
 // keep that workspace as a hidden second output of Pooling (which every user and graph pass would
@@ -10,6 +16,7 @@
 
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/cpu/internal/dnnl_util.h"
+#include "ops/math/pool_window.h"
 #include "ops/nn/nn_params.h"
 #include "ops/nn/window2d.h"
 #include "ops/op.h"
@@ -21,49 +28,69 @@ bool IsMax(const PoolCall& call) { return call.type == PoolType::kMax; }
 
 // ---- float32: oneDNN pooling ----
 
-dnnl::pooling_forward::primitive_desc PoolForwardDesc(const Window2d& win, const Geometry2d& g,
-                                                      bool max, dnnl::prop_kind kind) {
-  const dnnl::pooling_forward::desc desc(
-      kind, max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_include_padding,
-      PlainDesc(Shape{g.n, g.c, g.h, g.w}), PlainDesc(PoolOutputShape(g)),
-      {win.stride[0], win.stride[1]}, {win.kernel[0], win.kernel[1]}, {win.pad[0], win.pad[1]},
-      {win.pad[0], win.pad[1]});
+dnnl::algorithm AlgorithmOf(const PoolCall& call) {
+  if (IsMax(call)) return dnnl::algorithm::pooling_max;
+  return call.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                : dnnl::algorithm::pooling_avg_exclude_padding;
+}
+
+// What a pooling descriptor takes besides the algorithm and the direction.
+struct PoolDescArgs {
+  dnnl::memory::desc src, dst;
+  dnnl::memory::dims strides, kernel, pad_before, pad_after;
+};
+
+PoolDescArgs DescArgsOf(const PoolCall& call) {
+  const Window2d& win = call.win;
+  const Geometry2d& g = call.g;
+  return {PlainDesc(Shape{g.n, g.c, g.h, g.w}),
+          PlainDesc(PoolOutputShape(g)),
+          {win.stride[0], win.stride[1]},
+          {win.kernel[0], win.kernel[1]},
+          {win.pad[0], win.pad[1]},
+          {PadAfter(win, g, 0), PadAfter(win, g, 1)}};
+}
+
+dnnl::pooling_forward::primitive_desc PoolForwardDesc(const PoolCall& call, dnnl::prop_kind kind) {
+  const PoolDescArgs d = DescArgsOf(call);
+  const dnnl::pooling_forward::desc desc(kind, AlgorithmOf(call), d.src, d.dst, d.strides, d.kernel,
+                                         d.pad_before, d.pad_after);
   return {desc, ScratchpadAttr(), DnnlEngine()};
 }
 
-std::string PoolKey(const char* direction, const Window2d& win, const Geometry2d& g, bool max) {
-  return PrimitiveKey("Pooling", direction, max ? "max" : "avg", Shape{g.n, g.c, g.h, g.w},
-                      win.kernel[0], win.kernel[1], win.stride[0], win.stride[1], win.pad[0],
-                      win.pad[1]);
+std::string PoolKey(const char* direction, const PoolCall& call) {
+  const Window2d& win = call.win;
+  const Geometry2d& g = call.g;
+  return PrimitiveKey("Pooling", direction, static_cast<int>(AlgorithmOf(call)),
+                      Shape{g.n, g.c, g.h, g.w}, win.kernel[0], win.kernel[1], win.stride[0],
+                      win.stride[1], win.pad[0], win.pad[1], PadAfter(win, g, 0),
+                      PadAfter(win, g, 1));
 }
 
 // Inference needs no workspace; training fills the workspace max pooling's backward reads.
-DnnlPrimitive PoolForwardPrimitive(const Window2d& win, const Geometry2d& g, bool max,
-                                   bool training) {
+DnnlPrimitive PoolForwardPrimitive(const PoolCall& call, bool training) {
   const auto kind =
       training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
-  return CachedPrimitive(
-      PoolKey(training ? "forward_training" : "forward_inference", win, g, max),
-      [&] { return MakePrimitive<dnnl::pooling_forward>(PoolForwardDesc(win, g, max, kind)); });
+  return CachedPrimitive(PoolKey(training ? "forward_training" : "forward_inference", call), [&] {
+    return MakePrimitive<dnnl::pooling_forward>(PoolForwardDesc(call, kind));
+  });
 }
 
-DnnlPrimitive PoolBackwardPrimitive(const Window2d& win, const Geometry2d& g, bool max) {
-  return CachedPrimitive(PoolKey("backward", win, g, max), [&] {
-    const dnnl::pooling_backward::desc desc(
-        max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_include_padding,
-        PlainDesc(Shape{g.n, g.c, g.h, g.w}), PlainDesc(PoolOutputShape(g)),
-        {win.stride[0], win.stride[1]}, {win.kernel[0], win.kernel[1]}, {win.pad[0], win.pad[1]},
-        {win.pad[0], win.pad[1]});
+DnnlPrimitive PoolBackwardPrimitive(const PoolCall& call) {
+  return CachedPrimitive(PoolKey("backward", call), [&] {
+    const PoolDescArgs d = DescArgsOf(call);
+    const dnnl::pooling_backward::desc desc(AlgorithmOf(call), d.src, d.dst, d.strides, d.kernel,
+                                            d.pad_before, d.pad_after);
     return MakePrimitive<dnnl::pooling_backward>(
         {desc, ScratchpadAttr(), DnnlEngine(),
-         PoolForwardDesc(win, g, max, dnnl::prop_kind::forward_training)});
+         PoolForwardDesc(call, dnnl::prop_kind::forward_training)});
   });
 }
 
 // dy (N, C, OH, OW) -> dx (N, C, H, W). Max pooling runs the forward first, for its workspace.
 void PoolBackwardF32(const OpContext& ctx, const PoolCall& call, std::span<const TensorView> in,
                      std::span<const OpReq> req, std::span<const TensorView> out) {
-  const DnnlPrimitive backward = PoolBackwardPrimitive(call.win, call.g, IsMax(call));
+  const DnnlPrimitive backward = PoolBackwardPrimitive(call);
   if (!IsMax(call)) {
     StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(backward)});
     ExecutePrimitive(
@@ -73,7 +100,7 @@ void PoolBackwardF32(const OpContext& ctx, const PoolCall& call, std::span<const
     staged.Finish();
     return;
   }
-  const DnnlPrimitive forward = PoolForwardPrimitive(call.win, call.g, true, true);
+  const DnnlPrimitive forward = PoolForwardPrimitive(call, true);
   StagedOutputs staged(ctx, req, out, false,
                        {in[0].bytes(), WorkspaceBytes(forward),
                         std::max(ScratchpadBytes(forward), ScratchpadBytes(backward))});
@@ -92,22 +119,51 @@ void PoolBackwardF32(const OpContext& ctx, const PoolCall& call, std::span<const
   staged.Finish();
 }
 
-// ---- float64: loops ----
+// ---- loops: float64, and float32 where oneDNN counts otherwise ----
+
+// The window of output (oh, ow) of a call, through pool_window.h.
+class LoopWindow {
+ public:
+  explicit LoopWindow(const PoolCall& call)
+      : rows_{call.g.h, call.win.kernel[0], call.win.stride[0], call.win.pad[0]},
+        cols_{call.g.w, call.win.kernel[1], call.win.stride[1], call.win.pad[1]},
+        include_pad_(call.count_include_pad) {}
+
+  // Calls f(offset) for each input position under the window, row-major; offset = row * w + col.
+  template <typename F>
+  void ForEachInput(int64_t oh, int64_t ow, F&& f) const {
+    const pool::Span r = pool::Inside(rows_, oh), c = pool::Inside(cols_, ow);
+    for (int64_t row = r.begin; row < r.end; ++row) {
+      for (int64_t col = c.begin; col < c.end; ++col) f(row * cols_.size + col);
+    }
+  }
+  // What an average divides by.
+  double Divisor(int64_t oh, int64_t ow) const {
+    return static_cast<double>(pool::Count(rows_, oh, include_pad_) *
+                               pool::Count(cols_, ow, include_pad_));
+  }
+
+ private:
+  pool::Axis rows_, cols_;
+  bool include_pad_;
+};
 
 // x (N, C, H, W) -> y (N, C, OH, OW).
 template <typename T>
-void PoolForwardLoops(const Window2d& win, const Geometry2d& g, bool max, const T* x, T* y) {
-  const T area = static_cast<T>(win.kernel[0] * win.kernel[1]);
+void PoolForwardLoops(const PoolCall& call, const T* x, T* y) {
+  const Geometry2d& g = call.g;
+  const LoopWindow window(call);
+  const bool max = IsMax(call);
   ParallelFor(g.n * g.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
       const T* xp = x + plane * g.h * g.w;
       for (int64_t oh = 0; oh < g.oh; ++oh) {
         for (int64_t ow = 0; ow < g.ow; ++ow) {
           T acc = max ? -std::numeric_limits<T>::infinity() : T(0);
-          ForEachTap(win, g, oh, ow, [&](int64_t, int64_t, int64_t at) {
-            acc = max ? std::max(acc, xp[at]) : acc + xp[at];
-          });
-          y[(plane * g.oh + oh) * g.ow + ow] = max ? acc : acc / area;
+          window.ForEachInput(
+              oh, ow, [&](int64_t at) { acc = max ? std::max(acc, xp[at]) : acc + xp[at]; });
+          y[(plane * g.oh + oh) * g.ow + ow] =
+              max ? acc : acc / static_cast<T>(window.Divisor(oh, ow));
         }
       }
     }
@@ -116,9 +172,10 @@ void PoolForwardLoops(const Window2d& win, const Geometry2d& g, bool max, const 
 
 // dy (N, C, OH, OW), x (N, C, H, W) -> dx (N, C, H, W).
 template <typename T>
-void PoolBackwardLoops(const Window2d& win, const Geometry2d& g, bool max, const T* dy, const T* x,
-                       T* dx) {
-  const T area = static_cast<T>(win.kernel[0] * win.kernel[1]);
+void PoolBackwardLoops(const PoolCall& call, const T* dy, const T* x, T* dx) {
+  const Geometry2d& g = call.g;
+  const LoopWindow window(call);
+  const bool max = IsMax(call);
   ParallelFor(g.n * g.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
       const T* xp = x + plane * g.h * g.w;
@@ -127,10 +184,11 @@ void PoolBackwardLoops(const Window2d& win, const Geometry2d& g, bool max, const
       for (int64_t oh = 0; oh < g.oh; ++oh) {
         for (int64_t ow = 0; ow < g.ow; ++ow) {
           const T grad = dy[(plane * g.oh + oh) * g.ow + ow];
-          int64_t best = -1;  // max: the first largest tap
-          ForEachTap(win, g, oh, ow, [&](int64_t, int64_t, int64_t at) {
+          const T share = max ? T(0) : grad / static_cast<T>(window.Divisor(oh, ow));
+          int64_t best = -1;  // max: the first largest input
+          window.ForEachInput(oh, ow, [&](int64_t at) {
             if (!max) {
-              dxp[at] += grad / area;
+              dxp[at] += share;
             } else if (best < 0 || xp[at] > xp[best]) {
               best = at;
             }
@@ -142,6 +200,12 @@ void PoolBackwardLoops(const Window2d& win, const Geometry2d& g, bool max, const
   });
 }
 
+// Whether the loops compute the call: float64, and what oneDNN counts otherwise (see the top).
+bool UseLoops(const PoolCall& call, DType dtype, const char* op) {
+  if (!UseDnnl(dtype, op)) return true;
+  return !IsMax(call) && call.count_include_pad && Overhangs(call.win, call.g);
+}
+
 // ---- compute ----
 
 // in: (data); out: (output).
@@ -149,14 +213,14 @@ void PoolForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
                  std::span<const OpReq> req, std::span<const TensorView> out) {
   const PoolCall call = PoolCallOf(a, in[0].shape());
   if (req[0] == OpReq::kNull) return;
-  if (!UseDnnl(in[0].dtype(), "Pooling")) {
+  if (UseLoops(call, in[0].dtype(), "Pooling")) {
     StagedOutputs staged(ctx, req, out, false);
-    PoolForwardLoops<double>(call.win, call.g, IsMax(call), in[0].data<double>(),
-                             staged.Target(0).data<double>());
+    WEFT_FLOAT_SWITCH(in[0].dtype(), T, "Pooling",
+                      PoolForwardLoops<T>(call, in[0].data<T>(), staged.Target(0).data<T>()));
     staged.Finish();
     return;
   }
-  const DnnlPrimitive prim = PoolForwardPrimitive(call.win, call.g, IsMax(call), false);
+  const DnnlPrimitive prim = PoolForwardPrimitive(call, false);
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
   ExecutePrimitive(
       prim, {{DNNL_ARG_SRC, DnnlMemory(in[0])}, {DNNL_ARG_DST, DnnlMemory(staged.Target(0))}},
@@ -169,10 +233,12 @@ void PoolBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
                   std::span<const OpReq> req, std::span<const TensorView> out) {
   const PoolCall call = PoolCallOf(a, in[1].shape());
   if (req[0] == OpReq::kNull) return;
-  if (UseDnnl(in[0].dtype(), "_backward_Pooling")) return PoolBackwardF32(ctx, call, in, req, out);
+  if (!UseLoops(call, in[0].dtype(), "_backward_Pooling"))
+    return PoolBackwardF32(ctx, call, in, req, out);
   StagedOutputs staged(ctx, req, out, false);
-  PoolBackwardLoops<double>(call.win, call.g, IsMax(call), in[0].data<double>(),
-                            in[1].data<double>(), staged.Target(0).data<double>());
+  WEFT_FLOAT_SWITCH(
+      in[0].dtype(), T, "_backward_Pooling",
+      PoolBackwardLoops<T>(call, in[0].data<T>(), in[1].data<T>(), staged.Target(0).data<T>()));
   staged.Finish();
 }
 

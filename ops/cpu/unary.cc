@@ -1,5 +1,6 @@
 // CPU compute of the elementwise unary ops of ops/elementwise/unary_ops.h, their *_scalar forms,
-// Activation, and their backward ops: vectorizable loops over the functors of ops/math/unary.h.
+// Activation, clip, and their backward ops: vectorizable loops over the functors of
+// ops/math/unary.h.
 #include "ops/math/unary.h"
 
 #include "ops/cpu/internal/cpu_util.h"
@@ -12,54 +13,58 @@ namespace {
 // The loops over [b, e), vectorized (WEFT_CPU_VECTOR_CLONES); the lambdas take the pointers by
 // value, which the loop then holds in registers.
 template <typename F, typename T>
-WEFT_CPU_VECTOR_CLONES void ForwardRange(const T* in, T s, OpReq req, T* out, int64_t b,
+WEFT_CPU_VECTOR_CLONES void ForwardRange(const T* in, T s, T t, OpReq req, T* out, int64_t b,
                                          int64_t e) {
-  StoreRange(out, req, b, e, [=](int64_t i) { return F::Fwd(in[i], s); });
+  StoreRange(out, req, b, e, [=](int64_t i) { return fn::ForwardOf<F>(in[i], s, t); });
 }
 template <typename F, typename T>
-WEFT_CPU_VECTOR_CLONES void BackwardRange(const T* g, const T* v, T s, OpReq req, T* grad,
+WEFT_CPU_VECTOR_CLONES void BackwardRange(const T* g, const T* v, T s, T t, OpReq req, T* grad,
                                           int64_t b, int64_t e) {
-  StoreRange(grad, req, b, e, [=](int64_t i) { return fn::BackwardOf<F>(g[i], v[i], s); });
+  StoreRange(grad, req, b, e, [=](int64_t i) { return fn::BackwardOf<F>(g[i], v[i], s, t); });
 }
 
 // x, y: one size (y may be x).
 template <typename F>
-void Forward(double scalar, const TensorView& x, OpReq req, const TensorView& y) {
+void Forward(const PointwiseScalars& scalars, const TensorView& x, OpReq req, const TensorView& y) {
   WEFT_FLOAT_SWITCH(x.dtype(), T, "unary op", {
     const T* in = x.data<T>();
     T* out = y.data<T>();
-    const T s = static_cast<T>(scalar);
+    const T s = static_cast<T>(scalars.values[0]), t = static_cast<T>(scalars.values[1]);
     ParallelFor(x.size(), 4096,
-                [=](int64_t b, int64_t e) { ForwardRange<F>(in, s, req, out, b, e); });
+                [=](int64_t b, int64_t e) { ForwardRange<F>(in, s, t, req, out, b, e); });
   });
 }
 
 // in: (dy) or (dy, x or y, as F::kGradReads says), one size; dx: that size (dx may be dy).
 template <typename F>
-void Backward(double scalar, std::span<const TensorView> in, OpReq req, const TensorView& dx) {
+void Backward(const PointwiseScalars& scalars, std::span<const TensorView> in, OpReq req,
+              const TensorView& dx) {
   WEFT_FLOAT_SWITCH(dx.dtype(), T, "unary backward", {
     const T *g = in[0].data<T>(), *v = in.back().data<T>();  // v: dy itself when Grad reads nothing
     T* grad = dx.data<T>();
-    const T s = static_cast<T>(scalar);
+    const T s = static_cast<T>(scalars.values[0]), t = static_cast<T>(scalars.values[1]);
     ParallelFor(dx.size(), 4096,
-                [=](int64_t b, int64_t e) { BackwardRange<F>(g, v, s, req, grad, b, e); });
+                [=](int64_t b, int64_t e) { BackwardRange<F>(g, v, s, t, req, grad, b, e); });
   });
 }
 
-// The rows of op `name` and its backward.
+using ScalarsFn = PointwiseScalars (*)(const Attrs&);
+
+// The rows of op `name` and its backward; `scalars` (null: none) reads the functor's scalars.
 template <typename F>
-void AddUnary(std::vector<NamedDeviceImpl>& table, const std::string& name, bool has_scalar) {
+void AddUnary(std::vector<NamedDeviceImpl>& table, const std::string& name, ScalarsFn scalars) {
+  const auto of = [scalars](const Attrs& a) { return scalars ? scalars(a) : PointwiseScalars{}; };
   table.push_back(
       {name,
-       {.compute = [has_scalar](const OpContext&, const Attrs& a, std::span<const TensorView> in,
-                                std::span<const OpReq> req, std::span<const TensorView> out) {
-         Forward<F>(has_scalar ? a.Get<ScalarParam>().scalar : 0.0, in[0], req[0], out[0]);
+       {.compute = [of](const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                        std::span<const OpReq> req, std::span<const TensorView> out) {
+         Forward<F>(of(a), in[0], req[0], out[0]);
        }}});
   table.push_back(
       {"_backward_" + name,
-       {.compute = [has_scalar](const OpContext&, const Attrs& a, std::span<const TensorView> in,
-                                std::span<const OpReq> req, std::span<const TensorView> out) {
-         Backward<F>(has_scalar ? a.Get<ScalarParam>().scalar : 0.0, in, req[0], out[0]);
+       {.compute = [of](const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                        std::span<const OpReq> req, std::span<const TensorView> out) {
+         Backward<F>(of(a), in, req[0], out[0]);
        }}});
 }
 
@@ -78,21 +83,22 @@ void DispatchActivation(ActType act, Call&& call) {
 void ActivationForward(const OpContext&, const Attrs& a, std::span<const TensorView> in,
                        std::span<const OpReq> req, std::span<const TensorView> out) {
   DispatchActivation(a.Get<ActivationParam>().act_type,
-                     [&](auto f) { Forward<decltype(f)>(0.0, in[0], req[0], out[0]); });
+                     [&](auto f) { Forward<decltype(f)>({}, in[0], req[0], out[0]); });
 }
 
 void ActivationBackward(const OpContext&, const Attrs& a, std::span<const TensorView> in,
                         std::span<const OpReq> req, std::span<const TensorView> out) {
   DispatchActivation(a.Get<ActivationParam>().act_type,
-                     [&](auto f) { Backward<decltype(f)>(0.0, in, req[0], out[0]); });
+                     [&](auto f) { Backward<decltype(f)>({}, in, req[0], out[0]); });
 }
 
 std::vector<NamedDeviceImpl> UnaryImpls() {
   std::vector<NamedDeviceImpl> table;
 #define WEFT_UNARY_CPU(name, functor, description, has_scalar) \
-  AddUnary<fn::functor>(table, #name, has_scalar);
+  AddUnary<fn::functor>(table, #name, has_scalar ? AttrScalars<ScalarParam> : nullptr);
   WEFT_UNARY_OPS(WEFT_UNARY_CPU)
 #undef WEFT_UNARY_CPU
+  AddUnary<fn::Clip>(table, "clip", AttrScalars<ClipParam>);
   table.push_back({"Activation", {.compute = ActivationForward}});
   table.push_back({"_backward_Activation", {.compute = ActivationBackward}});
   return table;

@@ -1,5 +1,5 @@
-// The elementwise unary ops of unary_ops.h, their *_scalar forms, Activation, and their backward
-// ops: attributes, shapes, gradients and the functor each applies. The backward op
+// The elementwise unary ops of unary_ops.h, their *_scalar forms, Activation, clip, and their
+// backward ops: attributes, shapes, gradients and the functor each applies. The backward op
 // `_backward_<name>` takes dy and what F::Grad reads (F::kGradReads: x, y or nothing) and gives
 // dx = fn::BackwardOf<F>(dy, x or y, scalar).
 // Compute: ops/cpu/unary.cc, ops/gpu/unary.cc; math: ops/math/unary.h.
@@ -15,6 +15,15 @@ namespace weft {
 namespace {
 
 ScalarParam ParseScalar(AttrReader& r) { return {r.Float("scalar", std::nullopt)}; }
+
+ClipParam ParseClip(AttrReader& r) {
+  const ClipParam p{r.Float("a_min", std::nullopt), r.Float("a_max", std::nullopt)};
+  if (!(p.a_min <= p.a_max)) {
+    WEFT_THROW("op '" << r.op() << "': attributes 'a_min' and 'a_max': expected a_min <= a_max, "
+                      << "found " << p.a_min << " and " << p.a_max);
+  }
+  return p;
+}
 
 ActivationParam ParseActivation(AttrReader& r) {
 #define WEFT_ACT_CHOICE(value, name, functor) {name, ActType::value},
@@ -61,7 +70,6 @@ std::vector<std::string> BackwardInputNames(fn::GradReads reads) {
   return {};
 }
 
-double ScalarOf(const Attrs& a) { return a.Get<ScalarParam>().scalar; }
 std::string ActivationFunctorOf(const Attrs& a) {
   return ActivationFunctor(a.Get<ActivationParam>().act_type);
 }
@@ -96,10 +104,11 @@ void DefineUnaryPair(const std::string& name, const std::string& description,
 
 const bool defined = [] {
   using NoParams = ScalarParam (*)(AttrReader&);
-#define WEFT_DEFINE_UNARY(name, functor, description, has_scalar)                             \
-  DefineUnaryPair(#name, description, has_scalar ? ParseScalar : NoParams{},                  \
-                  PointwiseFn{PointwiseKind::kNone, "weft::fn::" #functor, nullptr,           \
-                              has_scalar ? ScalarOf : std::function<double(const Attrs&)>{}}, \
+  using ScalarsFn = std::function<PointwiseScalars(const Attrs&)>;
+#define WEFT_DEFINE_UNARY(name, functor, description, has_scalar)                   \
+  DefineUnaryPair(#name, description, has_scalar ? ParseScalar : NoParams{},        \
+                  PointwiseFn{PointwiseKind::kNone, "weft::fn::" #functor, nullptr, \
+                              has_scalar ? AttrScalars<ScalarParam> : ScalarsFn{}}, \
                   FunctorGradReads<fn::functor>);
   WEFT_UNARY_OPS(WEFT_DEFINE_UNARY)
 #undef WEFT_DEFINE_UNARY
@@ -107,6 +116,13 @@ const bool defined = [] {
       "Activation", "elementwise activation: act_type is relu, sigmoid, tanh, softrelu or gelu",
       ParseActivation, PointwiseFn{PointwiseKind::kNone, "", ActivationFunctorOf, nullptr},
       ActivationGradReads);
+  DefineUnaryPair(
+      "clip",
+      "min(max(x, a_min), a_max), as MXNet's clip and PyTorch's clamp (ReLU6 is "
+      "clip(x, 0, 6)); the gradient passes where a_min <= x <= a_max",
+      ParseClip,
+      PointwiseFn{PointwiseKind::kNone, "weft::fn::Clip", nullptr, AttrScalars<ClipParam>},
+      FunctorGradReads<fn::Clip>);
   return true;
 }();
 

@@ -3,12 +3,14 @@
 // definitions (unary.cc) and each device's compute (ops/cpu/unary.cc, ops/gpu/unary.cc) expand
 // this list, so an op added here exists everywhere at once.
 //
-// And Activation's act_type: its value, the name users write, and the functor it applies.
+// And Activation's act_type: its value, the name users write, and the functor it applies; and
+// clip, whose functor takes two scalars (a_min, a_max), defined beside the table.
 #pragma once
 
 #include <cstdint>
 
 #include "ops/attrs.h"
+#include "ops/op.h"
 
 // X(name, functor, description, has_scalar)
 #define WEFT_UNARY_OPS(X)                                \
@@ -46,6 +48,19 @@ namespace weft {
 struct ScalarParam {
   double scalar;
 };
+
+// The attributes of clip and _backward_clip: a_min <= a_max.
+struct ClipParam {
+  double a_min, a_max;
+};
+
+// The scalars the functor of an op with attributes P takes (what PointwiseFn::scalars_of gives).
+inline PointwiseScalars ScalarsOf(const ScalarParam& p) { return {1, {p.scalar}}; }
+inline PointwiseScalars ScalarsOf(const ClipParam& p) { return {2, {p.a_min, p.a_max}}; }
+template <typename P>
+PointwiseScalars AttrScalars(const Attrs& a) {
+  return ScalarsOf(a.Get<P>());
+}
 
 #define WEFT_ACT_VALUE(value, name, functor) value,
 enum class ActType : uint8_t { WEFT_ACTIVATIONS(WEFT_ACT_VALUE) };

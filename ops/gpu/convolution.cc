@@ -1,31 +1,36 @@
 // Convolution and _backward_Convolution on the GPU, through cuDNN's convolution API
-// (ops/nn/convolution.cc says what they compute). float32 and float64; float32 runs FMA kernels
-// only (no TF32), so it matches the CPU's float32.
+// (ops/nn/convolution.cc says what they compute), grouped (cudnnSetConvolutionGroupCount) and
+// dilated. float32 and float64, and bfloat16 tensors computing in float on tensor cores; float32
+// runs FMA kernels only (no TF32), so it matches the CPU's float32.
 //
 // Algorithms: cudnnGet*Algorithm_v7 ranks them by cuDNN's heuristics without running anything (the
 // Find* calls would time them, which synchronizes and allocates outside weft's pools); the first
 // one that supports the call and keeps to FMA math is taken, once per (direction, shape, window,
 // dtype, device), and remembered for the process. Its workspace comes from ctx.Workspace.
-// Bias: cudnnAddTensor forward, cudnnConvolutionBackwardBias backward.
+// Bias, in kernels/convolution.cuh for every dtype: the forward writes the bias into the output and
+// the convolution adds to it (beta 1), so a bf16 output is rounded once; the backward sums out_grad
+// per channel.
+#include <array>
 #include <map>
 #include <mutex>
 #include <span>
-#include <tuple>
 #include <vector>
 
 #include "core/mutex.h"
 #include "core/no_destructor.h"
 #include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
+#include "ops/gpu/internal/launch.h"
 #include "ops/nn/nn_params.h"
 #include "ops/op.h"
 
 namespace weft::gpu {
 namespace {
 
-constexpr std::initializer_list<DType> kConvTypes = {DType::kFloat32, DType::kFloat64};
+constexpr std::initializer_list<DType> kConvTypes = {DType::kFloat32, DType::kFloat64,
+                                                     DType::kBFloat16};
 
-// The descriptors of one call: data x (N, C, H, W), weight w (F, C, kh, kw), output y
+// The descriptors of one call: data x (N, C, H, W), weight w (F, C / G, kh, kw), output y
 // (N, F, OH, OW), and the convolution.
 struct ConvDescs {
   TensorDesc x, y;
@@ -37,9 +42,8 @@ ConvDescs DescsOf(DType dtype, const Window2d& win, const ConvDims& d) {
   const char* op = "Convolution";
   const Geometry2d& g = d.g;
   return {NchwDesc(op, dtype, Shape{g.n, g.c, g.h, g.w}),
-          NchwDesc(op, dtype, Shape{g.n, d.f, g.oh, g.ow}),
-          FilterOf(op, dtype, Shape{d.f, g.c, win.kernel[0], win.kernel[1]}),
-          ConvolutionOf(dtype, win)};
+          NchwDesc(op, dtype, Shape{g.n, d.f, g.oh, g.ow}), FilterOf(op, dtype, d.Weight(win)),
+          ConvolutionOf(dtype, win, d.groups)};
 }
 
 // What each direction's algorithm query and workspace size call are; the queries take the
@@ -125,8 +129,11 @@ struct AlgoChoice {
   size_t workspace;
 };
 
-// float64 has no tensor-core math; float32 keeps to FMA kernels (see ConvolutionOf).
-bool FmaOnly(cudnnMathType_t math) { return math == CUDNN_FMA_MATH || math == CUDNN_DEFAULT_MATH; }
+// float32 keeps to FMA kernels (see ConvolutionOf); float64 has no tensor-core math, and
+// bfloat16 takes any.
+bool MathAllowed(DType dtype, cudnnMathType_t math) {
+  return dtype != DType::kFloat32 || math == CUDNN_FMA_MATH || math == CUDNN_DEFAULT_MATH;
+}
 
 // cuDNN's heuristic ranking, best first: the first algorithm that supports the call.
 template <typename Direction>
@@ -137,8 +144,7 @@ AlgoChoice<Direction> QueryAlgo(cudnnHandle_t h, const ConvDescs& c, DType dtype
   int got = 0;
   WEFT_CUDNN_CHECK(Direction::Query(h, c, max_count, &got, perf.data()));
   for (int i = 0; i < got; ++i) {
-    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
-        (dtype == DType::kFloat64 || FmaOnly(perf[i].mathType))) {
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && MathAllowed(dtype, perf[i].mathType)) {
       AlgoChoice<Direction> choice{perf[i].algo, 0};
       WEFT_CUDNN_CHECK(Direction::WorkspaceSize(h, c, choice.algo, &choice.workspace));
       return choice;
@@ -149,14 +155,17 @@ AlgoChoice<Direction> QueryAlgo(cudnnHandle_t h, const ConvDescs& c, DType dtype
 }
 
 // Everything an algorithm choice depends on.
-using AlgoKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, int64_t, int64_t, int64_t>;
+using AlgoKey = std::array<int64_t, 16>;
 
 AlgoKey KeyOf(int device, DType dtype, const Window2d& win, const ConvDims& d) {
-  return {
-      device,    static_cast<int>(dtype), d.g.n,         d.g.c,         d.g.h,         d.g.w,
-      d.f,       win.kernel[0],           win.kernel[1], win.stride[0], win.stride[1], win.pad[0],
-      win.pad[1]};
+  return {device,        static_cast<int>(dtype),
+          d.g.n,         d.g.c,
+          d.g.h,         d.g.w,
+          d.f,           d.groups,
+          win.kernel[0], win.kernel[1],
+          win.stride[0], win.stride[1],
+          win.pad[0],    win.pad[1],
+          win.dilate[0], win.dilate[1]};
 }
 
 // QueryAlgo once per key, for the process.
@@ -176,9 +185,10 @@ AlgoChoice<Direction> CachedAlgo(const GpuCall& call, const ConvDescs& c, DType 
   return cache->emplace(key, choice).first->second;
 }
 
-// One call: its dtype, descriptors and cache key.
+// One call: its dtype, extents, descriptors and cache key.
 struct ConvCall {
   DType dtype;
+  ConvDims dims;
   ConvDescs descs;
   AlgoKey key;
 };
@@ -187,8 +197,8 @@ ConvCall ConvCallOf(const GpuCall& call, const char* op, const ConvParam& p,
                     const TensorView& data) {
   const DType dtype = data.dtype();
   CheckDType(op, dtype, kConvTypes);
-  const ConvDims d{Geometry2dOf(op, p.window, data.shape()), p.num_filter};
-  return {dtype, DescsOf(dtype, p.window, d), KeyOf(call.device(), dtype, p.window, d)};
+  const ConvDims d = ConvDimsOf(op, p, data.shape());
+  return {dtype, d, DescsOf(dtype, p.window, d), KeyOf(call.device(), dtype, p.window, d)};
 }
 
 // One direction's convolution: out = conv(first, second) + beta * out, beta from the request.
@@ -203,20 +213,33 @@ void RunConv(const GpuCall& call, const ConvCall& c, const void* first, const vo
   }));
 }
 
-// in: (data, weight[, bias]); out: (output).
+// db (F,) = dy (N, F, OH, OW) summed over all but the channel axis, as req says: a block per
+// channel.
+void ChannelSumsGpu(const OpContext& ctx, const ConvCall& c, const void* dy, OpReq req, void* db) {
+  int64_t n = c.dims.g.n, channels = c.dims.f, plane = c.dims.g.oh * c.dims.g.ow;
+  int code = ReqCode(req);
+  void* args[] = {&dy, &db, &n, &channels, &plane, &code};
+  LaunchArgs(ctx, "convolution.cuh", Instance("weft::ChannelSums", {TypeName(c.dtype)}), channels,
+             /*block_per_item=*/true, args);
+}
+
+// in: (data, weight[, bias]); out: (output). With a bias, y starts from it (as req says) and the
+// convolution adds to it.
 void ConvForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
   const ConvParam& p = a.Get<ConvParam>();
   if (req[0] == OpReq::kNull) return;
   const GpuCall call(ctx);
   const ConvCall c = ConvCallOf(call, "Convolution", p, in[0]);
-  RunConv<Forward>(call, c, in[0].raw(), in[1].raw(), req[0], out[0].raw());
-  if (p.no_bias) return;
-  const TensorDesc bias = ChannelDesc("Convolution", c.dtype, p.num_filter);
-  WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
-    return cudnnAddTensor(h, One(c.dtype).get(), bias.get(), in[2].raw(), One(c.dtype).get(),
-                          c.descs.y.get(), out[0].raw());
-  }));
+  OpReq conv_req = req[0];
+  if (!p.no_bias) {
+    const Geometry2d& g = c.dims.g;
+    Launch(ctx, "convolution.cuh", Instance("weft::ChannelBias", {TypeName(c.dtype)}),
+           g.n * c.dims.f * g.oh * g.ow, in[2].raw(), out[0].raw(), g.n, c.dims.f, g.oh * g.ow,
+           ReqCode(req[0]));
+    conv_req = OpReq::kAddTo;
+  }
+  RunConv<Forward>(call, c, in[0].raw(), in[1].raw(), conv_req, out[0].raw());
 }
 
 // in: (out_grad, data, weight); out: (d_data, d_weight[, d_bias]), each skipped when its request
@@ -230,11 +253,7 @@ void ConvBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tenso
   if (req[0] != OpReq::kNull) RunConv<BackwardData>(call, c, w, dy, req[0], out[0].raw());
   if (req[1] != OpReq::kNull) RunConv<BackwardFilter>(call, c, x, dy, req[1], out[1].raw());
   if (p.no_bias || req[2] == OpReq::kNull) return;
-  const TensorDesc bias = ChannelDesc("_backward_Convolution", c.dtype, p.num_filter);
-  WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
-    return cudnnConvolutionBackwardBias(h, One(c.dtype).get(), c.descs.y.get(), in[0].raw(),
-                                        BetaFor(req[2], c.dtype).get(), bias.get(), out[2].raw());
-  }));
+  ChannelSumsGpu(ctx, c, dy, req[2], out[2].raw());
 }
 
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,

@@ -1,6 +1,10 @@
-// Pooling and _backward_Pooling on the GPU, through cuDNN (ops/nn/pooling.cc says what they
-// compute). float32 and float64. Max pooling: padding never wins (CUDNN_POOLING_MAX); average
-// pooling counts padding as zeros (CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING), as on the CPU.
+// Pooling and _backward_Pooling on the GPU (ops/nn/pooling.cc says what they compute), float32
+// and float64. Through cuDNN where it expresses the call: max pooling (padding never wins) and
+// average pooling counting padding (CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING) or not
+// (..._EXCLUDE_PADDING), with symmetric padding. A ceil-mode call whose last window reaches past
+// the padding needs more padding after the input than before, which cuDNN cannot take, and an
+// average that leaves out that extra padding: it runs weft's kernels (kernels/pooling.cuh), on
+// the windows the CPU's loops use (ops/math/pool_window.h).
 //
 // cudnnPoolingBackward reads the forward output, which _backward_Pooling does not get (its inputs
 // are out_grad and data, as on the CPU): it recomputes the forward into the workspace first.
@@ -8,11 +12,15 @@
 
 #include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
+#include "ops/gpu/internal/launch.h"
 #include "ops/nn/nn_params.h"
+#include "ops/nn/window2d.h"
 #include "ops/op.h"
 
 namespace weft::gpu {
 namespace {
+
+// ---- cuDNN ----
 
 // The descriptors of one call: data x (N, C, H, W), output y (N, C, OH, OW), the pooling.
 struct PoolDescs {
@@ -21,10 +29,10 @@ struct PoolDescs {
 };
 
 PoolDescs DescsOf(const char* op, DType dtype, const PoolCall& call) {
-  CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64});
   const Geometry2d& g = call.g;
   return {NchwDesc(op, dtype, Shape{g.n, g.c, g.h, g.w}),
-          NchwDesc(op, dtype, Shape{g.n, g.c, g.oh, g.ow}), PoolingOf(call.win, call.type)};
+          NchwDesc(op, dtype, Shape{g.n, g.c, g.oh, g.ow}),
+          PoolingOf(call.win, call.type, call.count_include_pad)};
 }
 
 void RunPoolForward(const GpuCall& call, const PoolDescs& m, DType dtype, const void* x, OpReq req,
@@ -35,12 +43,52 @@ void RunPoolForward(const GpuCall& call, const PoolDescs& m, DType dtype, const 
   }));
 }
 
+// in: (out_grad, data); out: (d_data).
+void CudnnPoolBackward(const OpContext& ctx, const PoolCall& pool, std::span<const TensorView> in,
+                       OpReq req, const TensorView& dx) {
+  const DType dtype = in[0].dtype();
+  const PoolDescs m = DescsOf("_backward_Pooling", dtype, pool);
+  const GpuCall call(ctx);
+  void* y = call.Workspace({in[0].bytes()})[0];
+  RunPoolForward(call, m, dtype, in[1].raw(), OpReq::kWrite, y);
+  WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
+    return cudnnPoolingBackward(h, m.pool.get(), One(dtype).get(), m.y.get(), y, m.y.get(),
+                                in[0].raw(), m.x.get(), in[1].raw(), BetaFor(req, dtype).get(),
+                                m.x.get(), dx.raw());
+  }));
+}
+
+// ---- weft's kernels ----
+
+GpuPool2d KernelArgsOf(const PoolCall& call) {
+  const Window2d& win = call.win;
+  const Geometry2d& g = call.g;
+  return {g.n * g.c,
+          g.h,
+          g.w,
+          g.oh,
+          g.ow,
+          {win.kernel[0], win.kernel[1]},
+          {win.stride[0], win.stride[1]},
+          {win.pad[0], win.pad[1]},
+          call.type == PoolType::kMax ? 1 : 0,
+          call.count_include_pad ? 1 : 0};
+}
+
+// ---- compute ----
+
 // in: (data); out: (output).
 void PoolForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
   const PoolCall pool = PoolCallOf(a, in[0].shape());
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
+  CheckDType("Pooling", dtype, {DType::kFloat32, DType::kFloat64});
+  if (Overhangs(pool.win, pool.g)) {
+    Launch(ctx, "pooling.cuh", Instance("weft::PoolForward", {TypeName(dtype)}), out[0].size(),
+           in[0].raw(), out[0].raw(), KernelArgsOf(pool), ReqCode(req[0]));
+    return;
+  }
   const PoolDescs m = DescsOf("Pooling", dtype, pool);
   const GpuCall call(ctx);
   RunPoolForward(call, m, dtype, in[0].raw(), req[0], out[0].raw());
@@ -52,15 +100,10 @@ void PoolBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tenso
   const PoolCall pool = PoolCallOf(a, in[1].shape());
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
-  const PoolDescs m = DescsOf("_backward_Pooling", dtype, pool);
-  const GpuCall call(ctx);
-  void* y = call.Workspace({in[0].bytes()})[0];
-  RunPoolForward(call, m, dtype, in[1].raw(), OpReq::kWrite, y);
-  WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
-    return cudnnPoolingBackward(h, m.pool.get(), One(dtype).get(), m.y.get(), y, m.y.get(),
-                                in[0].raw(), m.x.get(), in[1].raw(), BetaFor(req[0], dtype).get(),
-                                m.x.get(), out[0].raw());
-  }));
+  CheckDType("_backward_Pooling", dtype, {DType::kFloat32, DType::kFloat64});
+  if (!Overhangs(pool.win, pool.g)) return CudnnPoolBackward(ctx, pool, in, req[0], out[0]);
+  Launch(ctx, "pooling.cuh", Instance("weft::PoolBackward", {TypeName(dtype)}), out[0].size(),
+         in[0].raw(), in[1].raw(), out[0].raw(), KernelArgsOf(pool), ReqCode(req[0]));
 }
 
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,

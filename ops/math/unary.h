@@ -3,8 +3,11 @@
 //
 // Each functor has Fwd(x, s) and Grad(x, y, s) = dy/dx at x, given y = Fwd(x, s), in the
 // arithmetic type A (float for float32 and bfloat16, double for float64); s is the op's `scalar`
-// attribute (0 for ops without one), and kGradReads says which of x and y Grad reads. The backward
-// op `_backward_<name>` gives dx = dy * Grad (BackwardOf).
+// attribute (0 for ops without one), and kGradReads says which of x and y Grad reads. A functor
+// that declares kScalars = 2 takes two scalars instead, Fwd(x, s, t) and Grad(x, y, s, t) (clip's
+// a_min and a_max); code that calls any functor goes through ForwardOf and BackwardOf, which pass
+// each the scalars it takes. The backward op `_backward_<name>` gives dx = dy * Grad
+// (BackwardOf).
 //
 // NaN, infinities and signed zeros: comparisons are written `Select(x < c, c, x)` (std::max's
 // form), so a NaN x stays NaN (relu, maximum_scalar) and -0 stays -0; gradients of comparisons
@@ -24,15 +27,46 @@ namespace weft::fn {
 // mul_scalar and add_scalar steps need nothing of the forward (MXNet's ElemwiseGradUseNone).
 enum class GradReads : unsigned char { kNothing, kInput, kOutput };
 
-// dx = dy * F::Grad at one element, given `v`: x or y, as F::kGradReads says (anything for
-// kNothing). What every backward of a unary op computes: the CPU loops, the GPU kernels and the
-// fusion code generator call it.
+// How many scalars F takes: F::kScalars where F declares it, else 1.
+template <typename F, typename = void>
+struct ScalarCount {
+  static constexpr int value = 1;
+};
+template <typename F>
+struct ScalarCount<F, decltype(void(F::kScalars))> {
+  static constexpr int value = F::kScalars;
+};
+
+// F::Fwd(x, s) or, for a functor of two scalars, F::Fwd(x, s, t). What every forward of a unary op
+// computes: the CPU loops, the GPU kernels and the fused kernels call it (or F::Fwd itself).
 template <typename F, typename A>
-WEFT_HOST_DEVICE inline A BackwardOf(A dy, A v, A s) {
-  if constexpr (F::kGradReads == GradReads::kInput) {
-    return dy * F::Grad(v, A(0), s);
+WEFT_HOST_DEVICE inline A ForwardOf(A x, A s, A t) {
+  if constexpr (ScalarCount<F>::value == 2) {
+    return F::Fwd(x, s, t);
   } else {
-    return dy * F::Grad(A(0), v, s);
+    return F::Fwd(x, s);
+  }
+}
+
+// F::Grad(x, y, s) or F::Grad(x, y, s, t), as ForwardOf.
+template <typename F, typename A>
+WEFT_HOST_DEVICE inline A GradOf(A x, A y, A s, A t) {
+  if constexpr (ScalarCount<F>::value == 2) {
+    return F::Grad(x, y, s, t);
+  } else {
+    return F::Grad(x, y, s);
+  }
+}
+
+// dx = dy * F::Grad at one element, given `v`: x or y, as F::kGradReads says (anything for
+// kNothing); t: the second scalar, for functors that take two. What every backward of a unary op
+// computes: the CPU loops, the GPU kernels and the fusion code generator call it.
+template <typename F, typename A>
+WEFT_HOST_DEVICE inline A BackwardOf(A dy, A v, A s, A t = A(0)) {
+  if constexpr (F::kGradReads == GradReads::kInput) {
+    return dy * GradOf<F>(v, A(0), s, t);
+  } else {
+    return dy * GradOf<F>(A(0), v, s, t);
   }
 }
 
@@ -264,6 +298,23 @@ struct MinScalar {
   template <typename A>
   WEFT_HOST_DEVICE static A Grad(A x, A, A s) {
     return math::Select(x < s, A(1), A(0));
+  }
+};
+
+// clip: min(max(x, a_min), a_max) (ops/elementwise/unary.cc; ReLU6 is clip(x, 0, 6)), NaN stays
+// NaN. The gradient passes where a_min <= x <= a_max, the bounds included, as PyTorch's clamp
+// (and MXNet's clip); it is 0 outside and at NaN.
+struct Clip {
+  static constexpr GradReads kGradReads = GradReads::kInput;
+  static constexpr int kScalars = 2;  // a_min, a_max
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A lo, A hi) {
+    const A above = math::Select(x < lo, lo, x);
+    return math::Select(hi < above, hi, above);
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A x, A, A lo, A hi) {
+    return math::Select(x >= lo, A(1), A(0)) * math::Select(x <= hi, A(1), A(0));
   }
 };
 

@@ -1,12 +1,19 @@
-// Convolution: 2-D cross-correlation over NCHW data (no dilation, no groups).
+// Convolution: 2-D cross-correlation over NCHW data, grouped and dilated.
 //
 //   data    (N, C, H, W)
-//   weight  (F, C, kh, kw)          F = num_filter, (kh, kw) = kernel
+//   weight  (F, C / G, kh, kw)      F = num_filter, G = num_group, (kh, kw) = kernel
 //   bias    (F,)                    absent when no_bias
-//   output  (N, F, OH, OW)          OH = (H + 2 * pad_h - kh) / stride_h + 1 (floor; the same for
-//   OW) output[n, f, y, x] = bias[f] + sum_{c, i, j} data[n, c, y * stride_h - pad_h + i,
-//                                                   x * stride_w - pad_w + j] * weight[f, c, i, j]
-//   with taps in the padding contributing zero.
+//   output  (N, F, OH, OW)          OH = floor((H + 2 * pad_h - dilate_h * (kh - 1) - 1) /
+//   stride_h)
+//                                   + 1, the same for OW (ops/nn/window2d.h)
+//   output[n, f, y, x] = bias[f] + sum_{c, i, j} data[n, g * C/G + c, y * stride_h - pad_h +
+//                        i * dilate_h, x * stride_w - pad_w + j * dilate_w] * weight[f, c, i, j]
+//   with g = f / (F / G) the filter's group, c over the group's C / G channels, and taps in the
+//   padding contributing zero. G = C = F is a depthwise convolution. MXNet's attributes and
+//   PyTorch's weight layout (torch.nn.functional.conv2d with groups, dilation).
+//
+// num_group divides num_filter and the channels; dilate (default (1, 1)) and stride are at least
+// 1, and the dilated kernel must fit in the padded input.
 //
 // _backward_Convolution takes (out_grad, data, weight) and gives (d_data, d_weight, d_bias),
 // without d_bias when no_bias. Compute: ops/cpu/convolution.cc, ops/gpu/convolution.cc.
@@ -20,15 +27,20 @@ namespace weft {
 namespace {
 
 ConvParam ParseConv(AttrReader& r) {
-  return {ParseWindow2d(r, std::nullopt), r.Int("num_filter", std::nullopt, 1),
-          r.Bool("no_bias", false)};
+  ConvParam p{ParseWindow2d(r, std::nullopt), r.Int("num_filter", std::nullopt, 1),
+              r.Int("num_group", 1, 1), r.Bool("no_bias", false)};
+  ParseDilate(r, p.window);
+  if (p.num_filter % p.num_group != 0) {
+    WEFT_THROW("op 'Convolution': attribute 'num_filter': expected a multiple of num_group "
+               << p.num_group << ", found " << p.num_filter);
+  }
+  return p;
 }
 
 // Checks data, weight and (unless no_bias) bias.
 ConvDims CheckConv(const ConvParam& p, const std::vector<Shape>& in) {
-  const Window2d& win = p.window;
-  const ConvDims d{Geometry2dOf("Convolution", win, in[0]), p.num_filter};
-  const Shape weight{d.f, d.g.c, win.kernel[0], win.kernel[1]};
+  const ConvDims d = ConvDimsOf("Convolution", p, in[0]);
+  const Shape weight = d.Weight(p.window);
   if (in[1] != weight) WEFT_THROW("Convolution: weight must be " << weight << ", found " << in[1]);
   if (!p.no_bias && in[2] != Shape{d.f})
     WEFT_THROW("Convolution: bias must be " << Shape{d.f} << ", found " << in[2]);
@@ -51,18 +63,20 @@ std::vector<Shape> ConvBackwardShape(const Attrs& a, const std::vector<Shape>& i
   return {in[1], in[2], Shape{p.num_filter}};
 }
 
-// weight (F, C, kh, kw) and bias (F,) from data (N, C, H, W).
+// weight (F, C / G, kh, kw) and bias (F,) from data (N, C, H, W).
 void ConvInputShapes(const Attrs& a, std::vector<std::optional<Shape>>& in) {
   const ConvParam& p = a.Get<ConvParam>();
   if (!in[0] || in[0]->ndim() != 4) return;
-  if (!in[1]) in[1] = Shape{p.num_filter, (*in[0])[1], p.window.kernel[0], p.window.kernel[1]};
+  const int64_t channels = (*in[0])[1] / p.num_group;
+  if (!in[1]) in[1] = Shape{p.num_filter, channels, p.window.kernel[0], p.window.kernel[1]};
   if (in.size() > 2 && !in[2]) in[2] = Shape{p.num_filter};
 }
 
 const bool defined = [] {
   DefineLayerOp<ConvParam>(
       {"Convolution",
-       "2-D convolution (cross-correlation) over NCHW data with an (F, C, kh, kw) weight",
+       "2-D convolution (cross-correlation) over NCHW data with an (F, C / num_group, kh, kw) "
+       "weight; num_group (grouped, depthwise) and dilate as MXNet",
        ParseConv, ConvShape, ConvBackwardShape, ConvInputShapes});
   return true;
 }();

@@ -76,27 +76,39 @@ DType BnStatType(DType data);
 // ---- Convolution, _backward_Convolution ----
 
 struct ConvParam {
-  Window2d window;
+  Window2d window;  // with `dilate`
   int num_filter;
+  int num_group;  // divides num_filter (checked when parsed) and the channels (at inference)
   bool no_bias;
 };
 
-// Extents of one call: the window geometry and the filter count.
+// Extents of one call: the window geometry, the filter count and the groups.
 struct ConvDims {
   Geometry2d g;
   int64_t f;
+  int64_t groups;
 
   Shape Output() const { return Shape{g.n, f, g.oh, g.ow}; }  // (N, F, OH, OW)
+  // (F, C / groups, kh, kw), MXNet's and PyTorch's layout.
+  Shape Weight(const Window2d& win) const {
+    return Shape{f, g.c / groups, win.kernel[0], win.kernel[1]};
+  }
 };
+
+// Checks `data` against the window and the groups (the channels divisible by num_group); the
+// errors name `op`.
+ConvDims ConvDimsOf(const char* op, const ConvParam& p, const Shape& data);
 
 // ---- Pooling, _backward_Pooling ----
 
 enum class PoolType : uint8_t { kMax, kAvg };
 
 struct PoolParam {
-  Window2d window;  // ignored when global
+  Window2d window;  // ignored when global; ceil set by pooling_convention "full"
   PoolType type;
   bool global;
+  // avg: divide by the window's taps in the padded input, else only by those in the input.
+  bool count_include_pad;
 };
 
 // What one call computes: `type` pooling with this window over data of this geometry.
@@ -104,6 +116,7 @@ struct PoolCall {
   Window2d win;
   Geometry2d g;
   PoolType type;
+  bool count_include_pad;
 };
 
 // (N, C, OH, OW).

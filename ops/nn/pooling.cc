@@ -1,12 +1,19 @@
 // Pooling: 2-D max or average pooling over NCHW data.
 //
 //   data    (N, C, H, W)
-//   output  (N, C, OH, OW)   OH = (H + 2 * pad_h - kh) / stride_h + 1 (floor, MXNet's "valid"; the
-//                            same for OW); global_pool: (N, C, 1, 1)
+//   output  (N, C, OH, OW)   pooling_convention "valid" (default): OH = floor((H + 2 * pad_h - kh)
+//                            / stride_h) + 1; "full": ceil instead of floor, less one where the
+//                            last window would start in the right padding (PyTorch's
+//                            ceil_mode=True); the same for OW (ops/nn/window2d.h); global_pool: (N,
+//                            C, 1, 1)
 //
 // pool_type max: the largest of the window's taps inside the input; padding never wins.
-// pool_type avg: the sum of the taps inside the input divided by kh * kw, i.e. padding counts as
-//   zeros (MXNet's default count_include_pad = true).
+// pool_type avg: the sum of the taps inside the input divided by
+//   count_include_pad true (default, MXNet's and PyTorch's): the window's taps in the padded input
+//     [-pad, H + pad), i.e. padding counts as zeros; kh * kw except for a window of the "full"
+//     convention that reaches past the padding;
+//   count_include_pad false: the window's taps inside the input (PyTorch's
+//   count_include_pad=False).
 // pad must be smaller than the kernel on each axis, so that every window covers input.
 // global_pool: the window is the whole (H, W) plane, stride (1, 1), pad (0, 0); kernel, stride and
 //   pad are then ignored and may be left out.
@@ -26,13 +33,15 @@ PoolParam ParsePool(AttrReader& r) {
   const bool global = r.Bool("global_pool", false);
   const PoolType type = r.Choice<PoolType>(
       "pool_type", {{"max", PoolType::kMax}, {"avg", PoolType::kAvg}}, PoolType::kMax);
-  const Window2d win = ParseWindow2d(r, global ? std::optional<Shape>(Shape{1, 1}) : std::nullopt);
+  Window2d win = ParseWindow2d(r, global ? std::optional<Shape>(Shape{1, 1}) : std::nullopt);
+  win.ceil = r.Choice<bool>("pooling_convention", {{"valid", false}, {"full", true}}, false);
+  const bool count_include_pad = r.Bool("count_include_pad", true);
   if (!global && (win.pad[0] >= win.kernel[0] || win.pad[1] >= win.kernel[1])) {
     WEFT_THROW("op 'Pooling': attribute 'pad': expected less than the kernel "
                << Shape({win.kernel[0], win.kernel[1]}) << " on each axis, found "
                << Shape({win.pad[0], win.pad[1]}));
   }
-  return {win, type, global};
+  return {win, type, global, count_include_pad};
 }
 
 std::vector<Shape> PoolShape(const Attrs& a, const std::vector<Shape>& in) {
@@ -49,7 +58,9 @@ std::vector<Shape> PoolBackwardShape(const Attrs& a, const std::vector<Shape>& i
 
 const bool defined = [] {
   WEFT_REGISTER_OP(Pooling)
-      .Describe("2-D max or average pooling over NCHW data; avg counts padding as zeros")
+      .Describe(
+          "2-D max or average pooling over NCHW data; avg counts padding as zeros unless "
+          "count_include_pad is false; pooling_convention 'full' is ceil mode")
       .Params(ParsePool)
       .Inputs({"data"})
       .InferShape(PoolShape)

@@ -1,13 +1,20 @@
 // The geometry of a 2-D window sliding over NCHW data, shared by Convolution and Pooling: the
-// kernel/stride/pad attributes, the output extent, and the taps of one window that fall inside
-// the input.
+// kernel/stride/pad/dilate attributes, the output extent, the padding each side needs, and the
+// taps of one window that fall inside the input.
 //
 // Device neutral: the definitions (ops/nn/convolution.cc, pooling.cc) parse and check it, and both
 // devices' computes read it.
 //
-// Convention (MXNet's "valid"): the padded input is (H + 2 * pad_h, W + 2 * pad_w) and the output
-// has floor((H + 2 * pad_h - kernel_h) / stride_h) + 1 rows (the same for columns): every window
-// lies entirely inside the padded input.
+// Along each axis the window of output o starts at o * stride - pad (input coordinates) and has
+// taps start + t * dilate for t in [0, kernel): it spans e = dilate * (kernel - 1) + 1 positions.
+// The output extent (its one definition, OutputExtent) is
+//   floor((H + 2 * pad - e) / stride) + 1        MXNet's "valid" (every window inside the padded
+//                                                input), PyTorch's default
+//   ceil((H + 2 * pad - e) / stride) + 1         ceil mode (Pooling's pooling_convention "full",
+//                                                PyTorch's ceil_mode=True), less one where the
+//                                                last window would start in the right padding
+//                                                (PyTorch's rule: every window starts inside the
+//                                                input or the left padding)
 //
 //   Window2d win = ParseWindow2d(reader, std::nullopt);          // kernel is required
 //   Geometry2d g = Geometry2dOf("Convolution", win, data_shape);  // checks, then extents
@@ -25,21 +32,41 @@ namespace weft {
 struct Window2d {
   int64_t kernel[2];
   int64_t stride[2];
-  int64_t pad[2];
+  int64_t pad[2];              // before the input on each axis, and after it (but see PadAfter)
+  int64_t dilate[2] = {1, 1};  // Convolution's `dilate`; 1 for pooling
+  bool ceil = false;           // ceil mode (Pooling's pooling_convention "full")
+
+  // Input positions one window spans along `axis`: dilate * (kernel - 1) + 1.
+  int64_t Span(int axis) const { return dilate[axis] * (kernel[axis] - 1) + 1; }
 };
 
 // Reads "kernel" (required unless `kernel_fallback`), "stride" (default (1, 1)) and "pad"
 // (default (0, 0)): two extents each, kernel and stride at least 1.
 Window2d ParseWindow2d(AttrReader& r, std::optional<Shape> kernel_fallback);
+// Reads "dilate" (default (1, 1), each at least 1) into `win`.
+void ParseDilate(AttrReader& r, Window2d& win);
 
 // Extents of one call: data (n, c, h, w), output (n, *, oh, ow).
 struct Geometry2d {
   int64_t n, c, h, w, oh, ow;
 };
 
-// Checks that `data` is non-empty NCHW and that the kernel fits in the padded input; the errors
-// name `op` and the shapes.
+// The output extent along `axis` for an input extent `size` (see the top of this file); at least
+// 1 once Geometry2dOf has checked the window.
+int64_t OutputExtent(const Window2d& win, int axis, int64_t size);
+
+// Checks that `data` is non-empty NCHW and that the window's span fits in the padded input; the
+// errors name `op` and the shapes.
 Geometry2d Geometry2dOf(const char* op, const Window2d& win, const Shape& data);
+
+// The padding after the input along `axis` (0: rows, 1: columns) that makes the output extent
+// come out of the floor formula with explicit pads, as libraries take them: pad, or more in ceil
+// mode where the last window reaches past the padding.
+int64_t PadAfter(const Window2d& win, const Geometry2d& g, int axis);
+// Whether a window of the call reaches past the symmetric padding (ceil mode only).
+inline bool Overhangs(const Window2d& win, const Geometry2d& g) {
+  return PadAfter(win, g, 0) > win.pad[0] || PadAfter(win, g, 1) > win.pad[1];
+}
 
 // Calls f(i, j, offset) for each tap (i, j) of the window at output (oh, ow) that falls inside the
 // input plane, where offset = row * w + column is the tap's place in an (h, w) plane.
@@ -48,10 +75,10 @@ void ForEachTap(const Window2d& win, const Geometry2d& g, int64_t oh, int64_t ow
   const int64_t top = oh * win.stride[0] - win.pad[0];
   const int64_t left = ow * win.stride[1] - win.pad[1];
   for (int64_t i = 0; i < win.kernel[0]; ++i) {
-    const int64_t row = top + i;
+    const int64_t row = top + i * win.dilate[0];
     if (row < 0 || row >= g.h) continue;
     for (int64_t j = 0; j < win.kernel[1]; ++j) {
-      const int64_t column = left + j;
+      const int64_t column = left + j * win.dilate[1];
       if (column >= 0 && column < g.w) f(i, j, row * g.w + column);
     }
   }

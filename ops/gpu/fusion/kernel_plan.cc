@@ -68,8 +68,8 @@ void LayOutFields(const FusedGroup& g, KernelPlan& plan) {
     if (plan.out_req[k] != OpReq::kNull) Add(plan, K::kOutput, k, 0, "out" + std::to_string(k), 8);
   }
   for (uint32_t s = 0; s < g.steps.size(); ++s) {
-    if (plan.live[s] && TakesScalar(g.steps[s]))
-      Add(plan, K::kScalar, s, 0, "s" + std::to_string(s), 8);
+    const int scalars = plan.live[s] ? ScalarsTaken(g.steps[s]) : 0;
+    for (int k = 0; k < scalars; ++k) Add(plan, K::kScalar, s, k, ScalarField(s, k), 8);
   }
   const uint32_t isize = plan.index64 ? 8 : 4;
   Add(plan, K::kCount, 0, 0, "n", isize);
@@ -129,10 +129,14 @@ KernelPlan PlanKernel(const FusedGroup& group, std::span<const OpReq> req, bool 
   return plan;
 }
 
-bool TakesScalar(const FusedGroup::Step& step) {
+int ScalarsTaken(const FusedGroup::Step& step) {
   const PointwiseKind kind = step.op->pointwise.kind;
-  return step.op->pointwise.scalar_of &&
-         (kind == PointwiseKind::kUnary || kind == PointwiseKind::kUnaryBackward);
+  if (kind != PointwiseKind::kUnary && kind != PointwiseKind::kUnaryBackward) return 0;
+  return step.op->pointwise.Scalars(step.attrs).count;
+}
+
+std::string ScalarField(uint32_t step, int k) {
+  return (k == 0 ? "s" : "t") + std::to_string(step);
 }
 
 bool StoresNothing(const KernelPlan& plan) {
@@ -153,9 +157,11 @@ std::vector<uint64_t> FillArgs(const KernelPlan& plan, const FusedGroup& group,
       case ArgField::Kind::kOutput:
         Put(bytes, f, outputs[f.index].raw());
         break;
-      case ArgField::Kind::kScalar:
-        Put(bytes, f, group.steps[f.index].op->pointwise.Scalar(group.steps[f.index].attrs));
+      case ArgField::Kind::kScalar: {
+        const FusedGroup::Step& step = group.steps[f.index];
+        Put(bytes, f, step.op->pointwise.Scalars(step.attrs).values[f.axis]);
         break;
+      }
       case ArgField::Kind::kCount:
         PutIndex(bytes, f, group.size);
         break;

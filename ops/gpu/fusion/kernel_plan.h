@@ -4,10 +4,10 @@
 // construction (the generated source also asserts the struct's size).
 //
 // A kernel carries only what its code reads: a pointer per full-size input it loads, per
-// broadcast input and per output it stores (request not kNull), the scalar of each step that has
-// one, the element count, and for each broadcast walk the extents and strides its offsets need.
-// Order: the 8-byte fields (pointers, scalars) first, then those of the index type, so the layout
-// has no padding but at the end.
+// broadcast input and per output it stores (request not kNull), the scalars of each step that has
+// some (PointwiseScalars), the element count, and for each broadcast walk the extents and strides
+// its offsets need. Order: the 8-byte fields (pointers, scalars) first, then those of the index
+// type, so the layout has no padding but at the end.
 //
 //   KernelPlan plan = PlanKernel(group, req, /*index64=*/false);
 //   std::vector<uint64_t> bytes = FillArgs(plan, group, inputs, outputs);   // plan.bytes of them
@@ -46,10 +46,10 @@ struct ArgField {
   enum class Kind : uint8_t { kInput, kOutput, kScalar, kCount, kDim, kStride };
   Kind kind;
   uint32_t index = 0;  // the input, output, step or walk it belongs to
-  int axis = 0;        // kDim, kStride: the walk's axis
+  int axis = 0;        // kDim, kStride: the walk's axis; kScalar: which of the step's scalars
   uint32_t offset = 0;
   uint32_t size = 8;
-  std::string name;  // in the generated struct: in3, out0, s5, n, w1d2, w1s0
+  std::string name;  // in the generated struct: in3, out0, s5, t5, n, w1d2, w1s0
 };
 
 struct KernelPlan {
@@ -68,9 +68,12 @@ struct KernelPlan {
 // walks need more than kGpuMaxDims axes.
 KernelPlan PlanKernel(const FusedGroup& group, std::span<const OpReq> req, bool index64);
 
-// Whether the step's functor takes the step's scalar attribute (a *_scalar op or its backward),
-// which the kernel then reads as field s<step>; other unary functors get 0.
-bool TakesScalar(const FusedGroup::Step& step);
+// How many scalars the step's functor takes from its attributes (PointwiseScalars: a *_scalar op
+// or its backward 1, clip 2), which the kernel reads as fields ScalarField(step, k); 0 for other
+// steps (unary functors without scalars get 0 for the one they take).
+int ScalarsTaken(const FusedGroup::Step& step);
+// The field of scalar k of step `step`: s<step>, then t<step>.
+std::string ScalarField(uint32_t step, int k);
 
 // Whether every output's request is kNull: the kernel would do nothing.
 bool StoresNothing(const KernelPlan& plan);

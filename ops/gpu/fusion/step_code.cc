@@ -1,5 +1,7 @@
 #include "ops/gpu/fusion/step_code.h"
 
+#include <algorithm>
+
 namespace weft::gpu {
 
 std::string ArithTypeName(DType t) {
@@ -80,18 +82,22 @@ std::string StepCode::Expression(uint32_t step, uint32_t output, int lane) const
   const PointwiseFn& pw = s.op->pointwise;
   const std::string a = ArithTypeName(g_.dtypes[s.first_output]), f = pw.Functor(s.attrs);
   const auto r = [&](size_t arg) { return At(Arg(step, arg), lane); };
-  const std::string scalar =
-      TakesScalar(s) ? "static_cast<" + a + ">(a.s" + std::to_string(step) + ")" : a + "(0)";
+  // The scalars the functor takes (one, 0, for functors that take none).
+  std::string scalars;
+  for (int k = 0, taken = ScalarsTaken(s); k < std::max(taken, 1); ++k) {
+    scalars +=
+        ", " + (k < taken ? "static_cast<" + a + ">(a." + ScalarField(step, k) + ")" : a + "(0)");
+  }
   const bool functor =
       pw.kind == PointwiseKind::kUnary || pw.kind == PointwiseKind::kUnaryBackward ||
       pw.kind == PointwiseKind::kBinary || pw.kind == PointwiseKind::kBinaryBackward;
   if (functor && f.empty()) throw Unsupported("step '" + s.name + "' names no functor");
   switch (pw.kind) {
     case PointwiseKind::kUnary:
-      return f + "::Fwd<" + a + ">(" + r(0) + ", " + scalar + ")";
+      return f + "::Fwd<" + a + ">(" + r(0) + scalars + ")";
     case PointwiseKind::kUnaryBackward:
       return "weft::fn::BackwardOf<" + f + ", " + a + ">(" + r(0) + ", " + r(s.args.size() - 1) +
-             ", " + scalar + ")";
+             scalars + ")";
     case PointwiseKind::kBinary:
       return f + "::Fwd<" + a + ">(" + r(0) + ", " + r(1) + ")";
     case PointwiseKind::kBinaryBackward:

@@ -17,10 +17,6 @@ TensorDesc NchwDesc(const char* op, DType dtype, const Shape& shape) {
   return desc;
 }
 
-TensorDesc ChannelDesc(const char* op, DType dtype, int64_t c) {
-  return NchwDesc(op, dtype, Shape{1, c, 1, 1});
-}
-
 FilterDesc FilterOf(const char* op, DType dtype, const Shape& shape) {
   WEFT_CHECK_EQ(shape.ndim(), 4) << op << ": filter";
   CheckedInt(op, shape.Size());
@@ -31,21 +27,27 @@ FilterDesc FilterOf(const char* op, DType dtype, const Shape& shape) {
   return desc;
 }
 
-ConvolutionDesc ConvolutionOf(DType dtype, const Window2d& win) {
+ConvolutionDesc ConvolutionOf(DType dtype, const Window2d& win, int64_t groups) {
+  const char* op = "Convolution";
   ConvolutionDesc desc;
+  const cudnnDataType_t compute = dtype == DType::kBFloat16 ? CUDNN_DATA_FLOAT : CudnnType(dtype);
   WEFT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
-      desc.get(), static_cast<int>(win.pad[0]), static_cast<int>(win.pad[1]),
-      static_cast<int>(win.stride[0]), static_cast<int>(win.stride[1]), 1, 1,
-      CUDNN_CROSS_CORRELATION, CudnnType(dtype)));
+      desc.get(), CheckedInt(op, win.pad[0]), CheckedInt(op, win.pad[1]),
+      CheckedInt(op, win.stride[0]), CheckedInt(op, win.stride[1]), CheckedInt(op, win.dilate[0]),
+      CheckedInt(op, win.dilate[1]), CUDNN_CROSS_CORRELATION, compute));
+  WEFT_CUDNN_CHECK(cudnnSetConvolutionGroupCount(desc.get(), CheckedInt(op, groups)));
   if (dtype == DType::kFloat32)
     WEFT_CUDNN_CHECK(cudnnSetConvolutionMathType(desc.get(), CUDNN_FMA_MATH));
+  if (dtype == DType::kBFloat16)
+    WEFT_CUDNN_CHECK(cudnnSetConvolutionMathType(desc.get(), CUDNN_TENSOR_OP_MATH));
   return desc;
 }
 
-PoolingDesc PoolingOf(const Window2d& win, PoolType type) {
+PoolingDesc PoolingOf(const Window2d& win, PoolType type, bool count_include_pad) {
   PoolingDesc desc;
-  const cudnnPoolingMode_t mode =
-      type == PoolType::kMax ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+  const cudnnPoolingMode_t mode = type == PoolType::kMax ? CUDNN_POOLING_MAX
+                                  : count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                      : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
   WEFT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(
       desc.get(), mode, CUDNN_NOT_PROPAGATE_NAN, static_cast<int>(win.kernel[0]),
       static_cast<int>(win.kernel[1]), static_cast<int>(win.pad[0]), static_cast<int>(win.pad[1]),

@@ -45,19 +45,18 @@ using PoolingDesc = CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePooling
 
 // A packed NCHW tensor of a 4-D `shape`; throws, naming `op`, where an extent exceeds int.
 TensorDesc NchwDesc(const char* op, DType dtype, const Shape& shape);
-// A per-channel vector (1, c, 1, 1), as a bias is seen against NCHW data.
-TensorDesc ChannelDesc(const char* op, DType dtype, int64_t c);
 // A packed KCRS (= OIHW) filter of a 4-D `shape`.
 FilterDesc FilterOf(const char* op, DType dtype, const Shape& shape);
-// A cross-correlation with `win`'s stride and symmetric padding, no dilation, computing in
-// `dtype`. float32 is restricted to FMA kernels (no TF32 tensor-core rounding), so results match
-// the CPU's float32 within its tolerances.
-ConvolutionDesc ConvolutionOf(DType dtype, const Window2d& win);
+// A cross-correlation with `win`'s stride, symmetric padding and dilation, in `groups` groups,
+// computing in `dtype` (float for bfloat16, on tensor cores). float32 is restricted to FMA kernels
+// (no TF32 tensor-core rounding), so results match the CPU's float32 within its tolerances.
+ConvolutionDesc ConvolutionOf(DType dtype, const Window2d& win, int64_t groups);
 // Whether float32 work may round through TF32 tensor cores: WEFT_GPU_TF32=1 (default 0: strict
 // float32, matching the CPU), as PyTorch's torch.backends.cudnn.allow_tf32. Read at each call.
 // Only the RNN reads it for now; convolution and FullyConnected stay strict.
 bool AllowTf32();
-// Max pooling (padding never wins), or average pooling that counts padding as zeros.
-PoolingDesc PoolingOf(const Window2d& win, PoolType type);
+// Max pooling (padding never wins), or average pooling that counts padding as zeros
+// (count_include_pad) or leaves it out; symmetric padding only (cuDNN has no other).
+PoolingDesc PoolingOf(const Window2d& win, PoolType type, bool count_include_pad);
 
 }  // namespace weft::gpu

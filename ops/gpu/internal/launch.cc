@@ -163,7 +163,7 @@ void CopyGpu(const OpContext& ctx, const TensorView& x, OpReq req, const TensorV
   const int v = PackWidth(y.dtype(), {x.raw(), y.raw()});
   Launch(ctx, "unary.cuh",
          Instance("weft::UnaryForward", {"weft::fn::Identity", t, std::to_string(v)}), Packs(n, v),
-         x.raw(), y.raw(), n, 0.0, ReqCode(req));
+         x.raw(), y.raw(), n, 0.0, 0.0, ReqCode(req));
 }
 
 }  // namespace weft::gpu

@@ -5,7 +5,7 @@
 //   const std::string t = KernelType("relu", kFloatTypes, in, out);          // "float", ...
 //   const int v = PackWidth(out[0].dtype(), {in[0].raw(), out[0].raw()});
 //   Launch(ctx, "unary.cuh", Instance("weft::UnaryForward", {"weft::Relu", t, std::to_string(v)}),
-//          Packs(n, v), in[0].raw(), out[0].raw(), n, 0.0, ReqCode(req[0]));
+//          Packs(n, v), in[0].raw(), out[0].raw(), n, 0.0, 0.0, ReqCode(req[0]));
 #pragma once
 
 #include <cstdint>

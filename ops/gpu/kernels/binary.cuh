@@ -99,13 +99,8 @@ __global__ void BinaryGradPerBlock(const T* dy, const T* l, const T* r, T* out, 
     A sum = A(-0.0);
     for (int64 k = threadIdx.x; k < n_reduced; k += blockDim.x)
       sum += GradTerm<F, kSide>(dy, l, r, reduced, base, k);
-    partial[threadIdx.x] = sum;
-    __syncthreads();
-    for (int half = kGpuBlock / 2; half > 0; half /= 2) {
-      if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) Store1(out + j, partial[0], req);
+    const A total = BlockSum(sum, partial);
+    if (threadIdx.x == 0) Store1(out + j, total, req);
     __syncthreads();  // partial[0] is read before the next element overwrites it
   }
 }

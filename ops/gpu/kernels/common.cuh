@@ -105,6 +105,20 @@ __device__ inline void ForEachPack(int64 n, F f) {
   }
 }
 
+// The sum of every thread's `value` over a block of kGpuBlock threads, by a tree in `partial`
+// (shared memory of kGpuBlock elements); every thread of the block calls it and gets the sum.
+// The caller synchronizes again before `partial` is reused.
+template <typename A>
+__device__ inline A BlockSum(A value, A* partial) {
+  partial[threadIdx.x] = value;
+  __syncthreads();
+  for (int half = kGpuBlock / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  return partial[0];
+}
+
 // Adds to off[a] the offset in array a of the element at row-major position `linear` of `axes`.
 __device__ inline void AddOffsets(const GpuAxes& axes, int64 linear, int64 (&off)[3]) {
   for (int d = axes.ndim - 1; d >= 0; --d) {

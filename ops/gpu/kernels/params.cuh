@@ -30,6 +30,15 @@ struct GpuAddNArgs {
   int count;
 };
 
+// Pooling windows over `planes` planes of (h, w) into (oh, ow) (kernels/pooling.cuh): the kernel,
+// stride and leading padding of rows [0] and columns [1].
+struct GpuPool2d {
+  long long planes, h, w, oh, ow;
+  long long kernel[2], stride[2], pad[2];
+  int max;          // 1: max pooling; 0: average
+  int include_pad;  // average: count_include_pad
+};
+
 // A check of an input by an op's kernels (device_error.cuh), laid out as the engine's
 // DeviceErrorReport and DeviceErrorSlot (engine/gpu/device_error.h; ops/gpu/internal/bad_input.cc
 // asserts they agree). The report is host memory the device writes.

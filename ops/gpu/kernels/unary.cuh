@@ -7,17 +7,18 @@
 
 namespace weft {
 
-// y = F(x), n elements (in place allowed: y == x).
+// y = F(x), n elements (in place allowed: y == x); s0, s1: the op's scalars (PointwiseScalars: 0
+// where F takes fewer).
 template <class F, typename T, int V>
-__global__ void UnaryForward(const T* x, T* y, int64 n, double scalar, int req) {
+__global__ void UnaryForward(const T* x, T* y, int64 n, double s0, double s1, int req) {
   typedef typename Arith<T>::type A;
-  const A s = static_cast<A>(scalar);
+  const A s = static_cast<A>(s0), t = static_cast<A>(s1);
   ForEachPack<V>(n, [&](int64 i, auto w) {
     constexpr int W = decltype(w)::value;
     A v[W];
     LoadN<W>(x + i, v);
 #pragma unroll
-    for (int j = 0; j < W; ++j) v[j] = F::Fwd(v[j], s);
+    for (int j = 0; j < W; ++j) v[j] = fn::ForwardOf<F>(v[j], s, t);
     StoreN<W>(y + i, v, req);
   });
 }
@@ -25,16 +26,17 @@ __global__ void UnaryForward(const T* x, T* y, int64 n, double scalar, int req) 
 // dx = dy * F'(x), given v: x or y = F(x), as F::kGradReads says (dy itself when Grad reads
 // neither), n elements (in place allowed: dx == dy).
 template <class F, typename T, int V>
-__global__ void UnaryBackward(const T* dy, const T* v, T* dx, int64 n, double scalar, int req) {
+__global__ void UnaryBackward(const T* dy, const T* v, T* dx, int64 n, double s0, double s1,
+                              int req) {
   typedef typename Arith<T>::type A;
-  const A s = static_cast<A>(scalar);
+  const A s = static_cast<A>(s0), t = static_cast<A>(s1);
   ForEachPack<V>(n, [&](int64 i, auto w) {
     constexpr int W = decltype(w)::value;
     A g[W], read[W];
     LoadN<W>(dy + i, g);
     LoadN<W>(v + i, read);  // when v is dy, the lines just read
 #pragma unroll
-    for (int j = 0; j < W; ++j) g[j] = fn::BackwardOf<F>(g[j], read[j], s);
+    for (int j = 0; j < W; ++j) g[j] = fn::BackwardOf<F>(g[j], read[j], s, t);
     StoreN<W>(dx + i, g, req);
   });
 }

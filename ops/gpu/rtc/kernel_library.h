@@ -7,7 +7,7 @@
 //
 //   KernelRequest r{"unary.cuh", "", "weft::UnaryForward<weft::Relu, float, 4>"};
 //   Kernel k = KernelLibrary::Global().Get(r, /*device=*/0);   // throws weft::Error with the log
-//   void* args[] = {&x, &y, &n, &scalar, &req};
+//   void* args[] = {&x, &y, &n, &s0, &s1, &req};
 //   k.Launch(dim3(blocks), dim3(256), args, *ctx.run.stream);
 //
 //   std::string error;                                         // fusion: a status, not a throw

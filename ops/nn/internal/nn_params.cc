@@ -1,10 +1,21 @@
 #include "ops/nn/nn_params.h"
 
+#include "core/error.h"
+
 namespace weft {
 
 FcDims FcDimsOf(const FcParam& p, const Shape& data) {
   const int64_t k = p.flatten ? data.Size() / data[0] : data[data.ndim() - 1];
   return {data.Size() / k, k, p.num_hidden};
+}
+
+ConvDims ConvDimsOf(const char* op, const ConvParam& p, const Shape& data) {
+  const ConvDims d{Geometry2dOf(op, p.window, data), p.num_filter, p.num_group};
+  if (d.g.c % d.groups != 0) {
+    WEFT_THROW(op << ": data's channels must be divisible by num_group " << d.groups << ", found "
+                  << d.g.c << " channels in " << data);
+  }
+  return d;
 }
 
 namespace {
@@ -20,7 +31,7 @@ Window2d WindowOf(const PoolParam& p, const Shape& data) {
 PoolCall PoolCallOf(const Attrs& a, const Shape& data) {
   const PoolParam& p = a.Get<PoolParam>();
   const Window2d win = WindowOf(p, data);
-  return {win, Geometry2dOf("Pooling", win, data), p.type};
+  return {win, Geometry2dOf("Pooling", win, data), p.type, p.count_include_pad};
 }
 
 }  // namespace weft

@@ -1,5 +1,8 @@
 #include "ops/nn/window2d.h"
 
+#include <algorithm>
+#include <sstream>
+
 #include "core/error.h"
 
 namespace weft {
@@ -20,6 +23,8 @@ void ReadPair(AttrReader& r, const char* name, std::optional<Shape> fallback, in
 
 Shape Pair(const int64_t (&v)[2]) { return Shape{v[0], v[1]}; }
 
+bool Dilated(const Window2d& win) { return win.dilate[0] != 1 || win.dilate[1] != 1; }
+
 }  // namespace
 
 Window2d ParseWindow2d(AttrReader& r, std::optional<Shape> kernel_fallback) {
@@ -30,19 +35,44 @@ Window2d ParseWindow2d(AttrReader& r, std::optional<Shape> kernel_fallback) {
   return win;
 }
 
+void ParseDilate(AttrReader& r, Window2d& win) {
+  ReadPair(r, "dilate", Shape{1, 1}, 1, win.dilate);
+}
+
+int64_t OutputExtent(const Window2d& win, int axis, int64_t size) {
+  const int64_t stride = win.stride[axis];
+  const int64_t room = size + 2 * win.pad[axis] - win.Span(axis);  // >= 0 once checked
+  if (!win.ceil) return room / stride + 1;
+  int64_t out = (room + stride - 1) / stride + 1;
+  if ((out - 1) * stride >= size + win.pad[axis]) --out;  // it would start in the right padding
+  return out;
+}
+
 Geometry2d Geometry2dOf(const char* op, const Window2d& win, const Shape& data) {
   if (data.ndim() != 4) WEFT_THROW(op << ": data must be 4-D (N, C, H, W), found " << data);
   if (data.Size() == 0) WEFT_THROW(op << ": data must not be empty, found " << data);
   Geometry2d g{data[0], data[1], data[2], data[3], 0, 0};
   const int64_t padded[2] = {g.h + 2 * win.pad[0], g.w + 2 * win.pad[1]};
-  if (win.kernel[0] > padded[0] || win.kernel[1] > padded[1]) {
+  const int64_t span[2] = {win.Span(0), win.Span(1)};
+  if (span[0] > padded[0] || span[1] > padded[1]) {
     const int64_t input[2] = {g.h, g.w};
-    WEFT_THROW(op << ": kernel " << Pair(win.kernel) << " is larger than the padded input "
-                  << Pair(padded) << " (input " << Pair(input) << ", pad " << Pair(win.pad) << ")");
+    std::ostringstream kernel;
+    kernel << "kernel " << Pair(win.kernel);
+    if (Dilated(win)) {
+      kernel << " with dilate " << Pair(win.dilate) << " spans " << Pair(span) << ", which";
+    }
+    WEFT_THROW(op << ": " << kernel.str() << " is larger than the padded input " << Pair(padded)
+                  << " (input " << Pair(input) << ", pad " << Pair(win.pad) << ")");
   }
-  g.oh = (padded[0] - win.kernel[0]) / win.stride[0] + 1;
-  g.ow = (padded[1] - win.kernel[1]) / win.stride[1] + 1;
+  g.oh = OutputExtent(win, 0, g.h);
+  g.ow = OutputExtent(win, 1, g.w);
   return g;
+}
+
+int64_t PadAfter(const Window2d& win, const Geometry2d& g, int axis) {
+  const int64_t size = axis == 0 ? g.h : g.w, out = axis == 0 ? g.oh : g.ow;
+  const int64_t reach = (out - 1) * win.stride[axis] + win.Span(axis);  // of the padded input
+  return std::max(win.pad[axis], reach - size - win.pad[axis]);
 }
 
 }  // namespace weft

@@ -1,0 +1,34 @@
+// Convolution's bias (ops/gpu/convolution.cc), around cuDNN's convolutions, on NCHW data of
+// (n, channels, plane) elements: the forward starts y from the bias and lets the convolution add
+// to it (so a bf16 output is rounded once), and the backward sums out_grad over all but the
+// channel axis. T: float, double or bf16 (float arithmetic).
+#pragma once
+
+#include "common.cuh"
+
+namespace weft {
+
+// y[i, c, p] = b[c] (plus what y held, when req is add).
+template <typename T>
+__global__ void ChannelBias(const T* b, T* y, int64 n, int64 channels, int64 plane, int req) {
+  for (int64 at = GlobalThread(); at < n * channels * plane; at += GridThreads())
+    Store1(y + at, ToArith(b[at / plane % channels]), req);
+}
+
+// db[c] = the sum of dy[i, c, p] over i and p, per req: a block per channel, its threads over the
+// (n, plane) elements, then BlockSum.
+template <typename T>
+__global__ void ChannelSums(const T* dy, T* db, int64 n, int64 channels, int64 plane, int req) {
+  typedef typename Arith<T>::type A;
+  __shared__ A partial[kGpuBlock];
+  for (int64 c = blockIdx.x; c < channels; c += gridDim.x) {
+    A sum = A(0);
+    for (int64 e = threadIdx.x; e < n * plane; e += blockDim.x)
+      sum += ToArith(dy[(e / plane * channels + c) * plane + e % plane]);
+    const A total = BlockSum(sum, partial);
+    if (threadIdx.x == 0) Store1(db + c, total, req);
+    __syncthreads();  // partial[0] is read before the next channel overwrites it
+  }
+}
+
+}  // namespace weft
