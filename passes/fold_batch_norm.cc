@@ -67,13 +67,14 @@ NodeEntry Fold(GraphRewrite& r, const Node& conv, const Node& bn) {
   const ConvParam& c = conv.attrs.Get<ConvParam>();
   Folder f(r, bn.name);
   const auto in = [&](const Node& node, int i) { return r.Map(node.inputs[i]); };
-  const NodeEntry inv_std =
-      f.Op("rdiv_scalar", {f.Op("sqrt", {f.Op("add_scalar", {in(bn, 4)}, {{"scalar", Text(p.eps)}})})},
-           {{"scalar", "1"}});
+  const NodeEntry inv_std = f.Op(
+      "rdiv_scalar", {f.Op("sqrt", {f.Op("add_scalar", {in(bn, 4)}, {{"scalar", Text(p.eps)}})})},
+      {{"scalar", "1"}});
   const NodeEntry scale = p.fix_gamma ? inv_std : f.Op("mul", {in(bn, 1), inv_std});
   const NodeEntry weight =
       f.Op("mul", {in(conv, 1), f.Op("reshape", {scale}, {{"shape", "(-1, 1, 1, 1)"}})});
-  const NodeEntry centred = c.no_bias ? f.Op("neg", {in(bn, 3)}) : f.Op("sub", {in(conv, 2), in(bn, 3)});
+  const NodeEntry centred =
+      c.no_bias ? f.Op("neg", {in(bn, 3)}) : f.Op("sub", {in(conv, 2), in(bn, 3)});
   const NodeEntry bias = f.Op("add", {f.Op("mul", {centred, scale}), in(bn, 2)});
   Node folded = conv;
   AttrMap attrs = conv.attrs.raw();
@@ -88,7 +89,7 @@ NodeEntry Fold(GraphRewrite& r, const Node& conv, const Node& bn) {
 
 Graph FoldBatchNorm(const Graph& g, int* folded) {
   const std::vector<int> readers = Readers(g);
-  std::vector<int64_t> conv_of(g.nodes().size(), -1);  // per BatchNorm node: its convolution
+  std::vector<int64_t> conv_of(g.nodes().size(), -1);   // per BatchNorm node: its convolution
   std::vector<bool> deferred(g.nodes().size(), false);  // convolutions folded at their BatchNorm
   int count = 0;
   for (uint32_t n = 0; n < g.nodes().size(); ++n) {

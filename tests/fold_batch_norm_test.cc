@@ -3,6 +3,8 @@
 // within float32 rounding; it folds only what it may (a BatchNorm over channels, on a convolution
 // read by nothing else), only in inference binds, and a training forward of a folded graph is an
 // error.
+#include "passes/fold_batch_norm.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "passes/fold_batch_norm.h"
 #include "tests/weft_test_util.h"
 #include "weft/weft.h"
 
@@ -83,8 +84,8 @@ TEST(FoldBatchNorm, FoldedGraphsComputeWhatUnfoldedOnesDo) {
 
 TEST(FoldBatchNorm, LeavesWhatItMayNotFold) {
   const Symbol data = Symbol::Variable("data");
-  const Symbol conv = Symbol::Op("Convolution", {data},
-                                 {{"kernel", "(3, 3)"}, {"num_filter", "4"}}, "conv");
+  const Symbol conv =
+      Symbol::Op("Convolution", {data}, {{"kernel", "(3, 3)"}, {"num_filter", "4"}}, "conv");
   const Symbol read_twice = Symbol::Group(
       {Symbol::Op("BatchNorm", {conv}, {}, "bn"), Symbol::Op("relu", {conv}, {}, "r")});
   const Symbol other_axis = Symbol::Op("BatchNorm", {conv}, {{"axis", "-1"}}, "bn");
@@ -102,12 +103,12 @@ TEST(FoldBatchNorm, OnlyInferenceBindsFoldAndTheyCannotTrain) {
   Executor::ArrayMap args = Arguments(s);
   auto inference = Executor::Bind(s, Device::Cpu(), args);
   EXPECT_EQ(inference->ToDot().find("BatchNorm"), std::string::npos) << "folded";
-  testing::ExpectErrorContains([&] { inference->Forward(/*is_train=*/true); },
-                               {"a training forward of a graph bound for inference",
-                                "WEFT_FOLD_BATCH_NORM=0"});
+  testing::ExpectErrorContains(
+      [&] { inference->Forward(/*is_train=*/true); },
+      {"a training forward of a graph bound for inference", "WEFT_FOLD_BATCH_NORM=0"});
   Executor::ArrayMap grads = {{"a_conv_weight", NDArray(args.at("a_conv_weight").shape())}};
-  auto training = Executor::Bind(s, Device::Cpu(), args, grads,
-                                 {{"a_conv_weight", GradReq::kWrite}});
+  auto training =
+      Executor::Bind(s, Device::Cpu(), args, grads, {{"a_conv_weight", GradReq::kWrite}});
   EXPECT_NE(training->ToDot().find("BatchNorm"), std::string::npos) << "not folded";
   training->Forward(/*is_train=*/true);
   training->Backward();

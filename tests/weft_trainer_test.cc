@@ -5,6 +5,7 @@
 // Evaluate run the inference graph on the trained parameters; bad input is a clear weft::Error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <numbers>
@@ -150,13 +151,20 @@ TEST(Trainer, AdamStepEqualsTheExecutorLoopBitForBit) {
 
 // ---- Save, Load, resume ----------------------------------------------------------------------
 
-void ExpectResumeEqualsTrainingStraight(const Optimizer& optimizer, const TrainerOptions& options) {
+std::map<std::string, NDArray> Auxiliaries(const Trainer& t) {
+  std::map<std::string, NDArray> aux;
+  for (const std::string& name : t.auxiliary_names()) aux[name] = t.auxiliary(name);
+  return aux;
+}
+
+void ExpectResumeEqualsTrainingStraight(const Optimizer& optimizer, const TrainerOptions& options,
+                                        const Symbol& loss = Loss()) {
   SeedRandom(5);
-  Trainer straight(Loss(), kDataShapes, Xavier(), optimizer, options);
+  Trainer straight(loss, kDataShapes, Xavier(), optimizer, options);
   SeedRandom(5);
-  Trainer first(Loss(), kDataShapes, Xavier(), optimizer, options);
+  Trainer first(loss, kDataShapes, Xavier(), optimizer, options);
   SeedRandom(6);  // other initial values, which Load must replace
-  Trainer resumed(Loss(), kDataShapes, Xavier(), optimizer, options);
+  Trainer resumed(loss, kDataShapes, Xavier(), optimizer, options);
   for (int k = 0; k < 20; ++k) straight.Step(Batch(k));
   for (int k = 0; k < 10; ++k) first.Step(Batch(k));
   const std::string path = testing::TempPath("resume.safetensors");
@@ -167,8 +175,59 @@ void ExpectResumeEqualsTrainingStraight(const Optimizer& optimizer, const Traine
   for (int k = 10; k < 20; ++k) resumed.Step(Batch(k));
   EXPECT_EQ(Values(Parameters(resumed)), Values(Parameters(straight)));
   EXPECT_EQ(Values(States(resumed)), Values(States(straight)));
+  EXPECT_EQ(Values(Auxiliaries(resumed)), Values(Auxiliaries(straight)));
   EXPECT_EQ(resumed.outputs()[0].ToVector<float>(), straight.outputs()[0].ToVector<float>());
   EXPECT_EQ(resumed.steps(), 20);
+}
+
+// fc1 - BatchNorm with relu - fc2 - BatchNorm - relu - fc3: two BatchNorms whose running
+// statistics are the trainer's auxiliary states.
+Symbol NormLoss() {
+  Symbol x = Symbol::Variable("data");
+  x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "16"}}, "fc1");
+  x = Symbol::Op("BatchNorm", {x}, {{"act_type", "relu"}}, "bn1");
+  x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "12"}}, "fc2");
+  x = Symbol::Op("relu", {Symbol::Op("BatchNorm", {x}, {}, "bn2")});
+  x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(kClasses)}}, "fc3");
+  return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
+}
+
+TEST(Trainer, TenStepsSavedLoadedAndTenMoreEqualTwentyStraightWithBatchNorm) {
+  ExpectResumeEqualsTrainingStraight(SGD(0.1, 0.9, 1e-4, 1.0 / kBatch), {}, NormLoss());
+}
+
+TEST(Trainer, RunningStatisticsAreAuxiliaryStatesThatPredictReads) {
+  Trainer trainer(NormLoss(), kDataShapes, Xavier(), SGD(0.1, 0.9, 0, 1.0 / kBatch));
+  const std::vector<std::string> aux = {"bn1_moving_mean", "bn1_moving_var", "bn2_moving_mean",
+                                        "bn2_moving_var"};
+  EXPECT_EQ(trainer.auxiliary_names(), aux);
+  for (const std::string& name : aux) {
+    EXPECT_EQ(std::count(trainer.parameter_names().begin(), trainer.parameter_names().end(), name),
+              0)
+        << name << " is not trained";
+    const float initial = name.find("var") != std::string::npos ? 1.0f : 0.0f;
+    EXPECT_EQ(trainer.auxiliary(name).ToVector<float>(),
+              std::vector<float>(trainer.auxiliary(name).size(), initial))
+        << name;
+  }
+  for (const std::string& s : trainer.state_names())
+    EXPECT_EQ(s.find("moving"), std::string::npos) << s << ": no optimizer state for statistics";
+  for (int k = 0; k < 3; ++k) trainer.Step(Batch(k));
+  EXPECT_NE(trainer.auxiliary("bn1_moving_mean").ToVector<float>(), std::vector<float>(16, 0.0f))
+      << "a training step moves the running mean";
+  // Predict normalizes with the running statistics: the inference graph bound by hand on the
+  // trainer's arrays, run outside training, gives the same.
+  const std::map<std::string, NDArray> batch = Batch(7);
+  const std::vector<float> predicted = trainer.Predict(batch)[0].ToVector<float>();
+  Executor::ArrayMap args = batch;
+  for (const std::string& p : trainer.parameter_names()) args[p] = trainer.parameter(p);
+  for (const std::string& a : aux) args[a] = trainer.auxiliary(a);
+  const std::vector<float> before = trainer.auxiliary("bn2_moving_var").ToVector<float>();
+  auto exec = Executor::Bind(NormLoss(), Device::Cpu(), args);
+  exec->Forward(/*is_train=*/false);
+  EXPECT_EQ(predicted, exec->outputs()[0].ToVector<float>());
+  EXPECT_EQ(trainer.auxiliary("bn2_moving_var").ToVector<float>(), before)
+      << "inference leaves the statistics alone";
 }
 
 TEST(Trainer, TenStepsSavedLoadedAndTenMoreEqualTwentyStraightWithSgd) {
