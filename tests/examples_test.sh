@@ -7,7 +7,7 @@
 # (WEFT_USE_FUSION), train_mlp reaches the README's 97.5% with the same loss and accuracies every
 # epoch (on the CPU a fused group computes what its ops compute, bit for bit).
 set -euo pipefail
-mlp="$1"; cnn="$2"; infer="$3"; data="$4"; lstm="$5"; fashion="$(dirname "$6")"
+mlp="$1"; cnn="$2"; infer="$3"; data="$4"; lstm="$5"; fashion="$(dirname "$6")"; resnet="$7"
 prefix="$TEST_TMPDIR/mlp"
 
 out=$("$mlp" --data="$data" --epochs=6 --save_prefix="$prefix")
@@ -80,8 +80,21 @@ if err=$("$cnn" --data="$TEST_TMPDIR" --epochs=1 --save_prefix="" 2>&1); then
 fi
 grep -q "expected the file train-images-idx3-ubyte.gz" <<<"$err" || { echo "FAIL: unclear error: $err"; exit 1; }
 
+# train_resnet (a narrow one, on the slice) saves its model with BatchNorm's running statistics;
+# embed_infer classifies the slice's test images with it exactly as the trainer's Predict did.
+rprefix="$TEST_TMPDIR/resnet"
+out=$("$resnet" --data="$fashion" --epochs=2 --width=8 --blocks=1 --save_prefix="$rprefix")
+echo "$out"
+grep -q "epoch 2/2 \[=*\] 8/8" <<<"$out" || { echo "FAIL: no progress bar line from train_resnet"; exit 1; }
+acc=$(echo "$out" | sed -n 's/^final test accuracy \([0-9.]*\)%/\1/p')
+grep -q '"op": *"BatchNorm"' "$rprefix.json" || { echo "FAIL: no BatchNorm node in resnet.json"; exit 1; }
+out=$("$infer" --model="$rprefix" --mnist="$fashion" --rows=2)
+echo "$out"
+grep -q "of 200 rows predicted correctly ($acc%)" <<<"$out" ||
+  { echo "FAIL: embed_infer's accuracy differs from train_resnet's $acc%"; exit 1; }
+
 # --help on every example.
-for bin in "$mlp" "$cnn" "$infer" "$lstm"; do
+for bin in "$mlp" "$cnn" "$infer" "$lstm" "$resnet"; do
   grep -q "^usage: " <<<"$("$bin" --help)" || { echo "FAIL: $bin --help"; exit 1; }
 done
 
