@@ -6,6 +6,7 @@ Each peer script lives beside this file (under Bazel and in the GPU bundle), so 
   result = dict(hello(torch), ms=median_ms(step, reps))
 """
 import json
+import resource
 import time
 
 
@@ -57,3 +58,28 @@ def median_ms(fn, reps):
         times.append((time.perf_counter() - start) * 1e3)
     times.sort()
     return times[len(times) // 2]
+
+
+def rounds_ms(step, steps, rounds, warmup=5):
+    """The median of `rounds` rounds of `steps` calls of step, in milliseconds per call, after
+    `warmup` calls."""
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        times.append((time.perf_counter() - start) * 1e3 / steps)
+    return sorted(times)[len(times) // 2]
+
+
+def rss_bytes():
+    """The process's resident memory now, in bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+def peak_growth(before):
+    """How far the process's peak resident memory rose above `before` (rss_bytes()), in bytes."""
+    return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before, 0)

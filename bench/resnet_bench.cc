@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench/peer.h"
+#include "bench/round_ms.h"
 #include "examples/common/resnet.h"
 #include "weft/weft.h"
 
@@ -37,22 +38,6 @@ struct Row {
   size_t peak_bytes = 0;
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Milliseconds per call of `steps` calls pushed back to back and waited for once.
-double RoundMs(const std::function<void()>& step, int steps) {
-  weft::engine::Engine::Get()->WaitForAll();
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  weft::engine::Engine::Get()->WaitForAll();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-             .count() /
-         steps;
-}
-
 // Runs `make` (which binds), two untimed calls, then `rounds` rounds; the pool's peak is what
 // binding and running allocated beyond what was in use before.
 Row Measure(const std::string& name, const std::function<std::function<void()>()>& make, int steps,
@@ -65,8 +50,8 @@ Row Measure(const std::string& name, const std::function<std::function<void()>()
   const std::function<void()> step = make();
   for (int i = 0; i < 2; ++i) step();
   std::vector<double> ms;
-  for (int r = 0; r < rounds; ++r) ms.push_back(RoundMs(step, steps));
-  return {name, Median(ms), pool.Stats().peak_bytes_in_use - base};
+  for (int r = 0; r < rounds; ++r) ms.push_back(bench::RoundMs(step, steps));
+  return {name, bench::Median(ms), pool.Stats().peak_bytes_in_use - base};
 }
 
 // A training step of `logits` on random data of `data` with labels in [0, 10).

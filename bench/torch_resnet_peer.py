@@ -10,16 +10,9 @@ eager and with torch.jit.freeze, which folds BatchNorm into the convolutions as 
 does). peak_bytes: the growth of peak resident memory while the row ran.
 """
 import json
-import resource
 import sys
-import time
 
-from peer_common import hello, import_torch
-
-
-def rss_bytes():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize()
+from peer_common import hello, import_torch, peak_growth, rounds_ms, rss_bytes
 
 
 def resnet(torch, torchvision, blocks, width, classes, small_stem, channels):
@@ -43,18 +36,6 @@ def resnet(torch, torchvision, blocks, width, classes, small_stem, channels):
     return net
 
 
-def time_steps(step, steps, rounds):
-    for _ in range(2):
-        step()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        times.append((time.perf_counter() - start) * 1e3 / steps)
-    return sorted(times)[len(times) // 2]
-
-
 def train_row(torch, net, shape, steps, rounds):
     before = rss_bytes()
     x, y = torch.randn(*shape), torch.randint(0, 10, (shape[0],))
@@ -67,8 +48,8 @@ def train_row(torch, net, shape, steps, rounds):
         loss_fn(net(x), y).backward()
         opt.step()
 
-    ms = time_steps(step, steps, rounds)
-    return ms, max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before, 0)
+    ms = rounds_ms(step, steps, rounds, warmup=2)
+    return ms, peak_growth(before)
 
 
 def infer_rows(torch, net, shape, rounds):
@@ -76,9 +57,9 @@ def infer_rows(torch, net, shape, rounds):
     x = torch.randn(*shape)
     rows = []
     with torch.no_grad():
-        rows.append(time_steps(lambda: net(x), 1, rounds))
+        rows.append(rounds_ms(lambda: net(x), 1, rounds, warmup=2))
         frozen = torch.jit.freeze(torch.jit.script(net))
-        rows.append(time_steps(lambda: frozen(x), 1, rounds))
+        rows.append(rounds_ms(lambda: frozen(x), 1, rounds, warmup=3))
     return rows
 
 

@@ -8,21 +8,14 @@ peak_bytes is the growth of the process's peak resident memory while the net was
 trained (ru_maxrss after, minus the resident size before).
 """
 import json
-import resource
 import sys
-import time
 
-from peer_common import blas_libraries, hello, import_torch
+from peer_common import blas_libraries, hello, import_torch, peak_growth, rounds_ms, rss_bytes
 
 NETS = [("mlp 64-256-256-10", [64, 256, 256, 10]), ("mlp 784-1024-1024-10", [784, 1024, 1024, 10]),
         ("lstm 2x bidi H128 T32", None)]
 BATCH = 128
 LSTM_STEPS, LSTM_BATCH, LSTM_INPUT, LSTM_HIDDEN = 32, 32, 64, 128
-
-
-def rss_bytes():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize()
 
 
 def mlp(torch, sizes):
@@ -61,17 +54,8 @@ def run(torch, sizes, steps, rounds):
         loss_fn(net(x), y).backward()
         opt.step()
 
-    for _ in range(5):
-        step()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        times.append((time.perf_counter() - start) * 1e3 / steps)
-    ms = sorted(times)[len(times) // 2]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
-    return ms, max(peak, 0)
+    ms = rounds_ms(step, steps, rounds)
+    return ms, peak_growth(before)
 
 
 def main():

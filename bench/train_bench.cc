@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bench/peer.h"
+#include "bench/round_ms.h"
 #include "weft/weft.h"
 
 namespace {
@@ -188,22 +189,6 @@ Setup Bind(const std::function<std::function<void()>()>& bind) {
   return setup;
 }
 
-// Milliseconds per step of `steps` steps pushed back to back and waited for once.
-double RoundMs(const std::function<void()>& step, int steps) {
-  weft::engine::Engine::Get()->WaitForAll();
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  weft::engine::Engine::Get()->WaitForAll();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-             .count() /
-         steps;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // The loop and the trainer on one net, in alternating rounds (a machine shared with other work
 // slows both alike): the median round of each.
 std::array<Result, 2> RunWeft(const Net& net, int steps, int rounds) {
@@ -211,10 +196,11 @@ std::array<Result, 2> RunWeft(const Net& net, int steps, int rounds) {
   const Setup trainer = Bind([&] { return BindTrainer(net); });
   std::vector<double> loop_ms, trainer_ms;
   for (int r = 0; r < rounds; ++r) {
-    loop_ms.push_back(RoundMs(loop.step, steps));
-    trainer_ms.push_back(RoundMs(trainer.step, steps));
+    loop_ms.push_back(bench::RoundMs(loop.step, steps));
+    trainer_ms.push_back(bench::RoundMs(trainer.step, steps));
   }
-  return {Result{Median(loop_ms), loop.peak_bytes}, Result{Median(trainer_ms), trainer.peak_bytes}};
+  return {Result{bench::Median(loop_ms), loop.peak_bytes},
+          Result{bench::Median(trainer_ms), trainer.peak_bytes}};
 }
 
 }  // namespace

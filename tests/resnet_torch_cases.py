@@ -17,9 +17,7 @@ parameter and of the data.
 import torch
 from torch import nn
 
-
-def f32(shape, gen, scale=1.0):
-    return ((torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1) * scale).float().double()
+from torch_fixture import f32, values
 
 
 class ConvBn(nn.Module):
@@ -123,12 +121,6 @@ def resnet_case(gen):
     after = arrays(net.parts())
     after.update(fc_weight=net.fc.weight, fc_bias=net.fc.bias)
     return x, label, loss, before, after
-
-
-def values(t):
-    v = [repr(float(x)) for x in t.detach().reshape(-1).tolist()]
-    rows = [", ".join(v[k:k + 4]) for k in range(0, len(v), 4)]
-    return (",\n" + " " * 10).join(rows)
 
 
 def emit(key, t):
