@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -260,6 +261,35 @@ TEST(FusedCodegen, TheArgumentBytesAreWhereTheStructHasThem) {
 
 // The chain in parts of 3 values or stores: each part reads what the part before it defined, and
 // hands on only what a later part reads (the output is stored inside the last part).
+// clip's functor takes two scalars: its steps (forward and backward) get two fields each,
+// s<step> = a_min and t<step> = a_max, which the code passes to Clip::Fwd and BackwardOf; the
+// groups compile.
+TEST(FusedCodegen, AStepOfTwoScalarsGetsAFieldForEach) {
+  const Symbol x = Var("x");
+  const Symbol y = Op1("tanh", Op1("clip", Op1("exp", x), {{"a_min", "0.25"}, {"a_max", "6"}}));
+  std::set<std::string> ops;               // those whose steps got scalar fields
+  std::map<const void*, int> step_fields;  // per step: how many
+  for (const GroupPtr& g : FuseWithGradient(y, {{"x", Shape{100, 3}}})) {
+    ExpectCompiles(*g, OpReq::kWrite);
+    const KernelPlan plan = PlanKernel(*g, Requests(*g, OpReq::kWrite), false);
+    float buffer = 0;
+    const TensorView any(&buffer, Shape{300}, DType::kFloat32, Device::Cpu());
+    const std::vector<TensorView> inputs(g->num_inputs, any), outputs(g->outputs.size(), any);
+    const std::vector<uint64_t> words = FillArgs(plan, *g, inputs, outputs);
+    for (const ArgField& f : plan.fields) {
+      if (f.kind != ArgField::Kind::kScalar) continue;
+      double value = 0;
+      std::memcpy(&value, reinterpret_cast<const char*>(words.data()) + f.offset, 8);
+      EXPECT_EQ(f.name, ScalarField(f.index, f.axis));
+      EXPECT_EQ(value, f.axis == 0 ? 0.25 : 6.0) << f.name;
+      ops.insert(g->steps[f.index].op->name);
+      ++step_fields[&g->steps[f.index]];
+    }
+  }
+  EXPECT_EQ(ops, (std::set<std::string>{"clip", "_backward_clip"}));
+  for (const auto& [step, count] : step_fields) EXPECT_EQ(count, 2);
+}
+
 TEST(FusedCodegen, PartsPassOnOnlyTheValuesLaterPartsRead) {
   const GroupPtr g = Fuse(Chain(Var("x"), 1.5), {{"x", Shape{1000}}})[0];
   const KernelPlan plan = PlanKernel(*g, Requests(*g, OpReq::kWrite), false);

@@ -1,8 +1,8 @@
-// bfloat16 on the GPU: FullyConnected forward and backward (float32 accumulation) and the
-// elementwise ops of an MLP, on bf16-exact inputs, against float32 on the CPU. The GPU rounds each
-// result to bf16 once (FullyConnected's bias is added in cuBLASLt's epilogue, before the
-// rounding), so it is within half a bf16 unit (2^-9 relative) of the float32 result, plus
-// float32 summation-order noise.
+// bfloat16 on the GPU: FullyConnected and Convolution forward and backward (float32 accumulation)
+// and the elementwise ops of an MLP, on bf16-exact inputs, against float32 on the CPU. The GPU
+// rounds each result to bf16 once (FullyConnected's bias is added in cuBLASLt's epilogue,
+// Convolution's is where its output starts, both before the rounding), so it is within half a
+// bf16 unit (2^-9 relative) of the float32 result, plus float32 summation-order noise.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,18 +49,18 @@ void ExpectClose(const std::vector<float>& gpu, const std::vector<float>& cpu,
   }
 }
 
-TEST(GpuBf16, FullyConnectedForwardAndBackwardMatchFloat32) {
-  const AttrMap attrs = {{"num_hidden", "64"}};
-  const std::vector<NDArray> cpu = {Bf16ExactCpu(Shape{32, 100}, 1),
-                                    Bf16ExactCpu(Shape{64, 100}, 2), Bf16ExactCpu(Shape{64}, 3)};
+// `op` on the bf16 GPU copies of `cpu` (bf16-exact float32 arrays) against float32 on the CPU:
+// forward, and the gradient rule with requests write and add.
+void ExpectLayerMatchesFloat32(const std::string& op_name, const AttrMap& attrs,
+                               const std::vector<NDArray>& cpu) {
   std::vector<NDArray> gpu;
   for (const NDArray& a : cpu) gpu.push_back(ToGpuBf16(a));
-  const NDArray y_cpu = Invoke("FullyConnected", cpu, attrs)[0];
-  const NDArray y_gpu = Invoke("FullyConnected", gpu, attrs)[0];
-  ExpectClose(ToHostFloat(y_gpu), y_cpu.ToVector<float>(), "FullyConnected bf16 forward");
+  const NDArray y_cpu = Invoke(op_name, cpu, attrs)[0];
+  const NDArray y_gpu = Invoke(op_name, gpu, attrs)[0];
+  ExpectClose(ToHostFloat(y_gpu), y_cpu.ToVector<float>(), op_name + " bf16 forward");
 
-  const Op& fc = GetOp("FullyConnected");
-  const Attrs parsed = ParseAttrs(fc, attrs);
+  const Op& op = GetOp(op_name);
+  const Attrs parsed = ParseAttrs(op, attrs);
   const NDArray dy_cpu = Bf16ExactCpu(y_cpu.shape(), 4), dy_gpu = ToGpuBf16(dy_cpu);
   for (OpReq req : {OpReq::kWrite, OpReq::kAddTo}) {
     std::vector<NDArray> g_cpu, g_gpu;
@@ -69,14 +69,43 @@ TEST(GpuBf16, FullyConnectedForwardAndBackwardMatchFloat32) {
       g_cpu.back().Fill(0.5);
       g_gpu.push_back(ToGpuBf16(g_cpu.back()));
     }
-    InvokeBackward(fc, parsed, cpu, {y_cpu}, {dy_cpu}, g_cpu, std::vector<OpReq>(3, req));
-    InvokeBackward(fc, parsed, gpu, {y_gpu}, {dy_gpu}, g_gpu, std::vector<OpReq>(3, req));
-    for (int i = 0; i < 3; ++i) {
+    const std::vector<OpReq> reqs(cpu.size(), req);
+    InvokeBackward(op, parsed, cpu, {y_cpu}, {dy_cpu}, g_cpu, reqs);
+    InvokeBackward(op, parsed, gpu, {y_gpu}, {dy_gpu}, g_gpu, reqs);
+    for (size_t i = 0; i < cpu.size(); ++i) {
       ExpectClose(ToHostFloat(g_gpu[i]), g_cpu[i].ToVector<float>(),
-                  "FullyConnected bf16 gradient of input " + std::to_string(i) +
+                  op_name + " bf16 gradient of input " + std::to_string(i) +
                       (req == OpReq::kAddTo ? " (add)" : ""));
     }
   }
+}
+
+TEST(GpuBf16, FullyConnectedForwardAndBackwardMatchFloat32) {
+  ExpectLayerMatchesFloat32("FullyConnected", {{"num_hidden", "64"}},
+                            {Bf16ExactCpu(Shape{32, 100}, 1), Bf16ExactCpu(Shape{64, 100}, 2),
+                             Bf16ExactCpu(Shape{64}, 3)});
+}
+
+// cuDNN on bf16 tensors, computing in float: plain, and grouped, dilated, strided and padded, the
+// bias added before the one rounding.
+TEST(GpuBf16, ConvolutionForwardAndBackwardMatchFloat32) {
+  ExpectLayerMatchesFloat32("Convolution",
+                            {{"kernel", "(3, 3)"}, {"pad", "(1, 1)"}, {"num_filter", "8"}},
+                            {Bf16ExactCpu(Shape{4, 6, 10, 9}, 5),
+                             Bf16ExactCpu(Shape{8, 6, 3, 3}, 6), Bf16ExactCpu(Shape{8}, 7)});
+  ExpectLayerMatchesFloat32("Convolution",
+                            {{"kernel", "(3, 2)"},
+                             {"stride", "(2, 1)"},
+                             {"pad", "(2, 1)"},
+                             {"dilate", "(2, 2)"},
+                             {"num_filter", "8"},
+                             {"num_group", "2"}},
+                            {Bf16ExactCpu(Shape{2, 4, 11, 8}, 8),
+                             Bf16ExactCpu(Shape{8, 2, 3, 2}, 9), Bf16ExactCpu(Shape{8}, 10)});
+  ExpectLayerMatchesFloat32(  // depthwise, no bias
+      "Convolution",
+      {{"kernel", "(3, 3)"}, {"num_filter", "6"}, {"num_group", "6"}, {"no_bias", "true"}},
+      {Bf16ExactCpu(Shape{2, 6, 7, 7}, 11), Bf16ExactCpu(Shape{6, 1, 3, 3}, 12)});
 }
 
 TEST(GpuBf16, ElementwiseOpsOfAnMlpMatchFloat32) {

@@ -743,31 +743,49 @@ TEST(SoftmaxCrossEntropy, BadInputsSayWhatWasExpected) {
 
 // ---- Output requests the harness does not cover ----
 
-// _backward_FullyConnected called directly, with d_data not requested (kNull): d_data is left
-// alone, d_weight and d_bias are what a call that requests everything gives.
-TEST(OutputRequests, NullDataGradientLeavesItAloneAndStillGivesWeightGradients) {
-  const AttrMap attrs = {{"num_hidden", "3"}};
-  const std::vector<Shape> shapes = {Shape{4, 3}, Shape{4, 5},
-                                     Shape{3, 5}};  // out_grad, data, weight
-  const std::vector<Shape> grad_shapes = {Shape{4, 5}, Shape{3, 5}, Shape{3}};
+// `backward` called directly on random inputs of `shapes` (out_grad, data, weight), with d_data
+// not requested (kNull), then with only d_data requested: what is not requested is left alone,
+// and what is equals what a call that requests everything gives.
+void ExpectUnrequestedGradientsLeftAlone(const std::string& backward, const AttrMap& attrs,
+                                         const std::vector<Shape>& shapes,
+                                         const std::vector<Shape>& grad_shapes) {
   for (DType dtype : TestFloatTypes()) {
+    SCOPED_TRACE(backward + " " + std::string(DTypeName(dtype)));
     std::vector<NDArray> in;
     for (const Shape& s : shapes) in.emplace_back(s, TestDevice(), dtype);
     for (const NDArray& a : in) a.FillUniform(-1, 1);
-    auto gradients = [&](OpReq data_req) {
+    auto gradients = [&](std::vector<OpReq> req) {
       std::vector<NDArray> g;
       for (const Shape& s : grad_shapes) g.emplace_back(s, TestDevice(), dtype);
       for (const NDArray& a : g) a.Fill(7);
-      Invoke("_backward_FullyConnected", in, attrs,
-             {.outputs = g, .req = {data_req, OpReq::kWrite, OpReq::kWrite}});
+      Invoke(backward, in, attrs, {.outputs = g, .req = req});
       return g;
     };
-    const std::vector<NDArray> all = gradients(OpReq::kWrite), some = gradients(OpReq::kNull);
-    EXPECT_EQ(AsDoubles(some[0]), std::vector<double>(20, 7.0)) << dtype;
-    EXPECT_NE(AsDoubles(all[0]), std::vector<double>(20, 7.0)) << dtype;
-    EXPECT_EQ(AsDoubles(some[1]), AsDoubles(all[1])) << dtype;
-    EXPECT_EQ(AsDoubles(some[2]), AsDoubles(all[2])) << dtype;
+    const OpReq w = OpReq::kWrite, null = OpReq::kNull;
+    const std::vector<NDArray> all = gradients({w, w, w}), weights = gradients({null, w, w}),
+                               data = gradients({w, null, null});
+    for (size_t i = 0; i < grad_shapes.size(); ++i) {
+      const std::vector<double> untouched(grad_shapes[i].Size(), 7.0);
+      EXPECT_NE(AsDoubles(all[i]), untouched) << i;
+      EXPECT_EQ(AsDoubles(i == 0 ? weights[i] : data[i]), untouched) << i;
+      EXPECT_EQ(AsDoubles(i == 0 ? data[i] : weights[i]), AsDoubles(all[i])) << i;
+    }
   }
+}
+
+TEST(OutputRequests, NullGradientsAreLeftAloneAndTheOthersStillComputed) {
+  ExpectUnrequestedGradientsLeftAlone("_backward_FullyConnected", {{"num_hidden", "3"}},
+                                      {Shape{4, 3}, Shape{4, 5}, Shape{3, 5}},
+                                      {Shape{4, 5}, Shape{3, 5}, Shape{3}});
+  const AttrMap conv = {{"kernel", "(3, 2)"},
+                        {"dilate", "(2, 1)"},
+                        {"pad", "(1, 1)"},
+                        {"num_filter", "4"},
+                        {"num_group", "2"}};
+  // data (2, 4, 6, 5): 6 + 2 - 5 + 1 = 4 rows, 5 + 2 - 2 + 1 = 6 columns.
+  ExpectUnrequestedGradientsLeftAlone("_backward_Convolution", conv,
+                                      {Shape{2, 4, 4, 6}, Shape{2, 4, 6, 5}, Shape{4, 2, 3, 2}},
+                                      {Shape{2, 4, 6, 5}, Shape{4, 2, 3, 2}, Shape{4}});
 }
 
 // ---- The primitive cache ----
