@@ -1,6 +1,8 @@
 // CPU compute of BatchNorm and _backward_BatchNorm (ops/nn/batch_norm.cc says what they compute).
-// float32 and bfloat16 data run oneDNN's batch normalization on data seen as (outer, C, inner)
-// (DataDesc), with float32 statistics; float64 runs the loops below. Both end the same way
+// float32 and float64 run the loops below; bfloat16 data runs oneDNN's batch normalization on data
+// seen as (outer, C, inner) (DataDesc), with float32 statistics. oneDNN 2.6 runs plain NCHW
+// through its ncsp kernel, about three times slower than these loops on train_resnet's network
+// (bench/README.md: `bazel run --config=opt //bench:resnet_bench`). Both end the same way
 // (FinishStatistics): a training forward moves the running statistics and keeps the batch's mean
 // and 1 / sqrt(var + eps) for the backward, any other forward keeps those of the moving
 // statistics.
@@ -80,120 +82,145 @@ void FinishStatistics(const BnCall& c, std::span<const TensorView> in,
   }
 }
 
-// ---- float64: loops over (outer, C, inner) ----
+// ---- float32 and float64: loops over (outer, C, inner) ----
+//
+// Memory-bound passes over the data, threaded over channels (sums) or rows (elementwise), each
+// row's inner loop vectorized; sums of a row in the data's type (inner values, at most a plane),
+// rows summed in double. Statistics S: float for float32 data, double for float64.
 
-// Calls f(at) for the offset of each value of channel `ch`.
+// Calls f(first, count) for each contiguous row of channel `ch`: count values from offset first.
 template <typename F>
-inline void ForEachOfChannel(const BnDims& d, int64_t ch, F&& f) {
-  for (int64_t o = 0; o < d.outer; ++o) {
-    const int64_t first = (o * d.c + ch) * d.inner;
-    for (int64_t i = 0; i < d.inner; ++i) f(first + i);
-  }
+inline void ForEachRowOfChannel(const BnDims& d, int64_t ch, F&& f) {
+  for (int64_t o = 0; o < d.outer; ++o) f((o * d.c + ch) * d.inner, d.inner);
 }
 
-// Per channel: the mean of x and its biased variance (two passes).
-template <typename T>
-void BatchMoments(const BnDims& d, const T* x, T* mean, T* var) {
-  const T n = static_cast<T>(d.PerChannel());
+// The sum of f(i) over [first, first + count), vectorized.
+template <typename T, typename F>
+inline T RowSum(int64_t first, int64_t count, F&& f) {
+  T sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = first; i < first + count; ++i) sum += f(i);
+  return sum;
+}
+
+// Per channel: the mean of x and its biased variance (two passes, as oneDNN's).
+template <typename T, typename S>
+void BatchMoments(const BnDims& d, const T* x, S* mean, S* var) {
+  const double n = static_cast<double>(d.PerChannel());
   ParallelFor(d.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t ch = begin; ch < end; ++ch) {
-      T sum = 0, squares = 0;
-      ForEachOfChannel(d, ch, [&](int64_t at) { sum += x[at]; });
-      mean[ch] = sum / n;
-      ForEachOfChannel(d, ch,
-                       [&](int64_t at) { squares += (x[at] - mean[ch]) * (x[at] - mean[ch]); });
-      var[ch] = squares / n;
+      double sum = 0, squares = 0;
+      ForEachRowOfChannel(d, ch, [&](int64_t first, int64_t count) {
+        sum += RowSum<T>(first, count, [&](int64_t i) { return x[i]; });
+      });
+      const T m = static_cast<T>(sum / n);
+      ForEachRowOfChannel(d, ch, [&](int64_t first, int64_t count) {
+        squares += RowSum<T>(first, count, [&](int64_t i) { return (x[i] - m) * (x[i] - m); });
+      });
+      mean[ch] = static_cast<S>(sum / n);
+      var[ch] = static_cast<S>(squares / n);
     }
   });
 }
 
-// y = act(gamma * (x - mean) * invstd + beta); gamma null: 1 (fix_gamma).
-template <typename T>
-void Normalize(const BnCall& c, const T* x, const T* gamma, const T* beta, const T* mean,
-               const T* invstd, T* y) {
+// y = act(x * scale + shift), scale = gamma * invstd, shift = beta - mean * scale; gamma null: 1.
+template <typename T, typename S>
+void Normalize(const BnCall& c, const T* x, const S* gamma, const S* beta, const S* mean,
+               const S* invstd, T* y) {
   const BnDims& d = c.d;
   ParallelFor(d.outer * d.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t ch = row % d.c, first = row * d.inner;
-      const T scale = (gamma ? gamma[ch] : T(1)) * invstd[ch];
-      for (int64_t i = first; i < first + d.inner; ++i) {
-        const T v = (x[i] - mean[ch]) * scale + beta[ch];
-        y[i] = c.relu() ? fn::Relu::Fwd(v, T(0)) : v;
+      const T scale = static_cast<T>((gamma ? gamma[ch] : S(1)) * invstd[ch]);
+      const T shift = static_cast<T>(beta[ch] - mean[ch] * (gamma ? gamma[ch] : S(1)) * invstd[ch]);
+      if (c.relu()) {
+#pragma omp simd
+        for (int64_t i = first; i < first + d.inner; ++i)
+          y[i] = fn::ForwardOf<fn::Relu>(x[i] * scale + shift, T(0), T(0));
+      } else {
+#pragma omp simd
+        for (int64_t i = first; i < first + d.inner; ++i) y[i] = x[i] * scale + shift;
       }
     }
   });
 }
 
 // in: (data, gamma, beta, moving_mean, moving_var); out: (output, saved_mean, saved_invstd).
+template <typename T, typename S>
 void BnForwardLoops(const OpContext& ctx, const BnCall& c, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
   StagedOutputs staged(ctx, req, out, false);
-  const double* x = in[0].data<double>();
-  if (c.batch)
-    BatchMoments(c.d, x, staged.Target(1).data<double>(), staged.Target(2).data<double>());
-  FinishStatistics<double>(c, in, staged);
-  Normalize(c, x, c.p.fix_gamma ? nullptr : in[1].data<double>(), in[2].data<double>(),
-            staged.Target(1).data<double>(), staged.Target(2).data<double>(),
-            staged.Target(0).data<double>());
+  const T* x = in[0].data<T>();
+  if (c.batch) BatchMoments(c.d, x, staged.Target(1).data<S>(), staged.Target(2).data<S>());
+  FinishStatistics<S>(c, in, staged);
+  Normalize(c, x, c.p.fix_gamma ? nullptr : in[1].data<S>(), in[2].data<S>(),
+            staged.Target(1).data<S>(), staged.Target(2).data<S>(), staged.Target(0).data<T>());
   staged.Finish();
 }
 
 // What the backward reads of one call: dy masked by relu where y is given.
-template <typename T>
+template <typename T, typename S>
 struct GradInputs {
-  const T *dy, *x, *y, *mean, *invstd;
+  const T *dy, *x, *y;
+  const S *mean, *invstd;
   T Dy(int64_t at) const { return y ? fn::BackwardOf<fn::Relu>(dy[at], y[at], T(0)) : dy[at]; }
-  T XHat(int64_t at, int64_t ch) const { return (x[at] - mean[ch]) * invstd[ch]; }
 };
 
-// Per channel: sum(dy) and sum(dy * x_hat).
-template <typename T>
-void GradSums(const BnDims& d, const GradInputs<T>& g, T* sum_dy, T* sum_dy_xhat) {
+// Per channel: sum(dy) and sum(dy * x_hat), x_hat = (x - mean) * invstd.
+template <typename T, typename S>
+void GradSums(const BnDims& d, const GradInputs<T, S>& g, S* sum_dy, S* sum_dy_xhat) {
   ParallelFor(d.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t ch = begin; ch < end; ++ch) {
-      T a = 0, b = 0;
-      ForEachOfChannel(d, ch, [&](int64_t at) {
-        a += g.Dy(at);
-        b += g.Dy(at) * g.XHat(at, ch);
+      const T mean = static_cast<T>(g.mean[ch]);
+      double a = 0, b = 0;
+      ForEachRowOfChannel(d, ch, [&](int64_t first, int64_t count) {
+        a += RowSum<T>(first, count, [&](int64_t i) { return g.Dy(i); });
+        b += RowSum<T>(first, count, [&](int64_t i) { return g.Dy(i) * (g.x[i] - mean); });
       });
-      sum_dy[ch] = a, sum_dy_xhat[ch] = b;
+      sum_dy[ch] = static_cast<S>(a);
+      sum_dy_xhat[ch] = static_cast<S>(b * g.invstd[ch]);
     }
   });
 }
 
 // dx = gamma * invstd * (dy - sum_dy / n - x_hat * sum_dy_xhat / n) with batch statistics, else
 // gamma * invstd * dy. gamma null: 1.
-template <typename T>
-void DataGrad(const BnCall& c, const GradInputs<T>& g, const T* gamma, const T* sum_dy,
-              const T* sum_dy_xhat, T* dx) {
+template <typename T, typename S>
+void DataGrad(const BnCall& c, const GradInputs<T, S>& g, const S* gamma, const S* sum_dy,
+              const S* sum_dy_xhat, T* dx) {
   const BnDims& d = c.d;
-  const T n = static_cast<T>(d.PerChannel());
+  const S n = static_cast<S>(d.PerChannel());
   ParallelFor(d.outer * d.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t ch = row % d.c, first = row * d.inner;
-      const T scale = (gamma ? gamma[ch] : T(1)) * g.invstd[ch];
-      const T mean_dy = c.batch ? sum_dy[ch] / n : 0,
-              mean_dy_xhat = c.batch ? sum_dy_xhat[ch] / n : 0;
+      const S invstd = g.invstd[ch];
+      const T scale = static_cast<T>((gamma ? gamma[ch] : S(1)) * invstd);
+      const T mean_dy = static_cast<T>(c.batch ? sum_dy[ch] / n : 0);
+      // x_hat * sum_dy_xhat / n = (x - mean) * k, k = invstd * sum_dy_xhat / n.
+      const T k = static_cast<T>(c.batch ? invstd * sum_dy_xhat[ch] / n : 0);
+      const T mean = static_cast<T>(g.mean[ch]);
+#pragma omp simd
       for (int64_t i = first; i < first + d.inner; ++i)
-        dx[i] = scale * (g.Dy(i) - mean_dy - g.XHat(i, ch) * mean_dy_xhat);
+        dx[i] = scale * (g.Dy(i) - mean_dy - (g.x[i] - mean) * k);
     }
   });
 }
 
 // in: as BnBackwardInput places them; out: (d_data, d_gamma, d_beta).
+template <typename T, typename S>
 void BnBackwardLoops(const OpContext& ctx, const BnCall& c, std::span<const TensorView> in,
                      std::span<const OpReq> req, std::span<const TensorView> out) {
   StagedOutputs staged(ctx, req, out, false);
-  const GradInputs<double> g{in[kBnOutGrad].data<double>(), in[kBnData].data<double>(),
-                             c.relu() ? in[kBnOutput].data<double>() : nullptr,
-                             in[kBnSavedMean].data<double>(), in[kBnSavedInvstd].data<double>()};
-  double *sum_dy_xhat = staged.Target(1).data<double>(), *sum_dy = staged.Target(2).data<double>();
+  const GradInputs<T, S> g{in[kBnOutGrad].data<T>(), in[kBnData].data<T>(),
+                           c.relu() ? in[kBnOutput].data<T>() : nullptr, in[kBnSavedMean].data<S>(),
+                           in[kBnSavedInvstd].data<S>()};
+  S *sum_dy_xhat = staged.Target(1).data<S>(), *sum_dy = staged.Target(2).data<S>();
   GradSums(c.d, g, sum_dy, sum_dy_xhat);
   if (staged.Needed(0)) {
-    DataGrad(c, g, c.p.fix_gamma ? nullptr : in[kBnGamma].data<double>(), sum_dy, sum_dy_xhat,
-             staged.Target(0).data<double>());
+    DataGrad(c, g, c.p.fix_gamma ? nullptr : in[kBnGamma].data<S>(), sum_dy, sum_dy_xhat,
+             staged.Target(0).data<T>());
   }
-  if (c.p.fix_gamma) std::fill_n(sum_dy_xhat, c.d.c, 0.0);
+  if (c.p.fix_gamma) std::fill_n(sum_dy_xhat, c.d.c, S(0));
   staged.Finish();
 }
 
@@ -344,14 +371,18 @@ void BnBackwardDnnl(const OpContext& ctx, const BnCall& c, std::span<const Tenso
 void BnForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                std::span<const OpReq> req, std::span<const TensorView> out) {
   const BnCall c = CallOf("BatchNorm", a, in[0].shape(), ctx.is_train);
-  if (in[0].dtype() == DType::kFloat64) return BnForwardLoops(ctx, c, in, req, out);
+  if (in[0].dtype() == DType::kFloat64) return BnForwardLoops<double, double>(ctx, c, in, req, out);
+  if (in[0].dtype() == DType::kFloat32) return BnForwardLoops<float, float>(ctx, c, in, req, out);
   BnForwardDnnl(ctx, c, in, req, out);
 }
 
 void BnBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                 std::span<const OpReq> req, std::span<const TensorView> out) {
   const BnCall c = CallOf("_backward_BatchNorm", a, in[kBnData].shape(), ctx.is_train);
-  if (in[kBnData].dtype() == DType::kFloat64) return BnBackwardLoops(ctx, c, in, req, out);
+  if (in[kBnData].dtype() == DType::kFloat64)
+    return BnBackwardLoops<double, double>(ctx, c, in, req, out);
+  if (in[kBnData].dtype() == DType::kFloat32)
+    return BnBackwardLoops<float, float>(ctx, c, in, req, out);
   BnBackwardDnnl(ctx, c, in, req, out);
 }
 
