@@ -1,7 +1,8 @@
 // A residual block and a small ResNet, built as train_resnet builds them (examples/common/
 // resnet.h), against PyTorch with the same weights (tests/resnet_torch_cases.py): one training
 // step's forward (BatchNorm with the batch's statistics), the running statistics it leaves, and
-// the gradient of every parameter and of the data, in float64 (to 1e-9) and float32 (to 1e-5).
+// the gradient of every parameter and of the data. On the CPU in float64 (to 1e-9) and float32 (to
+// 1e-5); on a GPU (gpu_ops_resnet_test) in float32 (to kGpuTolerance) and bfloat16 (to 3e-2).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "examples/common/resnet.h"
+#include "tests/op_test_util.h"
 #include "tests/resnet_torch_cases.h"
 #include "weft/weft.h"
 
@@ -39,15 +41,21 @@ const Tensor& Find(const Case& c, const std::string& name) {
   return none;
 }
 
+// The tensor in `dtype` on the test's device.
 NDArray ArrayOf(const Tensor& t, DType dtype) {
-  if (dtype == DType::kFloat64) return NDArray::FromVector(t.values, Shape(t.shape));
-  return NDArray::FromVector(std::vector<float>(t.values.begin(), t.values.end()), Shape(t.shape));
+  const Device device = testing::TestDevice();
+  if (dtype == DType::kFloat64) return NDArray::FromVector(t.values, Shape(t.shape), device);
+  const NDArray f = NDArray::FromVector(std::vector<float>(t.values.begin(), t.values.end()),
+                                        Shape(t.shape), device);
+  return dtype == DType::kFloat32 ? f : op::Call("Cast", {f}, {{"dtype", std::string(DTypeName(dtype))}})[0];
 }
 
 std::vector<double> Values(const NDArray& a) {
   if (a.dtype() == DType::kFloat64) return a.ToVector<double>();
-  const std::vector<float> f = a.ToVector<float>();
-  return {f.begin(), f.end()};
+  const NDArray f =
+      a.dtype() == DType::kFloat32 ? a : op::Call("Cast", {a}, {{"dtype", "float32"}})[0];
+  const std::vector<float> v = f.ToVector<float>();
+  return {v.begin(), v.end()};
 }
 
 // Largest |got - want| / (1 + |want|) over the elements.
@@ -67,14 +75,16 @@ void RunCase(const Case& c, DType dtype, double tolerance) {
   std::map<std::string, GradReq> reqs;
   size_t arguments = 0, moving = 0;
   for (const std::string& name : symbol.ListArguments()) {
-    args[name] = ArrayOf(Find(c, name), dtype);
+    // BatchNorm's statistics stay float32 for bfloat16 data (BnStatType).
+    const bool stat = name.find("_bn_") != std::string::npos && dtype == DType::kBFloat16;
+    args[name] = ArrayOf(Find(c, name), stat ? DType::kFloat32 : dtype);
     ++arguments;
     if (name.find("moving_") != std::string::npos) ++moving;
     if (name == "label" || name.find("moving_") != std::string::npos) continue;
-    grads[name] = NDArray(args[name].shape(), Device::Cpu(), dtype);
+    grads[name] = NDArray(args[name].shape(), testing::TestDevice(), args[name].dtype());
     reqs[name] = GradReq::kWrite;
   }
-  auto exec = Executor::Bind(symbol, Device::Cpu(), args, grads, reqs);
+  auto exec = Executor::Bind(symbol, testing::TestDevice(), args, grads, reqs);
   exec->Forward(/*is_train=*/true);
   const bool block = std::string(c.name) == "block";
   exec->Backward(block ? std::vector<NDArray>{ArrayOf(Find(c, "out_grad"), dtype)}
@@ -97,12 +107,19 @@ void RunCase(const Case& c, DType dtype, double tolerance) {
   EXPECT_EQ(arguments, args.size());
 }
 
-TEST(ResNetAgainstPyTorch, BlockAndNetworkInFloat64) {
-  for (const Case& c : testing::resnet_cases::Cases()) RunCase(c, DType::kFloat64, 1e-9);
-}
-
-TEST(ResNetAgainstPyTorch, BlockAndNetworkInFloat32) {
-  for (const Case& c : testing::resnet_cases::Cases()) RunCase(c, DType::kFloat32, 1e-5);
+// float64 and float32 on the CPU; float32 on a GPU, whose convolutions and sums run in another
+// order (cuDNN), and bfloat16 there (8 bits of mantissa in every activation).
+TEST(ResNetAgainstPyTorch, BlockAndNetworkInEveryFloatType) {
+  const bool gpu = testing::TestDevice().is_gpu();
+  std::vector<DType> dtypes = testing::TestFloatTypes();
+  if (gpu) dtypes.push_back(DType::kBFloat16);
+  for (DType dtype : dtypes) {
+    const double tolerance = dtype == DType::kFloat64    ? 1e-9
+                             : dtype == DType::kBFloat16 ? 3e-2
+                             : gpu                       ? testing::kGpuTolerance
+                                                         : 1e-5;
+    for (const Case& c : testing::resnet_cases::Cases()) RunCase(c, dtype, tolerance);
+  }
 }
 
 }  // namespace
