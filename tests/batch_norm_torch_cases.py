@@ -12,6 +12,8 @@ PyTorch's momentum m is weft's 1 - m (ops/nn/batch_norm.cc): the header keeps Py
 """
 import torch
 
+from torch_fixture import f32, values
+
 CASES = [
     # name, module, input shape, PyTorch's momentum, eps
     ("batch_norm_2d", torch.nn.BatchNorm2d, (4, 3, 2, 3), 0.1, 1e-5),
@@ -22,13 +24,13 @@ TRAIN_STEPS = 3
 FIELDS = ["x", "gy", "y", "dx", "dweight", "dbias", "running_mean", "running_var"]
 
 
-def f32(shape, gen, low=-1.0, high=1.0):
-    u = torch.rand(shape, generator=gen, dtype=torch.float64)
-    return (low + (high - low) * u).float().double()
+def around(centre, shape, gen, half):
+    """Float32 values in [centre - half, centre + half), held in float64."""
+    return (centre + f32(shape, gen, half)).float().double()
 
 
 def step(m, shape, gen):
-    x = f32(shape, gen, -2.0, 2.0).requires_grad_()
+    x = f32(shape, gen, 2.0).requires_grad_()
     y = m(x)
     gy = f32(shape, gen)
     m.zero_grad()
@@ -42,10 +44,10 @@ def run(module, shape, momentum, eps, gen):
     c = shape[1]
     m = module(c, eps=eps, momentum=momentum).double()
     with torch.no_grad():
-        m.weight.copy_(f32((c,), gen, 0.5, 1.5))
+        m.weight.copy_(around(1.0, (c,), gen, 0.5))
         m.bias.copy_(f32((c,), gen))
-        m.running_mean.copy_(f32((c,), gen, -0.5, 0.5))
-        m.running_var.copy_(f32((c,), gen, 0.5, 1.5))
+        m.running_mean.copy_(f32((c,), gen, 0.5))
+        m.running_var.copy_(around(1.0, (c,), gen, 0.5))
     start = {k: getattr(m, k).detach().clone() for k in ("weight", "bias", "running_mean", "running_var")}
     m.train()
     train = [step(m, shape, gen) for _ in range(TRAIN_STEPS)]
@@ -53,13 +55,12 @@ def run(module, shape, momentum, eps, gen):
     return start, train, step(m, shape, gen)
 
 
-def values(t):
-    v = [repr(float(x)) for x in t.detach().reshape(-1).tolist()]
-    return "{" + ", ".join(v) + "}"
+def braced(t):
+    return "{" + values(t) + "}"
 
 
 def print_step(s):
-    print("          {" + ",\n           ".join(values(s[k]) for k in FIELDS) + "},")
+    print("          {" + ",\n           ".join(braced(s[k]) for k in FIELDS) + "},")
 
 
 def main():
@@ -78,7 +79,7 @@ def main():
     for name, module, shape, momentum, eps in CASES:
         start, train, eval_step = run(module, shape, momentum, eps, gen)
         print('      {"%s", {%s}, %r, %r,' % (name, ", ".join(str(s) for s in shape), momentum, eps))
-        print("       " + ",\n       ".join(values(start[k]) for k in
+        print("       " + ",\n       ".join(braced(start[k]) for k in
                                             ("weight", "bias", "running_mean", "running_var")) + ",")
         print("       {")
         for s in train:

@@ -1,6 +1,7 @@
 """What the scripts that write PyTorch fixtures share (tests/rnn_torch_cases.py,
-tests/conv_pool_torch_cases.py, tests/resnet_torch_cases.py): random float32 values held in float64, so that weft's float32 and
-float64 runs start from the same numbers, and a tensor's values as C++ initializer text.
+tests/conv_pool_torch_cases.py, tests/resnet_torch_cases.py, tests/batch_norm_torch_cases.py):
+random float32 values held in float64, so that weft's float32 and float64 runs start from the same
+numbers, and a tensor's values as C++ initializer text.
 """
 import torch
 

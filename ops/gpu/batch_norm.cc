@@ -1,0 +1,243 @@
+// BatchNorm and _backward_BatchNorm on the GPU (ops/nn/batch_norm.cc says what they compute),
+// through cuDNN's batch normalization (CUDNN_BATCHNORM_SPATIAL) on data seen as NCHW
+// (outer, C, inner, 1). float32 and float64, and bfloat16 data with float32 statistics (cuDNN's
+// pseudo-bfloat16 configuration, as for half).
+//
+// Forward: cudnnBatchNormalizationForwardTraining with batch statistics (it moves the running
+// statistics with factor 1 - momentum and the unbiased variance, and saves the mean and invstd),
+// else ForwardInference, with the saved statistics those of the moving ones (kernels/
+// batch_norm.cuh). relu runs after, as the relu op's kernel (fn::Relu).
+// Backward: out_grad masked by relu (relu's own gradient kernel, reading the output), then
+// cudnnBatchNormalizationBackward with the saved statistics for d_gamma and d_beta and, with batch
+// statistics, d_data; with constant statistics d_data = gamma * invstd * out_grad (a kernel).
+// cuDNN's CUDNN_BATCHNORM_OPS_BN_ACTIVATION is left out: it wants NHWC half data and a reserve
+// kept from forward to backward.
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ops/gpu/internal/cudnn_desc.h"
+#include "ops/gpu/internal/gpu_call.h"
+#include "ops/gpu/internal/launch.h"
+#include "ops/nn/nn_params.h"
+#include "ops/op.h"
+
+namespace weft::gpu {
+namespace {
+
+constexpr cudnnBatchNormMode_t kSpatial = CUDNN_BATCHNORM_SPATIAL;
+
+// One call: the attributes, the data's view and dtypes, whether it normalizes with the batch's
+// statistics, and the descriptors of the data and of the statistics (and gamma, beta).
+struct BnGpuCall {
+  BatchNormParam p;
+  BnDims d;
+  DType dtype, stat;
+  Device device;
+  bool batch;
+  TensorDesc x, stats;
+
+  bool relu() const { return p.act == BnAct::kRelu; }
+  size_t StatBytes() const { return static_cast<size_t>(d.c) * DTypeSize(stat); }
+  // C statistics at `at`.
+  TensorView Stat(void* at) const { return TensorView(at, Shape{d.c}, stat, device); }
+};
+
+TensorDesc StatsDescOf(const TensorDesc& x) {
+  TensorDesc stats;
+  WEFT_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(stats.get(), x.get(), kSpatial));
+  return stats;
+}
+
+BnGpuCall CallOf(const char* op, const Attrs& a, const TensorView& data, bool is_train) {
+  const BatchNormParam& p = a.Get<BatchNormParam>();
+  CheckDType(op, data.dtype(), {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
+  const BnDims d = BnDimsOf(op, p, data.shape());
+  const bool batch = is_train && !p.use_global_stats;
+  if (batch) CheckBatchStatistics(op, d, data.shape());
+  TensorDesc x = NchwDesc(op, data.dtype(), Shape{d.outer, d.c, d.inner, 1});
+  TensorDesc stats = StatsDescOf(x);
+  return {p,
+          d,
+          data.dtype(),
+          BnStatType(data.dtype()),
+          data.device(),
+          batch,
+          std::move(x),
+          std::move(stats)};
+}
+
+// gamma as cuDNN reads it: ones for fix_gamma, filled into `ones` (C statistics).
+const void* ScaleOf(const OpContext& ctx, const BnGpuCall& c, const TensorView& gamma, void* ones) {
+  if (!c.p.fix_gamma) return gamma.raw();
+  FillGpu(ctx, 1.0, OpReq::kWrite, c.Stat(ones));
+  return ones;
+}
+
+// y = relu(x) (y may be x) as `req` says: the relu op's kernel.
+void Relu(const OpContext& ctx, const BnGpuCall& c, const void* x, OpReq req, void* y, int64_t n) {
+  const int v = PackWidth(c.dtype, {x, y});
+  Launch(ctx, "unary.cuh",
+         Instance("weft::UnaryForward", {"weft::fn::Relu", TypeName(c.dtype), std::to_string(v)}),
+         Packs(n, v), x, y, n, 0.0, 0.0, ReqCode(req));  // relu takes no scalars
+}
+
+// ---- Forward ----
+
+// Where the forward writes: cuDNN's y (the output, else scratch when relu must follow it into an
+// output that adds, or nobody reads it) and the saved statistics (scratch where not requested).
+struct ForwardTargets {
+  void *y, *mean, *invstd, *ones;
+  OpReq y_req;  // how cuDNN writes y
+};
+
+ForwardTargets TargetsOf(const GpuCall& call, const BnGpuCall& c, std::span<const OpReq> req,
+                         std::span<const TensorView> out) {
+  const bool y_scratch = req[0] == OpReq::kNull || (c.relu() && req[0] == OpReq::kAddTo);
+  const std::vector<void*> ws = call.Workspace(
+      {y_scratch ? out[0].bytes() : 0, req[1] == OpReq::kNull ? c.StatBytes() : 0,
+       req[2] == OpReq::kNull ? c.StatBytes() : 0, c.p.fix_gamma ? c.StatBytes() : 0});
+  return {y_scratch ? ws[0] : out[0].raw(), ws[1] ? ws[1] : out[1].raw(),
+          ws[2] ? ws[2] : out[2].raw(), ws[3], y_scratch || c.relu() ? OpReq::kWrite : req[0]};
+}
+
+// With the batch's statistics; moves the running ones (in[3], in[4]) and saves mean and invstd.
+void TrainingForward(const GpuCall& call, const BnGpuCall& c, std::span<const TensorView> in,
+                     const ForwardTargets& t, const void* scale) {
+  WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
+    return cudnnBatchNormalizationForwardTraining(
+        h, kSpatial, One(c.dtype).get(), BetaFor(t.y_req, c.dtype).get(), c.x.get(), in[0].raw(),
+        c.x.get(), t.y, c.stats.get(), scale, in[2].raw(), 1 - c.p.momentum, in[3].raw(),
+        in[4].raw(), c.p.eps, t.mean, t.invstd);
+  }));
+}
+
+// With the moving statistics, which become the saved ones.
+void InferenceForward(const GpuCall& call, const BnGpuCall& c, std::span<const TensorView> in,
+                      const ForwardTargets& t, const void* scale) {
+  WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
+    return cudnnBatchNormalizationForwardInference(
+        h, kSpatial, One(c.dtype).get(), BetaFor(t.y_req, c.dtype).get(), c.x.get(), in[0].raw(),
+        c.x.get(), t.y, c.stats.get(), scale, in[2].raw(), in[3].raw(), in[4].raw(), c.p.eps);
+  }));
+  const OpContext& ctx = call.ctx();
+  CopyGpu(ctx, in[3], OpReq::kWrite, c.Stat(t.mean));
+  Launch(ctx, "batch_norm.cuh", Instance("weft::BnInvStd", {TypeName(c.stat)}), c.d.c, in[4].raw(),
+         t.invstd, c.d.c, c.p.eps);
+}
+
+// in: (data, gamma, beta, moving_mean, moving_var); out: (output, saved_mean, saved_invstd).
+void BnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
+  const GpuCall call(ctx);
+  const BnGpuCall c = CallOf("BatchNorm", a, in[0], ctx.is_train);
+  if (!c.batch && req[0] == OpReq::kNull && req[1] == OpReq::kNull && req[2] == OpReq::kNull)
+    return;
+  const ForwardTargets t = TargetsOf(call, c, req, out);
+  const void* scale = ScaleOf(ctx, c, in[1], t.ones);
+  if (c.batch) {
+    TrainingForward(call, c, in, t, scale);
+  } else {
+    InferenceForward(call, c, in, t, scale);
+  }
+  if (c.relu() && req[0] != OpReq::kNull) Relu(ctx, c, t.y, req[0], out[0].raw(), in[0].size());
+}
+
+// ---- Backward ----
+
+// Where the backward writes when it runs cuDNN's (`cudnn`): d_data (scratch when unread, or with
+// constant statistics, where cuDNN's d_data is not the gradient), d_gamma and d_beta (scratch
+// unless both are written alike without fix_gamma: cuDNN takes one beta for the two); and its own
+// temporaries.
+struct BackwardTargets {
+  void *dx, *d_gamma, *d_beta, *masked, *ones;
+  OpReq dx_req, param_req;  // how cuDNN writes them
+  bool params_direct;       // d_gamma and d_beta are the outputs
+};
+
+BackwardTargets BackwardTargetsOf(const GpuCall& call, const BnGpuCall& c, bool cudnn,
+                                  std::span<const OpReq> req, std::span<const TensorView> out) {
+  const bool dx_scratch = cudnn && (req[0] == OpReq::kNull || !c.batch);
+  const bool direct = req[1] == req[2] && req[1] != OpReq::kNull && !c.p.fix_gamma;
+  const size_t stat = cudnn && !direct ? c.StatBytes() : 0;
+  const std::vector<void*> ws =
+      call.Workspace({dx_scratch ? out[0].bytes() : 0, stat, stat, c.relu() ? out[0].bytes() : 0,
+                      c.p.fix_gamma ? c.StatBytes() : 0});
+  return {dx_scratch ? ws[0] : out[0].raw(),
+          direct ? out[1].raw() : ws[1],
+          direct ? out[2].raw() : ws[2],
+          ws[3],
+          ws[4],
+          dx_scratch ? OpReq::kWrite : req[0],
+          direct ? req[1] : OpReq::kWrite,
+          direct};
+}
+
+// out_grad where output > 0, else 0, into `masked`: relu's gradient kernel, reading the output.
+const void* MaskedByRelu(const OpContext& ctx, const BnGpuCall& c, const TensorView& dy,
+                         const TensorView& y, void* masked) {
+  const int v = PackWidth(c.dtype, {dy.raw(), y.raw(), masked});
+  const int64_t n = dy.size();
+  Launch(ctx, "unary.cuh",
+         Instance("weft::UnaryBackward", {"weft::fn::Relu", TypeName(c.dtype), std::to_string(v)}),
+         Packs(n, v), dy.raw(), y.raw(), masked, n, 0.0, 0.0, ReqCode(OpReq::kWrite));
+  return masked;
+}
+
+// cuDNN's backward from the saved statistics: d_gamma, d_beta and the batch statistics' d_data.
+void CudnnBackward(const GpuCall& call, const BnGpuCall& c, std::span<const TensorView> in,
+                   const void* dy, const void* scale, const BackwardTargets& t) {
+  WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
+    return cudnnBatchNormalizationBackward(
+        h, kSpatial, One(c.dtype).get(), BetaFor(t.dx_req, c.dtype).get(), One(c.dtype).get(),
+        BetaFor(t.param_req, c.dtype).get(), c.x.get(), in[kBnData].raw(), c.x.get(), dy, c.x.get(),
+        t.dx, c.stats.get(), scale, t.d_gamma, t.d_beta, c.p.eps, in[kBnSavedMean].raw(),
+        in[kBnSavedInvstd].raw());
+  }));
+}
+
+// With constant statistics: d_data = gamma * invstd * dy.
+void ConstantStatsGrad(const OpContext& ctx, const BnGpuCall& c, std::span<const TensorView> in,
+                       const void* dy, OpReq req, const TensorView& dx) {
+  const void* gamma = c.p.fix_gamma ? nullptr : in[kBnGamma].raw();
+  Launch(ctx, "batch_norm.cuh",
+         Instance("weft::BnConstantStatsGrad", {TypeName(c.dtype), TypeName(c.stat)}), dx.size(),
+         dy, gamma, in[kBnSavedInvstd].raw(), dx.raw(), dx.size(), c.d.c, c.d.inner, ReqCode(req));
+}
+
+// d_gamma and d_beta from scratch into the outputs as requested (0 for d_gamma with fix_gamma).
+void StoreParamGrads(const OpContext& ctx, const BnGpuCall& c, const BackwardTargets& t,
+                     std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (t.params_direct) return;
+  if (c.p.fix_gamma) {
+    FillGpu(ctx, 0.0, req[1], out[1]);
+  } else {
+    CopyGpu(ctx, c.Stat(t.d_gamma), req[1], out[1]);
+  }
+  CopyGpu(ctx, c.Stat(t.d_beta), req[2], out[2]);
+}
+
+// in: as BnBackwardInput places them; out: (d_data, d_gamma, d_beta).
+void BnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                   std::span<const OpReq> req, std::span<const TensorView> out) {
+  const GpuCall call(ctx);
+  const BnGpuCall c = CallOf("_backward_BatchNorm", a, in[kBnData], ctx.is_train);
+  const bool params = req[1] != OpReq::kNull || req[2] != OpReq::kNull;
+  if (req[0] == OpReq::kNull && !params) return;
+  const bool cudnn = params || c.batch;
+  const BackwardTargets t = BackwardTargetsOf(call, c, cudnn, req, out);
+  const void* dy = c.relu() ? MaskedByRelu(ctx, c, in[kBnOutGrad], in[kBnOutput], t.masked)
+                            : in[kBnOutGrad].raw();
+  if (cudnn) CudnnBackward(call, c, in, dy, ScaleOf(ctx, c, in[kBnGamma], t.ones), t);
+  if (!c.batch && req[0] != OpReq::kNull) ConstantStatsGrad(ctx, c, in, dy, req[0], out[0]);
+  StoreParamGrads(ctx, c, t, req, out);
+}
+
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,
+                           {
+                               {"BatchNorm", {.compute = BnForwardGpu}},
+                               {"_backward_BatchNorm", {.compute = BnBackwardGpu}},
+                           });
+
+}  // namespace
+}  // namespace weft::gpu
