@@ -294,6 +294,38 @@ TEST_F(DistMpi, TwoRanksClippingByGlobalNormMatchOneProcessClippingTheGlobalBatc
   EXPECT_GT(change, 1e-3) << "clipping at 0.05 changed nothing: the test does not clip";
 }
 
+// ---- BatchNorm's running statistics: each rank its own -----------------------------------------
+
+// fc1 - BatchNorm with relu - fc2, on 2 ranks: the parameters stay identical (their gradients are
+// averaged), while each rank's running statistics follow its own half of every batch, as PyTorch's
+// DDP without SyncBatchNorm; nothing all-reduces them.
+TEST_F(DistMpi, EachRankKeepsTheRunningStatisticsOfItsOwnBatches) {
+  const int rank = g_world->rank(), size = g_world->size();
+  const int64_t local = kGlobalBatch / size;
+  Symbol x = Symbol::Op("FullyConnected", {Symbol::Variable("data")}, {{"num_hidden", "8"}}, "fc1");
+  x = Symbol::Op("BatchNorm", {x}, {{"act_type", "relu"}}, "bn1");
+  x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", std::to_string(kClasses)}}, "fc2");
+  const Symbol loss = Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
+  SeedRandom(100 + rank);
+  Trainer trainer(loss, {{"data", Shape{local, kFeatures}}, {"label", Shape{local}}}, Xavier(),
+                  SGD(0.2, 0.9, 0, 1.0 / local), {.communicator = g_world});
+  for (int k = 0; k < 5; ++k) trainer.Step(GlobalBatchRows(k, rank * local, (rank + 1) * local));
+  const std::vector<float> params = Flat(trainer), all_params = Gathered(params);
+  const std::vector<float> mean = trainer.auxiliary("bn1_moving_mean").ToVector<float>();
+  const std::vector<float> all_means = Gathered(mean);
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(std::vector<float>(all_params.begin() + r * params.size(),
+                                 all_params.begin() + (r + 1) * params.size()),
+              params)
+        << "rank " << r << "'s parameters";
+    if (r == rank) continue;
+    EXPECT_NE(std::vector<float>(all_means.begin() + r * mean.size(),
+                                 all_means.begin() + (r + 1) * mean.size()),
+              mean)
+        << "rank " << r << " has rank " << rank << "'s running mean: were they all-reduced?";
+  }
+}
+
 // ---- overlap: a gradient's all-reduce starts while the rest of backward runs -------------------
 
 // Opened by the test; the gate's backward waits for it (at most a minute, so a failing test ends).

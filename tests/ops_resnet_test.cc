@@ -47,7 +47,9 @@ NDArray ArrayOf(const Tensor& t, DType dtype) {
   if (dtype == DType::kFloat64) return NDArray::FromVector(t.values, Shape(t.shape), device);
   const NDArray f = NDArray::FromVector(std::vector<float>(t.values.begin(), t.values.end()),
                                         Shape(t.shape), device);
-  return dtype == DType::kFloat32 ? f : op::Call("Cast", {f}, {{"dtype", std::string(DTypeName(dtype))}})[0];
+  return dtype == DType::kFloat32
+             ? f
+             : op::Call("Cast", {f}, {{"dtype", std::string(DTypeName(dtype))}})[0];
 }
 
 std::vector<double> Values(const NDArray& a) {
