@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The layout of the GPU bundle (tools/bundle_layout.sh), on CPU binaries: every binary runs
-# through its wrapper from any folder (also through a symlink) and in any order; the compressed
-# libraries are unpacked on first use and put on LD_LIBRARY_PATH; a binary finds its data
-# (train_mlp: the digits) and bench's peer script beside itself.
+# through its wrapper from any folder (also through a symlink) and in any order; the libraries of
+# a dynamically linked one (bundle_probe) are carried; the compressed libraries are unpacked on
+# first use and put on LD_LIBRARY_PATH; a binary finds its data (train_mlp: the digits) and
+# bench's peer script beside itself.
 # Arguments: tools/bundle_layout.sh, train_mlp, bundle_probe (runfiles paths).
 set -euo pipefail
 layout=$(readlink -f "$1") mlp=$(readlink -f "$2") probe=$(readlink -f "$3")
@@ -17,6 +18,12 @@ WEFT_BUNDLE_XZ_LEVEL=0 "$layout" "$bundle" --data=examples/data/digits.csv --dat
 [ -e "$bundle/lib/libdnnl.so.2.xz" ] || fail "oneDNN not bundled compressed: $(ls "$bundle/lib")"
 [ ! -e "$bundle/lib/libdnnl.so.2" ] || fail "oneDNN decompressed before any run"
 ! grep -qE '^lib(c|m|stdc\+\+|gcc_s)\.so' <<<"$(ls "$bundle/lib")" || fail "C/C++ runtime bundled: $(ls "$bundle/lib")"
+# The probe's own library, from Bazel's _solib folder (its RUNPATH, which misses in libexec/).
+solib=$(ldd "$probe" | awk '$3 ~ /\/_solib_/ {print $1}')
+[ -n "$solib" ] || fail "bundle_probe is not linked to a library in Bazel's _solib folder: $(ldd "$probe")"
+for name in $solib; do
+  [ -e "$bundle/lib/$name" ] || [ -e "$bundle/lib/$name.xz" ] || fail "$name not bundled: $(ls "$bundle/lib")"
+done
 
 # First run: train_mlp, from an unrelated folder, with no data flag; it finds the bundle's digits.
 elsewhere=$TEST_TMPDIR/elsewhere

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # The Open MPI launcher the GPU bundle carries (tools/mpi_bundle.sh), as on a machine without
 # Open MPI: in a private mount namespace whose Open MPI and PMIx folders (/usr/lib/<arch>/openmpi,
-# /usr/lib/<arch>/pmix2, /etc/openmpi, /usr/share/openmpi) are empty, the bundle's mpirun starts 2
-# ranks of dist_mpi_test_bin (collectives against their definitions, the 2-rank trainer) and
-# they pass. Without the right to make a mount namespace it runs with the system's folders in
-# place, and says so.
+# /usr/lib/<arch>/pmix2, /etc/openmpi, /usr/share/openmpi) are empty, the bundle's mpirun unpacks
+# its compressed copy on this first run and starts 2 ranks of dist_mpi_test_bin (collectives
+# against their definitions, the 2-rank trainer), and they pass. Without the right to make a
+# mount namespace it runs with the system's folders in place, and says so.
 # Arguments: tools/mpi_bundle.sh, dist_mpi_test_bin (runfiles paths).
 set -euo pipefail
 bundler=$(readlink -f "$1") binary=$(readlink -f "$2")
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 bundle=$TEST_TMPDIR/mpibundle
-"$bundler" "$bundle"
-[ -x "$bundle/bin/mpirun" ] && [ -x "$bundle/mpi/bin/orterun" ] || fail "no launcher in $(ls -R "$bundle" | head)"
+WEFT_BUNDLE_XZ_LEVEL=0 "$bundler" "$bundle"
+[ -x "$bundle/bin/mpirun" ] && [ -e "$bundle/mpi.tar.xz" ] || fail "no launcher in $(ls -R "$bundle" | head)"
+[ ! -e "$bundle/mpi" ] || fail "Open MPI unpacked before any run"
 
 # Under --config=asan the ranks run without LeakSanitizer, as tests/mpirun_test.sh says why.
 asan=()
@@ -31,4 +32,6 @@ else
 fi
 [ "$(echo "$out" | grep -c "dist_mpi_test: rank [01] of 2 (mpi)")" = 2 ] || fail "not 2 MPI ranks: $out"
 grep -q FAILED <<<"$out" && fail "a rank failed: $out"
+[ -x "$bundle/mpi/bin/orterun" ] || fail "Open MPI not unpacked by the first run: $(ls "$bundle")"
+[ "$(ls "$bundle" | tr '\n' ' ')" = "bin mpi mpi.tar.xz " ] || fail "a temporary folder left: $(ls "$bundle")"
 echo "PASS"

@@ -9,7 +9,13 @@
 #                       (atomically; concurrent first runs are safe) and puts the libraries on
 #                       LD_LIBRARY_PATH
 #   OUT/lib/            the shared libraries the binaries need that are neither the C and C++
-#                       runtimes nor CUDA's (the machine brings those); larger ones xz-compressed
+#                       runtimes nor CUDA's (the machine brings those): weft's own where the
+#                       binaries link it dynamically (Bazel's _solib_* libraries, one copy for all
+#                       binaries), oneDNN and the like; those over 1 MiB xz-compressed
+#
+# Executables lose their symbol tables (strip --strip-all) and weft's libraries all but their
+# dynamic symbols (--strip-unneeded), so a backtrace through weft still names its functions. The
+# layout fails if a library a binary needs is neither in OUT/lib nor one the machine brings.
 #
 #   tools/bundle_layout.sh OUT [--data=PATH]... BINARY...
 #
@@ -32,12 +38,13 @@ for f in "${data[@]}"; do
   cp -L "$f" "$out/libexec/runfiles/weft/$f"
 done
 
+elves=()
 for path in "$@"; do
   name=$(basename "$path")
   cp -L "$path" "$out/libexec/$name"
   chmod u+w "$out/libexec/$name"
   case "$(head -c 4 "$path" | od -An -c | tr -d ' ')" in
-    177ELF) strip --strip-debug "$out/libexec/$name" ;;
+    177ELF) strip --strip-all "$out/libexec/$name" && elves+=("$path") ;;
   esac
   ln -sfn runfiles "$out/libexec/$name.runfiles"
   cat >"$out/bin/$name" <<WRAPPER
@@ -50,16 +57,25 @@ WRAPPER
   chmod +x "$out/bin/$name"
 done
 
-# Shared libraries that are neither the C and C++ runtimes nor the CUDA toolkit's.
+# Shared libraries that are neither the C and C++ runtimes nor the CUDA toolkit's. ldd reads the
+# binaries where they were built: a dynamically linked Bazel binary finds weft's libraries through
+# its RUNPATH ($ORIGIN/../_solib_k8), which resolves there and not in OUT/libexec.
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libnvrtc|libcublas|libcudnn|libnvJitLink)'
-for bin in "$out"/libexec/*; do
-  [ -f "$bin" ] && [ -x "$bin" ] || continue
-  { ldd "$bin" 2>/dev/null || true; } | awk '$3 ~ /^\// {print $1, $3}'
-done | sort -u | while read -r name path; do
-  if [[ ! "$name" =~ $skip ]]; then cp -L "$path" "$out/lib/$name"; fi
+needed=$(for bin in "${elves[@]}"; do ldd "$bin" || true; done)
+if grep -q 'not found' <<<"$needed"; then
+  echo "$0: a library the binaries need is not found here:" >&2
+  grep 'not found' <<<"$needed" | sort -u >&2
+  exit 1
+fi
+awk '$3 ~ /^\// {print $1, $3}' <<<"$needed" | sort -u -k1,1 | while read -r name path; do
+  [[ ! "$name" =~ $skip ]] || continue
+  cp -L "$path" "$out/lib/$name"
+  case $path in
+    */_solib_*/*) chmod u+w "$out/lib/$name" && strip --strip-unneeded "$out/lib/$name" ;;
+  esac
 done
-# Compress the large ones (oneDNN is most of the bundle).
-find "$out/lib" -maxdepth 1 -type f -size +4M ! -name '*.xz' -exec xz -T2 "-${WEFT_BUNDLE_XZ_LEVEL:-6}" {} +
+# Compress the large ones (oneDNN is most of what is left).
+find "$out/lib" -maxdepth 1 -type f -size +1M ! -name '*.xz' -exec xz -T2 "-${WEFT_BUNDLE_XZ_LEVEL:-6}" {} +
 
 cat >"$out/libexec/env.sh" <<'ENV'
 # Sourced by the bundle's wrappers (bin/*) and run_tests.sh. Makes lib/ usable whatever runs

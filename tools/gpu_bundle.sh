@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
-# Builds weft's GPU tests, examples and benchmarks (--config=cuda, optimized, statically linked
-# weft code) and gathers them into gpu_bundle/ (git-ignored), laid out by tools/bundle_layout.sh:
-# a wrapper per binary in gpu_bundle/bin/ that runs from any folder and in any order, with the
-# shared libraries a GPU machine may lack (oneDNN, compressed until first use; the OpenCL loader;
-# libgomp; the CUDA, cuDNN and cuBLAS libraries are expected there), Open MPI's launcher
-# (bin/mpirun, tools/mpi_bundle.sh), the data and peer scripts
-# the binaries find beside themselves, and gpu_bundle/run_tests.sh, which runs every GPU test
-# and ends with "N passed, N failed".
+# Builds weft's GPU tests, examples and benchmarks (--config=cuda, optimized) and gathers them
+# into gpu_bundle/ (git-ignored), laid out by tools/bundle_layout.sh: a wrapper per binary in
+# gpu_bundle/bin/ that runs from any folder and in any order, with weft's shared libraries and
+# those a GPU machine may lack (oneDNN, the OpenCL loader, libgomp, CUPTI; the CUDA, cuDNN and
+# cuBLAS libraries are expected there), Open MPI's launcher (bin/mpirun, tools/mpi_bundle.sh), the
+# data and peer scripts the binaries find beside themselves, and gpu_bundle/run_tests.sh, which
+# runs every GPU test and ends with "N passed, N failed".
+#
+# Its size: one call to the GPU machine carries at most 64 MiB, the working tree and the bundle (a
+# carried path) together. The bundle gets 48 MiB of it, 16 MiB staying for the tree: this script
+# fails, saying so, when the bundle is larger, or when bundle and tree together pass 64 MiB. It
+# was 188 MB with a static copy of weft in each of some thirty binaries, and is about 37 MB:
+# - weft is linked dynamically (--dynamic_mode=fully): each of its libraries is one shared library
+#   in lib/ that every binary loads, so a new test adds only its own code and its static
+#   GoogleTest (about 0.5 MB);
+# - executables are stripped, weft's libraries keep only their dynamic symbols, and the
+#   libraries over 1 MiB (oneDNN, CUPTI, weft's CPU operators) and Open MPI are xz-compressed,
+#   unpacked on first use.
+# `du -sb gpu_bundle` measures it; running the bundle unpacks those files in place (oneDNN alone
+# is 40 MB), so carry a fresh one.
 #
 #   tools/gpu_bundle.sh                 # here (needs the CUDA toolkit, no GPU)
 #   gpu_bundle/run_tests.sh             # there, from any folder
@@ -18,7 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=gpu_bundle
-flags=(--config=cuda --config=opt --dynamic_mode=off)
+flags=(--config=cuda --config=opt --dynamic_mode=fully)
 tests=$(bazel query 'attr(tags, "\bgpu\b", tests(//tests/...))' 2>/dev/null | grep -v gpu_examples_test)
 extras=(//examples:train_mlp //examples:train_cnn //examples:train_lstm //examples:embed_infer //tests:dist_mpi_test_bin)
 for t in //bench:gpu_bench //bench:dist_bench; do
@@ -110,4 +122,20 @@ echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]
 RUN
 chmod +x "$out/run_tests.sh"
-du -sh "$out" "$out"/libexec/* "$out"/lib/* 2>/dev/null | sort -h | tail -n 30
+du -sh "$out"/* "$out"/lib/* 2>/dev/null | sort -h | tail -n 12
+
+# What one call to the GPU machine carries: the bundle, and the working tree (tracked files and
+# untracked ones git does not ignore). The bundle's budget leaves room for the tree to grow.
+mib=$((1024 * 1024))
+budget=$((48 * mib)) call=$((64 * mib))
+size=$(du -sb "$out" | cut -f1)
+tree=$(git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- 2>/dev/null |
+  tail -n 1 | cut -f1) || true
+echo "gpu_bundle: $size bytes ($((size / mib)) MiB) of its $((budget / mib)) MiB; with the" \
+  "working tree's $tree bytes, $((size + tree)) of the $((call / mib)) MiB one GPU call carries"
+if [ "$size" -gt "$budget" ] || [ $((size + tree)) -gt "$call" ]; then
+  echo "tools/gpu_bundle.sh: gpu_bundle/ is too large to carry to the GPU machine: $size bytes," \
+    "budget $budget (64 MiB a call, 16 MiB of it kept for the working tree). See this script's" \
+    "header for what keeps it small; du -sb gpu_bundle/* says what grew." >&2
+  exit 1
+fi
