@@ -101,12 +101,10 @@ void Print(const std::vector<Row>& rows, const nlohmann::json& torch) {
     const double frozen = t.value("frozen_ms", 0.0);
     const double tmb = t.value("peak_bytes", 0.0) / 1048576.0;
     std::printf("%10.1f ", tms);
-    std::printf(frozen > 0 ? "%12.1f " : "%12s ", frozen > 0 ? frozen : 0.0);
-    std::printf("%11.2f ", w.ms / tms);
     if (frozen > 0) {
-      std::printf("%14.2f ", w.ms / frozen);
+      std::printf("%12.1f %11.2f %14.2f ", frozen, w.ms / tms, w.ms / frozen);
     } else {
-      std::printf("%14s ", "");
+      std::printf("%12s %11.2f %14s ", "", w.ms / tms, "");
     }
     std::printf("%9.1f ", w.peak_bytes / 1048576.0);
     if (t.contains("peak_bytes")) {
