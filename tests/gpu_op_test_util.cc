@@ -68,6 +68,8 @@ class TestArray {
     if (dtype == DType::kBFloat16) {
       auto* bits = reinterpret_cast<uint16_t*>(host_.data());
       for (size_t i = 0; i < values.size(); ++i) bits[i] = ToBf16(values[i]);
+    } else if (dtype == DType::kUInt8) {  // bytes (an RNN's reserve)
+      for (size_t i = 0; i < values.size(); ++i) host_[i] = static_cast<char>(values[i]);
     } else {
       std::memcpy(host_.data(), values.data(), host_.size());
     }
@@ -86,6 +88,8 @@ class TestArray {
     if (dtype_ == DType::kBFloat16) {
       const auto* bits = reinterpret_cast<const uint16_t*>(host_.data());
       for (size_t i = 0; i < values.size(); ++i) values[i] = FromBf16(bits[i]);
+    } else if (dtype_ == DType::kUInt8) {
+      for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<uint8_t>(host_[i]);
     } else {
       std::memcpy(values.data(), host_.data(), host_.size());
     }
@@ -104,10 +108,10 @@ class TestArray {
 
 void RunCompute(const OpCall& call, Device device, DType dtype,
                 std::vector<std::vector<float>>& inputs, const std::vector<OpReq>& req,
-                std::vector<std::vector<float>>& outputs) {
+                std::vector<std::vector<float>>& outputs, TestStream* stream) {
   const Op& op = GetOp(call.op);
   const Attrs attrs = ParseAttrs(op, call.attrs);
-  const std::vector<Shape> out_shapes = InferShapes(op, attrs, call.input_shapes);
+  const std::vector<Shape> out_shapes = InferShapes(op, attrs, call.input_shapes, device.type);
   WEFT_CHECK(op.On(device.type).compute) << call.op << " has no compute on " << device;
   std::vector<std::unique_ptr<TestArray>> in, out;
   std::vector<TensorView> in_views, out_views;
@@ -115,11 +119,15 @@ void RunCompute(const OpCall& call, Device device, DType dtype,
     in.push_back(std::make_unique<TestArray>(device, dtype, call.input_shapes[i], inputs[i]));
     in_views.push_back(in.back()->View());
   }
+  const std::vector<DType> out_types =
+      InferTypes(op, attrs, std::vector<DType>(inputs.size(), dtype));
   for (size_t i = 0; i < outputs.size(); ++i) {
-    out.push_back(std::make_unique<TestArray>(device, dtype, out_shapes[i], outputs[i]));
+    const DType type = out_types[i] == DType::kUInt8 ? DType::kUInt8 : dtype;
+    out.push_back(std::make_unique<TestArray>(device, type, out_shapes[i], outputs[i]));
     out_views.push_back(out.back()->View());
   }
-  std::unique_ptr<TestStream> stream = device.is_gpu() ? std::make_unique<TestStream>() : nullptr;
+  std::unique_ptr<TestStream> own;
+  if (device.is_gpu() && stream == nullptr) stream = (own = std::make_unique<TestStream>()).get();
   OpContext ctx;
   ctx.run.device = device;
   ctx.run.stream = stream ? &stream->get() : nullptr;

@@ -70,11 +70,13 @@ struct OpCall {
 };
 
 // Runs the compute of `call.op` for `device` (Cpu or Gpu(0)) with `inputs` (one array per
-// input, stored as `dtype`: float32, or bfloat16 on the GPU) and requests `req`. `outputs` holds
-// each output's initial values (what kAddTo adds to) and receives the results; `inputs` receives
-// the inputs' values after the call (optimizer state is updated in place).
+// input, stored as `dtype`: float32, or bfloat16 on the GPU; an output of bytes, as bytes) and
+// requests `req`. `outputs` holds each output's initial values (what kAddTo adds to) and receives
+// the results; `inputs` receives the inputs' values after the call (optimizer state is updated in
+// place). On a GPU the call runs on `stream` when given (and synchronizes it), else on a stream of
+// its own.
 void RunCompute(const OpCall& call, Device device, DType dtype,
                 std::vector<std::vector<float>>& inputs, const std::vector<OpReq>& req,
-                std::vector<std::vector<float>>& outputs);
+                std::vector<std::vector<float>>& outputs, TestStream* stream = nullptr);
 
 }  // namespace weft::testing

@@ -18,6 +18,7 @@
 #include "executor/executor.h"
 #include "graph/symbol.h"
 #include "ops/gpu/internal/rnn_gpu.h"
+#include "tests/gpu_op_test_util.h"
 #include "ops/nn/rnn_params.h"
 #include "ops/op.h"
 #include "storage/ndarray.h"
@@ -34,6 +35,7 @@ struct Config {
   bool bidirectional = true;
   bool lengths = false;
   int64_t t = 5, n = 3, i = 4, h = 6;
+  double p = 0;  // dropout between layers
   bool lstm() const { return mode == RnnMode::kLstm; }
   int dirs() const { return bidirectional ? 2 : 1; }
   std::string Name() const {
@@ -48,6 +50,7 @@ AttrMap AttrsOf(const Config& c) {
           {"num_layers", std::to_string(c.layers)},
           {"bidirectional", c.bidirectional ? "true" : "false"},
           {"state_outputs", "true"},
+          {"p", std::to_string(c.p)},
           {"use_sequence_length", c.lengths ? "true" : "false"}};
 }
 
@@ -304,6 +307,122 @@ TEST(GpuRnn, TheDataGradientSummedRightAfterBackwardDataIsTheCpusEveryTime) {
   WEFT_CUDA_CHECK(cudaFree(busy));
   WEFT_CUDA_CHECK(cudaStreamDestroy(other));
   EXPECT_EQ(RnnPersistentForwards() - persistent, 0);
+}
+
+// ---- dropout between layers: cuDNN's ----
+
+// A 2-layer relu RNN that passes its input through: weight_ih is the identity in both layers and
+// every other parameter 0, so on positive data the output is layer 1's input after dropout,
+// x * mask / (1 - p), and the gradient of data for an output gradient of ones is mask / (1 - p).
+Config PassThrough() {
+  Config c;
+  c.mode = RnnMode::kRnnRelu, c.layers = 2, c.bidirectional = false, c.p = 0.5;
+  c.t = 8, c.n = 16, c.i = c.h = 64;
+  return c;
+}
+
+std::vector<float> IdentityParams(const Config& c) {
+  const RnnParamLayout layout(ParseAttrs(GetOp("RNN"), AttrsOf(c)).Get<RnnParam>(), c.i);
+  std::vector<float> w(layout.size(), 0);
+  for (int l = 0; l < c.layers; ++l) {
+    const RnnBlock b = layout.Block(l, 0);
+    for (int64_t k = 0; k < c.h; ++k) w[b.weight_ih + k * b.input + k] = 1;
+  }
+  return w;
+}
+
+std::vector<float> PositiveData(const Config& c) {
+  std::vector<float> x = Uniform(21, c.t * c.n * c.i, 0.5);
+  for (float& v : x) v += 1;  // in [0.5, 1.5]
+  return x;
+}
+
+// Which outputs dropout kept; every output must be 0 or x / (1 - p).
+std::vector<bool> KeptOf(const std::vector<float>& y, const std::vector<float>& x, double p) {
+  std::vector<bool> kept(y.size());
+  for (size_t k = 0; k < y.size(); ++k) {
+    kept[k] = y[k] != 0;
+    if (kept[k]) {
+      EXPECT_NEAR(y[k], x[k] / (1 - p), 1e-6) << "output " << k;
+    }
+  }
+  return kept;
+}
+
+// The keep rate is 1 - p: 8,192 draws of p = 0.5 keep 4,096 +- 226 (five standard deviations).
+void ExpectKeepRate(const std::vector<bool>& kept, double p) {
+  const double n = static_cast<double>(kept.size());
+  const double count = static_cast<double>(std::count(kept.begin(), kept.end(), true));
+  EXPECT_NEAR(count, n * (1 - p), 5 * std::sqrt(n * p * (1 - p)));
+}
+
+// Training: outputs are x / (1 - p) or 0 at the keep rate, the backward's data gradient is the
+// same mask (so it read the forward's, from the reserve), and the next call draws a new mask.
+// Inference: no dropout.
+TEST(GpuRnn, DropoutBetweenLayersKeepsAtItsRateAndTheBackwardUsesTheForwardsMask) {
+  const Config c = PassThrough();
+  const std::vector<float> x = PositiveData(c);
+  const Shape state{c.layers, c.n, c.h};
+  const std::vector<NDArray> in = {
+      NDArray::FromVector(x, Shape{c.t, c.n, c.i}, kGpu),
+      NDArray::FromVector(IdentityParams(c), Shape{ParamSize(c)}, kGpu),
+      NDArray::FromVector(std::vector<float>(state.Size(), 0), state, kGpu)};
+  const Op& op = GetOp("RNN");
+  const Attrs attrs = ParseAttrs(op, AttrsOf(c));
+  std::vector<std::vector<bool>> masks;
+  for (int call = 0; call < 2; ++call) {
+    const std::vector<NDArray> out = Invoke("RNN", in, AttrsOf(c), {.is_train = true});
+    const std::vector<bool> kept = KeptOf(out[0].ToVector<float>(), x, c.p);
+    ExpectKeepRate(kept, c.p);
+    std::vector<NDArray> heads = {NDArray(out[0].shape(), kGpu), NDArray(out[1].shape(), kGpu),
+                                  out.back()};
+    heads[0].Fill(1), heads[1].Fill(0);
+    std::vector<NDArray> grads;
+    for (const NDArray& a : in) grads.emplace_back(a.shape(), kGpu);
+    InvokeBackward(op, attrs, in, out, heads, grads, {OpReq::kWrite, OpReq::kNull, OpReq::kNull});
+    const std::vector<float> dx = grads[0].ToVector<float>();
+    for (size_t k = 0; k < dx.size(); ++k)
+      ASSERT_EQ(dx[k], kept[k] ? 1 / (1 - c.p) : 0) << "d data " << k << ", call " << call;
+    masks.push_back(kept);
+  }
+  EXPECT_NE(masks[0], masks[1]) << "the second call drew the first's mask again";
+  const std::vector<float> y = Invoke("RNN", in, AttrsOf(c))[0].ToVector<float>();
+  for (size_t k = 0; k < y.size(); ++k) ASSERT_NEAR(y[k], x[k], 1e-6) << "inference, output " << k;
+}
+
+// Two streams each get a random state of their own (ops/gpu/internal/rnn_plan.h): a call on one
+// never reads or advances the other's, whatever runs at once. A stream keeps its state.
+TEST(GpuRnn, RnnsOnTwoStreamsDrawFromStatesOfTheirOwn) {
+  const Config c = PassThrough();
+  const std::vector<float> x = PositiveData(c);
+  const Op& op = GetOp("RNN");
+  const testing::OpCall call{"RNN", AttrsOf(c),
+                             {Shape{c.t, c.n, c.i}, Shape{ParamSize(c)}, Shape{c.layers, c.n, c.h}},
+                             /*is_train=*/true};
+  const std::vector<Shape> out_shapes =
+      InferShapes(op, ParseAttrs(op, call.attrs), call.input_shapes, DeviceType::kGpu);
+  testing::TestStream a, b;
+  auto run_on = [&](testing::TestStream& s) {
+    std::vector<std::vector<float>> in = {
+        x, IdentityParams(c), std::vector<float>(call.input_shapes[2].Size(), 0)};
+    std::vector<std::vector<float>> out;
+    for (const Shape& shape : out_shapes) out.emplace_back(shape.Size(), 0);
+    const std::vector<OpReq> req(out.size(), OpReq::kWrite);
+    testing::RunCompute(call, kGpu, DType::kFloat32, in, req, out, &s);
+    return KeptOf(out[0], x, c.p);
+  };
+  const std::vector<bool> on_a = run_on(a);
+  const void* state_a = RnnDropoutState(a.get().handle());
+  const std::vector<bool> on_b = run_on(b);
+  const void* state_b = RnnDropoutState(b.get().handle());
+  ASSERT_NE(state_a, nullptr);
+  ASSERT_NE(state_b, nullptr);
+  EXPECT_NE(state_a, state_b) << "two streams share one random state";
+  ExpectKeepRate(on_a, c.p);
+  ExpectKeepRate(on_b, c.p);
+  EXPECT_NE(on_a, on_b) << "two streams drew the same mask";
+  run_on(a);
+  EXPECT_EQ(RnnDropoutState(a.get().handle()), state_a) << "a stream's state changed";
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
-// Pooling and _backward_Pooling on the GPU (ops/nn/pooling.cc says what they compute), float32
-// and float64. Through cuDNN where it expresses the call: max pooling (padding never wins) and
+// Pooling and _backward_Pooling on the GPU (ops/nn/pooling.cc says what they compute), float32,
+// float64 and bfloat16 (float arithmetic, one rounding per output). Through cuDNN where it
+// expresses the call: max pooling (padding never wins) and
 // average pooling counting padding (CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING) or not
 // (..._EXCLUDE_PADDING), with symmetric padding. A ceil-mode call whose last window reaches past
 // the padding needs more padding after the input than before, which cuDNN cannot take, and an
 // average that leaves out that extra padding: it runs weft's kernels (kernels/pooling.cuh), on
-// the windows the CPU's loops use (ops/math/pool_window.h).
+// the windows the CPU's loops use (ops/math/pool_window.h). bfloat16 always runs weft's kernels:
+// the legacy pooling calls of cuDNN 9 are not documented for it.
 //
 // cudnnPoolingBackward reads the forward output, which _backward_Pooling does not get (its inputs
 // are out_grad and data, as on the CPU): it recomputes the forward into the workspace first.
@@ -77,14 +79,19 @@ GpuPool2d KernelArgsOf(const PoolCall& call) {
 
 // ---- compute ----
 
+// Whether weft's kernels run the call (else cuDNN).
+bool OwnKernels(const PoolCall& pool, DType dtype) {
+  return dtype == DType::kBFloat16 || Overhangs(pool.win, pool.g);
+}
+
 // in: (data); out: (output).
 void PoolForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
   const PoolCall pool = PoolCallOf(a, in[0].shape());
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
-  CheckDType("Pooling", dtype, {DType::kFloat32, DType::kFloat64});
-  if (Overhangs(pool.win, pool.g)) {
+  CheckDType("Pooling", dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
+  if (OwnKernels(pool, dtype)) {
     Launch(ctx, "pooling.cuh", Instance("weft::PoolForward", {TypeName(dtype)}), out[0].size(),
            in[0].raw(), out[0].raw(), KernelArgsOf(pool), ReqCode(req[0]));
     return;
@@ -100,8 +107,8 @@ void PoolBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tenso
   const PoolCall pool = PoolCallOf(a, in[1].shape());
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
-  CheckDType("_backward_Pooling", dtype, {DType::kFloat32, DType::kFloat64});
-  if (!Overhangs(pool.win, pool.g)) return CudnnPoolBackward(ctx, pool, in, req[0], out[0]);
+  CheckDType("_backward_Pooling", dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
+  if (!OwnKernels(pool, dtype)) return CudnnPoolBackward(ctx, pool, in, req[0], out[0]);
   Launch(ctx, "pooling.cuh", Instance("weft::PoolBackward", {TypeName(dtype)}), out[0].size(),
          in[0].raw(), in[1].raw(), out[0].raw(), KernelArgsOf(pool), ReqCode(req[0]));
 }

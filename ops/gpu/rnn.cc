@@ -10,9 +10,10 @@
 //
 // The reserve output is cuDNN's reserve space; its size is the largest of cuDNN's for the dtypes
 // (GpuReserveShape). Workspace: the worker's (GpuCall::Workspace), one request per call.
-// Dropout between layers: cuDNN's, from one random state per device, created on first use and
-// seeded from the first call's RandomKey seed; so its draws are not the Dropout op's (the CPU's
-// are). Two streams running an RNN with dropout at once share that state.
+// Dropout between layers: cuDNN's, from one random state per stream, created on the stream's
+// first call and seeded from that call's RandomKey seed (internal/rnn_plan.h); so its draws are
+// not the Dropout op's (the CPU's are). Calls on one stream run in order, so no two calls use a
+// state at once; the backward reads its forward's mask from the reserve.
 //
 // Lengths: cuDNN needs them on the host (the data descriptors) and on the device
 // (devSeqLengths). The sequence_length input is a host input (Op::host_inputs: a CPU array, its
@@ -179,7 +180,7 @@ GpuRnnCall CallOf(const GpuCall& call, const Attrs& a, std::span<const TensorVie
   CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
   const RnnDims d = RnnDimsOf(p, fwd_in[RnnSlots::kData].shape());
   const RnnPlan& plan = call.Cudnn([&](cudnnHandle_t h) -> const RnnPlan& {
-    return PlanOf(h, p, d, dtype, DeviceDropout(h, call.device(), p.p, seed));
+    return PlanOf(h, p, d, dtype, StreamDropout(h, call.stream().handle(), p.p, seed));
   });
   return {p, d, RnnSlotsOf(p), dtype, &plan};
 }
@@ -373,5 +374,6 @@ WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,
 int64_t RnnBackwardJoins() { return backward_joins.load(std::memory_order_relaxed); }
 int64_t RnnBackwardCalls() { return backward_calls.load(std::memory_order_relaxed); }
 int64_t RnnPersistentForwards() { return persistent_forwards.load(std::memory_order_relaxed); }
+// RnnDropoutState: internal/rnn_plan.cc, beside the states.
 
 }  // namespace weft::gpu

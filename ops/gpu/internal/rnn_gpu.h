@@ -6,6 +6,8 @@
 // --config=cuda.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 namespace weft::gpu {
@@ -16,5 +18,8 @@ int64_t RnnBackwardJoins();
 int64_t RnnBackwardCalls();
 // RNN forward calls on any GPU that ran one of cuDNN's persistent algorithms (rnn.cc, AlgoFor).
 int64_t RnnPersistentForwards();
+// The device memory of the random state cuDNN's dropout between layers uses for calls on
+// `stream`, or null before that stream's first training call with dropout.
+const void* RnnDropoutState(cudaStream_t stream);
 
 }  // namespace weft::gpu

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/mutex.h"
 #include "core/no_destructor.h"
+#include "ops/gpu/internal/rnn_gpu.h"
 #include "ops/gpu/library_handles.h"
 
 namespace weft::gpu {
@@ -18,9 +19,9 @@ namespace {
 using DropoutDesc = CudnnDescriptor<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor,
                                     cudnnDestroyDropoutDescriptor>;
 
-// Everything a plan depends on.
-using PlanKey = std::tuple<cudnnHandle_t, int, int, int, int64_t, int64_t, int, int64_t, int64_t,
-                           double, bool, bool, bool>;
+// Everything a plan depends on (the RNN descriptor holds the dropout descriptor, so it is a part).
+using PlanKey = std::tuple<cudnnHandle_t, cudnnDropoutDescriptor_t, int, int, int, int64_t,
+                           int64_t, int, int64_t, int64_t, double, bool, bool, bool>;
 
 cudnnRNNMode_t CellOf(RnnMode mode) {
   switch (mode) {
@@ -169,6 +170,7 @@ const RnnPlan& PlanOf(cudnnHandle_t h, const RnnParam& p, const RnnDims& d, DTyp
   static NoDestructor<std::map<PlanKey, RnnPlan*>> plans;  // like the handles
   const bool persistent = GetEnvBool("WEFT_GPU_RNN_PERSISTENT", true);
   const PlanKey key{h,
+                    dropout,
                     static_cast<int>(dtype),
                     static_cast<int>(p.mode),
                     d.layers,
@@ -208,35 +210,54 @@ cudnnDropoutDescriptor_t StatelessDropout(cudnnHandle_t h, double p) {
   return desc->get();
 }
 
-// The dropout descriptor of probability p for calls on GPU `device`: one random state per
-// device, initialized on the first call's stream (h's) from its seed; a descriptor per (handle, p)
-// restored onto that state.
-cudnnDropoutDescriptor_t DeviceDropout(cudnnHandle_t h, int device, double p, uint64_t seed) {
+namespace {
+
+// One stream's random state for cuDNN's dropout, and its descriptors by probability.
+struct StreamDropoutState {
+  void* states = nullptr;
+  size_t bytes = 0;
+  uint64_t seed = 0;
+  std::map<double, DropoutDesc*> descs;
+};
+
+Mutex dropout_mu;
+NoDestructor<std::map<cudaStream_t, StreamDropoutState>> dropout_states WEFT_GUARDED_BY(dropout_mu);
+
+}  // namespace
+
+// The state is initialized by a kernel on h's stream (cudnnSetDropoutDescriptor); a descriptor for
+// another probability is restored onto it (no kernel). A stream's calls run in its order, so the
+// state is never read and advanced by two at once, which one state per device shared by every
+// stream (before) allowed. The seed is the first call's, mixed with the count of states made
+// before, so two streams do not draw the same masks. A destroyed stream's state stays with its
+// address: a stream made later at that address reuses it after the old stream's work, which was
+// waited for when it was destroyed.
+cudnnDropoutDescriptor_t StreamDropout(cudnnHandle_t h, cudaStream_t stream, double p,
+                                       uint64_t seed) {
   if (p == 0) return StatelessDropout(h, 0);
-  struct State {
-    void* states = nullptr;
-    size_t bytes = 0;
-    uint64_t seed = 0;
-  };
-  static Mutex mu;
-  static NoDestructor<std::map<int, State>> states;
-  static NoDestructor<std::map<std::pair<cudnnHandle_t, double>, DropoutDesc*>> descs;
-  MutexLock lock(&mu);
-  State& s = (*states)[device];
-  DropoutDesc*& desc = (*descs)[{h, p}];
+  MutexLock lock(&dropout_mu);
+  const size_t made = dropout_states->size();
+  StreamDropoutState& s = (*dropout_states)[stream];
+  DropoutDesc*& desc = s.descs[p];
+  if (desc != nullptr) return desc->get();
+  desc = new DropoutDesc;
   if (s.states == nullptr) {
     WEFT_CUDNN_CHECK(cudnnDropoutGetStatesSize(h, &s.bytes));
     WEFT_CUDA_CHECK(cudaMalloc(&s.states, s.bytes));  // immortal, like the handles
-    s.seed = seed;
-    desc = new DropoutDesc;
+    s.seed = seed + 0x9e3779b97f4a7c15ull * made;
     WEFT_CUDNN_CHECK(cudnnSetDropoutDescriptor(desc->get(), h, static_cast<float>(p), s.states,
                                                s.bytes, s.seed));
-  } else if (desc == nullptr) {
-    desc = new DropoutDesc;
+  } else {
     WEFT_CUDNN_CHECK(cudnnRestoreDropoutDescriptor(desc->get(), h, static_cast<float>(p), s.states,
                                                    s.bytes, s.seed));
   }
   return desc->get();
+}
+
+const void* RnnDropoutState(cudaStream_t stream) {
+  MutexLock lock(&dropout_mu);
+  const auto it = dropout_states->find(stream);
+  return it == dropout_states->end() ? nullptr : it->second.states;
 }
 
 // A handle of the current device for size queries (shape inference runs outside any stream).

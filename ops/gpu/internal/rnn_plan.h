@@ -12,7 +12,7 @@
 // standard one otherwise. Compiled only by --config=cuda.
 //
 //   const RnnPlan& plan = call.Cudnn([&](cudnnHandle_t h) -> const RnnPlan& {
-//     return PlanOf(h, p, d, dtype, DeviceDropout(h, call.device(), p.p, seed));
+//     return PlanOf(h, p, d, dtype, StreamDropout(h, call.stream().handle(), p.p, seed));
 //   });
 #pragma once
 
@@ -67,10 +67,11 @@ const RnnPlan& PlanOf(cudnnHandle_t h, const RnnParam& p, const RnnDims& d, DTyp
 // A dropout descriptor of probability p with no random state: enough for sizes.
 cudnnDropoutDescriptor_t StatelessDropout(cudnnHandle_t h, double p);
 
-// The dropout descriptor of probability p for calls on GPU `device` with handle `h` (lent by
-// GpuCall::Cudnn): one random state per device, initialized on the first call's stream from its
-// seed.
-cudnnDropoutDescriptor_t DeviceDropout(cudnnHandle_t h, int device, double p, uint64_t seed);
+// The dropout descriptor of probability p for calls on `stream` with handle `h` (lent by
+// GpuCall::Cudnn for that stream): one random state per stream, initialized on its first call
+// from that call's seed.
+cudnnDropoutDescriptor_t StreamDropout(cudnnHandle_t h, cudaStream_t stream, double p,
+                                       uint64_t seed);
 
 // A handle of the current device for size queries (shape inference runs outside any stream).
 cudnnHandle_t QueryHandle();
