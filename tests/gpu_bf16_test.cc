@@ -117,8 +117,8 @@ TEST(GpuBf16, ConvolutionForwardAndBackwardMatchFloat32) {
 // (a window past the padding), global.
 TEST(GpuBf16, PoolingForwardAndBackwardMatchFloat32) {
   const NDArray x = Bf16ExactCpu(Shape{2, 3, 9, 8}, 13);
-  ExpectLayerMatchesFloat32(
-      "Pooling", {{"kernel", "(3, 3)"}, {"stride", "(2, 2)"}, {"pad", "(1, 1)"}}, {x});
+  ExpectLayerMatchesFloat32("Pooling",
+                            {{"kernel", "(3, 3)"}, {"stride", "(2, 2)"}, {"pad", "(1, 1)"}}, {x});
   ExpectLayerMatchesFloat32("Pooling",
                             {{"kernel", "(2, 3)"},
                              {"stride", "(2, 2)"},

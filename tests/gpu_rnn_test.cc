@@ -18,10 +18,10 @@
 #include "executor/executor.h"
 #include "graph/symbol.h"
 #include "ops/gpu/internal/rnn_gpu.h"
-#include "tests/gpu_op_test_util.h"
 #include "ops/nn/rnn_params.h"
 #include "ops/op.h"
 #include "storage/ndarray.h"
+#include "tests/gpu_op_test_util.h"
 #include "weft/imperative.h"
 
 namespace weft::gpu {
@@ -396,15 +396,16 @@ TEST(GpuRnn, RnnsOnTwoStreamsDrawFromStatesOfTheirOwn) {
   const Config c = PassThrough();
   const std::vector<float> x = PositiveData(c);
   const Op& op = GetOp("RNN");
-  const testing::OpCall call{"RNN", AttrsOf(c),
+  const testing::OpCall call{"RNN",
+                             AttrsOf(c),
                              {Shape{c.t, c.n, c.i}, Shape{ParamSize(c)}, Shape{c.layers, c.n, c.h}},
                              /*is_train=*/true};
   const std::vector<Shape> out_shapes =
       InferShapes(op, ParseAttrs(op, call.attrs), call.input_shapes, DeviceType::kGpu);
   testing::TestStream a, b;
   auto run_on = [&](testing::TestStream& s) {
-    std::vector<std::vector<float>> in = {
-        x, IdentityParams(c), std::vector<float>(call.input_shapes[2].Size(), 0)};
+    std::vector<std::vector<float>> in = {x, IdentityParams(c),
+                                          std::vector<float>(call.input_shapes[2].Size(), 0)};
     std::vector<std::vector<float>> out;
     for (const Shape& shape : out_shapes) out.emplace_back(shape.Size(), 0);
     const std::vector<OpReq> req(out.size(), OpReq::kWrite);

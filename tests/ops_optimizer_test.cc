@@ -105,18 +105,20 @@ TEST(OptimizerOps, BadInputsSayWhatWasExpected) {
                          {"adam_update", "unknown attribute 'momentum'"});
 }
 
-// With lr_input=true the learning rate is the last input (one float64, on the weight's device):
-// over several steps with a different rate each, every update gives bit for bit what the same
-// rate as the attribute gives, weight and state.
+// With lr_input=true the rates are the last input (float64, on the weight's device: lr, then
+// AdamW's decay_rate): over several steps with different rates each, every update gives bit for
+// bit what the same rates as attributes give, weight and state.
 TEST(OptimizerOps, TheLearningRateAsAnInputGivesWhatTheAttributeGives) {
   const Device d = testing::TestDevice();
   const std::vector<std::pair<std::string, AttrMap>> updates = {
       {"sgd_update", {{"wd", "0.01"}, {"rescale_grad", "0.5"}, {"clip_gradient", "0.6"}}},
       {"sgd_mom_update", {{"momentum", "0.9"}, {"wd", "0.001"}}},
-      {"adam_update", {{"beta1", "0.8"}, {"beta2", "0.99"}, {"clip_gradient", "2"}}}};
+      {"adam_update", {{"beta1", "0.8"}, {"beta2", "0.99"}, {"clip_gradient", "2"}}},
+      {"adamw_update", {{"beta1", "0.8"}, {"wd", "0.1"}, {"clip_gradient", "2"}}}};
   const std::vector<double> rates = {0.1, 0.0371, 1.0 / 3};
   for (const auto& [op, attrs] : updates) {
     const int states = op == "sgd_update" ? 0 : op == "sgd_mom_update" ? 1 : 2;
+    const bool adamw = op == "adamw_update";
     std::vector<NDArray> by_attr, by_input;  // weight, then states
     for (int k = 0; k <= states; ++k) {
       const std::vector<float> init = {0.5f, -1, 2, 0.25f, 3, -0.75f};
@@ -124,14 +126,18 @@ TEST(OptimizerOps, TheLearningRateAsAnInputGivesWhatTheAttributeGives) {
       by_input.push_back(NDArray::FromVector(init, Shape{2, 3}, d));
       if (k > 0) by_attr[k].Fill(0.1 * k), by_input[k].Fill(0.1 * k);
     }
-    NDArray lr(Shape{1}, d, DType::kFloat64);
     AttrMap with_input = attrs;
     with_input["lr_input"] = "true";
     for (int step = 0; step < 3; ++step) {
       NDArray grad = NDArray::FromVector(Gradients(step), Shape{2, 3}, d);
       AttrMap with_attr = attrs;
       with_attr["lr"] = std::to_string(rates[step]);
-      lr.Fill(std::stod(with_attr["lr"]));
+      std::vector<double> lr_values = {std::stod(with_attr["lr"])};
+      if (adamw) {
+        with_attr["decay_rate"] = std::to_string(2 * rates[step]);
+        lr_values.push_back(std::stod(with_attr["decay_rate"]));
+      }
+      const NDArray lr = NDArray::FromVector(lr_values, Shape{adamw ? 2 : 1}, d);
       std::vector<NDArray> in_attr = {by_attr[0], grad}, in_input = {by_input[0], grad};
       for (int k = 1; k <= states; ++k)
         in_attr.push_back(by_attr[k]), in_input.push_back(by_input[k]);
@@ -184,6 +190,19 @@ TEST(OptimizerOps, ALearningRateInputMustBeOneFloat64AndComeAlone) {
         Invoke("sgd_update", {w, g}, {{"lr_input", "true"}}, {.outputs = {w}});
       },
       {"sgd_update", "expected 3 input(s), found 2"});
+  NDArray m(Shape{3}, d), v(Shape{3}, d);
+  for (const NDArray& a : {m, v}) a.Fill(0);
+  ExpectCallError(
+      [&] {
+        Invoke("adamw_update", {w, g, m, v, lr}, {{"lr_input", "true"}}, {.outputs = {w}});
+      },
+      {"adamw_update", "rates (input 4)", "2 elements (lr, decay_rate)", "(1,)"});
+  ExpectCallError(
+      [&] {
+        Invoke("adamw_update", {w, g, m, v, lr2}, {{"lr_input", "true"}, {"decay_rate", "0.1"}},
+               {.outputs = {w}});
+      },
+      {"adamw_update", "'decay_rate'", "expected none with lr_input=true"});
 }
 
 // One step of each update as a declarative case (tests/op_test_util.h): the output is the
@@ -228,6 +247,16 @@ TEST(OptimizerOps, OneStepOfEachUpdateMatchesItsFormula) {
     if (i == 3) testing::Positive(i, v);  // a variance
   };
   testing::RunOpCase(adam);
+  // AdamW: the weight decays at decay_rate (lr when not given), apart from the gradient.
+  testing::OpCase adamw = UpdateCase(
+      "adamw_update", {{"lr", "0.01"}, {"decay_rate", "0.02"}, {"wd", "0.1"}, {"beta2", "0.99"}}, 4,
+      [](const testing::Values& in) {
+        const double m = 0.9 * in[2] + 0.1 * in[1];
+        const double v = 0.99 * in[3] + 0.01 * in[1] * in[1];
+        return in[0] * (1 - 0.02 * 0.1) - 0.01 * m / (std::sqrt(v) + 1e-8);
+      });
+  adamw.init = adam.init;
+  testing::RunOpCase(adamw);
 }
 
 }  // namespace

@@ -149,6 +149,19 @@ TEST(Trainer, AdamStepEqualsTheExecutorLoopBitForBit) {
   ExpectStepsEqualTheLoop(adam, adam);
 }
 
+// AdamW's two rates (lr input of two elements) and the decay filter (biases take wd 0).
+TEST(Trainer, AdamWStepWithADecayFilterEqualsTheExecutorLoopBitForBit) {
+  AdamW adamw(0.01, 0.9, 0.95, 1e-8, 0.1, 1.0 / kBatch);
+  adamw.set_decay_filter(DecayMatricesOnly);
+  ExpectStepsEqualTheLoop(adamw, adamw);
+  AdamW every(0.01, 0.9, 0.95, 1e-8, 0.1, 1.0 / kBatch);
+  SeedRandom(3);
+  Trainer filtered(Loss(), kDataShapes, Xavier(), adamw),
+      unfiltered(Loss(), kDataShapes, Xavier(), every);
+  filtered.Step(Batch(0)), unfiltered.Step(Batch(0));
+  EXPECT_NE(Values(Parameters(filtered)), Values(Parameters(unfiltered)));
+}
+
 // ---- Save, Load, resume ----------------------------------------------------------------------
 
 std::map<std::string, NDArray> Auxiliaries(const Trainer& t) {
@@ -235,6 +248,13 @@ TEST(Trainer, TenStepsSavedLoadedAndTenMoreEqualTwentyStraightWithSgd) {
   options.schedule = {.decay = LrSchedule::StepDecay{.step_size = 4, .factor = 0.5},
                       .warmup_steps = 3};
   ExpectResumeEqualsTrainingStraight(SGD(0.1, 0.9, 1e-4, 1.0 / kBatch), options);
+}
+
+TEST(Trainer, TenStepsSavedLoadedAndTenMoreEqualTwentyStraightWithAdamWAndASchedule) {
+  TrainerOptions options;
+  options.schedule =
+      LrSchedule{.decay = LrSchedule::Cosine{.steps = 15, .final_lr = 1e-3}, .warmup_steps = 5};
+  ExpectResumeEqualsTrainingStraight(AdamW(0.01, 0.9, 0.95, 1e-8, 0.1, 1.0 / kBatch), options);
 }
 
 TEST(Trainer, TenStepsSavedLoadedAndTenMoreEqualTwentyStraightWithAdamAndClipping) {

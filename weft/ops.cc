@@ -93,6 +93,10 @@ void adam_update(const NDArray& weight, const NDArray& grad, const NDArray& mean
                  const NDArray& var, const AttrMap& attrs) {
   Invoke("adam_update", {weight, grad, mean, var}, attrs, {.outputs = {weight}});
 }
+void adamw_update(const NDArray& weight, const NDArray& grad, const NDArray& mean,
+                  const NDArray& var, const AttrMap& attrs) {
+  Invoke("adamw_update", {weight, grad, mean, var}, attrs, {.outputs = {weight}});
+}
 
 }  // namespace op
 

@@ -63,6 +63,8 @@ void sgd_mom_update(const NDArray& weight, const NDArray& grad, const NDArray& m
                     const AttrMap& attrs);
 void adam_update(const NDArray& weight, const NDArray& grad, const NDArray& mean,
                  const NDArray& var, const AttrMap& attrs);
+void adamw_update(const NDArray& weight, const NDArray& grad, const NDArray& mean,
+                  const NDArray& var, const AttrMap& attrs);
 
 }  // namespace weft::op
 

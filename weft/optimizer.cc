@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
+#include "weft/imperative.h"
 #include "weft/ops.h"
 
 namespace weft {
@@ -14,6 +16,8 @@ void CheckRate(const char* optimizer, const char* what, double value) {
 }
 
 }  // namespace
+
+bool DecayMatricesOnly(const std::string&, const Shape& shape) { return shape.ndim() >= 2; }
 
 Optimizer::Optimizer(const char* name, double lr, double wd, double rescale_grad,
                      double clip_gradient)
@@ -36,6 +40,29 @@ AttrMap Optimizer::CommonAttrs() const {
 }
 
 double Optimizer::StepLearningRate(double lr, int64_t) const { return lr; }
+
+std::vector<double> Optimizer::StepRates(double lr, int64_t t) const {
+  return {StepLearningRate(lr, t)};
+}
+
+Optimizer::GraphUpdate Optimizer::ForParameter(const std::string& name, const Shape& shape) const {
+  GraphUpdate update = ForGraph();
+  if (decay_filter_ && !decay_filter_(name, shape)) update.attrs["wd"] = FloatAttr(0);
+  return update;
+}
+
+std::unique_ptr<Optimizer> Optimizer::WithFilter(std::unique_ptr<Optimizer> copy) const {
+  copy->decay_filter_ = decay_filter_;
+  return copy;
+}
+
+Optimizer::GraphUpdate Optimizer::ImperativeUpdate(const NDArray& weight, int64_t t) const {
+  GraphUpdate update = ForParameter("", weight.shape());
+  const std::vector<double> rates = StepRates(learning_rate(), t);
+  update.attrs["lr"] = FloatAttr(rates[0]);
+  if (rates.size() > 1) update.attrs["decay_rate"] = FloatAttr(rates[1]);
+  return update;
+}
 
 void Optimizer::CheckArguments(const NDArray& weight, const NDArray& grad) const {
   WEFT_CHECK(!weight.is_none() && !grad.is_none())
@@ -73,13 +100,13 @@ Optimizer::GraphUpdate SGD::ForGraph() const {
 }
 
 std::unique_ptr<Optimizer> SGD::Clone() const {
-  return std::make_unique<SGD>(learning_rate(), momentum_, wd(), rescale_grad(), clip_gradient());
+  return WithFilter(
+      std::make_unique<SGD>(learning_rate(), momentum_, wd(), rescale_grad(), clip_gradient()));
 }
 
 void SGD::Update(int index, const NDArray& weight, const NDArray& grad) {
   CheckArguments(weight, grad);
-  AttrMap attrs = ForGraph().attrs;
-  attrs["lr"] = FloatAttr(learning_rate());
+  const AttrMap attrs = ImperativeUpdate(weight, 1).attrs;
   if (momentum_ == 0) {
     op::sgd_update(weight, grad, attrs);
     return;
@@ -89,23 +116,29 @@ void SGD::Update(int index, const NDArray& weight, const NDArray& grad) {
 
 Adam::Adam(double lr, double beta1, double beta2, double epsilon, double wd, double rescale_grad,
            double clip_gradient)
-    : Optimizer("Adam", lr, wd, rescale_grad, clip_gradient),
+    : Adam("Adam", lr, beta1, beta2, epsilon, wd, rescale_grad, clip_gradient) {}
+
+Adam::Adam(const char* name, double lr, double beta1, double beta2, double epsilon, double wd,
+           double rescale_grad, double clip_gradient)
+    : Optimizer(name, lr, wd, rescale_grad, clip_gradient),
       beta1_(beta1),
       beta2_(beta2),
       epsilon_(epsilon) {
   if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1)) {
-    WEFT_THROW("Adam: expected beta1 and beta2 in [0, 1), found " << beta1 << " and " << beta2);
+    WEFT_THROW(name << ": expected beta1 and beta2 in [0, 1), found " << beta1 << " and " << beta2);
   }
-  WEFT_CHECK(epsilon > 0) << "Adam: expected epsilon > 0, found " << epsilon;
+  WEFT_CHECK(epsilon > 0) << name << ": expected epsilon > 0, found " << epsilon;
 }
 
-Optimizer::GraphUpdate Adam::ForGraph() const {
+AttrMap Adam::MomentAttrs() const {
   AttrMap attrs = CommonAttrs();
   attrs["beta1"] = FloatAttr(beta1_);
   attrs["beta2"] = FloatAttr(beta2_);
   attrs["epsilon"] = FloatAttr(epsilon_);
-  return {"adam_update", attrs};
+  return attrs;
 }
+
+Optimizer::GraphUpdate Adam::ForGraph() const { return {"adam_update", MomentAttrs()}; }
 
 double Adam::StepLearningRate(double lr, int64_t t) const {
   const double t_double = static_cast<double>(t);
@@ -113,8 +146,8 @@ double Adam::StepLearningRate(double lr, int64_t t) const {
 }
 
 std::unique_ptr<Optimizer> Adam::Clone() const {
-  return std::make_unique<Adam>(learning_rate(), beta1_, beta2_, epsilon_, wd(), rescale_grad(),
-                                clip_gradient());
+  return WithFilter(std::make_unique<Adam>(learning_rate(), beta1_, beta2_, epsilon_, wd(),
+                                           rescale_grad(), clip_gradient()));
 }
 
 void Adam::Update(int index, const NDArray& weight, const NDArray& grad) {
@@ -122,10 +155,24 @@ void Adam::Update(int index, const NDArray& weight, const NDArray& grad) {
   NDArray& mean = State(mean_, index, weight);
   NDArray& var = State(var_, index, weight);
   const int64_t t = steps_[index] + 1;
-  AttrMap attrs = ForGraph().attrs;
-  attrs["lr"] = FloatAttr(StepLearningRate(learning_rate(), t));
-  op::adam_update(weight, grad, mean, var, attrs);
+  const GraphUpdate update = ImperativeUpdate(weight, t);
+  Invoke(update.op, {weight, grad, mean, var}, update.attrs, {.outputs = {weight}});
   steps_[index] = t;  // counted once the update is pushed
+}
+
+AdamW::AdamW(double lr, double beta1, double beta2, double epsilon, double wd, double rescale_grad,
+             double clip_gradient)
+    : Adam("AdamW", lr, beta1, beta2, epsilon, wd, rescale_grad, clip_gradient) {}
+
+Optimizer::GraphUpdate AdamW::ForGraph() const { return {"adamw_update", MomentAttrs()}; }
+
+std::vector<double> AdamW::StepRates(double lr, int64_t t) const {
+  return {StepLearningRate(lr, t), lr};
+}
+
+std::unique_ptr<Optimizer> AdamW::Clone() const {
+  return WithFilter(std::make_unique<AdamW>(learning_rate(), beta1_, beta2_, epsilon_, wd(),
+                                            rescale_grad(), clip_gradient()));
 }
 
 }  // namespace weft

@@ -58,7 +58,8 @@ class Appender {
 // What the trainer appends to the step's graph: clipping (clip > 0) and one update per parameter.
 // Copied into the executor's GraphExtension (a Reshape appends again), so it holds values only.
 struct StepUpdates {
-  Optimizer::GraphUpdate update;
+  std::string op;
+  std::map<std::string, AttrMap> attrs;  // per parameter
   std::vector<std::string> states, params;
   double clip = 0, rescale = 1;
 
@@ -92,8 +93,7 @@ Graph StepUpdates::Append(const Graph& g, const std::vector<std::string>& grad_a
     std::vector<NodeEntry> inputs = {a.Param(p), grads.at(p)};
     for (const std::string& s : states) inputs.push_back(a.Variable(p + "." + s));
     inputs.push_back(lr);
-    a.builder().outputs.push_back(
-        a.Op(update.op, update.attrs, std::move(inputs), p + "_update", p));
+    a.builder().outputs.push_back(a.Op(op, attrs.at(p), std::move(inputs), p + "_update", p));
   }
   return std::move(a.builder()).Freeze();
 }
@@ -134,8 +134,7 @@ Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_sh
                  const Initializer& init, const Optimizer& optimizer, const TrainerOptions& options)
     : optimizer_(optimizer.Clone()),
       update_(ReadingTheRate(optimizer.ForGraph())),
-      options_(options),
-      lr_written_(NAN) {
+      options_(options) {
   options_.schedule.Check();
   if (options.dtype != DType::kFloat32 && options.dtype != DType::kFloat64 &&
       options.dtype != DType::kBFloat16) {
@@ -152,7 +151,8 @@ Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_sh
   states_.assign(inputs.begin() + 2, inputs.end() - 1);
   BindStep(loss, data_shapes, init);
   if (options_.communicator != nullptr) {
-    update_attrs_ = ParseAttrs(GetOp(update_.op), update_.attrs);
+    for (const auto& [p, attrs] : param_updates_)
+      param_update_attrs_[p] = ParseAttrs(GetOp(update_.op), attrs);
     PlanGradientBuckets(loss);
     BroadcastParameters();
   }
@@ -195,7 +195,12 @@ void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
       state.Fill(0);
     }
   }
-  lr_ = NDArray(Shape{1}, d, DType::kFloat64);
+  const int64_t rates = static_cast<int64_t>(optimizer_->StepRates(1, 1).size());
+  lr_ = NDArray(Shape{rates}, d, DType::kFloat64);
+  for (const std::string& p : params_) {
+    param_updates_[p] =
+        ReadingTheRate(optimizer_->ForParameter(p, params_arrays_.at(p).shape())).attrs;
+  }
 }
 
 // The model's hook or `init` fills the array; in float32 first when its dtype is one that
@@ -227,7 +232,11 @@ void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& d
   }
   std::map<std::string, GradReq> reqs;
   for (const std::string& p : params_) reqs[p] = GradReq::kWrite;
-  StepUpdates updates{update_, states_, params_, options_.clip_global_norm,
+  StepUpdates updates{update_.op,
+                      param_updates_,
+                      states_,
+                      params_,
+                      options_.clip_global_norm,
                       optimizer_->rescale_grad()};
   GraphExtension extension{[updates](const Graph& g, const std::vector<std::string>& grad_args) {
                              return updates.Append(g, grad_args);
@@ -245,10 +254,10 @@ double Trainer::learning_rate(int64_t t) const {
 
 void Trainer::Step() {
   const int64_t t = steps_ + 1;
-  const double lr = optimizer_->StepLearningRate(learning_rate(t), t);
-  if (!(lr == lr_written_)) {  // NaN: never written
-    lr_.Fill(lr);
-    lr_written_ = lr;
+  std::vector<double> rates = optimizer_->StepRates(learning_rate(t), t);
+  if (rates != lr_written_) {
+    lr_written_ = rates;
+    lr_.CopyFrom(std::move(rates));
   }
   exec_->TrainStep();
   if (options_.communicator != nullptr) AllReduceAndUpdate();

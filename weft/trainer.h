@@ -202,13 +202,16 @@ class Trainer {
   ArrayMap data_, params_arrays_, grads_, state_arrays_;
   ArrayMap aux_arrays_;  // auxiliary states: arguments an op of the loss updates (BatchNorm's)
   std::vector<std::string> host_inputs_;  // data inputs read on the host: CPU arrays on any device
-  NDArray lr_;                            // float64 (1,): the rate every update reads
-  double lr_written_;                     // what lr_ holds (NaN: not written yet)
+  NDArray lr_;                      // float64: the rates every update reads (Optimizer::StepRates)
+  std::vector<double> lr_written_;  // what lr_ holds (empty: not written yet)
   int64_t steps_ = 0;
   std::unique_ptr<Executor> exec_;                  // the training step
   std::unique_ptr<Inference> infer_;                // bound on the first Predict
   std::vector<std::vector<NDArray>> grad_buckets_;  // with a communicator
-  Attrs update_attrs_;  // update_.attrs parsed once, for the updates a communicator's step pushes
+  // Each parameter's update attributes (ForParameter: its weight decay), lr_input; parsed for the
+  // updates a communicator's step pushes.
+  std::map<std::string, AttrMap> param_updates_;
+  std::map<std::string, Attrs> param_update_attrs_;
 };
 
 }  // namespace weft

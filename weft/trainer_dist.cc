@@ -52,7 +52,7 @@ void Trainer::AllReduceAndUpdate() const {
     for (const std::string& s : states_) inputs.push_back(state_arrays_.at(p + "." + s));
     inputs.push_back(lr_);
     const NDArray& weight = params_arrays_.at(p);
-    InvokeInto(op, update_attrs_, inputs, std::span<const NDArray>(&weight, 1));
+    InvokeInto(op, param_update_attrs_.at(p), inputs, std::span<const NDArray>(&weight, 1));
   }
 }
 

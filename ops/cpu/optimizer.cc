@@ -29,14 +29,14 @@ void UpdateRange(const UpdateParam& p, OpReq req, const T* w, const T* g,
   StoreRange(y, req, b, e, step);
 }
 
-// in: (weight, grad, F::kStates states), one shape, then with lr_input the learning rate (one
-// float64); out: the weight's shape (usually the weight).
+// in: (weight, grad, F::kStates states), one shape, then with lr_input the F::kRates rates
+// (float64: lr, then decay_rate); out: the weight's shape (usually the weight).
 template <typename F>
 void Update(const char* op, const Attrs& a, std::span<const TensorView> in, OpReq req,
             const TensorView& y) {
   static_assert(F::kStates <= fn::kMaxUpdateStates);
   UpdateParam p = a.Get<UpdateParam>();
-  if (p.lr_input) p.lr = in.back().data<double>()[0];
+  if (p.lr_input) fn::ReadRates<F>(in.back().data<double>(), p);
   WEFT_FLOAT_SWITCH(in[0].dtype(), T, op, {
     const T *w = in[0].data<T>(), *g = in[1].data<T>();
     std::array<T*, fn::kMaxUpdateStates> state{};

@@ -1,7 +1,7 @@
 // GPU compute of the optimizer updates of ops/optimizer/update_ops.h (sgd_update, sgd_mom_update,
-// adam_update) on float32, float64 and bfloat16: the kernel of kernels/optimizer.cuh instantiated
-// with the functors of ops/math/optimizer.h. As on the CPU, the state arrays advance whatever the
-// weight's request.
+// adam_update, adamw_update) on float32, float64 and bfloat16: the kernel of kernels/optimizer.cuh
+// instantiated with the functors of ops/math/optimizer.h. As on the CPU, the state arrays advance
+// whatever the weight's request.
 #include <string>
 
 #include "ops/gpu/internal/launch.h"
@@ -11,8 +11,8 @@
 namespace weft::gpu {
 namespace {
 
-// in: (weight, grad, then `states` state arrays) of one shape, then with lr_input the learning
-// rate (one float64, read by the kernel: the launch's parameters stay the same when it changes);
+// in: (weight, grad, then `states` state arrays) of one shape, then with lr_input the rates
+// (float64, read by the kernel: the launch's parameters stay the same when they change);
 // y: the weight's shape (usually the weight).
 void Update(const OpContext& ctx, const char* op, const char* functor, int states, const Attrs& a,
             std::span<const TensorView> in, OpReq req, const TensorView& y) {

@@ -6,11 +6,12 @@
 // Each update rescales the gradient, clips it to [-clip_gradient, clip_gradient] when
 // clip_gradient > 0, and adds weight decay wd * weight:
 //   g = clip(rescale_grad * grad) + wd * weight
-// then takes one step. F::Step(p, weight, grad, state) returns the new weight and updates the
-// F::kStates values of state[] (momentum; Adam's mean and variance) in place, all in the
-// arithmetic type A (float for float32 and bfloat16, double for float64). The order of operations
-// is the contract: both devices run exactly this code, so their results agree bit for bit
-// (Sqrt is correctly rounded on both). A NaN gradient stays NaN through the clip.
+// then takes one step; AdamW decays the weight apart from the gradient instead (decoupled).
+// F::Step(p, weight, grad, state) returns the new weight and updates the F::kStates values of
+// state[] (momentum; Adam's mean and variance) in place, all in the arithmetic type A (float for
+// float32 and bfloat16, double for float64). The order of operations is the contract: both devices
+// run exactly this code, so their results agree bit for bit (Sqrt is correctly rounded on both). A
+// NaN gradient stays NaN through the clip.
 #pragma once
 
 #include "ops/math/base.h"
@@ -18,11 +19,13 @@
 namespace weft {
 
 // The attributes of every update (each update parses those it takes; the others stay 0).
-// With lr_input, the learning rate is not an attribute but the update's last input, one float64
-// element (a device scalar: a bound training step changes it without being rebound); the computes
-// read it into `lr` before calling the functor, so the functors below never see the difference.
+// With lr_input, the rates are not attributes but the update's last input, F::kRates float64
+// elements (device scalars: a bound training step changes them without being rebound): lr, then
+// for AdamW decay_rate. The computes read them into the parameters before calling the functor, so
+// the functors below never see the difference.
 struct UpdateParam {
   double lr, momentum, beta1, beta2, epsilon, wd, rescale_grad, clip_gradient;
+  double decay_rate;  // AdamW: the rate of the decoupled decay (torch.optim.AdamW's lr)
   bool lr_input;
 };
 
@@ -33,20 +36,35 @@ namespace weft::fn {
 // The most state arrays an update keeps (the computes hold them in arrays of this size).
 constexpr int kMaxUpdateStates = 2;
 
-// clip(rescale_grad * grad) + wd * weight.
+// clip(rescale_grad * grad).
 template <typename A>
-WEFT_HOST_DEVICE inline A UpdateGradient(const UpdateParam& p, A grad, A weight) {
+WEFT_HOST_DEVICE inline A ScaledGradient(const UpdateParam& p, A grad) {
   A g = static_cast<A>(p.rescale_grad) * grad;
   if (p.clip_gradient > 0) {
     const A c = static_cast<A>(p.clip_gradient);
     g = g > c ? c : (g < -c ? -c : g);
   }
-  return g + static_cast<A>(p.wd) * weight;
+  return g;
+}
+
+// clip(rescale_grad * grad) + wd * weight.
+template <typename A>
+WEFT_HOST_DEVICE inline A UpdateGradient(const UpdateParam& p, A grad, A weight) {
+  return ScaledGradient(p, grad) + static_cast<A>(p.wd) * weight;
+}
+
+// The moments' step and Adam's move for gradient g: state {m, v}.
+template <typename A>
+WEFT_HOST_DEVICE inline A AdamMove(const UpdateParam& p, A g, A* state) {
+  const A b1 = static_cast<A>(p.beta1), b2 = static_cast<A>(p.beta2);
+  state[0] = b1 * state[0] + (A(1) - b1) * g;
+  state[1] = b2 * state[1] + (A(1) - b2) * g * g;
+  return static_cast<A>(p.lr) * state[0] / (math::Sqrt(state[1]) + static_cast<A>(p.epsilon));
 }
 
 // weight - lr * g.
 struct SgdUpdate {
-  static constexpr int kStates = 0;
+  static constexpr int kStates = 0, kRates = 1;
   template <typename A>
   WEFT_HOST_DEVICE static A Step(const UpdateParam& p, A weight, A grad, A*) {
     return weight - static_cast<A>(p.lr) * UpdateGradient(p, grad, weight);
@@ -55,7 +73,7 @@ struct SgdUpdate {
 
 // mom = momentum * mom - lr * g; weight + mom. state: {mom}.
 struct SgdMomUpdate {
-  static constexpr int kStates = 1;
+  static constexpr int kStates = 1, kRates = 1;
   template <typename A>
   WEFT_HOST_DEVICE static A Step(const UpdateParam& p, A weight, A grad, A* state) {
     state[0] = static_cast<A>(p.momentum) * state[0] -
@@ -68,16 +86,31 @@ struct SgdMomUpdate {
 // m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2; weight - lr m / (sqrt(v) + epsilon).
 // state: {m, v}.
 struct AdamUpdate {
-  static constexpr int kStates = 2;
+  static constexpr int kStates = 2, kRates = 1;
   template <typename A>
   WEFT_HOST_DEVICE static A Step(const UpdateParam& p, A weight, A grad, A* state) {
-    const A b1 = static_cast<A>(p.beta1), b2 = static_cast<A>(p.beta2);
-    const A g = UpdateGradient(p, grad, weight);
-    state[0] = b1 * state[0] + (A(1) - b1) * g;
-    state[1] = b2 * state[1] + (A(1) - b2) * g * g;
-    return weight -
-           static_cast<A>(p.lr) * state[0] / (math::Sqrt(state[1]) + static_cast<A>(p.epsilon));
+    return weight - AdamMove(p, UpdateGradient(p, grad, weight), state);
   }
 };
+
+// AdamW (Loshchilov and Hutter; torch.optim.AdamW): the weight decays apart from the gradient,
+// at its own rate (the schedule's, without Adam's bias correction, which lr holds folded in):
+// weight *= 1 - decay_rate * wd; then Adam's move with g = clip(rescale_grad * grad).
+// state: {m, v}; rates: lr, decay_rate.
+struct AdamWUpdate {
+  static constexpr int kStates = 2, kRates = 2;
+  template <typename A>
+  WEFT_HOST_DEVICE static A Step(const UpdateParam& p, A weight, A grad, A* state) {
+    const A decayed = weight * static_cast<A>(1 - p.decay_rate * p.wd);  // as PyTorch rounds it
+    return decayed - AdamMove(p, ScaledGradient(p, grad), state);
+  }
+};
+
+// Reads update F's rates (lr_input: its last input, on the weight's device) into p.
+template <class F>
+WEFT_HOST_DEVICE inline void ReadRates(const double* rates, UpdateParam& p) {
+  p.lr = rates[0];
+  if (F::kRates > 1) p.decay_rate = rates[1];
+}
 
 }  // namespace weft::fn

@@ -1,10 +1,12 @@
-// The optimizer updates of update_ops.h (sgd_update, sgd_mom_update, adam_update): attributes,
+// The optimizer updates of update_ops.h (sgd_update, sgd_mom_update, adam_update, adamw_update):
+// attributes,
 // inputs, shapes and the functor each applies. They have no gradient. Compute:
 // ops/cpu/optimizer.cc, ops/gpu/optimizer.cc; math: ops/math/optimizer.h.
 //
-// The learning rate is the attribute `lr`, or, with lr_input=true, the last input `lr`: a float64
-// array of one element on the weight's device, which a bound graph (weft::Trainer) rewrites
-// between steps without changing its nodes.
+// The rates are attributes (`lr`; AdamW's `decay_rate` too, lr when not given), or, with
+// lr_input=true, the last input `lr`: a float64 array of F::kRates elements on the weight's device
+// (lr, then decay_rate), which a bound graph (weft::Trainer) rewrites between steps without
+// changing its nodes.
 #include <array>
 #include <cmath>
 #include <optional>
@@ -37,6 +39,17 @@ UpdateParam ParseCommon(AttrReader& r) {
   return p;
 }
 
+// Adam's and AdamW's moments: beta1, beta2, epsilon.
+void ParseMoments(AttrReader& r, UpdateParam& p) {
+  p.beta1 = r.Float("beta1", 0.9);
+  p.beta2 = r.Float("beta2", 0.999);
+  p.epsilon = r.Float("epsilon", 1e-8);
+  if (p.beta1 < 0 || p.beta1 >= 1 || p.beta2 < 0 || p.beta2 >= 1) {
+    WEFT_THROW(r.op() << ": expected beta1 and beta2 in [0, 1), found " << p.beta1 << " and "
+                      << p.beta2);
+  }
+}
+
 // The attributes of update F, and the names of its state inputs (F::kStates of them: the return
 // type checks the count).
 template <typename F>
@@ -67,13 +80,7 @@ std::array<const char*, 1> StateInputs<fn::SgdMomUpdate>() {
 template <>
 UpdateParam Parse<fn::AdamUpdate>(AttrReader& r) {
   UpdateParam p = ParseCommon(r);
-  p.beta1 = r.Float("beta1", 0.9);
-  p.beta2 = r.Float("beta2", 0.999);
-  p.epsilon = r.Float("epsilon", 1e-8);
-  if (p.beta1 < 0 || p.beta1 >= 1 || p.beta2 < 0 || p.beta2 >= 1) {
-    WEFT_THROW(r.op() << ": expected beta1 and beta2 in [0, 1), found " << p.beta1 << " and "
-                      << p.beta2);
-  }
+  ParseMoments(r, p);
   return p;
 }
 template <>
@@ -81,14 +88,38 @@ std::array<const char*, 2> StateInputs<fn::AdamUpdate>() {
   return {"mean", "var"};
 }
 
-// Every input has the weight's shape, but the learning rate's (one element); the output is the
+template <>
+UpdateParam Parse<fn::AdamWUpdate>(AttrReader& r) {
+  UpdateParam p = ParseCommon(r);
+  ParseMoments(r, p);
+  p.decay_rate = r.Float("decay_rate", p.lr_input ? 0.0 : p.lr);
+  if (p.lr_input && p.decay_rate != 0) {
+    WEFT_THROW(r.op() << ": attribute 'decay_rate': expected none with lr_input=true (the rates "
+                         "are the last input), found "
+                      << p.decay_rate);
+  }
+  if (p.decay_rate < 0) {
+    WEFT_THROW(r.op() << ": attribute 'decay_rate': expected a rate >= 0, found " << p.decay_rate);
+  }
+  return p;
+}
+template <>
+std::array<const char*, 2> StateInputs<fn::AdamWUpdate>() {
+  return {"mean", "var"};
+}
+
+// Every input has the weight's shape, but the rates' (`rates` elements); the output is the
 // (updated) weight.
-std::vector<Shape> UpdateShape(const Attrs& a, const std::vector<Shape>& in) {
+std::vector<Shape> UpdateShape(int rates, const Attrs& a, const std::vector<Shape>& in) {
   const bool lr_input = a.Get<UpdateParam>().lr_input;
   const size_t tensors = in.size() - (lr_input ? 1 : 0);
-  if (lr_input && in.back().Size() != 1) {
-    WEFT_THROW("expected the learning rate (input " << tensors << ") to have one element, found "
-                                                    << in.back());
+  if (lr_input && in.back().Size() != rates) {
+    if (rates == 1) {
+      WEFT_THROW("expected the learning rate (input " << tensors << ") to have one element, found "
+                                                      << in.back());
+    }
+    WEFT_THROW("expected the rates (input " << tensors << ") to have " << rates
+                                            << " elements (lr, decay_rate), found " << in.back());
   }
   for (size_t i = 1; i < tensors; ++i) {
     if (in[i] != in[0]) {
@@ -133,7 +164,9 @@ void DefineUpdate(const std::string& name, const std::string& description,
       .Inputs(inputs)
       .VariadicInputs(
           [tensors](const Attrs& a) { return tensors + (a.Get<UpdateParam>().lr_input ? 1 : 0); })
-      .InferShape(UpdateShape)
+      .InferShape([](const Attrs& a, const std::vector<Shape>& in) {
+        return UpdateShape(F::kRates, a, in);
+      })
       .InferType(
           [name](const Attrs& a, const std::vector<DType>& in) { return UpdateType(name, a, in); })
       .Inplace({{0, 0}})

@@ -20,8 +20,8 @@ using DropoutDesc = CudnnDescriptor<cudnnDropoutDescriptor_t, cudnnCreateDropout
                                     cudnnDestroyDropoutDescriptor>;
 
 // Everything a plan depends on (the RNN descriptor holds the dropout descriptor, so it is a part).
-using PlanKey = std::tuple<cudnnHandle_t, cudnnDropoutDescriptor_t, int, int, int, int64_t,
-                           int64_t, int, int64_t, int64_t, double, bool, bool, bool>;
+using PlanKey = std::tuple<cudnnHandle_t, cudnnDropoutDescriptor_t, int, int, int, int64_t, int64_t,
+                           int, int64_t, int64_t, double, bool, bool, bool>;
 
 cudnnRNNMode_t CellOf(RnnMode mode) {
   switch (mode) {

@@ -9,13 +9,13 @@
 namespace weft {
 
 // y = F::Step(w, grad, state) with the F::kStates state arrays s0, s1 (null past kStates)
-// updated in place, also when y is not wanted (req kReqNull). n elements; y may be w. lr: the
-// learning rate on the device (p.lr_input), else null and p.lr holds it.
+// updated in place, also when y is not wanted (req kReqNull). n elements; y may be w. lr: F's
+// rates on the device (p.lr_input: lr, then decay_rate), else null and p holds them.
 template <class F, typename T>
 __global__ void Update(const T* w, const T* grad, T* s0, T* s1, T* y, int64 n, const double* lr,
                        UpdateParam p, int req) {
   typedef typename Arith<T>::type A;
-  if (lr != nullptr) p.lr = *lr;
+  if (lr != nullptr) fn::ReadRates<F>(lr, p);
   T* const state[fn::kMaxUpdateStates] = {s0, s1};
   for (int64 i = GlobalThread(); i < n; i += GridThreads()) {
     A s[fn::kMaxUpdateStates];
