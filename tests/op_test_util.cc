@@ -67,22 +67,6 @@ Values ToValues(const NDArray& a) {
   return Values(v.begin(), v.end());
 }
 
-// `v` as an array of `dtype` (float32 or float64) on `device`.
-NDArray ArrayOf(const Values& v, const Shape& shape, DType dtype, Device device) {
-  if (dtype == DType::kFloat64) return NDArray::FromVector(v, shape, device);
-  WEFT_CHECK(dtype == DType::kFloat32)
-      << "op tests read and write float32 and float64 arrays, found " << dtype;
-  return NDArray::FromVector(std::vector<float>(v.begin(), v.end()), shape, device);
-}
-
-void ExpectClose(const Values& got, const Values& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_LE(std::abs(got[i] - want[i]), tol * (1 + std::abs(want[i])))
-        << what << ": element " << i << " is " << got[i] << ", expected " << want[i];
-  }
-}
-
 std::string Name(const OpCase& c) { return c.name.empty() ? c.op : c.name; }
 
 // The outputs the reference gives: the visible ones. The others are the op's own (the RNN's
@@ -114,8 +98,8 @@ void CheckForward(const OpCase& c, const Inputs& in) {
       Invoke(c.op, ToArrays<float>(in, c), c.attrs, {.is_train = c.is_train});
   ASSERT_EQ(Visible(c), want.size()) << Name(c) << ": output count";
   for (size_t o = 0; o < want.size(); ++o) {
-    ExpectClose(ToValues(outputs[o]), want[o], c.tolerance,
-                Name(c) + " forward output " + std::to_string(o));
+    ExpectNear(ToValues(outputs[o]), want[o], c.tolerance,
+               Name(c) + " forward output " + std::to_string(o));
   }
   // req kAddTo: start from known values, expect them plus the result.
   std::vector<NDArray> acc;
@@ -132,8 +116,8 @@ void CheckForward(const OpCase& c, const Inputs& in) {
   for (size_t o = 0; o < want.size(); ++o) {
     Values expected = want[o];
     for (size_t k = 0; k < expected.size(); ++k) expected[k] += before[o][k];
-    ExpectClose(ToValues(acc[o]), expected, c.tolerance,
-                Name(c) + " forward req=add output " + std::to_string(o));
+    ExpectNear(ToValues(acc[o]), expected, c.tolerance,
+               Name(c) + " forward req=add output " + std::to_string(o));
   }
 }
 
@@ -202,9 +186,9 @@ void CheckGradient(const OpCase& c, const Inputs& in) {
       Values want = NumericGradient(c, in, weights, i);
       if (req == OpReq::kAddTo)
         for (double& w : want) w += 0.5;
-      ExpectClose(ToValues(grads[i]), want, c.gradient_tolerance,
-                  Name(c) + (req == OpReq::kAddTo ? " gradient req=add" : " gradient req=write") +
-                      " of input " + std::to_string(i));
+      ExpectNear(ToValues(grads[i]), want, c.gradient_tolerance,
+                 Name(c) + (req == OpReq::kAddTo ? " gradient req=add" : " gradient req=write") +
+                     " of input " + std::to_string(i));
     }
   }
 }
@@ -260,9 +244,9 @@ void CheckForwardOnGpu(const OpCase& c, const Inputs& in, Device gpu) {
       Values expected = want[o];
       if (req == OpReq::kAddTo)
         for (size_t k = 0; k < expected.size(); ++k) expected[k] += start[o][k];
-      ExpectClose(got[o], expected, c.tolerance,
-                  what + " output " + std::to_string(o) + " vs reference");
-      ExpectClose(got[o], cpu[o], kGpuTolerance, what + " output " + std::to_string(o) + " vs CPU");
+      ExpectNear(got[o], expected, c.tolerance,
+                 what + " output " + std::to_string(o) + " vs reference");
+      ExpectNear(got[o], cpu[o], kGpuTolerance, what + " output " + std::to_string(o) + " vs CPU");
     }
   }
 }
@@ -306,9 +290,9 @@ void CheckGradientOnGpu(const OpCase& c, const Inputs& in, Device gpu) {
     const std::vector<Values> got = GradientOn(c, in, weights, gpu, req);
     for (size_t i = 0; i < got.size(); ++i) {
       if (!HasGradient(c, i)) continue;
-      ExpectClose(got[i], cpu[i], kGpuTolerance,
-                  Name(c) + (req == OpReq::kAddTo ? " gradient req=add" : " gradient req=write") +
-                      " of input " + std::to_string(i) + " on " + gpu.ToString() + " vs CPU");
+      ExpectNear(got[i], cpu[i], kGpuTolerance,
+                 Name(c) + (req == OpReq::kAddTo ? " gradient req=add" : " gradient req=write") +
+                     " of input " + std::to_string(i) + " on " + gpu.ToString() + " vs CPU");
     }
   }
 }
@@ -377,6 +361,42 @@ void ExpectOpError(const std::string& op, const AttrMap& attrs,
     EXPECT_NE(message.find(part), std::string::npos)
         << "op '" << op << "': error message lacks '" << part << "':\n"
         << message;
+  }
+}
+
+NDArray ArrayOf(const Values& v, const Shape& shape, DType dtype, Device device) {
+  if (dtype == DType::kFloat64) return NDArray::FromVector(v, shape, device);
+  const NDArray f = NDArray::FromVector(std::vector<float>(v.begin(), v.end()), shape);
+  if (dtype == DType::kFloat32) return f.Copy(device);
+  return Invoke("Cast", {f}, {{"dtype", DTypeName(dtype).data()}})[0].Copy(device);
+}
+
+Values ValuesOf(const NDArray& a) {
+  NDArray cpu = a.Copy(Device::Cpu());
+  if (cpu.dtype() == DType::kFloat64) return cpu.ToVector<double>();
+  if (cpu.dtype() != DType::kFloat32) cpu = Invoke("Cast", {cpu}, {{"dtype", "float32"}})[0];
+  const std::vector<float> f = cpu.ToVector<float>();
+  return Values(f.begin(), f.end());
+}
+
+Values Uniform(int64_t n, uint64_t seed, double low, double high) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(low, high);
+  Values v(static_cast<size_t>(n));
+  for (double& x : v) x = static_cast<float>(u(rng));  // exact in float32
+  return v;
+}
+
+Values Bf16Exact(const Values& v) {
+  return ValuesOf(
+      ArrayOf(v, Shape{static_cast<int64_t>(v.size())}, DType::kBFloat16, Device::Cpu()));
+}
+
+void ExpectNear(const Values& got, const Values& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_LE(std::abs(got[i] - want[i]), tol * (1 + std::abs(want[i])))
+        << what << ": element " << i << " is " << got[i] << ", expected " << want[i];
   }
 }
 

@@ -36,6 +36,7 @@
 #include "core/dtype.h"
 #include "core/shape.h"
 #include "ops/attrs.h"
+#include "storage/ndarray.h"
 
 namespace weft::testing {
 
@@ -77,6 +78,20 @@ inline constexpr double kGpuTolerance = 2e-4;
 // The floating-point types ops are tested in on TestDevice(): float32 and float64 on the CPU,
 // float32 on a GPU (the GPU operators are float32 and bf16).
 std::vector<DType> TestFloatTypes();
+
+// ---- Arrays of any float dtype, for checks beyond the declarative cases ----
+
+// `v` as an array of `dtype` on `device`: float32 and float64 as they are, bfloat16 (and other
+// dtypes) cast from float32 on the CPU.
+NDArray ArrayOf(const Values& v, const Shape& shape, DType dtype, Device device = TestDevice());
+// Any float dtype's values, from any device.
+Values ValuesOf(const NDArray& a);
+// n values uniform in [low, high), exact in float32, the same for a seed.
+Values Uniform(int64_t n, uint64_t seed, double low = -1, double high = 1);
+// The nearest values bfloat16 holds.
+Values Bf16Exact(const Values& v);
+// |got - want| <= tol * (1 + |want|) elementwise; failures name `what` and the element.
+void ExpectNear(const Values& got, const Values& want, double tol, const std::string& what);
 
 // Calls the op on zero-filled float32 inputs of these shapes and expects a weft::Error whose
 // message contains every one of `parts` (at call time or, for compute errors, at WaitToRead).

@@ -165,39 +165,7 @@ TEST(BatchNorm, ReluActTypeAppliesReluAfterTheAffineStep) {
   RunOpCase(BnCase({.global = true, .relu = true}, Shape{4, 3}, "relu use_global_stats"));
 }
 
-// ---- Arrays ----
-
-NDArray ArrayOf(const Values& v, const Shape& shape, DType dtype, Device device = TestDevice()) {
-  if (dtype == DType::kFloat64) return NDArray::FromVector(v, shape, device);
-  const NDArray f = NDArray::FromVector(std::vector<float>(v.begin(), v.end()), shape);
-  if (dtype == DType::kFloat32) return f.Copy(device);
-  return Invoke("Cast", {f}, {{"dtype", DTypeName(dtype).data()}})[0].Copy(device);
-}
-
-// Any float dtype's values, on any device.
-Values ValuesOf(const NDArray& a) {
-  NDArray cpu = a.Copy(Device::Cpu());
-  if (cpu.dtype() == DType::kFloat64) return cpu.ToVector<double>();
-  if (cpu.dtype() != DType::kFloat32) cpu = Invoke("Cast", {cpu}, {{"dtype", "float32"}})[0];
-  const std::vector<float> f = cpu.ToVector<float>();
-  return Values(f.begin(), f.end());
-}
-
-Values Uniform(int64_t n, uint64_t seed, double low = -1, double high = 1) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(low, high);
-  Values v(static_cast<size_t>(n));
-  for (double& x : v) x = static_cast<float>(u(rng));  // exact in float32
-  return v;
-}
-
-void ExpectNear(const Values& got, const Values& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_LE(std::abs(got[i] - want[i]), tol * (1 + std::abs(want[i])))
-        << what << ": element " << i << " is " << got[i] << ", expected " << want[i];
-  }
-}
+// ---- Tolerances ----
 
 // Tolerance of float32 and float64 results.
 double TolOf(DType t) { return t == DType::kFloat64 ? 1e-12 : 2e-6; }
@@ -340,12 +308,6 @@ TEST(BatchNorm, BackwardHonoursEachRequestOnItsOwn) {
 }
 
 // ---- bfloat16 ----
-
-// Values that bfloat16 holds exactly.
-Values Bf16Exact(const Values& v) {
-  return ValuesOf(
-      ArrayOf(v, Shape{static_cast<int64_t>(v.size())}, DType::kBFloat16, Device::Cpu()));
-}
 
 // Forward and backward of `bn` with data and out_grad of dtype `t` on `device` (the other inputs
 // in the statistics' dtype): the output, the running statistics after, and the three gradients,

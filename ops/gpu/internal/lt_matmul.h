@@ -1,16 +1,23 @@
-// A GEMM with the bias added in cuBLASLt's epilogue: D = A^T B + bias (+ D when accumulating),
-// column-major, as FullyConnected's forward computes it: one kernel, one rounding, no extra pass
-// over the output. float32 (strict FP32 compute, no TF32) and bfloat16 (FP32 accumulation).
-// Plans (descriptors, layouts, the algorithm cuBLASLt's heuristic picks) are cached per thread and
-// shape.
+// weft's GEMMs through cuBLASLt, with plans (descriptors, layouts, the algorithm cuBLASLt's
+// heuristic picks) cached per thread and shape:
+//   - LtBiasGemm: D = A^T B + bias (+ D when accumulating), column-major, the bias added in
+//     cuBLASLt's epilogue, as FullyConnected's forward computes it: one kernel, one rounding, no
+//     extra pass over the output. float32 and bfloat16.
+//   - LtBatchGemm: a row-major batched product of batch_dot (ops/nn/batch_gemm.h), strided
+//     batched, broadcast operands read through batch strides of 0. float32, bfloat16 and float64.
+// float32 is strict FP32 compute (no TF32), bfloat16 accumulates in FP32.
 //
 //   LtBiasGemm(call, DType::kFloat32, {o, m, k}, w, x, bias, y, /*accumulate=*/false);
+//   void* ws = call.Workspace({LtBatchGemmWorkspace(call, dtype, g)})[0];
+//   LtBatchGemm(call, dtype, g, x, y, z, /*accumulate=*/false, ws);
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/dtype.h"
 #include "ops/gpu/internal/gpu_call.h"
+#include "ops/nn/batch_gemm.h"
 
 namespace weft::gpu {
 
@@ -23,5 +30,14 @@ bool LtBiasGemmSupports(DType dtype);
 
 void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a,
                 const void* b, const void* bias, void* d, bool accumulate);
+
+// The workspace bytes LtBatchGemm needs for `g` (its plan, made now if new).
+size_t LtBatchGemmWorkspace(const GpuCall& call, DType dtype, const BatchGemm& g);
+
+// z = op(x) op(y) (+ z when accumulating) for a `g` whose z sums over no axis (StepsOf gives
+// such products). Batch axes whose strides merge run as one call, others as one call per index of
+// the first axis. `workspace` holds LtBatchGemmWorkspace(call, dtype, g) bytes.
+void LtBatchGemm(const GpuCall& call, DType dtype, const BatchGemm& g, const void* x, const void* y,
+                 void* z, bool accumulate, void* workspace);
 
 }  // namespace weft::gpu
