@@ -162,6 +162,70 @@ TEST(Trainer, AdamWStepWithADecayFilterEqualsTheExecutorLoopBitForBit) {
   EXPECT_NE(Values(Parameters(filtered)), Values(Parameters(unfiltered)));
 }
 
+// ---- Tied parameters ----------------------------------------------------------------------------
+
+constexpr int64_t kVocab = 7, kWidth = 5;
+
+// Tokens (N,) -> Embedding with `in` (V, D) -> tanh -> FullyConnected with `out` (V, D), no bias ->
+// cross entropy against the next tokens: GPT's tied token embedding and output projection when
+// `in` and `out` are one variable (two variables of one name are an error: graph/symbol.h).
+Symbol TiedLoss(const Symbol& in, const Symbol& out) {
+  const Symbol tokens = Symbol::Variable("tokens");
+  Symbol x =
+      Symbol::Op("Embedding", {tokens, in},
+                 {{"input_dim", std::to_string(kVocab)}, {"output_dim", std::to_string(kWidth)}});
+  x = Symbol::Op("FullyConnected", {Symbol::Op("tanh", {x}), out},
+                 {{"num_hidden", std::to_string(kVocab)}, {"no_bias", "true"}});
+  return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("next")}, {}, "loss");
+}
+
+std::map<std::string, NDArray> TokenBatch() {
+  std::vector<float> tokens(kBatch), next(kBatch);
+  for (int64_t i = 0; i < kBatch; ++i) tokens[i] = i % kVocab, next[i] = (3 * i + 1) % kVocab;
+  return {{"tokens", NDArray::FromVector(tokens, Shape{kBatch})},
+          {"next", NDArray::FromVector(next, Shape{kBatch})}};
+}
+
+// One variable read by two nodes: its gradient is the sum of the two uses' (the same graph with
+// two equal variables), the trainer has one parameter and updates it once per step, and a saved
+// file holds one tensor.
+TEST(Trainer, ATiedParameterGetsTheSumOfItsGradientsAndOneUpdate) {
+  const std::map<std::string, Shape> shapes = {{"tokens", Shape{kBatch}}, {"next", Shape{kBatch}}};
+  SeedRandom(4);
+  const Symbol wte = Symbol::Variable("wte_weight");
+  Trainer trainer(TiedLoss(wte, wte), shapes, Xavier(), SGD(0.5));
+  EXPECT_EQ(trainer.parameter_names(), std::vector<std::string>{"wte_weight"});
+  const NDArray w0 = trainer.parameter("wte_weight").Copy(Device::Cpu());
+
+  Executor::ArrayMap args = TokenBatch(), grads;
+  std::map<std::string, GradReq> reqs;
+  for (const char* name : {"a_weight", "b_weight"}) {
+    args[name] = w0.Copy(Device::Cpu());
+    grads[name] = NDArray(w0.shape());
+    reqs[name] = GradReq::kWrite;
+  }
+  auto untied = Executor::Bind(TiedLoss(Symbol::Variable("a_weight"), Symbol::Variable("b_weight")),
+                               Device::Cpu(), args, grads, reqs);
+  untied->Forward(/*is_train=*/true);
+  untied->Backward();
+  const NDArray sum = op::add(grads.at("a_weight"), grads.at("b_weight"));
+  const NDArray want =
+      op::Call("sub", {w0, op::Call("mul_scalar", {sum}, {{"scalar", "0.5"}})[0]})[0];
+
+  trainer.Step(TokenBatch());
+  const std::vector<float> got = trainer.parameter("wte_weight").ToVector<float>(),
+                           w = want.ToVector<float>();
+  ASSERT_EQ(got.size(), w.size());
+  for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], w[k], 1e-6) << "element " << k;
+  EXPECT_NE(got, w0.ToVector<float>());
+
+  const std::string path = testing::TempPath("tied.safetensors");
+  trainer.Save(path);
+  const auto saved = Load(path);
+  EXPECT_EQ(saved.count("wte_weight"), 1u);
+  EXPECT_EQ(saved.at("wte_weight").ToVector<float>(), got);
+}
+
 // ---- Save, Load, resume ----------------------------------------------------------------------
 
 std::map<std::string, NDArray> Auxiliaries(const Trainer& t) {

@@ -9,6 +9,9 @@
 // Gradient: only for weight. `_backward_Embedding` takes (out_grad, data) and gives d weight,
 // whose row j is the sum of the out_grad rows whose index is j. data gets no gradient.
 // Compute: ops/cpu/embedding.cc, ops/gpu/embedding.cc.
+#include <optional>
+#include <vector>
+
 #include "core/error.h"
 #include "ops/internal/op_util.h"
 #include "ops/nn/nn_params.h"
@@ -37,6 +40,12 @@ std::vector<Shape> EmbeddingShape(const Attrs& a, const std::vector<Shape>& in) 
   return {out};
 }
 
+// The weight's shape follows from the attributes alone, so a graph need not be given it.
+void EmbeddingInputShapes(const Attrs& a, std::vector<std::optional<Shape>>& in) {
+  const EmbeddingParam& p = a.Get<EmbeddingParam>();
+  if (!in[1]) in[1] = Shape{p.input_dim, p.output_dim};
+}
+
 // in: (out_grad, data).
 std::vector<Shape> EmbeddingBackwardShape(const Attrs& a, const std::vector<Shape>& in) {
   const EmbeddingParam& p = a.Get<EmbeddingParam>();
@@ -55,6 +64,7 @@ const bool defined = [] {
       .Params(ParseEmbedding)
       .Inputs({"data", "weight"})
       .InferShape(EmbeddingShape)
+      .InferInputShapes(EmbeddingInputShapes)
       .Gradient(GradientFromBackwardOp("Embedding", 1));  // data gets none
   WEFT_REGISTER_OP(_backward_Embedding)
       .Describe(
