@@ -67,6 +67,7 @@ const std::map<std::string, AttrMap>& ExampleAttrs() {
         {"sgd_update", {{"lr", "0.1"}}},
         {"sgd_mom_update", {{"lr", "0.1"}}},
         {"adam_update", {{"lr", "0.1"}}},
+        {"adamw_update", {{"lr", "0.1"}}},
     };
 #define WEFT_SCALAR_EXAMPLE(name, functor, description, has_scalar) \
   if (has_scalar) t->insert({{#name, {{"scalar", "2"}}}, {"_backward_" #name, {{"scalar", "2"}}}});
