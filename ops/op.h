@@ -147,6 +147,8 @@ enum class PointwiseKind : uint8_t {
   kUnaryBackward,   // dx = BackwardOf<F>(dy, x or y, scalars...) (ops/math/unary.h)
   kBinary,          // y = F::Fwd(l, r), with broadcasting        (ops/math/binary.h)
   kBinaryBackward,  // dl = dy * F::DL(l, r), dr = dy * F::DR(l, r)
+  kTernary,         // y = F::Fwd(c, a, b)                        (ops/math/ternary.h); fused only
+                    // where every operand has the output's shape
   kAddN,            // y = x0 + x1 + ... (no functor)
   kCast,            // y = x converted to the output's dtype (inputs after the first: dtype only)
   kReshape,         // y = x seen with another shape of the same size (inputs after the first:

@@ -99,16 +99,17 @@ std::vector<Case> UnaryCases() {
                      std::vector<Shape>(NumInputs(backward, ParseAttrs(backward, attrs)), s),
                      positive});
   };
-  for (const char* op :
-       {"neg", "exp", "square", "abs", "sigmoid", "tanh", "relu", "softrelu", "gelu"})
+  for (const char* op : {"neg", "exp", "square", "abs", "sigmoid", "tanh", "relu", "softrelu",
+                         "erf", "gelu", "gelu_tanh"})
     add(op, {}, false);
+  add("gelu", {{"approximate", "tanh"}}, false);
   for (const char* op : {"log", "sqrt"}) add(op, {}, true);
   for (const char* op : {"add_scalar", "sub_scalar", "rsub_scalar", "mul_scalar", "div_scalar",
                          "maximum_scalar", "minimum_scalar"}) {
     add(op, {{"scalar", "0.75"}}, false);
   }
   add("rdiv_scalar", {{"scalar", "-1.5"}}, true);
-  for (const char* act : {"relu", "sigmoid", "tanh", "softrelu", "gelu"})
+  for (const char* act : {"relu", "sigmoid", "tanh", "softrelu", "gelu", "gelu_tanh"})
     add("Activation", {{"act_type", act}}, false);
   return cases;
 }

@@ -68,12 +68,13 @@ TEST(MathTanh, TheCpuOpsEqualTheScalarCall) {
   const NDArray a = NDArray::FromVector(x, Shape{static_cast<int64_t>(x.size())});
   const std::vector<float> tanh = Invoke("tanh", {a})[0].ToVector<float>();
   const std::vector<float> gelu =
-      Invoke("Activation", {a}, {{"act_type", "gelu"}})[0].ToVector<float>();
+      Invoke("Activation", {a}, {{"act_type", "gelu_tanh"}})[0].ToVector<float>();
   for (size_t i = 0; i < x.size(); ++i) {
     ASSERT_EQ(std::bit_cast<uint32_t>(tanh[i]),
               std::bit_cast<uint32_t>(math::host::TanhFloat(x[i])))
         << x[i];
-    ASSERT_EQ(std::bit_cast<uint32_t>(gelu[i]), std::bit_cast<uint32_t>(fn::Gelu::Fwd(x[i], 0.0f)))
+    ASSERT_EQ(std::bit_cast<uint32_t>(gelu[i]),
+              std::bit_cast<uint32_t>(fn::GeluTanh::Fwd(x[i], 0.0f)))
         << x[i];
   }
 }

@@ -63,6 +63,8 @@ const std::map<std::string, AttrMap>& ExampleAttrs() {
         {"_backward_concat", {{"num_args", "2"}}},
         {"slice", {{"begin", "(0,)"}, {"end", "(1,)"}}},
         {"_backward_slice", {{"begin", "(0,)"}, {"end", "(1,)"}}},
+        {"split", {{"num_outputs", "2"}}},
+        {"_backward_split", {{"num_outputs", "2"}}},
         {"add_n", {{"num_args", "3"}}},
         {"sgd_update", {{"lr", "0.1"}}},
         {"sgd_mom_update", {{"lr", "0.1"}}},
@@ -123,11 +125,17 @@ TEST(OpRegistry, EveryDeviceComputeNamesARegisteredOp) {
 }
 
 TEST(OpRegistry, PointwiseOpsNameTheirFunctor) {
-  for (const char* name : {"exp", "relu", "add", "mul", "add_scalar", "gelu", "_backward_relu"}) {
+  for (const char* name :
+       {"exp", "relu", "add", "mul", "add_scalar", "erf", "gelu_tanh", "where", "_backward_relu"}) {
     EXPECT_TRUE(GetOp(name).pointwise) << name;
     EXPECT_EQ(GetOp(name).pointwise.functor.rfind("weft::fn::", 0), 0u) << name;
   }
   EXPECT_EQ(GetOp("relu").pointwise.functor, "weft::fn::Relu");
+  // gelu's attribute picks its functor.
+  const Op& gelu = GetOp("gelu");
+  EXPECT_EQ(gelu.pointwise.Functor(ParseAttrs(gelu, {})), "weft::fn::Gelu");
+  EXPECT_EQ(gelu.pointwise.Functor(ParseAttrs(gelu, {{"approximate", "tanh"}})),
+            "weft::fn::GeluTanh");
   EXPECT_EQ(GetOp("_backward_relu").pointwise.kind, PointwiseKind::kUnaryBackward);
   EXPECT_FALSE(GetOp("FullyConnected").pointwise);
 }
@@ -153,7 +161,7 @@ TEST(Attrs, ChoicesParseIntoEnumsOnce) {
     ParseAttrs(GetOp("Activation"), {{"act_type", "swish"}});
   });
   EXPECT_NE(bad.find("attribute 'act_type': expected one of 'relu' 'sigmoid' 'tanh' 'softrelu' "
-                     "'gelu', found 'swish'"),
+                     "'gelu' 'gelu_tanh', found 'swish'"),
             std::string::npos)
       << bad;
 }

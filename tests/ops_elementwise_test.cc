@@ -1,20 +1,27 @@
-// Elementwise ops: unary functions and their scalar forms, Activation, clip, broadcasting binary
-// ops, add_n. Each case runs forward (req write and add) against a plain reference and checks the
-// gradient against finite differences (see op_test_util.h).
+// Elementwise ops: unary functions and their scalar forms, Activation, clip, gelu's two formulas,
+// broadcasting binary ops, where, add_n. Each case runs forward (req write and add) against a plain
+// reference and checks the gradient against finite differences (see op_test_util.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
 #include <limits>
 
+#include "ops/op.h"
 #include "storage/ndarray.h"
 #include "tests/op_test_util.h"
+#include "tests/pointwise_torch_cases.h"
 #include "weft/imperative.h"
 
 namespace weft::testing {
 namespace {
 
 constexpr double kSqrt2OverPi = 0.7978845608028654;
+
+double GeluExact(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double GeluTanh(double x) {
+  return 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+}
 
 OpCase Unary(const std::string& op, std::function<double(double)> f, AttrMap attrs = {}) {
   OpCase c{op, attrs, {Shape{3, 5}}, [f](const Inputs& in) {
@@ -33,10 +40,9 @@ TEST(ElementwiseOps, UnaryFunctionsMatchTheirDefinitions) {
       {"sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }},
       {"tanh", [](double x) { return std::tanh(x); }},
       {"softrelu", [](double x) { return std::log1p(std::exp(x)); }},
-      {"gelu",
-       [](double x) {
-         return 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
-       }},
+      {"erf", [](double x) { return std::erf(x); }},
+      {"gelu", GeluExact},
+      {"gelu_tanh", GeluTanh},
   };
   for (const auto& [op, f] : smooth) RunOpCase(Unary(op, f));
   for (const auto& [op, f] : std::vector<std::pair<std::string, std::function<double(double)>>>{
@@ -53,6 +59,19 @@ TEST(ElementwiseOps, UnaryFunctionsMatchTheirDefinitions) {
     c.init = UniformAwayFromZero;
     RunOpCase(c);
   }
+}
+
+// gelu's attribute `approximate` picks the formula, as PyTorch's: none (the default) or tanh.
+TEST(ElementwiseOps, GeluApproximatePicksTheFormula) {
+  OpCase exact = Unary("gelu", GeluExact, {{"approximate", "none"}});
+  exact.name = "gelu(approximate=none)";
+  RunOpCase(exact);
+  OpCase tanh = Unary("gelu", GeluTanh, {{"approximate", "tanh"}});
+  tanh.init = [](int, Values& v) {
+    for (double& x : v) x *= 3;  // where the two formulas differ by more than the tolerance
+  };
+  tanh.name = "gelu(approximate=tanh)";
+  RunOpCase(tanh);
 }
 
 TEST(ElementwiseOps, ScalarForms) {
@@ -78,10 +97,8 @@ TEST(ElementwiseOps, ActivationCoversEveryType) {
       {"sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }},
       {"tanh", [](double x) { return std::tanh(x); }},
       {"softrelu", [](double x) { return std::log1p(std::exp(x)); }},
-      {"gelu",
-       [](double x) {
-         return 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
-       }},
+      {"gelu", GeluExact},
+      {"gelu_tanh", GeluTanh},
   };
   for (const auto& [act, f] : acts) {
     OpCase c = Unary("Activation", f, {{"act_type", act}});
@@ -207,6 +224,64 @@ TEST(ElementwiseOps, BinaryOpsBroadcast) {
   }
 }
 
+// where(condition, a, b) broadcasting all three: the reference indexes each by the output's
+// coordinates. condition is 0 or 1 (no gradient: it is piecewise constant); a and b get theirs.
+OpCase WhereCase(const std::vector<Shape>& shapes) {
+  int n = 0;
+  for (const Shape& s : shapes) n = std::max(n, s.ndim());
+  Shape out;
+  for (int i = 0; i < n; ++i) {
+    int64_t e = 1;
+    for (const Shape& s : shapes)
+      e = std::max(e, i - (n - s.ndim()) >= 0 ? s[i - (n - s.ndim())] : 1);
+    out.PushBack(e);
+  }
+  OpCase c{"where", {}, shapes, [shapes, out, n](const Inputs& in) {
+             auto offset = [&](const Shape& s, const std::vector<int64_t>& coord) {
+               int64_t off = 0;
+               for (int i = 0; i < s.ndim(); ++i)
+                 off = off * s[i] + (s[i] == 1 ? 0 : coord[n - s.ndim() + i]);
+               return off;
+             };
+             Values y(out.Size());
+             std::vector<int64_t> coord(n);
+             for (int64_t o = 0; o < out.Size(); ++o) {
+               int64_t rem = o;
+               for (int i = n - 1; i >= 0; --i) coord[i] = rem % out[i], rem /= out[i];
+               const double cond = in[0][offset(shapes[0], coord)];
+               y[o] = cond != 0 ? in[1][offset(shapes[1], coord)] : in[2][offset(shapes[2], coord)];
+             }
+             return Outputs{y};
+           }};
+  c.init = [](int i, Values& v) {
+    if (i != 0) return;
+    for (size_t k = 0; k < v.size(); ++k) v[k] = (k * 7 + 3) % 5 < 2 ? 0 : 1;
+  };
+  c.no_gradient_inputs = {0};
+  c.name =
+      "where " + shapes[0].ToString() + " " + shapes[1].ToString() + " " + shapes[2].ToString();
+  return c;
+}
+
+TEST(ElementwiseOps, WherePicksByConditionWithBroadcasting) {
+  RunOpCase(WhereCase({Shape{3, 4}, Shape{3, 4}, Shape{3, 4}}));
+  RunOpCase(WhereCase({Shape{3, 4}, Shape{4}, Shape{3, 1}}));
+  RunOpCase(WhereCase({Shape{1, 4, 4}, Shape{2, 1, 4}, Shape{1}}));  // a causal-mask shape
+  RunOpCase(WhereCase({Shape{2, 1}, Shape{2, 3}, Shape{2, 3}}));
+}
+
+// A NaN condition is nonzero (numpy's where picks a), as are negative values.
+TEST(ElementwiseOps, WhereTakesEveryNonzeroConditionAsTrue) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dtype : TestFloatTypes()) {
+    const Values c = {0, 1, -2, nan, -0.0};
+    const NDArray y =
+        Invoke("where", {ArrayOf(c, Shape{5}, dtype), ArrayOf({1, 2, 3, 4, 5}, Shape{5}, dtype),
+                         ArrayOf({-1, -2, -3, -4, -5}, Shape{5}, dtype)})[0];
+    EXPECT_EQ(ValuesOf(y), (Values{-1, 2, 3, 4, -5})) << dtype;
+  }
+}
+
 TEST(ElementwiseOps, AddNSumsItsInputs) {
   OpCase c{
       "add_n", {{"num_args", "3"}}, {Shape{4, 3}, Shape{4, 3}, Shape{4, 3}}, [](const Inputs& in) {
@@ -215,6 +290,42 @@ TEST(ElementwiseOps, AddNSumsItsInputs) {
         return Outputs{y};
       }};
   RunOpCase(c);
+}
+
+// ---- PyTorch ----
+
+// erf, both gelus, where, take and split on the inputs of tests/pointwise_torch_cases.py: the
+// outputs and the gradients of sum(y * gy), in every dtype TestDevice() tests.
+TEST(PointwiseOps, GivePyTorchsOutputsAndGradients) {
+  for (const pointwise_torch::Case& tc : pointwise_torch::Cases()) {
+    const Op& op = GetOp(tc.op);
+    AttrMap attrs;
+    for (const auto& [k, v] : tc.attrs) attrs[k] = v;
+    const Attrs parsed = ParseAttrs(op, attrs);
+    for (DType t : TestFloatTypes()) {
+      const std::string what = std::string(tc.name) + " " + DTypeName(t).data();
+      const double tol = t == DType::kFloat64 ? 1e-12 : 1e-5;
+      std::vector<NDArray> in, heads, grads;
+      std::vector<OpReq> req;
+      for (const auto& x : tc.inputs) in.push_back(ArrayOf(x.values, Shape(std::span(x.shape)), t));
+      for (const auto& g : tc.head_grads)
+        heads.push_back(ArrayOf(g.values, Shape(std::span(g.shape)), t));
+      for (size_t i = 0; i < tc.inputs.size(); ++i) {
+        grads.push_back(NDArray(in[i].shape(), TestDevice(), t));
+        req.push_back(tc.input_grads[i].values.empty() ? OpReq::kNull : OpReq::kWrite);
+      }
+      const std::vector<NDArray> out = Invoke(op, parsed, in);
+      ASSERT_EQ(out.size(), tc.outputs.size()) << what;
+      for (size_t k = 0; k < out.size(); ++k)
+        ExpectNear(ValuesOf(out[k]), tc.outputs[k].values, tol, what + " output");
+      InvokeBackward(op, parsed, in, out, heads, grads, req);
+      for (size_t i = 0; i < grads.size(); ++i) {
+        if (req[i] == OpReq::kNull) continue;
+        ExpectNear(ValuesOf(grads[i]), tc.input_grads[i].values, tol,
+                   what + " gradient of input " + std::to_string(i));
+      }
+    }
+  }
 }
 
 TEST(ElementwiseOps, BadInputsSayWhatWasExpected) {
@@ -232,13 +343,18 @@ TEST(ElementwiseOps, BadInputsSayWhatWasExpected) {
   ExpectOpError("clip", {{"a_min", "1"}, {"a_max", "0.5"}}, {Shape{2}},
                 {"clip", "a_min <= a_max", "found 1 and 0.5"});
   ExpectOpError("clip", {{"a_min", "0"}}, {Shape{2}}, {"clip", "a_max", "required"});
-  for (const char* op :
-       {"neg", "exp", "log", "sqrt", "square", "abs", "sigmoid", "tanh", "softrelu", "gelu"}) {
+  ExpectOpError("gelu", {{"approximate", "sigmoid"}}, {Shape{2}},
+                {"gelu", "approximate", "'sigmoid'", "'tanh'"});
+  for (const char* op : {"neg", "exp", "log", "sqrt", "square", "abs", "sigmoid", "tanh",
+                         "softrelu", "erf", "gelu", "gelu_tanh"}) {
     ExpectOpError(op, {}, {Shape{2}, Shape{2}}, {op, "expected 1 input(s), found 2"});
   }
   for (const char* op : {"sub", "div", "maximum", "minimum"}) {
     ExpectOpError(op, {}, {Shape{3}, Shape{2}}, {op, "cannot be broadcast"});
   }
+  ExpectOpError("where", {}, {Shape{2, 3}, Shape{3}, Shape{4}},
+                {"where: condition (2, 3), a (3,) and b (4,) cannot be broadcast together"});
+  ExpectOpError("where", {}, {Shape{3}, Shape{3}}, {"'where'", "expected 3 input(s), found 2"});
 }
 
 }  // namespace

@@ -130,6 +130,9 @@ MaybeRange ReluOf(Range x, double) { return Increasing(x, Relu); }
 MaybeRange SoftReluOf(Range x, double) { return Increasing(x, SoftRelu); }
 // x * Phi(x) lies in [min(x, 0), max(x, 0)] and above -0.17.
 MaybeRange Gelu(Range x, double) { return Range{std::max(std::min(x.lo, 0.0), -0.2), Relu(x.hi)}; }
+MaybeRange ErfOf(Range x, double) {
+  return Increasing(x, [](double v) { return std::erf(v); });
+}
 MaybeRange AddS(Range x, double s) { return Range{x.lo + s, x.hi + s}; }
 MaybeRange SubS(Range x, double s) { return Range{x.lo - s, x.hi - s}; }
 MaybeRange RSubS(Range x, double s) { return Range{s - x.hi, s - x.lo}; }
@@ -157,7 +160,9 @@ const std::map<std::string, UnaryRule>& UnaryRules() {
       {"tanh", {S::kNone, TanhOf}},
       {"relu", {S::kNone, ReluOf}},
       {"softrelu", {S::kNone, SoftReluOf}},
-      {"gelu", {S::kNone, Gelu}},
+      {"erf", {S::kNone, ErfOf}},
+      {"gelu", {S::kNone, Gelu}},  // either formula (Unary draws `approximate`)
+      {"gelu_tanh", {S::kNone, Gelu}},
       {"add_scalar", {S::kAny, AddS}},
       {"sub_scalar", {S::kAny, SubS}},
       {"rsub_scalar", {S::kAny, RSubS}},
@@ -268,6 +273,7 @@ class GraphGenerator {
   std::optional<Value> Unary(const Value& x);
   std::optional<Value> Binary();
   std::optional<Value> AddN();
+  std::optional<Value> Where();
   std::optional<Value> CastRoundTrip();
   std::optional<Value> ShapeOnly(const Value& x);
   std::optional<Value> Barrier();
@@ -323,6 +329,7 @@ std::optional<Value> GraphGenerator::Step() {
   if (u < 80) return AddN();
   if (u < 87) return CastRoundTrip();
   if (u < 93) return TwoFrames();
+  if (u < 96) return Where();
   return Barrier();
 }
 
@@ -337,6 +344,7 @@ std::optional<Value> GraphGenerator::Unary(const Value& x) {
   AttrMap attrs;
   std::string rule = op;
   if (op == "Activation") attrs["act_type"] = rule = Pick(act_types_);
+  if (op == "gelu" && Chance(0.5)) attrs["approximate"] = "tanh";
   const UnaryRule& r = UnaryRules().at(rule);
   double s = 0, t = 0;  // multiples of 1/4: exact in the attribute's text and in float
   switch (r.scalar) {
@@ -389,6 +397,17 @@ std::optional<Value> GraphGenerator::AddN() {
     sum = {sum.lo + in.back().range.lo, sum.hi + in.back().range.hi};
   }
   return Apply("add_n", in, {{"num_args", std::to_string(in.size())}}, sum);
+}
+
+// where(relu(x), a, b): a mask that is 0 about half the time, and two operands in its frame. The
+// result lies within the union of their ranges.
+std::optional<Value> GraphGenerator::Where() {
+  const Value x = Operand();
+  const std::optional<Value> mask = Apply("relu", {x}, {}, ReluOf(x.range, 0));
+  if (!mask) return std::nullopt;
+  const Value a = InFrame(Pick(values_), *mask), b = InFrame(Pick(values_), *mask);
+  const Range both{std::min(a.range.lo, b.range.lo), std::max(a.range.hi, b.range.hi)};
+  return Apply("where", {*mask, a, b}, {}, both);
 }
 
 // Cast to float64, up to two unary ops there, and back to float32.
@@ -795,8 +814,8 @@ TEST(FusionPropertyGraphs, TheRandomGraphsCoverWhatFusionMustHandle) {
   EXPECT_GE(c.add_n_inside, 300);
   EXPECT_GE(c.several_tiles, 40);
   EXPECT_GE(c.recomputed, c.with_backward / 2);
-  for (PointwiseKind kind : {PointwiseKind::kUnary, PointwiseKind::kBinary, PointwiseKind::kAddN,
-                             PointwiseKind::kCast, PointwiseKind::kReshape}) {
+  for (PointwiseKind kind : {PointwiseKind::kUnary, PointwiseKind::kBinary, PointwiseKind::kTernary,
+                             PointwiseKind::kAddN, PointwiseKind::kCast, PointwiseKind::kReshape}) {
     for (const std::string& op : ForwardPointwiseOps(kind))
       EXPECT_TRUE(c.ops_drawn.count(op)) << op << " is never drawn";
   }

@@ -128,10 +128,13 @@ void CheckBackward(LaneFunctor functor, const std::string& name) {
 }
 
 TEST(LaneChain, EveryUnaryFunctorOnLanesGivesItsFloatBits) {
-#define WEFT_CHECK_FUNCTOR(name, functor, description, has_scalar) \
-  CheckForward<fn::functor>(LaneFunctor::k##functor, #functor);    \
+#define WEFT_CHECK_FUNCTOR(functor)                             \
+  CheckForward<fn::functor>(LaneFunctor::k##functor, #functor); \
   CheckBackward<fn::functor>(LaneFunctor::k##functor, #functor);
-  WEFT_UNARY_OPS(WEFT_CHECK_FUNCTOR)
+#define WEFT_CHECK_OP_FUNCTOR(name, functor, description, has_scalar) WEFT_CHECK_FUNCTOR(functor)
+  WEFT_UNARY_OPS(WEFT_CHECK_OP_FUNCTOR)
+  WEFT_UNARY_EXTRA_FUNCTORS(WEFT_CHECK_FUNCTOR)
+#undef WEFT_CHECK_OP_FUNCTOR
 #undef WEFT_CHECK_FUNCTOR
 }
 

@@ -217,7 +217,8 @@ std::vector<Call> CallsOf(const Op& op, int64_t n) {
                          std::vector<Shape>(arity, Shape{Power(n, arity)}), arity});
       }
       return calls;
-    case PointwiseKind::kCast:  // conversions and views: no arithmetic to get wrong
+    case PointwiseKind::kTernary:  // where: a selection (ops_elementwise_test checks it)
+    case PointwiseKind::kCast:     // conversions and views: no arithmetic to get wrong
     case PointwiseKind::kReshape:
     case PointwiseKind::kNone:
       break;
@@ -358,14 +359,17 @@ const std::map<std::string, References>& Functors() {
 #define WEFT_REFERENCE(F, Kind) \
   {"weft::fn::" #F, {&Kind##Reference<fn::F, float>, &Kind##Reference<fn::F, double>}},
 #define WEFT_UNARY_REFERENCE(name, functor, description, has_scalar) WEFT_REFERENCE(functor, Unary)
+#define WEFT_EXTRA_REFERENCE(functor) WEFT_REFERENCE(functor, Unary)
 #define WEFT_BINARY_REFERENCE(name, functor, description) WEFT_REFERENCE(functor, Binary)
 #define WEFT_UPDATE_REFERENCE(name, functor, description) WEFT_REFERENCE(functor, Update)
   static const std::map<std::string, References> functors = {
-      WEFT_UNARY_OPS(WEFT_UNARY_REFERENCE) WEFT_REFERENCE(Identity, Unary)  // _copy
+      WEFT_UNARY_OPS(WEFT_UNARY_REFERENCE) WEFT_UNARY_EXTRA_FUNCTORS(WEFT_EXTRA_REFERENCE)
+          WEFT_REFERENCE(Identity, Unary)  // _copy
       WEFT_REFERENCE(Clip, Unary) WEFT_BINARY_OPS(WEFT_BINARY_REFERENCE)
           WEFT_UPDATE_OPS(WEFT_UPDATE_REFERENCE)};
 #undef WEFT_UPDATE_REFERENCE
 #undef WEFT_BINARY_REFERENCE
+#undef WEFT_EXTRA_REFERENCE
 #undef WEFT_UNARY_REFERENCE
 #undef WEFT_REFERENCE
   return functors;
@@ -510,10 +514,11 @@ constexpr int kLibraryUlps = 16;
 
 // Whether the member the call applies calls one of those functions.
 bool CallsMathLibrary(const Call& c) {
-  static const std::set<std::string> forward = {"weft::fn::Exp",      "weft::fn::Log",
-                                                "weft::fn::Sigmoid",  "weft::fn::Tanh",
-                                                "weft::fn::SoftRelu", "weft::fn::Gelu"};
-  static const std::set<std::string> gradient = {"weft::fn::SoftRelu", "weft::fn::Gelu"};
+  static const std::set<std::string> forward = {
+      "weft::fn::Exp",      "weft::fn::Log", "weft::fn::Sigmoid", "weft::fn::Tanh",
+      "weft::fn::SoftRelu", "weft::fn::Erf", "weft::fn::Gelu",    "weft::fn::GeluTanh"};
+  static const std::set<std::string> gradient = {"weft::fn::SoftRelu", "weft::fn::Erf",
+                                                 "weft::fn::Gelu", "weft::fn::GeluTanh"};
   if (c.kind == PointwiseKind::kUnary) return forward.count(c.functor) > 0;
   return c.kind == PointwiseKind::kUnaryBackward && gradient.count(c.functor) > 0;
 }
@@ -561,6 +566,7 @@ TEST(PointwiseSpecialValues, EveryPointwiseOpIsCovered) {
     if (!op.pointwise || op.pointwise.functor_of) continue;  // Activation: AllCalls, per act_type
     const PointwiseKind kind = op.pointwise.kind;
     if (kind == PointwiseKind::kCast || kind == PointwiseKind::kReshape) continue;  // no arithmetic
+    if (kind == PointwiseKind::kTernary) continue;  // where: ops_elementwise_test (NaN included)
     kinds.insert(kind);
     EXPECT_FALSE(CallsOf(op, kNumValues).empty()) << name;
     if (op.pointwise.kind == PointwiseKind::kAddN) continue;
@@ -611,10 +617,13 @@ void ExpectGradReadsOnlyWhatItDeclares(const char* name) {
 }
 
 TEST(PointwiseSpecialValues, EveryUnaryGradReadsOnlyWhatItDeclares) {
-#define WEFT_GRAD_READS(name, functor, description, has_scalar)    \
+#define WEFT_GRAD_READS(functor)                                   \
   ExpectGradReadsOnlyWhatItDeclares<fn::functor, float>(#functor); \
   ExpectGradReadsOnlyWhatItDeclares<fn::functor, double>(#functor);
-  WEFT_UNARY_OPS(WEFT_GRAD_READS)
+#define WEFT_OP_GRAD_READS(name, functor, description, has_scalar) WEFT_GRAD_READS(functor)
+  WEFT_UNARY_OPS(WEFT_OP_GRAD_READS)
+  WEFT_UNARY_EXTRA_FUNCTORS(WEFT_GRAD_READS)
+#undef WEFT_OP_GRAD_READS
 #undef WEFT_GRAD_READS
 }
 

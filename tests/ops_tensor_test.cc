@@ -1,8 +1,8 @@
 // Tensor ops: reductions (sum, mean, max), shape ops (reshape, expand_dims, flatten,
-// reshape_like, transpose), concat and slice, Embedding and Dropout. Each declarative case runs
-// forward (req write and add) against a plain reference loop written from the op's definition,
-// and checks the gradient against finite differences (see op_test_util.h). Dropout, whose
-// training output is random, has its own tests.
+// reshape_like, transpose), concat, slice, split, take, Embedding and Dropout. Each declarative
+// case runs forward (req write and add) against a plain reference loop written from the op's
+// definition, and checks the gradient against finite differences (see op_test_util.h). Dropout,
+// whose training output is random, has its own tests.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -14,6 +14,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "executor/executor.h"
+#include "graph/symbol.h"
 #include "ops/op.h"
 #include "storage/ndarray.h"
 #include "storage/random.h"
@@ -354,6 +356,141 @@ TEST(ConcatSlice, BadInputsSayWhatWasExpected) {
                 {"slice: expected at most one"});
   ExpectOpError("slice", {{"begin", "(0, 0)"}, {"end", "(1,)"}}, {Shape{3, 4}},
                 {"'slice'", "begin=(0, 0)", "end=(1,)"});
+}
+
+// ---- split ----
+
+// Part p of n along `axis`: y_p[c] = x[c with c[axis] + p * extent / n] (squeezed: the axis
+// inserted back, at 0).
+OpCase SplitCase(const Shape& in, int n, int axis, bool squeeze) {
+  const int ax = axis < 0 ? axis + in.ndim() : axis;
+  Shape part = in;
+  part[ax] /= n;
+  OpCase c{"split",
+           {{"num_outputs", std::to_string(n)},
+            {"axis", std::to_string(axis)},
+            {"squeeze_axis", squeeze ? "1" : "0"}},
+           {in},
+           [in, part, n, ax](const Inputs& x) {
+             Outputs ys;
+             for (int p = 0; p < n; ++p) {
+               Values y(part.Size());
+               for (int64_t o = 0; o < part.Size(); ++o) {
+                 std::vector<int64_t> at = Coords(o, part);
+                 at[ax] += p * part[ax];
+                 y[o] = x[0][Index(at, in)];
+               }
+               ys.push_back(y);
+             }
+             return ys;
+           }};
+  c.name = "split " + in.ToString() + " into " + std::to_string(n) + " along " +
+           std::to_string(axis) + (squeeze ? " squeezed" : "");
+  return c;
+}
+
+TEST(Split, CutsIntoEqualPartsAlongAnAxis) {
+  RunOpCase(SplitCase(Shape{2, 6}, 3, 1, false));
+  RunOpCase(SplitCase(Shape{4, 3}, 2, 0, false));
+  RunOpCase(SplitCase(Shape{2, 5, 9}, 3, -1, false));  // packed QKV: (B, T, 3 * C)
+  RunOpCase(SplitCase(Shape{2, 3, 4}, 3, 1, true));
+  EXPECT_EQ(OutputShape("split", {{"num_outputs", "3"}, {"axis", "1"}, {"squeeze_axis", "1"}},
+                        {Shape{2, 3, 4}}),
+            (Shape{2, 4}));
+}
+
+// An output without a gradient gives zeros in its part of the input's gradient.
+TEST(Split, AnOutputWithoutAGradientContributesZeros) {
+  const Symbol parts =
+      Symbol::Op("split", {Symbol::Variable("x")}, {{"num_outputs", "2"}, {"axis", "0"}});
+  Executor::ArrayMap args = {
+      {"x", NDArray::FromVector(std::vector<float>{1, 2, 3, 4}, Shape{2, 2}, TestDevice())}};
+  Executor::ArrayMap grads = {{"x", NDArray(Shape{2, 2}, TestDevice())}};
+  auto exec = Executor::Bind(parts[1], TestDevice(), args, grads, {{"x", GradReq::kWrite}});
+  exec->Forward(/*is_train=*/true);
+  exec->Backward({NDArray::FromVector(std::vector<float>{5, 6}, Shape{1, 2}, TestDevice())});
+  EXPECT_EQ(grads.at("x").Copy(Device::Cpu()).ToVector<float>(), (std::vector<float>{0, 0, 5, 6}));
+}
+
+TEST(Split, BadInputsSayWhatWasExpected) {
+  ExpectOpError("split", {{"num_outputs", "3"}, {"axis", "1"}}, {Shape{2, 7}},
+                {"split: axis 1 of data (2, 7) has extent 7", "num_outputs=3 equal parts"});
+  ExpectOpError("split", {{"num_outputs", "2"}, {"axis", "1"}, {"squeeze_axis", "1"}},
+                {Shape{2, 4}}, {"split: squeeze_axis needs parts of extent 1", "found 2"});
+  ExpectOpError("split", {{"num_outputs", "2"}, {"axis", "2"}}, {Shape{2, 4}},
+                {"split: axis 2 is out of range"});
+  ExpectOpError("split", {{"num_outputs", "0"}}, {Shape{2, 4}}, {"'num_outputs'", "found '0'"});
+}
+
+// ---- take ----
+
+// y[o, j, i] = x[o, idx[j], i] around `axis`, the indices in input 1 (float, integer-valued).
+OpCase TakeCase(const Shape& a, const Shape& indices, int axis, int classes) {
+  const int ax = axis < 0 ? axis + a.ndim() : axis;
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < ax; ++d) outer *= a[d];
+  for (int d = ax + 1; d < a.ndim(); ++d) inner *= a[d];
+  const int64_t n = a[ax], k = indices.Size();
+  OpCase c{"take", {{"axis", std::to_string(axis)}}, {a, indices}, [=](const Inputs& x) {
+             Values y;
+             for (int64_t o = 0; o < outer; ++o) {
+               for (int64_t j = 0; j < k; ++j) {
+                 for (int64_t i = 0; i < inner; ++i)
+                   y.push_back(x[0][(o * n + static_cast<int64_t>(x[1][j])) * inner + i]);
+               }
+             }
+             return Outputs{y};
+           }};
+  c.init = ClassIndices(1, classes);
+  c.no_gradient_inputs = {1};
+  c.name = "take " + a.ToString() + " by " + indices.ToString() + " along " + std::to_string(axis);
+  return c;
+}
+
+TEST(Take, GathersAlongAnAxisAndScatterAddsItsGradient) {
+  RunOpCase(TakeCase(Shape{5, 3}, Shape{2, 3}, 0, 5));  // repeated rows: the gradient sums them
+  RunOpCase(TakeCase(Shape{2, 4, 3}, Shape{5}, 1, 4));
+  RunOpCase(TakeCase(Shape{3, 4}, Shape{6}, -1, 4));
+  EXPECT_EQ(OutputShape("take", {{"axis", "1"}}, {Shape{2, 4, 3}, Shape{5, 2}}),
+            (Shape{2, 5, 2, 3}));
+}
+
+// int32 and int64 indices give what float ones give.
+TEST(Take, TakesIntegerIndices) {
+  const NDArray a =
+      NDArray::FromVector(std::vector<float>{0, 1, 2, 3, 4, 5}, Shape{3, 2}, TestDevice());
+  for (DType t : {DType::kInt32, DType::kInt64}) {
+    const NDArray idx = Invoke("Cast", {NDArray::FromVector(std::vector<float>{2, 0, 2}, Shape{3})},
+                               {{"dtype", std::string(DTypeName(t))}})[0]
+                            .Copy(TestDevice());
+    const NDArray y = Invoke("take", {a, idx}, {{"axis", "0"}})[0];
+    EXPECT_EQ(y.Copy(Device::Cpu()).ToVector<float>(), (std::vector<float>{4, 5, 0, 1, 4, 5})) << t;
+  }
+}
+
+TEST(Take, AnIndexOutOfRangeFailsAtWaitToRead) {
+  const NDArray a(Shape{3, 2}, TestDevice());
+  for (float bad : {3.0f, -1.0f}) {
+    const NDArray idx = NDArray::FromVector(std::vector<float>{0, bad, 1}, Shape{3}, TestDevice());
+    NDArray out;
+    ASSERT_NO_THROW(out = Invoke("take", {a, idx}, {{"axis", "0"}})[0]);
+    std::string message = "<no error>";
+    try {
+      out.WaitToRead();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("take: index " + FloatAttr(bad) +
+                           " at position 1 of indices is out "
+                           "of range: expected 0 <= index < 3"),
+              std::string::npos)
+        << message;
+  }
+}
+
+TEST(Take, BadInputsSayWhatWasExpected) {
+  ExpectOpError("take", {{"axis", "2"}}, {Shape{3, 2}, Shape{4}}, {"take: axis 2 is out of range"});
+  ExpectOpError("take", {}, {Shape{3, 2}}, {"'take'", "expected 2 input(s), found 1"});
 }
 
 // ---- Embedding ----

@@ -37,6 +37,7 @@ inline std::vector<NDArray> Call(const std::string& name, const std::vector<NDAr
 WEFT_UNARY_OPS(WEFT_UNARY_OP)
 WEFT_UNARY_OP(Activation)
 WEFT_UNARY_OP(clip)  // {{"a_min", "0"}, {"a_max", "6"}}: ReLU6
+WEFT_UNARY_OP(gelu)  // {{"approximate", "tanh"}}: GPT-2's
 WEFT_BINARY_OPS(WEFT_BINARY_OP)
 
 #undef WEFT_UNARY_OP

@@ -1,6 +1,6 @@
-// CPU compute of concat, slice and their backward ops (ops/tensor/concat_slice.cc defines them and
-// says what they compute): contiguous pieces copied in parallel, on every dtype (float32, float64,
-// int32, int64, uint8).
+// CPU compute of concat, slice, split and their backward ops (ops/tensor/concat_slice.cc defines
+// them and says what they compute): contiguous pieces copied in parallel, on every dtype (float32,
+// float64, int32, int64, uint8).
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/op.h"
 #include "ops/tensor/tensor_params.h"
@@ -17,18 +17,27 @@ struct ConcatLayout {
   std::vector<int64_t> len, offset;
 };
 
-ConcatLayout MakeConcatLayout(const std::vector<Shape>& parts, int dim) {
-  const int axis = NormalizeAxis("concat", dim, parts[0].ndim(), parts[0]);
+// `parts` joined along `axis` (normalized), which they agree before (a part may lack the axis
+// itself: split's squeezed parts).
+ConcatLayout MakeConcatLayout(std::span<const TensorView> parts, int axis) {
   ConcatLayout l;
-  for (int a = 0; a < axis; ++a) l.outer *= parts[0][a];
-  for (const Shape& s : parts) {
-    int64_t len = 1;
-    for (int a = axis; a < s.ndim(); ++a) len *= s[a];
+  for (int a = 0; a < axis; ++a) l.outer *= parts[0].shape()[a];
+  for (const TensorView& p : parts) {
+    const int64_t len = l.outer == 0 ? 0 : p.size() / l.outer;
     l.offset.push_back(l.total);
     l.len.push_back(len);
     l.total += len;
   }
   return l;
+}
+
+int ConcatAxis(const Attrs& a, const Shape& part) {
+  return NormalizeAxis("concat", a.Get<ConcatParam>().dim, part.ndim(), part);
+}
+
+// The split axis of `data` (attribute axis, as checked by shape inference).
+int SplitAxis(const Attrs& a, const Shape& data) {
+  return NormalizeAxis("split", a.Get<SplitParam>().axis, data.ndim(), data);
 }
 
 // Calls f(input, output offset, input offset, length) for every piece, in parallel.
@@ -44,35 +53,54 @@ void ForEachPiece(const ConcatLayout& l, F&& f) {
   });
 }
 
-std::vector<Shape> ShapesOf(std::span<const TensorView> views) {
-  std::vector<Shape> shapes;
-  for (const TensorView& v : views) shapes.push_back(v.shape());
-  return shapes;
+// parts: arrays that agree but on `axis`; whole: them side by side along it.
+void Join(std::span<const TensorView> parts, int axis, OpReq req, const TensorView& whole) {
+  if (req == OpReq::kNull) return;
+  const ConcatLayout l = MakeConcatLayout(parts, axis);
+  WEFT_DTYPE_SWITCH(whole.dtype(), T, "concat", {
+    T* y = whole.data<T>();
+    ForEachPiece(l, [&](int64_t i, int64_t at_out, int64_t at_in, int64_t len) {
+      StoreN(y + at_out, req, parts[i].data<T>() + at_in, len);
+    });
+  });
+}
+
+// Join's inverse: whole cut into `parts` along `axis`, each stored as its request says.
+void Cut(const TensorView& whole, int axis, std::span<const OpReq> req,
+         std::span<const TensorView> parts) {
+  const ConcatLayout l = MakeConcatLayout(parts, axis);
+  WEFT_DTYPE_SWITCH(whole.dtype(), T, "split", {
+    const T* dy = whole.data<T>();
+    ForEachPiece(l, [&](int64_t i, int64_t at_out, int64_t at_in, int64_t len) {
+      StoreN(parts[i].data<T>() + at_in, req[i], dy + at_out, len);
+    });
+  });
 }
 
 // inputs: num_args arrays that agree but on `dim`; out: them side by side along `dim`.
 void ConcatCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
-  const ConcatLayout l = MakeConcatLayout(ShapesOf(in), a.Get<ConcatParam>().dim);
-  WEFT_DTYPE_SWITCH(out[0].dtype(), T, "concat", {
-    T* y = out[0].data<T>();
-    ForEachPiece(l, [&](int64_t i, int64_t at_out, int64_t at_in, int64_t len) {
-      StoreN(y + at_out, req[0], in[i].data<T>() + at_in, len);
-    });
-  });
+  Join(in, ConcatAxis(a, in[0].shape()), req[0], out[0]);
 }
 
 // in: (out_grad, arg0, ..., arg{n-1}); out: n gradients, shaped like the args.
 void ConcatBackwardCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in,
                            std::span<const OpReq> req, std::span<const TensorView> out) {
-  const ConcatLayout l = MakeConcatLayout(ShapesOf(out), a.Get<ConcatParam>().dim);
-  WEFT_DTYPE_SWITCH(in[0].dtype(), T, "_backward_concat", {
-    const T* dy = in[0].data<T>();
-    ForEachPiece(l, [&](int64_t i, int64_t at_out, int64_t at_in, int64_t len) {
-      StoreN(out[i].data<T>() + at_in, req[i], dy + at_out, len);
-    });
-  });
+  Cut(in[0], ConcatAxis(a, out[0].shape()), req, out);
+}
+
+// ---- split ----
+
+// data: any shape; out: num_outputs parts along the axis (squeezed or not).
+void SplitCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
+  Cut(in[0], SplitAxis(a, in[0].shape()), req, out);
+}
+
+// in: the num_outputs output gradients; out: d data.
+void SplitBackwardCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                          std::span<const OpReq> req, std::span<const TensorView> out) {
+  Join(in, SplitAxis(a, out[0].shape()), req[0], out[0]);
 }
 
 // ---- slice ----
@@ -132,6 +160,8 @@ WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu,
                                {"_backward_concat", {.compute = ConcatBackwardCompute}},
                                {"slice", {.compute = SliceCompute}},
                                {"_backward_slice", {.compute = SliceBackwardCompute}},
+                               {"split", {.compute = SplitCompute}},
+                               {"_backward_split", {.compute = SplitBackwardCompute}},
                            });
 
 }  // namespace

@@ -25,9 +25,10 @@ using Home = StepPlan::Home;
 std::optional<LaneFunctor> FunctorNamed(const std::string& name) {
   static const NoDestructor<std::unordered_map<std::string, LaneFunctor>> table(
       std::unordered_map<std::string, LaneFunctor>{
-#define WEFT_LANE_ENTRY(name, functor, description, has_scalar) \
-  {"weft::fn::" #functor, LaneFunctor::k##functor},
-          WEFT_UNARY_OPS(WEFT_LANE_ENTRY)
+#define WEFT_LANE_ENTRY(functor) {"weft::fn::" #functor, LaneFunctor::k##functor},
+#define WEFT_LANE_OP_ENTRY(name, functor, description, has_scalar) WEFT_LANE_ENTRY(functor)
+          WEFT_UNARY_OPS(WEFT_LANE_OP_ENTRY) WEFT_UNARY_EXTRA_FUNCTORS(WEFT_LANE_ENTRY)
+#undef WEFT_LANE_OP_ENTRY
 #undef WEFT_LANE_ENTRY
       });
   const auto it = table->find(name);
@@ -179,21 +180,24 @@ template <bool kFull>
                                          Lanes& x3, Lanes v0, Lanes v1, Lanes v2, Lanes v3) {
   const Lanes s(step.scalar);
   switch (step.functor) {
-#define WEFT_LANE_CASE(name, functor, description, has_scalar) \
-  case LaneFunctor::k##functor:                                \
-    if (step.backward) {                                       \
-      x0 = fn::BackwardOf<fn::functor>(x0, v0, s);             \
-      x1 = fn::BackwardOf<fn::functor>(x1, v1, s);             \
-      x2 = fn::BackwardOf<fn::functor>(x2, v2, s);             \
-      x3 = fn::BackwardOf<fn::functor>(x3, v3, s);             \
-    } else {                                                   \
-      x0 = fn::functor::Fwd(x0, s);                            \
-      x1 = fn::functor::Fwd(x1, s);                            \
-      x2 = fn::functor::Fwd(x2, s);                            \
-      x3 = fn::functor::Fwd(x3, s);                            \
-    }                                                          \
+#define WEFT_LANE_CASE(functor)                    \
+  case LaneFunctor::k##functor:                    \
+    if (step.backward) {                           \
+      x0 = fn::BackwardOf<fn::functor>(x0, v0, s); \
+      x1 = fn::BackwardOf<fn::functor>(x1, v1, s); \
+      x2 = fn::BackwardOf<fn::functor>(x2, v2, s); \
+      x3 = fn::BackwardOf<fn::functor>(x3, v3, s); \
+    } else {                                       \
+      x0 = fn::functor::Fwd(x0, s);                \
+      x1 = fn::functor::Fwd(x1, s);                \
+      x2 = fn::functor::Fwd(x2, s);                \
+      x3 = fn::functor::Fwd(x3, s);                \
+    }                                              \
     return;
-    WEFT_UNARY_OPS(WEFT_LANE_CASE)
+#define WEFT_LANE_OP_CASE(name, functor, description, has_scalar) WEFT_LANE_CASE(functor)
+    WEFT_UNARY_OPS(WEFT_LANE_OP_CASE)
+    WEFT_UNARY_EXTRA_FUNCTORS(WEFT_LANE_CASE)
+#undef WEFT_LANE_OP_CASE
 #undef WEFT_LANE_CASE
   }
 }

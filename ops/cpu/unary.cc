@@ -1,5 +1,5 @@
 // CPU compute of the elementwise unary ops of ops/elementwise/unary_ops.h, their *_scalar forms,
-// Activation, clip, and their backward ops: vectorizable loops over the functors of
+// Activation, clip, gelu, and their backward ops: vectorizable loops over the functors of
 // ops/math/unary.h.
 #include "ops/math/unary.h"
 
@@ -92,6 +92,23 @@ void ActivationBackward(const OpContext&, const Attrs& a, std::span<const Tensor
                      [&](auto f) { Backward<decltype(f)>({}, in, req[0], out[0]); });
 }
 
+// Calls call(F{}) with the functor gelu applies for `a`.
+template <typename Call>
+void DispatchGelu(const Attrs& a, Call&& call) {
+  if (a.Get<GeluParam>().approximate == GeluApproximate::kTanh) return call(fn::GeluTanh{});
+  call(fn::Gelu{});
+}
+
+void GeluForward(const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                 std::span<const OpReq> req, std::span<const TensorView> out) {
+  DispatchGelu(a, [&](auto f) { Forward<decltype(f)>({}, in[0], req[0], out[0]); });
+}
+
+void GeluBackward(const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
+  DispatchGelu(a, [&](auto f) { Backward<decltype(f)>({}, in, req[0], out[0]); });
+}
+
 std::vector<NamedDeviceImpl> UnaryImpls() {
   std::vector<NamedDeviceImpl> table;
 #define WEFT_UNARY_CPU(name, functor, description, has_scalar) \
@@ -101,6 +118,8 @@ std::vector<NamedDeviceImpl> UnaryImpls() {
   AddUnary<fn::Clip>(table, "clip", AttrScalars<ClipParam>);
   table.push_back({"Activation", {.compute = ActivationForward}});
   table.push_back({"_backward_Activation", {.compute = ActivationBackward}});
+  table.push_back({"gelu", {.compute = GeluForward}});
+  table.push_back({"_backward_gelu", {.compute = GeluBackward}});
   return table;
 }
 

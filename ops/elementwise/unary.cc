@@ -1,4 +1,4 @@
-// The elementwise unary ops of unary_ops.h, their *_scalar forms, Activation, clip, and their
+// The elementwise unary ops of unary_ops.h, their *_scalar forms, Activation, clip, gelu, and their
 // backward ops: attributes, shapes, gradients and the functor each applies. The backward op
 // `_backward_<name>` takes dy and what F::Grad reads (F::kGradReads: x, y or nothing) and gives
 // dx = fn::BackwardOf<F>(dy, x or y, scalar).
@@ -29,6 +29,12 @@ ActivationParam ParseActivation(AttrReader& r) {
 #define WEFT_ACT_CHOICE(value, name, functor) {name, ActType::value},
   return {r.Choice<ActType>("act_type", {WEFT_ACTIVATIONS(WEFT_ACT_CHOICE)}, std::nullopt)};
 #undef WEFT_ACT_CHOICE
+}
+
+GeluParam ParseGelu(AttrReader& r) {
+  return {r.Choice<GeluApproximate>(
+      "approximate", {{"none", GeluApproximate::kNone}, {"tanh", GeluApproximate::kTanh}},
+      GeluApproximate::kNone)};
 }
 
 std::vector<Shape> SameAsInput0(const Attrs&, const std::vector<Shape>& in) { return {in[0]}; }
@@ -74,6 +80,10 @@ std::string ActivationFunctorOf(const Attrs& a) {
   return ActivationFunctor(a.Get<ActivationParam>().act_type);
 }
 
+std::string GeluFunctorOf(const Attrs& a) { return GeluFunctor(a.Get<GeluParam>()); }
+static_assert(fn::Gelu::kGradReads == fn::GeluTanh::kGradReads,
+              "_backward_gelu takes the same inputs for either formula");
+
 // Registers `name` and `_backward_<name>`, parsing attributes with `parse` (null: none), and
 // applying the functor `pointwise` names (its kind is set here), whose Grad reads what `reads`
 // says for the op's attributes.
@@ -116,6 +126,12 @@ const bool defined = [] {
       "Activation", "elementwise activation: act_type is relu, sigmoid, tanh, softrelu or gelu",
       ParseActivation, PointwiseFn{PointwiseKind::kNone, "", ActivationFunctorOf, nullptr},
       ActivationGradReads);
+  DefineUnaryPair("gelu",
+                  "x Phi(x), Phi the standard normal CDF: 0.5 x (1 + erf(x / sqrt(2))); with "
+                  "approximate=tanh, GPT-2's 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), "
+                  "as PyTorch's gelu",
+                  ParseGelu, PointwiseFn{PointwiseKind::kNone, "", GeluFunctorOf, nullptr},
+                  FunctorGradReads<fn::Gelu>);
   DefineUnaryPair(
       "clip",
       "min(max(x, a_min), a_max), as MXNet's clip and PyTorch's clamp (ReLU6 is "

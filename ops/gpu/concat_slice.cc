@@ -1,7 +1,7 @@
-// GPU compute of concat and slice (ops/tensor/concat_slice.cc) and of their backward ops, on
+// GPU compute of concat, slice and split (ops/tensor/concat_slice.cc) and of their backward ops, on
 // float32, float64, bfloat16, int32, int64 and uint8. Every piece is one strided move
-// (internal/move.h): concat and its gradient one per input, slice and its gradient one for the
-// box (after zeroing the gradient outside it, unless adding to it).
+// (internal/move.h): concat, split and their gradients one per part, slice and its gradient one for
+// the box (after zeroing the gradient outside it, unless adding to it).
 #include <string>
 #include <vector>
 
@@ -72,6 +72,39 @@ void ConcatBackwardCompute(const OpContext& ctx, const Attrs& a, std::span<const
               });
 }
 
+// ---- split ----
+
+// The split axis of `data` (attribute axis, as checked by shape inference).
+int SplitAxis(const Attrs& attrs, const Shape& data) {
+  return data.NormalizeAxis(attrs.Get<SplitParam>().axis);
+}
+
+// data: any shape; out: num_outputs parts along the axis (squeezed or not: only the axes before it
+// and each part's size matter).
+void SplitCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
+  const std::string t = KernelType("split", kFillTypes, in, out);
+  const size_t size = DTypeSize(in[0].dtype());
+  ForEachPart(out, SplitAxis(a, in[0].shape()),
+              [&](size_t i, int64_t offset, int64_t len, int64_t total, int64_t outer) {
+                StridedMoveGpu(ctx, t, size, ElementAt(in[0].raw(), offset, size), out[i].raw(),
+                               PartWalk(outer, len, total, 1), out[i].size(), req[i]);
+              });
+}
+
+// in: the num_outputs output gradients; out: d data, them joined along the axis.
+void SplitBackwardCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                          std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const std::string t = KernelType("_backward_split", kFillTypes, in, out);
+  const size_t size = DTypeSize(out[0].dtype());
+  ForEachPart(in, SplitAxis(a, out[0].shape()),
+              [&](size_t i, int64_t offset, int64_t len, int64_t total, int64_t outer) {
+                StridedMoveGpu(ctx, t, size, in[i].raw(), ElementAt(out[0].raw(), offset, size),
+                               PartWalk(outer, len, total, 0), in[i].size(), req[0]);
+              });
+}
+
 // ---- slice ----
 
 // The box of `in` that slice takes, as a walk over its positions with the strides of `in` as
@@ -128,6 +161,8 @@ WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,
                                {"_backward_concat", {.compute = ConcatBackwardCompute}},
                                {"slice", {.compute = SliceCompute}},
                                {"_backward_slice", {.compute = SliceBackwardCompute}},
+                               {"split", {.compute = SplitCompute}},
+                               {"_backward_split", {.compute = SplitBackwardCompute}},
                            });
 
 }  // namespace

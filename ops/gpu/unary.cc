@@ -1,5 +1,5 @@
 // GPU compute of the elementwise unary ops of ops/elementwise/unary_ops.h, their *_scalar forms,
-// Activation, clip, and their backward ops, on float32, float64 and bfloat16: the kernels of
+// Activation, clip, gelu, and their backward ops, on float32, float64 and bfloat16: the kernels of
 // kernels/unary.cuh instantiated with the functors of ops/math/unary.h.
 #include <string>
 
@@ -69,6 +69,16 @@ void ActivationBackward(const OpContext& ctx, const Attrs& a, std::span<const Te
            in, req[0], out[0]);
 }
 
+void GeluForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                 std::span<const OpReq> req, std::span<const TensorView> out) {
+  Forward(ctx, "gelu", GeluFunctor(a.Get<GeluParam>()), {}, in[0], req[0], out[0]);
+}
+
+void GeluBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                  std::span<const OpReq> req, std::span<const TensorView> out) {
+  Backward(ctx, "_backward_gelu", GeluFunctor(a.Get<GeluParam>()), {}, in, req[0], out[0]);
+}
+
 std::vector<NamedDeviceImpl> UnaryImpls() {
   std::vector<NamedDeviceImpl> table;
 #define WEFT_UNARY_GPU(name, functor, description, has_scalar) \
@@ -78,6 +88,8 @@ std::vector<NamedDeviceImpl> UnaryImpls() {
   AddUnary(table, "clip", "weft::fn::Clip", AttrScalars<ClipParam>);
   table.push_back({"Activation", {.compute = ActivationForward}});
   table.push_back({"_backward_Activation", {.compute = ActivationBackward}});
+  table.push_back({"gelu", {.compute = GeluForward}});
+  table.push_back({"_backward_gelu", {.compute = GeluBackward}});
   return table;
 }
 

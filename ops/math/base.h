@@ -106,6 +106,7 @@ WEFT_MATH_FUNCTION(Log1p, log1pf, log1p, std::log1p, std::log1p)
 WEFT_MATH_FUNCTION(Sqrt, sqrtf, sqrt, std::sqrt, std::sqrt)
 WEFT_MATH_FUNCTION(Tanh, tanhf, tanh, host::TanhFloat, std::tanh)
 WEFT_MATH_FUNCTION(Fabs, fabsf, fabs, std::fabs, std::fabs)
+WEFT_MATH_FUNCTION(Erf, erff, erf, std::erf, std::erf)
 #undef WEFT_MATH_FUNCTION
 
 // c ? a : b. The functors write their comparisons with it, so that they also take Lanes (below),
@@ -163,6 +164,7 @@ WEFT_LANEWISE(Log1p)
 WEFT_LANEWISE(Sqrt)
 WEFT_LANEWISE(Tanh)
 WEFT_LANEWISE(Fabs)
+WEFT_LANEWISE(Erf)
 #undef WEFT_LANEWISE
 #endif
 

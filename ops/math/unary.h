@@ -11,10 +11,11 @@
 //
 // NaN, infinities and signed zeros: comparisons are written `Select(x < c, c, x)` (std::max's
 // form), so a NaN x stays NaN (relu, maximum_scalar) and -0 stays -0; gradients of comparisons
-// are 0 at NaN. Only Exp, Log, Log1p, Tanh (and what uses them) differ between the devices, by the
-// documented ulps of the two math libraries: CUDA's expf 2, logf 1, log1pf 1, tanhf 2 and 1 each
-// in double; glibc's 1 (tanh 2); the host's float Exp is weft's own (ops/math/base.h), within 1
-// ulp of the exact result for every float, so it differs from CUDA's expf by at most 3.
+// are 0 at NaN. Only Exp, Log, Log1p, Tanh, Erf (and what uses them) differ between the devices, by
+// the documented ulps of the two math libraries: CUDA's expf 2, logf 1, log1pf 1, tanhf 2, erff 2
+// and 1 each in double (erf 2); glibc's 1 (tanh 2, erf 1); the host's float Exp is weft's own
+// (ops/math/base.h), within 1 ulp of the exact result for every float, so it differs from CUDA's
+// expf by at most 3.
 #pragma once
 
 #include "ops/math/base.h"
@@ -192,7 +193,35 @@ struct SoftRelu {  // log(1 + exp(x)), computed without overflow
     return A(1) / (A(1) + math::Exp(-x));
   }
 };
-struct Gelu {  // the tanh approximation, as in BERT and GPT-2
+struct Erf {
+  static constexpr GradReads kGradReads = GradReads::kInput;
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    return math::Erf(x);
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A x, A, A) {
+    return A(1.1283791670955126) * math::Exp(-x * x);  // 2 / sqrt(pi) exp(-x^2)
+  }
+};
+// gelu's exact form, PyTorch's default (approximate = "none"): x Phi(x), Phi the standard normal
+// CDF, 0.5 x (1 + erf(x / sqrt(2))).
+struct Gelu {
+  static constexpr GradReads kGradReads = GradReads::kInput;
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    return A(0.5) * x * (A(1) + math::Erf(x * A(0.7071067811865476)));
+  }
+  // Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A x, A, A) {
+    return A(0.5) * (A(1) + math::Erf(x * A(0.7071067811865476))) +
+           x * A(0.3989422804014327) * math::Exp(A(-0.5) * x * x);
+  }
+};
+// gelu's tanh approximation (approximate = "tanh"), as in BERT and GPT-2:
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+struct GeluTanh {
   static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
   WEFT_HOST_DEVICE static A Inner(A x) {

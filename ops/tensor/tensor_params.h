@@ -1,6 +1,6 @@
-// The parameter structs of the tensor ops (reductions, shape ops, concat and slice, Cast), device
-// neutral: the definitions (ops/tensor/*.cc) parse them, and the CPU and GPU computes read them
-// through Attrs::Get<P>(), with the helpers below that turn them into what one call does.
+// The parameter structs of the tensor ops (reductions, shape ops, concat, slice, split, take,
+// Cast), device neutral: the definitions (ops/tensor/*.cc) parse them, and the CPU and GPU computes
+// read them through Attrs::Get<P>(), with the helpers below that turn them into what one call does.
 //
 // And the reductions, listed once: each row is an op's name, its kind and its description; the
 // definitions (reduce.cc) and each device's compute (ops/cpu/reduce.cc, ops/gpu/reduce.cc) expand
@@ -69,6 +69,14 @@ struct SliceParam {
   std::vector<int64_t> begin, end;  // as given: one entry each per sliced leading axis
 };
 
+// split: num_outputs equal parts along `axis`; squeeze_axis drops the axis (each part must then
+// have extent 1 along it).
+struct SplitParam {
+  int num_outputs;
+  int axis;
+  bool squeeze_axis;
+};
+
 // The box of one slice call: where it starts in the input, and the output's shape.
 struct SliceBox {
   std::array<int64_t, Shape::kMaxDims> begin{};
@@ -77,6 +85,20 @@ struct SliceBox {
 
 // Throws, naming the axis and the indices, where `p` does not fit `in`.
 SliceBox MakeSliceBox(const SliceParam& p, const Shape& in);
+
+// ---- take ----
+
+struct TakeParam {
+  int axis;  // as given: checked against a's axes by shape inference
+};
+
+// One take call: a viewed as (outer, n, inner) around the axis, and k indices.
+struct TakeLayout {
+  int64_t outer = 1, n = 1, inner = 1, k = 0;
+};
+
+// Throws, naming the axis, where `p` does not fit `a`.
+TakeLayout MakeTakeLayout(const TakeParam& p, const Shape& a, int64_t k);
 
 // ---- Cast ----
 

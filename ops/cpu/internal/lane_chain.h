@@ -22,9 +22,14 @@
 
 namespace weft::cpu {
 
-// The functors of the unary ops (ops/elementwise/unary_ops.h), as the chain's switch knows them.
+// The functors of the unary ops (ops/elementwise/unary_ops.h, its table and the extra functors), as
+// the chain's switch knows them.
 #define WEFT_LANE_FUNCTOR(name, functor, description, has_scalar) k##functor,
-enum class LaneFunctor : uint8_t { WEFT_UNARY_OPS(WEFT_LANE_FUNCTOR) };
+#define WEFT_LANE_EXTRA_FUNCTOR(functor) k##functor,
+enum class LaneFunctor : uint8_t {
+  WEFT_UNARY_OPS(WEFT_LANE_FUNCTOR) WEFT_UNARY_EXTRA_FUNCTORS(WEFT_LANE_EXTRA_FUNCTOR)
+};
+#undef WEFT_LANE_EXTRA_FUNCTOR
 #undef WEFT_LANE_FUNCTOR
 
 struct LaneStep {

@@ -90,7 +90,8 @@ std::string StepCode::Expression(uint32_t step, uint32_t output, int lane) const
   }
   const bool functor =
       pw.kind == PointwiseKind::kUnary || pw.kind == PointwiseKind::kUnaryBackward ||
-      pw.kind == PointwiseKind::kBinary || pw.kind == PointwiseKind::kBinaryBackward;
+      pw.kind == PointwiseKind::kBinary || pw.kind == PointwiseKind::kBinaryBackward ||
+      pw.kind == PointwiseKind::kTernary;
   if (functor && f.empty()) throw Unsupported("step '" + s.name + "' names no functor");
   switch (pw.kind) {
     case PointwiseKind::kUnary:
@@ -100,6 +101,8 @@ std::string StepCode::Expression(uint32_t step, uint32_t output, int lane) const
              scalars + ")";
     case PointwiseKind::kBinary:
       return f + "::Fwd<" + a + ">(" + r(0) + ", " + r(1) + ")";
+    case PointwiseKind::kTernary:
+      return f + "::Fwd<" + a + ">(" + r(0) + ", " + r(1) + ", " + r(2) + ")";
     case PointwiseKind::kBinaryBackward:
       return r(0) + " * " + f + (output == 0 ? "::DL<" : "::DR<") + a + ">(" + r(1) + ", " + r(2) +
              ")";

@@ -1,11 +1,11 @@
 // The code of the steps of a fused group (ops/fusion/fused_group.h), one position at a time, for
 // the kernel generator (codegen.h): what each argument reads (an operand), and the statement each
 // step's kind gives with its functor, exactly as the unfused GPU kernels call it
-// (kernels/unary.cuh, binary.cuh, cast.cuh): kUnary F::Fwd(x, s) (or F::Fwd(x, s, t): the scalars
-// the functor takes); kUnaryBackward BackwardOf<F>(dy, x or y, s[, t]); kBinary F::Fwd(l, r);
-// kBinaryBackward dy * F::DL(l, r) and dy * F::DR(l, r); kAddN a sum from -0 in input order; kCast
-// a conversion through double (bfloat16 rounded to nearest even); kReshape nothing (its output is
-// its argument's registers).
+// (kernels/unary.cuh, binary.cuh, where.cuh, cast.cuh): kUnary F::Fwd(x, s) (or F::Fwd(x, s, t):
+// the scalars the functor takes); kUnaryBackward BackwardOf<F>(dy, x or y, s[, t]); kBinary
+// F::Fwd(l, r); kBinaryBackward dy * F::DL(l, r) and dy * F::DR(l, r); kTernary F::Fwd(c, a, b);
+// kAddN a sum from -0 in input order; kCast a conversion through double (bfloat16 rounded to
+// nearest even); kReshape nothing (its output is its argument's registers).
 //
 // Operands are arrays of the kernel's pack width in registers: v<value> for values (a reshape's
 // output is the array of the value it reshapes), b<walk> for what a broadcast walk reads.

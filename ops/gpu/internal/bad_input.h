@@ -24,7 +24,7 @@ class BadItems {
   // For the kernels that check, by value.
   const GpuErrorSlot& slot() const { return slot_; }
   // Queues the report of the smallest item noted, whose value is values[item] (float32 or
-  // float64), after the kernels that check: exactly once, before the op returns.
+  // float64, int32 or int64), after the kernels that check: exactly once, before the op returns.
   void Report(const TensorView& values) const;
 
  private:

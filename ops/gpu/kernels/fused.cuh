@@ -7,6 +7,7 @@
 #include "cast.cuh"
 #include "common.cuh"
 #include "ops/math/binary.h"
+#include "ops/math/ternary.h"
 #include "ops/math/unary.h"
 
 namespace weft {

@@ -49,4 +49,14 @@ SliceBox MakeSliceBox(const SliceParam& p, const Shape& in) {
   return box;
 }
 
+TakeLayout MakeTakeLayout(const TakeParam& p, const Shape& a, int64_t k) {
+  const int axis = NormalizeAxis("take", p.axis, a.ndim(), a);
+  TakeLayout l;
+  for (int d = 0; d < axis; ++d) l.outer *= a[d];
+  l.n = a[axis];
+  for (int d = axis + 1; d < a.ndim(); ++d) l.inner *= a[d];
+  l.k = k;
+  return l;
+}
+
 }  // namespace weft
