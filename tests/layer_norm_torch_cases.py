@@ -63,7 +63,8 @@ def main():
     print("namespace weft::testing::layer_norm_torch {\n")
     print("struct Case {\n  const char* name;\n  std::vector<int64_t> shape;\n  int axis;")
     print("  double eps;\n  std::vector<double> " + ", ".join(FIELDS) + ";\n};\n")
-    print("inline const std::vector<Case>& Cases() {\n  static const auto* cases = new std::vector<Case>{")
+    print("inline const std::vector<Case>& Cases() {")
+    print("  static const auto* cases = new std::vector<Case>{")
     for name, shape, axis, eps in CASES:
         got = run(shape, axis, eps, gen)
         print('      {"%s", {%s}, %d, %r,' % (name, ", ".join(str(s) for s in shape), axis, eps))
