@@ -833,6 +833,34 @@ TEST(LayerNorm, ParameterShapesFollowFromTheDataInAGraph) {
   EXPECT_EQ(ln.num_outputs(), 1u);  // mean and rstd are the op's own
 }
 
+// loss = sum(y^2): the gradients are the formula's for out_grad 2y, through a bound graph whose
+// backward reads the forward's hidden mean and rstd.
+TEST(LayerNorm, ABoundGraphGivesTheFormulasGradients) {
+  const Shape data{6, 5};
+  const Ln ln{.axis = 0};
+  const Symbol y = Symbol::Op("LayerNorm", {Symbol::Variable("data")}, ln.Attrs(), "ln");
+  const Symbol loss = Symbol::Op("sum", {Symbol::Op("square", {y})});
+  const Inputs in = {Uniform(30, 40, -2, 2), Uniform(6, 41, 0.5, 1.5), Uniform(6, 42)};
+  Executor::ArrayMap args = {{"data", ArrayOf(in[0], data, DType::kFloat32)},
+                             {"ln_gamma", ArrayOf(in[1], Shape{6}, DType::kFloat32)},
+                             {"ln_beta", ArrayOf(in[2], Shape{6}, DType::kFloat32)}};
+  Executor::ArrayMap grads;
+  std::map<std::string, GradReq> reqs;
+  for (const auto& [name, array] : args) {
+    grads[name] = NDArray(array.shape(), TestDevice());
+    reqs[name] = GradReq::kWrite;
+  }
+  auto exec = Executor::Bind(loss, TestDevice(), args, grads, reqs);
+  exec->Forward(/*is_train=*/true);
+  exec->Backward();
+  Values dy = LnReference(ln, data, in);
+  for (double& v : dy) v *= 2;
+  const Outputs want = LnReferenceGradients(ln, data, in, dy);
+  ExpectNear(ValuesOf(grads["data"]), want[0], 2e-5, "d_data");
+  ExpectNear(ValuesOf(grads["ln_gamma"]), want[1], 2e-5, "d_gamma");
+  ExpectNear(ValuesOf(grads["ln_beta"]), want[2], 2e-5, "d_beta");
+}
+
 TEST(LayerNorm, BadInputsSayWhatWasExpected) {
   const Shape c{4};
   ExpectOpError("LayerNorm", {}, {Shape{2, 3, 4}, Shape{3}, c},
