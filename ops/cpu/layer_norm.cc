@@ -1,9 +1,12 @@
 // CPU compute of LayerNorm and _backward_LayerNorm (ops/nn/layer_norm.cc says what they compute).
 // float32 and bfloat16 data run oneDNN's layer normalization (float32 statistics, scale and
 // shift) on data seen as (rows, C), or, when the axis is not the last, as (outer, inner, C) with C
-// strided by inner (oneDNN normalizes its last logical dimension; strided, 2.6 runs its reference
-// kernel). float64 runs the loops below. oneDNN keeps the variance: the forward turns it into
-// rstd = 1 / sqrt(var + eps), the backward turns rstd back into the variance it reads.
+// strided by inner: oneDNN normalizes its last logical dimension, with its jit kernels
+// (simple_layer_normalization) where C is contiguous and its reference kernel (lnorm_ref) where it
+// is strided (primitive_desc::impl_info_str in 2.6.3). float64 runs the loops below; float32
+// stays on oneDNN, which these loops, instantiated for float, did not beat on 8192 rows of 64 to
+// 768 values, forward or backward, on one thread. oneDNN keeps the variance: the forward turns it
+// into rstd = 1 / sqrt(var + eps), the backward turns rstd back into the variance it reads.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
