@@ -1,8 +1,11 @@
-// BatchNorm (ops/nn/batch_norm.cc). Declarative cases against a float64 reference in every mode
-// (training, use_global_stats, inference, fix_gamma, relu, channel axes and ranks), each with its
-// finite-difference gradient in the forward's mode (op_test_util.h); the running statistics after
-// several training steps; PyTorch's nn.BatchNorm1d/2d (tests/batch_norm_torch_cases.h); every
-// backward request; bfloat16 data against float32; a bound graph; and bad input. On a GPU
+// BatchNorm and LayerNorm (ops/nn/batch_norm.cc, ops/nn/layer_norm.cc). BatchNorm: declarative
+// cases against a float64 reference in every mode (training, use_global_stats, inference,
+// fix_gamma, relu, channel axes and ranks), each with its finite-difference gradient in the
+// forward's mode (op_test_util.h); the running statistics after several training steps; PyTorch's
+// nn.BatchNorm1d/2d (tests/batch_norm_torch_cases.h); every backward request; bfloat16 data
+// against float32; a bound graph; and bad input. LayerNorm: declarative cases over axes, ranks and
+// eps; PyTorch's numbers in float32, float64 and bfloat16 (tests/layer_norm_torch_cases.h); larger
+// data against the formula; every backward request; its hidden outputs; and bad input. On a GPU
 // (gpu_ops_norm_test) the same tests compare the GPU with the CPU and the references.
 #include <gtest/gtest.h>
 
@@ -21,7 +24,9 @@
 #include "passes/infer.h"
 #include "storage/ndarray.h"
 #include "tests/batch_norm_torch_cases.h"
+#include "tests/layer_norm_torch_cases.h"
 #include "tests/op_test_util.h"
+#include "tests/weft_test_util.h"
 #include "weft/imperative.h"
 
 namespace weft::testing {
@@ -259,6 +264,19 @@ TEST(BatchNorm, MatchesPyTorchOverTrainingStepsAndInEvalMode) {
   }
 }
 
+// The gradients `got` with requests `req` into arrays that held 0.25, against `want` with kWrite.
+void ExpectRequestsHonoured(const std::vector<Values>& got, const std::vector<Values>& want,
+                            const std::vector<OpReq>& req, double tol) {
+  for (size_t o = 0; o < req.size(); ++o) {
+    Values expected(want[o].size(), 0.25);
+    for (size_t k = 0; k < expected.size(); ++k) {
+      if (req[o] == OpReq::kWrite) expected[k] = want[o][k];
+      if (req[o] == OpReq::kAddTo) expected[k] += want[o][k];
+    }
+    ExpectNear(got[o], expected, tol, "output " + std::to_string(o));
+  }
+}
+
 // ---- Backward requests ----
 
 // The gradients (d_data, d_gamma, d_beta) of one forward, with `req`, into arrays holding 0.25.
@@ -294,14 +312,7 @@ TEST(BatchNorm, BackwardHonoursEachRequestOnItsOwn) {
       const std::vector<Values> want = BackwardWith(bn, in, out, dy, write);
       for (const std::vector<OpReq>& req : requests) {
         const std::vector<Values> got = BackwardWith(bn, in, out, dy, req);
-        for (int o = 0; o < 3; ++o) {
-          Values expected(want[o].size(), 0.25);
-          for (size_t k = 0; k < expected.size(); ++k) {
-            if (req[o] == OpReq::kWrite) expected[k] = want[o][k];
-            if (req[o] == OpReq::kAddTo) expected[k] += want[o][k];
-          }
-          ExpectNear(got[o], expected, TolOf(t), "output " + std::to_string(o));
-        }
+        ExpectRequestsHonoured(got, want, req, TolOf(t));
       }
     }
   }
@@ -554,6 +565,286 @@ TEST(BatchNorm, TrainingNeedsMoreThanOneValuePerChannel) {
   // Outside training one value per channel is fine (new arrays: the failed call's error stays on
   // the running statistics it would have updated).
   EXPECT_NO_THROW(Invoke("BatchNorm", inputs())[0].WaitToRead());
+}
+
+// ==== LayerNorm (ops/nn/layer_norm.cc) ====
+
+struct Ln {
+  int axis = -1;
+  double eps = 1e-5;
+  AttrMap Attrs() const { return {{"axis", std::to_string(axis)}, {"eps", FloatAttr(eps)}}; }
+};
+
+// Data seen as (outer, C, inner) around the normalized axis: row r = o * inner + i holds the C
+// values d.At(o, j, i).
+int64_t RowsOf(const Dims& d) { return d.outer * d.inner; }
+
+// Per row: its mean and rstd = 1 / sqrt(biased variance + eps).
+void RowMoments(const Ln& ln, const Dims& d, const Values& x, Values& mean, Values& rstd) {
+  mean.assign(RowsOf(d), 0.0), rstd.assign(RowsOf(d), 0.0);
+  for (int64_t o = 0; o < d.outer; ++o) {
+    for (int64_t i = 0; i < d.inner; ++i) {
+      const int64_t r = o * d.inner + i;
+      double sum = 0, squares = 0;
+      for (int64_t j = 0; j < d.c; ++j) sum += x[d.At(o, j, i)];
+      mean[r] = sum / d.c;
+      for (int64_t j = 0; j < d.c; ++j) squares += std::pow(x[d.At(o, j, i)] - mean[r], 2);
+      rstd[r] = 1 / std::sqrt(squares / d.c + ln.eps);
+    }
+  }
+}
+
+// Calls f(at, j, r) for every value: its index, its position in its row, its row.
+template <typename F>
+void ForEachValue(const Dims& d, F f) {
+  for (int64_t o = 0; o < d.outer; ++o)
+    for (int64_t j = 0; j < d.c; ++j)
+      for (int64_t i = 0; i < d.inner; ++i) f(d.At(o, j, i), j, o * d.inner + i);
+}
+
+// in: (data, gamma, beta) -> (output).
+Values LnReference(const Ln& ln, const Shape& data, const Inputs& in) {
+  const Dims d = DimsOf(data, ln.axis);
+  Values mean, rstd, y(in[0].size());
+  RowMoments(ln, d, in[0], mean, rstd);
+  ForEachValue(d, [&](int64_t at, int64_t j, int64_t r) {
+    y[at] = (in[0][at] - mean[r]) * rstd[r] * in[1][j] + in[2][j];
+  });
+  return y;
+}
+
+// The gradients (d_data, d_gamma, d_beta) of sum(y * dy), by the textbook formula.
+Outputs LnReferenceGradients(const Ln& ln, const Shape& data, const Inputs& in, const Values& dy) {
+  const Dims d = DimsOf(data, ln.axis);
+  Values mean, rstd, dx(in[0].size()), d_gamma(d.c, 0.0), d_beta(d.c, 0.0);
+  RowMoments(ln, d, in[0], mean, rstd);
+  Values g_mean(RowsOf(d), 0.0), g_x_hat_mean(RowsOf(d), 0.0);  // per row, over C
+  const auto x_hat = [&](int64_t at, int64_t r) { return (in[0][at] - mean[r]) * rstd[r]; };
+  ForEachValue(d, [&](int64_t at, int64_t j, int64_t r) {
+    g_mean[r] += dy[at] * in[1][j] / d.c;
+    g_x_hat_mean[r] += dy[at] * in[1][j] * x_hat(at, r) / d.c;
+    d_gamma[j] += dy[at] * x_hat(at, r);
+    d_beta[j] += dy[at];
+  });
+  ForEachValue(d, [&](int64_t at, int64_t j, int64_t r) {
+    dx[at] = rstd[r] * (dy[at] * in[1][j] - g_mean[r] - x_hat(at, r) * g_x_hat_mean[r]);
+  });
+  return {dx, d_gamma, d_beta};
+}
+
+// gamma in [0.5, 1.5); data and beta uniform in [-1, 1).
+void LnInit(int i, Values& v) {
+  if (i == 1)
+    for (double& x : v) x = 1 + 0.5 * x;
+}
+
+OpCase LnCase(const Ln& ln, const Shape& data, const std::string& what) {
+  const Shape c{DimsOf(data, ln.axis).c};
+  OpCase oc{"LayerNorm", ln.Attrs(), {data, c, c}, [=](const Inputs& in) {
+              return Outputs{LnReference(ln, data, in)};
+            }};
+  oc.init = LnInit;
+  oc.tolerance = 2e-5;
+  oc.name = "LayerNorm " + what + " data " + data.ToString();
+  return oc;
+}
+
+TEST(LayerNorm, NormalizesEachRowOverTheLastAxisByDefault) {
+  RunOpCase(LnCase({}, Shape{4, 6}, "axis -1"));
+  RunOpCase(LnCase({}, Shape{2, 3, 5}, "axis -1"));
+  RunOpCase(LnCase({}, Shape{7}, "one axis"));
+}
+
+TEST(LayerNorm, NormalizesOverAnAxisThatIsNotTheLast) {
+  RunOpCase(LnCase({.axis = 1}, Shape{2, 4, 3}, "axis 1"));
+  RunOpCase(LnCase({.axis = 0}, Shape{5, 3}, "axis 0"));
+  RunOpCase(LnCase({.axis = -2}, Shape{2, 3, 2, 2}, "axis -2"));
+}
+
+TEST(LayerNorm, EpsIsAddedToTheVariance) {
+  RunOpCase(LnCase({.eps = 0.25}, Shape{3, 4}, "eps 0.25"));
+}
+
+// Forward and backward (every request kWrite) of `ln` with data and out_grad of dtype `t` on
+// `device`, gamma and beta in the statistics' dtype: the output, mean, rstd and the three
+// gradients, as values.
+std::vector<Values> RunLn(const Ln& ln, const Shape& data, const Inputs& in, const Values& dy,
+                          DType t, Device device) {
+  const Shape c{DimsOf(data, ln.axis).c};
+  const DType s = t == DType::kFloat64 ? t : DType::kFloat32;  // the statistics' dtype
+  const std::vector<NDArray> arrays = {ArrayOf(in[0], data, t, device),
+                                       ArrayOf(in[1], c, s, device), ArrayOf(in[2], c, s, device)};
+  const Op& op = GetOp("LayerNorm");
+  const Attrs attrs = ParseAttrs(op, ln.Attrs());
+  const std::vector<NDArray> out = Invoke(op, attrs, arrays);
+  EXPECT_EQ(out[0].dtype(), t);
+  EXPECT_EQ(out[1].dtype(), s);
+  EXPECT_EQ(out[2].dtype(), s);
+  const Shape stat = out[1].shape();
+  const NDArray zeros = ArrayOf(Values(stat.Size(), 0.0), stat, s, device);
+  std::vector<NDArray> grads = {NDArray(data, device, t), NDArray(c, device, s),
+                                NDArray(c, device, s)};
+  InvokeBackward(op, attrs, arrays, out, {ArrayOf(dy, data, t, device), zeros, zeros}, grads,
+                 {OpReq::kWrite, OpReq::kWrite, OpReq::kWrite}, false);
+  return {ValuesOf(out[0]),   ValuesOf(out[1]),   ValuesOf(out[2]),
+          ValuesOf(grads[0]), ValuesOf(grads[1]), ValuesOf(grads[2])};
+}
+
+const char* const kLnResults[] = {"output", "mean", "rstd", "d_data", "d_gamma", "d_beta"};
+
+// PyTorch's numbers, in float32 and float64 (1e-5) and bfloat16 (the output and d_data rounded
+// to bfloat16, 2^-9 relative, and the rest float32 statistics of the same bf16-exact inputs).
+TEST(LayerNorm, MatchesPyTorchInEveryDtypeOverShapesAxesAndEps) {
+  for (const layer_norm_torch::Case& tc : layer_norm_torch::Cases()) {
+    const Shape data(std::vector<int64_t>(tc.shape.begin(), tc.shape.end()));
+    const Ln ln{.axis = tc.axis, .eps = tc.eps};
+    std::vector<DType> types = TestFloatTypes();
+    types.push_back(DType::kBFloat16);
+    const Outputs want = {tc.y, tc.mean, tc.rstd, tc.dx, tc.dweight, tc.dbias};
+    for (DType t : types) {
+      const std::vector<Values> got =
+          RunLn(ln, data, {tc.x, tc.weight, tc.bias}, tc.gy, t, TestDevice());
+      for (int k = 0; k < 6; ++k) {
+        const bool rounded = t == DType::kBFloat16 && (k == 0 || k == 3);
+        const double tol = rounded ? 8e-3 : t == DType::kBFloat16 ? 1e-4 : 1e-5;
+        ExpectNear(got[k], want[k], tol,
+                   std::string(tc.name) + " " + DTypeName(t).data() + " " + kLnResults[k]);
+      }
+    }
+  }
+}
+
+// Enough rows and columns that the CPU's loops and oneDNN split them across threads
+// (ops_norm_threads_test runs each op on 4), against the formula.
+TEST(LayerNorm, LargerDataMatchesTheFormulaInEveryDtype) {
+  for (const auto& [ln, data] :
+       {std::pair{Ln{}, Shape{64, 300}}, std::pair{Ln{.axis = 1}, Shape{8, 300, 9}}}) {
+    const int64_t c = DimsOf(data, ln.axis).c;
+    const Inputs in = {Uniform(data.Size(), 30, -2, 2), Uniform(c, 31, 0.5, 1.5), Uniform(c, 32)};
+    const Values dy = Uniform(data.Size(), 33);
+    const Outputs want = LnReferenceGradients(ln, data, in, dy);
+    const Values y = LnReference(ln, data, in);
+    for (DType t : TestFloatTypes()) {
+      const std::vector<Values> got = RunLn(ln, data, in, dy, t, TestDevice());
+      const std::string what = std::string(DTypeName(t)) + " " + data.ToString();
+      const double tol = t == DType::kFloat64 ? 1e-10 : 2e-5;
+      ExpectNear(got[0], y, tol, what + " output");
+      for (int k = 0; k < 3; ++k)
+        ExpectNear(got[3 + k], want[k], tol, what + " " + kLnResults[3 + k]);
+    }
+  }
+}
+
+// The gradients of one forward with `req`, into arrays holding 0.25.
+std::vector<Values> LnBackwardWith(const Ln& ln, const std::vector<NDArray>& in,
+                                   const std::vector<NDArray>& out, const NDArray& dy,
+                                   const std::vector<OpReq>& req) {
+  std::vector<NDArray> grads;
+  for (const NDArray& a : in) grads.push_back(NDArray(a.shape(), TestDevice(), a.dtype()));
+  for (const NDArray& g : grads) g.Fill(0.25);
+  Invoke("_backward_LayerNorm", {dy, in[0], in[1], out[1], out[2]}, ln.Attrs(),
+         {.outputs = grads, .req = req});
+  return {ValuesOf(grads[0]), ValuesOf(grads[1]), ValuesOf(grads[2])};
+}
+
+TEST(LayerNorm, BackwardHonoursEachRequestOnItsOwn) {
+  const std::vector<std::vector<OpReq>> requests = {{OpReq::kNull, OpReq::kWrite, OpReq::kWrite},
+                                                    {OpReq::kWrite, OpReq::kNull, OpReq::kNull},
+                                                    {OpReq::kAddTo, OpReq::kNull, OpReq::kAddTo},
+                                                    {OpReq::kNull, OpReq::kAddTo, OpReq::kWrite},
+                                                    {OpReq::kAddTo, OpReq::kAddTo, OpReq::kAddTo}};
+  for (DType t : TestFloatTypes()) {
+    for (const auto& [ln, data] :
+         {std::pair{Ln{}, Shape{3, 4}}, std::pair{Ln{.axis = 0}, Shape{4, 3}}}) {
+      const int64_t c = DimsOf(data, ln.axis).c;
+      const std::vector<NDArray> in = {ArrayOf(Uniform(12, 4), data, t),
+                                       ArrayOf(Uniform(c, 5, 0.5, 1.5), Shape{c}, t),
+                                       ArrayOf(Uniform(c, 6), Shape{c}, t)};
+      const std::vector<NDArray> out = Invoke("LayerNorm", in, ln.Attrs());
+      const NDArray dy = ArrayOf(Uniform(12, 9), data, t);
+      const std::vector<Values> want = LnBackwardWith(ln, in, out, dy, {3, OpReq::kWrite});
+      for (const std::vector<OpReq>& req : requests) {
+        const std::vector<Values> got = LnBackwardWith(ln, in, out, dy, req);
+        ExpectRequestsHonoured(got, want, req, TolOf(t));
+      }
+    }
+  }
+}
+
+TEST(LayerNorm, KeepsOnlyAMeanAndAnRstdPerRowForTheBackward) {
+  const Op& op = GetOp("LayerNorm");
+  EXPECT_EQ(InferShapes(op, ParseAttrs(op, {}), {Shape{2, 3, 8}, Shape{8}, Shape{8}}),
+            (std::vector<Shape>{Shape{2, 3, 8}, Shape{2, 3, 1}, Shape{2, 3, 1}}));
+  EXPECT_EQ(InferShapes(op, ParseAttrs(op, {{"axis", "1"}}), {Shape{2, 3, 8}, Shape{3}, Shape{3}}),
+            (std::vector<Shape>{Shape{2, 3, 8}, Shape{2, 1, 8}, Shape{2, 1, 8}}));
+  using D = DType;
+  EXPECT_EQ(InferTypes(op, ParseAttrs(op, {}), {D::kBFloat16, D::kFloat32, D::kFloat32}),
+            (std::vector<D>{D::kBFloat16, D::kFloat32, D::kFloat32}));
+  EXPECT_EQ(InferTypes(op, ParseAttrs(op, {}), {D::kFloat64, D::kFloat64, D::kFloat64}),
+            (std::vector<D>{D::kFloat64, D::kFloat64, D::kFloat64}));
+}
+
+TEST(LayerNorm, ParameterShapesFollowFromTheDataInAGraph) {
+  const Symbol ln = Symbol::Op("LayerNorm", {Symbol::Variable("data")}, {{"axis", "1"}}, "ln");
+  const std::map<std::string, Shape> shapes =
+      InferArgumentShapes(ln.ToGraph(), {{"data", Shape{4, 5, 3}}});
+  for (const char* name : {"ln_gamma", "ln_beta"}) {
+    ASSERT_TRUE(shapes.contains(name)) << name;
+    EXPECT_EQ(shapes.at(name), Shape{5}) << name;
+  }
+  EXPECT_EQ(ln.num_outputs(), 1u);  // mean and rstd are the op's own
+}
+
+// loss = sum(y^2): the gradients are the formula's for out_grad 2y, through a bound graph whose
+// backward reads the forward's hidden mean and rstd.
+TEST(LayerNorm, ABoundGraphGivesTheFormulasGradients) {
+  const Shape data{6, 5};
+  const Ln ln{.axis = 0};
+  const Symbol y = Symbol::Op("LayerNorm", {Symbol::Variable("data")}, ln.Attrs(), "ln");
+  const Symbol loss = Symbol::Op("sum", {Symbol::Op("square", {y})});
+  const Inputs in = {Uniform(30, 40, -2, 2), Uniform(6, 41, 0.5, 1.5), Uniform(6, 42)};
+  Executor::ArrayMap args = {{"data", ArrayOf(in[0], data, DType::kFloat32)},
+                             {"ln_gamma", ArrayOf(in[1], Shape{6}, DType::kFloat32)},
+                             {"ln_beta", ArrayOf(in[2], Shape{6}, DType::kFloat32)}};
+  Executor::ArrayMap grads;
+  std::map<std::string, GradReq> reqs;
+  for (const auto& [name, array] : args) {
+    grads[name] = NDArray(array.shape(), TestDevice());
+    reqs[name] = GradReq::kWrite;
+  }
+  auto exec = Executor::Bind(loss, TestDevice(), args, grads, reqs);
+  exec->Forward(/*is_train=*/true);
+  exec->Backward();
+  Values dy = LnReference(ln, data, in);
+  for (double& v : dy) v *= 2;
+  const Outputs want = LnReferenceGradients(ln, data, in, dy);
+  ExpectNear(ValuesOf(grads["data"]), want[0], 2e-5, "d_data");
+  ExpectNear(ValuesOf(grads["ln_gamma"]), want[1], 2e-5, "d_gamma");
+  ExpectNear(ValuesOf(grads["ln_beta"]), want[2], 2e-5, "d_beta");
+}
+
+TEST(LayerNorm, BadInputsSayWhatWasExpected) {
+  const Shape c{4};
+  ExpectOpError("LayerNorm", {}, {Shape{2, 3, 4}, Shape{3}, c},
+                {"LayerNorm", "gamma must be (4,)", "data (2, 3, 4) along axis -1", "found (3,)"});
+  ExpectOpError("LayerNorm", {{"axis", "1"}}, {Shape{2, 3, 4}, Shape{3}, c},
+                {"LayerNorm", "beta must be (3,)", "along axis 1", "found (4,)"});
+  ExpectOpError("LayerNorm", {{"axis", "3"}}, {Shape{2, 3, 4}, c, c},
+                {"LayerNorm", "axis 3 is out of range", "(2, 3, 4)", "[-3, 2]"});
+  ExpectOpError("LayerNorm", {{"axis", "-4"}}, {Shape{2, 3, 4}, c, c},
+                {"LayerNorm", "axis -4 is out of range", "[-3, 2]"});
+  ExpectOpError("LayerNorm", {}, {Shape{0, 4}, c, c},
+                {"LayerNorm", "no empty axis", "found (0, 4)"});
+  ExpectOpError("LayerNorm", {{"eps", "0"}}, {Shape{2, 4}, c, c},
+                {"LayerNorm", "'eps'", "> 0", "found 0"});
+  ExpectOpError("LayerNorm", {}, {Shape{2, 4}, c}, {"LayerNorm", "expected 3 input(s), found 2"});
+  ExpectOpError("_backward_LayerNorm", {}, {Shape{2, 4}, Shape{2, 4}, c, Shape{2}, Shape{2, 1}},
+                {"_backward_LayerNorm", "mean must be (2, 1)", "found (2,)"});
+  const Op& op = GetOp("LayerNorm");
+  const std::string message = ErrorMessage([&] {
+    InferTypes(op, ParseAttrs(op, {}), {DType::kBFloat16, DType::kBFloat16, DType::kFloat32});
+  });
+  EXPECT_NE(message.find("gamma must be float32 for bfloat16 data"), std::string::npos) << message;
 }
 
 }  // namespace

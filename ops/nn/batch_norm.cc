@@ -127,29 +127,14 @@ void BnInputShapes(const Attrs& a, std::vector<std::optional<Shape>>& in) {
   }
 }
 
-// Checks data's dtype and that each of in[first, last) has the statistics' dtype; returns data's.
-DType CheckBnTypes(const char* op, const std::vector<DType>& in, size_t data, size_t first,
-                   size_t last, const char* const* names) {
-  const DType t = in[data];
-  if (t != DType::kFloat32 && t != DType::kFloat64 && t != DType::kBFloat16)
-    WEFT_THROW(op << ": data must be float32, float64 or bfloat16, found " << t);
-  const DType s = BnStatType(t);
-  for (size_t i = first; i < last; ++i) {
-    if (in[i] == s) continue;
-    WEFT_THROW(op << ": " << names[i] << " must be " << s << " for " << t
-                  << " data (statistics are kept in " << s << "), found " << in[i]);
-  }
-  return t;
-}
-
 std::vector<DType> BnTypes(const Attrs&, const std::vector<DType>& in) {
-  const DType t = CheckBnTypes("BatchNorm", in, 0, 1, 5, kInputNames);
+  const DType t = CheckNormTypes("BatchNorm", in, 0, 1, 5, kInputNames);
   return {t, BnStatType(t), BnStatType(t)};
 }
 
 std::vector<DType> BnBackwardTypes(const Attrs&, const std::vector<DType>& in) {
   const char* op = "_backward_BatchNorm";
-  const DType t = CheckBnTypes(op, in, kBnData, kBnGamma, kBnOutput, kBackwardInputNames);
+  const DType t = CheckNormTypes(op, in, kBnData, kBnGamma, kBnOutput, kBackwardInputNames);
   for (size_t i : {size_t{kBnOutGrad}, size_t{kBnOutput}}) {
     if (i < in.size() && in[i] != t) {
       WEFT_THROW(op << ": " << kBackwardInputNames[i] << " must be " << t << " like data, found "

@@ -7,7 +7,9 @@
 //   const PoolCall call = PoolCallOf(attrs, data.shape());
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/shape.h"
@@ -72,6 +74,35 @@ void CheckBatchStatistics(const char* op, const BnDims& d, const Shape& data);
 // The dtype of gamma, beta and the moving and saved statistics for data of dtype `data`:
 // float32 (float32 and bfloat16 data), float64 for float64 data.
 DType BnStatType(DType data);
+// For BatchNorm and LayerNorm: checks that in[data] is float32, float64 or bfloat16 and that each
+// of in[first, last) (named names[i]) has the statistics' dtype (BnStatType); returns data's. The
+// errors name `op`.
+DType CheckNormTypes(const char* op, const std::vector<DType>& in, size_t data, size_t first,
+                     size_t last, const char* const* names);
+
+// ---- LayerNorm, _backward_LayerNorm (ops/nn/layer_norm.cc) ----
+
+struct LayerNormParam {
+  double eps;  // > 0, added to the variance
+  int axis;    // the normalized axis as given (LnDimsOf checks it against data)
+};
+
+// Data seen around its normalized axis as (outer, C, inner): each of the outer * inner rows (o, i)
+// normalizes its C values at (o * C + j) * inner + i, j < C. (B, T, C) with axis -1 is
+// (B * T, C, 1): rows of contiguous values; (N, C, L) with axis 1 is (N, C, L).
+struct LnDims {
+  int64_t outer, c, inner;
+  int64_t Rows() const { return outer * inner; }  // the mean and rstd of one call: one a row
+};
+
+// _backward_LayerNorm's inputs by position: LayerNorm's out_grad, data, gamma, and its hidden
+// outputs mean and rstd.
+enum LnBackwardInput : int { kLnOutGrad, kLnData, kLnGamma, kLnMean, kLnRstd };
+
+// Throws, naming `op`, unless data has no empty axis and p.axis is one of its axes.
+LnDims LnDimsOf(const char* op, const LayerNormParam& p, const Shape& data);
+// The shape of the mean and rstd: data's with the normalized axis 1 (MXNet's), e.g. (B, T, 1).
+Shape LnStatShape(const LayerNormParam& p, const Shape& data);
 
 // ---- Convolution, _backward_Convolution ----
 

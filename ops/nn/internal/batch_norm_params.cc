@@ -1,4 +1,5 @@
-// BatchNorm's views of its data (ops/nn/nn_params.h), shared by the definition and the computes.
+// BatchNorm's views of its data (ops/nn/nn_params.h), shared by the definition and the computes,
+// and the dtype rules of the normalization statistics, which LayerNorm shares.
 #include "core/error.h"
 #include "ops/internal/op_util.h"
 #include "ops/nn/nn_params.h"
@@ -24,5 +25,19 @@ void CheckBatchStatistics(const char* op, const BnDims& d, const Shape& data) {
 }
 
 DType BnStatType(DType data) { return data == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32; }
+
+DType CheckNormTypes(const char* op, const std::vector<DType>& in, size_t data, size_t first,
+                     size_t last, const char* const* names) {
+  const DType t = in[data];
+  if (t != DType::kFloat32 && t != DType::kFloat64 && t != DType::kBFloat16)
+    WEFT_THROW(op << ": data must be float32, float64 or bfloat16, found " << t);
+  const DType s = BnStatType(t);
+  for (size_t i = first; i < last; ++i) {
+    if (in[i] == s) continue;
+    WEFT_THROW(op << ": " << names[i] << " must be " << s << " for " << t
+                  << " data (statistics are kept in " << s << "), found " << in[i]);
+  }
+  return t;
+}
 
 }  // namespace weft
