@@ -18,8 +18,9 @@ void CheckFourAxes(const char* op, const char* name, const char* layout, const S
 // stride 0) or the attention's.
 std::array<int64_t, 4> MaskStrides(const char* op, const AttentionDims& d, const Shape& mask) {
   const std::array<int64_t, 4> want = {d.b, d.h, d.tq, d.tk};
+  const Shape full{d.b, d.h, d.tq, d.tk};
   if (mask.ndim() < 1 || mask.ndim() > 4) {
-    WEFT_THROW(op << ": mask must have 1 to 4 axes broadcasting to " << Shape{d.b, d.h, d.tq, d.tk}
+    WEFT_THROW(op << ": mask must have 1 to 4 axes broadcasting to " << full
                   << ", found " << mask);
   }
   std::array<int64_t, 4> stride{};
@@ -27,7 +28,7 @@ std::array<int64_t, 4> MaskStrides(const char* op, const AttentionDims& d, const
   for (int axis = 3, m = mask.ndim() - 1; m >= 0; --axis, --m) {
     if (mask[m] != 1 && mask[m] != want[axis]) {
       WEFT_THROW(op << ": mask " << mask << " does not broadcast to (B, H, Tq, Tk) "
-                    << Shape{d.b, d.h, d.tq, d.tk} << ": expected " << want[axis]
+                    << full << ": expected " << want[axis]
                     << " or 1 for its axis " << m << ", found " << mask[m]);
     }
     stride[axis] = mask[m] == 1 ? 0 : step;
