@@ -144,6 +144,150 @@ TEST(Attention, MatchesTheReferenceOverSeveralTiles) {
                             for (size_t k = 0; k < m.size(); ++k) m[k] = k >= 130 ? -kInf : 0;
                           }));
 }
+// ---- Calls ----
+
+// The forward outputs (out, lse) and the gradients (d_q, d_k, d_v) of one call in `dtype`, the
+// gradients with `req` into arrays holding 0.25 (kNull ones stay so).
+std::vector<Values> CallAndBackward(const Problem& p, const Inputs& in, const Values& dy,
+                                    DType dtype, std::vector<OpReq> req = {OpReq::kWrite,
+                                                                           OpReq::kWrite,
+                                                                           OpReq::kWrite}) {
+  const Op& def = GetOp("Attention");
+  const Attrs attrs = ParseAttrs(def, AttrsOf(p));
+  const std::vector<Shape> shapes = ShapesOf(p);
+  std::vector<NDArray> inputs, grads;
+  for (size_t i = 0; i < shapes.size(); ++i) inputs.push_back(ArrayOf(in[i], shapes[i], dtype));
+  const std::vector<NDArray> out = Invoke(def, attrs, inputs);
+  for (int i = 0; i < 3; ++i) grads.emplace_back(shapes[i], TestDevice(), dtype);
+  for (NDArray& g : grads) g.Fill(0.25);
+  NDArray lse_grad(out[1].shape(), TestDevice(), out[1].dtype());
+  lse_grad.Fill(0);
+  if (p.HasMask()) grads.emplace_back(), req.push_back(OpReq::kNull);  // the mask: no gradient
+  InvokeBackward(def, attrs, inputs, out, {ArrayOf(dy, out[0].shape(), dtype), lse_grad}, grads,
+                 req);
+  return {ValuesOf(out[0]), ValuesOf(out[1]), ValuesOf(grads[0]), ValuesOf(grads[1]),
+          ValuesOf(grads[2])};
+}
+
+Problem ProblemOf(const attention_torch::Case& tc) {
+  const std::vector<int64_t>& d = tc.dims;
+  return {d[0], d[1], d[2], d[3], d[4], d[5], tc.causal, tc.scale,
+          tc.mask_shape.empty() ? Shape() : Shape(std::span(tc.mask_shape))};
+}
+
+// ---- PyTorch ----
+
+double TolOf(DType t) { return t == DType::kFloat64 ? 1e-12 : 2e-5; }
+
+// PyTorch's softmax(q k^T * scale + mask) v on the same inputs (tests/attention_torch_cases.py):
+// the output and the gradients of sum(y * gy), in every dtype TestDevice() tests.
+TEST(Attention, GivesPyTorchsOutputsAndGradients) {
+  for (const attention_torch::Case& tc : attention_torch::Cases()) {
+    const Problem p = ProblemOf(tc);
+    Inputs in = {tc.q, tc.k, tc.v};
+    if (p.HasMask()) in.push_back(tc.mask);
+    for (DType t : TestFloatTypes()) {
+      const std::string what = std::string(tc.name) + " " + DTypeName(t).data();
+      const std::vector<Values> got = CallAndBackward(p, in, tc.gy, t);
+      ExpectNear(got[0], tc.y, TolOf(t), what + " output");
+      ExpectNear(got[2], tc.dq, TolOf(t), what + " d_q");
+      ExpectNear(got[3], tc.dk, TolOf(t), what + " d_k");
+      ExpectNear(got[4], tc.dv, TolOf(t), what + " d_v");
+    }
+  }
+}
+
+// ---- The hidden log-sum-exp ----
+
+// The op keeps (B, H, Tq) values, log(sum_j exp(s[i, j])), and -inf for a row whose keys are all
+// masked; never a Tq x Tk matrix.
+TEST(Attention, KeepsTheLogSumExpPerRowOnly) {
+  const Problem p{1, 1, 2, 3, 2, 2, false, 1.0, Shape{2, 3}};
+  const Inputs in = {{1, 0, 0, 1}, {1, 0, 0, 1, 1, 1}, Values(6, 0.5), {0, 0, 0, -kInf, -kInf, -kInf}};
+  for (DType t : TestFloatTypes()) {
+    const std::vector<Values> got = CallAndBackward(p, in, Values(4, 1.0), t);
+    // Row 0: scores (1, 0, 1).
+    const Values want_lse = {std::log(2 * std::exp(1.0) + 1), -kInf};
+    EXPECT_NEAR(got[1][0], want_lse[0], 1e-6) << DTypeName(t);
+    EXPECT_EQ(got[1][1], -kInf) << DTypeName(t);
+    ExpectNear(got[0], {0.5, 0.5, 0, 0}, 1e-6, "output with a fully masked row");
+    ExpectNear({got[2][2], got[2][3]}, {0, 0}, 0, "d_q of the fully masked row");
+  }
+  const NDArray q(Shape{2, 3, 5, 4}, TestDevice()), k(Shape{2, 3, 7, 4}, TestDevice()),
+      v(Shape{2, 3, 7, 6}, TestDevice());
+  const std::vector<NDArray> out = Invoke("Attention", {q, k, v});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].shape(), (Shape{2, 3, 5, 6}));
+  EXPECT_EQ(out[1].shape(), (Shape{2, 3, 5}));
+  EXPECT_EQ(out[1].dtype(), DType::kFloat32);
+}
+
+// ---- Backward requests ----
+
+TEST(Attention, BackwardHonoursEachRequestOnItsOwn) {
+  const std::vector<std::vector<OpReq>> requests = {
+      {OpReq::kNull, OpReq::kWrite, OpReq::kAddTo}, {OpReq::kWrite, OpReq::kNull, OpReq::kNull},
+      {OpReq::kAddTo, OpReq::kAddTo, OpReq::kNull}, {OpReq::kNull, OpReq::kNull, OpReq::kWrite},
+      {OpReq::kNull, OpReq::kAddTo, OpReq::kNull}};
+  const Problem p{2, 2, 5, 6, 3, 4, true, 0, Shape{2, 1, 1, 6}};
+  const Inputs in = {Uniform(60, 1), Uniform(72, 2), Uniform(96, 3), Uniform(12, 4)};
+  const Values dy = Uniform(80, 5);
+  for (DType t : TestFloatTypes()) {
+    const std::vector<Values> want = CallAndBackward(p, in, dy, t);
+    for (const std::vector<OpReq>& req : requests) {
+      const std::vector<Values> got = CallAndBackward(p, in, dy, t, req);
+      for (int g = 0; g < 3; ++g) {
+        Values expected(want[2 + g].size(), 0.25);
+        for (size_t k = 0; k < expected.size(); ++k) {
+          if (req[g] == OpReq::kWrite) expected[k] = want[2 + g][k];
+          if (req[g] == OpReq::kAddTo) expected[k] += want[2 + g][k];
+        }
+        ExpectNear(got[2 + g], expected, TolOf(t),
+                   "gradient " + std::to_string(g) + " request " +
+                       std::to_string(static_cast<int>(req[g])) + " " + DTypeName(t).data());
+      }
+    }
+  }
+}
+
+// ---- Bad input ----
+
+TEST(Attention, BadShapesSayWhatWasExpected) {
+  ExpectOpError("Attention", {}, {Shape{2, 3, 4}, Shape{2, 3, 4}, Shape{2, 3, 4}},
+                {"Attention", "q must have 4 axes (B, H, Tq, D)", "found (2, 3, 4)"});
+  ExpectOpError("Attention", {}, {Shape{1, 2, 3, 4}, Shape{1, 2, 5, 8}, Shape{1, 2, 5, 4}},
+                {"Attention", "k must be (B, H, Tk, D) = (1, 2, Tk, 4)", "found (1, 2, 5, 8)"});
+  ExpectOpError("Attention", {}, {Shape{1, 2, 3, 4}, Shape{2, 2, 5, 4}, Shape{1, 2, 5, 4}},
+                {"Attention", "k must be", "found (2, 2, 5, 4)"});
+  ExpectOpError("Attention", {}, {Shape{1, 2, 3, 4}, Shape{1, 2, 5, 4}, Shape{1, 2, 6, 4}},
+                {"Attention", "v must be (B, H, Tk, Dv) = (1, 2, 5, Dv)", "found (1, 2, 6, 4)"});
+  ExpectOpError("Attention", {{"use_mask", "true"}},
+                {Shape{2, 2, 3, 4}, Shape{2, 2, 5, 4}, Shape{2, 2, 5, 4}, Shape{2, 1, 3, 4}},
+                {"Attention", "mask (2, 1, 3, 4) does not broadcast to (B, H, Tq, Tk) (2, 2, 3, 5)",
+                 "expected 5 or 1 for its axis 3, found 4"});
+  ExpectOpError("Attention", {{"use_mask", "true"}},
+                {Shape{1, 1, 3, 4}, Shape{1, 1, 5, 4}, Shape{1, 1, 5, 4}, Shape{1, 1, 1, 3, 5}},
+                {"Attention", "mask must have 1 to 4 axes", "found (1, 1, 1, 3, 5)"});
+  ExpectOpError("Attention", {}, {Shape{1, 1, 0, 4}, Shape{1, 1, 5, 4}, Shape{1, 1, 5, 4}},
+                {"Attention", "q must be non-empty, found (1, 1, 0, 4)"});
+}
+
+TEST(Attention, BadAttributesAndTypesSayWhatWasExpected) {
+  const std::vector<Shape> shapes = {Shape{1, 1, 2, 2}, Shape{1, 1, 2, 2}, Shape{1, 1, 2, 2}};
+  ExpectOpError("Attention", {{"p", "0.1"}}, shapes,
+                {"Attention", "attribute 'p'", "not supported yet", "expected 0, found 0.1"});
+  ExpectOpError("Attention", {{"causal", "maybe"}}, shapes, {"Attention", "causal", "'maybe'"});
+  if (TestDevice() != Device::Cpu()) return;
+  std::vector<NDArray> in;
+  for (const Shape& s : shapes) in.push_back(ArrayOf(Values(s.Size(), 0.5), s, DType::kBFloat16));
+  try {
+    Invoke("Attention", in)[0].WaitToRead();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    for (const char* part : {"Attention", "float32 or float64", "found bfloat16"})
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace
 }  // namespace weft::testing
