@@ -114,13 +114,13 @@ TEST(Attention, MatchesTheReferenceWithoutMask) {
 
 TEST(Attention, MatchesTheReferenceWithMasks) {
   RunOpCase(AttentionCase("full mask", {2, 2, 3, 4, 2, 3, false, 0, Shape{2, 2, 3, 4}}));
-  RunOpCase(AttentionCase("(1, 1, Tq, Tk) mask causal", {2, 2, 4, 4, 3, 2, true, 0,
-                                                          Shape{1, 1, 4, 4}}));
+  RunOpCase(
+      AttentionCase("(1, 1, Tq, Tk) mask causal", {2, 2, 4, 4, 3, 2, true, 0, Shape{1, 1, 4, 4}}));
   // (B, 1, 1, Tk): batch 1's last two keys are padding.
-  RunOpCase(AttentionCase("padding mask", {2, 2, 3, 5, 2, 2, false, 0, Shape{2, 1, 1, 5}},
-                          [](Values& m) {
-                            for (size_t k = 0; k < m.size(); ++k) m[k] = k >= 8 ? -kInf : 0;
-                          }));
+  RunOpCase(
+      AttentionCase("padding mask", {2, 2, 3, 5, 2, 2, false, 0, Shape{2, 1, 1, 5}}, [](Values& m) {
+        for (size_t k = 0; k < m.size(); ++k) m[k] = k >= 8 ? -kInf : 0;
+      }));
   RunOpCase(AttentionCase("(Tq, Tk) mask", {1, 2, 3, 4, 2, 2, false, 0, Shape{3, 4}}));
 }
 
@@ -149,9 +149,9 @@ TEST(Attention, MatchesTheReferenceOverSeveralTiles) {
 // The forward outputs (out, lse) and the gradients (d_q, d_k, d_v) of one call in `dtype`, the
 // gradients with `req` into arrays holding 0.25 (kNull ones stay so).
 std::vector<Values> CallAndBackward(const Problem& p, const Inputs& in, const Values& dy,
-                                    DType dtype, std::vector<OpReq> req = {OpReq::kWrite,
-                                                                           OpReq::kWrite,
-                                                                           OpReq::kWrite}) {
+                                    DType dtype,
+                                    std::vector<OpReq> req = {OpReq::kWrite, OpReq::kWrite,
+                                                              OpReq::kWrite}) {
   const Op& def = GetOp("Attention");
   const Attrs attrs = ParseAttrs(def, AttrsOf(p));
   const std::vector<Shape> shapes = ShapesOf(p);
@@ -171,8 +171,9 @@ std::vector<Values> CallAndBackward(const Problem& p, const Inputs& in, const Va
 
 Problem ProblemOf(const attention_torch::Case& tc) {
   const std::vector<int64_t>& d = tc.dims;
-  return {d[0], d[1], d[2], d[3], d[4], d[5], tc.causal, tc.scale,
-          tc.mask_shape.empty() ? Shape() : Shape(std::span(tc.mask_shape))};
+  return {d[0],      d[1],     d[2],
+          d[3],      d[4],     d[5],
+          tc.causal, tc.scale, tc.mask_shape.empty() ? Shape() : Shape(std::span(tc.mask_shape))};
 }
 
 // ---- PyTorch ----
@@ -203,7 +204,8 @@ TEST(Attention, GivesPyTorchsOutputsAndGradients) {
 // masked; never a Tq x Tk matrix.
 TEST(Attention, KeepsTheLogSumExpPerRowOnly) {
   const Problem p{1, 1, 2, 3, 2, 2, false, 1.0, Shape{2, 3}};
-  const Inputs in = {{1, 0, 0, 1}, {1, 0, 0, 1, 1, 1}, Values(6, 0.5), {0, 0, 0, -kInf, -kInf, -kInf}};
+  const Inputs in = {
+      {1, 0, 0, 1}, {1, 0, 0, 1, 1, 1}, Values(6, 0.5), {0, 0, 0, -kInf, -kInf, -kInf}};
   for (DType t : TestFloatTypes()) {
     const std::vector<Values> got = CallAndBackward(p, in, Values(4, 1.0), t);
     // Row 0: scores (1, 0, 1).
@@ -225,10 +227,11 @@ TEST(Attention, KeepsTheLogSumExpPerRowOnly) {
 // ---- Backward requests ----
 
 TEST(Attention, BackwardHonoursEachRequestOnItsOwn) {
-  const std::vector<std::vector<OpReq>> requests = {
-      {OpReq::kNull, OpReq::kWrite, OpReq::kAddTo}, {OpReq::kWrite, OpReq::kNull, OpReq::kNull},
-      {OpReq::kAddTo, OpReq::kAddTo, OpReq::kNull}, {OpReq::kNull, OpReq::kNull, OpReq::kWrite},
-      {OpReq::kNull, OpReq::kAddTo, OpReq::kNull}};
+  const std::vector<std::vector<OpReq>> requests = {{OpReq::kNull, OpReq::kWrite, OpReq::kAddTo},
+                                                    {OpReq::kWrite, OpReq::kNull, OpReq::kNull},
+                                                    {OpReq::kAddTo, OpReq::kAddTo, OpReq::kNull},
+                                                    {OpReq::kNull, OpReq::kNull, OpReq::kWrite},
+                                                    {OpReq::kNull, OpReq::kAddTo, OpReq::kNull}};
   const Problem p{2, 2, 5, 6, 3, 4, true, 0, Shape{2, 1, 1, 6}};
   const Inputs in = {Uniform(60, 1), Uniform(72, 2), Uniform(96, 3), Uniform(12, 4)};
   const Values dy = Uniform(80, 5);

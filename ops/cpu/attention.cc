@@ -13,6 +13,8 @@
 // Each output row is summed by one thread, so no two threads write the same row. Causal
 // attention skips the tiles above the diagonal. Dot products and row updates run along D, which
 // is contiguous, in loops marked for SIMD.
+#include "ops/nn/attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -20,7 +22,6 @@
 
 #include "ops/attrs.h"
 #include "ops/cpu/internal/cpu_util.h"
-#include "ops/nn/attention.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
@@ -93,9 +94,7 @@ void Scores(const Heads<T>& x, int64_t bh, int64_t i0, int64_t i1, int64_t j0, i
 }
 
 // The last key block a query block [i0, i1) reads: causal attention stops at the diagonal.
-int64_t KeyEnd(const AttentionDims& d, int64_t i1) {
-  return d.causal ? std::min(d.tk, i1) : d.tk;
-}
+int64_t KeyEnd(const AttentionDims& d, int64_t i1) { return d.causal ? std::min(d.tk, i1) : d.tk; }
 
 // ---- Forward ----
 
@@ -151,8 +150,7 @@ void ForwardBlock(const Heads<T>& x, const Block& blk, ForwardScratch<T>& w,
     const T inv = empty ? T(0) : 1 / w.l[r];
     const T* acc = w.acc.data() + r * d.dv;
     StoreRange(out + row * d.dv, AsWrite(req[0]), 0, d.dv, [&](int64_t c) { return acc[c] * inv; });
-    Store(lse[row], AsWrite(req[1]),
-          empty ? static_cast<T>(kMinusInf) : w.m[r] + std::log(w.l[r]));
+    Store(lse[row], AsWrite(req[1]), empty ? static_cast<T>(kMinusInf) : w.m[r] + std::log(w.l[r]));
   }
 }
 
@@ -220,15 +218,16 @@ void QueryGradBlock(const Heads<T>& x, const Grads<T>& g, const Block& blk, std:
   const T scale = static_cast<T>(d.scale);
   for (int64_t i = blk.first; i < blk.last; ++i) {
     const T* a = acc.data() + (i - blk.first) * d.d;
-    StoreRange(dq + (blk.bh * d.tq + i) * d.d, req, 0, d.d, [&](int64_t c) { return a[c] * scale; });
+    StoreRange(dq + (blk.bh * d.tq + i) * d.d, req, 0, d.d,
+               [&](int64_t c) { return a[c] * scale; });
   }
 }
 
 // d_k and d_v of one key block: scale * sum over queries of dS^T q, and P^T dy.
 template <typename T>
 void KeyGradBlock(const Heads<T>& x, const Grads<T>& g, const Block& blk, std::vector<T>& s,
-                  std::vector<T>& dk_acc, std::vector<T>& dv_acc, std::span<const OpReq> req,
-                  T* dk, T* dv) {
+                  std::vector<T>& dk_acc, std::vector<T>& dv_acc, std::span<const OpReq> req, T* dk,
+                  T* dv) {
   const AttentionDims& d = x.d;
   const int64_t keys = blk.last - blk.first;
   std::fill_n(dk_acc.begin(), keys * d.d, T(0));
@@ -280,8 +279,7 @@ void BackwardLoops(const OpContext& ctx, const AttentionDims& d, std::span<const
     ParallelFor(Blocks(d, kQueryBlock, d.tq), 1, [&](int64_t begin, int64_t end) {
       std::vector<T> s(kQueryBlock * kKeyBlock), acc(kQueryBlock * d.d);
       for (int64_t item = begin; item < end; ++item)
-        QueryGradBlock(x, g, BlockOf(item, kQueryBlock, d.tq), s, acc, req[0],
-                       out[0].data<T>());
+        QueryGradBlock(x, g, BlockOf(item, kQueryBlock, d.tq), s, acc, req[0], out[0].data<T>());
     });
   }
   if (req[1] == OpReq::kNull && req[2] == OpReq::kNull) return;

@@ -20,12 +20,13 @@
 // no gradient. With P = exp(s - lse), dP = out_grad v^T and D_i = sum(out_grad[i] * out[i]):
 // dS = P * (dP - D_i), d_q = scale * dS k, d_k = scale * dS^T q, d_v = P^T out_grad.
 // Compute: ops/cpu/attention.cc (float32, float64).
+#include "ops/nn/attention.h"
+
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
-#include "ops/nn/attention.h"
 #include "ops/op.h"
 
 namespace weft {
@@ -108,7 +109,8 @@ std::vector<DType> AttentionTypes(const Attrs& a, const std::vector<DType>& in) 
 
 std::vector<DType> AttentionBackwardTypes(const Attrs& a, const std::vector<DType>& in) {
   const char* op = "_backward_Attention";
-  const DType t = CheckAttentionTypes(op, in, kQ, {kOutGrad, kK, kV, kOut, kMask}, BackwardNames(a));
+  const DType t =
+      CheckAttentionTypes(op, in, kQ, {kOutGrad, kK, kV, kOut, kMask}, BackwardNames(a));
   if (in[kLse] != AttentionStatType(t)) {
     WEFT_THROW(op << ": lse must be " << AttentionStatType(t) << " for " << t << " data, found "
                   << in[kLse]);
@@ -143,8 +145,7 @@ const bool defined = [] {
       .InferType(AttentionTypes)
       .Gradient(AttentionGradient);
   WEFT_REGISTER_OP(_backward_Attention)
-      .Describe(
-          "gradient of Attention: (out_grad, q, k, v, out, lse[, mask]) -> (d_q, d_k, d_v)")
+      .Describe("gradient of Attention: (out_grad, q, k, v, out, lse[, mask]) -> (d_q, d_k, d_v)")
       .Params(ParseAttention)
       .Inputs(std::function<std::vector<std::string>(const Attrs&)>(BackwardNames))
       .VariadicInputs(BackwardInputs)

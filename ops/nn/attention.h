@@ -26,7 +26,7 @@ struct AttentionParam {
 // The extents of one call: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv).
 struct AttentionDims {
   int64_t b, h, tq, tk, d, dv;
-  double scale;                          // the attribute's, or 1 / sqrt(D)
+  double scale;  // the attribute's, or 1 / sqrt(D)
   bool causal;
   bool mask;                             // a mask input is read
   std::array<int64_t, 4> mask_stride{};  // element strides over (B, H, Tq, Tk); 0 where broadcast

@@ -20,16 +20,15 @@ std::array<int64_t, 4> MaskStrides(const char* op, const AttentionDims& d, const
   const std::array<int64_t, 4> want = {d.b, d.h, d.tq, d.tk};
   const Shape full{d.b, d.h, d.tq, d.tk};
   if (mask.ndim() < 1 || mask.ndim() > 4) {
-    WEFT_THROW(op << ": mask must have 1 to 4 axes broadcasting to " << full
-                  << ", found " << mask);
+    WEFT_THROW(op << ": mask must have 1 to 4 axes broadcasting to " << full << ", found " << mask);
   }
   std::array<int64_t, 4> stride{};
   int64_t step = 1;
   for (int axis = 3, m = mask.ndim() - 1; m >= 0; --axis, --m) {
     if (mask[m] != 1 && mask[m] != want[axis]) {
-      WEFT_THROW(op << ": mask " << mask << " does not broadcast to (B, H, Tq, Tk) "
-                    << full << ": expected " << want[axis]
-                    << " or 1 for its axis " << m << ", found " << mask[m]);
+      WEFT_THROW(op << ": mask " << mask << " does not broadcast to (B, H, Tq, Tk) " << full
+                    << ": expected " << want[axis] << " or 1 for its axis " << m << ", found "
+                    << mask[m]);
     }
     stride[axis] = mask[m] == 1 ? 0 : step;
     step *= mask[m];
