@@ -15,6 +15,7 @@ import math
 import torch
 
 from torch_fixture import f32
+from torch_fixture import values as fixture_values
 
 CASES = [
     # name, (B, H, Tq, Tk, D, Dv), causal, scale (None: default), mask: None, "full", "square"
@@ -63,9 +64,7 @@ def run(dims, causal, scale, mask_kind, gen):
 
 
 def values(t):
-    v = [repr(float(x)).replace("-inf", "-kInf") for x in t.detach().reshape(-1).tolist()]
-    rows = [", ".join(v[k:k + 4]) for k in range(0, len(v), 4)]
-    return (",\n" + " " * 10).join(rows)
+    return fixture_values(t).replace("-inf", "-kInf")  # the header defines kInf
 
 
 def dims_text(shape):
