@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ops/op.h"
 #include "storage/ndarray.h"
 #include "tests/attention_torch_cases.h"
 #include "tests/op_test_util.h"
@@ -102,9 +103,20 @@ OpCase AttentionCase(const std::string& name, const Problem& p,
   return c;
 }
 
+// Attention has a compute on the CPU only so far: on a device without one (gpu_ops_attention_test)
+// every test is skipped, saying so.
+class Attention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!GetOp("Attention").On(TestDevice().type)) {
+      GTEST_SKIP() << "Attention has no compute on " << TestDevice() << " yet";
+    }
+  }
+};
+
 // ---- Declarative cases ----
 
-TEST(Attention, MatchesTheReferenceWithoutMask) {
+TEST_F(Attention, MatchesTheReferenceWithoutMask) {
   RunOpCase(AttentionCase("plain", {1, 2, 3, 3, 4, 4}));
   RunOpCase(AttentionCase("causal", {2, 2, 4, 4, 3, 3, true}));
   RunOpCase(AttentionCase("tq < tk, d != dv", {2, 1, 3, 5, 4, 2}));
@@ -112,7 +124,7 @@ TEST(Attention, MatchesTheReferenceWithoutMask) {
   RunOpCase(AttentionCase("scale 0.5", {1, 1, 3, 4, 2, 2, false, 0.5}));
 }
 
-TEST(Attention, MatchesTheReferenceWithMasks) {
+TEST_F(Attention, MatchesTheReferenceWithMasks) {
   RunOpCase(AttentionCase("full mask", {2, 2, 3, 4, 2, 3, false, 0, Shape{2, 2, 3, 4}}));
   RunOpCase(
       AttentionCase("(1, 1, Tq, Tk) mask causal", {2, 2, 4, 4, 3, 2, true, 0, Shape{1, 1, 4, 4}}));
@@ -125,7 +137,7 @@ TEST(Attention, MatchesTheReferenceWithMasks) {
 }
 
 // Query 1's keys are all masked: its output is 0 and it adds no gradient anywhere.
-TEST(Attention, ARowWithEveryKeyMaskedGivesZero) {
+TEST_F(Attention, ARowWithEveryKeyMaskedGivesZero) {
   const Problem p{1, 2, 3, 4, 2, 3, false, 0, Shape{1, 1, 3, 4}};
   RunOpCase(AttentionCase("fully masked row", p, [](Values& m) {
     for (int k = 4; k < 8; ++k) m[k] = -kInf;
@@ -137,7 +149,7 @@ TEST(Attention, ARowWithEveryKeyMaskedGivesZero) {
 }
 
 // 70 queries and 100 keys: three query tiles and two key tiles, causal and not.
-TEST(Attention, MatchesTheReferenceOverSeveralTiles) {
+TEST_F(Attention, MatchesTheReferenceOverSeveralTiles) {
   RunOpCase(AttentionCase("tiles causal", {1, 1, 70, 100, 3, 2, true}));
   RunOpCase(AttentionCase("tiles padding", {2, 1, 40, 70, 2, 3, false, 0, Shape{2, 1, 1, 70}},
                           [](Values& m) {
@@ -182,7 +194,7 @@ double TolOf(DType t) { return t == DType::kFloat64 ? 1e-12 : 2e-5; }
 
 // PyTorch's softmax(q k^T * scale + mask) v on the same inputs (tests/attention_torch_cases.py):
 // the output and the gradients of sum(y * gy), in every dtype TestDevice() tests.
-TEST(Attention, GivesPyTorchsOutputsAndGradients) {
+TEST_F(Attention, GivesPyTorchsOutputsAndGradients) {
   for (const attention_torch::Case& tc : attention_torch::Cases()) {
     const Problem p = ProblemOf(tc);
     Inputs in = {tc.q, tc.k, tc.v};
@@ -202,7 +214,7 @@ TEST(Attention, GivesPyTorchsOutputsAndGradients) {
 
 // The op keeps (B, H, Tq) values, log(sum_j exp(s[i, j])), and -inf for a row whose keys are all
 // masked; never a Tq x Tk matrix.
-TEST(Attention, KeepsTheLogSumExpPerRowOnly) {
+TEST_F(Attention, KeepsTheLogSumExpPerRowOnly) {
   const Problem p{1, 1, 2, 3, 2, 2, false, 1.0, Shape{2, 3}};
   const Inputs in = {
       {1, 0, 0, 1}, {1, 0, 0, 1, 1, 1}, Values(6, 0.5), {0, 0, 0, -kInf, -kInf, -kInf}};
@@ -226,7 +238,7 @@ TEST(Attention, KeepsTheLogSumExpPerRowOnly) {
 
 // ---- Backward requests ----
 
-TEST(Attention, BackwardHonoursEachRequestOnItsOwn) {
+TEST_F(Attention, BackwardHonoursEachRequestOnItsOwn) {
   const std::vector<std::vector<OpReq>> requests = {{OpReq::kNull, OpReq::kWrite, OpReq::kAddTo},
                                                     {OpReq::kWrite, OpReq::kNull, OpReq::kNull},
                                                     {OpReq::kAddTo, OpReq::kAddTo, OpReq::kNull},
@@ -255,7 +267,7 @@ TEST(Attention, BackwardHonoursEachRequestOnItsOwn) {
 
 // ---- Bad input ----
 
-TEST(Attention, BadShapesSayWhatWasExpected) {
+TEST_F(Attention, BadShapesSayWhatWasExpected) {
   ExpectOpError("Attention", {}, {Shape{2, 3, 4}, Shape{2, 3, 4}, Shape{2, 3, 4}},
                 {"Attention", "q must have 4 axes (B, H, Tq, D)", "found (2, 3, 4)"});
   ExpectOpError("Attention", {}, {Shape{1, 2, 3, 4}, Shape{1, 2, 5, 8}, Shape{1, 2, 5, 4}},
@@ -275,7 +287,7 @@ TEST(Attention, BadShapesSayWhatWasExpected) {
                 {"Attention", "q must be non-empty, found (1, 1, 0, 4)"});
 }
 
-TEST(Attention, BadAttributesAndTypesSayWhatWasExpected) {
+TEST_F(Attention, BadAttributesAndTypesSayWhatWasExpected) {
   const std::vector<Shape> shapes = {Shape{1, 1, 2, 2}, Shape{1, 1, 2, 2}, Shape{1, 1, 2, 2}};
   ExpectOpError("Attention", {{"p", "0.1"}}, shapes,
                 {"Attention", "attribute 'p'", "not supported yet", "expected 0, found 0.1"});
