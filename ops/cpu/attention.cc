@@ -12,7 +12,8 @@
 //   3. d_k and d_v per (b, h, key block), over the query blocks.
 // Each output row is summed by one thread, so no two threads write the same row. Causal
 // attention skips the tiles above the diagonal. Dot products and row updates run along D, which
-// is contiguous, in loops marked for SIMD.
+// is contiguous, in loops marked for SIMD, in the widest vectors the processor has
+// (WEFT_CPU_VECTOR_CLONES).
 #include "ops/nn/attention.h"
 
 #include <algorithm>
@@ -77,7 +78,8 @@ constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 // s (rows x kKeyBlock, row stride kKeyBlock) = scale * q k^T + mask for queries [i0, i1) and keys
 // [j0, j1) of pair bh; -inf where causal masks.
 template <typename T>
-void Scores(const Heads<T>& x, int64_t bh, int64_t i0, int64_t i1, int64_t j0, int64_t j1, T* s) {
+WEFT_CPU_VECTOR_CLONES void Scores(const Heads<T>& x, int64_t bh, int64_t i0, int64_t i1,
+                                   int64_t j0, int64_t j1, T* s) {
   const AttentionDims& d = x.d;
   const T scale = static_cast<T>(d.scale);
   const int64_t b = bh / d.h, h = bh % d.h;
@@ -108,8 +110,8 @@ struct ForwardScratch {
 
 // Folds keys [j0, j1) into row r's running maximum, sum and accumulator.
 template <typename T>
-void OnlineSoftmaxRow(const Heads<T>& x, int64_t bh, int64_t j0, int64_t j1, const T* s,
-                      ForwardScratch<T>& w, int64_t r) {
+WEFT_CPU_VECTOR_CLONES void OnlineSoftmaxRow(const Heads<T>& x, int64_t bh, int64_t j0, int64_t j1,
+                                             const T* s, ForwardScratch<T>& w, int64_t r) {
   const int64_t dv = x.d.dv;
   T max = static_cast<T>(kMinusInf);
   for (int64_t c = 0; c < j1 - j0; ++c) max = std::max(max, s[c]);
@@ -199,8 +201,9 @@ inline T ScoreGrad(const Heads<T>& x, const Grads<T>& g, int64_t bh, int64_t i, 
 
 // d_q of one query block: scale * sum over keys of dS k.
 template <typename T>
-void QueryGradBlock(const Heads<T>& x, const Grads<T>& g, const Block& blk, std::vector<T>& s,
-                    std::vector<T>& acc, OpReq req, T* dq) {
+WEFT_CPU_VECTOR_CLONES void QueryGradBlock(const Heads<T>& x, const Grads<T>& g, const Block& blk,
+                                           std::vector<T>& s, std::vector<T>& acc, OpReq req,
+                                           T* dq) {
   const AttentionDims& d = x.d;
   std::fill_n(acc.begin(), (blk.last - blk.first) * d.d, T(0));
   for (int64_t j0 = 0; j0 < KeyEnd(d, blk.last); j0 += kKeyBlock) {
@@ -225,9 +228,10 @@ void QueryGradBlock(const Heads<T>& x, const Grads<T>& g, const Block& blk, std:
 
 // d_k and d_v of one key block: scale * sum over queries of dS^T q, and P^T dy.
 template <typename T>
-void KeyGradBlock(const Heads<T>& x, const Grads<T>& g, const Block& blk, std::vector<T>& s,
-                  std::vector<T>& dk_acc, std::vector<T>& dv_acc, std::span<const OpReq> req, T* dk,
-                  T* dv) {
+WEFT_CPU_VECTOR_CLONES void KeyGradBlock(const Heads<T>& x, const Grads<T>& g, const Block& blk,
+                                         std::vector<T>& s, std::vector<T>& dk_acc,
+                                         std::vector<T>& dv_acc, std::span<const OpReq> req, T* dk,
+                                         T* dv) {
   const AttentionDims& d = x.d;
   const int64_t keys = blk.last - blk.first;
   std::fill_n(dk_acc.begin(), keys * d.d, T(0));
