@@ -115,7 +115,7 @@ echo "MNIST idx: $acc%"
 awk -v a="$acc" 'BEGIN { exit !(a >= 80.0) }' || { echo "FAIL: train_mlp on MNIST idx files reached $acc%"; exit 1; }
 
 if err=$("$mlp" --optimizer=rmsprop 2>&1); then echo "FAIL: a bad optimizer was accepted"; exit 1; fi
-grep -q "expected 'sgd' or 'adam', found 'rmsprop'" <<<"$err" || { echo "FAIL: unclear error: $err"; exit 1; }
+grep -q "expected 'sgd', 'adam' or 'adamw', found 'rmsprop'" <<<"$err" || { echo "FAIL: unclear error: $err"; exit 1; }
 printf '1,2\n3\n' > "$TEST_TMPDIR/bad.csv"
 if err=$("$mlp" --data="$TEST_TMPDIR/bad.csv" 2>&1); then echo "FAIL: a ragged CSV was accepted"; exit 1; fi
 grep -q "bad.csv" <<<"$err" || { echo "FAIL: the error does not name the file: $err"; exit 1; }
