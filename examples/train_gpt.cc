@@ -15,10 +15,12 @@
 //
 //   bazel run -c opt //examples:train_gpt -- [--data=/usr/share/games/fortunes] [--epochs=5]
 //   [--steps=100] [--layers=4] [--heads=4] [--width=128] [--context=64] [--prompt="The "]
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -82,8 +84,9 @@ GptFlags ReadGptFlags(const examples::Flags& flags) {
   g.sample_chars = flags.GetInt("sample_chars");
   if (g.steps < 1 || g.warmup < 0 || g.clip < 0 || g.val_batches < 1 || g.sample_chars < 0 ||
       g.temperature < 0) {
-    WEFT_THROW("train_gpt: expected --steps >= 1, --val_batches >= 1 and --warmup, --clip, "
-               "--sample_chars, --temperature >= 0");
+    WEFT_THROW(
+        "train_gpt: expected --steps >= 1, --val_batches >= 1 and --warmup, --clip, "
+        "--sample_chars, --temperature >= 0");
   }
   return g;
 }
@@ -104,9 +107,8 @@ std::unique_ptr<weft::Trainer> MakeTrainer(const examples::Gpt& gpt, const GptFl
                                .predict = weft::Symbol::Group({gpt.loss, gpt.logits})};
   const int64_t total = int64_t{g.steps} * o.epochs;
   if (o.cosine) {
-    options.schedule.decay = weft::LrSchedule::Cosine{.steps = std::max<int64_t>(
-                                                          total - g.warmup, 1),
-                                                      .final_lr = o.lr / 10};
+    options.schedule.decay = weft::LrSchedule::Cosine{
+        .steps = std::max<int64_t>(total - g.warmup, 1), .final_lr = o.lr / 10};
   }
   options.schedule.warmup_steps = g.warmup;
   options.clip_global_norm = g.clip;
@@ -198,12 +200,11 @@ void SaveGpt(const weft::Trainer& trainer, const examples::Gpt& gpt, const GptFl
   std::string vocabulary;
   for (unsigned char c : text.vocabulary())
     vocabulary += (vocabulary.empty() ? "" : ",") + std::to_string(c);
-  const std::map<std::string, std::string> meta = {
-      {"vocabulary", vocabulary},
-      {"context", std::to_string(g.net.context)},
-      {"layers", std::to_string(g.net.layers)},
-      {"heads", std::to_string(g.net.heads)},
-      {"width", std::to_string(g.net.width)}};
+  const std::map<std::string, std::string> meta = {{"vocabulary", vocabulary},
+                                                   {"context", std::to_string(g.net.context)},
+                                                   {"layers", std::to_string(g.net.layers)},
+                                                   {"heads", std::to_string(g.net.heads)},
+                                                   {"width", std::to_string(g.net.width)}};
   weft::Save(dir + prefix + ".safetensors", params, meta);
   weft::SaveSymbol(dir + prefix + ".json", gpt.logits);
   std::printf("saved %s%s.safetensors and %s%s.json\n", dir.c_str(), prefix.c_str(), dir.c_str(),
@@ -219,11 +220,12 @@ void Run(const examples::TrainOptions& o, GptFlags g) {
   g.net.vocab = text.vocab();
   const examples::Gpt gpt = examples::MakeGpt(g.net);
   const std::unique_ptr<weft::Trainer> trainer = MakeTrainer(gpt, g, o);
-  std::printf("%lld training and %lld validation characters, vocabulary %d; %d layers, %d heads, "
-              "width %d, context %d; %zu parameter arrays; %s, lr %g, batch %d\n",
-              static_cast<long long>(train.size()), static_cast<long long>(val.size()),
-              text.vocab(), g.net.layers, g.net.heads, g.net.width, g.net.context,
-              trainer->parameter_names().size(), o.optimizer.c_str(), o.lr, o.batch_size);
+  std::printf(
+      "%lld training and %lld validation characters, vocabulary %d; %d layers, %d heads, "
+      "width %d, context %d; %zu parameter arrays; %s, lr %g, batch %d\n",
+      static_cast<long long>(train.size()), static_cast<long long>(val.size()), text.vocab(),
+      g.net.layers, g.net.heads, g.net.width, g.net.context, trainer->parameter_names().size(),
+      o.optimizer.c_str(), o.lr, o.batch_size);
   examples::ProfileScope profile(o.profile);
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     examples::Progress bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs),

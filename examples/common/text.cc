@@ -67,8 +67,7 @@ std::string ReadTextFiles(const std::string& path) {
 Windows::Windows(std::vector<float> ids, int context, uint64_t seed)
     : ids_(std::move(ids)), context_(context), rng_(seed) {
   if (size() <= context) {
-    WEFT_THROW("text: expected more than context = " << context << " characters, found "
-                                                      << size());
+    WEFT_THROW("text: expected more than context = " << context << " characters, found " << size());
   }
 }
 

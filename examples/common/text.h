@@ -62,7 +62,6 @@ class Windows {
 
 // The next id drawn from softmax(logits / temperature) over the top_k largest logits (top_k <= 0
 // or >= vocab: all of them); temperature 0: the largest logit's id.
-int SampleNext(const float* logits, int vocab, double temperature, int top_k,
-               std::mt19937_64& rng);
+int SampleNext(const float* logits, int vocab, double temperature, int top_k, std::mt19937_64& rng);
 
 }  // namespace examples
