@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
     examples::TrainOptions defaults;
     defaults.epochs = 5;
     defaults.batch_size = 32;
-    defaults.lr = 2e-3;
+    defaults.lr = 5e-3;
     defaults.optimizer = "adamw";
     defaults.wd = 0.1;
     defaults.cosine = true;
