@@ -57,7 +57,7 @@ void AddGptFlags(examples::Flags& flags, const GptFlags& d) {
   flags.AddInt("width", d.net.width, "the residual stream's width (the MLP's is 4x)");
   flags.AddInt("context", d.net.context, "characters the model sees (the window's length)");
   flags.AddFloat("dropout", d.net.dropout, "dropout after the embeddings and on each residual");
-  flags.AddInt("steps", d.steps, "training steps per epoch");
+  flags.AddInt("steps", d.steps, "training steps per epoch (each epoch ends with validation)");
   flags.AddInt("warmup", d.warmup, "steps of linear warm-up before the cosine decay");
   flags.AddFloat("clip", d.clip, "clip the gradients to this global norm (0: no clipping)");
   flags.AddInt("val_batches", d.val_batches, "validation batches, spread over the held-out text");
