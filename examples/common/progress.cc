@@ -6,8 +6,9 @@
 
 namespace examples {
 
-Progress::Progress(std::string label, int total_steps, std::FILE* out)
+Progress::Progress(std::string label, int total_steps, std::FILE* out, std::string unit)
     : label_(std::move(label)),
+      unit_(std::move(unit)),
       total_(std::max(total_steps, 1)),
       out_(out),
       tty_(isatty(fileno(out)) != 0),
@@ -22,9 +23,9 @@ std::string Progress::Line() const {
   const double rate = seconds > 0 ? samples_ / seconds : 0;
   const double eta = done_ > 0 ? seconds * (total_ - done_) / done_ : 0;
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "%s [%s%s] %d/%d  %.0f samples/s  ETA %.1fs", label_.c_str(),
+  std::snprintf(buf, sizeof(buf), "%s [%s%s] %d/%d  %.0f %s/s  ETA %.1fs", label_.c_str(),
                 std::string(filled, '=').c_str(), std::string(kWidth - filled, ' ').c_str(), done_,
-                total_, rate, eta);
+                total_, rate, unit_.c_str(), eta);
   return buf;
 }
 

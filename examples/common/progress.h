@@ -1,4 +1,4 @@
-// A progress bar for training loops: batches done, samples per second, time left.
+// A progress bar for training loops: batches done, samples (or tokens, ...) per second, time left.
 //
 //   Progress bar("epoch 3", num_batches);
 //   for (...) { ...; bar.Step(batch_size); }
@@ -15,14 +15,16 @@ namespace examples {
 
 class Progress {
  public:
-  Progress(std::string label, int total_steps, std::FILE* out = stdout);
+  // `unit` names what Step counts: "samples" -> "1234 samples/s".
+  Progress(std::string label, int total_steps, std::FILE* out = stdout,
+           std::string unit = "samples");
   void Step(int samples);
   void Finish(const std::string& summary);
 
  private:
   std::string Line() const;
 
-  std::string label_;
+  std::string label_, unit_;
   int total_, done_ = 0;
   long samples_ = 0;
   std::FILE* out_;

@@ -81,6 +81,17 @@ Split LoadSplit(const TrainOptions& o) {
 
 }  // namespace
 
+std::unique_ptr<weft::Optimizer> MakeOptimizer(const TrainOptions& o, double rescale_grad) {
+  if (o.optimizer == "adam")
+    return std::make_unique<weft::Adam>(o.lr, 0.9, 0.999, 1e-8, 0, rescale_grad);
+  if (o.optimizer == "adamw") {
+    auto adamw = std::make_unique<weft::AdamW>(o.lr, 0.9, 0.95, 1e-8, o.wd, rescale_grad);
+    adamw->set_decay_filter(weft::DecayMatricesOnly);
+    return adamw;
+  }
+  return std::make_unique<weft::SGD>(o.lr, 0.9, o.wd, rescale_grad);
+}
+
 std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
                                             const std::string& description,
                                             const TrainOptions& defaults, int argc, char** argv,
@@ -91,8 +102,9 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
   flags.AddInt("epochs", defaults.epochs, "passes over the training data");
   flags.AddInt("batch_size", defaults.batch_size, "samples per step");
   flags.AddFloat("lr", defaults.lr, "learning rate");
-  flags.AddString("optimizer", defaults.optimizer, "sgd (momentum 0.9) or adam");
-  flags.AddFloat("wd", defaults.wd, "weight decay (sgd)");
+  flags.AddString("optimizer", defaults.optimizer,
+                  "sgd (momentum 0.9), adam, or adamw (betas 0.9, 0.95; decays matrices only)");
+  flags.AddFloat("wd", defaults.wd, "weight decay (sgd, adamw)");
   flags.AddString("schedule", defaults.cosine ? "cosine" : "constant",
                   "the learning rate: constant, or cosine from lr to 0 over the run");
   flags.AddInt("seed", static_cast<int>(defaults.seed), "seed for initialization and shuffling");
@@ -131,9 +143,9 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
   if (o.epochs < 1 || o.batch_size < 1 || o.lr <= 0 || o.wd < 0) {
     WEFT_THROW(program << ": expected epochs >= 1, batch_size >= 1, lr > 0 and wd >= 0");
   }
-  if (o.optimizer != "sgd" && o.optimizer != "adam") {
-    WEFT_THROW(program << ": flag --optimizer: expected 'sgd' or 'adam', found '" << o.optimizer
-                       << "'");
+  if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw") {
+    WEFT_THROW(program << ": flag --optimizer: expected 'sgd', 'adam' or 'adamw', found '"
+                       << o.optimizer << "'");
   }
   return o;
 }
@@ -165,13 +177,6 @@ std::map<std::string, Shape> InputShapes(const Model& m, const TrainOptions& o,
   const std::map<std::string, Shape> all = weft::InferArgumentShapes(m.train.ToGraph(), shapes);
   for (const std::string& name : o.zero_inputs) shapes[name] = all.at(name);
   return shapes;
-}
-
-std::unique_ptr<weft::Optimizer> MakeOptimizer(const TrainOptions& o) {
-  const double rescale = 1.0 / o.batch_size;  // the loss is summed over the batch
-  if (o.optimizer == "adam")
-    return std::make_unique<weft::Adam>(o.lr, 0.9, 0.999, 1e-8, 0, rescale);
-  return std::make_unique<weft::SGD>(o.lr, 0.9, o.wd, rescale);
 }
 
 // One pass over the training set; returns the mean loss.
@@ -287,7 +292,7 @@ TrainResult Train(const Symbol& logits, const TrainOptions& global) {
   weft::Trainer trainer(
       model.train, InputShapes(model, o, batch),
       weft::Xavier(weft::Xavier::RandType::kUniform, weft::Xavier::FactorType::kAvg, 2.0),
-      *MakeOptimizer(o), options);
+      *MakeOptimizer(o, 1.0 / o.batch_size), options);  // the loss is summed over the batch
   for (const std::string& name : o.zero_inputs) trainer.data(name).Fill(0);
   if (!o.dot.empty()) WriteDot(trainer, o.dot);
   weft::ArrayIter iter(split.train, {.batch_size = o.batch_size,

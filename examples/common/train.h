@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,9 +22,10 @@ struct TrainOptions {
   int epochs = 20;
   int batch_size = 64;
   double lr = 0.1;
-  std::string optimizer = "sgd";  // sgd (momentum 0.9) or adam
-  double wd = 1e-4;               // weight decay (sgd)
-  bool cosine = false;            // the rate follows a cosine from lr to 0 over the whole run
+  // sgd (momentum 0.9), adam, or adamw (GPT-2's: betas 0.9 and 0.95, DecayMatricesOnly)
+  std::string optimizer = "sgd";
+  double wd = 1e-4;     // weight decay (sgd, adamw)
+  bool cosine = false;  // the rate follows a cosine from lr to 0 over the whole run
   uint64_t seed = 1;
   weft::Device device;
   // Digits CSV (label last), "images-idx3,labels-idx1" (MNIST; one in five held out), or a folder
@@ -51,6 +53,9 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
                                             const TrainOptions& defaults, int argc, char** argv,
                                             const std::function<void(Flags&)>& add = {},
                                             const std::function<void(const Flags&)>& read = {});
+
+// The optimizer `o` names, with o.lr and o.wd, scaling gradients by rescale_grad.
+std::unique_ptr<weft::Optimizer> MakeOptimizer(const TrainOptions& o, double rescale_grad);
 
 struct TrainResult {
   double train_loss = 0;

@@ -1,0 +1,57 @@
+// A GPT (Radford et al. 2019, GPT-2's layout) as weft symbols: token and position embeddings, N
+// pre-LayerNorm decoder blocks (causal self-attention with one packed qkv projection, and a
+// GELU(tanh) MLP of 4x the width, each added back to the residual stream through dropout), a final
+// LayerNorm and an output projection tied to the token embedding. train_gpt trains a character
+// model with it; tests/ops_gpt_test checks it against PyTorch (tests/gpt_torch_cases.py).
+//
+//   examples::Gpt gpt = examples::MakeGpt({.vocab = 96, .context = 64});
+//   // data, positions and label bound; gpt.loss's output is the per-token loss (B * T,)
+//
+// The inputs, all float32 holding integers (weft's Embedding reads indices stored as floats):
+//   data       (B, T)  token ids in [0, vocab), T <= context
+//   positions  (T,)    the position of each column: 0, 1, ..., T - 1. weft has no arange op, so
+//                      the caller fills this data input once (FillPositions); it is what lets the
+//                      graph stay free of T-dependent constants.
+//   label      (B, T)  the next token of each position (for the loss only)
+// Parameters (names end in _weight/_bias/_gamma/_beta for the initializers):
+//   wte_weight (vocab, width)  the token embedding and, transposed, the output projection
+//   wpe_weight (context, width)
+//   h<i>_ln1_{gamma,beta}, h<i>_attn_qkv_{weight,bias} (3 width, width), h<i>_attn_proj_*,
+//   h<i>_ln2_*, h<i>_mlp_fc_{weight,bias} (4 width, width), h<i>_mlp_proj_*   for i = 0..layers-1
+//   ln_f_{gamma,beta}
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "weft/weft.h"
+
+namespace examples {
+
+struct GptConfig {
+  int vocab = 96;
+  int context = 64;  // the longest sequence: rows of wpe_weight
+  int layers = 2;
+  int heads = 4;
+  int width = 128;       // divisible by heads
+  double dropout = 0.0;  // after the embeddings, on each residual branch (training only)
+};
+
+struct Gpt {
+  weft::Symbol loss;    // (B * T,) per-token cross-entropy in nats, from data, positions, label
+  weft::Symbol logits;  // (B * T, vocab), from data and positions
+};
+
+// Throws weft::Error for a config that cannot be built (width not divisible by heads, ...).
+Gpt MakeGpt(const GptConfig& config);
+
+// The values of the `positions` input for sequences of length t: 0, 1, ..., t - 1.
+std::vector<float> Positions(int t);
+
+// The initialization GPT-2 uses, for TrainerOptions::initialize: every weight normal with
+// standard deviation 0.02, the projections into the residual stream (*_proj_weight) with
+// 0.02 / sqrt(2 layers); biases and betas zero, gammas one (returns false for them: the trainer's
+// initializer's naming convention fills them).
+bool InitializeGpt(const GptConfig& config, const std::string& name, const weft::NDArray& array);
+
+}  // namespace examples

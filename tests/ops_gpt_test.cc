@@ -1,0 +1,181 @@
+// The GPT train_gpt trains (examples/common/gpt.h), 2 layers, against PyTorch with the same
+// weights and tokens (tests/gpt_torch_cases.py), as llm.c checks its model: the per-token loss and
+// every parameter's gradient (float64 to 1e-9, float32 to 1e-5), then ten training steps as
+// train_gpt takes them (the trainer with AdamW decaying the matrices only, a warm-up and cosine
+// rate, gradients clipped to global norm 1), whose losses and final parameters track PyTorch's
+// (float32, to 1e-4). On a GPU (gpu_ops_gpt_test) in float32 to kGpuTolerance, once every op of
+// the model has a GPU compute.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "examples/common/gpt.h"
+#include "tests/gpt_torch_cases.h"
+#include "tests/op_test_util.h"
+#include "weft/weft.h"
+
+namespace weft {
+namespace {
+
+namespace cases = testing::gpt_cases;
+using cases::Tensor;
+
+examples::GptConfig Config() {
+  return {.vocab = cases::kVocab,
+          .context = cases::kContext,
+          .layers = cases::kLayers,
+          .heads = cases::kHeads,
+          .width = cases::kWidth,
+          .dropout = 0};
+}
+
+const Tensor& Find(const std::string& name) {
+  for (const Tensor& t : cases::Tensors()) {
+    if (name == t.name) return t;
+  }
+  ADD_FAILURE() << "no tensor " << name;
+  static const Tensor none{"", {}, {}};
+  return none;
+}
+
+NDArray ArrayOf(const Tensor& t, DType dtype) {
+  return testing::ArrayOf(t.values, Shape(t.shape), dtype);
+}
+
+NDArray Positions(DType dtype) {
+  const std::vector<float> p = examples::Positions(cases::kTime);
+  return testing::ArrayOf({p.begin(), p.end()}, Shape{cases::kTime}, dtype);
+}
+
+// Largest |got - want| / (1 + |want|).
+double Error(const NDArray& got, const Tensor& want) {
+  const testing::Values g = testing::ValuesOf(got);
+  EXPECT_EQ(g.size(), want.values.size()) << want.name;
+  double worst = 0;
+  for (size_t i = 0; i < std::min(g.size(), want.values.size()); ++i)
+    worst = std::max(worst, std::abs(g[i] - want.values[i]) / (1 + std::abs(want.values[i])));
+  return worst;
+}
+
+bool IsData(const std::string& name) {
+  return name == "data" || name == "label" || name == "positions";
+}
+
+// Every op of the model needs a compute on the test's device.
+class GptAgainstPyTorch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* op : {"Attention", "LayerNorm", "Embedding", "split", "gelu"}) {
+      if (!GetOp(op).On(testing::TestDevice().type))
+        GTEST_SKIP() << op << " has no compute on " << testing::TestDevice() << " yet";
+    }
+  }
+};
+
+void CheckLossAndGradients(DType dtype, double tolerance) {
+  SCOPED_TRACE(std::string(DTypeName(dtype)));
+  const Symbol loss = examples::MakeGpt(Config()).loss;
+  Executor::ArrayMap args, grads;
+  std::map<std::string, GradReq> reqs;
+  for (const std::string& name : loss.ListArguments()) {
+    args[name] = name == "positions" ? Positions(dtype) : ArrayOf(Find(name), dtype);
+    if (IsData(name)) continue;
+    grads[name] = NDArray(args[name].shape(), testing::TestDevice(), dtype);
+    reqs[name] = GradReq::kWrite;
+  }
+  auto exec = Executor::Bind(loss, testing::TestDevice(), args, grads, reqs);
+  exec->Forward(/*is_train=*/true);
+  exec->Backward();  // of the sum of the per-token losses
+  EXPECT_LE(Error(exec->outputs()[0], Find("loss")), tolerance) << "loss";
+  int checked = 0;
+  for (const Tensor& t : cases::Tensors()) {
+    const std::string name = t.name;
+    if (name.rfind("grad.", 0) != 0) continue;
+    EXPECT_LE(Error(grads.at(name.substr(5)), t), tolerance) << name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(grads.size())) << "every parameter's gradient is compared";
+  EXPECT_EQ(grads.size(), 4u + 12u * cases::kLayers) << "wte is one parameter, read twice";
+}
+
+TEST_F(GptAgainstPyTorch, LossAndEveryGradient) {
+  const bool gpu = testing::TestDevice().is_gpu();
+  for (DType dtype : testing::TestFloatTypes()) {
+    CheckLossAndGradients(dtype, dtype == DType::kFloat64 ? 1e-9
+                                 : gpu                    ? testing::kGpuTolerance
+                                                          : 1e-5);
+  }
+}
+
+// The trainer as train_gpt builds it, its parameters PyTorch's initial ones.
+std::unique_ptr<Trainer> MakeTrainer(const examples::Gpt& gpt) {
+  const int64_t tokens = int64_t{cases::kBatch} * cases::kTime;
+  AdamW adamw(cases::kLr, cases::kBeta1, cases::kBeta2, cases::kEpsilon, cases::kWd,
+              /*rescale_grad=*/1.0 / static_cast<double>(tokens));
+  adamw.set_decay_filter(DecayMatricesOnly);
+  TrainerOptions options{.device = testing::TestDevice()};
+  options.schedule = {.decay = LrSchedule::Cosine{.steps = cases::kSteps - cases::kWarmup},
+                      .warmup_steps = cases::kWarmup};
+  options.clip_global_norm = cases::kClip;
+  options.initialize = [](const std::string& name, const NDArray& array) {
+    ArrayOf(Find(name), DType::kFloat32).CopyTo(array);
+    return true;
+  };
+  const Shape bt{cases::kBatch, cases::kTime};
+  return std::make_unique<Trainer>(
+      gpt.loss,
+      std::map<std::string, Shape>{{"data", bt}, {"label", bt}, {"positions", Shape{cases::kTime}}},
+      Zero(), adamw, options);
+}
+
+// The qkv bias after the steps. Its key part (elements W..2W) has a gradient of exactly 0: adding
+// b to every key adds q . b to each of a query's scores, which softmax ignores. What the backward
+// computes for it is rounding noise (1e-17 in PyTorch's float64, 1e-9 in weft's float32), and
+// Adam divides noise by its own size: each run moves those elements by up to the rate per step,
+// in directions noise picks. So the key part is only checked to stay within kSteps * kLr of its
+// start; the query and value parts track PyTorch's.
+void CheckQkvBias(const testing::Values& got, const std::string& name, double tolerance) {
+  const Tensor& want = Find("after." + name);
+  const Tensor& start = Find(name);
+  ASSERT_EQ(got.size(), 3u * cases::kWidth);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool key = i >= cases::kWidth && i < 2u * cases::kWidth;
+    const double expected = key ? start.values[i] : want.values[i];
+    const double bound = key ? cases::kSteps * cases::kLr : tolerance * (1 + std::abs(expected));
+    EXPECT_NEAR(got[i], expected, bound) << name << " element " << i;
+  }
+}
+
+TEST_F(GptAgainstPyTorch, TenAdamWStepsTrackPyTorch) {
+  const double tolerance = testing::TestDevice().is_gpu() ? 1e-3 : 1e-4;
+  const std::unique_ptr<Trainer> trainer = MakeTrainer(examples::MakeGpt(Config()));
+  const Tensor& want_losses = Find("step_loss");
+  for (int t = 0; t < cases::kSteps; ++t) {
+    const std::string step = "step" + std::to_string(t);
+    trainer->Step({{"data", ArrayOf(Find(step + ".data"), DType::kFloat32)},
+                   {"label", ArrayOf(Find(step + ".label"), DType::kFloat32)},
+                   {"positions", Positions(DType::kFloat32)}});
+    const testing::Values losses = testing::ValuesOf(trainer->outputs()[0]);
+    double mean = 0;
+    for (double l : losses) mean += l / static_cast<double>(losses.size());
+    EXPECT_NEAR(mean, want_losses.values[t], tolerance * (1 + want_losses.values[t])) << step;
+  }
+  int checked = 0;
+  for (const std::string& name : trainer->parameter_names()) {
+    const NDArray got = trainer->parameter(name);
+    if (name.find("_attn_qkv_bias") == std::string::npos) {
+      EXPECT_LE(Error(got, Find("after." + name)), tolerance) << name;
+    } else {
+      CheckQkvBias(testing::ValuesOf(got), name, tolerance);
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4 + 12 * cases::kLayers);
+}
+
+}  // namespace
+}  // namespace weft
