@@ -11,7 +11,7 @@
 // Each figure is the median of rounds. Peak memory: weft's pooled allocator high-water mark above
 // what was in use before the row, PyTorch's growth of peak resident memory (a process per row).
 //
-//   bazel run -c opt //bench:gpt_bench -- --threads=2 --steps=5 --rounds=3 --chars=256
+//   bazel run -c opt //bench:gpt_bench -- --threads=2 --steps=5 --rounds=5 --chars=256
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -124,13 +124,15 @@ std::function<void()> AttentionStep(int b, int h, int t, int d) {
       Symbol::Op("Attention", {Symbol::Variable("q"), Symbol::Variable("k"), Symbol::Variable("v")},
                  {{"causal", "true"}}, "attn");
   weft::Executor::ArrayMap args, grads;
+  std::map<std::string, weft::GradReq> reqs;
   for (const char* name : {"q", "k", "v"}) {
     args[name] = NDArray(Shape{b, h, t, d});
     args[name].FillNormal(0, 1);
     grads[name] = NDArray(Shape{b, h, t, d});
+    reqs[name] = weft::GradReq::kWrite;
   }
   std::shared_ptr<weft::Executor> exec =
-      weft::Executor::Bind(y, weft::Device::Cpu(), args, grads);
+      weft::Executor::Bind(y, weft::Device::Cpu(), args, grads, reqs);
   return [exec] {
     exec->Forward(/*is_train=*/true);
     exec->Backward();
@@ -168,7 +170,7 @@ std::string Args(const std::vector<int>& values) {
 int main(int argc, char** argv) {
   const int threads = bench::IntFlag(argc, argv, "threads", 2);
   const int steps = bench::IntFlag(argc, argv, "steps", 5);
-  const int rounds = bench::IntFlag(argc, argv, "rounds", 3);
+  const int rounds = bench::IntFlag(argc, argv, "rounds", 5);
   const int chars = bench::IntFlag(argc, argv, "chars", 256);
   const int batch = 32;
   const int b = 8, h = 8, t = 256, d = 64;
@@ -191,7 +193,7 @@ int main(int argc, char** argv) {
   rows.push_back(Measure(
       "causal attention fwd+bwd", "fwd+bwd", [&] { return AttentionStep(b, h, t, d); }, steps,
       rounds));
-  rows.back().torch = bench::RunPeer(peer, th + " attention" + Args({b, h, t, d, steps * rounds}));
+  rows.back().torch = bench::RunPeer(peer, th + " attention" + Args({b, h, t, d, steps, rounds}));
   std::printf(
       "train_gpt's GPT on the CPU, %d thread(s): %d layers, %d heads, width %d, context %d, "
       "vocabulary %d; training %d rounds of %d steps, generation %d rounds; attention B %d, H %d, "

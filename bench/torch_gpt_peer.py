@@ -8,9 +8,9 @@ Usage: torch_gpt_peer.py THREADS ROW ARGS..., one row per process so that each r
 is its own (ru_maxrss only grows):
   train    VOCAB CONTEXT LAYERS HEADS WIDTH BATCH STEPS ROUNDS   AdamW steps as train_gpt takes them
   generate VOCAB CONTEXT LAYERS HEADS WIDTH CHARS ROUNDS         a full forward per character
-  attention B H T D ROUNDS                                       forward and backward
+  attention B H T D STEPS ROUNDS                                 forward and backward
 Prints one JSON object: {"available": bool, "version", "threads", "ms": float, "peak_bytes": int}
-with ms the median over ROUNDS rounds (per step, per character, per forward and backward) and
+with ms the median over ROUNDS rounds of STEPS calls (per step, per character, per forward and backward) and
 peak_bytes the growth of peak resident memory while the row ran.
 """
 import json
@@ -82,7 +82,7 @@ def generate(torch, sizes, chars, rounds):
     return ms, peak_growth(before)
 
 
-def attention(torch, b, h, t, d, rounds):
+def attention(torch, b, h, t, d, steps, rounds):
     """ms per forward and backward of causal attention on q, k, v (B, H, T, D)."""
     before = rss_bytes()
     q, k, v = (torch.randn(b, h, t, d, requires_grad=True) for _ in range(3))
@@ -93,7 +93,7 @@ def attention(torch, b, h, t, d, rounds):
         y = torch.softmax(s, dim=-1) @ v
         y.backward(torch.ones_like(y))
 
-    ms = rounds_ms(step, 1, rounds, warmup=2)
+    ms = rounds_ms(step, steps, rounds, warmup=2)
     return ms, peak_growth(before)
 
 
