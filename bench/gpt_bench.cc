@@ -42,21 +42,11 @@ struct Row {
   nlohmann::json torch;  // the peer's answer for this row
 };
 
-// Runs `make` (which binds), `warmup` untimed calls, then `rounds` rounds of `steps` calls; the
-// pool's peak is what binding and running allocated beyond what was in use before.
 Row Measure(const std::string& name, const std::string& unit,
             const std::function<std::function<void()>()>& make, int steps, int rounds,
             int warmup = 2) {
-  weft::Storage& pool = *weft::Storage::Get(weft::Device::Cpu());
-  weft::engine::Engine::Get()->WaitForAll();
-  pool.ReleaseCache();
-  pool.ResetPeak();
-  const size_t base = pool.Stats().bytes_in_use;
-  const std::function<void()> step = make();
-  for (int i = 0; i < warmup; ++i) step();
-  std::vector<double> ms;
-  for (int r = 0; r < rounds; ++r) ms.push_back(bench::RoundMs(step, steps));
-  return {name, unit, bench::Median(ms), pool.Stats().peak_bytes_in_use - base, {}};
+  const bench::Measured m = bench::MeasureCpu(make, steps, rounds, warmup);
+  return {name, unit, m.ms, m.peak_bytes, {}};
 }
 
 // Random token ids in [0, vocab) as floats, n of them.
