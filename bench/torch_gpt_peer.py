@@ -6,12 +6,12 @@ scaled_dot_product_attention).
 
 Usage: torch_gpt_peer.py THREADS ROW ARGS..., one row per process so that each row's peak memory
 is its own (ru_maxrss only grows):
-  train    VOCAB CONTEXT LAYERS HEADS WIDTH BATCH STEPS ROUNDS   AdamW steps as train_gpt takes them
-  generate VOCAB CONTEXT LAYERS HEADS WIDTH CHARS ROUNDS         a full forward per character
-  attention B H T D STEPS ROUNDS                                 forward and backward
+  train     VOCAB CONTEXT LAYERS HEADS WIDTH BATCH STEPS ROUNDS   AdamW steps as train_gpt's
+  generate  VOCAB CONTEXT LAYERS HEADS WIDTH CHARS ROUNDS         a full forward per character
+  attention B H T D STEPS ROUNDS                                  forward and backward
 Prints one JSON object: {"available": bool, "version", "threads", "ms": float, "peak_bytes": int}
-with ms the median over ROUNDS rounds of STEPS calls (per step, per character, per forward and backward) and
-peak_bytes the growth of peak resident memory while the row ran.
+with ms the median over ROUNDS rounds of STEPS calls (per step, per character, per forward and
+backward) and peak_bytes the growth of peak resident memory while the row ran.
 """
 import json
 import math
