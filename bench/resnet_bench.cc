@@ -38,20 +38,10 @@ struct Row {
   size_t peak_bytes = 0;
 };
 
-// Runs `make` (which binds), two untimed calls, then `rounds` rounds; the pool's peak is what
-// binding and running allocated beyond what was in use before.
 Row Measure(const std::string& name, const std::function<std::function<void()>()>& make, int steps,
             int rounds) {
-  weft::Storage& pool = *weft::Storage::Get(weft::Device::Cpu());
-  weft::engine::Engine::Get()->WaitForAll();
-  pool.ReleaseCache();
-  pool.ResetPeak();
-  const size_t base = pool.Stats().bytes_in_use;
-  const std::function<void()> step = make();
-  for (int i = 0; i < 2; ++i) step();
-  std::vector<double> ms;
-  for (int r = 0; r < rounds; ++r) ms.push_back(bench::RoundMs(step, steps));
-  return {name, bench::Median(ms), pool.Stats().peak_bytes_in_use - base};
+  const bench::Measured m = bench::MeasureCpu(make, steps, rounds);
+  return {name, m.ms, m.peak_bytes};
 }
 
 // A training step of `logits` on random data of `data` with labels in [0, 10).

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""The PyTorch side of bench/gpt_bench: train_gpt's GPT (tests/gpt_torch_cases.py's model, the
+oracle of ops_gpt_test, imported and sized here) and causal attention alone, at the same thread
+count. Attention is matmul-softmax-matmul with a causal mask (1.13 has no
+scaled_dot_product_attention).
+
+Usage: torch_gpt_peer.py THREADS ROW ARGS..., one row per process so that each row's peak memory
+is its own (ru_maxrss only grows):
+  train     VOCAB CONTEXT LAYERS HEADS WIDTH BATCH STEPS ROUNDS   AdamW steps as train_gpt's
+  generate  VOCAB CONTEXT LAYERS HEADS WIDTH CHARS ROUNDS         a full forward per character
+  attention B H T D STEPS ROUNDS                                  forward and backward
+Prints one JSON object: {"available": bool, "version", "threads", "ms": float, "peak_bytes": int}
+with ms the median over ROUNDS rounds of STEPS calls (per step, per character, per forward and
+backward) and peak_bytes the growth of peak resident memory while the row ran.
+"""
+import json
+import math
+import os
+import sys
+
+from peer_common import hello, import_torch, peak_growth, rounds_ms, rss_bytes
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+
+def gpt_module(vocab, context, layers, heads, width):
+    """tests/gpt_torch_cases.py, its model's sizes (module constants) set to these."""
+    import gpt_torch_cases as cases
+    cases.VOCAB, cases.CONTEXT, cases.LAYERS = vocab, context, layers
+    cases.HEADS, cases.WIDTH = heads, width
+    return cases
+
+
+def logits(model, tokens):
+    """The model's logits (B, T, VOCAB): its forward without the loss."""
+    import torch
+    x = model.wte(tokens) + model.wpe(torch.arange(tokens.shape[1]))
+    for block in model.blocks:
+        x = block(x)
+    return model.ln_f(x) @ model.wte.weight.t()
+
+
+def train(torch, sizes, batch, steps, rounds):
+    """ms per step: mean loss, backward, gradients clipped to norm 1, AdamW (betas 0.9, 0.95,
+    weight decay 0.1 on the matrices only), as train_gpt."""
+    before = rss_bytes()
+    cases = gpt_module(*sizes)
+    model = cases.Gpt()
+    params = list(model.weft_arrays().values())
+    opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+                             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+                            lr=5e-3, betas=(0.9, 0.95), eps=1e-8)
+    vocab, context = sizes[0], sizes[1]
+    tokens = torch.randint(0, vocab, (batch, context))
+    label = torch.randint(0, vocab, (batch, context))
+
+    def step():
+        opt.zero_grad()
+        model(tokens, label).mean().backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+
+    ms = rounds_ms(step, steps, rounds, warmup=2)
+    return ms, peak_growth(before)
+
+
+def generate(torch, sizes, chars, rounds):
+    """ms per character: the window of the last CONTEXT ids, one forward, the likeliest next id."""
+    before = rss_bytes()
+    model = gpt_module(*sizes).Gpt().eval()
+    context = sizes[1]
+
+    def run():
+        ids = [1, 2, 3, 4]
+        for _ in range(chars):
+            n = min(len(ids), context)
+            window = torch.tensor([ids[-n:] + [0] * (context - n)])
+            ids.append(int(logits(model, window)[0, n - 1].argmax()))
+
+    with torch.no_grad():
+        ms = rounds_ms(run, 1, rounds, warmup=1) / chars
+    return ms, peak_growth(before)
+
+
+def attention(torch, b, h, t, d, steps, rounds):
+    """ms per forward and backward of causal attention on q, k, v (B, H, T, D)."""
+    before = rss_bytes()
+    q, k, v = (torch.randn(b, h, t, d, requires_grad=True) for _ in range(3))
+    mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+
+    def step():
+        s = (q @ k.transpose(-1, -2) / math.sqrt(d)).masked_fill(mask, float("-inf"))
+        y = torch.softmax(s, dim=-1) @ v
+        y.backward(torch.ones_like(y))
+
+    ms = rounds_ms(step, steps, rounds, warmup=2)
+    return ms, peak_growth(before)
+
+
+def main():
+    threads, row, args = int(sys.argv[1]), sys.argv[2], [int(a) for a in sys.argv[3:]]
+    torch = import_torch(threads)
+    if torch is None:
+        return
+    torch.manual_seed(0)
+    if row == "train":
+        ms, peak = train(torch, args[:5], *args[5:])
+    elif row == "generate":
+        ms, peak = generate(torch, args[:5], *args[5:])
+    else:
+        ms, peak = attention(torch, *args)
+    print(json.dumps(dict(hello(torch), ms=ms, peak_bytes=peak)))
+
+
+if __name__ == "__main__":
+    main()
