@@ -292,6 +292,10 @@ TEST_F(Attention, BadAttributesAndTypesSayWhatWasExpected) {
   ExpectOpError("Attention", {{"p", "0.1"}}, shapes,
                 {"Attention", "attribute 'p'", "not supported yet", "expected 0, found 0.1"});
   ExpectOpError("Attention", {{"causal", "maybe"}}, shapes, {"Attention", "causal", "'maybe'"});
+  for (const char* scale : {"nan", "inf"}) {
+    ExpectOpError("Attention", {{"scale", scale}}, shapes,
+                  {"Attention", "attribute 'scale'", "expected a finite number", scale});
+  }
   if (TestDevice() != Device::Cpu()) return;
   std::vector<NDArray> in;
   for (const Shape& s : shapes) in.push_back(ArrayOf(Values(s.Size(), 0.5), s, DType::kBFloat16));

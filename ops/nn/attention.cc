@@ -37,8 +37,8 @@ enum AttentionBackwardInput { kOutGrad, kQ, kK, kV, kOut, kLse, kMask };
 
 AttentionParam ParseAttention(AttrReader& r) {
   AttentionParam p{};
-  const double scale = r.Float("scale", NAN);
-  if (!std::isnan(scale)) {
+  if (!r.String("scale", "").empty()) {  // given: any number but NaN and infinities
+    const double scale = r.Float("scale", std::nullopt);
     if (!std::isfinite(scale)) {
       WEFT_THROW("op '" << r.op() << "': attribute 'scale': expected a finite number, found "
                         << scale);
