@@ -1,13 +1,18 @@
 // embed_infer: the embedding API in a few lines. Loads a saved symbol and its parameters (from
 // train_mlp, train_cnn, train_lstm or train_resnet, auxiliary states included), classifies the
 // rows of a CSV file or the test images of a folder of MNIST-format files, and prints the
-// predictions. Binding for inference folds each BatchNorm into its convolution.
+// predictions, --batch_size rows per forward pass (so 10,000 Fashion-MNIST images through a ResNet
+// need one batch's activations, not all of theirs). Binding for inference folds each BatchNorm
+// into its convolution.
 //
 //   bazel run //examples:train_mlp && bazel run //examples:embed_infer -- --model=mlp --rows=5
 //   bazel run //examples:embed_infer -- --model=resnet --mnist=/usr/share/datasets/fashion-mnist
 //   [--device=gpu]
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,6 +21,49 @@
 #include "examples/common/flags.h"
 #include "examples/common/profile.h"
 #include "weft/weft.h"
+
+// Arguments bound for a batch of `shape`: the parameters, the data array, and the inputs the model
+// holds at zero (`zero_inputs`, comma-separated: an LSTM's initial states) shaped for it.
+std::map<std::string, weft::NDArray> BatchArguments(const weft::Symbol& net,
+                                                    std::map<std::string, weft::NDArray> args,
+                                                    const weft::Shape& shape,
+                                                    const std::string& zero_inputs,
+                                                    weft::Device device) {
+  args["data"] = weft::NDArray(shape, device);
+  const auto shapes = weft::InferArgumentShapes(net.ToGraph(), {{"data", shape}});
+  std::istringstream zeros(zero_inputs);
+  for (std::string name; std::getline(zeros, name, ',');)
+    (args[name] = weft::NDArray(shapes.at(name), device)).Fill(0);
+  return args;
+}
+
+// The class probabilities (rows, classes) of `data`'s rows, shaped as `sample` each, `batch` rows
+// per forward pass: parameters copied to the device once, an executor bound per batch size (the
+// last batch may be smaller).
+std::vector<float> Classify(const weft::Symbol& net, std::map<std::string, weft::NDArray> params,
+                            const weft::NDArray& data, const weft::Shape& sample,
+                            const std::string& zero_inputs, weft::Device device, int64_t batch,
+                            int64_t* classes) {
+  for (auto& [name, array] : params) array = array.Copy(device);
+  const int64_t n = data.shape()[0];
+  std::vector<float> probs;
+  std::map<std::string, weft::NDArray> args;
+  std::unique_ptr<weft::Executor> exec;
+  for (int64_t begin = 0; begin < n; begin += batch) {
+    weft::Shape shape{std::min(batch, n - begin)};
+    for (int64_t d : sample.dims()) shape.PushBack(d);
+    if (exec == nullptr || args.at("data").shape() != shape) {
+      args = BatchArguments(net, params, shape, zero_inputs, device);
+      exec = weft::Executor::Bind(net, device, args);
+    }
+    data.Slice(begin, begin + shape[0]).Reshape(shape).CopyTo(args.at("data"));
+    exec->Forward(/*is_train=*/false);
+    const std::vector<float> p = exec->outputs()[0].ToVector<float>();
+    probs.insert(probs.end(), p.begin(), p.end());
+    *classes = exec->outputs()[0].shape()[1];
+  }
+  return probs;
+}
 
 int main(int argc, char** argv) {
   examples::Flags flags("embed_infer",
@@ -28,6 +76,7 @@ int main(int argc, char** argv) {
                   "a folder of MNIST-format files (Fashion-MNIST): classify its t10k-* images "
                   "instead of --csv");
   flags.AddInt("rows", 10, "how many predictions to print");
+  flags.AddInt("batch_size", 500, "rows per forward pass");
   flags.AddString("device", "cpu", "cpu or gpu:N");
   flags.AddString("profile", "", examples::kProfileHelp);
   try {
@@ -47,24 +96,16 @@ int main(int argc, char** argv) {
     const int64_t n = data.shape()[0];
     const weft::Shape sample =
         weft::Shape::Parse(meta.count("input_shape") ? meta["input_shape"] : "(64,)");
-    weft::Shape shape{n};
-    for (int64_t d : sample.dims()) shape.PushBack(d);
-    args["data"] = data.Reshape(shape);
-    // Inputs the model holds at zero (an LSTM's initial states), shaped for this many rows.
-    std::istringstream zeros(meta.count("zero_inputs") ? meta["zero_inputs"] : "");
-    const auto shapes = weft::InferArgumentShapes(net.ToGraph(), {{"data", shape}});
-    for (std::string name; std::getline(zeros, name, ',');)
-      (args[name] = weft::NDArray(shapes.at(name))).Fill(0);
-
+    const int64_t batch = flags.GetInt("batch_size");
+    if (batch < 1) throw weft::Error("--batch_size: expected a positive number of rows");
     const weft::Device device = weft::Device::Parse(flags.GetString("device"));
-    examples::ProfileScope profile(flags.GetString("profile"));  // the copies and the forward pass
-    for (auto& [name, array] : args) array = array.Copy(device);
-    auto exec = weft::Executor::Bind(net, device, args);
-    exec->Forward(/*is_train=*/false);
-    const std::vector<float> probs = exec->outputs()[0].ToVector<float>();  // (n, classes)
+    examples::ProfileScope profile(flags.GetString("profile"));  // the copies and forward passes
+    int64_t classes = 0;
+    const std::vector<float> probs =
+        Classify(net, args, data, sample, meta.count("zero_inputs") ? meta["zero_inputs"] : "",
+                 device, batch, &classes);
     profile.Stop();
     const std::vector<float> labels = rows.label.ToVector<float>();
-    const int64_t classes = exec->outputs()[0].shape()[1];
     int correct = 0;
     for (int64_t i = 0; i < n; ++i) {
       int64_t best = 0;
