@@ -132,9 +132,7 @@ void CheckOwnNames(const std::map<std::string, Shape>& shapes,
 
 Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_shapes,
                  const Initializer& init, const Optimizer& optimizer, const TrainerOptions& options)
-    : optimizer_(optimizer.Clone()),
-      update_(ReadingTheRate(optimizer.ForGraph())),
-      options_(options) {
+    : optimizer_(optimizer.Clone()), update_op_(optimizer.ForGraph().op), options_(options) {
   options_.schedule.Check();
   if (options.dtype != DType::kFloat32 && options.dtype != DType::kFloat64 &&
       options.dtype != DType::kBFloat16) {
@@ -147,12 +145,12 @@ Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_sh
   }
   if (options_.predict.num_outputs() == 0) options_.predict = loss;
   const std::vector<std::string>& inputs =
-      GetOp(update_.op).input_names;  // weight, grad, states..., lr
+      GetOp(update_op_).input_names;  // weight, grad, states..., lr
   states_.assign(inputs.begin() + 2, inputs.end() - 1);
   BindStep(loss, data_shapes, init);
   if (options_.communicator != nullptr) {
     for (const auto& [p, attrs] : param_updates_)
-      param_update_attrs_[p] = ParseAttrs(GetOp(update_.op), attrs);
+      param_update_attrs_[p] = ParseAttrs(GetOp(update_op_), attrs);
     PlanGradientBuckets(loss);
     BroadcastParameters();
   }
@@ -232,7 +230,7 @@ void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& d
   }
   std::map<std::string, GradReq> reqs;
   for (const std::string& p : params_) reqs[p] = GradReq::kWrite;
-  StepUpdates updates{update_.op,
+  StepUpdates updates{update_op_,
                       param_updates_,
                       states_,
                       params_,

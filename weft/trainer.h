@@ -194,7 +194,7 @@ class Trainer {
   void AllReduceAndUpdate() const;
 
   std::unique_ptr<Optimizer> optimizer_;
-  Optimizer::GraphUpdate update_;    // the op each parameter's update runs (lr_input: it reads lr_)
+  std::string update_op_;            // the op each parameter's update runs (it reads lr_)
   std::vector<std::string> states_;  // the update op's state inputs ("mom"; "mean", "var")
   TrainerOptions options_;
   std::vector<std::string> params_;  // in name order

@@ -46,7 +46,7 @@ void Trainer::AllReduceAndUpdate() const {
            const std::string&) { return Invoke(op, inputs, attrs)[0]; });
     grads = &clipped;
   }
-  const Op& op = GetOp(update_.op);
+  const Op& op = GetOp(update_op_);
   for (const std::string& p : params_) {
     std::vector<NDArray> inputs = {params_arrays_.at(p), grads->at(p)};
     for (const std::string& s : states_) inputs.push_back(state_arrays_.at(p + "." + s));

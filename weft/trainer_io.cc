@@ -125,13 +125,13 @@ Trainer::ArrayMap Trainer::SavedArrays() const {
 
 void Trainer::Save(const std::string& path) const {
   const ArrayMap arrays = SavedArrays();
-  weft::Save(path, arrays, {{kStepsKey, std::to_string(steps_)}, {kUpdateKey, update_.op}});
+  weft::Save(path, arrays, {{kStepsKey, std::to_string(steps_)}, {kUpdateKey, update_op_}});
 }
 
 void Trainer::Load(const std::string& path) {
   std::map<std::string, std::string> meta;
   const ArrayMap file = weft::Load(path, &meta);
-  const int64_t steps = SavedSteps(path, meta, update_.op);
+  const int64_t steps = SavedSteps(path, meta, update_op_);
   const ArrayMap targets = SavedArrays();
   for (const auto& [name, array] : file) {
     if (targets.count(name) == 0) {
