@@ -1,12 +1,17 @@
 // Attention and _backward_Attention (ops/nn/attention.cc). Declarative cases against a plain
 // float64 reference of softmax(scale * q k^T + mask, causal) v, each with its finite-difference
 // gradient (op_test_util.h): causal or not, no mask, a full mask, a (1, 1, Tq, Tk) mask and a
-// (B, 1, 1, Tk) padding mask, Tq != Tk, D != Dv, a given scale, rows with every key masked, and
-// shapes over several query and key tiles. PyTorch's numbers (tests/attention_torch_cases.h),
-// every backward request, the hidden log-sum-exp, and bad input.
+// (B, 1, 1, Tk) padding mask, Tq != Tk, D != Dv, a given scale, rows with every key masked,
+// shapes over several query and key tiles, and packed qkv (layout bt3hd). PyTorch's numbers
+// (tests/attention_torch_cases.h, boolean masks and packed qkv among them), every backward
+// request, the hidden log-sum-exp, boolean masks, packed against separate operands, bfloat16
+// against float32, dropout (against a reference with the Philox mask, its keep rate, and finite
+// differences with the mask fixed), and bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -263,8 +268,8 @@ struct Result {
 struct How {
   DType dtype = DType::kFloat64;
   bool is_train = false;
-  std::vector<OpReq> req = {};  // per operand gradient; empty: kWrite
-  DType boolean = DType::kUInt8;
+  std::vector<OpReq> req = {};    // per operand gradient; empty: kWrite
+  DType boolean = DType::kUInt8;  // a boolean mask's dtype: uint8 or bool
 };
 
 // The forward's outputs (random numbers drawn after SeedRandom(kSeed)) and, given dy, the
@@ -477,24 +482,18 @@ TEST_F(Attention, PackedLayoutEqualsTheSeparateOperands) {
   const Inputs in = RandomInputs(packed, 7);
   const Bhtd x = Unpacked(packed, in);
   const Inputs split = {x.q, x.k, x.v, in[1]};
-  const Values dy = Uniform(OutputSize(packed), 8);
+  const Values dy_bhtd = Uniform(OutputSize(packed), 8);  // the separate call's (B, H, T, D)
+  const Values dy = OutputLayout(packed, dy_bhtd);
   for (DType t : TestFloatTypes()) {
     const Result got = CallAndBackward(packed, in, dy, {.dtype = t});
-    // dy (B, T, H, D) as the separate call's (B, H, T, D): the inverse of OutputLayout.
-    Values dy_bhtd(dy.size());
-    const Values index = OutputLayout(packed, [&] {
-      Values v(dy.size());
-      for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<double>(k);
-      return v;
-    }());
-    for (size_t k = 0; k < dy.size(); ++k) dy_bhtd[static_cast<size_t>(index[k])] = dy[k];
     const Result want = CallAndBackward(separate, split, dy_bhtd, {.dtype = t});
-    ExpectNear(got.out, OutputLayout(packed, want.out), 0, "packed output");
-    ExpectNear(got.lse, want.lse, 0, "packed lse");
+    const double tol = TestDevice() == Device::Cpu() ? 0 : TolOf(t);  // one CPU kernel: exact
+    ExpectNear(got.out, OutputLayout(packed, want.out), tol, "packed output");
+    ExpectNear(got.lse, want.lse, tol, "packed lse");
     const Bhtd g = Unpacked(packed, {got.grads[0]});
-    ExpectNear(g.q, want.grads[0], 0, "packed d_q");
-    ExpectNear(g.k, want.grads[1], 0, "packed d_k");
-    ExpectNear(g.v, want.grads[2], 0, "packed d_v");
+    ExpectNear(g.q, want.grads[0], tol, "packed d_q");
+    ExpectNear(g.k, want.grads[1], tol, "packed d_k");
+    ExpectNear(g.v, want.grads[2], tol, "packed d_v");
   }
 }
 
@@ -601,7 +600,8 @@ TEST_F(Attention, DropoutKeepsOneMinusPOfTheProbabilities) {
                Values(p.b * p.h * p.tk * p.dv, 0.0)};
   for (int64_t bh = 0; bh < p.b * p.h; ++bh)
     for (int64_t j = 0; j < p.tk; ++j) in[2][(bh * p.tk + j) * p.dv + j] = 1;
-  const Result r = CallAndBackward(p, in, {}, {.is_train = true});
+  const DType t = TestFloatTypes().back();  // float64 where the device has it
+  const Result r = CallAndBackward(p, in, {}, {.dtype = t, .is_train = true});
   const KeepFn keep = KeepOf(p, r.rng);
   int64_t kept = 0;
   for (int64_t b = 0; b < p.b; ++b)
@@ -609,7 +609,7 @@ TEST_F(Attention, DropoutKeepsOneMinusPOfTheProbabilities) {
       for (int64_t i = 0; i < p.tq; ++i)
         for (int64_t j = 0; j < p.tk; ++j) {
           const double z = r.out[((b * p.h + h) * p.tq + i) * p.tk + j] * p.tk;
-          ASSERT_NEAR(z, keep(b, h, i, j), 1e-12) << b << " " << h << " " << i << " " << j;
+          ASSERT_NEAR(z, keep(b, h, i, j), 2 * TolOf(t)) << b << " " << h << " " << i << " " << j;
           kept += z != 0;
         }
   const double n = static_cast<double>(p.b * p.h * p.tq * p.tk);

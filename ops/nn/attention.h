@@ -41,12 +41,14 @@ struct AttentionParam {
 //                        d_qkv)
 // rng, an output only with p > 0, is the forward's dropout key: 3 int64 values (seed, offset,
 // whether dropout was applied: 1 in training, else 0), what the backward regenerates the mask from.
+// The offset is the one the kernels drew with: on a GPU, RandomKey::offset plus the value at
+// RandomKey::shift (storage/random.h), so the forward writes it on the device.
 struct AttentionSlots {
   int operands;     // 3 (q, k, v) or 1 (qkv); forward inputs [0, operands), gradients likewise
   int mask = -1;    // the forward's mask input; -1: none
   int rng = -1;     // the forward's rng output; -1: none (p == 0)
   int inputs = 0;   // forward inputs
-  int outputs = 0;  // forward outputs (out and lse visible or hidden: 1 visible)
+  int outputs = 0;  // forward outputs: out (the one visible), lse[, rng]
 
   // The backward's inputs.
   static constexpr int kOutGrad = 0;
