@@ -115,8 +115,9 @@ class NextTilePrefetch {
 // The elements of a broadcast input that positions [begin, begin + n) of its reader's output
 // (row-major, shape `out`) read: stride 0 along the axes it is broadcast along. Copied a run of
 // the innermost axis at a time: one memcpy where the input moves along it (a bias of (C,) against
-// (R, C): rows of C), one value repeated where it does not ((R, 1) against (R, C)); element by
-// element, with a call per element, a bias + GELU group spent more time gathering than computing.
+// (R, C): rows of C), one value repeated where it does not ((R, 1) against (R, C)). Element by
+// element, with a call per element, a bias + GELU group spent more time gathering than computing
+// (`fusion_bench -- --pass=0 --chain=0 --mlp=0 --threads=1`, its block rows; bench/README.md).
 class BroadcastGather {
  public:
   BroadcastGather(const Shape& in, const Shape& out, DType dtype)
