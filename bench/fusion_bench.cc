@@ -13,11 +13,17 @@
 //       which a server's L3 can hold, so the unfused ops then move no data through main memory);
 //       beside it a copy of x: weft's CopyTo, and memcpy split over --threads threads (the floor);
 //   (c) a training step of an MLP with bias, GELU and dropout (784-1024-1024-10, batch 128, SGD),
-//       fusion on and off.
+//       fusion on and off;
+//   (d) a transformer block's pointwise groups (issue 39), inference on (rows, cols) float32 at
+//       GPT sizes, (32*128, 4*128) and (32*128, 128), and at (8192, 3072): bias + gelu (tanh and
+//       erf forms), and the residual + Dropout's mask (r + x * m: Dropout draws its mask outside
+//       any group, an op with effects); fused, unfused, PyTorch, and memcpy over --threads threads
+//       of the same bytes (goal: fused at 70% or more of memcpy's bandwidth); --block_shape=k runs
+//       the k-th shape only.
 // Figures are medians over --reps; one engine worker whose ops use --threads threads, as PyTorch.
 //
 //   bazel run --config=opt //bench:fusion_bench -- --threads=2 --reps=10
-//   (--pass=0, --chain=0, --mlp=0 leave a part out; --peer=0 PyTorch)
+//   (--pass=0, --chain=0, --block=0, --mlp=0 leave a part out; --peer=0 PyTorch)
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +43,7 @@
 
 #include "bench/fusion_graphs.h"
 #include "bench/peer.h"
+#include "core/error.h"
 #include "graph/graph.h"
 #include "passes/fuse_pointwise.h"
 #include "passes/infer.h"
@@ -197,10 +204,9 @@ double CopyMs(int reps) {
   });
 }
 
-// The machine's own copy of the chain's bytes, memcpy split over `threads` threads: the floor of
-// any chain that reads x and writes y with that many threads (weft's CopyTo is one memcpy).
-double SplitMemcpyMs(int threads, int reps) {
-  const size_t bytes = kChainElements * sizeof(float);
+// The machine's own copy of `bytes` bytes, memcpy split over `threads` threads: the floor of any
+// group that reads and writes as many with that many threads (weft's CopyTo is one memcpy).
+double SplitMemcpyMs(size_t bytes, int threads, int reps) {
   std::vector<char> from(bytes, 1), to(bytes, 2);
   return bench::MedianMs(reps, [&] {
     std::vector<std::thread> workers;
@@ -249,7 +255,8 @@ void ChainRow(const char* what, double fused, double unfused, const nlohmann::js
 
 void ChainRows(int threads, int reps, bool with_peer) {
   const ChainTimes t = TimeChain(reps);
-  const double copy = CopyMs(reps), split_copy = SplitMemcpyMs(threads, reps);
+  const double copy = CopyMs(reps),
+               split_copy = SplitMemcpyMs(kChainElements * sizeof(float), threads, reps);
   const nlohmann::json torch =
       with_peer ? bench::RunPeer("bench/torch_fusion_peer.py", std::to_string(threads) + " " +
                                                                    std::to_string(reps) + " " +
@@ -290,6 +297,101 @@ void ChainRows(int threads, int reps, bool with_peer) {
       Gbs(2, split_copy), 100 * split_copy / t.fused_forward.wall_ms);
 }
 
+// (d) A transformer block's pointwise groups, bound for inference on (rows, cols) float32.
+struct BlockGroup {
+  const char* name;
+  weft::Symbol symbol;
+  std::vector<std::string> full;  // inputs of (rows, cols); "b" is (cols,)
+  const char* torch_key;
+};
+
+std::vector<BlockGroup> BlockGroups() {
+  const Symbol x = Symbol::Variable("x"), b = Symbol::Variable("b");
+  const Symbol biased = Symbol::Op("add", {x, b});
+  const Symbol residual =
+      Symbol::Op("add", {Symbol::Variable("r"), Symbol::Op("mul", {x, Symbol::Variable("m")})});
+  return {{"bias + gelu (tanh)",
+           Symbol::Op("gelu", {biased}, {{"approximate", "tanh"}}),
+           {"x"},
+           "bias_gelu_tanh_ms"},
+          {"bias + gelu (erf)", Symbol::Op("gelu", {biased}), {"x"}, "bias_gelu_ms"},
+          {"residual + dropout mask", residual, {"x", "m", "r"}, "residual_dropout_ms"}};
+}
+
+// The times of `group` bound fused and unfused (in turns), on arrays of (rows, cols).
+std::pair<WallCpu, WallCpu> BlockGroupMs(const BlockGroup& group, int64_t rows, int64_t cols,
+                                         int reps) {
+  weft::Executor::ArrayMap args;
+  for (const std::string& name : group.full) {
+    args[name] = NDArray(Shape{rows, cols});
+    args[name].FillUniform(-2, 2);
+  }
+  if (group.torch_key != std::string("residual_dropout_ms")) {
+    args["b"] = NDArray(Shape{cols});
+    args["b"].FillUniform(-0.5, 0.5);
+  }
+  std::unique_ptr<Executor> bound[2];
+  for (int k = 0; k < 2; ++k) {
+    setenv("WEFT_USE_FUSION", k == 0 ? "1" : "0", 1);
+    bound[k] = Executor::Bind(group.symbol, weft::Device::Cpu(), args);
+    unsetenv("WEFT_USE_FUSION");
+  }
+  if (bound[0]->stats().fused_groups != 1) WEFT_THROW(group.name << ": expected one fused group");
+  auto run = [&](int k) {
+    return [&, k] {
+      bound[k]->Forward(/*is_train=*/false);
+      bound[k]->outputs()[0].WaitToRead();
+    };
+  };
+  return InTurns(reps, run(0), run(1));
+}
+
+constexpr int64_t kBlockShapes[][2] = {{32 * 128, 4 * 128}, {32 * 128, 128}, {8192, 3072}};
+
+// `shape`: the index of one of kBlockShapes, or -1 for all.
+void BlockRows(int threads, int reps, bool with_peer, int shape_only) {
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  std::string spec;
+  for (size_t k = 0; k < std::size(kBlockShapes); ++k) {
+    if (shape_only >= 0 && static_cast<size_t>(shape_only) != k) continue;
+    shapes.emplace_back(kBlockShapes[k][0], kBlockShapes[k][1]);
+    spec += (spec.empty() ? "" : ",") + std::to_string(shapes.back().first) + "x" +
+            std::to_string(shapes.back().second);
+  }
+  const nlohmann::json torch = with_peer
+                                   ? bench::RunPeer("bench/torch_fusion_peer.py",
+                                                    std::to_string(threads) + " " +
+                                                        std::to_string(reps) + " 0 --block " + spec)
+                                   : nlohmann::json{{"available", false}};
+  const bool peer = torch.value("available", false);
+  std::printf(
+      "\na transformer block's pointwise groups, float32, inference, %d thread(s); GB/s count "
+      "one read per input of (rows, cols) and one write; memcpy: the same bytes over %d "
+      "threads; CPU ms: all threads' CPU time (less inflated by a busy machine than the wall "
+      "time)\n%-26s %11s %8s %8s %8s %7s %7s %7s %8s %8s %8s %8s\n",
+      threads, threads, "group", "shape", "fused", "unfused", "torch", "unf/fus", "tor/fus", "GB/s",
+      "memcpy", "of it", "CPU fus", "CPU unf");
+  size_t shape = 0;
+  for (const auto& [rows, cols] : shapes) {
+    const double arrays_bytes = static_cast<double>(rows * cols * sizeof(float));
+    for (const BlockGroup& group : BlockGroups()) {
+      const auto [fused_time, unfused_time] = BlockGroupMs(group, rows, cols, reps);
+      const double fused = fused_time.wall_ms, unfused = unfused_time.wall_ms;
+      const double moved = arrays_bytes * static_cast<double>(group.full.size() + 1);
+      const double copy = SplitMemcpyMs(static_cast<size_t>(moved / 2), threads, reps);
+      const double t = peer ? torch["block"][shape][group.torch_key].get<double>() : 0;
+      const std::string dims = std::to_string(rows) + "x" + std::to_string(cols);
+      std::printf("%-26s %11s %8.3f %8.3f %8s %6.2fx %7s %7.1f %8.1f %7.0f%% %8.3f %8.3f\n",
+                  group.name, dims.c_str(), fused, unfused, Cell(peer, "%.3f", t).c_str(),
+                  unfused / fused, Cell(peer, "%.2fx", t / fused).c_str(), moved / fused / 1e6,
+                  moved / copy / 1e6, 100 * copy / fused, fused_time.cpu_ms, unfused_time.cpu_ms);
+    }
+    ++shape;
+  }
+  if (!peer)
+    std::printf("PyTorch not available: %s\n", torch.value("error", std::string("?")).c_str());
+}
+
 double MlpStepMs(bool fusion, int reps) {
   setenv("WEFT_USE_FUSION", fusion ? "1" : "0", 1);
   bench::TrainStep step = bench::BindGeluMlp({784, 1024, 1024, 10}, 128, weft::Device::Cpu());
@@ -316,6 +418,9 @@ int main(int argc, char** argv) {
     if (bench::IntFlag(argc, argv, "pass", 1)) PassRows(reps);
     if (bench::IntFlag(argc, argv, "chain", 1))
       ChainRows(threads, reps, bench::IntFlag(argc, argv, "peer", 1) != 0);
+    if (bench::IntFlag(argc, argv, "block", 1))
+      BlockRows(threads, reps, bench::IntFlag(argc, argv, "peer", 1) != 0,
+                bench::IntFlag(argc, argv, "block_shape", -1));
     if (bench::IntFlag(argc, argv, "mlp", 1)) {
       const double on = MlpStepMs(true, reps), off = MlpStepMs(false, reps);
       std::printf(

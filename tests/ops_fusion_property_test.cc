@@ -596,6 +596,9 @@ struct Coverage {
   int reshape_inside = 0, cast_inside = 0, add_n_inside = 0, several_tiles = 0;
   int recomputed = 0;  // graphs whose backward recomputes forward values (passes/rematerialize.h)
   std::set<std::string> ops_drawn, act_types_drawn;
+  // The functors of the steps of fused groups, forward ("weft::fn::Gelu") and backward
+  // ("_backward_ weft::fn::Gelu"): what groups computed, whichever op or attribute named it.
+  std::set<std::string> functors_fused;
   std::vector<std::string> pass_errors;  // graphs the fusion pass (or the gradient) threw on
 
   void Add(const RandomGraph& rg);
@@ -659,6 +662,10 @@ void Coverage::Add(const RandomGraph& rg) {
     if (HasStep(group, PointwiseKind::kCast)) seen.insert("cast");
     if (HasStep(group, PointwiseKind::kAddN)) seen.insert("add_n");
     if (group.size > 4096) seen.insert("tiles");
+    for (const FusedGroup::Step& s : group.steps) {
+      const bool backward = s.op->name.starts_with("_backward_");
+      functors_fused.insert((backward ? "_backward_ " : "") + s.op->pointwise.Functor(s.attrs));
+    }
   }
   recomputed += stats.recomputed > 0;
   fused += seen.count("fused"), backward_fused += seen.count("backward");
@@ -821,6 +828,17 @@ TEST(FusionPropertyGraphs, TheRandomGraphsCoverWhatFusionMustHandle) {
   }
   for (const std::string& act : ActTypes())
     EXPECT_TRUE(c.act_types_drawn.count(act)) << "act_type " << act;
+  // A transformer block's pointwise functors (issue 39), each inside fused groups, forward and
+  // backward: gelu's two forms (the op gelu with either `approximate`, gelu_tanh, Activation),
+  // erf, clip, where (forward only: _backward_where sums over broadcast axes, no pointwise op).
+  for (const char* functor : {"Gelu", "GeluTanh", "Erf", "Clip", "Where"}) {
+    const std::string name = std::string("weft::fn::") + functor;
+    EXPECT_TRUE(c.functors_fused.count(name)) << name << " is never fused";
+    if (name != "weft::fn::Where") {
+      EXPECT_TRUE(c.functors_fused.count("_backward_ " + name))
+          << name << "'s gradient is never fused";
+    }
+  }
   std::printf(
       "of %d graphs: %d fused (%d of %d with backward fused); groups with a broadcast input in two "
       "frames %d, "

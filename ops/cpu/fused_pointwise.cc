@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -112,7 +113,11 @@ class NextTilePrefetch {
 };
 
 // The elements of a broadcast input that positions [begin, begin + n) of its reader's output
-// (row-major, shape `out`) read: stride 0 along the axes it is broadcast along.
+// (row-major, shape `out`) read: stride 0 along the axes it is broadcast along. Copied a run of
+// the innermost axis at a time: one memcpy where the input moves along it (a bias of (C,) against
+// (R, C): rows of C), one value repeated where it does not ((R, 1) against (R, C)). Element by
+// element, with a call per element, a bias + GELU group spent more time gathering than computing
+// (`fusion_bench -- --pass=0 --chain=0 --mlp=0 --threads=1`, its block rows; bench/README.md).
 class BroadcastGather {
  public:
   BroadcastGather(const Shape& in, const Shape& out, DType dtype)
@@ -121,6 +126,7 @@ class BroadcastGather {
   }
 
   void Gather(const void* src, int64_t begin, int64_t n, void* dst) const {
+    if (ndim_ == 0) return Repeat(src, n, dst);
     int64_t idx[Shape::kMaxDims] = {};
     int64_t offset = 0;
     for (int d = ndim_ - 1; d >= 0; --d) {
@@ -130,9 +136,19 @@ class BroadcastGather {
     }
     const char* from = static_cast<const char*>(src);
     char* to = static_cast<char*>(dst);
-    for (int64_t j = 0; j < n; ++j) {
-      std::memcpy(to + j * esize_, from + offset * esize_, esize_);
-      for (int d = ndim_ - 1; d >= 0; --d) {  // the next position, row-major
+    const int last = ndim_ - 1;
+    while (n > 0) {
+      const int64_t run = std::min(n, extent_[last] - idx[last]);
+      if (stride_[last] != 0) {
+        std::memcpy(to, from + offset * esize_, run * esize_);
+      } else {
+        Repeat(from + offset * esize_, run, to);
+      }
+      to += run * esize_;
+      n -= run;
+      offset -= idx[last] * stride_[last];  // back to the run's row, then the next position
+      idx[last] = 0;
+      for (int d = last - 1; d >= 0; --d) {
         offset += stride_[d];
         if (++idx[d] < extent_[d]) break;
         offset -= stride_[d] * extent_[d];
@@ -142,6 +158,25 @@ class BroadcastGather {
   }
 
  private:
+  // `n` copies of the element at `src`.
+  void Repeat(const void* src, int64_t n, void* dst) const {
+    switch (esize_) {
+      case 2:
+        return Fill<uint16_t>(src, n, dst);
+      case 4:
+        return Fill<uint32_t>(src, n, dst);
+      case 8:
+        return Fill<uint64_t>(src, n, dst);
+    }
+    for (int64_t j = 0; j < n; ++j) std::memcpy(static_cast<char*>(dst) + j * esize_, src, esize_);
+  }
+  template <typename Bits>
+  static void Fill(const void* src, int64_t n, void* dst) {
+    Bits v;
+    std::memcpy(&v, src, sizeof v);
+    std::fill_n(static_cast<Bits*>(dst), n, v);
+  }
+
   size_t esize_;
   int ndim_;
   std::array<int64_t, Shape::kMaxDims> stride_;

@@ -18,9 +18,9 @@
 #include "core/no_destructor.h"
 #include "ops/gpu/fusion/codegen.h"
 #include "ops/gpu/fusion/device_memory.h"
+#include "ops/gpu/fusion/device_param_budget.h"
 #include "ops/gpu/fusion/fallback.h"
 #include "ops/gpu/fusion/kernel_plan.h"
-#include "ops/gpu/fusion/param_budget.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
 #include "storage/storage.h"
@@ -213,7 +213,8 @@ std::optional<FusedKernel::Config> Compile(const FusedGroup& g, Device device,
     const bool index64 = GetEnvBool("WEFT_FUSION_TEST_INDEX64", false) ||
                          g.size + int64_t{blocks} * kGpuBlock > INT32_MAX;
     if (index64) plan = PlanKernel(g, req, /*index64=*/true);
-    const bool table = plan.bytes > KernelParamBudget(device.id);
+    const ParamPlacement params = PlaceParams(plan.bytes, KernelParamBudget(device.id));
+    const bool table = params.table;
     const CodegenOptions options{width, table, ComputeCapability(device.id),
                                  GetEnvBool("WEFT_FUSION_TEST_BAD_CODE", false)};
     const std::optional<std::string> source = GenerateFusedSource(g, plan, options, reason);
@@ -221,7 +222,7 @@ std::optional<FusedKernel::Config> Compile(const FusedGroup& g, Device device,
     const std::optional<rtc::Kernel> kernel =
         library.TryGet({"fused", *source, kFusedKernelName, {}}, device.id, reason);
     if (!kernel) return std::nullopt;
-    *reason = LaunchProblem(*kernel, device.id, table ? sizeof(void*) : plan.bytes);
+    *reason = LaunchProblem(*kernel, device.id, params.param_bytes);
     if (!reason->empty()) return std::nullopt;
     return FusedKernel::Config{*kernel, blocks, width, index64, table, FillArgs(plan, g, in, out)};
   } catch (const Error& e) {  // a group the plan cannot walk, a CUDA error loading the kernel

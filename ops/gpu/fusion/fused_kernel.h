@@ -13,10 +13,10 @@
 //     outputs: 18 s of CPU instead of 4);
 //   - the index type: int when the element count plus the grid's threads fit in it, else long long;
 //   - where the arguments go: by value when they fit the device's parameter budget
-//     (param_budget.h), else in a table in device memory (built once when prepared at bind time,
-//     per call otherwise) that the kernel reads through one pointer. By-value arguments over
-//     4,096 bytes are launched directly rather than in the stream's graph batch: CUDA graph kernel
-//     nodes have crashed on them (openxla/xla#19252), and a direct launch's failure is this
+//     (param_budget.h, PlaceParams), else in a table in device memory (built once when prepared at
+//     bind time, per call otherwise) that the kernel reads through one pointer. By-value arguments
+//     over 4,096 bytes are launched directly rather than in the stream's graph batch: CUDA graph
+//     kernel nodes have crashed on them (openxla/xla#19252), and a direct launch's failure is this
 //     kernel's own, so it falls back.
 //
 // Switches for tests only (read when a group is prepared):

@@ -1,25 +1,10 @@
 #include "ops/gpu/fusion/param_budget.h"
 
-#include <cuda_runtime.h>
-#include <nvrtc.h>
-
-#include <algorithm>
-#include <map>
-#include <mutex>
-
-#include "core/env.h"
-#include "core/gpu/cuda_check.h"
-#include "core/mutex.h"
-
 namespace weft::gpu {
 namespace {
 
 constexpr int kLargeParamsVersion = 12010;  // CUDA 12.1
 constexpr int kLargeParamsArch = 70;        // Volta
-
-std::string Version(int v) {
-  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
-}
 
 }  // namespace
 
@@ -29,33 +14,9 @@ size_t ParamBudgetFor(const ParamBudgetFacts& f) {
   return large ? kLargeParamBudget : kSmallParamBudget;
 }
 
-ParamBudgetFacts QueryParamBudgetFacts(int device) {
-  static Mutex mu;
-  static std::map<int, ParamBudgetFacts> cache;  // guarded by mu
-  MutexLock lock(&mu);
-  auto it = cache.find(device);
-  if (it != cache.end()) return it->second;
-  ParamBudgetFacts f;
-  WEFT_CUDA_CHECK(cudaRuntimeGetVersion(&f.runtime));
-  WEFT_CUDA_CHECK(cudaDriverGetVersion(&f.driver));
-  int major = 0, minor = 0;
-  if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS) f.nvrtc = 1000 * major + 10 * minor;
-  f.arch = ComputeCapability(device);
-  return cache.emplace(device, f).first->second;
-}
-
-size_t KernelParamBudget(int device) {
-  const size_t budget = ParamBudgetFor(QueryParamBudgetFacts(device));
-  const int forced =
-      GetEnvInt("WEFT_FUSION_TEST_PARAM_BUDGET", 0, 0, static_cast<int>(kLargeParamBudget));
-  return forced > 0 ? std::min(budget, static_cast<size_t>(forced)) : budget;
-}
-
-std::string DescribeParamBudget(int device) {
-  const ParamBudgetFacts f = QueryParamBudgetFacts(device);
-  return std::to_string(KernelParamBudget(device)) + " bytes (runtime " + Version(f.runtime) +
-         ", driver " + Version(f.driver) + ", NVRTC " + Version(f.nvrtc) + ", sm_" +
-         std::to_string(f.arch) + ")";
+ParamPlacement PlaceParams(size_t arg_bytes, size_t budget) {
+  const bool table = arg_bytes > budget;
+  return {table, table ? sizeof(void*) : arg_bytes};
 }
 
 }  // namespace weft::gpu

@@ -1,14 +1,16 @@
-// How many bytes of parameters a kernel launched on a device may take: a property of the device
-// and of the toolkit, asked of the CUDA runtime, the driver and NVRTC rather than assumed. CUDA
-// 12.1 raised the limit from 4,096 bytes to 32,764 on compute capability 7.0 and newer; it holds
-// where the runtime, the driver (which launches) and NVRTC (which compiles) are all 12.1 or newer.
-// There is no device attribute for it (cudaDeviceGetAttribute and cudaDeviceProp have none).
+// How many bytes of parameters a kernel launched on a device may take, and where a fused kernel's
+// arguments go under that budget: the rule alone, device-free, so that it builds in every
+// configuration (//ops/gpu:fusion_plan) and CPU tests can check a real graph's fused groups
+// against it; the facts of a real device are asked by device_param_budget.h (CUDA builds only).
+// CUDA 12.1 raised the limit from 4,096 bytes to 32,764 on compute capability 7.0 and newer; it
+// holds where the runtime, the driver (which launches) and NVRTC (which compiles) are all 12.1 or
+// newer. There is no device attribute for it (cudaDeviceGetAttribute and cudaDeviceProp have none).
 //
-//   if (plan.bytes > KernelParamBudget(device)) ...   // arguments in a table in device memory
+//   const ParamPlacement p = PlaceParams(plan.bytes, KernelParamBudget(device));
+//   if (p.table) ...   // arguments in a table in device memory, the kernel takes one pointer
 #pragma once
 
 #include <cstddef>
-#include <string>
 
 namespace weft::gpu {
 
@@ -25,15 +27,14 @@ struct ParamBudgetFacts {
 
 size_t ParamBudgetFor(const ParamBudgetFacts& facts);
 
-// The facts of `device` (asked once per device and cached; thread-safe). Throws weft::Error for a
-// device that is absent.
-ParamBudgetFacts QueryParamBudgetFacts(int device);
-
-// ParamBudgetFor(QueryParamBudgetFacts(device)), lowered to WEFT_FUSION_TEST_PARAM_BUDGET bytes
-// when that is set: a switch for tests only, so that small groups take the argument table.
-size_t KernelParamBudget(int device);
-
-// "32764 bytes (runtime 13.0, driver 13.0, NVRTC 13.0, sm_90)": for messages and test logs.
-std::string DescribeParamBudget(int device);
+// Where a kernel takes an argument struct of `arg_bytes` bytes under a budget of `budget` bytes:
+// by value when it fits, else in a table in device memory that the kernel reads through one
+// pointer (MXNet passed them by value whatever their size: XLNet's 4,648 bytes overflowed).
+// param_bytes is what the launch passes, so it is within the budget for every struct.
+struct ParamPlacement {
+  bool table = false;
+  size_t param_bytes = 0;
+};
+ParamPlacement PlaceParams(size_t arg_bytes, size_t budget);
 
 }  // namespace weft::gpu
