@@ -5,19 +5,20 @@
 //     keys are all masked (out 0, lse -inf, no gradient), several query and key tiles;
 //   - bfloat16 (cuDNN's fused attention where it takes the call, weft's kernels where it does
 //     not) against the CPU in float32 on the same bfloat16-exact inputs, within 16-bit bounds;
-//   - cuDNN's plans built once per shape: a repeated call builds none (WEFT_ENGINE=naive in
-//     tests/BUILD: one stream, so one cuDNN handle, whose plans these are).
+//   - cuDNN's plans built once per shape: a repeated call builds none.
 // gpu_ops_attention_test also runs ops_attention_test's cases on the GPU (float32).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ops/gpu/internal/cudnn_attention.h"
 #include "ops/op.h"
 #include "storage/ndarray.h"
+#include "tests/gpu_op_test_util.h"
 #include "tests/op_test_util.h"
 #include "weft/imperative.h"
 
@@ -147,25 +148,57 @@ TEST(GpuAttention, Bfloat16MatchesTheCpuInFloat32) {
   for (const Problem& p : problems) ExpectGpuMatchesCpu(p, DType::kBFloat16, DType::kFloat32, 2e-2);
 }
 
-// The second call of a shape builds no plan and finds no new decline (whether cuDNN took it or
-// not); a new shape builds (or declines) again.
+// One call of `op`'s GPU compute on `stream`, with zero-filled inputs and outputs of these shapes
+// and dtypes: one stream and one thread, so one cuDNN handle, whose plans these are (through the
+// engine, a call may run on any of the device's workers, each with a handle of its own).
+void ComputeOnStream(TestStream& stream, const std::string& op,
+                     const std::vector<std::pair<Shape, DType>>& in,
+                     const std::vector<std::pair<Shape, DType>>& out) {
+  const Op& def = GetOp(op);
+  const Attrs attrs = ParseAttrs(def, {{"causal", "true"}});
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+  auto views = [&](const std::vector<std::pair<Shape, DType>>& arrays) {
+    std::vector<TensorView> v;
+    for (const auto& [shape, dtype] : arrays) {
+      const size_t bytes = shape.Size() * DTypeSize(dtype);
+      buffers.push_back(std::make_unique<DeviceBuffer>(bytes));
+      buffers.back()->Upload(std::vector<char>(bytes, 0).data(), bytes);
+      v.emplace_back(buffers.back()->get(), shape, dtype, Device::Gpu(0));
+    }
+    return v;
+  };
+  const std::vector<TensorView> inputs = views(in), outputs = views(out);
+  OpContext ctx;
+  ctx.run.device = Device::Gpu(0);
+  ctx.run.stream = &stream.get();
+  def.On(DeviceType::kGpu)
+      .compute(ctx, attrs, inputs, std::vector<OpReq>(out.size(), OpReq::kWrite), outputs);
+  stream.Synchronize();
+}
+
+// Plans built plus calls declined after a forward and a backward of causal bfloat16 attention of
+// (2, 2, t, 64) on `stream`.
+int64_t BuildsAndDeclinesAfterACall(TestStream& stream, int64_t t) {
+  const Shape x{2, 2, t, 64}, lse{2, 2, t};
+  const DType bf16 = DType::kBFloat16, f32 = DType::kFloat32;
+  ComputeOnStream(stream, "Attention", {{x, bf16}, {x, bf16}, {x, bf16}}, {{x, bf16}, {lse, f32}});
+  ComputeOnStream(stream, "_backward_Attention",
+                  {{x, bf16}, {x, bf16}, {x, bf16}, {x, bf16}, {x, bf16}, {lse, f32}},
+                  {{x, bf16}, {x, bf16}, {x, bf16}});
+  const gpu::CudnnAttentionStats s = gpu::GetCudnnAttentionStats();
+  return s.plans_built + s.declined;
+}
+
+// The first call of a shape builds its forward and backward plans (or finds cuDNN declines them);
+// later calls of that shape build and ask nothing; a new shape builds again.
 TEST(GpuAttention, CudnnPlansAreBuiltOncePerShape) {
-  const Problem p{"plan cache", 2, 2, 64, 64, 64, 64, true};
-  const std::vector<Values> in = InputsOf(p, true);
+  TestStream stream;
   const gpu::CudnnAttentionStats before = gpu::GetCudnnAttentionStats();
-  RunCall(p, in, Device::Gpu(0), DType::kBFloat16);
-  const gpu::CudnnAttentionStats first = gpu::GetCudnnAttentionStats();
-  EXPECT_EQ(first.plans_built + first.declined, before.plans_built + before.declined + 2)
-      << "the forward's plan and the backward's";
-  for (int i = 0; i < 3; ++i) RunCall(p, in, Device::Gpu(0), DType::kBFloat16);
-  const gpu::CudnnAttentionStats again = gpu::GetCudnnAttentionStats();
-  EXPECT_EQ(again.plans_built, first.plans_built);
-  EXPECT_EQ(again.declined, first.declined);
-  Problem longer = p;
-  longer.tq = longer.tk = 128;
-  RunCall(longer, InputsOf(longer, true), Device::Gpu(0), DType::kBFloat16);
-  const gpu::CudnnAttentionStats other = gpu::GetCudnnAttentionStats();
-  EXPECT_EQ(other.plans_built + other.declined, again.plans_built + again.declined + 2);
+  const int64_t first = BuildsAndDeclinesAfterACall(stream, 192);
+  EXPECT_EQ(first, before.plans_built + before.declined + 2);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(BuildsAndDeclinesAfterACall(stream, 192), first);
+  EXPECT_EQ(BuildsAndDeclinesAfterACall(stream, 256), first + 2);
+  EXPECT_EQ(BuildsAndDeclinesAfterACall(stream, 192), first + 2);
 }
 
 }  // namespace
