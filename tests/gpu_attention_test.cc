@@ -83,19 +83,6 @@ std::vector<Values> RunCall(const Problem& p, const std::vector<Values>& values,
           ValuesOf(grads[2])};
 }
 
-// got against want elementwise, |got - want| <= tol * (1 + |want|), where -inf must be -inf.
-void ExpectClose(const Values& got, const Values& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isinf(want[i])) {
-      ASSERT_EQ(got[i], want[i]) << what << ": element " << i;
-      continue;
-    }
-    ASSERT_LE(std::abs(got[i] - want[i]), tol * (1 + std::abs(want[i])))
-        << what << ": element " << i << " is " << got[i] << ", expected " << want[i];
-  }
-}
-
 const char* const kOutputs[] = {"out", "lse", "d_q", "d_k", "d_v"};
 
 // GPU in `gpu_type` against the CPU in float32 or float64 (`cpu_type`) on the same values.
@@ -104,8 +91,7 @@ void ExpectGpuMatchesCpu(const Problem& p, DType gpu_type, DType cpu_type, doubl
   const std::vector<Values> want = RunCall(p, in, Device::Cpu(), cpu_type);
   const std::vector<Values> got = RunCall(p, in, Device::Gpu(0), gpu_type);
   for (int o = 0; o < 5; ++o) {
-    ExpectClose(got[o], want[o], tol,
-                p.name + " " + DTypeName(gpu_type).data() + " " + kOutputs[o]);
+    ExpectNear(got[o], want[o], tol, p.name + " " + DTypeName(gpu_type).data() + " " + kOutputs[o]);
   }
 }
 

@@ -40,9 +40,6 @@ struct AttnGpuCall {
   GpuAttention k;
 };
 
-// Row-major (B, H, T, C).
-GpuAttnStrides Dense(int64_t h, int64_t t, int64_t c) { return {h * t * c, t * c, c}; }
-
 AttnGpuCall CallOf(const char* op, const Attrs& a, const TensorView& q, const TensorView& k,
                    const TensorView& v, const TensorView* mask) {
   const AttentionParam& p = a.Get<AttentionParam>();
@@ -52,19 +49,9 @@ AttnGpuCall CallOf(const char* op, const Attrs& a, const TensorView& q, const Te
                 q.dtype(),
                 {}};
   const AttentionDims& d = c.d;
-  c.k = GpuAttention{d.b,
-                     d.h,
-                     d.tq,
-                     d.tk,
-                     d.d,
-                     d.dv,
-                     Dense(d.h, d.tq, d.d),
-                     Dense(d.h, d.tk, d.d),
-                     Dense(d.h, d.tk, d.dv),
-                     Dense(d.h, d.tq, d.dv),
-                     {d.mask_stride[0], d.mask_stride[1], d.mask_stride[2], d.mask_stride[3]},
-                     d.scale,
-                     d.causal ? 1 : 0};
+  const long long mask_stride[4] = {d.mask_stride[0], d.mask_stride[1], d.mask_stride[2],
+                                    d.mask_stride[3]};
+  c.k = AttnDenseCall(d.b, d.h, d.tq, d.tk, d.d, d.dv, mask_stride, d.scale, d.causal);
   return c;
 }
 

@@ -140,8 +140,8 @@ void BackwardGraph(BackendGraph& g, const AttentionDims& d, cudnnDataType_t io) 
   g.Pointwise(CUDNN_POINTWISE_MUL, ds_unscaled, ds, scale);
   g.Reshape(ds, ds_t);
   g.Matmul(ds_t, q, Dense(g, kDk, io, {d.b, d.h, d.tk, d.d}));
-  const Dims4 k_dims{d.b, d.h, d.tk, d.d};
-  const auto k = g.Virtual(io, k_dims, DenseStrides(k_dims));
+  const Dims4 k_dims{d.b, d.h, d.tk, d.d};  // float, as cudnn-frontend's reshape_k infers it
+  const auto k = g.Virtual(CUDNN_DATA_FLOAT, k_dims, DenseStrides(k_dims));
   g.Reshape(k_t, k);
   const auto dq_accum = Dense(g, kDqAccum, CUDNN_DATA_FLOAT, sh.q);
   g.Matmul(ds, k, dq_accum);
