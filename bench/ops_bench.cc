@@ -1,5 +1,8 @@
 // Operator speed against PyTorch on the CPU, in the same run, at the same thread count:
 //   FullyConnected forward + backward, batch 128, 784 -> 1024
+//   FullyConnected + gelu_tanh, inference, 512 rows, 768 -> 3072 (a GPT-2 MLP's first layer): the
+//   activation as the layer's epilogue (act_type, what fold_activation makes of the pair) and as
+//   an op of its own
 //   Convolution forward + backward, batch 64, 32 -> 64 channels, 3x3, padding 1, 28x28
 //   a tiny imperative op: 100,000 adds on a 1-element array, waited once at the end, in place and
 //   allocating the output (engine included)
@@ -59,6 +62,25 @@ std::function<void()> ForwardBackward(const std::string& name, const weft::AttrM
     std::vector<NDArray> out = weft::Invoke(op, parsed, inputs);
     weft::InvokeBackward(op, parsed, inputs, out, {dy}, grads,
                          std::vector<weft::OpReq>(inputs.size(), weft::OpReq::kWrite));
+    weft::engine::Engine::Get()->WaitForAll();
+  };
+}
+
+// FullyConnected + gelu_tanh forward, waited: as one op (act_type, oneDNN's post-op) or two.
+std::function<void()> FcGelu(bool epilogue) {
+  const NDArray x = Random({512, 768}), w = Random({3072, 768}), b = Random({3072});
+  const weft::Op& fc = weft::GetOp("FullyConnected");
+  const weft::Op& gelu = weft::GetOp("gelu_tanh");
+  const weft::Attrs plain = weft::ParseAttrs(fc, {{"num_hidden", "3072"}});
+  const weft::Attrs with_act =
+      weft::ParseAttrs(fc, {{"num_hidden", "3072"}, {"act_type", "gelu_tanh"}});
+  const weft::Attrs none = weft::ParseAttrs(gelu, {});
+  return [=, &fc, &gelu] {
+    if (epilogue) {
+      weft::Invoke(fc, with_act, {x, w, b});
+    } else {
+      weft::Invoke(gelu, none, weft::Invoke(fc, plain, {x, w, b}));
+    }
     weft::engine::Engine::Get()->WaitForAll();
   };
 }
@@ -198,6 +220,8 @@ int main(int argc, char** argv) {
                                {{"kernel", "(3, 3)"}, {"num_filter", "64"}, {"pad", "(1, 1)"}},
                                {Random({64, 32, 28, 28}), Random({64, 32, 3, 3}), Random({64})},
                                Shape{64, 64, 28, 28}));
+  const double fc_gelu = tiny_only ? 0 : MedianMs(reps, FcGelu(true));
+  const double fc_then_gelu = tiny_only ? 0 : MedianMs(reps, FcGelu(false));
   nlohmann::json torch =
       bench::RunPeer("bench/torch_peer.py", std::to_string(threads) + " " + std::to_string(reps) +
                                                 " " + (tiny_only ? "1" : "0"));
@@ -218,6 +242,8 @@ int main(int argc, char** argv) {
   if (!tiny_only) {
     Row("FullyConnected fwd+bwd 128x784->1024", "ms", fc, torch, "fc_ms");
     Row("Convolution fwd+bwd 64x32x28x28, 3x3 -> 64", "ms", conv, torch, "conv_ms");
+    Row("FC+gelu_tanh infer 512x768->3072, epilogue", "ms", fc_gelu, torch, "fc_gelu_ms");
+    Row("FC+gelu_tanh infer 512x768->3072, two ops", "ms", fc_then_gelu, torch, "fc_gelu_ms");
   }
   Row("tiny add, in place (per op)", "us", add_inplace, torch, "add_inplace_us");
   Row("tiny add, allocating the output (per op)", "us", add_alloc, torch, "add_alloc_us");

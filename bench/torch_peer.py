@@ -3,7 +3,7 @@
 
   torch_peer.py THREADS REPS [TINY_ONLY]
 prints one JSON object: {"available": bool, "version": str, "blas": str, "threads": int, "fc_ms": ...,
-"conv_ms": ..., "add_inplace_us": ..., "add_alloc_us": ...} (TINY_ONLY=1 skips the large ops, whose
+"conv_ms": ..., "fc_gelu_ms": ..., "add_inplace_us": ..., "add_alloc_us": ...} (TINY_ONLY=1 skips the large ops, whose
 figures are then 0).
 
   torch_peer.py THREADS --serve
@@ -56,7 +56,16 @@ def large_ops(torch, reps):
     def conv_step():
         conv(xc).backward(dyc)
 
-    return {"fc_ms": median_ms(fc_step, reps), "conv_ms": median_ms(conv_step, max(3, reps // 2))}
+    # FullyConnected + gelu_tanh, inference: 512 rows, 768 -> 3072 (a GPT-2 MLP's first layer).
+    xg = torch.randn(512, 768)
+    fcg = torch.nn.Linear(768, 3072)
+
+    def fc_gelu():
+        with torch.no_grad():
+            torch.nn.functional.gelu(fcg(xg), approximate="tanh")
+
+    return {"fc_ms": median_ms(fc_step, reps), "conv_ms": median_ms(conv_step, max(3, reps // 2)),
+            "fc_gelu_ms": median_ms(fc_gelu, reps)}
 
 
 def main():
@@ -76,7 +85,7 @@ def main():
         return
     result = dict(hello(torch), blas="BLAS loaded: " + blas_libraries(torch))
     result.update(tiny_round(torch))  # first: after the large ops OpenMP's idle threads spin a while
-    result.update({"fc_ms": 0, "conv_ms": 0} if tiny_only else large_ops(torch, reps))
+    result.update({"fc_ms": 0, "conv_ms": 0, "fc_gelu_ms": 0} if tiny_only else large_ops(torch, reps))
     print(json.dumps(result))
 
 

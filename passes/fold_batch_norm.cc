@@ -7,22 +7,13 @@
 #include "graph/rewrite.h"
 #include "ops/nn/nn_params.h"
 #include "ops/op.h"
+#include "passes/internal/fold_pairs.h"
 
 namespace weft {
 namespace {
 
-// How many times each entry is read, a graph output counting as a read.
-std::vector<int> Readers(const Graph& g) {
-  std::vector<int> readers(g.num_entries(), 0);
-  for (const Node& node : g.nodes()) {
-    for (const NodeEntry& e : node.inputs) ++readers[g.EntryId(e)];
-  }
-  for (const NodeEntry& e : g.outputs()) ++readers[g.EntryId(e)];
-  return readers;
-}
-
 // The Convolution node BatchNorm node `n` can fold into, or -1.
-int64_t FoldableConvolution(const Graph& g, uint32_t n, const std::vector<int>& readers) {
+int64_t FoldableConvolution(const Graph& g, uint32_t n, const std::vector<uint32_t>& readers) {
   const Node& bn = g.node(n);
   if (bn.op == nullptr || bn.op->name != "BatchNorm") return -1;
   if (bn.attrs.Get<BatchNormParam>().axis != 1) return -1;
@@ -88,32 +79,12 @@ NodeEntry Fold(GraphRewrite& r, const Node& conv, const Node& bn) {
 }  // namespace
 
 Graph FoldBatchNorm(const Graph& g, int* folded) {
-  const std::vector<int> readers = Readers(g);
-  std::vector<int64_t> conv_of(g.nodes().size(), -1);   // per BatchNorm node: its convolution
-  std::vector<bool> deferred(g.nodes().size(), false);  // convolutions folded at their BatchNorm
-  int count = 0;
-  for (uint32_t n = 0; n < g.nodes().size(); ++n) {
-    conv_of[n] = FoldableConvolution(g, n, readers);
-    if (conv_of[n] >= 0) {
-      deferred[conv_of[n]] = true;
-      ++count;
-    }
-  }
-  if (folded != nullptr) *folded = count;
-  if (count == 0) return g;
-  GraphRewrite r(g);
-  for (uint32_t n = 0; n < g.nodes().size(); ++n) {
-    if (deferred[n]) continue;
-    if (conv_of[n] < 0) {
-      r.Keep(n);
-      continue;
-    }
-    const uint32_t node = r.num_nodes();
-    const NodeEntry out = Fold(r, g.node(conv_of[n]), g.node(n));
-    r.MapNode(n, node);
-    r.MapEntry({n, 0}, out);
-  }
-  return std::move(r).Finish();
+  return FoldPairs(
+      g, FoldableConvolution,
+      [&](GraphRewrite& r, uint32_t conv, uint32_t bn) {
+        return Fold(r, g.node(conv), g.node(bn));
+      },
+      folded);
 }
 
 }  // namespace weft

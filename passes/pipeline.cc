@@ -4,6 +4,7 @@
 
 #include "core/env.h"
 #include "passes/cse.h"
+#include "passes/fold_activation.h"
 #include "passes/fold_batch_norm.h"
 #include "passes/gradient.h"
 #include "passes/infer.h"
@@ -47,6 +48,9 @@ bool Infers(const Graph& g, const State& s) {
   return WithRespectTo(g, s.request).empty() && !s.request.extend;
 }
 Graph FoldNorms(const Graph& g, State& s) { return FoldBatchNorm(g, &s.result.folded_batch_norms); }
+Graph FoldActivations(const Graph& g, State& s) {
+  return FoldActivation(g, &s.result.folded_activations);
+}
 
 bool Differentiates(const Graph& g, const State& s) { return !WithRespectTo(g, s.request).empty(); }
 Graph Differentiate(const Graph& g, State& s) {
@@ -92,9 +96,10 @@ struct PassRow {
 };
 
 // The pipeline: the table in pipeline.h.
-constexpr std::array<PassRow, 8> kBindPasses = {{
+constexpr std::array<PassRow, 9> kBindPasses = {{
     {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
     {"fold_batch_norm", "WEFT_FOLD_BATCH_NORM", Infers, FoldNorms, nullptr},
+    {"fold_activation", "WEFT_FOLD_ACTIVATION", Infers, FoldActivations, nullptr},
     {"gradient", nullptr, Differentiates, Differentiate, nullptr},
     {"extend", nullptr, nullptr, Extend, nullptr},
     {"infer_shapes_and_types", nullptr, nullptr, Infer, nullptr},

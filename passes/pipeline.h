@@ -6,6 +6,8 @@
 //   eliminate_common_expr   WEFT_ELIMINATE_COMMON_EXPR   always (passes/cse.h)
 //   fold_batch_norm         WEFT_FOLD_BATCH_NORM         inference binds (no gradient, no
 //                                                        extension): BatchNorm into Convolution
+//   fold_activation         WEFT_FOLD_ACTIVATION         inference binds: an activation into the
+//                                                        layer before it (an epilogue)
 //   gradient                -                            when a gradient is requested
 //   extend                  -                            the caller's nodes, then its checks
 //   infer_shapes_and_types  -                            always, for the device; then the checks
@@ -66,6 +68,8 @@ struct BindResult {
   // BatchNorms folded into convolutions: the graph computes only inference (Forward with is_train
   // is an error).
   int folded_batch_norms = 0;
+  // Activations folded into the FullyConnected before them (fold_activation.h).
+  int folded_activations = 0;
   std::vector<Pass> passes;  // the passes that ran, in order
 };
 

@@ -57,6 +57,9 @@ const std::map<std::string, AttrMap>& ExampleAttrs() {
         {"_backward_RNN", {{"mode", "lstm"}, {"state_size", "4"}}},
         {"_backward_Embedding", {{"input_dim", "5"}, {"output_dim", "3"}}},
         {"Cast", {{"dtype", "float64"}}},
+        // Not required, but they give the rule its most inputs: the mask and dropout's key.
+        {"Attention", {{"use_mask", "true"}, {"p", "0.1"}}},
+        {"_backward_Attention", {{"use_mask", "true"}, {"p", "0.1"}}},
         {"reshape", {{"shape", "(-1,)"}}},
         {"expand_dims", {{"axis", "0"}}},
         {"concat", {{"num_args", "2"}}},

@@ -138,8 +138,19 @@ void RunNnCase(const OpCase& c) {
 
 // ---- FullyConnected ----
 
-// y[m, o] = b[o] + sum_k x[m, k] * w[o, k], with data seen as (M, K).
-OpCase FullyConnectedCase(const Shape& data, int64_t hidden, bool bias, bool flatten) {
+// An activation epilogue's reference: act_type "none", relu, sigmoid, gelu or gelu_tanh.
+double ApplyAct(const std::string& act, double y) {
+  if (act == "relu") return std::max(y, 0.0);
+  if (act == "sigmoid") return 1 / (1 + std::exp(-y));
+  if (act == "gelu") return 0.5 * y * (1 + std::erf(y / std::sqrt(2.0)));
+  if (act == "gelu_tanh")
+    return 0.5 * y * (1 + std::tanh(std::sqrt(2 / M_PI) * (y + 0.044715 * y * y * y)));
+  return y;
+}
+
+// y[m, o] = act(b[o] + sum_k x[m, k] * w[o, k]), with data seen as (M, K).
+OpCase FullyConnectedCase(const Shape& data, int64_t hidden, bool bias, bool flatten,
+                          const std::string& act = "none") {
   int64_t k = data[data.ndim() - 1];
   if (flatten) k = data.Size() / data[0];
   const int64_t m = data.Size() / k;
@@ -148,7 +159,8 @@ OpCase FullyConnectedCase(const Shape& data, int64_t hidden, bool bias, bool fla
   OpCase c{"FullyConnected",
            {{"num_hidden", std::to_string(hidden)},
             {"no_bias", bias ? "false" : "true"},
-            {"flatten", flatten ? "true" : "false"}},
+            {"flatten", flatten ? "true" : "false"},
+            {"act_type", act}},
            shapes,
            [=](const Inputs& in) {
              Values y(m * hidden);
@@ -156,7 +168,7 @@ OpCase FullyConnectedCase(const Shape& data, int64_t hidden, bool bias, bool fla
                for (int64_t o = 0; o < hidden; ++o) {
                  double sum = bias ? in[2][o] : 0.0;
                  for (int64_t j = 0; j < k; ++j) sum += in[0][i * k + j] * in[1][o * k + j];
-                 y[i * hidden + o] = sum;
+                 y[i * hidden + o] = ApplyAct(act, sum);
                }
              }
              return Outputs{y};
@@ -164,13 +176,22 @@ OpCase FullyConnectedCase(const Shape& data, int64_t hidden, bool bias, bool fla
   c.tolerance = kForwardTolerance;
   c.gradient_tolerance = kGradientTolerance;
   c.name = "FullyConnected data " + data.ToString() + (bias ? " bias" : " no_bias") +
-           (flatten ? " flatten" : "");
+           (flatten ? " flatten" : "") + " act_type " + act;
   return c;
 }
 
 TEST(FullyConnected, MatchesReferenceWithAndWithoutBias) {
   RunNnCase(FullyConnectedCase(Shape{4, 6}, 5, true, true));
   RunNnCase(FullyConnectedCase(Shape{4, 6}, 5, false, true));
+}
+
+// The epilogue: cuBLASLt's (relu, gelu_tanh with a bias) or a kernel after the GEMM on the GPU,
+// oneDNN's post-op on the CPU; the gradient recomputes the output before gelu's.
+TEST(FullyConnected, AppliesItsActivationEpilogue) {
+  for (const char* act : {"relu", "sigmoid", "gelu", "gelu_tanh"}) {
+    RunNnCase(FullyConnectedCase(Shape{4, 6}, 5, true, true, act));
+    RunNnCase(FullyConnectedCase(Shape{2, 3, 4}, 3, false, false, act));
+  }
 }
 
 TEST(FullyConnected, FlattenFoldsTrailingAxesElseUsesTheLastAxis) {
@@ -312,6 +333,22 @@ OpCase ConvolutionCase(const Shape& data, int64_t filters, const Window& win, bo
            attrs["stride"] + " pad " + attrs["pad"] + " dilate " +
            Shape{win.dh, win.dw}.ToString() + (bias ? " bias" : " no_bias");
   return c;
+}
+
+// The epilogue: oneDNN's post-op on the CPU, Activation's kernel after cuDNN on the GPU.
+TEST(Convolution, AppliesItsActivationEpilogue) {
+  for (const char* act : {"relu", "gelu"}) {
+    OpCase c = ConvolutionCase(Shape{2, 3, 5, 5}, 4, {3, 3, 2, 2, 1, 1}, true);
+    c.attrs["act_type"] = act;
+    const auto plain = c.reference;
+    c.reference = [=](const Inputs& in) {
+      Outputs out = plain(in);
+      for (double& y : out[0]) y = ApplyAct(act, y);
+      return out;
+    };
+    c.name += std::string(" act_type ") + act;
+    RunNnCase(c);
+  }
 }
 
 TEST(Convolution, StrideTwoWithPaddingAndMoreFiltersThanChannels) {

@@ -1,28 +1,37 @@
 // CPU compute of Attention and _backward_Attention (ops/nn/attention.cc says what they compute):
-// flash attention's tiled algorithm in plain loops, float32 (float accumulators, lse in float) and
-// float64. bfloat16 is an error for now.
+// flash attention's tiled algorithm in plain loops, one kernel templated on the storage type T:
+// float32 and float64 compute in T; bfloat16 loads into float32, computes and keeps lse in float32
+// and rounds each output once. Every operand is read through its row strides (AttentionRows), so
+// the layouts (B, H, T, D) and packed qkv (B, T, 3, H, D) run the same loops.
 //
 // Forward: each (b, h) pair's queries in blocks of kQueryBlock rows; for each block the keys in
 // blocks of kKeyBlock, with a running maximum m and sum l per row (online softmax): a new key
-// block rescales what was summed by exp(m_old - m_new). Memory is one scores tile, one
-// accumulator tile and m, l per thread: never Tq x Tk.
-// Backward, recomputing each probability tile as P = exp(s - lse) (0 where s = -inf):
+// block rescales what was summed by exp(m_old - m_new). Memory is one scores tile, one dropout
+// tile, one accumulator tile and m, l per thread: never Tq x Tk. Dropout multiplies a probability
+// by its tile entry (0 or 1 / (1 - p)) where it meets v; l sums the probabilities before dropout.
+// Backward, recomputing each probability tile as P = exp(s - lse) (0 where s = -inf) and each
+// dropout tile from the forward's key (rng):
 //   1. D_i = out_grad[i] . out[i] per row (a workspace of B * H * Tq values);
 //   2. d_q per (b, h, query block), over the key blocks;
 //   3. d_k and d_v per (b, h, key block), over the query blocks.
-// Each output row is summed by one thread, so no two threads write the same row. Causal
-// attention skips the tiles above the diagonal. Dot products and row updates run along D, which
-// is contiguous, in loops marked for SIMD, in the widest vectors the processor has
-// (WEFT_CPU_VECTOR_CLONES).
+// Each output row is summed by one thread, so no two threads write the same row (packed d_qkv's
+// parts are rows of their own). Causal attention skips the tiles above the diagonal. Dot products
+// and row updates run along D, which is contiguous, in loops marked for SIMD, in the widest
+// vectors the processor has (WEFT_CPU_VECTOR_CLONES).
 #include "ops/nn/attention.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "core/bfloat16.h"
+#include "core/philox.h"
 #include "ops/attrs.h"
 #include "ops/cpu/internal/cpu_util.h"
+#include "ops/math/attention_dropout.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
@@ -31,15 +40,89 @@ namespace {
 constexpr int64_t kQueryBlock = 32;
 constexpr int64_t kKeyBlock = 64;
 
-// The tensors of one call, all row-major: q (BH, Tq, D), k (BH, Tk, D), v (BH, Tk, Dv), mask as
-// AttentionDims::MaskAt reads it (null without one).
+// ---- Storage and arithmetic types ----
+
+// What T computes in: float for bfloat16, else T.
 template <typename T>
-struct Heads {
+struct ArithOf {
+  using type = T;
+};
+template <>
+struct ArithOf<BFloat16> {
+  using type = float;
+};
+template <typename T>
+using Arith = typename ArithOf<T>::type;
+
+inline float Load(float x) { return x; }
+inline double Load(double x) { return x; }
+inline float Load(BFloat16 x) { return x.ToFloat(); }
+
+// out[0, n) = f(c), or += with kAddTo, rounded once into T.
+template <typename T, typename F>
+void StoreRow(T* out, OpReq req, int64_t n, F&& f) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (req == OpReq::kNull) return;
+    const bool add = req == OpReq::kAddTo;
+    for (int64_t c = 0; c < n; ++c)
+      out[c] = BFloat16::FromFloat(add ? out[c].ToFloat() + f(c) : f(c));
+  } else {
+    StoreRange(out, req, 0, n, f);
+  }
+}
+
+template <typename T>
+inline Arith<T> Dot(const T* a, const T* b, int64_t n) {
+  Arith<T> sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += Load(a[i]) * Load(b[i]);
+  return sum;
+}
+
+// y[0, n) += a * x[0, n).
+template <typename T>
+inline void Axpy(Arith<T> a, const T* x, Arith<T>* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += a * Load(x[i]);
+}
+
+constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+
+// ---- The operands ----
+
+// The forward's operands of one call, read through d's rows; the mask additive (T) or boolean
+// (nonzero: the key takes part), read as AttentionDims::MaskAt places it; both null without one.
+template <typename T>
+struct Operands {
   const AttentionDims& d;
-  const T *q, *k, *v, *mask;
-  const T* Q(int64_t bh, int64_t i) const { return q + (bh * d.tq + i) * d.d; }
-  const T* K(int64_t bh, int64_t j) const { return k + (bh * d.tk + j) * d.d; }
-  const T* V(int64_t bh, int64_t j) const { return v + (bh * d.tk + j) * d.dv; }
+  const T *q, *k, *v;
+  const T* mask_add;
+  const uint8_t* mask_bool;
+};
+
+// One (b, h) pair's rows of q, k and v.
+template <typename T>
+struct Head {
+  int64_t b, h;
+  const T *q, *k, *v;
+  int64_t qt, kt, vt;  // row strides along T
+  const T* Q(int64_t i) const { return q + i * qt; }
+  const T* K(int64_t j) const { return k + j * kt; }
+  const T* V(int64_t j) const { return v + j * vt; }
+};
+
+template <typename T>
+Head<T> HeadOf(const Operands<T>& x, int64_t bh) {
+  const AttentionDims& d = x.d;
+  const int64_t b = bh / d.h, h = bh % d.h;
+  return {b,     h,    x.q + d.q.At(b, h, 0), x.k + d.k.At(b, h, 0), x.v + d.v.At(b, h, 0), d.q.t,
+          d.k.t, d.v.t};
+}
+
+// Dropout of one call: none when p is 0.
+struct Dropout {
+  double p = 0;
+  uint64_t seed = 0, offset = 0;  // the op's random range (storage/random.h)
 };
 
 // A block of rows [first, last) of (b, h) pair bh.
@@ -58,41 +141,60 @@ int64_t Blocks(const AttentionDims& d, int64_t size, int64_t rows) {
   return d.Heads() * ((rows + size - 1) / size);
 }
 
-template <typename T>
-inline T Dot(const T* a, const T* b, int64_t n) {
-  T sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
+// ---- Tiles ----
 
-// y[0, n) += a * x[0, n).
+// The score of query i and key j, with the mask and causality.
 template <typename T>
-inline void Axpy(T a, const T* x, T* y, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
-constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
-
-// s (rows x kKeyBlock, row stride kKeyBlock) = scale * q k^T + mask for queries [i0, i1) and keys
-// [j0, j1) of pair bh; -inf where causal masks.
-template <typename T>
-WEFT_CPU_VECTOR_CLONES void Scores(const Heads<T>& x, int64_t bh, int64_t i0, int64_t i1,
-                                   int64_t j0, int64_t j1, T* s) {
+inline Arith<T> Score(const Operands<T>& x, const Head<T>& hd, int64_t i, int64_t j) {
+  using A = Arith<T>;
   const AttentionDims& d = x.d;
-  const T scale = static_cast<T>(d.scale);
-  const int64_t b = bh / d.h, h = bh % d.h;
+  if (d.causal && j > i) return static_cast<A>(kMinusInf);
+  A v = static_cast<A>(d.scale) * Dot(hd.Q(i), hd.K(j), d.d);
+  if (x.mask_add) v += Load(x.mask_add[d.MaskAt(hd.b, hd.h, i, j)]);
+  if (x.mask_bool && !x.mask_bool[d.MaskAt(hd.b, hd.h, i, j)]) v = static_cast<A>(kMinusInf);
+  return v;
+}
+
+// s (rows x kKeyBlock, row stride kKeyBlock) = the scores of queries [i0, i1) and keys [j0, j1).
+template <typename T>
+WEFT_CPU_VECTOR_CLONES void Scores(const Operands<T>& x, const Head<T>& hd, int64_t i0, int64_t i1,
+                                   int64_t j0, int64_t j1, Arith<T>* s) {
   for (int64_t i = i0; i < i1; ++i) {
-    T* row = s + (i - i0) * kKeyBlock;
-    const T* q = x.Q(bh, i);
+    Arith<T>* row = s + (i - i0) * kKeyBlock;
+    for (int64_t j = j0; j < j1; ++j) row[j - j0] = Score(x, hd, i, j);
+  }
+}
+
+// keep (rows x kKeyBlock, as Scores) = 1 / (1 - p) where the dropout keeps (i, j), else 0
+// (ops/math/attention_dropout.h: one Philox block per four elements along a row).
+template <typename A>
+void KeepTile(const AttentionDims& d, const Dropout& z, int64_t b, int64_t h, int64_t i0,
+              int64_t i1, int64_t j0, int64_t j1, A* keep) {
+  const A scale = static_cast<A>(1 / (1 - z.p));
+  for (int64_t i = i0; i < i1; ++i) {
+    A* row = keep + (i - i0) * kKeyBlock;
+    uint64_t block = ~uint64_t{0};
+    PhiloxBlock bits{};
     for (int64_t j = j0; j < j1; ++j) {
-      T v = scale * Dot(q, x.K(bh, j), d.d);
-      if (x.mask) v += x.mask[d.MaskAt(b, h, i, j)];
-      if (d.causal && j > i) v = static_cast<T>(kMinusInf);
-      row[j - j0] = v;
+      const uint64_t e = attention::DropoutElement(b, h, i, j, d.h, d.tq, d.tk);
+      if (attention::DropoutBlock(e) != block) {
+        block = attention::DropoutBlock(e);
+        bits = PhiloxBlockAt(z.seed, z.offset + block);
+      }
+      row[j - j0] = attention::DropoutKeepsIn(bits, e, z.p) ? scale : A(0);
     }
   }
+}
+
+// The scores tile, and the dropout tile when z drops (else `keep` is left alone and the callers
+// read no tile).
+template <typename T>
+const Arith<T>* Tiles(const Operands<T>& x, const Head<T>& hd, const Dropout& z, int64_t i0,
+                      int64_t i1, int64_t j0, int64_t j1, Arith<T>* s, Arith<T>* keep) {
+  Scores(x, hd, i0, i1, j0, j1, s);
+  if (z.p == 0) return nullptr;
+  KeepTile(x.d, z, hd.b, hd.h, i0, i1, j0, j1, keep);
+  return keep;
 }
 
 // The last key block a query block [i0, i1) reads: causal attention stops at the diagonal.
@@ -100,32 +202,40 @@ int64_t KeyEnd(const AttentionDims& d, int64_t i1) { return d.causal ? std::min(
 
 // ---- Forward ----
 
-// Per thread: the scores tile, the output accumulators and the running maximum and sum per row.
-template <typename T>
+// Per thread: the scores and dropout tiles, the output accumulators and the running maximum and
+// sum per row.
+template <typename A>
 struct ForwardScratch {
   explicit ForwardScratch(const AttentionDims& d)
-      : s(kQueryBlock * kKeyBlock), acc(kQueryBlock * d.dv), m(kQueryBlock), l(kQueryBlock) {}
-  std::vector<T> s, acc, m, l;
+      : s(kQueryBlock * kKeyBlock),
+        keep(kQueryBlock * kKeyBlock),
+        acc(kQueryBlock * d.dv),
+        m(kQueryBlock),
+        l(kQueryBlock) {}
+  std::vector<A> s, keep, acc, m, l;
 };
 
-// Folds keys [j0, j1) into row r's running maximum, sum and accumulator.
+// Folds keys [j0, j1) into row r's running maximum, sum and accumulator; `keep` (null: all kept)
+// is the row's dropout factors.
 template <typename T>
-WEFT_CPU_VECTOR_CLONES void OnlineSoftmaxRow(const Heads<T>& x, int64_t bh, int64_t j0, int64_t j1,
-                                             const T* s, ForwardScratch<T>& w, int64_t r) {
-  const int64_t dv = x.d.dv;
-  T max = static_cast<T>(kMinusInf);
+WEFT_CPU_VECTOR_CLONES void OnlineSoftmaxRow(const Head<T>& hd, int64_t dv, int64_t j0, int64_t j1,
+                                             const Arith<T>* s, const Arith<T>* keep,
+                                             ForwardScratch<Arith<T>>& w, int64_t r) {
+  using A = Arith<T>;
+  A max = static_cast<A>(kMinusInf);
   for (int64_t c = 0; c < j1 - j0; ++c) max = std::max(max, s[c]);
-  const T m_new = std::max(w.m[r], max);
-  if (m_new == static_cast<T>(kMinusInf)) return;  // every key so far is masked
-  const T alpha = std::exp(w.m[r] - m_new);        // 0 when nothing was summed yet
-  T* acc = w.acc.data() + r * dv;
+  const A m_new = std::max(w.m[r], max);
+  if (m_new == static_cast<A>(kMinusInf)) return;  // every key so far is masked
+  const A alpha = std::exp(w.m[r] - m_new);        // 0 when nothing was summed yet
+  A* acc = w.acc.data() + r * dv;
   for (int64_t c = 0; c < dv; ++c) acc[c] *= alpha;
-  T sum = w.l[r] * alpha;
+  A sum = w.l[r] * alpha;
   for (int64_t c = 0; c < j1 - j0; ++c) {
-    if (s[c] == static_cast<T>(kMinusInf)) continue;
-    const T p = std::exp(s[c] - m_new);
+    if (s[c] == static_cast<A>(kMinusInf)) continue;
+    const A p = std::exp(s[c] - m_new);
     sum += p;
-    Axpy(p, x.V(bh, j0 + c), acc, dv);
+    const A weight = keep ? p * keep[c] : p;
+    if (weight != 0) Axpy(weight, hd.V(j0 + c), acc, dv);
   }
   w.l[r] = sum;
   w.m[r] = m_new;
@@ -133,130 +243,160 @@ WEFT_CPU_VECTOR_CLONES void OnlineSoftmaxRow(const Heads<T>& x, int64_t bh, int6
 
 // out and lse of one query block, stored as the requests say.
 template <typename T>
-void ForwardBlock(const Heads<T>& x, const Block& blk, ForwardScratch<T>& w,
-                  std::span<const OpReq> req, T* out, T* lse) {
+void ForwardBlock(const Operands<T>& x, const Dropout& z, const Block& blk,
+                  ForwardScratch<Arith<T>>& w, std::span<const OpReq> req, T* out, Arith<T>* lse) {
+  using A = Arith<T>;
   const AttentionDims& d = x.d;
+  const Head<T> hd = HeadOf(x, blk.bh);
   const int64_t rows = blk.last - blk.first;
-  std::fill_n(w.acc.begin(), rows * d.dv, T(0));
-  std::fill_n(w.m.begin(), rows, static_cast<T>(kMinusInf));
-  std::fill_n(w.l.begin(), rows, T(0));
+  std::fill_n(w.acc.begin(), rows * d.dv, A(0));
+  std::fill_n(w.m.begin(), rows, static_cast<A>(kMinusInf));
+  std::fill_n(w.l.begin(), rows, A(0));
   for (int64_t j0 = 0; j0 < KeyEnd(d, blk.last); j0 += kKeyBlock) {
     const int64_t j1 = std::min(j0 + kKeyBlock, d.tk);
-    Scores(x, blk.bh, blk.first, blk.last, j0, j1, w.s.data());
-    for (int64_t r = 0; r < rows; ++r)
-      OnlineSoftmaxRow(x, blk.bh, j0, j1, w.s.data() + r * kKeyBlock, w, r);
+    const A* keep = Tiles(x, hd, z, blk.first, blk.last, j0, j1, w.s.data(), w.keep.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      OnlineSoftmaxRow(hd, d.dv, j0, j1, w.s.data() + r * kKeyBlock,
+                       keep ? keep + r * kKeyBlock : nullptr, w, r);
+    }
   }
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t row = blk.bh * d.tq + blk.first + r;
+    const int64_t i = blk.first + r;
     const bool empty = w.l[r] == 0;  // every key masked: out 0, lse -inf
-    const T inv = empty ? T(0) : 1 / w.l[r];
-    const T* acc = w.acc.data() + r * d.dv;
-    StoreRange(out + row * d.dv, AsWrite(req[0]), 0, d.dv, [&](int64_t c) { return acc[c] * inv; });
-    Store(lse[row], AsWrite(req[1]), empty ? static_cast<T>(kMinusInf) : w.m[r] + std::log(w.l[r]));
+    const A inv = empty ? A(0) : 1 / w.l[r];
+    const A* acc = w.acc.data() + r * d.dv;
+    StoreRow(out + d.out.At(hd.b, hd.h, i), AsWrite(req[0]), d.dv,
+             [&](int64_t c) { return acc[c] * inv; });
+    Store(lse[blk.bh * d.tq + i], AsWrite(req[1]),
+          empty ? static_cast<A>(kMinusInf) : w.m[r] + std::log(w.l[r]));
   }
 }
 
-// in: (q, k, v[, mask]); out: (out, lse).
+// out and lse of every query block.
 template <typename T>
-void ForwardLoops(const AttentionDims& d, std::span<const TensorView> in,
-                  std::span<const OpReq> req, std::span<const TensorView> out) {
-  const Heads<T> x{d, in[0].data<T>(), in[1].data<T>(), in[2].data<T>(),
-                   d.mask ? in[3].data<T>() : nullptr};
-  T *o = out[0].data<T>(), *lse = out[1].data<T>();
-  ParallelFor(Blocks(d, kQueryBlock, d.tq), 1, [&](int64_t begin, int64_t end) {
-    ForwardScratch<T> w(d);
+void ForwardLoops(const Operands<T>& x, const Dropout& z, std::span<const OpReq> req, T* out,
+                  Arith<T>* lse) {
+  ParallelFor(Blocks(x.d, kQueryBlock, x.d.tq), 1, [&](int64_t begin, int64_t end) {
+    ForwardScratch<Arith<T>> w(x.d);
     for (int64_t item = begin; item < end; ++item)
-      ForwardBlock(x, BlockOf(item, kQueryBlock, d.tq), w, req, o, lse);
+      ForwardBlock(x, z, BlockOf(item, kQueryBlock, x.d.tq), w, req, out, lse);
   });
 }
 
 // ---- Backward ----
 
-// What the backward reads besides Heads: out_grad and out (BH, Tq, Dv), lse and D (BH, Tq).
+// What the backward reads besides the operands: out_grad and out (out's rows), lse and D (BH, Tq).
 template <typename T>
 struct Grads {
-  const T *dy, *y, *lse;
-  T* delta;  // D_i = dy[i] . y[i], computed first
-  const T* Dy(const AttentionDims& d, int64_t bh, int64_t i) const {
-    return dy + (bh * d.tq + i) * d.dv;
+  const T *dy, *y;
+  const Arith<T>* lse;
+  Arith<T>* delta;  // D_i = dy[i] . y[i], computed first
+  const T* Dy(const AttentionDims& d, const Head<T>& hd, int64_t i) const {
+    return dy + d.out.At(hd.b, hd.h, i);
   }
 };
 
-// P = exp(s - lse): 0 for a masked key (s = -inf), so also in a row whose keys are all masked.
+// Where the backward writes: the gradients of q, k and v, each with its operand's rows (packed:
+// three parts of one array) and its request.
 template <typename T>
-inline T Probability(T s, T lse) {
-  return s == static_cast<T>(kMinusInf) ? T(0) : std::exp(s - lse);
+struct GradOutputs {
+  T *dq, *dk, *dv;
+  OpReq req[3];
+};
+
+// P = exp(s - lse): 0 for a masked key (s = -inf), so also in a row whose keys are all masked.
+template <typename A>
+inline A Probability(A s, A lse) {
+  return s == static_cast<A>(kMinusInf) ? A(0) : std::exp(s - lse);
 }
 
-// dS for query i and key j from their score: P * (dy[i] . v[j] - D_i).
+// dS for query i and key j from their score and dropout factor (`keep`, 1 without dropout):
+// P * (keep * dy[i] . v[j] - D_i), and P into *p_out.
 template <typename T>
-inline T ScoreGrad(const Heads<T>& x, const Grads<T>& g, int64_t bh, int64_t i, int64_t j, T s,
-                   T* p_out) {
-  const int64_t row = bh * x.d.tq + i;
-  const T p = Probability(s, g.lse[row]);
+inline Arith<T> ScoreGrad(const AttentionDims& d, const Head<T>& hd, const Grads<T>& g, int64_t bh,
+                          int64_t i, int64_t j, Arith<T> s, Arith<T> keep, Arith<T>* p_out) {
+  const int64_t row = bh * d.tq + i;
+  const Arith<T> p = Probability(s, g.lse[row]);
   *p_out = p;
-  if (p == 0) return T(0);
-  return p * (Dot(g.Dy(x.d, bh, i), x.V(bh, j), x.d.dv) - g.delta[row]);
+  if (p == 0) return 0;
+  const Arith<T> dp = keep == 0 ? 0 : keep * Dot(g.Dy(d, hd, i), hd.V(j), d.dv);
+  return p * (dp - g.delta[row]);
 }
+
+// Per thread: the scores and dropout tiles and one block's accumulators.
+template <typename A>
+struct BackwardScratch {
+  BackwardScratch(int64_t rows, int64_t d, int64_t dv)
+      : s(kQueryBlock * kKeyBlock), keep(kQueryBlock * kKeyBlock), a(rows * d), b(rows * dv) {}
+  std::vector<A> s, keep, a, b;
+};
 
 // d_q of one query block: scale * sum over keys of dS k.
 template <typename T>
-WEFT_CPU_VECTOR_CLONES void QueryGradBlock(const Heads<T>& x, const Grads<T>& g, const Block& blk,
-                                           std::vector<T>& s, std::vector<T>& acc, OpReq req,
-                                           T* dq) {
+WEFT_CPU_VECTOR_CLONES void QueryGradBlock(const Operands<T>& x, const Dropout& z,
+                                           const Grads<T>& g, const Block& blk,
+                                           BackwardScratch<Arith<T>>& w,
+                                           const GradOutputs<T>& out) {
+  using A = Arith<T>;
   const AttentionDims& d = x.d;
-  std::fill_n(acc.begin(), (blk.last - blk.first) * d.d, T(0));
+  const Head<T> hd = HeadOf(x, blk.bh);
+  std::fill_n(w.a.begin(), (blk.last - blk.first) * d.d, A(0));
   for (int64_t j0 = 0; j0 < KeyEnd(d, blk.last); j0 += kKeyBlock) {
     const int64_t j1 = std::min(j0 + kKeyBlock, d.tk);
-    Scores(x, blk.bh, blk.first, blk.last, j0, j1, s.data());
+    const A* keep = Tiles(x, hd, z, blk.first, blk.last, j0, j1, w.s.data(), w.keep.data());
     for (int64_t i = blk.first; i < blk.last; ++i) {
-      T* a = acc.data() + (i - blk.first) * d.d;
+      A* acc = w.a.data() + (i - blk.first) * d.d;
       for (int64_t j = j0; j < j1; ++j) {
-        T p;
-        const T ds = ScoreGrad(x, g, blk.bh, i, j, s[(i - blk.first) * kKeyBlock + j - j0], &p);
-        if (ds != 0) Axpy(ds, x.K(blk.bh, j), a, d.d);
+        const int64_t t = (i - blk.first) * kKeyBlock + j - j0;
+        A p;
+        const A ds = ScoreGrad(d, hd, g, blk.bh, i, j, w.s[t], keep ? keep[t] : A(1), &p);
+        if (ds != 0) Axpy(ds, hd.K(j), acc, d.d);
       }
     }
   }
-  const T scale = static_cast<T>(d.scale);
+  const A scale = static_cast<A>(d.scale);
   for (int64_t i = blk.first; i < blk.last; ++i) {
-    const T* a = acc.data() + (i - blk.first) * d.d;
-    StoreRange(dq + (blk.bh * d.tq + i) * d.d, req, 0, d.d,
-               [&](int64_t c) { return a[c] * scale; });
+    const A* acc = w.a.data() + (i - blk.first) * d.d;
+    StoreRow(out.dq + d.q.At(hd.b, hd.h, i), out.req[0], d.d,
+             [&](int64_t c) { return acc[c] * scale; });
   }
 }
 
-// d_k and d_v of one key block: scale * sum over queries of dS^T q, and P^T dy.
+// d_k and d_v of one key block: scale * sum over queries of dS^T q, and (P Z)^T dy.
 template <typename T>
-WEFT_CPU_VECTOR_CLONES void KeyGradBlock(const Heads<T>& x, const Grads<T>& g, const Block& blk,
-                                         std::vector<T>& s, std::vector<T>& dk_acc,
-                                         std::vector<T>& dv_acc, std::span<const OpReq> req, T* dk,
-                                         T* dv) {
+WEFT_CPU_VECTOR_CLONES void KeyGradBlock(const Operands<T>& x, const Dropout& z, const Grads<T>& g,
+                                         const Block& blk, BackwardScratch<Arith<T>>& w,
+                                         const GradOutputs<T>& out) {
+  using A = Arith<T>;
   const AttentionDims& d = x.d;
+  const Head<T> hd = HeadOf(x, blk.bh);
   const int64_t keys = blk.last - blk.first;
-  std::fill_n(dk_acc.begin(), keys * d.d, T(0));
-  std::fill_n(dv_acc.begin(), keys * d.dv, T(0));
+  std::fill_n(w.a.begin(), keys * d.d, A(0));   // d_k
+  std::fill_n(w.b.begin(), keys * d.dv, A(0));  // d_v
   const int64_t i_begin = d.causal ? blk.first / kQueryBlock * kQueryBlock : 0;
   for (int64_t i0 = i_begin; i0 < d.tq; i0 += kQueryBlock) {
     const int64_t i1 = std::min(i0 + kQueryBlock, d.tq);
-    // s is (query, key) here too; its key columns are [blk.first, blk.last).
-    Scores(x, blk.bh, i0, i1, blk.first, blk.last, s.data());
+    // The tiles are (query, key) here too; their key columns are [blk.first, blk.last).
+    const A* keep = Tiles(x, hd, z, i0, i1, blk.first, blk.last, w.s.data(), w.keep.data());
     for (int64_t i = i0; i < i1; ++i) {
       for (int64_t j = blk.first; j < blk.last; ++j) {
-        T p;
-        const T ds = ScoreGrad(x, g, blk.bh, i, j, s[(i - i0) * kKeyBlock + j - blk.first], &p);
+        const int64_t t = (i - i0) * kKeyBlock + j - blk.first;
+        const A factor = keep ? keep[t] : A(1);
+        A p;
+        const A ds = ScoreGrad(d, hd, g, blk.bh, i, j, w.s[t], factor, &p);
         if (p == 0) continue;
-        Axpy(p, g.Dy(d, blk.bh, i), dv_acc.data() + (j - blk.first) * d.dv, d.dv);
-        Axpy(ds, x.Q(blk.bh, i), dk_acc.data() + (j - blk.first) * d.d, d.d);
+        if (factor != 0)
+          Axpy(p * factor, g.Dy(d, hd, i), w.b.data() + (j - blk.first) * d.dv, d.dv);
+        Axpy(ds, hd.Q(i), w.a.data() + (j - blk.first) * d.d, d.d);
       }
     }
   }
-  const T scale = static_cast<T>(d.scale);
+  const A scale = static_cast<A>(d.scale);
   for (int64_t j = blk.first; j < blk.last; ++j) {
-    const T *a = dk_acc.data() + (j - blk.first) * d.d, *b = dv_acc.data() + (j - blk.first) * d.dv;
-    const int64_t row = blk.bh * d.tk + j;
-    StoreRange(dk + row * d.d, req[1], 0, d.d, [&](int64_t c) { return a[c] * scale; });
-    StoreRange(dv + row * d.dv, req[2], 0, d.dv, [&](int64_t c) { return b[c]; });
+    const A *a = w.a.data() + (j - blk.first) * d.d, *b = w.b.data() + (j - blk.first) * d.dv;
+    StoreRow(out.dk + d.k.At(hd.b, hd.h, j), out.req[1], d.d,
+             [&](int64_t c) { return a[c] * scale; });
+    StoreRow(out.dv + d.v.At(hd.b, hd.h, j), out.req[2], d.dv, [&](int64_t c) { return b[c]; });
   }
 }
 
@@ -264,68 +404,131 @@ WEFT_CPU_VECTOR_CLONES void KeyGradBlock(const Heads<T>& x, const Grads<T>& g, c
 template <typename T>
 void RowDeltas(const AttentionDims& d, const Grads<T>& g) {
   ParallelFor(d.Heads() * d.tq, 64, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row)
-      g.delta[row] = Dot(g.dy + row * d.dv, g.y + row * d.dv, d.dv);
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t bh = row / d.tq, at = d.out.At(bh / d.h, bh % d.h, row % d.tq);
+      g.delta[row] = Dot(g.dy + at, g.y + at, d.dv);
+    }
   });
 }
 
-// in: (out_grad, q, k, v, out, lse[, mask]); out: (d_q, d_k, d_v).
 template <typename T>
-void BackwardLoops(const OpContext& ctx, const AttentionDims& d, std::span<const TensorView> in,
-                   std::span<const OpReq> req_in, std::span<const TensorView> out) {
-  const OpReq req[3] = {AsWrite(req_in[0]), AsWrite(req_in[1]), AsWrite(req_in[2])};
-  const Heads<T> x{d, in[1].data<T>(), in[2].data<T>(), in[3].data<T>(),
-                   d.mask ? in[6].data<T>() : nullptr};
-  const Grads<T> g{in[0].data<T>(), in[4].data<T>(), in[5].data<T>(),
-                   static_cast<T*>(ctx.Workspace(d.Heads() * d.tq * sizeof(T)))};
+void BackwardLoops(const Operands<T>& x, const Dropout& z, const Grads<T>& g,
+                   const GradOutputs<T>& out) {
+  const AttentionDims& d = x.d;
   RowDeltas(d, g);
-  if (req[0] != OpReq::kNull) {
+  if (out.req[0] != OpReq::kNull) {
     ParallelFor(Blocks(d, kQueryBlock, d.tq), 1, [&](int64_t begin, int64_t end) {
-      std::vector<T> s(kQueryBlock * kKeyBlock), acc(kQueryBlock * d.d);
+      BackwardScratch<Arith<T>> w(kQueryBlock, d.d, 0);
       for (int64_t item = begin; item < end; ++item)
-        QueryGradBlock(x, g, BlockOf(item, kQueryBlock, d.tq), s, acc, req[0], out[0].data<T>());
+        QueryGradBlock(x, z, g, BlockOf(item, kQueryBlock, d.tq), w, out);
     });
   }
-  if (req[1] == OpReq::kNull && req[2] == OpReq::kNull) return;
+  if (out.req[1] == OpReq::kNull && out.req[2] == OpReq::kNull) return;
   ParallelFor(Blocks(d, kKeyBlock, d.tk), 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> s(kQueryBlock * kKeyBlock), dk(kKeyBlock * d.d), dv(kKeyBlock * d.dv);
+    BackwardScratch<Arith<T>> w(kKeyBlock, d.d, d.dv);
     for (int64_t item = begin; item < end; ++item)
-      KeyGradBlock(x, g, BlockOf(item, kKeyBlock, d.tk), s, dk, dv, req, out[1].data<T>(),
-                   out[2].data<T>());
+      KeyGradBlock(x, z, g, BlockOf(item, kKeyBlock, d.tk), w, out);
   });
 }
 
 // ---- compute ----
 
-AttentionDims DimsOf(const char* op, const Attrs& a, const TensorView& q, const TensorView& k,
-                     const TensorView& v, const TensorView* mask) {
-  const AttentionParam& p = a.Get<AttentionParam>();
-  return AttentionDimsOf(op, p, q.shape(), k.shape(), v.shape(),
-                         p.use_mask ? &mask->shape() : nullptr);
+// The dims and operands of a call whose forward inputs start at in[first].
+template <typename T>
+Operands<T> OperandsOf(const AttentionDims& d, const AttentionSlots& s,
+                       std::span<const TensorView> in, int first, int mask) {
+  const T* q = static_cast<const T*>(in[first].raw());
+  Operands<T> x{d, q, q, q, nullptr, nullptr};
+  if (s.operands == 3) {
+    x.k = static_cast<const T*>(in[first + 1].raw());
+    x.v = static_cast<const T*>(in[first + 2].raw());
+  }
+  if (mask >= 0 && AttentionMaskIsBoolean(in[mask].dtype()))
+    x.mask_bool = static_cast<const uint8_t*>(in[mask].raw());
+  else if (mask >= 0)
+    x.mask_add = static_cast<const T*>(in[mask].raw());
+  return x;
 }
 
-void CheckCpuType(const char* op, DType t) {
-  if (t == DType::kFloat32 || t == DType::kFloat64) return;
-  WEFT_THROW(op << ": the CPU computes attention in float32 or float64 (bfloat16 not yet), found "
-                << t);
+AttentionDims DimsOf(const char* op, const AttentionParam& p, const AttentionSlots& s,
+                     std::span<const TensorView> in, int first, int mask) {
+  std::vector<Shape> shapes;
+  for (int i = 0; i < s.operands; ++i) shapes.push_back(in[first + i].shape());
+  if (mask >= 0) shapes.push_back(in[mask].shape());
+  return AttentionDimsOf(op, p, shapes);
 }
 
-void AttentionForward(const OpContext&, const Attrs& a, std::span<const TensorView> in,
+// Runs f.operator()<T>() for the data's dtype.
+template <typename F>
+void DataTypeSwitch(const char* op, DType t, F&& f) {
+  switch (t) {
+    case DType::kFloat32:
+      return f.template operator()<float>();
+    case DType::kFloat64:
+      return f.template operator()<double>();
+    case DType::kBFloat16:
+      return f.template operator()<BFloat16>();
+    default:
+      WEFT_THROW(op << ": expected float32, float64 or bfloat16 data, found " << t);
+  }
+}
+
+// The forward's dropout: the op's range in training with p > 0, written to the rng output (if
+// any, and requested) for the backward.
+Dropout ForwardDropout(const OpContext& ctx, const AttentionParam& p, const AttentionSlots& s,
+                       std::span<const OpReq> req, std::span<const TensorView> out) {
+  const bool on = ctx.is_train && p.p > 0;
+  if (s.rng >= 0 && req[s.rng] != OpReq::kNull) {
+    int64_t* rng = out[s.rng].data<int64_t>();
+    rng[kAttentionRngSeed] = static_cast<int64_t>(ctx.random.seed);
+    rng[kAttentionRngOffset] = static_cast<int64_t>(ctx.random.offset);
+    rng[kAttentionRngApplied] = on ? 1 : 0;
+  }
+  if (!on) return {};
+  return {p.p, ctx.random.seed, ctx.random.offset};
+}
+
+void AttentionForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                       std::span<const OpReq> req, std::span<const TensorView> out) {
-  CheckCpuType("Attention", in[0].dtype());
-  const AttentionDims d =
-      DimsOf("Attention", a, in[0], in[1], in[2], in.size() > 3 ? &in[3] : nullptr);
-  if (in[0].dtype() == DType::kFloat64) return ForwardLoops<double>(d, in, req, out);
-  ForwardLoops<float>(d, in, req, out);
+  const AttentionParam& p = a.Get<AttentionParam>();
+  const AttentionSlots s = AttentionSlotsOf(p);
+  const AttentionDims d = DimsOf("Attention", p, s, in, 0, s.mask);
+  const Dropout z = ForwardDropout(ctx, p, s, req, out);
+  DataTypeSwitch("Attention", in[0].dtype(), [&]<typename T>() {
+    ForwardLoops(OperandsOf<T>(d, s, in, 0, s.mask), z, req, static_cast<T*>(out[0].raw()),
+                 static_cast<Arith<T>*>(out[1].raw()));
+  });
+}
+
+// The backward's dropout: the forward's, read from its rng output.
+Dropout BackwardDropout(const AttentionParam& p, const AttentionSlots& s,
+                        std::span<const TensorView> in) {
+  if (s.rng < 0) return {};
+  const int64_t* rng = in[s.Rng()].data<int64_t>();
+  if (rng[kAttentionRngApplied] == 0) return {};
+  return {p.p, static_cast<uint64_t>(rng[kAttentionRngSeed]),
+          static_cast<uint64_t>(rng[kAttentionRngOffset])};
 }
 
 void AttentionBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                        std::span<const OpReq> req, std::span<const TensorView> out) {
   const char* op = "_backward_Attention";
-  CheckCpuType(op, in[1].dtype());
-  const AttentionDims d = DimsOf(op, a, in[1], in[2], in[3], in.size() > 6 ? &in[6] : nullptr);
-  if (in[1].dtype() == DType::kFloat64) return BackwardLoops<double>(ctx, d, in, req, out);
-  BackwardLoops<float>(ctx, d, in, req, out);
+  const AttentionParam& p = a.Get<AttentionParam>();
+  const AttentionSlots s = AttentionSlotsOf(p);
+  const AttentionDims d = DimsOf(op, p, s, in, s.Operand(0), s.Mask());
+  const Dropout z = BackwardDropout(p, s, in);
+  DataTypeSwitch(op, in[s.Operand(0)].dtype(), [&]<typename T>() {
+    using A = Arith<T>;
+    const Grads<T> g{static_cast<const T*>(in[s.kOutGrad].raw()),
+                     static_cast<const T*>(in[s.Out()].raw()),
+                     static_cast<const A*>(in[s.Lse()].raw()),
+                     static_cast<A*>(ctx.Workspace(d.Heads() * d.tq * sizeof(A)))};
+    const int last = s.operands - 1;  // packed: every gradient is a part of output 0
+    GradOutputs<T> o{static_cast<T*>(out[0].raw()), static_cast<T*>(out[std::min(1, last)].raw()),
+                     static_cast<T*>(out[last].raw())};
+    for (int i = 0; i < 3; ++i) o.req[i] = AsWrite(req[std::min(i, last)]);
+    BackwardLoops(OperandsOf<T>(d, s, in, s.Operand(0), s.Mask()), z, g, o);
+  });
 }
 
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu,

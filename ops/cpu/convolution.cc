@@ -1,8 +1,11 @@
 // CPU compute of Convolution and _backward_Convolution (ops/nn/convolution.cc defines them and
 // says what they compute). float32 runs oneDNN's convolution (forward, backward data, backward
 // weights; grouped through oneDNN's 5-D weights, dilated); float64 runs the direct loops below.
-// Other dtypes (bfloat16: GPU only) are an error naming the op and the dtype (UseDnnl).
+// Other dtypes (bfloat16: GPU only) are an error naming the op and the dtype (UseDnnl). An
+// activation epilogue (act_type) is the forward primitive's post-op, or weft's functor on float64.
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/cpu/internal/dnnl_util.h"
@@ -56,14 +59,17 @@ ConvDescs DescsOf(const Window2d& win, const ConvDims& d) {
 }
 
 // Everything a convolution primitive depends on, for the cache key.
-std::string ConvKey(const char* direction, const Window2d& win, const ConvDims& d, bool bias) {
+std::string ConvKey(const char* direction, const Window2d& win, const ConvDims& d, bool bias,
+                    std::optional<ActType> act = std::nullopt) {
   return PrimitiveKey("Convolution", direction, Shape{d.g.n, d.g.c, d.g.h, d.g.w}, d.f, d.groups,
                       win.kernel[0], win.kernel[1], win.stride[0], win.stride[1], win.pad[0],
-                      win.pad[1], win.dilate[0], win.dilate[1], bias);
+                      win.pad[1], win.dilate[0], win.dilate[1], bias, LayerActKey(act));
 }
 
-dnnl::convolution_forward::primitive_desc ConvForwardDesc(const Window2d& win, const ConvDims& d,
-                                                          bool bias) {
+// The forward, with an activation epilogue `act` as its post-op (the backward primitives' hint:
+// none).
+dnnl::convolution_forward::primitive_desc ConvForwardDesc(
+    const Window2d& win, const ConvDims& d, bool bias, std::optional<ActType> act = std::nullopt) {
   using Desc = dnnl::convolution_forward::desc;
   const ConvDescs m = DescsOf(win, d);
   const auto kind = dnnl::prop_kind::forward_training;
@@ -72,12 +78,13 @@ dnnl::convolution_forward::primitive_desc ConvForwardDesc(const Window2d& win, c
       bias ? Desc(kind, algo, m.src, m.weights, m.bias, m.dst, m.strides, m.dilates, m.padding,
                   m.padding)
            : Desc(kind, algo, m.src, m.weights, m.dst, m.strides, m.dilates, m.padding, m.padding);
-  return {desc, ScratchpadAttr(), DnnlEngine()};
+  return {desc, LayerAttr(act), DnnlEngine()};
 }
 
-DnnlPrimitive ConvForwardPrimitive(const Window2d& win, const ConvDims& d, bool bias) {
-  return CachedPrimitive(ConvKey("forward", win, d, bias), [&] {
-    return MakePrimitive<dnnl::convolution_forward>(ConvForwardDesc(win, d, bias));
+DnnlPrimitive ConvForwardPrimitive(const Window2d& win, const ConvDims& d, bool bias,
+                                   std::optional<ActType> act) {
+  return CachedPrimitive(ConvKey("forward", win, d, bias, act), [&] {
+    return MakePrimitive<dnnl::convolution_forward>(ConvForwardDesc(win, d, bias, act));
   });
 }
 
@@ -224,10 +231,11 @@ void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
     ConvForwardLoops<double>(p.window, d, in[0].data<double>(), in[1].data<double>(),
                              bias ? bias->data<double>() : nullptr,
                              staged.Target(0).data<double>());
+    if (p.act) ApplyActivation(*p.act, staged.Target(0));
     staged.Finish();
     return;
   }
-  const DnnlPrimitive prim = ConvForwardPrimitive(p.window, d, bias != nullptr);
+  const DnnlPrimitive prim = ConvForwardPrimitive(p.window, d, bias != nullptr, p.act);
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
   LayoutBuffer src, weights, dst;
   DnnlArgs args = {{DNNL_ARG_SRC, src.Input(in[0], prim.desc.src_desc())},

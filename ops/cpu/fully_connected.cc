@@ -1,7 +1,10 @@
 // CPU compute of FullyConnected and _backward_FullyConnected (ops/nn/fully_connected.cc defines
 // them and says what they compute). float32 runs oneDNN's inner product (forward, backward data,
-// backward weights); float64 runs the loops below.
+// backward weights); float64 runs the loops below. An activation epilogue (act_type) is the
+// matmul's post-op on float32, weft's functor over the output on float64.
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/cpu/internal/dnnl_util.h"
@@ -31,13 +34,16 @@ dnnl::memory::desc TransposedWeightDesc(const FcDims& d) {
 
 // Forward as a matmul on the transposed weight: measured faster than inner_product_forward on
 // plain layouts (which used a slower path than its own backward, for the same GEMM sizes).
-DnnlPrimitive FcForwardPrimitive(const FcDims& d, bool bias) {
-  return CachedPrimitive(PrimitiveKey("FullyConnected/forward_matmul", d.m, d.k, d.o, bias), [&] {
+// The activation epilogue, if any, is the matmul's eltwise post-op.
+DnnlPrimitive FcForwardPrimitive(const FcDims& d, bool bias, std::optional<ActType> act) {
+  const std::string key =
+      PrimitiveKey("FullyConnected/forward_matmul", d.m, d.k, d.o, bias, LayerActKey(act));
+  return CachedPrimitive(key, [&] {
     const auto src = PlainDesc(Shape{d.m, d.k}), dst = PlainDesc(Shape{d.m, d.o});
     const auto desc =
         bias ? dnnl::matmul::desc(src, TransposedWeightDesc(d), PlainDesc(Shape{1, d.o}), dst)
              : dnnl::matmul::desc(src, TransposedWeightDesc(d), dst);
-    return MakePrimitive<dnnl::matmul>({desc, ScratchpadAttr(), DnnlEngine()});
+    return MakePrimitive<dnnl::matmul>({desc, LayerAttr(act), DnnlEngine()});
   });
 }
 
@@ -120,10 +126,11 @@ void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView>
     StagedOutputs staged(ctx, req, out, false);
     FcForwardLoops<double>(d, in[0].data<double>(), in[1].data<double>(),
                            bias ? bias->data<double>() : nullptr, staged.Target(0).data<double>());
+    if (p.act) ApplyActivation(*p.act, staged.Target(0));
     staged.Finish();
     return;
   }
-  const DnnlPrimitive prim = FcForwardPrimitive(d, bias != nullptr);
+  const DnnlPrimitive prim = FcForwardPrimitive(d, bias != nullptr, p.act);
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
   DnnlArgs args = {
       {DNNL_ARG_SRC, DnnlMemory(in[0].Reshaped(Shape{d.m, d.k}))},

@@ -4,6 +4,7 @@
 #include "ops/math/unary.h"
 
 #include "ops/cpu/internal/cpu_util.h"
+#include "ops/cpu/internal/layer_util.h"
 #include "ops/elementwise/unary_ops.h"
 #include "ops/op.h"
 
@@ -126,4 +127,9 @@ std::vector<NamedDeviceImpl> UnaryImpls() {
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, UnaryImpls());
 
 }  // namespace
+
+void ApplyActivation(ActType act, const TensorView& y) {
+  DispatchActivation(act, [&](auto f) { Forward<decltype(f)>({}, y, OpReq::kWriteInplace, y); });
+}
+
 }  // namespace weft::cpu

@@ -25,11 +25,7 @@ ClipParam ParseClip(AttrReader& r) {
   return p;
 }
 
-ActivationParam ParseActivation(AttrReader& r) {
-#define WEFT_ACT_CHOICE(value, name, functor) {name, ActType::value},
-  return {r.Choice<ActType>("act_type", {WEFT_ACTIVATIONS(WEFT_ACT_CHOICE)}, std::nullopt)};
-#undef WEFT_ACT_CHOICE
-}
+ActivationParam ParseActivation(AttrReader& r) { return {ReadActType(r, std::nullopt)}; }
 
 GeluParam ParseGelu(AttrReader& r) {
   return {r.Choice<GeluApproximate>(
@@ -54,14 +50,7 @@ fn::GradReads FunctorGradReads(const Attrs&) {
 }
 
 fn::GradReads ActivationGradReads(const Attrs& a) {
-  switch (a.Get<ActivationParam>().act_type) {
-#define WEFT_ACT_CASE(value, name, functor) \
-  case ActType::value:                      \
-    return fn::functor::kGradReads;
-    WEFT_ACTIVATIONS(WEFT_ACT_CASE)
-#undef WEFT_ACT_CASE
-  }
-  return fn::GradReads::kInput;
+  return ActivationGradReads(a.Get<ActivationParam>().act_type);
 }
 
 std::vector<std::string> BackwardInputNames(fn::GradReads reads) {

@@ -9,8 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "ops/attrs.h"
+#include "ops/math/unary.h"
 #include "ops/op.h"
 
 // X(name, functor, description, has_scalar)
@@ -105,5 +107,36 @@ inline const char* ActivationFunctor(ActType act) {
   }
   return "";
 }
+
+// The name users write for an act_type ("relu").
+inline const char* ActivationName(ActType act) {
+  switch (act) {
+#define WEFT_ACT_CASE(value, name, functor) \
+  case ActType::value:                      \
+    return name;
+    WEFT_ACTIVATIONS(WEFT_ACT_CASE)
+#undef WEFT_ACT_CASE
+  }
+  return "";
+}
+
+// What the gradient of an act_type reads: x, y or nothing (its functor's kGradReads).
+inline fn::GradReads ActivationGradReads(ActType act) {
+  switch (act) {
+#define WEFT_ACT_CASE(value, name, functor) \
+  case ActType::value:                      \
+    return fn::functor::kGradReads;
+    WEFT_ACTIVATIONS(WEFT_ACT_CASE)
+#undef WEFT_ACT_CASE
+  }
+  return fn::GradReads::kInput;
+}
+
+// The attribute `act_type`, one of the activations' names; absent: `fallback` (none: required).
+ActType ReadActType(AttrReader& r, std::optional<ActType> fallback);
+
+// A layer's activation epilogue (FullyConnected's `act_type`): "none" (the default) or an
+// activation's name.
+std::optional<ActType> ReadLayerAct(AttrReader& r);
 
 }  // namespace weft

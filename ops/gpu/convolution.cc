@@ -9,7 +9,7 @@
 // dtype, device), and remembered for the process. Its workspace comes from ctx.Workspace.
 // Bias, in kernels/convolution.cuh for every dtype: the forward writes the bias into the output and
 // the convolution adds to it (beta 1), so a bf16 output is rounded once; the backward sums out_grad
-// per channel.
+// per channel. An activation epilogue (act_type) runs Activation's kernel over the output after.
 #include <array>
 #include <map>
 #include <mutex>
@@ -18,6 +18,7 @@
 
 #include "core/mutex.h"
 #include "core/no_destructor.h"
+#include "ops/gpu/internal/activation.h"
 #include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
@@ -201,16 +202,23 @@ ConvCall ConvCallOf(const GpuCall& call, const char* op, const ConvParam& p,
   return {dtype, d, DescsOf(dtype, p.window, d), KeyOf(call.device(), dtype, p.window, d)};
 }
 
-// One direction's convolution: out = conv(first, second) + beta * out, beta from the request.
+// One direction's convolution with algorithm `algo` and its workspace: out = conv(first, second)
+// + beta * out, beta from the request.
 template <typename Direction>
-void RunConv(const GpuCall& call, const ConvCall& c, const void* first, const void* second,
-             OpReq req, void* out) {
-  const AlgoChoice<Direction> algo = CachedAlgo<Direction>(call, c.descs, c.dtype, c.key);
-  void* workspace = call.Workspace({algo.workspace})[0];
+void RunConvWith(const GpuCall& call, const ConvCall& c, const AlgoChoice<Direction>& algo,
+                 void* workspace, const void* first, const void* second, OpReq req, void* out) {
   WEFT_CUDNN_CHECK(call.Cudnn([&](cudnnHandle_t h) {
     return Direction::Run(h, c.descs, One(c.dtype).get(), first, second, algo.algo, workspace,
                           algo.workspace, BetaFor(req, c.dtype).get(), out);
   }));
+}
+
+// As RunConvWith, with the cached algorithm and the call's workspace.
+template <typename Direction>
+void RunConv(const GpuCall& call, const ConvCall& c, const void* first, const void* second,
+             OpReq req, void* out) {
+  const AlgoChoice<Direction> algo = CachedAlgo<Direction>(call, c.descs, c.dtype, c.key);
+  RunConvWith(call, c, algo, call.Workspace({algo.workspace})[0], first, second, req, out);
 }
 
 // db (F,) = dy (N, F, OH, OW) summed over all but the channel axis, as req says: a block per
@@ -223,23 +231,47 @@ void ChannelSumsGpu(const OpContext& ctx, const ConvCall& c, const void* dy, OpR
              /*block_per_item=*/true, args);
 }
 
+// y = b (as req says, over the channel axis) for the convolution to add to.
+void WriteChannelBias(const OpContext& ctx, const ConvCall& c, const void* bias, OpReq req,
+                      void* y) {
+  const Geometry2d& g = c.dims.g;
+  Launch(ctx, "convolution.cuh", Instance("weft::ChannelBias", {TypeName(c.dtype)}),
+         g.n * c.dims.f * g.oh * g.ow, bias, y, g.n, c.dims.f, g.oh * g.ow, ReqCode(req));
+}
+
+// y += act(conv(x, w) + b): the convolution into workspace beside its algorithm's, then the
+// activation adds it to y.
+void ConvActAddGpu(const OpContext& ctx, const GpuCall& call, const ConvCall& c, const ConvParam& p,
+                   std::span<const TensorView> in, const TensorView& y) {
+  const AlgoChoice<Forward> algo = CachedAlgo<Forward>(call, c.descs, c.dtype, c.key);
+  const std::vector<void*> ws = call.Workspace({y.size() * DTypeSize(c.dtype), algo.workspace});
+  OpReq conv_req = OpReq::kWrite;
+  if (!p.no_bias) {
+    WriteChannelBias(ctx, c, in[2].raw(), OpReq::kWrite, ws[0]);
+    conv_req = OpReq::kAddTo;
+  }
+  RunConvWith(call, c, algo, ws[1], in[0].raw(), in[1].raw(), conv_req, ws[0]);
+  LaunchActivation(ctx, *p.act, TensorView(ws[0], y.shape(), c.dtype, y.device()), OpReq::kAddTo,
+                   y);
+}
+
 // in: (data, weight[, bias]); out: (output). With a bias, y starts from it (as req says) and the
-// convolution adds to it.
+// convolution adds to it; an activation epilogue then runs over y in place (from workspace when
+// adding to y).
 void ConvForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
   const ConvParam& p = a.Get<ConvParam>();
   if (req[0] == OpReq::kNull) return;
   const GpuCall call(ctx);
   const ConvCall c = ConvCallOf(call, "Convolution", p, in[0]);
+  if (p.act && req[0] == OpReq::kAddTo) return ConvActAddGpu(ctx, call, c, p, in, out[0]);
   OpReq conv_req = req[0];
   if (!p.no_bias) {
-    const Geometry2d& g = c.dims.g;
-    Launch(ctx, "convolution.cuh", Instance("weft::ChannelBias", {TypeName(c.dtype)}),
-           g.n * c.dims.f * g.oh * g.ow, in[2].raw(), out[0].raw(), g.n, c.dims.f, g.oh * g.ow,
-           ReqCode(req[0]));
+    WriteChannelBias(ctx, c, in[2].raw(), req[0], out[0].raw());
     conv_req = OpReq::kAddTo;
   }
   RunConv<Forward>(call, c, in[0].raw(), in[1].raw(), conv_req, out[0].raw());
+  if (p.act) LaunchActivation(ctx, *p.act, out[0], OpReq::kWriteInplace, out[0]);
 }
 
 // in: (out_grad, data, weight); out: (d_data, d_weight[, d_bias]), each skipped when its request

@@ -11,11 +11,14 @@
 // Bias: the forward adds it in cuBLASLt's epilogue (internal/lt_matmul.h; float32 and bfloat16),
 // or, for float64, writes the bias rows into y and lets the GEMM add to them (beta = 1); either
 // way a bf16 output is rounded once. d_bias sums dy's rows in a kernel
-// (kernels/fully_connected.cuh).
+// (kernels/fully_connected.cuh). An activation epilogue (act_type) is cuBLASLt's where it has one
+// (relu, gelu_tanh, with a bias, float32 and bfloat16), else Activation's kernel after the GEMM.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
+#include "ops/gpu/internal/activation.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
 #include "ops/gpu/internal/lt_matmul.h"
@@ -53,29 +56,68 @@ void RunGemm(const GpuCall& call, DType dtype, OpReq req, const Gemm& g) {
 constexpr std::initializer_list<DType> kFcTypes = {DType::kFloat32, DType::kFloat64,
                                                    DType::kBFloat16};
 
+// y (M, O) = x W^T + b with request `req` (not kNull) from in = (x, w[, b]); through cuBLASLt's
+// bias epilogue where `lt` allows (it asks the call for workspace), else a GEMM (beta 1) over
+// the bias rows.
+void FcGemm(const OpContext& ctx, const GpuCall& call, const FcParam& p, const FcDims& d,
+            std::span<const TensorView> in, OpReq req, void* y, bool lt) {
+  const DType dtype = in[0].dtype();
+  if (!p.no_bias && lt && LtBiasGemmSupports(dtype)) {  // the bias in cuBLASLt's epilogue
+    LtBiasGemm(call, dtype, {d.o, d.m, d.k}, in[1].raw(), in[0].raw(), in[2].raw(), y,
+               req == OpReq::kAddTo);
+    return;
+  }
+  OpReq gemm_req = req;
+  if (!p.no_bias) {  // y starts from the bias rows; the GEMM adds x * W^T to them
+    Launch(ctx, "fully_connected.cuh", Instance("weft::BiasRows", {TypeName(dtype)}), d.m * d.o,
+           in[2].raw(), y, d.m, d.o, ReqCode(req));
+    gemm_req = OpReq::kAddTo;
+  }
+  RunGemm(call, dtype, gemm_req,
+          {CUBLAS_OP_T, CUBLAS_OP_N, d.o, d.m, d.k, in[1].raw(), d.k, in[0].raw(), d.k, y, d.o});
+}
+
+// cuBLASLt's epilogue for an activation it has (relu; GELU's tanh form), or none.
+std::optional<LtEpilogue> LtActivation(ActType act) {
+  if (act == ActType::kRelu) return LtEpilogue::kReluBias;
+  if (act == ActType::kGeluTanh) return LtEpilogue::kGeluTanhBias;
+  return std::nullopt;
+}
+
+// FullyConnected with its activation epilogue `act`: in cuBLASLt's epilogue where it has one, else
+// the activation kernel after the GEMM (in place; from a workspace when adding to y).
+void FcActForward(const OpContext& ctx, const GpuCall& call, const FcParam& p, const FcDims& d,
+                  std::span<const TensorView> in, OpReq req, const TensorView& y) {
+  const DType dtype = in[0].dtype();
+  const std::optional<LtEpilogue> lt = LtActivation(*p.act);
+  if (req != OpReq::kAddTo && lt && !p.no_bias && LtBiasGemmSupports(dtype)) {
+    LtBiasGemm(call, dtype, {d.o, d.m, d.k}, in[1].raw(), in[0].raw(), in[2].raw(), y.raw(), false,
+               *lt);
+    return;
+  }
+  if (req != OpReq::kAddTo) {
+    FcGemm(ctx, call, p, d, in, req, y.raw(), /*lt=*/true);
+    LaunchActivation(ctx, *p.act, y, OpReq::kWriteInplace, y);
+    return;
+  }
+  void* pre = call.Workspace({y.size() * DTypeSize(dtype)})[0];  // FcGemm asks for no more
+  FcGemm(ctx, call, p, d, in, OpReq::kWrite, pre, /*lt=*/false);
+  LaunchActivation(ctx, *p.act, TensorView(pre, y.shape(), dtype, y.device()), OpReq::kAddTo, y);
+}
+
 // in: (data (M, K), weight (O, K)[, bias (O,)]); out: (output (M, O)).
 void FcForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                   std::span<const OpReq> req, std::span<const TensorView> out) {
   const FcParam& p = a.Get<FcParam>();
   const FcDims d = FcDimsOf(p, in[0].shape());
   if (req[0] == OpReq::kNull) return;
-  const DType dtype = in[0].dtype();
-  CheckDType("FullyConnected", dtype, kFcTypes);
+  CheckDType("FullyConnected", in[0].dtype(), kFcTypes);
   const GpuCall call(ctx);
-  void* y = out[0].raw();
-  if (!p.no_bias && LtBiasGemmSupports(dtype)) {  // the bias in cuBLASLt's epilogue
-    LtBiasGemm(call, dtype, {d.o, d.m, d.k}, in[1].raw(), in[0].raw(), in[2].raw(), y,
-               req[0] == OpReq::kAddTo);
-    return;
+  if (p.act) {
+    FcActForward(ctx, call, p, d, in, req[0], out[0]);
+  } else {
+    FcGemm(ctx, call, p, d, in, req[0], out[0].raw(), /*lt=*/true);
   }
-  OpReq gemm_req = req[0];
-  if (!p.no_bias) {  // y starts from the bias rows; the GEMM adds x * W^T to them
-    Launch(ctx, "fully_connected.cuh", Instance("weft::BiasRows", {TypeName(dtype)}), d.m * d.o,
-           in[2].raw(), y, d.m, d.o, ReqCode(req[0]));
-    gemm_req = OpReq::kAddTo;
-  }
-  RunGemm(call, dtype, gemm_req,
-          {CUBLAS_OP_T, CUBLAS_OP_N, d.o, d.m, d.k, in[1].raw(), d.k, in[0].raw(), d.k, y, d.o});
 }
 
 // in: (out_grad (M, O), data (M, K), weight (O, K)); out: (d_data, d_weight[, d_bias]), each

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/elementwise/unary_ops.h"
+#include "ops/gpu/internal/activation.h"
 #include "ops/gpu/internal/launch.h"
 #include "ops/op.h"
 
@@ -96,4 +97,10 @@ std::vector<NamedDeviceImpl> UnaryImpls() {
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu, UnaryImpls());
 
 }  // namespace
+
+void LaunchActivation(const OpContext& ctx, ActType act, const TensorView& x, OpReq req,
+                      const TensorView& y) {
+  Forward(ctx, "Activation", ActivationFunctor(act), {}, x, req, y);
+}
+
 }  // namespace weft::gpu

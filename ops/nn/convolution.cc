@@ -15,8 +15,13 @@
 // num_group divides num_filter and the channels; dilate (default (1, 1)) and stride are at least
 // 1, and the dilated kernel must fit in the padded input.
 //
+// act_type (default "none"): an activation applied to the output in the same call, an epilogue
+// (oneDNN's post-op; a kernel after cuDNN's convolution), as FullyConnected's (its header says
+// more); passes/fold_activation.h sets it on inference graphs.
+//
 // _backward_Convolution takes (out_grad, data, weight) and gives (d_data, d_weight, d_bias),
-// without d_bias when no_bias. Compute: ops/cpu/convolution.cc, ops/gpu/convolution.cc.
+// without d_bias when no_bias (out_grad: the gradient before the activation). Compute:
+// ops/cpu/convolution.cc, ops/gpu/convolution.cc.
 #include "core/error.h"
 #include "ops/nn/internal/layer_op.h"
 #include "ops/nn/nn_params.h"
@@ -28,7 +33,7 @@ namespace {
 
 ConvParam ParseConv(AttrReader& r) {
   ConvParam p{ParseWindow2d(r, std::nullopt), r.Int("num_filter", std::nullopt, 1),
-              r.Int("num_group", 1, 1), r.Bool("no_bias", false)};
+              r.Int("num_group", 1, 1), r.Bool("no_bias", false), ReadLayerAct(r)};
   ParseDilate(r, p.window);
   if (p.num_filter % p.num_group != 0) {
     WEFT_THROW("op 'Convolution': attribute 'num_filter': expected a multiple of num_group "

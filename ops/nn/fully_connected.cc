@@ -7,8 +7,16 @@
 //   output  (N, num_hidden)           flatten=true
 //           (d0, ..., dk-1, num_hidden) flatten=false
 //
+// act_type (default "none"): an activation (Activation's act_type: relu, gelu, gelu_tanh, ...)
+// applied to the output in the same call, an epilogue (oneDNN's post-op, cuBLASLt's epilogue or
+// a kernel after the GEMM): FullyConnected(act_type=a) = Activation(FullyConnected, act_type=a).
+// passes/fold_activation.h sets it on inference graphs. Its gradient recomputes the output before
+// the activation where the activation's gradient reads it (gelu's), so training graphs keep the
+// activation as an op of its own (which fusion then joins with its neighbours).
+//
 // _backward_FullyConnected takes (out_grad, data, weight) and gives (d_data, d_weight, d_bias),
-// without d_bias when no_bias. Compute: ops/cpu/fully_connected.cc, ops/gpu/fully_connected.cc.
+// without d_bias when no_bias (out_grad: the gradient before the activation). Compute:
+// ops/cpu/fully_connected.cc, ops/gpu/fully_connected.cc.
 #include "core/error.h"
 #include "ops/nn/internal/layer_op.h"
 #include "ops/nn/nn_params.h"
@@ -18,7 +26,8 @@ namespace weft {
 namespace {
 
 FcParam ParseFc(AttrReader& r) {
-  return {r.Int("num_hidden", std::nullopt, 1), r.Bool("no_bias", false), r.Bool("flatten", true)};
+  return {r.Int("num_hidden", std::nullopt, 1), r.Bool("no_bias", false), r.Bool("flatten", true),
+          ReadLayerAct(r)};
 }
 
 // Checks data, weight and (unless no_bias) bias; returns the output shape.

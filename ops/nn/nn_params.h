@@ -9,11 +9,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/shape.h"
 #include "ops/attrs.h"
+#include "ops/elementwise/unary_ops.h"
 #include "ops/nn/window2d.h"
 
 namespace weft {
@@ -24,6 +26,9 @@ struct FcParam {
   int num_hidden;
   bool no_bias;
   bool flatten;
+  // An activation applied to the output in the same call (an epilogue: oneDNN's post-op,
+  // cuBLASLt's); none by default. passes/fold_activation.h sets it for inference.
+  std::optional<ActType> act;
 };
 
 // The (M, K) x (O, K)^T product of one call.
@@ -111,6 +116,7 @@ struct ConvParam {
   int num_filter;
   int num_group;  // divides num_filter (checked when parsed) and the channels (at inference)
   bool no_bias;
+  std::optional<ActType> act;  // an activation epilogue, as FcParam's
 };
 
 // Extents of one call: the window geometry, the filter count and the groups.

@@ -4,6 +4,37 @@
 
 namespace weft::cpu {
 
+namespace {
+
+dnnl::algorithm DnnlAlgorithm(ActType act) {
+  switch (act) {
+    case ActType::kRelu:
+      return dnnl::algorithm::eltwise_relu;
+    case ActType::kSigmoid:
+      return dnnl::algorithm::eltwise_logistic;
+    case ActType::kTanh:
+      return dnnl::algorithm::eltwise_tanh;
+    case ActType::kSoftRelu:
+      return dnnl::algorithm::eltwise_soft_relu;
+    case ActType::kGelu:
+      return dnnl::algorithm::eltwise_gelu_erf;
+    case ActType::kGeluTanh:
+      return dnnl::algorithm::eltwise_gelu_tanh;
+  }
+  return dnnl::algorithm::undef;
+}
+
+}  // namespace
+
+dnnl::primitive_attr LayerAttr(std::optional<ActType> act) {
+  dnnl::primitive_attr attr = ScratchpadAttr();
+  if (!act) return attr;
+  dnnl::post_ops ops;
+  ops.append_eltwise(/*scale=*/1.0f, DnnlAlgorithm(*act), /*alpha=*/0.0f, /*beta=*/0.0f);
+  attr.set_post_ops(ops);
+  return attr;
+}
+
 void RunLayerBackward(const DnnlPrimitive& data_prim, const DnnlPrimitive& weights_prim,
                       const TensorView& dy, const TensorView& x, const TensorView& w, bool bias,
                       const StagedOutputs& staged) {

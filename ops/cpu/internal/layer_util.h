@@ -6,11 +6,26 @@
 //   RunLayerBackward(data_prim, weights_prim, dy, x, w, /*bias=*/true, staged);
 #pragma once
 
+#include <optional>
+
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/cpu/internal/dnnl_util.h"
+#include "ops/elementwise/unary_ops.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
+
+// ScratchpadAttr() with a layer's activation epilogue as oneDNN's eltwise post-op (none: none).
+dnnl::primitive_attr LayerAttr(std::optional<ActType> act);
+
+// The name of a layer's activation epilogue in a primitive's cache key ("none").
+inline const char* LayerActKey(std::optional<ActType> act) {
+  return act ? ActivationName(*act) : "none";
+}
+
+// y = act(y) in place, with the activation's functor (what Activation computes; the float64
+// layers' epilogue). Defined in ops/cpu/unary.cc.
+void ApplyActivation(ActType act, const TensorView& y);
 
 // Whether the backward-weights step has a reader: d_weight, or d_bias when there is one.
 inline bool NeedsWeightGrads(const StagedOutputs& staged, bool bias) {

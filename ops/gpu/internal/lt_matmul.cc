@@ -90,11 +90,23 @@ void PickAlgo(Plan& p, const char* what, int64_t m, int64_t n, int64_t k,
 
 // ---- LtBiasGemm ----
 
-Plan MakeBiasPlan(DType dtype, const LtGemmShape& s) {
+cublasLtEpilogue_t CublasEpilogue(LtEpilogue e) {
+  switch (e) {
+    case LtEpilogue::kBias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case LtEpilogue::kReluBias:
+      return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case LtEpilogue::kGeluTanhBias:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+  }
+  return CUBLASLT_EPILOGUE_BIAS;
+}
+
+Plan MakeBiasPlan(DType dtype, const LtGemmShape& s, LtEpilogue e) {
   const cudaDataType_t type = CudaType(dtype);
   Plan p;
   p.desc = Desc(dtype, CUBLAS_OP_T, CUBLAS_OP_N);
-  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const cublasLtEpilogue_t epilogue = CublasEpilogue(e);
   WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                                    sizeof(epilogue)));
   WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
@@ -107,11 +119,12 @@ Plan MakeBiasPlan(DType dtype, const LtGemmShape& s) {
 }
 
 // The plan for this shape, made once per thread (a plan's bias pointer is set per call).
-Plan& BiasPlanFor(DType dtype, const LtGemmShape& s, int device) {
-  thread_local std::map<std::tuple<int, int, int64_t, int64_t, int64_t>, Plan> plans;
-  const auto key = std::make_tuple(device, static_cast<int>(dtype), s.m, s.n, s.k);
+Plan& BiasPlanFor(DType dtype, const LtGemmShape& s, LtEpilogue e, int device) {
+  thread_local std::map<std::tuple<int, int, int64_t, int64_t, int64_t, int>, Plan> plans;
+  const auto key =
+      std::make_tuple(device, static_cast<int>(dtype), s.m, s.n, s.k, static_cast<int>(e));
   auto it = plans.find(key);
-  if (it == plans.end()) it = plans.emplace(key, MakeBiasPlan(dtype, s)).first;
+  if (it == plans.end()) it = plans.emplace(key, MakeBiasPlan(dtype, s, e)).first;
   return it->second;
 }
 
@@ -194,8 +207,10 @@ bool LtBiasGemmSupports(DType dtype) {
 }
 
 void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a,
-                const void* b, const void* bias, void* d, bool accumulate) {
-  Plan& p = BiasPlanFor(dtype, shape, call.device());
+                const void* b, const void* bias, void* d, bool accumulate, LtEpilogue epilogue) {
+  if (accumulate && epilogue != LtEpilogue::kBias)
+    WEFT_THROW("LtBiasGemm: an activation epilogue cannot accumulate into its output");
+  Plan& p = BiasPlanFor(dtype, shape, epilogue, call.device());
   WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                    sizeof(bias)));
   const float alpha = 1, beta = accumulate ? 1 : 0;

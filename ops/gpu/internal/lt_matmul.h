@@ -1,8 +1,8 @@
 // weft's GEMMs through cuBLASLt, with plans (descriptors, layouts, the algorithm cuBLASLt's
 // heuristic picks) cached per thread and shape:
-//   - LtBiasGemm: D = A^T B + bias (+ D when accumulating), column-major, the bias added in
-//     cuBLASLt's epilogue, as FullyConnected's forward computes it: one kernel, one rounding, no
-//     extra pass over the output. float32 and bfloat16.
+//   - LtBiasGemm: D = A^T B + bias (+ D when accumulating), column-major, the bias (and a relu
+//     or GELU after it) added in cuBLASLt's epilogue, as FullyConnected's forward computes it:
+//     one kernel, one rounding, no extra pass over the output. float32 and bfloat16.
 //   - LtBatchGemm: a row-major batched product of batch_dot (ops/nn/batch_gemm.h), strided
 //     batched, broadcast operands read through batch strides of 0. float32, bfloat16 and float64.
 // float32 is strict FP32 compute (no TF32), bfloat16 accumulates in FP32.
@@ -28,8 +28,15 @@ struct LtGemmShape {
 // True when LtBiasGemm takes `dtype` (float32, bfloat16).
 bool LtBiasGemmSupports(DType dtype);
 
+// What LtBiasGemm's epilogue applies after adding the bias: nothing, relu, or GELU's tanh
+// approximation (cuBLASLt's GELU epilogue; weft's gelu_tanh).
+enum class LtEpilogue : uint8_t { kBias, kReluBias, kGeluTanhBias };
+
+// D = epilogue(A^T B + bias (+ D when accumulating)): the activation, if any, applies after the
+// accumulation, so accumulate only with kBias.
 void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a,
-                const void* b, const void* bias, void* d, bool accumulate);
+                const void* b, const void* bias, void* d, bool accumulate,
+                LtEpilogue epilogue = LtEpilogue::kBias);
 
 // The workspace bytes LtBatchGemm needs for `g` (its plan, made now if new).
 size_t LtBatchGemmWorkspace(const GpuCall& call, DType dtype, const BatchGemm& g);

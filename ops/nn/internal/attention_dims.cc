@@ -1,4 +1,5 @@
-// AttentionDimsOf (ops/nn/attention.h): the shape rule of Attention and its backward.
+// AttentionDimsOf and AttentionSlotsOf (ops/nn/attention.h): the shape rule of Attention and its
+// backward, and where their tensors sit.
 #include <cmath>
 
 #include "core/error.h"
@@ -36,10 +37,11 @@ std::array<int64_t, 4> MaskStrides(const char* op, const AttentionDims& d, const
   return stride;
 }
 
-}  // namespace
+// Rows of a contiguous (B, H, T, D) array.
+AttentionRows BhtdRows(int64_t h, int64_t t, int64_t d) { return {0, h * t * d, t * d, d}; }
 
-AttentionDims AttentionDimsOf(const char* op, const AttentionParam& p, const Shape& q,
-                              const Shape& k, const Shape& v, const Shape* mask) {
+// The extents and rows of q, k, v (B, H, T, D) each.
+AttentionDims BhtdDims(const char* op, const Shape& q, const Shape& k, const Shape& v) {
   CheckFourAxes(op, "q", "(B, H, Tq, D)", q);
   CheckFourAxes(op, "k", "(B, H, Tk, D)", k);
   CheckFourAxes(op, "v", "(B, H, Tk, Dv)", v);
@@ -52,11 +54,63 @@ AttentionDims AttentionDimsOf(const char* op, const AttentionParam& p, const Sha
                   << ", Dv) like q " << q << " and k " << k << ", found " << v);
   }
   AttentionDims d{q[0], q[1], q[2], k[2], q[3], v[3]};
+  d.q = BhtdRows(d.h, d.tq, d.d);
+  d.k = BhtdRows(d.h, d.tk, d.d);
+  d.v = BhtdRows(d.h, d.tk, d.dv);
+  d.out = BhtdRows(d.h, d.tq, d.dv);
+  return d;
+}
+
+// The extents and rows of qkv (B, T, 3, H, D): q, k and v are its parts 0, 1 and 2, read in place;
+// out is (B, T, H, D).
+AttentionDims PackedDims(const char* op, const Shape& qkv) {
+  if (qkv.ndim() != 5 || qkv[2] != 3) {
+    WEFT_THROW(op << ": with layout 'bt3hd', qkv must have 5 axes (B, T, 3, H, D), found " << qkv);
+  }
+  if (qkv.Size() == 0) WEFT_THROW(op << ": qkv must be non-empty, found " << qkv);
+  const int64_t b = qkv[0], t = qkv[1], h = qkv[3], d = qkv[4];
+  AttentionDims dims{b, h, t, t, d, d};
+  const int64_t row = 3 * h * d;  // from one position t to the next, in each part
+  dims.q = {0, t * row, d, row};
+  dims.k = {h * d, t * row, d, row};
+  dims.v = {2 * h * d, t * row, d, row};
+  dims.out = {0, t * h * d, d, h * d};
+  return dims;
+}
+
+// The attributes' part of `d`, and the mask's strides.
+AttentionDims WithAttributes(const char* op, const AttentionParam& p, const Shape* mask,
+                             AttentionDims d) {
   d.scale = p.scale ? *p.scale : 1 / std::sqrt(static_cast<double>(d.d));
   d.causal = p.causal;
   d.mask = mask != nullptr;
   if (mask) d.mask_stride = MaskStrides(op, d, *mask);
   return d;
+}
+
+}  // namespace
+
+AttentionSlots AttentionSlotsOf(const AttentionParam& p) {
+  AttentionSlots s{p.layout == AttentionLayout::kBt3hd ? 1 : 3};
+  s.inputs = s.operands;
+  if (p.use_mask) s.mask = s.inputs++;
+  s.outputs = 2;
+  if (p.p > 0) s.rng = s.outputs++;
+  return s;
+}
+
+AttentionDims AttentionDimsOf(const char* op, const AttentionParam& p, const Shape& q,
+                              const Shape& k, const Shape& v, const Shape* mask) {
+  return WithAttributes(op, p, mask, BhtdDims(op, q, k, v));
+}
+
+AttentionDims AttentionDimsOf(const char* op, const AttentionParam& p,
+                              std::span<const Shape> inputs) {
+  const AttentionSlots s = AttentionSlotsOf(p);
+  const Shape* mask = p.use_mask ? &inputs[s.mask] : nullptr;
+  if (p.layout == AttentionLayout::kBhtd)
+    return AttentionDimsOf(op, p, inputs[0], inputs[1], inputs[2], mask);
+  return WithAttributes(op, p, mask, PackedDims(op, inputs[0]));
 }
 
 }  // namespace weft

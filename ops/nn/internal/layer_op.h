@@ -3,7 +3,8 @@
 //   <op>(data, weight[, bias]) -> output                   bias absent when no_bias
 //   _backward_<op>(out_grad, data, weight) -> (d_data, d_weight[, d_bias])
 //
-// defined the same way, with the gradient rule that connects them. No compute: each device
+// defined the same way, with the gradient rule that connects them (through an activation
+// epilogue where the layer's parameters have one: `act`). No compute: each device
 // registers its own for both ops (ops/cpu/*.cc, ops/gpu/*.cc).
 //
 //   DefineLayerOp<FcParam>({"FullyConnected", "...", ParseFc, FcShape, FcBackwardShape,
@@ -12,11 +13,19 @@
 
 #include <string>
 
+#include "ops/elementwise/unary_ops.h"
 #include "ops/op.h"
 
 namespace weft {
 
-template <typename P>  // P has `bool no_bias`
+// The gradient before a layer's activation epilogue `act` (op `op` with attributes `a`, its
+// `num_inputs` inputs): _backward_Activation of the output gradient and what the activation's
+// gradient reads: the layer's output, or its output before the activation, recomputed by the
+// layer without it.
+GradEntry GradBeforeActivation(const std::string& op, const Attrs& a, ActType act, int num_inputs,
+                               GradBuilder& g);
+
+template <typename P>  // P has `bool no_bias` (and may have `std::optional<ActType> act`)
 struct LayerOpDef {
   std::string name;
   std::string description;
@@ -38,9 +47,13 @@ void DefineLayerOp(const LayerOpDef<P>& def) {
       .VariadicInputs(with_bias)
       .InferShape(def.infer_shape)
       .InferInputShapes(def.infer_input_shapes)
-      .Gradient([backward, with_bias](const Attrs& a, GradBuilder& g) {
+      .Gradient([name = def.name, backward, with_bias](const Attrs& a, GradBuilder& g) {
         const int grads = with_bias(a);
-        GradEntry d = g.Op(backward, {g.OutGrad(0), g.Input(0), g.Input(1)}, a.raw(), grads);
+        GradEntry dy = g.OutGrad(0);
+        if constexpr (requires(const P& p) { p.act; }) {
+          if (a.Get<P>().act) dy = GradBeforeActivation(name, a, *a.Get<P>().act, grads, g);
+        }
+        GradEntry d = g.Op(backward, {dy, g.Input(0), g.Input(1)}, a.raw(), grads);
         for (int i = 0; i < grads; ++i) g.SetInputGrad(i, g.NodeOutput(d, i));
       });
   RegisterOp(backward)
