@@ -125,9 +125,22 @@ Values Back(const std::vector<T>& v) {
   return out;
 }
 
+// Row-major q, k, v and out; the mask (Tq, Tk), broadcast over B and H.
 GpuAttention ParamsOf(const Problem& p) {
-  const long long mask[4] = {0, 0, p.tk, 1};  // (Tq, Tk), broadcast over B and H
-  return AttnDenseCall(p.b, p.h, p.tq, p.tk, p.d, p.dv, mask, p.scale(), p.causal);
+  auto dense = [&](int64_t t, int64_t c) { return GpuAttnStrides{p.h * t * c, t * c, c}; };
+  return {p.b,
+          p.h,
+          p.tq,
+          p.tk,
+          p.d,
+          p.dv,
+          dense(p.tq, p.d),
+          dense(p.tk, p.d),
+          dense(p.tk, p.dv),
+          dense(p.tq, p.dv),
+          {0, 0, p.tk, 1},
+          p.scale(),
+          p.causal ? 1 : 0};
 }
 
 // Blocks of a launch: fewer than the items, so that each block takes several.
@@ -139,8 +152,8 @@ void Forward(const Problem& p, const GpuAttention& g, const std::vector<T>& q,
              const std::vector<T>& k, const std::vector<T>& v, const T* mask, std::vector<T>& out,
              std::vector<A>& lse) {
   HostLaunch(Blocks(AttnItems(p.b * p.h, p.tq, p.dv, COLS)), kGpuBlock, [&] {
-    AttnForward<T, A, COLS>(q.data(), k.data(), v.data(), mask, out.data(), lse.data(), g,
-                            kReqWrite, kReqWrite);
+    AttnForward<T, A, T, COLS>(q.data(), k.data(), v.data(), mask, out.data(), lse.data(), g,
+                               kReqWrite, kReqWrite);
   });
 }
 
@@ -148,8 +161,8 @@ template <int COLS, typename T, typename A>
 void QueryGrad(const Problem& p, const GpuAttention& g, const std::vector<T>* x, const T* mask,
                const std::vector<A>& lse, const std::vector<A>& delta, std::vector<T>& dq) {
   HostLaunch(Blocks(AttnItems(p.b * p.h, p.tq, p.d, COLS)), kGpuBlock, [&] {
-    AttnQueryGrad<T, A, COLS>(x[3].data(), x[0].data(), x[1].data(), x[2].data(), mask, lse.data(),
-                              delta.data(), dq.data(), g, kReqWrite);
+    AttnQueryGrad<T, A, T, COLS>(x[3].data(), x[0].data(), x[1].data(), x[2].data(), mask,
+                                 lse.data(), delta.data(), dq.data(), g, kReqWrite);
   });
 }
 
@@ -158,8 +171,8 @@ void KeyGrad(const Problem& p, const GpuAttention& g, const std::vector<T>* x, c
              const std::vector<A>& lse, const std::vector<A>& delta, std::vector<T>& dk,
              std::vector<T>& dv) {
   HostLaunch(Blocks(AttnItems(p.b * p.h, p.tk, std::max(p.d, p.dv), COLS)), kGpuBlock, [&] {
-    AttnKeyGrad<T, A, COLS>(x[3].data(), x[0].data(), x[1].data(), x[2].data(), mask, lse.data(),
-                            delta.data(), dk.data(), dv.data(), g, kReqWrite, kReqWrite);
+    AttnKeyGrad<T, A, T, COLS>(x[3].data(), x[0].data(), x[1].data(), x[2].data(), mask, lse.data(),
+                               delta.data(), dk.data(), dv.data(), g, kReqWrite, kReqWrite);
   });
 }
 
@@ -188,9 +201,7 @@ Results RunKernels(const Problem& p, const Tensors& t) {
   std::vector<T> out(p.b * p.h * p.tq * p.dv), dq(t.q.size()), dk(t.k.size()), dv(t.v.size());
   std::vector<A> lse(p.b * p.h * p.tq), delta(lse.size());
   WithPerThread(p.dv, [&]<int C>() { Forward<C>(p, g, x[0], x[1], x[2], m, out, lse); });
-  const long long rows = p.b * p.h * p.tq;
-  HostLaunch(1, kGpuBlock,
-             [&] { AttnDelta<T, A>(x[3].data(), out.data(), delta.data(), rows, p.dv); });
+  HostLaunch(1, kGpuBlock, [&] { AttnDelta<T, A>(x[3].data(), out.data(), delta.data(), g); });
   WithPerThread(p.d, [&]<int C>() { QueryGrad<C>(p, g, x, m, lse, delta, dq); });
   WithPerThread(std::max(p.d, p.dv), [&]<int C>() { KeyGrad<C>(p, g, x, m, lse, delta, dk, dv); });
   Values lse_values(lse.begin(), lse.end());

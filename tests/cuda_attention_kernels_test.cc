@@ -14,16 +14,18 @@ namespace {
 
 // Explicit instantiations of every kernel the op launches for stored type t, arithmetic (and
 // lse) type a, and `per_thread` accumulators per thread.
-std::string Instances(const std::string& t, const std::string& a, int per_thread) {
+std::string Instances(const std::string& t, const std::string& a, const std::string& m,
+                      int per_thread) {
   const std::string in = "const " + t + "*", out = t + "*", stat = "const " + a + "*";
-  const std::string args = "<" + t + ", " + a + ", " + std::to_string(per_thread) + ">(";
+  const std::string mask = "const " + m + "*";
+  const std::string args = "<" + t + ", " + a + ", " + m + ", " + std::to_string(per_thread) + ">(";
   return "template __global__ void weft::AttnForward" + args + in + ", " + in + ", " + in + ", " +
-         in + ", " + out + ", " + a + "*, weft::GpuAttention, int, int);\n" +
+         mask + ", " + out + ", " + a + "*, weft::GpuAttention, int, int);\n" +
          "template __global__ void weft::AttnQueryGrad" + args + in + ", " + in + ", " + in + ", " +
-         in + ", " + in + ", " + stat + ", " + stat + ", " + out + ", weft::GpuAttention, int);\n" +
-         "template __global__ void weft::AttnKeyGrad" + args + in + ", " + in + ", " + in + ", " +
-         in + ", " + in + ", " + stat + ", " + stat + ", " + out + ", " + out +
-         ", weft::GpuAttention, int, int);\n";
+         in + ", " + mask + ", " + stat + ", " + stat + ", " + out +
+         ", weft::GpuAttention, int);\n" + "template __global__ void weft::AttnKeyGrad" + args +
+         in + ", " + in + ", " + in + ", " + in + ", " + mask + ", " + stat + ", " + stat + ", " +
+         out + ", " + out + ", weft::GpuAttention, int, int);\n";
 }
 
 // Every kernel in every type the op launches it with (float32, float64, bfloat16 with float
@@ -33,10 +35,11 @@ TEST(AttentionKernels, EveryKernelCompilesForEachTypeAndWidth) {
   std::string source = "#include \"attention.cuh\"\n";
   for (const auto& [t, a] : std::vector<std::pair<std::string, std::string>>{
            {"float", "float"}, {"double", "double"}, {"weft::bf16", "float"}}) {
-    source += Instances(t, a, kAttnPerLane);
+    source += Instances(t, a, t, kAttnPerLane);                // additive masks
+    source += Instances(t, a, "unsigned char", kAttnPerLane);  // boolean masks
     if (t == "float") continue;  // AttnDelta<float, float> is the name compiled
     source += "template __global__ void weft::AttnDelta<" + t + ", " + a + ">(const " + t +
-              "*, const " + t + "*, " + a + "*, long long, long long);\n";
+              "*, const " + t + "*, " + a + "*, weft::GpuAttention);\n";
   }
   const rtc::CompileResult r = rtc::CompileToCubin(
       "attention_test.cu", source, "weft::AttnDelta<float, float>", rtc::CompileOptions(90, {}));

@@ -1,6 +1,8 @@
 // Attention's own kernels (ops/gpu/attention.cc): flash attention, tiled over keys, with no
 // Tq x Tk matrix anywhere. T is the stored type (float, double or weft::bf16), A the arithmetic
-// type (float; double for double), which is also the type of lse and of the row deltas.
+// type (float; double for double), which is also the type of lse and of the row deltas, M the
+// mask's (T: additive; unsigned char: boolean). Tensors are read through their (b, h, t) strides
+// (GpuAttention), so packed qkv (B, T, 3, H, D) and out (B, T, H, D) are a change of strides.
 //
 // A block of kGpuBlock threads owns a tile of kAttnTile rows (queries for the forward and d_q,
 // keys for d_k and d_v): thread t works on row t / kAttnLanes of the tile with kAttnLanes lanes
@@ -132,16 +134,34 @@ __device__ inline int64 AttnColumn(int64 col0, int a) {
   return col0 + (a / kAttnPerLane) * kAttnChunk + AttnLane() + kAttnLanes * (a % kAttnPerLane);
 }
 
-// The score of query i and key j from their dot product: scale * dot + mask; -inf where causal
-// masks it or where i or j is past the end.
-template <typename T, typename A>
-__device__ inline A AttnScore(const GpuAttention& p, const T* mask, int64 bi, int64 hi, int64 i,
+// A mask element as a term of the score: additive (the data's type), or boolean (bytes: nonzero
+// keeps the key, zero masks it).
+template <typename A>
+__device__ inline A AttnMaskTerm(unsigned char keep) {
+  return keep ? static_cast<A>(0) : AttnMinusInf<A>();
+}
+template <typename A>
+__device__ inline A AttnMaskTerm(float m) {
+  return static_cast<A>(m);
+}
+template <typename A>
+__device__ inline A AttnMaskTerm(double m) {
+  return static_cast<A>(m);
+}
+template <typename A>
+__device__ inline A AttnMaskTerm(bf16 m) {
+  return static_cast<A>(ToArith(m));
+}
+
+// The score of query i and key j from their dot product: scale * dot + the mask's term; -inf
+// where causal masks it or where i or j is past the end.
+template <typename M, typename A>
+__device__ inline A AttnScore(const GpuAttention& p, const M* mask, int64 bi, int64 hi, int64 i,
                               int64 j, A dot) {
   if (i >= p.tq || j >= p.tk || (p.causal && j > i)) return AttnMinusInf<A>();
   A s = static_cast<A>(p.scale) * dot;
   if (mask) {
-    s += static_cast<A>(
-        ToArith(mask[bi * p.mask[0] + hi * p.mask[1] + i * p.mask[2] + j * p.mask[3]]));
+    s += AttnMaskTerm<A>(mask[bi * p.mask[0] + hi * p.mask[1] + i * p.mask[2] + j * p.mask[3]]);
   }
   return s;
 }
@@ -212,8 +232,8 @@ __device__ inline void AttnFold(const A (&s)[kAttnPerLane], AttnOnline<A>& run, 
 
 // out (B, H, Tq, Dv) and lse (B, H, Tq), stored as req_out and req_lse say (lse by the first
 // column chunk). Items: AttnItems(B * H, Tq, Dv, COLS).
-template <typename T, typename A, int COLS>
-__global__ void AttnForward(const T* q, const T* k, const T* v, const T* mask, T* out, A* lse,
+template <typename T, typename A, typename M, int COLS>
+__global__ void AttnForward(const T* q, const T* k, const T* v, const M* mask, T* out, A* lse,
                             GpuAttention p, int req_out, int req_lse) {
   __shared__ A xs[kAttnTile][kAttnPad], ys[kAttnTile][kAttnPad], w[kAttnTile][kAttnPad];
   const int64 items = AttnItems(p.b * p.h, p.tq, p.dv, COLS);
@@ -250,20 +270,23 @@ __global__ void AttnForward(const T* q, const T* k, const T* v, const T* mask, T
   }
 }
 
-// delta[r] = out_grad[r] . out[r] for each of `rows` rows of dv values (both dense).
+// delta[r] = out_grad[r] . out[r] for each of the B * H * Tq rows r = (b * H + h) * Tq + i (out
+// and out_grad by out's strides).
 template <typename T, typename A>
-__global__ void AttnDelta(const T* dy, const T* y, A* delta, int64 rows, int64 dv) {
-  for (int64 r = GlobalThread(); r < rows; r += GridThreads()) {
+__global__ void AttnDelta(const T* dy, const T* y, A* delta, GpuAttention p) {
+  for (int64 r = GlobalThread(); r < p.b * p.h * p.tq; r += GridThreads()) {
+    const int64 bh = r / p.tq;
+    const int64 row = bh / p.h * p.o.b + bh % p.h * p.o.h + r % p.tq * p.o.t;
     A sum = 0;
-    for (int64 c = 0; c < dv; ++c)
-      sum += static_cast<A>(ToArith(dy[r * dv + c])) * static_cast<A>(ToArith(y[r * dv + c]));
+    for (int64 c = 0; c < p.dv; ++c)
+      sum += static_cast<A>(ToArith(dy[row + c])) * static_cast<A>(ToArith(y[row + c]));
     delta[r] = sum;
   }
 }
 
 // d_q (q's strides) as req says. Items: AttnItems(B * H, Tq, D, COLS).
-template <typename T, typename A, int COLS>
-__global__ void AttnQueryGrad(const T* dy, const T* q, const T* k, const T* v, const T* mask,
+template <typename T, typename A, typename M, int COLS>
+__global__ void AttnQueryGrad(const T* dy, const T* q, const T* k, const T* v, const M* mask,
                               const A* lse, const A* delta, T* dq, GpuAttention p, int req) {
   __shared__ A xs[kAttnTile][kAttnPad], ys[kAttnTile][kAttnPad], w[kAttnTile][kAttnPad];
   const int64 items = AttnItems(p.b * p.h, p.tq, p.d, COLS);
@@ -304,8 +327,8 @@ __global__ void AttnQueryGrad(const T* dy, const T* q, const T* k, const T* v, c
 // d_k (k's strides) and d_v (v's strides) as req_dk and req_dv say. Items:
 // AttnItems(B * H, Tk, max(D, Dv), COLS). The tile's rows are keys; s, P and dS are indexed
 // [key][query] here.
-template <typename T, typename A, int COLS>
-__global__ void AttnKeyGrad(const T* dy, const T* q, const T* k, const T* v, const T* mask,
+template <typename T, typename A, typename M, int COLS>
+__global__ void AttnKeyGrad(const T* dy, const T* q, const T* k, const T* v, const M* mask,
                             const A* lse, const A* delta, T* dk, T* dv, GpuAttention p, int req_dk,
                             int req_dv) {
   __shared__ A xs[kAttnTile][kAttnPad], ys[kAttnTile][kAttnPad];

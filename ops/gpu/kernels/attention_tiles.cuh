@@ -37,24 +37,4 @@ WEFT_HOST_DEVICE inline long long AttnItems(long long heads, long long rows, lon
   return heads * AttnTiles(rows) * AttnChunks(cols, per_thread);
 }
 
-// A call over row-major (B, H, T, C) q, k, v and out, with the mask's strides over (B, H, Tq, Tk).
-WEFT_HOST_DEVICE inline GpuAttention AttnDenseCall(long long b, long long h, long long tq,
-                                                   long long tk, long long d, long long dv,
-                                                   const long long (&mask)[4], double scale,
-                                                   bool causal) {
-  return {b,
-          h,
-          tq,
-          tk,
-          d,
-          dv,
-          {h * tq * d, tq * d, d},
-          {h * tk * d, tk * d, d},
-          {h * tk * dv, tk * dv, dv},
-          {h * tq * dv, tq * dv, dv},
-          {mask[0], mask[1], mask[2], mask[3]},
-          scale,
-          causal ? 1 : 0};
-}
-
 }  // namespace weft
