@@ -21,13 +21,17 @@
 //       30 ms one-block spin on a blocking stream against one on a non-blocking stream (a join
 //       through the legacy stream waited for the blocking one; the graph join waits for neither),
 //       and the graphs it instantiated in the timed steps (0: each was updated in place);
+//   (g) Attention (issue 39): forward and backward of B8 H12 T1024 D64 causal attention
+//       (GPT-2 124M's), bfloat16 (cuDNN's fused attention) and float32 (weft's kernels), against
+//       F.scaled_dot_product_attention (--attention=0 leaves them out);
 // Steps are pushed back to back and waited for once, as a training loop would; times are the
 // median of --reps repetitions.
 //
 //   tools/gpu_bundle.sh; then on the GPU machine: gpu_bundle/bin/gpu_bench [--reps=5]
-//   (--mlp=0, --tiny=0, --relu=0, --fusion=0 leave a part out, --peer=0 PyTorch; --floors_only=1
-//   prints the launch floors, graph costs and the relu kernel alone; --profile_cost=1 the tiny op
-//   and an MLP step with the profiler never started, running, and stopped again)
+//   (--mlp=0, --tiny=0, --relu=0, --fusion=0, --rnn=0, --attention=0 leave a part out, --peer=0
+//   PyTorch; --floors_only=1 prints the launch floors, graph costs and the relu kernel alone;
+//   --profile_cost=1 the tiny op and an MLP step with the profiler never started, running, and
+//   stopped again)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -171,6 +175,30 @@ std::unique_ptr<Executor> BindRnn(const char* mode, const std::string& precision
   for (int k = 0; k < 3; ++k) exec->Forward(true), exec->Backward();  // plans, workspace, reserve
   weft::engine::Engine::Get()->WaitForAll();
   return exec;
+}
+
+// ms per forward and backward (d_q, d_k, d_v; head gradient ones) of causal attention over q, k,
+// v of (b, h, t, d) in `dtype`, bound once.
+double AttentionStepMs(int64_t b, int64_t h, int64_t t, int64_t d, DType dtype, int reps) {
+  const Symbol net =
+      Symbol::Op("Attention", {Symbol::Variable("q"), Symbol::Variable("k"), Symbol::Variable("v")},
+                 {{"causal", "true"}});
+  Executor::ArrayMap args, grads;
+  std::map<std::string, weft::GradReq> reqs;
+  for (const char* name : {"q", "k", "v"}) {
+    NDArray values(Shape{b, h, t, d}, kGpu);
+    values.FillUniform(-1, 1);
+    args[name] =
+        dtype == DType::kFloat32
+            ? values
+            : weft::Invoke("Cast", {values}, {{"dtype", weft::DTypeName(dtype).data()}})[0];
+    grads[name] = NDArray(Shape{b, h, t, d}, kGpu, dtype);
+    reqs[name] = weft::GradReq::kWrite;
+  }
+  auto exec = Executor::Bind(net, kGpu, args, grads, reqs);
+  for (int k = 0; k < 3; ++k) exec->Forward(true), exec->Backward();  // kernels, cuDNN's plans
+  weft::engine::Engine::Get()->WaitForAll();
+  return TimeMs(reps, 10, [&] { exec->Forward(true), exec->Backward(); });
 }
 
 // WEFT_GPU_TF32=1 for the scope when `precision` is "tf32", after the work pushed in it is done.
@@ -480,6 +508,17 @@ int main(int argc, char** argv) {
           blocked, unblocked, blocked - unblocked, static_cast<long long>(after.runs - before.runs),
           static_cast<long long>(after.instantiations - before.instantiations),
           static_cast<long long>(after.unjoined - before.unjoined));
+    }
+    if (bench::IntFlag(argc, argv, "attention", 1)) {
+      for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
+        const std::string key =
+            "attention B8 H12 T1024 D64 causal fwd+bwd " + std::string(weft::DTypeName(dtype));
+        try {
+          ours[key] = AttentionStepMs(8, 12, 1024, 64, dtype, reps);
+        } catch (const weft::Error& e) {
+          std::printf("%s: error: %s\n", key.c_str(), e.what());
+        }
+      }
     }
     if (tiny) {
       ours["tiny op us"] = LaunchOverheadUs(reps);

@@ -8,7 +8,8 @@ workload names gpu_bench uses (ms per step, us per op, GB/s; the MLP steps also 
 CUDA graph replayed, under "... trainer, CUDA graph", with eager again under "... trainer, no
 graph"; the chain: "chain forward ms eager",
 "chain forward ms compile", "chain backward ms eager", "chain backward ms compile"; a compile
-that fails leaves its keys out and says why in "chain compile error").
+that fails leaves its keys out and says why in "chain compile error"; causal attention through
+F.scaled_dot_product_attention under "attention B8 H12 T1024 D64 causal fwd+bwd DTYPE").
 """
 import json
 import statistics
@@ -90,6 +91,22 @@ def rnn_step(torch, mode, precision, h, reps):
     return ms
 
 
+def attention_step(torch, dtype, reps):
+    """Forward and backward (d_q, d_k, d_v for a fixed out_grad) of causal attention over q, k, v
+    of (8, 12, 1024, 64): F.scaled_dot_product_attention, whichever backend PyTorch picks."""
+    q, k, v = (torch.empty(8, 12, 1024, 64, device="cuda", dtype=dtype).uniform_(-1, 1)
+               .requires_grad_() for _ in range(3))
+    dy = torch.ones(8, 12, 1024, 64, device="cuda", dtype=dtype)
+
+    def step():
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        torch.autograd.grad(y, (q, k, v), dy)
+
+    for _ in range(3):
+        step()
+    return time_ms(torch, reps, 10, step)
+
+
 def chain(torch, x):
     return torch.sigmoid(torch.relu(x * 1.5 + 0.25) * 0.75 - 0.5) * 2.0 + -1.0
 
@@ -134,6 +151,12 @@ def main():
         for h, precision in ((512, "float32"), (512, "tf32"), (512, "bfloat16"), (128, "tf32")):
             key = f"{mode} T64 N64 I512 H{h} L2 bi fwd+bwd {precision}"
             results[key] = rnn_step(torch, mode, precision, h, reps)
+    for dtype, dname in ((torch.bfloat16, "bfloat16"), (torch.float32, "float32")):
+        key = f"attention B8 H12 T1024 D64 causal fwd+bwd {dname}"
+        try:
+            results[key] = attention_step(torch, dtype, reps)
+        except Exception as e:  # noqa: BLE001 (an old PyTorch without the function)
+            results[key + " error"] = str(e)[:500]
     a = torch.zeros(16, device="cuda")
     b = torch.ones(16, device="cuda")
     for _ in range(1000):

@@ -55,4 +55,23 @@ struct GpuErrorSlot {
   unsigned long long ticket;
 };
 
+// One tensor of Attention (kernels/attention.cuh) seen as (B, H, T, C): the element strides of b,
+// h and t; c is contiguous. A packed (B, T, 3, H, D) input is q, k and v at offsets 0, H*D and
+// 2*H*D with strides (3*T*H*D, D, 3*H*D).
+struct GpuAttnStrides {
+  long long b, h, t;
+};
+
+// One Attention call (ops/nn/attention.h's AttentionDims) as its kernels read it: q (B, H, Tq, D),
+// k (B, H, Tk, D), v (B, H, Tk, Dv) and out (B, H, Tq, Dv) by their strides (the gradients d_q,
+// d_k, d_v take those of q, k, v; out_grad those of out), the mask's element strides over
+// (B, H, Tq, Tk) (0 where broadcast), the scale and causal (key j masked for query i when j > i).
+struct GpuAttention {
+  long long b, h, tq, tk, d, dv;
+  GpuAttnStrides q, k, v, o;
+  long long mask[4];
+  double scale;
+  int causal;
+};
+
 }  // namespace weft

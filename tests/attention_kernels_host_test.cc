@@ -1,0 +1,243 @@
+// Attention's GPU kernels (ops/gpu/kernels/attention.cuh) run on the host through
+// tests/kernel_host_shim.h (a std::thread per GPU thread, a barrier per block), against a plain
+// float64 reference: the forward's out and lse, and the backward's d_q, d_k and d_v, in float,
+// double and bfloat16 data; causal, a mask with a fully masked query, Tq != Tk over several key
+// tiles, D over one staging chunk, and outputs wider than one column chunk; fewer blocks than
+// work items, so every grid-stride loop turns. No GPU needed: this runs in every build, and
+// checks the kernels' arithmetic and tiling where no GPU is lent (gpu_attention_test checks them
+// on a GPU against the CPU's op).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "tests/op_test_util.h"
+
+// The shim before the kernels: it defines what they use of CUDA.
+// clang-format off
+#include "tests/kernel_host_shim.h"
+#include "ops/gpu/kernels/attention.cuh"
+// clang-format on
+
+namespace weft::testing {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Problem {
+  std::string name;
+  int64_t b, h, tq, tk, d, dv;
+  bool causal = false;
+  bool mask = false;        // a (Tq, Tk) additive mask, broadcast over B and H
+  int64_t masked_row = -1;  // a query whose keys the mask removes all of
+  double scale() const { return 1 / std::sqrt(static_cast<double>(d)); }
+};
+
+// n values in [-1, 1), multiples of 1/128: exact in bfloat16.
+Values BfExactUniform(int64_t n, uint64_t seed) {
+  Values v(n);
+  uint64_t x = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (double& e : v) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    e = static_cast<double>(static_cast<int64_t>(x >> 40) % 256) / 128.0 - 1;  // exact in bf16
+  }
+  return v;
+}
+
+struct Tensors {
+  Values q, k, v, mask, dy;
+};
+
+Tensors InputsOf(const Problem& p) {
+  Tensors t{BfExactUniform(p.b * p.h * p.tq * p.d, 1), BfExactUniform(p.b * p.h * p.tk * p.d, 2),
+            BfExactUniform(p.b * p.h * p.tk * p.dv, 3), BfExactUniform(p.tq * p.tk, 4),
+            BfExactUniform(p.b * p.h * p.tq * p.dv, 5)};
+  if (p.masked_row >= 0) {
+    for (int64_t j = 0; j < p.tk; ++j) t.mask[p.masked_row * p.tk + j] = -kInf;
+  }
+  return t;
+}
+
+// out, lse, d_q, d_k, d_v.
+using Results = std::vector<Values>;
+
+// The reference, in float64: P = softmax(s), out = P v, dS = P (dy v^T - rowsum(dy * out)).
+Results Reference(const Problem& p, const Tensors& t) {
+  Results r = {Values(p.b * p.h * p.tq * p.dv), Values(p.b * p.h * p.tq), Values(t.q.size()),
+               Values(t.k.size()), Values(t.v.size())};
+  for (int64_t bh = 0; bh < p.b * p.h; ++bh) {
+    const double *q = &t.q[bh * p.tq * p.d], *k = &t.k[bh * p.tk * p.d];
+    const double *v = &t.v[bh * p.tk * p.dv], *dy = &t.dy[bh * p.tq * p.dv];
+    for (int64_t i = 0; i < p.tq; ++i) {
+      Values s(p.tk);
+      double max = -kInf;
+      for (int64_t j = 0; j < p.tk; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < p.d; ++c) dot += q[i * p.d + c] * k[j * p.d + c];
+        s[j] = p.scale() * dot + (p.mask ? t.mask[i * p.tk + j] : 0);
+        if (p.causal && j > i) s[j] = -kInf;
+        max = std::max(max, s[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < p.tk; ++j) sum += max == -kInf ? 0 : std::exp(s[j] - max);
+      r[1][bh * p.tq + i] = sum == 0 ? -kInf : max + std::log(sum);
+      Values prob(p.tk), dp(p.tk);
+      double delta = 0;
+      for (int64_t j = 0; j < p.tk; ++j) prob[j] = sum == 0 ? 0 : std::exp(s[j] - max) / sum;
+      for (int64_t c = 0; c < p.dv; ++c) {
+        double o = 0;
+        for (int64_t j = 0; j < p.tk; ++j) o += prob[j] * v[j * p.dv + c];
+        r[0][(bh * p.tq + i) * p.dv + c] = o;
+        delta += o * dy[i * p.dv + c];
+      }
+      for (int64_t j = 0; j < p.tk; ++j) {
+        for (int64_t c = 0; c < p.dv; ++c) dp[j] += dy[i * p.dv + c] * v[j * p.dv + c];
+        const double ds = prob[j] * (dp[j] - delta);
+        for (int64_t c = 0; c < p.d; ++c) {
+          r[2][(bh * p.tq + i) * p.d + c] += p.scale() * ds * k[j * p.d + c];
+          r[3][(bh * p.tk + j) * p.d + c] += p.scale() * ds * q[i * p.d + c];
+        }
+        for (int64_t c = 0; c < p.dv; ++c)
+          r[4][(bh * p.tk + j) * p.dv + c] += prob[j] * dy[i * p.dv + c];
+      }
+    }
+  }
+  return r;
+}
+
+// Host arrays of the kernels' types: T for data, A for lse and delta.
+template <typename T>
+std::vector<T> As(const Values& v) {
+  std::vector<T> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = FromArith<T>(static_cast<float>(v[i]));
+  return out;
+}
+template <>
+std::vector<double> As<double>(const Values& v) {
+  return v;
+}
+template <typename T>
+Values Back(const std::vector<T>& v) {
+  Values out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<double>(ToArith(v[i]));
+  return out;
+}
+
+// Row-major q, k, v and out; the mask (Tq, Tk), broadcast over B and H.
+GpuAttention ParamsOf(const Problem& p) {
+  auto dense = [&](int64_t t, int64_t c) { return GpuAttnStrides{p.h * t * c, t * c, c}; };
+  return {p.b,
+          p.h,
+          p.tq,
+          p.tk,
+          p.d,
+          p.dv,
+          dense(p.tq, p.d),
+          dense(p.tk, p.d),
+          dense(p.tk, p.dv),
+          dense(p.tq, p.dv),
+          {0, 0, p.tk, 1},
+          p.scale(),
+          p.causal ? 1 : 0};
+}
+
+// Blocks of a launch: fewer than the items, so that each block takes several.
+unsigned Blocks(long long items) { return static_cast<unsigned>(std::min<long long>(items, 3)); }
+
+// The kernels with COLS accumulators per thread, for outputs of `cols` columns.
+template <int COLS, typename T, typename A>
+void Forward(const Problem& p, const GpuAttention& g, const std::vector<T>& q,
+             const std::vector<T>& k, const std::vector<T>& v, const T* mask, std::vector<T>& out,
+             std::vector<A>& lse) {
+  HostLaunch(Blocks(AttnItems(p.b * p.h, p.tq, p.dv, COLS)), kGpuBlock, [&] {
+    AttnForward<T, A, T, COLS>(q.data(), k.data(), v.data(), mask, out.data(), lse.data(), g,
+                               kReqWrite, kReqWrite);
+  });
+}
+
+template <int COLS, typename T, typename A>
+void QueryGrad(const Problem& p, const GpuAttention& g, const std::vector<T>* x, const T* mask,
+               const std::vector<A>& lse, const std::vector<A>& delta, std::vector<T>& dq) {
+  HostLaunch(Blocks(AttnItems(p.b * p.h, p.tq, p.d, COLS)), kGpuBlock, [&] {
+    AttnQueryGrad<T, A, T, COLS>(x[3].data(), x[0].data(), x[1].data(), x[2].data(), mask,
+                                 lse.data(), delta.data(), dq.data(), g, kReqWrite);
+  });
+}
+
+template <int COLS, typename T, typename A>
+void KeyGrad(const Problem& p, const GpuAttention& g, const std::vector<T>* x, const T* mask,
+             const std::vector<A>& lse, const std::vector<A>& delta, std::vector<T>& dk,
+             std::vector<T>& dv) {
+  HostLaunch(Blocks(AttnItems(p.b * p.h, p.tk, std::max(p.d, p.dv), COLS)), kGpuBlock, [&] {
+    AttnKeyGrad<T, A, T, COLS>(x[3].data(), x[0].data(), x[1].data(), x[2].data(), mask, lse.data(),
+                               delta.data(), dk.data(), dv.data(), g, kReqWrite, kReqWrite);
+  });
+}
+
+// Calls fn.template operator()<COLS>() for COLS = AttnPerThread(cols).
+template <typename F>
+void WithPerThread(long long cols, F fn) {
+  switch (AttnPerThread(cols)) {
+    case 4:
+      return fn.template operator()<4>();
+    case 8:
+      return fn.template operator()<8>();
+    case 16:
+      return fn.template operator()<16>();
+    default:
+      return fn.template operator()<32>();
+  }
+}
+
+// Every kernel in (T, A), as ops/gpu/attention.cc launches them.
+template <typename T, typename A>
+Results RunKernels(const Problem& p, const Tensors& t) {
+  const GpuAttention g = ParamsOf(p);
+  const std::vector<T> x[4] = {As<T>(t.q), As<T>(t.k), As<T>(t.v), As<T>(t.dy)};
+  const std::vector<T> mask = As<T>(t.mask);
+  const T* m = p.mask ? mask.data() : nullptr;
+  std::vector<T> out(p.b * p.h * p.tq * p.dv), dq(t.q.size()), dk(t.k.size()), dv(t.v.size());
+  std::vector<A> lse(p.b * p.h * p.tq), delta(lse.size());
+  WithPerThread(p.dv, [&]<int C>() { Forward<C>(p, g, x[0], x[1], x[2], m, out, lse); });
+  HostLaunch(1, kGpuBlock, [&] { AttnDelta<T, A>(x[3].data(), out.data(), delta.data(), g); });
+  WithPerThread(p.d, [&]<int C>() { QueryGrad<C>(p, g, x, m, lse, delta, dq); });
+  WithPerThread(std::max(p.d, p.dv), [&]<int C>() { KeyGrad<C>(p, g, x, m, lse, delta, dk, dv); });
+  Values lse_values(lse.begin(), lse.end());
+  return {Back(out), lse_values, Back(dq), Back(dk), Back(dv)};
+}
+
+const char* const kNames[] = {"out", "lse", "d_q", "d_k", "d_v"};
+
+template <typename T, typename A>
+void ExpectKernelsMatch(const Problem& p, double tol, const std::string& type) {
+  const Tensors t = InputsOf(p);
+  const Results want = Reference(p, t), got = RunKernels<T, A>(p, t);
+  for (int o = 0; o < 5; ++o)
+    ExpectNear(got[o], want[o], tol, p.name + " " + type + " " + kNames[o]);
+}
+
+// 37 queries (two tiles) and 45 keys (two tiles), causal, a mask, query 3's keys all masked.
+const Problem kMasked{"causal, mask, fully masked row", 1, 2, 37, 45, 20, 12, true, true, 3};
+// 5 queries and 40 keys (two tiles), D 36 (two staging chunks), Dv 40 (8 accumulators).
+const Problem kWide{"Tq < Tk, D 36, Dv 40", 1, 1, 5, 40, 36, 40};
+// D 260: d_q, d_k and d_v in two column chunks of 256.
+const Problem kChunks{"D 260: two column chunks", 2, 1, 3, 4, 260, 8, true};
+
+TEST(AttentionKernelsOnHost, FloatMatchesTheReference) {
+  for (const Problem& p : {kMasked, kWide, kChunks})
+    ExpectKernelsMatch<float, float>(p, 2e-5, "float");
+}
+
+TEST(AttentionKernelsOnHost, DoubleMatchesTheReference) {
+  ExpectKernelsMatch<double, double>(kMasked, 1e-12, "double");
+}
+
+// bfloat16 data (inputs exact in it), float arithmetic: outputs rounded to 8 bits of mantissa.
+TEST(AttentionKernelsOnHost, Bfloat16MatchesTheReferenceWithin16BitRounding) {
+  ExpectKernelsMatch<bf16, float>(kWide, 1e-2, "bfloat16");
+}
+
+}  // namespace
+}  // namespace weft::testing

@@ -1,0 +1,92 @@
+// Runs a kernel of ops/gpu/kernels on the host, for tests on machines without a GPU: what the
+// kernels use of CUDA (threadIdx, blockIdx, gridDim, __syncthreads, __shfl_xor_sync, __shared__,
+// bit casts), emulated with one std::thread per GPU thread and a barrier per block. A block's
+// threads run at once (barriers work); blocks run one after another, so `__shared__` is a
+// function-level static shared by the running block's threads. Slow: for small problems only.
+//
+//   #include "tests/kernel_host_shim.h"       // before the kernel header
+//   #include "ops/gpu/kernels/attention.cuh"
+//   weft::testing::HostLaunch(blocks, kGpuBlock, [&] { weft::AttnForward<float, float, 4>(...); });
+//
+// Limits: __shfl_xor_sync must be called by every thread of the block together (it is built on
+// the block's barrier), and warps are not emulated otherwise (no lockstep, no other intrinsics).
+#pragma once
+
+#include <barrier>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __shared__ static
+#define __forceinline__ inline
+
+struct ShimDim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+inline thread_local ShimDim3 threadIdx, blockIdx, gridDim, blockDim;
+
+namespace weft::testing::shim {
+inline std::barrier<>* block_barrier = nullptr;
+inline std::vector<uint64_t> exchange;  // one slot per thread, for __shfl_xor_sync
+}  // namespace weft::testing::shim
+
+inline void __syncthreads() { weft::testing::shim::block_barrier->arrive_and_wait(); }
+
+template <typename T>
+T __shfl_xor_sync(unsigned, T value, int lane_mask) {
+  static_assert(sizeof(T) <= sizeof(uint64_t));
+  namespace s = weft::testing::shim;
+  std::memcpy(&s::exchange[threadIdx.x], &value, sizeof(T));
+  __syncthreads();
+  T other;
+  std::memcpy(&other, &s::exchange[threadIdx.x ^ static_cast<unsigned>(lane_mask)], sizeof(T));
+  __syncthreads();
+  return other;
+}
+
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline double __longlong_as_double(long long v) {
+  double d;
+  std::memcpy(&d, &v, 8);
+  return d;
+}
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+
+namespace weft::testing {
+
+// Runs `kernel` (a call of the kernel with its arguments) as a grid of `blocks` blocks of
+// `threads` threads.
+inline void HostLaunch(unsigned blocks, unsigned threads, const std::function<void()>& kernel) {
+  for (unsigned b = 0; b < blocks; ++b) {
+    std::barrier<> barrier(threads);
+    shim::block_barrier = &barrier;
+    shim::exchange.assign(threads, 0);
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t) {
+      pool.emplace_back([&, b, t] {
+        threadIdx = {t, 0, 0};
+        blockIdx = {b, 0, 0};
+        gridDim = {blocks, 1, 1};
+        blockDim = {threads, 1, 1};
+        kernel();
+      });
+    }
+    for (std::thread& th : pool) th.join();
+  }
+}
+
+}  // namespace weft::testing
