@@ -3,9 +3,11 @@
 //     96, batch 32): weft::Trainer with AdamW (betas 0.9, 0.95, weight decay 0.1 on the matrices
 //     only), gradients clipped to global norm 1, against torch.optim.AdamW on the same model built
 //     by tests/gpt_torch_cases.py (the oracle of ops_gpt_test);
-//   - generation of --chars characters as train_gpt generates them: one forward over the whole
-//     context window per character (Trainer::Predict at batch 1), the likeliest next character;
-//     PyTorch under torch.no_grad;
+//   - generation of --chars characters from a 4-character prompt as train_gpt generates them,
+//     the likeliest next character each time: with the key-value cache (GptGenerator: one
+//     one-position step per character, the last half window run again from position 0 when the
+//     window is full), against PyTorch's past-keys-and-values loop doing the same under
+//     torch.no_grad;
 //   - causal attention alone, forward and backward (B 8, H 8, T 256, D 64, float32): weft's
 //     Attention op against PyTorch's matmul-softmax-matmul.
 // Each figure is the median of rounds. Peak memory: weft's pooled allocator high-water mark above
@@ -26,6 +28,7 @@
 #include "bench/peer.h"
 #include "bench/round_ms.h"
 #include "examples/common/gpt.h"
+#include "examples/common/gpt_generate.h"
 #include "weft/weft.h"
 
 namespace {
@@ -88,23 +91,18 @@ std::function<void()> TrainStep(const examples::GptConfig& c, int batch) {
 }
 
 // `chars` characters from a 4-character prompt, as train_gpt's Generate takes them but choosing
-// the likeliest: the last `context` ids at the start of the window, one Predict, the logits read.
+// the likeliest: GptGenerator's cached steps, the model's parameters as the trainer initialized
+// them (the step's executors are bound in the first, unmeasured, round).
 std::function<void()> Generate(const examples::GptConfig& c, int chars) {
-  auto trainer = MakeTrainer(examples::MakeGpt(c), c, 1);
-  return [trainer, c, chars] {
-    std::vector<float> ids = {1, 2, 3, 4}, window(c.context), zeros(c.context, 0);
-    const NDArray positions = NDArray::FromVector(examples::Positions(c.context), {c.context});
-    for (int n = 0; n < chars; ++n) {
-      const int len = static_cast<int>(std::min<size_t>(ids.size(), c.context));
-      std::fill(std::copy(ids.end() - len, ids.end(), window.begin()), window.end(), 0.0f);
-      const weft::Trainer::ArrayMap batch = {
-          {"data", NDArray::FromVector(window, Shape{1, c.context})},
-          {"label", NDArray::FromVector(zeros, Shape{1, c.context})},
-          {"positions", positions}};
-      const std::vector<float> logits = trainer->Predict(batch)[1].ToVector<float>();
-      const float* row = logits.data() + static_cast<size_t>(len - 1) * c.vocab;
-      ids.push_back(static_cast<float>(std::max_element(row, row + c.vocab) - row));
-    }
+  const auto trainer = MakeTrainer(examples::MakeGpt(c), c, 1);
+  std::map<std::string, NDArray> params;
+  for (const std::string& name : trainer->parameter_names())
+    params[name] = trainer->parameter(name);
+  auto generator = std::make_shared<examples::GptGenerator>(c, examples::MakeGptStep(c), params,
+                                                            weft::Device::Cpu());
+  return [generator, chars] {
+    std::mt19937_64 rng(0);
+    generator->Continue({1, 2, 3, 4}, chars, {.temperature = 0}, rng);
   };
 }
 

@@ -7,7 +7,7 @@ scaled_dot_product_attention).
 Usage: torch_gpt_peer.py THREADS ROW ARGS..., one row per process so that each row's peak memory
 is its own (ru_maxrss only grows):
   train     VOCAB CONTEXT LAYERS HEADS WIDTH BATCH STEPS ROUNDS   AdamW steps as train_gpt's
-  generate  VOCAB CONTEXT LAYERS HEADS WIDTH CHARS ROUNDS         a full forward per character
+  generate  VOCAB CONTEXT LAYERS HEADS WIDTH CHARS ROUNDS         a cached step per character
   attention B H T D STEPS ROUNDS                                  forward and backward
 Prints one JSON object: {"available": bool, "version", "threads", "ms": float, "peak_bytes": int}
 with ms the median over ROUNDS rounds of STEPS calls (per step, per character, per forward and
@@ -31,12 +31,27 @@ def gpt_module(vocab, context, layers, heads, width):
     return cases
 
 
-def logits(model, tokens):
-    """The model's logits (B, T, VOCAB): its forward without the loss."""
+def cached_logits(cases, model, tokens, start, cache):
+    """The logits (B, L, VOCAB) of tokens (B, L) at positions start, ..., start + L - 1: each
+    block's keys and values of the positions before start read from cache[i] (past keys and
+    values, (B, H, start, D) each), those of the new positions appended to it."""
     import torch
-    x = model.wte(tokens) + model.wpe(torch.arange(tokens.shape[1]))
-    for block in model.blocks:
-        x = block(x)
+    x = model.wte(tokens) + model.wpe(torch.arange(start, start + tokens.shape[1]))
+    for i, block in enumerate(model.blocks):
+        h = block.ln1(x)
+        b, t, w = h.shape
+        q, k, v = block.qkv(h).split(w, dim=-1)
+        q, k, v = (z.reshape(b, t, cases.HEADS, -1).transpose(1, 2) for z in (q, k, v))
+        if start > 0:
+            k, v = torch.cat([cache[i][0], k], dim=2), torch.cat([cache[i][1], v], dim=2)
+        cache[i] = (k, v)
+        s = q @ k.transpose(-1, -2) / math.sqrt(w // cases.HEADS)
+        if t > 1:  # query j sees keys up to start + j
+            s = s.masked_fill(torch.ones(t, start + t, dtype=torch.bool).triu(start + 1),
+                              float("-inf"))
+        y = torch.softmax(s, dim=-1) @ v
+        x = x + block.attn_proj(y.transpose(1, 2).reshape(b, t, w))
+        x = x + block.mlp_proj(torch.nn.functional.gelu(block.fc(block.ln2(x)), approximate="tanh"))
     return model.ln_f(x) @ model.wte.weight.t()
 
 
@@ -65,17 +80,29 @@ def train(torch, sizes, batch, steps, rounds):
 
 
 def generate(torch, sizes, chars, rounds):
-    """ms per character: the window of the last CONTEXT ids, one forward, the likeliest next id."""
+    """ms per character: the likeliest next id from a cached step per character, as weft's
+    GptGenerator: the prompt in one step, then one position a step; when the window is full, its
+    last CONTEXT // 2 ids again from position 0."""
     before = rss_bytes()
-    model = gpt_module(*sizes).Gpt().eval()
+    cases = gpt_module(*sizes)
+    model = cases.Gpt().eval()
     context = sizes[1]
+    keep = max(1, context // 2)
 
     def run():
-        ids = [1, 2, 3, 4]
-        for _ in range(chars):
-            n = min(len(ids), context)
-            window = torch.tensor([ids[-n:] + [0] * (context - n)])
-            ids.append(int(logits(model, window)[0, n - 1].argmax()))
+        ids, cache = [1, 2, 3, 4], [None] * len(model.blocks)
+        out = cached_logits(cases, model, torch.tensor([ids]), 0, cache)
+        position = len(ids)
+        for n in range(chars):
+            ids.append(int(out[0, -1].argmax()))
+            if n + 1 == chars:
+                break
+            if position == context:
+                out = cached_logits(cases, model, torch.tensor([ids[-keep:]]), 0, cache)
+                position = keep
+            else:
+                out = cached_logits(cases, model, torch.tensor([ids[-1:]]), position, cache)
+                position += 1
 
     with torch.no_grad():
         ms = rounds_ms(run, 1, rounds, warmup=1) / chars

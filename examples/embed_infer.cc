@@ -3,22 +3,28 @@
 // rows of a CSV file or the test images of a folder of MNIST-format files, and prints the
 // predictions, --batch_size rows per forward pass (so 10,000 Fashion-MNIST images through a ResNet
 // need one batch's activations, not all of theirs). Binding for inference folds each BatchNorm
-// into its convolution.
+// into its convolution. With a model from train_gpt (its safetensors carry a vocabulary) it loads
+// the generation step's symbol (<model>_step.json) instead and continues --prompt by --chars
+// characters with the key-value cache (examples/common/gpt_generate.h), printing their rate.
 //
 //   bazel run //examples:train_mlp && bazel run //examples:embed_infer -- --model=mlp --rows=5
 //   bazel run //examples:embed_infer -- --model=resnet --mnist=/usr/share/datasets/fashion-mnist
+//   bazel run //examples:embed_infer -- --model=gpt --prompt="The " --chars=300
 //   [--device=gpu]
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "examples/common/data.h"
 #include "examples/common/flags.h"
+#include "examples/common/gpt_generate.h"
 #include "examples/common/profile.h"
 #include "weft/weft.h"
 
@@ -65,11 +71,49 @@ std::vector<float> Classify(const weft::Symbol& net, std::map<std::string, weft:
   return probs;
 }
 
+// Continues --prompt with train_gpt's model `prefix` (meta: its vocabulary, byte values by id,
+// and its shape) and prints the text and the characters per second.
+void ContinuePrompt(const std::string& prefix, std::map<std::string, std::string>& meta,
+                    const std::map<std::string, weft::NDArray>& params,
+                    const examples::Flags& flags, weft::Device device) {
+  std::string vocabulary;  // id -> byte
+  std::istringstream bytes(meta["vocabulary"]);
+  for (std::string b; std::getline(bytes, b, ',');)
+    vocabulary.push_back(static_cast<char>(std::stoi(b)));
+  std::vector<float> prompt;  // the prompt's bytes that the vocabulary has
+  for (char c : flags.GetString("prompt")) {
+    const size_t id = vocabulary.find(c);
+    if (id != std::string::npos) prompt.push_back(static_cast<float>(id));
+  }
+  if (prompt.empty()) throw weft::Error("--prompt: expected a character of the model's vocabulary");
+  const examples::GptConfig config{.vocab = static_cast<int>(vocabulary.size()),
+                                   .context = std::stoi(meta["context"]),
+                                   .layers = std::stoi(meta["layers"]),
+                                   .heads = std::stoi(meta["heads"]),
+                                   .width = std::stoi(meta["width"])};
+  examples::GptGenerator generator(config, weft::LoadSymbol(prefix + "_step.json"), params, device);
+  std::mt19937_64 rng(static_cast<uint64_t>(flags.GetInt("seed")));
+  const int n = flags.GetInt("chars");
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int> ids =
+      generator.Continue(prompt, n, {flags.GetFloat("temperature"), flags.GetInt("top_k")}, rng);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string text;
+  for (float id : prompt) text.push_back(vocabulary[static_cast<size_t>(id)]);
+  for (int id : ids) text.push_back(vocabulary[id]);
+  std::printf("%s\n%d characters in %.3f s (%.0f characters/s)\n", text.c_str(), n, seconds,
+              seconds > 0 ? n / seconds : 0.0);
+}
+
 int main(int argc, char** argv) {
   examples::Flags flags("embed_infer",
                         "Classifies the rows of a CSV file (or MNIST-format test images) with a "
-                        "model saved by train_mlp, train_cnn, train_lstm or train_resnet.");
-  flags.AddString("model", "mlp", "prefix of <model>.json and <model>.safetensors");
+                        "model saved by train_mlp, train_cnn, train_lstm or train_resnet, or "
+                        "continues a prompt with one saved by train_gpt.");
+  flags.AddString(
+      "model", "mlp",
+      "prefix of <model>.json and <model>.safetensors (and train_gpt's <model>_step.json)");
   flags.AddString("csv", examples::DefaultDigitsPath(argv[0]),
                   "rows of 64 pixels, with or without a label last");
   flags.AddString("mnist", "",
@@ -79,6 +123,11 @@ int main(int argc, char** argv) {
   flags.AddInt("batch_size", 500, "rows per forward pass");
   flags.AddString("device", "cpu", "cpu or gpu:N");
   flags.AddString("profile", "", examples::kProfileHelp);
+  flags.AddString("prompt", "The ", "train_gpt's models: the text to continue");
+  flags.AddInt("chars", 200, "train_gpt's models: characters to generate");
+  flags.AddFloat("temperature", 0.8, "train_gpt's models: sampling temperature (0: the likeliest)");
+  flags.AddInt("top_k", 20, "train_gpt's models: sample among the k likeliest characters (0: all)");
+  flags.AddInt("seed", 1, "train_gpt's models: the sampling's seed");
   try {
     if (!flags.Parse(argc, argv)) return 0;
     const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");  // where bazel run started
@@ -86,6 +135,11 @@ int main(int argc, char** argv) {
     weft::Symbol net = weft::LoadSymbol(prefix + ".json");
     std::map<std::string, std::string> meta;
     std::map<std::string, weft::NDArray> args = weft::Load(prefix + ".safetensors", &meta);
+    const weft::Device device = weft::Device::Parse(flags.GetString("device"));
+    if (meta.count("vocabulary")) {  // train_gpt's
+      ContinuePrompt(prefix, meta, args, flags, device);
+      return 0;
+    }
 
     const std::string mnist = flags.GetString("mnist");
     weft::Dataset rows = mnist.empty() ? weft::ReadCsv(flags.GetString("csv"), -1)  // label last
@@ -98,7 +152,6 @@ int main(int argc, char** argv) {
         weft::Shape::Parse(meta.count("input_shape") ? meta["input_shape"] : "(64,)");
     const int64_t batch = flags.GetInt("batch_size");
     if (batch < 1) throw weft::Error("--batch_size: expected a positive number of rows");
-    const weft::Device device = weft::Device::Parse(flags.GetString("device"));
     examples::ProfileScope profile(flags.GetString("profile"));  // the copies and forward passes
     int64_t classes = 0;
     const std::vector<float> probs =

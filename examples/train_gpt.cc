@@ -9,9 +9,9 @@
 // (betas 0.9, 0.95, weight decay on the matrices only), a linear warm-up then a cosine rate, and
 // gradients clipped to global norm --clip. Each epoch (--steps steps) ends with the validation
 // loss in nats and bits per character; then the model is saved (safetensors and the logits'
-// symbol as JSON) and a sample is generated from --prompt with --temperature and --top_k.
-// Generation runs the whole context window again for every new character (no cache of the keys
-// and values yet), so n characters cost n full forward passes.
+// symbol as JSON) and a sample is generated from --prompt with --temperature and --top_k, with a
+// cache of the keys and values (examples/common/gpt_generate.h): a step per new character, not a
+// pass over the whole window; embed_infer --model=gpt continues prompts with the saved model.
 //
 //   bazel run -c opt //examples:train_gpt -- [--data=/usr/share/games/fortunes] [--epochs=5]
 //   [--steps=100] [--layers=4] [--heads=4] [--width=128] [--context=64] [--prompt="The "]
@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "examples/common/gpt.h"
+#include "examples/common/gpt_generate.h"
 #include "examples/common/profile.h"
 #include "examples/common/progress.h"
 #include "examples/common/text.h"
@@ -159,29 +160,27 @@ double TrainEpoch(weft::Trainer& trainer, Windows& train, const GptFlags& g, int
 
 namespace {
 
-// Continues g.prompt by g.sample_chars characters. Each is drawn from one forward pass over the
-// last `context` characters, placed at the start of the window (causal attention makes what
-// follows them irrelevant): the whole window again per character, as there is no key-value cache.
-std::string Generate(weft::Trainer& trainer, const CharText& text, const GptFlags& g,
-                     uint64_t seed) {
+std::map<std::string, NDArray> Parameters(const weft::Trainer& trainer) {
+  std::map<std::string, NDArray> params;
+  for (const std::string& name : trainer.parameter_names()) params[name] = trainer.parameter(name);
+  return params;
+}
+
+// Continues g.prompt by g.sample_chars characters with the key-value cache
+// (examples/common/gpt_generate.h): one step per character.
+std::string Generate(const weft::Trainer& trainer, const CharText& text, const GptFlags& g,
+                     weft::Device device, uint64_t seed) {
   std::vector<float> ids = text.Encode(g.prompt);
   if (ids.empty()) ids.push_back(0);
   std::string out;
   for (float id : ids) out.push_back(text.Decode(static_cast<int>(id)));
-  const int t = g.net.context, vocab = text.vocab();
-  std::vector<float> window(t), zeros(t, 0);
+  examples::GptConfig net = g.net;
+  net.vocab = text.vocab();
+  examples::GptGenerator generator(net, examples::MakeGptStep(net), Parameters(trainer), device);
   std::mt19937_64 rng(seed);
   const auto start = std::chrono::steady_clock::now();
-  for (int n = 0; n < g.sample_chars; ++n) {
-    const int len = static_cast<int>(std::min<size_t>(ids.size(), t));
-    std::fill(std::copy(ids.end() - len, ids.end(), window.begin()), window.end(), 0.0f);
-    const std::vector<float> logits =
-        trainer.Predict(Batch(window, zeros, 1, t))[1].ToVector<float>();  // (t, vocab)
-    const int next = examples::SampleNext(logits.data() + static_cast<size_t>(len - 1) * vocab,
-                                          vocab, g.temperature, g.top_k, rng);
-    ids.push_back(static_cast<float>(next));
-    out.push_back(text.Decode(next));
-  }
+  for (int id : generator.Continue(ids, g.sample_chars, {g.temperature, g.top_k}, rng))
+    out.push_back(text.Decode(id));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("sample (temperature %g, top-k %d; %d characters, %.0f characters/s):\n",
@@ -190,13 +189,13 @@ std::string Generate(weft::Trainer& trainer, const CharText& text, const GptFlag
 }
 
 // <prefix>.safetensors: the parameters, and as metadata the vocabulary (byte values, by id) and
-// the model's shape; <prefix>.json: the logits' symbol (inputs data and positions).
+// the model's shape; <prefix>.json: the logits' symbol (inputs data and positions);
+// <prefix>_step.json: the generation step's (examples::MakeGptStep), which embed_infer runs.
 void SaveGpt(const weft::Trainer& trainer, const examples::Gpt& gpt, const GptFlags& g,
              const CharText& text, const std::string& prefix) {
   std::string dir;
   if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) dir = std::string(ws) + "/";
-  std::map<std::string, NDArray> params;
-  for (const std::string& name : trainer.parameter_names()) params[name] = trainer.parameter(name);
+  const std::map<std::string, NDArray> params = Parameters(trainer);
   std::string vocabulary;
   for (unsigned char c : text.vocabulary())
     vocabulary += (vocabulary.empty() ? "" : ",") + std::to_string(c);
@@ -207,8 +206,11 @@ void SaveGpt(const weft::Trainer& trainer, const examples::Gpt& gpt, const GptFl
                                                    {"width", std::to_string(g.net.width)}};
   weft::Save(dir + prefix + ".safetensors", params, meta);
   weft::SaveSymbol(dir + prefix + ".json", gpt.logits);
-  std::printf("saved %s%s.safetensors and %s%s.json\n", dir.c_str(), prefix.c_str(), dir.c_str(),
-              prefix.c_str());
+  examples::GptConfig net = g.net;
+  net.vocab = text.vocab();
+  weft::SaveSymbol(dir + prefix + "_step.json", examples::MakeGptStep(net));
+  std::printf("saved %s%s.safetensors, %s%s.json and %s%s_step.json\n", dir.c_str(), prefix.c_str(),
+              dir.c_str(), prefix.c_str(), dir.c_str(), prefix.c_str());
 }
 
 void Run(const examples::TrainOptions& o, GptFlags g) {
@@ -239,7 +241,7 @@ void Run(const examples::TrainOptions& o, GptFlags g) {
   }
   profile.Stop();
   if (!o.save_prefix.empty()) SaveGpt(*trainer, gpt, g, text, o.save_prefix);
-  std::printf("%s\n", Generate(*trainer, text, g, o.seed).c_str());
+  std::printf("%s\n", Generate(*trainer, text, g, o.device, o.seed).c_str());
 }
 
 }  // namespace

@@ -55,7 +55,8 @@ struct Node {
 };
 
 // How each entry is stored: a storage id shared by entries whose lifetimes do not overlap, or
-// kExternal for entries bound to user arrays (arguments, gradients, outputs).
+// kExternal for entries bound to user arrays (arguments, gradients, outputs, and an output that
+// is an argument its op updates: Op::UpdatedInput, inplace set).
 struct MemoryPlan {
   static constexpr int kExternal = -1;
   std::vector<int> storage_id;        // per entry

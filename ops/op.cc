@@ -111,6 +111,14 @@ Op& Op::MutateInputs(std::vector<int> inputs) {
   mutate_inputs = std::move(inputs);
   return *this;
 }
+int Op::UpdatedInput(int output) const {
+  for (const auto& [in, out] : inplace) {
+    if (out == output &&
+        std::find(mutate_inputs.begin(), mutate_inputs.end(), in) != mutate_inputs.end())
+      return in;
+  }
+  return -1;
+}
 Op& Op::HostInputs(std::function<std::vector<int>(const Attrs&)> inputs_of) {
   host_inputs = std::move(inputs_of);
   return *this;

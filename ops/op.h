@@ -248,10 +248,12 @@ struct Op {
   TypeFn infer_type;                // default: every output has input 0's dtype
   GradientFn gradient;              // null: no gradient (not differentiable, or a backward op)
   std::vector<std::pair<int, int>> inplace;  // (input, output) pairs that may share memory
-  std::vector<int> mutate_inputs;            // inputs the op updates (optimizer state)
-  RandomDrawsFn random_draws;                // set for ops that draw random numbers
-  PointwiseFn pointwise;                     // for pointwise ops: the functor they apply (fusion)
-  bool pass_only = false;  // made only by a graph pass: never called, never in JSON
+  // Inputs the op updates (optimizer state). One that is also in place with an output (write_at)
+  // is that output: a bound graph gives the output the input's own array (UpdatedInput).
+  std::vector<int> mutate_inputs;
+  RandomDrawsFn random_draws;  // set for ops that draw random numbers
+  PointwiseFn pointwise;       // for pointwise ops: the functor they apply (fusion)
+  bool pass_only = false;      // made only by a graph pass: never called, never in JSON
   // Inputs read on the host whatever the op's device (for these attributes; null: none), as a
   // library takes them (cuDNN's RNN data descriptors take each sequence's length on the host):
   // CPU arrays on every device, read by the compute once their writers are done, so the op needs
@@ -298,6 +300,8 @@ struct Op {
   // Has an effect beyond its outputs (random draws, or inputs it updates): CSE never merges it
   // and fusion never absorbs it, whatever else it matches.
   bool HasEffects() const { return IsRandom() || !mutate_inputs.empty(); }
+  // The input that output `output` is, updated in place (see mutate_inputs); -1 for none.
+  int UpdatedInput(int output) const;
   // host_inputs for `attrs`; empty when the op has none.
   std::vector<int> HostInputsOf(const Attrs& attrs) const {
     return host_inputs ? host_inputs(attrs) : std::vector<int>{};

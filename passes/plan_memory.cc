@@ -39,6 +39,10 @@ class Planner {
 
   void Assign(uint32_t n, uint32_t o) {
     const uint32_t e = g_.EntryId({n, o});
+    if (IsUpdatedArgument(n, o)) {  // the argument's own array (the bound graph gives it)
+      plan_.inplace[e] = true;
+      return;
+    }
     if (external_[e]) return;
     plan_.naive_bytes += Bytes(e);
     if (options_.inplace && TryInplace(n, o, e)) return;
@@ -47,6 +51,13 @@ class Planner {
       plan_.storage_id[e] = static_cast<int>(plan_.storage_bytes.size());
       plan_.storage_bytes.push_back(Bytes(e));
     }
+  }
+
+  // Output o is an input the op updates (Op::UpdatedInput) that is bound to a user array.
+  bool IsUpdatedArgument(uint32_t n, uint32_t o) const {
+    const Node& node = g_.node(n);
+    const int i = node.op->UpdatedInput(static_cast<int>(o));
+    return i >= 0 && plan_.storage_id[g_.EntryId(node.inputs[i])] == MemoryPlan::kExternal;
   }
 
   // Writes output o over input i when the op allows it, this node is the input's last reader,

@@ -2,7 +2,11 @@
 // entries whose lifetimes do not overlap share a buffer, and an op that allows it writes its output
 // over an input that nothing reads afterwards (in place). Entries are visited in node order; an
 // entry's buffer goes back to the free list after its last reader; a new entry takes the smallest
-// free buffer that fits (and is at most twice its size), else a new one.
+// free buffer that fits (and is at most twice its size), else a new one. An output that is an
+// input the op updates (Op::UpdatedInput: write_at's) shares that input's buffer like any output
+// in place; where the input is bound to a user array (an argument: a cache the graph keeps), the
+// output stays kExternal with its `inplace` flag set, and the bound graph gives it the same array,
+// with the reuse and in-place options on or off: that is what the output is, not a saving.
 //
 //   Graph g = PlanMemory(InferShapesAndTypes(...), external);
 //   g.memory().total_bytes < g.memory().naive_bytes

@@ -7,7 +7,8 @@
 # (WEFT_USE_FUSION), train_mlp reaches the README's 97.5% with the same loss and accuracies every
 # epoch (on the CPU a fused group computes what its ops compute, bit for bit). train_gpt (a small
 # character-level GPT, with dropout) on the committed fortunes excerpt: its validation loss falls
-# each epoch, it saves its model and prints a sample that continues the prompt.
+# each epoch, it saves its model and prints a sample that continues the prompt; embed_infer
+# continues a prompt with that model.
 set -euo pipefail
 mlp="$1"; cnn="$2"; infer="$3"; data="$4"; lstm="$5"; fashion="$(dirname "$6")"; resnet="$7"
 gpt="$8"; fortunes="$9"
@@ -116,6 +117,17 @@ sample=$(echo "$out" | sed -n '/^sample (temperature 0.8, top-k 20; 40 character
   { echo "FAIL: no sample of 40 characters after the prompt: '$sample'"; exit 1; }
 [ -s "$gprefix.safetensors" ] && grep -q '"op": *"Attention"' "$gprefix.json" ||
   { echo "FAIL: train_gpt's model not saved"; exit 1; }
+# embed_infer continues a prompt with it (its generation step, with the key-value cache, saved as
+# gpt_step.json): 100 characters past the 32-character window, the same ones for the same seed.
+grep -q '"op": *"write_at"' "$gprefix"_step.json || { echo "FAIL: no generation step saved"; exit 1; }
+out=$("$infer" --model="$gprefix" --prompt="The " --chars=100 --seed=3)
+echo "$out"
+grep -qE "^100 characters in [0-9.]+ s \([0-9]+ characters/s\)$" <<<"$out" ||
+  { echo "FAIL: embed_infer --model=gpt printed no rate"; exit 1; }
+[ "$(head -c 4 <<<"$out")" = "The " ] && [ "$(head -n -1 <<<"$out" | wc -c)" -ge 105 ] ||
+  { echo "FAIL: embed_infer --model=gpt did not continue the prompt: '$out'"; exit 1; }
+[ "$(head -n -1 <<<"$out")" = "$("$infer" --model="$gprefix" --prompt="The " --chars=100 --seed=3 | head -n -1)" ] ||
+  { echo "FAIL: embed_infer --model=gpt gave another text for the same seed"; exit 1; }
 
 # --help on every example.
 for bin in "$mlp" "$cnn" "$infer" "$lstm" "$resnet" "$gpt"; do

@@ -384,6 +384,36 @@ TEST(Executor, TwoIdenticalOptimizerUpdatesInOneGraphBothRun) {
   }
 }
 
+// write_at updates its data argument in place and its output is that argument's array
+// (Op::UpdatedInput): no copy, and its readers run after the write, as their edges say. Two
+// writes chained on one cache, with memory planning on and off, over two forwards: the second
+// keeps what the first wrote (a key-value cache across generation steps).
+TEST(Executor, AnOutputThatAnOpUpdatesInPlaceIsItsArgumentsArray) {
+  const Symbol cache = Symbol::Variable("cache"), v = Symbol::Variable("v");
+  const Symbol first = Symbol::Op("write_at", {cache, v, Symbol::Variable("at")}, {}, "first");
+  const Symbol second = Symbol::Op(
+      "write_at", {first, Symbol::Op("neg", {v}), Symbol::Variable("at2")}, {}, "second");
+  const Symbol net = Symbol::Group({second, Symbol::Op("relu", {second}, {}, "reader")});
+  for (const char* plan : {"1", "0"}) {
+    testing::ScopedEnv env("WEFT_PLAN_MEMORY", plan);
+    Executor::ArrayMap args = {{"cache", NDArray::FromVector(std::vector<float>(4, 0), Shape{4})},
+                               {"v", NDArray::FromVector(std::vector<float>{1}, Shape{1})},
+                               {"at", NDArray::FromVector(std::vector<float>{0}, Shape{1})},
+                               {"at2", NDArray::FromVector(std::vector<float>{3}, Shape{1})}};
+    auto exec = Executor::Bind(net, Device::Cpu(), args);
+    exec->Forward(/*is_train=*/false);
+    args["v"].CopyFrom(std::vector<float>{2});
+    args["at"].CopyFrom(std::vector<float>{1});
+    args["at2"].CopyFrom(std::vector<float>{2});
+    exec->Forward(/*is_train=*/false);
+    const std::vector<float> want = {1, 2, -2, -1};
+    EXPECT_EQ(args["cache"].ToVector<float>(), want) << "WEFT_PLAN_MEMORY=" << plan;
+    EXPECT_EQ(exec->outputs()[0].View().raw(), args["cache"].View().raw()) << "the same array";
+    EXPECT_EQ(exec->outputs()[1].ToVector<float>(), (std::vector<float>{1, 2, 0, 0}))
+        << "the reader runs after both writes";
+  }
+}
+
 // An extension appends, after the gradients of loss = sum(x * w1) + sum(x * w2) (each gradient
 // is the column sums of x), u1 = sgd_update(w1, g1) written back into w1, then r = g2 * w1 and
 // u2 = sgd_update(w2, r) written back into w2. r is after u1 in the appended order, yet reads w1's

@@ -27,6 +27,7 @@ from torch.nn import functional as F
 from torch_fixture import f32, values
 
 VOCAB, CONTEXT, LAYERS, HEADS, WIDTH = 11, 8, 2, 2, 8
+DROPOUT = 0.0  # in training, after the embeddings and on each residual branch (train_gpt's)
 BATCH, T = 2, 7  # T < CONTEXT: the last position's embedding row gets no gradient
 STEPS, LR, BETAS, EPS, WD, CLIP = 10, 3e-3, (0.9, 0.95), 1e-8, 0.1, 1.0
 WARMUP = 3  # then a cosine from LR to 0 over STEPS - WARMUP steps (weft::LrSchedule)
@@ -38,6 +39,11 @@ def rate(t):
         return LR * t / WARMUP
     u, steps = t - WARMUP, STEPS - WARMUP
     return LR * (1 + math.cos(math.pi * min(u, steps) / steps)) / 2
+
+
+def drop(x, training):
+    """Dropout with probability DROPOUT in training; x itself when it is 0 (no random draws)."""
+    return F.dropout(x, DROPOUT, training) if DROPOUT > 0 else x
 
 
 class Block(nn.Module):
@@ -57,8 +63,9 @@ class Block(nn.Module):
         return self.attn_proj(y.transpose(1, 2).reshape(b, t, w))
 
     def forward(self, x):
-        x = x + self.attention(self.ln1(x))
-        return x + self.mlp_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+        x = x + drop(self.attention(self.ln1(x)), self.training)
+        return x + drop(self.mlp_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh")),
+                        self.training)
 
     def weft_arrays(self, n):
         return {n + "_ln1_gamma": self.ln1.weight, n + "_ln1_beta": self.ln1.bias,
@@ -79,7 +86,7 @@ class Gpt(nn.Module):
         self.ln_f = nn.LayerNorm(WIDTH)
 
     def forward(self, tokens, label):
-        x = self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1]))
+        x = drop(self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1])), self.training)
         for block in self.blocks:
             x = block(x)
         logits = self.ln_f(x) @ self.wte.weight.t()  # tied

@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "examples/common/gpt.h"
+#include "examples/common/gpt_generate.h"
 #include "tests/gpt_torch_cases.h"
 #include "tests/op_test_util.h"
 #include "weft/weft.h"
@@ -109,6 +111,72 @@ TEST_F(GptAgainstPyTorch, LossAndEveryGradient) {
                                  : gpu                    ? testing::kGpuTolerance
                                                           : 1e-5);
   }
+}
+
+// PyTorch's weights by weft's name (every argument of `net` but its inputs), float32.
+std::map<std::string, NDArray> Weights(const Symbol& net) {
+  std::map<std::string, NDArray> params;
+  for (const std::string& name : net.ListArguments()) {
+    if (!IsData(name)) params[name] = ArrayOf(Find(name), DType::kFloat32);
+  }
+  return params;
+}
+
+// The generation step with the key-value cache (examples/common/gpt_generate.h), fed the tokens in
+// chunks of 3, 1, 2 and 1 positions, gives the logits of the full forward at every position,
+// within float32 rounding: each chunk attends over what the earlier ones cached.
+TEST_F(GptAgainstPyTorch, CachedStepsGiveTheFullForwardsLogits) {
+  const double tolerance = testing::TestDevice().is_gpu() ? testing::kGpuTolerance : 1e-5;
+  const Symbol logits = examples::MakeGpt(Config()).logits;
+  std::map<std::string, NDArray> args = Weights(logits);
+  const Tensor& tokens = Find("data");  // (kBatch, kTime)
+  args["data"] = ArrayOf(tokens, DType::kFloat32);
+  args["positions"] = Positions(DType::kFloat32);
+  auto exec = Executor::Bind(logits, testing::TestDevice(), args);
+  exec->Forward(/*is_train=*/false);
+  const testing::Values full = testing::ValuesOf(exec->outputs()[0]);  // (kBatch * kTime, vocab)
+
+  examples::GptGenerator generator(Config(), examples::MakeGptStep(Config()), Weights(logits),
+                                   testing::TestDevice(), cases::kBatch);
+  const int vocab = cases::kVocab, time = cases::kTime;
+  int start = 0;
+  for (int length : {3, 1, 2, 1}) {
+    std::vector<float> chunk;
+    for (int b = 0; b < cases::kBatch; ++b) {
+      for (int i = 0; i < length; ++i) chunk.push_back(tokens.values[b * time + start + i]);
+    }
+    const std::vector<float> got = generator.Feed(chunk, start);
+    ASSERT_EQ(got.size(), static_cast<size_t>(cases::kBatch) * length * vocab);
+    for (int b = 0; b < cases::kBatch; ++b) {
+      for (int i = 0; i < length; ++i) {
+        for (int v = 0; v < vocab; ++v) {
+          const double want = full[(b * time + start + i) * vocab + v];
+          EXPECT_NEAR(got[(b * length + i) * vocab + v], want, tolerance * (1 + std::abs(want)))
+              << "sequence " << b << ", position " << start + i << ", logit " << v;
+        }
+      }
+    }
+    start += length;
+  }
+  EXPECT_EQ(start, time);
+}
+
+// Sampling with a seed gives the same characters every time, past the window's end too (the
+// context is 8: 20 characters refill the caches a few times); temperature 0 takes the likeliest.
+TEST_F(GptAgainstPyTorch, SamplingWithASeedIsReproducible) {
+  const Symbol step = examples::MakeGptStep(Config());
+  const std::map<std::string, NDArray> params = Weights(examples::MakeGpt(Config()).logits);
+  const auto sample = [&](uint64_t seed, double temperature) {
+    examples::GptGenerator generator(Config(), step, params, testing::TestDevice());
+    std::mt19937_64 rng(seed);
+    return generator.Continue({1, 2, 3}, 20, {.temperature = temperature, .top_k = 5}, rng);
+  };
+  const std::vector<int> a = sample(7, 1.0);
+  ASSERT_EQ(a.size(), 20u);
+  for (int id : a) EXPECT_TRUE(id >= 0 && id < cases::kVocab) << id;
+  EXPECT_EQ(sample(7, 1.0), a);
+  EXPECT_NE(sample(8, 1.0), a) << "another seed, another sample (20 draws among 5)";
+  EXPECT_EQ(sample(7, 0.0), sample(8, 0.0));
 }
 
 // The trainer as train_gpt builds it, its parameters PyTorch's initial ones.

@@ -1,8 +1,8 @@
 // Tensor ops: reductions (sum, mean, max), shape ops (reshape, expand_dims, flatten,
-// reshape_like, transpose), concat, slice, split, take, Embedding and Dropout. Each declarative
-// case runs forward (req write and add) against a plain reference loop written from the op's
-// definition, and checks the gradient against finite differences (see op_test_util.h). Dropout,
-// whose training output is random, has its own tests.
+// reshape_like, transpose), concat, slice, split, take, write_at, Embedding and Dropout. Each
+// declarative case runs forward (req write and add) against a plain reference loop written from
+// the op's definition, and checks the gradient against finite differences (see op_test_util.h).
+// Dropout, whose training output is random, has its own tests.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -491,6 +491,91 @@ TEST(Take, AnIndexOutOfRangeFailsAtWaitToRead) {
 TEST(Take, BadInputsSayWhatWasExpected) {
   ExpectOpError("take", {{"axis", "2"}}, {Shape{3, 2}, Shape{4}}, {"take: axis 2 is out of range"});
   ExpectOpError("take", {}, {Shape{3, 2}}, {"'take'", "expected 2 input(s), found 1"});
+}
+
+// ---- write_at ----
+
+// data (outer, n, inner) around `axis` with value (outer, k, inner) written from `index` on; the
+// index is input 2 (one element).
+OpCase WriteAtCase(const Shape& data, const Shape& value, int axis, int index) {
+  const int ax = axis < 0 ? axis + data.ndim() : axis;
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < ax; ++d) outer *= data[d];
+  for (int d = ax + 1; d < data.ndim(); ++d) inner *= data[d];
+  const int64_t n = data[ax], k = value[ax];
+  OpCase c{
+      "write_at", {{"axis", std::to_string(axis)}}, {data, value, Shape{1}}, [=](const Inputs& x) {
+        Values y = x[0];
+        for (int64_t o = 0; o < outer; ++o) {
+          for (int64_t j = 0; j < k; ++j) {
+            for (int64_t i = 0; i < inner; ++i)
+              y[(o * n + index + j) * inner + i] = x[1][(o * k + j) * inner + i];
+          }
+        }
+        return Outputs{y};
+      }};
+  c.init = [index](int i, Values& v) {
+    if (i == 2) v = {static_cast<double>(index)};
+    if (i < 2) v = Uniform(static_cast<int64_t>(v.size()), 7 + i);
+  };
+  c.check_gradient = false;  // it updates state: no gradient rule
+  c.name = "write_at " + value.ToString() + " into " + data.ToString() + " at " +
+           std::to_string(index) + " along " + std::to_string(axis);
+  return c;
+}
+
+TEST(WriteAt, WritesASlabAtAnIndexReadAtRunTime) {
+  RunOpCase(WriteAtCase(Shape{2, 3, 5, 4}, Shape{2, 3, 1, 4}, 2, 3));  // a cache's one position
+  RunOpCase(WriteAtCase(Shape{2, 3, 5, 4}, Shape{2, 3, 2, 4}, 2, 3));  // the last two
+  RunOpCase(WriteAtCase(Shape{4, 3}, Shape{4, 3}, 0, 0));              // all of it
+  RunOpCase(WriteAtCase(Shape{3, 6}, Shape{3, 2}, -1, 1));
+}
+
+// The op updates its data input in place (what a cache needs), integer indices included, and an
+// output of memory of its own gets the updated data.
+TEST(WriteAt, UpdatesItsDataInPlace) {
+  const NDArray data =
+      NDArray::FromVector(std::vector<float>{0, 1, 2, 3, 4, 5}, Shape{2, 3}, TestDevice());
+  const NDArray value = NDArray::FromVector(std::vector<float>{7, 8}, Shape{2, 1}, TestDevice());
+  const NDArray index = Invoke("Cast", {NDArray::FromVector(std::vector<float>{2}, Shape{1})},
+                               {{"dtype", "int32"}})[0]
+                            .Copy(TestDevice());
+  const NDArray out = Invoke("write_at", {data, value, index}, {{"axis", "1"}})[0];
+  const std::vector<float> want = {0, 1, 7, 3, 4, 8};
+  EXPECT_EQ(data.Copy(Device::Cpu()).ToVector<float>(), want);
+  EXPECT_EQ(out.Copy(Device::Cpu()).ToVector<float>(), want);
+  Invoke("write_at", {data, value, index}, {{"axis", "1"}}, {.outputs = {data}});  // in place
+  EXPECT_EQ(data.Copy(Device::Cpu()).ToVector<float>(), want);
+}
+
+TEST(WriteAt, AnIndexOutOfRangeFailsAtWaitToRead) {
+  for (float bad : {4.0f, -1.0f}) {
+    const NDArray data(Shape{5, 2}, TestDevice()), value(Shape{2, 2}, TestDevice());
+    data.Fill(1);
+    value.Fill(2);
+    const NDArray index = NDArray::FromVector(std::vector<float>{bad}, Shape{1}, TestDevice());
+    NDArray out;
+    ASSERT_NO_THROW(out = Invoke("write_at", {data, value, index}, {})[0]);
+    std::string message = "<no error>";
+    try {
+      out.WaitToRead();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("write_at: index " + FloatAttr(bad) +
+                           " is out of range: expected 0 <= index <= 3"),
+              std::string::npos)
+        << message;
+    EXPECT_THROW(data.WaitToRead(), Error) << "data, which the op writes, carries the error too";
+  }
+}
+
+TEST(WriteAt, BadInputsSayWhatWasExpected) {
+  ExpectOpError("write_at", {{"axis", "1"}}, {Shape{2, 3}, Shape{2, 4}, Shape{1}},
+                {"write_at: expected value of data's shape (2, 3) but on axis 1, at most 3 there; "
+                 "found (2, 4)"});
+  ExpectOpError("write_at", {}, {Shape{2, 3}, Shape{1, 3}, Shape{2}},
+                {"write_at: expected one index, found the shape (2,)"});
 }
 
 // ---- Embedding ----

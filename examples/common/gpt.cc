@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
+#include <utility>
 
 namespace examples {
 namespace {
@@ -34,17 +36,42 @@ Symbol SplitHeads(const Symbol& x, const GptConfig& c, const std::string& name) 
   return Symbol::Op("transpose", {r}, {{"axes", "(0, 2, 1, 3)"}}, name + "_heads");
 }
 
+// The step graph's inputs beyond the full model's (MakeGptStep): where the chunk starts (the
+// first of `positions`, (1,)) and the additive mask (L, context) over the cached keys.
+struct CacheInputs {
+  Symbol start;
+  Symbol mask;
+};
+
+// Keys and values of x's T positions, written into <name>_{k,v}_cache (B, H, context, D) from
+// `in.start` on; returns the caches, which then hold every position up to the last of x's.
+std::pair<Symbol, Symbol> Cached(const Symbol& k, const Symbol& v, const CacheInputs& in,
+                                 const std::string& name) {
+  const auto write = [&](const Symbol& x, const std::string& cache) {
+    return Symbol::Op("write_at", {Symbol::Variable(name + cache), x, in.start}, {{"axis", "2"}},
+                      name + cache + "_write");
+  };
+  return {write(k, "_k_cache"), write(v, "_v_cache")};
+}
+
 // Causal self-attention of x (B, T, W): one qkv projection (B, T, 3 W), split into q, k, v,
-// each into H heads (B, H, T, D); Attention with the causal mask; the heads joined again
-// (B, T, W) and projected.
-Symbol SelfAttention(const Symbol& x, const GptConfig& c, const std::string& name) {
+// each into H heads (B, H, T, D); Attention with the causal mask (or, with `cache`, over the
+// cached keys and values under the step's mask); the heads joined again (B, T, W) and projected.
+Symbol SelfAttention(const Symbol& x, const GptConfig& c, const CacheInputs* cache,
+                     const std::string& name) {
   const Symbol qkv = Dense(x, 3 * c.width, name + "_qkv");
   const Symbol parts =
       Symbol::Op("split", {qkv}, {{"num_outputs", "3"}, {"axis", "-1"}}, name + "_split");
   const Symbol q = SplitHeads(parts[0], c, name + "_q");
-  const Symbol k = SplitHeads(parts[1], c, name + "_k");
-  const Symbol v = SplitHeads(parts[2], c, name + "_v");
-  const Symbol y = Symbol::Op("Attention", {q, k, v}, {{"causal", "true"}}, name + "_sdpa");
+  Symbol k = SplitHeads(parts[1], c, name + "_k");
+  Symbol v = SplitHeads(parts[2], c, name + "_v");
+  Symbol y;
+  if (cache == nullptr) {
+    y = Symbol::Op("Attention", {q, k, v}, {{"causal", "true"}}, name + "_sdpa");
+  } else {
+    std::tie(k, v) = Cached(k, v, *cache, name);
+    y = Symbol::Op("Attention", {q, k, v, cache->mask}, {{"use_mask", "true"}}, name + "_sdpa");
+  }
   const Symbol joined = Symbol::Op("transpose", {y}, {{"axes", "(0, 2, 1, 3)"}}, name + "_join");
   const Symbol merged = Symbol::Op("reshape", {joined}, {{"shape", "(0, 0, -1)"}}, name + "_merge");
   return Dense(merged, c.width, name + "_proj");
@@ -58,8 +85,8 @@ Symbol Mlp(const Symbol& x, const GptConfig& c, const std::string& name) {
 }
 
 // x + attention(ln1(x)), then + mlp(ln2(x)), each branch through dropout.
-Symbol Block(Symbol x, const GptConfig& c, const std::string& name) {
-  const Symbol a = SelfAttention(Norm(x, name + "_ln1"), c, name + "_attn");
+Symbol Block(Symbol x, const GptConfig& c, const CacheInputs* cache, const std::string& name) {
+  const Symbol a = SelfAttention(Norm(x, name + "_ln1"), c, cache, name + "_attn");
   x = Symbol::Op("add", {x, Drop(a, c, name + "_attn_drop")}, {}, name + "_attn_res");
   const Symbol m = Mlp(Norm(x, name + "_ln2"), c, name + "_mlp");
   return Symbol::Op("add", {x, Drop(m, c, name + "_mlp_drop")}, {}, name + "_mlp_res");
@@ -75,34 +102,49 @@ void Check(const GptConfig& c) {
   }
 }
 
-}  // namespace
-
-Gpt MakeGpt(const GptConfig& c) {
-  Check(c);
+// The logits (B * T, vocab) of data (B, T) at `positions` (T,): the whole model, each block's
+// attention over the cache with `cache`.
+Symbol Logits(const GptConfig& c, const Symbol& positions, const CacheInputs* cache) {
   const Symbol wte = Symbol::Variable("wte_weight");  // read twice: tied
   const Symbol tokens =
       Symbol::Op("Embedding", {Symbol::Variable("data"), wte},
                  {{"input_dim", Str(c.vocab)}, {"output_dim", Str(c.width)}}, "wte");
   const Symbol pos =
-      Symbol::Op("Embedding", {Symbol::Variable("positions")},
+      Symbol::Op("Embedding", {positions},
                  {{"input_dim", Str(c.context)}, {"output_dim", Str(c.width)}}, "wpe");
   // (B, T, W) + (T, W), broadcast over the batch.
   Symbol x = Drop(Symbol::Op("add", {tokens, pos}, {}, "embed"), c, "embed_drop");
-  for (int i = 0; i < c.layers; ++i) x = Block(x, c, "h" + Str(i));
+  for (int i = 0; i < c.layers; ++i) x = Block(x, c, cache, "h" + Str(i));
   x = Norm(x, "ln_f");
   const Symbol logits3 = Symbol::Op(
       "FullyConnected", {x, wte},
       {{"num_hidden", Str(c.vocab)}, {"no_bias", "true"}, {"flatten", "false"}}, "lm_head");
-  const Symbol logits =
-      Symbol::Op("reshape", {logits3}, {{"shape", "(-1, " + Str(c.vocab) + ")"}}, "logits");
+  return Symbol::Op("reshape", {logits3}, {{"shape", "(-1, " + Str(c.vocab) + ")"}}, "logits");
+}
+
+}  // namespace
+
+Gpt MakeGpt(const GptConfig& c) {
+  Check(c);
+  const Symbol logits = Logits(c, Symbol::Variable("positions"), nullptr);
   const Symbol label =
       Symbol::Op("reshape", {Symbol::Variable("label")}, {{"shape", "(-1,)"}}, "label_flat");
   return {Symbol::Op("SoftmaxCrossEntropy", {logits, label}, {}, "loss"), logits};
 }
 
-std::vector<float> Positions(int t) {
+Symbol MakeGptStep(GptConfig c) {
+  Check(c);
+  c.dropout = 0;  // inference only
+  const Symbol positions = Symbol::Variable("positions");
+  const CacheInputs cache = {
+      Symbol::Op("slice", {positions}, {{"begin", "(0,)"}, {"end", "(1,)"}}, "start"),
+      Symbol::Variable("mask")};
+  return Logits(c, positions, &cache);
+}
+
+std::vector<float> Positions(int t, int start) {
   std::vector<float> p(t);
-  for (int i = 0; i < t; ++i) p[i] = static_cast<float>(i);
+  for (int i = 0; i < t; ++i) p[i] = static_cast<float>(start + i);
   return p;
 }
 

@@ -45,8 +45,22 @@ struct Gpt {
 // Throws weft::Error for a config that cannot be built (width not divisible by heads, ...).
 Gpt MakeGpt(const GptConfig& config);
 
-// The values of the `positions` input for sequences of length t: 0, 1, ..., t - 1.
-std::vector<float> Positions(int t);
+// The same model as a step of generation with a key-value cache (examples/common/gpt_generate.h
+// runs it): the logits (B * L, vocab) of L new positions, whose keys and values each block writes
+// into its cache (write_at) before its attention reads the cache. Inputs, besides the
+// parameters (dropout is off):
+//   data       (B, L)              token ids at positions start, ..., start + L - 1
+//   positions  (L,)                start, ..., start + L - 1 (Positions(L, start))
+//   mask       (L, context)        additive: 0 where key j <= start + i, -inf elsewhere (StepMask)
+//   h<i>_attn_k_cache, h<i>_attn_v_cache  (B, heads, context, width / heads), i < layers: the
+//                                  keys and values of positions < start on entry, updated in
+//                                  place with those of the L new ones
+// With the caches holding what earlier steps wrote, its logits equal MakeGpt's at the same
+// positions (tests/gpt_generate_test).
+weft::Symbol MakeGptStep(GptConfig config);
+
+// The values of the `positions` input for t positions from `start`: start, ..., start + t - 1.
+std::vector<float> Positions(int t, int start = 0);
 
 // The initialization GPT-2 uses, for TrainerOptions::initialize: every weight normal with
 // standard deviation 0.02, the projections into the residual stream (*_proj_weight) with

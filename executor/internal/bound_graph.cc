@@ -76,6 +76,14 @@ void BoundGraph::AllocateEntries(const std::map<std::string, NDArray>& args,
     auto it = args.find(g.node(n).name);
     if (it != args.end()) entries_[g.EntryId({n, 0})] = it->second;
   }
+  for (uint32_t n = 0; n < g.nodes().size(); ++n) {  // node order: an updated one's input first
+    for (uint32_t o = 0; o < g.num_outputs(n); ++o) {
+      const uint32_t e = g.EntryId({n, o});
+      if (plan.storage_id[e] != MemoryPlan::kExternal || !plan.inplace[e]) continue;
+      const Node& node = g.node(n);
+      entries_[e] = entries_[g.EntryId(node.inputs[node.op->UpdatedInput(static_cast<int>(o))])];
+    }
+  }
   for (uint32_t h : g.head_grads()) {
     const uint32_t e = g.EntryId({h, 0});
     head_grads_.emplace_back(g.shapes()[e], device_, g.dtypes()[e]);

@@ -97,8 +97,14 @@ struct TakeLayout {
   int64_t outer = 1, n = 1, inner = 1, k = 0;
 };
 
-// Throws, naming the axis, where `p` does not fit `a`.
-TakeLayout MakeTakeLayout(const TakeParam& p, const Shape& a, int64_t k);
+// Throws, naming `op` and the axis, where `p` does not fit `a`.
+TakeLayout MakeTakeLayout(const TakeParam& p, const Shape& a, int64_t k, const char* op = "take");
+
+// ---- write_at ----
+
+// The axis along which write_at writes; a call's layout is take's: data viewed as (outer, n,
+// inner) around the axis, value as (outer, k, inner).
+using WriteAtParam = TakeParam;
 
 // ---- Cast ----
 

@@ -49,8 +49,8 @@ SliceBox MakeSliceBox(const SliceParam& p, const Shape& in) {
   return box;
 }
 
-TakeLayout MakeTakeLayout(const TakeParam& p, const Shape& a, int64_t k) {
-  const int axis = NormalizeAxis("take", p.axis, a.ndim(), a);
+TakeLayout MakeTakeLayout(const TakeParam& p, const Shape& a, int64_t k, const char* op) {
+  const int axis = NormalizeAxis(op, p.axis, a.ndim(), a);
   TakeLayout l;
   for (int d = 0; d < axis; ++d) l.outer *= a[d];
   l.n = a[axis];
