@@ -2,8 +2,10 @@
 // tests/kernel_host_shim.h (a std::thread per GPU thread, a barrier per block), against a plain
 // float64 reference: the forward's out and lse, and the backward's d_q, d_k and d_v, in float,
 // double and bfloat16 data; causal, a mask with a fully masked query, Tq != Tk over several key
-// tiles, D over one staging chunk, and outputs wider than one column chunk; fewer blocks than
-// work items, so every grid-stride loop turns. No GPU needed: this runs in every build, and
+// tiles, D over one staging chunk, and outputs wider than one column chunk; dropout, its key
+// written by AttnWriteKey (a replay's shift added) and read back by the backward, against a
+// reference with the Philox mask of ops/math/attention_dropout.h; fewer blocks than work items, so
+// every grid-stride loop turns. No GPU needed: this runs in every build, and
 // checks the kernels' arithmetic and tiling where no GPU is lent (gpu_attention_test checks them
 // on a GPU against the CPU's op).
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/math/attention_dropout.h"
 #include "tests/op_test_util.h"
 
 // The shim before the kernels: it defines what they use of CUDA.
@@ -32,8 +35,18 @@ struct Problem {
   bool causal = false;
   bool mask = false;        // a (Tq, Tk) additive mask, broadcast over B and H
   int64_t masked_row = -1;  // a query whose keys the mask removes all of
+  double p = 0;             // dropout, with the key below
   double scale() const { return 1 / std::sqrt(static_cast<double>(d)); }
 };
+
+constexpr uint64_t kSeed = 1234, kOffset = 77, kShift = 5;  // the forward draws at 77 + 5
+
+// The dropout factor of (bh, i, j): 0 or 1 / (1 - p); 1 without dropout.
+double Keep(const Problem& p, int64_t bh, int64_t i, int64_t j) {
+  if (p.p == 0) return 1;
+  const uint64_t e = attention::DropoutElement(bh / p.h, bh % p.h, i, j, p.h, p.tq, p.tk);
+  return attention::DropoutKeepsAt(kSeed, kOffset + kShift, e, p.p) ? 1 / (1 - p.p) : 0;
+}
 
 // n values in [-1, 1), multiples of 1/128: exact in bfloat16.
 Values BfExactUniform(int64_t n, uint64_t seed) {
@@ -63,7 +76,8 @@ Tensors InputsOf(const Problem& p) {
 // out, lse, d_q, d_k, d_v.
 using Results = std::vector<Values>;
 
-// The reference, in float64: P = softmax(s), out = P v, dS = P (dy v^T - rowsum(dy * out)).
+// The reference, in float64: P = softmax(s), Z the dropout factors, out = (P Z) v,
+// dS = P (Z dy v^T - rowsum(dy * out)), d_v = (P Z)^T dy.
 Results Reference(const Problem& p, const Tensors& t) {
   Results r = {Values(p.b * p.h * p.tq * p.dv), Values(p.b * p.h * p.tq), Values(t.q.size()),
                Values(t.k.size()), Values(t.v.size())};
@@ -88,19 +102,20 @@ Results Reference(const Problem& p, const Tensors& t) {
       for (int64_t j = 0; j < p.tk; ++j) prob[j] = sum == 0 ? 0 : std::exp(s[j] - max) / sum;
       for (int64_t c = 0; c < p.dv; ++c) {
         double o = 0;
-        for (int64_t j = 0; j < p.tk; ++j) o += prob[j] * v[j * p.dv + c];
+        for (int64_t j = 0; j < p.tk; ++j) o += prob[j] * Keep(p, bh, i, j) * v[j * p.dv + c];
         r[0][(bh * p.tq + i) * p.dv + c] = o;
         delta += o * dy[i * p.dv + c];
       }
       for (int64_t j = 0; j < p.tk; ++j) {
-        for (int64_t c = 0; c < p.dv; ++c) dp[j] += dy[i * p.dv + c] * v[j * p.dv + c];
+        const double z = Keep(p, bh, i, j);
+        for (int64_t c = 0; c < p.dv; ++c) dp[j] += z * dy[i * p.dv + c] * v[j * p.dv + c];
         const double ds = prob[j] * (dp[j] - delta);
         for (int64_t c = 0; c < p.d; ++c) {
           r[2][(bh * p.tq + i) * p.d + c] += p.scale() * ds * k[j * p.d + c];
           r[3][(bh * p.tk + j) * p.d + c] += p.scale() * ds * q[i * p.d + c];
         }
         for (int64_t c = 0; c < p.dv; ++c)
-          r[4][(bh * p.tk + j) * p.dv + c] += prob[j] * dy[i * p.dv + c];
+          r[4][(bh * p.tk + j) * p.dv + c] += prob[j] * z * dy[i * p.dv + c];
       }
     }
   }
@@ -148,31 +163,32 @@ unsigned Blocks(long long items) { return static_cast<unsigned>(std::min<long lo
 
 // The kernels with COLS accumulators per thread, for outputs of `cols` columns.
 template <int COLS, typename T, typename A>
-void Forward(const Problem& p, const GpuAttention& g, const std::vector<T>& q,
-             const std::vector<T>& k, const std::vector<T>& v, const T* mask, std::vector<T>& out,
-             std::vector<A>& lse) {
+void Forward(const Problem& p, const GpuAttention& g, const GpuAttnDropout& z,
+             const std::vector<T>& q, const std::vector<T>& k, const std::vector<T>& v,
+             const T* mask, std::vector<T>& out, std::vector<A>& lse) {
   HostLaunch(Blocks(AttnItems(p.b * p.h, p.tq, p.dv, COLS)), kGpuBlock, [&] {
-    AttnForward<T, A, T, COLS>(q.data(), k.data(), v.data(), mask, out.data(), lse.data(), g,
+    AttnForward<T, A, T, COLS>(q.data(), k.data(), v.data(), mask, out.data(), lse.data(), g, z,
                                kReqWrite, kReqWrite);
   });
 }
 
 template <int COLS, typename T, typename A>
-void QueryGrad(const Problem& p, const GpuAttention& g, const std::vector<T>* x, const T* mask,
-               const std::vector<A>& lse, const std::vector<A>& delta, std::vector<T>& dq) {
+void QueryGrad(const Problem& p, const GpuAttention& g, const GpuAttnDropout& z,
+               const std::vector<T>* x, const T* mask, const std::vector<A>& lse,
+               const std::vector<A>& delta, std::vector<T>& dq) {
   HostLaunch(Blocks(AttnItems(p.b * p.h, p.tq, p.d, COLS)), kGpuBlock, [&] {
     AttnQueryGrad<T, A, T, COLS>(x[3].data(), x[0].data(), x[1].data(), x[2].data(), mask,
-                                 lse.data(), delta.data(), dq.data(), g, kReqWrite);
+                                 lse.data(), delta.data(), dq.data(), g, z, kReqWrite);
   });
 }
 
 template <int COLS, typename T, typename A>
-void KeyGrad(const Problem& p, const GpuAttention& g, const std::vector<T>* x, const T* mask,
-             const std::vector<A>& lse, const std::vector<A>& delta, std::vector<T>& dk,
-             std::vector<T>& dv) {
+void KeyGrad(const Problem& p, const GpuAttention& g, const GpuAttnDropout& z,
+             const std::vector<T>* x, const T* mask, const std::vector<A>& lse,
+             const std::vector<A>& delta, std::vector<T>& dk, std::vector<T>& dv) {
   HostLaunch(Blocks(AttnItems(p.b * p.h, p.tk, std::max(p.d, p.dv), COLS)), kGpuBlock, [&] {
     AttnKeyGrad<T, A, T, COLS>(x[3].data(), x[0].data(), x[1].data(), x[2].data(), mask, lse.data(),
-                               delta.data(), dk.data(), dv.data(), g, kReqWrite, kReqWrite);
+                               delta.data(), dk.data(), dv.data(), g, z, kReqWrite, kReqWrite);
   });
 }
 
@@ -200,10 +216,18 @@ Results RunKernels(const Problem& p, const Tensors& t) {
   const T* m = p.mask ? mask.data() : nullptr;
   std::vector<T> out(p.b * p.h * p.tq * p.dv), dq(t.q.size()), dk(t.k.size()), dv(t.v.size());
   std::vector<A> lse(p.b * p.h * p.tq), delta(lse.size());
-  WithPerThread(p.dv, [&]<int C>() { Forward<C>(p, g, x[0], x[1], x[2], m, out, lse); });
+  // The forward draws at kOffset + the shift in "device memory" and writes that key (as
+  // ops/gpu/attention.cc does); the backward reads it back, so it sees the forward's mask.
+  const unsigned long long shift = kShift;
+  const GpuAttnDropout forward{p.p, kSeed, kOffset, &shift, nullptr};
+  long long key[3] = {};
+  HostLaunch(1, kGpuBlock, [&] { AttnWriteKey(key, forward, p.p > 0 ? 1 : 0); });
+  const GpuAttnDropout backward{p.p, 0, 0, nullptr, key};
+  WithPerThread(p.dv, [&]<int C>() { Forward<C>(p, g, forward, x[0], x[1], x[2], m, out, lse); });
   HostLaunch(1, kGpuBlock, [&] { AttnDelta<T, A>(x[3].data(), out.data(), delta.data(), g); });
-  WithPerThread(p.d, [&]<int C>() { QueryGrad<C>(p, g, x, m, lse, delta, dq); });
-  WithPerThread(std::max(p.d, p.dv), [&]<int C>() { KeyGrad<C>(p, g, x, m, lse, delta, dk, dv); });
+  WithPerThread(p.d, [&]<int C>() { QueryGrad<C>(p, g, backward, x, m, lse, delta, dq); });
+  WithPerThread(std::max(p.d, p.dv),
+                [&]<int C>() { KeyGrad<C>(p, g, backward, x, m, lse, delta, dk, dv); });
   Values lse_values(lse.begin(), lse.end());
   return {Back(out), lse_values, Back(dq), Back(dk), Back(dv)};
 }
@@ -232,6 +256,25 @@ TEST(AttentionKernelsOnHost, FloatMatchesTheReference) {
 
 TEST(AttentionKernelsOnHost, DoubleMatchesTheReference) {
   ExpectKernelsMatch<double, double>(kMasked, 1e-12, "double");
+}
+
+// Dropout 0.3 over two query and two key tiles, causal with a mask: the forward's mask (drawn
+// at the shifted offset) in out and in every gradient. The key the backward read says so too.
+TEST(AttentionKernelsOnHost, DropoutUsesThePhiloxMaskOfTheShiftedKey) {
+  Problem p = kMasked;
+  p.name = "dropout 0.3";
+  p.p = 0.3;
+  ExpectKernelsMatch<float, float>(p, 2e-5, "float");
+  ExpectKernelsMatch<double, double>(p, 1e-12, "double");
+  // The factors differ from no dropout's: the check above can tell a mask from none.
+  Problem none = p;
+  none.p = 0;
+  const Tensors t = InputsOf(p);
+  const Values dropped = Reference(p, t)[0], kept = Reference(none, t)[0];
+  double change = 0;
+  for (size_t e = 0; e < kept.size(); ++e)
+    change = std::max(change, std::abs(dropped[e] - kept[e]));
+  EXPECT_GT(change, 0.05);
 }
 
 // bfloat16 data (inputs exact in it), float arithmetic: outputs rounded to 8 bits of mantissa.

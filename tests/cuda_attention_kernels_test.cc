@@ -20,12 +20,14 @@ std::string Instances(const std::string& t, const std::string& a, const std::str
   const std::string mask = "const " + m + "*";
   const std::string args = "<" + t + ", " + a + ", " + m + ", " + std::to_string(per_thread) + ">(";
   return "template __global__ void weft::AttnForward" + args + in + ", " + in + ", " + in + ", " +
-         mask + ", " + out + ", " + a + "*, weft::GpuAttention, int, int);\n" +
+         mask + ", " + out + ", " + a +
+         "*, weft::GpuAttention, weft::GpuAttnDropout, int, int);\n" +
          "template __global__ void weft::AttnQueryGrad" + args + in + ", " + in + ", " + in + ", " +
          in + ", " + mask + ", " + stat + ", " + stat + ", " + out +
-         ", weft::GpuAttention, int);\n" + "template __global__ void weft::AttnKeyGrad" + args +
-         in + ", " + in + ", " + in + ", " + in + ", " + mask + ", " + stat + ", " + stat + ", " +
-         out + ", " + out + ", weft::GpuAttention, int, int);\n";
+         ", weft::GpuAttention, weft::GpuAttnDropout, int);\n" +
+         "template __global__ void weft::AttnKeyGrad" + args + in + ", " + in + ", " + in + ", " +
+         in + ", " + mask + ", " + stat + ", " + stat + ", " + out + ", " + out +
+         ", weft::GpuAttention, weft::GpuAttnDropout, int, int);\n";
 }
 
 // Every kernel in every type the op launches it with (float32, float64, bfloat16 with float

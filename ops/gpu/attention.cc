@@ -1,9 +1,12 @@
 // Attention and _backward_Attention on the GPU (ops/nn/attention.cc says what they compute):
 // float32, float64 and bfloat16 data; lse in float32 (float64 for float64 data); an additive or
-// boolean mask; q, k, v as three inputs or one packed qkv (read through strides). Dropout
-// (p > 0 in training) is an error here for now: its kernels are not written yet (the CPU has it).
+// boolean mask; q, k, v as three inputs or one packed qkv (read through strides); dropout on the
+// probabilities in training, the CPU's mask for the same key (ops/math/attention_dropout.h): the
+// forward writes its key (seed, offset plus the graph replay's shift) into the rng output on the
+// device, and the backward's kernels read it from there.
 //
-// bfloat16 calls without a mask in the (B, H, T, D) layout go to cuDNN's fused attention first
+// bfloat16 calls without a mask or dropout in the (B, H, T, D) layout go to cuDNN's fused
+// attention first
 // (internal/cudnn_attention.h: plans built once per shape and cached); where cuDNN declines a
 // call (an output request it cannot honour, a cuDNN without the engine, a shape it does not
 // support), it queues nothing and the call runs weft's own kernels (kernels/attention.cuh), as
@@ -106,20 +109,34 @@ void LaunchTiled(const OpContext& ctx, const AttnGpuCall& c, const char* kernel,
              AttnItems(c.d.Heads(), rows, cols, per_thread), /*block_per_item=*/true, pointers);
 }
 
-// Whether cuDNN may take this call: bfloat16, no mask, q, k, v and out row-major (B, H, T, C),
-// and not turned off.
-bool CudnnEligible(const AttnGpuCall& c) {
-  return c.dtype == DType::kBFloat16 && !c.d.mask && c.dense &&
+// Whether cuDNN may take this call: bfloat16, no mask, no dropout (cuDNN's would draw another
+// mask), q, k, v and out row-major (B, H, T, C), and not turned off.
+bool CudnnEligible(const AttnGpuCall& c, const GpuAttnDropout& z) {
+  return c.dtype == DType::kBFloat16 && !c.d.mask && z.p == 0 && c.dense &&
          GetEnvBool("WEFT_GPU_CUDNN_ATTENTION", true);
 }
 
-// Dropout (p > 0 in training) has no GPU kernel yet: an error that says so. Without training
-// the rng output says no dropout was applied (zeros: seed and offset unused).
-void CheckNoDropout(const char* op, const AttentionParam& p, bool applied) {
-  if (p.p > 0 && applied) {
-    WEFT_THROW(op << " on the GPU: dropout on the attention probabilities (p = " << p.p
-                  << ") runs on the CPU only for now: expected p 0 or inference");
+// The forward's dropout: the op's range in training with p > 0, else none; its key goes to the
+// rng output (if requested), with applied 0 outside training.
+GpuAttnDropout ForwardDropout(const OpContext& ctx, const AttentionParam& p,
+                              const AttentionSlots& s, std::span<const OpReq> req,
+                              std::span<const TensorView> out) {
+  const bool on = p.p > 0 && ctx.is_train;
+  const GpuAttnDropout z{on ? p.p : 0, ctx.random.seed, ctx.random.offset,
+                         reinterpret_cast<const unsigned long long*>(ctx.random.shift), nullptr};
+  if (s.rng >= 0 && req[s.rng] != OpReq::kNull) {
+    Launch(ctx, "attention.cuh", "weft::AttnWriteKey", 1, out[s.rng].data<int64_t>(), z,
+           on ? 1 : 0);
   }
+  return z;
+}
+
+// The backward's: the forward's key, read by the kernels from its rng input (which also says
+// whether the forward dropped anything).
+GpuAttnDropout BackwardDropout(const AttentionParam& p, const AttentionSlots& s,
+                               std::span<const TensorView> in) {
+  if (s.rng < 0) return {};
+  return {p.p, 0, 0, nullptr, static_cast<const long long*>(in[s.Rng()].raw())};
 }
 
 // in: (q, k, v | qkv[, mask]); out: (out, lse[, rng]).
@@ -128,12 +145,10 @@ void AttentionForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const T
   const AttentionParam& p = a.Get<AttentionParam>();
   const AttentionSlots s = AttentionSlotsOf(p);
   const AttnGpuCall c = CallOf("Attention", a, in, 0, s.mask);
-  CheckNoDropout("Attention", p, ctx.is_train);
-  if (s.rng >= 0 && req[s.rng] != OpReq::kNull)
-    StreamOf(ctx).Memset(out[s.rng].raw(), 0, out[s.rng].bytes());
+  const GpuAttnDropout z = ForwardDropout(ctx, p, s, req, out);
   if (req[0] == OpReq::kNull && req[1] == OpReq::kNull) return;
   const GpuCall call(ctx);
-  if (CudnnEligible(c) && Writes(req[0]) && req[1] != OpReq::kAddTo) {
+  if (CudnnEligible(c, z) && Writes(req[0]) && req[1] != OpReq::kAddTo) {
     void* lse = req[1] == OpReq::kNull ? nullptr : out[1].raw();
     const CudnnAttentionForwardArgs args{in[0].raw(), in[1].raw(), in[2].raw(), out[0].raw(), lse};
     if (CudnnAttentionForward(call, c.d, c.dtype, args)) return;
@@ -141,7 +156,7 @@ void AttentionForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const T
   const void* mask = s.mask >= 0 ? in[s.mask].raw() : nullptr;
   void* o = static_cast<char*>(out[0].raw()) + c.d.out.offset * DTypeSize(c.dtype);
   LaunchTiled(ctx, c, "weft::AttnForward", c.d.tq, c.d.dv, Operand(c, in, 0, 0),
-              Operand(c, in, 0, 1), Operand(c, in, 0, 2), mask, o, out[1].raw(), c.k,
+              Operand(c, in, 0, 1), Operand(c, in, 0, 2), mask, o, out[1].raw(), c.k, z,
               ReqCode(req[0]), ReqCode(req[1]));
 }
 
@@ -154,8 +169,7 @@ void AttentionBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const 
   const AttentionSlots s = AttentionSlotsOf(p);
   const int first = s.Operand(0);
   const AttnGpuCall c = CallOf(op, a, in, first, s.Mask());
-  // The rng input is on the device: whether the forward applied dropout is not read here.
-  CheckNoDropout(op, p, true);
+  const GpuAttnDropout z = BackwardDropout(p, s, in);
   const int last = s.operands - 1;  // packed: every gradient is a part of output 0
   const OpReq req[3] = {req_in[0], req_in[std::min(1, last)], req_in[last]};
   const bool keys = req[1] != OpReq::kNull || req[2] != OpReq::kNull;
@@ -165,7 +179,7 @@ void AttentionBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const 
   const void *k = Operand(c, in, first, 1), *v = Operand(c, in, first, 2);
   const void* y = static_cast<const char*>(in[s.Out()].raw()) + c.d.out.offset * DTypeSize(c.dtype);
   const void *lse = in[s.Lse()].raw(), *mask = s.Mask() >= 0 ? in[s.Mask()].raw() : nullptr;
-  if (CudnnEligible(c) && Writes(req[0]) && Writes(req[1]) && Writes(req[2])) {
+  if (CudnnEligible(c, z) && Writes(req[0]) && Writes(req[1]) && Writes(req[2])) {
     const CudnnAttentionBackwardArgs args{
         q, k, v, y, lse, dy, Gradient(c, out, 0), Gradient(c, out, 1), Gradient(c, out, 2)};
     if (CudnnAttentionBackward(call, c.d, c.dtype, args)) return;
@@ -175,11 +189,11 @@ void AttentionBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const 
          c.d.Heads() * c.d.tq, dy, y, delta, c.k);
   if (req[0] != OpReq::kNull) {
     LaunchTiled(ctx, c, "weft::AttnQueryGrad", c.d.tq, c.d.d, dy, q, k, v, mask, lse,
-                static_cast<const void*>(delta), Gradient(c, out, 0), c.k, ReqCode(req[0]));
+                static_cast<const void*>(delta), Gradient(c, out, 0), c.k, z, ReqCode(req[0]));
   }
   if (!keys) return;
   LaunchTiled(ctx, c, "weft::AttnKeyGrad", c.d.tk, std::max(c.d.d, c.d.dv), dy, q, k, v, mask, lse,
-              static_cast<const void*>(delta), Gradient(c, out, 1), Gradient(c, out, 2), c.k,
+              static_cast<const void*>(delta), Gradient(c, out, 1), Gradient(c, out, 2), c.k, z,
               ReqCode(req[1]), ReqCode(req[2]));
 }
 

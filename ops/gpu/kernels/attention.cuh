@@ -21,12 +21,17 @@
 //   AttnQueryGrad: d_q_i = scale * sum_j dS_ij k_j, with P_ij = exp(s_ij - lse_i) recomputed
 //                  and dS_ij = P_ij (out_grad_i . v_j - delta_i).
 //   AttnKeyGrad:   d_k_j = scale * sum_i dS_ij q_i and d_v_j = sum_i P_ij out_grad_i.
+// Dropout (GpuAttnDropout, p > 0) multiplies P_ij by Z_ij (0, or 1 / (1 - p) where
+// ops/math/attention_dropout.h keeps (b, h, i, j)) where it meets v: the forward's l sums P before
+// dropout; the backward takes dS_ij = P_ij (Z_ij out_grad_i . v_j - delta_i) and
+// d_v_j = sum_i P_ij Z_ij out_grad_i (delta_i = out_grad_i . out_i is unchanged).
 // Each output element is summed by one thread: no atomics, deterministic. Causal attention skips
 // the tiles past the diagonal (key j > query i, aligned top-left).
 #pragma once
 
 #include "attention_tiles.cuh"
 #include "common.cuh"
+#include "ops/math/attention_dropout.h"
 
 namespace weft {
 
@@ -172,6 +177,45 @@ __device__ inline A AttnProbability(A s, A lse) {
   return s == AttnMinusInf<A>() ? static_cast<A>(0) : Exp(s - lse);
 }
 
+// One call's dropout with its key resolved (the forward's shift added, or the backward's key
+// read): p 0 when nothing is dropped.
+template <typename A>
+struct AttnDrop {
+  double p;
+  unsigned long long seed, offset;
+  A scale;  // 1 / (1 - p), rounded to A as the CPU rounds it
+};
+template <typename A>
+__device__ inline AttnDrop<A> AttnDropOf(const GpuAttnDropout& z) {
+  AttnDrop<A> d{z.p, z.seed, z.offset, static_cast<A>(1)};
+  if (z.key != 0) {
+    d.seed = static_cast<unsigned long long>(z.key[0]);
+    d.offset = static_cast<unsigned long long>(z.key[1]);
+    if (z.key[2] == 0) d.p = 0;
+  } else if (z.shift != 0) {
+    d.offset += *z.shift;
+  }
+  if (d.p > 0) d.scale = static_cast<A>(1 / (1 - d.p));
+  return d;
+}
+
+// Z for query i and key j of pair (bi, hi): 0 or 1 / (1 - p); 1 without dropout or past the end.
+template <typename A>
+__device__ inline A AttnKeep(const AttnDrop<A>& z, const GpuAttention& p, int64 bi, int64 hi,
+                             int64 i, int64 j) {
+  if (z.p == 0 || i >= p.tq || j >= p.tk) return static_cast<A>(1);
+  const unsigned long long e = attention::DropoutElement(bi, hi, i, j, p.h, p.tq, p.tk);
+  return attention::DropoutKeepsAt(z.seed, z.offset, e, z.p) ? z.scale : static_cast<A>(0);
+}
+
+// Writes the forward's key (seed, offset + *shift, applied) into rng: one thread.
+__global__ void AttnWriteKey(long long* rng, GpuAttnDropout z, int applied) {
+  if (GlobalThread() != 0) return;
+  rng[0] = static_cast<long long>(z.seed);
+  rng[1] = static_cast<long long>(z.offset + (z.shift != 0 ? *z.shift : 0ull));
+  rng[2] = applied;
+}
+
 // A work item (kernels/attention_tiles.cuh's AttnItems): its (b, h) pair, the first row of its
 // tile and the first column of its chunk.
 struct AttnItem {
@@ -205,10 +249,11 @@ struct AttnOnline {
 };
 
 // Folds a key tile's scores s into the row's running max and sum and its weights into w (the
-// tile's probabilities up to the common factor exp(-m)); rescales acc.
+// tile's probabilities up to the common factor exp(-m), times their dropout factors keep);
+// rescales acc.
 template <int COLS, typename A>
-__device__ inline void AttnFold(const A (&s)[kAttnPerLane], AttnOnline<A>& run, A (*w)[kAttnPad],
-                                A (&acc)[COLS]) {
+__device__ inline void AttnFold(const A (&s)[kAttnPerLane], const A (&keep)[kAttnPerLane],
+                                AttnOnline<A>& run, A (*w)[kAttnPad], A (&acc)[COLS]) {
   const int row = AttnRow(), lane = AttnLane();
   A tile_max = AttnMinusInf<A>();
 #pragma unroll
@@ -221,7 +266,7 @@ __device__ inline void AttnFold(const A (&s)[kAttnPerLane], AttnOnline<A>& run, 
 #pragma unroll
   for (int n = 0; n < kAttnPerLane; ++n) {
     const A e = none ? static_cast<A>(0) : AttnProbability(s[n], m_new);
-    w[row][lane + kAttnLanes * n] = e;
+    w[row][lane + kAttnLanes * n] = e * keep[n];
     sum += e;
   }
   run.l = run.l * alpha + AttnRowSum(sum);
@@ -234,8 +279,9 @@ __device__ inline void AttnFold(const A (&s)[kAttnPerLane], AttnOnline<A>& run, 
 // column chunk). Items: AttnItems(B * H, Tq, Dv, COLS).
 template <typename T, typename A, typename M, int COLS>
 __global__ void AttnForward(const T* q, const T* k, const T* v, const M* mask, T* out, A* lse,
-                            GpuAttention p, int req_out, int req_lse) {
+                            GpuAttention p, GpuAttnDropout dropout, int req_out, int req_lse) {
   __shared__ A xs[kAttnTile][kAttnPad], ys[kAttnTile][kAttnPad], w[kAttnTile][kAttnPad];
+  const AttnDrop<A> z = AttnDropOf<A>(dropout);
   const int64 items = AttnItems(p.b * p.h, p.tq, p.dv, COLS);
   for (int64 item = blockIdx.x; item < items; item += gridDim.x) {
     const AttnItem it = AttnItemOf(p, item, p.tq, p.dv, COLS);
@@ -247,12 +293,15 @@ __global__ void AttnForward(const T* q, const T* k, const T* v, const M* mask, T
     for (int a = 0; a < COLS; ++a) acc[a] = 0;
     const int64 key_end = p.causal ? min(p.tk, it.row0 + kAttnTile) : p.tk;
     for (int64 j0 = 0; j0 < key_end; j0 += kAttnTile) {
-      A s[kAttnPerLane];
+      A s[kAttnPerLane], keep[kAttnPerLane];
       AttnTileDots(r.q, it.row0, r.k, j0, p.d, xs, ys, s);
 #pragma unroll
-      for (int n = 0; n < kAttnPerLane; ++n)
-        s[n] = AttnScore(p, mask, it.bi, it.hi, i, j0 + AttnLane() + kAttnLanes * n, s[n]);
-      AttnFold(s, run, w, acc);
+      for (int n = 0; n < kAttnPerLane; ++n) {
+        const int64 j = j0 + AttnLane() + kAttnLanes * n;
+        s[n] = AttnScore(p, mask, it.bi, it.hi, i, j, s[n]);
+        keep[n] = AttnKeep(z, p, it.bi, it.hi, i, j);
+      }
+      AttnFold(s, keep, run, w, acc);
       AttnAccumulate<COLS>(w, r.v, j0, p.dv, it.col0, xs, acc);
     }
     if (i >= p.tq) continue;
@@ -287,8 +336,10 @@ __global__ void AttnDelta(const T* dy, const T* y, A* delta, GpuAttention p) {
 // d_q (q's strides) as req says. Items: AttnItems(B * H, Tq, D, COLS).
 template <typename T, typename A, typename M, int COLS>
 __global__ void AttnQueryGrad(const T* dy, const T* q, const T* k, const T* v, const M* mask,
-                              const A* lse, const A* delta, T* dq, GpuAttention p, int req) {
+                              const A* lse, const A* delta, T* dq, GpuAttention p,
+                              GpuAttnDropout dropout, int req) {
   __shared__ A xs[kAttnTile][kAttnPad], ys[kAttnTile][kAttnPad], w[kAttnTile][kAttnPad];
+  const AttnDrop<A> z = AttnDropOf<A>(dropout);
   const int64 items = AttnItems(p.b * p.h, p.tq, p.d, COLS);
   for (int64 item = blockIdx.x; item < items; item += gridDim.x) {
     const AttnItem it = AttnItemOf(p, item, p.tq, p.d, COLS);
@@ -308,8 +359,9 @@ __global__ void AttnQueryGrad(const T* dy, const T* q, const T* k, const T* v, c
       for (int n = 0; n < kAttnPerLane; ++n) {
         const int64 j = j0 + AttnLane() + kAttnLanes * n;
         const A pr = AttnProbability(AttnScore(p, mask, it.bi, it.hi, i, j, s[n]), lse_i);
+        const A keep = AttnKeep(z, p, it.bi, it.hi, i, j);
         w[AttnRow()][AttnLane() + kAttnLanes * n] =
-            pr == static_cast<A>(0) ? static_cast<A>(0) : pr * (dp[n] - delta_i);
+            pr == static_cast<A>(0) ? static_cast<A>(0) : pr * (keep * dp[n] - delta_i);
       }
       AttnAccumulate<COLS>(w, r.k, j0, p.d, it.col0, xs, acc);
     }
@@ -329,9 +381,10 @@ __global__ void AttnQueryGrad(const T* dy, const T* q, const T* k, const T* v, c
 // [key][query] here.
 template <typename T, typename A, typename M, int COLS>
 __global__ void AttnKeyGrad(const T* dy, const T* q, const T* k, const T* v, const M* mask,
-                            const A* lse, const A* delta, T* dk, T* dv, GpuAttention p, int req_dk,
-                            int req_dv) {
+                            const A* lse, const A* delta, T* dk, T* dv, GpuAttention p,
+                            GpuAttnDropout dropout, int req_dk, int req_dv) {
   __shared__ A xs[kAttnTile][kAttnPad], ys[kAttnTile][kAttnPad];
+  const AttnDrop<A> z = AttnDropOf<A>(dropout);
   __shared__ A wp[kAttnTile][kAttnPad], wds[kAttnTile][kAttnPad];
   const int64 cols = p.d > p.dv ? p.d : p.dv;
   const int64 items = AttnItems(p.b * p.h, p.tk, cols, COLS);
@@ -352,9 +405,11 @@ __global__ void AttnKeyGrad(const T* dy, const T* q, const T* k, const T* v, con
         const int64 i = i0 + AttnLane() + kAttnLanes * n;
         const A lse_i = i < p.tq ? lse[it.bh * p.tq + i] : AttnMinusInf<A>();
         const A pr = AttnProbability(AttnScore(p, mask, it.bi, it.hi, i, j, s[n]), lse_i);
-        wp[AttnRow()][AttnLane() + kAttnLanes * n] = pr;
+        const A keep = AttnKeep(z, p, it.bi, it.hi, i, j);
+        wp[AttnRow()][AttnLane() + kAttnLanes * n] = pr * keep;
         wds[AttnRow()][AttnLane() + kAttnLanes * n] =
-            pr == static_cast<A>(0) ? static_cast<A>(0) : pr * (dp[n] - delta[it.bh * p.tq + i]);
+            pr == static_cast<A>(0) ? static_cast<A>(0)
+                                    : pr * (keep * dp[n] - delta[it.bh * p.tq + i]);
       }
       AttnAccumulate<COLS>(wp, r.dy, i0, p.dv, it.col0, xs, acc_v);
       AttnAccumulate<COLS>(wds, r.q, i0, p.d, it.col0, xs, acc_k);

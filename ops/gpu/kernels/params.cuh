@@ -74,4 +74,15 @@ struct GpuAttention {
   int causal;
 };
 
+// Attention's dropout on the probabilities (ops/math/attention_dropout.h) as its kernels read it:
+// p (0: none) and the op's random range, by value in the forward (seed, offset + *shift, shift
+// null: 0) or, in the backward, from `key`, the forward's rng output in device memory (seed,
+// offset, applied), which decides then.
+struct GpuAttnDropout {
+  double p;
+  unsigned long long seed, offset;
+  const unsigned long long* shift;
+  const long long* key;
+};
+
 }  // namespace weft
