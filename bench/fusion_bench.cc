@@ -17,9 +17,12 @@
 //   (d) a transformer block's pointwise groups (issue 39), inference on (rows, cols) float32 at
 //       GPT sizes, (32*128, 4*128) and (32*128, 128), and at (8192, 3072): bias + gelu (tanh and
 //       erf forms), and the residual + Dropout's mask (r + x * m: Dropout draws its mask outside
-//       any group, an op with effects); fused, unfused, PyTorch, and memcpy over --threads threads
-//       of the same bytes (goal: fused at 70% or more of memcpy's bandwidth); --block_shape=k runs
-//       the k-th shape only.
+//       any group, an op with effects); fused, unfused, PyTorch, memcpy over --threads threads
+//       of the same bytes, and the group as one hand-written loop over the same arrays (its
+//       functors from ops/math, vectorized, rows split over --threads threads: what one generated
+//       kernel for the group would do), timed in turns with memcpy. Goal: fused at 70% or more of
+//       memcpy's bandwidth, or of the loop's where the loop is slower than memcpy (its arithmetic,
+//       not memory, is then the floor); --block_shape=k runs the k-th shape only.
 // Figures are medians over --reps; one engine worker whose ops use --threads threads, as PyTorch.
 //
 //   bazel run --config=opt //bench:fusion_bench -- --threads=2 --reps=10
@@ -33,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -45,6 +49,8 @@
 #include "bench/peer.h"
 #include "core/error.h"
 #include "graph/graph.h"
+#include "ops/math/binary.h"
+#include "ops/math/unary.h"
 #include "passes/fuse_pointwise.h"
 #include "passes/infer.h"
 #include "weft/weft.h"
@@ -221,6 +227,41 @@ double SplitMemcpyMs(size_t bytes, int threads, int reps) {
   });
 }
 
+// (d)'s groups as one hand-written loop each, rows [r0, r1) of (rows, cols): the functors the
+// ops run (ops/math), vectorized in the clones the CPU's own loops use.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define WEFT_BENCH_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define WEFT_BENCH_CLONES
+#endif
+struct LoopArrays {
+  const float *x, *b, *m, *r;
+  float* y;
+  int64_t cols;
+};
+// gelu (functor F) of x + b, rows [r0, r1); inlined into each clone below.
+template <typename F>
+[[gnu::always_inline]] inline void BiasRows(const LoopArrays& a, int64_t r0, int64_t r1) {
+  for (int64_t row = r0; row < r1; ++row) {
+    const float* x = a.x + row * a.cols;
+    float* y = a.y + row * a.cols;
+#pragma omp simd
+    for (int64_t c = 0; c < a.cols; ++c) y[c] = F::Fwd(x[c] + a.b[c], 0.0f);
+  }
+}
+WEFT_BENCH_CLONES void BiasGeluTanhLoop(const LoopArrays& a, int64_t r0, int64_t r1) {
+  BiasRows<weft::fn::GeluTanh>(a, r0, r1);
+}
+WEFT_BENCH_CLONES void BiasGeluLoop(const LoopArrays& a, int64_t r0, int64_t r1) {
+  BiasRows<weft::fn::Gelu>(a, r0, r1);
+}
+WEFT_BENCH_CLONES void ResidualLoop(const LoopArrays& a, int64_t r0, int64_t r1) {
+  const int64_t begin = r0 * a.cols, end = r1 * a.cols;
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) a.y[i] = a.r[i] + a.x[i] * a.m[i];
+}
+
 // The vector unit the CPU's elementwise loops run on: the clone the loader picks
 // (WEFT_CPU_VECTOR_CLONES, ops/cpu/internal/cpu_util.h), by the same test.
 const char* LoopVectors() {
@@ -298,11 +339,13 @@ void ChainRows(int threads, int reps, bool with_peer) {
 }
 
 // (d) A transformer block's pointwise groups, bound for inference on (rows, cols) float32.
+struct LoopArrays;
 struct BlockGroup {
   const char* name;
   weft::Symbol symbol;
   std::vector<std::string> full;  // inputs of (rows, cols); "b" is (cols,)
   const char* torch_key;
+  void (*loop)(const LoopArrays&, int64_t, int64_t);  // the group as one hand-written loop
 };
 
 std::vector<BlockGroup> BlockGroups() {
@@ -310,17 +353,56 @@ std::vector<BlockGroup> BlockGroups() {
   const Symbol biased = Symbol::Op("add", {x, b});
   const Symbol residual =
       Symbol::Op("add", {Symbol::Variable("r"), Symbol::Op("mul", {x, Symbol::Variable("m")})});
-  return {{"bias + gelu (tanh)",
-           Symbol::Op("gelu", {biased}, {{"approximate", "tanh"}}),
-           {"x"},
-           "bias_gelu_tanh_ms"},
-          {"bias + gelu (erf)", Symbol::Op("gelu", {biased}), {"x"}, "bias_gelu_ms"},
-          {"residual + dropout mask", residual, {"x", "m", "r"}, "residual_dropout_ms"}};
+  return {
+      {"bias + gelu (tanh)",
+       Symbol::Op("gelu", {biased}, {{"approximate", "tanh"}}),
+       {"x"},
+       "bias_gelu_tanh_ms",
+       BiasGeluTanhLoop},
+      {"bias + gelu (erf)", Symbol::Op("gelu", {biased}), {"x"}, "bias_gelu_ms", BiasGeluLoop},
+      {"residual + dropout mask", residual, {"x", "m", "r"}, "residual_dropout_ms", ResidualLoop}};
 }
 
-// The times of `group` bound fused and unfused (in turns), on arrays of (rows, cols).
-std::pair<WallCpu, WallCpu> BlockGroupMs(const BlockGroup& group, int64_t rows, int64_t cols,
-                                         int reps) {
+// `fn(r0, r1)` over rows [0, rows) split over `threads` threads, as SplitMemcpyMs splits bytes.
+void SplitRows(int64_t rows, int threads, const std::function<void(int64_t, int64_t)>& fn) {
+  std::vector<std::thread> workers;
+  for (int k = 0; k < threads; ++k) {
+    workers.emplace_back(
+        [&, k] { fn(rows / threads * k, k + 1 == threads ? rows : rows / threads * (k + 1)); });
+  }
+  for (std::thread& w : workers) w.join();
+}
+
+// The group's hand-written loop and memcpy of the bytes it moves (`moved`), in turns, over
+// `threads` threads: {loop, memcpy} medians.
+std::pair<WallCpu, WallCpu> LoopAndCopyMs(const BlockGroup& group,
+                                          const weft::Executor::ArrayMap& args, int64_t rows,
+                                          int64_t cols, size_t moved, int threads, int reps) {
+  std::map<std::string, std::vector<float>> host;
+  for (const auto& [name, array] : args) host[name] = array.ToVector<float>();
+  std::vector<float> y(rows * cols);
+  const auto at = [&](const char* name) { return host.count(name) ? host[name].data() : nullptr; };
+  const LoopArrays a{at("x"), at("b"), at("m"), at("r"), y.data(), cols};
+  std::vector<char> from(moved / 2, 1), to(moved / 2, 2);
+  return InTurns(
+      reps,
+      [&] { SplitRows(rows, threads, [&](int64_t r0, int64_t r1) { group.loop(a, r0, r1); }); },
+      [&] {
+        SplitRows(rows, threads, [&](int64_t r0, int64_t r1) {
+          const size_t begin = from.size() * r0 / rows, end = from.size() * r1 / rows;
+          std::memcpy(to.data() + begin, from.data() + begin, end - begin);
+        });
+      });
+}
+
+struct BlockTimes {
+  WallCpu fused, unfused, loop, copy;
+};
+
+// The times of `group` bound fused and unfused (in turns), on arrays of (rows, cols), and of its
+// loop and memcpy (in turns).
+BlockTimes BlockGroupMs(const BlockGroup& group, int64_t rows, int64_t cols, size_t moved,
+                        int threads, int reps) {
   weft::Executor::ArrayMap args;
   for (const std::string& name : group.full) {
     args[name] = NDArray(Shape{rows, cols});
@@ -343,7 +425,10 @@ std::pair<WallCpu, WallCpu> BlockGroupMs(const BlockGroup& group, int64_t rows, 
       bound[k]->outputs()[0].WaitToRead();
     };
   };
-  return InTurns(reps, run(0), run(1));
+  BlockTimes t;
+  std::tie(t.fused, t.unfused) = InTurns(reps, run(0), run(1));
+  std::tie(t.loop, t.copy) = LoopAndCopyMs(group, args, rows, cols, moved, threads, reps);
+  return t;
 }
 
 constexpr int64_t kBlockShapes[][2] = {{32 * 128, 4 * 128}, {32 * 128, 128}, {8192, 3072}};
@@ -375,16 +460,19 @@ void BlockRows(int threads, int reps, bool with_peer, int shape_only) {
   for (const auto& [rows, cols] : shapes) {
     const double arrays_bytes = static_cast<double>(rows * cols * sizeof(float));
     for (const BlockGroup& group : BlockGroups()) {
-      const auto [fused_time, unfused_time] = BlockGroupMs(group, rows, cols, reps);
-      const double fused = fused_time.wall_ms, unfused = unfused_time.wall_ms;
       const double moved = arrays_bytes * static_cast<double>(group.full.size() + 1);
-      const double copy = SplitMemcpyMs(static_cast<size_t>(moved / 2), threads, reps);
+      const BlockTimes times =
+          BlockGroupMs(group, rows, cols, static_cast<size_t>(moved), threads, reps);
+      const double fused = times.fused.wall_ms, unfused = times.unfused.wall_ms;
+      const double copy = times.copy.wall_ms, floor = std::max(copy, times.loop.wall_ms);
       const double t = peer ? torch["block"][shape][group.torch_key].get<double>() : 0;
       const std::string dims = std::to_string(rows) + "x" + std::to_string(cols);
-      std::printf("%-26s %11s %8.3f %8.3f %8s %6.2fx %7s %7.1f %8.1f %7.0f%% %8.3f %8.3f\n",
-                  group.name, dims.c_str(), fused, unfused, Cell(peer, "%.3f", t).c_str(),
-                  unfused / fused, Cell(peer, "%.2fx", t / fused).c_str(), moved / fused / 1e6,
-                  moved / copy / 1e6, 100 * copy / fused, fused_time.cpu_ms, unfused_time.cpu_ms);
+      std::printf(
+          "%-26s %11s %8.3f %8.3f %8s %6.2fx %7s %7.1f %8.1f %7.0f%% %8.3f %7.0f%% %8.3f %8.3f\n",
+          group.name, dims.c_str(), fused, unfused, Cell(peer, "%.3f", t).c_str(), unfused / fused,
+          Cell(peer, "%.2fx", t / fused).c_str(), moved / fused / 1e6, moved / copy / 1e6,
+          100 * copy / fused, times.loop.wall_ms, 100 * floor / fused, times.fused.cpu_ms,
+          times.unfused.cpu_ms);
     }
     ++shape;
   }

@@ -24,28 +24,10 @@ constexpr double kMaxUlps = 1.5;  // the bound the header states
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 TEST(MathTanh, WithinOneAndAHalfUlpOfTheExactValueOnADenseSweep) {
-  std::vector<float> values;
-  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 127)
-    values.push_back(std::bit_cast<float>(uint32_t(bits)));
-  for (float edge : {0.625f, -0.625f}) {  // where the polynomial hands over to the exp form
-    const uint32_t bits = std::bit_cast<uint32_t>(edge);
-    for (uint32_t b = bits - (1 << 16); b != bits + (1 << 16); ++b)
-      values.push_back(std::bit_cast<float>(b));
-  }
-  double worst = 0;
-  float worst_x = 0;
-  for (float x : values) {
-    const float got = math::host::TanhFloat(x);
-    if (std::isnan(x)) {
-      ASSERT_TRUE(std::isnan(got)) << "tanh(NaN) = " << got;
-      continue;
-    }
-    const double error = UlpError(got, std::tanh(static_cast<double>(x)));
-    if (error > worst) worst = error, worst_x = x;
-  }
-  EXPECT_LE(worst, kMaxUlps) << "at x = " << worst_x << " (" << std::hexfloat << worst_x << ")";
-  std::printf("largest error %.4f ulp, at x = %.9g, over %zu floats\n", worst, worst_x,
-              values.size());
+  ExpectWithinUlpsOnADenseSweep(
+      [](float x) { return math::host::TanhFloat(x); }, [](double x) { return std::tanh(x); },
+      {0.625f, -0.625f},  // where the polynomial hands over to the exp form
+      kMaxUlps);
 }
 
 TEST(MathTanh, EdgeCases) {

@@ -230,10 +230,12 @@ TEST(Fusion, TheChainComputesWhatTheUnfusedOpsCompute) {
   ExpectFusedEqualsUnfused(Op1("sum", Chain(Var("x"))), {{"x", Shape{1000, 37}}}, "chain");
 }
 
-// Outputs of 8 MiB and more, written (not added to), are computed into a tile of their own and
-// then stored streaming on the CPU (ops/cpu/fused_pointwise.cc): the chain's value and, in
-// training, the values the backward group reads, over a last tile that is not full.
+// Outputs larger than the last-level cache (here made 8 MiB), written (not added to), are computed
+// into a tile of their own and then stored streaming on the CPU (ops/cpu/fused_pointwise.cc): the
+// chain's value and, in training, the values the backward group reads, over a last tile that is
+// not full.
 TEST(Fusion, LargeOutputsComputeWhatTheUnfusedOpsCompute) {
+  ScopedEnv stream("WEFT_CPU_STREAM_MIB", "8");
   const Symbol y = Chain(Var("x"));
   ExpectFusedEqualsUnfused(Symbol::Group({Op1("sum", y), y}), {{"x", Shape{2049, 1024}}},
                            "large chain");

@@ -1,12 +1,14 @@
 // The CPU's lane chains (ops/cpu/internal/lane_chain.h): every unary functor, forward and backward,
-// evaluated on math::Lanes by RunLaneChain must give, element by element, the bits its float
-// functor gives (the op's own loop, ops/cpu/unary.cc, computes those: ops_special_values_test),
-// over full blocks and a partial one, stored, added and streamed, on NaN, infinities, signed
-// zeros, denormals, the largest finite values and a sweep through every functor's branches; a
-// chain carries its value from step to step, reads operands from memory, stores and adds where its
-// steps say; the planner makes the benchmark's chain one chain that stores only its output and
-// streams its input, and the training chains store what the backward reads and nothing else.
-// (ops_fusion_test and ops_fusion_property_test compare whole fused groups with the unfused ops.)
+// and every binary functor, evaluated on math::Lanes by RunLaneChain must give, element by
+// element, the bits its float functor gives (the op's own loop, ops/cpu/unary.cc, computes those:
+// ops_special_values_test), over full blocks and a partial one, stored, added and streamed, on NaN,
+// infinities, signed zeros, denormals, the largest finite values and a sweep through every
+// functor's branches; a chain carries its value from step to step, reads operands from memory,
+// stores and adds where its steps say; the planner makes the benchmark's chain one chain that
+// stores only its output and streams its input, the training chains store what the backward reads
+// and nothing else, and a bias add with its GELU, or a dropout mask with its residual add, is one
+// chain (the bias read from its gathered tile). (ops_fusion_test and ops_fusion_property_test
+// compare whole fused groups with the unfused ops.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include "ops/cpu/internal/lane_chain.h"
 #include "ops/fusion/fused_group.h"
 #include "ops/fusion/internal/step_plan.h"
+#include "ops/math/binary.h"
 #include "ops/math/unary.h"
 #include "passes/fuse_pointwise.h"
 #include "passes/gradient.h"
@@ -138,6 +141,33 @@ TEST(LaneChain, EveryUnaryFunctorOnLanesGivesItsFloatBits) {
 #undef WEFT_CHECK_FUNCTOR
 }
 
+// F(l, r) for every pair of values, the carried operand on either side (the other from memory).
+template <typename F>
+void CheckBinary(cpu::LaneBinary binary, const std::string& name) {
+  const std::vector<float> values = Values();
+  std::vector<float> l, r;
+  for (float a : values) {
+    for (float b : values) l.push_back(a), r.push_back(b);
+  }
+  for (bool carried_lhs : {true, false}) {
+    LaneStep step{};
+    step.binary = binary, step.store = 0;
+    (carried_lhs ? step.y : step.x) = 0;
+    std::vector<std::vector<float>> dst = {std::vector<float>(l.size())};
+    RunChain({step}, carried_lhs ? l : r, {carried_lhs ? &r : &l}, dst);
+    std::vector<float> want(l.size());
+    for (size_t i = 0; i < l.size(); ++i) want[i] = F::Fwd(l[i], r[i]);
+    ExpectSame(dst[0], want, name + (carried_lhs ? ", lhs carried" : ", rhs carried"));
+  }
+}
+
+TEST(LaneChain, EveryBinaryFunctorOnLanesGivesItsFloatBits) {
+#define WEFT_CHECK_BINARY(name, functor, description) \
+  CheckBinary<fn::functor>(cpu::LaneBinary::k##functor, #functor);
+  WEFT_BINARY_OPS(WEFT_CHECK_BINARY)
+#undef WEFT_CHECK_BINARY
+}
+
 // y = sigmoid(relu(x) * 1.5), then dx = relu'(x) * (dy * 1.5) as a backward chain would, with
 // relu(x) stored for a later reader, x and dy read from memory, and the sum added into dx.
 TEST(LaneChain, AChainCarriesItsValueReadsOperandsAndStoresAsItsStepsSay) {
@@ -196,6 +226,40 @@ TEST(LaneChain, TheBenchmarksChainIsOneChainThatStoresOnlyItsOutput) {
 std::vector<cpu::LaneChain> ChainsOf(const FusedGroup& group, OpReq req) {
   const std::vector<OpReq> reqs(group.outputs.size(), req);
   return cpu::PlanLaneChains(group, StepPlan(group, Device::Cpu(), reqs));
+}
+
+// gelu(x + b), b of (C,) against x of (R, C): one chain of both steps, the bias read from the
+// gathered tile of its broadcast use, x streamed, only y stored. r + x * m (a dropout's mask and
+// the residual): one chain reading m and r from memory.
+TEST(LaneChain, ABiasAddAndItsGeluAndAResidualAndItsMaskAreOneChainEach) {
+  const Symbol x = Var("x"), b = Var("b");
+  const Symbol gelu = Symbol::Op("gelu", {Symbol::Op("add", {x, b})}, {{"approximate", "tanh"}});
+  const Symbol residual = Symbol::Op("add", {Var("r"), Symbol::Op("mul", {x, Var("m")})});
+  const Shape rows{5, 40};
+  for (const bool bias : {true, false}) {
+    const Symbol& y = bias ? gelu : residual;
+    const Graph g = FusePointwise(InferShapesAndTypes(
+        y.ToGraph(), {{"x", rows}, {"b", Shape{40}}, {"r", rows}, {"m", rows}}));
+    const std::vector<std::shared_ptr<const FusedGroup>> groups = FusedGroupsOf(g);
+    ASSERT_EQ(groups.size(), 1u);
+    const FusedGroup& group = *groups[0];
+    const std::vector<cpu::LaneChain> chains = ChainsOf(group, OpReq::kWrite);
+    ASSERT_EQ(chains.size(), 1u) << group.label;
+    const cpu::LaneChain& chain = chains[0];
+    EXPECT_EQ(chain.end - chain.first, 2u) << group.label;
+    EXPECT_EQ(chain.steps[0].binary, bias ? cpu::LaneBinary::kAdd : cpu::LaneBinary::kMul);
+    EXPECT_EQ(chain.dsts, std::vector<uint32_t>{group.outputs[0]});
+    if (bias) {
+      const OpReq write = OpReq::kWrite;
+      ASSERT_EQ(StepPlan(group, Device::Cpu(), {&write, 1}).broadcast_uses().size(), 1u);
+      ASSERT_EQ(chain.others.size(), 1u) << "the bias";
+      EXPECT_EQ(chain.gathered[0], 0) << "read from its gathered tile";
+      EXPECT_EQ(chain.streamed.size(), 1u) << "x alone";
+    } else {
+      EXPECT_EQ(chain.others.size(), 2u) << "m and r";
+      EXPECT_EQ(chain.streamed.size(), 3u);
+    }
+  }
 }
 
 // Training on the CPU (no recomputing): the forward chain stores the values the backward reads

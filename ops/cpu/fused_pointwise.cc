@@ -6,23 +6,31 @@
 // parallel with the op's thread budget: each thread takes batches of consecutive tiles from a
 // shared counter, so a thread that loses its core to other work (a shared machine) leaves its
 // remaining batches to the others instead of making them wait at the end. Broadcast inputs are
-// gathered into a tile of their own for each binary step that reads them. A run of unary steps on
-// float32, each reading the one before (the benchmark's chain, its backward), runs as a lane chain
-// instead (ops/cpu/internal/lane_chain.h): 64 elements at a time through every functor of the run
-// in vector registers, the same functors on the same elements, so the same bits. Kept because
+// gathered into a tile of their own for each binary step that reads them. A run of unary and binary
+// steps on float32, each reading the one before (the benchmark's chain, its backward; a bias add
+// and its GELU; a dropout's mask and the residual add), runs as a lane chain instead
+// (ops/cpu/internal/lane_chain.h): 64 elements at a time through every functor of the run in
+// vector registers, reading a broadcast operand from its gathered tile, the same functors on the
+// same elements, so the same bits. Kept because
 // fusion_bench's chain runs faster with them, inference and training step alike
 // (`bazel run --config=opt //bench:fusion_bench -- --pass=0 --mlp=0 --peer=0 --reps=20`, chains on
 // and off; bench/README.md has the figures).
 //
-// Outputs too large to stay in cache (kStreamBytes) and written, not added to, are computed into a
-// tile of their own and then stored with non-temporal (streaming) stores, on x86-64: a plain store
-// first reads each line it misses (a read for ownership), a third of the memory traffic of a
-// chain that reads x and writes y; a lane chain that computes such an output stores it so itself,
-// straight from its registers, with no staging tile. Kept because the 8-op chain on 16M floats
-// runs faster so on one thread (`fusion_bench --pass=0 --mlp=0 --peer=0 --threads=1 --reps=10`,
-// plain stores against streaming). While a tile's steps run, the inputs of the thread's next tile
-// are prefetched (NextTilePrefetch), so that main memory and the steps overlap; kept because
-// fusion_bench's chain runs faster with it (the first command, with and without).
+// Outputs too large to stay in cache (StreamBytes: the last-level cache's size, at least 8 MiB) and
+// written, not added to, are computed into a tile of their own and then stored with non-temporal
+// (streaming) stores, on x86-64: a plain store first reads each line it misses (a read for
+// ownership), a third of the memory traffic of a chain that reads x and writes y; a lane chain that
+// computes such an output stores it so itself, straight from its registers, with no staging tile.
+// An output the L3 holds is stored plainly: streaming it sends it to main memory past a cache that
+// would have kept it for its reader (at a fixed 8 MiB, the bias + GELU groups of fusion_bench's
+// block rows spent a quarter of their time in the streaming stores on the 533 MB L3 of the
+// development machine, and ran 10-20% slower than with plain stores: `fusion_bench --pass=0
+// --chain=0 --mlp=0 --peer=0 --threads=1`, the two builds in turns). While a tile's steps run, the
+// inputs of the thread's next tile are prefetched (NextTilePrefetch), so that main memory and the
+// steps overlap; kept because fusion_bench's chain runs faster with it (the first command, with and
+// without).
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -32,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/env.h"
 #include "core/shape.h"
 #include "core/small_vector.h"
 #include "ops/cpu/internal/cpu_util.h"
@@ -53,9 +62,17 @@ constexpr int64_t kMaxTile = 4096;  // elements; the ops' own ParallelFor grain:
 constexpr int64_t kMinTile = 256;
 constexpr int64_t kBatchElements =
     1 << 16;  // the tiles a thread takes at once: 256 KiB of float32 per value
-// Outputs of at least this many bytes are stored streaming: far more than a core's L2 and its share
-// of the L3, so the cache would not keep them for their readers anyway.
-constexpr int64_t kStreamBytes = 8 << 20;
+// Outputs of at least this many bytes are stored streaming: more than the last-level cache holds
+// (as sysconf reports it; at least 8 MiB, far more than a core's L2), so the cache would not keep
+// them for their readers anyway. WEFT_CPU_STREAM_MIB sets it (read at bind).
+int64_t StreamBytes() {
+  int64_t llc = 0;
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+  llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+  const int64_t mib = std::max<int64_t>(llc >> 20, 8);
+  return int64_t{GetEnvInt("WEFT_CPU_STREAM_MIB", static_cast<int>(mib), 1)} << 20;
+}
 
 // Copies `bytes` from `src` (a tile in cache) to `dst` (main memory) with non-temporal stores
 // where the processor has them (the caller fences: StreamFence), else with memcpy.
@@ -196,10 +213,11 @@ class FusedCpu {
       gathers_.emplace_back(g.shapes[u.input], g.shapes[step.first_output], g.dtypes[u.input]);
     }
     chains_ = PlanLaneChains(g, plan_);
+    const int64_t stream_bytes = StreamBytes();
     for (size_t k = 0; k < req.size(); ++k) {
       const bool stream =
           Writes(req[k]) &&
-          g.size * static_cast<int64_t>(DTypeSize(g.dtypes[g.outputs[k]])) >= kStreamBytes;
+          g.size * static_cast<int64_t>(DTypeSize(g.dtypes[g.outputs[k]])) >= stream_bytes;
       staged_.push_back(stream && !StreamFromChain(g.outputs[k]));
     }
     num_staged_ = std::count(staged_.begin(), staged_.end(), true);
@@ -308,14 +326,21 @@ class FusedCpu {
                       t.device());
   }
 
-  // A lane chain over the tile; it prefetches its streamed inputs itself, block by block.
-  void RunChain(const LaneChain& chain, const std::vector<TensorView>& values, int64_t n) const {
+  // A lane chain over the tile; it prefetches its streamed inputs itself, block by block. Its
+  // broadcast operands are read from their gathered tiles.
+  void RunChain(const LaneChain& chain, const ThreadScratch& s, int64_t n) const {
     SmallVector<const float*, 8> others, ahead;
     SmallVector<float*, 8> dsts;
-    for (uint32_t v : chain.others) others.push_back(static_cast<const float*>(values[v].raw()));
-    for (uint32_t v : chain.dsts) dsts.push_back(static_cast<float*>(values[v].raw()));
-    for (uint32_t v : chain.streamed) ahead.push_back(static_cast<const float*>(values[v].raw()));
-    const auto* src = static_cast<const float*>(values[chain.src].raw());
+    for (size_t k = 0; k < chain.others.size(); ++k) {
+      const int use = chain.gathered[k];
+      const TensorView& t = use >= 0 ? s.gathered[use] : s.values[chain.others[k]];
+      others.push_back(static_cast<const float*>(t.raw()));
+    }
+    for (uint32_t v : chain.dsts) dsts.push_back(static_cast<float*>(s.values[v].raw()));
+    for (uint32_t v : chain.streamed) ahead.push_back(static_cast<const float*>(s.values[v].raw()));
+    const float* src = chain.src == LaneChain::kNoSrc
+                           ? nullptr
+                           : static_cast<const float*>(s.values[chain.src].raw());
     RunLaneChain(chain.steps, src, others.data(), dsts.data(), ahead.span(), 0, n);
   }
 
@@ -355,7 +380,7 @@ class FusedCpu {
     plan_.Begin(s.values, s.outs);
     for (const Item& item : items_) {
       if (item.chain >= 0) {
-        RunChain(chains_[item.chain], s.values, tile.n);
+        RunChain(chains_[item.chain], s, tile.n);
         continue;
       }
       if (item.share >= 0) s.prefetch.Share(item.share, num_shares_);

@@ -12,6 +12,7 @@
 #include "core/no_destructor.h"
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/elementwise/unary_ops.h"
+#include "ops/math/binary.h"
 #include "ops/math/unary.h"
 
 namespace weft::cpu {
@@ -35,17 +36,43 @@ std::optional<LaneFunctor> FunctorNamed(const std::string& name) {
   return it == table->end() ? std::nullopt : std::optional<LaneFunctor>(it->second);
 }
 
-// A step a chain can carry: a unary op or its backward, with one output, on float32, that runs.
+// The binary functor an op's PointwiseFn names ("weft::fn::Add"), if it is one of the binary ops'.
+std::optional<LaneBinary> BinaryNamed(const std::string& name) {
+  static const NoDestructor<std::unordered_map<std::string, LaneBinary>> table(
+      std::unordered_map<std::string, LaneBinary>{
+#define WEFT_LANE_BINARY_ENTRY(name, functor, description) \
+  {"weft::fn::" #functor, LaneBinary::k##functor},
+          WEFT_BINARY_OPS(WEFT_LANE_BINARY_ENTRY)
+#undef WEFT_LANE_BINARY_ENTRY
+      });
+  const auto it = table->find(name);
+  return it == table->end() ? std::nullopt : std::optional<LaneBinary>(it->second);
+}
+
+// A binary op's step (its operands may be broadcast inputs: the chain reads their gathered tiles).
+std::optional<LaneStep> BinaryLaneStep(const FusedGroup::Step& step) {
+  const std::optional<LaneBinary> binary = BinaryNamed(step.op->pointwise.Functor(step.attrs));
+  if (!binary) return std::nullopt;
+  LaneStep lane{};
+  lane.binary = *binary;
+  return lane;
+}
+
+// A step a chain can carry: a unary op or its backward, or a binary op, with one output, on
+// float32, that runs. Only a binary step reads broadcast inputs.
 std::optional<LaneStep> LaneStepOf(const FusedGroup& g, const StepPlan& plan, size_t s) {
   const FusedGroup::Step& step = g.steps[s];
   const PointwiseFn& pw = step.op->pointwise;
-  if (pw.kind != PointwiseKind::kUnary && pw.kind != PointwiseKind::kUnaryBackward)
+  const bool binary = pw.kind == PointwiseKind::kBinary;
+  if (pw.kind != PointwiseKind::kUnary && pw.kind != PointwiseKind::kUnaryBackward && !binary)
     return std::nullopt;
   if (step.num_outputs != 1 || !plan.runs(s) || g.dtypes[step.first_output] != DType::kFloat32)
     return std::nullopt;
-  for (uint32_t a : step.args) {
-    if (g.dtypes[a] != DType::kFloat32) return std::nullopt;
+  for (size_t a = 0; a < step.args.size(); ++a) {
+    if (g.dtypes[step.args[a]] != DType::kFloat32) return std::nullopt;
+    if (!binary && plan.broadcast_use(s, a) >= 0) return std::nullopt;
   }
+  if (binary) return BinaryLaneStep(step);
   const std::optional<LaneFunctor> functor = FunctorNamed(pw.Functor(step.attrs));
   if (!functor) return std::nullopt;
   LaneStep lane{*functor};
@@ -56,22 +83,33 @@ std::optional<LaneStep> LaneStepOf(const FusedGroup& g, const StepPlan& plan, si
   return lane;
 }
 
-// The index of `value` among the chain's operands read from memory, added if new.
-int Other(LaneChain& chain, uint32_t value) {
-  const auto it = std::find(chain.others.begin(), chain.others.end(), value);
-  if (it != chain.others.end()) return static_cast<int>(it - chain.others.begin());
+// The index of `value` (read through broadcast use `gathered`, or -1: itself) among the chain's
+// operands read from memory, added if new.
+int Other(LaneChain& chain, uint32_t value, int gathered) {
+  for (size_t k = 0; k < chain.others.size(); ++k) {
+    if (chain.others[k] == value && chain.gathered[k] == gathered) return static_cast<int>(k);
+  }
   chain.others.push_back(value);
+  chain.gathered.push_back(gathered);
   return static_cast<int>(chain.others.size() - 1);
 }
 
 // Where step `s` of the chain takes its operands: `carried` is the value in registers (the
-// previous step's output, or the chain's src for its first step).
-void SetOperands(LaneChain& chain, const FusedGroup::Step& step, uint32_t carried, LaneStep& lane) {
-  const auto source = [&](uint32_t value) {
-    return value == carried ? LaneStep::kCarried : Other(chain, value);
+// previous step's output, or the chain's src for its first step; kNoSrc: none).
+void SetOperands(LaneChain& chain, const StepPlan& plan, uint32_t s, uint32_t carried,
+                 LaneStep& lane) {
+  const FusedGroup::Step& step = plan.group().steps[s];
+  const auto source = [&](size_t a) {
+    const int use = plan.broadcast_use(s, a);
+    return use < 0 && step.args[a] == carried ? LaneStep::kCarried
+                                              : Other(chain, step.args[a], use);
   };
-  lane.x = source(step.args[0]);
-  lane.v = step.args.size() > 1 ? source(step.args[1]) : lane.x;  // a Grad that reads nothing: dy
+  lane.x = source(0);
+  if (lane.binary != LaneBinary::kNone) {
+    lane.y = source(1);
+    return;
+  }
+  lane.v = step.args.size() > 1 ? source(1) : lane.x;  // a Grad that reads nothing: dy
 }
 
 // Which step outputs the chain stores: every one that something other than the next step of the
@@ -98,9 +136,9 @@ void SetStreamed(const FusedGroup& g, const std::vector<FusedGroup::InputKind>& 
   const auto full = [&](uint32_t v) {
     return v < g.num_inputs && kinds[v] == FusedGroup::InputKind::kFull;
   };
-  if (full(chain.src)) chain.streamed.push_back(chain.src);
-  for (uint32_t v : chain.others) {
-    if (full(v)) chain.streamed.push_back(v);
+  if (chain.src != LaneChain::kNoSrc && full(chain.src)) chain.streamed.push_back(chain.src);
+  for (size_t k = 0; k < chain.others.size(); ++k) {
+    if (chain.gathered[k] < 0 && full(chain.others[k])) chain.streamed.push_back(chain.others[k]);
   }
 }
 
@@ -108,8 +146,8 @@ void SetStreamed(const FusedGroup& g, const std::vector<FusedGroup::InputKind>& 
 LaneChain ChainFrom(const FusedGroup& g, const StepPlan& plan, uint32_t first, LaneStep lane) {
   LaneChain chain;
   chain.first = first;
-  chain.src = g.steps[first].args[0];
-  SetOperands(chain, g.steps[first], chain.src, lane);
+  chain.src = plan.broadcast_use(first, 0) < 0 ? g.steps[first].args[0] : LaneChain::kNoSrc;
+  SetOperands(chain, plan, first, chain.src, lane);
   chain.steps.push_back(lane);
   uint32_t end = first + 1;
   for (; end < g.steps.size(); ++end) {
@@ -118,7 +156,7 @@ LaneChain ChainFrom(const FusedGroup& g, const StepPlan& plan, uint32_t first, L
     const std::vector<uint32_t>& args = g.steps[end].args;
     if (!next || std::find(args.begin(), args.end(), prev) == args.end()) break;
     chain.steps.push_back(*next);
-    SetOperands(chain, g.steps[end], prev, chain.steps.back());
+    SetOperands(chain, plan, end, prev, chain.steps.back());
   }
   chain.end = end;
   return chain;
@@ -174,10 +212,24 @@ template <bool kFull>
   if (m > 0) std::memcpy(at, &l.v, m * sizeof(float));
 }
 
-// One step on the 4 carried Lanes (x; v: what a backward step's Grad reads): the switch over
-// every unary functor, each inlined, so that the carried values stay in registers.
+// One step on the 4 carried Lanes (x; v: what a backward step's Grad reads, a binary step's rhs):
+// the switch over every unary and binary functor, each inlined, so that the carried values stay
+// in registers.
 [[gnu::always_inline]] inline void Apply(const LaneStep& step, Lanes& x0, Lanes& x1, Lanes& x2,
                                          Lanes& x3, Lanes v0, Lanes v1, Lanes v2, Lanes v3) {
+  switch (step.binary) {
+#define WEFT_LANE_BINARY_CASE(name, functor, description) \
+  case LaneBinary::k##functor:                            \
+    x0 = fn::functor::Fwd(x0, v0);                        \
+    x1 = fn::functor::Fwd(x1, v1);                        \
+    x2 = fn::functor::Fwd(x2, v2);                        \
+    x3 = fn::functor::Fwd(x3, v3);                        \
+    return;
+    WEFT_BINARY_OPS(WEFT_LANE_BINARY_CASE)
+#undef WEFT_LANE_BINARY_CASE
+    case LaneBinary::kNone:
+      break;
+  }
   const Lanes s(step.scalar);
   switch (step.functor) {
 #define WEFT_LANE_CASE(functor)                    \
@@ -209,16 +261,20 @@ template <bool kFull>
                                             std::span<const float* const> ahead, int64_t i,
                                             int64_t n) {
   for (const float* p : ahead) PrefetchAhead(p + i);
-  Lanes c0 = Load<kFull>(src, i, n, 0), c1 = Load<kFull>(src, i, n, 1),
-        c2 = Load<kFull>(src, i, n, 2), c3 = Load<kFull>(src, i, n, 3);
+  Lanes c0(0), c1(0), c2(0), c3(0);
+  if (src != nullptr) {
+    c0 = Load<kFull>(src, i, n, 0), c1 = Load<kFull>(src, i, n, 1);
+    c2 = Load<kFull>(src, i, n, 2), c3 = Load<kFull>(src, i, n, 3);
+  }
   for (const LaneStep& step : steps) {
     const auto operand = [&](int source, Lanes carried, int j) __attribute__((always_inline)) {
       return source == LaneStep::kCarried ? carried : Load<kFull>(others[source], i, n, j);
     };
     Lanes x0 = operand(step.x, c0, 0), x1 = operand(step.x, c1, 1), x2 = operand(step.x, c2, 2),
           x3 = operand(step.x, c3, 3);
-    Apply(step, x0, x1, x2, x3, operand(step.v, c0, 0), operand(step.v, c1, 1),
-          operand(step.v, c2, 2), operand(step.v, c3, 3));
+    const int v = step.binary == LaneBinary::kNone ? step.v : step.y;
+    Apply(step, x0, x1, x2, x3, operand(v, c0, 0), operand(v, c1, 1), operand(v, c2, 2),
+          operand(v, c3, 3));
     c0 = x0, c1 = x1, c2 = x2, c3 = x3;
     if (step.store < 0) continue;
     float* dst = dsts[step.store];

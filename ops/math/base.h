@@ -1,8 +1,9 @@
 // What the pointwise math of ops/math shares, on the host and on the GPU alike: the qualifier
 // that makes a function callable from both (core/host_device.h), and the elementary functions by
 // type (float, double), which map to the C++ library on the host and to CUDA's on the device,
-// except the host's float exp and tanh: weft's own (host::ExpFloat, host::TanhFloat below), which a
-// loop marked `omp simd` vectorizes (glibc's are a call per element).
+// except the host's float exp, tanh and erf: weft's own (host::ExpFloat, host::TanhFloat,
+// host::ErfFloat below), which a loop marked `omp simd` vectorizes (glibc's are a call per
+// element).
 //
 // Every header of ops/math is included twice over: by the host compiler for the CPU loops
 // (ops/cpu) and, embedded into the binary, by NVRTC for the GPU kernels (ops/gpu/kernels), so both
@@ -87,6 +88,43 @@ WEFT_HOST_DEVICE inline float TanhFloat(float x) {
   return std::bit_cast<float>(bits | sign);
 }
 
+// erf(x) in float within 1.5 ulp of the exact value (tests/math_erf_test.cc sweeps every float
+// densely), odd to the bit, erf(+-0) = +-0, +-1 from |x| near 3.92 on (where 1 - erfc(x) rounds
+// to 1), NaN stays NaN; straight-line like ExpFloat, so a loop marked `omp simd` vectorizes it
+// (glibc's erff branches by range and is a call per element: the exact GELU's loop and fused groups
+// spent most of their time in it). Two forms on a = |x|, joined through bit masks (see ExpFloat),
+// then x's sign: a + a P(a^2) below 0.921875, and 1 - exp(-(a + a Q(a))) from there, a clamped to
+// 4 (past which erf rounds to 1). P (degree 5) and Q (degree 6) are weighted minimax fits to
+// (erf(a) - a) / a and (-log(erfc(a)) - a) / a in double (Lawson's iteration, the weights the
+// relative error of erf), rounded to float.
+WEFT_HOST_DEVICE inline float ErfFloat(float x) {
+  const uint32_t sign = std::bit_cast<uint32_t>(x) & 0x80000000u;
+  const float a = std::bit_cast<float>(std::bit_cast<uint32_t>(x) ^ sign);
+  const float z = a * a;
+  float p = -5.991075304e-4f;
+  p = p * z + 4.993224051e-3f;
+  p = p * z - 2.676664665e-2f;
+  p = p * z + 1.128181666e-1f;
+  p = p * z - 3.761249483e-1f;
+  p = p * z + 1.283791512e-1f;
+  const float small = p * a + a;
+  const uint32_t past = 0u - static_cast<uint32_t>(a > 4.0f);  // NaN stays NaN
+  const float c = std::bit_cast<float>((std::bit_cast<uint32_t>(a) & ~past) |
+                                       (std::bit_cast<uint32_t>(4.0f) & past));
+  float q = 1.130576948e-5f;
+  q = q * c - 3.235483891e-4f;
+  q = q * c + 3.645482939e-3f;
+  q = q * c - 2.376845106e-2f;
+  q = q * c + 1.062442884e-1f;
+  q = q * c + 6.351468563e-1f;
+  q = q * c + 1.286495924e-1f;
+  const float large = 1.0f - ExpFloat(-(q * c + c));
+  const uint32_t use_small = 0u - static_cast<uint32_t>(a < 0.921875f);
+  const uint32_t bits =
+      (std::bit_cast<uint32_t>(small) & use_small) | (std::bit_cast<uint32_t>(large) & ~use_small);
+  return std::bit_cast<float>(bits | sign);
+}
+
 }  // namespace host
 #endif
 
@@ -106,7 +144,7 @@ WEFT_MATH_FUNCTION(Log1p, log1pf, log1p, std::log1p, std::log1p)
 WEFT_MATH_FUNCTION(Sqrt, sqrtf, sqrt, std::sqrt, std::sqrt)
 WEFT_MATH_FUNCTION(Tanh, tanhf, tanh, host::TanhFloat, std::tanh)
 WEFT_MATH_FUNCTION(Fabs, fabsf, fabs, std::fabs, std::fabs)
-WEFT_MATH_FUNCTION(Erf, erff, erf, std::erf, std::erf)
+WEFT_MATH_FUNCTION(Erf, erff, erf, host::ErfFloat, std::erf)
 #undef WEFT_MATH_FUNCTION
 
 // c ? a : b. The functors write their comparisons with it, so that they also take Lanes (below),
@@ -151,7 +189,7 @@ WEFT_HOST_DEVICE inline Lanes Select(LaneMask c, Lanes a, Lanes b) {
 }
 
 // The elementary functions lane by lane, through the float ones above (a loop the compiler
-// vectorizes where the float function is straight-line code: Exp, Tanh, Sqrt, Fabs).
+// vectorizes where the float function is straight-line code: Exp, Tanh, Erf, Sqrt, Fabs).
 #define WEFT_LANEWISE(Name)                                                                \
   WEFT_HOST_DEVICE inline Lanes Name(Lanes x) {                                            \
     Lanes r;                                                                               \

@@ -75,7 +75,7 @@ struct Div {
 struct Max {
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A l, A r) {
-    return l >= r ? l : r;
+    return math::Select(l >= r, l, r);
   }
   template <typename A>
   WEFT_HOST_DEVICE static A DL(A l, A r) {
@@ -89,7 +89,7 @@ struct Max {
 struct Min {
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A l, A r) {
-    return l <= r ? l : r;
+    return math::Select(l <= r, l, r);
   }
   template <typename A>
   WEFT_HOST_DEVICE static A DL(A l, A r) {

@@ -13,9 +13,9 @@
 // form), so a NaN x stays NaN (relu, maximum_scalar) and -0 stays -0; gradients of comparisons
 // are 0 at NaN. Only Exp, Log, Log1p, Tanh, Erf (and what uses them) differ between the devices, by
 // the documented ulps of the two math libraries: CUDA's expf 2, logf 1, log1pf 1, tanhf 2, erff 2
-// and 1 each in double (erf 2); glibc's 1 (tanh 2, erf 1); the host's float Exp is weft's own
-// (ops/math/base.h), within 1 ulp of the exact result for every float, so it differs from CUDA's
-// expf by at most 3.
+// and 1 each in double (erf 2); glibc's 1 (tanh 2, erf 1); the host's float Exp, Tanh and Erf are
+// weft's own (ops/math/base.h), within 1, 1.5 and 1.5 ulp of the exact result for every float, so
+// Exp differs from CUDA's expf by at most 3.
 #pragma once
 
 #include "ops/math/base.h"
@@ -220,7 +220,10 @@ struct Gelu {
   }
 };
 // gelu's tanh approximation (approximate = "tanh"), as in BERT and GPT-2:
-// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+// 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3), computed as x sigmoid(2 u) =
+// x / (1 + exp(-2 u)), the same function (0.5 (1 + tanh(u)) = sigmoid(2 u)): one exp and one
+// division, which the host's loops vectorize with weft's own Exp, and no cancellation for
+// negative x (1 + tanh(u) loses the low bits there). exp's +inf (x below about -10) gives -0.
 struct GeluTanh {
   static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>
@@ -230,13 +233,14 @@ struct GeluTanh {
   }
   template <typename A>
   WEFT_HOST_DEVICE static A Fwd(A x, A) {
-    return A(0.5) * x * (A(1) + math::Tanh(Inner(x)));
+    return x / (A(1) + math::Exp(A(-2) * Inner(x)));
   }
+  // s + 2 x s (1 - s) u', s = sigmoid(2 u), u' = sqrt(2 / pi) (1 + 3 * 0.044715 x^2).
   template <typename A>
   WEFT_HOST_DEVICE static A Grad(A x, A, A) {
-    const A t = math::Tanh(Inner(x));
-    return A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * A(0.7978845608028654) *
-                                     (A(1) + A(3) * A(0.044715) * x * x);
+    const A s = A(1) / (A(1) + math::Exp(A(-2) * Inner(x)));
+    return s +
+           A(2) * x * s * (A(1) - s) * A(0.7978845608028654) * (A(1) + A(3) * A(0.044715) * x * x);
   }
 };
 

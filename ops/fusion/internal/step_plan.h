@@ -43,6 +43,10 @@ class StepPlan {
   int slot(uint32_t value) const { return slot_[value]; }  // for kScratch values, else -1
   int num_slots() const { return num_slots_; }
   const std::vector<BroadcastUse>& broadcast_uses() const { return broadcast_uses_; }
+  // The index in broadcast_uses() of step `step`'s argument `arg`, or -1 (not a broadcast input).
+  int broadcast_use(size_t step, size_t arg) const {
+    return broadcast_use_of_[arg_offset_[step] + arg];
+  }
 
   // Runs the steps. `values` holds a view of every input, of every kScratch value (its slot) and
   // of every kUnused value (any memory, null included: nothing is written; its shape and dtype
