@@ -24,11 +24,21 @@
 //   (g) Attention (issue 39): forward and backward of B8 H12 T1024 D64 causal attention
 //       (GPT-2 124M's), bfloat16 (cuDNN's fused attention) and float32 (weft's kernels), against
 //       F.scaled_dot_product_attention (--attention=0 leaves them out);
+//   (h) GPT-2 124M's training step (issue 39; --gpt2=B, batch B, off by default): 12 layers, 12
+//       heads, width 768, context 1024, vocabulary 50304, parameters and activations in bfloat16
+//       (examples::MakeGpt; the loss in float32), AdamW (betas 0.9, 0.95, weight decay 0.1 on the
+//       matrices), gradients clipped to global norm 1, through weft::Trainer (replayed as CUDA
+//       graphs), against nanoGPT's model in PyTorch (bfloat16 parameters, F.scaled_dot_product_
+//       attention, cross-entropy in float32, AdamW fused where PyTorch has it), eager and
+//       torch.compile; ms per step and tokens per second (PyTorch then runs these rows alone:
+//       leave weft's others out too, --mlp=0 --tiny=0 --relu=0 --fusion=0 --rnn=0
+//       --attention=0);
 // Steps are pushed back to back and waited for once, as a training loop would; times are the
 // median of --reps repetitions.
 //
 //   tools/gpu_bundle.sh; then on the GPU machine: gpu_bundle/bin/gpu_bench [--reps=5]
-//   (--mlp=0, --tiny=0, --relu=0, --fusion=0, --rnn=0, --attention=0 leave a part out, --peer=0
+//   (--mlp=0, --tiny=0, --relu=0, --fusion=0, --rnn=0, --attention=0 leave a part out, --gpt2=8
+//   adds GPT-2 at batch 8, --peer=0
 //   PyTorch; --floors_only=1 prints the launch floors, graph costs and the relu kernel alone;
 //   --profile_cost=1 the tiny op and an MLP step with the profiler never started, running, and
 //   stopped again)
@@ -40,6 +50,7 @@
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -47,6 +58,7 @@
 #include "bench/gpu_floor.h"
 #include "bench/peer.h"
 #include "engine/gpu/stream_join.h"
+#include "examples/common/gpt.h"
 #include "weft/weft.h"
 
 namespace {
@@ -199,6 +211,43 @@ double AttentionStepMs(int64_t b, int64_t h, int64_t t, int64_t d, DType dtype, 
   for (int k = 0; k < 3; ++k) exec->Forward(true), exec->Backward();  // kernels, cuDNN's plans
   weft::engine::Engine::Get()->WaitForAll();
   return TimeMs(reps, 10, [&] { exec->Forward(true), exec->Backward(); });
+}
+
+// GPT-2 124M's configuration in bfloat16 (section h).
+examples::GptConfig Gpt2Config() {
+  return {.vocab = 50304,
+          .context = 1024,
+          .layers = 12,
+          .heads = 12,
+          .width = 768,
+          .dtype = DType::kBFloat16};
+}
+
+// ms per training step of GPT-2 124M at `batch` windows of 1024 random tokens (section h).
+double Gpt2StepMs(int batch, int reps) {
+  const examples::GptConfig c = Gpt2Config();
+  weft::TrainerOptions options{.device = kGpu, .dtype = DType::kBFloat16};
+  options.clip_global_norm = 1.0;
+  options.initialize = [c](const std::string& name, const NDArray& array) {
+    return examples::InitializeGpt(c, name, array);
+  };
+  weft::AdamW adamw(6e-4, 0.9, 0.95, 1e-8, 0.1, 1.0 / (batch * c.context));
+  adamw.set_decay_filter(weft::DecayMatricesOnly);
+  const Shape bt{batch, c.context};
+  weft::Trainer trainer(examples::MakeGpt(c).loss,
+                        {{"data", bt}, {"label", bt}, {"positions", Shape{c.context}}},
+                        weft::Zero(), adamw, options);
+  std::mt19937 rng(0);
+  std::uniform_int_distribution<int> token(0, c.vocab - 1);
+  for (const char* name : {"data", "label"}) {
+    std::vector<float> ids(batch * c.context);
+    for (float& id : ids) id = static_cast<float>(token(rng));
+    NDArray::FromVector(ids, bt).CopyTo(trainer.data(name));
+  }
+  NDArray::FromVector(examples::Positions(c.context), Shape{c.context})
+      .CopyTo(trainer.data("positions"));
+  for (int i = 0; i < 5; ++i) trainer.Step();  // kernels, plans, the step's graphs
+  return TimeMs(reps, 5, [&] { trainer.Step(); });
 }
 
 // WEFT_GPU_TF32=1 for the scope when `precision` is "tf32", after the work pushed in it is done.
@@ -520,6 +569,15 @@ int main(int argc, char** argv) {
         }
       }
     }
+    const int gpt2 = bench::IntFlag(argc, argv, "gpt2", 0);
+    const std::string gpt2_key = "gpt2 124M train step b" + std::to_string(gpt2) + " bfloat16";
+    if (gpt2 > 0) {
+      try {
+        ours[gpt2_key] = Gpt2StepMs(gpt2, reps);
+      } catch (const weft::Error& e) {
+        std::printf("%s: error: %s\n", gpt2_key.c_str(), e.what());
+      }
+    }
     if (tiny) {
       ours["tiny op us"] = LaunchOverheadUs(reps);
       ours["tiny op us, 3 arrays in turn"] = LaunchOverheadUs(reps, 3);
@@ -532,8 +590,10 @@ int main(int argc, char** argv) {
     const double driver_launch = bench::DriverLaunchUs(reps),
                  empty_op = bench::EmptyEngineOpUs(reps);
 
+    const std::string peer_args =
+        std::to_string(reps) + (gpt2 > 0 ? " gpt2=" + std::to_string(gpt2) : "");
     const nlohmann::json torch =
-        peer ? bench::RunPeer("bench/torch_gpu_peer.py", std::to_string(reps))
+        peer ? bench::RunPeer("bench/torch_gpu_peer.py", peer_args)
              : nlohmann::json{{"available", false}, {"error", "left out (--peer=0)"}};
     if (torch.value("available", false)) {
       std::printf("PyTorch %s on %s (%s)\n", torch["version"].get<std::string>().c_str(),
@@ -550,6 +610,24 @@ int main(int argc, char** argv) {
                                                                 : "ms/step";
       PrintRow(key.c_str(), it.value().get<double>(),
                torch.value("results", nlohmann::json::object()), key.c_str(), unit);
+    }
+    if (ours.contains(gpt2_key)) {  // tokens per second, against PyTorch eager and compiled
+      const nlohmann::json results = torch.value("results", nlohmann::json::object());
+      const double tokens = 1024.0 * gpt2 * 1e3;
+      std::printf("GPT-2 124M training, batch %d x 1024, bfloat16: weft %.0f tokens/s", gpt2,
+                  tokens / ours[gpt2_key].get<double>());
+      for (const char* mode : {"", " compile"}) {
+        const std::string key = gpt2_key + mode;
+        if (results.contains(key)) {
+          std::printf("; PyTorch%s %.0f tokens/s (weft %.2fx)", *mode ? " torch.compile" : " eager",
+                      tokens / results[key].get<double>(),
+                      results[key].get<double>() / ours[gpt2_key].get<double>());
+        }
+      }
+      std::printf("\n");
+      if (results.contains(gpt2_key + " compile error"))
+        std::printf("torch.compile: %s\n",
+                    results[gpt2_key + " compile error"].get<std::string>().c_str());
     }
     if (relu)
       std::printf("weft relu reaches %.1f%% of weft's device-to-device copy bandwidth\n",

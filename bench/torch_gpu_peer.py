@@ -2,7 +2,9 @@
 """The PyTorch side of bench/gpu_bench: the same workloads on the same GPU, eager mode; and the
 8-op chain of the fusion rows also through torch.compile.
 
-Usage: torch_gpu_peer.py REPS. Prints one JSON object on its last line:
+Usage: torch_gpu_peer.py REPS [gpt2=B]. gpt2=B: GPT-2 124M's training step at batch B instead of
+the other rows ("gpt2 124M train step bB bfloat16", eager and " compile"). Prints one JSON object
+on its last line:
 {"available": bool, "version": str, "device": str, "results": {workload: value, ...}} with the
 workload names gpu_bench uses (ms per step, us per op, GB/s; the MLP steps also as one
 CUDA graph replayed, under "... trainer, CUDA graph", with eager again under "... trainer, no
@@ -107,6 +109,75 @@ def attention_step(torch, dtype, reps):
     return time_ms(torch, reps, 10, step)
 
 
+def gpt2_rows(torch, batch, reps, results):
+    """ms per training step of GPT-2 124M (nanoGPT's model: 12 layers, 12 heads, width 768,
+    context 1024, vocabulary 50304, tied embeddings) at `batch` windows of random tokens, as
+    gpu_bench's weft row: parameters and activations in bfloat16, cross-entropy in float32, AdamW
+    (betas 0.9, 0.95, weight decay 0.1 on the matrices; fused where this PyTorch has it),
+    gradients clipped to norm 1; eager, then torch.compile."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+    vocab, context, layers, heads, width = 50304, 1024, 12, 12, 768
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+            self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+            self.fc, self.out = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+        def forward(self, x):
+            b, t, w = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(w, dim=-1)
+            q, k, v = (z.view(b, t, heads, -1).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(b, t, w))
+            return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class Gpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(context, width)
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.ln_f = nn.LayerNorm(width)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+            for block in self.blocks:
+                x = block(x)
+            logits = self.ln_f(x) @ self.wte.weight.t()
+            return F.cross_entropy(logits.float().view(-1, vocab), targets.view(-1))
+
+    model = Gpt().cuda().to(torch.bfloat16)
+    params = list(model.parameters())
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    try:
+        opt = torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    except (RuntimeError, TypeError):
+        opt = torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
+    idx = torch.randint(0, vocab, (batch, context), device="cuda")
+    targets = torch.randint(0, vocab, (batch, context), device="cuda")
+    key = f"gpt2 124M train step b{batch} bfloat16"
+
+    def step(m):
+        opt.zero_grad(set_to_none=True)
+        m(idx, targets).backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+
+    for _ in range(3):
+        step(model)
+    results[key] = time_ms(torch, reps, 5, lambda: step(model))
+    try:
+        compiled = torch.compile(model)
+        for _ in range(3):
+            step(compiled)
+        results[key + " compile"] = time_ms(torch, reps, 5, lambda: step(compiled))
+    except Exception as e:  # noqa: BLE001 (no compiler toolchain there, say)
+        results[key + " compile error"] = str(e)[:500]
+
+
 def chain(torch, x):
     return torch.sigmoid(torch.relu(x * 1.5 + 0.25) * 0.75 - 0.5) * 2.0 + -1.0
 
@@ -141,6 +212,12 @@ def main():
     if torch is None:
         return
     results = {}
+    gpt2 = [int(a.split("=")[1]) for a in sys.argv[2:] if a.startswith("gpt2=")]
+    if gpt2:
+        gpt2_rows(torch, gpt2[0], reps, results)
+        print(json.dumps({"available": True, "version": torch.__version__,
+                          "device": torch.cuda.get_device_name(0), "results": results}))
+        return
     for name, sizes, batch in NETS:
         for dtype, dname in ((torch.float32, "float32"), (torch.bfloat16, "bfloat16")):
             key = f"mlp {name} b{batch} {dname}"

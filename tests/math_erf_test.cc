@@ -25,10 +25,10 @@ constexpr double kMaxUlps = 1.5;  // the bound the header states
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 TEST(MathErf, WithinOneAndAHalfUlpOfTheExactValueOnADenseSweep) {
-  ExpectWithinUlpsOnADenseSweep([](float x) { return math::host::ErfFloat(x); },
-                                [](double x) { return std::erf(x); },
-                                {0.921875f, -0.921875f, 4.0f},  // where the forms hand over, the clamp
-                                kMaxUlps);
+  ExpectWithinUlpsOnADenseSweep(
+      [](float x) { return math::host::ErfFloat(x); }, [](double x) { return std::erf(x); },
+      {0.921875f, -0.921875f, 4.0f},  // where the forms hand over, the clamp
+      kMaxUlps);
 }
 
 TEST(MathErf, EdgeCases) {

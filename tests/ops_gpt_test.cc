@@ -3,8 +3,9 @@
 // every parameter's gradient (float64 to 1e-9, float32 to 1e-5), then ten training steps as
 // train_gpt takes them (the trainer with AdamW decaying the matrices only, a warm-up and cosine
 // rate, gradients clipped to global norm 1), whose losses and final parameters track PyTorch's
-// (float32, to 1e-4). On a GPU (gpu_ops_gpt_test) in float32 to kGpuTolerance, once every op of
-// the model has a GPU compute.
+// (float32, to 1e-4); and, on a GPU, the model in bfloat16 (parameters and activations; float32
+// token ids, positions, labels and loss) within bfloat16's rounding. On a GPU (gpu_ops_gpt_test) in
+// float32 to kGpuTolerance, once every op of the model has a GPU compute.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,11 +81,16 @@ class GptAgainstPyTorch : public ::testing::Test {
 
 void CheckLossAndGradients(DType dtype, double tolerance) {
   SCOPED_TRACE(std::string(DTypeName(dtype)));
-  const Symbol loss = examples::MakeGpt(Config()).loss;
+  examples::GptConfig config = Config();
+  config.dtype = dtype;
+  const Symbol loss = examples::MakeGpt(config).loss;
+  // bfloat16 parameters take float32 data (the model casts its logits for the loss itself).
+  const DType data_dtype = dtype == DType::kBFloat16 ? DType::kFloat32 : dtype;
   Executor::ArrayMap args, grads;
   std::map<std::string, GradReq> reqs;
   for (const std::string& name : loss.ListArguments()) {
-    args[name] = name == "positions" ? Positions(dtype) : ArrayOf(Find(name), dtype);
+    args[name] = name == "positions" ? Positions(data_dtype)
+                                     : ArrayOf(Find(name), IsData(name) ? data_dtype : dtype);
     if (IsData(name)) continue;
     grads[name] = NDArray(args[name].shape(), testing::TestDevice(), dtype);
     reqs[name] = GradReq::kWrite;
@@ -111,6 +117,15 @@ TEST_F(GptAgainstPyTorch, LossAndEveryGradient) {
                                  : gpu                    ? testing::kGpuTolerance
                                                           : 1e-5);
   }
+}
+
+// The model in bfloat16: data and labels float32 (token ids as they come), every parameter,
+// activation and gradient bfloat16, the loss float32; within bfloat16's 8 bits of mantissa.
+// On a GPU only: the CPU's elementwise ops take float32 and float64 (bfloat16 compute on the CPU
+// is the mixed-precision work's).
+TEST_F(GptAgainstPyTorch, LossAndEveryGradientInBfloat16) {
+  if (!testing::TestDevice().is_gpu()) GTEST_SKIP() << "bfloat16 elementwise ops: GPU only";
+  CheckLossAndGradients(DType::kBFloat16, 3e-2);
 }
 
 // PyTorch's weights by weft's name (every argument of `net` but its inputs), float32.

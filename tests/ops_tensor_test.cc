@@ -598,6 +598,54 @@ TEST(Embedding, PicksRowsOfWeight) {
   EXPECT_EQ(OutputShape("Embedding", c.attrs, c.input_shapes), (Shape{2, 3, 4}));
 }
 
+// Indices of every index dtype pick rows of weights of every weight dtype, forward and backward
+// (repeated indices sum their rows), the output and gradient in the weight's dtype: a bfloat16
+// model looks up token ids past 256 from float32 or integer indices (bfloat16 ids stop at 256).
+TEST(Embedding, IndicesOfAnyIndexDtypePickWeightsOfAnyFloatDtype) {
+  const int64_t rows = 1000, dim = 3;
+  Values w(rows * dim);
+  for (size_t e = 0; e < w.size(); ++e) w[e] = static_cast<double>(e % 61) / 8 - 3;  // bf16-exact
+  for (DType index :
+       {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kInt32, DType::kInt64}) {
+    // ids past 256 where the dtype holds them; one repeated, so its gradient sums two rows
+    const Values ids = index == DType::kBFloat16 ? Values{3, 255, 3, 0} : Values{999, 257, 999, 0};
+    for (DType weight : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
+      const std::string what =
+          std::string(DTypeName(index)) + " ids, " + std::string(DTypeName(weight)) + " weights";
+      const NDArray data = ArrayOf(ids, Shape{4}, index), wa = ArrayOf(w, Shape{rows, dim}, weight);
+      const AttrMap attrs = {{"input_dim", std::to_string(rows)}, {"output_dim", "3"}};
+      const NDArray y = Invoke("Embedding", {data, wa}, attrs)[0];
+      EXPECT_EQ(y.dtype(), weight) << what;
+      Values want, dy, dw(rows * dim, 0.0);
+      for (size_t k = 0; k < ids.size(); ++k) {
+        for (int64_t c = 0; c < dim; ++c) {
+          want.push_back(w[static_cast<int64_t>(ids[k]) * dim + c]);
+          dy.push_back(static_cast<double>(k + 1) + c * 0.5);
+          dw[static_cast<int64_t>(ids[k]) * dim + c] += dy.back();
+        }
+      }
+      ExpectNear(ValuesOf(y), want, 0, what + ": forward");
+      const NDArray g =
+          Invoke("_backward_Embedding", {ArrayOf(dy, Shape{4, dim}, weight), data}, attrs)[0];
+      EXPECT_EQ(g.dtype(), weight) << what;
+      ExpectNear(ValuesOf(g), dw, 0, what + ": backward");
+    }
+  }
+  std::string message = "<no error>";
+  try {
+    Invoke("Embedding",
+           {ArrayOf({1, 2}, Shape{2}, DType::kUInt8),
+            ArrayOf(Values(10, 1.0), Shape{5, 2}, DType::kFloat32)},
+           {{"input_dim", "5"}, {"output_dim", "2"}});
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("Embedding: expected data of float32, float64, bfloat16, int32 or int64, "
+                         "found uint8"),
+            std::string::npos)
+      << message;
+}
+
 TEST(Embedding, AnIndexOutOfRangeFailsAtWaitToRead) {
   NDArray data = NDArray::FromVector(std::vector<float>{1, 4, 7, 0}, Shape{4}, TestDevice());
   NDArray weight(Shape{5, 2}, TestDevice());

@@ -19,8 +19,17 @@ Symbol Dense(const Symbol& x, int n, const std::string& name) {
   return Symbol::Op("FullyConnected", {x}, {{"num_hidden", Str(n)}, {"flatten", "false"}}, name);
 }
 
-Symbol Norm(const Symbol& x, const std::string& name) {
-  return Symbol::Op("LayerNorm", {x}, {}, name);
+// LayerNorm with its gamma and beta (name_gamma, name_beta). Its statistics and affine terms are
+// float32 for bfloat16 data: bfloat16 parameters are cast to float32 on the way in (their
+// gradients cast back), so a bfloat16 trainer holds them like every other parameter.
+Symbol Norm(const Symbol& x, const GptConfig& c, const std::string& name) {
+  if (c.dtype != weft::DType::kBFloat16) return Symbol::Op("LayerNorm", {x}, {}, name);
+  std::vector<Symbol> affine;
+  for (const char* part : {"_gamma", "_beta"}) {
+    affine.push_back(Symbol::Op("Cast", {Symbol::Variable(name + part)}, {{"dtype", "float32"}},
+                                name + part + "_f32"));
+  }
+  return Symbol::Op("LayerNorm", {x, affine[0], affine[1]}, {}, name);
 }
 
 // Dropout in training; nothing at all when p is 0 (the graph stays deterministic).
@@ -86,9 +95,9 @@ Symbol Mlp(const Symbol& x, const GptConfig& c, const std::string& name) {
 
 // x + attention(ln1(x)), then + mlp(ln2(x)), each branch through dropout.
 Symbol Block(Symbol x, const GptConfig& c, const CacheInputs* cache, const std::string& name) {
-  const Symbol a = SelfAttention(Norm(x, name + "_ln1"), c, cache, name + "_attn");
+  const Symbol a = SelfAttention(Norm(x, c, name + "_ln1"), c, cache, name + "_attn");
   x = Symbol::Op("add", {x, Drop(a, c, name + "_attn_drop")}, {}, name + "_attn_res");
-  const Symbol m = Mlp(Norm(x, name + "_ln2"), c, name + "_mlp");
+  const Symbol m = Mlp(Norm(x, c, name + "_ln2"), c, name + "_mlp");
   return Symbol::Op("add", {x, Drop(m, c, name + "_mlp_drop")}, {}, name + "_mlp_res");
 }
 
@@ -115,7 +124,7 @@ Symbol Logits(const GptConfig& c, const Symbol& positions, const CacheInputs* ca
   // (B, T, W) + (T, W), broadcast over the batch.
   Symbol x = Drop(Symbol::Op("add", {tokens, pos}, {}, "embed"), c, "embed_drop");
   for (int i = 0; i < c.layers; ++i) x = Block(x, c, cache, "h" + Str(i));
-  x = Norm(x, "ln_f");
+  x = Norm(x, c, "ln_f");
   const Symbol logits3 = Symbol::Op(
       "FullyConnected", {x, wte},
       {{"num_hidden", Str(c.vocab)}, {"no_bias", "true"}, {"flatten", "false"}}, "lm_head");
@@ -129,7 +138,10 @@ Gpt MakeGpt(const GptConfig& c) {
   const Symbol logits = Logits(c, Symbol::Variable("positions"), nullptr);
   const Symbol label =
       Symbol::Op("reshape", {Symbol::Variable("label")}, {{"shape", "(-1,)"}}, "label_flat");
-  return {Symbol::Op("SoftmaxCrossEntropy", {logits, label}, {}, "loss"), logits};
+  const Symbol scored = c.dtype == weft::DType::kBFloat16
+                            ? Symbol::Op("Cast", {logits}, {{"dtype", "float32"}}, "logits_f32")
+                            : logits;
+  return {Symbol::Op("SoftmaxCrossEntropy", {scored, label}, {}, "loss"), logits};
 }
 
 Symbol MakeGptStep(GptConfig c) {

@@ -35,6 +35,9 @@ struct GptConfig {
   int heads = 4;
   int width = 128;       // divisible by heads
   double dropout = 0.0;  // after the embeddings, on each residual branch (training only)
+  // The parameters' dtype. bfloat16: the logits are cast to float32 for the loss, as PyTorch's
+  // autocast computes cross-entropy; data, positions and labels stay float32 (token ids past 256).
+  weft::DType dtype = weft::DType::kFloat32;
 };
 
 struct Gpt {
