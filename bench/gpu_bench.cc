@@ -30,9 +30,7 @@
 //       matrices), gradients clipped to global norm 1, through weft::Trainer (replayed as CUDA
 //       graphs), against nanoGPT's model in PyTorch (bfloat16 parameters, F.scaled_dot_product_
 //       attention, cross-entropy in float32, AdamW fused where PyTorch has it), eager and
-//       torch.compile; ms per step and tokens per second (PyTorch then runs these rows alone:
-//       leave weft's others out too, --mlp=0 --tiny=0 --relu=0 --fusion=0 --rnn=0
-//       --attention=0);
+//       torch.compile; ms per step and tokens per second;
 // Steps are pushed back to back and waited for once, as a training loop would; times are the
 // median of --reps repetitions.
 //
@@ -590,8 +588,19 @@ int main(int argc, char** argv) {
     const double driver_launch = bench::DriverLaunchUs(reps),
                  empty_op = bench::EmptyEngineOpUs(reps);
 
-    const std::string peer_args =
-        std::to_string(reps) + (gpt2 > 0 ? " gpt2=" + std::to_string(gpt2) : "");
+    // The peer runs the parts weft ran.
+    std::string peer_args = std::to_string(reps);
+    const std::pair<bool, const char*> parts[] = {
+        {mlp, "mlp"},
+        {bench::IntFlag(argc, argv, "rnn", 1) != 0, "rnn"},
+        {bench::IntFlag(argc, argv, "attention", 1) != 0, "attention"},
+        {tiny, "tiny"},
+        {relu, "relu"},
+        {fusion, "chain"}};
+    for (const auto& [on, part] : parts) {
+      if (on) peer_args += std::string(" ") + part;
+    }
+    if (gpt2 > 0) peer_args += " gpt2=" + std::to_string(gpt2);
     const nlohmann::json torch =
         peer ? bench::RunPeer("bench/torch_gpu_peer.py", peer_args)
              : nlohmann::json{{"available", false}, {"error", "left out (--peer=0)"}};

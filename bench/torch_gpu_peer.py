@@ -2,9 +2,9 @@
 """The PyTorch side of bench/gpu_bench: the same workloads on the same GPU, eager mode; and the
 8-op chain of the fusion rows also through torch.compile.
 
-Usage: torch_gpu_peer.py REPS [gpt2=B]. gpt2=B: GPT-2 124M's training step at batch B instead of
-the other rows ("gpt2 124M train step bB bfloat16", eager and " compile"). Prints one JSON object
-on its last line:
+Usage: torch_gpu_peer.py REPS [PART...]: the parts gpu_bench runs (mlp, rnn, attention, tiny,
+relu, chain; none named: all of those), and gpt2=B, GPT-2 124M's training step at batch B ("gpt2
+124M train step bB bfloat16", eager and " compile"). Prints one JSON object on its last line:
 {"available": bool, "version": str, "device": str, "results": {workload: value, ...}} with the
 workload names gpu_bench uses (ms per step, us per op, GB/s; the MLP steps also as one
 CUDA graph replayed, under "... trainer, CUDA graph", with eager again under "... trainer, no
@@ -212,41 +212,44 @@ def main():
     if torch is None:
         return
     results = {}
-    gpt2 = [int(a.split("=")[1]) for a in sys.argv[2:] if a.startswith("gpt2=")]
-    if gpt2:
-        gpt2_rows(torch, gpt2[0], reps, results)
-        print(json.dumps({"available": True, "version": torch.__version__,
-                          "device": torch.cuda.get_device_name(0), "results": results}))
-        return
-    for name, sizes, batch in NETS:
+    parts = set(sys.argv[2:]) or {"mlp", "rnn", "attention", "tiny", "relu", "chain"}
+    for a in sys.argv[2:]:
+        if a.startswith("gpt2="):
+            gpt2_rows(torch, int(a.split("=")[1]), reps, results)
+    for name, sizes, batch in NETS if "mlp" in parts else []:
         for dtype, dname in ((torch.float32, "float32"), (torch.bfloat16, "bfloat16")):
             key = f"mlp {name} b{batch} {dname}"
             results[key], graph = mlp_step(torch, sizes, batch, dtype, reps)
             results[key + " trainer, CUDA graph"] = graph
             results[key + " trainer, no graph"] = results[key]
-    for mode in ("lstm", "gru"):
+    for mode in ("lstm", "gru") if "rnn" in parts else ():
         for h, precision in ((512, "float32"), (512, "tf32"), (512, "bfloat16"), (128, "tf32")):
             key = f"{mode} T64 N64 I512 H{h} L2 bi fwd+bwd {precision}"
             results[key] = rnn_step(torch, mode, precision, h, reps)
-    for dtype, dname in ((torch.bfloat16, "bfloat16"), (torch.float32, "float32")):
+    for dtype, dname in ((torch.bfloat16, "bfloat16"), (torch.float32, "float32")) \
+            if "attention" in parts else ():
         key = f"attention B8 H12 T1024 D64 causal fwd+bwd {dname}"
         try:
             results[key] = attention_step(torch, dtype, reps)
         except Exception as e:  # noqa: BLE001 (an old PyTorch without the function)
             results[key + " error"] = str(e)[:500]
-    a = torch.zeros(16, device="cuda")
-    b = torch.ones(16, device="cuda")
-    for _ in range(1000):
-        a.add_(b)
-    results["tiny op us"] = 1e3 * time_ms(torch, reps, 10000, lambda: a.add_(b))
-    n = 64 << 20
-    x = torch.full((n,), -0.5, device="cuda")
-    y = torch.empty(n, device="cuda")
-    moved = 2.0 * n * 4
-    results["relu GB/s"] = moved / time_ms(torch, reps, 20, lambda: torch.clamp(x, min=0, out=y)) / 1e6
-    results["copy GB/s"] = moved / time_ms(torch, reps, 20, lambda: y.copy_(x)) / 1e6
-    del x, y
-    chain_rows(torch, reps, results)
+    if "tiny" in parts:
+        a = torch.zeros(16, device="cuda")
+        b = torch.ones(16, device="cuda")
+        for _ in range(1000):
+            a.add_(b)
+        results["tiny op us"] = 1e3 * time_ms(torch, reps, 10000, lambda: a.add_(b))
+    if "relu" in parts:
+        n = 64 << 20
+        x = torch.full((n,), -0.5, device="cuda")
+        y = torch.empty(n, device="cuda")
+        moved = 2.0 * n * 4
+        results["relu GB/s"] = moved / time_ms(torch, reps, 20,
+                                               lambda: torch.clamp(x, min=0, out=y)) / 1e6
+        results["copy GB/s"] = moved / time_ms(torch, reps, 20, lambda: y.copy_(x)) / 1e6
+        del x, y
+    if "chain" in parts:
+        chain_rows(torch, reps, results)
     print(json.dumps({"available": True, "version": torch.__version__,
                       "device": torch.cuda.get_device_name(0), "results": results}))
 

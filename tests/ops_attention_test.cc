@@ -615,7 +615,7 @@ TEST_F(Attention, DropoutKeepsOneMinusPOfTheProbabilities) {
   const double n = static_cast<double>(p.b * p.h * p.tq * p.tk);
   EXPECT_LE(std::abs(kept - n * (1 - p_drop)), 5 * std::sqrt(n * p_drop * (1 - p_drop)))
       << kept << " of " << n;
-  EXPECT_EQ(Forward(p, in, {.is_train = true}), r.out);  // the same seed: the same mask
+  EXPECT_EQ(Forward(p, in, {.dtype = t, .is_train = true}), r.out);  // the same key: the same mask
   const NDArray again =
       Invoke("Attention", InputArrays(p, in, DType::kFloat64), AttrsOf(p), {.is_train = true})[0];
   EXPECT_NE(ValuesOf(again), r.out);  // the next range: another mask

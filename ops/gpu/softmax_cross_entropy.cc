@@ -42,14 +42,14 @@ void SceGpu(const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
   const char* op = kBackward ? "_backward_SoftmaxCrossEntropy" : "SoftmaxCrossEntropy";
   const TensorView &data = in[kBackward ? 1 : 0], &label = in[kBackward ? 2 : 1];
   const DType dtype = data.dtype();
-  CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64});
+  CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
   const int64_t n = data.shape()[0], classes = data.shape()[1];
   const int accumulate = req[0] == OpReq::kAddTo ? 1 : 0;
   const void *x = data.raw(), *labels = label.raw();
   void* result = out[0].raw();
   const std::string t = TypeName(dtype);
   const BadItems bad(
-      ctx, dtype == DType::kFloat32 ? BadLabel<float>(op, classes) : BadLabel<double>(op, classes));
+      ctx, dtype == DType::kFloat64 ? BadLabel<double>(op, classes) : BadLabel<float>(op, classes));
   constexpr int64_t kWarp = 32;  // threads per row
   if (kBackward) {
     Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceGrad", {t}), n * kWarp, n, classes,

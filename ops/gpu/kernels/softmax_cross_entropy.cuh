@@ -1,8 +1,9 @@
 // SoftmaxCrossEntropy (ops/gpu/softmax_cross_entropy.cc): one warp per row computes the row's
 // maximum and sum of exponentials, then the loss -(x[label] - max - log(sum)), or the gradient
-// out_grad * (softmax(x) - onehot(label)); one launch each way, in the array's type T (float or
-// double). A label that is not a class index in [0, classes) is noted in `bad` (its row), and the
-// row's results are NaN; the op then fails (device_error.cuh).
+// out_grad * (softmax(x) - onehot(label)); one launch each way, for arrays of T (float, double or
+// bf16) computed in its arithmetic type (float for bf16). A label that is not a class index in [0,
+// classes) is noted in `bad` (its row), and the row's results are NaN; the op then fails
+// (device_error.cuh).
 #pragma once
 
 #include "common.cuh"
@@ -13,7 +14,7 @@ namespace weft {
 // `label` as a class index in [0, classes), or -1 when it is not one.
 template <typename T>
 __device__ inline int64 ClassOf(T label, int64 classes) {
-  const double v = static_cast<double>(label);
+  const double v = static_cast<double>(ToArith(label));
   return (v >= 0 && v < static_cast<double>(classes) && v == floor(v)) ? static_cast<int64>(v) : -1;
 }
 
@@ -37,14 +38,18 @@ __device__ inline T WarpSum(T v) {
   return v;
 }
 
-// The maximum of row x and the sum of exp(x - max), reduced over the warp (every lane gets them).
-template <typename T>
-__device__ inline void RowStats(const T* x, int64 classes, int lane, T& max, T& sum) {
-  T m = -static_cast<T>(__longlong_as_double(0x7ff0000000000000LL));  // -infinity
-  for (int64 c = lane; c < classes; c += 32) m = x[c] > m ? x[c] : m;
+// The maximum of row x and the sum of exp(x - max), in A, reduced over the warp (every lane gets
+// them).
+template <typename T, typename A>
+__device__ inline void RowStats(const T* x, int64 classes, int lane, A& max, A& sum) {
+  A m = -static_cast<A>(__longlong_as_double(0x7ff0000000000000LL));  // -infinity
+  for (int64 c = lane; c < classes; c += 32) {
+    const A v = ToArith(x[c]);
+    m = v > m ? v : m;
+  }
   max = WarpMax(m);
-  T s = 0;
-  for (int64 c = lane; c < classes; c += 32) s += Exp(x[c] - max);
+  A s = 0;
+  for (int64 c = lane; c < classes; c += 32) s += Exp(static_cast<A>(ToArith(x[c])) - max);
   sum = WarpSum(s);
 }
 
@@ -57,14 +62,15 @@ __device__ inline void RowStats(const T* x, int64 classes, int lane, T& max, T& 
 template <typename T>
 __global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int accumulate, T* loss,
                         GpuErrorSlot bad) {
+  typedef typename Arith<T>::type A;
   WEFT_FOR_EACH_WARP_ROW(i, n) {
-    T max, sum;
+    A max, sum;
     RowStats(x + i * classes, classes, lane, max, sum);
     if (lane != 0) continue;
     const int64 c = ClassOf(label[i], classes);
     if (c < 0) NoteBadItem(bad, i);
-    const T v = c < 0 ? NotANumber<T>() : -(x[i * classes + c] - max - Log(sum));
-    loss[i] = accumulate ? loss[i] + v : v;
+    const A v = c < 0 ? NotANumber<A>() : -(ToArith(x[i * classes + c]) - max - Log(sum));
+    loss[i] = FromArith<T>(accumulate ? ToArith(loss[i]) + v : v);
   }
 }
 
@@ -72,18 +78,19 @@ __global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int 
 template <typename T>
 __global__ void SceGrad(int64 n, int64 classes, const T* dy, const T* x, const T* label,
                         int accumulate, T* dx, GpuErrorSlot bad) {
+  typedef typename Arith<T>::type A;
   WEFT_FOR_EACH_WARP_ROW(i, n) {
-    T max, sum;
+    A max, sum;
     const T* row = x + i * classes;
     RowStats(row, classes, lane, max, sum);
     const int64 label_class = ClassOf(label[i], classes);
     if (label_class < 0 && lane == 0) NoteBadItem(bad, i);
+    const A g = ToArith(dy[i]);
     for (int64 c = lane; c < classes; c += 32) {
-      const T p = Exp(row[c] - max) / sum;
-      const T v =
-          label_class < 0 ? NotANumber<T>() : dy[i] * (p - (c == label_class ? T(1) : T(0)));
+      const A p = Exp(static_cast<A>(ToArith(row[c])) - max) / sum;
+      const A v = label_class < 0 ? NotANumber<A>() : g * (p - (c == label_class ? A(1) : A(0)));
       T& out = dx[i * classes + c];
-      out = accumulate ? out + v : v;
+      out = FromArith<T>(accumulate ? ToArith(out) + v : v);
     }
   }
 }
