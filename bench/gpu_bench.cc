@@ -572,6 +572,10 @@ int main(int argc, char** argv) {
     if (gpt2 > 0) {
       try {
         ours[gpt2_key] = Gpt2StepMs(gpt2, reps);
+        std::printf("%s: weft %.3f ms, %.0f tokens/s\n", gpt2_key.c_str(),
+                    ours[gpt2_key].get<double>(),
+                    1024.0 * gpt2 * 1e3 / ours[gpt2_key].get<double>());
+        std::fflush(stdout);
       } catch (const weft::Error& e) {
         std::printf("%s: error: %s\n", gpt2_key.c_str(), e.what());
       }
