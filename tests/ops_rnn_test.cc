@@ -675,6 +675,61 @@ TEST_F(Rnn, DropoutBetweenLayersDrawsWhatTheDropoutOpDraws) {
   }
 }
 
+// Dropout between layers, on either device (on a GPU cuDNN's, from one random state per stream,
+// ops/gpu/rnn.cc, which no other test reaches; on the CPU the Dropout op's draws). Two relu RNNs of 2 layers whose layers pass their input through (weight_ih the identity, weight_hh
+// and the biases 0), on inputs of ones, in one graph (the engine may run them on two streams at
+// once): each outputs 1 / (1 - p) where cuDNN kept layer 1's value and 0 where it dropped it. Each
+// keeps 1 - p of them within 5 sigma; each one's backward of ones gives d_data in the same
+// pattern (the backward reads its forward's mask from the reserve, not a new draw); and the two
+// masks differ (their states are not one state read twice).
+TEST_F(Rnn, DropoutKeepsOneMinusPAndEachBackwardUsesItsForwardsMask) {
+  Config c;
+  c.mode = RnnMode::kRnnRelu;
+  c.layers = 2, c.t = 8, c.n = 16, c.i = 64, c.h = 64, c.p = 0.3;
+  const RnnParamLayout layout(ParamOf(c), c.i);
+  Values params(layout.size(), 0.0);
+  for (int l = 0; l < c.layers; ++l) {
+    const RnnBlock b = layout.Block(l, 0);
+    for (int64_t k = 0; k < c.h; ++k) params[b.weight_ih + k * b.input + k] = 1;
+  }
+  Executor::ArrayMap args, grads;
+  std::map<std::string, GradReq> reqs;
+  std::vector<Symbol> rnns;
+  for (const std::string k : {"a", "b"}) {
+    rnns.push_back(Symbol::Op("RNN",
+                              {Symbol::Variable("data_" + k), Symbol::Variable("params_" + k),
+                               Symbol::Variable("state_" + k)},
+                              AttrsOf(c), "rnn_" + k));
+    args["data_" + k] =
+        ArrayOf(Values(c.t * c.n * c.i, 1.0), Shape{c.t, c.n, c.i}, DType::kFloat32);
+    args["params_" + k] = ArrayOf(params, Shape{layout.size()}, DType::kFloat32);
+    args["state_" + k] = ArrayOf(Values(StateShape(c).Size(), 0.0), StateShape(c), DType::kFloat32);
+    grads["data_" + k] = NDArray(Shape{c.t, c.n, c.i}, TestDevice());
+    reqs["data_" + k] = GradReq::kWrite;
+  }
+  auto exec = Executor::Bind(Symbol::Group(rnns), TestDevice(), args, grads, reqs);
+  exec->Forward(/*is_train=*/true);
+  exec->Backward();  // of the sum of both outputs
+  const double scale = 1 / (1 - c.p), n = static_cast<double>(c.t * c.n * c.h);
+  std::vector<Values> outs;
+  for (int r = 0; r < 2; ++r) {
+    const std::string k = r == 0 ? "a" : "b";
+    const Values y = ValuesOf(exec->outputs()[r]), dx = ValuesOf(grads.at("data_" + k));
+    int64_t kept = 0, off = 0;
+    for (size_t e = 0; e < y.size(); ++e) {
+      kept += y[e] != 0;
+      off += !(y[e] == 0 || std::abs(y[e] - scale) < 1e-5);
+      off += std::abs(dx[e] - y[e]) > 1e-5;  // the backward's mask is the forward's
+    }
+    EXPECT_EQ(off, 0) << "rnn " << k << ": values other than 0 and 1 / (1 - p), or a gradient "
+                      << "that does not follow the output's mask";
+    EXPECT_LE(std::abs(kept - n * (1 - c.p)), 5 * std::sqrt(n * c.p * (1 - c.p)))
+        << "rnn " << k << ": kept " << kept << " of " << n;
+    outs.push_back(y);
+  }
+  EXPECT_NE(outs[0], outs[1]) << "the two RNNs drew the same mask";
+}
+
 // ---- the declarative case (op_test_util.h): float32 forward, req add, float64 finite differences
 // ----
 
