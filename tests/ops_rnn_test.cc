@@ -676,12 +676,13 @@ TEST_F(Rnn, DropoutBetweenLayersDrawsWhatTheDropoutOpDraws) {
 }
 
 // Dropout between layers, on either device (on a GPU cuDNN's, from one random state per stream,
-// ops/gpu/rnn.cc, which no other test reaches; on the CPU the Dropout op's draws). Two relu RNNs of 2 layers whose layers pass their input through (weight_ih the identity, weight_hh
-// and the biases 0), on inputs of ones, in one graph (the engine may run them on two streams at
-// once): each outputs 1 / (1 - p) where cuDNN kept layer 1's value and 0 where it dropped it. Each
-// keeps 1 - p of them within 5 sigma; each one's backward of ones gives d_data in the same
-// pattern (the backward reads its forward's mask from the reserve, not a new draw); and the two
-// masks differ (their states are not one state read twice).
+// ops/gpu/rnn.cc, which no other test reaches; on the CPU the Dropout op's draws). Two relu RNNs of
+// 2 layers whose layers pass their input through (weight_ih the identity, weight_hh and the biases
+// 0), on inputs of ones, in one graph (the engine may run them on two streams at once): each
+// outputs 1 / (1 - p) where cuDNN kept layer 1's value and 0 where it dropped it. Each keeps 1 - p
+// of them within 5 sigma; each one's backward of ones gives d_data in the same pattern (the
+// backward reads its forward's mask from the reserve, not a new draw); and the two masks differ
+// (their states are not one state read twice).
 TEST_F(Rnn, DropoutKeepsOneMinusPAndEachBackwardUsesItsForwardsMask) {
   Config c;
   c.mode = RnnMode::kRnnRelu;

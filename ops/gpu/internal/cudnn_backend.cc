@@ -1,5 +1,6 @@
 #include "ops/gpu/internal/cudnn_backend.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -138,45 +139,61 @@ void BackendGraph::Reshape(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t 
   AddOperation(op, "reshape");
 }
 
-BackendPlan BackendGraph::Build(cudnnHandle_t h) && {
-  BackendDesc& graph = Add(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  graph.Set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-            static_cast<int64_t>(ops_.size()), ops_.data(), "graph operations");
-  graph.Set(kOperationGraphHandle, CUDNN_TYPE_HANDLE, 1, &h, "graph handle");
-  graph.Finalize("operation graph");
+// The engine configurations heuristics `mode` gives for `graph` (none: an empty list).
+std::vector<cudnnBackendDescriptor_t> BackendGraph::Configs(const BackendDesc& graph,
+                                                            cudnnBackendHeurMode_t mode) {
   BackendDesc& heuristics = Add(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   heuristics.SetDesc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph.get(), "heuristics graph");
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   heuristics.Set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heuristics mode");
   heuristics.Finalize("heuristics");
   int64_t count = 0;
   Check(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
         "heuristics result count");
-  if (count == 0) throw CudnnDeclined{"heuristics: no engine for the graph"};
   std::vector<cudnnBackendDescriptor_t> configs;
   for (int64_t i = 0; i < count; ++i)
     configs.push_back(Add(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR).get());
+  if (count == 0) return configs;
+  int64_t returned = 0;
   Check(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, configs.data()),
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &returned, configs.data()),
         "heuristics results");
-  std::string last = "no engine configuration finalized";
-  for (int64_t i = 0; i < count; ++i) {
-    BackendDesc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    try {
-      plan.Set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "plan handle");
-      plan.SetDesc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[i], "plan engine config");
-      plan.Finalize("execution plan");
-      int64_t workspace = 0;
-      Check(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                     CUDNN_TYPE_INT64, 1, nullptr, &workspace),
-            "plan workspace size");
-      return BackendPlan(std::move(parts_), std::move(plan), workspace);
-    } catch (const CudnnDeclined& d) {
-      last = d.what;  // the next configuration may finalize
+  configs.resize(static_cast<size_t>(std::clamp<int64_t>(returned, 0, count)));
+  return configs;
+}
+
+// Heuristics mode A first, then the fallback list (cuDNN 9.14 on an H100 offered no configuration
+// of mode A for the attention graphs of gpu_attention_test); the first configuration that
+// finalizes gives the plan.
+BackendPlan BackendGraph::Build(cudnnHandle_t h) && {
+  BackendDesc& graph = Add(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  graph.Set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+            static_cast<int64_t>(ops_.size()), ops_.data(), "graph operations");
+  graph.Set(kOperationGraphHandle, CUDNN_TYPE_HANDLE, 1, &h, "graph handle");
+  graph.Finalize("operation graph");
+  std::string last = "no engine configuration finalized", counts;
+  for (const auto& [mode, name] :
+       {std::pair{CUDNN_HEUR_MODE_A, "mode A"}, std::pair{CUDNN_HEUR_MODE_FALLBACK, "fallback"}}) {
+    const std::vector<cudnnBackendDescriptor_t> configs = Configs(graph, mode);
+    counts +=
+        std::string(counts.empty() ? "" : ", ") + std::to_string(configs.size()) + " of " + name;
+    for (cudnnBackendDescriptor_t config : configs) {
+      BackendDesc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+      try {
+        plan.Set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "plan handle");
+        plan.SetDesc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config, "plan engine config");
+        plan.Finalize("execution plan");
+        int64_t workspace = 0;
+        Check(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                       CUDNN_TYPE_INT64, 1, nullptr, &workspace),
+              "plan workspace size");
+        return BackendPlan(std::move(parts_), std::move(plan), workspace);
+      } catch (const CudnnDeclined& d) {
+        last = d.what;  // the next configuration may finalize
+      }
     }
   }
-  throw CudnnDeclined{last + " (of " + std::to_string(count) + " configurations)"};
+  throw CudnnDeclined{last + " (configurations: " + counts + ")"};
 }
 
 cudnnStatus_t BackendPlan::Execute(cudnnHandle_t h, std::span<const int64_t> uids,

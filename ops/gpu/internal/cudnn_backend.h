@@ -99,10 +99,13 @@ class BackendGraph {
   void Reshape(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y);
 
   // Finalizes the operation graph for handle h and returns the plan of the first engine
-  // configuration of heuristics mode A that finalizes; throws CudnnDeclined when none does.
+  // configuration that finalizes, of heuristics mode A, then of the fallback list; throws
+  // CudnnDeclined when none does.
   BackendPlan Build(cudnnHandle_t h) &&;
 
  private:
+  std::vector<cudnnBackendDescriptor_t> Configs(const BackendDesc& graph,
+                                                cudnnBackendHeurMode_t mode);
   BackendDesc& Add(cudnnBackendDescriptorType_t type);
   cudnnBackendDescriptor_t AddOperation(BackendDesc& op, const char* what);
 
