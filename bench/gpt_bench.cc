@@ -73,11 +73,8 @@ std::shared_ptr<weft::Trainer> MakeTrainer(const examples::Gpt& gpt, const examp
   };
   weft::AdamW adamw(5e-3, 0.9, 0.95, 1e-8, 0.1, 1.0 / (batch * c.context));
   adamw.set_decay_filter(weft::DecayMatricesOnly);
-  const Shape bt{batch, c.context};
-  return std::make_shared<weft::Trainer>(
-      gpt.loss,
-      std::map<std::string, Shape>{{"data", bt}, {"label", bt}, {"positions", Shape{c.context}}},
-      weft::Zero(), adamw, options);
+  return std::make_shared<weft::Trainer>(gpt.loss, examples::GptDataShapes(batch, c.context),
+                                         weft::Zero(), adamw, options);
 }
 
 // A training step on one random batch, filled once.

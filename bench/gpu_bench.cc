@@ -232,8 +232,7 @@ double Gpt2StepMs(int batch, int reps) {
   weft::AdamW adamw(6e-4, 0.9, 0.95, 1e-8, 0.1, 1.0 / (batch * c.context));
   adamw.set_decay_filter(weft::DecayMatricesOnly);
   const Shape bt{batch, c.context};
-  weft::Trainer trainer(examples::MakeGpt(c).loss,
-                        {{"data", bt}, {"label", bt}, {"positions", Shape{c.context}}},
+  weft::Trainer trainer(examples::MakeGpt(c).loss, examples::GptDataShapes(batch, c.context),
                         weft::Zero(), adamw, options);
   std::mt19937 rng(0);
   std::uniform_int_distribution<int> token(0, c.vocab - 1);

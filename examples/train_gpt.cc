@@ -116,11 +116,9 @@ std::unique_ptr<weft::Trainer> MakeTrainer(const examples::Gpt& gpt, const GptFl
   options.initialize = [net = g.net](const std::string& name, const NDArray& array) {
     return examples::InitializeGpt(net, name, array);
   };
-  const Shape bt{o.batch_size, g.net.context};
   return std::make_unique<weft::Trainer>(
-      gpt.loss,
-      std::map<std::string, Shape>{{"data", bt}, {"label", bt}, {"positions", Shape{bt[1]}}},
-      weft::Zero(), *examples::MakeOptimizer(o, 1.0 / tokens), options);
+      gpt.loss, examples::GptDataShapes(o.batch_size, g.net.context), weft::Zero(),
+      *examples::MakeOptimizer(o, 1.0 / tokens), options);
 }
 
 double Mean(const NDArray& losses) {

@@ -172,4 +172,10 @@ bool InitializeGpt(const GptConfig& config, const std::string& name, const weft:
   return true;
 }
 
+std::map<std::string, weft::Shape> GptDataShapes(int64_t batch, int64_t time) {
+  return {{"data", weft::Shape{batch, time}},
+          {"label", weft::Shape{batch, time}},
+          {"positions", weft::Shape{time}}};
+}
+
 }  // namespace examples

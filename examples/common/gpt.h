@@ -21,6 +21,8 @@
 //   ln_f_{gamma,beta}
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -70,5 +72,9 @@ std::vector<float> Positions(int t, int start = 0);
 // 0.02 / sqrt(2 layers); biases and betas zero, gammas one (returns false for them: the trainer's
 // initializer's naming convention fills them).
 bool InitializeGpt(const GptConfig& config, const std::string& name, const weft::NDArray& array);
+
+// The data inputs of MakeGpt's loss for `batch` windows of `time` positions: data and label
+// (batch, time), positions (time,); what a weft::Trainer of it takes.
+std::map<std::string, weft::Shape> GptDataShapes(int64_t batch, int64_t time);
 
 }  // namespace examples
