@@ -202,7 +202,11 @@ TEST(ElementwiseOps, BinaryOpsBroadcast) {
                                                        {{2, 3, 4}, {4}},
                                                        {{2, 3, 4}, {3, 1}},
                                                        {{2, 1, 4}, {1, 3, 1}},
-                                                       {{1}, {2, 3}}};
+                                                       {{1}, {2, 3}},
+                                                       // a weight times a per-channel scale
+                                                       {{4, 3, 2, 2}, {4, 1, 1, 1}},
+                                                       {{3, 1, 5}, {1, 1, 5}},
+                                                       {{2, 3, 4}, {2, 3, 1}}};
   for (const auto& [op, f] : ops) {
     for (const auto& [lhs, rhs] : shapes) {
       OpCase c = Binary(op, f, lhs, rhs);

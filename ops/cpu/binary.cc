@@ -61,6 +61,52 @@ WEFT_CPU_VECTOR_CLONES void BackwardRange(const T* g, const T* a, const T* b,
   StoreRange(gb, req[1], s, e, [=](int64_t i) { return g[i] * F::DR(a[i], b[i]); });
 }
 
+// One row of a broadcast forward: n elements of y from a and b, each read along the row (stride
+// SA, SB = 1) or repeated (0); vectorized.
+template <typename F, int SA, int SB, typename T>
+WEFT_CPU_VECTOR_CLONES void ForwardRow(const T* a, const T* b, OpReq req, T* y, int64_t n) {
+  StoreRange(y, req, 0, n, [=](int64_t i) { return F::Fwd(a[i * SA], b[i * SB]); });
+}
+
+// A broadcast forward as rows: the trailing axes along which each operand either moves with the
+// output (contiguously) or stays (stride 0) are one row of `inner` elements, so a row is one
+// vectorized loop; the rows (the other axes) run in parallel, each finding its operands' offsets.
+// The same functor on the same elements as the element-by-element walk: the same bits.
+template <typename F, typename T>
+void BroadcastForward(const Shape& out, const Shape& l, const Shape& r, const T* a, const T* b,
+                      OpReq req, T* y) {
+  const std::array<int64_t, Shape::kMaxDims> sa = BroadcastStrides(l, out),
+                                             sb = BroadcastStrides(r, out);
+  const int n = out.ndim();
+  int k = n;  // axes [k, n) make the row
+  int64_t inner = 1;
+  bool a_moves = true, b_moves = true, first = true;  // the row's pattern for each operand
+  for (; k > 0; --k) {
+    const int d = k - 1;
+    const bool am = sa[d] != 0, bm = sb[d] != 0;
+    if (out[d] == 1) continue;  // any pattern
+    if (!first && (am != a_moves || bm != b_moves)) break;
+    if ((am && sa[d] != inner) || (bm && sb[d] != inner)) break;  // not contiguous with the row
+    a_moves = am, b_moves = bm, first = false;
+    inner *= out[d];
+  }
+  const int64_t rows = out.Size() / std::max<int64_t>(inner, 1);
+  const auto row_fn = a_moves ? (b_moves ? &ForwardRow<F, 1, 1, T> : &ForwardRow<F, 1, 0, T>)
+                              : (b_moves ? &ForwardRow<F, 0, 1, T> : &ForwardRow<F, 0, 0, T>);
+  ParallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1)),
+              [&](int64_t s, int64_t e) {
+                for (int64_t row = s; row < e; ++row) {
+                  int64_t ia = 0, ib = 0, rest = row;
+                  for (int d = k - 1; d >= 0; --d) {
+                    const int64_t i = rest % out[d];
+                    rest /= out[d];
+                    ia += i * sa[d], ib += i * sb[d];
+                  }
+                  row_fn(a + ia, b + ib, req, y + row * inner, inner);
+                }
+              });
+}
+
 template <typename F>
 void Forward(const TensorView& l, const TensorView& r, OpReq req, const TensorView& out) {
   WEFT_FLOAT_SWITCH(out.dtype(), T, "binary op", {
@@ -70,9 +116,7 @@ void Forward(const TensorView& l, const TensorView& r, OpReq req, const TensorVi
       ParallelFor(out.size(), 4096,
                   [=](int64_t s, int64_t e) { ForwardRange<F>(a, b, req, y, s, e); });
     } else {
-      BroadcastIndexer(out.shape(), l.shape(), r.shape())
-          .ForEach(
-              [&](int64_t o, int64_t ia, int64_t ib) { Store(y[o], req, F::Fwd(a[ia], b[ib])); });
+      BroadcastForward<F>(out.shape(), l.shape(), r.shape(), a, b, req, y);
     }
   });
 }
