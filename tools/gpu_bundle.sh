@@ -22,6 +22,7 @@
 #
 #   tools/gpu_bundle.sh                 # here (needs the CUDA toolkit, no GPU)
 #   gpu_bundle/run_tests.sh             # there, from any folder
+#   gpu_bundle/run_tests_parallel.sh /tmp/o 7 460   # the same, 7 at a time (tools/gpu_parallel_tests.sh)
 #   gpu_bundle/run_tests.sh --sanitize  # the same under compute-sanitizer (memcheck, racecheck, synccheck),
 #                                       # leaving out the tests that provoke CUDA errors on purpose;
 #                                       # --sanitize bin/gpu_rnn_test ...: only those binaries
@@ -122,6 +123,7 @@ echo "${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]
 RUN
 chmod +x "$out/run_tests.sh"
+cp tools/gpu_parallel_tests.sh "$out/run_tests_parallel.sh"
 du -sh "$out"/* "$out"/lib/* 2>/dev/null | sort -h | tail -n 12
 
 # What one call to the GPU machine carries: the bundle, and the working tree (tracked files and
