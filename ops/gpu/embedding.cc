@@ -32,14 +32,11 @@ BadItems IndexCheck(const OpContext& ctx, const char* op, int input_dim) {
   });
 }
 
-constexpr DType kIndexTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kInt32,
-                                 DType::kInt64};
-
 // The kernels' names of the weight's type T (out: the output or gradient) and the index's I.
 std::pair<std::string, std::string> Types(const char* op, const TensorView& out,
                                           const TensorView& data) {
   return {KernelType(op, kElementwiseTypes, {}, {&out, 1}),
-          KernelType(op, kIndexTypes, {&data, 1}, {})};
+          KernelType(op, kEmbeddingIndexTypes, {&data, 1}, {})};
 }
 
 // in: (data: indices, any shape; weight: (input_dim, dim)); out: data.shape + (dim,).

@@ -60,8 +60,6 @@ std::vector<Shape> EmbeddingBackwardShape(const Attrs& a, const std::vector<Shap
 }
 
 constexpr DType kWeightTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16};
-constexpr DType kIndexTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kInt32,
-                                 DType::kInt64};
 
 // Checks that `t` (what `name` of `op` is) is one of `allowed`.
 void CheckType(const char* op, const char* name, DType t, std::span<const DType> allowed,
@@ -72,7 +70,8 @@ void CheckType(const char* op, const char* name, DType t, std::span<const DType>
 
 // in: (data, weight); out: weight's dtype.
 std::vector<DType> EmbeddingTypes(const Attrs&, const std::vector<DType>& in) {
-  CheckType("Embedding", "data", in[0], kIndexTypes, "float32, float64, bfloat16, int32 or int64");
+  CheckType("Embedding", "data", in[0], kEmbeddingIndexTypes,
+            "float32, float64, bfloat16, int32 or int64");
   CheckType("Embedding", "weight", in[1], kWeightTypes, "float32, float64 or bfloat16");
   return {in[1]};
 }
@@ -80,7 +79,7 @@ std::vector<DType> EmbeddingTypes(const Attrs&, const std::vector<DType>& in) {
 // in: (out_grad, data); out: d weight, out_grad's dtype.
 std::vector<DType> EmbeddingBackwardTypes(const Attrs&, const std::vector<DType>& in) {
   CheckType("_backward_Embedding", "out_grad", in[0], kWeightTypes, "float32, float64 or bfloat16");
-  CheckType("_backward_Embedding", "data", in[1], kIndexTypes,
+  CheckType("_backward_Embedding", "data", in[1], kEmbeddingIndexTypes,
             "float32, float64, bfloat16, int32 or int64");
   return {in[0]};
 }

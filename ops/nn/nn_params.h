@@ -181,4 +181,9 @@ struct EmbeddingParam {
   int output_dim;
 };
 
+// The dtypes Embedding takes for its indices (data), whatever its weights' (float32, float64,
+// bfloat16): ops/nn/embedding.cc checks them, each device's compute dispatches on them.
+inline constexpr DType kEmbeddingIndexTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16,
+                                                 DType::kInt32, DType::kInt64};
+
 }  // namespace weft
