@@ -101,7 +101,9 @@ void ForwardGraph(BackendGraph& g, const AttentionDims& d, cudnnDataType_t io) {
   g.Reduction(CUDNN_REDUCE_TENSOR_ADD, e, sum);
   g.Pointwise(CUDNN_POINTWISE_LOG, sum, log);
   g.Pointwise(CUDNN_POINTWISE_ADD, max, Dense(g, kStats, CUDNN_DATA_FLOAT, sh.rows), log);
-  const auto p = Scores(g, sh);
+  // The probabilities in the data's type: cuDNN's engines take the second matmul's A operand in
+  // the i/o type only (cudnn-frontend sets it so; a float P gets no engine configuration).
+  const auto p = g.Virtual(io, sh.scores, DenseStrides(sh.scores));
   g.Pointwise(CUDNN_POINTWISE_DIV, e, p, sum);
   g.Matmul(p, v, Dense(g, kO, io, sh.out));
 }
