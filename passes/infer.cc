@@ -1,5 +1,6 @@
 #include "passes/infer.h"
 
+#include <numeric>
 #include <optional>
 #include <sstream>
 
@@ -28,13 +29,26 @@ class Inference {
         s_(g.num_entries()),
         t_(g.num_entries(), DType::kFloat32) {}
 
+  // Op nodes in order; one whose inputs are not all known yet waits for a later sweep, which a
+  // node reading it may make possible by giving a variable its shape through a cast or unary
+  // pointwise op (LayerNorm's float32 gamma, Cast of a bfloat16 parameter). A sweep that settles
+  // nothing reports the first waiting node's missing input.
   void Run() {
-    for (uint32_t n = 0; n < g_.nodes().size(); ++n) {
-      if (g_.node(n).is_variable()) {
-        Variable(n);
-      } else {
-        OpNode(n);
+    std::vector<uint32_t> waiting(g_.nodes().size());
+    std::iota(waiting.begin(), waiting.end(), 0u);
+    while (!waiting.empty()) {
+      std::vector<uint32_t> still;
+      for (uint32_t n : waiting) {
+        if (g_.node(n).is_variable()) {
+          if (!Variable(n)) still.push_back(n);
+        } else if (InputsKnown(n)) {
+          OpNode(n);
+        } else {
+          still.push_back(n);
+        }
       }
+      if (still.size() == waiting.size()) ReportMissingInput(still.front());
+      waiting = std::move(still);
     }
   }
   std::vector<Shape> shapes() const {
@@ -53,40 +67,62 @@ class Inference {
   }
 
  private:
-  void Variable(uint32_t n) {
+  // False for a head gradient whose output has no shape yet.
+  bool Variable(uint32_t n) {
     const uint32_t e = g_.EntryId({n, 0});
     if (const NodeEntry* out = HeadGradOutput(g_, n)) {
       s_[e] = s_[g_.EntryId(*out)];
       t_[e] = t_[g_.EntryId(*out)];
-      return;
+      return s_[e].has_value();
     }
     auto it = given_.find(g_.node(n).name);
     if (it != given_.end()) s_[e] = it->second;  // else: perhaps inferred from a node that reads it
     auto dt = dtypes_.find(g_.node(n).name);
     t_[e] = dt == dtypes_.end() ? DType::kFloat32 : dt->second;
+    return true;
   }
 
-  // Shapes of variables this node reads that nothing gave: from the op, when it can tell.
-  void FillInputs(uint32_t n, std::vector<std::optional<Shape>>& in) {
+  // Whether every input of node `n` has a shape, after giving the variables it reads (directly,
+  // or through shape-keeping pointwise ops) the shapes the op can tell from its other inputs.
+  bool InputsKnown(uint32_t n) {
     const Node& node = g_.node(n);
+    std::vector<std::optional<Shape>> in;
+    for (const NodeEntry& e : node.inputs) in.push_back(s_[g_.EntryId(e)]);
     if (node.op->infer_input_shapes) node.op->infer_input_shapes(node.attrs, in);
+    bool known = true;
     for (size_t i = 0; i < in.size(); ++i) {
-      const uint32_t e = g_.EntryId(node.inputs[i]);
-      if (!s_[e] && in[i] && g_.node(node.inputs[i].node).is_variable()) s_[e] = in[i];
-      if (!s_[e]) {
-        WEFT_THROW("shape inference: node '"
-                   << node.name << "' (op '" << node.op->name << "'): input " << i << " ('"
-                   << g_.node(node.inputs[i].node).name
-                   << "') has no shape; give a shape for every argument it depends on");
-      }
+      if (!s_[g_.EntryId(node.inputs[i])] && in[i]) GiveVariableShape(node.inputs[i], *in[i]);
+      known = known && s_[g_.EntryId(node.inputs[i])].has_value();
     }
+    return known;
+  }
+
+  // The variable behind `e`, through ops whose output has their first input's shape, gets `shape`.
+  void GiveVariableShape(NodeEntry e, const Shape& shape) {
+    while (!g_.node(e.node).is_variable()) {
+      const Node& producer = g_.node(e.node);
+      const PointwiseKind kind = producer.op->pointwise.kind;
+      if (kind != PointwiseKind::kCast && kind != PointwiseKind::kUnary) return;
+      e = producer.inputs[0];
+    }
+    auto& s = s_[g_.EntryId(e)];
+    if (!s) s = shape;
+  }
+
+  [[noreturn]] void ReportMissingInput(uint32_t n) const {
+    const Node& node = g_.node(n);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (s_[g_.EntryId(node.inputs[i])]) continue;
+      WEFT_THROW("shape inference: node '"
+                 << node.name << "' (op '" << node.op->name << "'): input " << i << " ('"
+                 << g_.node(node.inputs[i].node).name
+                 << "') has no shape; give a shape for every argument it depends on");
+    }
+    WEFT_THROW("shape inference: node '" << node.name << "' was never settled");
   }
 
   void OpNode(uint32_t n) {
     const Node& node = g_.node(n);
-    std::vector<std::optional<Shape>> known;
-    for (const NodeEntry& e : node.inputs) known.push_back(s_[g_.EntryId(e)]);
-    FillInputs(n, known);
     std::vector<Shape> in_shapes;
     std::vector<DType> in_types;
     for (const NodeEntry& e : node.inputs)

@@ -795,6 +795,25 @@ TEST(LayerNorm, ParameterShapesFollowFromTheDataInAGraph) {
   EXPECT_EQ(ln.num_outputs(), 1u);  // mean and rstd are the op's own
 }
 
+// A bfloat16 network keeps LayerNorm's affine terms float32 through a Cast of each parameter
+// (examples::MakeGpt does): the parameters' shapes still follow from the data, back through the
+// Cast (and a unary pointwise op), and a parameter nothing can size is still named.
+TEST(LayerNorm, ParameterShapesFollowFromTheDataThroughACast) {
+  const Symbol gamma = Symbol::Op("Cast", {Symbol::Variable("g")}, {{"dtype", "float32"}});
+  const Symbol beta =
+      Symbol::Op("relu", {Symbol::Op("Cast", {Symbol::Variable("b")}, {{"dtype", "float32"}})});
+  const Symbol ln = Symbol::Op("LayerNorm", {Symbol::Variable("data"), gamma, beta}, {}, "ln");
+  const std::map<std::string, Shape> shapes =
+      InferArgumentShapes(ln.ToGraph(), {{"data", Shape{4, 6}}});
+  EXPECT_EQ(shapes.at("g"), Shape{6});
+  EXPECT_EQ(shapes.at("b"), Shape{6});
+
+  const Symbol unsized = Symbol::Op(
+      "LayerNorm", {Symbol::Op("Cast", {Symbol::Variable("unsized")}, {{"dtype", "float32"}})});
+  ExpectErrorContains([&] { InferArgumentShapes(unsized.ToGraph(), {}); },
+                      {"has no shape", "unsized"});
+}
+
 // loss = sum(y^2): the gradients are the formula's for out_grad 2y, through a bound graph whose
 // backward reads the forward's hidden mean and rstd.
 TEST(LayerNorm, ABoundGraphGivesTheFormulasGradients) {
