@@ -110,17 +110,23 @@ void RunCase(const Case& c, DType dtype, double tolerance) {
 }
 
 // float64 and float32 on the CPU; float32 on a GPU, whose convolutions and sums run in another
-// order (cuDNN), and bfloat16 there (8 bits of mantissa in every activation).
+// order (cuDNN), and bfloat16 there (8 bits of mantissa in every activation). bfloat16's rounding
+// compounds with depth: the block's gradients stay within 3e-2, the whole network's first
+// convolutions' weight gradients were 3.5e-2 and 4.4e-2 off on an H200 (stem, stage 1), so the
+// network's bound is 6e-2.
 TEST(ResNetAgainstPyTorch, BlockAndNetworkInEveryFloatType) {
   const bool gpu = testing::TestDevice().is_gpu();
   std::vector<DType> dtypes = testing::TestFloatTypes();
   if (gpu) dtypes.push_back(DType::kBFloat16);
   for (DType dtype : dtypes) {
-    const double tolerance = dtype == DType::kFloat64    ? 1e-9
-                             : dtype == DType::kBFloat16 ? 3e-2
-                             : gpu                       ? testing::kGpuTolerance
-                                                         : 1e-5;
-    for (const Case& c : testing::resnet_cases::Cases()) RunCase(c, dtype, tolerance);
+    for (const Case& c : testing::resnet_cases::Cases()) {
+      const bool network = std::string(c.name) != "block";
+      const double tolerance = dtype == DType::kFloat64    ? 1e-9
+                               : dtype == DType::kBFloat16 ? (network ? 6e-2 : 3e-2)
+                               : gpu                       ? testing::kGpuTolerance
+                                                           : 1e-5;
+      RunCase(c, dtype, tolerance);
+    }
   }
 }
 
