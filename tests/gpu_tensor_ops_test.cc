@@ -1,10 +1,10 @@
 // The GPU computes of the tensor ops (ops/gpu: reduce, shape, concat_slice, embedding) against
 // their CPU computes, on shapes chosen to take every kernel path: reductions by groups of 1, 32
-// and 256 threads per output and by column tiles, with ties and NaNs for max (whose gradient
-// goes to the first maximum), tiled and strided transposes, copies of whole rows and of boxes,
-// and Embedding's out-of-range indices (an error naming the first, as on the CPU). Each
-// with the requests kWrite and kAddTo. The small cases of tests/ops_tensor_test.cc run on the GPU
-// through the op tests' GPU build.
+// and 256 threads per output and by column tiles, whole or cut into slices, with ties and NaNs for
+// max (whose gradient goes to the first maximum), tiled and strided transposes, copies of whole
+// rows and of boxes, and Embedding's out-of-range indices (an error naming the first, as on the
+// CPU). Each with the requests kWrite and kAddTo. The small cases of tests/ops_tensor_test.cc run
+// on the GPU through the op tests' GPU build.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -116,7 +116,10 @@ const std::vector<std::pair<Shape, std::string>> kReductions = {
     {Shape{300, 3, 40}, "(0, 1)"},    // column tiles, the last one partial
     {Shape{20, 100000}, "(0,)"},      // a thread per output (many outputs)
     {Shape{4, 50, 6, 70}, "(1, 3)"},  // two reduced axes apart
-    {Shape{20, 3000}, ""},            // everything, to a scalar
+    {Shape{20, 3000}, ""},            // everything, to a scalar: in 29 slices
+    {Shape{8192, 96}, "(0,)"},        // column tiles, few: each in 4 slices of rows
+    {Shape{10001, 40}, "(0,)"},       // the same, the last slice shorter
+    {Shape{3, 70, 4, 80}, "(1, 3)"},  // a block per output, in 2 slices, two axes apart
     {Shape{2, 0, 3}, "(1,)"},         // an empty axis: sum 0, mean NaN (max: a shape error)
 };
 

@@ -22,6 +22,7 @@
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
 #include "ops/gpu/internal/lt_matmul.h"
+#include "ops/gpu/internal/reduce.h"
 #include "ops/nn/nn_params.h"
 #include "ops/op.h"
 
@@ -139,8 +140,7 @@ void FcBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
             {CUBLAS_OP_N, CUBLAS_OP_T, d.k, d.o, d.m, x, d.k, dy, d.o, out[1].raw(), d.k});
   }
   if (p.no_bias || req[2] == OpReq::kNull) return;
-  Launch(ctx, "fully_connected.cuh", Instance("weft::ColumnSums", {TypeName(dtype)}), d.o, dy,
-         out[2].raw(), d.m, d.o, ReqCode(req[2]));
+  SumRowsGpu(ctx, in[0].Reshaped(Shape{d.m, d.o}), req[2], out[2]);
 }
 
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,

@@ -2,13 +2,18 @@
 // of their backward ops, on float32, float64 and bfloat16 (accumulated in float), with the CPU's
 // semantics: the sum of an empty axis is 0 and its mean NaN, max is NaN where a value is, and
 // max's gradient goes to the first maximum in row-major order of the reduced axes. Kernels in
-// kernels/reduce.cuh. Each output is reduced by one group of threads, deterministically: a
-// reduction to very few outputs (a whole-array sum) runs on one block per output.
+// kernels/reduce.cuh. Each output is reduced by one group of threads, or, where the outputs are
+// too few to fill the GPU (a whole-array sum), by slices of its range combined in a fixed order:
+// deterministically either way.
+#include "ops/gpu/internal/reduce.h"
+
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "ops/gpu/internal/axes.h"
+#include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
 #include "ops/op.h"
 #include "ops/tensor/reduce_impls.h"
@@ -49,14 +54,46 @@ Layout MakeLayout(const Shape& in, const std::vector<bool>& reduced) {
   return l;
 }
 
+// kernels/reduce.cuh's ReduceSlices, field for field.
+struct ReduceSlices {
+  int64_t count, chunk;
+  void* partials;
+};
+
+// A launch of `units` blocks (a block per output or per tile of outputs) under this leaves most of
+// the GPU idle when each has many positions to reduce; such forward reductions cut their reduced
+// range into slices of at least kMinSlice positions, up to kMaxSlices, for about kTargetBlocks
+// blocks in all.
+constexpr int64_t kFewUnits = 128, kTargetBlocks = 512, kMinSlice = 2048, kMaxSlices = 256;
+
+// The cut for `units` blocks over n_reduced positions each; count 1 (no cut) for max's gradient.
+ReduceSlices SlicesFor(bool grad, int64_t units, int64_t n_reduced) {
+  if (grad || units >= kFewUnits || n_reduced < 2 * kMinSlice) return {1, n_reduced, nullptr};
+  const int64_t wanted =
+      std::min({(kTargetBlocks + units - 1) / units, n_reduced / kMinSlice, kMaxSlices});
+  const int64_t chunk = (n_reduced + wanted - 1) / wanted;
+  return {(n_reduced + chunk - 1) / chunk, chunk, nullptr};
+}
+
 // Runs the reduction kernel that suits the layout: ReduceColumns where 32 neighbouring outputs
 // share their reads and are too few to give each a thread, else groups of 1, 32 or 256 threads
-// per output as the reduced extent grows. grad: max's gradient (x, dy), else the forward (x).
+// per output as the reduced extent grows; sliced (SlicesFor) where that alone would leave the GPU
+// idle, the partials in the call's workspace. grad: max's gradient (x, dy), else the forward (x).
 void LaunchReduce(const OpContext& ctx, ReduceKind kind, bool grad, const std::string& t,
                   const Layout& l, const TensorView& x, const TensorView* dy, OpReq req,
                   const TensorView& out) {
   const std::string acc = kind == ReduceKind::kMax ? "weft::MaxAcc" : "weft::SumAcc",
                     g = grad ? "true" : "false";
+  const bool columns = l.inner >= 32 && l.n_reduced >= 16 && l.n_out < (1 << 16);
+  const int64_t tiles = l.n_out / std::max<int64_t>(l.inner, 1) * ((l.inner + 31) / 32);
+  ReduceSlices slices = SlicesFor(grad, columns ? tiles : l.n_out, l.n_reduced);
+  const int64_t per_block = slices.chunk;  // reduced positions a block takes for one output
+  const int group = l.inner >= 32 ? 1 : per_block >= 1024 ? 256 : per_block >= 32 ? 32 : 1;
+  if (!columns && group < 256) slices = {1, l.n_reduced, nullptr};  // groups of outputs: no cut
+  if (slices.count > 1) {
+    // Partial accumulators: {value, position} at most, 16 bytes.
+    slices.partials = GpuCall(ctx).Workspace({static_cast<size_t>(l.n_out * slices.count * 16)})[0];
+  }
   const void* xp = x.raw();
   const void* dyp = dy == nullptr ? nullptr : dy->raw();
   void* outp = out.raw();
@@ -64,19 +101,33 @@ void LaunchReduce(const OpContext& ctx, ReduceKind kind, bool grad, const std::s
   int64_t inner = l.inner, n_out = l.n_out, n_reduced = l.n_reduced;
   double scale = kind == ReduceKind::kMean ? 1.0 / static_cast<double>(l.n_reduced) : 1.0;
   int req_code = ReqCode(req);
-  void* args[] = {&xp,    &dyp,   &outp,      &outer, &reduced,
-                  &inner, &n_out, &n_reduced, &scale, &req_code};
-  if (l.inner >= 32 && l.n_reduced >= 16 && l.n_out < (1 << 16)) {
-    const int64_t tiles = l.n_out / l.inner * ((l.inner + 31) / 32);
-    return LaunchArgs(ctx, "reduce.cuh", Instance("weft::ReduceColumns", {acc, t, g}), tiles, true,
-                      args);
+  void* args[] = {&xp,    &dyp,       &outp,   &outer, &reduced, &inner,
+                  &n_out, &n_reduced, &slices, &scale, &req_code};
+  if (columns) {
+    LaunchArgs(ctx, "reduce.cuh", Instance("weft::ReduceColumns", {acc, t, g}),
+               tiles * slices.count, true, args);
+  } else {
+    const int64_t blocks = (l.n_out + kGpuBlock / group - 1) / (kGpuBlock / group);
+    LaunchArgs(ctx, "reduce.cuh",
+               Instance("weft::ReducePerGroup", {acc, t, std::to_string(group), g}),
+               blocks * slices.count, true, args);
   }
-  const int group = l.inner >= 32 ? 1 : l.n_reduced >= 1024 ? 256 : l.n_reduced >= 32 ? 32 : 1;
-  const int64_t blocks = (l.n_out + kGpuBlock / group - 1) / (kGpuBlock / group);
-  LaunchArgs(ctx, "reduce.cuh",
-             Instance("weft::ReducePerGroup", {acc, t, std::to_string(group), g}), blocks, true,
-             args);
+  if (slices.count > 1) {
+    Launch(ctx, "reduce.cuh", Instance("weft::ReduceSlicesFinish", {acc, t}), l.n_out, slices, outp,
+           n_out, scale, req_code);
+  }
 }
+
+}  // namespace
+
+void SumRowsGpu(const OpContext& ctx, const TensorView& x, OpReq req, const TensorView& out) {
+  if (req == OpReq::kNull) return;
+  const std::string t = KernelType("sum", kElementwiseTypes, {&x, 1}, {&out, 1});
+  const Layout l = MakeLayout(x.shape(), {true, false});
+  if (l.n_out > 0) LaunchReduce(ctx, ReduceKind::kSum, false, t, l, x, nullptr, req, out);
+}
+
+namespace {
 
 // in: (data); out: data reduced over the axes.
 void ReduceCompute(const std::string& op, ReduceKind kind, const OpContext& ctx, const Attrs& a,

@@ -1,6 +1,7 @@
 // FullyConnected's bias (ops/gpu/fully_connected.cc), around cuBLAS's GEMMs: the forward starts y
-// from the bias rows and lets the GEMM add x * W^T to it (one rounding in bf16); the backward's
-// bias gradient sums out_grad's rows. T: float, double or bf16 (float arithmetic).
+// from the bias rows and lets the GEMM add x * W^T to it (one rounding in bf16). (The backward's
+// bias gradient sums out_grad's rows: SumRowsGpu, ops/gpu/internal/reduce.h.) T: float, double
+// or bf16 (float arithmetic).
 #pragma once
 
 #include "common.cuh"
@@ -12,17 +13,6 @@ template <typename T>
 __global__ void BiasRows(const T* b, T* y, int64 rows, int64 cols, int req) {
   for (int64 at = GlobalThread(); at < rows * cols; at += GridThreads())
     Store1(y + at, ToArith(b[at % cols]), req);
-}
-
-// db[o] = sum over i of dy[i, o], per req; one thread per column (consecutive threads read
-// consecutive columns of a row).
-template <typename T>
-__global__ void ColumnSums(const T* dy, T* db, int64 rows, int64 cols, int req) {
-  for (int64 o = GlobalThread(); o < cols; o += GridThreads()) {
-    typename Arith<T>::type sum = 0;
-    for (int64 i = 0; i < rows; ++i) sum += ToArith(dy[i * cols + o]);
-    Store1(db + o, sum, req);
-  }
 }
 
 }  // namespace weft

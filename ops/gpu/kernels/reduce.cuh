@@ -10,6 +10,12 @@
 // or, where inner is wide, by a block that takes 32 neighbouring outputs with 8 threads on each
 // (ReduceColumns: reads coalesced along inner). Partial results meet in a tree in shared memory;
 // the arithmetic type accumulates (float for float32 and bfloat16).
+//
+// Few outputs of many reduced positions (a gradient's sum of squares, a bias gradient's column
+// sums) would leave most of the GPU idle: their r range is cut into `ReduceSlices::count` slices
+// of `chunk`, each slice reduced by its own block into a partial result, and ReduceSlicesFinish
+// combines an output's partials in slice order. The cut depends on the shape alone, so the result
+// is the same at every run.
 #pragma once
 
 #include "common.cuh"
@@ -57,12 +63,30 @@ __device__ inline int64 ReducedOffset(const GpuAxes& reduced, int64 r) {
   return off[0];
 }
 
-// Folds the reduced positions r = first, first + step, ... of the output at x + base into acc.
+// Folds the reduced positions r = first, first + step, ... below end of the output at x + base
+// into acc.
 template <class Acc, typename T>
 __device__ inline void Accumulate(Acc& acc, const T* x, int64 base, const GpuAxes& reduced,
-                                  int64 n_reduced, int64 first, int step) {
-  for (int64 r = first; r < n_reduced; r += step)
+                                  int64 end, int64 first, int step) {
+  for (int64 r = first; r < end; r += step)
     acc.Add(ToArith(x[base + ReducedOffset(reduced, r)]), r);
+}
+
+// The cut of every output's reduced range: `count` slices of `chunk` positions, the partial result
+// of output o's slice s at partials[o * count + s] (an array of the accumulator type). count 1: no
+// cut, the kernels finish each output themselves (partials null).
+struct ReduceSlices {
+  int64 count, chunk;
+  void* partials;
+};
+
+// Slice s of the reduced range: [begin, end).
+struct SliceRange {
+  int64 begin, end;
+};
+__device__ inline SliceRange SliceOf(const ReduceSlices& slices, int64 s, int64 n_reduced) {
+  const int64 begin = s * slices.chunk;
+  return {begin, begin + slices.chunk < n_reduced ? begin + slices.chunk : n_reduced};
 }
 
 // What a reduction kernel does with the result `acc` of the output o (x + base):
@@ -84,22 +108,25 @@ __device__ inline void Finish(const Acc& acc, const T* dy, T* out, int64 o, int6
   }
 }
 
-// Groups of G threads (G divides kGpuBlock), one output each. kGrad: max's gradient (Finish).
+// Groups of G threads (G divides kGpuBlock), one output each, over one slice of its reduced
+// range per block. kGrad: max's gradient (Finish; never sliced).
 template <template <typename> class AccOf, typename T, int G, bool kGrad>
 __global__ void ReducePerGroup(const T* x, const T* dy, T* out, GpuAxes outer, GpuAxes reduced,
-                               int64 inner, int64 n_out, int64 n_reduced, double scale, int req) {
+                               int64 inner, int64 n_out, int64 n_reduced, ReduceSlices slices,
+                               double scale, int req) {
   typedef AccOf<typename Arith<T>::type> Acc;
   constexpr int kGroups = kGpuBlock / G;
   __shared__ Acc partial[G > 1 ? kGpuBlock : 1];
   const int lane = threadIdx.x % G;
+  const int64 items = (n_out + kGroups - 1) / kGroups * slices.count;
   // Every thread of the block runs the same number of iterations: the barriers stay uniform.
-  for (int64 first_o = static_cast<int64>(blockIdx.x) * kGroups; first_o < n_out;
-       first_o += static_cast<int64>(gridDim.x) * kGroups) {
-    const int64 o = first_o + threadIdx.x / G;
+  for (int64 item = blockIdx.x; item < items; item += gridDim.x) {
+    const int64 o = item / slices.count * kGroups + threadIdx.x / G, s = item % slices.count;
     const bool active = o < n_out;
     const int64 base = active ? ReduceBase(outer, o / inner, o % inner) : 0;
+    const SliceRange range = SliceOf(slices, s, n_reduced);
     Acc acc = Acc::Identity();
-    if (active) Accumulate(acc, x, base, reduced, n_reduced, lane, G);
+    if (active) Accumulate(acc, x, base, reduced, range.end, range.begin + lane, G);
     if (G > 1) {
       partial[threadIdx.x] = acc;
       __syncthreads();
@@ -111,27 +138,35 @@ __global__ void ReducePerGroup(const T* x, const T* dy, T* out, GpuAxes outer, G
       acc = partial[threadIdx.x - lane];
       __syncthreads();  // read before the next iteration overwrites it
     }
-    if (active)
+    if (!active) continue;
+    if (slices.count > 1) {
+      if (lane == 0) static_cast<Acc*>(slices.partials)[o * slices.count + s] = acc;
+    } else {
       Finish<kGrad>(acc, dy, out, o, base, reduced, n_reduced, lane, G, lane == 0, scale, req);
+    }
   }
 }
 
 // Tiles of 32 neighbouring outputs (along inner) of one outer position b, each reduced by the 8
-// threads (one per warp) at its lane. For inner >= 32.
+// threads (one per warp) at its lane, over one slice of the reduced range per block. For
+// inner >= 32.
 template <template <typename> class AccOf, typename T, bool kGrad>
 __global__ void ReduceColumns(const T* x, const T* dy, T* out, GpuAxes outer, GpuAxes reduced,
-                              int64 inner, int64 n_out, int64 n_reduced, double scale, int req) {
+                              int64 inner, int64 n_out, int64 n_reduced, ReduceSlices slices,
+                              double scale, int req) {
   typedef AccOf<typename Arith<T>::type> Acc;
   constexpr int kRows = kGpuBlock / 32;
   __shared__ Acc partial[kGpuBlock];
   const int lane = threadIdx.x % 32, row = threadIdx.x / 32;
-  const int64 tiles_per_b = (inner + 31) / 32, tiles = n_out / inner * tiles_per_b;
-  for (int64 t = blockIdx.x; t < tiles; t += gridDim.x) {  // the same count for the whole block
+  const int64 tiles_per_b = (inner + 31) / 32, items = n_out / inner * tiles_per_b * slices.count;
+  for (int64 item = blockIdx.x; item < items; item += gridDim.x) {  // the same count per block
+    const int64 t = item / slices.count, s = item % slices.count;
     const int64 b = t / tiles_per_b, i = t % tiles_per_b * 32 + lane;
     const bool active = i < inner;
     const int64 base = active ? ReduceBase(outer, b, i) : 0;
+    const SliceRange range = SliceOf(slices, s, n_reduced);
     Acc acc = Acc::Identity();
-    if (active) Accumulate(acc, x, base, reduced, n_reduced, row, kRows);
+    if (active) Accumulate(acc, x, base, reduced, range.end, range.begin + row, kRows);
     partial[threadIdx.x] = acc;
     __syncthreads();
     for (int half = kRows / 2; half > 0; half /= 2) {
@@ -141,9 +176,29 @@ __global__ void ReduceColumns(const T* x, const T* dy, T* out, GpuAxes outer, Gp
     }
     acc = partial[lane];
     __syncthreads();  // read before the next tile overwrites it
-    if (active)
-      Finish<kGrad>(acc, dy, out, b * inner + i, base, reduced, n_reduced, row, kRows, row == 0,
-                    scale, req);
+    if (!active) continue;
+    const int64 o = b * inner + i;
+    if (slices.count > 1) {
+      if (row == 0) static_cast<Acc*>(slices.partials)[o * slices.count + s] = acc;
+    } else {
+      Finish<kGrad>(acc, dy, out, o, base, reduced, n_reduced, row, kRows, row == 0, scale, req);
+    }
+  }
+}
+
+// out[o] = (the partials of output o combined in slice order) * scale, per req: the second step
+// of a sliced reduction (forward only).
+template <template <typename> class AccOf, typename T>
+__global__ void ReduceSlicesFinish(ReduceSlices slices, T* out, int64 n_out, double scale,
+                                   int req) {
+  typedef typename Arith<T>::type A;
+  typedef AccOf<A> Acc;
+  const Acc* partials = static_cast<const Acc*>(slices.partials);
+  for (int64 o = GlobalThread(); o < n_out; o += GridThreads()) {
+    Acc acc = partials[o * slices.count];
+    for (int64 s = 1; s < slices.count; ++s)
+      acc = Acc::Combine(acc, partials[o * slices.count + s]);
+    Store1(out + o, acc.v * static_cast<A>(scale), req);
   }
 }
 
