@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/env.h"
 #include "ops/gpu/internal/cudnn_attention.h"
 #include "ops/op.h"
 #include "storage/ndarray.h"
@@ -178,6 +179,8 @@ int64_t BuildsAndDeclinesAfterACall(TestStream& stream, int64_t t) {
 // The first call of a shape builds its forward and backward plans (or finds cuDNN declines them);
 // later calls of that shape build and ask nothing; a new shape builds again.
 TEST(GpuAttention, CudnnPlansAreBuiltOncePerShape) {
+  if (!GetEnvBool("WEFT_GPU_CUDNN_ATTENTION", true))
+    GTEST_SKIP() << "cuDNN's attention is off (WEFT_GPU_CUDNN_ATTENTION=0)";
   TestStream stream;
   const gpu::CudnnAttentionStats before = gpu::GetCudnnAttentionStats();
   const int64_t first = BuildsAndDeclinesAfterACall(stream, 192);

@@ -6,8 +6,8 @@
 // the second pass reads from cache), then y; mean and rstd as their requests say.
 // Backward: LnBackward, a block a row as well: d_data from the row's two sums, and each block's
 // partial sums of the parameter gradients (a float per value of C for each of at most
-// kMaxPartialBlocks blocks, in the workspace); then LnParamGrads adds the blocks' sums in order
-// (deterministic: no atomics) into d_gamma and d_beta as requested.
+// kMaxPartialBlocks blocks, in the workspace); then the column sums of those (SumRowsGpu) add the
+// blocks' sums in a fixed order (deterministic: no atomics) into d_gamma and d_beta as requested.
 #include <algorithm>
 #include <span>
 #include <string>
@@ -15,6 +15,7 @@
 
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
+#include "ops/gpu/internal/reduce.h"
 #include "ops/nn/nn_params.h"
 #include "ops/op.h"
 
@@ -78,9 +79,10 @@ void LnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
            in[kLnGamma].raw(), in[kLnMean].raw(), in[kLnRstd].raw(), out[0].raw(), ws[0], ws[1],
            c.d.Rows(), c.d.c, c.d.inner, ReqCode(req[0]));
   if (!params) return;
-  const void *partial_gamma = ws[0], *partial_beta = ws[1];
-  Launch(ctx, "layer_norm.cuh", Instance("weft::LnParamGrads", {"float"}), c.d.c, partial_gamma,
-         partial_beta, blocks, c.d.c, out[1].raw(), out[2].raw(), ReqCode(req[1]), ReqCode(req[2]));
+  for (int k : {0, 1}) {  // d_gamma, d_beta: the partials' column sums, in block order
+    const TensorView partial(ws[k], Shape{blocks, c.d.c}, DType::kFloat32, ctx.run.device);
+    SumRowsGpu(ctx, partial, req[1 + k], out[1 + k], /*workspace=*/false);
+  }
 }
 
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,

@@ -66,9 +66,9 @@ struct ReduceSlices {
 // blocks in all.
 constexpr int64_t kFewUnits = 128, kTargetBlocks = 512, kMinSlice = 2048, kMaxSlices = 256;
 
-// The cut for `units` blocks over n_reduced positions each; count 1 (no cut) for max's gradient.
-ReduceSlices SlicesFor(bool grad, int64_t units, int64_t n_reduced) {
-  if (grad || units >= kFewUnits || n_reduced < 2 * kMinSlice) return {1, n_reduced, nullptr};
+// The cut for `units` blocks over n_reduced positions each; count 1 (no cut) where `whole`.
+ReduceSlices SlicesFor(bool whole, int64_t units, int64_t n_reduced) {
+  if (whole || units >= kFewUnits || n_reduced < 2 * kMinSlice) return {1, n_reduced, nullptr};
   const int64_t wanted =
       std::min({(kTargetBlocks + units - 1) / units, n_reduced / kMinSlice, kMaxSlices});
   const int64_t chunk = (n_reduced + wanted - 1) / wanted;
@@ -78,15 +78,16 @@ ReduceSlices SlicesFor(bool grad, int64_t units, int64_t n_reduced) {
 // Runs the reduction kernel that suits the layout: ReduceColumns where 32 neighbouring outputs
 // share their reads and are too few to give each a thread, else groups of 1, 32 or 256 threads
 // per output as the reduced extent grows; sliced (SlicesFor) where that alone would leave the GPU
-// idle, the partials in the call's workspace. grad: max's gradient (x, dy), else the forward (x).
+// idle, the partials in the call's workspace (unless `workspace` is false). grad: max's gradient
+// (x, dy), else the forward (x).
 void LaunchReduce(const OpContext& ctx, ReduceKind kind, bool grad, const std::string& t,
                   const Layout& l, const TensorView& x, const TensorView* dy, OpReq req,
-                  const TensorView& out) {
+                  const TensorView& out, bool workspace = true) {
   const std::string acc = kind == ReduceKind::kMax ? "weft::MaxAcc" : "weft::SumAcc",
                     g = grad ? "true" : "false";
   const bool columns = l.inner >= 32 && l.n_reduced >= 16 && l.n_out < (1 << 16);
   const int64_t tiles = l.n_out / std::max<int64_t>(l.inner, 1) * ((l.inner + 31) / 32);
-  ReduceSlices slices = SlicesFor(grad, columns ? tiles : l.n_out, l.n_reduced);
+  ReduceSlices slices = SlicesFor(grad || !workspace, columns ? tiles : l.n_out, l.n_reduced);
   const int64_t per_block = slices.chunk;  // reduced positions a block takes for one output
   const int group = l.inner >= 32 ? 1 : per_block >= 1024 ? 256 : per_block >= 32 ? 32 : 1;
   if (!columns && group < 256) slices = {1, l.n_reduced, nullptr};  // groups of outputs: no cut
@@ -120,11 +121,13 @@ void LaunchReduce(const OpContext& ctx, ReduceKind kind, bool grad, const std::s
 
 }  // namespace
 
-void SumRowsGpu(const OpContext& ctx, const TensorView& x, OpReq req, const TensorView& out) {
+void SumRowsGpu(const OpContext& ctx, const TensorView& x, OpReq req, const TensorView& out,
+                bool workspace) {
   if (req == OpReq::kNull) return;
   const std::string t = KernelType("sum", kElementwiseTypes, {&x, 1}, {&out, 1});
   const Layout l = MakeLayout(x.shape(), {true, false});
-  if (l.n_out > 0) LaunchReduce(ctx, ReduceKind::kSum, false, t, l, x, nullptr, req, out);
+  if (l.n_out > 0)
+    LaunchReduce(ctx, ReduceKind::kSum, false, t, l, x, nullptr, req, out, workspace);
 }
 
 namespace {

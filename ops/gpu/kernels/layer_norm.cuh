@@ -1,5 +1,5 @@
-// LayerNorm's kernels (ops/gpu/layer_norm.cc): one forward, one backward and the sum of the
-// backward's per-block parameter gradients. Data of type T (float or weft::bf16) is seen as
+// LayerNorm's kernels (ops/gpu/layer_norm.cc): one forward and one backward (whose per-block
+// parameter gradients the reduction kernels sum). Data of type T (float or weft::bf16) is seen as
 // (outer, c, inner): row r = (o, i) holds c values from (o * c) * inner + i, `inner` apart. A block
 // handles a row at a time (rows grid-strided over the blocks), its threads strided over the row's
 // values, the row's sums reduced by BlockSum. gamma, beta, mean, rstd and the parameter gradients
@@ -77,19 +77,6 @@ __global__ void LnBackward(const T* dy, const T* x, const float* gamma, const fl
       const float g = ToArith(dy[start + j * inner]) * gamma[j];
       Store1(dx + start + j * inner, rs * (g - a - x_hat * b), req_dx);
     }
-  }
-}
-
-// d_gamma[j] and d_beta[j]: the sums over `blocks` of LnBackward's partial sums, in block order,
-// stored as req_gamma and req_beta say.
-template <typename S>
-__global__ void LnParamGrads(const S* partial_gamma, const S* partial_beta, int64 blocks, int64 c,
-                             S* d_gamma, S* d_beta, int req_gamma, int req_beta) {
-  for (int64 j = GlobalThread(); j < c; j += GridThreads()) {
-    S g = 0, b = 0;
-    for (int64 k = 0; k < blocks; ++k) g += partial_gamma[k * c + j], b += partial_beta[k * c + j];
-    Store1(d_gamma + j, g, req_gamma);
-    Store1(d_beta + j, b, req_beta);
   }
 }
 
