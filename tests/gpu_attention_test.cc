@@ -135,6 +135,40 @@ TEST(GpuAttention, Bfloat16MatchesTheCpuInFloat32) {
   for (const Problem& p : problems) ExpectGpuMatchesCpu(p, DType::kBFloat16, DType::kFloat32, 2e-2);
 }
 
+// (out, lse, d_qkv) of a causal call on a packed qkv (B, T, 3, H, D) (layout "bt3hd": out is
+// (B, T, H, D)), out_grad and qkv from `seed`, bfloat16-exact.
+std::vector<Values> RunPackedCall(int64_t b, int64_t h, int64_t t, int64_t d, Device device,
+                                  DType dtype) {
+  const Op& def = GetOp("Attention");
+  const Attrs attrs = ParseAttrs(def, {{"causal", "true"}, {"layout", "bt3hd"}});
+  const Shape qkv_shape{b, t, 3, h, d}, out_shape{b, t, h, d};
+  const std::vector<NDArray> in = {
+      ArrayOf(Bf16Exact(Uniform(qkv_shape.Size(), 41)), qkv_shape, dtype, device)};
+  const std::vector<NDArray> out = Invoke(def, attrs, in);
+  std::vector<NDArray> grads = {NDArray(qkv_shape, device, dtype)};
+  NDArray lse_grad(out[1].shape(), device, out[1].dtype());
+  lse_grad.Fill(0);
+  const NDArray dy = ArrayOf(Bf16Exact(Uniform(out_shape.Size(), 43)), out_shape, dtype, device);
+  InvokeBackward(def, attrs, in, out, {dy, lse_grad}, grads, {OpReq::kWrite});
+  return {ValuesOf(out[0]), ValuesOf(out[1]), ValuesOf(grads[0])};
+}
+
+// GPT's packed qkv in bfloat16 runs cuDNN's attention through the parts' strides (no transposes)
+// and gives the CPU's float32 results, as the (B, H, T, D) layout does.
+TEST(GpuAttention, PackedQkvInBfloat16MatchesTheCpuThroughCudnnsStrides) {
+  const gpu::CudnnAttentionStats before = gpu::GetCudnnAttentionStats();
+  const std::vector<Values> got = RunPackedCall(2, 3, 128, 64, Device::Gpu(0), DType::kBFloat16);
+  const std::vector<Values> want = RunPackedCall(2, 3, 128, 64, Device::Cpu(), DType::kFloat32);
+  const char* const names[] = {"out", "lse", "d_qkv"};
+  for (int o = 0; o < 3; ++o) ExpectNear(got[o], want[o], 2e-2, std::string("packed ") + names[o]);
+  if (GetEnvBool("WEFT_GPU_CUDNN_ATTENTION", true)) {
+    const gpu::CudnnAttentionStats after = gpu::GetCudnnAttentionStats();
+    EXPECT_EQ(after.plans_built, before.plans_built + 2)
+        << "cuDNN built the packed layout's forward and backward plans (declined: "
+        << after.declined - before.declined << ")";
+  }
+}
+
 // One call of `op`'s GPU compute on `stream`, with zero-filled inputs and outputs of these shapes
 // and dtypes: one stream and one thread, so one cuDNN handle, whose plans these are (through the
 // engine, a call may run on any of the device's workers, each with a handle of its own).

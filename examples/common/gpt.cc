@@ -63,25 +63,30 @@ std::pair<Symbol, Symbol> Cached(const Symbol& k, const Symbol& v, const CacheIn
   return {write(k, "_k_cache"), write(v, "_v_cache")};
 }
 
-// Causal self-attention of x (B, T, W): one qkv projection (B, T, 3 W), split into q, k, v,
-// each into H heads (B, H, T, D); Attention with the causal mask (or, with `cache`, over the
-// cached keys and values under the step's mask); the heads joined again (B, T, W) and projected.
+// Causal self-attention of x (B, T, W): one qkv projection (B, T, 3 W), seen as (B, T, 3, H, D)
+// by Attention's packed layout, which reads q, k and v through strides and writes (B, T, H, D): no
+// split and no transposes. With `cache`, the step's q, k, v are split into heads (B, H, T, D), k
+// and v written into the caches, and Attention reads the cached keys and values under the step's
+// mask. The heads are joined again (B, T, W) and projected.
 Symbol SelfAttention(const Symbol& x, const GptConfig& c, const CacheInputs* cache,
                      const std::string& name) {
   const Symbol qkv = Dense(x, 3 * c.width, name + "_qkv");
-  const Symbol parts =
-      Symbol::Op("split", {qkv}, {{"num_outputs", "3"}, {"axis", "-1"}}, name + "_split");
-  const Symbol q = SplitHeads(parts[0], c, name + "_q");
-  Symbol k = SplitHeads(parts[1], c, name + "_k");
-  Symbol v = SplitHeads(parts[2], c, name + "_v");
-  Symbol y;
+  Symbol joined;
   if (cache == nullptr) {
-    y = Symbol::Op("Attention", {q, k, v}, {{"causal", "true"}}, name + "_sdpa");
+    const Symbol packed = Symbol::Op(
+        "reshape", {qkv}, {{"shape", "(0, 0, 3, " + Str(c.heads) + ", -1)"}}, name + "_packed");
+    joined = Symbol::Op("Attention", {packed}, {{"causal", "true"}, {"layout", "bt3hd"}},
+                        name + "_sdpa");
   } else {
-    std::tie(k, v) = Cached(k, v, *cache, name);
-    y = Symbol::Op("Attention", {q, k, v, cache->mask}, {{"use_mask", "true"}}, name + "_sdpa");
+    const Symbol parts =
+        Symbol::Op("split", {qkv}, {{"num_outputs", "3"}, {"axis", "-1"}}, name + "_split");
+    const Symbol q = SplitHeads(parts[0], c, name + "_q");
+    const auto [k, v] = Cached(SplitHeads(parts[1], c, name + "_k"),
+                               SplitHeads(parts[2], c, name + "_v"), *cache, name);
+    const Symbol y =
+        Symbol::Op("Attention", {q, k, v, cache->mask}, {{"use_mask", "true"}}, name + "_sdpa");
+    joined = Symbol::Op("transpose", {y}, {{"axes", "(0, 2, 1, 3)"}}, name + "_join");
   }
-  const Symbol joined = Symbol::Op("transpose", {y}, {{"axes", "(0, 2, 1, 3)"}}, name + "_join");
   const Symbol merged = Symbol::Op("reshape", {joined}, {{"shape", "(0, 0, -1)"}}, name + "_merge");
   return Dense(merged, c.width, name + "_proj");
 }

@@ -5,9 +5,9 @@
 // forward writes its key (seed, offset plus the graph replay's shift) into the rng output on the
 // device, and the backward's kernels read it from there.
 //
-// bfloat16 calls without a mask or dropout in the (B, H, T, D) layout go to cuDNN's fused
-// attention first
-// (internal/cudnn_attention.h: plans built once per shape and cached); where cuDNN declines a
+// bfloat16 calls without a mask or dropout, in either layout (cuDNN reads a packed qkv through
+// its strides), go to cuDNN's fused attention first (internal/cudnn_attention.h: plans built
+// once per shape and layout, and cached); where cuDNN declines a
 // call (an output request it cannot honour, a cuDNN without the engine, a shape it does not
 // support), it queues nothing and the call runs weft's own kernels (kernels/attention.cuh), as
 // every other call does. Both paths keep the same lse (natural log of the sum of exp of the
@@ -42,7 +42,7 @@ struct AttnGpuCall {
   DType dtype;
   std::string mask_type;  // the kernels' M: the data's type, or bytes for a boolean mask
   GpuAttention k;
-  bool dense = true;  // q, k, v and out row-major (B, H, T, C): what cuDNN's graphs read
+  bool dense = true;  // q, k, v: three inputs (and three gradients), not parts of one qkv
 };
 
 GpuAttnStrides StridesOf(const AttentionRows& r) { return {r.b, r.h, r.t}; }
@@ -110,9 +110,9 @@ void LaunchTiled(const OpContext& ctx, const AttnGpuCall& c, const char* kernel,
 }
 
 // Whether cuDNN may take this call: bfloat16, no mask, no dropout (cuDNN's would draw another
-// mask), q, k, v and out row-major (B, H, T, C), and not turned off.
+// mask), and not turned off. Either layout: cuDNN reads q, k, v and out through their strides.
 bool CudnnEligible(const AttnGpuCall& c, const GpuAttnDropout& z) {
-  return c.dtype == DType::kBFloat16 && !c.d.mask && z.p == 0 && c.dense &&
+  return c.dtype == DType::kBFloat16 && !c.d.mask && z.p == 0 &&
          GetEnvBool("WEFT_GPU_CUDNN_ATTENTION", true);
 }
 
@@ -148,13 +148,14 @@ void AttentionForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const T
   const GpuAttnDropout z = ForwardDropout(ctx, p, s, req, out);
   if (req[0] == OpReq::kNull && req[1] == OpReq::kNull) return;
   const GpuCall call(ctx);
+  void* o = static_cast<char*>(out[0].raw()) + c.d.out.offset * DTypeSize(c.dtype);
   if (CudnnEligible(c, z) && Writes(req[0]) && req[1] != OpReq::kAddTo) {
     void* lse = req[1] == OpReq::kNull ? nullptr : out[1].raw();
-    const CudnnAttentionForwardArgs args{in[0].raw(), in[1].raw(), in[2].raw(), out[0].raw(), lse};
+    const CudnnAttentionForwardArgs args{Operand(c, in, 0, 0), Operand(c, in, 0, 1),
+                                         Operand(c, in, 0, 2), o, lse};
     if (CudnnAttentionForward(call, c.d, c.dtype, args)) return;
   }
   const void* mask = s.mask >= 0 ? in[s.mask].raw() : nullptr;
-  void* o = static_cast<char*>(out[0].raw()) + c.d.out.offset * DTypeSize(c.dtype);
   LaunchTiled(ctx, c, "weft::AttnForward", c.d.tq, c.d.dv, Operand(c, in, 0, 0),
               Operand(c, in, 0, 1), Operand(c, in, 0, 2), mask, o, out[1].raw(), c.k, z,
               ReqCode(req[0]), ReqCode(req[1]));

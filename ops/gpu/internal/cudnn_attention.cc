@@ -1,5 +1,7 @@
 #include "ops/gpu/internal/cudnn_attention.h"
 
+#include <cstdint>
+#include <initializer_list>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -38,15 +40,23 @@ enum Uid : int64_t {
 // The oldest cuDNN whose runtime fusion engines run these graphs as flash attention.
 constexpr int kMinCudnnVersion = 90000;
 
-// The shapes of one call's tensors: (B, H, T, C) row-major, k and v read transposed.
+// One call's tensors as cuDNN reads them: (B, H, T, C) with the call's strides (dense, or parts
+// of a packed qkv (B, T, 3, H, D) and an out of (B, T, H, Dv)); k and v also transposed, (B, H,
+// C, Tk), through their strides. The gradients of q, k and v have their strides, out_grad out's.
 struct Shapes {
-  Dims4 q, k_t, k_t_strides, v, v_t, v_t_strides, out, scores, rows;
+  Dims4 q, q_strides, k, k_strides, k_t, k_t_strides, v, v_strides, v_t, v_t_strides, out,
+      out_strides, scores, rows;
 };
 
+Dims4 StridesOf(const AttentionRows& r) { return {r.b, r.h, r.t, 1}; }
+Dims4 TransposedStridesOf(const AttentionRows& r) { return {r.b, r.h, 1, r.t}; }
+
 Shapes ShapesOf(const AttentionDims& d) {
-  return {{d.b, d.h, d.tq, d.d},  {d.b, d.h, d.d, d.tk},  {d.h * d.tk * d.d, d.tk * d.d, 1, d.d},
-          {d.b, d.h, d.tk, d.dv}, {d.b, d.h, d.dv, d.tk}, {d.h * d.tk * d.dv, d.tk * d.dv, 1, d.dv},
-          {d.b, d.h, d.tq, d.dv}, {d.b, d.h, d.tq, d.tk}, {d.b, d.h, d.tq, 1}};
+  return {{d.b, d.h, d.tq, d.d},    StridesOf(d.q),         {d.b, d.h, d.tk, d.d},
+          StridesOf(d.k),           {d.b, d.h, d.d, d.tk},  TransposedStridesOf(d.k),
+          {d.b, d.h, d.tk, d.dv},   StridesOf(d.v),         {d.b, d.h, d.dv, d.tk},
+          TransposedStridesOf(d.v), {d.b, d.h, d.tq, d.dv}, StridesOf(d.out),
+          {d.b, d.h, d.tq, d.tk},   {d.b, d.h, d.tq, 1}};
 }
 
 cudnnBackendDescriptor_t Dense(BackendGraph& g, int64_t uid, cudnnDataType_t type,
@@ -85,9 +95,9 @@ cudnnBackendDescriptor_t CausalMask(BackendGraph& g, const Shapes& sh, cudnnBack
 // cudnn-frontend's composite SDPA forward with its composite softmax.
 void ForwardGraph(BackendGraph& g, const AttentionDims& d, cudnnDataType_t io) {
   const Shapes sh = ShapesOf(d);
-  const auto q = Dense(g, kQ, io, sh.q);
+  const auto q = g.Tensor({kQ, io, sh.q, sh.q_strides});
   const auto k_t = g.Tensor({kK, io, sh.k_t, sh.k_t_strides});
-  const auto v = Dense(g, kV, io, sh.v);
+  const auto v = g.Tensor({kV, io, sh.v, sh.v_strides});
   const auto s = Scores(g, sh);
   g.Matmul(q, k_t, s);
   auto scaled = Scores(g, sh);
@@ -105,7 +115,7 @@ void ForwardGraph(BackendGraph& g, const AttentionDims& d, cudnnDataType_t io) {
   // the i/o type only (cudnn-frontend sets it so; a float P gets no engine configuration).
   const auto p = g.Virtual(io, sh.scores, DenseStrides(sh.scores));
   g.Pointwise(CUDNN_POINTWISE_DIV, e, p, sum);
-  g.Matmul(p, v, Dense(g, kO, io, sh.out));
+  g.Matmul(p, v, g.Tensor({kO, io, sh.out, sh.out_strides}));
 }
 
 // d_q, d_k, d_v from q, k, v, out, out_grad and stats: cudnn-frontend's composite SDPA backward
@@ -113,10 +123,11 @@ void ForwardGraph(BackendGraph& g, const AttentionDims& d, cudnnDataType_t io) {
 // rowsum(out_grad * out) in the workspace too).
 void BackwardGraph(BackendGraph& g, const AttentionDims& d, cudnnDataType_t io) {
   const Shapes sh = ShapesOf(d);
-  const auto q = Dense(g, kQ, io, sh.q);
+  const auto q = g.Tensor({kQ, io, sh.q, sh.q_strides});
   const auto k_t = g.Tensor({kK, io, sh.k_t, sh.k_t_strides});
   const auto v_t = g.Tensor({kV, io, sh.v_t, sh.v_t_strides});
-  const auto out = Dense(g, kO, io, sh.out), dy = Dense(g, kOutGrad, io, sh.out);
+  const auto out = g.Tensor({kO, io, sh.out, sh.out_strides}),
+             dy = g.Tensor({kOutGrad, io, sh.out, sh.out_strides});
   const auto stats = Dense(g, kStats, CUDNN_DATA_FLOAT, sh.rows), scale = g.Scalar(kScale);
   const auto dy_out = g.Virtual(CUDNN_DATA_FLOAT, sh.out, DenseStrides(sh.out));
   const auto row_sum = PerRow(g, sh),
@@ -133,7 +144,7 @@ void BackwardGraph(BackendGraph& g, const AttentionDims& d, cudnnDataType_t io) 
   const auto p = Scores(g, sh), p_t = ScoresTransposed(g, d, io);
   g.Pointwise(CUDNN_POINTWISE_EXP, shifted, p);
   g.Reshape(p, p_t);
-  g.Matmul(p_t, dy, Dense(g, kDv, io, sh.v));
+  g.Matmul(p_t, dy, g.Tensor({kDv, io, sh.v, sh.v_strides}));
   const auto dp = Scores(g, sh), centered = Scores(g, sh), ds_unscaled = Scores(g, sh);
   g.Matmul(dy, v_t, dp);
   g.Pointwise(CUDNN_POINTWISE_SUB, dp, centered, softmax_sum);
@@ -141,19 +152,25 @@ void BackwardGraph(BackendGraph& g, const AttentionDims& d, cudnnDataType_t io) 
   const auto ds = Scores(g, sh), ds_t = ScoresTransposed(g, d, io);
   g.Pointwise(CUDNN_POINTWISE_MUL, ds_unscaled, ds, scale);
   g.Reshape(ds, ds_t);
-  g.Matmul(ds_t, q, Dense(g, kDk, io, {d.b, d.h, d.tk, d.d}));
-  const Dims4 k_dims{d.b, d.h, d.tk, d.d};  // float, as cudnn-frontend's reshape_k infers it
-  const auto k = g.Virtual(CUDNN_DATA_FLOAT, k_dims, DenseStrides(k_dims));
+  g.Matmul(ds_t, q, g.Tensor({kDk, io, sh.k, sh.k_strides}));
+  // k (B, H, Tk, D) with its own strides, from k^T: cudnn-frontend's reshape_k (float, as it
+  // infers the type)
+  const auto k = g.Virtual(CUDNN_DATA_FLOAT, sh.k, sh.k_strides);
   g.Reshape(k_t, k);
   const auto dq_accum = Dense(g, kDqAccum, CUDNN_DATA_FLOAT, sh.q);
   g.Matmul(ds, k, dq_accum);
-  g.Pointwise(CUDNN_POINTWISE_IDENTITY, dq_accum, Dense(g, kDq, io, sh.q));
+  g.Pointwise(CUDNN_POINTWISE_IDENTITY, dq_accum, g.Tensor({kDq, io, sh.q, sh.q_strides}));
 }
 
-// Everything a plan depends on: the handle it was built for, dtype, extents, scale, causal and
-// the direction (true: backward).
-using PlanKey = std::tuple<cudnnHandle_t, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                           double, bool, bool>;
+// Everything a plan depends on: the handle it was built for, dtype, scale, causal, the direction
+// (true: backward), and the extents and strides (ExtentsOf).
+using PlanKey = std::tuple<cudnnHandle_t, int, double, bool, bool, std::vector<int64_t>>;
+
+std::vector<int64_t> ExtentsOf(const AttentionDims& d) {
+  std::vector<int64_t> e = {d.b, d.h, d.tq, d.tk, d.d, d.dv};
+  for (const AttentionRows& r : {d.q, d.k, d.v, d.out}) e.insert(e.end(), {r.b, r.h, r.t});
+  return e;
+}
 
 // A key's plan, or why cuDNN declined it; immutable once stored.
 struct PlanEntry {
@@ -181,6 +198,10 @@ std::string Unsupported(const AttentionDims& d) {
     return "cuDNN " + std::to_string(version) + " is older than 9.0 (no fused attention)";
   }
   if (d.d % 8 != 0 || d.dv % 8 != 0) return "D and Dv must be multiples of 8";
+  for (const AttentionRows& r : {d.q, d.k, d.v, d.out}) {
+    if (r.offset % 8 != 0 || r.b % 8 != 0 || r.h % 8 != 0 || r.t % 8 != 0)
+      return "every row must start 16 bytes aligned (strides and offsets multiples of 8)";
+  }
   return "";
 }
 
@@ -206,8 +227,7 @@ void LogOnce(const std::string& message) WEFT_REQUIRES(plans_mu) {
 
 // The plan of this handle and call, built on first use; null where cuDNN declined it.
 const BackendPlan* PlanFor(cudnnHandle_t h, const AttentionDims& d, DType dtype, bool backward) {
-  const PlanKey key{
-      h, static_cast<int>(dtype), d.b, d.h, d.tq, d.tk, d.d, d.dv, d.scale, d.causal, backward};
+  const PlanKey key{h, static_cast<int>(dtype), d.scale, d.causal, backward, ExtentsOf(d)};
   {
     MutexLock lock(&plans_mu);
     const auto it = plans->find(key);
@@ -241,6 +261,15 @@ float MaskFill() {
 
 void* Mutable(const void* p) { return const_cast<void*>(p); }  // the variant pack's type
 
+// Whether every pointer is 16-byte aligned, as the plans' tensors say (arrays are; a view into
+// one may not be): where not, weft's kernels take the call.
+bool Aligned(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
+
 // Runs `plan` on the call's stream; a failure is a weft::Error naming the call.
 void Execute(const GpuCall& call, const BackendPlan& plan, const AttentionDims& d, bool backward,
              const std::vector<int64_t>& uids, const std::vector<void*>& pointers,
@@ -261,6 +290,7 @@ void Execute(const GpuCall& call, const BackendPlan& plan, const AttentionDims& 
 
 bool CudnnAttentionForward(const GpuCall& call, const AttentionDims& d, DType dtype,
                            const CudnnAttentionForwardArgs& a) {
+  if (!Aligned({a.q, a.k, a.v, a.out})) return false;
   const BackendPlan* plan =
       call.Cudnn([&](cudnnHandle_t h) { return PlanFor(h, d, dtype, /*backward=*/false); });
   if (plan == nullptr) return false;
@@ -278,6 +308,7 @@ bool CudnnAttentionForward(const GpuCall& call, const AttentionDims& d, DType dt
 
 bool CudnnAttentionBackward(const GpuCall& call, const AttentionDims& d, DType dtype,
                             const CudnnAttentionBackwardArgs& a) {
+  if (!Aligned({a.q, a.k, a.v, a.out, a.out_grad, a.dq, a.dk, a.dv})) return false;
   const BackendPlan* plan =
       call.Cudnn([&](cudnnHandle_t h) { return PlanFor(h, d, dtype, /*backward=*/true); });
   if (plan == nullptr) return false;

@@ -10,9 +10,9 @@
 // cuDNN's stats and either path's backward reads either path's lse.
 //
 // Plans (operation graph, engine configuration, execution plan) are built once per (handle,
-// dtype, B, H, Tq, Tk, D, Dv, scale, causal, direction) and kept for the process, like the RNN's
-// (rnn_plan.h): a handle belongs to one thread and stream, and so does its plan. A call cuDNN
-// declines (no engine for the graph, a plan that does not finalize, a workspace over the cap)
+// dtype, B, H, Tq, Tk, D, Dv, the strides, scale, causal, direction) and kept for the process, like
+// the RNN's (rnn_plan.h): a handle belongs to one thread and stream, and so does its plan. A call
+// cuDNN declines (no engine for the graph, a plan that does not finalize, a workspace over the cap)
 // returns false having queued nothing, and the decline is remembered for its key, so the op runs
 // weft's kernels without asking again.
 //
@@ -28,8 +28,9 @@
 
 namespace weft::gpu {
 
-// Dense row-major tensors: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), out and out_grad
-// (B, H, Tq, Dv) of the data's dtype, lse (B, H, Tq) float32.
+// q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), out and out_grad (B, H, Tq, Dv) of the
+// data's dtype, each where its rows of `d` start (d.q, d.k, d.v, d.out: their strides, the last
+// axis contiguous; the gradients of q, k and v have theirs), lse (B, H, Tq) float32 contiguous.
 struct CudnnAttentionForwardArgs {
   const void *q, *k, *v;
   void* out;
