@@ -14,6 +14,7 @@
 // what was in use before the row, PyTorch's growth of peak resident memory (a process per row).
 //
 //   bazel run -c opt //bench:gpt_bench -- --threads=2 --steps=5 --rounds=5 --chars=256
+//   (--train=0, --generate=0, --attention=0 leave a row out)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -166,19 +167,27 @@ int main(int argc, char** argv) {
   const std::vector<int> sizes = {c.vocab, c.context, c.layers, c.heads, c.width};
   const std::string peer = "bench/torch_gpt_peer.py", th = std::to_string(threads);
   std::vector<Row> rows;
-  rows.push_back(Measure(
-      "gpt train step b32", "step", [&] { return TrainStep(c, batch); }, steps, rounds));
-  rows.back().torch =
-      bench::RunPeer(peer, th + " train" + Args(sizes) + Args({batch, steps, rounds}));
-  rows.push_back(Measure(
-      "gpt generate " + std::to_string(chars) + " chars", "character",
-      [&] { return Generate(c, chars); }, 1, rounds, 1));
-  rows.back().ms /= chars;
-  rows.back().torch = bench::RunPeer(peer, th + " generate" + Args(sizes) + Args({chars, rounds}));
-  rows.push_back(Measure(
-      "causal attention fwd+bwd", "fwd+bwd", [&] { return AttentionStep(b, h, t, d); }, steps,
-      rounds));
-  rows.back().torch = bench::RunPeer(peer, th + " attention" + Args({b, h, t, d, steps, rounds}));
+  if (bench::IntFlag(argc, argv, "train", 1)) {
+    rows.push_back(Measure(
+        "gpt train step b32", "step", [&] { return TrainStep(c, batch); }, steps, rounds));
+    rows.back().torch =
+        bench::RunPeer(peer, th + " train" + Args(sizes) + Args({batch, steps, rounds}));
+  }
+  if (bench::IntFlag(argc, argv, "generate", 1)) {
+    rows.push_back(Measure(
+        "gpt generate " + std::to_string(chars) + " chars", "character",
+        [&] { return Generate(c, chars); }, 1, rounds, 1));
+    rows.back().ms /= chars;
+    rows.back().torch =
+        bench::RunPeer(peer, th + " generate" + Args(sizes) + Args({chars, rounds}));
+  }
+  if (bench::IntFlag(argc, argv, "attention", 1)) {
+    rows.push_back(Measure(
+        "causal attention fwd+bwd", "fwd+bwd", [&] { return AttentionStep(b, h, t, d); }, steps,
+        rounds));
+    rows.back().torch = bench::RunPeer(peer, th + " attention" + Args({b, h, t, d, steps, rounds}));
+  }
+  if (rows.empty()) return 0;
   std::printf(
       "train_gpt's GPT on the CPU, %d thread(s): %d layers, %d heads, width %d, context %d, "
       "vocabulary %d; training %d rounds of %d steps, generation %d rounds; attention B %d, H %d, "

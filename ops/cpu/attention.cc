@@ -276,11 +276,13 @@ void ForwardBlock(const Operands<T>& x, const Dropout& z, const Block& blk,
 template <typename T>
 void ForwardLoops(const Operands<T>& x, const Dropout& z, std::span<const OpReq> req, T* out,
                   Arith<T>* lse) {
-  ParallelFor(Blocks(x.d, kQueryBlock, x.d.tq), 1, [&](int64_t begin, int64_t end) {
-    ForwardScratch<Arith<T>> w(x.d);
-    for (int64_t item = begin; item < end; ++item)
-      ForwardBlock(x, z, BlockOf(item, kQueryBlock, x.d.tq), w, req, out, lse);
-  });
+  const int64_t block_work = std::min(kQueryBlock, x.d.tq) * x.d.tk * (x.d.d + x.d.dv);
+  ParallelFor(Blocks(x.d, kQueryBlock, x.d.tq), GrainFor(block_work),
+              [&](int64_t begin, int64_t end) {
+                ForwardScratch<Arith<T>> w(x.d);
+                for (int64_t item = begin; item < end; ++item)
+                  ForwardBlock(x, z, BlockOf(item, kQueryBlock, x.d.tq), w, req, out, lse);
+              });
 }
 
 // ---- Backward ----
@@ -416,15 +418,19 @@ void BackwardLoops(const Operands<T>& x, const Dropout& z, const Grads<T>& g,
                    const GradOutputs<T>& out) {
   const AttentionDims& d = x.d;
   RowDeltas(d, g);
+  // A block's work: its rows against every key, scores, probabilities and gradients.
+  const int64_t query_work = std::min(kQueryBlock, d.tq) * d.tk * (2 * d.d + d.dv);
+  const int64_t key_work = std::min(kKeyBlock, d.tk) * d.tq * (2 * d.d + 2 * d.dv);
   if (out.req[0] != OpReq::kNull) {
-    ParallelFor(Blocks(d, kQueryBlock, d.tq), 1, [&](int64_t begin, int64_t end) {
-      BackwardScratch<Arith<T>> w(kQueryBlock, d.d, 0);
-      for (int64_t item = begin; item < end; ++item)
-        QueryGradBlock(x, z, g, BlockOf(item, kQueryBlock, d.tq), w, out);
-    });
+    ParallelFor(Blocks(d, kQueryBlock, d.tq), GrainFor(query_work),
+                [&](int64_t begin, int64_t end) {
+                  BackwardScratch<Arith<T>> w(kQueryBlock, d.d, 0);
+                  for (int64_t item = begin; item < end; ++item)
+                    QueryGradBlock(x, z, g, BlockOf(item, kQueryBlock, d.tq), w, out);
+                });
   }
   if (out.req[1] == OpReq::kNull && out.req[2] == OpReq::kNull) return;
-  ParallelFor(Blocks(d, kKeyBlock, d.tk), 1, [&](int64_t begin, int64_t end) {
+  ParallelFor(Blocks(d, kKeyBlock, d.tk), GrainFor(key_work), [&](int64_t begin, int64_t end) {
     BackwardScratch<Arith<T>> w(kKeyBlock, d.d, d.dv);
     for (int64_t item = begin; item < end; ++item)
       KeyGradBlock(x, z, g, BlockOf(item, kKeyBlock, d.tk), w, out);

@@ -3,6 +3,7 @@
 // backward weights); float64 runs the loops below. An activation epilogue (act_type) is the
 // matmul's post-op on float32, weft's functor over the output on float64.
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -38,34 +39,43 @@ dnnl::memory::desc TransposedWeightDesc(const FcDims& d) {
 DnnlPrimitive FcForwardPrimitive(const FcDims& d, bool bias, std::optional<ActType> act) {
   const std::string key =
       PrimitiveKey("FullyConnected/forward_matmul", d.m, d.k, d.o, bias, LayerActKey(act));
-  return CachedPrimitive(key, [&] {
-    const auto src = PlainDesc(Shape{d.m, d.k}), dst = PlainDesc(Shape{d.m, d.o});
-    const auto desc =
-        bias ? dnnl::matmul::desc(src, TransposedWeightDesc(d), PlainDesc(Shape{1, d.o}), dst)
-             : dnnl::matmul::desc(src, TransposedWeightDesc(d), dst);
-    return MakePrimitive<dnnl::matmul>({desc, LayerAttr(act), DnnlEngine()});
-  });
+  return CachedPrimitive(
+      key,
+      [&] {
+        const auto src = PlainDesc(Shape{d.m, d.k}), dst = PlainDesc(Shape{d.m, d.o});
+        const auto desc =
+            bias ? dnnl::matmul::desc(src, TransposedWeightDesc(d), PlainDesc(Shape{1, d.o}), dst)
+                 : dnnl::matmul::desc(src, TransposedWeightDesc(d), dst);
+        return MakePrimitive<dnnl::matmul>({desc, LayerAttr(act), DnnlEngine()});
+      },
+      DnnlThreadsFor(d.m * d.k * d.o));
 }
 
 DnnlPrimitive FcBackwardDataPrimitive(const FcDims& d) {
-  return CachedPrimitive(PrimitiveKey("FullyConnected/backward_data", d.m, d.k, d.o), [&] {
-    const dnnl::inner_product_backward_data::desc desc(
-        PlainDesc(Shape{d.m, d.k}), PlainDesc(Shape{d.o, d.k}), PlainDesc(Shape{d.m, d.o}));
-    return MakePrimitive<dnnl::inner_product_backward_data>(
-        {desc, ScratchpadAttr(), DnnlEngine(), FcForwardDesc(d, false)});
-  });
+  return CachedPrimitive(
+      PrimitiveKey("FullyConnected/backward_data", d.m, d.k, d.o),
+      [&] {
+        const dnnl::inner_product_backward_data::desc desc(
+            PlainDesc(Shape{d.m, d.k}), PlainDesc(Shape{d.o, d.k}), PlainDesc(Shape{d.m, d.o}));
+        return MakePrimitive<dnnl::inner_product_backward_data>(
+            {desc, ScratchpadAttr(), DnnlEngine(), FcForwardDesc(d, false)});
+      },
+      DnnlThreadsFor(d.m * d.k * d.o));
 }
 
 DnnlPrimitive FcBackwardWeightsPrimitive(const FcDims& d, bool bias) {
-  return CachedPrimitive(PrimitiveKey("FullyConnected/backward_weights", d.m, d.k, d.o, bias), [&] {
-    using Desc = dnnl::inner_product_backward_weights::desc;
-    const auto src = PlainDesc(Shape{d.m, d.k}), weights = PlainDesc(Shape{d.o, d.k}),
-               dst = PlainDesc(Shape{d.m, d.o});
-    const Desc desc =
-        bias ? Desc(src, weights, PlainDesc(Shape{d.o}), dst) : Desc(src, weights, dst);
-    return MakePrimitive<dnnl::inner_product_backward_weights>(
-        {desc, ScratchpadAttr(), DnnlEngine(), FcForwardDesc(d, bias)});
-  });
+  return CachedPrimitive(
+      PrimitiveKey("FullyConnected/backward_weights", d.m, d.k, d.o, bias),
+      [&] {
+        using Desc = dnnl::inner_product_backward_weights::desc;
+        const auto src = PlainDesc(Shape{d.m, d.k}), weights = PlainDesc(Shape{d.o, d.k}),
+                   dst = PlainDesc(Shape{d.m, d.o});
+        const Desc desc =
+            bias ? Desc(src, weights, PlainDesc(Shape{d.o}), dst) : Desc(src, weights, dst);
+        return MakePrimitive<dnnl::inner_product_backward_weights>(
+            {desc, ScratchpadAttr(), DnnlEngine(), FcForwardDesc(d, bias)});
+      },
+      DnnlThreadsFor(d.m * d.k * d.o));
 }
 
 // ---- float64: loops ----
@@ -141,6 +151,26 @@ void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView>
   staged.Finish();
 }
 
+// Bind-time preparation: a float32 call that overwrites its output runs its primitive bound to
+// these tensors (BoundPrimitive; a generation step's one-row products are mostly that overhead);
+// any other call the compute above.
+ComputeFn PrepareFcForward(const Attrs& a, Device, std::span<const TensorView> in,
+                           std::span<const OpReq> req, std::span<const TensorView> out) {
+  const bool overwrite = req[0] == OpReq::kWrite || req[0] == OpReq::kWriteInplace;
+  if (in[0].dtype() != DType::kFloat32 || !overwrite) return FcForward;
+  const FcParam& p = a.Get<FcParam>();
+  const FcDims d = FcDimsOf(p, in[0].shape());
+  DnnlArgs args = {
+      {DNNL_ARG_SRC, DnnlMemory(in[0].Reshaped(Shape{d.m, d.k}))},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(TransposedWeightDesc(d), DnnlEngine(), in[1].raw())},
+      {DNNL_ARG_DST, DnnlMemory(out[0].Reshaped(Shape{d.m, d.o}))}};
+  if (!p.no_bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(in[2].Reshaped(Shape{1, d.o})));
+  auto bound = std::make_shared<const BoundPrimitive>(FcForwardPrimitive(d, !p.no_bias, p.act),
+                                                      std::move(args));
+  return [bound](const OpContext& ctx, const Attrs&, std::span<const TensorView>,
+                 std::span<const OpReq>, std::span<const TensorView>) { bound->Run(ctx); };
+}
+
 // in: (out_grad, data, weight); out: (d_data, d_weight[, d_bias]).
 void FcBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                 std::span<const OpReq> req, std::span<const TensorView> out) {
@@ -169,7 +199,8 @@ void FcBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView
 
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu,
                            {
-                               {"FullyConnected", {.compute = FcForward}},
+                               {"FullyConnected",
+                                {.compute = FcForward, .prepare = PrepareFcForward}},
                                {"_backward_FullyConnected", {.compute = FcBackward}},
                            });
 

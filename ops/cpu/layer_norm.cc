@@ -196,21 +196,26 @@ dnnl::layer_normalization_forward::primitive_desc ForwardDesc(const LnCall& c, D
 
 // Always forward_training: it writes the mean and variance, which inference would not.
 DnnlPrimitive ForwardPrimitive(const LnCall& c, DType dtype) {
-  return CachedPrimitive(KeyOf("forward", c, dtype), [&] {
-    return MakePrimitive<dnnl::layer_normalization_forward>(ForwardDesc(c, dtype));
-  });
+  return CachedPrimitive(
+      KeyOf("forward", c, dtype),
+      [&] { return MakePrimitive<dnnl::layer_normalization_forward>(ForwardDesc(c, dtype)); },
+      DnnlThreadsFor(c.d.Rows() * c.d.c * kNormWork));
 }
 
 // d_data, d_gamma and d_beta (prop_kind backward: oneDNN 2.6 has no backward_data with scale and
 // shift, so an unread d_gamma and d_beta go to scratch).
 DnnlPrimitive BackwardPrimitive(const LnCall& c, DType dtype) {
-  return CachedPrimitive(KeyOf("backward", c, dtype), [&] {
-    const dnnl::memory::desc data = DataDesc(c.d, dtype);
-    const dnnl::layer_normalization_backward::desc desc(
-        dnnl::prop_kind::backward, data, data, StatDesc(c.d), static_cast<float>(c.p.eps), kAffine);
-    return MakePrimitive<dnnl::layer_normalization_backward>(
-        {desc, ScratchpadAttr(), DnnlEngine(), ForwardDesc(c, dtype)});
-  });
+  return CachedPrimitive(
+      KeyOf("backward", c, dtype),
+      [&] {
+        const dnnl::memory::desc data = DataDesc(c.d, dtype);
+        const dnnl::layer_normalization_backward::desc desc(dnnl::prop_kind::backward, data, data,
+                                                            StatDesc(c.d),
+                                                            static_cast<float>(c.p.eps), kAffine);
+        return MakePrimitive<dnnl::layer_normalization_backward>(
+            {desc, ScratchpadAttr(), DnnlEngine(), ForwardDesc(c, dtype)});
+      },
+      DnnlThreadsFor(c.d.Rows() * c.d.c * kNormWork));
 }
 
 // in: (data, gamma, beta); out: (output, mean, rstd).

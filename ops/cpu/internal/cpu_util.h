@@ -24,6 +24,14 @@ namespace weft::cpu {
 // the engine's CPU workers (at least 1).
 int IntraOpThreads();
 
+// The grain (items per chunk) for ParallelFor over items of about `work_per_item` operations each:
+// a chunk at least kMinChunkWork operations, below which an OpenMP team's fork and join (5 to 10
+// us for two threads on these machines) costs more than splitting saves.
+inline constexpr int64_t kMinChunkWork = int64_t{1} << 16;
+inline int64_t GrainFor(int64_t work_per_item) {
+  return std::max<int64_t>(1, kMinChunkWork / std::max<int64_t>(1, work_per_item));
+}
+
 // Runs f(begin, end) over [0, n) in chunks of at least `grain`, on IntraOpThreads() threads (the
 // calling worker's OpenMP team, which oneDNN's primitives use too).
 // Small ranges (and one thread) run inline, with no type erasure or allocation.

@@ -1,5 +1,7 @@
 #include "ops/cpu/internal/dnnl_util.h"
 
+#include <omp.h>
+
 #include <list>
 #include <mutex>
 #include <utility>
@@ -114,9 +116,40 @@ dnnl::primitive_attr ScratchpadAttr() {
   return attr;
 }
 
-DnnlPrimitive CachedPrimitive(const std::string& key,
-                              const std::function<DnnlPrimitive()>& create) {
-  return Cache().Get(key, create);
+int DnnlThreadsFor(int64_t work) { return work < kSerialWork ? 1 : 0; }
+
+namespace {
+
+// This thread's OpenMP thread count (which oneDNN's runtime reads) at `threads` (0:
+// IntraOpThreads()) for the scope.
+class OmpThreadsScope {
+ public:
+  explicit OmpThreadsScope(int threads) {
+    ConfigureOpenMPForThisThread();
+    const int want = threads > 0 ? threads : IntraOpThreads();
+    if (want != IntraOpThreads()) omp_set_num_threads(want), changed_ = true;
+  }
+  ~OmpThreadsScope() {
+    if (changed_) omp_set_num_threads(IntraOpThreads());
+  }
+  OmpThreadsScope(const OmpThreadsScope&) = delete;
+  OmpThreadsScope& operator=(const OmpThreadsScope&) = delete;
+
+ private:
+  bool changed_ = false;
+};
+
+}  // namespace
+
+DnnlPrimitive CachedPrimitive(const std::string& key, const std::function<DnnlPrimitive()>& create,
+                              int threads) {
+  const int resolved = threads > 0 ? threads : IntraOpThreads();
+  return Cache().Get(key + "t" + std::to_string(resolved) + '|', [&] {
+    OmpThreadsScope scope(resolved);
+    DnnlPrimitive p = create();
+    p.threads = resolved;
+    return p;
+  });
 }
 
 PrimitiveCacheStats GetPrimitiveCacheStats() { return Cache().Stats(); }
@@ -126,7 +159,7 @@ size_t ScratchpadBytes(const DnnlPrimitive& p) { return p.desc.scratchpad_desc()
 size_t WorkspaceBytes(const DnnlPrimitive& p) { return p.desc.workspace_desc().get_size(); }
 
 void ExecutePrimitive(const DnnlPrimitive& p, DnnlArgs args, void* scratchpad) {
-  ConfigureOpenMPForThisThread();
+  OmpThreadsScope scope(p.threads);
   const dnnl::memory::desc pad = p.desc.scratchpad_desc();
   if (pad.get_size() > 0)
     args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(pad, DnnlEngine(), scratchpad));
@@ -138,6 +171,11 @@ void ExecutePrimitive(const DnnlPrimitive& p, DnnlArgs args, void* scratchpad) {
     WEFT_THROW("oneDNN primitive " << p.desc.impl_info_str() << " failed: " << e.what()
                                    << " (status " << e.status << ")");
   }
+}
+
+void BoundPrimitive::Run(const OpContext& ctx) const {
+  const size_t bytes = ScratchpadBytes(p_);
+  ExecutePrimitive(p_, args_, bytes > 0 ? ctx.Workspace(bytes) : nullptr);
 }
 
 void Reorder(const dnnl::memory& from, const dnnl::memory& to) {

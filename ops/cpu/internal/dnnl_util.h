@@ -21,10 +21,12 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "core/dtype.h"
 #include "core/shape.h"
 #include "core/tensor_view.h"
+#include "ops/op.h"
 #include "storage/storage.h"
 
 namespace weft::cpu {
@@ -43,11 +45,22 @@ dnnl::memory DnnlMemory(const TensorView& t);
 // Attributes every cached primitive is created with: a user-managed scratchpad.
 dnnl::primitive_attr ScratchpadAttr();
 
-// A primitive with the descriptor it was created from (for its scratchpad and workspace sizes).
+// A primitive with the descriptor it was created from (for its scratchpad and workspace sizes)
+// and the OpenMP threads it was created for and runs on (0: IntraOpThreads()).
 struct DnnlPrimitive {
   dnnl::primitive primitive;
   dnnl::primitive_desc_base desc;
+  int threads = 0;
 };
+
+// The threads for a oneDNN call of about `work` multiply-adds (a matrix product's M * K * N, a
+// normalization's element count times kNormWork): one below kSerialWork, where forking and
+// joining an OpenMP team costs more than it saves (5 to 10 us for two threads on these machines;
+// oneDNN's matmul of 64 x 128 x 384 takes as long on one thread as on two), else 0
+// (IntraOpThreads()). A generation step's one-row products and norms run on one thread.
+inline constexpr int64_t kSerialWork = int64_t{1} << 21;
+inline constexpr int64_t kNormWork = 64;  // a normalized element against a multiply-add
+int DnnlThreadsFor(int64_t work);
 
 template <typename P>
 DnnlPrimitive MakePrimitive(const typename P::primitive_desc& pd) {
@@ -64,9 +77,11 @@ std::string PrimitiveKey(const Parts&... parts) {
   return os.str();
 }
 
-// The primitive cached under `key`, made by `create` on the first call (a miss). Thread-safe.
+// The primitive cached under `key`, made by `create` on the first call (a miss), for `threads`
+// (DnnlThreadsFor; 0: IntraOpThreads()), which ExecutePrimitive then runs it on. Thread-safe.
 // A oneDNN error while creating is a weft::Error that names the key.
-DnnlPrimitive CachedPrimitive(const std::string& key, const std::function<DnnlPrimitive()>& create);
+DnnlPrimitive CachedPrimitive(const std::string& key, const std::function<DnnlPrimitive()>& create,
+                              int threads = 0);
 
 struct PrimitiveCacheStats {
   int64_t hits = 0;
@@ -81,8 +96,21 @@ size_t WorkspaceBytes(const DnnlPrimitive& p);
 
 using DnnlArgs = std::unordered_map<int, dnnl::memory>;
 // Runs `p` on this thread's stream and waits for it; `scratchpad` must hold ScratchpadBytes(p).
-// Sets this thread's OpenMP thread count first (cpu::ConfigureOpenMPForThisThread).
+// Runs it on the threads it was created for (this thread's OpenMP thread count meanwhile).
 void ExecutePrimitive(const DnnlPrimitive& p, DnnlArgs args, void* scratchpad);
+
+// A primitive bound at bind time to the tensors of one call that will not move (a bound graph's
+// node, an op's PrepareFn): each run takes only its scratchpad from the call's workspace, with no
+// cache lookup and no memory descriptors to make.
+class BoundPrimitive {
+ public:
+  BoundPrimitive(DnnlPrimitive p, DnnlArgs args) : p_(std::move(p)), args_(std::move(args)) {}
+  void Run(const OpContext& ctx) const;
+
+ private:
+  DnnlPrimitive p_;
+  DnnlArgs args_;
+};
 
 // Copies `from` into `to` (same dims, any layouts) on this thread's stream, and waits.
 void Reorder(const dnnl::memory& from, const dnnl::memory& to);
