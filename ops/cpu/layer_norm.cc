@@ -9,7 +9,9 @@
 // into rstd = 1 / sqrt(var + eps), the backward turns rstd back into the variance it reads.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "ops/attrs.h"
 #include "ops/cpu/internal/cpu_util.h"
@@ -218,6 +220,12 @@ DnnlPrimitive BackwardPrimitive(const LnCall& c, DType dtype) {
       DnnlThreadsFor(c.d.Rows() * c.d.c * kNormWork));
 }
 
+// rstd = 1 / sqrt(var + eps) in place, a float a row.
+void VarianceToRstd(const LnCall& c, float* var_then_rstd) {
+  const float eps = static_cast<float>(c.p.eps);
+  for (int64_t r = 0; r < c.d.Rows(); ++r) var_then_rstd[r] = 1 / std::sqrt(var_then_rstd[r] + eps);
+}
+
 // in: (data, gamma, beta); out: (output, mean, rstd).
 void LnForwardDnnl(const OpContext& ctx, const LnCall& c, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
@@ -232,8 +240,7 @@ void LnForwardDnnl(const OpContext& ctx, const LnCall& c, std::span<const Tensor
                     {DNNL_ARG_MEAN, StatMemory(c.d, staged.Target(1).raw())},
                     {DNNL_ARG_VARIANCE, StatMemory(c.d, var_then_rstd)}},
                    staged.Extra(0));
-  const float eps = static_cast<float>(c.p.eps);
-  for (int64_t r = 0; r < c.d.Rows(); ++r) var_then_rstd[r] = 1 / std::sqrt(var_then_rstd[r] + eps);
+  VarianceToRstd(c, var_then_rstd);
   staged.Finish();
 }
 
@@ -285,10 +292,58 @@ void LnBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView
   LnBackwardDnnl(ctx, c, in, req, out);
 }
 
-WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, {
-                                                 {"LayerNorm", {.compute = LnForward}},
-                                                 {"_backward_LayerNorm", {.compute = LnBackward}},
-                                             });
+// A forward bound at bind time (PrepareLnForward): the primitive on these tensors, mean and
+// variance into the outputs where requested, else into buffers of its own.
+struct BoundLnForward {
+  LnCall c;
+  std::vector<float> own_mean, own_var;
+  float* var_then_rstd;
+  bool rstd_wanted;
+  std::unique_ptr<BoundPrimitive> prim;
+};
+
+// Bind-time preparation: a float32 or bfloat16 call that overwrites its output (not in place)
+// and its statistics or leaves them unread runs its primitive bound to these tensors (a
+// generation step's one-row norms are mostly per-call overhead); any other call LnForward.
+ComputeFn PrepareLnForward(const Attrs& a, Device, std::span<const TensorView> in,
+                           std::span<const OpReq> req, std::span<const TensorView> out) {
+  const auto overwrites = [&](int i) {
+    return req[i] == OpReq::kWrite || req[i] == OpReq::kWriteInplace;
+  };
+  const bool stats_ok =
+      (overwrites(1) || req[1] == OpReq::kNull) && (overwrites(2) || req[2] == OpReq::kNull);
+  if (in[0].dtype() == DType::kFloat64 || !overwrites(0) || !stats_ok ||
+      out[0].raw() == in[0].raw()) {
+    return LnForward;
+  }
+  auto b = std::make_shared<BoundLnForward>();
+  b->c = CallOf("LayerNorm", a, in[0].shape());
+  const int64_t rows = b->c.d.Rows();
+  float* mean =
+      overwrites(1) ? out[1].data<float>() : (b->own_mean.resize(rows), b->own_mean.data());
+  b->var_then_rstd =
+      overwrites(2) ? out[2].data<float>() : (b->own_var.resize(rows), b->own_var.data());
+  b->rstd_wanted = overwrites(2);
+  b->prim = std::make_unique<BoundPrimitive>(
+      ForwardPrimitive(b->c, in[0].dtype()),
+      DnnlArgs{{DNNL_ARG_SRC, DataMemory(in[0], b->c.d)},
+               {DNNL_ARG_DST, DataMemory(out[0], b->c.d)},
+               {DNNL_ARG_SCALE, DnnlMemory(in[1])},
+               {DNNL_ARG_SHIFT, DnnlMemory(in[2])},
+               {DNNL_ARG_MEAN, StatMemory(b->c.d, mean)},
+               {DNNL_ARG_VARIANCE, StatMemory(b->c.d, b->var_then_rstd)}});
+  return [b](const OpContext& ctx, const Attrs&, std::span<const TensorView>,
+             std::span<const OpReq>, std::span<const TensorView>) {
+    b->prim->Run(ctx);
+    if (b->rstd_wanted) VarianceToRstd(b->c, b->var_then_rstd);
+  };
+}
+
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu,
+                           {
+                               {"LayerNorm", {.compute = LnForward, .prepare = PrepareLnForward}},
+                               {"_backward_LayerNorm", {.compute = LnBackward}},
+                           });
 
 }  // namespace
 }  // namespace weft::cpu

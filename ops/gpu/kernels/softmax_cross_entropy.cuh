@@ -1,9 +1,9 @@
 // SoftmaxCrossEntropy (ops/gpu/softmax_cross_entropy.cc): one warp per row computes the row's
-// maximum and sum of exponentials, then the loss -(x[label] - max - log(sum)), or the gradient
-// out_grad * (softmax(x) - onehot(label)); one launch each way, for arrays of T (float, double or
-// bf16) computed in its arithmetic type (float for bf16). A label that is not a class index in [0,
-// classes) is noted in `bad` (its row), and the row's results are NaN; the op then fails
-// (device_error.cuh).
+// maximum and sum of exponentials (in one pass: RowStats), then the loss -(x[label] - max -
+// log(sum)), or the gradient out_grad * (softmax(x) - onehot(label)); one launch each way, for
+// arrays of T (float, double or bf16) computed in its arithmetic type (float for bf16). A label
+// that is not a class index in [0, classes) is noted in `bad` (its row), and the row's results
+// are NaN; the op then fails (device_error.cuh).
 #pragma once
 
 #include "common.cuh"
@@ -23,34 +23,33 @@ __device__ inline T NotANumber() {
   return static_cast<T>(__longlong_as_double(0x7ff8000000000000LL));
 }
 
-template <typename T>
-__device__ inline T WarpMax(T v) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const T other = __shfl_xor_sync(0xffffffffu, v, offset);
-    v = other > v ? other : v;
-  }
-  return v;
-}
-
-template <typename T>
-__device__ inline T WarpSum(T v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
 // The maximum of row x and the sum of exp(x - max), in A, reduced over the warp (every lane gets
-// them).
+// them), in one pass over the row: each lane keeps its running maximum and its sum scaled to it
+// (online softmax), and the lanes' pairs combine by rescaling to the larger maximum. A row of
+// -infinity only, or with a NaN, gets a NaN sum, as two passes would give.
 template <typename T, typename A>
 __device__ inline void RowStats(const T* x, int64 classes, int lane, A& max, A& sum) {
   A m = -static_cast<A>(__longlong_as_double(0x7ff0000000000000LL));  // -infinity
+  A s = 0;
   for (int64 c = lane; c < classes; c += 32) {
     const A v = ToArith(x[c]);
-    m = v > m ? v : m;
+    if (v > m) {
+      s = s * Exp(m - v) + A(1);
+      m = v;
+    } else {
+      s += Exp(v - m);
+    }
   }
-  max = WarpMax(m);
-  A s = 0;
-  for (int64 c = lane; c < classes; c += 32) s += Exp(static_cast<A>(ToArith(x[c])) - max);
-  sum = WarpSum(s);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const A om = __shfl_xor_sync(0xffffffffu, m, offset);
+    const A os = __shfl_xor_sync(0xffffffffu, s, offset);
+    const A nm = om > m ? om : m;
+    // A lane that saw nothing (sum 0) adds nothing, whatever its maximum.
+    s = (s == A(0) ? A(0) : s * Exp(m - nm)) + (os == A(0) ? A(0) : os * Exp(om - nm));
+    m = nm;
+  }
+  max = m;
+  sum = s;
 }
 
 // The rows a warp handles: row, row + step, ... (every lane of a warp takes the same ones).

@@ -1,0 +1,66 @@
+// The reduction kernels (ops/gpu/kernels/reduce.cuh: per group, column tiles, either one cut into
+// slices, and the slices' finish) and SoftmaxCrossEntropy's (softmax_cross_entropy.cuh: one pass
+// over a row for its maximum and sum) compiled by NVRTC for sm_90 in every type and accumulator
+// the ops launch them with. NVRTC needs no GPU: this runs in the CUDA build anywhere, so a kernel
+// change that does not compile fails here, not first on the GPU machine.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ops/gpu/rtc/compile.h"
+
+namespace weft::gpu {
+namespace {
+
+// Explicit instantiations of the reduction kernels for stored type t and accumulator acc (the
+// gradient form with max's accumulator only, as the ops launch it).
+std::string ReduceInstances(const std::string& t, const std::string& acc) {
+  const std::string args = "(const " + t + "*, const " + t + "*, " + t +
+                           "*, weft::GpuAxes, weft::GpuAxes, long long, long long, long long, "
+                           "weft::ReduceSlices, double, int);\n";
+  std::vector<std::string> grads = {"false"};
+  if (acc == "weft::MaxAcc") grads.push_back("true");
+  std::string s;
+  for (const char* g : {"1", "32", "256"}) {
+    for (const std::string& grad : grads) {
+      s += "template __global__ void weft::ReducePerGroup<" + acc + ", " + t + ", " + g + ", " +
+           grad + ">" + args;
+    }
+  }
+  for (const std::string& grad : grads)
+    s += "template __global__ void weft::ReduceColumns<" + acc + ", " + t + ", " + grad + ">" + args;
+  s += "template __global__ void weft::ReduceSlicesFinish<" + acc + ", " + t +
+       ">(weft::ReduceSlices, " + t + "*, long long, double, int);\n";
+  return s;
+}
+
+TEST(ReduceKernels, EveryKernelCompilesForEachTypeAndAccumulator) {
+  std::string source = "#include \"reduce.cuh\"\n";
+  for (const char* t : {"float", "double", "weft::bf16"}) {
+    for (const char* acc : {"weft::SumAcc", "weft::MaxAcc"}) source += ReduceInstances(t, acc);
+  }
+  const rtc::CompileResult r =
+      rtc::CompileToCubin("reduce_test.cu", source, "weft::ReduceSlicesFinish<weft::SumAcc, float>",
+                          rtc::CompileOptions(90, {}));
+  EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
+}
+
+TEST(SoftmaxCrossEntropyKernels, LossAndGradientCompileForEachType) {
+  std::string source = "#include \"softmax_cross_entropy.cuh\"\n";
+  for (const char* t : {"float", "double", "weft::bf16"}) {
+    const std::string p = std::string("const ") + t + "*";
+    source += std::string("template __global__ void weft::SceLoss<") + t +
+              ">(long long, long long, " + p + ", " + p + ", int, " + t +
+              "*, weft::GpuErrorSlot);\n";
+    source += std::string("template __global__ void weft::SceGrad<") + t +
+              ">(long long, long long, " + p + ", " + p + ", " + p + ", int, " + t +
+              "*, weft::GpuErrorSlot);\n";
+  }
+  const rtc::CompileResult r = rtc::CompileToCubin(
+      "sce_test.cu", source, "weft::SceGrad<float>", rtc::CompileOptions(90, {}));
+  EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
+}
+
+}  // namespace
+}  // namespace weft::gpu
