@@ -32,7 +32,7 @@ class Inference {
   // Op nodes in order; one whose inputs are not all known yet waits for a later sweep, which a
   // node reading it may make possible by giving a variable its shape through a cast or unary
   // pointwise op (LayerNorm's float32 gamma, Cast of a bfloat16 parameter). A sweep that settles
-  // nothing reports the first waiting node's missing input.
+  // nothing reports the first waiting op node's missing input.
   void Run() {
     std::vector<uint32_t> waiting(g_.nodes().size());
     std::iota(waiting.begin(), waiting.end(), 0u);
@@ -47,7 +47,13 @@ class Inference {
           still.push_back(n);
         }
       }
-      if (still.size() == waiting.size()) ReportMissingInput(still.front());
+      if (still.size() == waiting.size()) {
+        // The first waiting op node (a head gradient waits on one): its missing input.
+        for (uint32_t n : still) {
+          if (!g_.node(n).is_variable()) ReportMissingInput(n);
+        }
+        WEFT_THROW("shape inference: " << still.size() << " head gradient(s) never got a shape");
+      }
       waiting = std::move(still);
     }
   }
