@@ -29,7 +29,8 @@ std::string ReduceInstances(const std::string& t, const std::string& acc) {
     }
   }
   for (const std::string& grad : grads)
-    s += "template __global__ void weft::ReduceColumns<" + acc + ", " + t + ", " + grad + ">" + args;
+    s +=
+        "template __global__ void weft::ReduceColumns<" + acc + ", " + t + ", " + grad + ">" + args;
   s += "template __global__ void weft::ReduceSlicesFinish<" + acc + ", " + t +
        ">(weft::ReduceSlices, " + t + "*, long long, double, int);\n";
   return s;
@@ -57,8 +58,8 @@ TEST(SoftmaxCrossEntropyKernels, LossAndGradientCompileForEachType) {
               ">(long long, long long, " + p + ", " + p + ", " + p + ", int, " + t +
               "*, weft::GpuErrorSlot);\n";
   }
-  const rtc::CompileResult r = rtc::CompileToCubin(
-      "sce_test.cu", source, "weft::SceGrad<float>", rtc::CompileOptions(90, {}));
+  const rtc::CompileResult r = rtc::CompileToCubin("sce_test.cu", source, "weft::SceGrad<float>",
+                                                   rtc::CompileOptions(90, {}));
   EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
 }
 
