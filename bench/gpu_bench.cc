@@ -24,6 +24,11 @@
 //   (g) Attention (issue 39): forward and backward of B8 H12 T1024 D64 causal attention
 //       (GPT-2 124M's), bfloat16 (cuDNN's fused attention) and float32 (weft's kernels), against
 //       F.scaled_dot_product_attention (--attention=0 leaves them out);
+//   (g') LayerNorm (issue 42): forward and backward over (8192, 768) bfloat16 data with float32
+//       gamma and beta (GPT-2's), as ms and as effective bandwidth (the 10 bytes an element the
+//       pair must move: x and y forward, x, out_grad and d_x backward) against the device copy's
+//       (the relu part's), beside PyTorch's F.layer_norm in bfloat16 (--layernorm=0 leaves it
+//       out);
 //   (h) GPT-2 124M's training step (issue 39; --gpt2=B, batch B, off by default): 12 layers, 12
 //       heads, width 768, context 1024, vocabulary 50304, parameters and activations in bfloat16
 //       (examples::MakeGpt; the loss in float32), AdamW (betas 0.9, 0.95, weight decay 0.1 on the
@@ -35,7 +40,8 @@
 // median of --reps repetitions.
 //
 //   tools/gpu_bundle.sh; then on the GPU machine: gpu_bundle/bin/gpu_bench [--reps=5]
-//   (--mlp=0, --tiny=0, --relu=0, --fusion=0, --rnn=0, --attention=0 leave a part out, --gpt2=8
+//   (--mlp=0, --tiny=0, --relu=0, --fusion=0, --rnn=0, --attention=0, --layernorm=0 leave a
+//   part out, --gpt2=8
 //   adds GPT-2 at batch 8, --peer=0
 //   PyTorch; --floors_only=1 prints the launch floors, graph costs and the relu kernel alone;
 //   --profile_cost=1 the tiny op and an MLP step with the profiler never started, running, and
@@ -207,6 +213,31 @@ double AttentionStepMs(int64_t b, int64_t h, int64_t t, int64_t d, DType dtype, 
   }
   auto exec = Executor::Bind(net, kGpu, args, grads, reqs);
   for (int k = 0; k < 3; ++k) exec->Forward(true), exec->Backward();  // kernels, cuDNN's plans
+  weft::engine::Engine::Get()->WaitForAll();
+  return TimeMs(reps, 10, [&] { exec->Forward(true), exec->Backward(); });
+}
+
+// ms per forward and backward of LayerNorm over (rows, cols) bfloat16 data, float32 gamma and
+// beta (section g'), bound once, every gradient written.
+double LayerNormStepMs(int64_t rows, int64_t cols, int reps) {
+  const Symbol net = Symbol::Op(
+      "LayerNorm", {Symbol::Variable("data"), Symbol::Variable("gamma"), Symbol::Variable("beta")},
+      {}, "ln");
+  NDArray data(Shape{rows, cols}, kGpu);
+  data.FillUniform(-1, 1);
+  NDArray gamma(Shape{cols}, kGpu), beta(Shape{cols}, kGpu);
+  gamma.Fill(1), beta.Fill(0);
+  Executor::ArrayMap args = {{"data", weft::Invoke("Cast", {data}, {{"dtype", "bfloat16"}})[0]},
+                             {"gamma", gamma},
+                             {"beta", beta}};
+  Executor::ArrayMap grads;
+  std::map<std::string, weft::GradReq> reqs;
+  for (const auto& [name, array] : args) {
+    grads[name] = NDArray(array.shape(), kGpu, array.dtype());
+    reqs[name] = weft::GradReq::kWrite;
+  }
+  auto exec = Executor::Bind(net, kGpu, args, grads, reqs);
+  for (int k = 0; k < 3; ++k) exec->Forward(true), exec->Backward();
   weft::engine::Engine::Get()->WaitForAll();
   return TimeMs(reps, 10, [&] { exec->Forward(true), exec->Backward(); });
 }
@@ -566,6 +597,15 @@ int main(int argc, char** argv) {
         }
       }
     }
+    const bool layernorm = bench::IntFlag(argc, argv, "layernorm", 1) != 0;
+    const std::string ln_key = "layernorm 8192x768 fwd+bwd bfloat16";
+    if (layernorm) {
+      try {
+        ours[ln_key] = LayerNormStepMs(8192, 768, reps);
+      } catch (const weft::Error& e) {
+        std::printf("%s: error: %s\n", ln_key.c_str(), e.what());
+      }
+    }
     const int gpt2 = bench::IntFlag(argc, argv, "gpt2", 0);
     const std::string gpt2_key = "gpt2 124M train step b" + std::to_string(gpt2) + " bfloat16";
     if (gpt2 > 0) {
@@ -597,6 +637,7 @@ int main(int argc, char** argv) {
         {mlp, "mlp"},
         {bench::IntFlag(argc, argv, "rnn", 1) != 0, "rnn"},
         {bench::IntFlag(argc, argv, "attention", 1) != 0, "attention"},
+        {layernorm, "layernorm"},
         {tiny, "tiny"},
         {relu, "relu"},
         {fusion, "chain"}};
@@ -644,6 +685,13 @@ int main(int argc, char** argv) {
     if (relu)
       std::printf("weft relu reaches %.1f%% of weft's device-to-device copy bandwidth\n",
                   100 * bw.relu_gbs / bw.copy_gbs);
+    if (ours.contains(ln_key) && bw.copy_gbs > 0) {  // the 10 bytes an element fwd+bwd must move
+      const double gbs = 8192.0 * 768 * 10 / ours[ln_key].get<double>() / 1e6;
+      std::printf(
+          "LayerNorm (8192, 768) bfloat16 fwd+bwd: weft moves %.0f GB/s, %.1f%% of the "
+          "device copy's %.0f GB/s\n",
+          gbs, 100 * gbs / bw.copy_gbs, bw.copy_gbs);
+    }
     std::printf(
         "floors: the same tiny kernel launched directly on one stream %.2f us (%.2f us on a "
         "non-blocking "

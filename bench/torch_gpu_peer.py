@@ -2,8 +2,8 @@
 """The PyTorch side of bench/gpu_bench: the same workloads on the same GPU, eager mode; and the
 8-op chain of the fusion rows also through torch.compile.
 
-Usage: torch_gpu_peer.py REPS [PART...]: the parts gpu_bench runs (mlp, rnn, attention, tiny,
-relu, chain; none named: all of those), and gpt2=B, GPT-2 124M's training step at batch B ("gpt2
+Usage: torch_gpu_peer.py REPS [PART...]: the parts gpu_bench runs (mlp, rnn, attention,
+layernorm, tiny, relu, chain; none named: all of those), and gpt2=B, GPT-2 124M's training step at batch B ("gpt2
 124M train step bB bfloat16", eager and " compile"). Prints one JSON object on its last line:
 {"available": bool, "version": str, "device": str, "results": {workload: value, ...}} with the
 workload names gpu_bench uses (ms per step, us per op, GB/s; the MLP steps also as one
@@ -103,6 +103,24 @@ def attention_step(torch, dtype, reps):
     def step():
         y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         torch.autograd.grad(y, (q, k, v), dy)
+
+    for _ in range(3):
+        step()
+    return time_ms(torch, reps, 10, step)
+
+
+def layernorm_step(torch, reps):
+    """Forward and backward (d_x, d_weight, d_bias for a fixed out_grad) of F.layer_norm over
+    (8192, 768) bfloat16 data with bfloat16 weight and bias."""
+    x = torch.empty(8192, 768, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1)
+    x.requires_grad_()
+    w = torch.ones(768, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    b = torch.zeros(768, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.ones_like(x)
+
+    def step():
+        y = torch.nn.functional.layer_norm(x, (768,), w, b)
+        torch.autograd.grad(y, (x, w, b), dy)
 
     for _ in range(3):
         step()
@@ -212,7 +230,7 @@ def main():
     if torch is None:
         return
     results = {}
-    parts = set(sys.argv[2:]) or {"mlp", "rnn", "attention", "tiny", "relu", "chain"}
+    parts = set(sys.argv[2:]) or {"mlp", "rnn", "attention", "layernorm", "tiny", "relu", "chain"}
     for a in sys.argv[2:]:
         if a.startswith("gpt2="):
             gpt2_rows(torch, int(a.split("=")[1]), reps, results)
@@ -233,6 +251,8 @@ def main():
             results[key] = attention_step(torch, dtype, reps)
         except Exception as e:  # noqa: BLE001 (an old PyTorch without the function)
             results[key + " error"] = str(e)[:500]
+    if "layernorm" in parts:
+        results["layernorm 8192x768 fwd+bwd bfloat16"] = layernorm_step(torch, reps)
     if "tiny" in parts:
         a = torch.zeros(16, device="cuda")
         b = torch.ones(16, device="cuda")
