@@ -6,7 +6,7 @@
 // trainer's auxiliary states, saved with the parameters, so embed_infer --model=resnet classifies
 // with the trained network.
 //
-//   bazel run //examples:train_resnet -- [--epochs=12] [--width=32] [--blocks=2]
+//   bazel run //examples:train_resnet -- [--epochs=15] [--width=32] [--blocks=2]
 //   [--data=/usr/share/datasets/fashion-mnist]
 #include <cstdio>
 
@@ -16,10 +16,10 @@
 int main(int argc, char** argv) {
   try {
     examples::TrainOptions defaults;
-    defaults.epochs = 12;
+    defaults.epochs = 15;
     defaults.batch_size = 128;
     defaults.lr = 0.1;
-    defaults.wd = 5e-4;
+    defaults.wd = 1e-3;
     defaults.cosine = true;
     defaults.save_prefix = "resnet";
     defaults.images = true;
