@@ -125,6 +125,18 @@ void FcBackwardWeightsLoops(const FcDims& d, const T* dy, const T* x, T* dw, T* 
 
 // ---- compute ----
 
+// The forward matmul's arguments: data (M, K), the weight as (K, O), `bias` (null: none) and
+// `dst` (M, O).
+DnnlArgs FcForwardArgs(const FcDims& d, std::span<const TensorView> in, const TensorView* bias,
+                       const TensorView& dst) {
+  DnnlArgs args = {
+      {DNNL_ARG_SRC, DnnlMemory(in[0].Reshaped(Shape{d.m, d.k}))},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(TransposedWeightDesc(d), DnnlEngine(), in[1].raw())},
+      {DNNL_ARG_DST, DnnlMemory(dst.Reshaped(Shape{d.m, d.o}))}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(bias->Reshaped(Shape{1, d.o})));
+  return args;
+}
+
 // in: (data, weight[, bias]); out: (output).
 void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                std::span<const OpReq> req, std::span<const TensorView> out) {
@@ -142,12 +154,7 @@ void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView>
   }
   const DnnlPrimitive prim = FcForwardPrimitive(d, bias != nullptr, p.act);
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
-  DnnlArgs args = {
-      {DNNL_ARG_SRC, DnnlMemory(in[0].Reshaped(Shape{d.m, d.k}))},
-      {DNNL_ARG_WEIGHTS, dnnl::memory(TransposedWeightDesc(d), DnnlEngine(), in[1].raw())},
-      {DNNL_ARG_DST, DnnlMemory(staged.Target(0).Reshaped(Shape{d.m, d.o}))}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(bias->Reshaped(Shape{1, d.o})));
-  ExecutePrimitive(prim, std::move(args), staged.Extra(0));
+  ExecutePrimitive(prim, FcForwardArgs(d, in, bias, staged.Target(0)), staged.Extra(0));
   staged.Finish();
 }
 
@@ -160,13 +167,9 @@ ComputeFn PrepareFcForward(const Attrs& a, Device, std::span<const TensorView> i
   if (in[0].dtype() != DType::kFloat32 || !overwrite) return FcForward;
   const FcParam& p = a.Get<FcParam>();
   const FcDims d = FcDimsOf(p, in[0].shape());
-  DnnlArgs args = {
-      {DNNL_ARG_SRC, DnnlMemory(in[0].Reshaped(Shape{d.m, d.k}))},
-      {DNNL_ARG_WEIGHTS, dnnl::memory(TransposedWeightDesc(d), DnnlEngine(), in[1].raw())},
-      {DNNL_ARG_DST, DnnlMemory(out[0].Reshaped(Shape{d.m, d.o}))}};
-  if (!p.no_bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(in[2].Reshaped(Shape{1, d.o})));
-  auto bound = std::make_shared<const BoundPrimitive>(FcForwardPrimitive(d, !p.no_bias, p.act),
-                                                      std::move(args));
+  const TensorView* bias = p.no_bias ? nullptr : &in[2];
+  auto bound = std::make_shared<const BoundPrimitive>(FcForwardPrimitive(d, bias != nullptr, p.act),
+                                                      FcForwardArgs(d, in, bias, out[0]));
   return [bound](const OpContext& ctx, const Attrs&, std::span<const TensorView>,
                  std::span<const OpReq>, std::span<const TensorView>) { bound->Run(ctx); };
 }

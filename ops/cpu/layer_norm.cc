@@ -226,20 +226,24 @@ void VarianceToRstd(const LnCall& c, float* var_then_rstd) {
   for (int64_t r = 0; r < c.d.Rows(); ++r) var_then_rstd[r] = 1 / std::sqrt(var_then_rstd[r] + eps);
 }
 
+// The forward primitive's arguments: data, gamma, beta (in), the output `dst`, and a float a row
+// for the mean and for the variance.
+DnnlArgs ForwardArgs(const LnCall& c, std::span<const TensorView> in, const TensorView& dst,
+                     float* mean, float* var) {
+  return {{DNNL_ARG_SRC, DataMemory(in[0], c.d)}, {DNNL_ARG_DST, DataMemory(dst, c.d)},
+          {DNNL_ARG_SCALE, DnnlMemory(in[1])},    {DNNL_ARG_SHIFT, DnnlMemory(in[2])},
+          {DNNL_ARG_MEAN, StatMemory(c.d, mean)}, {DNNL_ARG_VARIANCE, StatMemory(c.d, var)}};
+}
+
 // in: (data, gamma, beta); out: (output, mean, rstd).
 void LnForwardDnnl(const OpContext& ctx, const LnCall& c, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
   const DnnlPrimitive prim = ForwardPrimitive(c, in[0].dtype());
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
   float* var_then_rstd = staged.Target(2).data<float>();
-  ExecutePrimitive(prim,
-                   {{DNNL_ARG_SRC, DataMemory(in[0], c.d)},
-                    {DNNL_ARG_DST, DataMemory(staged.Target(0), c.d)},
-                    {DNNL_ARG_SCALE, DnnlMemory(in[1])},
-                    {DNNL_ARG_SHIFT, DnnlMemory(in[2])},
-                    {DNNL_ARG_MEAN, StatMemory(c.d, staged.Target(1).raw())},
-                    {DNNL_ARG_VARIANCE, StatMemory(c.d, var_then_rstd)}},
-                   staged.Extra(0));
+  ExecutePrimitive(
+      prim, ForwardArgs(c, in, staged.Target(0), staged.Target(1).data<float>(), var_then_rstd),
+      staged.Extra(0));
   VarianceToRstd(c, var_then_rstd);
   staged.Finish();
 }
@@ -293,12 +297,12 @@ void LnBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView
 }
 
 // A forward bound at bind time (PrepareLnForward): the primitive on these tensors, mean and
-// variance into the outputs where requested, else into buffers of its own.
+// variance into the outputs where requested, else into buffers of its own (own_var empty: the
+// variance is the rstd output's, turned into rstd after each run).
 struct BoundLnForward {
   LnCall c;
   std::vector<float> own_mean, own_var;
   float* var_then_rstd;
-  bool rstd_wanted;
   std::unique_ptr<BoundPrimitive> prim;
 };
 
@@ -323,19 +327,12 @@ ComputeFn PrepareLnForward(const Attrs& a, Device, std::span<const TensorView> i
       overwrites(1) ? out[1].data<float>() : (b->own_mean.resize(rows), b->own_mean.data());
   b->var_then_rstd =
       overwrites(2) ? out[2].data<float>() : (b->own_var.resize(rows), b->own_var.data());
-  b->rstd_wanted = overwrites(2);
-  b->prim = std::make_unique<BoundPrimitive>(
-      ForwardPrimitive(b->c, in[0].dtype()),
-      DnnlArgs{{DNNL_ARG_SRC, DataMemory(in[0], b->c.d)},
-               {DNNL_ARG_DST, DataMemory(out[0], b->c.d)},
-               {DNNL_ARG_SCALE, DnnlMemory(in[1])},
-               {DNNL_ARG_SHIFT, DnnlMemory(in[2])},
-               {DNNL_ARG_MEAN, StatMemory(b->c.d, mean)},
-               {DNNL_ARG_VARIANCE, StatMemory(b->c.d, b->var_then_rstd)}});
+  b->prim = std::make_unique<BoundPrimitive>(ForwardPrimitive(b->c, in[0].dtype()),
+                                             ForwardArgs(b->c, in, out[0], mean, b->var_then_rstd));
   return [b](const OpContext& ctx, const Attrs&, std::span<const TensorView>,
              std::span<const OpReq>, std::span<const TensorView>) {
     b->prim->Run(ctx);
-    if (b->rstd_wanted) VarianceToRstd(b->c, b->var_then_rstd);
+    if (b->own_var.empty()) VarianceToRstd(b->c, b->var_then_rstd);
   };
 }
 

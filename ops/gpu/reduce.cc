@@ -91,9 +91,9 @@ void LaunchReduce(const OpContext& ctx, ReduceKind kind, bool grad, const std::s
   const int64_t tiles = l.n_out / std::max<int64_t>(l.inner, 1) * ((l.inner + 31) / 32);
   ReduceSlices slices = SlicesFor(grad || !workspace, columns ? tiles : l.n_out, l.n_reduced,
                                   columns ? kMinSliceColumns : kMinSlicePerOutput);
-  const int64_t per_block = slices.chunk;  // reduced positions a block takes for one output
-  const int group = l.inner >= 32 ? 1 : per_block >= 1024 ? 256 : per_block >= 32 ? 32 : 1;
-  if (!columns && group < 256) slices = {1, l.n_reduced, nullptr};  // groups of outputs: no cut
+  // Threads per output, from the positions a block takes for one output (a cut's chunk is at least
+  // kMinSlicePerOutput, so a sliced per-output launch always has a block per output).
+  const int group = l.inner >= 32 ? 1 : slices.chunk >= 1024 ? 256 : slices.chunk >= 32 ? 32 : 1;
   if (slices.count > 1) {
     // Partial accumulators: {value, position} at most, 16 bytes.
     slices.partials = GpuCall(ctx).Workspace({static_cast<size_t>(l.n_out * slices.count * 16)})[0];
