@@ -1,5 +1,6 @@
-// The reduction kernels (ops/gpu/kernels/reduce.cuh: per group, column tiles, either one cut into
-// slices, and the slices' finish) and SoftmaxCrossEntropy's (softmax_cross_entropy.cuh: one pass
+// The reduction kernels (ops/gpu/kernels/reduce.cuh: per group, column tiles, packed column tiles,
+// any one cut into slices, and the slices' finish), LayerNorm's (layer_norm.cuh) and
+// SoftmaxCrossEntropy's (softmax_cross_entropy.cuh: one pass
 // over a row for its maximum and sum) compiled by NVRTC for sm_90 in every type and accumulator
 // the ops launch them with. NVRTC needs no GPU: this runs in the CUDA build anywhere, so a kernel
 // change that does not compile fails here, not first on the GPU machine.
@@ -33,6 +34,10 @@ std::string ReduceInstances(const std::string& t, const std::string& acc) {
         "template __global__ void weft::ReduceColumns<" + acc + ", " + t + ", " + grad + ">" + args;
   s += "template __global__ void weft::ReduceSlicesFinish<" + acc + ", " + t +
        ">(weft::ReduceSlices, " + t + "*, long long, double, int);\n";
+  if (acc == "weft::SumAcc") {
+    s += "template __global__ void weft::SumColumnsPacked<" + t + ">(const " + t + "*, " + t +
+         "*, long long, long long, long long, weft::ReduceSlices, double, int);\n";
+  }
   return s;
 }
 
@@ -59,6 +64,32 @@ TEST(SoftmaxCrossEntropyKernels, LossAndGradientCompileForEachType) {
               "*, weft::GpuErrorSlot);\n";
   }
   const rtc::CompileResult r = rtc::CompileToCubin("sce_test.cu", source, "weft::SceGrad<float>",
+                                                   rtc::CompileOptions(90, {}));
+  EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
+}
+
+// LayerNorm's block kernels and its warp kernels for every pack count a row of up to 1024 values
+// takes (float: 1 to 8 packs of 4, bfloat16: 1 to 4 of 8).
+TEST(LayerNormKernels, BlockAndWarpKernelsCompileForEachTypeAndPackCount) {
+  std::string source = "#include \"layer_norm.cuh\"\n";
+  for (const auto& [t, max_packs] : {std::pair{"float", 8}, std::pair{"weft::bf16", 4}}) {
+    const std::string p = std::string("const ") + t + "*", f = "const float*";
+    const std::string fwd =
+        "(" + p + ", " + f + ", " + f + ", " + t + "*, float*, float*, long long, long long, ";
+    const std::string bwd = "(" + p + ", " + p + ", " + f + ", " + f + ", " + f + ", " + t +
+                            "*, float*, float*, long long, long long, ";
+    source += std::string("template __global__ void weft::LnForward<") + t + ">" + fwd +
+              "long long, float, int, int, int);\n";
+    source += std::string("template __global__ void weft::LnBackward<") + t + ">" + bwd +
+              "long long, int);\n";
+    for (int k = 1; k <= max_packs; ++k) {
+      const std::string inst = std::string("<") + t + ", " + std::to_string(k) + ">";
+      source +=
+          "template __global__ void weft::LnForwardWarp" + inst + fwd + "float, int, int, int);\n";
+      source += "template __global__ void weft::LnBackwardWarp" + inst + bwd + "int);\n";
+    }
+  }
+  const rtc::CompileResult r = rtc::CompileToCubin("ln_test.cu", source, "weft::LnForward<float>",
                                                    rtc::CompileOptions(90, {}));
   EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
 }

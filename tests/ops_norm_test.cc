@@ -735,6 +735,35 @@ TEST(LayerNorm, LargerDataMatchesTheFormulaInEveryDtype) {
   }
 }
 
+// A transformer's widths, whose rows the GPU holds a warp each (768 in 6 packs of float32 or 3 of
+// bfloat16, 1024 in 8 or 4; kernels/layer_norm.cuh), beside 1028, one past the warp kernels'
+// longest row; enough rows that the backward's parameter gradients add partial sums of several
+// blocks. float32 against the formula; bfloat16 (bf16-exact data) against float32 on the CPU.
+TEST(LayerNorm, TransformerWidthsMatchTheFormulaInFloat32AndBfloat16) {
+  for (const Shape& data : {Shape{300, 768}, Shape{3, 70, 1024}, Shape{37, 1028}}) {
+    const Ln ln{};
+    const int64_t c = DimsOf(data, ln.axis).c;
+    const Inputs in = {Bf16Exact(Uniform(data.Size(), 40, -2, 2)), Uniform(c, 41, 0.5, 1.5),
+                       Uniform(c, 42)};
+    const Values dy = Bf16Exact(Uniform(data.Size(), 43));
+    const Outputs grads = LnReferenceGradients(ln, data, in, dy);
+    const Outputs formula = {LnReference(ln, data, in), grads[0], grads[1], grads[2]};
+    const std::vector<Values> cpu = RunLn(ln, data, in, dy, DType::kFloat32, Device::Cpu());
+    for (DType t : {DType::kFloat32, DType::kBFloat16}) {
+      const std::vector<Values> got = RunLn(ln, data, in, dy, t, TestDevice());
+      const std::string what = std::string(DTypeName(t)) + " " + data.ToString();
+      for (int k : {0, 3, 4, 5}) {
+        const bool rounded = t == DType::kBFloat16 && (k == 0 || k == 3);
+        if (t == DType::kFloat32) {
+          ExpectNear(got[k], formula[k == 0 ? 0 : k - 2], 5e-5, what + " " + kLnResults[k]);
+        } else {
+          ExpectNear(got[k], cpu[k], rounded ? 8e-3 : 1e-4, what + " " + kLnResults[k]);
+        }
+      }
+    }
+  }
+}
+
 // The gradients of one forward with `req`, into arrays holding 0.25.
 std::vector<Values> LnBackwardWith(const Ln& ln, const std::vector<NDArray>& in,
                                    const std::vector<NDArray>& out, const NDArray& dy,

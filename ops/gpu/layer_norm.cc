@@ -2,13 +2,16 @@
 // weft's kernels (kernels/layer_norm.cuh): float32 and bfloat16 data, float32 statistics, scale
 // and shift. float64 is the CPU's (its loops exist for finite differences).
 //
-// Forward: LnForward, a block a row: the row's mean and variance (two passes over the row, which
-// the second pass reads from cache), then y; mean and rstd as their requests say.
-// Backward: LnBackward, a block a row as well: d_data from the row's two sums, and each block's
-// partial sums of the parameter gradients (a float per value of C for each of at most
-// kMaxPartialBlocks blocks, in the workspace); then the column sums of those (SumRowsGpu) add the
-// blocks' sums in a fixed order (deterministic: no atomics) into d_gamma and d_beta as requested.
+// Rows along the last axis of whole 16-byte packs, at most kLnWarpMaxC (1024) values long, as a
+// transformer's are, run the warp kernels: a warp a row, held in registers (one read of the data).
+// Other rows run the block kernels: a block a row, the forward's mean and variance in two passes
+// over the row (the second reads it from cache), then y.
+// The backward's blocks keep partial sums of the parameter gradients (a float per value of C for
+// each of at most kMaxPartialBlocks blocks, in the workspace); then the column sums of those
+// (SumRowsGpu) add the blocks' sums in a fixed order (deterministic: no atomics) into d_gamma and
+// d_beta as requested.
 #include <algorithm>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,6 +29,9 @@ namespace {
 // at most 2^24 partial sums of each parameter.
 constexpr int64_t kMaxPartialBlocks = 1024;
 constexpr int64_t kMaxPartials = int64_t{1} << 24;
+// The warp kernels' longest row (kernels/layer_norm.cuh's kLnWarpMaxC), their warps a block, and
+// the rows each warp of the backward takes at least (fewer blocks: fewer partial sums to add).
+constexpr int64_t kWarpMaxC = 1024, kWarpsPerBlock = 8, kBackwardRowsPerWarp = 4;
 
 struct LnGpuCall {
   LayerNormParam p;
@@ -39,13 +45,26 @@ LnGpuCall CallOf(const char* op, const Attrs& a, const TensorView& data) {
   return {p, LnDimsOf(op, p, data.shape()), data.dtype()};
 }
 
-// Launches `kernel` of layer_norm.cuh for T = the data's type, with `blocks` blocks.
+// Packs a lane of the warp kernels holds for these rows, or 0 where they do not take them (rows not
+// along the last axis, not whole 16-byte packs or longer than kWarpMaxC, an array off 16 bytes).
+int WarpPacks(const LnGpuCall& c, std::initializer_list<const void*> arrays) {
+  const int64_t v = 16 / static_cast<int64_t>(DTypeSize(c.dtype));
+  if (c.d.inner != 1 || c.d.c % v != 0 || c.d.c > kWarpMaxC) return 0;
+  for (const void* p : arrays) {
+    if (p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
+  }
+  return static_cast<int>((c.d.c + 32 * v - 1) / (32 * v));
+}
+
+// Launches `kernel` of layer_norm.cuh for T = the data's type (and `packs`, for a warp kernel),
+// with `blocks` blocks.
 template <typename... Args>
-void LaunchLn(const OpContext& ctx, const LnGpuCall& c, const char* kernel, int64_t blocks,
-              Args... args) {
+void LaunchLn(const OpContext& ctx, const LnGpuCall& c, const char* kernel, int packs,
+              int64_t blocks, Args... args) {
   void* pointers[] = {static_cast<void*>(&args)...};
-  LaunchArgs(ctx, "layer_norm.cuh", Instance(kernel, {TypeName(c.dtype)}), blocks,
-             /*block_per_item=*/true, pointers);
+  const std::string name = packs > 0 ? Instance(kernel, {TypeName(c.dtype), std::to_string(packs)})
+                                     : Instance(kernel, {TypeName(c.dtype)});
+  LaunchArgs(ctx, "layer_norm.cuh", name, blocks, /*block_per_item=*/true, pointers);
 }
 
 // in: (data, gamma, beta); out: (output, mean, rstd).
@@ -55,14 +74,25 @@ void LnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   if (req[0] == OpReq::kNull && req[1] == OpReq::kNull && req[2] == OpReq::kNull) return;
   const GpuCall call(ctx);
   const int64_t rows = c.d.Rows();
-  LaunchLn(ctx, c, "weft::LnForward", rows, in[0].raw(), in[1].raw(), in[2].raw(), out[0].raw(),
-           out[1].raw(), out[2].raw(), rows, c.d.c, c.d.inner, static_cast<float>(c.p.eps),
-           ReqCode(req[0]), ReqCode(req[1]), ReqCode(req[2]));
+  const int packs = WarpPacks(c, {in[0].raw(), in[1].raw(), in[2].raw(), out[0].raw()});
+  const int64_t blocks = packs > 0 ? (rows + kWarpsPerBlock - 1) / kWarpsPerBlock : rows;
+  if (packs > 0) {
+    LaunchLn(ctx, c, "weft::LnForwardWarp", packs, blocks, in[0].raw(), in[1].raw(), in[2].raw(),
+             out[0].raw(), out[1].raw(), out[2].raw(), rows, c.d.c, static_cast<float>(c.p.eps),
+             ReqCode(req[0]), ReqCode(req[1]), ReqCode(req[2]));
+  } else {
+    LaunchLn(ctx, c, "weft::LnForward", 0, blocks, in[0].raw(), in[1].raw(), in[2].raw(),
+             out[0].raw(), out[1].raw(), out[2].raw(), rows, c.d.c, c.d.inner,
+             static_cast<float>(c.p.eps), ReqCode(req[0]), ReqCode(req[1]), ReqCode(req[2]));
+  }
 }
 
-// The backward's blocks: one a row up to the caps.
-int64_t BackwardBlocks(const LnDims& d) {
-  return std::max<int64_t>(1, std::min({d.Rows(), kMaxPartialBlocks, kMaxPartials / d.c}));
+// The backward's blocks: one a row (the warp kernels: one per kWarpsPerBlock *
+// kBackwardRowsPerWarp rows) up to the caps.
+int64_t BackwardBlocks(const LnDims& d, bool warp) {
+  const int64_t rows_per_block = warp ? kWarpsPerBlock * kBackwardRowsPerWarp : 1;
+  const int64_t wanted = (d.Rows() + rows_per_block - 1) / rows_per_block;
+  return std::max<int64_t>(1, std::min({wanted, kMaxPartialBlocks, kMaxPartials / d.c}));
 }
 
 // in: as LnBackwardInput places them; out: (d_data, d_gamma, d_beta).
@@ -72,16 +102,27 @@ void LnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
   const bool params = req[1] != OpReq::kNull || req[2] != OpReq::kNull;
   if (req[0] == OpReq::kNull && !params) return;
   const GpuCall call(ctx);
-  const int64_t blocks = BackwardBlocks(c.d);
+  const int packs =
+      WarpPacks(c, {in[kLnOutGrad].raw(), in[kLnData].raw(), in[kLnGamma].raw(), out[0].raw()});
+  const int64_t blocks = BackwardBlocks(c.d, packs > 0);
+  const Shape partial_shape{blocks, c.d.c};
   const size_t partial_bytes = params ? blocks * c.d.c * sizeof(float) : 0;
-  const std::vector<void*> ws = call.Workspace({partial_bytes, partial_bytes});
-  LaunchLn(ctx, c, "weft::LnBackward", blocks, in[kLnOutGrad].raw(), in[kLnData].raw(),
-           in[kLnGamma].raw(), in[kLnMean].raw(), in[kLnRstd].raw(), out[0].raw(), ws[0], ws[1],
-           c.d.Rows(), c.d.c, c.d.inner, ReqCode(req[0]));
+  const size_t scratch_bytes = params ? SumRowsScratchBytes(partial_shape, DType::kFloat32) : 0;
+  const std::vector<void*> ws =
+      call.Workspace({partial_bytes, partial_bytes, scratch_bytes, scratch_bytes});
+  const void *dy = in[kLnOutGrad].raw(), *x = in[kLnData].raw(), *gamma = in[kLnGamma].raw(),
+             *mean = in[kLnMean].raw(), *rstd = in[kLnRstd].raw();
+  if (packs > 0) {
+    LaunchLn(ctx, c, "weft::LnBackwardWarp", packs, blocks, dy, x, gamma, mean, rstd, out[0].raw(),
+             ws[0], ws[1], c.d.Rows(), c.d.c, ReqCode(req[0]));
+  } else {
+    LaunchLn(ctx, c, "weft::LnBackward", 0, blocks, dy, x, gamma, mean, rstd, out[0].raw(), ws[0],
+             ws[1], c.d.Rows(), c.d.c, c.d.inner, ReqCode(req[0]));
+  }
   if (!params) return;
   for (int k : {0, 1}) {  // d_gamma, d_beta: the partials' column sums, in block order
-    const TensorView partial(ws[k], Shape{blocks, c.d.c}, DType::kFloat32, ctx.run.device);
-    SumRowsGpu(ctx, partial, req[1 + k], out[1 + k], /*workspace=*/false);
+    const TensorView partial(ws[k], partial_shape, DType::kFloat32, ctx.run.device);
+    SumRowsGpu(ctx, partial, req[1 + k], out[1 + k], ws[2 + k]);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "ops/gpu/internal/reduce.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -63,10 +64,11 @@ struct ReduceSlices {
 // A launch of `units` blocks (a block per output or per tile of outputs) under this leaves most of
 // the GPU idle when each has many positions to reduce; such forward reductions cut their reduced
 // range into slices of at least `min_slice` positions (8 a thread: 2048 for a block on one output,
-// 256 for a column tile's 8 rows of threads), up to kMaxSlices, for about kTargetBlocks blocks in
-// all. (GPT-2's bias gradients, 8192 rows of 768 to 3072 columns, were 116 us each in 4 slices.)
+// 256 for a column tile's 8 rows of threads, 64 for a packed tile's, whose threads read a pack a
+// row), up to kMaxSlices, for about kTargetBlocks blocks in all. (GPT-2's bias gradients, 8192
+// rows of 768 to 3072 columns, were 116 us each in 4 slices.)
 constexpr int64_t kFewUnits = 128, kTargetBlocks = 512, kMaxSlices = 256;
-constexpr int64_t kMinSlicePerOutput = 2048, kMinSliceColumns = 256;
+constexpr int64_t kMinSlicePerOutput = 2048, kMinSliceColumns = 256, kMinSlicePacked = 64;
 
 // The cut for `units` blocks over n_reduced positions each; count 1 (no cut) where `whole`.
 ReduceSlices SlicesFor(bool whole, int64_t units, int64_t n_reduced, int64_t min_slice) {
@@ -77,26 +79,57 @@ ReduceSlices SlicesFor(bool whole, int64_t units, int64_t n_reduced, int64_t min
   return {(n_reduced + chunk - 1) / chunk, chunk, nullptr};
 }
 
-// Runs the reduction kernel that suits the layout: ReduceColumns where 32 neighbouring outputs
-// share their reads and are too few to give each a thread, else groups of 1, 32 or 256 threads
-// per output as the reduced extent grows; sliced (SlicesFor) where that alone would leave the GPU
-// idle, the partials in the call's workspace (unless `workspace` is false). grad: max's gradient
-// (x, dy), else the forward (x).
-void LaunchReduce(const OpContext& ctx, ReduceKind kind, bool grad, const std::string& t,
-                  const Layout& l, const TensorView& x, const TensorView* dy, OpReq req,
-                  const TensorView& out, bool workspace = true) {
-  const std::string acc = kind == ReduceKind::kMax ? "weft::MaxAcc" : "weft::SumAcc",
-                    g = grad ? "true" : "false";
-  const bool columns = l.inner >= 32 && l.n_reduced >= 16 && l.n_out < (1 << 16);
-  const int64_t tiles = l.n_out / std::max<int64_t>(l.inner, 1) * ((l.inner + 31) / 32);
-  ReduceSlices slices = SlicesFor(grad || !workspace, columns ? tiles : l.n_out, l.n_reduced,
-                                  columns ? kMinSliceColumns : kMinSlicePerOutput);
+// The kernel a reduction runs (kernels/reduce.cuh) and its cut.
+struct ReducePlan {
+  enum Kernel { kPacked, kColumns, kPerGroup } kernel;
+  int64_t units;  // blocks per slice
+  int group;      // kPerGroup: threads per output
+  ReduceSlices slices;
+};
+
+// SumColumnsPacked where a sum or mean (not a gradient) has one reduced axis, every kept axis after
+// it, and rows of whole 16-byte packs from an aligned x (bias gradients, per-block partial sums);
+// else ReduceColumns where 32 neighbouring outputs share their reads and are too few to give each
+// a thread; else groups of 1, 32 or 256 threads per output as the reduced extent grows. Sliced
+// (SlicesFor) where that alone would leave the GPU idle, unless `whole`. `aligned`: x starts on
+// 16 bytes.
+ReducePlan PlanReduce(ReduceKind kind, bool grad, const Layout& l, DType dtype, bool aligned,
+                      bool whole) {
+  const int64_t pack = 16 / static_cast<int64_t>(DTypeSize(dtype));
+  if (kind != ReduceKind::kMax && !grad && aligned && l.inner == l.n_out && l.reduced.ndim == 1 &&
+      l.n_reduced >= 16 && l.inner % pack == 0 && l.reduced.stride[0][0] % pack == 0) {
+    const int64_t tiles = (l.inner + 32 * pack - 1) / (32 * pack);
+    return {ReducePlan::kPacked, tiles, 1, SlicesFor(whole, tiles, l.n_reduced, kMinSlicePacked)};
+  }
+  if (l.inner >= 32 && l.n_reduced >= 16 && l.n_out < (1 << 16)) {
+    const int64_t tiles = l.n_out / std::max<int64_t>(l.inner, 1) * ((l.inner + 31) / 32);
+    return {ReducePlan::kColumns, tiles, 1,
+            SlicesFor(whole || grad, tiles, l.n_reduced, kMinSliceColumns)};
+  }
+  const ReduceSlices slices = SlicesFor(whole || grad, l.n_out, l.n_reduced, kMinSlicePerOutput);
   // Threads per output, from the positions a block takes for one output (a cut's chunk is at least
   // kMinSlicePerOutput, so a sliced per-output launch always has a block per output).
   const int group = l.inner >= 32 ? 1 : slices.chunk >= 1024 ? 256 : slices.chunk >= 32 ? 32 : 1;
+  return {ReducePlan::kPerGroup, (l.n_out + kGpuBlock / group - 1) / (kGpuBlock / group), group,
+          slices};
+}
+
+// Partial accumulators: {value, position} at most, 16 bytes.
+size_t PartialBytes(const Layout& l, const ReduceSlices& slices) {
+  return slices.count > 1 ? static_cast<size_t>(l.n_out * slices.count * 16) : 0;
+}
+
+// Runs PlanReduce's kernel, the partials of a cut in `scratch` (PartialBytes of them) or, when
+// that is null, in the call's workspace. grad: max's gradient (x, dy), else the forward (x).
+void LaunchReduce(const OpContext& ctx, ReduceKind kind, bool grad, const std::string& t,
+                  const Layout& l, const TensorView& x, const TensorView* dy, OpReq req,
+                  const TensorView& out, void* scratch = nullptr) {
+  const bool aligned = reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0;
+  ReducePlan plan = PlanReduce(kind, grad, l, x.dtype(), aligned, /*whole=*/false);
+  ReduceSlices& slices = plan.slices;
   if (slices.count > 1) {
-    // Partial accumulators: {value, position} at most, 16 bytes.
-    slices.partials = GpuCall(ctx).Workspace({static_cast<size_t>(l.n_out * slices.count * 16)})[0];
+    slices.partials =
+        scratch != nullptr ? scratch : GpuCall(ctx).Workspace({PartialBytes(l, slices)})[0];
   }
   const void* xp = x.raw();
   const void* dyp = dy == nullptr ? nullptr : dy->raw();
@@ -105,16 +138,21 @@ void LaunchReduce(const OpContext& ctx, ReduceKind kind, bool grad, const std::s
   int64_t inner = l.inner, n_out = l.n_out, n_reduced = l.n_reduced;
   double scale = kind == ReduceKind::kMean ? 1.0 / static_cast<double>(l.n_reduced) : 1.0;
   int req_code = ReqCode(req);
-  void* args[] = {&xp,    &dyp,       &outp,   &outer, &reduced, &inner,
-                  &n_out, &n_reduced, &slices, &scale, &req_code};
-  if (columns) {
-    LaunchArgs(ctx, "reduce.cuh", Instance("weft::ReduceColumns", {acc, t, g}),
-               tiles * slices.count, true, args);
+  const std::string acc = kind == ReduceKind::kMax ? "weft::MaxAcc" : "weft::SumAcc",
+                    g = grad ? "true" : "false";
+  const int64_t blocks = plan.units * slices.count;
+  if (plan.kernel == ReducePlan::kPacked) {
+    int64_t stride = l.reduced.stride[0][0];
+    void* args[] = {&xp, &outp, &n_out, &n_reduced, &stride, &slices, &scale, &req_code};
+    LaunchArgs(ctx, "reduce.cuh", Instance("weft::SumColumnsPacked", {t}), blocks, true, args);
   } else {
-    const int64_t blocks = (l.n_out + kGpuBlock / group - 1) / (kGpuBlock / group);
-    LaunchArgs(ctx, "reduce.cuh",
-               Instance("weft::ReducePerGroup", {acc, t, std::to_string(group), g}),
-               blocks * slices.count, true, args);
+    void* args[] = {&xp,    &dyp,       &outp,   &outer, &reduced, &inner,
+                    &n_out, &n_reduced, &slices, &scale, &req_code};
+    const std::string kernel =
+        plan.kernel == ReducePlan::kColumns
+            ? Instance("weft::ReduceColumns", {acc, t, g})
+            : Instance("weft::ReducePerGroup", {acc, t, std::to_string(plan.group), g});
+    LaunchArgs(ctx, "reduce.cuh", kernel, blocks, true, args);
   }
   if (slices.count > 1) {
     Launch(ctx, "reduce.cuh", Instance("weft::ReduceSlicesFinish", {acc, t}), l.n_out, slices, outp,
@@ -122,15 +160,22 @@ void LaunchReduce(const OpContext& ctx, ReduceKind kind, bool grad, const std::s
   }
 }
 
+// x as rows x cols summed over its rows.
+Layout RowsLayout(const Shape& x) { return MakeLayout(x, {true, false}); }
+
 }  // namespace
 
+size_t SumRowsScratchBytes(const Shape& x, DType dtype) {
+  const Layout l = RowsLayout(x);
+  return PartialBytes(l, PlanReduce(ReduceKind::kSum, false, l, dtype, true, false).slices);
+}
+
 void SumRowsGpu(const OpContext& ctx, const TensorView& x, OpReq req, const TensorView& out,
-                bool workspace) {
+                void* scratch) {
   if (req == OpReq::kNull) return;
   const std::string t = KernelType("sum", kElementwiseTypes, {&x, 1}, {&out, 1});
-  const Layout l = MakeLayout(x.shape(), {true, false});
-  if (l.n_out > 0)
-    LaunchReduce(ctx, ReduceKind::kSum, false, t, l, x, nullptr, req, out, workspace);
+  const Layout l = RowsLayout(x.shape());
+  if (l.n_out > 0) LaunchReduce(ctx, ReduceKind::kSum, false, t, l, x, nullptr, req, out, scratch);
 }
 
 namespace {

@@ -119,6 +119,15 @@ __device__ inline A BlockSum(A value, A* partial) {
   return partial[0];
 }
 
+// The sum of `value` over the 32 lanes of a warp, by butterfly shuffles: every lane gets the same
+// bits (each adds the same pairs in the same order).
+template <typename A>
+__device__ inline A WarpSum(A value) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+
 // Adds to off[a] the offset in array a of the element at row-major position `linear` of `axes`.
 __device__ inline void AddOffsets(const GpuAxes& axes, int64 linear, int64 (&off)[3]) {
   for (int d = axes.ndim - 1; d >= 0; --d) {

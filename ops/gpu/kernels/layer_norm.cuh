@@ -1,9 +1,12 @@
-// LayerNorm's kernels (ops/gpu/layer_norm.cc): one forward and one backward (whose per-block
-// parameter gradients the reduction kernels sum). Data of type T (float or weft::bf16) is seen as
-// (outer, c, inner): row r = (o, i) holds c values from (o * c) * inner + i, `inner` apart. A block
-// handles a row at a time (rows grid-strided over the blocks), its threads strided over the row's
-// values, the row's sums reduced by BlockSum. gamma, beta, mean, rstd and the parameter gradients
-// are float; all arithmetic is float.
+// LayerNorm's kernels (ops/gpu/layer_norm.cc): a forward and a backward (whose per-block
+// parameter gradients the reduction kernels sum) in two forms. Data of type T (float or weft::bf16)
+// is seen as (outer, c, inner): row r = (o, i) holds c values from (o * c) * inner + i, `inner`
+// apart. In general a block handles a row at a time (rows grid-strided over the blocks), its
+// threads strided over the row's values, the row's sums reduced by BlockSum. Where the rows are
+// contiguous (inner 1), whole 16-byte packs and at most kLnWarpMaxC long (a transformer's), a warp
+// handles a row instead, held in its registers, its sums reduced by shuffles (LnForwardWarp,
+// LnBackwardWarp): one read of the data and no barrier per row. gamma, beta, mean, rstd and the
+// parameter gradients are float; all arithmetic is float.
 #pragma once
 
 #include "common.cuh"
@@ -77,6 +80,178 @@ __global__ void LnBackward(const T* dy, const T* x, const float* gamma, const fl
       const float g = ToArith(dy[start + j * inner]) * gamma[j];
       Store1(dx + start + j * inner, rs * (g - a - x_hat * b), req_dx);
     }
+  }
+}
+
+// The warp kernels' row: kPacks packs of V = 16 / sizeof(T) values a lane, lane l's pack k at
+// (k * 32 + l) * V; a pack past c is left out (zeros). c % V == 0.
+template <typename T>
+struct LnPack {
+  static constexpr int V = 16 / sizeof(T);
+};
+
+template <int kPacks, typename T>
+__device__ inline void LoadRow(const T* row, int64 c, int lane, float (&v)[kPacks][LnPack<T>::V]) {
+  constexpr int V = LnPack<T>::V;
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    const int64 j = (static_cast<int64>(k) * 32 + lane) * V;
+    if (j < c) {
+      LoadN<V>(row + j, v[k]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < V; ++e) v[k][e] = 0;
+    }
+  }
+}
+
+// V floats of a parameter from p + j (16-byte aligned: V is a multiple of 4).
+template <int V>
+__device__ inline void LoadParams(const float* p, float (&out)[V]) {
+#pragma unroll
+  for (int q = 0; q < V; q += 4) {
+    float four[4];
+    LoadN<4>(p + q, four);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[q + e] = four[e];
+  }
+}
+
+// LnForward for contiguous rows, a warp a row (grid-strided over the warps).
+template <typename T, int kPacks>
+__global__ void LnForwardWarp(const T* x, const float* gamma, const float* beta, T* y, float* mean,
+                              float* rstd, int64 rows, int64 c, float eps, int req_y, int req_mean,
+                              int req_rstd) {
+  constexpr int V = LnPack<T>::V;
+  const int lane = threadIdx.x % 32;
+  for (int64 r = GlobalThread() / 32; r < rows; r += GridThreads() / 32) {
+    float v[kPacks][V];
+    LoadRow(x + r * c, c, lane, v);
+    float sum = 0;
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+#pragma unroll
+      for (int e = 0; e < V; ++e) sum += v[k][e];
+    }
+    const float m = WarpSum(sum) / static_cast<float>(c);
+    float squares = 0;
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      const bool in_row = (static_cast<int64>(k) * 32 + lane) * V < c;
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const float d = in_row ? v[k][e] - m : 0.0f;
+        squares += d * d;
+      }
+    }
+    const float rs = 1.0f / Sqrt(WarpSum(squares) / static_cast<float>(c) + eps);
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      const int64 j = (static_cast<int64>(k) * 32 + lane) * V;
+      if (j >= c) continue;
+      float g[V], b[V], out[V];
+      LoadParams(gamma + j, g);
+      LoadParams(beta + j, b);
+#pragma unroll
+      for (int e = 0; e < V; ++e) out[e] = (v[k][e] - m) * rs * g[e] + b[e];
+      StoreN<V>(y + r * c + j, out, req_y);
+    }
+    if (lane == 0) {
+      Store1(mean + r, m, req_mean);
+      Store1(rstd + r, rs, req_rstd);
+    }
+  }
+}
+
+// The warps of a LnBackwardWarp block, and the longest row the warp kernels take: a lane holds
+// 4 * kPacks * V floats of the backward (x, dy and the two parameter sums), 128 at c = 1024.
+constexpr int kLnWarps = kGpuBlock / 32;
+constexpr int kLnWarpMaxC = 1024;
+
+// LnBackward for contiguous rows, a warp a row (the block's warps on rows w, w + W, ... of the W
+// warps of the grid); each lane sums the parameter gradients of its values over its warp's rows in
+// registers, and the block's warps add theirs in a fixed tree in shared memory into the block's
+// partial row (partial_gamma[blockIdx.x * c + j], as LnBackward's).
+template <typename T, int kPacks>
+__global__ void LnBackwardWarp(const T* dy, const T* x, const float* gamma, const float* mean,
+                               const float* rstd, T* dx, float* partial_gamma, float* partial_beta,
+                               int64 rows, int64 c, int req_dx) {
+  constexpr int V = LnPack<T>::V;
+  __shared__ float tree[2][kLnWarps / 2][kLnWarpMaxC];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float pg[kPacks][V], pb[kPacks][V];
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) pg[k][e] = pb[k][e] = 0;
+  }
+  for (int64 r = GlobalThread() / 32; r < rows; r += GridThreads() / 32) {
+    float d[kPacks][V], v[kPacks][V];
+    LoadRow(dy + r * c, c, lane, d);
+    LoadRow(x + r * c, c, lane, v);
+    const float m = mean[r], rs = rstd[r];
+    float sum_g = 0, sum_g_x_hat = 0;
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      const int64 j = (static_cast<int64>(k) * 32 + lane) * V;
+      if (j >= c) continue;
+      float g[V];
+      LoadParams(gamma + j, g);
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        v[k][e] = (v[k][e] - m) * rs;  // x_hat from here on
+        sum_g += d[k][e] * g[e];
+        sum_g_x_hat += d[k][e] * g[e] * v[k][e];
+        pg[k][e] += d[k][e] * v[k][e];
+        pb[k][e] += d[k][e];
+      }
+    }
+    const float a = WarpSum(sum_g) / static_cast<float>(c);
+    const float b = WarpSum(sum_g_x_hat) / static_cast<float>(c);
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      const int64 j = (static_cast<int64>(k) * 32 + lane) * V;
+      if (req_dx == kReqNull || j >= c) continue;
+      float g[V], out[V];
+      LoadParams(gamma + j, g);
+#pragma unroll
+      for (int e = 0; e < V; ++e) out[e] = rs * (d[k][e] * g[e] - a - v[k][e] * b);
+      StoreN<V>(dx + r * c + j, out, req_dx);
+    }
+  }
+  if (partial_gamma == nullptr) return;
+  // warps [h, 2h) hand their sums to warps [0, h), h = kLnWarps / 2, ..., 1
+  for (int h = kLnWarps / 2; h > 0; h /= 2) {
+    if (warp >= h && warp < 2 * h) {
+#pragma unroll
+      for (int k = 0; k < kPacks; ++k) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const int64 j = (static_cast<int64>(k) * 32 + lane) * V + e;
+          if (j < c) tree[0][warp - h][j] = pg[k][e], tree[1][warp - h][j] = pb[k][e];
+        }
+      }
+    }
+    __syncthreads();
+    if (warp < h) {
+#pragma unroll
+      for (int k = 0; k < kPacks; ++k) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const int64 j = (static_cast<int64>(k) * 32 + lane) * V + e;
+          if (j < c) pg[k][e] += tree[0][warp][j], pb[k][e] += tree[1][warp][j];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  if (warp != 0) return;
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    const int64 j = (static_cast<int64>(k) * 32 + lane) * V;
+    if (j >= c) continue;
+    StoreN<V>(partial_gamma + blockIdx.x * c + j, pg[k], kReqWrite);
+    StoreN<V>(partial_beta + blockIdx.x * c + j, pb[k], kReqWrite);
   }
 }
 

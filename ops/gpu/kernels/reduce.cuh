@@ -8,7 +8,8 @@
 //
 // Each output is reduced either by a group of G threads (1, a warp, or a block) that split its r,
 // or, where inner is wide, by a block that takes 32 neighbouring outputs with 8 threads on each
-// (ReduceColumns: reads coalesced along inner). Partial results meet in a tree in shared memory;
+// (ReduceColumns: reads coalesced along inner; SumColumnsPacked where a sum's rows are whole
+// 16-byte packs). Partial results meet in a tree in shared memory;
 // the arithmetic type accumulates (float for float32 and bfloat16).
 //
 // Few outputs of many reduced positions (a gradient's sum of squares, a bias gradient's column
@@ -183,6 +184,70 @@ __global__ void ReduceColumns(const T* x, const T* dy, T* out, GpuAxes outer, Gp
     } else {
       Finish<kGrad>(acc, dy, out, o, base, reduced, n_reduced, row, kRows, row == 0, scale, req);
     }
+  }
+}
+
+// Sums (and means) of the columns of rows `stride` apart, the kept axes all after the reduced one
+// (a bias gradient's rows, a partial-sum table's): lane l of a tile owns the V = 16 / sizeof(T)
+// outputs [i, i + V), read as one pack a row, and the block's 8 warps take every 8th row of the
+// slice, four rows in flight at a time; the warps' sums meet in a tree in shared memory. Sliced as
+// ReduceColumns is. The host checks that x, n_out and stride are whole packs (PackedColumns).
+template <typename T>
+__global__ void SumColumnsPacked(const T* x, T* out, int64 n_out, int64 n_reduced, int64 stride,
+                                 ReduceSlices slices, double scale, int req) {
+  typedef typename Arith<T>::type A;
+  constexpr int V = 16 / sizeof(T), kRows = kGpuBlock / 32, kAhead = 4;
+  __shared__ A partial[kRows][V * 32];  // [row][j * 32 + lane]: no bank conflicts
+  const int lane = threadIdx.x % 32, row = threadIdx.x / 32;
+  const int64 items = (n_out + 32 * V - 1) / (32 * V) * slices.count;
+  for (int64 item = blockIdx.x; item < items; item += gridDim.x) {
+    const int64 s = item % slices.count, i = (item / slices.count * 32 + lane) * V;
+    const SliceRange range = SliceOf(slices, s, n_reduced);
+    A acc[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] = A(0);
+    if (i < n_out) {
+      int64 r = range.begin + row;
+      for (; r + (kAhead - 1) * kRows < range.end; r += kAhead * kRows) {
+        A v[kAhead][V];
+#pragma unroll
+        for (int k = 0; k < kAhead; ++k) LoadN<V>(x + (r + k * kRows) * stride + i, v[k]);
+#pragma unroll
+        for (int k = 0; k < kAhead; ++k) {
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc[j] += v[k][j];
+        }
+      }
+      for (; r < range.end; r += kRows) {
+        A v[V];
+        LoadN<V>(x + r * stride + i, v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += v[j];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) partial[row][j * 32 + lane] = acc[j];
+    __syncthreads();
+    for (int half = kRows / 2; half > 0; half /= 2) {
+      if (row < half) {
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          partial[row][j * 32 + lane] += partial[row + half][j * 32 + lane];
+      }
+      __syncthreads();
+    }
+    if (row == 0 && i < n_out) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const A sum = partial[0][j * 32 + lane];
+        if (slices.count > 1) {
+          static_cast<SumAcc<A>*>(slices.partials)[(i + j) * slices.count + s] = SumAcc<A>{sum};
+        } else {
+          Store1(out + i + j, sum * static_cast<A>(scale), req);
+        }
+      }
+    }
+    __syncthreads();  // row 0 read partial before the next tile overwrites it
   }
 }
 
