@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ops/gpu/rtc/compile.h"
@@ -52,19 +53,21 @@ TEST(ReduceKernels, EveryKernelCompilesForEachTypeAndAccumulator) {
   EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
 }
 
-TEST(SoftmaxCrossEntropyKernels, LossAndGradientCompileForEachType) {
+TEST(SoftmaxCrossEntropyKernels, LossAndGradientCompileForEachTypeAndPackWidth) {
   std::string source = "#include \"softmax_cross_entropy.cuh\"\n";
-  for (const char* t : {"float", "double", "weft::bf16"}) {
-    const std::string p = std::string("const ") + t + "*";
-    source += std::string("template __global__ void weft::SceLoss<") + t +
-              ">(long long, long long, " + p + ", " + p + ", int, " + t +
-              "*, weft::GpuErrorSlot);\n";
-    source += std::string("template __global__ void weft::SceGrad<") + t +
-              ">(long long, long long, " + p + ", " + p + ", " + p + ", int, " + t +
-              "*, weft::GpuErrorSlot);\n";
+  for (const auto& [t, s, v] : {std::tuple{"float", "float", 4}, std::tuple{"double", "double", 2},
+                                std::tuple{"weft::bf16", "float", 8}}) {
+    for (const int w : {1, v}) {
+      const std::string inst = std::string("<") + t + ", " + s + ", " + std::to_string(w) + ">";
+      const std::string p = std::string("const ") + t + "*";
+      source += "template __global__ void weft::SceLoss" + inst + "(long long, long long, " + p +
+                ", " + p + ", int, " + t + "*, int, " + s + "*, weft::GpuErrorSlot);\n";
+      source += "template __global__ void weft::SceGrad" + inst + "(long long, long long, " + p +
+                ", " + p + ", " + p + ", const " + s + "*, int, " + t + "*, weft::GpuErrorSlot);\n";
+    }
   }
-  const rtc::CompileResult r = rtc::CompileToCubin("sce_test.cu", source, "weft::SceGrad<float>",
-                                                   rtc::CompileOptions(90, {}));
+  const rtc::CompileResult r = rtc::CompileToCubin(
+      "sce_test.cu", source, "weft::SceGrad<float, float, 4>", rtc::CompileOptions(90, {}));
   EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
 }
 

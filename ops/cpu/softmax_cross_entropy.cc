@@ -2,6 +2,7 @@
 // them and says what they compute). A label that is not an integer in [0, C) is a weft::Error
 // raised while the op runs, so it surfaces at the output's WaitToRead. Both dtypes run the loops
 // below (oneDNN has no fused op for this); each row's max is subtracted before exp.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/cpu/internal/cpu_util.h"
@@ -22,32 +23,34 @@ void CheckLabels(const std::string& op, const T* label, int64_t n, int64_t class
   }
 }
 
-// x (N, C), label (N,) -> loss (N,).
+// x (N, C), label (N,) -> loss (N,), lse (N,).
 template <typename T>
-void SceForwardLoops(int64_t n, int64_t c, const T* x, const T* label, T* loss) {
+void SceForwardLoops(int64_t n, int64_t c, const T* x, const T* label, T* loss, T* lse) {
   ParallelFor(n, 16, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const T* row = x + i * c;
-      loss[i] = LogSumExp(row, c, 1) - row[static_cast<int64_t>(label[i])];
+      lse[i] = LogSumExp(row, c, 1);
+      loss[i] = lse[i] - row[static_cast<int64_t>(label[i])];
     }
   });
 }
 
-// dy (N,), x (N, C), label (N,) -> dx (N, C).
+// dy (N,), x (N, C), label (N,), lse (N,) -> dx (N, C).
 template <typename T>
-void SceBackwardLoops(int64_t n, int64_t c, const T* dy, const T* x, const T* label, T* dx) {
+void SceBackwardLoops(int64_t n, int64_t c, const T* dy, const T* x, const T* label, const T* lse,
+                      T* dx) {
   ParallelFor(n, 16, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const T* row = x + i * c;
-      const T lse = LogSumExp(row, c, 1);
       const int64_t target = static_cast<int64_t>(label[i]);
       for (int64_t k = 0; k < c; ++k)
-        dx[i * c + k] = dy[i] * (std::exp(row[k] - lse) - (k == target ? T(1) : T(0)));
+        dx[i * c + k] = dy[i] * (std::exp(row[k] - lse[i]) - (k == target ? T(1) : T(0)));
     }
   });
 }
 
-// Forward, in: (data, label), out: (loss); backward, in: (out_grad, data, label), out: (d_data).
+// Forward, in: (data, label), out: (loss, lse); backward, in: (out_grad, data, label, lse), out:
+// (d_data).
 template <bool kBackward>
 void SceCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
                 std::span<const OpReq> req, std::span<const TensorView> out) {
@@ -56,13 +59,14 @@ void SceCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> 
   const int64_t n = data.shape()[0], c = data.shape()[1];  // (N, C), as shape inference checked
   WEFT_FLOAT_SWITCH(data.dtype(), T, op, {
     CheckLabels(op, label.data<T>(), n, c);
-    if (req[0] == OpReq::kNull) return;
+    if (std::all_of(req.begin(), req.end(), [](OpReq r) { return r == OpReq::kNull; })) return;
     StagedOutputs staged(ctx, req, out, false);
     T* target = staged.Target(0).data<T>();
     if (kBackward) {
-      SceBackwardLoops(n, c, in[0].data<T>(), data.data<T>(), label.data<T>(), target);
+      SceBackwardLoops(n, c, in[0].data<T>(), data.data<T>(), label.data<T>(), in[3].data<T>(),
+                       target);
     } else {
-      SceForwardLoops(n, c, data.data<T>(), label.data<T>(), target);
+      SceForwardLoops(n, c, data.data<T>(), label.data<T>(), target, staged.Target(1).data<T>());
     }
     staged.Finish();
   });

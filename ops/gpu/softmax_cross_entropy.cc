@@ -1,11 +1,13 @@
 // SoftmaxCrossEntropy and its backward op on the GPU (ops/nn/softmax_cross_entropy.cc says what
-// they compute), float32 and float64: one kernel each way (kernels/softmax_cross_entropy.cuh),
-// a warp per row.
+// they compute), float32, float64 and bfloat16: one kernel each way
+// (kernels/softmax_cross_entropy.cuh), a warp per row, the forward keeping each row's lse so that
+// the backward reads the row once.
 //
 // Labels: a label that is not a class index in [0, C) fails the op with the CPU's message (the
 // first such row, its label, the range), raised at the next wait on the op's outputs; the kernel
 // notes it on the device and nothing waits for it (internal/bad_input.h). The row's results are
 // NaN meanwhile.
+#include <algorithm>
 #include <span>
 #include <sstream>
 #include <string>
@@ -33,30 +35,32 @@ DeviceErrorMessage BadLabel(const char* op, int64_t classes) {
 
 // ---- compute ----
 
-// Forward, in: (data (N, C), label (N,)), out: (loss (N,)); backward, in: (out_grad (N,), data,
-// label), out: (d_data (N, C)).
+// Forward, in: (data (N, C), label (N,)), out: (loss (N,), lse (N,)); backward, in: (out_grad (N,),
+// data, label, lse), out: (d_data (N, C)).
 template <bool kBackward>
 void SceGpu(const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
             std::span<const OpReq> req, std::span<const TensorView> out) {
-  if (req[0] == OpReq::kNull) return;
+  if (std::all_of(req.begin(), req.end(), [](OpReq r) { return r == OpReq::kNull; })) return;
   const char* op = kBackward ? "_backward_SoftmaxCrossEntropy" : "SoftmaxCrossEntropy";
   const TensorView &data = in[kBackward ? 1 : 0], &label = in[kBackward ? 2 : 1];
+  const TensorView& lse = kBackward ? in[3] : out[1];
   const DType dtype = data.dtype();
   CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
   const int64_t n = data.shape()[0], classes = data.shape()[1];
-  const int accumulate = req[0] == OpReq::kAddTo ? 1 : 0;
+  int v = PackWidth(dtype, {data.raw(), out[0].raw()});
+  if (classes % v != 0) v = 1;
   const void *x = data.raw(), *labels = label.raw();
-  void* result = out[0].raw();
-  const std::string t = TypeName(dtype);
+  const std::string t = TypeName(dtype), s = TypeName(lse.dtype()), w = std::to_string(v);
   const BadItems bad(
       ctx, dtype == DType::kFloat64 ? BadLabel<double>(op, classes) : BadLabel<float>(op, classes));
   constexpr int64_t kWarp = 32;  // threads per row
   if (kBackward) {
-    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceGrad", {t}), n * kWarp, n, classes,
-           in[0].raw(), x, labels, accumulate, result, bad.slot());
+    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceGrad", {t, s, w}), n * kWarp, n,
+           classes, in[0].raw(), x, labels, lse.raw(), ReqCode(req[0]), out[0].raw(), bad.slot());
   } else {
-    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceLoss", {t}), n * kWarp, n, classes,
-           x, labels, accumulate, result, bad.slot());
+    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceLoss", {t, s, w}), n * kWarp, n,
+           classes, x, labels, ReqCode(req[0]), out[0].raw(), ReqCode(req[1]), lse.raw(),
+           bad.slot());
   }
   bad.Report(label);
 }

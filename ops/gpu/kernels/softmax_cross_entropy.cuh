@@ -1,7 +1,9 @@
 // SoftmaxCrossEntropy (ops/gpu/softmax_cross_entropy.cc): one warp per row computes the row's
-// maximum and sum of exponentials (in one pass: RowStats), then the loss -(x[label] - max -
-// log(sum)), or the gradient out_grad * (softmax(x) - onehot(label)); one launch each way, for
-// arrays of T (float, double or bf16) computed in its arithmetic type (float for bf16). A label
+// maximum and sum of exponentials (in one pass: RowStats), then the loss -(x[label] - lse) and the
+// row's lse = max + log(sum), which the op keeps for its backward; the gradient
+// out_grad * (exp(x - lse) - onehot(label)) reads each row once. One launch each way, for arrays
+// of T (float, double or bf16) computed in its arithmetic type (float for bf16), in packs of V
+// values where the rows are whole 16-byte packs (else V 1). A label
 // that is not a class index in [0, classes) is noted in `bad` (its row), and the row's results
 // are NaN; the op then fails (device_error.cuh).
 #pragma once
@@ -24,21 +26,26 @@ __device__ inline T NotANumber() {
 }
 
 // The maximum of row x and the sum of exp(x - max), in A, reduced over the warp (every lane gets
-// them), in one pass over the row: each lane keeps its running maximum and its sum scaled to it
-// (online softmax), and the lanes' pairs combine by rescaling to the larger maximum. A row of
-// -infinity only, or with a NaN, gets a NaN sum, as two passes would give.
-template <typename T, typename A>
+// them), in one pass over the row: lane l reads the packs of V values at (k * 32 + l) * V and
+// keeps its running maximum and its sum scaled to it (online softmax: rescaled once a pack whose
+// maximum is larger), and the lanes' pairs combine by rescaling to the larger maximum. A row whose
+// maximum is infinite, or with a NaN, gets a NaN sum, as two passes give (the CPU's).
+template <int V, typename T, typename A>
 __device__ inline void RowStats(const T* x, int64 classes, int lane, A& max, A& sum) {
   A m = -static_cast<A>(__longlong_as_double(0x7ff0000000000000LL));  // -infinity
   A s = 0;
-  for (int64 c = lane; c < classes; c += 32) {
-    const A v = ToArith(x[c]);
-    if (v > m) {
-      s = s * Exp(m - v) + A(1);
-      m = v;
-    } else {
-      s += Exp(v - m);
+  for (int64 c = static_cast<int64>(lane) * V; c < classes; c += 32 * V) {
+    A v[V];
+    LoadN<V>(x + c, v);
+    A pm = v[0];
+#pragma unroll
+    for (int e = 1; e < V; ++e) pm = v[e] > pm ? v[e] : pm;
+    if (pm > m) {  // also where m is -infinity and pm is not: s is 0 then
+      s = s == A(0) ? A(0) : s * Exp(m - pm);
+      m = pm;
     }
+#pragma unroll
+    for (int e = 0; e < V; ++e) s += Exp(v[e] - m);
   }
   for (int offset = 16; offset > 0; offset /= 2) {
     const A om = __shfl_xor_sync(0xffffffffu, m, offset);
@@ -57,39 +64,45 @@ __device__ inline void RowStats(const T* x, int64 classes, int lane, A& max, A& 
   const int lane = threadIdx.x % 32;   \
   for (int64 row = GlobalThread() / 32; row < (n); row += GridThreads() / 32)
 
-// loss[i] = -(x[i, label[i]] - max - log(sum)) (added to loss when accumulate).
-template <typename T>
-__global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int accumulate, T* loss,
-                        GpuErrorSlot bad) {
+// loss[i] = -(x[i, label[i]] - lse[i]) (added to loss when accumulate) and lse[i] = max + log(sum)
+// (S: the statistics' type, float for bf16), each where its request asks; rows of V-value packs.
+template <typename T, typename S, int V>
+__global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int req_loss, T* loss,
+                        int req_lse, S* lse, GpuErrorSlot bad) {
   typedef typename Arith<T>::type A;
   WEFT_FOR_EACH_WARP_ROW(i, n) {
     A max, sum;
-    RowStats(x + i * classes, classes, lane, max, sum);
+    RowStats<V>(x + i * classes, classes, lane, max, sum);
     if (lane != 0) continue;
     const int64 c = ClassOf(label[i], classes);
     if (c < 0) NoteBadItem(bad, i);
-    const A v = c < 0 ? NotANumber<A>() : -(ToArith(x[i * classes + c]) - max - Log(sum));
-    loss[i] = FromArith<T>(accumulate ? ToArith(loss[i]) + v : v);
+    const A row_lse = max + Log(sum);
+    Store1(loss + i, c < 0 ? NotANumber<A>() : row_lse - ToArith(x[i * classes + c]), req_loss);
+    Store1(lse + i, static_cast<typename Arith<S>::type>(row_lse), req_lse);
   }
 }
 
-// dx[i, c] = dy[i] * (softmax(x)[i, c] - (c == label[i])) (added to dx when accumulate).
-template <typename T>
+// dx[i, c] = dy[i] * (exp(x[i, c] - lse[i]) - (c == label[i])) (added to dx when accumulate): one
+// read of x, a warp a row in V-value packs.
+template <typename T, typename S, int V>
 __global__ void SceGrad(int64 n, int64 classes, const T* dy, const T* x, const T* label,
-                        int accumulate, T* dx, GpuErrorSlot bad) {
+                        const S* lse, int req, T* dx, GpuErrorSlot bad) {
   typedef typename Arith<T>::type A;
   WEFT_FOR_EACH_WARP_ROW(i, n) {
-    A max, sum;
-    const T* row = x + i * classes;
-    RowStats(row, classes, lane, max, sum);
     const int64 label_class = ClassOf(label[i], classes);
     if (label_class < 0 && lane == 0) NoteBadItem(bad, i);
-    const A g = ToArith(dy[i]);
-    for (int64 c = lane; c < classes; c += 32) {
-      const A p = Exp(static_cast<A>(ToArith(row[c])) - max) / sum;
-      const A v = label_class < 0 ? NotANumber<A>() : g * (p - (c == label_class ? A(1) : A(0)));
-      T& out = dx[i * classes + c];
-      out = FromArith<T>(accumulate ? ToArith(out) + v : v);
+    const A g = ToArith(dy[i]), row_lse = static_cast<A>(ToArith(lse[i]));
+    const T* row = x + i * classes;
+#pragma unroll 4
+    for (int64 c = static_cast<int64>(lane) * V; c < classes; c += 32 * V) {
+      A v[V];
+      LoadN<V>(row + c, v);
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const A onehot = c + e == label_class ? A(1) : A(0);
+        v[e] = label_class < 0 ? NotANumber<A>() : g * (Exp(v[e] - row_lse) - onehot);
+      }
+      StoreN<V>(dx + i * classes + c, v, req);
     }
   }
 }
