@@ -9,15 +9,20 @@
 // block rescales what was summed by exp(m_old - m_new). Memory is one scores tile, one dropout
 // tile, one accumulator tile and m, l per thread: never Tq x Tk. Dropout multiplies a probability
 // by its tile entry (0 or 1 / (1 - p)) where it meets v; l sums the probabilities before dropout.
+// A scores tile is a product with the key block transposed (TileProduct: sums of rows along the
+// keys, in vectors), not a dot product per pair.
 // Backward, recomputing each probability tile as P = exp(s - lse) (0 where s = -inf) and each
 // dropout tile from the forward's key (rng):
 //   1. D_i = out_grad[i] . out[i] per row (a workspace of B * H * Tq values);
-//   2. d_q per (b, h, query block), over the key blocks;
-//   3. d_k and d_v per (b, h, key block), over the query blocks.
-// Each output row is summed by one thread, so no two threads write the same row (packed d_qkv's
-// parts are rows of their own). Causal attention skips the tiles above the diagonal. Dot products
-// and row updates run along D, which is contiguous, in loops marked for SIMD, in the widest
-// vectors the processor has (WEFT_CPU_VECTOR_CLONES).
+//   2. per (b, h) pair, one thread: for each key block, against each query block that sees it,
+//      the scores and dP = out_grad v^T as tiles, dS = P (Z dP - D), then d_v += (P Z)^T out_grad
+//      and d_k += dS^T q into the key block's accumulators and d_q += dS k into the head's, which
+//      is stored once its key blocks are done (flash attention 2's order, with no atomics: the
+//      head is one thread's).
+// Each output row is summed by one thread in a fixed order, so the results do not depend on the
+// thread count. Causal attention skips the tiles above the diagonal. Row updates run along D,
+// which is contiguous, in loops marked for SIMD, in the widest vectors the processor has
+// (WEFT_CPU_VECTOR_CLONES).
 #include "ops/nn/attention.h"
 
 #include <algorithm>
@@ -32,6 +37,7 @@
 #include "ops/attrs.h"
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/math/attention_dropout.h"
+#include "ops/math/base.h"
 #include "ops/op.h"
 
 namespace weft::cpu {
@@ -79,14 +85,36 @@ inline Arith<T> Dot(const T* a, const T* b, int64_t n) {
   return sum;
 }
 
-// y[0, n) += a * x[0, n).
-template <typename T>
-inline void Axpy(Arith<T> a, const T* x, Arith<T>* y, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] += a * Load(x[i]);
-}
-
 constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+
+// out[0, n) += sum over j < count of w[j * w_stride] * rows[j * stride + (0, n)]: a weighted sum
+// of rows (one row of a matrix product), kChunk columns at a time summed in registers across the
+// rows, so each chunk of out is loaded and stored once, not once per row. Zero weights are skipped.
+template <typename A, typename W, typename T>
+WEFT_CPU_VECTOR_CLONES void AccumulateRows(const W* w, int64_t w_stride, int64_t count,
+                                           const T* rows, int64_t stride, int64_t n, A* out) {
+  constexpr int64_t kChunk = 32;
+  int64_t c0 = 0;
+  for (; c0 + kChunk <= n; c0 += kChunk) {
+    A acc[kChunk] = {};
+    for (int64_t j = 0; j < count; ++j) {
+      const A a = Load(w[j * w_stride]);
+      if (a == 0) continue;
+      const T* row = rows + j * stride + c0;
+#pragma omp simd
+      for (int64_t e = 0; e < kChunk; ++e) acc[e] += a * Load(row[e]);
+    }
+#pragma omp simd
+    for (int64_t e = 0; e < kChunk; ++e) out[c0 + e] += acc[e];
+  }
+  for (int64_t j = 0; c0 < n && j < count; ++j) {
+    const A a = Load(w[j * w_stride]);
+    if (a == 0) continue;
+    const T* row = rows + j * stride;
+#pragma omp simd
+    for (int64_t e = c0; e < n; ++e) out[e] += a * Load(row[e]);
+  }
+}
 
 // ---- The operands ----
 
@@ -143,25 +171,45 @@ int64_t Blocks(const AttentionDims& d, int64_t size, int64_t rows) {
 
 // ---- Tiles ----
 
-// The score of query i and key j, with the mask and causality.
+// t (n x kKeyBlock, its first `count` columns) = `count` rows (`stride` apart, n values each, from
+// `first`) transposed, in A: a key block's k or v laid out so that products run along the keys.
 template <typename T>
-inline Arith<T> Score(const Operands<T>& x, const Head<T>& hd, int64_t i, int64_t j) {
-  using A = Arith<T>;
-  const AttentionDims& d = x.d;
-  if (d.causal && j > i) return static_cast<A>(kMinusInf);
-  A v = static_cast<A>(d.scale) * Dot(hd.Q(i), hd.K(j), d.d);
-  if (x.mask_add) v += Load(x.mask_add[d.MaskAt(hd.b, hd.h, i, j)]);
-  if (x.mask_bool && !x.mask_bool[d.MaskAt(hd.b, hd.h, i, j)]) v = static_cast<A>(kMinusInf);
-  return v;
+void TransposeTile(const T* first, int64_t stride, int64_t count, int64_t n, Arith<T>* t) {
+  for (int64_t j = 0; j < count; ++j) {
+    for (int64_t c = 0; c < n; ++c) t[c * kKeyBlock + j] = Load(first[j * stride + c]);
+  }
 }
 
-// s (rows x kKeyBlock, row stride kKeyBlock) = the scores of queries [i0, i1) and keys [j0, j1).
+// out (rows x kKeyBlock, first `cols` columns) = A B^T for A's `rows` rows (from `a`, `stride`
+// apart, n values each) and B^T as bt (TransposeTile's): a row of out is a weighted sum of rows
+// of bt (AccumulateRows), in vectors along the keys.
 template <typename T>
-WEFT_CPU_VECTOR_CLONES void Scores(const Operands<T>& x, const Head<T>& hd, int64_t i0, int64_t i1,
-                                   int64_t j0, int64_t j1, Arith<T>* s) {
+void TileProduct(const T* a, int64_t stride, int64_t rows, int64_t n, const Arith<T>* bt,
+                 int64_t cols, Arith<T>* out) {
+  for (int64_t i = 0; i < rows; ++i) {
+    Arith<T>* o = out + i * kKeyBlock;
+    std::fill_n(o, cols, Arith<T>(0));
+    AccumulateRows(a + i * stride, 1, n, bt, kKeyBlock, cols, o);
+  }
+}
+
+// s (rows x kKeyBlock, row stride kKeyBlock) = the scores of queries [i0, i1) and keys [j0, j1),
+// with the scale, the mask and causality; kt: the keys' TransposeTile.
+template <typename T>
+void ScoreTile(const Operands<T>& x, const Head<T>& hd, const Arith<T>* kt, int64_t i0, int64_t i1,
+               int64_t j0, int64_t j1, Arith<T>* s) {
+  using A = Arith<T>;
+  const AttentionDims& d = x.d;
+  TileProduct(hd.Q(i0), hd.qt, i1 - i0, d.d, kt, j1 - j0, s);
+  const A scale = static_cast<A>(d.scale), minus_inf = static_cast<A>(kMinusInf);
   for (int64_t i = i0; i < i1; ++i) {
-    Arith<T>* row = s + (i - i0) * kKeyBlock;
-    for (int64_t j = j0; j < j1; ++j) row[j - j0] = Score(x, hd, i, j);
+    A* row = s + (i - i0) * kKeyBlock;
+    for (int64_t j = j0; j < j1; ++j) {
+      A v = scale * row[j - j0];
+      if (x.mask_add) v += Load(x.mask_add[d.MaskAt(hd.b, hd.h, i, j)]);
+      if (x.mask_bool && !x.mask_bool[d.MaskAt(hd.b, hd.h, i, j)]) v = minus_inf;
+      row[j - j0] = d.causal && j > i ? minus_inf : v;
+    }
   }
 }
 
@@ -186,12 +234,14 @@ void KeepTile(const AttentionDims& d, const Dropout& z, int64_t b, int64_t h, in
   }
 }
 
-// The scores tile, and the dropout tile when z drops (else `keep` is left alone and the callers
-// read no tile).
+// The scores tile (kt: scratch for the keys' TransposeTile), and the dropout tile when z drops
+// (else `keep` is left alone and the callers read no tile).
 template <typename T>
 const Arith<T>* Tiles(const Operands<T>& x, const Head<T>& hd, const Dropout& z, int64_t i0,
-                      int64_t i1, int64_t j0, int64_t j1, Arith<T>* s, Arith<T>* keep) {
-  Scores(x, hd, i0, i1, j0, j1, s);
+                      int64_t i1, int64_t j0, int64_t j1, Arith<T>* kt, Arith<T>* s,
+                      Arith<T>* keep) {
+  TransposeTile(hd.K(j0), hd.kt, j1 - j0, x.d.d, kt);
+  ScoreTile(x, hd, kt, i0, i1, j0, j1, s);
   if (z.p == 0) return nullptr;
   KeepTile(x.d, z, hd.b, hd.h, i0, i1, j0, j1, keep);
   return keep;
@@ -207,37 +257,42 @@ int64_t KeyEnd(const AttentionDims& d, int64_t i1) { return d.causal ? std::min(
 template <typename A>
 struct ForwardScratch {
   explicit ForwardScratch(const AttentionDims& d)
-      : s(kQueryBlock * kKeyBlock),
+      : kt(d.d * kKeyBlock),
+        s(kQueryBlock * kKeyBlock),
         keep(kQueryBlock * kKeyBlock),
         acc(kQueryBlock * d.dv),
         m(kQueryBlock),
         l(kQueryBlock) {}
-  std::vector<A> s, keep, acc, m, l;
+  std::vector<A> kt, s, keep, acc, m, l;
 };
 
-// Folds keys [j0, j1) into row r's running maximum, sum and accumulator; `keep` (null: all kept)
-// is the row's dropout factors.
+// Folds keys [j0, j1) into row r's running maximum, sum and accumulator; s: the row's scores,
+// overwritten with their exponentials; `keep` (null: all kept) is the row's dropout factors.
 template <typename T>
 WEFT_CPU_VECTOR_CLONES void OnlineSoftmaxRow(const Head<T>& hd, int64_t dv, int64_t j0, int64_t j1,
-                                             const Arith<T>* s, const Arith<T>* keep,
+                                             Arith<T>* s, const Arith<T>* keep,
                                              ForwardScratch<Arith<T>>& w, int64_t r) {
   using A = Arith<T>;
+  const int64_t cols = j1 - j0;
   A max = static_cast<A>(kMinusInf);
-  for (int64_t c = 0; c < j1 - j0; ++c) max = std::max(max, s[c]);
+  for (int64_t c = 0; c < cols; ++c) max = std::max(max, s[c]);
   const A m_new = std::max(w.m[r], max);
   if (m_new == static_cast<A>(kMinusInf)) return;  // every key so far is masked
   const A alpha = std::exp(w.m[r] - m_new);        // 0 when nothing was summed yet
   A* acc = w.acc.data() + r * dv;
   for (int64_t c = 0; c < dv; ++c) acc[c] *= alpha;
-  A sum = w.l[r] * alpha;
-  for (int64_t c = 0; c < j1 - j0; ++c) {
-    if (s[c] == static_cast<A>(kMinusInf)) continue;
-    const A p = std::exp(s[c] - m_new);
-    sum += p;
-    const A weight = keep ? p * keep[c] : p;
-    if (weight != 0) Axpy(weight, hd.V(j0 + c), acc, dv);
+  A sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < cols; ++c) {
+    s[c] = math::Exp(s[c] - m_new);  // 0 for a masked key
+    sum += s[c];
   }
-  w.l[r] = sum;
+  if (keep != nullptr) {
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) s[c] *= keep[c];
+  }
+  AccumulateRows(s, 1, cols, hd.V(j0), hd.vt, dv, acc);
+  w.l[r] = w.l[r] * alpha + sum;
   w.m[r] = m_new;
 }
 
@@ -254,7 +309,8 @@ void ForwardBlock(const Operands<T>& x, const Dropout& z, const Block& blk,
   std::fill_n(w.l.begin(), rows, A(0));
   for (int64_t j0 = 0; j0 < KeyEnd(d, blk.last); j0 += kKeyBlock) {
     const int64_t j1 = std::min(j0 + kKeyBlock, d.tk);
-    const A* keep = Tiles(x, hd, z, blk.first, blk.last, j0, j1, w.s.data(), w.keep.data());
+    const A* keep =
+        Tiles(x, hd, z, blk.first, blk.last, j0, j1, w.kt.data(), w.s.data(), w.keep.data());
     for (int64_t r = 0; r < rows; ++r) {
       OnlineSoftmaxRow(hd, d.dv, j0, j1, w.s.data() + r * kKeyBlock,
                        keep ? keep + r * kKeyBlock : nullptr, w, r);
@@ -306,99 +362,112 @@ struct GradOutputs {
   OpReq req[3];
 };
 
-// P = exp(s - lse): 0 for a masked key (s = -inf), so also in a row whose keys are all masked.
-template <typename A>
-inline A Probability(A s, A lse) {
-  return s == static_cast<A>(kMinusInf) ? A(0) : std::exp(s - lse);
-}
-
-// dS for query i and key j from their score and dropout factor (`keep`, 1 without dropout):
-// P * (keep * dy[i] . v[j] - D_i), and P into *p_out.
-template <typename T>
-inline Arith<T> ScoreGrad(const AttentionDims& d, const Head<T>& hd, const Grads<T>& g, int64_t bh,
-                          int64_t i, int64_t j, Arith<T> s, Arith<T> keep, Arith<T>* p_out) {
-  const int64_t row = bh * d.tq + i;
-  const Arith<T> p = Probability(s, g.lse[row]);
-  *p_out = p;
-  if (p == 0) return 0;
-  const Arith<T> dp = keep == 0 ? 0 : keep * Dot(g.Dy(d, hd, i), hd.V(j), d.dv);
-  return p * (dp - g.delta[row]);
-}
-
-// Per thread: the scores and dropout tiles and one block's accumulators.
+// Per thread: one key block's k and v (transposed, and k's rows), a (query, key) tile pair of
+// scores and probabilities, the key block's accumulators and a head's d_q.
 template <typename A>
 struct BackwardScratch {
-  BackwardScratch(int64_t rows, int64_t d, int64_t dv)
-      : s(kQueryBlock * kKeyBlock), keep(kQueryBlock * kKeyBlock), a(rows * d), b(rows * dv) {}
-  std::vector<A> s, keep, a, b;
+  explicit BackwardScratch(const AttentionDims& d)
+      : kt(d.d * kKeyBlock),
+        vt(d.dv * kKeyBlock),
+        k(kKeyBlock * d.d),
+        s(kQueryBlock * kKeyBlock),
+        p(kQueryBlock * kKeyBlock),
+        keep(kQueryBlock * kKeyBlock),
+        dk(kKeyBlock * d.d),
+        dv(kKeyBlock * d.dv),
+        dq(d.tq * d.d) {}
+  std::vector<A> kt, vt, k, s, p, keep, dk, dv, dq;
 };
 
-// d_q of one query block: scale * sum over keys of dS k.
-template <typename T>
-WEFT_CPU_VECTOR_CLONES void QueryGradBlock(const Operands<T>& x, const Dropout& z,
-                                           const Grads<T>& g, const Block& blk,
-                                           BackwardScratch<Arith<T>>& w,
-                                           const GradOutputs<T>& out) {
-  using A = Arith<T>;
-  const AttentionDims& d = x.d;
-  const Head<T> hd = HeadOf(x, blk.bh);
-  std::fill_n(w.a.begin(), (blk.last - blk.first) * d.d, A(0));
-  for (int64_t j0 = 0; j0 < KeyEnd(d, blk.last); j0 += kKeyBlock) {
-    const int64_t j1 = std::min(j0 + kKeyBlock, d.tk);
-    const A* keep = Tiles(x, hd, z, blk.first, blk.last, j0, j1, w.s.data(), w.keep.data());
-    for (int64_t i = blk.first; i < blk.last; ++i) {
-      A* acc = w.a.data() + (i - blk.first) * d.d;
-      for (int64_t j = j0; j < j1; ++j) {
-        const int64_t t = (i - blk.first) * kKeyBlock + j - j0;
-        A p;
-        const A ds = ScoreGrad(d, hd, g, blk.bh, i, j, w.s[t], keep ? keep[t] : A(1), &p);
-        if (ds != 0) Axpy(ds, hd.K(j), acc, d.d);
-      }
+// For query row i of a tile pair, from its scores s (overwritten with dS) and dP = dy[i] v^T
+// (overwritten with P Z, the probabilities after dropout): P = exp(s - lse) (0 for a masked key),
+// dS = P (Z dP - D_i); `keep` the row's dropout factors Z (null: all 1).
+template <typename A>
+WEFT_CPU_VECTOR_CLONES void ScoreGradRow(A lse, A delta, const A* keep, int64_t cols, A* s, A* dp) {
+  if (keep != nullptr) {
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) {
+      const A p = math::Exp(s[j] - lse);
+      s[j] = p * (keep[j] * dp[j] - delta);
+      dp[j] = p * keep[j];
     }
-  }
-  const A scale = static_cast<A>(d.scale);
-  for (int64_t i = blk.first; i < blk.last; ++i) {
-    const A* acc = w.a.data() + (i - blk.first) * d.d;
-    StoreRow(out.dq + d.q.At(hd.b, hd.h, i), out.req[0], d.d,
-             [&](int64_t c) { return acc[c] * scale; });
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) {
+      const A p = math::Exp(s[j] - lse);
+      s[j] = p * (dp[j] - delta);
+      dp[j] = p;
+    }
   }
 }
 
-// d_k and d_v of one key block: scale * sum over queries of dS^T q, and (P Z)^T dy.
+// The (query block [i0, i1), key block) pair's share of d_q (a head's, in w.dq), d_k and d_v (the
+// key block's, in w.dk and w.dv): with the tiles dS and P Z of every row first, dQ_i += dS_i k per
+// query, then dV_j += (P Z)_j^T dy and dK_j += dS_j^T q per key (AccumulateRows: sums in
+// registers). w.kt, w.vt and w.k hold the key block's keys and values.
 template <typename T>
-WEFT_CPU_VECTOR_CLONES void KeyGradBlock(const Operands<T>& x, const Dropout& z, const Grads<T>& g,
-                                         const Block& blk, BackwardScratch<Arith<T>>& w,
-                                         const GradOutputs<T>& out) {
+void TilePairGrads(const Operands<T>& x, const Dropout& z, const Grads<T>& g, const Head<T>& hd,
+                   int64_t bh, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                   BackwardScratch<Arith<T>>& w) {
   using A = Arith<T>;
   const AttentionDims& d = x.d;
-  const Head<T> hd = HeadOf(x, blk.bh);
-  const int64_t keys = blk.last - blk.first;
-  std::fill_n(w.a.begin(), keys * d.d, A(0));   // d_k
-  std::fill_n(w.b.begin(), keys * d.dv, A(0));  // d_v
-  const int64_t i_begin = d.causal ? blk.first / kQueryBlock * kQueryBlock : 0;
-  for (int64_t i0 = i_begin; i0 < d.tq; i0 += kQueryBlock) {
-    const int64_t i1 = std::min(i0 + kQueryBlock, d.tq);
-    // The tiles are (query, key) here too; their key columns are [blk.first, blk.last).
-    const A* keep = Tiles(x, hd, z, i0, i1, blk.first, blk.last, w.s.data(), w.keep.data());
-    for (int64_t i = i0; i < i1; ++i) {
-      for (int64_t j = blk.first; j < blk.last; ++j) {
-        const int64_t t = (i - i0) * kKeyBlock + j - blk.first;
-        const A factor = keep ? keep[t] : A(1);
-        A p;
-        const A ds = ScoreGrad(d, hd, g, blk.bh, i, j, w.s[t], factor, &p);
-        if (p == 0) continue;
-        if (factor != 0)
-          Axpy(p * factor, g.Dy(d, hd, i), w.b.data() + (j - blk.first) * d.dv, d.dv);
-        Axpy(ds, hd.Q(i), w.a.data() + (j - blk.first) * d.d, d.d);
-      }
+  const int64_t cols = j1 - j0, rows = i1 - i0, dy_t = d.out.t;
+  ScoreTile(x, hd, w.kt.data(), i0, i1, j0, j1, w.s.data());
+  const A* keep = z.p > 0 ? w.keep.data() : nullptr;
+  if (keep != nullptr) KeepTile(d, z, hd.b, hd.h, i0, i1, j0, j1, w.keep.data());
+  TileProduct(g.Dy(d, hd, i0), dy_t, rows, d.dv, w.vt.data(), cols, w.p.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = bh * d.tq + i0 + r;
+    A *ds = w.s.data() + r * kKeyBlock, *pz = w.p.data() + r * kKeyBlock;
+    if (g.lse[row] == static_cast<A>(kMinusInf)) {  // every key masked: P is 0
+      std::fill_n(ds, cols, A(0));
+      std::fill_n(pz, cols, A(0));
+      continue;
+    }
+    ScoreGradRow(g.lse[row], g.delta[row], keep ? keep + r * kKeyBlock : nullptr, cols, ds, pz);
+    AccumulateRows(ds, 1, cols, w.k.data(), d.d, d.d, w.dq.data() + (i0 + r) * d.d);
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    AccumulateRows(w.p.data() + j, kKeyBlock, rows, g.Dy(d, hd, i0), dy_t, d.dv,
+                   w.dv.data() + j * d.dv);
+    AccumulateRows(w.s.data() + j, kKeyBlock, rows, hd.Q(i0), hd.qt, d.d, w.dk.data() + j * d.d);
+  }
+}
+
+// Every gradient of head bh, its key blocks in order (each against the query blocks that see it),
+// d_q summed over them in the scratch: one thread per head, so no two threads write one row.
+template <typename T>
+void HeadGrads(const Operands<T>& x, const Dropout& z, const Grads<T>& g, int64_t bh,
+               BackwardScratch<Arith<T>>& w, const GradOutputs<T>& out) {
+  using A = Arith<T>;
+  const AttentionDims& d = x.d;
+  const Head<T> hd = HeadOf(x, bh);
+  const A scale = static_cast<A>(d.scale);
+  std::fill_n(w.dq.begin(), d.tq * d.d, A(0));
+  for (int64_t j0 = 0; j0 < d.tk; j0 += kKeyBlock) {
+    const int64_t j1 = std::min(j0 + kKeyBlock, d.tk), cols = j1 - j0;
+    TransposeTile(hd.K(j0), hd.kt, cols, d.d, w.kt.data());
+    TransposeTile(hd.V(j0), hd.vt, cols, d.dv, w.vt.data());
+    for (int64_t j = 0; j < cols; ++j) {
+      for (int64_t c = 0; c < d.d; ++c) w.k[j * d.d + c] = Load(hd.K(j0 + j)[c]);
+    }
+    std::fill_n(w.dk.begin(), cols * d.d, A(0));
+    std::fill_n(w.dv.begin(), cols * d.dv, A(0));
+    // causal: queries before j0 see none of these keys
+    for (int64_t i0 = d.causal ? j0 / kQueryBlock * kQueryBlock : 0; i0 < d.tq; i0 += kQueryBlock)
+      TilePairGrads(x, z, g, hd, bh, i0, std::min(i0 + kQueryBlock, d.tq), j0, j1, w);
+    for (int64_t j = 0; j < cols; ++j) {
+      const A *dk = w.dk.data() + j * d.d, *dv = w.dv.data() + j * d.dv;
+      StoreRow(out.dk + d.k.At(hd.b, hd.h, j0 + j), out.req[1], d.d,
+               [&](int64_t c) { return dk[c] * scale; });
+      StoreRow(out.dv + d.v.At(hd.b, hd.h, j0 + j), out.req[2], d.dv,
+               [&](int64_t c) { return dv[c]; });
     }
   }
-  const A scale = static_cast<A>(d.scale);
-  for (int64_t j = blk.first; j < blk.last; ++j) {
-    const A *a = w.a.data() + (j - blk.first) * d.d, *b = w.b.data() + (j - blk.first) * d.dv;
-    StoreRow(out.dk + d.k.At(hd.b, hd.h, j), out.req[1], d.d,
-             [&](int64_t c) { return a[c] * scale; });
-    StoreRow(out.dv + d.v.At(hd.b, hd.h, j), out.req[2], d.dv, [&](int64_t c) { return b[c]; });
+  for (int64_t i = 0; i < d.tq; ++i) {
+    const A* dq = w.dq.data() + i * d.d;
+    StoreRow(out.dq + d.q.At(hd.b, hd.h, i), out.req[0], d.d,
+             [&](int64_t c) { return dq[c] * scale; });
   }
 }
 
@@ -418,22 +487,11 @@ void BackwardLoops(const Operands<T>& x, const Dropout& z, const Grads<T>& g,
                    const GradOutputs<T>& out) {
   const AttentionDims& d = x.d;
   RowDeltas(d, g);
-  // A block's work: its rows against every key, scores, probabilities and gradients.
-  const int64_t query_work = std::min(kQueryBlock, d.tq) * d.tk * (2 * d.d + d.dv);
-  const int64_t key_work = std::min(kKeyBlock, d.tk) * d.tq * (2 * d.d + 2 * d.dv);
-  if (out.req[0] != OpReq::kNull) {
-    ParallelFor(Blocks(d, kQueryBlock, d.tq), GrainFor(query_work),
-                [&](int64_t begin, int64_t end) {
-                  BackwardScratch<Arith<T>> w(kQueryBlock, d.d, 0);
-                  for (int64_t item = begin; item < end; ++item)
-                    QueryGradBlock(x, z, g, BlockOf(item, kQueryBlock, d.tq), w, out);
-                });
-  }
-  if (out.req[1] == OpReq::kNull && out.req[2] == OpReq::kNull) return;
-  ParallelFor(Blocks(d, kKeyBlock, d.tk), GrainFor(key_work), [&](int64_t begin, int64_t end) {
-    BackwardScratch<Arith<T>> w(kKeyBlock, d.d, d.dv);
-    for (int64_t item = begin; item < end; ++item)
-      KeyGradBlock(x, z, g, BlockOf(item, kKeyBlock, d.tk), w, out);
+  // A head's work: every (query, key) pair's score, dP and three updates.
+  const int64_t head_work = d.tq * d.tk * (2 * d.d + 3 * d.dv);
+  ParallelFor(d.Heads(), GrainFor(head_work), [&](int64_t begin, int64_t end) {
+    BackwardScratch<Arith<T>> w(d);
+    for (int64_t bh = begin; bh < end; ++bh) HeadGrads(x, z, g, bh, w, out);
   });
 }
 
