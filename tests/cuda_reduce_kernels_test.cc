@@ -1,9 +1,9 @@
 // The reduction kernels (ops/gpu/kernels/reduce.cuh: per group, column tiles, packed column tiles,
-// any one cut into slices, and the slices' finish), LayerNorm's (layer_norm.cuh) and
-// SoftmaxCrossEntropy's (softmax_cross_entropy.cuh: one pass
-// over a row for its maximum and sum) compiled by NVRTC for sm_90 in every type and accumulator
-// the ops launch them with. NVRTC needs no GPU: this runs in the CUDA build anywhere, so a kernel
-// change that does not compile fails here, not first on the GPU machine.
+// any one cut into slices, and the slices' finish), multi_sum_sq's, LayerNorm's (layer_norm.cuh)
+// and SoftmaxCrossEntropy's (softmax_cross_entropy.cuh: one pass over a row for its maximum and
+// sum) compiled by NVRTC for sm_90 in every type and accumulator the ops launch them with. NVRTC
+// needs no GPU: this runs in the CUDA build anywhere, so a kernel change that does not compile
+// fails here, not first on the GPU machine.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -68,6 +68,21 @@ TEST(SoftmaxCrossEntropyKernels, LossAndGradientCompileForEachTypeAndPackWidth) 
   }
   const rtc::CompileResult r = rtc::CompileToCubin(
       "sce_test.cu", source, "weft::SceGrad<float, float, 4>", rtc::CompileOptions(90, {}));
+  EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
+}
+
+// multi_sum_sq's chunk and finish kernels in every type.
+TEST(MultiSumSqKernels, ChunksAndFinishCompileForEachType) {
+  std::string source = "#include \"multi_sum_sq.cuh\"\n";
+  for (const auto& [t, a] : {std::pair{"float", "float"}, std::pair{"double", "double"},
+                             std::pair{"weft::bf16", "float"}}) {
+    source += std::string("template __global__ void weft::MultiSumSqChunks<") + t +
+              ">(weft::GpuSumSqArgs, " + a + "*);\n";
+    source += std::string("template __global__ void weft::MultiSumSqFinish<") + t +
+              ">(weft::GpuSumSqArgs, const " + a + "*, " + t + "*, int);\n";
+  }
+  const rtc::CompileResult r = rtc::CompileToCubin(
+      "sumsq_test.cu", source, "weft::MultiSumSqFinish<float>", rtc::CompileOptions(90, {}));
   EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
 }
 

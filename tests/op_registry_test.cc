@@ -69,6 +69,7 @@ const std::map<std::string, AttrMap>& ExampleAttrs() {
         {"split", {{"num_outputs", "2"}}},
         {"_backward_split", {{"num_outputs", "2"}}},
         {"add_n", {{"num_args", "3"}}},
+        {"multi_sum_sq", {{"num_args", "3"}}},
         {"sgd_update", {{"lr", "0.1"}}},
         {"sgd_mom_update", {{"lr", "0.1"}}},
         {"adam_update", {{"lr", "0.1"}}},

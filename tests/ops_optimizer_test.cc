@@ -259,5 +259,74 @@ TEST(OptimizerOps, OneStepOfEachUpdateMatchesItsFormula) {
   testing::RunOpCase(adamw);
 }
 
+// ---- multi_sum_sq (gradient clipping's norms) ----
+
+// The sums of squares of arrays of the shapes given, in float64.
+testing::OpCase SumSqCase(const std::vector<Shape>& shapes, const std::string& what) {
+  testing::OpCase c{"multi_sum_sq",
+                    {{"num_args", std::to_string(shapes.size())}},
+                    shapes,
+                    [](const testing::Inputs& in) {
+                      testing::Values sums;
+                      for (const testing::Values& x : in) {
+                        double s = 0;
+                        for (double v : x) s += v * v;
+                        sums.push_back(s);
+                      }
+                      return testing::Outputs{sums};
+                    }};
+  c.check_gradient = false;
+  c.name = "multi_sum_sq " + what;
+  return c;
+}
+
+TEST(MultiSumSq, IsEachArraysSumOfSquares) {
+  testing::RunOpCase(SumSqCase({Shape{3}}, "one array"));
+  testing::RunOpCase(SumSqCase({Shape{2, 3}, Shape{5}, Shape{1}, Shape{4, 1, 2}}, "four shapes"));
+}
+
+// Arrays of several chunks (65,536 elements each) with ragged tails, and more arrays than one GPU
+// launch takes (64): every array's sum still lands at its own position, in every float dtype.
+TEST(MultiSumSq, ManyLargeArraysInEveryDtype) {
+  std::vector<Shape> shapes;
+  for (int i = 0; i < 70; ++i) shapes.push_back(Shape{i % 7 == 0 ? 140001 + i : 37 * i + 1});
+  std::vector<DType> types = testing::TestFloatTypes();
+  types.push_back(DType::kBFloat16);
+  for (DType t : types) {
+    std::vector<NDArray> in;
+    std::vector<double> want;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      testing::Values v = testing::Uniform(shapes[i].Size(), 50 + static_cast<int>(i));
+      if (t == DType::kBFloat16) v = testing::Bf16Exact(v);
+      double s = 0;
+      for (double x : v) s += x * x;
+      want.push_back(s);
+      in.push_back(testing::ArrayOf(v, shapes[i], t));
+    }
+    const NDArray out = Invoke("multi_sum_sq", in, {{"num_args", std::to_string(in.size())}})[0];
+    EXPECT_EQ(out.dtype(), t);
+    EXPECT_EQ(out.shape(), Shape{70});
+    const testing::Values got = testing::ValuesOf(out);
+    const double tol = t == DType::kBFloat16 ? 8e-3 : t == DType::kFloat64 ? 1e-12 : 1e-5;
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], tol * (1 + want[i])) << DTypeName(t) << " array " << i;
+  }
+}
+
+TEST(MultiSumSq, BadInputsSayWhatWasExpected) {
+  testing::ExpectOpError("multi_sum_sq", {{"num_args", "2"}}, {Shape{3}},
+                         {"multi_sum_sq", "expected 2 input(s), found 1"});
+  const NDArray a = NDArray::FromVector(std::vector<float>{1, 2}, Shape{2}, testing::TestDevice());
+  const NDArray b = testing::ArrayOf({1, 2}, Shape{2}, DType::kBFloat16);
+  try {
+    Invoke("multi_sum_sq", {a, b}, {{"num_args", "2"}});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("expected every input to be float32"), std::string::npos) << m;
+    EXPECT_NE(m.find("bfloat16 for input 1"), std::string::npos) << m;
+  }
+}
+
 }  // namespace
 }  // namespace weft

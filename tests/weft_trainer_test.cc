@@ -100,9 +100,9 @@ struct ExecutorLoop {
     const auto scalar_op = [](const char* name, const NDArray& x, double value) {
       return op::Call(name, {x}, {{"scalar", FloatAttr(value)}})[0];
     };
-    std::vector<NDArray> sums;
-    for (const NDArray& x : g) sums.push_back(op::Call("sum", {op::square(x)})[0]);
-    const NDArray norm = scalar_op("mul_scalar", op::sqrt(op::add_n(sums)), rescale);
+    const NDArray each =
+        op::Call("multi_sum_sq", g, {{"num_args", std::to_string(g.size())}})[0];  // sum(g_i^2)
+    const NDArray norm = scalar_op("mul_scalar", op::sqrt(op::Call("sum", {each})[0]), rescale);
     const NDArray scale = scalar_op(
         "minimum_scalar", scalar_op("rdiv_scalar", scalar_op("add_scalar", norm, 1e-6), clip), 1);
     std::vector<NDArray> out;

@@ -21,19 +21,16 @@ inline constexpr double kClipEpsilon = 1e-6;
 template <typename Value, typename Apply>
 void ClipByGlobalNorm(std::map<std::string, Value>& grads, double clip, double rescale,
                       Apply apply) {
-  std::vector<Value> sums;
-  for (const auto& [p, g] : grads) {
-    sums.push_back(apply("sum", AttrMap{}, {apply("square", AttrMap{}, {g}, p + "_grad_square", p)},
-                         p + "_grad_sumsq", p));
-  }
+  std::vector<Value> all;
+  for (const auto& [p, g] : grads) all.push_back(g);
   const std::string& first = grads.begin()->first;  // the scalar nodes' owner
   const auto scalar_op = [&](const char* op, double value, Value x, const std::string& name) {
     return apply(op, AttrMap{{"scalar", FloatAttr(value)}}, {x}, name, first);
   };
-  Value x = sums[0];
-  if (sums.size() > 1)
-    x = apply("add_n", AttrMap{{"num_args", std::to_string(sums.size())}}, sums, "grad_sumsq",
-              first);
+  // every gradient's sum of squares by one op (a few launches on the GPU), then their sum
+  Value x = apply("multi_sum_sq", AttrMap{{"num_args", std::to_string(all.size())}}, all,
+                  "grad_sumsq_each", first);
+  x = apply("sum", AttrMap{}, {x}, "grad_sumsq", first);
   x = scalar_op("mul_scalar", rescale, apply("sqrt", AttrMap{}, {x}, "grad_root", first),
                 "grad_norm");
   x = scalar_op("add_scalar", kClipEpsilon, x, "grad_norm_eps");

@@ -30,6 +30,17 @@ struct GpuAddNArgs {
   int count;
 };
 
+// The arrays one multi_sum_sq launch reads (kernels/multi_sum_sq.cuh): array k's `size` elements
+// at in[k], cut into chunks of a fixed size, its chunks [first_chunk[k], first_chunk[k + 1]) of
+// the launch.
+constexpr int kGpuMaxSumSq = 64;
+struct GpuSumSqArgs {
+  const void* in[kGpuMaxSumSq];
+  long long size[kGpuMaxSumSq];
+  long long first_chunk[kGpuMaxSumSq + 1];
+  int count;
+};
+
 // Pooling windows over `planes` planes of (h, w) into (oh, ow) (kernels/pooling.cuh): the kernel,
 // stride and leading padding of rows [0] and columns [1].
 struct GpuPool2d {
