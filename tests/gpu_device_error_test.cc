@@ -72,10 +72,11 @@ std::vector<std::string> CheckedOpErrors(Device device, DType dtype,
                                          const std::vector<double>& indices) {
   const NDArray x = Logits(3, device, dtype), label = Array(labels, Shape{3}, device, dtype);
   const NDArray ones = Array({1, 1, 1}, Shape{3}, device, dtype);
+  const NDArray lse = Array({0, 0, 0}, Shape{3}, device, dtype);  // any values: labels fail first
   const NDArray data = Array(indices, Shape{4}, device, dtype), table = Table(device, dtype);
   const NDArray dy = Array(std::vector<double>(12, 1), Shape{4, 3}, device, dtype);
   return {AtWaitToRead(Invoke("SoftmaxCrossEntropy", {x, label})[0]),
-          AtWaitToRead(Invoke("_backward_SoftmaxCrossEntropy", {ones, x, label})[0]),
+          AtWaitToRead(Invoke("_backward_SoftmaxCrossEntropy", {ones, x, label, lse})[0]),
           AtWaitToRead(Invoke("Embedding", {data, table}, kEmbedding)[0]),
           AtWaitToRead(Invoke("_backward_Embedding", {dy, data}, kEmbedding)[0])};
 }
@@ -199,16 +200,17 @@ struct DeviceArray {
 // Runs `op`'s GPU compute on `stream` (its kernels are batched there), then takes the records of
 // its checks, as its completion would.
 gpu::DeviceErrors RunOn(engine::GpuStream& stream, const std::string& op, const AttrMap& attrs,
-                        const std::vector<const DeviceArray*>& in, const DeviceArray& out) {
+                        const std::vector<const DeviceArray*>& in,
+                        const std::vector<const DeviceArray*>& out) {
   const Op& definition = GetOp(op);
   OpContext ctx;
   ctx.run.device = kGpu;
   ctx.run.stream = &stream;
-  std::vector<TensorView> inputs;
+  std::vector<TensorView> inputs, outputs;
   for (const DeviceArray* a : in) inputs.push_back(a->view);
-  const OpReq req[] = {OpReq::kWrite};
-  definition.On(DeviceType::kGpu)
-      .compute(ctx, ParseAttrs(definition, attrs), inputs, req, {&out.view, 1});
+  for (const DeviceArray* a : out) outputs.push_back(a->view);
+  const std::vector<OpReq> req(out.size(), OpReq::kWrite);
+  definition.On(DeviceType::kGpu).compute(ctx, ParseAttrs(definition, attrs), inputs, req, outputs);
   return stream.TakeErrors();
 }
 
@@ -222,15 +224,17 @@ std::string FailureOf(const gpu::DeviceErrors& errors) {
 // Three checked ops, back to back on one stream, their kernels launched as one batch: the first
 // and the third have bad input, each names its own.
 std::vector<std::string> ThreeOpsInOneBatch(engine::GpuStream& stream) {
-  const DeviceArray x({0, 1, 2, 3, 4, 5, 6, 7}, Shape{2, 4}), loss({0, 0}, Shape{2});
+  const DeviceArray x({0, 1, 2, 3, 4, 5, 6, 7}, Shape{2, 4}), loss({0, 0}, Shape{2}),
+      lse({0, 0}, Shape{2});
   const DeviceArray bad_label({0, 5}, Shape{2}), good_label({3, 2}, Shape{2});
   const DeviceArray bad_index({1, 0, -1}, Shape{3}), table({0, 1, 2, 3}, Shape{2, 2}),
       rows(std::vector<float>(6), Shape{3, 2});
   const AttrMap attrs = {{"input_dim", "2"}, {"output_dim", "2"}};
-  const gpu::DeviceErrors first = RunOn(stream, "SoftmaxCrossEntropy", {}, {&x, &bad_label}, loss);
+  const gpu::DeviceErrors first =
+      RunOn(stream, "SoftmaxCrossEntropy", {}, {&x, &bad_label}, {&loss, &lse});
   const gpu::DeviceErrors second =
-      RunOn(stream, "SoftmaxCrossEntropy", {}, {&x, &good_label}, loss);
-  const gpu::DeviceErrors third = RunOn(stream, "Embedding", attrs, {&bad_index, &table}, rows);
+      RunOn(stream, "SoftmaxCrossEntropy", {}, {&x, &good_label}, {&loss, &lse});
+  const gpu::DeviceErrors third = RunOn(stream, "Embedding", attrs, {&bad_index, &table}, {&rows});
   stream.Synchronize();
   return {FailureOf(first), FailureOf(second), FailureOf(third)};
 }

@@ -41,7 +41,8 @@ void MultiSumSqLoops(std::span<const TensorView> in, OpReq req, T* out) {
     for (int64_t c = begin; c < end; ++c) {
       while (c >= first[i + 1]) ++i;
       const int64_t at = (c - first[i]) * kChunk;
-      partial[c] = ChunkSumSq(static_cast<const T*>(in[i].raw()) + at, std::min(kChunk, in[i].size() - at));
+      partial[c] =
+          ChunkSumSq(static_cast<const T*>(in[i].raw()) + at, std::min(kChunk, in[i].size() - at));
     }
   });
   for (size_t i = 0; i < in.size(); ++i) {
@@ -71,10 +72,9 @@ void MultiSumSqCompute(const OpContext&, const Attrs&, std::span<const TensorVie
   }
 }
 
-WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu,
-                           {
-                               {"multi_sum_sq", {.compute = MultiSumSqCompute}},
-                           });
+WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, {
+                                                 {"multi_sum_sq", {.compute = MultiSumSqCompute}},
+                                             });
 
 }  // namespace
 }  // namespace weft::cpu

@@ -45,8 +45,8 @@ void MultiSumSqGpu(const OpContext& ctx, const Attrs&, std::span<const TensorVie
                  a.first_chunk[a.count], /*block_per_item=*/true, args);
     }
     void* at = static_cast<char*>(out[0].raw()) + l * kGpuMaxSumSq * DTypeSize(out[0].dtype());
-    Launch(ctx, "multi_sum_sq.cuh", Instance("weft::MultiSumSqFinish", {t}), a.count, a,
-           partials, at, ReqCode(req[0]));
+    Launch(ctx, "multi_sum_sq.cuh", Instance("weft::MultiSumSqFinish", {t}), a.count, a, partials,
+           at, ReqCode(req[0]));
   }
 }
 
