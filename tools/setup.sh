@@ -20,6 +20,8 @@ packages=(
   zlib1g-dev           # zlib: gzip-compressed data files (MNIST and Fashion-MNIST as shipped)
   openmpi-bin          # mpirun: launches data-parallel ranks (distributed/, tests/dist_*)
   libopenmpi-dev       # MPI headers and libraries: CPU collectives, NCCL's bootstrap
+  libprotobuf-dev      # protobuf: reading ONNX files (weft/onnx.h)
+  libonnx-dev          # ONNX's schema compiled for protobuf (onnx-ml.pb.h, libonnx_proto)
 )
 
 for option in "$@"; do

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Writes the ONNX models tests/onnx_import_test.cc imports, with PyTorch's outputs beside them.
+
+Run from the repository root with Debian's PyTorch 1.13 and onnx 1.12 (python3-torch,
+python3-onnx): `python3 tests/onnx/export_models.py`. Small widths, random weights (seeded), so
+the files stay small enough to commit:
+
+  mlp.onnx       Linear-ReLU x2 and a Linear (the shape of examples/train_mlp), opset 13, a
+                 symbolic batch axis "batch"
+  mlp_ext.onnx   the same, its initializers in mlp_ext.data beside it (external data)
+  cnn.onnx       two conv 3x3 / ReLU / max-pool 2 stages, Flatten, two Linears (examples/train_cnn),
+                 opset 17
+  bn_cnn.onnx    conv, ReLU, BatchNorm (eval: running statistics), average pool without the
+                 padding counted, global average pool, Linear, Softmax, opset 13
+  *.json         {"input": [...], "input_shape": [...], "output": [...], "output_shape": [...]}
+  unsupported_op.onnx, asymmetric_pads.onnx, opset9.onnx: models weft must refuse, by name
+"""
+import json
+import os
+
+import onnx
+from onnx import helper, TensorProto
+import torch
+from torch import nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def export(model, x, name, opset, external=False):
+    model.eval()
+    path = os.path.join(HERE, name + ".onnx")
+    torch.onnx.export(model, x, path, opset_version=opset, input_names=["data"],
+                      output_names=["out"], dynamic_axes={"data": {0: "batch"}, "out": {0: "batch"}})
+    if external:
+        m = onnx.load(path)
+        onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=name + ".data", size_threshold=0)
+    with torch.no_grad():
+        y = model(x)
+    with open(os.path.join(HERE, name + ".json"), "w") as f:
+        json.dump({"input": [round(v, 8) for v in x.flatten().tolist()], "input_shape": list(x.shape),
+                   "output": y.flatten().tolist(), "output_shape": list(y.shape)}, f)
+
+
+def mlp():
+    return nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 10))
+
+
+def cnn():
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 10))
+
+
+def bn_cnn():
+    bn = nn.BatchNorm2d(6)
+    with torch.no_grad():  # running statistics and affine terms away from their defaults
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.uniform_(0.5, 1.5)
+        bn.bias.uniform_(-0.5, 0.5)
+    return nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.ReLU(), bn,
+                         nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 5), nn.Softmax(dim=1))
+
+
+def refused():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    node = helper.make_node("Hardmax", ["x"], ["y"], name="the_hardmax")
+    onnx.save(helper.make_model(helper.make_graph([node], "g", [x], [y]),
+                                opset_imports=[helper.make_opsetid("", 13)]),
+              os.path.join(HERE, "unsupported_op.onnx"))
+    xi = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5, 5])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [1, 1, 3, 3], [0.1] * 9)
+    yo = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], name="the_conv", pads=[1, 1, 0, 0])
+    onnx.save(helper.make_model(helper.make_graph([conv], "g", [xi], [yo], [w]),
+                                opset_imports=[helper.make_opsetid("", 13)]),
+              os.path.join(HERE, "asymmetric_pads.onnx"))
+    relu = helper.make_node("Relu", ["x"], ["y"])
+    onnx.save(helper.make_model(helper.make_graph([relu], "g", [x], [y]),
+                                opset_imports=[helper.make_opsetid("", 9)]),
+              os.path.join(HERE, "opset9.onnx"))
+
+
+def main():
+    torch.manual_seed(0)
+    export(mlp(), torch.randn(3, 64), "mlp", 13)
+    torch.manual_seed(0)
+    export(mlp(), torch.randn(3, 64), "mlp_ext", 13, external=True)
+    torch.manual_seed(1)
+    export(cnn(), torch.randn(2, 1, 8, 8), "cnn", 17)
+    torch.manual_seed(2)
+    export(bn_cnn(), torch.randn(2, 3, 9, 9), "bn_cnn", 13)
+    refused()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+// ONNX import (weft/onnx.h) of models PyTorch 1.13's exporter wrote (tests/onnx/export_models.py:
+// an MLP, the same with external data, a CNN, a CNN with BatchNorm, pooling and Softmax), each
+// bound on the CPU and run on the input the script ran: weft's outputs equal PyTorch's within 1e-4
+// relative. Models weft must refuse (an unknown op, an attribute value it does not run, an opset
+// out of range, a truncated file, a file that is not a model) give a weft::Error naming what was
+// expected and what was found.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "executor/executor.h"
+#include "tests/weft_test_util.h"
+#include "weft/onnx.h"
+
+namespace weft {
+namespace {
+
+const std::string kDir = "tests/onnx/";
+
+struct Expected {
+  std::vector<float> input, output;
+  Shape input_shape, output_shape;
+};
+
+Expected ExpectedOf(const std::string& name) {
+  std::ifstream in(kDir + name + ".json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  return {j["input"].get<std::vector<float>>(), j["output"].get<std::vector<float>>(),
+          Shape(j["input_shape"].get<std::vector<int64_t>>()),
+          Shape(j["output_shape"].get<std::vector<int64_t>>())};
+}
+
+// The model's output for the script's input, bound and run on the CPU.
+std::vector<float> Run(const OnnxModel& m, const Expected& e) {
+  Executor::ArrayMap args = m.params;
+  args[m.inputs.at(0).name] = NDArray::FromVector(e.input, e.input_shape, Device::Cpu());
+  const std::unique_ptr<Executor> exec = Executor::Bind(m.symbol, Device::Cpu(), args);
+  exec->Forward(/*is_train=*/false);
+  EXPECT_EQ(exec->outputs()[0].shape(), e.output_shape);
+  return exec->outputs()[0].ToVector<float>();
+}
+
+void ExpectMatchesPyTorch(const std::string& name) {
+  const OnnxModel m = ImportOnnx(kDir + name + ".onnx");
+  const Expected e = ExpectedOf(name);
+  const std::vector<float> got = Run(m, e);
+  ASSERT_EQ(got.size(), e.output.size()) << name;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], e.output[i], 1e-4 * (1 + std::abs(e.output[i]))) << name << " output " << i;
+}
+
+TEST(OnnxImport, AnMlpMatchesPyTorch) { ExpectMatchesPyTorch("mlp"); }
+TEST(OnnxImport, InitializersInAnExternalDataFileLoad) { ExpectMatchesPyTorch("mlp_ext"); }
+TEST(OnnxImport, ACnnMatchesPyTorch) { ExpectMatchesPyTorch("cnn"); }
+TEST(OnnxImport, BatchNormPoolingAndSoftmaxMatchPyTorch) { ExpectMatchesPyTorch("bn_cnn"); }
+
+TEST(OnnxImport, TheModelSaysItsInputsOutputsOpsetAndProducer) {
+  const OnnxModel m = ImportOnnx(kDir + "mlp.onnx");
+  EXPECT_EQ(m.opset, 13);
+  EXPECT_EQ(m.producer, "pytorch 1.13.0");
+  ASSERT_EQ(m.inputs.size(), 1u);
+  EXPECT_EQ(m.inputs[0].name, "data");
+  EXPECT_EQ(m.inputs[0].dtype, DType::kFloat32);
+  EXPECT_EQ(m.inputs[0].dims, (std::vector<int64_t>{-1, 64}));  // the batch axis is symbolic
+  EXPECT_EQ(m.inputs[0].dim_names, (std::vector<std::string>{"batch", ""}));
+  ASSERT_EQ(m.outputs.size(), 1u);
+  EXPECT_EQ(m.outputs[0].name, "out");
+  EXPECT_EQ(m.params.size(), 6u);  // three weights and three biases
+  // A symbolic batch axis stays open until Bind: another batch binds the same graph.
+  Executor::ArrayMap args = m.params;
+  args["data"] = NDArray(Shape{7, 64}, Device::Cpu());
+  args["data"].Fill(0.5);
+  const std::unique_ptr<Executor> exec = Executor::Bind(m.symbol, Device::Cpu(), args);
+  exec->Forward(false);
+  EXPECT_EQ(exec->outputs()[0].shape(), (Shape{7, 10}));
+}
+
+// ---- What weft refuses ----
+
+void ExpectImportError(const std::string& path, const std::vector<std::string>& parts) {
+  testing::ExpectErrorContains([&] { ImportOnnx(path); }, parts);
+}
+
+TEST(OnnxImport, AnUnknownOperatorIsNamedWithItsNodeAndOpsetAndTheSupportedOnes) {
+  ExpectImportError(
+      kDir + "unsupported_op.onnx",
+      {"ONNX node 'the_hardmax' (Hardmax, opset 13)", "does not run the operator 'Hardmax'",
+       "it runs", "BatchNormalization", "Conv", "Gemm", "Softmax"});
+}
+
+TEST(OnnxImport, AnAttributeValueWeftDoesNotRunIsNamed) {
+  ExpectImportError(kDir + "asymmetric_pads.onnx",
+                    {"ONNX node 'the_conv' (Conv, opset 13)", "attribute 'pads'", "symmetric",
+                     "found (1, 1, 0, 0)"});
+}
+
+TEST(OnnxImport, AnOpsetOutOfRangeIsRefused) {
+  ExpectImportError(kDir + "opset9.onnx", {"expected opset 11 to 17", "found 9"});
+}
+
+TEST(OnnxImport, ATruncatedOrForeignFileSaysWhatWasExpected) {
+  std::ifstream in(kDir + "mlp.onnx", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  const std::string whole = bytes.str();
+  for (const auto& [name, content] : std::vector<std::pair<std::string, std::string>>{
+           {"truncated.onnx", whole.substr(0, 5000)}, {"text.onnx", "not a model at all\n"}}) {
+    const std::string path = testing::WriteTempFile(name, content);
+    ExpectImportError(path, {path, "is not a valid ONNX model", "onnx.ModelProto"});
+  }
+  ExpectImportError(testing::TempPath("missing.onnx"), {"cannot open", "missing.onnx"});
+}
+
+TEST(OnnxImport, TheSupportedOperatorsAreListed) {
+  const std::vector<std::string> ops = SupportedOnnxOps();
+  for (const char* op : {"Add", "AveragePool", "BatchNormalization", "Constant", "Conv", "Dropout",
+                         "Flatten", "Gemm", "GlobalAveragePool", "Identity", "MatMul", "MaxPool",
+                         "Relu", "Reshape", "Sigmoid", "Softmax", "Tanh"}) {
+    EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << op;
+  }
+}
+
+}  // namespace
+}  // namespace weft

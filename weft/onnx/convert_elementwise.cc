@@ -1,0 +1,99 @@
+// Converters of ONNX's elementwise ops and constants: arithmetic with numpy broadcasting (ONNX's
+// multidirectional broadcasting is numpy's), unary functions, Identity, Dropout (inference), and
+// Constant. Integer arithmetic on known tensors (shape arithmetic) is computed at import.
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "weft/onnx/importer.h"
+#include "weft/onnx/reader.h"
+
+namespace weft::onnx_import {
+namespace {
+
+// A converter that runs weft's `op` on every input.
+Converter Elementwise(const std::string& op) {
+  return [op](NodeContext& n) {
+    std::vector<Symbol> in;
+    for (int i = 0; i < n.node().input_size(); ++i) in.push_back(n.Input(i));
+    return std::vector<Value>{Value::Of(n.Op(op, in))};
+  };
+}
+
+// a op b on two known integer tensors of one shape, or one of them a single value.
+std::optional<HostTensor> FoldIntegers(const HostTensor* a, const HostTensor* b,
+                                       const std::function<int64_t(int64_t, int64_t)>& f) {
+  if (a == nullptr || b == nullptr || a->dtype != DType::kInt64 || b->dtype != DType::kInt64)
+    return std::nullopt;
+  if (a->Size() != b->Size() && a->Size() != 1 && b->Size() != 1) return std::nullopt;
+  const std::vector<int64_t> x = a->Int64s(), y = b->Int64s();
+  const size_t n = std::max(x.size(), y.size());
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = f(x[x.size() == 1 ? 0 : i], y[y.size() == 1 ? 0 : i]);
+  return HostTensor::OfInt64s(out, a->Size() >= b->Size() ? a->dims : b->dims);
+}
+
+Converter Arithmetic(const std::string& op, std::function<int64_t(int64_t, int64_t)> f) {
+  return [op, f](NodeContext& n) {
+    if (auto folded = FoldIntegers(n.Known(0), n.Known(1), f))
+      return std::vector<Value>{Value::Of(*folded)};
+    return std::vector<Value>{Value::Of(n.Op(op, {n.Input(0), n.Input(1)}))};
+  };
+}
+
+std::vector<Value> Identity(NodeContext& n) {
+  if (const HostTensor* t = n.Known(0)) return {Value::Of(*t)};
+  return {Value::Of(n.Input(0))};
+}
+
+// Dropout at inference passes its input through; its mask output is not produced.
+std::vector<Value> DropoutAtInference(NodeContext& n) {
+  if (n.node().output_size() > 1 && !n.node().output(1).empty())
+    n.Fail("expected no mask output (inference), found '" + n.node().output(1) + "'");
+  if (n.HasInput(2) && (!n.Known(2) || n.Known(2)->Int64s()[0] != 0))
+    n.Fail("expected training_mode false (inference import), found it true or computed");
+  return Identity(n);
+}
+
+std::vector<Value> Constant(NodeContext& n) {
+  if (const onnx::TensorProto* t = n.TensorAttr("value")) return {Value::Of(TensorOf(*t, ""))};
+  if (n.HasAttr("value_float"))
+    return {Value::Of(HostTensor::OfFloats({n.Float("value_float", 0)}, {}))};
+  if (n.HasAttr("value_floats")) {
+    n.Fail(
+        "attribute 'value_floats' is not read yet; expected 'value', 'value_float', "
+        "'value_int' or 'value_ints'");
+  }
+  if (n.HasAttr("value_int")) return {Value::Of(HostTensor::OfInt64s({n.Int("value_int", 0)}, {}))};
+  if (n.HasAttr("value_ints")) {
+    const std::vector<int64_t> v = n.Ints("value_ints", {});
+    return {Value::Of(HostTensor::OfInt64s(v, {static_cast<int64_t>(v.size())}))};
+  }
+  n.Fail("expected one of the attributes 'value', 'value_float', 'value_int', 'value_ints'");
+}
+
+}  // namespace
+
+void AddElementwiseConverters(ConverterTable& t) {
+  t["Add"] = Arithmetic("add", std::plus<int64_t>());
+  t["Sub"] = Arithmetic("sub", std::minus<int64_t>());
+  t["Mul"] = Arithmetic("mul", std::multiplies<int64_t>());
+  t["Div"] = Arithmetic("div", [](int64_t a, int64_t b) { return b == 0 ? 0 : a / b; });
+  for (const auto& [onnx_op, weft_op] :
+       std::vector<std::pair<const char*, const char*>>{{"Relu", "relu"},
+                                                        {"Sigmoid", "sigmoid"},
+                                                        {"Tanh", "tanh"},
+                                                        {"Erf", "erf"},
+                                                        {"Sqrt", "sqrt"},
+                                                        {"Exp", "exp"},
+                                                        {"Log", "log"},
+                                                        {"Neg", "neg"},
+                                                        {"Abs", "abs"}}) {
+    t[onnx_op] = Elementwise(weft_op);
+  }
+  t["Identity"] = Identity;
+  t["Dropout"] = DropoutAtInference;
+  t["Constant"] = Constant;
+}
+
+}  // namespace weft::onnx_import

@@ -1,0 +1,129 @@
+#include "weft/onnx/importer.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "core/error.h"
+#include "weft/onnx/reader.h"
+
+namespace weft::onnx_import {
+namespace {
+
+// A known tensor as a CPU array of its dtype.
+NDArray ArrayOf(const HostTensor& t) {
+  NDArray a(t.ShapeOf(), Device::Cpu(), t.dtype);
+  if (!t.bytes.empty()) a.SyncCopyFromHost(t.bytes.data(), t.bytes.size());
+  return a;
+}
+
+}  // namespace
+
+Symbol NodeContext::Input(int i) {
+  if (!HasInput(i)) Fail("expected input " + std::to_string(i) + ", found none");
+  const std::string& name = node_.input(i);
+  auto it = state_.values.find(name);
+  if (it == state_.values.end())
+    Fail("input '" + name + "' is neither a graph input, an initializer nor an earlier output");
+  Value& v = it->second;
+  if (!v.symbol) {  // a known tensor the graph reads: a parameter
+    state_.params[name] = ArrayOf(*v.constant);
+    v.symbol = Symbol::Variable(name);
+  }
+  return *v.symbol;
+}
+
+const HostTensor* NodeContext::Known(int i) const {
+  if (!HasInput(i)) return nullptr;
+  const auto it = state_.values.find(node_.input(i));
+  return it == state_.values.end() || !it->second.constant ? nullptr : &*it->second.constant;
+}
+
+const HostTensor& NodeContext::RequireKnown(int i, const std::string& what) const {
+  const HostTensor* t = Known(i);
+  if (t == nullptr) {
+    Fail("expected " + what + " (input " + std::to_string(i) +
+         ") to be known at import (an initializer or a constant expression), found a value "
+         "computed at run time");
+  }
+  return *t;
+}
+
+Symbol NodeContext::Parameter(const std::string& suffix, const HostTensor& t) {
+  std::string name = (node_.name().empty() ? node_.output(0) : node_.name()) + "_" + suffix;
+  while (state_.params.contains(name) || state_.values.contains(name)) name += "_";
+  state_.params[name] = ArrayOf(t);
+  return Symbol::Variable(name);
+}
+
+const onnx::AttributeProto* NodeContext::Attr(const std::string& name) const {
+  for (const onnx::AttributeProto& a : node_.attribute()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+
+bool NodeContext::HasAttr(const std::string& name) const { return Attr(name) != nullptr; }
+
+int64_t NodeContext::Int(const std::string& name, int64_t fallback) const {
+  const onnx::AttributeProto* a = Attr(name);
+  return a == nullptr ? fallback : a->i();
+}
+
+float NodeContext::Float(const std::string& name, float fallback) const {
+  const onnx::AttributeProto* a = Attr(name);
+  return a == nullptr ? fallback : a->f();
+}
+
+std::string NodeContext::String(const std::string& name, const std::string& fallback) const {
+  const onnx::AttributeProto* a = Attr(name);
+  return a == nullptr ? fallback : a->s();
+}
+
+std::vector<int64_t> NodeContext::Ints(const std::string& name,
+                                       std::vector<int64_t> fallback) const {
+  const onnx::AttributeProto* a = Attr(name);
+  return a == nullptr ? fallback : std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+const onnx::TensorProto* NodeContext::TensorAttr(const std::string& name) const {
+  const onnx::AttributeProto* a = Attr(name);
+  return a == nullptr || !a->has_t() ? nullptr : &a->t();
+}
+
+Symbol NodeContext::Op(const std::string& op, const std::vector<Symbol>& inputs,
+                       const AttrMap& attrs) {
+  std::string name = node_.name().empty() ? node_.op_type() + "_" + node_.output(0) : node_.name();
+  const int n = state_.node_names[name]++;
+  if (n > 0) name += "_" + std::to_string(n);
+  return Symbol::Op(op, inputs, attrs, name);
+}
+
+void NodeContext::Fail(const std::string& message) const {
+  WEFT_THROW("ONNX node '" << (node_.name().empty() ? node_.output(0) : node_.name()) << "' ("
+                           << node_.op_type() << ", opset " << state_.opset << "): " << message);
+}
+
+void NodeContext::Unsupported(const std::string& attr, const std::string& found,
+                              const std::string& expected) const {
+  Fail("attribute '" + attr + "': expected " + expected + ", found " + found);
+}
+
+const ConverterTable& Converters() {
+  static const ConverterTable table = [] {
+    ConverterTable t;
+    AddElementwiseConverters(t);
+    AddNnConverters(t);
+    return t;
+  }();
+  return table;
+}
+
+std::string Tuple(const std::vector<int64_t>& values) {
+  std::ostringstream s;
+  s << "(";
+  for (size_t i = 0; i < values.size(); ++i) s << (i ? ", " : "") << values[i];
+  s << (values.size() == 1 ? ",)" : ")");
+  return s.str();
+}
+
+}  // namespace weft::onnx_import

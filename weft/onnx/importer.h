@@ -1,0 +1,95 @@
+// The import of one ONNX graph (weft/onnx.h's ImportOnnx): the values its names stand for while the
+// nodes are converted in order, and the node-level view each op's converter gets. A converter maps
+// one ONNX node to weft ops (or to a constant it computes now: shape arithmetic is folded here, so
+// the bound graph has none of it); a table maps each op type to its converter, one file per family
+// (convert_elementwise.cc, convert_nn.cc).
+#pragma once
+
+#include <onnx/onnx_pb.h>  // onnx-ml.pb.h (ONNX_ML, set by //tools/deps:onnx_proto)
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/symbol.h"
+#include "storage/ndarray.h"
+#include "weft/onnx/tensor.h"
+
+namespace weft::onnx_import {
+
+// What a name of the graph stands for: a tensor known now, a symbol computed at run time, or a
+// known tensor that the graph also reads (then a parameter, with its symbol).
+struct Value {
+  std::optional<HostTensor> constant;
+  std::optional<Symbol> symbol;
+  static Value Of(Symbol s) { return {std::nullopt, std::move(s)}; }
+  static Value Of(HostTensor t) { return {std::move(t), std::nullopt}; }
+};
+
+// The state of one import: every value by name and the parameters the graph reads.
+struct ImportState {
+  std::string dir;  // the model's folder: external data
+  int64_t opset = 0;
+  std::map<std::string, Value> values;
+  std::map<std::string, NDArray> params;
+  std::map<std::string, int> node_names;  // weft node names given so far (kept unique)
+};
+
+// One node as its converter sees it.
+class NodeContext {
+ public:
+  NodeContext(const onnx::NodeProto& node, ImportState& state) : node_(node), state_(state) {}
+
+  const onnx::NodeProto& node() const { return node_; }
+  int64_t opset() const { return state_.opset; }
+  // Input i is given (ONNX leaves an optional input out with an empty name).
+  bool HasInput(int i) const { return i < node_.input_size() && !node_.input(i).empty(); }
+  // Input i as a symbol: a known tensor becomes a parameter of the graph, named as in the file.
+  Symbol Input(int i);
+  // Input i's tensor when it is known now, else null.
+  const HostTensor* Known(int i) const;
+  // Input i's tensor, which must be known now (`what` says what it is, for the error).
+  const HostTensor& RequireKnown(int i, const std::string& what) const;
+  // A parameter made by the import (a folded weight), named after this node.
+  Symbol Parameter(const std::string& suffix, const HostTensor& t);
+
+  bool HasAttr(const std::string& name) const;
+  int64_t Int(const std::string& name, int64_t fallback) const;
+  float Float(const std::string& name, float fallback) const;
+  std::string String(const std::string& name, const std::string& fallback) const;
+  std::vector<int64_t> Ints(const std::string& name, std::vector<int64_t> fallback) const;
+  const onnx::TensorProto* TensorAttr(const std::string& name) const;
+
+  // A weft op on `inputs`, named after this node (unique within the graph).
+  Symbol Op(const std::string& op, const std::vector<Symbol>& inputs, const AttrMap& attrs = {});
+
+  // The error for what this node asks that weft cannot run: names the node, its type and the
+  // opset.
+  [[noreturn]] void Fail(const std::string& message) const;
+  // The error for an attribute value weft does not run.
+  [[noreturn]] void Unsupported(const std::string& attr, const std::string& found,
+                                const std::string& expected) const;
+
+ private:
+  const onnx::AttributeProto* Attr(const std::string& name) const;
+  const onnx::NodeProto& node_;
+  ImportState& state_;
+};
+
+// A converter gives one Value per output of its node that it produces (at least the first).
+using Converter = std::function<std::vector<Value>(NodeContext&)>;
+using ConverterTable = std::map<std::string, Converter>;
+
+void AddElementwiseConverters(ConverterTable& table);
+void AddNnConverters(ConverterTable& table);
+
+// Every converter, by ONNX op type (the default domain).
+const ConverterTable& Converters();
+
+// "(a, b)": an int list as weft's attributes write tuples.
+std::string Tuple(const std::vector<int64_t>& values);
+
+}  // namespace weft::onnx_import

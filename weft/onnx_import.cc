@@ -1,0 +1,122 @@
+// ImportOnnx (weft/onnx.h): the model read (onnx/reader.h), its initializers as known values, its
+// inputs as variables, then each node through its converter (onnx/importer.h) in the file's order
+// (ONNX stores nodes topologically sorted), and the outputs grouped.
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "weft/onnx.h"
+#include "weft/onnx/importer.h"
+#include "weft/onnx/reader.h"
+
+namespace weft {
+namespace {
+
+using onnx_import::ImportState;
+using onnx_import::NodeContext;
+using onnx_import::Value;
+
+constexpr int64_t kMinOpset = 11, kMaxOpset = 17;
+
+int64_t DefaultOpset(const onnx::ModelProto& m, const std::string& path) {
+  for (const onnx::OperatorSetIdProto& o : m.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") {
+      if (o.version() < kMinOpset || o.version() > kMaxOpset) {
+        WEFT_THROW("ImportOnnx: '" << path << "': expected opset " << kMinOpset << " to "
+                                   << kMaxOpset << " of the default domain, found " << o.version());
+      }
+      return o.version();
+    }
+  }
+  WEFT_THROW("ImportOnnx: '" << path
+                             << "': expected an opset_import of the default domain, found none");
+}
+
+OnnxTensorInfo InfoOf(const onnx::ValueInfoProto& v) {
+  OnnxTensorInfo info{v.name()};
+  if (!v.type().has_tensor_type()) return info;
+  const onnx::TypeProto::Tensor& t = v.type().tensor_type();
+  info.dtype = onnx_import::DTypeOfOnnx(t.elem_type(), "ONNX graph value '" + v.name() + "'");
+  for (const onnx::TensorShapeProto::Dimension& d : t.shape().dim()) {
+    info.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    info.dim_names.push_back(d.has_dim_param() ? d.dim_param() : "");
+  }
+  return info;
+}
+
+std::string SupportedList() {
+  std::ostringstream s;
+  for (const std::string& op : SupportedOnnxOps()) s << (s.tellp() > 0 ? ", " : "") << op;
+  return s.str();
+}
+
+void ConvertNode(const onnx::NodeProto& node, ImportState& state) {
+  NodeContext n(node, state);
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    n.Fail("expected an op of the default domain, found domain '" + node.domain() + "'");
+  const auto& table = onnx_import::Converters();
+  const auto it = table.find(node.op_type());
+  if (it == table.end()) {
+    n.Fail("weft does not run the operator '" + node.op_type() + "'; it runs " + SupportedList());
+  }
+  std::vector<Value> out = it->second(n);
+  for (int i = 0; i < node.output_size(); ++i) {
+    if (node.output(i).empty()) continue;
+    if (i >= static_cast<int>(out.size()))
+      n.Fail("expected at most " + std::to_string(out.size()) + " outputs, found a use of output " +
+             std::to_string(i));
+    state.values[node.output(i)] = out[i];
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> SupportedOnnxOps() {
+  std::vector<std::string> ops;
+  for (const auto& [name, converter] : onnx_import::Converters()) ops.push_back(name);
+  return ops;
+}
+
+OnnxModel ImportOnnx(const std::string& path, const OnnxOptions&) {
+  const onnx::ModelProto m = onnx_import::ReadModel(path);
+  ImportState state;
+  state.dir = std::filesystem::path(path).parent_path().string();
+  state.opset = DefaultOpset(m, path);
+  const onnx::GraphProto& g = m.graph();
+  std::set<std::string> initializers;
+  for (const onnx::TensorProto& t : g.initializer()) {
+    state.values[t.name()] = Value::Of(onnx_import::TensorOf(t, state.dir));
+    initializers.insert(t.name());
+  }
+  OnnxModel model;
+  model.opset = state.opset;
+  model.producer =
+      m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
+  for (const onnx::ValueInfoProto& v : g.input()) {
+    if (initializers.contains(v.name())) continue;
+    model.inputs.push_back(InfoOf(v));
+    state.values[v.name()] = Value::Of(Symbol::Variable(v.name()));
+  }
+  for (const onnx::NodeProto& node : g.node()) ConvertNode(node, state);
+  std::vector<Symbol> outputs;
+  for (const onnx::ValueInfoProto& v : g.output()) {
+    const auto it = state.values.find(v.name());
+    if (it == state.values.end())
+      WEFT_THROW("ImportOnnx: '" << path << "': graph output '" << v.name()
+                                 << "' is computed by no node");
+    if (!it->second.symbol) {
+      WEFT_THROW("ImportOnnx: '" << path << "': graph output '" << v.name()
+                                 << "' is known at import (a constant expression); expected "
+                                    "outputs that depend on the graph's inputs");
+    }
+    outputs.push_back(*it->second.symbol);
+    model.outputs.push_back(InfoOf(v));
+  }
+  model.symbol = outputs.size() == 1 ? outputs[0] : Symbol::Group(outputs);
+  model.params = std::move(state.params);
+  return model;
+}
+
+}  // namespace weft
