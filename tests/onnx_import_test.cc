@@ -1,16 +1,19 @@
 // ONNX import (weft/onnx.h) of models PyTorch 1.13's exporter wrote (tests/onnx/export_models.py:
 // an MLP, the same with external data, a CNN, a CNN with BatchNorm, pooling and Softmax), each
-// bound on the CPU and run on the input the script ran: weft's outputs equal PyTorch's within 1e-4
+// bound on the CPU and run on the input the script ran: weft's outputs equal PyTorch's (written by
+// the script) and ONNX Runtime 1.30's (tools/ort/run.js, run here on the same file) within 1e-4
 // relative. Models weft must refuse (an unknown op, an attribute value it does not run, an opset
 // out of range, a truncated file, a file that is not a model) give a weft::Error naming what was
 // expected and what was found.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -46,19 +49,52 @@ std::vector<float> Run(const OnnxModel& m, const Expected& e) {
   return exec->outputs()[0].ToVector<float>();
 }
 
-void ExpectMatchesPyTorch(const std::string& name) {
+// ONNX Runtime's output for the model's first input as `json` gives it (tools/ort/run.js, which
+// tools/setup.sh installs), and its version.
+std::pair<std::vector<float>, std::string> OrtOutput(const std::string& model,
+                                                     const std::string& json) {
+  const std::string errors = testing::TempPath("ort_stderr.txt");
+  const std::string command = "node tools/ort/run.js " + model + " " + json + " 2>" + errors;
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string text;
+  char buffer[4096];
+  while (pipe != nullptr && fgets(buffer, sizeof(buffer), pipe) != nullptr) text += buffer;
+  const int status = pipe == nullptr ? -1 : pclose(pipe);
+  if (status != 0) {
+    std::ifstream err(errors);
+    std::stringstream why;
+    why << err.rdbuf();
+    ADD_FAILURE() << "ONNX Runtime did not run (tools/setup.sh installs it in tools/ort): "
+                  << command << ": " << text << why.str();
+    return {};
+  }
+  const nlohmann::json j = nlohmann::json::parse(text);
+  return {j["output"].get<std::vector<float>>(), j["version"].get<std::string>()};
+}
+
+void ExpectNearAll(const std::vector<float>& got, const std::vector<float>& want,
+                   const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << what << " output " << i;
+}
+
+void ExpectMatchesPyTorchAndOrt(const std::string& name) {
   const OnnxModel m = ImportOnnx(kDir + name + ".onnx");
   const Expected e = ExpectedOf(name);
   const std::vector<float> got = Run(m, e);
-  ASSERT_EQ(got.size(), e.output.size()) << name;
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], e.output[i], 1e-4 * (1 + std::abs(e.output[i]))) << name << " output " << i;
+  ExpectNearAll(got, e.output, name + " against PyTorch");
+  const auto [ort, version] = OrtOutput(kDir + name + ".onnx", kDir + name + ".json");
+  EXPECT_EQ(version, "1.30.0");
+  ExpectNearAll(got, ort, name + " against ONNX Runtime");
 }
 
-TEST(OnnxImport, AnMlpMatchesPyTorch) { ExpectMatchesPyTorch("mlp"); }
-TEST(OnnxImport, InitializersInAnExternalDataFileLoad) { ExpectMatchesPyTorch("mlp_ext"); }
-TEST(OnnxImport, ACnnMatchesPyTorch) { ExpectMatchesPyTorch("cnn"); }
-TEST(OnnxImport, BatchNormPoolingAndSoftmaxMatchPyTorch) { ExpectMatchesPyTorch("bn_cnn"); }
+TEST(OnnxImport, AnMlpMatchesPyTorchAndOnnxRuntime) { ExpectMatchesPyTorchAndOrt("mlp"); }
+TEST(OnnxImport, InitializersInAnExternalDataFileLoad) { ExpectMatchesPyTorchAndOrt("mlp_ext"); }
+TEST(OnnxImport, ACnnMatchesPyTorchAndOnnxRuntime) { ExpectMatchesPyTorchAndOrt("cnn"); }
+TEST(OnnxImport, BatchNormPoolingAndSoftmaxMatchPyTorchAndOnnxRuntime) {
+  ExpectMatchesPyTorchAndOrt("bn_cnn");
+}
 
 TEST(OnnxImport, TheModelSaysItsInputsOutputsOpsetAndProducer) {
   const OnnxModel m = ImportOnnx(kDir + "mlp.onnx");

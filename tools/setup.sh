@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages weft needs to build and test (Debian 12). Idempotent: when
-# everything is installed it only checks, in well under a second.
+# Installs the Debian packages weft needs to build and test (Debian 12), and ONNX Runtime's CPU
+# build from npm into tools/ort/node_modules (the reference of the ONNX import's tests and bench:
+# tools/ort/run.js). Idempotent: when everything is installed it only checks, in well under a
+# second.
 #
 #   tools/setup.sh && bazel test //...
 #   tools/setup.sh --bench        # also PyTorch and OpenBLAS, the peers in bench/
@@ -33,33 +35,57 @@ for option in "$@"; do
   esac
 done
 
-missing=()
-for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#packages[@]} packages are installed"
-  exit 0
-fi
+# The node runtime and npm come with the image's Node.js (or Debian's npm package).
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
-echo "setup: installing ${missing[*]}"
-sudo_cmd=()
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then
-    sudo_cmd=(sudo)
-  else
-    echo "setup: cannot install ${missing[*]}: not root and no sudo; install them as root" >&2
-    exit 1
+install_packages() {
+  missing=()
+  for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "setup: all ${#packages[@]} packages are installed"
+    return 0
   fi
-fi
-export DEBIAN_FRONTEND=noninteractive
-if ! "${sudo_cmd[@]}" apt-get install -y "${missing[@]}"; then
-  echo "setup: apt-get install failed; refreshing the package lists and retrying" >&2
-  if ! { "${sudo_cmd[@]}" apt-get update && "${sudo_cmd[@]}" apt-get install -y "${missing[@]}"; }; then
-    echo "setup: cannot install ${missing[*]}: is Debian's package archive reachable?" >&2
-    exit 1
+
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+      sudo_cmd=(sudo)
+    else
+      echo "setup: cannot install ${missing[*]}: not root and no sudo; install them as root" >&2
+      return 1
+    fi
   fi
-fi
-echo "setup: done"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! "${sudo_cmd[@]}" apt-get install -y "${missing[@]}"; then
+    echo "setup: apt-get install failed; refreshing the package lists and retrying" >&2
+    if ! { "${sudo_cmd[@]}" apt-get update && "${sudo_cmd[@]}" apt-get install -y "${missing[@]}"; }; then
+      echo "setup: cannot install ${missing[*]}: is Debian's package archive reachable?" >&2
+      return 1
+    fi
+  fi
+  echo "setup: packages installed"
+}
+
+# ONNX Runtime 1.30's CPU build (tools/ort/package.json), without its install script, which
+# fetches GPU extras and fails offline; the CPU library ships in the package.
+install_ort() {
+  local ort=tools/ort/node_modules/onnxruntime-node/package.json
+  if [ -f "$ort" ] && grep -q '"version": "1.30.0"' "$ort"; then
+    echo "setup: ONNX Runtime 1.30.0 (onnxruntime-node) is installed in tools/ort"
+    return 0
+  fi
+  echo "setup: installing ONNX Runtime 1.30.0 (npm's onnxruntime-node) into tools/ort"
+  if ! npm install --prefix tools/ort --ignore-scripts --no-audit --no-fund >/dev/null; then
+    echo "setup: cannot install onnxruntime-node: is npm's registry reachable?" >&2
+    return 1
+  fi
+}
+
+cd "$(dirname "$0")/.."
+install_packages
+install_ort
