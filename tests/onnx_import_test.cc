@@ -31,8 +31,9 @@ struct Expected {
   Shape input_shape, output_shape;
 };
 
-Expected ExpectedOf(const std::string& name) {
-  std::ifstream in(kDir + name + ".json");
+// The script's input and PyTorch's output for `path` + ".json".
+Expected ExpectedOf(const std::string& path) {
+  std::ifstream in(path + ".json");
   const nlohmann::json j = nlohmann::json::parse(in);
   return {j["input"].get<std::vector<float>>(), j["output"].get<std::vector<float>>(),
           Shape(j["input_shape"].get<std::vector<int64_t>>()),
@@ -49,17 +50,22 @@ std::vector<float> Run(const OnnxModel& m, const Expected& e) {
   return exec->outputs()[0].ToVector<float>();
 }
 
+// Runs `command` in a shell: its exit status and what it wrote on stdout.
+std::pair<int, std::string> Shell(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string text;
+  char buffer[4096];
+  while (pipe != nullptr && fgets(buffer, sizeof(buffer), pipe) != nullptr) text += buffer;
+  return {pipe == nullptr ? -1 : pclose(pipe), text};
+}
+
 // ONNX Runtime's output for the model's first input as `json` gives it (tools/ort/run.js, which
 // tools/setup.sh installs), and its version.
 std::pair<std::vector<float>, std::string> OrtOutput(const std::string& model,
                                                      const std::string& json) {
   const std::string errors = testing::TempPath("ort_stderr.txt");
   const std::string command = "node tools/ort/run.js " + model + " " + json + " 2>" + errors;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string text;
-  char buffer[4096];
-  while (pipe != nullptr && fgets(buffer, sizeof(buffer), pipe) != nullptr) text += buffer;
-  const int status = pipe == nullptr ? -1 : pclose(pipe);
+  const auto [status, text] = Shell(command);
   if (status != 0) {
     std::ifstream err(errors);
     std::stringstream why;
@@ -79,12 +85,13 @@ void ExpectNearAll(const std::vector<float>& got, const std::vector<float>& want
     EXPECT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << what << " output " << i;
 }
 
-void ExpectMatchesPyTorchAndOrt(const std::string& name) {
-  const OnnxModel m = ImportOnnx(kDir + name + ".onnx");
-  const Expected e = ExpectedOf(name);
+// The model `name` in `dir` (its .onnx and .json) against PyTorch's and ONNX Runtime's outputs.
+void ExpectMatchesPyTorchAndOrt(const std::string& name, const std::string& dir = kDir) {
+  const OnnxModel m = ImportOnnx(dir + name + ".onnx");
+  const Expected e = ExpectedOf(dir + name);
   const std::vector<float> got = Run(m, e);
   ExpectNearAll(got, e.output, name + " against PyTorch");
-  const auto [ort, version] = OrtOutput(kDir + name + ".onnx", kDir + name + ".json");
+  const auto [ort, version] = OrtOutput(dir + name + ".onnx", dir + name + ".json");
   EXPECT_EQ(version, "1.30.0");
   ExpectNearAll(got, ort, name + " against ONNX Runtime");
 }
@@ -94,6 +101,22 @@ TEST(OnnxImport, InitializersInAnExternalDataFileLoad) { ExpectMatchesPyTorchAnd
 TEST(OnnxImport, ACnnMatchesPyTorchAndOnnxRuntime) { ExpectMatchesPyTorchAndOrt("cnn"); }
 TEST(OnnxImport, BatchNormPoolingAndSoftmaxMatchPyTorchAndOnnxRuntime) {
   ExpectMatchesPyTorchAndOrt("bn_cnn");
+}
+
+// Full-size torchvision models, exported here by the committed script with Debian's python3
+// (/usr/bin/python3: PyTorch 1.13 and
+// torchvision 0.14, which tools/setup.sh installs): resnet18 (opset 17) and mobilenet_v2 (opset 13,
+// depthwise convolutions and ReLU6 as Clip), a batch of two 224x224 images.
+TEST(OnnxImport, TorchvisionResnet18AndMobilenetV2MatchPyTorchAndOnnxRuntime) {
+  const std::string dir = testing::TempPath("torchvision") + "/";
+  const std::string command = "mkdir -p " + dir +
+                              " && /usr/bin/python3 tests/onnx/export_models.py --torchvision " +
+                              dir + " 2>&1";
+  const auto [status, text] = Shell(command);
+  ASSERT_EQ(status, 0)
+      << "the export needs python3-torch and python3-torchvision (tools/setup.sh): " << text;
+  ExpectMatchesPyTorchAndOrt("resnet18", dir);
+  ExpectMatchesPyTorchAndOrt("mobilenet_v2", dir);
 }
 
 TEST(OnnxImport, TheModelSaysItsInputsOutputsOpsetAndProducer) {

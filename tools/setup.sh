@@ -24,6 +24,8 @@ packages=(
   libopenmpi-dev       # MPI headers and libraries: CPU collectives, NCCL's bootstrap
   libprotobuf-dev      # protobuf: reading ONNX files (weft/onnx.h)
   libonnx-dev          # ONNX's schema compiled for protobuf (onnx-ml.pb.h, libonnx_proto)
+  python3-torchvision  # PyTorch 1.13 and torchvision: the ONNX import tests' exports
+  python3-onnx         # onnx 1.12: tests/onnx/export_models.py's hand-made models
 )
 
 for option in "$@"; do

@@ -14,9 +14,14 @@ the files stay small enough to commit:
                  padding counted, global average pool, Linear, Softmax, opset 13
   *.json         {"input": [...], "input_shape": [...], "output": [...], "output_shape": [...]}
   unsupported_op.onnx, asymmetric_pads.onnx, opset9.onnx: models weft must refuse, by name
+
+`python3 tests/onnx/export_models.py --torchvision DIR` writes the full-size models instead, into
+DIR (onnx_import_test runs it; too large to commit): torchvision's resnet18 (opset 17) and
+mobilenet_v2 (opset 13), random weights (seeded), a batch of 2 images of 224x224.
 """
 import json
 import os
+import sys
 
 import onnx
 from onnx import helper, TensorProto
@@ -26,9 +31,9 @@ from torch import nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def export(model, x, name, opset, external=False):
+def export(model, x, name, opset, external=False, folder=HERE):
     model.eval()
-    path = os.path.join(HERE, name + ".onnx")
+    path = os.path.join(folder, name + ".onnx")
     torch.onnx.export(model, x, path, opset_version=opset, input_names=["data"],
                       output_names=["out"], dynamic_axes={"data": {0: "batch"}, "out": {0: "batch"}})
     if external:
@@ -37,7 +42,7 @@ def export(model, x, name, opset, external=False):
                         location=name + ".data", size_threshold=0)
     with torch.no_grad():
         y = model(x)
-    with open(os.path.join(HERE, name + ".json"), "w") as f:
+    with open(os.path.join(folder, name + ".json"), "w") as f:
         json.dump({"input": [round(v, 8) for v in x.flatten().tolist()], "input_shape": list(x.shape),
                    "output": y.flatten().tolist(), "output_shape": list(y.shape)}, f)
 
@@ -84,7 +89,19 @@ def refused():
               os.path.join(HERE, "opset9.onnx"))
 
 
+def torchvision_models(folder):
+    import torchvision
+    torch.manual_seed(3)
+    export(torchvision.models.resnet18(), torch.randn(2, 3, 224, 224), "resnet18", 17, folder=folder)
+    torch.manual_seed(4)
+    export(torchvision.models.mobilenet_v2(), torch.randn(2, 3, 224, 224), "mobilenet_v2", 13,
+           folder=folder)
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--torchvision":
+        torchvision_models(sys.argv[2])
+        return
     torch.manual_seed(0)
     export(mlp(), torch.randn(3, 64), "mlp", 13)
     torch.manual_seed(0)

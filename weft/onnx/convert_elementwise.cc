@@ -3,6 +3,7 @@
 // Constant. Integer arithmetic on known tensors (shape arithmetic) is computed at import.
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "weft/onnx/importer.h"
@@ -55,6 +56,25 @@ std::vector<Value> DropoutAtInference(NodeContext& n) {
   return Identity(n);
 }
 
+// min(max(x, lo), hi): from opset 11 the bounds are optional inputs (known at import), before it
+// attributes; a missing bound is no bound.
+std::vector<Value> Clip(NodeContext& n) {
+  std::optional<double> lo, hi;
+  if (n.opset() >= 11) {
+    if (n.HasInput(1)) lo = n.RequireKnown(1, "the lower bound").Doubles().at(0);
+    if (n.HasInput(2)) hi = n.RequireKnown(2, "the upper bound").Doubles().at(0);
+  } else {
+    if (n.HasAttr("min")) lo = n.Float("min", 0);
+    if (n.HasAttr("max")) hi = n.Float("max", 0);
+  }
+  Symbol x = n.Input(0);
+  if (lo && hi)
+    return {Value::Of(n.Op("clip", {x}, {{"a_min", Number(*lo)}, {"a_max", Number(*hi)}}))};
+  if (lo) x = n.Op("maximum_scalar", {x}, {{"scalar", Number(*lo)}});
+  if (hi) x = n.Op("minimum_scalar", {x}, {{"scalar", Number(*hi)}});
+  return {Value::Of(x)};
+}
+
 std::vector<Value> Constant(NodeContext& n) {
   if (const onnx::TensorProto* t = n.TensorAttr("value")) return {Value::Of(TensorOf(*t, ""))};
   if (n.HasAttr("value_float"))
@@ -91,6 +111,7 @@ void AddElementwiseConverters(ConverterTable& t) {
                                                         {"Abs", "abs"}}) {
     t[onnx_op] = Elementwise(weft_op);
   }
+  t["Clip"] = Clip;
   t["Identity"] = Identity;
   t["Dropout"] = DropoutAtInference;
   t["Constant"] = Constant;

@@ -37,10 +37,10 @@ std::vector<Value> Gemm(NodeContext& n) {
     Symbol w = n.Input(1);
     if (trans_b) w = n.Op("transpose", {w});
     Symbol y = n.Op("matmul", {n.Input(0), w});
-    if (alpha != 1) y = n.Op("mul_scalar", {y}, {{"scalar", std::to_string(alpha)}});
+    if (alpha != 1) y = n.Op("mul_scalar", {y}, {{"scalar", Number(alpha)}});
     if (n.HasInput(2)) {
       Symbol c = n.Input(2);
-      if (beta != 1) c = n.Op("mul_scalar", {c}, {{"scalar", std::to_string(beta)}});
+      if (beta != 1) c = n.Op("mul_scalar", {c}, {{"scalar", Number(beta)}});
       y = n.Op("add", {y, c});
     }
     return {Value::Of(y)};
@@ -65,7 +65,7 @@ std::vector<Value> Gemm(NodeContext& n) {
           n.Op("FullyConnected", in,
                {{"num_hidden", std::to_string(units)}, {"flatten", "false"}, {"no_bias", "true"}});
       Symbol cs = n.Input(2);
-      if (beta != 1) cs = n.Op("mul_scalar", {cs}, {{"scalar", std::to_string(beta)}});
+      if (beta != 1) cs = n.Op("mul_scalar", {cs}, {{"scalar", Number(beta)}});
       return {Value::Of(n.Op("add", {y, cs}))};
     }
   }
@@ -153,8 +153,8 @@ std::vector<Value> BatchNormalization(NodeContext& n) {
   std::vector<Symbol> in;
   for (int i = 0; i < 5; ++i) in.push_back(n.Input(i));
   return {Value::Of(n.Op("BatchNorm", in,
-                         {{"eps", std::to_string(n.Float("epsilon", 1e-5f))},
-                          {"momentum", std::to_string(n.Float("momentum", 0.9f))},
+                         {{"eps", Number(n.Float("epsilon", 1e-5f))},
+                          {"momentum", Number(n.Float("momentum", 0.9f))},
                           {"fix_gamma", "false"},
                           {"use_global_stats", "true"}}))};
 }

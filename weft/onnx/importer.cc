@@ -126,4 +126,11 @@ std::string Tuple(const std::vector<int64_t>& values) {
   return s.str();
 }
 
+std::string Number(double value) {
+  std::ostringstream s;
+  s.precision(17);
+  s << value;
+  return s.str();
+}
+
 }  // namespace weft::onnx_import

@@ -91,5 +91,7 @@ const ConverterTable& Converters();
 
 // "(a, b)": an int list as weft's attributes write tuples.
 std::string Tuple(const std::vector<int64_t>& values);
+// A float attribute value, every digit kept (std::to_string keeps six decimals).
+std::string Number(double value);
 
 }  // namespace weft::onnx_import
