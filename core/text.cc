@@ -1,6 +1,7 @@
 #include "core/text.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace weft {
 
@@ -59,6 +60,38 @@ std::string QuotedList(const std::vector<std::string>& names, size_t max_names) 
     list += (i == 0 ? "'" : ", '") + Abbreviate(names[i]) + "'";
   if (names.size() > max_names) list += ", ... (" + std::to_string(names.size()) + " in all)";
   return list;
+}
+
+bool IsUtf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    int more = 0;
+    uint32_t code = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      more = 1, code = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      more = 2, code = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      more = 3, code = c & 0x07;
+    } else {
+      return false;  // a continuation byte first, or 0xf8 and above
+    }
+    if (i + more >= text.size()) return false;  // truncated
+    for (int k = 1; k <= more; ++k) {
+      const unsigned char b = static_cast<unsigned char>(text[i + k]);
+      if ((b & 0xc0) != 0x80) return false;
+      code = (code << 6) | (b & 0x3f);
+    }
+    static constexpr uint32_t kSmallest[] = {0, 0x80, 0x800, 0x10000};
+    if (code < kSmallest[more] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff))
+      return false;
+    i += more + 1;
+  }
+  return true;
 }
 
 }  // namespace weft

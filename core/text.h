@@ -31,6 +31,10 @@ std::string ClosestName(std::string_view name, const std::vector<std::string>& c
 // "; did you mean 'relu'?" for ClosestName's answer, or "" when there is none.
 std::string DidYouMean(std::string_view name, const std::vector<std::string>& candidates);
 
+// Whether `text` is valid UTF-8 (what JSON text and ONNX's strings must be): no stray
+// continuation byte, no truncated, overlong or surrogate sequence, nothing past U+10FFFF.
+bool IsUtf8(std::string_view text);
+
 // "'a', 'b', 'c'" (each abbreviated), "(none)" for no names; past `max_names`, the count of the
 // rest: "'a', 'b', ... (100000 in all)".
 std::string QuotedList(const std::vector<std::string>& names, size_t max_names = 20);

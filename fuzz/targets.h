@@ -24,6 +24,9 @@ int Csv(const uint8_t* data, size_t size);
 // weft::ReadMnist and MnistIter. The first two bytes (little-endian) say how many of the rest are
 // the images file; the others are the labels file.
 int Mnist(const uint8_t* data, size_t size);
+// weft::ImportOnnx of a model file; an imported model's graph round-trips through JSON and, where
+// its inputs' extents are given and small, binds and runs on the CPU (or refuses with an Error).
+int Onnx(const uint8_t* data, size_t size);
 // An op's attribute parsing, then its shape and type inference. The input is text: the op's name
 // on the first line, the input shapes on the second ("(2, 3);(3,)"), then "key=value" lines.
 int OpAttrs(const uint8_t* data, size_t size);

@@ -113,8 +113,13 @@ std::string Symbol::ToJson() const {
   }
   nlohmann::json outputs = nlohmann::json::array();
   for (const NodeEntry& e : g.outputs()) outputs.push_back(EntryJson(e));
-  return nlohmann::json{{"weft_graph", kFormatVersion}, {"nodes", nodes}, {"outputs", outputs}}
-      .dump(1);
+  try {
+    return nlohmann::json{{"weft_graph", kFormatVersion}, {"nodes", nodes}, {"outputs", outputs}}
+        .dump(1);
+  } catch (const nlohmann::json::type_error& e) {  // a name or attribute that is not UTF-8
+    WEFT_THROW("graph JSON: expected node names and attribute values of valid UTF-8, found "
+               << e.what());
+  }
 }
 
 Symbol Symbol::FromJson(const std::string& text) {

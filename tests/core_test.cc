@@ -163,6 +163,15 @@ TEST(Text, AbbreviateKeepsShortTextAndSaysHowLongTheRestWas) {
   EXPECT_EQ(Abbreviate("ab\u00e9cd", 3), "ab... (6 bytes)");
 }
 
+TEST(Text, IsUtf8AcceptsWellFormedTextOnly) {
+  for (const char* good : {"", "relu", "caf\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"})
+    EXPECT_TRUE(IsUtf8(good)) << good;
+  for (const char* bad :
+       {"\x90", "a\xc3", "\xe2\x82", "\xc0\xaf" /* overlong */, "\xed\xa0\x80" /* a surrogate */,
+        "\xf4\x90\x80\x80" /* > U+10FFFF */, "\xff"})
+    EXPECT_FALSE(IsUtf8(bad)) << bad;
+}
+
 TEST(Text, ClosestNameIsAtMostTwoEditsAway) {
   const std::vector<std::string> names = {"data", "fc_weight", "fc_bias"};
   EXPECT_EQ(ClosestName("fc_wieght", names), "fc_weight");

@@ -34,6 +34,7 @@ Target TargetFor(const std::string& name) {
   if (name == "csv") return Csv;
   if (name == "graph_json") return GraphJson;
   if (name == "mnist") return Mnist;
+  if (name == "onnx") return Onnx;
   if (name == "op_attrs") return OpAttrs;
   if (name == "safetensors") return Safetensors;
   return nullptr;

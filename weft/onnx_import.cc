@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "weft/onnx.h"
 #include "weft/onnx/importer.h"
 #include "weft/onnx/reader.h"
@@ -32,6 +33,25 @@ int64_t DefaultOpset(const onnx::ModelProto& m, const std::string& path) {
   }
   WEFT_THROW("ImportOnnx: '" << path
                              << "': expected an opset_import of the default domain, found none");
+}
+
+// Every name the graph uses is UTF-8, as ONNX requires (weft's graphs write them to JSON).
+void CheckNames(const onnx::GraphProto& g, const std::string& path) {
+  const auto check = [&](const std::string& name, const char* what) {
+    if (!IsUtf8(name)) {
+      WEFT_THROW("ImportOnnx: '" << path << "': expected names of valid UTF-8, found the " << what
+                                 << " name '" << Abbreviate(name) << "'");
+    }
+  };
+  for (const onnx::TensorProto& t : g.initializer()) check(t.name(), "initializer");
+  for (const onnx::ValueInfoProto& v : g.input()) check(v.name(), "input");
+  for (const onnx::ValueInfoProto& v : g.output()) check(v.name(), "output");
+  for (const onnx::NodeProto& n : g.node()) {
+    check(n.name(), "node");
+    check(n.op_type(), "op type");
+    for (const std::string& x : n.input()) check(x, "value");
+    for (const std::string& x : n.output()) check(x, "value");
+  }
 }
 
 OnnxTensorInfo InfoOf(const onnx::ValueInfoProto& v) {
@@ -85,6 +105,7 @@ OnnxModel ImportOnnx(const std::string& path, const OnnxOptions&) {
   state.dir = std::filesystem::path(path).parent_path().string();
   state.opset = DefaultOpset(m, path);
   const onnx::GraphProto& g = m.graph();
+  CheckNames(g, path);
   std::set<std::string> initializers;
   for (const onnx::TensorProto& t : g.initializer()) {
     state.values[t.name()] = Value::Of(onnx_import::TensorOf(t, state.dir));

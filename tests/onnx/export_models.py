@@ -14,6 +14,7 @@ the files stay small enough to commit:
                  padding counted, global average pool, Linear, Softmax, opset 13
   *.json         {"input": [...], "input_shape": [...], "output": [...], "output_shape": [...]}
   unsupported_op.onnx, asymmetric_pads.onnx, opset9.onnx: models weft must refuse, by name
+  ../../fuzz/corpus/onnx/cnn_fixed.onnx: the CNN with every extent given, a seed of the fuzzer
 
 `python3 tests/onnx/export_models.py --torchvision DIR` writes the full-size models instead, into
 DIR (onnx_import_test runs it; too large to commit): torchvision's resnet18 (opset 17) and
@@ -31,11 +32,12 @@ from torch import nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def export(model, x, name, opset, external=False, folder=HERE):
+def export(model, x, name, opset, external=False, folder=HERE, dynamic=True):
     model.eval()
     path = os.path.join(folder, name + ".onnx")
+    axes = {"data": {0: "batch"}, "out": {0: "batch"}} if dynamic else None
     torch.onnx.export(model, x, path, opset_version=opset, input_names=["data"],
-                      output_names=["out"], dynamic_axes={"data": {0: "batch"}, "out": {0: "batch"}})
+                      output_names=["out"], dynamic_axes=axes)
     if external:
         m = onnx.load(path)
         onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
@@ -111,6 +113,12 @@ def main():
     torch.manual_seed(2)
     export(bn_cnn(), torch.randn(2, 3, 9, 9), "bn_cnn", 13)
     refused()
+    # fuzz/corpus/onnx seeds (with the models above): one whose extents are all given, so that the
+    # fuzzer binds and runs what it makes of it
+    torch.manual_seed(1)
+    export(cnn(), torch.randn(2, 1, 8, 8), "cnn_fixed", 13, dynamic=False,
+           folder=os.path.join(HERE, "..", "..", "fuzz", "corpus", "onnx"))
+    os.remove(os.path.join(HERE, "..", "..", "fuzz", "corpus", "onnx", "cnn_fixed.json"))
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ std::vector<Value> Identity(NodeContext& n) {
 std::vector<Value> DropoutAtInference(NodeContext& n) {
   if (n.node().output_size() > 1 && !n.node().output(1).empty())
     n.Fail("expected no mask output (inference), found '" + n.node().output(1) + "'");
-  if (n.HasInput(2) && (!n.Known(2) || n.Known(2)->Int64s()[0] != 0))
+  if (n.HasInput(2) && (!n.Known(2) || n.Known(2)->Size() != 1 || n.Known(2)->Int64s()[0] != 0))
     n.Fail("expected training_mode false (inference import), found it true or computed");
   return Identity(n);
 }
@@ -61,8 +61,8 @@ std::vector<Value> DropoutAtInference(NodeContext& n) {
 std::vector<Value> Clip(NodeContext& n) {
   std::optional<double> lo, hi;
   if (n.opset() >= 11) {
-    if (n.HasInput(1)) lo = n.RequireKnown(1, "the lower bound").Doubles().at(0);
-    if (n.HasInput(2)) hi = n.RequireKnown(2, "the upper bound").Doubles().at(0);
+    if (n.HasInput(1)) lo = n.Scalar(1, "the lower bound");
+    if (n.HasInput(2)) hi = n.Scalar(2, "the upper bound");
   } else {
     if (n.HasAttr("min")) lo = n.Float("min", 0);
     if (n.HasAttr("max")) hi = n.Float("max", 0);

@@ -101,13 +101,10 @@ Window WindowOf(NodeContext& n, std::vector<int64_t> kernel) {
 }
 
 std::vector<Value> Conv(NodeContext& n) {
-  const HostTensor* weight = n.Known(1);
-  std::vector<int64_t> kernel;
-  if (weight != nullptr && weight->dims.size() == 4) kernel = {weight->dims[2], weight->dims[3]};
-  if (weight == nullptr && !n.HasAttr("kernel_shape"))
-    n.Fail("expected kernel_shape or a known weight, found neither");
-  const Window w = WindowOf(n, kernel);
-  if (weight == nullptr) n.Fail("expected the weight to be known at import (an initializer)");
+  const HostTensor& weight = n.RequireKnown(1, "the weight");
+  if (weight.dims.size() != 4)
+    n.Fail("expected a 4-D weight (2-D convolution), found " + weight.ShapeOf().ToString());
+  const Window w = WindowOf(n, {weight.dims[2], weight.dims[3]});
   std::vector<Symbol> in = {n.Input(0), n.Input(1)};
   if (n.HasInput(2)) in.push_back(n.Input(2));
   return {Value::Of(n.Op("Convolution", in,
@@ -115,7 +112,7 @@ std::vector<Value> Conv(NodeContext& n) {
                           {"stride", Tuple(w.stride)},
                           {"pad", Tuple(w.pad)},
                           {"dilate", Tuple(w.dilate)},
-                          {"num_filter", std::to_string(weight->dims[0])},
+                          {"num_filter", std::to_string(weight.dims[0])},
                           {"num_group", std::to_string(n.Int("group", 1))},
                           {"no_bias", n.HasInput(2) ? "false" : "true"}}))};
 }
@@ -166,28 +163,39 @@ std::vector<Value> Flatten(NodeContext& n) {
   n.Unsupported("axis", std::to_string(axis), "0 or 1");
 }
 
+// A known tensor with ONNX Reshape's `shape` (0 copies an extent, one -1 is inferred).
+HostTensor ReshapedKnown(NodeContext& n, const HostTensor& t, const std::vector<int64_t>& shape) {
+  HostTensor out = t;
+  out.dims = shape;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) {
+      if (i >= t.dims.size()) n.Fail("shape " + Tuple(shape) + " copies an extent the input lacks");
+      out.dims[i] = t.dims[i];
+    }
+    if (shape[i] < -1 || (shape[i] == -1 && infer >= 0))
+      n.Fail("expected extents >= -1 with at most one -1, found " + Tuple(shape));
+    if (shape[i] == -1) {
+      infer = static_cast<int64_t>(i);
+    } else if (out.dims[i] > 0 && known <= t.Size()) {
+      known *= out.dims[i];
+    }
+  }
+  if (infer >= 0) out.dims[infer] = known == 0 ? 0 : t.Size() / known;
+  if (known > t.Size() || out.Size() != t.Size()) {
+    n.Fail("expected a shape of " + std::to_string(t.Size()) + " values, found " + Tuple(shape) +
+           " for " + t.ShapeOf().ToString());
+  }
+  return out;
+}
+
 std::vector<Value> Reshape(NodeContext& n) {
   const std::vector<int64_t> shape = n.RequireKnown(1, "the shape").Int64s();
   if (n.Int("allowzero", 0) != 0) {
     for (int64_t d : shape)
       if (d == 0) n.Unsupported("allowzero", "1 with a 0 in the shape", "0");
   }
-  if (const HostTensor* t = n.Known(0)) {  // a known tensor reshaped: still known
-    HostTensor out = *t;
-    out.dims = shape;
-    int64_t known = 1, infer = -1;
-    for (size_t i = 0; i < shape.size(); ++i) {
-      if (shape[i] == 0) out.dims[i] = t->dims.at(i);
-      if (shape[i] == -1)
-        infer = static_cast<int64_t>(i);
-      else
-        known *= out.dims[i];
-    }
-    if (infer >= 0) out.dims[infer] = known == 0 ? 0 : t->Size() / known;
-    if (out.Size() != t->Size())
-      n.Fail("expected a shape of " + std::to_string(t->Size()) + " values");
-    return {Value::Of(out)};
-  }
+  if (const HostTensor* t = n.Known(0)) return {Value::Of(ReshapedKnown(n, *t, shape))};
   return {Value::Of(n.Op("reshape", {n.Input(0)}, {{"shape", Tuple(shape)}}))};
 }
 

@@ -48,8 +48,19 @@ const HostTensor& NodeContext::RequireKnown(int i, const std::string& what) cons
   return *t;
 }
 
+double NodeContext::Scalar(int i, const std::string& what) const {
+  const HostTensor& t = RequireKnown(i, what);
+  if (t.Size() != 1) Fail("expected " + what + " to be one value, found " + t.ShapeOf().ToString());
+  return t.Doubles()[0];
+}
+
+std::string NodeContext::Name() const {
+  if (!node_.name().empty()) return node_.name();
+  return node_.output_size() > 0 ? node_.output(0) : node_.op_type();
+}
+
 Symbol NodeContext::Parameter(const std::string& suffix, const HostTensor& t) {
-  std::string name = (node_.name().empty() ? node_.output(0) : node_.name()) + "_" + suffix;
+  std::string name = Name() + "_" + suffix;
   while (state_.params.contains(name) || state_.values.contains(name)) name += "_";
   state_.params[name] = ArrayOf(t);
   return Symbol::Variable(name);
@@ -92,15 +103,15 @@ const onnx::TensorProto* NodeContext::TensorAttr(const std::string& name) const 
 
 Symbol NodeContext::Op(const std::string& op, const std::vector<Symbol>& inputs,
                        const AttrMap& attrs) {
-  std::string name = node_.name().empty() ? node_.op_type() + "_" + node_.output(0) : node_.name();
+  std::string name = node_.name().empty() ? node_.op_type() + "_" + Name() : node_.name();
   const int n = state_.node_names[name]++;
   if (n > 0) name += "_" + std::to_string(n);
   return Symbol::Op(op, inputs, attrs, name);
 }
 
 void NodeContext::Fail(const std::string& message) const {
-  WEFT_THROW("ONNX node '" << (node_.name().empty() ? node_.output(0) : node_.name()) << "' ("
-                           << node_.op_type() << ", opset " << state_.opset << "): " << message);
+  WEFT_THROW("ONNX node '" << Name() << "' (" << node_.op_type() << ", opset " << state_.opset
+                           << "): " << message);
 }
 
 void NodeContext::Unsupported(const std::string& attr, const std::string& found,

@@ -44,6 +44,8 @@ class NodeContext {
   NodeContext(const onnx::NodeProto& node, ImportState& state) : node_(node), state_(state) {}
 
   const onnx::NodeProto& node() const { return node_; }
+  // The node's name, or its first output's (or its op type's) where it has none.
+  std::string Name() const;
   int64_t opset() const { return state_.opset; }
   // Input i is given (ONNX leaves an optional input out with an empty name).
   bool HasInput(int i) const { return i < node_.input_size() && !node_.input(i).empty(); }
@@ -53,6 +55,8 @@ class NodeContext {
   const HostTensor* Known(int i) const;
   // Input i's tensor, which must be known now (`what` says what it is, for the error).
   const HostTensor& RequireKnown(int i, const std::string& what) const;
+  // Input i as one number known now.
+  double Scalar(int i, const std::string& what) const;
   // A parameter made by the import (a folded weight), named after this node.
   Symbol Parameter(const std::string& suffix, const HostTensor& t);
 

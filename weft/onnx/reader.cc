@@ -1,5 +1,6 @@
 #include "weft/onnx/reader.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -10,6 +11,8 @@
 
 namespace weft::onnx_import {
 namespace {
+
+constexpr int64_t kMaxElements = int64_t{1} << 40;
 
 // ONNX's TensorProto.DataType names, for messages.
 std::string OnnxTypeName(int32_t t) {
@@ -22,11 +25,28 @@ std::string OnnxTypeName(int32_t t) {
   return it == names.end() ? "type " + std::to_string(t) : it->second;
 }
 
+// External data's `key` ("offset", "length"): a count of bytes, written in decimal.
+int64_t ByteCount(const onnx::TensorProto& t, std::map<std::string, std::string>& kv,
+                  const std::string& key) {
+  const std::string& v = kv[key];
+  int64_t n = 0;
+  const bool digits = !v.empty() && v.size() <= 18 &&
+                      std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits) n = std::stoll(v);
+  if (!digits) {
+    WEFT_THROW("ONNX tensor '" << t.name() << "': external data '" << key
+                               << "': expected a byte count, found '" << v.substr(0, 40) << "'");
+  }
+  return n;
+}
+
 // The bytes of `name`'s external data: `location` relative to the model's folder (inside it),
 // `length` bytes from `offset` (default: to the end).
 std::vector<char> ExternalBytes(const onnx::TensorProto& t, const std::string& dir) {
   std::map<std::string, std::string> kv;
   for (const auto& e : t.external_data()) kv[e.key()] = e.value();
+  if (dir.empty())
+    WEFT_THROW("ONNX tensor '" << t.name() << "': external data outside a model's initializers");
   if (!kv.contains("location"))
     WEFT_THROW("ONNX tensor '" << t.name() << "': external data without a 'location'");
   const std::filesystem::path rel(kv["location"]);
@@ -38,8 +58,8 @@ std::vector<char> ExternalBytes(const onnx::TensorProto& t, const std::string& d
   if (!in) WEFT_THROW("ONNX tensor '" << t.name() << "': cannot open its external data " << file);
   in.seekg(0, std::ios::end);
   const int64_t size = in.tellg();
-  const int64_t offset = kv.contains("offset") ? std::stoll(kv["offset"]) : 0;
-  const int64_t length = kv.contains("length") ? std::stoll(kv["length"]) : size - offset;
+  const int64_t offset = kv.contains("offset") ? ByteCount(t, kv, "offset") : 0;
+  const int64_t length = kv.contains("length") ? ByteCount(t, kv, "length") : size - offset;
   if (offset < 0 || length < 0 || offset + length > size) {
     WEFT_THROW("ONNX tensor '" << t.name() << "': expected " << length << " bytes at offset "
                                << offset << " of " << file << ", which holds " << size);
@@ -112,8 +132,14 @@ DType DTypeOfOnnx(int32_t onnx_type, const std::string& what) {
 HostTensor TensorOf(const onnx::TensorProto& t, const std::string& dir) {
   HostTensor h;
   h.dtype = DTypeOfOnnx(t.data_type(), "ONNX tensor '" + t.name() + "'");
+  int64_t elements = 1;
   for (int64_t d : t.dims()) {
     if (d < 0) WEFT_THROW("ONNX tensor '" << t.name() << "': expected dims >= 0, found " << d);
+    if (d > 0 && elements > kMaxElements / d) {
+      WEFT_THROW("ONNX tensor '" << t.name() << "': expected at most 2^40 elements, found dims "
+                                 << Shape(std::vector<int64_t>(t.dims().begin(), t.dims().end())));
+    }
+    elements *= d;
     h.dims.push_back(d);
   }
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {

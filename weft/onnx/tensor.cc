@@ -1,5 +1,7 @@
 #include "weft/onnx/tensor.h"
 
+#include <limits>
+
 #include "core/error.h"
 
 namespace weft::onnx_import {
@@ -16,7 +18,12 @@ T At(const std::vector<char>& bytes, int64_t i) {
 
 int64_t HostTensor::Size() const {
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims) {
+    if (d == 0) return 0;
+  }
+  for (int64_t d : dims) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
+  }
   return n;
 }
 

@@ -18,7 +18,7 @@ struct HostTensor {
   std::vector<int64_t> dims;
   std::vector<char> bytes;  // row-major, Size() * DTypeSize(dtype)
 
-  int64_t Size() const;
+  int64_t Size() const;  // the product of dims; int64's largest where that overflows
   Shape ShapeOf() const { return Shape(dims); }
   // The values as int64 (integer dtypes) or double (any dtype weft computes in): what shape
   // arithmetic and attributes-from-inputs read.
