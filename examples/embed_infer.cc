@@ -5,11 +5,15 @@
 // need one batch's activations, not all of theirs). Binding for inference folds each BatchNorm
 // into its convolution. With a model from train_gpt (its safetensors carry a vocabulary) it loads
 // the generation step's symbol (<model>_step.json) instead and continues --prompt by --chars
-// characters with the key-value cache (examples/common/gpt_generate.h), printing their rate.
+// characters with the key-value cache (examples/common/gpt_generate.h), printing their rate. With
+// --onnx it classifies with a model trained elsewhere instead (weft/onnx.h): its first input takes
+// the rows, shaped as the file declares its extents after the batch axis.
 //
 //   bazel run //examples:train_mlp && bazel run //examples:embed_infer -- --model=mlp --rows=5
-//   bazel run //examples:embed_infer -- --model=resnet --mnist=/usr/share/datasets/fashion-mnist
-//   bazel run //examples:embed_infer -- --model=gpt --prompt="The " --chars=300
+//   python3 examples/export_digits_onnx.py && bazel run //examples:embed_infer --
+//   --onnx=digits.onnx bazel run //examples:embed_infer -- --model=resnet
+//   --mnist=/usr/share/datasets/fashion-mnist bazel run //examples:embed_infer -- --model=gpt
+//   --prompt="The " --chars=300
 //   [--device=gpu]
 #include <algorithm>
 #include <chrono>
@@ -26,30 +30,39 @@
 #include "examples/common/flags.h"
 #include "examples/common/gpt_generate.h"
 #include "examples/common/profile.h"
+#include "weft/onnx.h"
 #include "weft/weft.h"
 
-// Arguments bound for a batch of `shape`: the parameters, the data array, and the inputs the model
-// holds at zero (`zero_inputs`, comma-separated: an LSTM's initial states) shaped for it.
+// What a model reads: the name of the input the rows go to, their shape per sample, and the inputs
+// it holds at zero (comma-separated: an LSTM's initial states).
+struct ModelInput {
+  bool onnx = false;  // imported: its outputs are scores, not necessarily probabilities
+  std::string name = "data";
+  weft::Shape sample;
+  std::string zero_inputs;
+};
+
+// Arguments bound for a batch of `shape`: the parameters, the data array, and the inputs held at
+// zero, shaped for it.
 std::map<std::string, weft::NDArray> BatchArguments(const weft::Symbol& net,
                                                     std::map<std::string, weft::NDArray> args,
                                                     const weft::Shape& shape,
-                                                    const std::string& zero_inputs,
-                                                    weft::Device device) {
-  args["data"] = weft::NDArray(shape, device);
-  const auto shapes = weft::InferArgumentShapes(net.ToGraph(), {{"data", shape}});
+                                                    const ModelInput& input, weft::Device device) {
+  args[input.name] = weft::NDArray(shape, device);
+  const std::string& zero_inputs = input.zero_inputs;
+  const auto shapes = weft::InferArgumentShapes(net.ToGraph(), {{input.name, shape}});
   std::istringstream zeros(zero_inputs);
   for (std::string name; std::getline(zeros, name, ',');)
     (args[name] = weft::NDArray(shapes.at(name), device)).Fill(0);
   return args;
 }
 
-// The class probabilities (rows, classes) of `data`'s rows, shaped as `sample` each, `batch` rows
+// The class scores (rows, classes) of `data`'s rows, shaped as the input's samples, `batch` rows
 // per forward pass: parameters copied to the device once, an executor bound per batch size (the
 // last batch may be smaller).
 std::vector<float> Classify(const weft::Symbol& net, std::map<std::string, weft::NDArray> params,
-                            const weft::NDArray& data, const weft::Shape& sample,
-                            const std::string& zero_inputs, weft::Device device, int64_t batch,
-                            int64_t* classes) {
+                            const weft::NDArray& data, const ModelInput& input, weft::Device device,
+                            int64_t batch, int64_t* classes) {
   for (auto& [name, array] : params) array = array.Copy(device);
   const int64_t n = data.shape()[0];
   std::vector<float> probs;
@@ -57,12 +70,12 @@ std::vector<float> Classify(const weft::Symbol& net, std::map<std::string, weft:
   std::unique_ptr<weft::Executor> exec;
   for (int64_t begin = 0; begin < n; begin += batch) {
     weft::Shape shape{std::min(batch, n - begin)};
-    for (int64_t d : sample.dims()) shape.PushBack(d);
-    if (exec == nullptr || args.at("data").shape() != shape) {
-      args = BatchArguments(net, params, shape, zero_inputs, device);
+    for (int64_t d : input.sample.dims()) shape.PushBack(d);
+    if (exec == nullptr || args.at(input.name).shape() != shape) {
+      args = BatchArguments(net, params, shape, input, device);
       exec = weft::Executor::Bind(net, device, args);
     }
-    data.Slice(begin, begin + shape[0]).Reshape(shape).CopyTo(args.at("data"));
+    data.Slice(begin, begin + shape[0]).Reshape(shape).CopyTo(args.at(input.name));
     exec->Forward(/*is_train=*/false);
     const std::vector<float> p = exec->outputs()[0].ToVector<float>();
     probs.insert(probs.end(), p.begin(), p.end());
@@ -119,6 +132,10 @@ int main(int argc, char** argv) {
   flags.AddString("mnist", "",
                   "a folder of MNIST-format files (Fashion-MNIST): classify its t10k-* images "
                   "instead of --csv");
+  flags.AddString("onnx", "",
+                  "an ONNX model to classify with instead of --model (its first input takes the "
+                  "rows, shaped as the file declares them after the batch axis)");
+  flags.AddFloat("input_scale", 1, "--onnx: the rows are divided by this first");
   flags.AddInt("rows", 10, "how many predictions to print");
   flags.AddInt("batch_size", 500, "rows per forward pass");
   flags.AddString("device", "cpu", "cpu or gpu:N");
@@ -131,14 +148,34 @@ int main(int argc, char** argv) {
   try {
     if (!flags.Parse(argc, argv)) return 0;
     const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");  // where bazel run started
-    const std::string prefix = (ws ? std::string(ws) + "/" : "") + flags.GetString("model");
-    weft::Symbol net = weft::LoadSymbol(prefix + ".json");
-    std::map<std::string, std::string> meta;
-    std::map<std::string, weft::NDArray> args = weft::Load(prefix + ".safetensors", &meta);
+    const std::string root = ws ? std::string(ws) + "/" : "";
     const weft::Device device = weft::Device::Parse(flags.GetString("device"));
-    if (meta.count("vocabulary")) {  // train_gpt's
-      ContinuePrompt(prefix, meta, args, flags, device);
-      return 0;
+    weft::Symbol net;
+    std::map<std::string, std::string> meta;
+    std::map<std::string, weft::NDArray> args;
+    ModelInput input;
+    if (const std::string onnx = flags.GetString("onnx"); !onnx.empty()) {
+      const weft::OnnxModel m = weft::ImportOnnx(onnx.front() == '/' ? onnx : root + onnx);
+      std::printf("%s: opset %lld, from %s, input '%s'\n", onnx.c_str(),
+                  static_cast<long long>(m.opset), m.producer.c_str(), m.inputs.at(0).name.c_str());
+      net = m.symbol, args = m.params, input.name = m.inputs.at(0).name, input.onnx = true;
+      const std::vector<int64_t>& dims = m.inputs[0].dims;
+      for (size_t i = 1; i < dims.size(); ++i) {
+        if (dims[i] < 0)
+          throw weft::Error("--onnx: expected the input's extents after the batch axis");
+        input.sample.PushBack(dims[i]);
+      }
+      meta["input_scale"] = std::to_string(flags.GetFloat("input_scale"));
+    } else {
+      const std::string prefix = root + flags.GetString("model");
+      net = weft::LoadSymbol(prefix + ".json");
+      args = weft::Load(prefix + ".safetensors", &meta);
+      if (meta.count("vocabulary")) {  // train_gpt's
+        ContinuePrompt(prefix, meta, args, flags, device);
+        return 0;
+      }
+      input.sample = weft::Shape::Parse(meta.count("input_shape") ? meta["input_shape"] : "(64,)");
+      input.zero_inputs = meta.count("zero_inputs") ? meta["zero_inputs"] : "";
     }
 
     const std::string mnist = flags.GetString("mnist");
@@ -148,15 +185,11 @@ int main(int argc, char** argv) {
     weft::NDArray data =
         rows.data * (1.0 / std::stod(meta.count("input_scale") ? meta["input_scale"] : "1"));
     const int64_t n = data.shape()[0];
-    const weft::Shape sample =
-        weft::Shape::Parse(meta.count("input_shape") ? meta["input_shape"] : "(64,)");
     const int64_t batch = flags.GetInt("batch_size");
     if (batch < 1) throw weft::Error("--batch_size: expected a positive number of rows");
     examples::ProfileScope profile(flags.GetString("profile"));  // the copies and forward passes
     int64_t classes = 0;
-    const std::vector<float> probs =
-        Classify(net, args, data, sample, meta.count("zero_inputs") ? meta["zero_inputs"] : "",
-                 device, batch, &classes);
+    const std::vector<float> probs = Classify(net, args, data, input, device, batch, &classes);
     profile.Stop();
     const std::vector<float> labels = rows.label.ToVector<float>();
     int correct = 0;
@@ -166,8 +199,9 @@ int main(int argc, char** argv) {
         best = probs[i * classes + c] > probs[i * classes + best] ? c : best;
       correct += best == static_cast<int64_t>(labels[i]);
       if (i < flags.GetInt("rows")) {
-        std::printf("row %lld: predicted %lld (p=%.3f), label %d\n", static_cast<long long>(i),
-                    static_cast<long long>(best), probs[i * classes + best],
+        std::printf("row %lld: predicted %lld (%s%.3f), label %d\n", static_cast<long long>(i),
+                    static_cast<long long>(best),
+                    input.onnx ? "score " : "p=", probs[i * classes + best],
                     static_cast<int>(labels[i]));
       }
     }

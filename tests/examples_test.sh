@@ -8,10 +8,11 @@
 # epoch (on the CPU a fused group computes what its ops compute, bit for bit). train_gpt (a small
 # character-level GPT, with dropout) on the committed fortunes excerpt: its validation loss falls
 # each epoch, it saves its model and prints a sample that continues the prompt; embed_infer
-# continues a prompt with that model.
+# continues a prompt with that model. A model trained in PyTorch (examples/export_digits_onnx.py,
+# Debian's python3) and exported as ONNX classifies the digits through embed_infer --onnx.
 set -euo pipefail
 mlp="$1"; cnn="$2"; infer="$3"; data="$4"; lstm="$5"; fashion="$(dirname "$6")"; resnet="$7"
-gpt="$8"; fortunes="$9"
+gpt="$8"; fortunes="$9"; export_onnx="${10}"
 prefix="$TEST_TMPDIR/mlp"
 
 out=$("$mlp" --data="$data" --epochs=6 --save_prefix="$prefix")
@@ -40,6 +41,14 @@ echo "$out"
 grep -qE "^row 0: predicted [0-9] \(p=" <<<"$out" || { echo "FAIL: no prediction printed"; exit 1; }
 correct=$(echo "$out" | sed -n 's/^\([0-9]*\) of 1797 rows.*/\1/p')
 [ "${correct:-0}" -ge 1617 ] || { echo "FAIL: embed_infer got $correct of 1797 right"; exit 1; }
+
+# A model trained elsewhere: PyTorch's MLP on the digits, exported as ONNX, run by embed_infer.
+/usr/bin/python3 "$export_onnx" "$TEST_TMPDIR/digits.onnx"
+out=$("$infer" --onnx="$TEST_TMPDIR/digits.onnx" --input_scale=16 --csv="$data" --rows=2)
+echo "$out"
+grep -qE "^row 0: predicted [0-9] \(score " <<<"$out" || { echo "FAIL: no ONNX prediction printed"; exit 1; }
+correct=$(echo "$out" | sed -n 's/^\([0-9]*\) of 1797 rows.*/\1/p')
+[ "${correct:-0}" -ge 1707 ] || { echo "FAIL: embed_infer --onnx got $correct of 1797 right"; exit 1; }
 
 out=$("$cnn" --data="$data" --epochs=4 --save_prefix="")
 acc=$(echo "$out" | sed -n 's/^final test accuracy \([0-9.]*\)%/\1/p')
