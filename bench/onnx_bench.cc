@@ -1,0 +1,142 @@
+// Models trained elsewhere on the CPU (issue 40): torchvision's resnet18 and mobilenet_v2 exported
+// by PyTorch 1.13 as ONNX (bench/torch_onnx_peer.py, random weights), run by weft (ImportOnnx, a
+// bound executor), by ONNX Runtime 1.30 (npm's onnxruntime-node: tools/ort/bench.js) and by
+// PyTorch itself on the same machine in the same run, THREADS threads each: the first inference
+// (import or session creation, bind, first run) and the median inference at each batch size.
+//
+//   bazel build --config=opt //bench:onnx_bench && bazel-bin/bench/onnx_bench [--threads=2]
+//       [--reps=5] [--big_batch=32]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/peer.h"
+#include "engine/engine.h"
+#include "executor/executor.h"
+#include "weft/onnx.h"
+
+namespace {
+
+using weft::NDArray;
+using weft::Shape;
+
+double Ms(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+struct Times {
+  double first_ms = 0;
+  std::map<int, double> ms;  // by batch
+};
+
+// The model bound for a batch of `batch` (its input filled with ones).
+std::unique_ptr<weft::Executor> BindFor(const weft::OnnxModel& m, int batch) {
+  weft::Executor::ArrayMap args = m.params;
+  Shape shape{batch};
+  for (size_t i = 1; i < m.inputs[0].dims.size(); ++i) shape.PushBack(m.inputs[0].dims[i]);
+  NDArray x(shape, weft::Device::Cpu());
+  x.Fill(1);
+  args[m.inputs[0].name] = x;
+  return weft::Executor::Bind(m.symbol, weft::Device::Cpu(), args);
+}
+
+void RunOnce(weft::Executor& exec) {
+  exec.Forward(/*is_train=*/false);
+  exec.outputs()[0].WaitToRead();
+}
+
+Times WeftTimes(const std::string& file, const std::vector<int>& batches, int reps) {
+  Times t;
+  const auto start = std::chrono::steady_clock::now();
+  const weft::OnnxModel m = weft::ImportOnnx(file);
+  RunOnce(*BindFor(m, 1));
+  t.first_ms = Ms(start);
+  for (int b : batches) {
+    const std::unique_ptr<weft::Executor> exec = BindFor(m, b);
+    t.ms[b] = bench::MedianMs(reps, [&] { RunOnce(*exec); });
+  }
+  return t;
+}
+
+// ONNX Runtime's times (tools/ort/bench.js), or null with why in `error`.
+nlohmann::json OrtTimes(const std::string& file, int threads, int reps,
+                        const std::string& batches, std::string* error) {
+  std::string why;
+  const std::string script = bench::FindPeerScript("tools/ort/bench.js", &why);
+  if (script.empty()) {
+    *error = why;
+    return nullptr;
+  }
+  const std::string command = "node " + script + " " + file + " " + std::to_string(threads) + " " +
+                              std::to_string(reps) + " " + batches + " 3,224,224";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string text;
+  char buffer[4096];
+  while (pipe != nullptr && fgets(buffer, sizeof(buffer), pipe) != nullptr) text += buffer;
+  if (pipe == nullptr || pclose(pipe) != 0) {
+    *error = "ONNX Runtime did not run (tools/setup.sh installs it): " + command;
+    return nullptr;
+  }
+  return nlohmann::json::parse(text);
+}
+
+std::string Cell(double v) {
+  char s[32];
+  std::snprintf(s, sizeof(s), "%.2f", v);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = bench::IntFlag(argc, argv, "threads", 2);
+  const int reps = bench::IntFlag(argc, argv, "reps", 5);
+  const int big = bench::IntFlag(argc, argv, "big_batch", 32);
+  setenv("WEFT_CPU_WORKERS", "1", 0);  // one worker whose ops use `threads` threads, like the peers
+  setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
+  bench::ChdirToWorkspace();
+  const std::string dir = (std::filesystem::temp_directory_path() / "weft_onnx_bench").string();
+  std::filesystem::create_directories(dir);
+  const std::vector<int> batches = {1, big};
+  const std::string batch_list = "1," + std::to_string(big);
+  const nlohmann::json torch =
+      bench::RunPeer("bench/torch_onnx_peer.py", dir + " " + std::to_string(threads) + " " +
+                                                      std::to_string(reps) + " " + batch_list);
+  if (!torch.value("available", false)) {
+    std::printf("PyTorch (which exports the models) not available: %s\n",
+                torch.value("error", std::string("?")).c_str());
+    return 1;
+  }
+  std::printf("ONNX models on the CPU, %d thread(s), medians of %d; PyTorch %s exports them\n",
+              threads, reps, torch["version"].get<std::string>().c_str());
+  std::printf("%-14s %-12s %10s %10s %10s %9s %9s\n", "model", "row", "weft ms", "ORT ms",
+              "torch ms", "weft/ORT", "weft/torch");
+  for (const auto& [name, info] : torch["models"].items()) {
+    const std::string file = info["file"].get<std::string>();
+    const Times w = WeftTimes(file, batches, reps);
+    std::string error;
+    const nlohmann::json ort = OrtTimes(file, threads, reps, batch_list, &error);
+    if (ort.is_null()) std::printf("%s: %s\n", name.c_str(), error.c_str());
+    const auto row = [&](const std::string& label, double weft_ms, double ort_ms, double torch_ms) {
+      std::printf("%-14s %-12s %10.2f %10s %10.2f %9s %9.2f\n", name.c_str(), label.c_str(),
+                  weft_ms, ort.is_null() ? "n/a" : Cell(ort_ms).c_str(), torch_ms,
+                  ort.is_null() ? "n/a" : Cell(weft_ms / ort_ms).c_str(), weft_ms / torch_ms);
+    };
+    row("first", w.first_ms, ort.is_null() ? 0 : ort["first_ms"].get<double>(),
+        info["first_ms"].get<double>());
+    for (int b : batches) {
+      const std::string key = std::to_string(b);
+      row("batch " + key, w.ms.at(b), ort.is_null() ? 0 : ort["ms"][key].get<double>(),
+          info["ms"][key].get<double>());
+    }
+  }
+  weft::engine::Engine::Get()->Shutdown();
+  return 0;
+}
