@@ -11,10 +11,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "bench/peer.h"
 #include "engine/engine.h"
@@ -66,8 +65,8 @@ Times WeftTimes(const std::string& file, const std::vector<int>& batches, int re
 }
 
 // ONNX Runtime's times (tools/ort/bench.js), or null with why in `error`.
-nlohmann::json OrtTimes(const std::string& file, int threads, int reps,
-                        const std::string& batches, std::string* error) {
+nlohmann::json OrtTimes(const std::string& file, int threads, int reps, const std::string& batches,
+                        std::string* error) {
   std::string why;
   const std::string script = bench::FindPeerScript("tools/ort/bench.js", &why);
   if (script.empty()) {
@@ -108,7 +107,7 @@ int main(int argc, char** argv) {
   const std::string batch_list = "1," + std::to_string(big);
   const nlohmann::json torch =
       bench::RunPeer("bench/torch_onnx_peer.py", dir + " " + std::to_string(threads) + " " +
-                                                      std::to_string(reps) + " " + batch_list);
+                                                     std::to_string(reps) + " " + batch_list);
   if (!torch.value("available", false)) {
     std::printf("PyTorch (which exports the models) not available: %s\n",
                 torch.value("error", std::string("?")).c_str());
