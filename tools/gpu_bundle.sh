@@ -45,7 +45,9 @@ for t in $tests "${extras[@]}"; do
   binaries+=("$bin/$(echo "${t#//}" | tr ':' '/')")
 done
 rm -rf "$out"
-tools/bundle_layout.sh "$out" --data=examples/data/digits.csv --data=bench/peer_common.py --data=bench/torch_gpu_peer.py --data=bench/torch_dist_peer.py "${binaries[@]}"
+onnx_data=()
+for f in tests/onnx/*.onnx tests/onnx/*.json tests/onnx/*.data; do onnx_data+=("--data=$f"); done
+tools/bundle_layout.sh "$out" --data=examples/data/digits.csv --data=bench/peer_common.py --data=bench/torch_gpu_peer.py --data=bench/torch_dist_peer.py "${onnx_data[@]}" "${binaries[@]}"
 cp examples/data/digits.csv "$out/"
 tools/mpi_bundle.sh "$out"  # bin/mpirun: the GPU machine has no Open MPI
 
