@@ -13,6 +13,9 @@ the files stay small enough to commit:
   bn_cnn.onnx    conv, ReLU, BatchNorm (eval: running statistics), average pool without the
                  padding counted, global average pool, Linear, Softmax, opset 13
   *.json         {"input": [...], "input_shape": [...], "output": [...], "output_shape": [...]}
+  tensor_ops.onnx Transpose, Unsqueeze, ReduceMean, Concat, Pow, LayerNormalization, Gather,
+                 Where, Split, Cast (opset 17): its .json holds only the input (ONNX Runtime is
+                 the reference)
   unsupported_op.onnx, asymmetric_pads.onnx, opset9.onnx: models weft must refuse, by name
   ../../fuzz/corpus/onnx/cnn_fixed.onnx: the CNN with every extent given, a seed of the fuzzer
 
@@ -71,6 +74,46 @@ def bn_cnn():
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 5), nn.Softmax(dim=1))
 
 
+def tensor_ops():
+    """Transpose, Unsqueeze, ReduceMean, Concat, Pow, LayerNormalization, Gather, Where, Split, Add
+    and Cast in one opset-17 graph, with fixed extents: ONNX Runtime is its reference (the test runs
+    it), the script writes only the input."""
+    f = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1]),                  # (2, 4, 3)
+        helper.make_node("Unsqueeze", ["t", "ax1"], ["u"]),                            # (2, 1, 4, 3)
+        helper.make_node("ReduceMean", ["u"], ["m"], axes=[3], keepdims=1),            # (2, 1, 4, 1)
+        helper.make_node("Concat", ["u", "m"], ["c"], axis=3),                         # (2, 1, 4, 4)
+        helper.make_node("Pow", ["c", "two"], ["p"]),
+        helper.make_node("LayerNormalization", ["p", "gamma", "beta"], ["ln"], axis=-1,
+                         epsilon=1e-3),
+        helper.make_node("Gather", ["ln", "rows"], ["g"], axis=2),                     # (2, 1, 2, 4)
+        helper.make_node("Where", ["keep", "g", "half"], ["w"]),
+        helper.make_node("Split", ["w"], ["s0", "s1"], axis=3),                        # (2, 1, 2, 2) x2
+        helper.make_node("Add", ["s0", "s1"], ["a"]),
+        helper.make_node("Cast", ["a"], ["out"], to=TensorProto.FLOAT),
+    ]
+    inits = [
+        helper.make_tensor("ax1", TensorProto.INT64, [1], [1]),
+        helper.make_tensor("two", f, [], [2.0]),
+        helper.make_tensor("gamma", f, [4], [1.0, 0.5, 2.0, 1.5]),
+        helper.make_tensor("beta", f, [4], [0.1, -0.2, 0.0, 0.3]),
+        helper.make_tensor("rows", TensorProto.INT64, [2], [2, 0]),
+        helper.make_tensor("keep", TensorProto.BOOL, [4], [1, 0, 1, 1]),
+        helper.make_tensor("half", f, [], [0.5]),
+    ]
+    graph = helper.make_graph(nodes, "tensor_ops",
+                              [helper.make_tensor_value_info("x", f, [2, 3, 4])],
+                              [helper.make_tensor_value_info("out", f, [2, 1, 2, 2])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              os.path.join(HERE, "tensor_ops.onnx"))
+    torch.manual_seed(5)
+    x = torch.randn(2, 3, 4)
+    with open(os.path.join(HERE, "tensor_ops.json"), "w") as out:
+        json.dump({"input": [round(v, 8) for v in x.flatten().tolist()], "input_shape": [2, 3, 4]},
+                  out)
+
+
 def refused():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
@@ -113,6 +156,7 @@ def main():
     torch.manual_seed(2)
     export(bn_cnn(), torch.randn(2, 3, 9, 9), "bn_cnn", 13)
     refused()
+    tensor_ops()
     # fuzz/corpus/onnx seeds (with the models above): one whose extents are all given, so that the
     # fuzzer binds and runs what it makes of it
     torch.manual_seed(1)

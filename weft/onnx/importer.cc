@@ -124,6 +124,7 @@ const ConverterTable& Converters() {
     ConverterTable t;
     AddElementwiseConverters(t);
     AddNnConverters(t);
+    AddTensorConverters(t);
     return t;
   }();
   return table;

@@ -2,7 +2,7 @@
 // nodes are converted in order, and the node-level view each op's converter gets. A converter maps
 // one ONNX node to weft ops (or to a constant it computes now: shape arithmetic is folded here, so
 // the bound graph has none of it); a table maps each op type to its converter, one file per family
-// (convert_elementwise.cc, convert_nn.cc).
+// (convert_elementwise.cc, convert_nn.cc, convert_tensor.cc).
 #pragma once
 
 #include <onnx/onnx_pb.h>  // onnx-ml.pb.h (ONNX_ML, set by //tools/deps:onnx_proto)
@@ -89,6 +89,7 @@ using ConverterTable = std::map<std::string, Converter>;
 
 void AddElementwiseConverters(ConverterTable& table);
 void AddNnConverters(ConverterTable& table);
+void AddTensorConverters(ConverterTable& table);
 
 // Every converter, by ONNX op type (the default domain).
 const ConverterTable& Converters();

@@ -1,0 +1,204 @@
+// Converters of ONNX's tensor ops: Transpose, Concat, Unsqueeze, Squeeze, Gather, Split, Cast,
+// Where, ReduceMean, Pow and LayerNormalization. On known tensors (initializers, constants, and
+// what is computed from them: shape arithmetic) Concat, Unsqueeze, Squeeze, Gather and Cast run at
+// import; on values computed at run time they become weft's ops.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "weft/onnx/importer.h"
+
+namespace weft::onnx_import {
+namespace {
+
+// The axes of a node: the input `input` (from `opset_as_input` on) or the attribute "axes".
+std::vector<int64_t> AxesOf(NodeContext& n, int input, int64_t opset_as_input) {
+  if (n.opset() >= opset_as_input) {
+    return n.HasInput(input) ? n.RequireKnown(input, "the axes").Int64s() : std::vector<int64_t>{};
+  }
+  return n.Ints("axes", {});
+}
+
+// `axis` counted from the front of a rank-`rank` tensor.
+int64_t Normalized(NodeContext& n, int64_t axis, int64_t rank) {
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    n.Fail("expected an axis in [" + std::to_string(-rank) + ", " + std::to_string(rank) +
+           "), found " + std::to_string(axis));
+  return a;
+}
+
+std::vector<Value> Transpose(NodeContext& n) {
+  const std::vector<int64_t> perm = n.Ints("perm", {});
+  return {Value::Of(n.Op("transpose", {n.Input(0)}, {{"axes", Tuple(perm)}}))};
+}
+
+// Known int64 tensors of rank 1 or 0 concatenated (shape arithmetic), else null.
+std::optional<HostTensor> ConcatKnown(NodeContext& n) {
+  std::vector<int64_t> values;
+  for (int i = 0; i < n.node().input_size(); ++i) {
+    const HostTensor* t = n.Known(i);
+    if (t == nullptr || t->dtype != DType::kInt64 || t->dims.size() > 1) return std::nullopt;
+    for (int64_t v : t->Int64s()) values.push_back(v);
+  }
+  return HostTensor::OfInt64s(values, {static_cast<int64_t>(values.size())});
+}
+
+std::vector<Value> Concat(NodeContext& n) {
+  if (auto folded = ConcatKnown(n)) return {Value::Of(*folded)};
+  std::vector<Symbol> in;
+  for (int i = 0; i < n.node().input_size(); ++i) in.push_back(n.Input(i));
+  return {Value::Of(
+      n.Op("concat", in,
+           {{"num_args", std::to_string(in.size())}, {"dim", std::to_string(n.Int("axis", 0))}}))};
+}
+
+std::vector<Value> Unsqueeze(NodeContext& n) {
+  std::vector<int64_t> axes = AxesOf(n, 1, 13);
+  if (const HostTensor* t = n.Known(0)) {
+    HostTensor out = *t;
+    const int64_t rank = static_cast<int64_t>(t->dims.size() + axes.size());
+    for (int64_t& a : axes) a = Normalized(n, a, rank);
+    std::sort(axes.begin(), axes.end());
+    for (int64_t a : axes) out.dims.insert(out.dims.begin() + a, 1);
+    return {Value::Of(out)};
+  }
+  for (int64_t a : axes) {
+    if (a < 0) n.Fail("expected axes >= 0 for a value computed at run time, found " + Tuple(axes));
+  }
+  std::sort(axes.begin(), axes.end());
+  Symbol x = n.Input(0);
+  for (int64_t a : axes) x = n.Op("expand_dims", {x}, {{"axis", std::to_string(a)}});
+  return {Value::Of(x)};
+}
+
+std::vector<Value> Squeeze(NodeContext& n) {
+  const HostTensor& t = n.RequireKnown(0, "the squeezed tensor");
+  std::vector<int64_t> axes = AxesOf(n, 1, 13);
+  const int64_t rank = static_cast<int64_t>(t.dims.size());
+  for (int64_t& a : axes) a = Normalized(n, a, rank);
+  HostTensor out = t;
+  out.dims.clear();
+  for (int64_t a = 0; a < rank; ++a) {
+    const bool named = std::find(axes.begin(), axes.end(), a) != axes.end();
+    if (named && t.dims[a] != 1)
+      n.Fail("expected extent 1 on the squeezed axis " + std::to_string(a));
+    if (!(named || (axes.empty() && t.dims[a] == 1))) out.dims.push_back(t.dims[a]);
+  }
+  return {Value::Of(out)};
+}
+
+std::vector<Value> Gather(NodeContext& n) {
+  const int64_t axis = n.Int("axis", 0);
+  const HostTensor *data = n.Known(0), *indices = n.Known(1);
+  if (data != nullptr && indices != nullptr && data->dtype == DType::kInt64 &&
+      data->dims.size() == 1 && axis == 0) {  // shape arithmetic: a few extents picked
+    const std::vector<int64_t> d = data->Int64s();
+    std::vector<int64_t> out;
+    for (int64_t i : indices->Int64s()) {
+      const int64_t k = i < 0 ? i + static_cast<int64_t>(d.size()) : i;
+      if (k < 0 || k >= static_cast<int64_t>(d.size()))
+        n.Fail("index " + std::to_string(i) + " is outside " + std::to_string(d.size()) +
+               " values");
+      out.push_back(d[k]);
+    }
+    return {Value::Of(HostTensor::OfInt64s(out, indices->dims))};
+  }
+  return {Value::Of(n.Op("take", {n.Input(0), n.Input(1)}, {{"axis", std::to_string(axis)}}))};
+}
+
+std::vector<Value> Split(NodeContext& n) {
+  const int outputs = n.node().output_size();
+  const int64_t axis = n.Int("axis", 0);
+  std::vector<int64_t> sizes = n.opset() >= 13 && n.HasInput(1)
+                                   ? n.RequireKnown(1, "the split sizes").Int64s()
+                                   : n.Ints("split", {});
+  for (int64_t s : sizes) {
+    if (s != sizes[0]) n.Fail("expected equal parts (weft's split), found sizes " + Tuple(sizes));
+  }
+  const Symbol parts =
+      n.Op("split", {n.Input(0)},
+           {{"num_outputs", std::to_string(outputs)}, {"axis", std::to_string(axis)}});
+  std::vector<Value> out;
+  for (int i = 0; i < outputs; ++i) out.push_back(Value::Of(parts[i]));
+  return out;
+}
+
+std::vector<Value> Cast(NodeContext& n) {
+  const int64_t to = n.Int("to", 1);
+  const char* name = to == 1    ? "float32"
+                     : to == 11 ? "float64"
+                     : to == 7  ? "int64"
+                     : to == 6  ? "int32"
+                     : to == 16 ? "bfloat16"
+                     : to == 2  ? "uint8"
+                                : nullptr;
+  if (name == nullptr)
+    n.Unsupported("to", std::to_string(to), "FLOAT, DOUBLE, INT64, INT32, BFLOAT16 or UINT8");
+  if (const HostTensor* t = n.Known(0)) {
+    if (to == 7 && (t->dtype == DType::kInt64 || t->dtype == DType::kInt32))
+      return {Value::Of(HostTensor::OfInt64s(t->Int64s(), t->dims))};
+    if (to == 1) {
+      std::vector<float> v;
+      for (double x : t->Doubles()) v.push_back(static_cast<float>(x));
+      return {Value::Of(HostTensor::OfFloats(v, t->dims))};
+    }
+  }
+  return {Value::Of(n.Op("Cast", {n.Input(0)}, {{"dtype", name}}))};
+}
+
+// where(condition, x, y): a known boolean condition becomes a float mask (weft's where takes the
+// three in one dtype).
+std::vector<Value> Where(NodeContext& n) {
+  const HostTensor& cond = n.RequireKnown(0, "the condition");
+  std::vector<float> mask;
+  for (int64_t c : cond.Int64s()) mask.push_back(c != 0 ? 1.0f : 0.0f);
+  const Symbol c = n.Parameter("condition", HostTensor::OfFloats(mask, cond.dims));
+  return {Value::Of(n.Op("where", {c, n.Input(1), n.Input(2)}))};
+}
+
+std::vector<Value> ReduceMean(NodeContext& n) {
+  const std::vector<int64_t> axes = n.Ints("axes", {});
+  return {Value::Of(
+      n.Op("mean", {n.Input(0)},
+           {{"axis", Tuple(axes)}, {"keepdims", n.Int("keepdims", 1) ? "true" : "false"}}))};
+}
+
+// x ^ y for a known exponent weft has an op for: 1, 2, 0.5.
+std::vector<Value> Pow(NodeContext& n) {
+  const double y = n.Scalar(1, "the exponent");
+  if (y == 1) return {Value::Of(n.Input(0))};
+  if (y == 2) return {Value::Of(n.Op("square", {n.Input(0)}))};
+  if (y == 0.5) return {Value::Of(n.Op("sqrt", {n.Input(0)}))};
+  n.Fail("expected the exponent 0.5, 1 or 2, found " + Number(y));
+}
+
+std::vector<Value> LayerNormalization(NodeContext& n) {
+  if (n.Int("axis", -1) != -1)
+    n.Unsupported("axis", std::to_string(n.Int("axis", -1)),
+                  "-1 (weft's LayerNorm normalizes one axis)");
+  if (n.node().output_size() > 1)
+    n.Fail("expected one output, found the mean and inverse deviation too");
+  if (!n.HasInput(2)) n.Fail("expected a bias input B");
+  return {Value::Of(n.Op("LayerNorm", {n.Input(0), n.Input(1), n.Input(2)},
+                         {{"axis", "-1"}, {"eps", Number(n.Float("epsilon", 1e-5f))}}))};
+}
+
+}  // namespace
+
+void AddTensorConverters(ConverterTable& t) {
+  t["Transpose"] = Transpose;
+  t["Concat"] = Concat;
+  t["Unsqueeze"] = Unsqueeze;
+  t["Squeeze"] = Squeeze;
+  t["Gather"] = Gather;
+  t["Split"] = Split;
+  t["Cast"] = Cast;
+  t["Where"] = Where;
+  t["ReduceMean"] = ReduceMean;
+  t["Pow"] = Pow;
+  t["LayerNormalization"] = LayerNormalization;
+}
+
+}  // namespace weft::onnx_import
