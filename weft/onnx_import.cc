@@ -135,6 +135,8 @@ OnnxModel ImportOnnx(const std::string& path, const OnnxOptions&) {
     outputs.push_back(*it->second.symbol);
     model.outputs.push_back(InfoOf(v));
   }
+  if (outputs.empty())
+    WEFT_THROW("ImportOnnx: '" << path << "': expected a graph output, found none");
   model.symbol = outputs.size() == 1 ? outputs[0] : Symbol::Group(outputs);
   model.params = std::move(state.params);
   return model;
