@@ -193,7 +193,7 @@ TEST(FoldActivation, AConvolutionsEpilogueHasItsGradients) {
 
 TEST(FoldActivation, AnEpilogueHasTheGradientsOfTheLayerAndItsActivation) {
   const Symbol x = Symbol::Variable("data");
-  for (const char* act : {"relu", "sigmoid", "tanh", "softrelu", "gelu", "gelu_tanh"}) {
+  for (const char* act : {"relu", "relu6", "sigmoid", "tanh", "softrelu", "gelu", "gelu_tanh"}) {
     SCOPED_TRACE(act);
     for (const char* no_bias : {"false", "true"}) {
       const Symbol epilogue = Fc(x, "fc", 6, {{"act_type", act}, {"no_bias", no_bias}});

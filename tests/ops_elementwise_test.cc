@@ -59,6 +59,15 @@ TEST(ElementwiseOps, UnaryFunctionsMatchTheirDefinitions) {
     c.init = UniformAwayFromZero;
     RunOpCase(c);
   }
+  // relu6 over (-8, 8), off its kinks at 0 and 6: both bounds act
+  OpCase relu6 = Unary("relu6", [](double x) { return std::min(std::max(x, 0.0), 6.0); });
+  relu6.init = [](int, Values& v) {
+    for (double& x : v) {
+      x *= 8;
+      if (std::abs(x) < 0.2 || std::abs(x - 6) < 0.2) x += 0.5;
+    }
+  };
+  RunOpCase(relu6);
 }
 
 // gelu's attribute `approximate` picks the formula, as PyTorch's: none (the default) or tanh.

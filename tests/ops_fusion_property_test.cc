@@ -128,6 +128,9 @@ MaybeRange SigmoidOf(Range x, double) { return Increasing(x, Sigmoid); }
 MaybeRange TanhOf(Range x, double) { return Increasing(x, std::tanh); }
 MaybeRange ReluOf(Range x, double) { return Increasing(x, Relu); }
 MaybeRange SoftReluOf(Range x, double) { return Increasing(x, SoftRelu); }
+MaybeRange Relu6Of(Range x, double) {
+  return Range{std::clamp(x.lo, 0.0, 6.0), std::clamp(x.hi, 0.0, 6.0)};
+}
 // x * Phi(x) lies in [min(x, 0), max(x, 0)] and above -0.17.
 MaybeRange Gelu(Range x, double) { return Range{std::max(std::min(x.lo, 0.0), -0.2), Relu(x.hi)}; }
 MaybeRange ErfOf(Range x, double) {
@@ -159,6 +162,7 @@ const std::map<std::string, UnaryRule>& UnaryRules() {
       {"sigmoid", {S::kNone, SigmoidOf}},
       {"tanh", {S::kNone, TanhOf}},
       {"relu", {S::kNone, ReluOf}},
+      {"relu6", {S::kNone, Relu6Of}},
       {"softrelu", {S::kNone, SoftReluOf}},
       {"erf", {S::kNone, ErfOf}},
       {"gelu", {S::kNone, Gelu}},  // either formula (Unary draws `approximate`)

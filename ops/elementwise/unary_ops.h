@@ -26,6 +26,7 @@
   X(sigmoid, Sigmoid, "1 / (1 + exp(-x))", false)                                                  \
   X(tanh, Tanh, "hyperbolic tangent", false)                                                       \
   X(relu, Relu, "max(x, 0)", false)                                                                \
+  X(relu6, Relu6, "min(max(x, 0), 6): MobileNet's activation (PyTorch's ReLU6)", false)            \
   X(softrelu, SoftRelu, "log(1 + exp(x))", false)                                                  \
   X(erf, Erf, "the error function, 2 / sqrt(pi) * integral of exp(-t^2) from 0 to x", false)       \
   X(gelu_tanh, GeluTanh, "gelu's tanh approximation (GPT-2's): gelu with approximate=tanh", false) \
@@ -47,6 +48,7 @@
 // X(value, name, functor)
 #define WEFT_ACTIVATIONS(X)          \
   X(kRelu, "relu", Relu)             \
+  X(kRelu6, "relu6", Relu6)          \
   X(kSigmoid, "sigmoid", Sigmoid)    \
   X(kTanh, "tanh", Tanh)             \
   X(kSoftRelu, "softrelu", SoftRelu) \

@@ -182,6 +182,20 @@ struct Relu {
     return math::Select(x > A(0), A(1), A(0));
   }
 };
+// min(max(x, 0), 6), with PyTorch's gradient (hardtanh's): 1 strictly between the bounds, so the
+// output tells it as well as the input does (0 < y < 6 exactly where 0 < x < 6).
+struct Relu6 {
+  static constexpr GradReads kGradReads = GradReads::kInput;
+  template <typename A>
+  WEFT_HOST_DEVICE static A Fwd(A x, A) {
+    const A above = math::Select(x < A(0), A(0), x);
+    return math::Select(A(6) < above, A(6), above);
+  }
+  template <typename A>
+  WEFT_HOST_DEVICE static A Grad(A x, A, A) {
+    return math::Select(x > A(0), A(1), A(0)) * math::Select(x < A(6), A(1), A(0));
+  }
+};
 struct SoftRelu {  // log(1 + exp(x)), computed without overflow
   static constexpr GradReads kGradReads = GradReads::kInput;
   template <typename A>

@@ -68,6 +68,8 @@ std::vector<Value> Clip(NodeContext& n) {
     if (n.HasAttr("max")) hi = n.Float("max", 0);
   }
   Symbol x = n.Input(0);
+  // ReLU6 (MobileNet's) is an op of its own, which a convolution takes as its epilogue
+  if (lo && hi && *lo == 0 && *hi == 6) return {Value::Of(n.Op("relu6", {x}))};
   if (lo && hi)
     return {Value::Of(n.Op("clip", {x}, {{"a_min", Number(*lo)}, {"a_max", Number(*hi)}}))};
   if (lo) x = n.Op("maximum_scalar", {x}, {{"scalar", Number(*lo)}});

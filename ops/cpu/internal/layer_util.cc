@@ -10,6 +10,8 @@ dnnl::algorithm DnnlAlgorithm(ActType act) {
   switch (act) {
     case ActType::kRelu:
       return dnnl::algorithm::eltwise_relu;
+    case ActType::kRelu6:
+      return dnnl::algorithm::eltwise_clip;  // between alpha 0 and beta 6 (EltwiseBeta)
     case ActType::kSigmoid:
       return dnnl::algorithm::eltwise_logistic;
     case ActType::kTanh:
@@ -24,13 +26,16 @@ dnnl::algorithm DnnlAlgorithm(ActType act) {
   return dnnl::algorithm::undef;
 }
 
+// oneDNN's beta for `act`: the upper bound of a clip.
+float EltwiseBeta(ActType act) { return act == ActType::kRelu6 ? 6.0f : 0.0f; }
+
 }  // namespace
 
 dnnl::primitive_attr LayerAttr(std::optional<ActType> act) {
   dnnl::primitive_attr attr = ScratchpadAttr();
   if (!act) return attr;
   dnnl::post_ops ops;
-  ops.append_eltwise(/*scale=*/1.0f, DnnlAlgorithm(*act), /*alpha=*/0.0f, /*beta=*/0.0f);
+  ops.append_eltwise(/*scale=*/1.0f, DnnlAlgorithm(*act), /*alpha=*/0.0f, EltwiseBeta(*act));
   attr.set_post_ops(ops);
   return attr;
 }
