@@ -102,21 +102,29 @@ void ExpectMatchesPyTorchAndOrt(const std::string& name, const std::string& dir 
   ExpectNearAll(got, ort, name + " against ONNX Runtime");
 }
 
-TEST(OnnxImport, AnMlpMatchesPyTorchAndOnnxRuntime) { ExpectMatchesPyTorchAndOrt("mlp"); }
+// Each committed PyTorch export at opset 13 and at opset 17.
+TEST(OnnxImport, AnMlpMatchesPyTorchAndOnnxRuntime) {
+  ExpectMatchesPyTorchAndOrt("mlp");
+  ExpectMatchesPyTorchAndOrt("mlp_opset17");
+}
 TEST(OnnxImport, InitializersInAnExternalDataFileLoad) { ExpectMatchesPyTorchAndOrt("mlp_ext"); }
-TEST(OnnxImport, ACnnMatchesPyTorchAndOnnxRuntime) { ExpectMatchesPyTorchAndOrt("cnn"); }
+TEST(OnnxImport, ACnnMatchesPyTorchAndOnnxRuntime) {
+  ExpectMatchesPyTorchAndOrt("cnn");
+  ExpectMatchesPyTorchAndOrt("cnn_opset13");
+}
 // Transpose, Unsqueeze, ReduceMean, Concat, Pow, LayerNormalization, Gather, Where, Split and Cast
 // in one hand-made opset-17 graph, against ONNX Runtime.
 TEST(OnnxImport, TensorOpsMatchOnnxRuntime) { ExpectMatchesPyTorchAndOrt("tensor_ops"); }
 
 TEST(OnnxImport, BatchNormPoolingAndSoftmaxMatchPyTorchAndOnnxRuntime) {
   ExpectMatchesPyTorchAndOrt("bn_cnn");
+  ExpectMatchesPyTorchAndOrt("bn_cnn_opset17");
 }
 
 // Full-size torchvision models, exported here by the committed script with Debian's python3
 // (/usr/bin/python3: PyTorch 1.13 and
-// torchvision 0.14, which tools/setup.sh installs): resnet18 (opset 17) and mobilenet_v2 (opset 13,
-// depthwise convolutions and ReLU6 as Clip), a batch of two 224x224 images.
+// torchvision 0.14, which tools/setup.sh installs): resnet18 and mobilenet_v2 (depthwise
+// convolutions, ReLU6 as Clip) at opsets 13 and 17, a batch of two 224x224 images.
 TEST(OnnxImport, TorchvisionResnet18AndMobilenetV2MatchPyTorchAndOnnxRuntime) {
   const std::string dir = testing::TempPath("torchvision") + "/";
   const std::string command = "mkdir -p " + dir +
@@ -125,8 +133,10 @@ TEST(OnnxImport, TorchvisionResnet18AndMobilenetV2MatchPyTorchAndOnnxRuntime) {
   const auto [status, text] = Shell(command);
   ASSERT_EQ(status, 0)
       << "the export needs python3-torch and python3-torchvision (tools/setup.sh): " << text;
-  ExpectMatchesPyTorchAndOrt("resnet18", dir);
-  ExpectMatchesPyTorchAndOrt("mobilenet_v2", dir);
+  for (const char* opset : {"13", "17"}) {
+    ExpectMatchesPyTorchAndOrt(std::string("resnet18_opset") + opset, dir);
+    ExpectMatchesPyTorchAndOrt(std::string("mobilenet_v2_opset") + opset, dir);
+  }
 }
 
 TEST(OnnxImport, TheModelSaysItsInputsOutputsOpsetAndProducer) {

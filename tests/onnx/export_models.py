@@ -19,9 +19,12 @@ the files stay small enough to commit:
   unsupported_op.onnx, asymmetric_pads.onnx, opset9.onnx: models weft must refuse, by name
   ../../fuzz/corpus/onnx/cnn_fixed.onnx: the CNN with every extent given, a seed of the fuzzer
 
+  mlp_opset17.onnx, cnn_opset13.onnx, bn_cnn_opset17.onnx: the same models at the other opset
+
 `python3 tests/onnx/export_models.py --torchvision DIR` writes the full-size models instead, into
-DIR (onnx_import_test runs it; too large to commit): torchvision's resnet18 (opset 17) and
-mobilenet_v2 (opset 13), random weights (seeded), a batch of 2 images of 224x224.
+DIR (onnx_import_test runs it; too large to commit): torchvision's resnet18 and mobilenet_v2 at
+opsets 13 and 17 (resnet18_opset13.onnx, ...), random weights (seeded), a batch of 2 images of
+224x224.
 """
 import json
 import os
@@ -136,11 +139,13 @@ def refused():
 
 def torchvision_models(folder):
     import torchvision
-    torch.manual_seed(3)
-    export(torchvision.models.resnet18(), torch.randn(2, 3, 224, 224), "resnet18", 17, folder=folder)
-    torch.manual_seed(4)
-    export(torchvision.models.mobilenet_v2(), torch.randn(2, 3, 224, 224), "mobilenet_v2", 13,
-           folder=folder)
+    for opset in (13, 17):
+        torch.manual_seed(3)
+        export(torchvision.models.resnet18(), torch.randn(2, 3, 224, 224),
+               f"resnet18_opset{opset}", opset, folder=folder)
+        torch.manual_seed(4)
+        export(torchvision.models.mobilenet_v2(), torch.randn(2, 3, 224, 224),
+               f"mobilenet_v2_opset{opset}", opset, folder=folder)
 
 
 def main():
@@ -155,6 +160,13 @@ def main():
     export(cnn(), torch.randn(2, 1, 8, 8), "cnn", 17)
     torch.manual_seed(2)
     export(bn_cnn(), torch.randn(2, 3, 9, 9), "bn_cnn", 13)
+    # the same three at the other of opsets 13 and 17
+    torch.manual_seed(0)
+    export(mlp(), torch.randn(3, 64), "mlp_opset17", 17)
+    torch.manual_seed(1)
+    export(cnn(), torch.randn(2, 1, 8, 8), "cnn_opset13", 13)
+    torch.manual_seed(2)
+    export(bn_cnn(), torch.randn(2, 3, 9, 9), "bn_cnn_opset17", 17)
     refused()
     tensor_ops()
     # fuzz/corpus/onnx seeds (with the models above): one whose extents are all given, so that the
