@@ -75,11 +75,8 @@ nlohmann::json OrtTimes(const std::string& file, int threads, int reps, const st
   }
   const std::string command = "node " + script + " " + file + " " + std::to_string(threads) + " " +
                               std::to_string(reps) + " " + batches + " 3,224,224";
-  FILE* pipe = popen(command.c_str(), "r");
   std::string text;
-  char buffer[4096];
-  while (pipe != nullptr && fgets(buffer, sizeof(buffer), pipe) != nullptr) text += buffer;
-  if (pipe == nullptr || pclose(pipe) != 0) {
+  if (bench::RunCommand(command, &text) != 0) {
     *error = "ONNX Runtime did not run (tools/setup.sh installs it): " + command;
     return nullptr;
   }

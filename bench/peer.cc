@@ -128,6 +128,14 @@ std::string FindPeerScript(const std::string& path, std::string* why) {
   return "";
 }
 
+int RunCommand(const std::string& command, std::string* output) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  std::array<char, 4096> buf;
+  while (fgets(buf.data(), buf.size(), pipe) != nullptr) *output += buf.data();
+  return pclose(pipe);
+}
+
 nlohmann::json RunPeer(const std::string& path, const std::string& args) {
   std::string why;
   const std::string script = FindPeerScript(path, &why);
@@ -135,11 +143,7 @@ nlohmann::json RunPeer(const std::string& path, const std::string& args) {
   if (python.empty()) return {{"available", false}, {"error", why}};
   const std::string cmd = ShellQuoted(python) + " " + ShellQuoted(script) + " " + args + " 2>&1";
   std::string out;
-  if (FILE* pipe = popen(cmd.c_str(), "r")) {
-    std::array<char, 4096> buf;
-    while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-    pclose(pipe);
-  }
+  RunCommand(cmd, &out);
   try {
     // The peer prints its result as the last line; anything before it is noise (warnings).
     const size_t line = out.rfind("\n{");

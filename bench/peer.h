@@ -36,6 +36,10 @@ std::string FindPeerPython(std::string* why);
 // to $BUILD_WORKSPACE_DIRECTORY. Empty when none exists; `*why` then lists where it looked.
 std::string FindPeerScript(const std::string& path, std::string* why);
 
+// Runs `command` through the shell: its exit status (-1 when it could not start), and what it
+// printed on stdout in `*output`.
+int RunCommand(const std::string& command, std::string* output);
+
 // Runs the script at `path` (found by FindPeerScript) with FindPeerPython's interpreter and
 // `args`; returns the JSON object it printed on its last line, with "python" set to the
 // interpreter, or {"available": false, "error": ...} saying why it did not run.

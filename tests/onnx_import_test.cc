@@ -179,6 +179,11 @@ TEST(OnnxImport, AnAttributeValueWeftDoesNotRunIsNamed) {
                      "found (1, 1, 0, 0)"});
 }
 
+TEST(OnnxImport, ShapeArithmeticDividingByZeroIsRefused) {
+  ExpectImportError(kDir + "divide_by_zero.onnx",
+                    {"ONNX node 'the_div' (Div, opset 13)", "divisors other than 0, found 0"});
+}
+
 TEST(OnnxImport, AnOpsetOutOfRangeIsRefused) {
   ExpectImportError(kDir + "opset9.onnx", {"expected opset 11 to 17", "found 9"});
 }

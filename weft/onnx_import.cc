@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <set>
-#include <sstream>
 
 #include "core/error.h"
 #include "core/text.h"
@@ -66,12 +65,6 @@ OnnxTensorInfo InfoOf(const onnx::ValueInfoProto& v) {
   return info;
 }
 
-std::string SupportedList() {
-  std::ostringstream s;
-  for (const std::string& op : SupportedOnnxOps()) s << (s.tellp() > 0 ? ", " : "") << op;
-  return s.str();
-}
-
 void ConvertNode(const onnx::NodeProto& node, ImportState& state) {
   NodeContext n(node, state);
   if (!node.domain().empty() && node.domain() != "ai.onnx")
@@ -79,7 +72,9 @@ void ConvertNode(const onnx::NodeProto& node, ImportState& state) {
   const auto& table = onnx_import::Converters();
   const auto it = table.find(node.op_type());
   if (it == table.end()) {
-    n.Fail("weft does not run the operator '" + node.op_type() + "'; it runs " + SupportedList());
+    const std::vector<std::string> supported = SupportedOnnxOps();
+    n.Fail("weft does not run the operator '" + node.op_type() + "'; it runs " +
+           QuotedList(supported, supported.size()));
   }
   std::vector<Value> out = it->second(n);
   for (int i = 0; i < node.output_size(); ++i) {

@@ -234,13 +234,12 @@ void KeepTile(const AttentionDims& d, const Dropout& z, int64_t b, int64_t h, in
   }
 }
 
-// The scores tile (kt: scratch for the keys' TransposeTile), and the dropout tile when z drops
-// (else `keep` is left alone and the callers read no tile).
+// The scores tile (kt: the keys' TransposeTile), and the dropout tile when z drops (else `keep`
+// is left alone and the callers read no tile).
 template <typename T>
 const Arith<T>* Tiles(const Operands<T>& x, const Head<T>& hd, const Dropout& z, int64_t i0,
-                      int64_t i1, int64_t j0, int64_t j1, Arith<T>* kt, Arith<T>* s,
+                      int64_t i1, int64_t j0, int64_t j1, const Arith<T>* kt, Arith<T>* s,
                       Arith<T>* keep) {
-  TransposeTile(hd.K(j0), hd.kt, j1 - j0, x.d.d, kt);
   ScoreTile(x, hd, kt, i0, i1, j0, j1, s);
   if (z.p == 0) return nullptr;
   KeepTile(x.d, z, hd.b, hd.h, i0, i1, j0, j1, keep);
@@ -309,6 +308,7 @@ void ForwardBlock(const Operands<T>& x, const Dropout& z, const Block& blk,
   std::fill_n(w.l.begin(), rows, A(0));
   for (int64_t j0 = 0; j0 < KeyEnd(d, blk.last); j0 += kKeyBlock) {
     const int64_t j1 = std::min(j0 + kKeyBlock, d.tk);
+    TransposeTile(hd.K(j0), hd.kt, j1 - j0, d.d, w.kt.data());
     const A* keep =
         Tiles(x, hd, z, blk.first, blk.last, j0, j1, w.kt.data(), w.s.data(), w.keep.data());
     for (int64_t r = 0; r < rows; ++r) {
@@ -412,9 +412,7 @@ void TilePairGrads(const Operands<T>& x, const Dropout& z, const Grads<T>& g, co
   using A = Arith<T>;
   const AttentionDims& d = x.d;
   const int64_t cols = j1 - j0, rows = i1 - i0, dy_t = d.out.t;
-  ScoreTile(x, hd, w.kt.data(), i0, i1, j0, j1, w.s.data());
-  const A* keep = z.p > 0 ? w.keep.data() : nullptr;
-  if (keep != nullptr) KeepTile(d, z, hd.b, hd.h, i0, i1, j0, j1, w.keep.data());
+  const A* keep = Tiles(x, hd, z, i0, i1, j0, j1, w.kt.data(), w.s.data(), w.keep.data());
   TileProduct(g.Dy(d, hd, i0), dy_t, rows, d.dv, w.vt.data(), cols, w.p.data());
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t row = bh * d.tq + i0 + r;

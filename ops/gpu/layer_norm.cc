@@ -2,7 +2,7 @@
 // weft's kernels (kernels/layer_norm.cuh): float32 and bfloat16 data, float32 statistics, scale
 // and shift. float64 is the CPU's (its loops exist for finite differences).
 //
-// Rows along the last axis of whole 16-byte packs, at most kLnWarpMaxC (1024) values long, as a
+// Rows along the last axis of whole 16-byte packs, at most kGpuLnWarpMaxC (1024) values long, as a
 // transformer's are, run the warp kernels: a warp a row, held in registers (one read of the data).
 // Other rows run the block kernels: a block a row, the forward's mean and variance in two passes
 // over the row (the second reads it from cache), then y.
@@ -29,9 +29,9 @@ namespace {
 // at most 2^24 partial sums of each parameter.
 constexpr int64_t kMaxPartialBlocks = 1024;
 constexpr int64_t kMaxPartials = int64_t{1} << 24;
-// The warp kernels' longest row (kernels/layer_norm.cuh's kLnWarpMaxC), their warps a block, and
-// the rows each warp of the backward takes at least (fewer blocks: fewer partial sums to add).
-constexpr int64_t kWarpMaxC = 1024, kWarpsPerBlock = 8, kBackwardRowsPerWarp = 4;
+// The warp kernels' warps a block, and the rows each warp of the backward takes at least (fewer
+// blocks: fewer partial sums to add).
+constexpr int64_t kWarpsPerBlock = kGpuBlock / 32, kBackwardRowsPerWarp = 4;
 
 struct LnGpuCall {
   LayerNormParam p;
@@ -46,10 +46,11 @@ LnGpuCall CallOf(const char* op, const Attrs& a, const TensorView& data) {
 }
 
 // Packs a lane of the warp kernels holds for these rows, or 0 where they do not take them (rows not
-// along the last axis, not whole 16-byte packs or longer than kWarpMaxC, an array off 16 bytes).
+// along the last axis, not whole 16-byte packs or longer than kGpuLnWarpMaxC, an array off 16
+// bytes).
 int WarpPacks(const LnGpuCall& c, std::initializer_list<const void*> arrays) {
   const int64_t v = 16 / static_cast<int64_t>(DTypeSize(c.dtype));
-  if (c.d.inner != 1 || c.d.c % v != 0 || c.d.c > kWarpMaxC) return 0;
+  if (c.d.inner != 1 || c.d.c % v != 0 || c.d.c > kGpuLnWarpMaxC) return 0;
   for (const void* p : arrays) {
     if (p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
   }
@@ -108,8 +109,7 @@ void LnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
   const Shape partial_shape{blocks, c.d.c};
   const size_t partial_bytes = params ? blocks * c.d.c * sizeof(float) : 0;
   const size_t scratch_bytes = params ? SumRowsScratchBytes(partial_shape, DType::kFloat32) : 0;
-  const std::vector<void*> ws =
-      call.Workspace({partial_bytes, partial_bytes, scratch_bytes, scratch_bytes});
+  const std::vector<void*> ws = call.Workspace({partial_bytes, partial_bytes, scratch_bytes});
   const void *dy = in[kLnOutGrad].raw(), *x = in[kLnData].raw(), *gamma = in[kLnGamma].raw(),
              *mean = in[kLnMean].raw(), *rstd = in[kLnRstd].raw();
   if (packs > 0) {
@@ -120,9 +120,11 @@ void LnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
              ws[1], c.d.Rows(), c.d.c, c.d.inner, ReqCode(req[0]));
   }
   if (!params) return;
-  for (int k : {0, 1}) {  // d_gamma, d_beta: the partials' column sums, in block order
+  // d_gamma, d_beta: the partials' column sums, in block order (one after the other on the
+  // stream, so they share one scratch)
+  for (int k : {0, 1}) {
     const TensorView partial(ws[k], partial_shape, DType::kFloat32, ctx.run.device);
-    SumRowsGpu(ctx, partial, req[1 + k], out[1 + k], ws[2 + k]);
+    SumRowsGpu(ctx, partial, req[1 + k], out[1 + k], ws[2]);
   }
 }
 

@@ -15,8 +15,6 @@
 namespace weft::gpu {
 namespace {
 
-constexpr int64_t kChunk = int64_t{1} << 16;  // kernels/multi_sum_sq.cuh's kSumSqChunk
-
 // in: num_args arrays of one dtype; out: (num_args,).
 void MultiSumSqGpu(const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
@@ -29,7 +27,7 @@ void MultiSumSqGpu(const OpContext& ctx, const Attrs&, std::span<const TensorVie
     for (int k = 0; k < a.count; ++k) {
       a.in[k] = in[first + k].raw();
       a.size[k] = in[first + k].size();
-      a.first_chunk[k + 1] = a.first_chunk[k] + (a.size[k] + kChunk - 1) / kChunk;
+      a.first_chunk[k + 1] = a.first_chunk[k] + (a.size[k] + kGpuSumSqChunk - 1) / kGpuSumSqChunk;
     }
     launches.push_back(a);
   }

@@ -91,22 +91,20 @@ struct ReducePlan {
 // it, and rows of whole 16-byte packs from an aligned x (bias gradients, per-block partial sums);
 // else ReduceColumns where 32 neighbouring outputs share their reads and are too few to give each
 // a thread; else groups of 1, 32 or 256 threads per output as the reduced extent grows. Sliced
-// (SlicesFor) where that alone would leave the GPU idle, unless `whole`. `aligned`: x starts on
-// 16 bytes.
-ReducePlan PlanReduce(ReduceKind kind, bool grad, const Layout& l, DType dtype, bool aligned,
-                      bool whole) {
+// (SlicesFor) where that alone would leave the GPU idle (a gradient never is). `aligned`: x
+// starts on 16 bytes.
+ReducePlan PlanReduce(ReduceKind kind, bool grad, const Layout& l, DType dtype, bool aligned) {
   const int64_t pack = 16 / static_cast<int64_t>(DTypeSize(dtype));
   if (kind != ReduceKind::kMax && !grad && aligned && l.inner == l.n_out && l.reduced.ndim == 1 &&
       l.n_reduced >= 16 && l.inner % pack == 0 && l.reduced.stride[0][0] % pack == 0) {
     const int64_t tiles = (l.inner + 32 * pack - 1) / (32 * pack);
-    return {ReducePlan::kPacked, tiles, 1, SlicesFor(whole, tiles, l.n_reduced, kMinSlicePacked)};
+    return {ReducePlan::kPacked, tiles, 1, SlicesFor(false, tiles, l.n_reduced, kMinSlicePacked)};
   }
   if (l.inner >= 32 && l.n_reduced >= 16 && l.n_out < (1 << 16)) {
     const int64_t tiles = l.n_out / std::max<int64_t>(l.inner, 1) * ((l.inner + 31) / 32);
-    return {ReducePlan::kColumns, tiles, 1,
-            SlicesFor(whole || grad, tiles, l.n_reduced, kMinSliceColumns)};
+    return {ReducePlan::kColumns, tiles, 1, SlicesFor(grad, tiles, l.n_reduced, kMinSliceColumns)};
   }
-  const ReduceSlices slices = SlicesFor(whole || grad, l.n_out, l.n_reduced, kMinSlicePerOutput);
+  const ReduceSlices slices = SlicesFor(grad, l.n_out, l.n_reduced, kMinSlicePerOutput);
   // Threads per output, from the positions a block takes for one output (a cut's chunk is at least
   // kMinSlicePerOutput, so a sliced per-output launch always has a block per output).
   const int group = l.inner >= 32 ? 1 : slices.chunk >= 1024 ? 256 : slices.chunk >= 32 ? 32 : 1;
@@ -125,7 +123,7 @@ void LaunchReduce(const OpContext& ctx, ReduceKind kind, bool grad, const std::s
                   const Layout& l, const TensorView& x, const TensorView* dy, OpReq req,
                   const TensorView& out, void* scratch = nullptr) {
   const bool aligned = reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0;
-  ReducePlan plan = PlanReduce(kind, grad, l, x.dtype(), aligned, /*whole=*/false);
+  ReducePlan plan = PlanReduce(kind, grad, l, x.dtype(), aligned);
   ReduceSlices& slices = plan.slices;
   if (slices.count > 1) {
     slices.partials =
@@ -167,7 +165,7 @@ Layout RowsLayout(const Shape& x) { return MakeLayout(x, {true, false}); }
 
 size_t SumRowsScratchBytes(const Shape& x, DType dtype) {
   const Layout l = RowsLayout(x);
-  return PartialBytes(l, PlanReduce(ReduceKind::kSum, false, l, dtype, true, false).slices);
+  return PartialBytes(l, PlanReduce(ReduceKind::kSum, false, l, dtype, /*aligned=*/true).slices);
 }
 
 void SumRowsGpu(const OpContext& ctx, const TensorView& x, OpReq req, const TensorView& out,

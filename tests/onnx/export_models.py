@@ -16,7 +16,8 @@ the files stay small enough to commit:
   tensor_ops.onnx Transpose, Unsqueeze, ReduceMean, Concat, Pow, LayerNormalization, Gather,
                  Where, Split, Cast (opset 17): its .json holds only the input (ONNX Runtime is
                  the reference)
-  unsupported_op.onnx, asymmetric_pads.onnx, opset9.onnx: models weft must refuse, by name
+  unsupported_op.onnx, asymmetric_pads.onnx, divide_by_zero.onnx, opset9.onnx: models weft must
+                 refuse, by name
   ../../fuzz/corpus/onnx/cnn_fixed.onnx: the CNN with every extent given, a seed of the fuzzer
 
   mlp_opset17.onnx, cnn_opset13.onnx, bn_cnn_opset17.onnx: the same models at the other opset
@@ -131,6 +132,14 @@ def refused():
     onnx.save(helper.make_model(helper.make_graph([conv], "g", [xi], [yo], [w]),
                                 opset_imports=[helper.make_opsetid("", 13)]),
               os.path.join(HERE, "asymmetric_pads.onnx"))
+    # shape arithmetic dividing by a known zero
+    six = helper.make_tensor("six", TensorProto.INT64, [1], [6])
+    zero = helper.make_tensor("zero", TensorProto.INT64, [1], [0])
+    div = helper.make_node("Div", ["six", "zero"], ["shape"], name="the_div")
+    reshape = helper.make_node("Reshape", ["x", "shape"], ["y"])
+    onnx.save(helper.make_model(helper.make_graph([div, reshape], "g", [x], [y], [six, zero]),
+                                opset_imports=[helper.make_opsetid("", 13)]),
+              os.path.join(HERE, "divide_by_zero.onnx"))
     relu = helper.make_node("Relu", ["x"], ["y"])
     onnx.save(helper.make_model(helper.make_graph([relu], "g", [x], [y]),
                                 opset_imports=[helper.make_opsetid("", 9)]),

@@ -34,8 +34,16 @@ std::optional<HostTensor> FoldIntegers(const HostTensor* a, const HostTensor* b,
   return HostTensor::OfInt64s(out, a->Size() >= b->Size() ? a->dims : b->dims);
 }
 
-Converter Arithmetic(const std::string& op, std::function<int64_t(int64_t, int64_t)> f) {
-  return [op, f](NodeContext& n) {
+// weft's `op` on the two inputs, or f on their values where both are known integers (a division
+// by a known zero is an error, not a value).
+Converter Arithmetic(const std::string& op, std::function<int64_t(int64_t, int64_t)> f,
+                     bool divides = false) {
+  return [op, f, divides](NodeContext& n) {
+    const HostTensor* divisor = n.Known(1);
+    if (divides && divisor != nullptr && divisor->dtype == DType::kInt64) {
+      for (int64_t v : divisor->Int64s())
+        if (v == 0) n.Fail("expected integer divisors other than 0, found 0");
+    }
     if (auto folded = FoldIntegers(n.Known(0), n.Known(1), f))
       return std::vector<Value>{Value::Of(*folded)};
     return std::vector<Value>{Value::Of(n.Op(op, {n.Input(0), n.Input(1)}))};
@@ -100,7 +108,7 @@ void AddElementwiseConverters(ConverterTable& t) {
   t["Add"] = Arithmetic("add", std::plus<int64_t>());
   t["Sub"] = Arithmetic("sub", std::minus<int64_t>());
   t["Mul"] = Arithmetic("mul", std::multiplies<int64_t>());
-  t["Div"] = Arithmetic("div", [](int64_t a, int64_t b) { return b == 0 ? 0 : a / b; });
+  t["Div"] = Arithmetic("div", std::divides<int64_t>(), /*divides=*/true);
   for (const auto& [onnx_op, weft_op] :
        std::vector<std::pair<const char*, const char*>>{{"Relu", "relu"},
                                                         {"Sigmoid", "sigmoid"},

@@ -1,6 +1,7 @@
 // Converters of ONNX's layers: Gemm and MatMul, Conv, the pooling ops, BatchNormalization
 // (inference), Flatten, Reshape and Softmax. 2-D convolution and pooling (NCHW) with symmetric
 // pads; what weft does not run is an error naming the attribute and the value.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,50 +27,47 @@ HostTensor Scaled(const HostTensor& t, double scale, std::vector<int64_t> dims) 
   return HostTensor::OfFloats(out, std::move(dims));
 }
 
+// y + beta C, C as the graph reads it.
+Symbol PlusScaledC(NodeContext& n, Symbol y, double beta) {
+  Symbol c = n.Input(2);
+  if (beta != 1) c = n.Op("mul_scalar", {c}, {{"scalar", Number(beta)}});
+  return n.Op("add", {y, c});
+}
+
+// beta C as a bias of `units` values, where C is known and holds `units` values or one.
+std::optional<HostTensor> FoldedBias(NodeContext& n, double beta, int64_t units) {
+  const HostTensor* c = n.Known(2);
+  if (c == nullptr || (c->Size() != units && c->Size() != 1)) return std::nullopt;
+  if (c->Size() == units) return Scaled(*c, beta, {units});
+  return HostTensor::OfFloats(std::vector<float>(units, static_cast<float>(c->Doubles()[0] * beta)),
+                              {units});
+}
+
 // Y = alpha A B' + beta C (B' = B or B^T): a FullyConnected on a known B, whose weight (N, K) and
-// bias (N) are folded at import; else a matmul, a scale and an add.
+// bias (N) are folded at import (a C it cannot take as a bias is added after); else a matmul, a
+// scale and an add.
 std::vector<Value> Gemm(NodeContext& n) {
   const double alpha = n.Float("alpha", 1), beta = n.Float("beta", 1);
   if (n.Int("transA", 0) != 0) n.Unsupported("transA", std::to_string(n.Int("transA", 0)), "0");
   const bool trans_b = n.Int("transB", 0) != 0;
   const HostTensor* b = n.Known(1);
-  if (b == nullptr || b->dims.size() != 2 || (b->dtype != DType::kFloat32)) {
+  if (b == nullptr || b->dims.size() != 2 || b->dtype != DType::kFloat32) {
     Symbol w = n.Input(1);
     if (trans_b) w = n.Op("transpose", {w});
     Symbol y = n.Op("matmul", {n.Input(0), w});
     if (alpha != 1) y = n.Op("mul_scalar", {y}, {{"scalar", Number(alpha)}});
-    if (n.HasInput(2)) {
-      Symbol c = n.Input(2);
-      if (beta != 1) c = n.Op("mul_scalar", {c}, {{"scalar", Number(beta)}});
-      y = n.Op("add", {y, c});
-    }
-    return {Value::Of(y)};
+    return {Value::Of(n.HasInput(2) ? PlusScaledC(n, y, beta) : y)};
   }
   const HostTensor weight = trans_b ? Scaled(*b, alpha, b->dims) : Transposed(*b, alpha);
   const int64_t units = weight.dims[0];
   std::vector<Symbol> in = {n.Input(0), n.Parameter("weight", weight)};
-  const AttrMap attrs = {{"num_hidden", std::to_string(units)},
+  const std::optional<HostTensor> bias = n.HasInput(2) ? FoldedBias(n, beta, units) : std::nullopt;
+  if (bias) in.push_back(n.Parameter("bias", *bias));
+  const Symbol y = n.Op("FullyConnected", in,
+                        {{"num_hidden", std::to_string(units)},
                          {"flatten", "false"},
-                         {"no_bias", n.HasInput(2) ? "false" : "true"}};
-  if (n.HasInput(2)) {
-    const HostTensor* c = n.Known(2);
-    if (c != nullptr && (c->Size() == units || c->Size() == 1)) {
-      const HostTensor bias =
-          c->Size() == units
-              ? Scaled(*c, beta, {units})
-              : HostTensor::OfFloats(
-                    std::vector<float>(units, static_cast<float>(c->Doubles()[0] * beta)), {units});
-      in.push_back(n.Parameter("bias", bias));
-    } else {  // a C of another shape, or computed: added after the product
-      Symbol y =
-          n.Op("FullyConnected", in,
-               {{"num_hidden", std::to_string(units)}, {"flatten", "false"}, {"no_bias", "true"}});
-      Symbol cs = n.Input(2);
-      if (beta != 1) cs = n.Op("mul_scalar", {cs}, {{"scalar", Number(beta)}});
-      return {Value::Of(n.Op("add", {y, cs}))};
-    }
-  }
-  return {Value::Of(n.Op("FullyConnected", in, attrs))};
+                         {"no_bias", bias ? "false" : "true"}});
+  return {Value::Of(n.HasInput(2) && !bias ? PlusScaledC(n, y, beta) : y)};
 }
 
 std::vector<Value> MatMul(NodeContext& n) {

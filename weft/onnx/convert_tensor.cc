@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "weft/onnx/importer.h"
+#include "weft/onnx/reader.h"
 
 namespace weft::onnx_import {
 namespace {
@@ -127,25 +128,18 @@ std::vector<Value> Split(NodeContext& n) {
 
 std::vector<Value> Cast(NodeContext& n) {
   const int64_t to = n.Int("to", 1);
-  const char* name = to == 1    ? "float32"
-                     : to == 11 ? "float64"
-                     : to == 7  ? "int64"
-                     : to == 6  ? "int32"
-                     : to == 16 ? "bfloat16"
-                     : to == 2  ? "uint8"
-                                : nullptr;
-  if (name == nullptr)
-    n.Unsupported("to", std::to_string(to), "FLOAT, DOUBLE, INT64, INT32, BFLOAT16 or UINT8");
-  if (const HostTensor* t = n.Known(0)) {
-    if (to == 7 && (t->dtype == DType::kInt64 || t->dtype == DType::kInt32))
+  const DType dtype = DTypeOfOnnx(static_cast<int32_t>(to), n.Where() + ": attribute 'to'");
+  if (const HostTensor* t = n.Known(0)) {  // shape arithmetic: integers kept, or made floats
+    const bool integer = t->dtype == DType::kInt64 || t->dtype == DType::kInt32;
+    if (dtype == DType::kInt64 && integer)
       return {Value::Of(HostTensor::OfInt64s(t->Int64s(), t->dims))};
-    if (to == 1) {
+    if (dtype == DType::kFloat32) {
       std::vector<float> v;
       for (double x : t->Doubles()) v.push_back(static_cast<float>(x));
       return {Value::Of(HostTensor::OfFloats(v, t->dims))};
     }
   }
-  return {Value::Of(n.Op("Cast", {n.Input(0)}, {{"dtype", name}}))};
+  return {Value::Of(n.Op("Cast", {n.Input(0)}, {{"dtype", std::string(DTypeName(dtype))}}))};
 }
 
 // where(condition, x, y): a known boolean condition becomes a float mask (weft's where takes the

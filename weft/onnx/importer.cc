@@ -109,11 +109,12 @@ Symbol NodeContext::Op(const std::string& op, const std::vector<Symbol>& inputs,
   return Symbol::Op(op, inputs, attrs, name);
 }
 
-void NodeContext::Fail(const std::string& message) const {
-  WEFT_THROW("ONNX node '" << Name() << "' (" << node_.op_type() << ", opset " << state_.opset
-                           << "): " << message);
+std::string NodeContext::Where() const {
+  return "ONNX node '" + Name() + "' (" + node_.op_type() + ", opset " +
+         std::to_string(state_.opset) + ")";
 }
 
+void NodeContext::Fail(const std::string& message) const { WEFT_THROW(Where() << ": " << message); }
 void NodeContext::Unsupported(const std::string& attr, const std::string& found,
                               const std::string& expected) const {
   Fail("attribute '" + attr + "': expected " + expected + ", found " + found);

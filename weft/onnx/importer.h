@@ -46,6 +46,8 @@ class NodeContext {
   const onnx::NodeProto& node() const { return node_; }
   // The node's name, or its first output's (or its op type's) where it has none.
   std::string Name() const;
+  // "ONNX node 'name' (OpType, opset N)": what the node's errors start with.
+  std::string Where() const;
   int64_t opset() const { return state_.opset; }
   // Input i is given (ONNX leaves an optional input out with an empty name).
   bool HasInput(int i) const { return i < node_.input_size() && !node_.input(i).empty(); }

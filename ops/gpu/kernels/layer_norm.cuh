@@ -3,8 +3,8 @@
 // is seen as (outer, c, inner): row r = (o, i) holds c values from (o * c) * inner + i, `inner`
 // apart. In general a block handles a row at a time (rows grid-strided over the blocks), its
 // threads strided over the row's values, the row's sums reduced by BlockSum. Where the rows are
-// contiguous (inner 1), whole 16-byte packs and at most kLnWarpMaxC long (a transformer's), a warp
-// handles a row instead, held in its registers, its sums reduced by shuffles (LnForwardWarp,
+// contiguous (inner 1), whole 16-byte packs and at most kGpuLnWarpMaxC long (a transformer's), a
+// warp handles a row instead, held in its registers, its sums reduced by shuffles (LnForwardWarp,
 // LnBackwardWarp): one read of the data and no barrier per row. gamma, beta, mean, rstd and the
 // parameter gradients are float; all arithmetic is float.
 #pragma once
@@ -163,10 +163,9 @@ __global__ void LnForwardWarp(const T* x, const float* gamma, const float* beta,
   }
 }
 
-// The warps of a LnBackwardWarp block, and the longest row the warp kernels take: a lane holds
-// 4 * kPacks * V floats of the backward (x, dy and the two parameter sums), 128 at c = 1024.
+// The warps of a LnBackwardWarp block. A lane holds 4 * kPacks * V floats of the backward (x, dy
+// and the two parameter sums), 128 at the longest row the warp kernels take (kGpuLnWarpMaxC).
 constexpr int kLnWarps = kGpuBlock / 32;
-constexpr int kLnWarpMaxC = 1024;
 
 // LnBackward for contiguous rows, a warp a row (the block's warps on rows w, w + W, ... of the W
 // warps of the grid); each lane sums the parameter gradients of its values over its warp's rows in
@@ -177,7 +176,7 @@ __global__ void LnBackwardWarp(const T* dy, const T* x, const float* gamma, cons
                                const float* rstd, T* dx, float* partial_gamma, float* partial_beta,
                                int64 rows, int64 c, int req_dx) {
   constexpr int V = LnPack<T>::V;
-  __shared__ float tree[2][kLnWarps / 2][kLnWarpMaxC];
+  __shared__ float tree[2][kLnWarps / 2][kGpuLnWarpMaxC];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float pg[kPacks][V], pb[kPacks][V];
 #pragma unroll

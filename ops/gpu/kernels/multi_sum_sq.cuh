@@ -1,5 +1,5 @@
 // multi_sum_sq (ops/gpu/multi_sum_sq.cc): the sums of squares of up to kGpuMaxSumSq arrays of T
-// per launch. MultiSumSqChunks: a block per chunk of kSumSqChunk elements of one array (16-byte
+// per launch. MultiSumSqChunks: a block per chunk of kGpuSumSqChunk elements of one array (16-byte
 // packs where the array starts on 16 bytes), its threads' sums met by BlockSum into partials[c];
 // MultiSumSqFinish: a thread per array adds its chunks' partials in order. Accumulated in the
 // arithmetic type (float for bf16); the cut depends on the sizes alone, so the bits do too.
@@ -8,8 +8,6 @@
 #include "common.cuh"
 
 namespace weft {
-
-constexpr long long kSumSqChunk = 1 << 16;
 
 template <typename T>
 __global__ void MultiSumSqChunks(GpuSumSqArgs a, typename Arith<T>::type* partials) {
@@ -20,8 +18,8 @@ __global__ void MultiSumSqChunks(GpuSumSqArgs a, typename Arith<T>::type* partia
     int k = 0;
     while (c >= a.first_chunk[k + 1]) ++k;  // the same k for the whole block
     const T* x = static_cast<const T*>(a.in[k]);
-    const int64 begin = (c - a.first_chunk[k]) * kSumSqChunk;
-    const int64 end = begin + kSumSqChunk < a.size[k] ? begin + kSumSqChunk : a.size[k];
+    const int64 begin = (c - a.first_chunk[k]) * kGpuSumSqChunk;
+    const int64 end = begin + kGpuSumSqChunk < a.size[k] ? begin + kGpuSumSqChunk : a.size[k];
     A sum = 0;
     int64 i = begin;
     if (reinterpret_cast<unsigned long long>(x) % 16 == 0) {  // begin is a whole number of packs

@@ -30,10 +30,15 @@ struct GpuAddNArgs {
   int count;
 };
 
+// The longest row LayerNorm's warp kernels hold in a warp's registers (kernels/layer_norm.cuh): a
+// lane holds 4 values of the backward per value of the row it owns, 128 floats at 1024.
+constexpr int kGpuLnWarpMaxC = 1024;
+
 // The arrays one multi_sum_sq launch reads (kernels/multi_sum_sq.cuh): array k's `size` elements
-// at in[k], cut into chunks of a fixed size, its chunks [first_chunk[k], first_chunk[k + 1]) of
-// the launch.
+// at in[k], cut into chunks of kGpuSumSqChunk elements, its chunks [first_chunk[k],
+// first_chunk[k + 1]) of the launch.
 constexpr int kGpuMaxSumSq = 64;
+constexpr long long kGpuSumSqChunk = 1 << 16;
 struct GpuSumSqArgs {
   const void* in[kGpuMaxSumSq];
   long long size[kGpuMaxSumSq];
