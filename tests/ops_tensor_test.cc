@@ -189,8 +189,29 @@ TEST(ShapeOps, ReshapeLikeTakesTheShapeOfItsSecondInput) {
   RunOpCase(c);
 }
 
+TEST(ShapeOps, ReshapeDimsMultipliesExtentsOfItsInputs) {
+  // (T * B, 4) -> (T, B, 4) with T from axis 0 of input 1 and B from axis 1 of input 2
+  const AttrMap attrs = {{"shape", "(in1[0], in2[1], 4)"}};
+  const std::vector<Shape> in = {Shape{6, 4}, Shape{3, 7}, Shape{5, 2}};
+  EXPECT_EQ(OutputShape("reshape_dims", attrs, in), (Shape{3, 2, 4}));
+  EXPECT_EQ(OutputShape("reshape_dims", {{"shape", "(2*in0[0], 2)"}}, {Shape{6, 4}}),
+            (Shape{12, 2}));
+  OpCase c = SameValues("reshape_dims", attrs, in);
+  c.no_gradient_inputs = {1, 2};  // read only for their shapes
+  RunOpCase(c);
+}
+
+TEST(ShapeOps, ReshapeDimsSaysWhatItExpected) {
+  ExpectOpError("reshape_dims", {{"shape", "(in1[0], 5)"}}, {Shape{6, 4}, Shape{3}},
+                {"reshape_dims", "cannot reshape", "(3, 5)"});
+  ExpectOpError("reshape_dims", {{"shape", "(in1[2], 8)"}}, {Shape{6, 4}, Shape{3}},
+                {"axis 2 of input 1"});
+  ExpectOpError("reshape_dims", {{"shape", "(x1[0], 8)"}}, {Shape{6, 4}, Shape{3}},
+                {"'shape'", "inK[A]", "'x1[0]'"});
+}
+
 TEST(ShapeOps, CopiesHaveNoEffectsAndMayRunInPlace) {
-  for (const char* name : {"reshape", "expand_dims", "flatten", "reshape_like"}) {
+  for (const char* name : {"reshape", "reshape_dims", "expand_dims", "flatten", "reshape_like"}) {
     const Op& op = GetOp(name);
     EXPECT_EQ(op.inplace, (std::vector<std::pair<int, int>>{{0, 0}})) << name;
     EXPECT_FALSE(op.HasEffects()) << name;
@@ -303,26 +324,29 @@ TEST(ConcatSlice, ConcatJoinsAlongDim) {
             (Shape{2, 6}));
 }
 
-// y[c] = x[c + begin], begin 0 on the axes not given.
-OpCase SliceCase(const Shape& in, const std::vector<int>& begin, const std::vector<int>& end) {
+// y[c] = x[c + begin], begin 0 on the axes not given; `axes` as slice's (empty: the leading ones).
+OpCase SliceCase(const Shape& in, const std::vector<int>& begin, const std::vector<int>& end,
+                 const std::vector<int>& axes = {}) {
   std::vector<int64_t> b(in.ndim(), 0);
-  Shape out;
-  for (int a = 0; a < in.ndim(); ++a) {
-    const bool given = a < static_cast<int>(begin.size());
-    b[a] = given ? (begin[a] < 0 ? begin[a] + in[a] : begin[a]) : 0;
-    out.PushBack(given ? (end[a] < 0 ? end[a] + in[a] : end[a]) - b[a] : in[a]);
+  Shape out = in;
+  for (size_t k = 0; k < begin.size(); ++k) {
+    const int a = axes.empty() ? static_cast<int>(k) : (axes[k] + in.ndim()) % in.ndim();
+    b[a] = begin[k] < 0 ? begin[k] + in[a] : begin[k];
+    out[a] = (end[k] < 0 ? end[k] + in[a] : end[k]) - b[a];
   }
-  OpCase c{
-      "slice", {{"begin", Tuple(begin)}, {"end", Tuple(end)}}, {in}, [in, out, b](const Inputs& x) {
-        Values y(out.Size());
-        for (int64_t o = 0; o < out.Size(); ++o) {
-          std::vector<int64_t> at = Coords(o, out);
-          for (size_t a = 0; a < at.size(); ++a) at[a] += b[a];
-          y[o] = x[0][Index(at, in)];
-        }
-        return Outputs{y};
-      }};
-  c.name = "slice " + in.ToString() + " [" + Tuple(begin) + ", " + Tuple(end) + ")";
+  AttrMap attrs = {{"begin", Tuple(begin)}, {"end", Tuple(end)}};
+  if (!axes.empty()) attrs["axes"] = Tuple(axes);
+  OpCase c{"slice", attrs, {in}, [in, out, b](const Inputs& x) {
+             Values y(out.Size());
+             for (int64_t o = 0; o < out.Size(); ++o) {
+               std::vector<int64_t> at = Coords(o, out);
+               for (size_t a = 0; a < at.size(); ++a) at[a] += b[a];
+               y[o] = x[0][Index(at, in)];
+             }
+             return Outputs{y};
+           }};
+  c.name =
+      "slice " + in.ToString() + " [" + Tuple(begin) + ", " + Tuple(end) + ") axes " + Tuple(axes);
   return c;
 }
 
@@ -333,6 +357,18 @@ TEST(ConcatSlice, SliceTakesABoxWithNegativeIndices) {
   RunOpCase(SliceCase(Shape{3, 4, 5}, {-2}, {3}));
   RunOpCase(SliceCase(Shape{3, 4, 5}, {0, 1, 2}, {3, 4, 4}));
   RunOpCase(SliceCase(Shape{4, 6}, {-4, 0}, {-1, 6}));
+}
+
+TEST(ConcatSlice, SliceTakesTheAxesItNames) {
+  EXPECT_EQ(OutputShape("slice", {{"begin", "(1,)"}, {"end", "(3,)"}, {"axes", "(-1,)"}},
+                        {Shape{3, 4, 5}}),
+            (Shape{3, 4, 2}));
+  RunOpCase(SliceCase(Shape{3, 4, 5}, {1}, {3}, {-1}));
+  RunOpCase(SliceCase(Shape{3, 4, 5}, {-2, 1}, {5, 2}, {2, 0}));
+  ExpectOpError("slice", {{"begin", "(0, 1)"}, {"end", "(1, 2)"}, {"axes", "(1, -1)"}},
+                {Shape{3, 4}}, {"slice: axis 1", "each axis sliced once"});
+  ExpectOpError("slice", {{"begin", "(0,)"}, {"end", "(1,)"}, {"axes", "(0, 1)"}}, {Shape{3, 4}},
+                {"'axes'", "one axis per begin/end entry"});
 }
 
 TEST(ConcatSlice, BadInputsSayWhatWasExpected) {

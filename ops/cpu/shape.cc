@@ -1,6 +1,6 @@
 // CPU compute of the shape ops (ops/tensor/shape.cc defines them and says what they compute):
-// reshape, expand_dims, flatten and reshape_like copy their input in row-major order; transpose
-// gathers each output row. Every dtype (float32, float64, int32, int64, uint8).
+// reshape, reshape_dims, expand_dims, flatten and reshape_like copy their input in row-major order;
+// transpose gathers each output row. Every dtype (float32, float64, int32, int64, uint8).
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/op.h"
 #include "ops/tensor/tensor_params.h"
@@ -51,6 +51,7 @@ WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, {
                                                  {"expand_dims", {.compute = CopyCompute}},
                                                  {"flatten", {.compute = CopyCompute}},
                                                  {"reshape_like", {.compute = CopyCompute}},
+                                                 {"reshape_dims", {.compute = CopyCompute}},
                                                  {"transpose", {.compute = TransposeCompute}},
                                              });
 

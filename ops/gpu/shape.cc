@@ -1,8 +1,8 @@
 // GPU compute of the shape ops of ops/tensor/shape.cc on float32, float64, bfloat16, int32, int64
-// and uint8. reshape, expand_dims, flatten and reshape_like copy their input unchanged (nothing
-// at all when the output is the input's memory); transpose moves the elements with a tiled
-// kernel where the innermost axis changes (kernels/move.cuh) and a strided copy where it does
-// not. Their gradients are reshape_like and transpose again: no backward ops of their own.
+// and uint8. reshape, reshape_dims, expand_dims, flatten and reshape_like copy their input
+// unchanged (nothing at all when the output is the input's memory); transpose moves the elements
+// with a tiled kernel where the innermost axis changes (kernels/move.cuh) and a strided copy where
+// it does not. Their gradients are reshape_like and transpose again: no backward ops of their own.
 #include <algorithm>
 #include <iterator>
 #include <string>
@@ -84,6 +84,7 @@ WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu, {
                                                  {"expand_dims", {.compute = ReshapeCompute}},
                                                  {"flatten", {.compute = ReshapeCompute}},
                                                  {"reshape_like", {.compute = ReshapeCompute}},
+                                                 {"reshape_dims", {.compute = ReshapeCompute}},
                                                  {"transpose", {.compute = TransposeCompute}},
                                              });
 

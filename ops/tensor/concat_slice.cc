@@ -6,10 +6,10 @@
 // every input has the same extents but on `dim`. `_backward_concat` takes (out_grad, arg0, ...)
 // (the forward inputs, read only for their shapes) and splits out_grad into num_args gradients.
 //
-// slice: attributes begin and end, tuples of one entry per leading axis (axes after them are
-// kept whole); a negative index counts from the end of its axis; after that 0 <= begin <= end <=
-// extent must hold (no clamping, no step). `_backward_slice` takes (out_grad, data) and gives d
-// data: out_grad inside the box, 0 elsewhere.
+// slice: attributes begin and end, tuples of one entry per sliced axis: the leading axes, or those
+// `axes` names (the others are kept whole); a negative index counts from the end of its axis;
+// after that 0 <= begin <= end <= extent must hold (no clamping, no step). `_backward_slice` takes
+// (out_grad, data) and gives d data: out_grad inside the box, 0 elsewhere.
 //
 // split: num_outputs (required, >= 1) equal parts of data along `axis` (default 1, negative counts
 // from the end), as MXNet's split (SliceChannel); the extent must divide. With squeeze_axis
@@ -69,7 +69,12 @@ std::vector<Shape> ConcatBackwardShape(const Attrs& a, const std::vector<Shape>&
 // ---- slice ----
 
 SliceParam ParseSlice(AttrReader& r) {
-  SliceParam p{r.IntList("begin", std::nullopt), r.IntList("end", std::nullopt)};
+  SliceParam p{r.IntList("begin", std::nullopt), r.IntList("end", std::nullopt),
+               r.IntList("axes", std::vector<int64_t>{})};
+  if (!p.axes.empty() && p.axes.size() != p.begin.size()) {
+    WEFT_THROW("op 'slice': attribute 'axes': expected one axis per begin/end entry, found axes="
+               << FormatTuple(p.axes) << " and begin=" << FormatTuple(p.begin));
+  }
   if (p.begin.size() != p.end.size()) {
     WEFT_THROW(
         "op 'slice': attributes 'begin' and 'end': expected one entry each per sliced axis, found "
@@ -164,7 +169,8 @@ const bool defined = [] {
       .InferShape(ConcatBackwardShape);
   WEFT_REGISTER_OP(slice)
       .Describe(
-          "the box [begin, end) of the input's leading axes (negative indices count from the end)")
+          "the box [begin, end) of the input's leading axes, or of `axes` (negative indices "
+          "count from the end)")
       .Params(ParseSlice)
       .Inputs({"data"})
       .InferShape(SliceShape)

@@ -1,12 +1,15 @@
-// Shape ops: reshape, expand_dims, flatten and reshape_like, which change only the shape, and
-// transpose, which permutes the axes.
+// Shape ops: reshape, reshape_dims, expand_dims, flatten and reshape_like, which change only the
+// shape, and transpose, which permutes the axes.
 //
-// The first four copy their input unchanged in row-major order. They declare .Inplace({{0, 0}})
+// The first five copy their input unchanged in row-major order. They declare .Inplace({{0, 0}})
 // so that a memory planner may alias output and input (the copy is then a no-op), and they
 // request no resource on any device: CSE must treat them the same way whatever library
 // implements them (DESIGN.md, CSE). Their gradient is reshape_like(out_grad, data), exact;
 // transpose's is transpose by the inverse permutation. Compute: ops/cpu/shape.cc,
 // ops/gpu/shape.cc (every dtype).
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -82,6 +85,74 @@ Shape ReshapedShape(const std::vector<int64_t>& target, const Shape& in) {
   }
   if (out.Size() != in.Size()) fail();
   return out;
+}
+
+// ---- reshape_dims ----
+
+// One factor of "4*in1[0]": a number, or inK[A] (input K's extent on axis A).
+void ParseDimFactor(const std::string& text, DimProduct& product, int& num_inputs) {
+  int input = 0, axis = 0, used = 0;
+  if (std::sscanf(text.c_str(), " in%d [ %d ] %n", &input, &axis, &used) == 2 &&
+      used == static_cast<int>(text.size()) && input >= 0 && axis >= 0) {
+    product.extents.emplace_back(input, axis);
+    num_inputs = std::max(num_inputs, input + 1);
+    return;
+  }
+  long long factor = 0;
+  if (std::sscanf(text.c_str(), " %lld %n", &factor, &used) == 1 &&
+      used == static_cast<int>(text.size()) && factor >= 0 &&
+      !__builtin_mul_overflow(product.factor, factor, &product.factor)) {
+    return;
+  }
+  WEFT_THROW(
+      "op 'reshape_dims': attribute 'shape': expected factors that are numbers >= 0 or "
+      "inK[A] (input K's extent on axis A), found '"
+      << text << "'");
+}
+
+ReshapeDimsParam ParseReshapeDims(AttrReader& r) {
+  std::string text = r.String("shape", std::nullopt);
+  const size_t open = text.find('('), close = text.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) {
+    WEFT_THROW(
+        "op 'reshape_dims': attribute 'shape': expected a tuple such as (4*in1[0], 16), "
+        "found '"
+        << text << "'");
+  }
+  ReshapeDimsParam p;
+  std::stringstream entries(text.substr(open + 1, close - open - 1));
+  for (std::string entry; std::getline(entries, entry, ',');) {
+    if (entry.find_first_not_of(' ') == std::string::npos) continue;  // "(3,)"
+    DimProduct product;
+    std::stringstream factors(entry);
+    for (std::string f; std::getline(factors, f, '*');) ParseDimFactor(f, product, p.num_inputs);
+    p.shape.push_back(product);
+  }
+  if (p.shape.size() > Shape::kMaxDims) {
+    WEFT_THROW("op 'reshape_dims': attribute 'shape': expected at most "
+               << Shape::kMaxDims << " axes, found " << p.shape.size());
+  }
+  return p;
+}
+
+std::vector<Shape> ReshapeDimsShape(const Attrs& a, const std::vector<Shape>& in) {
+  Shape out;
+  for (const DimProduct& d : a.Get<ReshapeDimsParam>().shape) {
+    int64_t extent = d.factor;
+    for (const auto& [input, axis] : d.extents) {
+      if (axis >= in[input].ndim()) {
+        WEFT_THROW("reshape_dims: shape names axis " << axis << " of input " << input
+                                                     << ", whose shape is " << in[input]);
+      }
+      extent *= in[input][axis];
+    }
+    out.PushBack(extent);
+  }
+  if (out.Size() != in[0].Size()) {
+    WEFT_THROW("reshape_dims: cannot reshape " << in[0] << " (" << in[0].Size()
+                                               << " elements) into " << out);
+  }
+  return {out};
 }
 
 // ---- expand_dims ----
@@ -173,6 +244,16 @@ const bool defined = [] {
                   })
       .Params(ParseReshape)
       .Inputs({"data"});
+  DefineReshapeOp("reshape_dims",
+                  "the input with the shape `shape`, whose extents are products of numbers and "
+                  "extents of the op's inputs, read only for their shapes: inK[A] is input K's "
+                  "extent on axis A, as in shape=(4*in1[0], 1, in2[1]) (what a graph imported "
+                  "with symbolic extents reshapes by)",
+                  ReshapeDimsShape)
+      .Params(ParseReshapeDims)
+      .VariadicInputs([](const Attrs& a) { return a.Get<ReshapeDimsParam>().num_inputs; })
+      .InferType(
+          [](const Attrs&, const std::vector<DType>& in) { return std::vector<DType>{in[0]}; });
   DefineReshapeOp("expand_dims",
                   "the input with a new axis of extent 1 at `axis` (in [-ndim - 1, ndim])",
                   ExpandDimsShape)

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -47,6 +48,16 @@ struct ReshapeParam {
   std::vector<int64_t> shape;  // extents, 0 (copy the input's extent) or one -1 (infer)
 };
 
+// reshape_dims: each output extent a product of a number and extents of the op's inputs.
+struct DimProduct {
+  int64_t factor = 1;
+  std::vector<std::pair<int, int>> extents;  // (input, axis): that input's extent on that axis
+};
+struct ReshapeDimsParam {
+  std::vector<DimProduct> shape;
+  int num_inputs = 1;  // data and the inputs the products name (read only for their shapes)
+};
+
 struct ExpandDimsParam {
   int axis;  // in [-ndim - 1, ndim]: where the new axis goes
 };
@@ -66,7 +77,8 @@ struct ConcatParam {
 };
 
 struct SliceParam {
-  std::vector<int64_t> begin, end;  // as given: one entry each per sliced leading axis
+  std::vector<int64_t> begin, end;  // as given: one entry each per sliced axis
+  std::vector<int64_t> axes;        // the sliced axes (negative count from the end); empty: leading
 };
 
 // split: num_outputs equal parts along `axis`; squeeze_axis drops the axis (each part must then

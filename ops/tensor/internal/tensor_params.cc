@@ -1,5 +1,7 @@
 #include "ops/tensor/tensor_params.h"
 
+#include <array>
+
 #include "core/error.h"
 #include "ops/internal/op_util.h"
 
@@ -29,22 +31,25 @@ SliceBox MakeSliceBox(const SliceParam& p, const Shape& in) {
                << in << ", found begin=" << FormatTuple(p.begin));
   }
   SliceBox box;
-  for (int a = 0; a < in.ndim(); ++a) {
-    if (a >= static_cast<int>(p.begin.size())) {
-      box.out.PushBack(in[a]);
-      continue;
-    }
+  box.out = in;
+  std::array<bool, Shape::kMaxDims> sliced{};
+  for (int k = 0; k < static_cast<int>(p.begin.size()); ++k) {
+    const int a =
+        p.axes.empty() ? k : NormalizeAxis("slice", static_cast<int>(p.axes[k]), in.ndim(), in);
     const int64_t d = in[a];
-    const int64_t b = p.begin[a] < 0 ? p.begin[a] + d : p.begin[a],
-                  e = p.end[a] < 0 ? p.end[a] + d : p.end[a];
-    if (b < 0 || e > d || b > e) {
-      WEFT_THROW("slice: axis "
-                 << a << " of input " << in << ": expected " << -d << " <= begin, end <= " << d
-                 << " and begin <= end once negative indices count from the end, found begin "
-                 << p.begin[a] << " and end " << p.end[a]);
+    const int64_t b = p.begin[k] < 0 ? p.begin[k] + d : p.begin[k],
+                  e = p.end[k] < 0 ? p.end[k] + d : p.end[k];
+    if (b < 0 || e > d || b > e || sliced[a]) {
+      WEFT_THROW(
+          "slice: axis " << a << " of input " << in << ": expected " << -d
+                         << " <= begin, end <= " << d
+                         << " and begin <= end once negative indices count from the end (each axis "
+                            "sliced once), found begin "
+                         << p.begin[k] << " and end " << p.end[k]);
     }
+    sliced[a] = true;
     box.begin[a] = b;
-    box.out.PushBack(e - b);
+    box.out[a] = e - b;
   }
   return box;
 }
