@@ -845,6 +845,18 @@ TEST(Cast, ToFloat64KeepsTheValuesAndItsGradientCastsBack) {
             DType::kFloat64);
 }
 
+TEST(Cast, FromBoolReadsZeroAndOne) {  // an imported padding mask becomes where's condition
+  NDArray mask(Shape{5}, TestDevice(), DType::kBool);
+  const std::vector<uint8_t> bytes = {1, 0, 0, 1, 1};
+  mask.SyncCopyFromHost(bytes.data(), bytes.size());
+  for (const char* to : {"float32", "bfloat16", "int64"}) {
+    const NDArray f = Invoke("Cast", {mask}, {{"dtype", to}})[0];
+    EXPECT_EQ(Invoke("Cast", {f}, {{"dtype", "float32"}})[0].ToVector<float>(),
+              (std::vector<float>{1, 0, 0, 1, 1}))
+        << to;
+  }
+}
+
 TEST(UtilityOps, FillsAndCopiesMatchTheirDefinitions) {
   OpCase zeros{"zeros_like", {}, {Shape{2, 3}}, [](const Inputs& x) {
                  return Outputs{Values(x[0].size(), 0.0)};

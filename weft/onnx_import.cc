@@ -65,6 +65,28 @@ OnnxTensorInfo InfoOf(const onnx::ValueInfoProto& v) {
   return info;
 }
 
+// The input's extents for shape arithmetic: numbers, and a variable per symbolic extent (one per
+// name: inputs that share "batch" share it).
+void AddSymbolicInput(const OnnxTensorInfo& info, onnx_import::SymbolicInputs& inputs) {
+  std::vector<onnx_import::SymDim> dims;
+  for (size_t axis = 0; axis < info.dims.size(); ++axis) {
+    if (info.dims[axis] >= 0) {
+      dims.push_back(onnx_import::SymDim::Of(info.dims[axis]));
+      continue;
+    }
+    const std::string name = info.dim_names[axis].empty()
+                                 ? info.name + "[" + std::to_string(axis) + "]"
+                                 : info.dim_names[axis];
+    int var = 0;
+    while (var < static_cast<int>(inputs.vars.size()) && inputs.vars[var].name != name) ++var;
+    if (var == static_cast<int>(inputs.vars.size()))
+      inputs.vars.push_back({name, info.name, static_cast<int>(axis)});
+    dims.push_back(onnx_import::SymDim::Var(var));
+  }
+  inputs.dims[info.name] = dims;
+  inputs.dtypes[info.name] = info.dtype;
+}
+
 void ConvertNode(const onnx::NodeProto& node, ImportState& state) {
   NodeContext n(node, state);
   if (!node.domain().empty() && node.domain() != "ai.onnx")
@@ -113,7 +135,11 @@ OnnxModel ImportOnnx(const std::string& path, const OnnxOptions&) {
   for (const onnx::ValueInfoProto& v : g.input()) {
     if (initializers.contains(v.name())) continue;
     model.inputs.push_back(InfoOf(v));
-    state.values[v.name()] = Value::Of(Symbol::Variable(v.name()));
+    AddSymbolicInput(model.inputs.back(), state.inputs);
+    Symbol input = Symbol::Variable(v.name());
+    if (model.inputs.back().dtype == DType::kBool)  // bools travel as uint8 0 and 1 (weft's ops
+      input = Symbol::Op("Cast", {input}, {{"dtype", "uint8"}}, v.name() + "_uint8");  // move it)
+    state.values[v.name()] = Value::Of(input);
   }
   for (const onnx::NodeProto& node : g.node()) ConvertNode(node, state);
   std::vector<Symbol> outputs;
@@ -122,7 +148,7 @@ OnnxModel ImportOnnx(const std::string& path, const OnnxOptions&) {
     if (it == state.values.end())
       WEFT_THROW("ImportOnnx: '" << path << "': graph output '" << v.name()
                                  << "' is computed by no node");
-    if (!it->second.symbol) {
+    if (!it->second.symbol) {  // a known tensor, or shape arithmetic
       WEFT_THROW("ImportOnnx: '" << path << "': graph output '" << v.name()
                                  << "' is known at import (a constant expression); expected "
                                     "outputs that depend on the graph's inputs");

@@ -25,9 +25,13 @@ BFloat16 Convert(double v) {
   return BFloat16::FromFloat(static_cast<float>(v));
 }
 
+// bool (an input only: Cast has no bool output) is read as its bytes, 0 and 1.
 #define WEFT_CAST_SWITCH(dtype, T, ...)               \
   if ((dtype) == DType::kBFloat16) {                  \
     using T = BFloat16;                               \
+    __VA_ARGS__;                                      \
+  } else if ((dtype) == DType::kBool) {               \
+    using T = uint8_t;                                \
     __VA_ARGS__;                                      \
   } else {                                            \
     WEFT_DTYPE_SWITCH(dtype, T, "Cast", __VA_ARGS__); \

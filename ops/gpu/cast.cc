@@ -1,6 +1,6 @@
 // GPU compute of Cast and _backward_Cast (ops/tensor/cast.cc) between float32, float64, bfloat16,
-// int32, int64 and uint8, converting as the CPU does (kernels/cast.cuh). Cast's gradient is the
-// output gradient cast back to the input's dtype: the same conversion.
+// int32, int64 and uint8 (and from bool), converting as the CPU does (kernels/cast.cuh). Cast's
+// gradient is the output gradient cast back to the input's dtype: the same conversion.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -15,7 +15,9 @@ namespace {
 void CastGpu(const OpContext& ctx, const std::string& op, const TensorView& x, OpReq req,
              const TensorView& y) {
   if (req == OpReq::kNull) return;
-  const std::string from = KernelType(op, kFillTypes, {&x, 1}, {}),
+  // bool (an input only) is read as its bytes, 0 and 1
+  const std::string from = x.dtype() == DType::kBool ? TypeName(DType::kUInt8)
+                                                     : KernelType(op, kFillTypes, {&x, 1}, {}),
                     to = KernelType(op, kFillTypes, {}, {&y, 1});
   if (x.dtype() == y.dtype() && req != OpReq::kAddTo) return CopyGpu(ctx, x, req, y);
   const auto aligned = [](const TensorView& t) {

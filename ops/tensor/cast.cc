@@ -1,8 +1,8 @@
-// Cast: the input converted to another dtype (float32, float64, bfloat16, int32, int64, uint8),
-// rounding to nearest (even) into bfloat16 and truncating toward zero into integers. Its gradient
-// is the output gradient cast back to the input's dtype (_backward_Cast reads the input for it).
-// Mixed precision casts bf16 activations to float32 before a loss, and back.
-// Compute: ops/cpu/cast.cc, ops/gpu/cast.cc.
+// Cast: the input (any of these dtypes, or bool: 0 and 1) converted to another dtype (float32,
+// float64, bfloat16, int32, int64, uint8), rounding to nearest (even) into bfloat16 and truncating
+// toward zero into integers. Its gradient is the output gradient cast back to the input's dtype
+// (_backward_Cast reads the input for it). Mixed precision casts bf16 activations to float32 before
+// a loss, and back. Compute: ops/cpu/cast.cc, ops/gpu/cast.cc.
 #include "ops/op.h"
 #include "ops/tensor/tensor_params.h"
 

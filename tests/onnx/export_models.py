@@ -21,6 +21,10 @@ the files stay small enough to commit:
   ../../fuzz/corpus/onnx/cnn_fixed.onnx: the CNN with every extent given, a seed of the fuzzer
 
   mlp_opset17.onnx, cnn_opset13.onnx, bn_cnn_opset17.onnx: the same models at the other opset
+  encoder.onnx, encoder_opset17.onnx: nn.TransformerEncoder (2 layers, width 32, 4 heads) with a
+                 key padding mask, symbolic batch and sequence extents (opsets 13 and 17);
+                 encoder.json: {"inputs": {"x": {"values", "shape", "dtype"}, "mask": ...},
+                 "output", "output_shape"} at batch 2 x 7 positions, encoder_1.json at 3 x 5
 
 `python3 tests/onnx/export_models.py --torchvision DIR` writes the full-size models instead, into
 DIR (onnx_import_test runs it; too large to commit): torchvision's resnet18 and mobilenet_v2 at
@@ -54,6 +58,52 @@ def export(model, x, name, opset, external=False, folder=HERE, dynamic=True):
     with open(os.path.join(folder, name + ".json"), "w") as f:
         json.dump({"input": [round(v, 8) for v in x.flatten().tolist()], "input_shape": list(x.shape),
                    "output": y.flatten().tolist(), "output_shape": list(y.shape)}, f)
+
+
+class Encoder(nn.Module):
+    """nn.TransformerEncoder, 2 post-norm layers (batch first) with a key padding mask."""
+
+    def __init__(self, width=32, heads=4):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(d_model=width, nhead=heads, dim_feedforward=2 * width,
+                                           dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+
+    def forward(self, x, mask):
+        return self.encoder(x, src_key_padding_mask=mask)
+
+
+def encoder_inputs(batch, seq, width):
+    """Random tokens and a padding mask: each sequence but the first ends in padding."""
+    x = torch.randn(batch, seq, width)
+    mask = torch.zeros(batch, seq, dtype=torch.bool)
+    for b in range(1, batch):
+        mask[b, seq - b:] = True
+    return x, mask
+
+
+def export_encoder(name, opset, folder=HERE, width=32, heads=4, cases=((2, 7), (3, 5))):
+    """The encoder with symbolic batch and sequence extents; NAME.json holds the first case (inputs
+    and PyTorch's output), NAME_N.json the others: the same file run at other extents."""
+    torch.manual_seed(5)
+    model = Encoder(width, heads).eval()
+    path = os.path.join(folder, name + ".onnx")
+    x, mask = encoder_inputs(*cases[0], width)
+    axes = {"x": {0: "batch", 1: "seq"}, "mask": {0: "batch", 1: "seq"},
+            "out": {0: "batch", 1: "seq"}}
+    torch.onnx.export(model, (x, mask), path, opset_version=opset, input_names=["x", "mask"],
+                      output_names=["out"], dynamic_axes=axes)
+    for k, (batch, seq) in enumerate(cases):
+        x, mask = encoder_inputs(batch, seq, width)
+        with torch.no_grad():
+            y = model(x, mask)
+        suffix = "" if k == 0 else f"_{k}"
+        with open(os.path.join(folder, name + suffix + ".json"), "w") as f:
+            json.dump({"inputs": {"x": {"values": [round(v, 8) for v in x.flatten().tolist()],
+                                        "shape": list(x.shape), "dtype": "float32"},
+                                  "mask": {"values": mask.flatten().int().tolist(),
+                                           "shape": list(mask.shape), "dtype": "bool"}},
+                       "output": y.flatten().tolist(), "output_shape": list(y.shape)}, f)
 
 
 def mlp():
@@ -176,6 +226,8 @@ def main():
     export(cnn(), torch.randn(2, 1, 8, 8), "cnn_opset13", 13)
     torch.manual_seed(2)
     export(bn_cnn(), torch.randn(2, 3, 9, 9), "bn_cnn_opset17", 17)
+    export_encoder("encoder", 13)
+    export_encoder("encoder_opset17", 17)
     refused()
     tensor_ops()
     # fuzz/corpus/onnx seeds (with the models above): one whose extents are all given, so that the

@@ -3,7 +3,9 @@
 //
 //   node tools/ort/run.js MODEL.onnx INPUT.json [THREADS]
 //
-// INPUT.json holds {"input": [floats], "input_shape": [dims]} for the model's first input; prints
+// INPUT.json holds {"input": [floats], "input_shape": [dims]} for the model's first input, or
+// {"inputs": {NAME: {"values": [...], "shape": [dims], "dtype": "float32" | "bool" | "int64"}}}
+// for each input by name; prints
 // {"output": [floats], "dims": [dims], "version": "1.30.0"} of its first output on stdout, and
 // exits 1 with the error on stderr.
 const fs = require('fs');
@@ -19,8 +21,16 @@ async function main() {
     logSeverityLevel: 3,  // errors only: its warnings would go to stdout beside the result
   });
   const feeds = {};
-  feeds[session.inputNames[0]] =
-      new ort.Tensor('float32', Float32Array.from(j.input), j.input_shape);
+  if (j.inputs) {
+    const arrays = {float32: Float32Array, bool: Uint8Array, int64: BigInt64Array};
+    for (const [name, v] of Object.entries(j.inputs)) {
+      const values = v.dtype === 'int64' ? v.values.map(BigInt) : v.values;
+      feeds[name] = new ort.Tensor(v.dtype, arrays[v.dtype].from(values), v.shape);
+    }
+  } else {
+    feeds[session.inputNames[0]] =
+        new ort.Tensor('float32', Float32Array.from(j.input), j.input_shape);
+  }
   const result = await session.run(feeds);
   const out = result[session.outputNames[0]];
   const version = require(path.join(__dirname, 'node_modules', 'onnxruntime-node', 'package.json'))

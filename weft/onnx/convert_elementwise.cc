@@ -1,6 +1,6 @@
 // Converters of ONNX's elementwise ops and constants: arithmetic with numpy broadcasting (ONNX's
 // multidirectional broadcasting is numpy's), unary functions, Identity, Dropout (inference), and
-// Constant. Integer arithmetic on known tensors (shape arithmetic) is computed at import.
+// Constant. Integer arithmetic on known tensors (shape arithmetic) is convert_shape.cc's.
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -21,31 +21,15 @@ Converter Elementwise(const std::string& op) {
   };
 }
 
-// a op b on two known integer tensors of one shape, or one of them a single value.
-std::optional<HostTensor> FoldIntegers(const HostTensor* a, const HostTensor* b,
-                                       const std::function<int64_t(int64_t, int64_t)>& f) {
-  if (a == nullptr || b == nullptr || a->dtype != DType::kInt64 || b->dtype != DType::kInt64)
-    return std::nullopt;
-  if (a->Size() != b->Size() && a->Size() != 1 && b->Size() != 1) return std::nullopt;
-  const std::vector<int64_t> x = a->Int64s(), y = b->Int64s();
-  const size_t n = std::max(x.size(), y.size());
-  std::vector<int64_t> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = f(x[x.size() == 1 ? 0 : i], y[y.size() == 1 ? 0 : i]);
-  return HostTensor::OfInt64s(out, a->Size() >= b->Size() ? a->dims : b->dims);
-}
-
-// weft's `op` on the two inputs, or f on their values where both are known integers (a division
-// by a known zero is an error, not a value).
-Converter Arithmetic(const std::string& op, std::function<int64_t(int64_t, int64_t)> f,
-                     bool divides = false) {
-  return [op, f, divides](NodeContext& n) {
+// weft's `op` on the two inputs (on known integers: convert_shape.cc; a division by a known zero
+// is an error, not a value).
+Converter Arithmetic(const std::string& op, bool divides = false) {
+  return [op, divides](NodeContext& n) {
     const HostTensor* divisor = n.Known(1);
     if (divides && divisor != nullptr && divisor->dtype == DType::kInt64) {
       for (int64_t v : divisor->Int64s())
         if (v == 0) n.Fail("expected integer divisors other than 0, found 0");
     }
-    if (auto folded = FoldIntegers(n.Known(0), n.Known(1), f))
-      return std::vector<Value>{Value::Of(*folded)};
     return std::vector<Value>{Value::Of(n.Op(op, {n.Input(0), n.Input(1)}))};
   };
 }
@@ -105,10 +89,10 @@ std::vector<Value> Constant(NodeContext& n) {
 }  // namespace
 
 void AddElementwiseConverters(ConverterTable& t) {
-  t["Add"] = Arithmetic("add", std::plus<int64_t>());
-  t["Sub"] = Arithmetic("sub", std::minus<int64_t>());
-  t["Mul"] = Arithmetic("mul", std::multiplies<int64_t>());
-  t["Div"] = Arithmetic("div", std::divides<int64_t>(), /*divides=*/true);
+  t["Add"] = Arithmetic("add");
+  t["Sub"] = Arithmetic("sub");
+  t["Mul"] = Arithmetic("mul");
+  t["Div"] = Arithmetic("div", /*divides=*/true);
   for (const auto& [onnx_op, weft_op] :
        std::vector<std::pair<const char*, const char*>>{{"Relu", "relu"},
                                                         {"Sigmoid", "sigmoid"},

@@ -1,7 +1,7 @@
 // Converters of ONNX's tensor ops: Transpose, Concat, Unsqueeze, Squeeze, Gather, Split, Cast,
-// Where, ReduceMean, Pow and LayerNormalization. On known tensors (initializers, constants, and
-// what is computed from them: shape arithmetic) Concat, Unsqueeze, Squeeze, Gather and Cast run at
-// import; on values computed at run time they become weft's ops.
+// Where, ReduceMean, Pow and LayerNormalization. On known tensors Unsqueeze, Squeeze and Cast run
+// at import; on values computed at run time they become weft's ops (shape arithmetic on integers
+// is convert_shape.cc's, which wraps these).
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -35,19 +35,7 @@ std::vector<Value> Transpose(NodeContext& n) {
   return {Value::Of(n.Op("transpose", {n.Input(0)}, {{"axes", Tuple(perm)}}))};
 }
 
-// Known int64 tensors of rank 1 or 0 concatenated (shape arithmetic), else null.
-std::optional<HostTensor> ConcatKnown(NodeContext& n) {
-  std::vector<int64_t> values;
-  for (int i = 0; i < n.node().input_size(); ++i) {
-    const HostTensor* t = n.Known(i);
-    if (t == nullptr || t->dtype != DType::kInt64 || t->dims.size() > 1) return std::nullopt;
-    for (int64_t v : t->Int64s()) values.push_back(v);
-  }
-  return HostTensor::OfInt64s(values, {static_cast<int64_t>(values.size())});
-}
-
 std::vector<Value> Concat(NodeContext& n) {
-  if (auto folded = ConcatKnown(n)) return {Value::Of(*folded)};
   std::vector<Symbol> in;
   for (int i = 0; i < n.node().input_size(); ++i) in.push_back(n.Input(i));
   return {Value::Of(
@@ -92,20 +80,6 @@ std::vector<Value> Squeeze(NodeContext& n) {
 
 std::vector<Value> Gather(NodeContext& n) {
   const int64_t axis = n.Int("axis", 0);
-  const HostTensor *data = n.Known(0), *indices = n.Known(1);
-  if (data != nullptr && indices != nullptr && data->dtype == DType::kInt64 &&
-      data->dims.size() == 1 && axis == 0) {  // shape arithmetic: a few extents picked
-    const std::vector<int64_t> d = data->Int64s();
-    std::vector<int64_t> out;
-    for (int64_t i : indices->Int64s()) {
-      const int64_t k = i < 0 ? i + static_cast<int64_t>(d.size()) : i;
-      if (k < 0 || k >= static_cast<int64_t>(d.size()))
-        n.Fail("index " + std::to_string(i) + " is outside " + std::to_string(d.size()) +
-               " values");
-      out.push_back(d[k]);
-    }
-    return {Value::Of(HostTensor::OfInt64s(out, indices->dims))};
-  }
   return {Value::Of(n.Op("take", {n.Input(0), n.Input(1)}, {{"axis", std::to_string(axis)}}))};
 }
 
@@ -129,27 +103,37 @@ std::vector<Value> Split(NodeContext& n) {
 std::vector<Value> Cast(NodeContext& n) {
   const int64_t to = n.Int("to", 1);
   const DType dtype = DTypeOfOnnx(static_cast<int32_t>(to), n.Where() + ": attribute 'to'");
-  if (const HostTensor* t = n.Known(0)) {  // shape arithmetic: integers kept, or made floats
-    const bool integer = t->dtype == DType::kInt64 || t->dtype == DType::kInt32;
-    if (dtype == DType::kInt64 && integer)
-      return {Value::Of(HostTensor::OfInt64s(t->Int64s(), t->dims))};
+  if (const HostTensor* t = n.Known(0)) {  // known values made floats (integers: convert_shape)
     if (dtype == DType::kFloat32) {
       std::vector<float> v;
       for (double x : t->Doubles()) v.push_back(static_cast<float>(x));
       return {Value::Of(HostTensor::OfFloats(v, t->dims))};
     }
   }
-  return {Value::Of(n.Op("Cast", {n.Input(0)}, {{"dtype", std::string(DTypeName(dtype))}}))};
+  const Symbol x = n.Input(0);
+  const DType from = n.DTypeOf(x);
+  if (from == dtype) return {Value::Of(x)};
+  if (dtype == DType::kBool) {  // bools travel as uint8 0 and 1 (onnx_import.cc)
+    if (from == DType::kUInt8) return {Value::Of(x)};
+    n.Fail("expected a cast to BOOL of a bool value, found one of " + std::string(DTypeName(from)) +
+           " computed at run time");
+  }
+  return {Value::Of(n.Op("Cast", {x}, {{"dtype", std::string(DTypeName(dtype))}}))};
 }
 
-// where(condition, x, y): a known boolean condition becomes a float mask (weft's where takes the
-// three in one dtype).
+// where(condition, x, y): weft's where takes the three in one dtype, so the condition becomes
+// the values' (a known one a parameter, one computed at run time a Cast).
 std::vector<Value> Where(NodeContext& n) {
-  const HostTensor& cond = n.RequireKnown(0, "the condition");
-  std::vector<float> mask;
-  for (int64_t c : cond.Int64s()) mask.push_back(c != 0 ? 1.0f : 0.0f);
-  const Symbol c = n.Parameter("condition", HostTensor::OfFloats(mask, cond.dims));
-  return {Value::Of(n.Op("where", {c, n.Input(1), n.Input(2)}))};
+  const Symbol x = n.Input(1), y = n.Input(2);
+  if (const HostTensor* cond = n.Known(0)) {
+    std::vector<float> mask;
+    for (int64_t c : cond->Int64s()) mask.push_back(c != 0 ? 1.0f : 0.0f);
+    const Symbol c = n.Parameter("condition", HostTensor::OfFloats(mask, cond->dims));
+    return {Value::Of(n.Op("where", {c, x, y}))};
+  }
+  const DType dtype = n.DTypeOf(n.Known(1) ? y : x);
+  const Symbol c = n.Op("Cast", {n.Input(0)}, {{"dtype", std::string(DTypeName(dtype))}});
+  return {Value::Of(n.Op("where", {c, x, y}))};
 }
 
 std::vector<Value> ReduceMean(NodeContext& n) {

@@ -25,6 +25,13 @@ Symbol NodeContext::Input(int i) {
   if (it == state_.values.end())
     Fail("input '" + name + "' is neither a graph input, an initializer nor an earlier output");
   Value& v = it->second;
+  if (v.dims) {
+    std::string extents;
+    for (const SymDim& d : v.dims->values) extents += (extents.empty() ? "" : ", ") + Text(d);
+    Fail("input '" + name + "' is shape arithmetic on symbolic extents (" + extents +
+         "), which weft folds into the ops that read it (Reshape, Expand, Slice, "
+         "ConstantOfShape) and does not compute at run time");
+  }
   if (!v.symbol) {  // a known tensor the graph reads: a parameter
     state_.params[name] = ArrayOf(*v.constant);
     v.symbol = Symbol::Variable(name);
@@ -52,6 +59,40 @@ double NodeContext::Scalar(int i, const std::string& what) const {
   const HostTensor& t = RequireKnown(i, what);
   if (t.Size() != 1) Fail("expected " + what + " to be one value, found " + t.ShapeOf().ToString());
   return t.Doubles()[0];
+}
+
+std::optional<DimTensor> NodeContext::Integers(int i) const {
+  if (!HasInput(i)) return std::nullopt;
+  const auto it = state_.values.find(node_.input(i));
+  if (it == state_.values.end()) return std::nullopt;
+  if (it->second.dims) return it->second.dims;
+  const std::optional<HostTensor>& t = it->second.constant;
+  if (!t || t->dims.size() > 1 || (t->dtype != DType::kInt64 && t->dtype != DType::kInt32))
+    return std::nullopt;
+  return DimTensor::Of(*t);
+}
+
+std::vector<SymDim> NodeContext::ShapeOf(const Symbol& x, const std::string& what) const {
+  std::vector<SymDim> out;
+  const SymbolicType t = InferSymbolic(x, state_.inputs, state_.params);
+  for (size_t i = 0; i < t.dims.size(); ++i) {
+    if (!t.dims[i]) {
+      Fail("extent " + std::to_string(i) + " of " + what +
+           " depends on the graph's symbolic extents in a way weft does not follow at import "
+           "(expected a product such as 4*batch); give the input fixed extents");
+    }
+    out.push_back(*t.dims[i]);
+  }
+  return out;
+}
+
+DType NodeContext::DTypeOf(const Symbol& x) const {
+  return InferSymbolic(x, state_.inputs, state_.params).dtype;
+}
+
+NodeContext::VarSource NodeContext::SourceOf(int var) const {
+  const DimVar& v = state_.inputs.vars.at(var);
+  return {v.input, *state_.values.at(v.input).symbol, v.axis};
 }
 
 std::string NodeContext::Name() const {
@@ -126,6 +167,7 @@ const ConverterTable& Converters() {
     AddElementwiseConverters(t);
     AddNnConverters(t);
     AddTensorConverters(t);
+    AddShapeConverters(t);
     return t;
   }();
   return table;

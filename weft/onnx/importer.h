@@ -16,17 +16,25 @@
 
 #include "graph/symbol.h"
 #include "storage/ndarray.h"
+#include "weft/onnx/dims.h"
 #include "weft/onnx/tensor.h"
 
 namespace weft::onnx_import {
 
-// What a name of the graph stands for: a tensor known now, a symbol computed at run time, or a
-// known tensor that the graph also reads (then a parameter, with its symbol).
+// What a name of the graph stands for: a tensor known now, a symbol computed at run time, a
+// known tensor that the graph also reads (then a parameter, with its symbol), or shape
+// arithmetic on symbolic extents (onnx/dims.h).
 struct Value {
   std::optional<HostTensor> constant;
   std::optional<Symbol> symbol;
-  static Value Of(Symbol s) { return {std::nullopt, std::move(s)}; }
-  static Value Of(HostTensor t) { return {std::move(t), std::nullopt}; }
+  std::optional<DimTensor> dims;
+  static Value Of(Symbol s) { return {std::nullopt, std::move(s), std::nullopt}; }
+  static Value Of(HostTensor t) { return {std::move(t), std::nullopt, std::nullopt}; }
+  // Known extents become a known tensor.
+  static Value Of(DimTensor d) {
+    if (d.IsKnown()) return Of(d.ToHost());
+    return {std::nullopt, std::nullopt, std::move(d)};
+  }
 };
 
 // The state of one import: every value by name and the parameters the graph reads.
@@ -36,6 +44,7 @@ struct ImportState {
   std::map<std::string, Value> values;
   std::map<std::string, NDArray> params;
   std::map<std::string, int> node_names;  // weft node names given so far (kept unique)
+  SymbolicInputs inputs;                  // the graph inputs' extents, some symbolic
 };
 
 // One node as its converter sees it.
@@ -59,6 +68,22 @@ class NodeContext {
   const HostTensor& RequireKnown(int i, const std::string& what) const;
   // Input i as one number known now.
   double Scalar(int i, const std::string& what) const;
+  // Input i as integers of shape arithmetic (known, or symbolic extents), else nullopt.
+  std::optional<DimTensor> Integers(int i) const;
+  // The extents of a value computed at run time, some symbolic; `what` names it for the error
+  // where an extent is no product of symbolic ones.
+  std::vector<SymDim> ShapeOf(const Symbol& x, const std::string& what) const;
+  // The dtype of a value computed at run time.
+  DType DTypeOf(const Symbol& x) const;
+  // "4*batch": an extent as the errors write it.
+  std::string Text(const SymDim& d) const { return d.ToString(state_.inputs.vars); }
+  // The graph input that gives variable `var` its extent.
+  struct VarSource {
+    std::string input;
+    Symbol symbol;
+    int axis;
+  };
+  VarSource SourceOf(int var) const;
   // A parameter made by the import (a folded weight), named after this node.
   Symbol Parameter(const std::string& suffix, const HostTensor& t);
 
@@ -92,6 +117,7 @@ using ConverterTable = std::map<std::string, Converter>;
 void AddElementwiseConverters(ConverterTable& table);
 void AddNnConverters(ConverterTable& table);
 void AddTensorConverters(ConverterTable& table);
+void AddShapeConverters(ConverterTable& table);  // last: it wraps some of the others
 
 // Every converter, by ONNX op type (the default domain).
 const ConverterTable& Converters();

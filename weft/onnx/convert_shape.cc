@@ -1,0 +1,409 @@
+// Converters of shape arithmetic (onnx/dims.h): Shape, and the integer ops exporters compute
+// reshape targets with (Gather, Concat, Unsqueeze, Squeeze, Cast, Add, Sub, Mul, Div, Equal,
+// Where) on known or symbolic extents, computed here at import; and the ops that read such
+// targets: Reshape, Expand, Slice and ConstantOfShape. The integer ops wrap the converters of the
+// other families: a node whose inputs are not shape arithmetic goes on to them.
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "weft/onnx/importer.h"
+#include "weft/onnx/reader.h"
+
+namespace weft::onnx_import {
+namespace {
+
+using Integers = std::optional<DimTensor>;
+
+// ---- integer ops on extents ----
+
+// a op b with numpy broadcasting of two rank <= 1 operands; `known` on two numbers, `symbolic`
+// where either is symbolic (nullopt: no product, an error).
+Integers Binary(NodeContext& n, const std::function<int64_t(int64_t, int64_t)>& known,
+                const std::function<std::optional<SymDim>(const SymDim&, const SymDim&)>& symbolic) {
+  const Integers a = n.Integers(0), b = n.Integers(1);
+  if (!a || !b || (a->IsKnown() && b->IsKnown())) return std::nullopt;  // not symbolic: the others
+  const size_t na = a->values.size(), nb = b->values.size();
+  if (na != nb && na != 1 && nb != 1) n.Fail("expected operands that broadcast");
+  DimTensor out{a->dims.size() >= b->dims.size() ? a->dims : b->dims, {}, std::nullopt};
+  for (size_t i = 0; i < std::max(na, nb); ++i) {
+    const SymDim& x = a->values[na == 1 ? 0 : i];
+    const SymDim& y = b->values[nb == 1 ? 0 : i];
+    std::optional<SymDim> r =
+        x.IsKnown() && y.IsKnown() ? SymDim::Of(known(x.factor, y.factor)) : symbolic(x, y);
+    if (!r) {
+      n.Fail("shape arithmetic on " + n.Text(x) + " and " + n.Text(y) +
+             " that is no product of the graph's symbolic extents (weft follows products such as "
+             "4*batch)");
+    }
+    out.values.push_back(*r);
+  }
+  return out;
+}
+
+// Known integer arithmetic (a division by a known zero is an error, not a value).
+Integers KnownArithmetic(NodeContext& n, const std::function<int64_t(int64_t, int64_t)>& f,
+                         bool divides) {
+  const Integers a = n.Integers(0), b = n.Integers(1);
+  if (!a || !b || !a->IsKnown() || !b->IsKnown()) return std::nullopt;
+  if (n.Known(0)->dtype != DType::kInt64 || n.Known(1)->dtype != DType::kInt64) return std::nullopt;
+  const size_t na = a->values.size(), nb = b->values.size();
+  if (na != nb && na != 1 && nb != 1) return std::nullopt;
+  DimTensor out{na >= nb ? a->dims : b->dims, {}, std::nullopt};
+  for (size_t i = 0; i < std::max(na, nb); ++i) {
+    const int64_t y = b->values[nb == 1 ? 0 : i].factor;
+    if (divides && y == 0) n.Fail("expected integer divisors other than 0, found 0");
+    out.values.push_back(SymDim::Of(f(a->values[na == 1 ? 0 : i].factor, y)));
+  }
+  return out;
+}
+
+std::function<Integers(NodeContext&)> ArithmeticOn(
+    std::function<int64_t(int64_t, int64_t)> known,
+    std::function<std::optional<SymDim>(const SymDim&, const SymDim&)> symbolic,
+    bool divides = false) {
+  return [known, symbolic, divides](NodeContext& n) -> Integers {
+    if (Integers k = KnownArithmetic(n, known, divides)) return k;
+    return Binary(n, known, symbolic);
+  };
+}
+
+Integers Shape(NodeContext& n) {
+  std::vector<SymDim> dims;
+  std::optional<Symbol> of;
+  if (const HostTensor* t = n.Known(0)) {
+    for (int64_t d : t->dims) dims.push_back(SymDim::Of(d));
+  } else {
+    of = n.Input(0);
+    dims = n.ShapeOf(*of, "input 0");
+  }
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const auto clamp = [rank](int64_t i) { return std::clamp(i < 0 ? i + rank : i, int64_t{0}, rank); };
+  const int64_t start = clamp(n.Int("start", 0)), end = clamp(n.Int("end", rank));
+  if (start != 0 || end != rank) of.reset();
+  std::vector<SymDim> picked(dims.begin() + start, dims.begin() + std::max(start, end));
+  return DimTensor{{static_cast<int64_t>(picked.size())}, picked, of};
+}
+
+Integers Gather(NodeContext& n) {
+  const Integers data = n.Integers(0);
+  const HostTensor* indices = n.Known(1);
+  if (!data || indices == nullptr || data->dims.size() != 1 || n.Int("axis", 0) != 0)
+    return std::nullopt;
+  DimTensor out{indices->dims, {}, std::nullopt};
+  const int64_t size = static_cast<int64_t>(data->values.size());
+  for (int64_t i : indices->Int64s()) {
+    const int64_t k = i < 0 ? i + size : i;
+    if (k < 0 || k >= size)
+      n.Fail("index " + std::to_string(i) + " is outside " + std::to_string(size) + " values");
+    out.values.push_back(data->values[k]);
+  }
+  return out;
+}
+
+Integers Concat(NodeContext& n) {
+  DimTensor out;
+  for (int i = 0; i < n.node().input_size(); ++i) {
+    const Integers part = n.Integers(i);
+    if (!part) return std::nullopt;
+    out.values.insert(out.values.end(), part->values.begin(), part->values.end());
+  }
+  out.dims = {static_cast<int64_t>(out.values.size())};
+  return out;
+}
+
+// Unsqueeze of one extent into a list of one, Squeeze of a list of one into one extent.
+Integers Unsqueeze(NodeContext& n) {
+  Integers x = n.Integers(0);
+  if (!x || x->IsKnown() || !x->dims.empty()) return std::nullopt;
+  x->dims = {1};
+  x->shape_of.reset();
+  return x;
+}
+
+Integers Squeeze(NodeContext& n) {
+  Integers x = n.Integers(0);
+  if (!x || x->IsKnown() || x->dims != std::vector<int64_t>{1}) return std::nullopt;
+  x->dims = {};
+  x->shape_of.reset();
+  return x;
+}
+
+Integers Cast(NodeContext& n) {
+  Integers x = n.Integers(0);
+  const int64_t to = n.Int("to", 1);
+  if (!x || (to != onnx::TensorProto::INT64 && to != onnx::TensorProto::INT32)) return std::nullopt;
+  return x;
+}
+
+// Equal on extents gives a known boolean tensor: numbers compared, a symbolic extent equal only
+// to itself (anything else cannot be decided at import).
+std::optional<HostTensor> Equal(NodeContext& n) {
+  const Integers a = n.Integers(0), b = n.Integers(1);
+  if (!a || !b) return std::nullopt;
+  const size_t na = a->values.size(), nb = b->values.size();
+  if (na != nb && na != 1 && nb != 1) n.Fail("expected operands that broadcast");
+  HostTensor out{DType::kBool, na >= nb ? a->dims : b->dims, {}};
+  for (size_t i = 0; i < std::max(na, nb); ++i) {
+    const SymDim &x = a->values[na == 1 ? 0 : i], &y = b->values[nb == 1 ? 0 : i];
+    if (!(x == y) && !(x.IsKnown() && y.IsKnown()))
+      n.Fail("cannot decide at import whether " + n.Text(x) + " equals " + n.Text(y));
+    out.bytes.push_back(x == y ? 1 : 0);
+  }
+  return out;
+}
+
+// Where with a known condition choosing between extents.
+Integers Where(NodeContext& n) {
+  const HostTensor* cond = n.Known(0);
+  const Integers a = n.Integers(1), b = n.Integers(2);
+  if (cond == nullptr || !a || !b || cond->dims.size() > 1) return std::nullopt;
+  const std::vector<int64_t> c = cond->Int64s();
+  const size_t nc = c.size(), na = a->values.size(), nb = b->values.size();
+  const size_t size = std::max({nc, na, nb});
+  for (size_t s : {nc, na, nb})
+    if (s != size && s != 1) n.Fail("expected operands that broadcast");
+  DimTensor out{{static_cast<int64_t>(size)}, {}, std::nullopt};
+  for (size_t i = 0; i < size; ++i) {
+    out.values.push_back(c[nc == 1 ? 0 : i] != 0 ? a->values[na == 1 ? 0 : i]
+                                                 : b->values[nb == 1 ? 0 : i]);
+  }
+  if (cond->dims.empty() && a->dims.empty() && b->dims.empty()) out.dims = {};
+  return out;
+}
+
+// Wraps the converter of `op` already in the table: shape arithmetic first, then the other.
+template <typename T>
+void Fold(ConverterTable& t, const std::string& op, std::function<std::optional<T>(NodeContext&)> fold) {
+  const Converter other = t.at(op);
+  t[op] = [fold, other](NodeContext& n) {
+    if (std::optional<T> v = fold(n)) return std::vector<Value>{Value::Of(*v)};
+    return other(n);
+  };
+}
+
+// ---- ops that read extents ----
+
+// The weft op giving x the extents `out`: reshape where each extent is a number, the input's own
+// at that axis (0) or one inferred (-1); reshape_dims naming the inputs that carry the symbolic
+// extents otherwise.
+Symbol ReshapeTo(NodeContext& n, const Symbol& x, const std::vector<SymDim>& in,
+                 const std::vector<SymDim>& out) {
+  std::vector<int64_t> codes;
+  bool inferred = false, plain = true;
+  for (size_t i = 0; i < out.size() && plain; ++i) {
+    if (out[i].IsKnown()) {
+      plain = out[i].factor > 0;  // reshape's 0 copies an extent
+      codes.push_back(out[i].factor);
+    } else if (i < in.size() && in[i] == out[i]) {
+      codes.push_back(0);
+    } else {
+      plain = !inferred;
+      inferred = true;
+      codes.push_back(-1);
+    }
+  }
+  if (plain) return n.Op("reshape", {x}, {{"shape", Tuple(codes)}});
+  std::vector<Symbol> inputs = {x};
+  std::vector<std::string> sources = {""};  // the graph inputs read, by name
+  std::string shape = "(";
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::string entry = std::to_string(out[i].factor);
+    for (const auto& [var, power] : out[i].powers) {
+      const NodeContext::VarSource source = n.SourceOf(var);
+      size_t k = std::find(sources.begin(), sources.end(), source.input) - sources.begin();
+      if (k == sources.size()) {
+        sources.push_back(source.input);
+        inputs.push_back(source.symbol);
+      }
+      for (int p = 0; p < power; ++p)
+        entry += "*in" + std::to_string(k) + "[" + std::to_string(source.axis) + "]";
+    }
+    shape += (i ? ", " : "") + entry;
+  }
+  shape += out.size() == 1 ? ",)" : ")";
+  return n.Op("reshape_dims", inputs, {{"shape", shape}});
+}
+
+// The product of extents, or nullopt.
+std::optional<SymDim> Product(const std::vector<SymDim>& dims) {
+  std::optional<SymDim> p = SymDim::Of(1);
+  for (const SymDim& d : dims)
+    if (p) p = Multiply(*p, d);
+  return p;
+}
+
+// ONNX Reshape's target resolved: 0 copies the input's extent (allowzero 0), one -1 inferred.
+std::vector<SymDim> Resolve(NodeContext& n, const std::vector<SymDim>& in,
+                            const DimTensor& target) {
+  std::vector<SymDim> out = target.values;
+  int infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].IsKnown() || out[i].factor > 0) continue;
+    if (out[i].factor == 0) {
+      if (i >= in.size()) n.Fail("the shape copies (0) extent " + std::to_string(i) + " of " +
+                                 std::to_string(in.size()));
+      out[i] = in[i];
+    } else if (out[i].factor == -1 && infer < 0) {
+      infer = static_cast<int>(i);
+    } else {
+      n.Fail("expected extents >= -1 with at most one -1 in the shape");
+    }
+  }
+  if (infer >= 0) {
+    std::vector<SymDim> rest = out;
+    rest.erase(rest.begin() + infer);
+    const std::optional<SymDim> total = Product(in), known = Product(rest);
+    std::optional<SymDim> inferred = total && known ? Divide(*total, *known) : std::nullopt;
+    if (!inferred) n.Fail("cannot infer the -1 of the shape from symbolic extents");
+    out[infer] = *inferred;
+  }
+  return out;
+}
+
+// Reshape to a symbolic target (a known one is convert_nn's).
+std::optional<Symbol> ReshapeSymbolic(NodeContext& n) {
+  const Integers target = n.Integers(1);
+  if (!target || target->IsKnown()) return std::nullopt;
+  if (n.Int("allowzero", 0) != 0) n.Unsupported("allowzero", "1", "0");
+  const Symbol x = n.Input(0);
+  const std::vector<SymDim> in = n.ShapeOf(x, "the reshaped input");
+  return ReshapeTo(n, x, in, Resolve(n, in, *target));
+}
+
+// Expand: x broadcast against the target (ONNX's is numpy's, both ways). A new leading axis is a
+// reshape; an axis of extent 1 grown to k is k copies joined (every dtype, no arithmetic).
+std::vector<Value> Expand(NodeContext& n) {
+  const Integers target = n.Integers(1);
+  if (!target) n.RequireKnown(1, "the shape");
+  Symbol x = n.Input(0);
+  std::vector<SymDim> in = n.ShapeOf(x, "the expanded input");
+  const size_t rank = std::max(in.size(), target->values.size());
+  std::vector<SymDim> lead(rank - in.size(), SymDim::Of(1));
+  if (!lead.empty()) {
+    in.insert(in.begin(), lead.begin(), lead.end());
+    x = ReshapeTo(n, x, n.ShapeOf(x, "the expanded input"), in);
+  }
+  const size_t offset = rank - target->values.size();
+  for (size_t a = offset; a < rank; ++a) {
+    const SymDim& t = target->values[a - offset];
+    if (t == SymDim::Of(1) || t == in[a]) continue;
+    if (!(in[a] == SymDim::Of(1)) || !t.IsKnown()) {
+      n.Fail("cannot expand extent " + n.Text(in[a]) + " of axis " + std::to_string(a) + " to " +
+             n.Text(t) + " (expected 1, equal extents, or a known extent grown from 1)");
+    }
+    std::vector<Symbol> copies(t.factor, x);
+    x = n.Op("concat", copies,
+             {{"num_args", std::to_string(t.factor)}, {"dim", std::to_string(a)}});
+    in[a] = t;
+  }
+  return {Value::Of(x)};
+}
+
+// Slice with steps of 1: ends past the extent (INT64_MAX: "to the end") are clamped; on a
+// symbolic extent a slice must be whole or start and end at known positions below it.
+std::vector<Value> Slice(NodeContext& n) {
+  const Integers starts = n.Integers(1), ends = n.Integers(2);
+  if (!starts || !ends) n.RequireKnown(starts ? 2 : 1, starts ? "the ends" : "the starts");
+  const Symbol x = n.Input(0);
+  const std::vector<SymDim> in = n.ShapeOf(x, "the sliced input");
+  const int64_t rank = static_cast<int64_t>(in.size());
+  std::vector<int64_t> axes;
+  if (n.HasInput(3)) {
+    axes = n.RequireKnown(3, "the axes").Int64s();
+  } else {
+    for (size_t i = 0; i < starts->values.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (n.HasInput(4)) {
+    for (int64_t s : n.RequireKnown(4, "the steps").Int64s())
+      if (s != 1) n.Fail("expected steps of 1, found " + std::to_string(s));
+  }
+  if (axes.size() != starts->values.size() || axes.size() != ends->values.size())
+    n.Fail("expected one start and one end per axis");
+  std::vector<int64_t> begin, end, sliced;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+    if (a < 0 || a >= rank) n.Fail("axis " + std::to_string(axes[k]) + " is out of range");
+    const SymDim &d = in[a], &s = starts->values[k], &e = ends->values[k];
+    if (s == SymDim::Of(0) && (e == d || (e.IsKnown() && e.factor >= (int64_t{1} << 62))))
+      continue;  // the whole axis
+    if (!d.IsKnown() || !s.IsKnown() || !e.IsKnown()) {
+      n.Fail("slice [" + n.Text(s) + ", " + n.Text(e) + ") of axis " + std::to_string(a) +
+             " of extent " + n.Text(d) + ": expected known positions on a known extent, or the "
+             "whole axis");
+    }
+    const auto clamp = [&](int64_t i) {
+      return std::clamp(i < 0 ? i + d.factor : i, int64_t{0}, d.factor);
+    };
+    begin.push_back(clamp(s.factor));
+    end.push_back(std::max(clamp(s.factor), clamp(e.factor)));
+    sliced.push_back(a);
+  }
+  if (sliced.empty()) return {Value::Of(x)};
+  return {Value::Of(n.Op("slice", {x},
+                         {{"begin", Tuple(begin)}, {"end", Tuple(end)}, {"axes", Tuple(sliced)}}))};
+}
+
+// ConstantOfShape: a known shape gives a known tensor; Shape(x)'s gives one like x, filled.
+std::vector<Value> ConstantOfShape(NodeContext& n) {
+  const Integers shape = n.Integers(0);
+  if (!shape) n.RequireKnown(0, "the shape");
+  HostTensor value = HostTensor::OfFloats({0.0f}, {1});
+  if (const onnx::TensorProto* t = n.TensorAttr("value")) value = TensorOf(*t, "");
+  if (value.Size() != 1) n.Fail("expected a value of one element");
+  const size_t width = value.bytes.size();
+  if (shape->IsKnown()) {
+    HostTensor out{value.dtype, shape->ToHost().Int64s(), {}};
+    for (int64_t i = 0; i < out.Size(); ++i)
+      out.bytes.insert(out.bytes.end(), value.bytes.begin(), value.bytes.begin() + width);
+    return {Value::Of(out)};
+  }
+  if (!shape->shape_of) {
+    n.Fail("expected a known shape or the shape of one value (Shape(x)), found symbolic extents "
+           "computed otherwise");
+  }
+  const double v = value.Doubles()[0];
+  Symbol like = *shape->shape_of;
+  if (n.DTypeOf(like) != value.dtype)
+    like = n.Op("Cast", {like}, {{"dtype", std::string(DTypeName(value.dtype))}});
+  if (v == 0) return {Value::Of(n.Op("zeros_like", {like}))};
+  const Symbol ones = n.Op("ones_like", {like});
+  return {Value::Of(v == 1 ? ones : n.Op("mul_scalar", {ones}, {{"scalar", Number(v)}}))};
+}
+
+}  // namespace
+
+void AddShapeConverters(ConverterTable& t) {
+  t["Shape"] = [](NodeContext& n) { return std::vector<Value>{Value::Of(*Shape(n))}; };
+  using Fn = std::function<Integers(NodeContext&)>;
+  Fold<DimTensor>(t, "Gather", Fn(Gather));
+  Fold<DimTensor>(t, "Concat", Fn(Concat));
+  Fold<DimTensor>(t, "Unsqueeze", Fn(Unsqueeze));
+  Fold<DimTensor>(t, "Squeeze", Fn(Squeeze));
+  Fold<DimTensor>(t, "Cast", Fn(Cast));
+  Fold<DimTensor>(t, "Where", Fn(Where));
+  Fold<Symbol>(t, "Reshape", std::function<std::optional<Symbol>(NodeContext&)>(ReshapeSymbolic));
+  Fold<DimTensor>(t, "Add", Fn(ArithmeticOn(std::plus<int64_t>(), [](const SymDim& a, const SymDim& b) {
+         return AddLike(a, b, 1);
+       })));
+  Fold<DimTensor>(t, "Sub", Fn(ArithmeticOn(std::minus<int64_t>(), [](const SymDim& a, const SymDim& b) {
+         return AddLike(a, b, -1);
+       })));
+  Fold<DimTensor>(t, "Mul", Fn(ArithmeticOn(std::multiplies<int64_t>(), Multiply)));
+  Fold<DimTensor>(t, "Div", Fn(ArithmeticOn(std::divides<int64_t>(), Divide, /*divides=*/true)));
+  t["Equal"] = [](NodeContext& n) {
+    std::optional<HostTensor> eq = Equal(n);
+    if (!eq) n.Fail("expected integers known at import (shape arithmetic), found a value "
+                    "computed at run time");
+    return std::vector<Value>{Value::Of(*eq)};
+  };
+  t["Expand"] = Expand;
+  t["Slice"] = Slice;
+  t["ConstantOfShape"] = ConstantOfShape;
+}
+
+}  // namespace weft::onnx_import
