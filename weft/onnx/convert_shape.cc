@@ -23,8 +23,9 @@ using Integers = std::optional<DimTensor>;
 
 // a op b with numpy broadcasting of two rank <= 1 operands; `known` on two numbers, `symbolic`
 // where either is symbolic (nullopt: no product, an error).
-Integers Binary(NodeContext& n, const std::function<int64_t(int64_t, int64_t)>& known,
-                const std::function<std::optional<SymDim>(const SymDim&, const SymDim&)>& symbolic) {
+Integers Binary(
+    NodeContext& n, const std::function<int64_t(int64_t, int64_t)>& known,
+    const std::function<std::optional<SymDim>(const SymDim&, const SymDim&)>& symbolic) {
   const Integers a = n.Integers(0), b = n.Integers(1);
   if (!a || !b || (a->IsKnown() && b->IsKnown())) return std::nullopt;  // not symbolic: the others
   const size_t na = a->values.size(), nb = b->values.size();
@@ -82,7 +83,9 @@ Integers Shape(NodeContext& n) {
     dims = n.ShapeOf(*of, "input 0");
   }
   const int64_t rank = static_cast<int64_t>(dims.size());
-  const auto clamp = [rank](int64_t i) { return std::clamp(i < 0 ? i + rank : i, int64_t{0}, rank); };
+  const auto clamp = [rank](int64_t i) {
+    return std::clamp(i < 0 ? i + rank : i, int64_t{0}, rank);
+  };
   const int64_t start = clamp(n.Int("start", 0)), end = clamp(n.Int("end", rank));
   if (start != 0 || end != rank) of.reset();
   std::vector<SymDim> picked(dims.begin() + start, dims.begin() + std::max(start, end));
@@ -178,7 +181,8 @@ Integers Where(NodeContext& n) {
 
 // Wraps the converter of `op` already in the table: shape arithmetic first, then the other.
 template <typename T>
-void Fold(ConverterTable& t, const std::string& op, std::function<std::optional<T>(NodeContext&)> fold) {
+void Fold(ConverterTable& t, const std::string& op,
+          std::function<std::optional<T>(NodeContext&)> fold) {
   const Converter other = t.at(op);
   t[op] = [fold, other](NodeContext& n) {
     if (std::optional<T> v = fold(n)) return std::vector<Value>{Value::Of(*v)};
@@ -245,8 +249,9 @@ std::vector<SymDim> Resolve(NodeContext& n, const std::vector<SymDim>& in,
   for (size_t i = 0; i < out.size(); ++i) {
     if (!out[i].IsKnown() || out[i].factor > 0) continue;
     if (out[i].factor == 0) {
-      if (i >= in.size()) n.Fail("the shape copies (0) extent " + std::to_string(i) + " of " +
-                                 std::to_string(in.size()));
+      if (i >= in.size())
+        n.Fail("the shape copies (0) extent " + std::to_string(i) + " of " +
+               std::to_string(in.size()));
       out[i] = in[i];
     } else if (out[i].factor == -1 && infer < 0) {
       infer = static_cast<int>(i);
@@ -333,7 +338,8 @@ std::vector<Value> Slice(NodeContext& n) {
       continue;  // the whole axis
     if (!d.IsKnown() || !s.IsKnown() || !e.IsKnown()) {
       n.Fail("slice [" + n.Text(s) + ", " + n.Text(e) + ") of axis " + std::to_string(a) +
-             " of extent " + n.Text(d) + ": expected known positions on a known extent, or the "
+             " of extent " + n.Text(d) +
+             ": expected known positions on a known extent, or the "
              "whole axis");
     }
     const auto clamp = [&](int64_t i) {
@@ -344,8 +350,8 @@ std::vector<Value> Slice(NodeContext& n) {
     sliced.push_back(a);
   }
   if (sliced.empty()) return {Value::Of(x)};
-  return {Value::Of(n.Op("slice", {x},
-                         {{"begin", Tuple(begin)}, {"end", Tuple(end)}, {"axes", Tuple(sliced)}}))};
+  return {Value::Of(
+      n.Op("slice", {x}, {{"begin", Tuple(begin)}, {"end", Tuple(end)}, {"axes", Tuple(sliced)}}))};
 }
 
 // ConstantOfShape: a known shape gives a known tensor; Shape(x)'s gives one like x, filled.
@@ -363,8 +369,9 @@ std::vector<Value> ConstantOfShape(NodeContext& n) {
     return {Value::Of(out)};
   }
   if (!shape->shape_of) {
-    n.Fail("expected a known shape or the shape of one value (Shape(x)), found symbolic extents "
-           "computed otherwise");
+    n.Fail(
+        "expected a known shape or the shape of one value (Shape(x)), found symbolic extents "
+        "computed otherwise");
   }
   const double v = value.Doubles()[0];
   Symbol like = *shape->shape_of;
@@ -387,18 +394,22 @@ void AddShapeConverters(ConverterTable& t) {
   Fold<DimTensor>(t, "Cast", Fn(Cast));
   Fold<DimTensor>(t, "Where", Fn(Where));
   Fold<Symbol>(t, "Reshape", std::function<std::optional<Symbol>(NodeContext&)>(ReshapeSymbolic));
-  Fold<DimTensor>(t, "Add", Fn(ArithmeticOn(std::plus<int64_t>(), [](const SymDim& a, const SymDim& b) {
-         return AddLike(a, b, 1);
-       })));
-  Fold<DimTensor>(t, "Sub", Fn(ArithmeticOn(std::minus<int64_t>(), [](const SymDim& a, const SymDim& b) {
-         return AddLike(a, b, -1);
-       })));
+  Fold<DimTensor>(t, "Add",
+                  Fn(ArithmeticOn(std::plus<int64_t>(), [](const SymDim& a, const SymDim& b) {
+                    return AddLike(a, b, 1);
+                  })));
+  Fold<DimTensor>(t, "Sub",
+                  Fn(ArithmeticOn(std::minus<int64_t>(), [](const SymDim& a, const SymDim& b) {
+                    return AddLike(a, b, -1);
+                  })));
   Fold<DimTensor>(t, "Mul", Fn(ArithmeticOn(std::multiplies<int64_t>(), Multiply)));
   Fold<DimTensor>(t, "Div", Fn(ArithmeticOn(std::divides<int64_t>(), Divide, /*divides=*/true)));
   t["Equal"] = [](NodeContext& n) {
     std::optional<HostTensor> eq = Equal(n);
-    if (!eq) n.Fail("expected integers known at import (shape arithmetic), found a value "
-                    "computed at run time");
+    if (!eq)
+      n.Fail(
+          "expected integers known at import (shape arithmetic), found a value "
+          "computed at run time");
     return std::vector<Value>{Value::Of(*eq)};
   };
   t["Expand"] = Expand;

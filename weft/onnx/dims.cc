@@ -31,8 +31,8 @@ SymDim Decode(int64_t v, const std::array<int64_t, kMaxVars>& primes, int num_va
 
 // The shape and dtype of x with the variables set to `primes`.
 std::pair<Shape, DType> Probed(const Symbol& x, const SymbolicInputs& inputs,
-                  const std::map<std::string, NDArray>& params,
-                  const std::array<int64_t, kMaxVars>& primes) {
+                               const std::map<std::string, NDArray>& params,
+                               const std::array<int64_t, kMaxVars>& primes) {
   std::map<std::string, Shape> shapes;
   std::map<std::string, DType> dtypes;
   for (const std::string& name : x.ListArguments()) {

@@ -58,7 +58,7 @@ struct DimTensor {
   std::optional<Symbol> shape_of;  // when the values are exactly Shape(x): x
 
   bool IsKnown() const;
-  HostTensor ToHost() const;              // every entry known
+  HostTensor ToHost() const;                 // every entry known
   static DimTensor Of(const HostTensor& t);  // an integer tensor of rank 0 or 1
 };
 
