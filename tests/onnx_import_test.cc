@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "executor/executor.h"
 #include "graph/graph.h"
+#include "tests/onnx_cases.h"
 #include "tests/weft_test_util.h"
 #include "weft/onnx.h"
 
@@ -28,64 +29,13 @@ namespace {
 
 const std::string kDir = "tests/onnx/";
 
-// One input of a model as the script wrote it.
-struct Input {
-  std::vector<float> values;
-  Shape shape;
-  DType dtype = DType::kFloat32;  // float32 or bool
-
-  NDArray Array() const {
-    NDArray a(shape, Device::Cpu(), dtype);
-    if (dtype == DType::kBool) {
-      const std::vector<uint8_t> b(values.begin(), values.end());
-      a.SyncCopyFromHost(b.data(), b.size());
-    } else {
-      a.SyncCopyFromHost(values.data(), values.size() * sizeof(float));
-    }
-    return a;
-  }
-};
-
-struct Expected {
-  std::map<std::string, Input> inputs;  // by name; "" for the model's first input
-  std::vector<float> output;
-  Shape output_shape;
-};
-
-// The script's inputs and PyTorch's output for `path` + ".json": {"input", "input_shape"} for the
-// first input, or {"inputs": {name: {"values", "shape", "dtype"}}}.
-Expected ExpectedOf(const std::string& path) {
-  std::ifstream in(path + ".json");
-  const nlohmann::json j = nlohmann::json::parse(in);
-  Expected e;
-  if (j.contains("inputs")) {
-    for (const auto& [name, v] : j["inputs"].items()) {
-      e.inputs[name] = {v["values"].get<std::vector<float>>(),
-                        Shape(v["shape"].get<std::vector<int64_t>>()),
-                        v["dtype"] == "bool" ? DType::kBool : DType::kFloat32};
-    }
-  } else {
-    e.inputs[""] = {j["input"].get<std::vector<float>>(),
-                    Shape(j["input_shape"].get<std::vector<int64_t>>())};
-  }
-  if (j.contains("output")) {  // PyTorch's; a hand-made model has only ONNX Runtime's
-    e.output = j["output"].get<std::vector<float>>();
-    e.output_shape = Shape(j["output_shape"].get<std::vector<int64_t>>());
-  }
-  return e;
-}
-
 // The model's output for the script's inputs, bound and run on the CPU.
-std::vector<float> Run(const OnnxModel& m, const Expected& e) {
-  Executor::ArrayMap args = m.params;
-  for (const auto& [name, input] : e.inputs)
-    args[name.empty() ? m.inputs.at(0).name : name] = input.Array();
-  const std::unique_ptr<Executor> exec = Executor::Bind(m.symbol, Device::Cpu(), args);
-  exec->Forward(/*is_train=*/false);
+std::vector<float> Run(const OnnxModel& m, const testing::OnnxCase& e) {
+  const NDArray out = testing::RunOnnxCase(m, e, Device::Cpu());
   if (!e.output.empty()) {
-    EXPECT_EQ(exec->outputs()[0].shape(), e.output_shape);
+    EXPECT_EQ(out.shape(), e.output_shape);
   }
-  return exec->outputs()[0].ToVector<float>();
+  return out.ToVector<float>();
 }
 
 // Runs `command` in a shell: its exit status and what it wrote on stdout.
@@ -129,7 +79,7 @@ void ExpectMatchesPyTorchAndOrt(const std::string& name, const std::string& dir 
                                 std::string json = "") {
   if (json.empty()) json = name;
   const OnnxModel m = ImportOnnx(dir + name + ".onnx");
-  const Expected e = ExpectedOf(dir + json);
+  const testing::OnnxCase e = testing::ReadOnnxCase(dir + json + ".json");
   const std::vector<float> got = Run(m, e);
   if (!e.output.empty()) ExpectNearAll(got, e.output, json + " against PyTorch");
   const auto [ort, version] = OrtOutput(dir + name + ".onnx", dir + json + ".json");
