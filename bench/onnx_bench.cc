@@ -1,6 +1,7 @@
-// Models trained elsewhere on the CPU (issue 40): torchvision's resnet18 and mobilenet_v2 exported
-// by PyTorch 1.13 as ONNX (bench/torch_onnx_peer.py, random weights), run by weft (ImportOnnx, a
-// bound executor), by ONNX Runtime 1.30 (npm's onnxruntime-node: tools/ort/bench.js) and by
+// Models trained elsewhere on the CPU (issue 40): torchvision's resnet18 and mobilenet_v2 and an
+// nn.TransformerEncoder (2 layers, width 256, 128 positions, a padding mask) exported by PyTorch
+// 1.13 as ONNX (bench/torch_onnx_peer.py, random weights), run by weft (ImportOnnx, a bound
+// executor), by ONNX Runtime 1.30 (npm's onnxruntime-node: tools/ort/bench.js) and by
 // PyTorch itself on the same machine in the same run, THREADS threads each: the first inference
 // (import or session creation, bind, first run) and the median inference at each batch size.
 //
@@ -35,14 +36,24 @@ struct Times {
   std::map<int, double> ms;  // by batch
 };
 
-// The model bound for a batch of `batch` (its input filled with ones).
-std::unique_ptr<weft::Executor> BindFor(const weft::OnnxModel& m, int batch) {
+// The model bound for a batch of `batch`: each input of `inputs` ([name, dtype, dims after the
+// batch axis]) filled with ones (a bool mask with false: no padding).
+std::unique_ptr<weft::Executor> BindFor(const weft::OnnxModel& m, const nlohmann::json& inputs,
+                                        int batch) {
   weft::Executor::ArrayMap args = m.params;
-  Shape shape{batch};
-  for (size_t i = 1; i < m.inputs[0].dims.size(); ++i) shape.PushBack(m.inputs[0].dims[i]);
-  NDArray x(shape, weft::Device::Cpu());
-  x.Fill(1);
-  args[m.inputs[0].name] = x;
+  for (const nlohmann::json& in : inputs) {
+    Shape shape{batch};
+    for (int64_t d : in[2].get<std::vector<int64_t>>()) shape.PushBack(d);
+    const bool mask = in[1] == "bool";
+    NDArray x(shape, weft::Device::Cpu(), mask ? weft::DType::kBool : weft::DType::kFloat32);
+    if (mask) {
+      const std::vector<uint8_t> zeros(shape.Size(), 0);
+      x.SyncCopyFromHost(zeros.data(), zeros.size());
+    } else {
+      x.Fill(1);
+    }
+    args[in[0].get<std::string>()] = x;
+  }
   return weft::Executor::Bind(m.symbol, weft::Device::Cpu(), args);
 }
 
@@ -51,22 +62,23 @@ void RunOnce(weft::Executor& exec) {
   exec.outputs()[0].WaitToRead();
 }
 
-Times WeftTimes(const std::string& file, const std::vector<int>& batches, int reps) {
+Times WeftTimes(const std::string& file, const nlohmann::json& inputs,
+                const std::vector<int>& batches, int reps) {
   Times t;
   const auto start = std::chrono::steady_clock::now();
   const weft::OnnxModel m = weft::ImportOnnx(file);
-  RunOnce(*BindFor(m, 1));
+  RunOnce(*BindFor(m, inputs, 1));
   t.first_ms = Ms(start);
   for (int b : batches) {
-    const std::unique_ptr<weft::Executor> exec = BindFor(m, b);
+    const std::unique_ptr<weft::Executor> exec = BindFor(m, inputs, b);
     t.ms[b] = bench::MedianMs(reps, [&] { RunOnce(*exec); });
   }
   return t;
 }
 
 // ONNX Runtime's times (tools/ort/bench.js), or null with why in `error`.
-nlohmann::json OrtTimes(const std::string& file, int threads, int reps, const std::string& batches,
-                        std::string* error) {
+nlohmann::json OrtTimes(const std::string& file, const nlohmann::json& inputs, int threads,
+                        int reps, const std::string& batches, std::string* error) {
   std::string why;
   const std::string script = bench::FindPeerScript("tools/ort/bench.js", &why);
   if (script.empty()) {
@@ -74,7 +86,7 @@ nlohmann::json OrtTimes(const std::string& file, int threads, int reps, const st
     return nullptr;
   }
   const std::string command = "node " + script + " " + file + " " + std::to_string(threads) + " " +
-                              std::to_string(reps) + " " + batches + " 3,224,224";
+                              std::to_string(reps) + " " + batches + " '" + inputs.dump() + "'";
   std::string text;
   if (bench::RunCommand(command, &text) != 0) {
     *error = "ONNX Runtime did not run (tools/setup.sh installs it): " + command;
@@ -116,9 +128,9 @@ int main(int argc, char** argv) {
               "torch ms", "weft/ORT", "weft/torch");
   for (const auto& [name, info] : torch["models"].items()) {
     const std::string file = info["file"].get<std::string>();
-    const Times w = WeftTimes(file, batches, reps);
+    const Times w = WeftTimes(file, info["inputs"], batches, reps);
     std::string error;
-    const nlohmann::json ort = OrtTimes(file, threads, reps, batch_list, &error);
+    const nlohmann::json ort = OrtTimes(file, info["inputs"], threads, reps, batch_list, &error);
     if (ort.is_null()) std::printf("%s: %s\n", name.c_str(), error.c_str());
     const auto row = [&](const std::string& label, double weft_ms, double ort_ms, double torch_ms) {
       std::printf("%-14s %-12s %10.2f %10s %10.2f %9s %9.2f\n", name.c_str(), label.c_str(),

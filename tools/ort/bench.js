@@ -1,11 +1,11 @@
 // Times ONNX Runtime's CPU build on a model (bench/onnx_bench): the first inference of a new
 // session at batch 1 (session creation included) and the median of REPS runs at each batch size,
-// the model's first input filled with ones (N, ...dims after the batch axis).
+// each input (N, ...dims after the batch axis) filled with ones (a bool mask with false).
 //
-//   node tools/ort/bench.js MODEL.onnx THREADS REPS BATCHES DIMS
+//   node tools/ort/bench.js MODEL.onnx THREADS REPS BATCHES INPUTS
 //
-// BATCHES and DIMS comma-separated ("1,32", "3,224,224"); prints {"first_ms": float, "ms":
-// {batch: float}, "version": str}.
+// BATCHES comma-separated ("1,32"); INPUTS a JSON list [[name, "float32" | "bool", [dims]]];
+// prints {"first_ms": float, "ms": {batch: float}, "version": str}.
 const path = require('path');
 const ort = require(path.join(__dirname, 'node_modules', 'onnxruntime-node'));
 
@@ -15,23 +15,26 @@ function median(values) {
 }
 
 async function main() {
-  const [model, threads, reps, batches, dims] = process.argv.slice(2);
+  const [model, threads, reps, batches, inputs] = process.argv.slice(2);
   const options = {intraOpNumThreads: Number(threads), interOpNumThreads: 1, logSeverityLevel: 3};
-  const sample = dims.split(',').map(Number);
-  const input = (b) => {
-    const shape = [b, ...sample];
-    const n = shape.reduce((x, y) => x * y, 1);
-    return new ort.Tensor('float32', new Float32Array(n).fill(1), shape);
+  const feedsAt = (b) => {
+    const feeds = {};
+    for (const [name, dtype, dims] of JSON.parse(inputs)) {
+      const shape = [b, ...dims];
+      const n = shape.reduce((x, y) => x * y, 1);
+      feeds[name] = dtype === 'bool' ? new ort.Tensor('bool', new Uint8Array(n), shape) :
+                                       new ort.Tensor('float32', new Float32Array(n).fill(1), shape);
+    }
+    return feeds;
   };
   let start = process.hrtime.bigint();
   const session = await ort.InferenceSession.create(model, options);
-  const feeds = {};
-  feeds[session.inputNames[0]] = input(1);
+  let feeds = feedsAt(1);
   await session.run(feeds);
   const first = Number(process.hrtime.bigint() - start) / 1e6;
   const ms = {};
   for (const b of batches.split(',').map(Number)) {
-    feeds[session.inputNames[0]] = input(b);
+    feeds = feedsAt(b);
     await session.run(feeds);  // warm up
     const times = [];
     for (let r = 0; r < Number(reps); ++r) {
