@@ -85,12 +85,15 @@ class Gpt(nn.Module):
         self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
         self.ln_f = nn.LayerNorm(WIDTH)
 
-    def forward(self, tokens, label):
+    def logits(self, tokens):
         x = drop(self.wte(tokens) + self.wpe(torch.arange(tokens.shape[1])), self.training)
         for block in self.blocks:
             x = block(x)
-        logits = self.ln_f(x) @ self.wte.weight.t()  # tied
-        return F.cross_entropy(logits.reshape(-1, VOCAB), label.reshape(-1), reduction="none")
+        return self.ln_f(x) @ self.wte.weight.t()  # tied
+
+    def forward(self, tokens, label):
+        return F.cross_entropy(self.logits(tokens).reshape(-1, VOCAB), label.reshape(-1),
+                               reduction="none")
 
     def weft_arrays(self):
         out = {"wte_weight": self.wte.weight, "wpe_weight": self.wpe.weight,

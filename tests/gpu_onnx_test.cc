@@ -1,7 +1,7 @@
 // Imported ONNX models on gpu:0 against the CPU (tests/onnx: PyTorch 1.13's exports of an MLP, a
 // CNN, a CNN with BatchNorm, pooling and Softmax, and nn.TransformerEncoder with a padding mask at
-// two batch and sequence extents): the same file, the same inputs, float32, the outputs within the
-// GPU tolerance of the CPU's.
+// two batch and sequence extents, and the GPT of tests/gpt_torch_cases.py at two batch sizes): the
+// same file, the same inputs, float32, the outputs within the GPU tolerance of the CPU's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,7 +23,9 @@ TEST(GpuOnnx, ImportedModelsMatchTheCpu) {
                                                         {"bn_cnn", "bn_cnn"},
                                                         {"encoder", "encoder"},
                                                         {"encoder", "encoder_1"},
-                                                        {"encoder_opset17", "encoder_opset17"}}) {
+                                                        {"encoder_opset17", "encoder_opset17"},
+                                                        {"gpt", "gpt"},
+                                                        {"gpt", "gpt_1"}}) {
     const testing::OnnxCase c = testing::ReadOnnxCase("tests/onnx/" + name + ".json");
     const OnnxModel m = ImportOnnx("tests/onnx/" + model + ".onnx");
     const std::vector<float> cpu = testing::RunOnnxCase(m, c, Device::Cpu()).ToVector<float>();

@@ -10,15 +10,22 @@
 namespace weft::testing {
 namespace {
 
+template <typename T>
+void Fill(const NDArray& a, const std::vector<double>& values) {
+  const std::vector<T> v(values.begin(), values.end());
+  a.SyncCopyFromHost(v.data(), v.size() * sizeof(T));
+}
+
 NDArray ArrayOf(const OnnxInput& in, Device device) {
   NDArray a(in.shape, Device::Cpu(), in.dtype);
-  if (in.dtype == DType::kBool) {
-    const std::vector<uint8_t> bytes(in.values.begin(), in.values.end());
-    a.SyncCopyFromHost(bytes.data(), bytes.size());
-  } else {
-    a.SyncCopyFromHost(in.values.data(), in.values.size() * sizeof(float));
-  }
+  if (in.dtype == DType::kBool) Fill<uint8_t>(a, in.values);
+  if (in.dtype == DType::kInt64) Fill<int64_t>(a, in.values);
+  if (in.dtype == DType::kFloat32) Fill<float>(a, in.values);
   return device.type == DeviceType::kCpu ? a : a.Copy(device);
+}
+
+DType DTypeNamed(const std::string& name) {
+  return name == "bool" ? DType::kBool : name == "int64" ? DType::kInt64 : DType::kFloat32;
 }
 
 }  // namespace
@@ -29,12 +36,12 @@ OnnxCase ReadOnnxCase(const std::string& json_path) {
   OnnxCase c;
   if (j.contains("inputs")) {
     for (const auto& [name, v] : j["inputs"].items()) {
-      c.inputs[name] = {v["values"].get<std::vector<float>>(),
+      c.inputs[name] = {v["values"].get<std::vector<double>>(),
                         Shape(v["shape"].get<std::vector<int64_t>>()),
-                        v["dtype"] == "bool" ? DType::kBool : DType::kFloat32};
+                        DTypeNamed(v["dtype"].get<std::string>())};
     }
   } else {
-    c.inputs[""] = {j["input"].get<std::vector<float>>(),
+    c.inputs[""] = {j["input"].get<std::vector<double>>(),
                     Shape(j["input_shape"].get<std::vector<int64_t>>())};
   }
   if (j.contains("output")) {

@@ -2,7 +2,8 @@
 // (NAME.json), read for the ONNX tests (onnx_import_test, gpu_onnx_test):
 //
 //   {"input": [floats], "input_shape": [dims], "output": [...], "output_shape": [...]}
-//   {"inputs": {NAME: {"values": [...], "shape": [dims], "dtype": "float32" | "bool"}}, ...}
+//   {"inputs": {NAME: {"values": [...], "shape": [dims], "dtype": "float32" | "bool" | "int64"}},
+//    ...}
 //
 // The first form feeds the model's first input; "output" is absent for a hand-made model (ONNX
 // Runtime is its reference).
@@ -20,9 +21,9 @@
 namespace weft::testing {
 
 struct OnnxInput {
-  std::vector<float> values;
+  std::vector<double> values;
   Shape shape;
-  DType dtype = DType::kFloat32;  // float32 or bool
+  DType dtype = DType::kFloat32;  // float32, bool or int64 (token ids)
 };
 
 struct OnnxCase {

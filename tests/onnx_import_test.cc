@@ -111,6 +111,16 @@ TEST(OnnxImport, ATransformerEncoderWithAPaddingMaskMatchesPyTorchAndOnnxRuntime
   }
 }
 
+// tests/gpt_torch_cases.py's GPT: token embedding (Gather), positions (Range), a causal mask
+// (Trilu, Where), tanh GELU, tied logits, at batch 2 and 3 from one file, opsets 14 (Trilu's
+// first; PyTorch 1.13 exports triu at no earlier one) and 17.
+TEST(OnnxImport, TheGptMatchesPyTorchAndOnnxRuntime) {
+  for (const std::string name : {"gpt", "gpt_opset14"}) {
+    ExpectMatchesPyTorchAndOrt(name);
+    ExpectMatchesPyTorchAndOrt(name, kDir, name + "_1");
+  }
+}
+
 // What the import leaves of that arithmetic: no integer tensor became a parameter, no take
 // gathers extents; the reshapes whose targets hold two symbolic extents read them from the inputs
 // (reshape_dims), the others are plain reshapes (0 copies an extent, -1 infers one).

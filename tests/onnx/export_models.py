@@ -25,6 +25,9 @@ the files stay small enough to commit:
                  key padding mask, symbolic batch and sequence extents (opsets 13 and 17);
                  encoder.json: {"inputs": {"x": {"values", "shape", "dtype"}, "mask": ...},
                  "output", "output_shape"} at batch 2 x 7 positions, encoder_1.json at 3 x 5
+  gpt.onnx       tests/gpt_torch_cases.py's GPT (its logits), int64 tokens with a symbolic batch
+                 axis (opset 17: Trilu, Range, LayerNormalization); gpt_1.json at batch 3;
+                 gpt_opset14.onnx the same at opset 14 (1.13 exports triu at 14 and later)
 
 `python3 tests/onnx/export_models.py --torchvision DIR` writes the full-size models instead, into
 DIR (onnx_import_test runs it; too large to commit): torchvision's resnet18 and mobilenet_v2 at
@@ -103,6 +106,37 @@ def export_encoder(name, opset, folder=HERE, width=32, heads=4, cases=((2, 7), (
                                         "shape": list(x.shape), "dtype": "float32"},
                                   "mask": {"values": mask.flatten().int().tolist(),
                                            "shape": list(mask.shape), "dtype": "bool"}},
+                       "output": y.flatten().tolist(), "output_shape": list(y.shape)}, f)
+
+
+def export_gpt(name, opset, folder=HERE):
+    """tests/gpt_torch_cases.py's GPT (2 layers, width 8, causal attention, tanh GELU, tied output
+    projection) returning its logits, seeded weights; a symbolic batch axis, T positions. NAME.json
+    holds int64 tokens at batch 2, NAME_1.json at batch 3."""
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    import gpt_torch_cases as g  # noqa: E402 (tests/ is not a package)
+
+    class Logits(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(6)
+            self.gpt = g.Gpt().eval()
+
+        def forward(self, tokens):
+            return self.gpt.logits(tokens)
+
+    model = Logits()
+    gen = torch.Generator().manual_seed(7)
+    cases = [torch.randint(0, g.VOCAB, (b, g.T), generator=gen) for b in (2, 3)]
+    torch.onnx.export(model, (cases[0],), os.path.join(folder, name + ".onnx"),
+                      opset_version=opset, input_names=["tokens"], output_names=["logits"],
+                      dynamic_axes={"tokens": {0: "batch"}, "logits": {0: "batch"}})
+    for k, tokens in enumerate(cases):
+        with torch.no_grad():
+            y = model(tokens)
+        with open(os.path.join(folder, name + ("" if k == 0 else f"_{k}") + ".json"), "w") as f:
+            json.dump({"inputs": {"tokens": {"values": tokens.flatten().tolist(),
+                                             "shape": list(tokens.shape), "dtype": "int64"}},
                        "output": y.flatten().tolist(), "output_shape": list(y.shape)}, f)
 
 
@@ -228,6 +262,8 @@ def main():
     export(bn_cnn(), torch.randn(2, 3, 9, 9), "bn_cnn_opset17", 17)
     export_encoder("encoder", 13)
     export_encoder("encoder_opset17", 17)
+    export_gpt("gpt", 17)
+    export_gpt("gpt_opset14", 14)  # PyTorch 1.13 exports triu at opset 14 and later
     refused()
     tensor_ops()
     # fuzz/corpus/onnx seeds (with the models above): one whose extents are all given, so that the

@@ -3,6 +3,7 @@
 // at import; on values computed at run time they become weft's ops (shape arithmetic on integers
 // is convert_shape.cc's, which wraps these).
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -163,9 +164,48 @@ std::vector<Value> LayerNormalization(NodeContext& n) {
                          {{"axis", "-1"}, {"eps", Number(n.Float("epsilon", 1e-5f))}}))};
 }
 
+// Range(start, limit, delta) on known numbers (a symbolic limit cannot be folded).
+std::vector<Value> Range(NodeContext& n) {
+  const HostTensor& start = n.RequireKnown(0, "the start");
+  const double s = n.Scalar(0, "the start"), limit = n.Scalar(1, "the limit"),
+               delta = n.Scalar(2, "the delta");
+  if (delta == 0) n.Fail("expected a delta other than 0, found 0");
+  const int64_t count = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - s) / delta)));
+  if (count > (int64_t{1} << 24))
+    n.Fail("expected at most 2^24 values, found " + std::to_string(count));
+  if (start.dtype == DType::kInt64 || start.dtype == DType::kInt32) {
+    std::vector<int64_t> v;
+    for (int64_t i = 0; i < count; ++i)
+      v.push_back(static_cast<int64_t>(s) + i * static_cast<int64_t>(delta));
+    return {Value::Of(HostTensor::OfInt64s(v, {count}))};
+  }
+  std::vector<float> v;
+  for (int64_t i = 0; i < count; ++i) v.push_back(static_cast<float>(s + i * delta));
+  return {Value::Of(HostTensor::OfFloats(v, {count}))};
+}
+
+// Trilu on a known tensor (a causal mask): the upper (or lower) triangle of its last two axes
+// from diagonal k kept, the rest zero.
+std::vector<Value> Trilu(NodeContext& n) {
+  const HostTensor& x = n.RequireKnown(0, "the input");
+  if (x.dims.size() < 2) n.Fail("expected an input of at least 2 axes");
+  const int64_t k = n.HasInput(1) ? static_cast<int64_t>(n.Scalar(1, "k")) : 0;
+  const bool upper = n.Int("upper", 1) != 0;
+  const int64_t rows = x.dims[x.dims.size() - 2], cols = x.dims.back();
+  const size_t width = DTypeSize(x.dtype);
+  HostTensor out = x;
+  for (int64_t i = 0; i < x.Size(); ++i) {
+    const int64_t r = (i / cols) % rows, c = i % cols;
+    if (upper ? c - r < k : c - r > k) std::fill_n(out.bytes.begin() + i * width, width, 0);
+  }
+  return {Value::Of(out)};
+}
+
 }  // namespace
 
 void AddTensorConverters(ConverterTable& t) {
+  t["Range"] = Range;
+  t["Trilu"] = Trilu;
   t["Transpose"] = Transpose;
   t["Concat"] = Concat;
   t["Unsqueeze"] = Unsqueeze;
