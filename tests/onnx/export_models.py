@@ -16,8 +16,8 @@ the files stay small enough to commit:
   tensor_ops.onnx Transpose, Unsqueeze, ReduceMean, Concat, Pow, LayerNormalization, Gather,
                  Where, Split, Cast (opset 17): its .json holds only the input (ONNX Runtime is
                  the reference)
-  unsupported_op.onnx, asymmetric_pads.onnx, divide_by_zero.onnx, opset9.onnx: models weft must
-                 refuse, by name
+  unsupported_op.onnx, asymmetric_pads.onnx, divide_by_zero.onnx, opset9.onnx,
+                 symbolic_sum.onnx: models weft must refuse, by name
   ../../fuzz/corpus/onnx/cnn_fixed.onnx: the CNN with every extent given, a seed of the fuzzer
 
   mlp_opset17.onnx, cnn_opset13.onnx, bn_cnn_opset17.onnx: the same models at the other opset
@@ -228,6 +228,22 @@ def refused():
     onnx.save(helper.make_model(helper.make_graph([relu], "g", [x], [y]),
                                 opset_imports=[helper.make_opsetid("", 9)]),
               os.path.join(HERE, "opset9.onnx"))
+    # a reshape target of batch + 1 rows: no product of the symbolic extents
+    xn = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    yn = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    consts = [helper.make_tensor("zero", TensorProto.INT64, [], [0]),
+              helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+              helper.make_tensor("minus_one", TensorProto.INT64, [1], [-1])]
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n"]),
+             helper.make_node("Unsqueeze", ["n", "zero_axes"], ["n1"]),
+             helper.make_node("Add", ["n1", "one"], ["rows"], name="the_add"),
+             helper.make_node("Concat", ["rows", "minus_one"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    consts.append(helper.make_tensor("zero_axes", TensorProto.INT64, [1], [0]))
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [xn], [yn], consts),
+                                opset_imports=[helper.make_opsetid("", 13)]),
+              os.path.join(HERE, "symbolic_sum.onnx"))
 
 
 def torchvision_models(folder):

@@ -19,6 +19,11 @@ namespace {
 
 using Integers = std::optional<DimTensor>;
 
+// The most copies Expand joins along one axis, and the most elements a tensor computed at import
+// (ConstantOfShape) holds: a file cannot make the import allocate without bound.
+constexpr int64_t kMaxCopies = 4096;
+constexpr int64_t kMaxFoldedElements = int64_t{1} << 24;
+
 // ---- integer ops on extents ----
 
 // a op b with numpy broadcasting of two rank <= 1 operands; `known` on two numbers, `symbolic`
@@ -297,9 +302,10 @@ std::vector<Value> Expand(NodeContext& n) {
   for (size_t a = offset; a < rank; ++a) {
     const SymDim& t = target->values[a - offset];
     if (t == SymDim::Of(1) || t == in[a]) continue;
-    if (!(in[a] == SymDim::Of(1)) || !t.IsKnown()) {
+    if (!(in[a] == SymDim::Of(1)) || !t.IsKnown() || t.factor > kMaxCopies) {
       n.Fail("cannot expand extent " + n.Text(in[a]) + " of axis " + std::to_string(a) + " to " +
-             n.Text(t) + " (expected 1, equal extents, or a known extent grown from 1)");
+             n.Text(t) + " (expected 1, equal extents, or a known extent of at most " +
+             std::to_string(kMaxCopies) + " grown from 1)");
     }
     std::vector<Symbol> copies(t.factor, x);
     x = n.Op("concat", copies,
@@ -364,6 +370,12 @@ std::vector<Value> ConstantOfShape(NodeContext& n) {
   const size_t width = value.bytes.size();
   if (shape->IsKnown()) {
     HostTensor out{value.dtype, shape->ToHost().Int64s(), {}};
+    for (int64_t d : out.dims)
+      if (d < 0) n.Fail("expected extents >= 0, found " + Tuple(out.dims));
+    if (out.Size() > kMaxFoldedElements) {
+      n.Fail("expected at most 2^24 elements in a tensor computed at import, found " +
+             Tuple(out.dims));
+    }
     for (int64_t i = 0; i < out.Size(); ++i)
       out.bytes.insert(out.bytes.end(), value.bytes.begin(), value.bytes.begin() + width);
     return {Value::Of(out)};
