@@ -6,7 +6,7 @@
 // (import or session creation, bind, first run) and the median inference at each batch size.
 //
 //   bazel build --config=opt //bench:onnx_bench && bazel-bin/bench/onnx_bench [--threads=2]
-//       [--reps=5] [--big_batch=32]
+//       [--reps=5] [--big_batch=32] [--models=encoder,resnet18,mobilenet_v2]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
   const int threads = bench::IntFlag(argc, argv, "threads", 2);
   const int reps = bench::IntFlag(argc, argv, "reps", 5);
   const int big = bench::IntFlag(argc, argv, "big_batch", 32);
+  const std::string models =
+      bench::StringFlag(argc, argv, "models", "encoder,resnet18,mobilenet_v2");
   setenv("WEFT_CPU_WORKERS", "1", 0);  // one worker whose ops use `threads` threads, like the peers
   setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
   bench::ChdirToWorkspace();
@@ -114,9 +116,9 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   const std::vector<int> batches = {1, big};
   const std::string batch_list = "1," + std::to_string(big);
-  const nlohmann::json torch =
-      bench::RunPeer("bench/torch_onnx_peer.py", dir + " " + std::to_string(threads) + " " +
-                                                     std::to_string(reps) + " " + batch_list);
+  const nlohmann::json torch = bench::RunPeer(
+      "bench/torch_onnx_peer.py", dir + " " + std::to_string(threads) + " " + std::to_string(reps) +
+                                      " " + batch_list + " " + models);
   if (!torch.value("available", false)) {
     std::printf("PyTorch (which exports the models) not available: %s\n",
                 torch.value("error", std::string("?")).c_str());

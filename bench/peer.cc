@@ -63,13 +63,17 @@ std::string ShellQuoted(const std::string& s) {
 
 }  // namespace
 
-int IntFlag(int argc, char** argv, const char* name, int fallback) {
+std::string StringFlag(int argc, char** argv, const char* name, const std::string& fallback) {
   const std::string prefix = std::string("--") + name + "=";
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0)
-      return std::atoi(argv[i] + prefix.size());
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
   }
   return fallback;
+}
+
+int IntFlag(int argc, char** argv, const char* name, int fallback) {
+  const std::string value = StringFlag(argc, argv, name, "");
+  return value.empty() ? fallback : std::atoi(value.c_str());
 }
 
 double MedianMs(int reps, const std::function<void()>& step) {

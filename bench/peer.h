@@ -25,6 +25,7 @@ double MedianMs(int reps, const std::function<void()>& step);
 
 // --name=value, or `fallback`.
 int IntFlag(int argc, char** argv, const char* name, int fallback);
+std::string StringFlag(int argc, char** argv, const char* name, const std::string& fallback);
 
 // $WEFT_PEER_PYTHON when set (not checked), else the first `python3` on $PATH (empty entries
 // skipped) for which `python3 -c "import torch"` succeeds. Empty when there is none; `*why` then

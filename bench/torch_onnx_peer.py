@@ -4,7 +4,8 @@ nn.TransformerEncoder (tests/onnx/export_models.py's: 2 layers, width 256, 4 hea
 a key padding mask) as ONNX into DIR (random weights, seeded; eval mode; a symbolic batch axis),
 then times their inference in PyTorch (torch.no_grad) at each batch size on THREADS threads.
 
-Usage: torch_onnx_peer.py DIR THREADS REPS BATCHES (BATCHES comma-separated). Prints one JSON
+Usage: torch_onnx_peer.py DIR THREADS REPS BATCHES [MODELS] (BATCHES and MODELS comma-separated;
+MODELS: those to export and time, default all). Prints one JSON
 object: {"available": bool, "version": str, "threads": int, "models": {name: {"file": path,
 "inputs": [[name, dtype, [dims after the batch axis]]], "first_ms": float, "ms": {batch: float}}}};
 first_ms: the first call at batch 1 on a fresh model. Every input is ones (a mask: no padding).
@@ -49,11 +50,14 @@ def ones(torch, inputs, batch):
 def main():
     folder, threads, reps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     batches = [int(b) for b in sys.argv[4].split(",")]
+    chosen = sys.argv[5].split(",") if len(sys.argv) > 5 else None
     torch = import_torch(threads=threads)
     if torch is None:
         return
     out = dict(hello(torch), models={})
     for name, opset, make, inputs in models(torch):
+        if chosen is not None and name not in chosen:
+            continue
         model = make()
         path = os.path.join(folder, name + ".onnx")
         axes = {n: {0: "batch"} for n, _, _ in inputs}

@@ -141,6 +141,9 @@ OnnxModel ImportOnnx(const std::string& path, const OnnxOptions&) {
       input = Symbol::Op("Cast", {input}, {{"dtype", "uint8"}}, v.name() + "_uint8");  // move it)
     state.values[v.name()] = Value::Of(input);
   }
+  for (const onnx::NodeProto& node : g.node())
+    for (const std::string& x : node.input()) ++state.uses[x];
+  for (const onnx::ValueInfoProto& v : g.output()) ++state.uses[v.name()];
   for (const onnx::NodeProto& node : g.node()) ConvertNode(node, state);
   std::vector<Symbol> outputs;
   for (const onnx::ValueInfoProto& v : g.output()) {

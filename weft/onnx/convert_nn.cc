@@ -70,8 +70,43 @@ std::vector<Value> Gemm(NodeContext& n) {
   return {Value::Of(n.HasInput(2) && !bias ? PlusScaledC(n, y, beta) : y)};
 }
 
+// A FullyConnected over the last axis.
+Symbol DenseOp(NodeContext& n, const Symbol& x, const Symbol& weight, int64_t units,
+               const std::optional<Symbol>& bias) {
+  std::vector<Symbol> in = {x, weight};
+  if (bias) in.push_back(*bias);
+  return n.Op("FullyConnected", in,
+              {{"num_hidden", std::to_string(units)},
+               {"flatten", "false"},
+               {"no_bias", bias ? "false" : "true"}});
+}
+
+// A @ B: on a known 2-D float32 B, a FullyConnected whose weight (N, K) is B laid out at import
+// (oneDNN's inner product on a weight it reorders once; an Add of a known bias after it joins it:
+// BiasIntoDense); else a matmul.
 std::vector<Value> MatMul(NodeContext& n) {
-  return {Value::Of(n.Op("matmul", {n.Input(0), n.Input(1)}))};
+  const HostTensor* b = n.Known(1);
+  if (b == nullptr || b->dims.size() != 2 || b->dtype != DType::kFloat32)
+    return {Value::Of(n.Op("matmul", {n.Input(0), n.Input(1)}))};
+  const HostTensor weight = Transposed(*b, 1);
+  Dense dense{n.Input(0), n.Parameter("weight", weight), weight.dims[0]};
+  Value v = Value::Of(DenseOp(n, dense.data, dense.weight, dense.units, std::nullopt));
+  v.dense = dense;
+  return {v};
+}
+
+// Add(MatMul's FullyConnected, known bias of its units) read nowhere else: the layer with the bias.
+std::optional<Value> BiasIntoDense(NodeContext& n) {
+  for (int i : {0, 1}) {
+    const Value* v = n.ValueOf(i);
+    const HostTensor* bias = n.Known(1 - i);
+    if (v == nullptr || !v->dense || n.Uses(i) != 1 || bias == nullptr ||
+        bias->dtype != DType::kFloat32 || bias->dims != std::vector<int64_t>{v->dense->units})
+      continue;
+    const Dense d = *v->dense;
+    return Value::Of(DenseOp(n, d.data, d.weight, d.units, n.Parameter("bias", *bias)));
+  }
+  return std::nullopt;
 }
 
 // The 2-D window of a Conv or pooling node: kernel, strides, symmetric pads, dilations.
@@ -211,6 +246,11 @@ std::vector<Value> Softmax(NodeContext& n) {
 }  // namespace
 
 void AddNnConverters(ConverterTable& t) {
+  const Converter add = t.at("Add");  // convert_elementwise's
+  t["Add"] = [add](NodeContext& n) {
+    if (std::optional<Value> v = BiasIntoDense(n)) return std::vector<Value>{*v};
+    return add(n);
+  };
   t["Gemm"] = Gemm;
   t["MatMul"] = MatMul;
   t["Conv"] = Conv;

@@ -39,6 +39,17 @@ Symbol NodeContext::Input(int i) {
   return *v.symbol;
 }
 
+const Value* NodeContext::ValueOf(int i) const {
+  if (!HasInput(i)) return nullptr;
+  const auto it = state_.values.find(node_.input(i));
+  return it == state_.values.end() ? nullptr : &it->second;
+}
+
+int NodeContext::Uses(int i) const {
+  const auto it = HasInput(i) ? state_.uses.find(node_.input(i)) : state_.uses.end();
+  return it == state_.uses.end() ? 0 : it->second;
+}
+
 const HostTensor* NodeContext::Known(int i) const {
   if (!HasInput(i)) return nullptr;
   const auto it = state_.values.find(node_.input(i));

@@ -24,16 +24,24 @@ namespace weft::onnx_import {
 // What a name of the graph stands for: a tensor known now, a symbol computed at run time, a
 // known tensor that the graph also reads (then a parameter, with its symbol), or shape
 // arithmetic on symbolic extents (onnx/dims.h).
+// A FullyConnected without bias on a known weight (a MatMul's): an Add of a known bias after it
+// becomes the layer's own bias.
+struct Dense {
+  Symbol data, weight;
+  int64_t units = 0;
+};
+
 struct Value {
   std::optional<HostTensor> constant;
   std::optional<Symbol> symbol;
   std::optional<DimTensor> dims;
-  static Value Of(Symbol s) { return {std::nullopt, std::move(s), std::nullopt}; }
-  static Value Of(HostTensor t) { return {std::move(t), std::nullopt, std::nullopt}; }
+  std::optional<Dense> dense;  // with `symbol`: what it computes
+  static Value Of(Symbol s) { return {std::nullopt, std::move(s), std::nullopt, std::nullopt}; }
+  static Value Of(HostTensor t) { return {std::move(t), std::nullopt, std::nullopt, std::nullopt}; }
   // Known extents become a known tensor.
   static Value Of(DimTensor d) {
     if (d.IsKnown()) return Of(d.ToHost());
-    return {std::nullopt, std::nullopt, std::move(d)};
+    return {std::nullopt, std::nullopt, std::move(d), std::nullopt};
   }
 };
 
@@ -45,6 +53,7 @@ struct ImportState {
   std::map<std::string, NDArray> params;
   std::map<std::string, int> node_names;  // weft node names given so far (kept unique)
   SymbolicInputs inputs;                  // the graph inputs' extents, some symbolic
+  std::map<std::string, int> uses;        // readers of each value (nodes and graph outputs)
 };
 
 // One node as its converter sees it.
@@ -62,6 +71,9 @@ class NodeContext {
   bool HasInput(int i) const { return i < node_.input_size() && !node_.input(i).empty(); }
   // Input i as a symbol: a known tensor becomes a parameter of the graph, named as in the file.
   Symbol Input(int i);
+  // Input i's value (null where it names none), and how many readers it has in the file.
+  const Value* ValueOf(int i) const;
+  int Uses(int i) const;
   // Input i's tensor when it is known now, else null.
   const HostTensor* Known(int i) const;
   // Input i's tensor, which must be known now (`what` says what it is, for the error).
