@@ -23,6 +23,7 @@
 #include "tests/onnx_cases.h"
 #include "tests/weft_test_util.h"
 #include "weft/onnx.h"
+#include "weft/serialization.h"
 
 namespace weft {
 namespace {
@@ -30,12 +31,32 @@ namespace {
 const std::string kDir = "tests/onnx/";
 
 // The model's output for the script's inputs, bound and run on the CPU.
-std::vector<float> Run(const OnnxModel& m, const testing::OnnxCase& e) {
+std::vector<float> RunOnCpu(const OnnxModel& m, const testing::OnnxCase& e) {
   const NDArray out = testing::RunOnnxCase(m, e, Device::Cpu());
   if (!e.output.empty()) {
     EXPECT_EQ(out.shape(), e.output_shape);
   }
   return out.ToVector<float>();
+}
+
+// How many nodes of `op` a bound graph's DOT (Executor::ToDot) draws.
+int CountInDot(const std::string& dot, const std::string& op) {
+  int n = 0;
+  for (size_t at = dot.find("\\n" + op + "\""); at != std::string::npos;
+       at = dot.find("\\n" + op + "\"", at + 1))
+    ++n;
+  return n;
+}
+
+// The model bound on the CPU for the case's input shapes (zeros).
+std::unique_ptr<Executor> BindCase(const OnnxModel& m, const testing::OnnxCase& c) {
+  Executor::ArrayMap args = m.params;
+  for (const auto& [name, input] : c.inputs) {
+    NDArray a(input.shape, Device::Cpu(), input.dtype);
+    a.Fill(0);
+    args[name.empty() ? m.inputs.at(0).name : name] = a;
+  }
+  return Executor::Bind(m.symbol, Device::Cpu(), args);
 }
 
 // Runs `command` in a shell: its exit status and what it wrote on stdout.
@@ -80,7 +101,7 @@ void ExpectMatchesPyTorchAndOrt(const std::string& name, const std::string& dir 
   if (json.empty()) json = name;
   const OnnxModel m = ImportOnnx(dir + name + ".onnx");
   const testing::OnnxCase e = testing::ReadOnnxCase(dir + json + ".json");
-  const std::vector<float> got = Run(m, e);
+  const std::vector<float> got = RunOnCpu(m, e);
   if (!e.output.empty()) ExpectNearAll(got, e.output, json + " against PyTorch");
   const auto [ort, version] = OrtOutput(dir + name + ".onnx", dir + json + ".json");
   EXPECT_EQ(version, "1.30.0");
@@ -161,6 +182,34 @@ TEST(OnnxImport, TorchvisionResnet18AndMobilenetV2MatchPyTorchAndOnnxRuntime) {
     ExpectMatchesPyTorchAndOrt(std::string("resnet18_opset") + opset, dir);
     ExpectMatchesPyTorchAndOrt(std::string("mobilenet_v2_opset") + opset, dir);
   }
+}
+
+// An imported graph is a weft graph like any other: it saves as JSON and safetensors and loads
+// back to the same outputs, and its inference bind folds the BatchNorm into the convolution and
+// fuses the pointwise ops.
+TEST(OnnxImport, AnImportedModelSavesLoadsAndTakesThePasses) {
+  const OnnxModel m = ImportOnnx(kDir + "bn_cnn.onnx");
+  const testing::OnnxCase c = testing::ReadOnnxCase(kDir + "bn_cnn.json");
+  const std::vector<float> before = RunOnCpu(m, c);
+  const std::string weights = testing::TempPath("bn_cnn.safetensors");
+  Save(weights, m.params);
+  OnnxModel loaded = m;
+  loaded.symbol = Symbol::FromJson(m.symbol.ToJson());
+  loaded.params = Load(weights);
+  EXPECT_EQ(RunOnCpu(loaded, c), before);
+}
+
+// An inference bind folds conv_bn's BatchNorms into their convolutions (PyTorch's exporter folds
+// them itself unless told to keep them), and fuses the encoder's pointwise ops.
+TEST(OnnxImport, ImportedGraphsTakeTheInferencePasses) {
+  ExpectMatchesPyTorchAndOrt("conv_bn");
+  const OnnxModel m = ImportOnnx(kDir + "conv_bn.onnx");
+  const std::unique_ptr<Executor> exec = BindCase(m, testing::ReadOnnxCase(kDir + "conv_bn.json"));
+  EXPECT_EQ(CountInDot(exec->ToDot("eliminate_common_expr"), "BatchNorm"), 2);
+  EXPECT_EQ(CountInDot(exec->ToDot(), "BatchNorm"), 0);
+  const OnnxModel enc = ImportOnnx(kDir + "encoder_opset17.onnx");
+  const std::unique_ptr<Executor> e = BindCase(enc, testing::ReadOnnxCase(kDir + "encoder.json"));
+  EXPECT_GT(e->stats().fused_groups, 0u);
 }
 
 TEST(OnnxImport, TheModelSaysItsInputsOutputsOpsetAndProducer) {

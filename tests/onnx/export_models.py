@@ -25,6 +25,7 @@ the files stay small enough to commit:
                  key padding mask, symbolic batch and sequence extents (opsets 13 and 17);
                  encoder.json: {"inputs": {"x": {"values", "shape", "dtype"}, "mask": ...},
                  "output", "output_shape"} at batch 2 x 7 positions, encoder_1.json at 3 x 5
+  conv_bn.onnx   Conv-BatchNorm-ReLU x2 with the BatchNormalization nodes kept (weft folds them)
   gpt.onnx       tests/gpt_torch_cases.py's GPT (its logits), int64 tokens with a symbolic batch
                  axis (opset 17: Trilu, Range, LayerNormalization); gpt_1.json at batch 3;
                  gpt_opset14.onnx the same at opset 14 (1.13 exports triu at 14 and later)
@@ -46,12 +47,15 @@ from torch import nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def export(model, x, name, opset, external=False, folder=HERE, dynamic=True):
+def export(model, x, name, opset, external=False, folder=HERE, dynamic=True, keep_bn=False):
+    """keep_bn: export BatchNormalization nodes as they are (the exporter folds each into the
+    convolution before it otherwise), for weft's own folding to do."""
     model.eval()
     path = os.path.join(folder, name + ".onnx")
     axes = {"data": {0: "batch"}, "out": {0: "batch"}} if dynamic else None
+    mode = torch.onnx.TrainingMode.PRESERVE if keep_bn else torch.onnx.TrainingMode.EVAL
     torch.onnx.export(model, x, path, opset_version=opset, input_names=["data"],
-                      output_names=["out"], dynamic_axes=axes)
+                      output_names=["out"], dynamic_axes=axes, training=mode)
     if external:
         m = onnx.load(path)
         onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
@@ -160,6 +164,14 @@ def bn_cnn():
     return nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.ReLU(), bn,
                          nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False),
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 5), nn.Softmax(dim=1))
+
+
+def conv_bn():
+    """Conv-BatchNorm-ReLU twice, then global pooling and a Linear: BatchNorms that follow their
+    convolutions (exported as nodes: weft folds them at bind)."""
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
 
 
 def tensor_ops():
@@ -276,6 +288,12 @@ def main():
     export(cnn(), torch.randn(2, 1, 8, 8), "cnn_opset13", 13)
     torch.manual_seed(2)
     export(bn_cnn(), torch.randn(2, 3, 9, 9), "bn_cnn_opset17", 17)
+    torch.manual_seed(8)
+    model = conv_bn()
+    for bn in (model[1], model[4]):  # running statistics that are not the initial ones
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 2.0)
+    export(model, torch.randn(2, 3, 6, 6), "conv_bn", 13, keep_bn=True)
     export_encoder("encoder", 13)
     export_encoder("encoder_opset17", 17)
     export_gpt("gpt", 17)
