@@ -61,6 +61,7 @@ const std::map<std::string, AttrMap>& ExampleAttrs() {
         {"Attention", {{"use_mask", "true"}, {"p", "0.1"}}},
         {"_backward_Attention", {{"use_mask", "true"}, {"p", "0.1"}}},
         {"reshape", {{"shape", "(-1,)"}}},
+        {"reshape_dims", {{"shape", "(2*in0[0],)"}}},
         {"expand_dims", {{"axis", "0"}}},
         {"concat", {{"num_args", "2"}}},
         {"_backward_concat", {{"num_args", "2"}}},

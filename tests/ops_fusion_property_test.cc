@@ -8,9 +8,10 @@
 // forms with random scalars, clip with random bounds, Activation with every act_type, the binary
 // ops against full operands and broadcast ones (bias-like (C), (1, C), (N, 1), random masks; one
 // input often read in several frames, through reshapes), add_n, Cast to float64 and back, reshape /
-// reshape_like / expand_dims / flatten; and a few ops that are not pointwise (mean with keepdims,
-// transpose), which groups must go around. Values fan out and in; a graph has up to four outputs,
-// often read inside their group too; each argument's gradient request is write, add or null.
+// reshape_like / reshape_dims / expand_dims / flatten; and a few ops that are not pointwise (mean
+// with keepdims, transpose), which groups must go around. Values fan out and in; a graph has up to
+// four outputs, often read inside their group too; each argument's gradient request is write, add
+// or null.
 //
 // Inputs and every value stay where the ops are well-conditioned: each value carries bounds
 // [lo, hi]; log, sqrt, rdiv_scalar and divisors only see values >= 0.25, exp only <= 3, and no
@@ -465,12 +466,25 @@ Shape GraphGenerator::Factorization(int64_t total, int axes) {
   return s;
 }
 
-// v itself when it has frame's shape, else v seen in it (reshape to the shape, or reshape_like).
+// v itself when it has frame's shape, else v seen in it (reshape to the shape, reshape_like, or
+// reshape_dims reading frame's extents).
 Value GraphGenerator::InFrame(const Value& v, const Value& frame) {
   if (v.shape == frame.shape) return v;
-  std::optional<Value> r = Chance(0.5)
-                               ? Apply("reshape", {v}, {{"shape", frame.shape.ToString()}}, v.range)
-                               : Apply("reshape_like", {v, frame}, {}, v.range);
+  std::optional<Value> r;
+  switch (Int(0, 2)) {
+    case 0:
+      r = Apply("reshape", {v}, {{"shape", frame.shape.ToString()}}, v.range);
+      break;
+    case 1:
+      r = Apply("reshape_like", {v, frame}, {}, v.range);
+      break;
+    default: {
+      std::string shape = "(";
+      for (int a = 0; a < frame.shape.ndim(); ++a)
+        shape += (a ? ", in1[" : "in1[") + std::to_string(a) + "]";
+      r = Apply("reshape_dims", {v, frame}, {{"shape", shape + ",)"}}, v.range);
+    }
+  }
   return *r;  // same sizes: never rejected
 }
 
