@@ -132,6 +132,14 @@ TEST(OnnxImport, ATransformerEncoderWithAPaddingMaskMatchesPyTorchAndOnnxRuntime
   }
 }
 
+// Slice (a middle, a whole symbolic axis with an end past it), Expand (a grown column; a target
+// that equals the input's own shape through Where(Equal(Shape))), ConstantOfShape of a symbolic
+// shape, at batch 2 and 5 from one file, against ONNX Runtime.
+TEST(OnnxImport, SliceExpandAndConstantOfShapeOnASymbolicBatchMatchOnnxRuntime) {
+  ExpectMatchesPyTorchAndOrt("shape_ops");
+  ExpectMatchesPyTorchAndOrt("shape_ops", kDir, "shape_ops_1");
+}
+
 // tests/gpt_torch_cases.py's GPT: token embedding (Gather), positions (Range), a causal mask
 // (Trilu, Where), tanh GELU, tied logits, at batch 2 and 3 from one file, opsets 14 (Trilu's
 // first; PyTorch 1.13 exports triu at no earlier one) and 17.

@@ -25,6 +25,8 @@ the files stay small enough to commit:
                  key padding mask, symbolic batch and sequence extents (opsets 13 and 17);
                  encoder.json: {"inputs": {"x": {"values", "shape", "dtype"}, "mask": ...},
                  "output", "output_shape"} at batch 2 x 7 positions, encoder_1.json at 3 x 5
+  shape_ops.onnx Slice, Expand, ConstantOfShape, Equal and Where on a symbolic batch (hand-made,
+                 opset 13; ONNX Runtime the reference), at batch 2 and 5 (shape_ops_1.json)
   conv_bn.onnx   Conv-BatchNorm-ReLU x2 with the BatchNormalization nodes kept (weft folds them)
   gpt.onnx       tests/gpt_torch_cases.py's GPT (its logits), int64 tokens with a symbolic batch
                  axis (opset 17: Trilu, Range, LayerNormalization); gpt_1.json at batch 3;
@@ -214,6 +216,48 @@ def tensor_ops():
                   out)
 
 
+def shape_ops(folder=HERE):
+    """Slice, Expand and ConstantOfShape on a symbolic batch (hand-made, opset 13): x (batch, 6)
+    sliced to columns 1..4 and to all rows (ends past the extent), a column expanded to 3, a
+    ConstantOfShape of Shape(x) filled with 2, an Expand whose target is Where(Equal(...)) over the
+    shape; shape_ops.json at batch 2, shape_ops_1.json at batch 5 (ONNX Runtime the reference)."""
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+    big = 2 ** 62
+    inits = [helper.make_tensor("one", i64, [1], [1]), helper.make_tensor("four", i64, [1], [4]),
+             helper.make_tensor("axis1", i64, [1], [1]), helper.make_tensor("zero", i64, [1], [0]),
+             helper.make_tensor("big", i64, [1], [big]), helper.make_tensor("axis0", i64, [1], [0]),
+             helper.make_tensor("minus_one", i64, [1], [-1]),
+             helper.make_tensor("target", i64, [2], [1, 3]),
+             helper.make_tensor("two", f, [1], [2.0])]
+    nodes = [
+        helper.make_node("Slice", ["x", "one", "four", "axis1"], ["mid"]),          # (N, 3)
+        helper.make_node("Slice", ["mid", "zero", "big", "axis0"], ["rows"]),        # whole axis
+        helper.make_node("Slice", ["x", "zero", "one", "axis1"], ["col"]),           # (N, 1)
+        helper.make_node("Expand", ["col", "target"], ["cols"]),                     # (N, 3)
+        helper.make_node("Shape", ["rows"], ["s"]),
+        helper.make_node("ConstantOfShape", ["s"], ["twos"],
+                         value=helper.make_tensor("v", f, [1], [2.0])),
+        helper.make_node("Mul", ["rows", "twos"], ["a"]),
+        # Where(Equal(shape, -1), 1, shape): a target equal to the shape itself
+        helper.make_node("Equal", ["s", "minus_one"], ["unknown"]),
+        helper.make_node("Where", ["unknown", "one", "s"], ["same"]),
+        helper.make_node("Expand", ["cols", "same"], ["b"]),
+        helper.make_node("Add", ["a", "b"], ["out"]),
+    ]
+    graph = helper.make_graph(nodes, "shape_ops",
+                              [helper.make_tensor_value_info("x", f, ["batch", 6])],
+                              [helper.make_tensor_value_info("out", f, ["batch", 3])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+              os.path.join(folder, "shape_ops.onnx"))
+    torch.manual_seed(9)
+    for k, batch in enumerate((2, 5)):
+        x = torch.randn(batch, 6)
+        with open(os.path.join(folder, "shape_ops" + ("" if k == 0 else f"_{k}") + ".json"),
+                  "w") as out:
+            json.dump({"input": [round(v, 8) for v in x.flatten().tolist()],
+                       "input_shape": [batch, 6]}, out)
+
+
 def refused():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
@@ -300,6 +344,7 @@ def main():
     export_gpt("gpt_opset14", 14)  # PyTorch 1.13 exports triu at opset 14 and later
     refused()
     tensor_ops()
+    shape_ops()
     # fuzz/corpus/onnx seeds (with the models above): one whose extents are all given, so that the
     # fuzzer binds and runs what it makes of it
     torch.manual_seed(1)

@@ -148,8 +148,9 @@ Integers Cast(NodeContext& n) {
   return x;
 }
 
-// Equal on extents gives a known boolean tensor: numbers compared, a symbolic extent equal only
-// to itself (anything else cannot be decided at import).
+// Equal on extents gives a known boolean tensor: numbers compared, a symbolic extent equal to
+// itself and never to a negative number (the -1 exporters compare shapes with); anything else
+// cannot be decided at import.
 std::optional<HostTensor> Equal(NodeContext& n) {
   const Integers a = n.Integers(0), b = n.Integers(1);
   if (!a || !b) return std::nullopt;
@@ -158,7 +159,11 @@ std::optional<HostTensor> Equal(NodeContext& n) {
   HostTensor out{DType::kBool, na >= nb ? a->dims : b->dims, {}};
   for (size_t i = 0; i < std::max(na, nb); ++i) {
     const SymDim &x = a->values[na == 1 ? 0 : i], &y = b->values[nb == 1 ? 0 : i];
-    if (!(x == y) && !(x.IsKnown() && y.IsKnown()))
+    const auto negative_vs_extent = [](const SymDim& k, const SymDim& e) {
+      return k.IsKnown() && k.factor < 0 && !e.IsKnown() && e.factor > 0;
+    };
+    if (!(x == y) && !(x.IsKnown() && y.IsKnown()) && !negative_vs_extent(x, y) &&
+        !negative_vs_extent(y, x))
       n.Fail("cannot decide at import whether " + n.Text(x) + " equals " + n.Text(y));
     out.bytes.push_back(x == y ? 1 : 0);
   }
