@@ -50,15 +50,29 @@ Engine* Engine::Get() {
   return engine;
 }
 
+namespace {
+
+// Counted before the op is queued: a reader pushed after this push returns runs after the write.
+void CountWrites(VarList writes) {
+  for (VarHandle v : writes)
+    if (v != nullptr) v->NoteWritePushed();
+}
+
+}  // namespace
+
+uint64_t WritesPushed(VarHandle var) { return var->writes_pushed(); }
+
 void Engine::PushAsync(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop,
                        int priority, const char* name) {
   WEFT_CHECK(fn != nullptr) << "op '" << (name ? name : "op") << "': the function is empty";
+  CountWrites(writes);
   Push(nullptr, std::move(fn), PushArgs{device, reads, writes, prop, priority, name});
 }
 
 void Engine::PushSync(SyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop,
                       int priority, const char* name) {
   WEFT_CHECK(fn != nullptr) << "op '" << (name ? name : "op") << "': the function is empty";
+  CountWrites(writes);
   Push(std::move(fn), nullptr, PushArgs{device, reads, writes, prop, priority, name});
 }
 

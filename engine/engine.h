@@ -207,6 +207,12 @@ class Engine {
   virtual void Push(SyncFn sync, AsyncFn async, const PushArgs& args) = 0;
 };
 
+// The number of ops pushed so far that write `var`: its version. An op pushed after it was read
+// sees exactly the writes it counts (each was pushed before, so runs before), which lets a reader
+// keep what it derived from the var's content (a convolution's reordered weight) until the
+// version changes. Pushes racing on one var from several threads order themselves as they land.
+uint64_t WritesPushed(VarHandle var);
+
 std::unique_ptr<Engine> CreateEngine(EngineKind kind, const EngineOptions& options);
 // Reads WEFT_ENGINE: "threaded" (default) or "naive".
 EngineKind EngineKindFromEnv();

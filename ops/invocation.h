@@ -45,6 +45,7 @@ class Invocation {
   void AddInput(const TensorView& view, engine::VarHandle var) {
     (Mutates(inputs_.size()) ? writes_ : reads_).push_back(var);
     inputs_.push_back(view);
+    input_vars_.push_back(var);
   }
   void AddOutput(const TensorView& view, engine::VarHandle var, OpReq req) {
     outputs_.push_back(view);
@@ -73,6 +74,7 @@ class Invocation {
   std::span<const TensorView> outputs() const { return outputs_.span(); }
   std::span<const OpReq> req() const { return req_.span(); }
   std::span<const engine::VarHandle> reads() const { return reads_.span(); }
+  std::span<const engine::VarHandle> input_vars() const { return input_vars_.span(); }  // per input
   std::span<const engine::VarHandle> writes() const { return writes_.span(); }
 
  private:
@@ -91,6 +93,7 @@ class Invocation {
   SmallVector<OpReq, 4> req_;
   SmallVector<engine::VarHandle, 4> reads_;
   SmallVector<engine::VarHandle, 4> writes_;
+  SmallVector<engine::VarHandle, 4> input_vars_;
 };
 
 }  // namespace weft

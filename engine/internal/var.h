@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 
@@ -35,6 +36,9 @@ class Var {
   // never pushes after the delete), so relaxed is enough.
   void MarkDeleted() { deleted_.store(true, std::memory_order_relaxed); }
   bool deleted() const { return deleted_.load(std::memory_order_relaxed); }
+  // Ops pushed so far that write the var (engine.h's WritesPushed).
+  void NoteWritePushed() { writes_pushed_.fetch_add(1, std::memory_order_acq_rel); }
+  uint64_t writes_pushed() const { return writes_pushed_.load(std::memory_order_acquire); }
 
  protected:
   explicit Var(const void* owner) : owner_(owner) {}
@@ -46,6 +50,7 @@ class Var {
   std::shared_ptr<ErrorSlot> error_;
   VarSyncSlot sync_;
   std::atomic<bool> deleted_{false};
+  std::atomic<uint64_t> writes_pushed_{0};
   Var* registry_prev_ = nullptr;  // the engine's lists of vars; guarded by its VarRegistry
   Var* registry_next_ = nullptr;
 };

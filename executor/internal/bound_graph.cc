@@ -1,9 +1,11 @@
 #include "executor/internal/bound_graph.h"
 
 #include <algorithm>
+#include <set>
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/small_vector.h"
 
 namespace weft {
 
@@ -56,6 +58,7 @@ BoundGraph::BoundGraph(const Graph& graph, Device device,
   AllocateEntries(args, arg_grads, grad_args, write_back);
   PrepareNodes(grad_reqs, grad_args);
   BuildSegments();
+  FindArgumentReads();
 }
 
 void BoundGraph::AllocateEntries(const std::map<std::string, NDArray>& args,
@@ -182,17 +185,47 @@ void BoundGraph::BuildSegments() {
   }
 }
 
-void BoundGraph::RunSegment(uint32_t s, bool is_train, RandomKey key,
-                            const engine::RunContext& run) const {
+// The inputs of each segment's nodes that are arguments no node writes (BatchNorm's running
+// statistics, a cache the graph updates and write-backs are written; weights and data are not).
+void BoundGraph::FindArgumentReads() {
+  std::set<engine::VarHandle> written;
+  for (const Invocation& call : invocations_)
+    written.insert(call.writes().begin(), call.writes().end());
+  std::set<engine::VarHandle> arguments;
+  for (uint32_t n : graph_.ArgumentNodes()) {
+    const NDArray& a = entries_[graph_.EntryId({n, 0})];
+    if (!a.is_none() && !written.contains(a.var())) arguments.insert(a.var());
+  }
+  for (Segment& seg : segments_) {
+    for (uint32_t k = 0; k < seg.nodes.size(); ++k) {
+      const std::span<const engine::VarHandle> vars = invocations_[seg.nodes[k]].input_vars();
+      for (uint32_t i = 0; i < vars.size(); ++i)
+        if (arguments.contains(vars[i])) seg.argument_reads.push_back({k, i, vars[i]});
+    }
+  }
+}
+
+void BoundGraph::RunSegment(uint32_t s, bool is_train, RandomKey key, const engine::RunContext& run,
+                            std::span<const uint64_t> versions) const {
   const Segment& seg = segments_[s];
   const std::vector<uint64_t>& draws = seg.draws[is_train];
   OpContext ctx;
   ctx.run = run;
   ctx.is_train = is_train;
+  size_t next = 0;  // the first of seg.argument_reads not yet given to a node
   for (size_t k = 0; k < seg.nodes.size(); ++k) {
+    const Invocation& call = invocations_[seg.nodes[k]];
     ctx.random = key;
     key = AdvanceRandom(key, draws[k]);
-    invocations_[seg.nodes[k]].Run(ctx);
+    SmallVector<uint64_t, 4> node_versions;
+    if (!versions.empty() && next < seg.argument_reads.size() &&
+        seg.argument_reads[next].node == k) {
+      for (size_t i = 0; i < call.inputs().size(); ++i) node_versions.push_back(0);
+      for (; next < seg.argument_reads.size() && seg.argument_reads[next].node == k; ++next)
+        node_versions[seg.argument_reads[next].input] = versions[next];
+    }
+    ctx.input_versions = node_versions.span();
+    call.Run(ctx);
   }
 }
 

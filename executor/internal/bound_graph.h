@@ -13,6 +13,7 @@
 
 #include <array>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,14 @@ class BoundGraph {
     const char* name = nullptr;    // its first node's op, for the profile
     // Why a CUDA graph cannot record it (its one node's Op::CaptureBarrier); null: it can.
     const char* capture_barrier = nullptr;
+    // Its nodes' inputs that are arguments no node of the graph writes: their versions are read
+    // at each push (engine::WritesPushed) and handed to the ops (OpContext::input_versions).
+    struct ArgumentRead {
+      uint32_t node;   // position in `nodes`
+      uint32_t input;  // the node's input
+      engine::VarHandle var;
+    };
+    std::vector<ArgumentRead> argument_reads;
   };
 
   // `graph` has been through the bind pipeline (typed, its memory planned); this binds every
@@ -57,8 +66,10 @@ class BoundGraph {
 
   // Runs segment `s`'s nodes in order on the engine worker `run`; `key` is the segment's
   // reservation, cut among its nodes by AdvanceRandom, so no node's numbers depend on how the
-  // nodes are grouped.
-  void RunSegment(uint32_t s, bool is_train, RandomKey key, const engine::RunContext& run) const;
+  // nodes are grouped. `versions`: one per Segment::argument_reads, read when it was pushed (empty:
+  // none given).
+  void RunSegment(uint32_t s, bool is_train, RandomKey key, const engine::RunContext& run,
+                  std::span<const uint64_t> versions = {}) const;
 
   const Graph& graph() const { return graph_; }
   Device device() const { return device_; }
@@ -83,6 +94,7 @@ class BoundGraph {
   Invocation NodeInvocation(uint32_t n, const std::vector<uint32_t>& uses,
                             const std::map<uint32_t, OpReq>& output_req) const;
   void BuildSegments();
+  void FindArgumentReads();
 
   Graph graph_;
   Device device_;

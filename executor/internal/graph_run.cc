@@ -35,11 +35,14 @@ void GraphRun::Push(Phase phase, bool is_train) {
   const std::vector<uint32_t>& segments = plan_.segments(phase);
   for (uint32_t s : segments) {
     const BoundGraph::Segment& seg = plan_.segment(s);
-    SegmentCall call{&plan_, s, is_train, {}};
+    SegmentCall call{&plan_, s, is_train, {}, {}};
     if (seg.random[is_train]) call.random = ReserveRandom(plan_.device(), seg.draws[is_train]);
+    for (const BoundGraph::Segment::ArgumentRead& r : seg.argument_reads)
+      call.versions.push_back(engine::WritesPushed(r.var));
     engine::Engine::Get()->PushSync(
         [call](engine::RunContext run) {
-          call.plan->RunSegment(call.segment, call.is_train, call.random, run);
+          call.plan->RunSegment(call.segment, call.is_train, call.random, run,
+                                call.versions.span());
         },
         plan_.device(), reads_[s], seg.writes, engine::FnProperty::kNormal, 0, seg.name);
   }

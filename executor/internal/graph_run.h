@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/small_vector.h"
 #include "engine/engine.h"
 #include "executor/internal/bound_graph.h"
 #include "executor/internal/step_capture.h"
@@ -53,6 +54,7 @@ class GraphRun {
     uint32_t segment;
     bool is_train;
     RandomKey random;
+    SmallVector<uint64_t, 4> versions;  // of the segment's argument reads, at push
   };
 
   const BoundGraph& plan_;

@@ -238,10 +238,13 @@ void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
   const DnnlPrimitive prim = ConvForwardPrimitive(p.window, d, bias != nullptr, p.act);
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
   LayoutBuffer src, weights, dst;
-  DnnlArgs args = {{DNNL_ARG_SRC, src.Input(in[0], prim.desc.src_desc())},
-                   {DNNL_ARG_WEIGHTS,
-                    weights.Input(DnnlWeightView(in[1], p.window, d), prim.desc.weights_desc())},
-                   {DNNL_ARG_DST, dst.Output(staged.Target(0), prim.desc.dst_desc())}};
+  // a bound graph's weight is reordered once per version, not at every call
+  const uint64_t weight_version = ctx.input_versions.size() > 1 ? ctx.input_versions[1] : 0;
+  DnnlArgs args = {
+      {DNNL_ARG_SRC, src.Input(in[0], prim.desc.src_desc())},
+      {DNNL_ARG_WEIGHTS, ReorderedOnce(DnnlWeightView(in[1], p.window, d), weight_version,
+                                       prim.desc.weights_desc(), weights)},
+      {DNNL_ARG_DST, dst.Output(staged.Target(0), prim.desc.dst_desc())}};
   if (bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(*bias));
   ExecutePrimitive(prim, std::move(args), staged.Extra(0));
   dst.Flush();

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <deque>
 #include <list>
 #include <mutex>
 #include <utility>
@@ -212,6 +213,67 @@ dnnl::memory LayoutBuffer::Output(const TensorView& t, const dnnl::memory::desc&
 
 void LayoutBuffer::Flush() {
   if (chosen_) Reorder(chosen_, plain_);
+}
+
+namespace {
+
+// A reordered tensor, by its buffer and layout; the version of the content it holds.
+struct KeptReorder {
+  const void* source;
+  dnnl::memory::desc layout;
+  uint64_t version;
+  dnnl::memory reordered;
+};
+
+struct KeptReorders {
+  Mutex mu;
+  std::deque<KeptReorder> kept WEFT_GUARDED_BY(mu);  // oldest first
+  size_t bytes WEFT_GUARDED_BY(mu) = 0;
+};
+
+KeptReorders& Kept() {
+  static NoDestructor<KeptReorders> k;  // ops may run at exit
+  return *k;
+}
+
+}  // namespace
+
+size_t KeptReorderBytes() {
+  KeptReorders& k = Kept();
+  MutexLock lock(&k.mu);
+  return k.bytes;
+}
+
+dnnl::memory ReorderedOnce(const TensorView& t, uint64_t version, const dnnl::memory::desc& want,
+                           LayoutBuffer& buffer) {
+  if (version == 0) return buffer.Input(t, want);
+  const dnnl::memory plain = DnnlMemory(t);
+  if (want == plain.get_desc()) return plain;
+  KeptReorders& k = Kept();
+  {
+    MutexLock lock(&k.mu);
+    for (const KeptReorder& r : k.kept) {
+      if (r.source == t.raw() && r.version == version && r.layout == want) return r.reordered;
+    }
+  }
+  dnnl::memory reordered(want, DnnlEngine());  // oneDNN's own allocation, freed with the handle
+  Reorder(plain, reordered);
+  MutexLock lock(&k.mu);
+  for (auto it = k.kept.begin(); it != k.kept.end();) {  // older versions of this tensor
+    if (it->source == t.raw() && it->layout == want) {
+      k.bytes -= it->layout.get_size();
+      it = k.kept.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  k.kept.push_back({t.raw(), want, version, reordered});
+  k.bytes += want.get_size();
+  while (k.bytes > kKeptReorderBytes && k.kept.size() > 1) {
+    k.bytes -= k.kept.front().layout.get_size();
+    k.kept.pop_front();
+  }
+  return reordered;
 }
 
 }  // namespace weft::cpu

@@ -136,4 +136,14 @@ class LayoutBuffer {
   dnnl::memory chosen_, plain_;  // set by Output when the layouts differ
 };
 
+// `t` in layout `want` for a primitive to read, reordered once per version of its content
+// (OpContext::input_versions: a bound graph's weight) and kept, process-wide, until the version
+// changes (up to kKeptReorderBytes in all; then the oldest go). Version 0 (unknown): `buffer`
+// reorders it for this call only.
+inline constexpr size_t kKeptReorderBytes = size_t{1} << 30;
+dnnl::memory ReorderedOnce(const TensorView& t, uint64_t version, const dnnl::memory::desc& want,
+                           LayoutBuffer& buffer);
+// The bytes ReorderedOnce keeps now.
+size_t KeptReorderBytes();
+
 }  // namespace weft::cpu
