@@ -26,19 +26,39 @@ constexpr int64_t kMaxFoldedElements = int64_t{1} << 24;
 
 // ---- integer ops on extents ----
 
-// a op b with numpy broadcasting of two rank <= 1 operands; `known` on two numbers, `symbolic`
-// where either is symbolic (nullopt: no product, an error).
-Integers Binary(
+// Value i of an operand that broadcasts (a single value stands for all).
+const SymDim& At(const DimTensor& t, size_t i) { return t.values[t.values.size() == 1 ? 0 : i]; }
+
+// Whether operands of these sizes broadcast (each the largest or 1).
+bool Broadcast(std::initializer_list<size_t> sizes) {
+  const size_t size = std::max(sizes);
+  return std::all_of(sizes.begin(), sizes.end(), [size](size_t s) { return s == size || s == 1; });
+}
+
+// a op b on two rank <= 1 operands with numpy broadcasting: `known` on two numbers, `symbolic`
+// where either is symbolic (nullopt: no product, an error); a division by a known zero is an
+// error, not a value. Known operands that are not int64, or do not broadcast, are left to the
+// converter of values computed at run time.
+Integers Arithmetic(
     NodeContext& n, const std::function<int64_t(int64_t, int64_t)>& known,
-    const std::function<std::optional<SymDim>(const SymDim&, const SymDim&)>& symbolic) {
+    const std::function<std::optional<SymDim>(const SymDim&, const SymDim&)>& symbolic,
+    bool divides) {
   const Integers a = n.Integers(0), b = n.Integers(1);
-  if (!a || !b || (a->IsKnown() && b->IsKnown())) return std::nullopt;  // not symbolic: the others
+  if (!a || !b) return std::nullopt;
+  const bool all_known = a->IsKnown() && b->IsKnown();
+  if (all_known && (n.Known(0)->dtype != DType::kInt64 || n.Known(1)->dtype != DType::kInt64))
+    return std::nullopt;
   const size_t na = a->values.size(), nb = b->values.size();
-  if (na != nb && na != 1 && nb != 1) n.Fail("expected operands that broadcast");
-  DimTensor out{a->dims.size() >= b->dims.size() ? a->dims : b->dims, {}, std::nullopt};
+  if (!Broadcast({na, nb})) {
+    if (all_known) return std::nullopt;
+    n.Fail("expected operands that broadcast");
+  }
+  const DimTensor& wider =
+      na != nb ? (na > nb ? *a : *b) : (a->dims.size() >= b->dims.size() ? *a : *b);
+  DimTensor out{wider.dims, {}, std::nullopt};
   for (size_t i = 0; i < std::max(na, nb); ++i) {
-    const SymDim& x = a->values[na == 1 ? 0 : i];
-    const SymDim& y = b->values[nb == 1 ? 0 : i];
+    const SymDim &x = At(*a, i), &y = At(*b, i);
+    if (divides && y == SymDim::Of(0)) n.Fail("expected integer divisors other than 0, found 0");
     std::optional<SymDim> r =
         x.IsKnown() && y.IsKnown() ? SymDim::Of(known(x.factor, y.factor)) : symbolic(x, y);
     if (!r) {
@@ -51,30 +71,12 @@ Integers Binary(
   return out;
 }
 
-// Known integer arithmetic (a division by a known zero is an error, not a value).
-Integers KnownArithmetic(NodeContext& n, const std::function<int64_t(int64_t, int64_t)>& f,
-                         bool divides) {
-  const Integers a = n.Integers(0), b = n.Integers(1);
-  if (!a || !b || !a->IsKnown() || !b->IsKnown()) return std::nullopt;
-  if (n.Known(0)->dtype != DType::kInt64 || n.Known(1)->dtype != DType::kInt64) return std::nullopt;
-  const size_t na = a->values.size(), nb = b->values.size();
-  if (na != nb && na != 1 && nb != 1) return std::nullopt;
-  DimTensor out{na >= nb ? a->dims : b->dims, {}, std::nullopt};
-  for (size_t i = 0; i < std::max(na, nb); ++i) {
-    const int64_t y = b->values[nb == 1 ? 0 : i].factor;
-    if (divides && y == 0) n.Fail("expected integer divisors other than 0, found 0");
-    out.values.push_back(SymDim::Of(f(a->values[na == 1 ? 0 : i].factor, y)));
-  }
-  return out;
-}
-
 std::function<Integers(NodeContext&)> ArithmeticOn(
     std::function<int64_t(int64_t, int64_t)> known,
     std::function<std::optional<SymDim>(const SymDim&, const SymDim&)> symbolic,
     bool divides = false) {
-  return [known, symbolic, divides](NodeContext& n) -> Integers {
-    if (Integers k = KnownArithmetic(n, known, divides)) return k;
-    return Binary(n, known, symbolic);
+  return [known, symbolic, divides](NodeContext& n) {
+    return Arithmetic(n, known, symbolic, divides);
   };
 }
 
@@ -155,10 +157,10 @@ std::optional<HostTensor> Equal(NodeContext& n) {
   const Integers a = n.Integers(0), b = n.Integers(1);
   if (!a || !b) return std::nullopt;
   const size_t na = a->values.size(), nb = b->values.size();
-  if (na != nb && na != 1 && nb != 1) n.Fail("expected operands that broadcast");
+  if (!Broadcast({na, nb})) n.Fail("expected operands that broadcast");
   HostTensor out{DType::kBool, na >= nb ? a->dims : b->dims, {}};
   for (size_t i = 0; i < std::max(na, nb); ++i) {
-    const SymDim &x = a->values[na == 1 ? 0 : i], &y = b->values[nb == 1 ? 0 : i];
+    const SymDim &x = At(*a, i), &y = At(*b, i);
     const auto negative_vs_extent = [](const SymDim& k, const SymDim& e) {
       return k.IsKnown() && k.factor < 0 && !e.IsKnown() && e.factor > 0;
     };
@@ -176,15 +178,12 @@ Integers Where(NodeContext& n) {
   const Integers a = n.Integers(1), b = n.Integers(2);
   if (cond == nullptr || !a || !b || cond->dims.size() > 1) return std::nullopt;
   const std::vector<int64_t> c = cond->Int64s();
-  const size_t nc = c.size(), na = a->values.size(), nb = b->values.size();
-  const size_t size = std::max({nc, na, nb});
-  for (size_t s : {nc, na, nb})
-    if (s != size && s != 1) n.Fail("expected operands that broadcast");
+  const size_t nc = c.size(), size = std::max({nc, a->values.size(), b->values.size()});
+  if (!Broadcast({nc, a->values.size(), b->values.size()}))
+    n.Fail("expected operands that broadcast");
   DimTensor out{{static_cast<int64_t>(size)}, {}, std::nullopt};
-  for (size_t i = 0; i < size; ++i) {
-    out.values.push_back(c[nc == 1 ? 0 : i] != 0 ? a->values[na == 1 ? 0 : i]
-                                                 : b->values[nb == 1 ? 0 : i]);
-  }
+  for (size_t i = 0; i < size; ++i)
+    out.values.push_back(c[nc == 1 ? 0 : i] != 0 ? At(*a, i) : At(*b, i));
   if (cond->dims.empty() && a->dims.empty() && b->dims.empty()) out.dims = {};
   return out;
 }
@@ -296,12 +295,12 @@ std::vector<Value> Expand(NodeContext& n) {
   const Integers target = n.Integers(1);
   if (!target) n.RequireKnown(1, "the shape");
   Symbol x = n.Input(0);
-  std::vector<SymDim> in = n.ShapeOf(x, "the expanded input");
+  const std::vector<SymDim> given = n.ShapeOf(x, "the expanded input");
+  std::vector<SymDim> in = given;
   const size_t rank = std::max(in.size(), target->values.size());
-  std::vector<SymDim> lead(rank - in.size(), SymDim::Of(1));
-  if (!lead.empty()) {
-    in.insert(in.begin(), lead.begin(), lead.end());
-    x = ReshapeTo(n, x, n.ShapeOf(x, "the expanded input"), in);
+  if (rank > in.size()) {  // new leading axes of extent 1
+    in.insert(in.begin(), rank - in.size(), SymDim::Of(1));
+    x = ReshapeTo(n, x, given, in);
   }
   const size_t offset = rank - target->values.size();
   for (size_t a = offset; a < rank; ++a) {

@@ -33,6 +33,12 @@ SymDim Decode(int64_t v, const std::array<int64_t, kMaxVars>& primes, int num_va
 std::pair<Shape, DType> Probed(const Symbol& x, const SymbolicInputs& inputs,
                                const std::map<std::string, NDArray>& params,
                                const std::array<int64_t, kMaxVars>& primes) {
+  if (inputs.vars.size() > kMaxVars) {
+    WEFT_THROW("ONNX import: expected at most " << kMaxVars
+                                                << " symbolic extents among the graph's inputs, "
+                                                   "found "
+                                                << inputs.vars.size());
+  }
   std::map<std::string, Shape> shapes;
   std::map<std::string, DType> dtypes;
   for (const std::string& name : x.ListArguments()) {
@@ -118,15 +124,14 @@ DimTensor DimTensor::Of(const HostTensor& t) {
   return out;
 }
 
+DType InferDType(const Symbol& x, const SymbolicInputs& inputs,
+                 const std::map<std::string, NDArray>& params) {
+  return Probed(x, inputs, params, kProbes[0]).second;
+}
+
 SymbolicType InferSymbolic(const Symbol& x, const SymbolicInputs& inputs,
                            const std::map<std::string, NDArray>& params) {
   const int num_vars = static_cast<int>(inputs.vars.size());
-  if (num_vars > kMaxVars) {
-    WEFT_THROW("ONNX import: expected at most " << kMaxVars
-                                                << " symbolic extents among the graph's inputs, "
-                                                   "found "
-                                                << num_vars);
-  }
   const auto [a, dtype] = Probed(x, inputs, params, kProbes[0]);
   const Shape b = num_vars == 0 ? a : Probed(x, inputs, params, kProbes[1]).first;
   SymbolicType out{{}, dtype};

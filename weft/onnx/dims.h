@@ -78,5 +78,8 @@ struct SymbolicType {
 };
 SymbolicType InferSymbolic(const Symbol& x, const SymbolicInputs& inputs,
                            const std::map<std::string, NDArray>& params);
+// The dtype alone (one inference, where the extents need two).
+DType InferDType(const Symbol& x, const SymbolicInputs& inputs,
+                 const std::map<std::string, NDArray>& params);
 
 }  // namespace weft::onnx_import

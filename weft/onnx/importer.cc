@@ -98,7 +98,7 @@ std::vector<SymDim> NodeContext::ShapeOf(const Symbol& x, const std::string& wha
 }
 
 DType NodeContext::DTypeOf(const Symbol& x) const {
-  return InferSymbolic(x, state_.inputs, state_.params).dtype;
+  return InferDType(x, state_.inputs, state_.params);
 }
 
 NodeContext::VarSource NodeContext::SourceOf(int var) const {
