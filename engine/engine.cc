@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <atomic>
 #include <cstdlib>
 
 #include "core/env.h"
@@ -52,15 +53,19 @@ Engine* Engine::Get() {
 
 namespace {
 
-// Counted before the op is queued: a reader pushed after this push returns runs after the write.
+std::atomic<uint64_t> write_stamps{0};  // the last stamp given, process-wide
+
+// Stamped before the op is queued: a reader pushed after this push returns runs after the write.
 void CountWrites(VarList writes) {
+  if (writes.size() == 0) return;
+  const uint64_t stamp = write_stamps.fetch_add(1, std::memory_order_relaxed) + 1;
   for (VarHandle v : writes)
-    if (v != nullptr) v->NoteWritePushed();
+    if (v != nullptr) v->NoteWritePushed(stamp);
 }
 
 }  // namespace
 
-uint64_t WritesPushed(VarHandle var) { return var->writes_pushed(); }
+uint64_t LastWritePushed(VarHandle var) { return var->last_write(); }
 
 void Engine::PushAsync(AsyncFn fn, Device device, VarList reads, VarList writes, FnProperty prop,
                        int priority, const char* name) {

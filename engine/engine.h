@@ -207,11 +207,13 @@ class Engine {
   virtual void Push(SyncFn sync, AsyncFn async, const PushArgs& args) = 0;
 };
 
-// The number of ops pushed so far that write `var`: its version. An op pushed after it was read
-// sees exactly the writes it counts (each was pushed before, so runs before), which lets a reader
-// keep what it derived from the var's content (a convolution's reordered weight) until the
-// version changes. Pushes racing on one var from several threads order themselves as they land.
-uint64_t WritesPushed(VarHandle var);
+// The version of `var`'s content: the stamp of the last op pushed that writes it, from one
+// process-wide sequence (0: none yet). Equal nonzero stamps mean the same write, so the same
+// content, even across vars and arrays that reuse one buffer; an op pushed after the stamp was
+// read sees exactly that write (pushed before, so run before). This lets a reader keep what it
+// derived from the content (a convolution's reordered weight) until the stamp changes. Pushes
+// racing on one var from several threads order themselves as they land.
+uint64_t LastWritePushed(VarHandle var);
 
 std::unique_ptr<Engine> CreateEngine(EngineKind kind, const EngineOptions& options);
 // Reads WEFT_ENGINE: "threaded" (default) or "naive".

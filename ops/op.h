@@ -86,9 +86,9 @@ struct OpContext {
   engine::RunContext run;
   bool is_train = false;
   RandomKey random;  // the range reserved for this call (Op::random_draws numbers), for random ops
-  // Per input, where the caller knows it: the version (engine::WritesPushed at push) of an input
-  // that is a bound graph's argument no op of the graph writes; 0 elsewhere. Equal versions of one
-  // array mean equal contents, so an op may keep what it derives from such an input (a
+  // Per input, where the caller knows it: the version (engine::LastWritePushed at push) of an input
+  // that is a bound graph's argument no op of the graph writes; 0 elsewhere. Equal versions of a
+  // buffer mean equal contents, so an op may keep what it derives from such an input (a
   // convolution's weight in oneDNN's layout) until the version changes. Empty: none known.
   std::span<const uint64_t> input_versions;
   // Temporary memory, valid until the op returns; owned by the worker running the op.

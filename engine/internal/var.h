@@ -36,9 +36,9 @@ class Var {
   // never pushes after the delete), so relaxed is enough.
   void MarkDeleted() { deleted_.store(true, std::memory_order_relaxed); }
   bool deleted() const { return deleted_.load(std::memory_order_relaxed); }
-  // Ops pushed so far that write the var (engine.h's WritesPushed).
-  void NoteWritePushed() { writes_pushed_.fetch_add(1, std::memory_order_acq_rel); }
-  uint64_t writes_pushed() const { return writes_pushed_.load(std::memory_order_acquire); }
+  // The stamp of the last op pushed that writes the var (engine.h's LastWritePushed).
+  void NoteWritePushed(uint64_t stamp) { last_write_.store(stamp, std::memory_order_release); }
+  uint64_t last_write() const { return last_write_.load(std::memory_order_acquire); }
 
  protected:
   explicit Var(const void* owner) : owner_(owner) {}
@@ -50,7 +50,7 @@ class Var {
   std::shared_ptr<ErrorSlot> error_;
   VarSyncSlot sync_;
   std::atomic<bool> deleted_{false};
-  std::atomic<uint64_t> writes_pushed_{0};
+  std::atomic<uint64_t> last_write_{0};
   Var* registry_prev_ = nullptr;  // the engine's lists of vars; guarded by its VarRegistry
   Var* registry_next_ = nullptr;
 };

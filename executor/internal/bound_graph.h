@@ -43,7 +43,7 @@ class BoundGraph {
     // Why a CUDA graph cannot record it (its one node's Op::CaptureBarrier); null: it can.
     const char* capture_barrier = nullptr;
     // Its nodes' inputs that are arguments no node of the graph writes: their versions are read
-    // at each push (engine::WritesPushed) and handed to the ops (OpContext::input_versions).
+    // at each push (engine::LastWritePushed) and handed to the ops (OpContext::input_versions).
     struct ArgumentRead {
       uint32_t node;   // position in `nodes`
       uint32_t input;  // the node's input

@@ -38,7 +38,7 @@ void GraphRun::Push(Phase phase, bool is_train) {
     SegmentCall call{&plan_, s, is_train, {}, {}};
     if (seg.random[is_train]) call.random = ReserveRandom(plan_.device(), seg.draws[is_train]);
     for (const BoundGraph::Segment::ArgumentRead& r : seg.argument_reads)
-      call.versions.push_back(engine::WritesPushed(r.var));
+      call.versions.push_back(engine::LastWritePushed(r.var));
     engine::Engine::Get()->PushSync(
         [call](engine::RunContext run) {
           call.plan->RunSegment(call.segment, call.is_train, call.random, run,
