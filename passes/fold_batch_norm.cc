@@ -16,11 +16,14 @@ namespace {
 int64_t FoldableConvolution(const Graph& g, uint32_t n, const std::vector<uint32_t>& readers) {
   const Node& bn = g.node(n);
   if (bn.op == nullptr || bn.op->name != "BatchNorm") return -1;
-  if (bn.attrs.Get<BatchNormParam>().axis != 1) return -1;
   const NodeEntry data = bn.inputs[0];
   const Node& conv = g.node(data.node);
   if (conv.op == nullptr || conv.op->name != "Convolution" || readers[g.EntryId(data)] != 1)
     return -1;
+  // over the convolution's channel axis: 1, or the last of 4 with layout NHWC
+  const int axis = bn.attrs.Get<BatchNormParam>().axis;
+  const bool channels_last = conv.attrs.Get<ConvParam>().window.channels_last;
+  if (channels_last ? (axis != 3 && axis != -1) : axis != 1) return -1;
   return data.node;
 }
 

@@ -3,6 +3,7 @@
 #include <array>
 
 #include "core/env.h"
+#include "passes/channels_last.h"
 #include "passes/cse.h"
 #include "passes/fold_activation.h"
 #include "passes/fold_batch_norm.h"
@@ -51,6 +52,11 @@ Graph FoldNorms(const Graph& g, State& s) { return FoldBatchNorm(g, &s.result.fo
 Graph FoldActivations(const Graph& g, State& s) {
   return FoldActivation(g, &s.result.folded_activations);
 }
+// An inference bind on the CPU (the GPU's convolutions take NCHW only).
+bool InfersOnCpu(const Graph& g, const State& s) {
+  return Infers(g, s) && !s.request.device.is_gpu();
+}
+Graph ToChannelsLast(const Graph& g, State& s) { return ChannelsLast(g, &s.result.channels_last); }
 
 bool Differentiates(const Graph& g, const State& s) { return !WithRespectTo(g, s.request).empty(); }
 Graph Differentiate(const Graph& g, State& s) {
@@ -96,10 +102,11 @@ struct PassRow {
 };
 
 // The pipeline: the table in pipeline.h.
-constexpr std::array<PassRow, 9> kBindPasses = {{
+constexpr std::array<PassRow, 10> kBindPasses = {{
     {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
     {"fold_batch_norm", "WEFT_FOLD_BATCH_NORM", Infers, FoldNorms, nullptr},
     {"fold_activation", "WEFT_FOLD_ACTIVATION", Infers, FoldActivations, nullptr},
+    {"channels_last", "WEFT_CHANNELS_LAST", InfersOnCpu, ToChannelsLast, nullptr},
     {"gradient", nullptr, Differentiates, Differentiate, nullptr},
     {"extend", nullptr, nullptr, Extend, nullptr},
     {"infer_shapes_and_types", nullptr, nullptr, Infer, nullptr},

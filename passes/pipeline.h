@@ -8,6 +8,8 @@
 //                                                        extension): BatchNorm into Convolution
 //   fold_activation         WEFT_FOLD_ACTIVATION         inference binds: an activation into the
 //                                                        layer before it (an epilogue)
+//   channels_last           WEFT_CHANNELS_LAST           CPU inference binds: convolutions and
+//                                                        poolings on NHWC data (channels_last.h)
 //   gradient                -                            when a gradient is requested
 //   extend                  -                            the caller's nodes, then its checks
 //   infer_shapes_and_types  -                            always, for the device; then the checks
@@ -70,6 +72,8 @@ struct BindResult {
   int folded_batch_norms = 0;
   // Activations folded into the FullyConnected before them (fold_activation.h).
   int folded_activations = 0;
+  // Convolutions and poolings turned channels last (channels_last.h).
+  int channels_last = 0;
   std::vector<Pass> passes;  // the passes that ran, in order
 };
 

@@ -82,6 +82,33 @@ TEST(FoldBatchNorm, FoldedGraphsComputeWhatUnfoldedOnesDo) {
   }
 }
 
+// A channels-last convolution's channels are its last axis: a BatchNorm over axis 3 (or -1)
+// folds into it, one over axis 1 (the rows there) does not.
+TEST(FoldBatchNorm, FoldsOverAChannelsLastConvolutionsLastAxisOnly) {
+  const Symbol data = Symbol::Variable("data");
+  const AttrMap nhwc = {{"layout", "NHWC"}};
+  for (const char* axis : {"3", "-1"}) {
+    SCOPED_TRACE(axis);
+    const Symbol s = ConvBn(data, "a", nhwc, {{"axis", axis}});
+    int folded = 0;
+    EXPECT_EQ(CountOps(FoldBatchNorm(s.ToGraph(), &folded), "BatchNorm"), 0u);
+    EXPECT_EQ(folded, 1);
+    Executor::ArrayMap args;
+    const auto shapes = InferArgumentShapes(s.ToGraph(), {{"data", Shape{2, 7, 7, 3}}});
+    for (const auto& [name, shape] : shapes) {
+      args[name] = NDArray(shape);
+      const bool positive =
+          name.find("moving_var") != std::string::npos || name.find("gamma") != std::string::npos;
+      args[name].FillUniform(positive ? 0.5 : -1, positive ? 1.5 : 1);
+    }
+    ExpectClose(Infer(s, args, true), Infer(s, args, false));
+  }
+  int folded = -1;
+  const Graph rows = FoldBatchNorm(ConvBn(data, "a", nhwc, {{"axis", "1"}}).ToGraph(), &folded);
+  EXPECT_EQ(folded, 0);
+  EXPECT_EQ(CountOps(rows, "BatchNorm"), 1u);
+}
+
 TEST(FoldBatchNorm, LeavesWhatItMayNotFold) {
   const Symbol data = Symbol::Variable("data");
   const Symbol conv =

@@ -13,6 +13,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -593,6 +594,139 @@ TEST(Pooling, BadInputsSayWhatWasExpected) {
   ExpectOpError("Pooling", {{"kernel", "(4, 4)"}, {"pooling_convention", "full"}},
                 {Shape{1, 1, 3, 3}},
                 {"Pooling", "kernel (4, 4) is larger than the padded input (3, 3)"});
+}
+
+// ---- layout NHWC ----
+
+// v, an (N, C, H, W) tensor row-major, as (N, H, W, C) (to_nhwc), or the reverse.
+Values Relayout(const Values& v, const Shape& nchw, bool to_nhwc) {
+  const int64_t N = nchw[0], C = nchw[1], plane = nchw[2] * nchw[3];
+  Values out(v.size());
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t p = 0; p < plane; ++p) {
+        const int64_t first = (n * C + c) * plane + p, last = (n * plane + p) * C + c;
+        if (to_nhwc)
+          out[last] = v[first];
+        else
+          out[first] = v[last];
+      }
+    }
+  }
+  return out;
+}
+
+// The NCHW case `c`, whose output is `out` (NCHW), with layout NHWC: its data and output channels
+// last, everything else (weight, window) as it was; the reference transposes to c's and back.
+OpCase ChannelsLast(OpCase c, const Shape& out) {
+  const Shape data = c.input_shapes[0];
+  c.attrs["layout"] = "NHWC";
+  c.input_shapes[0] = Shape{data[0], data[2], data[3], data[1]};
+  c.reference = [data, out, nchw = c.reference](const Inputs& in) {
+    Inputs given = in;
+    given[0] = Relayout(in[0], data, false);
+    Outputs y = nchw(given);
+    y[0] = Relayout(y[0], out, true);
+    return y;
+  };
+  c.name += " layout NHWC";
+  return c;
+}
+
+Shape ConvOut(const Shape& data, int64_t filters, const Window& win) {
+  return Shape{data[0], filters, win.OutRows(data[2]), win.OutCols(data[3])};
+}
+
+// oneDNN's channels-last kernels on float32, the loops on float64 (the gradient checks), against
+// the NCHW sums; a window over several channels tells the layouts apart.
+TEST(ChannelsLast, ConvolutionComputesTheNchwSumsOnChannelsLastData) {
+  if (TestDevice().is_gpu()) GTEST_SKIP() << "layout NHWC runs on the CPU (TheGpuRefusesIt)";
+  struct Conv {
+    Shape data;
+    int64_t filters;
+    Window win;
+    bool bias;
+    int64_t groups;
+  };
+  Window dilated{3, 2, 2, 1, 2, 1};
+  dilated.dh = 2;
+  for (const Conv& k : std::vector<Conv>{{Shape{2, 3, 5, 5}, 4, {3, 3, 2, 2, 1, 1}, true, 1},
+                                         {Shape{1, 2, 6, 5}, 3, {2, 3, 1, 2, 0, 1}, false, 1},
+                                         {Shape{2, 4, 5, 5}, 6, {3, 3, 1, 1, 1, 1}, true, 2},
+                                         {Shape{2, 3, 5, 4}, 3, {3, 3, 2, 2, 1, 1}, false, 3},
+                                         {Shape{2, 4, 8, 7}, 4, dilated, true, 2}}) {
+    RunNnCase(ChannelsLast(ConvolutionCase(k.data, k.filters, k.win, k.bias, k.groups),
+                           ConvOut(k.data, k.filters, k.win)));
+  }
+  OpCase relu = ConvolutionCase(Shape{2, 3, 5, 5}, 4, {3, 3, 2, 2, 1, 1}, true);
+  relu.attrs["act_type"] = "relu";
+  const auto plain = relu.reference;
+  relu.reference = [plain](const Inputs& in) {
+    Outputs y = plain(in);
+    for (double& v : y[0]) v = std::max(v, 0.0);
+    return y;
+  };
+  relu.check_gradient = false;
+  RunNnCase(ChannelsLast(relu, ConvOut(Shape{2, 3, 5, 5}, 4, {3, 3, 2, 2, 1, 1})));
+}
+
+TEST(ChannelsLast, PoolingComputesTheNchwWindowsOnChannelsLastData) {
+  if (TestDevice().is_gpu()) GTEST_SKIP() << "layout NHWC runs on the CPU (TheGpuRefusesIt)";
+  const Shape data{2, 3, 5, 5};
+  const Window win{3, 3, 2, 2, 1, 1};
+  Window ceil{3, 3, 2, 2, 1, 1};
+  ceil.ceil = true;
+  const Shape out{2, 3, win.OutRows(5), win.OutCols(5)};
+  for (const char* type : {"max", "avg"}) {
+    RunNnCase(ChannelsLast(PoolingCase(data, type, win, false), out));
+    RunNnCase(ChannelsLast(PoolingCase(data, type, win, false, false), out));
+    RunNnCase(ChannelsLast(PoolingCase(data, type, {}, true), Shape{2, 3, 1, 1}));
+    // loops on float32 too: an average counting padding with a window past it
+    RunNnCase(ChannelsLast(PoolingCase(data, type, ceil, false),
+                           Shape{2, 3, ceil.OutRows(5), ceil.OutCols(5)}));
+  }
+}
+
+TEST(ChannelsLast, ShapesAndErrorsNameTheLayout) {
+  NDArray x(Shape{1, 6, 5, 3}, TestDevice());  // (N, H, W, C)
+  x.Fill(1);
+  const AttrMap pool = {{"kernel", "(3, 3)"}, {"stride", "(2, 2)"}, {"layout", "NHWC"}};
+  const AttrMap global = {{"global_pool", "true"}, {"pool_type", "avg"}, {"layout", "NHWC"}};
+  if (!TestDevice().is_gpu()) {
+    EXPECT_EQ(Invoke("Pooling", {x}, pool)[0].shape(), (Shape{1, 2, 2, 3}));
+    EXPECT_EQ(Invoke("Pooling", {x}, global)[0].shape(), (Shape{1, 1, 1, 3}));
+  }
+  ExpectOpError("Pooling", pool, {Shape{3, 3}},
+                {"Pooling", "4-D (N, H, W, C) (layout NHWC), found (3, 3)"});
+  ExpectOpError("Pooling", {{"kernel", "(2, 2)"}, {"layout", "NCWH"}}, {Shape{1, 3, 3, 1}},
+                {"Pooling", "layout", "'NCWH'", "'NCHW'", "'NHWC'"});
+  ExpectOpError("Convolution", {{"kernel", "(3, 3)"}, {"num_filter", "2"}, {"layout", "NHWC"}},
+                {Shape{1, 5, 5, 3}, Shape{2, 5, 3, 3}, Shape{2}},
+                {"Convolution", "weight must be (2, 3, 3, 3), found (2, 5, 3, 3)"});
+}
+
+// The GPU's convolution and pooling take NCHW only: NHWC is an error naming the op, not a wrong
+// answer.
+TEST(ChannelsLast, TheGpuRefusesIt) {
+  if (!TestDevice().is_gpu()) GTEST_SKIP() << "the CPU computes layout NHWC";
+  NDArray x(Shape{1, 5, 5, 3}, TestDevice()), w(Shape{2, 3, 3, 3}, TestDevice());
+  x.Fill(1);
+  w.Fill(1);
+  const AttrMap conv = {
+      {"kernel", "(3, 3)"}, {"num_filter", "2"}, {"no_bias", "1"}, {"layout", "NHWC"}};
+  for (const auto& [op, inputs, attrs] :
+       std::vector<std::tuple<std::string, std::vector<NDArray>, AttrMap>>{
+           {"Convolution", {x, w}, conv},
+           {"Pooling", {x}, {{"kernel", "(2, 2)"}, {"layout", "NHWC"}}}}) {
+    try {
+      Invoke(op, inputs, attrs)[0].WaitToRead();
+      ADD_FAILURE() << op << " with layout NHWC ran on the GPU";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(op + ": layout NHWC runs on the CPU only"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // ---- PyTorch's numbers for Convolution and Pooling ----

@@ -3,6 +3,8 @@
 // weights; grouped through oneDNN's 5-D weights, dilated); float64 runs the direct loops below.
 // Other dtypes (bfloat16: GPU only) are an error naming the op and the dtype (UseDnnl). An
 // activation epilogue (act_type) is the forward primitive's post-op, or weft's functor on float64.
+// Layout NHWC: oneDNN's channels-last kernels read and write the tensors in place (as fast as its
+// blocked layouts here, with no reorder); the loops step through either layout (PlaneStrides).
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -27,12 +29,18 @@ struct ConvDescs {
   dnnl::memory::dims strides, dilates, padding;
 };
 
-// The data, weight and output descriptors leave the layout to oneDNN (format_tag::any): on plain
-// NCHW it falls back to im2col + GEMM, while its direct kernels want blocked layouts. The tensors
-// are reordered in and out (LayoutBuffer), which costs far less than it saves.
+// The weight's descriptor, and NCHW data's and output's, leave the layout to oneDNN
+// (format_tag::any): on plain NCHW it falls back to im2col + GEMM, while its direct kernels want
+// blocked layouts. The tensors are reordered in and out (LayoutBuffer), which costs far less than
+// it saves (and three times less again with layout NHWC, which needs no reorder: bench/README.md).
 dnnl::memory::desc AnyLayout(const Shape& shape) {
   return dnnl::memory::desc(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()),
                             dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+}
+
+// Data or output (dims `nchw`) as the primitive takes it.
+dnnl::memory::desc ImageLayout(const Shape& nchw, bool channels_last) {
+  return channels_last ? ImageDesc(nchw, true) : AnyLayout(nchw);
 }
 
 // The weight as oneDNN takes it: (F, C, kh, kw), or with groups (G, F / G, C / G, kh, kw), the
@@ -49,10 +57,11 @@ TensorView DnnlWeightView(const TensorView& w, const Window2d& win, const ConvDi
 }
 
 ConvDescs DescsOf(const Window2d& win, const ConvDims& d) {
-  return {AnyLayout(Shape{d.g.n, d.g.c, d.g.h, d.g.w}),
+  const bool last = win.channels_last;
+  return {ImageLayout(Shape{d.g.n, d.g.c, d.g.h, d.g.w}, last),
           AnyLayout(DnnlWeightShape(win, d)),
           PlainDesc(Shape{d.f}),
-          AnyLayout(d.Output()),
+          ImageLayout(Shape{d.g.n, d.f, d.g.oh, d.g.ow}, last),
           {win.stride[0], win.stride[1]},
           {win.dilate[0] - 1, win.dilate[1] - 1},
           {win.pad[0], win.pad[1]}};
@@ -63,7 +72,8 @@ std::string ConvKey(const char* direction, const Window2d& win, const ConvDims& 
                     std::optional<ActType> act = std::nullopt) {
   return PrimitiveKey("Convolution", direction, Shape{d.g.n, d.g.c, d.g.h, d.g.w}, d.f, d.groups,
                       win.kernel[0], win.kernel[1], win.stride[0], win.stride[1], win.pad[0],
-                      win.pad[1], win.dilate[0], win.dilate[1], bias, LayerActKey(act));
+                      win.pad[1], win.dilate[0], win.dilate[1], win.channels_last, bias,
+                      LayerActKey(act));
 }
 
 // The forward, with an activation epilogue `act` as its post-op (the backward primitives' hint:
@@ -115,18 +125,16 @@ DnnlPrimitive ConvBackwardWeightsPrimitive(const Window2d& win, const ConvDims& 
 
 // ---- float64: direct loops ----
 
-// Where the loops find things: a filter's group and first channel, and the extents of an input
-// plane and of one filter's weights.
+// Where the loops find things: a filter's group and first channel, and the extent of one filter's
+// weights.
 struct LoopLayout {
-  int64_t plane;        // h * w
   int64_t taps;         // kh * kw
   int64_t filter;       // (C / G) * kh * kw: one filter's weights
   int64_t group_c;      // C / G: channels per group
   int64_t per_group_f;  // F / G: filters per group
 
   LoopLayout(const Window2d& win, const ConvDims& d)
-      : plane(d.g.h * d.g.w),
-        taps(win.kernel[0] * win.kernel[1]),
+      : taps(win.kernel[0] * win.kernel[1]),
         filter(d.g.c / d.groups * taps),
         group_c(d.g.c / d.groups),
         per_group_f(d.f / d.groups) {}
@@ -134,12 +142,14 @@ struct LoopLayout {
   int64_t FirstChannel(int64_t f) const { return f / per_group_f * group_c; }
 };
 
-// x (N, C, H, W), w (F, C / G, kh, kw), b (F,) or null -> y (N, F, OH, OW).
+// x (N, C, H, W), w (F, C / G, kh, kw), b (F,) or null -> y (N, F, OH, OW); x and y in either
+// layout.
 template <typename T>
 void ConvForwardLoops(const Window2d& win, const ConvDims& d, const T* x, const T* w, const T* b,
                       T* y) {
   const Geometry2d& g = d.g;
   const LoopLayout l(win, d);
+  const PlaneStrides xs = g.DataStrides(), ys = g.OutStrides(d.f);
   ParallelFor(g.n * d.f, 1, [&](int64_t begin, int64_t end) {
     for (int64_t nf = begin; nf < end; ++nf) {
       const int64_t n = nf / d.f, f = nf % d.f;
@@ -147,13 +157,13 @@ void ConvForwardLoops(const Window2d& win, const ConvDims& d, const T* x, const 
         for (int64_t ow = 0; ow < g.ow; ++ow) {
           T sum = b ? b[f] : T(0);
           for (int64_t c = 0; c < l.group_c; ++c) {
-            const T* xc = x + (n * g.c + l.FirstChannel(f) + c) * l.plane;
+            const T* xc = x + xs.At(n, l.FirstChannel(f) + c, 0);
             const T* wc = w + f * l.filter + c * l.taps;
             ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) {
-              sum += xc[at] * wc[i * win.kernel[1] + j];
+              sum += xc[at * xs.step] * wc[i * win.kernel[1] + j];
             });
           }
-          y[(nf * g.oh + oh) * g.ow + ow] = sum;
+          y[ys.At(n, f, oh * g.ow + ow)] = sum;
         }
       }
     }
@@ -161,23 +171,24 @@ void ConvForwardLoops(const Window2d& win, const ConvDims& d, const T* x, const 
 }
 
 // dy (N, F, OH, OW), w (F, C / G, kh, kw) -> dx (N, C, H, W): each output's gradient scattered
-// back through the taps that produced it.
+// back through the taps that produced it; dy and dx in either layout.
 template <typename T>
 void ConvBackwardDataLoops(const Window2d& win, const ConvDims& d, const T* dy, const T* w, T* dx) {
   const Geometry2d& g = d.g;
   const LoopLayout l(win, d);
+  const PlaneStrides xs = g.DataStrides(), ys = g.OutStrides(d.f);
   ParallelFor(g.n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
-      std::fill_n(dx + n * g.c * l.plane, g.c * l.plane, T(0));
+      std::fill_n(dx + n * xs.image, xs.image, T(0));  // image n, in either layout
       for (int64_t f = 0; f < d.f; ++f) {
         for (int64_t oh = 0; oh < g.oh; ++oh) {
           for (int64_t ow = 0; ow < g.ow; ++ow) {
-            const T grad = dy[((n * d.f + f) * g.oh + oh) * g.ow + ow];
+            const T grad = dy[ys.At(n, f, oh * g.ow + ow)];
             for (int64_t c = 0; c < l.group_c; ++c) {
-              T* dxc = dx + (n * g.c + l.FirstChannel(f) + c) * l.plane;
+              T* dxc = dx + xs.At(n, l.FirstChannel(f) + c, 0);
               const T* wc = w + f * l.filter + c * l.taps;
               ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) {
-                dxc[at] += grad * wc[i * win.kernel[1] + j];
+                dxc[at * xs.step] += grad * wc[i * win.kernel[1] + j];
               });
             }
           }
@@ -187,12 +198,14 @@ void ConvBackwardDataLoops(const Window2d& win, const ConvDims& d, const T* dy, 
   });
 }
 
-// dy (N, F, OH, OW), x (N, C, H, W) -> dw (F, C / G, kh, kw), db (F,) (db may be null).
+// dy (N, F, OH, OW), x (N, C, H, W) -> dw (F, C / G, kh, kw), db (F,) (db may be null); dy and x
+// in either layout.
 template <typename T>
 void ConvBackwardWeightsLoops(const Window2d& win, const ConvDims& d, const T* dy, const T* x,
                               T* dw, T* db) {
   const Geometry2d& g = d.g;
   const LoopLayout l(win, d);
+  const PlaneStrides xs = g.DataStrides(), ys = g.OutStrides(d.f);
   ParallelFor(d.f, 1, [&](int64_t begin, int64_t end) {
     for (int64_t f = begin; f < end; ++f) {
       std::fill_n(dw + f * l.filter, l.filter, T(0));
@@ -200,13 +213,13 @@ void ConvBackwardWeightsLoops(const Window2d& win, const ConvDims& d, const T* d
       for (int64_t n = 0; n < g.n; ++n) {
         for (int64_t oh = 0; oh < g.oh; ++oh) {
           for (int64_t ow = 0; ow < g.ow; ++ow) {
-            const T grad = dy[((n * d.f + f) * g.oh + oh) * g.ow + ow];
+            const T grad = dy[ys.At(n, f, oh * g.ow + ow)];
             bias_sum += grad;
             for (int64_t c = 0; c < l.group_c; ++c) {
-              const T* xc = x + (n * g.c + l.FirstChannel(f) + c) * l.plane;
+              const T* xc = x + xs.At(n, l.FirstChannel(f) + c, 0);
               T* dwc = dw + f * l.filter + c * l.taps;
               ForEachTap(win, g, oh, ow, [&](int64_t i, int64_t j, int64_t at) {
-                dwc[i * win.kernel[1] + j] += grad * xc[at];
+                dwc[i * win.kernel[1] + j] += grad * xc[at * xs.step];
               });
             }
           }
@@ -240,11 +253,12 @@ void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
   LayoutBuffer src, weights, dst;
   // a bound graph's weight is reordered once per version, not at every call
   const uint64_t weight_version = ctx.input_versions.size() > 1 ? ctx.input_versions[1] : 0;
+  const bool last = p.window.channels_last;
   DnnlArgs args = {
-      {DNNL_ARG_SRC, src.Input(in[0], prim.desc.src_desc())},
+      {DNNL_ARG_SRC, src.Input(ImageMemory(in[0], last), prim.desc.src_desc())},
       {DNNL_ARG_WEIGHTS, ReorderedOnce(DnnlWeightView(in[1], p.window, d), weight_version,
                                        prim.desc.weights_desc(), weights)},
-      {DNNL_ARG_DST, dst.Output(staged.Target(0), prim.desc.dst_desc())}};
+      {DNNL_ARG_DST, dst.Output(ImageMemory(staged.Target(0), last), prim.desc.dst_desc())}};
   if (bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(*bias));
   ExecutePrimitive(prim, std::move(args), staged.Extra(0));
   dst.Flush();
@@ -256,20 +270,23 @@ void ConvBackwardDnnl(const Window2d& win, const ConvDims& d, bool bias,
                       std::span<const TensorView> in, const StagedOutputs& staged) {
   const DnnlPrimitive data_prim = ConvBackwardDataPrimitive(win, d);
   const DnnlPrimitive weights_prim = ConvBackwardWeightsPrimitive(win, d, bias);
+  const dnnl::memory dy_image = ImageMemory(in[0], win.channels_last);
+  const dnnl::memory x_image = ImageMemory(in[1], win.channels_last);
   if (staged.Needed(0)) {
     LayoutBuffer dy, w, dx;
     ExecutePrimitive(
         data_prim,
-        {{DNNL_ARG_DIFF_DST, dy.Input(in[0], data_prim.desc.diff_dst_desc())},
+        {{DNNL_ARG_DIFF_DST, dy.Input(dy_image, data_prim.desc.diff_dst_desc())},
          {DNNL_ARG_WEIGHTS, w.Input(DnnlWeightView(in[2], win, d), data_prim.desc.weights_desc())},
-         {DNNL_ARG_DIFF_SRC, dx.Output(staged.Target(0), data_prim.desc.diff_src_desc())}},
+         {DNNL_ARG_DIFF_SRC, dx.Output(ImageMemory(staged.Target(0), win.channels_last),
+                                       data_prim.desc.diff_src_desc())}},
         staged.Extra(0));
     dx.Flush();
   }
   if (!NeedsWeightGrads(staged, bias)) return;
   LayoutBuffer dy, x, dw;
-  DnnlArgs args = {{DNNL_ARG_SRC, x.Input(in[1], weights_prim.desc.src_desc())},
-                   {DNNL_ARG_DIFF_DST, dy.Input(in[0], weights_prim.desc.diff_dst_desc())},
+  DnnlArgs args = {{DNNL_ARG_SRC, x.Input(x_image, weights_prim.desc.src_desc())},
+                   {DNNL_ARG_DIFF_DST, dy.Input(dy_image, weights_prim.desc.diff_dst_desc())},
                    {DNNL_ARG_DIFF_WEIGHTS, dw.Output(DnnlWeightView(staged.Target(1), win, d),
                                                      weights_prim.desc.diff_weights_desc())}};
   if (bias) args.emplace(DNNL_ARG_DIFF_BIAS, DnnlMemory(staged.Target(2)));

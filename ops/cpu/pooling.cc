@@ -11,6 +11,9 @@
 // oneDNN's max-pooling backward needs the workspace its forward-training pass fills; rather than
 // keep that workspace as a hidden second output of Pooling (which every user and graph pass would
 // then see), the backward recomputes the forward into scratch: one extra forward pass per backward.
+//
+// Layout NHWC: oneDNN reads and writes channels-last tensors in place (ImageMemory); the loops step
+// through either layout (PlaneStrides).
 #include <algorithm>
 #include <limits>
 
@@ -43,8 +46,8 @@ struct PoolDescArgs {
 PoolDescArgs DescArgsOf(const PoolCall& call) {
   const Window2d& win = call.win;
   const Geometry2d& g = call.g;
-  return {PlainDesc(Shape{g.n, g.c, g.h, g.w}),
-          PlainDesc(PoolOutputShape(g)),
+  return {ImageDesc(Shape{g.n, g.c, g.h, g.w}, g.channels_last),
+          ImageDesc(Shape{g.n, g.c, g.oh, g.ow}, g.channels_last),
           {win.stride[0], win.stride[1]},
           {win.kernel[0], win.kernel[1]},
           {win.pad[0], win.pad[1]},
@@ -64,7 +67,7 @@ std::string PoolKey(const char* direction, const PoolCall& call) {
   return PrimitiveKey("Pooling", direction, static_cast<int>(AlgorithmOf(call)),
                       Shape{g.n, g.c, g.h, g.w}, win.kernel[0], win.kernel[1], win.stride[0],
                       win.stride[1], win.pad[0], win.pad[1], PadAfter(win, g, 0),
-                      PadAfter(win, g, 1));
+                      PadAfter(win, g, 1), g.channels_last);
 }
 
 // Inference needs no workspace; training fills the workspace max pooling's backward reads.
@@ -91,12 +94,13 @@ DnnlPrimitive PoolBackwardPrimitive(const PoolCall& call) {
 void PoolBackwardF32(const OpContext& ctx, const PoolCall& call, std::span<const TensorView> in,
                      std::span<const OpReq> req, std::span<const TensorView> out) {
   const DnnlPrimitive backward = PoolBackwardPrimitive(call);
+  const bool last = call.g.channels_last;
   if (!IsMax(call)) {
     StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(backward)});
-    ExecutePrimitive(
-        backward,
-        {{DNNL_ARG_DIFF_DST, DnnlMemory(in[0])}, {DNNL_ARG_DIFF_SRC, DnnlMemory(staged.Target(0))}},
-        staged.Extra(0));
+    ExecutePrimitive(backward,
+                     {{DNNL_ARG_DIFF_DST, ImageMemory(in[0], last)},
+                      {DNNL_ARG_DIFF_SRC, ImageMemory(staged.Target(0), last)}},
+                     staged.Extra(0));
     staged.Finish();
     return;
   }
@@ -107,13 +111,13 @@ void PoolBackwardF32(const OpContext& ctx, const PoolCall& call, std::span<const
   const dnnl::memory workspace(forward.desc.workspace_desc(), DnnlEngine(), staged.Extra(1));
   const TensorView forward_output(staged.Extra(0), in[0].shape(), DType::kFloat32, in[0].device());
   ExecutePrimitive(forward,
-                   {{DNNL_ARG_SRC, DnnlMemory(in[1])},
-                    {DNNL_ARG_DST, DnnlMemory(forward_output)},
+                   {{DNNL_ARG_SRC, ImageMemory(in[1], last)},
+                    {DNNL_ARG_DST, ImageMemory(forward_output, last)},
                     {DNNL_ARG_WORKSPACE, workspace}},
                    staged.Extra(2));
   ExecutePrimitive(backward,
-                   {{DNNL_ARG_DIFF_DST, DnnlMemory(in[0])},
-                    {DNNL_ARG_DIFF_SRC, DnnlMemory(staged.Target(0))},
+                   {{DNNL_ARG_DIFF_DST, ImageMemory(in[0], last)},
+                    {DNNL_ARG_DIFF_SRC, ImageMemory(staged.Target(0), last)},
                     {DNNL_ARG_WORKSPACE, workspace}},
                    staged.Extra(2));
   staged.Finish();
@@ -148,52 +152,58 @@ class LoopWindow {
   bool include_pad_;
 };
 
-// x (N, C, H, W) -> y (N, C, OH, OW).
+// x (N, C, H, W) -> y (N, C, OH, OW), in either layout.
 template <typename T>
 void PoolForwardLoops(const PoolCall& call, const T* x, T* y) {
   const Geometry2d& g = call.g;
   const LoopWindow window(call);
   const bool max = IsMax(call);
+  const PlaneStrides xs = g.DataStrides(), ys = g.OutStrides(g.c);
   ParallelFor(g.n * g.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
-      const T* xp = x + plane * g.h * g.w;
+      const int64_t n = plane / g.c, c = plane % g.c;
+      const T* xp = x + xs.At(n, c, 0);
       for (int64_t oh = 0; oh < g.oh; ++oh) {
         for (int64_t ow = 0; ow < g.ow; ++ow) {
           T acc = max ? -std::numeric_limits<T>::infinity() : T(0);
-          window.ForEachInput(
-              oh, ow, [&](int64_t at) { acc = max ? std::max(acc, xp[at]) : acc + xp[at]; });
-          y[(plane * g.oh + oh) * g.ow + ow] =
-              max ? acc : acc / static_cast<T>(window.Divisor(oh, ow));
+          window.ForEachInput(oh, ow, [&](int64_t at) {
+            const T v = xp[at * xs.step];
+            acc = max ? std::max(acc, v) : acc + v;
+          });
+          y[ys.At(n, c, oh * g.ow + ow)] = max ? acc : acc / static_cast<T>(window.Divisor(oh, ow));
         }
       }
     }
   });
 }
 
-// dy (N, C, OH, OW), x (N, C, H, W) -> dx (N, C, H, W).
+// dy (N, C, OH, OW), x (N, C, H, W) -> dx (N, C, H, W), in either layout.
 template <typename T>
 void PoolBackwardLoops(const PoolCall& call, const T* dy, const T* x, T* dx) {
   const Geometry2d& g = call.g;
   const LoopWindow window(call);
   const bool max = IsMax(call);
+  const PlaneStrides xs = g.DataStrides(), ys = g.OutStrides(g.c);
+  const int64_t step = xs.step;
   ParallelFor(g.n * g.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
-      const T* xp = x + plane * g.h * g.w;
-      T* dxp = dx + plane * g.h * g.w;
-      std::fill_n(dxp, g.h * g.w, T(0));
+      const int64_t n = plane / g.c, c = plane % g.c;
+      const T* xp = x + xs.At(n, c, 0);
+      T* dxp = dx + xs.At(n, c, 0);
+      for (int64_t at = 0; at < g.h * g.w; ++at) dxp[at * step] = T(0);
       for (int64_t oh = 0; oh < g.oh; ++oh) {
         for (int64_t ow = 0; ow < g.ow; ++ow) {
-          const T grad = dy[(plane * g.oh + oh) * g.ow + ow];
+          const T grad = dy[ys.At(n, c, oh * g.ow + ow)];
           const T share = max ? T(0) : grad / static_cast<T>(window.Divisor(oh, ow));
           int64_t best = -1;  // max: the first largest input
           window.ForEachInput(oh, ow, [&](int64_t at) {
             if (!max) {
-              dxp[at] += share;
-            } else if (best < 0 || xp[at] > xp[best]) {
+              dxp[at * step] += share;
+            } else if (best < 0 || xp[at * step] > xp[best * step]) {
               best = at;
             }
           });
-          if (max) dxp[best] += grad;
+          if (max) dxp[best * step] += grad;
         }
       }
     }
@@ -222,9 +232,11 @@ void PoolForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
   }
   const DnnlPrimitive prim = PoolForwardPrimitive(call, false);
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
-  ExecutePrimitive(
-      prim, {{DNNL_ARG_SRC, DnnlMemory(in[0])}, {DNNL_ARG_DST, DnnlMemory(staged.Target(0))}},
-      staged.Extra(0));
+  const bool last = call.g.channels_last;
+  ExecutePrimitive(prim,
+                   {{DNNL_ARG_SRC, ImageMemory(in[0], last)},
+                    {DNNL_ARG_DST, ImageMemory(staged.Target(0), last)}},
+                   staged.Extra(0));
   staged.Finish();
 }
 

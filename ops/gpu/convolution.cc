@@ -198,6 +198,7 @@ ConvCall ConvCallOf(const GpuCall& call, const char* op, const ConvParam& p,
                     const TensorView& data) {
   const DType dtype = data.dtype();
   CheckDType(op, dtype, kConvTypes);
+  CheckNchwLayout(op, p.window);
   const ConvDims d = ConvDimsOf(op, p, data.shape());
   return {dtype, d, DescsOf(dtype, p.window, d), KeyOf(call.device(), dtype, p.window, d)};
 }

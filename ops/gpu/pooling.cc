@@ -88,6 +88,7 @@ bool OwnKernels(const PoolCall& pool, DType dtype) {
 void PoolForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
   const PoolCall pool = PoolCallOf(a, in[0].shape());
+  CheckNchwLayout("Pooling", pool.win);
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
   CheckDType("Pooling", dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
@@ -105,6 +106,7 @@ void PoolForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
 void PoolBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                      std::span<const OpReq> req, std::span<const TensorView> out) {
   const PoolCall pool = PoolCallOf(a, in[1].shape());
+  CheckNchwLayout("_backward_Pooling", pool.win);
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
   CheckDType("_backward_Pooling", dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});

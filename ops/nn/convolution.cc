@@ -1,5 +1,10 @@
 // Convolution: 2-D cross-correlation over NCHW data, grouped and dilated.
 //
+// layout "NHWC" (default "NCHW"): data (N, H, W, C) and output (N, OH, OW, F), the same sums
+// (ops/nn/window2d.h); the weight keeps its layout. The CPU computes it (oneDNN's channels-last
+// kernels need no reorder of the data); the GPU refuses it, naming the op. passes/channels_last.h
+// turns a CPU inference graph's convolutions to it.
+//
 //   data    (N, C, H, W)
 //   weight  (F, C / G, kh, kw)      F = num_filter, G = num_group, (kh, kw) = kernel
 //   bias    (F,)                    absent when no_bias
@@ -35,6 +40,7 @@ ConvParam ParseConv(AttrReader& r) {
   ConvParam p{ParseWindow2d(r, std::nullopt), r.Int("num_filter", std::nullopt, 1),
               r.Int("num_group", 1, 1), r.Bool("no_bias", false), ReadLayerAct(r)};
   ParseDilate(r, p.window);
+  ParseLayout(r, p.window);
   if (p.num_filter % p.num_group != 0) {
     WEFT_THROW("op 'Convolution': attribute 'num_filter': expected a multiple of num_group "
                << p.num_group << ", found " << p.num_filter);
@@ -68,11 +74,11 @@ std::vector<Shape> ConvBackwardShape(const Attrs& a, const std::vector<Shape>& i
   return {in[1], in[2], Shape{p.num_filter}};
 }
 
-// weight (F, C / G, kh, kw) and bias (F,) from data (N, C, H, W).
+// weight (F, C / G, kh, kw) and bias (F,) from data (N, C, H, W) or (N, H, W, C).
 void ConvInputShapes(const Attrs& a, std::vector<std::optional<Shape>>& in) {
   const ConvParam& p = a.Get<ConvParam>();
   if (!in[0] || in[0]->ndim() != 4) return;
-  const int64_t channels = (*in[0])[1] / p.num_group;
+  const int64_t channels = (*in[0])[p.window.channels_last ? 3 : 1] / p.num_group;
   if (!in[1]) in[1] = Shape{p.num_filter, channels, p.window.kernel[0], p.window.kernel[1]};
   if (in.size() > 2 && !in[2]) in[2] = Shape{p.num_filter};
 }
@@ -80,8 +86,8 @@ void ConvInputShapes(const Attrs& a, std::vector<std::optional<Shape>>& in) {
 const bool defined = [] {
   DefineLayerOp<ConvParam>(
       {"Convolution",
-       "2-D convolution (cross-correlation) over NCHW data with an (F, C / num_group, kh, kw) "
-       "weight; num_group (grouped, depthwise) and dilate as MXNet",
+       "2-D convolution (cross-correlation) over NCHW (or layout NHWC) data with an (F, C / "
+       "num_group, kh, kw) weight; num_group (grouped, depthwise) and dilate as MXNet",
        ParseConv, ConvShape, ConvBackwardShape, ConvInputShapes});
   return true;
 }();

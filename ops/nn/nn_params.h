@@ -125,7 +125,7 @@ struct ConvDims {
   int64_t f;
   int64_t groups;
 
-  Shape Output() const { return Shape{g.n, f, g.oh, g.ow}; }  // (N, F, OH, OW)
+  Shape Output() const { return g.Out(f); }  // (N, F, OH, OW), or (N, OH, OW, F) channels last
   // (F, C / groups, kh, kw), MXNet's and PyTorch's layout.
   Shape Weight(const Window2d& win) const {
     return Shape{f, g.c / groups, win.kernel[0], win.kernel[1]};
@@ -156,8 +156,8 @@ struct PoolCall {
   bool count_include_pad;
 };
 
-// (N, C, OH, OW).
-inline Shape PoolOutputShape(const Geometry2d& g) { return Shape{g.n, g.c, g.oh, g.ow}; }
+// (N, C, OH, OW), or (N, OH, OW, C) channels last.
+inline Shape PoolOutputShape(const Geometry2d& g) { return g.Out(g.c); }
 
 // The window is the attributes', or the whole plane for global pooling; checks `data`.
 PoolCall PoolCallOf(const Attrs& a, const Shape& data);

@@ -1,5 +1,8 @@
 // Pooling: 2-D max or average pooling over NCHW data.
 //
+// layout "NHWC" (default "NCHW"): data (N, H, W, C), output (N, OH, OW, C); CPU only, as
+// Convolution's.
+//
 //   data    (N, C, H, W)
 //   output  (N, C, OH, OW)   pooling_convention "valid" (default): OH = floor((H + 2 * pad_h - kh)
 //                            / stride_h) + 1; "full": ceil instead of floor, less one where the
@@ -35,6 +38,7 @@ PoolParam ParsePool(AttrReader& r) {
       "pool_type", {{"max", PoolType::kMax}, {"avg", PoolType::kAvg}}, PoolType::kMax);
   Window2d win = ParseWindow2d(r, global ? std::optional<Shape>(Shape{1, 1}) : std::nullopt);
   win.ceil = r.Choice<bool>("pooling_convention", {{"valid", false}, {"full", true}}, false);
+  ParseLayout(r, win);
   const bool count_include_pad = r.Bool("count_include_pad", true);
   if (!global && (win.pad[0] >= win.kernel[0] || win.pad[1] >= win.kernel[1])) {
     WEFT_THROW("op 'Pooling': attribute 'pad': expected less than the kernel "
@@ -59,7 +63,8 @@ std::vector<Shape> PoolBackwardShape(const Attrs& a, const std::vector<Shape>& i
 const bool defined = [] {
   WEFT_REGISTER_OP(Pooling)
       .Describe(
-          "2-D max or average pooling over NCHW data; avg counts padding as zeros unless "
+          "2-D max or average pooling over NCHW (or layout NHWC) data; avg counts padding as zeros "
+          "unless "
           "count_include_pad is false; pooling_convention 'full' is ceil mode")
       .Params(ParsePool)
       .Inputs({"data"})

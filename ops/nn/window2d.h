@@ -1,6 +1,10 @@
-// The geometry of a 2-D window sliding over NCHW data, shared by Convolution and Pooling: the
-// kernel/stride/pad/dilate attributes, the output extent, the padding each side needs, and the
-// taps of one window that fall inside the input.
+// The geometry of a 2-D window sliding over NCHW (or NHWC) data, shared by Convolution and
+// Pooling: the kernel/stride/pad/dilate attributes, the data's layout, the output extent, the
+// padding each side needs, and the taps of one window that fall inside the input.
+//
+// The layout (attribute `layout`, MXNet's name): "NCHW" (the default) or "NHWC", channels last
+// (PyTorch's channels_last memory format, TensorFlow's default): data (N, H, W, C), output
+// (N, OH, OW, F). Only where the data lies changes; the weight stays (F, C / G, kh, kw).
 //
 // Device neutral: the definitions (ops/nn/convolution.cc, pooling.cc) parse and check it, and both
 // devices' computes read it.
@@ -35,6 +39,7 @@ struct Window2d {
   int64_t pad[2];              // before the input on each axis, and after it (but see PadAfter)
   int64_t dilate[2] = {1, 1};  // Convolution's `dilate`; 1 for pooling
   bool ceil = false;           // ceil mode (Pooling's pooling_convention "full")
+  bool channels_last = false;  // layout "NHWC"
 
   // Input positions one window spans along `axis`: dilate * (kernel - 1) + 1.
   int64_t Span(int axis) const { return dilate[axis] * (kernel[axis] - 1) + 1; }
@@ -45,18 +50,42 @@ struct Window2d {
 Window2d ParseWindow2d(AttrReader& r, std::optional<Shape> kernel_fallback);
 // Reads "dilate" (default (1, 1), each at least 1) into `win`.
 void ParseDilate(AttrReader& r, Window2d& win);
+// Reads "layout" ("NCHW", the default, or "NHWC") into `win`.
+void ParseLayout(AttrReader& r, Window2d& win);
 
-// Extents of one call: data (n, c, h, w), output (n, *, oh, ow).
+// Where the values of one image's channel lie in a tensor of either layout: element (n, c, p),
+// p = row * w + column a position of the (h, w) plane, is at n * image + c * channel + p * step.
+struct PlaneStrides {
+  int64_t image, channel, step;
+  int64_t At(int64_t n, int64_t c, int64_t p) const { return n * image + c * channel + p * step; }
+};
+
+// Extents of one call: data (n, c, h, w), output (n, *, oh, ow), in NCHW's order whatever the
+// layout; Data() and Out() are the tensors' shapes in it.
 struct Geometry2d {
   int64_t n, c, h, w, oh, ow;
+  bool channels_last = false;
+
+  // A tensor of this call with `channels` channels over a (rows, cols) plane, in the layout.
+  Shape Image(int64_t channels, int64_t rows, int64_t cols) const {
+    return channels_last ? Shape{n, rows, cols, channels} : Shape{n, channels, rows, cols};
+  }
+  Shape Data() const { return Image(c, h, w); }
+  Shape Out(int64_t channels) const { return Image(channels, oh, ow); }
+  PlaneStrides Strides(int64_t channels, int64_t plane) const {
+    return channels_last ? PlaneStrides{plane * channels, 1, channels}
+                         : PlaneStrides{plane * channels, plane, 1};
+  }
+  PlaneStrides DataStrides() const { return Strides(c, h * w); }
+  PlaneStrides OutStrides(int64_t channels) const { return Strides(channels, oh * ow); }
 };
 
 // The output extent along `axis` for an input extent `size` (see the top of this file); at least
 // 1 once Geometry2dOf has checked the window.
 int64_t OutputExtent(const Window2d& win, int axis, int64_t size);
 
-// Checks that `data` is non-empty NCHW and that the window's span fits in the padded input; the
-// errors name `op` and the shapes.
+// Checks that `data` is non-empty 4-D (in the window's layout) and that the window's span fits in
+// the padded input; the errors name `op` and the shapes.
 Geometry2d Geometry2dOf(const char* op, const Window2d& win, const Shape& data);
 
 // The padding after the input along `axis` (0: rows, 1: columns) that makes the output extent

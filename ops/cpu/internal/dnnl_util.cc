@@ -111,6 +111,20 @@ dnnl::memory DnnlMemory(const TensorView& t) {
   return dnnl::memory(PlainDesc(t.shape()), DnnlEngine(), t.raw());
 }
 
+dnnl::memory::desc ImageDesc(const Shape& nchw, bool channels_last) {
+  if (!channels_last) return PlainDesc(nchw);
+  return dnnl::memory::desc(dnnl::memory::dims(nchw.dims().begin(), nchw.dims().end()),
+                            dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
+}
+
+dnnl::memory ImageMemory(const TensorView& t, bool channels_last) {
+  if (!channels_last) return DnnlMemory(t);
+  const Shape& s = t.shape();  // (N, H, W, C)
+  WEFT_CHECK(t.dtype() == DType::kFloat32 && s.ndim() == 4)
+      << "oneDNN images are float32 and 4-D here, found " << t.dtype() << " " << s;
+  return dnnl::memory(ImageDesc(Shape{s[0], s[3], s[1], s[2]}, true), DnnlEngine(), t.raw());
+}
+
 dnnl::primitive_attr ScratchpadAttr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -196,18 +210,24 @@ void* LayoutBuffer::Reserve(size_t bytes) {
 }
 
 dnnl::memory LayoutBuffer::Input(const TensorView& t, const dnnl::memory::desc& want) {
-  dnnl::memory plain = DnnlMemory(t);
-  if (want == plain.get_desc()) return plain;
+  return Input(DnnlMemory(t), want);
+}
+
+dnnl::memory LayoutBuffer::Input(const dnnl::memory& have, const dnnl::memory::desc& want) {
+  if (want == have.get_desc()) return have;
   dnnl::memory chosen(want, DnnlEngine(), Reserve(want.get_size()));
-  Reorder(plain, chosen);
+  Reorder(have, chosen);
   return chosen;
 }
 
 dnnl::memory LayoutBuffer::Output(const TensorView& t, const dnnl::memory::desc& want) {
-  dnnl::memory plain = DnnlMemory(t);
-  if (want == plain.get_desc()) return plain;
+  return Output(DnnlMemory(t), want);
+}
+
+dnnl::memory LayoutBuffer::Output(const dnnl::memory& have, const dnnl::memory::desc& want) {
+  if (want == have.get_desc()) return have;
   chosen_ = dnnl::memory(want, DnnlEngine(), Reserve(want.get_size()));
-  plain_ = plain;
+  plain_ = have;
   return chosen_;
 }
 

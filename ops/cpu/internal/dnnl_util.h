@@ -42,6 +42,12 @@ dnnl::memory::desc PlainDesc(const Shape& shape);
 // A float32 memory over the tensor's own buffer, described by PlainDesc(t.shape()).
 dnnl::memory DnnlMemory(const TensorView& t);
 
+// Images as oneDNN names them, dims (N, C, H, W) in either of weft's layouts (ops/nn/window2d.h):
+// `nchw` the extents in that order; channels last, the tensor is (N, H, W, C) (format nhwc).
+dnnl::memory::desc ImageDesc(const Shape& nchw, bool channels_last);
+// A 4-D tensor of that layout over its own buffer, described by ImageDesc.
+dnnl::memory ImageMemory(const TensorView& t, bool channels_last);
+
 // Attributes every cached primitive is created with: a user-managed scratchpad.
 dnnl::primitive_attr ScratchpadAttr();
 
@@ -125,8 +131,10 @@ class LayoutBuffer {
   LayoutBuffer& operator=(const LayoutBuffer&) = delete;
   // The tensor as `want`: its own memory when the layouts agree, else a reordered copy.
   dnnl::memory Input(const TensorView& t, const dnnl::memory::desc& want);
+  dnnl::memory Input(const dnnl::memory& have, const dnnl::memory::desc& want);
   // Memory for a primitive to write `t` in `want`; call Flush() after it ran.
   dnnl::memory Output(const TensorView& t, const dnnl::memory::desc& want);
+  dnnl::memory Output(const dnnl::memory& have, const dnnl::memory::desc& want);
   // Copies an Output written in another layout back into the tensor.
   void Flush();
 

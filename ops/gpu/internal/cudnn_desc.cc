@@ -1,6 +1,7 @@
 #include "ops/gpu/internal/cudnn_desc.h"
 
 #include "core/env.h"
+#include "core/error.h"
 #include "ops/gpu/internal/gpu_call.h"
 
 namespace weft::gpu {
@@ -25,6 +26,13 @@ FilterDesc FilterOf(const char* op, DType dtype, const Shape& shape) {
                                               CheckedInt(op, shape[0]), CheckedInt(op, shape[1]),
                                               CheckedInt(op, shape[2]), CheckedInt(op, shape[3])));
   return desc;
+}
+
+void CheckNchwLayout(const char* op, const Window2d& win) {
+  if (win.channels_last) {
+    WEFT_THROW(op << ": layout NHWC runs on the CPU only; on the GPU the data must be NCHW (layout "
+                  << "NCHW, the default)");
+  }
 }
 
 ConvolutionDesc ConvolutionOf(DType dtype, const Window2d& win, int64_t groups) {

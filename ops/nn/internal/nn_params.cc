@@ -23,7 +23,10 @@ namespace {
 // The window of one call: the attributes', or the whole plane for global pooling.
 Window2d WindowOf(const PoolParam& p, const Shape& data) {
   if (!p.global || data.ndim() != 4) return p.window;
-  return Window2d{{data[2], data[3]}, {1, 1}, {0, 0}};
+  Window2d win = p.window.channels_last ? Window2d{{data[1], data[2]}, {1, 1}, {0, 0}}
+                                        : Window2d{{data[2], data[3]}, {1, 1}, {0, 0}};
+  win.channels_last = p.window.channels_last;
+  return win;
 }
 
 }  // namespace

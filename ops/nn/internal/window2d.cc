@@ -39,6 +39,10 @@ void ParseDilate(AttrReader& r, Window2d& win) {
   ReadPair(r, "dilate", Shape{1, 1}, 1, win.dilate);
 }
 
+void ParseLayout(AttrReader& r, Window2d& win) {
+  win.channels_last = r.Choice<bool>("layout", {{"NCHW", false}, {"NHWC", true}}, false);
+}
+
 int64_t OutputExtent(const Window2d& win, int axis, int64_t size) {
   const int64_t stride = win.stride[axis];
   const int64_t room = size + 2 * win.pad[axis] - win.Span(axis);  // >= 0 once checked
@@ -49,9 +53,11 @@ int64_t OutputExtent(const Window2d& win, int axis, int64_t size) {
 }
 
 Geometry2d Geometry2dOf(const char* op, const Window2d& win, const Shape& data) {
-  if (data.ndim() != 4) WEFT_THROW(op << ": data must be 4-D (N, C, H, W), found " << data);
+  const char* layout = win.channels_last ? "(N, H, W, C) (layout NHWC)" : "(N, C, H, W)";
+  if (data.ndim() != 4) WEFT_THROW(op << ": data must be 4-D " << layout << ", found " << data);
   if (data.Size() == 0) WEFT_THROW(op << ": data must not be empty, found " << data);
-  Geometry2d g{data[0], data[1], data[2], data[3], 0, 0};
+  Geometry2d g = win.channels_last ? Geometry2d{data[0], data[3], data[1], data[2], 0, 0, true}
+                                   : Geometry2d{data[0], data[1], data[2], data[3], 0, 0, false};
   const int64_t padded[2] = {g.h + 2 * win.pad[0], g.w + 2 * win.pad[1]};
   const int64_t span[2] = {win.Span(0), win.Span(1)};
   if (span[0] > padded[0] || span[1] > padded[1]) {

@@ -1,0 +1,30 @@
+// Channels last for a CPU inference graph: its convolutions and poolings run with layout NHWC
+// (ops/nn/window2d.h), on data that stays channels last between them. oneDNN's channels-last
+// kernels read and write the tensors where they lie, while NCHW data is reordered into a blocked
+// layout and back around every convolution (ops/cpu/convolution.cc): on mobilenet_v2's layers,
+// three times the convolutions' time (bench/README.md).
+//
+// A Convolution or Pooling (layout NCHW) becomes its NHWC form, reading its data channels last: a
+// value already channels last, or a transpose (0, 2, 3, 1) of it, made once per value. An op that
+// does not care where the channels are keeps its inputs' layout: a unary pointwise op or cast of
+// a channels-last value, and a binary, ternary or add_n pointwise op whose data inputs are all
+// channels last (permuting both operands of a broadcast the same way permutes its result). Every
+// other reader of a channels-last value, and every graph output, reads its transpose back
+// (0, 3, 1, 2), made once per value. The outputs are the graph's outputs within float32 rounding.
+//
+// Bind runs it (passes/pipeline.h, WEFT_CHANNELS_LAST) on CPU inference graphs, after the folds
+// (a BatchNorm folds into an NCHW convolution first): on the GPU, the convolutions keep NCHW.
+//
+//   int converted = 0;
+//   Graph g = ChannelsLast(graph, &converted);   // an untyped graph
+#pragma once
+
+#include "graph/graph.h"
+
+namespace weft {
+
+// The graph with its convolutions and poolings channels last; *converted (if not null) counts
+// them. `graph` is untyped (before shape inference).
+Graph ChannelsLast(const Graph& graph, int* converted = nullptr);
+
+}  // namespace weft
