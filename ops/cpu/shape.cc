@@ -1,7 +1,11 @@
 // CPU compute of the shape ops (ops/tensor/shape.cc defines them and says what they compute):
 // reshape, reshape_dims, expand_dims, flatten and reshape_like copy their input in row-major order;
-// transpose gathers each output row. Every dtype (float32, float64, int32, int64, uint8).
+// transpose gathers each output row, or on float32 runs oneDNN's reorder (the input described with
+// its strides permuted: a blocked copy, several times faster than gathering along a stride, as
+// channels_last.h's NCHW <-> NHWC transposes are). Every dtype (float32, float64, int32, int64,
+// uint8).
 #include "ops/cpu/internal/cpu_util.h"
+#include "ops/cpu/internal/dnnl_util.h"
 #include "ops/op.h"
 #include "ops/tensor/tensor_params.h"
 
@@ -28,6 +32,13 @@ void TransposeCompute(const OpContext& ctx, const Attrs& a, std::span<const Tens
   const std::vector<int64_t> axes = TransposePermutation(a.Get<TransposeParam>(), n);
   const std::array<int64_t, Shape::kMaxDims> in_strides = Strides(in[0].shape());
   const Shape& shape = out[0].shape();
+  if (in[0].dtype() == DType::kFloat32 && req[0] != OpReq::kAddTo) {
+    dnnl::memory::dims strides;  // of the input, along the output's axes
+    for (int k = 0; k < n; ++k) strides.push_back(in_strides[axes[k]]);
+    const dnnl::memory::desc permuted(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()),
+                                      dnnl::memory::data_type::f32, strides);
+    return Reorder(dnnl::memory(permuted, DnnlEngine(), in[0].raw()), DnnlMemory(out[0]));
+  }
   const int64_t len = shape[n - 1], step = in_strides[axes[n - 1]],
                 rows = len == 0 ? 0 : shape.Size() / len;
   WEFT_DTYPE_SWITCH(in[0].dtype(), T, "transpose", {
