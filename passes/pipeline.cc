@@ -7,6 +7,7 @@
 #include "passes/cse.h"
 #include "passes/fold_activation.h"
 #include "passes/fold_batch_norm.h"
+#include "passes/fold_sum.h"
 #include "passes/gradient.h"
 #include "passes/infer.h"
 #include "passes/plan_memory.h"
@@ -57,6 +58,7 @@ bool InfersOnCpu(const Graph& g, const State& s) {
   return Infers(g, s) && !s.request.device.is_gpu();
 }
 Graph ToChannelsLast(const Graph& g, State& s) { return ChannelsLast(g, &s.result.channels_last); }
+Graph FoldSums(const Graph& g, State& s) { return FoldSum(g, &s.result.folded_sums); }
 
 bool Differentiates(const Graph& g, const State& s) { return !WithRespectTo(g, s.request).empty(); }
 Graph Differentiate(const Graph& g, State& s) {
@@ -102,7 +104,7 @@ struct PassRow {
 };
 
 // The pipeline: the table in pipeline.h.
-constexpr std::array<PassRow, 10> kBindPasses = {{
+constexpr std::array<PassRow, 11> kBindPasses = {{
     {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
     {"fold_batch_norm", "WEFT_FOLD_BATCH_NORM", Infers, FoldNorms, nullptr},
     {"fold_activation", "WEFT_FOLD_ACTIVATION", Infers, FoldActivations, nullptr},
@@ -110,6 +112,7 @@ constexpr std::array<PassRow, 10> kBindPasses = {{
     {"gradient", nullptr, Differentiates, Differentiate, nullptr},
     {"extend", nullptr, nullptr, Extend, nullptr},
     {"infer_shapes_and_types", nullptr, nullptr, Infer, nullptr},
+    {"fold_sum", "WEFT_FOLD_SUM", InfersOnCpu, FoldSums, nullptr},
     {"fuse_pointwise", "WEFT_USE_FUSION", Fuses, Fuse, nullptr},
     {"write_backs_last", nullptr, WritesBack, MoveWriteBacks, nullptr},
     {"plan_memory", "WEFT_PLAN_MEMORY", nullptr, Plan, PlanNaive},

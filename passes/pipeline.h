@@ -13,6 +13,8 @@
 //   gradient                -                            when a gradient is requested
 //   extend                  -                            the caller's nodes, then its checks
 //   infer_shapes_and_types  -                            always, for the device; then the checks
+//   fold_sum                WEFT_FOLD_SUM                CPU inference binds: a residual add into
+//                                                        the convolution before it (fold_sum.h)
 //   fuse_pointwise          WEFT_USE_FUSION              when the device runs fused groups;
 //                                                        recomputing forward values on GPUs only
 //   write_backs_last        -                            when the extension writes arguments back
@@ -74,6 +76,8 @@ struct BindResult {
   int folded_activations = 0;
   // Convolutions and poolings turned channels last (channels_last.h).
   int channels_last = 0;
+  // Sums folded into the convolutions before them (fold_sum.h).
+  int folded_sums = 0;
   std::vector<Pass> passes;  // the passes that ran, in order
 };
 

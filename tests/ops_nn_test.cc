@@ -616,15 +616,19 @@ Values Relayout(const Values& v, const Shape& nchw, bool to_nhwc) {
   return out;
 }
 
-// The NCHW case `c`, whose output is `out` (NCHW), with layout NHWC: its data and output channels
-// last, everything else (weight, window) as it was; the reference transposes to c's and back.
+// The NCHW case `c`, whose output is `out` (NCHW), with layout NHWC: its data, its sum (input 3,
+// with_sum) and its output channels last, everything else (weight, window) as it was; the
+// reference transposes to c's and back.
 OpCase ChannelsLast(OpCase c, const Shape& out) {
   const Shape data = c.input_shapes[0];
+  const bool sum = c.input_shapes.size() > 3;
   c.attrs["layout"] = "NHWC";
   c.input_shapes[0] = Shape{data[0], data[2], data[3], data[1]};
-  c.reference = [data, out, nchw = c.reference](const Inputs& in) {
+  if (sum) c.input_shapes[3] = Shape{out[0], out[2], out[3], out[1]};
+  c.reference = [data, out, sum, nchw = c.reference](const Inputs& in) {
     Inputs given = in;
     given[0] = Relayout(in[0], data, false);
+    if (sum) given[3] = Relayout(in[3], out, false);
     Outputs y = nchw(given);
     y[0] = Relayout(y[0], out, true);
     return y;
@@ -705,8 +709,8 @@ TEST(ChannelsLast, ShapesAndErrorsNameTheLayout) {
                 {"Convolution", "weight must be (2, 3, 3, 3), found (2, 5, 3, 3)"});
 }
 
-// The GPU's convolution and pooling take NCHW only: NHWC is an error naming the op, not a wrong
-// answer.
+// The GPU's convolution and pooling take NCHW only, and its convolution no sum: each is an error
+// naming the op, not a wrong answer.
 TEST(ChannelsLast, TheGpuRefusesIt) {
   if (!TestDevice().is_gpu()) GTEST_SKIP() << "the CPU computes layout NHWC";
   NDArray x(Shape{1, 5, 5, 3}, TestDevice()), w(Shape{2, 3, 3, 3}, TestDevice());
@@ -714,19 +718,62 @@ TEST(ChannelsLast, TheGpuRefusesIt) {
   w.Fill(1);
   const AttrMap conv = {
       {"kernel", "(3, 3)"}, {"num_filter", "2"}, {"no_bias", "1"}, {"layout", "NHWC"}};
+  NDArray nchw(Shape{1, 3, 5, 5}, TestDevice()), b(Shape{2}, TestDevice()),
+      sum(Shape{1, 2, 3, 3}, TestDevice());
+  for (NDArray* t : {&nchw, &b, &sum}) t->Fill(1);
+  const AttrMap with_sum = {{"kernel", "(3, 3)"}, {"num_filter", "2"}, {"with_sum", "true"}};
   for (const auto& [op, inputs, attrs] :
        std::vector<std::tuple<std::string, std::vector<NDArray>, AttrMap>>{
            {"Convolution", {x, w}, conv},
-           {"Pooling", {x}, {{"kernel", "(2, 2)"}, {"layout", "NHWC"}}}}) {
+           {"Pooling", {x}, {{"kernel", "(2, 2)"}, {"layout", "NHWC"}}},
+           {"Convolution", {nchw, w, b, sum}, with_sum}}) {
     try {
       Invoke(op, inputs, attrs)[0].WaitToRead();
       ADD_FAILURE() << op << " with layout NHWC ran on the GPU";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(op + ": layout NHWC runs on the CPU only"),
-                std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find("runs on the CPU only"), std::string::npos) << e.what();
     }
   }
+}
+
+// ---- Convolution's sum (with_sum) ----
+
+// `c` (a convolution with a bias, output `out`) with a fourth input added before its epilogue
+// `act` ("none" or "relu"); the gradient of the sum is the output's before the activation.
+OpCase WithSum(OpCase c, const Shape& out, const std::string& act) {
+  c.attrs["with_sum"] = "true";
+  c.attrs["act_type"] = act;
+  c.input_shapes.push_back(out);
+  c.reference = [conv = c.reference, act](const Inputs& in) {
+    Outputs y = conv(in);
+    for (size_t i = 0; i < y[0].size(); ++i) {
+      y[0][i] += in[3][i];
+      if (act == "relu") y[0][i] = std::max(y[0][i], 0.0);
+    }
+    return y;
+  };
+  c.name += " with_sum act " + act;
+  return c;
+}
+
+TEST(Convolution, WithSumAddsItsFourthInputBeforeTheEpilogue) {
+  if (TestDevice().is_gpu()) GTEST_SKIP() << "with_sum runs on the CPU (TheGpuRefusesIt)";
+  const Shape data{2, 3, 5, 5};
+  const Window win{3, 3, 2, 2, 1, 1};
+  for (const char* act : {"none", "relu"}) {
+    OpCase c = WithSum(ConvolutionCase(data, 4, win, true), ConvOut(data, 4, win), act);
+    if (std::string(act) == "relu") c.init = UniformAwayFromZero;
+    RunNnCase(c);
+    RunNnCase(ChannelsLast(WithSum(ConvolutionCase(data, 4, win, true), ConvOut(data, 4, win), act),
+                           ConvOut(data, 4, win)));
+  }
+  ExpectOpError("Convolution",
+                {{"kernel", "(3, 3)"}, {"num_filter", "2"}, {"with_sum", "true"}, {"no_bias", "1"}},
+                {Shape{1, 3, 5, 5}, Shape{2, 3, 3, 3}, Shape{1, 2, 3, 3}},
+                {"'with_sum'", "a bias", "no_bias true"});
+  ExpectOpError("Convolution", {{"kernel", "(3, 3)"}, {"num_filter", "2"}, {"with_sum", "true"}},
+                {Shape{1, 3, 5, 5}, Shape{2, 3, 3, 3}, Shape{2}, Shape{1, 2, 3, 1}},
+                {"Convolution: sum must be the output's shape (1, 2, 3, 3), found (1, 2, 3, 1)"});
 }
 
 // ---- PyTorch's numbers for Convolution and Pooling ----

@@ -5,6 +5,8 @@
 // activation epilogue (act_type) is the forward primitive's post-op, or weft's functor on float64.
 // Layout NHWC: oneDNN's channels-last kernels read and write the tensors in place (as fast as its
 // blocked layouts here, with no reorder); the loops step through either layout (PlaneStrides).
+// with_sum: oneDNN's sum post-op adds what the destination holds, so `sum` is put there first
+// (nothing to do when the output shares its buffer); the loops add it after the convolution.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -69,17 +71,19 @@ ConvDescs DescsOf(const Window2d& win, const ConvDims& d) {
 
 // Everything a convolution primitive depends on, for the cache key.
 std::string ConvKey(const char* direction, const Window2d& win, const ConvDims& d, bool bias,
-                    std::optional<ActType> act = std::nullopt) {
+                    std::optional<ActType> act = std::nullopt, bool sum = false) {
   return PrimitiveKey("Convolution", direction, Shape{d.g.n, d.g.c, d.g.h, d.g.w}, d.f, d.groups,
                       win.kernel[0], win.kernel[1], win.stride[0], win.stride[1], win.pad[0],
                       win.pad[1], win.dilate[0], win.dilate[1], win.channels_last, bias,
-                      LayerActKey(act));
+                      LayerActKey(act), sum);
 }
 
-// The forward, with an activation epilogue `act` as its post-op (the backward primitives' hint:
-// none).
-dnnl::convolution_forward::primitive_desc ConvForwardDesc(
-    const Window2d& win, const ConvDims& d, bool bias, std::optional<ActType> act = std::nullopt) {
+// The forward, with a sum and an activation epilogue `act` as its post-ops (the backward
+// primitives' hint: none).
+dnnl::convolution_forward::primitive_desc ConvForwardDesc(const Window2d& win, const ConvDims& d,
+                                                          bool bias,
+                                                          std::optional<ActType> act = std::nullopt,
+                                                          bool sum = false) {
   using Desc = dnnl::convolution_forward::desc;
   const ConvDescs m = DescsOf(win, d);
   const auto kind = dnnl::prop_kind::forward_training;
@@ -88,13 +92,13 @@ dnnl::convolution_forward::primitive_desc ConvForwardDesc(
       bias ? Desc(kind, algo, m.src, m.weights, m.bias, m.dst, m.strides, m.dilates, m.padding,
                   m.padding)
            : Desc(kind, algo, m.src, m.weights, m.dst, m.strides, m.dilates, m.padding, m.padding);
-  return {desc, LayerAttr(act), DnnlEngine()};
+  return {desc, LayerAttr(act, sum), DnnlEngine()};
 }
 
 DnnlPrimitive ConvForwardPrimitive(const Window2d& win, const ConvDims& d, bool bias,
-                                   std::optional<ActType> act) {
-  return CachedPrimitive(ConvKey("forward", win, d, bias, act), [&] {
-    return MakePrimitive<dnnl::convolution_forward>(ConvForwardDesc(win, d, bias, act));
+                                   std::optional<ActType> act, bool sum) {
+  return CachedPrimitive(ConvKey("forward", win, d, bias, act, sum), [&] {
+    return MakePrimitive<dnnl::convolution_forward>(ConvForwardDesc(win, d, bias, act, sum));
   });
 }
 
@@ -232,7 +236,14 @@ void ConvBackwardWeightsLoops(const Window2d& win, const ConvDims& d, const T* d
 
 // ---- compute ----
 
-// in: (data, weight[, bias]); out: (output).
+// y += sum (float64, either layout: the same shape).
+void AddSum(const TensorView& sum, const TensorView& y) {
+  const double* s = sum.data<double>();
+  double* out = y.data<double>();
+  for (int64_t i = 0; i < y.size(); ++i) out[i] += s[i];
+}
+
+// in: (data, weight[, bias][, sum]); out: (output).
 void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                  std::span<const OpReq> req, std::span<const TensorView> out) {
   const ConvParam& p = a.Get<ConvParam>();
@@ -244,21 +255,29 @@ void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
     ConvForwardLoops<double>(p.window, d, in[0].data<double>(), in[1].data<double>(),
                              bias ? bias->data<double>() : nullptr,
                              staged.Target(0).data<double>());
+    if (p.with_sum) AddSum(in[3], staged.Target(0));
     if (p.act) ApplyActivation(*p.act, staged.Target(0));
     staged.Finish();
     return;
   }
-  const DnnlPrimitive prim = ConvForwardPrimitive(p.window, d, bias != nullptr, p.act);
-  StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
+  const DnnlPrimitive prim = ConvForwardPrimitive(p.window, d, bias != nullptr, p.act, p.with_sum);
+  // with_sum: the output may share the sum's buffer (Op::inplace)
+  StagedOutputs staged(ctx, req, out, p.with_sum, {ScratchpadBytes(prim)});
   LayoutBuffer src, weights, dst;
   // a bound graph's weight is reordered once per version, not at every call
   const uint64_t weight_version = ctx.input_versions.size() > 1 ? ctx.input_versions[1] : 0;
   const bool last = p.window.channels_last;
+  const dnnl::memory y = dst.Output(ImageMemory(staged.Target(0), last), prim.desc.dst_desc());
+  if (p.with_sum) {
+    const dnnl::memory sum = ImageMemory(in[3], last);
+    if (sum.get_data_handle() != y.get_data_handle() || sum.get_desc() != y.get_desc())
+      Reorder(sum, y);
+  }
   DnnlArgs args = {
       {DNNL_ARG_SRC, src.Input(ImageMemory(in[0], last), prim.desc.src_desc())},
       {DNNL_ARG_WEIGHTS, ReorderedOnce(DnnlWeightView(in[1], p.window, d), weight_version,
                                        prim.desc.weights_desc(), weights)},
-      {DNNL_ARG_DST, dst.Output(ImageMemory(staged.Target(0), last), prim.desc.dst_desc())}};
+      {DNNL_ARG_DST, y}};
   if (bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(*bias));
   ExecutePrimitive(prim, std::move(args), staged.Extra(0));
   dst.Flush();

@@ -16,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include "core/error.h"
 #include "core/mutex.h"
 #include "core/no_destructor.h"
 #include "ops/gpu/internal/activation.h"
@@ -262,6 +263,11 @@ void ConvActAddGpu(const OpContext& ctx, const GpuCall& call, const ConvCall& c,
 void ConvForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
   const ConvParam& p = a.Get<ConvParam>();
+  if (p.with_sum) {
+    WEFT_THROW(
+        "Convolution: with_sum runs on the CPU only (passes/fold_sum.h makes it there); on "
+        "the GPU add the sum as its own op");
+  }
   if (req[0] == OpReq::kNull) return;
   const GpuCall call(ctx);
   const ConvCall c = ConvCallOf(call, "Convolution", p, in[0]);

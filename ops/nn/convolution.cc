@@ -24,6 +24,12 @@
 // (oneDNN's post-op; a kernel after cuDNN's convolution), as FullyConnected's (its header says
 // more); passes/fold_activation.h sets it on inference graphs.
 //
+// with_sum (default false; needs the bias): a fourth input `sum` of the output's shape, added
+// before the activation: output = act(conv + bias + sum), a residual block's join in the
+// convolution's own pass (oneDNN's sum post-op, writing over `sum` where the memory plan lets the
+// output share its buffer). Its gradient is the gradient before the activation. CPU only (the GPU
+// refuses it, naming the op); passes/fold_sum.h sets it on CPU inference graphs.
+//
 // _backward_Convolution takes (out_grad, data, weight) and gives (d_data, d_weight, d_bias),
 // without d_bias when no_bias (out_grad: the gradient before the activation). Compute:
 // ops/cpu/convolution.cc, ops/gpu/convolution.cc.
@@ -37,10 +43,19 @@ namespace weft {
 namespace {
 
 ConvParam ParseConv(AttrReader& r) {
-  ConvParam p{ParseWindow2d(r, std::nullopt), r.Int("num_filter", std::nullopt, 1),
-              r.Int("num_group", 1, 1), r.Bool("no_bias", false), ReadLayerAct(r)};
+  ConvParam p{ParseWindow2d(r, std::nullopt),
+              r.Int("num_filter", std::nullopt, 1),
+              r.Int("num_group", 1, 1),
+              r.Bool("no_bias", false),
+              ReadLayerAct(r),
+              r.Bool("with_sum", false)};
   ParseDilate(r, p.window);
   ParseLayout(r, p.window);
+  if (p.with_sum && p.no_bias) {
+    WEFT_THROW(
+        "op 'Convolution': attribute 'with_sum': expected a bias with it (no_bias false), "
+        "found no_bias true");
+  }
   if (p.num_filter % p.num_group != 0) {
     WEFT_THROW("op 'Convolution': attribute 'num_filter': expected a multiple of num_group "
                << p.num_group << ", found " << p.num_filter);
@@ -48,13 +63,15 @@ ConvParam ParseConv(AttrReader& r) {
   return p;
 }
 
-// Checks data, weight and (unless no_bias) bias.
+// Checks data, weight, (unless no_bias) bias and (with_sum) sum.
 ConvDims CheckConv(const ConvParam& p, const std::vector<Shape>& in) {
   const ConvDims d = ConvDimsOf("Convolution", p, in[0]);
   const Shape weight = d.Weight(p.window);
   if (in[1] != weight) WEFT_THROW("Convolution: weight must be " << weight << ", found " << in[1]);
   if (!p.no_bias && in[2] != Shape{d.f})
     WEFT_THROW("Convolution: bias must be " << Shape{d.f} << ", found " << in[2]);
+  if (p.with_sum && in[3] != d.Output())
+    WEFT_THROW("Convolution: sum must be the output's shape " << d.Output() << ", found " << in[3]);
   return d;
 }
 
@@ -67,6 +84,7 @@ std::vector<Shape> ConvBackwardShape(const Attrs& a, const std::vector<Shape>& i
   ConvParam p = a.Get<ConvParam>();
   const bool bias = !p.no_bias;
   p.no_bias = true;
+  p.with_sum = false;
   const Shape out = CheckConv(p, {in[1], in[2]}).Output();
   if (in[0] != out)
     WEFT_THROW("_backward_Convolution: out_grad must be " << out << ", found " << in[0]);

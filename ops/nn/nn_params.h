@@ -117,6 +117,7 @@ struct ConvParam {
   int num_group;  // divides num_filter (checked when parsed) and the channels (at inference)
   bool no_bias;
   std::optional<ActType> act;  // an activation epilogue, as FcParam's
+  bool with_sum = false;       // a fourth input added before the epilogue (convolution.cc)
 };
 
 // Extents of one call: the window geometry, the filter count and the groups.

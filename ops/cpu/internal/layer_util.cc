@@ -31,11 +31,13 @@ float EltwiseBeta(ActType act) { return act == ActType::kRelu6 ? 6.0f : 0.0f; }
 
 }  // namespace
 
-dnnl::primitive_attr LayerAttr(std::optional<ActType> act) {
+dnnl::primitive_attr LayerAttr(std::optional<ActType> act, bool sum) {
   dnnl::primitive_attr attr = ScratchpadAttr();
-  if (!act) return attr;
+  if (!act && !sum) return attr;
   dnnl::post_ops ops;
-  ops.append_eltwise(/*scale=*/1.0f, DnnlAlgorithm(*act), /*alpha=*/0.0f, EltwiseBeta(*act));
+  if (sum) ops.append_sum(/*scale=*/1.0f);
+  if (act)
+    ops.append_eltwise(/*scale=*/1.0f, DnnlAlgorithm(*act), /*alpha=*/0.0f, EltwiseBeta(*act));
   attr.set_post_ops(ops);
   return attr;
 }

@@ -15,8 +15,9 @@
 
 namespace weft::cpu {
 
-// ScratchpadAttr() with a layer's activation epilogue as oneDNN's eltwise post-op (none: none).
-dnnl::primitive_attr LayerAttr(std::optional<ActType> act);
+// ScratchpadAttr() with a layer's activation epilogue as oneDNN's eltwise post-op (none: none),
+// after a sum post-op (what the destination holds is added first) when `sum`.
+dnnl::primitive_attr LayerAttr(std::optional<ActType> act, bool sum = false);
 
 // The name of a layer's activation epilogue in a primitive's cache key ("none").
 inline const char* LayerActKey(std::optional<ActType> act) {

@@ -1,11 +1,12 @@
 // What the definitions of FullyConnected and Convolution share: both are layers with weights,
 //
-//   <op>(data, weight[, bias]) -> output                   bias absent when no_bias
+//   <op>(data, weight[, bias][, sum]) -> output            bias absent when no_bias; sum when
+//                                                          the parameters have with_sum set
 //   _backward_<op>(out_grad, data, weight) -> (d_data, d_weight[, d_bias])
 //
 // defined the same way, with the gradient rule that connects them (through an activation
-// epilogue where the layer's parameters have one: `act`). No compute: each device
-// registers its own for both ops (ops/cpu/*.cc, ops/gpu/*.cc).
+// epilogue where the layer's parameters have one: `act`; sum's gradient is the gradient before
+// it). No compute: each device registers its own for both ops (ops/cpu/*.cc, ops/gpu/*.cc).
 //
 //   DefineLayerOp<FcParam>({"FullyConnected", "...", ParseFc, FcShape, FcBackwardShape,
 //   FcInputShapes});
@@ -25,7 +26,8 @@ namespace weft {
 GradEntry GradBeforeActivation(const std::string& op, const Attrs& a, ActType act, int num_inputs,
                                GradBuilder& g);
 
-template <typename P>  // P has `bool no_bias` (and may have `std::optional<ActType> act`)
+// P has `bool no_bias` (and may have `std::optional<ActType> act` and `bool with_sum`)
+template <typename P>
 struct LayerOpDef {
   std::string name;
   std::string description;
@@ -39,23 +41,33 @@ struct LayerOpDef {
 template <typename P>
 void DefineLayerOp(const LayerOpDef<P>& def) {
   const CountFn with_bias = [](const Attrs& a) { return a.Get<P>().no_bias ? 2 : 3; };
+  const auto with_sum = [](const Attrs& a) {
+    if constexpr (requires(const P& p) { p.with_sum; }) return a.Get<P>().with_sum;
+    return false;
+  };
+  const CountFn inputs = [with_bias, with_sum](const Attrs& a) {
+    return with_bias(a) + (with_sum(a) ? 1 : 0);
+  };
   const std::string backward = "_backward_" + def.name;
   RegisterOp(def.name)
       .Describe(def.description)
       .Params(def.parse)
-      .Inputs({"data", "weight", "bias"})
-      .VariadicInputs(with_bias)
+      .Inputs({"data", "weight", "bias", "sum"})
+      .VariadicInputs(inputs)
+      .Inplace({{3, 0}})  // sum (an op without one has no input 3)
       .InferShape(def.infer_shape)
       .InferInputShapes(def.infer_input_shapes)
-      .Gradient([name = def.name, backward, with_bias](const Attrs& a, GradBuilder& g) {
-        const int grads = with_bias(a);
-        GradEntry dy = g.OutGrad(0);
-        if constexpr (requires(const P& p) { p.act; }) {
-          if (a.Get<P>().act) dy = GradBeforeActivation(name, a, *a.Get<P>().act, grads, g);
-        }
-        GradEntry d = g.Op(backward, {dy, g.Input(0), g.Input(1)}, a.raw(), grads);
-        for (int i = 0; i < grads; ++i) g.SetInputGrad(i, g.NodeOutput(d, i));
-      });
+      .Gradient(
+          [name = def.name, backward, with_bias, with_sum, inputs](const Attrs& a, GradBuilder& g) {
+            const int grads = with_bias(a);
+            GradEntry dy = g.OutGrad(0);
+            if constexpr (requires(const P& p) { p.act; }) {
+              if (a.Get<P>().act) dy = GradBeforeActivation(name, a, *a.Get<P>().act, inputs(a), g);
+            }
+            GradEntry d = g.Op(backward, {dy, g.Input(0), g.Input(1)}, a.raw(), grads);
+            for (int i = 0; i < grads; ++i) g.SetInputGrad(i, g.NodeOutput(d, i));
+            if (with_sum(a)) g.SetInputGrad(3, dy);
+          });
   RegisterOp(backward)
       .Describe("gradient of " + def.name)
       .Params(def.parse)
