@@ -8,7 +8,9 @@
 // value already channels last, or a transpose (0, 2, 3, 1) of it, made once per value. An op that
 // does not care where the channels are keeps its inputs' layout: a unary pointwise op or cast of
 // a channels-last value, and a binary, ternary or add_n pointwise op whose data inputs are all
-// channels last (permuting both operands of a broadcast the same way permutes its result). Every
+// channels last (permuting both operands of a broadcast the same way permutes its result), and a
+// BatchNorm over the channels (axis 1) of a channels-last value, which then normalizes over its
+// last axis (a BatchNorm that did not fold: after a sum, or with folding off). Every
 // other reader of a channels-last value, and every graph output, reads its transpose back
 // (0, 3, 1, 2), made once per value. The outputs are the graph's outputs within float32 rounding.
 //

@@ -149,6 +149,27 @@ TEST(ChannelsLast, ABroadcastWithAnNchwOperandReadsNchw) {
     ASSERT_NEAR(outs[1][0][i], outs[0][0][i], 2e-5 * (1 + std::abs(outs[0][0][i]))) << i;
 }
 
+// A BatchNorm that did not fold (folding off here; a sum's in a pre-activation block) normalizes a
+// channels-last value over its last axis: no transposes around it.
+TEST(ChannelsLast, AnUnfoldedBatchNormRunsChannelsLast) {
+  const Symbol data = Symbol::Variable("data");
+  const Symbol bn = Symbol::Op("BatchNorm", {Conv(data, "a", 6)}, {}, "bn");
+  const Symbol s = Conv(Symbol::Op("relu", {bn}), "b", 4);
+  const Graph g = ChannelsLast(s.ToGraph());
+  EXPECT_EQ(CountOps(g, "transpose"), 2u);
+  ASSERT_EQ(CountOps(g, "BatchNorm"), 1u);
+  for (const Node& n : g.nodes()) {
+    if (n.op != nullptr && n.op->name == "BatchNorm") EXPECT_EQ(n.attrs.raw().at("axis"), "3");
+  }
+  testing::ScopedEnv unfolded("WEFT_FOLD_BATCH_NORM", "0");
+  Executor::ArrayMap args = Arguments(s, Shape{2, 3, 6, 6}, DType::kFloat32);
+  args["bn_moving_var"].FillUniform(0.5, 1.5);
+  const auto want = Infer(s, args, false), got = Infer(s, args, true);
+  ASSERT_EQ(got[0].size(), want[0].size());
+  for (size_t i = 0; i < got[0].size(); ++i)
+    ASSERT_NEAR(got[0][i], want[0][i], 2e-5 * (1 + std::abs(want[0][i]))) << i;
+}
+
 TEST(ChannelsLast, OnlyCpuInferenceBindsConvert) {
   const Symbol net = ResidualNet();
   const BindResult inference = BindCpu(net, Shape{1, 3, 8, 8});
