@@ -13,16 +13,15 @@
 #include <vector>
 
 #include "passes/pipeline.h"
+#include "tests/pass_test_util.h"
 #include "tests/weft_test_util.h"
 #include "weft/weft.h"
 
 namespace weft {
 namespace {
 
-size_t CountOps(const Graph& g, const std::string& op) {
-  return std::count_if(g.nodes().begin(), g.nodes().end(),
-                       [&](const Node& n) { return n.op != nullptr && n.op->name == op; });
-}
+using testing::BindCpu;
+using testing::CountOps;
 
 // The window ops of g with layout NHWC.
 size_t CountChannelsLast(const Graph& g) {
@@ -56,28 +55,11 @@ Symbol ResidualNet() {
 }
 
 Executor::ArrayMap Arguments(const Symbol& s, const Shape& data, DType dtype) {
-  Executor::ArrayMap args;
-  for (const auto& [name, shape] : InferArgumentShapes(s.ToGraph(), {{"data", data}})) {
-    args[name] = NDArray(shape, Device::Cpu(), dtype);
-    args[name].FillUniform(-1, 1);
-  }
-  return args;
+  return testing::RandomArguments(s, {{"data", data}}, dtype);
 }
 
 std::vector<std::vector<double>> Infer(const Symbol& s, const Executor::ArrayMap& args, bool last) {
-  testing::ScopedEnv env("WEFT_CHANNELS_LAST", last ? "1" : "0");
-  auto exec = Executor::Bind(s, Device::Cpu(), args);
-  exec->Forward(/*is_train=*/false);
-  std::vector<std::vector<double>> outs;
-  for (const NDArray& out : exec->outputs()) {
-    if (out.dtype() == DType::kFloat64) {
-      outs.push_back(out.ToVector<double>());
-    } else {
-      const std::vector<float> f = out.ToVector<float>();
-      outs.emplace_back(f.begin(), f.end());
-    }
-  }
-  return outs;
+  return testing::InferOutputs(s, args, "WEFT_CHANNELS_LAST", last);
 }
 
 void ExpectSame(const Symbol& s, const Shape& data, DType dtype, double tol) {
@@ -89,14 +71,6 @@ void ExpectSame(const Symbol& s, const Shape& data, DType dtype, double tol) {
     for (size_t i = 0; i < got[o].size(); ++i)
       ASSERT_NEAR(got[o][i], want[o][i], tol * (1 + std::abs(want[o][i]))) << o << ", " << i;
   }
-}
-
-BindResult BindCpu(const Symbol& s, const Shape& data, std::set<std::string> differentiate = {}) {
-  BindRequest request;
-  request.device = Device::Cpu();
-  request.shapes = {{"data", data}};
-  request.differentiate = std::move(differentiate);
-  return RunBindPipeline(s.ToGraph(), request);
 }
 
 TEST(ChannelsLast, AResidualNetworkRunsChannelsLastBetweenOneTransposeInAndOneOut) {

@@ -15,16 +15,14 @@
 #include <vector>
 
 #include "passes/fold_batch_norm.h"
+#include "tests/pass_test_util.h"
 #include "tests/weft_test_util.h"
 #include "weft/weft.h"
 
 namespace weft {
 namespace {
 
-size_t CountOps(const Graph& g, const std::string& op) {
-  return std::count_if(g.nodes().begin(), g.nodes().end(),
-                       [&](const Node& n) { return n.op != nullptr && n.op->name == op; });
-}
+using testing::CountOps;
 
 Symbol Fc(Symbol x, const std::string& name, int hidden, AttrMap attrs = {}) {
   attrs.emplace("num_hidden", std::to_string(hidden));
@@ -33,22 +31,11 @@ Symbol Fc(Symbol x, const std::string& name, int hidden, AttrMap attrs = {}) {
 
 // Random arguments for `s` with data of `shape` and `dtype`.
 Executor::ArrayMap Arguments(const Symbol& s, const Shape& shape, DType dtype) {
-  Executor::ArrayMap args;
-  for (const auto& [name, arg_shape] : InferArgumentShapes(s.ToGraph(), {{"data", shape}})) {
-    args[name] = NDArray(arg_shape, Device::Cpu(), dtype);
-    args[name].FillUniform(-1, 1);
-  }
-  return args;
+  return testing::RandomArguments(s, {{"data", shape}}, dtype);
 }
 
 std::vector<double> Infer(const Symbol& s, const Executor::ArrayMap& args, bool fold) {
-  testing::ScopedEnv env("WEFT_FOLD_ACTIVATION", fold ? "1" : "0");
-  auto exec = Executor::Bind(s, Device::Cpu(), args);
-  exec->Forward(/*is_train=*/false);
-  const NDArray& out = exec->outputs()[0];
-  if (out.dtype() == DType::kFloat64) return out.ToVector<double>();
-  const std::vector<float> f = out.ToVector<float>();
-  return {f.begin(), f.end()};
+  return testing::InferOutputs(s, args, "WEFT_FOLD_ACTIVATION", fold)[0];
 }
 
 void ExpectClose(const std::vector<double>& got, const std::vector<double>& want, double tol) {

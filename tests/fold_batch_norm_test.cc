@@ -13,16 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/pass_test_util.h"
 #include "tests/weft_test_util.h"
 #include "weft/weft.h"
 
 namespace weft {
 namespace {
 
-size_t CountOps(const Graph& g, const std::string& op) {
-  return std::count_if(g.nodes().begin(), g.nodes().end(),
-                       [&](const Node& n) { return n.op != nullptr && n.op->name == op; });
-}
+using testing::CountOps;
 
 Symbol ConvBn(Symbol x, const std::string& name, const AttrMap& conv, const AttrMap& bn) {
   AttrMap c = conv;
@@ -33,29 +31,22 @@ Symbol ConvBn(Symbol x, const std::string& name, const AttrMap& conv, const Attr
   return Symbol::Op("BatchNorm", {x}, bn, name + "_bn");
 }
 
-// Random arguments for `s` with data (2, 3, 7, 7); running variances positive.
-Executor::ArrayMap Arguments(const Symbol& s) {
-  Executor::ArrayMap args;
-  const auto shapes = InferArgumentShapes(s.ToGraph(), {{"data", Shape{2, 3, 7, 7}}});
-  for (const auto& [name, shape] : shapes) {
-    args[name] = NDArray(shape);
-    if (name.find("moving_var") != std::string::npos || name.find("gamma") != std::string::npos) {
-      args[name].FillUniform(0.5, 1.5);
-    } else {
-      args[name].FillUniform(-1, 1);
-    }
+// Random arguments for `s` with data of `data` (default (2, 3, 7, 7)); running variances and
+// scales positive.
+Executor::ArrayMap Arguments(const Symbol& s, const Shape& data = Shape{2, 3, 7, 7}) {
+  Executor::ArrayMap args = testing::RandomArguments(s, {{"data", data}});
+  for (auto& [name, array] : args) {
+    if (name.find("moving_var") != std::string::npos || name.find("gamma") != std::string::npos)
+      array.FillUniform(0.5, 1.5);
   }
   return args;
 }
 
-std::vector<float> Infer(const Symbol& s, const Executor::ArrayMap& args, bool fold) {
-  testing::ScopedEnv env("WEFT_FOLD_BATCH_NORM", fold ? "1" : "0");
-  auto exec = Executor::Bind(s, Device::Cpu(), args);
-  exec->Forward(/*is_train=*/false);
-  return exec->outputs()[0].ToVector<float>();
+std::vector<double> Infer(const Symbol& s, const Executor::ArrayMap& args, bool fold) {
+  return testing::InferOutputs(s, args, "WEFT_FOLD_BATCH_NORM", fold)[0];
 }
 
-void ExpectClose(const std::vector<float>& got, const std::vector<float>& want) {
+void ExpectClose(const std::vector<double>& got, const std::vector<double>& want) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::abs(want[i]))) << i;
@@ -93,14 +84,7 @@ TEST(FoldBatchNorm, FoldsOverAChannelsLastConvolutionsLastAxisOnly) {
     int folded = 0;
     EXPECT_EQ(CountOps(FoldBatchNorm(s.ToGraph(), &folded), "BatchNorm"), 0u);
     EXPECT_EQ(folded, 1);
-    Executor::ArrayMap args;
-    const auto shapes = InferArgumentShapes(s.ToGraph(), {{"data", Shape{2, 7, 7, 3}}});
-    for (const auto& [name, shape] : shapes) {
-      args[name] = NDArray(shape);
-      const bool positive =
-          name.find("moving_var") != std::string::npos || name.find("gamma") != std::string::npos;
-      args[name].FillUniform(positive ? 0.5 : -1, positive ? 1.5 : 1);
-    }
+    const Executor::ArrayMap args = Arguments(s, Shape{2, 7, 7, 3});
     ExpectClose(Infer(s, args, true), Infer(s, args, false));
   }
   int folded = -1;

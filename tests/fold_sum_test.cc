@@ -15,16 +15,15 @@
 
 #include "passes/infer.h"
 #include "passes/pipeline.h"
+#include "tests/pass_test_util.h"
 #include "tests/weft_test_util.h"
 #include "weft/weft.h"
 
 namespace weft {
 namespace {
 
-size_t CountOps(const Graph& g, const std::string& op) {
-  return std::count_if(g.nodes().begin(), g.nodes().end(),
-                       [&](const Node& n) { return n.op != nullptr && n.op->name == op; });
-}
+using testing::BindCpu;
+using testing::CountOps;
 
 Symbol Conv(Symbol x, const std::string& name, int filters, AttrMap attrs = {}) {
   attrs.emplace("kernel", "(3, 3)");
@@ -45,39 +44,13 @@ Symbol Block(Symbol x, const std::string& name, int filters, bool project, AttrM
   return Symbol::Op("relu", {Symbol::Op("add", {b, shortcut}, {}, name + "_sum")}, {}, name);
 }
 
-Executor::ArrayMap Arguments(const Symbol& s, const Shape& data, DType dtype) {
-  Executor::ArrayMap args;
-  for (const auto& [name, shape] : InferArgumentShapes(s.ToGraph(), {{"data", data}})) {
-    args[name] = NDArray(shape, Device::Cpu(), dtype);
-    args[name].FillUniform(-1, 1);
-  }
-  return args;
-}
-
-std::vector<double> Infer(const Symbol& s, const Executor::ArrayMap& args, bool fold) {
-  testing::ScopedEnv env("WEFT_FOLD_SUM", fold ? "1" : "0");
-  auto exec = Executor::Bind(s, Device::Cpu(), args);
-  exec->Forward(/*is_train=*/false);
-  const NDArray& out = exec->outputs()[0];
-  if (out.dtype() == DType::kFloat64) return out.ToVector<double>();
-  const std::vector<float> f = out.ToVector<float>();
-  return {f.begin(), f.end()};
-}
-
 void ExpectSame(const Symbol& s, const Shape& data, DType dtype, double tol) {
-  const Executor::ArrayMap args = Arguments(s, data, dtype);
-  const std::vector<double> want = Infer(s, args, false), got = Infer(s, args, true);
+  const Executor::ArrayMap args = testing::RandomArguments(s, {{"data", data}}, dtype);
+  const std::vector<double> want = testing::InferOutputs(s, args, "WEFT_FOLD_SUM", false)[0],
+                            got = testing::InferOutputs(s, args, "WEFT_FOLD_SUM", true)[0];
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << i;
-}
-
-BindResult BindCpu(const Symbol& s, const Shape& data, std::set<std::string> differentiate = {}) {
-  BindRequest request;
-  request.device = Device::Cpu();
-  request.shapes = {{"data", data}};
-  request.differentiate = std::move(differentiate);
-  return RunBindPipeline(s.ToGraph(), request);
 }
 
 Graph Typed(const Symbol& s, const Shape& data) {
