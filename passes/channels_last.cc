@@ -20,6 +20,13 @@ bool IsWindowOp(const Node& n) {
   return false;
 }
 
+// A BatchNorm over the channels (axis 1 of 4): of a channels-last value, over its last axis.
+bool IsChannelNorm(const Node& n) {
+  if (n.op == nullptr || n.op->name != "BatchNorm") return false;
+  const int axis = n.attrs.Get<BatchNormParam>().axis;
+  return axis == 1 || axis == -3;
+}
+
 // Whether node n computes each output element from the inputs' elements at the same index (or
 // broadcast), so that permuting every data input's axes permutes its output the same way.
 bool LayoutBlind(const Node& n) {
@@ -56,8 +63,11 @@ class Converter {
 
   void Convert(uint32_t n) {
     const Node& node = g_.node(n);
-    if (IsWindowOp(node)) return Window(n);
-    if (IsChannelNorm(node) && IsLast(node.inputs[0])) return Norm(n);
+    if (IsWindowOp(node)) {
+      ++converted_;
+      return ReadingLast(n, "layout", "NHWC");
+    }
+    if (IsChannelNorm(node) && IsLast(node.inputs[0])) return ReadingLast(n, "axis", "3");
     if (LayoutBlind(node) && !node.inputs.empty() && AllLast(node.inputs)) return Blind(n);
     std::vector<NodeEntry> inputs;
     for (const NodeEntry& e : node.inputs) inputs.push_back(IsLast(e) ? First(e) : r_.Map(e));
@@ -71,37 +81,20 @@ class Converter {
     return true;
   }
 
-  // A window op with layout NHWC, reading its data channels last.
-  void Window(uint32_t n) {
+  // Node n reading its data (input 0) channels last, with attribute `key` set to `value` (a window
+  // op's layout, a BatchNorm's axis): its output 0 is channels last, its others (a BatchNorm's
+  // per-channel ones) as they were.
+  void ReadingLast(uint32_t n, const char* key, const char* value) {
     Node node = g_.node(n);
     AttrMap attrs = node.attrs.raw();
-    attrs["layout"] = "NHWC";
+    attrs[key] = value;
     node.attrs = ParseAttrs(*node.op, attrs);
     node.inputs[0] = Last(node.inputs[0]);
     for (size_t i = 1; i < node.inputs.size(); ++i) node.inputs[i] = r_.Map(node.inputs[i]);
     node.name += "_nhwc";
-    last_[g_.EntryId({n, 0})] = NodeEntry{r_.Add(std::move(node), {}), 0};
-    ++converted_;
-  }
-
-  // A BatchNorm over the channels (axis 1 of 4) of a channels-last value: over its last axis.
-  static bool IsChannelNorm(const Node& n) {
-    if (n.op == nullptr || n.op->name != "BatchNorm") return false;
-    const int axis = n.attrs.Get<BatchNormParam>().axis;
-    return axis == 1 || axis == -3;
-  }
-
-  void Norm(uint32_t n) {
-    Node node = g_.node(n);
-    AttrMap attrs = node.attrs.raw();
-    attrs["axis"] = "3";
-    node.attrs = ParseAttrs(*node.op, attrs);
-    node.inputs[0] = *last_[g_.EntryId(node.inputs[0])];
-    for (size_t i = 1; i < node.inputs.size(); ++i) node.inputs[i] = r_.Map(node.inputs[i]);
-    node.name += "_nhwc";
     const uint32_t now = r_.Add(std::move(node), {});
     last_[g_.EntryId({n, 0})] = NodeEntry{now, 0};
-    for (uint32_t o = 1; o < g_.num_outputs(n); ++o) r_.MapEntry({n, o}, {now, o});  // per channel
+    for (uint32_t o = 1; o < g_.num_outputs(n); ++o) r_.MapEntry({n, o}, {now, o});
   }
 
   // A layout-blind op over channels-last values: channels last too.

@@ -252,7 +252,7 @@ TEST(ShapeOps, TransposePermutesAxes) {
   RunOpCase(TransposeCase(Shape{2, 3, 4}, {-1, 0, -2}));
   RunOpCase(TransposeCase(Shape{2, 3, 4}, {}));  // reversed
   RunOpCase(TransposeCase(Shape{3, 5}, {}));
-  // channels_last.h's pair (float32: oneDNN's reorder; req add: the loops), and six axes
+  // channels_last.h's pair (tiled matrix transposes), and six axes (row gathers)
   RunOpCase(TransposeCase(Shape{2, 3, 4, 5}, {0, 2, 3, 1}));
   RunOpCase(TransposeCase(Shape{2, 4, 5, 3}, {0, 3, 1, 2}));
   RunOpCase(TransposeCase(Shape{2, 1, 3, 2, 2, 3}, {5, 0, 3, 1, 4, 2}));

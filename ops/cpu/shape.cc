@@ -2,15 +2,13 @@
 // reshape, reshape_dims, expand_dims, flatten and reshape_like copy their input in row-major order.
 // transpose: a permutation that swaps two runs of axes behind a kept prefix (NCHW <-> NHWC, a
 // matrix's transpose) is a batch of matrix transposes, copied in tiles; other permutations gather
-// each output row, or on float32 run oneDNN's reorder (the input described with its strides
-// permuted). Gathering rows of 3 (an image's channels) or reordering them ran NCHW -> NHWC at
-// 1 GB/s. Every dtype (float32, float64, int32, int64, uint8).
+// each output row. Gathering rows of 3 (an image's channels), or oneDNN's reorder, ran NCHW -> NHWC
+// at 1 GB/s. Every dtype (float32, float64, int32, int64, uint8).
 #include <algorithm>
 #include <optional>
 #include <vector>
 
 #include "ops/cpu/internal/cpu_util.h"
-#include "ops/cpu/internal/dnnl_util.h"
 #include "ops/op.h"
 #include "ops/tensor/tensor_params.h"
 
@@ -86,13 +84,6 @@ void TransposeCompute(const OpContext& ctx, const Attrs& a, std::span<const Tens
     WEFT_DTYPE_SWITCH(in[0].dtype(), T, "transpose",
                       SwapLoops(*swap, in[0].data<T>(), req[0], out[0].data<T>()));
     return;
-  }
-  if (in[0].dtype() == DType::kFloat32 && req[0] != OpReq::kAddTo) {
-    dnnl::memory::dims strides;  // of the input, along the output's axes
-    for (int k = 0; k < n; ++k) strides.push_back(in_strides[axes[k]]);
-    const dnnl::memory::desc permuted(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()),
-                                      dnnl::memory::data_type::f32, strides);
-    return Reorder(dnnl::memory(permuted, DnnlEngine(), in[0].raw()), DnnlMemory(out[0]));
   }
   const int64_t len = shape[n - 1], step = in_strides[axes[n - 1]],
                 rows = len == 0 ? 0 : shape.Size() / len;

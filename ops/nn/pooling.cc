@@ -64,8 +64,7 @@ const bool defined = [] {
   WEFT_REGISTER_OP(Pooling)
       .Describe(
           "2-D max or average pooling over NCHW (or layout NHWC) data; avg counts padding as zeros "
-          "unless "
-          "count_include_pad is false; pooling_convention 'full' is ceil mode")
+          "unless count_include_pad is false; pooling_convention 'full' is ceil mode")
       .Params(ParsePool)
       .Inputs({"data"})
       .InferShape(PoolShape)

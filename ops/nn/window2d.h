@@ -61,17 +61,15 @@ struct PlaneStrides {
 };
 
 // Extents of one call: data (n, c, h, w), output (n, *, oh, ow), in NCHW's order whatever the
-// layout; Data() and Out() are the tensors' shapes in it.
+// layout.
 struct Geometry2d {
   int64_t n, c, h, w, oh, ow;
   bool channels_last = false;
 
-  // A tensor of this call with `channels` channels over a (rows, cols) plane, in the layout.
-  Shape Image(int64_t channels, int64_t rows, int64_t cols) const {
-    return channels_last ? Shape{n, rows, cols, channels} : Shape{n, channels, rows, cols};
+  // The output's shape with `channels` channels, in the layout.
+  Shape Out(int64_t channels) const {
+    return channels_last ? Shape{n, oh, ow, channels} : Shape{n, channels, oh, ow};
   }
-  Shape Data() const { return Image(c, h, w); }
-  Shape Out(int64_t channels) const { return Image(channels, oh, ow); }
   PlaneStrides Strides(int64_t channels, int64_t plane) const {
     return channels_last ? PlaneStrides{plane * channels, 1, channels}
                          : PlaneStrides{plane * channels, plane, 1};

@@ -47,13 +47,13 @@ using PoolingDesc = CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePooling
 TensorDesc NchwDesc(const char* op, DType dtype, const Shape& shape);
 // A packed KCRS (= OIHW) filter of a 4-D `shape`.
 FilterDesc FilterOf(const char* op, DType dtype, const Shape& shape);
-// A cross-correlation with `win`'s stride, symmetric padding and dilation, in `groups` groups,
-// computing in `dtype` (float for bfloat16, on tensor cores). float32 is restricted to FMA kernels
-// (no TF32 tensor-core rounding), so results match the CPU's float32 within its tolerances.
 // The GPU's window ops take NCHW data only: layout NHWC (ops/nn/window2d.h) is a weft::Error
 // naming `op`.
 void CheckNchwLayout(const char* op, const Window2d& win);
 
+// A cross-correlation with `win`'s stride, symmetric padding and dilation, in `groups` groups,
+// computing in `dtype` (float for bfloat16, on tensor cores). float32 is restricted to FMA kernels
+// (no TF32 tensor-core rounding), so results match the CPU's float32 within its tolerances.
 ConvolutionDesc ConvolutionOf(DType dtype, const Window2d& win, int64_t groups);
 // Whether float32 work may round through TF32 tensor cores: WEFT_GPU_TF32=1 (default 0: strict
 // float32, matching the CPU), as PyTorch's torch.backends.cudnn.allow_tf32. Read at each call.
