@@ -17,20 +17,25 @@
 # dynamic symbols (--strip-unneeded), so a backtrace through weft still names its functions. The
 # layout fails if a library a binary needs is neither in OUT/lib nor one the machine brings.
 #
-#   tools/bundle_layout.sh OUT [--data=PATH]... BINARY...
+#   tools/bundle_layout.sh OUT [--data=PATH]... [--env=NAME:KEY=VALUE]... BINARY...
 #
 # PATH is relative to the current folder, and to the runfiles (the workspace root, or a test's
-# runfiles). WEFT_BUNDLE_XZ_LEVEL sets the compression (default 6; 0 is fastest).
+# runfiles). --env: the wrapper of binary NAME exports KEY=VALUE, as `bazel test` sets a test's
+# env attribute (gpu_device_error_naive_test's WEFT_ENGINE=naive). WEFT_BUNDLE_XZ_LEVEL sets the compression (default 6; 0 is fastest).
 set -euo pipefail
 
 out=$1
 shift
-data=()
-while [ $# -gt 0 ] && [[ "$1" == --data=* ]]; do
-  data+=("${1#--data=}")
+data=() envs=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --data=*) data+=("${1#--data=}") ;;
+    --env=*) envs+=("${1#--env=}") ;;
+    *) break ;;
+  esac
   shift
 done
-[ $# -gt 0 ] || { echo "usage: $0 OUT [--data=PATH]... BINARY..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 OUT [--data=PATH]... [--env=NAME:KEY=VALUE]... BINARY..." >&2; exit 2; }
 
 mkdir -p "$out/bin" "$out/libexec/runfiles/weft" "$out/lib"
 for f in "${data[@]}"; do
@@ -47,12 +52,16 @@ for path in "$@"; do
     177ELF) strip --strip-all "$out/libexec/$name" && elves+=("$path") ;;
   esac
   ln -sfn runfiles "$out/libexec/$name.runfiles"
+  exports=""
+  for e in "${envs[@]}"; do
+    [ "${e%%:*}" = "$name" ] && exports+="export $(printf '%q' "${e#*:}")"$'\n'
+  done
   cat >"$out/bin/$name" <<WRAPPER
 #!/usr/bin/env bash
 # Runs libexec/$name with this bundle's libraries, from any folder (see libexec/env.sh).
 here=\$(dirname "\$(readlink -f "\${BASH_SOURCE[0]}")")
 source "\$here/../libexec/env.sh" || exit 1
-exec "\$here/../libexec/$name" "\$@"
+${exports}exec "\$here/../libexec/$name" "\$@"
 WRAPPER
   chmod +x "$out/bin/$name"
 done

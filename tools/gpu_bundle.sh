@@ -44,10 +44,21 @@ binaries=(tests/gpu_examples_test.sh)
 for t in $tests "${extras[@]}"; do
   binaries+=("$bin/$(echo "${t#//}" | tr ':' '/')")
 done
+# Each test's env attribute, which `bazel test` would set, as --env=NAME:KEY=VALUE.
+test_envs=()
+while IFS= read -r line; do test_envs+=("--env=$line"); done < <(
+  bazel query --output=build 'attr(tags, "\bgpu\b", tests(//tests/...))' 2>/dev/null | python3 -c '
+import ast, re, sys
+for block in sys.stdin.read().split("\n)\n"):
+    name = re.search(r"^  name = \"([^\"]+)\"", block, re.M)
+    env = re.search(r"^  env = (\{.*\}),$", block, re.M)
+    if name and env:
+        for k, v in ast.literal_eval(env.group(1)).items():
+            print(f"{name.group(1)}:{k}={v}")')
 rm -rf "$out"
 onnx_data=()
 for f in tests/onnx/*.onnx tests/onnx/*.json tests/onnx/*.data; do onnx_data+=("--data=$f"); done
-tools/bundle_layout.sh "$out" --data=examples/data/digits.csv --data=bench/peer_common.py --data=bench/torch_gpu_peer.py --data=bench/torch_dist_peer.py "${onnx_data[@]}" "${binaries[@]}"
+tools/bundle_layout.sh "$out" --data=examples/data/digits.csv --data=bench/peer_common.py --data=bench/torch_gpu_peer.py --data=bench/torch_dist_peer.py "${onnx_data[@]}" "${test_envs[@]}" "${binaries[@]}"
 cp examples/data/digits.csv "$out/"
 tools/mpi_bundle.sh "$out"  # bin/mpirun: the GPU machine has no Open MPI
 
@@ -57,6 +68,9 @@ cat >"$out/run_tests.sh" <<'RUN'
 # --sanitize: each under compute-sanitizer's memcheck, racecheck and synccheck tools instead.
 cd "$(dirname "$(readlink -f "$0")")"
 source libexec/env.sh || exit 1
+# Tests run in their runfiles root, as under bazel test (they open tests/onnx/... from there).
+here=$PWD
+tests_at=(env -C libexec/runfiles/weft)
 passed=0 failed=0
 # run NAME COMMAND...: one result.
 run() {
@@ -87,10 +101,10 @@ run() {
 # purpose (error propagation, out of memory) would be reported as API errors; they run in the
 # plain pass. The sanitizer runs the binary itself.
 sanitize() {
-  local exe=libexec/${1#bin/} skip='*CudaError*:*OutOfMemory*'
-  run "compute-sanitizer --tool memcheck $1" timeout 600 compute-sanitizer --tool memcheck \
+  local exe=$here/libexec/${1#bin/} skip='*CudaError*:*OutOfMemory*'
+  run "compute-sanitizer --tool memcheck $1" "${tests_at[@]}" timeout 600 compute-sanitizer --tool memcheck \
     --error-exitcode 1 "$exe" --gtest_brief=1 --gtest_filter="-$skip"
-  run "compute-sanitizer --tool synccheck $1" env WEFT_GPU_CUDNN_ATTENTION=0 timeout 600 \
+  run "compute-sanitizer --tool synccheck $1" env WEFT_GPU_CUDNN_ATTENTION=0 "${tests_at[@]}" timeout 600 \
     compute-sanitizer --tool synccheck --error-exitcode 1 "$exe" --gtest_brief=1 \
     --gtest_filter="-$skip"
   local suite= line
@@ -102,7 +116,7 @@ sanitize() {
     line=${line#  }; line=${line%%#*}; line=${line%% *}
     # The RNN seed test's 1,000 runs take longer than the limit under racecheck: 20 there.
     run "compute-sanitizer --tool racecheck $1 $suite$line" env WEFT_TEST_RNN_SEED_RUNS=20 \
-      WEFT_GPU_CUDNN_ATTENTION=0 timeout 600 \
+      WEFT_GPU_CUDNN_ATTENTION=0 "${tests_at[@]}" timeout 600 \
       compute-sanitizer --tool racecheck \
       --error-exitcode 1 "$exe" --gtest_brief=1 --gtest_filter="$suite$line:-$skip" </dev/null
   done < <("$exe" --gtest_list_tests --gtest_filter="-$skip" | grep -v '^Note')
@@ -117,7 +131,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   for t in "${targets[@]}"; do sanitize "$t"; done
 else
   for t in bin/gpu_*_test; do
-    run "$t" timeout 450 "$t" --gtest_brief=1  # the fusion property test takes about 330 s on the H200
+    run "$t" "${tests_at[@]}" timeout 450 "$here/$t" --gtest_brief=1  # the fusion property test takes about 330 s on the H200
   done
 fi
 if [ "$sanitizing" = 0 ]; then
@@ -125,7 +139,8 @@ if [ "$sanitizing" = 0 ]; then
     timeout 300 bin/gpu_examples_test.sh bin/train_mlp bin/train_cnn bin/embed_infer digits.csv
   # Kernel launch batching off: every kernel goes straight to its stream.
   for t in bin/gpu_launch_batch_test bin/gpu_ops_tensor_test; do
-    run "WEFT_GPU_LAUNCH_BATCH=0 $t" env WEFT_GPU_LAUNCH_BATCH=0 timeout 300 "$t" --gtest_brief=1
+    run "WEFT_GPU_LAUNCH_BATCH=0 $t" env WEFT_GPU_LAUNCH_BATCH=0 "${tests_at[@]}" timeout 300 \
+      "$here/$t" --gtest_brief=1
   done
   # CPU ranks over MPI on this machine too, through the bundle's own Open MPI launcher.
   run "mpirun -np 2 bin/dist_mpi_test_bin" timeout 300 bin/mpirun -np 2 --allow-run-as-root --oversubscribe \

@@ -13,14 +13,16 @@ cd "$(dirname "$(readlink -f "$0")")"
 source libexec/env.sh || exit 1
 out=$1 jobs=$2 to=$3
 mkdir -p "$out/logs"
+# Tests run in their runfiles root, as under bazel test (they open tests/onnx/... from there).
+tests_at="env -C libexec/runfiles/weft"
 {
   for t in bin/gpu_*_test; do
     case $t in bin/gpu_storage_test|bin/gpu_device_error_test|bin/gpu_device_error_naive_test) continue;; esac
-    echo "$(basename $t)|$t --gtest_brief=1"
+    echo "$(basename $t)|$tests_at $PWD/$t --gtest_brief=1"
   done
   echo "examples|bin/gpu_examples_test.sh bin/train_mlp bin/train_cnn bin/embed_infer digits.csv"
-  echo "launch_batch0|env WEFT_GPU_LAUNCH_BATCH=0 bin/gpu_launch_batch_test --gtest_brief=1"
-  echo "tensor_batch0|env WEFT_GPU_LAUNCH_BATCH=0 bin/gpu_ops_tensor_test --gtest_brief=1"
+  echo "launch_batch0|env WEFT_GPU_LAUNCH_BATCH=0 $tests_at $PWD/bin/gpu_launch_batch_test --gtest_brief=1"
+  echo "tensor_batch0|env WEFT_GPU_LAUNCH_BATCH=0 $tests_at $PWD/bin/gpu_ops_tensor_test --gtest_brief=1"
   echo "mpi|bin/mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to none -x WEFT_CPU_WORKERS=4 bin/dist_mpi_test_bin --gtest_brief=1"
 } > /tmp/jobs
 # the fusion property test first: it is the longest
@@ -32,7 +34,7 @@ one() {
   echo "$name rc=$rc $(( $(date +%s) - s ))s" >>"$out/summary"
 }
 export -f one
-(for t in bin/gpu_storage_test bin/gpu_device_error_test bin/gpu_device_error_naive_test; do one "$(basename $t)|$t --gtest_brief=1"; done) &
+(for t in bin/gpu_storage_test bin/gpu_device_error_test bin/gpu_device_error_naive_test; do one "$(basename $t)|$tests_at $PWD/$t --gtest_brief=1"; done) &
 tr '\n' '\0' </tmp/jobs2 | xargs -0 -P "$jobs" -I{} bash -c 'one "$1"' _ {}
 wait
 sort "$out/summary"

@@ -103,17 +103,19 @@ void ThreadedEngine::Register(OprBlock* op) {
   for (ThreadedVar* v : all) order.push_back(v);
   std::sort(order.begin(), order.end());
   for (ThreadedVar* v : order) v->lock();
-  // The vars that granted the op at once; only those may be read for errors now.
-  SmallVector<ThreadedVar*, OprVars::kInline> granted;
+  // The vars that granted the op at once; only those may be read for errors now, and under
+  // their locks, as ThreadedVar's Complete* do for the ops they grant.
+  int granted = 0;
   for (size_t i = 0; i < all.size(); ++i) {
     const bool now =
         i < op->vars.writes().size() ? all[i]->AppendWriteLocked(op) : all[i]->AppendReadLocked(op);
-    if (now) granted.push_back(all[i]);
+    if (!now) continue;
+    InheritError(op, all[i]);
+    ++granted;
   }
   for (ThreadedVar* v : order) v->unlock();
-  for (ThreadedVar* v : granted) InheritError(op, v);
   // Drop the pusher's hold and the grants received; whoever takes the count to zero dispatches.
-  const int drop = static_cast<int>(granted.size()) + 1;
+  const int drop = granted + 1;
   if (op->wait.fetch_sub(drop, std::memory_order_acq_rel) == drop) DispatchPushed(op);
 }
 
@@ -148,8 +150,9 @@ void ThreadedEngine::DispatchPushed(OprBlock* op) {
   Execute(op, -1, nullptr);
 }
 
-// Called when `var` grants `op`, by the granting thread: the var's error (from the write before
-// this access) is what the op will see.
+// Called when `var` grants `op`, by the granting thread with the var's lock held: the var's error
+// (from the write before this access) is what the op will see. Under the lock, so that no access
+// pushed after `op` (a WaitForVar that reports and clears the error) is granted before it.
 void ThreadedEngine::InheritError(OprBlock* op, ThreadedVar* var) {
   if (op->no_skip) return;
   const ErrorSlot* error = var->LiveError();
@@ -262,12 +265,12 @@ void ThreadedEngine::Finish(OprBlock* op, std::shared_ptr<Failure> failure,
   }
   {
     WorkerPool::FinishScope finishing;  // ops made ready here may continue on this worker
-    auto grant = [this](OprBlock* next, ThreadedVar* var) {
-      InheritError(next, var);
+    auto inherit = [this](OprBlock* next, ThreadedVar* var) { InheritError(next, var); };
+    auto grant = [this](OprBlock* next, ThreadedVar*) {
       if (next->DecrementWait()) Dispatch(next);
     };
-    for (ThreadedVar* v : op->vars.reads()) v->CompleteRead(grant);
-    for (ThreadedVar* v : op->vars.writes()) v->CompleteWrite(grant);
+    for (ThreadedVar* v : op->vars.reads()) v->CompleteRead(inherit, grant);
+    for (ThreadedVar* v : op->vars.writes()) v->CompleteWrite(inherit, grant);
   }
   if (op->deletes_var) {
     if (device_.enabled()) device_.DestroyState(op->vars.writes()[0]->sync());

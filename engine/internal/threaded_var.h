@@ -31,11 +31,14 @@ class ThreadedVar : public Var {
   bool AppendReadLocked(OprBlock* op) WEFT_REQUIRES(lock_);
   bool AppendWriteLocked(OprBlock* op) WEFT_REQUIRES(lock_);
 
-  // Ends an access and calls grant(op, this) for every op it unblocks, outside the lock.
-  template <typename Grant>
-  void CompleteRead(Grant&& grant);
-  template <typename Grant>
-  void CompleteWrite(Grant&& grant);
+  // Ends an access. For every op it unblocks, calls inherit(op, this) with the lock held, then
+  // grant(op, this) outside it. So each unblocked op has taken the var's error before any access
+  // pushed later can be granted: a WaitForVar pushed after a reader must not report the error,
+  // and clear it, before that reader has carried it on.
+  template <typename Inherit, typename Grant>
+  void CompleteRead(Inherit&& inherit, Grant&& grant);
+  template <typename Inherit, typename Grant>
+  void CompleteWrite(Inherit&& inherit, Grant&& grant);
 
  private:
   struct Waiter {
@@ -52,8 +55,8 @@ class ThreadedVar : public Var {
   bool running_write_ WEFT_GUARDED_BY(lock_) = false;
 };
 
-template <typename Grant>
-void ThreadedVar::CompleteRead(Grant&& grant) {
+template <typename Inherit, typename Grant>
+void ThreadedVar::CompleteRead(Inherit&& inherit, Grant&& grant) {
   Waiter* next_write = nullptr;
   {
     SpinLockHolder lock(&lock_);
@@ -62,6 +65,7 @@ void ThreadedVar::CompleteRead(Grant&& grant) {
       head_ = head_->next;
       if (head_ == nullptr) tail_ = nullptr;
       running_write_ = true;
+      inherit(next_write->op, this);
     }
   }
   if (next_write != nullptr) {
@@ -71,8 +75,8 @@ void ThreadedVar::CompleteRead(Grant&& grant) {
   }
 }
 
-template <typename Grant>
-void ThreadedVar::CompleteWrite(Grant&& grant) {
+template <typename Inherit, typename Grant>
+void ThreadedVar::CompleteWrite(Inherit&& inherit, Grant&& grant) {
   Waiter* granted = nullptr;  // a detached list: one write, or the run of reads at the head
   {
     SpinLockHolder lock(&lock_);
@@ -92,6 +96,7 @@ void ThreadedVar::CompleteWrite(Grant&& grant) {
       head_ = last->next;
       if (head_ == nullptr) tail_ = nullptr;
       last->next = nullptr;
+      for (Waiter* w = granted; w != nullptr; w = w->next) inherit(w->op, this);
     }
   }
   while (granted != nullptr) {
