@@ -36,13 +36,19 @@
 //       graphs), against nanoGPT's model in PyTorch (bfloat16 parameters, F.scaled_dot_product_
 //       attention, cross-entropy in float32, AdamW fused where PyTorch has it), eager and
 //       torch.compile; ms per step and tokens per second;
+//   (i) ResNet-50's training step (issue 42; --resnet50=B, batch B of 224x224 images, off by
+//       default): examples::ResNet50 through weft::Trainer (SGD, momentum 0.9, weight decay 5e-4;
+//       replayed as CUDA graphs), float32 and bfloat16 (parameters and activations; weft has no
+//       mixed precision yet), against torchvision's resnet50 with the same optimizer: float32
+//       with TF32 off (weft's float32), then channels-last under autocast to bfloat16 (the issue's
+//       peer for the bfloat16 row);
 // Steps are pushed back to back and waited for once, as a training loop would; times are the
 // median of --reps repetitions.
 //
 //   tools/gpu_bundle.sh; then on the GPU machine: gpu_bundle/bin/gpu_bench [--reps=5]
 //   (--mlp=0, --tiny=0, --relu=0, --fusion=0, --rnn=0, --attention=0, --layernorm=0 leave a
 //   part out, --gpt2=8
-//   adds GPT-2 at batch 8, --peer=0
+//   adds GPT-2 at batch 8, --resnet50=64 ResNet-50 at batch 64, --peer=0 leaves out
 //   PyTorch; --floors_only=1 prints the launch floors, graph costs and the relu kernel alone;
 //   --profile_cost=1 the tiny op and an MLP step with the profiler never started, running, and
 //   stopped again)
@@ -63,6 +69,7 @@
 #include "bench/peer.h"
 #include "engine/gpu/stream_join.h"
 #include "examples/common/gpt.h"
+#include "examples/common/resnet.h"
 #include "weft/weft.h"
 
 namespace {
@@ -275,6 +282,24 @@ double Gpt2StepMs(int batch, int reps) {
   NDArray::FromVector(examples::Positions(c.context), Shape{c.context})
       .CopyTo(trainer.data("positions"));
   for (int i = 0; i < 5; ++i) trainer.Step();  // kernels, plans, the step's graphs
+  return TimeMs(reps, 5, [&] { trainer.Step(); });
+}
+
+// ms per training step of ResNet-50 at `batch` random 224x224 images in `dtype` (section i).
+double ResNet50StepMs(int batch, DType dtype, int reps) {
+  const weft::Symbol loss =
+      weft::Symbol::Op("SoftmaxCrossEntropy",
+                       {examples::ResNet(examples::ResNet50(1000, examples::Stem::kImageNet)),
+                        weft::Symbol::Variable("label")},
+                       {}, "loss");
+  weft::TrainerOptions options{.device = kGpu, .dtype = dtype};
+  weft::Trainer trainer(loss, {{"data", Shape{batch, 3, 224, 224}}, {"label", Shape{batch}}},
+                        weft::Xavier(), weft::SGD(0.01, 0.9, 5e-4, 1.0 / batch), options);
+  std::vector<float> labels(batch);
+  for (int i = 0; i < batch; ++i) labels[i] = static_cast<float>(i % 1000);
+  NDArray::FromVector(labels, Shape{batch}).CopyTo(trainer.data("label"));
+  trainer.data("data").FillNormal(0, 1);
+  for (int i = 0; i < 3; ++i) trainer.Step();  // plans, workspaces, the step's graphs
   return TimeMs(reps, 5, [&] { trainer.Step(); });
 }
 
@@ -619,6 +644,17 @@ int main(int argc, char** argv) {
         std::printf("%s: error: %s\n", gpt2_key.c_str(), e.what());
       }
     }
+    const int resnet50 = bench::IntFlag(argc, argv, "resnet50", 0);
+    for (DType dtype : resnet50 > 0 ? std::vector<DType>{DType::kFloat32, DType::kBFloat16}
+                                    : std::vector<DType>{}) {
+      const std::string key = "resnet50 train step b" + std::to_string(resnet50) + " " +
+                              std::string(weft::DTypeName(dtype));
+      try {
+        ours[key] = ResNet50StepMs(resnet50, dtype, reps);
+      } catch (const weft::Error& e) {
+        std::printf("%s: error: %s\n", key.c_str(), e.what());
+      }
+    }
     if (tiny) {
       ours["tiny op us"] = LaunchOverheadUs(reps);
       ours["tiny op us, 3 arrays in turn"] = LaunchOverheadUs(reps, 3);
@@ -645,6 +681,7 @@ int main(int argc, char** argv) {
       if (on) peer_args += std::string(" ") + part;
     }
     if (gpt2 > 0) peer_args += " gpt2=" + std::to_string(gpt2);
+    if (resnet50 > 0) peer_args += " resnet50=" + std::to_string(resnet50);
     const nlohmann::json torch =
         peer ? bench::RunPeer("bench/torch_gpu_peer.py", peer_args)
              : nlohmann::json{{"available", false}, {"error", "left out (--peer=0)"}};

@@ -3,8 +3,10 @@
 8-op chain of the fusion rows also through torch.compile.
 
 Usage: torch_gpu_peer.py REPS [PART...]: the parts gpu_bench runs (mlp, rnn, attention,
-layernorm, tiny, relu, chain; none named: all of those), and gpt2=B, GPT-2 124M's training step at batch B ("gpt2
-124M train step bB bfloat16", eager and " compile"). Prints one JSON object on its last line:
+layernorm, tiny, relu, chain; none named: all of those), gpt2=B, GPT-2 124M's training step at
+batch B ("gpt2 124M train step bB bfloat16", eager and " compile"), and resnet50=B, ResNet-50's
+training step at batch B ("resnet50 train step bB float32", and "... bfloat16": autocast,
+channels-last). Prints one JSON object on its last line:
 {"available": bool, "version": str, "device": str, "results": {workload: value, ...}} with the
 workload names gpu_bench uses (ms per step, us per op, GB/s; the MLP steps also as one
 CUDA graph replayed, under "... trainer, CUDA graph", with eager again under "... trainer, no
@@ -127,6 +129,68 @@ def layernorm_step(torch, reps):
     return time_ms(torch, reps, 10, step)
 
 
+def resnet50(torch):
+    """torchvision's resnet50 (bottlenecks of 3, 4, 6, 3 blocks, the stride in the 3x3
+    convolution, 1,000 classes), written out: the GPU machine's PyTorch may come without
+    torchvision."""
+    nn = torch.nn
+
+    def conv_bn(cin, cout, k, stride, relu):
+        layers = [nn.Conv2d(cin, cout, k, stride, k // 2, bias=False), nn.BatchNorm2d(cout)]
+        return nn.Sequential(*layers, *([nn.ReLU(inplace=True)] if relu else []))
+
+    class Bottleneck(nn.Module):
+        def __init__(self, cin, width, stride):
+            super().__init__()
+            self.f = nn.Sequential(conv_bn(cin, width, 1, 1, True),
+                                   conv_bn(width, width, 3, stride, True),
+                                   conv_bn(width, 4 * width, 1, 1, False))
+            project = stride != 1 or cin != 4 * width
+            self.proj = conv_bn(cin, 4 * width, 1, stride, False) if project else nn.Identity()
+
+        def forward(self, x):
+            return torch.relu(self.f(x) + self.proj(x))
+
+    layers, cin = [conv_bn(3, 64, 7, 2, True), nn.MaxPool2d(3, 2, 1)], 64
+    for stage, blocks in enumerate((3, 4, 6, 3)):
+        for b in range(blocks):
+            layers.append(Bottleneck(cin, 64 << stage, 2 if stage > 0 and b == 0 else 1))
+            cin = 4 * (64 << stage)
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 1000)]
+    return nn.Sequential(*layers)
+
+
+def resnet50_rows(torch, batch, reps, results):
+    """ms per training step of ResNet-50 at `batch` random 224x224 images, SGD (momentum 0.9,
+    weight decay 5e-4): float32 with TF32 off (as weft's float32), and channels-last under
+    autocast to bfloat16 (float32 parameters)."""
+    key = f"resnet50 train step b{batch}"
+    for name, autocast in (("float32", False), ("bfloat16", True)):
+        torch.backends.cudnn.allow_tf32 = False
+        torch.manual_seed(0)
+        model = resnet50(torch).cuda()
+        x = torch.randn(batch, 3, 224, 224, device="cuda")
+        y = torch.randint(0, 1000, (batch,), device="cuda")
+        if autocast:
+            model, x = model.to(memory_format=torch.channels_last), \
+                x.contiguous(memory_format=torch.channels_last)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+
+        for _ in range(3):
+            step()
+        results[f"{key} {name}"] = time_ms(torch, reps, 5, step)
+        del model, opt, x, y
+    torch.backends.cudnn.allow_tf32 = True  # PyTorch's default
+    torch.cuda.empty_cache()
+
+
 def gpt2_rows(torch, batch, reps, results):
     """ms per training step of GPT-2 124M (nanoGPT's model: 12 layers, 12 heads, width 768,
     context 1024, vocabulary 50304, tied embeddings) at `batch` windows of random tokens, as
@@ -234,6 +298,8 @@ def main():
     for a in sys.argv[2:]:
         if a.startswith("gpt2="):
             gpt2_rows(torch, int(a.split("=")[1]), reps, results)
+        if a.startswith("resnet50="):
+            resnet50_rows(torch, int(a.split("=")[1]), reps, results)
     for name, sizes, batch in NETS if "mlp" in parts else []:
         for dtype, dname in ((torch.float32, "float32"), (torch.bfloat16, "bfloat16")):
             key = f"mlp {name} b{batch} {dname}"

@@ -130,5 +130,26 @@ TEST(ResNetAgainstPyTorch, BlockAndNetworkInEveryFloatType) {
   }
 }
 
+// ResNet-50 as torchvision.models.resnet50() builds it: its 25,557,032 parameters (BatchNorm's
+// running statistics not among them), and the shapes where a bottleneck widens and projects.
+TEST(ResNetShapes, ResNet50HasTorchvisionsParameters) {
+  const Symbol logits = examples::ResNet(examples::ResNet50(1000, examples::Stem::kImageNet));
+  const std::map<std::string, Shape> shapes =
+      InferArgumentShapes(logits.ToGraph(), {{"data", Shape{2, 3, 224, 224}}});
+  const auto ends_with = [](const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  int64_t parameters = 0;
+  for (const auto& [name, shape] : shapes) {
+    if (name != "data" && !ends_with(name, "_moving_mean") && !ends_with(name, "_moving_var"))
+      parameters += shape.Size();
+  }
+  EXPECT_EQ(parameters, 25557032);
+  EXPECT_EQ(shapes.at("stage1_block1_proj_conv_weight"), Shape({256, 64, 1, 1}));
+  EXPECT_EQ(shapes.at("stage2_block1_b_conv_weight"), Shape({128, 128, 3, 3}));
+  EXPECT_EQ(shapes.at("stage4_block3_c_conv_weight"), Shape({2048, 512, 1, 1}));
+  EXPECT_EQ(shapes.at("fc_weight"), Shape({1000, 2048}));
+}
+
 }  // namespace
 }  // namespace weft

@@ -31,6 +31,15 @@ Symbol BasicBlock(Symbol x, const std::string& name, int filters, int stride, bo
                     name + "_relu");
 }
 
+Symbol BottleneckBlock(Symbol x, const std::string& name, int filters, int stride, bool project) {
+  Symbol f = ConvBn(x, name + "_a", filters, 1, 1, /*relu=*/true);
+  f = ConvBn(f, name + "_b", filters, 3, stride, /*relu=*/true);
+  f = ConvBn(f, name + "_c", 4 * filters, 1, 1, /*relu=*/false);
+  const Symbol shortcut = project ? ConvBn(x, name + "_proj", 4 * filters, 1, stride, false) : x;
+  return Symbol::Op("relu", {Symbol::Op("add", {f, shortcut}, {}, name + "_sum")}, {},
+                    name + "_relu");
+}
+
 namespace {
 
 Symbol StemOf(const ResNetConfig& c) {
@@ -49,12 +58,15 @@ Symbol ResNet(const ResNetConfig& c) {
   Symbol x = StemOf(c);
   int channels = c.width;
   for (size_t stage = 0; stage < c.blocks.size(); ++stage) {
-    const int filters = c.width << stage;
+    const int filters = c.width << stage, out = c.bottleneck ? 4 * filters : filters;
     for (int b = 0; b < c.blocks[stage]; ++b) {
       const int stride = stage > 0 && b == 0 ? 2 : 1;
-      x = BasicBlock(x, "stage" + std::to_string(stage + 1) + "_block" + std::to_string(b + 1),
-                     filters, stride, /*project=*/stride != 1 || filters != channels);
-      channels = filters;
+      const std::string name =
+          "stage" + std::to_string(stage + 1) + "_block" + std::to_string(b + 1);
+      const bool project = stride != 1 || out != channels;
+      x = c.bottleneck ? BottleneckBlock(x, name, filters, stride, project)
+                       : BasicBlock(x, name, filters, stride, project);
+      channels = out;
     }
   }
   x = Symbol::Op("Pooling", {x}, {{"global_pool", "true"}, {"pool_type", "avg"}}, "pool");

@@ -22,18 +22,31 @@ enum class Stem {
 struct ResNetConfig {
   Stem stem = Stem::kSmall;
   int width = 64;           // the stem's and the first stage's channels, doubled at each stage
-  std::vector<int> blocks;  // basic blocks per stage; stages after the first start with stride 2
+  std::vector<int> blocks;  // blocks per stage; stages after the first start with stride 2
   int classes = 10;
+  bool bottleneck = false;  // bottleneck blocks (1x1, 3x3, 1x1 to 4x the width) for basic ones
 };
 
 // ResNet-18: four stages of two basic blocks, width 64.
 inline ResNetConfig ResNet18(int classes, Stem stem) { return {stem, 64, {2, 2, 2, 2}, classes}; }
+
+// ResNet-50: four stages of 3, 4, 6 and 3 bottleneck blocks, width 64 (torchvision's resnet50,
+// the stride in the 3x3 convolution).
+inline ResNetConfig ResNet50(int classes, Stem stem) {
+  return {stem, 64, {3, 4, 6, 3}, classes, /*bottleneck=*/true};
+}
 
 // relu(F(x) + shortcut(x)) with F = conv-BatchNorm-relu, conv-BatchNorm (3x3, the first with
 // `stride`) and the shortcut a strided 1x1 conv-BatchNorm when `project`, else x. Layers are named
 // <name>_a_conv, <name>_a_bn, <name>_b_..., <name>_proj_...
 weft::Symbol BasicBlock(weft::Symbol x, const std::string& name, int filters, int stride,
                         bool project);
+
+// relu(F(x) + shortcut(x)) with F = 1x1 conv-BatchNorm-relu, 3x3 conv-BatchNorm-relu (with
+// `stride`), 1x1 conv-BatchNorm to 4 * `filters` channels, the shortcut as in BasicBlock. Layers
+// are named <name>_a_..., <name>_b_..., <name>_c_..., <name>_proj_...
+weft::Symbol BottleneckBlock(weft::Symbol x, const std::string& name, int filters, int stride,
+                             bool project);
 
 // Logits (N, classes) from the variable "data" (N, C, H, W). Layers are named stem_conv, stem_bn,
 // stage2_block1_a_conv, ..., fc.
