@@ -287,11 +287,11 @@ double Gpt2StepMs(int batch, int reps) {
 
 // ms per training step of ResNet-50 at `batch` random 224x224 images in `dtype` (section i).
 double ResNet50StepMs(int batch, DType dtype, int reps) {
+  examples::ResNetConfig config = examples::ResNet50(1000, examples::Stem::kImageNet);
+  config.dtype = dtype;
   const weft::Symbol loss =
       weft::Symbol::Op("SoftmaxCrossEntropy",
-                       {examples::ResNet(examples::ResNet50(1000, examples::Stem::kImageNet)),
-                        weft::Symbol::Variable("label")},
-                       {}, "loss");
+                       {examples::ResNet(config), weft::Symbol::Variable("label")}, {}, "loss");
   weft::TrainerOptions options{.device = kGpu, .dtype = dtype};
   weft::Trainer trainer(loss, {{"data", Shape{batch, 3, 224, 224}}, {"label", Shape{batch}}},
                         weft::Xavier(), weft::SGD(0.01, 0.9, 5e-4, 1.0 / batch), options);

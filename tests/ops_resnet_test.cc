@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "examples/common/resnet.h"
+#include "passes/infer.h"
 #include "tests/op_test_util.h"
 #include "tests/resnet_torch_cases.h"
+#include "tests/weft_test_util.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -149,6 +151,57 @@ TEST(ResNetShapes, ResNet50HasTorchvisionsParameters) {
   EXPECT_EQ(shapes.at("stage2_block1_b_conv_weight"), Shape({128, 128, 3, 3}));
   EXPECT_EQ(shapes.at("stage4_block3_c_conv_weight"), Shape({2048, 512, 1, 1}));
   EXPECT_EQ(shapes.at("fc_weight"), Shape({1000, 2048}));
+}
+
+// A bfloat16 network (ResNetConfig::dtype): float32 data is cast in, the logits come out float32,
+// and every layer between types with the arguments a bfloat16 Trainer holds: parameters in
+// bfloat16, BatchNorm's running statistics (auxiliary states) in float32.
+TEST(ResNetShapes, ABfloat16NetworkTakesFloat32DataAndGivesFloat32Logits) {
+  examples::ResNetConfig config{examples::Stem::kSmall, 4, {1, 1}, 3};
+  config.dtype = DType::kBFloat16;
+  const Symbol logits = examples::ResNet(config);
+  std::map<std::string, DType> dtypes;
+  const std::vector<std::string> aux = Executor::MutatedArguments(logits);
+  for (const std::string& name : logits.ListArguments()) {
+    if (name == "data") continue;
+    const bool running = std::find(aux.begin(), aux.end(), name) != aux.end();
+    dtypes[name] = running ? DType::kFloat32 : DType::kBFloat16;
+  }
+  EXPECT_EQ(aux.size(), 2u * 6) << "six BatchNorms, two running statistics each";
+  const Graph typed = InferShapesAndTypes(logits.ToGraph(), {{"data", Shape{2, 3, 8, 8}}}, dtypes);
+  const uint32_t out = typed.EntryId(typed.outputs()[0]);
+  EXPECT_EQ(typed.dtypes()[out], DType::kFloat32);
+  EXPECT_EQ(typed.shapes()[out], Shape({2, 3}));
+}
+
+// The small ResNet in bfloat16 through weft::Trainer on the GPU (the CPU has no bfloat16
+// convolution or optimizer update): parameters in bfloat16, BatchNorm's running statistics in
+// float32 (auxiliary states of a bfloat16 trainer), which training moves and Save and Load keep.
+TEST(ResNetTrainer, ABfloat16TrainerKeepsRunningStatisticsInFloat32) {
+  const Device device = testing::TestDevice();
+  if (!device.is_gpu()) GTEST_SKIP() << "bfloat16 training runs on a GPU";
+  examples::ResNetConfig config{examples::Stem::kSmall, 4, {1, 1}, 3};
+  config.dtype = DType::kBFloat16;
+  const Symbol loss = Symbol::Op("SoftmaxCrossEntropy",
+                                 {examples::ResNet(config), Symbol::Variable("label")}, {}, "loss");
+  const std::map<std::string, Shape> shapes = {{"data", Shape{4, 3, 8, 8}}, {"label", Shape{4}}};
+  const TrainerOptions options{.device = device, .dtype = DType::kBFloat16};
+  Trainer trainer(loss, shapes, Xavier(), SGD(0.1, 0.9, 0, 0.25), options);
+  for (const std::string& p : trainer.parameter_names())
+    EXPECT_EQ(trainer.parameter(p).dtype(), DType::kBFloat16) << p;
+  ASSERT_EQ(trainer.auxiliary_names().size(), 12u);
+  for (const std::string& a : trainer.auxiliary_names())
+    EXPECT_EQ(trainer.auxiliary(a).dtype(), DType::kFloat32) << a;
+  trainer.data("data").FillNormal(0, 1);
+  NDArray::FromVector(std::vector<float>{0, 1, 2, 1}, Shape{4}).CopyTo(trainer.data("label"));
+  for (int k = 0; k < 3; ++k) trainer.Step();
+  const std::vector<float> mean = trainer.auxiliary("stem_bn_moving_mean").ToVector<float>();
+  EXPECT_NE(mean, std::vector<float>(4, 0.0f)) << "a training step moves the running mean";
+  const std::string path = testing::TempPath("bf16_resnet.safetensors");
+  trainer.Save(path);
+  Trainer loaded(loss, shapes, Xavier(), SGD(0.1, 0.9, 0, 0.25), options);
+  loaded.Load(path);
+  EXPECT_EQ(loaded.auxiliary("stem_bn_moving_mean").ToVector<float>(), mean);
 }
 
 }  // namespace

@@ -98,18 +98,27 @@ Graph StepUpdates::Append(const Graph& g, const std::vector<std::string>& grad_a
   return std::move(a.builder()).Freeze();
 }
 
+// The dtype of the auxiliary states of a trainer of `dtype` (TrainerOptions::dtype).
+DType AuxiliaryDType(DType dtype) { return dtype == DType::kBFloat16 ? DType::kFloat32 : dtype; }
+
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 // Every argument's shape, from the data inputs' (float32), which must be arguments of the loss;
-// the other arguments are parameters of `dtype`.
+// the other arguments are parameters of `dtype`, or auxiliary states (AuxiliaryDType).
 std::map<std::string, Shape> ArgumentShapes(const Symbol& loss,
                                             const std::map<std::string, Shape>& data_shapes,
+                                            const std::vector<std::string>& auxiliary,
                                             DType dtype) {
   const std::vector<std::string> args = loss.ListArguments();
   std::map<std::string, DType> dtypes;
   for (const std::string& name : args) {
-    if (data_shapes.count(name) == 0) dtypes[name] = dtype;
+    if (data_shapes.count(name) == 0)
+      dtypes[name] = Contains(auxiliary, name) ? AuxiliaryDType(dtype) : dtype;
   }
   for (const auto& [name, shape] : data_shapes) {
-    if (std::find(args.begin(), args.end(), name) != args.end()) continue;
+    if (Contains(args, name)) continue;
     WEFT_THROW("Trainer: data input '" << Abbreviate(name)
                                        << "' is not an argument of the loss; its arguments are "
                                        << QuotedList(args) << DidYouMean(name, args));
@@ -163,9 +172,7 @@ Trainer::~Trainer() = default;
 void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
                              const std::map<std::string, Shape>& data_shapes,
                              const std::vector<std::string>& auxiliary, const Initializer& init) {
-  const auto is_aux = [&](const std::string& name) {
-    return std::find(auxiliary.begin(), auxiliary.end(), name) != auxiliary.end();
-  };
+  const auto is_aux = [&](const std::string& name) { return Contains(auxiliary, name); };
   std::vector<std::string> own = {kLrName};
   for (const auto& [name, shape] : shapes) {
     if (data_shapes.count(name) != 0 || is_aux(name)) continue;
@@ -184,9 +191,12 @@ void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
       data_[name] = NDArray(shape, host ? Device::Cpu() : d);
       continue;
     }
-    ArrayMap& arrays = is_aux(name) ? aux_arrays_ : params_arrays_;
-    InitializeArray(name, arrays[name] = NDArray(shape, d, options_.dtype), init);
-    if (is_aux(name)) continue;
+    if (is_aux(name)) {
+      InitializeArray(name, aux_arrays_[name] = NDArray(shape, d, AuxiliaryDType(options_.dtype)),
+                      init);
+      continue;
+    }
+    InitializeArray(name, params_arrays_[name] = NDArray(shape, d, options_.dtype), init);
     grads_[name] = NDArray(shape, d, options_.dtype);
     for (const std::string& s : states_) {
       NDArray& state = state_arrays_[name + "." + s] = NDArray(shape, d, options_.dtype);
@@ -218,8 +228,9 @@ void Trainer::InitializeArray(const std::string& name, const NDArray& array,
 void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& data_shapes,
                        const Initializer& init) {
   host_inputs_ = Executor::HostArguments(loss);
-  AllocateArrays(ArgumentShapes(loss, data_shapes, options_.dtype), data_shapes,
-                 Executor::MutatedArguments(loss), init);
+  const std::vector<std::string> auxiliary = Executor::MutatedArguments(loss);
+  AllocateArrays(ArgumentShapes(loss, data_shapes, auxiliary, options_.dtype), data_shapes,
+                 auxiliary, init);
   ArrayMap args = data_;
   args.insert(params_arrays_.begin(), params_arrays_.end());
   args.insert(aux_arrays_.begin(), aux_arrays_.end());

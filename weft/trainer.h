@@ -68,7 +68,8 @@ struct TrainerOptions {
   Device device = Device::Cpu();
   // The parameters', gradients' and optimizer state's dtype: float32, float64 or bfloat16 (the
   // initializer fills a float32 copy, which is cast). Data inputs stay float32: a model in
-  // bfloat16 casts them itself.
+  // bfloat16 casts them itself. Auxiliary states (BatchNorm's running statistics) take this dtype
+  // too, but float32 in a bfloat16 trainer: BatchNorm keeps statistics in float32.
   DType dtype = DType::kFloat32;
   LrSchedule schedule;          // constant: the optimizer's rate at every step
   double clip_global_norm = 0;  // > 0: clip the gradients to this global norm; 0: no clipping

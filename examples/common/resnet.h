@@ -25,6 +25,9 @@ struct ResNetConfig {
   std::vector<int> blocks;  // blocks per stage; stages after the first start with stride 2
   int classes = 10;
   bool bottleneck = false;  // bottleneck blocks (1x1, 3x3, 1x1 to 4x the width) for basic ones
+  // The network's dtype: other than float32, the data is cast to it first and the logits back to
+  // float32 (a trainer of that dtype holds the parameters in it; the loss stays float32).
+  weft::DType dtype = weft::DType::kFloat32;
 };
 
 // ResNet-18: four stages of two basic blocks, width 64.
@@ -38,15 +41,15 @@ inline ResNetConfig ResNet50(int classes, Stem stem) {
 
 // relu(F(x) + shortcut(x)) with F = conv-BatchNorm-relu, conv-BatchNorm (3x3, the first with
 // `stride`) and the shortcut a strided 1x1 conv-BatchNorm when `project`, else x. Layers are named
-// <name>_a_conv, <name>_a_bn, <name>_b_..., <name>_proj_...
+// <name>_a_conv, <name>_a_bn, <name>_b_..., <name>_proj_... `dtype`: the data's (ResNetConfig's).
 weft::Symbol BasicBlock(weft::Symbol x, const std::string& name, int filters, int stride,
-                        bool project);
+                        bool project, weft::DType dtype = weft::DType::kFloat32);
 
 // relu(F(x) + shortcut(x)) with F = 1x1 conv-BatchNorm-relu, 3x3 conv-BatchNorm-relu (with
 // `stride`), 1x1 conv-BatchNorm to 4 * `filters` channels, the shortcut as in BasicBlock. Layers
 // are named <name>_a_..., <name>_b_..., <name>_c_..., <name>_proj_...
 weft::Symbol BottleneckBlock(weft::Symbol x, const std::string& name, int filters, int stride,
-                             bool project);
+                             bool project, weft::DType dtype = weft::DType::kFloat32);
 
 // Logits (N, classes) from the variable "data" (N, C, H, W). Layers are named stem_conv, stem_bn,
 // stage2_block1_a_conv, ..., fc.
