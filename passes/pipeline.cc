@@ -7,6 +7,7 @@
 #include "passes/cse.h"
 #include "passes/fold_activation.h"
 #include "passes/fold_batch_norm.h"
+#include "passes/fold_depthwise.h"
 #include "passes/fold_sum.h"
 #include "passes/gradient.h"
 #include "passes/infer.h"
@@ -59,6 +60,9 @@ bool InfersOnCpu(const Graph& g, const State& s) {
 }
 Graph ToChannelsLast(const Graph& g, State& s) { return ChannelsLast(g, &s.result.channels_last); }
 Graph FoldSums(const Graph& g, State& s) { return FoldSum(g, &s.result.folded_sums); }
+Graph FoldDepthwises(const Graph& g, State& s) {
+  return FoldDepthwise(g, &s.result.folded_depthwise);
+}
 
 bool Differentiates(const Graph& g, const State& s) { return !WithRespectTo(g, s.request).empty(); }
 Graph Differentiate(const Graph& g, State& s) {
@@ -104,7 +108,7 @@ struct PassRow {
 };
 
 // The pipeline: the table in pipeline.h.
-constexpr std::array<PassRow, 11> kBindPasses = {{
+constexpr std::array<PassRow, 12> kBindPasses = {{
     {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
     {"fold_batch_norm", "WEFT_FOLD_BATCH_NORM", Infers, FoldNorms, nullptr},
     {"fold_activation", "WEFT_FOLD_ACTIVATION", Infers, FoldActivations, nullptr},
@@ -113,6 +117,7 @@ constexpr std::array<PassRow, 11> kBindPasses = {{
     {"extend", nullptr, nullptr, Extend, nullptr},
     {"infer_shapes_and_types", nullptr, nullptr, Infer, nullptr},
     {"fold_sum", "WEFT_FOLD_SUM", InfersOnCpu, FoldSums, nullptr},
+    {"fold_depthwise", "WEFT_FOLD_DEPTHWISE", InfersOnCpu, FoldDepthwises, nullptr},
     {"fuse_pointwise", "WEFT_USE_FUSION", Fuses, Fuse, nullptr},
     {"write_backs_last", nullptr, WritesBack, MoveWriteBacks, nullptr},
     {"plan_memory", "WEFT_PLAN_MEMORY", nullptr, Plan, PlanNaive},

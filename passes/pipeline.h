@@ -15,6 +15,9 @@
 //   infer_shapes_and_types  -                            always, for the device; then the checks
 //   fold_sum                WEFT_FOLD_SUM                CPU inference binds: a residual add into
 //                                                        the convolution before it (fold_sum.h)
+//   fold_depthwise          WEFT_FOLD_DEPTHWISE          CPU inference binds: a 1x1 convolution
+//                                                        into the depthwise one that reads it
+//                                                        (fold_depthwise.h)
 //   fuse_pointwise          WEFT_USE_FUSION              when the device runs fused groups;
 //                                                        recomputing forward values on GPUs only
 //   write_backs_last        -                            when the extension writes arguments back
@@ -78,6 +81,8 @@ struct BindResult {
   int channels_last = 0;
   // Sums folded into the convolutions before them (fold_sum.h).
   int folded_sums = 0;
+  // 1x1 convolutions folded into the depthwise convolutions after them (fold_depthwise.h).
+  int folded_depthwise = 0;
   std::vector<Pass> passes;  // the passes that ran, in order
 };
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 #include <span>
 #include <sstream>
@@ -21,7 +22,9 @@
 #include "storage/ndarray.h"
 #include "tests/conv_pool_torch_cases.h"
 #include "tests/op_test_util.h"
+#include "tests/weft_test_util.h"
 #include "weft/imperative.h"
+#include "weft/weft.h"
 
 namespace weft::testing {
 namespace {
@@ -734,6 +737,53 @@ TEST(ChannelsLast, TheGpuRefusesIt) {
       EXPECT_NE(std::string(e.what()).find("runs on the CPU only"), std::string::npos) << e.what();
     }
   }
+}
+
+// ---- _conv_depthwise (passes/fold_depthwise.h makes it; CPU only) ----
+
+// MobileNet's expansion and depthwise filter on channels-last data, bound for inference with the
+// depthwise folding pass off and on: the one op gives the two convolutions' outputs, strides 1
+// and 2, with and without epilogues. No case can call the op (a pass makes it), so this test
+// marks it covered.
+TEST(ConvDepthwise, EqualsTheTwoConvolutionsItReplaces) {
+  if (TestDevice().is_gpu()) GTEST_SKIP() << "a CPU inference pass makes it; the GPU never runs it";
+  for (const int stride : {1, 2}) {
+    for (const std::string act : {"relu6", "none"}) {
+      SCOPED_TRACE("stride " + std::to_string(stride) + ", act_type " + act);
+      const Symbol expand = Symbol::Op(
+          "Convolution", {Symbol::Variable("data")},
+          {{"kernel", "(1, 1)"}, {"num_filter", "24"}, {"layout", "NHWC"}, {"act_type", act}},
+          "expand");
+      const Symbol net = Symbol::Op(
+          "Convolution", {expand},
+          {{"kernel", "(3, 3)"},
+           {"pad", "(1, 1)"},
+           {"stride", "(" + std::to_string(stride) + ", " + std::to_string(stride) + ")"},
+           {"num_filter", "24"},
+           {"num_group", "24"},
+           {"layout", "NHWC"},
+           {"act_type", act}},
+          "dw");
+      Executor::ArrayMap args;
+      const std::map<std::string, Shape> shapes =
+          InferArgumentShapes(net.ToGraph(), {{"data", Shape{2, 9, 9, 8}}});
+      for (const auto& [name, shape] : shapes) {
+        args[name] = NDArray(shape, TestDevice());
+        args[name].FillUniform(-1, 1);
+      }
+      std::vector<std::vector<float>> outputs;
+      for (const char* on : {"0", "1"}) {
+        testing::ScopedEnv fold("WEFT_FOLD_DEPTHWISE", on);
+        auto exec = Executor::Bind(net, TestDevice(), args);
+        exec->Forward(/*is_train=*/false);
+        outputs.push_back(exec->outputs()[0].ToVector<float>());
+      }
+      ASSERT_EQ(outputs[1].size(), outputs[0].size());
+      for (size_t i = 0; i < outputs[0].size(); ++i)
+        ASSERT_NEAR(outputs[1][i], outputs[0][i], 2e-5 * (1 + std::abs(outputs[0][i]))) << i;
+    }
+  }
+  MarkCovered("_conv_depthwise");
 }
 
 // ---- Convolution's sum (with_sum) ----

@@ -1,6 +1,7 @@
 // CPU compute of Convolution and _backward_Convolution (ops/nn/convolution.cc defines them and
-// says what they compute). float32 runs oneDNN's convolution (forward, backward data, backward
-// weights; grouped through oneDNN's 5-D weights, dilated); float64 runs the direct loops below.
+// says what they compute), and of _conv_depthwise (ops/nn/conv_depthwise.cc: float32 only).
+// float32 runs oneDNN's convolution (forward, backward data, backward weights; grouped through
+// oneDNN's 5-D weights, dilated); float64 runs the direct loops below.
 // Other dtypes (bfloat16: GPU only) are an error naming the op and the dtype (UseDnnl). An
 // activation epilogue (act_type) is the forward primitive's post-op, or weft's functor on float64.
 // Layout NHWC: oneDNN's channels-last kernels read and write the tensors in place (as fast as its
@@ -78,12 +79,10 @@ std::string ConvKey(const char* direction, const Window2d& win, const ConvDims& 
                       LayerActKey(act), sum);
 }
 
-// The forward, with a sum and an activation epilogue `act` as its post-ops (the backward
-// primitives' hint: none).
-dnnl::convolution_forward::primitive_desc ConvForwardDesc(const Window2d& win, const ConvDims& d,
-                                                          bool bias,
-                                                          std::optional<ActType> act = std::nullopt,
-                                                          bool sum = false) {
+// The forward with `attr`'s post-ops.
+dnnl::convolution_forward::primitive_desc ConvForwardDescWith(const Window2d& win,
+                                                              const ConvDims& d, bool bias,
+                                                              const dnnl::primitive_attr& attr) {
   using Desc = dnnl::convolution_forward::desc;
   const ConvDescs m = DescsOf(win, d);
   const auto kind = dnnl::prop_kind::forward_training;
@@ -92,7 +91,16 @@ dnnl::convolution_forward::primitive_desc ConvForwardDesc(const Window2d& win, c
       bias ? Desc(kind, algo, m.src, m.weights, m.bias, m.dst, m.strides, m.dilates, m.padding,
                   m.padding)
            : Desc(kind, algo, m.src, m.weights, m.dst, m.strides, m.dilates, m.padding, m.padding);
-  return {desc, LayerAttr(act, sum), DnnlEngine()};
+  return {desc, attr, DnnlEngine()};
+}
+
+// The forward, with a sum and an activation epilogue `act` as its post-ops (the backward
+// primitives' hint: none).
+dnnl::convolution_forward::primitive_desc ConvForwardDesc(const Window2d& win, const ConvDims& d,
+                                                          bool bias,
+                                                          std::optional<ActType> act = std::nullopt,
+                                                          bool sum = false) {
+  return ConvForwardDescWith(win, d, bias, LayerAttr(act, sum));
 }
 
 DnnlPrimitive ConvForwardPrimitive(const Window2d& win, const ConvDims& d, bool bias,
@@ -339,10 +347,55 @@ void ConvBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   staged.Finish();
 }
 
+// ---- _conv_depthwise (ops/nn/conv_depthwise.cc): float32, oneDNN's depthwise post-op ----
+
+// The 1x1 convolution's forward with the depthwise stage (and both epilogues) as post-ops.
+DnnlPrimitive ConvDepthwisePrimitive(const ConvDepthwiseParam& p, const ConvDims& d) {
+  const int stride = static_cast<int>(p.depthwise.window.stride[0]);
+  const std::string key = ConvKey("forward_depthwise", p.conv.window, d, true, p.conv.act) + "/" +
+                          std::to_string(stride) + "/" + LayerActKey(p.depthwise.act);
+  return CachedPrimitive(key, [&] {
+    return MakePrimitive<dnnl::convolution_forward>(ConvForwardDescWith(
+        p.conv.window, d, true, DepthwiseLayerAttr(p.conv.act, stride, p.depthwise.act)));
+  });
+}
+
+// in: (data, weight, bias, dw_weight, dw_bias), channels last; out: (output). Both weights are
+// reordered once per version, as Convolution's are.
+void ConvDepthwiseForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                          std::span<const OpReq> req, std::span<const TensorView> out) {
+  const ConvDepthwiseParam& p = a.Get<ConvDepthwiseParam>();
+  if (req[0] == OpReq::kNull) return;
+  if (in[0].dtype() != DType::kFloat32)
+    WEFT_THROW("_conv_depthwise: expected float32 data, found " << in[0].dtype());
+  const ConvDims d = ConvDimsOf("_conv_depthwise", p.conv, in[0].shape());
+  const ConvDims dw = ConvDimsOf("_conv_depthwise", p.depthwise, d.Output());
+  const DnnlPrimitive prim = ConvDepthwisePrimitive(p, d);
+  StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
+  const auto version = [&](size_t i) {
+    return ctx.input_versions.size() > i ? ctx.input_versions[i] : 0;
+  };
+  const int dw_weights = DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS;
+  LayoutBuffer src, weights, depthwise;
+  DnnlArgs args = {
+      {DNNL_ARG_SRC, src.Input(ImageMemory(in[0], true), prim.desc.src_desc())},
+      {DNNL_ARG_WEIGHTS, ReorderedOnce(DnnlWeightView(in[1], p.conv.window, d), version(1),
+                                       prim.desc.weights_desc(), weights)},
+      {DNNL_ARG_BIAS, DnnlMemory(in[2])},
+      {dw_weights,
+       ReorderedOnce(DnnlWeightView(in[3], p.depthwise.window, dw), version(3),
+                     prim.desc.query_md(dnnl::query::exec_arg_md, dw_weights), depthwise)},
+      {DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS, DnnlMemory(in[4])},
+      {DNNL_ARG_DST, ImageMemory(staged.Target(0), true)}};
+  ExecutePrimitive(prim, std::move(args), staged.Extra(0));
+  staged.Finish();
+}
+
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu,
                            {
                                {"Convolution", {.compute = ConvForward}},
                                {"_backward_Convolution", {.compute = ConvBackward}},
+                               {"_conv_depthwise", {.compute = ConvDepthwiseForward}},
                            });
 
 }  // namespace

@@ -137,6 +137,17 @@ struct ConvDims {
 // errors name `op`.
 ConvDims ConvDimsOf(const char* op, const ConvParam& p, const Shape& data);
 
+// ---- _conv_depthwise (ops/nn/conv_depthwise.cc) ----
+
+// A 1x1 convolution and the 3x3 depthwise convolution that alone reads it, as one op.
+struct ConvDepthwiseParam {
+  ConvParam conv;       // 1x1, stride 1, no padding, one group, a bias, layout NHWC
+  ConvParam depthwise;  // 3x3, stride 1 or 2, padding 1, a group per channel, a bias, NHWC
+};
+
+// The op's attributes (the pass that makes it builds them; they are never parsed).
+Attrs ConvDepthwiseAttrs(const ConvDepthwiseParam& p);
+
 // ---- Pooling, _backward_Pooling ----
 
 enum class PoolType : uint8_t { kMax, kAvg };

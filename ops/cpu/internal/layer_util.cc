@@ -29,6 +29,11 @@ dnnl::algorithm DnnlAlgorithm(ActType act) {
 // oneDNN's beta for `act`: the upper bound of a clip.
 float EltwiseBeta(ActType act) { return act == ActType::kRelu6 ? 6.0f : 0.0f; }
 
+void AppendAct(dnnl::post_ops& ops, std::optional<ActType> act) {
+  if (act)
+    ops.append_eltwise(/*scale=*/1.0f, DnnlAlgorithm(*act), /*alpha=*/0.0f, EltwiseBeta(*act));
+}
+
 }  // namespace
 
 dnnl::primitive_attr LayerAttr(std::optional<ActType> act, bool sum) {
@@ -36,8 +41,19 @@ dnnl::primitive_attr LayerAttr(std::optional<ActType> act, bool sum) {
   if (!act && !sum) return attr;
   dnnl::post_ops ops;
   if (sum) ops.append_sum(/*scale=*/1.0f);
-  if (act)
-    ops.append_eltwise(/*scale=*/1.0f, DnnlAlgorithm(*act), /*alpha=*/0.0f, EltwiseBeta(*act));
+  AppendAct(ops, act);
+  attr.set_post_ops(ops);
+  return attr;
+}
+
+dnnl::primitive_attr DepthwiseLayerAttr(std::optional<ActType> act, int dw_stride,
+                                        std::optional<ActType> dw_act) {
+  dnnl::primitive_attr attr = ScratchpadAttr();
+  dnnl::post_ops ops;
+  AppendAct(ops, act);
+  const auto f32 = dnnl::memory::data_type::f32;
+  ops.append_dw(f32, f32, f32, /*kernel=*/3, dw_stride, /*padding=*/1, /*mask=*/0, {});
+  AppendAct(ops, dw_act);
   attr.set_post_ops(ops);
   return attr;
 }

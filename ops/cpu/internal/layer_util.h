@@ -19,6 +19,12 @@ namespace weft::cpu {
 // after a sum post-op (what the destination holds is added first) when `sum`.
 dnnl::primitive_attr LayerAttr(std::optional<ActType> act, bool sum = false);
 
+// LayerAttr(act) followed by oneDNN's depthwise post-op (a 3x3 depthwise convolution of the
+// result, with `dw_stride` and padding 1, its weights and bias the primitive's
+// DNNL_ARG_ATTR_POST_OP_DW arguments) and its own epilogue `dw_act`: _conv_depthwise.
+dnnl::primitive_attr DepthwiseLayerAttr(std::optional<ActType> act, int dw_stride,
+                                        std::optional<ActType> dw_act);
+
 // The name of a layer's activation epilogue in a primitive's cache key ("none").
 inline const char* LayerActKey(std::optional<ActType> act) {
   return act ? ActivationName(*act) : "none";
