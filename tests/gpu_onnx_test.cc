@@ -1,7 +1,10 @@
-// Imported ONNX models on gpu:0 against the CPU (tests/onnx: PyTorch 1.13's exports of an MLP, a
-// CNN, a CNN with BatchNorm, pooling and Softmax, and nn.TransformerEncoder with a padding mask at
-// two batch and sequence extents, and the GPT of tests/gpt_torch_cases.py at two batch sizes): the
-// same file, the same inputs, float32, the outputs within the GPU tolerance of the CPU's.
+// Imported ONNX models on gpu:0 against the CPU: every committed model of tests/onnx with its
+// inputs (PyTorch 1.13's exports of an MLP, at opsets 13 and 17 and with external data, a CNN at
+// two opsets, a CNN with BatchNorm, pooling and Softmax at two opsets, a convolution with its
+// BatchNorm kept, nn.TransformerEncoder with a padding mask at two opsets and two batch and
+// sequence extents, the GPT of tests/gpt_torch_cases.py at two opsets and two batch sizes; the
+// hand-made tensor-op and shape-arithmetic graphs): the same file, the same inputs, float32, the
+// outputs within the GPU tolerance of the CPU's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,16 +19,27 @@ namespace weft {
 namespace {
 
 TEST(GpuOnnx, ImportedModelsMatchTheCpu) {
-  // (model, inputs): encoder_1 is the encoder's file at other extents
+  // (model, inputs): NAME_1 is NAME's file at other extents
   for (const auto& [model, name] :
        std::vector<std::pair<std::string, std::string>>{{"mlp", "mlp"},
+                                                        {"mlp_opset17", "mlp_opset17"},
+                                                        {"mlp_ext", "mlp_ext"},
                                                         {"cnn", "cnn"},
+                                                        {"cnn_opset13", "cnn_opset13"},
                                                         {"bn_cnn", "bn_cnn"},
+                                                        {"bn_cnn_opset17", "bn_cnn_opset17"},
+                                                        {"conv_bn", "conv_bn"},
                                                         {"encoder", "encoder"},
                                                         {"encoder", "encoder_1"},
                                                         {"encoder_opset17", "encoder_opset17"},
+                                                        {"encoder_opset17", "encoder_opset17_1"},
                                                         {"gpt", "gpt"},
-                                                        {"gpt", "gpt_1"}}) {
+                                                        {"gpt", "gpt_1"},
+                                                        {"gpt_opset14", "gpt_opset14"},
+                                                        {"gpt_opset14", "gpt_opset14_1"},
+                                                        {"tensor_ops", "tensor_ops"},
+                                                        {"shape_ops", "shape_ops"},
+                                                        {"shape_ops", "shape_ops_1"}}) {
     const testing::OnnxCase c = testing::ReadOnnxCase("tests/onnx/" + name + ".json");
     const OnnxModel m = ImportOnnx("tests/onnx/" + model + ".onnx");
     const std::vector<float> cpu = testing::RunOnnxCase(m, c, Device::Cpu()).ToVector<float>();
