@@ -12,6 +12,7 @@
 #include "passes/gradient.h"
 #include "passes/infer.h"
 #include "passes/plan_memory.h"
+#include "passes/stable_nodes.h"
 #include "passes/write_backs_last.h"
 
 namespace weft {
@@ -94,7 +95,16 @@ Graph MoveWriteBacks(const Graph& g, State& s) {
   return WriteBacksLast(g, g.outputs().size() - s.request.num_write_backs);
 }
 
-Graph Plan(const Graph& g, State&) { return PlanMemory(g, ExternalEntries(g)); }
+// CPU inference binds keep stable entries in buffers of their own (stable_nodes.h): the
+// executor computes them again only when their arguments change.
+Graph Plan(const Graph& g, State& s) {
+  std::vector<bool> external = ExternalEntries(g);
+  if (InfersOnCpu(g, s) && GetEnvBool("WEFT_KEEP_STABLE", true)) {
+    const std::vector<bool> stable = StableEntries(g);
+    for (size_t e = 0; e < external.size(); ++e) external[e] = external[e] || stable[e];
+  }
+  return PlanMemory(g, external);
+}
 Graph PlanNaive(const Graph& g, State&) {
   return PlanMemory(g, ExternalEntries(g), {.reuse = false, .inplace = false});
 }

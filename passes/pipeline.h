@@ -21,7 +21,9 @@
 //   fuse_pointwise          WEFT_USE_FUSION              when the device runs fused groups;
 //                                                        recomputing forward values on GPUs only
 //   write_backs_last        -                            when the extension writes arguments back
-//   plan_memory             WEFT_PLAN_MEMORY             always; off: one buffer per entry
+//   plan_memory             WEFT_PLAN_MEMORY             always; off: one buffer per entry. CPU
+//                           WEFT_KEEP_STABLE             inference binds keep stable entries
+//                                                        (stable_nodes.h) in buffers of their own
 //
 // The result keeps the graph after each pass that ran, for Executor::ToDot.
 //

@@ -126,5 +126,46 @@ TEST(FoldBatchNorm, OnlyInferenceBindsFoldAndTheyCannotTrain) {
   EXPECT_NO_THROW(args.at("a_bn_moving_mean").WaitToRead());
 }
 
+// The folded weight and bias depend only on parameters (passes/stable_nodes.h): a CPU inference
+// executor computes them at its first Forward, skips them while no parameter changes (fewer engine
+// ops, the same outputs), and computes them again when one does: its outputs then equal a fresh
+// executor's on the new values. The engine stamps every write it is pushed, so a parameter written
+// through any pushed op (here FillUniform) is seen.
+TEST(FoldBatchNorm, FoldedWeightsAreComputedOnceAndAgainWhenAParameterChanges) {
+  const Symbol s = ConvBn(ConvBn(Symbol::Variable("data"), "a", {}, {}), "b", {}, {});
+  Executor::ArrayMap args = Arguments(s);
+  auto exec = Executor::Bind(s, Device::Cpu(), args);
+  const auto run = [&] {
+    exec->Forward(/*is_train=*/false);
+    return std::make_pair(exec->outputs()[0].ToVector<float>(), exec->stats().engine_ops_pushed);
+  };
+  const auto [first, first_ops] = run();
+  const auto [second, second_ops] = run();
+  EXPECT_EQ(second, first);
+  EXPECT_LT(second_ops, first_ops) << "the folded weights are not computed again";
+  {
+    testing::ScopedEnv off("WEFT_KEEP_STABLE", "0");
+    auto every_time = Executor::Bind(s, Device::Cpu(), args);
+    every_time->Forward(/*is_train=*/false);
+    const size_t ops = every_time->stats().engine_ops_pushed;
+    every_time->Forward(/*is_train=*/false);
+    EXPECT_EQ(every_time->stats().engine_ops_pushed, ops) << "WEFT_KEEP_STABLE=0 skips nothing";
+    EXPECT_EQ(every_time->outputs()[0].ToVector<float>(), first);
+  }
+  const auto fresh = [&] {
+    auto other = Executor::Bind(s, Device::Cpu(), args);
+    other->Forward(/*is_train=*/false);
+    return other->outputs()[0].ToVector<float>();
+  };
+  for (const char* changed : {"b_bn_gamma", "a_bn_moving_var", "a_conv_weight"}) {
+    SCOPED_TRACE(changed);
+    args.at(changed).FillUniform(0.5, 1.5);
+    const auto [after, after_ops] = run();
+    EXPECT_NE(after, first);
+    EXPECT_EQ(after, fresh());
+    EXPECT_EQ(run().first, after);
+  }
+}
+
 }  // namespace
 }  // namespace weft

@@ -6,6 +6,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/small_vector.h"
+#include "passes/stable_nodes.h"
 
 namespace weft {
 
@@ -103,6 +104,15 @@ void BoundGraph::AllocateEntries(const std::map<std::string, NDArray>& args,
       entries_[e] = NDArray(g.shapes()[e], device_, g.dtypes()[e]);
     }
   }
+  // External entries that are none of those (stable ones, passes/stable_nodes.h): their own arrays.
+  for (uint32_t n = 0; n < g.nodes().size(); ++n) {
+    if (g.node(n).is_variable()) continue;
+    for (uint32_t o = 0; o < g.num_outputs(n); ++o) {
+      const uint32_t e = g.EntryId({n, o});
+      if (plan.storage_id[e] == MemoryPlan::kExternal && entries_[e].is_none())
+        entries_[e] = NDArray(g.shapes()[e], device_, g.dtypes()[e]);
+    }
+  }
 }
 
 Invocation BoundGraph::NodeInvocation(uint32_t n, const std::vector<uint32_t>& uses,
@@ -139,12 +149,21 @@ void BoundGraph::PrepareNodes(const std::map<std::string, GradReq>& grad_reqs,
   const std::vector<uint32_t> uses = graph_.EntryUseCounts();
   const std::map<uint32_t, OpReq> output_req = OutputRequests(graph_, grad_reqs, grad_args);
   const std::vector<bool> gradient_writer = WritesAGradientReadOutside(graph_, grad_args.size());
+  const std::vector<bool> stable = StableEntries(graph_);
+  const MemoryPlan& plan = graph_.memory();
   for (uint32_t n = 0; n < graph_.nodes().size(); ++n) {
     const Node& node = graph_.node(n);
     if (node.is_variable()) continue;
     invocations_.push_back(NodeInvocation(n, uses, output_req));
     phase_.push_back(node.is_backward() ? Phase::kBackward : Phase::kForward);
     writes_gradient_.push_back(gradient_writer[n]);
+    // Stable, and the plan kept its outputs to themselves (CPU inference binds do).
+    bool own = device_.is_cpu();
+    for (uint32_t o = 0; o < graph_.num_outputs(n); ++o) {
+      const uint32_t e = graph_.EntryId({n, o});
+      own = own && stable[e] && plan.storage_id[e] == MemoryPlan::kExternal;
+    }
+    stable_.push_back(own);
   }
 }
 
@@ -165,11 +184,13 @@ void BoundGraph::BuildSegments() {
     const bool start = segments_.empty() || segments_.back().nodes.size() >= bulk ||
                        phase_[segments_.back().nodes.back()] != phase_[i] || barrier != nullptr ||
                        segments_.back().capture_barrier != nullptr ||
-                       writes_gradient_[segments_.back().nodes.back()];
+                       writes_gradient_[segments_.back().nodes.back()] ||
+                       segments_.back().stable != stable_[i];
     if (start) {
       segments_.emplace_back();
       segments_.back().name = invocations_[i].op().name.c_str();
       segments_.back().capture_barrier = barrier;
+      segments_.back().stable = stable_[i];
       phase_segments_[static_cast<int>(phase_[i])].push_back(
           static_cast<uint32_t>(segments_.size() - 1));
     }
@@ -196,11 +217,22 @@ void BoundGraph::FindArgumentReads() {
     const NDArray& a = entries_[graph_.EntryId({n, 0})];
     if (!a.is_none() && !written.contains(a.var())) arguments.insert(a.var());
   }
+  // Stable nodes' outputs too: written only when their own arguments change (GraphRun skips them
+  // otherwise), so their versions stand still between calls like an argument's.
+  for (uint32_t i = 0; i < invocations_.size(); ++i) {
+    if (stable_[i])
+      arguments.insert(invocations_[i].writes().begin(), invocations_[i].writes().end());
+  }
   for (Segment& seg : segments_) {
     for (uint32_t k = 0; k < seg.nodes.size(); ++k) {
       const std::span<const engine::VarHandle> vars = invocations_[seg.nodes[k]].input_vars();
       for (uint32_t i = 0; i < vars.size(); ++i)
         if (arguments.contains(vars[i])) seg.argument_reads.push_back({k, i, vars[i]});
+    }
+    if (!seg.stable) continue;
+    const std::set<engine::VarHandle> own(seg.writes.begin(), seg.writes.end());
+    for (uint32_t r = 0; r < seg.argument_reads.size(); ++r) {
+      if (!own.contains(seg.argument_reads[r].var)) seg.version_key.push_back(r);
     }
   }
 }

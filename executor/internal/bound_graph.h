@@ -42,6 +42,9 @@ class BoundGraph {
     const char* name = nullptr;    // its first node's op, for the profile
     // Why a CUDA graph cannot record it (its one node's Op::CaptureBarrier); null: it can.
     const char* capture_barrier = nullptr;
+    // Its nodes are stable (passes/stable_nodes.h) and own their outputs: a run pushes it only
+    // when the versions of its argument reads changed since its last push (GraphRun).
+    bool stable = false;
     // Its nodes' inputs that are arguments no node of the graph writes: their versions are read
     // at each push (engine::LastWritePushed) and handed to the ops (OpContext::input_versions).
     struct ArgumentRead {
@@ -50,6 +53,9 @@ class BoundGraph {
       engine::VarHandle var;
     };
     std::vector<ArgumentRead> argument_reads;
+    // A stable segment's argument reads that it does not write itself (a stable node reading
+    // another of the segment): their versions decide whether it must run again.
+    std::vector<uint32_t> version_key;
   };
 
   // `graph` has been through the bind pipeline (typed, its memory planned); this binds every
@@ -104,7 +110,8 @@ class BoundGraph {
   std::vector<Invocation> invocations_;  // the graph's op nodes, in order
   std::vector<Phase> phase_;             // per invocation
   std::vector<bool>
-      writes_gradient_;  // per invocation: it writes a gradient read outside the graph only
+      writes_gradient_;       // per invocation: it writes a gradient read outside the graph only
+  std::vector<bool> stable_;  // per invocation: stable, its outputs its own (Segment::stable)
   std::vector<Segment> segments_;
   std::array<std::vector<uint32_t>, 2> phase_segments_;  // per phase, in push order
 };

@@ -1,5 +1,6 @@
 #include "executor/internal/graph_run.h"
 
+#include <algorithm>
 #include <future>
 
 #include "core/error.h"
@@ -31,10 +32,28 @@ GraphRun::~GraphRun() {
   pushed_ops_finished.wait();
 }
 
+// Whether stable segment s already holds what it would compute now: it was pushed before with
+// the same versions of its version_key reads and the same mode. Records them otherwise.
+bool GraphRun::StableUpToDate(uint32_t s, bool is_train) {
+  const BoundGraph::Segment& seg = plan_.segment(s);
+  SmallVector<uint64_t, 4> key;
+  for (uint32_t r : seg.version_key)
+    key.push_back(engine::LastWritePushed(seg.argument_reads[r].var));
+  key.push_back(is_train ? 2 : 1);  // never 0: an empty record is a segment not yet pushed
+  if (stable_pushed_.size() <= s) stable_pushed_.resize(s + 1);
+  SmallVector<uint64_t, 4>& last = stable_pushed_[s];
+  if (last.size() == key.size() && std::equal(key.begin(), key.end(), last.begin())) return true;
+  last = key;
+  return false;
+}
+
 void GraphRun::Push(Phase phase, bool is_train) {
   const std::vector<uint32_t>& segments = plan_.segments(phase);
+  size_t pushed = 0;
   for (uint32_t s : segments) {
     const BoundGraph::Segment& seg = plan_.segment(s);
+    if (seg.stable && StableUpToDate(s, is_train)) continue;
+    ++pushed;
     SegmentCall call{&plan_, s, is_train, {}, {}};
     if (seg.random[is_train]) call.random = ReserveRandom(plan_.device(), seg.draws[is_train]);
     for (const BoundGraph::Segment::ArgumentRead& r : seg.argument_reads)
@@ -46,7 +65,7 @@ void GraphRun::Push(Phase phase, bool is_train) {
         },
         plan_.device(), reads_[s], seg.writes, engine::FnProperty::kNormal, 0, seg.name);
   }
-  stats_.engine_ops_pushed = segments.size();
+  stats_.engine_ops_pushed = pushed;
 }
 
 void GraphRun::PushStep() {

@@ -48,6 +48,7 @@ class GraphRun {
   RunStats stats() const;
 
  private:
+  bool StableUpToDate(uint32_t s, bool is_train);
   // What one pushed segment carries (fits engine::Function's inline storage).
   struct SegmentCall {
     const BoundGraph* plan;
@@ -65,6 +66,9 @@ class GraphRun {
   const bool capture_enabled_;  // on a GPU, with WEFT_CUDA_GRAPH on (read at construction)
   int steps_ = 0;               // PushStep calls
   std::unique_ptr<StepCapture> capture_;  // after the warm-up steps (destroyed after the wait)
+  // Per stable segment (BoundGraph::Segment::stable): the versions of its version_key reads and
+  // the mode it was last pushed with; empty until it is first pushed.
+  std::vector<SmallVector<uint64_t, 4>> stable_pushed_;
 };
 
 }  // namespace weft
