@@ -36,9 +36,9 @@ std::vector<bool> ArgumentOnly(const Graph& g) {
 // Whether input `i` of `node` is one of a layer's parameters (its weight, bias, BatchNorm's or
 // LayerNorm's affine terms and statistics, an RNN's packed parameters), by the op's input names.
 bool IsParameterInput(const Node& node, size_t i) {
-  static const std::set<std::string> kParameters = {
-      "weight", "bias", "gamma", "beta", "moving_mean", "moving_var", "dw_weight", "dw_bias",
-      "parameters"};
+  static const std::set<std::string> kParameters = {"weight",    "bias",        "gamma",
+                                                    "beta",      "moving_mean", "moving_var",
+                                                    "dw_weight", "dw_bias",     "parameters"};
   const std::vector<std::string> names = InputNames(*node.op, node.attrs);
   return i < names.size() && kParameters.contains(names[i]);
 }

@@ -21,7 +21,8 @@
 #
 # PATH is relative to the current folder, and to the runfiles (the workspace root, or a test's
 # runfiles). --env: the wrapper of binary NAME exports KEY=VALUE, as `bazel test` sets a test's
-# env attribute (gpu_device_error_naive_test's WEFT_ENGINE=naive). WEFT_BUNDLE_XZ_LEVEL sets the compression (default 6; 0 is fastest).
+# env attribute (gpu_device_error_naive_test's WEFT_ENGINE=naive). WEFT_BUNDLE_XZ_LEVEL sets the
+# compression (default 6; 0 is fastest).
 set -euo pipefail
 
 out=$1

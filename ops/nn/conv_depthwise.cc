@@ -19,10 +19,8 @@
 namespace weft {
 namespace {
 
-const ConvDepthwiseParam& ParamOf(const Attrs& a) { return a.Get<ConvDepthwiseParam>(); }
-
 std::vector<Shape> ConvDepthwiseShape(const Attrs& a, const std::vector<Shape>& in) {
-  const ConvDepthwiseParam& p = ParamOf(a);
+  const ConvDepthwiseParam& p = a.Get<ConvDepthwiseParam>();
   const ConvDims conv = ConvDimsOf("_conv_depthwise", p.conv, in[0]);
   const ConvDims depthwise = ConvDimsOf("_conv_depthwise", p.depthwise, conv.Output());
   const Shape expected[] = {conv.Weight(p.conv.window), Shape{conv.f},
