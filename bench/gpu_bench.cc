@@ -38,10 +38,11 @@
 //       torch.compile; ms per step and tokens per second;
 //   (i) ResNet-50's training step (issue 42; --resnet50=B, batch B of 224x224 images, off by
 //       default): examples::ResNet50 through weft::Trainer (SGD, momentum 0.9, weight decay 5e-4;
-//       replayed as CUDA graphs), float32 and bfloat16 (parameters and activations; weft has no
-//       mixed precision yet), against torchvision's resnet50 with the same optimizer: float32
-//       with TF32 off (weft's float32), then channels-last under autocast to bfloat16 (the issue's
-//       peer for the bfloat16 row);
+//       replayed as CUDA graphs), float32, bfloat16-mixed (the "bfloat16" row: float32 master
+//       weights, TrainerOptions::precision) and pure bfloat16 (parameters and activations; weft's
+//       alone), against torchvision's resnet50 with the same optimizer: float32 with TF32 off
+//       (weft's float32), then channels-last under autocast to bfloat16 (the issue's peer for the
+//       bfloat16 row);
 // Steps are pushed back to back and waited for once, as a training loop would; times are the
 // median of --reps repetitions.
 //
@@ -62,6 +63,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench/fusion_graphs.h"
@@ -285,14 +287,15 @@ double Gpt2StepMs(int batch, int reps) {
   return TimeMs(reps, 5, [&] { trainer.Step(); });
 }
 
-// ms per training step of ResNet-50 at `batch` random 224x224 images in `dtype` (section i).
-double ResNet50StepMs(int batch, DType dtype, int reps) {
+// ms per training step of ResNet-50 at `batch` random 224x224 images in `dtype` (section i), or
+// float32 with `precision` mixed.
+double ResNet50StepMs(int batch, DType dtype, weft::Precision precision, int reps) {
   examples::ResNetConfig config = examples::ResNet50(1000, examples::Stem::kImageNet);
   config.dtype = dtype;
   const weft::Symbol loss =
       weft::Symbol::Op("SoftmaxCrossEntropy",
                        {examples::ResNet(config), weft::Symbol::Variable("label")}, {}, "loss");
-  weft::TrainerOptions options{.device = kGpu, .dtype = dtype};
+  weft::TrainerOptions options{.device = kGpu, .dtype = dtype, .precision = precision};
   weft::Trainer trainer(loss, {{"data", Shape{batch, 3, 224, 224}}, {"label", Shape{batch}}},
                         weft::Xavier(), weft::SGD(0.01, 0.9, 5e-4, 1.0 / batch), options);
   std::vector<float> labels(batch);

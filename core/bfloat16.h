@@ -28,6 +28,8 @@ struct BFloat16 {
     std::memcpy(&f, &u, sizeof(f));
     return f;
   }
+  // The sum in float32, rounded once (what a gradient accumulated into a bfloat16 array gets).
+  BFloat16& operator+=(BFloat16 other) { return *this = FromFloat(ToFloat() + other.ToFloat()); }
 };
 
 }  // namespace weft

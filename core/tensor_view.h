@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "core/bfloat16.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -37,6 +38,10 @@ struct DTypeOf<int64_t> {
 template <>
 struct DTypeOf<uint8_t> {
   static constexpr DType value = DType::kUInt8;
+};
+template <>
+struct DTypeOf<BFloat16> {
+  static constexpr DType value = DType::kBFloat16;
 };
 
 class TensorView {

@@ -191,6 +191,7 @@ BindResult BindGraph(const Symbol& symbol, Device device, const Executor::ArrayM
     };
   }
   request.num_write_backs = extension.write_back.size();
+  request.precision = extension.precision;
   request.check_arguments = [&](const Graph& g, const std::vector<std::string>&) {
     CheckNames(g, args, arg_grads, grad_reqs);
     CheckArguments(g, device, args);

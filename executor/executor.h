@@ -25,11 +25,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/graph.h"
 #include "graph/symbol.h"
+#include "passes/mixed_precision.h"
 #include "storage/ndarray.h"
 
 namespace weft {
@@ -49,6 +51,8 @@ struct GraphExtension {
   // Bind moves these nodes after every other node (passes/write_backs_last.h), in their order, so
   // that every other reader of the arguments they write runs before them.
   std::vector<std::string> write_back;
+  // A mixed-precision step's policy: Bind runs passes/mixed_precision.h before the gradient pass.
+  std::optional<PrecisionPolicy> precision;
 };
 
 struct ExecutorStats {

@@ -45,6 +45,11 @@ std::vector<bool> ExternalEntries(const Graph& g) {
   return external;
 }
 
+bool HasPolicy(const Graph&, const State& s) { return s.request.precision.has_value(); }
+Graph Mix(const Graph& g, State& s) {
+  return MixedPrecision(g, *s.request.precision, s.request.dtypes, &s.result.casts);
+}
+
 Graph Cse(const Graph& g, State&) { return EliminateCommonExpr(g); }
 
 // An inference bind: no gradient, no caller's nodes (a trainer's step has both).
@@ -118,7 +123,8 @@ struct PassRow {
 };
 
 // The pipeline: the table in pipeline.h.
-constexpr std::array<PassRow, 12> kBindPasses = {{
+constexpr std::array<PassRow, 13> kBindPasses = {{
+    {"mixed_precision", "WEFT_MIXED_PRECISION", HasPolicy, Mix, nullptr},
     {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
     {"fold_batch_norm", "WEFT_FOLD_BATCH_NORM", Infers, FoldNorms, nullptr},
     {"fold_activation", "WEFT_FOLD_ACTIVATION", Infers, FoldActivations, nullptr},

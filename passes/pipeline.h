@@ -3,6 +3,9 @@
 // than 0 or 1 is a weft::Error naming it):
 //
 //   pass                    switch                       runs
+//   mixed_precision         WEFT_MIXED_PRECISION         when the request has a precision policy:
+//                                                        casts to and from 16 bits
+//                                                        (mixed_precision.h)
 //   eliminate_common_expr   WEFT_ELIMINATE_COMMON_EXPR   always (passes/cse.h)
 //   fold_batch_norm         WEFT_FOLD_BATCH_NORM         inference binds (no gradient, no
 //                                                        extension): BatchNorm into Convolution
@@ -37,6 +40,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -44,6 +48,7 @@
 #include "core/device.h"
 #include "graph/graph.h"
 #include "passes/fuse_pointwise.h"
+#include "passes/mixed_precision.h"
 
 namespace weft {
 
@@ -54,6 +59,8 @@ struct BindRequest {
   // Of the arguments bound (inference derives the rest where it can; dtypes default to float32).
   std::map<std::string, Shape> shapes;
   std::map<std::string, DType> dtypes;
+  // A mixed-precision step's policy (mixed_precision.h), applied before the gradient pass.
+  std::optional<PrecisionPolicy> precision;
   // Null or: the graph after the gradient pass, whose outputs are the forward outputs then the
   // gradients of `grad_args`, with nodes appended and `num_write_backs` outputs after the
   // gradients, each written back into an argument (executor.h's GraphExtension).
@@ -74,6 +81,7 @@ struct BindResult {
   // The arguments whose gradients are outputs, in order, after the forward outputs.
   std::vector<std::string> grad_args;
   FusionStats fusion;
+  int casts = 0;  // casts the mixed_precision pass inserted
   // BatchNorms folded into convolutions: the graph computes only inference (Forward with is_train
   // is an error).
   int folded_batch_norms = 0;

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "core/error.h"
 #include "core/text.h"
+#include "ops/tensor/tensor_params.h"
 #include "passes/infer.h"
 #include "weft/clip_by_global_norm.h"
 #include "weft/imperative.h"
@@ -46,6 +48,28 @@ class Appender {
   NodeEntry Param(const std::string& name) const { return {vars_.at(name), 0}; }
   GraphBuilder& builder() { return b_; }
 
+  // Mixed precision: each forward Cast of a parameter of `copies` (parameter -> its copy's name)
+  // to `dtype` becomes the variable of its copy, its readers unchanged: the step reads the copy
+  // the last update wrote instead of casting the weight again. A parameter the graph does not
+  // cast (a bind with the mixed_precision pass switched off) gets the variable all the same.
+  void ReadCopies(const Graph& g, const std::map<std::string, std::string>& copies, DType dtype) {
+    std::set<std::string> found;
+    for (uint32_t n = 0; n < g.nodes().size(); ++n) {
+      const Node& node = g.node(n);
+      if (node.is_variable() || node.is_backward() || node.op->name != "Cast") continue;
+      if (node.attrs.Get<CastParam>().dtype != dtype) continue;
+      const Node& from = g.node(node.inputs[0].node);
+      auto copy = copies.find(from.name);
+      if (!from.is_variable() || copy == copies.end()) continue;
+      b_.nodes[n] = Node{};
+      b_.nodes[n].name = copy->second;
+      found.insert(copy->first);
+    }
+    for (const auto& [param, copy] : copies) {
+      if (found.count(param) == 0) Variable(copy);
+    }
+  }
+
  private:
   NodeEntry Push(Node node) {
     b_.nodes.push_back(std::move(node));
@@ -62,6 +86,9 @@ struct StepUpdates {
   std::map<std::string, AttrMap> attrs;  // per parameter
   std::vector<std::string> states, params;
   double clip = 0, rescale = 1;
+  // Mixed precision: parameter -> the name of its copy in `copy_dtype`, which its update writes.
+  std::map<std::string, std::string> copies;
+  DType copy_dtype = DType::kFloat32;
 
   Graph Append(const Graph& g, const std::vector<std::string>& grad_args) const;
   void ClipByGlobalNorm(Appender& a, std::map<std::string, NodeEntry>& grads) const;
@@ -84,6 +111,7 @@ Optimizer::GraphUpdate ReadingTheRate(Optimizer::GraphUpdate update) {
 
 Graph StepUpdates::Append(const Graph& g, const std::vector<std::string>& grad_args) const {
   Appender a(g);
+  if (!copies.empty()) a.ReadCopies(g, copies, copy_dtype);
   std::map<std::string, NodeEntry> grads;
   for (size_t i = 0; i < grad_args.size(); ++i)
     grads[grad_args[i]] = g.outputs()[g.num_forward_outputs() + i];
@@ -93,9 +121,16 @@ Graph StepUpdates::Append(const Graph& g, const std::vector<std::string>& grad_a
     std::vector<NodeEntry> inputs = {a.Param(p), grads.at(p)};
     for (const std::string& s : states) inputs.push_back(a.Variable(p + "." + s));
     inputs.push_back(lr);
-    a.builder().outputs.push_back(a.Op(op, attrs.at(p), std::move(inputs), p + "_update", p));
+    const NodeEntry update = a.Op(op, attrs.at(p), std::move(inputs), p + "_update", p);
+    a.builder().outputs.push_back(update);
+    if (copies.count(p) != 0) a.builder().outputs.push_back({update.node, 1});
   }
   return std::move(a.builder()).Freeze();
+}
+
+// The name of the copy of parameter `param` in `dtype` ("fc1_weight.bfloat16").
+std::string CopyName(const std::string& param, DType dtype) {
+  return param + "." + std::string(DTypeName(dtype));
 }
 
 // The dtype of the auxiliary states of a trainer of `dtype` (TrainerOptions::dtype).
@@ -152,6 +187,17 @@ Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_sh
     WEFT_THROW("Trainer: expected clip_global_norm >= 0 (0: no clipping), found "
                << options.clip_global_norm);
   }
+  if (options.precision != Precision::kFloat32 && options.dtype != DType::kFloat32) {
+    WEFT_THROW(
+        "Trainer: mixed precision keeps float32 master weights: expected dtype float32, "
+        "found "
+        << options.dtype);
+  }
+  if (options.precision == Precision::kFloat16Mixed) {
+    WEFT_THROW(
+        "Trainer: float16 mixed precision (with loss scaling) is not built yet; "
+        "bfloat16 mixed precision (Precision::kBFloat16Mixed) needs no loss scaling");
+  }
   if (options_.predict.num_outputs() == 0) options_.predict = loss;
   const std::vector<std::string>& inputs =
       GetOp(update_op_).input_names;  // weight, grad, states..., lr
@@ -163,6 +209,7 @@ Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_sh
     PlanGradientBuckets(loss);
     BroadcastParameters();
   }
+  RefreshCopies();
 }
 
 Trainer::~Trainer() = default;
@@ -231,7 +278,9 @@ void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& d
   const std::vector<std::string> auxiliary = Executor::MutatedArguments(loss);
   AllocateArrays(ArgumentShapes(loss, data_shapes, auxiliary, options_.dtype), data_shapes,
                  auxiliary, init);
+  AllocateCopies(loss);
   ArrayMap args = data_;
+  args.insert(copies_.begin(), copies_.end());
   args.insert(params_arrays_.begin(), params_arrays_.end());
   args.insert(aux_arrays_.begin(), aux_arrays_.end());
   if (options_.communicator ==
@@ -241,19 +290,69 @@ void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& d
   }
   std::map<std::string, GradReq> reqs;
   for (const std::string& p : params_) reqs[p] = GradReq::kWrite;
+  const std::optional<PrecisionPolicy> policy = Policy();
   StepUpdates updates{update_op_,
                       param_updates_,
                       states_,
                       params_,
                       options_.clip_global_norm,
                       optimizer_->rescale_grad()};
+  std::vector<std::string> write_back;
+  for (const std::string& p : params_) {
+    write_back.push_back(p);
+    if (CopyOf(p) == nullptr) continue;
+    updates.copies[p] = write_back.emplace_back(CopyName(p, policy->low));
+    updates.copy_dtype = policy->low;
+  }
   GraphExtension extension{[updates](const Graph& g, const std::vector<std::string>& grad_args) {
                              return updates.Append(g, grad_args);
                            },
-                           params_};
+                           write_back, policy};
   // With a communicator the updates run after the all-reduces, outside the bound graph.
   if (options_.communicator != nullptr) extension = {};
   exec_ = Executor::Bind(loss, options_.device, args, grads_, reqs, extension);
+}
+
+std::optional<PrecisionPolicy> Trainer::Policy() const {
+  if (options_.precision == Precision::kFloat32) return std::nullopt;
+  const DType low =
+      options_.precision == Precision::kFloat16Mixed ? DType::kFloat16 : DType::kBFloat16;
+  return PrecisionPolicy{low, options_.precision_overrides};
+}
+
+// The parameters the mixed step casts (as the bind's mixed_precision pass will) get a copy, which
+// their update writes (its `copy` attribute).
+void Trainer::AllocateCopies(const Symbol& loss) {
+  const std::optional<PrecisionPolicy> policy = Policy();
+  if (!policy) return;
+  const std::vector<std::string> args = loss.ListArguments();
+  for (const std::string& p : CastArguments(MixedPrecision(loss.ToGraph(), *policy), policy->low)) {
+    if (params_arrays_.count(p) == 0) continue;  // a data input
+    const std::string name = CopyName(p, policy->low);
+    if (Contains(args, name)) {
+      WEFT_THROW("Trainer: the loss has an argument named '"
+                 << Abbreviate(name) << "', a name the trainer uses for its own arrays");
+    }
+    copies_[name] = NDArray(params_arrays_.at(p).shape(), options_.device, policy->low);
+    param_updates_.at(p)["copy"] = std::string(DTypeName(policy->low));
+  }
+}
+
+const NDArray* Trainer::CopyOf(const std::string& param) const {
+  const std::optional<PrecisionPolicy> policy = Policy();
+  if (!policy) return nullptr;
+  auto it = copies_.find(CopyName(param, policy->low));
+  return it == copies_.end() ? nullptr : &it->second;
+}
+
+void Trainer::RefreshCopies() {
+  const Op& cast = GetOp("Cast");
+  for (const std::string& p : params_) {
+    const NDArray* copy = CopyOf(p);
+    if (copy == nullptr) continue;
+    const Attrs attrs = ParseAttrs(cast, {{"dtype", std::string(DTypeName(copy->dtype()))}});
+    InvokeInto(cast, attrs, std::span(&params_arrays_.at(p), 1), std::span(copy, 1));
+  }
 }
 
 double Trainer::learning_rate(int64_t t) const {
@@ -347,5 +446,9 @@ const NDArray& Trainer::auxiliary(const std::string& name) const {
   return Find(aux_arrays_, "auxiliary state", name);
 }
 std::vector<std::string> Trainer::auxiliary_names() const { return Keys(aux_arrays_); }
+const NDArray& Trainer::copy(const std::string& name) const {
+  return Find(copies_, "16-bit copy", name);
+}
+std::vector<std::string> Trainer::copy_names() const { return Keys(copies_); }
 
 }  // namespace weft

@@ -47,6 +47,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,7 @@
 #include "distributed/communicator.h"
 #include "executor/executor.h"
 #include "graph/symbol.h"
+#include "passes/mixed_precision.h"
 #include "storage/ndarray.h"
 #include "weft/data_iter.h"
 #include "weft/initializer.h"
@@ -64,6 +66,17 @@
 
 namespace weft {
 
+// How a training step computes (TrainerOptions::precision).
+enum class Precision {
+  kFloat32,  // every op in TrainerOptions::dtype
+  // Mixed precision, as PyTorch's autocast and MXNet's AMP: parameters, gradients and optimizer
+  // state stay float32 (master weights); the ops passes/mixed_precision.h's policy names compute
+  // in bfloat16, reading a bfloat16 copy of each weight they use, which the optimizer's update
+  // writes beside the new weight (no pass of its own). bfloat16 needs no loss scaling.
+  kBFloat16Mixed,
+  kFloat16Mixed,  // the same in float16 with loss scaling: not built yet (a weft::Error)
+};
+
 struct TrainerOptions {
   Device device = Device::Cpu();
   // The parameters', gradients' and optimizer state's dtype: float32, float64 or bfloat16 (the
@@ -71,6 +84,10 @@ struct TrainerOptions {
   // bfloat16 casts them itself. Auxiliary states (BatchNorm's running statistics) take this dtype
   // too, but float32 in a bfloat16 trainer: BatchNorm keeps statistics in float32.
   DType dtype = DType::kFloat32;
+  // Mixed precision needs dtype float32. Predict and Evaluate compute in float32.
+  Precision precision = Precision::kFloat32;
+  // Mixed precision's per-op rows, by op name, over passes/mixed_precision.h's kPrecisionTable.
+  std::map<std::string, OpPrecision> precision_overrides;
   LrSchedule schedule;          // constant: the optimizer's rate at every step
   double clip_global_norm = 0;  // > 0: clip the gradients to this global norm; 0: no clipping
   // The inference graph of Predict and Evaluate, over the loss's parameters (a classifier's
@@ -146,6 +163,10 @@ class Trainer {
   const std::vector<std::vector<NDArray>>& gradient_buckets() const { return grad_buckets_; }
   std::vector<std::string> state_names() const;  // "fc1_weight.mom", ...
   const NDArray& state(const std::string& name) const;
+  // A mixed-precision trainer's 16-bit copies of the parameters its step reads in 16 bits
+  // ("fc1_weight.bfloat16"), as the last update wrote them (or Load, or the construction).
+  std::vector<std::string> copy_names() const;
+  const NDArray& copy(const std::string& name) const;
   // Auxiliary states: arguments an op of the loss updates itself in training (BatchNorm's running
   // mean and variance, "bn1_moving_mean"): no gradient and no optimizer update, initialized by
   // name (moving_mean zeros, moving_var ones), saved and loaded with the parameters, and read by
@@ -182,6 +203,12 @@ class Trainer {
   ArrayMap SavedArrays() const;
   std::vector<std::string> InferenceInputs()
       const;  // the inference graph's non-parameter arguments
+  // Mixed precision: the policy, the parameters the step reads in 16 bits (their copies_), and
+  // the copies written from the parameters (at construction and Load).
+  std::optional<PrecisionPolicy> Policy() const;
+  void AllocateCopies(const Symbol& loss);
+  void RefreshCopies();
+  const NDArray* CopyOf(const std::string& param) const;  // null: none
   const NDArray& Find(const ArrayMap& arrays, const std::string& what,
                       const std::string& name) const;
   // Every array of `batch` names a data input and has its shape; `complete`: every data input is
@@ -202,6 +229,7 @@ class Trainer {
   std::vector<std::string> inputs_;  // the data inputs, in name order
   ArrayMap data_, params_arrays_, grads_, state_arrays_;
   ArrayMap aux_arrays_;  // auxiliary states: arguments an op of the loss updates (BatchNorm's)
+  ArrayMap copies_;      // mixed precision: "<parameter>.<dtype>", the step's 16-bit weights
   std::vector<std::string> host_inputs_;  // data inputs read on the host: CPU arrays on any device
   NDArray lr_;                      // float64: the rates every update reads (Optimizer::StepRates)
   std::vector<double> lr_written_;  // what lr_ holds (empty: not written yet)

@@ -51,8 +51,9 @@ void Trainer::AllReduceAndUpdate() const {
     std::vector<NDArray> inputs = {params_arrays_.at(p), grads->at(p)};
     for (const std::string& s : states_) inputs.push_back(state_arrays_.at(p + "." + s));
     inputs.push_back(lr_);
-    const NDArray& weight = params_arrays_.at(p);
-    InvokeInto(op, param_update_attrs_.at(p), inputs, std::span<const NDArray>(&weight, 1));
+    std::vector<NDArray> outputs = {params_arrays_.at(p)};
+    if (const NDArray* copy = CopyOf(p)) outputs.push_back(*copy);
+    InvokeInto(op, param_update_attrs_.at(p), inputs, outputs);
   }
 }
 

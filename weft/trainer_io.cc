@@ -151,6 +151,7 @@ void Trainer::Load(const std::string& path) {
       WEFT_THROW("Trainer::Load: '" << path << "' has no '" << Abbreviate(name) << "'");
   }
   for (const auto& [name, array] : file) array.CopyTo(targets.at(name));
+  RefreshCopies();  // mixed precision: the 16-bit weights of the loaded ones
   steps_ = steps;
 }
 

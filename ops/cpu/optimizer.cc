@@ -1,8 +1,12 @@
 // CPU compute of the optimizer updates of ops/optimizer/update_ops.h (sgd_update, sgd_mom_update,
-// adam_update): loops over the functors of ops/math/optimizer.h. The state arrays advance
+// adam_update, adamw_update) on float32, float64 and bfloat16 (computing in float, as on the GPU):
+// loops over the functors of ops/math/optimizer.h, writing a bfloat16 copy of the new weight when
+// asked (UpdateParam::copy). The state arrays advance
 // whatever the weight's request (kNull included), as on the GPU.
 #include <array>
+#include <type_traits>
 
+#include "core/bfloat16.h"
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/op.h"
 #include "ops/optimizer/update_ops.h"
@@ -10,41 +14,96 @@
 namespace weft::cpu {
 namespace {
 
-// y[i] = F::Step(w[i], g[i], state) for i in [b, e), as `req` says; the states are updated in
-// place. y may be w.
+// The new weight's bfloat16 copy (UpdateParam::copy); null: not wanted.
+struct Copy {
+  BFloat16* data = nullptr;
+};
+
+// The arithmetic type of weights of type T: float for bfloat16, as on the GPU.
+template <typename T>
+using ArithOf = std::conditional_t<std::is_same_v<T, BFloat16>, float, T>;
+template <typename T>
+ArithOf<T> ToArith(T v) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    return v.ToFloat();
+  } else {
+    return v;
+  }
+}
+template <typename T>
+T FromArith(ArithOf<T> v) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    return BFloat16::FromFloat(v);
+  } else {
+    return v;
+  }
+}
+
+// y[i] = F::Step(w[i], g[i], state) for i in [b, e), as `req` says, and its copy; the states are
+// updated in place. y may be w.
 template <typename F, typename T>
 void UpdateRange(const UpdateParam& p, OpReq req, const T* w, const T* g,
-                 std::array<T*, fn::kMaxUpdateStates> state, T* y, int64_t b, int64_t e) {
+                 std::array<T*, fn::kMaxUpdateStates> state, T* y, Copy copy, int64_t b,
+                 int64_t e) {
+  using A = ArithOf<T>;
   auto step = [=, &p](int64_t i) {
-    T s[fn::kMaxUpdateStates];
-    for (int k = 0; k < F::kStates; ++k) s[k] = state[k][i];
-    const T out = F::Step(p, w[i], g[i], s);
-    for (int k = 0; k < F::kStates; ++k) state[k][i] = s[k];
+    A s[fn::kMaxUpdateStates];
+    for (int k = 0; k < F::kStates; ++k) s[k] = ToArith(state[k][i]);
+    const A out = F::Step(p, ToArith(w[i]), ToArith(g[i]), s);
+    for (int k = 0; k < F::kStates; ++k) state[k][i] = FromArith<T>(s[k]);
     return out;
   };
-  if (req == OpReq::kNull) {
-    for (int64_t i = b; i < e; ++i) step(i);
+  if (copy.data != nullptr || !std::is_same_v<A, T>) {
+    for (int64_t i = b; i < e; ++i) {
+      const A out = step(i);  // reads w[i] before y[i], which may be w[i], is written
+      if (req == OpReq::kAddTo) y[i] = FromArith<T>(ToArith(y[i]) + out);
+      if (req != OpReq::kNull && req != OpReq::kAddTo) y[i] = FromArith<T>(out);
+      if (copy.data != nullptr) copy.data[i] = BFloat16::FromFloat(static_cast<float>(out));
+    }
     return;
   }
-  StoreRange(y, req, b, e, step);
+  if constexpr (std::is_same_v<A, T>) {
+    if (req == OpReq::kNull) {
+      for (int64_t i = b; i < e; ++i) step(i);
+      return;
+    }
+    StoreRange(y, req, b, e, step);
+  }
+}
+
+// The copy output of an update, when it has one: bfloat16 on the CPU.
+Copy CopyOf(const char* op, std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (out.size() < 2 || req[1] == OpReq::kNull) return {};
+  if (req[1] == OpReq::kAddTo) WEFT_THROW(op << ": the weight's copy is written, never added to");
+  if (out[1].dtype() != DType::kBFloat16) {
+    WEFT_THROW(op << ": expected a bfloat16 copy of the weight on the CPU (float16 needs a GPU), "
+                     "found "
+                  << out[1].dtype());
+  }
+  return {static_cast<BFloat16*>(out[1].raw())};
 }
 
 // in: (weight, grad, F::kStates states), one shape, then with lr_input the F::kRates rates
-// (float64: lr, then decay_rate); out: the weight's shape (usually the weight).
+// (float64: lr, then decay_rate); out: the weight's shape (usually the weight), then the copy.
 template <typename F>
-void Update(const char* op, const Attrs& a, std::span<const TensorView> in, OpReq req,
-            const TensorView& y) {
+void Update(const char* op, const Attrs& a, std::span<const TensorView> in,
+            std::span<const OpReq> req, std::span<const TensorView> outs) {
   static_assert(F::kStates <= fn::kMaxUpdateStates);
   UpdateParam p = a.Get<UpdateParam>();
   if (p.lr_input) fn::ReadRates<F>(in.back().data<double>(), p);
-  WEFT_FLOAT_SWITCH(in[0].dtype(), T, op, {
-    const T *w = in[0].data<T>(), *g = in[1].data<T>();
+  const TensorView& y = outs[0];
+  const Copy copy = CopyOf(op, req, outs);
+  const auto run = [&]<typename T>(T*) {
+    const T *w = static_cast<const T*>(in[0].raw()), *g = static_cast<const T*>(in[1].raw());
     std::array<T*, fn::kMaxUpdateStates> state{};
-    for (int k = 0; k < F::kStates; ++k) state[k] = in[2 + k].data<T>();
-    T* out = y.data<T>();
-    ParallelFor(y.size(), 4096,
-                [&](int64_t b, int64_t e) { UpdateRange<F>(p, req, w, g, state, out, b, e); });
-  });
+    for (int k = 0; k < F::kStates; ++k) state[k] = static_cast<T*>(in[2 + k].raw());
+    T* out = static_cast<T*>(y.raw());
+    ParallelFor(y.size(), 4096, [&](int64_t b, int64_t e) {
+      UpdateRange<F>(p, req[0], w, g, state, out, copy, b, e);
+    });
+  };
+  if (in[0].dtype() == DType::kBFloat16) return run(static_cast<BFloat16*>(nullptr));
+  WEFT_FLOAT_SWITCH(in[0].dtype(), T, op, run(static_cast<T*>(nullptr)));
 }
 
 std::vector<NamedDeviceImpl> UpdateImpls() {
@@ -54,7 +113,7 @@ std::vector<NamedDeviceImpl> UpdateImpls() {
       {#name,                                                                           \
        {.compute = [](const OpContext&, const Attrs& a, std::span<const TensorView> in, \
                       std::span<const OpReq> req, std::span<const TensorView> out) {    \
-         Update<fn::functor>(#name, a, in, req[0], out[0]);                             \
+         Update<fn::functor>(#name, a, in, req, out);                                   \
        }}});
   WEFT_UPDATE_OPS(WEFT_UPDATE_CPU)
 #undef WEFT_UPDATE_CPU

@@ -3,7 +3,7 @@
 // transpose: a permutation that swaps two runs of axes behind a kept prefix (NCHW <-> NHWC, a
 // matrix's transpose) is a batch of matrix transposes, copied in tiles; other permutations gather
 // each output row. Gathering rows of 3 (an image's channels), or oneDNN's reorder, ran NCHW -> NHWC
-// at 1 GB/s. Every dtype (float32, float64, int32, int64, uint8).
+// at 1 GB/s. Every dtype (float32, float64, bfloat16, int32, int64, uint8).
 #include <algorithm>
 #include <optional>
 #include <vector>
@@ -18,7 +18,7 @@ namespace {
 // in: any shape; out: the same number of elements. out = in, element by element.
 void CopyCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
                  std::span<const OpReq> req, std::span<const TensorView> out) {
-  WEFT_DTYPE_SWITCH(in[0].dtype(), T, "copy", {
+  WEFT_MOVE_SWITCH(in[0].dtype(), T, "copy", {
     const T* x = in[0].data<T>();
     T* y = out[0].data<T>();
     ParallelFor(in[0].size(), 1 << 16,
@@ -81,13 +81,13 @@ void TransposeCompute(const OpContext& ctx, const Attrs& a, std::span<const Tens
   const std::array<int64_t, Shape::kMaxDims> in_strides = Strides(in[0].shape());
   const Shape& shape = out[0].shape();
   if (const std::optional<MatrixSwap> swap = AsMatrixSwap(in[0].shape(), axes)) {
-    WEFT_DTYPE_SWITCH(in[0].dtype(), T, "transpose",
-                      SwapLoops(*swap, in[0].data<T>(), req[0], out[0].data<T>()));
+    WEFT_MOVE_SWITCH(in[0].dtype(), T, "transpose",
+                     SwapLoops(*swap, in[0].data<T>(), req[0], out[0].data<T>()));
     return;
   }
   const int64_t len = shape[n - 1], step = in_strides[axes[n - 1]],
                 rows = len == 0 ? 0 : shape.Size() / len;
-  WEFT_DTYPE_SWITCH(in[0].dtype(), T, "transpose", {
+  WEFT_MOVE_SWITCH(in[0].dtype(), T, "transpose", {
     const T* x = in[0].data<T>();
     T* y = out[0].data<T>();
     ParallelFor(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1)),

@@ -27,6 +27,10 @@ struct UpdateParam {
   double lr, momentum, beta1, beta2, epsilon, wd, rescale_grad, clip_gradient;
   double decay_rate;  // AdamW: the rate of the decoupled decay (torch.optim.AdamW's lr)
   bool lr_input;
+  // With a copy (attribute `copy`: a dtype), a second output: the new weight rounded to that
+  // dtype, written in the same pass (a mixed-precision step's 16-bit weights). The DType's value,
+  // or -1 for none; kernels never read it.
+  int copy;
 };
 
 }  // namespace weft

@@ -6,7 +6,8 @@
 // The rates are attributes (`lr`; AdamW's `decay_rate` too, lr when not given), or, with
 // lr_input=true, the last input `lr`: a float64 array of F::kRates elements on the weight's device
 // (lr, then decay_rate), which a bound graph (weft::Trainer) rewrites between steps without
-// changing its nodes.
+// changing its nodes. With `copy` = bfloat16 or float16, a second output holds the new weight in
+// that dtype (a mixed-precision trainer's 16-bit weights, made by the update itself).
 #include <array>
 #include <cmath>
 #include <optional>
@@ -32,6 +33,11 @@ UpdateParam ParseCommon(AttrReader& r) {
   p.wd = r.Float("wd", 0.0);
   p.rescale_grad = r.Float("rescale_grad", 1.0);
   p.clip_gradient = r.Float("clip_gradient", -1.0);
+  p.copy = r.Choice<int>("copy",
+                         {{"none", -1},
+                          {"bfloat16", static_cast<int>(DType::kBFloat16)},
+                          {"float16", static_cast<int>(DType::kFloat16)}},
+                         -1);
   if (p.lr < 0)
     WEFT_THROW(r.op() << ": attribute 'lr': expected a learning rate >= 0, found " << p.lr);
   if (p.wd < 0)
@@ -109,7 +115,7 @@ std::array<const char*, 2> StateInputs<fn::AdamWUpdate>() {
 }
 
 // Every input has the weight's shape, but the rates' (`rates` elements); the output is the
-// (updated) weight.
+// (updated) weight, and its copy.
 std::vector<Shape> UpdateShape(int rates, const Attrs& a, const std::vector<Shape>& in) {
   const bool lr_input = a.Get<UpdateParam>().lr_input;
   const size_t tensors = in.size() - (lr_input ? 1 : 0);
@@ -127,6 +133,7 @@ std::vector<Shape> UpdateShape(int rates, const Attrs& a, const std::vector<Shap
                                                                     << " for input " << i);
     }
   }
+  if (a.Get<UpdateParam>().copy >= 0) return {in[0], in[0]};
   return {in[0]};
 }
 
@@ -144,6 +151,8 @@ std::vector<DType> UpdateType(const std::string& op, const Attrs& a, const std::
                         << " for input " << i);
     }
   }
+  const int copy = a.Get<UpdateParam>().copy;
+  if (copy >= 0) return {in[0], static_cast<DType>(copy)};
   return {in[0]};
 }
 
@@ -164,6 +173,7 @@ void DefineUpdate(const std::string& name, const std::string& description,
       .Inputs(inputs)
       .VariadicInputs(
           [tensors](const Attrs& a) { return tensors + (a.Get<UpdateParam>().lr_input ? 1 : 0); })
+      .Outputs([](const Attrs& a) { return a.Get<UpdateParam>().copy >= 0 ? 2 : 1; })
       .InferShape([](const Attrs& a, const std::vector<Shape>& in) {
         return UpdateShape(F::kRates, a, in);
       })

@@ -14,6 +14,7 @@ CastParam ParseCast(AttrReader& r) {
                           {{"float32", DType::kFloat32},
                            {"float64", DType::kFloat64},
                            {"bfloat16", DType::kBFloat16},
+                           {"float16", DType::kFloat16},
                            {"int32", DType::kInt32},
                            {"int64", DType::kInt64},
                            {"uint8", DType::kUInt8}},

@@ -75,6 +75,16 @@ inline void Store(T& out, OpReq req, T value) {
 #define WEFT_CPU_VECTOR_CLONES
 #endif
 
+// WEFT_DTYPE_SWITCH and bfloat16: for ops that move elements without arithmetic (copies,
+// transposes), whose kAddTo sums a bfloat16 pair in float32 (BFloat16::operator+=).
+#define WEFT_MOVE_SWITCH(dtype, T, what, ...)       \
+  if ((dtype) == ::weft::DType::kBFloat16) {        \
+    using T = ::weft::BFloat16;                     \
+    __VA_ARGS__;                                    \
+  } else {                                          \
+    WEFT_DTYPE_SWITCH(dtype, T, what, __VA_ARGS__); \
+  }
+
 // Stores f(i) into out[i] for i in [begin, end) as the request says. The request is checked once,
 // outside the loop, and the loop is marked for SIMD: f(i) may read out[i] itself (in place) but
 // no other element of it, so the lanes are independent. (Left to itself, GCC keeps such loops

@@ -9,11 +9,12 @@
 namespace weft {
 
 // y = F::Step(w, grad, state) with the F::kStates state arrays s0, s1 (null past kStates)
-// updated in place, also when y is not wanted (req kReqNull). n elements; y may be w. lr: F's
-// rates on the device (p.lr_input: lr, then decay_rate), else null and p holds them.
-template <class F, typename T>
-__global__ void Update(const T* w, const T* grad, T* s0, T* s1, T* y, int64 n, const double* lr,
-                       UpdateParam p, int req) {
+// updated in place, also when y is not wanted (req kReqNull), and copy (null: none) = the new
+// weight rounded to C. n elements; y may be w. lr: F's rates on the device (p.lr_input: lr, then
+// decay_rate), else null and p holds them.
+template <class F, typename T, typename C>
+__global__ void Update(const T* w, const T* grad, T* s0, T* s1, T* y, C* copy, int64 n,
+                       const double* lr, UpdateParam p, int req) {
   typedef typename Arith<T>::type A;
   if (lr != nullptr) fn::ReadRates<F>(lr, p);
   T* const state[fn::kMaxUpdateStates] = {s0, s1};
@@ -25,6 +26,7 @@ __global__ void Update(const T* w, const T* grad, T* s0, T* s1, T* y, int64 n, c
 #pragma unroll
     for (int k = 0; k < F::kStates; ++k) state[k][i] = FromArith<T>(s[k]);
     Store1(y + i, out, req);
+    if (copy != nullptr) copy[i] = FromArith<C>(static_cast<typename Arith<C>::type>(out));
   }
 }
 

@@ -1,0 +1,391 @@
+// Mixed precision (passes/mixed_precision.h, TrainerOptions::precision): the pass casts each op's
+// inputs as the policy says, once per entry, and an override changes a row; a mixed trainer keeps
+// float32 master weights, gradients and optimizer state, reads 16-bit copies that each update
+// writes, moves its weights where pure bfloat16 training stalls, resumes exactly after Save and
+// Load, and computes in float32 with the pass switched off; bad settings are clear errors. On the
+// GPU (gpu_mixed_precision_test) an MLP, a ResNet and a GPT trained in bfloat16-mixed follow their
+// float32 training. On the CPU, whose FullyConnected and Convolution are float32 only, the
+// trainer tests compute in bfloat16 through Embedding, LayerNorm and matmul.
+#include "passes/mixed_precision.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "examples/common/gpt.h"
+#include "examples/common/resnet.h"
+#include "passes/cse.h"
+#include "passes/infer.h"
+#include "tests/op_test_util.h"
+#include "tests/weft_test_util.h"
+#include "weft/weft.h"
+
+namespace weft {
+namespace {
+
+using testing::ExpectErrorContains;
+
+// ---- The pass ----------------------------------------------------------------------------------
+
+Symbol Mlp() {
+  Symbol x = Symbol::Variable("data");
+  x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {x}, {{"num_hidden", "16"}}, "fc1")});
+  x = Symbol::Op("relu", {Symbol::Op("FullyConnected", {x}, {{"num_hidden", "12"}}, "fc2")});
+  x = Symbol::Op("FullyConnected", {x}, {{"num_hidden", "4"}}, "fc3");
+  return Symbol::Op("SoftmaxCrossEntropy", {x, Symbol::Variable("label")}, {}, "loss");
+}
+
+const std::map<std::string, Shape> kMlpShapes = {{"data", Shape{8, 6}}, {"label", Shape{8}}};
+
+const Node& NodeNamed(const Graph& g, const std::string& name) {
+  for (const Node& node : g.nodes()) {
+    if (node.name == name) return node;
+  }
+  ADD_FAILURE() << "no node " << name;
+  return g.node(0);
+}
+
+// The dtypes of the inputs of node `name` of typed graph `g`.
+std::vector<DType> InputTypes(const Graph& g, const std::string& name) {
+  std::vector<DType> types;
+  for (const NodeEntry& e : NodeNamed(g, name).inputs) types.push_back(g.dtypes()[g.EntryId(e)]);
+  return types;
+}
+
+Graph Typed(const Graph& g, const std::map<std::string, Shape>& shapes,
+            const std::map<std::string, DType>& dtypes = {}) {
+  return InferShapesAndTypes(g, shapes, dtypes, DeviceType::kCpu);
+}
+
+constexpr DType kF32 = DType::kFloat32, kBf16 = DType::kBFloat16;
+
+TEST(MixedPrecisionPass, CastsEachOpsInputsAsThePolicySays) {
+  int casts = 0;
+  const Graph g = Typed(MixedPrecision(Mlp().ToGraph(), {}, {}, &casts), kMlpShapes);
+  // data and six parameters to bfloat16 for the layers, the logits back to float32 for the loss
+  EXPECT_EQ(casts, 8);
+  for (const char* fc : {"fc1", "fc2", "fc3"})
+    EXPECT_EQ(InputTypes(g, fc), (std::vector<DType>{kBf16, kBf16, kBf16})) << fc;
+  EXPECT_EQ(InputTypes(g, "loss"), (std::vector<DType>{kF32, kF32}));
+  EXPECT_EQ(NodeNamed(g, "fc1_weight_bfloat16").op->name, "Cast");
+  EXPECT_EQ(CastArguments(g, kBf16),
+            (std::vector<std::string>{"data", "fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias",
+                                      "fc3_weight", "fc3_bias"}));
+  EXPECT_TRUE(CastArguments(g, DType::kFloat16).empty());
+}
+
+TEST(MixedPrecisionPass, AnOverrideReplacesARow) {
+  int casts = -1;
+  const PrecisionPolicy policy{kBf16, {{"FullyConnected", OpPrecision::kFloat32}}};
+  const Graph g = Typed(MixedPrecision(Mlp().ToGraph(), policy, {}, &casts), kMlpShapes);
+  EXPECT_EQ(casts, 0);
+  EXPECT_EQ(InputTypes(g, "fc2"), (std::vector<DType>{kF32, kF32, kF32}));
+  EXPECT_EQ(policy.Of("FullyConnected"), OpPrecision::kFloat32);
+  EXPECT_EQ(policy.Of("Convolution"), OpPrecision::kLow);
+  EXPECT_EQ(policy.Of("relu"), OpPrecision::kWidest);
+}
+
+TEST(MixedPrecisionPass, OneCastPerEntryAndCseMergesDuplicatedOnes) {
+  // Two layers read one weight: one cast. The same expression written twice: CSE merges it and
+  // its casts.
+  const Symbol x = Symbol::Variable("data"), w = Symbol::Variable("w");
+  const AttrMap fc = {{"num_hidden", "6"}, {"no_bias", "true"}};
+  const Symbol a = Symbol::Op("FullyConnected", {x, w}, fc, "a");
+  const Symbol b = Symbol::Op("FullyConnected", {Symbol::Op("relu", {a}), w}, fc, "b");
+  const Symbol twice =
+      Symbol::Op("add", {Symbol::Op("exp", {b}, {}, "e1"), Symbol::Op("exp", {b}, {}, "e2")});
+  int casts = 0;
+  const Graph mixed = MixedPrecision(twice.ToGraph(), {}, {}, &casts);
+  EXPECT_EQ(casts, 2) << "data and w, each once";
+  const Graph merged = Typed(EliminateCommonExpr(mixed), {{"data", Shape{2, 6}}});
+  EXPECT_EQ(CastArguments(merged, kBf16), (std::vector<std::string>{"data", "w"}));
+}
+
+TEST(MixedPrecisionPass, NormalizationsKeepTheirParametersAndStatisticsInFloat32) {
+  Symbol x = Symbol::Op("Convolution", {Symbol::Variable("data")},
+                        {{"kernel", "(3,3)"}, {"num_filter", "4"}, {"pad", "(1,1)"}}, "conv");
+  x = Symbol::Op("BatchNorm", {x}, {}, "bn");
+  const Graph g = Typed(MixedPrecision(x.ToGraph(), {}), {{"data", Shape{2, 3, 8, 8}}});
+  EXPECT_EQ(InputTypes(g, "bn"), (std::vector<DType>{kBf16, kF32, kF32, kF32, kF32}));
+  EXPECT_EQ(g.dtypes()[g.EntryId(g.outputs()[0])], kBf16) << "normalized data as it came";
+}
+
+TEST(MixedPrecisionPass, ElementwiseOpsTakeTheWidestAndNonFloatingInputsStay) {
+  const Symbol data = Symbol::Variable("data");
+  const Symbol h =
+      Symbol::Op("FullyConnected", {data}, {{"num_hidden", "6"}, {"no_bias", "true"}}, "fc");
+  const Symbol sum = Symbol::Op("add", {h, data}, {}, "sum");
+  const Symbol picked = Symbol::Op("take", {h, Symbol::Variable("rows")}, {}, "pick");
+  const std::map<std::string, DType> dtypes = {{"rows", DType::kInt32}};
+  const Graph g = Typed(MixedPrecision(Symbol::Group({sum, picked}).ToGraph(), {}, dtypes),
+                        {{"data", Shape{2, 6}}, {"rows", Shape{3}}}, dtypes);
+  EXPECT_EQ(InputTypes(g, "sum"), (std::vector<DType>{kF32, kF32}));
+  EXPECT_EQ(InputTypes(g, "pick"), (std::vector<DType>{kBf16, DType::kInt32}));
+}
+
+TEST(MixedPrecisionPass, BadPoliciesAreClearErrors) {
+  ExpectErrorContains([] { MixedPrecision(Mlp().ToGraph(), {.low = kF32}); },
+                      {"mixed_precision", "bfloat16 or float16", "found float32"});
+}
+
+// ---- The trainer -------------------------------------------------------------------------------
+
+constexpr int64_t kVocab = 12, kWidth = 8, kBatch = 4, kTime = 6;
+
+// A tied-embedding language model that computes in bfloat16 on both devices: Embedding (made a
+// 16-bit op by an override), LayerNorm, and the logits as a matmul with the embedding's transpose.
+Symbol TiedLm() {
+  const Symbol wte = Symbol::Variable("wte_weight");
+  Symbol h = Symbol::Op(
+      "Embedding", {Symbol::Variable("data"), wte},
+      {{"input_dim", std::to_string(kVocab)}, {"output_dim", std::to_string(kWidth)}}, "wte");
+  h = Symbol::Op("LayerNorm", {h}, {}, "ln");
+  const Symbol logits = Symbol::Op("matmul", {h, Symbol::Op("transpose", {wte})}, {}, "logits");
+  const Symbol flat =
+      Symbol::Op("reshape", {logits}, {{"shape", "(-1," + std::to_string(kVocab) + ")"}});
+  const Symbol label = Symbol::Op("reshape", {Symbol::Variable("label")}, {{"shape", "(-1,)"}});
+  return Symbol::Op("SoftmaxCrossEntropy", {flat, label}, {}, "loss");
+}
+
+const std::map<std::string, Shape> kLmShapes = {{"data", Shape{kBatch, kTime}},
+                                                {"label", Shape{kBatch, kTime}}};
+
+// Tokens and their next ones, (batch, time), that depend on k only.
+std::map<std::string, NDArray> LmBatchOf(int64_t batch, int64_t time, int64_t vocab, int k) {
+  std::vector<float> x(batch * time), y(batch * time);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>((3 * i + 5 * k) % vocab);
+    y[i] = static_cast<float>((3 * i + 5 * k + 1) % vocab);
+  }
+  return {{"data", NDArray::FromVector(x, Shape{batch, time})},
+          {"label", NDArray::FromVector(y, Shape{batch, time})}};
+}
+
+std::map<std::string, NDArray> LmBatch(int k) { return LmBatchOf(kBatch, kTime, kVocab, k); }
+
+TrainerOptions Mixed(Precision precision = Precision::kBFloat16Mixed) {
+  TrainerOptions options;
+  options.device = testing::TestDevice();
+  options.precision = precision;
+  options.precision_overrides = {{"Embedding", OpPrecision::kLow}};
+  return options;
+}
+
+std::map<std::string, std::vector<float>> ParameterValues(const Trainer& t) {
+  std::map<std::string, std::vector<float>> values;
+  for (const std::string& p : t.parameter_names()) values[p] = t.parameter(p).ToVector<float>();
+  for (const std::string& s : t.state_names()) values[s] = t.state(s).ToVector<float>();
+  return values;
+}
+
+NDArray CastTo(const NDArray& a, DType dtype) {
+  return op::Call("Cast", {a}, {{"dtype", std::string(DTypeName(dtype))}})[0];
+}
+
+std::vector<float> AsFloats(const NDArray& a) {
+  return a.dtype() == kF32 ? a.ToVector<float>() : CastTo(a, kF32).ToVector<float>();
+}
+
+TEST(MixedTrainer, KeepsFloat32MasterWeightsAndReadsCopiesTheUpdatesWrite) {
+  SeedRandom(1);
+  Trainer t(TiedLm(), kLmShapes, Xavier(), AdamW(0.01, 0.9, 0.95, 1e-8, 0.1, 1.0 / 24), Mixed());
+  EXPECT_EQ(t.copy_names(), std::vector<std::string>{"wte_weight.bfloat16"});
+  for (const std::string& p : t.parameter_names()) {
+    EXPECT_EQ(t.parameter(p).dtype(), kF32) << p;
+    EXPECT_EQ(t.gradient(p).dtype(), kF32) << p;
+  }
+  for (const std::string& s : t.state_names()) EXPECT_EQ(t.state(s).dtype(), kF32) << s;
+  for (int k = 0; k < 5; ++k) t.Step(LmBatch(k));
+  // The copy is the master weight rounded, as the last update wrote it.
+  const NDArray& copy = t.copy("wte_weight.bfloat16");
+  EXPECT_EQ(copy.dtype(), kBf16);
+  EXPECT_EQ(AsFloats(copy), AsFloats(CastTo(t.parameter("wte_weight"), kBf16)));
+  // The step reads the copy: no Cast of the weight is left in the bound graph (the gradient's
+  // _backward_Cast, named after it, is).
+  const std::string dot = t.ToDot();
+  EXPECT_NE(dot.find("wte_weight.bfloat16"), std::string::npos);
+  EXPECT_EQ(dot.find("wte_weight_bfloat16\\nCast"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("wte_weight_bfloat16_backward"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("_bfloat16\\nCast"), std::string::npos) << "the other casts stay: " << dot;
+  EXPECT_TRUE(std::isfinite(t.outputs()[0].ToVector<float>()[0]));
+}
+
+// The embedding of token 0, one weight of 1, its gradient 1: an SGD step of 1e-4 is below
+// bfloat16's resolution at 1 (2^-7), so pure bfloat16 training never moves it; mixed training
+// moves the master weight as float32 training does, bit for bit.
+Symbol OneWeight(DType dtype) {
+  Symbol e = Symbol::Op("Embedding", {Symbol::Variable("data"), Symbol::Variable("w_weight")},
+                        {{"input_dim", "2"}, {"output_dim", "1"}}, "w");
+  if (dtype != kF32) e = Symbol::Op("Cast", {e}, {{"dtype", "float32"}});
+  return Symbol::Op("sum", {e}, {}, "loss");
+}
+
+std::vector<float> WeightAfter(DType dtype, Precision precision, int steps) {
+  TrainerOptions options = Mixed(precision);
+  options.dtype = dtype;
+  options.initialize = [](const std::string&, const NDArray& a) {
+    a.Fill(1);
+    return true;
+  };
+  Trainer t(OneWeight(dtype == kF32 && precision == Precision::kFloat32 ? kF32 : kBf16),
+            {{"data", Shape{1}}}, Xavier(), SGD(1e-4), options);
+  for (int k = 0; k < steps; ++k) t.Step({{"data", NDArray::FromVector<float>({0}, Shape{1})}});
+  return AsFloats(t.parameter("w_weight"));
+}
+
+TEST(MixedTrainer, MasterWeightsMoveWherePureBfloat16TrainingStalls) {
+  EXPECT_EQ(WeightAfter(kBf16, Precision::kFloat32, 10), (std::vector<float>{1, 1}))
+      << "pure bfloat16: each update rounds back to 1";
+  const std::vector<float> f32 = WeightAfter(kF32, Precision::kFloat32, 10);
+  EXPECT_LT(f32[0], 1 - 9e-4);
+  EXPECT_EQ(WeightAfter(kF32, Precision::kBFloat16Mixed, 10), f32);
+}
+
+TEST(MixedTrainer, TenStepsSavedLoadedAndTenMoreEqualTwentyStraight) {
+  const AdamW adamw(0.01, 0.9, 0.95, 1e-8, 0.1, 1.0 / 24);
+  SeedRandom(5);
+  Trainer straight(TiedLm(), kLmShapes, Xavier(), adamw, Mixed());
+  SeedRandom(5);
+  Trainer first(TiedLm(), kLmShapes, Xavier(), adamw, Mixed());
+  SeedRandom(6);
+  Trainer resumed(TiedLm(), kLmShapes, Xavier(), adamw, Mixed());
+  for (int k = 0; k < 20; ++k) straight.Step(LmBatch(k));
+  for (int k = 0; k < 10; ++k) first.Step(LmBatch(k));
+  const std::string path = testing::TempPath("mixed_resume.safetensors");
+  first.Save(path);
+  resumed.Load(path);
+  EXPECT_EQ(AsFloats(resumed.copy("wte_weight.bfloat16")),
+            AsFloats(first.copy("wte_weight.bfloat16")))
+      << "Load writes the copies of the loaded weights";
+  for (int k = 10; k < 20; ++k) resumed.Step(LmBatch(k));
+  EXPECT_EQ(ParameterValues(resumed), ParameterValues(straight));
+  EXPECT_EQ(resumed.outputs()[0].ToVector<float>(), straight.outputs()[0].ToVector<float>());
+}
+
+TEST(MixedTrainer, WithThePassSwitchedOffTheStepComputesInFloat32) {
+  const SGD sgd(0.1, 0.9, 0, 1.0 / 24);
+  SeedRandom(2);
+  TrainerOptions f32 = Mixed(Precision::kFloat32);
+  Trainer plain(TiedLm(), kLmShapes, Xavier(), sgd, f32);
+  setenv("WEFT_MIXED_PRECISION", "0", 1);
+  SeedRandom(2);
+  Trainer off(TiedLm(), kLmShapes, Xavier(), sgd, Mixed());
+  unsetenv("WEFT_MIXED_PRECISION");
+  SeedRandom(2);
+  Trainer on(TiedLm(), kLmShapes, Xavier(), sgd, Mixed());
+  for (int k = 0; k < 4; ++k) {
+    plain.Step(LmBatch(k));
+    off.Step(LmBatch(k));
+    on.Step(LmBatch(k));
+  }
+  EXPECT_EQ(ParameterValues(off), ParameterValues(plain));
+  EXPECT_NE(ParameterValues(on), ParameterValues(plain)) << "bfloat16 rounds somewhere";
+  EXPECT_EQ(AsFloats(off.copy("wte_weight.bfloat16")),
+            AsFloats(CastTo(off.parameter("wte_weight"), kBf16)))
+      << "the updates write the copies all the same";
+}
+
+TEST(MixedTrainer, BadSettingsAreClearErrors) {
+  TrainerOptions options = Mixed();
+  options.dtype = kBf16;
+  ExpectErrorContains([&] { Trainer(TiedLm(), kLmShapes, Xavier(), SGD(0.1), options); },
+                      {"master weights", "expected dtype float32", "found bfloat16"});
+  ExpectErrorContains(
+      [&] { Trainer(TiedLm(), kLmShapes, Xavier(), SGD(0.1), Mixed(Precision::kFloat16Mixed)); },
+      {"float16 mixed precision", "not built yet"});
+}
+
+// ---- Real models follow their float32 training (on the GPU) -----------------------------------
+
+// The loss of each of `steps` steps of `loss` from one initialization, in `precision`.
+std::vector<float> Losses(const Symbol& loss, const std::map<std::string, Shape>& shapes,
+                          const std::function<std::map<std::string, NDArray>(int)>& batch,
+                          const Optimizer& optimizer, Precision precision, int steps) {
+  SeedRandom(11);
+  TrainerOptions options;
+  options.device = testing::TestDevice();
+  options.precision = precision;
+  Trainer t(loss, shapes, Xavier(), optimizer, options);
+  std::vector<float> losses;
+  for (int k = 0; k < steps; ++k) {
+    t.Step(batch(k));
+    const std::vector<float> out = t.outputs()[0].ToVector<float>();
+    double sum = 0;
+    for (float v : out) sum += v;
+    losses.push_back(static_cast<float>(sum / static_cast<double>(out.size())));
+  }
+  return losses;
+}
+
+// Mixed training's loss stays within `tolerance` (relative) of float32's at every step, and both
+// fall.
+void ExpectMixedFollowsFloat32(const Symbol& loss, const std::map<std::string, Shape>& shapes,
+                               const std::function<std::map<std::string, NDArray>(int)>& batch,
+                               const Optimizer& optimizer, int steps, double tolerance) {
+  const std::vector<float> f32 = Losses(loss, shapes, batch, optimizer, Precision::kFloat32, steps);
+  const std::vector<float> mixed =
+      Losses(loss, shapes, batch, optimizer, Precision::kBFloat16Mixed, steps);
+  for (int k = 0; k < steps; ++k)
+    EXPECT_NEAR(mixed[k], f32[k], tolerance * std::abs(f32[k])) << "step " << k;
+  EXPECT_LT(f32.back(), 0.8 * f32.front());
+  EXPECT_LT(mixed.back(), 0.8 * mixed.front());
+}
+
+// A fixed batch of digits-like data: each class a pattern plus noise drawn once.
+std::map<std::string, NDArray> PatternBatch(int64_t n, const Shape& shape, int classes, int k) {
+  std::vector<float> x(static_cast<size_t>(shape.Size())), y(static_cast<size_t>(n));
+  const int64_t per = shape.Size() / n;
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = static_cast<float>((i + k) % classes);
+    for (int64_t j = 0; j < per; ++j) {
+      x[i * per + j] = std::sin(0.7f * static_cast<float>(j) * (1 + y[i])) +
+                       0.1f * std::cos(static_cast<float>(31 * i + 7 * j + k));
+    }
+  }
+  return {{"data", NDArray::FromVector(x, shape)}, {"label", NDArray::FromVector(y, Shape{n})}};
+}
+
+TEST(MixedTrainer, AnMlpFollowsItsFloat32Training) {
+  if (!testing::TestDevice().is_gpu()) GTEST_SKIP() << "FullyConnected in bfloat16 needs a GPU";
+  ExpectMixedFollowsFloat32(
+      Mlp(), kMlpShapes,
+      [](int k) {
+        return PatternBatch(8, Shape{8, 6}, 4, k % 4);
+      },
+      SGD(0.1, 0.9, 0, 1.0 / 8), 30, 0.05);
+}
+
+TEST(MixedTrainer, AResNetFollowsItsFloat32Training) {
+  if (!testing::TestDevice().is_gpu()) GTEST_SKIP() << "Convolution in bfloat16 needs a GPU";
+  const examples::ResNetConfig config{examples::Stem::kSmall, 8, {1, 1}, 4};
+  const Symbol loss = Symbol::Op("SoftmaxCrossEntropy",
+                                 {examples::ResNet(config), Symbol::Variable("label")}, {}, "loss");
+  ExpectMixedFollowsFloat32(
+      loss, {{"data", Shape{8, 3, 8, 8}}, {"label", Shape{8}}},
+      [](int k) {
+        return PatternBatch(8, Shape{8, 3, 8, 8}, 4, k % 4);
+      },
+      SGD(0.05, 0.9, 0, 1.0 / 8), 20, 0.05);
+}
+
+TEST(MixedTrainer, AGptFollowsItsFloat32Training) {
+  if (!testing::TestDevice().is_gpu()) GTEST_SKIP() << "FullyConnected in bfloat16 needs a GPU";
+  const examples::GptConfig config{
+      .vocab = 16, .context = 16, .layers = 2, .heads = 2, .width = 32};
+  const std::map<std::string, Shape> shapes = examples::GptDataShapes(4, 16);
+  const auto batch = [](int k) {
+    std::map<std::string, NDArray> b = LmBatchOf(4, 16, 16, k % 3);
+    b["positions"] = NDArray::FromVector(examples::Positions(16), Shape{16});
+    return b;
+  };
+  ExpectMixedFollowsFloat32(examples::MakeGpt(config).loss, shapes, batch,
+                            AdamW(3e-3, 0.9, 0.95, 1e-8, 0, 1.0 / 64), 30, 0.03);
+}
+
+}  // namespace
+}  // namespace weft
