@@ -648,12 +648,17 @@ int main(int argc, char** argv) {
       }
     }
     const int resnet50 = bench::IntFlag(argc, argv, "resnet50", 0);
-    for (DType dtype : resnet50 > 0 ? std::vector<DType>{DType::kFloat32, DType::kBFloat16}
-                                    : std::vector<DType>{}) {
-      const std::string key = "resnet50 train step b" + std::to_string(resnet50) + " " +
-                              std::string(weft::DTypeName(dtype));
+    // The rows: float32; bfloat16-mixed (the "bfloat16" row, against PyTorch's autocast); pure
+    // bfloat16 parameters and activations (weft's alone).
+    const std::tuple<const char*, DType, weft::Precision> resnet_rows[] = {
+        {"float32", DType::kFloat32, weft::Precision::kFloat32},
+        {"bfloat16", DType::kFloat32, weft::Precision::kBFloat16Mixed},
+        {"bfloat16 pure", DType::kBFloat16, weft::Precision::kFloat32}};
+    for (const auto& [name, dtype, precision] : resnet_rows) {
+      if (resnet50 == 0) break;
+      const std::string key = "resnet50 train step b" + std::to_string(resnet50) + " " + name;
       try {
-        ours[key] = ResNet50StepMs(resnet50, dtype, reps);
+        ours[key] = ResNet50StepMs(resnet50, dtype, precision, reps);
       } catch (const weft::Error& e) {
         std::printf("%s: error: %s\n", key.c_str(), e.what());
       }
