@@ -31,11 +31,12 @@
 //       out);
 //   (h) GPT-2 124M's training step (issue 39; --gpt2=B, batch B, off by default): 12 layers, 12
 //       heads, width 768, context 1024, vocabulary 50304, parameters and activations in bfloat16
-//       (examples::MakeGpt; the loss in float32), AdamW (betas 0.9, 0.95, weight decay 0.1 on the
-//       matrices), gradients clipped to global norm 1, through weft::Trainer (replayed as CUDA
-//       graphs), against nanoGPT's model in PyTorch (bfloat16 parameters, F.scaled_dot_product_
-//       attention, cross-entropy in float32, AdamW fused where PyTorch has it), eager and
-//       torch.compile; ms per step and tokens per second;
+//       (examples::MakeGpt; the loss in float32), and bfloat16-mixed (float32 parameters,
+//       TrainerOptions::precision; PyTorch's under autocast), AdamW (betas 0.9, 0.95, weight decay
+//       0.1 on the matrices), gradients clipped to global norm 1, through weft::Trainer (replayed
+//       as CUDA graphs), against nanoGPT's model in PyTorch (bfloat16 parameters,
+//       F.scaled_dot_product_ attention, cross-entropy in float32, AdamW fused where PyTorch has
+//       it), eager and torch.compile; ms per step and tokens per second;
 //   (i) ResNet-50's training step (issue 42; --resnet50=B, batch B of 224x224 images, off by
 //       default): examples::ResNet50 through weft::Trainer (SGD, momentum 0.9, weight decay 5e-4;
 //       replayed as CUDA graphs), float32, bfloat16-mixed (the "bfloat16" row: float32 master
@@ -251,20 +252,20 @@ double LayerNormStepMs(int64_t rows, int64_t cols, int reps) {
   return TimeMs(reps, 10, [&] { exec->Forward(true), exec->Backward(); });
 }
 
-// GPT-2 124M's configuration in bfloat16 (section h).
-examples::GptConfig Gpt2Config() {
-  return {.vocab = 50304,
-          .context = 1024,
-          .layers = 12,
-          .heads = 12,
-          .width = 768,
-          .dtype = DType::kBFloat16};
+// GPT-2 124M's configuration in `dtype` (section h).
+examples::GptConfig Gpt2Config(DType dtype) {
+  return {.vocab = 50304, .context = 1024, .layers = 12, .heads = 12, .width = 768, .dtype = dtype};
 }
 
-// ms per training step of GPT-2 124M at `batch` windows of 1024 random tokens (section h).
-double Gpt2StepMs(int batch, int reps) {
-  const examples::GptConfig c = Gpt2Config();
-  weft::TrainerOptions options{.device = kGpu, .dtype = DType::kBFloat16};
+// ms per training step of GPT-2 124M at `batch` windows of 1024 random tokens (section h): in
+// bfloat16, or float32 with bfloat16-mixed precision when `mixed`.
+double Gpt2StepMs(int batch, bool mixed, int reps) {
+  const DType dtype = mixed ? DType::kFloat32 : DType::kBFloat16;
+  const examples::GptConfig c = Gpt2Config(dtype);
+  weft::TrainerOptions options{
+      .device = kGpu,
+      .dtype = dtype,
+      .precision = mixed ? weft::Precision::kBFloat16Mixed : weft::Precision::kFloat32};
   options.clip_global_norm = 1.0;
   options.initialize = [c](const std::string& name, const NDArray& array) {
     return examples::InitializeGpt(c, name, array);
@@ -636,15 +637,16 @@ int main(int argc, char** argv) {
     }
     const int gpt2 = bench::IntFlag(argc, argv, "gpt2", 0);
     const std::string gpt2_key = "gpt2 124M train step b" + std::to_string(gpt2) + " bfloat16";
-    if (gpt2 > 0) {
+    for (const bool mixed : {false, true}) {
+      if (gpt2 == 0) break;
+      const std::string key = gpt2_key + (mixed ? "-mixed" : "");
       try {
-        ours[gpt2_key] = Gpt2StepMs(gpt2, reps);
-        std::printf("%s: weft %.3f ms, %.0f tokens/s\n", gpt2_key.c_str(),
-                    ours[gpt2_key].get<double>(),
-                    1024.0 * gpt2 * 1e3 / ours[gpt2_key].get<double>());
+        ours[key] = Gpt2StepMs(gpt2, mixed, reps);
+        std::printf("%s: weft %.3f ms, %.0f tokens/s\n", key.c_str(), ours[key].get<double>(),
+                    1024.0 * gpt2 * 1e3 / ours[key].get<double>());
         std::fflush(stdout);
       } catch (const weft::Error& e) {
-        std::printf("%s: error: %s\n", gpt2_key.c_str(), e.what());
+        std::printf("%s: error: %s\n", key.c_str(), e.what());
       }
     }
     const int resnet50 = bench::IntFlag(argc, argv, "resnet50", 0);
@@ -709,23 +711,25 @@ int main(int argc, char** argv) {
       PrintRow(key.c_str(), it.value().get<double>(),
                torch.value("results", nlohmann::json::object()), key.c_str(), unit);
     }
-    if (ours.contains(gpt2_key)) {  // tokens per second, against PyTorch eager and compiled
+    for (const char* variant : {"", "-mixed"}) {  // tokens per second, against eager and compiled
+      const std::string ours_key = gpt2_key + variant;
+      if (!ours.contains(ours_key)) continue;
       const nlohmann::json results = torch.value("results", nlohmann::json::object());
       const double tokens = 1024.0 * gpt2 * 1e3;
-      std::printf("GPT-2 124M training, batch %d x 1024, bfloat16: weft %.0f tokens/s", gpt2,
-                  tokens / ours[gpt2_key].get<double>());
+      std::printf("GPT-2 124M training, batch %d x 1024, bfloat16%s: weft %.0f tokens/s", gpt2,
+                  variant, tokens / ours[ours_key].get<double>());
       for (const char* mode : {"", " compile"}) {
-        const std::string key = gpt2_key + mode;
+        const std::string key = ours_key + mode;
         if (results.contains(key)) {
           std::printf("; PyTorch%s %.0f tokens/s (weft %.2fx)", *mode ? " torch.compile" : " eager",
                       tokens / results[key].get<double>(),
-                      results[key].get<double>() / ours[gpt2_key].get<double>());
+                      results[key].get<double>() / ours[ours_key].get<double>());
         }
       }
       std::printf("\n");
-      if (results.contains(gpt2_key + " compile error"))
+      if (results.contains(ours_key + " compile error"))
         std::printf("torch.compile: %s\n",
-                    results[gpt2_key + " compile error"].get<std::string>().c_str());
+                    results[ours_key + " compile error"].get<std::string>().c_str());
     }
     if (relu)
       std::printf("weft relu reaches %.1f%% of weft's device-to-device copy bandwidth\n",

@@ -194,7 +194,8 @@ def resnet50_rows(torch, batch, reps, results):
 def gpt2_rows(torch, batch, reps, results):
     """ms per training step of GPT-2 124M (nanoGPT's model: 12 layers, 12 heads, width 768,
     context 1024, vocabulary 50304, tied embeddings) at `batch` windows of random tokens, as
-    gpu_bench's weft row: parameters and activations in bfloat16, cross-entropy in float32, AdamW
+    gpu_bench's weft rows: parameters and activations in bfloat16 (and float32 parameters under
+    autocast, the "bfloat16-mixed" row), cross-entropy in float32, AdamW
     (betas 0.9, 0.95, weight decay 0.1 on the matrices; fused where this PyTorch has it),
     gradients clipped to norm 1; eager, then torch.compile."""
     import torch.nn as nn
@@ -230,34 +231,39 @@ def gpt2_rows(torch, batch, reps, results):
             logits = self.ln_f(x) @ self.wte.weight.t()
             return F.cross_entropy(logits.float().view(-1, vocab), targets.view(-1))
 
-    model = Gpt().cuda().to(torch.bfloat16)
-    params = list(model.parameters())
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    try:
-        opt = torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
-    except (RuntimeError, TypeError):
-        opt = torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
     idx = torch.randint(0, vocab, (batch, context), device="cuda")
     targets = torch.randint(0, vocab, (batch, context), device="cuda")
-    key = f"gpt2 124M train step b{batch} bfloat16"
+    # "bfloat16": bfloat16 parameters; "bfloat16-mixed": float32 parameters under autocast.
+    for name, mixed in (("bfloat16", False), ("bfloat16-mixed", True)):
+        model = Gpt().cuda() if mixed else Gpt().cuda().to(torch.bfloat16)
+        params = list(model.parameters())
+        groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+        try:
+            opt = torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+        except (RuntimeError, TypeError):
+            opt = torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
+        key = f"gpt2 124M train step b{batch} {name}"
 
-    def step(m):
-        opt.zero_grad(set_to_none=True)
-        m(idx, targets).backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
+        def step(m):
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mixed):
+                loss = m(idx, targets)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
 
-    for _ in range(3):
-        step(model)
-    results[key] = time_ms(torch, reps, 5, lambda: step(model))
-    try:
-        compiled = torch.compile(model)
         for _ in range(3):
-            step(compiled)
-        results[key + " compile"] = time_ms(torch, reps, 5, lambda: step(compiled))
-    except Exception as e:  # noqa: BLE001 (no compiler toolchain there, say)
-        results[key + " compile error"] = str(e)[:500]
+            step(model)
+        results[key] = time_ms(torch, reps, 5, lambda: step(model))
+        try:
+            compiled = torch.compile(model)
+            for _ in range(3):
+                step(compiled)
+            results[key + " compile"] = time_ms(torch, reps, 5, lambda: step(compiled))
+        except Exception as e:  # noqa: BLE001 (no compiler toolchain there, say)
+            results[key + " compile error"] = str(e)[:500]
+        del model, opt, params, groups
 
 
 def chain(torch, x):
