@@ -3,6 +3,9 @@
 //     96, batch 32): weft::Trainer with AdamW (betas 0.9, 0.95, weight decay 0.1 on the matrices
 //     only), gradients clipped to global norm 1, against torch.optim.AdamW on the same model built
 //     by tests/gpt_torch_cases.py (the oracle of ops_gpt_test);
+//   - the same step in bfloat16-mixed precision (TrainerOptions::precision: float32 master weights,
+//     the matrix products and attention in bfloat16) against the same PyTorch step under
+//     torch.autocast("cpu", dtype=torch.bfloat16) (issue 41);
 //   - generation of --chars characters from a 4-character prompt as train_gpt generates them,
 //     the likeliest next character each time: with the key-value cache (GptGenerator: one
 //     one-position step per character, the last half window run again from position 0 when the
@@ -14,7 +17,7 @@
 // what was in use before the row, PyTorch's growth of peak resident memory (a process per row).
 //
 //   bazel run -c opt //bench:gpt_bench -- --threads=2 --steps=5 --rounds=5 --chars=256
-//   (--train=0, --generate=0, --attention=0 leave a row out)
+//   (--train=0, --mixed=0, --generate=0, --attention=0 leave a row out)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -64,8 +67,10 @@ std::vector<float> Tokens(int n, int vocab, std::mt19937& rng) {
 // A trainer of `gpt` as train_gpt builds it (AdamW, clipping, warm-up then cosine), for batches
 // of `batch` windows; Predict gives the loss and the logits.
 std::shared_ptr<weft::Trainer> MakeTrainer(const examples::Gpt& gpt, const examples::GptConfig& c,
-                                           int batch) {
-  weft::TrainerOptions options{.predict = Symbol::Group({gpt.loss, gpt.logits})};
+                                           int batch,
+                                           weft::Precision precision = weft::Precision::kFloat32) {
+  weft::TrainerOptions options{.precision = precision,
+                               .predict = Symbol::Group({gpt.loss, gpt.logits})};
   options.schedule.decay = weft::LrSchedule::Cosine{.steps = 1000, .final_lr = 5e-4};
   options.schedule.warmup_steps = 50;
   options.clip_global_norm = 1.0;
@@ -78,9 +83,10 @@ std::shared_ptr<weft::Trainer> MakeTrainer(const examples::Gpt& gpt, const examp
                                          weft::Zero(), adamw, options);
 }
 
-// A training step on one random batch, filled once.
-std::function<void()> TrainStep(const examples::GptConfig& c, int batch) {
-  auto trainer = MakeTrainer(examples::MakeGpt(c), c, batch);
+// A training step on one random batch, filled once, in float32 or mixed precision.
+std::function<void()> TrainStep(const examples::GptConfig& c, int batch,
+                                weft::Precision precision) {
+  auto trainer = MakeTrainer(examples::MakeGpt(c), c, batch, precision);
   std::mt19937 rng(0);
   trainer->data("data").CopyFrom(Tokens(batch * c.context, c.vocab, rng));
   trainer->data("label").CopyFrom(Tokens(batch * c.context, c.vocab, rng));
@@ -169,9 +175,17 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   if (bench::IntFlag(argc, argv, "train", 1)) {
     rows.push_back(Measure(
-        "gpt train step b32", "step", [&] { return TrainStep(c, batch); }, steps, rounds));
+        "gpt train step b32", "step",
+        [&] { return TrainStep(c, batch, weft::Precision::kFloat32); }, steps, rounds));
     rows.back().torch =
-        bench::RunPeer(peer, th + " train" + Args(sizes) + Args({batch, steps, rounds}));
+        bench::RunPeer(peer, th + " train" + Args(sizes) + Args({batch, steps, rounds, 0}));
+  }
+  if (bench::IntFlag(argc, argv, "mixed", 1)) {
+    rows.push_back(Measure(
+        "gpt train step b32 bf16-mixed", "step",
+        [&] { return TrainStep(c, batch, weft::Precision::kBFloat16Mixed); }, steps, rounds));
+    rows.back().torch =
+        bench::RunPeer(peer, th + " train" + Args(sizes) + Args({batch, steps, rounds, 1}));
   }
   if (bench::IntFlag(argc, argv, "generate", 1)) {
     rows.push_back(Measure(

@@ -55,9 +55,10 @@ def cached_logits(cases, model, tokens, start, cache):
     return model.ln_f(x) @ model.wte.weight.t()
 
 
-def train(torch, sizes, batch, steps, rounds):
+def train(torch, sizes, batch, steps, rounds, mixed):
     """ms per step: mean loss, backward, gradients clipped to norm 1, AdamW (betas 0.9, 0.95,
-    weight decay 0.1 on the matrices only), as train_gpt."""
+    weight decay 0.1 on the matrices only), as train_gpt; with `mixed`, the forward under
+    torch.autocast("cpu", dtype=torch.bfloat16)."""
     before = rss_bytes()
     cases = gpt_module(*sizes)
     model = cases.Gpt()
@@ -71,7 +72,9 @@ def train(torch, sizes, batch, steps, rounds):
 
     def step():
         opt.zero_grad()
-        model(tokens, label).mean().backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(mixed)):
+            loss = model(tokens, label).mean()
+        loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
 

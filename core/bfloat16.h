@@ -10,16 +10,14 @@ namespace weft {
 struct BFloat16 {
   uint16_t bits = 0;
 
+  // Branch-free, so that loops of conversions vectorize.
   static BFloat16 FromFloat(float f) {
     uint32_t u;
     std::memcpy(&u, &f, sizeof(u));
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  // nearest, ties to even
+    const uint32_t quiet_nan = (u >> 16) | 0x40u;                     // NaN: keep it a (quiet) NaN
     BFloat16 b;
-    if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it a (quiet) NaN
-      b.bits = static_cast<uint16_t>((u >> 16) | 0x40u);
-      return b;
-    }
-    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
-    b.bits = static_cast<uint16_t>(u >> 16);
+    b.bits = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
     return b;
   }
   float ToFloat() const {

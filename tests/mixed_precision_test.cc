@@ -134,6 +134,63 @@ TEST(MixedPrecisionPass, BadPoliciesAreClearErrors) {
                       {"mixed_precision", "bfloat16 or float16", "found float32"});
 }
 
+// ---- The ops a mixed step runs in bfloat16 ----------------------------------------------------
+
+using testing::ArrayOf;
+using testing::Bf16Exact;
+using testing::Uniform;
+using testing::ValuesOf;
+
+// `op` on bfloat16 arrays of these values computes in float and rounds each result once: it
+// equals the float32 op on the same (bfloat16-exact) values, cast to bfloat16, bit for bit on the
+// CPU (the same functors), within a bfloat16 rounding on a GPU.
+void ExpectComputedInFloat(const std::string& op, const std::vector<testing::Values>& values,
+                           const std::vector<Shape>& shapes, const AttrMap& attrs = {}) {
+  std::vector<NDArray> bf16, f32;
+  for (size_t i = 0; i < values.size(); ++i) {
+    bf16.push_back(ArrayOf(values[i], shapes[i], kBf16));
+    f32.push_back(ArrayOf(values[i], shapes[i], kF32));
+  }
+  const testing::Values got = ValuesOf(op::Call(op, bf16, attrs)[0]);
+  const testing::Values want =
+      ValuesOf(op::Call("Cast", {op::Call(op, f32, attrs)[0]}, {{"dtype", "bfloat16"}})[0]);
+  if (testing::TestDevice().is_gpu()) return testing::ExpectNear(got, want, 1e-2, op);
+  EXPECT_EQ(got, want) << op;
+}
+
+TEST(Bfloat16Compute, ElementwiseOpsComputeInFloatAndRoundOnce) {
+  const testing::Values x = Bf16Exact(Uniform(96, 1, -2, 2)), y = Bf16Exact(Uniform(96, 2, 0.5, 2));
+  const testing::Values row = Bf16Exact(Uniform(8, 3, -1, 1));
+  const Shape s{12, 8};
+  for (const char* unary : {"relu", "gelu", "exp", "tanh", "sigmoid", "neg"})
+    ExpectComputedInFloat(unary, {x}, {s});
+  ExpectComputedInFloat("gelu", {x}, {s}, {{"approximate", "tanh"}});
+  for (const char* binary : {"add", "sub", "mul", "div", "maximum"}) {
+    ExpectComputedInFloat(binary, {x, y}, {s, s});
+    ExpectComputedInFloat(binary, {x, row}, {s, Shape{8}});  // broadcast
+  }
+  ExpectComputedInFloat("add_n", {x, y, x}, {s, s, s}, {{"num_args", "3"}});
+}
+
+TEST(Bfloat16Compute, FullyConnectedAccumulatesInFloat32) {
+  const Shape xs{16, 24}, ws{10, 24}, bs{10};
+  const testing::Values x = Bf16Exact(Uniform(xs.Size(), 4)), w = Bf16Exact(Uniform(ws.Size(), 5)),
+                        b = Bf16Exact(Uniform(bs.Size(), 6));
+  ExpectComputedInFloat("FullyConnected", {x, w, b}, {xs, ws, bs}, {{"num_hidden", "10"}});
+  // The gradients: within a bfloat16 rounding of float32's from the same values.
+  const testing::Values dy = Bf16Exact(Uniform(16 * 10, 7));
+  std::map<DType, std::vector<testing::Values>> grads;
+  for (DType t : {kF32, kBf16}) {
+    const std::vector<NDArray> out =
+        op::Call("_backward_FullyConnected",
+                 {ArrayOf(dy, Shape{16, 10}, t), ArrayOf(x, xs, t), ArrayOf(w, ws, t)},
+                 {{"num_hidden", "10"}});
+    for (const NDArray& g : out) grads[t].push_back(ValuesOf(g));
+  }
+  for (size_t i = 0; i < 3; ++i)
+    testing::ExpectNear(grads[kBf16][i], grads[kF32][i], 1e-2, "gradient " + std::to_string(i));
+}
+
 // ---- The trainer -------------------------------------------------------------------------------
 
 constexpr int64_t kVocab = 12, kWidth = 8, kBatch = 4, kTime = 6;
@@ -355,7 +412,6 @@ std::map<std::string, NDArray> PatternBatch(int64_t n, const Shape& shape, int c
 }
 
 TEST(MixedTrainer, AnMlpFollowsItsFloat32Training) {
-  if (!testing::TestDevice().is_gpu()) GTEST_SKIP() << "FullyConnected in bfloat16 needs a GPU";
   ExpectMixedFollowsFloat32(
       Mlp(), kMlpShapes,
       [](int k) {
@@ -378,7 +434,6 @@ TEST(MixedTrainer, AResNetFollowsItsFloat32Training) {
 }
 
 TEST(MixedTrainer, AGptFollowsItsFloat32Training) {
-  if (!testing::TestDevice().is_gpu()) GTEST_SKIP() << "FullyConnected in bfloat16 needs a GPU";
   const examples::GptConfig config{
       .vocab = 16, .context = 16, .layers = 2, .heads = 2, .width = 32};
   const std::map<std::string, Shape> shapes = examples::GptDataShapes(4, 16);

@@ -48,21 +48,7 @@ constexpr int64_t kKeyBlock = 64;
 
 // ---- Storage and arithmetic types ----
 
-// What T computes in: float for bfloat16, else T.
-template <typename T>
-struct ArithOf {
-  using type = T;
-};
-template <>
-struct ArithOf<BFloat16> {
-  using type = float;
-};
-template <typename T>
-using Arith = typename ArithOf<T>::type;
-
-inline float Load(float x) { return x; }
-inline double Load(double x) { return x; }
-inline float Load(BFloat16 x) { return x.ToFloat(); }
+// What T computes in (ArithOf: float for bfloat16, else T) and loads (ToArith): cpu_util.h.
 
 // out[0, n) = f(c), or += with kAddTo, rounded once into T.
 template <typename T, typename F>
@@ -78,10 +64,10 @@ void StoreRow(T* out, OpReq req, int64_t n, F&& f) {
 }
 
 template <typename T>
-inline Arith<T> Dot(const T* a, const T* b, int64_t n) {
-  Arith<T> sum = 0;
+inline ArithOf<T> Dot(const T* a, const T* b, int64_t n) {
+  ArithOf<T> sum = 0;
 #pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) sum += Load(a[i]) * Load(b[i]);
+  for (int64_t i = 0; i < n; ++i) sum += ToArith(a[i]) * ToArith(b[i]);
   return sum;
 }
 
@@ -98,21 +84,21 @@ WEFT_CPU_VECTOR_CLONES void AccumulateRows(const W* w, int64_t w_stride, int64_t
   for (; c0 + kChunk <= n; c0 += kChunk) {
     A acc[kChunk] = {};
     for (int64_t j = 0; j < count; ++j) {
-      const A a = Load(w[j * w_stride]);
+      const A a = ToArith(w[j * w_stride]);
       if (a == 0) continue;
       const T* row = rows + j * stride + c0;
 #pragma omp simd
-      for (int64_t e = 0; e < kChunk; ++e) acc[e] += a * Load(row[e]);
+      for (int64_t e = 0; e < kChunk; ++e) acc[e] += a * ToArith(row[e]);
     }
 #pragma omp simd
     for (int64_t e = 0; e < kChunk; ++e) out[c0 + e] += acc[e];
   }
   for (int64_t j = 0; c0 < n && j < count; ++j) {
-    const A a = Load(w[j * w_stride]);
+    const A a = ToArith(w[j * w_stride]);
     if (a == 0) continue;
     const T* row = rows + j * stride;
 #pragma omp simd
-    for (int64_t e = c0; e < n; ++e) out[e] += a * Load(row[e]);
+    for (int64_t e = c0; e < n; ++e) out[e] += a * ToArith(row[e]);
   }
 }
 
@@ -174,9 +160,9 @@ int64_t Blocks(const AttentionDims& d, int64_t size, int64_t rows) {
 // t (n x kKeyBlock, its first `count` columns) = `count` rows (`stride` apart, n values each, from
 // `first`) transposed, in A: a key block's k or v laid out so that products run along the keys.
 template <typename T>
-void TransposeTile(const T* first, int64_t stride, int64_t count, int64_t n, Arith<T>* t) {
+void TransposeTile(const T* first, int64_t stride, int64_t count, int64_t n, ArithOf<T>* t) {
   for (int64_t j = 0; j < count; ++j) {
-    for (int64_t c = 0; c < n; ++c) t[c * kKeyBlock + j] = Load(first[j * stride + c]);
+    for (int64_t c = 0; c < n; ++c) t[c * kKeyBlock + j] = ToArith(first[j * stride + c]);
   }
 }
 
@@ -184,11 +170,11 @@ void TransposeTile(const T* first, int64_t stride, int64_t count, int64_t n, Ari
 // apart, n values each) and B^T as bt (TransposeTile's): a row of out is a weighted sum of rows
 // of bt (AccumulateRows), in vectors along the keys.
 template <typename T>
-void TileProduct(const T* a, int64_t stride, int64_t rows, int64_t n, const Arith<T>* bt,
-                 int64_t cols, Arith<T>* out) {
+void TileProduct(const T* a, int64_t stride, int64_t rows, int64_t n, const ArithOf<T>* bt,
+                 int64_t cols, ArithOf<T>* out) {
   for (int64_t i = 0; i < rows; ++i) {
-    Arith<T>* o = out + i * kKeyBlock;
-    std::fill_n(o, cols, Arith<T>(0));
+    ArithOf<T>* o = out + i * kKeyBlock;
+    std::fill_n(o, cols, ArithOf<T>(0));
     AccumulateRows(a + i * stride, 1, n, bt, kKeyBlock, cols, o);
   }
 }
@@ -196,9 +182,9 @@ void TileProduct(const T* a, int64_t stride, int64_t rows, int64_t n, const Arit
 // s (rows x kKeyBlock, row stride kKeyBlock) = the scores of queries [i0, i1) and keys [j0, j1),
 // with the scale, the mask and causality; kt: the keys' TransposeTile.
 template <typename T>
-void ScoreTile(const Operands<T>& x, const Head<T>& hd, const Arith<T>* kt, int64_t i0, int64_t i1,
-               int64_t j0, int64_t j1, Arith<T>* s) {
-  using A = Arith<T>;
+void ScoreTile(const Operands<T>& x, const Head<T>& hd, const ArithOf<T>* kt, int64_t i0,
+               int64_t i1, int64_t j0, int64_t j1, ArithOf<T>* s) {
+  using A = ArithOf<T>;
   const AttentionDims& d = x.d;
   TileProduct(hd.Q(i0), hd.qt, i1 - i0, d.d, kt, j1 - j0, s);
   const A scale = static_cast<A>(d.scale), minus_inf = static_cast<A>(kMinusInf);
@@ -206,7 +192,7 @@ void ScoreTile(const Operands<T>& x, const Head<T>& hd, const Arith<T>* kt, int6
     A* row = s + (i - i0) * kKeyBlock;
     for (int64_t j = j0; j < j1; ++j) {
       A v = scale * row[j - j0];
-      if (x.mask_add) v += Load(x.mask_add[d.MaskAt(hd.b, hd.h, i, j)]);
+      if (x.mask_add) v += ToArith(x.mask_add[d.MaskAt(hd.b, hd.h, i, j)]);
       if (x.mask_bool && !x.mask_bool[d.MaskAt(hd.b, hd.h, i, j)]) v = minus_inf;
       row[j - j0] = d.causal && j > i ? minus_inf : v;
     }
@@ -237,9 +223,9 @@ void KeepTile(const AttentionDims& d, const Dropout& z, int64_t b, int64_t h, in
 // The scores tile (kt: the keys' TransposeTile), and the dropout tile when z drops (else `keep`
 // is left alone and the callers read no tile).
 template <typename T>
-const Arith<T>* Tiles(const Operands<T>& x, const Head<T>& hd, const Dropout& z, int64_t i0,
-                      int64_t i1, int64_t j0, int64_t j1, const Arith<T>* kt, Arith<T>* s,
-                      Arith<T>* keep) {
+const ArithOf<T>* Tiles(const Operands<T>& x, const Head<T>& hd, const Dropout& z, int64_t i0,
+                        int64_t i1, int64_t j0, int64_t j1, const ArithOf<T>* kt, ArithOf<T>* s,
+                        ArithOf<T>* keep) {
   ScoreTile(x, hd, kt, i0, i1, j0, j1, s);
   if (z.p == 0) return nullptr;
   KeepTile(x.d, z, hd.b, hd.h, i0, i1, j0, j1, keep);
@@ -269,9 +255,9 @@ struct ForwardScratch {
 // overwritten with their exponentials; `keep` (null: all kept) is the row's dropout factors.
 template <typename T>
 WEFT_CPU_VECTOR_CLONES void OnlineSoftmaxRow(const Head<T>& hd, int64_t dv, int64_t j0, int64_t j1,
-                                             Arith<T>* s, const Arith<T>* keep,
-                                             ForwardScratch<Arith<T>>& w, int64_t r) {
-  using A = Arith<T>;
+                                             ArithOf<T>* s, const ArithOf<T>* keep,
+                                             ForwardScratch<ArithOf<T>>& w, int64_t r) {
+  using A = ArithOf<T>;
   const int64_t cols = j1 - j0;
   A max = static_cast<A>(kMinusInf);
   for (int64_t c = 0; c < cols; ++c) max = std::max(max, s[c]);
@@ -298,8 +284,9 @@ WEFT_CPU_VECTOR_CLONES void OnlineSoftmaxRow(const Head<T>& hd, int64_t dv, int6
 // out and lse of one query block, stored as the requests say.
 template <typename T>
 void ForwardBlock(const Operands<T>& x, const Dropout& z, const Block& blk,
-                  ForwardScratch<Arith<T>>& w, std::span<const OpReq> req, T* out, Arith<T>* lse) {
-  using A = Arith<T>;
+                  ForwardScratch<ArithOf<T>>& w, std::span<const OpReq> req, T* out,
+                  ArithOf<T>* lse) {
+  using A = ArithOf<T>;
   const AttentionDims& d = x.d;
   const Head<T> hd = HeadOf(x, blk.bh);
   const int64_t rows = blk.last - blk.first;
@@ -331,11 +318,11 @@ void ForwardBlock(const Operands<T>& x, const Dropout& z, const Block& blk,
 // out and lse of every query block.
 template <typename T>
 void ForwardLoops(const Operands<T>& x, const Dropout& z, std::span<const OpReq> req, T* out,
-                  Arith<T>* lse) {
+                  ArithOf<T>* lse) {
   const int64_t block_work = std::min(kQueryBlock, x.d.tq) * x.d.tk * (x.d.d + x.d.dv);
   ParallelFor(Blocks(x.d, kQueryBlock, x.d.tq), GrainFor(block_work),
               [&](int64_t begin, int64_t end) {
-                ForwardScratch<Arith<T>> w(x.d);
+                ForwardScratch<ArithOf<T>> w(x.d);
                 for (int64_t item = begin; item < end; ++item)
                   ForwardBlock(x, z, BlockOf(item, kQueryBlock, x.d.tq), w, req, out, lse);
               });
@@ -347,8 +334,8 @@ void ForwardLoops(const Operands<T>& x, const Dropout& z, std::span<const OpReq>
 template <typename T>
 struct Grads {
   const T *dy, *y;
-  const Arith<T>* lse;
-  Arith<T>* delta;  // D_i = dy[i] . y[i], computed first
+  const ArithOf<T>* lse;
+  ArithOf<T>* delta;  // D_i = dy[i] . y[i], computed first
   const T* Dy(const AttentionDims& d, const Head<T>& hd, int64_t i) const {
     return dy + d.out.At(hd.b, hd.h, i);
   }
@@ -408,8 +395,8 @@ WEFT_CPU_VECTOR_CLONES void ScoreGradRow(A lse, A delta, const A* keep, int64_t 
 template <typename T>
 void TilePairGrads(const Operands<T>& x, const Dropout& z, const Grads<T>& g, const Head<T>& hd,
                    int64_t bh, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
-                   BackwardScratch<Arith<T>>& w) {
-  using A = Arith<T>;
+                   BackwardScratch<ArithOf<T>>& w) {
+  using A = ArithOf<T>;
   const AttentionDims& d = x.d;
   const int64_t cols = j1 - j0, rows = i1 - i0, dy_t = d.out.t;
   const A* keep = Tiles(x, hd, z, i0, i1, j0, j1, w.kt.data(), w.s.data(), w.keep.data());
@@ -436,8 +423,8 @@ void TilePairGrads(const Operands<T>& x, const Dropout& z, const Grads<T>& g, co
 // d_q summed over them in the scratch: one thread per head, so no two threads write one row.
 template <typename T>
 void HeadGrads(const Operands<T>& x, const Dropout& z, const Grads<T>& g, int64_t bh,
-               BackwardScratch<Arith<T>>& w, const GradOutputs<T>& out) {
-  using A = Arith<T>;
+               BackwardScratch<ArithOf<T>>& w, const GradOutputs<T>& out) {
+  using A = ArithOf<T>;
   const AttentionDims& d = x.d;
   const Head<T> hd = HeadOf(x, bh);
   const A scale = static_cast<A>(d.scale);
@@ -447,7 +434,7 @@ void HeadGrads(const Operands<T>& x, const Dropout& z, const Grads<T>& g, int64_
     TransposeTile(hd.K(j0), hd.kt, cols, d.d, w.kt.data());
     TransposeTile(hd.V(j0), hd.vt, cols, d.dv, w.vt.data());
     for (int64_t j = 0; j < cols; ++j) {
-      for (int64_t c = 0; c < d.d; ++c) w.k[j * d.d + c] = Load(hd.K(j0 + j)[c]);
+      for (int64_t c = 0; c < d.d; ++c) w.k[j * d.d + c] = ToArith(hd.K(j0 + j)[c]);
     }
     std::fill_n(w.dk.begin(), cols * d.d, A(0));
     std::fill_n(w.dv.begin(), cols * d.dv, A(0));
@@ -488,7 +475,7 @@ void BackwardLoops(const Operands<T>& x, const Dropout& z, const Grads<T>& g,
   // A head's work: every (query, key) pair's score, dP and three updates.
   const int64_t head_work = d.tq * d.tk * (2 * d.d + 3 * d.dv);
   ParallelFor(d.Heads(), GrainFor(head_work), [&](int64_t begin, int64_t end) {
-    BackwardScratch<Arith<T>> w(d);
+    BackwardScratch<ArithOf<T>> w(d);
     for (int64_t bh = begin; bh < end; ++bh) HeadGrads(x, z, g, bh, w, out);
   });
 }
@@ -558,7 +545,7 @@ void AttentionForward(const OpContext& ctx, const Attrs& a, std::span<const Tens
   const Dropout z = ForwardDropout(ctx, p, s, req, out);
   DataTypeSwitch("Attention", in[0].dtype(), [&]<typename T>() {
     ForwardLoops(OperandsOf<T>(d, s, in, 0, s.mask), z, req, static_cast<T*>(out[0].raw()),
-                 static_cast<Arith<T>*>(out[1].raw()));
+                 static_cast<ArithOf<T>*>(out[1].raw()));
   });
 }
 
@@ -580,7 +567,7 @@ void AttentionBackward(const OpContext& ctx, const Attrs& a, std::span<const Ten
   const AttentionDims d = DimsOf(op, p, s, in, s.Operand(0), s.Mask());
   const Dropout z = BackwardDropout(p, s, in);
   DataTypeSwitch(op, in[s.Operand(0)].dtype(), [&]<typename T>() {
-    using A = Arith<T>;
+    using A = ArithOf<T>;
     const Grads<T> g{static_cast<const T*>(in[s.kOutGrad].raw()),
                      static_cast<const T*>(in[s.Out()].raw()),
                      static_cast<const A*>(in[s.Lse()].raw()),

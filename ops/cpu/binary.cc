@@ -1,5 +1,6 @@
 // CPU compute of the elementwise binary ops of ops/elementwise/binary_ops.h with broadcasting,
-// their backward ops, and add_n: loops over the functors of ops/math/binary.h.
+// their backward ops, and add_n: loops over the functors of ops/math/binary.h, on float32, float64
+// and bfloat16 (computed in float, rounded once per result; add_n sums its terms in float).
 //
 // Sums (a broadcast operand's gradient, add_n) start from -0, the identity of IEEE addition (+0
 // is not: +0 + -0 = +0), so that a sum of one term is that term, -0 included; they add in the
@@ -48,6 +49,8 @@ struct BroadcastIndexer {
 
 // The loops over [s, e) of operands of one shape, vectorized (WEFT_CPU_VECTOR_CLONES); the
 // lambdas take the pointers by value, which the loop then holds in registers.
+// bfloat16 operands of one shape run these float loops on blocks widened to float (Bf16Blocks),
+// each result rounded once when stored; broadcast ones compute in float element by element.
 template <typename F, typename T>
 WEFT_CPU_VECTOR_CLONES void ForwardRange(const T* a, const T* b, OpReq req, T* y, int64_t s,
                                          int64_t e) {
@@ -61,11 +64,35 @@ WEFT_CPU_VECTOR_CLONES void BackwardRange(const T* g, const T* a, const T* b,
   StoreRange(gb, req[1], s, e, [=](int64_t i) { return g[i] * F::DR(a[i], b[i]); });
 }
 
+template <typename F>
+void ForwardBf16(const BFloat16* a, const BFloat16* b, OpReq req, BFloat16* y, int64_t s,
+                 int64_t e) {
+  Bf16Blocks<2>({a, b}, req, y, s, e, [](const float* const* in, float* out, int64_t n) {
+    ForwardRange<F>(in[0], in[1], OpReq::kWrite, out, 0, n);
+  });
+}
+
+template <typename F>
+void BackwardBf16(const BFloat16* g, const BFloat16* a, const BFloat16* b,
+                  std::span<const OpReq> req, BFloat16* ga, BFloat16* gb, int64_t s, int64_t e) {
+  const OpReq none[] = {OpReq::kNull, OpReq::kNull};
+  for (int side = 0; side < 2; ++side) {
+    std::array<OpReq, 2> want = {none[0], none[1]};
+    want[side] = OpReq::kWrite;
+    Bf16Blocks<3>({g, a, b}, req[side], side == 0 ? ga : gb, s, e,
+                  [want](const float* const* in, float* out, int64_t n) {
+                    BackwardRange<F>(in[0], in[1], in[2], want, out, out, 0, n);
+                  });
+  }
+}
+
 // One row of a broadcast forward: n elements of y from a and b, each read along the row (stride
 // SA, SB = 1) or repeated (0); vectorized.
 template <typename F, int SA, int SB, typename T>
 WEFT_CPU_VECTOR_CLONES void ForwardRow(const T* a, const T* b, OpReq req, T* y, int64_t n) {
-  StoreRange(y, req, 0, n, [=](int64_t i) { return F::Fwd(a[i * SA], b[i * SB]); });
+  StoreRange(y, req, 0, n, [=](int64_t i) {
+    return FromArith<T>(F::Fwd(ToArith(a[i * SA]), ToArith(b[i * SB])));
+  });
 }
 
 // A broadcast forward as rows: the trailing axes along which each operand either moves with the
@@ -109,12 +136,17 @@ void BroadcastForward(const Shape& out, const Shape& l, const Shape& r, const T*
 
 template <typename F>
 void Forward(const TensorView& l, const TensorView& r, OpReq req, const TensorView& out) {
-  WEFT_FLOAT_SWITCH(out.dtype(), T, "binary op", {
+  WEFT_FLOAT_BF16_SWITCH(out.dtype(), T, "binary op", {
     const T *a = l.data<T>(), *b = r.data<T>();
     T* y = out.data<T>();
     if (l.shape() == r.shape()) {
-      ParallelFor(out.size(), 4096,
-                  [=](int64_t s, int64_t e) { ForwardRange<F>(a, b, req, y, s, e); });
+      ParallelFor(out.size(), 4096, [=](int64_t s, int64_t e) {
+        if constexpr (std::is_same_v<T, BFloat16>) {
+          ForwardBf16<F>(a, b, req, y, s, e);
+        } else {
+          ForwardRange<F>(a, b, req, y, s, e);
+        }
+      });
     } else {
       BroadcastForward<F>(out.shape(), l.shape(), r.shape(), a, b, req, y);
     }
@@ -125,26 +157,33 @@ template <typename F>
 void Backward(const OpContext& ctx, std::span<const TensorView> in, std::span<const OpReq> req,
               std::span<const TensorView> out) {
   const TensorView &dy = in[0], &l = in[1], &r = in[2], &dl = out[0], &dr = out[1];
-  WEFT_FLOAT_SWITCH(dy.dtype(), T, "binary backward", {
+  WEFT_FLOAT_BF16_SWITCH(dy.dtype(), T, "binary backward", {
+    using A = ArithOf<T>;
     const T *g = dy.data<T>(), *a = l.data<T>(), *b = r.data<T>();
     if (l.shape() == r.shape()) {
       T *ga = dl.data<T>(), *gb = dr.data<T>();
-      ParallelFor(dy.size(), 4096,
-                  [=](int64_t s, int64_t e) { BackwardRange<F>(g, a, b, req, ga, gb, s, e); });
+      ParallelFor(dy.size(), 4096, [=](int64_t s, int64_t e) {
+        if constexpr (std::is_same_v<T, BFloat16>) {
+          BackwardBf16<F>(g, a, b, req, ga, gb, s, e);
+        } else {
+          BackwardRange<F>(g, a, b, req, ga, gb, s, e);
+        }
+      });
       return;
     }
-    // Broadcast: sum into scratch (from -0), then store as requested.
-    T* sa = static_cast<T*>(ctx.Workspace((l.size() + r.size()) * sizeof(T)));
-    T* sb = sa + l.size();
-    std::fill_n(sa, l.size() + r.size(), T(-0.0));
+    // Broadcast: sum into scratch (from -0, in the arithmetic type), then store as requested.
+    A* sa = static_cast<A*>(ctx.Workspace((l.size() + r.size()) * sizeof(A)));
+    A* sb = sa + l.size();
+    std::fill_n(sa, l.size() + r.size(), A(-0.0));
     BroadcastIndexer(dy.shape(), l.shape(), r.shape())
         .ForEach([&](int64_t o, int64_t ia, int64_t ib) {
-          sa[ia] += g[o] * F::DL(a[ia], b[ib]);
-          sb[ib] += g[o] * F::DR(a[ia], b[ib]);
+          const A ai = ToArith(a[ia]), bi = ToArith(b[ib]), go = ToArith(g[o]);
+          sa[ia] += go * F::DL(ai, bi);
+          sb[ib] += go * F::DR(ai, bi);
         });
     T *ga = dl.data<T>(), *gb = dr.data<T>();
-    StoreN(ga, req[0], sa, l.size());
-    StoreN(gb, req[1], sb, r.size());
+    for (int64_t i = 0; i < l.size(); ++i) Store(ga[i], req[0], FromArith<T>(sa[i]));
+    for (int64_t i = 0; i < r.size(); ++i) Store(gb[i], req[1], FromArith<T>(sb[i]));
   });
 }
 
@@ -166,13 +205,14 @@ void AddBinary(std::vector<NamedDeviceImpl>& table, const std::string& name) {
 // in: num_args arrays of one shape; out: that shape (may be in[0]).
 void AddNCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
                  std::span<const OpReq> req, std::span<const TensorView> out) {
-  WEFT_FLOAT_SWITCH(out[0].dtype(), T, "add_n", {
+  WEFT_FLOAT_BF16_SWITCH(out[0].dtype(), T, "add_n", {
+    using A = ArithOf<T>;
     T* y = out[0].data<T>();
     ParallelFor(out[0].size(), 4096, [&](int64_t s, int64_t e) {
       for (int64_t i = s; i < e; ++i) {
-        T sum = T(-0.0);
-        for (const TensorView& x : in) sum += x.data<T>()[i];
-        Store(y[i], req[0], sum);
+        A sum = A(-0.0);
+        for (const TensorView& x : in) sum += ToArith(x.data<T>()[i]);
+        Store(y[i], req[0], FromArith<T>(sum));
       }
     });
   });

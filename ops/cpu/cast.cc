@@ -40,6 +40,20 @@ BFloat16 Convert(double v) {
 // out = cast(in), or out += cast(in) (through double: a bf16 sum rounds once).
 void CastTensor(const TensorView& in, OpReq req, const TensorView& out) {
   if (req == OpReq::kNull) return;
+  // float32 <-> bfloat16, written (a mixed-precision step's casts): the vectorized loops.
+  const DType from = in.dtype(), to = out.dtype();
+  if (req != OpReq::kAddTo && from == DType::kFloat32 && to == DType::kBFloat16) {
+    const float* x = in.data<float>();
+    BFloat16* y = out.data<BFloat16>();
+    return ParallelFor(out.size(), 1 << 14,
+                       [&](int64_t b, int64_t e) { NarrowBf16(x + b, req, y + b, e - b); });
+  }
+  if (req != OpReq::kAddTo && from == DType::kBFloat16 && to == DType::kFloat32) {
+    const BFloat16* x = in.data<BFloat16>();
+    float* y = out.data<float>();
+    return ParallelFor(out.size(), 1 << 14,
+                       [&](int64_t b, int64_t e) { WidenBf16(x + b, y + b, e - b); });
+  }
   WEFT_CAST_SWITCH(in.dtype(), X, {
     WEFT_CAST_SWITCH(out.dtype(), Y, {
       const X* x = static_cast<const X*>(in.raw());

@@ -1,7 +1,8 @@
 // CPU compute of FullyConnected and _backward_FullyConnected (ops/nn/fully_connected.cc defines
-// them and says what they compute). float32 runs oneDNN's inner product (forward, backward data,
-// backward weights); float64 runs the loops below. An activation epilogue (act_type) is the
-// matmul's post-op on float32, weft's functor over the output on float64.
+// them and says what they compute). float32 and bfloat16 run oneDNN's inner product (forward,
+// backward data, backward weights; bfloat16 accumulating in float32); float64 the loops below. An
+// activation epilogue (act_type) is the matmul's post-op on float32, weft's functor over the output
+// on float64.
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -18,62 +19,64 @@ namespace {
 
 // ---- float32: oneDNN inner product ----
 
-dnnl::inner_product_forward::primitive_desc FcForwardDesc(const FcDims& d, bool bias) {
-  const auto src = PlainDesc(Shape{d.m, d.k}), weights = PlainDesc(Shape{d.o, d.k}),
-             dst = PlainDesc(Shape{d.m, d.o});
+dnnl::inner_product_forward::primitive_desc FcForwardDesc(const FcDims& d, bool bias, DType t) {
+  const auto src = PlainDesc(Shape{d.m, d.k}, t), weights = PlainDesc(Shape{d.o, d.k}, t),
+             dst = PlainDesc(Shape{d.m, d.o}, t);
   const auto kind = dnnl::prop_kind::forward_training;
   const auto desc =
-      bias ? dnnl::inner_product_forward::desc(kind, src, weights, PlainDesc(Shape{d.o}), dst)
+      bias ? dnnl::inner_product_forward::desc(kind, src, weights, PlainDesc(Shape{d.o}, t), dst)
            : dnnl::inner_product_forward::desc(kind, src, weights, dst);
   return {desc, ScratchpadAttr(), DnnlEngine()};
 }
 
 // The weight (O, K), row-major, seen as the (K, O) operand of y = x * w^T.
-dnnl::memory::desc TransposedWeightDesc(const FcDims& d) {
-  return dnnl::memory::desc({d.k, d.o}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, d.k});
+dnnl::memory::desc TransposedWeightDesc(const FcDims& d, DType t) {
+  return dnnl::memory::desc({d.k, d.o}, DnnlType(t), dnnl::memory::dims{1, d.k});
 }
 
 // Forward as a matmul on the transposed weight: measured faster than inner_product_forward on
 // plain layouts (which used a slower path than its own backward, for the same GEMM sizes).
-// The activation epilogue, if any, is the matmul's eltwise post-op.
-DnnlPrimitive FcForwardPrimitive(const FcDims& d, bool bias, std::optional<ActType> act) {
+// The activation epilogue, if any, is the matmul's eltwise post-op. Every primitive here takes
+// float32 or bfloat16 (t), the bfloat16 ones accumulating in float32.
+DnnlPrimitive FcForwardPrimitive(const FcDims& d, bool bias, std::optional<ActType> act, DType t) {
   const std::string key =
-      PrimitiveKey("FullyConnected/forward_matmul", d.m, d.k, d.o, bias, LayerActKey(act));
+      PrimitiveKey("FullyConnected/forward_matmul", d.m, d.k, d.o, bias, LayerActKey(act), t);
   return CachedPrimitive(
       key,
       [&] {
-        const auto src = PlainDesc(Shape{d.m, d.k}), dst = PlainDesc(Shape{d.m, d.o});
-        const auto desc =
-            bias ? dnnl::matmul::desc(src, TransposedWeightDesc(d), PlainDesc(Shape{1, d.o}), dst)
-                 : dnnl::matmul::desc(src, TransposedWeightDesc(d), dst);
+        const auto src = PlainDesc(Shape{d.m, d.k}, t), dst = PlainDesc(Shape{d.m, d.o}, t);
+        const auto w = TransposedWeightDesc(d, t);
+        const auto desc = bias ? dnnl::matmul::desc(src, w, PlainDesc(Shape{1, d.o}, t), dst)
+                               : dnnl::matmul::desc(src, w, dst);
         return MakePrimitive<dnnl::matmul>({desc, LayerAttr(act), DnnlEngine()});
       },
       DnnlThreadsFor(d.m * d.k * d.o));
 }
 
-DnnlPrimitive FcBackwardDataPrimitive(const FcDims& d) {
+DnnlPrimitive FcBackwardDataPrimitive(const FcDims& d, DType t) {
   return CachedPrimitive(
-      PrimitiveKey("FullyConnected/backward_data", d.m, d.k, d.o),
+      PrimitiveKey("FullyConnected/backward_data", d.m, d.k, d.o, t),
       [&] {
-        const dnnl::inner_product_backward_data::desc desc(
-            PlainDesc(Shape{d.m, d.k}), PlainDesc(Shape{d.o, d.k}), PlainDesc(Shape{d.m, d.o}));
+        const dnnl::inner_product_backward_data::desc desc(PlainDesc(Shape{d.m, d.k}, t),
+                                                           PlainDesc(Shape{d.o, d.k}, t),
+                                                           PlainDesc(Shape{d.m, d.o}, t));
         return MakePrimitive<dnnl::inner_product_backward_data>(
-            {desc, ScratchpadAttr(), DnnlEngine(), FcForwardDesc(d, false)});
+            {desc, ScratchpadAttr(), DnnlEngine(), FcForwardDesc(d, false, t)});
       },
       DnnlThreadsFor(d.m * d.k * d.o));
 }
 
-DnnlPrimitive FcBackwardWeightsPrimitive(const FcDims& d, bool bias) {
+DnnlPrimitive FcBackwardWeightsPrimitive(const FcDims& d, bool bias, DType t) {
   return CachedPrimitive(
-      PrimitiveKey("FullyConnected/backward_weights", d.m, d.k, d.o, bias),
+      PrimitiveKey("FullyConnected/backward_weights", d.m, d.k, d.o, bias, t),
       [&] {
         using Desc = dnnl::inner_product_backward_weights::desc;
-        const auto src = PlainDesc(Shape{d.m, d.k}), weights = PlainDesc(Shape{d.o, d.k}),
-                   dst = PlainDesc(Shape{d.m, d.o});
+        const auto src = PlainDesc(Shape{d.m, d.k}, t), weights = PlainDesc(Shape{d.o, d.k}, t),
+                   dst = PlainDesc(Shape{d.m, d.o}, t);
         const Desc desc =
-            bias ? Desc(src, weights, PlainDesc(Shape{d.o}), dst) : Desc(src, weights, dst);
+            bias ? Desc(src, weights, PlainDesc(Shape{d.o}, t), dst) : Desc(src, weights, dst);
         return MakePrimitive<dnnl::inner_product_backward_weights>(
-            {desc, ScratchpadAttr(), DnnlEngine(), FcForwardDesc(d, bias)});
+            {desc, ScratchpadAttr(), DnnlEngine(), FcForwardDesc(d, bias, t)});
       },
       DnnlThreadsFor(d.m * d.k * d.o));
 }
@@ -129,10 +132,10 @@ void FcBackwardWeightsLoops(const FcDims& d, const T* dy, const T* x, T* dw, T* 
 // `dst` (M, O).
 DnnlArgs FcForwardArgs(const FcDims& d, std::span<const TensorView> in, const TensorView* bias,
                        const TensorView& dst) {
-  DnnlArgs args = {
-      {DNNL_ARG_SRC, DnnlMemory(in[0].Reshaped(Shape{d.m, d.k}))},
-      {DNNL_ARG_WEIGHTS, dnnl::memory(TransposedWeightDesc(d), DnnlEngine(), in[1].raw())},
-      {DNNL_ARG_DST, DnnlMemory(dst.Reshaped(Shape{d.m, d.o}))}};
+  DnnlArgs args = {{DNNL_ARG_SRC, DnnlMemory(in[0].Reshaped(Shape{d.m, d.k}))},
+                   {DNNL_ARG_WEIGHTS, dnnl::memory(TransposedWeightDesc(d, in[1].dtype()),
+                                                   DnnlEngine(), in[1].raw())},
+                   {DNNL_ARG_DST, DnnlMemory(dst.Reshaped(Shape{d.m, d.o}))}};
   if (bias) args.emplace(DNNL_ARG_BIAS, DnnlMemory(bias->Reshaped(Shape{1, d.o})));
   return args;
 }
@@ -144,7 +147,7 @@ void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView>
   const FcDims d = FcDimsOf(p, in[0].shape());
   const TensorView* bias = p.no_bias ? nullptr : &in[2];
   if (req[0] == OpReq::kNull) return;
-  if (!UseDnnl(in[0].dtype(), "FullyConnected")) {
+  if (!UseDnnl(in[0].dtype(), "FullyConnected", /*bfloat16=*/true)) {
     StagedOutputs staged(ctx, req, out, false);
     FcForwardLoops<double>(d, in[0].data<double>(), in[1].data<double>(),
                            bias ? bias->data<double>() : nullptr, staged.Target(0).data<double>());
@@ -152,7 +155,7 @@ void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView>
     staged.Finish();
     return;
   }
-  const DnnlPrimitive prim = FcForwardPrimitive(d, bias != nullptr, p.act);
+  const DnnlPrimitive prim = FcForwardPrimitive(d, bias != nullptr, p.act, in[0].dtype());
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
   ExecutePrimitive(prim, FcForwardArgs(d, in, bias, staged.Target(0)), staged.Extra(0));
   staged.Finish();
@@ -164,12 +167,13 @@ void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView>
 ComputeFn PrepareFcForward(const Attrs& a, Device, std::span<const TensorView> in,
                            std::span<const OpReq> req, std::span<const TensorView> out) {
   const bool overwrite = req[0] == OpReq::kWrite || req[0] == OpReq::kWriteInplace;
-  if (in[0].dtype() != DType::kFloat32 || !overwrite) return FcForward;
+  if (in[0].dtype() == DType::kFloat64 || !overwrite) return FcForward;
   const FcParam& p = a.Get<FcParam>();
   const FcDims d = FcDimsOf(p, in[0].shape());
   const TensorView* bias = p.no_bias ? nullptr : &in[2];
-  auto bound = std::make_shared<const BoundPrimitive>(FcForwardPrimitive(d, bias != nullptr, p.act),
-                                                      FcForwardArgs(d, in, bias, out[0]));
+  auto bound = std::make_shared<const BoundPrimitive>(
+      FcForwardPrimitive(d, bias != nullptr, p.act, in[0].dtype()),
+      FcForwardArgs(d, in, bias, out[0]));
   return [bound](const OpContext& ctx, const Attrs&, std::span<const TensorView>,
                  std::span<const OpReq>, std::span<const TensorView>) { bound->Run(ctx); };
 }
@@ -180,7 +184,7 @@ void FcBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView
   const FcParam& p = a.Get<FcParam>();
   const FcDims d = FcDimsOf(p, in[1].shape());
   const bool bias = !p.no_bias;
-  if (!UseDnnl(in[0].dtype(), "_backward_FullyConnected")) {
+  if (!UseDnnl(in[0].dtype(), "_backward_FullyConnected", /*bfloat16=*/true)) {
     StagedOutputs staged(ctx, req, out, false);
     const double *dy = in[0].data<double>(), *x = in[1].data<double>(), *w = in[2].data<double>();
     if (staged.Needed(0)) FcBackwardDataLoops(d, dy, w, staged.Target(0).data<double>());
@@ -191,8 +195,9 @@ void FcBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView
     staged.Finish();
     return;
   }
-  const DnnlPrimitive data_prim = FcBackwardDataPrimitive(d),
-                      weights_prim = FcBackwardWeightsPrimitive(d, bias);
+  const DType t = in[0].dtype();
+  const DnnlPrimitive data_prim = FcBackwardDataPrimitive(d, t),
+                      weights_prim = FcBackwardWeightsPrimitive(d, bias, t);
   StagedOutputs staged(ctx, req, out, false,
                        {std::max(ScratchpadBytes(data_prim), ScratchpadBytes(weights_prim))});
   RunLayerBackward(data_prim, weights_prim, in[0].Reshaped(Shape{d.m, d.o}),

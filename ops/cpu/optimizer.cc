@@ -4,7 +4,6 @@
 // asked (UpdateParam::copy). The state arrays advance
 // whatever the weight's request (kNull included), as on the GPU.
 #include <array>
-#include <type_traits>
 
 #include "core/bfloat16.h"
 #include "ops/cpu/internal/cpu_util.h"
@@ -18,26 +17,6 @@ namespace {
 struct Copy {
   BFloat16* data = nullptr;
 };
-
-// The arithmetic type of weights of type T: float for bfloat16, as on the GPU.
-template <typename T>
-using ArithOf = std::conditional_t<std::is_same_v<T, BFloat16>, float, T>;
-template <typename T>
-ArithOf<T> ToArith(T v) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    return v.ToFloat();
-  } else {
-    return v;
-  }
-}
-template <typename T>
-T FromArith(ArithOf<T> v) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    return BFloat16::FromFloat(v);
-  } else {
-    return v;
-  }
-}
 
 // y[i] = F::Step(w[i], g[i], state) for i in [b, e), as `req` says, and its copy; the states are
 // updated in place. y may be w.
@@ -93,17 +72,15 @@ void Update(const char* op, const Attrs& a, std::span<const TensorView> in,
   if (p.lr_input) fn::ReadRates<F>(in.back().data<double>(), p);
   const TensorView& y = outs[0];
   const Copy copy = CopyOf(op, req, outs);
-  const auto run = [&]<typename T>(T*) {
-    const T *w = static_cast<const T*>(in[0].raw()), *g = static_cast<const T*>(in[1].raw());
+  WEFT_FLOAT_BF16_SWITCH(in[0].dtype(), T, op, {
+    const T *w = in[0].data<T>(), *g = in[1].data<T>();
     std::array<T*, fn::kMaxUpdateStates> state{};
-    for (int k = 0; k < F::kStates; ++k) state[k] = static_cast<T*>(in[2 + k].raw());
-    T* out = static_cast<T*>(y.raw());
+    for (int k = 0; k < F::kStates; ++k) state[k] = in[2 + k].data<T>();
+    T* out = y.data<T>();
     ParallelFor(y.size(), 4096, [&](int64_t b, int64_t e) {
       UpdateRange<F>(p, req[0], w, g, state, out, copy, b, e);
     });
-  };
-  if (in[0].dtype() == DType::kBFloat16) return run(static_cast<BFloat16*>(nullptr));
-  WEFT_FLOAT_SWITCH(in[0].dtype(), T, op, run(static_cast<T*>(nullptr)));
+  });
 }
 
 std::vector<NamedDeviceImpl> UpdateImpls() {

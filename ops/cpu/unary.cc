@@ -1,6 +1,6 @@
 // CPU compute of the elementwise unary ops of ops/elementwise/unary_ops.h, their *_scalar forms,
 // Activation, clip, gelu, and their backward ops: vectorizable loops over the functors of
-// ops/math/unary.h.
+// ops/math/unary.h, on float32, float64 and bfloat16 (computed in float).
 #include "ops/math/unary.h"
 
 #include "ops/cpu/internal/cpu_util.h"
@@ -13,6 +13,8 @@ namespace {
 
 // The loops over [b, e), vectorized (WEFT_CPU_VECTOR_CLONES); the lambdas take the pointers by
 // value, which the loop then holds in registers.
+// bfloat16 runs these float loops on blocks widened to float (Bf16Blocks), rounded once when
+// stored.
 template <typename F, typename T>
 WEFT_CPU_VECTOR_CLONES void ForwardRange(const T* in, T s, T t, OpReq req, T* out, int64_t b,
                                          int64_t e) {
@@ -27,12 +29,20 @@ WEFT_CPU_VECTOR_CLONES void BackwardRange(const T* g, const T* v, T s, T t, OpRe
 // x, y: one size (y may be x).
 template <typename F>
 void Forward(const PointwiseScalars& scalars, const TensorView& x, OpReq req, const TensorView& y) {
-  WEFT_FLOAT_SWITCH(x.dtype(), T, "unary op", {
+  WEFT_FLOAT_BF16_SWITCH(x.dtype(), T, "unary op", {
+    using A = ArithOf<T>;
     const T* in = x.data<T>();
     T* out = y.data<T>();
-    const T s = static_cast<T>(scalars.values[0]), t = static_cast<T>(scalars.values[1]);
-    ParallelFor(x.size(), 4096,
-                [=](int64_t b, int64_t e) { ForwardRange<F>(in, s, t, req, out, b, e); });
+    const A s = static_cast<A>(scalars.values[0]), t = static_cast<A>(scalars.values[1]);
+    ParallelFor(x.size(), 4096, [=](int64_t b, int64_t e) {
+      if constexpr (std::is_same_v<T, BFloat16>) {
+        Bf16Blocks<1>({in}, req, out, b, e, [=](const float* const* v, float* y, int64_t n) {
+          ForwardRange<F>(v[0], s, t, OpReq::kWrite, y, 0, n);
+        });
+      } else {
+        ForwardRange<F>(in, s, t, req, out, b, e);
+      }
+    });
   });
 }
 
@@ -40,12 +50,20 @@ void Forward(const PointwiseScalars& scalars, const TensorView& x, OpReq req, co
 template <typename F>
 void Backward(const PointwiseScalars& scalars, std::span<const TensorView> in, OpReq req,
               const TensorView& dx) {
-  WEFT_FLOAT_SWITCH(dx.dtype(), T, "unary backward", {
+  WEFT_FLOAT_BF16_SWITCH(dx.dtype(), T, "unary backward", {
+    using A = ArithOf<T>;
     const T *g = in[0].data<T>(), *v = in.back().data<T>();  // v: dy itself when Grad reads nothing
     T* grad = dx.data<T>();
-    const T s = static_cast<T>(scalars.values[0]), t = static_cast<T>(scalars.values[1]);
-    ParallelFor(dx.size(), 4096,
-                [=](int64_t b, int64_t e) { BackwardRange<F>(g, v, s, t, req, grad, b, e); });
+    const A s = static_cast<A>(scalars.values[0]), t = static_cast<A>(scalars.values[1]);
+    ParallelFor(dx.size(), 4096, [=](int64_t b, int64_t e) {
+      if constexpr (std::is_same_v<T, BFloat16>) {
+        Bf16Blocks<2>({g, v}, req, grad, b, e, [=](const float* const* in, float* y, int64_t n) {
+          BackwardRange<F>(in[0], in[1], s, t, OpReq::kWrite, y, 0, n);
+        });
+      } else {
+        BackwardRange<F>(g, v, s, t, req, grad, b, e);
+      }
+    });
   });
 }
 

@@ -10,8 +10,10 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "core/bfloat16.h"
 #include "core/error.h"
 #include "core/shape.h"
 #include "core/tensor_view.h"
@@ -74,6 +76,69 @@ inline void Store(T& out, OpReq req, T value) {
 #else
 #define WEFT_CPU_VECTOR_CLONES
 #endif
+
+// The arithmetic type of elements of type T: float for bfloat16 (loaded exactly, stored rounded
+// to nearest even, as on the GPU), T itself otherwise.
+template <typename T>
+using ArithOf = std::conditional_t<std::is_same_v<T, BFloat16>, float, T>;
+template <typename T>
+ArithOf<T> ToArith(T v) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    return v.ToFloat();
+  } else {
+    return v;
+  }
+}
+template <typename T>
+T FromArith(ArithOf<T> v) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    return BFloat16::FromFloat(v);
+  } else {
+    return v;
+  }
+}
+
+// bfloat16 <-> float32 over n elements: loops that vectorize (BFloat16::FromFloat has no branch).
+inline void WidenBf16(const BFloat16* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i].ToFloat();
+}
+inline void NarrowBf16(const float* in, OpReq req, BFloat16* out, int64_t n) {
+  if (req == OpReq::kAddTo) {
+    for (int64_t i = 0; i < n; ++i) out[i] = BFloat16::FromFloat(out[i].ToFloat() + in[i]);
+  } else if (req != OpReq::kNull) {
+    for (int64_t i = 0; i < n; ++i) out[i] = BFloat16::FromFloat(in[i]);
+  }
+}
+
+// bfloat16 elementwise work through a float32 loop: elements [b, e) in blocks that stay in L1,
+// each block's N bfloat16 inputs widened into float buffers, `kernel(const float* const* in,
+// float* out, n)` (the float32 loop, writing) run on them, and its result stored rounded once as
+// `req` says. The same functor on the same (exact) values as a float loop: the same results.
+template <size_t N, typename Kernel>
+void Bf16Blocks(const std::array<const BFloat16*, N>& in, OpReq req, BFloat16* out, int64_t b,
+                int64_t e, Kernel&& kernel) {
+  constexpr int64_t kBlock = 512;
+  float widened[N == 0 ? 1 : N][kBlock], result[kBlock];
+  for (int64_t s = b; s < e; s += kBlock) {
+    const int64_t n = std::min(kBlock, e - s);
+    const float* ptrs[N == 0 ? 1 : N];
+    for (size_t k = 0; k < N; ++k) {
+      WidenBf16(in[k] + s, widened[k], n);
+      ptrs[k] = widened[k];
+    }
+    kernel(static_cast<const float* const*>(ptrs), result, n);
+    NarrowBf16(result, req, out + s, n);
+  }
+}
+
+// WEFT_FLOAT_SWITCH and bfloat16 (computed in float: ArithOf).
+#define WEFT_FLOAT_BF16_SWITCH(dtype, T, what, ...) \
+  if ((dtype) == ::weft::DType::kBFloat16) {        \
+    using T = ::weft::BFloat16;                     \
+    __VA_ARGS__;                                    \
+  } else {                                          \
+    WEFT_FLOAT_SWITCH(dtype, T, what, __VA_ARGS__); \
+  }
 
 // WEFT_DTYPE_SWITCH and bfloat16: for ops that move elements without arithmetic (copies,
 // transposes), whose kAddTo sums a bfloat16 pair in float32 (BFloat16::operator+=).

@@ -87,10 +87,17 @@ dnnl::stream& ThisThreadStream() {
 
 }  // namespace
 
-bool UseDnnl(DType dtype, const char* op) {
-  if (dtype == DType::kFloat32) return true;
+bool UseDnnl(DType dtype, const char* op, bool bfloat16) {
+  if (dtype == DType::kFloat32 || (bfloat16 && dtype == DType::kBFloat16)) return true;
   if (dtype == DType::kFloat64) return false;
-  WEFT_THROW(op << ": expected float32 or float64, found " << dtype);
+  WEFT_THROW(op << ": expected float32" << (bfloat16 ? ", bfloat16" : "") << " or float64, found "
+                << dtype);
+}
+
+dnnl::memory::data_type DnnlType(DType dtype) {
+  WEFT_CHECK(dtype == DType::kFloat32 || dtype == DType::kBFloat16)
+      << "oneDNN kernels take float32 or bfloat16 here, found " << dtype;
+  return dtype == DType::kFloat32 ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16;
 }
 
 const dnnl::engine& DnnlEngine() {
@@ -98,17 +105,15 @@ const dnnl::engine& DnnlEngine() {
   return *engine;
 }
 
-dnnl::memory::desc PlainDesc(const Shape& shape) {
+dnnl::memory::desc PlainDesc(const Shape& shape, DType dtype) {
   const auto strides = Strides(shape);
   return dnnl::memory::desc(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()),
-                            dnnl::memory::data_type::f32,
+                            DnnlType(dtype),
                             dnnl::memory::dims(strides.begin(), strides.begin() + shape.ndim()));
 }
 
 dnnl::memory DnnlMemory(const TensorView& t) {
-  WEFT_CHECK(t.dtype() == DType::kFloat32)
-      << "oneDNN kernels take float32 here, found " << t.dtype();
-  return dnnl::memory(PlainDesc(t.shape()), DnnlEngine(), t.raw());
+  return dnnl::memory(PlainDesc(t.shape(), t.dtype()), DnnlEngine(), t.raw());
 }
 
 dnnl::memory::desc ImageDesc(const Shape& nchw, bool channels_last) {

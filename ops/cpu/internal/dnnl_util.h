@@ -31,16 +31,20 @@
 
 namespace weft::cpu {
 
-// True for float32 (computed with oneDNN), false for float64 (oneDNN has no f64 kernels here:
-// the op's loops compute it); any other dtype is a weft::Error naming `op`.
-bool UseDnnl(DType dtype, const char* op);
+// True for float32 (and bfloat16 for an op that passes `bfloat16`: computed with oneDNN), false
+// for float64 (oneDNN has no f64 kernels here: the op's loops compute it); any other dtype is a
+// weft::Error naming `op`.
+bool UseDnnl(DType dtype, const char* op, bool bfloat16 = false);
 
 const dnnl::engine& DnnlEngine();
 
-// A float32 descriptor for a dense row-major tensor of `shape` (any rank oneDNN supports).
-dnnl::memory::desc PlainDesc(const Shape& shape);
-// A float32 memory over the tensor's own buffer, described by PlainDesc(t.shape()).
+// A descriptor for a dense row-major tensor of `shape` (any rank oneDNN supports) in `dtype`,
+// float32 or bfloat16.
+dnnl::memory::desc PlainDesc(const Shape& shape, DType dtype = DType::kFloat32);
+// A float32 or bfloat16 memory over the tensor's own buffer, described by PlainDesc.
 dnnl::memory DnnlMemory(const TensorView& t);
+// oneDNN's name of float32 or bfloat16.
+dnnl::memory::data_type DnnlType(DType dtype);
 
 // Images as oneDNN names them, dims (N, C, H, W) in either of weft's layouts (ops/nn/window2d.h):
 // `nchw` the extents in that order; channels last, the tensor is (N, H, W, C) (format nhwc).
@@ -74,7 +78,8 @@ DnnlPrimitive MakePrimitive(const typename P::primitive_desc& pd) {
 }
 
 // A cache key: `parts` streamed with separators, after the dtype. Build it from everything else
-// the primitive depends on (op, direction, shapes, attributes). Every cached primitive is float32.
+// the primitive depends on (op, direction, shapes, attributes). The primitives are float32 but
+// where a part names another dtype (FullyConnected's bfloat16 ones).
 template <typename... Parts>
 std::string PrimitiveKey(const Parts&... parts) {
   std::ostringstream os;
