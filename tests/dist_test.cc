@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cmath>
 #include <thread>
+#include <tuple>
 
 #include "distributed/internal/collective_name.h"
 #include "distributed/internal/mpi_progress.h"
@@ -250,20 +251,29 @@ TEST(TrainerWithCommunicator, GradientBucketsAreTheStepsCollectivesLastLayerFirs
 }
 
 // Updates outside the bound graph (the communicator's path) compute what the graph's updates do,
-// bit for bit, also when both clip by global norm (the same ops, imperative or as nodes).
-class TrainerWithCommunicator : public ::testing::TestWithParam<double> {};
-INSTANTIATE_TEST_SUITE_P(Clip, TrainerWithCommunicator, ::testing::Values(0.0, 0.05));
+// bit for bit, also when both clip by global norm (the same ops, imperative or as nodes), and in
+// bfloat16 mixed precision (the updates write the 16-bit copies the next step reads either way).
+class TrainerWithCommunicator : public ::testing::TestWithParam<std::tuple<double, Precision>> {};
+INSTANTIATE_TEST_SUITE_P(ClipAndPrecision, TrainerWithCommunicator,
+                         ::testing::Combine(::testing::Values(0.0, 0.05),
+                                            ::testing::Values(Precision::kFloat32,
+                                                              Precision::kBFloat16Mixed)));
 
 TEST_P(TrainerWithCommunicator, AWorldOfOneTrainsAsWithoutOne) {
   auto world = dist::LocalWorld();
   const std::map<std::string, Shape> shapes = {{"data", Shape{6, 4}}, {"label", Shape{6}}};
-  const double clip = GetParam();
+  const auto [clip, precision] = GetParam();
   SeedRandom(5);
   Trainer plain(Loss(), shapes, Xavier(), Adam(0.01, 0.9, 0.999, 1e-8, 0, 1.0 / 6),
-                {.clip_global_norm = clip});
+                {.precision = precision, .clip_global_norm = clip});
   SeedRandom(5);
   Trainer with(Loss(), shapes, Xavier(), Adam(0.01, 0.9, 0.999, 1e-8, 0, 1.0 / 6),
-               {.clip_global_norm = clip, .communicator = world.get(), .bucket_bytes = 64});
+               {.precision = precision,
+                .clip_global_norm = clip,
+                .communicator = world.get(),
+                .bucket_bytes = 64});
+  EXPECT_EQ(with.copy_names(), plain.copy_names());
+  EXPECT_EQ(plain.copy_names().empty(), precision == Precision::kFloat32);
   std::vector<float> x(24), y(6);
   for (int k = 0; k < 10; ++k) {
     for (int i = 0; i < 24; ++i) x[i] = std::cos(0.5f * i + k);
@@ -276,6 +286,11 @@ TEST_P(TrainerWithCommunicator, AWorldOfOneTrainsAsWithoutOne) {
   for (const std::string& p : plain.parameter_names()) {
     EXPECT_EQ(plain.parameter(p).ToVector<float>(), with.parameter(p).ToVector<float>()) << p;
   }
+  const auto bits = [](const NDArray& a) {
+    return Invoke("Cast", {a}, {{"dtype", "float32"}})[0].ToVector<float>();
+  };
+  for (const std::string& c : plain.copy_names())
+    EXPECT_EQ(bits(plain.copy(c)), bits(with.copy(c))) << c;
 }
 
 }  // namespace

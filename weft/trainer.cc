@@ -308,8 +308,16 @@ void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& d
                              return updates.Append(g, grad_args);
                            },
                            write_back, policy};
-  // With a communicator the updates run after the all-reduces, outside the bound graph.
-  if (options_.communicator != nullptr) extension = {};
+  // With a communicator the updates run after the all-reduces, outside the bound graph, which then
+  // only reads the copies they write.
+  if (options_.communicator != nullptr) extension = {.precision = policy};
+  if (options_.communicator != nullptr && !updates.copies.empty()) {
+    extension.append = [updates](const Graph& g, const std::vector<std::string>&) {
+      Appender a(g);
+      a.ReadCopies(g, updates.copies, updates.copy_dtype);
+      return std::move(a.builder()).Freeze();
+    };
+  }
   exec_ = Executor::Bind(loss, options_.device, args, grads_, reqs, extension);
 }
 
