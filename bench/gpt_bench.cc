@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench/peer.h"
@@ -173,19 +174,17 @@ int main(int argc, char** argv) {
   const std::vector<int> sizes = {c.vocab, c.context, c.layers, c.heads, c.width};
   const std::string peer = "bench/torch_gpt_peer.py", th = std::to_string(threads);
   std::vector<Row> rows;
-  if (bench::IntFlag(argc, argv, "train", 1)) {
+  // The training rows: float32 (--train), bfloat16-mixed (--mixed; the peer under autocast).
+  const std::tuple<const char*, const char*, weft::Precision> train_rows[] = {
+      {"train", "gpt train step b32", weft::Precision::kFloat32},
+      {"mixed", "gpt train step b32 bf16-mixed", weft::Precision::kBFloat16Mixed}};
+  for (const auto& [flag, name, precision] : train_rows) {
+    if (!bench::IntFlag(argc, argv, flag, 1)) continue;
     rows.push_back(Measure(
-        "gpt train step b32", "step",
-        [&] { return TrainStep(c, batch, weft::Precision::kFloat32); }, steps, rounds));
+        name, "step", [&] { return TrainStep(c, batch, precision); }, steps, rounds));
+    const int mixed = precision == weft::Precision::kFloat32 ? 0 : 1;
     rows.back().torch =
-        bench::RunPeer(peer, th + " train" + Args(sizes) + Args({batch, steps, rounds, 0}));
-  }
-  if (bench::IntFlag(argc, argv, "mixed", 1)) {
-    rows.push_back(Measure(
-        "gpt train step b32 bf16-mixed", "step",
-        [&] { return TrainStep(c, batch, weft::Precision::kBFloat16Mixed); }, steps, rounds));
-    rows.back().torch =
-        bench::RunPeer(peer, th + " train" + Args(sizes) + Args({batch, steps, rounds, 1}));
+        bench::RunPeer(peer, th + " train" + Args(sizes) + Args({batch, steps, rounds, mixed}));
   }
   if (bench::IntFlag(argc, argv, "generate", 1)) {
     rows.push_back(Measure(

@@ -139,13 +139,18 @@ Graph MixedPrecision(const Graph& g, const PrecisionPolicy& policy,
   return std::move(m).Finish();
 }
 
+const Node* CastArgument(const Graph& g, uint32_t n, DType dtype) {
+  const Node& node = g.node(n);
+  if (node.is_variable() || node.is_backward() || node.op->name != "Cast") return nullptr;
+  if (node.inputs.size() != 1 || node.attrs.Get<CastParam>().dtype != dtype) return nullptr;
+  const Node& from = g.node(node.inputs[0].node);
+  return from.is_variable() ? &from : nullptr;
+}
+
 std::vector<std::string> CastArguments(const Graph& g, DType dtype) {
   std::vector<std::string> names;
-  for (const Node& node : g.nodes()) {
-    if (node.op == nullptr || node.op->name != "Cast" || node.inputs.size() != 1) continue;
-    if (node.attrs.Get<CastParam>().dtype != dtype) continue;
-    const Node& from = g.node(node.inputs[0].node);
-    if (from.is_variable()) names.push_back(from.name);
+  for (uint32_t n = 0; n < g.nodes().size(); ++n) {
+    if (const Node* argument = CastArgument(g, n, dtype)) names.push_back(argument->name);
   }
   return names;
 }

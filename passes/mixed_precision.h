@@ -85,8 +85,11 @@ Graph MixedPrecision(const Graph& graph, const PrecisionPolicy& policy,
                      const std::map<std::string, DType>& argument_dtypes = {},
                      int* casts = nullptr);
 
-// The arguments that `graph` casts to `dtype` (a Cast node reading the argument's variable), in
-// node order: the weights a mixed-precision step reads in 16 bits.
+// The argument whose variable node `n` of `graph` casts to `dtype`, when `n` is such a forward
+// Cast node; null otherwise.
+const Node* CastArgument(const Graph& graph, uint32_t n, DType dtype);
+// The arguments that `graph` casts to `dtype` (CastArgument), in node order: the weights a
+// mixed-precision step reads in 16 bits.
 std::vector<std::string> CastArguments(const Graph& graph, DType dtype);
 
 }  // namespace weft

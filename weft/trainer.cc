@@ -6,7 +6,6 @@
 
 #include "core/error.h"
 #include "core/text.h"
-#include "ops/tensor/tensor_params.h"
 #include "passes/infer.h"
 #include "weft/clip_by_global_norm.h"
 #include "weft/imperative.h"
@@ -55,12 +54,9 @@ class Appender {
   void ReadCopies(const Graph& g, const std::map<std::string, std::string>& copies, DType dtype) {
     std::set<std::string> found;
     for (uint32_t n = 0; n < g.nodes().size(); ++n) {
-      const Node& node = g.node(n);
-      if (node.is_variable() || node.is_backward() || node.op->name != "Cast") continue;
-      if (node.attrs.Get<CastParam>().dtype != dtype) continue;
-      const Node& from = g.node(node.inputs[0].node);
-      auto copy = copies.find(from.name);
-      if (!from.is_variable() || copy == copies.end()) continue;
+      const Node* param = CastArgument(g, n, dtype);
+      auto copy = param == nullptr ? copies.end() : copies.find(param->name);
+      if (copy == copies.end()) continue;
       b_.nodes[n] = Node{};
       b_.nodes[n].name = copy->second;
       found.insert(copy->first);
@@ -297,12 +293,11 @@ void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& d
                       params_,
                       options_.clip_global_norm,
                       optimizer_->rescale_grad()};
+  if (policy) updates.copy_dtype = policy->low;
   std::vector<std::string> write_back;
   for (const std::string& p : params_) {
     write_back.push_back(p);
-    if (CopyOf(p) == nullptr) continue;
-    updates.copies[p] = write_back.emplace_back(CopyName(p, policy->low));
-    updates.copy_dtype = policy->low;
+    if (CopyOf(p) != nullptr) updates.copies[p] = write_back.emplace_back(CopyName(p, policy->low));
   }
   GraphExtension extension{[updates](const Graph& g, const std::vector<std::string>& grad_args) {
                              return updates.Append(g, grad_args);
@@ -310,22 +305,28 @@ void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& d
                            write_back, policy};
   // With a communicator the updates run after the all-reduces, outside the bound graph, which then
   // only reads the copies they write.
-  if (options_.communicator != nullptr) extension = {.precision = policy};
-  if (options_.communicator != nullptr && !updates.copies.empty()) {
-    extension.append = [updates](const Graph& g, const std::vector<std::string>&) {
-      Appender a(g);
-      a.ReadCopies(g, updates.copies, updates.copy_dtype);
-      return std::move(a.builder()).Freeze();
-    };
+  if (options_.communicator != nullptr) {
+    extension = {.precision = policy};
+    if (!updates.copies.empty()) {
+      extension.append = [updates](const Graph& g, const std::vector<std::string>&) {
+        Appender a(g);
+        a.ReadCopies(g, updates.copies, updates.copy_dtype);
+        return std::move(a.builder()).Freeze();
+      };
+    }
   }
   exec_ = Executor::Bind(loss, options_.device, args, grads_, reqs, extension);
 }
 
-std::optional<PrecisionPolicy> Trainer::Policy() const {
+std::optional<DType> Trainer::LowDType() const {
   if (options_.precision == Precision::kFloat32) return std::nullopt;
-  const DType low =
-      options_.precision == Precision::kFloat16Mixed ? DType::kFloat16 : DType::kBFloat16;
-  return PrecisionPolicy{low, options_.precision_overrides};
+  return options_.precision == Precision::kFloat16Mixed ? DType::kFloat16 : DType::kBFloat16;
+}
+
+std::optional<PrecisionPolicy> Trainer::Policy() const {
+  const std::optional<DType> low = LowDType();
+  if (!low) return std::nullopt;
+  return PrecisionPolicy{*low, options_.precision_overrides};
 }
 
 // The parameters the mixed step casts (as the bind's mixed_precision pass will) get a copy, which
@@ -347,9 +348,9 @@ void Trainer::AllocateCopies(const Symbol& loss) {
 }
 
 const NDArray* Trainer::CopyOf(const std::string& param) const {
-  const std::optional<PrecisionPolicy> policy = Policy();
-  if (!policy) return nullptr;
-  auto it = copies_.find(CopyName(param, policy->low));
+  const std::optional<DType> low = LowDType();
+  if (!low) return nullptr;
+  auto it = copies_.find(CopyName(param, *low));
   return it == copies_.end() ? nullptr : &it->second;
 }
 

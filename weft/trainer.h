@@ -205,6 +205,7 @@ class Trainer {
       const;  // the inference graph's non-parameter arguments
   // Mixed precision: the policy, the parameters the step reads in 16 bits (their copies_), and
   // the copies written from the parameters (at construction and Load).
+  std::optional<DType> LowDType() const;  // bfloat16 or float16; none for Precision::kFloat32
   std::optional<PrecisionPolicy> Policy() const;
   void AllocateCopies(const Symbol& loss);
   void RefreshCopies();

@@ -131,24 +131,21 @@ void Bf16Blocks(const std::array<const BFloat16*, N>& in, OpReq req, BFloat16* o
   }
 }
 
-// WEFT_FLOAT_SWITCH and bfloat16 (computed in float: ArithOf).
+// SWITCH (WEFT_FLOAT_SWITCH or WEFT_DTYPE_SWITCH) with bfloat16 too.
+#define WEFT_WITH_BF16(SWITCH, dtype, T, what, ...) \
+  if ((dtype) == ::weft::DType::kBFloat16) {        \
+    using T = ::weft::BFloat16;                     \
+    __VA_ARGS__;                                    \
+  } else {                                          \
+    SWITCH(dtype, T, what, __VA_ARGS__);            \
+  }
+// For ops that compute: bfloat16 in float (ArithOf).
 #define WEFT_FLOAT_BF16_SWITCH(dtype, T, what, ...) \
-  if ((dtype) == ::weft::DType::kBFloat16) {        \
-    using T = ::weft::BFloat16;                     \
-    __VA_ARGS__;                                    \
-  } else {                                          \
-    WEFT_FLOAT_SWITCH(dtype, T, what, __VA_ARGS__); \
-  }
-
-// WEFT_DTYPE_SWITCH and bfloat16: for ops that move elements without arithmetic (copies,
-// transposes), whose kAddTo sums a bfloat16 pair in float32 (BFloat16::operator+=).
-#define WEFT_MOVE_SWITCH(dtype, T, what, ...)       \
-  if ((dtype) == ::weft::DType::kBFloat16) {        \
-    using T = ::weft::BFloat16;                     \
-    __VA_ARGS__;                                    \
-  } else {                                          \
-    WEFT_DTYPE_SWITCH(dtype, T, what, __VA_ARGS__); \
-  }
+  WEFT_WITH_BF16(WEFT_FLOAT_SWITCH, dtype, T, what, __VA_ARGS__)
+// For ops that move elements without arithmetic (copies, transposes), whose kAddTo sums a
+// bfloat16 pair in float32 (BFloat16::operator+=).
+#define WEFT_MOVE_SWITCH(dtype, T, what, ...) \
+  WEFT_WITH_BF16(WEFT_DTYPE_SWITCH, dtype, T, what, __VA_ARGS__)
 
 // Stores f(i) into out[i] for i in [begin, end) as the request says. The request is checked once,
 // outside the loop, and the loop is marked for SIMD: f(i) may read out[i] itself (in place) but
