@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <thread>
 #include <tuple>
 
@@ -252,23 +253,29 @@ TEST(TrainerWithCommunicator, GradientBucketsAreTheStepsCollectivesLastLayerFirs
 
 // Updates outside the bound graph (the communicator's path) compute what the graph's updates do,
 // bit for bit, also when both clip by global norm (the same ops, imperative or as nodes), and in
-// bfloat16 mixed precision (the updates write the 16-bit copies the next step reads either way).
-class TrainerWithCommunicator : public ::testing::TestWithParam<std::tuple<double, Precision>> {};
-INSTANTIATE_TEST_SUITE_P(ClipAndPrecision, TrainerWithCommunicator,
+// bfloat16 mixed precision (the updates write the 16-bit copies the next step reads either way),
+// and with loss scaling (the same scaler step, its growth and an overflow's skip included).
+class TrainerWithCommunicator
+    : public ::testing::TestWithParam<std::tuple<double, Precision, bool>> {};
+INSTANTIATE_TEST_SUITE_P(ClipPrecisionAndScaling, TrainerWithCommunicator,
                          ::testing::Combine(::testing::Values(0.0, 0.05),
                                             ::testing::Values(Precision::kFloat32,
-                                                              Precision::kBFloat16Mixed)));
+                                                              Precision::kBFloat16Mixed),
+                                            ::testing::Bool()));
 
 TEST_P(TrainerWithCommunicator, AWorldOfOneTrainsAsWithoutOne) {
   auto world = dist::LocalWorld();
   const std::map<std::string, Shape> shapes = {{"data", Shape{6, 4}}, {"label", Shape{6}}};
-  const auto [clip, precision] = GetParam();
+  const auto [clip, precision, scaling] = GetParam();
+  std::optional<LossScaling> scaler;
+  if (scaling) scaler = LossScaling{.growth_interval = 3};
   SeedRandom(5);
   Trainer plain(Loss(), shapes, Xavier(), Adam(0.01, 0.9, 0.999, 1e-8, 0, 1.0 / 6),
-                {.precision = precision, .clip_global_norm = clip});
+                {.precision = precision, .loss_scaling = scaler, .clip_global_norm = clip});
   SeedRandom(5);
   Trainer with(Loss(), shapes, Xavier(), Adam(0.01, 0.9, 0.999, 1e-8, 0, 1.0 / 6),
                {.precision = precision,
+                .loss_scaling = scaler,
                 .clip_global_norm = clip,
                 .communicator = world.get(),
                 .bucket_bytes = 64});
@@ -278,6 +285,7 @@ TEST_P(TrainerWithCommunicator, AWorldOfOneTrainsAsWithoutOne) {
   for (int k = 0; k < 10; ++k) {
     for (int i = 0; i < 24; ++i) x[i] = std::cos(0.5f * i + k);
     for (int i = 0; i < 6; ++i) y[i] = static_cast<float>((i + k) % 3);
+    if (scaling && k == 4) x[1] = std::numeric_limits<float>::infinity();  // both skip step 5
     const Trainer::ArrayMap batch = {{"data", NDArray::FromVector(x, Shape{6, 4})},
                                      {"label", NDArray::FromVector(y, Shape{6})}};
     plain.Step(batch);
@@ -291,6 +299,8 @@ TEST_P(TrainerWithCommunicator, AWorldOfOneTrainsAsWithoutOne) {
   };
   for (const std::string& c : plain.copy_names())
     EXPECT_EQ(bits(plain.copy(c)), bits(with.copy(c))) << c;
+  EXPECT_EQ(with.loss_scale(), plain.loss_scale());
+  if (scaling) EXPECT_EQ(plain.loss_scale(), 131072) << "grown after 3, halved at 5, grown at 8";
 }
 
 }  // namespace

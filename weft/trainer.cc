@@ -6,15 +6,19 @@
 
 #include "core/error.h"
 #include "core/text.h"
+#include "graph/rewrite.h"
 #include "passes/infer.h"
-#include "weft/clip_by_global_norm.h"
+#include "weft/gradient_multiplier.h"
 #include "weft/imperative.h"
 
 namespace weft {
 namespace {
 
-// The trainer's own argument: the learning rate every update reads (float64, shape (1,)).
+// The trainer's own argument: the learning rate every update reads (float64, shape (1,)); the loss
+// scaler's are in gradient_multiplier.h.
 const char kLrName[] = "trainer.lr";
+using internal::kCleanStepsName;
+using internal::kLossScaleName;
 
 std::vector<std::string> Keys(const std::map<std::string, NDArray>& arrays) {
   std::vector<std::string> keys;
@@ -75,25 +79,68 @@ class Appender {
   std::map<std::string, uint32_t> vars_;  // argument name -> its variable node
 };
 
-// What the trainer appends to the step's graph: clipping (clip > 0) and one update per parameter.
-// Copied into the executor's GraphExtension (a Reshape appends again), so it holds values only.
+// Loss scaling: each head gradient (the executor's ones) is multiplied by the argument `scale`
+// before the backward reads it, so every gradient comes out multiplied by the scale.
+Graph ScaleHeadGradients(const Graph& g, const std::string& scale) {
+  std::map<uint32_t, uint32_t> output_of;  // head gradient node -> its forward output
+  for (size_t i = 0; i < g.head_grads().size(); ++i) output_of[g.head_grads()[i]] = i;
+  GraphRewrite r(g);
+  std::optional<uint32_t> s;
+  for (uint32_t n = 0; n < g.nodes().size(); ++n) {
+    const uint32_t kept = r.Keep(n);
+    auto head = output_of.find(n);
+    if (head == output_of.end()) continue;
+    if (!s) {
+      Node v;
+      v.name = scale;
+      s = r.Add(std::move(v), {});
+    }
+    Node mul;
+    mul.op = &GetOp("mul");
+    mul.name = g.node(n).name + "_scaled";
+    mul.attrs = ParseAttrs(*mul.op, {});
+    mul.inputs = {{kept, 0}, {*s, 0}};
+    mul.forward_node = static_cast<int>(g.outputs()[head->second].node);
+    r.MapEntry({n, 0}, {r.Add(std::move(mul), {}), 0});
+  }
+  return std::move(r).Finish();
+}
+
+// What the trainer appends to the step's graph: the gradients' multiplier (clipping, the loss
+// scaler) and one update per parameter. Copied into the executor's GraphExtension (a Reshape
+// appends again), so it holds values only.
 struct StepUpdates {
   std::string op;
   std::map<std::string, AttrMap> attrs;  // per parameter
   std::vector<std::string> states, params;
   double clip = 0, rescale = 1;
+  std::optional<AttrMap> scaler;  // loss scaling: amp_update_scale's attributes
   // Mixed precision: parameter -> the name of its copy in `copy_dtype`, which its update writes.
   std::map<std::string, std::string> copies;
   DType copy_dtype = DType::kFloat32;
 
   Graph Append(const Graph& g, const std::vector<std::string>& grad_args) const;
-  void ClipByGlobalNorm(Appender& a, std::map<std::string, NodeEntry>& grads) const;
+  // What every step graph gets, with a communicator too: the scaled head gradients and the
+  // reads of the 16-bit copies.
+  Appender Backward(const Graph& g) const;
+  std::optional<NodeEntry> Multiplier(Appender& a,
+                                      const std::map<std::string, NodeEntry>& grads) const;
 };
 
-// The clipping as nodes of the step's graph (clip_by_global_norm.h).
-void StepUpdates::ClipByGlobalNorm(Appender& a, std::map<std::string, NodeEntry>& grads) const {
-  internal::ClipByGlobalNorm(
-      grads, clip, rescale,
+Appender StepUpdates::Backward(const Graph& g) const {
+  const Graph step = scaler ? ScaleHeadGradients(g, kLossScaleName) : g;
+  Appender a(step);
+  if (!copies.empty()) a.ReadCopies(step, copies, copy_dtype);
+  return a;
+}
+
+// The multiplier as nodes of the step's graph (gradient_multiplier.h).
+std::optional<NodeEntry> StepUpdates::Multiplier(
+    Appender& a, const std::map<std::string, NodeEntry>& grads) const {
+  internal::GradientScaling<NodeEntry> s{clip, rescale};
+  if (scaler) s = {clip, rescale, &*scaler, a.Param(kLossScaleName), a.Variable(kCleanStepsName)};
+  return internal::GradientMultiplier(
+      grads, s,
       [&a](const char* op, const AttrMap& attrs, std::vector<NodeEntry> inputs,
            const std::string& name,
            const std::string& param) { return a.Op(op, attrs, std::move(inputs), name, param); });
@@ -106,16 +153,16 @@ Optimizer::GraphUpdate ReadingTheRate(Optimizer::GraphUpdate update) {
 }
 
 Graph StepUpdates::Append(const Graph& g, const std::vector<std::string>& grad_args) const {
-  Appender a(g);
-  if (!copies.empty()) a.ReadCopies(g, copies, copy_dtype);
+  Appender a = Backward(g);
   std::map<std::string, NodeEntry> grads;
   for (size_t i = 0; i < grad_args.size(); ++i)
-    grads[grad_args[i]] = g.outputs()[g.num_forward_outputs() + i];
-  if (clip > 0) ClipByGlobalNorm(a, grads);
+    grads[grad_args[i]] = a.builder().outputs[a.builder().num_forward_outputs + i];
+  const std::optional<NodeEntry> multiplier = Multiplier(a, grads);
   const NodeEntry lr = a.Variable(kLrName);
   for (const std::string& p : params) {
     std::vector<NodeEntry> inputs = {a.Param(p), grads.at(p)};
     for (const std::string& s : states) inputs.push_back(a.Variable(p + "." + s));
+    if (multiplier) inputs.push_back(*multiplier);
     inputs.push_back(lr);
     const NodeEntry update = a.Op(op, attrs.at(p), std::move(inputs), p + "_update", p);
     a.builder().outputs.push_back(update);
@@ -189,15 +236,17 @@ Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_sh
         "found "
         << options.dtype);
   }
-  if (options.precision == Precision::kFloat16Mixed) {
+  if (options.precision == Precision::kFloat16Mixed && options.device.is_cpu()) {
     WEFT_THROW(
-        "Trainer: float16 mixed precision (with loss scaling) is not built yet; "
-        "bfloat16 mixed precision (Precision::kBFloat16Mixed) needs no loss scaling");
+        "Trainer: float16 mixed precision needs a GPU (the CPU has no float16 arithmetic here); "
+        "on the CPU use bfloat16 mixed precision (Precision::kBFloat16Mixed)");
   }
   if (options_.predict.num_outputs() == 0) options_.predict = loss;
-  const std::vector<std::string>& inputs =
-      GetOp(update_op_).input_names;  // weight, grad, states..., lr
+  const Op& update = GetOp(update_op_);
+  const std::vector<std::string> inputs =
+      InputNames(update, ParseAttrs(update, {{"lr_input", "true"}}));  // weight, grad, states, lr
   states_.assign(inputs.begin() + 2, inputs.end() - 1);
+  AllocateScaler();
   BindStep(loss, data_shapes, init);
   if (options_.communicator != nullptr) {
     for (const auto& [p, attrs] : param_updates_)
@@ -216,7 +265,7 @@ void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
                              const std::map<std::string, Shape>& data_shapes,
                              const std::vector<std::string>& auxiliary, const Initializer& init) {
   const auto is_aux = [&](const std::string& name) { return Contains(auxiliary, name); };
-  std::vector<std::string> own = {kLrName};
+  std::vector<std::string> own = {kLrName, kLossScaleName, kCleanStepsName};
   for (const auto& [name, shape] : shapes) {
     if (data_shapes.count(name) != 0 || is_aux(name)) continue;
     params_.push_back(name);
@@ -248,9 +297,11 @@ void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
   }
   const int64_t rates = static_cast<int64_t>(optimizer_->StepRates(1, 1).size());
   lr_ = NDArray(Shape{rates}, d, DType::kFloat64);
+  const bool multiplier = options_.clip_global_norm > 0 || !scaler_.empty();
   for (const std::string& p : params_) {
-    param_updates_[p] =
+    AttrMap& attrs = param_updates_[p] =
         ReadingTheRate(optimizer_->ForParameter(p, params_arrays_.at(p).shape())).attrs;
+    if (multiplier) attrs["scale_input"] = "true";
   }
 }
 
@@ -279,9 +330,12 @@ void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& d
   args.insert(copies_.begin(), copies_.end());
   args.insert(params_arrays_.begin(), params_arrays_.end());
   args.insert(aux_arrays_.begin(), aux_arrays_.end());
+  if (!scaler_.empty())
+    args[kLossScaleName] = scaler_.at(kLossScaleName);  // the head gradients read it
   if (options_.communicator ==
       nullptr) {  // else the updates, which read these, are not in the graph
     args.insert(state_arrays_.begin(), state_arrays_.end());
+    args.insert(scaler_.begin(), scaler_.end());
     args[kLrName] = lr_;
   }
   std::map<std::string, GradReq> reqs;
@@ -294,6 +348,7 @@ void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& d
                       options_.clip_global_norm,
                       optimizer_->rescale_grad()};
   if (policy) updates.copy_dtype = policy->low;
+  if (!scaler_.empty()) updates.scaler = scaler_attrs_;
   std::vector<std::string> write_back;
   for (const std::string& p : params_) {
     write_back.push_back(p);
@@ -307,15 +362,48 @@ void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& d
   // only reads the copies they write.
   if (options_.communicator != nullptr) {
     extension = {.precision = policy};
-    if (!updates.copies.empty()) {
+    if (!updates.copies.empty() || updates.scaler) {
       extension.append = [updates](const Graph& g, const std::vector<std::string>&) {
-        Appender a(g);
-        a.ReadCopies(g, updates.copies, updates.copy_dtype);
-        return std::move(a.builder()).Freeze();
+        return std::move(updates.Backward(g).builder()).Freeze();
       };
     }
   }
   exec_ = Executor::Bind(loss, options_.device, args, grads_, reqs, extension);
+}
+
+std::optional<LossScaling> Trainer::Scaling() const {
+  if (options_.loss_scaling) return options_.loss_scaling;
+  if (options_.precision == Precision::kFloat16Mixed) return LossScaling{};
+  return std::nullopt;
+}
+
+// The scaler's state arrays, at the initial scale, and amp_update_scale's attributes (parsed
+// here, so that bad settings are an error before anything is bound).
+void Trainer::AllocateScaler() {
+  const std::optional<LossScaling> scaling = Scaling();
+  if (!scaling) return;
+  if (!(scaling->initial_scale > 0 && scaling->initial_scale <= scaling->max_scale)) {
+    WEFT_THROW("Trainer: loss scaling: expected 0 < initial_scale <= max_scale ("
+               << scaling->max_scale << "), found " << scaling->initial_scale);
+  }
+  scaler_attrs_ = {{"growth_factor", FloatAttr(scaling->growth_factor)},
+                   {"backoff_factor", FloatAttr(scaling->backoff_factor)},
+                   {"growth_interval", std::to_string(scaling->growth_interval)},
+                   {"max_scale", FloatAttr(scaling->max_scale)}};
+  try {
+    ParseAttrs(GetOp("amp_update_scale"), scaler_attrs_);
+  } catch (const Error& e) {
+    WEFT_THROW("Trainer: loss scaling: " << e.what());
+  }
+  NDArray& scale = scaler_[kLossScaleName] = NDArray(Shape{1}, options_.device);
+  scale.Fill(scaling->initial_scale);
+  scaler_[kCleanStepsName] = NDArray(Shape{1}, options_.device);
+  scaler_[kCleanStepsName].Fill(0);
+}
+
+double Trainer::loss_scale() const {
+  if (scaler_.empty()) return 1;
+  return scaler_.at(kLossScaleName).ToVector<float>()[0];
 }
 
 std::optional<DType> Trainer::LowDType() const {

@@ -24,9 +24,9 @@
 //      every update reads as its last input (lr_input), holding the schedule's rate for this step
 //      with Adam's bias correction folded in (Optimizer::StepLearningRate), computed in double on
 //      the host; nothing of the schedule or the step count is an attribute of a node;
-//   3. the bound graph's segments, each one engine op: forward, backward, then the clipping (the
-//      norm and the scale stay on the device: no host read inside a step) and the updates, which
-//      run after every other reader of the weights they write.
+//   3. the bound graph's segments, each one engine op: forward, backward, then the clipping and
+//      the loss scaler (the norm, the scale and the skip stay on the device: no host read inside a
+//      step) and the updates, which run after every other reader of the weights they write.
 // A capture records 3 once and replays it; 1 and 2 are copies into fixed addresses before the
 // replay. The one per-step value 3 takes by argument is the random-number key of segments with a
 // random op (Dropout): a replay must advance it as the pushes do.
@@ -35,9 +35,12 @@
 // norm = rescale_grad * sqrt(sum over every parameter's gradient of sum(grad^2)), every gradient
 // is multiplied by min(1, c / (norm + 1e-6)) before its update (which then rescales, clips
 // elementwise and decays as the optimizer says). The gradient arrays keep the unclipped values.
+// The updates apply that factor themselves (weft/gradient_multiplier.h; with loss scaling it is
+// also 1 / scale, and norm is the unscaled gradients'), no pass over the gradients of its own.
 //
 // Save writes the parameters (by name), the auxiliary states (by name), the optimizer state
-// ("<parameter>.<state>": .mom, .mean, .var) and, as metadata, the step count and the update op;
+// ("<parameter>.<state>": .mom, .mean, .var), the loss scaler's state ("trainer.loss_scale",
+// "trainer.loss_scale_clean_steps") and, as metadata, the step count and the update op;
 // Load restores them all, so training resumes exactly where it stopped (the global random stream is
 // not saved: reseed it for Dropout). Not thread-safe: one thread drives a trainer; its steps run on
 // the engine's workers.
@@ -74,7 +77,28 @@ enum class Precision {
   // in bfloat16, reading a bfloat16 copy of each weight they use, which the optimizer's update
   // writes beside the new weight (no pass of its own). bfloat16 needs no loss scaling.
   kBFloat16Mixed,
-  kFloat16Mixed,  // the same in float16 with loss scaling: not built yet (a weft::Error)
+  // The same in float16, with dynamic loss scaling (TrainerOptions::loss_scaling, on by default):
+  // float16 has the range bfloat16 keeps and float32 gradients would lose. GPU only (the CPU has
+  // no float16 arithmetic here: a weft::Error; use kBFloat16Mixed).
+  kFloat16Mixed,
+};
+
+// Dynamic loss scaling, as PyTorch's GradScaler (its defaults, and a cap): the losses' head
+// gradients are the scale instead of one, so the backward's small float16 gradients do not
+// flush to zero; the updates multiply the gradients by 1 / scale (before clipping, which sees the
+// unscaled norm). One reduction over every gradient (their sum of squares, which clipping reads
+// too) checks that they are all finite; when one is not, the step's updates write nothing
+// (weights, optimizer state and 16-bit copies keep their bits) and the scale is multiplied by
+// backoff_factor; after growth_interval clean steps in a row it is multiplied by growth_factor,
+// to at most max_scale. The decision stays on the device: no host read in a step, so a captured
+// step replays it. Scale and count are saved and loaded with the trainer. A skipped step still
+// counts in steps() and the schedule, Adam's bias correction included (PyTorch's optimizer would
+// not count it; the difference fades after the first few steps).
+struct LossScaling {
+  double initial_scale = 65536;  // 2^16
+  double growth_factor = 2, backoff_factor = 0.5;
+  int growth_interval = 2000;
+  double max_scale = 16777216;  // 2^24
 };
 
 struct TrainerOptions {
@@ -88,6 +112,10 @@ struct TrainerOptions {
   Precision precision = Precision::kFloat32;
   // Mixed precision's per-op rows, by op name, over passes/mixed_precision.h's kPrecisionTable.
   std::map<std::string, OpPrecision> precision_overrides;
+  // Dynamic loss scaling: empty is on, with these defaults, for kFloat16Mixed and off otherwise;
+  // a value turns it on in any precision (float32 included: with the scale a power of two, the
+  // steps then equal unscaled ones bit for bit until an overflow).
+  std::optional<LossScaling> loss_scaling;
   LrSchedule schedule;          // constant: the optimizer's rate at every step
   double clip_global_norm = 0;  // > 0: clip the gradients to this global norm; 0: no clipping
   // The inference graph of Predict and Evaluate, over the loss's parameters (a classifier's
@@ -175,6 +203,9 @@ class Trainer {
   std::vector<std::string> auxiliary_names() const;
   const NDArray& auxiliary(const std::string& name) const;
   const NDArray& data(const std::string& name) const;  // a bound data input
+  // With loss scaling, the scale the next step runs with (a host read: it waits for the steps
+  // pushed); 1 without. With it the gradients (gradient()) are the scaled ones.
+  double loss_scale() const;
 
   // Throws weft::Error when the file cannot be written (weft/serialization.h), or, for Load, is
   // not a trainer file for this model and optimizer (naming the array or setting that differs);
@@ -210,6 +241,9 @@ class Trainer {
   void AllocateCopies(const Symbol& loss);
   void RefreshCopies();
   const NDArray* CopyOf(const std::string& param) const;  // null: none
+  // Loss scaling: amp_update_scale's attributes (null: off) and the state's arrays.
+  std::optional<LossScaling> Scaling() const;
+  void AllocateScaler();
   const NDArray& Find(const ArrayMap& arrays, const std::string& what,
                       const std::string& name) const;
   // Every array of `batch` names a data input and has its shape; `complete`: every data input is
@@ -231,6 +265,10 @@ class Trainer {
   ArrayMap data_, params_arrays_, grads_, state_arrays_;
   ArrayMap aux_arrays_;  // auxiliary states: arguments an op of the loss updates (BatchNorm's)
   ArrayMap copies_;      // mixed precision: "<parameter>.<dtype>", the step's 16-bit weights
+  // Loss scaling: the scale and the count of clean steps (float32 (1,) arrays, by their names),
+  // and amp_update_scale's attributes; empty without.
+  ArrayMap scaler_;
+  AttrMap scaler_attrs_;
   std::vector<std::string> host_inputs_;  // data inputs read on the host: CPU arrays on any device
   NDArray lr_;                      // float64: the rates every update reads (Optimizer::StepRates)
   std::vector<double> lr_written_;  // what lr_ holds (empty: not written yet)

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "ops/op.h"
-#include "weft/clip_by_global_norm.h"
+#include "weft/gradient_multiplier.h"
 #include "weft/imperative.h"
 #include "weft/trainer.h"
 
@@ -30,26 +30,28 @@ void Trainer::BroadcastParameters() const {
     options_.communicator->Broadcast(params_arrays_.at(name), /*root=*/0);
 }
 
-// The same clipping ops, update op, attributes and learning-rate array as the bound graph's: the
-// clipping reads the averaged gradients, the same on every rank, so every rank gets the same scale.
+// The same multiplier ops (clipping, the loss scaler), update op, attributes and learning-rate
+// array as the bound graph's: they read the averaged gradients, the same on every rank, so every
+// rank gets the same multiplier (an overflow on one rank is an overflow on all: they all skip).
 void Trainer::AllReduceAndUpdate() const {
   for (const std::vector<NDArray>& bucket : grad_buckets_) {
     options_.communicator->AllReduce(bucket, dist::ReduceOp::kAverage);
   }
-  const ArrayMap* grads = &grads_;
-  ArrayMap clipped;  // the clipped gradients, new arrays: grads_ stay the bound graph's
-  if (options_.clip_global_norm > 0) {
-    clipped = grads_;
-    internal::ClipByGlobalNorm(
-        clipped, options_.clip_global_norm, optimizer_->rescale_grad(),
-        [](const char* op, const AttrMap& attrs, std::vector<NDArray> inputs, const std::string&,
-           const std::string&) { return Invoke(op, inputs, attrs)[0]; });
-    grads = &clipped;
+  internal::GradientScaling<NDArray> scaling{options_.clip_global_norm, optimizer_->rescale_grad()};
+  if (!scaler_.empty()) {
+    scaling.scaler = &scaler_attrs_;
+    scaling.scale = scaler_.at(internal::kLossScaleName);
+    scaling.clean_steps = scaler_.at(internal::kCleanStepsName);
   }
+  const std::optional<NDArray> multiplier = internal::GradientMultiplier(
+      grads_, scaling,
+      [](const char* op, const AttrMap& attrs, std::vector<NDArray> inputs, const std::string&,
+         const std::string&) { return Invoke(op, inputs, attrs)[0]; });
   const Op& op = GetOp(update_op_);
   for (const std::string& p : params_) {
-    std::vector<NDArray> inputs = {params_arrays_.at(p), grads->at(p)};
+    std::vector<NDArray> inputs = {params_arrays_.at(p), grads_.at(p)};
     for (const std::string& s : states_) inputs.push_back(state_arrays_.at(p + "." + s));
+    if (multiplier) inputs.push_back(*multiplier);
     inputs.push_back(lr_);
     std::vector<NDArray> outputs = {params_arrays_.at(p)};
     if (const NDArray* copy = CopyOf(p)) outputs.push_back(*copy);

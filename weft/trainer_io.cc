@@ -115,11 +115,13 @@ double Trainer::Evaluate(DataIter& iter, Metric& metric, size_t output) {
   return metric.Get();
 }
 
-// Everything Save writes and Load restores: parameters, auxiliary and optimizer states.
+// Everything Save writes and Load restores: parameters, auxiliary and optimizer states, the loss
+// scaler's.
 Trainer::ArrayMap Trainer::SavedArrays() const {
   ArrayMap arrays = params_arrays_;
   arrays.insert(aux_arrays_.begin(), aux_arrays_.end());
   arrays.insert(state_arrays_.begin(), state_arrays_.end());
+  arrays.insert(scaler_.begin(), scaler_.end());
   return arrays;
 }
 

@@ -1,8 +1,8 @@
 // CPU compute of the optimizer updates of ops/optimizer/update_ops.h (sgd_update, sgd_mom_update,
 // adam_update, adamw_update) on float32, float64 and bfloat16 (computing in float, as on the GPU):
 // loops over the functors of ops/math/optimizer.h, writing a bfloat16 copy of the new weight when
-// asked (UpdateParam::copy). The state arrays advance
-// whatever the weight's request (kNull included), as on the GPU.
+// asked (UpdateParam::copy); and the loss scaler's step (amp_update_scale). The state arrays
+// advance whatever the weight's request (kNull included), as on the GPU.
 #include <array>
 
 #include "core/bfloat16.h"
@@ -62,14 +62,17 @@ Copy CopyOf(const char* op, std::span<const OpReq> req, std::span<const TensorVi
   return {static_cast<BFloat16*>(out[1].raw())};
 }
 
-// in: (weight, grad, F::kStates states), one shape, then with lr_input the F::kRates rates
-// (float64: lr, then decay_rate); out: the weight's shape (usually the weight), then the copy.
+// in: (weight, grad, F::kStates states), one shape, then with scale_input the gradient's
+// multiplier (float32; not finite: the update writes nothing), then with lr_input the F::kRates
+// rates (float64: lr, then decay_rate); out: the weight's shape (usually the weight), then the
+// copy.
 template <typename F>
 void Update(const char* op, const Attrs& a, std::span<const TensorView> in,
             std::span<const OpReq> req, std::span<const TensorView> outs) {
   static_assert(F::kStates <= fn::kMaxUpdateStates);
   UpdateParam p = a.Get<UpdateParam>();
   if (p.lr_input) fn::ReadRates<F>(in.back().data<double>(), p);
+  if (p.scale_input && !fn::ReadScale(in[2 + F::kStates].template data<float>(), p)) return;
   const TensorView& y = outs[0];
   const Copy copy = CopyOf(op, req, outs);
   WEFT_FLOAT_BF16_SWITCH(in[0].dtype(), T, op, {
@@ -94,6 +97,14 @@ std::vector<NamedDeviceImpl> UpdateImpls() {
        }}});
   WEFT_UPDATE_OPS(WEFT_UPDATE_CPU)
 #undef WEFT_UPDATE_CPU
+  table.push_back({"amp_update_scale",
+                   {.compute = [](const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                                  std::span<const OpReq> req, std::span<const TensorView> out) {
+                     const float m =
+                         fn::UpdateLossScale(a.Get<fn::LossScaleParam>(), *in[0].data<float>(),
+                                             in[1].data<float>(), in[2].data<float>());
+                     if (req[0] != OpReq::kNull) *out[0].data<float>() = m;
+                   }}});
   return table;
 }
 

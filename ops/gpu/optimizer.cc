@@ -1,8 +1,8 @@
 // GPU compute of the optimizer updates of ops/optimizer/update_ops.h (sgd_update, sgd_mom_update,
 // adam_update, adamw_update) on float32, float64 and bfloat16, with a bfloat16 copy of the new
-// weight when asked (UpdateParam::copy): the kernel of kernels/optimizer.cuh
-// instantiated with the functors of ops/math/optimizer.h. As on the CPU, the state arrays advance
-// whatever the weight's request.
+// weight when asked (UpdateParam::copy), and the loss scaler's step (amp_update_scale): the kernels
+// of kernels/optimizer.cuh instantiated with the functors of ops/math/optimizer.h. As on the CPU,
+// the state arrays advance whatever the weight's request.
 #include <string>
 
 #include "ops/gpu/internal/launch.h"
@@ -12,8 +12,10 @@
 namespace weft::gpu {
 namespace {
 
-// in: (weight, grad, then `states` state arrays) of one shape, then with lr_input the rates
-// (float64, read by the kernel: the launch's parameters stay the same when they change);
+// in: (weight, grad, then `states` state arrays) of one shape, then with scale_input the
+// gradient's multiplier (float32, read by the kernel, which writes nothing when it is not finite),
+// then with lr_input the rates (float64, read by the kernel: the launch's parameters stay the same
+// when they change);
 // out: the weight's shape (usually the weight), then its copy (UpdateParam::copy), written.
 void Update(const OpContext& ctx, const char* op, const char* functor, int states, const Attrs& a,
             std::span<const TensorView> in, std::span<const OpReq> req,
@@ -30,9 +32,10 @@ void Update(const OpContext& ctx, const char* op, const char* functor, int state
   void* s0 = states > 0 ? in[2].raw() : nullptr;
   void* s1 = states > 1 ? in[3].raw() : nullptr;
   const void* lr = p.lr_input ? in.back().raw() : nullptr;
+  const void* scale = p.scale_input ? in[2 + states].raw() : nullptr;
   void* copy_data = copy ? out[1].raw() : nullptr;
   Launch(ctx, "optimizer.cuh", Instance("weft::Update", {functor, t, c}), n, in[0].raw(),
-         in[1].raw(), s0, s1, y.raw(), copy_data, n, lr, p, ReqCode(req[0]));
+         in[1].raw(), s0, s1, y.raw(), copy_data, n, lr, scale, p, ReqCode(req[0]));
 }
 
 std::vector<NamedDeviceImpl> UpdateImpls() {
@@ -47,6 +50,14 @@ std::vector<NamedDeviceImpl> UpdateImpls() {
        }}});
   WEFT_UPDATE_OPS(WEFT_UPDATE_GPU)
 #undef WEFT_UPDATE_GPU
+  table.push_back(
+      {"amp_update_scale",
+       {.compute = [](const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                      std::span<const OpReq> req, std::span<const TensorView> out) {
+         void* m = req[0] == OpReq::kNull ? nullptr : out[0].raw();
+         Launch(ctx, "optimizer.cuh", "weft::UpdateLossScale", 1, in[0].raw(), in[1].raw(),
+                in[2].raw(), m, a.Get<fn::LossScaleParam>());
+       }}});
   return table;
 }
 

@@ -27,6 +27,11 @@ struct UpdateParam {
   double lr, momentum, beta1, beta2, epsilon, wd, rescale_grad, clip_gradient;
   double decay_rate;  // AdamW: the rate of the decoupled decay (torch.optim.AdamW's lr)
   bool lr_input;
+  // With scale_input, an input before the rates: a float32 multiplier of the gradient, computed on
+  // the device (a loss scaler's 1 / scale, times the clipping's factor), folded into rescale_grad
+  // by ReadScale; when it is not finite the update is skipped: it writes nothing (a step whose
+  // gradients overflowed).
+  bool scale_input;
   // With a copy (attribute `copy`: a dtype), a second output: the new weight rounded to that
   // dtype, written in the same pass (a mixed-precision step's 16-bit weights). The DType's value,
   // or -1 for none; kernels never read it.
@@ -110,11 +115,58 @@ struct AdamWUpdate {
   }
 };
 
+// Whether x is neither infinite nor NaN (NaN fails every comparison), written without isfinite
+// so that the host, the GPU and the fusion code generator read it alike.
+template <typename A>
+WEFT_HOST_DEVICE inline bool IsFinite(A x) {
+  return x - x == A(0);
+}
+
+// Reads the gradient multiplier (scale_input: on the weight's device) into p. Returns false when
+// it is not finite: the update must then write nothing.
+WEFT_HOST_DEVICE inline bool ReadScale(const float* scale, UpdateParam& p) {
+  const float m = *scale;
+  if (!IsFinite(m)) return false;
+  p.rescale_grad *= static_cast<double>(m);
+  return true;
+}
+
 // Reads update F's rates (lr_input: its last input, on the weight's device) into p.
 template <class F>
 WEFT_HOST_DEVICE inline void ReadRates(const double* rates, UpdateParam& p) {
   p.lr = rates[0];
   if (F::kRates > 1) p.decay_rate = rates[1];
+}
+
+// The dynamic loss scaler (amp_update_scale; weft::Trainer's loss scaling), as PyTorch's
+// GradScaler: after a step whose gradients are all finite the count of clean steps grows, and at
+// growth_interval of them the scale grows by growth_factor (to at most max_scale) and the count
+// restarts; after a step with an overflow (a sum of squares of the gradients that is not finite)
+// the scale shrinks by backoff_factor and the count restarts. Scale and count are float32 (exact
+// up to 2^24 steps).
+struct LossScaleParam {
+  double growth_factor, backoff_factor, max_scale, growth_interval;
+};
+
+// Advances the scaler for a step with gradients' sum of squares `sumsq`, scaled by *scale.
+// Returns the step's gradient multiplier: 1 / the scale it ran with, or NaN when it overflowed
+// (so the updates reading it are skipped).
+WEFT_HOST_DEVICE inline float UpdateLossScale(const LossScaleParam& p, float sumsq, float* scale,
+                                              float* clean) {
+  const float s = *scale;
+  if (!IsFinite(sumsq)) {
+    *scale = s * static_cast<float>(p.backoff_factor);
+    *clean = 0;
+    return sumsq - sumsq;  // NaN
+  }
+  *clean += 1;
+  if (*clean >= static_cast<float>(p.growth_interval)) {
+    const float grown = s * static_cast<float>(p.growth_factor);
+    const float max = static_cast<float>(p.max_scale);
+    *scale = grown < max ? grown : max;
+    *clean = 0;
+  }
+  return 1.0f / s;
 }
 
 }  // namespace weft::fn

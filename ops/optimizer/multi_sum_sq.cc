@@ -1,7 +1,7 @@
 // multi_sum_sq: the sums of squares of num_args arrays of any shapes at once, out[i] =
 // sum(in[i]^2), as (num_args,) in the inputs' dtype (every input has one dtype: float32, float64 or
 // bfloat16; bfloat16 sums accumulate in float32). What gradient clipping by global norm reads
-// (weft/ clip_by_global_norm.h): one op and, on the GPU, a few launches for every parameter of a
+// (weft/gradient_multiplier.h): one op and, on the GPU, a few launches for every parameter of a
 // model, where a square and a sum per parameter took two launches each (MXNet's multi_sum_sq,
 // PyTorch's foreach norm). The order of the additions depends only on the shapes: the same bits at
 // every run. No gradient. Compute: ops/cpu/multi_sum_sq.cc, ops/gpu/multi_sum_sq.cc.

@@ -6,8 +6,11 @@
 // The rates are attributes (`lr`; AdamW's `decay_rate` too, lr when not given), or, with
 // lr_input=true, the last input `lr`: a float64 array of F::kRates elements on the weight's device
 // (lr, then decay_rate), which a bound graph (weft::Trainer) rewrites between steps without
-// changing its nodes. With `copy` = bfloat16 or float16, a second output holds the new weight in
-// that dtype (a mixed-precision trainer's 16-bit weights, made by the update itself).
+// changing its nodes. With scale_input=true an input `scale` before the rates, a float32 array of
+// one element, multiplies the gradient (a loss scaler's and the clipping's factor, computed on the
+// device); when it is not finite the update writes nothing: weight, state and copy keep their
+// values (the step is skipped). With `copy` = bfloat16 or float16, a second output holds the new
+// weight in that dtype (a mixed-precision trainer's 16-bit weights, made by the update itself).
 #include <array>
 #include <cmath>
 #include <optional>
@@ -30,6 +33,7 @@ UpdateParam ParseCommon(AttrReader& r) {
                       << "found " << p.lr);
   }
   if (p.lr_input) p.lr = 0;  // read from the input by the computes
+  p.scale_input = r.Bool("scale_input", false);
   p.wd = r.Float("wd", 0.0);
   p.rescale_grad = r.Float("rescale_grad", 1.0);
   p.clip_gradient = r.Float("clip_gradient", -1.0);
@@ -117,8 +121,13 @@ std::array<const char*, 2> StateInputs<fn::AdamWUpdate>() {
 // Every input has the weight's shape, but the rates' (`rates` elements); the output is the
 // (updated) weight, and its copy.
 std::vector<Shape> UpdateShape(int rates, const Attrs& a, const std::vector<Shape>& in) {
-  const bool lr_input = a.Get<UpdateParam>().lr_input;
-  const size_t tensors = in.size() - (lr_input ? 1 : 0);
+  const UpdateParam& p = a.Get<UpdateParam>();
+  const bool lr_input = p.lr_input;
+  const size_t tensors = in.size() - (lr_input ? 1 : 0) - (p.scale_input ? 1 : 0);
+  if (p.scale_input && in[tensors].Size() != 1) {
+    WEFT_THROW("expected the gradient's multiplier (input "
+               << tensors << ") to have one element, found " << in[tensors]);
+  }
   if (lr_input && in.back().Size() != rates) {
     if (rates == 1) {
       WEFT_THROW("expected the learning rate (input " << tensors << ") to have one element, found "
@@ -139,8 +148,13 @@ std::vector<Shape> UpdateShape(int rates, const Attrs& a, const std::vector<Shap
 
 // The weight's dtype for every input but the learning rate, which is float64.
 std::vector<DType> UpdateType(const std::string& op, const Attrs& a, const std::vector<DType>& in) {
-  const bool lr_input = a.Get<UpdateParam>().lr_input;
-  const size_t tensors = in.size() - (lr_input ? 1 : 0);
+  const UpdateParam& p = a.Get<UpdateParam>();
+  const bool lr_input = p.lr_input;
+  const size_t tensors = in.size() - (lr_input ? 1 : 0) - (p.scale_input ? 1 : 0);
+  if (p.scale_input && in[tensors] != DType::kFloat32) {
+    WEFT_THROW("op '" << op << "': expected the gradient's multiplier (input " << tensors
+                      << ") to be " << DType::kFloat32 << ", found " << in[tensors]);
+  }
   if (lr_input && in.back() != DType::kFloat64) {
     WEFT_THROW("op '" << op << "': expected the learning rate (input " << tensors << ") to be "
                       << DType::kFloat64 << ", found " << in.back());
@@ -165,14 +179,20 @@ void DefineUpdate(const std::string& name, const std::string& description,
     states.push_back(static_cast<int>(inputs.size()));
     inputs.push_back(state);
   }
-  inputs.push_back("lr");  // only with lr_input
-  const int tensors = static_cast<int>(inputs.size()) - 1;
+  const int tensors = static_cast<int>(inputs.size());
   RegisterOp(name)
       .Describe(description)
       .Params(Parse<F>)
-      .Inputs(inputs)
-      .VariadicInputs(
-          [tensors](const Attrs& a) { return tensors + (a.Get<UpdateParam>().lr_input ? 1 : 0); })
+      .Inputs([inputs](const Attrs& a) {
+        std::vector<std::string> names = inputs;
+        if (a.Get<UpdateParam>().scale_input) names.push_back("scale");
+        if (a.Get<UpdateParam>().lr_input) names.push_back("lr");
+        return names;
+      })
+      .VariadicInputs([tensors](const Attrs& a) {
+        const UpdateParam& p = a.Get<UpdateParam>();
+        return tensors + (p.scale_input ? 1 : 0) + (p.lr_input ? 1 : 0);
+      })
       .Outputs([](const Attrs& a) { return a.Get<UpdateParam>().copy >= 0 ? 2 : 1; })
       .InferShape([](const Attrs& a, const std::vector<Shape>& in) {
         return UpdateShape(F::kRates, a, in);
