@@ -31,8 +31,9 @@
 //       out);
 //   (h) GPT-2 124M's training step (issue 39; --gpt2=B, batch B, off by default): 12 layers, 12
 //       heads, width 768, context 1024, vocabulary 50304, parameters and activations in bfloat16
-//       (examples::MakeGpt; the loss in float32), and bfloat16-mixed (float32 parameters,
-//       TrainerOptions::precision; PyTorch's under autocast), AdamW (betas 0.9, 0.95, weight decay
+//       (examples::MakeGpt; the loss in float32), bfloat16-mixed and float16-mixed (float32
+//       parameters, TrainerOptions::precision, float16 with the loss scaler; PyTorch's under
+//       autocast, float16 with a GradScaler), AdamW (betas 0.9, 0.95, weight decay
 //       0.1 on the matrices), gradients clipped to global norm 1, through weft::Trainer (replayed
 //       as CUDA graphs), against nanoGPT's model in PyTorch (bfloat16 parameters,
 //       F.scaled_dot_product_ attention, cross-entropy in float32, AdamW fused where PyTorch has
@@ -258,14 +259,12 @@ examples::GptConfig Gpt2Config(DType dtype) {
 }
 
 // ms per training step of GPT-2 124M at `batch` windows of 1024 random tokens (section h): in
-// bfloat16, or float32 with bfloat16-mixed precision when `mixed`.
-double Gpt2StepMs(int batch, bool mixed, int reps) {
+// bfloat16 (precision kFloat32), or float32 with `precision` mixed (float16: the loss scaler).
+double Gpt2StepMs(int batch, weft::Precision precision, int reps) {
+  const bool mixed = precision != weft::Precision::kFloat32;
   const DType dtype = mixed ? DType::kFloat32 : DType::kBFloat16;
   const examples::GptConfig c = Gpt2Config(dtype);
-  weft::TrainerOptions options{
-      .device = kGpu,
-      .dtype = dtype,
-      .precision = mixed ? weft::Precision::kBFloat16Mixed : weft::Precision::kFloat32};
+  weft::TrainerOptions options{.device = kGpu, .dtype = dtype, .precision = precision};
   options.clip_global_norm = 1.0;
   options.initialize = [c](const std::string& name, const NDArray& array) {
     return examples::InitializeGpt(c, name, array);
@@ -636,12 +635,18 @@ int main(int argc, char** argv) {
       }
     }
     const int gpt2 = bench::IntFlag(argc, argv, "gpt2", 0);
-    const std::string gpt2_key = "gpt2 124M train step b" + std::to_string(gpt2) + " bfloat16";
-    for (const bool mixed : {false, true}) {
+    const std::string gpt2_key = "gpt2 124M train step b" + std::to_string(gpt2) + " ";
+    // The rows: pure bfloat16 parameters and activations; bfloat16-mixed and float16-mixed (float32
+    // master weights; float16 with the loss scaler), against PyTorch's autocast (and GradScaler).
+    const std::pair<const char*, weft::Precision> gpt2_rows[] = {
+        {"bfloat16", weft::Precision::kFloat32},
+        {"bfloat16-mixed", weft::Precision::kBFloat16Mixed},
+        {"float16-mixed", weft::Precision::kFloat16Mixed}};
+    for (const auto& [name, precision] : gpt2_rows) {
       if (gpt2 == 0) break;
-      const std::string key = gpt2_key + (mixed ? "-mixed" : "");
+      const std::string key = gpt2_key + name;
       try {
-        ours[key] = Gpt2StepMs(gpt2, mixed, reps);
+        ours[key] = Gpt2StepMs(gpt2, precision, reps);
         std::printf("%s: weft %.3f ms, %.0f tokens/s\n", key.c_str(), ours[key].get<double>(),
                     1024.0 * gpt2 * 1e3 / ours[key].get<double>());
         std::fflush(stdout);
@@ -711,13 +716,14 @@ int main(int argc, char** argv) {
       PrintRow(key.c_str(), it.value().get<double>(),
                torch.value("results", nlohmann::json::object()), key.c_str(), unit);
     }
-    for (const char* variant : {"", "-mixed"}) {  // tokens per second, against eager and compiled
+    for (const auto& row : gpt2_rows) {  // tokens per second, against eager and compiled
+      const char* variant = row.first;
       const std::string ours_key = gpt2_key + variant;
       if (!ours.contains(ours_key)) continue;
       const nlohmann::json results = torch.value("results", nlohmann::json::object());
       const double tokens = 1024.0 * gpt2 * 1e3;
-      std::printf("GPT-2 124M training, batch %d x 1024, bfloat16%s: weft %.0f tokens/s", gpt2,
-                  variant, tokens / ours[ours_key].get<double>());
+      std::printf("GPT-2 124M training, batch %d x 1024, %s: weft %.0f tokens/s", gpt2, variant,
+                  tokens / ours[ours_key].get<double>());
       for (const char* mode : {"", " compile"}) {
         const std::string key = ours_key + mode;
         if (results.contains(key)) {

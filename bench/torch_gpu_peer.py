@@ -195,7 +195,8 @@ def gpt2_rows(torch, batch, reps, results):
     """ms per training step of GPT-2 124M (nanoGPT's model: 12 layers, 12 heads, width 768,
     context 1024, vocabulary 50304, tied embeddings) at `batch` windows of random tokens, as
     gpu_bench's weft rows: parameters and activations in bfloat16 (and float32 parameters under
-    autocast, the "bfloat16-mixed" row), cross-entropy in float32, AdamW
+    autocast, the "bfloat16-mixed" row; under float16 autocast with a GradScaler, unscaling before
+    the clipping, the "float16-mixed" row), cross-entropy in float32, AdamW
     (betas 0.9, 0.95, weight decay 0.1 on the matrices; fused where this PyTorch has it),
     gradients clipped to norm 1; eager, then torch.compile."""
     import torch.nn as nn
@@ -233,9 +234,12 @@ def gpt2_rows(torch, batch, reps, results):
 
     idx = torch.randint(0, vocab, (batch, context), device="cuda")
     targets = torch.randint(0, vocab, (batch, context), device="cuda")
-    # "bfloat16": bfloat16 parameters; "bfloat16-mixed": float32 parameters under autocast.
-    for name, mixed in (("bfloat16", False), ("bfloat16-mixed", True)):
+    # "bfloat16": bfloat16 parameters; "...-mixed": float32 parameters under autocast.
+    for name, mixed, low in (("bfloat16", False, torch.bfloat16),
+                             ("bfloat16-mixed", True, torch.bfloat16),
+                             ("float16-mixed", True, torch.float16)):
         model = Gpt().cuda() if mixed else Gpt().cuda().to(torch.bfloat16)
+        scaler = torch.amp.GradScaler("cuda", enabled=low == torch.float16)
         params = list(model.parameters())
         groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
                   {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
@@ -247,11 +251,13 @@ def gpt2_rows(torch, batch, reps, results):
 
         def step(m):
             opt.zero_grad(set_to_none=True)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mixed):
+            with torch.autocast("cuda", dtype=low, enabled=mixed):
                 loss = m(idx, targets)
-            loss.backward()
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
             torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
+            scaler.step(opt)
+            scaler.update()
 
         for _ in range(3):
             step(model)
@@ -263,7 +269,7 @@ def gpt2_rows(torch, batch, reps, results):
             results[key + " compile"] = time_ms(torch, reps, 5, lambda: step(compiled))
         except Exception as e:  # noqa: BLE001 (no compiler toolchain there, say)
             results[key + " compile error"] = str(e)[:500]
-        del model, opt, params, groups
+        del model, opt, params, groups, scaler
 
 
 def chain(torch, x):

@@ -56,6 +56,8 @@ inline size_t DTypeSize(DType t) { return internal::Info(t).size; }
 std::string_view DTypeName(DType t);
 DType ParseDType(std::string_view name);
 bool IsFloatingPoint(DType t);
+// bfloat16 or float16: the 16-bit floats, stored in 16 bits and computed in float32.
+inline bool Is16BitFloat(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
 
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << DTypeName(t); }
 

@@ -9,7 +9,7 @@ namespace {
 // The dtypes a fused kernel computes in: the floating types the functors of ops/math are
 // instantiated for (float16 is not one of them).
 bool FusedKernelDType(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kBFloat16;
+  return t == DType::kFloat32 || t == DType::kFloat64 || Is16BitFloat(t);
 }
 
 }  // namespace

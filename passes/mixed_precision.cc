@@ -16,17 +16,15 @@
 namespace weft {
 namespace {
 
-bool IsLow(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
-
 // The dtype input `i` of an op with precision `p` computes in, given its floating inputs' dtypes.
 DType Wanted(OpPrecision p, size_t i, DType now, DType low, DType widest) {
   switch (p) {
     case OpPrecision::kLow:
       return low;
     case OpPrecision::kFloat32:
-      return IsLow(now) ? DType::kFloat32 : now;
+      return Is16BitFloat(now) ? DType::kFloat32 : now;
     case OpPrecision::kData:
-      return i == 0 || !IsLow(now) ? now : DType::kFloat32;
+      return i == 0 || !Is16BitFloat(now) ? now : DType::kFloat32;
     case OpPrecision::kWidest:
       return widest;
     case OpPrecision::kKeep:
@@ -121,7 +119,7 @@ OpPrecision PrecisionPolicy::Of(const std::string& op) const {
 
 Graph MixedPrecision(const Graph& g, const PrecisionPolicy& policy,
                      const std::map<std::string, DType>& argument_dtypes, int* casts) {
-  if (!IsLow(policy.low)) {
+  if (!Is16BitFloat(policy.low)) {
     WEFT_THROW("mixed_precision: expected a low dtype of bfloat16 or float16, found "
                << policy.low);
   }

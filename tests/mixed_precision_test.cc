@@ -3,9 +3,9 @@
 // float32 master weights, gradients and optimizer state, reads 16-bit copies that each update
 // writes, moves its weights where pure bfloat16 training stalls, resumes exactly after Save and
 // Load, and computes in float32 with the pass switched off; bad settings are clear errors. On the
-// GPU (gpu_mixed_precision_test) an MLP, a ResNet and a GPT trained in bfloat16-mixed follow their
-// float32 training. On the CPU, whose FullyConnected and Convolution are float32 only, the
-// trainer tests compute in bfloat16 through Embedding, LayerNorm and matmul.
+// GPU (gpu_mixed_precision_test) an MLP, a ResNet and a GPT trained in bfloat16-mixed and in
+// float16-mixed (with its loss scaler) follow their float32 training; on the CPU the MLP and the
+// GPT in bfloat16-mixed (the CPU's Convolution is float32 only; float16 needs a GPU).
 #include "passes/mixed_precision.h"
 
 #include <gtest/gtest.h>
@@ -273,6 +273,25 @@ TEST(MixedTrainer, KeepsFloat32MasterWeightsAndReadsCopiesTheUpdatesWrite) {
   EXPECT_TRUE(std::isfinite(t.outputs()[0].ToVector<float>()[0]));
 }
 
+// float16 (on the GPU): the same copies, rounded to float16 by the updates, and the loss scaler
+// on by default (PyTorch's 2^16 to start).
+TEST(MixedTrainer, Float16KeepsMasterWeightsScalesTheLossAndWritesItsCopies) {
+  if (!testing::TestDevice().is_gpu()) GTEST_SKIP() << "float16 needs a GPU";
+  SeedRandom(1);
+  Trainer t(TiedLm(), kLmShapes, Xavier(), AdamW(0.01, 0.9, 0.95, 1e-8, 0.1, 1.0 / 24),
+            Mixed(Precision::kFloat16Mixed));
+  EXPECT_EQ(t.copy_names(), std::vector<std::string>{"wte_weight.float16"});
+  EXPECT_EQ(t.loss_scale(), 65536);
+  for (int k = 0; k < 5; ++k) t.Step(LmBatch(k));
+  const NDArray& copy = t.copy("wte_weight.float16");
+  EXPECT_EQ(copy.dtype(), DType::kFloat16);
+  EXPECT_EQ(AsFloats(copy), AsFloats(CastTo(t.parameter("wte_weight"), DType::kFloat16)));
+  EXPECT_EQ(t.parameter("wte_weight").dtype(), kF32);
+  EXPECT_EQ(t.loss_scale(), 65536) << "no overflow in five steps, no growth before 2000";
+  EXPECT_NE(t.ToDot().find("_float16\nCast"), std::string::npos);
+  EXPECT_TRUE(std::isfinite(t.outputs()[0].ToVector<float>()[0]));
+}
+
 // The embedding of token 0, one weight of 1, its gradient 1: an SGD step of 1e-4 is below
 // bfloat16's resolution at 1 (2^-7), so pure bfloat16 training never moves it; mixed training
 // moves the master weight as float32 training does, bit for bit.
@@ -384,19 +403,24 @@ std::vector<float> Losses(const Symbol& loss, const std::map<std::string, Shape>
 
 // Mixed training's loss stays within `tolerance` of float32's at every step (relative to
 // float32's, or to a tenth of its first loss once it has fallen below that: a loss near zero
-// differs by bfloat16's rounding of the logits), and both fall.
+// differs by bfloat16's rounding of the logits), and both fall: in bfloat16-mixed, and on the GPU
+// in float16-mixed too (with its loss scaler, whose first steps must not overflow here).
 void ExpectMixedFollowsFloat32(const Symbol& loss, const std::map<std::string, Shape>& shapes,
                                const std::function<std::map<std::string, NDArray>(int)>& batch,
                                const Optimizer& optimizer, int steps, double tolerance) {
   const std::vector<float> f32 = Losses(loss, shapes, batch, optimizer, Precision::kFloat32, steps);
-  const std::vector<float> mixed =
-      Losses(loss, shapes, batch, optimizer, Precision::kBFloat16Mixed, steps);
-  for (int k = 0; k < steps; ++k) {
-    const double scale = std::max(std::abs(f32[k]), 0.1f * f32.front());
-    EXPECT_NEAR(mixed[k], f32[k], tolerance * scale) << "step " << k;
+  std::vector<Precision> low = {Precision::kBFloat16Mixed};
+  if (testing::TestDevice().is_gpu()) low.push_back(Precision::kFloat16Mixed);
+  for (Precision precision : low) {
+    const std::vector<float> mixed = Losses(loss, shapes, batch, optimizer, precision, steps);
+    const char* name = precision == Precision::kFloat16Mixed ? "float16" : "bfloat16";
+    for (int k = 0; k < steps; ++k) {
+      const double scale = std::max(std::abs(f32[k]), 0.1f * f32.front());
+      EXPECT_NEAR(mixed[k], f32[k], tolerance * scale) << name << ", step " << k;
+    }
+    EXPECT_LT(mixed.back(), 0.8 * mixed.front()) << name;
   }
   EXPECT_LT(f32.back(), 0.8 * f32.front());
-  EXPECT_LT(mixed.back(), 0.8 * mixed.front());
 }
 
 // A fixed batch of digits-like data: each class a pattern plus noise drawn once.

@@ -429,7 +429,7 @@ TEST(Convolution, BadGroupsAndDilationsSayWhatWasExpected) {
 
 // bfloat16 convolution runs on the GPU only (cuDNN); the CPU names the op and the dtype.
 TEST(Convolution, Bfloat16OnTheCpuIsAnErrorSayingWhatItTakes) {
-  if (TestDevice().is_gpu()) GTEST_SKIP() << "the GPU computes bfloat16 (gpu_bf16_test)";
+  if (TestDevice().is_gpu()) GTEST_SKIP() << "the GPU computes bfloat16 (gpu_half_test)";
   std::vector<NDArray> in = {NDArray(Shape{1, 2, 4, 4}, TestDevice(), DType::kBFloat16),
                              NDArray(Shape{2, 2, 3, 3}, TestDevice(), DType::kBFloat16)};
   const NDArray y = Invoke("Convolution", in,

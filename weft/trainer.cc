@@ -80,28 +80,38 @@ class Appender {
 };
 
 // Loss scaling: each head gradient (the executor's ones) is multiplied by the argument `scale`
-// before the backward reads it, so every gradient comes out multiplied by the scale.
-Graph ScaleHeadGradients(const Graph& g, const std::string& scale) {
+// times `rescale` (the optimizer's rescale_grad, which the updates then leave out) before the
+// backward reads it, so every gradient comes out as the gradient of the rescaled loss (the batch's
+// mean, usually) times the scale: what PyTorch's scaler.scale(loss).backward() makes.
+Graph ScaleHeadGradients(const Graph& g, const std::string& scale, double rescale) {
   std::map<uint32_t, uint32_t> output_of;  // head gradient node -> its forward output
   for (size_t i = 0; i < g.head_grads().size(); ++i) output_of[g.head_grads()[i]] = i;
   GraphRewrite r(g);
-  std::optional<uint32_t> s;
+  std::optional<uint32_t> factor;  // scale * rescale
+  const auto op = [&](const char* name, const AttrMap& attrs, std::vector<NodeEntry> inputs,
+                      const std::string& node_name, uint32_t forward) {
+    Node node;
+    node.op = &GetOp(name);
+    node.name = node_name;
+    node.attrs = ParseAttrs(*node.op, attrs);
+    node.inputs = std::move(inputs);
+    node.forward_node = static_cast<int>(forward);
+    return r.Add(std::move(node), {});
+  };
   for (uint32_t n = 0; n < g.nodes().size(); ++n) {
     const uint32_t kept = r.Keep(n);
     auto head = output_of.find(n);
     if (head == output_of.end()) continue;
-    if (!s) {
+    const uint32_t forward = g.outputs()[head->second].node;
+    if (!factor) {
       Node v;
       v.name = scale;
-      s = r.Add(std::move(v), {});
+      const uint32_t s = r.Add(std::move(v), {});
+      factor = op("mul_scalar", {{"scalar", FloatAttr(rescale)}}, {{s, 0}}, scale + "_rescaled",
+                  forward);
     }
-    Node mul;
-    mul.op = &GetOp("mul");
-    mul.name = g.node(n).name + "_scaled";
-    mul.attrs = ParseAttrs(*mul.op, {});
-    mul.inputs = {{kept, 0}, {*s, 0}};
-    mul.forward_node = static_cast<int>(g.outputs()[head->second].node);
-    r.MapEntry({n, 0}, {r.Add(std::move(mul), {}), 0});
+    r.MapEntry({n, 0},
+               {op("mul", {}, {{kept, 0}, {*factor, 0}}, g.node(n).name + "_scaled", forward), 0});
   }
   return std::move(r).Finish();
 }
@@ -113,8 +123,11 @@ struct StepUpdates {
   std::string op;
   std::map<std::string, AttrMap> attrs;  // per parameter
   std::vector<std::string> states, params;
-  double clip = 0, rescale = 1;
-  std::optional<AttrMap> scaler;  // loss scaling: amp_update_scale's attributes
+  double clip = 0, rescale = 1;  // rescale: the updates' rescale_grad, which clipping reads
+  // Loss scaling: amp_update_scale's attributes, and the rescale_grad the head gradients take
+  // (the updates' is then 1).
+  std::optional<AttrMap> scaler;
+  double head_rescale = 1;
   // Mixed precision: parameter -> the name of its copy in `copy_dtype`, which its update writes.
   std::map<std::string, std::string> copies;
   DType copy_dtype = DType::kFloat32;
@@ -128,7 +141,7 @@ struct StepUpdates {
 };
 
 Appender StepUpdates::Backward(const Graph& g) const {
-  const Graph step = scaler ? ScaleHeadGradients(g, kLossScaleName) : g;
+  const Graph step = scaler ? ScaleHeadGradients(g, kLossScaleName, head_rescale) : g;
   Appender a(step);
   if (!copies.empty()) a.ReadCopies(step, copies, copy_dtype);
   return a;
@@ -302,6 +315,7 @@ void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
     AttrMap& attrs = param_updates_[p] =
         ReadingTheRate(optimizer_->ForParameter(p, params_arrays_.at(p).shape())).attrs;
     if (multiplier) attrs["scale_input"] = "true";
+    if (!scaler_.empty()) attrs["rescale_grad"] = "1";  // in the head gradients (UpdateRescale)
   }
 }
 
@@ -341,14 +355,13 @@ void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& d
   std::map<std::string, GradReq> reqs;
   for (const std::string& p : params_) reqs[p] = GradReq::kWrite;
   const std::optional<PrecisionPolicy> policy = Policy();
-  StepUpdates updates{update_op_,
-                      param_updates_,
-                      states_,
-                      params_,
-                      options_.clip_global_norm,
-                      optimizer_->rescale_grad()};
+  StepUpdates updates{update_op_,     param_updates_, states_, params_, options_.clip_global_norm,
+                      UpdateRescale()};
   if (policy) updates.copy_dtype = policy->low;
-  if (!scaler_.empty()) updates.scaler = scaler_attrs_;
+  if (!scaler_.empty()) {
+    updates.scaler = scaler_attrs_;
+    updates.head_rescale = optimizer_->rescale_grad();
+  }
   std::vector<std::string> write_back;
   for (const std::string& p : params_) {
     write_back.push_back(p);
@@ -400,6 +413,8 @@ void Trainer::AllocateScaler() {
   scaler_[kCleanStepsName] = NDArray(Shape{1}, options_.device);
   scaler_[kCleanStepsName].Fill(0);
 }
+
+double Trainer::UpdateRescale() const { return scaler_.empty() ? optimizer_->rescale_grad() : 1; }
 
 double Trainer::loss_scale() const {
   if (scaler_.empty()) return 1;

@@ -84,16 +84,19 @@ enum class Precision {
 };
 
 // Dynamic loss scaling, as PyTorch's GradScaler (its defaults, and a cap): the losses' head
-// gradients are the scale instead of one, so the backward's small float16 gradients do not
-// flush to zero; the updates multiply the gradients by 1 / scale (before clipping, which sees the
-// unscaled norm). One reduction over every gradient (their sum of squares, which clipping reads
-// too) checks that they are all finite; when one is not, the step's updates write nothing
-// (weights, optimizer state and 16-bit copies keep their bits) and the scale is multiplied by
-// backoff_factor; after growth_interval clean steps in a row it is multiplied by growth_factor,
-// to at most max_scale. The decision stays on the device: no host read in a step, so a captured
-// step replays it. Scale and count are saved and loaded with the trainer. A skipped step still
-// counts in steps() and the schedule, Adam's bias correction included (PyTorch's optimizer would
-// not count it; the difference fades after the first few steps).
+// gradients are the scale times the optimizer's rescale_grad instead of one, so the backward
+// computes the gradients of the rescaled loss (the batch's mean, with rescale_grad 1 / batch)
+// times the scale, as scaler.scale(loss.mean()).backward() does, and its small float16 gradients
+// do not flush to zero; the updates multiply the gradients by 1 / scale (before clipping, which
+// sees the unscaled norm). The gradient arrays hold those scaled gradients. One reduction over
+// every gradient (their sum of squares, which clipping reads too) checks that they are all finite;
+// when one is not, the step's updates write nothing (weights, optimizer state and 16-bit copies
+// keep their bits) and the scale is multiplied by backoff_factor; after growth_interval clean steps
+// in a row it is multiplied by growth_factor, to at most max_scale. The decision stays on the
+// device: no host read in a step, so a captured step replays it. Scale and count are saved and
+// loaded with the trainer. A skipped step still counts in steps() and the schedule, Adam's bias
+// correction included (PyTorch's optimizer would not count it; the difference fades after the first
+// few steps).
 struct LossScaling {
   double initial_scale = 65536;  // 2^16
   double growth_factor = 2, backoff_factor = 0.5;
@@ -204,7 +207,7 @@ class Trainer {
   const NDArray& auxiliary(const std::string& name) const;
   const NDArray& data(const std::string& name) const;  // a bound data input
   // With loss scaling, the scale the next step runs with (a host read: it waits for the steps
-  // pushed); 1 without. With it the gradients (gradient()) are the scaled ones.
+  // pushed); 1 without. With it the gradients (gradient()) are those of the rescaled loss, scaled.
   double loss_scale() const;
 
   // Throws weft::Error when the file cannot be written (weft/serialization.h), or, for Load, is
@@ -244,6 +247,9 @@ class Trainer {
   // Loss scaling: amp_update_scale's attributes (null: off) and the state's arrays.
   std::optional<LossScaling> Scaling() const;
   void AllocateScaler();
+  // The rescale_grad the updates apply: the optimizer's, or 1 with loss scaling, whose head
+  // gradients carry it.
+  double UpdateRescale() const;
   const NDArray& Find(const ArrayMap& arrays, const std::string& what,
                       const std::string& name) const;
   // Every array of `batch` names a data input and has its shape; `complete`: every data input is

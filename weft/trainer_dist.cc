@@ -37,7 +37,7 @@ void Trainer::AllReduceAndUpdate() const {
   for (const std::vector<NDArray>& bucket : grad_buckets_) {
     options_.communicator->AllReduce(bucket, dist::ReduceOp::kAverage);
   }
-  internal::GradientScaling<NDArray> scaling{options_.clip_global_norm, optimizer_->rescale_grad()};
+  internal::GradientScaling<NDArray> scaling{options_.clip_global_norm, UpdateRescale()};
   if (!scaler_.empty()) {
     scaling.scaler = &scaler_attrs_;
     scaling.scale = scaler_.at(internal::kLossScaleName);

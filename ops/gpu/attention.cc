@@ -57,7 +57,7 @@ AttnGpuCall CallOf(const char* op, const Attrs& a, std::span<const TensorView> i
   for (int i = 0; i < s.operands; ++i) shapes.push_back(in[first + i].shape());
   if (mask >= 0) shapes.push_back(in[mask].shape());
   const DType dtype = in[first].dtype();
-  CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
+  CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16});
   AttnGpuCall c{AttentionDimsOf(op, p, shapes), dtype, TypeName(dtype), {}};
   if (mask >= 0 && AttentionMaskIsBoolean(in[mask].dtype())) c.mask_type = "unsigned char";
   const AttentionDims& d = c.d;
@@ -109,10 +109,11 @@ void LaunchTiled(const OpContext& ctx, const AttnGpuCall& c, const char* kernel,
              AttnItems(c.d.Heads(), rows, cols, per_thread), /*block_per_item=*/true, pointers);
 }
 
-// Whether cuDNN may take this call: bfloat16, no mask, no dropout (cuDNN's would draw another
-// mask), and not turned off. Either layout: cuDNN reads q, k, v and out through their strides.
+// Whether cuDNN may take this call: bfloat16 or float16, no mask, no dropout (cuDNN's would draw
+// another mask), and not turned off. Either layout: cuDNN reads q, k, v and out through their
+// strides.
 bool CudnnEligible(const AttnGpuCall& c, const GpuAttnDropout& z) {
-  return c.dtype == DType::kBFloat16 && !c.d.mask && z.p == 0 &&
+  return Is16BitFloat(c.dtype) && !c.d.mask && z.p == 0 &&
          GetEnvBool("WEFT_GPU_CUDNN_ATTENTION", true);
 }
 

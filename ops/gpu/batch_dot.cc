@@ -19,7 +19,7 @@ namespace weft::gpu {
 namespace {
 
 constexpr std::initializer_list<DType> kBatchDotTypes = {DType::kFloat32, DType::kFloat64,
-                                                         DType::kBFloat16};
+                                                         DType::kBFloat16, DType::kFloat16};
 
 // z = op(x) op(y), summed over z's broadcast axes where it has them, as `req` says.
 void RunProduct(const GpuCall& call, DType dtype, const BatchGemm& g, const void* x, const void* y,

@@ -51,7 +51,8 @@ TensorDesc StatsDescOf(const TensorDesc& x) {
 
 BnGpuCall CallOf(const char* op, const Attrs& a, const TensorView& data, bool is_train) {
   const BatchNormParam& p = a.Get<BatchNormParam>();
-  CheckDType(op, data.dtype(), {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
+  CheckDType(op, data.dtype(),
+             {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16});
   const BnDims d = BnDimsOf(op, p, data.shape());
   const bool batch = is_train && !p.use_global_stats;
   if (batch) CheckBatchStatistics(op, d, data.shape());

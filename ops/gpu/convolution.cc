@@ -30,7 +30,7 @@ namespace weft::gpu {
 namespace {
 
 constexpr std::initializer_list<DType> kConvTypes = {DType::kFloat32, DType::kFloat64,
-                                                     DType::kBFloat16};
+                                                     DType::kBFloat16, DType::kFloat16};
 
 // The descriptors of one call: data x (N, C, H, W), weight w (F, C / G, kh, kw), output y
 // (N, F, OH, OW), and the convolution.

@@ -64,8 +64,8 @@ void EmbeddingBackwardCompute(const OpContext& ctx, const Attrs& a, std::span<co
   const auto [t, index] = Types("_backward_Embedding", dw, data);
   const int64_t n = data.size(), dim = dw.shape()[1];
   const int input_dim = a.Get<EmbeddingParam>().input_dim;
-  // Sums where atomicAdd has the type: dw itself, or a float32 buffer for bfloat16.
-  const bool buffered = dw.dtype() == DType::kBFloat16;
+  // Sums where atomicAdd has the type: dw itself, or a float32 buffer for bfloat16 and float16.
+  const bool buffered = Is16BitFloat(dw.dtype());
   const GpuCall call(ctx);
   void* sum =
       buffered ? call.Workspace({static_cast<size_t>(dw.size()) * sizeof(float)})[0] : dw.raw();

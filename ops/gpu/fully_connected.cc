@@ -55,7 +55,7 @@ void RunGemm(const GpuCall& call, DType dtype, OpReq req, const Gemm& g) {
 }
 
 constexpr std::initializer_list<DType> kFcTypes = {DType::kFloat32, DType::kFloat64,
-                                                   DType::kBFloat16};
+                                                   DType::kBFloat16, DType::kFloat16};
 
 // y (M, O) = x W^T + b with request `req` (not kNull) from in = (x, w[, b]); through cuBLASLt's
 // bias epilogue where `lt` allows (it asks the call for workspace), else a GEMM (beta 1) over

@@ -41,7 +41,7 @@ struct LnGpuCall {
 
 LnGpuCall CallOf(const char* op, const Attrs& a, const TensorView& data) {
   const LayerNormParam& p = a.Get<LayerNormParam>();
-  CheckDType(op, data.dtype(), {DType::kFloat32, DType::kBFloat16});
+  CheckDType(op, data.dtype(), {DType::kFloat32, DType::kBFloat16, DType::kFloat16});
   return {p, LnDimsOf(op, p, data.shape()), data.dtype()};
 }
 

@@ -81,7 +81,7 @@ GpuPool2d KernelArgsOf(const PoolCall& call) {
 
 // Whether weft's kernels run the call (else cuDNN).
 bool OwnKernels(const PoolCall& pool, DType dtype) {
-  return dtype == DType::kBFloat16 || Overhangs(pool.win, pool.g);
+  return Is16BitFloat(dtype) || Overhangs(pool.win, pool.g);
 }
 
 // in: (data); out: (output).
@@ -91,7 +91,8 @@ void PoolForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
   CheckNchwLayout("Pooling", pool.win);
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
-  CheckDType("Pooling", dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
+  CheckDType("Pooling", dtype,
+             {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16});
   if (OwnKernels(pool, dtype)) {
     Launch(ctx, "pooling.cuh", Instance("weft::PoolForward", {TypeName(dtype)}), out[0].size(),
            in[0].raw(), out[0].raw(), KernelArgsOf(pool), ReqCode(req[0]));
@@ -109,7 +110,8 @@ void PoolBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tenso
   CheckNchwLayout("_backward_Pooling", pool.win);
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
-  CheckDType("_backward_Pooling", dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
+  CheckDType("_backward_Pooling", dtype,
+             {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16});
   if (!OwnKernels(pool, dtype)) return CudnnPoolBackward(ctx, pool, in, req[0], out[0]);
   Launch(ctx, "pooling.cuh", Instance("weft::PoolBackward", {TypeName(dtype)}), out[0].size(),
          in[0].raw(), in[1].raw(), out[0].raw(), KernelArgsOf(pool), ReqCode(req[0]));

@@ -177,7 +177,7 @@ GpuRnnCall CallOf(const GpuCall& call, const Attrs& a, std::span<const TensorVie
                   uint64_t seed, const char* op) {
   const RnnParam& p = a.Get<RnnParam>();
   const DType dtype = fwd_in[RnnSlots::kData].dtype();
-  CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
+  CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16});
   const RnnDims d = RnnDimsOf(p, fwd_in[RnnSlots::kData].shape());
   const RnnPlan& plan = call.Cudnn([&](cudnnHandle_t h) -> const RnnPlan& {
     return PlanOf(h, p, d, dtype, StreamDropout(h, call.stream().handle(), p.p, seed));

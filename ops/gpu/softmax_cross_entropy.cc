@@ -45,7 +45,7 @@ void SceGpu(const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
   const TensorView &data = in[kBackward ? 1 : 0], &label = in[kBackward ? 2 : 1];
   const TensorView& lse = kBackward ? in[3] : out[1];
   const DType dtype = data.dtype();
-  CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16});
+  CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16});
   const int64_t n = data.shape()[0], classes = data.shape()[1];
   int v = PackWidth(dtype, {data.raw(), out[0].raw()});
   if (classes % v != 0) v = 1;

@@ -134,14 +134,16 @@ std::vector<Shape> AttentionBackwardShape(const Attrs& a, const std::vector<Shap
   return forward;
 }
 
-// q's dtype (float32, float64 or bfloat16), after checking that inputs `same` have it and that a
+// q's dtype (float32, float64, bfloat16 or float16), after checking that inputs `same` have it and that a
 // mask (input `mask`, if any) has it or is boolean.
 DType CheckAttentionTypes(const char* op, const std::vector<DType>& in, int q,
                           const std::vector<int>& same, int mask,
                           const std::vector<std::string>& names) {
   const DType t = in[q];
-  if (t != DType::kFloat32 && t != DType::kFloat64 && t != DType::kBFloat16)
-    WEFT_THROW(op << ": " << names[q] << " must be float32, float64 or bfloat16, found " << t);
+  if (t != DType::kFloat32 && t != DType::kFloat64 && !Is16BitFloat(t)) {
+    WEFT_THROW(op << ": " << names[q] << " must be float32, float64, bfloat16 or float16, found "
+                  << t);
+  }
   for (int i : same) {
     if (in[i] != t)
       WEFT_THROW(op << ": " << names[i] << " must be " << t << " like " << names[q] << ", found "

@@ -24,7 +24,7 @@
 // scale, while beta still shifts), use_global_stats (default false), axis, act_type ("none" or
 // "relu": the relu fused after the affine step).
 //
-// dtypes: data and output float32, float64 or bfloat16. gamma, beta, the moving and the saved
+// dtypes: data and output float32, float64, bfloat16 or float16. gamma, beta, the moving and the saved
 // statistics are float32 whatever data's dtype, but float64 for float64 data (BnStatType): float64
 // runs exist for exactness (finite differences), which float32 statistics would defeat.
 //

@@ -3,7 +3,7 @@
 // Inputs: data, indices of any shape stored as float32, float64, bfloat16, int32 or int64 (the
 // fractional part is dropped), whatever weight's dtype, so a bfloat16 model takes float32 (or
 // integer) token ids past bfloat16's 256 exact integers; and weight, (input_dim, output_dim),
-// float32, float64 or bfloat16, the output's dtype. Attributes input_dim and output_dim, both
+// float32, float64, bfloat16 or float16, the output's dtype. Attributes input_dim and output_dim, both
 // required, >= 1. The output is data.shape + (output_dim,): out[k, :] = weight[data[k], :].
 // An index outside [0, input_dim) is found while the op runs (each device's compute says what it
 // does then).
@@ -59,7 +59,8 @@ std::vector<Shape> EmbeddingBackwardShape(const Attrs& a, const std::vector<Shap
   return {Shape{p.input_dim, p.output_dim}};
 }
 
-constexpr DType kWeightTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16};
+constexpr DType kWeightTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16,
+                                  DType::kFloat16};
 
 // Checks that `t` (what `name` of `op` is) is one of `allowed`.
 void CheckType(const char* op, const char* name, DType t, std::span<const DType> allowed,
@@ -71,14 +72,15 @@ void CheckType(const char* op, const char* name, DType t, std::span<const DType>
 // in: (data, weight); out: weight's dtype.
 std::vector<DType> EmbeddingTypes(const Attrs&, const std::vector<DType>& in) {
   CheckType("Embedding", "data", in[0], kEmbeddingIndexTypes,
-            "float32, float64, bfloat16, int32 or int64");
-  CheckType("Embedding", "weight", in[1], kWeightTypes, "float32, float64 or bfloat16");
+            "float32, float64, bfloat16, float16, int32 or int64");
+  CheckType("Embedding", "weight", in[1], kWeightTypes, "float32, float64, bfloat16 or float16");
   return {in[1]};
 }
 
 // in: (out_grad, data); out: d weight, out_grad's dtype.
 std::vector<DType> EmbeddingBackwardTypes(const Attrs&, const std::vector<DType>& in) {
-  CheckType("_backward_Embedding", "out_grad", in[0], kWeightTypes, "float32, float64 or bfloat16");
+  CheckType("_backward_Embedding", "out_grad", in[0], kWeightTypes,
+            "float32, float64, bfloat16 or float16");
   CheckType("_backward_Embedding", "data", in[1], kEmbeddingIndexTypes,
             "float32, float64, bfloat16, int32 or int64");
   return {in[0]};

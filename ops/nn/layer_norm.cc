@@ -12,7 +12,7 @@
 //
 // Attributes: eps (default 1e-5, PyTorch's; > 0), axis. Training and inference compute the same.
 //
-// dtypes: data and output float32, float64 or bfloat16. gamma, beta, mean and rstd are float32
+// dtypes: data and output float32, float64, bfloat16 or float16. gamma, beta, mean and rstd are float32
 // whatever data's dtype, but float64 for float64 data (BnStatType, as BatchNorm's statistics).
 //
 // _backward_LayerNorm(out_grad, data, gamma, mean, rstd) gives (d_data, d_gamma, d_beta)

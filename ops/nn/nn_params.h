@@ -79,7 +79,7 @@ void CheckBatchStatistics(const char* op, const BnDims& d, const Shape& data);
 // The dtype of gamma, beta and the moving and saved statistics for data of dtype `data`:
 // float32 (float32 and bfloat16 data), float64 for float64 data.
 DType BnStatType(DType data);
-// For BatchNorm and LayerNorm: checks that in[data] is float32, float64 or bfloat16 and that each
+// For BatchNorm and LayerNorm: checks that in[data] is float32, float64 or 16-bit and that each
 // of in[first, last) (named names[i]) has the statistics' dtype (BnStatType); returns data's. The
 // errors name `op`.
 DType CheckNormTypes(const char* op, const std::vector<DType>& in, size_t data, size_t first,
@@ -194,8 +194,9 @@ struct EmbeddingParam {
 };
 
 // The dtypes Embedding takes for its indices (data), whatever its weights' (float32, float64,
-// bfloat16): ops/nn/embedding.cc checks them, each device's compute dispatches on them.
-inline constexpr DType kEmbeddingIndexTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16,
-                                                 DType::kInt32, DType::kInt64};
+// bfloat16, float16): ops/nn/embedding.cc checks them, each device's compute dispatches on them.
+inline constexpr DType kEmbeddingIndexTypes[] = {DType::kFloat32, DType::kFloat64,
+                                                 DType::kBFloat16, DType::kFloat16,
+                                                 DType::kInt32,   DType::kInt64};
 
 }  // namespace weft

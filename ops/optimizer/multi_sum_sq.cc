@@ -23,8 +23,8 @@ std::vector<Shape> MultiSumSqShape(const Attrs& a, const std::vector<Shape>&) {
 
 std::vector<DType> MultiSumSqTypes(const Attrs&, const std::vector<DType>& in) {
   for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != DType::kFloat32 && in[i] != DType::kFloat64 && in[i] != DType::kBFloat16) {
-      WEFT_THROW("multi_sum_sq: expected float32, float64 or bfloat16 arrays, found "
+    if (in[i] != DType::kFloat32 && in[i] != DType::kFloat64 && !Is16BitFloat(in[i])) {
+      WEFT_THROW("multi_sum_sq: expected float32, float64, bfloat16 or float16 arrays, found "
                  << in[i] << " for input " << i);
     }
     if (in[i] != in[0]) {

@@ -5,13 +5,14 @@
 namespace weft::gpu {
 
 std::string ArithTypeName(DType t) {
-  if (t == DType::kFloat32 || t == DType::kBFloat16) return "float";
+  if (t == DType::kFloat32 || Is16BitFloat(t)) return "float";
   if (t == DType::kFloat64) return "double";
   throw Unsupported("no fused code for " + std::string(DTypeName(t)));
 }
 
 std::string StoreTypeName(DType t) {
   if (t == DType::kBFloat16) return "bf16";
+  if (t == DType::kFloat16) return "f16";
   return ArithTypeName(t);  // "float" or "double", or throws
 }
 

@@ -31,7 +31,7 @@ BadItems::BadItems(const OpContext& ctx, DeviceErrorMessage message)
 
 void BadItems::Report(const TensorView& values) const {
   static constexpr DType kValueTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16,
-                                          DType::kInt32, DType::kInt64};
+                                          DType::kFloat16, DType::kInt32,   DType::kInt64};
   const std::string t = KernelType("a check of bad input", kValueTypes, {&values, 1}, {});
   Launch(ctx_, "device_error.cuh", Instance("weft::ReportFirstBad", {t}), 1, slot_, values.raw());
 }

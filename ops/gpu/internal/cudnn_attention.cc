@@ -243,7 +243,7 @@ const BackendPlan* PlanFor(cudnnHandle_t h, const AttentionDims& d, DType dtype,
     const size_t v = cudnnGetVersion();
     LogOnce("weft: Attention on the GPU runs cuDNN's fused attention (cuDNN " +
             std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
-            std::to_string(v % 100) + ") for bfloat16");
+            std::to_string(v % 100) + ") for " + std::string(DTypeName(dtype)));
   } else {
     ++stats.declined;
     LogOnce("weft: warning: cuDNN declined " + Describe(d, backward) + ": " + entry.declined +

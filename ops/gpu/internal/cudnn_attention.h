@@ -1,7 +1,7 @@
-// cuDNN's fused attention (flash attention) for Attention's bfloat16 calls without a mask
-// (ops/gpu/attention.cc), through cuDNN's backend graph API: the graph cudnn-frontend builds for
-// its "composite" SDPA node (two matmuls around a scale, the causal mask as generated indices and
-// a select, and the softmax as max, exp, sum, log and divide), which cuDNN 9's runtime fusion
+// cuDNN's fused attention (flash attention) for Attention's bfloat16 and float16 calls without a
+// mask (ops/gpu/attention.cc), through cuDNN's backend graph API: the graph cudnn-frontend builds
+// for its "composite" SDPA node (two matmuls around a scale, the causal mask as generated indices
+// and a select, and the softmax as max, exp, sum, log and divide), which cuDNN 9's runtime fusion
 // engines run as one flash-attention kernel forward and one backward. Written against cuDNN
 // 9.19's headers; needs cuDNN 9.0 or later at run time (the GPU machine's system cuDNN is 9.14).
 //

@@ -38,7 +38,7 @@ void CheckNchwLayout(const char* op, const Window2d& win) {
 ConvolutionDesc ConvolutionOf(DType dtype, const Window2d& win, int64_t groups) {
   const char* op = "Convolution";
   ConvolutionDesc desc;
-  const cudnnDataType_t compute = dtype == DType::kBFloat16 ? CUDNN_DATA_FLOAT : CudnnType(dtype);
+  const cudnnDataType_t compute = Is16BitFloat(dtype) ? CUDNN_DATA_FLOAT : CudnnType(dtype);
   WEFT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
       desc.get(), CheckedInt(op, win.pad[0]), CheckedInt(op, win.pad[1]),
       CheckedInt(op, win.stride[0]), CheckedInt(op, win.stride[1]), CheckedInt(op, win.dilate[0]),
@@ -46,7 +46,7 @@ ConvolutionDesc ConvolutionOf(DType dtype, const Window2d& win, int64_t groups) 
   WEFT_CUDNN_CHECK(cudnnSetConvolutionGroupCount(desc.get(), CheckedInt(op, groups)));
   if (dtype == DType::kFloat32)
     WEFT_CUDNN_CHECK(cudnnSetConvolutionMathType(desc.get(), CUDNN_FMA_MATH));
-  if (dtype == DType::kBFloat16)
+  if (Is16BitFloat(dtype))
     WEFT_CUDNN_CHECK(cudnnSetConvolutionMathType(desc.get(), CUDNN_TENSOR_OP_MATH));
   return desc;
 }

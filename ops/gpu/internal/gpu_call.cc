@@ -50,8 +50,10 @@ cudnnDataType_t CudnnType(DType dtype) {
       return CUDNN_DATA_DOUBLE;
     case DType::kBFloat16:
       return CUDNN_DATA_BFLOAT16;
+    case DType::kFloat16:
+      return CUDNN_DATA_HALF;
     default:
-      WEFT_THROW("cuDNN: expected float32, float64 or bfloat16, found " << dtype);
+      WEFT_THROW("cuDNN: expected float32, float64, bfloat16 or float16, found " << dtype);
   }
 }
 
@@ -63,8 +65,10 @@ cudaDataType_t CudaType(DType dtype) {
       return CUDA_R_64F;
     case DType::kBFloat16:
       return CUDA_R_16BF;
+    case DType::kFloat16:
+      return CUDA_R_16F;
     default:
-      WEFT_THROW("cuBLAS: expected float32, float64 or bfloat16, found " << dtype);
+      WEFT_THROW("cuBLAS: expected float32, float64, bfloat16 or float16, found " << dtype);
   }
 }
 

@@ -66,11 +66,11 @@ class GpuCall {
 // Throws "<op>: expected float32 or float64, found bfloat16" unless `dtype` is one of `allowed`.
 void CheckDType(const char* op, DType dtype, std::initializer_list<DType> allowed);
 
-cudnnDataType_t CudnnType(DType dtype);  // float32, float64, bfloat16
-cudaDataType_t CudaType(DType dtype);    // float32, float64, bfloat16
+cudnnDataType_t CudnnType(DType dtype);  // float32, float64, bfloat16, float16
+cudaDataType_t CudaType(DType dtype);    // float32, float64, bfloat16, float16
 
 // An alpha or beta for cuDNN and cuBLAS, in the type they read for data of `dtype`: double for
-// float64, float otherwise (bfloat16 computes in float32).
+// float64, float otherwise (bfloat16 and float16 compute in float32).
 class Scalar {
  public:
   Scalar(DType dtype, double value)

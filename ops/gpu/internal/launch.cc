@@ -42,6 +42,8 @@ std::string TypeName(DType dtype) {
       return "double";
     case DType::kBFloat16:
       return "weft::bf16";
+    case DType::kFloat16:
+      return "weft::f16";
     case DType::kInt32:
       return "int";
     case DType::kInt64:

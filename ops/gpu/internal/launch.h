@@ -20,18 +20,19 @@
 
 namespace weft::gpu {
 
-// Dtypes of the elementwise ops (arithmetic in float for bfloat16), and of ops computed in the
-// array's own type.
-inline constexpr DType kElementwiseTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16};
+// Dtypes of the elementwise ops (arithmetic in float for bfloat16 and float16), and of ops
+// computed in the array's own type.
+inline constexpr DType kElementwiseTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16,
+                                              DType::kFloat16};
 inline constexpr DType kFloatTypes[] = {DType::kFloat32, DType::kFloat64};
 inline constexpr DType kFillTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16,
-                                       DType::kInt32,   DType::kInt64,   DType::kUInt8};
+                                       DType::kFloat16, DType::kInt32,   DType::kInt64,
+                                       DType::kUInt8};
 
 // The kernels' name for the dtype shared by every tensor of `inputs` and `outputs` ("float",
-// "double", "weft::bf16", "int", ...). Throws weft::Error "<op> on GPU: expected ..., found ..."
-// when they differ or the dtype is not in `allowed`.
-// The kernels' name for `dtype` ("float", "double", "weft::bf16", "int", ...); empty for a dtype
-// the kernels have no type for.
+// "double", "weft::bf16", "weft::f16", "int", ...). Throws weft::Error "<op> on GPU: expected ...,
+// found ..." when they differ or the dtype is not in `allowed`. The kernels' name for `dtype`
+// ("float", "double", "weft::bf16", "int", ...); empty for a dtype the kernels have no type for.
 std::string TypeName(DType dtype);
 
 std::string KernelType(const std::string& op, std::span<const DType> allowed,

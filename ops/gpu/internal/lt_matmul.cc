@@ -202,9 +202,7 @@ Plan& BatchPlanFor(DType dtype, const BatchGemm& g, const LtBatch& b, int device
 
 }  // namespace
 
-bool LtBiasGemmSupports(DType dtype) {
-  return dtype == DType::kFloat32 || dtype == DType::kBFloat16;
-}
+bool LtBiasGemmSupports(DType dtype) { return dtype == DType::kFloat32 || Is16BitFloat(dtype); }
 
 void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a,
                 const void* b, const void* bias, void* d, bool accumulate, LtEpilogue epilogue) {

@@ -48,7 +48,7 @@ cudnnRNNMode_t CellOf(RnnMode mode) {
 // (WEFT_GPU_RNN_PERSISTENT=0): never. BuildPlan falls back to STANDARD where cuDNN reports
 // NOT_SUPPORTED.
 cudnnRNNAlgo_t AlgoFor(const RnnParam& p, const RnnDims& d, DType dtype, bool allowed) {
-  const bool reduced = dtype == DType::kBFloat16 || (dtype == DType::kFloat32 && AllowTf32());
+  const bool reduced = Is16BitFloat(dtype) || (dtype == DType::kFloat32 && AllowTf32());
   if (!reduced || !allowed) return CUDNN_RNN_ALGO_STANDARD;
   int device = 0, sm = 0;
   WEFT_CUDA_CHECK(cudaGetDevice(&device));
@@ -62,9 +62,9 @@ cudnnRNNAlgo_t AlgoFor(const RnnParam& p, const RnnDims& d, DType dtype, bool al
 void SetRnn(cudnnRNNDescriptor_t desc, const RnnParam& p, const RnnDims& d, DType dtype,
             cudnnDropoutDescriptor_t dropout, cudnnRNNAlgo_t algo) {
   const cudnnDataType_t type = CudnnType(dtype);
-  // bfloat16 data computes in float32 on tensor cores. As PyTorch chooses for float32: TF32
-  // allowed is cuDNN's default math, strict is FMA only.
-  const cudnnDataType_t prec = dtype == DType::kBFloat16 ? CUDNN_DATA_FLOAT : type;
+  // bfloat16 and float16 data compute in float32 on tensor cores. As PyTorch chooses for float32:
+  // TF32 allowed is cuDNN's default math, strict is FMA only.
+  const cudnnDataType_t prec = Is16BitFloat(dtype) ? CUDNN_DATA_FLOAT : type;
   const bool fma = dtype == DType::kFloat32 && !AllowTf32();
   WEFT_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
       desc, algo, CellOf(p.mode), CUDNN_RNN_DOUBLE_BIAS,

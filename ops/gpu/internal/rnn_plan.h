@@ -30,7 +30,8 @@
 namespace weft::gpu {
 
 // The dtypes the GPU RNN computes.
-inline constexpr DType kRnnTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16};
+inline constexpr DType kRnnTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16,
+                                      DType::kFloat16};
 
 using RnnDesc =
     CudnnDescriptor<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestroyRNNDescriptor>;

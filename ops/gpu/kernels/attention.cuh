@@ -157,6 +157,10 @@ template <typename A>
 __device__ inline A AttnMaskTerm(bf16 m) {
   return static_cast<A>(ToArith(m));
 }
+template <typename A>
+__device__ inline A AttnMaskTerm(f16 m) {
+  return static_cast<A>(ToArith(m));
+}
 
 // The score of query i and key j from their dot product: scale * dot + the mask's term; -inf
 // where causal masks it or where i or j is past the end.

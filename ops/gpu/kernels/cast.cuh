@@ -1,9 +1,9 @@
-// Cast (ops/tensor/cast.cc): conversion between float32, float64, bfloat16, int32, int64 and uint8,
-// through double as on the CPU: bfloat16 rounds to nearest even (from the float nearest the
-// double), integers truncate toward zero, uint8 keeps the low byte of the int32 truncation (as
-// x86's conversion does). Adding to the output adds in double, then converts once. A value
-// outside the target's range (NaN into an integer, 3e9 into int32) is undefined in C++; the GPU
-// saturates where x86 gives INT_MIN.
+// Cast (ops/tensor/cast.cc): conversion between float32, float64, bfloat16, float16, int32, int64
+// and uint8, through double as on the CPU: bfloat16 rounds to nearest even from the float nearest
+// the double, float16 from the double directly; integers truncate toward zero, uint8 keeps the low
+// byte of the int32 truncation (as x86's conversion does). Adding to the output adds in double,
+// then converts once. A value outside the target's range (NaN into an integer, 3e9 into int32) is
+// undefined in C++; the GPU saturates where x86 gives INT_MIN.
 #pragma once
 
 #include "common.cuh"
@@ -22,6 +22,13 @@ __device__ inline Y CastStore(double v) {
 template <>
 __device__ inline bf16 CastStore<bf16>(double v) {
   return FromArith<bf16>(static_cast<float>(v));
+}
+// Straight from double: one rounding.
+template <>
+__device__ inline f16 CastStore<f16>(double v) {
+  f16 h;
+  asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h.bits) : "d"(v));
+  return h;
 }
 template <>
 __device__ inline unsigned char CastStore<unsigned char>(double v) {

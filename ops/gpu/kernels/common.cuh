@@ -1,7 +1,7 @@
-// What every kernel of ops/gpu/kernels shares: the bfloat16 storage type, the arithmetic type
-// of each stored type, math functions by type, loads and stores of packs of elements (16 bytes
-// at a time where the host found every pointer aligned), output requests, and the grid-stride
-// loop. NVRTC only: no host code and no system headers.
+// What every kernel of ops/gpu/kernels shares: the bfloat16 and float16 storage types, the
+// arithmetic type of each stored type, math functions by type, loads and stores of packs of
+// elements (16 bytes at a time where the host found every pointer aligned), output requests, and
+// the grid-stride loop. NVRTC only: no host code and no system headers.
 #pragma once
 
 #include "ops/math/base.h"
@@ -16,12 +16,22 @@ struct bf16 {
   unsigned short bits;
 };
 
+// float16 (IEEE binary16), stored as its bits; arithmetic is done in float, and the conversions
+// are the hardware's (cvt: exact widening, rounding to nearest even).
+struct f16 {
+  unsigned short bits;
+};
+
 template <typename T>
 struct Arith {
   typedef T type;
 };
 template <>
 struct Arith<bf16> {
+  typedef float type;
+};
+template <>
+struct Arith<f16> {
   typedef float type;
 };
 
@@ -31,6 +41,11 @@ __device__ inline T ToArith(T x) {
 }
 __device__ inline float ToArith(bf16 x) {
   return __uint_as_float(static_cast<unsigned int>(x.bits) << 16);
+}
+__device__ inline float ToArith(f16 x) {
+  float v;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(x.bits));
+  return v;
 }
 
 template <typename T>
@@ -43,6 +58,13 @@ __device__ inline bf16 FromArith<bf16>(float v) {
   const unsigned int u = __float_as_uint(v);
   if ((u & 0x7fffffffu) > 0x7f800000u) return bf16{static_cast<unsigned short>((u >> 16) | 0x40u)};
   return bf16{static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+}
+// Round to nearest, ties to even; out of range: infinity; NaN stays a NaN.
+template <>
+__device__ inline f16 FromArith<f16>(float v) {
+  f16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));
+  return h;
 }
 
 // Math functions by type, as the host's ops call them (ops/math/base.h).

@@ -29,8 +29,8 @@ DType BnStatType(DType data) { return data == DType::kFloat64 ? DType::kFloat64 
 DType CheckNormTypes(const char* op, const std::vector<DType>& in, size_t data, size_t first,
                      size_t last, const char* const* names) {
   const DType t = in[data];
-  if (t != DType::kFloat32 && t != DType::kFloat64 && t != DType::kBFloat16)
-    WEFT_THROW(op << ": data must be float32, float64 or bfloat16, found " << t);
+  if (t != DType::kFloat32 && t != DType::kFloat64 && !Is16BitFloat(t))
+    WEFT_THROW(op << ": data must be float32, float64, bfloat16 or float16, found " << t);
   const DType s = BnStatType(t);
   for (size_t i = first; i < last; ++i) {
     if (in[i] == s) continue;
