@@ -201,12 +201,12 @@ TEST(GpuPointwiseOps, UnsupportedDTypeIsAClearError) {
   Arrays in = {std::vector<float>(8)}, out = {std::vector<float>(8)};
   testing::ExpectErrorContains(
       [&] { RunCompute(call, Device::Gpu(0), DType::kInt32, in, {OpReq::kWrite}, out); },
-      {"relu on GPU", "expected float32, float64 or bfloat16", "found int32"});
+      {"relu on GPU", "expected float32, float64, bfloat16 or float16", "found int32"});
   const OpCall sgd{"sgd_update", {{"lr", "0.1"}}, {Shape{8}, Shape{8}}};
   Arrays sgd_in = {std::vector<float>(8), std::vector<float>(8)};
   testing::ExpectErrorContains(
       [&] { RunCompute(sgd, Device::Gpu(0), DType::kInt32, sgd_in, {OpReq::kWrite}, out); },
-      {"sgd_update on GPU", "expected float32, float64 or bfloat16", "found int32"});
+      {"sgd_update on GPU", "expected float32, float64, bfloat16 or float16", "found int32"});
 }
 
 // The whole library, not only the pointwise ops: every operator the CPU has runs on a GPU, but

@@ -3,7 +3,7 @@
 // in bfloat16-mixed; an overflow in one gradient skips exactly that step (weights, optimizer state
 // and copies keep their bits) and halves the scale, clean steps double it at the growth interval
 // and never past the cap, and a saved and loaded trainer resumes exactly, the scaler included.
-// The op itself against its rule, and bad settings as clear errors. On the GPU
+// Bad settings are clear errors (the op alone: ops_optimizer_test). On the GPU
 // (gpu_loss_scaling_test) the same, with the step captured as CUDA graphs after its warm-up.
 #include <gtest/gtest.h>
 
@@ -197,47 +197,7 @@ TEST(LossScaling, ResumeAfterSaveAndLoadIsExact) {
   std::remove(path.c_str());
 }
 
-// ---- The op, and bad settings ------------------------------------------------------------------
-
-// amp_update_scale on (sumsq, scale, clean) by itself: its multiplier and new state.
-std::vector<float> UpdateScale(float sumsq, float scale, float clean, const AttrMap& attrs) {
-  const DType f32 = DType::kFloat32;
-  const NDArray x = ArrayOf({sumsq}, Shape{1}, f32), s = ArrayOf({scale}, Shape{1}, f32),
-                c = ArrayOf({clean}, Shape{1}, f32);
-  const NDArray m = Invoke("amp_update_scale", {x, s, c}, attrs)[0];
-  return {m.ToVector<float>()[0], s.ToVector<float>()[0], c.ToVector<float>()[0]};
-}
-
-TEST(AmpUpdateScale, GrowsBacksOffAndCapsAsItsRuleSays) {
-  const AttrMap interval3 = {{"growth_interval", "3"}};
-  EXPECT_EQ(UpdateScale(4, 8, 0, interval3), (std::vector<float>{0.125f, 8, 1}));
-  EXPECT_EQ(UpdateScale(4, 8, 2, interval3), (std::vector<float>{0.125f, 16, 0}));
-  EXPECT_EQ(UpdateScale(4, 1 << 24, 2, interval3),
-            (std::vector<float>{1.0f / (1 << 24), 1 << 24, 0}));
-  const float inf = std::numeric_limits<float>::infinity();
-  for (float bad : {inf, std::numeric_limits<float>::quiet_NaN()}) {
-    const std::vector<float> r = UpdateScale(bad, 8, 2, interval3);
-    EXPECT_TRUE(std::isnan(r[0])) << bad;
-    EXPECT_EQ(r[1], 4);
-    EXPECT_EQ(r[2], 0);
-  }
-  EXPECT_EQ(UpdateScale(4, 8, 0,
-                        {{"growth_interval", "1"}, {"growth_factor", "4"}, {"max_scale", "100"}}),
-            (std::vector<float>{0.125f, 32, 0}));
-}
-
-TEST(AmpUpdateScale, BadAttributesAreClearErrors) {
-  ExpectErrorContains(
-      [] {
-        UpdateScale(1, 8, 0, {{"backoff_factor", "1.5"}});
-      },
-      {"backoff_factor", "expected in (0, 1)", "1.5"});
-  ExpectErrorContains(
-      [] {
-        UpdateScale(1, 8, 0, {{"growth_interval", "0"}});
-      },
-      {"growth_interval"});
-}
+// ---- Bad settings ----------------------------------------------------------------------------
 
 TEST(LossScaling, BadSettingsAreClearErrors) {
   ExpectErrorContains([] { Make(Options(LossScaling{.initial_scale = 1e9})); },

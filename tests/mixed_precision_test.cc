@@ -288,7 +288,7 @@ TEST(MixedTrainer, Float16KeepsMasterWeightsScalesTheLossAndWritesItsCopies) {
   EXPECT_EQ(AsFloats(copy), AsFloats(CastTo(t.parameter("wte_weight"), DType::kFloat16)));
   EXPECT_EQ(t.parameter("wte_weight").dtype(), kF32);
   EXPECT_EQ(t.loss_scale(), 65536) << "no overflow in five steps, no growth before 2000";
-  EXPECT_NE(t.ToDot().find("_float16\nCast"), std::string::npos);
+  EXPECT_NE(t.ToDot().find("_float16\\nCast"), std::string::npos);
   EXPECT_TRUE(std::isfinite(t.outputs()[0].ToVector<float>()[0]));
 }
 

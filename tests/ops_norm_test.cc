@@ -543,7 +543,7 @@ TEST(BatchNorm, StatisticsAreFloat32ForFloat32AndBfloat16DataAndFloat64ForFloat6
                 .find("moving_mean must be float32 for float32 data"),
             std::string::npos);
   EXPECT_NE(message({D::kInt32, D::kFloat32, D::kFloat32, D::kFloat32, D::kFloat32})
-                .find("data must be float32, float64 or bfloat16, found int32"),
+                .find("data must be float32, float64, bfloat16 or float16, found int32"),
             std::string::npos);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -257,6 +258,47 @@ TEST(OptimizerOps, OneStepOfEachUpdateMatchesItsFormula) {
       });
   adamw.init = adam.init;
   testing::RunOpCase(adamw);
+}
+
+// ---- amp_update_scale (the dynamic loss scaler's step) ----
+
+// amp_update_scale on (sumsq, scale, clean) by itself: its multiplier and new state.
+std::vector<float> UpdateScale(float sumsq, float scale, float clean, const AttrMap& attrs) {
+  const DType f32 = DType::kFloat32;
+  const NDArray x = testing::ArrayOf({sumsq}, Shape{1}, f32),
+                s = testing::ArrayOf({scale}, Shape{1}, f32),
+                c = testing::ArrayOf({clean}, Shape{1}, f32);
+  const NDArray m = Invoke("amp_update_scale", {x, s, c}, attrs)[0];
+  return {m.ToVector<float>()[0], s.ToVector<float>()[0], c.ToVector<float>()[0]};
+}
+
+// float32 only (its state is float32 on every device), so no declarative case: checked here.
+TEST(AmpUpdateScale, GrowsBacksOffAndCapsAsItsRuleSays) {
+  const AttrMap interval3 = {{"growth_interval", "3"}};
+  EXPECT_EQ(UpdateScale(4, 8, 0, interval3), (std::vector<float>{0.125f, 8, 1}));
+  EXPECT_EQ(UpdateScale(4, 8, 2, interval3), (std::vector<float>{0.125f, 16, 0}));
+  EXPECT_EQ(UpdateScale(4, 1 << 24, 2, interval3),
+            (std::vector<float>{1.0f / (1 << 24), 1 << 24, 0}));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float bad : {inf, std::numeric_limits<float>::quiet_NaN()}) {
+    const std::vector<float> r = UpdateScale(bad, 8, 2, interval3);
+    EXPECT_TRUE(std::isnan(r[0])) << bad;
+    EXPECT_EQ(r[1], 4);
+    EXPECT_EQ(r[2], 0);
+  }
+  EXPECT_EQ(UpdateScale(4, 8, 0,
+                        {{"growth_interval", "1"}, {"growth_factor", "4"}, {"max_scale", "100"}}),
+            (std::vector<float>{0.125f, 32, 0}));
+  testing::MarkCovered("amp_update_scale");
+}
+
+TEST(AmpUpdateScale, BadAttributesAndShapesAreClearErrors) {
+  const std::vector<Shape> ones = {Shape{1}, Shape{1}, Shape{1}};
+  testing::ExpectOpError("amp_update_scale", {{"backoff_factor", "1.5"}}, ones,
+                         {"backoff_factor", "expected in (0, 1)", "1.5"});
+  testing::ExpectOpError("amp_update_scale", {{"growth_interval", "0"}}, ones, {"growth_interval"});
+  testing::ExpectOpError("amp_update_scale", {}, {Shape{2}, Shape{1}, Shape{1}},
+                         {"'sumsq' (input 0) to have one element, found"});
 }
 
 // ---- multi_sum_sq (gradient clipping's norms) ----

@@ -680,8 +680,8 @@ TEST(Embedding, IndicesOfAnyIndexDtypePickWeightsOfAnyFloatDtype) {
   } catch (const Error& e) {
     message = e.what();
   }
-  EXPECT_NE(message.find("Embedding: expected data of float32, float64, bfloat16, int32 or int64, "
-                         "found uint8"),
+  EXPECT_NE(message.find("Embedding: expected data of float32, float64, bfloat16, float16, int32 "
+                         "or int64, found uint8"),
             std::string::npos)
       << message;
 }

@@ -134,8 +134,8 @@ std::vector<Shape> AttentionBackwardShape(const Attrs& a, const std::vector<Shap
   return forward;
 }
 
-// q's dtype (float32, float64, bfloat16 or float16), after checking that inputs `same` have it and that a
-// mask (input `mask`, if any) has it or is boolean.
+// q's dtype (float32, float64, bfloat16 or float16), after checking that inputs `same` have it and
+// that a mask (input `mask`, if any) has it or is boolean.
 DType CheckAttentionTypes(const char* op, const std::vector<DType>& in, int q,
                           const std::vector<int>& same, int mask,
                           const std::vector<std::string>& names) {

@@ -24,9 +24,9 @@
 // scale, while beta still shifts), use_global_stats (default false), axis, act_type ("none" or
 // "relu": the relu fused after the affine step).
 //
-// dtypes: data and output float32, float64, bfloat16 or float16. gamma, beta, the moving and the saved
-// statistics are float32 whatever data's dtype, but float64 for float64 data (BnStatType): float64
-// runs exist for exactness (finite differences), which float32 statistics would defeat.
+// dtypes: data and output float32, float64, bfloat16 or float16. gamma, beta, the moving and the
+// saved statistics are float32 whatever data's dtype, but float64 for float64 data (BnStatType):
+// float64 runs exist for exactness (finite differences), which float32 statistics would defeat.
 //
 // _backward_BatchNorm(out_grad, data, gamma, beta, saved_mean, saved_invstd[, output]) gives
 // (d_data, d_gamma, d_beta) (BnBackwardInput names the positions); output (to mask relu's

@@ -3,10 +3,10 @@
 // Inputs: data, indices of any shape stored as float32, float64, bfloat16, int32 or int64 (the
 // fractional part is dropped), whatever weight's dtype, so a bfloat16 model takes float32 (or
 // integer) token ids past bfloat16's 256 exact integers; and weight, (input_dim, output_dim),
-// float32, float64, bfloat16 or float16, the output's dtype. Attributes input_dim and output_dim, both
-// required, >= 1. The output is data.shape + (output_dim,): out[k, :] = weight[data[k], :].
-// An index outside [0, input_dim) is found while the op runs (each device's compute says what it
-// does then).
+// float32, float64, bfloat16 or float16, the output's dtype. Attributes input_dim and output_dim,
+// both required, >= 1. The output is data.shape + (output_dim,): out[k, :] = weight[data[k], :]. An
+// index outside [0, input_dim) is found while the op runs (each device's compute says what it does
+// then).
 //
 // Gradient: only for weight. `_backward_Embedding` takes (out_grad, data) and gives d weight,
 // whose row j is the sum of the out_grad rows whose index is j. data gets no gradient.

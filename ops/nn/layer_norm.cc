@@ -12,8 +12,9 @@
 //
 // Attributes: eps (default 1e-5, PyTorch's; > 0), axis. Training and inference compute the same.
 //
-// dtypes: data and output float32, float64, bfloat16 or float16. gamma, beta, mean and rstd are float32
-// whatever data's dtype, but float64 for float64 data (BnStatType, as BatchNorm's statistics).
+// dtypes: data and output float32, float64, bfloat16 or float16. gamma, beta, mean and rstd are
+// float32 whatever data's dtype, but float64 for float64 data (BnStatType, as BatchNorm's
+// statistics).
 //
 // _backward_LayerNorm(out_grad, data, gamma, mean, rstd) gives (d_data, d_gamma, d_beta)
 // (LnBackwardInput names the positions). With g = out_grad * gamma and x_hat = (x - mean) * rstd

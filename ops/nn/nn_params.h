@@ -195,8 +195,7 @@ struct EmbeddingParam {
 
 // The dtypes Embedding takes for its indices (data), whatever its weights' (float32, float64,
 // bfloat16, float16): ops/nn/embedding.cc checks them, each device's compute dispatches on them.
-inline constexpr DType kEmbeddingIndexTypes[] = {DType::kFloat32, DType::kFloat64,
-                                                 DType::kBFloat16, DType::kFloat16,
-                                                 DType::kInt32,   DType::kInt64};
+inline constexpr DType kEmbeddingIndexTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16,
+                                                 DType::kFloat16, DType::kInt32,   DType::kInt64};
 
 }  // namespace weft
