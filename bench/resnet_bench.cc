@@ -1,5 +1,8 @@
 // Residual networks against PyTorch on the CPU, in the same run, at the same thread count:
 //   - a ResNet-18 training step (CIFAR-style 3x3 stem for 32x32 inputs, batch 64, float32),
+//   - the same step in bfloat16-mixed precision (TrainerOptions::precision: float32 master
+//     weights, the network in bfloat16 but BatchNorm's statistics and the loss) against the same
+//     PyTorch step under torch.autocast("cpu", dtype=torch.bfloat16),
 //   - train_resnet's network on Fashion-MNIST-shaped batches (1x28x28, batch 128) for as many
 //     steps as one epoch of its 60,000 images takes (469; --fashion_steps),
 //   - ResNet-18 inference at 224x224 (ImageNet stem), batch 1 and 32: weft bound for inference,
@@ -44,13 +47,14 @@ Row Measure(const std::string& name, const std::function<std::function<void()>()
   return {name, m.ms, m.peak_bytes};
 }
 
-// A training step of `logits` on random data of `data` with labels in [0, 10).
-std::function<void()> TrainStep(const Symbol& logits, const Shape& data) {
+// A training step of `logits` on random data of `data` with labels in [0, 10), in `precision`.
+std::function<void()> TrainStep(const Symbol& logits, const Shape& data,
+                                weft::Precision precision = weft::Precision::kFloat32) {
   const Symbol loss =
       Symbol::Op("SoftmaxCrossEntropy", {logits, Symbol::Variable("label")}, {}, "loss");
   auto trainer = std::make_shared<weft::Trainer>(
       loss, std::map<std::string, Shape>{{"data", data}, {"label", Shape{data[0]}}}, weft::Xavier(),
-      weft::SGD(0.01, 0.9, 5e-4, 1.0 / data[0]));
+      weft::SGD(0.01, 0.9, 5e-4, 1.0 / data[0]), weft::TrainerOptions{.precision = precision});
   std::vector<float> labels(data[0]);
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<float>(i % 10);
   trainer->data("label").CopyFrom(labels);
@@ -120,12 +124,16 @@ int main(int argc, char** argv) {
   using examples::Stem;
   const examples::ResNetConfig fashion{Stem::kSmall, 32, {2, 2, 2}, 10};
   std::vector<Row> rows;
-  rows.push_back(Measure(
-      "resnet18 cifar train b64",
-      [&] {
-        return TrainStep(ResNet(ResNet18(10, Stem::kSmall)), Shape{64, 3, 32, 32});
-      },
-      steps, rounds));
+  for (const auto& [name, precision] :
+       {std::pair{"resnet18 cifar train b64", weft::Precision::kFloat32},
+        std::pair{"same, bf16-mixed", weft::Precision::kBFloat16Mixed}}) {
+    rows.push_back(Measure(
+        name,
+        [&] {
+          return TrainStep(ResNet(ResNet18(10, Stem::kSmall)), Shape{64, 3, 32, 32}, precision);
+        },
+        steps, rounds));
+  }
   rows.push_back(Measure(
       "fashion resnet train b128",
       [&] {

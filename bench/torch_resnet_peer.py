@@ -5,7 +5,8 @@ thread count, built as torchvision builds ResNet-18 (examples/common/resnet.h bu
 Usage: torch_resnet_peer.py THREADS STEPS ROUNDS FASHION_STEPS. Prints one JSON object:
 {"available": bool, "rows": [{"name": str, "ms": float, "peak_bytes": int}, ...]} with the rows of
 resnet_bench in its order: training steps (ms per step: the median of ROUNDS rounds of STEPS
-steps; the Fashion-MNIST row times FASHION_STEPS steps once), then inference (ms per batch,
+steps; ResNet-18's again with its forward under torch.autocast("cpu", dtype=torch.bfloat16); the
+Fashion-MNIST row times FASHION_STEPS steps once), then inference (ms per batch,
 eager and with torch.jit.freeze, which folds BatchNorm into the convolutions as weft's bind
 does). peak_bytes: the growth of peak resident memory while the row ran.
 """
@@ -36,7 +37,9 @@ def resnet(torch, torchvision, blocks, width, classes, small_stem, channels):
     return net
 
 
-def train_row(torch, net, shape, steps, rounds):
+def train_row(torch, net, shape, steps, rounds, mixed=False):
+    """ms per SGD step, and the peak growth; with `mixed`, the forward and the loss under
+    torch.autocast("cpu", dtype=torch.bfloat16) (float32 parameters, as weft's master weights)."""
     before = rss_bytes()
     x, y = torch.randn(*shape), torch.randint(0, 10, (shape[0],))
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
@@ -45,7 +48,9 @@ def train_row(torch, net, shape, steps, rounds):
 
     def step():
         opt.zero_grad()
-        loss_fn(net(x), y).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed):
+            loss = loss_fn(net(x), y)
+        loss.backward()
         opt.step()
 
     ms = rounds_ms(step, steps, rounds, warmup=2)
@@ -74,6 +79,8 @@ def main():
     r18 = resnet(torch, torchvision, [2, 2, 2, 2], 64, 10, True, 3)
     ms, peak = train_row(torch, r18, (64, 3, 32, 32), steps, rounds)
     rows.append({"name": "resnet18 cifar train b64", "ms": ms, "peak_bytes": peak})
+    ms, peak = train_row(torch, r18, (64, 3, 32, 32), steps, rounds, mixed=True)
+    rows.append({"name": "same, bf16-mixed", "ms": ms, "peak_bytes": peak})
     fashion = resnet(torch, torchvision, [2, 2, 2], 32, 10, True, 1)
     ms, peak = train_row(torch, fashion, (128, 1, 28, 28), fashion_steps, 1)
     rows.append({"name": "fashion resnet train b128", "ms": ms, "peak_bytes": peak})

@@ -2,8 +2,8 @@
 // alone reads it (passes/fold_depthwise.h) and the op it makes (_conv_depthwise, oneDNN's
 // depthwise post-op): MobileNet v2's inverted residual blocks, with relu6 epilogues, strides 1
 // and 2 and a residual sum, bound with the pass on compute what they compute with it off (float32
-// within rounding); only what may fold folds (NCHW, float64, a second reader, a grouped or 5x5
-// second convolution keep their pair); only CPU inference binds fold.
+// within rounding); only what may fold folds (NCHW, float64, bfloat16, a second reader, a grouped
+// or 5x5 second convolution keep their pair); only CPU inference binds fold.
 #include "passes/fold_depthwise.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "passes/channels_last.h"
+#include "passes/fold_activation.h"
 #include "passes/infer.h"
 #include "passes/pipeline.h"
 #include "tests/pass_test_util.h"
@@ -93,19 +95,21 @@ TEST(FoldDepthwise, LeavesWhatItMayNotFold) {
   // a grouped (not depthwise) or 5x5 second convolution
   EXPECT_EQ(BindCpu(ConvRelu6(expand, "g", 8, 3, 1, 2), shape).folded_depthwise, 0);
   EXPECT_EQ(BindCpu(ConvRelu6(expand, "k5", 8, 5, 1, 8), shape).folded_depthwise, 0);
-  // NCHW (channels last off) and float64 keep their pair
+  // NCHW (channels last off), float64 and bfloat16 keep their pair (_conv_depthwise is float32):
+  // the pair after the passes a CPU inference bind runs before this one, typed each way
   const Symbol pair = ConvRelu6(expand, "dw", 8, 3, 1, 8);
   {
     testing::ScopedEnv nchw("WEFT_CHANNELS_LAST", "0");
     EXPECT_EQ(BindCpu(pair, shape).folded_depthwise, 0);
   }
-  std::map<std::string, DType> f64_args;
-  for (const std::string& name : pair.ListArguments()) f64_args[name] = DType::kFloat64;
-  const Graph f64 =
-      InferShapesAndTypes(pair.ToGraph(), {{"data", shape}}, f64_args, DeviceType::kCpu);
-  int folded = 0;
-  FoldDepthwise(f64, &folded);
-  EXPECT_EQ(folded, 0);
+  const Graph nhwc = ChannelsLast(FoldActivation(pair.ToGraph()));
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
+    std::map<std::string, DType> args;
+    for (const std::string& name : pair.ListArguments()) args[name] = t;
+    int folded = 0;
+    FoldDepthwise(InferShapesAndTypes(nhwc, {{"data", shape}}, args, DeviceType::kCpu), &folded);
+    EXPECT_EQ(folded, t == DType::kFloat32 ? 1 : 0) << t;
+  }
   // a training bind folds nothing
   EXPECT_EQ(BindCpu(pair, shape, {"e_weight"}).folded_depthwise, 0);
 }

@@ -427,16 +427,23 @@ TEST(Convolution, BadGroupsAndDilationsSayWhatWasExpected) {
                 {"Convolution", "'dilate'", "expected two extents >= 1", "(0, 1)"});
 }
 
-// bfloat16 convolution runs on the GPU only (cuDNN); the CPU names the op and the dtype.
-TEST(Convolution, Bfloat16OnTheCpuIsAnErrorSayingWhatItTakes) {
-  if (TestDevice().is_gpu()) GTEST_SKIP() << "the GPU computes bfloat16 (gpu_half_test)";
-  std::vector<NDArray> in = {NDArray(Shape{1, 2, 4, 4}, TestDevice(), DType::kBFloat16),
-                             NDArray(Shape{2, 2, 3, 3}, TestDevice(), DType::kBFloat16)};
-  const NDArray y = Invoke("Convolution", in,
-                           {{"kernel", "(3, 3)"}, {"num_filter", "2"}, {"no_bias", "true"}})[0];
-  const std::string message = ErrorAtWaitToRead(y);
-  for (const char* part : {"Convolution", "expected float32 or float64", "found bfloat16"})
-    EXPECT_NE(message.find(part), std::string::npos) << message;
+// The CPU computes Convolution and Pooling in float32, bfloat16 (mixed_precision_test) and
+// float64; another dtype is an error naming the op, what it takes and what it found.
+TEST(Convolution, IntegerInputsOnTheCpuAreAnErrorSayingWhatItTakes) {
+  if (TestDevice().is_gpu()) GTEST_SKIP() << "the GPU names its own dtypes (gpu_call.h CheckDType)";
+  std::vector<NDArray> in = {NDArray(Shape{1, 2, 4, 4}, TestDevice(), DType::kInt32),
+                             NDArray(Shape{2, 2, 3, 3}, TestDevice(), DType::kInt32)};
+  for (const NDArray& a : in) a.Fill(1);
+  const std::map<std::string, NDArray> outputs = {
+      {"Convolution", Invoke("Convolution", in,
+                             {{"kernel", "(3, 3)"}, {"num_filter", "2"}, {"no_bias", "true"}})[0]},
+      {"Pooling", Invoke("Pooling", {in[0]}, {{"kernel", "(2, 2)"}})[0]}};
+  for (const auto& [op, y] : outputs) {
+    const std::string message = ErrorAtWaitToRead(y);
+    for (const std::string& part :
+         {op, std::string("expected float32, bfloat16 or float64"), std::string("found int32")})
+      EXPECT_NE(message.find(part), std::string::npos) << message;
+  }
 }
 
 TEST(Convolution, BadInputsSayWhatWasExpected) {

@@ -1,9 +1,11 @@
 // CPU compute of Convolution and _backward_Convolution (ops/nn/convolution.cc defines them and
 // says what they compute), and of _conv_depthwise (ops/nn/conv_depthwise.cc: float32 only).
-// float32 runs oneDNN's convolution (forward, backward data, backward weights; grouped through
-// oneDNN's 5-D weights, dilated); float64 runs the direct loops below.
-// Other dtypes (bfloat16: GPU only) are an error naming the op and the dtype (UseDnnl). An
-// activation epilogue (act_type) is the forward primitive's post-op, or weft's functor on float64.
+// float32 and bfloat16 run oneDNN's convolution (forward, backward data, backward weights; grouped
+// through oneDNN's 5-D weights, dilated); bfloat16 data, weight and bias accumulate in float32 and
+// each result is rounded once, a bfloat16 output added to included (ConvTypes says how). float64
+// runs the direct loops below.
+// Other dtypes are an error naming the op and the dtype (UseDnnl). An activation epilogue
+// (act_type) is the forward primitive's post-op, or weft's functor on float64.
 // Layout NHWC: oneDNN's channels-last kernels read and write the tensors in place (as fast as its
 // blocked layouts here, with no reorder); the loops step through either layout (PlaneStrides).
 // with_sum: oneDNN's sum post-op adds what the destination holds, so `sum` is put there first
@@ -22,7 +24,18 @@
 namespace weft::cpu {
 namespace {
 
-// ---- float32: oneDNN convolution ----
+// ---- float32 and bfloat16: oneDNN convolution ----
+
+// The dtypes of a primitive's tensors, by their forward names (backward data writes src as
+// d_data; backward weights writes weights and bias as d_weight and d_bias): the data's, float32
+// or bfloat16, but for what it writes, which StagedType makes float32 for a bfloat16 output added
+// to (oneDNN's bfloat16 convolutions write either); Finish then adds in float and rounds once.
+// (Not oneDNN's sum post-op, which would add before the activation epilogue, is the with_sum
+// input's already, and has no backward form.)
+struct ConvTypes {
+  DType src, weights, bias, dst;
+  static ConvTypes All(DType t) { return {t, t, t, t}; }
+};
 
 // The plain descriptors of one call: data, weight, bias, output, and the window (oneDNN's dilation
 // counts the positions skipped between taps: dilate - 1). The padding after the input is `pad`
@@ -36,14 +49,14 @@ struct ConvDescs {
 // (format_tag::any): on plain NCHW it falls back to im2col + GEMM, while its direct kernels want
 // blocked layouts. The tensors are reordered in and out (LayoutBuffer), which costs far less than
 // it saves (and three times less again with layout NHWC, which needs no reorder: bench/README.md).
-dnnl::memory::desc AnyLayout(const Shape& shape) {
+dnnl::memory::desc AnyLayout(const Shape& shape, DType dtype) {
   return dnnl::memory::desc(dnnl::memory::dims(shape.dims().begin(), shape.dims().end()),
-                            dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+                            DnnlType(dtype), dnnl::memory::format_tag::any);
 }
 
 // Data or output (dims `nchw`) as the primitive takes it.
-dnnl::memory::desc ImageLayout(const Shape& nchw, bool channels_last) {
-  return channels_last ? ImageDesc(nchw, true) : AnyLayout(nchw);
+dnnl::memory::desc ImageLayout(const Shape& nchw, bool channels_last, DType dtype) {
+  return channels_last ? ImageDesc(nchw, true, dtype) : AnyLayout(nchw, dtype);
 }
 
 // The weight as oneDNN takes it: (F, C, kh, kw), or with groups (G, F / G, C / G, kh, kw), the
@@ -59,12 +72,12 @@ TensorView DnnlWeightView(const TensorView& w, const Window2d& win, const ConvDi
   return w.Reshaped(DnnlWeightShape(win, d));
 }
 
-ConvDescs DescsOf(const Window2d& win, const ConvDims& d) {
+ConvDescs DescsOf(const Window2d& win, const ConvDims& d, const ConvTypes& t) {
   const bool last = win.channels_last;
-  return {ImageLayout(Shape{d.g.n, d.g.c, d.g.h, d.g.w}, last),
-          AnyLayout(DnnlWeightShape(win, d)),
-          PlainDesc(Shape{d.f}),
-          ImageLayout(Shape{d.g.n, d.f, d.g.oh, d.g.ow}, last),
+  return {ImageLayout(Shape{d.g.n, d.g.c, d.g.h, d.g.w}, last, t.src),
+          AnyLayout(DnnlWeightShape(win, d), t.weights),
+          PlainDesc(Shape{d.f}, t.bias),
+          ImageLayout(Shape{d.g.n, d.f, d.g.oh, d.g.ow}, last, t.dst),
           {win.stride[0], win.stride[1]},
           {win.dilate[0] - 1, win.dilate[1] - 1},
           {win.pad[0], win.pad[1]}};
@@ -72,19 +85,21 @@ ConvDescs DescsOf(const Window2d& win, const ConvDims& d) {
 
 // Everything a convolution primitive depends on, for the cache key.
 std::string ConvKey(const char* direction, const Window2d& win, const ConvDims& d, bool bias,
-                    std::optional<ActType> act = std::nullopt, bool sum = false) {
+                    const ConvTypes& t, std::optional<ActType> act = std::nullopt,
+                    bool sum = false) {
   return PrimitiveKey("Convolution", direction, Shape{d.g.n, d.g.c, d.g.h, d.g.w}, d.f, d.groups,
                       win.kernel[0], win.kernel[1], win.stride[0], win.stride[1], win.pad[0],
                       win.pad[1], win.dilate[0], win.dilate[1], win.channels_last, bias,
-                      LayerActKey(act), sum);
+                      LayerActKey(act), sum, t.src, t.weights, t.bias, t.dst);
 }
 
 // The forward with `attr`'s post-ops.
 dnnl::convolution_forward::primitive_desc ConvForwardDescWith(const Window2d& win,
                                                               const ConvDims& d, bool bias,
+                                                              const ConvTypes& t,
                                                               const dnnl::primitive_attr& attr) {
   using Desc = dnnl::convolution_forward::desc;
-  const ConvDescs m = DescsOf(win, d);
+  const ConvDescs m = DescsOf(win, d, t);
   const auto kind = dnnl::prop_kind::forward_training;
   const auto algo = dnnl::algorithm::convolution_direct;
   const Desc desc =
@@ -94,44 +109,47 @@ dnnl::convolution_forward::primitive_desc ConvForwardDescWith(const Window2d& wi
   return {desc, attr, DnnlEngine()};
 }
 
-// The forward, with a sum and an activation epilogue `act` as its post-ops (the backward
-// primitives' hint: none).
-dnnl::convolution_forward::primitive_desc ConvForwardDesc(const Window2d& win, const ConvDims& d,
-                                                          bool bias,
-                                                          std::optional<ActType> act = std::nullopt,
-                                                          bool sum = false) {
-  return ConvForwardDescWith(win, d, bias, LayerAttr(act, sum));
+// The forward on data of dtype `t`, what the backward primitives are made for (their hint).
+dnnl::convolution_forward::primitive_desc ConvForwardHint(const Window2d& win, const ConvDims& d,
+                                                          bool bias, DType t) {
+  return ConvForwardDescWith(win, d, bias, ConvTypes::All(t), ScratchpadAttr());
 }
 
+// The forward, with a sum and an activation epilogue `act` as its post-ops.
 DnnlPrimitive ConvForwardPrimitive(const Window2d& win, const ConvDims& d, bool bias,
-                                   std::optional<ActType> act, bool sum) {
-  return CachedPrimitive(ConvKey("forward", win, d, bias, act, sum), [&] {
-    return MakePrimitive<dnnl::convolution_forward>(ConvForwardDesc(win, d, bias, act, sum));
+                                   std::optional<ActType> act, bool sum, const ConvTypes& t) {
+  return CachedPrimitive(ConvKey("forward", win, d, bias, t, act, sum), [&] {
+    return MakePrimitive<dnnl::convolution_forward>(
+        ConvForwardDescWith(win, d, bias, t, LayerAttr(act, sum)));
   });
 }
 
-DnnlPrimitive ConvBackwardDataPrimitive(const Window2d& win, const ConvDims& d) {
-  return CachedPrimitive(ConvKey("backward_data", win, d, false), [&] {
-    const ConvDescs m = DescsOf(win, d);
+// t.src: d_data's dtype; t.weights: the data's.
+DnnlPrimitive ConvBackwardDataPrimitive(const Window2d& win, const ConvDims& d,
+                                        const ConvTypes& t) {
+  return CachedPrimitive(ConvKey("backward_data", win, d, false, t), [&] {
+    const ConvDescs m = DescsOf(win, d, t);
     const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, m.src,
                                                      m.weights, m.dst, m.strides, m.dilates,
                                                      m.padding, m.padding);
     return MakePrimitive<dnnl::convolution_backward_data>(
-        {desc, ScratchpadAttr(), DnnlEngine(), ConvForwardDesc(win, d, false)});
+        {desc, ScratchpadAttr(), DnnlEngine(), ConvForwardHint(win, d, false, t.weights)});
   });
 }
 
-DnnlPrimitive ConvBackwardWeightsPrimitive(const Window2d& win, const ConvDims& d, bool bias) {
-  return CachedPrimitive(ConvKey("backward_weights", win, d, bias), [&] {
+// t.weights, t.bias: d_weight's and d_bias's dtypes; t.src: the data's.
+DnnlPrimitive ConvBackwardWeightsPrimitive(const Window2d& win, const ConvDims& d, bool bias,
+                                           const ConvTypes& t) {
+  return CachedPrimitive(ConvKey("backward_weights", win, d, bias, t), [&] {
     using Desc = dnnl::convolution_backward_weights::desc;
-    const ConvDescs m = DescsOf(win, d);
+    const ConvDescs m = DescsOf(win, d, t);
     const auto algo = dnnl::algorithm::convolution_direct;
     const Desc desc =
         bias ? Desc(algo, m.src, m.weights, m.bias, m.dst, m.strides, m.dilates, m.padding,
                     m.padding)
              : Desc(algo, m.src, m.weights, m.dst, m.strides, m.dilates, m.padding, m.padding);
     return MakePrimitive<dnnl::convolution_backward_weights>(
-        {desc, ScratchpadAttr(), DnnlEngine(), ConvForwardDesc(win, d, bias)});
+        {desc, ScratchpadAttr(), DnnlEngine(), ConvForwardHint(win, d, bias, t.src)});
   });
 }
 
@@ -251,26 +269,19 @@ void AddSum(const TensorView& sum, const TensorView& y) {
   for (int64_t i = 0; i < y.size(); ++i) out[i] += s[i];
 }
 
-// in: (data, weight[, bias][, sum]); out: (output).
-void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
-                 std::span<const OpReq> req, std::span<const TensorView> out) {
-  const ConvParam& p = a.Get<ConvParam>();
-  const ConvDims d = ConvDimsOf("Convolution", p, in[0].shape());
+// in: (data, weight[, bias][, sum]); out: (output). float32 or bfloat16 data; a bfloat16 output
+// added to is computed in float32 and rounded once, in Finish (Bf16AddTo::kInFloat).
+void ConvForwardDnnl(const OpContext& ctx, const ConvParam& p, const ConvDims& d,
+                     std::span<const TensorView> in, std::span<const OpReq> req,
+                     std::span<const TensorView> out) {
   const TensorView* bias = p.no_bias ? nullptr : &in[2];
-  if (req[0] == OpReq::kNull) return;
-  if (!UseDnnl(in[0].dtype(), "Convolution")) {
-    StagedOutputs staged(ctx, req, out, false);
-    ConvForwardLoops<double>(p.window, d, in[0].data<double>(), in[1].data<double>(),
-                             bias ? bias->data<double>() : nullptr,
-                             staged.Target(0).data<double>());
-    if (p.with_sum) AddSum(in[3], staged.Target(0));
-    if (p.act) ApplyActivation(*p.act, staged.Target(0));
-    staged.Finish();
-    return;
-  }
-  const DnnlPrimitive prim = ConvForwardPrimitive(p.window, d, bias != nullptr, p.act, p.with_sum);
+  const DType t = in[0].dtype();
+  const ConvTypes types{t, t, bias ? bias->dtype() : t,
+                        StagedType(out[0].dtype(), req[0], Bf16AddTo::kInFloat)};
+  const DnnlPrimitive prim =
+      ConvForwardPrimitive(p.window, d, bias != nullptr, p.act, p.with_sum, types);
   // with_sum: the output may share the sum's buffer (Op::inplace)
-  StagedOutputs staged(ctx, req, out, p.with_sum, {ScratchpadBytes(prim)});
+  StagedOutputs staged(ctx, req, out, p.with_sum, {ScratchpadBytes(prim)}, Bf16AddTo::kInFloat);
   LayoutBuffer src, weights, dst;
   // a bound graph's weight is reordered once per version, not at every call
   const uint64_t weight_version = ctx.input_versions.size() > 1 ? ctx.input_versions[1] : 0;
@@ -292,32 +303,65 @@ void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
   staged.Finish();
 }
 
-// float32 backward: d_data, then d_weight and d_bias, each skipped when nothing reads it.
+// in: (data, weight[, bias][, sum]); out: (output).
+void ConvForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                 std::span<const OpReq> req, std::span<const TensorView> out) {
+  const ConvParam& p = a.Get<ConvParam>();
+  const ConvDims d = ConvDimsOf("Convolution", p, in[0].shape());
+  if (req[0] == OpReq::kNull) return;
+  if (UseDnnl(in[0].dtype(), "Convolution", /*bfloat16=*/true))
+    return ConvForwardDnnl(ctx, p, d, in, req, out);
+  StagedOutputs staged(ctx, req, out, false);
+  ConvForwardLoops<double>(p.window, d, in[0].data<double>(), in[1].data<double>(),
+                           p.no_bias ? nullptr : in[2].data<double>(),
+                           staged.Target(0).data<double>());
+  if (p.with_sum) AddSum(in[3], staged.Target(0));
+  if (p.act) ApplyActivation(*p.act, staged.Target(0));
+  staged.Finish();
+}
+
+// The backward's primitives on float32 or bfloat16 data (t), each gradient typed as
+// StagedOutputs stages it (a bfloat16 one added to: float32).
+struct ConvBackwardPrimitives {
+  DnnlPrimitive data, weights;
+};
+
+ConvBackwardPrimitives BackwardPrimitivesOf(const Window2d& win, const ConvDims& d, bool bias,
+                                            DType t, std::span<const OpReq> req,
+                                            std::span<const TensorView> out) {
+  auto type = [&](size_t i) {
+    return i < out.size() ? StagedType(out[i].dtype(), req[i], Bf16AddTo::kInFloat) : t;
+  };
+  return {ConvBackwardDataPrimitive(win, d, {type(0), t, t, t}),
+          ConvBackwardWeightsPrimitive(win, d, bias, {t, type(1), type(2), t})};
+}
+
+// d_data, then d_weight and d_bias, each skipped when nothing reads it.
 void ConvBackwardDnnl(const Window2d& win, const ConvDims& d, bool bias,
-                      std::span<const TensorView> in, const StagedOutputs& staged) {
-  const DnnlPrimitive data_prim = ConvBackwardDataPrimitive(win, d);
-  const DnnlPrimitive weights_prim = ConvBackwardWeightsPrimitive(win, d, bias);
+                      const ConvBackwardPrimitives& prims, std::span<const TensorView> in,
+                      const StagedOutputs& staged) {
   const dnnl::memory dy_image = ImageMemory(in[0], win.channels_last);
   const dnnl::memory x_image = ImageMemory(in[1], win.channels_last);
   if (staged.Needed(0)) {
     LayoutBuffer dy, w, dx;
     ExecutePrimitive(
-        data_prim,
-        {{DNNL_ARG_DIFF_DST, dy.Input(dy_image, data_prim.desc.diff_dst_desc())},
-         {DNNL_ARG_WEIGHTS, w.Input(DnnlWeightView(in[2], win, d), data_prim.desc.weights_desc())},
+        prims.data,
+        {{DNNL_ARG_DIFF_DST, dy.Input(dy_image, prims.data.desc.diff_dst_desc())},
+         {DNNL_ARG_WEIGHTS, w.Input(DnnlWeightView(in[2], win, d), prims.data.desc.weights_desc())},
          {DNNL_ARG_DIFF_SRC, dx.Output(ImageMemory(staged.Target(0), win.channels_last),
-                                       data_prim.desc.diff_src_desc())}},
+                                       prims.data.desc.diff_src_desc())}},
         staged.Extra(0));
     dx.Flush();
   }
   if (!NeedsWeightGrads(staged, bias)) return;
+  const dnnl::primitive_desc_base& pd = prims.weights.desc;
   LayoutBuffer dy, x, dw;
-  DnnlArgs args = {{DNNL_ARG_SRC, x.Input(x_image, weights_prim.desc.src_desc())},
-                   {DNNL_ARG_DIFF_DST, dy.Input(dy_image, weights_prim.desc.diff_dst_desc())},
-                   {DNNL_ARG_DIFF_WEIGHTS, dw.Output(DnnlWeightView(staged.Target(1), win, d),
-                                                     weights_prim.desc.diff_weights_desc())}};
+  DnnlArgs args = {{DNNL_ARG_SRC, x.Input(x_image, pd.src_desc())},
+                   {DNNL_ARG_DIFF_DST, dy.Input(dy_image, pd.diff_dst_desc())},
+                   {DNNL_ARG_DIFF_WEIGHTS,
+                    dw.Output(DnnlWeightView(staged.Target(1), win, d), pd.diff_weights_desc())}};
   if (bias) args.emplace(DNNL_ARG_DIFF_BIAS, DnnlMemory(staged.Target(2)));
-  ExecutePrimitive(weights_prim, std::move(args), staged.Extra(0));
+  ExecutePrimitive(prims.weights, std::move(args), staged.Extra(0));
   dw.Flush();
 }
 
@@ -327,23 +371,22 @@ void ConvBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   const ConvParam& p = a.Get<ConvParam>();
   const ConvDims d = ConvDimsOf("_backward_Convolution", p, in[1].shape());
   const bool bias = !p.no_bias;
-  if (!UseDnnl(in[0].dtype(), "_backward_Convolution")) {
-    StagedOutputs staged(ctx, req, out, false);
-    const double *dy = in[0].data<double>(), *x = in[1].data<double>(), *w = in[2].data<double>();
-    if (staged.Needed(0))
-      ConvBackwardDataLoops(p.window, d, dy, w, staged.Target(0).data<double>());
-    if (NeedsWeightGrads(staged, bias)) {
-      ConvBackwardWeightsLoops(p.window, d, dy, x, staged.Target(1).data<double>(),
-                               bias ? staged.Target(2).data<double>() : nullptr);
-    }
+  if (UseDnnl(in[0].dtype(), "_backward_Convolution", /*bfloat16=*/true)) {
+    const ConvBackwardPrimitives prims =
+        BackwardPrimitivesOf(p.window, d, bias, in[0].dtype(), req, out);
+    const size_t scratch = std::max(ScratchpadBytes(prims.data), ScratchpadBytes(prims.weights));
+    StagedOutputs staged(ctx, req, out, false, {scratch}, Bf16AddTo::kInFloat);
+    ConvBackwardDnnl(p.window, d, bias, prims, in, staged);
     staged.Finish();
     return;
   }
-  const DnnlPrimitive data_prim = ConvBackwardDataPrimitive(p.window, d);
-  const DnnlPrimitive weights_prim = ConvBackwardWeightsPrimitive(p.window, d, bias);
-  StagedOutputs staged(ctx, req, out, false,
-                       {std::max(ScratchpadBytes(data_prim), ScratchpadBytes(weights_prim))});
-  ConvBackwardDnnl(p.window, d, bias, in, staged);
+  StagedOutputs staged(ctx, req, out, false);
+  const double *dy = in[0].data<double>(), *x = in[1].data<double>(), *w = in[2].data<double>();
+  if (staged.Needed(0)) ConvBackwardDataLoops(p.window, d, dy, w, staged.Target(0).data<double>());
+  if (NeedsWeightGrads(staged, bias)) {
+    ConvBackwardWeightsLoops(p.window, d, dy, x, staged.Target(1).data<double>(),
+                             bias ? staged.Target(2).data<double>() : nullptr);
+  }
   staged.Finish();
 }
 
@@ -352,11 +395,12 @@ void ConvBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
 // The 1x1 convolution's forward with the depthwise stage (and both epilogues) as post-ops.
 DnnlPrimitive ConvDepthwisePrimitive(const ConvDepthwiseParam& p, const ConvDims& d) {
   const int stride = static_cast<int>(p.depthwise.window.stride[0]);
-  const std::string key = ConvKey("forward_depthwise", p.conv.window, d, true, p.conv.act) + "/" +
-                          std::to_string(stride) + "/" + LayerActKey(p.depthwise.act);
+  const ConvTypes f32 = ConvTypes::All(DType::kFloat32);
+  const std::string key = ConvKey("forward_depthwise", p.conv.window, d, true, f32, p.conv.act) +
+                          "/" + std::to_string(stride) + "/" + LayerActKey(p.depthwise.act);
   return CachedPrimitive(key, [&] {
     return MakePrimitive<dnnl::convolution_forward>(ConvForwardDescWith(
-        p.conv.window, d, true, DepthwiseLayerAttr(p.conv.act, stride, p.depthwise.act)));
+        p.conv.window, d, true, f32, DepthwiseLayerAttr(p.conv.act, stride, p.depthwise.act)));
   });
 }
 

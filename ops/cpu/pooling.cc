@@ -1,6 +1,8 @@
 // CPU compute of Pooling and _backward_Pooling (ops/nn/pooling.cc defines them and says what they
-// compute): oneDNN's pooling on float32, the loops below on float64. Max pooling's gradient goes
-// to the first largest input on ties, in the loops.
+// compute): oneDNN's pooling on float32, the loops below on float64 and bfloat16 (computing in
+// float, each output rounded once, as the GPU's kernels; the loops write each output once, as its
+// request says, so no output is staged). Max pooling's gradient goes to the first largest input
+// on ties, in the loops.
 //
 // oneDNN takes the padding after the input explicitly (window2d.h's PadAfter: more than `pad` in
 // ceil mode where the last window reaches past the padding). Its avg_include_padding then counts
@@ -16,6 +18,7 @@
 // through either layout (PlaneStrides).
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/cpu/internal/dnnl_util.h"
@@ -123,7 +126,7 @@ void PoolBackwardF32(const OpContext& ctx, const PoolCall& call, std::span<const
   staged.Finish();
 }
 
-// ---- loops: float64, and float32 where oneDNN counts otherwise ----
+// ---- loops: float64, bfloat16, and float32 where oneDNN counts otherwise ----
 
 // The window of output (oh, ow) of a call, through pool_window.h.
 class LoopWindow {
@@ -152,9 +155,11 @@ class LoopWindow {
   bool include_pad_;
 };
 
-// x (N, C, H, W) -> y (N, C, OH, OW), in either layout.
+// x (N, C, H, W) -> y (N, C, OH, OW), in either layout, stored as `req` says. Computed in
+// ArithOf<T> (float for bfloat16), each output rounded once.
 template <typename T>
-void PoolForwardLoops(const PoolCall& call, const T* x, T* y) {
+void PoolForwardLoops(const PoolCall& call, const T* x, OpReq req, T* y) {
+  using A = ArithOf<T>;
   const Geometry2d& g = call.g;
   const LoopWindow window(call);
   const bool max = IsMax(call);
@@ -165,54 +170,67 @@ void PoolForwardLoops(const PoolCall& call, const T* x, T* y) {
       const T* xp = x + xs.At(n, c, 0);
       for (int64_t oh = 0; oh < g.oh; ++oh) {
         for (int64_t ow = 0; ow < g.ow; ++ow) {
-          T acc = max ? -std::numeric_limits<T>::infinity() : T(0);
+          A acc = max ? -std::numeric_limits<A>::infinity() : A(0);
           window.ForEachInput(oh, ow, [&](int64_t at) {
-            const T v = xp[at * xs.step];
+            const A v = ToArith(xp[at * xs.step]);
             acc = max ? std::max(acc, v) : acc + v;
           });
-          y[ys.At(n, c, oh * g.ow + ow)] = max ? acc : acc / static_cast<T>(window.Divisor(oh, ow));
+          StoreArith(y[ys.At(n, c, oh * g.ow + ow)], req,
+                     max ? acc : acc / static_cast<A>(window.Divisor(oh, ow)));
         }
       }
     }
   });
 }
 
-// dy (N, C, OH, OW), x (N, C, H, W) -> dx (N, C, H, W), in either layout.
+// One plane's gradient into `sum` (H * W, row-major), in ArithOf<T>: windows overlap, so an
+// input's gradient is a sum. dy and x: the plane's out_grad and data, elements `ys` and `xs`
+// apart.
 template <typename T>
-void PoolBackwardLoops(const PoolCall& call, const T* dy, const T* x, T* dx) {
-  const Geometry2d& g = call.g;
+void PlaneGradient(const PoolCall& call, const T* dy, int64_t ys, const T* x, int64_t xs,
+                   std::vector<ArithOf<T>>& sum) {
+  using A = ArithOf<T>;
   const LoopWindow window(call);
   const bool max = IsMax(call);
+  std::fill(sum.begin(), sum.end(), A(0));
+  for (int64_t oh = 0; oh < call.g.oh; ++oh) {
+    for (int64_t ow = 0; ow < call.g.ow; ++ow) {
+      const A grad = ToArith(dy[(oh * call.g.ow + ow) * ys]);
+      const A share = max ? A(0) : grad / static_cast<A>(window.Divisor(oh, ow));
+      int64_t best = -1;  // max: the first largest input
+      window.ForEachInput(oh, ow, [&](int64_t at) {
+        if (!max) {
+          sum[at] += share;
+        } else if (best < 0 || ToArith(x[at * xs]) > ToArith(x[best * xs])) {
+          best = at;
+        }
+      });
+      if (max) sum[best] += grad;
+    }
+  }
+}
+
+// dy (N, C, OH, OW), x (N, C, H, W) -> dx (N, C, H, W), in either layout, stored as `req` says,
+// each element rounded once.
+template <typename T>
+void PoolBackwardLoops(const PoolCall& call, const T* dy, const T* x, OpReq req, T* dx) {
+  const Geometry2d& g = call.g;
   const PlaneStrides xs = g.DataStrides(), ys = g.OutStrides(g.c);
-  const int64_t step = xs.step;
   ParallelFor(g.n * g.c, 1, [&](int64_t begin, int64_t end) {
+    std::vector<ArithOf<T>> sum(static_cast<size_t>(g.h * g.w));
     for (int64_t plane = begin; plane < end; ++plane) {
       const int64_t n = plane / g.c, c = plane % g.c;
-      const T* xp = x + xs.At(n, c, 0);
+      PlaneGradient(call, dy + ys.At(n, c, 0), ys.step, x + xs.At(n, c, 0), xs.step, sum);
       T* dxp = dx + xs.At(n, c, 0);
-      for (int64_t at = 0; at < g.h * g.w; ++at) dxp[at * step] = T(0);
-      for (int64_t oh = 0; oh < g.oh; ++oh) {
-        for (int64_t ow = 0; ow < g.ow; ++ow) {
-          const T grad = dy[ys.At(n, c, oh * g.ow + ow)];
-          const T share = max ? T(0) : grad / static_cast<T>(window.Divisor(oh, ow));
-          int64_t best = -1;  // max: the first largest input
-          window.ForEachInput(oh, ow, [&](int64_t at) {
-            if (!max) {
-              dxp[at * step] += share;
-            } else if (best < 0 || xp[at * step] > xp[best * step]) {
-              best = at;
-            }
-          });
-          if (max) dxp[best * step] += grad;
-        }
-      }
+      for (int64_t at = 0; at < g.h * g.w; ++at) StoreArith(dxp[at * xs.step], req, sum[at]);
     }
   });
 }
 
-// Whether the loops compute the call: float64, and what oneDNN counts otherwise (see the top).
+// Whether the loops compute the call: float64, bfloat16 (in float, one rounding per output, as
+// on the GPU), and float32 where oneDNN counts otherwise (see the top).
 bool UseLoops(const PoolCall& call, DType dtype, const char* op) {
-  if (!UseDnnl(dtype, op)) return true;
+  if (!UseDnnl(dtype, op, /*bfloat16=*/true) || dtype == DType::kBFloat16) return true;
   return !IsMax(call) && call.count_include_pad && Overhangs(call.win, call.g);
 }
 
@@ -224,10 +242,8 @@ void PoolForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
   const PoolCall call = PoolCallOf(a, in[0].shape());
   if (req[0] == OpReq::kNull) return;
   if (UseLoops(call, in[0].dtype(), "Pooling")) {
-    StagedOutputs staged(ctx, req, out, false);
-    WEFT_FLOAT_SWITCH(in[0].dtype(), T, "Pooling",
-                      PoolForwardLoops<T>(call, in[0].data<T>(), staged.Target(0).data<T>()));
-    staged.Finish();
+    WEFT_FLOAT_BF16_SWITCH(in[0].dtype(), T, "Pooling",
+                           PoolForwardLoops<T>(call, in[0].data<T>(), req[0], out[0].data<T>()));
     return;
   }
   const DnnlPrimitive prim = PoolForwardPrimitive(call, false);
@@ -247,11 +263,9 @@ void PoolBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   if (req[0] == OpReq::kNull) return;
   if (!UseLoops(call, in[0].dtype(), "_backward_Pooling"))
     return PoolBackwardF32(ctx, call, in, req, out);
-  StagedOutputs staged(ctx, req, out, false);
-  WEFT_FLOAT_SWITCH(
+  WEFT_FLOAT_BF16_SWITCH(
       in[0].dtype(), T, "_backward_Pooling",
-      PoolBackwardLoops<T>(call, in[0].data<T>(), in[1].data<T>(), staged.Target(0).data<T>()));
-  staged.Finish();
+      PoolBackwardLoops<T>(call, in[0].data<T>(), in[1].data<T>(), req[0], out[0].data<T>()));
 }
 
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, {

@@ -64,31 +64,35 @@ std::vector<void*> SplitWorkspace(const OpContext& ctx, const std::vector<size_t
 
 StagedOutputs::StagedOutputs(const OpContext& ctx, std::span<const OpReq> req,
                              std::span<const TensorView> outputs, bool inplace_ok,
-                             std::span<const size_t> extra_bytes)
+                             std::span<const size_t> extra_bytes, Bf16AddTo adds)
     : req_(req), outputs_(outputs), targets_(outputs.begin(), outputs.end()) {
   auto staged = [&](size_t i) {
     return req[i] == OpReq::kAddTo || req[i] == OpReq::kNull ||
            (req[i] == OpReq::kWriteInplace && !inplace_ok);
   };
+  auto type = [&](size_t i) { return StagedType(outputs[i].dtype(), req[i], adds); };
   std::vector<size_t> sizes;
-  for (size_t i = 0; i < outputs.size(); ++i) sizes.push_back(staged(i) ? outputs[i].bytes() : 0);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    sizes.push_back(staged(i) ? static_cast<size_t>(outputs[i].size()) * DTypeSize(type(i)) : 0);
   sizes.insert(sizes.end(), extra_bytes.begin(), extra_bytes.end());
   const std::vector<void*> parts = SplitWorkspace(ctx, sizes);
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (staged(i))
-      targets_[i] =
-          TensorView(parts[i], outputs[i].shape(), outputs[i].dtype(), outputs[i].device());
+      targets_[i] = TensorView(parts[i], outputs[i].shape(), type(i), outputs[i].device());
   }
   extras_.assign(parts.begin() + static_cast<std::ptrdiff_t>(outputs.size()), parts.end());
 }
 
 namespace {
 
-// StoreN for bfloat16: a kAddTo sums in float32 and rounds once.
+// StoreN for bfloat16: a kAddTo sums in float32 and rounds once (a result staged in float32, by
+// Bf16AddTo::kInFloat, is rounded only there).
 void StoreBf16(const TensorView& from, OpReq req, const TensorView& to) {
-  const auto* src = static_cast<const BFloat16*>(from.raw());
   auto* dst = static_cast<BFloat16*>(to.raw());
   ParallelFor(to.size(), 4096, [&](int64_t b, int64_t e) {
+    if (from.dtype() == DType::kFloat32)
+      return NarrowBf16(from.data<float>() + b, req, dst + b, e - b);
+    const auto* src = static_cast<const BFloat16*>(from.raw());
     for (int64_t i = b; i < e; ++i) {
       dst[i] =
           req == OpReq::kAddTo ? BFloat16::FromFloat(dst[i].ToFloat() + src[i].ToFloat()) : src[i];

@@ -98,6 +98,15 @@ T FromArith(ArithOf<T> v) {
   }
 }
 
+// Stores v, computed in ArithOf<T>, into out as the request says, rounding once: a kAddTo adds
+// what out holds before rounding (where Store adds two values of T, for bfloat16 a second
+// rounding).
+template <typename T>
+inline void StoreArith(T& out, OpReq req, ArithOf<T> v) {
+  if (req == OpReq::kNull) return;
+  out = FromArith<T>(req == OpReq::kAddTo ? ToArith(out) + v : v);
+}
+
 // bfloat16 <-> float32 over n elements: loops that vectorize (BFloat16::FromFloat has no branch).
 inline void WidenBf16(const BFloat16* in, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = in[i].ToFloat();
@@ -180,6 +189,21 @@ inline void StoreN(T* out, OpReq req, const T* in, int64_t n) {
   }
 }
 
+// How StagedOutputs stages a bfloat16 output whose request is kAddTo: kRounded, in bfloat16 (the
+// kernel's result is rounded, then Finish rounds the sum again); kInFloat, in float32 (the kernel
+// writes its result unrounded, Finish adds it in float and rounds once), for kernels that can
+// write float32, as oneDNN's bfloat16 primitives can.
+enum class Bf16AddTo { kRounded, kInFloat };
+
+// The dtype of StagedOutputs' Target for an output of `dtype` and request `req`: float32 for a
+// bfloat16 kAddTo staged kInFloat, else `dtype`. A kernel that makes its primitives before its
+// StagedOutputs (to size the scratch) types their outputs with it.
+inline DType StagedType(DType dtype, OpReq req, Bf16AddTo adds) {
+  const bool in_float =
+      dtype == DType::kBFloat16 && req == OpReq::kAddTo && adds == Bf16AddTo::kInFloat;
+  return in_float ? DType::kFloat32 : dtype;
+}
+
 // Where a kernel writes its outputs, and how each result then reaches its output as the request
 // says. The kernel overwrites Target(i) with output i. Outputs with req kWrite, and kWriteInplace
 // when the kernel tolerates its output aliasing an input (`inplace_ok`), are their own target;
@@ -188,7 +212,7 @@ inline void StoreN(T* out, OpReq req, const T* in, int64_t n) {
 // at once need not special-case the ones nobody wants). The workspace is requested once for the
 // scratch and for `extra_bytes` (the kernel's own temporaries, Extra(j)), because ctx.Workspace
 // keeps only its latest buffer valid. Every part is 64-byte aligned. Outputs are float32, float64
-// or bfloat16 (whose kAddTo sums in float32).
+// or bfloat16 (whose kAddTo sums in float32, staged as `adds` says).
 //
 //   StagedOutputs out(ctx, req, outputs, /*inplace_ok=*/false, {tmp_bytes});
 //   Kernel(in, out.Target(0).data<float>(), out.Extra(0));
@@ -197,12 +221,13 @@ class StagedOutputs {
  public:
   StagedOutputs(const OpContext& ctx, std::span<const OpReq> req,
                 std::span<const TensorView> outputs, bool inplace_ok,
-                std::initializer_list<size_t> extra_bytes = {})
+                std::initializer_list<size_t> extra_bytes = {},
+                Bf16AddTo adds = Bf16AddTo::kRounded)
       : StagedOutputs(ctx, req, outputs, inplace_ok,
-                      std::span<const size_t>(extra_bytes.begin(), extra_bytes.size())) {}
+                      std::span<const size_t>(extra_bytes.begin(), extra_bytes.size()), adds) {}
   StagedOutputs(const OpContext& ctx, std::span<const OpReq> req,
                 std::span<const TensorView> outputs, bool inplace_ok,
-                std::span<const size_t> extra_bytes);
+                std::span<const size_t> extra_bytes, Bf16AddTo adds = Bf16AddTo::kRounded);
   const TensorView& Target(int i) const { return targets_[i]; }
   // Whether anyone reads output i (its req is not kNull).
   bool Needed(int i) const { return req_[i] != OpReq::kNull; }

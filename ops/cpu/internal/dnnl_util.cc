@@ -116,18 +116,18 @@ dnnl::memory DnnlMemory(const TensorView& t) {
   return dnnl::memory(PlainDesc(t.shape(), t.dtype()), DnnlEngine(), t.raw());
 }
 
-dnnl::memory::desc ImageDesc(const Shape& nchw, bool channels_last) {
-  if (!channels_last) return PlainDesc(nchw);
+dnnl::memory::desc ImageDesc(const Shape& nchw, bool channels_last, DType dtype) {
+  if (!channels_last) return PlainDesc(nchw, dtype);
   return dnnl::memory::desc(dnnl::memory::dims(nchw.dims().begin(), nchw.dims().end()),
-                            dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
+                            DnnlType(dtype), dnnl::memory::format_tag::nhwc);
 }
 
 dnnl::memory ImageMemory(const TensorView& t, bool channels_last) {
   if (!channels_last) return DnnlMemory(t);
   const Shape& s = t.shape();  // (N, H, W, C)
-  WEFT_CHECK(t.dtype() == DType::kFloat32 && s.ndim() == 4)
-      << "oneDNN images are float32 and 4-D here, found " << t.dtype() << " " << s;
-  return dnnl::memory(ImageDesc(Shape{s[0], s[3], s[1], s[2]}, true), DnnlEngine(), t.raw());
+  WEFT_CHECK(s.ndim() == 4) << "oneDNN images are 4-D here, found " << s;
+  return dnnl::memory(ImageDesc(Shape{s[0], s[3], s[1], s[2]}, true, t.dtype()), DnnlEngine(),
+                      t.raw());
 }
 
 dnnl::primitive_attr ScratchpadAttr() {

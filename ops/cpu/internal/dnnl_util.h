@@ -1,5 +1,5 @@
 // oneDNN plumbing for the CPU operators: the CPU engine, a stream per thread, memory descriptors
-// for weft's dense row-major float32 tensors, and a process-wide cache of primitives.
+// for weft's dense row-major float32 and bfloat16 tensors, and a process-wide cache of primitives.
 //
 // Primitives are created with a user-managed scratchpad (ScratchpadAttr): a cached primitive then
 // runs on whichever engine worker picks up the op, concurrently with itself, each run using
@@ -48,7 +48,8 @@ dnnl::memory::data_type DnnlType(DType dtype);
 
 // Images as oneDNN names them, dims (N, C, H, W) in either of weft's layouts (ops/nn/window2d.h):
 // `nchw` the extents in that order; channels last, the tensor is (N, H, W, C) (format nhwc).
-dnnl::memory::desc ImageDesc(const Shape& nchw, bool channels_last);
+// float32 or bfloat16.
+dnnl::memory::desc ImageDesc(const Shape& nchw, bool channels_last, DType dtype = DType::kFloat32);
 // A 4-D tensor of that layout over its own buffer, described by ImageDesc.
 dnnl::memory ImageMemory(const TensorView& t, bool channels_last);
 
@@ -79,7 +80,7 @@ DnnlPrimitive MakePrimitive(const typename P::primitive_desc& pd) {
 
 // A cache key: `parts` streamed with separators, after the dtype. Build it from everything else
 // the primitive depends on (op, direction, shapes, attributes). The primitives are float32 but
-// where a part names another dtype (FullyConnected's bfloat16 ones).
+// where a part names another dtype (the bfloat16 ones of FullyConnected, BatchNorm, Convolution).
 template <typename... Parts>
 std::string PrimitiveKey(const Parts&... parts) {
   std::ostringstream os;
