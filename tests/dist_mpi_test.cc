@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -292,6 +293,45 @@ TEST_F(DistMpi, TwoRanksClippingByGlobalNormMatchOneProcessClippingTheGlobalBatc
   for (size_t i = 0; i < clipped.size(); ++i)
     change = std::max(change, std::fabs(double{clipped[i]} - unclipped[i]));
   EXPECT_GT(change, 1e-3) << "clipping at 0.05 changed nothing: the test does not clip";
+}
+
+// bfloat16-mixed with loss scaling on two ranks: an overflow in rank 1's half of a batch reaches
+// every rank through the all-reduce (the gradients are all-reduced scaled, unscaled by the
+// updates), so every rank skips that step, halves its scale and stays bitwise identical.
+TEST_F(DistMpi, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
+  const int rank = g_world->rank(), size = g_world->size();
+  const int64_t local = kGlobalBatch / size;
+  TrainerOptions options{.precision = Precision::kBFloat16Mixed,
+                         .loss_scaling = LossScaling{.growth_interval = 4},
+                         .communicator = g_world};
+  Trainer t(MlpLoss(), {{"data", Shape{local, kFeatures}}, {"label", Shape{local}}}, Xavier(),
+            SGD(0.2, 0.9, 1e-4, 1.0 / local), options);
+  std::vector<double> scales;
+  for (int k = 0; k < 8; ++k) {
+    std::map<std::string, NDArray> batch = GlobalBatchRows(k, rank * local, (rank + 1) * local);
+    const bool overflow = k == 5;
+    if (overflow && rank == 1) {
+      std::vector<float> x = batch.at("data").ToVector<float>();
+      x[0] = std::numeric_limits<float>::infinity();
+      batch["data"] = NDArray::FromVector(x, Shape{local, kFeatures});
+    }
+    const std::vector<float> before = Flat(t);
+    t.Step(batch);
+    if (overflow) EXPECT_EQ(Flat(t), before) << "rank " << rank << " wrote the step";
+    const std::vector<float> mine = Flat(t), all = Gathered(mine);
+    for (int r = 0; r < size; ++r) {
+      EXPECT_EQ(0,
+                std::memcmp(all.data() + r * mine.size(), mine.data(), mine.size() * sizeof(float)))
+          << "step " << k + 1 << ": rank " << r << "'s parameters differ from rank " << rank
+          << "'s";
+    }
+    scales.push_back(t.loss_scale());
+  }
+  // grown after step 4, halved at the overflow (step 6), the count restarted
+  EXPECT_EQ(scales,
+            (std::vector<double>{65536, 65536, 65536, 131072, 131072, 65536, 65536, 65536}));
+  EXPECT_EQ(Gathered({static_cast<float>(t.loss_scale())}),
+            std::vector<float>(size, static_cast<float>(t.loss_scale())));
 }
 
 // ---- BatchNorm's running statistics: each rank its own -----------------------------------------
