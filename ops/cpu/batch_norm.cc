@@ -196,7 +196,9 @@ void BnForwardLoops(const OpContext& ctx, const BnCall& c, std::span<const Tenso
   staged.Finish();
 }
 
-// What the backward reads of one call: dy masked by relu where y is given, as A.
+// What the backward reads of one call: dy masked by relu where y is given, as A. The mask reads
+// the stored output, for bfloat16 the rounded one: it rounds to 0 where float32's is positive only
+// below 2^-134 (half bfloat16's smallest subnormal), the one place the two paths can differ.
 template <typename T>
 struct GradInputs {
   using A = ArithOf<T>;
