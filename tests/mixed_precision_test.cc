@@ -286,6 +286,80 @@ TEST(Bfloat16Compute, PoolingComputesInFloatAndRoundsOnce) {
   ExpectLayerOfBf16("Pooling", {{"global_pool", "true"}, {"pool_type", "avg"}}, {x});
 }
 
+NDArray CastTo(const NDArray& a, DType dtype) {
+  return op::Call("Cast", {a}, {{"dtype", std::string(DTypeName(dtype))}})[0];
+}
+
+// BatchNorm of data of dtype `t` (gamma, beta and the statistics float32) on bfloat16-exact values
+// that depend on the shape only: the output, the saved mean and invstd, the moving mean and
+// variance it moves in place, and the gradients of data, gamma and beta stored with `req` into
+// arrays holding 0.5. Channel axis 1.
+std::vector<NDArray> BatchNormResults(const AttrMap& attrs, bool is_train, const Shape& data,
+                                      DType t, OpReq req) {
+  const Shape c{data[1]};
+  std::vector<NDArray> in = {ArrayOf(Bf16Exact(Uniform(data.Size(), 30, -2, 2)), data, t)};
+  const double low[] = {0.5, -1, -1, 0.5}, high[] = {1.5, 1, 1, 1.5};  // variance > 0
+  for (int i = 0; i < 4; ++i)
+    in.push_back(ArrayOf(Uniform(c[0], 31 + i, low[i], high[i]), c, kF32));
+  const Op& op = GetOp("BatchNorm");
+  const Attrs parsed = ParseAttrs(op, attrs);
+  const std::vector<NDArray> out = Invoke(op, parsed, in, {.is_train = is_train});
+  const auto halves = [](const Shape& s, DType type) {
+    return ArrayOf(testing::Values(s.Size(), 0.5), s, type);
+  };
+  const std::vector<NDArray> grads = {halves(data, t), halves(c, kF32), halves(c, kF32), NDArray(),
+                                      NDArray()};
+  const NDArray zeros = ArrayOf(testing::Values(c[0], 0.0), c, kF32);
+  InvokeBackward(op, parsed, in, out,
+                 {ArrayOf(Bf16Exact(Uniform(data.Size(), 35)), data, t), zeros, zeros}, grads,
+                 {req, req, req, OpReq::kNull, OpReq::kNull}, is_train);
+  return {out[0], out[1], out[2], in[3], in[4], grads[0], grads[1], grads[2]};
+}
+
+// bfloat16 data against float32 data of the same values, in every mode, forward and backward with
+// each request. On the CPU (weft's loops, bfloat16 computed in float in float32's order) the
+// bfloat16 results are float32's rounded once and the float32 ones (statistics, d_gamma, d_beta)
+// float32's, bit for bit; on a GPU (cuDNN), within a bfloat16 rounding.
+TEST(Bfloat16Compute, BatchNormComputesInFloatAndRoundsOnce) {
+  const char* names[] = {"output",     "saved mean", "saved invstd", "moving mean",
+                         "moving var", "d_data",     "d_gamma",      "d_beta"};
+  struct Mode {
+    AttrMap attrs;
+    bool is_train;
+    Shape data;
+  };
+  const Shape nchw{4, 6, 9, 7}, flat{40, 5};  // 63 values a row: whole lanes and a tail
+  const std::vector<Mode> modes = {
+      {{}, true, nchw},
+      {{{"fix_gamma", "true"}}, true, nchw},
+      {{{"use_global_stats", "true"}}, true, nchw},
+      {{}, false, nchw},
+      {{{"act_type", "relu"}}, true, nchw},
+      {{{"act_type", "relu"}, {"fix_gamma", "true"}}, false, nchw},
+      {{}, true, flat},
+      {{{"fix_gamma", "true"}}, true, flat},
+  };
+  for (const Mode& m : modes) {
+    for (OpReq req : {OpReq::kWrite, OpReq::kAddTo}) {
+      const std::vector<NDArray> got = BatchNormResults(m.attrs, m.is_train, m.data, kBf16, req);
+      const std::vector<NDArray> f32 = BatchNormResults(m.attrs, m.is_train, m.data, kF32, req);
+      for (size_t k = 0; k < got.size(); ++k) {
+        const bool rounded = got[k].dtype() == kBf16;
+        const testing::Values want = ValuesOf(rounded ? CastTo(f32[k], kBf16) : f32[k]);
+        std::string what = std::string(names[k]) + " of " + m.data.ToString() +
+                           (m.is_train ? " training" : " inference") +
+                           (req == OpReq::kAddTo ? ", added" : "");
+        for (const auto& [key, value] : m.attrs) what += " " + key + "=" + value;
+        if (testing::TestDevice().is_gpu()) {
+          testing::ExpectNear(ValuesOf(got[k]), want, rounded ? 1e-2 : 1e-3, what);
+        } else {
+          EXPECT_EQ(ValuesOf(got[k]), want) << what;
+        }
+      }
+    }
+  }
+}
+
 // ---- The trainer -------------------------------------------------------------------------------
 
 constexpr int64_t kVocab = 12, kWidth = 8, kBatch = 4, kTime = 6;
@@ -334,10 +408,6 @@ std::map<std::string, std::vector<float>> ParameterValues(const Trainer& t) {
   for (const std::string& p : t.parameter_names()) values[p] = t.parameter(p).ToVector<float>();
   for (const std::string& s : t.state_names()) values[s] = t.state(s).ToVector<float>();
   return values;
-}
-
-NDArray CastTo(const NDArray& a, DType dtype) {
-  return op::Call("Cast", {a}, {{"dtype", std::string(DTypeName(dtype))}})[0];
 }
 
 std::vector<float> AsFloats(const NDArray& a) {

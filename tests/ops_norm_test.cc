@@ -392,8 +392,7 @@ Outputs ReferenceGradients(const Bn& bn, const Shape& data, const Inputs& in, co
 }
 
 // The declarative cases check float64 gradients (the CPU's loops) against finite differences; this
-// checks every dtype on TestDevice() (oneDNN's backward for float32 on the CPU, cuDNN's on a GPU)
-// against the formula.
+// checks every dtype on TestDevice() (weft's loops on the CPU, cuDNN on a GPU) against the formula.
 TEST(BatchNorm, GradientsFollowTheTextbookFormulaInEveryModeAndDtype) {
   const std::vector<std::pair<Bn, Shape>> modes = {
       {Bn{}, Shape{2, 3, 2, 2}},
