@@ -237,6 +237,17 @@ std::vector<float> Gathered(const std::vector<float>& mine) {
   return out.ToVector<float>();
 }
 
+// Every rank's parameters equal this rank's, bit for bit, after step `step`.
+void ExpectRanksAgree(const Trainer& t, int step) {
+  const std::vector<float> mine = Flat(t), all = Gathered(mine);
+  for (int r = 0; r < g_world->size(); ++r) {
+    EXPECT_EQ(0,
+              std::memcmp(all.data() + r * mine.size(), mine.data(), mine.size() * sizeof(float)))
+        << "step " << step << ": rank " << r << "'s parameters differ from rank " << g_world->rank()
+        << "'s";
+  }
+}
+
 // 50 steps on 2 ranks (each on its half of the global batch) against one process on the whole
 // batch, both clipping by global norm `clip` (0: none); returns the largest parameter difference.
 double TrainOnTwoRanksAndAlone(double clip, std::vector<float>* alone_params) {
@@ -256,13 +267,7 @@ double TrainOnTwoRanksAndAlone(double clip, std::vector<float>* alone_params) {
   for (int k = 0; k < kSteps; ++k) {
     dist.Step(GlobalBatchRows(k, rank * local, (rank + 1) * local));
     single.Step(GlobalBatchRows(k, 0, kGlobalBatch));
-    const std::vector<float> mine = Flat(dist), all = Gathered(mine);
-    for (int r = 0; r < size; ++r) {
-      EXPECT_EQ(0,
-                std::memcmp(all.data() + r * mine.size(), mine.data(), mine.size() * sizeof(float)))
-          << "step " << k + 1 << ": rank " << r << "'s parameters differ from rank " << rank
-          << "'s";
-    }
+    ExpectRanksAgree(dist, k + 1);
   }
   const std::vector<float> got = Flat(dist), want = Flat(single);
   double max_diff = 0;
@@ -318,13 +323,7 @@ TEST_F(DistMpi, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
     const std::vector<float> before = Flat(t);
     t.Step(batch);
     if (overflow) EXPECT_EQ(Flat(t), before) << "rank " << rank << " wrote the step";
-    const std::vector<float> mine = Flat(t), all = Gathered(mine);
-    for (int r = 0; r < size; ++r) {
-      EXPECT_EQ(0,
-                std::memcmp(all.data() + r * mine.size(), mine.data(), mine.size() * sizeof(float)))
-          << "step " << k + 1 << ": rank " << r << "'s parameters differ from rank " << rank
-          << "'s";
-    }
+    ExpectRanksAgree(t, k + 1);
     scales.push_back(t.loss_scale());
   }
   // grown after step 4, halved at the overflow (step 6), the count restarted

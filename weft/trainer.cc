@@ -315,7 +315,7 @@ void Trainer::AllocateArrays(const std::map<std::string, Shape>& shapes,
     AttrMap& attrs = param_updates_[p] =
         ReadingTheRate(optimizer_->ForParameter(p, params_arrays_.at(p).shape())).attrs;
     if (multiplier) attrs["scale_input"] = "true";
-    if (!scaler_.empty()) attrs["rescale_grad"] = "1";  // in the head gradients (UpdateRescale)
+    if (!scaler_.empty()) attrs["rescale_grad"] = FloatAttr(UpdateRescale());
   }
 }
 

@@ -118,12 +118,16 @@ std::array<const char*, 2> StateInputs<fn::AdamWUpdate>() {
   return {"mean", "var"};
 }
 
+// The inputs after the tensors of the weight's shape: the gradient's multiplier, then the rates,
+// each when its attribute asks for it.
+int TrailingInputs(const UpdateParam& p) { return (p.scale_input ? 1 : 0) + (p.lr_input ? 1 : 0); }
+
 // Every input has the weight's shape, but the rates' (`rates` elements); the output is the
 // (updated) weight, and its copy.
 std::vector<Shape> UpdateShape(int rates, const Attrs& a, const std::vector<Shape>& in) {
   const UpdateParam& p = a.Get<UpdateParam>();
   const bool lr_input = p.lr_input;
-  const size_t tensors = in.size() - (lr_input ? 1 : 0) - (p.scale_input ? 1 : 0);
+  const size_t tensors = in.size() - TrailingInputs(p);
   if (p.scale_input && in[tensors].Size() != 1) {
     WEFT_THROW("expected the gradient's multiplier (input "
                << tensors << ") to have one element, found " << in[tensors]);
@@ -150,7 +154,7 @@ std::vector<Shape> UpdateShape(int rates, const Attrs& a, const std::vector<Shap
 std::vector<DType> UpdateType(const std::string& op, const Attrs& a, const std::vector<DType>& in) {
   const UpdateParam& p = a.Get<UpdateParam>();
   const bool lr_input = p.lr_input;
-  const size_t tensors = in.size() - (lr_input ? 1 : 0) - (p.scale_input ? 1 : 0);
+  const size_t tensors = in.size() - TrailingInputs(p);
   if (p.scale_input && in[tensors] != DType::kFloat32) {
     WEFT_THROW("op '" << op << "': expected the gradient's multiplier (input " << tensors
                       << ") to be " << DType::kFloat32 << ", found " << in[tensors]);
@@ -189,10 +193,8 @@ void DefineUpdate(const std::string& name, const std::string& description,
         if (a.Get<UpdateParam>().lr_input) names.push_back("lr");
         return names;
       })
-      .VariadicInputs([tensors](const Attrs& a) {
-        const UpdateParam& p = a.Get<UpdateParam>();
-        return tensors + (p.scale_input ? 1 : 0) + (p.lr_input ? 1 : 0);
-      })
+      .VariadicInputs(
+          [tensors](const Attrs& a) { return tensors + TrailingInputs(a.Get<UpdateParam>()); })
       .Outputs([](const Attrs& a) { return a.Get<UpdateParam>().copy >= 0 ? 2 : 1; })
       .InferShape([](const Attrs& a, const std::vector<Shape>& in) {
         return UpdateShape(F::kRates, a, in);
