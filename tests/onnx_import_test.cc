@@ -272,6 +272,13 @@ TEST(OnnxImport, ShapeArithmeticWeftCannotFollowIsNamed) {
                      "no product of the graph's symbolic extents"});
 }
 
+// A finding of fuzz/onnx_fuzzer: an Expand to a negative extent once threw std::length_error.
+TEST(OnnxImport, AnExpandToANegativeExtentIsRefused) {
+  ExpectImportError(kDir + "expand_negative.onnx",
+                    {"ONNX node 'the_expand' (Expand, opset 13)", "cannot expand extent 1", "to -3",
+                     "a known extent from 2 to 4096 grown from 1"});
+}
+
 TEST(OnnxImport, AnOpsetOutOfRangeIsRefused) {
   ExpectImportError(kDir + "opset9.onnx", {"expected opset 11 to 17", "found 9"});
 }

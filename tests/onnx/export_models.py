@@ -17,7 +17,7 @@ the files stay small enough to commit:
                  Where, Split, Cast (opset 17): its .json holds only the input (ONNX Runtime is
                  the reference)
   unsupported_op.onnx, asymmetric_pads.onnx, divide_by_zero.onnx, opset9.onnx,
-                 symbolic_sum.onnx: models weft must refuse, by name
+                 symbolic_sum.onnx, expand_negative.onnx: models weft must refuse, by name
   ../../fuzz/corpus/onnx/cnn_fixed.onnx: the CNN with every extent given, a seed of the fuzzer
 
   mlp_opset17.onnx, cnn_opset13.onnx, bn_cnn_opset17.onnx: the same models at the other opset
@@ -300,6 +300,12 @@ def refused():
     onnx.save(helper.make_model(helper.make_graph(nodes, "g", [xn], [yn], consts),
                                 opset_imports=[helper.make_opsetid("", 13)]),
               os.path.join(HERE, "symbolic_sum.onnx"))
+    # an Expand to a negative extent (a finding of fuzz/onnx_fuzzer: it once threw length_error)
+    target = helper.make_tensor("target", TensorProto.INT64, [2], [-3, 4])
+    expand = helper.make_node("Expand", ["x", "target"], ["y"], name="the_expand")
+    onnx.save(helper.make_model(helper.make_graph([expand], "g", [x], [yn], [target]),
+                                opset_imports=[helper.make_opsetid("", 13)]),
+              os.path.join(HERE, "expand_negative.onnx"))
 
 
 def torchvision_models(folder):

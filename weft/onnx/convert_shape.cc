@@ -306,9 +306,9 @@ std::vector<Value> Expand(NodeContext& n) {
   for (size_t a = offset; a < rank; ++a) {
     const SymDim& t = target->values[a - offset];
     if (t == SymDim::Of(1) || t == in[a]) continue;
-    if (!(in[a] == SymDim::Of(1)) || !t.IsKnown() || t.factor > kMaxCopies) {
+    if (!(in[a] == SymDim::Of(1)) || !t.IsKnown() || t.factor < 1 || t.factor > kMaxCopies) {
       n.Fail("cannot expand extent " + n.Text(in[a]) + " of axis " + std::to_string(a) + " to " +
-             n.Text(t) + " (expected 1, equal extents, or a known extent of at most " +
+             n.Text(t) + " (expected 1, equal extents, or a known extent from 2 to " +
              std::to_string(kMaxCopies) + " grown from 1)");
     }
     std::vector<Symbol> copies(t.factor, x);
