@@ -105,6 +105,7 @@ std::unique_ptr<weft::Trainer> MakeTrainer(const examples::Gpt& gpt, const GptFl
                                            const examples::TrainOptions& o) {
   const double tokens = static_cast<double>(o.batch_size) * g.net.context;
   weft::TrainerOptions options{.device = o.device,
+                               .precision = o.precision,
                                .predict = weft::Symbol::Group({gpt.loss, gpt.logits})};
   const int64_t total = int64_t{g.steps} * o.epochs;
   if (o.cosine) {
@@ -222,10 +223,10 @@ void Run(const examples::TrainOptions& o, GptFlags g) {
   const std::unique_ptr<weft::Trainer> trainer = MakeTrainer(gpt, g, o);
   std::printf(
       "%lld training and %lld validation characters, vocabulary %d; %d layers, %d heads, "
-      "width %d, context %d; %zu parameter arrays; %s, lr %g, batch %d\n",
+      "width %d, context %d; %zu parameter arrays; %s, lr %g, batch %d, %s\n",
       static_cast<long long>(train.size()), static_cast<long long>(val.size()), text.vocab(),
       g.net.layers, g.net.heads, g.net.width, g.net.context, trainer->parameter_names().size(),
-      o.optimizer.c_str(), o.lr, o.batch_size);
+      o.optimizer.c_str(), o.lr, o.batch_size, weft::PrecisionName(o.precision));
   examples::ProfileScope profile(o.profile);
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     examples::Progress bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs),

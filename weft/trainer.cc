@@ -228,7 +228,24 @@ void CheckOwnNames(const std::map<std::string, Shape>& shapes,
   }
 }
 
+constexpr std::pair<Precision, const char*> kPrecisionNames[] = {
+    {Precision::kFloat32, "float32"},
+    {Precision::kBFloat16Mixed, "bfloat16-mixed"},
+    {Precision::kFloat16Mixed, "float16-mixed"}};
 }  // namespace
+
+const char* PrecisionName(Precision precision) {
+  for (const auto& [p, name] : kPrecisionNames)
+    if (p == precision) return name;
+  WEFT_THROW("unknown Precision " << static_cast<int>(precision));
+}
+
+Precision ParsePrecision(const std::string& name) {
+  for (const auto& [p, n] : kPrecisionNames)
+    if (name == n) return p;
+  WEFT_THROW("expected a precision of 'float32', 'bfloat16-mixed' or 'float16-mixed', found '"
+             << name << "'");
+}
 
 Trainer::Trainer(const Symbol& loss, const std::map<std::string, Shape>& data_shapes,
                  const Initializer& init, const Optimizer& optimizer, const TrainerOptions& options)

@@ -83,6 +83,11 @@ enum class Precision {
   kFloat16Mixed,
 };
 
+// "float32", "bfloat16-mixed", "float16-mixed": the names flags and files use.
+const char* PrecisionName(Precision precision);
+// The Precision `name` names; a weft::Error naming the three otherwise.
+Precision ParsePrecision(const std::string& name);
+
 // Dynamic loss scaling, as PyTorch's GradScaler (its defaults, and a cap): the losses' head
 // gradients are the scale times the optimizer's rescale_grad instead of one, so the backward
 // computes the gradients of the rescaled loss (the batch's mean, with rescale_grad 1 / batch)

@@ -109,6 +109,9 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
                   "the learning rate: constant, or cosine from lr to 0 over the run");
   flags.AddInt("seed", static_cast<int>(defaults.seed), "seed for initialization and shuffling");
   flags.AddString("device", "cpu", "cpu or gpu:N");
+  flags.AddString("precision", weft::PrecisionName(defaults.precision),
+                  "float32, bfloat16-mixed or float16-mixed (GPU): float32 master weights, "
+                  "16-bit compute");
   flags.AddString("data", defaults.data.empty() ? DefaultDigitsPath(argv[0]) : defaults.data,
                   "a CSV file (label in the last column), 'images,labels' MNIST idx files (one "
                   "in five held out), or a folder of the four MNIST-format files (train-*, "
@@ -135,6 +138,7 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
   o.cosine = schedule == "cosine";
   o.seed = static_cast<uint64_t>(flags.GetInt("seed"));
   o.device = weft::Device::Parse(flags.GetString("device"));
+  o.precision = weft::ParsePrecision(flags.GetString("precision"));
   o.data = flags.GetString("data");
   o.save_prefix = flags.GetString("save_prefix");
   o.profile = flags.GetString("profile");
@@ -284,7 +288,8 @@ TrainResult Train(const Symbol& logits, const TrainOptions& global) {
   const int global_batch = o.batch_size * ranks;
   const int batches =
       static_cast<int>((split.train.data.shape()[0] + global_batch - 1) / global_batch);
-  weft::TrainerOptions options{.device = o.device, .predict = model.predict};
+  weft::TrainerOptions options{
+      .device = o.device, .precision = o.precision, .predict = model.predict};
   if (o.cosine)
     options.schedule.decay = weft::LrSchedule::Cosine{.steps = int64_t{batches} * o.epochs};
   options.initialize = o.initialize;
@@ -300,10 +305,11 @@ TrainResult Train(const Symbol& logits, const TrainOptions& global) {
                                      .seed = o.seed,
                                      .rank = rank,
                                      .num_ranks = ranks});
-  std::printf("%lld training and %lld test samples; %zu parameter arrays; %s, lr %g, batch %d\n",
-              static_cast<long long>(iter.num_samples()),
-              static_cast<long long>(split.test.data.shape()[0]), trainer.parameter_names().size(),
-              o.optimizer.c_str(), o.lr, global_batch);
+  std::printf(
+      "%lld training and %lld test samples; %zu parameter arrays; %s, lr %g, batch %d, %s\n",
+      static_cast<long long>(iter.num_samples()),
+      static_cast<long long>(split.test.data.shape()[0]), trainer.parameter_names().size(),
+      o.optimizer.c_str(), o.lr, global_batch, weft::PrecisionName(o.precision));
   TrainResult result;
   ProfileScope profile(o.profile);  // the training epochs, not the loading and binding before them
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {

@@ -28,6 +28,9 @@ struct TrainOptions {
   bool cosine = false;  // the rate follows a cosine from lr to 0 over the whole run
   uint64_t seed = 1;
   weft::Device device;
+  // float32, or mixed: float32 master weights and 16-bit compute (weft::Precision; bfloat16-mixed
+  // on both devices, float16-mixed with its loss scaler on a GPU).
+  weft::Precision precision = weft::Precision::kFloat32;
   // Digits CSV (label last), "images-idx3,labels-idx1" (MNIST; one in five held out), or a folder
   // of the four MNIST-format files (train-* and t10k-*, .gz or not: Fashion-MNIST as shipped).
   std::string data;

@@ -11,22 +11,23 @@
 namespace weft::cpu {
 namespace {
 
-constexpr int64_t kPerBlock =
-    4;  // 32-bit numbers in one Philox block (RandomKey::offset counts blocks)
+// 32-bit numbers in one Philox block (RandomKey::offset counts blocks).
+constexpr int64_t kPerBlock = 4;
 
 // x, y, mask: n elements each. mask[i] = 0 or scale by the i-th number of `key`'s range; y = x *
-// mask.
+// mask. bfloat16 computes in float and rounds y and the mask once each, as the GPU kernel does.
 template <typename T>
 void DropoutTrain(RandomKey key, double p, const T* x, int64_t n, std::span<const OpReq> req, T* y,
                   T* mask) {
-  const T scale = static_cast<T>(1 / (1 - p));
+  using A = ArithOf<T>;
+  const A scale = static_cast<A>(1 / (1 - p));
   const int64_t blocks = (n + kPerBlock - 1) / kPerBlock;
   ParallelFor(blocks, 1024, [&](int64_t b, int64_t e) {
     PhiloxStream stream(RandomKey{key.seed, key.offset + static_cast<uint64_t>(b)});
     for (int64_t i = b * kPerBlock; i < std::min(n, e * kPerBlock); ++i) {
-      const T keep = DropoutKeeps(stream.Uniform(), p) ? scale : T(0);
-      Store(y[i], req[0], x[i] * keep);  // x is read before y is written: safe in place
-      Store(mask[i], req[1], keep);
+      const A keep = DropoutKeeps(stream.Uniform(), p) ? scale : A(0);
+      StoreArith(y[i], req[0], ToArith(x[i]) * keep);  // x is read before y is written
+      StoreArith(mask[i], req[1], keep);
     }
   });
 }
@@ -36,7 +37,7 @@ void DropoutCompute(const OpContext& ctx, const Attrs& a, std::span<const Tensor
                     std::span<const OpReq> req, std::span<const TensorView> out) {
   const double p = a.Get<DropoutParam>().p;
   const int64_t n = in[0].size();
-  WEFT_FLOAT_SWITCH(in[0].dtype(), T, "Dropout", {
+  WEFT_FLOAT_BF16_SWITCH(in[0].dtype(), T, "Dropout", {
     const T* x = in[0].data<T>();
     T *y = out[0].data<T>(), *mask = out[1].data<T>();
     if (ctx.is_train && p > 0) {
@@ -44,7 +45,7 @@ void DropoutCompute(const OpContext& ctx, const Attrs& a, std::span<const Tensor
     } else {
       ParallelFor(n, 1 << 16, [&](int64_t b, int64_t e) {
         StoreN(y + b, req[0], x + b, e - b);
-        for (int64_t i = b; i < e; ++i) Store(mask[i], req[1], T(1));
+        for (int64_t i = b; i < e; ++i) StoreArith(mask[i], req[1], ArithOf<T>(1));
       });
     }
   });

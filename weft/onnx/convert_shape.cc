@@ -35,12 +35,28 @@ bool Broadcast(std::initializer_list<size_t> sizes) {
   return std::all_of(sizes.begin(), sizes.end(), [size](size_t s) { return s == size || s == 1; });
 }
 
+// int64 arithmetic of known extents: nullopt where the result overflows (INT64_MIN / -1 too).
+using KnownOp = std::function<std::optional<int64_t>(int64_t, int64_t)>;
+template <bool (*op)(int64_t, int64_t, int64_t*)>
+std::optional<int64_t> Checked(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return op(a, b, &r) ? std::nullopt : std::optional<int64_t>(r);
+}
+bool AddOverflows(int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); }
+bool SubOverflows(int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); }
+bool MulOverflows(int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); }
+bool DivOverflows(int64_t a, int64_t b, int64_t* r) {  // b != 0 (checked before)
+  if (a == std::numeric_limits<int64_t>::min() && b == -1) return true;
+  *r = a / b;  // truncating, as ONNX Runtime's integer Div
+  return false;
+}
+
 // a op b on two rank <= 1 operands with numpy broadcasting: `known` on two numbers, `symbolic`
-// where either is symbolic (nullopt: no product, an error); a division by a known zero is an
-// error, not a value. Known operands that are not int64, or do not broadcast, are left to the
-// converter of values computed at run time.
+// where either is symbolic (nullopt: no product, an error); a division by a known zero and a
+// result past int64 are errors, not values. Known operands that are not int64, or do not
+// broadcast, are left to the converter of values computed at run time.
 Integers Arithmetic(
-    NodeContext& n, const std::function<int64_t(int64_t, int64_t)>& known,
+    NodeContext& n, const KnownOp& known,
     const std::function<std::optional<SymDim>(const SymDim&, const SymDim&)>& symbolic,
     bool divides) {
   const Integers a = n.Integers(0), b = n.Integers(1);
@@ -59,8 +75,14 @@ Integers Arithmetic(
   for (size_t i = 0; i < std::max(na, nb); ++i) {
     const SymDim &x = At(*a, i), &y = At(*b, i);
     if (divides && y == SymDim::Of(0)) n.Fail("expected integer divisors other than 0, found 0");
-    std::optional<SymDim> r =
-        x.IsKnown() && y.IsKnown() ? SymDim::Of(known(x.factor, y.factor)) : symbolic(x, y);
+    std::optional<SymDim> r;
+    if (x.IsKnown() && y.IsKnown()) {
+      const std::optional<int64_t> v = known(x.factor, y.factor);
+      if (!v) n.Fail("shape arithmetic on " + n.Text(x) + " and " + n.Text(y) + " past int64");
+      r = SymDim::Of(*v);
+    } else {
+      r = symbolic(x, y);
+    }
     if (!r) {
       n.Fail("shape arithmetic on " + n.Text(x) + " and " + n.Text(y) +
              " that is no product of the graph's symbolic extents (weft follows products such as "
@@ -72,8 +94,7 @@ Integers Arithmetic(
 }
 
 std::function<Integers(NodeContext&)> ArithmeticOn(
-    std::function<int64_t(int64_t, int64_t)> known,
-    std::function<std::optional<SymDim>(const SymDim&, const SymDim&)> symbolic,
+    KnownOp known, std::function<std::optional<SymDim>(const SymDim&, const SymDim&)> symbolic,
     bool divides = false) {
   return [known, symbolic, divides](NodeContext& n) {
     return Arithmetic(n, known, symbolic, divides);
@@ -411,15 +432,15 @@ void AddShapeConverters(ConverterTable& t) {
   Fold<DimTensor>(t, "Where", Fn(Where));
   Fold<Symbol>(t, "Reshape", std::function<std::optional<Symbol>(NodeContext&)>(ReshapeSymbolic));
   Fold<DimTensor>(t, "Add",
-                  Fn(ArithmeticOn(std::plus<int64_t>(), [](const SymDim& a, const SymDim& b) {
+                  Fn(ArithmeticOn(Checked<AddOverflows>, [](const SymDim& a, const SymDim& b) {
                     return AddLike(a, b, 1);
                   })));
   Fold<DimTensor>(t, "Sub",
-                  Fn(ArithmeticOn(std::minus<int64_t>(), [](const SymDim& a, const SymDim& b) {
+                  Fn(ArithmeticOn(Checked<SubOverflows>, [](const SymDim& a, const SymDim& b) {
                     return AddLike(a, b, -1);
                   })));
-  Fold<DimTensor>(t, "Mul", Fn(ArithmeticOn(std::multiplies<int64_t>(), Multiply)));
-  Fold<DimTensor>(t, "Div", Fn(ArithmeticOn(std::divides<int64_t>(), Divide, /*divides=*/true)));
+  Fold<DimTensor>(t, "Mul", Fn(ArithmeticOn(Checked<MulOverflows>, Multiply)));
+  Fold<DimTensor>(t, "Div", Fn(ArithmeticOn(Checked<DivOverflows>, Divide, /*divides=*/true)));
   t["Equal"] = [](NodeContext& n) {
     std::optional<HostTensor> eq = Equal(n);
     if (!eq)

@@ -1,6 +1,7 @@
 #include "weft/onnx/dims.h"
 
 #include <array>
+#include <limits>
 #include <sstream>
 
 #include "core/error.h"
@@ -84,7 +85,9 @@ std::optional<SymDim> Multiply(const SymDim& a, const SymDim& b) {
 }
 
 std::optional<SymDim> Divide(const SymDim& a, const SymDim& b) {
-  if (b.factor == 0 || a.factor % b.factor != 0) return std::nullopt;
+  if (b.factor == 0 || (b.factor == -1 && a.factor == std::numeric_limits<int64_t>::min()) ||
+      a.factor % b.factor != 0)
+    return std::nullopt;
   SymDim out = a;
   out.factor /= b.factor;
   for (const auto& [var, power] : b.powers) {
@@ -98,7 +101,9 @@ std::optional<SymDim> Divide(const SymDim& a, const SymDim& b) {
 std::optional<SymDim> AddLike(const SymDim& a, const SymDim& b, int64_t sign) {
   if (a.powers != b.powers && a.factor != 0 && b.factor != 0) return std::nullopt;
   SymDim out = a.factor == 0 ? b : a;
-  out.factor = a.factor + sign * b.factor;
+  if (__builtin_mul_overflow(sign, b.factor, &out.factor) ||
+      __builtin_add_overflow(a.factor, out.factor, &out.factor))
+    return std::nullopt;
   if (out.factor == 0) out.powers.clear();
   return out;
 }

@@ -46,7 +46,7 @@ struct SymDim {
 };
 
 // Products and exact quotients of extents, and sums of like ones; nullopt where the result is no
-// such product (N + 1, N / 3 of an unknown N).
+// such product (N + 1, N / 3 of an unknown N) or its factor overflows int64.
 std::optional<SymDim> Multiply(const SymDim& a, const SymDim& b);
 std::optional<SymDim> Divide(const SymDim& a, const SymDim& b);
 std::optional<SymDim> AddLike(const SymDim& a, const SymDim& b, int64_t sign);
