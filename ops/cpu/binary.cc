@@ -202,19 +202,35 @@ void AddBinary(std::vector<NamedDeviceImpl>& table, const std::string& name) {
                       std::span<const TensorView> out) { Backward<F>(ctx, in, req, out); }}});
 }
 
+// y[s, e) = the sum of the inputs' elements [s, e), left to right in the arithmetic type (from x0:
+// -0 + x0 is x0), a block that stays in L1 at a time, so that every loop is a vector loop over one
+// input. y may be in[0].
+template <typename T>
+void AddNRange(std::span<const TensorView> in, OpReq req, T* y, int64_t s, int64_t e) {
+  using A = ArithOf<T>;
+  constexpr int64_t kBlock = 2048;
+  A sum[kBlock];
+  for (int64_t b = s; b < e; b += kBlock) {
+    const int64_t n = std::min(kBlock, e - b);
+    const T* x0 = in[0].data<T>() + b;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) sum[i] = ToArith(x0[i]);
+    for (size_t k = 1; k < in.size(); ++k) {
+      const T* x = in[k].data<T>() + b;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) sum[i] += ToArith(x[i]);
+    }
+    StoreRange(y + b, req, 0, n, [&](int64_t i) { return FromArith<T>(sum[i]); });
+  }
+}
+
 // in: num_args arrays of one shape; out: that shape (may be in[0]).
 void AddNCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
                  std::span<const OpReq> req, std::span<const TensorView> out) {
   WEFT_FLOAT_BF16_SWITCH(out[0].dtype(), T, "add_n", {
-    using A = ArithOf<T>;
     T* y = out[0].data<T>();
-    ParallelFor(out[0].size(), 4096, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) {
-        A sum = A(-0.0);
-        for (const TensorView& x : in) sum += ToArith(x.data<T>()[i]);
-        Store(y[i], req[0], FromArith<T>(sum));
-      }
-    });
+    ParallelFor(out[0].size(), 4096,
+                [&](int64_t s, int64_t e) { AddNRange<T>(in, req[0], y, s, e); });
   });
 }
 
