@@ -30,6 +30,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/bfloat16.h"
@@ -166,6 +167,20 @@ void TransposeTile(const T* first, int64_t stride, int64_t count, int64_t n, Ari
   }
 }
 
+// `count` rows (`stride` apart, n values each, from `first`) in A, and their stride: the rows
+// themselves when T computes in T, else widened once into `buf` (count x n), so that the products
+// that read each row many times (once per query or key of a tile) read floats.
+template <typename T>
+std::pair<const ArithOf<T>*, int64_t> RowsInArith(const T* first, int64_t stride, int64_t count,
+                                                  int64_t n, std::vector<ArithOf<T>>& buf) {
+  if constexpr (std::is_same_v<T, ArithOf<T>>) {
+    return {first, stride};
+  } else {
+    for (int64_t j = 0; j < count; ++j) WidenBf16(first + j * stride, buf.data() + j * n, n);
+    return {buf.data(), n};
+  }
+}
+
 // out (rows x kKeyBlock, first `cols` columns) = A B^T for A's `rows` rows (from `a`, `stride`
 // apart, n values each) and B^T as bt (TransposeTile's): a row of out is a weighted sum of rows
 // of bt (AccumulateRows), in vectors along the keys.
@@ -247,18 +262,18 @@ struct ForwardScratch {
         keep(kQueryBlock * kKeyBlock),
         acc(kQueryBlock * d.dv),
         m(kQueryBlock),
-        l(kQueryBlock) {}
+        l(kQueryBlock),
+        v(kKeyBlock * d.dv) {}
   std::vector<A> kt, s, keep, acc, m, l;
+  std::vector<A> v;  // a key block's values in A (RowsInArith), for bfloat16
 };
 
-// Folds keys [j0, j1) into row r's running maximum, sum and accumulator; s: the row's scores,
-// overwritten with their exponentials; `keep` (null: all kept) is the row's dropout factors.
-template <typename T>
-WEFT_CPU_VECTOR_CLONES void OnlineSoftmaxRow(const Head<T>& hd, int64_t dv, int64_t j0, int64_t j1,
-                                             ArithOf<T>* s, const ArithOf<T>* keep,
-                                             ForwardScratch<ArithOf<T>>& w, int64_t r) {
-  using A = ArithOf<T>;
-  const int64_t cols = j1 - j0;
+// Folds `cols` keys into row r's running maximum, sum and accumulator; s: the row's scores,
+// overwritten with their exponentials; `keep` (null: all kept) is the row's dropout factors; v:
+// the keys' values (rows `vt` apart).
+template <typename A>
+WEFT_CPU_VECTOR_CLONES void OnlineSoftmaxRow(const A* v, int64_t vt, int64_t dv, int64_t cols, A* s,
+                                             const A* keep, ForwardScratch<A>& w, int64_t r) {
   A max = static_cast<A>(kMinusInf);
   for (int64_t c = 0; c < cols; ++c) max = std::max(max, s[c]);
   const A m_new = std::max(w.m[r], max);
@@ -276,7 +291,7 @@ WEFT_CPU_VECTOR_CLONES void OnlineSoftmaxRow(const Head<T>& hd, int64_t dv, int6
 #pragma omp simd
     for (int64_t c = 0; c < cols; ++c) s[c] *= keep[c];
   }
-  AccumulateRows(s, 1, cols, hd.V(j0), hd.vt, dv, acc);
+  AccumulateRows(s, 1, cols, v, vt, dv, acc);
   w.l[r] = w.l[r] * alpha + sum;
   w.m[r] = m_new;
 }
@@ -298,8 +313,9 @@ void ForwardBlock(const Operands<T>& x, const Dropout& z, const Block& blk,
     TransposeTile(hd.K(j0), hd.kt, j1 - j0, d.d, w.kt.data());
     const A* keep =
         Tiles(x, hd, z, blk.first, blk.last, j0, j1, w.kt.data(), w.s.data(), w.keep.data());
+    const auto [v, vt] = RowsInArith(hd.V(j0), hd.vt, j1 - j0, d.dv, w.v);
     for (int64_t r = 0; r < rows; ++r) {
-      OnlineSoftmaxRow(hd, d.dv, j0, j1, w.s.data() + r * kKeyBlock,
+      OnlineSoftmaxRow(v, vt, d.dv, j1 - j0, w.s.data() + r * kKeyBlock,
                        keep ? keep + r * kKeyBlock : nullptr, w, r);
     }
   }
@@ -362,8 +378,11 @@ struct BackwardScratch {
         keep(kQueryBlock * kKeyBlock),
         dk(kKeyBlock * d.d),
         dv(kKeyBlock * d.dv),
-        dq(d.tq * d.d) {}
+        dq(d.tq * d.d),
+        dy(kQueryBlock * d.dv),
+        q(kQueryBlock * d.d) {}
   std::vector<A> kt, vt, k, s, p, keep, dk, dv, dq;
+  std::vector<A> dy, q;  // a query block's out_grad and q in A (RowsInArith), for bfloat16
 };
 
 // For query row i of a tile pair, from its scores s (overwritten with dS) and dP = dy[i] v^T
@@ -412,10 +431,11 @@ void TilePairGrads(const Operands<T>& x, const Dropout& z, const Grads<T>& g, co
     ScoreGradRow(g.lse[row], g.delta[row], keep ? keep + r * kKeyBlock : nullptr, cols, ds, pz);
     AccumulateRows(ds, 1, cols, w.k.data(), d.d, d.d, w.dq.data() + (i0 + r) * d.d);
   }
+  const auto [dy, dy_stride] = RowsInArith(g.Dy(d, hd, i0), dy_t, rows, d.dv, w.dy);
+  const auto [q, q_stride] = RowsInArith(hd.Q(i0), hd.qt, rows, d.d, w.q);
   for (int64_t j = 0; j < cols; ++j) {
-    AccumulateRows(w.p.data() + j, kKeyBlock, rows, g.Dy(d, hd, i0), dy_t, d.dv,
-                   w.dv.data() + j * d.dv);
-    AccumulateRows(w.s.data() + j, kKeyBlock, rows, hd.Q(i0), hd.qt, d.d, w.dk.data() + j * d.d);
+    AccumulateRows(w.p.data() + j, kKeyBlock, rows, dy, dy_stride, d.dv, w.dv.data() + j * d.dv);
+    AccumulateRows(w.s.data() + j, kKeyBlock, rows, q, q_stride, d.d, w.dk.data() + j * d.d);
   }
 }
 
@@ -434,7 +454,11 @@ void HeadGrads(const Operands<T>& x, const Dropout& z, const Grads<T>& g, int64_
     TransposeTile(hd.K(j0), hd.kt, cols, d.d, w.kt.data());
     TransposeTile(hd.V(j0), hd.vt, cols, d.dv, w.vt.data());
     for (int64_t j = 0; j < cols; ++j) {
-      for (int64_t c = 0; c < d.d; ++c) w.k[j * d.d + c] = ToArith(hd.K(j0 + j)[c]);
+      if constexpr (std::is_same_v<T, A>) {
+        std::copy_n(hd.K(j0 + j), d.d, w.k.data() + j * d.d);
+      } else {
+        WidenBf16(hd.K(j0 + j), w.k.data() + j * d.d, d.d);
+      }
     }
     std::fill_n(w.dk.begin(), cols * d.d, A(0));
     std::fill_n(w.dv.begin(), cols * d.dv, A(0));

@@ -12,6 +12,25 @@
 
 namespace weft::cpu {
 
+// Over the bits (uint16_t): GCC vectorizes neither loop over the BFloat16 struct.
+WEFT_CPU_VECTOR_CLONES void WidenBf16(const BFloat16* in, float* out, int64_t n) {
+  const uint16_t* bits = reinterpret_cast<const uint16_t*>(in);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = BFloat16::FloatOfBits(bits[i]);
+}
+
+WEFT_CPU_VECTOR_CLONES void NarrowBf16(const float* in, OpReq req, BFloat16* out, int64_t n) {
+  uint16_t* bits = reinterpret_cast<uint16_t*>(out);
+  if (req == OpReq::kAddTo) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i)
+      bits[i] = BFloat16::RoundedBits(BFloat16::FloatOfBits(bits[i]) + in[i]);
+  } else if (req != OpReq::kNull) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) bits[i] = BFloat16::RoundedBits(in[i]);
+  }
+}
+
 int IntraOpThreads() {
   static const int threads = [] {
     const int workers = engine::EngineOptions::FromEnv().cpu_workers;
