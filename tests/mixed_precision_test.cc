@@ -191,6 +191,48 @@ TEST(Bfloat16Compute, DropoutDrawsFloat32sMaskAndRoundsOnce) {
   }
 }
 
+// Copies (concat, split, slice and its gradient, take) and where carry bfloat16 values exactly; the
+// gradients that sum (take's of repeated rows, where's of a broadcast operand) sum in float and
+// round once: float32's results rounded, bit for bit on the CPU. A mixed step runs them in
+// bfloat16 on the outputs of bfloat16 layers (packed projections split, positions gathered).
+TEST(Bfloat16Compute, CopiesAndSelectionsCarryBfloat16Exactly) {
+  const testing::Values x = Bf16Exact(Uniform(96, 9, -2, 2)), y = Bf16Exact(Uniform(96, 10, -2, 2));
+  const Shape s{12, 8};
+  ExpectComputedInFloat("concat", {x, y}, {s, s}, {{"num_args", "2"}, {"dim", "1"}});
+  ExpectComputedInFloat("split", {x}, {s}, {{"num_outputs", "2"}, {"axis", "1"}});
+  ExpectComputedInFloat("slice", {x}, {s}, {{"begin", "(1, 2)"}, {"end", "(9, 7)"}});
+  ExpectComputedInFloat("_backward_slice", {Bf16Exact(Uniform(40, 11)), x}, {Shape{8, 5}, s},
+                        {{"begin", "(1, 2)"}, {"end", "(9, 7)"}});
+  testing::Values cond(96);
+  for (size_t i = 0; i < cond.size(); ++i) cond[i] = i % 3 == 0 ? 1 : 0;
+  ExpectComputedInFloat("where", {cond, x, y}, {s, s, s});
+  // The gradients that sum, against float32's rounded once.
+  const testing::Values row = Bf16Exact(Uniform(8, 12, -1, 1));
+  const NDArray rows = ArrayOf({0, 3, 3, 11, 3}, Shape{5}, kF32);
+  const testing::Values dy = Bf16Exact(Uniform(40, 13, -2, 2));
+  // (The GPU's _backward_take adds atomically in float32 or float64 only: where's, there.)
+  for (int output = testing::TestDevice().is_gpu() ? 1 : 0; output < 2; ++output) {
+    std::map<DType, testing::Values> got;
+    for (DType t : {kF32, kBf16}) {
+      const NDArray g = output == 1 ? NDArray()
+                                    : op::Call("_backward_take", {ArrayOf(dy, Shape{5, 8}, t), rows,
+                                                                  ArrayOf(x, s, t)})[0];
+      const NDArray w =
+          op::Call("_backward_where", {ArrayOf(x, s, t), ArrayOf(cond, s, t), ArrayOf(y, s, t),
+                                       ArrayOf(row, Shape{8}, t)})[output];
+      got[t] = output == 0 ? ValuesOf(g) : ValuesOf(w);
+      if (t == kF32) {
+        got[t] = ValuesOf(op::Call("Cast", {output == 0 ? g : w}, {{"dtype", "bfloat16"}})[0]);
+      }
+    }
+    if (testing::TestDevice().is_gpu()) {
+      testing::ExpectNear(got[kBf16], got[kF32], 1e-2, "gradient");
+    } else {
+      EXPECT_EQ(got[kBf16], got[kF32]) << (output == 0 ? "_backward_take" : "_backward_where");
+    }
+  }
+}
+
 TEST(Bfloat16Compute, FullyConnectedAccumulatesInFloat32) {
   const Shape xs{16, 24}, ws{10, 24}, bs{10};
   const testing::Values x = Bf16Exact(Uniform(xs.Size(), 4)), w = Bf16Exact(Uniform(ws.Size(), 5)),

@@ -57,7 +57,7 @@ void ForEachPiece(const ConcatLayout& l, F&& f) {
 void Join(std::span<const TensorView> parts, int axis, OpReq req, const TensorView& whole) {
   if (req == OpReq::kNull) return;
   const ConcatLayout l = MakeConcatLayout(parts, axis);
-  WEFT_DTYPE_SWITCH(whole.dtype(), T, "concat", {
+  WEFT_MOVE_SWITCH(whole.dtype(), T, "concat", {
     T* y = whole.data<T>();
     ForEachPiece(l, [&](int64_t i, int64_t at_out, int64_t at_in, int64_t len) {
       StoreN(y + at_out, req, parts[i].data<T>() + at_in, len);
@@ -69,7 +69,7 @@ void Join(std::span<const TensorView> parts, int axis, OpReq req, const TensorVi
 void Cut(const TensorView& whole, int axis, std::span<const OpReq> req,
          std::span<const TensorView> parts) {
   const ConcatLayout l = MakeConcatLayout(parts, axis);
-  WEFT_DTYPE_SWITCH(whole.dtype(), T, "split", {
+  WEFT_MOVE_SWITCH(whole.dtype(), T, "split", {
     const T* dy = whole.data<T>();
     ForEachPiece(l, [&](int64_t i, int64_t at_out, int64_t at_in, int64_t len) {
       StoreN(parts[i].data<T>() + at_in, req[i], dy + at_out, len);
@@ -128,7 +128,7 @@ void SliceCompute(const OpContext&, const Attrs& a, std::span<const TensorView> 
                   std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
   const SliceBox box = MakeSliceBox(a.Get<SliceParam>(), in[0].shape());
-  WEFT_DTYPE_SWITCH(in[0].dtype(), T, "slice", {
+  WEFT_MOVE_SWITCH(in[0].dtype(), T, "slice", {
     const T* x = in[0].data<T>();
     T* y = out[0].data<T>();
     ForEachSliceRow(box, in[0].shape(), [&](int64_t at_in, int64_t at_out, int64_t len) {
@@ -144,10 +144,10 @@ void SliceBackwardCompute(const OpContext&, const Attrs& a, std::span<const Tens
   const SliceBox box = MakeSliceBox(a.Get<SliceParam>(), in[1].shape());
   // Outside the box the gradient is 0: written for a write, nothing to add for kAddTo.
   const OpReq inside = req[0] == OpReq::kAddTo ? OpReq::kAddTo : OpReq::kWrite;
-  WEFT_DTYPE_SWITCH(in[0].dtype(), T, "_backward_slice", {
+  WEFT_MOVE_SWITCH(in[0].dtype(), T, "_backward_slice", {
     const T* dy = in[0].data<T>();
     T* dx = out[0].data<T>();
-    if (inside == OpReq::kWrite) std::fill_n(dx, out[0].size(), T(0));
+    if (inside == OpReq::kWrite) std::fill_n(dx, out[0].size(), T{});
     ForEachSliceRow(box, in[1].shape(), [&](int64_t at_in, int64_t at_out, int64_t len) {
       StoreN(dx + at_in, inside, dy + at_out, len);
     });

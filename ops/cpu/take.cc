@@ -32,7 +32,7 @@ void TakeCompute(const OpContext&, const Attrs& attrs, std::span<const TensorVie
   const TakeLayout l = MakeTakeLayout(attrs.Get<TakeParam>(), in[0].shape(), in[1].size());
   const std::vector<int64_t> rows = CheckedRows("take", in[1], l.n);
   if (req[0] == OpReq::kNull) return;
-  WEFT_DTYPE_SWITCH(in[0].dtype(), T, "take", {
+  WEFT_MOVE_SWITCH(in[0].dtype(), T, "take", {
     const T* a = in[0].data<T>();
     T* y = out[0].data<T>();
     ParallelFor(l.outer * l.k, std::max<int64_t>(1, 16384 / l.inner), [&](int64_t b, int64_t e) {
@@ -45,7 +45,8 @@ void TakeCompute(const OpContext&, const Attrs& attrs, std::span<const TensorVie
 }
 
 // dy: (outer, k, inner); da: (outer, n, inner), zeroed unless the request adds. da[o, rows[j], i]
-// += dy[o, j, i], each element summed in index order: threads split the (o, i) columns.
+// += dy[o, j, i], each element summed in index order: threads split the (o, i) columns. T is
+// float32 or float64 (bfloat16 sums in float32 scratch: TakeBackwardCompute).
 template <typename T>
 void ScatterAdd(const TakeLayout& l, const std::vector<int64_t>& rows, const T* dy, OpReq req,
                 T* da) {
@@ -64,11 +65,19 @@ void ScatterAdd(const TakeLayout& l, const std::vector<int64_t>& rows, const T* 
 }
 
 // in: (out_grad, indices, a: read for its shape); out: d a.
-void TakeBackwardCompute(const OpContext&, const Attrs& attrs, std::span<const TensorView> in,
+void TakeBackwardCompute(const OpContext& ctx, const Attrs& attrs, std::span<const TensorView> in,
                          std::span<const OpReq> req, std::span<const TensorView> out) {
   const TakeLayout l = MakeTakeLayout(attrs.Get<TakeParam>(), in[2].shape(), in[1].size());
   const std::vector<int64_t> rows = CheckedRows("_backward_take", in[1], l.n);
   if (req[0] == OpReq::kNull) return;
+  if (in[0].dtype() == DType::kBFloat16) {  // summed in float32, rounded once
+    const int64_t n = in[0].size(), size = out[0].size();
+    float* scratch = static_cast<float*>(ctx.Workspace((n + size) * sizeof(float)));
+    WidenBf16(in[0].data<BFloat16>(), scratch, n);
+    ScatterAdd(l, rows, scratch, OpReq::kWrite, scratch + n);
+    NarrowBf16(scratch + n, req[0], out[0].data<BFloat16>(), size);
+    return;
+  }
   WEFT_FLOAT_SWITCH(in[0].dtype(), T, "_backward_take",
                     { ScatterAdd(l, rows, in[0].data<T>(), req[0], out[0].data<T>()); });
 }

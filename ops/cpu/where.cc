@@ -33,10 +33,16 @@ void ForEachBroadcast(const Shape& out, const std::array<Shape, N>& operands, F&
   }
 }
 
+// Selects in the arithmetic type (bfloat16: float, exact both ways).
+template <typename T>
+T WhereOf(T c, T a, T b) {
+  return FromArith<T>(fn::Where::Fwd(ToArith(c), ToArith(a), ToArith(b)));
+}
+
 template <typename T>
 WEFT_CPU_VECTOR_CLONES void WhereRange(const T* c, const T* a, const T* b, OpReq req, T* y,
                                        int64_t s, int64_t e) {
-  StoreRange(y, req, s, e, [=](int64_t i) { return fn::Where::Fwd(c[i], a[i], b[i]); });
+  StoreRange(y, req, s, e, [=](int64_t i) { return WhereOf(c[i], a[i], b[i]); });
 }
 
 bool SameShapes(std::span<const TensorView> views) {
@@ -48,7 +54,7 @@ bool SameShapes(std::span<const TensorView> views) {
 void WhereCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
                   std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull) return;
-  WEFT_FLOAT_SWITCH(out[0].dtype(), T, "where", {
+  WEFT_FLOAT_BF16_SWITCH(out[0].dtype(), T, "where", {
     const T *c = in[0].data<T>(), *a = in[1].data<T>(), *b = in[2].data<T>();
     T* y = out[0].data<T>();
     const OpReq r = req[0];
@@ -59,7 +65,7 @@ void WhereCompute(const OpContext&, const Attrs&, std::span<const TensorView> in
     }
     ForEachBroadcast<3>(out[0].shape(), {in[0].shape(), in[1].shape(), in[2].shape()},
                         [&](int64_t o, const std::array<int64_t, 3>& k) {
-                          Store(y[o], r, fn::Where::Fwd(c[k[0]], a[k[1]], b[k[2]]));
+                          Store(y[o], r, WhereOf(c[k[0]], a[k[1]], b[k[2]]));
                         });
   });
 }
@@ -68,19 +74,21 @@ void WhereCompute(const OpContext&, const Attrs&, std::span<const TensorView> in
 // Sums into scratch from -0, then stores as requested.
 void WhereBackwardCompute(const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
                           std::span<const OpReq> req, std::span<const TensorView> out) {
-  WEFT_FLOAT_SWITCH(in[0].dtype(), T, "_backward_where", {
+  WEFT_FLOAT_BF16_SWITCH(in[0].dtype(), T, "_backward_where", {
+    using A = ArithOf<T>;
     const T *g = in[0].data<T>(), *c = in[1].data<T>();
     const int64_t na = out[0].size(), nb = out[1].size();
-    T* sa = static_cast<T*>(ctx.Workspace((na + nb) * sizeof(T)));
-    T* sb = sa + na;
-    std::fill_n(sa, na + nb, T(-0.0));
+    A* sa = static_cast<A*>(ctx.Workspace((na + nb) * sizeof(A)));
+    A* sb = sa + na;
+    std::fill_n(sa, na + nb, A(-0.0));
     ForEachBroadcast<3>(in[0].shape(), {in[1].shape(), in[2].shape(), in[3].shape()},
                         [&](int64_t o, const std::array<int64_t, 3>& k) {
-                          sa[k[1]] += g[o] * fn::Where::DA(c[k[0]]);
-                          sb[k[2]] += g[o] * fn::Where::DB(c[k[0]]);
+                          const A go = ToArith(g[o]), ck = ToArith(c[k[0]]);
+                          sa[k[1]] += go * fn::Where::DA(ck);
+                          sb[k[2]] += go * fn::Where::DB(ck);
                         });
-    StoreN(out[0].data<T>(), req[0], sa, na);
-    StoreN(out[1].data<T>(), req[1], sb, nb);
+    StoreArithN(out[0].data<T>(), req[0], sa, na);
+    StoreArithN(out[1].data<T>(), req[1], sb, nb);
   });
 }
 

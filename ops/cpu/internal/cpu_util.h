@@ -182,6 +182,17 @@ inline void StoreN(T* out, OpReq req, const T* in, int64_t n) {
   }
 }
 
+// Stores n values computed in ArithOf<T> into out as the request says, rounded once (a kAddTo
+// adds in the arithmetic type first).
+template <typename T>
+inline void StoreArithN(T* out, OpReq req, const ArithOf<T>* in, int64_t n) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    NarrowBf16(in, req, out, n);
+  } else {
+    StoreN(out, req, in, n);
+  }
+}
+
 // How StagedOutputs stages a bfloat16 output whose request is kAddTo: kRounded, in bfloat16 (the
 // kernel's result is rounded, then Finish rounds the sum again); kInFloat, in float32 (the kernel
 // writes its result unrounded, Finish adds it in float and rounds once), for kernels that can
