@@ -1,6 +1,6 @@
 // CPU compute of concat, slice, split and their backward ops (ops/tensor/concat_slice.cc defines
 // them and says what they compute): contiguous pieces copied in parallel, on every dtype (float32,
-// float64, int32, int64, uint8).
+// float64, bfloat16, int32, int64, uint8).
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/op.h"
 #include "ops/tensor/tensor_params.h"
