@@ -3,6 +3,7 @@
 // loops over the functors of ops/math/optimizer.h, writing a bfloat16 copy of the new weight when
 // asked (UpdateParam::copy); and the loss scaler's step (amp_update_scale). The state arrays
 // advance whatever the weight's request (kNull included), as on the GPU.
+#include <algorithm>
 #include <array>
 
 #include "core/bfloat16.h"
@@ -32,6 +33,18 @@ void UpdateRange(const UpdateParam& p, OpReq req, const T* w, const T* g,
     for (int k = 0; k < F::kStates; ++k) state[k][i] = FromArith<T>(s[k]);
     return out;
   };
+  if constexpr (std::is_same_v<T, float>) {
+    if (copy.data != nullptr && (req == OpReq::kWrite || req == OpReq::kWriteInplace)) {
+      // Vector loops, a block in L1 at a time: the new weights, then their copy (y rounded).
+      constexpr int64_t kBlock = 2048;
+      for (int64_t s0 = b; s0 < e; s0 += kBlock) {
+        const int64_t s1 = std::min(e, s0 + kBlock);
+        StoreRange(y, req, s0, s1, step);
+        NarrowBf16(y + s0, OpReq::kWrite, copy.data + s0, s1 - s0);
+      }
+      return;
+    }
+  }
   if (copy.data != nullptr || !std::is_same_v<A, T>) {
     for (int64_t i = b; i < e; ++i) {
       const A out = step(i);  // reads w[i] before y[i], which may be w[i], is written
