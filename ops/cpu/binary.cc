@@ -204,9 +204,10 @@ void AddBinary(std::vector<NamedDeviceImpl>& table, const std::string& name) {
 
 // y[s, e) = the sum of the inputs' elements [s, e), left to right in the arithmetic type (from x0:
 // -0 + x0 is x0), a block that stays in L1 at a time, so that every loop is a vector loop over one
-// input. y may be in[0].
+// input, in the widest vectors the processor has (WEFT_CPU_VECTOR_CLONES). y may be in[0].
 template <typename T>
-void AddNRange(std::span<const TensorView> in, OpReq req, T* y, int64_t s, int64_t e) {
+WEFT_CPU_VECTOR_CLONES void AddNRange(std::span<const TensorView> in, OpReq req, T* y, int64_t s,
+                                      int64_t e) {
   using A = ArithOf<T>;
   constexpr int64_t kBlock = 2048;
   A sum[kBlock];

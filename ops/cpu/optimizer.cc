@@ -22,9 +22,9 @@ struct Copy {
 // y[i] = F::Step(w[i], g[i], state) for i in [b, e), as `req` says, and its copy; the states are
 // updated in place. y may be w.
 template <typename F, typename T>
-void UpdateRange(const UpdateParam& p, OpReq req, const T* w, const T* g,
-                 std::array<T*, fn::kMaxUpdateStates> state, T* y, Copy copy, int64_t b,
-                 int64_t e) {
+WEFT_CPU_VECTOR_CLONES void UpdateRange(const UpdateParam& p, OpReq req, const T* w, const T* g,
+                                        std::array<T*, fn::kMaxUpdateStates> state, T* y, Copy copy,
+                                        int64_t b, int64_t e) {
   using A = ArithOf<T>;
   auto step = [=, &p](int64_t i) {
     A s[fn::kMaxUpdateStates];
