@@ -144,9 +144,9 @@ using testing::Bf16Exact;
 using testing::Uniform;
 using testing::ValuesOf;
 
-// `op` on bfloat16 arrays of these values computes in float and rounds each result once: it
-// equals the float32 op on the same (bfloat16-exact) values, cast to bfloat16, bit for bit on the
-// CPU (the same functors), within a bfloat16 rounding on a GPU.
+// `op` on bfloat16 arrays of these values computes in float and rounds each result once: every
+// output equals the float32 op's on the same (bfloat16-exact) values, cast to bfloat16, bit for
+// bit on the CPU (the same functors), within a bfloat16 rounding on a GPU.
 void ExpectComputedInFloat(const std::string& op, const std::vector<testing::Values>& values,
                            const std::vector<Shape>& shapes, const AttrMap& attrs = {}) {
   std::vector<NDArray> bf16, f32;
@@ -154,11 +154,18 @@ void ExpectComputedInFloat(const std::string& op, const std::vector<testing::Val
     bf16.push_back(ArrayOf(values[i], shapes[i], kBf16));
     f32.push_back(ArrayOf(values[i], shapes[i], kF32));
   }
-  const testing::Values got = ValuesOf(op::Call(op, bf16, attrs)[0]);
-  const testing::Values want =
-      ValuesOf(op::Call("Cast", {op::Call(op, f32, attrs)[0]}, {{"dtype", "bfloat16"}})[0]);
-  if (testing::TestDevice().is_gpu()) return testing::ExpectNear(got, want, 1e-2, op);
-  EXPECT_EQ(got, want) << op;
+  const std::vector<NDArray> got = op::Call(op, bf16, attrs), want = op::Call(op, f32, attrs);
+  ASSERT_EQ(got.size(), want.size()) << op;
+  for (size_t k = 0; k < got.size(); ++k) {  // every output
+    const testing::Values rounded =
+        ValuesOf(op::Call("Cast", {want[k]}, {{"dtype", "bfloat16"}})[0]);
+    const std::string what = op + " output " + std::to_string(k);
+    if (testing::TestDevice().is_gpu()) {
+      testing::ExpectNear(ValuesOf(got[k]), rounded, 1e-2, what);
+    } else {
+      EXPECT_EQ(ValuesOf(got[k]), rounded) << what;
+    }
+  }
 }
 
 TEST(Bfloat16Compute, ElementwiseOpsComputeInFloatAndRoundOnce) {
@@ -171,6 +178,8 @@ TEST(Bfloat16Compute, ElementwiseOpsComputeInFloatAndRoundOnce) {
   for (const char* binary : {"add", "sub", "mul", "div", "maximum"}) {
     ExpectComputedInFloat(binary, {x, y}, {s, s});
     ExpectComputedInFloat(binary, {x, row}, {s, Shape{8}});  // broadcast
+    // both gradients, from out_grad y and operands x, y
+    ExpectComputedInFloat(std::string("_backward_") + binary, {y, x, y}, {s, s, s});
   }
   ExpectComputedInFloat("add_n", {x, y, x}, {s, s, s}, {{"num_args", "3"}});
 }
