@@ -336,6 +336,13 @@ TEST(Bfloat16Compute, ConvolutionAccumulatesInFloat32AndRoundsOnce) {
                     /*backward=*/false);
 }
 
+// FullyConnected's gradients, written and added to: each rounded once (oneDNN writes an added one
+// in float32, which is added in float before the rounding).
+TEST(Bfloat16Compute, FullyConnectedGradientsRoundOnceWhenAdded) {
+  ExpectLayerOfBf16("FullyConnected", {{"num_hidden", "10"}},
+                    {Shape{16, 24}, Shape{10, 24}, Shape{10}});
+}
+
 // Max and average windows, padded, strided, ceil mode (a window past the padding), global.
 TEST(Bfloat16Compute, PoolingComputesInFloatAndRoundsOnce) {
   const Shape x{2, 3, 9, 8};

@@ -1,6 +1,7 @@
 // CPU compute of FullyConnected and _backward_FullyConnected (ops/nn/fully_connected.cc defines
 // them and says what they compute). float32 and bfloat16 run oneDNN's inner product (forward,
-// backward data, backward weights; bfloat16 accumulating in float32); float64 the loops below. An
+// backward data, backward weights; bfloat16 accumulating in float32, an output added to written
+// in float32 and rounded once after the add); float64 the loops below. An
 // activation epilogue (act_type) is the matmul's post-op on float32, weft's functor over the output
 // on float64.
 #include <algorithm>
@@ -37,14 +38,17 @@ dnnl::memory::desc TransposedWeightDesc(const FcDims& d, DType t) {
 // Forward as a matmul on the transposed weight: measured faster than inner_product_forward on
 // plain layouts (which used a slower path than its own backward, for the same GEMM sizes).
 // The activation epilogue, if any, is the matmul's eltwise post-op. Every primitive here takes
-// float32 or bfloat16 (t), the bfloat16 ones accumulating in float32.
-DnnlPrimitive FcForwardPrimitive(const FcDims& d, bool bias, std::optional<ActType> act, DType t) {
-  const std::string key =
-      PrimitiveKey("FullyConnected/forward_matmul", d.m, d.k, d.o, bias, LayerActKey(act), t);
+// float32 or bfloat16 (t), the bfloat16 ones accumulating in float32; what a primitive writes is
+// of type t too, but float32 for a bfloat16 output added to (StagedType: Finish adds it in float
+// and rounds once, Bf16AddTo::kInFloat), `dst` below.
+DnnlPrimitive FcForwardPrimitive(const FcDims& d, bool bias, std::optional<ActType> act, DType t,
+                                 DType dst_t) {
+  const std::string key = PrimitiveKey("FullyConnected/forward_matmul", d.m, d.k, d.o, bias,
+                                       LayerActKey(act), t, dst_t);
   return CachedPrimitive(
       key,
       [&] {
-        const auto src = PlainDesc(Shape{d.m, d.k}, t), dst = PlainDesc(Shape{d.m, d.o}, t);
+        const auto src = PlainDesc(Shape{d.m, d.k}, t), dst = PlainDesc(Shape{d.m, d.o}, dst_t);
         const auto w = TransposedWeightDesc(d, t);
         const auto desc = bias ? dnnl::matmul::desc(src, w, PlainDesc(Shape{1, d.o}, t), dst)
                                : dnnl::matmul::desc(src, w, dst);
@@ -53,11 +57,12 @@ DnnlPrimitive FcForwardPrimitive(const FcDims& d, bool bias, std::optional<ActTy
       DnnlThreadsFor(d.m * d.k * d.o));
 }
 
-DnnlPrimitive FcBackwardDataPrimitive(const FcDims& d, DType t) {
+// dx_t: d_data's staged type.
+DnnlPrimitive FcBackwardDataPrimitive(const FcDims& d, DType t, DType dx_t) {
   return CachedPrimitive(
-      PrimitiveKey("FullyConnected/backward_data", d.m, d.k, d.o, t),
+      PrimitiveKey("FullyConnected/backward_data", d.m, d.k, d.o, t, dx_t),
       [&] {
-        const dnnl::inner_product_backward_data::desc desc(PlainDesc(Shape{d.m, d.k}, t),
+        const dnnl::inner_product_backward_data::desc desc(PlainDesc(Shape{d.m, d.k}, dx_t),
                                                            PlainDesc(Shape{d.o, d.k}, t),
                                                            PlainDesc(Shape{d.m, d.o}, t));
         return MakePrimitive<dnnl::inner_product_backward_data>(
@@ -66,15 +71,17 @@ DnnlPrimitive FcBackwardDataPrimitive(const FcDims& d, DType t) {
       DnnlThreadsFor(d.m * d.k * d.o));
 }
 
-DnnlPrimitive FcBackwardWeightsPrimitive(const FcDims& d, bool bias, DType t) {
+// dw_t, db_t: d_weight's and d_bias's staged types.
+DnnlPrimitive FcBackwardWeightsPrimitive(const FcDims& d, bool bias, DType t, DType dw_t,
+                                         DType db_t) {
   return CachedPrimitive(
-      PrimitiveKey("FullyConnected/backward_weights", d.m, d.k, d.o, bias, t),
+      PrimitiveKey("FullyConnected/backward_weights", d.m, d.k, d.o, bias, t, dw_t, db_t),
       [&] {
         using Desc = dnnl::inner_product_backward_weights::desc;
-        const auto src = PlainDesc(Shape{d.m, d.k}, t), weights = PlainDesc(Shape{d.o, d.k}, t),
+        const auto src = PlainDesc(Shape{d.m, d.k}, t), weights = PlainDesc(Shape{d.o, d.k}, dw_t),
                    dst = PlainDesc(Shape{d.m, d.o}, t);
         const Desc desc =
-            bias ? Desc(src, weights, PlainDesc(Shape{d.o}, t), dst) : Desc(src, weights, dst);
+            bias ? Desc(src, weights, PlainDesc(Shape{d.o}, db_t), dst) : Desc(src, weights, dst);
         return MakePrimitive<dnnl::inner_product_backward_weights>(
             {desc, ScratchpadAttr(), DnnlEngine(), FcForwardDesc(d, bias, t)});
       },
@@ -155,8 +162,10 @@ void FcForward(const OpContext& ctx, const Attrs& a, std::span<const TensorView>
     staged.Finish();
     return;
   }
-  const DnnlPrimitive prim = FcForwardPrimitive(d, bias != nullptr, p.act, in[0].dtype());
-  StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
+  const DType t = in[0].dtype();
+  const DnnlPrimitive prim = FcForwardPrimitive(
+      d, bias != nullptr, p.act, t, StagedType(out[0].dtype(), req[0], Bf16AddTo::kInFloat));
+  StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)}, Bf16AddTo::kInFloat);
   ExecutePrimitive(prim, FcForwardArgs(d, in, bias, staged.Target(0)), staged.Extra(0));
   staged.Finish();
 }
@@ -172,7 +181,7 @@ ComputeFn PrepareFcForward(const Attrs& a, Device, std::span<const TensorView> i
   const FcDims d = FcDimsOf(p, in[0].shape());
   const TensorView* bias = p.no_bias ? nullptr : &in[2];
   auto bound = std::make_shared<const BoundPrimitive>(
-      FcForwardPrimitive(d, bias != nullptr, p.act, in[0].dtype()),
+      FcForwardPrimitive(d, bias != nullptr, p.act, in[0].dtype(), out[0].dtype()),
       FcForwardArgs(d, in, bias, out[0]));
   return [bound](const OpContext& ctx, const Attrs&, std::span<const TensorView>,
                  std::span<const OpReq>, std::span<const TensorView>) { bound->Run(ctx); };
@@ -196,10 +205,15 @@ void FcBackward(const OpContext& ctx, const Attrs& a, std::span<const TensorView
     return;
   }
   const DType t = in[0].dtype();
-  const DnnlPrimitive data_prim = FcBackwardDataPrimitive(d, t),
-                      weights_prim = FcBackwardWeightsPrimitive(d, bias, t);
+  const auto staged_type = [&](size_t i) {  // d_data, d_weight, d_bias
+    return i < out.size() ? StagedType(out[i].dtype(), req[i], Bf16AddTo::kInFloat) : t;
+  };
+  const DnnlPrimitive data_prim = FcBackwardDataPrimitive(d, t, staged_type(0)),
+                      weights_prim =
+                          FcBackwardWeightsPrimitive(d, bias, t, staged_type(1), staged_type(2));
   StagedOutputs staged(ctx, req, out, false,
-                       {std::max(ScratchpadBytes(data_prim), ScratchpadBytes(weights_prim))});
+                       {std::max(ScratchpadBytes(data_prim), ScratchpadBytes(weights_prim))},
+                       Bf16AddTo::kInFloat);
   RunLayerBackward(data_prim, weights_prim, in[0].Reshaped(Shape{d.m, d.o}),
                    in[1].Reshaped(Shape{d.m, d.k}), in[2], bias, staged);
   staged.Finish();
