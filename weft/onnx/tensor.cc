@@ -61,13 +61,13 @@ std::vector<double> HostTensor::Doubles() const {
 
 HostTensor HostTensor::OfInt64s(const std::vector<int64_t>& values, std::vector<int64_t> dims) {
   HostTensor t{DType::kInt64, std::move(dims), std::vector<char>(values.size() * 8)};
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   return t;
 }
 
 HostTensor HostTensor::OfFloats(const std::vector<float>& values, std::vector<int64_t> dims) {
   HostTensor t{DType::kFloat32, std::move(dims), std::vector<char>(values.size() * 4)};
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   return t;
 }
 
