@@ -53,7 +53,7 @@ struct Row {
 Row Measure(const std::string& name, const std::string& unit,
             const std::function<std::function<void()>()>& make, int steps, int rounds,
             int warmup = 2) {
-  const bench::Measured m = bench::MeasureCpu(make, steps, rounds, warmup);
+  const bench::Measured m = bench::MeasureCpu(make, steps, rounds, warmup, name);
   return {name, unit, m.ms, m.peak_bytes, {}};
 }
 

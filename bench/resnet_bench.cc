@@ -43,7 +43,7 @@ struct Row {
 
 Row Measure(const std::string& name, const std::function<std::function<void()>()>& make, int steps,
             int rounds) {
-  const bench::Measured m = bench::MeasureCpu(make, steps, rounds);
+  const bench::Measured m = bench::MeasureCpu(make, steps, rounds, 2, name);
   return {name, m.ms, m.peak_bytes};
 }
 

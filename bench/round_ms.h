@@ -10,11 +10,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "engine/engine.h"
 #include "storage/storage.h"
+#include "weft/profiler.h"
 
 namespace bench {
 
@@ -39,10 +42,25 @@ struct Measured {
   size_t peak_bytes = 0;
 };
 
+// WEFT_BENCH_PROFILE=ROW=FILE (split at the last '='): the trace file for row `name` when ROW
+// names it, else empty. Run with WEFT_EXEC_BULK_SIZE=1 for a span per op rather than per bulk
+// segment:
+//   WEFT_EXEC_BULK_SIZE=1 WEFT_BENCH_PROFILE="same, bf16-mixed=/tmp/mixed.json" \
+//     bazel-bin/bench/resnet_bench --fashion_steps=1
+inline std::string ProfileFileFor(const std::string& name) {
+  const char* spec = std::getenv("WEFT_BENCH_PROFILE");
+  if (spec == nullptr || name.empty()) return "";
+  const std::string s(spec);
+  const size_t eq = s.rfind('=');
+  return eq != std::string::npos && s.substr(0, eq) == name ? s.substr(eq + 1) : "";
+}
+
 // Calls `make` (which binds and returns a step), `warmup` untimed steps, then `rounds` rounds of
-// `steps` steps; peak_bytes is the CPU pool's high-water mark above what was in use before.
+// `steps` steps; peak_bytes is the CPU pool's high-water mark above what was in use before. The
+// row `name` that WEFT_BENCH_PROFILE names runs its rounds under weft::Profiler (its figure then
+// includes the profiler's cost).
 inline Measured MeasureCpu(const std::function<std::function<void()>()>& make, int steps,
-                           int rounds, int warmup = 2) {
+                           int rounds, int warmup = 2, const std::string& name = "") {
   weft::Storage& pool = *weft::Storage::Get(weft::Device::Cpu());
   weft::engine::Engine::Get()->WaitForAll();
   pool.ReleaseCache();
@@ -50,8 +68,14 @@ inline Measured MeasureCpu(const std::function<std::function<void()>()>& make, i
   const size_t base = pool.Stats().bytes_in_use;
   const std::function<void()> step = make();
   for (int i = 0; i < warmup; ++i) step();
+  const std::string trace = ProfileFileFor(name);
+  if (!trace.empty()) {
+    weft::engine::Engine::Get()->WaitForAll();
+    weft::Profiler::Start(trace);
+  }
   std::vector<double> ms;
   for (int r = 0; r < rounds; ++r) ms.push_back(RoundMs(step, steps));
+  if (!trace.empty()) weft::Profiler::Stop();
   return {Median(ms), pool.Stats().peak_bytes_in_use - base};
 }
 
