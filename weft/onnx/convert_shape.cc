@@ -4,6 +4,7 @@
 // targets: Reshape, Expand, Slice and ConstantOfShape. The integer ops wrap the converters of the
 // other families: a node whose inputs are not shape arithmetic goes on to them.
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -22,7 +23,6 @@ using Integers = std::optional<DimTensor>;
 // The most copies Expand joins along one axis, and the most elements a tensor computed at import
 // (ConstantOfShape) holds: a file cannot make the import allocate without bound.
 constexpr int64_t kMaxCopies = 4096;
-constexpr int64_t kMaxFoldedElements = int64_t{1} << 24;
 
 // ---- integer ops on extents ----
 
@@ -398,11 +398,12 @@ std::vector<Value> ConstantOfShape(NodeContext& n) {
     for (int64_t d : out.dims)
       if (d < 0) n.Fail("expected extents >= 0, found " + Tuple(out.dims));
     if (out.Size() > kMaxFoldedElements) {
-      n.Fail("expected at most 2^24 elements in a tensor computed at import, found " +
-             Tuple(out.dims));
+      n.Fail(std::string("expected at most ") + kMaxFoldedText +
+             " elements in a tensor computed at import, found " + Tuple(out.dims));
     }
-    for (int64_t i = 0; i < out.Size(); ++i)
-      out.bytes.insert(out.bytes.end(), value.bytes.begin(), value.bytes.begin() + width);
+    out.bytes.resize(static_cast<size_t>(out.Size()) * width);
+    for (size_t at = 0; at < out.bytes.size(); at += width)
+      std::memcpy(out.bytes.data() + at, value.bytes.data(), width);
     return {Value::Of(out)};
   }
   if (!shape->shape_of) {

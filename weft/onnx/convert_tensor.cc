@@ -172,8 +172,8 @@ std::vector<Value> Range(NodeContext& n) {
   if (delta == 0) n.Fail("expected a delta other than 0, found 0");
   const double steps = std::ceil((limit - s) / delta);
   if (!std::isfinite(steps)) n.Fail("expected a finite start, limit and delta");
-  if (steps > double(int64_t{1} << 24))
-    n.Fail("expected at most 2^24 values, found " + Number(steps));
+  if (steps > static_cast<double>(kMaxFoldedElements))
+    n.Fail(std::string("expected at most ") + kMaxFoldedText + " values, found " + Number(steps));
   const int64_t count = std::max<int64_t>(0, static_cast<int64_t>(steps));
   if (start.dtype == DType::kInt64 || start.dtype == DType::kInt32) {
     constexpr double kInt64Range = 9.2e18;  // below 2^63: converts without overflow

@@ -78,7 +78,12 @@ std::optional<DimTensor> NodeContext::Integers(int i) const {
   if (it == state_.values.end()) return std::nullopt;
   if (it->second.dims) return it->second.dims;
   const std::optional<HostTensor>& t = it->second.constant;
-  if (!t || t->dims.size() > 1 || (t->dtype != DType::kInt64 && t->dtype != DType::kInt32))
+  // Shape arithmetic is on shapes: a larger integer vector (positions, indices) is a value, left
+  // to the converters of values computed at run time (folding millions of extents one by one
+  // would take seconds).
+  constexpr int64_t kMaxShapeValues = int64_t{1} << 16;
+  if (!t || t->dims.size() > 1 || (t->dtype != DType::kInt64 && t->dtype != DType::kInt32) ||
+      t->Size() > kMaxShapeValues)
     return std::nullopt;
   return DimTensor::Of(*t);
 }

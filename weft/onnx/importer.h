@@ -134,6 +134,11 @@ void AddShapeConverters(ConverterTable& table);  // last: it wraps some of the o
 // Every converter, by ONNX op type (the default domain).
 const ConverterTable& Converters();
 
+// The most elements a tensor computed at import may have (ConstantOfShape, Range): 2^20, 4 MB of
+// float32 (a 1024 x 1024 mask). Larger ones are an error, not seconds of folding.
+inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 20;
+inline constexpr const char* kMaxFoldedText = "2^20";
+
 // "(a, b)": an int list as weft's attributes write tuples.
 std::string Tuple(const std::vector<int64_t>& values);
 // A float attribute value, every digit kept (std::to_string keeps six decimals).
