@@ -144,7 +144,10 @@ std::vector<Shape> ReshapeDimsShape(const Attrs& a, const std::vector<Shape>& in
         WEFT_THROW("reshape_dims: shape names axis " << axis << " of input " << input
                                                      << ", whose shape is " << in[input]);
       }
-      extent *= in[input][axis];
+      if (__builtin_mul_overflow(extent, in[input][axis], &extent)) {
+        WEFT_THROW("reshape_dims: an extent of the shape (" << d.factor << " times axes of "
+                                                            << in[input] << ") overflows int64");
+      }
     }
     out.PushBack(extent);
   }
