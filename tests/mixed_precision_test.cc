@@ -215,31 +215,19 @@ TEST(Bfloat16Compute, CopiesAndSelectionsCarryBfloat16Exactly) {
   testing::Values cond(96);
   for (size_t i = 0; i < cond.size(); ++i) cond[i] = i % 3 == 0 ? 1 : 0;
   ExpectComputedInFloat("where", {cond, x, y}, {s, s, s});
-  // The gradients that sum, against float32's rounded once.
-  const testing::Values row = Bf16Exact(Uniform(8, 12, -1, 1));
+  // The gradients that sum, against float32's rounded once: where's of a broadcast operand, and
+  // take's of repeated rows (its indices stay float32; the GPU's adds atomically in float32 or
+  // float64 only).
+  ExpectComputedInFloat("_backward_where", {x, cond, y, Bf16Exact(Uniform(8, 12, -1, 1))},
+                        {s, s, s, Shape{8}});
+  if (testing::TestDevice().is_gpu()) return;
   const NDArray rows = ArrayOf({0, 3, 3, 11, 3}, Shape{5}, kF32);
   const testing::Values dy = Bf16Exact(Uniform(40, 13, -2, 2));
-  // (The GPU's _backward_take adds atomically in float32 or float64 only: where's, there.)
-  for (int output = testing::TestDevice().is_gpu() ? 1 : 0; output < 2; ++output) {
-    std::map<DType, testing::Values> got;
-    for (DType t : {kF32, kBf16}) {
-      const NDArray g = output == 1 ? NDArray()
-                                    : op::Call("_backward_take", {ArrayOf(dy, Shape{5, 8}, t), rows,
-                                                                  ArrayOf(x, s, t)})[0];
-      const NDArray w =
-          op::Call("_backward_where", {ArrayOf(x, s, t), ArrayOf(cond, s, t), ArrayOf(y, s, t),
-                                       ArrayOf(row, Shape{8}, t)})[output];
-      got[t] = output == 0 ? ValuesOf(g) : ValuesOf(w);
-      if (t == kF32) {
-        got[t] = ValuesOf(op::Call("Cast", {output == 0 ? g : w}, {{"dtype", "bfloat16"}})[0]);
-      }
-    }
-    if (testing::TestDevice().is_gpu()) {
-      testing::ExpectNear(got[kBf16], got[kF32], 1e-2, "gradient");
-    } else {
-      EXPECT_EQ(got[kBf16], got[kF32]) << (output == 0 ? "_backward_take" : "_backward_where");
-    }
-  }
+  std::map<DType, NDArray> grad;
+  for (DType t : {kF32, kBf16})
+    grad[t] = op::Call("_backward_take", {ArrayOf(dy, Shape{5, 8}, t), rows, ArrayOf(x, s, t)})[0];
+  EXPECT_EQ(ValuesOf(grad[kBf16]),
+            ValuesOf(op::Call("Cast", {grad[kF32]}, {{"dtype", "bfloat16"}})[0]));
 }
 
 TEST(Bfloat16Compute, FullyConnectedAccumulatesInFloat32) {

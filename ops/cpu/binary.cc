@@ -72,24 +72,16 @@ void ForwardBf16(const BFloat16* a, const BFloat16* b, OpReq req, BFloat16* y, i
   });
 }
 
-// Both gradients from one widening of each block of the three inputs (which are all read before
-// either gradient of the block is stored: a gradient may be written in place of an input).
+// Both gradients from one widening of each block of the three inputs.
 template <typename F>
 void BackwardBf16(const BFloat16* g, const BFloat16* a, const BFloat16* b,
                   std::span<const OpReq> req, BFloat16* ga, BFloat16* gb, int64_t s, int64_t e) {
-  constexpr int64_t kBlock = 512;
-  float in[3][kBlock], out[2][kBlock];
   const std::array<OpReq, 2> write = {req[0] == OpReq::kNull ? OpReq::kNull : OpReq::kWrite,
                                       req[1] == OpReq::kNull ? OpReq::kNull : OpReq::kWrite};
-  for (int64_t s0 = s; s0 < e; s0 += kBlock) {
-    const int64_t n = std::min(kBlock, e - s0);
-    WidenBf16(g + s0, in[0], n);
-    WidenBf16(a + s0, in[1], n);
-    WidenBf16(b + s0, in[2], n);
-    BackwardRange<F>(in[0], in[1], in[2], write, out[0], out[1], 0, n);
-    NarrowBf16(out[0], req[0], ga + s0, n);
-    NarrowBf16(out[1], req[1], gb + s0, n);
-  }
+  Bf16BlocksTo<3, 2>({g, a, b}, {req[0], req[1]}, {ga, gb}, s, e,
+                     [write](const float* const* in, float* const* out, int64_t n) {
+                       BackwardRange<F>(in[0], in[1], in[2], write, out[0], out[1], 0, n);
+                     });
 }
 
 // One row of a broadcast forward: n elements of y from a and b, each read along the row (stride

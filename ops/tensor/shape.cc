@@ -145,8 +145,8 @@ std::vector<Shape> ReshapeDimsShape(const Attrs& a, const std::vector<Shape>& in
                                                      << ", whose shape is " << in[input]);
       }
       if (__builtin_mul_overflow(extent, in[input][axis], &extent)) {
-        WEFT_THROW("reshape_dims: an extent of the shape (" << d.factor << " times axes of "
-                                                            << in[input] << ") overflows int64");
+        WEFT_THROW("reshape_dims: expected extents within int64, found "
+                   << d.factor << " times axes of " << in[input] << " past int64");
       }
     }
     out.PushBack(extent);

@@ -20,8 +20,9 @@ namespace {
 
 using Integers = std::optional<DimTensor>;
 
-// The most copies Expand joins along one axis, and the most elements a tensor computed at import
-// (ConstantOfShape) holds: a file cannot make the import allocate without bound.
+// The most copies Expand joins along one axis (and kMaxFoldedElements, importer.h, the most
+// elements ConstantOfShape computes at import): a file cannot make the import allocate without
+// bound.
 constexpr int64_t kMaxCopies = 4096;
 
 // ---- integer ops on extents ----
@@ -78,7 +79,10 @@ Integers Arithmetic(
     std::optional<SymDim> r;
     if (x.IsKnown() && y.IsKnown()) {
       const std::optional<int64_t> v = known(x.factor, y.factor);
-      if (!v) n.Fail("shape arithmetic on " + n.Text(x) + " and " + n.Text(y) + " past int64");
+      if (!v) {
+        n.Fail("expected shape arithmetic within int64, found it past int64 on " + n.Text(x) +
+               " and " + n.Text(y));
+      }
       r = SymDim::Of(*v);
     } else {
       r = symbolic(x, y);

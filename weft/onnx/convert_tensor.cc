@@ -171,19 +171,23 @@ std::vector<Value> Range(NodeContext& n) {
                delta = n.Scalar(2, "the delta");
   if (delta == 0) n.Fail("expected a delta other than 0, found 0");
   const double steps = std::ceil((limit - s) / delta);
-  if (!std::isfinite(steps)) n.Fail("expected a finite start, limit and delta");
+  if (!std::isfinite(steps)) {
+    n.Fail("expected a finite start, limit and delta, found " + Number(s) + ", " + Number(limit) +
+           " and " + Number(delta));
+  }
   if (steps > static_cast<double>(kMaxFoldedElements))
     n.Fail(std::string("expected at most ") + kMaxFoldedText + " values, found " + Number(steps));
   const int64_t count = std::max<int64_t>(0, static_cast<int64_t>(steps));
   if (start.dtype == DType::kInt64 || start.dtype == DType::kInt32) {
     constexpr double kInt64Range = 9.2e18;  // below 2^63: converts without overflow
     if (std::abs(s) > kInt64Range || std::abs(delta) > kInt64Range)
-      n.Fail("expected a start and delta within int64");
+      n.Fail("expected a start and delta within int64, found " + Number(s) + " and " +
+             Number(delta));
     const int64_t first = static_cast<int64_t>(s), step = static_cast<int64_t>(delta);
     std::vector<int64_t> v(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) {
       if (__builtin_mul_overflow(i, step, &v[i]) || __builtin_add_overflow(first, v[i], &v[i]))
-        n.Fail("expected values within int64");
+        n.Fail("expected values within int64, found value " + std::to_string(i) + " past it");
     }
     return {Value::Of(HostTensor::OfInt64s(v, {count}))};
   }

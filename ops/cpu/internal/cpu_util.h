@@ -114,23 +114,37 @@ void NarrowBf16(const float* in, OpReq req, BFloat16* out, int64_t n);
 
 // bfloat16 elementwise work through a float32 loop: elements [b, e) in blocks that stay in L1,
 // each block's N bfloat16 inputs widened into float buffers, `kernel(const float* const* in,
-// float* out, n)` (the float32 loop, writing) run on them, and its result stored rounded once as
-// `req` says. The same functor on the same (exact) values as a float loop: the same results.
+// float* const* out, n)` (the float32 loop, writing its M outputs) run on them, and each result
+// stored rounded once as its request says (none for kNull). Every input of a block is widened
+// before any output of it is stored, so an output may be an input. The same functor on the same
+// (exact) values as a float loop: the same results.
+template <size_t N, size_t M, typename Kernel>
+void Bf16BlocksTo(const std::array<const BFloat16*, N>& in, const std::array<OpReq, M>& req,
+                  const std::array<BFloat16*, M>& out, int64_t b, int64_t e, Kernel&& kernel) {
+  constexpr int64_t kBlock = 512;
+  float widened[N == 0 ? 1 : N][kBlock], result[M][kBlock];
+  for (int64_t s = b; s < e; s += kBlock) {
+    const int64_t n = std::min(kBlock, e - s);
+    const float* ins[N == 0 ? 1 : N];
+    float* outs[M];
+    for (size_t k = 0; k < N; ++k) {
+      WidenBf16(in[k] + s, widened[k], n);
+      ins[k] = widened[k];
+    }
+    for (size_t k = 0; k < M; ++k) outs[k] = result[k];
+    kernel(static_cast<const float* const*>(ins), static_cast<float* const*>(outs), n);
+    for (size_t k = 0; k < M; ++k)
+      if (req[k] != OpReq::kNull) NarrowBf16(result[k], req[k], out[k] + s, n);
+  }
+}
+
+// The same with one output: `kernel(const float* const* in, float* out, n)`.
 template <size_t N, typename Kernel>
 void Bf16Blocks(const std::array<const BFloat16*, N>& in, OpReq req, BFloat16* out, int64_t b,
                 int64_t e, Kernel&& kernel) {
-  constexpr int64_t kBlock = 512;
-  float widened[N == 0 ? 1 : N][kBlock], result[kBlock];
-  for (int64_t s = b; s < e; s += kBlock) {
-    const int64_t n = std::min(kBlock, e - s);
-    const float* ptrs[N == 0 ? 1 : N];
-    for (size_t k = 0; k < N; ++k) {
-      WidenBf16(in[k] + s, widened[k], n);
-      ptrs[k] = widened[k];
-    }
-    kernel(static_cast<const float* const*>(ptrs), result, n);
-    NarrowBf16(result, req, out + s, n);
-  }
+  Bf16BlocksTo<N, 1>(
+      in, {req}, {out}, b, e,
+      [&](const float* const* ins, float* const* outs, int64_t n) { kernel(ins, outs[0], n); });
 }
 
 // SWITCH (WEFT_FLOAT_SWITCH or WEFT_DTYPE_SWITCH) with bfloat16 too.
