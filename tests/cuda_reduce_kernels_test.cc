@@ -1,13 +1,15 @@
 // The reduction kernels (ops/gpu/kernels/reduce.cuh: per group, column tiles, packed column tiles,
 // any one cut into slices, and the slices' finish), multi_sum_sq's, LayerNorm's (layer_norm.cuh)
 // and SoftmaxCrossEntropy's (softmax_cross_entropy.cuh: one pass over a row for its maximum and
-// sum) compiled by NVRTC for sm_90 in every type and accumulator the ops launch them with. NVRTC
+// sum), and the scatter-adds of take's and Embedding's gradients (scatter_sum.cuh), compiled by
+// NVRTC for sm_90 in every type and accumulator the ops launch them with. NVRTC
 // needs no GPU: this runs in the CUDA build anywhere, so a kernel change that does not compile
 // fails here, not first on the GPU machine.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "ops/gpu/rtc/compile.h"
@@ -109,6 +111,29 @@ TEST(LayerNormKernels, BlockAndWarpKernelsCompileForEachTypeAndPackCount) {
   }
   const rtc::CompileResult r = rtc::CompileToCubin("ln_test.cu", source, "weft::LnForward<float>",
                                                    rtc::CompileOptions(90, {}));
+  EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
+}
+
+// The scatter-adds (take's and Embedding's gradients) in every type, 16-bit ones into float
+// buffers, and the store of those buffers (scatter_sum.cuh).
+TEST(ScatterSumKernels, GradientsAndTheirStoreCompileForEachType) {
+  std::string source = "#include \"take.cuh\"\n#include \"embedding.cuh\"\n";
+  source += "#include \"scatter_sum.cuh\"\n";
+  for (const auto& [t, a] : {std::pair{"float", "float"}, std::pair{"double", "double"},
+                             std::pair{"weft::bf16", "float"}, std::pair{"weft::f16", "float"}}) {
+    const std::string p = std::string("const ") + t + "*";
+    source += std::string("template __global__ void weft::TakeBackward<") + t + ", long long>(" +
+              p + ", const long long*, " + a +
+              "*, long long, long long, long long, long long, weft::GpuErrorSlot);\n";
+    source += std::string("template __global__ void weft::EmbeddingBackward<") + t + ", int>(" + p +
+              ", const int*, " + a + "*, long long, long long, int, weft::GpuErrorSlot);\n";
+    if (std::string(a) == "float" && std::string(t) != "float") {
+      source += std::string("template __global__ void weft::StoreScatterSum<") + t +
+                ">(const float*, " + t + "*, long long, int);\n";
+    }
+  }
+  const rtc::CompileResult r = rtc::CompileToCubin(
+      "scatter_test.cu", source, "weft::StoreScatterSum<weft::bf16>", rtc::CompileOptions(90, {}));
   EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
 }
 

@@ -27,6 +27,16 @@ for example in "$mlp" "$cnn"; do
   close() { awk -v c="$1" -v g="$2" 'BEGIN { d = c - g; if (d < 0) d = -d; exit !(d <= 1.0) }'; }
   close "$cpu" "$gpu" || { echo "FAIL: $name on the GPU reached $gpu%, on the CPU $cpu%"; exit 1; }
   close "$gpu" "$unfused" || { echo "FAIL: $name on the GPU reached $gpu% fused, $unfused% unfused"; exit 1; }
+  if [ "$example" = "$mlp" ]; then mlp_gpu=$gpu; fi
+done
+
+# --precision on the GPU: the mixed runs land near float32's (the seeds' mean within half a point
+# is mixed_precision_test's; one run here, two points).
+for precision in bfloat16-mixed float16-mixed; do
+  mixed=$("$mlp" --data="$data" --device=gpu --precision=$precision --save_prefix="" | accuracy)
+  echo "train_mlp --precision=$precision: test accuracy ${mixed}% on the GPU (float32 ${mlp_gpu}%)"
+  awk -v a="$mlp_gpu" -v b="$mixed" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b != "" && d <= 2.0) }' ||
+    { echo "FAIL: train_mlp --precision=$precision reached ${mixed}% on the GPU, float32 ${mlp_gpu}%"; exit 1; }
 done
 
 rows() { sed -n 's/^\([0-9]*\) of 1797 rows.*/\1/p'; }

@@ -216,11 +216,10 @@ TEST(Bfloat16Compute, CopiesAndSelectionsCarryBfloat16Exactly) {
   for (size_t i = 0; i < cond.size(); ++i) cond[i] = i % 3 == 0 ? 1 : 0;
   ExpectComputedInFloat("where", {cond, x, y}, {s, s, s});
   // The gradients that sum, against float32's rounded once: where's of a broadcast operand, and
-  // take's of repeated rows (its indices stay float32; the GPU's adds atomically in float32 or
-  // float64 only).
+  // take's of repeated rows (its indices stay float32; the GPU adds atomically into float32,
+  // exactly here: three bfloat16 values' sum fits float32, in any order).
   ExpectComputedInFloat("_backward_where", {x, cond, y, Bf16Exact(Uniform(8, 12, -1, 1))},
                         {s, s, s, Shape{8}});
-  if (testing::TestDevice().is_gpu()) return;
   const NDArray rows = ArrayOf({0, 3, 3, 11, 3}, Shape{5}, kF32);
   const testing::Values dy = Bf16Exact(Uniform(40, 13, -2, 2));
   std::map<DType, NDArray> grad;
@@ -549,6 +548,44 @@ TEST(MixedTrainer, MasterWeightsMoveWherePureBfloat16TrainingStalls) {
   const std::vector<float> f32 = WeightAfter(kF32, Precision::kFloat32, 10);
   EXPECT_LT(f32[0], 1 - 9e-4);
   EXPECT_EQ(WeightAfter(kF32, Precision::kBFloat16Mixed, 10), f32);
+}
+
+// Pure bfloat16 training clips by global norm too: its gradients' sum of squares is bfloat16, the
+// multiplier the updates read float32 (gpu_bench's pure bfloat16 GPT-2 row found this an error).
+// With a rate of 1 and no momentum each weight moves by m * g, m = clip / norm (the norm of the
+// bfloat16 gradients, here in double): within a bfloat16 unit of the new weight and of m's
+// rounding (its sums are bfloat16).
+TEST(MixedTrainer, PureBfloat16TrainingClipsByGlobalNorm) {
+  const double clip = 0.05, rescale = 1.0 / 8;
+  TrainerOptions options{.device = testing::TestDevice(), .dtype = kBf16, .clip_global_norm = clip};
+  Symbol h = Symbol::Op("Cast", {Symbol::Variable("data")}, {{"dtype", "bfloat16"}});
+  h = Symbol::Op("relu", {Symbol::Op("FullyConnected", {h}, {{"num_hidden", "16"}}, "fc1")});
+  h = Symbol::Op("FullyConnected", {h}, {{"num_hidden", "4"}}, "fc2");
+  h = Symbol::Op("Cast", {h}, {{"dtype", "float32"}});
+  const Symbol loss = Symbol::Op("SoftmaxCrossEntropy", {h, Symbol::Variable("label")}, {}, "loss");
+  SeedRandom(3);
+  Trainer t(loss, kMlpShapes, Xavier(), SGD(1, 0, 0, rescale), options);
+  std::map<std::string, std::vector<float>> before;
+  for (const std::string& p : t.parameter_names()) before[p] = AsFloats(t.parameter(p));
+  std::vector<float> x(8 * 6), y(8);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 4);
+  t.Step(
+      {{"data", NDArray::FromVector(x, Shape{8, 6})}, {"label", NDArray::FromVector(y, Shape{8})}});
+  double sumsq = 0;
+  for (const std::string& p : t.parameter_names()) {
+    for (float g : AsFloats(t.gradient(p))) sumsq += double{g} * g;
+  }
+  const double norm = rescale * std::sqrt(sumsq), m = clip / (norm + 1e-6);
+  ASSERT_GT(norm, 4 * clip) << "the clip acts";
+  for (const std::string& p : t.parameter_names()) {
+    const std::vector<float> after = AsFloats(t.parameter(p)), g = AsFloats(t.gradient(p));
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double step = m * rescale * g[i], want = before[p][i] - step;
+      EXPECT_NEAR(after[i], want, std::abs(want) / 128 + std::abs(step) / 64)
+          << p << "[" << i << "]";
+    }
+  }
 }
 
 TEST(MixedTrainer, TenStepsSavedLoadedAndTenMoreEqualTwentyStraight) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU bundle's tests as run_tests.sh runs them (the examples, launch batching off, 2 MPI
-# ranks), JOBS at once: on the 16-core GPU machine the whole set takes about 6 minutes (the fusion
-# property test alone about 330 s) instead of run_tests.sh's sum, so that it fits one call with
-# room to spare. tools/gpu_bundle.sh copies it into the bundle as run_tests_parallel.sh.
+# ranks), JOBS at once, the two longest tests as shards: on the 16-core GPU machine the whole set
+# took 6 minutes unsharded (the fusion property test alone about 330 s) instead of run_tests.sh's
+# sum; sharded it fits one call with room to spare. tools/gpu_bundle.sh copies it into the bundle as run_tests_parallel.sh.
 #
 #   gpu_bundle/run_tests_parallel.sh OUT JOBS TIMEOUT   # logs in OUT/logs/NAME.log, OUT/summary
 #
@@ -15,18 +15,27 @@ out=$1 jobs=$2 to=$3
 mkdir -p "$out/logs"
 # Tests run in their runfiles root, as under bazel test (they open tests/onnx/... from there).
 tests_at="env -C libexec/runfiles/weft"
+# The two longest (about 330 s each beside the others) run as 4 GoogleTest shards each.
+long="gpu_ops_fusion_property_test gpu_op_coverage_test" shards=4
 {
   for t in bin/gpu_*_test; do
     case $t in bin/gpu_storage_test|bin/gpu_device_error_test|bin/gpu_device_error_naive_test) continue;; esac
-    echo "$(basename $t)|$tests_at $PWD/$t --gtest_brief=1"
+    n=$(basename $t)
+    if [[ " $long " == *" $n "* ]]; then
+      for ((k = 0; k < shards; k++)); do
+        echo "${n}_shard$k|env GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$k $tests_at $PWD/$t --gtest_brief=1"
+      done
+    else
+      echo "$n|$tests_at $PWD/$t --gtest_brief=1"
+    fi
   done
   echo "examples|bin/gpu_examples_test.sh bin/train_mlp bin/train_cnn bin/embed_infer digits.csv"
   echo "launch_batch0|env WEFT_GPU_LAUNCH_BATCH=0 $tests_at $PWD/bin/gpu_launch_batch_test --gtest_brief=1"
   echo "tensor_batch0|env WEFT_GPU_LAUNCH_BATCH=0 $tests_at $PWD/bin/gpu_ops_tensor_test --gtest_brief=1"
   echo "mpi|bin/mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to none -x WEFT_CPU_WORKERS=4 bin/dist_mpi_test_bin --gtest_brief=1"
 } > /tmp/jobs
-# the fusion property test first: it is the longest
-sort -t'|' -k1,1 /tmp/jobs | awk -F'|' '$1=="gpu_ops_fusion_property_test"{print; next}{a[NR]=$0}END{for(i in a)print a[i]}' > /tmp/jobs2
+# the shards of the longest first
+sort -t'|' -k1,1 /tmp/jobs | awk -F'|' '$1 ~ /_shard/{print; next}{a[NR]=$0}END{for(i in a)print a[i]}' > /tmp/jobs2
 export out to
 one() {
   local name=${1%%|*} cmd=${1#*|} s=$(date +%s) rc

@@ -32,11 +32,11 @@ struct GradientScaling {
 };
 
 // With sumsq = sum_p sum(grads[p]^2) (one reduction over every gradient, also the scaler's
-// all-finite check): the scaler's m = 1 / scale, or NaN when sumsq is not finite (1 without a
-// scaler), and the multiplier m * min(1, clip / (rescale * m * sqrt(sumsq) + epsilon)) (m without
-// clipping). Nothing when there is neither clipping nor a scaler.
-// apply(op, attrs, inputs, name, param) -> Value: one op on `inputs`; `name` names the node and
-// `param` the parameter it serves (a graph's bookkeeping; imperative calls may ignore both).
+// all-finite check; float32): the scaler's m = 1 / scale, or NaN when sumsq is not finite (1
+// without a scaler), and the multiplier m * min(1, clip / (rescale * m * sqrt(sumsq) + epsilon)) (m
+// without clipping). Nothing when there is neither clipping nor a scaler. apply(op, attrs, inputs,
+// name, param) -> Value: one op on `inputs`; `name` names the node and `param` the parameter it
+// serves (a graph's bookkeeping; imperative calls may ignore both).
 template <typename Value, typename Apply>
 std::optional<Value> GradientMultiplier(const std::map<std::string, Value>& grads,
                                         const GradientScaling<Value>& s, Apply apply) {
@@ -50,6 +50,9 @@ std::optional<Value> GradientMultiplier(const std::map<std::string, Value>& grad
   // every gradient's sum of squares by one op (a few launches on the GPU), then their sum
   Value x = apply("multi_sum_sq", AttrMap{{"num_args", std::to_string(all.size())}}, all,
                   "grad_sumsq_each", first);
+  // float32 from here on, whatever the gradients' dtype (a pure bfloat16 model's sums are
+  // bfloat16): the scaler and the updates read a float32 multiplier
+  x = apply("Cast", AttrMap{{"dtype", "float32"}}, {x}, "grad_sumsq_each_f32", first);
   const Value sumsq = apply("sum", AttrMap{}, {x}, "grad_sumsq", first);
   std::optional<Value> m;
   if (s.scaler != nullptr) {

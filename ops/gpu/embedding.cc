@@ -1,6 +1,6 @@
 // GPU compute of Embedding and _backward_Embedding (ops/nn/embedding.cc): weights of float32,
-// float64 or bfloat16, indices of float32, float64, bfloat16, int32 or int64. A bfloat16
-// gradient is summed in a float32 workspace and stored once.
+// float64, bfloat16 or float16, indices of float32, float64, bfloat16, int32 or int64. A 16-bit
+// gradient is summed in a float32 workspace and stored once (internal/scatter_sum.h).
 // An index outside [0, input_dim) (or NaN) fails the op with the CPU's message (the first such
 // position, its index, the bound), raised at the next wait on the op's outputs; the kernel notes
 // it on the device and nothing waits for it (internal/bad_input.h). Meanwhile such an index gives
@@ -13,6 +13,7 @@
 #include "ops/gpu/internal/bad_input.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
+#include "ops/gpu/internal/scatter_sum.h"
 #include "ops/nn/nn_params.h"
 #include "ops/op.h"
 
@@ -64,23 +65,11 @@ void EmbeddingBackwardCompute(const OpContext& ctx, const Attrs& a, std::span<co
   const auto [t, index] = Types("_backward_Embedding", dw, data);
   const int64_t n = data.size(), dim = dw.shape()[1];
   const int input_dim = a.Get<EmbeddingParam>().input_dim;
-  // Sums where atomicAdd has the type: dw itself, or a float32 buffer for bfloat16 and float16.
-  const bool buffered = Is16BitFloat(dw.dtype());
-  const GpuCall call(ctx);
-  void* sum =
-      buffered ? call.Workspace({static_cast<size_t>(dw.size()) * sizeof(float)})[0] : dw.raw();
-  if (buffered) {
-    StreamOf(ctx).Memset(sum, 0, static_cast<size_t>(dw.size()) * sizeof(float));
-  } else if (req[0] != OpReq::kAddTo) {
-    FillGpu(ctx, 0, OpReq::kWrite, dw);
-  }
+  const ScatterSum sum(ctx, dw, req[0]);
   const BadItems bad = IndexCheck(ctx, "_backward_Embedding", input_dim);
   Launch(ctx, "embedding.cuh", Instance("weft::EmbeddingBackward", {t, index}), n * dim, dy.raw(),
-         data.raw(), sum, n, dim, input_dim, bad.slot());
-  if (buffered) {
-    Launch(ctx, "embedding.cuh", Instance("weft::EmbeddingStore", {t}), dw.size(),
-           static_cast<const void*>(sum), dw.raw(), dw.size(), ReqCode(req[0]));
-  }
+         data.raw(), sum.target(), n, dim, input_dim, bad.slot());
+  sum.Finish();
   bad.Report(data);
 }
 

@@ -1,5 +1,6 @@
-// GPU compute of take and _backward_take (ops/tensor/take.cc): a of float32, float64 or bfloat16
-// (the gradient: float32 or float64), indices of float32, float64, int32 or int64. An index
+// GPU compute of take and _backward_take (ops/tensor/take.cc): a of float32, float64, bfloat16 or
+// float16 (a 16-bit gradient summed in float32 and rounded once: internal/scatter_sum.h), indices
+// of float32, float64, int32 or int64. An index
 // outside [0, a.shape[axis]) (or NaN) fails the op with the CPU's message (the first such
 // position, its index, the bound), raised at the next wait on the op's outputs; the kernels note
 // it on the device and nothing waits for it (internal/bad_input.h, as Embedding does).
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "ops/gpu/internal/bad_input.h"
 #include "ops/gpu/internal/launch.h"
+#include "ops/gpu/internal/scatter_sum.h"
 #include "ops/op.h"
 #include "ops/tensor/tensor_params.h"
 
@@ -52,13 +54,15 @@ void TakeCompute(const OpContext& ctx, const Attrs& attrs, std::span<const Tenso
 // in: (out_grad, indices, a: read for its shape); out: d a.
 void TakeBackwardCompute(const OpContext& ctx, const Attrs& attrs, std::span<const TensorView> in,
                          std::span<const OpReq> req, std::span<const TensorView> out) {
-  const std::string t = KernelType("_backward_take", kFloatTypes, in.first(1), out);
+  if (req[0] == OpReq::kNull) return;
+  const std::string t = KernelType("_backward_take", kElementwiseTypes, in.first(1), out);
   const std::string i = KernelType("_backward_take (indices)", kIndexTypes, in.subspan(1, 1), {});
   const TakeLayout l = MakeTakeLayout(attrs.Get<TakeParam>(), in[2].shape(), in[1].size());
-  if (req[0] != OpReq::kAddTo) FillGpu(ctx, 0, OpReq::kWrite, out[0]);
+  const ScatterSum sum(ctx, out[0], req[0]);
   const BadItems bad = IndexCheck(ctx, "_backward_take", in[1], l.n);
   Launch(ctx, "take.cuh", Instance("weft::TakeBackward", {t, i}), l.outer * l.k * l.inner,
-         in[0].raw(), in[1].raw(), out[0].raw(), l.outer, l.n, l.k, l.inner, bad.slot());
+         in[0].raw(), in[1].raw(), sum.target(), l.outer, l.n, l.k, l.inner, bad.slot());
+  sum.Finish();
   bad.Report(in[1]);
 }
 

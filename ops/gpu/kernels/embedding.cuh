@@ -56,13 +56,4 @@ __global__ void EmbeddingBackward(const T* dy, const I* idx, typename Arith<T>::
   }
 }
 
-// dw = sum (as req says), n elements: a bf16 gradient from its float buffer.
-template <typename T>
-__global__ void EmbeddingStore(const typename Arith<T>::type* sum, T* dw, int64 n, int req) {
-  for (int64 e = GlobalThread(); e < n; e += GridThreads()) {
-    const typename Arith<T>::type v[1] = {sum[e]};
-    StoreN<1>(dw + e, v, req);
-  }
-}
-
 }  // namespace weft

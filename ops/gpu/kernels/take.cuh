@@ -31,17 +31,17 @@ __global__ void TakeForward(const T* a, const I* idx, T* y, int64 outer, int64 n
   }
 }
 
-// da[o, idx[j], i] += dy[o, j, i]. Atomic adds: where an index repeats, its terms are summed in no
-// fixed order, so float results may differ in the last bits from run to run (the CPU sums them in
-// index order).
+// da[o, idx[j], i] += dy[o, j, i] (da: float for 16-bit T, internal/scatter_sum.h). Atomic adds:
+// where an index repeats, its terms are summed in no fixed order, so float results may differ in
+// the last bits from run to run (the CPU sums them in index order).
 template <typename T, typename I>
-__global__ void TakeBackward(const T* dy, const I* idx, T* da, int64 outer, int64 n, int64 k,
-                             int64 inner, GpuErrorSlot bad) {
+__global__ void TakeBackward(const T* dy, const I* idx, typename Arith<T>::type* da, int64 outer,
+                             int64 n, int64 k, int64 inner, GpuErrorSlot bad) {
   for (int64 e = GlobalThread(); e < outer * k * inner; e += GridThreads()) {
     const int64 i = e % inner, j = (e / inner) % k, o = e / (inner * k);
     const int64 row = TakeRow(idx[j], n);
     if (row >= 0) {
-      atomicAdd(da + (o * n + row) * inner + i, dy[e]);
+      atomicAdd(da + (o * n + row) * inner + i, ToArith(dy[e]));
     } else if (i == 0 && o == 0) {
       NoteBadItem(bad, j);
     }
