@@ -360,6 +360,26 @@ TEST(Convolution, StrideTwoWithPaddingAndMoreFiltersThanChannels) {
   RunNnCase(ConvolutionCase(Shape{2, 3, 5, 5}, 4, {3, 3, 2, 2, 1, 1}, false));
 }
 
+// 3x3, stride 1, channels a multiple of 16 and enough tiles per thread: where oneDNN's
+// convolution_auto takes Winograd for float32 on AVX-512 (ops/cpu/convolution.cc,
+// WinogradOrDirect; on this 2-core machine it does, for the forward and the data gradient, as
+// ONEDNN_VERBOSE=1 shows), the output and the gradients (req write and add) match the reference
+// and float64's direct loops.
+TEST(Convolution, ShapesWinogradTakesMatchFloat64) {
+  const OpCase c = ConvolutionCase(Shape{64, 64, 8, 8}, 64, {3, 3, 1, 1, 1, 1}, false);
+  const GradientProblem p = MakeGradientProblem(c);
+  const Op& op = GetOp(c.op);
+  std::vector<NDArray> inputs;
+  for (size_t i = 0; i < p.inputs.size(); ++i)
+    inputs.push_back(FromDoubles(p.inputs[i], c.input_shapes[i], DType::kFloat32));
+  const std::vector<double> got = AsDoubles(Invoke(op, ParseAttrs(op, c.attrs), inputs)[0]);
+  const std::vector<double> want = c.reference(p.inputs)[0];
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k)
+    ASSERT_NEAR(got[k], want[k], kFloat32GradientTolerance * (1 + std::abs(want[k]))) << k;
+  CheckFloat32GradientMatchesFloat64(c);
+}
+
 TEST(Convolution, NonSquareKernelsStridesAndPads) {
   RunNnCase(ConvolutionCase(Shape{1, 2, 6, 5}, 3, {2, 3, 1, 2, 0, 1}, false));
   RunNnCase(ConvolutionCase(Shape{2, 4, 4, 4}, 2, {3, 2, 2, 1, 1, 0}, true));
