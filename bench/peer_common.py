@@ -6,6 +6,7 @@ Each peer script lives beside this file (under Bazel and in the GPU bundle), so 
   result = dict(hello(torch), ms=median_ms(step, reps))
 """
 import json
+import re
 import resource
 import time
 
@@ -80,6 +81,24 @@ def rss_bytes():
         return int(f.read().split()[1]) * resource.getpagesize()
 
 
+def start_peak():
+    """Restarts the peak that peak_growth reads at the resident memory now, which it returns: a
+    row's peak is then its own, not the largest of the rows before it in this process (Linux's
+    VmHWM, reset by writing 5 to /proc/self/clear_refs; ru_maxrss, which only grows, where that
+    fails)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    return rss_bytes()
+
+
 def peak_growth(before):
-    """How far the process's peak resident memory rose above `before` (rss_bytes()), in bytes."""
-    return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before, 0)
+    """How far the process's peak resident memory rose above `before` (start_peak()), in bytes."""
+    try:
+        with open("/proc/self/status") as f:
+            peak = int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1)) * 1024
+    except (OSError, AttributeError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return max(peak - before, 0)

@@ -18,7 +18,7 @@ import math
 import os
 import sys
 
-from peer_common import hello, import_torch, peak_growth, rounds_ms, rss_bytes
+from peer_common import hello, import_torch, peak_growth, rounds_ms, start_peak
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
@@ -59,7 +59,7 @@ def train(torch, sizes, batch, steps, rounds, mixed):
     """ms per step: mean loss, backward, gradients clipped to norm 1, AdamW (betas 0.9, 0.95,
     weight decay 0.1 on the matrices only), as train_gpt; with `mixed`, the forward under
     torch.autocast("cpu", dtype=torch.bfloat16)."""
-    before = rss_bytes()
+    before = start_peak()
     cases = gpt_module(*sizes)
     model = cases.Gpt()
     params = list(model.weft_arrays().values())
@@ -86,7 +86,7 @@ def generate(torch, sizes, chars, rounds):
     """ms per character: the likeliest next id from a cached step per character, as weft's
     GptGenerator: the prompt in one step, then one position a step; when the window is full, its
     last CONTEXT // 2 ids again from position 0."""
-    before = rss_bytes()
+    before = start_peak()
     cases = gpt_module(*sizes)
     model = cases.Gpt().eval()
     context = sizes[1]
@@ -114,7 +114,7 @@ def generate(torch, sizes, chars, rounds):
 
 def attention(torch, b, h, t, d, steps, rounds):
     """ms per forward and backward of causal attention on q, k, v (B, H, T, D)."""
-    before = rss_bytes()
+    before = start_peak()
     q, k, v = (torch.randn(b, h, t, d, requires_grad=True) for _ in range(3))
     mask = torch.ones(t, t, dtype=torch.bool).triu(1)
 

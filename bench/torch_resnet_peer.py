@@ -2,18 +2,22 @@
 """The PyTorch side of bench/resnet_bench: the same residual networks, batches, optimizer and
 thread count, built as torchvision builds ResNet-18 (examples/common/resnet.h builds weft's).
 
-Usage: torch_resnet_peer.py THREADS STEPS ROUNDS FASHION_STEPS. Prints one JSON object:
+Usage: torch_resnet_peer.py [--row=NAME] THREADS STEPS ROUNDS FASHION_STEPS. Prints one JSON object:
 {"available": bool, "rows": [{"name": str, "ms": float, "peak_bytes": int}, ...]} with the rows of
 resnet_bench in its order: training steps (ms per step: the median of ROUNDS rounds of STEPS
 steps; ResNet-18's again with its forward under torch.autocast("cpu", dtype=torch.bfloat16); the
 Fashion-MNIST row times FASHION_STEPS steps once), then inference (ms per batch,
 eager and with torch.jit.freeze, which folds BatchNorm into the convolutions as weft's bind
-does). peak_bytes: the growth of peak resident memory while the row ran.
+does). peak_bytes: the growth of peak resident memory while the row ran; each training row runs
+in a process of its own (this script with --row=NAME), since a process's peak resident memory
+only grows: measured in one process, a row after a larger one read that row's peak (the
+Fashion-MNIST row's 151.6 MB against weft's 426.4 in bench/README.md's runs before 2026-12-06).
 """
 import json
+import subprocess
 import sys
 
-from peer_common import hello, import_torch, peak_growth, rounds_ms, rss_bytes
+from peer_common import hello, import_torch, peak_growth, rounds_ms, start_peak
 
 
 def resnet(torch, torchvision, blocks, width, classes, small_stem, channels):
@@ -40,7 +44,7 @@ def resnet(torch, torchvision, blocks, width, classes, small_stem, channels):
 def train_row(torch, net, shape, steps, rounds, mixed=False):
     """ms per SGD step, and the peak growth; with `mixed`, the forward and the loss under
     torch.autocast("cpu", dtype=torch.bfloat16) (float32 parameters, as weft's master weights)."""
-    before = rss_bytes()
+    before = start_peak()
     x, y = torch.randn(*shape), torch.randint(0, 10, (shape[0],))
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -68,22 +72,41 @@ def infer_rows(torch, net, shape, rounds):
     return rows
 
 
+# The training rows: name -> (blocks, width, small stem's input shape, steps' argument, mixed).
+TRAIN_ROWS = {
+    "resnet18 cifar train b64": ([2, 2, 2, 2], 64, (64, 3, 32, 32), "steps", False),
+    "same, bf16-mixed": ([2, 2, 2, 2], 64, (64, 3, 32, 32), "steps", True),
+    "fashion resnet train b128": ([2, 2, 2], 32, (128, 1, 28, 28), "fashion_steps", False),
+}
+
+
+def one_train_row(torch, torchvision, name, steps, rounds, fashion_steps):
+    blocks, width, shape, steps_arg, mixed = TRAIN_ROWS[name]
+    torch.manual_seed(0)
+    net = resnet(torch, torchvision, blocks, width, 10, True, shape[1])
+    if steps_arg == "fashion_steps":
+        steps, rounds = fashion_steps, 1
+    ms, peak = train_row(torch, net, shape, steps, rounds, mixed=mixed)
+    return {"name": name, "ms": ms, "peak_bytes": peak}
+
+
 def main():
-    threads, steps, rounds, fashion_steps = (int(a) for a in sys.argv[1:5])
+    row = sys.argv[1][len("--row="):] if sys.argv[1].startswith("--row=") else None
+    args = sys.argv[2:6] if row else sys.argv[1:5]
+    threads, steps, rounds, fashion_steps = (int(a) for a in args)
     torch = import_torch(threads, modules=("torchvision",))
     if torch is None:
         return
     import torchvision
-    torch.manual_seed(0)
+    if row:
+        print(json.dumps(one_train_row(torch, torchvision, row, steps, rounds, fashion_steps)))
+        return
     rows = []
-    r18 = resnet(torch, torchvision, [2, 2, 2, 2], 64, 10, True, 3)
-    ms, peak = train_row(torch, r18, (64, 3, 32, 32), steps, rounds)
-    rows.append({"name": "resnet18 cifar train b64", "ms": ms, "peak_bytes": peak})
-    ms, peak = train_row(torch, r18, (64, 3, 32, 32), steps, rounds, mixed=True)
-    rows.append({"name": "same, bf16-mixed", "ms": ms, "peak_bytes": peak})
-    fashion = resnet(torch, torchvision, [2, 2, 2], 32, 10, True, 1)
-    ms, peak = train_row(torch, fashion, (128, 1, 28, 28), fashion_steps, 1)
-    rows.append({"name": "fashion resnet train b128", "ms": ms, "peak_bytes": peak})
+    for name in TRAIN_ROWS:
+        done = subprocess.run([sys.executable, __file__, "--row=" + name] + args, check=True,
+                              stdout=subprocess.PIPE, text=True)
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    torch.manual_seed(0)
     imagenet = resnet(torch, torchvision, [2, 2, 2, 2], 64, 1000, False, 3)
     for batch in (1, 32):
         eager, frozen = infer_rows(torch, imagenet, (batch, 3, 224, 224), rounds)

@@ -10,7 +10,7 @@ trained (ru_maxrss after, minus the resident size before).
 import json
 import sys
 
-from peer_common import blas_libraries, hello, import_torch, peak_growth, rounds_ms, rss_bytes
+from peer_common import blas_libraries, hello, import_torch, peak_growth, rounds_ms, start_peak
 
 NETS = [("mlp 64-256-256-10", [64, 256, 256, 10]), ("mlp 784-1024-1024-10", [784, 1024, 1024, 10]),
         ("lstm 2x bidi H128 T32", None)]
@@ -44,7 +44,7 @@ def lstm(torch):
 
 
 def run(torch, sizes, steps, rounds):
-    before = rss_bytes()
+    before = start_peak()
     net, x, y = mlp(torch, sizes) if sizes else lstm(torch)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
