@@ -11,6 +11,7 @@
 #include "passes/fold_sum.h"
 #include "passes/gradient.h"
 #include "passes/infer.h"
+#include "passes/pass_gradients_through.h"
 #include "passes/plan_memory.h"
 #include "passes/stable_nodes.h"
 #include "passes/write_backs_last.h"
@@ -95,6 +96,10 @@ Graph Fuse(const Graph& g, State& s) {
   return FusePointwise(g, &s.result.fusion, /*recompute=*/s.request.device.is_gpu());
 }
 
+Graph PassThrough(const Graph& g, State& s) {
+  return PassGradientsThrough(g, &s.result.gradients_passed_through);
+}
+
 bool WritesBack(const Graph&, const State& s) { return s.request.num_write_backs > 0; }
 Graph MoveWriteBacks(const Graph& g, State& s) {
   return WriteBacksLast(g, g.outputs().size() - s.request.num_write_backs);
@@ -123,7 +128,7 @@ struct PassRow {
 };
 
 // The pipeline: the table in pipeline.h.
-constexpr std::array<PassRow, 13> kBindPasses = {{
+constexpr std::array<PassRow, 14> kBindPasses = {{
     {"mixed_precision", "WEFT_MIXED_PRECISION", HasPolicy, Mix, nullptr},
     {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
     {"fold_batch_norm", "WEFT_FOLD_BATCH_NORM", Infers, FoldNorms, nullptr},
@@ -132,6 +137,7 @@ constexpr std::array<PassRow, 13> kBindPasses = {{
     {"gradient", nullptr, Differentiates, Differentiate, nullptr},
     {"extend", nullptr, nullptr, Extend, nullptr},
     {"infer_shapes_and_types", nullptr, nullptr, Infer, nullptr},
+    {"pass_gradients_through", "WEFT_PASS_GRADIENTS_THROUGH", Differentiates, PassThrough, nullptr},
     {"fold_sum", "WEFT_FOLD_SUM", InfersOnCpu, FoldSums, nullptr},
     {"fold_depthwise", "WEFT_FOLD_DEPTHWISE", InfersOnCpu, FoldDepthwises, nullptr},
     {"fuse_pointwise", "WEFT_USE_FUSION", Fuses, Fuse, nullptr},

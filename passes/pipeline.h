@@ -16,6 +16,9 @@
 //   gradient                -                            when a gradient is requested
 //   extend                  -                            the caller's nodes, then its checks
 //   infer_shapes_and_types  -                            always, for the device; then the checks
+//   pass_gradients_through  WEFT_PASS_GRADIENTS_THROUGH  with a gradient: drops the gradient
+//                                                        nodes that change nothing
+//                                                        (pass_gradients_through.h)
 //   fold_sum                WEFT_FOLD_SUM                CPU inference binds: a residual add into
 //                                                        the convolution before it (fold_sum.h)
 //   fold_depthwise          WEFT_FOLD_DEPTHWISE          CPU inference binds: a 1x1 convolution
@@ -91,6 +94,8 @@ struct BindResult {
   int channels_last = 0;
   // Sums folded into the convolutions before them (fold_sum.h).
   int folded_sums = 0;
+  // Gradient nodes dropped because they passed their gradient through (pass_gradients_through.h).
+  int gradients_passed_through = 0;
   // 1x1 convolutions folded into the depthwise convolutions after them (fold_depthwise.h).
   int folded_depthwise = 0;
   std::vector<Pass> passes;  // the passes that ran, in order
