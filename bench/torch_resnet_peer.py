@@ -2,8 +2,8 @@
 """The PyTorch side of bench/resnet_bench: the same residual networks, batches, optimizer and
 thread count, built as torchvision builds ResNet-18 (examples/common/resnet.h builds weft's).
 
-Usage: torch_resnet_peer.py [--row=NAME] THREADS STEPS ROUNDS FASHION_STEPS. Prints one JSON object:
-{"available": bool, "rows": [{"name": str, "ms": float, "peak_bytes": int}, ...]} with the rows of
+Usage: torch_resnet_peer.py [--row=NAME] THREADS STEPS ROUNDS FASHION_STEPS. Prints one JSON
+object: {"available": bool, "rows": [{"name": str, "ms": float, "peak_bytes": int}, ...]} with the rows of
 resnet_bench in its order: training steps (ms per step: the median of ROUNDS rounds of STEPS
 steps; ResNet-18's again with its forward under torch.autocast("cpu", dtype=torch.bfloat16); the
 Fashion-MNIST row times FASHION_STEPS steps once), then inference (ms per batch,
@@ -72,20 +72,20 @@ def infer_rows(torch, net, shape, rounds):
     return rows
 
 
-# The training rows: name -> (blocks, width, small stem's input shape, steps' argument, mixed).
+# The training rows: name -> (blocks, width, the small stem's input shape, mixed, Fashion-MNIST's:
+# FASHION_STEPS steps once instead of ROUNDS rounds of STEPS).
 TRAIN_ROWS = {
-    "resnet18 cifar train b64": ([2, 2, 2, 2], 64, (64, 3, 32, 32), "steps", False),
-    "same, bf16-mixed": ([2, 2, 2, 2], 64, (64, 3, 32, 32), "steps", True),
-    "fashion resnet train b128": ([2, 2, 2], 32, (128, 1, 28, 28), "fashion_steps", False),
+    "resnet18 cifar train b64": ([2, 2, 2, 2], 64, (64, 3, 32, 32), False, False),
+    "same, bf16-mixed": ([2, 2, 2, 2], 64, (64, 3, 32, 32), True, False),
+    "fashion resnet train b128": ([2, 2, 2], 32, (128, 1, 28, 28), False, True),
 }
 
 
 def one_train_row(torch, torchvision, name, steps, rounds, fashion_steps):
-    blocks, width, shape, steps_arg, mixed = TRAIN_ROWS[name]
+    blocks, width, shape, mixed, fashion = TRAIN_ROWS[name]
     torch.manual_seed(0)
     net = resnet(torch, torchvision, blocks, width, 10, True, shape[1])
-    if steps_arg == "fashion_steps":
-        steps, rounds = fashion_steps, 1
+    steps, rounds = (fashion_steps, 1) if fashion else (steps, rounds)
     ms, peak = train_row(torch, net, shape, steps, rounds, mixed=mixed)
     return {"name": name, "ms": ms, "peak_bytes": peak}
 

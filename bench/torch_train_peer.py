@@ -5,7 +5,8 @@ Usage: torch_train_peer.py THREADS STEPS [ROUNDS]. ms_per_step is the median of 
 rounds of STEPS steps. Prints one JSON object:
 {"available": bool, "blas": str, "nets": [{"name": str, "ms_per_step": float, "peak_bytes": int}, ...]}.
 peak_bytes is the growth of the process's peak resident memory while the net was built and
-trained (ru_maxrss after, minus the resident size before).
+trained (peer_common.start_peak and peak_growth: the peak since the net's start, minus the
+resident size then).
 """
 import json
 import sys

@@ -2,7 +2,8 @@
 # The GPU bundle's tests as run_tests.sh runs them (the examples, launch batching off, 2 MPI
 # ranks), JOBS at once, the two longest tests as shards: on the 16-core GPU machine the whole set
 # took 6 minutes unsharded (the fusion property test alone about 330 s) instead of run_tests.sh's
-# sum; sharded it fits one call with room to spare. tools/gpu_bundle.sh copies it into the bundle as run_tests_parallel.sh.
+# sum; sharded it fits one call with room to spare. tools/gpu_bundle.sh copies it into the bundle
+# as run_tests_parallel.sh.
 #
 #   gpu_bundle/run_tests_parallel.sh OUT JOBS TIMEOUT   # logs in OUT/logs/NAME.log, OUT/summary
 #

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "ops/attrs.h"
 
 namespace weft::internal {
@@ -21,22 +22,23 @@ inline constexpr char kCleanStepsName[] = "trainer.loss_scale_clean_steps";
 // Keeps the clip's scale finite for a zero gradient, as torch.nn.utils.clip_grad_norm_ does.
 inline constexpr double kClipEpsilon = 1e-6;
 
-// What the multiplier is made of: clipping to `clip` (> 0; 0: none) of gradients the updates
-// multiply by `rescale`, and, with `scaler` (amp_update_scale's attributes), a loss scaler whose
-// state is `scale` and `clean_steps`.
+// What the multiplier is made of: clipping to `clip` (> 0; 0: none) of gradients (of dtype
+// `grads`) the updates multiply by `rescale`, and, with `scaler` (amp_update_scale's attributes),
+// a loss scaler whose state is `scale` and `clean_steps`.
 template <typename Value>
 struct GradientScaling {
   double clip = 0, rescale = 1;
   const AttrMap* scaler = nullptr;
   Value scale{}, clean_steps{};
+  DType grads = DType::kFloat32;
 };
 
 // With sumsq = sum_p sum(grads[p]^2) (one reduction over every gradient, also the scaler's
 // all-finite check; float32): the scaler's m = 1 / scale, or NaN when sumsq is not finite (1
-// without a scaler), and the multiplier m * min(1, clip / (rescale * m * sqrt(sumsq) + epsilon)) (m
-// without clipping). Nothing when there is neither clipping nor a scaler. apply(op, attrs, inputs,
-// name, param) -> Value: one op on `inputs`; `name` names the node and `param` the parameter it
-// serves (a graph's bookkeeping; imperative calls may ignore both).
+// without a scaler), and the multiplier m * min(1, clip / (rescale * m * sqrt(sumsq) + epsilon))
+// (m without clipping). Nothing when there is neither clipping nor a scaler.
+// apply(op, attrs, inputs, name, param) -> Value: one op on `inputs`; `name` names the node and
+// `param` the parameter it serves (a graph's bookkeeping; imperative calls may ignore both).
 template <typename Value, typename Apply>
 std::optional<Value> GradientMultiplier(const std::map<std::string, Value>& grads,
                                         const GradientScaling<Value>& s, Apply apply) {
@@ -52,7 +54,8 @@ std::optional<Value> GradientMultiplier(const std::map<std::string, Value>& grad
                   "grad_sumsq_each", first);
   // float32 from here on, whatever the gradients' dtype (a pure bfloat16 model's sums are
   // bfloat16): the scaler and the updates read a float32 multiplier
-  x = apply("Cast", AttrMap{{"dtype", "float32"}}, {x}, "grad_sumsq_each_f32", first);
+  if (s.grads != DType::kFloat32)
+    x = apply("Cast", AttrMap{{"dtype", "float32"}}, {x}, "grad_sumsq_each_f32", first);
   const Value sumsq = apply("sum", AttrMap{}, {x}, "grad_sumsq", first);
   std::optional<Value> m;
   if (s.scaler != nullptr) {

@@ -131,6 +131,7 @@ struct StepUpdates {
   // Mixed precision: parameter -> the name of its copy in `copy_dtype`, which its update writes.
   std::map<std::string, std::string> copies;
   DType copy_dtype = DType::kFloat32;
+  DType grad_dtype = DType::kFloat32;  // the gradients' (the parameters')
 
   Graph Append(const Graph& g, const std::vector<std::string>& grad_args) const;
   // What every step graph gets, with a communicator too: the scaled head gradients and the
@@ -152,6 +153,7 @@ std::optional<NodeEntry> StepUpdates::Multiplier(
     Appender& a, const std::map<std::string, NodeEntry>& grads) const {
   internal::GradientScaling<NodeEntry> s{clip, rescale};
   if (scaler) s = {clip, rescale, &*scaler, a.Param(kLossScaleName), a.Variable(kCleanStepsName)};
+  s.grads = grad_dtype;
   return internal::GradientMultiplier(
       grads, s,
       [&a](const char* op, const AttrMap& attrs, std::vector<NodeEntry> inputs,
@@ -374,6 +376,7 @@ void Trainer::BindStep(const Symbol& loss, const std::map<std::string, Shape>& d
   const std::optional<PrecisionPolicy> policy = Policy();
   StepUpdates updates{update_op_,     param_updates_, states_, params_, options_.clip_global_norm,
                       UpdateRescale()};
+  updates.grad_dtype = options_.dtype;
   if (policy) updates.copy_dtype = policy->low;
   if (!scaler_.empty()) {
     updates.scaler = scaler_attrs_;

@@ -38,6 +38,7 @@ void Trainer::AllReduceAndUpdate() const {
     options_.communicator->AllReduce(bucket, dist::ReduceOp::kAverage);
   }
   internal::GradientScaling<NDArray> scaling{options_.clip_global_norm, UpdateRescale()};
+  scaling.grads = options_.dtype;
   if (!scaler_.empty()) {
     scaling.scaler = &scaler_attrs_;
     scaling.scale = scaler_.at(internal::kLossScaleName);

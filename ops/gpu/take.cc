@@ -1,9 +1,9 @@
 // GPU compute of take and _backward_take (ops/tensor/take.cc): a of float32, float64, bfloat16 or
 // float16 (a 16-bit gradient summed in float32 and rounded once: internal/scatter_sum.h), indices
-// of float32, float64, int32 or int64. An index
-// outside [0, a.shape[axis]) (or NaN) fails the op with the CPU's message (the first such
-// position, its index, the bound), raised at the next wait on the op's outputs; the kernels note
-// it on the device and nothing waits for it (internal/bad_input.h, as Embedding does).
+// of float32, float64, int32 or int64. An index outside [0, a.shape[axis]) (or NaN) fails the op
+// with the CPU's message (the first such position, its index, the bound), raised at the next wait
+// on the op's outputs; the kernels note it on the device and nothing waits for it
+// (internal/bad_input.h, as Embedding does).
 #include <sstream>
 #include <string>
 
