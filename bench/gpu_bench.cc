@@ -53,8 +53,9 @@
 //   part out, --gpt2=8
 //   adds GPT-2 at batch 8, --resnet50=64 ResNet-50 at batch 64, --peer=0 leaves out
 //   PyTorch; --floors_only=1 prints the launch floors, graph costs and the relu kernel alone;
-//   --profile_cost=1 the tiny op and an MLP step with the profiler never started, running, and
-//   stopped again)
+//   --trace=DIR writes one traced step of each GPT-2 and ResNet-50 row to DIR/<row>.json
+//   (tools/trace_summary.py); --profile_cost=1 the tiny op and an MLP step with the profiler never
+//   started, running, and stopped again)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -96,6 +97,24 @@ struct Net {
 template <typename Fn>
 double TimeMs(int reps, int n, Fn&& fn) {
   return bench::MedianUs(reps, n, fn, [] { weft::engine::Engine::Get()->WaitForAll(); }) / 1000;
+}
+
+// --trace=DIR: the training rows run one more step under weft::Profiler after their timing, each
+// written to DIR/<row>.json (spaces as '_'); tools/trace_summary.py sums one into tables.
+std::string g_trace_dir;
+
+// TimeMs, then that traced step.
+template <typename Fn>
+double TimeStepMs(const std::string& row, int reps, Fn&& step) {
+  const double ms = TimeMs(reps, 5, step);
+  if (!g_trace_dir.empty()) {
+    std::string file = row;
+    std::replace(file.begin(), file.end(), ' ', '_');
+    weft::Profiler::Start(g_trace_dir + "/" + file + ".json");
+    step();
+    weft::Profiler::Stop();
+  }
+  return ms;
 }
 
 // `cast_data`: the data input is float32 and cast to `dtype` first (the trainer's data inputs).
@@ -260,7 +279,7 @@ examples::GptConfig Gpt2Config(DType dtype) {
 
 // ms per training step of GPT-2 124M at `batch` windows of 1024 random tokens (section h): in
 // bfloat16 (precision kFloat32), or float32 with `precision` mixed (float16: the loss scaler).
-double Gpt2StepMs(int batch, weft::Precision precision, int reps) {
+double Gpt2StepMs(const std::string& row, int batch, weft::Precision precision, int reps) {
   const bool mixed = precision != weft::Precision::kFloat32;
   const DType dtype = mixed ? DType::kFloat32 : DType::kBFloat16;
   const examples::GptConfig c = Gpt2Config(dtype);
@@ -284,12 +303,13 @@ double Gpt2StepMs(int batch, weft::Precision precision, int reps) {
   NDArray::FromVector(examples::Positions(c.context), Shape{c.context})
       .CopyTo(trainer.data("positions"));
   for (int i = 0; i < 5; ++i) trainer.Step();  // kernels, plans, the step's graphs
-  return TimeMs(reps, 5, [&] { trainer.Step(); });
+  return TimeStepMs(row, reps, [&] { trainer.Step(); });
 }
 
 // ms per training step of ResNet-50 at `batch` random 224x224 images in `dtype` (section i), or
 // float32 with `precision` mixed.
-double ResNet50StepMs(int batch, DType dtype, weft::Precision precision, int reps) {
+double ResNet50StepMs(const std::string& row, int batch, DType dtype, weft::Precision precision,
+                      int reps) {
   examples::ResNetConfig config = examples::ResNet50(1000, examples::Stem::kImageNet);
   config.dtype = dtype;
   const weft::Symbol loss =
@@ -303,7 +323,7 @@ double ResNet50StepMs(int batch, DType dtype, weft::Precision precision, int rep
   NDArray::FromVector(labels, Shape{batch}).CopyTo(trainer.data("label"));
   trainer.data("data").FillNormal(0, 1);
   for (int i = 0; i < 3; ++i) trainer.Step();  // plans, workspaces, the step's graphs
-  return TimeMs(reps, 5, [&] { trainer.Step(); });
+  return TimeStepMs(row, reps, [&] { trainer.Step(); });
 }
 
 // WEFT_GPU_TF32=1 for the scope when `precision` is "tf32", after the work pushed in it is done.
@@ -525,6 +545,7 @@ int ProfileCost(int reps) {
 int main(int argc, char** argv) {
   try {
     const int reps = bench::IntFlag(argc, argv, "reps", 5);
+    g_trace_dir = bench::StringFlag(argc, argv, "trace", "");
     bench::ChdirToWorkspace();
     if (bench::IntFlag(argc, argv, "profile_cost", 0)) return ProfileCost(reps);
     if (bench::IntFlag(argc, argv, "floors_only", 0)) {  // --floors_only=1: the launch floors alone
@@ -646,7 +667,7 @@ int main(int argc, char** argv) {
       if (gpt2 == 0) break;
       const std::string key = gpt2_key + name;
       try {
-        ours[key] = Gpt2StepMs(gpt2, precision, reps);
+        ours[key] = Gpt2StepMs(key, gpt2, precision, reps);
         std::printf("%s: weft %.3f ms, %.0f tokens/s\n", key.c_str(), ours[key].get<double>(),
                     1024.0 * gpt2 * 1e3 / ours[key].get<double>());
         std::fflush(stdout);
@@ -665,7 +686,7 @@ int main(int argc, char** argv) {
       if (resnet50 == 0) break;
       const std::string key = "resnet50 train step b" + std::to_string(resnet50) + " " + name;
       try {
-        ours[key] = ResNet50StepMs(resnet50, dtype, precision, reps);
+        ours[key] = ResNet50StepMs(key, resnet50, dtype, precision, reps);
       } catch (const weft::Error& e) {
         std::printf("%s: error: %s\n", key.c_str(), e.what());
       }
