@@ -13,6 +13,7 @@
 // pooled allocator high-water mark, PyTorch's growth of peak resident memory.
 //
 //   bazel run --config=opt //bench:resnet_bench -- --threads=2 --steps=3 --rounds=3
+//   (--peer=0 leaves PyTorch out; --only=TEXT measures only the rows whose name holds TEXT)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,8 +42,12 @@ struct Row {
   size_t peak_bytes = 0;
 };
 
+// --only=TEXT: the rows whose name holds TEXT are measured, the others left out (their ms 0).
+std::string g_only;
+
 Row Measure(const std::string& name, const std::function<std::function<void()>()>& make, int steps,
             int rounds) {
+  if (name.find(g_only) == std::string::npos) return {name};
   const bench::Measured m = bench::MeasureCpu(make, steps, rounds, 2, name);
   return {name, m.ms, m.peak_bytes};
 }
@@ -85,6 +90,10 @@ void Print(const std::vector<Row>& rows, const nlohmann::json& torch) {
               "weft/torch", "weft/frozen", "weft MB", "torch MB");
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& w = rows[i];
+    if (w.ms == 0) {
+      std::printf("%-28s %10s\n", w.name.c_str(), "left out");
+      continue;
+    }
     std::printf("%-28s %10.1f ", w.name.c_str(), w.ms);
     if (!peer) {
       std::printf("%10s\n", "n/a");
@@ -116,6 +125,15 @@ int main(int argc, char** argv) {
   const int steps = bench::IntFlag(argc, argv, "steps", 3);
   const int rounds = bench::IntFlag(argc, argv, "rounds", 3);
   const int fashion_steps = bench::IntFlag(argc, argv, "fashion_steps", 469);
+  const bool peer = bench::IntFlag(argc, argv, "peer", 1) != 0;
+  g_only = bench::StringFlag(argc, argv, "only", "");
+  if (threads < 1 || steps < 1 || rounds < 1 || fashion_steps < 1) {
+    std::fprintf(stderr,
+                 "resnet_bench: expected --threads, --steps, --rounds and --fashion_steps "
+                 "of 1 or more, found %d, %d, %d and %d\n",
+                 threads, steps, rounds, fashion_steps);
+    return 2;
+  }
   setenv("WEFT_CPU_WORKERS", "1", 0);  // one worker whose ops use `threads` threads, like PyTorch
   setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
   bench::ChdirToWorkspace();
@@ -149,9 +167,10 @@ int main(int argc, char** argv) {
         1, rounds));
   }
   const nlohmann::json torch =
-      bench::RunPeer("bench/torch_resnet_peer.py",
-                     std::to_string(threads) + " " + std::to_string(steps) + " " +
-                         std::to_string(rounds) + " " + std::to_string(fashion_steps));
+      peer ? bench::RunPeer("bench/torch_resnet_peer.py",
+                            std::to_string(threads) + " " + std::to_string(steps) + " " +
+                                std::to_string(rounds) + " " + std::to_string(fashion_steps))
+           : nlohmann::json{{"available", false}, {"error", "left out (--peer=0)"}};
   std::printf(
       "ResNets on the CPU, %d thread(s): training %d rounds of %d steps (Fashion-MNIST: "
       "%d steps, one epoch at 469), inference %d rounds\n",
