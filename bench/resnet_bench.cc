@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cpu_peak.h"
 #include "bench/peer.h"
 #include "bench/round_ms.h"
 #include "examples/common/resnet.h"
@@ -40,7 +41,27 @@ struct Row {
   std::string name;
   double ms = 0;
   size_t peak_bytes = 0;
+  double conv_gflop = 0;  // the convolutions' work in a step or inference (ConvGflop)
+  bool bf16 = false;      // the convolutions run in bfloat16
 };
+
+// The convolutions' GFLOP in one call of `logits` on `data` (2 flops a multiply-add, as direct
+// convolution does them): the forward, and in training the weight gradient and the data gradient
+// too (none for the network's input).
+double ConvGflop(const Symbol& logits, const Shape& data, bool training) {
+  const weft::Graph g = weft::InferShapesAndTypes(logits.ToGraph(), {{"data", data}});
+  double flops = 0;
+  for (uint32_t i = 0; i < g.nodes().size(); ++i) {
+    const weft::Node& n = g.nodes()[i];
+    if (n.is_variable() || n.op->name != "Convolution") continue;
+    const Shape& out = g.shapes()[g.EntryId({i, 0})];
+    const Shape& w = g.shapes()[g.EntryId(n.inputs[1])];
+    const double forward = 2.0 * out.Size() * (w.Size() / w[0]);  // (F, C / G, kh, kw)
+    const bool reads_input = g.nodes()[n.inputs[0].node].is_variable();
+    flops += training ? (reads_input ? 2 : 3) * forward : forward;
+  }
+  return flops / 1e9;
+}
 
 // --only=TEXT: the rows whose name holds TEXT are measured, the others left out (their ms 0).
 std::string g_only;
@@ -118,6 +139,34 @@ void Print(const std::vector<Row>& rows, const nlohmann::json& torch) {
   }
 }
 
+// Each row's convolutions against this machine's measured peak: their GFLOP, the ms they take at
+// the peak (no direct convolution is faster; Winograd's fewer multiplies can be), the rate weft's
+// whole step or inference reaches on them, and the floor as a ratio to PyTorch's time: the lowest
+// weft/torch (and weft/frozen) any implementation of direct convolutions could show in this run.
+void PrintFloors(const std::vector<Row>& rows, const nlohmann::json& torch, const bench::CpuPeak& p,
+                 int threads) {
+  if (p.fp32_gflops == 0) return;
+  std::printf(
+      "\nThe convolutions against this machine's peak on %d thread(s), measured: float32 FMA "
+      "%.0f GFLOP/s, bfloat16 dot products %.0f GFLOP/s\n",
+      threads, p.fp32_gflops, p.bf16_gflops);
+  std::printf("%-28s %10s %10s %12s %14s %12s\n", "row", "conv GFLOP", "floor ms", "weft GFLOP/s",
+              "floor/torch", "floor/frozen");
+  const bool peer = torch.value("available", false);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& w = rows[i];
+    const double peak = w.bf16 ? p.bf16_gflops : p.fp32_gflops;
+    if (w.ms == 0 || peak == 0) continue;
+    const double floor_ms = w.conv_gflop / peak * 1e3;
+    std::printf("%-28s %10.1f %10.1f %12.0f ", w.name.c_str(), w.conv_gflop, floor_ms,
+                w.conv_gflop / w.ms * 1e3);
+    const double tms = peer ? torch["rows"][i]["ms"].get<double>() : 0;
+    const double frozen = peer ? torch["rows"][i].value("frozen_ms", 0.0) : 0;
+    tms > 0 ? std::printf("%14.2f ", floor_ms / tms) : std::printf("%14s ", "");
+    frozen > 0 ? std::printf("%12.2f\n", floor_ms / frozen) : std::printf("%12s\n", "");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,6 +200,9 @@ int main(int argc, char** argv) {
           return TrainStep(ResNet(ResNet18(10, Stem::kSmall)), Shape{64, 3, 32, 32}, precision);
         },
         steps, rounds));
+    rows.back().conv_gflop =
+        ConvGflop(ResNet(ResNet18(10, Stem::kSmall)), Shape{64, 3, 32, 32}, true);
+    rows.back().bf16 = precision == weft::Precision::kBFloat16Mixed;
   }
   rows.push_back(Measure(
       "fashion resnet train b128",
@@ -158,6 +210,7 @@ int main(int argc, char** argv) {
         return TrainStep(ResNet(fashion), Shape{128, 1, 28, 28});
       },
       fashion_steps, 1));
+  rows.back().conv_gflop = ConvGflop(ResNet(fashion), Shape{128, 1, 28, 28}, true);
   for (int batch : {1, 32}) {
     rows.push_back(Measure(
         "resnet18 224 infer b" + std::to_string(batch),
@@ -165,6 +218,8 @@ int main(int argc, char** argv) {
           return InferStep(ResNet(ResNet18(1000, Stem::kImageNet)), Shape{batch, 3, 224, 224});
         },
         1, rounds));
+    rows.back().conv_gflop =
+        ConvGflop(ResNet(ResNet18(1000, Stem::kImageNet)), Shape{batch, 3, 224, 224}, false);
   }
   const nlohmann::json torch =
       peer ? bench::RunPeer("bench/torch_resnet_peer.py",
@@ -182,6 +237,7 @@ int main(int argc, char** argv) {
     std::printf("PyTorch not available: %s\n", torch.value("error", std::string("?")).c_str());
   }
   Print(rows, torch);
+  PrintFloors(rows, torch, bench::MeasureCpuPeak(threads), threads);
   weft::engine::Engine::Get()->Shutdown();
   return 0;
 }
