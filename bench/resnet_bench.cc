@@ -117,7 +117,7 @@ void Print(const std::vector<Row>& rows, const nlohmann::json& torch) {
     }
     std::printf("%-28s %10.1f ", w.name.c_str(), w.ms);
     if (!peer) {
-      std::printf("%10s\n", "n/a");
+      std::printf("%10s %12s %11s %14s %9.1f\n", "n/a", "", "", "", w.peak_bytes / 1048576.0);
       continue;
     }
     const nlohmann::json& t = torch["rows"][i];

@@ -54,8 +54,7 @@ void* Workspace::Get(size_t bytes) {
       pool->FreeAfter(block_, stream_);
     }
     block_ = Block{};
-    block_ =
-        pool->Alloc(bytes + bytes / 2);  // headroom so a slowly growing need reallocates rarely
+    block_ = pool->Alloc(keep_ ? bytes + bytes / 2 : bytes);
   }
   return block_.ptr;
 }

@@ -42,7 +42,10 @@ class Workspace {
   ~Workspace();
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
-  // At least `bytes`, valid until the next Get on this workspace. Grows by reallocating.
+  // At least `bytes`, valid until the next Get on this workspace. Grows by reallocating to what is
+  // asked (a step asks the same sizes each time, so it grows only in the first), not beyond: the
+  // buffer counts in the pool's peak. A recording's workspace, which keeps what it outgrows, grows
+  // by half again.
   void* Get(size_t bytes);
   size_t capacity() const { return block_.size; }
 

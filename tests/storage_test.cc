@@ -73,6 +73,18 @@ TEST(Workspace, GrowsOnDemandAndIsReused) {
   EXPECT_GE(ws.capacity(), size_t{1} << 20);
 }
 
+// An op's workspace holds what its largest request asked (in the pool's size class), no headroom
+// beyond: a convolution's 53 MB Winograd scratchpad held 80 MB with half again, all of it counted
+// in a training step's peak (bench/resnet_bench).
+TEST(Workspace, HoldsTheLargestRequestWithoutHeadroom) {
+  Workspace& ws = Workspace::ForThisThread();
+  const size_t bytes = (size_t{40} << 20) + 12345;
+  ws.Get(bytes);
+  EXPECT_EQ(ws.capacity(), StorageSizeClass(bytes));
+  ws.Get(bytes / 2);
+  EXPECT_EQ(ws.capacity(), StorageSizeClass(bytes)) << "a smaller request keeps the buffer";
+}
+
 TEST(Random, PhiloxMatchesTheReferenceVectors) {
   // Known-answer tests from Random123 (kat_vectors): philox4x32, 10 rounds.
   EXPECT_EQ(Philox4x32({0, 0, 0, 0}, {0, 0}),
