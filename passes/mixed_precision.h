@@ -8,11 +8,12 @@
 //   FullyConnected, Convolution, matmul,         kLow        every floating input in the low
 //   batch_dot, Attention, RNN                                dtype (the libraries accumulate in
 //                                                            float32)
-//   softmax, log_softmax, SoftmaxCrossEntropy,   kFloat32    every floating input in float32
-//   sum, mean, max, norm, multi_sum_sq
-//   BatchNorm, LayerNorm                         kData       the data as it comes; the affine
-//                                                            parameters and running statistics in
-//                                                            float32 (their statistics are float32)
+//   softmax, log_softmax, sum, mean, max, norm,  kFloat32    every floating input in float32
+//   multi_sum_sq
+//   BatchNorm, LayerNorm, SoftmaxCrossEntropy    kData       the data as it comes; the affine
+//                                                            parameters, running statistics and
+//                                                            labels in float32 (their statistics,
+//                                                            and the loss, are float32)
 //   Cast                                         kKeep       as the graph has it (the model's own)
 //   every other op (elementwise, shape, ...)     kWidest     the floating inputs in the widest of
 //                                                            their dtypes (float32 + bfloat16 ->
@@ -58,7 +59,6 @@ inline constexpr std::pair<const char*, OpPrecision> kPrecisionTable[] = {
     {"RNN", OpPrecision::kLow},
     {"softmax", OpPrecision::kFloat32},
     {"log_softmax", OpPrecision::kFloat32},
-    {"SoftmaxCrossEntropy", OpPrecision::kFloat32},
     {"sum", OpPrecision::kFloat32},
     {"mean", OpPrecision::kFloat32},
     {"max", OpPrecision::kFloat32},
@@ -66,6 +66,7 @@ inline constexpr std::pair<const char*, OpPrecision> kPrecisionTable[] = {
     {"multi_sum_sq", OpPrecision::kFloat32},
     {"BatchNorm", OpPrecision::kData},
     {"LayerNorm", OpPrecision::kData},
+    {"SoftmaxCrossEntropy", OpPrecision::kData},
     {"Cast", OpPrecision::kKeep},
 };
 

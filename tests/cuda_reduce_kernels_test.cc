@@ -57,19 +57,26 @@ TEST(ReduceKernels, EveryKernelCompilesForEachTypeAndAccumulator) {
 
 TEST(SoftmaxCrossEntropyKernels, LossAndGradientCompileForEachTypeAndPackWidth) {
   std::string source = "#include \"softmax_cross_entropy.cuh\"\n";
-  for (const auto& [t, s, v] : {std::tuple{"float", "float", 4}, std::tuple{"double", "double", 2},
-                                std::tuple{"weft::bf16", "float", 8}}) {
+  // (data, statistics, label, pack width): labels in the data's dtype or float32.
+  for (const auto& [t, s, l, v] :
+       {std::tuple{"float", "float", "float", 4}, std::tuple{"double", "double", "double", 2},
+        std::tuple{"double", "double", "float", 2},
+        std::tuple{"weft::bf16", "float", "weft::bf16", 8},
+        std::tuple{"weft::bf16", "float", "float", 8},
+        std::tuple{"weft::f16", "float", "float", 8}}) {
     for (const int w : {1, v}) {
-      const std::string inst = std::string("<") + t + ", " + s + ", " + std::to_string(w) + ">";
-      const std::string p = std::string("const ") + t + "*";
+      const std::string inst =
+          std::string("<") + t + ", " + s + ", " + l + ", " + std::to_string(w) + ">";
+      const std::string p = std::string("const ") + t + "*", lp = std::string("const ") + l + "*";
       source += "template __global__ void weft::SceLoss" + inst + "(long long, long long, " + p +
-                ", " + p + ", int, " + t + "*, int, " + s + "*, weft::GpuErrorSlot);\n";
-      source += "template __global__ void weft::SceGrad" + inst + "(long long, long long, " + p +
-                ", " + p + ", " + p + ", const " + s + "*, int, " + t + "*, weft::GpuErrorSlot);\n";
+                ", " + lp + ", int, " + s + "*, int, " + s + "*, weft::GpuErrorSlot);\n";
+      source += "template __global__ void weft::SceGrad" + inst + "(long long, long long, const " +
+                s + "*, " + p + ", " + lp + ", const " + s + "*, int, " + t +
+                "*, weft::GpuErrorSlot);\n";
     }
   }
   const rtc::CompileResult r = rtc::CompileToCubin(
-      "sce_test.cu", source, "weft::SceGrad<float, float, 4>", rtc::CompileOptions(90, {}));
+      "sce_test.cu", source, "weft::SceGrad<float, float, float, 4>", rtc::CompileOptions(90, {}));
   EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
 }
 

@@ -1030,6 +1030,55 @@ TEST(SoftmaxCrossEntropy, LabelOutOfRangeSurfacesAtWaitToRead) {
   }
 }
 
+// 16-bit logits (bfloat16; on a GPU float16 too) with float32 labels past 256: the loss and lse are
+// float32, the gradient in the logits' dtype, and they are the float32 op's on the logits cast to
+// float32 (its gradient rounded once to the logits' dtype): bit for bit on the CPU, whose loops
+// read the row in the same order; within float32's rounding of the row's sum on a GPU, whose warps
+// read 16-bit rows in wider packs. The cast a model puts before its loss changes nothing but the
+// bytes it moves (GPT-2's logits: 8192 x 50304).
+TEST(SoftmaxCrossEntropy, SixteenBitLogitsGiveTheFloat32OpsResults) {
+  const int64_t N = 5, C = 300;
+  const bool gpu = TestDevice().is_gpu();
+  std::vector<DType> types = {DType::kBFloat16};
+  if (gpu) types.push_back(DType::kFloat16);
+  const NDArray label = ArrayOf({0, 299, 257, 3, 128}, Shape{N}, DType::kFloat32);
+  const NDArray dy = ArrayOf(Uniform(N, 8, 0.5, 2), Shape{N}, DType::kFloat32);
+  for (DType dtype : types) {
+    const std::string name(DTypeName(dtype));
+    SCOPED_TRACE(name);
+    const NDArray x = ArrayOf(Uniform(N * C, 7, -4, 4), Shape{N, C}, dtype);
+    const NDArray x32 = Invoke("Cast", {x}, {{"dtype", "float32"}})[0];
+    const std::vector<NDArray> direct = Invoke("SoftmaxCrossEntropy", {x, label});
+    const std::vector<NDArray> cast = Invoke("SoftmaxCrossEntropy", {x32, label});
+    ASSERT_EQ(direct.size(), 2u);
+    EXPECT_EQ(direct[0].dtype(), DType::kFloat32);
+    EXPECT_EQ(direct[1].dtype(), DType::kFloat32);
+    ExpectNear(ValuesOf(direct[0]), ValuesOf(cast[0]), gpu ? 1e-6 : 0, "loss");
+    ExpectNear(ValuesOf(direct[1]), ValuesOf(cast[1]), gpu ? 1e-6 : 0, "lse");
+    const NDArray dx = Invoke("_backward_SoftmaxCrossEntropy", {dy, x, label, direct[1]})[0];
+    const NDArray dx32 = Invoke("_backward_SoftmaxCrossEntropy", {dy, x32, label, cast[1]})[0];
+    EXPECT_EQ(dx.dtype(), dtype);
+    const NDArray rounded = Invoke("Cast", {dx32}, {{"dtype", name}})[0];
+    ExpectNear(ValuesOf(dx), ValuesOf(rounded), gpu ? 1.0 / 128 : 0, "d_data");
+  }
+}
+
+TEST(SoftmaxCrossEntropy, LabelsOfAnotherDtypeSayWhatWasExpected) {
+  for (const auto& [data, label, expected] :
+       {std::tuple{DType::kFloat64, DType::kInt32,
+                   "label must be float64 (the data's dtype) or "
+                   "float32, found int32"},
+        std::tuple{DType::kFloat32, DType::kFloat64, "label must be float32, found float64"}}) {
+    try {
+      Invoke("SoftmaxCrossEntropy",
+             {NDArray(Shape{2, 3}, TestDevice(), data), NDArray(Shape{2}, TestDevice(), label)});
+      ADD_FAILURE() << "no error for " << label << " labels";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(SoftmaxCrossEntropy, BadInputsSayWhatWasExpected) {
   ExpectOpError("SoftmaxCrossEntropy", {}, {Shape{4, 3}, Shape{4, 1}},
                 {"SoftmaxCrossEntropy", "label must be (4,), found (4, 1)"});

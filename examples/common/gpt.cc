@@ -143,10 +143,7 @@ Gpt MakeGpt(const GptConfig& c) {
   const Symbol logits = Logits(c, Symbol::Variable("positions"), nullptr);
   const Symbol label =
       Symbol::Op("reshape", {Symbol::Variable("label")}, {{"shape", "(-1,)"}}, "label_flat");
-  const Symbol scored = c.dtype == weft::DType::kBFloat16
-                            ? Symbol::Op("Cast", {logits}, {{"dtype", "float32"}}, "logits_f32")
-                            : logits;
-  return {Symbol::Op("SoftmaxCrossEntropy", {scored, label}, {}, "loss"), logits};
+  return {Symbol::Op("SoftmaxCrossEntropy", {logits, label}, {}, "loss"), logits};
 }
 
 Symbol MakeGptStep(GptConfig c) {

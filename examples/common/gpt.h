@@ -37,8 +37,9 @@ struct GptConfig {
   int heads = 4;
   int width = 128;       // divisible by heads
   double dropout = 0.0;  // after the embeddings, on each residual branch (training only)
-  // The parameters' dtype. bfloat16: the logits are cast to float32 for the loss, as PyTorch's
-  // autocast computes cross-entropy; data, positions and labels stay float32 (token ids past 256).
+  // The parameters' dtype. bfloat16: the loss reads the bfloat16 logits and computes in float32
+  // (SoftmaxCrossEntropy: its loss is float32, its gradient bfloat16), as PyTorch's autocast
+  // computes cross-entropy; data, positions and labels stay float32 (token ids past 256).
   weft::DType dtype = weft::DType::kFloat32;
 };
 

@@ -1,5 +1,6 @@
 // SoftmaxCrossEntropy and its backward op on the GPU (ops/nn/softmax_cross_entropy.cc says what
-// they compute), float32, float64 and bfloat16: one kernel each way
+// they compute), float32, float64, bfloat16 and float16 logits (the loss and lse in float32 for
+// 16 bits), labels in the data's dtype or float32: one kernel each way
 // (kernels/softmax_cross_entropy.cuh), a warp per row, the forward keeping each row's lse so that
 // the backward reads the row once.
 //
@@ -47,18 +48,20 @@ void SceGpu(const OpContext& ctx, const Attrs&, std::span<const TensorView> in,
   const DType dtype = data.dtype();
   CheckDType(op, dtype, {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16});
   const int64_t n = data.shape()[0], classes = data.shape()[1];
-  int v = PackWidth(dtype, {data.raw(), out[0].raw()});
+  // Packs of the rows read (and, backward, written): the forward's outputs are one value a row.
+  int v = kBackward ? PackWidth(dtype, {data.raw(), out[0].raw()}) : PackWidth(dtype, {data.raw()});
   if (classes % v != 0) v = 1;
   const void *x = data.raw(), *labels = label.raw();
-  const std::string t = TypeName(dtype), s = TypeName(lse.dtype()), w = std::to_string(v);
-  const BadItems bad(
-      ctx, dtype == DType::kFloat64 ? BadLabel<double>(op, classes) : BadLabel<float>(op, classes));
+  const std::string t = TypeName(dtype), s = TypeName(lse.dtype()), l = TypeName(label.dtype()),
+                    w = std::to_string(v);
+  const BadItems bad(ctx, label.dtype() == DType::kFloat64 ? BadLabel<double>(op, classes)
+                                                           : BadLabel<float>(op, classes));
   constexpr int64_t kWarp = 32;  // threads per row
   if (kBackward) {
-    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceGrad", {t, s, w}), n * kWarp, n,
+    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceGrad", {t, s, l, w}), n * kWarp, n,
            classes, in[0].raw(), x, labels, lse.raw(), ReqCode(req[0]), out[0].raw(), bad.slot());
   } else {
-    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceLoss", {t, s, w}), n * kWarp, n,
+    Launch(ctx, "softmax_cross_entropy.cuh", Instance("weft::SceLoss", {t, s, l, w}), n * kWarp, n,
            classes, x, labels, ReqCode(req[0]), out[0].raw(), ReqCode(req[1]), lse.raw(),
            bad.slot());
   }

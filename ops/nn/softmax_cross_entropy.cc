@@ -1,14 +1,20 @@
 // SoftmaxCrossEntropy: per sample, the cross-entropy of softmax(data) against a class label.
 //
-//   data    (N, C) logits
-//   label   (N,)   class indices in [0, C), stored in data's dtype
+//   data    (N, C) logits, float32, float64 or 16-bit (computed in float)
+//   label   (N,)   class indices in [0, C), in data's dtype or float32 (bfloat16 holds integers
+//                  exactly only up to 256: a vocabulary's labels stay float32 beside 16-bit logits)
 //   output  (N,)   loss[n] = -log softmax(data[n])[label[n]] = logsumexp(data[n]) - data[n,
-//   label[n]]
-//   lse     (N,)   logsumexp(data[n]): a hidden output for the backward, in the statistics' dtype
-//                  (float32 for bfloat16 data, as BnStatType says), so that the backward reads
-//                  each row once instead of recomputing its maximum and sum
+//                  label[n]], in the statistics' dtype (float32 for 16-bit data, as BnStatType
+//                  says)
+//   lse     (N,)   logsumexp(data[n]): a hidden output for the backward, in the statistics' dtype,
+//                  so that the backward reads each row once instead of recomputing its maximum
+//                  and sum
 //
-// _backward_SoftmaxCrossEntropy takes (out_grad, data, label, lse) and gives d_data:
+// So 16-bit logits need no cast to float32 before the loss (which would write and read the
+// (N, C) logits twice more: GPT-2's are 8192 x 50304), and their gradient comes out 16-bit.
+//
+// _backward_SoftmaxCrossEntropy takes (out_grad, data, label, lse), out_grad and lse in the
+// statistics' dtype, and gives d_data in data's:
 //   d_data[n, c] = out_grad[n] * (exp(data[n, c] - lse[n]) - (c == label[n] ? 1 : 0))
 // (softmax(data[n])_c - onehot).
 // The label gets no gradient. A label that is not an integer in [0, C) is found while the op runs
@@ -37,8 +43,19 @@ std::vector<Shape> SceShape(const Attrs&, const std::vector<Shape>& in) {
   return {Shape{n}, Shape{n}};
 }
 
+// Checks the label's dtype against data's (in[data], in[label]); returns the statistics' dtype.
+DType CheckSceTypes(const char* op, DType data, DType label) {
+  if (label != data && label != DType::kFloat32) {
+    if (data == DType::kFloat32) WEFT_THROW(op << ": label must be float32, found " << label);
+    WEFT_THROW(op << ": label must be " << data << " (the data's dtype) or float32, found "
+                  << label);
+  }
+  return BnStatType(data);
+}
+
 std::vector<DType> SceTypes(const Attrs&, const std::vector<DType>& in) {
-  return {in[0], BnStatType(in[0])};
+  const DType stat = CheckSceTypes("SoftmaxCrossEntropy", in[0], in[1]);
+  return {stat, stat};
 }
 
 // in: (out_grad, data, label, lse).
@@ -54,9 +71,13 @@ std::vector<Shape> SceBackwardShape(const Attrs&, const std::vector<Shape>& in) 
 }
 
 std::vector<DType> SceBackwardTypes(const Attrs&, const std::vector<DType>& in) {
-  if (in[3] != BnStatType(in[1])) {
-    WEFT_THROW("_backward_SoftmaxCrossEntropy: lse must be " << BnStatType(in[1]) << " for "
-                                                             << in[1] << " data, found " << in[3]);
+  const char* op = "_backward_SoftmaxCrossEntropy";
+  const DType stat = CheckSceTypes(op, in[1], in[2]);
+  for (int i : {0, 3}) {
+    if (in[i] != stat) {
+      WEFT_THROW(op << ": " << (i == 0 ? "out_grad" : "lse") << " must be " << stat << " for "
+                    << in[1] << " data, found " << in[i]);
+    }
   }
   return {in[1]};
 }

@@ -259,14 +259,14 @@ class StagedOutputs {
   std::vector<void*> extras_;
 };
 
-// log(sum_i exp(x[i * stride])) over n >= 1 values; the largest value is subtracted before exp,
-// so large logits do not overflow.
+// log(sum_i exp(x[i * stride])) over n >= 1 values, in ArithOf<T>; the largest value is
+// subtracted before exp, so large logits do not overflow.
 template <typename T>
-T LogSumExp(const T* x, int64_t n, int64_t stride) {
-  T max = x[0];
-  for (int64_t i = 1; i < n; ++i) max = std::max(max, x[i * stride]);
-  T sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i * stride] - max);
+ArithOf<T> LogSumExp(const T* x, int64_t n, int64_t stride) {
+  ArithOf<T> max = ToArith(x[0]);
+  for (int64_t i = 1; i < n; ++i) max = std::max(max, ToArith(x[i * stride]));
+  ArithOf<T> sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(ToArith(x[i * stride]) - max);
   return max + std::log(sum);
 }
 

@@ -2,8 +2,9 @@
 // maximum and sum of exponentials (in one pass: RowStats), then the loss -(x[label] - lse) and the
 // row's lse = max + log(sum), which the op keeps for its backward; the gradient
 // out_grad * (exp(x - lse) - onehot(label)) reads each row once. One launch each way, for arrays
-// of T (float, double or bf16) computed in its arithmetic type (float for bf16), in packs of V
-// values where the rows are whole 16-byte packs (else V 1). A label
+// of T (float, double, bf16 or f16) computed in its arithmetic type (float for 16 bits), in packs
+// of V values where the rows are whole 16-byte packs (else V 1); the loss, lse and out_grad in S,
+// the statistics' type (float for 16 bits); labels in L (T, or float). A label
 // that is not a class index in [0, classes) is noted in `bad` (its row), and the row's results
 // are NaN; the op then fails (device_error.cuh).
 #pragma once
@@ -64,10 +65,10 @@ __device__ inline void RowStats(const T* x, int64 classes, int lane, A& max, A& 
   const int lane = threadIdx.x % 32;   \
   for (int64 row = GlobalThread() / 32; row < (n); row += GridThreads() / 32)
 
-// loss[i] = -(x[i, label[i]] - lse[i]) (added to loss when accumulate) and lse[i] = max + log(sum)
-// (S: the statistics' type, float for bf16), each where its request asks; rows of V-value packs.
-template <typename T, typename S, int V>
-__global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int req_loss, T* loss,
+// loss[i] = -(x[i, label[i]] - lse[i]) (added to loss when accumulate) and lse[i] = max + log(sum),
+// both in S, each where its request asks; rows of V-value packs.
+template <typename T, typename S, typename L, int V>
+__global__ void SceLoss(int64 n, int64 classes, const T* x, const L* label, int req_loss, S* loss,
                         int req_lse, S* lse, GpuErrorSlot bad) {
   typedef typename Arith<T>::type A;
   WEFT_FOR_EACH_WARP_ROW(i, n) {
@@ -77,21 +78,24 @@ __global__ void SceLoss(int64 n, int64 classes, const T* x, const T* label, int 
     const int64 c = ClassOf(label[i], classes);
     if (c < 0) NoteBadItem(bad, i);
     const A row_lse = max + Log(sum);
-    Store1(loss + i, c < 0 ? NotANumber<A>() : row_lse - ToArith(x[i * classes + c]), req_loss);
-    Store1(lse + i, static_cast<typename Arith<S>::type>(row_lse), req_lse);
+    typedef typename Arith<S>::type B;
+    Store1(loss + i,
+           static_cast<B>(c < 0 ? NotANumber<A>() : row_lse - ToArith(x[i * classes + c])),
+           req_loss);
+    Store1(lse + i, static_cast<B>(row_lse), req_lse);
   }
 }
 
 // dx[i, c] = dy[i] * (exp(x[i, c] - lse[i]) - (c == label[i])) (added to dx when accumulate): one
 // read of x, a warp a row in V-value packs.
-template <typename T, typename S, int V>
-__global__ void SceGrad(int64 n, int64 classes, const T* dy, const T* x, const T* label,
+template <typename T, typename S, typename L, int V>
+__global__ void SceGrad(int64 n, int64 classes, const S* dy, const T* x, const L* label,
                         const S* lse, int req, T* dx, GpuErrorSlot bad) {
   typedef typename Arith<T>::type A;
   WEFT_FOR_EACH_WARP_ROW(i, n) {
     const int64 label_class = ClassOf(label[i], classes);
     if (label_class < 0 && lane == 0) NoteBadItem(bad, i);
-    const A g = ToArith(dy[i]), row_lse = static_cast<A>(ToArith(lse[i]));
+    const A g = static_cast<A>(ToArith(dy[i])), row_lse = static_cast<A>(ToArith(lse[i]));
     const T* row = x + i * classes;
 #pragma unroll 4
     for (int64 c = static_cast<int64>(lane) * V; c < classes; c += 32 * V) {
