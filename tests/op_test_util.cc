@@ -372,7 +372,9 @@ NDArray ArrayOf(const Values& v, const Shape& shape, DType dtype, Device device)
 }
 
 Values ValuesOf(const NDArray& a) {
-  NDArray cpu = a.Copy(Device::Cpu());
+  // float16 is cast to float32 on its own device (the CPU has no float16), the others on the CPU.
+  const bool half = a.dtype() == DType::kFloat16;
+  NDArray cpu = (half ? Invoke("Cast", {a}, {{"dtype", "float32"}})[0] : a).Copy(Device::Cpu());
   if (cpu.dtype() == DType::kFloat64) return cpu.ToVector<double>();
   if (cpu.dtype() != DType::kFloat32) cpu = Invoke("Cast", {cpu}, {{"dtype", "float32"}})[0];
   const std::vector<float> f = cpu.ToVector<float>();

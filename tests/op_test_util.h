@@ -84,7 +84,7 @@ std::vector<DType> TestFloatTypes();
 // `v` as an array of `dtype` on `device`: float32 and float64 as they are, bfloat16 (and other
 // dtypes) cast from float32 on the CPU.
 NDArray ArrayOf(const Values& v, const Shape& shape, DType dtype, Device device = TestDevice());
-// Any float dtype's values, from any device.
+// Any float dtype's values, from any device (float16 cast to float32 on its own: a GPU).
 Values ValuesOf(const NDArray& a);
 // n values uniform in [low, high), exact in float32, the same for a seed.
 Values Uniform(int64_t n, uint64_t seed, double low = -1, double high = 1);
