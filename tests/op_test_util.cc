@@ -368,7 +368,11 @@ NDArray ArrayOf(const Values& v, const Shape& shape, DType dtype, Device device)
   if (dtype == DType::kFloat64) return NDArray::FromVector(v, shape, device);
   const NDArray f = NDArray::FromVector(std::vector<float>(v.begin(), v.end()), shape);
   if (dtype == DType::kFloat32) return f.Copy(device);
-  return Invoke("Cast", {f}, {{"dtype", DTypeName(dtype).data()}})[0].Copy(device);
+  // float16 is cast on `device` (the CPU has no float16), the others on the CPU.
+  const bool half = dtype == DType::kFloat16;
+  const NDArray cast =
+      Invoke("Cast", {half ? f.Copy(device) : f}, {{"dtype", DTypeName(dtype).data()}})[0];
+  return half ? cast : cast.Copy(device);
 }
 
 Values ValuesOf(const NDArray& a) {

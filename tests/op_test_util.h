@@ -82,7 +82,7 @@ std::vector<DType> TestFloatTypes();
 // ---- Arrays of any float dtype, for checks beyond the declarative cases ----
 
 // `v` as an array of `dtype` on `device`: float32 and float64 as they are, bfloat16 (and other
-// dtypes) cast from float32 on the CPU.
+// dtypes) cast from float32 on the CPU, float16 on `device` (a GPU: the CPU has none).
 NDArray ArrayOf(const Values& v, const Shape& shape, DType dtype, Device device = TestDevice());
 // Any float dtype's values, from any device (float16 cast to float32 on its own: a GPU).
 Values ValuesOf(const NDArray& a);

@@ -98,8 +98,9 @@ std::string ConvKey(const char* direction, const Window2d& win, const ConvDims& 
 // Winograd (F(4x4, 3x3), jit_wino_4x3 on AVX-512) for float32 3x3 convolutions of stride 1 where
 // it expects a gain, direct otherwise (bfloat16 has no Winograd). ResNet-18's CIFAR training step
 // (bench/resnet_bench, 2 threads): 0.58x -> 0.43x PyTorch's time, peak memory +79 MB (the tiles'
-// scratchpad). The weight gradient stays direct: Winograd there cost 112 MB more scratchpad for
-// little time. WEFT_CPU_WINOGRAD=0: direct everywhere (less memory).
+// scratchpad, about 53 MB, in a workspace then grown by half again; storage/workspace.h). The
+// weight gradient stays direct: Winograd there cost 112 MB more scratchpad for little time.
+// WEFT_CPU_WINOGRAD=0: direct everywhere (less memory).
 dnnl::algorithm WinogradOrDirect() {
   static const bool winograd = GetEnvBool("WEFT_CPU_WINOGRAD", true);
   return winograd ? dnnl::algorithm::convolution_auto : dnnl::algorithm::convolution_direct;
