@@ -79,6 +79,18 @@ std::vector<uint32_t> Graph::EntryUseCounts() const {
   return uses;
 }
 
+std::vector<uint32_t> Graph::EntryValueUseCounts() const {
+  std::vector<uint32_t> uses(num_entries(), 0);
+  for (const Node& node : s_->nodes) {
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.op->ReadsInputValues(node.attrs, static_cast<int>(i)))
+        ++uses[EntryId(node.inputs[i])];
+    }
+  }
+  for (const NodeEntry& e : s_->outputs) ++uses[EntryId(e)];
+  return uses;
+}
+
 Graph Graph::WithTypes(std::vector<Shape> shapes, std::vector<DType> dtypes) const {
   WEFT_CHECK_EQ(shapes.size(), num_entries()) << "graph: one shape per entry";
   WEFT_CHECK_EQ(dtypes.size(), num_entries()) << "graph: one dtype per entry";

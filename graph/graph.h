@@ -106,6 +106,9 @@ class Graph {
   std::vector<uint32_t> ArgumentNodes() const;
   // For every entry, how many node inputs and graph outputs read it.
   std::vector<uint32_t> EntryUseCounts() const;
+  // The same, leaving out the inputs an op reads for their shape or dtype only
+  // (Op::ReadsInputValues): how many readers need the entry's values (memory planning).
+  std::vector<uint32_t> EntryValueUseCounts() const;
 
   // Typed attributes (shape inference, memory planning). With...() returns this graph with the
   // attribute set (one value per entry); the accessors throw weft::Error when it is not.

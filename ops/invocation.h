@@ -2,7 +2,9 @@
 // bound graphs (executor/) both describe every op call with one, so they agree on what a call
 // reads, writes and draws. It holds the op, its parsed attributes, the compute for the device,
 // the input and output tensors with their engine vars and the output requests, and derives:
-//   reads:  the var of every input the op does not mutate;
+//   reads:  the var of every input the op does not mutate and reads the values of (not one it
+//           reads for its shape or dtype only, Op::ReadsInputValues: no writer of it is waited
+//           for);
 //   writes: the var of every output whose request is not kNull, and of every input the op
 //           mutates (Op::mutate_inputs: optimizer state), so later readers of that input wait;
 //   random: how many 32-bit numbers the call draws (Op::random_draws), for the caller to
@@ -43,7 +45,12 @@ class Invocation {
 
   // Inputs, then outputs, in the op's order. (Inline: imperative calls build one per push.)
   void AddInput(const TensorView& view, engine::VarHandle var) {
-    (Mutates(inputs_.size()) ? writes_ : reads_).push_back(var);
+    const size_t i = inputs_.size();
+    if (Mutates(i)) {
+      writes_.push_back(var);
+    } else if (op_->ReadsInputValues(attrs_, static_cast<int>(i))) {
+      reads_.push_back(var);
+    }
     inputs_.push_back(view);
     input_vars_.push_back(var);
   }

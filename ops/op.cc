@@ -140,6 +140,11 @@ Op& Op::Pointwise(PointwiseFn fn) {
   pointwise = std::move(fn);
   return *this;
 }
+Op& Op::ValueInputs(std::function<bool(const Attrs&, int)> reads_values_of) {
+  value_inputs = std::move(reads_values_of);
+  return *this;
+}
+
 Op& Op::PassOnly(const std::string& pass) {
   pass_only = true;
   parse = [op = name, pass](AttrReader&) -> ParsedParams {

@@ -165,6 +165,14 @@ enum class PointwiseKind : uint8_t {
 // `scalar` of the *_scalar forms, clip's (a_min, a_max); none for most ops. The unfused kernels
 // take kMaxPointwiseScalars of them (the unused ones 0), a fused kernel's arguments only `count`.
 inline constexpr int kMaxPointwiseScalars = 2;
+// Whether input `input` of a pointwise op of `kind` is read as data: a cast or reshape reads its
+// later inputs for their dtype or shape only. The one rule behind Op::ReadsInputValues (the
+// engine waits for no writer of such an input, memory planning frees it after its last value
+// reader) and fusion (the groups and both devices' fused code read no such input).
+inline bool ReadsAsData(PointwiseKind kind, int input) {
+  return input == 0 || (kind != PointwiseKind::kCast && kind != PointwiseKind::kReshape);
+}
+
 struct PointwiseScalars {
   int count = 0;
   double values[kMaxPointwiseScalars] = {};
@@ -258,7 +266,9 @@ struct Op {
   std::vector<int> mutate_inputs;
   RandomDrawsFn random_draws;  // set for ops that draw random numbers
   PointwiseFn pointwise;       // for pointwise ops: the functor they apply (fusion)
-  bool pass_only = false;      // made only by a graph pass: never called, never in JSON
+  // Whether input i's values are read (ReadsInputValues); null: ReadsAsData(pointwise.kind, i).
+  std::function<bool(const Attrs&, int)> value_inputs;
+  bool pass_only = false;  // made only by a graph pass: never called, never in JSON
   // Inputs read on the host whatever the op's device (for these attributes; null: none), as a
   // library takes them (cuDNN's RNN data descriptors take each sequence's length on the host):
   // CPU arrays on every device, read by the compute once their writers are done, so the op needs
@@ -294,6 +304,7 @@ struct Op {
   Op& Random(RandomDrawsFn draws);
   Op& Pointwise(PointwiseKind kind, std::string functor = {});
   Op& Pointwise(PointwiseFn fn);
+  Op& ValueInputs(std::function<bool(const Attrs&, int)> reads_values_of);
   // An op that only a graph pass creates (the fused op): parsing attributes for it, as a call or
   // a graph's JSON would, is an error saying so.
   Op& PassOnly(const std::string& pass);
@@ -305,6 +316,13 @@ struct Op {
   // Has an effect beyond its outputs (random draws, or inputs it updates): CSE never merges it
   // and fusion never absorbs it, whatever else it matches.
   bool HasEffects() const { return IsRandom() || !mutate_inputs.empty(); }
+  // Whether the op reads input `input`'s values, not only its shape and dtype: _backward_Cast's
+  // and reshape_like's second inputs are read for those only (ReadsAsData), as are a fused
+  // group's inputs that only such steps read. The engine waits for no writer of such an input
+  // (Invocation::reads) and memory planning keeps no buffer alive for it.
+  bool ReadsInputValues(const Attrs& attrs, int input) const {
+    return value_inputs ? value_inputs(attrs, input) : ReadsAsData(pointwise.kind, input);
+  }
   // The input that output `output` is, updated in place (see mutate_inputs); -1 for none.
   int UpdatedInput(int output) const;
   // host_inputs for `attrs`; empty when the op has none.

@@ -12,7 +12,7 @@ namespace {
 class Planner {
  public:
   Planner(const Graph& g, const std::vector<bool>& external, const PlanOptions& options)
-      : g_(g), external_(external), options_(options), uses_(g.EntryUseCounts()) {
+      : g_(g), external_(external), options_(options), uses_(g.EntryValueUseCounts()) {
     plan_.storage_id.assign(g.num_entries(), MemoryPlan::kExternal);
     plan_.inplace.assign(g.num_entries(), false);
     owner_.assign(g.num_entries(), true);
@@ -23,7 +23,10 @@ class Planner {
       const Node& node = g_.node(n);
       if (node.is_variable()) continue;
       for (uint32_t o = 0; o < g_.num_outputs(n); ++o) Assign(n, o);
-      for (const NodeEntry& in : node.inputs) Release(g_.EntryId(in));
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (node.op->ReadsInputValues(node.attrs, static_cast<int>(i)))
+          Release(g_.EntryId(node.inputs[i]));
+      }
       for (uint32_t o = 0; o < g_.num_outputs(n); ++o) {
         if (uses_[g_.EntryId({n, o})] == 0) Free(g_.EntryId({n, o}));  // nothing reads it
       }
@@ -98,7 +101,10 @@ class Planner {
   const Graph& g_;
   const std::vector<bool>& external_;
   const PlanOptions options_;
-  std::vector<uint32_t> uses_;       // per entry: readers not yet planned
+  // Per entry: readers of its values not yet planned. An input read for its shape or dtype only
+  // (reshape_like's, _backward_Cast's second) keeps no buffer alive and blocks no in-place write:
+  // the forward reshape writes over its input though its gradient reads that input's shape.
+  std::vector<uint32_t> uses_;
   std::vector<bool> owner_;          // per entry: it (still) holds its buffer
   std::multimap<size_t, int> free_;  // bytes -> storage id, buffers nobody holds
   MemoryPlan plan_;

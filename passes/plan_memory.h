@@ -1,7 +1,8 @@
 // Memory planning: gives every internal entry (not bound to a user array) a storage id, so that
 // entries whose lifetimes do not overlap share a buffer, and an op that allows it writes its output
 // over an input that nothing reads afterwards (in place). Entries are visited in node order; an
-// entry's buffer goes back to the free list after its last reader; a new entry takes the smallest
+// entry's buffer goes back to the free list after its last reader of its values (an input read
+// for its shape or dtype only, Op::ReadsInputValues, is not one); a new entry takes the smallest
 // free buffer that fits (and is at most twice its size), else a new one. An output that is an
 // input the op updates (Op::UpdatedInput: write_at's) shares that input's buffer like any output
 // in place; where the input is bound to a user array (an argument: a cache the graph keeps), the

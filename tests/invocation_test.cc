@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "storage/ndarray.h"
+#include "tests/engine_test_util.h"
 #include "tests/weft_test_util.h"
 
 namespace weft {
@@ -35,6 +36,48 @@ TEST(Invocation, AnInputTheOpMutatesIsWrittenAndAnOutputNotNeededIsNot) {
   unused.AddOutput(out.View(), out.var(), OpReq::kNull);
   EXPECT_FALSE(Contains(unused.writes(), out.var()));
   EXPECT_TRUE(Contains(unused.writes(), mom.var())) << "mutating is not an output request";
+}
+
+TEST(Invocation, AnInputReadForItsShapeOrDtypeOnlyIsNotARead) {
+  // reshape_like reads its second input for the shape, _backward_Cast for the dtype
+  // (Op::ReadsInputValues): the call does not wait for that input's writer.
+  for (const std::string name : {"reshape_like", "_backward_Cast"}) {
+    const Op& op = GetOp(name);
+    NDArray a = NDArray::FromVector(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{2, 3});
+    NDArray like(name == "reshape_like" ? Shape{3, 2} : Shape{2, 3}, Device::Cpu(),
+                 DType::kFloat64);
+    NDArray out(like.shape(), Device::Cpu(),
+                name == "reshape_like" ? DType::kFloat32 : DType::kFloat64);
+    Invocation call(op, ParseAttrs(op, {}), Device::Cpu());
+    call.AddInput(a.View(), a.var());
+    call.AddInput(like.View(), like.var());
+    call.AddOutput(out.View(), out.var(), OpReq::kWrite);
+    EXPECT_FALSE(op.ReadsInputValues(ParseAttrs(op, {}), 1)) << name;
+    EXPECT_TRUE(Contains(call.reads(), a.var())) << name;
+    EXPECT_FALSE(Contains(call.reads(), like.var())) << name << ": its writer is not waited for";
+    EXPECT_EQ(call.input_vars().size(), 2u);
+
+    // Pushed while the second input's writer is held by a gate, it runs: had it waited, `reached`
+    // would not open until the gate did.
+    engine::Engine* engine = engine::Engine::Get();
+    testing::Latch gate, reached;
+    engine->PushSync([&gate](engine::RunContext) { gate.WaitFor(std::chrono::seconds(60)); },
+                     Device::Cpu(), {}, {like.var()}, engine::FnProperty::kCpuPrioritized);
+    engine->PushSync(
+        [&](engine::RunContext run) {
+          call.Run(OpContext{.run = run});
+          reached.Open();
+        },
+        Device::Cpu(), call.reads(), call.writes());
+    EXPECT_TRUE(reached.WaitFor(std::chrono::seconds(30))) << name << " waited for the gate";
+    gate.Open();
+    if (out.dtype() == DType::kFloat64) {
+      EXPECT_EQ(out.ToVector<double>(), (std::vector<double>{1, 2, 3, 4, 5, 6})) << name;
+    } else {
+      EXPECT_EQ(out.ToVector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6})) << name;
+    }
+  }
+  EXPECT_TRUE(GetOp("add").ReadsInputValues(ParseAttrs(GetOp("add"), {}), 1));
 }
 
 TEST(Invocation, RandomDrawsAreWhatTheComputeDraws) {

@@ -201,6 +201,30 @@ TEST(PlanMemory, ReusesBuffersAndRunsInPlace) {
   EXPECT_EQ(naive.memory().total_bytes, naive.memory().naive_bytes);
 }
 
+TEST(PlanMemory, AReaderOfTheShapeOnlyNeitherHoldsABufferNorBlocksInPlace) {
+  // h = exp(x); r = reshape(h) is h's last reader of values, so it runs in place though the
+  // gradient's reshape_like(.., h) reads h later, for its shape (Op::ReadsInputValues).
+  Symbol x = Symbol::Variable("x");
+  Symbol h = Symbol::Op("exp", {x});
+  Symbol r = Symbol::Op("reshape", {h}, {{"shape", "(-1,)"}});
+  Symbol y = Symbol::Op("reshape_like", {Symbol::Op("relu", {r}), h});
+  Graph g = InferShapesAndTypes(y.ToGraph(), {{"x", Shape{64, 64}}});
+  std::vector<bool> external(g.num_entries(), false);
+  external[g.EntryId({0, 0})] = true;
+  external[g.EntryId(g.outputs()[0])] = true;
+  const MemoryPlan& plan = PlanMemory(g, external).memory();
+  for (uint32_t n = 0; n < g.nodes().size(); ++n) {
+    if (g.node(n).is_variable()) continue;
+    const uint32_t e = g.EntryId({n, 0});
+    if (g.node(n).op->name == "exp") {
+      EXPECT_EQ(g.EntryUseCounts()[e], 2u) << "reshape and reshape_like read h";
+      EXPECT_EQ(g.EntryValueUseCounts()[e], 1u) << "reshape_like reads its shape only";
+    }
+    if (g.node(n).op->name == "reshape") EXPECT_TRUE(plan.inplace[e]) << "reshape writes over h";
+  }
+  EXPECT_EQ(plan.total_bytes, 64u * 64 * 4) << "exp, reshape and relu share one buffer";
+}
+
 }  // namespace
 }  // namespace weft
 

@@ -27,13 +27,6 @@
 
 namespace weft {
 
-// Whether input `input` of a pointwise op of `kind` is read as data: a cast or reshape reads its
-// later inputs for their dtype or shape only (the fusion pass, the groups and both devices' fused
-// code ask this one function).
-inline bool ReadsAsData(PointwiseKind kind, int input) {
-  return input == 0 || (kind != PointwiseKind::kCast && kind != PointwiseKind::kReshape);
-}
-
 struct FusedGroup {
   struct Step {
     const Op* op = nullptr;  // a pointwise op (Op::pointwise is set)

@@ -42,7 +42,10 @@ const bool defined = [] {
       .VariadicInputs([](const Attrs& a) { return static_cast<int>(GroupOf(a).num_inputs); })
       .Outputs([](const Attrs& a) { return static_cast<int>(GroupOf(a).outputs.size()); })
       .InferShape(FusedShapes)
-      .InferType(FusedTypes);
+      .InferType(FusedTypes)
+      .ValueInputs([](const Attrs& a, int i) {  // not those only casts and reshapes read
+        return GroupOf(a).input_kind(static_cast<uint32_t>(i)) != FusedGroup::InputKind::kMeta;
+      });
   return true;
 }();
 
