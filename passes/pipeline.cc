@@ -3,6 +3,7 @@
 #include <array>
 
 #include "core/env.h"
+#include "passes/blocked_layout.h"
 #include "passes/channels_last.h"
 #include "passes/cse.h"
 #include "passes/fold_activation.h"
@@ -72,6 +73,11 @@ Graph FoldDepthwises(const Graph& g, State& s) {
 }
 
 bool Differentiates(const Graph& g, const State& s) { return !WithRespectTo(g, s.request).empty(); }
+// A CPU bind with a gradient (inference binds take channels last).
+bool TrainsOnCpu(const Graph& g, const State& s) {
+  return Differentiates(g, s) && !s.request.device.is_gpu();
+}
+Graph Block(const Graph& g, State& s) { return BlockedLayout(g, &s.result.blocked); }
 Graph Differentiate(const Graph& g, State& s) {
   const std::vector<uint32_t> wrt = WithRespectTo(g, s.request);
   for (uint32_t n : wrt) s.result.grad_args.push_back(g.node(n).name);
@@ -128,7 +134,7 @@ struct PassRow {
 };
 
 // The pipeline: the table in pipeline.h.
-constexpr std::array<PassRow, 14> kBindPasses = {{
+constexpr std::array<PassRow, 15> kBindPasses = {{
     {"mixed_precision", "WEFT_MIXED_PRECISION", HasPolicy, Mix, nullptr},
     {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
     {"fold_batch_norm", "WEFT_FOLD_BATCH_NORM", Infers, FoldNorms, nullptr},
@@ -140,6 +146,7 @@ constexpr std::array<PassRow, 14> kBindPasses = {{
     {"pass_gradients_through", "WEFT_PASS_GRADIENTS_THROUGH", Differentiates, PassThrough, nullptr},
     {"fold_sum", "WEFT_FOLD_SUM", InfersOnCpu, FoldSums, nullptr},
     {"fold_depthwise", "WEFT_FOLD_DEPTHWISE", InfersOnCpu, FoldDepthwises, nullptr},
+    {"blocked_layout", "WEFT_BLOCKED_LAYOUT", TrainsOnCpu, Block, nullptr},
     {"fuse_pointwise", "WEFT_USE_FUSION", Fuses, Fuse, nullptr},
     {"write_backs_last", nullptr, WritesBack, MoveWriteBacks, nullptr},
     {"plan_memory", "WEFT_PLAN_MEMORY", nullptr, Plan, PlanNaive},

@@ -24,6 +24,9 @@
 //   fold_depthwise          WEFT_FOLD_DEPTHWISE          CPU inference binds: a 1x1 convolution
 //                                                        into the depthwise one that reads it
 //                                                        (fold_depthwise.h)
+//   blocked_layout          WEFT_BLOCKED_LAYOUT          CPU binds with a gradient: convolutions,
+//                                                        poolings and BatchNorms hand each other
+//                                                        blocked images (blocked_layout.h)
 //   fuse_pointwise          WEFT_USE_FUSION              when the device runs fused groups;
 //                                                        recomputing forward values on GPUs only
 //   write_backs_last        -                            when the extension writes arguments back
@@ -98,6 +101,9 @@ struct BindResult {
   int gradients_passed_through = 0;
   // 1x1 convolutions folded into the depthwise convolutions after them (fold_depthwise.h).
   int folded_depthwise = 0;
+  // Convolutions, poolings and BatchNorms (forward and backward) in the blocked layout
+  // (blocked_layout.h).
+  int blocked = 0;
   std::vector<Pass> passes;  // the passes that ran, in order
 };
 

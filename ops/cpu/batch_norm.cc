@@ -7,6 +7,9 @@
 // 1 / sqrt(var + eps) for the backward, any other forward keeps those of the moving statistics
 // (FinishStatistics).
 //
+// Layout NCHW16c: a blocked image (window2d.h) runs the same loops over its runs of 16 channels'
+// values, a vector of channels at each position (BlockedMoments, ...), within rounding of NCHW's.
+//
 // relu: the forward applies it after the affine step; the backward masks out_grad by output > 0
 // with relu's own gradient (fn::Relu), so no workspace has to live from the forward to the
 // backward.
@@ -197,6 +200,104 @@ void Normalize(const BnCall& c, const T* x, const ArithOf<T>* gamma, const Arith
   });
 }
 
+// ---- Loops over blocked images (layout NCHW16c): (N, C / 16, H * W, 16) ----
+//
+// The same sums and passes over a blocked image, 16 channels at a time: a run of H * W * 16
+// values per image and block, position p's 16 channels at p * 16, one vector's lanes. Each
+// channel's sum is its run sums (in A) added in double, as the rows' are.
+
+constexpr int64_t kBlock = 16;
+
+// Where image n's run of block b starts.
+inline int64_t BlockRun(const BnDims& d, int64_t n, int64_t b) {
+  return (n * (d.c / kBlock) + b) * d.inner * kBlock;
+}
+
+// Calls f(first, b) for each run (image n, block b) in parallel, its values from `first` on.
+template <typename F>
+void ForEachRun(const BnDims& d, F&& f) {
+  const int64_t blocks = d.c / kBlock;
+  ParallelFor(d.outer * blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t run = begin; run < end; ++run)
+      f(BlockRun(d, run / blocks, run % blocks), run % blocks);
+  });
+}
+
+// sums[l] += the sum over the run's positions p of f(p * 16 + l), in A.
+template <typename A, typename F>
+inline void AddBlockSums(int64_t plane, F&& f, double* sums) {
+  A lanes[kBlock] = {};
+  for (int64_t p = 0; p < plane; ++p) {
+#pragma omp simd
+    for (int64_t l = 0; l < kBlock; ++l) lanes[l] += f(p * kBlock + l, l);
+  }
+  for (int64_t l = 0; l < kBlock; ++l) sums[l] += lanes[l];
+}
+
+template <typename T>
+WEFT_CPU_VECTOR_CLONES void SumBlock(const T* x, int64_t plane, double* sums) {
+  AddBlockSums<ArithOf<T>>(
+      plane, [&](int64_t i, int64_t) { return ToArith(x[i]); }, sums);
+}
+template <typename T>
+WEFT_CPU_VECTOR_CLONES void SquaresBlock(const T* x, int64_t plane, const ArithOf<T>* m,
+                                         double* sums) {
+  AddBlockSums<ArithOf<T>>(
+      plane,
+      [&](int64_t i, int64_t l) {
+        const ArithOf<T> centred = ToArith(x[i]) - m[l];
+        return centred * centred;
+      },
+      sums);
+}
+
+// BatchMoments of a blocked image.
+template <typename T>
+void BlockedMoments(const BnDims& d, const T* x, ArithOf<T>* mean, ArithOf<T>* var) {
+  using A = ArithOf<T>;
+  const double n = static_cast<double>(d.PerChannel());
+  ParallelFor(d.c / kBlock, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      double sum[kBlock] = {}, squares[kBlock] = {};
+      for (int64_t i = 0; i < d.outer; ++i) SumBlock(x + BlockRun(d, i, b), d.inner, sum);
+      A* m = mean + b * kBlock;
+      for (int64_t l = 0; l < kBlock; ++l) m[l] = static_cast<A>(sum[l] / n);
+      for (int64_t i = 0; i < d.outer; ++i)
+        SquaresBlock(x + BlockRun(d, i, b), d.inner, m, squares);
+      for (int64_t l = 0; l < kBlock; ++l) var[b * kBlock + l] = static_cast<A>(squares[l] / n);
+    }
+  });
+}
+
+// y = act(x * scale + shift) over one run, scale and shift per lane.
+template <typename T, typename Out>
+WEFT_CPU_VECTOR_CLONES void NormalizeBlock(const T* x, int64_t plane, const ArithOf<T>* scale,
+                                           const ArithOf<T>* shift, bool relu, Out* y) {
+  using A = ArithOf<T>;
+  for (int64_t p = 0; p < plane; ++p) {
+#pragma omp simd
+    for (int64_t l = 0; l < kBlock; ++l) {
+      const A v = ToArith(x[p * kBlock + l]) * scale[l] + shift[l];
+      y[p * kBlock + l] = FromArith<Out>(relu ? fn::ForwardOf<fn::Relu>(v, A(0), A(0)) : v);
+    }
+  }
+}
+
+// Normalize of a blocked image.
+template <typename T, typename Out>
+void BlockedNormalize(const BnCall& c, const T* x, const ArithOf<T>* gamma, const ArithOf<T>* beta,
+                      const ArithOf<T>* mean, const ArithOf<T>* invstd, Out* y) {
+  using A = ArithOf<T>;
+  ForEachRun(c.d, [&](int64_t first, int64_t b) {
+    A scale[kBlock], shift[kBlock];
+    for (int64_t l = 0, ch = b * kBlock; l < kBlock; ++l, ++ch) {
+      scale[l] = (gamma ? gamma[ch] : A(1)) * invstd[ch];
+      shift[l] = beta[ch] - mean[ch] * scale[l];
+    }
+    NormalizeBlock(x + first, c.d.inner, scale, shift, c.relu(), y + first);
+  });
+}
+
 // in: (data, gamma, beta, moving_mean, moving_var); out: (output, saved_mean, saved_invstd).
 template <typename T>
 void BnForwardLoops(const OpContext& ctx, const BnCall& c, std::span<const TensorView> in,
@@ -205,11 +306,13 @@ void BnForwardLoops(const OpContext& ctx, const BnCall& c, std::span<const Tenso
   StagedOutputs staged(ctx, req, out, false, std::span<const size_t>(), Bf16AddTo::kInFloat);
   const T* x = in[0].data<T>();
   A *mean = staged.Target(1).data<A>(), *invstd = staged.Target(2).data<A>();
-  if (c.batch) BatchMoments(c.d, x, mean, invstd);
+  if (c.batch) (c.d.blocked ? BlockedMoments<T> : BatchMoments<T>)(c.d, x, mean, invstd);
   FinishStatistics<A>(c, in, staged);
   const A* gamma = c.p.fix_gamma ? nullptr : in[1].data<A>();
-  WithTarget<T>(staged.Target(0),
-                [&](auto* y) { Normalize(c, x, gamma, in[2].data<A>(), mean, invstd, y); });
+  WithTarget<T>(staged.Target(0), [&](auto* y) {
+    if (c.d.blocked) return BlockedNormalize(c, x, gamma, in[2].data<A>(), mean, invstd, y);
+    Normalize(c, x, gamma, in[2].data<A>(), mean, invstd, y);
+  });
   staged.Finish();
 }
 
@@ -271,24 +374,89 @@ void GradSums(const BnDims& d, const GradInputs<T>& g, ArithOf<T>* sum_dy,
   });
 }
 
-// dx = gamma * invstd * (dy - sum_dy / n - x_hat * sum_dy_xhat / n) with batch statistics, else
-// gamma * invstd * dy. gamma null: 1. Out: T, or float (WithTarget).
+// dx = scale * (dy - mean_dy - (x - mean) * k) per channel: with batch statistics
+// gamma * invstd * (dy - sum_dy / n - x_hat * sum_dy_xhat / n), as x_hat * sum_dy_xhat / n =
+// (x - mean) * k with k = invstd * sum_dy_xhat / n; else gamma * invstd * dy. gamma null: 1.
+template <typename A>
+struct DataGradTerms {
+  A scale, mean_dy, k;
+  DataGradTerms(const BnCall& c, const A* gamma, const A* invstd, const A* sum_dy,
+                const A* sum_dy_xhat, int64_t ch) {
+    const A n = static_cast<A>(c.d.PerChannel());
+    scale = (gamma ? gamma[ch] : A(1)) * invstd[ch];
+    mean_dy = c.batch ? sum_dy[ch] / n : 0;
+    k = c.batch ? invstd[ch] * sum_dy_xhat[ch] / n : 0;
+  }
+};
+
+// dx over (outer, C, inner) rows (DataGradTerms). Out: T, or float (WithTarget).
 template <typename T, typename Out>
 void DataGrad(const BnCall& c, const GradInputs<T>& g, const ArithOf<T>* gamma,
               const ArithOf<T>* sum_dy, const ArithOf<T>* sum_dy_xhat, Out* dx) {
-  using A = ArithOf<T>;
   const BnDims& d = c.d;
-  const A n = static_cast<A>(d.PerChannel());
   ParallelFor(d.outer * d.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t ch = row % d.c, first = row * d.inner;
-      const A invstd = g.invstd[ch];
-      const A scale = (gamma ? gamma[ch] : A(1)) * invstd;
-      const A mean_dy = c.batch ? sum_dy[ch] / n : 0;
-      // x_hat * sum_dy_xhat / n = (x - mean) * k, k = invstd * sum_dy_xhat / n.
-      const A k = c.batch ? invstd * sum_dy_xhat[ch] / n : 0;
-      DataGradRow(g.From(first), d.inner, scale, mean_dy, g.mean[ch], k, dx + first);
+      const DataGradTerms<ArithOf<T>> t(c, gamma, g.invstd, sum_dy, sum_dy_xhat, ch);
+      DataGradRow(g.From(first), d.inner, t.scale, t.mean_dy, g.mean[ch], t.k, dx + first);
     }
+  });
+}
+
+// sum(dy) and sum(dy * (x - mean)) over one run of a blocked image, per lane.
+template <typename T>
+WEFT_CPU_VECTOR_CLONES void GradSumsBlock(const GradInputs<T>& g, int64_t plane,
+                                          const ArithOf<T>* mean, double* dy, double* dy_x) {
+  AddBlockSums<ArithOf<T>>(
+      plane, [&](int64_t i, int64_t) { return g.Dy(i); }, dy);
+  AddBlockSums<ArithOf<T>>(
+      plane, [&](int64_t i, int64_t l) { return g.Dy(i) * (g.X(i) - mean[l]); }, dy_x);
+}
+
+// GradSums of a blocked image.
+template <typename T>
+void BlockedGradSums(const BnDims& d, const GradInputs<T>& g, ArithOf<T>* sum_dy,
+                     ArithOf<T>* sum_dy_xhat) {
+  using A = ArithOf<T>;
+  ParallelFor(d.c / kBlock, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      double a[kBlock] = {}, x[kBlock] = {};
+      for (int64_t i = 0; i < d.outer; ++i)
+        GradSumsBlock(g.From(BlockRun(d, i, b)), d.inner, g.mean + b * kBlock, a, x);
+      for (int64_t l = 0, ch = b * kBlock; l < kBlock; ++l, ++ch) {
+        sum_dy[ch] = static_cast<A>(a[l]);
+        sum_dy_xhat[ch] = static_cast<A>(x[l] * g.invstd[ch]);
+      }
+    }
+  });
+}
+
+// dx = scale * (dy - mean_dy - (x - mean) * k) over one run, each per lane.
+template <typename T, typename Out>
+WEFT_CPU_VECTOR_CLONES void DataGradBlock(const GradInputs<T>& g, int64_t plane,
+                                          const ArithOf<T>* scale, const ArithOf<T>* mean_dy,
+                                          const ArithOf<T>* mean, const ArithOf<T>* k, Out* dx) {
+  for (int64_t p = 0; p < plane; ++p) {
+#pragma omp simd
+    for (int64_t l = 0; l < kBlock; ++l) {
+      const int64_t i = p * kBlock + l;
+      dx[i] = FromArith<Out>(scale[l] * (g.Dy(i) - mean_dy[l] - (g.X(i) - mean[l]) * k[l]));
+    }
+  }
+}
+
+// DataGrad of a blocked image.
+template <typename T, typename Out>
+void BlockedDataGrad(const BnCall& c, const GradInputs<T>& g, const ArithOf<T>* gamma,
+                     const ArithOf<T>* sum_dy, const ArithOf<T>* sum_dy_xhat, Out* dx) {
+  using A = ArithOf<T>;
+  ForEachRun(c.d, [&](int64_t first, int64_t b) {
+    A scale[kBlock], mean_dy[kBlock], k[kBlock];
+    for (int64_t l = 0; l < kBlock; ++l) {
+      const DataGradTerms<A> t(c, gamma, g.invstd, sum_dy, sum_dy_xhat, b * kBlock + l);
+      scale[l] = t.scale, mean_dy[l] = t.mean_dy, k[l] = t.k;
+    }
+    DataGradBlock(g.From(first), c.d.inner, scale, mean_dy, g.mean + b * kBlock, k, dx + first);
   });
 }
 
@@ -302,11 +470,13 @@ void BnBackwardLoops(const OpContext& ctx, const BnCall& c, std::span<const Tens
                         c.relu() ? in[kBnOutput].data<T>() : nullptr, in[kBnSavedMean].data<A>(),
                         in[kBnSavedInvstd].data<A>()};
   A *sum_dy_xhat = staged.Target(1).data<A>(), *sum_dy = staged.Target(2).data<A>();
-  GradSums(c.d, g, sum_dy, sum_dy_xhat);
+  (c.d.blocked ? BlockedGradSums<T> : GradSums<T>)(c.d, g, sum_dy, sum_dy_xhat);
   if (staged.Needed(0)) {
     const A* gamma = c.p.fix_gamma ? nullptr : in[kBnGamma].data<A>();
-    WithTarget<T>(staged.Target(0),
-                  [&](auto* dx) { DataGrad(c, g, gamma, sum_dy, sum_dy_xhat, dx); });
+    WithTarget<T>(staged.Target(0), [&](auto* dx) {
+      if (c.d.blocked) return BlockedDataGrad(c, g, gamma, sum_dy, sum_dy_xhat, dx);
+      DataGrad(c, g, gamma, sum_dy, sum_dy_xhat, dx);
+    });
   }
   if (c.p.fix_gamma) std::fill_n(sum_dy_xhat, c.d.c, A(0));
   staged.Finish();

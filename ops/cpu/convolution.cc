@@ -8,6 +8,8 @@
 // (act_type) is the forward primitive's post-op, or weft's functor on float64.
 // Layout NHWC: oneDNN's channels-last kernels read and write the tensors in place (as fast as its
 // blocked layouts here, with no reorder); the loops step through either layout (PlaneStrides).
+// Layout NCHW16c: the blocked images are oneDNN's nChw16c, which its kernels take as they lie; the
+// loops step through them too (PlaneStrides' blocks).
 // with_sum: oneDNN's sum post-op adds what the destination holds, so `sum` is put there first
 // (nothing to do when the output shares its buffer); the loops add it after the convolution.
 #include <algorithm>
@@ -55,9 +57,12 @@ dnnl::memory::desc AnyLayout(const Shape& shape, DType dtype) {
                             DnnlType(dtype), dnnl::memory::format_tag::any);
 }
 
-// Data or output (dims `nchw`) as the primitive takes it.
-dnnl::memory::desc ImageLayout(const Shape& nchw, bool channels_last, DType dtype) {
-  return channels_last ? ImageDesc(nchw, true, dtype) : AnyLayout(nchw, dtype);
+// Data or output (dims `nchw`) as the primitive takes it: where it lies for layouts NHWC and
+// NCHW16c (blocked images: the layout its kernels take, so nothing is reordered), oneDNN's choice
+// for NCHW.
+dnnl::memory::desc ImageLayout(const Shape& nchw, const Window2d& win, DType dtype) {
+  const bool placed = win.channels_last || (win.blocked && nchw[1] % 16 == 0);
+  return placed ? ImageDesc(nchw, win, dtype) : AnyLayout(nchw, dtype);
 }
 
 // The weight as oneDNN takes it: (F, C, kh, kw), or with groups (G, F / G, C / G, kh, kw), the
@@ -74,11 +79,10 @@ TensorView DnnlWeightView(const TensorView& w, const Window2d& win, const ConvDi
 }
 
 ConvDescs DescsOf(const Window2d& win, const ConvDims& d, const ConvTypes& t) {
-  const bool last = win.channels_last;
-  return {ImageLayout(Shape{d.g.n, d.g.c, d.g.h, d.g.w}, last, t.src),
+  return {ImageLayout(Shape{d.g.n, d.g.c, d.g.h, d.g.w}, win, t.src),
           AnyLayout(DnnlWeightShape(win, d), t.weights),
           PlainDesc(Shape{d.f}, t.bias),
-          ImageLayout(Shape{d.g.n, d.f, d.g.oh, d.g.ow}, last, t.dst),
+          ImageLayout(Shape{d.g.n, d.f, d.g.oh, d.g.ow}, win, t.dst),
           {win.stride[0], win.stride[1]},
           {win.dilate[0] - 1, win.dilate[1] - 1},
           {win.pad[0], win.pad[1]}};
@@ -90,8 +94,8 @@ std::string ConvKey(const char* direction, const Window2d& win, const ConvDims& 
                     bool sum = false) {
   return PrimitiveKey("Convolution", direction, Shape{d.g.n, d.g.c, d.g.h, d.g.w}, d.f, d.groups,
                       win.kernel[0], win.kernel[1], win.stride[0], win.stride[1], win.pad[0],
-                      win.pad[1], win.dilate[0], win.dilate[1], win.channels_last, bias,
-                      LayerActKey(act), sum, t.src, t.weights, t.bias, t.dst);
+                      win.pad[1], win.dilate[0], win.dilate[1], win.channels_last, win.blocked,
+                      bias, LayerActKey(act), sum, t.src, t.weights, t.bias, t.dst);
 }
 
 // The forward's and the data gradient's algorithm: oneDNN's choice (convolution_auto), which takes
@@ -297,15 +301,15 @@ void ConvForwardDnnl(const OpContext& ctx, const ConvParam& p, const ConvDims& d
   LayoutBuffer src, weights, dst;
   // a bound graph's weight is reordered once per version, not at every call
   const uint64_t weight_version = ctx.input_versions.size() > 1 ? ctx.input_versions[1] : 0;
-  const bool last = p.window.channels_last;
-  const dnnl::memory y = dst.Output(ImageMemory(staged.Target(0), last), prim.desc.dst_desc());
+  const Window2d& win = p.window;
+  const dnnl::memory y = dst.Output(ImageMemory(staged.Target(0), win), prim.desc.dst_desc());
   if (p.with_sum) {
-    const dnnl::memory sum = ImageMemory(in[3], last);
+    const dnnl::memory sum = ImageMemory(in[3], win);
     if (sum.get_data_handle() != y.get_data_handle() || sum.get_desc() != y.get_desc())
       Reorder(sum, y);
   }
   DnnlArgs args = {
-      {DNNL_ARG_SRC, src.Input(ImageMemory(in[0], last), prim.desc.src_desc())},
+      {DNNL_ARG_SRC, src.Input(ImageMemory(in[0], win), prim.desc.src_desc())},
       {DNNL_ARG_WEIGHTS, ReorderedOnce(DnnlWeightView(in[1], p.window, d), weight_version,
                                        prim.desc.weights_desc(), weights)},
       {DNNL_ARG_DST, y}};
@@ -352,16 +356,16 @@ ConvBackwardPrimitives BackwardPrimitivesOf(const Window2d& win, const ConvDims&
 void ConvBackwardDnnl(const Window2d& win, const ConvDims& d, bool bias,
                       const ConvBackwardPrimitives& prims, std::span<const TensorView> in,
                       const StagedOutputs& staged) {
-  const dnnl::memory dy_image = ImageMemory(in[0], win.channels_last);
-  const dnnl::memory x_image = ImageMemory(in[1], win.channels_last);
+  const dnnl::memory dy_image = ImageMemory(in[0], win);
+  const dnnl::memory x_image = ImageMemory(in[1], win);
   if (staged.Needed(0)) {
     LayoutBuffer dy, w, dx;
     ExecutePrimitive(
         prims.data,
         {{DNNL_ARG_DIFF_DST, dy.Input(dy_image, prims.data.desc.diff_dst_desc())},
          {DNNL_ARG_WEIGHTS, w.Input(DnnlWeightView(in[2], win, d), prims.data.desc.weights_desc())},
-         {DNNL_ARG_DIFF_SRC, dx.Output(ImageMemory(staged.Target(0), win.channels_last),
-                                       prims.data.desc.diff_src_desc())}},
+         {DNNL_ARG_DIFF_SRC,
+          dx.Output(ImageMemory(staged.Target(0), win), prims.data.desc.diff_src_desc())}},
         staged.Extra(0));
     dx.Flush();
   }

@@ -14,8 +14,8 @@
 // keep that workspace as a hidden second output of Pooling (which every user and graph pass would
 // then see), the backward recomputes the forward into scratch: one extra forward pass per backward.
 //
-// Layout NHWC: oneDNN reads and writes channels-last tensors in place (ImageMemory); the loops step
-// through either layout (PlaneStrides).
+// Layouts NHWC and NCHW16c: oneDNN reads and writes channels-last and blocked tensors in place
+// (ImageMemory); the loops step through any layout (PlaneStrides).
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -49,8 +49,8 @@ struct PoolDescArgs {
 PoolDescArgs DescArgsOf(const PoolCall& call) {
   const Window2d& win = call.win;
   const Geometry2d& g = call.g;
-  return {ImageDesc(Shape{g.n, g.c, g.h, g.w}, g.channels_last),
-          ImageDesc(Shape{g.n, g.c, g.oh, g.ow}, g.channels_last),
+  return {ImageDesc(Shape{g.n, g.c, g.h, g.w}, win, DType::kFloat32),
+          ImageDesc(Shape{g.n, g.c, g.oh, g.ow}, win, DType::kFloat32),
           {win.stride[0], win.stride[1]},
           {win.kernel[0], win.kernel[1]},
           {win.pad[0], win.pad[1]},
@@ -70,7 +70,7 @@ std::string PoolKey(const char* direction, const PoolCall& call) {
   return PrimitiveKey("Pooling", direction, static_cast<int>(AlgorithmOf(call)),
                       Shape{g.n, g.c, g.h, g.w}, win.kernel[0], win.kernel[1], win.stride[0],
                       win.stride[1], win.pad[0], win.pad[1], PadAfter(win, g, 0),
-                      PadAfter(win, g, 1), g.channels_last);
+                      PadAfter(win, g, 1), g.channels_last, g.blocked);
 }
 
 // Inference needs no workspace; training fills the workspace max pooling's backward reads.
@@ -97,12 +97,11 @@ DnnlPrimitive PoolBackwardPrimitive(const PoolCall& call) {
 void PoolBackwardF32(const OpContext& ctx, const PoolCall& call, std::span<const TensorView> in,
                      std::span<const OpReq> req, std::span<const TensorView> out) {
   const DnnlPrimitive backward = PoolBackwardPrimitive(call);
-  const bool last = call.g.channels_last;
   if (!IsMax(call)) {
     StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(backward)});
     ExecutePrimitive(backward,
-                     {{DNNL_ARG_DIFF_DST, ImageMemory(in[0], last)},
-                      {DNNL_ARG_DIFF_SRC, ImageMemory(staged.Target(0), last)}},
+                     {{DNNL_ARG_DIFF_DST, ImageMemory(in[0], call.win)},
+                      {DNNL_ARG_DIFF_SRC, ImageMemory(staged.Target(0), call.win)}},
                      staged.Extra(0));
     staged.Finish();
     return;
@@ -114,13 +113,13 @@ void PoolBackwardF32(const OpContext& ctx, const PoolCall& call, std::span<const
   const dnnl::memory workspace(forward.desc.workspace_desc(), DnnlEngine(), staged.Extra(1));
   const TensorView forward_output(staged.Extra(0), in[0].shape(), DType::kFloat32, in[0].device());
   ExecutePrimitive(forward,
-                   {{DNNL_ARG_SRC, ImageMemory(in[1], last)},
-                    {DNNL_ARG_DST, ImageMemory(forward_output, last)},
+                   {{DNNL_ARG_SRC, ImageMemory(in[1], call.win)},
+                    {DNNL_ARG_DST, ImageMemory(forward_output, call.win)},
                     {DNNL_ARG_WORKSPACE, workspace}},
                    staged.Extra(2));
   ExecutePrimitive(backward,
-                   {{DNNL_ARG_DIFF_DST, ImageMemory(in[0], last)},
-                    {DNNL_ARG_DIFF_SRC, ImageMemory(staged.Target(0), last)},
+                   {{DNNL_ARG_DIFF_DST, ImageMemory(in[0], call.win)},
+                    {DNNL_ARG_DIFF_SRC, ImageMemory(staged.Target(0), call.win)},
                     {DNNL_ARG_WORKSPACE, workspace}},
                    staged.Extra(2));
   staged.Finish();
@@ -248,10 +247,9 @@ void PoolForward(const OpContext& ctx, const Attrs& a, std::span<const TensorVie
   }
   const DnnlPrimitive prim = PoolForwardPrimitive(call, false);
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
-  const bool last = call.g.channels_last;
   ExecutePrimitive(prim,
-                   {{DNNL_ARG_SRC, ImageMemory(in[0], last)},
-                    {DNNL_ARG_DST, ImageMemory(staged.Target(0), last)}},
+                   {{DNNL_ARG_SRC, ImageMemory(in[0], call.win)},
+                    {DNNL_ARG_DST, ImageMemory(staged.Target(0), call.win)}},
                    staged.Extra(0));
   staged.Finish();
 }

@@ -54,6 +54,7 @@ BnGpuCall CallOf(const char* op, const Attrs& a, const TensorView& data, bool is
   CheckDType(op, data.dtype(),
              {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16});
   const BnDims d = BnDimsOf(op, p, data.shape());
+  CheckNotBlocked(op, p.blocked);
   const bool batch = is_train && !p.use_global_stats;
   if (batch) CheckBatchStatistics(op, d, data.shape());
   TensorDesc x = NchwDesc(op, data.dtype(), Shape{d.outer, d.c, d.inner, 1});

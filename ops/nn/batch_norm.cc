@@ -22,7 +22,9 @@
 // Attributes: eps (default 1e-5, as PyTorch's; > 0), momentum (default 0.9, in [0, 1]),
 // fix_gamma (default false; true: gamma is read as 1 and its gradient is 0, PyTorch's affine=False
 // scale, while beta still shifts), use_global_stats (default false), axis, act_type ("none" or
-// "relu": the relu fused after the affine step).
+// "relu": the relu fused after the affine step), layout ("NCHW", the default, or "NCHW16c": set by
+// the blocked-layout pass on the CPU, for 4-D data over axis 1, which then lies as
+// ops/nn/window2d.h says).
 //
 // dtypes: data and output float32, float64, bfloat16 or float16. gamma, beta, the moving and the
 // saved statistics are float32 whatever data's dtype, but float64 for float64 data (BnStatType):
@@ -76,6 +78,7 @@ BatchNormParam ParseBatchNorm(AttrReader& r) {
   p.axis = r.Int("axis", 1);
   p.act =
       r.Choice<BnAct>("act_type", {{"none", BnAct::kNone}, {"relu", BnAct::kRelu}}, BnAct::kNone);
+  p.blocked = r.Choice<bool>("layout", {{"NCHW", false}, {"NCHW16c", true}}, false);
   return p;
 }
 

@@ -50,6 +50,7 @@ struct BatchNormParam {
   bool use_global_stats;  // normalize with the moving statistics, in training too
   int axis;               // the channel axis as given (BnDimsOf checks it against data)
   BnAct act;              // kRelu: relu after the affine step, fused
+  bool blocked;           // layout "NCHW16c" (window2d.h; CPU only): data and output blocked
 };
 
 // Data of rank 2 to 5 seen around its channel axis as (outer, C, inner): the NC... layout oneDNN
@@ -57,6 +58,7 @@ struct BatchNormParam {
 // (N * T, C, 1).
 struct BnDims {
   int64_t outer, c, inner;
+  bool blocked = false;  // (N, C / 16, H * W, 16): layout NCHW16c of a BlockedImage
   int64_t PerChannel() const { return outer * inner; }  // the values each channel normalizes
 };
 

@@ -5,6 +5,10 @@
 // The layout (attribute `layout`, MXNet's name): "NCHW" (the default) or "NHWC", channels last
 // (PyTorch's channels_last memory format, TensorFlow's default): data (N, H, W, C), output
 // (N, OH, OW, F). Only where the data lies changes; the weight stays (F, C / G, kh, kw).
+// "NCHW16c" (CPU only, set by the blocked-layout pass, passes/blocked_layout.h): oneDNN's nChw16c,
+// the layout its convolutions compute in: shapes stay (N, C, H, W), and every image of the call
+// that BlockedImage accepts lies as (N, C / 16, H, W, 16), its channels in blocks of 16
+// innermost; the others (a stem's 3 channels, a global pooling's 1x1 output) stay NCHW.
 //
 // Device neutral: the definitions (ops/nn/convolution.cc, pooling.cc) parse and check it, and both
 // devices' computes read it.
@@ -40,6 +44,7 @@ struct Window2d {
   int64_t dilate[2] = {1, 1};  // Convolution's `dilate`; 1 for pooling
   bool ceil = false;           // ceil mode (Pooling's pooling_convention "full")
   bool channels_last = false;  // layout "NHWC"
+  bool blocked = false;        // layout "NCHW16c"
 
   // Input positions one window spans along `axis`: dilate * (kernel - 1) + 1.
   int64_t Span(int axis) const { return dilate[axis] * (kernel[axis] - 1) + 1; }
@@ -50,14 +55,25 @@ struct Window2d {
 Window2d ParseWindow2d(AttrReader& r, std::optional<Shape> kernel_fallback);
 // Reads "dilate" (default (1, 1), each at least 1) into `win`.
 void ParseDilate(AttrReader& r, Window2d& win);
-// Reads "layout" ("NCHW", the default, or "NHWC") into `win`.
+// Reads "layout" ("NCHW", the default, "NHWC" or "NCHW16c") into `win`.
 void ParseLayout(AttrReader& r, Window2d& win);
 
-// Where the values of one image's channel lie in a tensor of either layout: element (n, c, p),
-// p = row * w + column a position of the (h, w) plane, is at n * image + c * channel + p * step.
+// Whether a tensor of an op of layout NCHW16c (a window op's, a BatchNorm's) lies blocked: an
+// (N, C, H, W) image whose channels are a multiple of 16 and whose plane has more than one
+// position (a 1x1 plane is the same bytes either way). The ops and the pass ask this one rule.
+inline bool BlockedImage(const Shape& nchw) {
+  return nchw.ndim() == 4 && nchw[1] % 16 == 0 && nchw[2] * nchw[3] > 1;
+}
+
+// Where the values of one image's channel lie in a tensor of any layout: element (n, c, p),
+// p = row * w + column a position of the (h, w) plane, is at
+// n * image + (c / block) * channel + c % block + p * step: block 1 for NCHW and NHWC, 16 for a
+// blocked image (channel then strides over a block of 16 channels' planes).
 struct PlaneStrides {
-  int64_t image, channel, step;
-  int64_t At(int64_t n, int64_t c, int64_t p) const { return n * image + c * channel + p * step; }
+  int64_t image, channel, step, block = 1;
+  int64_t At(int64_t n, int64_t c, int64_t p) const {
+    return n * image + (c / block) * channel + c % block + p * step;
+  }
 };
 
 // Extents of one call: data (n, c, h, w), output (n, *, oh, ow), in NCHW's order whatever the
@@ -65,14 +81,18 @@ struct PlaneStrides {
 struct Geometry2d {
   int64_t n, c, h, w, oh, ow;
   bool channels_last = false;
+  bool blocked = false;  // layout NCHW16c: BlockedImage images lie blocked
 
   // The output's shape with `channels` channels, in the layout.
   Shape Out(int64_t channels) const {
     return channels_last ? Shape{n, oh, ow, channels} : Shape{n, channels, oh, ow};
   }
   PlaneStrides Strides(int64_t channels, int64_t plane) const {
-    return channels_last ? PlaneStrides{plane * channels, 1, channels}
-                         : PlaneStrides{plane * channels, plane, 1};
+    if (channels_last) return PlaneStrides{plane * channels, 1, channels};
+    if (blocked && channels % 16 == 0 && plane > 1) {  // BlockedImage
+      return PlaneStrides{plane * channels, plane * 16, 16, 16};
+    }
+    return PlaneStrides{plane * channels, plane, 1};
   }
   PlaneStrides DataStrides() const { return Strides(c, h * w); }
   PlaneStrides OutStrides(int64_t channels) const { return Strides(channels, oh * ow); }

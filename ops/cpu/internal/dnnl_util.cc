@@ -130,6 +130,24 @@ dnnl::memory ImageMemory(const TensorView& t, bool channels_last) {
                       t.raw());
 }
 
+// Layout NCHW16c's images as nChw16c: the BlockedImage ones, and those of one position a plane
+// whose channels are a multiple of 16 (the same bytes as NCHW: oneDNN's kernels want src and dst
+// of one format).
+bool Nchw16c(const Shape& nchw, const Window2d& win) {
+  return win.blocked && nchw.ndim() == 4 && nchw[1] % 16 == 0;
+}
+
+dnnl::memory::desc ImageDesc(const Shape& nchw, const Window2d& win, DType dtype) {
+  if (!Nchw16c(nchw, win)) return ImageDesc(nchw, win.channels_last, dtype);
+  return dnnl::memory::desc(dnnl::memory::dims(nchw.dims().begin(), nchw.dims().end()),
+                            DnnlType(dtype), dnnl::memory::format_tag::nChw16c);
+}
+
+dnnl::memory ImageMemory(const TensorView& t, const Window2d& win) {
+  if (!Nchw16c(t.shape(), win)) return ImageMemory(t, win.channels_last);
+  return dnnl::memory(ImageDesc(t.shape(), win, t.dtype()), DnnlEngine(), t.raw());
+}
+
 dnnl::primitive_attr ScratchpadAttr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

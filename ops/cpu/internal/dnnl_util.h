@@ -26,6 +26,7 @@
 #include "core/dtype.h"
 #include "core/shape.h"
 #include "core/tensor_view.h"
+#include "ops/nn/window2d.h"
 #include "ops/op.h"
 #include "storage/storage.h"
 
@@ -52,6 +53,11 @@ dnnl::memory::data_type DnnlType(DType dtype);
 dnnl::memory::desc ImageDesc(const Shape& nchw, bool channels_last, DType dtype = DType::kFloat32);
 // A 4-D tensor of that layout over its own buffer, described by ImageDesc.
 dnnl::memory ImageMemory(const TensorView& t, bool channels_last);
+// The same for an image of a window op of layout `win`: NHWC, or oneDNN's nChw16c for layout
+// NCHW16c where BlockedImage says it lies blocked (and for a 1x1 plane of 16k channels, the same
+// bytes as NCHW), else NCHW.
+dnnl::memory::desc ImageDesc(const Shape& nchw, const Window2d& win, DType dtype);
+dnnl::memory ImageMemory(const TensorView& t, const Window2d& win);
 
 // Attributes every cached primitive is created with: a user-managed scratchpad.
 dnnl::primitive_attr ScratchpadAttr();

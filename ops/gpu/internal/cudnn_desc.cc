@@ -33,6 +33,14 @@ void CheckNchwLayout(const char* op, const Window2d& win) {
     WEFT_THROW(op << ": layout NHWC runs on the CPU only; on the GPU the data must be NCHW (layout "
                   << "NCHW, the default)");
   }
+  CheckNotBlocked(op, win.blocked);
+}
+
+void CheckNotBlocked(const char* op, bool blocked) {
+  if (blocked) {
+    WEFT_THROW(op << ": layout NCHW16c (oneDNN's blocked layout) runs on the CPU only; on the GPU "
+                  << "the data must be NCHW (layout NCHW, the default)");
+  }
 }
 
 ConvolutionDesc ConvolutionOf(DType dtype, const Window2d& win, int64_t groups) {

@@ -47,9 +47,11 @@ using PoolingDesc = CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePooling
 TensorDesc NchwDesc(const char* op, DType dtype, const Shape& shape);
 // A packed KCRS (= OIHW) filter of a 4-D `shape`.
 FilterDesc FilterOf(const char* op, DType dtype, const Shape& shape);
-// The GPU's window ops take NCHW data only: layout NHWC (ops/nn/window2d.h) is a weft::Error
-// naming `op`.
+// The GPU's window ops take NCHW data only: layout NHWC or NCHW16c (ops/nn/window2d.h) is a
+// weft::Error naming `op`.
 void CheckNchwLayout(const char* op, const Window2d& win);
+// Throws, naming `op`, for layout NCHW16c (`blocked`), which only the CPU runs.
+void CheckNotBlocked(const char* op, bool blocked);
 
 // A cross-correlation with `win`'s stride, symmetric padding and dilation, in `groups` groups,
 // computing in `dtype` (float for bfloat16, on tensor cores). float32 is restricted to FMA kernels

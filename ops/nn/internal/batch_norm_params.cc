@@ -14,6 +14,11 @@ BnDims BnDimsOf(const char* op, const BatchNormParam& p, const Shape& data) {
   BnDims d{1, data[axis], 1};
   for (int a = 0; a < axis; ++a) d.outer *= data[a];
   for (int a = axis + 1; a < data.ndim(); ++a) d.inner *= data[a];
+  if (p.blocked && (data.ndim() != 4 || axis != 1)) {
+    WEFT_THROW(op << ": layout NCHW16c takes 4-D data normalized over axis 1, found " << data
+                  << " over axis " << p.axis);
+  }
+  d.blocked = p.blocked && BlockedImage(data);
   return d;
 }
 

@@ -26,6 +26,7 @@ Window2d WindowOf(const PoolParam& p, const Shape& data) {
   Window2d win = p.window.channels_last ? Window2d{{data[1], data[2]}, {1, 1}, {0, 0}}
                                         : Window2d{{data[2], data[3]}, {1, 1}, {0, 0}};
   win.channels_last = p.window.channels_last;
+  win.blocked = p.window.blocked;
   return win;
 }
 

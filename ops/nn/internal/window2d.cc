@@ -40,7 +40,11 @@ void ParseDilate(AttrReader& r, Window2d& win) {
 }
 
 void ParseLayout(AttrReader& r, Window2d& win) {
-  win.channels_last = r.Choice<bool>("layout", {{"NCHW", false}, {"NHWC", true}}, false);
+  enum Layout { kNchw, kNhwc, kNchw16c };
+  const Layout layout =
+      r.Choice<Layout>("layout", {{"NCHW", kNchw}, {"NHWC", kNhwc}, {"NCHW16c", kNchw16c}}, kNchw);
+  win.channels_last = layout == kNhwc;
+  win.blocked = layout == kNchw16c;
 }
 
 int64_t OutputExtent(const Window2d& win, int axis, int64_t size) {
@@ -58,6 +62,7 @@ Geometry2d Geometry2dOf(const char* op, const Window2d& win, const Shape& data) 
   if (data.Size() == 0) WEFT_THROW(op << ": data must not be empty, found " << data);
   Geometry2d g = win.channels_last ? Geometry2d{data[0], data[3], data[1], data[2], 0, 0, true}
                                    : Geometry2d{data[0], data[1], data[2], data[3], 0, 0, false};
+  g.blocked = win.blocked;
   const int64_t padded[2] = {g.h + 2 * win.pad[0], g.w + 2 * win.pad[1]};
   const int64_t span[2] = {win.Span(0), win.Span(1)};
   if (span[0] > padded[0] || span[1] > padded[1]) {
