@@ -58,10 +58,11 @@ dnnl::memory::desc AnyLayout(const Shape& shape, DType dtype) {
 }
 
 // Data or output (dims `nchw`) as the primitive takes it: where it lies for layouts NHWC and
-// NCHW16c (blocked images: the layout its kernels take, so nothing is reordered), oneDNN's choice
-// for NCHW.
+// NCHW16c (blocked images: the layout its kernels take, so nothing is reordered; the NCHW
+// ones, a stem's 1 or 3 channels, as they are too: its direct kernel reads them, where Winograd
+// would pad them to 16 channels), oneDNN's choice for NCHW.
 dnnl::memory::desc ImageLayout(const Shape& nchw, const Window2d& win, DType dtype) {
-  const bool placed = win.channels_last || (win.blocked && nchw[1] % 16 == 0);
+  const bool placed = win.channels_last || win.blocked;
   return placed ? ImageDesc(nchw, win, dtype) : AnyLayout(nchw, dtype);
 }
 
