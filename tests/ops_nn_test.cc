@@ -743,8 +743,9 @@ TEST(ChannelsLast, ShapesAndErrorsNameTheLayout) {
                 {"Convolution", "weight must be (2, 3, 3, 3), found (2, 5, 3, 3)"});
 }
 
-// The GPU's convolution and pooling take NCHW only, and its convolution no sum: each is an error
-// naming the op, not a wrong answer.
+// The GPU's convolution and pooling take NCHW only (neither channels last nor the CPU's blocked
+// layout NCHW16c, which BatchNorm does not take there either), and its convolution no sum: each
+// is an error naming the op, not a wrong answer.
 TEST(ChannelsLast, TheGpuRefusesIt) {
   if (!TestDevice().is_gpu()) GTEST_SKIP() << "the CPU computes layout NHWC";
   NDArray x(Shape{1, 5, 5, 3}, TestDevice()), w(Shape{2, 3, 3, 3}, TestDevice());
@@ -756,14 +757,23 @@ TEST(ChannelsLast, TheGpuRefusesIt) {
       sum(Shape{1, 2, 3, 3}, TestDevice());
   for (NDArray* t : {&nchw, &b, &sum}) t->Fill(1);
   const AttrMap with_sum = {{"kernel", "(3, 3)"}, {"num_filter", "2"}, {"with_sum", "true"}};
+  NDArray x16(Shape{2, 16, 5, 5}, TestDevice()), w16(Shape{2, 16, 3, 3}, TestDevice()),
+      c16(Shape{16}, TestDevice());
+  for (NDArray* t : {&x16, &w16, &c16}) t->Fill(1);
+  const AttrMap blocked_conv = {
+      {"kernel", "(3, 3)"}, {"num_filter", "2"}, {"no_bias", "1"}, {"layout", "NCHW16c"}};
   for (const auto& [op, inputs, attrs] :
        std::vector<std::tuple<std::string, std::vector<NDArray>, AttrMap>>{
            {"Convolution", {x, w}, conv},
            {"Pooling", {x}, {{"kernel", "(2, 2)"}, {"layout", "NHWC"}}},
-           {"Convolution", {nchw, w, b, sum}, with_sum}}) {
+           {"Convolution", {nchw, w, b, sum}, with_sum},
+           {"Convolution", {x16, w16}, blocked_conv},
+           {"Pooling", {x16}, {{"kernel", "(2, 2)"}, {"layout", "NCHW16c"}}},
+           {"BatchNorm", {x16, c16, c16, c16, c16}, {{"layout", "NCHW16c"}}}}) {
     try {
       Invoke(op, inputs, attrs)[0].WaitToRead();
-      ADD_FAILURE() << op << " with layout NHWC ran on the GPU";
+      ADD_FAILURE() << op << " with " << attrs.at(attrs.count("layout") ? "layout" : "with_sum")
+                    << " ran on the GPU";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("runs on the CPU only"), std::string::npos) << e.what();
     }
