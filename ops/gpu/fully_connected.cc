@@ -10,9 +10,11 @@
 //   d_weight  dw^T (K, O) = (x as (K, M)) . (dy as (O, M))^T     gemm(N, T, K, O, M)
 // Bias: the forward adds it in cuBLASLt's epilogue (internal/lt_matmul.h; float32 and bfloat16),
 // or, for float64, writes the bias rows into y and lets the GEMM add to them (beta = 1); either
-// way a bf16 output is rounded once. d_bias sums dy's rows in a kernel
-// (kernels/fully_connected.cuh). An activation epilogue (act_type) is cuBLASLt's where it has one
-// (relu, gelu_tanh, with a bias, float32 and bfloat16), else Activation's kernel after the GEMM.
+// way a bf16 output is rounded once. d_bias comes with d_weight from cuBLASLt's BGRADB epilogue
+// (one call, the sums in float32 rounded once); where d_bias is added to, or cuBLASLt declines,
+// a GEMM gives d_weight and a kernel sums dy's rows (kernels/fully_connected.cuh). An activation
+// epilogue (act_type) is cuBLASLt's where it has one (relu, gelu_tanh, with a bias, float32 and
+// bfloat16), else Activation's kernel after the GEMM.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -135,11 +137,16 @@ void FcBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
     RunGemm(call, dtype, req[0],
             {CUBLAS_OP_N, CUBLAS_OP_N, d.k, d.m, d.o, w, d.k, dy, d.o, out[0].raw(), d.k});
   }
-  if (req[1] != OpReq::kNull) {
+  // d_weight and a written d_bias in one cuBLASLt call where it has an algorithm for them
+  const bool both = req[1] != OpReq::kNull && !p.no_bias && req[2] == OpReq::kWrite &&
+                    LtBiasGemmSupports(dtype) &&
+                    LtWeightGradGemm(call, dtype, {d.k, d.o, d.m}, x, dy, out[1].raw(),
+                                     req[1] == OpReq::kAddTo, out[2].raw());
+  if (req[1] != OpReq::kNull && !both) {
     RunGemm(call, dtype, req[1],
             {CUBLAS_OP_N, CUBLAS_OP_T, d.k, d.o, d.m, x, d.k, dy, d.o, out[1].raw(), d.k});
   }
-  if (p.no_bias || req[2] == OpReq::kNull) return;
+  if (both || p.no_bias || req[2] == OpReq::kNull) return;
   SumRowsGpu(ctx, in[0].Reshaped(Shape{d.m, d.o}), req[2], out[2]);
 }
 

@@ -5,8 +5,10 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <tuple>
 
+#include "core/error.h"
 #include "ops/gpu/library_handles.h"
 
 namespace weft::gpu {
@@ -128,6 +130,37 @@ Plan& BiasPlanFor(DType dtype, const LtGemmShape& s, LtEpilogue e, int device) {
   return it->second;
 }
 
+// ---- LtWeightGradGemm ----
+
+// The plan, or none where cuBLASLt has no algorithm for the BGRADB epilogue on this shape.
+std::optional<Plan> MakeWeightGradPlan(DType dtype, const LtGemmShape& s) {
+  const cudaDataType_t type = CudaType(dtype);
+  Plan p;
+  p.desc = Desc(dtype, CUBLAS_OP_N, CUBLAS_OP_T);
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BGRADB;
+  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                   sizeof(epilogue)));
+  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                   &type, sizeof(type)));
+  p.a = Layout(type, s.m, s.k, s.m);
+  p.b = Layout(type, s.n, s.k, s.n);
+  p.d = Layout(type, s.m, s.n, s.m);
+  try {
+    PickAlgo(p, "FullyConnected's weight gradient", s.m, s.n, s.k);
+  } catch (const Error&) {  // no algorithm: the caller's GEMM and reduction
+    return std::nullopt;
+  }
+  return p;
+}
+
+std::optional<Plan>& WeightGradPlanFor(DType dtype, const LtGemmShape& s, int device) {
+  thread_local std::map<std::tuple<int, int, int64_t, int64_t, int64_t>, std::optional<Plan>> plans;
+  const auto key = std::make_tuple(device, static_cast<int>(dtype), s.m, s.n, s.k);
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, MakeWeightGradPlan(dtype, s)).first;
+  return it->second;
+}
+
 // ---- LtBatchGemm ----
 
 // How a BatchGemm's batch reaches cuBLASLt: `count` matrices per call at these strides, and
@@ -217,6 +250,22 @@ void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, cons
     WEFT_CUBLAS_CHECK(cublasLtMatmul(LtHandle(), p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d,
                                      p.d, &p.algo, workspace, p.workspace, s));
   });
+}
+
+bool LtWeightGradGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a,
+                      const void* b, void* d, bool accumulate, void* bias_grad) {
+  std::optional<Plan>& plan = WeightGradPlanFor(dtype, shape, call.device());
+  if (!plan) return false;
+  Plan& p = *plan;
+  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                   &bias_grad, sizeof(bias_grad)));
+  const float alpha = 1, beta = accumulate ? 1 : 0;
+  void* workspace = p.workspace == 0 ? nullptr : call.Workspace({p.workspace})[0];
+  call.stream().Library([&](cudaStream_t s) {  // after the kernels batched so far on the stream
+    WEFT_CUBLAS_CHECK(cublasLtMatmul(LtHandle(), p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d,
+                                     p.d, &p.algo, workspace, p.workspace, s));
+  });
+  return true;
 }
 
 size_t LtBatchGemmWorkspace(const GpuCall& call, DType dtype, const BatchGemm& g) {

@@ -3,6 +3,9 @@
 //   - LtBiasGemm: D = A^T B + bias (+ D when accumulating), column-major, the bias (and a relu
 //     or GELU after it) added in cuBLASLt's epilogue, as FullyConnected's forward computes it:
 //     one kernel, one rounding, no extra pass over the output. float32 and bfloat16.
+//   - LtWeightGradGemm: D = A B^T (+ D when accumulating) and the bias gradient, the sum of B over
+//     the product's k, in cuBLASLt's BGRADB epilogue, as FullyConnected's backward computes its
+//     weight and bias gradients: one kernel instead of a GEMM and a reduction over out_grad.
 //   - LtBatchGemm: a row-major batched product of batch_dot (ops/nn/batch_gemm.h), strided
 //     batched, broadcast operands read through batch strides of 0. float32, bfloat16 and float64.
 // float32 is strict FP32 compute (no TF32), bfloat16 accumulates in FP32.
@@ -37,6 +40,13 @@ enum class LtEpilogue : uint8_t { kBias, kReluBias, kGeluTanhBias };
 void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a,
                 const void* b, const void* bias, void* d, bool accumulate,
                 LtEpilogue epilogue = LtEpilogue::kBias);
+
+// D (m, n) = A B^T (+ D when accumulating), A stored (m, k) and B stored (n, k) column-major,
+// and bias_grad (n) = the sum of B over k, written (cuBLASLt's BGRADB epilogue: never added to).
+// float32 and 16-bit floats (LtBiasGemmSupports). Returns false, having run nothing, where
+// cuBLASLt has no algorithm for the call (the caller runs a GEMM and a reduction instead).
+bool LtWeightGradGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a,
+                      const void* b, void* d, bool accumulate, void* bias_grad);
 
 // The workspace bytes LtBatchGemm needs for `g` (its plan, made now if new).
 size_t LtBatchGemmWorkspace(const GpuCall& call, DType dtype, const BatchGemm& g);
