@@ -104,15 +104,44 @@ cublasLtEpilogue_t CublasEpilogue(LtEpilogue e) {
   return CUBLASLT_EPILOGUE_BIAS;
 }
 
+// Desc with `epilogue`, whose bias (or bias gradient) has the operands' type.
+cublasLtMatmulDesc_t EpilogueDesc(DType dtype, cublasOperation_t trans_a, cublasOperation_t trans_b,
+                                  cublasLtEpilogue_t epilogue) {
+  const cudaDataType_t type = CudaType(dtype);
+  cublasLtMatmulDesc_t desc = Desc(dtype, trans_a, trans_b);
+  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                   sizeof(epilogue)));
+  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type,
+                                                   sizeof(type)));
+  return desc;
+}
+
+// D = A op B (+ D when accumulating) through plan p, its epilogue's bias pointer `bias`, on the
+// call's stream after the kernels batched so far.
+void RunWithBias(const GpuCall& call, Plan& p, const void* bias, const void* a, const void* b,
+                 void* d, bool accumulate) {
+  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                   sizeof(bias)));
+  const float alpha = 1, beta = accumulate ? 1 : 0;
+  void* workspace = p.workspace == 0 ? nullptr : call.Workspace({p.workspace})[0];
+  call.stream().Library([&](cudaStream_t s) {
+    WEFT_CUBLAS_CHECK(cublasLtMatmul(LtHandle(), p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d,
+                                     p.d, &p.algo, workspace, p.workspace, s));
+  });
+}
+
+// The plan of `key` in `plans`, made by make() the first time.
+template <typename Map, typename Make>
+typename Map::mapped_type& PlanIn(Map& plans, const typename Map::key_type& key, Make&& make) {
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, make()).first;
+  return it->second;
+}
+
 Plan MakeBiasPlan(DType dtype, const LtGemmShape& s, LtEpilogue e) {
   const cudaDataType_t type = CudaType(dtype);
   Plan p;
-  p.desc = Desc(dtype, CUBLAS_OP_T, CUBLAS_OP_N);
-  const cublasLtEpilogue_t epilogue = CublasEpilogue(e);
-  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                                   sizeof(epilogue)));
-  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                   &type, sizeof(type)));
+  p.desc = EpilogueDesc(dtype, CUBLAS_OP_T, CUBLAS_OP_N, CublasEpilogue(e));
   p.a = Layout(type, s.k, s.m, s.k);
   p.b = Layout(type, s.k, s.n, s.k);
   p.d = Layout(type, s.m, s.n, s.m);
@@ -125,9 +154,7 @@ Plan& BiasPlanFor(DType dtype, const LtGemmShape& s, LtEpilogue e, int device) {
   thread_local std::map<std::tuple<int, int, int64_t, int64_t, int64_t, int>, Plan> plans;
   const auto key =
       std::make_tuple(device, static_cast<int>(dtype), s.m, s.n, s.k, static_cast<int>(e));
-  auto it = plans.find(key);
-  if (it == plans.end()) it = plans.emplace(key, MakeBiasPlan(dtype, s, e)).first;
-  return it->second;
+  return PlanIn(plans, key, [&] { return MakeBiasPlan(dtype, s, e); });
 }
 
 // ---- LtWeightGradGemm ----
@@ -136,12 +163,7 @@ Plan& BiasPlanFor(DType dtype, const LtGemmShape& s, LtEpilogue e, int device) {
 std::optional<Plan> MakeWeightGradPlan(DType dtype, const LtGemmShape& s) {
   const cudaDataType_t type = CudaType(dtype);
   Plan p;
-  p.desc = Desc(dtype, CUBLAS_OP_N, CUBLAS_OP_T);
-  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BGRADB;
-  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                                   sizeof(epilogue)));
-  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                   &type, sizeof(type)));
+  p.desc = EpilogueDesc(dtype, CUBLAS_OP_N, CUBLAS_OP_T, CUBLASLT_EPILOGUE_BGRADB);
   p.a = Layout(type, s.m, s.k, s.m);
   p.b = Layout(type, s.n, s.k, s.n);
   p.d = Layout(type, s.m, s.n, s.m);
@@ -156,9 +178,7 @@ std::optional<Plan> MakeWeightGradPlan(DType dtype, const LtGemmShape& s) {
 std::optional<Plan>& WeightGradPlanFor(DType dtype, const LtGemmShape& s, int device) {
   thread_local std::map<std::tuple<int, int, int64_t, int64_t, int64_t>, std::optional<Plan>> plans;
   const auto key = std::make_tuple(device, static_cast<int>(dtype), s.m, s.n, s.k);
-  auto it = plans.find(key);
-  if (it == plans.end()) it = plans.emplace(key, MakeWeightGradPlan(dtype, s)).first;
-  return it->second;
+  return PlanIn(plans, key, [&] { return MakeWeightGradPlan(dtype, s); });
 }
 
 // ---- LtBatchGemm ----
@@ -228,9 +248,7 @@ Plan& BatchPlanFor(DType dtype, const BatchGemm& g, const LtBatch& b, int device
                    g.trans_y,   b.count,
                    b.stride[0], b.stride[1],
                    b.stride[2], alignment};
-  auto it = plans.find(key);
-  if (it == plans.end()) it = plans.emplace(key, MakeBatchPlan(dtype, g, b)).first;
-  return it->second;
+  return PlanIn(plans, key, [&] { return MakeBatchPlan(dtype, g, b); });
 }
 
 }  // namespace
@@ -241,30 +259,14 @@ void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, cons
                 const void* b, const void* bias, void* d, bool accumulate, LtEpilogue epilogue) {
   if (accumulate && epilogue != LtEpilogue::kBias)
     WEFT_THROW("LtBiasGemm: an activation epilogue cannot accumulate into its output");
-  Plan& p = BiasPlanFor(dtype, shape, epilogue, call.device());
-  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                   sizeof(bias)));
-  const float alpha = 1, beta = accumulate ? 1 : 0;
-  void* workspace = p.workspace == 0 ? nullptr : call.Workspace({p.workspace})[0];
-  call.stream().Library([&](cudaStream_t s) {  // after the kernels batched so far on the stream
-    WEFT_CUBLAS_CHECK(cublasLtMatmul(LtHandle(), p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d,
-                                     p.d, &p.algo, workspace, p.workspace, s));
-  });
+  RunWithBias(call, BiasPlanFor(dtype, shape, epilogue, call.device()), bias, a, b, d, accumulate);
 }
 
 bool LtWeightGradGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a,
                       const void* b, void* d, bool accumulate, void* bias_grad) {
   std::optional<Plan>& plan = WeightGradPlanFor(dtype, shape, call.device());
   if (!plan) return false;
-  Plan& p = *plan;
-  WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                   &bias_grad, sizeof(bias_grad)));
-  const float alpha = 1, beta = accumulate ? 1 : 0;
-  void* workspace = p.workspace == 0 ? nullptr : call.Workspace({p.workspace})[0];
-  call.stream().Library([&](cudaStream_t s) {  // after the kernels batched so far on the stream
-    WEFT_CUBLAS_CHECK(cublasLtMatmul(LtHandle(), p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d,
-                                     p.d, &p.algo, workspace, p.workspace, s));
-  });
+  RunWithBias(call, *plan, bias_grad, a, b, d, accumulate);
   return true;
 }
 
