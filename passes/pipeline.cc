@@ -73,10 +73,9 @@ Graph FoldDepthwises(const Graph& g, State& s) {
 }
 
 bool Differentiates(const Graph& g, const State& s) { return !WithRespectTo(g, s.request).empty(); }
-// A CPU bind with a gradient (inference binds take channels last).
-bool TrainsOnCpu(const Graph& g, const State& s) {
-  return Differentiates(g, s) && !s.request.device.is_gpu();
-}
+// A CPU bind (an inference bind's windows are channels last by now, which the pass leaves alone,
+// unless WEFT_CHANNELS_LAST=0).
+bool OnCpu(const Graph&, const State& s) { return !s.request.device.is_gpu(); }
 Graph Block(const Graph& g, State& s) { return BlockedLayout(g, &s.result.blocked); }
 Graph Differentiate(const Graph& g, State& s) {
   const std::vector<uint32_t> wrt = WithRespectTo(g, s.request);
@@ -146,7 +145,7 @@ constexpr std::array<PassRow, 15> kBindPasses = {{
     {"pass_gradients_through", "WEFT_PASS_GRADIENTS_THROUGH", Differentiates, PassThrough, nullptr},
     {"fold_sum", "WEFT_FOLD_SUM", InfersOnCpu, FoldSums, nullptr},
     {"fold_depthwise", "WEFT_FOLD_DEPTHWISE", InfersOnCpu, FoldDepthwises, nullptr},
-    {"blocked_layout", "WEFT_BLOCKED_LAYOUT", TrainsOnCpu, Block, nullptr},
+    {"blocked_layout", "WEFT_BLOCKED_LAYOUT", OnCpu, Block, nullptr},
     {"fuse_pointwise", "WEFT_USE_FUSION", Fuses, Fuse, nullptr},
     {"write_backs_last", nullptr, WritesBack, MoveWriteBacks, nullptr},
     {"plan_memory", "WEFT_PLAN_MEMORY", nullptr, Plan, PlanNaive},

@@ -24,9 +24,10 @@
 //   fold_depthwise          WEFT_FOLD_DEPTHWISE          CPU inference binds: a 1x1 convolution
 //                                                        into the depthwise one that reads it
 //                                                        (fold_depthwise.h)
-//   blocked_layout          WEFT_BLOCKED_LAYOUT          CPU binds with a gradient: convolutions,
-//                                                        poolings and BatchNorms hand each other
-//                                                        blocked images (blocked_layout.h)
+//   blocked_layout          WEFT_BLOCKED_LAYOUT          CPU binds: convolutions, poolings and
+//                                                        BatchNorms on NCHW data hand each other
+//                                                        blocked images (blocked_layout.h; an
+//                                                        inference bind's are channels last)
 //   fuse_pointwise          WEFT_USE_FUSION              when the device runs fused groups;
 //                                                        recomputing forward values on GPUs only
 //   write_backs_last        -                            when the extension writes arguments back

@@ -253,9 +253,18 @@ TEST(BlockedLayout, AnImageReadAsNchwKeepsItsComponentAndItsOpsNchw) {
       << "the stem's convolution and BatchNorm and the pooling, forward and backward";
 }
 
-TEST(BlockedLayout, OnlyCpuBindsWithAGradientBlock) {
+TEST(BlockedLayout, InferenceBindsBlockWithoutChannelsLast) {
   EXPECT_EQ(Bind(ResidualNet(), {}).blocked, 0) << "inference binds take channels last";
-  ScopedEnv env("WEFT_BLOCKED_LAYOUT", "0");
+  ScopedEnv nchw("WEFT_CHANNELS_LAST", "0");
+  EXPECT_EQ(Bind(ResidualNet(), {}).blocked, 8)
+      << "the 6 convolutions (their BatchNorms folded in) and the 2 poolings";
+  const Symbol net = ResidualNet();
+  const Executor::ArrayMap args = testing::RandomArguments(net, {{"data", kData}});
+  const auto want = testing::InferOutputs(net, args, "WEFT_BLOCKED_LAYOUT", false);
+  const auto got = testing::InferOutputs(net, args, "WEFT_BLOCKED_LAYOUT", true);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_NEAR(got[0][0], want[0][0], 1e-4 * (1 + std::abs(want[0][0])));
+  ScopedEnv off("WEFT_BLOCKED_LAYOUT", "0");
   EXPECT_EQ(Bind(ResidualNet(), {"stem_conv_weight"}).blocked, 0);
 }
 

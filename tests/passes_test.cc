@@ -212,7 +212,8 @@ TEST(PlanMemory, AReaderOfTheShapeOnlyNeitherHoldsABufferNorBlocksInPlace) {
   std::vector<bool> external(g.num_entries(), false);
   external[g.EntryId({0, 0})] = true;
   external[g.EntryId(g.outputs()[0])] = true;
-  const MemoryPlan& plan = PlanMemory(g, external).memory();
+  const Graph planned = PlanMemory(g, external);
+  const MemoryPlan& plan = planned.memory();
   for (uint32_t n = 0; n < g.nodes().size(); ++n) {
     if (g.node(n).is_variable()) continue;
     const uint32_t e = g.EntryId({n, 0});
