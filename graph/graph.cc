@@ -70,20 +70,11 @@ std::vector<uint32_t> Graph::ArgumentNodes() const {
   return args;
 }
 
-std::vector<uint32_t> Graph::EntryUseCounts() const {
-  std::vector<uint32_t> uses(num_entries(), 0);
-  for (const Node& node : s_->nodes) {
-    for (const NodeEntry& e : node.inputs) ++uses[EntryId(e)];
-  }
-  for (const NodeEntry& e : s_->outputs) ++uses[EntryId(e)];
-  return uses;
-}
-
-std::vector<uint32_t> Graph::EntryValueUseCounts() const {
+std::vector<uint32_t> Graph::UseCounts(bool values_only) const {
   std::vector<uint32_t> uses(num_entries(), 0);
   for (const Node& node : s_->nodes) {
     for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (node.op->ReadsInputValues(node.attrs, static_cast<int>(i)))
+      if (!values_only || node.op->ReadsInputValues(node.attrs, static_cast<int>(i)))
         ++uses[EntryId(node.inputs[i])];
     }
   }

@@ -105,10 +105,10 @@ class Graph {
   // Variables in node order: the graph's arguments.
   std::vector<uint32_t> ArgumentNodes() const;
   // For every entry, how many node inputs and graph outputs read it.
-  std::vector<uint32_t> EntryUseCounts() const;
+  std::vector<uint32_t> EntryUseCounts() const { return UseCounts(false); }
   // The same, leaving out the inputs an op reads for their shape or dtype only
   // (Op::ReadsInputValues): how many readers need the entry's values (memory planning).
-  std::vector<uint32_t> EntryValueUseCounts() const;
+  std::vector<uint32_t> EntryValueUseCounts() const { return UseCounts(true); }
 
   // Typed attributes (shape inference, memory planning). With...() returns this graph with the
   // attribute set (one value per entry); the accessors throw weft::Error when it is not.
@@ -121,6 +121,7 @@ class Graph {
   const MemoryPlan& memory() const;
 
  private:
+  std::vector<uint32_t> UseCounts(bool values_only) const;
   friend struct GraphBuilder;
   struct Structure {
     std::vector<Node> nodes;

@@ -117,7 +117,7 @@ class Blocker {
     return true;
   }
 
-  // The entries node n reads for their values and writes.
+  // The entries node n reads for their values (not those it reads for their shape or dtype).
   std::vector<uint32_t> ValueInputs(uint32_t n) const {
     const Node& node = g_.node(n);
     std::vector<uint32_t> in;

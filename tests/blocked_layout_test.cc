@@ -16,6 +16,7 @@
 #include "ops/nn/window2d.h"
 #include "passes/infer.h"
 #include "passes/pipeline.h"
+#include "tests/op_test_util.h"
 #include "tests/pass_test_util.h"
 #include "tests/weft_test_util.h"
 #include "weft/imperative.h"
@@ -24,7 +25,10 @@
 namespace weft {
 namespace {
 
+using testing::ArrayOf;
+using testing::ExpectNear;
 using testing::ScopedEnv;
+using testing::ValuesOf;
 
 // A new array with a's values.
 NDArray CopyOf(const NDArray& a) {
@@ -100,12 +104,7 @@ std::map<std::string, std::vector<double>> TrainStep(const Symbol& net,
   exec->Forward(/*is_train=*/true);
   exec->Backward();
   std::map<std::string, std::vector<double>> got;
-  auto add = [&](const std::string& key, const NDArray& a) {
-    const NDArray f =
-        a.dtype() == DType::kFloat32 ? a : Invoke("Cast", {a}, {{"dtype", "float32"}}).at(0);
-    const std::vector<float> v = f.ToVector<float>();
-    got[key] = std::vector<double>(v.begin(), v.end());
-  };
+  auto add = [&](const std::string& key, const NDArray& a) { got[key] = ValuesOf(a); };
   for (size_t o = 0; o < exec->outputs().size(); ++o)
     add("out" + std::to_string(o), exec->outputs()[o]);
   for (const auto& [name, g] : grads) add("d_" + name, g);
@@ -145,18 +144,6 @@ std::vector<double> Blocked(const std::vector<double>& v, const Shape& s) {
   return out;
 }
 
-NDArray ArrayOf(const std::vector<double>& v, const Shape& s, DType dtype) {
-  const NDArray d = NDArray::FromVector(v, s);
-  return dtype == DType::kFloat64
-             ? d
-             : Invoke("Cast", {d}, {{"dtype", std::string(DTypeName(dtype))}}).at(0);
-}
-
-std::vector<double> ValuesOf(const NDArray& a) {
-  const NDArray d = Invoke("Cast", {a}, {{"dtype", "float64"}}).at(0);
-  return d.ToVector<double>();
-}
-
 // `op` on x (NCHW, channels a multiple of 16) and `rest`, in layout NCHW and in layout NCHW16c
 // on x blocked: output 0 of the second is the first's, blocked where BlockedImage says so.
 void ExpectBlockedOp(const std::string& op, AttrMap attrs, const Shape& x_shape,
@@ -174,10 +161,9 @@ void ExpectBlockedOp(const std::string& op, AttrMap attrs, const Shape& x_shape,
   attrs["layout"] = "NCHW16c";
   const NDArray got = Invoke(op, blocked, attrs, {.is_train = train}).at(0);
   ASSERT_EQ(got.shape(), want.shape()) << op;
-  const std::vector<double> w = ValuesOf(want), g = ValuesOf(got);
-  const std::vector<double> expect = BlockedImage(want.shape()) ? Blocked(w, want.shape()) : w;
-  for (size_t i = 0; i < g.size(); ++i)
-    ASSERT_NEAR(g[i], expect[i], tol * (1 + std::abs(expect[i]))) << op << " " << dtype << " " << i;
+  const std::vector<double> w = ValuesOf(want);
+  ExpectNear(ValuesOf(got), BlockedImage(want.shape()) ? Blocked(w, want.shape()) : w, tol,
+             op + " " + std::string(DTypeName(dtype)));
 }
 
 TEST(LayoutNchw16c, EachOpComputesOnBlockedImagesWhatItDoesOnNchw) {

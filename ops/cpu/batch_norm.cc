@@ -183,6 +183,16 @@ WEFT_CPU_VECTOR_CLONES void NormalizeRow(const T* x, int64_t n, ArithOf<T> scale
   }
 }
 
+// Channel ch's y = x * scale + shift: scale = gamma * invstd, shift = beta - mean * gamma * invstd;
+// gamma null: 1.
+template <typename A>
+struct AffineTerms {
+  A scale, shift;
+  AffineTerms(const A* gamma, const A* beta, const A* mean, const A* invstd, int64_t ch)
+      : scale((gamma ? gamma[ch] : A(1)) * invstd[ch]),
+        shift(beta[ch] - mean[ch] * (gamma ? gamma[ch] : A(1)) * invstd[ch]) {}
+};
+
 // y = act(x * scale + shift), scale = gamma * invstd, shift = beta - mean * scale; gamma null: 1.
 // x, y: (outer, C, inner); the rest (C). Out: T, or float (WithTarget).
 template <typename T, typename Out>
@@ -193,9 +203,8 @@ void Normalize(const BnCall& c, const T* x, const ArithOf<T>* gamma, const Arith
   ParallelFor(d.outer * d.c, 1, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t ch = row % d.c, first = row * d.inner;
-      const A scale = (gamma ? gamma[ch] : A(1)) * invstd[ch];
-      const A shift = beta[ch] - mean[ch] * (gamma ? gamma[ch] : A(1)) * invstd[ch];
-      NormalizeRow(x + first, d.inner, scale, shift, c.relu(), y + first);
+      const AffineTerms<A> t(gamma, beta, mean, invstd, ch);
+      NormalizeRow(x + first, d.inner, t.scale, t.shift, c.relu(), y + first);
     }
   });
 }
@@ -290,9 +299,9 @@ void BlockedNormalize(const BnCall& c, const T* x, const ArithOf<T>* gamma, cons
   using A = ArithOf<T>;
   ForEachRun(c.d, [&](int64_t first, int64_t b) {
     A scale[kBlock], shift[kBlock];
-    for (int64_t l = 0, ch = b * kBlock; l < kBlock; ++l, ++ch) {
-      scale[l] = (gamma ? gamma[ch] : A(1)) * invstd[ch];
-      shift[l] = beta[ch] - mean[ch] * scale[l];
+    for (int64_t l = 0; l < kBlock; ++l) {
+      const AffineTerms<A> t(gamma, beta, mean, invstd, b * kBlock + l);
+      scale[l] = t.scale, shift[l] = t.shift;
     }
     NormalizeBlock(x + first, c.d.inner, scale, shift, c.relu(), y + first);
   });

@@ -61,8 +61,11 @@ void ParseLayout(AttrReader& r, Window2d& win);
 // Whether a tensor of an op of layout NCHW16c (a window op's, a BatchNorm's) lies blocked: an
 // (N, C, H, W) image whose channels are a multiple of 16 and whose plane has more than one
 // position (a 1x1 plane is the same bytes either way). The ops and the pass ask this one rule.
+inline bool BlockedImage(int64_t channels, int64_t plane) {
+  return channels % 16 == 0 && plane > 1;
+}
 inline bool BlockedImage(const Shape& nchw) {
-  return nchw.ndim() == 4 && nchw[1] % 16 == 0 && nchw[2] * nchw[3] > 1;
+  return nchw.ndim() == 4 && BlockedImage(nchw[1], nchw[2] * nchw[3]);
 }
 
 // Where the values of one image's channel lie in a tensor of any layout: element (n, c, p),
@@ -89,9 +92,8 @@ struct Geometry2d {
   }
   PlaneStrides Strides(int64_t channels, int64_t plane) const {
     if (channels_last) return PlaneStrides{plane * channels, 1, channels};
-    if (blocked && channels % 16 == 0 && plane > 1) {  // BlockedImage
+    if (blocked && BlockedImage(channels, plane))
       return PlaneStrides{plane * channels, plane * 16, 16, 16};
-    }
     return PlaneStrides{plane * channels, plane, 1};
   }
   PlaneStrides DataStrides() const { return Strides(c, h * w); }
