@@ -62,9 +62,24 @@ Graph FoldNorms(const Graph& g, State& s) { return FoldBatchNorm(g, &s.result.fo
 Graph FoldActivations(const Graph& g, State& s) {
   return FoldActivation(g, &s.result.folded_activations);
 }
-// An inference bind on the CPU (the GPU's convolutions take NCHW only).
+// An inference bind on the CPU.
 bool InfersOnCpu(const Graph& g, const State& s) {
   return Infers(g, s) && !s.request.device.is_gpu();
+}
+// Whether a bind computes in 16 bits: a precision policy, or an argument bound as bfloat16 or
+// float16.
+bool Computes16Bit(const BindRequest& r) {
+  if (r.precision) return true;
+  for (const auto& [name, dtype] : r.dtypes) {
+    if (Is16BitFloat(dtype)) return true;
+  }
+  return false;
+}
+// CPU inference binds (oneDNN's channels-last kernels), and GPU binds that compute in 16 bits,
+// training too (cuDNN's tensor-core convolutions compute channels last; strict float32 and
+// float64 stay NCHW).
+bool ChannelsLastFits(const Graph& g, const State& s) {
+  return s.request.device.is_gpu() ? Computes16Bit(s.request) : Infers(g, s);
 }
 Graph ToChannelsLast(const Graph& g, State& s) { return ChannelsLast(g, &s.result.channels_last); }
 Graph FoldSums(const Graph& g, State& s) { return FoldSum(g, &s.result.folded_sums); }
@@ -138,7 +153,7 @@ constexpr std::array<PassRow, 15> kBindPasses = {{
     {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
     {"fold_batch_norm", "WEFT_FOLD_BATCH_NORM", Infers, FoldNorms, nullptr},
     {"fold_activation", "WEFT_FOLD_ACTIVATION", Infers, FoldActivations, nullptr},
-    {"channels_last", "WEFT_CHANNELS_LAST", InfersOnCpu, ToChannelsLast, nullptr},
+    {"channels_last", "WEFT_CHANNELS_LAST", ChannelsLastFits, ToChannelsLast, nullptr},
     {"gradient", nullptr, Differentiates, Differentiate, nullptr},
     {"extend", nullptr, nullptr, Extend, nullptr},
     {"infer_shapes_and_types", nullptr, nullptr, Infer, nullptr},

@@ -675,10 +675,10 @@ Shape ConvOut(const Shape& data, int64_t filters, const Window& win) {
   return Shape{data[0], filters, win.OutRows(data[2]), win.OutCols(data[3])};
 }
 
-// oneDNN's channels-last kernels on float32, the loops on float64 (the gradient checks), against
-// the NCHW sums; a window over several channels tells the layouts apart.
+// oneDNN's channels-last kernels on float32, the loops on float64 (the gradient checks), cuDNN's
+// NHWC kernels on a GPU, against the NCHW sums; a window over several channels tells the layouts
+// apart.
 TEST(ChannelsLast, ConvolutionComputesTheNchwSumsOnChannelsLastData) {
-  if (TestDevice().is_gpu()) GTEST_SKIP() << "layout NHWC runs on the CPU (TheGpuRefusesIt)";
   struct Conv {
     Shape data;
     int64_t filters;
@@ -709,7 +709,6 @@ TEST(ChannelsLast, ConvolutionComputesTheNchwSumsOnChannelsLastData) {
 }
 
 TEST(ChannelsLast, PoolingComputesTheNchwWindowsOnChannelsLastData) {
-  if (TestDevice().is_gpu()) GTEST_SKIP() << "layout NHWC runs on the CPU (TheGpuRefusesIt)";
   const Shape data{2, 3, 5, 5};
   const Window win{3, 3, 2, 2, 1, 1};
   Window ceil{3, 3, 2, 2, 1, 1};
@@ -730,10 +729,8 @@ TEST(ChannelsLast, ShapesAndErrorsNameTheLayout) {
   x.Fill(1);
   const AttrMap pool = {{"kernel", "(3, 3)"}, {"stride", "(2, 2)"}, {"layout", "NHWC"}};
   const AttrMap global = {{"global_pool", "true"}, {"pool_type", "avg"}, {"layout", "NHWC"}};
-  if (!TestDevice().is_gpu()) {
-    EXPECT_EQ(Invoke("Pooling", {x}, pool)[0].shape(), (Shape{1, 2, 2, 3}));
-    EXPECT_EQ(Invoke("Pooling", {x}, global)[0].shape(), (Shape{1, 1, 1, 3}));
-  }
+  EXPECT_EQ(Invoke("Pooling", {x}, pool)[0].shape(), (Shape{1, 2, 2, 3}));
+  EXPECT_EQ(Invoke("Pooling", {x}, global)[0].shape(), (Shape{1, 1, 1, 3}));
   ExpectOpError("Pooling", pool, {Shape{3, 3}},
                 {"Pooling", "4-D (N, H, W, C) (layout NHWC), found (3, 3)"});
   ExpectOpError("Pooling", {{"kernel", "(2, 2)"}, {"layout", "NCWH"}}, {Shape{1, 3, 3, 1}},
@@ -743,16 +740,119 @@ TEST(ChannelsLast, ShapesAndErrorsNameTheLayout) {
                 {"Convolution", "weight must be (2, 3, 3, 3), found (2, 5, 3, 3)"});
 }
 
-// The GPU's convolution and pooling take NCHW only (neither channels last nor the CPU's blocked
-// layout NCHW16c, which BatchNorm does not take there either), and its convolution no sum: each
-// is an error naming the op, not a wrong answer.
-TEST(ChannelsLast, TheGpuRefusesIt) {
-  if (!TestDevice().is_gpu()) GTEST_SKIP() << "the CPU computes layout NHWC";
-  NDArray x(Shape{1, 5, 5, 3}, TestDevice()), w(Shape{2, 3, 3, 3}, TestDevice());
-  x.Fill(1);
+// A window op's forward and backward on TestDevice() in dtype `t`, on NCHW values `in` (input 0
+// of extents shapes[0], NCHW) and out_grad `dy` (NCHW, extents `out`), with layout NHWC or not:
+// the output and every input's gradient (each starting from 0.5, so kAddTo shows), as NCHW values.
+std::vector<Values> RunWindowOp(const std::string& op, AttrMap attrs, bool nhwc, const Inputs& in,
+                                const std::vector<Shape>& shapes, const Shape& out,
+                                const Values& dy, DType t, OpReq req) {
+  const auto last = [](const Shape& s) { return Shape{s[0], s[2], s[3], s[1]}; };
+  attrs["layout"] = nhwc ? "NHWC" : "NCHW";
+  const Attrs a = ParseAttrs(GetOp(op), attrs);
+  std::vector<NDArray> arrays = {nhwc
+                                     ? ArrayOf(Relayout(in[0], shapes[0], true), last(shapes[0]), t)
+                                     : ArrayOf(in[0], shapes[0], t)};
+  for (size_t i = 1; i < in.size(); ++i) arrays.push_back(ArrayOf(in[i], shapes[i], t));
+  const std::vector<NDArray> y = Invoke(GetOp(op), a, arrays);
+  std::vector<NDArray> grads;
+  for (const NDArray& x : arrays)
+    grads.push_back(ArrayOf(Values(x.shape().Size(), 0.5), x.shape(), t));
+  const NDArray g = nhwc ? ArrayOf(Relayout(dy, out, true), last(out), t) : ArrayOf(dy, out, t);
+  InvokeBackward(GetOp(op), a, arrays, y, {g}, grads, std::vector<OpReq>(arrays.size(), req));
+  std::vector<Values> result = {ValuesOf(y[0])};
+  for (const NDArray& x : grads) result.push_back(ValuesOf(x));
+  if (nhwc) {
+    result[0] = Relayout(result[0], out, false);
+    result[1] = Relayout(result[1], shapes[0], false);
+  }
+  return result;
+}
+
+// The GPU's channels-last convolution (cuDNN's NHWC kernels, the weight transposed to KRSC and
+// its gradient back where a window has several taps over several channels a group, the bias
+// gradient summed over rows) and pooling (cuDNN's, and weft's kernels on interleaved channels for
+// 16 bits and ceil mode) against its NCHW ones, in float32, bfloat16 and float16, every gradient
+// written and added to.
+TEST(ChannelsLast, TheGpuComputesItInEveryFloatTypeAndRequest) {
+  if (!TestDevice().is_gpu()) GTEST_SKIP() << "the CPU's cases are the two tests above";
+  struct Case {
+    std::string op;
+    AttrMap attrs;
+    std::vector<Shape> shapes;  // data (NCHW) and the parameters
+    Shape out;                  // NCHW
+  };
+  const std::vector<Case> cases = {
+      {"Convolution",
+       {{"kernel", "(3, 3)"}, {"pad", "(1, 1)"}, {"num_filter", "16"}},
+       {Shape{2, 8, 6, 6}, Shape{16, 8, 3, 3}, Shape{16}},
+       Shape{2, 16, 6, 6}},
+      {"Convolution",
+       {{"kernel", "(3, 3)"},
+        {"stride", "(2, 2)"},
+        {"pad", "(1, 1)"},
+        {"num_filter", "8"},
+        {"num_group", "2"},
+        {"no_bias", "1"}},
+       {Shape{2, 8, 7, 7}, Shape{8, 4, 3, 3}},
+       Shape{2, 8, 4, 4}},
+      {"Convolution",
+       {{"kernel", "(1, 1)"}, {"stride", "(2, 2)"}, {"num_filter", "32"}, {"no_bias", "1"}},
+       {Shape{2, 16, 6, 6}, Shape{32, 16, 1, 1}},
+       Shape{2, 32, 3, 3}},
+      {"Convolution",
+       {{"kernel", "(3, 3)"}, {"pad", "(1, 1)"}, {"num_filter", "8"}, {"num_group", "8"}},
+       {Shape{2, 8, 6, 6}, Shape{8, 1, 3, 3}, Shape{8}},
+       Shape{2, 8, 6, 6}},
+      {"Pooling",
+       {{"kernel", "(3, 3)"}, {"stride", "(2, 2)"}, {"pad", "(1, 1)"}, {"pool_type", "max"}},
+       {Shape{2, 8, 7, 7}},
+       Shape{2, 8, 4, 4}},
+      {"Pooling",
+       {{"kernel", "(2, 2)"}, {"stride", "(2, 2)"}, {"pool_type", "avg"}},
+       {Shape{2, 8, 6, 6}},
+       Shape{2, 8, 3, 3}},
+      {"Pooling",
+       {{"kernel", "(3, 3)"},
+        {"stride", "(2, 2)"},
+        {"pool_type", "avg"},
+        {"pooling_convention", "full"}},
+       {Shape{2, 8, 6, 6}},
+       Shape{2, 8, 3, 3}},
+      {"Pooling",
+       {{"global_pool", "true"}, {"pool_type", "avg"}},
+       {Shape{2, 8, 6, 6}},
+       Shape{2, 8, 1, 1}},
+  };
+  for (const DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    const double tol = t == DType::kFloat32 ? kGpuTolerance : t == DType::kFloat16 ? 4e-3 : 3e-2;
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const Case& c = cases[k];
+      Inputs in;
+      for (size_t i = 0; i < c.shapes.size(); ++i)
+        in.push_back(Uniform(c.shapes[i].Size(), 10 * k + i));
+      const Values dy = Uniform(c.out.Size(), 10 * k + 9);
+      for (const OpReq req : {OpReq::kWrite, OpReq::kAddTo}) {
+        const std::string what = c.op + " case " + std::to_string(k) + " in " +
+                                 std::string(DTypeName(t)) +
+                                 (req == OpReq::kAddTo ? ", adding" : "");
+        const std::vector<Values> nchw =
+            RunWindowOp(c.op, c.attrs, false, in, c.shapes, c.out, dy, t, req);
+        const std::vector<Values> nhwc =
+            RunWindowOp(c.op, c.attrs, true, in, c.shapes, c.out, dy, t, req);
+        for (size_t i = 0; i < nchw.size(); ++i)
+          ExpectNear(nhwc[i], nchw[i], tol,
+                     what + (i == 0 ? ": output" : ": gradient " + std::to_string(i - 1)));
+      }
+    }
+  }
+}
+
+// The GPU takes neither the CPU's blocked layout NCHW16c (BatchNorm does not take it there
+// either) nor a convolution's sum: each is an error naming the op, not a wrong answer.
+TEST(ChannelsLast, TheGpuRefusesTheCpusBlockedLayoutAndSum) {
+  if (!TestDevice().is_gpu()) GTEST_SKIP() << "the CPU computes them";
+  NDArray w(Shape{2, 3, 3, 3}, TestDevice());
   w.Fill(1);
-  const AttrMap conv = {
-      {"kernel", "(3, 3)"}, {"num_filter", "2"}, {"no_bias", "1"}, {"layout", "NHWC"}};
   NDArray nchw(Shape{1, 3, 5, 5}, TestDevice()), b(Shape{2}, TestDevice()),
       sum(Shape{1, 2, 3, 3}, TestDevice());
   for (NDArray* t : {&nchw, &b, &sum}) t->Fill(1);
@@ -764,8 +864,6 @@ TEST(ChannelsLast, TheGpuRefusesIt) {
       {"kernel", "(3, 3)"}, {"num_filter", "2"}, {"no_bias", "1"}, {"layout", "NCHW16c"}};
   for (const auto& [op, inputs, attrs] :
        std::vector<std::tuple<std::string, std::vector<NDArray>, AttrMap>>{
-           {"Convolution", {x, w}, conv},
-           {"Pooling", {x}, {{"kernel", "(2, 2)"}, {"layout", "NHWC"}}},
            {"Convolution", {nchw, w, b, sum}, with_sum},
            {"Convolution", {x16, w16}, blocked_conv},
            {"Pooling", {x16}, {{"kernel", "(2, 2)"}, {"layout", "NCHW16c"}}},
@@ -848,7 +946,8 @@ OpCase WithSum(OpCase c, const Shape& out, const std::string& act) {
 }
 
 TEST(Convolution, WithSumAddsItsFourthInputBeforeTheEpilogue) {
-  if (TestDevice().is_gpu()) GTEST_SKIP() << "with_sum runs on the CPU (TheGpuRefusesIt)";
+  if (TestDevice().is_gpu())
+    GTEST_SKIP() << "with_sum runs on the CPU (TheGpuRefusesTheCpusBlockedLayoutAndSum)";
   const Shape data{2, 3, 5, 5};
   const Window win{3, 3, 2, 2, 1, 1};
   for (const char* act : {"none", "relu"}) {

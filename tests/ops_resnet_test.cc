@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "examples/common/resnet.h"
 #include "passes/infer.h"
+#include "passes/pipeline.h"
 #include "tests/op_test_util.h"
 #include "tests/resnet_torch_cases.h"
 #include "tests/weft_test_util.h"
@@ -172,6 +174,45 @@ TEST(ResNetShapes, ABfloat16NetworkTakesFloat32DataAndGivesFloat32Logits) {
   const uint32_t out = typed.EntryId(typed.outputs()[0]);
   EXPECT_EQ(typed.dtypes()[out], DType::kFloat32);
   EXPECT_EQ(typed.shapes()[out], Shape({2, 3}));
+}
+
+// On a GPU, a bind that computes in 16 bits (16-bit arguments, or a precision policy) runs its
+// convolutions and poolings channels last (passes/channels_last.h, before the gradient pass), so
+// that cuDNN's tensor-core kernels read the images as they lie; a float32 bind keeps NCHW, and
+// WEFT_CHANNELS_LAST=0 turns it off.
+TEST(ResNetShapes, GpuBindsThatComputeIn16BitsAreChannelsLast) {
+  if (!testing::TestDevice().is_gpu()) GTEST_SKIP() << "the CPU's training binds block instead";
+  // The windows turned channels last when the network's parameters are `dtype` (a 16-bit network
+  // casts its data in), with a bfloat16 precision policy or not.
+  const auto channels_last = [](DType dtype, bool policy, int* windows) {
+    examples::ResNetConfig config{examples::Stem::kSmall, 4, {1, 1}, 3};
+    config.dtype = dtype;
+    const Graph graph =
+        Symbol::Op("SoftmaxCrossEntropy", {examples::ResNet(config), Symbol::Variable("label")}, {},
+                   "loss")
+            .ToGraph();
+    *windows = 0;
+    for (const Node& n : graph.nodes())
+      *windows += n.op != nullptr && (n.op->name == "Convolution" || n.op->name == "Pooling");
+    BindRequest request;
+    request.device = testing::TestDevice();
+    request.shapes = InferArgumentShapes(graph, {{"data", Shape{4, 3, 8, 8}}, {"label", Shape{4}}});
+    for (const auto& [name, shape] : request.shapes) {
+      if (name == "data" || name == "label" || name.find("moving_") != std::string::npos) continue;
+      request.differentiate.insert(name);
+      request.dtypes[name] = dtype;
+    }
+    if (policy) request.precision = PrecisionPolicy{.low = DType::kBFloat16};
+    return RunBindPipeline(graph, request).channels_last;
+  };
+  int windows = 0;
+  EXPECT_EQ(channels_last(DType::kBFloat16, false, &windows), windows);
+  EXPECT_EQ(windows, 7) << "six convolutions and the global pooling";
+  EXPECT_EQ(channels_last(DType::kFloat16, false, &windows), windows);
+  EXPECT_EQ(channels_last(DType::kFloat32, true, &windows), windows);
+  EXPECT_EQ(channels_last(DType::kFloat32, false, &windows), 0);
+  testing::ScopedEnv off("WEFT_CHANNELS_LAST", "0");
+  EXPECT_EQ(channels_last(DType::kBFloat16, false, &windows), 0);
 }
 
 // The small ResNet in bfloat16 through weft::Trainer on the GPU (the CPU has no bfloat16

@@ -3,6 +3,13 @@
 // dilated. float32 and float64, and bfloat16 tensors computing in float on tensor cores; float32
 // runs FMA kernels only (no TF32), so it matches the CPU's float32.
 //
+// Layout NCHW or NHWC (ops/nn/window2d.h). Channels last, cuDNN's tensor-core kernels read and
+// write the images as they lie (NCHW bfloat16 is transposed inside cuDNN around them) and read
+// the filter as KRSC: where weft's (F, C / G, kh, kw) weight is not that already (a window of
+// more than one tap over more than one channel a group), the forward and backward-data calls
+// transpose it into workspace, and backward-filter writes KRSC into workspace and transposes it
+// back (internal/move.h's TransposeGpu).
+//
 // Algorithms: cudnnGet*Algorithm_v7 ranks them by cuDNN's heuristics without running anything (the
 // Find* calls would time them, which synchronizes and allocates outside weft's pools); the first
 // one that supports the call and keeps to FMA math is taken, once per (direction, shape, window,
@@ -23,6 +30,8 @@
 #include "ops/gpu/internal/cudnn_desc.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
+#include "ops/gpu/internal/move.h"
+#include "ops/gpu/internal/reduce.h"
 #include "ops/nn/nn_params.h"
 #include "ops/op.h"
 
@@ -43,9 +52,10 @@ struct ConvDescs {
 ConvDescs DescsOf(DType dtype, const Window2d& win, const ConvDims& d) {
   const char* op = "Convolution";
   const Geometry2d& g = d.g;
-  return {NchwDesc(op, dtype, Shape{g.n, g.c, g.h, g.w}),
-          NchwDesc(op, dtype, Shape{g.n, d.f, g.oh, g.ow}), FilterOf(op, dtype, d.Weight(win)),
-          ConvolutionOf(dtype, win, d.groups)};
+  const bool last = win.channels_last;
+  return {ImageDesc(op, dtype, Shape{g.n, g.c, g.h, g.w}, last),
+          ImageDesc(op, dtype, Shape{g.n, d.f, g.oh, g.ow}, last),
+          FilterOf(op, dtype, d.Weight(win), last), ConvolutionOf(dtype, win, d.groups)};
 }
 
 // What each direction's algorithm query and workspace size call are; the queries take the
@@ -157,17 +167,26 @@ AlgoChoice<Direction> QueryAlgo(cudnnHandle_t h, const ConvDescs& c, DType dtype
 }
 
 // Everything an algorithm choice depends on.
-using AlgoKey = std::array<int64_t, 16>;
+using AlgoKey = std::array<int64_t, 17>;
 
 AlgoKey KeyOf(int device, DType dtype, const Window2d& win, const ConvDims& d) {
-  return {device,        static_cast<int>(dtype),
-          d.g.n,         d.g.c,
-          d.g.h,         d.g.w,
-          d.f,           d.groups,
-          win.kernel[0], win.kernel[1],
-          win.stride[0], win.stride[1],
-          win.pad[0],    win.pad[1],
-          win.dilate[0], win.dilate[1]};
+  return {device,
+          static_cast<int>(dtype),
+          win.channels_last,
+          d.g.n,
+          d.g.c,
+          d.g.h,
+          d.g.w,
+          d.f,
+          d.groups,
+          win.kernel[0],
+          win.kernel[1],
+          win.stride[0],
+          win.stride[1],
+          win.pad[0],
+          win.pad[1],
+          win.dilate[0],
+          win.dilate[1]};
 }
 
 // QueryAlgo once per key, for the process.
@@ -187,21 +206,51 @@ AlgoChoice<Direction> CachedAlgo(const GpuCall& call, const ConvDescs& c, DType 
   return cache->emplace(key, choice).first->second;
 }
 
-// One call: its dtype, extents, descriptors and cache key.
+// One call: its dtype, window, extents, descriptors and cache key.
 struct ConvCall {
   DType dtype;
+  Device device;
+  Window2d win;
   ConvDims dims;
   ConvDescs descs;
   AlgoKey key;
+
+  // The weight's extents, (F, C / G, kh, kw), and as cuDNN reads it channels last: KRSC.
+  Shape Weight() const { return dims.Weight(win); }
+  Shape Krsc() const {
+    const Shape w = Weight();
+    return Shape{w[0], w[2], w[3], w[1]};
+  }
+  // Whether cuDNN reads the weight in another order than weft keeps it: channels last, with
+  // more than one tap a window and more than one channel a group.
+  bool TransposesWeight() const {
+    const Shape w = Weight();
+    return win.channels_last && w[1] > 1 && w[2] * w[3] > 1;
+  }
+  size_t KrscBytes() const { return TransposesWeight() ? Weight().Size() * DTypeSize(dtype) : 0; }
 };
 
 ConvCall ConvCallOf(const GpuCall& call, const char* op, const ConvParam& p,
                     const TensorView& data) {
   const DType dtype = data.dtype();
   CheckDType(op, dtype, kConvTypes);
-  CheckNchwLayout(op, p.window);
+  CheckNotBlocked(op, p.window.blocked);
   const ConvDims d = ConvDimsOf(op, p, data.shape());
-  return {dtype, d, DescsOf(dtype, p.window, d), KeyOf(call.device(), dtype, p.window, d)};
+  return {dtype,
+          data.device(),
+          p.window,
+          d,
+          DescsOf(dtype, p.window, d),
+          KeyOf(call.device(), dtype, p.window, d)};
+}
+
+constexpr int64_t kToKrsc[] = {0, 2, 3, 1}, kFromKrsc[] = {0, 3, 1, 2};
+
+// The weight as cuDNN reads it: w itself, or its KRSC transpose written into `krsc`.
+const void* WeightAsRead(const OpContext& ctx, const ConvCall& c, const TensorView& w, void* krsc) {
+  if (!c.TransposesWeight()) return w.raw();
+  TransposeGpu(ctx, w, kToKrsc, OpReq::kWrite, TensorView(krsc, c.Krsc(), c.dtype, c.device));
+  return krsc;
 }
 
 // One direction's convolution with algorithm `algo` and its workspace: out = conv(first, second)
@@ -215,20 +264,58 @@ void RunConvWith(const GpuCall& call, const ConvCall& c, const AlgoChoice<Direct
   }));
 }
 
-// As RunConvWith, with the cached algorithm and the call's workspace.
+// The cached algorithm of a direction and the call's workspace: the algorithm's, the weight in
+// KRSC where the call transposes it, and `extra` bytes for the caller.
 template <typename Direction>
-void RunConv(const GpuCall& call, const ConvCall& c, const void* first, const void* second,
-             OpReq req, void* out) {
+struct Prepared {
+  AlgoChoice<Direction> algo;
+  void *workspace, *krsc, *extra;
+};
+
+template <typename Direction>
+Prepared<Direction> Prepare(const GpuCall& call, const ConvCall& c, size_t extra = 0) {
   const AlgoChoice<Direction> algo = CachedAlgo<Direction>(call, c.descs, c.dtype, c.key);
-  RunConvWith(call, c, algo, call.Workspace({algo.workspace})[0], first, second, req, out);
+  const std::vector<void*> ws = call.Workspace({algo.workspace, c.KrscBytes(), extra});
+  return {algo, ws[0], ws[1], ws[2]};
+}
+
+// out = conv(x, w) + beta * out as req says, into `out`.
+void RunForward(const GpuCall& call, const ConvCall& c, const Prepared<Forward>& p, const void* x,
+                const TensorView& w, OpReq req, void* out) {
+  RunConvWith(call, c, p.algo, p.workspace, x, WeightAsRead(call.ctx(), c, w, p.krsc), req, out);
+}
+
+// dx = conv_backward_data(w, dy) as req says.
+void RunBackwardData(const GpuCall& call, const ConvCall& c, const TensorView& w, const void* dy,
+                     OpReq req, void* dx) {
+  const Prepared<BackwardData> p = Prepare<BackwardData>(call, c);
+  RunConvWith(call, c, p.algo, p.workspace, WeightAsRead(call.ctx(), c, w, p.krsc), dy, req, dx);
+}
+
+// dw = conv_backward_filter(x, dy) as req says: through KRSC workspace where the call transposes
+// the weight.
+void RunBackwardFilter(const GpuCall& call, const ConvCall& c, const void* x, const void* dy,
+                       OpReq req, void* dw) {
+  const Prepared<BackwardFilter> p = Prepare<BackwardFilter>(call, c);
+  if (!c.TransposesWeight()) return RunConvWith(call, c, p.algo, p.workspace, x, dy, req, dw);
+  RunConvWith(call, c, p.algo, p.workspace, x, dy, OpReq::kWrite, p.krsc);
+  TransposeGpu(call.ctx(), TensorView(p.krsc, c.Krsc(), c.dtype, c.device), kFromKrsc, req,
+               TensorView(dw, c.Weight(), c.dtype, c.device));
 }
 
 // db (F,) = dy (N, F, OH, OW) summed over all but the channel axis, as req says: a block per
-// channel.
-void ChannelSumsGpu(const OpContext& ctx, const ConvCall& c, const void* dy, OpReq req, void* db) {
+// channel; channels last, dy's rows (N * OH * OW, F) summed (internal/reduce.h).
+void ChannelSumsGpu(const OpContext& ctx, const ConvCall& c, const TensorView& dy, OpReq req,
+                    const TensorView& db) {
   int64_t n = c.dims.g.n, channels = c.dims.f, plane = c.dims.g.oh * c.dims.g.ow;
+  if (c.win.channels_last) {
+    return SumRowsGpu(ctx, TensorView(dy.raw(), Shape{n * plane, channels}, c.dtype, dy.device()),
+                      req, db);
+  }
+  const void* dyp = dy.raw();
+  void* dbp = db.raw();
   int code = ReqCode(req);
-  void* args[] = {&dy, &db, &n, &channels, &plane, &code};
+  void* args[] = {&dyp, &dbp, &n, &channels, &plane, &code};
   LaunchArgs(ctx, "convolution.cuh", Instance("weft::ChannelSums", {TypeName(c.dtype)}), channels,
              /*block_per_item=*/true, args);
 }
@@ -237,24 +324,24 @@ void ChannelSumsGpu(const OpContext& ctx, const ConvCall& c, const void* dy, OpR
 void WriteChannelBias(const OpContext& ctx, const ConvCall& c, const void* bias, OpReq req,
                       void* y) {
   const Geometry2d& g = c.dims.g;
+  const int64_t plane = g.oh * g.ow, step = c.win.channels_last ? 1 : plane;
   Launch(ctx, "convolution.cuh", Instance("weft::ChannelBias", {TypeName(c.dtype)}),
-         g.n * c.dims.f * g.oh * g.ow, bias, y, g.n, c.dims.f, g.oh * g.ow, ReqCode(req));
+         g.n * c.dims.f * plane, bias, y, g.n * c.dims.f * plane, c.dims.f, step, ReqCode(req));
 }
 
 // y += act(conv(x, w) + b): the convolution into workspace beside its algorithm's, then the
 // activation adds it to y.
 void ConvActAddGpu(const OpContext& ctx, const GpuCall& call, const ConvCall& c, const ConvParam& p,
                    std::span<const TensorView> in, const TensorView& y) {
-  const AlgoChoice<Forward> algo = CachedAlgo<Forward>(call, c.descs, c.dtype, c.key);
-  const std::vector<void*> ws = call.Workspace({y.size() * DTypeSize(c.dtype), algo.workspace});
+  const Prepared<Forward> prepared = Prepare<Forward>(call, c, y.bytes());
+  void* conv = prepared.extra;
   OpReq conv_req = OpReq::kWrite;
   if (!p.no_bias) {
-    WriteChannelBias(ctx, c, in[2].raw(), OpReq::kWrite, ws[0]);
+    WriteChannelBias(ctx, c, in[2].raw(), OpReq::kWrite, conv);
     conv_req = OpReq::kAddTo;
   }
-  RunConvWith(call, c, algo, ws[1], in[0].raw(), in[1].raw(), conv_req, ws[0]);
-  LaunchActivation(ctx, *p.act, TensorView(ws[0], y.shape(), c.dtype, y.device()), OpReq::kAddTo,
-                   y);
+  RunForward(call, c, prepared, in[0].raw(), in[1], conv_req, conv);
+  LaunchActivation(ctx, *p.act, TensorView(conv, y.shape(), c.dtype, y.device()), OpReq::kAddTo, y);
 }
 
 // in: (data, weight[, bias]); out: (output). With a bias, y starts from it (as req says) and the
@@ -277,7 +364,7 @@ void ConvForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
     WriteChannelBias(ctx, c, in[2].raw(), req[0], out[0].raw());
     conv_req = OpReq::kAddTo;
   }
-  RunConv<Forward>(call, c, in[0].raw(), in[1].raw(), conv_req, out[0].raw());
+  RunForward(call, c, Prepare<Forward>(call, c), in[0].raw(), in[1], conv_req, out[0].raw());
   if (p.act) LaunchActivation(ctx, *p.act, out[0], OpReq::kWriteInplace, out[0]);
 }
 
@@ -288,11 +375,11 @@ void ConvBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tenso
   const ConvParam& p = a.Get<ConvParam>();
   const GpuCall call(ctx);
   const ConvCall c = ConvCallOf(call, "_backward_Convolution", p, in[1]);
-  const void *dy = in[0].raw(), *x = in[1].raw(), *w = in[2].raw();
-  if (req[0] != OpReq::kNull) RunConv<BackwardData>(call, c, w, dy, req[0], out[0].raw());
-  if (req[1] != OpReq::kNull) RunConv<BackwardFilter>(call, c, x, dy, req[1], out[1].raw());
+  const void *dy = in[0].raw(), *x = in[1].raw();
+  if (req[0] != OpReq::kNull) RunBackwardData(call, c, in[2], dy, req[0], out[0].raw());
+  if (req[1] != OpReq::kNull) RunBackwardFilter(call, c, x, dy, req[1], out[1].raw());
   if (p.no_bias || req[2] == OpReq::kNull) return;
-  ChannelSumsGpu(ctx, c, dy, req[2], out[2].raw());
+  ChannelSumsGpu(ctx, c, in[0], req[2], out[2]);
 }
 
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,

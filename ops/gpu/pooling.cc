@@ -1,5 +1,6 @@
 // Pooling and _backward_Pooling on the GPU (ops/nn/pooling.cc says what they compute), float32,
-// float64 and bfloat16 (float arithmetic, one rounding per output). Through cuDNN where it
+// float64 and bfloat16 (float arithmetic, one rounding per output), on NCHW or NHWC images
+// (layout, ops/nn/window2d.h). Through cuDNN where it
 // expresses the call: max pooling (padding never wins) and
 // average pooling counting padding (CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING) or not
 // (..._EXCLUDE_PADDING), with symmetric padding. A ceil-mode call whose last window reaches past
@@ -24,7 +25,8 @@ namespace {
 
 // ---- cuDNN ----
 
-// The descriptors of one call: data x (N, C, H, W), output y (N, C, OH, OW), the pooling.
+// The descriptors of one call: data x (N, C, H, W), output y (N, C, OH, OW) (as the layout lays
+// them), the pooling.
 struct PoolDescs {
   TensorDesc x, y;
   PoolingDesc pool;
@@ -32,8 +34,9 @@ struct PoolDescs {
 
 PoolDescs DescsOf(const char* op, DType dtype, const PoolCall& call) {
   const Geometry2d& g = call.g;
-  return {NchwDesc(op, dtype, Shape{g.n, g.c, g.h, g.w}),
-          NchwDesc(op, dtype, Shape{g.n, g.c, g.oh, g.ow}),
+  const bool last = call.win.channels_last;
+  return {ImageDesc(op, dtype, Shape{g.n, g.c, g.h, g.w}, last),
+          ImageDesc(op, dtype, Shape{g.n, g.c, g.oh, g.ow}, last),
           PoolingOf(call.win, call.type, call.count_include_pad)};
 }
 
@@ -70,6 +73,7 @@ GpuPool2d KernelArgsOf(const PoolCall& call) {
           g.w,
           g.oh,
           g.ow,
+          win.channels_last ? g.c : 1,
           {win.kernel[0], win.kernel[1]},
           {win.stride[0], win.stride[1]},
           {win.pad[0], win.pad[1]},
@@ -88,7 +92,7 @@ bool OwnKernels(const PoolCall& pool, DType dtype) {
 void PoolForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
   const PoolCall pool = PoolCallOf(a, in[0].shape());
-  CheckNchwLayout("Pooling", pool.win);
+  CheckNotBlocked("Pooling", pool.win.blocked);
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
   CheckDType("Pooling", dtype,
@@ -107,7 +111,7 @@ void PoolForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
 void PoolBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                      std::span<const OpReq> req, std::span<const TensorView> out) {
   const PoolCall pool = PoolCallOf(a, in[1].shape());
-  CheckNchwLayout("_backward_Pooling", pool.win);
+  CheckNotBlocked("_backward_Pooling", pool.win.blocked);
   if (req[0] == OpReq::kNull) return;
   const DType dtype = in[0].dtype();
   CheckDType("_backward_Pooling", dtype,

@@ -8,38 +8,38 @@ namespace weft::gpu {
 
 bool AllowTf32() { return GetEnvBool("WEFT_GPU_TF32", false); }
 
-TensorDesc NchwDesc(const char* op, DType dtype, const Shape& shape) {
-  WEFT_CHECK_EQ(shape.ndim(), 4) << op << ": NCHW tensor";
+namespace {
+
+cudnnTensorFormat_t FormatOf(bool channels_last) {
+  return channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+}
+
+}  // namespace
+
+TensorDesc ImageDesc(const char* op, DType dtype, const Shape& shape, bool channels_last) {
+  WEFT_CHECK_EQ(shape.ndim(), 4) << op << ": 4-D image";
   CheckedInt(op, shape.Size());  // cuDNN's strides are ints too
   TensorDesc desc;
-  WEFT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc.get(), CUDNN_TENSOR_NCHW, CudnnType(dtype),
+  WEFT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc.get(), FormatOf(channels_last), CudnnType(dtype),
                                               CheckedInt(op, shape[0]), CheckedInt(op, shape[1]),
                                               CheckedInt(op, shape[2]), CheckedInt(op, shape[3])));
   return desc;
 }
 
-FilterDesc FilterOf(const char* op, DType dtype, const Shape& shape) {
+FilterDesc FilterOf(const char* op, DType dtype, const Shape& shape, bool channels_last) {
   WEFT_CHECK_EQ(shape.ndim(), 4) << op << ": filter";
   CheckedInt(op, shape.Size());
   FilterDesc desc;
-  WEFT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(desc.get(), CudnnType(dtype), CUDNN_TENSOR_NCHW,
+  WEFT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(desc.get(), CudnnType(dtype), FormatOf(channels_last),
                                               CheckedInt(op, shape[0]), CheckedInt(op, shape[1]),
                                               CheckedInt(op, shape[2]), CheckedInt(op, shape[3])));
   return desc;
-}
-
-void CheckNchwLayout(const char* op, const Window2d& win) {
-  if (win.channels_last) {
-    WEFT_THROW(op << ": layout NHWC runs on the CPU only; on the GPU the data must be NCHW (layout "
-                  << "NCHW, the default)");
-  }
-  CheckNotBlocked(op, win.blocked);
 }
 
 void CheckNotBlocked(const char* op, bool blocked) {
   if (blocked) {
     WEFT_THROW(op << ": layout NCHW16c (oneDNN's blocked layout) runs on the CPU only; on the GPU "
-                  << "the data must be NCHW (layout NCHW, the default)");
+                  << "the data must be NCHW (layout NCHW, the default) or NHWC");
   }
 }
 

@@ -1,7 +1,7 @@
 // Owners of cuDNN descriptors and the builders that fill them for weft's dense row-major
 // tensors: each made by one small function, so no op spells a descriptor out twice.
 //
-//   const TensorDesc x = NchwDesc("Pooling", DType::kFloat32, Shape{n, c, h, w});
+//   const TensorDesc x = ImageDesc("Pooling", DType::kFloat32, Shape{n, c, h, w});
 //   WEFT_CUDNN_CHECK(cudnnPoolingForward(handle, pool.get(), ..., x.get(), ...));
 #pragma once
 
@@ -43,13 +43,12 @@ using ConvolutionDesc =
 using PoolingDesc = CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor,
                                     cudnnDestroyPoolingDescriptor>;
 
-// A packed NCHW tensor of a 4-D `shape`; throws, naming `op`, where an extent exceeds int.
-TensorDesc NchwDesc(const char* op, DType dtype, const Shape& shape);
-// A packed KCRS (= OIHW) filter of a 4-D `shape`.
-FilterDesc FilterOf(const char* op, DType dtype, const Shape& shape);
-// The GPU's window ops take NCHW data only: layout NHWC or NCHW16c (ops/nn/window2d.h) is a
-// weft::Error naming `op`.
-void CheckNchwLayout(const char* op, const Window2d& win);
+// A packed 4-D image of extents `nchw` = (N, C, H, W), lying as NCHW or, channels_last, as NHWC
+// (PyTorch's channels_last); throws, naming `op`, where an extent exceeds int.
+TensorDesc ImageDesc(const char* op, DType dtype, const Shape& nchw, bool channels_last = false);
+// A packed filter of extents `kcrs` = (K, C, R, S) (weft's (F, C / G, kh, kw)), lying as KCRS or,
+// channels_last, as KRSC (what cuDNN's channels-last kernels read).
+FilterDesc FilterOf(const char* op, DType dtype, const Shape& kcrs, bool channels_last = false);
 // Throws, naming `op`, for layout NCHW16c (`blocked`), which only the CPU runs.
 void CheckNotBlocked(const char* op, bool blocked);
 

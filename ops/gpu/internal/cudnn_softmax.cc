@@ -7,7 +7,7 @@ namespace weft::gpu {
 namespace {
 
 TensorDesc RowsDesc(DType dtype, const SoftmaxRows& r) {
-  return NchwDesc("softmax", dtype, Shape{r.outer, r.n, r.inner, 1});
+  return ImageDesc("softmax", dtype, Shape{r.outer, r.n, r.inner, 1});
 }
 
 cudnnSoftmaxAlgorithm_t AlgorithmOf(bool log) {

@@ -2,6 +2,9 @@
 
 #include <cuda_runtime.h>
 
+#include <vector>
+
+#include "ops/gpu/internal/axes.h"
 #include "ops/gpu/internal/gpu_call.h"
 #include "ops/gpu/internal/launch.h"
 
@@ -24,6 +27,35 @@ bool TryMemcpy2D(const OpContext& ctx, size_t element_size, const void* x, void*
   return true;
 }
 
+// The tiled kernel for a walk (array 0: y, 1: x) whose last axis is not x's innermost one, when
+// both sides of a tile are at least 4 (below that a tile is mostly idle). The batch is every axis
+// but those two.
+bool TryTransposeTiles(const OpContext& ctx, const std::string& t, const GpuAxes& walk,
+                       const TensorView& x, OpReq req, const TensorView& y) {
+  const int last = walk.ndim - 1;
+  int rows_axis = -1;
+  for (int d = 0; d < last; ++d) rows_axis = walk.stride[1][d] == 1 ? d : rows_axis;
+  if (last < 1 || rows_axis < 0 || walk.stride[1][last] == 1) return false;
+  const int64_t rows = walk.dim[rows_axis], cols = walk.dim[last];
+  if (rows < 4 || cols < 4) return false;
+  std::vector<WalkAxis> batch;
+  for (int d = 0; d < last; ++d) {
+    if (d != rows_axis) batch.push_back({walk.dim[d], {walk.stride[0][d], walk.stride[1][d], 0}});
+  }
+  const int64_t n_batch = y.size() / (rows * cols),
+                tiles = n_batch * ((rows + 31) / 32) * ((cols + 31) / 32);
+  const void* xp = x.raw();
+  void* yp = y.raw();
+  GpuAxes batch_walk = MergeAxes(batch);
+  int64_t n = n_batch, r = rows, c = cols, y_row_stride = walk.stride[0][rows_axis],
+          x_col_stride = walk.stride[1][last];
+  int req_code = ReqCode(req);
+  void* args[] = {&xp, &yp, &batch_walk, &n, &r, &c, &y_row_stride, &x_col_stride, &req_code};
+  LaunchArgs(ctx, "move.cuh", Instance("weft::TransposeTiles", {t}), tiles, /*block_per_item=*/true,
+             args);
+  return true;
+}
+
 }  // namespace
 
 void StridedMoveGpu(const OpContext& ctx, const std::string& t, size_t element_size, const void* x,
@@ -31,6 +63,19 @@ void StridedMoveGpu(const OpContext& ctx, const std::string& t, size_t element_s
   if (req == OpReq::kNull || n == 0) return;
   if (TryMemcpy2D(ctx, element_size, x, y, walk, req)) return;
   Launch(ctx, "move.cuh", Instance("weft::StridedCopy", {t}), n, x, y, walk, n, ReqCode(req));
+}
+
+void TransposeGpu(const OpContext& ctx, const TensorView& x, std::span<const int64_t> perm,
+                  OpReq req, const TensorView& y) {
+  if (req == OpReq::kNull) return;
+  const std::string t = TypeName(x.dtype());
+  const auto x_strides = RowMajorStrides(x.shape()), y_strides = RowMajorStrides(y.shape());
+  std::vector<WalkAxis> axes;
+  for (int k = 0; k < y.ndim(); ++k)
+    axes.push_back({y.shape()[k], {y_strides[k], x_strides[perm[k]], 0}});
+  const GpuAxes walk = MergeAxes(axes);
+  if (walk.ndim > 1 && TryTransposeTiles(ctx, t, walk, x, req, y)) return;
+  StridedMoveGpu(ctx, t, DTypeSize(x.dtype()), x.raw(), y.raw(), walk, y.size(), req);
 }
 
 }  // namespace weft::gpu

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "ops/gpu/kernels/params.cuh"
@@ -19,6 +20,12 @@ namespace weft::gpu {
 // of the dtype (KernelType), of `element_size` bytes; x and y point at the first element concerned.
 void StridedMoveGpu(const OpContext& ctx, const std::string& t, size_t element_size, const void* x,
                     void* y, const GpuAxes& walk, int64_t n, OpReq req);
+
+// y = x with its axes permuted (y's axis k is x's axis perm[k]), as `req` says: a tiled kernel
+// where the innermost axis changes (kernels/move.cuh), else a strided copy. Any dtype of
+// kFillTypes (an add: kElementwiseTypes).
+void TransposeGpu(const OpContext& ctx, const TensorView& x, std::span<const int64_t> perm,
+                  OpReq req, const TensorView& y);
 
 // `p` advanced by `elements` elements of `element_size` bytes.
 inline void* ElementAt(void* p, int64_t elements, size_t element_size) {

@@ -1,18 +1,20 @@
-// Convolution's bias (ops/gpu/convolution.cc), around cuDNN's convolutions, on NCHW data of
-// (n, channels, plane) elements: the forward starts y from the bias and lets the convolution add
-// to it (so a bf16 output is rounded once), and the backward sums out_grad over all but the
-// channel axis. T: float, double or bf16 (float arithmetic).
+// Convolution's bias (ops/gpu/convolution.cc), around cuDNN's convolutions: the forward starts y
+// from the bias and lets the convolution add to it (so a bf16 output is rounded once), and the
+// backward sums out_grad over all but the channel axis, on NCHW data of (n, channels, plane)
+// elements (channels last, ops/gpu/convolution.cc sums the rows). T: float, double or bf16 (float
+// arithmetic).
 #pragma once
 
 #include "common.cuh"
 
 namespace weft {
 
-// y[i, c, p] = b[c] (plus what y held, when req is add).
+// y[at] = b[c] (plus what y held, when req is add) for each of y's `size` elements, whose channel
+// c is at / step % channels: step the plane for NCHW, 1 for NHWC.
 template <typename T>
-__global__ void ChannelBias(const T* b, T* y, int64 n, int64 channels, int64 plane, int req) {
-  for (int64 at = GlobalThread(); at < n * channels * plane; at += GridThreads())
-    Store1(y + at, ToArith(b[at / plane % channels]), req);
+__global__ void ChannelBias(const T* b, T* y, int64 size, int64 channels, int64 step, int req) {
+  for (int64 at = GlobalThread(); at < size; at += GridThreads())
+    Store1(y + at, ToArith(b[at / step % channels]), req);
 }
 
 // db[c] = the sum of dy[i, c, p] over i and p, per req: a block per channel, its threads over the

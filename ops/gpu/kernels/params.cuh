@@ -47,9 +47,11 @@ struct GpuSumSqArgs {
 };
 
 // Pooling windows over `planes` planes of (h, w) into (oh, ow) (kernels/pooling.cuh): the kernel,
-// stride and leading padding of rows [0] and columns [1].
+// stride and leading padding of rows [0] and columns [1]. `channels`: 1 where each plane lies
+// whole (NCHW), else the channels that lie interleaved, one after another at each position (NHWC:
+// plane q = n * channels + c).
 struct GpuPool2d {
-  long long planes, h, w, oh, ow;
+  long long planes, h, w, oh, ow, channels;
   long long kernel[2], stride[2], pad[2];
   int max;          // 1: max pooling; 0: average
   int include_pad;  // average: count_include_pad

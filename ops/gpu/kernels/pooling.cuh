@@ -1,7 +1,9 @@
 // Pooling (ops/nn/pooling.cc) for the calls cuDNN cannot express: those whose last window reaches
 // past the padding (ceil mode), as ops/gpu/pooling.cc says. The windows are pool_window.h's, as
 // on the CPU; max pooling's gradient goes to the first largest input of each window, as in the
-// CPU's loops. T: float, double or bf16 (whose arithmetic is float: Arith<T>).
+// CPU's loops. T: float, double or bf16 (whose arithmetic is float: Arith<T>). The images lie as
+// NCHW or NHWC (GpuPool2d::channels): a plane's element at offset `at` of its (h, w) or (oh, ow)
+// positions lies at PlaneStart + at * channels.
 #pragma once
 
 #include "common.cuh"
@@ -16,6 +18,22 @@ __device__ inline pool::Axis PoolCols(const GpuPool2d& p) {
   return {p.w, p.kernel[1], p.stride[1], p.pad[1]};
 }
 
+// Where plane q of `size` positions starts: planes of n images of `channels` interleaved
+// channels each.
+__device__ inline int64 PlaneStart(const GpuPool2d& p, int64 q, int64 size) {
+  return q / p.channels * size * p.channels + q % p.channels;
+}
+
+// The plane and the position in it of the element at `at` of an image tensor of `size`
+// positions a plane (memory order, so neighbouring threads touch neighbouring elements).
+struct PlaneAt {
+  int64 plane, at;
+};
+__device__ inline PlaneAt PlaneOf(const GpuPool2d& p, int64 i, int64 size) {
+  const int64 c = i % p.channels, rest = i / p.channels;
+  return {rest / size * p.channels + c, rest % size};
+}
+
 // What the average of the window at output (oh, ow) divides by.
 template <typename A>
 __device__ inline A AvgDivisor(const GpuPool2d& p, int64 oh, int64 ow) {
@@ -24,8 +42,8 @@ __device__ inline A AvgDivisor(const GpuPool2d& p, int64 oh, int64 ow) {
                         pool::Count(PoolCols(p), ow, include));
 }
 
-// The pooled value of the window at output (oh, ow) of the plane xp; for max, *best is the offset
-// in the plane of its first largest input.
+// The pooled value of the window at output (oh, ow) of the plane starting at xp; for max, *best
+// is the offset in the plane (row * w + col) of its first largest input.
 template <typename T, typename A = typename Arith<T>::type>
 __device__ inline A PoolWindow(const GpuPool2d& p, const T* xp, int64 oh, int64 ow, int64* best) {
   const pool::Span r = pool::Inside(PoolRows(p), oh), c = pool::Inside(PoolCols(p), ow);
@@ -33,7 +51,7 @@ __device__ inline A PoolWindow(const GpuPool2d& p, const T* xp, int64 oh, int64 
   *best = -1;
   for (int64 row = r.begin; row < r.end; ++row) {
     for (int64 col = c.begin; col < c.end; ++col) {
-      const A v = ToArith(xp[row * p.w + col]);
+      const A v = ToArith(xp[(row * p.w + col) * p.channels]);
       if (!p.max) {
         acc += v;
       } else if (*best < 0 || v > acc) {
@@ -47,10 +65,12 @@ __device__ inline A PoolWindow(const GpuPool2d& p, const T* xp, int64 oh, int64 
 // y (planes, oh, ow) from x (planes, h, w), per req.
 template <typename T>
 __global__ void PoolForward(const T* x, T* y, GpuPool2d p, int req) {
-  for (int64 o = GlobalThread(); o < p.planes * p.oh * p.ow; o += GridThreads()) {
-    const int64 plane = o / (p.oh * p.ow), oh = o / p.ow % p.oh, ow = o % p.ow;
+  const int64 in = p.h * p.w, out = p.oh * p.ow;
+  for (int64 o = GlobalThread(); o < p.planes * out; o += GridThreads()) {
+    const PlaneAt q = PlaneOf(p, o, out);
     int64 best;
-    Store1(y + o, PoolWindow(p, x + plane * p.h * p.w, oh, ow, &best), req);
+    Store1(y + o, PoolWindow(p, x + PlaneStart(p, q.plane, in), q.at / p.ow, q.at % p.ow, &best),
+           req);
   }
 }
 
@@ -65,16 +85,18 @@ __device__ inline pool::Span Covering(const pool::Axis& a, int64 at, int64 out) 
 template <typename T>
 __global__ void PoolBackward(const T* dy, const T* x, T* dx, GpuPool2d p, int req) {
   typedef typename Arith<T>::type A;
-  for (int64 i = GlobalThread(); i < p.planes * p.h * p.w; i += GridThreads()) {
-    const int64 plane = i / (p.h * p.w), at = i % (p.h * p.w);
+  const int64 in = p.h * p.w, out = p.oh * p.ow;
+  for (int64 i = GlobalThread(); i < p.planes * in; i += GridThreads()) {
+    const PlaneAt q = PlaneOf(p, i, in);
+    const int64 at = q.at;
     const pool::Span r = Covering(PoolRows(p), at / p.w, p.oh);
     const pool::Span c = Covering(PoolCols(p), at % p.w, p.ow);
-    const T* xp = x + plane * p.h * p.w;
-    const T* dyp = dy + plane * p.oh * p.ow;
+    const T* xp = x + PlaneStart(p, q.plane, in);
+    const T* dyp = dy + PlaneStart(p, q.plane, out);
     A sum = A(0);
     for (int64 oh = r.begin; oh < r.end; ++oh) {
       for (int64 ow = c.begin; ow < c.end; ++ow) {
-        const A g = ToArith(dyp[oh * p.ow + ow]);
+        const A g = ToArith(dyp[(oh * p.ow + ow) * p.channels]);
         if (!p.max) {
           sum += g / AvgDivisor<A>(p, oh, ow);
           continue;
