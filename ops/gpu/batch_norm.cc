@@ -1,9 +1,8 @@
 // BatchNorm and _backward_BatchNorm on the GPU (ops/nn/batch_norm.cc says what they compute),
 // through cuDNN's batch normalization (CUDNN_BATCHNORM_SPATIAL) on data seen as NCHW
-// (outer, C, inner, 1), or, with the channels innermost (inner 1: a channels-last image's
-// BatchNorm over its last axis, passes/channels_last.h), as NHWC (outer, C, 1, 1), for cuDNN's
-// channels-last kernels (float64: NCHW, the same bytes). float32 and float64, and bfloat16 data
-// with float32 statistics (cuDNN's pseudo-bfloat16 configuration, as for half).
+// (outer, C, inner, 1) (a channels-last image's BatchNorm over its last axis, passes/
+// channels_last.h, is (N * H * W, C, 1, 1)). float32 and float64, and bfloat16 data with float32
+// statistics (cuDNN's pseudo-bfloat16 configuration, as for half).
 //
 // Forward: cudnnBatchNormalizationForwardTraining with batch statistics (it moves the running
 // statistics with factor 1 - momentum and the unbiased variance, and saves the mean and invstd),
@@ -59,8 +58,7 @@ BnGpuCall CallOf(const char* op, const Attrs& a, const TensorView& data, bool is
   CheckNotBlocked(op, p.blocked);
   const bool batch = is_train && !p.use_global_stats;
   if (batch) CheckBatchStatistics(op, d, data.shape());
-  const bool last = d.inner == 1 && data.dtype() != DType::kFloat64;
-  TensorDesc x = ImageDesc(op, data.dtype(), Shape{d.outer, d.c, d.inner, 1}, last);
+  TensorDesc x = ImageDesc(op, data.dtype(), Shape{d.outer, d.c, d.inner, 1});
   TensorDesc stats = StatsDescOf(x);
   return {p,
           d,
