@@ -1,8 +1,7 @@
 // BatchNorm and _backward_BatchNorm on the GPU (ops/nn/batch_norm.cc says what they compute),
 // through cuDNN's batch normalization (CUDNN_BATCHNORM_SPATIAL) on data seen as NCHW
-// (outer, C, inner, 1) (a channels-last image's BatchNorm over its last axis, passes/
-// channels_last.h, is (N * H * W, C, 1, 1)). float32 and float64, and bfloat16 data with float32
-// statistics (cuDNN's pseudo-bfloat16 configuration, as for half).
+// (outer, C, inner, 1), or NHWC for a channels-last image (DataDescOf). float32 and float64, and
+// bfloat16 data with float32 statistics (cuDNN's pseudo-bfloat16 configuration, as for half).
 //
 // Forward: cudnnBatchNormalizationForwardTraining with batch statistics (it moves the running
 // statistics with factor 1 - momentum and the unbiased variance, and saves the mean and invstd),
@@ -50,6 +49,17 @@ TensorDesc StatsDescOf(const TensorDesc& x) {
   return stats;
 }
 
+// The data as cuDNN sees it: a channels-last image (4-D, the channels its last axis) as NHWC
+// (N, C, H, W), for cuDNN's channels-last kernels, where the NCHW view (N * H * W, C, 1, 1) of the
+// same bytes reduces every channel over a stride of C; anything else as NCHW (outer, C, inner, 1).
+// float64 keeps the NCHW view.
+TensorDesc DataDescOf(const char* op, const TensorView& data, const BnDims& d) {
+  const Shape& s = data.shape();
+  if (s.ndim() == 4 && d.inner == 1 && data.dtype() != DType::kFloat64)
+    return ImageDesc(op, data.dtype(), Shape{s[0], s[3], s[1], s[2]}, /*channels_last=*/true);
+  return ImageDesc(op, data.dtype(), Shape{d.outer, d.c, d.inner, 1});
+}
+
 BnGpuCall CallOf(const char* op, const Attrs& a, const TensorView& data, bool is_train) {
   const BatchNormParam& p = a.Get<BatchNormParam>();
   CheckDType(op, data.dtype(),
@@ -58,7 +68,7 @@ BnGpuCall CallOf(const char* op, const Attrs& a, const TensorView& data, bool is
   CheckNotBlocked(op, p.blocked);
   const bool batch = is_train && !p.use_global_stats;
   if (batch) CheckBatchStatistics(op, d, data.shape());
-  TensorDesc x = ImageDesc(op, data.dtype(), Shape{d.outer, d.c, d.inner, 1});
+  TensorDesc x = DataDescOf(op, data, d);
   TensorDesc stats = StatsDescOf(x);
   return {p,
           d,
