@@ -27,6 +27,7 @@
 #                                       # leaving out the tests that provoke CUDA errors on purpose;
 #                                       # --sanitize bin/gpu_rnn_test ...: only those binaries
 #   gpu_bundle/bin/gpu_bench            # PyTorch: the first python3 on PATH that imports torch, or WEFT_PEER_PYTHON
+#   gpu_bundle/bin/onnx_bench --device=gpu --big_batch=128   # imported models against PyTorch, torch.compile, ORT
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,7 +35,7 @@ out=gpu_bundle
 flags=(--config=cuda --config=opt --dynamic_mode=fully)
 tests=$(bazel query 'attr(tags, "\bgpu\b", tests(//tests/...))' 2>/dev/null | grep -v gpu_examples_test)
 extras=(//examples:train_mlp //examples:train_cnn //examples:train_lstm //examples:embed_infer //tests:dist_mpi_test_bin)
-for t in //bench:gpu_bench //bench:dist_bench; do
+for t in //bench:gpu_bench //bench:dist_bench //bench:onnx_bench; do
   bazel query "$t" >/dev/null 2>&1 && extras+=("$t")
 done
 bazel build "${flags[@]}" $tests "${extras[@]}"
@@ -57,8 +58,8 @@ for block in sys.stdin.read().split("\n)\n"):
             print(f"{name.group(1)}:{k}={v}")')
 rm -rf "$out"
 onnx_data=()
-for f in tests/onnx/*.onnx tests/onnx/*.json tests/onnx/*.data; do onnx_data+=("--data=$f"); done
-tools/bundle_layout.sh "$out" --data=examples/data/digits.csv --data=bench/peer_common.py --data=bench/torch_gpu_peer.py --data=bench/torch_dist_peer.py "${onnx_data[@]}" "${test_envs[@]}" "${binaries[@]}"
+for f in tests/onnx/*.onnx tests/onnx/*.json tests/onnx/*.data tests/onnx/export_models.py; do onnx_data+=("--data=$f"); done
+tools/bundle_layout.sh "$out" --data=examples/data/digits.csv --data=bench/peer_common.py --data=bench/torch_gpu_peer.py --data=bench/torch_dist_peer.py --data=bench/torch_onnx_peer.py "${onnx_data[@]}" "${test_envs[@]}" "${binaries[@]}"
 cp examples/data/digits.csv "$out/"
 tools/mpi_bundle.sh "$out"  # bin/mpirun: the GPU machine has no Open MPI
 

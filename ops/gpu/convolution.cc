@@ -324,9 +324,9 @@ void ChannelSumsGpu(const OpContext& ctx, const ConvCall& c, const TensorView& d
 void WriteChannelBias(const OpContext& ctx, const ConvCall& c, const void* bias, OpReq req,
                       void* y) {
   const Geometry2d& g = c.dims.g;
-  const int64_t plane = g.oh * g.ow, step = c.win.channels_last ? 1 : plane;
-  Launch(ctx, "convolution.cuh", Instance("weft::ChannelBias", {TypeName(c.dtype)}),
-         g.n * c.dims.f * plane, bias, y, g.n * c.dims.f * plane, c.dims.f, step, ReqCode(req));
+  const int64_t size = g.n * c.dims.f * g.oh * g.ow, step = g.OutStrides(c.dims.f).channel;
+  Launch(ctx, "convolution.cuh", Instance("weft::ChannelBias", {TypeName(c.dtype)}), size, bias, y,
+         size, c.dims.f, step, ReqCode(req));
 }
 
 // y += act(conv(x, w) + b): the convolution into workspace beside its algorithm's, then the

@@ -73,7 +73,7 @@ GpuPool2d KernelArgsOf(const PoolCall& call) {
           g.w,
           g.oh,
           g.ow,
-          win.channels_last ? g.c : 1,
+          g.DataStrides().step,  // C channels last, else 1
           {win.kernel[0], win.kernel[1]},
           {win.stride[0], win.stride[1]},
           {win.pad[0], win.pad[1]},

@@ -68,7 +68,7 @@ void StridedMoveGpu(const OpContext& ctx, const std::string& t, size_t element_s
 void TransposeGpu(const OpContext& ctx, const TensorView& x, std::span<const int64_t> perm,
                   OpReq req, const TensorView& y) {
   if (req == OpReq::kNull) return;
-  const std::string t = TypeName(x.dtype());
+  const std::string t = KernelType("transpose", kFillTypes, {&x, 1}, {&y, 1});
   const auto x_strides = RowMajorStrides(x.shape()), y_strides = RowMajorStrides(y.shape());
   std::vector<WalkAxis> axes;
   for (int k = 0; k < y.ndim(); ++k)

@@ -23,7 +23,7 @@ void StridedMoveGpu(const OpContext& ctx, const std::string& t, size_t element_s
 
 // y = x with its axes permuted (y's axis k is x's axis perm[k]), as `req` says: a tiled kernel
 // where the innermost axis changes (kernels/move.cuh), else a strided copy. Any dtype of
-// kFillTypes (an add: kElementwiseTypes).
+// kFillTypes (an add: kElementwiseTypes); another is a weft::Error naming "transpose".
 void TransposeGpu(const OpContext& ctx, const TensorView& x, std::span<const int64_t> perm,
                   OpReq req, const TensorView& y);
 
