@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench/peer.h"
+#include "core/error.h"
 #include "engine/engine.h"
 #include "executor/executor.h"
 #include "weft/onnx.h"
@@ -154,8 +155,14 @@ void GpuTable(const nlohmann::json& torch, const std::vector<int>& batches, int 
     for (const char* why : {"compile_error", "ort_error"})
       if (info.contains(why))
         std::printf("%s %s: %s\n", name.c_str(), why, info[why].get<std::string>().c_str());
-    const Times w = WeftTimes(info["file"].get<std::string>(), info["inputs"], batches, reps,
-                              weft::Device::Gpu(0));
+    Times w;
+    try {
+      w = WeftTimes(info["file"].get<std::string>(), info["inputs"], batches, reps,
+                    weft::Device::Gpu(0));
+    } catch (const weft::Error& e) {  // a model weft cannot import or run: the next one still runs
+      std::printf("%s: weft: %s\n", name.c_str(), e.what());
+      continue;
+    }
     std::printf("%-14s %-10s %10.2f %10.2f\n", name.c_str(), "first", w.first_ms,
                 info["first_ms"].get<double>());
     for (int b : batches) {
