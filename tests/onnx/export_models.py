@@ -25,8 +25,9 @@ the files stay small enough to commit:
                  key padding mask, symbolic batch and sequence extents (opsets 13 and 17);
                  encoder.json: {"inputs": {"x": {"values", "shape", "dtype"}, "mask": ...},
                  "output", "output_shape"} at batch 2 x 7 positions, encoder_1.json at 3 x 5
-  shape_ops.onnx Slice, Expand, ConstantOfShape, Equal and Where on a symbolic batch (hand-made,
-                 opset 13; ONNX Runtime the reference), at batch 2 and 5 (shape_ops_1.json)
+  shape_ops.onnx Slice (of values and of Shape), Expand, ConstantOfShape, Equal and Where on a
+                 symbolic batch (hand-made, opset 13; ONNX Runtime the reference), at batch 2 and
+                 5 (shape_ops_1.json)
   conv_bn.onnx   Conv-BatchNorm-ReLU x2 with the BatchNormalization nodes kept (weft folds them)
   gpt.onnx       tests/gpt_torch_cases.py's GPT (its logits), int64 tokens with a symbolic batch
                  axis (opset 17: Trilu, Range, LayerNormalization); gpt_1.json at batch 3;
@@ -220,7 +221,7 @@ def shape_ops(folder=HERE):
     """Slice, Expand and ConstantOfShape on a symbolic batch (hand-made, opset 13): x (batch, 6)
     sliced to columns 1..4 and to all rows (ends past the extent), a column expanded to 3, a
     ConstantOfShape of Shape(x) filled with 2, an Expand whose target is Where(Equal(...)) over the
-    shape; shape_ops.json at batch 2, shape_ops_1.json at batch 5 (ONNX Runtime the reference)."""
+    shape, a Reshape whose target slices Shape(x) (the symbolic batch, and the last extent); shape_ops.json at batch 2, shape_ops_1.json at batch 5 (ONNX Runtime the reference)."""
     f, i64 = TensorProto.FLOAT, TensorProto.INT64
     big = 2 ** 62
     inits = [helper.make_tensor("one", i64, [1], [1]), helper.make_tensor("four", i64, [1], [4]),
@@ -228,6 +229,7 @@ def shape_ops(folder=HERE):
              helper.make_tensor("big", i64, [1], [big]), helper.make_tensor("axis0", i64, [1], [0]),
              helper.make_tensor("minus_one", i64, [1], [-1]),
              helper.make_tensor("target", i64, [2], [1, 3]),
+             helper.make_tensor("two_i", i64, [1], [2]),
              helper.make_tensor("two", f, [1], [2.0])]
     nodes = [
         helper.make_node("Slice", ["x", "one", "four", "axis1"], ["mid"]),          # (N, 3)
@@ -242,7 +244,15 @@ def shape_ops(folder=HERE):
         helper.make_node("Equal", ["s", "minus_one"], ["unknown"]),
         helper.make_node("Where", ["unknown", "one", "s"], ["same"]),
         helper.make_node("Expand", ["cols", "same"], ["b"]),
-        helper.make_node("Add", ["a", "b"], ["out"]),
+        # Reshape(b, (Slice(Shape(x))[0:1], Slice(Shape(x))[-1:] / 2)): PyTorch 2's exporter
+        # slices shapes so; the same (N, 3)
+        helper.make_node("Shape", ["x"], ["sx"]),
+        helper.make_node("Slice", ["sx", "zero", "one"], ["n"]),
+        helper.make_node("Slice", ["sx", "minus_one", "big", "axis0"], ["width"]),
+        helper.make_node("Div", ["width", "two_i"], ["half"]),
+        helper.make_node("Concat", ["n", "half"], ["nb"], axis=0),
+        helper.make_node("Reshape", ["b", "nb"], ["b2"]),
+        helper.make_node("Add", ["a", "b2"], ["out"]),
     ]
     graph = helper.make_graph(nodes, "shape_ops",
                               [helper.make_tensor_value_info("x", f, ["batch", 6])],

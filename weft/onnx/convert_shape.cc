@@ -1,6 +1,6 @@
 // Converters of shape arithmetic (onnx/dims.h): Shape, and the integer ops exporters compute
-// reshape targets with (Gather, Concat, Unsqueeze, Squeeze, Cast, Add, Sub, Mul, Div, Equal,
-// Where) on known or symbolic extents, computed here at import; and the ops that read such
+// reshape targets with (Gather, Slice, Concat, Unsqueeze, Squeeze, Cast, Add, Sub, Mul, Div,
+// Equal, Where) on known or symbolic extents, computed here at import; and the ops that read such
 // targets: Reshape, Expand, Slice and ConstantOfShape. The integer ops wrap the converters of the
 // other families: a node whose inputs are not shape arithmetic goes on to them.
 #include <algorithm>
@@ -137,6 +137,34 @@ Integers Gather(NodeContext& n) {
       n.Fail("index " + std::to_string(i) + " is outside " + std::to_string(size) + " values");
     out.values.push_back(data->values[k]);
   }
+  return out;
+}
+
+// Slice of a list of extents some of which are symbolic (PyTorch 2's exporter slices Shape(x) to
+// pick extents): known starts and ends on axis 0, steps of 1, clamped as ONNX clamps them.
+Integers SliceExtents(NodeContext& n) {
+  const Integers data = n.Integers(0);
+  const HostTensor *starts = n.Known(1), *ends = n.Known(2);
+  if (!data || data->IsKnown() || data->dims.size() != 1 || starts == nullptr || ends == nullptr)
+    return std::nullopt;
+  if (starts->Size() != 1 || ends->Size() != 1)
+    n.Fail("expected one start and one end on a list of extents");
+  if (n.HasInput(3)) {
+    const std::vector<int64_t> axes = n.RequireKnown(3, "the axes").Int64s();
+    if (axes.size() != 1 || (axes[0] != 0 && axes[0] != -1))
+      n.Fail("expected axis 0 of a list of extents, found " + Tuple(axes));
+  }
+  if (n.HasInput(4) && n.RequireKnown(4, "the steps").Int64s() != std::vector<int64_t>{1})
+    n.Fail("expected a step of 1 on a list of extents");
+  const int64_t size = static_cast<int64_t>(data->values.size());
+  const auto clamp = [size](int64_t i) {
+    return std::clamp(i < 0 ? i + size : i, int64_t{0}, size);
+  };
+  const int64_t begin = clamp(starts->Int64s()[0]);
+  const int64_t end = std::max(begin, clamp(ends->Int64s()[0]));
+  DimTensor out{
+      {end - begin}, {data->values.begin() + begin, data->values.begin() + end}, std::nullopt};
+  if (begin == 0 && end == size) out.shape_of = data->shape_of;
   return out;
 }
 
@@ -456,6 +484,7 @@ void AddShapeConverters(ConverterTable& t) {
   };
   t["Expand"] = Expand;
   t["Slice"] = Slice;
+  Fold<DimTensor>(t, "Slice", Fn(SliceExtents));
   t["ConstantOfShape"] = ConstantOfShape;
 }
 
