@@ -346,20 +346,26 @@ std::vector<Values> RunBn(const Bn& bn, const Shape& data, const Inputs& in, con
 
 // bfloat16 data on TestDevice() (statistics in float32) against float32 on the CPU, on the same
 // bf16-exact values: the data and its gradient round to bf16 once (2^-9), the rest is float32.
+// NCHW images, and channels-last ones (the channels the last axis: on a GPU, cuDNN's NHWC and,
+// training, persistent kernels, as a channels-last ResNet runs them).
 TEST(BatchNorm, Bfloat16DataKeepsItsStatisticsInFloat32) {
-  const Shape data{4, 3, 2, 2};
-  const Inputs in = {Bf16Exact(Uniform(48, 10, -2, 2)), Uniform(3, 11, 0.5, 1.5), Uniform(3, 12),
-                     Uniform(3, 13), Uniform(3, 14, 0.5, 1.5)};
-  const Values dy = Bf16Exact(Uniform(48, 15));
   const char* names[] = {"output", "moving_mean", "moving_var", "d_data", "d_gamma", "d_beta"};
-  for (const Bn bn : {Bn{}, Bn{.train = false}, Bn{.relu = true}, Bn{.global = true}}) {
-    const std::vector<Values> want = RunBn(bn, data, in, dy, DType::kFloat32, Device::Cpu());
-    const std::vector<Values> got = RunBn(bn, data, in, dy, DType::kBFloat16, TestDevice());
-    for (int k = 0; k < 6; ++k) {
-      const bool rounded = k == 0 || k == 3;
-      ExpectNear(got[k], want[k], rounded ? 8e-3 : 1e-4,
-                 std::string("bfloat16 ") + names[k] + (bn.train ? " training" : " inference") +
-                     (bn.relu ? " relu" : "") + (bn.global ? " use_global_stats" : ""));
+  for (const auto& [axis, data] : {std::pair{1, Shape{4, 3, 2, 2}}, {3, Shape{4, 2, 3, 8}}}) {
+    const int64_t n = data.Size(), c = data[axis];
+    const Inputs in = {Bf16Exact(Uniform(n, 10, -2, 2)), Uniform(c, 11, 0.5, 1.5), Uniform(c, 12),
+                       Uniform(c, 13), Uniform(c, 14, 0.5, 1.5)};
+    const Values dy = Bf16Exact(Uniform(n, 15));
+    for (Bn bn : {Bn{}, Bn{.train = false}, Bn{.relu = true}, Bn{.global = true}}) {
+      bn.axis = axis;
+      const std::vector<Values> want = RunBn(bn, data, in, dy, DType::kFloat32, Device::Cpu());
+      const std::vector<Values> got = RunBn(bn, data, in, dy, DType::kBFloat16, TestDevice());
+      for (int k = 0; k < 6; ++k) {
+        const bool rounded = k == 0 || k == 3;
+        ExpectNear(got[k], want[k], rounded ? 8e-3 : 1e-4,
+                   std::string("bfloat16 ") + data.ToString() + " axis " + std::to_string(axis) +
+                       " " + names[k] + (bn.train ? " training" : " inference") +
+                       (bn.relu ? " relu" : "") + (bn.global ? " use_global_stats" : ""));
+      }
     }
   }
 }
@@ -403,6 +409,11 @@ TEST(BatchNorm, GradientsFollowTheTextbookFormulaInEveryModeAndDtype) {
       {Bn{.train = false, .fix_gamma = true}, Shape{3, 2, 3}},
       {Bn{.relu = true}, Shape{2, 3, 2, 2}},
       {Bn{.train = false, .relu = true}, Shape{2, 3, 2, 2}},
+      // Channels-last images (on a GPU: cuDNN's NHWC kernels, persistent ones in training), and
+      // one of 3 channels, which cuDNN's persistent kernels may decline.
+      {Bn{.axis = 3}, Shape{2, 3, 2, 8}},
+      {Bn{.axis = 3, .relu = true}, Shape{2, 2, 3, 16}},
+      {Bn{.axis = 3, .fix_gamma = true}, Shape{3, 2, 2, 3}},
   };
   for (const auto& [bn, data] : modes) {
     const int64_t c = DimsOf(data, bn.axis).c;
