@@ -15,11 +15,11 @@
 // (0, 3, 1, 2), made once per value. The outputs are the graph's outputs within float32 rounding.
 //
 // Bind runs it (passes/pipeline.h, WEFT_CHANNELS_LAST) on CPU inference graphs, after the folds
-// (a BatchNorm folds into an NCHW convolution first), and, with WEFT_GPU_CHANNELS_LAST=1, on GPU
-// graphs that compute in 16 bits, training ones too (before the gradient pass, which then
-// differentiates the NHWC ops and the transposes): cuDNN's tensor-core convolutions compute
-// channels last, and NCHW bfloat16 data is transposed inside cuDNN around every one. Off by
-// default there: a ResNet-50 training step ran 18x slower so (bench/README.md).
+// (a BatchNorm folds into an NCHW convolution first), and on GPU graphs that compute in 16 bits,
+// training ones too (before the gradient pass, which then differentiates the NHWC ops and the
+// transposes; WEFT_GPU_CHANNELS_LAST=0 leaves them NCHW): cuDNN's tensor-core convolutions
+// compute channels last, and NCHW bfloat16 data is transposed inside cuDNN around every one. A
+// ResNet-50 bfloat16 training step takes 35 ms so against 55 NCHW (bench/README.md).
 //
 //   int converted = 0;
 //   Graph g = ChannelsLast(graph, &converted);   // an untyped graph

@@ -76,11 +76,12 @@ bool Computes16Bit(const BindRequest& r) {
   return false;
 }
 // CPU inference binds (oneDNN's channels-last kernels); GPU binds that compute in 16 bits,
-// training too, only with WEFT_GPU_CHANNELS_LAST=1 (cuDNN's tensor-core convolutions compute
-// channels last, but a ResNet-50 step measured 18x slower so: bench/README.md).
+// training too (cuDNN's tensor-core convolutions and its persistent BatchNorm compute channels
+// last: a ResNet-50 bfloat16 step is 35 ms so, 55 NCHW, bench/README.md), unless
+// WEFT_GPU_CHANNELS_LAST=0.
 bool ChannelsLastFits(const Graph& g, const State& s) {
   if (!s.request.device.is_gpu()) return Infers(g, s);
-  return GetEnvBool("WEFT_GPU_CHANNELS_LAST", false) && Computes16Bit(s.request);
+  return GetEnvBool("WEFT_GPU_CHANNELS_LAST", true) && Computes16Bit(s.request);
 }
 Graph ToChannelsLast(const Graph& g, State& s) { return ChannelsLast(g, &s.result.channels_last); }
 Graph FoldSums(const Graph& g, State& s) { return FoldSum(g, &s.result.folded_sums); }

@@ -11,8 +11,8 @@
 //                                                        extension): BatchNorm into Convolution
 //   fold_activation         WEFT_FOLD_ACTIVATION         inference binds: an activation into the
 //                                                        layer before it (an epilogue)
-//   channels_last           WEFT_CHANNELS_LAST           CPU inference binds, and with
-//                           WEFT_GPU_CHANNELS_LAST=1     GPU binds that compute in 16 bits (a
+//   channels_last           WEFT_CHANNELS_LAST           CPU inference binds, and (unless
+//                           WEFT_GPU_CHANNELS_LAST=0)    GPU binds that compute in 16 bits (a
 //                                                        policy, or 16-bit arguments):
 //                                                        convolutions and poolings on NHWC data
 //                                                        (channels_last.h)

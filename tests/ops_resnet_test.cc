@@ -117,7 +117,8 @@ void RunCase(const Case& c, DType dtype, double tolerance) {
 // order (cuDNN), and bfloat16 there (8 bits of mantissa in every activation). bfloat16's rounding
 // compounds with depth: the block's gradients stay within 3e-2, the whole network's first
 // convolutions' weight gradients were 3.5e-2 and 4.4e-2 off on an H200 (stem, stage 1), so the
-// network's bound is 6e-2. bfloat16 runs NCHW and channels last (WEFT_GPU_CHANNELS_LAST=1).
+// network's bound is 6e-2. bfloat16 runs channels last (the GPU's default) and NCHW
+// (WEFT_GPU_CHANNELS_LAST=0).
 TEST(ResNetAgainstPyTorch, BlockAndNetworkInEveryFloatType) {
   const bool gpu = testing::TestDevice().is_gpu();
   std::vector<DType> dtypes = testing::TestFloatTypes();
@@ -130,8 +131,8 @@ TEST(ResNetAgainstPyTorch, BlockAndNetworkInEveryFloatType) {
                                : gpu                       ? testing::kGpuTolerance
                                                            : 1e-5;
       RunCase(c, dtype, tolerance);
-      if (gpu && dtype == DType::kBFloat16) {  // and channels last (passes/channels_last.h)
-        testing::ScopedEnv on("WEFT_GPU_CHANNELS_LAST", "1");
+      if (gpu && dtype == DType::kBFloat16) {  // and NCHW (passes/channels_last.h)
+        testing::ScopedEnv off("WEFT_GPU_CHANNELS_LAST", "0");
         RunCase(c, dtype, tolerance);
       }
     }
@@ -180,11 +181,10 @@ TEST(ResNetShapes, ABfloat16NetworkTakesFloat32DataAndGivesFloat32Logits) {
   EXPECT_EQ(typed.shapes()[out], Shape({2, 3}));
 }
 
-// On a GPU with WEFT_GPU_CHANNELS_LAST=1, a bind that computes in 16 bits (16-bit arguments, or a
-// precision policy) runs its convolutions and poolings channels last (passes/channels_last.h,
-// before the gradient pass), so that cuDNN's tensor-core kernels read the images as they lie; a
-// float32 bind keeps NCHW, and so does every bind without the switch or with
-// WEFT_CHANNELS_LAST=0.
+// On a GPU, a bind that computes in 16 bits (16-bit arguments, or a precision policy) runs its
+// convolutions and poolings channels last (passes/channels_last.h, before the gradient pass), so
+// that cuDNN's tensor-core kernels read the images as they lie; a float32 bind keeps NCHW, and so
+// does every bind with WEFT_GPU_CHANNELS_LAST=0 or WEFT_CHANNELS_LAST=0.
 TEST(ResNetShapes, GpuBindsThatComputeIn16BitsAreChannelsLast) {
   if (!testing::TestDevice().is_gpu()) GTEST_SKIP() << "the CPU's training binds block instead";
   // The windows turned channels last when the network's weights are `dtype` (a 16-bit network
@@ -214,9 +214,11 @@ TEST(ResNetShapes, GpuBindsThatComputeIn16BitsAreChannelsLast) {
     return RunBindPipeline(graph, request).channels_last;
   };
   int windows = 0;
-  EXPECT_EQ(channels_last(DType::kBFloat16, false, &windows), 0) << "off by default on a GPU";
-  testing::ScopedEnv on("WEFT_GPU_CHANNELS_LAST", "1");
-  EXPECT_EQ(channels_last(DType::kBFloat16, false, &windows), windows);
+  EXPECT_EQ(channels_last(DType::kBFloat16, false, &windows), windows) << "on by default";
+  {
+    testing::ScopedEnv off("WEFT_GPU_CHANNELS_LAST", "0");
+    EXPECT_EQ(channels_last(DType::kBFloat16, false, &windows), 0);
+  }
   EXPECT_EQ(windows, 7) << "six convolutions and the global pooling";
   EXPECT_EQ(channels_last(DType::kFloat16, false, &windows), windows);
   EXPECT_EQ(channels_last(DType::kFloat32, true, &windows), windows);

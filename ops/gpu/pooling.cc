@@ -11,6 +11,7 @@
 //
 // cudnnPoolingBackward reads the forward output, which _backward_Pooling does not get (its inputs
 // are out_grad and data, as on the CPU): it recomputes the forward into the workspace first.
+#include <limits>
 #include <span>
 
 #include "ops/gpu/internal/cudnn_desc.h"
@@ -117,8 +118,19 @@ void PoolBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tenso
   CheckDType("_backward_Pooling", dtype,
              {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16});
   if (!OwnKernels(pool, dtype)) return CudnnPoolBackward(ctx, pool, in, req[0], out[0]);
+  const GpuPool2d args = KernelArgsOf(pool);
+  // Max pooling: each window's largest input found once (PoolArgmax), where a plane's offsets fit
+  // an int; the backward would otherwise scan every window covering each input (the pooling
+  // backward took 6.9 of a 35 ms channels-last ResNet-50 step, bfloat16, b128, H100).
+  int* best = nullptr;
+  if (args.max && args.h * args.w <= std::numeric_limits<int>::max()) {
+    best = static_cast<int*>(GpuCall(ctx).Workspace({in[0].size() * sizeof(int)})[0]);
+    Launch(ctx, "pooling.cuh", Instance("weft::PoolArgmax", {TypeName(dtype)}), in[0].size(),
+           in[1].raw(), best, args);
+  }
   Launch(ctx, "pooling.cuh", Instance("weft::PoolBackward", {TypeName(dtype)}), out[0].size(),
-         in[0].raw(), in[1].raw(), out[0].raw(), KernelArgsOf(pool), ReqCode(req[0]));
+         in[0].raw(), in[1].raw(), static_cast<const int*>(best), out[0].raw(), args,
+         ReqCode(req[0]));
 }
 
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,

@@ -80,10 +80,26 @@ __device__ inline pool::Span Covering(const pool::Axis& a, int64 at, int64 out) 
   return {low > 0 ? (low + a.stride - 1) / a.stride : 0, high < out ? high : out};
 }
 
-// dx (planes, h, w) from dy (planes, oh, ow) and x, per req: each input gathers the gradient of
-// the windows that cover it (no atomics: one thread writes each element).
+// For max pooling's backward: the offset in its plane of each window's first largest input
+// (PoolWindow's *best), laid out as y, so that the backward reads one index where it would scan a
+// window (a 3x3 window of stride 2 covers an input up to 4 times: 36 reads of x become 4).
 template <typename T>
-__global__ void PoolBackward(const T* dy, const T* x, T* dx, GpuPool2d p, int req) {
+__global__ void PoolArgmax(const T* x, int* best, GpuPool2d p) {
+  const int64 in = p.h * p.w, out = p.oh * p.ow;
+  for (int64 o = GlobalThread(); o < p.planes * out; o += GridThreads()) {
+    const PlaneAt q = PlaneOf(p, o, out);
+    int64 b;
+    PoolWindow(p, x + PlaneStart(p, q.plane, in), q.at / p.ow, q.at % p.ow, &b);
+    best[o] = static_cast<int>(b);
+  }
+}
+
+// dx (planes, h, w) from dy (planes, oh, ow) and x, per req: each input gathers the gradient of
+// the windows that cover it (no atomics: one thread writes each element). Max pooling reads each
+// window's largest input from `best` (PoolArgmax's), or finds it again where `best` is null.
+template <typename T>
+__global__ void PoolBackward(const T* dy, const T* x, const int* best, T* dx, GpuPool2d p,
+                             int req) {
   typedef typename Arith<T>::type A;
   const int64 in = p.h * p.w, out = p.oh * p.ow;
   for (int64 i = GlobalThread(); i < p.planes * in; i += GridThreads()) {
@@ -92,18 +108,19 @@ __global__ void PoolBackward(const T* dy, const T* x, T* dx, GpuPool2d p, int re
     const pool::Span r = Covering(PoolRows(p), at / p.w, p.oh);
     const pool::Span c = Covering(PoolCols(p), at % p.w, p.ow);
     const T* xp = x + PlaneStart(p, q.plane, in);
-    const T* dyp = dy + PlaneStart(p, q.plane, out);
+    const int64 plane_out = PlaneStart(p, q.plane, out);
     A sum = A(0);
     for (int64 oh = r.begin; oh < r.end; ++oh) {
       for (int64 ow = c.begin; ow < c.end; ++ow) {
-        const A g = ToArith(dyp[(oh * p.ow + ow) * p.channels]);
+        const int64 o = plane_out + (oh * p.ow + ow) * p.channels;
+        const A g = ToArith(dy[o]);
         if (!p.max) {
           sum += g / AvgDivisor<A>(p, oh, ow);
           continue;
         }
-        int64 best;
-        PoolWindow(p, xp, oh, ow, &best);
-        if (best == at) sum += g;
+        int64 largest = best != nullptr ? best[o] : -1;
+        if (best == nullptr) PoolWindow(p, xp, oh, ow, &largest);
+        if (largest == at) sum += g;
       }
     }
     Store1(dx + i, sum, req);
