@@ -8,10 +8,13 @@
 // --device=gpu (issue 42; a --config=cuda build, in the GPU bundle): the same on GPU 0, with
 // PyTorch 2.11 there exporting the models, timed eager and through torch.compile, and ONNX
 // Runtime's Python package with its CUDA provider where it has one; every time ends with the
-// device synchronized, inputs already on it.
+// device synchronized, inputs already on it. float32 strict on both sides (PyTorch's
+// cudnn.allow_tf32 off); --tf32=1 lets both round through TF32 (WEFT_GPU_TF32=1, PyTorch's
+// default).
 //
 //   bazel build --config=opt //bench:onnx_bench && bazel-bin/bench/onnx_bench [--threads=2]
 //       [--reps=5] [--big_batch=32] [--models=encoder,resnet18,mobilenet_v2] [--device=cpu]
+//       [--tf32=0]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -145,8 +148,9 @@ double PeerMs(const nlohmann::json& info, const char* key, int batch) {
 
 // The GPU table: weft against PyTorch eager, torch.compile and ONNX Runtime's CUDA provider (all
 // from the peer), and weft over the best of them.
-void GpuTable(const nlohmann::json& torch, const std::vector<int>& batches, int reps) {
-  std::printf("ONNX models on GPU 0, medians of %d; PyTorch %s exports them\n", reps,
+void GpuTable(const nlohmann::json& torch, const std::vector<int>& batches, int reps, bool tf32) {
+  std::printf("ONNX models on GPU 0, float32%s, medians of %d; PyTorch %s exports them\n",
+              tf32 ? " through TF32" : " strict", reps,
               torch["version"].get<std::string>().c_str());
   std::printf("%-14s %-10s %10s %10s %10s %10s %10s\n", "model", "row", "weft ms", "torch ms",
               "compile ms", "ORT ms", "weft/best");
@@ -187,6 +191,8 @@ int main(int argc, char** argv) {
   const std::string models =
       bench::StringFlag(argc, argv, "models", "encoder,resnet18,mobilenet_v2");
   const bool gpu = bench::StringFlag(argc, argv, "device", "cpu") == "gpu";
+  const bool tf32 = bench::IntFlag(argc, argv, "tf32", 0) != 0;
+  if (tf32) setenv("WEFT_GPU_TF32", "1", 1);
   setenv("WEFT_CPU_WORKERS", "1", 0);  // one worker whose ops use `threads` threads, like the peers
   setenv("WEFT_CPU_OP_THREADS", std::to_string(threads).c_str(), 1);
   bench::ChdirToWorkspace();
@@ -196,14 +202,15 @@ int main(int argc, char** argv) {
   const std::string batch_list = "1," + std::to_string(big);
   const nlohmann::json torch = bench::RunPeer(
       "bench/torch_onnx_peer.py", dir + " " + std::to_string(threads) + " " + std::to_string(reps) +
-                                      " " + batch_list + " " + models + (gpu ? " cuda" : " cpu"));
+                                      " " + batch_list + " " + models + (gpu ? " cuda " : " cpu ") +
+                                      (tf32 ? "1" : "0"));
   if (!torch.value("available", false)) {
     std::printf("PyTorch (which exports the models) not available: %s\n",
                 torch.value("error", std::string("?")).c_str());
     return 1;
   }
   if (gpu) {
-    GpuTable(torch, batches, reps);
+    GpuTable(torch, batches, reps, tf32);
   } else {
     CpuTable(torch, batches, batch_list, threads, reps);
   }

@@ -4,8 +4,10 @@ nn.TransformerEncoder (tests/onnx/export_models.py's: 2 layers, width 256, 4 hea
 a key padding mask) as ONNX into DIR (random weights, seeded; eval mode; a symbolic batch axis),
 then times their inference in PyTorch (torch.no_grad) at each batch size on THREADS threads.
 
-Usage: torch_onnx_peer.py DIR THREADS REPS BATCHES [MODELS [DEVICE]] (BATCHES and MODELS
-comma-separated; MODELS: those to export and time, default all; DEVICE: cpu, the default, or cuda).
+Usage: torch_onnx_peer.py DIR THREADS REPS BATCHES [MODELS [DEVICE [TF32]]] (BATCHES and MODELS
+comma-separated; MODELS: those to export and time, default all; DEVICE: cpu, the default, or cuda;
+TF32: on cuda, 1 lets cuDNN's convolutions round through TF32 as PyTorch does by default, 0 (the
+default) keeps float32 strict, as weft's GPU does without WEFT_GPU_TF32=1).
 Prints one JSON object: {"available": bool, "version": str, "threads": int, "models": {name:
 {"file": path, "inputs": [[name, dtype, [dims after the batch axis]]], "first_ms": float,
 "ms": {batch: float}}}}; first_ms: the first call at batch 1 on a fresh model. Every input is ones
@@ -129,9 +131,12 @@ def main():
     batches = [int(b) for b in sys.argv[4].split(",")]
     chosen = sys.argv[5].split(",") if len(sys.argv) > 5 else None
     device = sys.argv[6] if len(sys.argv) > 6 else "cpu"
+    tf32 = len(sys.argv) > 7 and sys.argv[7] == "1"
     torch = import_torch(threads=threads, need_cuda=device == "cuda")
     if torch is None:
         return
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     out = dict(hello(torch), models={})
     for name, opset, make, inputs in models(torch):
         if chosen is not None and name not in chosen:
