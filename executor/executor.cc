@@ -301,6 +301,7 @@ ExecutorStats Executor::stats() const {
   stats.cuda_graphs = run.capture.recorded;
   stats.capture_groups = run.capture.groups;
   stats.capture_barriers = run.capture.barriers;
+  stats.inference_cuda_graphs = run.inference_capture.recorded;
   stats.fused_groups = fused_groups_;
   stats.fused_nodes = fused_nodes_;
   stats.recomputed_nodes = recomputed_nodes_;

@@ -70,6 +70,8 @@ struct ExecutorStats {
   // A captured TrainStep (GPU): its groups of segments, the segments pushed on their own between
   // them (Op::capture_barrier), and the groups that replay a CUDA graph now.
   size_t capture_groups = 0, capture_barriers = 0, cuda_graphs = 0;
+  // A captured inference Forward(false) (GPU): the groups that replay a CUDA graph now.
+  size_t inference_cuda_graphs = 0;
 };
 
 class Executor {
@@ -95,6 +97,9 @@ class Executor {
   // error of its ops stays on the arrays they wrote, for their WaitToRead and WaitForAll).
   ~Executor();
 
+  // On a GPU, inference forwards after the first two replay CUDA graphs, as TrainStep's do (the
+  // stable nodes, such as BatchNorm folded into a convolution's weight, run outside them, only
+  // when their arguments changed); WEFT_CUDA_GRAPH=0 turns that off.
   void Forward(bool is_train);
   // head_grads: one per output; empty: ones (the outputs are losses to minimize). Runs the
   // backward nodes, then those of the extension. Each given array is copied into the

@@ -127,11 +127,12 @@ Graph MoveWriteBacks(const Graph& g, State& s) {
   return WriteBacksLast(g, g.outputs().size() - s.request.num_write_backs);
 }
 
-// CPU inference binds keep stable entries in buffers of their own (stable_nodes.h): the
-// executor computes them again only when their arguments change.
+// Inference binds keep stable entries in buffers of their own (stable_nodes.h): the executor
+// computes them again only when their arguments change (on a GPU outside the CUDA graphs its
+// inference forwards replay).
 Graph Plan(const Graph& g, State& s) {
   std::vector<bool> external = ExternalEntries(g);
-  if (InfersOnCpu(g, s) && GetEnvBool("WEFT_KEEP_STABLE", true)) {
+  if (Infers(g, s) && GetEnvBool("WEFT_KEEP_STABLE", true)) {
     const std::vector<bool> stable = StableEntries(g);
     for (size_t e = 0; e < external.size(); ++e) external[e] = external[e] || stable[e];
   }

@@ -9,11 +9,11 @@
 // sqrt(var + eps) and the shifted bias; a bfloat16 model's casts of its BatchNorms' gamma and beta
 // are others.
 //
-// CPU inference binds (passes/pipeline.h; WEFT_KEEP_STABLE=0 turns it off) keep the stable
-// entries that are not graph outputs in buffers of their own (the memory plan's external
-// entries), and the executor pushes a stable node again only when the version of one of its
-// inputs changed (executor/internal/graph_run.h): the folded weights, and the layouts oneDNN
-// keeps of them per version, are computed once.
+// Inference binds (passes/pipeline.h; WEFT_KEEP_STABLE=0 turns it off) keep the stable entries
+// that are not graph outputs in buffers of their own (the memory plan's external entries), and the
+// executor pushes a stable node again only when the version of one of its inputs changed
+// (executor/internal/graph_run.h): the folded weights, and on the CPU the layouts oneDNN keeps of
+// them per version, are computed once.
 //
 //   std::vector<bool> stable = StableEntries(g);   // per entry
 #pragma once

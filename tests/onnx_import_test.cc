@@ -133,9 +133,9 @@ TEST(OnnxImport, ATransformerEncoderWithAPaddingMaskMatchesPyTorchAndOnnxRuntime
 }
 
 // Slice (a middle, a whole symbolic axis with an end past it, and Shape(x) sliced into a reshape
-// target, as PyTorch 2 exports), Expand (a grown column; a target that equals the input's own
-// shape through Where(Equal(Shape))), ConstantOfShape of a symbolic shape, at batch 2 and 5 from
-// one file, against ONNX Runtime.
+// target, and a Mod of a multiple of the batch, as PyTorch 2 exports), Expand (a grown column; a
+// target that equals the input's own shape through Where(Equal(Shape))), ConstantOfShape of a
+// symbolic shape, at batch 2 and 5 from one file, against ONNX Runtime.
 TEST(OnnxImport, SliceExpandAndConstantOfShapeOnASymbolicBatchMatchOnnxRuntime) {
   ExpectMatchesPyTorchAndOrt("shape_ops");
   ExpectMatchesPyTorchAndOrt("shape_ops", kDir, "shape_ops_1");

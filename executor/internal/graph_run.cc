@@ -48,11 +48,23 @@ bool GraphRun::StableUpToDate(uint32_t s, bool is_train) {
 }
 
 void GraphRun::Push(Phase phase, bool is_train) {
+  if (phase == Phase::kForward && !is_train && capture_enabled_ &&
+      inference_forwards_++ >= StepCapture::kWarmupSteps) {
+    if (inference_capture_ == nullptr)
+      inference_capture_ = std::make_unique<StepCapture>(plan_, fence_, /*training=*/false);
+    const size_t stable = PushSegments(phase, is_train, /*only_stable=*/true);
+    stats_.engine_ops_pushed = stable + inference_capture_->Push();
+    return;
+  }
+  stats_.engine_ops_pushed = PushSegments(phase, is_train, /*only_stable=*/false);
+}
+
+size_t GraphRun::PushSegments(Phase phase, bool is_train, bool only_stable) {
   const std::vector<uint32_t>& segments = plan_.segments(phase);
   size_t pushed = 0;
   for (uint32_t s : segments) {
     const BoundGraph::Segment& seg = plan_.segment(s);
-    if (seg.stable && StableUpToDate(s, is_train)) continue;
+    if ((only_stable && !seg.stable) || (seg.stable && StableUpToDate(s, is_train))) continue;
     ++pushed;
     SegmentCall call{&plan_, s, is_train, {}, {}};
     if (seg.random[is_train]) call.random = ReserveRandom(plan_.device(), seg.draws[is_train]);
@@ -65,7 +77,7 @@ void GraphRun::Push(Phase phase, bool is_train) {
         },
         plan_.device(), reads_[s], seg.writes, engine::FnProperty::kNormal, 0, seg.name);
   }
-  stats_.engine_ops_pushed = pushed;
+  return pushed;
 }
 
 void GraphRun::PushStep() {
@@ -75,10 +87,8 @@ void GraphRun::PushStep() {
   }
   ++steps_;
   if (capture_ == nullptr) {
-    Push(Phase::kForward, /*is_train=*/true);
-    const size_t forward_ops = stats_.engine_ops_pushed;
-    Push(Phase::kBackward, /*is_train=*/true);
-    stats_.engine_ops_pushed += forward_ops;
+    stats_.engine_ops_pushed = PushSegments(Phase::kForward, /*is_train=*/true, false) +
+                               PushSegments(Phase::kBackward, /*is_train=*/true, false);
     return;
   }
   stats_.engine_ops_pushed = capture_->Push();
@@ -87,6 +97,7 @@ void GraphRun::PushStep() {
 RunStats GraphRun::stats() const {
   RunStats s = stats_;
   if (capture_ != nullptr) s.capture = capture_->stats();
+  if (inference_capture_ != nullptr) s.inference_capture = inference_capture_->stats();
   return s;
 }
 

@@ -12,6 +12,8 @@
 //   run.Push(Phase::kForward, /*is_train=*/true);
 //   run.SetHeadGrads({});  run.Push(Phase::kBackward, true);
 //   run.PushStep();        // both, on a GPU as CUDA graphs after the first steps (step_capture.h)
+//   run.Push(Phase::kForward, /*is_train=*/false);   // on a GPU as CUDA graphs after the first
+//                          // inference forwards too, the stable segments pushed as before
 #pragma once
 
 #include <cstddef>
@@ -27,8 +29,9 @@
 namespace weft {
 
 struct RunStats {
-  size_t engine_ops_pushed = 0;  // by the last Push or PushStep
-  CaptureStats capture;          // of the captured step, once PushStep captures
+  size_t engine_ops_pushed = 0;    // by the last Push or PushStep
+  CaptureStats capture;            // of the captured step, once PushStep captures
+  CaptureStats inference_capture;  // of the captured inference forward, once Push captures it
 };
 
 class GraphRun {
@@ -38,6 +41,8 @@ class GraphRun {
   GraphRun(const GraphRun&) = delete;
   GraphRun& operator=(const GraphRun&) = delete;
 
+  // A phase's segments; an inference forward on a GPU, with WEFT_CUDA_GRAPH on, after the first
+  // StepCapture::kWarmupSteps, as CUDA graphs (its stable segments pushed as before).
   void Push(Phase phase, bool is_train);
   // Before a backward Push: the head gradients become copies of `given` (one per forward
   // output, checked by the caller), or ones when `given` is empty.
@@ -49,6 +54,9 @@ class GraphRun {
 
  private:
   bool StableUpToDate(uint32_t s, bool is_train);
+  // Pushes the phase's segments one engine op each (only the stable ones: `only_stable`),
+  // skipping stable segments already up to date; returns how many it pushed.
+  size_t PushSegments(Phase phase, bool is_train, bool only_stable);
   // What one pushed segment carries (fits engine::Function's inline storage).
   struct SegmentCall {
     const BoundGraph* plan;
@@ -65,7 +73,9 @@ class GraphRun {
   RunStats stats_;
   const bool capture_enabled_;  // on a GPU, with WEFT_CUDA_GRAPH on (read at construction)
   int steps_ = 0;               // PushStep calls
+  int inference_forwards_ = 0;  // inference Push(kForward) calls
   std::unique_ptr<StepCapture> capture_;  // after the warm-up steps (destroyed after the wait)
+  std::unique_ptr<StepCapture> inference_capture_;  // likewise, after the warm-up forwards
   // Per stable segment (BoundGraph::Segment::stable): the versions of its version_key reads and
   // the mode it was last pushed with; empty until it is first pushed.
   std::vector<SmallVector<uint64_t, 4>> stable_pushed_;

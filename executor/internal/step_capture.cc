@@ -19,7 +19,8 @@ struct StepCapture::Group {
   std::vector<uint32_t> segments;  // in push order
   const char* barrier = nullptr;   // the one segment's Segment::capture_barrier
   std::vector<engine::VarHandle> reads, writes;
-  std::vector<uint32_t> random;  // the segments (positions in `segments`) that draw in training
+  bool training = true;          // the segments run in training (else inference)
+  std::vector<uint32_t> random;  // the segments (positions in `segments`) that draw then
   // The worker's (see the file comment):
   std::unique_ptr<engine::RecordedWork> work;  // the graph, once recorded
   std::unique_ptr<Workspace> workspace;        // what its ops' workspace requests got
@@ -55,8 +56,8 @@ void CollectVars(const BoundGraph& plan, Group& g, engine::VarHandle fence) {
   g.reads.push_back(fence);
 }
 
-// Runs the group's segments on `run` in training; random segment k gets keys[k] (with `shifts`
-// + k as its shift when recording).
+// Runs the group's segments on `run` (in training or not, as the group); random segment k gets
+// keys[k] (with `shifts` + k as its shift when recording).
 void RunSegments(const BoundGraph& plan, const Group& g, const std::vector<RandomKey>& keys,
                  const uint64_t* shifts, const engine::RunContext& run) {
   size_t k = 0;
@@ -67,7 +68,7 @@ void RunSegments(const BoundGraph& plan, const Group& g, const std::vector<Rando
       if (shifts != nullptr) key.shift = shifts + k;
       ++k;
     }
-    plan.RunSegment(g.segments[i], /*is_train=*/true, key, run);
+    plan.RunSegment(g.segments[i], g.training, key, run);
   }
 }
 
@@ -104,8 +105,8 @@ void RunGroup(const BoundGraph& plan, Group& g, const std::vector<RandomKey>& ke
       g.failed = true;
       g.work.reset();
       g.workspace.reset();
-      std::cerr << "weft: warning: a training step's segments from '"
-                << plan.segment(g.segments.front()).name
+      std::cerr << "weft: warning: " << (g.training ? "a training step" : "an inference forward")
+                << "'s segments from '" << plan.segment(g.segments.front()).name
                 << "' run without a CUDA graph: " << e.what() << "\n";
     }
   }
@@ -124,17 +125,20 @@ void RunGroup(const BoundGraph& plan, Group& g, const std::vector<RandomKey>& ke
 
 bool StepCapture::Enabled() { return GetEnvBool("WEFT_CUDA_GRAPH", true); }
 
-StepCapture::StepCapture(const BoundGraph& plan, engine::VarHandle fence)
-    : plan_(plan), fence_(fence) {
+StepCapture::StepCapture(const BoundGraph& plan, engine::VarHandle fence, bool training)
+    : plan_(plan), fence_(fence), training_(training) {
   for (Phase phase : {Phase::kForward, Phase::kBackward}) {
+    if (!training && phase == Phase::kBackward) break;
     for (uint32_t s : plan.segments(phase)) {
       const BoundGraph::Segment& seg = plan.segment(s);
+      if (!training && seg.stable) continue;
       if (seg.capture_barrier != nullptr || groups_.empty() || groups_.back()->barrier != nullptr) {
         groups_.push_back(std::make_unique<Group>());
         groups_.back()->barrier = seg.capture_barrier;
+        groups_.back()->training = training;
       }
       Group& g = *groups_.back();
-      if (seg.random[1]) g.random.push_back(static_cast<uint32_t>(g.segments.size()));
+      if (seg.random[training]) g.random.push_back(static_cast<uint32_t>(g.segments.size()));
       g.segments.push_back(s);
     }
   }
@@ -149,7 +153,7 @@ size_t StepCapture::Push() {
     Group* g = group.get();
     std::vector<RandomKey> keys;
     for (uint32_t k : g->random)
-      keys.push_back(ReserveRandom(plan_.device(), plan_.segment(g->segments[k]).draws[1]));
+      keys.push_back(ReserveRandom(plan_.device(), plan_.segment(g->segments[k]).draws[training_]));
     engine->PushSync(
         [plan = &plan_, g, keys](engine::RunContext run) { RunGroup(*plan, *g, keys, run); },
         plan_.device(), g->reads, g->writes, engine::FnProperty::kNormal, 0,

@@ -1,9 +1,10 @@
 // StepCapture: a bound training step (forward in training, then backward with the extension's
-// updates) pushed as CUDA graphs on a GPU. The step's segments, in push order, are cut into groups
-// at the segments a graph cannot record (Segment::capture_barrier: a device check of an input, a
-// host wait); each group is pushed as ONE engine op that reads and writes the union of its
-// segments' vars. That op records its segments into a CUDA graph the first time it runs
-// (engine::DeviceBackend::Record) and replays the graph from then on; a barrier segment is
+// updates), or an inference forward (its stable segments left out: GraphRun pushes those only
+// when their inputs changed), pushed as CUDA graphs on a GPU. The step's segments, in push order,
+// are cut into groups at the segments a graph cannot record (Segment::capture_barrier: a device
+// check of an input, a host wait); each group is pushed as ONE engine op that reads and writes the
+// union of its segments' vars. That op records its segments into a CUDA graph the first time it
+// runs (engine::DeviceBackend::Record) and replays the graph from then on; a barrier segment is
 // pushed as the engine op it always is. GraphRun pushes the first kWarmupSteps steps as usual
 // (kernels are compiled, algorithms chosen and workspaces sized then), and a StepCapture after.
 //
@@ -49,8 +50,9 @@ class StepCapture {
   // GraphRun when it is made: at Bind). A bad value is a weft::Error naming the variable.
   static bool Enabled();
 
-  // For `plan`'s training step; each op it pushes also reads `fence` (GraphRun's).
-  StepCapture(const BoundGraph& plan, engine::VarHandle fence);
+  // For `plan`'s training step, or (training false) its inference forward less the stable
+  // segments; each op it pushes also reads `fence` (GraphRun's).
+  StepCapture(const BoundGraph& plan, engine::VarHandle fence, bool training = true);
   ~StepCapture();
   StepCapture(const StepCapture&) = delete;
   StepCapture& operator=(const StepCapture&) = delete;
@@ -64,6 +66,7 @@ class StepCapture {
  private:
   const BoundGraph& plan_;
   engine::VarHandle fence_;
+  const bool training_;
   std::vector<std::unique_ptr<Group>> groups_;  // in push order, barrier segments included
 };
 

@@ -25,9 +25,9 @@ the files stay small enough to commit:
                  key padding mask, symbolic batch and sequence extents (opsets 13 and 17);
                  encoder.json: {"inputs": {"x": {"values", "shape", "dtype"}, "mask": ...},
                  "output", "output_shape"} at batch 2 x 7 positions, encoder_1.json at 3 x 5
-  shape_ops.onnx Slice (of values and of Shape), Expand, ConstantOfShape, Equal and Where on a
-                 symbolic batch (hand-made, opset 13; ONNX Runtime the reference), at batch 2 and
-                 5 (shape_ops_1.json)
+  shape_ops.onnx Slice (of values and of Shape), Mod, Expand, ConstantOfShape, Equal and Where
+                 on a symbolic batch (hand-made, opset 13; ONNX Runtime the reference), at batch 2
+                 and 5 (shape_ops_1.json)
   conv_bn.onnx   Conv-BatchNorm-ReLU x2 with the BatchNormalization nodes kept (weft folds them)
   gpt.onnx       tests/gpt_torch_cases.py's GPT (its logits), int64 tokens with a symbolic batch
                  axis (opset 17: Trilu, Range, LayerNormalization); gpt_1.json at batch 3;
@@ -244,13 +244,16 @@ def shape_ops(folder=HERE):
         helper.make_node("Equal", ["s", "minus_one"], ["unknown"]),
         helper.make_node("Where", ["unknown", "one", "s"], ["same"]),
         helper.make_node("Expand", ["cols", "same"], ["b"]),
-        # Reshape(b, (Slice(Shape(x))[0:1], Slice(Shape(x))[-1:] / 2)): PyTorch 2's exporter
-        # slices shapes so; the same (N, 3)
+        # Reshape(b, (Slice(Shape(x))[0:1], Slice(Shape(x))[-1:] / 2 + (4 N) mod 2)): PyTorch
+        # 2's exporter slices shapes and checks divisibility so; the same (N, 3)
         helper.make_node("Shape", ["x"], ["sx"]),
         helper.make_node("Slice", ["sx", "zero", "one"], ["n"]),
         helper.make_node("Slice", ["sx", "minus_one", "big", "axis0"], ["width"]),
         helper.make_node("Div", ["width", "two_i"], ["half"]),
-        helper.make_node("Concat", ["n", "half"], ["nb"], axis=0),
+        helper.make_node("Mul", ["n", "four"], ["n4"]),
+        helper.make_node("Mod", ["n4", "two_i"], ["none"]),
+        helper.make_node("Add", ["half", "none"], ["half2"]),
+        helper.make_node("Concat", ["n", "half2"], ["nb"], axis=0),
         helper.make_node("Reshape", ["b", "nb"], ["b2"]),
         helper.make_node("Add", ["a", "b2"], ["out"]),
     ]

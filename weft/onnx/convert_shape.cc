@@ -1,5 +1,5 @@
 // Converters of shape arithmetic (onnx/dims.h): Shape, and the integer ops exporters compute
-// reshape targets with (Gather, Slice, Concat, Unsqueeze, Squeeze, Cast, Add, Sub, Mul, Div,
+// reshape targets with (Gather, Slice, Concat, Unsqueeze, Squeeze, Cast, Add, Sub, Mul, Div, Mod,
 // Equal, Where) on known or symbolic extents, computed here at import; and the ops that read such
 // targets: Reshape, Expand, Slice and ConstantOfShape. The integer ops wrap the converters of the
 // other families: a node whose inputs are not shape arithmetic goes on to them.
@@ -49,6 +49,14 @@ bool MulOverflows(int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overf
 bool DivOverflows(int64_t a, int64_t b, int64_t* r) {  // b != 0 (checked before)
   if (a == std::numeric_limits<int64_t>::min() && b == -1) return true;
   *r = a / b;  // truncating, as ONNX Runtime's integer Div
+  return false;
+}
+// ONNX's integer Mod (b != 0): the remainder takes the divisor's sign (fmod 0), or the
+// dividend's (fmod 1, C's %).
+template <bool kFmod>
+bool ModOverflows(int64_t a, int64_t b, int64_t* r) {
+  *r = b == -1 ? 0 : a % b;
+  if (!kFmod && *r != 0 && ((*r < 0) != (b < 0))) *r += b;
   return false;
 }
 
@@ -474,6 +482,16 @@ void AddShapeConverters(ConverterTable& t) {
                   })));
   Fold<DimTensor>(t, "Mul", Fn(ArithmeticOn(Checked<MulOverflows>, Multiply)));
   Fold<DimTensor>(t, "Div", Fn(ArithmeticOn(Checked<DivOverflows>, Divide, /*divides=*/true)));
+  t["Mod"] = [](NodeContext& n) -> std::vector<Value> {
+    n.Fail(
+        "expected integers known at import (shape arithmetic), found a value computed at run "
+        "time");
+  };
+  Fold<DimTensor>(t, "Mod", Fn([](NodeContext& n) {
+                    const KnownOp known = n.Int("fmod", 0) != 0 ? Checked<ModOverflows<true>>
+                                                                : Checked<ModOverflows<false>>;
+                    return Arithmetic(n, known, Remainder, /*divides=*/true);
+                  }));
   t["Equal"] = [](NodeContext& n) {
     std::optional<HostTensor> eq = Equal(n);
     if (!eq)

@@ -108,6 +108,11 @@ std::optional<SymDim> AddLike(const SymDim& a, const SymDim& b, int64_t sign) {
   return out;
 }
 
+std::optional<SymDim> Remainder(const SymDim& a, const SymDim& b) {
+  if (!Divide(a, b)) return std::nullopt;
+  return SymDim::Of(0);
+}
+
 bool DimTensor::IsKnown() const {
   for (const SymDim& d : values)
     if (!d.IsKnown()) return false;

@@ -50,6 +50,9 @@ struct SymDim {
 std::optional<SymDim> Multiply(const SymDim& a, const SymDim& b);
 std::optional<SymDim> Divide(const SymDim& a, const SymDim& b);
 std::optional<SymDim> AddLike(const SymDim& a, const SymDim& b, int64_t sign);
+// a mod b where a is an exact multiple of b (0; PyTorch 2's exporter checks that heads divide the
+// width so); nullopt otherwise.
+std::optional<SymDim> Remainder(const SymDim& a, const SymDim& b);
 
 // A rank-0 or rank-1 integer value of shape arithmetic, some of whose entries are symbolic.
 struct DimTensor {
