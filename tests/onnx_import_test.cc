@@ -133,7 +133,8 @@ TEST(OnnxImport, ATransformerEncoderWithAPaddingMaskMatchesPyTorchAndOnnxRuntime
 }
 
 // Slice (a middle, a whole symbolic axis with an end past it, and Shape(x) sliced into a reshape
-// target, and a Mod of a multiple of the batch, as PyTorch 2 exports), Expand (a grown column; a
+// target, a Mod of a multiple of the batch and a Squeeze of a value computed at run time, as
+// PyTorch 2 exports), Expand (a grown column; a
 // target that equals the input's own shape through Where(Equal(Shape))), ConstantOfShape of a
 // symbolic shape, at batch 2 and 5 from one file, against ONNX Runtime.
 TEST(OnnxImport, SliceExpandAndConstantOfShapeOnASymbolicBatchMatchOnnxRuntime) {

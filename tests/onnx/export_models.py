@@ -25,9 +25,9 @@ the files stay small enough to commit:
                  key padding mask, symbolic batch and sequence extents (opsets 13 and 17);
                  encoder.json: {"inputs": {"x": {"values", "shape", "dtype"}, "mask": ...},
                  "output", "output_shape"} at batch 2 x 7 positions, encoder_1.json at 3 x 5
-  shape_ops.onnx Slice (of values and of Shape), Mod, Expand, ConstantOfShape, Equal and Where
-                 on a symbolic batch (hand-made, opset 13; ONNX Runtime the reference), at batch 2
-                 and 5 (shape_ops_1.json)
+  shape_ops.onnx Slice (of values and of Shape), Mod, Squeeze, Expand, ConstantOfShape, Equal
+                 and Where on a symbolic batch (hand-made, opset 13; ONNX Runtime the
+                 reference), at batch 2 and 5 (shape_ops_1.json)
   conv_bn.onnx   Conv-BatchNorm-ReLU x2 with the BatchNormalization nodes kept (weft folds them)
   gpt.onnx       tests/gpt_torch_cases.py's GPT (its logits), int64 tokens with a symbolic batch
                  axis (opset 17: Trilu, Range, LayerNormalization); gpt_1.json at batch 3;
@@ -255,7 +255,10 @@ def shape_ops(folder=HERE):
         helper.make_node("Add", ["half", "none"], ["half2"]),
         helper.make_node("Concat", ["n", "half2"], ["nb"], axis=0),
         helper.make_node("Reshape", ["b", "nb"], ["b2"]),
-        helper.make_node("Add", ["a", "b2"], ["out"]),
+        # Unsqueeze then Squeeze axis 1 of a value computed at run time: the same (N, 3)
+        helper.make_node("Unsqueeze", ["b2", "axis1"], ["b3"]),
+        helper.make_node("Squeeze", ["b3", "axis1"], ["b4"]),
+        helper.make_node("Add", ["a", "b4"], ["out"]),
     ]
     graph = helper.make_graph(nodes, "shape_ops",
                               [helper.make_tensor_value_info("x", f, ["batch", 6])],

@@ -1,8 +1,9 @@
 // Converters of shape arithmetic (onnx/dims.h): Shape, and the integer ops exporters compute
 // reshape targets with (Gather, Slice, Concat, Unsqueeze, Squeeze, Cast, Add, Sub, Mul, Div, Mod,
 // Equal, Where) on known or symbolic extents, computed here at import; and the ops that read such
-// targets: Reshape, Expand, Slice and ConstantOfShape. The integer ops wrap the converters of the
-// other families: a node whose inputs are not shape arithmetic goes on to them.
+// targets: Reshape, Expand, Slice and ConstantOfShape; and Squeeze of a value computed at run
+// time, a reshape to symbolic extents. The integer ops wrap the converters of the other families:
+// a node whose inputs are not shape arithmetic goes on to them.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -425,6 +426,31 @@ std::vector<Value> Slice(NodeContext& n) {
       n.Op("slice", {x}, {{"begin", Tuple(begin)}, {"end", Tuple(end)}, {"axes", Tuple(sliced)}}))};
 }
 
+// Squeeze of a value computed at run time (PyTorch 2 exports multi-head attention's packed
+// projection with one): a reshape to its shape less the named axes, each of extent 1, or less
+// every axis of extent 1. Known tensors and lists of extents are the other converters'.
+std::optional<Symbol> SqueezeValue(NodeContext& n) {
+  if (n.Known(0) != nullptr || n.Integers(0)) return std::nullopt;
+  const Symbol x = n.Input(0);
+  const std::vector<SymDim> in = n.ShapeOf(x, "the squeezed input");
+  const int64_t rank = static_cast<int64_t>(in.size());
+  std::vector<int64_t> axes = AxesOf(n, 1, 13);
+  for (int64_t& a : axes) a = Normalized(n, a, rank);
+  for (const SymDim& d : in) {
+    if (axes.empty() && !d.IsKnown())  // a batch of 1 would lose its axis, others not
+      n.Fail("expected the axes to squeeze: the input's extents " + n.Text(d) + " are symbolic");
+  }
+  std::vector<SymDim> out;
+  for (int64_t a = 0; a < rank; ++a) {
+    const bool named = std::find(axes.begin(), axes.end(), a) != axes.end();
+    if (named && !(in[a] == SymDim::Of(1)))
+      n.Fail("expected extent 1 on the squeezed axis " + std::to_string(a) + ", found " +
+             n.Text(in[a]));
+    if (!(named || (axes.empty() && in[a] == SymDim::Of(1)))) out.push_back(in[a]);
+  }
+  return ReshapeTo(n, x, in, out);
+}
+
 // ConstantOfShape: a known shape gives a known tensor; Shape(x)'s gives one like x, filled.
 std::vector<Value> ConstantOfShape(NodeContext& n) {
   const Integers shape = n.Integers(0);
@@ -468,6 +494,7 @@ void AddShapeConverters(ConverterTable& t) {
   Fold<DimTensor>(t, "Gather", Fn(Gather));
   Fold<DimTensor>(t, "Concat", Fn(Concat));
   Fold<DimTensor>(t, "Unsqueeze", Fn(Unsqueeze));
+  Fold<Symbol>(t, "Squeeze", std::function<std::optional<Symbol>(NodeContext&)>(SqueezeValue));
   Fold<DimTensor>(t, "Squeeze", Fn(Squeeze));
   Fold<DimTensor>(t, "Cast", Fn(Cast));
   Fold<DimTensor>(t, "Where", Fn(Where));

@@ -14,23 +14,6 @@
 namespace weft::onnx_import {
 namespace {
 
-// The axes of a node: the input `input` (from `opset_as_input` on) or the attribute "axes".
-std::vector<int64_t> AxesOf(NodeContext& n, int input, int64_t opset_as_input) {
-  if (n.opset() >= opset_as_input) {
-    return n.HasInput(input) ? n.RequireKnown(input, "the axes").Int64s() : std::vector<int64_t>{};
-  }
-  return n.Ints("axes", {});
-}
-
-// `axis` counted from the front of a rank-`rank` tensor.
-int64_t Normalized(NodeContext& n, int64_t axis, int64_t rank) {
-  const int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank)
-    n.Fail("expected an axis in [" + std::to_string(-rank) + ", " + std::to_string(rank) +
-           "), found " + std::to_string(axis));
-  return a;
-}
-
 std::vector<Value> Transpose(NodeContext& n) {
   const std::vector<int64_t> perm = n.Ints("perm", {});
   return {Value::Of(n.Op("transpose", {n.Input(0)}, {{"axes", Tuple(perm)}}))};

@@ -189,6 +189,21 @@ const ConverterTable& Converters() {
   return table;
 }
 
+std::vector<int64_t> AxesOf(NodeContext& n, int input, int64_t opset_as_input) {
+  if (n.opset() >= opset_as_input) {
+    return n.HasInput(input) ? n.RequireKnown(input, "the axes").Int64s() : std::vector<int64_t>{};
+  }
+  return n.Ints("axes", {});
+}
+
+int64_t Normalized(NodeContext& n, int64_t axis, int64_t rank) {
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    n.Fail("expected an axis in [" + std::to_string(-rank) + ", " + std::to_string(rank) +
+           "), found " + std::to_string(axis));
+  return a;
+}
+
 std::string Tuple(const std::vector<int64_t>& values) {
   std::ostringstream s;
   s << "(";

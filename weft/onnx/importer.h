@@ -139,6 +139,11 @@ const ConverterTable& Converters();
 inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 20;
 inline constexpr const char* kMaxFoldedText = "2^20";
 
+// The axes of a node: the input `input` (from `opset_as_input` on) or the attribute "axes".
+std::vector<int64_t> AxesOf(NodeContext& n, int input, int64_t opset_as_input);
+// `axis` counted from the front of a rank-`rank` tensor; an error outside [-rank, rank).
+int64_t Normalized(NodeContext& n, int64_t axis, int64_t rank);
+
 // "(a, b)": an int list as weft's attributes write tuples.
 std::string Tuple(const std::vector<int64_t>& values);
 // A float attribute value, every digit kept (std::to_string keeps six decimals).
