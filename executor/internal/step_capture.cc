@@ -18,6 +18,9 @@ namespace weft {
 struct StepCapture::Group {
   std::vector<uint32_t> segments;  // in push order
   const char* barrier = nullptr;   // the one segment's Segment::capture_barrier
+  // The engine op's name, for profiles: "graph(first..last)" by the segments' first ops (a
+  // replay's kernels are the group's, not its first op's); a barrier keeps its segment's name.
+  std::string name;
   std::vector<engine::VarHandle> reads, writes;
   bool training = true;          // the segments run in training (else inference)
   std::vector<uint32_t> random;  // the segments (positions in `segments`) that draw then
@@ -142,7 +145,14 @@ StepCapture::StepCapture(const BoundGraph& plan, engine::VarHandle fence, bool t
       g.segments.push_back(s);
     }
   }
-  for (auto& g : groups_) CollectVars(plan, *g, fence);
+  for (auto& g : groups_) {
+    CollectVars(plan, *g, fence);
+    const char* first = plan.segment(g->segments.front()).name;
+    const char* last = plan.segment(g->segments.back()).name;
+    g->name = g->barrier != nullptr ? first
+                                    : std::string("graph(") + (first ? first : "?") + ".." +
+                                          (last ? last : "?") + ")";
+  }
 }
 
 StepCapture::~StepCapture() = default;
@@ -156,8 +166,7 @@ size_t StepCapture::Push() {
       keys.push_back(ReserveRandom(plan_.device(), plan_.segment(g->segments[k]).draws[training_]));
     engine->PushSync(
         [plan = &plan_, g, keys](engine::RunContext run) { RunGroup(*plan, *g, keys, run); },
-        plan_.device(), g->reads, g->writes, engine::FnProperty::kNormal, 0,
-        plan_.segment(g->segments.front()).name);
+        plan_.device(), g->reads, g->writes, engine::FnProperty::kNormal, 0, g->name.c_str());
   }
   return groups_.size();
 }
