@@ -42,9 +42,10 @@
 //       default): examples::ResNet50 through weft::Trainer (SGD, momentum 0.9, weight decay 5e-4;
 //       replayed as CUDA graphs), float32, bfloat16-mixed (the "bfloat16" row: float32 master
 //       weights, TrainerOptions::precision) and pure bfloat16 (parameters and activations; weft's
-//       alone), against torchvision's resnet50 with the same optimizer: float32 with TF32 off
-//       (weft's float32), then channels-last under autocast to bfloat16 (the peer for the
-//       bfloat16 row);
+//       alone), both channels last (the GPU's default for 16-bit binds; WEFT_GPU_CHANNELS_LAST=0
+//       runs them NCHW), against torchvision's resnet50 with the same optimizer: float32 with TF32
+//       off (weft's float32), then channels-last under autocast to bfloat16 (the peer for
+//       the bfloat16 row);
 // Steps are pushed back to back and waited for once, as a training loop would; times are the
 // median of --reps repetitions.
 //
