@@ -87,8 +87,8 @@ void GraphRun::PushStep() {
   }
   ++steps_;
   if (capture_ == nullptr) {
-    stats_.engine_ops_pushed = PushSegments(Phase::kForward, /*is_train=*/true, false) +
-                               PushSegments(Phase::kBackward, /*is_train=*/true, false);
+    const size_t forward = PushSegments(Phase::kForward, /*is_train=*/true, false);
+    stats_.engine_ops_pushed = forward + PushSegments(Phase::kBackward, /*is_train=*/true, false);
     return;
   }
   stats_.engine_ops_pushed = capture_->Push();
