@@ -28,6 +28,12 @@ constexpr int64_t kMaxCopies = 4096;
 
 // ---- integer ops on extents ----
 
+// An ONNX position on an axis of `size`: negative counts from the end, then clamped to [0, size]
+// (Shape's start and end, Slice's starts and ends).
+int64_t Clamped(int64_t i, int64_t size) {
+  return std::clamp(i < 0 ? i + size : i, int64_t{0}, size);
+}
+
 // Value i of an operand that broadcasts (a single value stands for all).
 const SymDim& At(const DimTensor& t, size_t i) { return t.values[t.values.size() == 1 ? 0 : i]; }
 
@@ -124,10 +130,7 @@ Integers Shape(NodeContext& n) {
     dims = n.ShapeOf(*of, "input 0");
   }
   const int64_t rank = static_cast<int64_t>(dims.size());
-  const auto clamp = [rank](int64_t i) {
-    return std::clamp(i < 0 ? i + rank : i, int64_t{0}, rank);
-  };
-  const int64_t start = clamp(n.Int("start", 0)), end = clamp(n.Int("end", rank));
+  const int64_t start = Clamped(n.Int("start", 0), rank), end = Clamped(n.Int("end", rank), rank);
   if (start != 0 || end != rank) of.reset();
   std::vector<SymDim> picked(dims.begin() + start, dims.begin() + std::max(start, end));
   return DimTensor{{static_cast<int64_t>(picked.size())}, picked, of};
@@ -166,11 +169,8 @@ Integers SliceExtents(NodeContext& n) {
   if (n.HasInput(4) && n.RequireKnown(4, "the steps").Int64s() != std::vector<int64_t>{1})
     n.Fail("expected a step of 1 on a list of extents");
   const int64_t size = static_cast<int64_t>(data->values.size());
-  const auto clamp = [size](int64_t i) {
-    return std::clamp(i < 0 ? i + size : i, int64_t{0}, size);
-  };
-  const int64_t begin = clamp(starts->Int64s()[0]);
-  const int64_t end = std::max(begin, clamp(ends->Int64s()[0]));
+  const int64_t begin = Clamped(starts->Int64s()[0], size);
+  const int64_t end = std::max(begin, Clamped(ends->Int64s()[0], size));
   DimTensor out{
       {end - begin}, {data->values.begin() + begin, data->values.begin() + end}, std::nullopt};
   if (begin == 0 && end == size) out.shape_of = data->shape_of;
@@ -414,11 +414,8 @@ std::vector<Value> Slice(NodeContext& n) {
              ": expected known positions on a known extent, or the "
              "whole axis");
     }
-    const auto clamp = [&](int64_t i) {
-      return std::clamp(i < 0 ? i + d.factor : i, int64_t{0}, d.factor);
-    };
-    begin.push_back(clamp(s.factor));
-    end.push_back(std::max(clamp(s.factor), clamp(e.factor)));
+    begin.push_back(Clamped(s.factor, d.factor));
+    end.push_back(std::max(begin.back(), Clamped(e.factor, d.factor)));
     sliced.push_back(a);
   }
   if (sliced.empty()) return {Value::Of(x)};

@@ -118,8 +118,12 @@ __global__ void PoolBackward(const T* dy, const T* x, const int* best, T* dx, Gp
           sum += g / AvgDivisor<A>(p, oh, ow);
           continue;
         }
-        int64 largest = best != nullptr ? best[o] : -1;
-        if (best == nullptr) PoolWindow(p, xp, oh, ow, &largest);
+        int64 largest;
+        if (best != nullptr) {
+          largest = best[o];
+        } else {
+          PoolWindow(p, xp, oh, ow, &largest);
+        }
         if (largest == at) sum += g;
       }
     }
