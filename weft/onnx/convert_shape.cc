@@ -160,14 +160,18 @@ Integers SliceExtents(NodeContext& n) {
   if (!data || data->IsKnown() || data->dims.size() != 1 || starts == nullptr || ends == nullptr)
     return std::nullopt;
   if (starts->Size() != 1 || ends->Size() != 1)
-    n.Fail("expected one start and one end on a list of extents");
+    n.Fail("expected one start and one end on a list of extents, found " +
+           std::to_string(starts->Size()) + " and " + std::to_string(ends->Size()));
   if (n.HasInput(3)) {
     const std::vector<int64_t> axes = n.RequireKnown(3, "the axes").Int64s();
     if (axes.size() != 1 || (axes[0] != 0 && axes[0] != -1))
       n.Fail("expected axis 0 of a list of extents, found " + Tuple(axes));
   }
-  if (n.HasInput(4) && n.RequireKnown(4, "the steps").Int64s() != std::vector<int64_t>{1})
-    n.Fail("expected a step of 1 on a list of extents");
+  if (n.HasInput(4)) {
+    const std::vector<int64_t> steps = n.RequireKnown(4, "the steps").Int64s();
+    if (steps != std::vector<int64_t>{1})
+      n.Fail("expected a step of 1 on a list of extents, found " + Tuple(steps));
+  }
   const int64_t size = static_cast<int64_t>(data->values.size());
   const int64_t begin = Clamped(starts->Int64s()[0], size);
   const int64_t end = std::max(begin, Clamped(ends->Int64s()[0], size));
