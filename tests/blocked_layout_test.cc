@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu/internal/dnnl_util.h"
 #include "ops/nn/window2d.h"
 #include "passes/infer.h"
 #include "passes/pipeline.h"
@@ -112,13 +113,20 @@ std::map<std::string, std::vector<double>> TrainStep(const Symbol& net,
   return got;
 }
 
-void ExpectSameStep(DType dtype, double tol) {
-  const Symbol net = ResidualNet();
+// Random arguments of `net` on kData in `dtype`, but BatchNorm's parameters and statistics
+// (float32).
+Executor::ArrayMap ArgumentsIn(const Symbol& net, DType dtype) {
   Executor::ArrayMap values = testing::RandomArguments(net, {{"data", kData}});
-  for (auto& [name, value] : values) {  // BatchNorm's parameters and statistics stay float32
+  for (auto& [name, value] : values) {
     if (dtype != DType::kFloat32 && name.find("_bn_") == std::string::npos)
       value = Invoke("Cast", {value}, {{"dtype", std::string(DTypeName(dtype))}}).at(0);
   }
+  return values;
+}
+
+void ExpectSameStep(DType dtype, double tol) {
+  const Symbol net = ResidualNet();
+  const Executor::ArrayMap values = ArgumentsIn(net, dtype);
   const auto want = TrainStep(net, values, false), got = TrainStep(net, values, true);
   ASSERT_EQ(got.size(), want.size());
   for (const auto& [key, w] : want) {
@@ -223,6 +231,28 @@ TEST(BlockedLayout, AResidualNetworkTrainsBlockedAsInNchw) {
 }
 
 TEST(BlockedLayout, BFloat16TrainsBlockedAsInNchw) { ExpectSameStep(DType::kBFloat16, 3e-2); }
+
+// Every convolution of a blocked training step runs a oneDNN kernel, not its reference loops: the
+// backward of a convolution whose data is NCHW (a stem's 3 channels, 8 channels) beside a blocked
+// gradient once asked for layouts oneDNN has no kernel for (24 ms a step for 0.1).
+TEST(BlockedLayout, NoConvolutionRunsOneDnnsReferenceLoops) {
+  const auto convolutions = [] {
+    std::vector<std::string> keys;
+    for (const std::string& key : cpu::ReferencePrimitives())
+      if (key.find("|Convolution|") != std::string::npos) keys.push_back(key);
+    return keys;
+  };
+  const std::vector<std::string> before = convolutions();
+  // The residual network (a stem of 3 channels) and a stage of 8 channels into one of 16.
+  Symbol x = ConvBn(Symbol::Variable("data"), "c8", 8, 3, 1);
+  x = ConvBn(ConvBn(x, "s3", 16, 3, 2), "s1", 16, 1, 2);
+  const Symbol narrow = Symbol::Op("sum", {Symbol::Op("Cast", {x}, {{"dtype", "float32"}})});
+  for (const Symbol& net : {ResidualNet(), narrow}) {
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16})
+      TrainStep(net, ArgumentsIn(net, dtype), true);
+  }
+  EXPECT_EQ(convolutions(), before);
+}
 
 TEST(BlockedLayout, AnImageReadAsNchwKeepsItsComponentAndItsOpsNchw) {
   // The stem's output is also an output of the graph, bound to a user array in NCHW: its

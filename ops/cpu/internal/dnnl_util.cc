@@ -5,6 +5,7 @@
 #include <deque>
 #include <list>
 #include <mutex>
+#include <string_view>
 #include <utility>
 
 #include "core/error.h"
@@ -41,6 +42,8 @@ class PrimitiveCache {
     if (!inserted) return it->second->second;
     lru_.emplace_front(key, created);
     it->second = lru_.begin();
+    if (std::string_view(created.desc.impl_info_str()).starts_with("ref:"))
+      references_.push_back(key);
     if (lru_.size() > kCacheCapacity) {
       index_.erase(lru_.back().first);
       lru_.pop_back();
@@ -51,6 +54,11 @@ class PrimitiveCache {
   PrimitiveCacheStats Stats() {
     MutexLock lock(&mu_);
     return {hits_, misses_, static_cast<int64_t>(lru_.size())};
+  }
+
+  std::vector<std::string> References() {
+    MutexLock lock(&mu_);
+    return references_;
   }
 
  private:
@@ -70,6 +78,7 @@ class PrimitiveCache {
   std::unordered_map<std::string, Lru::iterator> index_ WEFT_GUARDED_BY(mu_);
   int64_t hits_ WEFT_GUARDED_BY(mu_) = 0;
   int64_t misses_ WEFT_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> references_ WEFT_GUARDED_BY(mu_);  // ReferencePrimitives
 };
 
 // The engine and the cache are never destroyed: ops still queued at exit run during the engine's
@@ -191,6 +200,8 @@ DnnlPrimitive CachedPrimitive(const std::string& key, const std::function<DnnlPr
 }
 
 PrimitiveCacheStats GetPrimitiveCacheStats() { return Cache().Stats(); }
+
+std::vector<std::string> ReferencePrimitives() { return Cache().References(); }
 
 size_t ScratchpadBytes(const DnnlPrimitive& p) { return p.desc.scratchpad_desc().get_size(); }
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/shape.h"
@@ -58,6 +59,8 @@ dnnl::memory ImageMemory(const TensorView& t, bool channels_last);
 // bytes as NCHW), else NCHW.
 dnnl::memory::desc ImageDesc(const Shape& nchw, const Window2d& win, DType dtype);
 dnnl::memory ImageMemory(const TensorView& t, const Window2d& win);
+// Whether ImageDesc describes the image as nChw16c.
+bool Nchw16c(const Shape& nchw, const Window2d& win);
 
 // Attributes every cached primitive is created with: a user-managed scratchpad.
 dnnl::primitive_attr ScratchpadAttr();
@@ -107,6 +110,9 @@ struct PrimitiveCacheStats {
   int64_t size = 0;    // primitives held now
 };
 PrimitiveCacheStats GetPrimitiveCacheStats();
+// The keys of the cached primitives oneDNN made with a reference implementation ("ref:" loops,
+// no JIT kernel): orders of magnitude slower, where weft asked for layouts it has no kernel for.
+std::vector<std::string> ReferencePrimitives();
 
 size_t ScratchpadBytes(const DnnlPrimitive& p);
 // The bytes of the workspace (DNNL_ARG_WORKSPACE) a forward-training primitive fills; 0 if none.
