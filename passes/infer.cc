@@ -171,6 +171,27 @@ Graph InferShapesAndTypes(const Graph& g, const std::map<std::string, Shape>& sh
   return g.WithTypes(inference.shapes(), inference.dtypes());
 }
 
+std::vector<DType> InferEntryTypes(const Graph& g, const std::map<std::string, DType>& dtypes) {
+  std::vector<DType> t(g.num_entries(), DType::kFloat32);
+  for (uint32_t n = 0; n < g.nodes().size(); ++n) {
+    const Node& node = g.node(n);
+    if (node.is_variable()) {  // a head gradient comes after the forward output it carries
+      auto it = dtypes.find(node.name);
+      if (const NodeEntry* out = HeadGradOutput(g, n)) {
+        t[g.EntryId({n, 0})] = t[g.EntryId(*out)];
+      } else if (it != dtypes.end()) {
+        t[g.EntryId({n, 0})] = it->second;
+      }
+      continue;
+    }
+    std::vector<DType> in;
+    for (const NodeEntry& e : node.inputs) in.push_back(t[g.EntryId(e)]);
+    const std::vector<DType> out = InferTypes(*node.op, node.attrs, in);
+    for (uint32_t o = 0; o < out.size(); ++o) t[g.EntryId({n, o})] = out[o];
+  }
+  return t;
+}
+
 std::map<std::string, Shape> InferArgumentShapes(const Graph& g,
                                                  const std::map<std::string, Shape>& shapes,
                                                  const std::map<std::string, DType>& dtypes) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "graph/graph.h"
@@ -22,6 +23,11 @@ namespace weft {
 Graph InferShapesAndTypes(const Graph& graph, const std::map<std::string, Shape>& shapes,
                           const std::map<std::string, DType>& dtypes = {},
                           std::optional<DeviceType> device = std::nullopt);
+
+// Every entry's dtype (Graph::EntryId order) without shapes, for passes that run before shapes are
+// known: arguments as `dtypes` says (float32 if missing), head-gradient variables their output's,
+// op outputs from their ops' type inference.
+std::vector<DType> InferEntryTypes(const Graph& graph, const std::map<std::string, DType>& dtypes);
 
 // Every argument's shape, from the shapes given (typically just the data's); dtypes as above.
 std::map<std::string, Shape> InferArgumentShapes(const Graph& graph,

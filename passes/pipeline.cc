@@ -9,6 +9,7 @@
 #include "passes/fold_activation.h"
 #include "passes/fold_batch_norm.h"
 #include "passes/fold_depthwise.h"
+#include "passes/fold_norm_cast.h"
 #include "passes/fold_sum.h"
 #include "passes/gradient.h"
 #include "passes/infer.h"
@@ -53,6 +54,10 @@ Graph Mix(const Graph& g, State& s) {
 }
 
 Graph Cse(const Graph& g, State&) { return EliminateCommonExpr(g); }
+bool ReadsNormCast(const Graph& g, const State&) { return ReadsNormThroughCast(g); }
+Graph FoldNormCasts(const Graph& g, State& s) {
+  return FoldNormCast(g, s.request.dtypes, &s.result.folded_norm_casts);
+}
 
 // An inference bind: no gradient, no caller's nodes (a trainer's step has both).
 bool Infers(const Graph& g, const State& s) {
@@ -151,9 +156,10 @@ struct PassRow {
 };
 
 // The pipeline: the table in pipeline.h.
-constexpr std::array<PassRow, 15> kBindPasses = {{
+constexpr std::array<PassRow, 16> kBindPasses = {{
     {"mixed_precision", "WEFT_MIXED_PRECISION", HasPolicy, Mix, nullptr},
     {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
+    {"fold_norm_cast", "WEFT_FOLD_NORM_CAST", ReadsNormCast, FoldNormCasts, nullptr},
     {"fold_batch_norm", "WEFT_FOLD_BATCH_NORM", Infers, FoldNorms, nullptr},
     {"fold_activation", "WEFT_FOLD_ACTIVATION", Infers, FoldActivations, nullptr},
     {"channels_last", "WEFT_CHANNELS_LAST", ChannelsLastFits, ToChannelsLast, nullptr},

@@ -7,6 +7,9 @@
 //                                                        casts to and from 16 bits
 //                                                        (mixed_precision.h)
 //   eliminate_common_expr   WEFT_ELIMINATE_COMMON_EXPR   always (passes/cse.h)
+//   fold_norm_cast          WEFT_FOLD_NORM_CAST          where a Cast reads a LayerNorm: a Cast
+//                                                        to 16 bits into the float32 LayerNorm
+//                                                        before it (fold_norm_cast.h)
 //   fold_batch_norm         WEFT_FOLD_BATCH_NORM         inference binds (no gradient, no
 //                                                        extension): BatchNorm into Convolution
 //   fold_activation         WEFT_FOLD_ACTIVATION         inference binds: an activation into the
@@ -92,6 +95,8 @@ struct BindResult {
   std::vector<std::string> grad_args;
   FusionStats fusion;
   int casts = 0;  // casts the mixed_precision pass inserted
+  // Casts folded into the LayerNorms before them (fold_norm_cast.h).
+  int folded_norm_casts = 0;
   // BatchNorms folded into convolutions: the graph computes only inference (Forward with is_train
   // is an error).
   int folded_batch_norms = 0;

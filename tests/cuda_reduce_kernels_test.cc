@@ -96,28 +96,35 @@ TEST(MultiSumSqKernels, ChunksAndFinishCompileForEachType) {
 }
 
 // LayerNorm's block kernels and its warp kernels for every pack count a row of up to 1024 values
-// takes (float: 1 to 8 packs of 4, bfloat16: 1 to 4 of 8).
+// takes (float: 1 to 8 packs of 4, 16-bit: 1 to 4 of 8), data and output of one type, and float
+// data with a 16-bit output (out_dtype).
 TEST(LayerNormKernels, BlockAndWarpKernelsCompileForEachTypeAndPackCount) {
   std::string source = "#include \"layer_norm.cuh\"\n";
-  for (const auto& [t, max_packs] : {std::pair{"float", 8}, std::pair{"weft::bf16", 4}}) {
-    const std::string p = std::string("const ") + t + "*", f = "const float*";
+  struct Types {
+    std::string t, u;
+    int max_packs;
+  };
+  for (const Types& k : {Types{"float", "float", 8}, Types{"weft::bf16", "weft::bf16", 4},
+                         Types{"weft::f16", "weft::f16", 4}, Types{"float", "weft::bf16", 8},
+                         Types{"float", "weft::f16", 8}}) {
+    const std::string t = "const " + k.t + "*", u = "const " + k.u + "*", f = "const float*";
+    const std::string tu = "<" + k.t + ", " + k.u;
     const std::string fwd =
-        "(" + p + ", " + f + ", " + f + ", " + t + "*, float*, float*, long long, long long, ";
-    const std::string bwd = "(" + p + ", " + p + ", " + f + ", " + f + ", " + f + ", " + t +
+        "(" + t + ", " + f + ", " + f + ", " + k.u + "*, float*, float*, long long, long long, ";
+    const std::string bwd = "(" + u + ", " + t + ", " + f + ", " + f + ", " + f + ", " + k.t +
                             "*, float*, float*, long long, long long, ";
-    source += std::string("template __global__ void weft::LnForward<") + t + ">" + fwd +
+    source += "template __global__ void weft::LnForward" + tu + ">" + fwd +
               "long long, float, int, int, int);\n";
-    source += std::string("template __global__ void weft::LnBackward<") + t + ">" + bwd +
-              "long long, int);\n";
-    for (int k = 1; k <= max_packs; ++k) {
-      const std::string inst = std::string("<") + t + ", " + std::to_string(k) + ">";
+    source += "template __global__ void weft::LnBackward" + tu + ">" + bwd + "long long, int);\n";
+    for (int n = 1; n <= k.max_packs; ++n) {
+      const std::string inst = tu + ", " + std::to_string(n) + ">";
       source +=
           "template __global__ void weft::LnForwardWarp" + inst + fwd + "float, int, int, int);\n";
       source += "template __global__ void weft::LnBackwardWarp" + inst + bwd + "int);\n";
     }
   }
-  const rtc::CompileResult r = rtc::CompileToCubin("ln_test.cu", source, "weft::LnForward<float>",
-                                                   rtc::CompileOptions(90, {}));
+  const rtc::CompileResult r = rtc::CompileToCubin(
+      "ln_test.cu", source, "weft::LnForward<float, float>", rtc::CompileOptions(90, {}));
   EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
 }
 

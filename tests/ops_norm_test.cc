@@ -582,7 +582,12 @@ TEST(BatchNorm, TrainingNeedsMoreThanOneValuePerChannel) {
 struct Ln {
   int axis = -1;
   double eps = 1e-5;
-  AttrMap Attrs() const { return {{"axis", std::to_string(axis)}, {"eps", FloatAttr(eps)}}; }
+  std::string out_dtype;  // empty: the data's
+  AttrMap Attrs() const {
+    AttrMap a = {{"axis", std::to_string(axis)}, {"eps", FloatAttr(eps)}};
+    if (!out_dtype.empty()) a["out_dtype"] = out_dtype;
+    return a;
+  }
 };
 
 // Data seen as (outer, C, inner) around the normalized axis: row r = o * inner + i holds the C
@@ -810,6 +815,53 @@ TEST(LayerNorm, BackwardHonoursEachRequestOnItsOwn) {
   }
 }
 
+NDArray CastTo(const NDArray& a, DType t) {
+  return Invoke("Cast", {a}, {{"dtype", std::string(DTypeName(t))}}).at(0);
+}
+
+// out_dtype: float32 data normalized in float32, the output rounded once into bfloat16 (and
+// float16 on a GPU): the float32 op's output cast, bit for bit, on each path (rows of 768: the
+// GPU's warp kernels; of 1028 and over axis 0: its block kernels); added to, the sum taken in
+// float32 and rounded once. The backward takes its out_grad in that dtype and gives, bit for bit,
+// the float32 op's gradients of that out_grad widened.
+TEST(LayerNorm, OutDtypeRoundsTheFloat32OutputOnceAndTakesItsGradientIn16Bits) {
+  std::vector<DType> lows = {DType::kBFloat16};
+  if (TestDevice().is_gpu()) lows.push_back(DType::kFloat16);
+  for (DType low : lows) {
+    for (const auto& [ln, data] :
+         {std::pair{Ln{}, Shape{300, 768}}, std::pair{Ln{}, Shape{37, 1028}},
+          std::pair{Ln{.axis = 0}, Shape{6, 5}}}) {
+      const int64_t c = DimsOf(data, ln.axis).c, n = data.Size();
+      const std::vector<NDArray> in = {ArrayOf(Uniform(n, 50, -2, 2), data, DType::kFloat32),
+                                       ArrayOf(Uniform(c, 51, 0.5, 1.5), Shape{c}, DType::kFloat32),
+                                       ArrayOf(Uniform(c, 52), Shape{c}, DType::kFloat32)};
+      Ln narrow = ln;
+      narrow.out_dtype = DTypeName(low);
+      const std::string what = narrow.out_dtype + " " + data.ToString();
+      const std::vector<NDArray> wide = Invoke("LayerNorm", in, ln.Attrs());
+      const std::vector<NDArray> got = Invoke("LayerNorm", in, narrow.Attrs());
+      ASSERT_EQ(got[0].dtype(), low);
+      EXPECT_EQ(ValuesOf(got[0]), ValuesOf(CastTo(wide[0], low))) << what;
+      for (int k : {1, 2}) EXPECT_EQ(ValuesOf(got[k]), ValuesOf(wide[k])) << what;
+
+      const NDArray before = ArrayOf(Uniform(n, 53), data, low), y = CastTo(before, low);
+      const std::vector<NDArray> stats = {NDArray(got[1].shape(), TestDevice(), DType::kFloat32),
+                                          NDArray(got[2].shape(), TestDevice(), DType::kFloat32)};
+      Invoke("LayerNorm", in, narrow.Attrs(),
+             {.outputs = {y, stats[0], stats[1]},
+              .req = {OpReq::kAddTo, OpReq::kWrite, OpReq::kWrite}});
+      const NDArray sum = Invoke("add", {CastTo(before, DType::kFloat32), wide[0]}).at(0);
+      EXPECT_EQ(ValuesOf(y), ValuesOf(CastTo(sum, low))) << what << " added to";
+
+      const NDArray dy = ArrayOf(Uniform(n, 54), data, low);
+      const std::vector<OpReq> write(3, OpReq::kWrite);
+      EXPECT_EQ(LnBackwardWith(narrow, in, got, dy, write),
+                LnBackwardWith(ln, in, wide, CastTo(dy, DType::kFloat32), write))
+          << what << " backward";
+    }
+  }
+}
+
 TEST(LayerNorm, KeepsOnlyAMeanAndAnRstdPerRowForTheBackward) {
   const Op& op = GetOp("LayerNorm");
   EXPECT_EQ(InferShapes(op, ParseAttrs(op, {}), {Shape{2, 3, 8}, Shape{8}, Shape{8}}),
@@ -903,6 +955,23 @@ TEST(LayerNorm, BadInputsSayWhatWasExpected) {
     InferTypes(op, ParseAttrs(op, {}), {DType::kBFloat16, DType::kBFloat16, DType::kFloat32});
   });
   EXPECT_NE(message.find("gamma must be float32 for bfloat16 data"), std::string::npos) << message;
+  using D = DType;
+  const auto types_error = [&](const char* name, const AttrMap& attrs, std::vector<D> in) {
+    return ErrorMessage([&] { InferTypes(GetOp(name), ParseAttrs(GetOp(name), attrs), in); });
+  };
+  EXPECT_NE(
+      types_error("LayerNorm", {{"out_dtype", "bfloat16"}}, {D::kFloat64, D::kFloat64, D::kFloat64})
+          .find("out_dtype bfloat16 expected data of float32 (or of that dtype), found data "
+                "of float64"),
+      std::string::npos);
+  EXPECT_NE(types_error("_backward_LayerNorm", {{"out_dtype", "bfloat16"}},
+                        {D::kFloat32, D::kFloat32, D::kFloat32, D::kFloat32, D::kFloat32})
+                .find("out_grad must be bfloat16, the output's dtype, found float32"),
+            std::string::npos);
+  EXPECT_NE(ErrorMessage([] {
+              ParseAttrs(GetOp("LayerNorm"), {{"out_dtype", "int32"}});
+            }).find("one of 'float32' 'float64' 'bfloat16' 'float16'"),
+            std::string::npos);
 }
 
 }  // namespace

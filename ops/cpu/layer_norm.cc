@@ -7,6 +7,8 @@
 // stays on oneDNN, which these loops, instantiated for float, did not beat on 8192 rows of 64 to
 // 768 values, forward or backward, on one thread. oneDNN keeps the variance: the forward turns it
 // into rstd = 1 / sqrt(var + eps), the backward turns rstd back into the variance it reads.
+// out_dtype bfloat16 over float32 data: oneDNN in float32, the output rounded once from a float
+// buffer and the out_grad widened into one (NarrowedBytes).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -235,16 +237,40 @@ DnnlArgs ForwardArgs(const LnCall& c, std::span<const TensorView> in, const Tens
           {DNNL_ARG_MEAN, StatMemory(c.d, mean)}, {DNNL_ARG_VARIANCE, StatMemory(c.d, var)}};
 }
 
-// in: (data, gamma, beta); out: (output, mean, rstd).
+// A float32 tensor at `at`, shaped as t.
+TensorView FloatView(void* at, const TensorView& t) {
+  return TensorView(at, t.shape(), DType::kFloat32, t.device());
+}
+
+// The bytes of the float32 copy a call with out_dtype needs (0 without): float32 data whose
+// output (and out_grad) is bfloat16 runs oneDNN in float32 (2.6 has no mixed source and
+// destination types), the output rounded once from a float buffer, the out_grad widened into one.
+size_t NarrowedBytes(const TensorView& data, const TensorView& y_or_dy) {
+  if (y_or_dy.dtype() == data.dtype()) return 0;
+  UseDnnl(y_or_dy.dtype(), "LayerNorm's out_dtype", /*bfloat16=*/true);  // no float16 here
+  return static_cast<size_t>(data.size()) * sizeof(float);
+}
+
+// in: (data, gamma, beta); out: (output, mean, rstd). A bfloat16 output of float32 data is
+// normalized into a float buffer (or, added to, into the float32 target StagedOutputs stages) and
+// rounded once.
 void LnForwardDnnl(const OpContext& ctx, const LnCall& c, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
   const DnnlPrimitive prim = ForwardPrimitive(c, in[0].dtype());
-  StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim)});
+  StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim), NarrowedBytes(in[0], out[0])},
+                       Bf16AddTo::kInFloat);
+  const TensorView& target = staged.Target(0);
+  const bool narrow = target.dtype() != in[0].dtype();
+  const TensorView y = narrow ? FloatView(staged.Extra(1), target) : target;
   float* var_then_rstd = staged.Target(2).data<float>();
-  ExecutePrimitive(
-      prim, ForwardArgs(c, in, staged.Target(0), staged.Target(1).data<float>(), var_then_rstd),
-      staged.Extra(0));
+  ExecutePrimitive(prim, ForwardArgs(c, in, y, staged.Target(1).data<float>(), var_then_rstd),
+                   staged.Extra(0));
   VarianceToRstd(c, var_then_rstd);
+  if (narrow && staged.Needed(0)) {
+    ParallelFor(y.size(), 1 << 14, [&](int64_t b, int64_t e) {
+      NarrowBf16(y.data<float>() + b, OpReq::kWrite, target.data<BFloat16>() + b, e - b);
+    });
+  }
   staged.Finish();
 }
 
@@ -262,13 +288,22 @@ void LnBackwardDnnl(const OpContext& ctx, const LnCall& c, std::span<const Tenso
                     std::span<const OpReq> req, std::span<const TensorView> out) {
   if (req[0] == OpReq::kNull && req[1] == OpReq::kNull && req[2] == OpReq::kNull) return;
   const DnnlPrimitive prim = BackwardPrimitive(c, in[kLnData].dtype());
+  const TensorView& dy = in[kLnOutGrad];
   StagedOutputs staged(ctx, req, out, false,
-                       {ScratchpadBytes(prim), static_cast<size_t>(c.d.Rows()) * sizeof(float)});
+                       {ScratchpadBytes(prim), static_cast<size_t>(c.d.Rows()) * sizeof(float),
+                        NarrowedBytes(in[kLnData], dy)});
+  const bool widen = dy.dtype() != in[kLnData].dtype();  // a bfloat16 out_grad of float32 data
+  const TensorView diff_dst = widen ? FloatView(staged.Extra(2), dy) : dy;
+  if (widen) {
+    ParallelFor(dy.size(), 1 << 14, [&](int64_t b, int64_t e) {
+      WidenBf16(dy.data<BFloat16>() + b, diff_dst.data<float>() + b, e - b);
+    });
+  }
   // oneDNN 2.6 checks that a backward with use_shift is given the shift, which it does not read:
   // gamma stands in for beta (same descriptor).
   ExecutePrimitive(prim,
                    {{DNNL_ARG_SRC, DataMemory(in[kLnData], c.d)},
-                    {DNNL_ARG_DIFF_DST, DataMemory(in[kLnOutGrad], c.d)},
+                    {DNNL_ARG_DIFF_DST, DataMemory(diff_dst, c.d)},
                     {DNNL_ARG_SCALE, DnnlMemory(in[kLnGamma])},
                     {DNNL_ARG_SHIFT, DnnlMemory(in[kLnGamma])},
                     {DNNL_ARG_MEAN, StatMemory(c.d, in[kLnMean].raw())},
@@ -316,8 +351,8 @@ ComputeFn PrepareLnForward(const Attrs& a, Device, std::span<const TensorView> i
   };
   const bool stats_ok =
       (overwrites(1) || req[1] == OpReq::kNull) && (overwrites(2) || req[2] == OpReq::kNull);
-  if (in[0].dtype() == DType::kFloat64 || !overwrites(0) || !stats_ok ||
-      out[0].raw() == in[0].raw()) {
+  if (in[0].dtype() == DType::kFloat64 || out[0].dtype() != in[0].dtype() || !overwrites(0) ||
+      !stats_ok || out[0].raw() == in[0].raw()) {
     return LnForward;
   }
   auto b = std::make_shared<BoundLnForward>();

@@ -1,6 +1,7 @@
 // LayerNorm and _backward_LayerNorm on the GPU (ops/nn/layer_norm.cc says what they compute), on
-// weft's kernels (kernels/layer_norm.cuh): float32 and bfloat16 data, float32 statistics, scale
-// and shift. float64 is the CPU's (its loops exist for finite differences).
+// weft's kernels (kernels/layer_norm.cuh): float32, bfloat16 and float16 data, float32 statistics,
+// scale and shift; out_dtype's 16-bit output (and out_grad) of float32 data is the kernels' U.
+// float64 is the CPU's (its loops exist for finite differences).
 //
 // Rows along the last axis of whole 16-byte packs, at most kGpuLnWarpMaxC (1024) values long, as a
 // transformer's are, run the warp kernels: a warp a row, held in registers (one read of the data).
@@ -36,13 +37,15 @@ constexpr int64_t kWarpsPerBlock = kGpuBlock / 32, kBackwardRowsPerWarp = 4;
 struct LnGpuCall {
   LayerNormParam p;
   LnDims d;
-  DType dtype;
+  DType dtype;  // the data's
+  DType out;    // the output's and out_grad's: dtype, or a 16-bit type for float32 data
 };
 
-LnGpuCall CallOf(const char* op, const Attrs& a, const TensorView& data) {
+// `out`: the output (forward) or out_grad (backward).
+LnGpuCall CallOf(const char* op, const Attrs& a, const TensorView& data, const TensorView& out) {
   const LayerNormParam& p = a.Get<LayerNormParam>();
   CheckDType(op, data.dtype(), {DType::kFloat32, DType::kBFloat16, DType::kFloat16});
-  return {p, LnDimsOf(op, p, data.shape()), data.dtype()};
+  return {p, LnDimsOf(op, p, data.shape()), data.dtype(), out.dtype()};
 }
 
 // Packs a lane of the warp kernels holds for these rows, or 0 where they do not take them (rows not
@@ -57,21 +60,22 @@ int WarpPacks(const LnGpuCall& c, std::initializer_list<const void*> arrays) {
   return static_cast<int>((c.d.c + 32 * v - 1) / (32 * v));
 }
 
-// Launches `kernel` of layer_norm.cuh for T = the data's type (and `packs`, for a warp kernel),
-// with `blocks` blocks.
+// Launches `kernel` of layer_norm.cuh for T = the data's type, U = the output's (and `packs`, for
+// a warp kernel), with `blocks` blocks.
 template <typename... Args>
 void LaunchLn(const OpContext& ctx, const LnGpuCall& c, const char* kernel, int packs,
               int64_t blocks, Args... args) {
   void* pointers[] = {static_cast<void*>(&args)...};
-  const std::string name = packs > 0 ? Instance(kernel, {TypeName(c.dtype), std::to_string(packs)})
-                                     : Instance(kernel, {TypeName(c.dtype)});
+  const std::string t = TypeName(c.dtype), u = TypeName(c.out);
+  const std::string name =
+      packs > 0 ? Instance(kernel, {t, u, std::to_string(packs)}) : Instance(kernel, {t, u});
   LaunchArgs(ctx, "layer_norm.cuh", name, blocks, /*block_per_item=*/true, pointers);
 }
 
 // in: (data, gamma, beta); out: (output, mean, rstd).
 void LnForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                   std::span<const OpReq> req, std::span<const TensorView> out) {
-  const LnGpuCall c = CallOf("LayerNorm", a, in[0]);
+  const LnGpuCall c = CallOf("LayerNorm", a, in[0], out[0]);
   if (req[0] == OpReq::kNull && req[1] == OpReq::kNull && req[2] == OpReq::kNull) return;
   const GpuCall call(ctx);
   const int64_t rows = c.d.Rows();
@@ -99,7 +103,7 @@ int64_t BackwardBlocks(const LnDims& d, bool warp) {
 // in: as LnBackwardInput places them; out: (d_data, d_gamma, d_beta).
 void LnBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
-  const LnGpuCall c = CallOf("_backward_LayerNorm", a, in[kLnData]);
+  const LnGpuCall c = CallOf("_backward_LayerNorm", a, in[kLnData], in[kLnOutGrad]);
   const bool params = req[1] != OpReq::kNull || req[2] != OpReq::kNull;
   if (req[0] == OpReq::kNull && !params) return;
   const GpuCall call(ctx);

@@ -10,11 +10,14 @@
 //                row's mean and rstd = 1 / sqrt(var + eps), var the biased variance (the sum of
 //                (x - mean)^2 over the row divided by C, as PyTorch's). Never a copy of the input.
 //
-// Attributes: eps (default 1e-5, PyTorch's; > 0), axis. Training and inference compute the same.
+// Attributes: eps (default 1e-5, PyTorch's; > 0), axis, out_dtype (default the data's). Training
+// and inference compute the same.
 //
 // dtypes: data and output float32, float64, bfloat16 or float16. gamma, beta, mean and rstd are
 // float32 whatever data's dtype, but float64 for float64 data (BnStatType, as BatchNorm's
-// statistics).
+// statistics). out_dtype bfloat16 or float16 takes float32 data: the output is computed in float32
+// and rounded once, as a Cast of it would be (the mixed-precision pass folds such a Cast into the
+// op, passes/mixed_precision.h), and the backward's out_grad comes in that dtype.
 //
 // _backward_LayerNorm(out_grad, data, gamma, mean, rstd) gives (d_data, d_gamma, d_beta)
 // (LnBackwardInput names the positions). With g = out_grad * gamma and x_hat = (x - mean) * rstd
@@ -45,7 +48,26 @@ LayerNormParam ParseLayerNorm(AttrReader& r) {
                       << p.eps);
   }
   p.axis = r.Int("axis", -1);
+  if (!r.String("out_dtype", "").empty()) {
+    p.out_dtype = r.Choice<DType>("out_dtype",
+                                  {{"float32", DType::kFloat32},
+                                   {"float64", DType::kFloat64},
+                                   {"bfloat16", DType::kBFloat16},
+                                   {"float16", DType::kFloat16}},
+                                  std::nullopt);
+  }
   return p;
+}
+
+// The output's dtype for data of dtype t: out_dtype, which must be t or a 16-bit float for
+// float32 data.
+DType OutType(const char* op, const LayerNormParam& p, DType t) {
+  const DType out = p.out_dtype.value_or(t);
+  if (out != t && !(t == DType::kFloat32 && Is16BitFloat(out))) {
+    WEFT_THROW(op << ": out_dtype " << out
+                  << " expected data of float32 (or of that dtype), found data of " << t);
+  }
+  return out;
 }
 
 // Each of in[first, last), named names[i], must be `want`.
@@ -98,16 +120,19 @@ void LnInputShapes(const Attrs& a, std::vector<std::optional<Shape>>& in) {
   }
 }
 
-std::vector<DType> LnTypes(const Attrs&, const std::vector<DType>& in) {
+std::vector<DType> LnTypes(const Attrs& a, const std::vector<DType>& in) {
   const DType t = CheckNormTypes("LayerNorm", in, 0, 1, 3, kInputNames);
-  return {t, BnStatType(t), BnStatType(t)};
+  return {OutType("LayerNorm", a.Get<LayerNormParam>(), t), BnStatType(t), BnStatType(t)};
 }
 
-std::vector<DType> LnBackwardTypes(const Attrs&, const std::vector<DType>& in) {
+std::vector<DType> LnBackwardTypes(const Attrs& a, const std::vector<DType>& in) {
   const char* op = "_backward_LayerNorm";
   const DType t = CheckNormTypes(op, in, kLnData, kLnGamma, kLnRstd + 1, kBackwardInputNames);
-  if (in[kLnOutGrad] != t)
-    WEFT_THROW(op << ": out_grad must be " << t << " like data, found " << in[kLnOutGrad]);
+  const DType out = OutType(op, a.Get<LayerNormParam>(), t);
+  if (in[kLnOutGrad] != out) {
+    WEFT_THROW(op << ": out_grad must be " << out << ", the output's dtype, found "
+                  << in[kLnOutGrad]);
+  }
   return {t, BnStatType(t), BnStatType(t)};
 }
 
@@ -123,7 +148,8 @@ const bool defined = [] {
   WEFT_REGISTER_OP(LayerNorm)
       .Describe(
           "layer normalization over `axis` (default -1, the last), with scale gamma and shift "
-          "beta; eps (default 1e-5) is added to the biased variance")
+          "beta; eps (default 1e-5) is added to the biased variance; out_dtype (bfloat16 or "
+          "float16 for float32 data) rounds the output once")
       .Params(ParseLayerNorm)
       .Inputs(std::vector<std::string>(std::begin(kInputNames), std::end(kInputNames)))
       .Outputs(3)

@@ -92,6 +92,9 @@ DType CheckNormTypes(const char* op, const std::vector<DType>& in, size_t data, 
 struct LayerNormParam {
   double eps;  // > 0, added to the variance
   int axis;    // the normalized axis as given (LnDimsOf checks it against data)
+  // The output's dtype (and the out_grad's of the backward) where it is not the data's: bfloat16
+  // or float16 for float32 data (passes/mixed_precision.h folds a Cast of the output into it).
+  std::optional<DType> out_dtype;
 };
 
 // Data seen around its normalized axis as (outer, C, inner): each of the outer * inner rows (o, i)

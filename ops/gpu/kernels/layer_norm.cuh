@@ -6,7 +6,8 @@
 // contiguous (inner 1), whole 16-byte packs and at most kGpuLnWarpMaxC long (a transformer's), a
 // warp handles a row instead, held in its registers, its sums reduced by shuffles (LnForwardWarp,
 // LnBackwardWarp): one read of the data and no barrier per row. gamma, beta, mean, rstd and the
-// parameter gradients are float; all arithmetic is float.
+// parameter gradients are float; all arithmetic is float. The output y and the backward's dy are
+// of type U: T, or a 16-bit type for float data (LayerNorm's out_dtype: y rounded once).
 #pragma once
 
 #include "common.cuh"
@@ -20,8 +21,8 @@ __device__ inline int64 LnRowStart(int64 r, int64 c, int64 inner) {
 
 // Each row's mean and rstd = 1 / sqrt(var + eps) (biased variance, two passes), stored as
 // req_mean and req_rstd say, and y = (x - mean) * rstd * gamma + beta as req_y says.
-template <typename T>
-__global__ void LnForward(const T* x, const float* gamma, const float* beta, T* y, float* mean,
+template <typename T, typename U>
+__global__ void LnForward(const T* x, const float* gamma, const float* beta, U* y, float* mean,
                           float* rstd, int64 rows, int64 c, int64 inner, float eps, int req_y,
                           int req_mean, int req_rstd) {
   __shared__ float partial[kGpuBlock];
@@ -52,8 +53,8 @@ __global__ void LnForward(const T* x, const float* gamma, const float* beta, T* 
 // x_hat = (x - mean) * rstd, as req_dx says; and, when partial_gamma is not null, this block's
 // sums over its rows of dy * x_hat and dy for each j, at partial_gamma[blockIdx.x * c + j] and
 // partial_beta[blockIdx.x * c + j] (each thread owns the j it visits: no race).
-template <typename T>
-__global__ void LnBackward(const T* dy, const T* x, const float* gamma, const float* mean,
+template <typename T, typename U>
+__global__ void LnBackward(const U* dy, const T* x, const float* gamma, const float* mean,
                            const float* rstd, T* dx, float* partial_gamma, float* partial_beta,
                            int64 rows, int64 c, int64 inner, int req_dx) {
   __shared__ float partial[kGpuBlock];
@@ -83,16 +84,16 @@ __global__ void LnBackward(const T* dy, const T* x, const float* gamma, const fl
   }
 }
 
-// The warp kernels' row: kPacks packs of V = 16 / sizeof(T) values a lane, lane l's pack k at
-// (k * 32 + l) * V; a pack past c is left out (zeros). c % V == 0.
+// The warp kernels' row: kPacks packs of V = 16 / sizeof(T) values a lane (T the data's type; a
+// 16-bit y or dy of float data moves in packs of 4, 8 bytes), lane l's pack k at (k * 32 + l) * V;
+// a pack past c is left out (zeros). c % V == 0.
 template <typename T>
 struct LnPack {
   static constexpr int V = 16 / sizeof(T);
 };
 
-template <int kPacks, typename T>
-__device__ inline void LoadRow(const T* row, int64 c, int lane, float (&v)[kPacks][LnPack<T>::V]) {
-  constexpr int V = LnPack<T>::V;
+template <int kPacks, int V, typename X>
+__device__ inline void LoadRow(const X* row, int64 c, int lane, float (&v)[kPacks][V]) {
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
     const int64 j = (static_cast<int64>(k) * 32 + lane) * V;
@@ -118,8 +119,8 @@ __device__ inline void LoadParams(const float* p, float (&out)[V]) {
 }
 
 // LnForward for contiguous rows, a warp a row (grid-strided over the warps).
-template <typename T, int kPacks>
-__global__ void LnForwardWarp(const T* x, const float* gamma, const float* beta, T* y, float* mean,
+template <typename T, typename U, int kPacks>
+__global__ void LnForwardWarp(const T* x, const float* gamma, const float* beta, U* y, float* mean,
                               float* rstd, int64 rows, int64 c, float eps, int req_y, int req_mean,
                               int req_rstd) {
   constexpr int V = LnPack<T>::V;
@@ -171,8 +172,8 @@ constexpr int kLnWarps = kGpuBlock / 32;
 // warps of the grid); each lane sums the parameter gradients of its values over its warp's rows in
 // registers, and the block's warps add theirs in a fixed tree in shared memory into the block's
 // partial row (partial_gamma[blockIdx.x * c + j], as LnBackward's).
-template <typename T, int kPacks>
-__global__ void LnBackwardWarp(const T* dy, const T* x, const float* gamma, const float* mean,
+template <typename T, typename U, int kPacks>
+__global__ void LnBackwardWarp(const U* dy, const T* x, const float* gamma, const float* mean,
                                const float* rstd, T* dx, float* partial_gamma, float* partial_beta,
                                int64 rows, int64 c, int req_dx) {
   constexpr int V = LnPack<T>::V;
