@@ -83,6 +83,13 @@ Graph GraphRewrite::Finish() && {
   return from_.has_types() ? g.WithTypes(std::move(shapes_), std::move(dtypes_)) : g;
 }
 
+Node WithAttrs(Node n, const AttrMap& set) {
+  AttrMap attrs = n.attrs.raw();
+  for (const auto& [key, value] : set) attrs[key] = value;
+  n.attrs = ParseAttrs(*n.op, attrs);
+  return n;
+}
+
 Graph Renumber(const Graph& g, const std::vector<uint32_t>& order) {
   GraphRewrite r(g);
   for (uint32_t n : order) r.Keep(n);

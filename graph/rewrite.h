@@ -58,6 +58,10 @@ class GraphRewrite {
   std::vector<DType> dtypes_;
 };
 
+// Node `n` with the attributes `set` over its own (parsed again: a bad value is a weft::Error that
+// names the op), its inputs as they were: what a pass that changes an op's attributes appends.
+Node WithAttrs(Node n, const AttrMap& set);
+
 // The nodes of `g` at `order` (each at most once, every node's inputs before it), node order[i]
 // becoming node i; inputs, outputs, head gradients, forward nodes and types follow.
 // Throws weft::Error when a kept node reads, or an output names, a node not kept.

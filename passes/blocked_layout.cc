@@ -194,10 +194,7 @@ Graph BlockedLayout(const Graph& typed, int* blocked) {
       r.Keep(n);
       continue;
     }
-    Node node = typed.node(n);
-    AttrMap attrs = node.attrs.raw();
-    attrs["layout"] = "NCHW16c";
-    node.attrs = ParseAttrs(*node.op, attrs);
+    Node node = WithAttrs(typed.node(n), {{"layout", "NCHW16c"}});
     for (NodeEntry& e : node.inputs) e = r.Map(e);
     const uint32_t now = r.AddLike(std::move(node), n);
     r.MapNode(n, now);

@@ -85,10 +85,7 @@ class Converter {
   // op's layout, a BatchNorm's axis): its output 0 is channels last, its others (a BatchNorm's
   // per-channel ones) as they were.
   void ReadingLast(uint32_t n, const char* key, const char* value) {
-    Node node = g_.node(n);
-    AttrMap attrs = node.attrs.raw();
-    attrs[key] = value;
-    node.attrs = ParseAttrs(*node.op, attrs);
+    Node node = WithAttrs(g_.node(n), {{key, value}});
     node.inputs[0] = Last(node.inputs[0]);
     for (size_t i = 1; i < node.inputs.size(); ++i) node.inputs[i] = r_.Map(node.inputs[i]);
     node.name += "_nhwc";

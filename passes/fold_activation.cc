@@ -48,11 +48,7 @@ int64_t FoldableLayer(const Graph& g, uint32_t n, const std::vector<uint32_t>& r
 
 // The layer node `layer` with `act` as its epilogue.
 Node WithActivation(const Node& layer, ActType act) {
-  Node folded = layer;
-  AttrMap attrs = layer.attrs.raw();
-  attrs["act_type"] = ActivationName(act);
-  folded.attrs = ParseAttrs(*layer.op, attrs);
-  return folded;
+  return WithAttrs(layer, {{"act_type", ActivationName(act)}});
 }
 
 }  // namespace

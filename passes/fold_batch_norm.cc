@@ -70,10 +70,7 @@ NodeEntry Fold(GraphRewrite& r, const Node& conv, const Node& bn) {
   const NodeEntry centred =
       c.no_bias ? f.Op("neg", {in(bn, 3)}) : f.Op("sub", {in(conv, 2), in(bn, 3)});
   const NodeEntry bias = f.Op("add", {f.Op("mul", {centred, scale}), in(bn, 2)});
-  Node folded = conv;
-  AttrMap attrs = conv.attrs.raw();
-  attrs["no_bias"] = "false";
-  folded.attrs = ParseAttrs(*conv.op, attrs);
+  Node folded = WithAttrs(conv, {{"no_bias", "false"}});
   folded.inputs = {in(conv, 0), weight, bias};
   NodeEntry out{r.Add(std::move(folded), {}), 0};
   return p.act == BnAct::kRelu ? f.Op("relu", {out}) : out;

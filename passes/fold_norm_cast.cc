@@ -67,10 +67,8 @@ Graph FoldNormCast(const Graph& g, const std::map<std::string, DType>& argument_
         return FoldableNorm(graph, dtypes, n, readers);
       },
       [&](GraphRewrite& r, uint32_t norm, uint32_t cast) {
-        Node written = g.node(norm);
-        AttrMap attrs = written.attrs.raw();
-        attrs["out_dtype"] = std::string(DTypeName(g.node(cast).attrs.Get<CastParam>().dtype));
-        written.attrs = ParseAttrs(*written.op, attrs);
+        const DType out = g.node(cast).attrs.Get<CastParam>().dtype;
+        Node written = WithAttrs(g.node(norm), {{"out_dtype", std::string(DTypeName(out))}});
         for (NodeEntry& e : written.inputs) e = r.Map(e);
         const uint32_t now = r.AddLike(std::move(written), norm);
         r.MapNode(norm, now);

@@ -53,10 +53,7 @@ Graph FoldSum(const Graph& typed, int* folded) {
       [&](GraphRewrite& r, uint32_t conv, uint32_t add) {
         const Node& node = typed.node(add);
         const int side = node.inputs[0].node == conv ? 0 : 1;
-        Node with_sum = typed.node(conv);
-        AttrMap attrs = with_sum.attrs.raw();
-        attrs["with_sum"] = "true";
-        with_sum.attrs = ParseAttrs(*with_sum.op, attrs);
+        Node with_sum = WithAttrs(typed.node(conv), {{"with_sum", "true"}});
         for (NodeEntry& e : with_sum.inputs) e = r.Map(e);
         with_sum.inputs.push_back(r.Map(node.inputs[1 - side]));
         with_sum.name = node.name;  // the sum's output keeps its name

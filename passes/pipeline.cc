@@ -9,6 +9,7 @@
 #include "passes/fold_activation.h"
 #include "passes/fold_batch_norm.h"
 #include "passes/fold_depthwise.h"
+#include "passes/fold_grad_cast.h"
 #include "passes/fold_norm_cast.h"
 #include "passes/fold_sum.h"
 #include "passes/gradient.h"
@@ -123,6 +124,10 @@ Graph Fuse(const Graph& g, State& s) {
   return FusePointwise(g, &s.result.fusion, /*recompute=*/s.request.device.is_gpu());
 }
 
+Graph FoldGradCasts(const Graph& g, State& s) {
+  return FoldGradCast(g, &s.result.folded_grad_casts);
+}
+
 Graph PassThrough(const Graph& g, State& s) {
   return PassGradientsThrough(g, &s.result.gradients_passed_through);
 }
@@ -156,7 +161,7 @@ struct PassRow {
 };
 
 // The pipeline: the table in pipeline.h.
-constexpr std::array<PassRow, 16> kBindPasses = {{
+constexpr std::array<PassRow, 17> kBindPasses = {{
     {"mixed_precision", "WEFT_MIXED_PRECISION", HasPolicy, Mix, nullptr},
     {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
     {"fold_norm_cast", "WEFT_FOLD_NORM_CAST", ReadsNormCast, FoldNormCasts, nullptr},
@@ -166,6 +171,7 @@ constexpr std::array<PassRow, 16> kBindPasses = {{
     {"gradient", nullptr, Differentiates, Differentiate, nullptr},
     {"extend", nullptr, nullptr, Extend, nullptr},
     {"infer_shapes_and_types", nullptr, nullptr, Infer, nullptr},
+    {"fold_grad_cast", "WEFT_FOLD_GRAD_CAST", Differentiates, FoldGradCasts, nullptr},
     {"pass_gradients_through", "WEFT_PASS_GRADIENTS_THROUGH", Differentiates, PassThrough, nullptr},
     {"fold_sum", "WEFT_FOLD_SUM", InfersOnCpu, FoldSums, nullptr},
     {"fold_depthwise", "WEFT_FOLD_DEPTHWISE", InfersOnCpu, FoldDepthwises, nullptr},

@@ -22,6 +22,10 @@
 //   gradient                -                            when a gradient is requested
 //   extend                  -                            the caller's nodes, then its checks
 //   infer_shapes_and_types  -                            always, for the device; then the checks
+//   fold_grad_cast          WEFT_FOLD_GRAD_CAST          with a gradient: a FullyConnected's
+//                                                        16-bit parameter gradients widened by
+//                                                        casts are written in float32 instead
+//                                                        (fold_grad_cast.h)
 //   pass_gradients_through  WEFT_PASS_GRADIENTS_THROUGH  with a gradient: drops the gradient
 //                                                        nodes that change nothing
 //                                                        (pass_gradients_through.h)
@@ -97,6 +101,8 @@ struct BindResult {
   int casts = 0;  // casts the mixed_precision pass inserted
   // Casts folded into the LayerNorms before them (fold_norm_cast.h).
   int folded_norm_casts = 0;
+  // FullyConnected backwards that write their parameter gradients in float32 (fold_grad_cast.h).
+  int folded_grad_casts = 0;
   // BatchNorms folded into convolutions: the graph computes only inference (Forward with is_train
   // is an error).
   int folded_batch_norms = 0;

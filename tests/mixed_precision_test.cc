@@ -333,6 +333,51 @@ TEST(Bfloat16Compute, FullyConnectedGradientsRoundOnceWhenAdded) {
                     {Shape{16, 24}, Shape{10, 24}, Shape{10}});
 }
 
+NDArray CastTo(const NDArray& a, DType dtype) {
+  return op::Call("Cast", {a}, {{"dtype", std::string(DTypeName(dtype))}})[0];
+}
+
+// param_grad_dtype float32 (what passes/fold_grad_cast.h sets in a mixed step): bfloat16 data,
+// d_weight and d_bias in float32, unrounded: the float32 op's gradients of the same values
+// (bfloat16-exact, so every product is exact in float32) within float32's rounding of another
+// order of summation, written and added to, through both of the GPU's paths (cuBLASLt's one call
+// for a written d_bias, a GEMM and a GEMM by ones for an added one); d_data stays bfloat16.
+TEST(Bfloat16Compute, FullyConnectedWritesFloat32ParameterGradientsWhenAsked) {
+  const Shape y{64, 10}, x{64, 48}, w{10, 48}, b{10};
+  const auto in = [&](DType t) {
+    return std::vector<NDArray>{ArrayOf(Bf16Exact(Uniform(y.Size(), 60, -2, 2)), y, t),
+                                ArrayOf(Bf16Exact(Uniform(x.Size(), 61, -2, 2)), x, t),
+                                ArrayOf(Bf16Exact(Uniform(w.Size(), 62, -2, 2)), w, t)};
+  };
+  const auto halves = [](const Shape& s, DType t) {
+    return ArrayOf(testing::Values(s.Size(), 0.5), s, t);
+  };
+  const AttrMap attrs = {{"num_hidden", "10"}};
+  AttrMap float_grads = attrs;
+  float_grads["param_grad_dtype"] = "float32";
+  for (OpReq req : {OpReq::kWrite, OpReq::kAddTo}) {
+    const std::string what = req == OpReq::kWrite ? "written" : "added to";
+    const std::vector<NDArray> got = {halves(x, kBf16), halves(w, kF32), halves(b, kF32)};
+    const std::vector<NDArray> want = {halves(x, kF32), halves(w, kF32), halves(b, kF32)};
+    Invoke("_backward_FullyConnected", in(kBf16), float_grads,
+           {.outputs = got, .req = {req, req, req}});
+    Invoke("_backward_FullyConnected", in(kF32), attrs, {.outputs = want, .req = {req, req, req}});
+    EXPECT_EQ(got[0].dtype(), kBf16);
+    testing::ExpectNear(ValuesOf(got[0]), ValuesOf(want[0]), 1e-2, "d_data " + what);
+    testing::ExpectNear(ValuesOf(got[1]), ValuesOf(want[1]), 1e-5, "d_weight " + what);
+    testing::ExpectNear(ValuesOf(got[2]), ValuesOf(want[2]), 1e-5, "d_bias " + what);
+    EXPECT_NE(ValuesOf(got[1]), ValuesOf(CastTo(CastTo(got[1], kBf16), kF32)))
+        << "d_weight " << what << " is not rounded to bfloat16";
+  }
+  const Op& backward = GetOp("_backward_FullyConnected");
+  ExpectErrorContains(
+      [&] {
+        const DType f64 = DType::kFloat64;
+        InferTypes(backward, ParseAttrs(backward, float_grads), {f64, f64, f64});
+      },
+      {"param_grad_dtype float32 expected 16-bit data, found float64"});
+}
+
 // Max and average windows, padded, strided, ceil mode (a window past the padding), global.
 TEST(Bfloat16Compute, PoolingComputesInFloatAndRoundsOnce) {
   const Shape x{2, 3, 9, 8};
@@ -349,10 +394,6 @@ TEST(Bfloat16Compute, PoolingComputesInFloatAndRoundsOnce) {
                       {x});
   }
   ExpectLayerOfBf16("Pooling", {{"global_pool", "true"}, {"pool_type", "avg"}}, {x});
-}
-
-NDArray CastTo(const NDArray& a, DType dtype) {
-  return op::Call("Cast", {a}, {{"dtype", std::string(DTypeName(dtype))}})[0];
 }
 
 // BatchNorm of data of dtype `t` (gamma, beta and the statistics float32) on bfloat16-exact values

@@ -255,10 +255,10 @@ Graph MulExp() {
 
 TEST(BindPipeline, RunsThePassesInOrderAndReturnsAPlannedGraph) {
   const BindResult r = RunBindPipeline(MulExp(), MulExpRequest());
-  EXPECT_EQ(PassNames(r),
-            (std::vector<std::string>{"eliminate_common_expr", "gradient", "extend",
-                                      "infer_shapes_and_types", "pass_gradients_through",
-                                      "blocked_layout", "fuse_pointwise", "plan_memory"}));
+  EXPECT_EQ(PassNames(r), (std::vector<std::string>{"eliminate_common_expr", "gradient", "extend",
+                                                    "infer_shapes_and_types", "fold_grad_cast",
+                                                    "pass_gradients_through", "blocked_layout",
+                                                    "fuse_pointwise", "plan_memory"}));
   EXPECT_EQ(r.grad_args, std::vector<std::string>{"w"});
   EXPECT_GT(r.fusion.groups, 0u);
   EXPECT_EQ(CountOps(r.graph, "_fused_pointwise"), r.fusion.groups);

@@ -12,7 +12,9 @@
 // or, for float64, writes the bias rows into y and lets the GEMM add to them (beta = 1); either
 // way a bf16 output is rounded once. d_bias comes with d_weight from cuBLASLt's BGRADB epilogue
 // (one call, the sums in float32 rounded once); where d_bias is added to, or cuBLASLt declines,
-// a GEMM gives d_weight and a kernel sums dy's rows (kernels/fully_connected.cuh). An activation
+// a GEMM gives d_weight and a kernel sums dy's rows (kernels/fully_connected.cuh). With
+// param_grad_dtype float32 over 16-bit data, d_weight and d_bias are float32 (cuBLAS's C and D of
+// float32 over 16-bit operands), the master gradients of a mixed-precision step. An activation
 // epilogue (act_type) is cuBLASLt's where it has one (relu, gelu_tanh, with a bias, float32 and
 // bfloat16), else Activation's kernel after the GEMM.
 #include <cstdint>
@@ -43,15 +45,17 @@ struct Gemm {
   int64_t ldc;
 };
 
-void RunGemm(const GpuCall& call, DType dtype, OpReq req, const Gemm& g) {
+// c of type c_dtype: dtype, or float32 over 16-bit a and b (the sums rounded once, into float32).
+void RunGemm(const GpuCall& call, DType dtype, OpReq req, const Gemm& g,
+             std::optional<DType> c_dtype = std::nullopt) {
   const char* op = "FullyConnected";
-  const cudaDataType_t type = CudaType(dtype);
+  const cudaDataType_t type = CudaType(dtype), c_type = CudaType(c_dtype.value_or(dtype));
   const cublasComputeType_t compute =
       dtype == DType::kFloat64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   WEFT_CUBLAS_CHECK(call.Cublas([&](cublasHandle_t h) {
     return cublasGemmEx(h, g.trans_a, g.trans_b, CheckedInt(op, g.m), CheckedInt(op, g.n),
                         CheckedInt(op, g.k), One(dtype).get(), g.a, type, CheckedInt(op, g.lda),
-                        g.b, type, CheckedInt(op, g.ldb), BetaFor(req, dtype).get(), g.c, type,
+                        g.b, type, CheckedInt(op, g.ldb), BetaFor(req, dtype).get(), g.c, c_type,
                         CheckedInt(op, g.ldc), compute, CUBLAS_GEMM_DEFAULT);
   }));
 }
@@ -123,13 +127,28 @@ void FcForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorVi
   }
 }
 
+// d_bias (O) of type grad_dtype = the sum of dy's M rows, as `req` says: a reduction, or, into
+// float32 from 16-bit dy (param_grad_dtype), a GEMM of dy by a column of ones (the sums in
+// float32, rounded once).
+void FcBiasGrad(const OpContext& ctx, const GpuCall& call, const FcDims& d, const TensorView& dy,
+                OpReq req, const TensorView& d_bias) {
+  if (d_bias.dtype() == dy.dtype())
+    return SumRowsGpu(ctx, dy.Reshaped(Shape{d.m, d.o}), req, d_bias);
+  void* ones = call.Workspace({static_cast<size_t>(d.m) * DTypeSize(dy.dtype())})[0];
+  FillGpu(ctx, 1.0, OpReq::kWrite, TensorView(ones, Shape{d.m}, dy.dtype(), dy.device()));
+  RunGemm(call, dy.dtype(), req,
+          {CUBLAS_OP_N, CUBLAS_OP_N, d.o, 1, d.m, dy.raw(), d.o, ones, d.m, d_bias.raw(), d.o},
+          d_bias.dtype());
+}
+
 // in: (out_grad (M, O), data (M, K), weight (O, K)); out: (d_data, d_weight[, d_bias]), each
-// skipped when its request is kNull.
+// skipped when its request is kNull; d_weight and d_bias of param_grad_dtype (float32 over 16-bit
+// data) or the data's.
 void FcBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
   const FcParam& p = a.Get<FcParam>();
   const FcDims d = FcDimsOf(p, in[1].shape());
-  const DType dtype = in[0].dtype();
+  const DType dtype = in[0].dtype(), grads = out[1].dtype();
   CheckDType("_backward_FullyConnected", dtype, kFcTypes);
   const GpuCall call(ctx);
   const void *dy = in[0].raw(), *x = in[1].raw(), *w = in[2].raw();
@@ -140,14 +159,14 @@ void FcBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorV
   // d_weight and a written d_bias in one cuBLASLt call where it has an algorithm for them
   const bool both = req[1] != OpReq::kNull && !p.no_bias && req[2] == OpReq::kWrite &&
                     LtBiasGemmSupports(dtype) &&
-                    LtWeightGradGemm(call, dtype, {d.k, d.o, d.m}, x, dy, out[1].raw(),
+                    LtWeightGradGemm(call, dtype, grads, {d.k, d.o, d.m}, x, dy, out[1].raw(),
                                      req[1] == OpReq::kAddTo, out[2].raw());
   if (req[1] != OpReq::kNull && !both) {
     RunGemm(call, dtype, req[1],
-            {CUBLAS_OP_N, CUBLAS_OP_T, d.k, d.o, d.m, x, d.k, dy, d.o, out[1].raw(), d.k});
+            {CUBLAS_OP_N, CUBLAS_OP_T, d.k, d.o, d.m, x, d.k, dy, d.o, out[1].raw(), d.k}, grads);
   }
   if (both || p.no_bias || req[2] == OpReq::kNull) return;
-  SumRowsGpu(ctx, in[0].Reshaped(Shape{d.m, d.o}), req[2], out[2]);
+  FcBiasGrad(ctx, call, d, in[0], req[2], out[2]);
 }
 
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu,

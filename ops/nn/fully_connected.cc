@@ -15,7 +15,9 @@
 // activation as an op of its own (which fusion then joins with its neighbours).
 //
 // _backward_FullyConnected takes (out_grad, data, weight) and gives (d_data, d_weight, d_bias),
-// without d_bias when no_bias (out_grad: the gradient before the activation). Compute:
+// without d_bias when no_bias (out_grad: the gradient before the activation); with
+// param_grad_dtype float32 (16-bit data), d_weight and d_bias are float32, accumulated in float32
+// and rounded once, as a mixed-precision step's master gradients want them. Compute:
 // ops/cpu/fully_connected.cc, ops/gpu/fully_connected.cc.
 #include "core/error.h"
 #include "ops/nn/internal/layer_op.h"
@@ -26,8 +28,11 @@ namespace weft {
 namespace {
 
 FcParam ParseFc(AttrReader& r) {
-  return {r.Int("num_hidden", std::nullopt, 1), r.Bool("no_bias", false), r.Bool("flatten", true),
-          ReadLayerAct(r)};
+  FcParam p{r.Int("num_hidden", std::nullopt, 1), r.Bool("no_bias", false), r.Bool("flatten", true),
+            ReadLayerAct(r)};
+  if (!r.String("param_grad_dtype", "").empty())
+    p.param_grad_dtype = r.Choice<DType>("param_grad_dtype", {{"float32", DType::kFloat32}}, {});
+  return p;
 }
 
 // Checks data, weight and (unless no_bias) bias; returns the output shape.
@@ -66,6 +71,26 @@ std::vector<Shape> FcBackwardShape(const Attrs& a, const std::vector<Shape>& in)
   return {in[1], in[2], Shape{p.num_hidden}};
 }
 
+// in: (out_grad, data, weight), one dtype -> (d_data, d_weight[, d_bias]): d_data in it, the
+// parameter gradients in param_grad_dtype (float32, for 16-bit data only) or in it.
+std::vector<DType> FcBackwardTypes(const Attrs& a, const std::vector<DType>& in) {
+  const FcParam& p = a.Get<FcParam>();
+  const DType t = in[0];
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i] != t) {
+      WEFT_THROW("_backward_FullyConnected: expected every input to be " << t << ", found " << in[i]
+                                                                         << " for input " << i);
+    }
+  }
+  const DType grads = p.param_grad_dtype.value_or(t);
+  if (grads != t && !Is16BitFloat(t)) {
+    WEFT_THROW("_backward_FullyConnected: param_grad_dtype "
+               << grads << " expected 16-bit data, found " << t);
+  }
+  if (p.no_bias) return {t, grads};
+  return {t, grads, grads};
+}
+
 // weight (num_hidden, K) and bias (num_hidden,) from data.
 void FcInputShapes(const Attrs& a, std::vector<std::optional<Shape>>& in) {
   const FcParam& p = a.Get<FcParam>();
@@ -80,7 +105,7 @@ const bool defined = [] {
   DefineLayerOp<FcParam>(
       {"FullyConnected",
        "data * weight^T + bias; weight is (num_hidden, K); flatten folds data to (N, K)", ParseFc,
-       FcShape, FcBackwardShape, FcInputShapes});
+       FcShape, FcBackwardShape, FcInputShapes, FcBackwardTypes});
   return true;
 }();
 

@@ -29,6 +29,11 @@ struct FcParam {
   // An activation applied to the output in the same call (an epilogue: oneDNN's post-op,
   // cuBLASLt's); none by default. passes/fold_activation.h sets it for inference.
   std::optional<ActType> act;
+  // The dtype _backward_FullyConnected writes d_weight and d_bias in where it is not the data's:
+  // float32 for 16-bit data (passes/fold_grad_cast.h sets it on the backward node, folding the
+  // _backward_Cast that brought a 16-bit weight copy's gradient to its float32 master). The
+  // forward ignores it.
+  std::optional<DType> param_grad_dtype;
 };
 
 // The (M, K) x (O, K)^T product of one call.

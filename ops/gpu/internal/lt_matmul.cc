@@ -104,10 +104,11 @@ cublasLtEpilogue_t CublasEpilogue(LtEpilogue e) {
   return CUBLASLT_EPILOGUE_BIAS;
 }
 
-// Desc with `epilogue`, whose bias (or bias gradient) has the operands' type.
+// Desc with `epilogue`, whose bias (or bias gradient) has type bias_dtype (the operands', or D's
+// where D is float32 over 16-bit operands).
 cublasLtMatmulDesc_t EpilogueDesc(DType dtype, cublasOperation_t trans_a, cublasOperation_t trans_b,
-                                  cublasLtEpilogue_t epilogue) {
-  const cudaDataType_t type = CudaType(dtype);
+                                  cublasLtEpilogue_t epilogue, DType bias_dtype) {
+  const cudaDataType_t type = CudaType(bias_dtype);
   cublasLtMatmulDesc_t desc = Desc(dtype, trans_a, trans_b);
   WEFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                                    sizeof(epilogue)));
@@ -141,7 +142,7 @@ typename Map::mapped_type& PlanIn(Map& plans, const typename Map::key_type& key,
 Plan MakeBiasPlan(DType dtype, const LtGemmShape& s, LtEpilogue e) {
   const cudaDataType_t type = CudaType(dtype);
   Plan p;
-  p.desc = EpilogueDesc(dtype, CUBLAS_OP_T, CUBLAS_OP_N, CublasEpilogue(e));
+  p.desc = EpilogueDesc(dtype, CUBLAS_OP_T, CUBLAS_OP_N, CublasEpilogue(e), dtype);
   p.a = Layout(type, s.k, s.m, s.k);
   p.b = Layout(type, s.k, s.n, s.k);
   p.d = Layout(type, s.m, s.n, s.m);
@@ -159,14 +160,15 @@ Plan& BiasPlanFor(DType dtype, const LtGemmShape& s, LtEpilogue e, int device) {
 
 // ---- LtWeightGradGemm ----
 
-// The plan, or none where cuBLASLt has no algorithm for the BGRADB epilogue on this shape.
-std::optional<Plan> MakeWeightGradPlan(DType dtype, const LtGemmShape& s) {
+// The plan, or none where cuBLASLt has no algorithm for the BGRADB epilogue on this shape. D and
+// the bias gradient of type grad_dtype.
+std::optional<Plan> MakeWeightGradPlan(DType dtype, DType grad_dtype, const LtGemmShape& s) {
   const cudaDataType_t type = CudaType(dtype);
   Plan p;
-  p.desc = EpilogueDesc(dtype, CUBLAS_OP_N, CUBLAS_OP_T, CUBLASLT_EPILOGUE_BGRADB);
+  p.desc = EpilogueDesc(dtype, CUBLAS_OP_N, CUBLAS_OP_T, CUBLASLT_EPILOGUE_BGRADB, grad_dtype);
   p.a = Layout(type, s.m, s.k, s.m);
   p.b = Layout(type, s.n, s.k, s.n);
-  p.d = Layout(type, s.m, s.n, s.m);
+  p.d = Layout(CudaType(grad_dtype), s.m, s.n, s.m);
   try {
     PickAlgo(p, "FullyConnected's weight gradient", s.m, s.n, s.k);
   } catch (const Error&) {  // no algorithm: the caller's GEMM and reduction
@@ -175,10 +177,13 @@ std::optional<Plan> MakeWeightGradPlan(DType dtype, const LtGemmShape& s) {
   return p;
 }
 
-std::optional<Plan>& WeightGradPlanFor(DType dtype, const LtGemmShape& s, int device) {
-  thread_local std::map<std::tuple<int, int, int64_t, int64_t, int64_t>, std::optional<Plan>> plans;
-  const auto key = std::make_tuple(device, static_cast<int>(dtype), s.m, s.n, s.k);
-  return PlanIn(plans, key, [&] { return MakeWeightGradPlan(dtype, s); });
+std::optional<Plan>& WeightGradPlanFor(DType dtype, DType grad_dtype, const LtGemmShape& s,
+                                       int device) {
+  thread_local std::map<std::tuple<int, int, int, int64_t, int64_t, int64_t>, std::optional<Plan>>
+      plans;
+  const auto key =
+      std::make_tuple(device, static_cast<int>(dtype), static_cast<int>(grad_dtype), s.m, s.n, s.k);
+  return PlanIn(plans, key, [&] { return MakeWeightGradPlan(dtype, grad_dtype, s); });
 }
 
 // ---- LtBatchGemm ----
@@ -262,9 +267,9 @@ void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, cons
   RunWithBias(call, BiasPlanFor(dtype, shape, epilogue, call.device()), bias, a, b, d, accumulate);
 }
 
-bool LtWeightGradGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a,
-                      const void* b, void* d, bool accumulate, void* bias_grad) {
-  std::optional<Plan>& plan = WeightGradPlanFor(dtype, shape, call.device());
+bool LtWeightGradGemm(const GpuCall& call, DType dtype, DType grad_dtype, const LtGemmShape& shape,
+                      const void* a, const void* b, void* d, bool accumulate, void* bias_grad) {
+  std::optional<Plan>& plan = WeightGradPlanFor(dtype, grad_dtype, shape, call.device());
   if (!plan) return false;
   RunWithBias(call, *plan, bias_grad, a, b, d, accumulate);
   return true;

@@ -43,10 +43,11 @@ void LtBiasGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, cons
 
 // D (m, n) = A B^T (+ D when accumulating), A stored (m, k) and B stored (n, k) column-major,
 // and bias_grad (n) = the sum of B over k, written (cuBLASLt's BGRADB epilogue: never added to).
-// float32 and 16-bit floats (LtBiasGemmSupports). Returns false, having run nothing, where
-// cuBLASLt has no algorithm for the call (the caller runs a GEMM and a reduction instead).
-bool LtWeightGradGemm(const GpuCall& call, DType dtype, const LtGemmShape& shape, const void* a,
-                      const void* b, void* d, bool accumulate, void* bias_grad);
+// A and B float32 or 16-bit floats (LtBiasGemmSupports); D and bias_grad of grad_dtype: dtype, or
+// float32 over 16-bit A and B. Returns false, having run nothing, where cuBLASLt has no algorithm
+// for the call (the caller runs a GEMM and a reduction instead).
+bool LtWeightGradGemm(const GpuCall& call, DType dtype, DType grad_dtype, const LtGemmShape& shape,
+                      const void* a, const void* b, void* d, bool accumulate, void* bias_grad);
 
 // The workspace bytes LtBatchGemm needs for `g` (its plan, made now if new).
 size_t LtBatchGemmWorkspace(const GpuCall& call, DType dtype, const BatchGemm& g);

@@ -32,9 +32,10 @@ struct LayerOpDef {
   std::string name;
   std::string description;
   P (*parse)(AttrReader&);
-  ShapeFn infer_shape;              // (data, weight[, bias]) -> (output)
-  ShapeFn infer_backward_shape;     // (out_grad, data, weight) -> (d_data, d_weight[, d_bias])
-  InputShapeFn infer_input_shapes;  // weight and bias from data
+  ShapeFn infer_shape;                   // (data, weight[, bias]) -> (output)
+  ShapeFn infer_backward_shape;          // (out_grad, data, weight) -> (d_data, d_weight[, d_bias])
+  InputShapeFn infer_input_shapes;       // weight and bias from data
+  TypeFn infer_backward_type = nullptr;  // null: every output the inputs' one dtype
 };
 
 // Registers <name> and _backward_<name>, with the gradient rule that connects them.
@@ -68,12 +69,13 @@ void DefineLayerOp(const LayerOpDef<P>& def) {
             for (int i = 0; i < grads; ++i) g.SetInputGrad(i, g.NodeOutput(d, i));
             if (with_sum(a)) g.SetInputGrad(3, dy);
           });
-  RegisterOp(backward)
-      .Describe("gradient of " + def.name)
-      .Params(def.parse)
-      .Inputs({"out_grad", "data", "weight"})
-      .Outputs(with_bias)
-      .InferShape(def.infer_backward_shape);
+  Op& b = RegisterOp(backward)
+              .Describe("gradient of " + def.name)
+              .Params(def.parse)
+              .Inputs({"out_grad", "data", "weight"})
+              .Outputs(with_bias)
+              .InferShape(def.infer_backward_shape);
+  if (def.infer_backward_type) b.InferType(def.infer_backward_type);
 }
 
 }  // namespace weft

@@ -1,17 +1,22 @@
-// The pass that folds a Cast to 16 bits into the float32 LayerNorm before it (passes/
-// fold_norm_cast.h): a bfloat16-mixed transformer step has its LayerNorms write bfloat16 and no
-// _backward_Cast before their backward, trains bit for bit as without the pass (on the CPU; the
-// op's test, LayerNorm.OutDtype*, checks the GPU's kernels against the Cast bit for bit), and only
-// what may fold is folded.
-#include "passes/fold_norm_cast.h"
-
+// The passes that fold a mixed-precision step's casts into the ops beside them:
+// - fold_norm_cast (passes/fold_norm_cast.h), a Cast to 16 bits into the float32 LayerNorm before
+//   it: a bfloat16-mixed transformer step has its LayerNorms write bfloat16 and no _backward_Cast
+//   before their backward, and trains bit for bit as without the pass (on the CPU; the op's test,
+//   LayerNorm.OutDtype*, checks the GPU's kernels against the Cast bit for bit);
+// - fold_grad_cast (passes/fold_grad_cast.h), the _backward_Casts of a FullyConnected's 16-bit
+//   parameter gradients into its backward: the step's float32 master gradients are the unfolded
+//   step's before their rounding to bfloat16;
+// and only what may fold is folded.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "core/bfloat16.h"
 #include "ops/nn/nn_params.h"
+#include "passes/fold_grad_cast.h"
+#include "passes/fold_norm_cast.h"
 #include "passes/mixed_precision.h"
 #include "tests/pass_test_util.h"
 #include "tests/weft_test_util.h"
@@ -129,6 +134,101 @@ TEST(FoldNormCast, OnlyALayerNormOfFloat32DataReadByOneCastTo16BitsFolds) {
   EXPECT_EQ(folded(cast(ln, "float32")), 0);
   EXPECT_EQ(folded(cast(Symbol::Op("LayerNorm", {x}, {{"out_dtype", "float16"}}), "bfloat16")), 0);
   EXPECT_EQ(folded(cast(Symbol::Op("relu", {x}), "bfloat16")), 0);
+}
+
+// The graph after pass `name` in `r`.
+const Graph& After(const BindResult& r, const std::string& name) {
+  for (const BindResult::Pass& p : r.passes) {
+    if (p.name == name) return p.graph;
+  }
+  ADD_FAILURE() << "no pass " << name;
+  return r.graph;
+}
+
+TEST(FoldGradCast, AMixedStepsFullyConnectedBackwardsWriteFloat32ParameterGradients) {
+  const BindResult on = BindMixed(Block());
+  const Graph& typed = After(on, "infer_shapes_and_types");
+  const Graph& folded = After(on, "fold_grad_cast");
+  EXPECT_EQ(on.folded_grad_casts, 3) << "fc1, fc2, head";
+  EXPECT_EQ(CountOps(typed, "_backward_Cast") - CountOps(folded, "_backward_Cast"), 6u);
+  int written = 0;
+  for (uint32_t n = 0; n < folded.nodes().size(); ++n) {
+    const Node& node = folded.node(n);
+    if (node.op == nullptr || node.op->name != "_backward_FullyConnected") continue;
+    EXPECT_EQ(node.attrs.Get<FcParam>().param_grad_dtype, DType::kFloat32) << node.name;
+    for (uint32_t k = 1; k < folded.num_outputs(n); ++k)
+      EXPECT_EQ(folded.dtypes()[folded.EntryId({n, k})], DType::kFloat32) << node.name;
+    ++written;
+  }
+  EXPECT_EQ(written, 3);
+  testing::ScopedEnv off_env("WEFT_FOLD_GRAD_CAST", "0");
+  EXPECT_EQ(BindMixed(Block()).folded_grad_casts, 0);
+}
+
+// The float32 master gradients of one bfloat16-mixed step of Block, fold_grad_cast on or off.
+std::map<std::string, std::vector<float>> FirstGradients(bool fold) {
+  testing::ScopedEnv env("WEFT_FOLD_GRAD_CAST", fold ? "1" : "0");
+  TrainerOptions options;
+  options.device = Device::Cpu();
+  options.precision = Precision::kBFloat16Mixed;
+  SeedRandom(4);
+  Trainer t(Block(), {{"data", Shape{kBatch, kWidth}}, {"label", Shape{kBatch}}}, Xavier(),
+            SGD(0.1), options);
+  std::vector<float> x(kBatch * kWidth), y(kBatch);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((5 * i) % 13) / 6 - 1;
+  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % kClasses);
+  t.Step({{"data", NDArray::FromVector(x, Shape{kBatch, kWidth})},
+          {"label", NDArray::FromVector(y, Shape{kBatch})}});
+  std::map<std::string, std::vector<float>> grads;
+  for (const std::string& p : t.parameter_names()) grads[p] = t.gradient(p).ToVector<float>();
+  return grads;
+}
+
+TEST(FoldGradCast, TheMasterGradientsAreTheUnfoldedStepsBeforeTheirRounding) {
+  const auto on = FirstGradients(true), off = FirstGradients(false);
+  ASSERT_EQ(on.size(), off.size());
+  for (const auto& [name, g] : on) {
+    if (!name.starts_with("fc") && !name.starts_with("head")) {
+      EXPECT_EQ(off.at(name), g) << name << ": not a layer's, computed as before";
+      continue;
+    }
+    std::vector<float> rounded = g;
+    for (float& v : rounded) v = BFloat16::FromFloat(v).ToFloat();
+    EXPECT_EQ(off.at(name), rounded) << name;
+    EXPECT_NE(g, rounded) << name << " is not rounded to bfloat16 any more";
+  }
+}
+
+// What stays: a parameter gradient read by something else too, or not by a cast to float32,
+// float32 data.
+TEST(FoldGradCast, OnlyAFullyConnectedOf16BitDataWhoseParameterGradientsOnlyCastsWidenFolds) {
+  const Symbol x = Symbol::Variable("data");
+  const auto bind = [](const Symbol& loss, std::map<std::string, DType> dtypes) {
+    BindRequest request;
+    request.device = Device::Cpu();
+    request.shapes = {{"data", Shape{4, 6}}};
+    request.dtypes = std::move(dtypes);
+    request.differentiate = {"w"};
+    return RunBindPipeline(loss.ToGraph(), request).folded_grad_casts;
+  };
+  const Symbol w = Symbol::Variable("w");
+  const auto fc = [&](const Symbol& weight) {
+    return Symbol::Op("FullyConnected", {x, weight}, {{"num_hidden", "3"}, {"no_bias", "true"}});
+  };
+  const auto loss = [](const Symbol& y) {
+    return Symbol::Op("sum", {Symbol::Op("Cast", {y}, {{"dtype", "float32"}})});
+  };
+  const Symbol w16 = Symbol::Op("Cast", {w}, {{"dtype", "bfloat16"}});
+  const std::map<std::string, DType> data16 = {{"data", DType::kBFloat16}};
+  EXPECT_EQ(bind(loss(fc(w16)), data16), 1);
+  EXPECT_EQ(bind(loss(fc(w)), {}), 0) << "float32 data";
+  EXPECT_EQ(bind(loss(fc(w16)), {{"data", DType::kBFloat16}, {"w", DType::kBFloat16}}), 0)
+      << "the weight is bfloat16 itself: no cast";
+  // w's gradient sums the layer's (through the cast) and another reader's: the cast's output is
+  // read by the sum, but the layer's gradient is read by the cast alone: it still folds
+  const Symbol twice =
+      Symbol::Op("add", {loss(fc(w16)), Symbol::Op("sum", {Symbol::Op("square", {w})})});
+  EXPECT_EQ(bind(twice, data16), 1);
 }
 
 }  // namespace
