@@ -815,6 +815,28 @@ TEST(LayerNorm, BackwardHonoursEachRequestOnItsOwn) {
   }
 }
 
+// The forward's output added to (arrays holding 0.25), in float32, float64 and bfloat16 data: the
+// written output plus 0.25.
+TEST(LayerNorm, ForwardAddsToItsOutputInEveryDtype) {
+  const Shape data{6, 8}, c{8};
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kBFloat16}) {
+    const DType stat = t == DType::kFloat64 ? t : DType::kFloat32;
+    const std::vector<NDArray> in = {ArrayOf(Uniform(48, 70), data, t),
+                                     ArrayOf(Uniform(8, 71, 0.5, 1.5), c, stat),
+                                     ArrayOf(Uniform(8, 72), c, stat)};
+    const std::vector<NDArray> written = Invoke("LayerNorm", in, Ln{}.Attrs());
+    const std::vector<NDArray> added = {ArrayOf(Values(48, 0.25), data, t),
+                                        NDArray(written[1].shape(), TestDevice(), stat),
+                                        NDArray(written[2].shape(), TestDevice(), stat)};
+    Invoke("LayerNorm", in, Ln{}.Attrs(),
+           {.outputs = added, .req = {OpReq::kAddTo, OpReq::kWrite, OpReq::kWrite}});
+    Values want = ValuesOf(written[0]);
+    for (double& v : want) v += 0.25;
+    ExpectNear(ValuesOf(added[0]), want, t == DType::kBFloat16 ? 2e-2 : 1e-6,
+               std::string(DTypeName(t)));
+  }
+}
+
 NDArray CastTo(const NDArray& a, DType t) {
   return Invoke("Cast", {a}, {{"dtype", std::string(DTypeName(t))}}).at(0);
 }

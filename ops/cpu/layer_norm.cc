@@ -257,9 +257,10 @@ size_t NarrowedBytes(const TensorView& data, const TensorView& y_or_dy) {
 void LnForwardDnnl(const OpContext& ctx, const LnCall& c, std::span<const TensorView> in,
                    std::span<const OpReq> req, std::span<const TensorView> out) {
   const DnnlPrimitive prim = ForwardPrimitive(c, in[0].dtype());
+  const bool narrowed = out[0].dtype() != in[0].dtype();
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim), NarrowedBytes(in[0], out[0])},
-                       Bf16AddTo::kInFloat);
-  const TensorView& target = staged.Target(0);
+                       narrowed ? Bf16AddTo::kInFloat : Bf16AddTo::kRounded);
+  const TensorView& target = staged.Target(0);  // float32 where a narrowed output is added to
   const bool narrow = target.dtype() != in[0].dtype();
   const TensorView y = narrow ? FloatView(staged.Extra(1), target) : target;
   float* var_then_rstd = staged.Target(2).data<float>();
