@@ -5,7 +5,8 @@
 // products after it): folded, the normalized activations are written and read once, in 16 bits,
 // and the gradient pass then gives the LayerNorm's backward its out_grad in 16 bits too, so no
 // _backward_Cast widens it first. Outputs equal the unfolded graph's bit for bit where the backend
-// rounds as its Cast does (both devices here). Bind runs it (passes/pipeline.h,
+// rounds as its Cast does (the CPU's and the GPU's kernels both round with their Cast's
+// conversion; LayerNorm.OutDtype* checks it). Bind runs it (passes/pipeline.h,
 // WEFT_FOLD_NORM_CAST) before the gradient pass, on every bind where a Cast reads a LayerNorm.
 //
 //   int folded = 0;
