@@ -647,6 +647,7 @@ TEST(Executor, BackwardReadsItsOwnHeadGradientsWithoutACopy) {
   EXPECT_TRUE(reached.WaitFor(std::chrono::seconds(30)))
       << "the backward waited for the head array's reader";
   gate.Open();
+  engine->WaitForAll();  // the gate's op has returned: `gate` may go
   for (const auto& [name, shape] : kShapes)
     EXPECT_EQ(own[name].ToVector<double>(), copied[name].ToVector<double>());
   a->Backward();

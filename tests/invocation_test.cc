@@ -71,6 +71,7 @@ TEST(Invocation, AnInputReadForItsShapeOrDtypeOnlyIsNotARead) {
         Device::Cpu(), call.reads(), call.writes());
     EXPECT_TRUE(reached.WaitFor(std::chrono::seconds(30))) << name << " waited for the gate";
     gate.Open();
+    like.WaitToRead();  // the gate's op has returned: `gate` may go (it was read after its end)
     if (out.dtype() == DType::kFloat64) {
       EXPECT_EQ(out.ToVector<double>(), (std::vector<double>{1, 2, 3, 4, 5, 6})) << name;
     } else {

@@ -261,13 +261,13 @@ void LnForwardDnnl(const OpContext& ctx, const LnCall& c, std::span<const Tensor
   StagedOutputs staged(ctx, req, out, false, {ScratchpadBytes(prim), NarrowedBytes(in[0], out[0])},
                        narrowed ? Bf16AddTo::kInFloat : Bf16AddTo::kRounded);
   const TensorView& target = staged.Target(0);  // float32 where a narrowed output is added to
-  const bool narrow = target.dtype() != in[0].dtype();
-  const TensorView y = narrow ? FloatView(staged.Extra(1), target) : target;
+  const bool via_buffer = target.dtype() != in[0].dtype();
+  const TensorView y = via_buffer ? FloatView(staged.Extra(1), target) : target;
   float* var_then_rstd = staged.Target(2).data<float>();
   ExecutePrimitive(prim, ForwardArgs(c, in, y, staged.Target(1).data<float>(), var_then_rstd),
                    staged.Extra(0));
   VarianceToRstd(c, var_then_rstd);
-  if (narrow && staged.Needed(0)) {
+  if (via_buffer && staged.Needed(0)) {
     ParallelFor(y.size(), 1 << 14, [&](int64_t b, int64_t e) {
       NarrowBf16(y.data<float>() + b, OpReq::kWrite, target.data<BFloat16>() + b, e - b);
     });
