@@ -221,6 +221,7 @@ void Run(const examples::TrainOptions& o, GptFlags g) {
   g.net.vocab = text.vocab();
   const examples::Gpt gpt = examples::MakeGpt(g.net);
   const std::unique_ptr<weft::Trainer> trainer = MakeTrainer(gpt, g, o);
+  if (!o.dot.empty()) examples::WriteDot(*trainer, o.dot);
   std::printf(
       "%lld training and %lld validation characters, vocabulary %d; %d layers, %d heads, "
       "width %d, context %d; %zu parameter arrays; %s, lr %g, batch %d, %s\n",

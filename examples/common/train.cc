@@ -243,14 +243,6 @@ void SaveModel(const Model& m, const weft::Trainer& trainer, const TrainOptions&
               prefix.c_str());
 }
 
-void WriteDot(const weft::Trainer& trainer, const std::string& path) {
-  std::ofstream out(path);
-  out << trainer.ToDot();
-  if (!out.flush()) WEFT_THROW("--dot: cannot write '" << path << "'");
-  std::printf("wrote the bound training step to %s (dot -Tsvg %s -o step.svg)\n", path.c_str(),
-              path.c_str());
-}
-
 // With --dist: this rank's share of the global batch and its GPU; ranks other than 0 print
 // nothing (their stdout goes to /dev/null), so the job's output is rank 0's.
 TrainOptions ForRank(const TrainOptions& o, const weft::dist::Communicator& world) {
@@ -272,6 +264,14 @@ TrainOptions ForRank(const TrainOptions& o, const weft::dist::Communicator& worl
 }
 
 }  // namespace
+
+void WriteDot(const weft::Trainer& trainer, const std::string& path) {
+  std::ofstream out(path);
+  out << trainer.ToDot();
+  if (!out.flush()) WEFT_THROW("--dot: cannot write '" << path << "'");
+  std::printf("wrote the bound training step to %s (dot -Tsvg %s -o step.svg)\n", path.c_str(),
+              path.c_str());
+}
 
 TrainResult Train(const Symbol& logits, const TrainOptions& global) {
   // Outlives the trainer (declared first): its collectives are done before MPI is finalized.

@@ -60,6 +60,9 @@ std::optional<TrainOptions> ParseTrainFlags(const std::string& program,
 // The optimizer `o` names, with o.lr and o.wd, scaling gradients by rescale_grad.
 std::unique_ptr<weft::Optimizer> MakeOptimizer(const TrainOptions& o, double rescale_grad);
 
+// Writes the trainer's bound step as Graphviz DOT to `path` (--dot), saying where.
+void WriteDot(const weft::Trainer& trainer, const std::string& path);
+
 struct TrainResult {
   double train_loss = 0;
   double test_accuracy = 0;
