@@ -23,7 +23,9 @@
 // (labels as integers, masks as bool) are never cast. One cast per entry and dtype: two readers
 // of a weight share its cast (CSE, which runs after this pass, merges the casts of duplicated
 // expressions). Bind runs it (passes/pipeline.h, WEFT_MIXED_PRECISION) when the request has a
-// policy; switched off, the step computes in float32.
+// policy; switched off, the step computes in float32. Two later passes fold casts it leads to
+// into the ops beside them: a LayerNorm's output cast to 16 bits (fold_norm_cast.h) and a
+// FullyConnected's parameter gradients widened to float32 (fold_grad_cast.h).
 //
 //   PrecisionPolicy policy{.low = DType::kBFloat16};
 //   int casts = 0;
