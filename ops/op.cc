@@ -304,16 +304,20 @@ std::vector<Shape> InferShapes(const Op& op, const Attrs& attrs, const std::vect
   return out;
 }
 
-std::vector<DType> InferTypes(const Op& op, const Attrs& attrs, const std::vector<DType>& inputs) {
-  if (op.infer_type) return op.infer_type(attrs, inputs);
-  WEFT_CHECK(!inputs.empty()) << "op '" << op.name << "' has no inputs and no type inference";
-  for (size_t i = 1; i < inputs.size(); ++i) {
+DType OneInputType(const std::string& op, const std::vector<DType>& inputs, size_t count) {
+  for (size_t i = 1; i < std::min(count, inputs.size()); ++i) {
     if (inputs[i] != inputs[0]) {
-      WEFT_THROW("op '" << op.name << "': expected every input to be " << inputs[0] << ", found "
+      WEFT_THROW("op '" << op << "': expected every input to be " << inputs[0] << ", found "
                         << inputs[i] << " for input " << i);
     }
   }
-  return std::vector<DType>(NumOutputs(op, attrs), inputs[0]);
+  return inputs[0];
+}
+
+std::vector<DType> InferTypes(const Op& op, const Attrs& attrs, const std::vector<DType>& inputs) {
+  if (op.infer_type) return op.infer_type(attrs, inputs);
+  WEFT_CHECK(!inputs.empty()) << "op '" << op.name << "' has no inputs and no type inference";
+  return std::vector<DType>(NumOutputs(op, attrs), OneInputType(op.name, inputs));
 }
 
 }  // namespace weft

@@ -354,6 +354,11 @@ Attrs ParseAttrs(const Op& op, const AttrMap& attrs);
 std::vector<Shape> InferShapes(const Op& op, const Attrs& attrs, const std::vector<Shape>& inputs,
                                std::optional<DeviceType> device = std::nullopt);
 std::vector<DType> InferTypes(const Op& op, const Attrs& attrs, const std::vector<DType>& inputs);
+// inputs[0], after checking that inputs [0, count) (all of them by default) have that one dtype:
+// a weft::Error naming op `op` and the first input that differs otherwise (the default type
+// inference's rule, for an op's own inference to call).
+DType OneInputType(const std::string& op, const std::vector<DType>& inputs,
+                   size_t count = static_cast<size_t>(-1));
 int NumInputs(const Op& op, const Attrs& attrs);
 int NumOutputs(const Op& op, const Attrs& attrs);
 // The inputs' names (Op::input_names_of, else Op::input_names; variadic ops may name fewer).

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -79,22 +80,34 @@ struct Trained {
   size_t backward_casts = 0;                         // in the step's graph (Trainer::ToDot)
 };
 
-// After `steps` bfloat16-mixed steps of Block, the pass on or off.
-Trained Train(bool fold, int steps) {
-  testing::ScopedEnv env("WEFT_FOLD_NORM_CAST", fold ? "1" : "0");
+// A bfloat16-mixed trainer of Block on the CPU, initialized from `seed`.
+std::unique_ptr<Trainer> MixedTrainer(const Optimizer& optimizer, uint64_t seed) {
   TrainerOptions options;
   options.device = Device::Cpu();
   options.precision = Precision::kBFloat16Mixed;
-  SeedRandom(3);
-  Trainer t(Block(), {{"data", Shape{kBatch, kWidth}}, {"label", Shape{kBatch}}}, Xavier(),
-            AdamW(0.01, 0.9, 0.95, 1e-8, 0.1, 1.0 / kBatch), options);
-  for (int k = 0; k < steps; ++k) {
-    std::vector<float> x(kBatch * kWidth), y(kBatch);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((7 * i + 3 * k) % 11) / 5 - 1;
-    for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>((i + k) % kClasses);
-    t.Step({{"data", NDArray::FromVector(x, Shape{kBatch, kWidth})},
-            {"label", NDArray::FromVector(y, Shape{kBatch})}});
-  }
+  SeedRandom(seed);
+  return std::make_unique<Trainer>(
+      Block(),
+      std::map<std::string, Shape>{{"data", Shape{kBatch, kWidth}}, {"label", Shape{kBatch}}},
+      Xavier(), optimizer, options);
+}
+
+// Batch k of Block's data and labels (they depend on k only).
+Trainer::ArrayMap BlockBatch(int k) {
+  std::vector<float> x(kBatch * kWidth), y(kBatch);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((7 * i + 3 * k) % 11) / 5 - 1;
+  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>((i + k) % kClasses);
+  return {{"data", NDArray::FromVector(x, Shape{kBatch, kWidth})},
+          {"label", NDArray::FromVector(y, Shape{kBatch})}};
+}
+
+// After `steps` bfloat16-mixed steps of Block, the pass on or off.
+Trained Train(bool fold, int steps) {
+  testing::ScopedEnv env("WEFT_FOLD_NORM_CAST", fold ? "1" : "0");
+  const std::unique_ptr<Trainer> trainer =
+      MixedTrainer(AdamW(0.01, 0.9, 0.95, 1e-8, 0.1, 1.0 / kBatch), 3);
+  Trainer& t = *trainer;
+  for (int k = 0; k < steps; ++k) t.Step(BlockBatch(k));
   Trained out;
   for (const std::string& p : t.parameter_names()) out.values[p] = t.parameter(p).ToVector<float>();
   for (const std::string& s : t.state_names()) out.values[s] = t.state(s).ToVector<float>();
@@ -168,17 +181,9 @@ TEST(FoldGradCast, AMixedStepsFullyConnectedBackwardsWriteFloat32ParameterGradie
 // The float32 master gradients of one bfloat16-mixed step of Block, fold_grad_cast on or off.
 std::map<std::string, std::vector<float>> FirstGradients(bool fold) {
   testing::ScopedEnv env("WEFT_FOLD_GRAD_CAST", fold ? "1" : "0");
-  TrainerOptions options;
-  options.device = Device::Cpu();
-  options.precision = Precision::kBFloat16Mixed;
-  SeedRandom(4);
-  Trainer t(Block(), {{"data", Shape{kBatch, kWidth}}, {"label", Shape{kBatch}}}, Xavier(),
-            SGD(0.1), options);
-  std::vector<float> x(kBatch * kWidth), y(kBatch);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((5 * i) % 13) / 6 - 1;
-  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % kClasses);
-  t.Step({{"data", NDArray::FromVector(x, Shape{kBatch, kWidth})},
-          {"label", NDArray::FromVector(y, Shape{kBatch})}});
+  const std::unique_ptr<Trainer> trainer = MixedTrainer(SGD(0.1), 4);
+  Trainer& t = *trainer;
+  t.Step(BlockBatch(0));
   std::map<std::string, std::vector<float>> grads;
   for (const std::string& p : t.parameter_names()) grads[p] = t.gradient(p).ToVector<float>();
   return grads;

@@ -1,5 +1,7 @@
 // CPU compute of Cast and _backward_Cast (ops/tensor/cast.cc defines them and says what they
 // compute): one conversion, from the input's dtype to the output's, for both.
+#include "ops/cpu/internal/cast.h"
+
 #include "core/bfloat16.h"
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/op.h"
@@ -37,6 +39,8 @@ BFloat16 Convert(double v) {
     WEFT_DTYPE_SWITCH(dtype, T, "Cast", __VA_ARGS__); \
   }
 
+}  // namespace
+
 // out = cast(in), or out += cast(in) (through double: a bf16 sum rounds once).
 void CastTensor(const TensorView& in, OpReq req, const TensorView& out) {
   if (req == OpReq::kNull) return;
@@ -67,6 +71,8 @@ void CastTensor(const TensorView& in, OpReq req, const TensorView& out) {
     });
   });
 }
+
+namespace {
 
 void CastCompute(const OpContext&, const Attrs&, std::span<const TensorView> in,
                  std::span<const OpReq> req, std::span<const TensorView> out) {

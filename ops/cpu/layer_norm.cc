@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ops/attrs.h"
+#include "ops/cpu/internal/cast.h"
 #include "ops/cpu/internal/cpu_util.h"
 #include "ops/cpu/internal/dnnl_util.h"
 #include "ops/nn/nn_params.h"
@@ -267,11 +268,7 @@ void LnForwardDnnl(const OpContext& ctx, const LnCall& c, std::span<const Tensor
   ExecutePrimitive(prim, ForwardArgs(c, in, y, staged.Target(1).data<float>(), var_then_rstd),
                    staged.Extra(0));
   VarianceToRstd(c, var_then_rstd);
-  if (via_buffer && staged.Needed(0)) {
-    ParallelFor(y.size(), 1 << 14, [&](int64_t b, int64_t e) {
-      NarrowBf16(y.data<float>() + b, OpReq::kWrite, target.data<BFloat16>() + b, e - b);
-    });
-  }
+  if (via_buffer && staged.Needed(0)) CastTensor(y, OpReq::kWrite, target);
   staged.Finish();
 }
 
@@ -295,11 +292,7 @@ void LnBackwardDnnl(const OpContext& ctx, const LnCall& c, std::span<const Tenso
                         NarrowedBytes(in[kLnData], dy)});
   const bool widen = dy.dtype() != in[kLnData].dtype();  // a bfloat16 out_grad of float32 data
   const TensorView diff_dst = widen ? FloatView(staged.Extra(2), dy) : dy;
-  if (widen) {
-    ParallelFor(dy.size(), 1 << 14, [&](int64_t b, int64_t e) {
-      WidenBf16(dy.data<BFloat16>() + b, diff_dst.data<float>() + b, e - b);
-    });
-  }
+  if (widen) CastTensor(dy, OpReq::kWrite, diff_dst);
   // oneDNN 2.6 checks that a backward with use_shift is given the shift, which it does not read:
   // gamma stands in for beta (same descriptor).
   ExecutePrimitive(prim,

@@ -75,13 +75,7 @@ std::vector<Shape> FcBackwardShape(const Attrs& a, const std::vector<Shape>& in)
 // parameter gradients in param_grad_dtype (float32, for 16-bit data only) or in it.
 std::vector<DType> FcBackwardTypes(const Attrs& a, const std::vector<DType>& in) {
   const FcParam& p = a.Get<FcParam>();
-  const DType t = in[0];
-  for (size_t i = 1; i < in.size(); ++i) {
-    if (in[i] != t) {
-      WEFT_THROW("_backward_FullyConnected: expected every input to be " << t << ", found " << in[i]
-                                                                         << " for input " << i);
-    }
-  }
+  const DType t = OneInputType("_backward_FullyConnected", in);
   const DType grads = p.param_grad_dtype.value_or(t);
   if (grads != t && !Is16BitFloat(t)) {
     WEFT_THROW("_backward_FullyConnected: param_grad_dtype "

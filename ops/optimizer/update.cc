@@ -163,12 +163,7 @@ std::vector<DType> UpdateType(const std::string& op, const Attrs& a, const std::
     WEFT_THROW("op '" << op << "': expected the learning rate (input " << tensors << ") to be "
                       << DType::kFloat64 << ", found " << in.back());
   }
-  for (size_t i = 1; i < tensors; ++i) {
-    if (in[i] != in[0]) {
-      WEFT_THROW("op '" << op << "': expected every input to be " << in[0] << ", found " << in[i]
-                        << " for input " << i);
-    }
-  }
+  OneInputType(op, in, tensors);
   const int copy = a.Get<UpdateParam>().copy;
   if (copy >= 0) return {in[0], static_cast<DType>(copy)};
   return {in[0]};
