@@ -248,7 +248,10 @@ TensorView FloatView(void* at, const TensorView& t) {
 // destination types), the output rounded once from a float buffer, the out_grad widened into one.
 size_t NarrowedBytes(const TensorView& data, const TensorView& y_or_dy) {
   if (y_or_dy.dtype() == data.dtype()) return 0;
-  UseDnnl(y_or_dy.dtype(), "LayerNorm's out_dtype", /*bfloat16=*/true);  // no float16 here
+  if (y_or_dy.dtype() != DType::kBFloat16) {  // the CPU has no float16
+    WEFT_THROW("LayerNorm on the CPU: expected out_dtype bfloat16 for float32 data, found "
+               << y_or_dy.dtype());
+  }
   return static_cast<size_t>(data.size()) * sizeof(float);
 }
 
