@@ -22,6 +22,7 @@
 // clang-format off
 #include "tests/kernel_host_shim.h"
 #include "ops/gpu/kernels/attention.cuh"
+#include "ops/gpu/kernels/attention_forward_tiled.cuh"
 // clang-format on
 
 namespace weft::testing {
@@ -234,6 +235,26 @@ Results RunKernels(const Problem& p, const Tensors& t) {
 
 const char* const kNames[] = {"out", "lse", "d_q", "d_k", "d_v"};
 
+// AttnForwardTiled's out and lse (heads of at most 64 columns), its dropout key shifted as the
+// forward's above.
+template <typename T>
+void ExpectTiledForwardMatches(const Problem& p, double tol, const std::string& type) {
+  const Tensors t = InputsOf(p);
+  const Results want = Reference(p, t);
+  const std::vector<T> q = As<T>(t.q), k = As<T>(t.k), v = As<T>(t.v), mask = As<T>(t.mask);
+  std::vector<T> out(p.b * p.h * p.tq * p.dv);
+  std::vector<float> lse(p.b * p.h * p.tq);
+  const unsigned long long shift = kShift;
+  const GpuAttnDropout z{p.p, kSeed, kOffset, &shift, nullptr};
+  const long long items = p.b * p.h * ((p.tq + kAtTile - 1) / kAtTile);
+  HostLaunch(Blocks(items), kGpuBlock, [&] {
+    AttnForwardTiled<T, T>(q.data(), k.data(), v.data(), p.mask ? mask.data() : nullptr, out.data(),
+                           lse.data(), ParamsOf(p), z, kReqWrite, kReqWrite);
+  });
+  ExpectNear(Back(out), want[0], tol, p.name + " " + type + " tiled out");
+  ExpectNear(Values(lse.begin(), lse.end()), want[1], tol, p.name + " " + type + " tiled lse");
+}
+
 template <typename T, typename A>
 void ExpectKernelsMatch(const Problem& p, double tol, const std::string& type) {
   const Tensors t = InputsOf(p);
@@ -256,6 +277,18 @@ TEST(AttentionKernelsOnHost, FloatMatchesTheReference) {
 
 TEST(AttentionKernelsOnHost, DoubleMatchesTheReference) {
   ExpectKernelsMatch<double, double>(kMasked, 1e-12, "double");
+}
+
+// 130 queries (three tiles of 64) and 150 keys, heads of 64 columns: the tiled forward's widest.
+const Problem kTiles{"Tq 130, Tk 150, D 64", 2, 1, 130, 150, 64, 64};
+
+TEST(AttentionKernelsOnHost, TiledForwardMatchesTheReference) {
+  Problem causal = kTiles, dropout = kMasked;
+  causal.name = "Tq 130, Tk 150, D 64, causal", causal.causal = true;
+  dropout.name = "dropout 0.3", dropout.p = 0.3;
+  for (const Problem& p : {kMasked, kWide, kTiles, causal, dropout})
+    ExpectTiledForwardMatches<float>(p, 2e-5, "float");
+  ExpectTiledForwardMatches<bf16>(kWide, 1e-2, "bfloat16");
 }
 
 // Dropout 0.3 over two query and two key tiles, causal with a mask: the forward's mask (drawn

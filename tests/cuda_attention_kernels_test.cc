@@ -1,6 +1,7 @@
-// Attention's GPU kernels (ops/gpu/kernels/attention.cuh) compiled by NVRTC for sm_90, every
-// kernel in every type the op launches it with, and the tiling the host and the kernels share
-// (kernels/attention_tiles.cuh). NVRTC needs no GPU: this runs in the CUDA build anywhere.
+// Attention's GPU kernels (ops/gpu/kernels/attention.cuh and attention_forward_tiled.cuh)
+// compiled by NVRTC for sm_90, every kernel in every type the op launches it with, and the tiling
+// the host and the kernels share (kernels/attention_tiles.cuh). NVRTC needs no GPU: this runs in
+// the CUDA build anywhere.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -45,6 +46,25 @@ TEST(AttentionKernels, EveryKernelCompilesForEachTypeAndWidth) {
   }
   const rtc::CompileResult r = rtc::CompileToCubin(
       "attention_test.cu", source, "weft::AttnDelta<float, float>", rtc::CompileOptions(90, {}));
+  EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
+}
+
+// AttnForwardTiled (heads of at most 64 columns) for every data type it is launched with, the
+// arithmetic float, with additive and boolean masks; the kernel uses 48 KB of static shared
+// memory, which ptxas accepts for sm_90 only up to that limit.
+TEST(AttentionKernels, TheTiledForwardCompilesForEachTypeAndMask) {
+  std::string source = "#include \"attention_forward_tiled.cuh\"\n";
+  for (const std::string t : {"float", "weft::bf16", "weft::f16"}) {
+    for (const std::string m : {t, std::string("unsigned char")}) {
+      const std::string in = "const " + t + "*";
+      source += "template __global__ void weft::AttnForwardTiled<" + t + ", " + m + ">(" + in +
+                ", " + in + ", " + in + ", const " + m + "*, " + t +
+                "*, float*, weft::GpuAttention, weft::GpuAttnDropout, int, int);\n";
+    }
+  }
+  const rtc::CompileResult r =
+      rtc::CompileToCubin("attention_tiled_test.cu", source, "weft::AttnForwardTiled<float, float>",
+                          rtc::CompileOptions(90, {}));
   EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
 }
 

@@ -14,10 +14,12 @@
 // scaled, masked scores), so a backward runs on either path whichever path ran its forward.
 // WEFT_GPU_CUDNN_ATTENTION=0 turns cuDNN's path off.
 //
-// Weft's path: forward AttnForward, a block per (b, h, 32 queries, column chunk) over the key
-// tiles; backward AttnDelta (delta_i = out_grad_i . out_i into the workspace), then AttnQueryGrad
-// (d_q, by query tiles) and AttnKeyGrad (d_k and d_v, by key tiles): no atomics, and no Tq x Tk
-// matrix anywhere. Requests: each output as its request says (kAddTo accumulates).
+// Weft's path: forward AttnForwardTiled for heads of at most 64 columns in float arithmetic (a
+// block per (b, h, 64 queries), 4 x 4 register blocks of scores and output per thread), else
+// AttnForward, a block per (b, h, 32 queries, column chunk) over the key tiles; backward AttnDelta
+// (delta_i = out_grad_i . out_i into the workspace), then AttnQueryGrad (d_q, by query tiles) and
+// AttnKeyGrad (d_k and d_v, by key tiles): no atomics, and no Tq x Tk matrix anywhere. Requests:
+// each output as its request says (kAddTo accumulates).
 #include "ops/nn/attention.h"
 
 #include <algorithm>
@@ -109,6 +111,17 @@ void LaunchTiled(const OpContext& ctx, const AttnGpuCall& c, const char* kernel,
              AttnItems(c.d.Heads(), rows, cols, per_thread), /*block_per_item=*/true, pointers);
 }
 
+// Launches AttnForwardTiled (kernels/attention_forward_tiled.cuh: heads of at most kAtTile
+// columns, float arithmetic), a block per kAtTile queries of each (b, h) pair.
+template <typename... Args>
+void LaunchForwardTiled(const OpContext& ctx, const AttnGpuCall& c, Args... args) {
+  void* pointers[] = {static_cast<void*>(&args)...};
+  const int64_t tiles = (c.d.tq + kAtTile - 1) / kAtTile;
+  LaunchArgs(ctx, "attention_forward_tiled.cuh",
+             Instance("weft::AttnForwardTiled", {TypeName(c.dtype), c.mask_type}),
+             c.d.Heads() * tiles, /*block_per_item=*/true, pointers);
+}
+
 // Whether cuDNN may take this call: bfloat16 or float16, no mask, no dropout (cuDNN's would draw
 // another mask), and not turned off. Either layout: cuDNN reads q, k, v and out through their
 // strides.
@@ -157,6 +170,11 @@ void AttentionForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const T
     if (CudnnAttentionForward(call, c.d, c.dtype, args)) return;
   }
   const void* mask = s.mask >= 0 ? in[s.mask].raw() : nullptr;
+  if (c.dtype != DType::kFloat64 && c.d.d <= kAtTile && c.d.dv <= kAtTile) {
+    LaunchForwardTiled(ctx, c, Operand(c, in, 0, 0), Operand(c, in, 0, 1), Operand(c, in, 0, 2),
+                       mask, o, out[1].raw(), z, ReqCode(req[0]), ReqCode(req[1]));
+    return;
+  }
   LaunchTiled(ctx, c, "weft::AttnForward", c.d.tq, c.d.dv, Operand(c, in, 0, 0),
               Operand(c, in, 0, 1), Operand(c, in, 0, 2), mask, o, out[1].raw(), c.k, z,
               ReqCode(req[0]), ReqCode(req[1]));

@@ -13,6 +13,9 @@ constexpr int kAttnLanes = kGpuBlock / kAttnTile;      // threads per row: 8
 constexpr int kAttnPerLane = kAttnTile / kAttnLanes;   // visited rows per lane: 4
 constexpr int kAttnChunk = kAttnLanes * kAttnPerLane;  // columns staged at once: 32
 constexpr int kAttnMaxPerThread = 32;                  // accumulators: 256 columns per block
+// AttnForwardTiled (kernels/attention_forward_tiled.cuh): queries of a block, keys of a visited
+// tile, and the widest head (D and Dv) it takes.
+constexpr int kAtTile = 64;
 
 // Accumulators per thread (the kernels' COLS) for outputs of `cols` columns: the least of 4, 8,
 // 16 and 32 that covers them with kAttnLanes threads per row; 32 (several column chunks) past
