@@ -1,18 +1,19 @@
-// Attention's GPU kernels (ops/gpu/kernels/attention.cuh) run on the host through
-// tests/kernel_host_shim.h (a std::thread per GPU thread, a barrier per block), against a plain
-// float64 reference: the forward's out and lse, and the backward's d_q, d_k and d_v, in float,
-// double and bfloat16 data; causal, a mask with a fully masked query, Tq != Tk over several key
-// tiles, D over one staging chunk, and outputs wider than one column chunk; dropout, its key
-// written by AttnWriteKey (a replay's shift added) and read back by the backward, against a
-// reference with the Philox mask of ops/math/attention_dropout.h; fewer blocks than work items, so
-// every grid-stride loop turns. No GPU needed: this runs in every build, and
-// checks the kernels' arithmetic and tiling where no GPU is lent (gpu_attention_test checks them
-// on a GPU against the CPU's op).
+// Attention's GPU kernels (ops/gpu/kernels/attention.cuh, and attention_tiled.cuh for heads of at
+// most 64 columns) run on the host through tests/kernel_host_shim.h (a std::thread per GPU thread,
+// a barrier per block), against a plain float64 reference: the forward's out and lse, and the
+// backward's d_q, d_k and d_v, in float, double and bfloat16 data; causal, a mask with a fully
+// masked query, Tq != Tk over several key tiles, D over one staging chunk, and outputs wider than
+// one column chunk; dropout, its key written by AttnWriteKey (a replay's shift added) and read back
+// by the backward, against a reference with the Philox mask of ops/math/attention_dropout.h; fewer
+// blocks than work items, so every grid-stride loop turns. No GPU needed: this runs in every build,
+// and checks the kernels' arithmetic and tiling where no GPU is lent (gpu_attention_test checks
+// them on a GPU against the CPU's op).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/math/attention_dropout.h"
@@ -22,7 +23,7 @@
 // clang-format off
 #include "tests/kernel_host_shim.h"
 #include "ops/gpu/kernels/attention.cuh"
-#include "ops/gpu/kernels/attention_forward_tiled.cuh"
+#include "ops/gpu/kernels/attention_tiled.cuh"
 // clang-format on
 
 namespace weft::testing {
@@ -208,14 +209,45 @@ void WithPerThread(long long cols, F fn) {
   }
 }
 
-// Every kernel in (T, A), as ops/gpu/attention.cc launches them.
+// The tiled kernels (heads of at most 64 columns, float arithmetic) in place of AttnForward,
+// AttnQueryGrad and AttnKeyGrad, as ops/gpu/attention.cc launches them.
+template <typename T>
+void RunTiled(const Problem& p, const GpuAttention& g, const GpuAttnDropout& forward,
+              const GpuAttnDropout& backward, const std::vector<T>* x, const T* m,
+              std::vector<T>* y, std::vector<float>& lse, const std::vector<float>& delta,
+              bool forward_pass) {
+  const auto blocks = [&](int64_t rows) {
+    return Blocks(p.b * p.h * ((rows + kAtTile - 1) / kAtTile));
+  };
+  if (forward_pass) {
+    HostLaunch(blocks(p.tq), kGpuBlock, [&] {
+      AttnForwardTiled<T, T>(x[0].data(), x[1].data(), x[2].data(), m, y[0].data(), lse.data(), g,
+                             forward, kReqWrite, kReqWrite);
+    });
+    return;
+  }
+  HostLaunch(blocks(p.tq), kGpuBlock, [&] {
+    AttnQueryGradTiled<T, T>(x[3].data(), x[0].data(), x[1].data(), x[2].data(), m, lse.data(),
+                             delta.data(), y[1].data(), g, backward, kReqWrite);
+  });
+  HostLaunch(blocks(p.tk), kGpuBlock, [&] {
+    AttnKeyGradTiled<T, T>(x[3].data(), x[0].data(), x[1].data(), x[2].data(), m, lse.data(),
+                           delta.data(), y[2].data(), y[3].data(), g, backward, kReqWrite,
+                           kReqWrite);
+  });
+}
+
+// Every kernel in (T, A), as ops/gpu/attention.cc launches them: attention.cuh's, or with `tiled`
+// attention_tiled.cuh's (A float) and AttnDelta.
 template <typename T, typename A>
-Results RunKernels(const Problem& p, const Tensors& t) {
+Results RunKernels(const Problem& p, const Tensors& t, bool tiled = false) {
   const GpuAttention g = ParamsOf(p);
   const std::vector<T> x[4] = {As<T>(t.q), As<T>(t.k), As<T>(t.v), As<T>(t.dy)};
   const std::vector<T> mask = As<T>(t.mask);
   const T* m = p.mask ? mask.data() : nullptr;
-  std::vector<T> out(p.b * p.h * p.tq * p.dv), dq(t.q.size()), dk(t.k.size()), dv(t.v.size());
+  // out, d_q, d_k, d_v
+  std::vector<T> y[4] = {std::vector<T>(p.b * p.h * p.tq * p.dv), std::vector<T>(t.q.size()),
+                         std::vector<T>(t.k.size()), std::vector<T>(t.v.size())};
   std::vector<A> lse(p.b * p.h * p.tq), delta(lse.size());
   // The forward draws at kOffset + the shift in "device memory" and writes that key (as
   // ops/gpu/attention.cc does); the backward reads it back, so it sees the forward's mask.
@@ -224,43 +256,35 @@ Results RunKernels(const Problem& p, const Tensors& t) {
   long long key[3] = {};
   HostLaunch(1, kGpuBlock, [&] { AttnWriteKey(key, forward, p.p > 0 ? 1 : 0); });
   const GpuAttnDropout backward{p.p, 0, 0, nullptr, key};
-  WithPerThread(p.dv, [&]<int C>() { Forward<C>(p, g, forward, x[0], x[1], x[2], m, out, lse); });
-  HostLaunch(1, kGpuBlock, [&] { AttnDelta<T, A>(x[3].data(), out.data(), delta.data(), g); });
-  WithPerThread(p.d, [&]<int C>() { QueryGrad<C>(p, g, backward, x, m, lse, delta, dq); });
-  WithPerThread(std::max(p.d, p.dv),
-                [&]<int C>() { KeyGrad<C>(p, g, backward, x, m, lse, delta, dk, dv); });
+  if constexpr (std::is_same_v<A, float>) {
+    if (tiled) RunTiled(p, g, forward, backward, x, m, y, lse, delta, /*forward_pass=*/true);
+  }
+  if (!tiled) {
+    WithPerThread(p.dv,
+                  [&]<int C>() { Forward<C>(p, g, forward, x[0], x[1], x[2], m, y[0], lse); });
+  }
+  HostLaunch(1, kGpuBlock, [&] { AttnDelta<T, A>(x[3].data(), y[0].data(), delta.data(), g); });
+  if constexpr (std::is_same_v<A, float>) {
+    if (tiled) RunTiled(p, g, forward, backward, x, m, y, lse, delta, /*forward_pass=*/false);
+  }
+  if (!tiled) {
+    WithPerThread(p.d, [&]<int C>() { QueryGrad<C>(p, g, backward, x, m, lse, delta, y[1]); });
+    WithPerThread(std::max(p.d, p.dv),
+                  [&]<int C>() { KeyGrad<C>(p, g, backward, x, m, lse, delta, y[2], y[3]); });
+  }
   Values lse_values(lse.begin(), lse.end());
-  return {Back(out), lse_values, Back(dq), Back(dk), Back(dv)};
+  return {Back(y[0]), lse_values, Back(y[1]), Back(y[2]), Back(y[3])};
 }
 
 const char* const kNames[] = {"out", "lse", "d_q", "d_k", "d_v"};
 
-// AttnForwardTiled's out and lse (heads of at most 64 columns), its dropout key shifted as the
-// forward's above.
-template <typename T>
-void ExpectTiledForwardMatches(const Problem& p, double tol, const std::string& type) {
-  const Tensors t = InputsOf(p);
-  const Results want = Reference(p, t);
-  const std::vector<T> q = As<T>(t.q), k = As<T>(t.k), v = As<T>(t.v), mask = As<T>(t.mask);
-  std::vector<T> out(p.b * p.h * p.tq * p.dv);
-  std::vector<float> lse(p.b * p.h * p.tq);
-  const unsigned long long shift = kShift;
-  const GpuAttnDropout z{p.p, kSeed, kOffset, &shift, nullptr};
-  const long long items = p.b * p.h * ((p.tq + kAtTile - 1) / kAtTile);
-  HostLaunch(Blocks(items), kGpuBlock, [&] {
-    AttnForwardTiled<T, T>(q.data(), k.data(), v.data(), p.mask ? mask.data() : nullptr, out.data(),
-                           lse.data(), ParamsOf(p), z, kReqWrite, kReqWrite);
-  });
-  ExpectNear(Back(out), want[0], tol, p.name + " " + type + " tiled out");
-  ExpectNear(Values(lse.begin(), lse.end()), want[1], tol, p.name + " " + type + " tiled lse");
-}
-
 template <typename T, typename A>
-void ExpectKernelsMatch(const Problem& p, double tol, const std::string& type) {
+void ExpectKernelsMatch(const Problem& p, double tol, const std::string& type, bool tiled = false) {
   const Tensors t = InputsOf(p);
-  const Results want = Reference(p, t), got = RunKernels<T, A>(p, t);
-  for (int o = 0; o < 5; ++o)
-    ExpectNear(got[o], want[o], tol, p.name + " " + type + " " + kNames[o]);
+  const Results want = Reference(p, t), got = RunKernels<T, A>(p, t, tiled);
+  for (int o = 0; o < 5; ++o) {
+    ExpectNear(got[o], want[o], tol, p.name + " " + type + (tiled ? " tiled " : " ") + kNames[o]);
+  }
 }
 
 // 37 queries (two tiles) and 45 keys (two tiles), causal, a mask, query 3's keys all masked.
@@ -282,13 +306,13 @@ TEST(AttentionKernelsOnHost, DoubleMatchesTheReference) {
 // 130 queries (three tiles of 64) and 150 keys, heads of 64 columns: the tiled forward's widest.
 const Problem kTiles{"Tq 130, Tk 150, D 64", 2, 1, 130, 150, 64, 64};
 
-TEST(AttentionKernelsOnHost, TiledForwardMatchesTheReference) {
+TEST(AttentionKernelsOnHost, TiledKernelsMatchTheReference) {
   Problem causal = kTiles, dropout = kMasked;
   causal.name = "Tq 130, Tk 150, D 64, causal", causal.causal = true;
   dropout.name = "dropout 0.3", dropout.p = 0.3;
   for (const Problem& p : {kMasked, kWide, kTiles, causal, dropout})
-    ExpectTiledForwardMatches<float>(p, 2e-5, "float");
-  ExpectTiledForwardMatches<bf16>(kWide, 1e-2, "bfloat16");
+    ExpectKernelsMatch<float, float>(p, 2e-5, "float", /*tiled=*/true);
+  ExpectKernelsMatch<bf16, float>(kWide, 1e-2, "bfloat16", /*tiled=*/true);
 }
 
 // Dropout 0.3 over two query and two key tiles, causal with a mask: the forward's mask (drawn

@@ -1,4 +1,4 @@
-// Attention's GPU kernels (ops/gpu/kernels/attention.cuh and attention_forward_tiled.cuh)
+// Attention's GPU kernels (ops/gpu/kernels/attention.cuh and attention_tiled.cuh)
 // compiled by NVRTC for sm_90, every kernel in every type the op launches it with, and the tiling
 // the host and the kernels share (kernels/attention_tiles.cuh). NVRTC needs no GPU: this runs in
 // the CUDA build anywhere.
@@ -49,17 +49,21 @@ TEST(AttentionKernels, EveryKernelCompilesForEachTypeAndWidth) {
   EXPECT_TRUE(r.cubin) << r.log << "\n--- source ---\n" << source;
 }
 
-// AttnForwardTiled (heads of at most 64 columns) for every data type it is launched with, the
-// arithmetic float, with additive and boolean masks; the kernel uses 48 KB of static shared
-// memory, which ptxas accepts for sm_90 only up to that limit.
-TEST(AttentionKernels, TheTiledForwardCompilesForEachTypeAndMask) {
-  std::string source = "#include \"attention_forward_tiled.cuh\"\n";
+// attention_tiled.cuh's kernels (heads of at most 64 columns) for every data type they are
+// launched with, the arithmetic float, with additive and boolean masks.
+TEST(AttentionKernels, TheTiledKernelsCompileForEachTypeAndMask) {
+  std::string source = "#include \"attention_tiled.cuh\"\n";
   for (const std::string t : {"float", "weft::bf16", "weft::f16"}) {
     for (const std::string m : {t, std::string("unsigned char")}) {
-      const std::string in = "const " + t + "*";
-      source += "template __global__ void weft::AttnForwardTiled<" + t + ", " + m + ">(" + in +
-                ", " + in + ", " + in + ", const " + m + "*, " + t +
+      const std::string in = "const " + t + "*, ", mask = "const " + m + "*, ";
+      const std::string stats = "const float*, const float*, ", args = "<" + t + ", " + m + ">(";
+      source += "template __global__ void weft::AttnForwardTiled" + args + in + in + in + mask + t +
                 "*, float*, weft::GpuAttention, weft::GpuAttnDropout, int, int);\n";
+      source += "template __global__ void weft::AttnQueryGradTiled" + args + in + in + in + in +
+                mask + stats + t + "*, weft::GpuAttention, weft::GpuAttnDropout, int);\n";
+      source += "template __global__ void weft::AttnKeyGradTiled" + args + in + in + in + in +
+                mask + stats + t + "*, " + t +
+                "*, weft::GpuAttention, weft::GpuAttnDropout, int, int);\n";
     }
   }
   const rtc::CompileResult r =

@@ -1,8 +1,9 @@
 // Runs a kernel of ops/gpu/kernels on the host, for tests on machines without a GPU: what the
-// kernels use of CUDA (threadIdx, blockIdx, gridDim, __syncthreads, __shfl_xor_sync, __shared__,
-// bit casts), emulated with one std::thread per GPU thread and a barrier per block. A block's
-// threads run at once (barriers work); blocks run one after another, so `__shared__` is a
-// function-level static shared by the running block's threads. Slow: for small problems only.
+// kernels use of CUDA (threadIdx, blockIdx, gridDim, __syncthreads, __shfl_xor_sync, __shared__
+// and dynamic shared memory, bit casts), emulated with one std::thread per GPU thread and a
+// barrier per block. A block's threads run at once (barriers work); blocks run one after another,
+// so `__shared__` (and the dynamic array) is a function-level static shared by the running
+// block's threads. Slow: for small problems only.
 //
 //   #include "tests/kernel_host_shim.h"       // before the kernel header
 //   #include "ops/gpu/kernels/attention.cuh"
@@ -24,6 +25,8 @@
 #define __device__
 #define __shared__ static
 #define __forceinline__ inline
+// A kernel's dynamic shared memory: 128 KB, static like its __shared__ arrays.
+#define WEFT_DYNAMIC_SHARED(T, name) static T name[(128 << 10) / sizeof(T)]
 
 struct ShimDim3 {
   unsigned x = 0, y = 0, z = 0;

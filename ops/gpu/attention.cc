@@ -14,8 +14,9 @@
 // scaled, masked scores), so a backward runs on either path whichever path ran its forward.
 // WEFT_GPU_CUDNN_ATTENTION=0 turns cuDNN's path off.
 //
-// Weft's path: forward AttnForwardTiled for heads of at most 64 columns in float arithmetic (a
-// block per (b, h, 64 queries), 4 x 4 register blocks of scores and output per thread), else
+// Weft's path, for heads of at most 64 columns in float arithmetic: attention_tiled.cuh's kernels
+// (a block per (b, h, 64 rows), 4 x 4 register blocks of scores and outputs per thread), the
+// backward's after AttnDelta; for the rest (float64, wider heads) attention.cuh's: forward
 // AttnForward, a block per (b, h, 32 queries, column chunk) over the key tiles; backward AttnDelta
 // (delta_i = out_grad_i . out_i into the workspace), then AttnQueryGrad (d_q, by query tiles) and
 // AttnKeyGrad (d_k and d_v, by key tiles): no atomics, and no Tq x Tk matrix anywhere. Requests:
@@ -111,15 +112,21 @@ void LaunchTiled(const OpContext& ctx, const AttnGpuCall& c, const char* kernel,
              AttnItems(c.d.Heads(), rows, cols, per_thread), /*block_per_item=*/true, pointers);
 }
 
-// Launches AttnForwardTiled (kernels/attention_forward_tiled.cuh: heads of at most kAtTile
-// columns, float arithmetic), a block per kAtTile queries of each (b, h) pair.
+// Whether the call runs attention_tiled.cuh's kernels: heads of at most kAtTile columns, float
+// arithmetic.
+bool Tiled(const AttnGpuCall& c) {
+  return c.dtype != DType::kFloat64 && c.d.d <= kAtTile && c.d.dv <= kAtTile;
+}
+
+// Launches attention_tiled.cuh's `kernel` for the call's types with `tiles` of dynamic shared
+// memory, a block per kAtTile of the `rows` rows of each (b, h) pair.
 template <typename... Args>
-void LaunchForwardTiled(const OpContext& ctx, const AttnGpuCall& c, Args... args) {
+void LaunchAtTiled(const OpContext& ctx, const AttnGpuCall& c, const char* kernel, int64_t rows,
+                   int tiles, Args... args) {
   void* pointers[] = {static_cast<void*>(&args)...};
-  const int64_t tiles = (c.d.tq + kAtTile - 1) / kAtTile;
-  LaunchArgs(ctx, "attention_forward_tiled.cuh",
-             Instance("weft::AttnForwardTiled", {TypeName(c.dtype), c.mask_type}),
-             c.d.Heads() * tiles, /*block_per_item=*/true, pointers);
+  LaunchArgsShared(ctx, "attention_tiled.cuh", Instance(kernel, {TypeName(c.dtype), c.mask_type}),
+                   c.d.Heads() * ((rows + kAtTile - 1) / kAtTile),
+                   static_cast<size_t>(tiles) * kAtTile * kAtTile * sizeof(float), pointers);
 }
 
 // Whether cuDNN may take this call: bfloat16 or float16, no mask, no dropout (cuDNN's would draw
@@ -170,9 +177,10 @@ void AttentionForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const T
     if (CudnnAttentionForward(call, c.d, c.dtype, args)) return;
   }
   const void* mask = s.mask >= 0 ? in[s.mask].raw() : nullptr;
-  if (c.dtype != DType::kFloat64 && c.d.d <= kAtTile && c.d.dv <= kAtTile) {
-    LaunchForwardTiled(ctx, c, Operand(c, in, 0, 0), Operand(c, in, 0, 1), Operand(c, in, 0, 2),
-                       mask, o, out[1].raw(), z, ReqCode(req[0]), ReqCode(req[1]));
+  if (Tiled(c)) {
+    LaunchAtTiled(ctx, c, "weft::AttnForwardTiled", c.d.tq, 3, Operand(c, in, 0, 0),
+                  Operand(c, in, 0, 1), Operand(c, in, 0, 2), mask, o, out[1].raw(), c.k, z,
+                  ReqCode(req[0]), ReqCode(req[1]));
     return;
   }
   LaunchTiled(ctx, c, "weft::AttnForward", c.d.tq, c.d.dv, Operand(c, in, 0, 0),
@@ -207,6 +215,18 @@ void AttentionBackwardGpu(const OpContext& ctx, const Attrs& a, std::span<const 
   void* delta = call.Workspace({static_cast<size_t>(c.d.Heads() * c.d.tq) * ArithSize(c.dtype)})[0];
   Launch(ctx, "attention.cuh", Instance("weft::AttnDelta", {TypeName(c.dtype), ArithName(c.dtype)}),
          c.d.Heads() * c.d.tq, dy, y, delta, c.k);
+  if (Tiled(c)) {
+    if (req[0] != OpReq::kNull) {
+      LaunchAtTiled(ctx, c, "weft::AttnQueryGradTiled", c.d.tq, 5, dy, q, k, v, mask, lse,
+                    static_cast<const void*>(delta), Gradient(c, out, 0), c.k, z, ReqCode(req[0]));
+    }
+    if (keys) {
+      LaunchAtTiled(ctx, c, "weft::AttnKeyGradTiled", c.d.tk, 5, dy, q, k, v, mask, lse,
+                    static_cast<const void*>(delta), Gradient(c, out, 1), Gradient(c, out, 2), c.k,
+                    z, ReqCode(req[1]), ReqCode(req[2]));
+    }
+    return;
+  }
   if (req[0] != OpReq::kNull) {
     LaunchTiled(ctx, c, "weft::AttnQueryGrad", c.d.tq, c.d.d, dy, q, k, v, mask, lse,
                 static_cast<const void*>(delta), Gradient(c, out, 0), c.k, z, ReqCode(req[0]));

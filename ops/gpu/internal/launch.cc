@@ -140,6 +140,26 @@ void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name,
   kernel.Launch(dim3(blocks), dim3(kGpuBlock), args, StreamOf(ctx));
 }
 
+void LaunchArgsShared(const OpContext& ctx, const char* file, const std::string& name,
+                      int64_t items, size_t shared_bytes, std::span<void* const> args) {
+  if (items <= 0) return;
+  const int device = ctx.run.device.id;
+  const rtc::Kernel kernel = CachedKernel(file, name, device);
+  constexpr size_t kStaticLimit = 48 << 10;
+  if (shared_bytes > kStaticLimit) {
+    thread_local std::unordered_map<cudaKernel_t, size_t> raised[16];
+    size_t& limit = raised[device % 16][kernel.handle()];
+    if (limit < shared_bytes) {
+      WEFT_CUDA_CHECK(cudaKernelSetAttributeForDevice(kernel.handle(),
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                      static_cast<int>(shared_bytes), device));
+      limit = shared_bytes;
+    }
+  }
+  const unsigned blocks = static_cast<unsigned>(std::min(items, MaxBlocks(device)));
+  kernel.Launch(dim3(blocks), dim3(kGpuBlock), args, StreamOf(ctx), shared_bytes);
+}
+
 void FillGpu(const OpContext& ctx, double value, OpReq req, const TensorView& y) {
   if (req == OpReq::kNull || (req == OpReq::kAddTo && value == 0)) return;
   const std::string t = KernelType("fill", kFillTypes, {}, {&y, 1});

@@ -58,6 +58,12 @@ unsigned GridBlocks(int device, int64_t items);
 void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name, int64_t items,
                 bool block_per_item, std::span<void* const> args);
 
+// LaunchArgs for a block per item with `shared_bytes` of dynamic shared memory a block (the
+// kernel's `extern __shared__` array; past 48 KB too: the kernel's limit is raised on its first
+// such launch on a device, once per thread).
+void LaunchArgsShared(const OpContext& ctx, const char* file, const std::string& name,
+                      int64_t items, size_t shared_bytes, std::span<void* const> args);
+
 template <typename... Args>
 void Launch(const OpContext& ctx, const char* file, const std::string& name, int64_t items,
             Args... args) {

@@ -13,7 +13,7 @@ constexpr int kAttnLanes = kGpuBlock / kAttnTile;      // threads per row: 8
 constexpr int kAttnPerLane = kAttnTile / kAttnLanes;   // visited rows per lane: 4
 constexpr int kAttnChunk = kAttnLanes * kAttnPerLane;  // columns staged at once: 32
 constexpr int kAttnMaxPerThread = 32;                  // accumulators: 256 columns per block
-// AttnForwardTiled (kernels/attention_forward_tiled.cuh): queries of a block, keys of a visited
+// AttnForwardTiled (kernels/attention_tiled.cuh): queries of a block, keys of a visited
 // tile, and the widest head (D and Dv) it takes.
 constexpr int kAtTile = 64;
 

@@ -75,6 +75,12 @@ using math::Log1p;
 using math::Sqrt;
 using math::Tanh;
 
+// A kernel's dynamic shared memory (its launch's shared_bytes) as an array of T named `name`
+// (tests/kernel_host_shim.h gives the host a static one).
+#ifndef WEFT_DYNAMIC_SHARED
+#define WEFT_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#endif
+
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Pack {
   T v[N];
