@@ -1,8 +1,9 @@
 // Attention on gpu:0 against the CPU's (ops/gpu/attention.cc against ops/cpu/attention.cc), the
 // forward outputs (out and the hidden lse) and the gradients of one backward call:
-//   - weft's kernels in float32 and float64: causal or not, no mask, a full mask and a padding
-//     mask, Tq != Tk, D and Dv not powers of two, D over 256 (two column chunks), a query whose
-//     keys are all masked (out 0, lse -inf, no gradient), several query and key tiles;
+//   - weft's kernels in float32 (attention_tiled.cuh's for heads of at most 64 columns) and
+//     float64: causal or not, no mask, a full mask and a padding mask, Tq != Tk, D and Dv not
+//     powers of two, D over 256 (two column chunks), a query whose keys are all masked (out 0,
+//     lse -inf, no gradient), several query and key tiles;
 //   - bfloat16 (cuDNN's fused attention where it takes the call, weft's kernels where it does
 //     not) against the CPU in float32 on the same bfloat16-exact inputs, within 16-bit bounds;
 //   - cuDNN's plans built once per shape: a repeated call builds none.
@@ -103,6 +104,7 @@ std::vector<Problem> Problems() {
       {"tq < tk, D 20, Dv 12", 1, 2, 7, 13, 20, 12},
       {"tq > tk causal, D 48", 2, 1, 19, 11, 48, 40, true},
       {"tiles: 70 queries, 100 keys, causal", 1, 2, 70, 100, 24, 24, true},
+      {"tiles of 64: 130 queries, 150 keys, D 64, causal", 1, 2, 130, 150, 64, 64, true},
       {"D 300, Dv 260: two column chunks", 1, 1, 33, 40, 300, 260},
       {"full mask", 2, 2, 6, 10, 8, 8, false, Shape{2, 2, 6, 10}},
       // (B, 1, 1, Tk): batch 1's last 4 keys are padding.
