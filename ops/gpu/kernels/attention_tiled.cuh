@@ -228,26 +228,34 @@ __global__ void AttnForwardTiled(const T* q, const T* k, const T* v, const M* ma
 }
 
 // The probabilities P and the weights dS = P (Z dP - delta) of a thread's 4 x 4 block of
-// (query, key) pairs query(i, e), key(i, e), from their scores' dot products s and dP = out_grad
-// . v; `keep` gets P Z. lse and delta are read per query.
-template <typename M, typename Q, typename K>
+// (query, key) pairs, from their scores' dot products s and dP = out_grad . v; `keep` gets P Z.
+// The block's rows are queries from row0 and its columns keys from col0 (kQueryRows), or the
+// rows keys and the columns queries; lse and delta are read once per query.
+template <bool kQueryRows, typename M>
 __device__ inline void AtGradWeights(const GpuAttention& p, const AttnItem& it, const M* mask,
                                      const AttnDrop<float>& z, const float* lse, const float* delta,
-                                     Q query, K key, const float (&s)[4][4],
+                                     int64 row0, int64 col0, const float (&s)[4][4],
                                      const float (&dp)[4][4], float (&keep)[4][4],
                                      float (&ds)[4][4]) {
+  const int64 q0 = kQueryRows ? row0 + 4 * AtTy() : col0 + 4 * AtTx();
+  const int64 k0 = kQueryRows ? col0 + 4 * AtTx() : row0 + 4 * AtTy();
+  float lse_q[4], delta_q[4];
+#pragma unroll
+  for (int n = 0; n < 4; ++n) {
+    const bool in = q0 + n < p.tq;
+    lse_q[n] = in ? lse[it.bh * p.tq + q0 + n] : AttnMinusInf<float>();
+    delta_q[n] = in ? delta[it.bh * p.tq + q0 + n] : 0.f;
+  }
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int64 qi = query(i, e), j = key(i, e);
-      const bool in = qi < p.tq;
-      const float lse_i = in ? lse[it.bh * p.tq + qi] : AttnMinusInf<float>();
-      const float delta_i = in ? delta[it.bh * p.tq + qi] : 0.f;
-      const float pr = AttnProbability(AttnScore(p, mask, it.bi, it.hi, qi, j, s[i][e]), lse_i);
-      const float zk = AttnKeep(z, p, it.bi, it.hi, qi, j);
+      const int nq = kQueryRows ? i : e, nk = kQueryRows ? e : i;
+      const float pr =
+          AttnProbability(AttnScore(p, mask, it.bi, it.hi, q0 + nq, k0 + nk, s[i][e]), lse_q[nq]);
+      const float zk = AttnKeep(z, p, it.bi, it.hi, q0 + nq, k0 + nk);
       keep[i][e] = pr * zk;
-      ds[i][e] = pr == 0.f ? 0.f : pr * (zk * dp[i][e] - delta_i);
+      ds[i][e] = pr == 0.f ? 0.f : pr * (zk * dp[i][e] - delta_q[nq]);
     }
   }
 }
@@ -281,9 +289,7 @@ __global__ void AttnQueryGradTiled(const T* dy, const T* q, const T* k, const T*
       float s[4][4], dp[4][4], keep[4][4], ds[4][4];
       AtProductNT(qs, ks, static_cast<int>(p.d), s);
       AtProductNT(dys, vs, static_cast<int>(p.dv), dp);
-      AtGradWeights(
-          p, it, mask, z, lse, delta, [&](int i, int) { return it.row0 + 4 * AtTy() + i; },
-          [&](int, int e) { return j0 + 4 * AtTx() + e; }, s, dp, keep, ds);
+      AtGradWeights</*kQueryRows=*/true>(p, it, mask, z, lse, delta, it.row0, j0, s, dp, keep, ds);
       AtStoreTransposed(ds, ws);
       __syncthreads();
       AtProductTN(ws, ks, static_cast<int>(min(static_cast<int64>(kAtTile), key_end - j0)), acc);
@@ -323,9 +329,7 @@ __global__ void AttnKeyGradTiled(const T* dy, const T* q, const T* k, const T* v
       float s[4][4], dp[4][4], keep[4][4], ds[4][4];
       AtProductNT(ks, qs, static_cast<int>(p.d), s);
       AtProductNT(vs, dys, static_cast<int>(p.dv), dp);
-      AtGradWeights(
-          p, it, mask, z, lse, delta, [&](int, int e) { return i0 + 4 * AtTx() + e; },
-          [&](int i, int) { return it.row0 + 4 * AtTy() + i; }, s, dp, keep, ds);
+      AtGradWeights</*kQueryRows=*/false>(p, it, mask, z, lse, delta, it.row0, i0, s, dp, keep, ds);
       const int queries = static_cast<int>(min(static_cast<int64>(kAtTile), p.tq - i0));
       AtStoreTransposed(keep, ws);
       __syncthreads();
