@@ -310,7 +310,9 @@ TEST(AttentionKernelsOnHost, TiledKernelsMatchTheReference) {
   Problem causal = kTiles, dropout = kMasked;
   causal.name = "Tq 130, Tk 150, D 64, causal", causal.causal = true;
   dropout.name = "dropout 0.3", dropout.p = 0.3;
-  for (const Problem& p : {kMasked, kWide, kTiles, causal, dropout})
+  // D 7 and Dv 5: rows that do not start 16-byte aligned, staged element by element.
+  const Problem odd{"D 7, Dv 5, causal", 1, 2, 9, 11, 7, 5, true};
+  for (const Problem& p : {kMasked, kWide, kTiles, causal, dropout, odd})
     ExpectKernelsMatch<float, float>(p, 2e-5, "float", /*tiled=*/true);
   ExpectKernelsMatch<bf16, float>(kWide, 1e-2, "bfloat16", /*tiled=*/true);
 }

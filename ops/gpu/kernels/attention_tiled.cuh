@@ -46,14 +46,33 @@ __device__ inline int AtTy() { return threadIdx.x / kAtLanes; }
 __device__ inline int AtTx() { return threadIdx.x % kAtLanes; }
 
 // tile(r, c) = x[x0 + r][c] for r, c < kAtTile; 0 past x's rows or its first `cols` columns.
-// Consecutive threads read consecutive columns of a row. All threads of the block call it.
+// Consecutive threads read consecutive 4-element groups of a row (a 16-byte load each for float
+// data, when x's rows start aligned), or consecutive elements where they do not. All threads of
+// the block call it.
 template <typename T>
 __device__ inline void AtStage(const AttnRows<T>& x, int64 x0, int64 cols, float* tile) {
-  for (int e = threadIdx.x; e < kAtTileFloats; e += kGpuBlock) {
-    const int r = e / kAtTile, c = e % kAtTile;
+  constexpr int kGroups = kAtTile / 4;
+  const bool packs =
+      reinterpret_cast<unsigned long long>(x.base) % (4 * sizeof(T)) == 0 && x.stride % 4 == 0;
+  if (!packs) {
+    for (int e = threadIdx.x; e < kAtTileFloats; e += kGpuBlock) {
+      const int r = e / kAtTile, c = e % kAtTile;
+      const int64 row = x0 + r;
+      tile[AtIndex(r, c)] =
+          row < x.rows && c < cols ? static_cast<float>(ToArith(x.base[row * x.stride + c])) : 0.f;
+    }
+    return;
+  }
+  for (int e = threadIdx.x; e < kAtTileFloats / 4; e += kGpuBlock) {
+    const int r = e / kGroups, c = e % kGroups * 4;
     const int64 row = x0 + r;
-    tile[AtIndex(r, c)] =
-        row < x.rows && c < cols ? static_cast<float>(ToArith(x.base[row * x.stride + c])) : 0.f;
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    if (row < x.rows && c + 4 <= cols) {
+      LoadN<4>(x.base + row * x.stride + c, v);
+    } else if (row < x.rows) {
+      for (int j = 0; c + j < cols && j < 4; ++j) v[j] = ToArith(x.base[row * x.stride + c + j]);
+    }
+    *reinterpret_cast<AtPack*>(tile + AtIndex(r, c)) = AtPack{{v[0], v[1], v[2], v[3]}};
   }
 }
 
