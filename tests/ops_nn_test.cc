@@ -145,6 +145,7 @@ void RunNnCase(const OpCase& c) {
 // An activation epilogue's reference: act_type "none", relu, sigmoid, gelu or gelu_tanh.
 double ApplyAct(const std::string& act, double y) {
   if (act == "relu") return std::max(y, 0.0);
+  if (act == "relu6") return std::min(std::max(y, 0.0), 6.0);
   if (act == "sigmoid") return 1 / (1 + std::exp(-y));
   if (act == "gelu") return 0.5 * y * (1 + std::erf(y / std::sqrt(2.0)));
   if (act == "gelu_tanh")
@@ -339,19 +340,26 @@ OpCase ConvolutionCase(const Shape& data, int64_t filters, const Window& win, bo
   return c;
 }
 
-// The epilogue: oneDNN's post-op on the CPU, Activation's kernel after cuDNN on the GPU.
+// The epilogue: oneDNN's post-op on the CPU; on the GPU, with a bias and float data, one pass of
+// bias and activation after cuDNN (ChannelBiasAct), without a bias Activation's kernel. The data
+// in [-4, 4), so that outputs pass 6 and relu6 clips.
 TEST(Convolution, AppliesItsActivationEpilogue) {
-  for (const char* act : {"relu", "gelu"}) {
-    OpCase c = ConvolutionCase(Shape{2, 3, 5, 5}, 4, {3, 3, 2, 2, 1, 1}, true);
-    c.attrs["act_type"] = act;
-    const auto plain = c.reference;
-    c.reference = [=](const Inputs& in) {
-      Outputs out = plain(in);
-      for (double& y : out[0]) y = ApplyAct(act, y);
-      return out;
-    };
-    c.name += std::string(" act_type ") + act;
-    RunNnCase(c);
+  for (const char* act : {"relu", "relu6", "gelu"}) {
+    for (const bool bias : {true, false}) {
+      OpCase c = ConvolutionCase(Shape{2, 3, 5, 5}, 4, {3, 3, 2, 2, 1, 1}, bias);
+      c.attrs["act_type"] = act;
+      c.init = [](int i, Values& v) {
+        v = Uniform(static_cast<int64_t>(v.size()), 60 + i, i == 0 ? -4 : -1, i == 0 ? 4 : 1);
+      };
+      const auto plain = c.reference;
+      c.reference = [=](const Inputs& in) {
+        Outputs out = plain(in);
+        for (double& y : out[0]) y = ApplyAct(act, y);
+        return out;
+      };
+      c.name += std::string(" act_type ") + act;
+      RunNnCase(c);
+    }
   }
 }
 

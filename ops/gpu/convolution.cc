@@ -344,9 +344,26 @@ void ConvActAddGpu(const OpContext& ctx, const GpuCall& call, const ConvCall& c,
   LaunchActivation(ctx, *p.act, TensorView(conv, y.shape(), c.dtype, y.device()), OpReq::kAddTo, y);
 }
 
+// y = act(conv(x, w) + b) in float32 or float64: the convolution writes y, then one pass adds the
+// bias and applies the activation (ChannelBiasAct), where the bias written first, read back by
+// the convolution and the activation's own pass would move y's bytes five times, not three.
+// (16-bit outputs keep the bias under the convolution: rounded once.)
+void ConvBiasActGpu(const OpContext& ctx, const GpuCall& call, const ConvCall& c,
+                    const ConvParam& p, std::span<const TensorView> in, const TensorView& y) {
+  RunForward(call, c, Prepare<Forward>(call, c), in[0].raw(), in[1], OpReq::kWrite, y.raw());
+  const Geometry2d& g = c.dims.g;
+  const int64_t n = g.n * c.dims.f * g.oh * g.ow, step = g.OutStrides(c.dims.f).channel;
+  int v = PackWidth(c.dtype, {y.raw()});
+  if (step != 1 && step % v != 0) v = 1;
+  Launch(ctx, "convolution.cuh",
+         Instance("weft::ChannelBiasAct",
+                  {ActivationFunctor(*p.act), TypeName(c.dtype), std::to_string(v)}),
+         Packs(n, v), in[2].raw(), y.raw(), n, c.dims.f, step);
+}
+
 // in: (data, weight[, bias]); out: (output). With a bias, y starts from it (as req says) and the
 // convolution adds to it; an activation epilogue then runs over y in place (from workspace when
-// adding to y).
+// adding to y). float32 and float64 with both write y first (ConvBiasActGpu).
 void ConvForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                     std::span<const OpReq> req, std::span<const TensorView> out) {
   const ConvParam& p = a.Get<ConvParam>();
@@ -359,6 +376,8 @@ void ConvForwardGpu(const OpContext& ctx, const Attrs& a, std::span<const Tensor
   const GpuCall call(ctx);
   const ConvCall c = ConvCallOf(call, "Convolution", p, in[0]);
   if (p.act && req[0] == OpReq::kAddTo) return ConvActAddGpu(ctx, call, c, p, in, out[0]);
+  if (p.act && !p.no_bias && !Is16BitFloat(c.dtype))
+    return ConvBiasActGpu(ctx, call, c, p, in, out[0]);
   OpReq conv_req = req[0];
   if (!p.no_bias) {
     WriteChannelBias(ctx, c, in[2].raw(), req[0], out[0].raw());

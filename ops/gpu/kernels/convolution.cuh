@@ -6,6 +6,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "ops/math/unary.h"
 
 namespace weft {
 
@@ -15,6 +16,27 @@ template <typename T>
 __global__ void ChannelBias(const T* b, T* y, int64 size, int64 channels, int64 step, int req) {
   for (int64 at = GlobalThread(); at < size; at += GridThreads())
     Store1(y + at, ToArith(b[at / step % channels]), req);
+}
+
+// y[at] = F(y[at] + b[c]) in place for each of y's `n` elements (c as ChannelBias's): a float32
+// or float64 convolution's bias and activation epilogue in one pass after the convolution wrote
+// y (F: a functor of ops/math/unary.h, Identity for a bias alone). Packs of V elements share a
+// channel (step a multiple of V) or hold consecutive ones (step 1).
+template <class F, typename T, int V>
+__global__ void ChannelBiasAct(const T* b, T* y, int64 n, int64 channels, int64 step) {
+  typedef typename Arith<T>::type A;
+  ForEachPack<V>(n, [&](int64 i, auto w) {
+    constexpr int W = decltype(w)::value;
+    A v[W];
+    LoadN<W>(y + i, v);
+    int64 c = i / step % channels;
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+      v[j] = fn::ForwardOf<F>(v[j] + ToArith(b[c]), A(0), A(0));
+      if (step == 1 && ++c == channels) c = 0;
+    }
+    StoreN<W>(y + i, v, kReqWrite);
+  });
 }
 
 // db[c] = the sum of dy[i, c, p] over i and p, per req: a block per channel, its threads over the
