@@ -14,7 +14,8 @@
 // scaled, masked scores), so a backward runs on either path whichever path ran its forward.
 // WEFT_GPU_CUDNN_ATTENTION=0 turns cuDNN's path off.
 //
-// Weft's path, for heads of at most 64 columns in float arithmetic: attention_tiled.cuh's kernels
+// Weft's path, for heads of at most 64 columns in float arithmetic with WEFT_GPU_TILED_ATTENTION=1:
+// attention_tiled.cuh's kernels
 // (a block per (b, h, 64 rows), 4 x 4 register blocks of scores and outputs per thread), the
 // backward's after AttnDelta; for the rest (float64, wider heads) attention.cuh's: forward
 // AttnForward, a block per (b, h, 32 queries, column chunk) over the key tiles; backward AttnDelta
@@ -113,9 +114,12 @@ void LaunchTiled(const OpContext& ctx, const AttnGpuCall& c, const char* kernel,
 }
 
 // Whether the call runs attention_tiled.cuh's kernels: heads of at most kAtTile columns, float
-// arithmetic.
+// arithmetic, and WEFT_GPU_TILED_ATTENTION=1. Off by default until they have run and been
+// measured on a GPU (checked so far on the host against a float64 reference: tests/
+// attention_kernels_host_test.cc; gpu_attention_test runs both paths).
 bool Tiled(const AttnGpuCall& c) {
-  return c.dtype != DType::kFloat64 && c.d.d <= kAtTile && c.d.dv <= kAtTile;
+  return c.dtype != DType::kFloat64 && c.d.d <= kAtTile && c.d.dv <= kAtTile &&
+         GetEnvBool("WEFT_GPU_TILED_ATTENTION", false);
 }
 
 // Launches attention_tiled.cuh's `kernel` for the call's types with `tiles` of dynamic shared
