@@ -9,10 +9,11 @@
 //   #include "ops/gpu/kernels/attention.cuh"
 //   weft::testing::HostLaunch(blocks, kGpuBlock, [&] { weft::AttnForward<float, float, 4>(...); });
 //
-// Limits: __shfl_xor_sync must be called by every thread of the block together (it is built on
-// the block's barrier), and warps are not emulated otherwise (no lockstep, no other intrinsics).
+// Limits: __shfl_xor_sync must be called by every lane of a warp together (it is built on the
+// warp's barrier), and warps are not emulated otherwise (no lockstep, no other intrinsics).
 #pragma once
 
+#include <algorithm>
 #include <barrier>
 #include <cstdint>
 #include <cstring>
@@ -35,6 +36,10 @@ inline thread_local ShimDim3 threadIdx, blockIdx, gridDim, blockDim;
 
 namespace weft::testing::shim {
 inline std::barrier<>* block_barrier = nullptr;
+// One per warp of 32 threads, for __shfl_xor_sync: a shuffle orders its warp's lanes only, as on
+// a GPU, so a race between warps that a missing __syncthreads leaves stays visible to
+// ThreadSanitizer (the test runs under --config=tsan in CI).
+inline std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
 inline std::vector<uint64_t> exchange;  // one slot per thread, for __shfl_xor_sync
 }  // namespace weft::testing::shim
 
@@ -44,11 +49,12 @@ template <typename T>
 T __shfl_xor_sync(unsigned, T value, int lane_mask) {
   static_assert(sizeof(T) <= sizeof(uint64_t));
   namespace s = weft::testing::shim;
+  std::barrier<>& warp = *s::warp_barriers[threadIdx.x / 32];
   std::memcpy(&s::exchange[threadIdx.x], &value, sizeof(T));
-  __syncthreads();
+  warp.arrive_and_wait();
   T other;
   std::memcpy(&other, &s::exchange[threadIdx.x ^ static_cast<unsigned>(lane_mask)], sizeof(T));
-  __syncthreads();
+  warp.arrive_and_wait();
   return other;
 }
 
@@ -78,6 +84,10 @@ inline void HostLaunch(unsigned blocks, unsigned threads, const std::function<vo
     std::barrier<> barrier(threads);
     shim::block_barrier = &barrier;
     shim::exchange.assign(threads, 0);
+    shim::warp_barriers.clear();
+    for (unsigned w = 0; w < (threads + 31) / 32; ++w)
+      shim::warp_barriers.push_back(
+          std::make_unique<std::barrier<>>(std::min(32u, threads - 32 * w)));
     std::vector<std::thread> pool;
     for (unsigned t = 0; t < threads; ++t) {
       pool.emplace_back([&, b, t] {
