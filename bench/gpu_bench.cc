@@ -651,10 +651,10 @@ int main(int argc, char** argv) {
           if (dtype != DType::kFloat32) continue;
           setenv("WEFT_GPU_TILED_ATTENTION", "1", 1);  // the same call on the tiled kernels
           ours[key + kTiledRow] = AttentionStepMs(8, 12, 1024, 64, dtype, reps);
-          unsetenv("WEFT_GPU_TILED_ATTENTION");
         } catch (const weft::Error& e) {
           std::printf("%s: error: %s\n", key.c_str(), e.what());
         }
+        unsetenv("WEFT_GPU_TILED_ATTENTION");
       }
     }
     const bool layernorm = bench::IntFlag(argc, argv, "layernorm", 1) != 0;

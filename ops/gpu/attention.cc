@@ -14,10 +14,10 @@
 // scaled, masked scores), so a backward runs on either path whichever path ran its forward.
 // WEFT_GPU_CUDNN_ATTENTION=0 turns cuDNN's path off.
 //
-// Weft's path, for heads of at most 64 columns in float arithmetic with WEFT_GPU_TILED_ATTENTION=1:
-// attention_tiled.cuh's kernels
-// (a block per (b, h, 64 rows), 4 x 4 register blocks of scores and outputs per thread), the
-// backward's after AttnDelta; for the rest (float64, wider heads) attention.cuh's: forward
+// Weft's path, for heads of at most 64 columns in float arithmetic with
+// WEFT_GPU_TILED_ATTENTION=1: attention_tiled.cuh's kernels (a block per (b, h, 64 rows), 4 x 4
+// register blocks of scores and outputs per thread), the backward's after AttnDelta; for the
+// rest (float64, wider heads) attention.cuh's: forward
 // AttnForward, a block per (b, h, 32 queries, column chunk) over the key tiles; backward AttnDelta
 // (delta_i = out_grad_i . out_i into the workspace), then AttnQueryGrad (d_q, by query tiles) and
 // AttnKeyGrad (d_k and d_v, by key tiles): no atomics, and no Tq x Tk matrix anywhere. Requests:
@@ -128,9 +128,9 @@ template <typename... Args>
 void LaunchAtTiled(const OpContext& ctx, const AttnGpuCall& c, const char* kernel, int64_t rows,
                    int tiles, Args... args) {
   void* pointers[] = {static_cast<void*>(&args)...};
-  LaunchArgsShared(ctx, "attention_tiled.cuh", Instance(kernel, {TypeName(c.dtype), c.mask_type}),
-                   c.d.Heads() * ((rows + kAtTile - 1) / kAtTile),
-                   static_cast<size_t>(tiles) * kAtTile * kAtTile * sizeof(float), pointers);
+  LaunchArgs(ctx, "attention_tiled.cuh", Instance(kernel, {TypeName(c.dtype), c.mask_type}),
+             c.d.Heads() * ((rows + kAtTile - 1) / kAtTile), /*block_per_item=*/true, pointers,
+             static_cast<size_t>(tiles) * kAtTile * kAtTile * sizeof(float));
 }
 
 // Whether cuDNN may take this call: bfloat16 or float16, no mask, no dropout (cuDNN's would draw

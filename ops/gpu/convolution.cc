@@ -320,13 +320,22 @@ void ChannelSumsGpu(const OpContext& ctx, const ConvCall& c, const TensorView& d
              /*block_per_item=*/true, args);
 }
 
+// The output's elements, and the distance between two of one position in adjacent channels (the
+// plane for NCHW, 1 for NHWC): how convolution.cuh's bias kernels find an element's channel.
+struct OutputChannels {
+  int64_t size, step;
+};
+OutputChannels OutputChannelsOf(const ConvCall& c) {
+  const Geometry2d& g = c.dims.g;
+  return {g.n * c.dims.f * g.oh * g.ow, g.OutStrides(c.dims.f).channel};
+}
+
 // y = b (as req says, over the channel axis) for the convolution to add to.
 void WriteChannelBias(const OpContext& ctx, const ConvCall& c, const void* bias, OpReq req,
                       void* y) {
-  const Geometry2d& g = c.dims.g;
-  const int64_t size = g.n * c.dims.f * g.oh * g.ow, step = g.OutStrides(c.dims.f).channel;
-  Launch(ctx, "convolution.cuh", Instance("weft::ChannelBias", {TypeName(c.dtype)}), size, bias, y,
-         size, c.dims.f, step, ReqCode(req));
+  const OutputChannels o = OutputChannelsOf(c);
+  Launch(ctx, "convolution.cuh", Instance("weft::ChannelBias", {TypeName(c.dtype)}), o.size, bias,
+         y, o.size, c.dims.f, o.step, ReqCode(req));
 }
 
 // y += act(conv(x, w) + b): the convolution into workspace beside its algorithm's, then the
@@ -351,14 +360,13 @@ void ConvActAddGpu(const OpContext& ctx, const GpuCall& call, const ConvCall& c,
 void ConvBiasActGpu(const OpContext& ctx, const GpuCall& call, const ConvCall& c,
                     const ConvParam& p, std::span<const TensorView> in, const TensorView& y) {
   RunForward(call, c, Prepare<Forward>(call, c), in[0].raw(), in[1], OpReq::kWrite, y.raw());
-  const Geometry2d& g = c.dims.g;
-  const int64_t n = g.n * c.dims.f * g.oh * g.ow, step = g.OutStrides(c.dims.f).channel;
+  const OutputChannels o = OutputChannelsOf(c);
   int v = PackWidth(c.dtype, {y.raw()});
-  if (step != 1 && step % v != 0) v = 1;
+  if (o.step != 1 && o.step % v != 0) v = 1;
   Launch(ctx, "convolution.cuh",
          Instance("weft::ChannelBiasAct",
                   {ActivationFunctor(*p.act), TypeName(c.dtype), std::to_string(v)}),
-         Packs(n, v), in[2].raw(), y.raw(), n, c.dims.f, step);
+         Packs(o.size, v), in[2].raw(), y.raw(), o.size, c.dims.f, o.step);
 }
 
 // in: (data, weight[, bias]); out: (output). With a bias, y starts from it (as req says) and the

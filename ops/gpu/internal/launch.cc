@@ -130,33 +130,29 @@ unsigned GridBlocks(int device, int64_t items) {
   return static_cast<unsigned>(std::min((items + kGpuBlock - 1) / kGpuBlock, MaxBlocks(device)));
 }
 
-void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name, int64_t items,
-                bool block_per_item, std::span<void* const> args) {
-  if (items <= 0) return;
-  const int device = ctx.run.device.id;
-  const rtc::Kernel kernel = CachedKernel(file, name, device);
-  const unsigned blocks = block_per_item ? static_cast<unsigned>(std::min(items, MaxBlocks(device)))
-                                         : GridBlocks(device, items);
-  kernel.Launch(dim3(blocks), dim3(kGpuBlock), args, StreamOf(ctx));
+// Lets `kernel` take `bytes` of dynamic shared memory on `device` when that passes the 48 KB every
+// kernel may take: once per kernel, device and thread (a launch takes no lock).
+void AllowSharedBytes(const rtc::Kernel& kernel, int device, size_t bytes) {
+  constexpr size_t kDefaultLimit = 48 << 10;
+  constexpr int kMaxDevices = 16;
+  if (bytes <= kDefaultLimit) return;
+  thread_local std::unordered_map<cudaKernel_t, size_t> allowed[kMaxDevices];
+  size_t* limit = device >= 0 && device < kMaxDevices ? &allowed[device][kernel.handle()] : nullptr;
+  if (limit != nullptr && *limit >= bytes) return;
+  WEFT_CUDA_CHECK(cudaKernelSetAttributeForDevice(kernel.handle(),
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  static_cast<int>(bytes), device));
+  if (limit != nullptr) *limit = bytes;
 }
 
-void LaunchArgsShared(const OpContext& ctx, const char* file, const std::string& name,
-                      int64_t items, size_t shared_bytes, std::span<void* const> args) {
+void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name, int64_t items,
+                bool block_per_item, std::span<void* const> args, size_t shared_bytes) {
   if (items <= 0) return;
   const int device = ctx.run.device.id;
   const rtc::Kernel kernel = CachedKernel(file, name, device);
-  constexpr size_t kStaticLimit = 48 << 10;
-  if (shared_bytes > kStaticLimit) {
-    thread_local std::unordered_map<cudaKernel_t, size_t> raised[16];
-    size_t& limit = raised[device % 16][kernel.handle()];
-    if (limit < shared_bytes) {
-      WEFT_CUDA_CHECK(cudaKernelSetAttributeForDevice(kernel.handle(),
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                      static_cast<int>(shared_bytes), device));
-      limit = shared_bytes;
-    }
-  }
-  const unsigned blocks = static_cast<unsigned>(std::min(items, MaxBlocks(device)));
+  AllowSharedBytes(kernel, device, shared_bytes);
+  const unsigned blocks = block_per_item ? static_cast<unsigned>(std::min(items, MaxBlocks(device)))
+                                         : GridBlocks(device, items);
   kernel.Launch(dim3(blocks), dim3(kGpuBlock), args, StreamOf(ctx), shared_bytes);
 }
 

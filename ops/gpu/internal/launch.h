@@ -53,16 +53,12 @@ inline int64_t Packs(int64_t n, int width) { return (n + width - 1) / width; }
 unsigned GridBlocks(int device, int64_t items);
 
 // Launches kernel `name` of ops/gpu/kernels/`file` on the op's stream, kGpuBlock threads per
-// block, enough blocks for `items` grid-stride items (a block per item when `block_per_item`).
-// Each argument is passed by value and must have the kernel parameter's exact layout.
+// block, enough blocks for `items` grid-stride items (a block per item when `block_per_item`),
+// with `shared_bytes` of dynamic shared memory a block (the kernel's WEFT_DYNAMIC_SHARED array;
+// past 48 KB too: the kernel's limit is raised on its first such launch on a device). Each
+// argument is passed by value and must have the kernel parameter's exact layout.
 void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name, int64_t items,
-                bool block_per_item, std::span<void* const> args);
-
-// LaunchArgs for a block per item with `shared_bytes` of dynamic shared memory a block (the
-// kernel's `extern __shared__` array; past 48 KB too: the kernel's limit is raised on its first
-// such launch on a device, once per thread).
-void LaunchArgsShared(const OpContext& ctx, const char* file, const std::string& name,
-                      int64_t items, size_t shared_bytes, std::span<void* const> args);
+                bool block_per_item, std::span<void* const> args, size_t shared_bytes = 0);
 
 template <typename... Args>
 void Launch(const OpContext& ctx, const char* file, const std::string& name, int64_t items,

@@ -230,19 +230,18 @@ __global__ void AttnForwardTiled(const T* q, const T* k, const T* v, const M* ma
       __syncthreads();
       AtProductTN(ws, kv, static_cast<int>(min(static_cast<int64>(kAtTile), key_end - j0)), acc);
     }
-    float inv[4][4];
+    float y[4][4];  // the output: acc over the sum of the weights
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int64 qi = it.row0 + 4 * AtTy() + i;
       const bool empty = l[i] == 0.f;  // every key masked: out 0, lse -inf
 #pragma unroll
-      for (int e = 0; e < 4; ++e) inv[i][e] = empty ? 0.f : acc[i][e] / l[i];
+      for (int e = 0; e < 4; ++e) y[i][e] = empty ? 0.f : acc[i][e] / l[i];
       if (AtTx() == 0 && qi < p.tq) {
         Store1(lse + it.bh * p.tq + qi, empty ? AttnMinusInf<float>() : m[i] + Log(l[i]), req_lse);
       }
     }
-    AtStoreBlock(inv, 1.f, out + it.bi * p.o.b + it.hi * p.o.h, p.o.t, it.row0, p.tq, p.dv,
-                 req_out);
+    AtStoreBlock(y, 1.f, out + it.bi * p.o.b + it.hi * p.o.h, p.o.t, it.row0, p.tq, p.dv, req_out);
   }
 }
 
