@@ -22,8 +22,9 @@
 //       through the legacy stream waited for the blocking one; the graph join waits for neither),
 //       and the graphs it instantiated in the timed steps (0: each was updated in place);
 //   (g) Attention (issue 39): forward and backward of B8 H12 T1024 D64 causal attention
-//       (GPT-2 124M's), bfloat16 (cuDNN's fused attention) and float32 (weft's kernels, then the
-//       register-tiled ones: WEFT_GPU_TILED_ATTENTION=1), against F.scaled_dot_product_attention
+//       (GPT-2 124M's), bfloat16 (cuDNN's fused attention) and float32 (weft's register-tiled
+//       kernels, then the older ones: WEFT_GPU_TILED_ATTENTION=0), against
+//       F.scaled_dot_product_attention
 //       (--attention=0 leaves them out);
 //   (g') LayerNorm (issue 42): forward and backward over (8192, 768) bfloat16 data with float32
 //       gamma and beta (GPT-2's), as ms and as effective bandwidth (the 10 bytes an element the
@@ -226,9 +227,9 @@ std::unique_ptr<Executor> BindRnn(const char* mode, const std::string& precision
   return exec;
 }
 
-// The attention row's suffix for the same call on attention_tiled.cuh's kernels
-// (WEFT_GPU_TILED_ATTENTION=1), compared with PyTorch's row of that dtype.
-constexpr const char* kTiledRow = ", tiled";
+// The attention row's suffix for the same call on attention.cuh's kernels, not the tiled ones
+// (WEFT_GPU_TILED_ATTENTION=0), compared with PyTorch's row of that dtype.
+constexpr const char* kUntiledRow = ", untiled";
 
 // ms per forward and backward (d_q, d_k, d_v; head gradient ones) of causal attention over q, k,
 // v of (b, h, t, d) in `dtype`, bound once.
@@ -649,8 +650,8 @@ int main(int argc, char** argv) {
         try {
           ours[key] = AttentionStepMs(8, 12, 1024, 64, dtype, reps);
           if (dtype != DType::kFloat32) continue;
-          setenv("WEFT_GPU_TILED_ATTENTION", "1", 1);  // the same call on the tiled kernels
-          ours[key + kTiledRow] = AttentionStepMs(8, 12, 1024, 64, dtype, reps);
+          setenv("WEFT_GPU_TILED_ATTENTION", "0", 1);  // the same call on the older kernels
+          ours[key + kUntiledRow] = AttentionStepMs(8, 12, 1024, 64, dtype, reps);
         } catch (const weft::Error& e) {
           std::printf("%s: error: %s\n", key.c_str(), e.what());
         }
@@ -746,7 +747,7 @@ int main(int argc, char** argv) {
                          : key.find(" us") != std::string::npos ? "us/op"
                                                                 : "ms/step";
       const std::string peer_key =
-          key.ends_with(kTiledRow) ? key.substr(0, key.size() - std::strlen(kTiledRow)) : key;
+          key.ends_with(kUntiledRow) ? key.substr(0, key.size() - std::strlen(kUntiledRow)) : key;
       PrintRow(key.c_str(), it.value().get<double>(),
                torch.value("results", nlohmann::json::object()), peer_key.c_str(), unit);
     }

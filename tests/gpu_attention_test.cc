@@ -1,9 +1,10 @@
 // Attention on gpu:0 against the CPU's (ops/gpu/attention.cc against ops/cpu/attention.cc), the
 // forward outputs (out and the hidden lse) and the gradients of one backward call:
-//   - weft's kernels in float32 (attention.cuh's, and attention_tiled.cuh's for heads of at most
-//     64 columns with WEFT_GPU_TILED_ATTENTION=1) and float64: causal or not, no mask, a full mask
-//     and a padding mask, Tq != Tk, D and Dv not powers of two, D over 256 (two column chunks), a
-//     query whose keys are all masked (out 0, lse -inf, no gradient), several query and key tiles;
+//   - weft's kernels in float32 (attention_tiled.cuh's for heads of at most 64 columns, the
+//     default, and attention.cuh's, which WEFT_GPU_TILED_ATTENTION=0 gives them) and float64:
+//     causal or not, no mask, a full mask and a padding mask, Tq != Tk, D and Dv not powers of two,
+//     D over 256 (two column chunks), a query whose keys are all masked (out 0, lse -inf, no
+//     gradient), several query and key tiles;
 //   - bfloat16 (cuDNN's fused attention where it takes the call, weft's kernels where it does
 //     not) against the CPU in float32 on the same bfloat16-exact inputs, within 16-bit bounds;
 //   - cuDNN's plans built once per shape: a repeated call builds none.
@@ -115,13 +116,15 @@ std::vector<Problem> Problems() {
   };
 }
 
+// attention.cuh's kernels for every head (WEFT_GPU_TILED_ATTENTION=0).
 TEST(GpuAttention, Float32MatchesTheCpu) {
+  ScopedEnv untiled("WEFT_GPU_TILED_ATTENTION", "0");
   for (const Problem& p : Problems())
     ExpectGpuMatchesCpu(p, DType::kFloat32, DType::kFloat32, 2e-4);
 }
 
-// The same with attention_tiled.cuh's kernels on (heads of at most 64 columns; the wider ones and
-// float64 keep attention.cuh's), in float32 and in bfloat16 where cuDNN declines (a mask).
+// attention_tiled.cuh's kernels (heads of at most 64 columns; the wider ones and float64 keep
+// attention.cuh's), in float32 and in bfloat16 where cuDNN declines (a mask).
 TEST(GpuAttention, TiledKernelsMatchTheCpu) {
   ScopedEnv tiled("WEFT_GPU_TILED_ATTENTION", "1");
   for (const Problem& p : Problems())

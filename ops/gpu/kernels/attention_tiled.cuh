@@ -2,7 +2,8 @@
 // AttnForward, AttnQueryGrad and AttnKeyGrad (attention.cuh) compute, with the same scores,
 // masks, causal skip and dropout (their helpers), the same lse, and no Tq x Tk matrix; the data
 // float, bfloat16 or float16, the arithmetic float. ops/gpu/attention.cc launches these for such
-// heads with WEFT_GPU_TILED_ATTENTION=1, and attention.cuh's for the rest (float64, wider heads).
+// heads (unless WEFT_GPU_TILED_ATTENTION=0), and attention.cuh's for the rest (float64, wider
+// heads).
 //
 // attention.cuh's kernels give a thread 4 scores of one row a visited tile, so a thread reads a
 // shared value for every multiply-add. Here a block of kGpuBlock threads owns kAtTile rows of one
