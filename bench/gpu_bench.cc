@@ -30,7 +30,8 @@
 //       gamma and beta (GPT-2's), as ms and as effective bandwidth (the 10 bytes an element the
 //       pair must move: x and y forward, x, out_grad and d_x backward) against the device copy's
 //       (the relu part's), beside PyTorch's F.layer_norm in bfloat16 (--layernorm=0 leaves it
-//       out);
+//       out); pushed op by op, then as a captured step (TrainStep's CUDA graph: the kernels'
+//       time);
 //   (h) GPT-2 124M's training step (issue 39; --gpt2=B, batch B, off by default): 12 layers, 12
 //       heads, width 768, context 1024, vocabulary 50304, parameters and activations in bfloat16
 //       (examples::MakeGpt; the loss in float32), bfloat16-mixed and float16-mixed (float32
@@ -255,9 +256,14 @@ double AttentionStepMs(int64_t b, int64_t h, int64_t t, int64_t d, DType dtype, 
   return TimeMs(reps, 10, [&] { exec->Forward(true), exec->Backward(); });
 }
 
+// The LayerNorm row's suffix for the same pair as one captured step (Executor::TrainStep, replayed
+// as a CUDA graph: the kernels' time without the host's), compared with PyTorch's eager row.
+constexpr const char* kCapturedRow = ", captured";
+
 // ms per forward and backward of LayerNorm over (rows, cols) bfloat16 data, float32 gamma and
-// beta (section g'), bound once, every gradient written.
-double LayerNormStepMs(int64_t rows, int64_t cols, int reps) {
+// beta (section g'), bound once, every gradient written: Forward(true) and Backward() pushed op by
+// op, or (`captured`) TrainStep's replay of them.
+double LayerNormStepMs(int64_t rows, int64_t cols, int reps, bool captured) {
   const Symbol net = Symbol::Op(
       "LayerNorm", {Symbol::Variable("data"), Symbol::Variable("gamma"), Symbol::Variable("beta")},
       {}, "ln");
@@ -275,9 +281,10 @@ double LayerNormStepMs(int64_t rows, int64_t cols, int reps) {
     reqs[name] = weft::GradReq::kWrite;
   }
   auto exec = Executor::Bind(net, kGpu, args, grads, reqs);
-  for (int k = 0; k < 3; ++k) exec->Forward(true), exec->Backward();
+  const auto step = [&] { captured ? exec->TrainStep() : (exec->Forward(true), exec->Backward()); };
+  for (int k = 0; k < 3; ++k) step();  // kernels; a captured step records its graphs
   weft::engine::Engine::Get()->WaitForAll();
-  return TimeMs(reps, 10, [&] { exec->Forward(true), exec->Backward(); });
+  return TimeMs(reps, 10, step);
 }
 
 // GPT-2 124M's configuration in `dtype` (section h).
@@ -662,7 +669,8 @@ int main(int argc, char** argv) {
     const std::string ln_key = "layernorm 8192x768 fwd+bwd bfloat16";
     if (layernorm) {
       try {
-        ours[ln_key] = LayerNormStepMs(8192, 768, reps);
+        ours[ln_key] = LayerNormStepMs(8192, 768, reps, /*captured=*/false);
+        ours[ln_key + kCapturedRow] = LayerNormStepMs(8192, 768, reps, /*captured=*/true);
       } catch (const weft::Error& e) {
         std::printf("%s: error: %s\n", ln_key.c_str(), e.what());
       }
@@ -746,8 +754,10 @@ int main(int argc, char** argv) {
       const char* unit = key.find("GB/s") != std::string::npos  ? "GB/s"
                          : key.find(" us") != std::string::npos ? "us/op"
                                                                 : "ms/step";
-      const std::string peer_key =
-          key.ends_with(kUntiledRow) ? key.substr(0, key.size() - std::strlen(kUntiledRow)) : key;
+      std::string peer_key = key;
+      for (const char* suffix : {kUntiledRow, kCapturedRow}) {
+        if (key.ends_with(suffix)) peer_key = key.substr(0, key.size() - std::strlen(suffix));
+      }
       PrintRow(key.c_str(), it.value().get<double>(),
                torch.value("results", nlohmann::json::object()), peer_key.c_str(), unit);
     }
@@ -775,12 +785,13 @@ int main(int argc, char** argv) {
     if (relu)
       std::printf("weft relu reaches %.1f%% of weft's device-to-device copy bandwidth\n",
                   100 * bw.relu_gbs / bw.copy_gbs);
-    if (ours.contains(ln_key) && bw.copy_gbs > 0) {  // the 10 bytes an element fwd+bwd must move
-      const double gbs = 8192.0 * 768 * 10 / ours[ln_key].get<double>() / 1e6;
+    for (const std::string key : {ln_key, ln_key + kCapturedRow}) {
+      if (!ours.contains(key) || bw.copy_gbs <= 0) continue;
+      const double gbs = 8192.0 * 768 * 10 / ours[key].get<double>() / 1e6;  // 10 bytes an element
       std::printf(
-          "LayerNorm (8192, 768) bfloat16 fwd+bwd: weft moves %.0f GB/s, %.1f%% of the "
+          "LayerNorm (8192, 768) bfloat16 fwd+bwd%s: weft moves %.0f GB/s, %.1f%% of the "
           "device copy's %.0f GB/s\n",
-          gbs, 100 * gbs / bw.copy_gbs, bw.copy_gbs);
+          key == ln_key ? "" : kCapturedRow, gbs, 100 * gbs / bw.copy_gbs, bw.copy_gbs);
     }
     std::printf(
         "floors: the same tiny kernel launched directly on one stream %.2f us (%.2f us on a "

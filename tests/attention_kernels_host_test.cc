@@ -24,6 +24,7 @@
 #include "tests/kernel_host_shim.h"
 #include "ops/gpu/kernels/attention.cuh"
 #include "ops/gpu/kernels/attention_tiled.cuh"
+#include "tests/kernel_host_values.h"
 // clang-format on
 
 namespace weft::testing {
@@ -122,24 +123,6 @@ Results Reference(const Problem& p, const Tensors& t) {
     }
   }
   return r;
-}
-
-// Host arrays of the kernels' types: T for data, A for lse and delta.
-template <typename T>
-std::vector<T> As(const Values& v) {
-  std::vector<T> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = FromArith<T>(static_cast<float>(v[i]));
-  return out;
-}
-template <>
-std::vector<double> As<double>(const Values& v) {
-  return v;
-}
-template <typename T>
-Values Back(const std::vector<T>& v) {
-  Values out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<double>(ToArith(v[i]));
-  return out;
 }
 
 // Row-major q, k, v and out; the mask (Tq, Tk), broadcast over B and H.

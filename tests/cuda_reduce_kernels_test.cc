@@ -97,7 +97,8 @@ TEST(MultiSumSqKernels, ChunksAndFinishCompileForEachType) {
 
 // LayerNorm's block kernels and its warp kernels for every pack count a row of up to 1024 values
 // takes (float: 1 to 8 packs of 4, 16-bit: 1 to 4 of 8), data and output of one type, and float
-// data with a 16-bit output (out_dtype).
+// data with a 16-bit output (out_dtype); and the backward's parameter sums (LnParamGradSum, not a
+// template: compiled with the header).
 TEST(LayerNormKernels, BlockAndWarpKernelsCompileForEachTypeAndPackCount) {
   std::string source = "#include \"layer_norm.cuh\"\n";
   struct Types {
@@ -112,7 +113,7 @@ TEST(LayerNormKernels, BlockAndWarpKernelsCompileForEachTypeAndPackCount) {
     const std::string fwd =
         "(" + t + ", " + f + ", " + f + ", " + k.u + "*, float*, float*, long long, long long, ";
     const std::string bwd = "(" + u + ", " + t + ", " + f + ", " + f + ", " + f + ", " + k.t +
-                            "*, float*, float*, long long, long long, ";
+                            "*, float*, long long, long long, ";
     source += "template __global__ void weft::LnForward" + tu + ">" + fwd +
               "long long, float, int, int, int);\n";
     source += "template __global__ void weft::LnBackward" + tu + ">" + bwd + "long long, int);\n";

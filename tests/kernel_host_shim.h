@@ -26,6 +26,7 @@
 #define __device__
 #define __shared__ static
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 // A kernel's dynamic shared memory: 128 KB, static like its __shared__ arrays.
 #define WEFT_DYNAMIC_SHARED(T, name) static T name[(128 << 10) / sizeof(T)]
 

@@ -24,15 +24,23 @@ int64_t MaxBlocks(int device) {
   thread_local std::unordered_map<int, int64_t> cache;
   auto it = cache.find(device);
   if (it != cache.end()) return it->second;
-  int sms = 0, threads_per_sm = 0;
-  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  int threads_per_sm = 0;
   WEFT_CUDA_CHECK(
       cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
-  return cache.emplace(device, static_cast<int64_t>(sms) * (threads_per_sm / kGpuBlock) * 64)
+  return cache.emplace(device, int64_t{SmCount(device)} * (threads_per_sm / kGpuBlock) * 64)
       .first->second;
 }
 
 }  // namespace
+
+int SmCount(int device) {
+  thread_local std::unordered_map<int, int> cache;
+  auto it = cache.find(device);
+  if (it != cache.end()) return it->second;
+  int sms = 0;
+  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return cache.emplace(device, sms).first->second;
+}
 
 std::string TypeName(DType dtype) {
   switch (dtype) {
@@ -143,6 +151,21 @@ void AllowSharedBytes(const rtc::Kernel& kernel, int device, size_t bytes) {
                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                   static_cast<int>(bytes), device));
   if (limit != nullptr) *limit = bytes;
+}
+
+int ResidentBlocksPerSm(const OpContext& ctx, const char* file, const std::string& name) {
+  constexpr int kMaxDevices = 16;
+  const int device = ctx.run.device.id;
+  const rtc::Kernel kernel = CachedKernel(file, name, device);
+  thread_local std::unordered_map<cudaKernel_t, int> cache[kMaxDevices];
+  int* cached = device >= 0 && device < kMaxDevices ? &cache[device][kernel.handle()] : nullptr;
+  if (cached != nullptr && *cached > 0) return *cached;
+  int blocks = 0;  // the handle cast to a function pointer, as the runtime API takes it
+  WEFT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &blocks, reinterpret_cast<const void*>(kernel.handle()), kGpuBlock, 0));
+  blocks = std::max(blocks, 1);
+  if (cached != nullptr) *cached = blocks;
+  return blocks;
 }
 
 void LaunchArgs(const OpContext& ctx, const char* file, const std::string& name, int64_t items,

@@ -48,6 +48,13 @@ int PackWidth(DType dtype, std::initializer_list<const void*> pointers);
 // Work items of a ForEachPack loop over n elements in packs of `width`.
 inline int64_t Packs(int64_t n, int width) { return (n + width - 1) / width; }
 
+// The device's streaming multiprocessors (read once per thread and device).
+int SmCount(int device);
+// Blocks of kGpuBlock threads of kernel `name` of ops/gpu/kernels/`file` that one SM of the op's
+// device holds at once, as its registers and shared memory allow (once per kernel, device and
+// thread): a grid of this many blocks an SM is one wave.
+int ResidentBlocksPerSm(const OpContext& ctx, const char* file, const std::string& name);
+
 // Blocks of kGpuBlock threads for `items` grid-stride items on `device`: one item a thread, up to
 // a cap of resident waves (what LaunchArgs launches).
 unsigned GridBlocks(int device, int64_t items);

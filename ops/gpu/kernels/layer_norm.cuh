@@ -1,13 +1,14 @@
-// LayerNorm's kernels (ops/gpu/layer_norm.cc): a forward and a backward (whose per-block
-// parameter gradients the reduction kernels sum) in two forms. Data of type T (float or weft::bf16)
-// is seen as (outer, c, inner): row r = (o, i) holds c values from (o * c) * inner + i, `inner`
-// apart. In general a block handles a row at a time (rows grid-strided over the blocks), its
-// threads strided over the row's values, the row's sums reduced by BlockSum. Where the rows are
-// contiguous (inner 1), whole 16-byte packs and at most kGpuLnWarpMaxC long (a transformer's), a
-// warp handles a row instead, held in its registers, its sums reduced by shuffles (LnForwardWarp,
-// LnBackwardWarp): one read of the data and no barrier per row. gamma, beta, mean, rstd and the
-// parameter gradients are float; all arithmetic is float. The output y and the backward's dy are
-// of type U: T, or a 16-bit type for float data (LayerNorm's out_dtype: y rounded once).
+// LayerNorm's kernels (ops/gpu/layer_norm.cc): a forward and a backward in two forms, and the
+// backward's last step, LnParamGradSum, which adds up the blocks' partial parameter gradients. Data
+// of type T (float or weft::bf16) is seen as (outer, c, inner): row r = (o, i) holds c values from
+// (o * c) * inner + i, `inner` apart. In general a block handles a row at a time (rows grid-strided
+// over the blocks), its threads strided over the row's values, the row's sums reduced by BlockSum.
+// Where the rows are contiguous (inner 1), whole 16-byte packs and at most kGpuLnWarpMaxC long (a
+// transformer's), a warp handles a row instead, held in its registers, its sums reduced by shuffles
+// (LnForwardWarp, LnBackwardWarp): one read of the data and no barrier per row. gamma, beta, mean,
+// rstd and the parameter gradients are float; all arithmetic is float. The output y and the
+// backward's dy are of type U: T, or a 16-bit type for float data (LayerNorm's out_dtype: y rounded
+// once).
 #pragma once
 
 #include "common.cuh"
@@ -50,16 +51,17 @@ __global__ void LnForward(const T* x, const float* gamma, const float* beta, U* 
 }
 
 // Each row's d_data = rstd * (g - mean(g) - x_hat * mean(g * x_hat)), g = dy * gamma and
-// x_hat = (x - mean) * rstd, as req_dx says; and, when partial_gamma is not null, this block's
-// sums over its rows of dy * x_hat and dy for each j, at partial_gamma[blockIdx.x * c + j] and
-// partial_beta[blockIdx.x * c + j] (each thread owns the j it visits: no race).
+// x_hat = (x - mean) * rstd, as req_dx says; and, when `partial` is not null, this block's sums
+// over its rows of dy * x_hat and dy for each j, at partial[blockIdx.x * 2c + j] and
+// partial[blockIdx.x * 2c + c + j] (each thread owns the j it visits: no race), which
+// LnParamGradSum adds up.
 template <typename T, typename U>
 __global__ void LnBackward(const U* dy, const T* x, const float* gamma, const float* mean,
-                           const float* rstd, T* dx, float* partial_gamma, float* partial_beta,
-                           int64 rows, int64 c, int64 inner, int req_dx) {
-  __shared__ float partial[kGpuBlock];
-  float* pg = partial_gamma ? partial_gamma + blockIdx.x * c : nullptr;
-  float* pb = partial_beta ? partial_beta + blockIdx.x * c : nullptr;
+                           const float* rstd, T* dx, float* partial, int64 rows, int64 c,
+                           int64 inner, int req_dx) {
+  __shared__ float block_sums[kGpuBlock];
+  float* pg = partial ? partial + blockIdx.x * 2 * c : nullptr;
+  float* pb = partial ? pg + c : nullptr;
   for (int64 j = threadIdx.x; pg && j < c; j += kGpuBlock) pg[j] = pb[j] = 0;
   for (int64 r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64 start = LnRowStart(r, c, inner);
@@ -72,9 +74,9 @@ __global__ void LnBackward(const U* dy, const T* x, const float* gamma, const fl
       sum_g_x_hat += d * gamma[j] * x_hat;
       if (pg) pg[j] += d * x_hat, pb[j] += d;
     }
-    const float a = BlockSum(sum_g, partial) / static_cast<float>(c);
+    const float a = BlockSum(sum_g, block_sums) / static_cast<float>(c);
     __syncthreads();
-    const float b = BlockSum(sum_g_x_hat, partial) / static_cast<float>(c);
+    const float b = BlockSum(sum_g_x_hat, block_sums) / static_cast<float>(c);
     __syncthreads();
     for (int64 j = threadIdx.x; req_dx != kReqNull && j < c; j += kGpuBlock) {
       const float x_hat = (ToArith(x[start + j * inner]) - m) * rs;
@@ -102,6 +104,21 @@ __device__ inline void LoadRow(const X* row, int64 c, int lane, float (&v)[kPack
     } else {
 #pragma unroll
       for (int e = 0; e < V; ++e) v[k][e] = 0;
+    }
+  }
+}
+
+// The packs of LoadRow for two rows at once (dy's and x's), as loaded: not converted, so 16-bit
+// data takes half the registers. Packs past c are left unset (never read).
+template <int kPacks, int V, typename U, typename T>
+__device__ inline void LoadRowPacks(const U* dy_row, const T* x_row, int64 c, int lane,
+                                    Pack<U, V> (&d)[kPacks], Pack<T, V> (&x)[kPacks]) {
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    const int64 j = (static_cast<int64>(k) * 32 + lane) * V;
+    if (j < c) {
+      d[k] = *reinterpret_cast<const Pack<U, V>*>(dy_row + j);
+      x[k] = *reinterpret_cast<const Pack<T, V>*>(x_row + j);
     }
   }
 }
@@ -164,20 +181,22 @@ __global__ void LnForwardWarp(const T* x, const float* gamma, const float* beta,
   }
 }
 
-// The warps of a LnBackwardWarp block. A lane holds 4 * kPacks * V floats of the backward (x, dy
-// and the two parameter sums), 128 at the longest row the warp kernels take (kGpuLnWarpMaxC).
+// The warps of a LnBackwardWarp block.
 constexpr int kLnWarps = kGpuBlock / 32;
 
 // LnBackward for contiguous rows, a warp a row (the block's warps on rows w, w + W, ... of the W
-// warps of the grid); each lane sums the parameter gradients of its values over its warp's rows in
-// registers, and the block's warps add theirs in a fixed tree in shared memory into the block's
-// partial row (partial_gamma[blockIdx.x * c + j], as LnBackward's).
+// warps of the grid). A lane holds its packs of the row's dy and x as loaded (16-bit data stays
+// 16-bit in registers) and loads the next row's while it computes this one's, so each warp keeps
+// two rows' reads in flight; it sums the parameter gradients of its values over its rows in
+// float registers, and the block's warps add theirs in a fixed tree in shared memory into the
+// block's partial row (partial[blockIdx.x * 2c + j], as LnBackward's). Two rows' packs and the
+// sums take more than 128 registers a thread, so one block an SM (under 128, bfloat16's three
+// packs spilled 368 bytes): the launch gives each warp several rows.
 template <typename T, typename U, int kPacks>
-__global__ void LnBackwardWarp(const U* dy, const T* x, const float* gamma, const float* mean,
-                               const float* rstd, T* dx, float* partial_gamma, float* partial_beta,
-                               int64 rows, int64 c, int req_dx) {
+__global__ void __launch_bounds__(kGpuBlock, 1)
+    LnBackwardWarp(const U* dy, const T* x, const float* gamma, const float* mean,
+                   const float* rstd, T* dx, float* partial, int64 rows, int64 c, int req_dx) {
   constexpr int V = LnPack<T>::V;
-  __shared__ float tree[2][kLnWarps / 2][kGpuLnWarpMaxC];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float pg[kPacks][V], pb[kPacks][V];
 #pragma unroll
@@ -185,11 +204,19 @@ __global__ void LnBackwardWarp(const U* dy, const T* x, const float* gamma, cons
 #pragma unroll
     for (int e = 0; e < V; ++e) pg[k][e] = pb[k][e] = 0;
   }
-  for (int64 r = GlobalThread() / 32; r < rows; r += GridThreads() / 32) {
-    float d[kPacks][V], v[kPacks][V];
-    LoadRow(dy + r * c, c, lane, d);
-    LoadRow(x + r * c, c, lane, v);
+  const int64 stride = GridThreads() / 32;
+  Pack<U, V> d_next[kPacks];
+  Pack<T, V> x_next[kPacks];
+  int64 r = GlobalThread() / 32;
+  if (r < rows) LoadRowPacks(dy + r * c, x + r * c, c, lane, d_next, x_next);
+  for (; r < rows; r += stride) {
+    Pack<U, V> d_raw[kPacks];
+    Pack<T, V> x_raw[kPacks];
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) d_raw[k] = d_next[k], x_raw[k] = x_next[k];
     const float m = mean[r], rs = rstd[r];
+    if (r + stride < rows)
+      LoadRowPacks(dy + (r + stride) * c, x + (r + stride) * c, c, lane, d_next, x_next);
     float sum_g = 0, sum_g_x_hat = 0;
 #pragma unroll
     for (int k = 0; k < kPacks; ++k) {
@@ -199,11 +226,11 @@ __global__ void LnBackwardWarp(const U* dy, const T* x, const float* gamma, cons
       LoadParams(gamma + j, g);
 #pragma unroll
       for (int e = 0; e < V; ++e) {
-        v[k][e] = (v[k][e] - m) * rs;  // x_hat from here on
-        sum_g += d[k][e] * g[e];
-        sum_g_x_hat += d[k][e] * g[e] * v[k][e];
-        pg[k][e] += d[k][e] * v[k][e];
-        pb[k][e] += d[k][e];
+        const float d = ToArith(d_raw[k].v[e]), x_hat = (ToArith(x_raw[k].v[e]) - m) * rs;
+        sum_g += d * g[e];
+        sum_g_x_hat += d * g[e] * x_hat;
+        pg[k][e] += d * x_hat;
+        pb[k][e] += d;
       }
     }
     const float a = WarpSum(sum_g) / static_cast<float>(c);
@@ -215,11 +242,15 @@ __global__ void LnBackwardWarp(const U* dy, const T* x, const float* gamma, cons
       float g[V], out[V];
       LoadParams(gamma + j, g);
 #pragma unroll
-      for (int e = 0; e < V; ++e) out[e] = rs * (d[k][e] * g[e] - a - v[k][e] * b);
+      for (int e = 0; e < V; ++e) {
+        const float x_hat = (ToArith(x_raw[k].v[e]) - m) * rs;
+        out[e] = rs * (ToArith(d_raw[k].v[e]) * g[e] - a - x_hat * b);
+      }
       StoreN<V>(dx + r * c + j, out, req_dx);
     }
   }
-  if (partial_gamma == nullptr) return;
+  if (partial == nullptr) return;
+  __shared__ float tree[2][kLnWarps / 2][kGpuLnWarpMaxC];
   // warps [h, 2h) hand their sums to warps [0, h), h = kLnWarps / 2, ..., 1
   for (int h = kLnWarps / 2; h > 0; h /= 2) {
     if (warp >= h && warp < 2 * h) {
@@ -246,12 +277,41 @@ __global__ void LnBackwardWarp(const U* dy, const T* x, const float* gamma, cons
     __syncthreads();
   }
   if (warp != 0) return;
+  float* block_partial = partial + blockIdx.x * 2 * c;
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
     const int64 j = (static_cast<int64>(k) * 32 + lane) * V;
     if (j >= c) continue;
-    StoreN<V>(partial_gamma + blockIdx.x * c + j, pg[k], kReqWrite);
-    StoreN<V>(partial_beta + blockIdx.x * c + j, pb[k], kReqWrite);
+    StoreN<V>(block_partial + j, pg[k], kReqWrite);
+    StoreN<V>(block_partial + c + j, pb[k], kReqWrite);
+  }
+}
+
+// The columns a LnParamGradSum block sums, and the slices of the partial rows its threads split.
+constexpr int kLnSumColumns = 32, kLnSumSlices = kGpuBlock / kLnSumColumns;
+
+// d_gamma and d_beta from the backward's partial rows (`blocks` rows of 2c: c for gamma, then c
+// for beta), as req_gamma and req_beta say: a block per 32 of the 2c columns, its 8 slices of
+// threads summing rows s, s + 8, ... of a column in order, then slice 0 adding the 8 in order
+// (deterministic: no atomics).
+__global__ void LnParamGradSum(const float* partial, int64 blocks, int64 c, float* d_gamma,
+                               float* d_beta, int req_gamma, int req_beta) {
+  __shared__ float sums[kLnSumSlices][kLnSumColumns];
+  const int column = threadIdx.x % kLnSumColumns, slice = threadIdx.x / kLnSumColumns;
+  const int64 j = static_cast<int64>(blockIdx.x) * kLnSumColumns + column;
+  float sum = 0;
+  for (int64 row = slice; j < 2 * c && row < blocks; row += kLnSumSlices)
+    sum += partial[row * 2 * c + j];
+  sums[slice][column] = sum;
+  __syncthreads();
+  if (slice != 0 || j >= 2 * c) return;
+  float total = 0;
+#pragma unroll
+  for (int s = 0; s < kLnSumSlices; ++s) total += sums[s][column];
+  if (j < c) {
+    Store1(d_gamma + j, total, req_gamma);
+  } else {
+    Store1(d_beta + (j - c), total, req_beta);
   }
 }
 
