@@ -172,7 +172,9 @@ TEST(GpuTensorOps, TransposesMatchCpu) {
       {Shape{3, 37, 45}, "(0, 2, 1)"},  // a batch of tiles
       {Shape{5, 6, 7, 8}, "(3, 1, 0, 2)"},
       {Shape{64, 3}, ""},                     // too narrow for tiles: strided
-      {Shape{8, 16, 4, 32}, "(0, 2, 1, 3)"},  // the innermost axis stays: strided
+      {Shape{8, 16, 4, 32}, "(0, 2, 1, 3)"},  // the innermost axis stays: 16-byte packs
+      {Shape{16, 24, 64}, "(1, 0, 2)"},       // (T, B*H, D) to (B*H, T, D): packs
+      {Shape{6, 5, 7}, "(1, 0, 2)"},          // a run of 7: not whole packs, strided
       {Shape{33, 1, 70}, "(2, 1, 0)"},
   };
   std::vector<TensorCase> cases;

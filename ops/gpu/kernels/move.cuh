@@ -28,6 +28,19 @@ __global__ void StridedCopy(const T* x, T* y, GpuAxes walk, int64 n, int req) {
   }
 }
 
+// StridedCopy of whole 16-byte packs: y[off0 * V ...] = x[off1 * V ...] (V elements) at each of
+// the n positions of `walk`, whose offsets count packs (the host divides a walk whose innermost
+// axis runs contiguously on both sides and every stride by V); a write only (its bits).
+template <typename T, int V>
+__global__ void StridedCopyPacks(const T* x, T* y, GpuAxes walk, int64 n) {
+  for (int64 i = GlobalThread(); i < n; i += GridThreads()) {
+    int64 off[3] = {0, 0, 0};
+    AddOffsets(walk, i, off);
+    *reinterpret_cast<Pack<T, V>*>(y + off[0] * V) =
+        *reinterpret_cast<const Pack<T, V>*>(x + off[1] * V);
+  }
+}
+
 // Transposes in 32 x 32 tiles through shared memory, so that both the reads of x and the writes
 // of y are coalesced. y is a batch (the walk `batch`, offsets of y: array 0, of x: array 1) of
 // (rows, cols) blocks with y contiguous along cols and x contiguous along rows: y[r, c] at
