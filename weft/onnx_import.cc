@@ -162,7 +162,12 @@ OnnxModel ImportOnnx(const std::string& path, const OnnxOptions&) {
   if (outputs.empty())
     WEFT_THROW("ImportOnnx: '" << path << "': expected a graph output, found none");
   model.symbol = outputs.size() == 1 ? outputs[0] : Symbol::Group(outputs);
-  model.params = std::move(state.params);
+  // the parameters the graph reads: a step folded away at import (an attention's scale,
+  // convert_attention.cc) leaves its known operand unread
+  for (const std::string& name : model.symbol.ListArguments()) {
+    auto it = state.params.find(name);
+    if (it != state.params.end()) model.params.emplace(name, std::move(it->second));
+  }
   return model;
 }
 

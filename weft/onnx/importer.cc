@@ -184,6 +184,7 @@ const ConverterTable& Converters() {
     AddNnConverters(t);
     AddTensorConverters(t);
     AddShapeConverters(t);
+    AddAttentionConverters(t);
     return t;
   }();
   return table;

@@ -31,17 +31,40 @@ struct Dense {
   int64_t units = 0;
 };
 
+// A step of scaled dot-product attention written out (convert_attention.cc), with `symbol`: what
+// the value is on the way to Attention(q, k, v[, mask], scale).
+struct AttentionStep {
+  enum Stage {
+    kOperand,        // transpose(x, x_perm) times `scale` (Mul or Div by a known number)
+    kScores,         // q k^T times `scale`, plus `mask` where it has one
+    kProbabilities,  // softmax of the scores over their last axis
+  };
+  Stage stage = kOperand;
+  // kOperand: the value it scales or transposes; x_perm empty where there is no transpose.
+  Symbol x;
+  std::vector<int64_t> x_perm;
+  // kScores, kProbabilities: q = transpose(q_src, q_perm), k (..., Tk, D) = transpose(k_src,
+  // k_perm); an empty perm is none.
+  Symbol q_src, k_src;
+  std::vector<int64_t> q_perm, k_perm;
+  std::optional<Symbol> mask;
+  double scale = 1;
+};
+
 struct Value {
   std::optional<HostTensor> constant;
   std::optional<Symbol> symbol;
   std::optional<DimTensor> dims;
-  std::optional<Dense> dense;  // with `symbol`: what it computes
-  static Value Of(Symbol s) { return {std::nullopt, std::move(s), std::nullopt, std::nullopt}; }
-  static Value Of(HostTensor t) { return {std::move(t), std::nullopt, std::nullopt, std::nullopt}; }
+  std::optional<Dense> dense;              // with `symbol`: what it computes
+  std::optional<AttentionStep> attention;  // with `symbol`: what it is a step of
+  static Value Of(Symbol s) { return {std::nullopt, std::move(s), std::nullopt, std::nullopt, {}}; }
+  static Value Of(HostTensor t) {
+    return {std::move(t), std::nullopt, std::nullopt, std::nullopt, {}};
+  }
   // Known extents become a known tensor.
   static Value Of(DimTensor d) {
     if (d.IsKnown()) return Of(d.ToHost());
-    return {std::nullopt, std::nullopt, std::move(d), std::nullopt};
+    return {std::nullopt, std::nullopt, std::move(d), std::nullopt, {}};
   }
 };
 
@@ -129,7 +152,8 @@ using ConverterTable = std::map<std::string, Converter>;
 void AddElementwiseConverters(ConverterTable& table);
 void AddNnConverters(ConverterTable& table);
 void AddTensorConverters(ConverterTable& table);
-void AddShapeConverters(ConverterTable& table);  // last: it wraps some of the others
+void AddShapeConverters(ConverterTable& table);      // it wraps some of the others
+void AddAttentionConverters(ConverterTable& table);  // last: it wraps MatMul, Mul, Div, Add, ...
 
 // Every converter, by ONNX op type (the default domain).
 const ConverterTable& Converters();
