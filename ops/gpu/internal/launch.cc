@@ -160,9 +160,14 @@ int ResidentBlocksPerSm(const OpContext& ctx, const char* file, const std::strin
   thread_local std::unordered_map<cudaKernel_t, int> cache[kMaxDevices];
   int* cached = device >= 0 && device < kMaxDevices ? &cache[device][kernel.handle()] : nullptr;
   if (cached != nullptr && *cached > 0) return *cached;
-  int blocks = 0;  // the handle cast to a function pointer, as the runtime API takes it
-  WEFT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &blocks, reinterpret_cast<const void*>(kernel.handle()), kGpuBlock, 0));
+  // The handle cast to a function pointer, as the runtime API takes a cudaKernel_t. Should that
+  // fail, one block an SM (the error cleared: it is not sticky) still fills every SM once.
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &blocks, reinterpret_cast<const void*>(kernel.handle()), kGpuBlock, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    blocks = 1;
+  }
   blocks = std::max(blocks, 1);
   if (cached != nullptr) *cached = blocks;
   return blocks;
