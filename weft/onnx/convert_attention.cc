@@ -63,10 +63,11 @@ std::optional<AttentionStep> Scaling(NodeContext& n, bool divides) {
     if ((divides && i != 0) || c == nullptr || c->Size() != 1 || v == nullptr || !v->symbol)
       continue;
     const double number = c->Doubles()[0];
-    if (number == 0 || !std::isfinite(number)) return std::nullopt;
+    if (!(number > 0) || !std::isfinite(number)) return std::nullopt;  // a positive scale only
     const double factor = divides ? 1 / number : number;
     if (const AttentionStep* scores = StepOf(n, i, AttentionStep::kScores)) {
-      AttentionStep s = *scores;  // the product, scaled
+      if (scores->mask) return std::nullopt;  // (s + mask) c is no s c + mask
+      AttentionStep s = *scores;              // the product, scaled
       s.scale *= factor;
       return s;
     }
@@ -192,6 +193,16 @@ std::optional<Value> FoldedAttention(NodeContext& n, const AttentionStep& p) {
     if (!(q[a] == k[a]) || !(q[a] == (*v_dims)[a])) return std::nullopt;
   }
   if (!(q[r - 1] == k[r - 1]) || !(k[r - 2] == (*v_dims)[r - 2])) return std::nullopt;
+  if (p.mask) {  // it broadcasts to the scores (..., Tq, Tk) as they are, adding no axis
+    std::vector<SymDim> scores(q.begin(), q.end() - 1);
+    scores.push_back(k[r - 2]);
+    const auto m = ExtentsOf(n, *p.mask);
+    if (!m || m->size() > r) return std::nullopt;
+    for (size_t j = 0; j < m->size(); ++j) {
+      const SymDim& e = (*m)[m->size() - 1 - j];
+      if (!(e == SymDim::Of(1)) && !(e == scores[r - 1 - j])) return std::nullopt;
+    }
+  }
   std::vector<Symbol> in = {Transposed(n, p.q_src, q_perm), Transposed(n, p.k_src, k_perm), v};
   if (r == 3) {  // (B*H, T, D): one batch of B*H heads
     for (Symbol& x : in) x = n.Op("expand_dims", {x}, {{"axis", "0"}});
