@@ -198,6 +198,25 @@ TEST(OnnxImport, AttentionWrittenOutImportsAsOneAttentionOpWhenAsked) {
   }
 }
 
+// Attention written out by hand: q and k^T each scaled and a mask added folds (the scales
+// multiplied into Attention's); a scale after the mask ((s + mask) c is no s c + mask) and a mask
+// that gives 3-D scores a fourth axis do not. All three match ONNX Runtime either way.
+TEST(OnnxImport, TheAttentionFoldTakesOnlyWhatAttentionComputes) {
+  testing::ScopedEnv on("WEFT_ONNX_FUSE_ATTENTION", "1");
+  for (const auto& [name, folds] :
+       std::vector<std::pair<std::string, bool>>{{"attention_sdpa", true},
+                                                 {"attention_scaled_after_mask", false},
+                                                 {"attention_mask_broadcasts", false}}) {
+    std::map<std::string, int> ops;
+    const Graph g = ImportOnnx(kDir + name + ".onnx").symbol.ToGraph();
+    for (const Node& node : g.nodes())
+      if (!node.is_variable()) ++ops[node.op->name];
+    EXPECT_EQ(ops["Attention"], folds ? 1 : 0) << name;
+    EXPECT_EQ(ops["softmax"], folds ? 0 : 1) << name;
+    ExpectMatchesPyTorchAndOrt(name);
+  }
+}
+
 TEST(OnnxImport, BatchNormPoolingAndSoftmaxMatchPyTorchAndOnnxRuntime) {
   ExpectMatchesPyTorchAndOrt("bn_cnn");
   ExpectMatchesPyTorchAndOrt("bn_cnn_opset17");

@@ -29,6 +29,9 @@ the files stay small enough to commit:
                  and Where on a symbolic batch (hand-made, opset 13; ONNX Runtime the
                  reference), at batch 2 and 5 (shape_ops_1.json)
   conv_bn.onnx   Conv-BatchNorm-ReLU x2 with the BatchNormalization nodes kept (weft folds them)
+  attention_sdpa.onnx, attention_scaled_after_mask.onnx, attention_mask_broadcasts.onnx:
+                 attention written out by hand, one the import folds into Attention and two it
+                 must not (opset 17; their .json hold only the inputs, ONNX Runtime the reference)
   gpt.onnx       tests/gpt_torch_cases.py's GPT (its logits), int64 tokens with a symbolic batch
                  axis (opset 17: Trilu, Range, LayerNormalization); gpt_1.json at batch 3;
                  gpt_opset14.onnx the same at opset 14 (1.13 exports triu at 14 and later)
@@ -324,6 +327,54 @@ def refused():
               os.path.join(HERE, "expand_negative.onnx"))
 
 
+def attention_folds():
+    """Attention written out by hand (opset 17, fixed extents; ONNX Runtime the reference, the
+    script writes only the inputs): what the import folds into one Attention with
+    WEFT_ONNX_FUSE_ATTENTION=1 (attention_sdpa: q and k^T each scaled, the mask added) and what it
+    must leave as it is (attention_scaled_after_mask: the scale after the mask;
+    attention_mask_broadcasts: 3-D scores plus a 4-D mask, which adds an axis)."""
+    f = TensorProto.FLOAT
+
+    def save(name, nodes, inputs, inits):
+        graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info(n, f, s)
+                                                for n, s in inputs],
+                                  [helper.make_tensor_value_info("y", f, None)], inits)
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                  os.path.join(HERE, name + ".onnx"))
+        torch.manual_seed(9)
+        values = {}
+        for n, shape in inputs:
+            t = torch.randn(*shape) if n != "mask" else -4.0 * (torch.rand(*shape) < 0.3).float()
+            values[n] = {"values": [round(v, 6) for v in t.flatten().tolist()], "shape": shape,
+                         "dtype": "float32"}
+        with open(os.path.join(HERE, name + ".json"), "w") as out:
+            json.dump({"inputs": values}, out)
+
+    perm = helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2])
+    scale = [helper.make_tensor("s", f, [], [0.7]), helper.make_tensor("c", f, [], [0.5])]
+    qkv = [("q", [2, 3, 5, 4]), ("k", [2, 3, 5, 4]), ("v", [2, 3, 5, 4])]
+    save("attention_sdpa", [
+        helper.make_node("Mul", ["q", "s"], ["qs"]), perm,
+        helper.make_node("Mul", ["kt", "s"], ["kts"]),
+        helper.make_node("MatMul", ["qs", "kts"], ["scores"]),
+        helper.make_node("Add", ["scores", "mask"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["y"])], qkv + [("mask", [2, 1, 1, 5])], scale)
+    save("attention_scaled_after_mask", [
+        perm, helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+        helper.make_node("Add", ["scores", "mask"], ["masked"]),
+        helper.make_node("Mul", ["masked", "c"], ["scaled"]),
+        helper.make_node("Softmax", ["scaled"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["y"])], qkv + [("mask", [2, 1, 1, 5])], scale)
+    save("attention_mask_broadcasts", [
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+        helper.make_node("Add", ["scores", "mask"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["y"])],
+        [("q", [6, 5, 4]), ("k", [6, 5, 4]), ("v", [6, 5, 4]), ("mask", [2, 1, 5, 5])], [])
+
+
 def torchvision_models(folder):
     import torchvision
     for opset in (13, 17):
@@ -366,6 +417,7 @@ def main():
     export_gpt("gpt_opset14", 14)  # PyTorch 1.13 exports triu at opset 14 and later
     refused()
     tensor_ops()
+    attention_folds()
     shape_ops()
     # fuzz/corpus/onnx seeds (with the models above): one whose extents are all given, so that the
     # fuzzer binds and runs what it makes of it
