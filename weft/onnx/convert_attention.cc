@@ -60,7 +60,8 @@ std::optional<AttentionStep> Scaling(NodeContext& n, bool divides) {
   for (int i : {0, 1}) {
     const HostTensor* c = n.Known(1 - i);
     const Value* v = n.ValueOf(i);
-    if ((divides && i != 0) || c == nullptr || c->Size() != 1 || v == nullptr || !v->symbol)
+    if ((divides && i != 0) || c == nullptr || c->Size() != 1 || c->dims.size() > 1 ||
+        v == nullptr || !v->symbol)  // a number of at most one axis: it adds none to x
       continue;
     const double number = c->Doubles()[0];
     if (!(number > 0) || !std::isfinite(number)) return std::nullopt;  // a positive scale only
