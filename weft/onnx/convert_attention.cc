@@ -217,43 +217,40 @@ std::optional<Value> FoldedAttention(NodeContext& n, const AttentionStep& p) {
   return Value::Of(n.Op("reshape_dims", {out}, {{"shape", "(in0[1], in0[2], in0[3])"}}));
 }
 
+// Softmax of the scores over their last axis.
+std::optional<AttentionStep> Normalized(NodeContext& n) {
+  const AttentionStep* scores = StepOf(n, 0, AttentionStep::kScores);
+  if (scores == nullptr || n.Int("axis", n.opset() >= 13 ? -1 : 1) != -1) return std::nullopt;
+  AttentionStep s = *scores;
+  s.stage = AttentionStep::kProbabilities;
+  return s;
+}
+
+bool FoldOn() { return GetEnvBool("WEFT_ONNX_FUSE_ATTENTION", false); }
+
+// `convert`, recording the step `step` finds on its value while the fold is on (no step is looked
+// for, and no op made for one, while it is off).
+Converter Recording(Converter convert, std::optional<AttentionStep> (*step)(NodeContext&)) {
+  return [convert, step](NodeContext& n) {
+    const std::optional<AttentionStep> s = FoldOn() ? step(n) : std::nullopt;
+    return s ? With(convert(n), *s) : convert(n);
+  };
+}
+
 }  // namespace
 
 void AddAttentionConverters(ConverterTable& t) {
-  const Converter mul = t.at("Mul"), div = t.at("Div"), add = t.at("Add");
-  const Converter transpose = t.at("Transpose"), softmax = t.at("Softmax"), where = t.at("Where");
+  t["Mul"] = Recording(t.at("Mul"), [](NodeContext& n) { return Scaling(n, /*divides=*/false); });
+  t["Div"] = Recording(t.at("Div"), [](NodeContext& n) { return Scaling(n, /*divides=*/true); });
+  t["Transpose"] = Recording(t.at("Transpose"), Permuted);
+  t["Add"] = Recording(t.at("Add"), Masked);
+  t["Where"] = Recording(t.at("Where"), Filled);
+  t["Softmax"] = Recording(t.at("Softmax"), Normalized);
   const Converter matmul = t.at("MatMul");
-  t["Mul"] = [mul](NodeContext& n) {
-    const std::optional<AttentionStep> s = Scaling(n, /*divides=*/false);
-    return s ? With(mul(n), *s) : mul(n);
-  };
-  t["Div"] = [div](NodeContext& n) {
-    const std::optional<AttentionStep> s = Scaling(n, /*divides=*/true);
-    return s ? With(div(n), *s) : div(n);
-  };
-  t["Transpose"] = [transpose](NodeContext& n) {
-    const std::optional<AttentionStep> s = Permuted(n);
-    return s ? With(transpose(n), *s) : transpose(n);
-  };
-  t["Add"] = [add](NodeContext& n) {
-    const std::optional<AttentionStep> s = Masked(n);
-    return s ? With(add(n), *s) : add(n);
-  };
-  t["Where"] = [where](NodeContext& n) {
-    const std::optional<AttentionStep> s = Filled(n);
-    return s ? With(where(n), *s) : where(n);
-  };
-  t["Softmax"] = [softmax](NodeContext& n) {
-    const AttentionStep* scores = StepOf(n, 0, AttentionStep::kScores);
-    const int64_t axis = n.Int("axis", n.opset() >= 13 ? -1 : 1);
-    if (scores == nullptr || axis != -1) return softmax(n);
-    AttentionStep s = *scores;
-    s.stage = AttentionStep::kProbabilities;
-    return With(softmax(n), s);
-  };
   t["MatMul"] = [matmul](NodeContext& n) {
+    if (!FoldOn()) return matmul(n);
     if (const AttentionStep* p = StepOf(n, 0, AttentionStep::kProbabilities)) {
-      if (n.Known(1) == nullptr && GetEnvBool("WEFT_ONNX_FUSE_ATTENTION", false)) {
+      if (n.Known(1) == nullptr) {
         if (std::optional<Value> folded = FoldedAttention(n, *p))
           return std::vector<Value>{*folded};
       }
