@@ -41,10 +41,15 @@ const std::string* AttrReader::Find(const std::string& name, bool required) {
 }
 
 int AttrReader::Int(const std::string& name, std::optional<int> fallback, int min, int max) {
+  return static_cast<int>(Int64(name, fallback, min, max));
+}
+
+int64_t AttrReader::Int64(const std::string& name, std::optional<int64_t> fallback, int64_t min,
+                          int64_t max) {
   const std::string* v = Find(name, !fallback);
   if (v == nullptr) return *fallback;
   std::string t = Trim(*v);
-  int result = 0;
+  int64_t result = 0;
   auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), result);
   if (t.empty() || ec != std::errc() || end != t.data() + t.size()) Bad(name, *v, "an integer");
   if (result < min || result > max) {

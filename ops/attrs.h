@@ -7,6 +7,7 @@
 //   }   // an attribute the op did not read is an error too ("unknown attribute")
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -39,6 +40,8 @@ class AttrReader {
   // attribute is required. Values outside [min, max] are errors.
   int Int(const std::string& name, std::optional<int> fallback, int min = -(1 << 30),
           int max = 1 << 30);
+  // As Int, for values past int's range (element offsets).
+  int64_t Int64(const std::string& name, std::optional<int64_t> fallback, int64_t min, int64_t max);
   double Float(const std::string& name, std::optional<double> fallback);
   bool Bool(const std::string& name, std::optional<bool> fallback);
   std::string String(const std::string& name, std::optional<std::string> fallback);

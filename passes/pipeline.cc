@@ -5,6 +5,7 @@
 #include "core/env.h"
 #include "passes/blocked_layout.h"
 #include "passes/channels_last.h"
+#include "passes/compose_moves.h"
 #include "passes/cse.h"
 #include "passes/fold_activation.h"
 #include "passes/fold_batch_norm.h"
@@ -69,6 +70,7 @@ Graph FoldActivations(const Graph& g, State& s) {
   return FoldActivation(g, &s.result.folded_activations);
 }
 // An inference bind on the CPU.
+Graph Compose(const Graph& g, State& s) { return ComposeMoves(g, &s.result.composed_moves); }
 bool InfersOnCpu(const Graph& g, const State& s) {
   return Infers(g, s) && !s.request.device.is_gpu();
 }
@@ -161,7 +163,7 @@ struct PassRow {
 };
 
 // The pipeline: the table in pipeline.h.
-constexpr std::array<PassRow, 17> kBindPasses = {{
+constexpr std::array<PassRow, 18> kBindPasses = {{
     {"mixed_precision", "WEFT_MIXED_PRECISION", HasPolicy, Mix, nullptr},
     {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
     {"fold_norm_cast", "WEFT_FOLD_NORM_CAST", ReadsNormCast, FoldNormCasts, nullptr},
@@ -173,6 +175,7 @@ constexpr std::array<PassRow, 17> kBindPasses = {{
     {"infer_shapes_and_types", nullptr, nullptr, Infer, nullptr},
     {"fold_grad_cast", "WEFT_FOLD_GRAD_CAST", Differentiates, FoldGradCasts, nullptr},
     {"pass_gradients_through", "WEFT_PASS_GRADIENTS_THROUGH", Differentiates, PassThrough, nullptr},
+    {"compose_moves", "WEFT_COMPOSE_MOVES", Infers, Compose, nullptr},
     {"fold_sum", "WEFT_FOLD_SUM", InfersOnCpu, FoldSums, nullptr},
     {"fold_depthwise", "WEFT_FOLD_DEPTHWISE", InfersOnCpu, FoldDepthwises, nullptr},
     {"blocked_layout", "WEFT_BLOCKED_LAYOUT", OnCpu, Block, nullptr},

@@ -29,6 +29,9 @@
 //   pass_gradients_through  WEFT_PASS_GRADIENTS_THROUGH  with a gradient: drops the gradient
 //                                                        nodes that change nothing
 //                                                        (pass_gradients_through.h)
+//   compose_moves           WEFT_COMPOSE_MOVES           inference binds: a chain of reshapes,
+//                                                        transposes and slices read as one
+//                                                        strided copy (compose_moves.h)
 //   fold_sum                WEFT_FOLD_SUM                CPU inference binds: a residual add into
 //                                                        the convolution before it (fold_sum.h)
 //   fold_depthwise          WEFT_FOLD_DEPTHWISE          CPU inference binds: a 1x1 convolution
@@ -110,6 +113,8 @@ struct BindResult {
   int folded_activations = 0;
   // Convolutions and poolings turned channels last (channels_last.h).
   int channels_last = 0;
+  // Movement ops that became one read of their chain's first input (compose_moves.h).
+  int composed_moves = 0;
   // Sums folded into the convolutions before them (fold_sum.h).
   int folded_sums = 0;
   // Gradient nodes dropped because they passed their gradient through (pass_gradients_through.h).

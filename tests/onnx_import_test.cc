@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "executor/executor.h"
 #include "graph/graph.h"
+#include "passes/pipeline.h"
 #include "tests/onnx_cases.h"
 #include "tests/weft_test_util.h"
 #include "weft/onnx.h"
@@ -215,6 +216,30 @@ TEST(OnnxImport, TheAttentionFoldTakesOnlyWhatAttentionComputes) {
     EXPECT_EQ(ops["softmax"], folds ? 0 : 1) << name;
     ExpectMatchesPyTorchAndOrt(name);
   }
+}
+
+// PyTorch 2's packed attention projection, by hand: its Gathers of one position become slices,
+// and the bound graph reads each head's (B*H, T, D) straight out of the projection, one copy
+// each (passes/compose_moves.h); the result matches ONNX Runtime.
+TEST(OnnxImport, PackedHeadsAreGatheredAsSlicesAndReadOnceEach) {
+  const OnnxModel m = ImportOnnx(kDir + "packed_heads.onnx");
+  const Graph g = m.symbol.ToGraph();
+  std::map<std::string, int> ops;
+  for (const Node& node : g.nodes())
+    if (!node.is_variable()) ++ops[node.op->name];
+  EXPECT_EQ(ops["take"], 0);
+  EXPECT_EQ(ops["slice"], 4);
+  BindRequest request;
+  request.device = Device::Cpu();
+  request.shapes = {{"p", Shape{5, 2, 24}}};
+  const BindResult bound = RunBindPipeline(g, request);
+  EXPECT_EQ(bound.composed_moves, 3);
+  std::map<std::string, int> bound_ops;
+  for (const Node& node : bound.graph.nodes())
+    if (!node.is_variable()) ++bound_ops[node.op->name];
+  EXPECT_EQ(bound_ops["_strided_copy"], 3);
+  EXPECT_EQ(bound_ops["transpose"] + bound_ops["slice"], 0);
+  ExpectMatchesPyTorchAndOrt("packed_heads");
 }
 
 TEST(OnnxImport, BatchNormPoolingAndSoftmaxMatchPyTorchAndOnnxRuntime) {

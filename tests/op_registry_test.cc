@@ -63,6 +63,7 @@ const std::map<std::string, AttrMap>& ExampleAttrs() {
         {"reshape", {{"shape", "(-1,)"}}},
         {"reshape_dims", {{"shape", "(2*in0[0],)"}}},
         {"expand_dims", {{"axis", "0"}}},
+        {"_strided_copy", {{"shape", "(1,)"}, {"walk", "()"}, {"stride", "()"}}},
         {"concat", {{"num_args", "2"}}},
         {"_backward_concat", {{"num_args", "2"}}},
         {"slice", {{"begin", "(0,)"}, {"end", "(1,)"}}},

@@ -1,8 +1,8 @@
 // Tensor ops: reductions (sum, mean, max), shape ops (reshape, expand_dims, flatten,
-// reshape_like, transpose), concat, slice, split, take, write_at, Embedding and Dropout. Each
-// declarative case runs forward (req write and add) against a plain reference loop written from
-// the op's definition, and checks the gradient against finite differences (see op_test_util.h).
-// Dropout, whose training output is random, has its own tests.
+// reshape_like, transpose, _strided_copy), concat, slice, split, take, write_at, Embedding and
+// Dropout. Each declarative case runs forward (req write and add) against a plain reference loop
+// written from the op's definition, and checks the gradient against finite differences (see
+// op_test_util.h). Dropout, whose training output is random, has its own tests.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -39,7 +39,8 @@ int64_t Index(const std::vector<int64_t>& coords, const Shape& shape) {
   return index;
 }
 
-std::string Tuple(const std::vector<int>& v) {
+template <typename I>
+std::string Tuple(const std::vector<I>& v) {
   std::string s = "(";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   return s + (v.size() == 1 ? ",)" : ")");
@@ -258,6 +259,51 @@ TEST(ShapeOps, TransposePermutesAxes) {
   RunOpCase(TransposeCase(Shape{2, 1, 3, 2, 2, 3}, {5, 0, 3, 1, 4, 2}));
 }
 
+// _strided_copy of x (`in`) along (walk, stride) from offset, into `shape`: the reference walks
+// the walk's positions in row-major order.
+OpCase StridedCopyCase(const Shape& in, const Shape& shape, const std::vector<int64_t>& walk,
+                       const std::vector<int64_t>& stride, int64_t offset) {
+  Shape w;
+  for (int64_t d : walk) w.PushBack(d);
+  OpCase c{"_strided_copy",
+           {{"shape", shape.ToString()},
+            {"walk", Tuple(walk)},
+            {"stride", Tuple(stride)},
+            {"offset", std::to_string(offset)}},
+           {in},
+           [w, stride, offset](const Inputs& x) {
+             Values y(w.Size());
+             for (int64_t o = 0; o < w.Size(); ++o) {
+               const std::vector<int64_t> at = Coords(o, w);
+               int64_t from = offset;
+               for (size_t k = 0; k < at.size(); ++k) from += at[k] * stride[k];
+               y[o] = x[0][from];
+             }
+             return Outputs{y};
+           }};
+  c.check_gradient = false;  // inference only (passes/compose_moves.h makes it)
+  c.name = "_strided_copy walk=" + w.ToString() + " stride=" + Tuple(stride);
+  return c;
+}
+
+// The heads of a packed projection (T 3, B 2, 3 x H 2 x D 4) read as k of (B, H, T, D), shaped
+// (B*H, T, D); a walk whose rows are columns (a transpose's); a single element; the whole input.
+TEST(ShapeOps, StridedCopyReadsAnyWalk) {
+  RunOpCase(StridedCopyCase(Shape{3, 2, 24}, Shape{4, 3, 4}, {2, 2, 3, 4}, {24, 4, 48, 1}, 8));
+  RunOpCase(StridedCopyCase(Shape{5, 6}, Shape{3, 5}, {3, 5}, {1, 6}, 2));
+  RunOpCase(StridedCopyCase(Shape{5, 6}, Shape{1}, {}, {}, 29));
+  RunOpCase(StridedCopyCase(Shape{2, 3, 4}, Shape{24}, {24}, {1}, 0));
+  ExpectOpError("_strided_copy", {{"shape", "(4,)"}, {"walk", "(2, 3)"}, {"stride", "(3, 1)"}},
+                {Shape{2, 3}}, {"_strided_copy", "as many elements", "(4,)", "(2, 3)"});
+  ExpectOpError("_strided_copy",
+                {{"shape", "(2, 3)"}, {"walk", "(2, 3)"}, {"stride", "(3, 1)"}, {"offset", "1"}},
+                {Shape{2, 3}}, {"reads past the input (2, 3) (6 elements)", "offset=1"});
+  ExpectOpError("_strided_copy", {{"shape", "(2,)"}, {"walk", "(2,)"}, {"stride", "(1, 1)"}},
+                {Shape{2, 3}}, {"one stride >= 0 per extent", "stride=(1, 1)"});
+  ExpectOpError("_strided_copy", {{"shape", "(2,)"}, {"walk", "(2,)"}, {"stride", "(-1,)"}},
+                {Shape{2, 3}}, {"_strided_copy", "stride=(-1,)"});
+}
+
 TEST(ShapeOps, DataMovementWorksOnIntegers) {
   NDArray x =
       NDArray::FromVector(std::vector<int32_t>{1, 2, 3, 4, 5, 6}, Shape{2, 3}, TestDevice());
@@ -268,6 +314,11 @@ TEST(ShapeOps, DataMovementWorksOnIntegers) {
   EXPECT_EQ(
       Invoke("concat", {x, x}, {{"num_args", "2"}, {"dim", "0"}})[0].ToVector<int32_t>().size(),
       12u);
+  EXPECT_EQ(
+      Invoke("_strided_copy", {x},
+             {{"shape", "(2, 2)"}, {"walk", "(2, 2)"}, {"stride", "(1, 3)"}, {"offset", "1"}})[0]
+          .ToVector<int32_t>(),
+      (std::vector<int32_t>{2, 5, 3, 6}));
 }
 
 TEST(ShapeOps, BadInputsSayWhatWasExpected) {

@@ -3,9 +3,11 @@
 // transpose: a permutation that swaps two runs of axes behind a kept prefix (NCHW <-> NHWC, a
 // matrix's transpose) is a batch of matrix transposes, copied in tiles; other permutations gather
 // each output row. Gathering rows of 3 (an image's channels), or oneDNN's reorder, ran NCHW -> NHWC
-// at 1 GB/s. Every dtype (float32, float64, bfloat16, int32, int64, uint8).
+// at 1 GB/s. _strided_copy gathers rows the same way. Every dtype (float32, float64, bfloat16,
+// int32, int64, uint8).
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "ops/cpu/internal/cpu_util.h"
@@ -71,6 +73,34 @@ void SwapLoops(const MatrixSwap& s, const T* x, OpReq req, T* y) {
   });
 }
 
+// y (read in row-major order) = x[offset + sum_k i_k stride[k]] for every position i of the walk
+// `walk` (of y's size), a row of the walk at a time (a row that runs contiguously through x is one
+// run copied).
+void StridedRows(const TensorView& x, std::span<const int64_t> walk,
+                 std::span<const int64_t> stride, int64_t offset, OpReq req, const TensorView& y) {
+  const int n = static_cast<int>(walk.size());
+  const int64_t len = n == 0 ? 1 : walk[n - 1], step = n == 0 ? 0 : stride[n - 1];
+  const int64_t rows = len == 0 ? 0 : y.size() / len;
+  WEFT_MOVE_SWITCH(x.dtype(), T, "strided copy", {
+    const T* src = x.data<T>() + offset;
+    T* dst = y.data<T>();
+    ParallelFor(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1)),
+                [&](int64_t b, int64_t e) {
+                  for (int64_t r = b; r < e; ++r) {
+                    int64_t base = 0, rest = r;  // base: input offset of the row's first element
+                    for (int k = n - 2; k >= 0; --k)
+                      base += (rest % walk[k]) * stride[k], rest /= walk[k];
+                    T* row = dst + r * len;
+                    if (step == 1) {
+                      StoreN(row, req, src + base, len);
+                      continue;
+                    }
+                    for (int64_t j = 0; j < len; ++j) Store(row[j], req, src[base + j * step]);
+                  }
+                });
+  });
+}
+
 // x: (d_0, ..., d_{n-1}); y: (d_{axes[0]}, ..., d_{axes[n-1]}), y[c] = x[c_k at axis axes[k]].
 void TransposeCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
                       std::span<const OpReq> req, std::span<const TensorView> out) {
@@ -78,29 +108,23 @@ void TransposeCompute(const OpContext& ctx, const Attrs& a, std::span<const Tens
   if (req[0] == OpReq::kNull) return;
   if (n <= 1) return CopyCompute(ctx, a, in, req, out);
   const std::vector<int64_t> axes = TransposePermutation(a.Get<TransposeParam>(), n);
-  const std::array<int64_t, Shape::kMaxDims> in_strides = Strides(in[0].shape());
-  const Shape& shape = out[0].shape();
   if (const std::optional<MatrixSwap> swap = AsMatrixSwap(in[0].shape(), axes)) {
     WEFT_MOVE_SWITCH(in[0].dtype(), T, "transpose",
                      SwapLoops(*swap, in[0].data<T>(), req[0], out[0].data<T>()));
     return;
   }
-  const int64_t len = shape[n - 1], step = in_strides[axes[n - 1]],
-                rows = len == 0 ? 0 : shape.Size() / len;
-  WEFT_MOVE_SWITCH(in[0].dtype(), T, "transpose", {
-    const T* x = in[0].data<T>();
-    T* y = out[0].data<T>();
-    ParallelFor(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1)),
-                [&](int64_t b, int64_t e) {
-                  for (int64_t r = b; r < e; ++r) {
-                    int64_t base = 0, rest = r;  // base: input offset of the row's first element
-                    for (int k = n - 2; k >= 0; --k)
-                      base += (rest % shape[k]) * in_strides[axes[k]], rest /= shape[k];
-                    T* row = y + r * len;
-                    for (int64_t j = 0; j < len; ++j) Store(row[j], req[0], x[base + j * step]);
-                  }
-                });
-  });
+  const std::array<int64_t, Shape::kMaxDims> in_strides = Strides(in[0].shape());
+  std::vector<int64_t> stride(n);  // along y's axes
+  for (int k = 0; k < n; ++k) stride[k] = in_strides[axes[k]];
+  StridedRows(in[0], out[0].shape().dims(), stride, 0, req[0], out[0]);
+}
+
+// y = the view of x that the attributes give (ops/tensor/tensor_params.h).
+void StridedCopyCompute(const OpContext&, const Attrs& a, std::span<const TensorView> in,
+                        std::span<const OpReq> req, std::span<const TensorView> out) {
+  if (req[0] == OpReq::kNull) return;
+  const StridedCopyParam& p = a.Get<StridedCopyParam>();
+  StridedRows(in[0], p.walk, p.stride, p.offset, req[0], out[0]);
 }
 
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, {
@@ -110,6 +134,7 @@ WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kCpu, {
                                                  {"reshape_like", {.compute = CopyCompute}},
                                                  {"reshape_dims", {.compute = CopyCompute}},
                                                  {"transpose", {.compute = TransposeCompute}},
+                                                 {"_strided_copy", {.compute = StridedCopyCompute}},
                                              });
 
 }  // namespace

@@ -2,7 +2,8 @@
 // and uint8. reshape, reshape_dims, expand_dims, flatten and reshape_like copy their input
 // unchanged (nothing at all when the output is the input's memory); transpose moves the elements
 // with a tiled kernel where the innermost axis changes (kernels/move.cuh) and a strided copy where
-// it does not. Their gradients are reshape_like and transpose again: no backward ops of their own.
+// it does not; _strided_copy the same for any strided view. Their gradients are reshape_like and
+// transpose again: no backward ops of their own.
 #include <algorithm>
 #include <iterator>
 #include <string>
@@ -41,6 +42,13 @@ void TransposeCompute(const OpContext& ctx, const Attrs& a, std::span<const Tens
   TransposeGpu(ctx, in[0], perm, req[0], out[0]);
 }
 
+// y = the view of x that the attributes give (ops/tensor/tensor_params.h).
+void StridedCopyCompute(const OpContext& ctx, const Attrs& a, std::span<const TensorView> in,
+                        std::span<const OpReq> req, std::span<const TensorView> out) {
+  const StridedCopyParam& p = a.Get<StridedCopyParam>();
+  StridedViewGpu(ctx, "_strided_copy", in[0], p.walk, p.stride, p.offset, req[0], out[0]);
+}
+
 WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu, {
                                                  {"reshape", {.compute = ReshapeCompute}},
                                                  {"expand_dims", {.compute = ReshapeCompute}},
@@ -48,6 +56,7 @@ WEFT_REGISTER_DEVICE_IMPLS(DeviceType::kGpu, {
                                                  {"reshape_like", {.compute = ReshapeCompute}},
                                                  {"reshape_dims", {.compute = ReshapeCompute}},
                                                  {"transpose", {.compute = TransposeCompute}},
+                                                 {"_strided_copy", {.compute = StridedCopyCompute}},
                                              });
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Shape ops: reshape, reshape_dims, expand_dims, flatten and reshape_like, which change only the
-// shape, and transpose, which permutes the axes.
+// shape, transpose, which permutes the axes, and _strided_copy, which reads any strided view of
+// its input (what passes/compose_moves.h makes of a chain of them and slices).
 //
 // The first five copy their input unchanged in row-major order. They declare .Inplace({{0, 0}})
 // so that a memory planner may alias output and input (the copy is then a no-op), and they
@@ -9,6 +10,7 @@
 // ops/gpu/shape.cc (every dtype).
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -237,6 +239,55 @@ void TransposeGradient(const Attrs& a, GradBuilder& g) {
   g.SetInputGrad(0, g.Op("transpose", {g.OutGrad(0)}, attrs));
 }
 
+// ---- _strided_copy ----
+
+StridedCopyParam ParseStridedCopy(AttrReader& r) {
+  StridedCopyParam p{r.IntList("shape", std::nullopt), r.IntList("walk", std::nullopt),
+                     r.IntList("stride", std::nullopt),
+                     r.Int64("offset", 0, 0, std::numeric_limits<int64_t>::max())};
+  const auto negative = [](const std::vector<int64_t>& v) {
+    return std::ranges::any_of(v, [](int64_t x) { return x < 0; });
+  };
+  if (p.walk.size() != p.stride.size() || p.walk.size() > Shape::kMaxDims ||
+      p.shape.size() > Shape::kMaxDims || negative(p.shape) || negative(p.walk) ||
+      negative(p.stride)) {
+    WEFT_THROW("op '_strided_copy': expected a shape and a walk of at most "
+               << Shape::kMaxDims << " extents >= 0, one stride >= 0 per extent of the walk, found "
+               << "shape=" << FormatTuple(p.shape) << " walk=" << FormatTuple(p.walk)
+               << " stride=" << FormatTuple(p.stride));
+  }
+  return p;
+}
+
+Shape ShapeOfExtents(const std::vector<int64_t>& extents) {
+  Shape s;
+  for (int64_t d : extents) s.PushBack(d);
+  return s;
+}
+
+// Checks that the walk has the output's size and reads only elements of the input.
+std::vector<Shape> StridedCopyShape(const Attrs& a, const std::vector<Shape>& in) {
+  const StridedCopyParam& p = a.Get<StridedCopyParam>();
+  const Shape out = ShapeOfExtents(p.shape), walk = ShapeOfExtents(p.walk);
+  if (walk.Size() != out.Size()) {
+    WEFT_THROW("_strided_copy: expected a walk of as many elements as shape="
+               << out << " (" << out.Size() << "), found walk=" << walk);
+  }
+  int64_t last = p.offset;  // the largest element offset read
+  bool overflow = false;
+  for (size_t k = 0; k < p.walk.size() && out.Size() > 0; ++k) {
+    int64_t reach = 0;
+    overflow |= __builtin_mul_overflow(p.walk[k] - 1, p.stride[k], &reach) ||
+                __builtin_add_overflow(last, reach, &last);
+  }
+  if (out.Size() > 0 && (overflow || last >= in[0].Size())) {
+    WEFT_THROW("_strided_copy: walk=" << walk << " stride=" << FormatTuple(p.stride)
+                                      << " offset=" << p.offset << " reads past the input " << in[0]
+                                      << " (" << in[0].Size() << " elements)");
+  }
+  return {out};
+}
+
 const bool defined = [] {
   DefineReshapeOp("reshape",
                   "the input with another shape of the same size; in `shape`, 0 copies the input's "
@@ -279,6 +330,15 @@ const bool defined = [] {
       .Inputs({"data"})
       .InferShape(TransposeShape)
       .Gradient(TransposeGradient);
+  WEFT_REGISTER_OP(_strided_copy)
+      .Describe(
+          "the input's elements (counted in row-major order) from `offset` along the walk of "
+          "extents `walk` and element strides `stride`, outermost first, copied into an output "
+          "of shape `shape` in row-major order: a chain of reshapes, transposes and slices in "
+          "one pass over the data (inference only: no gradient)")
+      .Params(ParseStridedCopy)
+      .Inputs({"data"})
+      .InferShape(StridedCopyShape);
   return true;
 }();
 

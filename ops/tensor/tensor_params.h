@@ -69,6 +69,15 @@ struct TransposeParam {
 // Output axis k is input axis perm[k], for an input of `ndim` axes.
 std::vector<int64_t> TransposePermutation(const TransposeParam& p, int ndim);
 
+// _strided_copy: y, read in row-major order, is the walk over the input's elements (counted in
+// row-major order) that starts at `offset` and runs `walk[k]` positions `stride[k]` apart along
+// axis k of the walk, outermost first; y has the shape `shape`, of as many elements. What a chain
+// of reshapes, transposes and slices reads (passes/compose_moves.h).
+struct StridedCopyParam {
+  std::vector<int64_t> shape, walk, stride;
+  int64_t offset;
+};
+
 // ---- concat, slice and their backward ops ----
 
 struct ConcatParam {

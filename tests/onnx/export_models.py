@@ -327,6 +327,26 @@ def refused():
               os.path.join(HERE, "expand_negative.onnx"))
 
 
+def save_hand_made(name, nodes, inputs, inits):
+    """A hand-made opset-17 graph of float32 inputs [(name, shape)] and initializers, output y,
+    with random inputs in name.json (an input named mask gets -4 or 0): ONNX Runtime the
+    reference."""
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info(n, f, s)
+                                            for n, s in inputs],
+                              [helper.make_tensor_value_info("y", f, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              os.path.join(HERE, name + ".onnx"))
+    torch.manual_seed(9)
+    values = {}
+    for n, shape in inputs:
+        t = torch.randn(*shape) if n != "mask" else -4.0 * (torch.rand(*shape) < 0.3).float()
+        values[n] = {"values": [round(v, 6) for v in t.flatten().tolist()], "shape": shape,
+                     "dtype": "float32"}
+    with open(os.path.join(HERE, name + ".json"), "w") as out:
+        json.dump({"inputs": values}, out)
+
+
 def attention_folds():
     """Attention written out by hand (opset 17, fixed extents; ONNX Runtime the reference, the
     script writes only the inputs): what the import folds into one Attention with
@@ -334,45 +354,55 @@ def attention_folds():
     must leave as it is (attention_scaled_after_mask: the scale after the mask;
     attention_mask_broadcasts: 3-D scores plus a 4-D mask, which adds an axis)."""
     f = TensorProto.FLOAT
-
-    def save(name, nodes, inputs, inits):
-        graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info(n, f, s)
-                                                for n, s in inputs],
-                                  [helper.make_tensor_value_info("y", f, None)], inits)
-        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
-                  os.path.join(HERE, name + ".onnx"))
-        torch.manual_seed(9)
-        values = {}
-        for n, shape in inputs:
-            t = torch.randn(*shape) if n != "mask" else -4.0 * (torch.rand(*shape) < 0.3).float()
-            values[n] = {"values": [round(v, 6) for v in t.flatten().tolist()], "shape": shape,
-                         "dtype": "float32"}
-        with open(os.path.join(HERE, name + ".json"), "w") as out:
-            json.dump({"inputs": values}, out)
-
     perm = helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2])
     scale = [helper.make_tensor("s", f, [], [0.7]), helper.make_tensor("c", f, [], [0.5])]
     qkv = [("q", [2, 3, 5, 4]), ("k", [2, 3, 5, 4]), ("v", [2, 3, 5, 4])]
-    save("attention_sdpa", [
+    save_hand_made("attention_sdpa", [
         helper.make_node("Mul", ["q", "s"], ["qs"]), perm,
         helper.make_node("Mul", ["kt", "s"], ["kts"]),
         helper.make_node("MatMul", ["qs", "kts"], ["scores"]),
         helper.make_node("Add", ["scores", "mask"], ["masked"]),
         helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
         helper.make_node("MatMul", ["p", "v"], ["y"])], qkv + [("mask", [2, 1, 1, 5])], scale)
-    save("attention_scaled_after_mask", [
+    save_hand_made("attention_scaled_after_mask", [
         perm, helper.make_node("MatMul", ["q", "kt"], ["scores"]),
         helper.make_node("Add", ["scores", "mask"], ["masked"]),
         helper.make_node("Mul", ["masked", "c"], ["scaled"]),
         helper.make_node("Softmax", ["scaled"], ["p"], axis=-1),
         helper.make_node("MatMul", ["p", "v"], ["y"])], qkv + [("mask", [2, 1, 1, 5])], scale)
-    save("attention_mask_broadcasts", [
+    save_hand_made("attention_mask_broadcasts", [
         helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
         helper.make_node("MatMul", ["q", "kt"], ["scores"]),
         helper.make_node("Add", ["scores", "mask"], ["masked"]),
         helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
         helper.make_node("MatMul", ["p", "v"], ["y"])],
         [("q", [6, 5, 4]), ("k", [6, 5, 4]), ("v", [6, 5, 4]), ("mask", [2, 1, 5, 5])], [])
+
+
+def packed_heads():
+    """PyTorch 2's export of nn.MultiheadAttention's packed projection p (T 5, B 2, 3E 24; H 2,
+    D 4), by hand: unflattened to (T, B, 3, E), a leading axis added and swapped with the 3,
+    squeezed, q, k and v gathered at 0, 1 and -1, each seen as (T, B*H, D) and transposed to
+    (B*H, T, D); y = q + k + v's position 2 (a Gather of a one-element list)."""
+    i64 = TensorProto.INT64
+    consts = [helper.make_tensor("unflat", i64, [4], [5, 2, 3, 8]),
+              helper.make_tensor("zero_axis", i64, [1], [0]),
+              helper.make_tensor("three_axis", i64, [1], [3]),
+              helper.make_tensor("heads", i64, [3], [5, 4, 4]),
+              helper.make_tensor("at2", i64, [1], [2])]
+    nodes = [helper.make_node("Reshape", ["p", "unflat"], ["r"]),
+             helper.make_node("Unsqueeze", ["r", "zero_axis"], ["u"]),
+             helper.make_node("Transpose", ["u"], ["t"], perm=[3, 1, 2, 0, 4]),
+             helper.make_node("Squeeze", ["t", "three_axis"], ["sq"])]
+    for part, index in (("q", 0), ("k", 1), ("v", -1)):
+        consts.append(helper.make_tensor(part + "_at", i64, [], [index]))
+        nodes += [helper.make_node("Gather", ["sq", part + "_at"], [part], axis=0),
+                  helper.make_node("Reshape", [part, "heads"], [part + "3"]),
+                  helper.make_node("Transpose", [part + "3"], [part + "h"], perm=[1, 0, 2])]
+    nodes += [helper.make_node("Gather", ["vh", "at2"], ["w"], axis=1),
+              helper.make_node("Add", ["qh", "kh"], ["qk"]),
+              helper.make_node("Add", ["qk", "w"], ["y"])]
+    save_hand_made("packed_heads", nodes, [("p", [5, 2, 24])], consts)
 
 
 def torchvision_models(folder):
@@ -418,6 +448,7 @@ def main():
     refused()
     tensor_ops()
     attention_folds()
+    packed_heads()
     shape_ops()
     # fuzz/corpus/onnx seeds (with the models above): one whose extents are all given, so that the
     # fuzzer binds and runs what it makes of it

@@ -2,8 +2,9 @@
 // reshape targets with (Gather, Slice, Concat, Unsqueeze, Squeeze, Cast, Add, Sub, Mul, Div, Mod,
 // Equal, Where) on known or symbolic extents, computed here at import; and the ops that read such
 // targets: Reshape, Expand, Slice and ConstantOfShape; and Squeeze of a value computed at run
-// time, a reshape to symbolic extents. The integer ops wrap the converters of the other families:
-// a node whose inputs are not shape arithmetic goes on to them.
+// time, a reshape to symbolic extents, and Gather of one known position of such a value, a slice.
+// The integer ops wrap the converters of the other families: a node whose inputs are not shape
+// arithmetic goes on to them.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -452,6 +453,33 @@ std::optional<Symbol> SqueezeValue(NodeContext& n) {
   return ReshapeTo(n, x, in, out);
 }
 
+// Gather of one known position on a known extent of a value computed at run time (PyTorch 2
+// exports the packed projection's q, k and v so): a slice of that position, its axis dropped for
+// a scalar index. Moves, where take is a gather: passes/compose_moves.h reads a chain of them as
+// one copy.
+std::optional<Symbol> GatherOne(NodeContext& n) {
+  const HostTensor* index = n.Known(1);
+  if (n.Known(0) != nullptr || n.Integers(0) || index == nullptr || index->dims.size() > 1)
+    return std::nullopt;
+  const std::vector<int64_t> at = index->Int64s();
+  const Symbol x = n.Input(0);
+  const std::vector<SymDim> in = n.ShapeOf(x, "the gathered input");
+  const int64_t a = Normalized(n, n.Int("axis", 0), static_cast<int64_t>(in.size()));
+  if (at.size() != 1 || !in[a].IsKnown()) return std::nullopt;
+  const int64_t extent = in[a].factor, i = at[0] < 0 ? at[0] + extent : at[0];
+  if (i < 0 || i >= extent) {
+    n.Fail("index " + std::to_string(at[0]) + " is out of range for axis " + std::to_string(a) +
+           " of extent " + std::to_string(extent));
+  }
+  const Symbol one =
+      n.Op("slice", {x}, {{"begin", Tuple({i})}, {"end", Tuple({i + 1})}, {"axes", Tuple({a})}});
+  if (index->dims.size() == 1) return one;
+  std::vector<SymDim> kept = in, out = in;
+  kept[a] = SymDim::Of(1);
+  out.erase(out.begin() + a);
+  return ReshapeTo(n, one, kept, out);
+}
+
 // ConstantOfShape: a known shape gives a known tensor; Shape(x)'s gives one like x, filled.
 std::vector<Value> ConstantOfShape(NodeContext& n) {
   const Integers shape = n.Integers(0);
@@ -492,6 +520,7 @@ std::vector<Value> ConstantOfShape(NodeContext& n) {
 void AddShapeConverters(ConverterTable& t) {
   t["Shape"] = [](NodeContext& n) { return std::vector<Value>{Value::Of(*Shape(n))}; };
   using Fn = std::function<Integers(NodeContext&)>;
+  Fold<Symbol>(t, "Gather", std::function<std::optional<Symbol>(NodeContext&)>(GatherOne));
   Fold<DimTensor>(t, "Gather", Fn(Gather));
   Fold<DimTensor>(t, "Concat", Fn(Concat));
   Fold<DimTensor>(t, "Unsqueeze", Fn(Unsqueeze));

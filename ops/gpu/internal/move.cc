@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "ops/gpu/internal/axes.h"
@@ -58,7 +59,7 @@ bool TryStridedPacks(const OpContext& ctx, const std::string& t, size_t element_
 // both sides of a tile are at least 4 (below that a tile is mostly idle). The batch is every axis
 // but those two.
 bool TryTransposeTiles(const OpContext& ctx, const std::string& t, const GpuAxes& walk,
-                       const TensorView& x, OpReq req, const TensorView& y) {
+                       const void* xp, void* yp, int64_t n_out, OpReq req) {
   const int last = walk.ndim - 1;
   int rows_axis = -1;
   for (int d = 0; d < last; ++d) rows_axis = walk.stride[1][d] == 1 ? d : rows_axis;
@@ -69,10 +70,8 @@ bool TryTransposeTiles(const OpContext& ctx, const std::string& t, const GpuAxes
   for (int d = 0; d < last; ++d) {
     if (d != rows_axis) batch.push_back({walk.dim[d], {walk.stride[0][d], walk.stride[1][d], 0}});
   }
-  const int64_t n_batch = y.size() / (rows * cols),
+  const int64_t n_batch = n_out / (rows * cols),
                 tiles = n_batch * ((rows + 31) / 32) * ((cols + 31) / 32);
-  const void* xp = x.raw();
-  void* yp = y.raw();
   GpuAxes batch_walk = MergeAxes(batch);
   int64_t n = n_batch, r = rows, c = cols, y_row_stride = walk.stride[0][rows_axis],
           x_col_stride = walk.stride[1][last];
@@ -93,17 +92,29 @@ void StridedMoveGpu(const OpContext& ctx, const std::string& t, size_t element_s
   Launch(ctx, "move.cuh", Instance("weft::StridedCopy", {t}), n, x, y, walk, n, ReqCode(req));
 }
 
+void StridedViewGpu(const OpContext& ctx, const char* op, const TensorView& x,
+                    std::span<const int64_t> walk, std::span<const int64_t> stride, int64_t offset,
+                    OpReq req, const TensorView& y) {
+  if (req == OpReq::kNull) return;
+  const std::string t = KernelType(op, kFillTypes, {&x, 1}, {&y, 1});
+  std::vector<WalkAxis> axes(walk.size());
+  int64_t step = 1;  // y's stride along the walk's axis k: y is the walk in row-major order
+  for (size_t k = walk.size(); k-- > 0;) {
+    axes[k] = {walk[k], {step, stride[k], 0}};
+    step *= walk[k];
+  }
+  const GpuAxes merged = MergeAxes(axes);
+  const void* from = static_cast<const char*>(x.raw()) + offset * DTypeSize(x.dtype());
+  if (merged.ndim > 1 && TryTransposeTiles(ctx, t, merged, from, y.raw(), y.size(), req)) return;
+  StridedMoveGpu(ctx, t, DTypeSize(x.dtype()), from, y.raw(), merged, y.size(), req);
+}
+
 void TransposeGpu(const OpContext& ctx, const TensorView& x, std::span<const int64_t> perm,
                   OpReq req, const TensorView& y) {
-  if (req == OpReq::kNull) return;
-  const std::string t = KernelType("transpose", kFillTypes, {&x, 1}, {&y, 1});
-  const auto x_strides = RowMajorStrides(x.shape()), y_strides = RowMajorStrides(y.shape());
-  std::vector<WalkAxis> axes;
-  for (int k = 0; k < y.ndim(); ++k)
-    axes.push_back({y.shape()[k], {y_strides[k], x_strides[perm[k]], 0}});
-  const GpuAxes walk = MergeAxes(axes);
-  if (walk.ndim > 1 && TryTransposeTiles(ctx, t, walk, x, req, y)) return;
-  StridedMoveGpu(ctx, t, DTypeSize(x.dtype()), x.raw(), y.raw(), walk, y.size(), req);
+  const auto x_strides = RowMajorStrides(x.shape());
+  std::vector<int64_t> stride(y.ndim());  // along y's axes
+  for (int k = 0; k < y.ndim(); ++k) stride[k] = x_strides[perm[k]];
+  StridedViewGpu(ctx, "transpose", x, y.shape().dims(), stride, 0, req, y);
 }
 
 }  // namespace weft::gpu

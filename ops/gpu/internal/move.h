@@ -21,6 +21,14 @@ namespace weft::gpu {
 void StridedMoveGpu(const OpContext& ctx, const std::string& t, size_t element_size, const void* x,
                     void* y, const GpuAxes& walk, int64_t n, OpReq req);
 
+// y (read in row-major order) = x[offset + sum_k i_k stride[k]] at every position i of the walk
+// `walk` (of y's size; the elements of x counted in row-major order), as `req` says: the tiled
+// kernel where the walk's innermost axis is not x's, else StridedMoveGpu. `op` names the call in
+// a dtype error (any dtype of kFillTypes; an add: kElementwiseTypes).
+void StridedViewGpu(const OpContext& ctx, const char* op, const TensorView& x,
+                    std::span<const int64_t> walk, std::span<const int64_t> stride, int64_t offset,
+                    OpReq req, const TensorView& y);
+
 // y = x with its axes permuted (y's axis k is x's axis perm[k]), as `req` says: a tiled kernel
 // where the innermost axis changes (kernels/move.cuh), else a strided copy. Any dtype of
 // kFillTypes (an add: kElementwiseTypes); another is a weft::Error naming "transpose".
