@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "ops/op.h"
 
 namespace weft {
 
@@ -48,12 +49,14 @@ class Planner {
     }
     if (external_[e]) return;
     plan_.naive_bytes += Bytes(e);
-    if (options_.inplace && TryInplace(n, o, e)) return;
+    if (options_.inplace && (TryInplace(n, o, e) || TryView(n, o, e))) return;
     plan_.storage_id[e] = options_.reuse ? TakeFree(Bytes(e)) : -1;
     if (plan_.storage_id[e] < 0) {
       plan_.storage_id[e] = static_cast<int>(plan_.storage_bytes.size());
       plan_.storage_bytes.push_back(Bytes(e));
+      holders_.push_back(0);
     }
+    holders_[plan_.storage_id[e]] = 1;
   }
 
   // Output o is an input the op updates (Op::UpdatedInput) that is bound to a user array.
@@ -64,13 +67,14 @@ class Planner {
   }
 
   // Writes output o over input i when the op allows it, this node is the input's last reader,
-  // and the two have the same size.
+  // no other entry holds the input's buffer (a view of it), and the two have the same size.
   bool TryInplace(uint32_t n, uint32_t o, uint32_t e) {
     const Node& node = g_.node(n);
     for (const auto& [i, out] : node.op->inplace) {
       if (out != static_cast<int>(o) || i >= static_cast<int>(node.inputs.size())) continue;
       const uint32_t in = g_.EntryId(node.inputs[i]);
-      if (plan_.storage_id[in] < 0 || !owner_[in] || uses_[in] != 1 || Bytes(in) != Bytes(e))
+      if (plan_.storage_id[in] < 0 || !owner_[in] || uses_[in] != 1 || Bytes(in) != Bytes(e) ||
+          holders_[plan_.storage_id[in]] != 1)
         continue;
       plan_.storage_id[e] = plan_.storage_id[in];
       plan_.inplace[e] = true;
@@ -78,6 +82,21 @@ class Planner {
       return true;
     }
     return false;
+  }
+
+  // A reshape whose input other nodes read after it: its output is the input's buffer seen with
+  // another shape (a view; the reshape copies nothing), held by both entries until the last of
+  // their readers is done. No op writes in place over a buffer two entries hold (TryInplace).
+  bool TryView(uint32_t n, uint32_t o, uint32_t e) {
+    const Node& node = g_.node(n);
+    if (node.op->pointwise.kind != PointwiseKind::kReshape || o != 0) return false;
+    const uint32_t in = g_.EntryId(node.inputs[0]);
+    const int id = plan_.storage_id[in];
+    if (id < 0 || !owner_[in] || Bytes(in) != Bytes(e)) return false;
+    plan_.storage_id[e] = id;
+    plan_.inplace[e] = true;
+    ++holders_[id];
+    return true;
   }
 
   int TakeFree(size_t bytes) {
@@ -95,7 +114,8 @@ class Planner {
   void Free(uint32_t e) {
     if (plan_.storage_id[e] < 0 || !owner_[e]) return;
     owner_[e] = false;
-    free_.emplace(plan_.storage_bytes[plan_.storage_id[e]], plan_.storage_id[e]);
+    const int id = plan_.storage_id[e];
+    if (--holders_[id] == 0) free_.emplace(plan_.storage_bytes[id], id);
   }
 
   const Graph& g_;
@@ -106,6 +126,7 @@ class Planner {
   // the forward reshape writes over its input though its gradient reads that input's shape.
   std::vector<uint32_t> uses_;
   std::vector<bool> owner_;          // per entry: it (still) holds its buffer
+  std::vector<int> holders_;         // per storage id: the entries that hold it (views: several)
   std::multimap<size_t, int> free_;  // bytes -> storage id, buffers nobody holds
   MemoryPlan plan_;
 };

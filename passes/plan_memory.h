@@ -3,7 +3,10 @@
 // over an input that nothing reads afterwards (in place). Entries are visited in node order; an
 // entry's buffer goes back to the free list after its last reader of its values (an input read
 // for its shape or dtype only, Op::ReadsInputValues, is not one); a new entry takes the smallest
-// free buffer that fits (and is at most twice its size), else a new one. An output that is an
+// free buffer that fits (and is at most twice its size), else a new one. A reshape whose input is
+// read after it is a view: its output shares the input's buffer, which goes back to the free list
+// after the last reader of either, and which no op writes over in place while both hold it. An
+// output that is an
 // input the op updates (Op::UpdatedInput: write_at's) shares that input's buffer like any output
 // in place; where the input is bound to a user array (an argument: a cache the graph keeps), the
 // output stays kExternal with its `inplace` flag set, and the bound graph gives it the same array,

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "graph/symbol.h"
 #include "ops/op.h"
@@ -15,6 +18,7 @@
 #include "passes/plan_memory.h"
 #include "passes/prune.h"
 #include "passes/write_backs_last.h"
+#include "tests/pass_test_util.h"
 #include "tests/weft_test_util.h"
 
 namespace weft {
@@ -224,6 +228,31 @@ TEST(PlanMemory, AReaderOfTheShapeOnlyNeitherHoldsABufferNorBlocksInPlace) {
     if (g.node(n).op->name == "reshape") EXPECT_TRUE(plan.inplace[e]) << "reshape writes over h";
   }
   EXPECT_EQ(plan.total_bytes, 64u * 64 * 4) << "exp, reshape and relu share one buffer";
+}
+
+// h = exp(x) is read by r = reshape(h) and, later, by exp(h): r is a view of h's buffer (no
+// copy); relu(r), r's last reader, may not write over it in place while h is still to be read,
+// and the outputs are those of a bind with every entry in a buffer of its own.
+TEST(PlanMemory, AReshapeWhoseInputIsReadLaterIsAViewNothingWritesOverInPlace) {
+  Symbol h = Symbol::Op("exp", {Symbol::Variable("data")});
+  Symbol a = Symbol::Op("relu", {Symbol::Op("reshape", {h}, {{"shape", "(-1,)"}})});
+  Symbol y = Symbol::Op(
+      "add", {Symbol::Op("reshape", {a}, {{"shape", "(64, 64)"}}), Symbol::Op("exp", {h})});
+  Graph g = InferShapesAndTypes(y.ToGraph(), {{"data", Shape{64, 64}}});
+  std::vector<bool> external(g.num_entries(), false);
+  external[g.EntryId({0, 0})] = true;
+  external[g.EntryId(g.outputs()[0])] = true;
+  const MemoryPlan plan = PlanMemory(g, external).memory();
+  std::map<std::string, int> id;  // the first node of each op's buffer
+  for (uint32_t n = 0; n < g.nodes().size(); ++n) {
+    if (!g.node(n).is_variable() && !id.contains(g.node(n).op->name))
+      id[g.node(n).op->name] = plan.storage_id[g.EntryId({n, 0})];
+  }
+  EXPECT_EQ(id["reshape"], id["exp"]) << "the reshape is a view of h";
+  EXPECT_NE(id["relu"], id["exp"]) << "relu would write over h, which exp(h) reads after it";
+  const Executor::ArrayMap args = testing::RandomArguments(y, {{"data", Shape{64, 64}}});
+  EXPECT_EQ(testing::InferOutputs(y, args, "WEFT_PLAN_MEMORY", true),
+            testing::InferOutputs(y, args, "WEFT_PLAN_MEMORY", false));
 }
 
 }  // namespace
