@@ -147,13 +147,6 @@ bool IsWholeRoot(const View& v, int64_t size) {
   return v.offset == 0 && (size == 1 ? walk.empty() : walk == Runs{{size, 1}});
 }
 
-// "(2, 3)": an attribute's tuple.
-std::string Tuple(const std::vector<int64_t>& values) {
-  std::string text = "(";
-  for (size_t k = 0; k < values.size(); ++k) text += (k ? ", " : "") + std::to_string(values[k]);
-  return text + (values.size() == 1 ? ",)" : ")");
-}
-
 class Composer {
  public:
   explicit Composer(const Graph& g)
@@ -236,22 +229,21 @@ class Composer {
     Node read;
     read.name = g_.node(n).name;
     read.inputs = {r.Map(v.root)};
-    const Shape& out = OutShape(n);
-    const std::vector<int64_t> shape(out.dims().begin(), out.dims().end());
+    const std::string shape = OutShape(n).ToString();
     if (IsWholeRoot(v, g_.shapes()[g_.EntryId(v.root)].Size())) {
       read.op = &GetOp("reshape");
-      read.attrs = ParseAttrs(*read.op, {{"shape", Tuple(shape)}});
+      read.attrs = ParseAttrs(*read.op, {{"shape", shape}});
       return read;
     }
-    std::vector<int64_t> walk, stride;
+    std::vector<int64_t> walk, stride;  // at most Shape::kMaxDims runs (Copyable)
     for (const Run& run : Walk(v)) {
       walk.push_back(run.extent);
       stride.push_back(run.stride);
     }
     read.op = &GetOp("_strided_copy");
-    read.attrs = ParseAttrs(*read.op, {{"shape", Tuple(shape)},
-                                       {"walk", Tuple(walk)},
-                                       {"stride", Tuple(stride)},
+    read.attrs = ParseAttrs(*read.op, {{"shape", shape},
+                                       {"walk", Shape(walk).ToString()},
+                                       {"stride", Shape(stride).ToString()},
                                        {"offset", std::to_string(v.offset)}});
     return read;
   }

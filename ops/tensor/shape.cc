@@ -259,16 +259,10 @@ StridedCopyParam ParseStridedCopy(AttrReader& r) {
   return p;
 }
 
-Shape ShapeOfExtents(const std::vector<int64_t>& extents) {
-  Shape s;
-  for (int64_t d : extents) s.PushBack(d);
-  return s;
-}
-
 // Checks that the walk has the output's size and reads only elements of the input.
 std::vector<Shape> StridedCopyShape(const Attrs& a, const std::vector<Shape>& in) {
   const StridedCopyParam& p = a.Get<StridedCopyParam>();
-  const Shape out = ShapeOfExtents(p.shape), walk = ShapeOfExtents(p.walk);
+  const Shape out(p.shape), walk(p.walk);  // ParseStridedCopy checked their extents
   if (walk.Size() != out.Size()) {
     WEFT_THROW("_strided_copy: expected a walk of as many elements as shape="
                << out << " (" << out.Size() << "), found walk=" << walk);
