@@ -8,6 +8,7 @@
 #include "graph/rewrite.h"
 #include "ops/op.h"
 #include "ops/tensor/tensor_params.h"
+#include "passes/internal/moves.h"
 #include "passes/prune.h"
 
 namespace weft {
@@ -49,16 +50,6 @@ Runs Walk(const View& v) {
   Runs all;
   for (const Runs& axis : v.axes) all.insert(all.end(), axis.begin(), axis.end());
   return Normalized(all);
-}
-
-bool IsReshape(const Node& n) {
-  const std::string& op = n.op->name;
-  return op == "reshape" || op == "reshape_dims" || op == "expand_dims" || op == "flatten" ||
-         op == "reshape_like";
-}
-
-bool IsMove(const Node& n) {
-  return n.op != nullptr && (IsReshape(n) || n.op->name == "transpose" || n.op->name == "slice");
 }
 
 // Entry e of shape s as it lies: the whole root, in order.

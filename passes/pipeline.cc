@@ -5,6 +5,7 @@
 #include "core/env.h"
 #include "passes/blocked_layout.h"
 #include "passes/channels_last.h"
+#include "passes/commute_moves.h"
 #include "passes/compose_moves.h"
 #include "passes/cse.h"
 #include "passes/fold_activation.h"
@@ -121,6 +122,12 @@ Graph Infer(const Graph& g, State& s) {
   return typed;
 }
 
+// Moved layers and transposes have new shapes: inferred again, as the request says.
+Graph Commute(const Graph& g, State& s) {
+  const Graph moved = CommuteMoves(g, &s.result.commuted_moves);
+  return s.result.commuted_moves > 0 ? Infer(moved, s) : moved;
+}
+
 bool Fuses(const Graph&, const State& s) { return CanFuse(s.request.device); }
 Graph Fuse(const Graph& g, State& s) {
   return FusePointwise(g, &s.result.fusion, /*recompute=*/s.request.device.is_gpu());
@@ -163,7 +170,7 @@ struct PassRow {
 };
 
 // The pipeline: the table in pipeline.h.
-constexpr std::array<PassRow, 18> kBindPasses = {{
+constexpr std::array<PassRow, 19> kBindPasses = {{
     {"mixed_precision", "WEFT_MIXED_PRECISION", HasPolicy, Mix, nullptr},
     {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
     {"fold_norm_cast", "WEFT_FOLD_NORM_CAST", ReadsNormCast, FoldNormCasts, nullptr},
@@ -175,6 +182,7 @@ constexpr std::array<PassRow, 18> kBindPasses = {{
     {"infer_shapes_and_types", nullptr, nullptr, Infer, nullptr},
     {"fold_grad_cast", "WEFT_FOLD_GRAD_CAST", Differentiates, FoldGradCasts, nullptr},
     {"pass_gradients_through", "WEFT_PASS_GRADIENTS_THROUGH", Differentiates, PassThrough, nullptr},
+    {"commute_moves", "WEFT_COMMUTE_MOVES", Infers, Commute, nullptr},
     {"compose_moves", "WEFT_COMPOSE_MOVES", Infers, Compose, nullptr},
     {"fold_sum", "WEFT_FOLD_SUM", InfersOnCpu, FoldSums, nullptr},
     {"fold_depthwise", "WEFT_FOLD_DEPTHWISE", InfersOnCpu, FoldDepthwises, nullptr},

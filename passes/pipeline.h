@@ -29,6 +29,10 @@
 //   pass_gradients_through  WEFT_PASS_GRADIENTS_THROUGH  with a gradient: drops the gradient
 //                                                        nodes that change nothing
 //                                                        (pass_gradients_through.h)
+//   commute_moves           WEFT_COMMUTE_MOVES           inference binds: a transpose moved across
+//                                                        the FullyConnected beside it, to join the
+//                                                        movement chain on its other side
+//                                                        (commute_moves.h); shapes inferred again
 //   compose_moves           WEFT_COMPOSE_MOVES           inference binds: a chain of reshapes,
 //                                                        transposes and slices read as one
 //                                                        strided copy (compose_moves.h)
@@ -113,6 +117,8 @@ struct BindResult {
   int folded_activations = 0;
   // Convolutions and poolings turned channels last (channels_last.h).
   int channels_last = 0;
+  // FullyConnected layers a transpose moved across (commute_moves.h).
+  int commuted_moves = 0;
   // Movement ops that became one read of their chain's first input (compose_moves.h).
   int composed_moves = 0;
   // Sums folded into the convolutions before them (fold_sum.h).

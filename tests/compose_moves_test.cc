@@ -22,22 +22,9 @@ namespace {
 
 using testing::CountOps;
 
-std::string Tuple(const std::vector<int64_t>& v) {
-  std::string s = "(";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + (v.size() == 1 ? ",)" : ")");
-}
-
-Symbol Reshape(const Symbol& x, const std::vector<int64_t>& shape) {
-  return Symbol::Op("reshape", {x}, {{"shape", Tuple(shape)}});
-}
-Symbol Transpose(const Symbol& x, const std::vector<int64_t>& axes) {
-  return Symbol::Op("transpose", {x}, {{"axes", Tuple(axes)}});
-}
-Symbol Slice(const Symbol& x, int64_t axis, int64_t begin, int64_t end) {
-  return Symbol::Op("slice", {x},
-                    {{"begin", Tuple({begin})}, {"end", Tuple({end})}, {"axes", Tuple({axis})}});
-}
+using testing::Reshape;
+using testing::Slice;
+using testing::Transpose;
 
 BindResult BindInference(const Symbol& s, const Shape& data) {
   BindRequest request;
@@ -46,13 +33,8 @@ BindResult BindInference(const Symbol& s, const Shape& data) {
   return RunBindPipeline(s.ToGraph(), request);
 }
 
-// The outputs with the pass on equal those with it off, exactly.
 void ExpectSameOutputs(const Symbol& s, const Shape& data) {
-  const Executor::ArrayMap args = testing::RandomArguments(s, {{"data", data}});
-  const auto off = testing::InferOutputs(s, args, "WEFT_COMPOSE_MOVES", false);
-  const auto on = testing::InferOutputs(s, args, "WEFT_COMPOSE_MOVES", true);
-  ASSERT_EQ(on.size(), off.size());
-  for (size_t o = 0; o < on.size(); ++o) ASSERT_EQ(on[o], off[o]) << "output " << o;
+  testing::ExpectPassKeepsOutputs(s, data, "WEFT_COMPOSE_MOVES");
 }
 
 // Bound for inference on `data`: `composed` moves composed, the ops counted as `ops` says, and

@@ -1,6 +1,9 @@
 #include "tests/pass_test_util.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "tests/weft_test_util.h"
@@ -37,6 +40,29 @@ std::vector<std::vector<double>> InferOutputs(const Symbol& s, const Executor::A
     }
   }
   return outs;
+}
+
+void ExpectPassKeepsOutputs(const Symbol& s, const Shape& data, const char* pass) {
+  const Executor::ArrayMap args = RandomArguments(s, {{"data", data}});
+  const auto off = InferOutputs(s, args, pass, false);
+  const auto on = InferOutputs(s, args, pass, true);
+  ASSERT_EQ(on.size(), off.size());
+  for (size_t o = 0; o < on.size(); ++o) EXPECT_EQ(on[o], off[o]) << pass << ": output " << o;
+}
+
+namespace {
+std::string Tuple(const std::vector<int64_t>& v) { return Shape(v).ToString(); }
+}  // namespace
+
+Symbol Reshape(const Symbol& x, const std::vector<int64_t>& shape) {
+  return Symbol::Op("reshape", {x}, {{"shape", Tuple(shape)}});
+}
+Symbol Transpose(const Symbol& x, const std::vector<int64_t>& axes) {
+  return Symbol::Op("transpose", {x}, {{"axes", Tuple(axes)}});
+}
+Symbol Slice(const Symbol& x, int64_t axis, int64_t begin, int64_t end) {
+  return Symbol::Op("slice", {x},
+                    {{"begin", Tuple({begin})}, {"end", Tuple({end})}, {"axes", Tuple({axis})}});
 }
 
 BindResult BindCpu(const Symbol& s, const Shape& data, std::set<std::string> differentiate) {
