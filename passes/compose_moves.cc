@@ -14,13 +14,6 @@
 namespace weft {
 namespace {
 
-// One run of a view's walk: `extent` positions, `stride` elements of the root apart.
-struct Run {
-  int64_t extent, stride;
-  bool operator==(const Run&) const = default;
-};
-using Runs = std::vector<Run>;  // outermost first
-
 // Where an op's output lies in its chain's root (the root's elements counted in row-major
 // order): output axis k walks the runs axes[k] (none for an axis of extent 1), from `offset`. An
 // axis of several runs is what a reshape makes of axes that do not run evenly into each other
@@ -30,20 +23,6 @@ struct View {
   std::vector<Runs> axes;
   int64_t offset = 0;
 };
-
-// `runs` without runs of one position, neighbours that run evenly into each other merged.
-Runs Normalized(const Runs& runs) {
-  Runs out;
-  for (const Run& r : runs) {
-    if (r.extent == 1) continue;
-    if (!out.empty() && out.back().stride == r.extent * r.stride) {
-      out.back() = {out.back().extent * r.extent, r.stride};
-      continue;
-    }
-    out.push_back(r);
-  }
-  return out;
-}
 
 // Every axis's runs in order: the view's whole walk.
 Runs Walk(const View& v) {
@@ -61,31 +40,6 @@ View Whole(NodeEntry e, const Shape& s) {
     step *= s[k];
   }
   return v;
-}
-
-// The walk cut into the axes of `to`, innermost first, a run split where an axis takes part of
-// it; nullopt where an axis would take part of a run it does not divide.
-std::optional<std::vector<Runs>> Regrouped(Runs walk, const Shape& to) {
-  std::vector<Runs> axes(to.ndim());
-  for (int k = to.ndim() - 1; k >= 0; --k) {
-    for (int64_t need = to[k]; need > 1;) {
-      if (walk.empty()) return std::nullopt;
-      Run& r = walk.back();
-      if (r.extent <= need && need % r.extent == 0) {
-        axes[k].insert(axes[k].begin(), r);
-        need /= r.extent;
-        walk.pop_back();
-      } else if (r.extent % need == 0) {
-        axes[k].insert(axes[k].begin(), {need, r.stride});
-        r = {r.extent / need, r.stride * need};
-        need = 1;
-      } else {
-        return std::nullopt;
-      }
-    }
-  }
-  if (!walk.empty()) return std::nullopt;
-  return axes;
 }
 
 // Axis k's positions [begin, end) of v: a range of its outermost run, in whole steps of the runs

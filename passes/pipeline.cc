@@ -9,6 +9,7 @@
 #include "passes/compose_moves.h"
 #include "passes/cse.h"
 #include "passes/fold_activation.h"
+#include "passes/fold_attention_moves.h"
 #include "passes/fold_batch_norm.h"
 #include "passes/fold_depthwise.h"
 #include "passes/fold_grad_cast.h"
@@ -127,6 +128,11 @@ Graph Commute(const Graph& g, State& s) {
   const Graph moved = CommuteMoves(g, &s.result.commuted_moves);
   return s.result.commuted_moves > 0 ? Infer(moved, s) : moved;
 }
+// A folded Attention's log-sum-exp may cut its heads otherwise: inferred again.
+Graph FoldAttentions(const Graph& g, State& s) {
+  const Graph folded = FoldAttentionMoves(g, &s.result.folded_attention_moves);
+  return s.result.folded_attention_moves > 0 ? Infer(folded, s) : folded;
+}
 
 bool Fuses(const Graph&, const State& s) { return CanFuse(s.request.device); }
 Graph Fuse(const Graph& g, State& s) {
@@ -170,7 +176,7 @@ struct PassRow {
 };
 
 // The pipeline: the table in pipeline.h.
-constexpr std::array<PassRow, 19> kBindPasses = {{
+constexpr std::array<PassRow, 20> kBindPasses = {{
     {"mixed_precision", "WEFT_MIXED_PRECISION", HasPolicy, Mix, nullptr},
     {"eliminate_common_expr", "WEFT_ELIMINATE_COMMON_EXPR", nullptr, Cse, nullptr},
     {"fold_norm_cast", "WEFT_FOLD_NORM_CAST", ReadsNormCast, FoldNormCasts, nullptr},
@@ -184,6 +190,7 @@ constexpr std::array<PassRow, 19> kBindPasses = {{
     {"pass_gradients_through", "WEFT_PASS_GRADIENTS_THROUGH", Differentiates, PassThrough, nullptr},
     {"commute_moves", "WEFT_COMMUTE_MOVES", Infers, Commute, nullptr},
     {"compose_moves", "WEFT_COMPOSE_MOVES", Infers, Compose, nullptr},
+    {"fold_attention_moves", "WEFT_FOLD_ATTENTION_MOVES", Infers, FoldAttentions, nullptr},
     {"fold_sum", "WEFT_FOLD_SUM", InfersOnCpu, FoldSums, nullptr},
     {"fold_depthwise", "WEFT_FOLD_DEPTHWISE", InfersOnCpu, FoldDepthwises, nullptr},
     {"blocked_layout", "WEFT_BLOCKED_LAYOUT", OnCpu, Block, nullptr},

@@ -36,6 +36,11 @@
 //   compose_moves           WEFT_COMPOSE_MOVES           inference binds: a chain of reshapes,
 //                                                        transposes and slices read as one
 //                                                        strided copy (compose_moves.h)
+//   fold_attention_moves    WEFT_FOLD_ATTENTION_MOVES    inference binds: an Attention reads its
+//                                                        operands' strided copies' sources and
+//                                                        writes where the copy of its result
+//                                                        would (fold_attention_moves.h); shapes
+//                                                        inferred again
 //   fold_sum                WEFT_FOLD_SUM                CPU inference binds: a residual add into
 //                                                        the convolution before it (fold_sum.h)
 //   fold_depthwise          WEFT_FOLD_DEPTHWISE          CPU inference binds: a 1x1 convolution
@@ -121,6 +126,8 @@ struct BindResult {
   int commuted_moves = 0;
   // Movement ops that became one read of their chain's first input (compose_moves.h).
   int composed_moves = 0;
+  // Strided copies an Attention reads or writes through instead (fold_attention_moves.h).
+  int folded_attention_moves = 0;
   // Sums folded into the convolutions before them (fold_sum.h).
   int folded_sums = 0;
   // Gradient nodes dropped because they passed their gradient through (pass_gradients_through.h).

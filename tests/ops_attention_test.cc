@@ -411,6 +411,85 @@ TEST_F(Attention, KeepsTheLogSumExpPerRowOnly) {
   EXPECT_EQ(out[1].dtype(), DType::kFloat32);
 }
 
+// ---- Layout rows: operands read, and out written, where the attributes say ----
+
+// A packed projection (T, B, 3E) of E = H D, as PyTorch's nn.MultiheadAttention computes it, read
+// in place as q, k and v (each the same input; B, H, T strides), out written token-major as
+// (T, B, E) for the output projection, with a padding mask (B, 1, 1, T): the values of the
+// (B, H, T, D) layout on copies of the parts, rearranged. A rows layout that leaves out's
+// elements unwritten, or reads past its input, is an error saying so; it has no gradient.
+TEST_F(Attention, RowsLayoutReadsAPackedProjectionInPlaceAndWritesTokenMajor) {
+  const int64_t b = 2, h = 3, t = 5, d = 4, e = h * d;
+  const Values packed = Uniform(t * b * 3 * e, 51);
+  Values mask(b * t, 0.0);
+  mask[b * t - 1] = -kInf;  // the last key of the last sequence is padding
+  const Shape mask_shape{b, 1, 1, t};
+  Values parts[3];  // q, k, v as (B, H, T, D)
+  for (int part = 0; part < 3; ++part) {
+    parts[part].resize(b * h * t * d);
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t hi = 0; hi < h; ++hi)
+        for (int64_t ti = 0; ti < t; ++ti)
+          for (int64_t di = 0; di < d; ++di)
+            parts[part][((bi * h + hi) * t + ti) * d + di] =
+                packed[(ti * b + bi) * 3 * e + part * e + hi * d + di];
+  }
+  const Shape bhtd{b, h, t, d};
+  const std::vector<NDArray> want_out = Invoke(
+      GetOp("Attention"), ParseAttrs(GetOp("Attention"), {{"use_mask", "true"}}),
+      {ArrayOf(parts[0], bhtd, DType::kFloat32), ArrayOf(parts[1], bhtd, DType::kFloat32),
+       ArrayOf(parts[2], bhtd, DType::kFloat32), ArrayOf(mask, mask_shape, DType::kFloat32)});
+  const Values by_head = ValuesOf(want_out[0]);
+  Values want(t * b * e);
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t hi = 0; hi < h; ++hi)
+      for (int64_t ti = 0; ti < t; ++ti)
+        for (int64_t di = 0; di < d; ++di)
+          want[(ti * b + bi) * e + hi * d + di] = by_head[((bi * h + hi) * t + ti) * d + di];
+
+  const auto Joined = [](const std::vector<int64_t>& v) {
+    std::string text = "(";
+    for (size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + std::to_string(v[i]);
+    return text + ")";
+  };
+  const auto rows_attrs = [&](const std::string& out_shape) {
+    const int64_t row = b * 3 * e;  // from one position to the next in the projection
+    return ParseAttrs(GetOp("Attention"), {{"use_mask", "true"},
+                                           {"layout", "rows"},
+                                           {"dims", Shape{b, h, t, t, d, d}.ToString()},
+                                           {"rows", Joined({0, 3 * e, d, row,      // q: part 0
+                                                            e, 3 * e, d, row,      // k: part 1
+                                                            2 * e, 3 * e, d, row,  // v: part 2
+                                                            0, e, d, b * e})},  // out: (T, B, H, D)
+                                           {"out_shape", out_shape}});
+  };
+  const NDArray p_array = ArrayOf(packed, Shape{t, b, 3 * e}, DType::kFloat32);
+  const NDArray m_array = ArrayOf(mask, mask_shape, DType::kFloat32);
+  const Attrs attrs = rows_attrs(Shape{t, b, e}.ToString());
+  const std::vector<NDArray> got =
+      Invoke(GetOp("Attention"), attrs, {p_array, p_array, p_array, m_array});
+  EXPECT_EQ(got[0].shape(), (Shape{t, b, e}));
+  ExpectNear(ValuesOf(got[0]), want, 1e-6, "rows layout out, token-major");
+  ExpectNear(ValuesOf(got[1]), ValuesOf(want_out[1]), 1e-6, "rows layout lse");
+
+  try {  // out (T, B, E + 1): the rows leave a column unwritten
+    Invoke(GetOp("Attention"), rows_attrs(Shape{t, b, e + 1}.ToString()),
+           {p_array, p_array, p_array, m_array});
+    ADD_FAILURE() << "rows that leave out's elements unwritten were accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("must cover out_shape"), std::string::npos)
+        << err.what();
+  }
+  const NDArray short_p =
+      ArrayOf(Values(t * b * 3 * e - 1), Shape{t * b * 3 * e - 1}, DType::kFloat32);
+  try {
+    Invoke(GetOp("Attention"), attrs, {short_p, short_p, short_p, m_array});
+    ADD_FAILURE() << "rows past the end of their input were accepted";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("must lie inside"), std::string::npos) << err.what();
+  }
+}
+
 // ---- Backward requests ----
 
 // Each operand's gradient request alone, in both layouts (packed: one request for d_qkv).

@@ -77,7 +77,7 @@ AttnGpuCall CallOf(const char* op, const Attrs& a, std::span<const TensorView> i
                      {d.mask_stride[0], d.mask_stride[1], d.mask_stride[2], d.mask_stride[3]},
                      d.scale,
                      d.causal ? 1 : 0};
-  c.dense = p.layout == AttentionLayout::kBhtd;
+  c.dense = p.layout != AttentionLayout::kBt3hd;
   return c;
 }
 

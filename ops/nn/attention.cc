@@ -16,6 +16,12 @@
 //         whether the call applied dropout (1 in training, else 0), from which the backward
 //         regenerates the mask; nothing Tq x Tk is kept.
 //
+// With layout = "rows" (for inference; passes/fold_attention_moves.h makes it from an Attention
+// whose operands are strided copies of another value and whose out a strided copy reads), q, k
+// and v are read, and out written, where the attributes say: dims (B, H, Tq, Tk, D, Dv), rows
+// (offset and the strides of b, h and t for q, k, v and out; D contiguous) and out_shape, whose
+// every element out's rows cover once. It has no gradient.
+//
 // With layout = "bt3hd", one input qkv (B, T, 3, H, D) holds q, k and v (its parts 0, 1 and 2,
 // PyTorch's qkv projection (B, T, 3 H D) viewed as 5 axes), read in place through strides; Tq =
 // Tk = T, Dv = D, and out is (B, T, H, D): a view of (B, T, H D) with no transpose. Its gradient
@@ -25,7 +31,7 @@
 // Attributes: scale (default 1 / sqrt(D)), causal (default false; key j is masked for query i
 // when j > i, aligned top-left, as PyTorch's is_causal), use_mask (default false), p (default
 // 0, in [0, 1): dropout on the probabilities in training, the kept ones scaled by 1 / (1 - p);
-// none outside training), layout ("bhtd", the default, or "bt3hd").
+// none outside training), layout ("bhtd", the default, "bt3hd" or "rows").
 //
 // Dropout: probability (b, h, i, j) is kept when the Philox number ops/math/attention_dropout.h
 // assigns it, from the B * H * Tq * Tk numbers of the op's random range, passes DropoutKeeps
@@ -39,6 +45,7 @@
 // Compute: ops/cpu/attention.cc (float32, float64, and bfloat16 with float32 arithmetic).
 #include "ops/nn/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -48,6 +55,28 @@
 
 namespace weft {
 namespace {
+
+// Layout kRows' attributes: dims (6 numbers), rows (16: offset, b, h, t of q, k, v, out),
+// out_shape.
+void ParseRows(AttrReader& r, AttentionParam& p) {
+  const std::vector<int64_t> dims = r.IntList("dims", std::nullopt);
+  const std::vector<int64_t> rows = r.IntList("rows", std::nullopt);
+  if (dims.size() != p.dims.size() || rows.size() != 4 * p.rows.size()) {
+    WEFT_THROW("op '" << r.op() << "': with layout 'rows', expected dims of 6 numbers (B, H, Tq, "
+                      << "Tk, D, Dv) and rows of 16 (offset, b, h, t of q, k, v and out), found "
+                      << dims.size() << " and " << rows.size());
+  }
+  std::copy(dims.begin(), dims.end(), p.dims.begin());
+  for (size_t i = 0; i < p.rows.size(); ++i)
+    p.rows[i] = {rows[4 * i], rows[4 * i + 1], rows[4 * i + 2], rows[4 * i + 3]};
+  p.out_shape = r.IntList("out_shape", std::nullopt);
+  if (p.out_shape.size() > Shape::kMaxDims ||
+      std::ranges::any_of(p.out_shape, [](int64_t e) { return e < 0; })) {
+    WEFT_THROW("op '" << r.op() << "': with layout 'rows', expected an out_shape of at most "
+                      << Shape::kMaxDims << " extents >= 0, found " << p.out_shape.size()
+                      << " extents");
+  }
+}
 
 AttentionParam ParseAttention(AttrReader& r) {
   AttentionParam p{};
@@ -66,9 +95,12 @@ AttentionParam ParseAttention(AttrReader& r) {
     WEFT_THROW("op '" << r.op() << "': attribute 'p': expected a dropout probability in [0, 1), "
                       << "found " << p.p);
   }
-  p.layout = r.Choice<AttentionLayout>(
-      "layout", {{"bhtd", AttentionLayout::kBhtd}, {"bt3hd", AttentionLayout::kBt3hd}},
-      AttentionLayout::kBhtd);
+  p.layout = r.Choice<AttentionLayout>("layout",
+                                       {{"bhtd", AttentionLayout::kBhtd},
+                                        {"bt3hd", AttentionLayout::kBt3hd},
+                                        {"rows", AttentionLayout::kRows}},
+                                       AttentionLayout::kBhtd);
+  if (p.layout == AttentionLayout::kRows) ParseRows(r, p);
   return p;
 }
 
@@ -98,8 +130,9 @@ std::vector<std::string> BackwardNames(const Attrs& a) {
 
 // The forward's output shapes: out (as the layout places it), lse[, rng].
 std::vector<Shape> OutputShapes(const AttentionParam& p, const AttentionDims& d) {
-  std::vector<Shape> out = {p.layout == AttentionLayout::kBt3hd ? Shape{d.b, d.tq, d.h, d.dv}
-                                                                : Shape{d.b, d.h, d.tq, d.dv},
+  std::vector<Shape> out = {p.layout == AttentionLayout::kBt3hd  ? Shape{d.b, d.tq, d.h, d.dv}
+                            : p.layout == AttentionLayout::kRows ? Shape(p.out_shape)
+                                                                 : Shape{d.b, d.h, d.tq, d.dv},
                             Shape{d.b, d.h, d.tq}};
   if (p.p > 0) out.push_back(Shape{kAttentionRngValues});
   return out;
@@ -196,6 +229,11 @@ uint64_t AttentionDraws(const Attrs& a, std::span<const TensorView> in, bool is_
 
 // The operands' gradients from one backward node; the mask gets none.
 void AttentionGradient(const Attrs& a, GradBuilder& g) {
+  if (a.Get<AttentionParam>().layout == AttentionLayout::kRows) {
+    WEFT_THROW(
+        "Attention with layout 'rows' has no gradient: passes/fold_attention_moves.h makes "
+        "it for inference binds; a graph to train uses layout 'bhtd' or 'bt3hd'");
+  }
   const AttentionSlots s = SlotsOf(a);
   std::vector<GradEntry> in = {g.OutGrad(0)};
   for (int i = 0; i < s.operands; ++i) in.push_back(g.Input(i));

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/shape.h"
@@ -25,6 +26,16 @@ namespace weft {
 enum class AttentionLayout : uint8_t {
   kBhtd,   // three inputs q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv); out (B, H, Tq, Dv)
   kBt3hd,  // one input qkv (B, T, 3, H, D), read through strides; out (B, T, H, D)
+  kRows,   // three inputs of any shapes (the same one, or parts of it, as often as not), read
+           // where the attributes' rows say; out of the shape `out_shape`, written where they say.
+           // For inference (passes/fold_attention_moves.h makes it): no gradient.
+};
+
+// Where the rows of one (B, H, T, D)-like operand start, in elements from its data pointer; the
+// D values of a row are contiguous.
+struct AttentionRows {
+  int64_t offset, b, h, t;
+  int64_t At(int64_t bi, int64_t hi, int64_t ti) const { return offset + bi * b + hi * h + ti * t; }
 };
 
 struct AttentionParam {
@@ -33,6 +44,12 @@ struct AttentionParam {
   bool use_mask;                // a mask input after the operands: additive, or boolean by dtype
   double p;                     // dropout on the probabilities in training, in [0, 1)
   AttentionLayout layout;
+  // Layout kRows: the extents (B, H, Tq, Tk, D, Dv) (attribute `dims`), the rows of q, k, v and
+  // out (attribute `rows`: offset and the strides of b, h and t of each, 16 numbers) and out's
+  // shape (`out_shape`), whose every element the out rows cover once.
+  std::array<int64_t, 6> dims{};
+  std::array<AttentionRows, 4> rows{};
+  std::vector<int64_t> out_shape;
 };
 
 // Where each tensor sits in the calls of Attention and _backward_Attention.
@@ -67,13 +84,6 @@ enum AttentionRngValue { kAttentionRngSeed, kAttentionRngOffset, kAttentionRngAp
 inline constexpr int64_t kAttentionRngValues = 3;
 inline constexpr DType kAttentionRngType = DType::kInt64;
 
-// Where the rows of one (B, H, T, D)-like operand start, in elements from its data pointer; the
-// D values of a row are contiguous.
-struct AttentionRows {
-  int64_t offset, b, h, t;
-  int64_t At(int64_t bi, int64_t hi, int64_t ti) const { return offset + bi * b + hi * h + ti * t; }
-};
-
 // The extents of one call: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), out (B, H, Tq, Dv)
 // as the layout places them; lse (B, H, Tq) is contiguous. The gradients of q, k and v have their
 // rows; out_grad has out's.
@@ -96,8 +106,8 @@ struct AttentionDims {
 // `op` and say what was expected and found. The layout kBhtd.
 AttentionDims AttentionDimsOf(const char* op, const AttentionParam& p, const Shape& q,
                               const Shape& k, const Shape& v, const Shape* mask);
-// The same for the forward's inputs as AttentionSlotsOf(p) places them, in either layout (qkv:
-// 5 axes (B, T, 3, H, D), none empty).
+// The same for the forward's inputs as AttentionSlotsOf(p) places them, in any layout (qkv: 5
+// axes (B, T, 3, H, D), none empty; kRows: the rows inside their inputs and out's shape).
 AttentionDims AttentionDimsOf(const char* op, const AttentionParam& p,
                               std::span<const Shape> inputs);
 

@@ -1,6 +1,9 @@
 // AttentionDimsOf and AttentionSlotsOf (ops/nn/attention.h): the shape rule of Attention and its
 // backward, and where their tensors sit.
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "ops/nn/attention.h"
@@ -78,6 +81,68 @@ AttentionDims PackedDims(const char* op, const Shape& qkv) {
   return dims;
 }
 
+// Rows of `r` for (b, h, t) positions of `d` elements each, inside `within` (of `name`).
+void CheckRowsInside(const char* op, const char* name, const AttentionRows& r,
+                     std::array<int64_t, 4> extents, const Shape& within) {
+  int64_t last = r.offset + extents[3] - 1;  // the last element read or written
+  bool bad = r.offset < 0;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t stride = i == 0 ? r.b : i == 1 ? r.h : r.t;
+    int64_t reach = 0;
+    bad |= stride < 0 || __builtin_mul_overflow(extents[i] - 1, stride, &reach) ||
+           __builtin_add_overflow(last, reach, &last);
+  }
+  if (bad || last >= within.Size()) {
+    WEFT_THROW(op << ": with layout 'rows', " << name << "'s rows (offset " << r.offset
+                  << ", strides " << r.b << ", " << r.h << ", " << r.t << " over " << extents[0]
+                  << " x " << extents[1] << " x " << extents[2] << " rows of " << extents[3]
+                  << ") must lie inside " << name << " " << within << " (" << within.Size()
+                  << " elements)");
+  }
+}
+
+// Whether rows `r` of (b, h, t) positions of `d` elements cover [0, size) once each: sorted by
+// stride, each axis steps over exactly the axes inside it.
+bool CoversOnce(const AttentionRows& r, std::array<int64_t, 4> extents, int64_t size) {
+  std::vector<std::pair<int64_t, int64_t>> axes = {{1, extents[3]}};  // (stride, extent)
+  const int64_t strides[3] = {r.b, r.h, r.t};
+  for (int i = 0; i < 3; ++i) {
+    if (extents[i] > 1) axes.push_back({strides[i], extents[i]});
+  }
+  std::sort(axes.begin(), axes.end());
+  int64_t step = 1;
+  for (const auto& [stride, extent] : axes) {
+    if (stride != step) return false;
+    step *= extent;
+  }
+  return r.offset == 0 && step == size;
+}
+
+// The extents and rows of layout kRows: as the attributes say, inside q, k, v and out's shape.
+AttentionDims RowsDims(const char* op, const AttentionParam& p, const Shape& q, const Shape& k,
+                       const Shape& v) {
+  const auto [b, h, tq, tk, d, dv] = p.dims;
+  if (b < 1 || h < 1 || tq < 1 || tk < 1 || d < 1 || dv < 1) {
+    WEFT_THROW(op << ": with layout 'rows', dims must be (B, H, Tq, Tk, D, Dv), each at least 1, "
+                  << "found " << Shape(p.dims));
+  }
+  AttentionDims dims{b, h, tq, tk, d, dv};
+  dims.q = p.rows[0];
+  dims.k = p.rows[1];
+  dims.v = p.rows[2];
+  dims.out = p.rows[3];
+  CheckRowsInside(op, "q", dims.q, {b, h, tq, d}, q);
+  CheckRowsInside(op, "k", dims.k, {b, h, tk, d}, k);
+  CheckRowsInside(op, "v", dims.v, {b, h, tk, dv}, v);
+  const Shape out(p.out_shape);
+  if (!CoversOnce(dims.out, {b, h, tq, dv}, out.Size())) {
+    WEFT_THROW(op << ": with layout 'rows', out's rows (offset " << dims.out.offset << ", strides "
+                  << dims.out.b << ", " << dims.out.h << ", " << dims.out.t
+                  << ") must cover out_shape " << out << " once, as rows of " << dv);
+  }
+  return dims;
+}
+
 // The attributes' part of `d`, and the mask's strides.
 AttentionDims WithAttributes(const char* op, const AttentionParam& p, const Shape* mask,
                              AttentionDims d) {
@@ -110,6 +175,8 @@ AttentionDims AttentionDimsOf(const char* op, const AttentionParam& p,
   const Shape* mask = p.use_mask ? &inputs[s.mask] : nullptr;
   if (p.layout == AttentionLayout::kBhtd)
     return AttentionDimsOf(op, p, inputs[0], inputs[1], inputs[2], mask);
+  if (p.layout == AttentionLayout::kRows)
+    return WithAttributes(op, p, mask, RowsDims(op, p, inputs[0], inputs[1], inputs[2]));
   return WithAttributes(op, p, mask, PackedDims(op, inputs[0]));
 }
 

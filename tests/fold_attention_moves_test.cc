@@ -1,0 +1,146 @@
+// The inference pass that has Attention read its operands where their strided copies would have
+// read them, and write its result where the copy of it would have put it
+// (passes/fold_attention_moves.h): PyTorch 1.13's export of nn.MultiheadAttention (heads merged
+// into (1, B*H), a mask over merged heads) and a GPT's packed (B, T, 3, H, D) projection lose all
+// four copies around their attention; a copy another op reads too, a result two ops read, and a
+// k read across its rows keep theirs; training binds keep theirs. Outputs equal the unfolded
+// graph's, bit for bit.
+#include "passes/fold_attention_moves.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "passes/pipeline.h"
+#include "tests/pass_test_util.h"
+#include "weft/weft.h"
+
+namespace weft {
+namespace {
+
+using testing::BindCpu;
+using testing::CountOps;
+using testing::Reshape;
+using testing::Slice;
+using testing::Transpose;
+
+constexpr int64_t kB = 2, kT = 5, kH = 3, kD = 4, kE = kH * kD;
+
+Symbol Attention(const std::vector<Symbol>& in) {
+  return Symbol::Op("Attention", in, {{"use_mask", in.size() == 4 ? "true" : "false"}});
+}
+
+// PyTorch 1.13's export: the projection (T, B, 3E) sliced into q, k and v, each seen as
+// (T, B*H, D) and transposed to (B*H, T, D), a batch of one added for Attention, a padding mask
+// over the merged heads (B*H, 1, T); the result back as (T*B, E). `extra`: a second reader of q's
+// heads, or of the result.
+enum class Extra { kNone, kQ, kOut };
+Symbol MergedHeads(Extra extra = Extra::kNone) {
+  const Symbol p = Symbol::Variable("data");
+  std::vector<Symbol> heads;
+  for (int64_t part = 0; part < 3; ++part) {
+    const Symbol x =
+        Transpose(Reshape(Slice(p, 2, part * kE, (part + 1) * kE), {kT, kB * kH, kD}), {1, 0, 2});
+    heads.push_back(Symbol::Op("expand_dims", {x}, {{"axis", "0"}}));
+  }
+  const Symbol mask = Symbol::Variable("mask");
+  const Symbol out = Reshape(Attention({heads[0], heads[1], heads[2], mask}), {kB * kH, kT, kD});
+  const Symbol rows = Reshape(Transpose(out, {1, 0, 2}), {kT * kB, kE});
+  std::vector<Symbol> outs = {Symbol::Op("relu", {rows})};
+  if (extra == Extra::kQ) outs.push_back(Symbol::Op("relu", {heads[0]}));
+  if (extra == Extra::kOut) outs.push_back(Symbol::Op("relu", {out}));
+  return Symbol::Group(outs);
+}
+
+// A GPT's packed projection (B, T, 3, H, D): q, k and v to (B, H, T, D), causal, the result back
+// to (B, T, E). With `k_across`, k is read transposed (B, H, D, T) and transposed back by hand.
+Symbol PackedHeads(bool k_across = false) {
+  const Symbol p = Reshape(Symbol::Variable("data"), {kB, kT, 3, kH, kD});
+  std::vector<Symbol> heads;
+  for (int64_t part = 0; part < 3; ++part) {
+    Symbol x = Reshape(Slice(p, 2, part, part + 1), {kB, kT, kH, kD});
+    x = Transpose(x, {0, 2, 1, 3});
+    if (part == 1 && k_across) x = Symbol::Op("relu", {Transpose(x, {0, 1, 3, 2})});
+    if (part == 1 && k_across) x = Transpose(x, {0, 1, 3, 2});
+    heads.push_back(x);
+  }
+  const Symbol out = Symbol::Op("Attention", heads, {{"causal", "true"}});
+  return Symbol::Op("relu", {Reshape(Transpose(out, {0, 2, 1, 3}), {kB, kT, kE})});
+}
+
+BindResult Bind(const Symbol& s, const Shape& data, std::set<std::string> differentiate = {}) {
+  BindRequest request;
+  request.device = Device::Cpu();
+  request.shapes = {{"data", data}};
+  const std::vector<std::string> names = s.ListArguments();
+  if (std::find(names.begin(), names.end(), "mask") != names.end())
+    request.shapes["mask"] = Shape{kB * kH, 1, kT};
+  request.differentiate = std::move(differentiate);
+  return RunBindPipeline(s.ToGraph(), request);
+}
+
+// Outputs with the pass on and off, the mask's last key of each sequence masked.
+void ExpectSameOutputs(const Symbol& s, const Shape& data) {
+  const std::vector<std::string> names = s.ListArguments();
+  const bool masked = std::find(names.begin(), names.end(), "mask") != names.end();
+  std::map<std::string, Shape> shapes = {{"data", data}};
+  if (masked) shapes["mask"] = Shape{kB * kH, 1, kT};
+  Executor::ArrayMap args = testing::RandomArguments(s, shapes);
+  if (masked) {
+    std::vector<float> m(kB * kH * kT, 0);
+    for (int64_t h = 0; h < kB * kH; h += 2) m[h * kT + kT - 1] = -1e30f;
+    args["mask"] = NDArray::FromVector(m, Shape{kB * kH, 1, kT});
+  }
+  const auto off = testing::InferOutputs(s, args, "WEFT_FOLD_ATTENTION_MOVES", false);
+  const auto on = testing::InferOutputs(s, args, "WEFT_FOLD_ATTENTION_MOVES", true);
+  ASSERT_EQ(on.size(), off.size());
+  for (size_t o = 0; o < on.size(); ++o) EXPECT_EQ(on[o], off[o]) << "output " << o;
+}
+
+const Shape kProjection{kT, kB, 3 * kE};
+
+TEST(FoldAttentionMoves, MergedHeadsAsPyTorchExportsThemCopyNothing) {
+  const BindResult bound = Bind(MergedHeads(), kProjection);
+  EXPECT_EQ(bound.folded_attention_moves, 4);
+  EXPECT_EQ(CountOps(bound.graph, "_strided_copy"), 0u);
+  EXPECT_EQ(CountOps(bound.graph, "transpose"), 0u);
+  ExpectSameOutputs(MergedHeads(), kProjection);
+}
+
+TEST(FoldAttentionMoves, APackedProjectionCopiesNothing) {
+  const BindResult bound = Bind(PackedHeads(), Shape{kB, kT, 3 * kE});
+  EXPECT_EQ(bound.folded_attention_moves, 4);
+  EXPECT_EQ(CountOps(bound.graph, "_strided_copy"), 0u);
+  ExpectSameOutputs(PackedHeads(), Shape{kB, kT, 3 * kE});
+}
+
+// q's copy read by a relu too stays (q is read from it); a result two ops read stays where it
+// is; k read across its rows (its D not contiguous) is read from its transpose. The rest fold.
+TEST(FoldAttentionMoves, CopiesOthersReadAndRowsThatAreNoRowsStay) {
+  const struct {
+    Symbol net;
+    Shape data;
+    int folded;
+  } cases[] = {{MergedHeads(Extra::kQ), kProjection, 3},
+               {MergedHeads(Extra::kOut), kProjection, 3},
+               {PackedHeads(/*k_across=*/true), Shape{kB, kT, 3 * kE}, 3}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::to_string(&c - cases));
+    const BindResult bound = Bind(c.net, c.data);
+    EXPECT_EQ(bound.folded_attention_moves, c.folded);
+    EXPECT_GE(CountOps(bound.graph, "_strided_copy") + CountOps(bound.graph, "transpose"), 1u);
+    ExpectSameOutputs(c.net, c.data);
+  }
+}
+
+TEST(FoldAttentionMoves, TrainingBindsKeepTheirCopies) {
+  const BindResult bound = Bind(PackedHeads(), Shape{kB, kT, 3 * kE}, {"data"});
+  EXPECT_EQ(bound.folded_attention_moves, 0);
+}
+
+}  // namespace
+}  // namespace weft
