@@ -13,10 +13,22 @@
 #include <vector>
 
 #include "tests/onnx_cases.h"
+#include "tests/weft_test_util.h"
 #include "weft/onnx.h"
 
 namespace weft {
 namespace {
+
+// The model's outputs on gpu:0 within the GPU tolerance of the CPU's, for inputs `name`.
+void ExpectGpuMatchesCpu(const std::string& model, const std::string& name) {
+  const testing::OnnxCase c = testing::ReadOnnxCase("tests/onnx/" + name + ".json");
+  const OnnxModel m = ImportOnnx("tests/onnx/" + model + ".onnx");
+  const std::vector<float> cpu = testing::RunOnnxCase(m, c, Device::Cpu()).ToVector<float>();
+  const std::vector<float> gpu = testing::RunOnnxCase(m, c, Device::Gpu(0)).ToVector<float>();
+  ASSERT_EQ(gpu.size(), cpu.size()) << name;
+  for (size_t i = 0; i < cpu.size(); ++i)
+    EXPECT_NEAR(gpu[i], cpu[i], 2e-4 * (1 + std::abs(cpu[i]))) << name << " output " << i;
+}
 
 TEST(GpuOnnx, ImportedModelsMatchTheCpu) {
   // (model, inputs): NAME_1 is NAME's file at other extents
@@ -40,13 +52,18 @@ TEST(GpuOnnx, ImportedModelsMatchTheCpu) {
                                                         {"tensor_ops", "tensor_ops"},
                                                         {"shape_ops", "shape_ops"},
                                                         {"shape_ops", "shape_ops_1"}}) {
-    const testing::OnnxCase c = testing::ReadOnnxCase("tests/onnx/" + name + ".json");
-    const OnnxModel m = ImportOnnx("tests/onnx/" + model + ".onnx");
-    const std::vector<float> cpu = testing::RunOnnxCase(m, c, Device::Cpu()).ToVector<float>();
-    const std::vector<float> gpu = testing::RunOnnxCase(m, c, Device::Gpu(0)).ToVector<float>();
-    ASSERT_EQ(gpu.size(), cpu.size()) << name;
-    for (size_t i = 0; i < cpu.size(); ++i)
-      EXPECT_NEAR(gpu[i], cpu[i], 2e-4 * (1 + std::abs(cpu[i]))) << name << " output " << i;
+    ExpectGpuMatchesCpu(model, name);
+  }
+}
+
+// With the import's attention fold, each encoder and GPT layer's attention is one Attention that
+// reads the packed projection and writes the output projection's rows in place
+// (passes/fold_attention_moves.h, layout rows): weft's kernels on the GPU, the CPU's loops.
+TEST(GpuOnnx, FoldedAttentionReadingInPlaceMatchesTheCpu) {
+  testing::ScopedEnv fold("WEFT_ONNX_FUSE_ATTENTION", "1");
+  for (const std::string model : {"encoder", "encoder_opset17", "gpt", "gpt_opset14"}) {
+    ExpectGpuMatchesCpu(model, model);
+    ExpectGpuMatchesCpu(model, model + "_1");
   }
 }
 
