@@ -58,7 +58,7 @@ Symbol MergedHeads(Extra extra = Extra::kNone) {
 
 // A GPT's packed projection (B, T, 3, H, D): q, k and v to (B, H, T, D), causal, the result back
 // to (B, T, E). With `k_across`, k is read transposed (B, H, D, T) and transposed back by hand.
-Symbol PackedHeads(bool k_across = false) {
+Symbol PackedHeads(bool k_across = false, bool masked = false) {
   const Symbol p = Reshape(Symbol::Variable("data"), {kB, kT, 3, kH, kD});
   std::vector<Symbol> heads;
   for (int64_t part = 0; part < 3; ++part) {
@@ -68,32 +68,37 @@ Symbol PackedHeads(bool k_across = false) {
     if (part == 1 && k_across) x = Transpose(x, {0, 1, 3, 2});
     heads.push_back(x);
   }
-  const Symbol out = Symbol::Op("Attention", heads, {{"causal", "true"}});
+  if (masked) heads.push_back(Symbol::Variable("mask"));
+  const Symbol out =
+      Symbol::Op("Attention", heads, {{"causal", "true"}, {"use_mask", masked ? "true" : "false"}});
   return Symbol::Op("relu", {Reshape(Transpose(out, {0, 2, 1, 3}), {kB, kT, kE})});
 }
 
-BindResult Bind(const Symbol& s, const Shape& data, std::set<std::string> differentiate = {}) {
+const Shape kMergedMask{kB * kH, 1, kT};
+
+BindResult Bind(const Symbol& s, const Shape& data, std::set<std::string> differentiate = {},
+                const Shape& mask = kMergedMask) {
   BindRequest request;
   request.device = Device::Cpu();
   request.shapes = {{"data", data}};
   const std::vector<std::string> names = s.ListArguments();
-  if (std::find(names.begin(), names.end(), "mask") != names.end())
-    request.shapes["mask"] = Shape{kB * kH, 1, kT};
+  if (std::find(names.begin(), names.end(), "mask") != names.end()) request.shapes["mask"] = mask;
   request.differentiate = std::move(differentiate);
   return RunBindPipeline(s.ToGraph(), request);
 }
 
-// Outputs with the pass on and off, the mask's last key of each sequence masked.
-void ExpectSameOutputs(const Symbol& s, const Shape& data) {
+// Outputs with the pass on and off, the last key of every other mask row masked.
+void ExpectSameOutputs(const Symbol& s, const Shape& data, const Shape& mask = kMergedMask) {
   const std::vector<std::string> names = s.ListArguments();
   const bool masked = std::find(names.begin(), names.end(), "mask") != names.end();
   std::map<std::string, Shape> shapes = {{"data", data}};
-  if (masked) shapes["mask"] = Shape{kB * kH, 1, kT};
+  if (masked) shapes["mask"] = mask;
   Executor::ArrayMap args = testing::RandomArguments(s, shapes);
   if (masked) {
-    std::vector<float> m(kB * kH * kT, 0);
-    for (int64_t h = 0; h < kB * kH; h += 2) m[h * kT + kT - 1] = -1e30f;
-    args["mask"] = NDArray::FromVector(m, Shape{kB * kH, 1, kT});
+    const int64_t keys = mask[mask.ndim() - 1];
+    std::vector<float> m(mask.Size(), 0);
+    for (int64_t row = 0; row < mask.Size() / keys; row += 2) m[row * keys + keys - 1] = -1e30f;
+    args["mask"] = NDArray::FromVector(m, mask);
   }
   const auto off = testing::InferOutputs(s, args, "WEFT_FOLD_ATTENTION_MOVES", false);
   const auto on = testing::InferOutputs(s, args, "WEFT_FOLD_ATTENTION_MOVES", true);
@@ -103,11 +108,21 @@ void ExpectSameOutputs(const Symbol& s, const Shape& data) {
 
 const Shape kProjection{kT, kB, 3 * kE};
 
+// The reshapes the pass adds to masks (named after their Attention, "_mask").
+int MaskReshapes(const Graph& g) {
+  int n = 0;
+  for (const Node& node : g.nodes()) {
+    n += node.op != nullptr && node.op->name == "reshape" && node.name.ends_with("_mask");
+  }
+  return n;
+}
+
 TEST(FoldAttentionMoves, MergedHeadsAsPyTorchExportsThemCopyNothing) {
   const BindResult bound = Bind(MergedHeads(), kProjection);
   EXPECT_EQ(bound.folded_attention_moves, 4);
   EXPECT_EQ(CountOps(bound.graph, "_strided_copy"), 0u);
   EXPECT_EQ(CountOps(bound.graph, "transpose"), 0u);
+  EXPECT_EQ(MaskReshapes(bound.graph), 1) << "the (B*H, 1, T) mask seen as (B, H, 1, T)";
   ExpectSameOutputs(MergedHeads(), kProjection);
 }
 
@@ -134,6 +149,23 @@ TEST(FoldAttentionMoves, CopiesOthersReadAndRowsThatAreNoRowsStay) {
     EXPECT_EQ(bound.folded_attention_moves, c.folded);
     EXPECT_GE(CountOps(bound.graph, "_strided_copy") + CountOps(bound.graph, "transpose"), 1u);
     ExpectSameOutputs(c.net, c.data);
+  }
+}
+
+// Masks that broadcast over the heads as the parts cut them need no reshape: a padding mask
+// (B, 1, 1, T) where the heads stay (B, H), a (Tq, Tk) mask where they are merged.
+TEST(FoldAttentionMoves, MasksThatBroadcastOverTheHeadsAreReadAsTheyAre) {
+  const struct {
+    Symbol net;
+    Shape data, mask;
+  } cases[] = {{PackedHeads(false, /*masked=*/true), Shape{kB, kT, 3 * kE}, Shape{kB, 1, 1, kT}},
+               {MergedHeads(), kProjection, Shape{kT, kT}}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::to_string(&c - cases));
+    const BindResult bound = Bind(c.net, c.data, {}, c.mask);
+    EXPECT_EQ(bound.folded_attention_moves, 4);
+    EXPECT_EQ(MaskReshapes(bound.graph), 0);
+    ExpectSameOutputs(c.net, c.data, c.mask);
   }
 }
 
