@@ -145,9 +145,10 @@ class Folder {
     return node.op != nullptr && node.op->name == "_strided_copy";
   }
 
-  // Operand entry e of Attention node a: through its copy where a alone reads it.
+  // Operand entry e of Attention node a: through its copy where a alone reads it and no fold
+  // before took it (an earlier Attention's result that writes the copy's rows itself).
   Part OperandPart(NodeEntry e, uint32_t a) const {
-    if (IsStridedCopy(e.node) && ReadOnlyBy(e.node, a)) {
+    if (IsStridedCopy(e.node) && ReadOnlyBy(e.node, a) && !gone_[e.node]) {
       const Node& copy = g_.node(e.node);
       const StridedCopyParam& p = copy.attrs.Get<StridedCopyParam>();
       if (std::optional<Part> part =

@@ -169,6 +169,25 @@ TEST(FoldAttentionMoves, MasksThatBroadcastOverTheHeadsAreReadAsTheyAre) {
   }
 }
 
+// One attention's result, moved by a copy, is the next one's q: the first writes the copy's rows
+// itself, and the second reads them as they are (the copy is folded once, not twice: folding it
+// into both read the first's rows in the wrong order).
+TEST(FoldAttentionMoves, ACopyBetweenTwoAttentionsIsFoldedOnce) {
+  // (1, 2, 2, 4): H and T both 2, so the result's (B, T, H, D) seen as (B, H, T, D) is a q.
+  const Symbol x = Symbol::Variable("data");
+  std::vector<Symbol> qkv;
+  for (int64_t part = 0; part < 3; ++part)
+    qkv.push_back(Reshape(Slice(x, 0, part, part + 1), {1, 2, 2, 4}));
+  const Symbol first = Symbol::Op("Attention", qkv, {});
+  const Symbol moved = Reshape(Transpose(first, {0, 2, 1, 3}), {1, 2, 2, 4});
+  const Symbol net = Symbol::Op("relu", {Symbol::Op("Attention", {moved, qkv[1], qkv[2]}, {})});
+  const BindResult bound = Bind(net, Shape{3, 16});
+  // the first's q copy and the copy of its result; k and v, which both read, keep theirs
+  EXPECT_EQ(bound.folded_attention_moves, 2);
+  EXPECT_EQ(CountOps(bound.graph, "_strided_copy"), 2u);
+  ExpectSameOutputs(net, Shape{3, 16});
+}
+
 TEST(FoldAttentionMoves, TrainingBindsKeepTheirCopies) {
   const BindResult bound = Bind(PackedHeads(), Shape{kB, kT, 3 * kE}, {"data"});
   EXPECT_EQ(bound.folded_attention_moves, 0);
