@@ -64,6 +64,12 @@ std::string FloatAttr(double value) {
   return std::string(buffer, end);
 }
 
+std::string FormatTuple(const std::vector<int64_t>& values) {
+  std::string s = "(";
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
+  return s + (values.size() == 1 ? ",)" : ")");
+}
+
 double AttrReader::Float(const std::string& name, std::optional<double> fallback) {
   const std::string* v = Find(name, !fallback);
   if (v == nullptr) return *fallback;

@@ -31,6 +31,10 @@ using AttrMap = std::map<std::string, std::string>;
 // attributes from numbers: an op then runs with exactly those numbers).
 std::string FloatAttr(double value);
 
+// A tuple attribute as users write it, which AttrReader::IntList reads back: "(4, -1)", "(5,)"
+// (callers that build attributes, and error messages).
+std::string FormatTuple(const std::vector<int64_t>& values);
+
 // Reads typed values out of an AttrMap for one op; remembers what was read.
 class AttrReader {
  public:

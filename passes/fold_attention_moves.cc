@@ -112,14 +112,14 @@ class Folder {
     if (copies_ == 0) return g_;
     const Graph untyped = g_.ToBuilder().Freeze();
     GraphRewrite r(untyped);
+    std::vector<const Fold*> at(g_.nodes().size(), nullptr);  // by Attention node
+    for (const Fold& f : folds_) at[f.attention] = &f;
     for (uint32_t n = 0; n < g_.nodes().size(); ++n) {
       if (gone_[n]) continue;
-      const auto fold = std::find_if(folds_.begin(), folds_.end(),
-                                     [&](const Fold& f) { return f.attention == n; });
-      if (fold == folds_.end()) {
-        r.Keep(n);
+      if (at[n] != nullptr) {
+        Write(*at[n], r);
       } else {
-        Write(*fold, r);
+        r.Keep(n);
       }
     }
     return std::move(r).Finish();
@@ -263,7 +263,7 @@ class Folder {
     Node folded =
         WithAttrs(a, {{"layout", "rows"},
                       {"dims", Shape{f.heads[0], f.heads[1], q[2], k[2], q[3], v[3]}.ToString()},
-                      {"rows", Tuple(rows)},
+                      {"rows", FormatTuple(rows)},
                       {"out_shape", out_shape.ToString()}});
     folded.inputs = std::move(in);
     const uint32_t now = r.Add(std::move(folded), {});
@@ -273,12 +273,6 @@ class Folder {
       r.MapNode(out.copy, now);
       r.MapEntry({out.copy, 0}, {now, 0});
     }
-  }
-
-  static std::string Tuple(const std::vector<int64_t>& v) {
-    std::string s = "(";
-    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + ")";
   }
 
   const Graph& g_;

@@ -447,21 +447,17 @@ TEST_F(Attention, RowsLayoutReadsAPackedProjectionInPlaceAndWritesTokenMajor) {
         for (int64_t di = 0; di < d; ++di)
           want[(ti * b + bi) * e + hi * d + di] = by_head[((bi * h + hi) * t + ti) * d + di];
 
-  const auto Joined = [](const std::vector<int64_t>& v) {
-    std::string text = "(";
-    for (size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + std::to_string(v[i]);
-    return text + ")";
-  };
   const auto rows_attrs = [&](const std::string& out_shape) {
     const int64_t row = b * 3 * e;  // from one position to the next in the projection
-    return ParseAttrs(GetOp("Attention"), {{"use_mask", "true"},
-                                           {"layout", "rows"},
-                                           {"dims", Shape{b, h, t, t, d, d}.ToString()},
-                                           {"rows", Joined({0, 3 * e, d, row,      // q: part 0
-                                                            e, 3 * e, d, row,      // k: part 1
-                                                            2 * e, 3 * e, d, row,  // v: part 2
-                                                            0, e, d, b * e})},  // out: (T, B, H, D)
-                                           {"out_shape", out_shape}});
+    return ParseAttrs(GetOp("Attention"),
+                      {{"use_mask", "true"},
+                       {"layout", "rows"},
+                       {"dims", Shape{b, h, t, t, d, d}.ToString()},
+                       {"rows", FormatTuple({0, 3 * e, d, row,      // q: part 0
+                                             e, 3 * e, d, row,      // k: part 1
+                                             2 * e, 3 * e, d, row,  // v: part 2
+                                             0, e, d, b * e})},     // out: (T, B, H, D)
+                       {"out_shape", out_shape}});
   };
   const NDArray p_array = ArrayOf(packed, Shape{t, b, 3 * e}, DType::kFloat32);
   const NDArray m_array = ArrayOf(mask, mask_shape, DType::kFloat32);

@@ -50,19 +50,17 @@ void ExpectPassKeepsOutputs(const Symbol& s, const Shape& data, const char* pass
   for (size_t o = 0; o < on.size(); ++o) EXPECT_EQ(on[o], off[o]) << pass << ": output " << o;
 }
 
-namespace {
-std::string Tuple(const std::vector<int64_t>& v) { return Shape(v).ToString(); }
-}  // namespace
-
 Symbol Reshape(const Symbol& x, const std::vector<int64_t>& shape) {
-  return Symbol::Op("reshape", {x}, {{"shape", Tuple(shape)}});
+  return Symbol::Op("reshape", {x}, {{"shape", FormatTuple(shape)}});
 }
 Symbol Transpose(const Symbol& x, const std::vector<int64_t>& axes) {
-  return Symbol::Op("transpose", {x}, {{"axes", Tuple(axes)}});
+  return Symbol::Op("transpose", {x}, {{"axes", FormatTuple(axes)}});
 }
 Symbol Slice(const Symbol& x, int64_t axis, int64_t begin, int64_t end) {
   return Symbol::Op("slice", {x},
-                    {{"begin", Tuple({begin})}, {"end", Tuple({end})}, {"axes", Tuple({axis})}});
+                    {{"begin", FormatTuple({begin})},
+                     {"end", FormatTuple({end})},
+                     {"axes", FormatTuple({axis})}});
 }
 
 BindResult BindCpu(const Symbol& s, const Shape& data, std::set<std::string> differentiate) {

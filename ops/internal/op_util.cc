@@ -36,10 +36,4 @@ std::array<int64_t, Shape::kMaxDims> Strides(const Shape& shape) {
   return strides;
 }
 
-std::string FormatTuple(const std::vector<int64_t>& values) {
-  std::string s = "(";
-  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
-  return s + (values.size() == 1 ? ",)" : ")");
-}
-
 }  // namespace weft

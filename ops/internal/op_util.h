@@ -1,5 +1,5 @@
 // What op definitions share, on no particular device: shape checks for inference, axis
-// normalization, tuple formatting for messages, and the common gradient rule that calls a
+// normalization, and the common gradient rule that calls a
 // backward op. (Device computes have their own helpers: ops/cpu/internal/, ops/gpu/internal/.)
 #pragma once
 
@@ -22,9 +22,6 @@ int NormalizeAxis(const std::string& op, int64_t axis, int ndim, const Shape& sh
 
 // Row-major strides of `shape`, in elements.
 std::array<int64_t, Shape::kMaxDims> Strides(const Shape& shape);
-
-// A tuple attribute as users write it, for error messages: "(4, -1)", "(5,)".
-std::string FormatTuple(const std::vector<int64_t>& values);
 
 // The gradient rule of an op `op` whose backward op `_backward_<op>` takes (the gradient of
 // output 0, forward input 0) and the forward attributes, and gives the gradient of forward input
